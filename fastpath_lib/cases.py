@@ -1,0 +1,191 @@
+"""Build row-wise test and benchmark inputs from a small declarative spec.
+
+A :class:`CaseSpec` names a case the way a reviewer talks about it: ``rows x cols``, dtype, weight, and a layout
+(contiguous, a row slice of a wider buffer, every other row, transposed, permuted, misaligned by an offset). The same
+spec builds boundary tests, hypothesis cases and benchmark inputs, for RMSNorm and for any other op of the form
+``op(x[rows, cols], weight[cols])``.
+
+Every input lives inside a larger buffer whose unused elements are *poison* (NaN by default): a kernel that reads
+outside its view produces NaN where the reference does not, and :func:`guard_intact` checks that nothing wrote to the
+buffer. This stands in for compute-sanitizer on CPU, where Triton's interpreter does not catch out-of-bounds access.
+
+>>> x, ns, w = CaseSpec(rows=4, cols=16, layout="row_slice", pad=4).build(seed=0).args()
+>>> tuple(x.shape), x.stride(), ns
+((4, 16), (20, 1), (16,))
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import torch
+
+__all__ = ["LAYOUTS", "CaseSpec", "BuiltCase", "poisoned_like", "guard_intact", "output_guard_intact"]
+
+LAYOUTS = ("contiguous", "batched", "row_slice", "step", "transposed", "permuted")
+POISON = float("nan")
+
+
+@dataclasses.dataclass(frozen=True)
+class CaseSpec:
+    """A row-wise case.
+
+    Args:
+        rows: number of rows (for ``batched`` and ``permuted``, split as ``2 x rows/2``; rows must be even there).
+        cols: row width.
+        dtype: input dtype.
+        weight: ``"same"`` (weight of the input's dtype), ``None`` (no weight) or a dtype.
+        layout: one of :data:`LAYOUTS`.
+        pad: extra elements per row of the backing buffer for ``row_slice`` (the row stride is ``cols + pad``).
+        offset: elements between the buffer's start and the input's first element (misaligns it when not a
+            multiple of 16 bytes).
+        weight_offset: the same for the weight.
+        weight_cols: added to the weight's length (non-zero makes an invalid call).
+        norm_dims: how many trailing dims are normalized (1 or 2).
+        normalized_shape: ``"wrong"`` to pass a shape that does not match the input.
+        scale: magnitude of the random values.
+        device: where to build (``None``: CUDA if available, else CPU).
+    """
+
+    rows: int = 16
+    cols: int = 64
+    dtype: torch.dtype = torch.float32
+    weight: Any = "same"
+    layout: str = "contiguous"
+    pad: int = 0
+    offset: int = 0
+    weight_offset: int = 0
+    weight_cols: int = 0
+    norm_dims: int = 1
+    normalized_shape: str | None = None
+    scale: float = 1.0
+    device: str | None = None
+
+    def __post_init__(self):
+        if self.layout not in LAYOUTS:
+            raise ValueError(f"layout must be one of {LAYOUTS}, got {self.layout!r}")
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The logical input shape."""
+        if self.layout in ("batched", "permuted") or self.norm_dims == 2:
+            return (2, self.rows // 2, self.cols) if self.rows % 2 == 0 else (1, self.rows, self.cols)
+        return (self.rows, self.cols)
+
+    def label(self) -> str:
+        """A short readable id, e.g. ``16x64 float32 row_slice+4``."""
+        d = str(self.dtype).replace("torch.", "")
+        parts = [f"{self.rows}x{self.cols}", d, self.layout + (f"+{self.pad}" if self.pad else "")]
+        if self.offset:
+            parts.append(f"off{self.offset}")
+        w = self.weight
+        if w is None:
+            parts.append("noweight")
+        elif w != "same":
+            parts.append("w" + str(w).replace("torch.", ""))
+        return " ".join(parts)
+
+    def build(self, seed: int = 0, device: str | torch.device | None = None) -> "BuiltCase":
+        """Allocate poisoned buffers and fill the views with seeded random values."""
+        dev = torch.device(device or self.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        gen = torch.Generator(device="cpu").manual_seed(seed)
+        shape = self.shape
+        x, xbuf = _strided_view(shape, self.dtype, self.layout, self.pad, self.offset, dev)
+        vals = (torch.randn(shape, generator=gen, dtype=torch.float64) * self.scale)
+        with torch.no_grad():
+            x.copy_(vals.to(self.dtype))
+        w = wbuf = None
+        if self.weight is not None:
+            wdtype = self.dtype if self.weight == "same" else self.weight
+            wshape = (shape[-2], shape[-1]) if self.norm_dims == 2 else (shape[-1] + self.weight_cols,)
+            n = math.prod(wshape)
+            wbuf = torch.full((n + self.weight_offset + 16,), POISON, dtype=wdtype, device=dev)
+            w = wbuf[self.weight_offset:self.weight_offset + n].view(wshape)
+            with torch.no_grad():
+                w.copy_((1.0 + 0.5 * torch.randn(wshape, generator=gen, dtype=torch.float64)).to(wdtype))
+        if self.normalized_shape == "wrong":
+            ns = (shape[-1] + 1,)
+        else:
+            ns = tuple(shape[-self.norm_dims:])
+        return BuiltCase(self, x, ns, w, xbuf, wbuf, xbuf.clone(), None if wbuf is None else wbuf.clone())
+
+
+def _strided_view(shape, dtype, layout, pad, offset, dev):
+    """A view of ``shape`` with the requested layout inside a NaN-filled buffer (returns ``(view, buffer)``)."""
+    cols = shape[-1]
+    lead = math.prod(shape[:-1])
+    if layout in ("contiguous", "batched"):
+        n = math.prod(shape)
+        buf = torch.full((n + offset + 16,), POISON, dtype=dtype, device=dev)
+        return buf[offset:offset + n].view(shape), buf
+    if layout == "row_slice":
+        stride = cols + pad
+        buf = torch.full((lead * stride + offset + 16,), POISON, dtype=dtype, device=dev)
+        return buf[offset:offset + lead * stride].view(*shape[:-1], stride)[..., :cols], buf
+    if layout in ("step", "transposed") and len(shape) != 2:
+        raise ValueError(f"layout {layout!r} builds 2-d inputs only, got shape {shape}")
+    if layout == "step":  # every other row of a [2*rows, cols] buffer
+        buf = torch.full((2 * lead * cols + offset + 16,), POISON, dtype=dtype, device=dev)
+        return buf[offset:offset + 2 * lead * cols].view(2 * lead, cols)[::2], buf
+    if layout == "transposed":  # a [cols, rows] buffer seen as [rows, cols]
+        buf = torch.full((lead * cols + offset + 16,), POISON, dtype=dtype, device=dev)
+        return buf[offset:offset + lead * cols].view(cols, lead).t(), buf
+    if layout == "permuted":
+        a, b, c = shape
+        n = a * b * c
+        buf = torch.full((n + offset + 16,), POISON, dtype=dtype, device=dev)
+        return buf[offset:offset + n].view(b, a, c).permute(1, 0, 2), buf
+    raise ValueError(layout)
+
+
+@dataclasses.dataclass
+class BuiltCase:
+    """Tensors built from a :class:`CaseSpec`, with their poisoned backing buffers and pristine copies."""
+
+    spec: CaseSpec
+    x: torch.Tensor
+    normalized_shape: tuple[int, ...]
+    weight: torch.Tensor | None
+    x_buffer: torch.Tensor
+    w_buffer: torch.Tensor | None
+    x_pristine: torch.Tensor
+    w_pristine: torch.Tensor | None
+
+    def args(self) -> tuple[torch.Tensor, tuple[int, ...], torch.Tensor | None]:
+        """``(input, normalized_shape, weight)`` for the op."""
+        return self.x, self.normalized_shape, self.weight
+
+    def inputs_untouched(self) -> bool:
+        """No byte of the input and weight buffers (views and poison) changed."""
+        ok = guard_intact(self.x_buffer, self.x_pristine)
+        if self.w_buffer is not None:
+            ok = ok and guard_intact(self.w_buffer, self.w_pristine)
+        return ok
+
+
+def poisoned_like(shape, dtype, device, *, pad: int = 16, poison: float = -12345.0):
+    """A contiguous output view of ``shape`` inside a buffer with ``pad`` poison elements on each side.
+
+    Returns ``(view, buffer, pristine_copy)``; after the call, check the poison with :func:`guard_intact` on the
+    buffer with the view's region masked out, see :func:`output_guard_intact`.
+    """
+    n = math.prod(shape)
+    buf = torch.full((n + 2 * pad,), poison, dtype=dtype, device=device)
+    return buf[pad:pad + n].view(shape), buf, buf.clone()
+
+
+def guard_intact(buf: torch.Tensor, pristine: torch.Tensor) -> bool:
+    """Bitwise equality of a buffer with its copy (NaN poison compares equal to itself here)."""
+    return bool(torch.equal(_bits(buf.detach().cpu()), _bits(pristine.detach().cpu())))
+
+
+def output_guard_intact(buf: torch.Tensor, pristine: torch.Tensor, pad: int) -> bool:
+    """The ``pad`` poison elements on each side of an output made by :func:`poisoned_like` are unchanged."""
+    return guard_intact(buf[:pad], pristine[:pad]) and guard_intact(buf[-pad:], pristine[-pad:])
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    itype = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()]
+    return t.contiguous().view(itype)
