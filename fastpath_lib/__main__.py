@@ -1,0 +1,29 @@
+"""Command line: ``python -m fastpath_lib {selftest,explain,bench,compare,grade} ...``."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+COMMANDS = {
+    "selftest": ("fastpath_lib.cli", "selftest_main", "check that Triton computes correctly here"),
+    "explain": ("fastpath_lib.cli", "explain_main", "print the route and reasons for a shape/dtype/layout"),
+    "bench": ("fastpath_lib.bench.cli", "bench_main", "run the predeclared benchmark matrix into a results folder"),
+    "compare": ("fastpath_lib.bench.cli", "compare_main", "per-case drift between two results folders"),
+    "grade": ("fastpath_lib.grading.cli", "main", "grade exercise notebooks and print a score table"),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
+        print("usage: python -m fastpath_lib COMMAND [ARGS]\n\ncommands:")
+        for name, (_, _, doc) in COMMANDS.items():
+            print(f"  {name:<9} {doc}")
+        return 0 if argv and argv[0] in ("-h", "--help") else 2
+    module, func, _ = COMMANDS[argv[0]]
+    return int(getattr(importlib.import_module(module), func)(argv[1:]) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

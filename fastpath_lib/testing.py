@@ -1,0 +1,97 @@
+"""The semantic reference, the tolerance table, and comparison helpers: imported by tests, lessons and graders.
+
+The reference computes RMSNorm in float64 from the definition, independent of both routes::
+
+    y = x / sqrt(mean(x**2, over normalized dims) + eps) * w
+
+Tolerances (``atol``, ``rtol``) for comparing a route's output, in its own dtype, with the float64 reference. Both
+routes round the result to the input dtype once, after computing in fp32, so the error budget is half a unit in the
+last place of the output dtype (relative ``2**-11`` for fp16, ``2**-8`` for bf16, ``2**-24`` for fp32) plus the fp32
+accumulation error of the mean square over at most ``MAX_COLS`` terms (relative about ``1e-6`` in practice, well below
+``1e-5``). ``rtol`` is one unit in the last place of the dtype (twice the rounding budget), ``atol`` covers outputs
+near zero where rtol gives no room. Gradients sum ``cols`` products (and ``dw`` sums over ``rows``), so their
+tolerances allow four times more.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+__all__ = ["TOLERANCES", "GRAD_TOLERANCES", "TOLERANCE_NOTES", "tolerance", "reference_rms_norm",
+           "reference_grads", "compare", "assert_matches_reference"]
+
+#: dtype -> (atol, rtol) for outputs.
+TOLERANCES = {
+    torch.float32: (1e-5, 2e-6),
+    torch.float16: (1e-3, 2 ** -10),
+    torch.bfloat16: (8e-3, 2 ** -7),
+}
+#: dtype -> (atol, rtol) for gradients.
+GRAD_TOLERANCES = {d: (4 * a, 4 * r) for d, (a, r) in TOLERANCES.items()}
+TOLERANCE_NOTES = {
+    torch.float32: "fp32 rounding 2^-24 plus fp32 accumulation error over <= 16384 terms (~1e-6)",
+    torch.float16: "one fp16 ulp (2^-10) relative; atol for outputs near zero",
+    torch.bfloat16: "one bf16 ulp (2^-7) relative; atol for outputs near zero",
+}
+
+
+def tolerance(dtype: torch.dtype, *, grad: bool = False) -> tuple[float, float]:
+    """``(atol, rtol)`` for ``dtype`` (float64 and others: tight fp64 tolerances)."""
+    table = GRAD_TOLERANCES if grad else TOLERANCES
+    return table.get(dtype, (1e-10, 1e-10))
+
+
+def _eps_for(x: torch.Tensor, eps: float | None) -> float:
+    from fastpath_lib.rmsnorm.predicate import default_eps
+
+    return default_eps(x.dtype) if eps is None else float(eps)
+
+
+def reference_rms_norm(x: torch.Tensor, normalized_shape, weight: torch.Tensor | None = None,
+                       eps: float | None = None) -> torch.Tensor:
+    """RMSNorm in float64 from the definition (returns float64; the routes return the input dtype)."""
+    w64 = None if weight is None else weight.detach().to(torch.float64)
+    return _ref_graph(x.detach().to(torch.float64), normalized_shape, w64, _eps_for(x, eps))
+
+
+def reference_grads(x, normalized_shape, weight, eps, grad_out):
+    """``(dx, dw)`` of :func:`reference_rms_norm` in float64 by autograd (``dw`` is ``None`` without a weight)."""
+    x64 = x.detach().to(torch.float64).requires_grad_(True)
+    w64 = None if weight is None else weight.detach().to(torch.float64).requires_grad_(True)
+    y = _ref_graph(x64, normalized_shape, w64, _eps_for(x, eps))
+    grads = torch.autograd.grad(y, [t for t in (x64, w64) if t is not None], grad_out.to(torch.float64))
+    return grads[0], (grads[1] if w64 is not None else None)
+
+
+def _ref_graph(x64, normalized_shape, w64, eps):
+    dims = tuple(range(-len(normalized_shape), 0))
+    y = x64 * torch.rsqrt(x64.pow(2).mean(dims, keepdim=True) + eps)
+    return y * w64 if w64 is not None else y
+
+
+def compare(actual: torch.Tensor, expected64: torch.Tensor, dtype: torch.dtype, *, grad: bool = False) -> str | None:
+    """``None`` if ``actual`` matches the float64 ``expected64`` within ``dtype``'s tolerance, else a short report.
+
+    NaN and Inf must appear in the same places (``equal_nan``).
+    """
+    atol, rtol = tolerance(dtype, grad=grad)
+    a = actual.detach().to(torch.float64).cpu()
+    e = expected64.detach().to(torch.float64).cpu()
+    if a.shape != e.shape:
+        return f"shape {tuple(a.shape)} vs expected {tuple(e.shape)}"
+    if torch.allclose(a, e, atol=atol, rtol=rtol, equal_nan=True):
+        return None
+    bad = ~torch.isclose(a, e, atol=atol, rtol=rtol, equal_nan=True)
+    idx = tuple(int(i) for i in bad.nonzero()[0])
+    diff = (a - e).abs()
+    worst = float(diff[torch.isfinite(diff)].max()) if torch.isfinite(diff).any() else math.nan
+    return (f"{int(bad.sum())}/{a.numel()} elements outside atol={atol:g}, rtol={rtol:g}; first at {idx}: "
+            f"got {a[idx].item():.6g}, expected {e[idx].item():.6g}; max abs diff {worst:.3g}")
+
+
+def assert_matches_reference(actual, x, normalized_shape, weight=None, eps=None, *, what="output"):
+    """Assert a route's output equals the float64 reference within the tolerance of ``x``'s dtype."""
+    problem = compare(actual, reference_rms_norm(x, normalized_shape, weight, eps), x.dtype)
+    assert problem is None, f"{what}: {problem}"
