@@ -22,7 +22,7 @@ from fastpath_lib.eligibility import Predicate
 __all__ = ["CONTEXT_KEYS", "BoundaryPoint", "boundary_points"]
 
 #: Overrides that change the execution context rather than the tensors.
-CONTEXT_KEYS = frozenset({"forced", "capturing", "create_graph", "interpret", "capability"})
+CONTEXT_KEYS = frozenset({"forced", "capturing", "create_graph", "interpret", "capability", "device_type"})
 
 
 @dataclasses.dataclass(frozen=True)

@@ -21,6 +21,9 @@ imported (:mod:`fastpath_lib.runtime` does that). The launchers assume the calle
 
 from __future__ import annotations
 
+import contextlib
+
+import numpy as np
 import torch
 import triton
 import triton.language as tl
@@ -114,6 +117,13 @@ def _backward_programs(x: torch.Tensor, n_rows: int) -> int:
     return max(1, min(n_rows, 4))  # interpreter: programs run one after another; few of them is fastest
 
 
+def _quiet():
+    """Under the interpreter numpy warns on inf/nan arithmetic that a GPU performs silently; silence it there."""
+    from fastpath_lib import runtime
+
+    return np.errstate(all="ignore") if runtime.interpreter_enabled() else contextlib.nullcontext()
+
+
 def forward(x2d: torch.Tensor, weight: torch.Tensor | None, eps: float, *,
             out: torch.Tensor | None = None) -> torch.Tensor:
     """Launch the forward kernel on a 2-D view ``[n_rows, n_cols]``; returns a new contiguous tensor of x's dtype.
@@ -124,10 +134,11 @@ def forward(x2d: torch.Tensor, weight: torch.Tensor | None, eps: float, *,
     n_rows, n_cols = x2d.shape
     y = torch.empty((n_rows, n_cols), dtype=x2d.dtype, device=x2d.device) if out is None else out
     block, num_warps = launch_settings(n_cols)
-    rms_norm_fwd_kernel[(n_rows,)](
-        x2d, weight if weight is not None else x2d, y, x2d.stride(0), y.stride(0), n_cols, eps,
-        HAS_WEIGHT=weight is not None, BLOCK_SIZE=block, num_warps=num_warps,
-    )
+    with _quiet():
+        rms_norm_fwd_kernel[(n_rows,)](
+            x2d, weight if weight is not None else x2d, y, x2d.stride(0), y.stride(0), n_cols, eps,
+            HAS_WEIGHT=weight is not None, BLOCK_SIZE=block, num_warps=num_warps,
+        )
     return y
 
 
@@ -147,10 +158,11 @@ def backward(dy2d: torch.Tensor, x2d: torch.Tensor, weight: torch.Tensor | None,
     has_w = weight is not None
     partial = torch.empty((programs if has_w else 1, n_cols), dtype=torch.float32, device=x2d.device)
     block, num_warps = launch_settings(n_cols)
-    rms_norm_bwd_kernel[(programs,)](
-        dy2d, x2d, weight if has_w else x2d, dx, partial,
-        dy2d.stride(0), x2d.stride(0), dx.stride(0), n_rows, n_cols, rows_per_program, eps,
-        HAS_WEIGHT=has_w, BLOCK_SIZE=block, num_warps=num_warps,
-    )
+    with _quiet():
+        rms_norm_bwd_kernel[(programs,)](
+            dy2d, x2d, weight if has_w else x2d, dx, partial,
+            dy2d.stride(0), x2d.stride(0), dx.stride(0), n_rows, n_cols, rows_per_program, eps,
+            HAS_WEIGHT=has_w, BLOCK_SIZE=block, num_warps=num_warps,
+        )
     dw = partial.sum(0).to(weight.dtype) if has_w else None
     return dx, dw

@@ -121,15 +121,21 @@ def _(grad, input, normalized_shape, weight, eps):
 
 
 def _reference_grads(grad, input, normalized_shape, weight, eps, *, create_graph):
-    """Gradients of ``F.rms_norm`` by autograd (the fallback's backward)."""
-    with torch.enable_grad():
-        x = input if create_graph else input.detach().requires_grad_(True)
-        w = weight if (create_graph or weight is None) else weight.detach().requires_grad_(True)
-        wanted = [t for t in (x, w) if t is not None and t.requires_grad]
-        y = F.rms_norm(x, normalized_shape, w, eps)
-        got = torch.autograd.grad(y, wanted, grad, create_graph=create_graph, allow_unused=True)
-    by_id = {id(t): g for t, g in zip(wanted, got)}
-    return by_id.get(id(x)), (by_id.get(id(w)) if w is not None else None)
+    """Gradients of ``F.rms_norm`` itself (the fallback's backward); ``(dx, dw)``, ``dw`` ``None`` without weight.
+
+    Inside an op's implementation autograd is already below us, so ``torch.func.vjp`` differentiates the reference.
+    With ``create_graph`` (called at the autograd level) ``torch.autograd.grad`` keeps the graph for higher orders.
+    """
+    if create_graph:
+        wanted = [t for t in (input, weight) if t is not None and t.requires_grad]
+        got = torch.autograd.grad(F.rms_norm(input, normalized_shape, weight, eps), wanted, grad, create_graph=True)
+        by_id = {id(t): g for t, g in zip(wanted, got)}
+        return by_id.get(id(input)), (by_id.get(id(weight)) if weight is not None else None)
+    if weight is None:
+        _, vjp = torch.func.vjp(lambda a: F.rms_norm(a, normalized_shape, None, eps), input)
+        return vjp(grad)[0], None
+    _, vjp = torch.func.vjp(lambda a, b: F.rms_norm(a, normalized_shape, b, eps), input, weight)
+    return vjp(grad)
 
 
 def _setup_context(ctx, inputs, output):

@@ -122,6 +122,11 @@ class RMSNormCall:
     forced: bool = False
     capturing: bool = False
     create_graph: bool = False
+    device_type: str = ""  # the input's device type; a separate field so tests can probe other devices
+
+    def __post_init__(self):
+        if not self.device_type:
+            object.__setattr__(self, "device_type", self.input.device.type)
 
 
 def make_call(input: torch.Tensor, normalized_shape, weight: torch.Tensor | None = None, eps: float | None = None, *,
@@ -178,7 +183,7 @@ def _check_grad_order(c):
 
 
 def _check_device(c):
-    dev = c.input.device.type
+    dev = c.device_type
     if dev == "cuda" and not c.interpret:
         return None
     if dev == "cpu" and c.interpret:
@@ -189,7 +194,7 @@ def _check_device(c):
 
 
 def _check_arch(c):
-    if c.input.device.type != "cuda" or c.interpret:
+    if c.device_type != "cuda" or c.interpret:
         return None
     cap = c.capability or (0, 0)
     if tuple(cap) >= c.limits.min_capability:
@@ -219,11 +224,11 @@ def _check_arguments(c):
     if not ns:
         return "normalized_shape is empty, need at least one dim (the fallback raises)"
     if tuple(x.shape[-len(ns):]) != ns or x.dim() < len(ns):
-        return f"input shape {list(x.shape)} does not end in {list(ns)} (the fallback raises)"
+        return f"input shape {list(x.shape)}, need it to end in {list(ns)} (the fallback raises)"
     if w is not None and tuple(w.shape) != ns:
         return f"weight shape {list(w.shape)}, need {list(ns)} (the fallback raises)"
     if w is not None and w.device != x.device:
-        return f"weight on {w.device}, input on {x.device} (the fallback raises)"
+        return f"weight on {w.device}, need the input's device {x.device} (the fallback raises)"
     return None
 
 
@@ -321,8 +326,8 @@ PREDICATE = Predicate("rmsnorm", [
                Boundary("cpu, interpreter off", {"device": "cpu", "interpret": False}, False))),
     Condition("architecture", "compute capability >= 8.0 on CUDA", _check_arch, "architecture",
               "bf16 and the launch settings were chosen for Ampere and newer",
-              (Boundary("sm_75", {"capability": (7, 5)}, False), Boundary("sm_80", {"capability": (8, 0)}, True),
-               Boundary("sm_90", {"capability": (9, 0)}, True))),
+              tuple(Boundary(f"sm_{a}{b}", {"device_type": "cuda", "interpret": False, "capability": (a, b)},
+                             (a, b) >= MIN_CAPABILITY) for a, b in ((7, 5), (8, 0), (8, 6), (9, 0)))),
     Condition("dtype", "input dtype fp16, bf16 or fp32", _check_dtype, "dtype",
               "the kernel accumulates in fp32; fp64 would lose precision and complex is not written",
               (Boundary("fp32", {"dtype": torch.float32}, True), Boundary("fp16", {"dtype": torch.float16}, True),
