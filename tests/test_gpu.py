@@ -1,0 +1,66 @@
+"""GPU-only checks (skipped without CUDA): the real route, autocast on CUDA, capture, architecture."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import fastpath_lib
+from fastpath_lib.cases import CaseSpec
+from fastpath_lib.rmsnorm import predicate as P
+from fastpath_lib.testing import compare, reference_grads, reference_rms_norm
+
+pytestmark = pytest.mark.gpu
+
+
+def _rows():
+    return P.limits_for("cuda").min_rows
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("cols", [16, 4096, P.MAX_COLS])
+def test_cuda_triton_route_matches_reference(dtype, cols):
+    x, ns, w = CaseSpec(rows=_rows(), cols=cols, dtype=dtype).build(seed=1, device="cuda").args()
+    x = x.detach().clone().requires_grad_()
+    w = w.detach().clone().requires_grad_()
+    with fastpath_lib.record_routes() as fw, fastpath_lib.record_routes("backward") as bw:
+        y = fastpath_lib.rms_norm(x, ns, w)
+        dy = torch.randn_like(y)
+        gx, gw = torch.autograd.grad(y, (x, w), dy)
+    assert fw == {"triton": 1} and bw == {"triton": 1}
+    assert compare(y, reference_rms_norm(x, ns, w), dtype) is None
+    rdx, rdw = reference_grads(x, ns, w, None, dy)
+    assert compare(gx, rdx, dtype, grad=True) is None and compare(gw, rdw, dtype, grad=True) is None
+
+
+def test_cuda_below_threshold_falls_back():
+    x = torch.randn(_rows() - 1, 1024, device="cuda")
+    assert fastpath_lib.explain(x, [1024]).failed == ["min_rows"]
+
+
+@pytest.mark.parametrize("xdtype", [torch.float32, torch.bfloat16])
+def test_cuda_autocast_matches_reference(xdtype):
+    x, ns, w = CaseSpec(rows=_rows(), cols=256, dtype=xdtype, weight=torch.float32).build(device="cuda").args()
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        ours, ref = fastpath_lib.rms_norm(x, ns, w), F.rms_norm(x, ns, w)
+    assert ours.dtype == ref.dtype
+    assert compare(ours, reference_rms_norm(x, ns, w), ours.dtype) is None
+
+
+def test_cuda_graph_capture_takes_fallback_and_replays():
+    x, ns, w = CaseSpec(rows=_rows(), cols=256).build(device="cuda").args()
+    fastpath_lib.rms_norm(x, ns, w)  # warm up outside capture
+    g = torch.cuda.CUDAGraph()
+    with fastpath_lib.record_routes() as routes, torch.cuda.graph(g):
+        y = fastpath_lib.rms_norm(x, ns, w)
+    assert routes == {"fallback": 1}
+    g.replay()
+    torch.cuda.synchronize()
+    assert compare(y, reference_rms_norm(x, ns, w), x.dtype) is None
+
+
+def test_architecture_reported():
+    cap = torch.cuda.get_device_capability()
+    d = fastpath_lib.explain(torch.randn(_rows(), 64, device="cuda"), [64])
+    assert ("architecture" in d.failed) == (cap < P.MIN_CAPABILITY)

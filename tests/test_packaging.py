@@ -1,0 +1,57 @@
+"""Set-up files agree with each other, and the public names are exactly the documented ones."""
+
+from __future__ import annotations
+
+import pathlib
+import re
+import tomllib
+
+import fastpath_lib
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def _name(req: str) -> str:
+    return re.split(r"[<>=!~\[; ]", req.strip(), maxsplit=1)[0].lower().replace("_", "-")
+
+
+def _pyproject_deps() -> set[str]:
+    meta = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    return {_name(r) for r in meta["dependencies"] + meta["optional-dependencies"]["dev"]}
+
+
+def _environment_yml_deps() -> set[str]:
+    text = (ROOT / "environment.yml").read_text()
+    pip_block = text.split("- pip:", 1)[1]
+    return {_name(line.split("- ", 1)[1]) for line in pip_block.splitlines()
+            if line.strip().startswith("- ") and not line.strip().startswith("- -")}
+
+
+def test_environment_yml_matches_pyproject():
+    assert _environment_yml_deps() == _pyproject_deps()
+
+
+def test_every_dependency_is_pinned():
+    pins = {_name(line) for line in (ROOT / "constraints.txt").read_text().splitlines() if "==" in line}
+    assert _pyproject_deps() <= pins, f"unpinned: {_pyproject_deps() - pins}"
+    assert "torch==2.13.0\n" in (ROOT / "constraints.txt").read_text()  # the CPU build on disk, not a CUDA download
+
+
+def test_ci_runs_the_readme_test_command():
+    readme = (ROOT / "README.md").read_text()
+    assert "./kit test" in readme and "./kit lab" in readme
+    assert "./kit test" in (ROOT / ".ci" / "run").read_text()
+    assert "./kit test" in (ROOT / ".github" / "workflows" / "ci.yml").read_text()
+
+
+def test_public_names_are_exactly_the_documented_ones():
+    assert sorted(fastpath_lib.__all__) == ["Decision", "RMSNorm", "explain", "force_fallback", "record_routes",
+                                            "rms_norm"]
+    for name in fastpath_lib.__all__:
+        assert getattr(fastpath_lib, name).__doc__, f"{name} has no docstring"
+
+
+def test_predicate_module_has_no_gpu_imports():
+    for path in ("rmsnorm/predicate.py", "eligibility.py", "boundary.py", "cases.py", "runtime.py"):
+        src = (ROOT / "fastpath_lib" / path).read_text()
+        assert not re.search(r"^\s*(import|from)\s+triton", src, re.M), path
