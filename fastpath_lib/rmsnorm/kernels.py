@@ -71,8 +71,8 @@ def rms_norm_bwd_kernel(
     DX_row_stride,  # elements between rows of DX
     n_rows,  # number of rows
     n_cols,  # row width
-    rows_per_program,  # contiguous block of rows each program owns
     eps,  # added to the mean square
+    ROWS_PER_PROGRAM: tl.constexpr,  # contiguous block of rows each program owns (a power of two)
     HAS_WEIGHT: tl.constexpr,  # multiply by W, and produce dw
     BLOCK_SIZE: tl.constexpr,  # power of two >= n_cols
 ):
@@ -85,16 +85,18 @@ def rms_norm_bwd_kernel(
     else:
         w = tl.full((BLOCK_SIZE,), 1.0, tl.float32)
     dw_acc = tl.zeros((BLOCK_SIZE,), dtype=tl.float32)
-    row_start = pid * rows_per_program
-    row_end = tl.minimum(row_start + rows_per_program, n_rows)
-    for row in range(row_start, row_end):
-        x = tl.load(X_ptr + row * X_row_stride + cols, mask=mask, other=0.0).to(tl.float32)
-        dy = tl.load(DY_ptr + row * DY_row_stride + cols, mask=mask, other=0.0).to(tl.float32)
+    # a constexpr trip count with a row mask: the Triton 3.6 interpreter cannot loop over runtime scalar bounds
+    # with numpy 2, and power-of-two buckets keep the number of specializations small
+    for i in range(0, ROWS_PER_PROGRAM):
+        row = pid * ROWS_PER_PROGRAM + i
+        m = mask & (row < n_rows)
+        x = tl.load(X_ptr + row * X_row_stride + cols, mask=m, other=0.0).to(tl.float32)
+        dy = tl.load(DY_ptr + row * DY_row_stride + cols, mask=m, other=0.0).to(tl.float32)
         rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) / n_cols + eps)
         n = x * rstd
         g = dy * w
         dx = rstd * (g - n * (tl.sum(g * n, axis=0) / n_cols))
-        tl.store(DX_ptr + row * DX_row_stride + cols, dx.to(DX_ptr.dtype.element_ty), mask=mask)
+        tl.store(DX_ptr + row * DX_row_stride + cols, dx.to(DX_ptr.dtype.element_ty), mask=m)
         dw_acc += dy * n
     if HAS_WEIGHT:
         tl.store(DW_partial_ptr + pid * n_cols + cols, dw_acc, mask=mask)
@@ -152,8 +154,7 @@ def backward(dy2d: torch.Tensor, x2d: torch.Tensor, weight: torch.Tensor | None,
     n_rows, n_cols = x2d.shape
     dy2d = dy2d if dy2d.stride(-1) == 1 else dy2d.contiguous()
     dx = torch.empty((n_rows, n_cols), dtype=x2d.dtype, device=x2d.device) if dx_out is None else dx_out
-    programs = _backward_programs(x2d, n_rows)
-    rows_per_program = triton.cdiv(n_rows, programs)
+    rows_per_program = triton.next_power_of_2(triton.cdiv(n_rows, _backward_programs(x2d, n_rows)))
     programs = triton.cdiv(n_rows, rows_per_program)
     has_w = weight is not None
     partial = torch.empty((programs if has_w else 1, n_cols), dtype=torch.float32, device=x2d.device)
@@ -161,8 +162,8 @@ def backward(dy2d: torch.Tensor, x2d: torch.Tensor, weight: torch.Tensor | None,
     with _quiet():
         rms_norm_bwd_kernel[(programs,)](
             dy2d, x2d, weight if has_w else x2d, dx, partial,
-            dy2d.stride(0), x2d.stride(0), dx.stride(0), n_rows, n_cols, rows_per_program, eps,
-            HAS_WEIGHT=has_w, BLOCK_SIZE=block, num_warps=num_warps,
+            dy2d.stride(0), x2d.stride(0), dx.stride(0), n_rows, n_cols, eps,
+            ROWS_PER_PROGRAM=rows_per_program, HAS_WEIGHT=has_w, BLOCK_SIZE=block, num_warps=num_warps,
         )
     dw = partial.sum(0).to(weight.dtype) if has_w else None
     return dx, dw
