@@ -295,3 +295,19 @@ def test_record_routes_nests_and_counts(eligible, device):
     with pytest.raises(ValueError):
         with fastpath_lib.record_routes("sideways"):
             pass
+
+
+@pytest.mark.slow
+def test_compile_default_backend_forward_and_backward(device):
+    """Inductor (the default backend) around the op, forward and training step, on the Triton route."""
+    torch._dynamo.reset()
+    x0, ns, w = CaseSpec(rows=16, cols=64).build(seed=12, device=device).args()
+    fn = torch.compile(lambda a, b: fastpath_lib.rms_norm(a, [64], b) * 2, fullgraph=True)
+    x = x0.detach().clone().requires_grad_()
+    with fastpath_lib.record_routes() as fw, fastpath_lib.record_routes("backward") as bw:
+        y = fn(x, w)
+        y.sum().backward()
+    assert fw == {"triton": 1} and bw == {"triton": 1}
+    assert compare(y / 2, reference_rms_norm(x0, ns, w), x0.dtype) is None
+    rdx, _ = reference_grads(x0, ns, w, None, torch.full_like(x0, 2.0))
+    assert compare(x.grad, rdx, x0.dtype, grad=True) is None
