@@ -1,0 +1,264 @@
+"""Fixtures for the browser tests: a throwaway JupyterLab server and Debian's Chromium driven by Playwright.
+
+The server runs on loopback with a random token, with its own settings, workspaces, config, data, runtime and IPython
+directories under pytest's temporary directory, serving a *copy* of ``notebooks/``: running cells never touches the
+repo's saved outputs. ``JUPYTER_DATA_DIR`` only adds a user directory in front of the search path, so the lab
+extensions installed in the environment (``<sys.prefix>/share/jupyter/labextensions``, where ipywidgets'
+``@jupyter-widgets/jupyterlab-manager`` lives) are still found.
+
+Every process started here is ended here, by its id: the server (its process group, plus the kernels it spawned,
+which ``jupyter_client`` starts in sessions of their own) and the browser (Playwright closes the one it launched).
+Screenshots and the server log go to ``artifacts/browser/`` in the repo root (git-ignored).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+#: The lessons served (``FASTPATH_NOTEBOOKS_DIR`` points the same tests at another folder, e.g. ``solutions/``).
+NOTEBOOKS = Path(os.environ.get("FASTPATH_NOTEBOOKS_DIR") or REPO / "notebooks").resolve()
+#: Repo folders the lessons read by relative path; copied next to the notebooks so the layout matches the repo.
+COPIED_DIRS = ("results",)
+ARTIFACTS = REPO / "artifacts" / "browser"
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run", "--disable-quic"]
+
+#: User settings for the test server: no news prompt or update check (they cover the page on first start), and no
+#: notebook windowing, so every cell stays in the DOM where the assertions look for it.
+LAB_SETTINGS = {
+    "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {"fetchNews": "false",
+                                                                        "checkForUpdates": False},
+    "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none"},
+}
+
+
+def _jupyter() -> str:
+    exe = Path(sys.executable).with_name("jupyter")
+    return str(exe) if exe.exists() else shutil.which("jupyter") or "jupyter"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _descendants(pid: int) -> list[int]:
+    """Ids of all live descendants of ``pid`` (Linux ``/proc``; empty elsewhere)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie counts as gone
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+class LabServer:
+    """A JupyterLab server started for one test session (see the module docstring)."""
+
+    def __init__(self, base: Path) -> None:
+        self.base = base
+        self.root = base / "work"
+        self.token = secrets.token_hex(16)
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log_path = ARTIFACTS / "jupyter-server.log"
+        self.proc: subprocess.Popen | None = None
+        self._log = None
+        self._pids: set[int] = set()
+
+    def prepare(self) -> None:
+        skip = shutil.ignore_patterns(".ipynb_checkpoints")
+        shutil.copytree(NOTEBOOKS, self.root / "notebooks", ignore=skip)
+        for extra in COPIED_DIRS:  # what lessons read through relative paths (``../results``), copied too
+            if (REPO / extra).is_dir():
+                shutil.copytree(REPO / extra, self.root / extra, ignore=skip)
+        for rel, values in LAB_SETTINGS.items():
+            path = self.base / "settings" / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(values))
+
+    def env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        for var in ("JUPYTER_PATH", "JUPYTER_CONFIG_PATH", "JUPYTER_PREFER_ENV_PATH", "JUPYTER_TOKEN"):
+            env.pop(var, None)
+        dirs = {"JUPYTERLAB_SETTINGS_DIR": "settings", "JUPYTERLAB_WORKSPACES_DIR": "workspaces",
+                "JUPYTER_CONFIG_DIR": "config", "JUPYTER_DATA_DIR": "data", "JUPYTER_RUNTIME_DIR": "runtime",
+                "IPYTHONDIR": "ipython"}
+        for var, sub in dirs.items():
+            (self.base / sub).mkdir(parents=True, exist_ok=True)
+            env[var] = str(self.base / sub)
+        env["PYTHONPATH"] = os.pathsep.join([str(REPO)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+        env["PYTHONUNBUFFERED"] = "1"
+        return env
+
+    def start(self, timeout: float = 90.0) -> None:
+        self.prepare()
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        cmd = [_jupyter(), "lab", "--no-browser", "--allow-root", "--ServerApp.ip=127.0.0.1",
+               f"--ServerApp.port={self.port}", "--ServerApp.port_retries=0",
+               f"--IdentityProvider.token={self.token}", f"--ServerApp.root_dir={self.root}",
+               "--ServerApp.terminals_enabled=False", "--LabApp.news_url=None",
+               "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
+        self._log = open(self.log_path, "w")
+        self.proc = subprocess.Popen(cmd, env=self.env(), cwd=self.root, stdout=self._log, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"jupyter lab exited with {self.proc.returncode}:\n{self.log_tail()}")
+            try:
+                self.api("status")
+                return
+            except (urllib.error.URLError, ConnectionError, OSError):
+                time.sleep(0.5)
+        raise RuntimeError(f"jupyter lab did not answer within {timeout:.0f} s:\n{self.log_tail()}")
+
+    def api(self, path: str, method: str = "GET"):
+        req = urllib.request.Request(f"{self.url}/api/{path}", method=method,
+                                     headers={"Authorization": f"token {self.token}"})
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            body = resp.read()
+        return json.loads(body) if body else None
+
+    def lab_url(self, notebook: str) -> str:
+        return f"{self.url}/lab/tree/notebooks/{notebook}?token={self.token}&reset"
+
+    def track(self) -> None:
+        """Remember the ids of the server's descendants (kernels run in their own sessions)."""
+        if self.proc is not None:
+            self._pids.update(_descendants(self.proc.pid))
+
+    def log_tail(self, n: int = 60) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
+        except OSError:
+            return "(no log)"
+
+    def stop(self) -> None:
+        """Shut the server down, then end anything it left behind, by id: TERM, then KILL."""
+        if self.proc is None:
+            return
+        self.track()
+        pid = self.proc.pid
+        if self.proc.poll() is None:
+            with contextlib.suppress(Exception):
+                self.api("shutdown", method="POST")  # also shuts the kernels down
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=15)
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            if self.proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(pid, sig)
+            for child in list(self._pids):
+                if _alive(child):
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.kill(child, sig)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=10)
+            deadline = time.monotonic() + 5
+            while any(_alive(c) for c in self._pids) and time.monotonic() < deadline:
+                time.sleep(0.2)
+        if self._log is not None:
+            self._log.close()
+        self.proc = None
+
+
+@pytest.fixture(scope="session")
+def playwright_api():
+    """Playwright's sync API; skips (with the reason) when Chromium or Playwright is missing."""
+    if not CHROMIUM.exists():
+        pytest.skip(f"{CHROMIUM} not found (Debian: apt-get install -y chromium)")
+    try:
+        from playwright import sync_api
+    except ImportError as exc:
+        pytest.skip(f"playwright is not installed ({exc}); pip install playwright")
+    return sync_api
+
+
+@pytest.fixture(scope="session")
+def lab(playwright_api, tmp_path_factory):
+    """A running :class:`LabServer` (started after the skip checks; stopped, with its kernels, at the end)."""
+    server = LabServer(tmp_path_factory.mktemp("jupyterlab"))
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def browser(playwright_api):
+    """Debian's Chromium, headless, launched by Playwright (closed at the end, with Playwright's driver)."""
+    pw = playwright_api.sync_playwright().start()
+    try:
+        b = pw.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+        try:
+            yield b
+        finally:
+            b.close()
+    finally:
+        pw.stop()
+
+
+@pytest.fixture
+def page(browser, lab, request):
+    """A fresh browser page (1280x900); on failure a screenshot named after the test is saved in artifacts/."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    pg = context.new_page()
+    pg.set_default_timeout(30_000)
+    pg.console_errors = []
+    pg.on("console", lambda msg: pg.console_errors.append(msg.text) if msg.type == "error" else None)
+    try:
+        yield pg
+    finally:
+        lab.track()
+        rep = getattr(request.node, "rep_call", None)
+        if rep is not None and rep.failed:
+            with contextlib.suppress(Exception):
+                pg.screenshot(path=str(ARTIFACTS / f"FAILED-{request.node.name}.png"), full_page=True)
+        context.close()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    rep = yield
+    if rep.when == "call":
+        item.rep_call = rep
+    return rep

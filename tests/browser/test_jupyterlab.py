@@ -1,0 +1,205 @@
+"""What a learner sees in JupyterLab: the lessons open, run without errors, plots render, the explorer is live.
+
+nbval proves the cells' outputs; only a browser proves they *render*: a mismatched ipywidgets / jupyterlab_widgets
+pair shows "Error displaying widget" (or the widget's text repr) while every Python test passes. These tests start a
+throwaway JupyterLab (see ``conftest.py``), open lessons in headless Chromium, and:
+
+* lesson 03 (the predicate): clear outputs, run all cells in a fresh kernel, check every cell ran in order without an
+  error, every image output renders as a decoded ``<img>``, the route explorer renders as controls, and changing a
+  control (a dropdown, a number box, the mode) changes the displayed route and reasons, and changing it back restores
+  them;
+* lesson 05 (the benchmark matrix): the saved dispatch-boundary plot renders as an ``<img>`` in an output area.
+
+Screenshots land in ``artifacts/browser/`` (git-ignored). Run with ``pytest -m browser tests/browser``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.browser
+
+ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts" / "browser"
+PREDICATE_LESSON = "03_eligibility_predicate.ipynb"
+BENCH_LESSON = "05_benchmark_matrix.ipynb"
+RUN_ALL_TIMEOUT_S = 300
+PANEL = ".jp-NotebookPanel:not(.lm-mod-hidden)"
+#: Texts that mean a cell or a widget failed to render, whatever the output's mime type.
+FAILURE_TEXTS = ("Traceback (most recent call last)", "Error displaying widget", "Failed to display widget")
+
+
+def shot(target, name: str) -> None:
+    """Save a screenshot of a page or an element as ``artifacts/browser/<name>.png``."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    target.screenshot(path=str(ARTIFACTS / f"{name}.png"))
+
+
+def menu(page, top: str, item: str) -> None:
+    """Click a JupyterLab menu entry (the way a learner does)."""
+    page.get_by_role("menuitem", name=top, exact=True).click()
+    page.get_by_role("menuitem", name=item, exact=True).click()
+
+
+def open_notebook(page, lab, name: str, timeout_s: float = 120) -> None:
+    """Open ``notebooks/<name>`` and wait until its kernel is started and idle (fails on any blocking dialog)."""
+    page.goto(lab.lab_url(name))
+    page.wait_for_selector(f"{PANEL} .jp-Cell", timeout=timeout_s * 1000)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        dialog = page.locator(".jp-Dialog")
+        if dialog.count() and dialog.first.is_visible():
+            shot(page, f"dialog-{name}")
+            pytest.fail(f"{name}: a dialog blocks the notebook (no kernelspec metadata?): {dialog.first.inner_text()}")
+        sessions = [s for s in lab.api("sessions") if s.get("path", "").endswith(name)]
+        status = page.locator(f"{PANEL} .jp-Notebook-ExecutionIndicator").first
+        if (sessions and sessions[0]["kernel"]["execution_state"] == "idle" and status.count()
+                and status.get_attribute("data-status") == "idle"):
+            lab.track()
+            return
+        time.sleep(0.5)
+    shot(page, f"no-kernel-{name}")
+    pytest.fail(f"{name}: the kernel did not start and go idle within {timeout_s:.0f} s; sessions: "
+                f"{lab.api('sessions')}\nserver log:\n{lab.log_tail()}")
+
+
+def prompts(page) -> list[str]:
+    return [t.strip() for t in page.locator(f"{PANEL} .jp-CodeCell .jp-InputPrompt").all_inner_texts()]
+
+
+def run_all(page, name: str) -> None:
+    """Clear the saved outputs, run all cells, and wait until the queue drains."""
+    menu(page, "Edit", "Clear Outputs of All Cells")
+    page.wait_for_function(f"() => document.querySelectorAll('{PANEL} .jp-OutputArea-output').length === 0")
+    menu(page, "Run", "Run All Cells")
+    deadline = time.monotonic() + RUN_ALL_TIMEOUT_S
+    while time.monotonic() < deadline:
+        p = prompts(page)
+        status = page.locator(f"{PANEL} .jp-Notebook-ExecutionIndicator").first.get_attribute("data-status")
+        if p and p[0] != "[ ]:" and not any("*" in x for x in p) and status == "idle":
+            return
+        time.sleep(1)
+    shot(page, f"timeout-{name}")
+    pytest.fail(f"{name}: cells still running after {RUN_ALL_TIMEOUT_S} s: {prompts(page)}")
+
+
+def save_and_read(page, lab, name: str) -> dict:
+    """Save the (temporary copy of the) notebook from the browser and return its JSON as written."""
+    page.locator(f'{PANEL} .jp-NotebookPanel-toolbar [data-command="docmanager:save"]').click()
+    page.wait_for_function("() => !document.querySelector('.jp-mod-current.jp-mod-dirty')", timeout=30_000)
+    time.sleep(0.5)
+    return json.loads((lab.root / "notebooks" / name).read_text())
+
+
+def error_outputs(nb: dict) -> list[str]:
+    out = []
+    for i, cell in enumerate(nb["cells"]):
+        for o in cell.get("outputs", []):
+            if o.get("output_type") == "error":
+                out.append(f"cell {i}: {o.get('ename')}: {o.get('evalue')}")
+    return out
+
+
+def output_texts(page) -> list[str]:
+    return page.locator(f"{PANEL} .jp-OutputArea-output").all_inner_texts()
+
+
+def rendered_images(page) -> list[dict]:
+    """Every ``<img>`` in an output area, with whether the browser decoded it."""
+    return page.locator(f"{PANEL} .jp-OutputArea-output img").evaluate_all(
+        "els => els.map(e => ({w: e.naturalWidth, h: e.naturalHeight, complete: e.complete}))")
+
+
+def test_predicate_lesson_runs_renders_and_explorer_is_live(page, lab):
+    name = PREDICATE_LESSON
+    t0 = time.monotonic()
+    open_notebook(page, lab, name)
+    run_all(page, name)
+    ran_s = time.monotonic() - t0
+    shot(page, "03-after-run-all")
+
+    # every code cell ran, in order, in this fresh kernel, and none shows an error
+    p = prompts(page)
+    assert p == [f"[{i}]:" for i in range(1, len(p) + 1)], f"{name}: cells did not all run in order: {p}"
+    nb = save_and_read(page, lab, name)
+    assert not error_outputs(nb), f"{name}: error outputs: {error_outputs(nb)}"
+    texts = output_texts(page)
+    bad = [t[:300] for t in texts if any(f in t for f in FAILURE_TEXTS)]
+    assert not bad, f"{name}: outputs show failures: {bad}"
+
+    # plots: every image output of the run is a decoded <img> in the page
+    n_png = sum("image/png" in o.get("data", {}) or "image/svg+xml" in o.get("data", {})
+                for c in nb["cells"] for o in c.get("outputs", []))
+    imgs = rendered_images(page)
+    assert n_png >= 1, f"{name}: no plot among the outputs"
+    assert len(imgs) == n_png, f"{name}: {n_png} image outputs but {len(imgs)} <img> in the page"
+    assert all(i["complete"] and i["w"] > 0 and i["h"] > 0 for i in imgs), f"{name}: undecoded images: {imgs}"
+    shot(page.locator(f"{PANEL} .jp-OutputArea-output img").first, "03-first-plot")
+
+    # the explorer renders as controls, not as a text repr or an error
+    assert not [t for t in texts if "children=(" in t], f"{name}: a widget rendered as its text repr"
+    explorer = page.locator(f"{PANEL} .fastpath-explorer").first
+    explorer.wait_for(state="visible")
+    assert explorer.locator("select").count() >= 3 and explorer.locator("input").count() >= 3
+    route, reasons = explorer.locator(".fastpath-route"), explorer.locator(".fastpath-reasons")
+    assert re.search(r"route: (triton|fallback)", route.inner_text()), route.inner_text()
+    before = (route.inner_text(), reasons.inner_text())
+    layout = explorer.locator(".fastpath-layout select")
+    offset = explorer.locator(".fastpath-offset input")
+    mode = explorer.locator(".fastpath-mode select")
+    initial = (layout.input_value(), offset.input_value(), mode.input_value())
+    shot(explorer, "03-explorer-initial")
+
+    # moving a control changes the displayed route and reasons (a dropdown, then a number box, then the mode)
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=15_000)
+    layout.select_option("transposed")
+    expect(route).to_contain_text("route: fallback")
+    expect(reasons).to_contain_text("last_dim_contiguous")
+    assert (route.inner_text(), reasons.inner_text()) != before
+    shot(explorer, "03-explorer-transposed")
+
+    layout.select_option("contiguous")
+    offset.fill("1")
+    offset.press("Enter")
+    expect(reasons).to_contain_text("input_alignment")
+    expect(reasons).not_to_contain_text("last_dim_contiguous")
+    shot(explorer, "03-explorer-offset1")
+
+    offset.fill("0")
+    offset.press("Enter")
+    mode.select_option("force_fallback()")
+    expect(reasons).to_contain_text("forced")
+    expect(route).to_contain_text("route: fallback")
+    shot(explorer, "03-explorer-forced")
+
+    # changing everything back restores what was shown: the panel follows the controls both ways
+    layout.select_option(initial[0])
+    offset.fill(initial[1])
+    offset.press("Enter")
+    mode.select_option(initial[2])
+    expect(route).to_have_text(before[0])
+    expect(reasons).to_have_text(before[1])
+    print(f"\n{name}: opened and ran all cells in {ran_s:.0f} s; {len(p)} code cells, {len(imgs)} plots")
+
+
+def test_benchmark_lesson_boundary_plot_renders(page, lab):
+    name = BENCH_LESSON
+    open_notebook(page, lab, name)
+    nb = json.loads((lab.root / "notebooks" / name).read_text())
+    n_png = sum("image/png" in o.get("data", {}) for c in nb["cells"] for o in c.get("outputs", []))
+    assert n_png >= 1, f"{name}: the saved notebook has no image output (is it saved executed?)"
+    img = page.locator(f"{PANEL} .jp-OutputArea-output img").first
+    img.wait_for(state="visible")
+    imgs = rendered_images(page)
+    assert len(imgs) == n_png, f"{name}: {n_png} saved image outputs but {len(imgs)} <img> in the page"
+    assert all(i["complete"] and i["w"] > 0 and i["h"] > 0 for i in imgs), f"{name}: undecoded images: {imgs}"
+    bad = [t[:300] for t in output_texts(page) if any(f in t for f in FAILURE_TEXTS)]
+    assert not bad, f"{name}: saved outputs show failures: {bad}"
+    shot(img, "05-boundary-plot")
+    shot(page, "05-opened")
