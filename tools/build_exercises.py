@@ -496,7 +496,8 @@ EX07 = [
         # BEGIN SOLUTION
         gpu = env.get("device_kind") == "cuda"
         classes = ex.expected_classes(results) if gpu else {c: "not measured" for c in results["case_id"]}
-        lines = ["## Summary", "A Triton RMSNorm fast path behind an eligibility predicate; F.rms_norm is the fallback.",
+        lines = ["## Summary",
+                 "A Triton RMSNorm fast path behind an eligibility predicate; F.rms_norm is the fallback.",
                  f"Data: {env.get('device')}. {env.get('note', '')}", ""]
         if gpu:
             for cls in ("win", "neutral", "loss", "fallback"):
@@ -593,7 +594,8 @@ EX08 = [
     def make_predicate():
         # BEGIN SOLUTION
         def dtype(x):
-            return None if x.dtype in (torch.float16, torch.bfloat16, torch.float32) else f"{x.dtype}, need fp16/bf16/fp32"
+            ok = x.dtype in (torch.float16, torch.bfloat16, torch.float32)
+            return None if ok else f"{x.dtype}, need fp16/bf16/fp32"
 
         def cols(x):
             return None if 0 < x.shape[-1] <= MAX_COLS else f"{x.shape[-1]} columns, need 1..{MAX_COLS}"

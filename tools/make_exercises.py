@@ -44,7 +44,8 @@ def stub_source(src: str) -> str:
                 out.append(line)
         elif END.match(line):
             n = sum(bool(x.strip()) for x in block)
-            out += [f"{indent}# FILL ME IN (roughly {n} line{'s' if n != 1 else ''})", f"{indent}raise NotImplementedError"]
+            plural = "s" if n != 1 else ""
+            out += [f"{indent}# FILL ME IN (roughly {n} line{plural})", f"{indent}raise NotImplementedError"]
             block = None
         elif BEGIN.match(line):
             raise ValueError("nested # BEGIN SOLUTION")

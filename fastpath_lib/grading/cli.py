@@ -131,7 +131,8 @@ def _collect(nb, exercise: str) -> dict[str, dict]:
     return found
 
 
-def grade_notebook(path: str | Path, *, timeout: float = DEFAULT_TIMEOUT, kernel_name: str = "python3") -> NotebookGrade:
+def grade_notebook(path: str | Path, *, timeout: float = DEFAULT_TIMEOUT,
+                   kernel_name: str = "python3") -> NotebookGrade:
     """Execute a copy of one notebook and grade it; never raises for a broken notebook."""
     import nbformat
 
@@ -148,6 +149,10 @@ def grade_notebook(path: str | Path, *, timeout: float = DEFAULT_TIMEOUT, kernel
     if ex is None:
         reason = "not an exercise notebook (no metadata.fastpath.exercise and no exNN_ file name)"
         return NotebookGrade(str(path), None, "unknown exercise", reason, 0.0, [])
+    for cell in nb.cells:  # saved outputs must never count: only what runs now is graded
+        if cell.get("cell_type") == "code":
+            cell["outputs"] = []
+            cell["execution_count"] = None
     with tempfile.TemporaryDirectory(prefix="fastpath-grade-") as tmp:
         for extra in path.parent.glob("*"):  # data files next to the notebook travel with the copy
             if extra.is_file() and extra.suffix != ".ipynb" and extra.stat().st_size < 8 * 1024 * 1024:

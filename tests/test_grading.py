@@ -1,0 +1,245 @@
+"""The grading command and the checks: full marks on solutions/, zero on the untouched exercises/, and broken
+notebooks (a deleted check, a raising cell, a hang, garbage) reported as failed parts, never as a crash."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from pathlib import Path
+
+import nbformat
+import pytest
+import torch
+
+from fastpath_lib import exercises as ex
+from fastpath_lib.cases import CaseSpec
+from fastpath_lib.grading import cli
+from fastpath_lib.grading.registry import EXERCISES, MIME, MUTANTS
+
+ROOT = Path(__file__).resolve().parents[1]
+SOLUTIONS = sorted((ROOT / "solutions").glob("ex[0-9][0-9]_*.ipynb"))
+EXERCISE_NBS = sorted((ROOT / "exercises").glob("ex[0-9][0-9]_*.ipynb"))
+
+
+def _digest(paths):
+    return {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in paths}
+
+
+def _by_part(grade):
+    return {p.part: p for p in grade.parts}
+
+
+@pytest.fixture(scope="module")
+def solution_grades():
+    before = _digest(SOLUTIONS)
+    grades = [cli.grade_notebook(p, timeout=120) for p in SOLUTIONS]
+    assert _digest(SOLUTIONS) == before, "grading modified a graded notebook"
+    return grades
+
+
+@pytest.fixture(scope="module")
+def exercise_grades():
+    before = _digest(EXERCISE_NBS)
+    grades = [cli.grade_notebook(p, timeout=120) for p in EXERCISE_NBS]
+    assert _digest(EXERCISE_NBS) == before, "grading modified a graded notebook"
+    return grades
+
+
+def test_every_exercise_has_a_solution_and_an_exercise():
+    ids = sorted(p.name[:4] for p in SOLUTIONS)
+    assert ids == sorted(EXERCISES), ids
+    assert [p.name for p in EXERCISE_NBS] == [p.name for p in SOLUTIONS]
+
+
+def test_solutions_get_full_marks(solution_grades):
+    failed = [(g.path, p.part, p.feedback) for g in solution_grades for p in g.parts if not p.passed]
+    assert not failed, failed
+    for g in solution_grades:
+        assert g.status == "ok", (g.path, g.reason)
+        assert [p.part for p in g.parts] == [n for n, _ in EXERCISES[g.exercise]]
+        assert g.earned == g.points > 0
+
+
+def test_untouched_exercises_score_zero_on_every_part(exercise_grades):
+    assert {g.exercise for g in exercise_grades} == set(EXERCISES)
+    for g in exercise_grades:
+        for p in g.parts:
+            assert p.earned == 0 and not p.passed, (g.path, p.part)
+            assert p.feedback, (g.path, p.part)
+            assert "NotImplementedError" in p.feedback or "not implemented" in p.feedback, (g.path, p.part)
+
+
+def _mutated(tmp_path, name, edit):
+    src = ROOT / "solutions" / name
+    nb = nbformat.read(src, as_version=4)
+    edit(nb)
+    out = tmp_path / name
+    nbformat.write(nb, out)
+    return out
+
+
+def test_deleted_check_cell_counts_as_not_run(tmp_path):
+    def drop(nb):
+        nb.cells = [c for c in nb.cells if "check_reference" not in c.source]
+
+    g = cli.grade_notebook(_mutated(tmp_path, "ex01_reference.ipynb", drop), timeout=120)
+    parts = _by_part(g)
+    assert parts["default_eps"].passed
+    assert not parts["reference"].passed and parts["reference"].feedback.startswith("check did not run")
+    assert g.earned == 1 and g.points == 3
+
+
+def test_saved_outputs_never_count(tmp_path):
+    def neuter(nb):  # the check cells keep their saved "passed" outputs but no longer call a check
+        for c in nb.cells:
+            if c.cell_type == "code" and "ex.check_" in c.source:
+                c.source = "pass"
+
+    g = cli.grade_notebook(_mutated(tmp_path, "ex01_reference.ipynb", neuter), timeout=120)
+    assert g.earned == 0 and all(p.feedback.startswith("check did not run") for p in g.parts)
+
+
+def test_raising_cell_does_not_stop_later_parts(tmp_path):
+    def boom(nb):
+        nb.cells.insert(2, nbformat.v4.new_code_cell("raise RuntimeError('boom')"))
+
+    g = cli.grade_notebook(_mutated(tmp_path, "ex01_reference.ipynb", boom), timeout=120)
+    assert g.status == "errors" and "RuntimeError" in g.reason and "boom" in g.reason
+    assert g.earned == g.points == 3  # the parts after the error were still executed and graded
+
+
+def test_hanging_notebook_times_out_and_keeps_earlier_parts(tmp_path):
+    def hang(nb):
+        i = next(i for i, c in enumerate(nb.cells) if "check_default_eps" in c.source)
+        nb.cells.insert(i + 1, nbformat.v4.new_code_cell("import time\nwhile True:\n    time.sleep(0.1)"))
+
+    g = cli.grade_notebook(_mutated(tmp_path, "ex01_reference.ipynb", hang), timeout=10)
+    parts = _by_part(g)
+    assert g.status == "timeout", (g.status, g.reason)
+    assert parts["default_eps"].passed
+    assert not parts["reference"].passed and "check did not run" in parts["reference"].feedback
+    assert "limit" in parts["reference"].feedback
+    assert g.seconds < 60
+
+
+def test_unreadable_notebook_is_a_failed_exercise(tmp_path):
+    bad = tmp_path / "ex03_predicate.ipynb"
+    bad.write_text("{ this is not json")
+    g = cli.grade_notebook(bad)
+    assert g.status == "unreadable" and g.exercise == "ex03"
+    assert g.points == sum(p for _, p in EXERCISES["ex03"]) and g.earned == 0
+
+
+def test_cli_json_and_exit_status(tmp_path, capsys):
+    def drop(nb):
+        nb.cells = [c for c in nb.cells if "check_reference" not in c.source]
+
+    path = _mutated(tmp_path, "ex01_reference.ipynb", drop)
+    before = _digest([path])
+    rc = cli.main([str(path), "--json", "--timeout", "120"])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 1 and out["score"] == 1 and out["max"] == 3
+    assert out["notebooks"][0]["parts"][1]["feedback"].startswith("check did not run")
+    assert _digest([path]) == before
+    assert cli.main([str(tmp_path / "missing.ipynb")]) == 2
+
+
+def test_cli_table_has_a_score_line(tmp_path, capsys):
+    bad = tmp_path / "ex06_classify.ipynb"
+    bad.write_text("[]")
+    assert cli.main([str(bad)]) == 1
+    text = capsys.readouterr().out
+    assert "score: 0/3" in text and "exercise" in text and "feedback" in text
+
+
+# --- the checks fail on wrong answers, not only on stubs -------------------------------------------------------
+
+def test_results_carry_the_machine_readable_marker():
+    (r,) = ex.check_default_eps(lambda d: torch.finfo(d).eps, show=False)
+    assert not r.passed and "yours" in r.feedback and "expected" in r.feedback
+    b = r.bundle()
+    assert b[MIME]["part"] == "default_eps" and b[MIME]["passed"] is False and "FAILED" in b["text/plain"]
+
+
+def test_reference_with_wrong_eps_default_fails():
+    def wrong(x, ns, w=None, eps=None):
+        eps = eps or torch.finfo(x.dtype).eps  # two bugs: eps of fp16 itself, and eps=0.0 becomes the default
+        x64 = x.double()
+        y = x64 * torch.rsqrt(x64.pow(2).mean(-1, keepdim=True) + eps)
+        return y * w.double() if w is not None else y
+
+    (r,) = ex.check_reference(wrong, show=False)
+    assert not r.passed
+    assert "fp16 tiny values" in r.feedback and "eps=0.0" in r.feedback and "2 dims" in r.feedback
+
+
+def test_weak_boundary_cases_leave_mutants_alive():
+    res = {r.part: r for r in ex.check_boundary_cases(lambda: [CaseSpec(16, 64), CaseSpec(16, 64, layout="transposed")],
+                                                       show=False)}
+    assert res["catches no_last_dim_check"].passed
+    for m in ("min_rows_off_by_one", "kernel_mean_over_block", "kernel_eps_outside_sqrt", "accepts_fp64"):
+        assert not res[f"catches {m}"].passed and res[f"catches {m}"].feedback.startswith("survived")
+    assert len(res) == len(MUTANTS)
+
+
+def test_case_matrix_rules_reject_a_contiguous_only_matrix():
+    cases = [(f"c{i}", CaseSpec(1024 * (i + 1), 4096, torch.bfloat16), "improve") for i in range(12)]
+    res = {r.part: r for r in ex.check_case_matrix(lambda: cases, show=False)}
+    assert not res["size_coverage"].passed and "small" in res["size_coverage"].feedback
+    assert not res["layout_coverage"].passed and "strided" in res["layout_coverage"].feedback
+    assert not res["expectations"].passed and "fallback" in res["expectations"].feedback
+
+
+def test_classifier_without_noise_band_fails():
+    def no_band(row):
+        if row["route"] == "fallback":
+            return "fallback"
+        return "win" if row["candidate_median_us"] < row["baseline_median_us"] else "loss"
+
+    res = ex.check_classification(no_band, show=False)
+    assert not res[0].passed and "c07_4096x4096_bf16_noisy" in res[0].feedback
+
+
+def test_pr_note_claiming_speedups_from_cpu_data_fails():
+    def note(df, env):
+        rows = "\n".join(f"| {c} | {k} |" for c, k in ex.expected_classes(df).items())
+        return ("## Summary\nSynthetic data. 2x faster everywhere, with win, neutral and loss cases.\n"
+                "## Eligibility and fallback\n## Semantic evidence\n## Mechanism\n## Performance\n"
+                f"| case | class |\n|---|---|\n{rows}\n## Limitations\n")
+
+    res = {r.part: r for r in ex.check_pr_note(note, show=False)}
+    assert res["sections"].passed and res["consistent_with_data"].passed
+    assert not res["no_claims_from_cpu_data"].passed and "faster" in res["no_claims_from_cpu_data"].feedback
+
+
+def test_v2_predicate_check_rejects_the_kit_predicate():
+    from fastpath_lib.rmsnorm.predicate import PREDICATE
+
+    (r,) = ex.check_v2_predicate(lambda: PREDICATE, show=False)
+    assert not r.passed and "differ" in r.feedback
+
+
+def test_solution_and_exercise_notebooks_carry_kernelspec_and_id():
+    for p in SOLUTIONS + EXERCISE_NBS:
+        nb = nbformat.read(p, as_version=4)
+        assert nb.metadata["kernelspec"]["name"] == "python3", p
+        assert nb.metadata["fastpath"]["exercise"] == p.name[:4], p
+    ex_nb = nbformat.read(EXERCISE_NBS[0], as_version=4)
+    assert all(not c.get("outputs") for c in ex_nb.cells if c.cell_type == "code")
+    assert copy.deepcopy(ex_nb) == ex_nb
+
+
+@pytest.mark.parametrize("spec", [CaseSpec(1024, 64), CaseSpec(1023, 64), CaseSpec(2048, 64, layout="permuted"),
+                                  CaseSpec(1025, 64, layout="permuted"), CaseSpec(2048, 17),
+                                  CaseSpec(1024, 64, layout="row_slice", pad=2), CaseSpec(0, 64)],
+                         ids=lambda s: s.label())
+def test_case_matrix_route_shortcut_matches_a_full_build(spec):
+    import dataclasses
+
+    from fastpath_lib.rmsnorm import predicate as rms
+
+    x, ns, w = spec.build(device="cpu").args()
+    c = dataclasses.replace(rms.make_call(x, ns, w), limits=rms.Limits(min_rows=rms.DEFAULT_CUDA_MIN_ROWS),
+                            interpret=False, device_type="cuda", capability=(9, 0))
+    assert ex._gpu_route(spec) == rms.PREDICATE.evaluate(c).route
