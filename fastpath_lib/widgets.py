@@ -142,8 +142,9 @@ def route_explorer(**initial) -> RouteExplorer:
     """A live explorer of the RMSNorm eligibility predicate (display it as a cell's last expression).
 
     Args:
-        **initial: starting values, any of ``rows`` (default: twice the row threshold in force), ``cols``, ``dtype`` (``"float32"``, ``"float16"``,
-            ``"bfloat16"``, ``"float64"``), ``layout``, ``offset``, ``mode`` (a key of :data:`MODES`), ``device``.
+        **initial: starting values, any of ``rows`` (default: twice the row threshold in force), ``cols``,
+            ``dtype`` (``"float32"``, ``"float16"``, ``"bfloat16"``, ``"float64"``), ``layout``, ``offset``,
+            ``mode`` (a key of :data:`MODES`), ``device``.
 
     Returns:
         a :class:`RouteExplorer` (an ``ipywidgets.VBox``); its ``decision`` attribute holds the current

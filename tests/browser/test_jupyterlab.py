@@ -47,6 +47,8 @@ def menu(page, top: str, item: str) -> None:
 
 def open_notebook(page, lab, name: str, timeout_s: float = 120) -> None:
     """Open ``notebooks/<name>`` and wait until its kernel is started and idle (fails on any blocking dialog)."""
+    if not (lab.root / "notebooks" / name).is_file():
+        pytest.fail(f"notebooks/{name} does not exist")
     page.goto(lab.lab_url(name))
     page.wait_for_selector(f"{PANEL} .jp-Cell", timeout=timeout_s * 1000)
     deadline = time.monotonic() + timeout_s
