@@ -1,0 +1,186 @@
+"""The predeclared case matrix: what is measured, and what each case is expected to show, before anything runs.
+
+A case file is JSON (``{"cases": [...]}``) with one object per case: ``id``, ``family``, ``shape`` ``[rows, cols]``,
+``dtype``, ``layout`` (``contiguous``, ``row_slice`` with ``pad``, ``step``, ``transposed``; ``offset`` misaligns the
+input), ``pass`` (``forward`` or ``backward``), ``expected`` (one of :data:`OUTCOMES`), a one-line ``rationale``, and
+optionally ``quick`` (a small ``shape``/``pad`` used by ``--quick``, same id). The default matrix is
+``fastpath_lib/bench/cases.json``.
+
+>>> cases = load_cases()
+>>> check_coverage(cases)
+[]
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import torch
+
+from fastpath_lib.cases import CaseSpec
+
+__all__ = ["OUTCOMES", "PASSES", "BENCH_LAYOUTS", "DEFAULT_CASES", "BenchCase", "load_cases", "check_coverage"]
+
+OUTCOMES = ("win", "neutral", "loss", "fallback")
+PASSES = ("forward", "backward")
+BENCH_LAYOUTS = ("contiguous", "row_slice", "step", "transposed", "batched", "permuted")
+DEFAULT_CASES = Path(__file__).with_name("cases.json")
+_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "float64": torch.float64}
+
+
+@dataclasses.dataclass(frozen=True)
+class BenchCase:
+    """One predeclared benchmark case.
+
+    Args:
+        id: stable name, the key across runs (``compare`` matches on it).
+        family: group, e.g. ``decode``, ``prefill``, ``layout``, ``alignment``, ``width``.
+        shape: ``(rows, cols)`` of the full run.
+        dtype: ``"float16"``, ``"bfloat16"`` or ``"float32"`` (``"float64"`` allowed, it falls back).
+        layout: a :data:`fastpath_lib.cases.LAYOUTS` name.
+        pass_: ``"forward"`` or ``"backward"`` (backward means forward+backward of each provider).
+        expected: predicted outcome on a CUDA GPU, one of :data:`OUTCOMES`.
+        rationale: one line saying why.
+        pad: extra elements per row for ``row_slice``.
+        offset: elements the input starts past its buffer's (aligned) start.
+        quick_shape, quick_pad: the ``--quick`` variant (defaults: the full values).
+    """
+
+    id: str
+    family: str
+    shape: tuple[int, int]
+    dtype: str
+    layout: str
+    pass_: str
+    expected: str
+    rationale: str
+    pad: int = 0
+    offset: int = 0
+    quick_shape: tuple[int, int] | None = None
+    quick_pad: int | None = None
+
+    def __post_init__(self):
+        problems = []
+        if self.dtype not in _DTYPES:
+            problems.append(f"dtype {self.dtype!r} not in {sorted(_DTYPES)}")
+        if self.layout not in BENCH_LAYOUTS:
+            problems.append(f"layout {self.layout!r} not in {BENCH_LAYOUTS}")
+        if self.pass_ not in PASSES:
+            problems.append(f"pass {self.pass_!r} not in {PASSES}")
+        if self.expected not in OUTCOMES:
+            problems.append(f"expected {self.expected!r} not in {OUTCOMES}")
+        if len(self.shape) != 2 or min(self.shape) < 1:
+            problems.append(f"shape {self.shape!r} must be [rows, cols] with both >= 1")
+        if not self.rationale.strip():
+            problems.append("rationale is empty")
+        if problems:
+            raise ValueError(f"case {self.id!r}: " + "; ".join(problems))
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        """The dtype as a ``torch.dtype``."""
+        return _DTYPES[self.dtype]
+
+    def dims(self, quick: bool = False) -> tuple[int, int, int]:
+        """``(rows, cols, pad)`` for the full or the quick run."""
+        if quick and self.quick_shape is not None:
+            rows, cols = self.quick_shape
+            return rows, cols, self.pad if self.quick_pad is None else self.quick_pad
+        return self.shape[0], self.shape[1], self.pad
+
+    def spec(self, quick: bool = False) -> CaseSpec:
+        """The :class:`~fastpath_lib.cases.CaseSpec` that builds this case's inputs."""
+        rows, cols, pad = self.dims(quick)
+        return CaseSpec(rows=rows, cols=cols, dtype=self.torch_dtype, weight="same", layout=self.layout, pad=pad,
+                        offset=self.offset)
+
+    def to_json(self) -> dict:
+        """The case as a case-file entry."""
+        out = {"id": self.id, "family": self.family, "shape": list(self.shape), "dtype": self.dtype,
+               "layout": self.layout, "pass": self.pass_, "expected": self.expected, "rationale": self.rationale}
+        if self.pad:
+            out["pad"] = self.pad
+        if self.offset:
+            out["offset"] = self.offset
+        if self.quick_shape is not None:
+            out["quick"] = {"shape": list(self.quick_shape)}
+            if self.quick_pad is not None:
+                out["quick"]["pad"] = self.quick_pad
+        return out
+
+    @classmethod
+    def from_json(cls, d: dict) -> "BenchCase":
+        """Build a case from a case-file entry (raises ``ValueError`` naming the bad field)."""
+        missing = [k for k in ("id", "family", "shape", "dtype", "layout", "pass", "expected", "rationale") if k not in d]
+        if missing:
+            raise ValueError(f"case {d.get('id', '?')!r} lacks {missing}")
+        quick = d.get("quick") or {}
+        return cls(id=str(d["id"]), family=str(d["family"]), shape=tuple(int(v) for v in d["shape"]),
+                   dtype=str(d["dtype"]), layout=str(d["layout"]), pass_=str(d["pass"]), expected=str(d["expected"]),
+                   rationale=str(d["rationale"]), pad=int(d.get("pad", 0)), offset=int(d.get("offset", 0)),
+                   quick_shape=tuple(int(v) for v in quick["shape"]) if "shape" in quick else None,
+                   quick_pad=int(quick["pad"]) if "pad" in quick else None)
+
+
+def load_cases(path: str | Path | None = None) -> list[BenchCase]:
+    """Read a case file (default: the kit's predeclared matrix).
+
+    Args:
+        path: a JSON case file; ``None`` for :data:`DEFAULT_CASES`.
+
+    Returns:
+        the cases in file order.
+
+    Note:
+        Pure data; nothing is built or timed, so it works on any machine.
+
+    >>> load_cases()[0].id
+    'decode_m1_fp16'
+    """
+    data = json.loads(Path(path or DEFAULT_CASES).read_text())
+    entries = data["cases"] if isinstance(data, dict) else data
+    cases = [BenchCase.from_json(e) for e in entries]
+    ids = [c.id for c in cases]
+    dup = sorted({i for i in ids if ids.count(i) > 1})
+    if dup:
+        raise ValueError(f"duplicate case ids: {dup}")
+    return cases
+
+
+def check_coverage(cases: list[BenchCase]) -> list[str]:
+    """What a review-grade matrix lacks; ``[]`` when it covers everything.
+
+    Rules: >= 12 cases; >= 2 expected not to improve (neutral/loss); >= 2 outside the eligibility region (fallback);
+    an M=1 decode case and a large prefill case (>= 4096x4096); aligned and odd widths; fp32, fp16 and bf16;
+    contiguous and at least one supported strided layout; forward and backward passes.
+
+    Args:
+        cases: the matrix.
+
+    Returns:
+        one line per missing item.
+    """
+    missing = []
+    if len(cases) < 12:
+        missing.append(f"{len(cases)} cases, need >= 12")
+    if sum(c.expected in ("neutral", "loss") for c in cases) < 2:
+        missing.append("need >= 2 cases expected not to improve (neutral or loss)")
+    if sum(c.expected == "fallback" for c in cases) < 2:
+        missing.append("need >= 2 cases outside the eligibility region (expected fallback)")
+    if not any(c.shape[0] == 1 for c in cases):
+        missing.append("need an M=1 decode case")
+    if not any(c.shape[0] * c.shape[1] >= 4096 * 4096 for c in cases):
+        missing.append("need a large prefill case (>= 4096x4096 elements)")
+    if not any(c.shape[1] % 8 for c in cases) or not any(c.shape[1] % 64 == 0 for c in cases):
+        missing.append("need both aligned and odd widths")
+    for d in ("float32", "float16", "bfloat16"):
+        if not any(c.dtype == d for c in cases):
+            missing.append(f"need a {d} case")
+    if not any(c.layout == "contiguous" for c in cases) or not any(c.layout in ("row_slice", "step") for c in cases):
+        missing.append("need contiguous and strided (row_slice/step) layouts")
+    for p in PASSES:
+        if not any(c.pass_ == p for c in cases):
+            missing.append(f"need a {p} case")
+    return missing

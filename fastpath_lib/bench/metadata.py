@@ -1,0 +1,99 @@
+"""Environment metadata recorded next to every result (``environment.json``)."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import platform
+import subprocess
+from pathlib import Path
+
+import torch
+
+from fastpath_lib import runtime
+
+__all__ = ["environment", "REQUIRED_KEYS"]
+
+#: Keys every ``environment.json`` carries (tests check them).
+REQUIRED_KEYS = ("gpu_measurement", "device", "device_name", "compute_capability", "driver_version", "cuda_version",
+                 "torch", "triton", "python", "os", "cpu_model", "interpreter", "git_commit", "git_dirty", "timestamp",
+                 "harness")
+
+
+def _git(*args: str) -> str | None:
+    root = Path(__file__).resolve().parents[2]
+    try:
+        out = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=10)
+    except Exception:
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _driver_version() -> str | None:
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=10)
+        return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else None
+    except Exception:
+        return None
+
+
+def environment(harness: dict | None = None) -> dict:
+    """Describe where a benchmark runs: device, versions, commit, time and harness settings.
+
+    Args:
+        harness: the harness settings to record (timer, warm-up, repetitions, input sets, quick flag).
+
+    Returns:
+        a JSON-serialisable dict with at least :data:`REQUIRED_KEYS`. ``gpu_measurement`` is true only when a CUDA
+        device runs the kernels natively (not under ``TRITON_INTERPRET=1``).
+
+    Note:
+        Off CUDA the device fields are ``None`` and ``gpu_measurement`` is false; nothing here needs a driver.
+
+    >>> environment()["gpu_measurement"] in (True, False)
+    True
+    """
+    cuda = runtime.cuda_available()
+    interp = runtime.interpreter_enabled()
+    v = runtime.versions()
+    env = {
+        "gpu_measurement": bool(cuda and not interp),
+        "device": "cuda" if cuda else "cpu",
+        "device_name": torch.cuda.get_device_name() if cuda else None,
+        "compute_capability": ("sm_%d%d" % torch.cuda.get_device_capability()) if cuda else None,
+        "device_count": torch.cuda.device_count() if cuda else 0,
+        "driver_version": _driver_version() if cuda else None,
+        "cuda_version": torch.version.cuda,
+        "torch": v["torch"],
+        "triton": v["triton"],
+        "numpy": v["numpy"],
+        "python": v["python"],
+        "os": platform.platform(),
+        "cpu_model": _cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "interpreter": interp,
+        "git_commit": _git("rev-parse", "HEAD"),
+        "git_dirty": None,
+        "timestamp": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "harness": dict(harness or {}),
+    }
+    status = _git("status", "--porcelain", "--untracked-files=no")
+    env["git_dirty"] = None if status is None else bool(status)
+    if cuda:
+        props = torch.cuda.get_device_properties(0)
+        env["device_memory_gib"] = round(props.total_memory / 2**30, 1)
+        env["sm_count"] = props.multi_processor_count
+    env["measurement_label"] = "GPU measurement" if env["gpu_measurement"] else "not a GPU measurement"
+    return env

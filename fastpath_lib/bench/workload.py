@@ -1,0 +1,225 @@
+"""Workload replay (a tiny Llama-style decoder with the norms swapped) and the maintenance cost of the kernels."""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import fastpath_lib
+from fastpath_lib import runtime
+
+__all__ = ["TinyDecoder", "replay", "compile_cost", "specializations"]
+
+
+class _Block(nn.Module):
+    def __init__(self, dim: int, heads: int, hidden: int, norm_cls):
+        super().__init__()
+        self.heads = heads
+        self.attn_norm, self.mlp_norm = norm_cls(dim), norm_cls(dim)
+        self.qkv = nn.Linear(dim, 3 * dim, bias=False)
+        self.o = nn.Linear(dim, dim, bias=False)
+        self.gate_up = nn.Linear(dim, 2 * hidden, bias=False)
+        self.down = nn.Linear(hidden, dim, bias=False)
+
+    def forward(self, h):
+        b, s, d = h.shape
+        q, k, v = self.qkv(self.attn_norm(h)).view(b, s, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(b, s, d)
+        h = h + self.o(a)
+        g, u = self.gate_up(self.mlp_norm(h)).chunk(2, dim=-1)
+        return h + self.down(F.silu(g) * u)
+
+
+class TinyDecoder(nn.Module):
+    """Embedding, ``layers`` pre-norm attention/SwiGLU blocks with RMSNorm, a final norm and the LM head.
+
+    Args:
+        vocab, dim, layers, heads, hidden: sizes.
+        norm_cls: ``torch.nn.RMSNorm`` (baseline) or ``fastpath_lib.RMSNorm``.
+    """
+
+    def __init__(self, vocab=256, dim=64, layers=2, heads=4, hidden=128, norm_cls=nn.RMSNorm):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, dim)
+        self.blocks = nn.ModuleList(_Block(dim, heads, hidden, norm_cls) for _ in range(layers))
+        self.norm = norm_cls(dim)
+        self.head = nn.Linear(dim, vocab, bias=False)
+
+    def forward(self, tokens):
+        h = self.embed(tokens)
+        for blk in self.blocks:
+            h = blk(h)
+        return self.head(self.norm(h))
+
+
+def replay(*, quick: bool = False, settings: dict | None = None, batch: int | None = None, seq: int | None = None,
+           dim: int | None = None, layers: int | None = None, dtype: torch.dtype | None = None) -> dict:
+    """Run a small decoder forward with ``torch.nn.RMSNorm`` and with ``fastpath_lib.RMSNorm`` (same weights).
+
+    Args:
+        quick: tiny sizes.
+        settings: harness settings.
+        batch, seq, dim, layers, dtype: override the defaults (CUDA: 8 x 512 tokens, dim 4096, 4 layers, bf16;
+            CPU: 2 x 8 tokens, dim 64, 2 layers, fp32).
+
+    Returns:
+        a dict: sizes, end-to-end median ms for both models, the norms' median ms (all norm calls of one forward,
+        timed alone on the model's hidden shape), RMSNorm's share of the baseline forward, the end-to-end ratio,
+        whether both models' logits agree, ``gpu_measurement`` and a ``label``.
+
+    Note:
+        Off CUDA the fast-path model runs its norms in Triton's interpreter, so its times are "not a GPU
+        measurement" and say nothing about GPU speed.
+    """
+    from fastpath_lib.bench import harness
+
+    cuda = runtime.cuda_available()
+    gpu = cuda and not runtime.interpreter_enabled()
+    dev = "cuda" if cuda else "cpu"
+    batch = batch or (8 if gpu else 2)
+    seq = seq or ((128 if quick else 512) if gpu else 8)
+    dim = dim or (4096 if gpu else 64)
+    layers = layers or ((2 if quick else 4) if gpu else 2)
+    dtype = dtype or (torch.bfloat16 if gpu else torch.float32)
+    settings = settings or harness.settings_for(quick)
+    torch.manual_seed(0)
+    base = TinyDecoder(dim=dim, layers=layers, heads=max(1, dim // 128) if gpu else 4, hidden=dim * 2,
+                       norm_cls=nn.RMSNorm).to(dev, dtype).eval()
+    fast = TinyDecoder(dim=dim, layers=layers, heads=max(1, dim // 128) if gpu else 4, hidden=dim * 2,
+                       norm_cls=fastpath_lib.RMSNorm).to(dev, dtype).eval()
+    fast.load_state_dict(base.state_dict())
+    tokens = [torch.randint(0, 256, (batch, seq), device=dev, generator=None) for _ in range(settings["input_sets"])]
+    n_norms = 2 * layers + 1
+    hidden = [torch.randn(batch * seq, dim, device=dev, dtype=dtype) for _ in range(settings["input_sets"])]
+    w = torch.randn(dim, device=dev, dtype=dtype)
+
+    def rot(items):
+        state = {"i": 0}
+
+        def nxt():
+            state["i"] += 1
+            return items[state["i"] % len(items)]
+        return nxt
+
+    out = {"batch": batch, "seq": seq, "dim": dim, "layers": layers, "dtype": str(dtype).replace("torch.", ""),
+           "norm_calls_per_forward": n_norms, "gpu_measurement": gpu,
+           "label": "GPU measurement" if gpu else "not a GPU measurement (CPU / Triton interpreter)"}
+    with torch.no_grad(), fastpath_lib.record_routes() as routes:
+        out["logits_close"] = bool(torch.allclose(base(tokens[0]).float(), fast(tokens[0]).float(), atol=5e-2,
+                                                  rtol=5e-2))
+    out["fast_model_routes"] = dict(routes)
+    with torch.no_grad():
+        for name, model in (("baseline", base), ("fastpath", fast)):
+            nt = rot(tokens)
+            res = harness.time_callable(lambda m=model, nt=nt: m(nt()), settings)
+            out[f"e2e_{name}_ms"] = float(torch.tensor(res["samples_ms"]).median())
+        for name, fn in (("baseline", F.rms_norm), ("fastpath", fastpath_lib.rms_norm)):
+            nh = rot(hidden)
+            res = harness.time_callable(lambda fn=fn, nh=nh: [fn(nh(), (dim,), w) for _ in range(n_norms)], settings)
+            out[f"norms_{name}_ms"] = float(torch.tensor(res["samples_ms"]).median())
+    out["norm_share_baseline"] = out["norms_baseline_ms"] / out["e2e_baseline_ms"]
+    out["e2e_ratio_fast_over_base"] = out["e2e_fastpath_ms"] / out["e2e_baseline_ms"]
+    out["timer"] = settings["timer"]
+    return out
+
+
+def specializations(cases, quick: bool = False) -> list[dict]:
+    """The distinct Triton specializations the matrix's eligible cases trigger.
+
+    A specialization is one compiled binary: kernel x dtype x BLOCK_SIZE x num_warps x HAS_WEIGHT (x the
+    16-byte-alignment flags Triton derives from pointers and strides, which the predicate fixes to aligned).
+
+    Returns:
+        one dict per specialization, with the case ids that use it.
+    """
+    import triton
+
+    from fastpath_lib.rmsnorm.predicate import MAX_COLS
+
+    found: dict[tuple, dict] = {}
+    for c in cases:
+        if c.expected == "fallback":
+            continue
+        rows, cols, _ = c.dims(quick)
+        if cols > MAX_COLS:
+            continue
+        block = triton.next_power_of_2(cols)
+        warps = 16 if block >= 8192 else 8 if block >= 2048 else 4
+        for kern in ("fwd",) + (("bwd",) if c.pass_ == "backward" else ()):
+            key = (kern, c.dtype, block, warps, True)
+            found.setdefault(key, {"kernel": kern, "dtype": c.dtype, "BLOCK_SIZE": block, "num_warps": warps,
+                                   "HAS_WEIGHT": True, "cases": []})["cases"].append(c.id)
+    return list(found.values())
+
+
+_PROBE = r"""
+import json, sys, time, torch
+import fastpath_lib
+from fastpath_lib.rmsnorm import kernels
+specs = json.loads(sys.argv[1])
+out = []
+for s in specs:
+    dt = getattr(torch, s["dtype"])
+    x = torch.randn(64, s["cols"], device="cuda", dtype=dt); w = torch.randn(s["cols"], device="cuda", dtype=dt)
+    times = []
+    for _ in range(2):
+        torch.cuda.synchronize(); t = time.perf_counter()
+        if s["kernel"] == "fwd":
+            kernels.forward(x, w, 1e-6)
+        else:
+            kernels.backward(torch.randn_like(x), x, w, 1e-6)
+        torch.cuda.synchronize(); times.append(time.perf_counter() - t)
+    out.append(dict(s, first_call_s=times[0], second_call_s=times[1], compile_s=times[0] - times[1]))
+print(json.dumps(out))
+"""
+
+
+def compile_cost(cases=None, *, quick: bool = False, timeout: float = 600) -> dict:
+    """Triton JIT compile time per specialization, how many the matrix triggers, and the kernel cache on disk.
+
+    Args:
+        cases: the matrix (default: the kit's).
+        quick: use quick shapes.
+        timeout: seconds for the probe subprocess.
+
+    Returns:
+        a dict with ``specializations`` (count and list), and on CUDA ``per_specialization`` compile seconds
+        (first call minus second call, in a fresh process with an empty ``TRITON_CACHE_DIR``) and
+        ``cache_bytes``.
+
+    Note:
+        Under the interpreter (or without CUDA) no compile happens: the result says so and records no times.
+    """
+    from fastpath_lib.bench.matrix import load_cases
+
+    cases = load_cases() if cases is None else cases
+    specs = specializations(cases, quick)
+    out = {"specializations": len(specs), "list": specs}
+    if not runtime.cuda_available() or runtime.interpreter_enabled():
+        out.update(compiles=False, note="Triton interpreter / no CUDA: kernels are not compiled, so there is no "
+                   "compile time or cache to measure; the count above is what a GPU run would compile")
+        return out
+    import json
+
+    probe = [{"kernel": s["kernel"], "dtype": s["dtype"], "cols": s["BLOCK_SIZE"]} for s in specs]
+    with tempfile.TemporaryDirectory() as cache:
+        env = dict(os.environ, TRITON_CACHE_DIR=cache)
+        res = subprocess.run([sys.executable, "-c", _PROBE, json.dumps(probe)], env=env, capture_output=True,
+                             text=True, timeout=timeout)
+        if res.returncode != 0:
+            out.update(compiles=True, error=res.stderr[-2000:])
+            return out
+        per = json.loads(res.stdout.strip().splitlines()[-1])
+        size = sum(p.stat().st_size for p in Path(cache).rglob("*") if p.is_file())
+    out.update(compiles=True, per_specialization=per, cache_bytes=size,
+               total_compile_s=sum(p["compile_s"] for p in per),
+               max_compile_s=max((p["compile_s"] for p in per), default=math.nan))
+    return out
