@@ -249,6 +249,9 @@ def page(browser, lab, request):
         yield pg
     finally:
         lab.track()
+        if pg.console_errors:  # kept for diagnosis; JupyterLab logs some harmless ones (e.g. offline fetches)
+            ARTIFACTS.mkdir(parents=True, exist_ok=True)
+            (ARTIFACTS / f"console-{request.node.name}.txt").write_text("\n".join(pg.console_errors) + "\n")
         rep = getattr(request.node, "rep_call", None)
         if rep is not None and rep.failed:
             with contextlib.suppress(Exception):

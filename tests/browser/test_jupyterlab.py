@@ -129,6 +129,9 @@ def test_predicate_lesson_runs_renders_and_explorer_is_live(page, lab):
     assert p == [f"[{i}]:" for i in range(1, len(p) + 1)], f"{name}: cells did not all run in order: {p}"
     nb = save_and_read(page, lab, name)
     assert not error_outputs(nb), f"{name}: error outputs: {error_outputs(nb)}"
+    stderr = [f"cell {i}: {''.join(o.get('text', ''))}" for i, c in enumerate(nb["cells"])
+              for o in c.get("outputs", []) if o.get("name") == "stderr"]
+    (ARTIFACTS / "03-stderr.txt").write_text("\n".join(stderr) + "\n")  # shown to learners; not an error by itself
     texts = output_texts(page)
     bad = [t[:300] for t in texts if any(f in t for f in FAILURE_TEXTS)]
     assert not bad, f"{name}: outputs show failures: {bad}"
