@@ -18,6 +18,7 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -86,7 +87,7 @@ def _execute(nb, workdir: str, timeout: float, kernel_name: str) -> tuple[str, s
     deadline = time.monotonic() + timeout
     status, reason = "ok", ""
     try:
-        with client.setup_kernel(env=_kernel_env()):
+        with client.setup_kernel(env=_kernel_env(), stderr=subprocess.DEVNULL):  # kernel chatter, not the learner
             for index, cell in enumerate(nb.cells):
                 if cell.get("cell_type") != "code":
                     continue
