@@ -770,25 +770,32 @@ def lesson_04():
         `F.rms_norm`'s exception type. Small shapes: a few seconds under the interpreter.
         """),
         code("""
+        def raises_like_reference(x, ns, w):
+            \"\"\"None for a valid call; for an invalid one, whether our op raises F.rms_norm's exception type.\"\"\"
+            try:
+                F.rms_norm(x, ns, w)
+                return None
+            except Exception as exc:  # noqa: BLE001
+                try:
+                    fastpath_lib.rms_norm(x, ns, w)
+                    return "no error!"
+                except type(exc):
+                    return f"raises {type(exc).__name__}"
+        """),
+        code("""
         def run_point(p):
             case = p.spec.build(seed=7, device=DEVICE)
             x, ns, w = case.args()
             d = fastpath_lib.explain(x, ns, w)
             row = {"id": p.id, "route": d.route, "declared ok": (p.condition not in d.failed) == p.holds}
-            try:
-                F.rms_norm(x, ns, w)
-            except Exception as exc:  # noqa: BLE001 - invalid call: our op must raise the same type
-                try:
-                    fastpath_lib.rms_norm(x, ns, w)
-                    return {**row, "dispatched": "no error!", "fallback": "-"}
-                except type(exc):
-                    return {**row, "dispatched": f"raises {type(exc).__name__}", "fallback": "-"}
+            if (raised := raises_like_reference(x, ns, w)) is not None:
+                return {**row, "dispatched": raised, "fallback": "-"}
             with fastpath_lib.record_routes() as routes:
                 y = fastpath_lib.rms_norm(x, ns, w)
             with fastpath_lib.force_fallback():
                 y_fb = fastpath_lib.rms_norm(x, ns, w)
             ref = reference_rms_norm(x, ns, w)
-            ok = lambda out: "ok" if compare(out, ref, x.dtype) is None else compare(out, ref, x.dtype)
+            ok = lambda out: compare(out, ref, x.dtype) or "ok"
             return {**row, "dispatched": ok(y) if routes == {d.route: 1} else f"route {routes}", "fallback": ok(y_fb),
                     "inputs untouched": case.inputs_untouched()}
         """),
@@ -925,12 +932,392 @@ def lesson_04():
     ]
 
 
+# ----------------------------------------------------------------------------------------------------------------------
+def lesson_05():
+    return [
+        md("""
+        # 05 · The benchmark matrix: predeclared, raw, with metadata
+
+        **What you will learn**
+        - why the benchmark cases are *declared before* anything is measured, including cases where the fast path is
+          expected to be neutral or to lose;
+        - how a run records raw samples and the environment (GPU, driver, versions) next to the results;
+        - how to read the results as a reviewer: mechanism (GB/s against the device's ceiling) and performance
+          (win / neutral / loss per case), and where the dispatch boundary sits.
+
+        The matrix is the Performance claim's evidence. A reviewer distrusts a PR that shows only its best shape.
+        """),
+        setup_cell("""
+        %matplotlib inline
+        import dataclasses
+        import tempfile
+        from pathlib import Path
+
+        import pandas as pd
+        from IPython.display import display
+        from fastpath_lib import bench
+
+        pd.set_option("display.max_colwidth", 80)
+        """),
+        md("""
+        ## 1. Predeclare
+
+        The matrix lives in a file in the repository, written (and reviewed) before the first measurement. Each case says
+        what it probes and what the author expects — including the shapes where the new path should not be faster
+        (small, launch-bound calls; shapes the predicate sends to the fallback).
+        """),
+        code("""
+        cases = bench.load_cases()
+        print(len(cases), "predeclared cases; expected outcomes:", pd.Series([c.expected for c in cases]).value_counts().to_dict())
+        pd.DataFrame([dataclasses.asdict(c) for c in cases])[["id", "family", "shape", "dtype", "layout", "pass_",
+                                                               "expected", "rationale"]]
+        """),
+        md("""
+        `check_coverage` is the reviewer's first question turned into code: does the matrix have at least 12 cases, and
+        does it include expected neutral, losing and fallback cases, not only wins? An empty list means it does.
+        """),
+        code("print(bench.check_coverage(cases))"),
+        md("""
+        ## 2. Run — live on a GPU, recorded results otherwise
+
+        On a GPU this lesson measures the whole matrix (a few minutes). Without one it does **not** produce GPU numbers:
+        it analyses the newest results recorded on a GPU in `results/` and says so; if there are none, it runs the
+        CPU quick mode on two cases so you can see the format — those timings are **NOT a GPU measurement** and say
+        nothing about the fast path's speed.
+        """),
+        code("""
+        recorded = bench.latest_gpu_results(root="../results")
+        scratch = Path(tempfile.mkdtemp(prefix="fastpath-lesson05-")) / "run"
+        if DEVICE == "cuda":  # a few minutes; `python -m fastpath_lib bench` records a full folder in results/
+            SOURCE, RESULTS_DIR = "live GPU measurement", scratch
+            df = bench.run_matrix(cases, out_dir=RESULTS_DIR, progress=False, analyses=False)
+        elif recorded is not None:
+            SOURCE, RESULTS_DIR = f"recorded GPU results ({recorded.name})", recorded
+            df, _ = bench.load_results(recorded)
+        else:  # two cases, tiny shapes: shows the format only
+            SOURCE, RESULTS_DIR = "CPU quick mode on 2 cases: NOT a GPU measurement", scratch
+            picked = [c for c in cases if c.id in ("decode_m1_fp16", "batch_1024_fp16")] or cases[:2]
+            df = bench.run_matrix(picked, quick=True, out_dir=RESULTS_DIR, progress=False, analyses=False)
+        print("source:", SOURCE)
+        """, ignore=True),
+        md("""
+        ## 3. Metadata
+
+        Results without the environment cannot be reproduced or compared: GPU model, driver, CUDA, torch, triton, clocks,
+        the commit. The run writes them to `environment.json` next to `results.csv`.
+        """),
+        code("""
+        _, env = bench.load_results(RESULTS_DIR)
+        pd.Series(env, dtype=object).to_frame("value")
+        """, ignore=True),
+        md("""
+        ## 4. Raw results
+
+        One row per case, route, mode and sample: the raw samples, not only a summary, so a reviewer can recompute
+        medians and spreads. (The numbers depend on the machine; the notebook tests do not compare them.)
+        """),
+        code("""
+        print(SOURCE)
+        df[["case_id", "provider", "rows", "cols", "dtype", "route", "status", "median_ms", "q20_ms", "q80_ms",
+            "samples_ms", "gpu_measurement"]].head(12)
+        """, ignore=True),
+        md("""
+        ## 5. Performance and mechanism
+
+        `bench.classify` labels each case *win*, *neutral*, *loss* or *fallback* from the measured ratio to the baseline.
+        The mechanism columns turn time into GB/s from bytes moved, which a reviewer compares with the device's memory
+        bandwidth: a fast path near the ceiling has no headroom left; one far below it is limited by something else.
+        """),
+        md("""
+        Without GPU measurements the table leaves the speed-up column out. The `observed` column still compares the
+        interpreter's time with a native CPU kernel, so it reads *loss* for every Triton-route case: that says how slow
+        the interpreter is, nothing about a GPU.
+        """),
+        code("""
+        print(SOURCE)
+        bench.summary_table(df)  # without GPU measurements it leaves the speed-up column out
+        """, ignore=True),
+        md("""
+        Mechanism: the bytes a call must move (each input read once, each output written once), the GB/s that makes,
+        and its share of the measured copy bandwidth. The byte count is the same formula as lesson 02's fused version:
+        """),
+        code("""
+        from fastpath_lib.bench.harness import bytes_moved
+
+        print("forward 4096x4096 bf16:", bytes_moved(4096, 4096, torch.bfloat16, "forward") / 2**20, "MiB")
+        print("fwd+bwd 4096x4096 bf16:", bytes_moved(4096, 4096, torch.bfloat16, "backward") / 2**20, "MiB")
+        """),
+        code("""
+        print(SOURCE)
+        df[df.provider != "compiled"][["case_id", "provider", "bytes_moved", "gbps", "copy_gbps", "pct_copy_bw"]]
+        """, ignore=True),
+        md("""
+        ## 6. The dispatch boundary
+
+        The plot shows the speed-up over the baseline against problem size, with the row threshold drawn in: to the left
+        the predicate keeps the baseline (launch overhead would outweigh the saving), to the right the fast path should
+        win. If a losing case sits right of the line, the threshold is too low; if winning cases sit left of it, it is
+        too conservative.
+        """),
+        code("""
+        fig = bench.boundary_plot(df, env=df.attrs.get("environment"))
+        display(fig)
+        bench.boundary_table(df)
+        """, ignore=True),
+        md("The scratch folder of this lesson's run is removed (recorded results in `results/` are left alone):"),
+        code("""
+        import shutil
+
+        shutil.rmtree(scratch.parent, ignore_errors=True)
+        """),
+        md("""
+        ## What the numbers say
+
+        Read the matrix in this order: is every case there that was declared (none silently dropped)? Do the losing and
+        neutral cases fall where the author predicted, and does the predicate send them to the fallback? Are the wins
+        near the bandwidth ceiling (mechanism) or suspiciously above it (a measurement error: caching, a missing
+        synchronisation)? Only then: how large are the wins.
+
+        ## Recap
+
+        - Declare the cases first, including the ones you expect to lose; record raw samples and the environment.
+        - Interpreter or CPU timings are never performance evidence; without a GPU, analyse recorded GPU results.
+        - The boundary plot is how a reviewer checks the row threshold.
+
+        **Questions**
+        1. Why must the case list be committed *before* the first GPU run?
+        2. A case reaches 5 TB/s on a GPU with 4.8 TB/s of bandwidth. What do you suspect?
+        3. Which columns of `environment.json` would you need to reproduce a run a year later?
+        """),
+    ]
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+def lesson_06():
+    return [
+        md("""
+        # 06 · Workload replay and maintenance cost
+
+        **What you will learn**
+        - how to replay a real workload's calls (shapes, dtypes, layouts and their frequencies) instead of a synthetic
+          sweep, and what share of calls the fast path actually takes;
+        - what the change costs to keep: compile time, the fallback switch, and an owner.
+
+        A reviewer asks two questions a shape sweep cannot answer: *does this help a real model?* and *who pays for it
+        later?*
+        """),
+        setup_cell("""
+        import pandas as pd
+        from fastpath_lib import bench
+        from fastpath_lib.rmsnorm.predicate import limits_for
+
+        R = limits_for(DEVICE).min_rows
+        """),
+        md("""
+        ## Workload replay
+
+        `bench.replay` runs a small decoder forward twice with the same weights: once with `torch.nn.RMSNorm`, once with
+        `fastpath_lib.RMSNorm`. It checks that the logits agree, counts the routes the fast model's norms take, and
+        times the whole forward and the norms alone, so the result says what share of a step RMSNorm is and what the
+        fast path changes end to end (on a GPU: 8 × 512 tokens, dim 4096, bf16; on a CPU: tiny sizes).
+        """),
+        code("""
+        replay = bench.replay(quick=True)
+        print(replay["label"])
+        print("logits agree:", replay["logits_close"], "| fast model routes:", replay["fast_model_routes"])
+        """, ignore=True),
+        md("""
+        The timings (on a CPU, interpreter times: **not a GPU measurement**). Read `norm_share_baseline` first: if the
+        norms are 3 % of a step, even an infinitely fast norm saves at most 3 %.
+        """),
+        code("pd.Series(replay, dtype=object).to_frame('value')", ignore=True),
+        md("""
+        ## Maintenance cost: compile time
+
+        The Triton kernels are compiled on first use for each specialization (dtype, block size, constexprs). On a GPU
+        that is a one-off cost per process that users see as a slower first step; under the interpreter there is no
+        compilation, so the number below is not comparable.
+        """),
+        code("""
+        cost = bench.compile_cost()  # the full matrix; without CUDA it only lists, nothing compiles
+        print("specializations the matrix compiles:", cost["specializations"])
+        pd.DataFrame(cost["list"])
+        """),
+        md("On a GPU the probe measures first-call minus second-call time per specialization in a fresh process; here:"),
+        code("""
+        print({k: v for k, v in cost.items() if k != "list"})
+        """, ignore=True),
+        md("""
+        ## Maintenance cost: the fallback switch and an owner
+
+        Every fast path needs a way off that does not require a code change, and somebody who answers when it breaks.
+        Here the switch is `force_fallback()` (tests, debugging) and `FASTPATH_FORCE_FALLBACK=1` (production):
+        """),
+        code("""
+        x = torch.randn(2 * R, 64, device=DEVICE)
+        with fastpath_lib.record_routes() as routes, fastpath_lib.force_fallback():
+            fastpath_lib.rms_norm(x, [64])
+        print("with force_fallback():", dict(routes))
+        """),
+        md("""
+        The cost to list in the PR, so a reviewer can weigh it against the measured gain:
+
+        | cost | this change |
+        |---|---|
+        | code | two Triton kernels, their launchers, a predicate of 17 named conditions, a custom op |
+        | tests | generated boundary tests (both routes), contract parity, opcheck, compile, GPU-only tests under compute-sanitizer |
+        | compile time | Triton JIT on first use per specialization (see above, measured on a GPU) |
+        | way off | `force_fallback()`, `FASTPATH_FORCE_FALLBACK=1` |
+        | re-tuning | the row threshold per GPU architecture (`CUDA_MIN_ROWS`), from a recorded sweep |
+        | owner | named in the PR; answers for regressions and for new architectures |
+
+        ## Recap
+
+        - A workload replay measures what share of real calls the fast path takes, not only how fast it is.
+        - Compile time, the off switch, re-tuning and an owner are part of the change's price.
+
+        **Questions**
+        1. A fast path wins 2× on the sweep but takes 5 % of the workload's calls. Is it worth merging?
+        2. Why is a switch that needs no code change important for production users?
+        3. What should happen to `CUDA_MIN_ROWS` when a new GPU architecture ships?
+        """),
+    ]
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+def lesson_07():
+    return [
+        md("""
+        # 07 · The PR note, reviewable commits, and the reviewer's knowledge check
+
+        **What you will learn**
+        - how to draft the PR note from recorded results (`bench.pr_note`), so every number in it has a source;
+        - how to split the change into commits a reviewer can read one at a time;
+        - the questions a reviewer will ask, with answer guides to open *after* you have answered.
+        """),
+        setup_cell("""
+        import tempfile
+        from pathlib import Path
+
+        from IPython.display import Markdown, display
+        from fastpath_lib import bench
+        """),
+        md("""
+        ## Drafting the note from the results
+
+        The note is generated from a results folder: the predeclared matrix, the environment, the raw samples and the
+        classification. Nothing in it is typed by hand, so nothing can drift from what was measured. Without recorded
+        GPU results the note says that it has no GPU evidence, rather than inventing any.
+        """),
+        code("""
+        source = bench.latest_gpu_results(root="../results")
+        if source is None:  # no GPU evidence recorded: draft from a 2-case CPU quick run, which the note labels as such
+            source = Path(tempfile.mkdtemp(prefix="fastpath-lesson07-")) / "run"
+            picked = [c for c in bench.load_cases() if c.id in ("decode_m1_fp16", "batch_1024_fp16")]
+            bench.run_matrix(picked, quick=True, out_dir=source, progress=False, analyses=False)
+            print("no recorded GPU results: drafting from a CPU quick run (NOT a GPU measurement)")
+        note = bench.pr_note(source)
+        print(note.splitlines()[0])
+        """, ignore=True),
+        md("""
+        The draft, rendered. Check that it names the hardware, that every predeclared case appears, and — without GPU
+        results — that it says the Performance claim is *unmeasured* instead of quoting interpreter timings:
+        """),
+        code("Markdown(note)", ignore=True),
+        code("""
+        import shutil
+
+        if "fastpath-lesson07-" in str(source):  # remove only the scratch run made above
+            shutil.rmtree(source.parent, ignore_errors=True)
+        """),
+        md("""
+        ## Splitting the change into reviewable commits
+
+        One PR, several commits, each of which builds and passes the tests on its own:
+
+        1. **Semantic change** — the custom op, the predicate and the kernels, behind the fallback; the contract tests
+           (`F.rms_norm` parity, exceptions, autocast, gradients, compile).
+        2. **Mechanical refactor** — moves and renames with no behaviour change (for example routing call sites
+           through the new op); a reviewer can skim it, because the tests did not change.
+        3. **Tests** — the generated boundary tests, guard bands, `opcheck`, GPU tests for compute-sanitizer.
+        4. **Benchmark** — the predeclared matrix, the harness, the recorded results and environment, the note.
+
+        Mixing a refactor into the semantic commit hides the one line that changes behaviour among hundreds that do not.
+
+        ## The reviewer's knowledge check
+
+        Answer each question in your own words first, then open the guide.
+
+        **1. Why should a performance PR include shapes where the new path is not faster?**
+        """),
+        md("""
+        <details><summary>Answer guide</summary>
+
+        They show the boundary is where the predicate says it is: the neutral and losing shapes are exactly the ones the
+        fast path must *not* take, and measuring them proves the threshold protects the baseline. They also show the
+        author did not pick the matrix after seeing the results (predeclared), and they give users on those shapes an
+        honest answer ("no change for you"). A PR with only wins hides its regressions and invites the reviewer to go
+        looking for them.
+        </details>
+        """),
+        md("**2. The benchmark shows 1.8× on 4096×4096 bf16. What else do you need before believing it?**"),
+        md("""
+        <details><summary>Answer guide</summary>
+
+        The baseline it was compared with (the real `F.rms_norm`, same inputs), the environment (GPU, clocks, driver,
+        versions), the raw samples and their spread, the bytes moved and the resulting GB/s against the device's
+        bandwidth (is 1.8× even possible?), and the rest of the predeclared matrix.
+        </details>
+        """),
+        md("**3. How do you know the fast path computes the same thing as the fallback for inputs nobody tested by hand?**"),
+        md("""
+        <details><summary>Answer guide</summary>
+
+        The boundary tests are generated from the predicate's declarations, so every condition is tested on both sides
+        of its limit, through both routes, against a float64 reference with per-dtype tolerances; the guard bands catch
+        out-of-bounds access; hypothesis cases cover the space in between; `opcheck` checks the op's registration.
+        </details>
+        """),
+        md("**4. Why does the fast path send invalid calls to the fallback instead of raising its own error?**"),
+        md("""
+        <details><summary>Answer guide</summary>
+
+        So users keep `F.rms_norm`'s exception types and messages: code that catches `RuntimeError` for a shape mismatch,
+        or tests that match the message, keep working. The fast path adds speed, never a new error.
+        </details>
+        """),
+        md("**5. A user reports wrong results on a new GPU. What do they do today, and what do you do?**"),
+        md("""
+        <details><summary>Answer guide</summary>
+
+        Today: `FASTPATH_FORCE_FALLBACK=1` (no code change), and `fastpath_lib.explain(...)` to report the route. You:
+        reproduce with the self-test and the GPU tests under compute-sanitizer on that architecture, and, until fixed,
+        exclude it in the predicate's `architecture` condition.
+        </details>
+        """),
+        md("""
+        ## Recap
+
+        - Generate the PR note from recorded results; never type a number into it.
+        - Split the change: semantic, mechanical, tests, benchmark.
+        - Include the neutral and losing shapes: they are the evidence that the boundary is right.
+
+        **Questions**
+        1. Which commit of the four would you review most carefully, and why?
+        2. What does the PR note say when there are no GPU results at all?
+        """),
+    ]
+
+
 LESSONS = {
     "00_setup": lesson_00,
     "01_operator_contract": lesson_01,
     "02_triton_kernel": lesson_02,
     "03_eligibility_predicate": lesson_03,
     "04_boundary_tests": lesson_04,
+    "05_benchmark_matrix": lesson_05,
+    "06_workload_and_maintenance": lesson_06,
+    "07_pr_note": lesson_07,
 }
 
 
