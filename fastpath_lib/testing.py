@@ -11,6 +11,11 @@ accumulation error of the mean square over at most ``MAX_COLS`` terms (relative 
 ``1e-5``). ``rtol`` is one unit in the last place of the dtype (twice the rounding budget), ``atol`` covers outputs
 near zero where rtol gives no room. Gradients sum ``cols`` products (and ``dw`` sums over ``rows``), so their
 tolerances allow four times more.
+
+Note:
+    The reference squares in float64, the routes (and ``F.rms_norm``) in fp32: for fp32 inputs beyond about 1e19 the
+    fp32 square overflows and the routes return 0 where the reference does not. Compare such inputs with
+    ``F.rms_norm`` itself (lesson 04 shows the case).
 """
 
 from __future__ import annotations
