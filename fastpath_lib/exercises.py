@@ -584,8 +584,9 @@ def _expected_class(row) -> str:
         return "fallback"
     b, c = row["baseline_median_us"], row["candidate_median_us"]
     band = max(row["baseline_spread_us"] / b, row["candidate_spread_us"] / c)
-    ratio = c / b
-    return "win" if ratio < 1 - band else "loss" if ratio > 1 + band else "neutral"
+    from fastpath_lib.bench.analysis import outcome
+
+    return outcome(c / b, band)
 
 
 def expected_classes(df) -> dict[str, str]:

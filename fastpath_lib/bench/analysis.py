@@ -19,7 +19,7 @@ import torch
 from fastpath_lib import runtime
 from fastpath_lib.rmsnorm.predicate import DEFAULT_CUDA_MIN_ROWS, INTERPRETER_MIN_ROWS, MAX_COLS
 
-__all__ = ["classify", "noise_band", "summary_table", "boundary_table", "boundary_plot", "threshold_sweep",
+__all__ = ["classify", "noise_band", "outcome", "summary_table", "boundary_table", "boundary_plot", "threshold_sweep",
            "compare"]
 
 
@@ -32,6 +32,15 @@ def noise_band(q20: float, median: float, q80: float, base_q20: float, base_medi
     spreads = [(hi - lo) / med for lo, med, hi in ((q20, median, q80), (base_q20, base_median, base_q80))
                if med and not any(map(_isnan, (lo, med, hi)))]
     return max(spreads) if spreads else math.nan
+
+
+def outcome(ratio: float, band: float) -> str:
+    """``"win"`` / ``"loss"`` / ``"neutral"`` for a time ratio (candidate / baseline) and a relative noise band.
+
+    >>> outcome(0.8, 0.1), outcome(1.05, 0.1), outcome(1.3, 0.1)
+    ('win', 'neutral', 'loss')
+    """
+    return "win" if ratio < 1 - band else "loss" if ratio > 1 + band else "neutral"
 
 
 def _isnan(v) -> bool:
@@ -77,7 +86,7 @@ def classify(df: pd.DataFrame) -> pd.DataFrame:
             ratio = r.median_ms / b.median_ms
             out.at[i, "speedup"] = b.median_ms / r.median_ms
             out.at[i, "noise_band"] = band
-            vs = "win" if ratio < 1 - band else "loss" if ratio > 1 + band else "neutral"
+            vs = outcome(ratio, band)
         obs = vs
         if r.provider == "dispatched" and str(r.route) == "fallback":
             obs = "fallback"
