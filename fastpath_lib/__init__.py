@@ -7,19 +7,17 @@ Public API (names other parts of the kit rely on):
 * :func:`record_routes` — count the routes taken inside a block.
 * :func:`force_fallback` — force the fallback inside a block (or set ``FASTPATH_FORCE_FALLBACK=1``).
 * :class:`RMSNorm` — drop-in for ``torch.nn.RMSNorm``.
+* :func:`use_interpreter` — opt in to Triton's CPU interpreter on a machine without CUDA.
 
-Importing this package sets ``TRITON_INTERPRET=1`` when there is no CUDA device and the variable is unset, so the
-kernels run on a CPU through Triton's interpreter.
+Importing this package changes no process-wide state: without CUDA and without the opt-in (``use_interpreter()`` or
+``TRITON_INTERPRET=1`` set before the first kernel is imported) every call takes the fallback.
 """
 
-from fastpath_lib import runtime as _runtime
-
-_runtime.configure()
-
-from fastpath_lib.eligibility import Decision  # noqa: E402
-from fastpath_lib.rmsnorm.module import RMSNorm  # noqa: E402
-from fastpath_lib.rmsnorm.op import explain, rms_norm  # noqa: E402
-from fastpath_lib.routing import force_fallback, record_routes  # noqa: E402
+from fastpath_lib.eligibility import Decision
+from fastpath_lib.rmsnorm.module import RMSNorm
+from fastpath_lib.rmsnorm.op import explain, rms_norm
+from fastpath_lib.routing import force_fallback, record_routes
+from fastpath_lib.runtime import use_interpreter
 
 __version__ = "0.1.0"
-__all__ = ["Decision", "RMSNorm", "explain", "force_fallback", "record_routes", "rms_norm"]
+__all__ = ["Decision", "RMSNorm", "explain", "force_fallback", "record_routes", "rms_norm", "use_interpreter"]

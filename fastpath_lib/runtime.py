@@ -1,9 +1,12 @@
 """Where the kit is running: CUDA or Triton's CPU interpreter, and the versions that matter.
 
-Importing :mod:`fastpath_lib` calls :func:`configure` once. On a machine without CUDA it sets ``TRITON_INTERPRET=1``
-unless the user already chose a value, so the Triton kernels run on the CPU through Triton's interpreter. Triton reads
-that variable when a kernel is *decorated* (``triton.jit``), so it must be set before :mod:`fastpath_lib.rmsnorm.kernels`
-is imported; that module is only imported lazily, on the first Triton-route call.
+Importing :mod:`fastpath_lib` changes no process-wide state. Running the Triton kernels on a CPU through Triton's
+interpreter is an explicit opt-in: call :func:`use_interpreter` (the lessons' first cell, the test suite and ``./kit``
+do), or set ``TRITON_INTERPRET=1`` yourself, before the first kernel is imported. Triton reads that variable when a
+kernel is *decorated* (``triton.jit``), and :mod:`fastpath_lib.rmsnorm.kernels` is only imported on the first
+Triton-route call. Without the opt-in, a CPU call takes the fallback with the ``device`` reason.
+
+The mode is read once (on first use) and kept, so the dispatch's hot path never reads the environment.
 
 Nothing here needs a GPU driver: no ``do_bench``, no ``autotune``, no active-device queries.
 """
@@ -16,9 +19,12 @@ import sys
 
 import torch
 
-__all__ = ["configure", "interpreter_enabled", "cuda_available", "describe", "versions"]
+__all__ = ["use_interpreter", "interpreter_enabled", "cuda_available", "describe", "versions", "ENV"]
 
-_AUTO_SET = False
+ENV = "TRITON_INTERPRET"
+_KERNELS = "fastpath_lib.rmsnorm.kernels"
+_interpret: bool | None = None  # None: not read from the environment yet
+_opted_in = False
 
 
 def cuda_available() -> bool:
@@ -29,17 +35,50 @@ def cuda_available() -> bool:
         return False
 
 
-def configure() -> None:
-    """Turn on Triton's interpreter when there is no CUDA device and the user has not chosen."""
-    global _AUTO_SET
-    if "TRITON_INTERPRET" not in os.environ and not cuda_available():
-        os.environ["TRITON_INTERPRET"] = "1"
-        _AUTO_SET = True
+def _env_flag() -> bool:
+    return os.environ.get(ENV, "0").strip().lower() in ("1", "true", "yes", "on")
+
+
+def use_interpreter(force: bool = False) -> bool:
+    """Opt in to Triton's CPU interpreter when there is no CUDA device (always with ``force=True``).
+
+    Sets ``TRITON_INTERPRET=1`` for this process (Triton reads it when kernels are decorated), so call it before the
+    first Triton-route call. On a CUDA machine it does nothing unless forced, so a lesson runs on the GPU unchanged.
+
+    Returns:
+        whether the kernels run in the interpreter from now on.
+
+    Raises:
+        RuntimeError: the kernels were already imported in the other mode (restart the kernel or process).
+
+    >>> import fastpath_lib
+    >>> fastpath_lib.use_interpreter() in (True, False)
+    True
+    """
+    global _interpret, _opted_in
+    want = True if force else (interpreter_enabled() or not cuda_available())
+    if want and _KERNELS in sys.modules and not interpreter_enabled():
+        raise RuntimeError("the Triton kernels were already imported for CUDA; call use_interpreter() (or set "
+                           f"{ENV}=1) before the first Triton-route call, in a fresh process")
+    if want and not _env_flag():
+        os.environ[ENV] = "1"
+        _opted_in = True
+    _interpret = want
+    return want
 
 
 def interpreter_enabled() -> bool:
-    """Whether Triton kernels run in the CPU interpreter (``TRITON_INTERPRET=1``)."""
-    return os.environ.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "true", "yes", "on")
+    """Whether Triton kernels run in the CPU interpreter (``TRITON_INTERPRET=1``, read once and kept)."""
+    global _interpret
+    if _interpret is None:
+        _interpret = _env_flag()
+    return _interpret
+
+
+def _reset_for_tests(value: bool | None = None) -> None:
+    """Forget (or set) the kept mode; tests that probe the other mode call this, never the hot path."""
+    global _interpret
+    _interpret = value
 
 
 def versions() -> dict[str, str]:
@@ -57,12 +96,12 @@ def describe() -> str:
     """One line naming the mode and versions, printed by the lessons' first cell."""
     v = versions()
     if interpreter_enabled():
-        how = "Triton CPU interpreter (TRITON_INTERPRET=1" + (", set by fastpath_lib" if _AUTO_SET else "") + ")"
+        how = f"Triton CPU interpreter ({ENV}=1" + (", opted in by use_interpreter()" if _opted_in else "") + ")"
         mode = f"mode: {how}; timings here are not GPU measurements"
     elif cuda_available():
         cap = torch.cuda.get_device_capability()
         mode = f"mode: CUDA on {torch.cuda.get_device_name()} (sm_{cap[0]}{cap[1]})"
     else:
-        mode = "mode: CPU without the Triton interpreter; every call takes the fallback"
+        mode = "mode: CPU without the Triton interpreter; every call takes the fallback (call use_interpreter())"
     return f"{mode} | torch {v['torch']}, triton {v['triton']}, numpy {v['numpy']}, python {v['python']} " \
            f"({sys.platform})"

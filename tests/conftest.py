@@ -5,8 +5,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-import fastpath_lib  # noqa: F401  (sets TRITON_INTERPRET=1 on machines without CUDA before kernels are imported)
+import fastpath_lib
 from fastpath_lib import runtime, selftest
+
+# opt in before any kernel is imported: on a machine without CUDA the kernels run in Triton's interpreter
+fastpath_lib.use_interpreter()
 
 
 @pytest.fixture(scope="session", autouse=True)

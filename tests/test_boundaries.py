@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 
 import fastpath_lib
+from fastpath_lib import runtime
 from fastpath_lib.boundary import boundary_points
 from fastpath_lib.cases import output_guard_intact, poisoned_like
 from fastpath_lib.rmsnorm import predicate as P
@@ -31,7 +32,7 @@ def test_boundary_point_both_routes(point, device, monkeypatch):
     case = spec.build(seed=7)
     x, ns, w = case.args()
     if point.context.get("interpret") is False:
-        monkeypatch.setenv("TRITON_INTERPRET", "0")
+        monkeypatch.setattr(runtime, "interpreter_enabled", lambda: False)
     if point.context.get("forced"):
         monkeypatch.setenv(P.FORCE_ENV, "1")
     decision = fastpath_lib.explain(x, ns, w)
