@@ -8,14 +8,16 @@ import hashlib
 import json
 from pathlib import Path
 
-import nbformat
 import pytest
-import torch
 
-from fastpath_lib import exercises as ex
-from fastpath_lib.cases import CaseSpec
-from fastpath_lib.grading import cli
-from fastpath_lib.grading.registry import EXERCISES, MIME, MUTANTS
+nbformat = pytest.importorskip("nbformat")  # the notebook packages are absent on a bare GPU machine
+
+import torch  # noqa: E402
+
+from fastpath_lib import exercises as ex  # noqa: E402
+from fastpath_lib.cases import CaseSpec  # noqa: E402
+from fastpath_lib.grading import cli  # noqa: E402
+from fastpath_lib.grading.registry import EXERCISES, MIME, MUTANTS  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTIONS = sorted((ROOT / "solutions").glob("ex[0-9][0-9]_*.ipynb"))

@@ -9,12 +9,12 @@ import html
 
 import pytest
 
-import fastpath_lib
-from fastpath_lib import runtime
-from fastpath_lib.rmsnorm.predicate import limits_for
-from fastpath_lib.widgets import MAX_ELEMENTS, MODES, RouteExplorer, route_explorer
+ipywidgets = pytest.importorskip("ipywidgets")  # before fastpath_lib.widgets: a bare GPU machine has no ipywidgets
 
-ipywidgets = pytest.importorskip("ipywidgets")
+import fastpath_lib  # noqa: E402
+from fastpath_lib import runtime  # noqa: E402
+from fastpath_lib.rmsnorm.predicate import limits_for  # noqa: E402
+from fastpath_lib.widgets import MAX_ELEMENTS, MODES, RouteExplorer, route_explorer  # noqa: E402
 
 
 def shown(ex: RouteExplorer) -> tuple[str, str]:

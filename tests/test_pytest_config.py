@@ -1,0 +1,89 @@
+"""The pytest configuration works with and without nbval: the GPU machine's bare package set has no notebook tools.
+
+``tools/bare_packages.py`` hides every installed distribution outside torch, triton, numpy, pandas, matplotlib, pytest
+and hypothesis (and their dependencies), so these tests run the bare machine's commands here.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+import tomllib
+import types
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _run(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env.pop("PYTEST_ADDOPTS", None)
+    return subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def _root_conftest():
+    spec = importlib.util.spec_from_file_location("fastpath_root_conftest", ROOT / "conftest.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_addopts_do_not_need_nbval():
+    opts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]
+    assert "nbval" not in opts["addopts"]
+    assert opts["python_files"] == ["test_*.py"]
+
+
+def test_bare_packages_hide_the_notebook_tools():
+    res = _run("tools/bare_packages.py", "-m", "fastpath_lib", "--help")
+    assert res.returncode == 0, res.stderr
+    probe = ("import sys; sys.path.insert(0, 'tools'); import bare_packages as b; b.install()\n"
+             "for m in ('nbformat', 'nbval', 'ipywidgets', 'jupyter_client'):\n"
+             "    try:\n        __import__(m)\n    except ModuleNotFoundError:\n        pass\n"
+             "    else:\n        raise SystemExit(m + ' still importable')\n"
+             "import torch, triton, numpy, pandas, matplotlib, pytest, hypothesis, fastpath_lib\nprint('ok')")
+    res = _run("-c", probe)
+    assert res.returncode == 0 and res.stdout.strip() == "ok", res.stdout + res.stderr
+
+
+def test_gpu_marker_runs_on_the_bare_package_set():
+    """``python -m pytest -m gpu tests`` collects every test module and exits 0 without nbval (issue 9 item 2)."""
+    res = _run("tools/bare_packages.py", "-m", "pytest", "-m", "gpu", "tests", "-q", "-p", "no:cacheprovider")
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    assert "error" not in res.stdout.splitlines()[-1].lower()
+    if "cuda" not in res.stdout.lower():  # on a CPU every gpu test skips, naming CUDA
+        assert "needs a CUDA device" in res.stdout
+
+
+def test_nbval_is_enabled_with_the_kits_settings_where_installed():
+    pytest.importorskip("nbval")
+    mod = _root_conftest()
+    opt = types.SimpleNamespace(nbval=False, nbval_lax=False, nbval_sanitize_with=None, nbval_cell_timeout=2000)
+    cfg = types.SimpleNamespace(option=opt, pluginmanager=types.SimpleNamespace(hasplugin=lambda n: n == "nbval"))
+    assert mod._enable_nbval(cfg) is True
+    assert opt.nbval is True and opt.nbval_cell_timeout == 300
+    assert Path(opt.nbval_sanitize_with) == ROOT / "nbval_sanitize.cfg" and Path(opt.nbval_sanitize_with).exists()
+    # an explicit choice on the command line wins
+    opt = types.SimpleNamespace(nbval=False, nbval_lax=True, nbval_sanitize_with="mine.cfg", nbval_cell_timeout=5)
+    cfg.option = opt
+    mod._enable_nbval(cfg)
+    assert (opt.nbval, opt.nbval_sanitize_with, opt.nbval_cell_timeout) == (False, "mine.cfg", 5)
+    # without the plugin nothing is touched
+    cfg.pluginmanager = types.SimpleNamespace(hasplugin=lambda n: False)
+    opt = types.SimpleNamespace(nbval=False)
+    cfg.option = opt
+    assert mod._enable_nbval(cfg) is False and opt.nbval is False
+
+
+def test_notebooks_are_collected_under_nbval_and_left_out_without_it():
+    pytest.importorskip("nbval")
+    nb = "notebooks/00_setup.ipynb"
+    with_nbval = _run("-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", nb)
+    assert with_nbval.returncode == 0 and "::Cell 0" in with_nbval.stdout, with_nbval.stdout + with_nbval.stderr
+    without = _run("-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "-p", "no:nbval", nb)
+    assert "::Cell" not in without.stdout
