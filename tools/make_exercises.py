@@ -10,8 +10,9 @@ In a code cell, the lines from ``# BEGIN SOLUTION`` to ``# END SOLUTION`` (marke
 
 where N is the number of non-blank solution lines and ``<indent>`` the indentation of the ``BEGIN`` marker. Every
 cell loses its outputs and execution count; metadata (tags, kernelspec, ``fastpath.exercise``) and cell ids are kept,
-so the two folders stay comparable cell by cell. A solution notebook without any marker is an error (it would make
-an exercise with nothing to do).
+so the two folders stay comparable cell by cell. The solution's jupytext pairing (``metadata.jupytext``: its
+``solutions/exNN_*.py`` source) is dropped: an exercise has no text source, and saving it in JupyterLab writes only
+the ``.ipynb``. A solution notebook without any marker is an error (it would make an exercise with nothing to do).
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ def stub_source(src: str) -> str:
 def make_exercise(solution: nbformat.NotebookNode) -> nbformat.NotebookNode:
     """The exercise notebook derived from a solution notebook."""
     nb = copy.deepcopy(solution)
+    nb.metadata.pop("jupytext", None)  # exercises are not paired with a text source
     stubs = 0
     for cell in nb.cells:
         if cell.cell_type == "code":

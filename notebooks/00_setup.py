@@ -1,0 +1,129 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     notebook_metadata_filter: fastpath,-jupytext.text_representation.jupytext_version
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 00 · Setup: the kit, the two ways it runs, and a self-test
+#
+# **What you will learn**
+# - how Fastpath Kit runs the same Triton kernels on a GPU *and* on a laptop CPU (Triton's interpreter);
+# - how to check that Triton computes correct results on your machine (`fastpath_lib.selftest.run()`);
+# - the three claims a reviewer checks in a performance PR, which the next lessons build one by one.
+#
+# The running example is a Triton RMSNorm fast path (forward and backward) behind an *eligibility predicate*,
+# with `torch.nn.functional.rms_norm` as the fallback. The notebooks import everything from the library
+# `fastpath_lib`; no library code is copied into them.
+
+# %% [markdown]
+# ## Where are we running?
+#
+# The first cell of every lesson imports `fastpath_lib` and prints one line naming the mode and versions. Without
+# CUDA, importing `fastpath_lib` sets `TRITON_INTERPRET=1` (before any kernel is decorated), so the kernels run in
+# Triton's CPU interpreter. The output of this cell changes from machine to machine, so the notebook tests
+# ignore it.
+
+# %% tags=["nbval-ignore-output"]
+import torch
+import fastpath_lib
+from fastpath_lib import runtime
+
+print(runtime.describe())
+DEVICE = "cuda" if runtime.cuda_available() and not runtime.interpreter_enabled() else "cpu"
+print("running on", "a GPU (CUDA): kernels are compiled and timings are real" if DEVICE == "cuda" else
+      "the CPU: Triton kernels run in the interpreter (correct but slow; no timing here is a GPU measurement)")
+_ = torch.manual_seed(0)
+
+# %% [markdown]
+# Either way Triton has a backend here: CUDA on a GPU, the interpreter on a CPU. The interpreter executes each
+# program instance with numpy, one after another: results are exact enough to test, but a 4096×4096 call takes
+# seconds, so the lessons keep shapes small on the CPU.
+
+# %%
+print("Triton can run here:", runtime.interpreter_enabled() or runtime.cuda_available())
+
+# %% [markdown]
+# ## The self-test
+#
+# Some Triton and numpy version pairs silently compute wrong results in interpreter mode. `selftest.run()`
+# launches the kit's own kernels on small fixed inputs (odd and power-of-two widths; fp32, fp16, bf16) and
+# compares forward, `dx` and `dw` with the float64 reference. The test suite runs it first and stops when it fails.
+
+# %%
+from fastpath_lib import selftest
+
+result = selftest.run()
+print("self-test ok:", result.ok)
+print("problems:", result.problems)
+assert result.ok, result
+
+# %% [markdown]
+# The full line names the versions, so its output is ignored by the notebook tests:
+
+# %% tags=["nbval-ignore-output"]
+print(result)
+
+# %% [markdown]
+# ## A first call
+#
+# `fastpath_lib.rms_norm` has the signature of `torch.nn.functional.rms_norm`. Whether a call takes the Triton
+# route depends on the predicate; one of its limits, the row threshold, depends on the device (8 rows under the
+# interpreter, a per-architecture value on CUDA). We take twice the threshold so the call is eligible anywhere.
+
+# %% tags=["nbval-ignore-output"]
+from fastpath_lib.rmsnorm.predicate import limits_for
+
+limits = limits_for(DEVICE)
+print("row threshold here:", limits.min_rows, f"({limits.source})")
+ROWS = 2 * limits.min_rows
+
+# %% [markdown]
+# `explain` tells which route a call would take and why; `record_routes` counts the routes actually taken; the
+# float64 reference and `compare` (tolerances per dtype) check the numbers. `compare` returns `None` on a match.
+
+# %%
+from fastpath_lib.testing import compare, reference_rms_norm
+
+x = torch.randn(ROWS, 64, device=DEVICE)
+w = torch.randn(64, device=DEVICE)
+print(fastpath_lib.explain(x, [64], w))
+with fastpath_lib.record_routes() as routes:
+    y = fastpath_lib.rms_norm(x, [64], w)
+print(routes)
+print("mismatch vs reference:", compare(y, reference_rms_norm(x, [64], w), x.dtype))
+
+# %% [markdown]
+# ## The three claims
+#
+# A reviewer of a performance PR checks three claims, and each lesson produces evidence for one of them:
+#
+# | claim | question | lessons |
+# |---|---|---|
+# | **Semantic** | does the new path compute what the old one did, for every input it accepts? | 01, 02, 03, 04 |
+# | **Mechanism** | why is it faster: bytes moved, launches, GB/s against the device's ceiling? | 02, 05 |
+# | **Performance** | on a predeclared matrix of ≥ 12 cases, with raw samples, environment metadata, and the neutral and losing cases? | 05, 06, 07 |
+#
+# Besides these lessons the kit has exercises (`exercises/`, graded by `python -m fastpath_lib grade`), the
+# benchmark CLI (`python -m fastpath_lib bench`) and the test suite (`./kit test`).
+
+# %% [markdown]
+# ## Recap
+#
+# - On a CPU the kernels run in Triton's interpreter: correct, slow, never a performance measurement.
+# - `selftest.run()` checks that Triton computes correct results on *this* machine before you trust anything else.
+# - `explain`, `record_routes`, `reference_rms_norm` and `compare` are the tools of every later lesson.
+#
+# **Questions**
+# 1. Why must `TRITON_INTERPRET` be set before the kernel module is imported?
+# 2. Why does the self-test use a width of 37 as well as 16?
+# 3. Which of the three claims can you fully check on a machine without a GPU?

@@ -1,0 +1,228 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     notebook_metadata_filter: fastpath,-jupytext.text_representation.jupytext_version
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 01 · The operator contract: what `F.rms_norm` promises
+#
+# **What you will learn**
+# - the promises `torch.nn.functional.rms_norm` makes (dtypes, the default `eps`, output dtype and layout, no
+#   aliasing, exceptions, autocast, gradients, `torch.compile`), each checked live in a cell;
+# - how a *semantic reference* (`fastpath_lib.testing.reference_rms_norm`, float64 from the definition) states
+#   the contract independently of both routes;
+# - that a fast path must keep every promise, including the error it raises for a bad call.
+#
+# A fast path that is faster but breaks one promise is a regression for somebody. Writing the promises down
+# before writing the kernel turns "looks right" into a checklist a reviewer can run.
+
+# %% tags=["nbval-ignore-output"]
+import torch
+import fastpath_lib
+from fastpath_lib import runtime
+
+print(runtime.describe())
+DEVICE = "cuda" if runtime.cuda_available() and not runtime.interpreter_enabled() else "cpu"
+print("running on", "a GPU (CUDA): kernels are compiled and timings are real" if DEVICE == "cuda" else
+      "the CPU: Triton kernels run in the interpreter (correct but slow; no timing here is a GPU measurement)")
+_ = torch.manual_seed(0)
+
+import torch.nn.functional as F
+from fastpath_lib.rmsnorm.predicate import limits_for
+from fastpath_lib.testing import compare, reference_grads, reference_rms_norm
+
+ROWS = 2 * limits_for(DEVICE).min_rows  # eligible on every device
+
+# %% [markdown]
+# ## The semantic reference
+#
+# The reference computes `y = x / sqrt(mean(x**2) + eps) * w` in float64, from the definition. Both routes are
+# compared with it within a per-dtype tolerance (`fastpath_lib.testing.TOLERANCES`). Its source:
+
+# %% tags=["nbval-ignore-output"]
+import inspect
+from fastpath_lib import testing
+
+print(inspect.getsource(testing._ref_graph))
+
+# %% [markdown]
+# The tolerances are one unit in the last place of each dtype (relative), plus an absolute floor for outputs
+# near zero:
+
+# %%
+for dtype, (atol, rtol) in testing.TOLERANCES.items():
+    print(f"{str(dtype):15} atol={atol:<8g} rtol={rtol:<10g} {testing.TOLERANCE_NOTES[dtype]}")
+
+# %% [markdown]
+# ## Promise 1 — dtypes: the output has the input's dtype and is contiguous
+#
+# fp16, bf16 and fp32 inputs compute in fp32 internally and round once to the input dtype. The output is a new
+# contiguous tensor even when the input is a strided view (here a row slice of a wider buffer).
+
+# %%
+base = torch.randn(ROWS, 80, device=DEVICE)
+for dtype in (torch.float32, torch.float16, torch.bfloat16):
+    x = base.to(dtype)[:, :64]  # a strided view: row stride 80
+    w = torch.randn(64, device=DEVICE).to(dtype)
+    ours, ref = fastpath_lib.rms_norm(x, [64], w), F.rms_norm(x, [64], w)
+    print(f"{str(dtype):15} out {ours.dtype}, contiguous={ours.is_contiguous()}, "
+          f"stride {ours.stride()} (F.rms_norm: {ref.stride()}), "
+          f"mismatch: {compare(ours, reference_rms_norm(x, [64], w), dtype)}")
+
+# %% [markdown]
+# ## Promise 2 — the default `eps`
+#
+# With `eps=None`, `F.rms_norm` uses the machine epsilon of the dtype it *computes* in: fp32's, also for fp16 and
+# bf16 inputs (not `torch.finfo(torch.float16).eps`). We check it live on inputs so small that `eps` dominates the
+# mean square: only one candidate matches.
+
+# %%
+for dtype in (torch.float32, torch.float16, torch.bfloat16):
+    x = torch.full((ROWS, 64), 1e-4, device=DEVICE).to(dtype)
+    y = F.rms_norm(x, [64])
+    candidates = {"fp32 machine eps": torch.finfo(torch.float32).eps,
+                  "the dtype's own machine eps": torch.finfo(dtype).eps}
+    matches = [f"{name} ({eps:.3g})" for name, eps in candidates.items()
+               if compare(y, reference_rms_norm(x, [64], None, eps), dtype) is None]
+    print(f"{str(dtype):15} F.rms_norm's default eps matches: {', '.join(matches)}")
+
+# %% [markdown]
+# The library states the same rule once, in `default_eps`, and the fast path uses it:
+
+# %%
+from fastpath_lib.rmsnorm.predicate import default_eps
+
+x = torch.full((ROWS, 64), 1e-4, device=DEVICE).half()
+print({str(d)[6:]: default_eps(d) for d in (torch.float32, torch.float16, torch.bfloat16)})
+print("fast path, eps=None, mismatch vs F.rms_norm:", compare(fastpath_lib.rms_norm(x, [64]),
+      F.rms_norm(x, [64]).double(), x.dtype))
+
+# %% [markdown]
+# ## Promise 3 — no aliasing, inputs untouched
+#
+# The output never shares memory with the input, and the call writes nothing into its inputs. `CaseSpec` builds
+# inputs inside NaN-poisoned buffers and keeps a pristine copy, so "untouched" is checked bit for bit.
+
+# %%
+from fastpath_lib.cases import CaseSpec
+
+case = CaseSpec(rows=ROWS, cols=64, layout="row_slice", pad=4).build(seed=1, device=DEVICE)
+x, ns, w = case.args()
+y = fastpath_lib.rms_norm(x, ns, w)
+print("shares memory with x:", y.untyped_storage().data_ptr() == x.untyped_storage().data_ptr())
+y.add_(1.0)  # writing to the output must not change the input
+print("inputs (views and poison) untouched:", case.inputs_untouched())
+
+# %% [markdown]
+# ## Promise 4 — exceptions
+#
+# A bad call raises the same exception type, with the same message, as `F.rms_norm`: `RuntimeError` when
+# `normalized_shape` does not match the input, `TypeError` when it is an `int`. The predicate sends invalid calls
+# to the fallback, so the fallback raises its own error.
+
+# %%
+x = torch.randn(4, 8, device=DEVICE)
+bad_calls = {"shape mismatch": (x, [7]), "int normalized_shape": (x, 8),
+             "weight shape mismatch": (x, [8], torch.ones(7, device=DEVICE))}
+for name, args in bad_calls.items():
+    errors = []
+    for fn in (F.rms_norm, fastpath_lib.rms_norm):
+        try:
+            fn(*args)
+        except Exception as e:  # noqa: BLE001 - we want to see which one
+            errors.append((type(e).__name__, str(e)))
+    print(f"{name:22} F: {errors[0][0]:13} fastpath: {errors[1][0]:13} same message: {errors[0] == errors[1]}")
+
+# %% [markdown]
+# ## Promise 5 — autocast
+#
+# On the CPU, autocast has no policy for `rms_norm`: the input's dtype goes through. On CUDA, from torch 2.12,
+# `rms_norm` is on autocast's fp32 list, and the custom op registers the same policy there
+# (`autocast_fp32_devices()` says where). Either way our output dtype must equal `F.rms_norm`'s.
+
+# %%
+from fastpath_lib.rmsnorm.op import autocast_fp32_devices
+
+print("devices with an fp32 autocast policy in this torch:", autocast_fp32_devices())
+low = torch.float16 if DEVICE == "cuda" else torch.bfloat16
+for dtype in (torch.float32, torch.float16):
+    x = torch.randn(ROWS, 64, device=DEVICE).to(dtype)
+    with torch.autocast(DEVICE, dtype=low):
+        ref, ours = F.rms_norm(x, [64]), fastpath_lib.rms_norm(x, [64])
+    print(f"input {str(dtype):14} F.rms_norm -> {ref.dtype}, fastpath -> {ours.dtype}, same: {ref.dtype == ours.dtype}")
+
+# %% [markdown]
+# ## Promise 6 — gradients
+#
+# `dx` and `dw` must match the reference's gradients (float64 autograd), within the gradient tolerances. The
+# Triton route has its own backward kernel; `record_routes("backward")` shows it ran.
+
+# %%
+x = torch.randn(ROWS, 64, device=DEVICE, requires_grad=True)
+w = torch.randn(64, device=DEVICE, requires_grad=True)
+dy = torch.randn(ROWS, 64, device=DEVICE)
+with fastpath_lib.record_routes("backward") as routes:
+    fastpath_lib.rms_norm(x, [64], w).backward(dy)
+ref_dx, ref_dw = reference_grads(x, [64], w, None, dy)
+print("backward route:", routes)
+print("dx mismatch:", compare(x.grad, ref_dx, x.dtype, grad=True))
+print("dw mismatch:", compare(w.grad, ref_dw, w.dtype, grad=True))
+
+# %% [markdown]
+# Higher-order gradients (`create_graph=True`) are part of the contract too. The Triton backward is not itself
+# differentiable, so the op differentiates the reference instead — the predicate's `grad_order` condition:
+
+# %%
+with fastpath_lib.record_routes("backward") as routes:
+    (gx,) = torch.autograd.grad(fastpath_lib.rms_norm(x, [64], w).sum(), x, create_graph=True)
+(ggx,) = torch.autograd.grad(gx.sum(), x)
+print("backward route with create_graph=True:", routes, "| second-order grad finite:", bool(ggx.isfinite().all()))
+
+# %% [markdown]
+# ## Promise 7 — `torch.compile`
+#
+# `fastpath::rms_norm` is a `torch.library.custom_op` with a fake implementation, so `torch.compile(fullgraph=True)`
+# traces it without a graph break; the route is decided when the compiled graph runs, on real tensors.
+
+# %%
+compiled = torch.compile(lambda a, b: fastpath_lib.rms_norm(a, [64], b), fullgraph=True)
+x = torch.randn(ROWS, 64, device=DEVICE)
+with fastpath_lib.record_routes() as routes:
+    y = compiled(x, w.detach())
+print("route at run time:", routes)
+print("mismatch vs reference:", compare(y, reference_rms_norm(x, [64], w), x.dtype))
+
+# %% [markdown]
+# ## The contract as a checklist
+#
+# | promise | checked by |
+# |---|---|
+# | fp16/bf16/fp32 in, same dtype out, contiguous | promise 1; `tests/test_contract.py` |
+# | default eps = fp32 machine epsilon for fp16/bf16/fp32 | promise 2 |
+# | no aliasing; inputs untouched | promise 3; guard bands (lesson 04) |
+# | same exception type and message | promise 4 |
+# | autocast policy = `F.rms_norm`'s | promise 5 |
+# | gradients, including higher order | promise 6 |
+# | `torch.compile(fullgraph=True)` | promise 7; `opcheck` (lesson 04) |
+#
+# ## Recap
+#
+# - The reference is the contract in executable form: float64, from the definition, shared by tests and lessons.
+# - Every promise is checked against `F.rms_norm` itself, not against what we *think* it does (the default `eps`).
+# - Invalid calls go to the fallback so users keep the errors they know.
+#
+# **Questions**
+# 1. Why is the reference computed in float64 rather than in the input dtype?
+# 2. What would break for a user if the fast path returned a view of a strided input instead of a contiguous tensor?
+# 3. Why must the fast path raise `TypeError` (not `RuntimeError`) for `normalized_shape=8`?
+# 4. What does autocast change about the tensors the kernel sees, and why does the op need its own policy?

@@ -1,0 +1,92 @@
+# ---
+# jupyter:
+#   fastpath:
+#     exercise: ex01
+#   jupytext:
+#     formats: ipynb,py:percent
+#     notebook_metadata_filter: fastpath,-jupytext.text_representation.jupytext_version
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+#     # Exercise 01 — the float64 reference
+#
+#     Lesson 01 fixed the operator's contract: `torch.nn.functional.rms_norm(input, normalized_shape, weight=None,
+#     eps=None)`. Every claim a reviewer checks later is measured against a *reference* that is independent of both
+#     routes. Here you write it.
+#
+#     **How this works.** Fill in each cell marked `# FILL ME IN (roughly N lines)` (delete the `raise
+# NotImplementedError`), run it, then run the check below it: it prints `passed`, or a table of *yours vs expected*.
+# `python -m fastpath_lib grade exercises/` runs all notebooks in a fresh kernel and prints your score; the solved
+# versions are in `solutions/`.
+
+# %%
+import torch
+import fastpath_lib  # sets TRITON_INTERPRET=1 when there is no CUDA device
+from fastpath_lib import exercises as ex
+from fastpath_lib.cases import CaseSpec
+
+
+# %% [markdown]
+# ## Part 1: the default eps
+#
+# The spec, from PyTorch's docs: when `eps` is `None`, `F.rms_norm` uses `torch.finfo(dtype).eps` of the dtype
+# *it computes in*. fp16 and bf16 inputs are computed in fp32 (the "opmath" type); fp64 stays fp64. Write
+# `my_default_eps(dtype)`.
+
+# %%
+def my_default_eps(dtype: torch.dtype) -> float:
+    """F.rms_norm's eps when eps=None, for an input of `dtype`."""
+    # BEGIN SOLUTION
+    opmath = torch.float64 if dtype == torch.float64 else torch.float32
+    return torch.finfo(opmath).eps
+    # END SOLUTION
+
+
+# %%
+ex.check_default_eps(my_default_eps)
+
+
+# %% [markdown]
+# ## Part 2: the reference
+#
+# The definition in plain torch, for `normalized_shape` of length `k` (the last `k` dims):
+#
+# ```python
+# y = x / torch.sqrt(x.pow(2).mean(dims=last_k_dims, keepdim=True) + eps) * weight
+# ```
+#
+# Requirements: compute and return **float64** (whatever the input dtype), use `my_default_eps(x.dtype)` when
+# `eps is None` (and keep an explicit `eps=0.0`!), multiply by the weight only when there is one, and never modify
+# the input.
+
+# %%
+def my_reference(x, normalized_shape, weight=None, eps=None):
+    """RMSNorm in float64 from the definition."""
+    # BEGIN SOLUTION
+    eps = my_default_eps(x.dtype) if eps is None else float(eps)
+    x64 = x.detach().to(torch.float64)
+    dims = tuple(range(-len(normalized_shape), 0))
+    y = x64 * torch.rsqrt(x64.pow(2).mean(dims, keepdim=True) + eps)
+    if weight is not None:
+        y = y * weight.detach().to(torch.float64)
+    return y
+    # END SOLUTION
+
+
+# %%
+ex.check_reference(my_reference)
+
+# %% [markdown]
+# ## Questions
+#
+# 1. Why does the fp16 case with tiny values catch a reference that uses `torch.finfo(torch.float16).eps`?
+# 2. Why is the reference computed in float64 rather than in the input's dtype?
+# 3. What does the `eps=0.0` case catch that `eps=None` does not?

@@ -1,0 +1,81 @@
+# ---
+# jupyter:
+#   fastpath:
+#     exercise: ex04
+#   jupytext:
+#     formats: ipynb,py:percent
+#     notebook_metadata_filter: fastpath,-jupytext.text_representation.jupytext_version
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+#     # Exercise 04 — boundary cases, graded by mutation
+#
+#     A good set of boundary tests fails when the fast path is wrong. The grader holds **13 seeded faulty variants**
+#     (mutants) of the RMSNorm fast path: predicates with an off-by-one threshold, a missing stride check, the wrong
+#     alignment modulus..., and kernels with an unmasked tail, a wrong mean, eps in the wrong place... Your cases
+#     catch a mutant when some case gets a **different route** from the faulty predicate than from the correct one,
+#     or a **wrong result** (or a write outside the output) from the faulty kernel. Each mutant you catch is a point.
+#
+#     Limits in force here (the interpreter's, on any machine): `min_rows = 8`, `max_cols = 16384`, alignment 16 bytes.
+#     At most 24 cases, each small.
+#
+#     **How this works.** Fill in each cell marked `# FILL ME IN (roughly N lines)` (delete the `raise
+# NotImplementedError`), run it, then run the check below it: it prints `passed`, or a table of *yours vs expected*.
+# `python -m fastpath_lib grade exercises/` runs all notebooks in a fresh kernel and prints your score; the solved
+# versions are in `solutions/`.
+
+# %% tags=["nbval-ignore-output"]
+import torch
+import fastpath_lib  # sets TRITON_INTERPRET=1 when there is no CUDA device
+from fastpath_lib import exercises as ex
+from fastpath_lib.cases import CaseSpec
+from IPython.display import Markdown
+from fastpath_lib.rmsnorm.predicate import PREDICATE
+Markdown(PREDICATE.markdown_table())  # the conditions your cases probe
+
+
+# %% [markdown]
+# ## The spec
+#
+# `CaseSpec(rows, cols, dtype, weight="same"|None|dtype, layout, pad, offset, weight_offset, scale)`; layouts are
+# `contiguous`, `batched`, `row_slice` (row stride `cols + pad`), `step` (every other row), `transposed`,
+# `permuted`. `fastpath_lib.explain(*CaseSpec(...).build().args())` tells you the route of a case.
+
+# %%
+def my_boundary_cases():
+    # BEGIN SOLUTION
+    f16 = torch.float16
+    return [
+        CaseSpec(8, 64),                          # exactly at the row threshold
+        CaseSpec(8, 16384),                       # exactly at the column limit
+        CaseSpec(16, 64, layout="permuted"),      # dims that do not collapse
+        CaseSpec(16, 64, layout="transposed"),    # last dim not contiguous
+        CaseSpec(16, 64, offset=2),               # pointer 8-byte aligned, not 16
+        CaseSpec(16, 17),                         # row stride 68 bytes
+        CaseSpec(16, 64, torch.float64, weight=torch.float32),  # unsupported input dtype, valid weight
+        CaseSpec(16, 64, weight_offset=1),        # misaligned weight
+        CaseSpec(16, 48, layout="row_slice", pad=4),  # width 48: not a power of two; stride 52
+        CaseSpec(16, 24, f16, weight=None),       # no weight, tail not a multiple of 16
+        CaseSpec(16, 64, scale=1e-2),             # tiny values: eps matters
+    ]
+    # END SOLUTION
+
+
+# %%
+ex.check_boundary_cases(my_boundary_cases)
+
+# %% [markdown]
+# ## Questions
+#
+# 1. Which single case catches both `kernel_mean_over_block` and `kernel_unmasked_tail`? Why is that not enough to
+#    catch `kernel_ignores_row_stride`?
+# 2. Why is `CaseSpec(8, 64)` worth more than `CaseSpec(1000, 64)` as a row-threshold test?
+# 3. The mutants here are seeded by hand. What kind of bug could none of them represent?

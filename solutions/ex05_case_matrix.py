@@ -1,0 +1,72 @@
+# ---
+# jupyter:
+#   fastpath:
+#     exercise: ex05
+#   jupytext:
+#     formats: ipynb,py:percent
+#     notebook_metadata_filter: fastpath,-jupytext.text_representation.jupytext_version
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+#     # Exercise 05 — a predeclared benchmark case matrix
+#
+#     A reviewer trusts a benchmark whose cases were chosen *before* the numbers were seen, and that includes cases
+#     where the fast path should not help. Choose at least 12 cases and say what you expect of each:
+#     `"improve"`, `"neutral"`, `"loss"` or `"fallback"`. Nothing is timed here; the check only applies the rules:
+#
+#     * at least 12 cases, unique ids; at least 2 **small** (<= 65536 elements) and 2 **large** (>= 4M elements);
+#     * at least 2 **aligned** (16-byte pointer and row stride) and 2 **odd** cases; 2 **contiguous** and 2
+#       **strided** (row slice, step, transposed, permuted);
+#     * at least 2 cases expected **not to improve** (neutral or loss) and 2 **fallback** cases, and every expectation
+#       agrees with the predicate's route on a GPU (conservative row threshold 1024).
+#
+#     **How this works.** Fill in each cell marked `# FILL ME IN (roughly N lines)` (delete the `raise
+# NotImplementedError`), run it, then run the check below it: it prints `passed`, or a table of *yours vs expected*.
+# `python -m fastpath_lib grade exercises/` runs all notebooks in a fresh kernel and prints your score; the solved
+# versions are in `solutions/`.
+
+# %%
+import torch
+import fastpath_lib  # sets TRITON_INTERPRET=1 when there is no CUDA device
+from fastpath_lib import exercises as ex
+from fastpath_lib.cases import CaseSpec
+
+
+# %%
+def my_matrix():
+    # BEGIN SOLUTION
+    bf16, f16, f32 = torch.bfloat16, torch.float16, torch.float32
+    return [
+        ("llama_4096x4096_bf16", CaseSpec(4096, 4096, bf16), "improve"),
+        ("decode_1024x8192_bf16", CaseSpec(1024, 8192, bf16), "improve"),
+        ("wide_2048x16384_fp16", CaseSpec(2048, 16384, f16), "improve"),
+        ("mid_4096x1024_fp16", CaseSpec(4096, 1024, f16), "improve"),
+        ("slice_2048x4096_bf16", CaseSpec(2048, 4096, bf16, layout="row_slice", pad=64), "improve"),
+        ("step_2048x2048_fp32", CaseSpec(2048, 2048, f32, layout="step"), "neutral"),
+        ("fp32_1024x4096", CaseSpec(1024, 4096, f32), "neutral"),
+        ("nonpow2_1024x1000_fp16", CaseSpec(1024, 1000, f16), "loss"),
+        ("small_1024x64_fp32", CaseSpec(1024, 64, f32), "neutral"),
+        ("tiny_512x64_fp16", CaseSpec(512, 64, f16), "fallback"),
+        ("transposed_4096x256_fp16", CaseSpec(4096, 256, f16, layout="transposed"), "fallback"),
+        ("too_wide_256x32768_bf16", CaseSpec(256, 32768, bf16), "fallback"),
+        ("odd_stride_1024x1023_fp32", CaseSpec(1024, 1023, f32), "fallback"),
+    ]
+    # END SOLUTION
+
+
+# %%
+ex.check_case_matrix(my_matrix)
+
+# %% [markdown]
+# ## Questions
+#
+# 1. Why declare the fallback cases in a benchmark at all, when the fast path does not run there?
+# 2. Which of your cases would you drop first if the GPU time were halved, and which never?

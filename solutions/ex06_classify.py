@@ -1,0 +1,67 @@
+# ---
+# jupyter:
+#   fastpath:
+#     exercise: ex06
+#   jupytext:
+#     formats: ipynb,py:percent
+#     notebook_metadata_filter: fastpath,-jupytext.text_representation.jupytext_version
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+#     # Exercise 06 — classifying measured results
+#
+#     > **The table below is a SYNTHETIC teaching dataset**: invented numbers in the shape of a results table, so the
+#     > classification rules can be practised without a GPU. They are *not measurements* of any device.
+#
+#     Classify each case as `win`, `neutral`, `loss` or `fallback`:
+#
+#     * a case whose route is `fallback` is `"fallback"`, whatever its timings;
+#     * otherwise `ratio = candidate_median / baseline_median`, and the **noise band** is the larger relative 20-80 %
+#       spread of the two sample sets: `max(baseline_spread / baseline_median, candidate_spread / candidate_median)`
+#       (a spread is `q80 - q20`); `ratio < 1 - band` is a win, `ratio > 1 + band` a loss, anything inside the band
+#       neutral. This is the rule `fastpath_lib.bench` applies to real runs.
+#
+#     **How this works.** Fill in each cell marked `# FILL ME IN (roughly N lines)` (delete the `raise
+# NotImplementedError`), run it, then run the check below it: it prints `passed`, or a table of *yours vs expected*.
+# `python -m fastpath_lib grade exercises/` runs all notebooks in a fresh kernel and prints your score; the solved
+# versions are in `solutions/`.
+
+# %%
+import torch
+import fastpath_lib  # sets TRITON_INTERPRET=1 when there is no CUDA device
+from fastpath_lib import exercises as ex
+from fastpath_lib.cases import CaseSpec
+results = ex.synthetic_results()
+print(results.attrs["source"])
+results
+
+
+# %%
+def my_classify(row) -> str:
+    """'win' | 'neutral' | 'loss' | 'fallback' for one row of the table."""
+    # BEGIN SOLUTION
+    if row["route"] == "fallback":
+        return "fallback"
+    b, c = row["baseline_median_us"], row["candidate_median_us"]
+    band = max(row["baseline_spread_us"] / b, row["candidate_spread_us"] / c)
+    ratio = c / b
+    return "win" if ratio < 1 - band else "loss" if ratio > 1 + band else "neutral"
+    # END SOLUTION
+
+
+# %%
+ex.check_classification(my_classify)
+
+# %% [markdown]
+# ## Questions
+#
+# 1. `c07` shows a 20 % lower median. Why is it not a win?
+# 2. `c10` is faster on the candidate side but routed to the fallback. What does that difference measure?

@@ -1,0 +1,81 @@
+# ---
+# jupyter:
+#   fastpath:
+#     exercise: ex07
+#   jupytext:
+#     formats: ipynb,py:percent
+#     notebook_metadata_filter: fastpath,-jupytext.text_representation.jupytext_version
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+#     # Exercise 07 — the PR note
+#
+#     Write a function that turns a results table and its environment record into the PR note of lesson 07. The
+#     check calls it twice: on the synthetic GPU-shaped table of exercise 06 (the environment says it is synthetic)
+#     and on a CPU-interpreter-shaped table. It looks for
+#
+#     * the sections, as Markdown headings: **Summary**, **Eligibility and fallback**, **Semantic evidence**,
+#       **Mechanism**, **Performance**, **Limitations**;
+#     * a performance table with one row per case id (first cell) and its class (win/neutral/loss/fallback, as in
+#       exercise 06) — every class must match the data; the note names its wins, neutral cases and losses, and says
+#       the data is synthetic;
+#     * on data whose `env["device_kind"]` is not `"cuda"`: the words "not a GPU measurement", no speed-up claim
+#       ("faster", "speed-up", "1.5x faster") and no case marked a win.
+#
+#     **How this works.** Fill in each cell marked `# FILL ME IN (roughly N lines)` (delete the `raise
+# NotImplementedError`), run it, then run the check below it: it prints `passed`, or a table of *yours vs expected*.
+# `python -m fastpath_lib grade exercises/` runs all notebooks in a fresh kernel and prints your score; the solved
+# versions are in `solutions/`.
+
+# %%
+import torch
+import fastpath_lib  # sets TRITON_INTERPRET=1 when there is no CUDA device
+from fastpath_lib import exercises as ex
+from fastpath_lib.cases import CaseSpec
+results, env = ex.synthetic_results(), ex.synthetic_environment()
+classes = ex.expected_classes(results)  # exercise 06's rule (solve that one first)
+env
+
+
+# %%
+def write_pr_note(results, env) -> str:
+    # BEGIN SOLUTION
+    gpu = env.get("device_kind") == "cuda"
+    classes = ex.expected_classes(results) if gpu else {c: "not measured" for c in results["case_id"]}
+    lines = ["## Summary",
+             "A Triton RMSNorm fast path behind an eligibility predicate; F.rms_norm is the fallback.",
+             f"Data: {env.get('device')}. {env.get('note', '')}", ""]
+    if gpu:
+        for cls in ("win", "neutral", "loss", "fallback"):
+            ids = [c for c, k in classes.items() if k == cls]
+            lines.append(f"- {cls}: {', '.join(ids) or 'none'}")
+    else:
+        lines.append("These timings are not a GPU measurement; no performance claim is made from them.")
+    lines += ["", "## Eligibility and fallback", "Every ineligible call runs F.rms_norm (see the predicate table).",
+              "", "## Semantic evidence", "Both routes match the float64 reference within the tolerance table.",
+              "", "## Mechanism", "One read and one write of each row; one launch per call.", "",
+              "## Performance", "| case | route | baseline us | candidate us | class |", "|---|---|---|---|---|"]
+    for _, r in results.iterrows():
+        lines.append(f"| {r['case_id']} | {r['route']} | {r['baseline_median_us']} | "
+                     f"{r['candidate_median_us']} | {classes[r['case_id']]} |")
+    lines += ["", "## Limitations", "Synthetic teaching data stands in for a GPU run here."]
+    return "\n".join(lines)
+    # END SOLUTION
+
+
+# %%
+ex.check_pr_note(write_pr_note)
+
+# %% [markdown]
+# ## Questions
+#
+# 1. Why must the table list the neutral and losing cases, not only the wins?
+# 2. What should a note say about interpreter timings, and what must it never say?

@@ -1,0 +1,137 @@
+# ---
+# jupyter:
+#   fastpath:
+#     exercise: ex08
+#   jupytext:
+#     formats: ipynb,py:percent
+#     notebook_metadata_filter: fastpath,-jupytext.text_representation.jupytext_version
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+#     # Exercise 08 — capstone: the same workflow for a second operator
+#
+#     Apply the whole workflow to a row-wise operator of your choice with the kit's generic pieces
+#     (`fastpath_lib.eligibility.Predicate/Condition/Boundary`, `fastpath_lib.cases.CaseSpec`). The solution uses a
+#     **row-wise softmax**; a fused add+RMSNorm or a log-softmax work the same way. Set `OP_NAME` to `"softmax"` or
+#     `"log_softmax"` to have your reference compared with torch's; another name gets the shape/dtype checks only.
+#
+#     1. a float64 reference; 2. a small Triton kernel (one program per row); 3. a predicate whose conditions
+#     *declare* their boundaries, which the check verifies; 4. a dispatching op that takes the predicate's route.
+#
+#     **How this works.** Fill in each cell marked `# FILL ME IN (roughly N lines)` (delete the `raise
+# NotImplementedError`), run it, then run the check below it: it prints `passed`, or a table of *yours vs expected*.
+# `python -m fastpath_lib grade exercises/` runs all notebooks in a fresh kernel and prints your score; the solved
+# versions are in `solutions/`.
+
+# %%
+import torch
+import fastpath_lib  # sets TRITON_INTERPRET=1 when there is no CUDA device
+from fastpath_lib import exercises as ex
+from fastpath_lib.cases import CaseSpec
+import triton
+import triton.language as tl
+from fastpath_lib.eligibility import Boundary, Condition, Predicate
+
+OP_NAME = "softmax"
+
+
+# %%
+def reference(x):
+    """Your operator in float64 over the last dim."""
+    # BEGIN SOLUTION
+    x64 = x.detach().to(torch.float64)
+    e = torch.exp(x64 - x64.amax(-1, keepdim=True))
+    return e / e.sum(-1, keepdim=True)
+    # END SOLUTION
+
+
+ex.check_capstone_reference(OP_NAME, reference)
+
+
+# %%
+@triton.jit
+def softmax_kernel(X_ptr, Y_ptr, X_row_stride, Y_row_stride, n_cols, BLOCK_SIZE: tl.constexpr):
+    # BEGIN SOLUTION
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK_SIZE)
+    mask = cols < n_cols
+    x = tl.load(X_ptr + row * X_row_stride + cols, mask=mask, other=-float("inf")).to(tl.float32)
+    e = tl.exp(x - tl.max(x, axis=0))
+    tl.store(Y_ptr + row * Y_row_stride + cols, (e / tl.sum(e, axis=0)).to(Y_ptr.dtype.element_ty), mask=mask)
+    # END SOLUTION
+
+
+def launch(x2d):
+    y = torch.empty(x2d.shape, dtype=x2d.dtype, device=x2d.device)
+    softmax_kernel[(x2d.shape[0],)](x2d, y, x2d.stride(0), y.stride(0), x2d.shape[1],
+                                    BLOCK_SIZE=triton.next_power_of_2(x2d.shape[1]))
+    return y
+
+
+ex.check_capstone_kernel(launch, reference)
+
+# %% [markdown]
+# ## The predicate
+#
+# The context is the input tensor itself. Each condition declares boundaries as changes to `BASE` (CaseSpec
+# fields) and whether it should then hold; the check builds each point and runs your condition on it. Cover at
+# least three categories, each condition with a point where it holds and one where it fails.
+
+# %%
+BASE = {"rows": 16, "cols": 64, "dtype": torch.float32, "weight": None}
+MAX_COLS = 8192
+
+
+def make_predicate():
+    # BEGIN SOLUTION
+    def dtype(x):
+        ok = x.dtype in (torch.float16, torch.bfloat16, torch.float32)
+        return None if ok else f"{x.dtype}, need fp16/bf16/fp32"
+
+    def cols(x):
+        return None if 0 < x.shape[-1] <= MAX_COLS else f"{x.shape[-1]} columns, need 1..{MAX_COLS}"
+
+    def last_dim(x):
+        return None if x.dim() == 2 and x.stride(-1) == 1 else f"strides {x.stride()}, need 2-d with stride 1"
+
+    return Predicate("softmax", [
+        Condition("dtype", "fp16, bf16 or fp32", dtype, "dtype",
+                  boundaries=(Boundary("fp16", {"dtype": torch.float16}, True),
+                              Boundary("fp64", {"dtype": torch.float64}, False))),
+        Condition("cols", f"1..{MAX_COLS} columns", cols, "shape",
+                  boundaries=(Boundary("cols=max", {"cols": MAX_COLS}, True),
+                              Boundary("cols=max+1", {"cols": MAX_COLS + 1}, False))),
+        Condition("last_dim_contiguous", "2-d, last dim stride 1", last_dim, "stride",
+                  boundaries=(Boundary("row slice", {"layout": "row_slice", "pad": 3}, True),
+                              Boundary("transposed", {"layout": "transposed"}, False))),
+    ])
+    # END SOLUTION
+
+
+ex.check_capstone_predicate(make_predicate, lambda x: x, BASE)
+
+
+# %%
+def softmax(x):
+    """The op: Triton where the predicate allows, torch.softmax otherwise; returns (y, route)."""
+    d = make_predicate().evaluate(x)
+    if d.eligible:
+        return launch(x), d.route
+    return torch.softmax(x, dim=-1), d.route
+
+
+ex.check_capstone_dispatch(softmax, make_predicate, lambda x: x, reference)
+
+# %% [markdown]
+# ## Questions
+#
+# 1. Which parts of the RMSNorm workflow carried over unchanged, and which did you have to rethink?
+# 2. What would your benchmark matrix (exercise 05) look like for this operator?
