@@ -28,14 +28,17 @@
 # %% [markdown]
 # ## Where are we running?
 #
-# The first cell of every lesson imports `fastpath_lib` and prints one line naming the mode and versions. Without
-# CUDA, importing `fastpath_lib` sets `TRITON_INTERPRET=1` (before any kernel is decorated), so the kernels run in
-# Triton's CPU interpreter. The output of this cell changes from machine to machine, so the notebook tests
-# ignore it.
+# The first cell of every lesson imports `fastpath_lib`, opts in to Triton's interpreter with
+# `fastpath_lib.use_interpreter()`, and prints one line naming the mode and versions. Without CUDA,
+# `use_interpreter()` sets `TRITON_INTERPRET=1` before any kernel is imported (Triton reads it when a kernel is
+# decorated), so the kernels run in Triton's CPU interpreter; on a CUDA machine it does nothing. Importing the library
+# itself changes no process-wide state. The output of this cell changes from machine to machine, so the notebook
+# tests ignore it.
 
 # %% tags=["nbval-ignore-output"]
 import torch
 import fastpath_lib
+fastpath_lib.use_interpreter()  # before any kernel import: no CUDA -> Triton's CPU interpreter; no-op on a GPU
 from fastpath_lib import runtime
 
 print(runtime.describe())

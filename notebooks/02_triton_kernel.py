@@ -26,6 +26,7 @@
 # %% tags=["nbval-ignore-output"]
 import torch
 import fastpath_lib
+fastpath_lib.use_interpreter()  # before any kernel import: no CUDA -> Triton's CPU interpreter; no-op on a GPU
 from fastpath_lib import runtime
 
 print(runtime.describe())
@@ -35,7 +36,7 @@ print("running on", "a GPU (CUDA): kernels are compiled and timings are real" if
 _ = torch.manual_seed(0)
 
 import inspect
-from fastpath_lib.rmsnorm import kernels  # import after fastpath_lib: TRITON_INTERPRET is set by then
+from fastpath_lib.rmsnorm import kernels  # after use_interpreter(): Triton reads TRITON_INTERPRET here
 from fastpath_lib.testing import compare, reference_grads, reference_rms_norm
 
 

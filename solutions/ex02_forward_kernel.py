@@ -31,7 +31,8 @@
 
 # %%
 import torch
-import fastpath_lib  # sets TRITON_INTERPRET=1 when there is no CUDA device
+import fastpath_lib
+fastpath_lib.use_interpreter()  # before any kernel import: no CUDA -> Triton's CPU interpreter; no-op on a GPU
 from fastpath_lib import exercises as ex
 from fastpath_lib.cases import CaseSpec
 import triton
