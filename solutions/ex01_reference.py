@@ -16,13 +16,13 @@
 # ---
 
 # %% [markdown]
-#     # Exercise 01 — the float64 reference
+# # Exercise 01 — the float64 reference
 #
-#     Lesson 01 fixed the operator's contract: `torch.nn.functional.rms_norm(input, normalized_shape, weight=None,
-#     eps=None)`. Every claim a reviewer checks later is measured against a *reference* that is independent of both
-#     routes. Here you write it.
+# Lesson 01 fixed the operator's contract: `torch.nn.functional.rms_norm(input, normalized_shape, weight=None,
+# eps=None)`. Every claim a reviewer checks later is measured against a *reference* that is independent of both
+# routes. Here you write it.
 #
-#     **How this works.** Fill in each cell marked `# FILL ME IN (roughly N lines)` (delete the `raise
+# **How this works.** Fill in each cell marked `# FILL ME IN (roughly N lines)` (delete the `raise
 # NotImplementedError`), run it, then run the check below it: it prints `passed`, or a table of *yours vs expected*.
 # `python -m fastpath_lib grade exercises/` runs all notebooks in a fresh kernel and prints your score; the solved
 # versions are in `solutions/`.

@@ -16,15 +16,15 @@
 # ---
 
 # %% [markdown]
-#     # Exercise 02 — the forward Triton kernel
+# # Exercise 02 — the forward Triton kernel
 #
-#     One program per row: load the row (masking the tail beyond `n_cols`), accumulate the mean square in fp32, scale
-#     by `rstd = 1 / sqrt(mean_sq + eps)` and the weight, store in the output's dtype. The check launches your kernel
-#     with a grid of `(n_rows,)` and `BLOCK_SIZE = next_power_of_2(n_cols)` on irregular shapes (7x33 row slice,
-#     3x781 bf16, 1x1, every other row, tiny values), writes into an output inside a poisoned buffer, and compares with
-#     the float64 reference. Under Triton's CPU interpreter this takes a few seconds.
+# One program per row: load the row (masking the tail beyond `n_cols`), accumulate the mean square in fp32, scale
+# by `rstd = 1 / sqrt(mean_sq + eps)` and the weight, store in the output's dtype. The check launches your kernel
+# with a grid of `(n_rows,)` and `BLOCK_SIZE = next_power_of_2(n_cols)` on irregular shapes (7x33 row slice,
+# 3x781 bf16, 1x1, every other row, tiny values), writes into an output inside a poisoned buffer, and compares with
+# the float64 reference. Under Triton's CPU interpreter this takes a few seconds.
 #
-#     **How this works.** Fill in each cell marked `# FILL ME IN (roughly N lines)` (delete the `raise
+# **How this works.** Fill in each cell marked `# FILL ME IN (roughly N lines)` (delete the `raise
 # NotImplementedError`), run it, then run the check below it: it prints `passed`, or a table of *yours vs expected*.
 # `python -m fastpath_lib grade exercises/` runs all notebooks in a fresh kernel and prints your score; the solved
 # versions are in `solutions/`.

@@ -16,15 +16,15 @@
 # ---
 
 # %% [markdown]
-#     # Exercise 03 — predicate conditions for a changed spec
+# # Exercise 03 — predicate conditions for a changed spec
 #
-#     A downstream team wants a stricter fast path, *v2*: **at most 8192 columns, only fp16 and bf16 inputs, and
-#     32-byte alignment** (the input's data pointer, and the row stride in bytes when there is more than one row).
-#     Write the three conditions as small named checks in the style of lesson 03: each takes the call context `c`
-#     (`c.input`, `c.weight`, `c.normalized_shape`) and returns `None` when it holds, or a reason naming the actual
-#     and the required value. The checks probe your conditions on a set of cases and compare with the spec.
+# A downstream team wants a stricter fast path, *v2*: **at most 8192 columns, only fp16 and bf16 inputs, and
+# 32-byte alignment** (the input's data pointer, and the row stride in bytes when there is more than one row).
+# Write the three conditions as small named checks in the style of lesson 03: each takes the call context `c`
+# (`c.input`, `c.weight`, `c.normalized_shape`) and returns `None` when it holds, or a reason naming the actual
+# and the required value. The checks probe your conditions on a set of cases and compare with the spec.
 #
-#     **How this works.** Fill in each cell marked `# FILL ME IN (roughly N lines)` (delete the `raise
+# **How this works.** Fill in each cell marked `# FILL ME IN (roughly N lines)` (delete the `raise
 # NotImplementedError`), run it, then run the check below it: it prints `passed`, or a table of *yours vs expected*.
 # `python -m fastpath_lib grade exercises/` runs all notebooks in a fresh kernel and prints your score; the solved
 # versions are in `solutions/`.

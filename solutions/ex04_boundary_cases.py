@@ -16,18 +16,18 @@
 # ---
 
 # %% [markdown]
-#     # Exercise 04 — boundary cases, graded by mutation
+# # Exercise 04 — boundary cases, graded by mutation
 #
-#     A good set of boundary tests fails when the fast path is wrong. The grader holds **13 seeded faulty variants**
-#     (mutants) of the RMSNorm fast path: predicates with an off-by-one threshold, a missing stride check, the wrong
-#     alignment modulus..., and kernels with an unmasked tail, a wrong mean, eps in the wrong place... Your cases
-#     catch a mutant when some case gets a **different route** from the faulty predicate than from the correct one,
-#     or a **wrong result** (or a write outside the output) from the faulty kernel. Each mutant you catch is a point.
+# A good set of boundary tests fails when the fast path is wrong. The grader holds **13 seeded faulty variants**
+# (mutants) of the RMSNorm fast path: predicates with an off-by-one threshold, a missing stride check, the wrong
+# alignment modulus..., and kernels with an unmasked tail, a wrong mean, eps in the wrong place... Your cases
+# catch a mutant when some case gets a **different route** from the faulty predicate than from the correct one,
+# or a **wrong result** (or a write outside the output) from the faulty kernel. Each mutant you catch is a point.
 #
-#     Limits in force here (the interpreter's, on any machine): `min_rows = 8`, `max_cols = 16384`, alignment 16 bytes.
-#     At most 24 cases, each small.
+# Limits in force here (the interpreter's, on any machine): `min_rows = 8`, `max_cols = 16384`, alignment 16 bytes.
+# At most 24 cases, each small.
 #
-#     **How this works.** Fill in each cell marked `# FILL ME IN (roughly N lines)` (delete the `raise
+# **How this works.** Fill in each cell marked `# FILL ME IN (roughly N lines)` (delete the `raise
 # NotImplementedError`), run it, then run the check below it: it prints `passed`, or a table of *yours vs expected*.
 # `python -m fastpath_lib grade exercises/` runs all notebooks in a fresh kernel and prints your score; the solved
 # versions are in `solutions/`.

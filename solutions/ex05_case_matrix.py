@@ -16,19 +16,19 @@
 # ---
 
 # %% [markdown]
-#     # Exercise 05 — a predeclared benchmark case matrix
+# # Exercise 05 — a predeclared benchmark case matrix
 #
-#     A reviewer trusts a benchmark whose cases were chosen *before* the numbers were seen, and that includes cases
-#     where the fast path should not help. Choose at least 12 cases and say what you expect of each:
-#     `"improve"`, `"neutral"`, `"loss"` or `"fallback"`. Nothing is timed here; the check only applies the rules:
+# A reviewer trusts a benchmark whose cases were chosen *before* the numbers were seen, and that includes cases
+# where the fast path should not help. Choose at least 12 cases and say what you expect of each:
+# `"improve"`, `"neutral"`, `"loss"` or `"fallback"`. Nothing is timed here; the check only applies the rules:
 #
-#     * at least 12 cases, unique ids; at least 2 **small** (<= 65536 elements) and 2 **large** (>= 4M elements);
-#     * at least 2 **aligned** (16-byte pointer and row stride) and 2 **odd** cases; 2 **contiguous** and 2
-#       **strided** (row slice, step, transposed, permuted);
-#     * at least 2 cases expected **not to improve** (neutral or loss) and 2 **fallback** cases, and every expectation
-#       agrees with the predicate's route on a GPU (conservative row threshold 1024).
+# * at least 12 cases, unique ids; at least 2 **small** (<= 65536 elements) and 2 **large** (>= 4M elements);
+# * at least 2 **aligned** (16-byte pointer and row stride) and 2 **odd** cases; 2 **contiguous** and 2
+#   **strided** (row slice, step, transposed, permuted);
+# * at least 2 cases expected **not to improve** (neutral or loss) and 2 **fallback** cases, and every expectation
+#   agrees with the predicate's route on a GPU (conservative row threshold 1024).
 #
-#     **How this works.** Fill in each cell marked `# FILL ME IN (roughly N lines)` (delete the `raise
+# **How this works.** Fill in each cell marked `# FILL ME IN (roughly N lines)` (delete the `raise
 # NotImplementedError`), run it, then run the check below it: it prints `passed`, or a table of *yours vs expected*.
 # `python -m fastpath_lib grade exercises/` runs all notebooks in a fresh kernel and prints your score; the solved
 # versions are in `solutions/`.

@@ -16,20 +16,20 @@
 # ---
 
 # %% [markdown]
-#     # Exercise 06 — classifying measured results
+# # Exercise 06 — classifying measured results
 #
-#     > **The table below is a SYNTHETIC teaching dataset**: invented numbers in the shape of a results table, so the
-#     > classification rules can be practised without a GPU. They are *not measurements* of any device.
+# > **The table below is a SYNTHETIC teaching dataset**: invented numbers in the shape of a results table, so the
+# > classification rules can be practised without a GPU. They are *not measurements* of any device.
 #
-#     Classify each case as `win`, `neutral`, `loss` or `fallback`:
+# Classify each case as `win`, `neutral`, `loss` or `fallback`:
 #
-#     * a case whose route is `fallback` is `"fallback"`, whatever its timings;
-#     * otherwise `ratio = candidate_median / baseline_median`, and the **noise band** is the larger relative 20-80 %
-#       spread of the two sample sets: `max(baseline_spread / baseline_median, candidate_spread / candidate_median)`
-#       (a spread is `q80 - q20`); `ratio < 1 - band` is a win, `ratio > 1 + band` a loss, anything inside the band
-#       neutral. This is the rule `fastpath_lib.bench` applies to real runs.
+# * a case whose route is `fallback` is `"fallback"`, whatever its timings;
+# * otherwise `ratio = candidate_median / baseline_median`, and the **noise band** is the larger relative 20-80 %
+#   spread of the two sample sets: `max(baseline_spread / baseline_median, candidate_spread / candidate_median)`
+#   (a spread is `q80 - q20`); `ratio < 1 - band` is a win, `ratio > 1 + band` a loss, anything inside the band
+#   neutral. This is the rule `fastpath_lib.bench` applies to real runs.
 #
-#     **How this works.** Fill in each cell marked `# FILL ME IN (roughly N lines)` (delete the `raise
+# **How this works.** Fill in each cell marked `# FILL ME IN (roughly N lines)` (delete the `raise
 # NotImplementedError`), run it, then run the check below it: it prints `passed`, or a table of *yours vs expected*.
 # `python -m fastpath_lib grade exercises/` runs all notebooks in a fresh kernel and prints your score; the solved
 # versions are in `solutions/`.

@@ -16,21 +16,21 @@
 # ---
 
 # %% [markdown]
-#     # Exercise 07 — the PR note
+# # Exercise 07 — the PR note
 #
-#     Write a function that turns a results table and its environment record into the PR note of lesson 07. The
-#     check calls it twice: on the synthetic GPU-shaped table of exercise 06 (the environment says it is synthetic)
-#     and on a CPU-interpreter-shaped table. It looks for
+# Write a function that turns a results table and its environment record into the PR note of lesson 07. The
+# check calls it twice: on the synthetic GPU-shaped table of exercise 06 (the environment says it is synthetic)
+# and on a CPU-interpreter-shaped table. It looks for
 #
-#     * the sections, as Markdown headings: **Summary**, **Eligibility and fallback**, **Semantic evidence**,
-#       **Mechanism**, **Performance**, **Limitations**;
-#     * a performance table with one row per case id (first cell) and its class (win/neutral/loss/fallback, as in
-#       exercise 06) — every class must match the data; the note names its wins, neutral cases and losses, and says
-#       the data is synthetic;
-#     * on data whose `env["device_kind"]` is not `"cuda"`: the words "not a GPU measurement", no speed-up claim
-#       ("faster", "speed-up", "1.5x faster") and no case marked a win.
+# * the sections, as Markdown headings: **Summary**, **Eligibility and fallback**, **Semantic evidence**,
+#   **Mechanism**, **Performance**, **Limitations**;
+# * a performance table with one row per case id (first cell) and its class (win/neutral/loss/fallback, as in
+#   exercise 06) — every class must match the data; the note names its wins, neutral cases and losses, and says
+#   the data is synthetic;
+# * on data whose `env["device_kind"]` is not `"cuda"`: the words "not a GPU measurement", no speed-up claim
+#   ("faster", "speed-up", "1.5x faster") and no case marked a win.
 #
-#     **How this works.** Fill in each cell marked `# FILL ME IN (roughly N lines)` (delete the `raise
+# **How this works.** Fill in each cell marked `# FILL ME IN (roughly N lines)` (delete the `raise
 # NotImplementedError`), run it, then run the check below it: it prints `passed`, or a table of *yours vs expected*.
 # `python -m fastpath_lib grade exercises/` runs all notebooks in a fresh kernel and prints your score; the solved
 # versions are in `solutions/`.

@@ -16,17 +16,17 @@
 # ---
 
 # %% [markdown]
-#     # Exercise 08 — capstone: the same workflow for a second operator
+# # Exercise 08 — capstone: the same workflow for a second operator
 #
-#     Apply the whole workflow to a row-wise operator of your choice with the kit's generic pieces
-#     (`fastpath_lib.eligibility.Predicate/Condition/Boundary`, `fastpath_lib.cases.CaseSpec`). The solution uses a
-#     **row-wise softmax**; a fused add+RMSNorm or a log-softmax work the same way. Set `OP_NAME` to `"softmax"` or
-#     `"log_softmax"` to have your reference compared with torch's; another name gets the shape/dtype checks only.
+# Apply the whole workflow to a row-wise operator of your choice with the kit's generic pieces
+# (`fastpath_lib.eligibility.Predicate/Condition/Boundary`, `fastpath_lib.cases.CaseSpec`). The solution uses a
+# **row-wise softmax**; a fused add+RMSNorm or a log-softmax work the same way. Set `OP_NAME` to `"softmax"` or
+# `"log_softmax"` to have your reference compared with torch's; another name gets the shape/dtype checks only.
 #
-#     1. a float64 reference; 2. a small Triton kernel (one program per row); 3. a predicate whose conditions
-#     *declare* their boundaries, which the check verifies; 4. a dispatching op that takes the predicate's route.
+# 1. a float64 reference; 2. a small Triton kernel (one program per row); 3. a predicate whose conditions
+# *declare* their boundaries, which the check verifies; 4. a dispatching op that takes the predicate's route.
 #
-#     **How this works.** Fill in each cell marked `# FILL ME IN (roughly N lines)` (delete the `raise
+# **How this works.** Fill in each cell marked `# FILL ME IN (roughly N lines)` (delete the `raise
 # NotImplementedError`), run it, then run the check below it: it prints `passed`, or a table of *yours vs expected*.
 # `python -m fastpath_lib grade exercises/` runs all notebooks in a fresh kernel and prints your score; the solved
 # versions are in `solutions/`.
