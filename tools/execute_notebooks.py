@@ -203,11 +203,11 @@ def execute(pair: Pair, timeout: int = 300, env: dict[str, str] | None = None) -
     return elapsed
 
 
-def regenerate_exercises() -> None:
+def regenerate_exercises(root: Path = ROOT) -> None:
     spec = importlib.util.spec_from_file_location("make_exercises", ROOT / "tools" / "make_exercises.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    mod.main([])
+    mod.main(["--solutions", str(root / "solutions"), "--exercises", str(root / "exercises")])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -217,10 +217,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--list", action="store_true", help="only list the stale pairs (exit 1 when any)")
     ap.add_argument("--force", action="store_true", help="take the source even where the notebook is newer")
     ap.add_argument("--timeout", type=int, default=300, help="seconds per cell")
+    ap.add_argument("--root", type=Path, default=ROOT, help="the kit folder holding notebooks/ and solutions/")
     args = ap.parse_args(argv)
 
     todo, refused, errors = [], [], []
-    candidates = [pair_of(p) for p in args.paths] if args.paths else pairs()
+    candidates = [pair_of(p) for p in args.paths] if args.paths else pairs(args.root.resolve())
     for pair in candidates:
         state, reasons = status(pair)
         if state == "error":
@@ -252,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
     if todo:
         print(f"total: {total:.1f} s")
     if solutions:
-        regenerate_exercises()
+        regenerate_exercises(args.root.resolve())
     return 1 if failed or refused or errors else 0
 
 
