@@ -3,7 +3,8 @@
 :func:`boundary_points` walks every condition of a predicate and every :class:`~fastpath_lib.eligibility.Boundary`
 it declares, applies the change to the eligible base case under the limits in force, and returns a
 :class:`BoundaryPoint`: either a *tensor* change (a new :class:`~fastpath_lib.cases.CaseSpec`, run through both
-routes) or a *context* change (forced fallback, capture, ``create_graph``, interpreter off, another architecture),
+routes) or a *context* change (forced fallback, capture, ``create_graph``, interpreter off, another architecture, forward-mode
+AD, a ``torch.func`` transform, a tensor subclass),
 checked on the predicate's context.
 
 >>> pts = boundary_points()
@@ -22,7 +23,8 @@ from fastpath_lib.eligibility import Predicate
 __all__ = ["CONTEXT_KEYS", "BoundaryPoint", "boundary_points"]
 
 #: Overrides that change the execution context rather than the tensors.
-CONTEXT_KEYS = frozenset({"forced", "capturing", "create_graph", "interpret", "capability", "device_type"})
+CONTEXT_KEYS = frozenset({"forced", "capturing", "create_graph", "interpret", "capability", "device_type",
+                          "forward_ad", "transform", "kind"})
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,9 +1,9 @@
 """Build row-wise test and benchmark inputs from a small declarative spec.
 
 A :class:`CaseSpec` names a case the way a reviewer talks about it: ``rows x cols``, dtype, weight, and a layout
-(contiguous, a row slice of a wider buffer, every other row, transposed, permuted, misaligned by an offset). The same
-spec builds boundary tests, hypothesis cases and benchmark inputs, for RMSNorm and for any other op of the form
-``op(x[rows, cols], weight[cols])``.
+(contiguous, a row slice of a wider buffer, every other row, transposed, permuted, channels-last, misaligned by an
+offset). The same spec builds boundary tests, hypothesis cases and benchmark inputs, for RMSNorm and for any other op
+of the form ``op(x[rows, cols], weight[cols])``.
 
 Every input lives inside a larger buffer whose unused elements are *poison* (NaN by default): a kernel that reads
 outside its view produces NaN where the reference does not, and :func:`guard_intact` checks that nothing wrote to the
@@ -24,7 +24,7 @@ import torch
 
 __all__ = ["LAYOUTS", "CaseSpec", "BuiltCase", "poisoned_like", "guard_intact", "output_guard_intact"]
 
-LAYOUTS = ("contiguous", "batched", "row_slice", "step", "transposed", "permuted")
+LAYOUTS = ("contiguous", "batched", "row_slice", "step", "transposed", "permuted", "channels_last")
 POISON = float("nan")
 
 
@@ -33,7 +33,8 @@ class CaseSpec:
     """A row-wise case.
 
     Args:
-        rows: number of rows (for ``batched`` and ``permuted``, split as ``2 x rows/2``; rows must be even there).
+        rows: number of rows (for ``batched`` and ``permuted``, split as ``2 x rows/2``; rows must be even there;
+            ``channels_last`` builds ``[1, 2, rows/2, cols]`` in channels-last memory order).
         cols: row width.
         dtype: input dtype.
         weight: ``"same"`` (weight of the input's dtype), ``None`` (no weight) or a dtype.
@@ -70,6 +71,8 @@ class CaseSpec:
     @property
     def shape(self) -> tuple[int, ...]:
         """The logical input shape."""
+        if self.layout == "channels_last":  # [1, 2 channels, rows/2, cols] stored channels-last
+            return (1, 2, max(self.rows // 2, 1), self.cols)
         if self.layout in ("batched", "permuted") or self.norm_dims == 2:
             return (2, self.rows // 2, self.cols) if self.rows % 2 == 0 else (1, self.rows, self.cols)
         return (self.rows, self.cols)
@@ -132,6 +135,11 @@ def _strided_view(shape, dtype, layout, pad, offset, dev):
     if layout == "transposed":  # a [cols, rows] buffer seen as [rows, cols]
         buf = torch.full((lead * cols + offset + 16,), POISON, dtype=dtype, device=dev)
         return buf[offset:offset + lead * cols].view(cols, lead).t(), buf
+    if layout == "channels_last":  # [n, c, h, w] stored as [n, h, w, c]
+        n_, c_, h_, w_ = shape
+        n = n_ * c_ * h_ * w_
+        buf = torch.full((n + offset + 16,), POISON, dtype=dtype, device=dev)
+        return buf[offset:offset + n].view(n_, h_, w_, c_).permute(0, 3, 1, 2), buf
     if layout == "permuted":
         a, b, c = shape
         n = a * b * c

@@ -24,6 +24,7 @@ import torch
 
 from fastpath_lib.cases import CaseSpec, guard_intact, output_guard_intact, poisoned_like
 from fastpath_lib.grading.registry import EXERCISES, Result, points_of
+from fastpath_lib.rmsnorm import layout
 from fastpath_lib.rmsnorm import predicate as rms
 from fastpath_lib.testing import compare, reference_grads, reference_rms_norm
 
@@ -256,7 +257,7 @@ V2_DTYPES = (torch.float16, torch.bfloat16)
 
 def row_stride(t: torch.Tensor) -> int | None:
     """Elements between consecutive rows when ``t``'s leading dims collapse to one row stride, else ``None``."""
-    return rms._row_stride(t)
+    return layout.row_stride(t)
 
 
 def _v2_expected(name: str, c) -> bool:

@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 import fastpath_lib
-from fastpath_lib import runtime
+from fastpath_lib import routing, runtime
 from fastpath_lib.boundary import boundary_points
 from fastpath_lib.cases import output_guard_intact, poisoned_like
 from fastpath_lib.rmsnorm import predicate as P
@@ -34,7 +34,7 @@ def test_boundary_point_both_routes(point, device, monkeypatch):
     if point.context.get("interpret") is False:
         monkeypatch.setattr(runtime, "interpreter_enabled", lambda: False)
     if point.context.get("forced"):
-        monkeypatch.setenv(P.FORCE_ENV, "1")
+        monkeypatch.setattr(routing.state, "forced", True)
     decision = fastpath_lib.explain(x, ns, w)
     assert (point.condition not in decision.failed) == point.holds, decision.reasons
 
@@ -63,10 +63,10 @@ def test_boundary_point_both_routes(point, device, monkeypatch):
         assert compare(out, ref, x.dtype) is None, f"{name}: {compare(out, ref, x.dtype)}"
     if _kernel_can_run(x, ns, w):  # the Triton route itself, even where dispatch keeps it off for speed
         from fastpath_lib.rmsnorm import kernels
-        from fastpath_lib.rmsnorm.op import _as_rows, _eps
+        from fastpath_lib.rmsnorm.layout import as_rows
 
         y, buf, pristine = poisoned_like((x.numel() // x.shape[-1], x.shape[-1]), x.dtype, x.device)
-        kernels.forward(_as_rows(x), w, _eps(x, None), out=y)
+        kernels.forward(as_rows(x), w, P.default_eps(x.dtype), out=y)
         assert compare(y.view(x.shape), ref, x.dtype) is None, compare(y.view(x.shape), ref, x.dtype)
         assert output_guard_intact(buf, pristine, 16), "the kernel wrote outside its output"
     assert case.inputs_untouched(), "an input buffer (view or poison around it) changed"

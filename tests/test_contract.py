@@ -228,13 +228,26 @@ def test_opcheck_backward_op(device):
 
 @pytest.mark.parametrize("route", ROUTES)
 def test_compile_fullgraph(route, device):
+    """Compiled, the Triton route is the opaque op (it records its run-time route); the fallback is plain
+    ``F.rms_norm`` in the graph, which the compiler can fuse (so no route is recorded for it)."""
     torch._dynamo.reset()
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm.code)
+        return torch._dynamo.backends.debugging.aot_eager(gm, example_inputs)
+
     x, ns, w = CaseSpec(rows=16, cols=64).build(seed=10, device=device).args()
-    fn = torch.compile(lambda a, b: fastpath_lib.rms_norm(a, [64], b) * 2, fullgraph=True, backend="aot_eager")
+    fn = torch.compile(lambda a, b: fastpath_lib.rms_norm(a, [64], b) * 2, fullgraph=True, backend=backend)
     with fastpath_lib.force_fallback(route == "fallback"), fastpath_lib.record_routes() as routes:
         y = fn(x, w)
-    assert routes == {route: 1}
-    assert compare(y / 2, reference_rms_norm(x, ns, w), x.dtype) is None
+        y2 = fn(x, w)
+    (code,) = graphs
+    if route == "triton":
+        assert routes == {"triton": 2} and "fastpath.rms_norm" in code
+    else:
+        assert routes == {} and "fastpath" not in code and "rms_norm" in code
+    assert compare(y / 2, reference_rms_norm(x, ns, w), x.dtype) is None and torch.equal(y, y2)
 
 
 def test_compile_no_graph_break_with_module(device):

@@ -11,6 +11,7 @@ import fastpath_lib
 from fastpath_lib.boundary import boundary_points
 from fastpath_lib.cases import CaseSpec
 from fastpath_lib.eligibility import UNKNOWN, Boundary, Condition, Predicate
+from fastpath_lib import routing
 from fastpath_lib.rmsnorm import predicate as P
 
 POINTS = boundary_points()
@@ -92,9 +93,18 @@ def test_decision_is_plain_python():
     assert "route=" in str(d) and "<b>route" in d._repr_html_()
 
 
-def test_forced_env_variable(monkeypatch):
-    monkeypatch.setenv(P.FORCE_ENV, "1")
-    assert fastpath_lib.explain(torch.randn(16, 64), [64]).failed == ["forced"]
+def test_forced_env_variable():
+    """``FASTPATH_FORCE_FALLBACK=1`` is read once, at import, in a fresh process."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import torch, fastpath_lib; fastpath_lib.use_interpreter(force=True); "
+            "print(fastpath_lib.explain(torch.randn(16, 64), [64]).failed)")
+    for value, expected in (("1", "['forced']"), ("0", "[]")):
+        env = {**os.environ, routing.FORCE_ENV: value}
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+        assert out.stdout.strip() == expected, out.stderr
 
 
 def test_table_lists_every_condition():

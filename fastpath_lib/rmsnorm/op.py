@@ -1,15 +1,22 @@
-"""The public RMSNorm operator: a ``torch.library.custom_op`` that decides its route at run time.
+"""The public RMSNorm operator: a front door that decides cheaply, and a ``torch.library.custom_op`` for compile.
 
-``fastpath::rms_norm`` and ``fastpath::rms_norm_backward`` each evaluate :data:`~fastpath_lib.rmsnorm.predicate.PREDICATE`
-on the real tensors they receive. Eligible calls launch the Triton kernels; every other call runs
-``torch.nn.functional.rms_norm`` (forward) or its autograd (backward), so a fast-path limit never becomes a new error.
+:func:`rms_norm` evaluates :func:`~fastpath_lib.rmsnorm.predicate.eligible` (booleans, cheapest and most decisive
+first) and calls ``torch.nn.functional.rms_norm`` directly when it fails: a call outside the region costs what the
+baseline costs, and the fallback is the reference itself (values, strides, errors, autograd, forward-mode AD,
+``torch.func`` transforms, subclasses). Reasons are computed only when asked (:func:`explain`,
+``record_routes(reasons=True)``).
 
-* ``register_fake`` runs ``F.rms_norm`` on the fake tensors, so shapes, dtypes, strides and exceptions seen while
-  tracing are the reference's own. Both routes return contiguous tensors of the input's dtype, as ``F.rms_norm`` does.
-* ``register_autograd`` saves the inputs and calls the backward op; with ``create_graph=True`` it differentiates the
-  reference instead, so higher-order gradients work as they do for ``F.rms_norm``.
-* ``register_autocast``: torch 2.12 put ``rms_norm`` on CUDA autocast's fp32 list; the op carries the same policy
-  there (and none on the CPU, matching ``F.rms_norm``), so the kernels see already-cast inputs.
+Inside the region:
+
+* eager, no gradient needed: the forward launcher is called directly;
+* eager, with autograd: a ``torch.autograd.Function`` around the launchers (the same ``setup_context`` and backward as
+  the custom op);
+* under ``torch.compile``, a ``__torch_dispatch__`` mode, or CUDA autocast: ``fastpath::rms_norm``, a ``custom_op``
+  with ``register_fake`` (``F.rms_norm`` on the fake tensors), ``register_autograd``, ``register_autocast`` (fp32 on
+  CUDA from torch 2.12, as ``F.rms_norm``) and ``register_vmap`` (the batch folds into rows). The static conditions
+  became guards; the op re-checks what only run time knows (alignment, capture) and falls back inside when needed.
+
+Both routes of the op return contiguous tensors of the input's dtype, as ``F.rms_norm`` does for eligible inputs.
 """
 
 from __future__ import annotations
@@ -21,15 +28,17 @@ import torch.nn.functional as F
 
 from fastpath_lib import routing
 from fastpath_lib.eligibility import Decision
-from fastpath_lib.rmsnorm.predicate import PREDICATE, default_eps, make_call
+from fastpath_lib.rmsnorm.layout import as_rows
+from fastpath_lib.rmsnorm.predicate import PREDICATE, default_eps, eligible, make_call, runtime_eligible
 
 __all__ = ["rms_norm", "explain", "autocast_fp32_devices"]
 
+_state = routing.state
 _kernels = None
 
 
 def _k():
-    """The kernel module, imported on first use so that ``TRITON_INTERPRET`` is already set."""
+    """The kernel module, imported on first use so that the interpreter opt-in can come first."""
     global _kernels
     if _kernels is None:
         from fastpath_lib.rmsnorm import kernels
@@ -46,6 +55,9 @@ def _torch_version() -> tuple[int, int]:
 def autocast_fp32_devices() -> tuple[str, ...]:
     """Device types on which this torch's autocast runs ``rms_norm`` in fp32 (CUDA from torch 2.12 on)."""
     return ("cuda",) if _torch_version() >= (2, 12) else ()
+
+
+_CUDA_AUTOCAST = "cuda" in autocast_fp32_devices()
 
 
 def explain(input: torch.Tensor, normalized_shape, weight: torch.Tensor | None = None,
@@ -66,34 +78,63 @@ def explain(input: torch.Tensor, normalized_shape, weight: torch.Tensor | None =
     >>> explain(torch.randn(16, 64).t(), [16]).route
     'fallback'
     """
-    return PREDICATE.evaluate(make_call(input, normalized_shape, weight, eps))
+    return PREDICATE.evaluate(make_call(input, normalized_shape, weight, eps, forced=_state.forced))
 
 
 def _eps(input: torch.Tensor, eps: float | None) -> float:
     return default_eps(input.dtype) if eps is None else float(eps)
 
 
-def _as_rows(t: torch.Tensor) -> torch.Tensor:
-    """A 2-D ``[rows, cols]`` view (the predicate guarantees one exists)."""
-    return t.view(-1, t.shape[-1]) if t.is_contiguous() else _strided_rows(t)
+def _record_fallback(phase, input, normalized_shape, weight, eps) -> None:
+    failed = None
+    if routing.wants_reasons(phase):
+        failed = explain(input, normalized_shape, weight, eps).failed
+    routing.record(phase, PREDICATE.fallback_route, failed)
 
 
-def _strided_rows(t: torch.Tensor) -> torch.Tensor:
-    from fastpath_lib.rmsnorm.predicate import _row_stride
+def _recorded_fallback(input, normalized_shape, weight, eps):
+    """``F.rms_norm`` while someone records routes: count this call, and its backward pass when it comes."""
+    _record_fallback("forward", input, normalized_shape, weight, eps)
+    out = F.rms_norm(input, normalized_shape, weight, eps)
+    if out.grad_fn is not None:
+        out.grad_fn.register_hook(lambda *_: _state.recorders and routing.record("backward",
+                                                                                 PREDICATE.fallback_route))
+    return out
 
-    rows = t.numel() // t.shape[-1]
-    return t.as_strided((rows, t.shape[-1]), (_row_stride(t), 1))
+
+def _now_eligible(input, normalized_shape, weight) -> bool:
+    return eligible(input, normalized_shape, weight, _state.forced) and runtime_eligible(input, weight)
+
+
+def _forward(input, weight, eps):
+    """The Triton forward on an eligible input: a new contiguous tensor of the input's shape and dtype."""
+    return _k().forward(as_rows(input), weight, _eps(input, eps)).view(input.shape)
+
+
+def _backward_impl(grad, input, normalized_shape, weight, eps):
+    """``(dx, dw)``; the Triton backward where eligible, else the reference's (``dw`` empty without weight)."""
+    if _now_eligible(input, normalized_shape, weight):
+        if _state.recorders:
+            routing.record("backward", PREDICATE.fast_route)
+        grad_rows = grad.contiguous().view(-1, input.shape[-1])  # upstream grads are often expanded (stride 0)
+        dx, dw = _k().backward(grad_rows, as_rows(input), weight, _eps(input, eps))
+        return dx.view(input.shape), (dw if dw is not None else input.new_empty(0))
+    if _state.recorders:
+        _record_fallback("backward", input, normalized_shape, weight, eps)
+    dx, dw = _reference_grads(grad, input, normalized_shape, weight, eps, create_graph=False)
+    return dx.contiguous(), (dw.contiguous() if dw is not None else input.new_empty(0))
 
 
 @torch.library.custom_op("fastpath::rms_norm", mutates_args=())
 def _rms_norm_op(input: torch.Tensor, normalized_shape: list[int], weight: torch.Tensor | None,
                  eps: float | None) -> torch.Tensor:
-    decision = PREDICATE.evaluate(make_call(input, normalized_shape, weight, eps))
-    routing.record("forward", decision.route)
-    if not decision.eligible:
-        return F.rms_norm(input, normalized_shape, weight, eps).contiguous()
-    y = _k().forward(_as_rows(input), weight, _eps(input, eps))
-    return y.view(input.shape)
+    if _now_eligible(input, normalized_shape, weight):
+        if _state.recorders:
+            routing.record("forward", PREDICATE.fast_route)
+        return _forward(input, weight, eps)
+    if _state.recorders:
+        _record_fallback("forward", input, normalized_shape, weight, eps)
+    return F.rms_norm(input, normalized_shape, weight, eps).contiguous()
 
 
 @_rms_norm_op.register_fake
@@ -104,14 +145,7 @@ def _(input, normalized_shape, weight, eps):
 @torch.library.custom_op("fastpath::rms_norm_backward", mutates_args=())
 def _rms_norm_backward_op(grad: torch.Tensor, input: torch.Tensor, normalized_shape: list[int],
                           weight: torch.Tensor | None, eps: float | None) -> tuple[torch.Tensor, torch.Tensor]:
-    decision = PREDICATE.evaluate(make_call(input, normalized_shape, weight, eps))
-    routing.record("backward", decision.route)
-    if decision.eligible:
-        grad_rows = grad.contiguous().view(-1, input.shape[-1])  # upstream grads are often expanded (stride 0)
-        dx, dw = _k().backward(grad_rows, _as_rows(input), weight, _eps(input, eps))
-        return dx.view(input.shape), (dw if dw is not None else input.new_empty(0))
-    dx, dw = _reference_grads(grad, input, normalized_shape, weight, eps, create_graph=False)
-    return dx.contiguous(), (dw.contiguous() if dw is not None else input.new_empty(0))
+    return _backward_impl(grad, input, normalized_shape, weight, eps)
 
 
 @_rms_norm_backward_op.register_fake
@@ -144,20 +178,54 @@ def _setup_context(ctx, inputs, output):
     ctx.normalized_shape, ctx.eps = normalized_shape, eps
 
 
-def _backward(ctx, grad):
-    input, weight = ctx.saved_tensors
-    if torch.is_grad_enabled():  # create_graph=True: differentiate the reference so higher orders work
-        routing.record("backward", PREDICATE.fallback_route)
-        dx, dw = _reference_grads(grad, input, ctx.normalized_shape, weight, ctx.eps, create_graph=True)
-    else:
-        dx, dw = _rms_norm_backward_op(grad, input, ctx.normalized_shape, weight, ctx.eps)
-    need_x, _, need_w, _ = ctx.needs_input_grad
-    return (dx if need_x else None), None, (dw if weight is not None and need_w else None), None
+def _backward_with(first_order):
+    """The autograd formula, given how to compute first-order ``(dx, dw)`` (the custom op, or eagerly)."""
+
+    def backward(ctx, grad):
+        input, weight = ctx.saved_tensors
+        if torch.is_grad_enabled():  # create_graph=True: differentiate the reference so higher orders work
+            if _state.recorders:
+                routing.record("backward", PREDICATE.fallback_route, ["grad_order"])
+            dx, dw = _reference_grads(grad, input, ctx.normalized_shape, weight, ctx.eps, create_graph=True)
+        else:
+            dx, dw = first_order(grad, input, ctx.normalized_shape, weight, ctx.eps)
+        need_x, _, need_w, _ = ctx.needs_input_grad
+        return (dx if need_x else None), None, (dw if weight is not None and need_w else None), None
+
+    return backward
 
 
-_rms_norm_op.register_autograd(_backward, setup_context=_setup_context)
+_rms_norm_op.register_autograd(_backward_with(_rms_norm_backward_op), setup_context=_setup_context)
 for _device_type in autocast_fp32_devices():
     torch.library.register_autocast("fastpath::rms_norm", _device_type, torch.float32)
+
+
+@torch.library.register_vmap("fastpath::rms_norm")
+def _vmap_rule(info, in_dims, input, normalized_shape, weight, eps):
+    """Fold the vmapped batch into rows (one launch for the whole batch); per-sample weights use the reference."""
+    x_dim, _, w_dim, _ = in_dims
+    if w_dim is not None:
+        x = input.movedim(x_dim, 0) if x_dim is not None else input.expand(info.batch_size, *input.shape)
+        w = weight.movedim(w_dim, 0)
+        return torch.vmap(lambda a, b: F.rms_norm(a, normalized_shape, b, eps))(x, w), 0
+    return _rms_norm_op(input.movedim(x_dim, 0), normalized_shape, weight, eps), 0
+
+
+class _EagerRMSNorm(torch.autograd.Function):
+    """Eager autograd around the launchers: no custom-op dispatch on the way in or out."""
+
+    @staticmethod
+    def forward(input, normalized_shape, weight, eps):
+        return _forward(input, weight, eps)
+
+    setup_context = staticmethod(_setup_context)
+    backward = staticmethod(_backward_with(_backward_impl))
+
+
+def _wants_op(input: torch.Tensor) -> bool:
+    """Calls that must see ``fastpath::rms_norm`` itself: compile, dispatch modes, tracing tensors, CUDA autocast."""
+    return (torch.compiler.is_compiling() or torch._C._len_torch_dispatch_stack() > 0 or type(input) is not torch.Tensor
+            or (_CUDA_AUTOCAST and input.is_cuda and torch.is_autocast_enabled("cuda")))
 
 
 def rms_norm(input: torch.Tensor, normalized_shape, weight: torch.Tensor | None = None,
@@ -171,11 +239,11 @@ def rms_norm(input: torch.Tensor, normalized_shape, weight: torch.Tensor | None 
         eps: added to the mean square; ``None`` uses ``F.rms_norm``'s default.
 
     Returns:
-        a new contiguous tensor of the input's dtype and shape.
+        what ``F.rms_norm`` returns: a tensor of the input's dtype and shape (contiguous on the Triton route).
 
     Note:
-        Without CUDA the Triton route runs only under Triton's interpreter (``TRITON_INTERPRET=1``, which importing
-        ``fastpath_lib`` sets when it is unset). :func:`explain` says which route a call takes;
+        Without CUDA the Triton route runs only under Triton's interpreter (:func:`fastpath_lib.use_interpreter`);
+        otherwise every CPU call is ``F.rms_norm``. :func:`explain` says which route a call takes and why;
         :func:`fastpath_lib.record_routes` counts the routes taken.
 
     >>> import torch
@@ -183,9 +251,19 @@ def rms_norm(input: torch.Tensor, normalized_shape, weight: torch.Tensor | None 
     >>> torch.allclose(rms_norm(x, [64]), torch.nn.functional.rms_norm(x, [64]), atol=1e-5)
     True
     """
-    if not (isinstance(input, torch.Tensor) and isinstance(normalized_shape, (list, tuple, torch.Size))
-            and all(isinstance(d, numbers.Integral) and not isinstance(d, bool) for d in normalized_shape)
-            and (weight is None or isinstance(weight, torch.Tensor))
-            and (eps is None or (isinstance(eps, numbers.Real) and not isinstance(eps, bool)))):
-        return F.rms_norm(input, normalized_shape, weight, eps)  # raises F.rms_norm's own error for bad types
-    return _rms_norm_op(input, list(normalized_shape), weight, eps)
+    if not eligible(input, normalized_shape, weight, _state.forced) or not (
+            eps is None or (isinstance(eps, numbers.Real) and not isinstance(eps, bool))):
+        if _state.recorders and not torch.compiler.is_compiling():  # compiled: plain F.rms_norm in the graph
+            return _recorded_fallback(input, normalized_shape, weight, eps)
+        return F.rms_norm(input, normalized_shape, weight, eps)
+    if _wants_op(input):
+        return _rms_norm_op(input, list(normalized_shape), weight, None if eps is None else float(eps))
+    if not runtime_eligible(input, weight):
+        if _state.recorders:
+            return _recorded_fallback(input, normalized_shape, weight, eps)
+        return F.rms_norm(input, normalized_shape, weight, eps)
+    if _state.recorders:
+        routing.record("forward", PREDICATE.fast_route)
+    if torch.is_grad_enabled() and (input.requires_grad or (weight is not None and weight.requires_grad)):
+        return _EagerRMSNorm.apply(input, normalized_shape, weight, eps)
+    return _forward(input, weight, eps)

@@ -4,16 +4,30 @@ In words: the Triton kernels run when **all** of these hold, and ``torch.nn.func
 
 * *mode*: the fallback is not forced (:func:`fastpath_lib.force_fallback`, ``FASTPATH_FORCE_FALLBACK=1``); no CUDA
   graph is being captured (not yet verified under capture); in backward, no higher-order graph is requested
-  (``create_graph=True`` takes the differentiable fallback);
-* *device*: the input is on CUDA, or on the CPU while Triton's interpreter is on (``TRITON_INTERPRET=1``);
+  (``create_graph=True`` takes the differentiable fallback); no forward-mode AD level is active (dual tensors) and no
+  ``torch.func`` transform (vmap, grad, vjp, jvp, jacrev, jacfwd, hessian, functional_call under grad) is running:
+  ``F.rms_norm`` has its own rules for all of them, so those calls behave exactly as the reference;
+* *tensor kind*: input and weight are plain strided tensors (``torch.Tensor`` or ``nn.Parameter``; the fake and
+  functional tensors that ``torch.compile`` and ``torch.export`` trace with count as plain): nested, sparse and
+  DTensor inputs, and every other ``__torch_dispatch__`` subclass, take the fallback, which they already support;
+* *device*: the input is on CUDA, or on the CPU while Triton's interpreter is on (``use_interpreter()``);
 * *architecture*: on CUDA, compute capability 8.0 (Ampere) or newer;
 * *dtype*: input fp16, bf16 or fp32; weight absent or one of those three (the output is always the input's dtype);
 * *shape*: valid arguments (invalid ones go to the fallback, which raises its own error), normalized over the last
   dimension only, at most ``MAX_COLS`` columns, not empty, and at least ``min_rows`` rows (8 under the interpreter,
   where there is no speed to protect; per architecture on CUDA, conservative until a GPU sweep sets it);
-* *stride*: last dimension contiguous, and the leading dimensions collapse to rows one stride apart (transposed and
-  non-viewable inputs fall back);
+* *stride*: last dimension contiguous, not a channels-last memory format (``F.rms_norm`` keeps those strides; the
+  kernel writes rows), and the leading dimensions collapse to rows one stride apart;
 * *alignment*: input and weight data pointers, and the row stride in bytes, multiples of ``ALIGN_BYTES`` (16).
+
+Two ways to evaluate the same rules, side by side in this module:
+
+* :func:`eligible` and :func:`runtime_eligible` are the dispatch's decision: booleans only, cheapest and most decisive
+  first, short-circuiting, with no strings, environment reads or allocations. Calls outside the region cost what
+  ``F.rms_norm`` costs. :func:`eligible` holds the conditions ``torch.compile`` turns into guards;
+  :func:`runtime_eligible` the two only run time knows (data-pointer alignment, CUDA-graph capture).
+* :data:`PREDICATE` (through :func:`fastpath_lib.explain`) runs every named condition and says why each one fails.
+  A hypothesis test proves the two agree on every case it draws.
 
 Modes that do *not* force the fallback, with why: autograd (there is a Triton backward), ``torch.compile`` (the op is
 opaque and decides at run time; on fake tensors alignment is reported as unknown), deterministic-algorithms mode
@@ -26,16 +40,20 @@ This module imports torch only, never Triton: it is tested on any machine.
 from __future__ import annotations
 
 import dataclasses
-import os
 
 import torch
+import torch.autograd.forward_ad as _fwad
+from torch._subclasses.fake_tensor import FakeTensor, is_fake
+from torch._subclasses.functional_tensor import FunctionalTensor
 
 from fastpath_lib import runtime
 from fastpath_lib.eligibility import UNKNOWN, Boundary, Condition, Predicate
+from fastpath_lib.rmsnorm.layout import row_stride, rows_cols
 
 __all__ = ["MAX_COLS", "ALIGN_BYTES", "MIN_CAPABILITY", "INTERPRETER_MIN_ROWS", "CUDA_MIN_ROWS", "DEFAULT_CUDA_MIN_ROWS",
-           "SUPPORTED_DTYPES", "ALLOWED_MODES", "Limits", "RMSNormCall", "limits_for", "make_call", "PREDICATE",
-           "BASE_CASE", "default_eps"]
+           "SUPPORTED_DTYPES", "PLAIN_TYPES", "ALLOWED_MODES", "Limits", "RMSNormCall", "limits_for", "make_call",
+           "eligible", "runtime_eligible", "tensor_kind", "functorch_transform", "PREDICATE", "BASE_CASE",
+           "default_eps"]
 
 MAX_COLS = 16384
 ALIGN_BYTES = 16
@@ -46,7 +64,8 @@ CUDA_MIN_ROWS: dict[tuple[int, int], int] = {}
 #: Used for architectures without a recorded sweep: conservative, so small launch-bound calls keep the old path.
 DEFAULT_CUDA_MIN_ROWS = 1024
 SUPPORTED_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
-FORCE_ENV = "FASTPATH_FORCE_FALLBACK"
+#: Tensor types the kernels accept: plain tensors, parameters, and the tensors compile/export trace with.
+PLAIN_TYPES = frozenset({torch.Tensor, torch.nn.Parameter, FakeTensor, FunctionalTensor})
 
 #: Execution modes that keep the fast path, with the reason it is safe there.
 ALLOWED_MODES = {
@@ -56,19 +75,11 @@ ALLOWED_MODES = {
     "autocast": "the op carries F.rms_norm's autocast policy, so kernels see already-cast inputs",
 }
 
-_forced = False  # set by fastpath_lib.force_fallback()
-
-
-def set_forced(value: bool) -> bool:
-    """Set the process-wide force-fallback flag; returns the previous value."""
-    global _forced
-    prev, _forced = _forced, bool(value)
-    return prev
-
-
-def forced() -> bool:
-    """Whether the fallback is forced by the context manager or by ``FASTPATH_FORCE_FALLBACK``."""
-    return _forced or os.environ.get(FORCE_ENV, "0").strip().lower() in ("1", "true", "yes", "on")
+_DTYPE_SET = frozenset(SUPPORTED_DTYPES)
+_INT_TYPES = frozenset({int, torch.SymInt})
+_SHAPE_TYPES = frozenset({list, tuple, torch.Size})
+_CHANNELS_LAST = {4: torch.channels_last, 5: torch.channels_last_3d}
+_transforms_active = torch._C._are_functorch_transforms_active
 
 
 def default_eps(dtype: torch.dtype) -> float:
@@ -108,6 +119,28 @@ def _capability(dev: torch.device) -> tuple[int, int]:
         return (0, 0)
 
 
+def tensor_kind(t: torch.Tensor | None) -> str:
+    """``""`` for a plain strided tensor (or ``None``), else what it is: a subclass, nested, or another layout."""
+    if t is None:
+        return ""
+    if type(t) not in PLAIN_TYPES:
+        return f"{type(t).__name__} (a tensor subclass)"
+    if t.is_nested:
+        return "a nested tensor"
+    if t.layout is not torch.strided:
+        return f"layout {str(t.layout).replace('torch.', '')}"
+    return ""
+
+
+def functorch_transform() -> str:
+    """``""`` when no ``torch.func`` transform is running, else its name (``"Vmap"``, ``"Grad"``, ``"Jvp"``, ...)."""
+    top = torch._C._functorch.peek_interpreter_stack() if _transforms_active() else None
+    if top is None:
+        return ""
+    key = top.key()
+    return getattr(key, "name", str(key))
+
+
 @dataclasses.dataclass(frozen=True)
 class RMSNormCall:
     """Everything the predicate looks at for one call (tensors plus the execution context)."""
@@ -123,6 +156,9 @@ class RMSNormCall:
     capturing: bool = False
     create_graph: bool = False
     device_type: str = ""  # the input's device type; a separate field so tests can probe other devices
+    forward_ad: bool = False  # a forward-mode AD level is active (dual tensors)
+    transform: str = ""  # the running torch.func transform, "" for none
+    kind: str = ""  # tensor_kind() of input or weight, "" for plain strided tensors
 
     def __post_init__(self):
         if not self.device_type:
@@ -130,8 +166,11 @@ class RMSNormCall:
 
 
 def make_call(input: torch.Tensor, normalized_shape, weight: torch.Tensor | None = None, eps: float | None = None, *,
-              create_graph: bool = False) -> RMSNormCall:
-    """Build the predicate's context from a call's arguments and the current execution state."""
+              forced: bool = False, create_graph: bool = False) -> RMSNormCall:
+    """Build the predicate's context from a call's arguments and the current execution state.
+
+    ``forced`` is the routing state's force-fallback flag (the op passes it; see :mod:`fastpath_lib.routing`).
+    """
     interpret = runtime.interpreter_enabled()
     cap = _capability(input.device) if input.device.type == "cuda" else None
     capturing = False
@@ -140,32 +179,77 @@ def make_call(input: torch.Tensor, normalized_shape, weight: torch.Tensor | None
             capturing = bool(torch.cuda.is_current_stream_capturing())
         except Exception:
             capturing = False
+    kind = tensor_kind(input) or tensor_kind(weight)
     return RMSNormCall(input, tuple(normalized_shape), weight, eps, limits_for(input.device, interpret=interpret,
-                       capability=cap), interpret, cap, forced(), capturing, create_graph)
+                       capability=cap), interpret, cap, forced, capturing, create_graph,
+                       forward_ad=_fwad._current_level >= 0, transform=functorch_transform(), kind=kind)
 
 
-def _is_fake(t: torch.Tensor) -> bool:
-    from torch._subclasses.fake_tensor import is_fake
+# --- the dispatch's decision: booleans, cheapest and most decisive first --------------------------------------------
 
-    return t.device.type == "meta" or is_fake(t)
-
-
-def _rows_cols(c: RMSNormCall) -> tuple[int, int]:
-    n = c.input.shape[-1] if c.input.dim() else 1
-    return (c.input.numel() // n if n else 0), n
+_cuda_min_rows: dict[int, int] = {}  # device index -> row threshold, 0 when the architecture is too old
 
 
-def _row_stride(t: torch.Tensor) -> int | None:
-    """The one stride between rows if the leading dims collapse (ignoring size-1 dims), else ``None``."""
-    if t.dim() <= 1:
-        return t.shape[-1] if t.dim() else 1
-    lead = [(s, st) for s, st in zip(t.shape[:-1], t.stride()[:-1]) if s != 1]
-    if not lead:
-        return t.shape[-1]
-    for (_, outer), (size, inner) in zip(lead, lead[1:]):
-        if outer != inner * size:
-            return None
-    return lead[-1][1]
+def _cuda_rows(index: int) -> int:
+    rows = _cuda_min_rows.get(index)
+    if rows is None:
+        dev = torch.device("cuda", index)
+        lim = limits_for(dev, interpret=False)
+        rows = lim.min_rows if _capability(dev) >= lim.min_capability else 0
+        _cuda_min_rows[index] = rows
+    return rows
+
+
+def eligible(input, normalized_shape, weight, forced: bool) -> bool:
+    """Whether every condition that does not need a data pointer holds: the dispatch's cheap decision.
+
+    Never raises, whatever the arguments (bad ones return ``False``, and the fallback raises its own error). Under
+    ``torch.compile`` each test becomes a guard. Agrees with :data:`PREDICATE` (a hypothesis test checks it).
+    """
+    if forced or type(input) not in PLAIN_TYPES or _fwad._current_level >= 0 or _transforms_active():
+        return False
+    if input.is_cuda:
+        if runtime.interpreter_enabled():
+            return False
+        min_rows = _cuda_rows(input.get_device())
+        if not min_rows:
+            return False
+    elif input.is_cpu and runtime.interpreter_enabled():
+        min_rows = INTERPRETER_MIN_ROWS
+    else:
+        return False
+    if input.dim() == 0 or input.layout is not torch.strided or input.is_nested:
+        return False
+    n = input.shape[-1]
+    numel = input.numel()
+    if numel == 0 or n > MAX_COLS or numel // n < min_rows or input.dtype not in _DTYPE_SET:
+        return False
+    if type(normalized_shape) not in _SHAPE_TYPES or len(normalized_shape) != 1 or normalized_shape[0] != n \
+            or type(normalized_shape[0]) not in _INT_TYPES:
+        return False
+    if input.is_contiguous():
+        stride = n
+    else:
+        if n > 1 and input.stride(-1) != 1:
+            return False
+        fmt = _CHANNELS_LAST.get(input.dim())
+        if fmt is not None and input.is_contiguous(memory_format=fmt):
+            return False
+        stride = row_stride(input)
+        if stride is None:
+            return False
+    if numel != n and (stride * input.element_size()) % ALIGN_BYTES:
+        return False
+    return weight is None or (type(weight) in PLAIN_TYPES and weight.dtype in _DTYPE_SET and weight.dim() == 1
+                              and weight.shape[0] == n and weight.layout is torch.strided and not weight.is_nested
+                              and weight.get_device() == input.get_device())
+
+
+def runtime_eligible(input: torch.Tensor, weight: torch.Tensor | None) -> bool:
+    """The conditions only run time knows, for a call :func:`eligible` accepted: pointer alignment, no capture."""
+    if input.data_ptr() % ALIGN_BYTES or (weight is not None and weight.numel() and weight.data_ptr() % ALIGN_BYTES):
+        return False
+    return not (input.is_cuda and torch.cuda.is_current_stream_capturing())
 
 
 # --- the checks: each returns None when it holds, else "<actual>, <required>" ---------------------------------------
@@ -182,6 +266,18 @@ def _check_grad_order(c):
     return "create_graph=True (higher-order gradient), need first-order backward" if c.create_graph else None
 
 
+def _check_forward_ad(c):
+    return "a forward-mode AD level is active (dual tensors), need none" if c.forward_ad else None
+
+
+def _check_transform(c):
+    return f"torch.func transform {c.transform} is running, need none" if c.transform else None
+
+
+def _check_kind(c):
+    return f"{c.kind}, need a plain strided tensor" if c.kind else None
+
+
 def _check_device(c):
     dev = c.device_type
     if dev == "cuda" and not c.interpret:
@@ -189,7 +285,7 @@ def _check_device(c):
     if dev == "cpu" and c.interpret:
         return None
     if dev == "cpu":
-        return "cpu tensor without TRITON_INTERPRET=1, need cuda (or cpu under the Triton interpreter)"
+        return "cpu tensor without the Triton interpreter, need cuda (or cpu after fastpath_lib.use_interpreter())"
     return f"{dev} tensor{' under the interpreter' if c.interpret else ''}, need cuda (or cpu under the interpreter)"
 
 
@@ -247,7 +343,7 @@ def _check_non_empty(c):
 
 
 def _check_min_rows(c):
-    rows, _ = _rows_cols(c)
+    rows, _ = rows_cols(c.input)
     if rows >= c.limits.min_rows:
         return None
     return f"{rows} rows, need >= {c.limits.min_rows} ({c.limits.source})"
@@ -260,15 +356,24 @@ def _check_last_contig(c):
     return f"last-dim stride {x.stride(-1)}, need 1 (e.g. a transposed input)"
 
 
+def _check_memory_format(c):
+    x = c.input
+    fmt = _CHANNELS_LAST.get(x.dim())
+    if fmt is None or x.is_contiguous() or not x.is_contiguous(memory_format=fmt):
+        return None
+    return f"{str(fmt).replace('torch.', '')} input, need row-major (F.rms_norm keeps those strides; the kernel " \
+           f"writes rows)"
+
+
 def _check_row_stride(c):
-    if _row_stride(c.input) is not None:
+    if row_stride(c.input) is not None:
         return None
     return f"leading strides {list(c.input.stride()[:-1])} for sizes {list(c.input.shape[:-1])} do not collapse " \
            f"to one row stride, need a view as [rows, cols]"
 
 
 def _ptr_misalignment(t: torch.Tensor, align: int) -> int | None:
-    return None if _is_fake(t) else t.data_ptr() % align
+    return None if t.device.type == "meta" or is_fake(t) else t.data_ptr() % align
 
 
 def _check_input_align(c):
@@ -281,8 +386,8 @@ def _check_input_align(c):
 
 
 def _check_stride_align(c):
-    rows, _ = _rows_cols(c)
-    stride = _row_stride(c.input)
+    rows, _ = rows_cols(c.input)
+    stride = row_stride(c.input)
     if rows <= 1 or stride is None or (c.input.shape[-1] > 1 and c.input.stride(-1) != 1):
         return None  # not a row layout at all: row_stride / last_dim_contiguous report it
     nbytes = stride * c.input.element_size()
@@ -320,7 +425,23 @@ PREDICATE = Predicate("rmsnorm", [
     Condition("grad_order", "first-order backward only", _check_grad_order, "mode",
               "the Triton backward is not itself differentiable; create_graph needs the composite fallback",
               (Boundary("first order", {}, True), Boundary("create_graph", {"create_graph": True}, False))),
-    Condition("device", "CUDA tensor, or CPU tensor under TRITON_INTERPRET=1", _check_device, "device",
+    Condition("forward_ad", "no forward-mode AD level active", _check_forward_ad, "mode",
+              "the op has no forward-mode formula; F.rms_norm's gives the exact tangents",
+              (Boundary("no dual level", {}, True), Boundary("inside forward_ad.dual_level()", {"forward_ad": True},
+                                                                False))),
+    Condition("functorch_transform", "no torch.func transform running", _check_transform, "mode",
+              "vmap, grad, vjp, jvp, jacrev, jacfwd, hessian and functional_call use F.rms_norm's own batching "
+              "and derivative rules (under vmap that is already one batched call)",
+              (Boundary("no transform", {}, True), Boundary("under vmap", {"transform": "Vmap"}, False),
+               Boundary("under grad", {"transform": "Grad"}, False),
+               Boundary("under jvp", {"transform": "Jvp"}, False))),
+    Condition("tensor_kind", "input and weight are plain strided tensors", _check_kind, "tensor kind",
+              "nested, sparse, DTensor and other __torch_dispatch__ subclasses have F.rms_norm support, not kernels",
+              (Boundary("plain tensor", {}, True),
+               Boundary("jagged nested", {"kind": "NestedTensor (a tensor subclass)"}, False),
+               Boundary("DTensor", {"kind": "DTensor (a tensor subclass)"}, False),
+               Boundary("sparse", {"kind": "layout sparse_coo"}, False))),
+    Condition("device", "CUDA tensor, or CPU tensor under the Triton interpreter", _check_device, "device",
               "the kernels are Triton; on a CPU only the interpreter can run them",
               (Boundary("current device", {}, True),
                Boundary("cpu, interpreter off", {"device": "cpu", "interpret": False}, False))),
@@ -360,6 +481,10 @@ PREDICATE = Predicate("rmsnorm", [
     Condition("last_dim_contiguous", "last dimension has stride 1", _check_last_contig, "stride",
               "the kernel loads each row as one contiguous block",
               (Boundary("contiguous", {}, True), Boundary("transposed", {"layout": "transposed"}, False))),
+    Condition("memory_format", "not a channels-last memory format", _check_memory_format, "stride",
+              "F.rms_norm returns channels-last strides for channels-last input; the kernel writes row-major rows",
+              (Boundary("contiguous 4-d", {"layout": "batched"}, True),
+               Boundary("channels_last 4-d", {"layout": "channels_last"}, False))),
     Condition("row_stride", "leading dims collapse to one row stride", _check_row_stride, "stride",
               "the kernel addresses row r at r * row_stride",
               (Boundary("3-d contiguous", {"layout": "batched"}, True),

@@ -1,0 +1,44 @@
+"""Row layouts: how a tensor normalized over its last dimension is seen as ``[rows, cols]``.
+
+The kernels address row ``r`` at ``r * row_stride``, so an input qualifies when its last dimension is contiguous and
+its leading dimensions collapse to one stride between rows. These helpers are shared by the predicate, the op, the
+benchmark and the exercise checks; they import torch only.
+
+>>> import torch
+>>> t = torch.zeros(4, 20)[:, :16]
+>>> rows_cols(t), row_stride(t), tuple(as_rows(t).stride())
+((4, 16), 20, (20, 1))
+"""
+
+from __future__ import annotations
+
+import torch
+
+__all__ = ["rows_cols", "row_stride", "as_rows"]
+
+
+def rows_cols(t: torch.Tensor) -> tuple[int, int]:
+    """``(rows, cols)`` of ``t`` seen as rows of its last dimension (a 0-d tensor is one row of one column)."""
+    n = t.shape[-1] if t.dim() else 1
+    return (t.numel() // n if n else 0), n
+
+
+def row_stride(t: torch.Tensor) -> int | None:
+    """The one stride between rows if the leading dims collapse (ignoring size-1 dims), else ``None``."""
+    if t.dim() <= 1:
+        return t.shape[-1] if t.dim() else 1
+    lead = [(s, st) for s, st in zip(t.shape[:-1], t.stride()[:-1]) if s != 1]
+    if not lead:
+        return t.shape[-1]
+    for (_, outer), (size, inner) in zip(lead, lead[1:]):
+        if outer != inner * size:
+            return None
+    return lead[-1][1]
+
+
+def as_rows(t: torch.Tensor) -> torch.Tensor:
+    """A 2-D ``[rows, cols]`` view of ``t`` (its last dim contiguous and :func:`row_stride` not ``None``)."""
+    if t.is_contiguous():
+        return t.view(-1, t.shape[-1])
+    rows, cols = rows_cols(t)
+    return t.as_strided((rows, cols), (row_stride(t), 1))
