@@ -26,7 +26,7 @@
 # %% tags=["nbval-ignore-output"]
 import torch
 import fastpath_lib
-fastpath_lib.use_interpreter()  # before any kernel import: no CUDA -> Triton's CPU interpreter; no-op on a GPU
+fastpath_lib.use_interpreter()  # no CUDA: run the kernels in Triton's CPU interpreter (a no-op on a GPU)
 from fastpath_lib import runtime
 
 print(runtime.describe())

@@ -32,7 +32,7 @@
 # %%
 import torch
 import fastpath_lib
-fastpath_lib.use_interpreter()  # before any kernel import: no CUDA -> Triton's CPU interpreter; no-op on a GPU
+fastpath_lib.use_interpreter()  # no CUDA: run the kernels in Triton's CPU interpreter (a no-op on a GPU)
 from fastpath_lib import exercises as ex
 from fastpath_lib.cases import CaseSpec
 from fastpath_lib.eligibility import Condition, Predicate

@@ -35,7 +35,7 @@
 # %% tags=["nbval-ignore-output"]
 import torch
 import fastpath_lib
-fastpath_lib.use_interpreter()  # before any kernel import: no CUDA -> Triton's CPU interpreter; no-op on a GPU
+fastpath_lib.use_interpreter()  # no CUDA: run the kernels in Triton's CPU interpreter (a no-op on a GPU)
 from fastpath_lib import exercises as ex
 from fastpath_lib.cases import CaseSpec
 from IPython.display import Markdown
