@@ -1,8 +1,10 @@
 """Fixtures for the browser tests: a throwaway JupyterLab server and Debian's Chromium driven by Playwright.
 
 The server runs on loopback with a random token, with its own settings, workspaces, config, data, runtime and IPython
-directories under pytest's temporary directory, serving a *copy* of ``notebooks/``: running cells never touches the
-repo's saved outputs. ``JUPYTER_DATA_DIR`` only adds a user directory in front of the search path, so the lab
+directories under pytest's temporary directory. Like ``./kit lab`` it serves the kit's root (here a *copy* of
+``notebooks/``, ``exercises/``, ``solutions/`` and ``results/``, so running cells never touches the repo's saved
+outputs) and takes its setting defaults from the kit's ``.jupyter/lab-settings/overrides.json`` (no news
+prompt). ``JUPYTER_DATA_DIR`` only adds a user directory in front of the search path, so the lab
 extensions installed in the environment (``<sys.prefix>/share/jupyter/labextensions``, where ipywidgets'
 ``@jupyter-widgets/jupyterlab-manager`` lives) are still found.
 
@@ -30,20 +32,18 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-#: The lessons served (``FASTPATH_NOTEBOOKS_DIR`` points the same tests at another folder, e.g. ``solutions/``).
-NOTEBOOKS = Path(os.environ.get("FASTPATH_NOTEBOOKS_DIR") or REPO / "notebooks").resolve()
-#: Repo folders the lessons read by relative path; copied next to the notebooks so the layout matches the repo.
-COPIED_DIRS = ("results",)
+#: The kit's folders served at the root, as ``./kit lab`` shows them (lessons read ``../results`` by relative path).
+SERVED_DIRS = ("notebooks", "exercises", "solutions", "results")
+#: ``./kit lab``'s ``--LabApp.app_settings_dir``: its ``overrides.json`` turns the news prompt and update check off.
+KIT_LAB_SETTINGS = REPO / ".jupyter" / "lab-settings"
 ARTIFACTS = REPO / "artifacts" / "browser"
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--no-first-run", "--disable-quic"]
 
-#: User settings for the test server: no news prompt or update check (they cover the page on first start), and no
-#: notebook windowing, so every cell stays in the DOM where the assertions look for it.
+#: User settings for the test server: no notebook windowing, so every cell stays in the DOM where the assertions look
+#: for it. (The news prompt is *not* turned off here: the kit's overrides must do that, and a test checks it.)
 LAB_SETTINGS = {
-    "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {"fetchNews": "false",
-                                                                        "checkForUpdates": False},
     "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none"},
 }
 
@@ -105,10 +105,9 @@ class LabServer:
 
     def prepare(self) -> None:
         skip = shutil.ignore_patterns(".ipynb_checkpoints")
-        shutil.copytree(NOTEBOOKS, self.root / "notebooks", ignore=skip)
-        for extra in COPIED_DIRS:  # what lessons read through relative paths (``../results``), copied too
-            if (REPO / extra).is_dir():
-                shutil.copytree(REPO / extra, self.root / extra, ignore=skip)
+        for folder in SERVED_DIRS:
+            if (REPO / folder).is_dir():
+                shutil.copytree(REPO / folder, self.root / folder, ignore=skip)
         for rel, values in LAB_SETTINGS.items():
             path = self.base / "settings" / rel
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -134,7 +133,8 @@ class LabServer:
         cmd = [_jupyter(), "lab", "--no-browser", "--allow-root", "--ServerApp.ip=127.0.0.1",
                f"--ServerApp.port={self.port}", "--ServerApp.port_retries=0",
                f"--IdentityProvider.token={self.token}", f"--ServerApp.root_dir={self.root}",
-               "--ServerApp.terminals_enabled=False", "--LabApp.news_url=None",
+               f"--LabApp.app_settings_dir={KIT_LAB_SETTINGS}",  # as ./kit lab
+               "--ServerApp.terminals_enabled=False",
                "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
         self._log = open(self.log_path, "w")
         self.proc = subprocess.Popen(cmd, env=self.env(), cwd=self.root, stdout=self._log, stderr=subprocess.STDOUT,
@@ -157,8 +157,10 @@ class LabServer:
             body = resp.read()
         return json.loads(body) if body else None
 
-    def lab_url(self, notebook: str) -> str:
-        return f"{self.url}/lab/tree/notebooks/{notebook}?token={self.token}&reset"
+    def lab_url(self, path: str = "") -> str:
+        """The URL that opens ``path`` (relative to the root, e.g. ``exercises/ex01_reference.ipynb``) in JupyterLab."""
+        where = f"tree/{path}" if path else ""
+        return f"{self.url}/lab/{where}?token={self.token}&reset"
 
     def track(self) -> None:
         """Remember the ids of the server's descendants (kernels run in their own sessions)."""

@@ -1,9 +1,18 @@
-"""What a learner sees in JupyterLab: the lessons open, run without errors, plots render, the explorer is live.
+"""What a learner sees in JupyterLab: every lesson and exercise opens, lessons run, exercises give feedback.
 
 nbval proves the cells' outputs; only a browser proves they *render*: a mismatched ipywidgets / jupyterlab_widgets
-pair shows "Error displaying widget" (or the widget's text repr) while every Python test passes. These tests start a
-throwaway JupyterLab (see ``conftest.py``), open lessons in headless Chromium, and:
+pair shows "Error displaying widget" (or the widget's text repr) while every Python test passes, and a markdown cell
+indented by four spaces shows as a grey code block. These tests start a throwaway JupyterLab the way ``./kit lab``
+does (see ``conftest.py``: the kit's root, the kit's settings overrides), open notebooks in headless Chromium, and:
 
+* the root: the file browser lists ``notebooks/``, ``exercises/`` and ``solutions/``, ``exercises/`` opens and lists
+  the eight exercises, and no "Jupyter news" prompt appears;
+* every lesson: opens with its title rendered as a heading; the lessons other than 03 and 05 (below) are run in a
+  fresh kernel: every cell runs in order, none shows an error, every image decodes;
+* every exercise: opens with its kernel idle, its title rendered as a heading (not a code block) and its
+  ``# FILL ME IN`` cells present;
+* exercise 01 as a learner does it: type a wrong answer into the first ``FILL ME IN`` cell, run it and its check (a
+  *yours vs expected* table, not "passed"), then the right answer (``passed``);
 * lesson 03 (the predicate): clear outputs, run all cells in a fresh kernel, check every cell ran in order without an
   error, every image output renders as a decoded ``<img>``, the route explorer renders as controls, and changing a
   control (a dropdown, a number box, the mode) changes the displayed route and reasons, and changing it back restores
@@ -11,7 +20,8 @@ throwaway JupyterLab (see ``conftest.py``), open lessons in headless Chromium, a
 * lesson 05 (the benchmark matrix): the saved dispatch-boundary plot renders as an ``<img>`` in an output area, and
   still does after running all cells (the lesson's quick matrix, in a scratch folder).
 
-Screenshots land in ``artifacts/browser/`` (git-ignored). Run with ``pytest -m browser tests/browser``.
+Screenshots land in ``artifacts/browser/`` (git-ignored): the root, each lesson opened and after its run, each
+exercise opened, exercise 01's wrong and right feedback. Run with ``pytest -m browser tests/browser``.
 """
 
 from __future__ import annotations
@@ -25,9 +35,13 @@ import pytest
 
 pytestmark = pytest.mark.browser
 
-ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts" / "browser"
-PREDICATE_LESSON = "03_eligibility_predicate.ipynb"
-BENCH_LESSON = "05_benchmark_matrix.ipynb"
+REPO = Path(__file__).resolve().parents[2]
+ARTIFACTS = REPO / "artifacts" / "browser"
+PREDICATE_LESSON = "notebooks/03_eligibility_predicate.ipynb"
+BENCH_LESSON = "notebooks/05_benchmark_matrix.ipynb"
+LESSONS = sorted(p.relative_to(REPO).as_posix() for p in (REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+EXERCISES = sorted(p.relative_to(REPO).as_posix() for p in (REPO / "exercises").glob("ex[0-9][0-9]_*.ipynb"))
+NEWS_PROMPT = "official Jupyter news"
 RUN_ALL_TIMEOUT_S = 300
 PANEL = ".jp-NotebookPanel:not(.lm-mod-hidden)"
 #: Texts that mean a cell or a widget failed to render, whatever the output's mime type.
@@ -46,26 +60,30 @@ def menu(page, top: str, item: str) -> None:
     page.get_by_role("menuitem", name=item, exact=True).click()
 
 
+def stem(path: str) -> str:
+    return Path(path).stem
+
+
 def open_notebook(page, lab, name: str, timeout_s: float = 120) -> None:
-    """Open ``notebooks/<name>`` and wait until its kernel is started and idle (fails on any blocking dialog)."""
-    if not (lab.root / "notebooks" / name).is_file():
-        pytest.fail(f"notebooks/{name} does not exist")
+    """Open ``name`` (a path from the kit's root) and wait until its kernel is started and idle (fails on a dialog)."""
+    if not (lab.root / name).is_file():
+        pytest.fail(f"{name} does not exist")
     page.goto(lab.lab_url(name))
     page.wait_for_selector(f"{PANEL} .jp-Cell", timeout=timeout_s * 1000)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         dialog = page.locator(".jp-Dialog")
         if dialog.count() and dialog.first.is_visible():
-            shot(page, f"dialog-{name}")
+            shot(page, f"dialog-{stem(name)}")
             pytest.fail(f"{name}: a dialog blocks the notebook (no kernelspec metadata?): {dialog.first.inner_text()}")
-        sessions = [s for s in lab.api("sessions") if s.get("path", "").endswith(name)]
+        sessions = [s for s in lab.api("sessions") if s.get("path", "") == name]
         status = page.locator(f"{PANEL} .jp-Notebook-ExecutionIndicator").first
         if (sessions and sessions[0]["kernel"]["execution_state"] == "idle" and status.count()
                 and status.get_attribute("data-status") == "idle"):
             lab.track()
             return
         time.sleep(0.5)
-    shot(page, f"no-kernel-{name}")
+    shot(page, f"no-kernel-{stem(name)}")
     pytest.fail(f"{name}: the kernel did not start and go idle within {timeout_s:.0f} s; sessions: "
                 f"{lab.api('sessions')}\nserver log:\n{lab.log_tail()}")
 
@@ -86,7 +104,7 @@ def run_all(page, name: str) -> None:
         if p and p[0] != "[ ]:" and not any("*" in x for x in p) and status == "idle":
             return
         time.sleep(1)
-    shot(page, f"timeout-{name}")
+    shot(page, f"timeout-{stem(name)}")
     pytest.fail(f"{name}: cells still running after {RUN_ALL_TIMEOUT_S} s: {prompts(page)}")
 
 
@@ -95,7 +113,7 @@ def save_and_read(page, lab, name: str) -> dict:
     page.locator(f'{PANEL} .jp-NotebookPanel-toolbar [data-command="docmanager:save"]').click()
     page.wait_for_function("() => !document.querySelector('.jp-mod-current.jp-mod-dirty')", timeout=30_000)
     time.sleep(0.5)
-    return json.loads((lab.root / "notebooks" / name).read_text())
+    return json.loads((lab.root / name).read_text())
 
 
 def error_outputs(nb: dict) -> list[str]:
@@ -121,6 +139,7 @@ def test_predicate_lesson_runs_renders_and_explorer_is_live(page, lab):
     name = PREDICATE_LESSON
     t0 = time.monotonic()
     open_notebook(page, lab, name)
+    check_title(page, name)
     run_all(page, name)
     ran_s = time.monotonic() - t0
     shot(page, "03-after-run-all")
@@ -197,7 +216,8 @@ def test_predicate_lesson_runs_renders_and_explorer_is_live(page, lab):
 def test_benchmark_lesson_boundary_plot_renders(page, lab):
     name = BENCH_LESSON
     open_notebook(page, lab, name)
-    nb = json.loads((lab.root / "notebooks" / name).read_text())
+    check_title(page, name)
+    nb = json.loads((lab.root / name).read_text())
     n_png = sum("image/png" in o.get("data", {}) for c in nb["cells"] for o in c.get("outputs", []))
     assert n_png >= 1, f"{name}: the saved notebook has no image output (is it saved executed?)"
     img = page.locator(f"{PANEL} .jp-OutputArea-output img").first
@@ -223,3 +243,135 @@ def test_benchmark_lesson_boundary_plot_renders(page, lab):
     bad = [t[:300] for t in output_texts(page) if any(f in t for f in FAILURE_TEXTS)]
     assert not bad, f"{name}: outputs show failures after the run: {bad}"
     shot(page.locator(f"{PANEL} .jp-OutputArea-output img").first, "05-boundary-plot-rerun")
+
+
+def check_title(page, name: str) -> str:
+    """The notebook's first markdown cell renders an ``<h1>`` and no code block; returns the title."""
+    first = page.locator(f"{PANEL} .jp-MarkdownCell").first
+    first.wait_for(state="visible")
+    h1 = first.locator(".jp-RenderedMarkdown h1")
+    assert h1.count() == 1, f"{name}: the first markdown cell shows no title heading: {first.inner_text()[:200]!r}"
+    assert first.locator(".jp-RenderedMarkdown pre").count() == 0, f"{name}: the first markdown cell shows a code block"
+    return h1.inner_text()
+
+
+def check_ran_cleanly(page, lab, name: str) -> dict:
+    """Every code cell ran in order, no error output, no failure text, every image decoded; returns the saved JSON."""
+    p = prompts(page)
+    assert p == [f"[{i}]:" for i in range(1, len(p) + 1)], f"{name}: cells did not all run in order: {p}"
+    nb = save_and_read(page, lab, name)
+    assert not error_outputs(nb), f"{name}: error outputs: {error_outputs(nb)}"
+    bad = [t[:300] for t in output_texts(page) if any(f in t for f in FAILURE_TEXTS)]
+    assert not bad, f"{name}: outputs show failures: {bad}"
+    n_img = sum("image/png" in o.get("data", {}) or "image/svg+xml" in o.get("data", {})
+                for c in nb["cells"] for o in c.get("outputs", []))
+    imgs = rendered_images(page)
+    assert len(imgs) == n_img, f"{name}: {n_img} image outputs but {len(imgs)} <img> in the page"
+    assert all(i["complete"] and i["w"] > 0 and i["h"] > 0 for i in imgs), f"{name}: undecoded images: {imgs}"
+    return nb
+
+
+def no_news_prompt(page, wait_s: float = 4.0) -> None:
+    """No "Jupyter news" toast appears (JupyterLab asks shortly after start unless the setting says otherwise)."""
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        if page.get_by_text(NEWS_PROMPT).count():
+            shot(page, "FAILED-news-prompt")
+            pytest.fail("JupyterLab shows the 'Jupyter news' prompt: the kit's overrides.json was not applied")
+        time.sleep(0.5)
+
+
+def test_lab_opens_at_the_kit_root_with_all_three_folders_and_no_news_prompt(page, lab):
+    page.goto(lab.lab_url())
+    items = page.locator(".jp-DirListing-content .jp-DirListing-itemText")
+    items.first.wait_for(state="visible", timeout=60_000)
+    names = set(items.all_inner_texts())
+    assert {"notebooks", "exercises", "solutions"} <= names, f"the file browser at the root lists {sorted(names)}"
+    no_news_prompt(page)
+    shot(page, "00-lab-root")
+
+    page.locator(".jp-DirListing-item", has_text="exercises").first.dblclick()
+    page.wait_for_function("() => [...document.querySelectorAll('.jp-DirListing-content .jp-DirListing-itemText')]"
+                           ".some(e => e.textContent.startsWith('ex01_'))")
+    listed = set(items.all_inner_texts())
+    assert {Path(e).name for e in EXERCISES} <= listed, f"exercises/ lists {sorted(listed)}"
+    assert len(EXERCISES) == 8, EXERCISES
+    shot(page, "00-lab-exercises-folder")
+
+
+@pytest.mark.parametrize("name", [n for n in LESSONS if n not in (PREDICATE_LESSON, BENCH_LESSON)], ids=stem)
+def test_lesson_opens_and_runs_cleanly(page, lab, name):
+    t0 = time.monotonic()
+    open_notebook(page, lab, name)
+    title = check_title(page, name)
+    assert title.startswith(stem(name)[:2]), f"{name}: title {title!r}"
+    shot(page, f"lesson-{stem(name)}-opened")
+    run_all(page, name)
+    check_ran_cleanly(page, lab, name)
+    shot(page, f"lesson-{stem(name)}-after-run")
+    print(f"\n{name}: opened and ran all cells in {time.monotonic() - t0:.0f} s")
+
+
+@pytest.mark.parametrize("name", EXERCISES, ids=stem)
+def test_exercise_opens_with_a_title_and_cells_to_fill(page, lab, name):
+    open_notebook(page, lab, name)
+    title = check_title(page, name)
+    assert title.startswith(f"Exercise {stem(name)[2:4]}"), f"{name}: title {title!r}"
+    todo = page.locator(f"{PANEL} .jp-CodeCell", has_text="# FILL ME IN")
+    assert todo.count() >= 1, f"{name}: no '# FILL ME IN' cell visible"
+    assert not output_texts(page), f"{name}: an exercise is distributed without outputs"
+    shot(page, f"exercise-{stem(name)}-opened")
+
+
+EX01 = "exercises/ex01_reference.ipynb"
+WRONG = ("def my_default_eps(dtype):", "return torch.finfo(dtype).eps")  # the input dtype's eps: wrong for fp16/bf16
+RIGHT = ("def my_default_eps(dtype):", "opmath = torch.float64 if dtype == torch.float64 else torch.float32",
+         "return torch.finfo(opmath).eps")
+
+
+def answer_and_check(page, answer_cell, check_cell, lines: tuple[str, ...]) -> str:
+    """Replace the answer cell's text by typing ``lines`` (the editor indents the body), run it and the check below
+    it (Shift+Enter twice, as a learner does), and return the check's output text."""
+    editor = answer_cell.locator(".cm-content")
+    editor.click()
+    page.keyboard.press("ControlOrMeta+a")
+    page.keyboard.press("Delete")
+    for i, line in enumerate(lines):
+        if i:
+            page.keyboard.press("Enter")  # the editor auto-indents the function body
+        page.keyboard.type(line)
+    typed = editor.inner_text()
+    assert all(line in typed for line in lines), f"the editor holds {typed!r}"
+    before = check_cell.locator(".jp-InputPrompt").inner_text()
+    page.keyboard.press("Shift+Enter")  # run the answer; the check cell becomes the active one
+    page.keyboard.press("Shift+Enter")  # run the check
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        prompt = check_cell.locator(".jp-InputPrompt").inner_text().strip()
+        if prompt not in (before.strip(), "[*]:", "[ ]:") and check_cell.locator(".jp-OutputArea-output").count():
+            return check_cell.locator(".jp-OutputArea").inner_text()
+        time.sleep(0.5)
+    pytest.fail(f"the check did not run: prompt {check_cell.locator('.jp-InputPrompt').inner_text()!r}")
+
+
+def test_exercise_cell_filled_wrong_then_right_gets_matching_feedback(page, lab):
+    open_notebook(page, lab, EX01)
+    cells = page.locator(f"{PANEL} .jp-CodeCell")
+    setup = cells.first
+    setup.locator(".cm-content").click()
+    page.keyboard.press("Shift+Enter")
+    page.wait_for_function(f"() => document.querySelector('{PANEL} .jp-CodeCell .jp-InputPrompt')"
+                           ".textContent.trim() === '[1]:'", timeout=120_000)
+    answer = page.locator(f"{PANEL} .jp-CodeCell", has_text="def my_default_eps").first
+    check = page.locator(f"{PANEL} .jp-CodeCell", has_text="ex.check_default_eps(my_default_eps)").first
+    assert "# FILL ME IN" in answer.inner_text()
+
+    wrong = answer_and_check(page, answer, check, WRONG)
+    check.scroll_into_view_if_needed()
+    shot(page, "exercise-ex01-wrong-answer")
+    assert "passed" not in wrong and "expected" in wrong and "float16" in wrong, wrong
+
+    right = answer_and_check(page, answer, check, RIGHT)
+    check.scroll_into_view_if_needed()
+    shot(page, "exercise-ex01-right-answer")
+    assert "passed" in right and "FAILED" not in right and "WRONG" not in right, right
