@@ -207,7 +207,7 @@ def _vmap_rule(info, in_dims, input, normalized_shape, weight, eps):
     if w_dim is not None:
         x = input.movedim(x_dim, 0) if x_dim is not None else input.expand(info.batch_size, *input.shape)
         w = weight.movedim(w_dim, 0)
-        return torch.vmap(lambda a, b: F.rms_norm(a, normalized_shape, b, eps))(x, w), 0
+        return torch.stack([F.rms_norm(x[i], normalized_shape, w[i], eps) for i in range(info.batch_size)]), 0
     return _rms_norm_op(input.movedim(x_dim, 0), normalized_shape, weight, eps), 0
 
 

@@ -350,6 +350,8 @@ def _check_min_rows(c):
 
 
 def _check_last_contig(c):
+    if _opaque(c):
+        return None
     x = c.input
     if x.dim() == 0 or x.shape[-1] <= 1 or x.stride(-1) == 1:
         return None
@@ -357,6 +359,8 @@ def _check_last_contig(c):
 
 
 def _check_memory_format(c):
+    if _opaque(c):
+        return None
     x = c.input
     fmt = _CHANNELS_LAST.get(x.dim())
     if fmt is None or x.is_contiguous() or not x.is_contiguous(memory_format=fmt):
@@ -366,10 +370,18 @@ def _check_memory_format(c):
 
 
 def _check_row_stride(c):
+    if _opaque(c):
+        return None
     if row_stride(c.input) is not None:
         return None
     return f"leading strides {list(c.input.stride()[:-1])} for sizes {list(c.input.shape[:-1])} do not collapse " \
            f"to one row stride, need a view as [rows, cols]"
+
+
+def _opaque(c) -> bool:
+    """No strides or data pointer to look at (a subclass, nested, sparse, or a torch.func wrapper): their own
+    conditions (tensor_kind, functorch_transform) report the call."""
+    return bool(c.kind) or bool(c.transform and torch._C._functorch.is_functorch_wrapped_tensor(c.input))
 
 
 def _ptr_misalignment(t: torch.Tensor, align: int) -> int | None:
@@ -377,6 +389,8 @@ def _ptr_misalignment(t: torch.Tensor, align: int) -> int | None:
 
 
 def _check_input_align(c):
+    if _opaque(c):
+        return None
     if c.input.numel() == 0:
         return None
     m = _ptr_misalignment(c.input, c.limits.align_bytes)
@@ -386,6 +400,8 @@ def _check_input_align(c):
 
 
 def _check_stride_align(c):
+    if _opaque(c):
+        return None
     rows, _ = rows_cols(c.input)
     stride = row_stride(c.input)
     if rows <= 1 or stride is None or (c.input.shape[-1] > 1 and c.input.stride(-1) != 1):
@@ -396,6 +412,8 @@ def _check_stride_align(c):
 
 
 def _check_weight_align(c):
+    if _opaque(c):
+        return None
     if c.weight is None or c.weight.numel() == 0:
         return None
     m = _ptr_misalignment(c.weight, c.limits.align_bytes)

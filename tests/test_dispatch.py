@@ -1,0 +1,177 @@
+"""The front door: a cheap decision that agrees with ``explain()``, reasons only on demand, no import side effects."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import fastpath_lib
+from fastpath_lib import routing, runtime
+from fastpath_lib.cases import CaseSpec
+from fastpath_lib.rmsnorm import op as op_module
+from fastpath_lib.rmsnorm import predicate as P
+
+SETTINGS = settings(max_examples=300, deadline=None, derandomize=True,
+                    suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+@st.composite
+def calls(draw):
+    """Half the draws start inside the region and change at most one thing; half are anything."""
+    near = draw(st.booleans())
+    varied = draw(st.integers(0, 13))  # near the region: only this field may leave its usual value (13: none)
+    count = [0]
+
+    def pick(usual, *rare):
+        field, count[0] = count[0], count[0] + 1
+        return draw(st.sampled_from([usual, *rare])) if not near or field == varied else usual
+
+    layout = pick("contiguous", "batched", "row_slice", "step", "transposed", "permuted", "channels_last")
+    rows = draw(st.sampled_from([8, 9, 16]) if near else st.one_of(st.integers(0, 24), st.sampled_from(
+        [P.INTERPRETER_MIN_ROWS - 1, P.INTERPRETER_MIN_ROWS, P.INTERPRETER_MIN_ROWS + 1])))
+    rows = pick(rows, P.INTERPRETER_MIN_ROWS - 1, 0)
+    if layout in ("batched", "permuted", "channels_last"):
+        rows = max(4, rows + rows % 2)
+    cols = draw(st.sampled_from([8, 16, 32, 64]) if near else st.one_of(
+        st.integers(0, 40), st.sampled_from([8, 16, 64, P.MAX_COLS, P.MAX_COLS + 4])))
+    spec = CaseSpec(
+        rows=rows, cols=cols, layout=layout,
+        dtype=pick(draw(st.sampled_from([torch.float32, torch.float16, torch.bfloat16])), torch.float64),
+        weight=pick(draw(st.sampled_from(["same", None, torch.float32])), torch.float64),
+        pad=draw(st.sampled_from([0, 4, 8, 2])), offset=pick(0, 8, 1, 2),
+        weight_offset=pick(0, 8, 1), weight_cols=pick(0, -1), normalized_shape=pick(None, "wrong"),
+        norm_dims=pick(1, 2) if layout in ("contiguous", "batched") else 1,
+    )
+    return spec, {"forced": pick(False, True), "interpret": pick(True, False), "dual": pick(False, True)}
+
+
+@SETTINGS
+@given(call=calls())
+def test_cheap_decision_agrees_with_explain(call, monkeypatch):
+    """For every drawn case and mode, the dispatch's booleans and the named conditions give the same answer."""
+    spec, mode = call
+    forced, interpret, dual = mode["forced"], mode["interpret"], mode["dual"]
+    if spec.weight_cols and (spec.cols == 0 or spec.weight is None):
+        spec = CaseSpec(**{**spec.__dict__, "weight_cols": 0})
+    if spec.rows * spec.cols > 2 ** 16:
+        spec = CaseSpec(**{**spec.__dict__, "rows": 2 if spec.layout not in ("channels_last",) else 4})
+    x, ns, w = spec.build(seed=0, device="cpu").args()
+    monkeypatch.setattr(runtime, "interpreter_enabled", lambda: interpret)
+    monkeypatch.setattr(routing.state, "forced", forced)
+    import torch.autograd.forward_ad as fwad
+
+    with fwad.dual_level() if dual else _null():
+        fast = P.eligible(x, ns, w, forced) and P.runtime_eligible(x, w)
+        decision = fastpath_lib.explain(x, ns, w)
+    assert fast == decision.eligible, (spec, forced, interpret, dual, decision.reasons)
+    ELIGIBLE_SEEN.append(decision.eligible)
+
+
+ELIGIBLE_SEEN: list[bool] = []
+
+
+def test_agreement_draws_reach_both_sides():
+    """Run after the agreement test: the strategy must reach eligible cases, not only fallbacks."""
+    if not ELIGIBLE_SEEN:
+        pytest.skip("run together with test_cheap_decision_agrees_with_explain")
+    assert 0.1 < sum(ELIGIBLE_SEEN) / len(ELIGIBLE_SEEN) < 0.9, sum(ELIGIBLE_SEEN)
+
+
+class _null:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+@pytest.mark.parametrize("args", [
+    ("not a tensor", [4]), (torch.randn(8, 4), 4), (torch.randn(8, 4), [4.0]), (torch.randn(8, 4), [True]),
+    (torch.randn(8, 4), []), (torch.randn(8, 4), [2, 2]), (torch.randn(8, 4), ["4"]), (torch.randn(()), [1]),
+    (torch.randn(8, 4), [4], "weight"), (torch.randn(8, 4), [4], torch.randn(4, 1)),
+    (torch.randn(8, 4, device="meta"), [4]),
+])
+def test_cheap_decision_never_raises(args):
+    x, ns, *rest = args
+    assert P.eligible(x, ns, rest[0] if rest else None, False) is False
+
+
+def test_fallback_calls_compute_no_reasons_and_enter_no_op(monkeypatch):
+    """Outside the region the front door goes straight to F.rms_norm: no predicate walk, no custom op."""
+    def boom(*a, **k):
+        raise AssertionError("reasons computed on the hot path")
+
+    monkeypatch.setattr(P.PREDICATE, "evaluate", boom)
+    monkeypatch.setattr(op_module, "_rms_norm_op", boom)
+    calls, original = [], F.rms_norm
+    monkeypatch.setattr(F, "rms_norm", lambda *a, **k: calls.append(a) or original(*a, **k))
+    for x, ns in ((torch.randn(1, 4096).half(), [4096]), (torch.randn(4, 2048), [2048]),
+                  (torch.randn(64, 64).t(), [64])):
+        fastpath_lib.rms_norm(x, ns)
+    assert len(calls) == 3
+
+
+def test_reasons_on_demand():
+    with fastpath_lib.record_routes(reasons=True) as routes:
+        fastpath_lib.rms_norm(torch.randn(16, 64).t(), [16])
+        fastpath_lib.rms_norm(torch.randn(2, 64), [64])
+    assert routes["fallback"] == 2
+    assert routes.reasons["last_dim_contiguous"] == 1 and routes.reasons["min_rows"] == 1
+    with fastpath_lib.record_routes() as plain:
+        fastpath_lib.rms_norm(torch.randn(2, 64), [64])
+    assert plain == {"fallback": 1} and not plain.reasons
+
+
+def test_misaligned_pointer_is_checked_at_run_time(device):
+    x, ns, w = CaseSpec(rows=16, cols=64, offset=1).build(device=device).args()
+    assert P.eligible(x, ns, w, False) and not P.runtime_eligible(x, w)
+    with fastpath_lib.record_routes() as routes:
+        y = fastpath_lib.rms_norm(x, ns, w)
+    assert routes == {"fallback": 1} and torch.equal(y, F.rms_norm(x, ns, w))
+
+
+def test_eager_inference_launches_without_the_custom_op(device, monkeypatch):
+    """In eager mode without autograd, an eligible call launches the kernel directly (no custom-op dispatch)."""
+    def boom(*a, **k):
+        raise AssertionError("custom op entered in eager inference")
+
+    x, ns, w = CaseSpec(rows=16, cols=64).build(device=device).args()
+    monkeypatch.setattr(op_module, "_rms_norm_op", boom)
+    with torch.no_grad(), fastpath_lib.record_routes() as routes:
+        fastpath_lib.rms_norm(x, ns, w)
+    assert routes == {"triton": 1}
+
+
+@pytest.mark.parametrize("code", [
+    "import os, fastpath_lib; print(os.environ.get('TRITON_INTERPRET'))",
+    "import os, fastpath_lib.bench, fastpath_lib.exercises; print(os.environ.get('TRITON_INTERPRET'))",
+])
+def test_import_changes_no_process_state(code):
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "None"
+
+
+def test_without_opt_in_a_cpu_call_falls_back_with_the_device_reason():
+    code = ("import torch, fastpath_lib; x = torch.randn(16, 64); d = fastpath_lib.explain(x, [64]); "
+            "print(d.failed, fastpath_lib.rms_norm(x, [64]).shape)")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert out.stdout.strip() == "['device'] torch.Size([16, 64])", out.stderr
+
+
+def test_use_interpreter_refuses_after_cuda_kernels_were_imported(monkeypatch):
+    monkeypatch.setattr(runtime, "cuda_available", lambda: True)
+    monkeypatch.setattr(runtime, "_interpret", False)
+    monkeypatch.setitem(sys.modules, "fastpath_lib.rmsnorm.kernels", object())
+    with pytest.raises(RuntimeError, match="already imported"):
+        runtime.use_interpreter(force=True)
+    assert runtime.use_interpreter() is False  # CUDA present and not forced: nothing to do
