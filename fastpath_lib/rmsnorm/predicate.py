@@ -49,21 +49,14 @@ from torch._subclasses.functional_tensor import FunctionalTensor
 from fastpath_lib import runtime
 from fastpath_lib.eligibility import UNKNOWN, Boundary, Condition, Predicate
 from fastpath_lib.rmsnorm.layout import row_stride, rows_cols
+from fastpath_lib.rmsnorm.limits import (ALIGN_BYTES, CUDA_MIN_ROWS, DEFAULT_CUDA_MIN_ROWS, INTERPRETER_MIN_ROWS,
+                                         MAX_COLS, MIN_CAPABILITY, SUPPORTED_DTYPES, Limits, capability, limits_for)
 
 __all__ = ["MAX_COLS", "ALIGN_BYTES", "MIN_CAPABILITY", "INTERPRETER_MIN_ROWS", "CUDA_MIN_ROWS", "DEFAULT_CUDA_MIN_ROWS",
            "SUPPORTED_DTYPES", "PLAIN_TYPES", "ALLOWED_MODES", "Limits", "RMSNormCall", "limits_for", "make_call",
            "eligible", "runtime_eligible", "tensor_kind", "functorch_transform", "PREDICATE", "BASE_CASE",
            "default_eps"]
 
-MAX_COLS = 16384
-ALIGN_BYTES = 16
-MIN_CAPABILITY = (8, 0)
-INTERPRETER_MIN_ROWS = 8
-#: Row threshold per CUDA architecture, set from a recorded GPU sweep (``results/``); none is recorded yet.
-CUDA_MIN_ROWS: dict[tuple[int, int], int] = {}
-#: Used for architectures without a recorded sweep: conservative, so small launch-bound calls keep the old path.
-DEFAULT_CUDA_MIN_ROWS = 1024
-SUPPORTED_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 #: Tensor types the kernels accept: plain tensors, parameters, and the tensors compile/export trace with.
 PLAIN_TYPES = frozenset({torch.Tensor, torch.nn.Parameter, FakeTensor, FunctionalTensor})
 
@@ -86,37 +79,6 @@ def default_eps(dtype: torch.dtype) -> float:
     """``F.rms_norm``'s default eps: the machine epsilon of the dtype it computes in (fp32 for fp16/bf16/fp32)."""
     opmath = torch.float64 if dtype == torch.float64 else torch.float32
     return torch.finfo(opmath).eps
-
-
-@dataclasses.dataclass(frozen=True)
-class Limits:
-    """The numeric limits in force for one device and mode."""
-
-    max_cols: int = MAX_COLS
-    min_rows: int = INTERPRETER_MIN_ROWS
-    align_bytes: int = ALIGN_BYTES
-    min_capability: tuple[int, int] = MIN_CAPABILITY
-    source: str = "interpreter"
-
-
-def limits_for(device: torch.device | str | None = None, *, interpret: bool | None = None,
-               capability: tuple[int, int] | None = None) -> Limits:
-    """Limits for ``device`` (default: CUDA if present): the row threshold depends on the architecture."""
-    interpret = runtime.interpreter_enabled() if interpret is None else interpret
-    dev = torch.device(device) if device is not None else torch.device("cuda" if runtime.cuda_available() else "cpu")
-    if dev.type == "cuda" and not interpret:
-        cap = capability or _capability(dev)
-        if cap in CUDA_MIN_ROWS:
-            return Limits(min_rows=CUDA_MIN_ROWS[cap], source=f"sweep for sm_{cap[0]}{cap[1]}")
-        return Limits(min_rows=DEFAULT_CUDA_MIN_ROWS, source=f"conservative default (no sweep for sm_{cap[0]}{cap[1]})")
-    return Limits()
-
-
-def _capability(dev: torch.device) -> tuple[int, int]:
-    try:
-        return tuple(torch.cuda.get_device_capability(dev))
-    except Exception:
-        return (0, 0)
 
 
 def tensor_kind(t: torch.Tensor | None) -> str:
@@ -172,7 +134,7 @@ def make_call(input: torch.Tensor, normalized_shape, weight: torch.Tensor | None
     ``forced`` is the routing state's force-fallback flag (the op passes it; see :mod:`fastpath_lib.routing`).
     """
     interpret = runtime.interpreter_enabled()
-    cap = _capability(input.device) if input.device.type == "cuda" else None
+    cap = capability(input.device) if input.device.type == "cuda" else None
     capturing = False
     if input.device.type == "cuda":
         try:
@@ -195,7 +157,7 @@ def _cuda_rows(index: int) -> int:
     if rows is None:
         dev = torch.device("cuda", index)
         lim = limits_for(dev, interpret=False)
-        rows = lim.min_rows if _capability(dev) >= lim.min_capability else 0
+        rows = lim.min_rows if capability(dev) >= lim.min_capability else 0
         _cuda_min_rows[index] = rows
     return rows
 

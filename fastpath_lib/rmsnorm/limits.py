@@ -1,0 +1,59 @@
+"""The numeric limits of the RMSNorm fast path, and the row threshold in force for a device.
+
+``CUDA_MIN_ROWS`` is read once, at import, from ``thresholds.json`` (:mod:`fastpath_lib.rmsnorm.thresholds`), where
+each value names the recorded GPU sweep it came from; architectures without one get ``DEFAULT_CUDA_MIN_ROWS``.
+Torch only, no Triton.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from fastpath_lib import runtime
+from fastpath_lib.rmsnorm import thresholds
+
+__all__ = ["MAX_COLS", "ALIGN_BYTES", "MIN_CAPABILITY", "INTERPRETER_MIN_ROWS", "CUDA_MIN_ROWS", "DEFAULT_CUDA_MIN_ROWS",
+           "SUPPORTED_DTYPES", "Limits", "limits_for", "capability"]
+
+MAX_COLS = 16384
+ALIGN_BYTES = 16
+MIN_CAPABILITY = (8, 0)
+INTERPRETER_MIN_ROWS = 8
+#: Row threshold per CUDA architecture, from recorded GPU sweeps (``thresholds.json``, each entry with its source).
+CUDA_MIN_ROWS: dict[tuple[int, int], int] = thresholds.load()
+#: Used for architectures without a recorded sweep: conservative, so small launch-bound calls keep the old path.
+DEFAULT_CUDA_MIN_ROWS = 1024
+SUPPORTED_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+
+
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    """The numeric limits in force for one device and mode."""
+
+    max_cols: int = MAX_COLS
+    min_rows: int = INTERPRETER_MIN_ROWS
+    align_bytes: int = ALIGN_BYTES
+    min_capability: tuple[int, int] = MIN_CAPABILITY
+    source: str = "interpreter"
+
+
+def limits_for(device: torch.device | str | None = None, *, interpret: bool | None = None,
+               capability: tuple[int, int] | None = None) -> Limits:
+    """Limits for ``device`` (default: CUDA if present): the row threshold depends on the architecture."""
+    interpret = runtime.interpreter_enabled() if interpret is None else interpret
+    dev = torch.device(device) if device is not None else torch.device("cuda" if runtime.cuda_available() else "cpu")
+    if dev.type == "cuda" and not interpret:
+        cap = capability or capability(dev)
+        if cap in CUDA_MIN_ROWS:
+            return Limits(min_rows=CUDA_MIN_ROWS[cap], source=f"sweep for sm_{cap[0]}{cap[1]}")
+        return Limits(min_rows=DEFAULT_CUDA_MIN_ROWS, source=f"conservative default (no sweep for sm_{cap[0]}{cap[1]})")
+    return Limits()
+
+
+def capability(dev: torch.device) -> tuple[int, int]:
+    try:
+        return tuple(torch.cuda.get_devicecapability(dev))
+    except Exception:
+        return (0, 0)
