@@ -251,3 +251,23 @@ def test_rmsnorm_module_inputs(device):
         assert compare(got, want, x.dtype) is None
         assert [g.shape for g in _grads(got, (x, *mine.parameters()))] == \
                [g.shape for g in _grads(want, (x, *theirs.parameters()))]
+
+
+# --- export ---------------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("strict", [True, False])
+def test_export_keeps_the_op_and_its_run_time_decision(strict, xw):
+    """``torch.export`` records ``fastpath::rms_norm`` for an eligible call; the exported program still decides at
+    run time (a forced fallback inside it gives the reference's values)."""
+    x, w = xw
+    m = fastpath_lib.RMSNorm(32, device=x.device)
+    with torch.no_grad():
+        m.weight.copy_(w)
+    ep = torch.export.export(m, (x,), strict=strict)
+    assert "fastpath.rms_norm" in str(ep.graph)
+    with fastpath_lib.record_routes() as routes:
+        y = ep.module()(x)
+    assert routes == {"triton": 1} and compare(y, reference_rms_norm(x, [32], w), x.dtype) is None
+    with fastpath_lib.force_fallback(), fastpath_lib.record_routes() as forced:
+        y_fallback = ep.module()(x)
+    assert forced == {"fallback": 1} and torch.allclose(y_fallback, ref(x, [32], m.weight.detach()), atol=1e-6)
