@@ -1,0 +1,167 @@
+"""The house rules of ``fastpath_lib``, read from the source: the whiteboard of parts (``../shared/STYLE.md``), no
+import cycle (imports inside functions included), no private name imported across modules, no module over 500 lines.
+"""
+
+from __future__ import annotations
+
+import ast
+import fnmatch
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PKG = ROOT / "fastpath_lib"
+MAX_LINES = 500
+
+#: part -> module patterns (dotted, relative to fastpath_lib), in the whiteboard's order.
+PARTS = {
+    "eligibility": ["eligibility"],
+    "runtime": ["runtime"],
+    "predicate": ["rmsnorm.predicate", "rmsnorm.layout", "rmsnorm.limits", "rmsnorm.thresholds"],
+    "kernels": ["rmsnorm.kernels", "rmsnorm.launch", "rmsnorm.compiled"],
+    "op": ["rmsnorm.op", "rmsnorm.module", "rmsnorm", "routing", "__init__"],
+    "support": ["cases", "boundary", "testing", "selftest"],
+    "bench": ["bench", "bench.*"],
+    "grading": ["grading", "grading.*", "exercises"],
+    "widgets": ["widgets"],
+    "cli": ["cli", "__main__", "evidence", "evidence.*", "bench.cli", "grading.cli"],
+}
+#: part -> parts it may import (the whiteboard); every part may import the runtime.
+MAY_IMPORT = {
+    "eligibility": set(),
+    "runtime": set(),
+    "predicate": {"eligibility"},
+    "kernels": {"predicate"},
+    "op": {"predicate", "kernels", "eligibility"},
+    "support": {"predicate", "eligibility", "kernels"},
+    "bench": {"op", "kernels", "predicate", "support", "eligibility"},
+    "grading": {"predicate", "support", "eligibility", "bench:outcome"},  # bench: only BENCH_OUTCOME
+    "widgets": {"op", "predicate", "support", "eligibility"},
+    "cli": {"*"},
+}
+#: the pieces of bench that grading may use: the outcome rule and the matrix's coverage rule (one source each).
+BENCH_OUTCOME = {"bench.analysis", "bench.outcome", "bench.vocabulary", "bench.matrix"}
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for path in sorted(PKG.rglob("*.py")):
+        rel = path.relative_to(PKG).with_suffix("")
+        parts = list(rel.parts)
+        if parts[-1] == "__init__" and len(parts) > 1:
+            parts = parts[:-1]
+        out[".".join(parts)] = path
+    return out
+
+
+MODULES = _modules()
+
+
+def _part(mod: str) -> str:
+    best = None
+    for part, patterns in PARTS.items():
+        for pat in patterns:
+            if fnmatch.fnmatchcase(mod, pat):
+                if best is None or len(pat) > len(best[1]):
+                    best = (part, pat)
+    assert best, f"fastpath_lib.{mod} belongs to no part of the whiteboard: add it to PARTS"
+    return best[0]
+
+
+def _resolve(name: str) -> str | None:
+    """``fastpath_lib.x.y`` -> the kit module it names (longest existing prefix), else ``None``."""
+    if name != "fastpath_lib" and not name.startswith("fastpath_lib."):
+        return None
+    parts = name.split(".")[1:]
+    while parts and ".".join(parts) not in MODULES:
+        parts.pop()
+    return ".".join(parts) if parts else "__init__"
+
+
+def _imports(mod: str) -> list[tuple[str, str, int]]:
+    """``(target module, imported name or '', line)`` for every import of a kit module, at any depth."""
+    tree = ast.parse(MODULES[mod].read_text())
+    package = mod.split(".")[:-1] if MODULES[mod].name != "__init__.py" else mod.split(".")
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                target = _resolve(a.name)
+                if target:
+                    out.append((target, "", node.lineno))
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = package[: len(package) - (node.level - 1)] if node.level > 1 else package
+                base = ".".join(["fastpath_lib", *up, *([base] if base else [])])
+            for a in node.names:
+                sub = _resolve(f"{base}.{a.name}")
+                target = sub if sub and sub != _resolve(base) else _resolve(base)
+                if target:
+                    out.append((target, "" if sub == target and sub != _resolve(base) else a.name, node.lineno))
+    return [(t, n, line) for t, n, line in out if t != mod]
+
+
+GRAPH = {m: _imports(m) for m in MODULES}
+
+
+@pytest.mark.parametrize("mod", sorted(MODULES))
+def test_part_imports_only_what_the_whiteboard_allows(mod):
+    part = _part(mod)
+    allowed = MAY_IMPORT[part]
+    for target, _, line in GRAPH[mod]:
+        tpart = _part(target)
+        if "*" in allowed or tpart in (part, "runtime") or tpart in allowed:
+            continue
+        if tpart == "bench" and "bench:outcome" in allowed and target in BENCH_OUTCOME:
+            continue
+        pytest.fail(f"fastpath_lib/{MODULES[mod].relative_to(PKG)}:{line}: the {part} part imports "
+                    f"fastpath_lib.{target} ({tpart}); the whiteboard allows {sorted(allowed) or 'nothing'}")
+
+
+def test_no_import_cycle():
+    """Depth-first search over every import (module level and inside functions)."""
+    edges = {m: sorted({t for t, _, _ in GRAPH[m]}) for m in MODULES}
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(m):
+        state[m] = 1
+        stack.append(m)
+        for t in edges[m]:
+            if state.get(t) == 1:
+                cycle = stack[stack.index(t):] + [t]
+                pytest.fail("import cycle: " + " -> ".join(f"fastpath_lib.{c}" for c in cycle))
+            if t not in state:
+                visit(t)
+        stack.pop()
+        state[m] = 2
+
+    for m in edges:
+        if m not in state:
+            visit(m)
+
+
+@pytest.mark.parametrize("mod", sorted(MODULES))
+def test_no_private_name_imported_from_another_module(mod):
+    for target, name, line in GRAPH[mod]:
+        assert not name.startswith("_"), \
+            f"fastpath_lib/{MODULES[mod].relative_to(PKG)}:{line} imports {name} from fastpath_lib.{target}"
+
+
+@pytest.mark.parametrize("mod", sorted(MODULES))
+def test_module_size(mod):
+    n = len(MODULES[mod].read_text().splitlines())
+    assert n <= MAX_LINES, f"fastpath_lib/{MODULES[mod].relative_to(PKG)} has {n} lines (at most {MAX_LINES})"
+
+
+def test_the_rules_can_fail(tmp_path, monkeypatch):
+    """A planted cycle and a planted forbidden import are found (the checks are not vacuous)."""
+    monkeypatch.setitem(GRAPH, "eligibility", [("bench.harness", "", 1)])
+    with pytest.raises(pytest.fail.Exception, match="the eligibility part imports"):
+        test_part_imports_only_what_the_whiteboard_allows("eligibility")
+    monkeypatch.setitem(GRAPH, "runtime", [("routing", "", 1)])
+    monkeypatch.setitem(GRAPH, "routing", [("runtime", "", 1)])
+    with pytest.raises(pytest.fail.Exception, match="import cycle"):
+        test_no_import_cycle()
