@@ -97,7 +97,7 @@ print("with force_fallback():", dict(routes))
 #
 # | cost | this change |
 # |---|---|
-# | code | two Triton kernels, their launchers, a predicate of 17 named conditions, a custom op |
+# | code | two Triton kernels, their launchers, a predicate of named conditions (lesson 03 lists them), a custom op |
 # | tests | generated boundary tests (both routes), contract parity, opcheck, compile, GPU-only tests under compute-sanitizer |
 # | compile time | Triton JIT on first use per specialization (see above, measured on a GPU) |
 # | way off | `force_fallback()`, `FASTPATH_FORCE_FALLBACK=1` |
