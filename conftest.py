@@ -7,14 +7,17 @@ compared at all.
 
 Where the nbval plugin is installed, this conftest turns it on with the kit's settings (``--nbval``, the sanitizer
 ``nbval_sanitize.cfg``, a 300 s cell timeout) unless the command line already chose (``--nbval``/``--nbval-lax``, or
-``-p no:nbval`` to leave the notebooks out). pyproject's ``addopts`` does not name nbval, so on a machine without it
-(the GPU machine's bare package set) ``python -m pytest -m gpu tests`` collects and runs. Run the lessons alone:
+``-p no:nbval`` to leave the notebooks out). pyproject's ``addopts`` does not name nbval, and a test module that
+imports a notebook package missing here is left out with a line saying so, so on the GPU machine's bare package set
+``python -m pytest -m gpu tests`` collects and runs. Run the lessons alone:
 
     PYTHONPATH=. python -m pytest notebooks -p no:cacheprovider
 """
 
 from __future__ import annotations
 
+import ast
+import importlib.util
 import os
 from pathlib import Path
 
@@ -36,6 +39,49 @@ def _enable_nbval(config) -> bool:
         if getattr(opt, dest, None) == _NBVAL_DEFAULTS[dest]:
             setattr(opt, dest, value)
     return True
+
+
+#: Packages of the ``dev`` extra that the GPU machine's bare package set lacks. A test module importing one of them at
+#: its top level is left out where it is not installed (and the run says so), instead of failing collection.
+NOTEBOOK_PACKAGES = frozenset({"nbformat", "nbclient", "nbconvert", "nbval", "jupytext", "markdown_it", "ipywidgets",
+                               "ipykernel", "IPython", "jupyter_client", "jupyter_core", "jupyterlab", "playwright"})
+_LEFT_OUT: list[tuple[str, list[str]]] = []
+
+
+def _installed(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def missing_notebook_packages(path: Path) -> list[str]:
+    """The :data:`NOTEBOOK_PACKAGES` a module imports at its top level and this environment lacks."""
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, UnicodeDecodeError):
+        return []
+    names = []
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            names += [a.name.split(".")[0] for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.append(node.module.split(".")[0])
+    return sorted({n for n in names if n in NOTEBOOK_PACKAGES and not _installed(n)})
+
+
+def pytest_ignore_collect(collection_path, config):
+    if collection_path.suffix == ".py" and collection_path.name.startswith("test_"):
+        missing = missing_notebook_packages(Path(collection_path))
+        if missing:
+            _LEFT_OUT.append((os.path.relpath(collection_path, ROOT), missing))
+            return True
+    return None
+
+
+def pytest_terminal_summary(terminalreporter):
+    for path, missing in _LEFT_OUT:
+        terminalreporter.write_line(f"left out {path}: needs {', '.join(missing)} (not installed here)")
 
 
 def pytest_configure(config):

@@ -87,3 +87,14 @@ def test_notebooks_are_collected_under_nbval_and_left_out_without_it():
     assert with_nbval.returncode == 0 and "::Cell 0" in with_nbval.stdout, with_nbval.stdout + with_nbval.stderr
     without = _run("-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "-p", "no:nbval", nb)
     assert "::Cell" not in without.stdout
+
+
+def test_modules_needing_missing_notebook_packages_are_named(tmp_path, monkeypatch):
+    mod = _root_conftest()
+    f = tmp_path / "test_x.py"
+    f.write_text("import os\nimport nbformat\nfrom IPython.display import HTML\nimport torch\n"
+                 "def f():\n    import jupytext\n")
+    monkeypatch.setattr(mod, "_installed", lambda name: False)
+    assert mod.missing_notebook_packages(f) == ["IPython", "nbformat"]  # top-level imports only, known packages only
+    monkeypatch.setattr(mod, "_installed", lambda name: name != "nbformat")
+    assert mod.missing_notebook_packages(f) == ["nbformat"]
