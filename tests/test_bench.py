@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import math
 import re
+import subprocess
+import sys
 
 import pandas as pd
 import pytest
@@ -12,7 +14,9 @@ import pytest
 import fastpath_lib  # noqa: F401  (sets TRITON_INTERPRET before the kernels are imported)
 from fastpath_lib import bench
 from fastpath_lib.bench import cli, results
-from fastpath_lib.bench.harness import CSV_COLUMNS, bytes_moved
+from fastpath_lib.bench import host as bench_host
+from fastpath_lib.bench.schema import CSV_COLUMNS, HOST_FAMILY
+from fastpath_lib.bench.timing import bytes_moved
 from fastpath_lib.bench.matrix import BenchCase
 from fastpath_lib.bench.metadata import REQUIRED_KEYS
 
@@ -21,9 +25,9 @@ def _row(case_id, provider, median, spread=0.05, route="triton", expected="win",
     r = {c: None for c in CSV_COLUMNS}
     r.update(case_id=case_id, family="synthetic", provider=provider, rows=rows, cols=cols, dtype="float16",
              layout="contiguous", pad=0, offset=0, expected=expected, rationale="synthetic", route=route,
-             status="ok", median_ms=median, q20_ms=median * (1 - spread), q80_ms=median * (1 + spread),
+             status="ok", median_us=median, q20_us=median * (1 - spread), q80_us=median * (1 + spread),
              bytes_moved=2 * rows * cols * 2, gbps=1.0, pct_copy_bw=1.0, launches_per_call=1.0, note="",
-             samples_ms="[]", **{"pass": "forward"})
+             samples_us="[]", **{"pass": "forward"})
     r.update(kw)
     return r
 
@@ -227,19 +231,190 @@ def test_tiny_end_to_end_bench_run(tmp_path, capsys):
         assert (out / name).stat().st_size > 0, name
     raw = pd.read_csv(out / "results.csv")
     assert list(raw.columns[:len(CSV_COLUMNS)]) == CSV_COLUMNS
-    assert set(raw.provider) == set(bench.PROVIDERS) and set(raw.case_id) == {"decode_m1_fp16", "odd_4096x4095_fp16"}
-    ok = raw[raw.status == "ok"]
+    matrix = raw[raw.family != HOST_FAMILY]
+    assert set(matrix.provider) == set(bench.PROVIDERS)
+    assert set(matrix.case_id) == {"decode_m1_fp16", "odd_4096x4095_fp16"}
+    # the shape actually run beside the declared one
+    assert set(zip(matrix.case_id, matrix.declared_shape)) == {("decode_m1_fp16", "1x4096"),
+                                                               ("odd_4096x4095_fp16", "4096x4095")}
+    ok = matrix[matrix.status == "ok"]
     assert {"baseline", "dispatched", "triton"} <= set(ok.provider)
     for r in ok.itertuples():
-        samples = json.loads(r.samples_ms)
+        samples = json.loads(r.samples_us)
         assert len(samples) >= 5 and all(s > 0 for s in samples)
-        assert r.q20_ms <= r.median_ms <= r.q80_ms and not math.isnan(r.gbps)
+        assert r.q20_us <= r.median_us <= r.q80_us and not math.isnan(r.gbps)
+    host = raw[raw.family == HOST_FAMILY]
+    assert {"host_decode_m1_fp16", "host_decode_m1_bf16_w32", "host_batch_4x2048_fp32",
+            "host_transposed_64x64"} <= set(host.case_id)
     df, env = bench.load_results(out)
-    assert (df[df.provider == "dispatched"].observed == "fallback").all()
+    assert (df[(df.provider == "dispatched") & (df.family != HOST_FAMILY)].observed == "fallback").all()
     assert set(REQUIRED_KEYS) <= set(env)
+    assert len(env["declared_cases"]) == len(bench.load_cases())
     note = (out / "pr_note.md").read_text()
+    printed = capsys.readouterr().out
+    assert f"2 of {len(bench.load_cases())} predeclared cases run (not run: " in note
+    assert "host time per call" in printed and "target: dispatched <= 1.15x" in printed
     if not env["gpu_measurement"]:
-        assert "not a GPU measurement" in note and not re.search(r"x faster|\d\.\d+x", note)
-        assert "NOT A GPU MEASUREMENT" in capsys.readouterr().out
+        assert "not a GPU measurement" in note and not re.search(r"x faster|Speed-ups over", note)
+        assert "NOT A GPU MEASUREMENT" in printed
+        assert "not measured: the interpreter's cost hides it" in printed
+        assert "win 0" not in note and "loss 0" not in note
     assert cli.bench_main(args) == 2  # the folder exists: refused without --force
     assert cli.compare_main([str(out), str(out)]) == 0
+
+
+# --- honest labels (issue 9 item 6) -----------------------------------------------------------------------------------
+
+def _cpu(df):
+    return df.assign(gpu_measurement=False)
+
+
+def test_cpu_rows_read_unmeasured_and_count_no_wins_or_losses():
+    df = bench.classify(_cpu(synthetic_results()))
+    disp = df[df.provider == "dispatched"].set_index("case_id")
+    assert set(disp.observed) == {"unmeasured", "fallback"}
+    assert disp.loc["syn_win", "observed"] == "unmeasured" and math.isnan(disp.loc["syn_win", "speedup"])
+    assert disp.loc["syn_fallback", "fallback_at_baseline"] is None
+    from fastpath_lib.bench.analysis import outcome_counts
+
+    counts = outcome_counts(df)
+    assert counts["win"] == counts["loss"] == counts["neutral"] == 0 and counts["unmeasured"] == 3
+    note = bench.pr_note(df=_cpu(synthetic_results()), env=dict(SYNTHETIC_CPU_ENV, synthetic=False))
+    assert "unmeasured 3, fallback 1" in note
+    assert not re.search(r"\b(win|loss|neutral) \d", note)
+
+
+def test_subset_run_names_the_cases_not_run_and_the_shapes_run():
+    df = synthetic_results()
+    df = df[df.case_id != "syn_loss"].copy()
+    df["declared_shape"] = [("99x4096" if c == "syn_win" else None) for c in df.case_id]
+    env = dict(SYNTHETIC_GPU_ENV, declared_cases=["syn_win", "syn_neutral", "syn_loss", "syn_fallback", "syn_more"])
+    note = bench.pr_note(df=df, env=env)
+    assert "3 of 5 predeclared cases run (not run: syn_loss, syn_more)" in note
+    assert "4096x4096 (declared 99x4096)" in note
+    table = bench.summary_table(bench.classify(df))
+    assert table.loc["syn_win", "shape"] == "4096x4096" and table.loc["syn_win", "declared"] == "99x4096"
+
+
+def test_mechanism_table_says_not_measured_off_gpu():
+    note = bench.pr_note(df=_cpu(synthetic_results()), env=dict(SYNTHETIC_CPU_ENV, synthetic=False))
+    mech = note[note.index("## Mechanism"):note.index("## Performance")]
+    assert "| not measured | not measured | not counted |" in mech
+    assert "0.0" not in mech and "1.0 |" not in mech
+    gpu_mech = bench.pr_note(df=synthetic_results(), env=SYNTHETIC_GPU_ENV)
+    gpu_mech = gpu_mech[gpu_mech.index("## Mechanism"):gpu_mech.index("## Performance")]
+    assert "| 1.0 | 1.0 | 1.0 |" in gpu_mech
+
+
+# --- host overhead (issue 8 item 4) -----------------------------------------------------------------------------------
+
+def _host_rows(ratio_decode, eligible_measured=False):
+    rows = []
+    for cid, base, disp in (("host_a", 10.0, 10.0 * ratio_decode), ("host_b", 20.0, 21.0)):
+        for p, t in (("baseline", base), ("dispatched", disp)):
+            rows.append(_row(cid, p, t, route="fallback", expected="fallback", family=HOST_FAMILY, rows=1,
+                             gpu_measurement=False))
+    for p, t in (("baseline", 30.0), ("triton", 20.0), ("dispatched", 26.0)):
+        kw = {} if eligible_measured else dict(status="not measured", median_us=None, note=bench_host.NOT_MEASURED)
+        rows.append(_row("host_eligible", p, t, route="triton", expected="n/a", family=HOST_FAMILY, **kw))
+    return pd.DataFrame(rows, columns=CSV_COLUMNS)
+
+
+def test_host_table_ratio_target_and_not_measured():
+    t = bench.host_table(bench.classify(_host_rows(1.1)))
+    assert t.loc["host_a", "ratio"] == pytest.approx(1.1) and t.loc["host_a", "verdict"] == "within"
+    assert t.loc["host_b", "ratio"] == pytest.approx(1.05)
+    assert t.loc["host_eligible", "verdict"] == bench_host.NOT_MEASURED and math.isnan(t.loc["host_eligible", "ratio"])
+    over = bench.host_table(bench.classify(_host_rows(1.2)))
+    assert over.loc["host_a", "verdict"] == "OVER"
+    measured = bench.host_table(bench.classify(_host_rows(1.0, eligible_measured=True)))
+    assert measured.loc["host_eligible", "ratio"] == pytest.approx(26 / 20)
+    assert measured.loc["host_eligible", "ratio_to"] == "launcher" and "adds 6.00 us" in measured.loc[
+        "host_eligible", "verdict"]
+
+
+def test_host_rows_are_classified_on_a_cpu_but_kept_out_of_the_matrix_counts():
+    df = bench.classify(pd.concat([_cpu(synthetic_results()), _host_rows(1.2)], ignore_index=True))
+    host = df[(df.family == HOST_FAMILY) & (df.provider == "dispatched") & (df.case_id == "host_a")]
+    assert host.vs_baseline.iloc[0] == "loss"  # a host-time measurement is real on a CPU
+    note = bench.pr_note(df=df, env=dict(SYNTHETIC_CPU_ENV, synthetic=False, declared_cases=[
+        "syn_win", "syn_neutral", "syn_loss", "syn_fallback"]))
+    assert "4 of 4 predeclared cases run" in note
+    assert "host_a 1.20x" in note and "**over the target: host_a**" in note
+    assert "| host_eligible |" in note and bench_host.NOT_MEASURED in note
+
+
+def test_measure_host_runs_side_by_side_on_this_machine():
+    rows = pd.DataFrame(bench.measure_host(quick=True, rounds=2))
+    fb = rows[rows.case_id != "host_eligible_fp16"]
+    assert set(fb.provider) == {"baseline", "dispatched"} and (fb.status == "ok").all()
+    assert (fb[fb.provider == "dispatched"].route == "fallback").all()
+    assert all(len(json.loads(s)) == 2 for s in fb.samples_us)
+    assert (fb.median_us == fb.min_us).all()  # best of the medians
+    el = rows[rows.case_id == "host_eligible_fp16"]
+    if not fastpath_lib.runtime.cuda_available():
+        assert (el.status == "not measured").all() and el.median_us.isna().all()
+
+
+# --- clean errors (issue 9 item 7) ------------------------------------------------------------------------------------
+
+def _one_line_error(capsys, needle):
+    err = capsys.readouterr().err.strip()
+    assert "Traceback" not in err and len(err.splitlines()) == 1 and needle in err, err
+    return err
+
+
+def test_bad_case_files_get_one_line(tmp_path, capsys):
+    out = str(tmp_path / "never")
+    assert cli.bench_main(["--out", out, "--cases", str(tmp_path / "missing.json")]) == 2
+    _one_line_error(capsys, "no such file")
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    assert cli.bench_main(["--out", out, "--cases", str(bad)]) == 2
+    _one_line_error(capsys, "not valid JSON")
+    entry = bench.load_cases()[0].to_json()
+    del entry["rationale"]
+    bad.write_text(json.dumps({"cases": [entry]}))
+    assert cli.bench_main(["--out", out, "--cases", str(bad)]) == 2
+    _one_line_error(capsys, "lacks ['rationale']")
+    bad.write_text(json.dumps({"cases": [dict(bench.load_cases()[0].to_json(), shape=["a", 2])]}))
+    assert cli.bench_main(["--out", out, "--cases", str(bad)]) == 2
+    _one_line_error(capsys, "need integers")
+    bad.write_text(json.dumps({"nothing": 1}))
+    assert cli.bench_main(["--out", out, "--cases", str(bad)]) == 2
+    _one_line_error(capsys, "case file holds")
+    assert cli.bench_main(["--out", out, "--only", "nope"]) == 2
+    _one_line_error(capsys, "unknown case ids")
+    assert not (tmp_path / "never").exists()
+
+
+def test_compare_rejects_what_is_not_a_results_folder(tmp_path, capsys):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert cli.compare_main([str(empty), str(empty)]) == 2
+    _one_line_error(capsys, "is not a results folder")
+    assert cli.compare_main([str(tmp_path / "missing"), str(empty)]) == 2
+    _one_line_error(capsys, "no such results folder")
+    (empty / "results.csv").write_text("a,b\n1,2\n")
+    (empty / "environment.json").write_text("{}")
+    assert cli.compare_main([str(empty), str(empty)]) == 2
+    _one_line_error(capsys, "lacks the columns")
+
+
+def test_a_stale_staging_folder_is_cleaned_and_reported(tmp_path):
+    out = tmp_path / "run"
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    pid = int(dead.stdout)
+    stale = tmp_path / f".run.partial-{pid}"
+    stale.mkdir()
+    (stale / bench.INCOMPLETE_MARKER).write_text("")
+    kept = tmp_path / f".run.partial-{pid + 100000}"
+    kept.mkdir()
+    (kept / "manifest.json").write_text("{}")
+    said = []
+    staging = results.begin(out, log=said.append)
+    assert not stale.exists() and kept.exists()
+    assert any("removed" in s and str(stale) in s for s in said)
+    assert any("interrupted evidence run" in s and str(kept) in s for s in said)
+    results.finish(staging, out)
+    assert out.is_dir()

@@ -1,69 +1,135 @@
-"""``python -m fastpath_lib bench`` and ``python -m fastpath_lib compare``."""
+"""``python -m fastpath_lib bench`` and ``python -m fastpath_lib compare``.
+
+Bad input (a missing or malformed case file, a case lacking fields, a folder that is not a results folder) gets one
+line naming the problem on stderr and exit status 2, never a traceback.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 
 import pandas as pd
 
-__all__ = ["bench_main", "compare_main"]
+__all__ = ["bench_main", "compare_main", "threshold_main", "fail"]
+
+
+def fail(msg: str, code: int = 2) -> int:
+    """Print ``error: msg`` on stderr and return ``code`` (the command's exit status)."""
+    print(f"error: {msg}", file=sys.stderr)
+    return code
+
+
+def _show(df: pd.DataFrame, **kw) -> str:
+    with pd.option_context("display.width", 220, "display.max_columns", 30, "display.max_rows", 200,
+                           "display.max_colwidth", 60):
+        return df.to_string(float_format=lambda v: f"{v:.4g}", **kw)
+
+
+def _load_cases(path: str | None, only: str | None):
+    """The cases to run and the declared ids; raises ``ValueError`` with one line on bad input."""
+    from fastpath_lib.bench.matrix import load_cases
+
+    try:
+        cases = load_cases(path)
+    except FileNotFoundError:
+        raise ValueError(f"--cases {path}: no such file") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"--cases {path}: not valid JSON ({exc})") from None
+    except (OSError, KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"--cases {path or 'default'}: {exc}") from None
+    declared = [c.id for c in cases]
+    if only:
+        want = [w for w in only.split(",") if w]
+        unknown = sorted(set(want) - set(declared))
+        if unknown:
+            raise ValueError(f"--only: unknown case ids {unknown}; known: {', '.join(declared)}")
+        cases = [c for c in cases if c.id in want]
+    return cases, declared
+
+
+def print_host(df: pd.DataFrame) -> None:
+    """The host-overhead table, with the fallback's target."""
+    from fastpath_lib.bench.host import TARGET_RATIO, host_table
+
+    t = host_table(df)
+    if not len(t):
+        return
+    print(f"\nhost time per call (us; best of several medians; fallback target: dispatched <= {TARGET_RATIO}x "
+          "F.rms_norm)")
+    print(_show(t.drop(columns=["target"])))
 
 
 def bench_main(argv: list[str] | None = None) -> int:
-    """Run the matrix into a results folder and print the summary table.
+    """Run the matrix (and the host-overhead family) into a results folder and print the summary tables.
 
-    ``python -m fastpath_lib bench --out DIR [--quick] [--cases FILE] [--force] [--no-analyses] [--tests JUNIT]``
+    ``python -m fastpath_lib bench --out DIR [--quick] [--cases FILE] [--only IDS] [--force] [--no-analyses]
+    [--family all|matrix|host]``; ``--family host`` alone needs no ``--out`` (it prints the host table).
     """
-    from fastpath_lib import bench
-
     p = argparse.ArgumentParser(prog="python -m fastpath_lib bench", description=bench_main.__doc__)
-    p.add_argument("--out", required=True, help="results folder to create (must not exist unless --force)")
+    p.add_argument("--out", help="results folder to create (must not exist unless --force)")
     p.add_argument("--quick", action="store_true", help="small shapes, short budgets, same case ids")
     p.add_argument("--cases", help="a JSON case file (default: the kit's predeclared matrix)")
     p.add_argument("--force", action="store_true", help="replace an existing results folder")
     p.add_argument("--no-analyses", action="store_true", help="skip the threshold sweep, replay and compile cost")
     p.add_argument("--only", help="comma-separated case ids to run (a subset of the matrix)")
+    p.add_argument("--family", choices=("all", "matrix", "host"), default="all",
+                   help="the predeclared matrix, the host-overhead family, or both (default)")
     args = p.parse_args(argv)
-    cases = bench.load_cases(args.cases)
-    if args.only:
-        want = args.only.split(",")
-        unknown = sorted(set(want) - {c.id for c in cases})
-        if unknown:
-            p.error(f"unknown case ids: {unknown}")
-        cases = [c for c in cases if c.id in want]
+    from fastpath_lib import bench
+    from fastpath_lib.bench.schema import NOT_GPU
+
+    if args.family == "host" and not args.out:
+        df = bench.classify(pd.DataFrame(bench.measure_host(quick=args.quick)))
+        print_host(df)
+        return 0
+    if not args.out:
+        return fail("--out DIR is required (only --family host runs without a results folder)")
+    try:
+        cases, declared = _load_cases(args.cases, args.only)
+    except ValueError as exc:
+        return fail(str(exc))
+    if args.family == "host":
+        cases = []
     t0 = time.perf_counter()
     try:
-        df = bench.run_matrix(cases, quick=args.quick, out_dir=args.out, force=args.force,
-                              analyses=not args.no_analyses)
+        df = bench.run_matrix(cases, quick=args.quick, out_dir=args.out, force=args.force, declared=declared,
+                              analyses=not args.no_analyses and args.family != "host", host=args.family != "matrix")
     except FileExistsError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return fail(str(exc))
     env = df.attrs["environment"]
-    with pd.option_context("display.width", 200, "display.max_columns", 20, "display.max_rows", 100):
-        print(bench.summary_table(df, gpu=env["gpu_measurement"]).to_string(float_format=lambda v: f"{v:.4g}"))
+    if len(cases):
+        print(_show(bench.summary_table(df, gpu=env["gpu_measurement"])))
+        from fastpath_lib.bench.analysis import coverage_line
+
+        print(f"\n{coverage_line(df, env)}")
+    print_host(df)
     if not env["gpu_measurement"]:
-        print("\nNOT A GPU MEASUREMENT: CPU / Triton-interpreter timings; no speed-up is claimed from them.")
+        print(f"\n{NOT_GPU.upper()}: CPU / Triton-interpreter timings; matrix outcomes read unmeasured and no "
+              "speed-up is claimed (host time per call is a CPU measurement).")
     print(f"\nwrote {args.out} (results.csv, environment.json, boundary.png, pr_note.md) in "
           f"{time.perf_counter() - t0:.0f} s")
     return 0
 
 
 def compare_main(argv: list[str] | None = None) -> int:
-    """Per-case drift between two results folders; exit 1 when a classification changed.
+    """Per-case drift between two results folders; exit 1 when a classification changed, 2 on bad input.
 
     ``python -m fastpath_lib compare OLD_DIR NEW_DIR``
     """
-    from fastpath_lib import bench
+    from fastpath_lib.bench.drift import compare
 
     p = argparse.ArgumentParser(prog="python -m fastpath_lib compare", description=compare_main.__doc__)
     p.add_argument("old")
     p.add_argument("new")
     args = p.parse_args(argv)
-    diff = bench.compare(args.old, args.new)
-    with pd.option_context("display.width", 200, "display.max_columns", 20, "display.max_rows", 200):
-        print(diff.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    try:
+        diff = compare(args.old, args.new)
+    except (FileNotFoundError, ValueError) as exc:
+        return fail(str(exc))
+    print(_show(diff, index=False))
     for k, (a, b) in diff.attrs["environment_differences"].items():
         print(f"environment differs: {k}: {a} -> {b}")
     for side in ("only_old", "only_new"):
@@ -74,3 +140,31 @@ def compare_main(argv: list[str] | None = None) -> int:
           + (": " + ", ".join(f"{r.case_id}/{r.provider} {r.old_observed}->{r.new_observed}"
                               for r in changed.itertuples()) if len(changed) else ""))
     return 1 if len(changed) else 0
+
+
+def threshold_main(argv: list[str] | None = None) -> int:
+    """Record the row threshold a recorded GPU sweep supports, with the folder it came from.
+
+    ``python -m fastpath_lib threshold RESULTS_DIR [--check] [--file PATH]``: recomputes the proposal from the
+    folder's raw ``threshold.csv`` and writes ``CUDA_MIN_ROWS`` for its architecture into
+    ``fastpath_lib/rmsnorm/thresholds.json`` (``--check`` prints it without writing). Exit 1 when the sweep supports
+    no threshold, 2 on bad input.
+    """
+    from fastpath_lib.bench.sweep import record_threshold
+
+    p = argparse.ArgumentParser(prog="python -m fastpath_lib threshold", description=threshold_main.__doc__)
+    p.add_argument("results_dir")
+    p.add_argument("--check", action="store_true", help="print the threshold, write nothing")
+    p.add_argument("--file", help="the thresholds file (default: fastpath_lib/rmsnorm/thresholds.json)")
+    args = p.parse_args(argv)
+    try:
+        info = record_threshold(args.results_dir, path=args.file, write=not args.check)
+    except FileNotFoundError as exc:
+        return fail(str(exc))
+    except ValueError as exc:
+        return fail(str(exc), 1 if "no threshold supported" in str(exc) else 2)
+    widths = ", ".join(f"{w} cols: {r}" for w, r in info["per_width_crossover_rows"].items())
+    print(f"{info['capability']}: min_rows {info['proposed_min_rows']} (from {info['source']}; crossover per width: "
+          f"{widths})")
+    print(f"wrote {info['written']}" if info["written"] else "--check: nothing written")
+    return 0

@@ -1,21 +1,17 @@
-"""The timing harness: every case of the matrix, for every provider, with raw samples and mechanism columns.
+"""Running the matrix: every case, for every provider, with raw samples and mechanism columns.
 
 Providers (:data:`PROVIDERS`):
 
 * ``baseline`` — ``torch.nn.functional.rms_norm`` (the reference the PR must beat or match);
 * ``triton`` — the kernel launchers of :mod:`fastpath_lib.rmsnorm.kernels` called directly, bypassing the predicate
-  (skipped, with a note, where the kernel cannot handle the layout or width);
+  (skipped, with the predicate's reason, where the kernel itself cannot take the input);
 * ``dispatched`` — :func:`fastpath_lib.rms_norm`, predicate included: what users get;
 * ``compiled`` — ``torch.compile`` of the reference (compile time recorded separately, excluded from the samples).
 
 A ``backward`` case times forward+backward of each provider (``torch.autograd.grad`` of the output, or the two
-launchers back to back), so the providers do the same work.
-
-Timers: on CUDA ``triton.testing.do_bench`` (L2 flushed before every repetition; warm-up and repetition budgets
-recorded). Off CUDA ``torch.utils.benchmark.Timer`` in blocks sized adaptively; these are CPU / Triton-interpreter
-timings and are labelled "not a GPU measurement". ``do_bench`` is never called without CUDA.
-Every repetition takes the next of several freshly drawn random input sets (never zeros), so a small case is not
-flattered by finding its inputs in cache.
+launchers back to back), so the providers do the same work. Every repetition takes the next of several freshly drawn
+random input sets (never zeros), so a small case is not flattered by finding its inputs in cache. Timers:
+:mod:`fastpath_lib.bench.timing`; times in microseconds.
 """
 
 from __future__ import annotations
@@ -25,7 +21,6 @@ import json
 import math
 import sys
 import time
-import traceback
 from pathlib import Path
 
 import pandas as pd
@@ -34,162 +29,43 @@ import torch.nn.functional as F
 
 import fastpath_lib
 from fastpath_lib import runtime
+import fastpath_lib.bench.results as results
+from fastpath_lib.bench.report import pr_note
+from fastpath_lib.bench.sweep import threshold_sweep
+from fastpath_lib.bench.workload import compile_cost, replay
+from fastpath_lib.bench.analysis import classify
+from fastpath_lib.bench.host import measure_host
 from fastpath_lib.bench.matrix import BenchCase, load_cases
-from fastpath_lib.rmsnorm.predicate import MAX_COLS, SUPPORTED_DTYPES, default_eps
+from fastpath_lib.bench.metadata import environment
+from fastpath_lib.bench.schema import CSV_COLUMNS, empty_row
+from fastpath_lib.bench.timing import (bytes_moved, copy_bandwidth, count_launches, gpu_measurement, quantile,
+                                       settings_for, time_callable)
+from fastpath_lib.rmsnorm.predicate import PREDICATE, default_eps
 
-__all__ = ["PROVIDERS", "CSV_COLUMNS", "HarnessSettings", "settings_for", "time_callable", "copy_bandwidth",
-           "bytes_moved", "count_launches", "measure_case", "run_matrix"]
+__all__ = ["PROVIDERS", "CSV_COLUMNS", "LAUNCHER_NEEDS", "launcher_unsupported", "measure_case", "run_matrix",
+           "matrix_environment"]
 
 PROVIDERS = ("baseline", "triton", "dispatched", "compiled")
 
-#: Columns of ``results.csv``, in order (one row per case and provider).
-CSV_COLUMNS = [
-    "case_id", "family", "provider", "pass", "rows", "cols", "dtype", "layout", "pad", "offset", "expected",
-    "rationale", "route", "route_backward", "reasons", "status", "note", "timer", "warmup", "reps", "number",
-    "input_sets", "median_ms", "q20_ms", "q80_ms", "mean_ms", "min_ms", "samples_ms", "bytes_moved", "gbps",
-    "copy_gbps", "pct_copy_bw", "launches_per_call", "launches_note", "compile_s", "gpu_measurement", "quick",
-]
+#: Predicate categories whose conditions the kernel itself needs (the rest, and ``min_rows``, exist for speed or
+#: policy: the launcher computes correctly without them).
+LAUNCHER_NEEDS = ("tensor kind", "device", "dtype", "shape", "stride")
 
 
-class HarnessSettings(dict):
-    """Timer settings, recorded in ``environment.json`` under ``harness``."""
+def launcher_unsupported(x: torch.Tensor, normalized_shape, w) -> str | None:
+    """Why the kernel launchers cannot take this input, asked of the predicate; ``None`` when they can.
 
-
-def settings_for(quick: bool, cuda: bool | None = None) -> HarnessSettings:
-    """Harness settings for this machine.
-
-    Args:
-        quick: the ``--quick`` variant (small shapes, short budgets).
-        cuda: override CUDA detection (tests).
-
-    Returns:
-        a dict: ``timer``, ``warmup_ms``/``rep_ms`` (do_bench) or ``target_s``/``min_reps``/``max_reps``
-        (torch.utils.benchmark), ``input_sets``, ``quick``, ``backward_mode``.
-
-    Note:
-        Off CUDA the timer is ``torch.utils.benchmark.Timer``; do_bench needs a driver.
+    The launchers need every condition of the :data:`LAUNCHER_NEEDS` categories except the row threshold; alignment,
+    architecture and mode conditions decide speed or policy, not whether the kernel computes the right thing.
     """
-    cuda = runtime.cuda_available() if cuda is None else cuda
-    s = HarnessSettings(quick=bool(quick), backward_mode="forward+backward of each provider (autograd.grad or the "
-                        "two launchers)", rotation="each repetition takes the next input set")
-    if cuda:
-        s.update(timer="triton.testing.do_bench", warmup_ms=25 if quick else 50, rep_ms=50 if quick else 200,
-                 l2_flush=True, input_sets=4, return_mode="all")
-    else:
-        s.update(timer="torch.utils.benchmark.Timer (adaptive blocks)", target_s=0.25 if quick else 1.0,
-                 min_reps=5 if quick else 9, max_reps=25 if quick else 100, block_s=0.02, warmup_calls=2,
-                 l2_flush=False, input_sets=2 if quick else 3)
-    return s
+    decision = fastpath_lib.explain(x, normalized_shape, w)
+    needed = [r for r in decision.reasons
+              if (name := r.split(":", 1)[0]) != "min_rows" and PREDICATE[name].category in LAUNCHER_NEEDS]
+    return "; ".join(needed) or None
 
 
-def time_callable(fn, settings: dict) -> dict:
-    """Time ``fn()`` and return its per-call samples.
-
-    Args:
-        fn: a zero-argument callable (it rotates its own inputs).
-        settings: from :func:`settings_for`.
-
-    Returns:
-        ``{"samples_ms": [...], "warmup": ..., "reps": ..., "number": ..., "timer": ...}``; each sample is the
-        mean time of one call over a block of ``number`` calls (1 on CUDA).
-
-    Note:
-        On CUDA this is ``triton.testing.do_bench(fn, warmup, rep, return_mode="all")``, which flushes L2 before
-        each repetition. Off CUDA it is ``torch.utils.benchmark.Timer.timeit`` in adaptive blocks.
-    """
-    if settings["timer"].startswith("triton"):
-        import triton.testing
-
-        samples = triton.testing.do_bench(fn, warmup=settings["warmup_ms"], rep=settings["rep_ms"],
-                                          return_mode="all")
-        samples = [float(v) for v in samples]
-        return {"samples_ms": samples, "warmup": f"{settings['warmup_ms']} ms", "reps": len(samples), "number": 1,
-                "timer": settings["timer"]}
-    from torch.utils.benchmark import Timer
-
-    timer = Timer(stmt="fn()", globals={"fn": fn})
-    for _ in range(settings["warmup_calls"]):
-        est = timer.timeit(1).median
-    number = max(1, int(settings["block_s"] / max(est, 1e-9)))
-    reps = int(settings["target_s"] / max(est * number, 1e-9))
-    reps = max(settings["min_reps"], min(settings["max_reps"], reps))
-    samples = [timer.timeit(number).median * 1e3 for _ in range(reps)]
-    return {"samples_ms": samples, "warmup": f"{settings['warmup_calls']} calls", "reps": reps, "number": number,
-            "timer": settings["timer"]}
-
-
-def copy_bandwidth(device: str | torch.device, quick: bool = False) -> tuple[float, str]:
-    """Measured device-to-device copy bandwidth in GB/s (read + write), and a label saying what was copied.
-
-    Args:
-        device: ``"cuda"`` or ``"cpu"``.
-        quick: a smaller buffer.
-
-    Returns:
-        ``(gb_per_s, label)``.
-
-    Note:
-        On the CPU this is a host-memory tensor copy (labelled as such), not a GPU ceiling.
-    """
-    dev = torch.device(device)
-    nbytes = (64 if quick else 512) * 2**20 if dev.type == "cuda" else (16 if quick else 64) * 2**20
-    src = torch.randn(nbytes // 4, device=dev)
-    dst = torch.empty_like(src)
-    settings = settings_for(quick, cuda=dev.type == "cuda")
-    res = time_callable(lambda: dst.copy_(src), settings)
-    med = _quantile(res["samples_ms"], 0.5)
-    label = f"{'device-to-device' if dev.type == 'cuda' else 'CPU tensor'} copy of {nbytes >> 20} MiB"
-    return 2 * nbytes / (med * 1e-3) / 1e9, label
-
-
-def bytes_moved(rows: int, cols: int, dtype: torch.dtype, pass_: str, weight: bool = True) -> int:
-    """Minimum bytes a call must move: each input read once, each output written once.
-
-    Args:
-        rows, cols, dtype: the case.
-        pass_: ``"forward"`` (x, w in; y out) or ``"backward"`` (forward, then dy, x, w in; dx, dw out).
-        weight: whether there is a weight.
-
-    Returns:
-        bytes (the fp32 partial-dw scratch of the Triton backward is not counted: it is the kernel's cost, not the
-        problem's).
-    """
-    es = torch.empty((), dtype=dtype).element_size()
-    act = rows * cols * es
-    w = cols * es if weight else 0
-    fwd = 2 * act + w
-    return fwd if pass_ == "forward" else fwd + 3 * act + 2 * w
-
-
-def count_launches(fn, calls: int = 3) -> tuple[float, str]:
-    """Device kernel launches per call of ``fn`` seen by ``torch.profiler``.
-
-    Returns:
-        ``(launches_per_call, note)``.
-
-    Note:
-        Off CUDA there are no device kernels: returns ``(nan, note)`` without profiling (the interpreter runs each
-        Triton program as Python, so the CPU profiler's op count says nothing about GPU launches).
-    """
-    if not runtime.cuda_available():
-        return math.nan, "no CUDA: no device kernels to count"
-    try:
-        from torch.profiler import ProfilerActivity, profile
-
-        fn()
-        torch.cuda.synchronize()
-        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-            for _ in range(calls):
-                fn()
-            torch.cuda.synchronize()
-        n = sum(1 for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA)
-        return n / calls, "torch.profiler: CUDA device activities (kernels, memsets, copies)"
-    except Exception as exc:  # profiler support differs across builds
-        return math.nan, f"profiler failed: {type(exc).__name__}: {exc}"
-
-
-def _quantile(samples, q: float) -> float:
-    return float(torch.tensor(samples, dtype=torch.float64).quantile(q)) if samples else math.nan
+def _rows_view(t: torch.Tensor) -> torch.Tensor:
+    return t if t.dim() == 2 else t.view(-1, t.shape[-1])
 
 
 class _Inputs:
@@ -215,20 +91,6 @@ class _Inputs:
         return self.sets[next(self._cycle)]
 
 
-def _triton_unsupported(x: torch.Tensor, w) -> str | None:
-    if x.dim() != 2:
-        return "kernel launchers take 2-D [rows, cols] views only"
-    if x.shape[-1] > 1 and x.stride(-1) != 1:
-        return f"last-dim stride {x.stride(-1)}: the kernel loads contiguous rows only"
-    if x.shape[-1] > MAX_COLS:
-        return f"{x.shape[-1]} columns > MAX_COLS={MAX_COLS}: one program holds a whole row"
-    if x.dtype not in SUPPORTED_DTYPES:
-        return f"dtype {x.dtype} not written in the kernel"
-    if x.device.type == "cpu" and not runtime.interpreter_enabled():
-        return "CPU without TRITON_INTERPRET=1: Triton cannot run here"
-    return None
-
-
 def _provider_fn(provider: str, inputs: _Inputs, case: BenchCase):
     """A zero-argument callable running ``provider`` on the next input set, or a string saying why it is skipped."""
     bwd = case.pass_ == "backward"
@@ -238,21 +100,22 @@ def _provider_fn(provider: str, inputs: _Inputs, case: BenchCase):
     elif provider == "dispatched":
         op = fastpath_lib.rms_norm
     elif provider == "triton":
-        x, _, w, _, _ = inputs.sets[0]
-        why = _triton_unsupported(x, w)
+        x, ns, w, _, _ = inputs.sets[0]
+        why = launcher_unsupported(x.detach(), ns, w)
         if why:
-            return why
-        from fastpath_lib.rmsnorm import kernels
+            return f"launcher not run: {why}"
+        from fastpath_lib.rmsnorm import kernels  # imported on use: the interpreter opt-in comes first
 
         if bwd:
             def run():
                 x, _, w, dy, _ = inputs.next()
-                kernels.forward(x.detach(), w.detach(), eps)
-                return kernels.backward(dy, x.detach(), w.detach(), eps)
+                x2, w2 = _rows_view(x.detach()), w.detach() if w is not None else None
+                kernels.forward(x2, w2, eps)
+                return kernels.backward(_rows_view(dy), x2, w2, eps)
         else:
             def run():
                 x, _, w, _, _ = inputs.next()
-                return kernels.forward(x, w, eps)
+                return kernels.forward(_rows_view(x), w, eps)
         return run
     elif provider == "compiled":
         op = torch.compile(F.rms_norm, dynamic=False)
@@ -274,12 +137,10 @@ def _provider_fn(provider: str, inputs: _Inputs, case: BenchCase):
 
 def _row(case: BenchCase, provider: str, quick: bool, gpu: bool, **kw) -> dict:
     rows, cols, pad = case.dims(quick)
-    base = {c: None for c in CSV_COLUMNS}
-    base.update(case_id=case.id, family=case.family, provider=provider, **{"pass": case.pass_}, rows=rows, cols=cols,
-                dtype=case.dtype, layout=case.layout, pad=pad, offset=case.offset, expected=case.expected,
-                rationale=case.rationale, gpu_measurement=gpu, quick=quick, samples_ms="[]")
-    base.update(kw)
-    return base
+    return empty_row(case_id=case.id, family=case.family, provider=provider, **{"pass": case.pass_}, rows=rows,
+                     cols=cols, dtype=case.dtype, layout=case.layout, pad=pad, offset=case.offset,
+                     declared_shape=f"{case.shape[0]}x{case.shape[1]}", expected=case.expected,
+                     rationale=case.rationale, gpu_measurement=gpu, quick=quick, **kw)
 
 
 def _routes(inputs: _Inputs, case: BenchCase) -> tuple[str, str | None, str]:
@@ -297,19 +158,21 @@ def _routes(inputs: _Inputs, case: BenchCase) -> tuple[str, str | None, str]:
 
 
 def measure_case(case: BenchCase, *, quick: bool = False, settings: dict | None = None, copy_gbps: float = math.nan,
-                 providers=PROVIDERS, log=None) -> list[dict]:
+                 providers=PROVIDERS, log=None, gpu: bool | None = None) -> list[dict]:
     """Time one case for each provider; one result row per provider.
 
     Args:
         case: the case.
         quick: use its quick shape.
-        settings: from :func:`settings_for` (default: this machine's).
+        settings: from :func:`~fastpath_lib.bench.timing.settings_for` (default: this machine's).
         copy_gbps: the run's measured copy bandwidth, for ``pct_copy_bw``.
         providers: which providers to run.
         log: ``callable(str)`` for progress lines.
+        gpu: the run's GPU-measurement flag (default: decided here), carried into every row.
 
     Returns:
-        rows with the :data:`CSV_COLUMNS` keys; skipped providers have ``status="skipped"`` and a ``note``.
+        rows with the :data:`CSV_COLUMNS` keys (times in microseconds); skipped providers have
+        ``status="skipped"`` and a ``note``.
 
     Note:
         Off CUDA, ``compiled`` is skipped in quick mode (inductor's C++ build takes longer than the whole quick run);
@@ -317,7 +180,7 @@ def measure_case(case: BenchCase, *, quick: bool = False, settings: dict | None 
     """
     cuda = runtime.cuda_available()
     settings = settings or settings_for(quick)
-    gpu = bool(cuda and not runtime.interpreter_enabled())
+    gpu = gpu_measurement() if gpu is None else gpu
     device = torch.device("cuda" if cuda else "cpu")
     inputs = _Inputs(case, quick, settings["input_sets"], device)
     route, route_bwd, reasons = _routes(inputs, case)
@@ -352,19 +215,18 @@ def measure_case(case: BenchCase, *, quick: bool = False, settings: dict | None 
                             **common))
             if log:
                 log(f"  {provider}: error {type(exc).__name__}: {exc}")
-                log("".join(traceback.format_exception_only(type(exc), exc)).strip())
             continue
-        s = res["samples_ms"]
-        med = _quantile(s, 0.5)
-        gbps = nbytes / (med * 1e-3) / 1e9 if med > 0 else math.nan
+        s = res["samples_us"]
+        med = quantile(s, 0.5)
+        gbps = nbytes / (med * 1e-6) / 1e9 if med > 0 else math.nan
         out.append(_row(case, provider, quick, gpu, status="ok", note="", timer=res["timer"], warmup=res["warmup"],
-                        reps=res["reps"], number=res["number"], median_ms=med, q20_ms=_quantile(s, 0.2),
-                        q80_ms=_quantile(s, 0.8), mean_ms=sum(s) / len(s), min_ms=min(s),
-                        samples_ms=json.dumps([round(v, 6) for v in s]), gbps=gbps,
+                        reps=res["reps"], number=res["number"], median_us=med, q20_us=quantile(s, 0.2),
+                        q80_us=quantile(s, 0.8), mean_us=sum(s) / len(s), min_us=min(s),
+                        samples_us=json.dumps([round(v, 4) for v in s]), gbps=gbps,
                         pct_copy_bw=100 * gbps / copy_gbps if copy_gbps and not math.isnan(copy_gbps) else math.nan,
                         launches_per_call=launches, launches_note=lnote, compile_s=compile_s, **common))
         if log:
-            log(f"  {provider:<10} median {med:.4g} ms  [{_quantile(s, 0.2):.4g}, {_quantile(s, 0.8):.4g}]  "
+            log(f"  {provider:<10} median {med:.4g} us  [{quantile(s, 0.2):.4g}, {quantile(s, 0.8):.4g}]  "
                 f"route={route}")
     return out
 
@@ -373,79 +235,115 @@ def _stderr(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
+def matrix_environment(settings: dict, *, copy_gbps: float, copy_label: str, providers, cases, declared,
+                       gpu: bool) -> dict:
+    """``environment.json`` for a matrix run: the machine, the harness settings, and which cases were declared."""
+    env = environment(dict(settings, copy_bandwidth=copy_label, copy_gbps=copy_gbps, providers=list(providers),
+                           cases=len(cases)))
+    env["gpu_measurement"] = gpu
+    env["measurement_label"] = "GPU measurement" if gpu else "not a GPU measurement"
+    env["declared_cases"] = list(declared)
+    return env
+
+
+def _ordered(rows: list[dict], order: list[str]) -> pd.DataFrame:
+    pos = {cid: i for i, cid in enumerate(order)}
+    prov = {p: i for i, p in enumerate(PROVIDERS)}
+    rows = sorted(rows, key=lambda r: (pos.get(r["case_id"], len(pos)), prov.get(r["provider"], len(prov))))
+    return pd.DataFrame(rows, columns=CSV_COLUMNS)
+
+
 def run_matrix(cases: list[BenchCase] | None = None, *, quick: bool = False, out_dir: str | Path | None = None,
                progress: bool = True, force: bool = False, providers=PROVIDERS, analyses: bool = True,
-               extra_env: dict | None = None) -> pd.DataFrame:
-    """Run the whole matrix; optionally write a complete results folder.
+               extra_env: dict | None = None, declared: list[str] | None = None, host: bool = False,
+               deadline: float | None = None, folder: Path | None = None,
+               copy: tuple[float, str] | None = None) -> pd.DataFrame:
+    """Run the matrix; optionally write a complete results folder.
 
     Args:
-        cases: the matrix (default :func:`~fastpath_lib.bench.load_cases`).
+        cases: the cases to run (default :func:`~fastpath_lib.bench.load_cases`).
         quick: small shapes and short budgets (same case ids).
         out_dir: when given, write ``results.csv``, ``environment.json``, ``boundary.png``, ``boundary.csv``,
-            ``pr_note.md`` (plus ``threshold.csv``, ``replay.json``, ``compile_cost.json`` when ``analyses``) there.
-            The folder must not exist unless ``force``; files are written to a temporary sibling folder marked
-            ``INCOMPLETE`` and renamed into place only when everything is written, so an interrupted run never
-            leaves a folder that looks complete.
+            ``pr_note.md`` (plus ``threshold.csv``, ``replay.json``, ``compile_cost.json`` when ``analyses``) there,
+            through a staging folder renamed into place only when everything is written. It must not exist unless
+            ``force``.
         progress: print progress lines on stderr.
         force: replace an existing ``out_dir``.
         providers: subset of :data:`PROVIDERS`.
         analyses: also run the row-threshold sweep, the workload replay and the compile-cost probe.
         extra_env: merged into ``environment.json``.
+        declared: the ids of the predeclared matrix this run is part of (default: ``cases``); the note says how many
+            of them ran and names the rest.
+        host: also measure the host-overhead family (:mod:`fastpath_lib.bench.host`).
+        deadline: a ``time.monotonic()`` value; cases not started by then are not run (``torch.compile`` runs after
+            the other providers of every case, so a short budget loses it first).
+        folder: write ``results.csv`` here after every case (the evidence command's staging folder); no note, no
+            rename.
+        copy: ``(GB/s, label)`` of a copy bandwidth measured earlier in the same run (default: measured here).
 
     Returns:
-        the classified results (``DataFrame``, one row per case and provider); ``df.attrs["environment"]`` holds
-        the metadata.
+        the classified results (one row per case and provider; times in microseconds);
+        ``df.attrs["environment"]`` holds the metadata.
 
     Note:
         Off CUDA every timing is a CPU / Triton-interpreter timing, labelled "not a GPU measurement".
     """
-    from fastpath_lib.bench import analysis, report, results, workload
-    from fastpath_lib.bench.metadata import environment as _environment
-
     cases = load_cases() if cases is None else list(cases)
+    declared = [c.id for c in cases] if declared is None else list(declared)
     staging = results.begin(out_dir, force=force) if out_dir is not None else None
     log = _stderr if progress else None
     settings = settings_for(quick)
-    cuda = runtime.cuda_available()
+    gpu = gpu_measurement()
     t_start = time.perf_counter()
-    copy_gbps, copy_label = copy_bandwidth("cuda" if cuda else "cpu", quick)
+    copy_gbps, copy_label = copy or copy_bandwidth("cuda" if runtime.cuda_available() else "cpu", quick)
+    env = matrix_environment(settings, copy_gbps=copy_gbps, copy_label=copy_label, providers=providers, cases=cases,
+                             declared=declared, gpu=gpu)
+    env.update(extra_env or {})
     if log:
         log(f"bench: {len(cases)} cases x {len(providers)} providers, {settings['timer']}"
-            f"{'' if cuda and not runtime.interpreter_enabled() else ' -- not a GPU measurement'}; "
-            f"{copy_label}: {copy_gbps:.1f} GB/s")
-    rows = []
-    for i, case in enumerate(cases, 1):
-        if log:
-            r, c, _ = case.dims(quick)
-            log(f"[{i}/{len(cases)}] {case.id} ({r}x{c} {case.dtype} {case.layout} {case.pass_}) "
-                f"elapsed {time.perf_counter() - t_start:.0f}s")
-        rows.extend(measure_case(case, quick=quick, settings=settings, copy_gbps=copy_gbps, providers=providers,
-                                 log=log))
-    df = analysis.classify(pd.DataFrame(rows, columns=CSV_COLUMNS))
-    env = _environment(dict(settings, copy_bandwidth=copy_label, copy_gbps=copy_gbps,
-                                       providers=list(providers), cases=len(cases)))
-    env.update(extra_env or {})
+            f"{'' if gpu else ' -- not a GPU measurement'}; {copy_label}: {copy_gbps:.1f} GB/s")
+    write_to = staging if staging is not None else folder
+    rows: list[dict] = []
+    first = [p for p in providers if p != "compiled"]
+    passes = [first] + ([["compiled"]] if "compiled" in providers else [])
+    for k, provs in enumerate(passes):
+        for i, case in enumerate(cases, 1):
+            if deadline is not None and time.monotonic() > deadline:
+                rows.extend(_row(case, p, quick, gpu, status="not run", note="the run's time budget ran out")
+                            for p in provs)
+                continue
+            if log:
+                r, c, _ = case.dims(quick)
+                log(f"[{i}/{len(cases)}] {case.id} ({r}x{c} {case.dtype} {case.layout} {case.pass_})"
+                    f"{' torch.compile' if k else ''} elapsed {time.perf_counter() - t_start:.0f}s")
+            rows.extend(measure_case(case, quick=quick, settings=settings, copy_gbps=copy_gbps, providers=provs,
+                                     log=log, gpu=gpu))
+            if write_to is not None:
+                results.write_table(write_to, _ordered(rows, [c.id for c in cases]))
+    if host:
+        rows.extend(measure_host(quick=quick, log=log))
+    df = classify(_ordered(rows, [c.id for c in cases]))
     df.attrs["environment"] = env
     if staging is not None:
         extras = {}
         if analyses:
             if log:
                 log(f"analyses: threshold sweep, replay, compile cost (elapsed {time.perf_counter() - t_start:.0f}s)")
-            sweep = analysis.threshold_sweep(quick=quick, settings=settings)
-            sweep.to_csv(staging / "threshold.csv", index=False)
-            proposal = sweep.attrs.get("proposal")
+            table = threshold_sweep(quick=quick, settings=settings)
+            table.to_csv(staging / "threshold.csv", index=False)
+            proposal = table.attrs.get("proposal")
             (staging / "threshold_proposal.json").write_text(json.dumps(proposal, indent=2, default=str))
-            extras = {"threshold": {"table": sweep, "proposal": proposal},
-                      "replay": workload.replay(quick=quick, settings=settings),
-                      "compile_cost": workload.compile_cost(cases, quick=quick)}
+            extras = {"threshold": {"table": table, "proposal": proposal},
+                      "replay": replay(quick=quick, settings=settings),
+                      "compile_cost": compile_cost(cases, quick=quick)}
             for name in ("replay", "compile_cost"):
                 (staging / f"{name}.json").write_text(json.dumps(extras[name], indent=2, default=str))
         env["wall_s"] = round(time.perf_counter() - t_start, 1)
         results.write(staging, df, env)
-        report_text = report.pr_note(df=df, env=env, **extras)
-        (staging / "pr_note.md").write_text(report_text)
+        (staging / "pr_note.md").write_text(pr_note(df=df, env=env, **extras))
         results.finish(staging, out_dir, force=force)
         if log:
             log(f"wrote {out_dir} in {env['wall_s']}s")
+    elif folder is not None:
+        results.write(folder, df, env)
     return df
-

@@ -117,11 +117,16 @@ class BenchCase:
         if missing:
             raise ValueError(f"case {d.get('id', '?')!r} lacks {missing}")
         quick = d.get("quick") or {}
-        return cls(id=str(d["id"]), family=str(d["family"]), shape=tuple(int(v) for v in d["shape"]),
-                   dtype=str(d["dtype"]), layout=str(d["layout"]), pass_=str(d["pass"]), expected=str(d["expected"]),
-                   rationale=str(d["rationale"]), pad=int(d.get("pad", 0)), offset=int(d.get("offset", 0)),
-                   quick_shape=tuple(int(v) for v in quick["shape"]) if "shape" in quick else None,
-                   quick_pad=int(quick["pad"]) if "pad" in quick else None)
+        try:
+            shape = tuple(int(v) for v in d["shape"])
+            pad, offset = int(d.get("pad", 0)), int(d.get("offset", 0))
+            quick_shape = tuple(int(v) for v in quick["shape"]) if "shape" in quick else None
+            quick_pad = int(quick["pad"]) if "pad" in quick else None
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"case {d.get('id', '?')!r}: shape, pad, offset and quick need integers ({exc})") from None
+        return cls(id=str(d["id"]), family=str(d["family"]), shape=shape, dtype=str(d["dtype"]),
+                   layout=str(d["layout"]), pass_=str(d["pass"]), expected=str(d["expected"]),
+                   rationale=str(d["rationale"]), pad=pad, offset=offset, quick_shape=quick_shape, quick_pad=quick_pad)
 
 
 def load_cases(path: str | Path | None = None) -> list[BenchCase]:
@@ -133,6 +138,10 @@ def load_cases(path: str | Path | None = None) -> list[BenchCase]:
     Returns:
         the cases in file order.
 
+    Raises:
+        FileNotFoundError: no such file.
+        ValueError: not JSON, not a case file, or a case with a missing or bad field (the message names it).
+
     Note:
         Pure data; nothing is built or timed, so it works on any machine.
 
@@ -140,8 +149,16 @@ def load_cases(path: str | Path | None = None) -> list[BenchCase]:
     'decode_m1_fp16'
     """
     data = json.loads(Path(path or DEFAULT_CASES).read_text())
-    entries = data["cases"] if isinstance(data, dict) else data
-    cases = [BenchCase.from_json(e) for e in entries]
+    entries = data.get("cases") if isinstance(data, dict) else data
+    if not isinstance(entries, list):
+        raise ValueError('a case file holds {"cases": [...]} or a list of cases')
+    bad = [i for i, e in enumerate(entries) if not isinstance(e, dict)]
+    if bad:
+        raise ValueError(f"case entries {bad} are not JSON objects")
+    try:
+        cases = [BenchCase.from_json(e) for e in entries]
+    except (TypeError, ValueError) as exc:
+        raise ValueError(str(exc)) from None
     ids = [c.id for c in cases]
     dup = sorted({i for i in ids if ids.count(i) > 1})
     if dup:

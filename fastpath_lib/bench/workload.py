@@ -15,6 +15,9 @@ import torch.nn.functional as F
 
 import fastpath_lib
 from fastpath_lib import runtime
+from fastpath_lib.bench.matrix import load_cases
+from fastpath_lib.bench.schema import NOT_GPU
+from fastpath_lib.bench.timing import gpu_measurement, settings_for, time_callable
 
 __all__ = ["TinyDecoder", "replay", "compile_cost", "specializations"]
 
@@ -71,7 +74,7 @@ def replay(*, quick: bool = False, settings: dict | None = None, batch: int | No
             CPU: 2 x 8 tokens, dim 64, 2 layers, fp32).
 
     Returns:
-        a dict: sizes, end-to-end median ms for both models, the norms' median ms (all norm calls of one forward,
+        a dict: sizes, end-to-end median us for both models, the norms' median us (all norm calls of one forward,
         timed alone on the model's hidden shape), RMSNorm's share of the baseline forward, the end-to-end ratio,
         whether both models' logits agree, ``gpu_measurement`` and a ``label``.
 
@@ -79,17 +82,15 @@ def replay(*, quick: bool = False, settings: dict | None = None, batch: int | No
         Off CUDA the fast-path model runs its norms in Triton's interpreter, so its times are "not a GPU
         measurement" and say nothing about GPU speed.
     """
-    from fastpath_lib.bench import harness
-
     cuda = runtime.cuda_available()
-    gpu = cuda and not runtime.interpreter_enabled()
+    gpu = gpu_measurement()
     dev = "cuda" if cuda else "cpu"
     batch = batch or (8 if gpu else 2)
     seq = seq or ((128 if quick else 512) if gpu else 8)
     dim = dim or (4096 if gpu else 64)
     layers = layers or ((2 if quick else 4) if gpu else 2)
     dtype = dtype or (torch.bfloat16 if gpu else torch.float32)
-    settings = settings or harness.settings_for(quick)
+    settings = settings or settings_for(quick)
     torch.manual_seed(0)
     base = TinyDecoder(dim=dim, layers=layers, heads=max(1, dim // 128) if gpu else 4, hidden=dim * 2,
                        norm_cls=nn.RMSNorm).to(dev, dtype).eval()
@@ -111,7 +112,7 @@ def replay(*, quick: bool = False, settings: dict | None = None, batch: int | No
 
     out = {"batch": batch, "seq": seq, "dim": dim, "layers": layers, "dtype": str(dtype).replace("torch.", ""),
            "norm_calls_per_forward": n_norms, "gpu_measurement": gpu,
-           "label": "GPU measurement" if gpu else "not a GPU measurement (CPU / Triton interpreter)"}
+           "label": "GPU measurement" if gpu else f"{NOT_GPU} (CPU / Triton interpreter)"}
     with torch.no_grad(), fastpath_lib.record_routes() as routes:
         out["logits_close"] = bool(torch.allclose(base(tokens[0]).float(), fast(tokens[0]).float(), atol=5e-2,
                                                   rtol=5e-2))
@@ -119,14 +120,14 @@ def replay(*, quick: bool = False, settings: dict | None = None, batch: int | No
     with torch.no_grad():
         for name, model in (("baseline", base), ("fastpath", fast)):
             nt = rot(tokens)
-            res = harness.time_callable(lambda m=model, nt=nt: m(nt()), settings)
-            out[f"e2e_{name}_ms"] = float(torch.tensor(res["samples_ms"]).median())
+            res = time_callable(lambda m=model, nt=nt: m(nt()), settings)
+            out[f"e2e_{name}_us"] = float(torch.tensor(res["samples_us"]).median())
         for name, fn in (("baseline", F.rms_norm), ("fastpath", fastpath_lib.rms_norm)):
             nh = rot(hidden)
-            res = harness.time_callable(lambda fn=fn, nh=nh: [fn(nh(), (dim,), w) for _ in range(n_norms)], settings)
-            out[f"norms_{name}_ms"] = float(torch.tensor(res["samples_ms"]).median())
-    out["norm_share_baseline"] = out["norms_baseline_ms"] / out["e2e_baseline_ms"]
-    out["e2e_ratio_fast_over_base"] = out["e2e_fastpath_ms"] / out["e2e_baseline_ms"]
+            res = time_callable(lambda fn=fn, nh=nh: [fn(nh(), (dim,), w) for _ in range(n_norms)], settings)
+            out[f"norms_{name}_us"] = float(torch.tensor(res["samples_us"]).median())
+    out["norm_share_baseline"] = out["norms_baseline_us"] / out["e2e_baseline_us"]
+    out["e2e_ratio_fast_over_base"] = out["e2e_fastpath_us"] / out["e2e_baseline_us"]
     out["timer"] = settings["timer"]
     return out
 
@@ -136,12 +137,12 @@ def specializations(cases, quick: bool = False) -> list[dict]:
 
     A specialization is one compiled binary: kernel x dtype x BLOCK_SIZE x num_warps x HAS_WEIGHT (x the
     16-byte-alignment flags Triton derives from pointers and strides, which the predicate fixes to aligned).
+    Block size and warps come from the launchers' own rule (:func:`fastpath_lib.rmsnorm.kernels.launch_settings`).
 
     Returns:
         one dict per specialization, with the case ids that use it.
     """
-    import triton
-
+    from fastpath_lib.rmsnorm import kernels  # imported on use: the interpreter opt-in comes first
     from fastpath_lib.rmsnorm.predicate import MAX_COLS
 
     found: dict[tuple, dict] = {}
@@ -151,9 +152,8 @@ def specializations(cases, quick: bool = False) -> list[dict]:
         rows, cols, _ = c.dims(quick)
         if cols > MAX_COLS:
             continue
-        block = triton.next_power_of_2(cols)
-        warps = 16 if block >= 8192 else 8 if block >= 2048 else 4
         for kern in ("fwd",) + (("bwd",) if c.pass_ == "backward" else ()):
+            block, warps = kernels.launch_settings(cols, "forward" if kern == "fwd" else "backward")
             key = (kern, c.dtype, block, warps, True)
             found.setdefault(key, {"kernel": kern, "dtype": c.dtype, "BLOCK_SIZE": block, "num_warps": warps,
                                    "HAS_WEIGHT": True, "cases": []})["cases"].append(c.id)
@@ -198,12 +198,10 @@ def compile_cost(cases=None, *, quick: bool = False, timeout: float = 600) -> di
     Note:
         Under the interpreter (or without CUDA) no compile happens: the result says so and records no times.
     """
-    from fastpath_lib.bench.matrix import load_cases
-
     cases = load_cases() if cases is None else cases
     specs = specializations(cases, quick)
     out = {"specializations": len(specs), "list": specs}
-    if not runtime.cuda_available() or runtime.interpreter_enabled():
+    if not gpu_measurement():
         out.update(compiles=False, note="Triton interpreter / no CUDA: kernels are not compiled, so there is no "
                    "compile time or cache to measure; the count above is what a GPU run would compile")
         return out

@@ -1,0 +1,50 @@
+"""Run-to-run drift: the same cases in two results folders, and which classifications changed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from fastpath_lib.bench.results import load_results
+
+__all__ = ["compare", "ENV_KEYS"]
+
+#: Environment keys whose difference ``compare`` reports.
+ENV_KEYS = ("device_name", "compute_capability", "gpu_measurement", "torch", "triton", "cuda_version", "git_commit",
+            "interpreter")
+
+
+def compare(old_dir: str | Path, new_dir: str | Path) -> pd.DataFrame:
+    """Per-case, per-provider drift between two results folders, flagging changed classifications.
+
+    Args:
+        old_dir, new_dir: results folders.
+
+    Returns:
+        columns ``case_id, provider, old_us, new_us, drift_pct, old_observed, new_observed, changed, old_band,
+        new_band``; ``attrs`` carry ``environment_differences`` (device, versions, commit), ``only_old`` and
+        ``only_new`` case ids.
+
+    Raises:
+        FileNotFoundError, ValueError: a folder is missing or is not a results folder (one line each, from
+            :func:`~fastpath_lib.bench.results.load_results`).
+
+    Note:
+        Comparing a CPU run with a GPU run is allowed but flagged in ``environment_differences``.
+    """
+    old, eo = load_results(old_dir)
+    new, en = load_results(new_dir)
+    m = old.merge(new, on=["case_id", "provider"], how="outer", suffixes=("_old", "_new"), indicator=True)
+    out = pd.DataFrame({
+        "case_id": m["case_id"], "provider": m["provider"], "old_us": m["median_us_old"], "new_us": m["median_us_new"],
+        "old_observed": m["observed_old"], "new_observed": m["observed_new"], "old_band": m["noise_band_old"],
+        "new_band": m["noise_band_new"]})
+    out["drift_pct"] = 100 * (out["new_us"] / out["old_us"] - 1)
+    out["changed"] = (out["old_observed"].astype(str) != out["new_observed"].astype(str)) & (m["_merge"] == "both")
+    out = out[["case_id", "provider", "old_us", "new_us", "drift_pct", "old_observed", "new_observed", "changed",
+               "old_band", "new_band"]]
+    out.attrs["environment_differences"] = {k: (eo.get(k), en.get(k)) for k in ENV_KEYS if eo.get(k) != en.get(k)}
+    out.attrs["only_old"] = sorted(set(m.loc[m["_merge"] == "left_only", "case_id"]))
+    out.attrs["only_new"] = sorted(set(m.loc[m["_merge"] == "right_only", "case_id"]))
+    return out

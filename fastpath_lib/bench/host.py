@@ -1,0 +1,229 @@
+"""The host-overhead family: what the dispatch costs per call, measured side by side with ``F.rms_norm``.
+
+Outside its region the public op must cost what ``F.rms_norm`` costs: on a GPU a decode step's norm runs in a few
+microseconds, so tens of microseconds of Python dispatch per call would be the very regression the predicate exists
+to prevent. This family times, in one process and interleaved round by round:
+
+* fallback calls (:data:`FALLBACK_CASES`: M=1 decode in fp16, M=1 bf16 input with an fp32 weight, a 4x2048 fp32
+  batch, a transposed input): ``fastpath_lib.rms_norm`` against ``F.rms_norm``; the ratio is held to
+  :data:`TARGET_RATIO`;
+* on CUDA, an eligible call (:data:`ELIGIBLE_CASE`): the dispatched op against the launcher called directly
+  (:func:`fastpath_lib.rmsnorm.kernels.forward`), so the difference is the host time the route adds before its
+  launch. Off CUDA the eligible route runs in Triton's interpreter, whose own cost hides the dispatch: those rows say
+  "not measured" instead of a number.
+
+Each provider's time is the best of several medians (``torch.utils.benchmark.Timer.blocked_autorange`` per round,
+provider order alternating between rounds). Host time is a real measurement on a CPU too, so these rows are
+classified on any machine. Times in microseconds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+
+import pandas as pd
+import torch
+import torch.nn.functional as F
+
+import fastpath_lib
+from fastpath_lib import runtime
+from fastpath_lib.bench.schema import HOST_FAMILY, empty_row, host_rows
+from fastpath_lib.bench.timing import gpu_measurement, quantile
+from fastpath_lib.rmsnorm.predicate import default_eps, limits_for
+
+__all__ = ["HostCase", "FALLBACK_CASES", "ELIGIBLE_CASE", "TARGET_RATIO", "NOT_MEASURED", "best_of_medians",
+           "measure_host", "host_table"]
+
+#: The dispatched op may cost at most this multiple of ``F.rms_norm`` per call on the fallback route.
+TARGET_RATIO = 1.15
+
+#: What the eligible rows say off CUDA.
+NOT_MEASURED = "not measured: the interpreter's cost hides it"
+
+
+@dataclasses.dataclass(frozen=True)
+class HostCase:
+    """One host-overhead call: ``rows x cols`` of ``dtype`` (``transposed`` builds it as a transposed view)."""
+
+    id: str
+    rows: int
+    cols: int
+    dtype: torch.dtype
+    weight_dtype: torch.dtype | None = None
+    transposed: bool = False
+    rationale: str = ""
+
+    def build(self, device: str, seed: int = 0):
+        """``(x, normalized_shape, weight)`` on ``device``."""
+        g = torch.Generator(device="cpu").manual_seed(seed)
+        if self.transposed:
+            x = torch.randn(self.cols, self.rows, generator=g).to(device=device, dtype=self.dtype).t()
+        else:
+            x = torch.randn(self.rows, self.cols, generator=g).to(device=device, dtype=self.dtype)
+        w = (1 + torch.randn(self.cols, generator=g) / 4).to(device=device, dtype=self.weight_dtype or self.dtype)
+        return x, (self.cols,), w
+
+    @property
+    def layout(self) -> str:
+        return "transposed" if self.transposed else "contiguous"
+
+
+FALLBACK_CASES = (
+    HostCase("host_decode_m1_fp16", 1, 4096, torch.float16, rationale="M=1 decode token, fp16"),
+    HostCase("host_decode_m1_bf16_w32", 1, 4096, torch.bfloat16, torch.float32,
+             rationale="M=1 decode token, bf16 input with an fp32 weight (mixed-precision checkpoints)"),
+    HostCase("host_batch_4x2048_fp32", 4, 2048, torch.float32, rationale="small fp32 batch below the row threshold"),
+    HostCase("host_transposed_64x64", 64, 64, torch.float32, transposed=True,
+             rationale="a transposed input: last dimension not contiguous"),
+)
+
+#: The eligible call on CUDA: the smallest eligible batch of 256-wide fp16 rows (host-bound, not memory-bound).
+ELIGIBLE_CASE = HostCase("host_eligible_fp16", 0, 256, torch.float16,
+                         rationale="eligible route: host time of the dispatch before its launch vs the launcher")
+
+
+def best_of_medians(fns: dict, *, rounds: int = 7, min_run_time: float = 0.05) -> dict[str, dict]:
+    """Time several callables side by side: per round, each one's ``blocked_autorange`` median; keep the best.
+
+    Args:
+        fns: name -> zero-argument callable.
+        rounds: rounds (the providers' order alternates between rounds, so drift favours none of them).
+        min_run_time: seconds per ``blocked_autorange``.
+
+    Returns:
+        name -> ``{"best_us", "medians_us", "number"}``.
+    """
+    from torch.utils.benchmark import Timer
+
+    timers = {k: Timer(stmt="fn()", globals={"fn": fn}) for k, fn in fns.items()}
+    for t in timers.values():  # warm up: first calls compile, cache and allocate
+        t.timeit(20)
+    medians: dict[str, list[float]] = {k: [] for k in fns}
+    number: dict[str, int] = {}
+    names = list(fns)
+    for r in range(rounds):
+        for k in names if r % 2 == 0 else names[::-1]:
+            m = timers[k].blocked_autorange(min_run_time=min_run_time)
+            medians[k].append(m.median * 1e6)
+            number[k] = int(m.number_per_run)
+    return {k: {"best_us": min(v), "medians_us": v, "number": number[k]} for k, v in medians.items()}
+
+
+def _route(x, ns, w) -> tuple[str, str]:
+    with fastpath_lib.record_routes() as routes:
+        fastpath_lib.rms_norm(x, ns, w)
+    return (routes.most_common(1)[0][0] if routes else "?"), "; ".join(fastpath_lib.explain(x, ns, w).reasons)
+
+
+def _base_row(case: HostCase, provider: str, gpu: bool, rows: int, **kw) -> dict:
+    wd = f" ({str(case.weight_dtype).replace('torch.', '')} weight)" if case.weight_dtype else ""
+    return empty_row(case_id=case.id, family=HOST_FAMILY, provider=provider, rows=rows, cols=case.cols,
+                     dtype=str(case.dtype).replace("torch.", ""), layout=case.layout + wd, pad=0, offset=0,
+                     declared_shape=f"{rows}x{case.cols}", rationale=case.rationale, gpu_measurement=gpu,
+                     **{"pass": "forward"}, **kw)
+
+
+def _timed_row(case, provider, gpu, rows, res, rounds, **kw) -> dict:
+    s = res["medians_us"]
+    return _base_row(case, provider, gpu, rows, status="ok", note=f"best of {rounds} medians", reps=rounds,
+                     timer="torch.utils.benchmark.Timer.blocked_autorange, best of several medians (host time "
+                           "per call)", warmup="20 calls", number=res["number"], median_us=res["best_us"],
+                     q20_us=quantile(s, 0.2), q80_us=quantile(s, 0.8), mean_us=sum(s) / len(s), min_us=min(s),
+                     samples_us=json.dumps([round(v, 4) for v in s]), **kw)
+
+
+def measure_host(*, quick: bool = False, log=None, rounds: int | None = None) -> list[dict]:
+    """Measure the host-overhead family on this machine.
+
+    Args:
+        quick: fewer rounds.
+        log: ``callable(str)`` for progress lines.
+        rounds: override the number of rounds.
+
+    Returns:
+        result rows (schema :data:`~fastpath_lib.bench.schema.CSV_COLUMNS`, ``family="host-overhead"``): per
+        fallback case a ``baseline`` and a ``dispatched`` row; for the eligible case ``baseline``, ``triton`` (the
+        launcher) and ``dispatched`` rows, measured on CUDA only (elsewhere ``status="not measured"``).
+    """
+    rounds = rounds or (5 if quick else 9)
+    gpu = gpu_measurement()
+    dev = "cuda" if runtime.cuda_available() else "cpu"
+    out = []
+    for case in FALLBACK_CASES:
+        x, ns, w = case.build(dev)
+        route, reasons = _route(x, ns, w)
+        res = best_of_medians({"baseline": lambda: F.rms_norm(x, ns, w),
+                               "dispatched": lambda: fastpath_lib.rms_norm(x, ns, w)}, rounds=rounds)
+        for p in ("baseline", "dispatched"):
+            out.append(_timed_row(case, p, gpu, case.rows, res[p], rounds, expected="fallback", route=route,
+                                  reasons=reasons))
+        if log:
+            ratio = res["dispatched"]["best_us"] / res["baseline"]["best_us"]
+            log(f"  {case.id}: F.rms_norm {res['baseline']['best_us']:.2f} us, dispatched "
+                f"{res['dispatched']['best_us']:.2f} us, ratio {ratio:.2f} (target <= {TARGET_RATIO})")
+    case = ELIGIBLE_CASE
+    rows = limits_for(dev).min_rows
+    if not gpu:
+        for p in ("baseline", "triton", "dispatched"):
+            out.append(_base_row(case, p, gpu, rows, status="not measured", note=NOT_MEASURED, expected="n/a"))
+        return out
+    from fastpath_lib.rmsnorm import kernels  # imported on use, after the mode is settled
+
+    x, ns, w = dataclasses.replace(case, rows=rows).build(dev)
+    route, reasons = _route(x, ns, w)
+    eps = default_eps(x.dtype)
+    res = best_of_medians({"baseline": lambda: F.rms_norm(x, ns, w), "triton": lambda: kernels.forward(x, w, eps),
+                           "dispatched": lambda: fastpath_lib.rms_norm(x, ns, w)}, rounds=rounds)
+    try:
+        import triton.testing
+
+        kernel_us = float(triton.testing.do_bench(lambda: kernels.forward(x, w, eps), warmup=10, rep=50)) * 1e3
+        knote = f"; the kernel itself runs {kernel_us:.2f} us on the device (do_bench)"
+    except Exception as exc:  # noqa: BLE001 - a note, not a result
+        knote = f"; device time not measured ({type(exc).__name__})"
+    for p in ("baseline", "triton", "dispatched"):
+        out.append(_timed_row(case, p, gpu, rows, res[p], rounds, expected="n/a", route=route, reasons=reasons))
+        out[-1]["note"] += knote
+    if log:
+        log(f"  {case.id}: launcher {res['triton']['best_us']:.2f} us, dispatched {res['dispatched']['best_us']:.2f} us")
+    return out
+
+
+def host_table(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per host-overhead case: the times side by side and the ratio the target applies to.
+
+    Returns:
+        columns ``case, shape, dtype, layout, route, baseline_us, dispatched_us, launcher_us, ratio, ratio_to,
+        target, verdict``; ``ratio`` is dispatched / ``F.rms_norm`` on fallback cases and dispatched / launcher on
+        the eligible case, ``verdict`` is ``within``, ``OVER`` or the "not measured" line.
+    """
+    rows = []
+    for cid, g in host_rows(df).groupby("case_id", sort=False):
+        by = {r.provider: r for r in g.itertuples()}
+        d = by.get("dispatched")
+        if d is None:
+            continue
+
+        def t(p):
+            r = by.get(p)
+            return float(r.median_us) if r is not None and r.status == "ok" else math.nan
+
+        eligible = "triton" in by
+        ref = t("triton") if eligible else t("baseline")
+        ratio = t("dispatched") / ref if ref and not math.isnan(ref) else math.nan
+        if d.status != "ok":
+            verdict = str(d.note)
+        elif eligible:
+            verdict = f"dispatch adds {t('dispatched') - ref:.2f} us before the launch"
+        else:
+            verdict = "within" if ratio <= TARGET_RATIO else "OVER"
+        rows.append({"case": cid, "shape": f"{d.rows}x{d.cols}", "dtype": d.dtype, "layout": d.layout,
+                     "route": d.route, "baseline_us": t("baseline"), "dispatched_us": t("dispatched"),
+                     "launcher_us": t("triton"), "ratio": ratio,
+                     "ratio_to": "launcher" if eligible else "F.rms_norm",
+                     "target": math.nan if eligible else TARGET_RATIO, "verdict": verdict})
+    cols = ["case", "shape", "dtype", "layout", "route", "baseline_us", "dispatched_us", "launcher_us", "ratio",
+            "ratio_to", "target", "verdict"]
+    return pd.DataFrame(rows, columns=cols).set_index("case")

@@ -1,0 +1,218 @@
+"""The row-threshold sweep: the Triton forward against ``F.rms_norm`` across row counts, and the proposal it makes.
+
+The proposal is what :mod:`fastpath_lib.rmsnorm.thresholds` records for an architecture (``python -m fastpath_lib
+threshold RESULTS_DIR`` writes it with the folder it came from).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pandas as pd
+import torch
+import torch.nn.functional as F
+
+from fastpath_lib import runtime
+from fastpath_lib.bench.analysis import classify
+from fastpath_lib.bench.results import INCOMPLETE_MARKER
+from fastpath_lib.bench.timing import gpu_measurement, quantile, settings_for, time_callable
+from fastpath_lib.cases import CaseSpec
+from fastpath_lib.rmsnorm import thresholds
+from fastpath_lib.rmsnorm.predicate import default_eps
+from fastpath_lib.rmsnorm.thresholds import parse_arch
+
+__all__ = ["threshold_sweep", "propose", "SWEEP_COLUMNS", "threshold_from_results", "record_threshold"]
+
+#: Columns of ``threshold.csv``.
+SWEEP_COLUMNS = ["cols", "rows", "dtype", "provider", "case_id", "status", "route", "expected", "q20_us", "median_us",
+                 "q80_us", "samples_us", "timer", "gpu_measurement"]
+
+
+def threshold_sweep(rows=None, cols=None, dtype: torch.dtype = torch.float16, *, quick: bool = False,
+                    settings: dict | None = None, deadline: float | None = None) -> pd.DataFrame:
+    """Time the Triton forward kernel against ``F.rms_norm`` across row counts to find the crossover.
+
+    Args:
+        rows: row counts (default: powers of two, 1..16384 on a GPU; 8..64 off it).
+        cols: row widths (default: 2048, 4096, 8192 on a GPU; 256 off it).
+        dtype: input dtype.
+        quick: fewer points and shorter budgets.
+        settings: harness settings (default: this machine's).
+        deadline: a ``time.monotonic()`` value; widths not finished by then are left out (and no threshold is
+            proposed from an incomplete sweep).
+
+    Returns:
+        one row per (cols, rows, provider) with median/quantiles (microseconds) and ``vs_baseline``;
+        ``attrs["proposal"]`` is :func:`propose`'s dict.
+
+    Note:
+        Off a GPU the kernel runs in the interpreter: the sweep exercises the pipeline but proposes no threshold.
+    """
+    from fastpath_lib.rmsnorm import kernels  # imported on use: the interpreter opt-in comes first
+
+    gpu = gpu_measurement()
+    if rows is None:
+        rows = [2 ** k for k in range(0, 15, 2 if quick else 1)] if gpu else ([8, 16, 32] if quick else [8, 16, 32, 64])
+    if cols is None:
+        cols = ((4096,) if quick else (2048, 4096, 8192)) if gpu else (256,)
+    settings = settings or settings_for(quick)
+    dev = "cuda" if runtime.cuda_available() else "cpu"
+    eps = default_eps(dtype)
+    records, complete = [], True
+    for c in cols:
+        if deadline is not None and time.monotonic() > deadline:
+            complete = False
+            break
+        for r in rows:
+            sets = [CaseSpec(rows=r, cols=c, dtype=dtype).build(seed=s, device=dev).args()
+                    for s in range(settings["input_sets"])]
+            state = {"i": 0}
+
+            def nxt():
+                state["i"] += 1
+                return sets[state["i"] % len(sets)]
+
+            def base():
+                x, ns, w = nxt()
+                return F.rms_norm(x, ns, w)
+
+            def triton_fwd():
+                x, _, w = nxt()
+                return kernels.forward(x, w, eps)
+
+            for p, fn in (("baseline", base), ("triton", triton_fwd)):
+                with torch.no_grad():
+                    res = time_callable(fn, settings)
+                s = res["samples_us"]
+                records.append({"cols": c, "rows": r, "dtype": str(dtype).replace("torch.", ""), "provider": p,
+                                "case_id": f"sweep_{r}x{c}", "status": "ok", "route": "n/a", "expected": "n/a",
+                                "q20_us": quantile(s, 0.2), "median_us": quantile(s, 0.5), "q80_us": quantile(s, 0.8),
+                                "samples_us": json.dumps([round(v, 4) for v in s]), "timer": res["timer"],
+                                "gpu_measurement": gpu})
+    df = classify(pd.DataFrame(records, columns=SWEEP_COLUMNS))
+    cap = torch.cuda.get_device_capability() if gpu else None
+    df.attrs["proposal"] = propose(df, capability=cap, complete=complete, widths=list(cols))
+    return df
+
+
+def propose(table: pd.DataFrame, *, capability: tuple[int, int] | None, complete: bool = True,
+            widths: list[int] | None = None) -> dict:
+    """The row threshold a classified sweep supports.
+
+    Per width, the smallest swept row count from which the kernel never loses to ``F.rms_norm``; the proposal is the
+    largest of those over the widths. Nothing is proposed from data that is not a GPU measurement, from an
+    incomplete sweep, or when the kernel still loses at the largest row count of some width.
+
+    Args:
+        table: classified sweep rows (:func:`threshold_sweep`'s table, or ``threshold.csv`` read back).
+        capability: ``(major, minor)`` of the GPU, ``None`` off a GPU.
+        complete: whether every planned width was swept.
+        widths: the planned widths (default: those in the table).
+
+    Returns:
+        ``{"capability", "per_width_crossover_rows", "proposed_min_rows", "line", "reason", "complete"}``.
+    """
+    if "vs_baseline" not in table.columns:
+        table = classify(table)
+    widths = [int(w) for w in (widths if widths is not None else sorted(set(table["cols"])))]
+    per_width: dict[int, int | None] = {}
+    for c in widths:
+        t = table[(table["cols"] == c) & (table["provider"] == "triton")].sort_values("rows")
+        ok = t["vs_baseline"].isin(["win", "neutral"]).tolist()
+        rs = [int(v) for v in t["rows"]]
+        per_width[c] = next((rs[k] for k in range(len(rs)) if all(ok[k:])), None)
+    measured = bool(len(table)) and bool(table["vs_baseline"].isin(["win", "neutral", "loss"]).any())
+    out = {"capability": f"sm_{capability[0]}{capability[1]}" if capability else None,
+           "per_width_crossover_rows": per_width, "proposed_min_rows": None, "line": None, "complete": complete}
+    vals = [v for v in per_width.values() if v is not None]
+    if capability is None or not measured:
+        out["reason"] = "not a GPU measurement (CPU / Triton interpreter): no threshold can be proposed"
+    elif not complete:
+        out["reason"] = "the sweep did not finish every width: no threshold proposed"
+    elif len(vals) != len(per_width) or not vals:
+        out["reason"] = "the kernel still loses at the largest swept row count of some width: no threshold proposed"
+    else:
+        out["proposed_min_rows"] = max(vals)
+        out["line"] = f"CUDA_MIN_ROWS[({capability[0]}, {capability[1]})] = {max(vals)}"
+        out["reason"] = ("smallest swept row count from which the kernel never loses to F.rms_norm, largest over the "
+                         "swept widths")
+    return out
+
+
+def threshold_from_results(results_dir: str | Path) -> dict:
+    """The row threshold a recorded GPU sweep supports, recomputed from its raw ``threshold.csv``.
+
+    Args:
+        results_dir: a finished results folder of a GPU run (``bench`` or ``evidence``).
+
+    Returns:
+        :func:`propose`'s dict plus ``source`` (the folder), ``device_name``, ``git_commit``, ``timestamp`` and
+        ``swept_widths``.
+
+    Raises:
+        FileNotFoundError, ValueError: the folder is missing, unfinished, not a GPU measurement, synthetic, or has
+            no sweep (one line each); a stored proposal that disagrees with the raw data.
+    """
+    d = Path(results_dir)
+    if not d.is_dir():
+        raise FileNotFoundError(f"{d}: no such results folder")
+    if (d / INCOMPLETE_MARKER).exists():
+        raise ValueError(f"{d} is marked {INCOMPLETE_MARKER}: the run did not finish")
+    for name in ("environment.json", "threshold.csv"):
+        if not (d / name).is_file():
+            raise ValueError(f"{d} has no {name}: not a results folder with a threshold sweep")
+    env = json.loads((d / "environment.json").read_text())
+    if env.get("synthetic"):
+        raise ValueError(f"{d} holds synthetic data: no threshold is recorded from it")
+    table = pd.read_csv(d / "threshold.csv")
+    gpu = env.get("gpu_measurement") is True and table.get("gpu_measurement", pd.Series([False])).astype(str) \
+        .str.lower().eq("true").all()
+    if not gpu:
+        raise ValueError(f"{d} is not a GPU measurement: no threshold can be recorded from it")
+    cap = parse_arch(str(env.get("compute_capability")))
+    stored = json.loads((d / "threshold_proposal.json").read_text()) if (d / "threshold_proposal.json").exists() else {}
+    out = propose(table, capability=cap, complete=bool(stored.get("complete", True)))
+    if stored and stored.get("proposed_min_rows") != out["proposed_min_rows"]:
+        raise ValueError(f"{d}/threshold_proposal.json says {stored.get('proposed_min_rows')} but threshold.csv "
+                         f"supports {out['proposed_min_rows']}")
+    out.update(source=str(d), device_name=env.get("device_name"), git_commit=env.get("git_commit"),
+               timestamp=env.get("timestamp"), swept_widths=sorted(int(c) for c in set(table["cols"])))
+    return out
+
+
+def record_threshold(results_dir: str | Path, *, path: str | Path | None = None, root: str | Path | None = None,
+                     write: bool = True) -> dict:
+    """Record the threshold a GPU sweep supports in ``thresholds.json``, with the folder it came from.
+
+    Args:
+        results_dir: the results folder.
+        path: the thresholds file (default :data:`fastpath_lib.rmsnorm.thresholds.THRESHOLDS_FILE`).
+        root: the checkout the ``source`` is written relative to (default: the kit's root, when the folder is
+            inside it).
+        write: ``False`` only computes it.
+
+    Returns:
+        :func:`threshold_from_results`'s dict, with ``written`` (the file, or ``None``).
+
+    Raises:
+        ValueError: as :func:`threshold_from_results`, or when the sweep supports no threshold (the reason says why).
+    """
+    info = threshold_from_results(results_dir)
+    if info["proposed_min_rows"] is None:
+        raise ValueError(f"{results_dir}: no threshold supported: {info['reason']}")
+    src = Path(results_dir).resolve()
+    base = Path(root).resolve() if root is not None else Path(__file__).resolve().parents[2]
+    source = str(src.relative_to(base)) if src.is_relative_to(base) else str(src)
+    info["source"] = source
+    info["written"] = None
+    if write:
+        target = Path(path) if path is not None else thresholds.THRESHOLDS_FILE
+        thresholds.record(info["capability"], info["proposed_min_rows"], source, path=target,
+                          device_name=info["device_name"], git_commit=info["git_commit"],
+                          measured=info["timestamp"], swept_widths=info["swept_widths"],
+                          per_width_crossover_rows={str(k): v for k, v in info["per_width_crossover_rows"].items()},
+                          rule=info["reason"])
+        info["written"] = str(target)
+    return info

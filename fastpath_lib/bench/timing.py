@@ -1,0 +1,175 @@
+"""Timing: the timer settings, one timed callable, the copy bandwidth, bytes moved and launch counts.
+
+On CUDA the timer is ``triton.testing.do_bench`` (L2 flushed before every repetition); off CUDA it is
+``torch.utils.benchmark.Timer`` in adaptive blocks, and every such time is labelled "not a GPU measurement".
+``do_bench`` is never called without CUDA. Times are in microseconds (:data:`~fastpath_lib.bench.schema.TIME_UNIT`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from fastpath_lib import runtime
+
+__all__ = ["HarnessSettings", "gpu_measurement", "settings_for", "time_callable", "quantile", "copy_bandwidth",
+           "bytes_moved", "count_launches"]
+
+
+class HarnessSettings(dict):
+    """Timer settings, recorded in ``environment.json`` under ``harness``."""
+
+
+def gpu_measurement() -> bool:
+    """Whether timings taken in this process are GPU measurements: CUDA present and Triton not interpreted.
+
+    Decided here once per run and carried in every result row (``gpu_measurement``) and ``environment.json``.
+    """
+    return bool(runtime.cuda_available() and not runtime.interpreter_enabled())
+
+
+def settings_for(quick: bool, cuda: bool | None = None) -> HarnessSettings:
+    """Harness settings for this machine.
+
+    Args:
+        quick: the ``--quick`` variant (small shapes, short budgets).
+        cuda: override CUDA detection (tests).
+
+    Returns:
+        a dict: ``timer``, ``warmup_ms``/``rep_ms`` (do_bench's own arguments, in ms) or
+        ``target_s``/``min_reps``/``max_reps`` (torch.utils.benchmark), ``input_sets``, ``quick``, ``backward_mode``.
+
+    Note:
+        Off CUDA the timer is ``torch.utils.benchmark.Timer``; do_bench needs a driver.
+    """
+    cuda = runtime.cuda_available() if cuda is None else cuda
+    s = HarnessSettings(quick=bool(quick), backward_mode="forward+backward of each provider (autograd.grad or the "
+                        "two launchers)", rotation="each repetition takes the next input set", time_unit="us")
+    if cuda:
+        s.update(timer="triton.testing.do_bench", warmup_ms=25 if quick else 50, rep_ms=50 if quick else 200,
+                 l2_flush=True, input_sets=4, return_mode="all")
+    else:
+        s.update(timer="torch.utils.benchmark.Timer (adaptive blocks)", target_s=0.25 if quick else 1.0,
+                 min_reps=5 if quick else 9, max_reps=25 if quick else 100, block_s=0.02, warmup_calls=2,
+                 l2_flush=False, input_sets=2 if quick else 3)
+    return s
+
+
+def time_callable(fn, settings: dict) -> dict:
+    """Time ``fn()`` and return its per-call samples in microseconds.
+
+    Args:
+        fn: a zero-argument callable (it rotates its own inputs).
+        settings: from :func:`settings_for`.
+
+    Returns:
+        ``{"samples_us": [...], "warmup": ..., "reps": ..., "number": ..., "timer": ...}``; each sample is the
+        mean time of one call over a block of ``number`` calls (1 on CUDA).
+
+    Note:
+        On CUDA this is ``triton.testing.do_bench(fn, warmup, rep, return_mode="all")``, which flushes L2 before
+        each repetition. Off CUDA it is ``torch.utils.benchmark.Timer.timeit`` in adaptive blocks.
+    """
+    if settings["timer"].startswith("triton"):
+        import triton.testing
+
+        samples = triton.testing.do_bench(fn, warmup=settings["warmup_ms"], rep=settings["rep_ms"],
+                                          return_mode="all")
+        samples = [float(v) * 1e3 for v in samples]  # do_bench reports milliseconds
+        return {"samples_us": samples, "warmup": f"{settings['warmup_ms']} ms", "reps": len(samples), "number": 1,
+                "timer": settings["timer"]}
+    from torch.utils.benchmark import Timer
+
+    timer = Timer(stmt="fn()", globals={"fn": fn})
+    est = 0.0
+    for _ in range(settings["warmup_calls"]):
+        est = timer.timeit(1).median
+    number = max(1, int(settings["block_s"] / max(est, 1e-9)))
+    reps = int(settings["target_s"] / max(est * number, 1e-9))
+    reps = max(settings["min_reps"], min(settings["max_reps"], reps))
+    samples = [timer.timeit(number).median * 1e6 for _ in range(reps)]
+    return {"samples_us": samples, "warmup": f"{settings['warmup_calls']} calls", "reps": reps, "number": number,
+            "timer": settings["timer"]}
+
+
+def quantile(samples, q: float) -> float:
+    """The ``q`` quantile of ``samples`` (NaN when empty).
+
+    >>> quantile([1.0, 2.0, 3.0], 0.5)
+    2.0
+    """
+    return float(torch.tensor(list(samples), dtype=torch.float64).quantile(q)) if len(samples) else math.nan
+
+
+def copy_bandwidth(device: str | torch.device, quick: bool = False) -> tuple[float, str]:
+    """Measured device-to-device copy bandwidth in GB/s (read + write), and a label saying what was copied.
+
+    Args:
+        device: ``"cuda"`` or ``"cpu"``.
+        quick: a smaller buffer.
+
+    Returns:
+        ``(gb_per_s, label)``.
+
+    Note:
+        On the CPU this is a host-memory tensor copy (labelled as such), not a GPU ceiling.
+    """
+    dev = torch.device(device)
+    nbytes = (64 if quick else 512) * 2**20 if dev.type == "cuda" else (16 if quick else 64) * 2**20
+    src = torch.randn(nbytes // 4, device=dev)
+    dst = torch.empty_like(src)
+    settings = settings_for(quick, cuda=dev.type == "cuda")
+    res = time_callable(lambda: dst.copy_(src), settings)
+    med = quantile(res["samples_us"], 0.5)
+    label = f"{'device-to-device' if dev.type == 'cuda' else 'CPU tensor'} copy of {nbytes >> 20} MiB"
+    return 2 * nbytes / (med * 1e-6) / 1e9, label
+
+
+def bytes_moved(rows: int, cols: int, dtype: torch.dtype, pass_: str, weight: bool = True) -> int:
+    """Minimum bytes a call must move: each input read once, each output written once.
+
+    Args:
+        rows, cols, dtype: the case.
+        pass_: ``"forward"`` (x, w in; y out) or ``"backward"`` (forward, then dy, x, w in; dx, dw out).
+        weight: whether there is a weight.
+
+    Returns:
+        bytes (the fp32 partial-dw scratch of the Triton backward is not counted: it is the kernel's cost, not the
+        problem's).
+
+    >>> bytes_moved(4, 8, torch.float16, "forward")
+    144
+    """
+    es = torch.empty((), dtype=dtype).element_size()
+    act = rows * cols * es
+    w = cols * es if weight else 0
+    fwd = 2 * act + w
+    return fwd if pass_ == "forward" else fwd + 3 * act + 2 * w
+
+
+def count_launches(fn, calls: int = 3) -> tuple[float, str]:
+    """Device kernel launches per call of ``fn`` seen by ``torch.profiler``.
+
+    Returns:
+        ``(launches_per_call, note)``.
+
+    Note:
+        Off CUDA there are no device kernels: returns ``(nan, note)`` without profiling (the interpreter runs each
+        Triton program as Python, so the CPU profiler's op count says nothing about GPU launches).
+    """
+    if not runtime.cuda_available():
+        return math.nan, "no CUDA: no device kernels to count"
+    try:
+        from torch.profiler import ProfilerActivity, profile
+
+        fn()
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            for _ in range(calls):
+                fn()
+            torch.cuda.synchronize()
+        n = sum(1 for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA)
+        return n / calls, "torch.profiler: CUDA device activities (kernels, memsets, copies)"
+    except Exception as exc:  # profiler support differs across builds
+        return math.nan, f"profiler failed: {type(exc).__name__}: {exc}"
