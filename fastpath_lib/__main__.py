@@ -1,4 +1,4 @@
-"""Command line: ``python -m fastpath_lib {selftest,explain,bench,compare,grade} ...``."""
+"""Command line: ``python -m fastpath_lib {selftest,explain,bench,compare,evidence,threshold,grade} ...``."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ COMMANDS = {
     "explain": ("fastpath_lib.cli", "explain_main", "print the route and reasons for a shape/dtype/layout"),
     "bench": ("fastpath_lib.bench.cli", "bench_main", "run the predeclared benchmark matrix into a results folder"),
     "compare": ("fastpath_lib.bench.cli", "compare_main", "per-case drift between two results folders"),
+    "evidence": ("fastpath_lib.bench.evidence", "main", "the whole GPU evidence run, time-boxed, into one folder"),
+    "threshold": ("fastpath_lib.bench.cli", "threshold_main", "record the row threshold a GPU sweep supports"),
     "grade": ("fastpath_lib.grading.cli", "main", "grade exercise notebooks and print a score table"),
 }
 

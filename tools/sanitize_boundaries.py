@@ -1,29 +1,60 @@
 """Launch both kernels at every generated boundary point on CUDA, for compute-sanitizer.
 
-    compute-sanitizer --tool memcheck python tools/sanitize_boundaries.py
+    PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool memcheck python tools/sanitize_boundaries.py
 
-Exits non-zero if any output disagrees with the reference; memcheck reports out-of-bounds accesses itself.
+Exits non-zero if any output disagrees with the reference; memcheck reports out-of-bounds accesses itself (with
+PyTorch's caching allocator off, every tensor is its own allocation, so an access past a tensor's end is seen).
+``--deadline-s S`` stops launching new points after S seconds and says how many of them ran (the evidence command
+time-boxes it this way).
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
+import time
 
 import torch
 
 import fastpath_lib  # noqa: F401
+from fastpath_lib.bench.harness import launcher_unsupported
 from fastpath_lib.boundary import boundary_points
-from fastpath_lib.testing import compare, reference_rms_norm
+from fastpath_lib.rmsnorm.predicate import default_eps
+from fastpath_lib.testing import compare, reference_grads, reference_rms_norm
 
 
-def main() -> int:
+def _launch_directly(x, ns, w) -> str | None:
+    """Both launchers on the point's input, whatever the dispatch decided (below the row threshold too)."""
+    from fastpath_lib.rmsnorm import kernels
+
+    x2 = x.detach().view(-1, x.shape[-1])
+    eps = default_eps(x.dtype)
+    dy = torch.randn_like(x2)
+    y = kernels.forward(x2, w, eps)
+    dx, dw = kernels.backward(dy, x2, w, eps)
+    if x.is_cuda:
+        torch.cuda.synchronize()
+    problems = [compare(y, reference_rms_norm(x2, ns, w, eps), x.dtype)]
+    rdx, rdw = reference_grads(x2, ns, w, eps, dy)
+    problems += [compare(dx, rdx, x.dtype, grad=True)] + ([compare(dw, rdw, w.dtype, grad=True)] if w is not None
+                                                          else [])
+    return "; ".join(p for p in problems if p) or None
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description="Launch both kernels at every boundary point on CUDA (for memcheck).")
+    ap.add_argument("--deadline-s", type=float, default=None, help="stop launching new points after this many s")
+    args = ap.parse_args(argv)
     if not torch.cuda.is_available():
         print("needs CUDA")
         return 2
-    bad = ran = 0
-    for point in boundary_points(device="cuda"):
-        if point.context:
-            continue
+    t0 = time.monotonic()
+    bad = ran = direct = 0
+    points = [p for p in boundary_points(device="cuda") if not p.context]
+    for point in points:
+        if args.deadline_s is not None and time.monotonic() - t0 > args.deadline_s:
+            print(f"time limit: stopped after {ran} of {len(points)} boundary points")
+            break
         try:
             x, ns, w = point.spec.build(seed=3, device="cuda").args()
             y = fastpath_lib.rms_norm(x, ns, w)
@@ -36,10 +67,14 @@ def main() -> int:
         torch.cuda.synchronize()
         ran += 1
         problem = compare(y, reference_rms_norm(x, ns, w), x.dtype)
+        if x.numel() and launcher_unsupported(x, ns, w) is None:
+            direct += 1
+            problem = "; ".join(p for p in (problem, _launch_directly(x, ns, w)) if p) or None
         if problem:
             bad += 1
             print(f"{point.id}: {problem}")
-    print(f"{ran} boundary points launched, {bad} mismatches")
+    print(f"{ran} boundary points launched (of {len(points)}; {direct} also through both launchers directly), "
+          f"{bad} mismatches")
     return 1 if bad else 0
 
 

@@ -1,0 +1,309 @@
+"""The evidence run's steps, each run in its own process by :mod:`fastpath_lib.bench.evidence`.
+
+A step is a function taking a :class:`StepContext` and returning ``None`` (it ran) or a dict ``{"status": "ran" |
+"skipped" | "failed", "why": ..., "details": {...}}``; an exception means it failed. Each writes its files into the
+run's staging folder (``ctx.out``) as soon as it has them, so a later cut keeps what finished.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+
+__all__ = ["StepContext", "child_main", "find_sanitizer", "collect_tests", "CORE_TESTS", "selftest", "gpu_tests",
+           "core_tests", "sanitizer", "copy_bandwidth", "matrix", "host", "sweep", "replay", "compile_cost",
+           "pr_note"]
+
+ROOT = Path(__file__).resolve().parents[2]
+
+#: The core tests the evidence run repeats on CUDA (those present in the checkout).
+CORE_TESTS = ("tests/test_predicate.py", "tests/test_boundaries.py", "tests/test_contract.py",
+              "tests/test_contract_modes.py", "tests/test_hypothesis.py")
+
+
+@dataclasses.dataclass
+class StepContext:
+    """What a step gets: the staging folder, its budget, and its deadline (``time.monotonic()``)."""
+
+    out: Path
+    budget_s: float
+    started: float
+    root: Path = ROOT
+
+    @property
+    def deadline(self) -> float:
+        """When the step should stop starting new work (a margin before it would be cut)."""
+        return self.started + self.budget_s - max(3.0, 0.1 * self.budget_s)
+
+    def left(self) -> float:
+        """Seconds until :attr:`deadline`."""
+        return self.deadline - time.monotonic()
+
+    def log(self, msg: str) -> None:
+        print(msg, flush=True)
+
+    def write_json(self, name: str, data) -> Path:
+        path = self.out / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(data, indent=2, default=str) + "\n")
+        return path
+
+    def run(self, cmd: list[str], log_name: str, *, timeout: float, env: dict | None = None) -> tuple[int | None, str]:
+        """Run a command with its own time limit, its output teed to ``log_name`` and this step's log.
+
+        Returns:
+            ``(exit_code or None when it had to be stopped, output)``.
+        """
+        path = self.out / log_name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.log(f"$ {' '.join(cmd)}  (limit {timeout:.0f} s)")
+        with open(path, "w") as f:
+            proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=self.root,
+                                    env=env, start_new_session=True)
+            try:
+                rc = proc.wait(timeout=max(1.0, timeout))
+            except subprocess.TimeoutExpired:
+                import signal
+
+                os.killpg(proc.pid, signal.SIGTERM)
+                try:
+                    proc.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+                rc = None
+        text = path.read_text(errors="replace")
+        print(text[-4000:], flush=True)
+        return rc, text
+
+
+def child_main(argv: list[str] | None = None) -> None:
+    """Entry point of a step's process: ``TARGET STAGING BUDGET_S RESULT_JSON``; exits 0 when a result was written."""
+    import importlib
+
+    target, staging, budget, result = (argv or sys.argv[1:])[:4]
+    ctx = StepContext(out=Path(staging), budget_s=float(budget), started=time.monotonic())
+    module, func = target.split(":")
+    try:
+        res = getattr(importlib.import_module(module), func)(ctx) or {}
+        res = {"status": res.get("status", "ran"), "why": res.get("why", ""), "details": res.get("details")}
+    except Exception as exc:  # noqa: BLE001 - a failed step is recorded, not raised
+        traceback.print_exc()
+        res = {"status": "failed", "why": f"{type(exc).__name__}: {exc}"[:500]}
+    Path(result).write_text(json.dumps(res, default=str))
+    sys.stdout.flush()
+    sys.exit(0)
+
+
+def _child_env(**extra) -> dict:
+    env = dict(os.environ)
+    path = env.get("PYTHONPATH", "")
+    env["PYTHONPATH"] = str(ROOT) + (os.pathsep + path if path else "")
+    env.update(extra)
+    return env
+
+
+# --- steps ----------------------------------------------------------------------------------------------------------
+
+def selftest(ctx: StepContext):
+    """The kernels on CUDA against the float64 reference (no interpreter)."""
+    from fastpath_lib import runtime
+    from fastpath_lib import selftest as st
+
+    if runtime.interpreter_enabled():
+        return {"status": "failed", "why": "TRITON_INTERPRET is set: this would test the interpreter, not the GPU"}
+    res = st.run()
+    (ctx.out / "selftest.txt").write_text(f"{runtime.describe()}\n{res}\n")
+    ctx.log(str(res))
+    return {"status": "ran" if res.ok else "failed", "why": "" if res.ok else "; ".join(res.problems)[:500]}
+
+
+def _pytest(ctx: StepContext, name: str, args: list[str]):
+    from fastpath_lib.bench.report import junit_counts
+
+    xml = ctx.out / "tests" / f"{name}.xml"
+    xml.parent.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "pytest", *args, "-q", "-rfEs", "-p", "no:cacheprovider", f"--junitxml={xml}"]
+    rc, text = ctx.run(cmd, f"tests/{name}.txt", timeout=ctx.left(), env=_child_env())
+    if rc is None:
+        return {"status": "failed", "why": f"pytest stopped at the step's deadline (see tests/{name}.txt)"}
+    if rc == 5:
+        return {"status": "skipped", "why": "no tests collected"}
+    counts = junit_counts(xml) if xml.exists() else None
+    why = ", ".join(f"{k} {v}" for k, v in counts.items()) if counts else f"pytest exit status {rc}"
+    return {"status": "ran" if rc == 0 else "failed", "why": why, "details": counts}
+
+
+def gpu_tests(ctx: StepContext):
+    """``pytest -m gpu tests``."""
+    return _pytest(ctx, "gpu", ["-m", "gpu", "tests"])
+
+
+def core_tests(ctx: StepContext):
+    """The core tests on CUDA (predicate, boundaries, contract, modes, hypothesis)."""
+    files = [f for f in CORE_TESTS if (ctx.root / f).exists()]
+    if not files:
+        return {"status": "skipped", "why": "no core test files in this checkout"}
+    return _pytest(ctx, "core", ["-m", "not gpu and not slow and not browser", *files])
+
+
+def find_sanitizer() -> str | None:
+    """``compute-sanitizer`` on PATH, in ``$CUDA_HOME/bin`` or ``/usr/local/cuda/bin``; ``None`` when absent."""
+    found = shutil.which("compute-sanitizer")
+    if found:
+        return found
+    for base in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+        if base and (Path(base) / "bin" / "compute-sanitizer").is_file():
+            return str(Path(base) / "bin" / "compute-sanitizer")
+    return None
+
+
+def sanitizer(ctx: StepContext):
+    """``compute-sanitizer --tool memcheck`` over the boundary shapes; its absence or refusal is recorded."""
+    tool = find_sanitizer()
+    if tool is None:
+        return {"status": "skipped", "why": "compute-sanitizer not found (PATH, $CUDA_HOME/bin, /usr/local/cuda/bin)"}
+    script = ctx.root / "tools" / "sanitize_boundaries.py"
+    limit = ctx.left()
+    cmd = [tool, "--tool", "memcheck", "--report-api-errors", "no", "--error-exitcode", "99", sys.executable,
+           str(script), "--deadline-s", f"{max(5.0, limit - 20):.0f}"]
+    # every tensor its own allocation, so memcheck sees an access past a tensor's end
+    rc, text = ctx.run(cmd, "sanitizer/memcheck.txt", timeout=limit,
+                       env=_child_env(PYTORCH_NO_CUDA_MEMORY_CACHING="1"))
+    m = re.search(r"ERROR SUMMARY: (\d+) error", text)
+    launched = re.search(r"(\d+) boundary points launched.*", text)
+    details = {"errors": int(m.group(1)) if m else None, "summary": launched.group(0) if launched else None}
+    if rc is None:
+        return {"status": "failed", "why": "memcheck stopped at the step's deadline", "details": details}
+    if m is None:
+        last = text.strip().splitlines()[-1:] or [""]
+        return {"status": "skipped", "why": f"compute-sanitizer refused to run (exit {rc}): {last[0][:300]}",
+                "details": details}
+    if int(m.group(1)) or rc == 99:
+        return {"status": "failed", "why": f"memcheck reported {m.group(1)} errors", "details": details}
+    if rc != 0:
+        return {"status": "failed", "why": f"boundary outputs differ from the reference (exit {rc})",
+                "details": details}
+    return {"status": "ran", "why": f"no memcheck errors; {details['summary'] or ''}".strip("; "),
+            "details": details}
+
+
+def copy_bandwidth(ctx: StepContext):
+    """The device-to-device copy bandwidth, the ceiling the matrix reports % of."""
+    from fastpath_lib.bench.timing import copy_bandwidth as measure
+
+    gbps, label = measure("cuda")
+    ctx.write_json("copy_bandwidth.json", {"gbps": gbps, "label": label})
+    return {"status": "ran", "why": f"{label}: {gbps:.0f} GB/s"}
+
+
+def _copy(ctx: StepContext):
+    f = ctx.out / "copy_bandwidth.json"
+    if f.exists():
+        d = json.loads(f.read_text())
+        return d["gbps"], d["label"]
+    return None
+
+
+def matrix(ctx: StepContext):
+    """The full predeclared matrix, ``results.csv`` rewritten after every case."""
+    from fastpath_lib.bench.analysis import coverage_line
+    from fastpath_lib.bench.harness import run_matrix
+
+    df = run_matrix(deadline=ctx.deadline, folder=ctx.out, analyses=False, copy=_copy(ctx),
+                    extra_env={"evidence_run": True})
+    line = coverage_line(df, df.attrs["environment"])
+    not_run = int((df.status == "not run").sum())
+    why = line + (f"; {not_run} case/provider rows not run (time budget)" if not_run else "")
+    return {"status": "ran", "why": why}
+
+
+def host(ctx: StepContext):
+    """The host-overhead family, appended to ``results.csv``."""
+    import pandas as pd
+
+    import fastpath_lib.bench.results as results
+    from fastpath_lib.bench.analysis import classify
+    from fastpath_lib.bench.host import host_table, measure_host
+    from fastpath_lib.bench.metadata import environment
+
+    rows = pd.DataFrame(measure_host(log=ctx.log))
+    csv = ctx.out / "results.csv"
+    df = pd.concat([pd.read_csv(csv), rows], ignore_index=True) if csv.exists() else rows
+    results.write_table(ctx.out, df)
+    if not (ctx.out / "environment.json").exists():
+        env = environment()
+        env["declared_cases"] = []
+        ctx.write_json("environment.json", env)
+    t = host_table(classify(rows))
+    ctx.log(t.to_string())
+    over = [c for c, r in t.iterrows() if r["verdict"] == "OVER"]
+    return {"status": "ran", "why": "fallback host cost within the target" if not over else
+            f"over the host-cost target: {', '.join(over)}"}
+
+
+def sweep(ctx: StepContext):
+    """The row-threshold sweep and its proposal."""
+    from fastpath_lib.bench.sweep import threshold_sweep
+
+    table = threshold_sweep(deadline=ctx.deadline)
+    table.to_csv(ctx.out / "threshold.csv", index=False)
+    proposal = table.attrs["proposal"]
+    ctx.write_json("threshold_proposal.json", proposal)
+    return {"status": "ran", "why": proposal.get("line") or proposal.get("reason"), "details": proposal}
+
+
+def replay(ctx: StepContext):
+    """The workload replay."""
+    from fastpath_lib.bench.workload import replay as run
+
+    res = run()
+    ctx.write_json("replay.json", res)
+    return {"status": "ran", "why": f"logits agree: {res.get('logits_close')}"}
+
+
+def compile_cost(ctx: StepContext):
+    """Compile time per kernel specialization in a fresh process with an empty cache."""
+    from fastpath_lib.bench.workload import compile_cost as run
+
+    res = run(timeout=max(5.0, ctx.left()))
+    ctx.write_json("compile_cost.json", res)
+    if res.get("error"):
+        return {"status": "failed", "why": f"the compile probe failed: {res['error'].strip().splitlines()[-1:]}"}
+    return {"status": "ran", "why": f"{res.get('specializations')} specializations"}
+
+
+def pr_note(ctx: StepContext):
+    """The PR note, from this folder (and the manifest so far)."""
+    from fastpath_lib.bench.report import pr_note as draft
+
+    if not (ctx.out / "results.csv").exists():
+        return {"status": "failed", "why": "no results.csv: the matrix step did not write any"}
+    (ctx.out / "pr_note.md").write_text(draft(ctx.out, allow_incomplete=True))
+    return {"status": "ran"}
+
+
+# --- dry-run helpers -----------------------------------------------------------------------------------------------
+
+def collect_tests(timeout: float = 180) -> tuple[bool, str]:
+    """Whether the evidence run's tests collect here (``pytest --collect-only``), and a one-line summary."""
+    files = [f for f in CORE_TESTS if (ROOT / f).exists()] + (["tests/test_gpu.py"]
+                                                               if (ROOT / "tests/test_gpu.py").exists() else [])
+    if not files:
+        return False, "no test files found"
+    try:
+        res = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                              *files], cwd=ROOT, env=_child_env(), capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return False, f"pytest --collect-only took over {timeout:.0f} s"
+    lines = [ln for ln in res.stdout.strip().splitlines() if ln.strip()]
+    last = lines[-1] if lines else res.stderr.strip()[-300:]
+    return res.returncode == 0, f"{len(files)} files: {last}"

@@ -1,0 +1,207 @@
+"""The evidence command (issue 9 item 1), with the GPU steps simulated: manifest, time-boxing, partial results, dry
+run, and the exit without CUDA that writes nothing. ``tests/evidence_fakes.py`` holds the simulated steps; they run
+in the same child processes the real steps do."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from fastpath_lib import runtime
+from fastpath_lib.bench import evidence, evidence_steps
+from fastpath_lib.bench.evidence import STEPS, Step, main, run_evidence
+from fastpath_lib.bench.results import INCOMPLETE_MARKER
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def fake(name, func, weight=1.0, **kw):
+    return Step(name, f"simulated {func}", weight, f"tests.evidence_fakes:{func}", **kw)
+
+
+def manifest(folder: Path) -> dict:
+    return json.loads((folder / "manifest.json").read_text())
+
+
+def steps_by_name(m: dict) -> dict:
+    return {s["name"]: s for s in m["steps"]}
+
+
+def no_staging_left(parent: Path) -> bool:
+    return not [p for p in parent.iterdir() if p.name.startswith(".")]
+
+
+def test_plan_is_the_issue_order_and_every_step_exists():
+    names = [s.name for s in STEPS]
+    assert names == ["selftest", "gpu_tests", "core_tests", "sanitizer", "copy_bandwidth", "matrix", "host", "sweep",
+                     "replay", "compile_cost", "pr_note"]
+    for s in STEPS:
+        module, func = s.target.split(":")
+        assert module == "fastpath_lib.bench.evidence_steps" and callable(getattr(evidence_steps, func)), s.name
+    budgets = evidence.plan(480)
+    assert sum(b for _, b in budgets) == pytest.approx(480)
+    assert dict((s.name, b) for s, b in budgets)["matrix"] == max(b for _, b in budgets)
+
+
+def test_manifest_records_every_step_and_keeps_partial_results(tmp_path):
+    out = tmp_path / "ev"
+    steps = (fake("first", "ok"), fake("second", "skip"), fake("third", "boom"), fake("fourth", "ok_none"),
+             fake("fifth", "crash"))
+    status, folder = run_evidence(out, budget_s=120, steps=steps, log=lambda m: None)
+    assert status == 1 and folder == out and out.is_dir() and no_staging_left(tmp_path)
+    assert not (out / INCOMPLETE_MARKER).exists()
+    m = manifest(out)
+    s = steps_by_name(m)
+    assert [x["name"] for x in m["steps"]] == ["first", "second", "third", "fourth", "fifth"]
+    assert (s["first"]["status"], s["first"]["why"], s["first"]["outputs"]) == ("ran", "wrote a.txt", ["a.txt"])
+    assert s["first"]["details"]["budget_s"] == pytest.approx(s["first"]["budget_s"], abs=0.1)
+    assert (s["second"]["status"], s["second"]["why"]) == ("skipped", "simulated: tool absent")
+    assert s["third"]["status"] == "failed" and "RuntimeError: simulated GPU failure" in s["third"]["why"]
+    assert (out / "partial.txt").read_text() == "half of the work\n"  # kept although the step failed
+    assert s["fourth"]["status"] == "ran" and s["fourth"]["outputs"] == ["sub/b.txt"]  # ran after a failure
+    assert s["fifth"]["status"] == "failed" and "exited with status 3" in s["fifth"]["why"]
+    assert "about to die" in (out / "logs" / "fifth.log").read_text()
+    assert "simulated GPU failure" in (out / "logs" / "third.log").read_text()
+    for x in m["steps"]:
+        assert x["seconds"] >= 0 and x["budget_s"] > 0 and x["cut"] is False
+    assert m["failed"] == ["third", "fifth"] and m["exit_status"] == 1
+    assert m["counts"] == {"ran": 2, "skipped": 1, "failed": 2}
+
+
+def test_a_step_that_overruns_is_cut_and_the_run_goes_on(tmp_path):
+    out = tmp_path / "ev"
+    steps = (fake("rows", "progressive", weight=1), fake("stuck", "hang", weight=1), fake("after", "ok", weight=2))
+    t0 = time.monotonic()
+    status, _ = run_evidence(out, budget_s=16, steps=steps, log=lambda m: None)
+    elapsed = time.monotonic() - t0
+    s = steps_by_name(manifest(out))
+    assert status == 1
+    for name in ("rows", "stuck"):
+        assert s[name]["status"] == "failed" and s[name]["cut"] is True and "cut: overran its budget" in s[name]["why"]
+        assert s[name]["seconds"] < s[name]["budget_s"] + 3
+    assert len(json.loads((out / "rows.json").read_text())) >= 3  # what it wrote before the cut is kept
+    assert (out / "before_hang.txt").exists()
+    assert s["after"]["status"] == "ran"
+    assert elapsed < 16 + 2 * evidence._GRACE_S
+
+
+def test_steps_beyond_the_budget_are_skipped_and_said_so(tmp_path):
+    out = tmp_path / "ev"
+    steps = (fake("quick", "ok", weight=1), fake("too_big", "ok", weight=1, min_s=1000))
+    status, _ = run_evidence(out, budget_s=30, steps=steps, log=lambda m: None)
+    s = steps_by_name(manifest(out))
+    assert status == 0  # skipping for want of time is recorded, not a failure
+    assert s["too_big"]["status"] == "skipped" and "budget ran out" in s["too_big"]["why"]
+
+
+def test_an_existing_folder_is_not_replaced_without_force(tmp_path):
+    out = tmp_path / "ev"
+    out.mkdir()
+    with pytest.raises(FileExistsError):
+        run_evidence(out, budget_s=10, steps=(fake("a", "ok"),), log=lambda m: None)
+    status, _ = run_evidence(out, budget_s=30, steps=(fake("a", "ok"),), force=True, log=lambda m: None)
+    assert status == 0 and (out / "a.txt").exists()
+
+
+def test_sigterm_stops_the_step_and_still_finishes_the_folder(tmp_path):
+    out = tmp_path / "ev"
+    code = ("import sys; from fastpath_lib.bench.evidence import Step, run_evidence\n"
+            "steps = (Step('stuck', 't', 1, 'tests.evidence_fakes:hang'), Step('never', 't', 1, "
+            "'tests.evidence_fakes:ok'))\n"
+            f"sys.exit(run_evidence({str(out)!r}, budget_s=300, steps=steps)[0])")
+    with subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)),
+                          stderr=subprocess.PIPE, text=True) as proc:
+        staging = None
+        for _ in range(300):
+            found = [p for p in tmp_path.iterdir() if p.name.startswith(".ev.partial-")]
+            if found and (found[0] / "before_hang.txt").exists():
+                staging = found[0]
+                break
+            time.sleep(0.1)
+        assert staging is not None, "the simulated step never started"
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 130, err
+    s = steps_by_name(manifest(out))
+    assert s["stuck"]["status"] == "failed" and "interrupted" in s["stuck"]["why"]
+    assert s["never"]["status"] == "skipped" and "interrupted" in s["never"]["why"]
+    assert no_staging_left(tmp_path)
+
+
+def test_dry_run_prints_the_plan_and_checks_imports(capsys):
+    assert evidence.dry_run(480, collect=False) == 0
+    text = capsys.readouterr().out
+    for s, b in evidence.plan(480):
+        assert f"{s.name:<15} {b:6.0f} s" in text
+    assert "everything the steps need imports" in text and "compute-sanitizer:" in text
+    broken = (Step("x", "needs a missing module", 1, "tests.evidence_fakes:ok", needs=("no_such_module_xyz",)),)
+    assert evidence.dry_run(60, broken, collect=False) == 1
+    assert "cannot import no_such_module_xyz" in capsys.readouterr().out
+
+
+def test_dry_run_command_on_the_bare_package_set():
+    """``evidence --dry-run`` with only the GPU machine's packages importable, test collection included."""
+    res = subprocess.run([sys.executable, "tools/bare_packages.py", "-m", "fastpath_lib", "evidence", "--dry-run"],
+                         cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True, text=True,
+                         timeout=600)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    assert "test collection: 6 files:" in res.stdout or "test collection:" in res.stdout
+    assert "PROBLEM" not in res.stdout
+
+
+@pytest.mark.skipif(runtime.cuda_available(), reason="checks the machine without CUDA")
+def test_without_cuda_it_exits_nonzero_naming_cuda_and_writes_nothing(tmp_path, capsys):
+    out = tmp_path / "ev"
+    assert main(["--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "CUDA" in err
+    assert list(tmp_path.iterdir()) == []
+    # and as the command a GPU operator would type, from a plain checkout
+    res = subprocess.run([sys.executable, "-m", "fastpath_lib", "evidence", "--out", str(out)], cwd=ROOT,
+                         env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True, text=True, timeout=300)
+    assert res.returncode == 2 and "CUDA" in res.stderr and "Traceback" not in res.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_real_steps_run_in_the_same_machinery(tmp_path):
+    """The host and PR-note steps run here for real (host time is a CPU measurement); the rest need CUDA."""
+    out = tmp_path / "ev"
+    steps = tuple(s for s in STEPS if s.name in ("host", "pr_note"))
+    status, _ = run_evidence(out, budget_s=240, steps=steps, log=lambda m: None)
+    s = steps_by_name(manifest(out))
+    assert status == 0, s
+    assert s["host"]["status"] == "ran" and "results.csv" in s["host"]["outputs"]
+    note = (out / "pr_note.md").read_text()
+    assert "Host cost of the dispatch" in note and "host_decode_m1_fp16" in note
+    assert "Evidence step" not in note  # no step failed before the note
+
+
+def test_sanitizer_step_records_absence_refusal_errors_and_success(tmp_path, monkeypatch):
+    ctx = evidence_steps.StepContext(out=tmp_path, budget_s=60, started=time.monotonic())
+    monkeypatch.setattr(evidence_steps, "find_sanitizer", lambda: None)
+    res = evidence_steps.sanitizer(ctx)
+    assert res["status"] == "skipped" and "not found" in res["why"]
+
+    def tool(body):
+        path = tmp_path / "fake-sanitizer"
+        path.write_text("#!/bin/sh\n" + body)
+        path.chmod(0o755)
+        monkeypatch.setattr(evidence_steps, "find_sanitizer", lambda: str(path))
+        return evidence_steps.sanitizer(ctx)
+
+    res = tool("echo 'compute-sanitizer: this device is not supported'; exit 1\n")
+    assert res["status"] == "skipped" and "refused" in res["why"] and "not supported" in res["why"]
+    res = tool("echo '48 boundary points launched (of 48)'; echo '========= ERROR SUMMARY: 2 errors'; exit 99\n")
+    assert res["status"] == "failed" and "2 errors" in res["why"]
+    res = tool("echo '48 boundary points launched (of 48)'; echo '========= ERROR SUMMARY: 0 errors'; exit 0\n")
+    assert res["status"] == "ran" and res["details"]["errors"] == 0
+    assert (tmp_path / "sanitizer" / "memcheck.txt").read_text().startswith("48 boundary points")
+    res = tool("echo '========= ERROR SUMMARY: 0 errors'; exit 1\n")
+    assert res["status"] == "failed" and "differ from the reference" in res["why"]
