@@ -8,7 +8,8 @@ does (see ``conftest.py``: the kit's root, the kit's settings overrides), open n
 * the root: the file browser lists ``notebooks/``, ``exercises/`` and ``solutions/``, ``exercises/`` opens and lists
   the eight exercises, and no "Jupyter news" prompt appears;
 * every lesson: opens with its title rendered as a heading; the lessons other than 03 and 05 (below) are run in a
-  fresh kernel: every cell runs in order, none shows an error, every image decodes;
+  fresh kernel: every cell runs in order, none shows an error, every image decodes, and saving from the browser
+  writes the paired ``.py`` source too (jupytext), unchanged;
 * every exercise: opens with its kernel idle, its title rendered as a heading (not a code block) and its
   ``# FILL ME IN`` cells present;
 * exercise 01 as a learner does it: type a wrong answer into the first ``FILL ME IN`` cell, run it and its check (a
@@ -306,9 +307,15 @@ def test_lesson_opens_and_runs_cleanly(page, lab, name):
     title = check_title(page, name)
     assert title.startswith(stem(name)[:2]), f"{name}: title {title!r}"
     shot(page, f"lesson-{stem(name)}-opened")
+    source = (lab.root / name).with_suffix(".py")
+    before = source.stat().st_mtime
     run_all(page, name)
-    check_ran_cleanly(page, lab, name)
+    check_ran_cleanly(page, lab, name)  # saves the notebook from the browser
     shot(page, f"lesson-{stem(name)}-after-run")
+    # jupytext's contents manager saved the paired source too, byte for byte what the repo holds (running changes
+    # outputs, not sources)
+    assert source.stat().st_mtime > before, f"{name}: saving in JupyterLab did not write {source.name}"
+    assert source.read_text() == (REPO / name).with_suffix(".py").read_text(), f"{source.name} changed on save"
     print(f"\n{name}: opened and ran all cells in {time.monotonic() - t0:.0f} s")
 
 
