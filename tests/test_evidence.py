@@ -203,5 +203,17 @@ def test_sanitizer_step_records_absence_refusal_errors_and_success(tmp_path, mon
     res = tool("echo '48 boundary points launched (of 48)'; echo '========= ERROR SUMMARY: 0 errors'; exit 0\n")
     assert res["status"] == "ran" and res["details"]["errors"] == 0
     assert (tmp_path / "sanitizer" / "memcheck.txt").read_text().startswith("48 boundary points")
+    res = tool("echo '0 boundary points launched (of 48)'; echo '========= ERROR SUMMARY: 0 errors'; exit 0\n")
+    assert res["status"] == "failed" and "no boundary point" in res["why"]
     res = tool("echo '========= ERROR SUMMARY: 0 errors'; exit 1\n")
     assert res["status"] == "failed" and "differ from the reference" in res["why"]
+
+
+def test_test_steps_stop_between_tests_at_their_budget_and_keep_the_junit(tmp_path):
+    ctx = evidence_steps.StepContext(out=tmp_path, budget_s=22, started=time.monotonic())
+    res = evidence_steps.core_tests(ctx)  # the soft deadline is a few seconds in: only the first tests run
+    assert res["status"] == "ran", res
+    assert "stopped at the time budget" in res["why"]
+    counts = res["details"]
+    assert counts["tests"] >= 1 and counts["failures"] == counts["errors"] == 0
+    assert (tmp_path / "tests" / "core.xml").exists() and (tmp_path / "tests" / "core.txt").exists()

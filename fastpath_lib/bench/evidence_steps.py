@@ -18,6 +18,8 @@ import time
 import traceback
 from pathlib import Path
 
+import fastpath_lib.bench.pytest_deadline as pytest_deadline
+
 __all__ = ["StepContext", "child_main", "find_sanitizer", "collect_tests", "CORE_TESTS", "selftest", "gpu_tests",
            "core_tests", "sanitizer", "copy_bandwidth", "matrix", "host", "sweep", "replay", "compile_cost",
            "pr_note"]
@@ -131,15 +133,23 @@ def _pytest(ctx: StepContext, name: str, args: list[str]):
 
     xml = ctx.out / "tests" / f"{name}.xml"
     xml.parent.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "pytest", *args, "-q", "-rfEs", "-p", "no:cacheprovider", f"--junitxml={xml}"]
-    rc, text = ctx.run(cmd, f"tests/{name}.txt", timeout=ctx.left(), env=_child_env())
+    cmd = [sys.executable, "-m", "pytest", *args, "-q", "-rfEs", "-p", "no:cacheprovider", "-p",
+           "fastpath_lib.bench.pytest_deadline", f"--junitxml={xml}"]
+    # pytest stops between tests at the soft deadline and still writes its JUnit XML; the hard limit is a backstop
+    env = _child_env(**{pytest_deadline.ENV: f"{time.time() + max(1.0, ctx.left() - 15):.0f}"})
+    rc, text = ctx.run(cmd, f"tests/{name}.txt", timeout=ctx.left(), env=env)
     if rc is None:
         return {"status": "failed", "why": f"pytest stopped at the step's deadline (see tests/{name}.txt)"}
     if rc == 5:
         return {"status": "skipped", "why": "no tests collected"}
     counts = junit_counts(xml) if xml.exists() else None
     why = ", ".join(f"{k} {v}" for k, v in counts.items()) if counts else f"pytest exit status {rc}"
-    return {"status": "ran" if rc == 0 else "failed", "why": why, "details": counts}
+    stopped = pytest_deadline.REASON in text
+    if stopped:
+        why += f"; stopped at the time budget ({pytest_deadline.REASON}): the remaining tests did not run"
+    clean = counts is not None and not counts["failures"] and not counts["errors"]
+    ok = rc == 0 or (stopped and rc == 2 and clean)  # pytest reports a stopped session as interrupted (2)
+    return {"status": "ran" if ok else "failed", "why": why, "details": counts}
 
 
 def gpu_tests(ctx: StepContext):
@@ -174,7 +184,7 @@ def sanitizer(ctx: StepContext):
     script = ctx.root / "tools" / "sanitize_boundaries.py"
     limit = ctx.left()
     cmd = [tool, "--tool", "memcheck", "--report-api-errors", "no", "--error-exitcode", "99", sys.executable,
-           str(script), "--deadline-s", f"{max(5.0, limit - 20):.0f}"]
+           str(script), "--stop-at", f"{time.time() + max(5.0, limit - 20):.0f}"]
     # every tensor its own allocation, so memcheck sees an access past a tensor's end
     rc, text = ctx.run(cmd, "sanitizer/memcheck.txt", timeout=limit,
                        env=_child_env(PYTORCH_NO_CUDA_MEMORY_CACHING="1"))
@@ -187,6 +197,8 @@ def sanitizer(ctx: StepContext):
         last = text.strip().splitlines()[-1:] or [""]
         return {"status": "skipped", "why": f"compute-sanitizer refused to run (exit {rc}): {last[0][:300]}",
                 "details": details}
+    if launched and launched.group(1) == "0":
+        return {"status": "failed", "why": "no boundary point was launched within the budget", "details": details}
     if int(m.group(1)) or rc == 99:
         return {"status": "failed", "why": f"memcheck reported {m.group(1)} errors", "details": details}
     if rc != 0:

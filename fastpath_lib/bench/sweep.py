@@ -18,7 +18,6 @@ from fastpath_lib import runtime
 from fastpath_lib.bench.analysis import classify
 from fastpath_lib.bench.results import INCOMPLETE_MARKER
 from fastpath_lib.bench.timing import gpu_measurement, quantile, settings_for, time_callable
-from fastpath_lib.cases import CaseSpec
 from fastpath_lib.rmsnorm import thresholds
 from fastpath_lib.rmsnorm.predicate import default_eps
 from fastpath_lib.rmsnorm.thresholds import parse_arch
@@ -40,7 +39,7 @@ def threshold_sweep(rows=None, cols=None, dtype: torch.dtype = torch.float16, *,
         dtype: input dtype.
         quick: fewer points and shorter budgets.
         settings: harness settings (default: this machine's).
-        deadline: a ``time.monotonic()`` value; widths not finished by then are left out (and no threshold is
+        deadline: a ``time.monotonic()`` value; points not started by then are left out (and no threshold is
             proposed from an incomplete sweep).
 
     Returns:
@@ -62,12 +61,11 @@ def threshold_sweep(rows=None, cols=None, dtype: torch.dtype = torch.float16, *,
     eps = default_eps(dtype)
     records, complete = [], True
     for c in cols:
-        if deadline is not None and time.monotonic() > deadline:
-            complete = False
-            break
         for r in rows:
-            sets = [CaseSpec(rows=r, cols=c, dtype=dtype).build(seed=s, device=dev).args()
-                    for s in range(settings["input_sets"])]
+            if deadline is not None and time.monotonic() > deadline:
+                complete = False
+                break
+            sets = [_inputs(r, c, dtype, dev, seed=s) for s in range(settings["input_sets"])]
             state = {"i": 0}
 
             def nxt():
@@ -75,11 +73,11 @@ def threshold_sweep(rows=None, cols=None, dtype: torch.dtype = torch.float16, *,
                 return sets[state["i"] % len(sets)]
 
             def base():
-                x, ns, w = nxt()
-                return F.rms_norm(x, ns, w)
+                x, w = nxt()
+                return F.rms_norm(x, (x.shape[-1],), w)
 
             def triton_fwd():
-                x, _, w = nxt()
+                x, w = nxt()
                 return kernels.forward(x, w, eps)
 
             for p, fn in (("baseline", base), ("triton", triton_fwd)):
@@ -91,10 +89,21 @@ def threshold_sweep(rows=None, cols=None, dtype: torch.dtype = torch.float16, *,
                                 "q20_us": quantile(s, 0.2), "median_us": quantile(s, 0.5), "q80_us": quantile(s, 0.8),
                                 "samples_us": json.dumps([round(v, 4) for v in s]), "timer": res["timer"],
                                 "gpu_measurement": gpu})
+            del sets
+        if not complete:
+            break
     df = classify(pd.DataFrame(records, columns=SWEEP_COLUMNS))
     cap = torch.cuda.get_device_capability() if gpu else None
     df.attrs["proposal"] = propose(df, capability=cap, complete=complete, widths=list(cols))
     return df
+
+
+def _inputs(rows: int, cols: int, dtype: torch.dtype, dev: str, seed: int):
+    """A contiguous ``[rows, cols]`` input and a weight, drawn on the device (large sweeps build fast)."""
+    g = torch.Generator(device=dev).manual_seed(1000 + seed)
+    x = torch.randn(rows, cols, generator=g, device=dev, dtype=torch.float32).to(dtype)
+    w = (1 + 0.5 * torch.randn(cols, generator=g, device=dev, dtype=torch.float32)).to(dtype)
+    return x, w
 
 
 def propose(table: pd.DataFrame, *, capability: tuple[int, int] | None, complete: bool = True,
