@@ -41,7 +41,7 @@ def no_staging_left(parent: Path) -> bool:
 def test_plan_is_the_issue_order_and_every_step_exists():
     names = [s.name for s in STEPS]
     assert names == ["selftest", "gpu_tests", "core_tests", "sanitizer", "copy_bandwidth", "matrix", "host", "sweep",
-                     "replay", "compile_cost", "pr_note"]
+                     "replay", "compile_cost", "compiled", "pr_note"]
     for s in STEPS:
         module, func = s.target.split(":")
         assert module == "fastpath_lib.bench.evidence_steps" and callable(getattr(evidence_steps, func)), s.name
@@ -173,14 +173,17 @@ def test_without_cuda_it_exits_nonzero_naming_cuda_and_writes_nothing(tmp_path, 
 def test_real_steps_run_in_the_same_machinery(tmp_path):
     """The host and PR-note steps run here for real (host time is a CPU measurement); the rest need CUDA."""
     out = tmp_path / "ev"
-    steps = tuple(s for s in STEPS if s.name in ("host", "pr_note"))
-    status, _ = run_evidence(out, budget_s=240, steps=steps, log=lambda m: None)
+    steps = tuple(s for s in STEPS if s.name in ("host", "compiled", "pr_note"))
+    status, _ = run_evidence(out, budget_s=300, steps=steps, log=lambda m: None)
     s = steps_by_name(manifest(out))
     assert status == 0, s
     assert s["host"]["status"] == "ran" and "results.csv" in s["host"]["outputs"]
     note = (out / "pr_note.md").read_text()
     assert "Host cost of the dispatch" in note and "host_decode_m1_fp16" in note
-    assert "Evidence step" not in note  # no step failed before the note
+    if s["compiled"]["status"] == "ran":  # compiling for sm_90 needs no GPU
+        assert "compiled.json" in s["compiled"]["outputs"] and "| forward | sm_90 |" in note
+    else:
+        assert s["compiled"]["status"] == "skipped" and "not recorded in this run" in note
 
 
 def test_sanitizer_step_records_absence_refusal_errors_and_success(tmp_path, monkeypatch):

@@ -11,6 +11,7 @@ from pathlib import Path
 import torch
 
 from fastpath_lib import runtime
+from fastpath_lib.bench.timing import gpu_measurement
 
 __all__ = ["environment", "REQUIRED_KEYS"]
 
@@ -68,7 +69,7 @@ def environment(harness: dict | None = None) -> dict:
     interp = runtime.interpreter_enabled()
     v = runtime.versions()
     env = {
-        "gpu_measurement": bool(cuda and not interp),
+        "gpu_measurement": gpu_measurement(),
         "device": "cuda" if cuda else "cpu",
         "device_name": torch.cuda.get_device_name() if cuda else None,
         "compute_capability": ("sm_%d%d" % torch.cuda.get_device_capability()) if cuda else None,
