@@ -418,3 +418,49 @@ def test_a_stale_staging_folder_is_cleaned_and_reported(tmp_path):
     assert any("interrupted evidence run" in s and str(kept) in s for s in said)
     results.finish(staging, out)
     assert out.is_dir()
+
+
+@pytest.mark.parametrize("env", [SYNTHETIC_GPU_ENV, SYNTHETIC_CPU_ENV], ids=["gpu_data", "cpu_data"])
+def test_pr_note_from_a_folder_where_the_matrix_never_ran(env):
+    """An evidence run whose matrix step failed still gets a note: host rows only, every case named as not run."""
+    df = _host_rows(1.1, eligible_measured=env["gpu_measurement"])
+    note = bench.pr_note(df=df, env=dict(env, declared_cases=["syn_win", "syn_loss"]))
+    assert "0 of 2 predeclared cases run (not run: syn_win, syn_loss)" in note
+    assert "host_a 1.10x" in note
+
+
+def test_pr_note_of_a_simulated_gpu_evidence_folder(tmp_path):
+    """Every section's GPU branch, from a SIMULATED folder (constructed here; nothing in it was measured)."""
+    df = pd.concat([synthetic_results(), _host_rows(1.05, eligible_measured=True)], ignore_index=True)
+    df["gpu_measurement"] = True
+    results.write_table(tmp_path, df)
+    env = dict(SYNTHETIC_GPU_ENV, synthetic=False, compute_capability="sm_90", declared_cases=[
+        "syn_win", "syn_neutral", "syn_loss", "syn_fallback"], harness={"timer": "simulated", "copy_gbps": 4000.0,
+                                                                        "copy_bandwidth": "simulated copy"})
+    (tmp_path / "environment.json").write_text(json.dumps(env))
+    (tmp_path / "replay.json").write_text(json.dumps({
+        "layers": 4, "dim": 4096, "batch": 8, "seq": 512, "dtype": "bfloat16", "logits_close": True,
+        "gpu_measurement": True, "label": "GPU measurement", "e2e_baseline_us": 1000.0, "e2e_fastpath_us": 950.0,
+        "norm_share_baseline": 0.1}))
+    (tmp_path / "compile_cost.json").write_text(json.dumps({
+        "specializations": 3, "compiles": True, "per_specialization": [], "total_compile_s": 3.0,
+        "max_compile_s": 1.5, "cache_bytes": 2 ** 20}))
+    (tmp_path / "compiled.json").write_text(json.dumps([{"kernel": "forward", "arch": "sm_90", "load_bytes": 16,
+                                                         "registers": 32, "spills": 0}]))
+    (tmp_path / "manifest.json").write_text(json.dumps({"steps": [
+        {"name": "sanitizer", "status": "skipped", "why": "compute-sanitizer not found"},
+        {"name": "matrix", "status": "ran", "why": "4 of 4 predeclared cases run"}]}))
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "gpu.xml").write_text('<testsuite tests="14" failures="0" errors="0" skipped="0"/>')
+    note = bench.pr_note(tmp_path)
+    assert "**GPU measurement**" in note and "win 1, neutral 1, loss 1, fallback 1" in note
+    assert "- gpu: tests 14, failures 0" in note
+    assert "compute-sanitizer memcheck over the boundary shapes: skipped (compute-sanitizer not found)" in note
+    assert "= 4000.0 GB/s" in note and "| syn_win | 4096x4096 | 67,108,864 | 1.0 | 1.0 | 1.0 |" in note
+    assert "| forward | sm_90 | 16 | 32 | 0 |" in note
+    assert "host_a 1.05x" in note and "all within the target" in note
+    assert "| host_eligible |" in note and "| launcher |" in note
+    assert "End-to-end 1000 us -> 950 us" in note
+    assert "JIT compile: 3.00 s in total" in note
+    assert "Evidence step `sanitizer` skipped: compute-sanitizer not found" in note
+    assert "**loss** (1): syn_loss" in note

@@ -168,7 +168,9 @@ def summary_table(df: pd.DataFrame, *, gpu: bool | None = None) -> pd.DataFrame:
             row["noise_band"] = by["dispatched"].noise_band if "dispatched" in by else math.nan
         row["matches"] = d.matches if "dispatched" in by else None
         rows.append(row)
-    return pd.DataFrame(rows).set_index("case") if rows else pd.DataFrame(columns=["case"]).set_index("case")
+    cols = (["case", "pass", "shape", "declared", "dtype", "layout", "expected", "route", "observed", "baseline_us",
+             "dispatched_us", "triton_us", "compiled_us"] + (["speedup", "noise_band"] if gpu else []) + ["matches"])
+    return pd.DataFrame(rows, columns=cols).set_index("case")
 
 
 def boundary_table(df: pd.DataFrame) -> pd.DataFrame:
