@@ -109,8 +109,10 @@ def bench_main(argv: list[str] | None = None) -> int:
     if not env["gpu_measurement"]:
         print(f"\n{NOT_GPU.upper()}: CPU / Triton-interpreter timings; matrix outcomes read unmeasured and no "
               "speed-up is claimed (host time per call is a CPU measurement).")
-    print(f"\nwrote {args.out} (results.csv, environment.json, boundary.png, pr_note.md) in "
-          f"{time.perf_counter() - t0:.0f} s")
+    from pathlib import Path
+
+    written = ", ".join(sorted(p.name for p in Path(args.out).iterdir()))
+    print(f"\nwrote {args.out} ({written}) in {time.perf_counter() - t0:.0f} s")
     return 0
 
 
