@@ -109,8 +109,8 @@ pd.Series(env, dtype=object).to_frame("value")
 
 # %% tags=["nbval-ignore-output"]
 print(SOURCE)
-df[["case_id", "provider", "rows", "cols", "dtype", "route", "status", "median_ms", "q20_ms", "q80_ms",
-    "samples_ms", "gpu_measurement"]].head(12)
+df[["case_id", "provider", "rows", "cols", "dtype", "route", "status", "median_us", "q20_us", "q80_us",
+    "samples_us", "gpu_measurement"]].head(12)
 
 # %% [markdown]
 # ## 5. Performance and mechanism
