@@ -1,14 +1,26 @@
 """Triton RMSNorm kernels (forward, backward) and their launchers.
 
-Forward, one program per row of ``n_cols`` elements, accumulated in fp32::
+Forward, row by row over ``n_cols`` elements, accumulated in fp32::
 
     rstd = 1 / sqrt(mean(x ** 2) + eps)
     y    = (x * rstd * w)            rounded once to the input dtype (as torch.nn.functional.rms_norm does)
+
+Each forward program normalizes a tile of ``ROWS_PER_PROGRAM`` rows: narrow rows share a program so that every thread
+holds at least 8 elements (16 bytes of fp16/bf16), which is what lets the compiler use 16-byte vector loads and stores.
+With one 128-column row per 4-warp program each thread would hold one element and access it with a 2-byte scalar load.
 
 Backward, with ``n = x * rstd`` and ``g = dy * w`` (all in fp32)::
 
     dx = rstd * (g - n * mean(g * n))
     dw = sum over rows of (dy * n)
+
+The backward reads each row twice: a first read for the two row sums (asking the cache to keep the row), a second one
+for ``dx`` and ``dw``, so that between rows only the ``dw`` accumulator stays in registers. Holding ``x``, ``dy``,
+``w`` and ``dw`` of a 16384-wide row at once, 16 warps needed more registers than a thread has and the compiled kernel
+spilled to local memory; with the second read and 32 warps for rows of 8192 columns and more, no specialization
+spills (:mod:`fastpath_lib.rmsnorm.compiled` reads these facts from the code compiled for sm_80 and sm_90).
+
+Block size, warps and rows per program come from one rule, :mod:`fastpath_lib.rmsnorm.launch` (re-exported here).
 
 ``dw`` is reduced deterministically: each program sums a fixed, contiguous block of rows into its own row of an fp32
 partial buffer, and the partial rows are then summed by ``torch.sum`` in a fixed order. The same input gives the same
@@ -28,9 +40,10 @@ import torch
 import triton
 import triton.language as tl
 
-from fastpath_lib.rmsnorm.predicate import MAX_COLS
+from fastpath_lib.rmsnorm.launch import KERNELS, backward_grid, forward_rows_per_program, launch_settings
 
-__all__ = ["rms_norm_fwd_kernel", "rms_norm_bwd_kernel", "forward", "backward", "launch_settings"]
+__all__ = ["rms_norm_fwd_kernel", "rms_norm_bwd_kernel", "forward", "backward", "launch_settings",
+           "forward_rows_per_program", "backward_grid", "KERNELS"]
 
 
 @triton.jit
@@ -40,23 +53,28 @@ def rms_norm_fwd_kernel(
     Y_ptr,  # output rows, [n_rows, n_cols], contiguous
     X_row_stride,  # elements between consecutive input rows
     Y_row_stride,  # elements between consecutive output rows
+    n_rows,  # number of rows
     n_cols,  # row width
     eps,  # added to the mean square
     HAS_WEIGHT: tl.constexpr,  # multiply by W
+    ROWS_PER_PROGRAM: tl.constexpr,  # rows of the tile each program normalizes (a power of two)
     BLOCK_SIZE: tl.constexpr,  # power of two >= n_cols
 ):
-    """y = x * rstd * w for one row; rstd = 1 / sqrt(mean(x^2) + eps), all in fp32."""
-    row = tl.program_id(0).to(tl.int64)
+    """y = x * rstd * w for a tile of rows; rstd = 1 / sqrt(mean(x^2) + eps) per row, all in fp32."""
+    rows = tl.program_id(0).to(tl.int64) * ROWS_PER_PROGRAM + tl.arange(0, ROWS_PER_PROGRAM)
     cols = tl.arange(0, BLOCK_SIZE)
-    mask = cols < n_cols
-    x = tl.load(X_ptr + row * X_row_stride + cols, mask=mask, other=0.0).to(tl.float32)
-    mean_sq = tl.sum(x * x, axis=0) / n_cols
+    col_mask = cols < n_cols
+    mask = (rows < n_rows)[:, None] & col_mask[None, :]
+    x = tl.load(X_ptr + rows[:, None] * X_row_stride + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+    mean_sq = tl.sum(x * x, axis=1) / n_cols
     rstd = 1.0 / tl.sqrt(mean_sq + eps)
-    y = x * rstd
+    y = x * rstd[:, None]
     if HAS_WEIGHT:
-        w = tl.load(W_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+        # loaded in the tile's shape (each row of the tile reads it, from cache): the same vector accesses as x,
+        # where a [BLOCK_SIZE] load would give each thread one element and then shuffle it through shared memory
+        w = tl.load(W_ptr + rows[:, None] * 0 + cols[None, :], mask=col_mask[None, :], other=0.0).to(tl.float32)
         y = y * w
-    tl.store(Y_ptr + row * Y_row_stride + cols, y.to(Y_ptr.dtype.element_ty), mask=mask)
+    tl.store(Y_ptr + rows[:, None] * Y_row_stride + cols[None, :], y.to(Y_ptr.dtype.element_ty), mask=mask)
 
 
 @triton.jit
@@ -80,43 +98,42 @@ def rms_norm_bwd_kernel(
     pid = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK_SIZE)
     mask = cols < n_cols
-    if HAS_WEIGHT:
-        w = tl.load(W_ptr + cols, mask=mask, other=0.0).to(tl.float32)
-    else:
-        w = tl.full((BLOCK_SIZE,), 1.0, tl.float32)
     dw_acc = tl.zeros((BLOCK_SIZE,), dtype=tl.float32)
     # a constexpr trip count with a row mask: the Triton 3.6 interpreter cannot loop over runtime scalar bounds
     # with numpy 2, and power-of-two buckets keep the number of specializations small
     for i in range(0, ROWS_PER_PROGRAM):
         row = pid * ROWS_PER_PROGRAM + i
         m = mask & (row < n_rows)
-        x = tl.load(X_ptr + row * X_row_stride + cols, mask=m, other=0.0).to(tl.float32)
-        dy = tl.load(DY_ptr + row * DY_row_stride + cols, mask=m, other=0.0).to(tl.float32)
+        # first read: the two row sums; evict_last keeps the row in cache for the second read
+        x = tl.load(X_ptr + row * X_row_stride + cols, mask=m, other=0.0, eviction_policy="evict_last").to(tl.float32)
+        g = tl.load(DY_ptr + row * DY_row_stride + cols, mask=m, other=0.0, eviction_policy="evict_last")
+        g = g.to(tl.float32)
+        if HAS_WEIGHT:
+            g = g * tl.load(W_ptr + cols, mask=mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
         rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) / n_cols + eps)
-        n = x * rstd
-        g = dy * w
-        dx = rstd * (g - n * (tl.sum(g * n, axis=0) / n_cols))
-        tl.store(DX_ptr + row * DX_row_stride + cols, dx.to(DX_ptr.dtype.element_ty), mask=m)
+        mean_gn = rstd * tl.sum(g * x, axis=0) / n_cols  # mean(g * n) with n = x * rstd
+        # second read (the last use of the row: evict_first), so x, dy and w need not stay in registers meanwhile
+        if HAS_WEIGHT:
+            w = tl.load(W_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+        n = tl.load(X_ptr + row * X_row_stride + cols, mask=m, other=0.0, eviction_policy="evict_first")
+        n = n.to(tl.float32) * rstd
+        dy = tl.load(DY_ptr + row * DY_row_stride + cols, mask=m, other=0.0, eviction_policy="evict_first")
+        dy = dy.to(tl.float32)
         dw_acc += dy * n
+        if HAS_WEIGHT:
+            g = dy * w
+        else:
+            g = dy
+        dx = rstd * (g - n * mean_gn)
+        tl.store(DX_ptr + row * DX_row_stride + cols, dx.to(DX_ptr.dtype.element_ty), mask=m)
     if HAS_WEIGHT:
         tl.store(DW_partial_ptr + pid * n_cols + cols, dw_acc, mask=mask)
 
 
-def launch_settings(n_cols: int) -> tuple[int, int]:
-    """``(BLOCK_SIZE, num_warps)`` for a row width: the next power of two, and more warps for wider rows."""
-    if n_cols > MAX_COLS:
-        raise ValueError(f"n_cols={n_cols} exceeds MAX_COLS={MAX_COLS}; the predicate should have sent this to the "
-                         f"fallback")
-    block = triton.next_power_of_2(max(n_cols, 1))
-    num_warps = 16 if block >= 8192 else 8 if block >= 2048 else 4
-    return block, num_warps
-
-
-def _backward_programs(x: torch.Tensor, n_rows: int) -> int:
+def _max_backward_programs(x: torch.Tensor) -> int:
     if x.is_cuda:
-        sms = torch.cuda.get_device_properties(x.device).multi_processor_count
-        return max(1, min(n_rows, 4 * sms))
-    return max(1, min(n_rows, 4))  # interpreter: programs run one after another; few of them is fastest
+        return 4 * torch.cuda.get_device_properties(x.device).multi_processor_count
+    return 4  # interpreter: programs run one after another; few of them is fastest
 
 
 def _quiet():
@@ -135,11 +152,12 @@ def forward(x2d: torch.Tensor, weight: torch.Tensor | None, eps: float, *,
     """
     n_rows, n_cols = x2d.shape
     y = torch.empty((n_rows, n_cols), dtype=x2d.dtype, device=x2d.device) if out is None else out
-    block, num_warps = launch_settings(n_cols)
+    block, num_warps = launch_settings(n_cols, "forward")
+    rows_per_program = forward_rows_per_program(n_cols)
     with _quiet():
-        rms_norm_fwd_kernel[(n_rows,)](
-            x2d, weight if weight is not None else x2d, y, x2d.stride(0), y.stride(0), n_cols, eps,
-            HAS_WEIGHT=weight is not None, BLOCK_SIZE=block, num_warps=num_warps,
+        rms_norm_fwd_kernel[(triton.cdiv(n_rows, rows_per_program),)](
+            x2d, weight if weight is not None else x2d, y, x2d.stride(0), y.stride(0), n_rows, n_cols, eps,
+            HAS_WEIGHT=weight is not None, ROWS_PER_PROGRAM=rows_per_program, BLOCK_SIZE=block, num_warps=num_warps,
         )
     return y
 
@@ -154,11 +172,10 @@ def backward(dy2d: torch.Tensor, x2d: torch.Tensor, weight: torch.Tensor | None,
     n_rows, n_cols = x2d.shape
     dy2d = dy2d if dy2d.stride(-1) == 1 else dy2d.contiguous()
     dx = torch.empty((n_rows, n_cols), dtype=x2d.dtype, device=x2d.device) if dx_out is None else dx_out
-    rows_per_program = triton.next_power_of_2(triton.cdiv(n_rows, _backward_programs(x2d, n_rows)))
-    programs = triton.cdiv(n_rows, rows_per_program)
+    rows_per_program, programs = backward_grid(n_rows, _max_backward_programs(x2d))
     has_w = weight is not None
     partial = torch.empty((programs if has_w else 1, n_cols), dtype=torch.float32, device=x2d.device)
-    block, num_warps = launch_settings(n_cols)
+    block, num_warps = launch_settings(n_cols, "backward")
     with _quiet():
         rms_norm_bwd_kernel[(programs,)](
             dy2d, x2d, weight if has_w else x2d, dx, partial,

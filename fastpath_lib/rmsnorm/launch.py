@@ -1,0 +1,82 @@
+"""The launch rule of the RMSNorm kernels: block size, warps and rows per program, from the row width.
+
+The one place of the rule: the launchers in :mod:`fastpath_lib.rmsnorm.kernels` (which re-exports these names), the
+compiled-code facts (:mod:`fastpath_lib.rmsnorm.compiled`) and the benchmark's specialization count all call it. It
+imports neither Triton nor the kernels, so asking which binaries a width launches changes nothing about whether the
+kernels are later decorated for CUDA or for the interpreter.
+
+Why these numbers, from the compiled code (``python -c "from fastpath_lib.rmsnorm import compiled; print(
+compiled.facts_markdown())"``):
+
+* wider rows get more warps, so each thread holds at most 16 elements of a row (32 in the forward at 16384 columns);
+* the backward keeps a ``dw`` accumulator beside the row, and gets 32 warps from 8192 columns on: with 16 warps its
+  threads spilled to local memory (at 16384 columns they needed more than the 128 registers a thread of a 512-thread
+  program can have; at 8192, fp32 on sm_80, ptxas kept to 64 registers and spilled 16 bytes);
+* the forward normalizes several narrow rows per program, so every thread holds at least 8 elements: a 16-byte
+  vector of fp16/bf16, two of fp32. One 128-column row per 4-warp program gave each thread one element, loaded and
+  stored with 2-byte scalar accesses.
+"""
+
+from __future__ import annotations
+
+from fastpath_lib.rmsnorm.predicate import MAX_COLS
+
+__all__ = ["KERNELS", "MIN_ELEMENTS_PER_THREAD", "backward_grid", "forward_rows_per_program", "launch_settings"]
+
+#: The kernels by the short name the launch rule and the compiled-code facts use.
+KERNELS = ("forward", "backward")
+#: Elements each forward thread should hold at least: 8 fp16/bf16 values fill one 16-byte vector access.
+MIN_ELEMENTS_PER_THREAD = 8
+
+
+def _next_power_of_2(n: int) -> int:
+    return 1 << (max(n, 1) - 1).bit_length()
+
+
+def launch_settings(n_cols: int, kernel: str = "forward") -> tuple[int, int]:
+    """``(BLOCK_SIZE, num_warps)`` for a row width: the next power of two, and more warps for wider rows.
+
+    Args:
+        n_cols: the row width (at most ``MAX_COLS``).
+        kernel: ``"forward"`` or ``"backward"``. They differ at the widest rows only: the backward keeps a ``dw``
+            accumulator beside each row and gets 32 warps from 8192 columns on, where 16 warps spilled registers
+            to local memory.
+
+    Raises:
+        ValueError: ``n_cols > MAX_COLS`` (the predicate sends such rows to the fallback), or an unknown kernel.
+
+    >>> launch_settings(4096), launch_settings(16384), launch_settings(8192, "backward")
+    ((4096, 8), (16384, 16), (8192, 32))
+    """
+    if kernel not in KERNELS:
+        raise ValueError(f"kernel must be one of {KERNELS}, got {kernel!r}")
+    if n_cols > MAX_COLS:
+        raise ValueError(f"n_cols={n_cols} exceeds MAX_COLS={MAX_COLS}; the predicate should have sent this to the "
+                         f"fallback")
+    block = _next_power_of_2(n_cols)
+    num_warps = 16 if block >= 8192 else 8 if block >= 2048 else 4
+    if kernel == "backward" and block >= 8192:
+        num_warps = 32
+    return block, num_warps
+
+
+def forward_rows_per_program(n_cols: int) -> int:
+    """Rows of the forward's tile: enough that each of its ``32 * num_warps`` threads holds 8 elements or more.
+
+    >>> [forward_rows_per_program(n) for n in (128, 256, 1024, 16384)]
+    [8, 4, 1, 1]
+    """
+    block, num_warps = launch_settings(n_cols, "forward")
+    return max(1, MIN_ELEMENTS_PER_THREAD * 32 * num_warps // block)
+
+
+def backward_grid(n_rows: int, max_programs: int) -> tuple[int, int]:
+    """``(ROWS_PER_PROGRAM, programs)`` of the backward: at most ``max_programs`` programs, power-of-two row blocks.
+
+    The launcher asks for ``4 * multiprocessors`` programs on CUDA and 4 under the interpreter.
+
+    >>> backward_grid(4096, 4 * 132), backward_grid(37, 4)
+    ((8, 512), (16, 3))
+    """
+    rows_per_program = _next_power_of_2(-(-n_rows // max(1, min(n_rows, max_programs))))
+    return rows_per_program, -(-n_rows // rows_per_program)
