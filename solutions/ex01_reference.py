@@ -51,7 +51,7 @@ def my_default_eps(dtype: torch.dtype) -> float:
     # END SOLUTION
 
 
-# %%
+# %% tags=["grader-check"]
 ex.check_default_eps(my_default_eps)
 
 
@@ -82,7 +82,7 @@ def my_reference(x, normalized_shape, weight=None, eps=None):
     # END SOLUTION
 
 
-# %%
+# %% tags=["grader-check"]
 ex.check_reference(my_reference)
 
 # %% [markdown]

@@ -16,13 +16,16 @@
 # ---
 
 # %% [markdown]
-# # Exercise 02 — the forward Triton kernel
+# # Exercise 02 — a fused residual-add RMSNorm kernel
 #
-# One program per row: load the row (masking the tail beyond `n_cols`), accumulate the mean square in fp32, scale
-# by `rstd = 1 / sqrt(mean_sq + eps)` and the weight, store in the output's dtype. The check launches your kernel
-# with a grid of `(n_rows,)` and `BLOCK_SIZE = next_power_of_2(n_cols)` on irregular shapes (7x33 row slice,
-# 3x781 bf16, 1x1, every other row, tiny values), writes into an output inside a poisoned buffer, and compares with
-# the float64 reference. Under Triton's CPU interpreter this takes a few seconds.
+# Lesson 02 built the kit's forward kernel. In a transformer block RMSNorm usually comes right after a residual
+# add, and fast implementations fuse the two (vLLM's `fused_add_rms_norm`): one pass reads `x` and the residual
+# `r`, writes their sum `h` (the next residual stream) and the normalized `y`, and saves each row's `rstd` for the
+# backward. The kit does not contain this kernel; you write it. The check launches it with a grid of `(n_rows,)`
+# and `BLOCK_SIZE = next_power_of_2(n_cols)` on irregular shapes (7x33 row slice, 3x781 bf16, 1x1, every other row,
+# tiny values, a residual that is itself a row slice, and a shape drawn at each run), writes every output inside a
+# poisoned buffer, and compares with the plain-torch spec below. Under Triton's CPU interpreter this takes a few
+# seconds.
 #
 # **How this works.** Fill in each cell marked `# FILL ME IN (roughly N lines)` (delete the `raise
 # NotImplementedError`), run it, then run the check below it: it prints `passed`, or a table of *yours vs expected*.
@@ -40,26 +43,33 @@ import triton.language as tl
 
 
 # %% [markdown]
-# ## The spec (plain torch)
+# ## The spec (plain torch, one row)
 #
 # ```python
-# x = x_row.float(); rstd = 1 / torch.sqrt((x * x).mean() + eps)
-# y_row = (x * rstd * w.float()).to(x_row.dtype)      # without a weight: (x * rstd).to(...)
+# h = x_row + r_row                                     # in the input dtype: store it to H
+# hf = h.float(); rstd = 1 / torch.sqrt((hf * hf).mean() + eps)   # fp32: store it to RSTD[row]
+# y_row = (hf * rstd * w.float()).to(x_row.dtype)       # store it to Y
 # ```
 #
-# ## Part 1: the forward kernel
+# Normalize the *rounded* `h` (what the next layer will read), not the fp32 sum.
+#
+# ## Part 1: the fused kernel
 
 # %%
 @triton.jit
-def my_rms_norm_fwd(
+def my_add_rms_norm_fwd(
     X_ptr,  # input rows [n_rows, n_cols], last dim contiguous
-    W_ptr,  # weight [n_cols] (ignore it when HAS_WEIGHT is False)
-    Y_ptr,  # output rows [n_rows, n_cols]
+    R_ptr,  # residual rows [n_rows, n_cols], last dim contiguous
+    W_ptr,  # weight [n_cols]
+    H_ptr,  # out: h = x + r, in the input dtype
+    Y_ptr,  # out: rms_norm(h) * w, in the input dtype
+    RSTD_ptr,  # out: fp32 [n_rows], 1 / sqrt(mean(h^2) + eps) of each row
     X_row_stride,  # elements between input rows
-    Y_row_stride,  # elements between output rows
+    R_row_stride,  # elements between residual rows
+    H_row_stride,  # elements between rows of H
+    Y_row_stride,  # elements between rows of Y
     n_cols,  # row width
     eps,  # added to the mean square
-    HAS_WEIGHT: tl.constexpr,  # multiply by W
     BLOCK_SIZE: tl.constexpr,  # power of two >= n_cols
 ):
     # BEGIN SOLUTION
@@ -67,67 +77,74 @@ def my_rms_norm_fwd(
     cols = tl.arange(0, BLOCK_SIZE)
     mask = cols < n_cols
     x = tl.load(X_ptr + row * X_row_stride + cols, mask=mask, other=0.0).to(tl.float32)
-    rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) / n_cols + eps)
-    y = x * rstd
-    if HAS_WEIGHT:
-        y = y * tl.load(W_ptr + cols, mask=mask, other=0.0).to(tl.float32)
-    tl.store(Y_ptr + row * Y_row_stride + cols, y.to(Y_ptr.dtype.element_ty), mask=mask)
+    r = tl.load(R_ptr + row * R_row_stride + cols, mask=mask, other=0.0).to(tl.float32)
+    h = (x + r).to(H_ptr.dtype.element_ty)
+    tl.store(H_ptr + row * H_row_stride + cols, h, mask=mask)
+    hf = h.to(tl.float32)
+    rstd = 1.0 / tl.sqrt(tl.sum(hf * hf, axis=0) / n_cols + eps)
+    tl.store(RSTD_ptr + row, rstd)
+    w = tl.load(W_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+    tl.store(Y_ptr + row * Y_row_stride + cols, (hf * rstd * w).to(Y_ptr.dtype.element_ty), mask=mask)
     # END SOLUTION
 
 
-# %%
-ex.check_forward_kernel(my_rms_norm_fwd)
+# %% tags=["grader-check"]
+ex.check_add_rms_norm_kernel(my_add_rms_norm_fwd)
 
 
 # %% [markdown]
-# ## Part 2 (stretch): the backward
+# ## Part 2 (stretch): the backward, from the saved rstd
 #
-# With `n = x * rstd` and `g = dy * w` (fp32): `dx = rstd * (g - n * mean(g * n))`, and `dw = sum over rows of
-# dy * n`. Write a kernel with one program per row that stores `dx` and its row of an fp32 `dw_partial
-# [n_rows, n_cols]` buffer, and a launcher `my_backward(dy2d, x2d, weight, eps) -> (dx, dw)` that sums the partial
-# rows (`dw` is `None` without a weight).
+# The backward of `y = h * rstd * w` with `n = h * rstd` and `g = dy * w` (fp32) is
+# `dh = rstd * (g - n * mean(g * n))`, and `dw = sum over rows of dy * n`. A training step saved `rstd` in the
+# forward, so the backward gets it instead of `eps`: write `my_backward(dy2d, h2d, weight, rstd) -> (dh, dw)` with
+# a kernel of one program per row that stores `dh` and its row of an fp32 `dw_partial [n_rows, n_cols]` buffer
+# (`dw` is `None` without a weight). The check computes `rstd` with an eps that is not the default, so recomputing
+# it gives the wrong gradients.
 
 # %%
 @triton.jit
-def my_rms_norm_bwd(DY_ptr, X_ptr, W_ptr, DX_ptr, DW_ptr, DY_row_stride, X_row_stride, n_cols, eps,
+def my_rms_norm_bwd(DY_ptr, H_ptr, W_ptr, RSTD_ptr, DH_ptr, DW_ptr, DY_row_stride, H_row_stride, n_cols,
                     HAS_WEIGHT: tl.constexpr, BLOCK_SIZE: tl.constexpr):
     # BEGIN SOLUTION
     row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK_SIZE)
     mask = cols < n_cols
-    x = tl.load(X_ptr + row * X_row_stride + cols, mask=mask, other=0.0).to(tl.float32)
+    h = tl.load(H_ptr + row * H_row_stride + cols, mask=mask, other=0.0).to(tl.float32)
     dy = tl.load(DY_ptr + row * DY_row_stride + cols, mask=mask, other=0.0).to(tl.float32)
-    rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) / n_cols + eps)
-    n = x * rstd
+    rstd = tl.load(RSTD_ptr + row)
+    n = h * rstd
     g = dy
     if HAS_WEIGHT:
         g = dy * tl.load(W_ptr + cols, mask=mask, other=0.0).to(tl.float32)
         tl.store(DW_ptr + row * n_cols + cols, dy * n, mask=mask)
-    dx = rstd * (g - n * (tl.sum(g * n, axis=0) / n_cols))
-    tl.store(DX_ptr + row * n_cols + cols, dx.to(DX_ptr.dtype.element_ty), mask=mask)
+    dh = rstd * (g - n * (tl.sum(g * n, axis=0) / n_cols))
+    tl.store(DH_ptr + row * n_cols + cols, dh.to(DH_ptr.dtype.element_ty), mask=mask)
     # END SOLUTION
 
 
-def my_backward(dy2d, x2d, weight, eps):
+def my_backward(dy2d, h2d, weight, rstd):
     # BEGIN SOLUTION
-    n_rows, n_cols = x2d.shape
+    n_rows, n_cols = h2d.shape
     dy2d = dy2d.contiguous()
-    dx = torch.empty((n_rows, n_cols), dtype=x2d.dtype, device=x2d.device)
-    partial = torch.empty((n_rows, n_cols), dtype=torch.float32, device=x2d.device)
-    my_rms_norm_bwd[(n_rows,)](dy2d, x2d, weight if weight is not None else x2d, dx, partial, dy2d.stride(0),
-                               x2d.stride(0), n_cols, eps, HAS_WEIGHT=weight is not None,
+    dh = torch.empty((n_rows, n_cols), dtype=h2d.dtype, device=h2d.device)
+    partial = torch.empty((n_rows, n_cols), dtype=torch.float32, device=h2d.device)
+    my_rms_norm_bwd[(n_rows,)](dy2d, h2d, weight if weight is not None else h2d, rstd, dh, partial, dy2d.stride(0),
+                               h2d.stride(0), n_cols, HAS_WEIGHT=weight is not None,
                                BLOCK_SIZE=triton.next_power_of_2(n_cols))
-    return dx, (partial.sum(0).to(weight.dtype) if weight is not None else None)
+    return dh, (partial.sum(0).to(weight.dtype) if weight is not None else None)
     # END SOLUTION
 
 
-# %%
-ex.check_backward_kernel(my_backward)
+# %% tags=["grader-check"]
+ex.check_backward_with_saved_rstd(my_backward)
 
 # %% [markdown]
 # ## Questions
 #
-# 1. Which case fails when the store is not masked, and how does the check notice (there is no compute-sanitizer
+# 1. Which case fails when the stores are not masked, and how does the check notice (there is no compute-sanitizer
 #    on a CPU)?
 # 2. Why is `row` cast to int64 before multiplying by the stride?
-# 3. The kit's backward reduces `dw` over a fixed block of rows per program. What does that buy over atomics?
+# 3. The fused kernel reads `x` and `r` once and writes `h` and `y` once. How many bytes per element does it move,
+#    and how many would an unfused `h = x + r` followed by the kit's RMSNorm move?
+# 4. Why does the backward take the saved `rstd` rather than recomputing it from `h` and `eps`?

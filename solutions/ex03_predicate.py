@@ -22,7 +22,8 @@
 # 32-byte alignment** (the input's data pointer, and the row stride in bytes when there is more than one row).
 # Write the three conditions as small named checks in the style of lesson 03: each takes the call context `c`
 # (`c.input`, `c.weight`, `c.normalized_shape`) and returns `None` when it holds, or a reason naming the actual
-# and the required value. The checks probe your conditions on a set of cases and compare with the spec.
+# and the required value (`"input float32, need float16 or bfloat16"`). The checks probe your conditions on a set
+# of cases, compare the decisions with the spec, and check that each reason names both values.
 #
 # **How this works.** Fill in each cell marked `# FILL ME IN (roughly N lines)` (delete the `raise
 # NotImplementedError`), run it, then run the check below it: it prints `passed`, or a table of *yours vs expected*.
@@ -59,6 +60,7 @@ def check_dtype(c):
     # END SOLUTION
 
 
+# %% tags=["grader-check"]
 ex.check_dtype_condition(check_dtype)
 
 
@@ -70,6 +72,7 @@ def check_cols(c):
     # END SOLUTION
 
 
+# %% tags=["grader-check"]
 ex.check_cols_condition(check_cols)
 
 
@@ -86,6 +89,7 @@ def check_alignment(c):
     # END SOLUTION
 
 
+# %% tags=["grader-check"]
 ex.check_alignment_condition(check_alignment)
 
 
@@ -108,6 +112,7 @@ def make_v2_predicate():
     # END SOLUTION
 
 
+# %% tags=["grader-check"]
 ex.check_v2_predicate(make_v2_predicate)
 
 # %% [markdown]

@@ -18,11 +18,15 @@
 # %% [markdown]
 # # Exercise 04 — boundary cases, graded by mutation
 #
-# A good set of boundary tests fails when the fast path is wrong. The grader holds **13 seeded faulty variants**
-# (mutants) of the RMSNorm fast path: predicates with an off-by-one threshold, a missing stride check, the wrong
-# alignment modulus..., and kernels with an unmasked tail, a wrong mean, eps in the wrong place... Your cases
-# catch a mutant when some case gets a **different route** from the faulty predicate than from the correct one,
-# or a **wrong result** (or a write outside the output) from the faulty kernel. Each mutant you catch is a point.
+# A good set of boundary tests fails when the fast path is wrong. The grader holds **23 seeded faulty variants**
+# (mutants) of the RMSNorm fast path, in seven categories: predicates that are **too loose** (they accept a call
+# that must fall back) or **too strict** (they send an eligible call to the fallback) about the shape limits, the
+# layout, the alignment and the dtype; forward and backward kernels that compute a wrong result on some eligible
+# input; and wrong numerics (where eps goes, which eps is the default, what precision the mean square is summed
+# in). Your cases catch a mutant when some case gets a **different route** from the faulty predicate than from the
+# correct one, or a **wrong result** (or a write outside the output) from the faulty kernel, forward or backward.
+# Each category whose mutants you all catch is a point; the feedback names the categories (and sides) that still
+# have survivors, never the case that would catch them.
 #
 # Limits in force here (the interpreter's, on any machine): `min_rows = 8`, `max_cols = 16384`, alignment 16 bytes.
 # At most 24 cases, each small.
@@ -55,28 +59,36 @@ def my_boundary_cases():
     # BEGIN SOLUTION
     f16 = torch.float16
     return [
-        CaseSpec(8, 64),                          # exactly at the row threshold
-        CaseSpec(8, 16384),                       # exactly at the column limit
+        CaseSpec(8, 64),                          # exactly at the row threshold: eligible
+        CaseSpec(7, 64),                          # one row below it: falls back
+        CaseSpec(8, 16384),                       # exactly at the column limit: eligible
+        CaseSpec(8, 16388),                       # 16 bytes past the limit, row stride still aligned: falls back
         CaseSpec(16, 64, layout="permuted"),      # dims that do not collapse
         CaseSpec(16, 64, layout="transposed"),    # last dim not contiguous
-        CaseSpec(16, 64, offset=2),               # pointer 8-byte aligned, not 16
+        CaseSpec(10, 48, layout="row_slice", pad=4),  # eligible row slice: width 48 (not a power of two),
+                                                  # stride 52, 10 rows (a partial block of rows in the backward)
+        CaseSpec(16, 64, offset=2),               # pointer 8-byte aligned, not 16: falls back
+        CaseSpec(16, 64, offset=4),               # pointer 16-byte aligned, not 32: eligible
         CaseSpec(16, 17),                         # row stride 68 bytes
-        CaseSpec(16, 64, torch.float64, weight=torch.float32),  # unsupported input dtype, valid weight
         CaseSpec(16, 64, weight_offset=1),        # misaligned weight
-        CaseSpec(16, 48, layout="row_slice", pad=4),  # width 48: not a power of two; stride 52
-        CaseSpec(16, 24, f16, weight=None),       # no weight, tail not a multiple of 16
-        CaseSpec(16, 64, scale=1e-2),             # tiny values: eps matters
+        CaseSpec(16, 64, torch.float64, weight=torch.float32),  # unsupported input dtype, valid weight
+        CaseSpec(16, 24, torch.bfloat16, weight=None),  # bf16, no weight, tail not a multiple of 16
+        CaseSpec(16, 64, scale=1e-2),             # tiny fp32 values: eps placement matters
+        CaseSpec(16, 64, f16, scale=1e-2),        # tiny fp16 values: which eps is the default matters
+        CaseSpec(16, 64, f16, scale=300.0),       # large fp16 values: their squares overflow fp16
     ]
     # END SOLUTION
 
 
-# %%
+# %% tags=["grader-check"]
 ex.check_boundary_cases(my_boundary_cases)
 
 # %% [markdown]
 # ## Questions
 #
-# 1. Which single case catches both `kernel_mean_over_block` and `kernel_unmasked_tail`? Why is that not enough to
-#    catch `kernel_ignores_row_stride`?
-# 2. Why is `CaseSpec(8, 64)` worth more than `CaseSpec(1000, 64)` as a row-threshold test?
-# 3. The mutants here are seeded by hand. What kind of bug could none of them represent?
+# 1. Which single case catches a kernel that averages over the whole block and one that does not mask its tail?
+#    Why is that not enough to catch a kernel that ignores the row stride?
+# 2. Why is `CaseSpec(8, 64)` worth more than `CaseSpec(1000, 64)` as a row-threshold test, and why do you need
+#    `CaseSpec(7, 64)` as well?
+# 3. A too-strict predicate never produces a wrong number. What does it cost, and which test catches it?
+# 4. The mutants here are seeded by hand. What kind of bug could none of them represent?

@@ -58,7 +58,7 @@ def my_classify(row) -> str:
     # END SOLUTION
 
 
-# %%
+# %% tags=["grader-check"]
 ex.check_classification(my_classify)
 
 # %% [markdown]

@@ -19,16 +19,20 @@
 # # Exercise 07 — the PR note
 #
 # Write a function that turns a results table and its environment record into the PR note of lesson 07. The
-# check calls it twice: on the synthetic GPU-shaped table of exercise 06 (the environment says it is synthetic)
-# and on a CPU-interpreter-shaped table. It looks for
+# check calls it three times: on the synthetic GPU-shaped table of exercise 06 (the environment says it is
+# synthetic), on a GPU-shaped table it draws at random (new case ids and numbers: write from the data, not for one
+# table), and on a CPU-interpreter-shaped table. It looks for
 #
-# * the sections, as Markdown headings: **Summary**, **Eligibility and fallback**, **Semantic evidence**,
-#   **Mechanism**, **Performance**, **Limitations**;
-# * a performance table with one row per case id (first cell) and its class (win/neutral/loss/fallback, as in
-#   exercise 06) — every class must match the data; the note names its wins, neutral cases and losses, and says
-#   the data is synthetic;
-# * on data whose `env["device_kind"]` is not `"cuda"`: the words "not a GPU measurement", no speed-up claim
-#   ("faster", "speed-up", "1.5x faster") and no case marked a win.
+# * the sections, as Markdown headings, each with at least a sentence: **Summary**, **Eligibility and fallback**,
+#   **Semantic evidence**, **Mechanism**, **Performance**, **Limitations**;
+# * the environment (`env["device"]`, `env["torch"]`, `env["triton"]`) and a **scope** statement (a `## Scope`
+#   section or a `Scope:` line): which calls take the fast path (dtypes, the column limit
+#   `fastpath_lib.rmsnorm.predicate.MAX_COLS`) and what happens to the others;
+# * a performance table with one row per case id (first cell), its route and its class (win/neutral/loss/fallback,
+#   as in exercise 06): route and class must match the data; the note names its wins, neutral cases and losses,
+#   and says the data is synthetic;
+# * on data whose `env["device_kind"]` is not `"cuda"`: the words "not a GPU measurement", no speed-up claimed
+#   ("faster", "1.5x", "speed-up"; an honest "no speed-up is claimed" is fine) and no case marked a win or a loss.
 #
 # **How this works.** Fill in each cell marked `# FILL ME IN (roughly N lines)` (delete the `raise
 # NotImplementedError`), run it, then run the check below it: it prints `passed`, or a table of *yours vs expected*.
@@ -41,6 +45,7 @@ import fastpath_lib
 fastpath_lib.use_interpreter()  # no CUDA: run the kernels in Triton's CPU interpreter (a no-op on a GPU)
 from fastpath_lib import exercises as ex
 from fastpath_lib.cases import CaseSpec
+from fastpath_lib.rmsnorm.predicate import MAX_COLS
 results, env = ex.synthetic_results(), ex.synthetic_environment()
 classes = ex.expected_classes(results)  # exercise 06's rule (solve that one first)
 env
@@ -53,13 +58,16 @@ def write_pr_note(results, env) -> str:
     classes = ex.expected_classes(results) if gpu else {c: "not measured" for c in results["case_id"]}
     lines = ["## Summary",
              "A Triton RMSNorm fast path behind an eligibility predicate; F.rms_norm is the fallback.",
-             f"Data: {env.get('device')}. {env.get('note', '')}", ""]
+             f"Data: {env.get('device')}, torch {env.get('torch')}, triton {env.get('triton')}. {env.get('note', '')}",
+             "", "## Scope",
+             f"The fast path covers fp16, bf16 and fp32 inputs of at most {MAX_COLS} columns whose rows are "
+             "contiguous and 16-byte aligned; every other call runs the fallback, F.rms_norm, unchanged.", ""]
     if gpu:
         for cls in ("win", "neutral", "loss", "fallback"):
             ids = [c for c, k in classes.items() if k == cls]
             lines.append(f"- {cls}: {', '.join(ids) or 'none'}")
     else:
-        lines.append("These timings are not a GPU measurement; no performance claim is made from them.")
+        lines.append("These timings are not a GPU measurement; no speed-up is claimed from them.")
     lines += ["", "## Eligibility and fallback", "Every ineligible call runs F.rms_norm (see the predicate table).",
               "", "## Semantic evidence", "Both routes match the float64 reference within the tolerance table.",
               "", "## Mechanism", "One read and one write of each row; one launch per call.", "",
@@ -72,7 +80,7 @@ def write_pr_note(results, env) -> str:
     # END SOLUTION
 
 
-# %%
+# %% tags=["grader-check"]
 ex.check_pr_note(write_pr_note)
 
 # %% [markdown]

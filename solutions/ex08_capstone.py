@@ -20,11 +20,14 @@
 #
 # Apply the whole workflow to a row-wise operator of your choice with the kit's generic pieces
 # (`fastpath_lib.eligibility.Predicate/Condition/Boundary`, `fastpath_lib.cases.CaseSpec`). The solution uses a
-# **row-wise softmax**; a fused add+RMSNorm or a log-softmax work the same way. Set `OP_NAME` to `"softmax"` or
-# `"log_softmax"` to have your reference compared with torch's; another name gets the shape/dtype checks only.
+# **row-wise softmax**. Set `OP_NAME`, once, to one of `ex.KNOWN_OPS` (`"softmax"`, `"log_softmax"`,
+# `"l2_normalize"`, `"layer_norm"` without affine parameters, eps 1e-5): every check compares with the kit's own
+# float64 reference for that operator, never with yours, and every check must see the same `OP_NAME`.
 #
-# 1. a float64 reference; 2. a small Triton kernel (one program per row); 3. a predicate whose conditions
-# *declare* their boundaries, which the check verifies; 4. a dispatching op that takes the predicate's route.
+# 1. a float64 reference written from the definition (not by calling torch's op); 2. a small Triton kernel (one
+# program per row), which the checks watch being launched; 3. a predicate whose conditions *declare* their
+# boundaries, which the check verifies; 4. a dispatching op that takes the predicate's route and really runs your
+# kernel on the Triton route.
 #
 # **How this works.** Fill in each cell marked `# FILL ME IN (roughly N lines)` (delete the `raise
 # NotImplementedError`), run it, then run the check below it: it prints `passed`, or a table of *yours vs expected*.
@@ -54,6 +57,7 @@ def reference(x):
     # END SOLUTION
 
 
+# %% tags=["grader-check"]
 ex.check_capstone_reference(OP_NAME, reference)
 
 
@@ -77,14 +81,17 @@ def launch(x2d):
     return y
 
 
-ex.check_capstone_kernel(launch, reference)
+# %% tags=["grader-check"]
+ex.check_capstone_kernel(OP_NAME, launch)
 
 # %% [markdown]
 # ## The predicate
 #
 # The context is the input tensor itself. Each condition declares boundaries as changes to `BASE` (CaseSpec
 # fields) and whether it should then hold; the check builds each point and runs your condition on it. Cover at
-# least three categories, each condition with a point where it holds and one where it fails.
+# least three categories, each condition with a point where it holds and one where it fails. A category counts
+# when one of its conditions rejects a declared point that every condition of the other categories accepts: one
+# condition copied under three categories counts once.
 
 # %%
 BASE = {"rows": 16, "cols": 64, "dtype": torch.float32, "weight": None}
@@ -117,6 +124,7 @@ def make_predicate():
     # END SOLUTION
 
 
+# %% tags=["grader-check"]
 ex.check_capstone_predicate(make_predicate, lambda x: x, BASE)
 
 
@@ -129,7 +137,8 @@ def softmax(x):
     return torch.softmax(x, dim=-1), d.route
 
 
-ex.check_capstone_dispatch(softmax, make_predicate, lambda x: x, reference)
+# %% tags=["grader-check"]
+ex.check_capstone_dispatch(OP_NAME, softmax, make_predicate, lambda x: x)
 
 # %% [markdown]
 # ## Questions

@@ -1,5 +1,7 @@
-"""The grading command and the checks: full marks on solutions/, zero on the untouched exercises/, and broken
-notebooks (a deleted check, a raising cell, a hang, garbage) reported as failed parts, never as a crash."""
+"""The grading command and the checks: full marks on solutions/, zero on the untouched exercises/, broken notebooks
+(a raising cell, a hang, garbage) reported as failed parts, never as a crash, and the distributed check cells restored
+and run by the grader itself. Tampering is tested in test_grading_integrity.py, bad answers in
+test_grading_checks.py."""
 
 from __future__ import annotations
 
@@ -16,8 +18,9 @@ import torch  # noqa: E402
 
 from fastpath_lib import exercises as ex  # noqa: E402
 from fastpath_lib.cases import CaseSpec  # noqa: E402
-from fastpath_lib.grading import cli  # noqa: E402
-from fastpath_lib.grading.registry import EXERCISES, MIME, MUTANTS  # noqa: E402
+from fastpath_lib.grading import cli, mutants  # noqa: E402
+from fastpath_lib.grading.notebook import CHECK_TAG, calls  # noqa: E402
+from fastpath_lib.grading.registry import EXERCISES, MIME  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTIONS = sorted((ROOT / "solutions").glob("ex[0-9][0-9]_*.ipynb"))
@@ -81,25 +84,51 @@ def _mutated(tmp_path, name, edit):
     return out
 
 
-def test_deleted_check_cell_counts_as_not_run(tmp_path):
+def _exercise_with(tmp_path, name, edit):
+    nb = nbformat.read(ROOT / "exercises" / name, as_version=4)
+    edit(nb)
+    out = tmp_path / name
+    nbformat.write(nb, out)
+    return out
+
+
+def test_deleted_check_cell_is_restored_and_graded(tmp_path):
     def drop(nb):
         nb.cells = [c for c in nb.cells if "check_reference" not in c.source]
 
     g = cli.grade_notebook(_mutated(tmp_path, "ex01_reference.ipynb", drop), timeout=120)
-    parts = _by_part(g)
-    assert parts["default_eps"].passed
-    assert not parts["reference"].passed and parts["reference"].feedback.startswith("check did not run")
-    assert g.earned == 1 and g.points == 3
+    assert g.earned == g.points == 3, [(p.part, p.feedback) for p in g.parts]
+    assert any("deleted: restored" in n for n in g.notes), g.notes
 
 
-def test_saved_outputs_never_count(tmp_path):
-    def neuter(nb):  # the check cells keep their saved "passed" outputs but no longer call a check
+def test_edited_check_cell_is_restored(tmp_path):
+    def edit(nb):  # the stubs stay; the check is pointed at the kit's own answers
         for c in nb.cells:
-            if c.cell_type == "code" and "ex.check_" in c.source:
-                c.source = "pass"
+            if "ex.check_reference(" in c.source:
+                c.source = "import fastpath_lib.testing as T\nex.check_reference(T.reference_rms_norm)"
+            if "ex.check_default_eps(" in c.source:
+                c.source = "from fastpath_lib.rmsnorm.predicate import default_eps\nex.check_default_eps(default_eps)"
 
-    g = cli.grade_notebook(_mutated(tmp_path, "ex01_reference.ipynb", neuter), timeout=120)
-    assert g.earned == 0 and all(p.feedback.startswith("check did not run") for p in g.parts)
+    g = cli.grade_notebook(_exercise_with(tmp_path, "ex01_reference.ipynb", edit), timeout=120)
+    assert g.earned == 0 and all("not implemented" in p.feedback for p in g.parts), g.parts
+    assert sum("edited: restored" in n for n in g.notes) == 2, g.notes
+
+
+def test_saved_and_displayed_outputs_never_count(tmp_path):
+    solved = nbformat.read(ROOT / "solutions" / "ex01_reference.ipynb", as_version=4)
+    saved = {c.get("id"): c.get("outputs", []) for c in solved.cells if c.cell_type == "code"}
+
+    def forge(nb):  # the stubs carry the solution's saved "passed" outputs, and a cell displays forged results
+        for c in nb.cells:
+            if c.cell_type == "code":
+                c.outputs = saved.get(c.get("id"), [])
+        nb.cells.append(nbformat.v4.new_code_cell(
+            "from IPython.display import display\nfrom fastpath_lib.grading.registry import Result\n"
+            "for part, pts in (('default_eps', 1), ('reference', 2)):\n"
+            "    display(Result('ex01', part, pts, True).bundle(), raw=True)"))
+
+    g = cli.grade_notebook(_exercise_with(tmp_path, "ex01_reference.ipynb", forge), timeout=120)
+    assert g.earned == 0 and g.status == "ok", (g.status, g.reason, [(p.part, p.feedback) for p in g.parts])
 
 
 def test_raising_cell_does_not_stop_later_parts(tmp_path):
@@ -134,15 +163,19 @@ def test_unreadable_notebook_is_a_failed_exercise(tmp_path):
 
 
 def test_cli_json_and_exit_status(tmp_path, capsys):
-    def drop(nb):
-        nb.cells = [c for c in nb.cells if "check_reference" not in c.source]
+    def solve_part_one(nb):
+        solved = nbformat.read(ROOT / "solutions" / "ex01_reference.ipynb", as_version=4)
+        source = {c.get("id"): c.source for c in solved.cells}
+        for c in nb.cells:
+            if "def my_default_eps" in c.source:
+                c.source = source[c.get("id")]
 
-    path = _mutated(tmp_path, "ex01_reference.ipynb", drop)
+    path = _exercise_with(tmp_path, "ex01_reference.ipynb", solve_part_one)
     before = _digest([path])
     rc = cli.main([str(path), "--json", "--timeout", "120"])
     out = json.loads(capsys.readouterr().out)
     assert rc == 1 and out["score"] == 1 and out["max"] == 3
-    assert out["notebooks"][0]["parts"][1]["feedback"].startswith("check did not run")
+    assert "not implemented" in out["notebooks"][0]["parts"][1]["feedback"]
     assert _digest([path]) == before
     assert cli.main([str(tmp_path / "missing.ipynb")]) == 2
 
@@ -179,14 +212,14 @@ def test_reference_with_wrong_eps_default_fails():
 def test_weak_boundary_cases_leave_mutants_alive():
     res = {r.part: r for r in ex.check_boundary_cases(lambda: [CaseSpec(16, 64), CaseSpec(16, 64, layout="transposed")],
                                                        show=False)}
-    assert res["catches no_last_dim_check"].passed
-    for m in ("min_rows_off_by_one", "kernel_mean_over_block", "kernel_eps_outside_sqrt", "accepts_fp64"):
-        assert not res[f"catches {m}"].passed and res[f"catches {m}"].feedback.startswith("survived")
-    assert len(res) == len(MUTANTS)
+    assert len(res) == len(mutants.CATEGORIES)
+    for category in ("shape limits", "forward kernel", "numerics", "dtype", "backward kernel"):
+        assert not res[f"{category} mutants"].passed and res[f"{category} mutants"].feedback.startswith("survivors")
 
 
 def test_case_matrix_rules_reject_a_contiguous_only_matrix():
-    cases = [(f"c{i}", CaseSpec(1024 * (i + 1), 4096, torch.bfloat16), "improve") for i in range(12)]
+    cases = [(f"c{i}", CaseSpec(1024 * (i + 1), 4096, torch.bfloat16), "win", f"case {i} is large and memory bound")
+             for i in range(12)]
     res = {r.part: r for r in ex.check_case_matrix(lambda: cases, show=False)}
     assert not res["size_coverage"].passed and "small" in res["size_coverage"].feedback
     assert not res["layout_coverage"].passed and "strided" in res["layout_coverage"].feedback
@@ -204,11 +237,15 @@ def test_classifier_without_noise_band_fails():
 
 
 def test_pr_note_claiming_speedups_from_cpu_data_fails():
+    import jupytext
+
+    ns: dict = {}
+    for cell in jupytext.read(ROOT / "solutions" / "ex07_pr_note.py").cells:
+        if cell.cell_type == "code" and CHECK_TAG not in cell.metadata.get("tags", []):
+            exec(cell.source, ns)
+
     def note(df, env):
-        rows = "\n".join(f"| {c} | {k} |" for c, k in ex.expected_classes(df).items())
-        return ("## Summary\nSynthetic data. 2x faster everywhere, with win, neutral and loss cases.\n"
-                "## Eligibility and fallback\n## Semantic evidence\n## Mechanism\n## Performance\n"
-                f"| case | class |\n|---|---|\n{rows}\n## Limitations\n")
+        return ns["write_pr_note"](df, env) + "\nThe kernel is 2x faster everywhere.\n"
 
     res = {r.part: r for r in ex.check_pr_note(note, show=False)}
     assert res["sections"].passed and res["consistent_with_data"].passed
@@ -232,6 +269,21 @@ def test_solution_and_exercise_notebooks_carry_kernelspec_and_id():
     assert copy.deepcopy(ex_nb) == ex_nb
 
 
+def test_every_check_call_is_a_tagged_cell_of_its_own():
+    """The grader restores and runs exactly the tagged cells: each holds one check call and nothing else, every
+    check call of a solution is in one, and the exercise carries the same cells under the same ids."""
+    for sol, exe in zip(SOLUTIONS, EXERCISE_NBS):
+        cells = [c for c in nbformat.read(sol, as_version=4).cells if c.cell_type == "code"]
+        tagged = [c for c in cells if CHECK_TAG in c.metadata.get("tags", [])]
+        assert tagged, sol
+        for c in tagged:
+            assert len(calls(c.source)) == 1 and len(c.source.strip().splitlines()) == 1, (sol, c.source)
+        assert all(not calls(c.source) for c in cells if c not in tagged), sol
+        ex_cells = {c.get("id"): c for c in nbformat.read(exe, as_version=4).cells}
+        for c in tagged:
+            assert ex_cells[c.get("id")].source == c.source, (exe, c.get("id"))
+
+
 @pytest.mark.parametrize("spec", [CaseSpec(1024, 64), CaseSpec(1023, 64), CaseSpec(2048, 64, layout="permuted"),
                                   CaseSpec(1025, 64, layout="permuted"), CaseSpec(2048, 17),
                                   CaseSpec(1024, 64, layout="row_slice", pad=2), CaseSpec(0, 64)],
@@ -239,9 +291,10 @@ def test_solution_and_exercise_notebooks_carry_kernelspec_and_id():
 def test_case_matrix_route_shortcut_matches_a_full_build(spec):
     import dataclasses
 
+    from fastpath_lib.grading.ex05_matrix import gpu_route
     from fastpath_lib.rmsnorm import predicate as rms
 
     x, ns, w = spec.build(device="cpu").args()
     c = dataclasses.replace(rms.make_call(x, ns, w), limits=rms.Limits(min_rows=rms.DEFAULT_CUDA_MIN_ROWS),
                             interpret=False, device_type="cuda", capability=(9, 0))
-    assert ex._gpu_route(spec) == rms.PREDICATE.evaluate(c).route
+    assert gpu_route(spec) == rms.PREDICATE.evaluate(c).route

@@ -1,6 +1,14 @@
 """Grading of the exercise notebooks: ``python -m fastpath_lib grade PATH... [--json] [--timeout S]``.
 
-* :mod:`fastpath_lib.grading.registry` — the parts of each exercise and their points, the result MIME type.
-* :mod:`fastpath_lib.grading.cli` — executes notebooks on a copy in a fresh kernel and prints the score table.
-* :mod:`fastpath_lib.grading.mutants` — seeded faulty predicates and kernels for exercise 04.
+* :mod:`~fastpath_lib.grading.registry` — the parts of each exercise and their points, the result type.
+* ``ex01_reference`` ... ``ex08_capstone`` — one module of checks per exercise (:mod:`fastpath_lib.exercises` is
+  the short façade the notebooks import); :mod:`~fastpath_lib.grading.feedback` runs a part and words its feedback,
+  :mod:`~fastpath_lib.grading.borrowed` catches the kit's own answers handed back,
+  :mod:`~fastpath_lib.grading.vocabulary` holds the kit's outcome words and rule.
+* :mod:`~fastpath_lib.grading.mutants` and :mod:`~fastpath_lib.grading.mutant_kernels` — the seeded faults of
+  exercise 04.
+* :mod:`~fastpath_lib.grading.cli` — executes notebooks on a copy in a fresh kernel and prints the score table;
+  :mod:`~fastpath_lib.grading.notebook` restores the distributed check cells and reads the learner's source for
+  tampering; :mod:`~fastpath_lib.grading.runner` is what the grader runs inside the kernel in place of each check
+  cell.
 """

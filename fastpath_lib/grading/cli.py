@@ -2,10 +2,22 @@
 
 Each notebook is copied into a temporary folder and executed there in a fresh ``python3`` kernel (nbclient), with
 ``allow_errors`` so that one failing cell does not stop later parts from being graded, and with a deadline for the
-whole notebook. The graded files are only read, never written. Every check in :mod:`fastpath_lib.exercises` displays
-its result with a JSON copy (MIME :data:`~fastpath_lib.grading.registry.MIME`); the grader collects those from the
-outputs and lists every registered part of the notebook's exercise, so a part whose check never ran is reported as
-failed ("check did not run"), with the first error of the notebook when there was one.
+whole notebook. The graded files are only read, never written. Saved outputs never count, and neither does anything
+the notebook displays: the grader
+
+1. restores the distributed check cells (the cells of ``solutions/exNN_*.ipynb`` tagged ``grader-check``, matched by
+   cell id; :mod:`fastpath_lib.grading.notebook`), as nbgrader does with its read-only cells;
+2. runs the learner's cells in order, and in place of each check cell runs that check *itself*, silently, on the
+   arguments of the original call, with the checks imported afresh from disk (:mod:`fastpath_lib.grading.runner`),
+   reading the results from a file of its own, as otter-grader runs its own tests;
+3. looks for tampering: in the learner's source (assignments to the kit's functions, IPython event hooks,
+   ``sys.modules``, builtins) and in the kernel before each check (hooks, import hooks and builtins added since the
+   start, kit modules or functions that differ from the files on disk). A tampered notebook is reported as such,
+   with no points for the affected parts: the parts of a replaced check, or every part when a shared helper, a hook
+   or the import system was touched.
+
+Every registered part of the notebook's exercise is listed; a part whose check never ran (the notebook hung or the
+kernel died before it) is reported as failed ("check did not run"), with the first error of the notebook.
 
 Exit status: 0 when every graded part passed, 1 when some did not, 2 on a usage error.
 """
@@ -13,10 +25,12 @@ Exit status: 0 when every graded part passed, 1 when some did not, 2 on a usage 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import os
 import re
+import secrets
 import shutil
 import subprocess
 import sys
@@ -24,7 +38,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from fastpath_lib.grading.registry import EXERCISES, MIME, TITLES
+from fastpath_lib.grading import notebook as NB
+from fastpath_lib.grading.registry import EXERCISES, TITLES
 
 __all__ = ["main", "grade_notebook", "NotebookGrade"]
 
@@ -45,10 +60,11 @@ class PartGrade:
 class NotebookGrade:
     path: str
     exercise: str | None
-    status: str  # "ok", "errors", "timeout", "unreadable", "unknown exercise", "kernel died"
+    status: str  # "ok", "errors", "timeout", "unreadable", "unknown exercise", "kernel died", "tampered"
     reason: str
     seconds: float
     parts: list[PartGrade]
+    notes: list[str] = dataclasses.field(default_factory=list)  # e.g. check cells restored
 
     @property
     def earned(self) -> int:
@@ -69,15 +85,58 @@ def _exercise_id(nb, path: Path) -> str | None:
 
 
 def _kernel_env() -> dict:
-    root = str(Path(__file__).resolve().parents[2])  # the folder holding fastpath_lib/
     env = dict(os.environ)
-    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["PYTHONPATH"] = str(NB.ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
     return env
 
 
-def _execute(nb, workdir: str, timeout: float, kernel_name: str) -> tuple[str, str]:
-    """Run every code cell with a deadline for the whole notebook; returns ``(status, reason)``."""
+@dataclasses.dataclass
+class _Run:
+    """What the grader gathered while executing one notebook."""
+
+    answers: list[dict] = dataclasses.field(default_factory=list)  # one per grader-run check
+    status: str = "ok"
+    reason: str = ""
+
+
+class _Grader:
+    """Runs :mod:`fastpath_lib.grading.runner` silently in the kernel and reads its answer from a file."""
+
+    def __init__(self, client, scratch: str):
+        self.client, self.scratch, self.n = client, scratch, 0
+        self.source = (Path(__file__).with_name("runner.py")).read_text(encoding="utf-8")
+        self.baseline: dict = {}
+
+    def _run(self, globals_src: str, timeout: float) -> dict | None:
+        self.n += 1
+        out = os.path.join(self.scratch, f"{secrets.token_hex(16)}.json")
+        code = (f"exec(compile({self.source!r}, '<fastpath grader>', 'exec'), {{'__name__': '__fastpath_grader__', "
+                f"'OUT': {out!r}, 'KIT': {str(NB.ROOT)!r}, {globals_src}}})")
+        self.client.timeout = max(1, int(timeout))
+        msg_id = self.client.kc.execute(code, silent=True, store_history=False, allow_stdin=False)
+        self.client.wait_for_reply(msg_id)
+        try:
+            with open(out, encoding="utf-8") as fh:
+                return json.load(fh)
+        except (OSError, ValueError):
+            return None
+        finally:
+            with contextlib.suppress(OSError):
+                os.remove(out)
+
+    def baseline_now(self, timeout: float) -> None:
+        self.baseline = self._run("'MODE': 'baseline'", timeout) or {}
+
+    def check(self, name: str, args: str, kwargs: list[tuple[str, str]], timeout: float) -> dict:
+        call = f"lambda: (({args}{',' if args else ''}), {{{', '.join(f'{k!r}: {v}' for k, v in kwargs)}}})"
+        got = self._run(f"'MODE': 'check', 'BASELINE': {self.baseline!r}, 'CHECK': {name!r}, 'CALL': {call}",
+                        timeout)
+        return got or {"check": name, "results": [], "error": "the grader's check did not answer", "evidence": []}
+
+
+def _execute(nb, workdir: str, timeout: float, kernel_name: str, check_ids: set) -> _Run:
+    """Run every code cell, and the grader's own check in place of each check cell, with one deadline."""
     from nbclient import NotebookClient
     from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
@@ -85,25 +144,35 @@ def _execute(nb, workdir: str, timeout: float, kernel_name: str) -> tuple[str, s
                             interrupt_on_timeout=False, resources={"metadata": {"path": workdir}},
                             record_timing=False)
     deadline = time.monotonic() + timeout
-    status, reason = "ok", ""
+    run = _Run()
     try:
-        with client.setup_kernel(env=_kernel_env(), stderr=subprocess.DEVNULL):  # kernel chatter, not the learner
+        with client.setup_kernel(env=_kernel_env(), stderr=subprocess.DEVNULL), \
+                tempfile.TemporaryDirectory(prefix="fastpath-grader-") as scratch:
+            grader = _Grader(client, scratch)
+            grader.baseline_now(max(1.0, deadline - time.monotonic()))
             for index, cell in enumerate(nb.cells):
                 if cell.get("cell_type") != "code":
                     continue
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return "timeout", f"notebook ran past its {timeout:g} s limit before cell {index}"
-                client.timeout = max(1, int(remaining))
+                if deadline - time.monotonic() <= 0:
+                    run.status, run.reason = "timeout", f"notebook ran past its {timeout:g} s limit before cell {index}"
+                    return run
                 try:
-                    client.execute_cell(cell, index)
+                    if cell.get("id") in check_ids:
+                        for name, args, kwargs in NB.calls(cell.source):
+                            run.answers.append(grader.check(name, args, kwargs, deadline - time.monotonic()))
+                    else:
+                        client.timeout = max(1, int(deadline - time.monotonic()))
+                        client.execute_cell(cell, index)
                 except CellTimeoutError:
-                    return "timeout", f"cell {index} ran past the notebook's {timeout:g} s limit"
+                    run.status, run.reason = "timeout", f"cell {index} ran past the notebook's {timeout:g} s limit"
+                    return run
                 except DeadKernelError as exc:
-                    return "kernel died", f"the kernel died in cell {index}: {exc}"
+                    run.status, run.reason = "kernel died", f"the kernel died in cell {index}: {exc}"
+                    return run
     except (CellTimeoutError, DeadKernelError) as exc:  # raised while starting or cleaning up
-        return "kernel died", str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    return status, reason
+        run.status = "kernel died"
+        run.reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return run
 
 
 def _first_error(nb) -> str:
@@ -114,22 +183,45 @@ def _first_error(nb) -> str:
     return ""
 
 
-def _collect(nb, exercise: str) -> dict[str, dict]:
-    found = {}
-    for cell in nb.cells:
-        if cell.get("cell_type") != "code":
-            continue
-        for out in cell.get("outputs", []):
-            data = out.get("data", {}) if out.get("output_type") in ("display_data", "execute_result") else {}
-            res = data.get(MIME)
-            if isinstance(res, str):
-                try:
-                    res = json.loads(res)
-                except ValueError:
-                    res = None
-            if isinstance(res, dict) and res.get("exercise") == exercise:
+def _scope(evidence: str) -> str:
+    """The check a piece of run-time evidence affects, or every part."""
+    m = re.match(r"replaced fastpath_lib\.(?:exercises|grading\.ex\d\d_\w+)\.(check_\w+)(?: \(now [^)]*\))?$",
+                 evidence)
+    return m.group(1) if m else NB.ALL
+
+
+def _parts(ex: str, run: _Run, static: list[tuple[str, str]], reassigned: bool) -> tuple[list[PartGrade], list[str]]:
+    found: dict[str, dict] = {}
+    produced_by: dict[str, set[str]] = {}
+    errors, evidence = [], list(static)
+    for ans in run.answers:
+        for res in ans.get("results", []):
+            if res.get("exercise") == ex:
                 found[str(res.get("part"))] = res
-    return found
+                produced_by.setdefault(ans.get("check", ""), set()).add(str(res.get("part")))
+        if ans.get("error"):
+            errors.append(f"{ans.get('check')}: {ans['error']}")
+        evidence += [(_scope(e), e) for e in ans.get("evidence", [])]
+    evidence = list(dict.fromkeys(evidence))
+    subjects = {r.get("subject") for r in found.values() if r.get("subject")}
+    parts = []
+    for name, pts in EXERCISES[ex]:
+        res = found.get(name)
+        hits = [what for scope, what in evidence if scope == NB.ALL or name in produced_by.get(scope, ())]
+        if hits:
+            parts.append(PartGrade(ex, name, pts, 0, False, "tampered: " + "; ".join(hits)))
+        elif res is None:
+            why = "check did not run" + (f" ({run.reason})" if run.reason else "") + (
+                f" ({errors[0]})" if errors else "")
+            parts.append(PartGrade(ex, name, pts, 0, False, why))
+        elif res.get("subject") and (len(subjects) > 1 or reassigned):
+            parts.append(PartGrade(ex, name, pts, 0, False, f"OP_NAME must name one operator for every check; "
+                                   f"the checks saw {sorted(subjects)}" + (" and OP_NAME is assigned more than "
+                                                                           "once" if reassigned else "")))
+        else:
+            ok = bool(res.get("passed"))
+            parts.append(PartGrade(ex, name, pts, pts if ok else 0, ok, str(res.get("feedback", ""))))
+    return parts, [what for _, what in evidence]
 
 
 def grade_notebook(path: str | Path, *, timeout: float = DEFAULT_TIMEOUT,
@@ -154,6 +246,17 @@ def grade_notebook(path: str | Path, *, timeout: float = DEFAULT_TIMEOUT,
         if cell.get("cell_type") == "code":
             cell["outputs"] = []
             cell["execution_count"] = None
+    notes = []
+    solution = NB.solution_for(ex)
+    if solution is not None:
+        check_ids, notes = NB.restore(nb, nbformat.read(solution, as_version=4))
+    else:
+        check_ids = [c.get("id") for c in nb.cells if c.get("cell_type") == "code" and NB.calls(c.source)]
+        notes.append("no solutions/ in this checkout: the notebook's own check cells were graded")
+    ids = set(check_ids)
+    learner = [c.source for c in nb.cells if c.get("cell_type") == "code" and c.get("id") not in ids]
+    static = NB.static_evidence(learner)
+    reassigned = NB.assignments(learner, "OP_NAME") > 1
     with tempfile.TemporaryDirectory(prefix="fastpath-grade-") as tmp:
         for extra in path.parent.glob("*"):  # data files next to the notebook travel with the copy
             if extra.is_file() and extra.suffix != ".ipynb" and extra.stat().st_size < 8 * 1024 * 1024:
@@ -161,23 +264,17 @@ def grade_notebook(path: str | Path, *, timeout: float = DEFAULT_TIMEOUT,
         copy = Path(tmp) / path.name
         copy.write_bytes(raw)
         try:
-            status, reason = _execute(nb, tmp, timeout, kernel_name)
+            run = _execute(nb, tmp, timeout, kernel_name, ids)
         except Exception as exc:  # noqa: BLE001 - e.g. no such kernel
-            status, reason = "errors", f"could not execute: {type(exc).__name__}: {exc}"
+            run = _Run(status="errors", reason=f"could not execute: {type(exc).__name__}: {exc}")
     err = _first_error(nb)
-    if status == "ok" and err:
-        status, reason = "errors", err
-    found = _collect(nb, ex)
-    parts = []
-    for name, pts in EXERCISES[ex]:
-        res = found.get(name)
-        if res is None:
-            why = "check did not run" + (f" ({reason})" if reason else "")
-            parts.append(PartGrade(ex, name, pts, 0, False, why))
-        else:
-            ok = bool(res.get("passed"))
-            parts.append(PartGrade(ex, name, pts, pts if ok else 0, ok, str(res.get("feedback", ""))))
-    return NotebookGrade(str(path), ex, status, reason, round(time.monotonic() - t0, 1), parts)
+    if run.status == "ok" and err:
+        run.status, run.reason = "errors", err
+    parts, evidence = _parts(ex, run, static, reassigned)
+    status, reason = run.status, run.reason
+    if evidence:
+        status, reason = "tampered", "; ".join(evidence) + (f" ({reason})" if reason else "")
+    return NotebookGrade(str(path), ex, status, reason, round(time.monotonic() - t0, 1), parts, notes)
 
 
 def _missing(ex, reason):
@@ -219,6 +316,8 @@ def _print_table(grades: list[NotebookGrade], verbose: bool) -> None:
         title = TITLES.get(g.exercise or "", "")
         status = g.status + (f": {g.reason}" if g.reason else "")
         print(f"{Path(g.path).name}: {g.earned}/{g.points} ({title}; {g.seconds:.1f} s; {status})")
+        for note in g.notes:
+            print(f"  note: {note}")
         if verbose:
             for p in g.parts:
                 if not p.passed and "\n" in p.feedback:

@@ -2,158 +2,161 @@
 
 A set of boundary cases is good when it *catches* every mutant: some case gets a different route from a faulty
 predicate than from the correct one, or a wrong result (or a write outside the output, or a changed input) from a
-faulty kernel. Predicate mutants replace one condition of :data:`~fastpath_lib.rmsnorm.predicate.PREDICATE`; kernel
-mutants are one Triton kernel with a ``MUTANT`` constexpr switch, run only on cases the correct predicate sends to
-Triton. Every kernel mutant stays inside the 16 poison elements :class:`~fastpath_lib.cases.CaseSpec` puts after each
-buffer, so a faulty kernel never touches memory it does not own.
+faulty kernel. Mutants are two-sided: a predicate mutant is *too loose* (it accepts a call the kit sends to the
+fallback) or *too strict* (it rejects a call the kit accepts, so an in-region case never gets the fast path).
+Kernel mutants cover the forward and the backward kernel and the numerics: the eps default and the precision the
+mean square is accumulated in. They run only on cases the correct predicate sends to Triton
+(:mod:`fastpath_lib.grading.mutant_kernels`).
+
+Every mutant belongs to one :data:`CATEGORIES` entry; feedback names the category of a surviving mutant (and, for a
+predicate mutant, the side), never the case that would catch it.
+
+>>> len(MUTANTS) == len(set(MUTANTS)), set(CATEGORY_OF.values()) == set(CATEGORIES)
+(True, True)
 """
 
 from __future__ import annotations
 
 import dataclasses
 
-from fastpath_lib.eligibility import Condition, Predicate
+import torch
+
+from fastpath_lib.eligibility import Predicate
 from fastpath_lib.rmsnorm import predicate as rms
+from fastpath_lib.rmsnorm.layout import row_stride, rows_cols
 
-__all__ = ["PREDICATE_MUTANTS", "KERNEL_MUTANTS", "HINTS", "mutant_predicate", "run_kernel"]
+__all__ = ["Mutant", "ALL", "MUTANTS", "CATEGORIES", "CATEGORY_OF", "PREDICATE_MUTANTS", "KERNEL_MUTANTS",
+           "mutant_predicate", "by_category"]
 
 
-def _rows(c):
-    return rms._rows_cols(c)[0]
+@dataclasses.dataclass(frozen=True)
+class Mutant:
+    """One seeded fault.
+
+    Args:
+        name: identifier (never shown to a learner while it survives).
+        category: one of :data:`CATEGORIES`.
+        kind: ``"predicate"``, ``"forward"`` or ``"backward"``.
+        side: for predicate mutants ``"too loose"`` or ``"too strict"``; ``"wrong result"`` for kernels.
+        condition: the predicate condition a predicate mutant replaces.
+        check: the faulty check of a predicate mutant.
+        code: the ``MUTANT`` constexpr of a kernel mutant (see :mod:`fastpath_lib.grading.mutant_kernels`).
+    """
+
+    name: str
+    category: str
+    kind: str
+    side: str = "wrong result"
+    condition: str = ""
+    check: object = None
+    code: int = 0
+
+
+def _cols(c) -> int:
+    return c.input.shape[-1] if c.input.dim() else 1
 
 
 def _min_rows_gt(c):  # '>' where '>=' is meant
-    return None if _rows(c) > c.limits.min_rows else f"{_rows(c)} rows"
+    rows = rows_cols(c.input)[0]
+    return None if rows > c.limits.min_rows else f"{rows} rows"
+
+
+def _min_rows_minus_one(c):  # one row below the threshold still accepted
+    rows = rows_cols(c.input)[0]
+    return None if rows >= c.limits.min_rows - 1 else f"{rows} rows"
 
 
 def _cols_lt(c):  # '<' where '<=' is meant
-    n = c.input.shape[-1] if c.input.dim() else 1
-    return None if n < c.limits.max_cols else f"{n} columns"
+    return None if _cols(c) < c.limits.max_cols else f"{_cols(c)} columns"
+
+
+def _cols_plus_16_bytes(c):  # the limit counted with a 16-byte slack
+    slack = 16 // c.input.element_size()
+    return None if _cols(c) <= c.limits.max_cols + slack else f"{_cols(c)} columns"
 
 
 def _holds(c):
     return None
 
 
-def _align8(c):
+def _dense_rows_only(c):  # a row stride must equal the width: rejects row slices and every-other-row views
+    st = row_stride(c.input)
+    if st is None:
+        return "leading dims do not collapse"
+    return None if rows_cols(c.input)[0] <= 1 or st == _cols(c) else f"row stride {st}"
+
+
+def _align(c, modulus):
     if c.input.numel() == 0:
         return None
-    return None if c.input.data_ptr() % 8 == 0 else "misaligned"
+    return None if c.input.data_ptr() % modulus == 0 else "misaligned"
+
+
+def _align8(c):
+    return _align(c, 8)
+
+
+def _align32(c):
+    return _align(c, 32)
 
 
 def _dtype_fp64(c):
-    import torch
-
     return None if c.input.dtype in rms.SUPPORTED_DTYPES + (torch.float64,) else "dtype"
 
 
-#: mutant name -> (condition replaced, faulty check)
-PREDICATE_MUTANTS = {
-    "min_rows_off_by_one": ("min_rows", _min_rows_gt),
-    "max_cols_off_by_one": ("cols", _cols_lt),
-    "no_row_stride_check": ("row_stride", _holds),
-    "no_last_dim_check": ("last_dim_contiguous", _holds),
-    "alignment_modulus_8": ("input_alignment", _align8),
-    "no_row_stride_alignment": ("row_stride_alignment", _holds),
-    "accepts_fp64": ("dtype", _dtype_fp64),
-    "weight_alignment_ignored": ("weight_alignment", _holds),
-}
+def _dtype_no_bf16(c):
+    return None if c.input.dtype in (torch.float16, torch.float32) else "dtype"
 
-#: mutant name -> MUTANT constexpr of the faulty kernel
-KERNEL_MUTANTS = {
-    "kernel_mean_over_block": 1,
-    "kernel_ignores_row_stride": 2,
-    "kernel_unmasked_tail": 3,
-    "kernel_eps_outside_sqrt": 4,
-    "kernel_weight_always_applied": 5,
-}
 
-HINTS = {
-    "min_rows_off_by_one": "no case sits exactly at the row threshold (rows == min_rows, eligible)",
-    "max_cols_off_by_one": "no eligible case sits exactly at the column limit (cols == max_cols)",
-    "no_row_stride_check": "no case has leading dims that do not collapse to one row stride (a permuted 3-d input)",
-    "no_last_dim_check": "no case has a non-contiguous last dimension (a transposed input)",
-    "alignment_modulus_8": "no case has an input pointer aligned to 8 but not 16 bytes",
-    "no_row_stride_alignment": "no case has a row stride that is not a multiple of 16 bytes",
-    "accepts_fp64": "no case has an unsupported input dtype with every other condition holding (mind the weight)",
-    "weight_alignment_ignored": "no case has a misaligned weight",
-    "kernel_mean_over_block": "no eligible case has a row width that is not a power of two",
-    "kernel_ignores_row_stride": "no eligible case has a row stride different from its width (row slice, step)",
-    "kernel_unmasked_tail": "no eligible case has a row width that is not a multiple of 16 elements",
-    "kernel_eps_outside_sqrt": "no eligible case has values small enough for eps to matter (try scale=1e-2)",
-    "kernel_weight_always_applied": "no eligible case runs without a weight",
-}
+def _predicate(name, category, side, condition, check):
+    return Mutant(name, category, "predicate", side, condition, check)
+
+
+#: Every mutant, in the order feedback lists them.
+ALL: tuple[Mutant, ...] = (
+    _predicate("min_rows_off_by_one", "shape limits", "too strict", "min_rows", _min_rows_gt),
+    _predicate("min_rows_one_below", "shape limits", "too loose", "min_rows", _min_rows_minus_one),
+    _predicate("max_cols_off_by_one", "shape limits", "too strict", "cols", _cols_lt),
+    _predicate("max_cols_16_bytes_over", "shape limits", "too loose", "cols", _cols_plus_16_bytes),
+    _predicate("no_row_stride_check", "layout", "too loose", "row_stride", _holds),
+    _predicate("no_last_dim_check", "layout", "too loose", "last_dim_contiguous", _holds),
+    _predicate("dense_rows_only", "layout", "too strict", "row_stride", _dense_rows_only),
+    _predicate("alignment_modulus_8", "alignment", "too loose", "input_alignment", _align8),
+    _predicate("alignment_modulus_32", "alignment", "too strict", "input_alignment", _align32),
+    _predicate("no_row_stride_alignment", "alignment", "too loose", "row_stride_alignment", _holds),
+    _predicate("weight_alignment_ignored", "alignment", "too loose", "weight_alignment", _holds),
+    _predicate("accepts_fp64", "dtype", "too loose", "dtype", _dtype_fp64),
+    _predicate("rejects_bf16", "dtype", "too strict", "dtype", _dtype_no_bf16),
+    Mutant("kernel_mean_over_block", "forward kernel", "forward", code=1),
+    Mutant("kernel_ignores_row_stride", "forward kernel", "forward", code=2),
+    Mutant("kernel_unmasked_tail", "forward kernel", "forward", code=3),
+    Mutant("kernel_weight_always_applied", "forward kernel", "forward", code=5),
+    Mutant("kernel_eps_outside_sqrt", "numerics", "forward", code=4),
+    Mutant("kernel_half_precision_squares", "numerics", "forward", code=6),
+    Mutant("launcher_eps_default_of_input_dtype", "numerics", "forward", code=7),
+    Mutant("backward_mean_over_block", "backward kernel", "backward", code=1),
+    Mutant("backward_ignores_row_stride", "backward kernel", "backward", code=2),
+    Mutant("backward_drops_partial_row_block", "backward kernel", "backward", code=3),
+)
+
+#: The names, each defined once (above).
+MUTANTS: tuple[str, ...] = tuple(m.name for m in ALL)
+#: Categories in the order feedback lists them.
+CATEGORIES: tuple[str, ...] = tuple(dict.fromkeys(m.category for m in ALL))
+CATEGORY_OF: dict[str, str] = {m.name: m.category for m in ALL}
+PREDICATE_MUTANTS: dict[str, Mutant] = {m.name: m for m in ALL if m.kind == "predicate"}
+KERNEL_MUTANTS: dict[str, Mutant] = {m.name: m for m in ALL if m.kind != "predicate"}
+
+
+def by_category(category: str) -> tuple[Mutant, ...]:
+    """The mutants of one category."""
+    return tuple(m for m in ALL if m.category == category)
 
 
 def mutant_predicate(name: str) -> Predicate:
     """:data:`~fastpath_lib.rmsnorm.predicate.PREDICATE` with one condition replaced by the faulty check."""
-    target, check = PREDICATE_MUTANTS[name]
-    conds = [dataclasses.replace(c, check=check) if c.name == target else c for c in rms.PREDICATE.conditions]
+    m = PREDICATE_MUTANTS[name]
+    conds = [dataclasses.replace(c, check=m.check) if c.name == m.condition else c for c in rms.PREDICATE.conditions]
+    if not any(c.name == m.condition for c in rms.PREDICATE.conditions):
+        raise KeyError(f"mutant {name}: the predicate has no condition {m.condition!r}")
     return Predicate(f"mutant:{name}", conds)
-
-
-_kernel = None
-
-
-def _get_kernel():
-    global _kernel
-    if _kernel is not None:
-        return _kernel
-    import triton
-    import triton.language as tl
-
-    @triton.jit
-    def mutant_fwd_kernel(
-        X_ptr,  # input rows, last dim contiguous
-        W_ptr,  # weight [n_cols] (X_ptr when there is none)
-        Y_ptr,  # output rows, contiguous
-        X_row_stride,  # elements between input rows
-        Y_row_stride,  # elements between output rows
-        n_cols,  # row width
-        eps,  # added to the mean square
-        HAS_WEIGHT: tl.constexpr,  # multiply by W
-        BLOCK_SIZE: tl.constexpr,  # power of two >= n_cols (+16 for the unmasked-tail mutant)
-        MUTANT: tl.constexpr,  # 0: correct; see KERNEL_MUTANTS
-    ):
-        """RMSNorm forward with one seeded fault selected by MUTANT."""
-        row = tl.program_id(0).to(tl.int64)
-        cols = tl.arange(0, BLOCK_SIZE)
-        if MUTANT == 3:
-            mask = cols < (n_cols + 15) // 16 * 16  # assumes rows padded to 16 elements: reads/writes the tail
-        else:
-            mask = cols < n_cols
-        if MUTANT == 2:
-            x_row = X_ptr + row * n_cols  # ignores the row stride
-        else:
-            x_row = X_ptr + row * X_row_stride
-        x = tl.load(x_row + cols, mask=mask, other=0.0).to(tl.float32)
-        if MUTANT == 1:
-            mean_sq = tl.sum(x * x, axis=0) / BLOCK_SIZE
-        else:
-            mean_sq = tl.sum(x * x, axis=0) / n_cols
-        if MUTANT == 4:
-            rstd = 1.0 / (tl.sqrt(mean_sq) + eps)
-        else:
-            rstd = 1.0 / tl.sqrt(mean_sq + eps)
-        y = x * rstd
-        if HAS_WEIGHT or MUTANT == 5:
-            w = tl.load(W_ptr + cols, mask=mask, other=0.0).to(tl.float32)
-            y = y * w
-        tl.store(Y_ptr + row * Y_row_stride + cols, y.to(Y_ptr.dtype.element_ty), mask=mask)
-
-    _kernel = mutant_fwd_kernel
-    return _kernel
-
-
-def run_kernel(mutant: int, x2d, weight, eps, out) -> None:
-    """Launch the kernel variant ``mutant`` (0 = correct) writing into ``out`` (a ``[rows, cols]`` view)."""
-    import numpy as np
-    import triton
-
-    n_rows, n_cols = x2d.shape
-    block = triton.next_power_of_2(max(n_cols, 1))
-    if mutant == 3:
-        block = triton.next_power_of_2((n_cols + 15) // 16 * 16)
-    with np.errstate(all="ignore"):
-        _get_kernel()[(n_rows,)](x2d, weight if weight is not None else x2d, out, x2d.stride(0), out.stride(0),
-                                 n_cols, eps, HAS_WEIGHT=weight is not None, BLOCK_SIZE=block, MUTANT=mutant)

@@ -10,33 +10,35 @@ from __future__ import annotations
 import dataclasses
 import json
 
-__all__ = ["MIME", "EXERCISES", "TITLES", "Result", "points_of", "MUTANTS"]
+from fastpath_lib.grading.mutants import CATEGORIES
+
+__all__ = ["MIME", "EXERCISES", "TITLES", "Result", "points_of", "mutant_part"]
 
 #: MIME type of the machine-readable result a check displays next to its text.
 MIME = "application/vnd.fastpath.grade.v1+json"
 
-#: The seeded faulty variants ex04's boundary cases must catch (names only; they live in grading/mutants.py).
-MUTANTS = (
-    "min_rows_off_by_one", "max_cols_off_by_one", "no_row_stride_check", "no_last_dim_check",
-    "alignment_modulus_8", "no_row_stride_alignment", "accepts_fp64", "weight_alignment_ignored",
-    "kernel_mean_over_block", "kernel_ignores_row_stride", "kernel_unmasked_tail", "kernel_eps_outside_sqrt",
-    "kernel_weight_always_applied",
-)
+
+def mutant_part(category: str) -> str:
+    """The ex04 part for one mutant category (:data:`fastpath_lib.grading.mutants.CATEGORIES`)."""
+    return f"{category} mutants"
+
 
 #: exercise id -> ((part, points), ...), in the order the notebook checks them.
 EXERCISES: dict[str, tuple[tuple[str, int], ...]] = {
     "ex01": (("default_eps", 1), ("reference", 2)),
-    "ex02": (("forward_kernel", 3), ("backward_kernel (stretch)", 1)),
+    "ex02": (("add_rms_norm_kernel", 3), ("backward_with_saved_rstd (stretch)", 1)),
     "ex03": (("dtype_condition", 1), ("cols_condition", 1), ("alignment_condition", 2), ("predicate", 1)),
-    "ex04": tuple((f"catches {m}", 1) for m in MUTANTS),
+    "ex04": tuple((mutant_part(c), 1) for c in CATEGORIES),
     "ex05": (("size_coverage", 1), ("layout_coverage", 1), ("expectations", 1)),
     "ex06": (("classification", 2), ("summary_counts", 1)),
-    "ex07": (("sections", 1), ("consistent_with_data", 2), ("no_claims_from_cpu_data", 1)),
+    "ex07": (("sections", 1), ("environment_and_scope", 1), ("consistent_with_data", 2),
+             ("no_claims_from_cpu_data", 1)),
     "ex08": (("reference", 1), ("kernel", 2), ("predicate_declarations", 2), ("dispatch", 1)),
 }
 
 TITLES = {
-    "ex01": "the float64 reference", "ex02": "the forward Triton kernel", "ex03": "predicate for a changed spec",
+    "ex01": "the float64 reference", "ex02": "a fused residual-add RMSNorm kernel",
+    "ex03": "predicate for a changed spec",
     "ex04": "boundary cases (graded by mutation)", "ex05": "the benchmark case matrix",
     "ex06": "classifying results", "ex07": "the PR note", "ex08": "capstone: a second operator",
 }
@@ -59,13 +61,19 @@ class Result:
     points: int
     passed: bool
     feedback: str = ""
+    subject: str = ""  # what was graded when a notebook chooses it (exercise 08's operator)
 
     @property
     def earned(self) -> int:
         return self.points if self.passed else 0
 
+    def with_subject(self, subject: str) -> "Result":
+        """This result, naming what it graded."""
+        return dataclasses.replace(self, subject=subject)
+
     def text(self) -> str:
-        head = f"{self.exercise} · {self.part} ({self.earned}/{self.points} points): "
+        about = f" [{self.subject}]" if self.subject else ""
+        head = f"{self.exercise} · {self.part}{about} ({self.earned}/{self.points} points): "
         head += "passed" if self.passed else "FAILED"
         if self.feedback:
             head += "\n" + "\n".join("    " + line for line in self.feedback.splitlines())

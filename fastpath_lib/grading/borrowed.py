@@ -1,0 +1,190 @@
+"""Catch a borrowed answer: learner code that hands back, or calls, the kit's own solution or the grader's helpers.
+
+A check passes the learner's callable to :func:`run` with the functions the exercise asks the learner to write
+themselves (the kit's float64 reference for exercise 01, the grader's expected-class rule for exercise 06, ...),
+named by the file they live in and their qualified name. :func:`run` fails the part when the callable *is* one of
+them, and, while it runs, watches every call (``sys.setprofile``): a call into a forbidden function, however deeply
+wrapped, fails the part too. Names are resolved by file, so a function is caught even when the learner imported it
+under another name before the check ran. :func:`run` also reports the Triton kernels launched during the call, so a
+check can require that the learner's own kernel really ran.
+
+Note:
+    This is a guard against handing an answer back, not a sandbox: code the learner runs in other threads is not
+    watched. The checks also compare behaviour on cases drawn at each call and on specs the library does not
+    implement.
+
+>>> import torch.nn.functional as F
+>>> try:
+...     run(lambda x: F.rms_norm(x, [2]), (torch.ones(1, 2),), TORCH_RMS_NORM)
+... except Fail as exc:
+...     print(exc)
+your code calls torch.nn.functional.rms_norm (the reference must not call the operator it checks): write it yourself
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import sys
+from pathlib import Path
+
+import torch
+
+from fastpath_lib.grading.feedback import Fail
+
+__all__ = ["Forbidden", "run", "reject_handed_back", "kit", "torch_op", "TORCH_RMS_NORM", "KIT_REFERENCE", "KIT_OP",
+           "KIT_KERNELS"]
+
+_KIT = Path(__file__).resolve().parents[1]
+_TORCH = Path(torch.__file__).resolve().parent
+
+
+@dataclasses.dataclass(frozen=True)
+class Forbidden:
+    """Functions a learner must not use for one answer.
+
+    Args:
+        targets: ``(file or folder, qualified name or "*", why)`` entries.
+        builtins: ``(name, why)`` of torch's C functions and Tensor methods (``torch.softmax``, ``x.softmax``).
+    """
+
+    targets: tuple[tuple[str, str, str], ...] = ()
+    builtins: tuple[tuple[str, str], ...] = ()
+
+    def __add__(self, other: "Forbidden") -> "Forbidden":
+        return Forbidden(self.targets + other.targets, self.builtins + other.builtins)
+
+    @functools.cached_property
+    def _index(self) -> dict[str, dict[str, str]]:
+        out: dict[str, dict[str, str]] = {}
+        for file, name, why in self.targets:
+            out.setdefault(str(Path(file).resolve()), {}).setdefault(name, why)
+        return out
+
+    @functools.cached_property
+    def _folders(self) -> tuple[str, ...]:
+        return tuple(p + "/" for p in self._index if Path(p).is_dir())
+
+    def names(self, code) -> str | None:
+        """``"<name> (<why>)"`` when ``code`` belongs to a forbidden function, else ``None``."""
+        file = code.co_filename
+        names = self._index.get(file)
+        if names is None:
+            folder = next((f for f in self._folders if file.startswith(f)), None)
+            names = self._index[folder[:-1]] if folder else None
+        if not names:
+            return None
+        qual = getattr(code, "co_qualname", code.co_name)
+        why = names.get(qual) or names.get(qual.split(".<locals>")[0]) or names.get("*")
+        return f"{_module_of(file)}.{qual} ({why})" if why else None
+
+    def builtin(self, fn) -> str | None:
+        """``"torch <name> (<why>)"`` when ``fn`` is a forbidden torch builtin, else ``None``."""
+        name = getattr(fn, "__name__", None)
+        why = dict(self.builtins).get(name) if name else None
+        if why is None:
+            return None
+        owner = getattr(fn, "__self__", None)
+        if isinstance(owner, torch.Tensor) or getattr(fn, "__module__", None) in ("torch", "torch._C._nn") \
+                or str(getattr(owner, "__name__", "")).startswith("torch"):
+            return f"torch {name} ({why})"
+        return None
+
+
+def _module_of(filename: str) -> str:
+    p = Path(filename)
+    for root, prefix in ((_KIT, "fastpath_lib"), (_TORCH, "torch")):
+        try:
+            rel = p.resolve().relative_to(root).with_suffix("")
+        except ValueError:
+            continue
+        return ".".join((prefix, *rel.parts))
+    return p.stem
+
+
+def kit(rel: str, *names: str, why: str) -> Forbidden:
+    """Functions of the kit's file (or folder) ``rel``, relative to ``fastpath_lib/``; no names means all of them."""
+    return Forbidden(tuple((str(_KIT / rel), n, why) for n in (names or ("*",))))
+
+
+def torch_op(*names: str, why: str) -> Forbidden:
+    """torch's own functions and Tensor methods called ``names`` (their Python wrappers in ``torch.nn.functional``
+    too)."""
+    return Forbidden(tuple((str(_TORCH / "nn" / "functional.py"), n, why) for n in names),
+                     tuple((n, why) for n in names))
+
+
+TORCH_RMS_NORM = torch_op("rms_norm", why="the reference must not call the operator it checks") + Forbidden(
+    ((str(_TORCH / "nn" / "modules" / "normalization.py"), "RMSNorm.forward",
+      "the reference must not call the operator it checks"),))
+KIT_REFERENCE = kit("testing.py", "reference_rms_norm", "reference_grads", "_ref_graph",
+                    why="that is the kit's own reference")
+KIT_OP = kit("rmsnorm/op.py", why="that is the kit's own operator") + kit("rmsnorm/module.py",
+                                                                         why="that is the kit's own operator")
+KIT_KERNELS = kit("rmsnorm/kernels.py", why="those are the kit's own kernels")
+
+
+def _code_of(fn):
+    for attr in ("__func__", "func", "fn"):  # bound methods, functools.partial, triton.JITFunction
+        inner = getattr(fn, attr, None)
+        if inner is not None and inner is not fn:
+            got = _code_of(inner)
+            if got is not None:
+                return got
+    return getattr(fn, "__code__", None)
+
+
+def reject_handed_back(fn, forbidden: Forbidden) -> None:
+    """Fail when ``fn`` (a function, method, ``functools.partial`` or Triton kernel) is a forbidden function."""
+    code = _code_of(fn)
+    name = forbidden.names(code) if code is not None else forbidden.builtin(fn)
+    if name:
+        raise Fail(f"you handed back {name}: write it yourself")
+
+
+def _is_launch(code) -> bool:
+    qual = getattr(code, "co_qualname", code.co_name)
+    return qual in ("JITFunction.run", "InterpretedFunction.run") and "triton" in code.co_filename
+
+
+def run(fn, args: tuple, forbidden: Forbidden, *, allow_none: bool = False, given: Forbidden | None = None,
+        launches: list | None = None):
+    """``fn(*args)`` as :func:`~fastpath_lib.grading.feedback.call` does (``None`` fails unless ``allow_none``),
+    failing with :class:`Fail` when ``fn`` is, or calls, a forbidden function.
+
+    Args:
+        given: helpers the exercise hands out; calls made from inside them are not watched.
+        launches: when a list, the Python functions of the Triton kernels launched during the call are appended.
+    """
+    if not callable(fn):
+        raise Fail(f"expected a function, got {type(fn).__name__}: {fn!r:.80}")
+    reject_handed_back(fn, forbidden)
+    seen: list[str] = []
+    inside = [0]
+
+    def watch(frame, event, arg):
+        if event == "c_call":
+            if not seen and not inside[0] and (name := forbidden.builtin(arg)):
+                seen.append(name)
+            return
+        if event not in ("call", "return"):
+            return
+        code = frame.f_code
+        if given is not None and given.names(code):
+            inside[0] += 1 if event == "call" else -1
+        elif event == "call" and launches is not None and _is_launch(code):
+            launches.append(getattr(frame.f_locals.get("self"), "fn", None))
+        elif event == "call" and not seen and not inside[0] and (name := forbidden.names(code)):
+            seen.append(name)
+
+    previous = sys.getprofile()
+    sys.setprofile(watch)
+    try:
+        out = fn(*args)
+    finally:
+        sys.setprofile(previous)
+    if seen:
+        raise Fail(f"your code calls {seen[0]}: write it yourself")
+    if out is None and not allow_none:
+        raise Fail("your function returned None (is the stub still in place?)")
+    return out

@@ -1,0 +1,176 @@
+"""Exercise 03: predicate conditions for a changed spec (v2: fp16/bf16 only, at most 8192 columns, 32-byte alignment).
+
+Each condition is probed on cases on both sides of its rule and must decide as the spec says. When it fails, its
+reason must name the actual value and the required one (``"input float32, need float16 or bfloat16"``), as every
+condition of the kit's predicate does: a reason such as ``"no"`` fails the part. The assembled predicate must route
+mixed probes as the spec says, with each rule in a condition of its own. The kit's v1 conditions decide differently
+on the probes, and calling the grader's own rule from a condition fails the part.
+"""
+
+from __future__ import annotations
+
+import re
+
+import torch
+
+from fastpath_lib.cases import CaseSpec
+from fastpath_lib.grading import borrowed
+from fastpath_lib.grading.feedback import Fail, call, case_label, device, emit, hold, part, table
+from fastpath_lib.rmsnorm import predicate as rms
+from fastpath_lib.rmsnorm.layout import row_stride, rows_cols
+
+__all__ = ["check_dtype_condition", "check_cols_condition", "check_alignment_condition", "check_v2_predicate",
+           "V2_MAX_COLS", "V2_ALIGN_BYTES", "V2_DTYPES"]
+
+#: the changed spec of exercise 03
+V2_MAX_COLS = 8192
+V2_ALIGN_BYTES = 32
+V2_DTYPES = (torch.float16, torch.bfloat16)
+
+_GRADER = borrowed.kit("grading/ex03_predicate.py", why="that is the grader's own rule") + borrowed.kit(
+    "grading/mutants.py", why="that is the grader's own rule")
+
+
+def _v2_expected(name: str, c) -> bool:
+    x = c.input
+    if name == "dtype":
+        return x.dtype in V2_DTYPES
+    if name == "cols":
+        return (x.shape[-1] if x.dim() else 1) <= V2_MAX_COLS
+    if name == "alignment":
+        if x.data_ptr() % V2_ALIGN_BYTES:
+            return False
+        st = row_stride(x)
+        return rows_cols(x)[0] <= 1 or st is None or (st * x.element_size()) % V2_ALIGN_BYTES == 0
+    raise KeyError(name)
+
+
+_DTYPE_WORDS = {torch.float32: r"float32|fp32|float\b", torch.float64: r"float64|fp64|double",
+                torch.float16: r"float16|fp16|half", torch.bfloat16: r"bfloat16|bf16"}
+
+
+def _names(pattern: str, text: str) -> bool:
+    return re.search(rf"(?<![\w.])(?:torch\.)?(?:{pattern})(?!\w)", text, re.IGNORECASE) is not None
+
+
+def _number(n: int, text: str) -> bool:
+    return re.search(rf"(?<![\d.]){n}(?!\d)", text) is not None
+
+
+def _reason_problem(name: str, c, why: str) -> str | None:
+    """What the reason for a failing probe leaves out: the actual value or the required one."""
+    x = c.input
+    missing = []
+    if name == "dtype":
+        if not _names(_DTYPE_WORDS.get(x.dtype, re.escape(str(x.dtype))), why):
+            missing.append(f"the actual dtype ({str(x.dtype).replace('torch.', '')})")
+        if not (_names(_DTYPE_WORDS[torch.float16], why) and _names(_DTYPE_WORDS[torch.bfloat16], why)):
+            missing.append("the required dtypes (float16, bfloat16)")
+    elif name == "cols":
+        if not _number(x.shape[-1], why):
+            missing.append(f"the actual width ({x.shape[-1]})")
+        if not _number(V2_MAX_COLS, why):
+            missing.append(f"the limit ({V2_MAX_COLS})")
+    else:
+        off = x.data_ptr() % V2_ALIGN_BYTES
+        st = row_stride(x)
+        actual = [off, x.data_ptr()] if off else [st * x.element_size(), st]
+        if not any(_number(v, why) for v in actual):
+            what = f"pointer offset {off} bytes" if off else f"row stride {st * x.element_size()} bytes"
+            missing.append(f"the actual value ({what})")
+        if not _number(V2_ALIGN_BYTES, why):
+            missing.append(f"the required alignment ({V2_ALIGN_BYTES})")
+    return None if not missing else "reason names no " + " and no ".join(missing)
+
+
+def _probe(spec: CaseSpec, seed: int = 0):
+    x, ns, w = spec.build(seed=seed, device=device()).args()
+    return rms.make_call(x, ns, w)
+
+
+_F16, _B16, _F32 = torch.float16, torch.bfloat16, torch.float32
+_PROBES = {
+    "dtype": (CaseSpec(8, 16, _F16), CaseSpec(8, 16, _B16), CaseSpec(8, 16, _F32), CaseSpec(8, 16, torch.float64),
+              CaseSpec(8, 16, _F16, weight=_F32)),
+    "cols": (CaseSpec(1, 8192, _F16), CaseSpec(1, 8193, _F16), CaseSpec(1, 8208, _B16), CaseSpec(8, 16, _F16),
+             CaseSpec(1, 16384, _F16)),
+    "alignment": (CaseSpec(8, 16, _F16), CaseSpec(8, 8, _F16), CaseSpec(8, 24, _F16), CaseSpec(8, 32, _B16),
+                  CaseSpec(8, 16, _F16, offset=8), CaseSpec(8, 16, _F16, offset=16), CaseSpec(8, 16, _B16, offset=2),
+                  CaseSpec(8, 16, _F16, layout="row_slice", pad=8), CaseSpec(8, 20, _F16, layout="row_slice", pad=12),
+                  CaseSpec(8, 16, _F16, layout="step"), CaseSpec(1, 24, _F16), CaseSpec(8, 8, _F32)),
+}
+
+
+def _check_condition(part_name: str, name: str, fn, show: bool):
+    def run():
+        rows, bad, vague = [], 0, []
+        for spec in _PROBES[name]:
+            c = _probe(spec)
+            why = borrowed.run(fn, (c,), _GRADER, allow_none=True)
+            if why is not None and not isinstance(why, str):
+                raise Fail(f"on {spec.label()} your check returned {why!r}; return None (holds) or a reason string")
+            yours, exp = why is None, _v2_expected(name, c)
+            bad += yours != exp
+            if why is not None and not exp:
+                gap = _reason_problem(name, c, why)
+                if gap:
+                    vague.append(f"{case_label(spec)}: {gap} (got {why!r})")
+            rows.append((case_label(spec), hold(yours), hold(exp), "" if yours == exp else "<-- differs", why or ""))
+        if bad:
+            raise Fail(f"{bad} of {len(rows)} probe cases decided differently\n"
+                       + table(rows, ("case", "yours", "expected", "", "your reason")))
+        if vague:
+            raise Fail("every decision is right, but a reason must name the actual and the required value:\n"
+                       + "\n".join(vague))
+    return emit([part("ex03", part_name, run)], show)
+
+
+def check_dtype_condition(fn, *, show: bool = True):
+    """``fn(call) -> None | str`` holds exactly for fp16 and bf16 inputs; a reason names both dtypes."""
+    return _check_condition("dtype_condition", "dtype", fn, show)
+
+
+def check_cols_condition(fn, *, show: bool = True):
+    """``fn(call) -> None | str`` holds exactly for rows of at most 8192 columns; a reason names both widths."""
+    return _check_condition("cols_condition", "cols", fn, show)
+
+
+def check_alignment_condition(fn, *, show: bool = True):
+    """``fn(call) -> None | str`` holds when the input pointer and (for >1 row) the row stride in bytes are
+    multiples of 32; a reason names the offending value and 32."""
+    return _check_condition("alignment_condition", "alignment", fn, show)
+
+
+_MIXED = (CaseSpec(16, 64, _F16), CaseSpec(16, 64, _F32), CaseSpec(16, 8200, _B16), CaseSpec(16, 64, _F16,
+          layout="transposed"), CaseSpec(16, 8, _F16), CaseSpec(16, 64, _B16, offset=4),
+          CaseSpec(16, 64, _B16, layout="row_slice", pad=16), CaseSpec(0, 64, _F16), CaseSpec(16, 64, _F16,
+          layout="permuted"))
+#: probes that break exactly one v2 rule: each rule must be a condition of its own
+_ONE_RULE = {"dtype": CaseSpec(16, 64, _F32), "cols": CaseSpec(16, 8208, _B16),
+             "alignment": CaseSpec(16, 64, _B16, offset=4)}
+
+
+def check_v2_predicate(make_predicate, *, show: bool = True):
+    """``make_predicate() -> Predicate``: its routes on mixed probes vs the changed spec (plus contiguity, row stride
+    and non-empty), each v2 rule in its own condition."""
+    def run():
+        pred = call(make_predicate) if callable(make_predicate) else make_predicate
+        if pred is None or not hasattr(pred, "evaluate"):
+            raise Fail(f"expected a Predicate, got {type(pred).__name__}")
+        rows, bad = [], 0
+        for spec in _MIXED:
+            c = _probe(spec)
+            d = borrowed.run(pred.evaluate, (c,), _GRADER)
+            x = c.input
+            exp_ok = (x.numel() > 0 and all(_v2_expected(n, c) for n in ("dtype", "cols", "alignment"))
+                      and (x.shape[-1] <= 1 or x.stride(-1) == 1) and row_stride(x) is not None)
+            exp = "triton" if exp_ok else "fallback"
+            bad += d.route != exp
+            rows.append((spec.label(), d.route, exp, "" if d.route == exp else "<-- differs"))
+        if bad:
+            raise Fail(f"{bad} of {len(rows)} routes differ\n" + table(rows, ("case", "yours", "expected", "")))
+        failing = {rule: tuple(pred.evaluate(_probe(spec)).failed) for rule, spec in _ONE_RULE.items()}
+        if len(set(failing.values())) < len(failing) or any(len(f) != 1 for f in failing.values()):
+            raise Fail("each v2 rule must be a condition of its own; on probes breaking one rule the failing "
+                       "conditions were " + ", ".join(f"{r}: {list(f)}" for r, f in failing.items()))
+    return emit([part("ex03", "predicate", run)], show)

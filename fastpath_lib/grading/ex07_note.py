@@ -1,0 +1,207 @@
+"""Exercise 07: the PR note, written from a results table and its environment record.
+
+``write_pr_note(results_df, env) -> str`` is called on the synthetic GPU-shaped table of exercise 06, on a table
+drawn afresh at every call (so a note written for the fixed table alone does not pass), and on CPU-interpreter-shaped
+data. Four parts: the sections, each with content (a skeleton of empty headings fails; the performance section
+lists the cases of the table it was given); the environment metadata
+(device, torch and triton versions) and a scope statement (the region the fast path covers); a performance table
+whose rows agree with the data, route and class; and no speed-up claimed from non-GPU data, where an honest
+"no speed-up is claimed" is accepted.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+
+from fastpath_lib.grading import borrowed
+from fastpath_lib.grading.ex06_classify import (
+    drawn_results,
+    expected_classes,
+    interpreter_environment,
+    interpreter_results,
+    synthetic_environment,
+    synthetic_results,
+)
+from fastpath_lib.grading.feedback import Fail, emit, part
+from fastpath_lib.grading.vocabulary import OUTCOMES
+from fastpath_lib.rmsnorm import predicate as rms
+
+__all__ = ["check_pr_note", "SECTIONS"]
+
+#: section -> pattern its heading must match
+SECTIONS = {
+    "summary": r"summary",
+    "eligibility/fallback": r"eligib|fallback",
+    "semantic evidence": r"semantic|correctness",
+    "mechanism": r"mechanism",
+    "performance": r"performance",
+    "limitations": r"limitation",
+}
+_PLACEHOLDER = re.compile(r"\b(todo|tbd|fill me in|lorem ipsum|xxx)\b|^\W*$", re.IGNORECASE)
+_SPEEDUP = re.compile(r"\b\d+(\.\d+)?\s*(x|×)(?!\w)|\bfaster\b|\bquicker\b|\bspeed-?ups?\b|\bspeeds? up\b|"
+                      r"\baccelerat\w*", re.IGNORECASE)
+_NEGATION = re.compile(r"\b(no|not|never|without|none|nothing|unmeasured|cannot)\b|n't\b", re.IGNORECASE)
+_FORBIDDEN = borrowed.kit("bench", why="that is the kit's own PR note") + borrowed.kit(
+    "grading/ex07_note.py", why="that is the grader's own answer")
+_GIVEN = borrowed.kit("grading/ex06_classify.py", "expected_classes", "synthetic_results", "synthetic_environment",
+                      why="given")
+
+
+def _sections(note: str) -> dict[str, str]:
+    """Heading (lower case) -> the text under it, up to the next heading."""
+    out, head, body = {}, None, []
+    for line in note.splitlines():
+        m = re.match(r"^#{1,6}\s+(.+)$", line)
+        if m:
+            if head is not None:
+                out[head] = "\n".join(body)
+            head, body = m.group(1).strip().lower(), []
+        elif head is not None:
+            body.append(line)
+    if head is not None:
+        out[head] = "\n".join(body)
+    return out
+
+
+def _words(text: str) -> int:
+    return len(re.findall(r"[A-Za-z0-9]+", text))
+
+
+def _table_rows(note: str) -> dict[str, tuple[list[str], list[str]]]:
+    """Markdown table rows keyed by their first cell (backticks and emphasis stripped): ``(cells, header)``."""
+    out, header = {}, None
+    for line in note.splitlines() + [""]:
+        if not line.strip().startswith("|"):
+            header = None
+            continue
+        cells = [c.strip().strip("`*").strip() for c in line.strip().strip("|").split("|")]
+        if header is None:
+            header = [c.lower() for c in cells]
+        elif not all(set(c) <= set("-: ") for c in cells):
+            out.setdefault(cells[0], (cells, header))
+    return out
+
+
+def _route_cell(cells: list[str], header: list[str]) -> str | None:
+    """The row's route: the cell under a "route" header, else any cell naming one."""
+    if "route" in header and header.index("route") < len(cells):
+        return cells[header.index("route")].lower()
+    return next((c.lower() for c in cells if c.lower() in ("triton", "fallback")), None)
+
+
+def _drawn_environment() -> dict:
+    env = synthetic_environment()
+    env["device"] = f"synthetic GPU no. {random.SystemRandom().randint(2, 99)} (drawn by the check)"
+    return env
+
+
+def _datasets():
+    return (("GPU-shaped data", synthetic_results(), synthetic_environment()),
+            ("a GPU-shaped table drawn now", drawn_results(), _drawn_environment()),
+            ("CPU-shaped data", interpreter_results(), interpreter_environment()))
+
+
+def _scope_text(note: str, sections: dict[str, str]) -> str:
+    text = " ".join(body for head, body in sections.items() if "scope" in head)
+    for m in re.finditer(r"^\W*scope\W*:?\**\s*(.+)$", note, re.IGNORECASE | re.MULTILINE):
+        text += " " + m.group(1)
+    return text
+
+
+def check_pr_note(write_pr_note, *, show: bool = True):
+    """``write_pr_note(results_df, env) -> str`` on GPU-shaped (fixed and drawn) and CPU-shaped data."""
+    data = _datasets()
+    notes: dict[str, str] = {}
+
+    def note_of(which: str, df, env) -> str:
+        if which not in notes:
+            note = borrowed.run(write_pr_note, (df, env), _FORBIDDEN, given=_GIVEN)
+            if not isinstance(note, str) or not note.strip():
+                raise Fail(f"write_pr_note must return the note as a non-empty str, got {type(note).__name__}")
+            notes[which] = note
+        return notes[which]
+
+    def sections():
+        problems = []
+        for which, df, env in data:
+            found = _sections(note_of(which, df, env))
+            for name, pat in SECTIONS.items():
+                bodies = [b for h, b in found.items() if re.search(pat, h)]
+                if not bodies:
+                    problems.append(f"{which}: no '## ...' heading for {name}")
+                elif not any(_words(b) >= 5 and not _PLACEHOLDER.search(b.strip()) for b in bodies):
+                    problems.append(f"{which}: the {name} section is empty (say something in at least a sentence)")
+                elif name == "performance" and not any(all(str(c) in b for c in df["case_id"]) for b in bodies):
+                    problems.append(f"{which}: the performance section does not list this table's cases")
+        if problems:
+            raise Fail("missing or empty sections\n" + "\n".join(problems))
+
+    def environment_and_scope():
+        problems = []
+        for which, df, env in data:
+            note = note_of(which, df, env)
+            for key in ("device", "torch", "triton"):
+                if str(env[key]) not in note:
+                    problems.append(f"{which}: the note does not give the environment's {key} ({env[key]!r})")
+            scope = _scope_text(note, _sections(note))
+            if _words(scope) < 12:
+                problems.append(f"{which}: no scope statement (a 'Scope' section or a 'Scope:' line of a sentence "
+                                f"or two: which calls take the fast path, and what happens to the rest)")
+            else:
+                low = scope.lower()
+                need = {f"the column limit ({rms.MAX_COLS})": str(rms.MAX_COLS) in scope,
+                        "the dtypes it covers": bool(re.search(r"fp16|float16|half", low))
+                        and bool(re.search(r"bf16|bfloat16", low)),
+                        "what happens outside it (the fallback)": "fallback" in low or "f.rms_norm" in low}
+                gaps = [k for k, ok in need.items() if not ok]
+                if gaps:
+                    problems.append(f"{which}: the scope statement does not name " + ", ".join(gaps))
+        if problems:
+            raise Fail("\n".join(problems))
+
+    def consistent():
+        problems = []
+        for which, df, env in data[:2]:
+            note = note_of(which, df, env)
+            exp = expected_classes(df)
+            routes = dict(zip(df["case_id"], df["route"]))
+            rows = _table_rows(note)
+            for cid, cls in exp.items():
+                if cid not in rows:
+                    problems.append(f"{which}, {cid}: not in the performance table")
+                    continue
+                cells = [c.lower() for c in rows[cid][0]]
+                route = _route_cell(cells, rows[cid][1])
+                claimed = [k for k in OUTCOMES if k in cells[1:] and (k != route or cells.count(k) > 1)]
+                if route != routes[cid]:
+                    problems.append(f"{which}, {cid}: the row gives route {route or 'none'}, the data {routes[cid]}")
+                if claimed != [cls]:
+                    problems.append(f"{which}, {cid}: the table says {claimed or 'no class'}, the data says {cls}")
+            for cls in ("win", "neutral", "loss"):
+                if cls in exp.values() and not re.search(rf"\b{cls}", note, re.IGNORECASE):
+                    problems.append(f"{which}: the note never names its {cls} cases")
+            if env.get("synthetic") and "synthetic" not in note.lower():
+                problems.append(f"{which}: the data is labelled synthetic; the note must say so")
+        if problems:
+            raise Fail(f"{len(problems)} inconsistencies with the data\n" + "\n".join(problems))
+
+    def no_cpu_claims():
+        which, df, env = data[2]
+        note = note_of(which, df, env)
+        problems = []
+        if "not a gpu measurement" not in note.lower():
+            problems.append("on CPU data the note must say 'not a GPU measurement'")
+        for sentence in re.split(r"(?<=[.!?;])\s+|\n", note):
+            m = _SPEEDUP.search(sentence)
+            if m and not _NEGATION.search(sentence):
+                problems.append(f"claims a speed-up from non-GPU data: {sentence.strip()!r}")
+        wins = [c for c, (cells, _) in _table_rows(note).items() if {"win", "loss"} & {x.lower() for x in cells}]
+        if wins:
+            problems.append(f"the table marks {wins} as wins or losses from non-GPU data")
+        if problems:
+            raise Fail("\n".join(problems))
+
+    return emit([part("ex07", "sections", sections), part("ex07", "environment_and_scope", environment_and_scope),
+                 part("ex07", "consistent_with_data", consistent),
+                 part("ex07", "no_claims_from_cpu_data", no_cpu_claims)], show)

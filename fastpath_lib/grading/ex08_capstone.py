@@ -1,0 +1,199 @@
+"""Exercise 08, the capstone: the whole workflow for a second row-wise operator.
+
+The learner picks one operator of :data:`KNOWN_OPS` (``OP_NAME``) and every check compares against the *kit's*
+float64 reference for it, never against the learner's own. The kernel check and the dispatch check watch the calls:
+the Triton route must really launch the learner's Triton kernel (not the kit's, and not torch's op under a Triton
+label), and the fallback must not claim Triton. The predicate check counts a category only when one of its
+conditions rejects a declared boundary point that every condition of the other categories accepts, so one condition
+copied under three categories counts once. Each result names the operator it was checked for; the grader requires
+the same operator in every part.
+"""
+
+from __future__ import annotations
+
+import random
+
+import torch
+import torch.nn.functional as F
+
+from fastpath_lib.cases import CaseSpec
+from fastpath_lib.grading import borrowed
+from fastpath_lib.grading.feedback import Fail, call, case_label, device, emit, hold, part, table
+from fastpath_lib.testing import compare
+
+__all__ = ["check_capstone_reference", "check_capstone_kernel", "check_capstone_predicate", "check_capstone_dispatch",
+           "KNOWN_OPS"]
+
+
+def _f64(x):
+    return x.detach().to(torch.float64)
+
+
+#: op name -> (the kit's float64 reference over the last dim, torch names a reference or kernel must not call)
+KNOWN_OPS = {
+    "softmax": (lambda x: torch.softmax(_f64(x), dim=-1), ("softmax",)),
+    "log_softmax": (lambda x: torch.log_softmax(_f64(x), dim=-1), ("log_softmax", "softmax")),
+    "l2_normalize": (lambda x: F.normalize(_f64(x), dim=-1), ("normalize",)),
+    "layer_norm": (lambda x: F.layer_norm(_f64(x), (x.shape[-1],), eps=1e-5), ("layer_norm",)),
+}
+
+_KIT = (borrowed.kit("grading", why="that is the grader's own answer") + borrowed.KIT_KERNELS
+        + borrowed.kit("rmsnorm/op.py", why="that is the kit's own operator"))
+_CASES = (CaseSpec(7, 33, weight=None), CaseSpec(5, 100, torch.float16, weight=None),
+          CaseSpec(3, 781, torch.bfloat16, weight=None, scale=4.0),
+          CaseSpec(6, 48, weight=None, layout="row_slice", pad=5), CaseSpec(1, 1, weight=None))
+
+
+def _op(op_name: str):
+    if op_name not in KNOWN_OPS:
+        raise Fail(f"OP_NAME {op_name!r}: choose one of {sorted(KNOWN_OPS)} (the checks compare with the kit's "
+                   f"reference for it)")
+    ref, names = KNOWN_OPS[op_name]
+    return ref, _KIT + borrowed.torch_op(*names, why=f"that is torch's own {op_name}")
+
+
+def _drawn_case() -> CaseSpec:
+    rng = random.SystemRandom()
+    return CaseSpec(rng.randint(2, 9), rng.randint(5, 300), rng.choice((torch.float32, torch.float16)), weight=None)
+
+
+def _own_kernels(launched: list) -> list:
+    """The launched kernels that are not the kit's."""
+    kit = borrowed.KIT_KERNELS + borrowed.kit("grading", why="")
+    return [fn for fn in launched if fn is not None and not kit.names(fn.__code__)]
+
+
+def _result(name: str, op_name: str, fn):
+    r = part("ex08", name, fn)
+    return r.with_subject(op_name if isinstance(op_name, str) else repr(op_name))
+
+
+def check_capstone_reference(op_name: str, reference, *, show: bool = True):
+    """``reference(x)`` returns float64 and matches the kit's reference for ``op_name`` (one of :data:`KNOWN_OPS`)."""
+    def run():
+        ref, forbidden = _op(op_name)
+        rows, bad = [], 0
+        for spec in _CASES + (_drawn_case(),):
+            x = spec.build(seed=8, device="cpu").x
+            y = borrowed.run(reference, (x,), forbidden)
+            if not isinstance(y, torch.Tensor) or y.dtype != torch.float64 or y.shape != x.shape:
+                problem = "must return a float64 tensor of the input's shape"
+            else:
+                problem = compare(y, ref(x), torch.float64)
+            bad += problem is not None
+            rows.append((case_label(spec), "ok" if problem is None else problem))
+        if bad:
+            raise Fail(f"{bad} of {len(rows)} cases wrong\n" + table(rows, ("case", "yours vs expected")))
+    return emit([_result("reference", op_name, run)], show)
+
+
+def check_capstone_kernel(op_name: str, launch, *, show: bool = True):
+    """``launch(x2d) -> y``: launches your Triton kernel; ``y`` matches the kit's reference for ``op_name`` within
+    the input dtype's tolerance, on irregular shapes."""
+    def run():
+        ref, forbidden = _op(op_name)
+        rows, bad = [], 0
+        for spec in _CASES + (_drawn_case(),):
+            built = spec.build(seed=9, device=device())
+            x = built.x
+            launched: list = []
+            y = borrowed.run(launch, (x,), forbidden, launches=launched)
+            if not _own_kernels(launched):
+                problem = "no Triton kernel of yours was launched"
+            elif not isinstance(y, torch.Tensor):
+                problem = f"returned {type(y).__name__}, expected a tensor"
+            else:
+                problem = compare(y, ref(x.cpu()), x.dtype)
+            if problem is None and y.dtype != x.dtype:
+                problem = f"output dtype {str(y.dtype).replace('torch.', '')}, expected the input's"
+            if problem is None and not built.inputs_untouched():
+                problem = "modified the input"
+            bad += problem is not None
+            rows.append((case_label(spec), "ok" if problem is None else problem))
+        if bad:
+            raise Fail(f"{bad} of {len(rows)} cases wrong\n" + table(rows, ("case", "yours vs expected")))
+    return emit([_result("kernel", op_name, run)], show)
+
+
+def _categories(pred, make_ctx, base: dict) -> tuple[dict[str, str], list[tuple], list[str]]:
+    """Category -> a condition that alone rejects one of its declared points; the table rows; the problems."""
+    conds = list(pred.conditions)
+    rows, problems, distinct = [], [], {}
+    for c in conds:
+        if not any(not b.holds for b in c.boundaries):
+            problems.append(f"{c.name}: declares no boundary where it fails")
+        if not any(b.holds for b in c.boundaries):
+            problems.append(f"{c.name}: declares no boundary where it holds")
+        for b in c.boundaries:
+            ctx = make_ctx(CaseSpec(**{**base, **b.overrides(None)}).build(seed=10, device=device()).x)
+            holds = c.check(ctx) is None
+            rows.append((f"{c.name}[{b.label}]", hold(b.holds), hold(holds)))
+            if holds != b.holds:
+                problems.append(f"{c.name}[{b.label}]: declared {hold(b.holds)}, the check says {hold(holds)}")
+            elif not b.holds and all(o.check(ctx) is None for o in conds if o.category != c.category):
+                distinct.setdefault(c.category, c.name)
+    return distinct, rows, problems
+
+
+def check_capstone_predicate(make_predicate, make_ctx, base: dict, *, show: bool = True):
+    """The predicate's declared boundaries hold as declared, and >= 3 categories each have a condition of their own.
+
+    Args:
+        make_predicate: ``() -> Predicate`` whose conditions declare :class:`~fastpath_lib.eligibility.Boundary`
+            changes to ``base`` (CaseSpec fields, e.g. ``{"cols": 8193}``).
+        make_ctx: ``(x) -> ctx`` the object the conditions check.
+        base: an eligible base case as CaseSpec fields.
+    """
+    def run():
+        pred = call(make_predicate)
+        problems = []
+        d0 = pred.evaluate(make_ctx(CaseSpec(**base).build(seed=10, device=device()).x))
+        if not d0.eligible:
+            problems.append(f"the base case is not eligible: {d0.reasons}")
+        distinct, rows, more = _categories(pred, make_ctx, base)
+        problems += more
+        cats = sorted({c.category for c in pred.conditions})
+        if len(distinct) < 3:
+            problems.append(f"{len(distinct)} categories have a condition of their own (one that alone rejects one "
+                            f"of its declared points) among {cats}; need >= 3 (a condition copied under several "
+                            f"categories counts once)")
+        if problems:
+            raise Fail("\n".join(problems) + "\n" + table(rows, ("boundary", "declared", "check")))
+        return f"{len(rows)} declared boundary points hold as declared; categories: {', '.join(sorted(distinct))}"
+    return emit([part("ex08", "predicate_declarations", run)], show)
+
+
+def check_capstone_dispatch(op_name: str, op, make_predicate, make_ctx, *, show: bool = True):
+    """``op(x) -> (y, route)`` takes the predicate's route, really launches your kernel on the Triton route, and
+    matches the kit's reference for ``op_name`` on both routes."""
+    cases = _CASES[:2] + (CaseSpec(8, 16, weight=None, layout="transposed"),
+                          CaseSpec(8, 16, torch.float64, weight=None))
+
+    def run():
+        ref, forbidden = _op(op_name)
+        pred = call(make_predicate)
+        rows, bad, routes = [], 0, set()
+        for spec in cases:
+            x = spec.build(seed=11, device=device()).x
+            exp_route = pred.evaluate(make_ctx(x)).route
+            launched: list = []
+            watch = forbidden if exp_route == "triton" else _KIT
+            out = borrowed.run(op, (x,), watch, launches=launched)
+            if not (isinstance(out, tuple) and len(out) == 2):
+                raise Fail(f"op must return (y, route), got {type(out).__name__}")
+            y, route = out
+            routes.add(route)
+            ran = bool(_own_kernels(launched))
+            problem = None if route == exp_route else f"route {route}, the predicate says {exp_route}"
+            if problem is None and route == "triton" and not ran:
+                problem = "says triton, but no Triton kernel of yours was launched"
+            if problem is None and route != "triton" and launched:
+                problem = f"says {route}, but a Triton kernel was launched"
+            problem = problem or compare(y, ref(x.cpu()), x.dtype)
+            bad += problem is not None
+            rows.append((spec.label(), route, "ok" if problem is None else problem))
+        if bad:
+            raise Fail(f"{bad} of {len(rows)} cases wrong\n" + table(rows, ("case", "route", "yours vs expected")))
+        if len(routes) < 2:
+            raise Fail(f"every case took route {routes}: the checks need both the fast path and the fallback")
+    return emit([_result("dispatch", op_name, run)], show)

@@ -1,0 +1,123 @@
+"""What every exercise check shares: running a graded part, turning a learner's error into feedback, showing results.
+
+A check runs the learner's code inside :func:`part`: the code either returns (the part passes, optionally with a
+note) or raises :class:`Fail` with the text the learner sees. A learner's own exception never escapes a check; it
+becomes "your code raised ..." with the line of the learner's code that raised it.
+
+>>> r = part("ex01", "default_eps", lambda: None)
+>>> r.passed, r.points
+(True, 1)
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Callable
+
+from fastpath_lib.grading.registry import Result, points_of
+
+__all__ = ["Fail", "emit", "part", "failed_parts", "call", "describe_error", "table", "dtype_name", "case_label",
+           "hold", "device"]
+
+
+class Fail(Exception):
+    """Raised inside a check to fail the part with a message."""
+
+
+def emit(results: list[Result], show: bool):
+    """Display ``results`` (in a notebook: readable text plus a JSON copy) and return ``None``; with ``show=False``
+    return them instead."""
+    if not show:
+        return results
+    try:
+        from IPython import get_ipython
+        from IPython.display import display
+
+        if get_ipython() is not None:
+            for r in results:
+                display(r.bundle(), raw=True)
+            return None
+    except ImportError:
+        pass
+    for r in results:
+        print(r.text())
+    return None
+
+
+def describe_error(exc: BaseException) -> str:
+    """One line of feedback for an exception raised by learner code (or a :class:`Fail`)."""
+    if isinstance(exc, Fail):
+        return str(exc)
+    if isinstance(exc, NotImplementedError):
+        return "not implemented yet: your code still raises NotImplementedError"
+    name = type(exc).__name__
+    msg = str(exc).strip().splitlines()
+    where = ""
+    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
+        if "fastpath_lib" not in frame.filename.replace("\\", "/"):
+            where = f" (line {frame.lineno}: {frame.line})" if frame.line else f" (line {frame.lineno})"
+            break
+    first = msg[0][:300] if msg else ""
+    chain = f"{name} {exc} {exc.__cause__!r} {exc.__context__!r}"  # Triton's CompilationError wraps the raise
+    if "NotImplementedError" in chain:
+        return "not implemented yet: your code still raises NotImplementedError"
+    return f"your code raised {name}: {first}{where}"
+
+
+def part(exercise: str, name: str, fn: Callable[[], str | None]) -> Result:
+    """Run ``fn``; it returns ``None`` (or a note) when the part passes and raises :class:`Fail` when not."""
+    pts = points_of(exercise, name)
+    try:
+        note = fn()
+        return Result(exercise, name, pts, True, note or "")
+    except Exception as exc:  # noqa: BLE001 - a learner's bug must become feedback, never a crash
+        return Result(exercise, name, pts, False, describe_error(exc))
+
+
+def failed_parts(exercise: str, names, exc: BaseException) -> list[Result]:
+    """Every part in ``names`` failed with the feedback for ``exc``."""
+    fb = describe_error(exc)
+    return [Result(exercise, n, points_of(exercise, n), False, fb) for n in names]
+
+
+def call(fn, *args):
+    """Call learner code; a ``None`` result is a failure (the stub returned nothing)."""
+    if not callable(fn):
+        raise Fail(f"expected a function, got {type(fn).__name__}: {fn!r:.80}")
+    out = fn(*args)
+    if out is None:
+        raise Fail("your function returned None (is the stub still in place?)")
+    return out
+
+
+def device() -> str:
+    """Where checks build their inputs: CUDA when present and the interpreter is off, else the CPU."""
+    from fastpath_lib import runtime
+
+    return "cuda" if runtime.cuda_available() and not runtime.interpreter_enabled() else "cpu"
+
+
+def table(rows: list[tuple], header: tuple) -> str:
+    """A plain-text table with a rule under the header."""
+    cells = [tuple(str(c) for c in header)] + [tuple(str(c) for c in r) for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def dtype_name(d) -> str:
+    """``float16`` for ``torch.float16``."""
+    return str(d).replace("torch.", "")
+
+
+def case_label(spec) -> str:
+    """``spec.label()`` plus the fields it leaves out (weight offset, scale)."""
+    lab = spec.label()
+    lab += f" woff{spec.weight_offset}" if spec.weight_offset else ""
+    return lab + (f" scale={spec.scale:g}" if spec.scale != 1.0 else "")
+
+
+def hold(b: bool) -> str:
+    """``holds`` / ``fails``."""
+    return "holds" if b else "fails"

@@ -1,0 +1,177 @@
+"""The grader's view of an exercise notebook: its distributed check cells, restored, and what its code touches.
+
+The check cells of an exercise are the cells of ``solutions/exNN_*.ipynb`` tagged :data:`CHECK_TAG` (each calls
+``ex.check_*`` on the learner's functions). As nbgrader does with its read-only cells, the grader puts them back as
+distributed, matched by cell id: an edited check cell gets its original source, a deleted one is inserted again
+after the cell that preceded it. The grader then runs each check itself at that place
+(:mod:`fastpath_lib.grading.runner`), with the arguments of the *original* call.
+
+:func:`static_evidence` reads the learner's own cells for code that replaces the kit's functions or state: an
+assignment to an attribute of anything imported from ``fastpath_lib`` (``ex.check_reference = ...``), IPython event
+hooks, ``sys.modules`` and builtins. What a cell does at run time without saying so in its source is caught in the
+kernel by :mod:`fastpath_lib.grading.runner`.
+
+>>> calls("ex.check_reference(my_reference)\\nx = 1")
+[('check_reference', 'my_reference', [])]
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import re
+from pathlib import Path
+
+__all__ = ["CHECK_TAG", "ROOT", "ALL", "solution_for", "check_cells", "restore", "calls", "static_evidence",
+           "assignments"]
+
+CHECK_TAG = "grader-check"
+#: The kit's checkout: ``solutions/`` holds the distributed check cells.
+ROOT = Path(__file__).resolve().parents[2]
+#: Scope of evidence that affects every part of the notebook.
+ALL = "*"
+_HOOK_BUILTINS = {"exec", "eval", "compile", "__import__", "open", "print", "getattr", "setattr", "isinstance",
+                  "type", "__builtins__"}
+
+
+def solution_for(exercise: str, root: Path = ROOT) -> Path | None:
+    """``solutions/exNN_*.ipynb`` of the exercise, or ``None`` when the checkout has none."""
+    found = sorted((root / "solutions").glob(f"{exercise}_*.ipynb"))
+    return found[0] if found else None
+
+
+def check_cells(nb) -> list:
+    """The code cells tagged :data:`CHECK_TAG`, in order."""
+    return [c for c in nb.cells if c.get("cell_type") == "code" and CHECK_TAG in c.get("metadata", {}).get("tags", [])]
+
+
+def restore(nb, original) -> tuple[list[str], list[str]]:
+    """Put ``original``'s check cells back into ``nb`` (in place); returns ``(their ids, notes for the report)``."""
+    notes, ids = [], []
+    order = [c.get("id") for c in original.cells]
+    by_id = {c.get("id"): i for i, c in enumerate(nb.cells)}
+    for cell in check_cells(original):
+        cid = cell.get("id")
+        ids.append(cid)
+        fresh = copy.deepcopy(cell)
+        fresh["outputs"], fresh["execution_count"] = [], None
+        if cid in by_id:
+            mine = nb.cells[by_id[cid]]
+            if mine.get("source") != cell.get("source") or mine.get("cell_type") != "code":
+                notes.append(f"check cell {cid} was edited: restored")
+            nb.cells[by_id[cid]] = fresh
+            continue
+        notes.append(f"check cell {cid} was deleted: restored")
+        at = 0
+        for prev in reversed(order[:order.index(cid)]):
+            if prev in by_id:
+                at = by_id[prev] + 1
+                break
+        nb.cells.insert(at, fresh)
+        by_id = {c.get("id"): i for i, c in enumerate(nb.cells)}
+    for c in nb.cells:  # a learner's own cell wearing the tag is an ordinary cell
+        if c.get("id") not in ids and CHECK_TAG in c.get("metadata", {}).get("tags", []):
+            c["metadata"]["tags"] = [t for t in c["metadata"]["tags"] if t != CHECK_TAG]
+    return ids, notes
+
+
+def _parse(source: str) -> ast.Module | None:
+    lines = [("pass  # " + line) if re.match(r"\s*[%!]", line) else line for line in source.splitlines()]
+    try:
+        return ast.parse("\n".join(lines))
+    except SyntaxError:
+        return None
+
+
+def calls(source: str) -> list[tuple[str, str, list[tuple[str, str]]]]:
+    """The ``ex.check_*(...)`` calls at the top level of a check cell: ``(check, positional args source,
+    [(keyword, source)])``."""
+    tree = _parse(source)
+    out = []
+    for node in tree.body if tree else []:
+        call = node.value if isinstance(node, ast.Expr) else None
+        if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr.startswith("check_"):
+            args = ", ".join(ast.get_source_segment(source, a) for a in call.args)
+            kws = [(k.arg, ast.get_source_segment(source, k.value)) for k in call.keywords if k.arg != "show"]
+            out.append((call.func.attr, args, kws))
+    return out
+
+
+def _root(node) -> str | None:
+    while isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)):
+        node = node.func if isinstance(node, ast.Call) else node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _dotted(node) -> str:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+def _kit_names(trees) -> set[str]:
+    names = {"fastpath_lib"}
+    for tree in trees:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names.update((a.asname or a.name.split(".")[0]) for a in node.names
+                             if a.name.startswith("fastpath_lib"))
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("fastpath_lib"):
+                names.update((a.asname or a.name) for a in node.names)
+    return names
+
+
+def static_evidence(sources: list[str]) -> list[tuple[str, str]]:
+    """``(scope, what)`` for each place the learner's code replaces the kit's functions or state; ``scope`` is the
+    check it affects (``check_*``) or :data:`ALL`."""
+    trees = [t for t in map(_parse, sources) if t is not None]
+    kit = _kit_names(trees)
+    out: list[tuple[str, str]] = []
+
+    def flag_target(t, verb):
+        if isinstance(t, ast.Attribute) and _root(t) in kit:
+            out.append((t.attr if t.attr.startswith("check_") else ALL, f"{verb} {_dotted(t)}"))
+        elif isinstance(t, (ast.Subscript, ast.Attribute)) and "sys.modules" in _dotted(getattr(t, "value", t)) + \
+                "." + _dotted(t):
+            out.append((ALL, f"{verb} an entry of sys.modules"))
+        elif isinstance(t, ast.Name) and t.id in _HOOK_BUILTINS:
+            out.append((ALL, f"{verb} the builtin {t.id}"))
+        elif isinstance(t, ast.Attribute) and _root(t) in ("builtins", "__builtins__"):
+            out.append((ALL, f"{verb} {_dotted(t)}"))
+
+    for tree in trees:
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
+                targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
+                for t in targets:
+                    for sub in ast.walk(t) if isinstance(t, (ast.Tuple, ast.List)) else [t]:
+                        flag_target(sub, "deletes" if isinstance(node, ast.Delete) else "assigns")
+            elif isinstance(node, ast.Call):
+                name = _dotted(node.func)
+                if name in ("setattr", "delattr") and node.args and _root(node.args[0]) in kit | {"builtins"}:
+                    attr = node.args[1].value if len(node.args) > 1 and isinstance(node.args[1], ast.Constant) else ""
+                    scope = attr if isinstance(attr, str) and attr.startswith("check_") else ALL
+                    out.append((scope, f"{name}() on {_dotted(node.args[0]) or 'a kit object'}"))
+                elif name.endswith(("events.register", "events.unregister", "register_post_execute")):
+                    out.append((ALL, "registers an IPython event hook"))
+                elif name.startswith("sys.modules.") or name in ("sys.modules.__setitem__",):
+                    out.append((ALL, f"calls {name}()"))
+            elif isinstance(node, ast.Attribute) and node.attr == "callbacks" and _dotted(node).endswith(
+                    "events.callbacks"):
+                out.append((ALL, "touches IPython's event callbacks"))
+    return list(dict.fromkeys(out))
+
+
+def assignments(sources: list[str], name: str) -> int:
+    """How many times the learner's cells bind ``name`` at the top level (``OP_NAME`` must be bound once)."""
+    n = 0
+    for tree in filter(None, map(_parse, sources)):
+        for node in tree.body:
+            if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                n += sum(isinstance(t, ast.Name) and t.id == name for t in targets)
+    return n

@@ -1,0 +1,498 @@
+"""Every exercise check, fed borrowed, trivial and forged answers, gives no points; the solutions' own functions get
+full marks. Runs the checks in-process (no notebook), on the functions of ``solutions/exNN_*.py``.
+
+*Borrowed*: the kit's own objects or the grader's helpers handed back, or called from a wrapper. *Trivial*: stubs,
+constants and skeletons. *Forged*: answers shaped to pass without the work (answers recorded from the kit for the
+fixed cases, a note written for one table, a route label without a kernel behind it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import linecache
+from pathlib import Path
+
+import pytest
+import torch
+
+jupytext = pytest.importorskip("jupytext")
+pytest.importorskip("pandas")
+
+from fastpath_lib import exercises as ex  # noqa: E402
+from fastpath_lib.cases import CaseSpec  # noqa: E402
+from fastpath_lib.eligibility import Boundary, Condition, Predicate  # noqa: E402
+from fastpath_lib.grading import mutants  # noqa: E402
+from fastpath_lib.grading.registry import EXERCISES  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+_SOLVED: dict[str, dict] = {}
+
+
+def solved(exercise: str) -> dict:
+    """The namespace of a solution's cells, check cells left out."""
+    if exercise not in _SOLVED:
+        (path,) = (ROOT / "solutions").glob(f"{exercise}_*.py")
+        ns: dict = {}
+        for i, cell in enumerate(jupytext.read(path).cells):
+            if cell.cell_type != "code" or "grader-check" in cell.metadata.get("tags", []):
+                continue
+            name = f"<{path.name} cell {i}>"  # Triton's interpreter reads a kernel's source back through linecache
+            linecache.cache[name] = (len(cell.source), None, cell.source.splitlines(True), name)
+            exec(compile(cell.source, name, "exec"), ns)
+        _SOLVED[exercise] = ns
+    return _SOLVED[exercise]
+
+
+def earned(results) -> int:
+    return sum(r.earned for r in results)
+
+
+def feedback(results) -> str:
+    return "\n".join(f"{r.part}: {r.feedback}" for r in results)
+
+
+# --- the solutions pass, so a failing answer below fails for its own reason -----------------------------------------
+
+SOLUTION_CALLS = {
+    "ex01": lambda s: ex.check_default_eps(s["my_default_eps"], show=False) + ex.check_reference(
+        s["my_reference"], show=False),
+    "ex02": lambda s: ex.check_add_rms_norm_kernel(s["my_add_rms_norm_fwd"], show=False)
+    + ex.check_backward_with_saved_rstd(s["my_backward"], show=False),
+    "ex03": lambda s: ex.check_dtype_condition(s["check_dtype"], show=False)
+    + ex.check_cols_condition(s["check_cols"], show=False)
+    + ex.check_alignment_condition(s["check_alignment"], show=False)
+    + ex.check_v2_predicate(s["make_v2_predicate"], show=False),
+    "ex04": lambda s: ex.check_boundary_cases(s["my_boundary_cases"], show=False),
+    "ex05": lambda s: ex.check_case_matrix(s["my_matrix"], show=False),
+    "ex06": lambda s: ex.check_classification(s["my_classify"], show=False),
+    "ex07": lambda s: ex.check_pr_note(s["write_pr_note"], show=False),
+    "ex08": lambda s: ex.check_capstone_reference(s["OP_NAME"], s["reference"], show=False)
+    + ex.check_capstone_kernel(s["OP_NAME"], s["launch"], show=False)
+    + ex.check_capstone_predicate(s["make_predicate"], lambda x: x, s["BASE"], show=False)
+    + ex.check_capstone_dispatch(s["OP_NAME"], s["softmax"], s["make_predicate"], lambda x: x, show=False),
+}
+
+
+@pytest.mark.parametrize("exercise", sorted(EXERCISES))
+def test_solution_functions_get_full_marks(exercise):
+    results = SOLUTION_CALLS[exercise](solved(exercise))
+    assert [r.part for r in results] == [p for p, _ in EXERCISES[exercise]]
+    assert all(r.passed for r in results), feedback(results)
+
+
+# --- borrowed, trivial and forged answers ---------------------------------------------------------------------------
+
+def _default_eps_wrapper(dtype):
+    from fastpath_lib.rmsnorm.predicate import default_eps
+
+    return default_eps(dtype)
+
+
+def _reference_wrapper(x, ns, w=None, eps=None):
+    from fastpath_lib.testing import reference_rms_norm
+
+    return reference_rms_norm(x, ns, w, eps)
+
+
+def _reference_via_torch(x, ns, w=None, eps=None):
+    return torch.nn.functional.rms_norm(x.double(), ns, None if w is None else w.double(), eps)
+
+
+def _reference_via_kit_op(x, ns, w=None, eps=None):
+    import fastpath_lib
+
+    return fastpath_lib.rms_norm(x.double(), ns, None if w is None else w.double(), eps)
+
+
+def _recorded_reference():
+    """Answers recorded from the kit's reference for the fixed cases, looked up by the input's bytes."""
+    from fastpath_lib.grading.ex01_reference import FIXED_CASES
+    from fastpath_lib.testing import reference_rms_norm
+
+    book = {}
+    for _, spec, eps in FIXED_CASES:
+        x, ns, w = spec.build(seed=1, device="cpu").args()
+        book[(x.detach().double().contiguous().numpy().tobytes(), eps)] = reference_rms_norm(x, ns, w, eps)
+
+    def forged(x, ns, w=None, eps=None):
+        got = book.get((x.detach().double().contiguous().numpy().tobytes(), eps))
+        return got if got is not None else x.double()
+    return forged
+
+
+def _kit_backward(dy, h, w, rstd):
+    from fastpath_lib.rmsnorm import kernels
+
+    eps = float((1 / rstd.double() ** 2 - h.double().pow(2).mean(-1)).mean())  # eps recovered from rstd
+    return kernels.backward(dy, h, w, eps)
+
+
+def _backward_recomputing_rstd(dy, h, w, rstd):  # ignores the saved rstd: the default eps is not the one used
+    h64, dy64 = h.double(), dy.double()
+    r = torch.rsqrt(h64.pow(2).mean(-1, keepdim=True) + torch.finfo(torch.float32).eps)
+    n = h64 * r
+    g = dy64 * (w.double() if w is not None else 1.0)
+    dh = r * (g - n * (g * n).mean(-1, keepdim=True))
+    return dh.to(h.dtype), ((dy64 * n).sum(0).to(w.dtype) if w is not None else None)
+
+
+def _triton_noop():
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def noop(X_ptr, R_ptr, W_ptr, H_ptr, Y_ptr, RSTD_ptr, X_row_stride, R_row_stride, H_row_stride, Y_row_stride,
+             n_cols, eps, BLOCK_SIZE: tl.constexpr):
+        pass
+    return noop
+
+
+def _kit_kernel():
+    from fastpath_lib.rmsnorm import kernels
+
+    return kernels.rms_norm_fwd_kernel
+
+
+def _v2_helper_condition(rule):
+    import fastpath_lib.grading.ex03_predicate as g
+
+    expected = vars(g)["_v2_expected"]  # a learner reaching into the grader
+    return lambda c: None if expected(rule, c) else (f"{rule}: {c.input.dtype} {tuple(c.input.shape)} 32 8192 "
+                                                     f"float16 bfloat16 {c.input.data_ptr() % 32}")
+
+
+def _kit_v1_condition(name):
+    from fastpath_lib.rmsnorm.predicate import PREDICATE
+
+    return PREDICATE[name].check
+
+
+def _constant_reason(rule):
+    truth = {"dtype": lambda x: x.dtype in ex.V2_DTYPES, "cols": lambda x: x.shape[-1] <= ex.V2_MAX_COLS}[rule]
+    return lambda c: None if truth(c.input) else "no"
+
+
+def _monolithic_predicate():
+    s = solved("ex03")
+
+    def everything(c):
+        return s["check_dtype"](c) or s["check_cols"](c) or s["check_alignment"](c)
+    from fastpath_lib.rmsnorm.predicate import PREDICATE
+
+    return Predicate("v2", [Condition("v2", "all of it", everything, "dtype"), PREDICATE["non_empty"],
+                            PREDICATE["last_dim_contiguous"], PREDICATE["row_stride"]])
+
+
+def _kit_boundary_cases():
+    from fastpath_lib.boundary import boundary_points
+
+    return [CaseSpec(**{k: v for k, v in p.case.items() if k in CaseSpec.__dataclass_fields__})
+            for p in boundary_points()][:24]
+
+
+def _six_neutral():
+    return [(f"c{i}", CaseSpec(4096, 4096, torch.bfloat16), "neutral", "large rows should be memory bound")
+            for i in range(6)]
+
+
+def _kit_matrix_from_json():
+    data = json.loads((ROOT / "fastpath_lib" / "bench" / "cases.json").read_text())["cases"]
+    dt = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+    return [(c["id"], CaseSpec(*c["shape"], dt[c["dtype"]], layout=c["layout"], pad=c.get("pad", 0),
+                               offset=c.get("offset", 0)), c["expected"], c["rationale"]) for c in data]
+
+
+def _kit_matrix_via_bench():
+    from fastpath_lib import bench
+
+    return [(c.id, c.spec(), c.expected, c.rationale) for c in bench.load_cases()]
+
+
+def _solution_matrix_with_old_words():
+    return [(cid, spec, "improve" if exp == "win" else exp, why)
+            for cid, spec, exp, why in solved("ex05")["my_matrix"]()]
+
+
+def _classify_with_grader(row):
+    import pandas as pd
+
+    return ex.expected_classes(pd.DataFrame([row]))[row["case_id"]]
+
+
+def _classify_with_kit_rule(row):
+    from fastpath_lib.bench.analysis import outcome
+
+    if row["route"] == "fallback":
+        return "fallback"
+    b, c = row["baseline_median_us"], row["candidate_median_us"]
+    return outcome(c / b, max(row["baseline_spread_us"] / b, row["candidate_spread_us"] / c))
+
+
+def _recorded_classes():
+    book = ex.expected_classes(ex.synthetic_results())
+    return lambda row: book.get(row["case_id"], "neutral")
+
+
+def _kit_pr_note(df, env):
+    from fastpath_lib.bench import report
+
+    return report.pr_note(df=df, env=env)
+
+
+_SKELETON = "\n".join(f"## {h}\n" for h in ("Summary", "Scope", "Eligibility and fallback", "Semantic evidence",
+                                           "Mechanism", "Performance", "Limitations"))
+
+
+def _note_for_one_table():
+    fixed = solved("ex07")["write_pr_note"](ex.synthetic_results(), ex.synthetic_environment())
+    return lambda df, env: fixed
+
+
+def _reference_from_grader(x):
+    return ex.KNOWN_OPS["softmax"][0](x)
+
+
+def _launch_torch(x):
+    return torch.softmax(x, dim=-1)
+
+
+def _launch_noop_then_torch(x):
+    s = solved("ex08")
+    s["launch"](x)  # a real launch of the learner's kernel, but the answer comes from torch
+    return torch.softmax(x, dim=-1)
+
+
+def _copied_condition_predicate():
+    s = solved("ex08")
+    dtype = s["make_predicate"]().conditions[0]
+    return Predicate("softmax", [dataclasses.replace(dtype, name=f"dtype_as_{cat}", category=cat)
+                                 for cat in ("dtype", "shape", "stride")])
+
+
+def _constant_predicate():
+    return Predicate("softmax", [Condition(n, n, lambda x: None, cat, boundaries=(
+        Boundary("same", {}, True), Boundary("fp64", {"dtype": torch.float64}, False)))
+        for n, cat in (("a", "dtype"), ("b", "shape"), ("c", "stride"))])
+
+
+def _dispatch_label_only(x):
+    s = solved("ex08")
+    return torch.softmax(x, dim=-1), s["make_predicate"]().evaluate(x).route
+
+
+def _dispatch_launching_on_fallback(x):
+    s = solved("ex08")
+    d = s["make_predicate"]().evaluate(x)
+    y = s["launch"](x.float()).to(x.dtype) if x.dim() == 2 else torch.softmax(x, -1)
+    return y, d.route
+
+
+def _s(exercise, name):
+    return lambda: solved(exercise)[name]
+
+
+ANSWERS = {
+    "ex01 default_eps borrowed: the kit's rule": lambda: ex.check_default_eps(_kit_default_eps(), show=False),
+    "ex01 default_eps borrowed: wrapped": lambda: ex.check_default_eps(_default_eps_wrapper, show=False),
+    "ex01 default_eps trivial: a constant": lambda: ex.check_default_eps(lambda d: 1.1920928955078125e-07,
+                                                                           show=False),
+    "ex01 default_eps trivial: stub": lambda: ex.check_default_eps(lambda d: None, show=False),
+    "ex01 reference borrowed: the kit's reference": lambda: ex.check_reference(_kit_reference(), show=False),
+    "ex01 reference borrowed: wrapped": lambda: ex.check_reference(_reference_wrapper, show=False),
+    "ex01 reference borrowed: F.rms_norm in float64": lambda: ex.check_reference(_reference_via_torch, show=False),
+    "ex01 reference borrowed: the kit's op": lambda: ex.check_reference(_reference_via_kit_op, show=False),
+    "ex01 reference trivial: the input": lambda: ex.check_reference(lambda x, ns, w=None, eps=None: x.double(),
+                                                                    show=False),
+    "ex01 reference forged: recorded answers": lambda: ex.check_reference(_recorded_reference(), show=False),
+    "ex02 kernel borrowed: the kit's forward kernel": lambda: ex.check_add_rms_norm_kernel(_kit_kernel(), show=False),
+    "ex02 kernel trivial: a kernel that stores nothing": lambda: ex.check_add_rms_norm_kernel(_triton_noop(),
+                                                                                              show=False),
+    "ex02 kernel trivial: not a kernel": lambda: ex.check_add_rms_norm_kernel(lambda *a: None, show=False),
+    "ex02 backward borrowed: the kit's backward": lambda: ex.check_backward_with_saved_rstd(_kit_backward,
+                                                                                           show=False),
+    "ex02 backward forged: rstd recomputed": lambda: ex.check_backward_with_saved_rstd(_backward_recomputing_rstd,
+                                                                                      show=False),
+    "ex02 backward trivial: dy back": lambda: ex.check_backward_with_saved_rstd(lambda dy, h, w, r: (dy, None),
+                                                                               show=False),
+    "ex03 dtype borrowed: the kit's v1 condition": lambda: ex.check_dtype_condition(_kit_v1_condition("dtype"),
+                                                                                   show=False),
+    "ex03 dtype borrowed: the grader's rule": lambda: ex.check_dtype_condition(_v2_helper_condition("dtype"),
+                                                                              show=False),
+    "ex03 dtype trivial: reason 'no'": lambda: ex.check_dtype_condition(_constant_reason("dtype"), show=False),
+    "ex03 cols trivial: reason 'no'": lambda: ex.check_cols_condition(_constant_reason("cols"), show=False),
+    "ex03 cols borrowed: the kit's v1 condition": lambda: ex.check_cols_condition(_kit_v1_condition("cols"),
+                                                                                 show=False),
+    "ex03 alignment borrowed: the grader's rule": lambda: ex.check_alignment_condition(
+        _v2_helper_condition("alignment"), show=False),
+    "ex03 alignment borrowed: the kit's v1 condition": lambda: ex.check_alignment_condition(
+        _kit_v1_condition("input_alignment"), show=False),
+    "ex03 alignment trivial: always holds": lambda: ex.check_alignment_condition(lambda c: None, show=False),
+    "ex03 predicate borrowed: the kit's predicate": lambda: ex.check_v2_predicate(_kit_predicate, show=False),
+    "ex03 predicate trivial: no conditions": lambda: ex.check_v2_predicate(lambda: Predicate("v2", []), show=False),
+    "ex03 predicate forged: one condition for every rule": lambda: ex.check_v2_predicate(_monolithic_predicate,
+                                                                                        show=False),
+    "ex04 borrowed: the kit's boundary generator": lambda: ex.check_boundary_cases(_kit_boundary_cases, show=False),
+    "ex04 trivial: one ordinary case": lambda: ex.check_boundary_cases(lambda: [CaseSpec()], show=False),
+    "ex04 trivial: stub": lambda: ex.check_boundary_cases(lambda: None, show=False),
+    "ex04 forged: a sweep of 30 cases": lambda: ex.check_boundary_cases(
+        lambda: [CaseSpec(8 + i, 64) for i in range(30)], show=False),
+    "ex05 borrowed: the kit's matrix via bench": lambda: ex.check_case_matrix(_kit_matrix_via_bench, show=False),
+    "ex05 borrowed: the kit's matrix copied from its file": lambda: ex.check_case_matrix(_kit_matrix_from_json,
+                                                                                        show=False),
+    "ex05 trivial: six identical neutral cases": lambda: ex.check_case_matrix(_six_neutral, show=False),
+    "ex05 forged: not the kit's words": lambda: ex.check_case_matrix(_solution_matrix_with_old_words, show=False),
+    "ex06 borrowed: the grader's expected classes": lambda: ex.check_classification(_classify_with_grader,
+                                                                                   show=False),
+    "ex06 borrowed: the kit's outcome rule": lambda: ex.check_classification(_classify_with_kit_rule, show=False),
+    "ex06 trivial: always neutral": lambda: ex.check_classification(lambda row: "neutral", show=False),
+    "ex06 forged: answers recorded for the fixed table": lambda: ex.check_classification(_recorded_classes(),
+                                                                                        show=False),
+    "ex07 borrowed: the kit's PR note": lambda: ex.check_pr_note(_kit_pr_note, show=False),
+    "ex07 trivial: a skeleton of empty sections": lambda: ex.check_pr_note(lambda df, env: _SKELETON, show=False),
+    "ex07 forged: a note written for one table": lambda: ex.check_pr_note(_note_for_one_table(), show=False),
+    "ex08 reference borrowed: the grader's reference": lambda: ex.check_capstone_reference(
+        "softmax", _reference_from_grader, show=False),
+    "ex08 reference borrowed: torch's op": lambda: ex.check_capstone_reference(
+        "softmax", lambda x: torch.softmax(x.double(), -1), show=False),
+    "ex08 reference trivial: an op the kit does not know": lambda: ex.check_capstone_reference(
+        "my_op", lambda x: x.double(), show=False),
+    "ex08 kernel borrowed: torch's op, no kernel": lambda: ex.check_capstone_kernel("softmax", _launch_torch,
+                                                                                    show=False),
+    "ex08 kernel forged: a launch for show, torch's answer": lambda: ex.check_capstone_kernel(
+        "softmax", _launch_noop_then_torch, show=False),
+    "ex08 kernel forged: checked against another op": lambda: ex.check_capstone_kernel(
+        "log_softmax", solved("ex08")["launch"], show=False),
+    "ex08 predicate forged: one condition under three categories": lambda: ex.check_capstone_predicate(
+        _copied_condition_predicate, lambda x: x, solved("ex08")["BASE"], show=False),
+    "ex08 predicate trivial: conditions that always hold": lambda: ex.check_capstone_predicate(
+        _constant_predicate, lambda x: x, solved("ex08")["BASE"], show=False),
+    "ex08 dispatch forged: a Triton label without a kernel": lambda: ex.check_capstone_dispatch(
+        "softmax", _dispatch_label_only, solved("ex08")["make_predicate"], lambda x: x, show=False),
+    "ex08 dispatch forged: a kernel on the fallback route": lambda: ex.check_capstone_dispatch(
+        "softmax", _dispatch_launching_on_fallback, solved("ex08")["make_predicate"], lambda x: x, show=False),
+}
+
+
+def _kit_default_eps():
+    from fastpath_lib.rmsnorm.predicate import default_eps
+
+    return default_eps
+
+
+def _kit_reference():
+    from fastpath_lib.testing import reference_rms_norm
+
+    return reference_rms_norm
+
+
+def _kit_predicate():
+    from fastpath_lib.rmsnorm.predicate import PREDICATE
+
+    return PREDICATE
+
+
+def test_every_check_is_fed_bad_answers():
+    covered = {name.split()[0] for name in ANSWERS}
+    assert covered == set(EXERCISES)
+    checks = [n for n in ex.__all__ if n.startswith("check_")]
+    text = " ".join(ANSWERS)
+    for check, words in (("check_default_eps", "default_eps"), ("check_reference", "ex01 reference"),
+                         ("check_add_rms_norm_kernel", "ex02 kernel"),
+                         ("check_backward_with_saved_rstd", "ex02 backward"), ("check_dtype_condition", "ex03 dtype"),
+                         ("check_cols_condition", "ex03 cols"), ("check_alignment_condition", "ex03 alignment"),
+                         ("check_v2_predicate", "ex03 predicate"), ("check_boundary_cases", "ex04"),
+                         ("check_case_matrix", "ex05"), ("check_classification", "ex06"), ("check_pr_note", "ex07"),
+                         ("check_capstone_reference", "ex08 reference"), ("check_capstone_kernel", "ex08 kernel"),
+                         ("check_capstone_predicate", "ex08 predicate"), ("check_capstone_dispatch", "ex08 dispatch")):
+        assert words in text, check
+        checks.remove(check)
+    assert not checks, f"checks without bad answers: {checks}"
+
+
+@pytest.mark.parametrize("name", sorted(ANSWERS))
+def test_bad_answer_gets_no_points(name):
+    results = ANSWERS[name]()
+    assert results and earned(results) == 0, feedback(results)
+    assert all(r.feedback for r in results)
+
+
+# --- what the feedback says -------------------------------------------------------------------------------------------
+
+def test_borrowed_answer_is_named():
+    (r,) = ex.check_reference(_reference_wrapper, show=False)
+    assert "reference_rms_norm" in r.feedback and "write it yourself" in r.feedback
+    (r,) = ex.check_default_eps(_kit_default_eps(), show=False)
+    assert "handed back" in r.feedback
+
+
+def test_vague_reason_names_what_is_missing():
+    (r,) = ex.check_cols_condition(_constant_reason("cols"), show=False)
+    assert "actual width (8193)" in r.feedback and "limit (8192)" in r.feedback
+
+
+def test_ex04_feedback_names_categories_never_mutants():
+    results = ex.check_boundary_cases(lambda: [CaseSpec(8, 64), CaseSpec(16, 64, layout="transposed")], show=False)
+    assert [r.part for r in results] == [f"{c} mutants" for c in mutants.CATEGORIES]
+    text = feedback(results)
+    assert not any(m in text for m in mutants.MUTANTS), text
+    assert "too loose" in text and "too strict" in text and "survivors" in text
+    by = {r.part: r for r in results}
+    assert not by["shape limits mutants"].passed and not by["backward kernel mutants"].passed
+
+
+def test_ex04_mutants_are_two_sided_and_cover_backward_and_numerics():
+    sides = {m.side for m in mutants.ALL if m.kind == "predicate"}
+    assert sides == {"too loose", "too strict"}
+    assert {m.kind for m in mutants.ALL} == {"predicate", "forward", "backward"}
+    names = set(mutants.MUTANTS)
+    assert {"launcher_eps_default_of_input_dtype", "kernel_half_precision_squares"} <= names
+
+
+@pytest.mark.parametrize("drop", range(16))
+def test_each_solution_case_is_needed_or_redundant_by_design(drop):
+    """Leaving one case out of the solution leaves a mutant alive, except the cases another one covers."""
+    cases = solved("ex04")["my_boundary_cases"]()
+    assert len(cases) == 16
+    rest = cases[:drop] + cases[drop + 1:]
+    lost = [r.part for r in ex.check_boundary_cases(lambda: rest, show=False) if not r.passed]
+    redundant = {0, 14, 15}  # threshold rows (the column-limit case has 8 rows); fp16 eps/precision (bf16, tiny fp16)
+    assert bool(lost) != (drop in redundant), (cases[drop].label(), lost)
+
+
+def test_ex05_reports_the_kit_vocabulary():
+    results = ex.check_case_matrix(_solution_matrix_with_old_words, show=False)
+    assert all("win, neutral, loss, fallback" in r.feedback for r in results)
+
+
+def test_ex07_accepts_an_honest_no_claim_note():
+    base = solved("ex07")["write_pr_note"]
+
+    def honest(df, env):
+        note = base(df, env)
+        if env["device_kind"] != "cuda":
+            note += ("\nNo speed-up is claimed. We make no speed-up claims from interpreter data, and nothing here "
+                     "shows the kernel is faster.\n")
+        return note
+    res = {r.part: r for r in ex.check_pr_note(honest, show=False)}
+    assert res["no_claims_from_cpu_data"].passed, res["no_claims_from_cpu_data"].feedback
+
+    def claims(df, env):
+        return base(df, env) + "\nOn this machine the kernel is 2x faster.\n"
+    res = {r.part: r for r in ex.check_pr_note(claims, show=False)}
+    assert not res["no_claims_from_cpu_data"].passed and "2x faster" in res["no_claims_from_cpu_data"].feedback
+
+
+def test_ex07_rows_must_agree_with_their_routes():
+    base = solved("ex07")["write_pr_note"]
+
+    def wrong_route(df, env):
+        return base(df, env).replace("| fallback | ", "| triton | ", 1)
+    res = {r.part: r for r in ex.check_pr_note(wrong_route, show=False)}
+    assert not res["consistent_with_data"].passed and "route" in res["consistent_with_data"].feedback
+
+
+def test_ex08_results_name_the_operator():
+    s = solved("ex08")
+    (r,) = ex.check_capstone_kernel(s["OP_NAME"], s["launch"], show=False)
+    assert r.subject == "softmax" and "[softmax]" in r.text()
