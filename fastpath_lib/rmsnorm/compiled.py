@@ -1,0 +1,433 @@
+"""The kernels compiled ahead of time for real GPUs, on any machine, and the facts read from the compiled code.
+
+Triton compiles for a GPU target without a driver: ``triton.compile(ASTSource(...), target=GPUTarget("cuda", 90,
+32))`` produces PTX and a cubin on a CPU-only laptop, and the wheel ships ``ptxas``. The interpreter that runs the
+kernels on a CPU compiles nothing, so this module is what shows that every kernel specialization the kit launches
+also compiles for sm_80 and sm_90, and what it compiles to:
+
+* the width of the global loads and stores, read from the PTX (``ld.global.v4.b32`` moves 16 bytes,
+  ``ld.global.b16`` 2 bytes): a 16-byte-aligned launch can use vector accesses, a misaligned one cannot;
+* registers, spill bytes and stack, from ``ptxas -v`` on the PTX; the register count is checked against Triton's own
+  cubin (``cuobjdump --dump-resource-usage``) where ``cuobjdump`` is present;
+* shared memory, from the compiled kernel's metadata.
+
+A specialization is one compiled binary: kernel x dtype x ``BLOCK_SIZE`` x ``num_warps`` x ``ROWS_PER_PROGRAM`` x
+``HAS_WEIGHT`` x the divisibility Triton derives from the arguments x the target. The list comes from the launchers'
+own rule (:mod:`fastpath_lib.rmsnorm.launch`), never from a table typed here.
+
+*Aligned* means what Triton specializes a launch on when every data pointer is a multiple of 16 bytes and every row
+stride and ``n_cols`` a multiple of 16 elements (``tt.divisibility = 16``, as ``triton.jit`` derives it for the
+matrix's widths); *misaligned* means no such attribute at all. A width that is not a multiple of 16 elements is not
+specialized on, so its column mask is not known to be uniform over a vector: see :func:`facts` for the evidence.
+
+Compiles run in one subprocess with ``TRITON_INTERPRET`` unset (in this process the kernels may be interpreter
+functions, which cannot be compiled), and results are kept per process, so a test session compiles each once. Nothing
+here needs a GPU, and nothing here is a GPU measurement: these are compile-time facts.
+
+>>> spec = Specialization("forward", "bfloat16", "bfloat16", 8192, 16, 1, True, 90)
+>>> spec.label()
+'forward bf16 w=bf16 block=8192 warps=16 rows=1 aligned sm_90'
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+from fastpath_lib.rmsnorm import launch
+from fastpath_lib.rmsnorm.predicate import MAX_COLS
+
+__all__ = ["ARCHS", "BACKWARD_ROW_BLOCKS", "DTYPES", "Specialization", "eligible_widths", "facts", "facts_markdown",
+           "facts_table", "missing_tools", "specializations", "tool_path", "vector_bytes_expected"]
+
+#: Compute capabilities compiled for (Ampere, Hopper): the architectures the predicate admits.
+ARCHS = (80, 90)
+#: Input dtypes the kernels take (torch names).
+DTYPES = ("float16", "bfloat16", "float32")
+#: Backward rows per program compiled: 1 (no loop), 2 (the loop unrolled) and 4 (a loop, the same code as any larger
+#: power of two the launcher picks on a GPU). The launcher's choice depends on the row count and the SM count.
+BACKWARD_ROW_BLOCKS = (1, 2, 4)
+
+_TRITON_TYPES = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32"}
+_ELEMENT_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4}
+_SHORT = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Specialization:
+    """One compiled binary of a kit kernel.
+
+    Args:
+        kernel: ``"forward"`` or ``"backward"``.
+        dtype: input (and output) dtype, a torch name (``"bfloat16"``).
+        weight_dtype: the weight's dtype, or ``None`` for no weight (``HAS_WEIGHT=False``).
+        block: ``BLOCK_SIZE``.
+        warps: ``num_warps``.
+        rows_per_program: ``ROWS_PER_PROGRAM`` (the forward's tile rows, the backward's row block).
+        aligned: 16-byte-aligned pointers, strides and ``n_cols`` a multiple of 16 elements (see the module doc).
+        arch: compute capability as an integer (80, 90).
+    """
+
+    kernel: str
+    dtype: str
+    weight_dtype: str | None
+    block: int
+    warps: int
+    rows_per_program: int
+    aligned: bool
+    arch: int
+
+    def label(self) -> str:
+        """A short readable id."""
+        w = "none" if self.weight_dtype is None else _SHORT[self.weight_dtype]
+        return (f"{self.kernel} {_SHORT[self.dtype]} w={w} block={self.block} warps={self.warps} "
+                f"rows={self.rows_per_program} {'aligned' if self.aligned else 'misaligned'} sm_{self.arch}")
+
+
+def tool_path(name: str) -> str | None:
+    """Path of a CUDA binary Triton ships (``ptxas``, ``cuobjdump``), or ``None`` when it is not there.
+
+    Triton's own environment override (``TRITON_PTXAS_PATH``, ...) is honoured, then the wheel's ``bin`` folder,
+    then ``PATH``. Importing Triton is deferred to here, so listing specializations does not need it.
+    """
+    override = os.environ.get(f"TRITON_{name.upper()}_PATH")
+    if override and os.path.isfile(override) and os.access(override, os.X_OK):
+        return override
+    try:
+        import triton
+    except ImportError:
+        return None
+    path = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", name)
+    if os.path.isfile(path) and os.access(path, os.X_OK):
+        return path
+    return shutil.which(name)
+
+
+def missing_tools() -> str | None:
+    """Why nothing can be compiled here (Triton without its NVIDIA backend, or no ``ptxas``), else ``None``."""
+    try:
+        from triton.backends.compiler import GPUTarget  # noqa: F401
+        from triton.compiler import ASTSource  # noqa: F401
+    except ImportError as exc:
+        return f"triton's ahead-of-time compiler is not importable ({exc})"
+    if tool_path("ptxas") is None:
+        return "ptxas not found (neither in triton's wheel, nor TRITON_PTXAS_PATH, nor PATH)"
+    return None
+
+
+def eligible_widths() -> list[int]:
+    """One width per ``BLOCK_SIZE`` the launchers can pick: the powers of two from 1 to ``MAX_COLS``.
+
+    Every eligible width ``n`` (``1 <= n <= MAX_COLS``) launches the same binaries as the power of two at or above it,
+    apart from the divisibility of ``n`` itself (see the module doc).
+    """
+    out, n = [], 1
+    while n <= MAX_COLS:
+        out.append(n)
+        n *= 2
+    return out
+
+
+def specializations(widths=None, *, archs=ARCHS, dtypes=DTYPES, kernels=("forward", "backward"),
+                    aligned=(True,), weights=("same", None)) -> list[Specialization]:
+    """The specializations the launchers pick for ``widths``, in a fixed order, without duplicates.
+
+    Args:
+        widths: row widths (default: :func:`eligible_widths`, which covers every eligible width).
+        archs: compute capabilities.
+        dtypes: input dtypes (torch names).
+        kernels: ``"forward"`` and/or ``"backward"``.
+        aligned: ``True`` and/or ``False``.
+        weights: ``"same"`` (a weight of the input's dtype), ``None`` (no weight) or a dtype name.
+
+    Returns:
+        a list of :class:`Specialization`; ``BLOCK_SIZE``, ``num_warps`` and the forward's rows per program come from
+        :mod:`fastpath_lib.rmsnorm.launch`, the backward's rows per program from
+        :data:`BACKWARD_ROW_BLOCKS`.
+
+    >>> for s in specializations([128], archs=(90,), dtypes=("float16",), kernels=("forward",)):
+    ...     print(s.label())
+    forward fp16 w=fp16 block=128 warps=4 rows=8 aligned sm_90
+    forward fp16 w=none block=128 warps=4 rows=8 aligned sm_90
+    """
+    widths = eligible_widths() if widths is None else widths
+    seen: dict[Specialization, None] = {}
+    for arch in archs:
+        for kernel in kernels:
+            for n_cols in widths:
+                block, warps = launch.launch_settings(n_cols, kernel)
+                rows = ((launch.forward_rows_per_program(n_cols),) if kernel == "forward"
+                        else BACKWARD_ROW_BLOCKS)
+                for dtype in dtypes:
+                    for weight in weights:
+                        wdt = dtype if weight == "same" else weight
+                        for r in rows:
+                            for al in aligned:
+                                seen.setdefault(Specialization(kernel, dtype, wdt, block, warps, r, al, arch), None)
+    return list(seen)
+
+
+def vector_bytes_expected(spec: Specialization) -> int:
+    """The widest global access a row can use: 16 bytes, or the whole row when it is shorter.
+
+    >>> vector_bytes_expected(Specialization("forward", "float16", None, 4, 4, 256, True, 90))
+    8
+    """
+    return min(16, spec.block * _ELEMENT_BYTES[spec.dtype])
+
+
+_cache: dict[Specialization, dict] = {}
+
+
+def facts(specs, *, timeout: float = 900, workers: int | None = None) -> list[dict]:
+    """Compile ``specs`` for their targets and return one plain row (a dict) per specialization, in order.
+
+    Each row: ``kernel``, ``arch`` (``"sm_90"``), ``dtype``, ``weight`` (dtype or ``"none"``), ``block``, ``warps``,
+    ``rows_per_program``, ``aligned``, ``load_bytes`` / ``store_bytes`` (the narrowest global load / store in the
+    PTX, in bytes: 16 for ``ld.global.v4.b32``, 2 for ``ld.global.b16``), ``load_bytes_max``, ``store_bytes_max``,
+    ``load_ops`` / ``store_ops`` (global load / store instructions in the PTX), ``registers``, ``spill_stores`` and
+    ``spill_loads`` (bytes), ``spills`` (their sum), ``stack`` (bytes), ``shared`` (bytes, Triton's metadata),
+    ``ptxas_log`` (``"triton"``: the log of Triton's own ptxas run; ``"rerun"``: ``ptxas -v`` run again on the PTX,
+    when Triton's cache had the binary), ``cubin_registers`` (on a rerun, the count in Triton's own cubin from
+    ``cuobjdump``, else ``None``), ``compile_s``.
+
+    Results are kept for the life of the process; only the missing ones are compiled, in ``workers`` subprocesses
+    (default: up to 2, one per CPU core) with ``TRITON_INTERPRET`` unset.
+
+    Raises:
+        RuntimeError: the compiler is missing (:func:`missing_tools`) or a specialization failed to compile; the
+            message names it and carries the compiler's error.
+
+    Note:
+        These are compile-time facts for the target, not GPU measurements.
+    """
+    specs = list(specs)
+    todo = list(dict.fromkeys(s for s in specs if s not in _cache))
+    if todo:
+        why = missing_tools()
+        if why:
+            raise RuntimeError(f"cannot compile for a GPU target here: {why}")
+        workers = max(1, min(workers or min(2, os.cpu_count() or 1), len(todo)))
+        for spec, row in zip(todo, _run_workers(todo, workers, timeout)):
+            _cache[spec] = row
+    return [dict(_cache[s]) for s in specs]
+
+
+def _run_workers(specs: list[Specialization], workers: int, timeout: float) -> list[dict]:
+    """Compile in ``workers`` fresh processes (every ``workers``-th spec each); rows come back in ``specs`` order."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    shares = [specs[i::workers] for i in range(workers)]
+    with tempfile.TemporaryDirectory() as tmp:
+        procs = []
+        for i, share in enumerate(shares):
+            out_path = os.path.join(tmp, f"facts{i}.json")
+            proc = subprocess.Popen([sys.executable, "-m", "fastpath_lib.rmsnorm.compiled", out_path], env=env,
+                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            procs.append((proc, out_path, json.dumps([dataclasses.asdict(s) for s in share])))
+        results, errors = [], []
+        deadline = time.monotonic() + timeout
+        for proc, out_path, payload in procs:
+            try:
+                _, err = proc.communicate(payload, timeout=max(1.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.communicate()
+                errors.append(f"timed out after {timeout:.0f} s")
+                continue
+            if proc.returncode != 0 or not os.path.exists(out_path):
+                errors.append(f"exit {proc.returncode}:\n{err[-4000:]}")
+                continue
+            with open(out_path) as f:
+                results.append(json.load(f))
+        if errors:
+            raise RuntimeError("compiling for a GPU target failed: " + "\n".join(errors))
+    rows: list[dict] = [None] * len(specs)  # type: ignore[list-item]
+    for i, share_rows in enumerate(results):
+        rows[i::workers] = share_rows
+    return rows
+
+
+# --- the worker: runs in a fresh process where the kernels are compiled Triton functions -----------------------------
+
+_ACCESS = re.compile(r"\b(ld|st)\.global((?:\.[A-Za-z0-9_:]+)*)")
+
+
+def _access_bytes(ptx: str) -> dict:
+    """Narrowest and widest global load and store in ``ptx``, in bytes, and how many of each."""
+    widths: dict[str, list[int]] = {"ld": [], "st": []}
+    for op, quals in _ACCESS.findall(ptx):
+        parts = quals.split(".")[1:]
+        vec = next((int(p[1:]) for p in parts if re.fullmatch(r"v\d+", p)), 1)
+        bits = next((int(p[1:]) for p in reversed(parts) if re.fullmatch(r"[bfsu]\d+", p)), None)
+        if bits is not None:
+            widths[op].append(vec * bits // 8)
+    return {"load_bytes": min(widths["ld"], default=None), "load_bytes_max": max(widths["ld"], default=None),
+            "store_bytes": min(widths["st"], default=None), "store_bytes_max": max(widths["st"], default=None),
+            "load_ops": len(widths["ld"]), "store_ops": len(widths["st"])}
+
+
+def _parse_ptxas_log(log: str) -> dict | None:
+    """Registers, spill bytes and stack frame from a ``ptxas -v`` log (``None`` when it has no such lines)."""
+    found = {}
+    for key, pattern in (("registers", r"Used (\d+) registers"), ("spill_stores", r"(\d+) bytes spill stores"),
+                         ("spill_loads", r"(\d+) bytes spill loads"), ("stack", r"(\d+) bytes stack frame")):
+        m = re.search(pattern, log)
+        if m is None:
+            return None
+        found[key] = int(m.group(1))
+    found["spills"] = found["spill_stores"] + found["spill_loads"]
+    return found
+
+
+def _ptxas_rerun(ptx: str, arch: int, workdir: str) -> dict:
+    gpu_name = f"sm_{arch}" + ("a" if arch >= 90 else "")  # as Triton names the target
+    src = os.path.join(workdir, "k.ptx")
+    with open(src, "w") as f:
+        f.write(ptx)
+    proc = subprocess.run([tool_path("ptxas"), "-lineinfo", "-v", f"--gpu-name={gpu_name}", src, "-o", src + ".o"],
+                          capture_output=True, text=True, check=False)
+    found = _parse_ptxas_log(proc.stderr + proc.stdout) if proc.returncode == 0 else None
+    if found is None:
+        raise RuntimeError(f"ptxas -v failed or printed no resource usage:\n{(proc.stderr + proc.stdout)[-2000:]}")
+    return found
+
+
+def _cubin_registers(cubin: bytes, workdir: str) -> int | None:
+    tool = tool_path("cuobjdump")
+    if tool is None:
+        return None
+    path = os.path.join(workdir, "k.cubin")
+    with open(path, "wb") as f:
+        f.write(cubin)
+    proc = subprocess.run([tool, "--dump-resource-usage", path], capture_output=True, text=True, check=False)
+    m = re.search(r"REG:(\d+)", proc.stdout)
+    return int(m.group(1)) if proc.returncode == 0 and m else None
+
+
+def _signature(spec: dict) -> tuple[dict, dict, list[str]]:
+    """``(signature, constexprs, names of the arguments that get tt.divisibility=16 when aligned)``."""
+    t = "*" + _TRITON_TYPES[spec["dtype"]]
+    tw = "*" + _TRITON_TYPES[spec["weight_dtype"] or spec["dtype"]]  # without a weight the launcher passes x
+    has_w = spec["weight_dtype"] is not None
+    if spec["kernel"] == "forward":
+        sig = {"X_ptr": t, "W_ptr": tw, "Y_ptr": t, "X_row_stride": "i32", "Y_row_stride": "i32", "n_rows": "i32",
+               "n_cols": "i32", "eps": "fp32", "HAS_WEIGHT": "constexpr", "ROWS_PER_PROGRAM": "constexpr",
+               "BLOCK_SIZE": "constexpr"}
+        const = {"HAS_WEIGHT": has_w, "ROWS_PER_PROGRAM": spec["rows_per_program"], "BLOCK_SIZE": spec["block"]}
+        div = ["X_ptr", "W_ptr", "Y_ptr", "X_row_stride", "Y_row_stride"]
+    else:
+        sig = {"DY_ptr": t, "X_ptr": t, "W_ptr": tw, "DX_ptr": t, "DW_partial_ptr": "*fp32", "DY_row_stride": "i32",
+               "X_row_stride": "i32", "DX_row_stride": "i32", "n_rows": "i32", "n_cols": "i32", "eps": "fp32",
+               "ROWS_PER_PROGRAM": "constexpr", "HAS_WEIGHT": "constexpr", "BLOCK_SIZE": "constexpr"}
+        const = {"ROWS_PER_PROGRAM": spec["rows_per_program"], "HAS_WEIGHT": has_w, "BLOCK_SIZE": spec["block"]}
+        div = ["DY_ptr", "X_ptr", "W_ptr", "DX_ptr", "DW_partial_ptr", "DY_row_stride", "X_row_stride",
+               "DX_row_stride"]
+    if spec["block"] >= 16:  # n_cols = block here; a multiple of 16 is specialized on, a smaller width cannot be
+        div.append("n_cols")
+    return sig, const, div
+
+
+def _compile_one(spec: dict, workdir: str) -> dict:
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from fastpath_lib.rmsnorm import kernels
+
+    fn = kernels.rms_norm_fwd_kernel if spec["kernel"] == "forward" else kernels.rms_norm_bwd_kernel
+    sig, const, div = _signature(spec)
+    if list(sig) != list(fn.arg_names):
+        raise RuntimeError(f"{spec['kernel']} kernel arguments {fn.arg_names} differ from the signature compiled here "
+                           f"{list(sig)}: update fastpath_lib.rmsnorm.compiled._signature")
+    attrs = {(fn.arg_names.index(k),): [["tt.divisibility", 16]] for k in div} if spec["aligned"] else {}
+    log = io.StringIO()
+    t0 = time.perf_counter()
+    with contextlib.redirect_stdout(log):  # Triton prints its own ptxas log here when asked to (and not cached)
+        compiled = triton.compile(ASTSource(fn, sig, const, attrs), target=GPUTarget("cuda", spec["arch"], 32),
+                                  options={"num_warps": spec["warps"]})
+    seconds = time.perf_counter() - t0
+    ptx = compiled.asm["ptx"]
+    row = {"kernel": spec["kernel"], "arch": f"sm_{spec['arch']}", "dtype": spec["dtype"],
+           "weight": spec["weight_dtype"] or "none", "block": spec["block"], "warps": spec["warps"],
+           "rows_per_program": spec["rows_per_program"], "aligned": spec["aligned"]}
+    row.update(_access_bytes(ptx))
+    own = _parse_ptxas_log(log.getvalue())
+    if own is not None:
+        row.update(own, ptxas_log="triton", cubin_registers=None)
+    else:
+        row.update(_ptxas_rerun(ptx, spec["arch"], workdir), ptxas_log="rerun",
+                   cubin_registers=_cubin_registers(compiled.asm["cubin"], workdir))
+    row["shared"] = int(compiled.metadata.shared)
+    row["compile_s"] = round(seconds, 4)
+    return row
+
+
+def _worker(out_path: str) -> int:
+    os.environ.pop("TRITON_INTERPRET", None)
+    import triton
+
+    nvidia_knobs = getattr(getattr(triton, "knobs", None), "nvidia", None)
+    if nvidia_knobs is not None and hasattr(nvidia_knobs, "dump_ptxas_log"):
+        nvidia_knobs.dump_ptxas_log = True  # Triton prints its ptxas -v log: the facts of the very binary it built
+    specs = json.loads(sys.stdin.read())
+    rows = []
+    with tempfile.TemporaryDirectory() as workdir:
+        for spec in specs:
+            try:
+                rows.append(_compile_one(spec, workdir))
+            except Exception as exc:  # noqa: BLE001 -- any compiler error: name the specialization, fail the run
+                label = Specialization(**spec).label()
+                print(f"{label}: {type(exc).__name__}: {exc}", file=sys.stderr)
+                return 1
+    with open(out_path, "w") as f:
+        json.dump(rows, f)
+    return 0
+
+
+# --- presentation ---------------------------------------------------------------------------------------------------
+
+_COLUMNS = ["kernel", "arch", "dtype", "weight", "block", "warps", "rows_per_program", "aligned", "load_bytes",
+            "store_bytes", "registers", "spills", "stack", "shared"]
+
+
+def facts_table(rows=None):
+    """The facts as a pandas DataFrame, one row per specialization (default: every aligned one, both kernels).
+
+    Args:
+        rows: rows from :func:`facts` (default: ``facts(specializations())``, compiled now if not yet).
+
+    Returns:
+        a DataFrame with the columns kernel, arch, dtype, weight, block, warps, rows_per_program, aligned,
+        load_bytes, store_bytes, registers, spills, stack, shared (bytes where a size).
+    """
+    import pandas as pd
+
+    rows = facts(specializations()) if rows is None else rows
+    return pd.DataFrame([{k: r[k] for k in _COLUMNS} for r in rows], columns=_COLUMNS)
+
+
+def facts_markdown(rows=None) -> str:
+    """:func:`facts_table` as a GitHub markdown table, headed by the compiler it came from."""
+    import triton
+
+    table = facts_table(rows)
+    head = ("| " + " | ".join(table.columns) + " |\n" + "|" + "---|" * len(table.columns) + "\n")
+    body = "".join("| " + " | ".join(str(v) for v in rec) + " |\n" for rec in table.itertuples(index=False))
+    note = (f"Compiled ahead of time with Triton {triton.__version__} (ptxas from its wheel); compile-time facts, "
+            f"not GPU measurements. Bytes: load/store = narrowest global access; spills = spill stores + loads.\n\n")
+    return note + head + body
+
+
+if __name__ == "__main__":
+    sys.exit(_worker(sys.argv[1]))
