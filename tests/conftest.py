@@ -14,12 +14,13 @@ fastpath_lib.use_interpreter()
 
 @pytest.fixture(scope="session", autouse=True)
 def interpreter_selftest():
-    """Stop the whole run, naming the versions, if Triton computes wrong results on this machine."""
+    """Stop the whole run if the kernels compute wrong results here: the message names each failing check and
+    whether the kit's kernels or the toolchain (with its versions) is at fault."""
     if not (runtime.interpreter_enabled() or runtime.cuda_available()):
         return
     res = selftest.run()
     if not res.ok:
-        pytest.exit(f"{res}\n(fix the Triton/numpy versions before trusting any other test)", returncode=3)
+        pytest.exit(f"{res}\n(no other test can be trusted until this passes)", returncode=3)
 
 
 @pytest.fixture(scope="session")
