@@ -122,7 +122,10 @@ def coverage_line(df: pd.DataFrame, env: dict | None = None) -> str:
     '1 of 2 predeclared cases run (not run: b)'
     """
     env = env if env is not None else (df.attrs.get("environment") or {})
-    ran = list(dict.fromkeys(matrix_rows(df)["case_id"].astype(str))) if len(df) else []
+    m = matrix_rows(df)
+    if len(m) and "status" in m.columns:
+        m = m[m["status"].astype(str) != "not run"]  # rows the time budget never reached
+    ran = list(dict.fromkeys(m["case_id"].astype(str))) if len(m) else []
     declared = list(env.get("declared_cases") or ran)
     missing = [c for c in declared if c not in ran]
     line = f"{sum(c in ran for c in declared)} of {len(declared)} predeclared cases run"

@@ -303,6 +303,8 @@ def run_matrix(cases: list[BenchCase] | None = None, *, quick: bool = False, out
         log(f"bench: {len(cases)} cases x {len(providers)} providers, {settings['timer']}"
             f"{'' if gpu else ' -- not a GPU measurement'}; {copy_label}: {copy_gbps:.1f} GB/s")
     write_to = staging if staging is not None else folder
+    if write_to is not None:  # first, so a run cut in the middle still says what was declared and where it ran
+        (Path(write_to) / "environment.json").write_text(json.dumps(env, indent=2, default=str) + "\n")
     rows: list[dict] = []
     first = [p for p in providers if p != "compiled"]
     passes = [first] + ([["compiled"]] if "compiled" in providers else [])
