@@ -250,3 +250,14 @@ def test_kit_lessons_executes_the_changed_pair_keeping_ids_and_tags(tmp_path):
     res = subprocess.run([sys.executable, str(TOOL), "--root", str(tmp_path), "--list"], capture_output=True,
                          text=True)
     assert res.returncode == 0, res.stdout
+
+
+def test_kernelspec_is_the_one_jupyterlab_writes():
+    """A save in JupyterLab rewrites the kernelspec with the kernel's display name; the sources already carry it, so
+    saving a lesson or solution there leaves its .py unchanged (the browser test saves one and compares)."""
+    kernelspec = pytest.importorskip("jupyter_client.kernelspec")
+    spec = kernelspec.KernelSpecManager().get_kernel_spec("python3")
+    want = {"name": "python3", "display_name": spec.display_name, "language": spec.language}
+    paths = [p.notebook for p in PAIRS] + [p.source for p in PAIRS] + sorted((ROOT / "exercises").glob("ex*.ipynb"))
+    wrong = [str(p.relative_to(ROOT)) for p in paths if dict(jupytext.read(p).metadata.get("kernelspec", {})) != want]
+    assert not wrong, f"kernelspec is not {want} in: {wrong}"
