@@ -148,6 +148,27 @@ def _triton_noop():
     return noop
 
 
+def _kernel_without_rstd():
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def no_rstd(X_ptr, R_ptr, W_ptr, H_ptr, Y_ptr, RSTD_ptr, X_row_stride, R_row_stride, H_row_stride, Y_row_stride,
+                n_cols, eps, BLOCK_SIZE: tl.constexpr):
+        row = tl.program_id(0).to(tl.int64)
+        cols = tl.arange(0, BLOCK_SIZE)
+        mask = cols < n_cols
+        x = tl.load(X_ptr + row * X_row_stride + cols, mask=mask, other=0.0).to(tl.float32)
+        r = tl.load(R_ptr + row * R_row_stride + cols, mask=mask, other=0.0).to(tl.float32)
+        h = (x + r).to(H_ptr.dtype.element_ty)
+        tl.store(H_ptr + row * H_row_stride + cols, h, mask=mask)
+        hf = h.to(tl.float32)
+        rstd = 1.0 / tl.sqrt(tl.sum(hf * hf, axis=0) / n_cols + eps)
+        w = tl.load(W_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+        tl.store(Y_ptr + row * Y_row_stride + cols, (hf * rstd * w).to(Y_ptr.dtype.element_ty), mask=mask)
+    return no_rstd
+
+
 def _kit_kernel():
     from fastpath_lib.rmsnorm import kernels
 
@@ -257,6 +278,11 @@ def _launch_torch(x):
     return torch.softmax(x, dim=-1)
 
 
+def _launch_plain_torch(x):  # no kernel: the answer is torch arithmetic, not torch's softmax
+    e = torch.exp(x.float() - x.float().amax(-1, keepdim=True))
+    return (e / e.sum(-1, keepdim=True)).to(x.dtype)
+
+
 def _launch_noop_then_torch(x):
     s = solved("ex08")
     s["launch"](x)  # a real launch of the learner's kernel, but the answer comes from torch
@@ -308,6 +334,8 @@ ANSWERS = {
     "ex02 kernel borrowed: the kit's forward kernel": lambda: ex.check_add_rms_norm_kernel(_kit_kernel(), show=False),
     "ex02 kernel trivial: a kernel that stores nothing": lambda: ex.check_add_rms_norm_kernel(_triton_noop(),
                                                                                               show=False),
+    "ex02 kernel trivial: h and y, no rstd saved": lambda: ex.check_add_rms_norm_kernel(_kernel_without_rstd(),
+                                                                                         show=False),
     "ex02 kernel trivial: not a kernel": lambda: ex.check_add_rms_norm_kernel(lambda *a: None, show=False),
     "ex02 backward borrowed: the kit's backward": lambda: ex.check_backward_with_saved_rstd(_kit_backward,
                                                                                            show=False),
@@ -359,6 +387,8 @@ ANSWERS = {
         "my_op", lambda x: x.double(), show=False),
     "ex08 kernel borrowed: torch's op, no kernel": lambda: ex.check_capstone_kernel("softmax", _launch_torch,
                                                                                     show=False),
+    "ex08 kernel forged: torch arithmetic, no kernel": lambda: ex.check_capstone_kernel("softmax", _launch_plain_torch,
+                                                                                         show=False),
     "ex08 kernel forged: a launch for show, torch's answer": lambda: ex.check_capstone_kernel(
         "softmax", _launch_noop_then_torch, show=False),
     "ex08 kernel forged: checked against another op": lambda: ex.check_capstone_kernel(
