@@ -200,7 +200,7 @@ def eligible(input, normalized_shape, weight, forced: bool) -> bool:
         stride = row_stride(input)
         if stride is None:
             return False
-    if numel != n and (stride * input.element_size()) % ALIGN_BYTES:
+    if numel != n and (stride * input.element_size() % ALIGN_BYTES or n * input.element_size() % ALIGN_BYTES):
         return False
     return weight is None or (type(weight) in PLAIN_TYPES and weight.dtype in _DTYPE_SET and weight.dim() == 1
                               and weight.shape[0] == n and weight.layout is torch.strided and not weight.is_nested
@@ -368,9 +368,11 @@ def _check_stride_align(c):
     stride = row_stride(c.input)
     if rows <= 1 or stride is None or (c.input.shape[-1] > 1 and c.input.stride(-1) != 1):
         return None  # not a row layout at all: row_stride / last_dim_contiguous report it
-    nbytes = stride * c.input.element_size()
-    a = c.limits.align_bytes
-    return None if nbytes % a == 0 else f"row stride {stride} elements = {nbytes} bytes, need a multiple of {a} bytes"
+    size, a = c.input.element_size(), c.limits.align_bytes
+    if stride * size % a:
+        return f"row stride {stride} elements = {stride * size} bytes, need a multiple of {a} bytes"
+    n = c.input.shape[-1]
+    return None if n * size % a == 0 else f"row width {n} elements = {n * size} bytes, need a multiple of {a} bytes"
 
 
 def _check_weight_align(c):
@@ -475,15 +477,18 @@ PREDICATE = Predicate("rmsnorm", [
               "alignment", "Triton specialises on 16-byte alignment for vector loads; misaligned inputs are slower",
               (Boundary("offset 0", {"offset": 0}, True), Boundary("offset 16 bytes", {"offset": 4}, True),
                Boundary("offset 8 bytes", {"offset": 2}, False), Boundary("offset 4 bytes", {"offset": 1}, False))),
-    Condition("row_stride_alignment", f"row stride a multiple of {ALIGN_BYTES} bytes", _check_stride_align,
-              "alignment", "every row must start aligned for vector loads",
+    Condition("row_stride_alignment", f"row stride and row width multiples of {ALIGN_BYTES} bytes",
+              _check_stride_align, "alignment",
+              "every row must start aligned and end on a whole vector: the launcher then tells Triton the stride and "
+              "width are multiples of a 16-byte vector, and the kernel loads and stores 16 bytes at a time",
               (Boundary("cols=15", {"cols": 15}, False), Boundary("cols=16", {"cols": 16}, True),
                Boundary("cols=24 (not a power of two)", {"cols": 24}, True),
                Boundary("cols=17", {"cols": 17}, False), Boundary("fp16 cols=8", {"cols": 8, "dtype": torch.float16},
                                                                   True),
                Boundary("fp16 cols=12", {"cols": 12, "dtype": torch.float16}, False),
                Boundary("slice, stride 66", {"layout": "row_slice", "pad": 2}, False),
-               Boundary("slice, stride 68", {"layout": "row_slice", "pad": 4}, True))),
+               Boundary("slice, stride 68", {"layout": "row_slice", "pad": 4}, True),
+               Boundary("slice of width 62, stride 64", {"layout": "row_slice", "cols": 62, "pad": 2}, False))),
     Condition("weight_alignment", f"weight data pointer a multiple of {ALIGN_BYTES} bytes", _check_weight_align,
               "alignment", "the weight is loaded with vector loads too",
               (Boundary("weight offset 0", {"weight_offset": 0}, True),
