@@ -15,6 +15,7 @@ import fastpath_lib  # noqa: F401  (sets TRITON_INTERPRET before the kernels are
 from fastpath_lib import bench
 from fastpath_lib.bench import cli, results
 from fastpath_lib.bench import host as bench_host
+from fastpath_lib.bench import workload as bench_workload
 from fastpath_lib.bench.schema import CSV_COLUMNS, HOST_FAMILY
 from fastpath_lib.bench.timing import bytes_moved
 from fastpath_lib.bench.matrix import BenchCase
@@ -464,3 +465,16 @@ def test_pr_note_of_a_simulated_gpu_evidence_folder(tmp_path):
     assert "JIT compile: 3.00 s in total" in note
     assert "Evidence step `sanitizer` skipped: compute-sanitizer not found" in note
     assert "**loss** (1): syn_loss" in note
+
+
+def test_compiled_facts_of_the_matrix_widths_need_no_gpu():
+    one = [c for c in bench.load_cases() if c.id == "narrow_65536x128_fp32"]
+    res = bench_workload.compiled_facts(one, archs=[90])
+    if res.get("skipped"):
+        pytest.skip(res["skipped"])
+    rows = res["rows"]
+    assert res["archs"] == ["sm_90"] and {r["kernel"] for r in rows} == {"forward", "backward"}
+    assert {r["block"] for r in rows} == {128} and {r["dtype"] for r in rows} == {"float16", "bfloat16", "float32"}
+    assert all(r["registers"] > 0 and r["arch"] == "sm_90" for r in rows)
+    note = bench.pr_note(df=synthetic_results(), env=SYNTHETIC_GPU_ENV, compiled=rows)
+    assert "| forward | sm_90 | float16 |" in note and "not GPU measurements" in note

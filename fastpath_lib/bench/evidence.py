@@ -4,8 +4,8 @@ On a CUDA machine with only torch, triton, numpy, pandas, matplotlib, pytest and
 from a plain checkout), it runs, in order (:data:`STEPS`): the self-test; the ``gpu`` tests and the core tests on
 CUDA with JUnit XML; ``compute-sanitizer --tool memcheck`` over the boundary shapes (its absence or refusal recorded,
 not fatal); the copy bandwidth; the full predeclared matrix; the host-overhead family; the row-threshold sweep with
-its proposal; the workload replay; the compile cost; the compiled kernels' facts (vector width, registers, spills,
-when the checkout has :mod:`fastpath_lib.rmsnorm.compiled`); the PR note.
+its proposal; the workload replay; the compile cost; the compiled kernels' facts for the matrix's widths (vector
+width, registers, spills, for sm_80, sm_90 and this GPU's architecture); the PR note.
 
 Time-boxing: every step runs in its own process (a sticky CUDA error or a hang cannot take the run down) with a
 budget: its weight's share of the time still left, so time a step does not use flows to the later ones. A step that
@@ -99,7 +99,7 @@ STEPS: tuple[Step, ...] = (
     Step("compile_cost", "compile cost per kernel specialization (fresh process, empty cache)", 40, _s("compile_cost"),
          ("compile_cost.json",), _CORE + ("fastpath_lib.bench.workload",)),
     Step("compiled", "compile-time facts of the matrix's kernel specializations (vector width, registers, spills)",
-         20, _s("compiled_facts"), ("compiled.json",), _CORE),
+         20, _s("compiled_facts"), ("compiled.json",), _CORE + ("fastpath_lib.rmsnorm.compiled",)),
     Step("pr_note", "the PR note drafted from this folder", 15, _s("pr_note"), ("pr_note.md",),
          _CORE + ("fastpath_lib.bench.report",)),
 )

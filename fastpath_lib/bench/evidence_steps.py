@@ -296,25 +296,17 @@ def compile_cost(ctx: StepContext):
 
 
 def compiled_facts(ctx: StepContext):
-    """Facts read from the compiled kernels (vector width, registers, spills) for the matrix's widths on this GPU's
-    architecture, from :mod:`fastpath_lib.rmsnorm.compiled` when the checkout has it."""
-    try:
-        from fastpath_lib.rmsnorm import compiled
-    except ImportError as exc:
-        return {"status": "skipped", "why": f"no compile-facts module in this checkout ({exc})"}
-    import torch
+    """Facts read from the compiled kernels (vector width, registers, spills) for the matrix's widths, compiled for
+    sm_80, sm_90 and this GPU's architecture."""
+    from fastpath_lib.bench.workload import compiled_facts as facts
 
-    from fastpath_lib.bench.matrix import load_cases
-    from fastpath_lib.rmsnorm.predicate import MAX_COLS
-
-    major, minor = torch.cuda.get_device_capability() if torch.cuda.is_available() else (9, 0)
-    widths = sorted({c.shape[1] for c in load_cases() if c.shape[1] <= MAX_COLS})
-    specs = compiled.specializations(widths, archs=(10 * major + minor,), weights=("same",))
-    rows = compiled.facts(specs, timeout=max(5.0, ctx.left()), workers=max(1, (os.cpu_count() or 2) - 1))
-    table = compiled.facts_table(rows)
-    ctx.write_json("compiled.json", table.to_dict("records"))
-    spills = int((table["spills"] > 0).sum()) if "spills" in table else 0
-    return {"status": "ran", "why": f"{len(table)} specializations for sm_{major}{minor}, {spills} of them spill"}
+    res = facts(timeout=max(5.0, ctx.left()), workers=max(1, (os.cpu_count() or 2) - 1))
+    if res.get("skipped"):
+        return {"status": "skipped", "why": res["skipped"]}
+    ctx.write_json("compiled.json", res["rows"])
+    spills = sum(1 for r in res["rows"] if r.get("spills"))
+    return {"status": "ran", "why": f"{len(res['rows'])} specializations for {', '.join(res['archs'])}, "
+                                    f"{spills} of them spill"}
 
 
 def pr_note(ctx: StepContext):

@@ -32,7 +32,7 @@ from fastpath_lib import runtime
 import fastpath_lib.bench.results as results
 from fastpath_lib.bench.report import pr_note
 from fastpath_lib.bench.sweep import threshold_sweep
-from fastpath_lib.bench.workload import compile_cost, replay
+from fastpath_lib.bench.workload import compile_cost, compiled_facts, replay
 from fastpath_lib.bench.analysis import classify
 from fastpath_lib.bench.host import measure_host
 from fastpath_lib.bench.matrix import BenchCase, load_cases
@@ -264,7 +264,8 @@ def run_matrix(cases: list[BenchCase] | None = None, *, quick: bool = False, out
         cases: the cases to run (default :func:`~fastpath_lib.bench.load_cases`).
         quick: small shapes and short budgets (same case ids).
         out_dir: when given, write ``results.csv``, ``environment.json``, ``boundary.png``, ``boundary.csv``,
-            ``pr_note.md`` (plus ``threshold.csv``, ``replay.json``, ``compile_cost.json`` when ``analyses``) there,
+            ``pr_note.md`` (plus ``threshold.csv``, ``replay.json``, ``compile_cost.json`` and, unless ``quick``, the
+            compiled kernels' facts ``compiled.json``, when ``analyses``) there,
             through a staging folder renamed into place only when everything is written. It must not exist unless
             ``force``.
         progress: print progress lines on stderr.
@@ -340,6 +341,11 @@ def run_matrix(cases: list[BenchCase] | None = None, *, quick: bool = False, out
                       "compile_cost": compile_cost(cases, quick=quick)}
             for name in ("replay", "compile_cost"):
                 (staging / f"{name}.json").write_text(json.dumps(extras[name], indent=2, default=str))
+            if not quick:  # compiling for sm_80 and sm_90 needs no GPU, but outlasts a quick run
+                facts = compiled_facts(cases)
+                if facts["rows"]:
+                    extras["compiled"] = facts["rows"]
+                    (staging / "compiled.json").write_text(json.dumps(facts["rows"], indent=2, default=str))
         env["wall_s"] = round(time.perf_counter() - t_start, 1)
         results.write(staging, df, env)
         (staging / "pr_note.md").write_text(pr_note(df=df, env=env, **extras))

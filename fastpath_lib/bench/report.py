@@ -188,9 +188,11 @@ def compiled_section(ev: Evidence) -> list[str]:
     ``compiled=`` argument of :func:`pr_note`.
     """
     if not ev.compiled:
-        return ["Compiled code (vector width, registers, spills): not recorded in this run."]
+        return ["Compiled code (vector width, registers, spills): not recorded in this run (`bench` records it "
+                "unless `--quick`; `evidence` always)."]
     keys = list(dict.fromkeys(k for f in ev.compiled for k in f if not isinstance(f[k], (list, dict))))
-    L = ["Compiled code, per specialization (read from the PTX / `ptxas -v`):", "",
+    L = ["Compiled code, per specialization (read from the PTX / `ptxas -v`; compile-time facts for the target, not "
+         "GPU measurements; bytes: load/store = narrowest global access, spills = spill stores + loads):", "",
          "| " + " | ".join(keys) + " |", "|" + "---|" * len(keys)]
     for f in ev.compiled:
         L.append("| " + " | ".join(str(f.get(k, "—")) for k in keys) + " |")

@@ -19,7 +19,7 @@ from fastpath_lib.bench.matrix import load_cases
 from fastpath_lib.bench.schema import NOT_GPU
 from fastpath_lib.bench.timing import gpu_measurement, settings_for, time_callable
 
-__all__ = ["TinyDecoder", "replay", "compile_cost", "specializations"]
+__all__ = ["TinyDecoder", "replay", "compile_cost", "specializations", "compiled_facts"]
 
 
 class _Block(nn.Module):
@@ -221,3 +221,42 @@ def compile_cost(cases=None, *, quick: bool = False, timeout: float = 600) -> di
                total_compile_s=sum(p["compile_s"] for p in per),
                max_compile_s=max((p["compile_s"] for p in per), default=math.nan))
     return out
+
+
+def compiled_facts(cases=None, *, archs=None, timeout: float = 900, workers: int | None = None) -> dict:
+    """Compile-time facts (vector width, registers, spills) of the kernel specializations the matrix's widths use.
+
+    Args:
+        cases: the matrix (default: the kit's); every width that fits a row is compiled, forward and backward, for the
+            three dtypes with a weight of the input's dtype.
+        archs: compute capabilities as integers (default: 80 and 90, plus this GPU's).
+        timeout: seconds for the compiles.
+        workers: compile processes (default: the compiled module's choice).
+
+    Returns:
+        ``{"rows": [...], "archs": [...]}`` (one dict per specialization, :func:`fastpath_lib.rmsnorm.compiled.
+        facts_table`'s columns), or ``{"rows": [], "skipped": reason}`` when nothing can be compiled here.
+
+    Note:
+        Compiled ahead of time for the targets, with or without a GPU: compile-time facts, not measurements.
+    """
+    try:
+        from fastpath_lib.rmsnorm import compiled
+    except ImportError as exc:
+        return {"rows": [], "skipped": f"no compile-facts module ({exc})"}
+    why = compiled.missing_tools()
+    if why:
+        return {"rows": [], "skipped": why}
+    from fastpath_lib.rmsnorm.predicate import MAX_COLS
+
+    cases = load_cases() if cases is None else cases
+    if archs is None:
+        archs = {80, 90}
+        if runtime.cuda_available():
+            major, minor = torch.cuda.get_device_capability()
+            archs.add(10 * major + minor)
+    archs = sorted(archs)
+    widths = sorted({c.shape[1] for c in cases if c.shape[1] <= MAX_COLS})
+    specs = compiled.specializations(widths, archs=tuple(archs), weights=("same",))
+    rows = compiled.facts(specs, timeout=timeout, workers=workers)
+    return {"rows": compiled.facts_table(rows).to_dict("records"), "archs": [f"sm_{a}" for a in archs]}
