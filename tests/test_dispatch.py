@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 import fastpath_lib
 from fastpath_lib import routing, runtime
+from fastpath_lib.boundary import boundary_points
 from fastpath_lib.cases import CaseSpec
 from fastpath_lib.rmsnorm import op as op_module
 from fastpath_lib.rmsnorm import predicate as P
@@ -39,7 +40,7 @@ def calls(draw):
     rows = pick(rows, P.INTERPRETER_MIN_ROWS - 1, 0)
     if layout in ("batched", "permuted", "channels_last"):
         rows = max(4, rows + rows % 2)
-    cols = draw(st.sampled_from([8, 16, 32, 64]) if near else st.one_of(
+    cols = draw(st.sampled_from([8, 16, 32, 64, 30, 62]) if near else st.one_of(
         st.integers(0, 40), st.sampled_from([8, 16, 64, P.MAX_COLS, P.MAX_COLS + 4])))
     spec = CaseSpec(
         rows=rows, cols=cols, layout=layout,
@@ -90,6 +91,14 @@ class _null:
 
     def __exit__(self, *exc):
         return False
+
+
+@pytest.mark.parametrize("point", [p for p in boundary_points(device="cpu") if not p.context], ids=lambda p: p.id)
+def test_cheap_decision_agrees_on_every_declared_boundary_point(point):
+    """Each declared boundary point, just inside or just outside its condition: both evaluations agree."""
+    x, ns, w = point.spec.build(seed=0, device="cpu").args()
+    decision = fastpath_lib.explain(x, ns, w)
+    assert (P.eligible(x, ns, w, False) and P.runtime_eligible(x, w)) == decision.eligible, decision.reasons
 
 
 @pytest.mark.parametrize("args", [
