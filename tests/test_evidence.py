@@ -4,7 +4,6 @@ in the same child processes the real steps do."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import signal

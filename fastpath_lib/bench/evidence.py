@@ -31,7 +31,6 @@ import datetime
 import importlib
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys

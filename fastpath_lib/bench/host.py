@@ -187,7 +187,8 @@ def measure_host(*, quick: bool = False, log=None, rounds: int | None = None) ->
         out.append(_timed_row(case, p, gpu, rows, res[p], rounds, expected="n/a", route=route, reasons=reasons))
         out[-1]["note"] += knote
     if log:
-        log(f"  {case.id}: launcher {res['triton']['best_us']:.2f} us, dispatched {res['dispatched']['best_us']:.2f} us")
+        log(f"  {case.id}: launcher {res['triton']['best_us']:.2f} us, "
+            f"dispatched {res['dispatched']['best_us']:.2f} us")
     return out
 
 

@@ -113,7 +113,8 @@ class BenchCase:
     @classmethod
     def from_json(cls, d: dict) -> "BenchCase":
         """Build a case from a case-file entry (raises ``ValueError`` naming the bad field)."""
-        missing = [k for k in ("id", "family", "shape", "dtype", "layout", "pass", "expected", "rationale") if k not in d]
+        fields = ("id", "family", "shape", "dtype", "layout", "pass", "expected", "rationale")
+        missing = [k for k in fields if k not in d]
         if missing:
             raise ValueError(f"case {d.get('id', '?')!r} lacks {missing}")
         quick = d.get("quick") or {}

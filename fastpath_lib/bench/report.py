@@ -138,7 +138,8 @@ def semantic(ev: Evidence) -> list[str]:
     steps = {s["name"]: s for s in (ev.manifest or {}).get("steps", [])}
     if "sanitizer" in steps:
         s = steps["sanitizer"]
-        L.append(f"- compute-sanitizer memcheck over the boundary shapes: {s['status']} ({s.get('why') or 'no errors'}).")
+        L.append(f"- compute-sanitizer memcheck over the boundary shapes: {s['status']} "
+                 f"({s.get('why') or 'no errors'}).")
     return L
 
 
@@ -152,7 +153,8 @@ def mechanism(ev: Evidence) -> list[str]:
          f"{' GB/s' if ev.gpu else ''} ({ev.label}).", ""]
     mech = ev.dispatched[ev.dispatched.status == "ok"]
     if len(mech):
-        L += ["| case | shape run | bytes moved | dispatched GB/s | % of copy | launches/call |", "|---|---|---|---|---|---|"]
+        L += ["| case | shape run | bytes moved | dispatched GB/s | % of copy | launches/call |",
+              "|---|---|---|---|---|---|"]
         for r in mech.itertuples():
             gbps = fmt(r.gbps, ".1f") if ev.gpu else "not measured"
             pct = fmt(r.pct_copy_bw, ".1f") if ev.gpu else "not measured"
@@ -175,7 +177,8 @@ def host_mechanism(ev: Evidence) -> list[str]:
     for cid, r in t.iterrows():
         measured = r["verdict"] != NOT_MEASURED
         L.append(f"| {cid} | {r['shape']} | {r['dtype']} | {r['route'] if measured else '—'} | "
-                 f"{fmt(r['baseline_us'], '.2f')} | {fmt(r['dispatched_us'], '.2f')} | {fmt(r['launcher_us'], '.2f')} | "
+                 f"{fmt(r['baseline_us'], '.2f')} | {fmt(r['dispatched_us'], '.2f')} | "
+                 f"{fmt(r['launcher_us'], '.2f')} | "
                  f"{fmt(r['ratio'], '.2f') if measured else NOT_MEASURED} | {r['ratio_to']} |")
     return L
 
@@ -365,7 +368,8 @@ def pr_note(results_dir: str | Path | None = None, *, df: pd.DataFrame | None = 
     gpu = is_gpu_measurement(df, env)
     synthetic = bool(env.get("synthetic"))
     if threshold is None and folder is not None and (folder / "threshold.csv").exists():
-        threshold = {"table": pd.read_csv(folder / "threshold.csv"), "proposal": _json(folder, "threshold_proposal.json")}
+        threshold = {"table": pd.read_csv(folder / "threshold.csv"),
+                     "proposal": _json(folder, "threshold_proposal.json")}
     if tests is None and folder is not None and (folder / "tests").is_dir():
         tests = {p.stem: junit_counts(p) for p in sorted((folder / "tests").glob("*.xml"))} or None
     ev = Evidence(df=df, env=env, gpu=gpu, synthetic=synthetic,
