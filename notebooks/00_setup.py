@@ -32,8 +32,8 @@
 # `fastpath_lib.use_interpreter()`, and prints one line naming the mode and versions. Without CUDA,
 # `use_interpreter()` sets `TRITON_INTERPRET=1` before any kernel is imported (Triton reads it when a kernel is
 # decorated), so the kernels run in Triton's CPU interpreter; on a CUDA machine it does nothing. Importing the library
-# itself changes no process-wide state. The output of this cell changes from machine to machine, so the notebook
-# tests ignore it.
+# itself changes no process-wide state: without the opt-in, every CPU call takes `F.rms_norm` and `explain` names the
+# `device` condition. The output of this cell changes from machine to machine, so the notebook tests ignore it.
 
 # %% tags=["nbval-ignore-output"]
 import torch
@@ -60,7 +60,9 @@ print("Triton can run here:", runtime.interpreter_enabled() or runtime.cuda_avai
 #
 # Some Triton and numpy version pairs silently compute wrong results in interpreter mode. `selftest.run()`
 # launches the kit's own kernels on small fixed inputs (odd and power-of-two widths; fp32, fp16, bf16) and
-# compares forward, `dx` and `dw` with the float64 reference. The test suite runs it first and stops when it fails.
+# compares forward, `dx` and `dw` with the float64 reference. When a check fails, a minimal Triton probe with the
+# same primitives says whether the kit's kernels or the toolchain is at fault (`result.culprit`). The test suite runs
+# it first and stops when it fails.
 
 # %%
 from fastpath_lib import selftest
@@ -126,7 +128,41 @@ print("mismatch vs reference:", compare(y, reference_rms_norm(x, [64], w), x.dty
 # - `selftest.run()` checks that Triton computes correct results on *this* machine before you trust anything else.
 # - `explain`, `record_routes`, `reference_rms_norm` and `compare` are the tools of every later lesson.
 #
-# **Questions**
-# 1. Why must `TRITON_INTERPRET` be set before the kernel module is imported?
-# 2. Why does the self-test use a width of 37 as well as 16?
-# 3. Which of the three claims can you fully check on a machine without a GPU?
+# ## Knowledge check
+#
+# Answer each question in your own words first, then open the guide.
+#
+# **1. Why must `fastpath_lib.use_interpreter()` run before the kernel module is imported, and why is it not done by
+# `import fastpath_lib` itself?**
+
+# %% [markdown]
+# <details><summary>Answer guide</summary>
+#
+# Triton reads `TRITON_INTERPRET` when a kernel is decorated with `@triton.jit`, that is when the kernel module is
+# imported: set later, it changes nothing for kernels already defined. Importing the library does not set it because
+# that would change every other Triton kernel in the process and send a CPU user's calls through a slow interpreter;
+# an explicit opt-in leaves that choice to whoever runs the lesson, the tests or `./kit`.
+# </details>
+
+# %% [markdown]
+# **2. Why does the self-test use a width of 37 as well as 16?**
+
+# %% [markdown]
+# <details><summary>Answer guide</summary>
+#
+# 16 is a power of two, so the block has no idle lanes and a missing mask, or a mean divided by the block size, goes
+# unnoticed. 37 is odd and not a power of two: its block (64) has 27 masked lanes, so any mistake in masking or in
+# the divisor shows up in the comparison.
+# </details>
+
+# %% [markdown]
+# **3. Which of the three claims can you fully check on a machine without a GPU?**
+
+# %% [markdown]
+# <details><summary>Answer guide</summary>
+#
+# The semantic claim: the interpreter runs the same kernels, so parity with the float64 reference and with
+# `F.rms_norm` is checked for real (GPU-only hazards such as races still need compute-sanitizer on a GPU). The
+# mechanism can be argued from bytes moved and from the code compiled for a GPU target (lesson 02), but its GB/s and
+# the performance claim need a GPU measurement.
+# </details>
