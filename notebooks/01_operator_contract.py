@@ -18,7 +18,8 @@
 #
 # **What you will learn**
 # - the promises `torch.nn.functional.rms_norm` makes (dtypes, the default `eps`, output dtype and layout, no
-#   aliasing, exceptions, autocast, gradients, `torch.compile`), each checked live in a cell;
+#   aliasing, exceptions, autocast, gradients, `torch.compile`, forward-mode AD and `torch.func` transforms), each
+#   checked live in a cell;
 # - how a *semantic reference* (`fastpath_lib.testing.reference_rms_norm`, float64 from the definition) states
 #   the contract independently of both routes;
 # - that a fast path must keep every promise, including the error it raises for a bad call.
@@ -193,7 +194,8 @@ print("backward route with create_graph=True:", routes, "| second-order grad fin
 # ## Promise 7 — `torch.compile`
 #
 # `fastpath::rms_norm` is a `torch.library.custom_op` with a fake implementation, so `torch.compile(fullgraph=True)`
-# traces it without a graph break; the route is decided when the compiled graph runs, on real tensors.
+# traces it without a graph break. The shape, dtype and stride conditions are decided while tracing (they become
+# guards); what only run time knows, the data pointers' alignment, is checked when the compiled graph runs.
 
 # %%
 compiled = torch.compile(lambda a, b: fastpath_lib.rms_norm(a, [64], b), fullgraph=True)
@@ -202,6 +204,29 @@ with fastpath_lib.record_routes() as routes:
     y = compiled(x, w.detach())
 print("route at run time:", routes)
 print("mismatch vs reference:", compare(y, reference_rms_norm(x, [64], w), x.dtype))
+
+# %% [markdown]
+# ## Promise 8 — forward-mode AD and `torch.func` transforms
+#
+# `F.rms_norm` has a forward-mode derivative (`torch.func.jvp`, `jacfwd`, dual tensors) and works under every
+# `torch.func` transform (`grad`, `vjp`, `vmap`, ...). Before the dispatch rework, `jvp` of `fastpath_lib.rms_norm`
+# returned a **zero** tangent (silently wrong), dual tensors a `None` tangent, and `torch.func.grad` raised. Now the
+# predicate's `forward_ad` and `functorch_transform` conditions send those calls to `F.rms_norm`, whose rules apply:
+
+# %%
+import torch.autograd.forward_ad as fwAD
+
+x, t = torch.randn(ROWS, 64, device=DEVICE), torch.randn(ROWS, 64, device=DEVICE)
+ours, ref = (lambda a: fastpath_lib.rms_norm(a, [64], w.detach())), (lambda a: F.rms_norm(a, [64], w.detach()))
+tan_ours, tan_ref = torch.func.jvp(ours, (x,), (t,))[1], torch.func.jvp(ref, (x,), (t,))[1]
+print("jvp tangent equals F.rms_norm's:", torch.equal(tan_ours, tan_ref), "| all zero:", bool((tan_ours == 0).all()))
+with fwAD.dual_level():
+    dual_tangent = fwAD.unpack_dual(ours(fwAD.make_dual(x, t))).tangent
+print("dual-tensor tangent equals jvp's:", torch.equal(dual_tangent, tan_ref))
+grads = [torch.func.grad(lambda a, f=f: f(a).square().sum())(x) for f in (ours, ref)]
+print("torch.func.grad equals F.rms_norm's:", torch.equal(*grads))
+xb = x.view(2, ROWS // 2, 64)
+print("vmap equals F.rms_norm's:", torch.equal(torch.func.vmap(ours)(xb), torch.func.vmap(ref)(xb)))
 
 # %% [markdown]
 # ## The contract as a checklist
@@ -215,15 +240,62 @@ print("mismatch vs reference:", compare(y, reference_rms_norm(x, [64], w), x.dty
 # | autocast policy = `F.rms_norm`'s | promise 5 |
 # | gradients, including higher order | promise 6 |
 # | `torch.compile(fullgraph=True)` | promise 7; `opcheck` (lesson 04) |
+# | forward-mode AD, `torch.func` transforms | promise 8; `tests/test_contract_modes.py` |
+# | nested, sparse, DTensor inputs; channels-last strides | `tests/test_contract_modes.py`; lesson 03 |
 #
 # ## Recap
 #
 # - The reference is the contract in executable form: float64, from the definition, shared by tests and lessons.
 # - Every promise is checked against `F.rms_norm` itself, not against what we *think* it does (the default `eps`).
 # - Invalid calls go to the fallback so users keep the errors they know.
+# - Modes the kernels do not implement (forward-mode AD, `torch.func` transforms) go to the fallback too, so their
+#   results are `F.rms_norm`'s, never silently wrong.
 #
-# **Questions**
-# 1. Why is the reference computed in float64 rather than in the input dtype?
-# 2. What would break for a user if the fast path returned a view of a strided input instead of a contiguous tensor?
-# 3. Why must the fast path raise `TypeError` (not `RuntimeError`) for `normalized_shape=8`?
-# 4. What does autocast change about the tensors the kernel sees, and why does the op need its own policy?
+# ## Knowledge check
+#
+# Answer each question in your own words first, then open the guide.
+#
+# **1. Why is the reference computed in float64 rather than in the input dtype?**
+
+# %% [markdown]
+# <details><summary>Answer guide</summary>
+#
+# So that its own rounding error is negligible next to the tolerance: both routes compute in fp32 and round once to
+# the input dtype, and the comparison should measure *their* error. A reference in fp16 would carry as much error
+# as the thing it checks, and two wrong results could agree.
+# </details>
+
+# %% [markdown]
+# **2. Why must the fast path raise `TypeError` (not `RuntimeError`) for `normalized_shape=8`?**
+
+# %% [markdown]
+# <details><summary>Answer guide</summary>
+#
+# Because `F.rms_norm` does, and the exception type is part of the contract: user code that catches `TypeError`, or
+# a test that expects it, must keep working. The predicate sends invalid calls to the fallback so the fallback
+# raises its own error, with its own message.
+# </details>
+
+# %% [markdown]
+# **3. Before the rework, `torch.func.jvp` through `fastpath_lib.rms_norm` gave a zero tangent without any error. Why
+# is that worse than an exception, and what prevents it now?**
+
+# %% [markdown]
+# <details><summary>Answer guide</summary>
+#
+# An exception stops the user; a zero tangent silently corrupts a Jacobian, a sensitivity analysis or a
+# forward-mode optimizer, and nobody notices. The op had no forward-mode formula, so autograd treated its output as
+# constant. Now the predicate's `forward_ad` and `functorch_transform` conditions send such calls to `F.rms_norm`,
+# and promise 8 checks the tangent against `F.rms_norm`'s.
+# </details>
+
+# %% [markdown]
+# **4. What does autocast change about the tensors the kernel sees, and why does the op need its own policy?**
+
+# %% [markdown]
+# <details><summary>Answer guide</summary>
+#
+# Under CUDA autocast (torch 2.12 on) `rms_norm` runs in fp32, so its output dtype differs from the input's. A custom
+# op is opaque to autocast, so without a registered policy it would keep the input dtype and break parity with
+# `F.rms_norm`; with the same policy registered the kernel sees already-cast inputs.
+# </details>
