@@ -18,9 +18,10 @@
 #
 # **What you will learn**
 # - why a fused RMSNorm is faster than the composite version: the bytes each one moves;
-# - the forward kernel, line by line, and its launcher (block size, warps, one program per row);
+# - the forward kernel, line by line, and its launcher (block size, warps, rows per program);
 # - the backward kernel (`dx`, and a deterministic `dw` reduction);
 # - how to test a kernel on a deliberately irregular shape against the float64 reference;
+# - what alignment changes in the code compiled for a GPU (vector width, registers, spills), read on this machine;
 # - how a benchmark turns time into GB/s from bytes moved — and why interpreter timings are not performance.
 
 # %% tags=["nbval-ignore-output"]
@@ -36,6 +37,7 @@ print("running on", "a GPU (CUDA): kernels are compiled and timings are real" if
 _ = torch.manual_seed(0)
 
 import inspect
+import pandas as pd
 from fastpath_lib.rmsnorm import kernels  # after use_interpreter(): Triton reads TRITON_INTERPRET here
 from fastpath_lib.testing import compare, reference_grads, reference_rms_norm
 
@@ -96,34 +98,44 @@ print(inspect.getsource(kernels.rms_norm_fwd_kernel.fn))
 # %% [markdown]
 # Line by line:
 #
-# - `row = tl.program_id(0).to(tl.int64)` — one program per row; `int64` so `row * X_row_stride` cannot overflow
-#   for tensors over 2³¹ elements.
-# - `cols = tl.arange(0, BLOCK_SIZE)`, `mask = cols < n_cols` — `BLOCK_SIZE` is a power of two (Triton's
-#   `arange` needs one) at least `n_cols`; the mask switches off the lanes past the row's end.
-# - `tl.load(X_ptr + row * X_row_stride + cols, mask=mask, other=0.0).to(tl.float32)` — the row, upcast to fp32;
-#   masked lanes read as 0, so they add nothing to the sum. The row stride is an argument, so row slices of a
-#   wider buffer need no copy.
-# - `mean_sq = tl.sum(x * x, axis=0) / n_cols` — divide by the true width, not by `BLOCK_SIZE`.
-# - `rstd = 1.0 / tl.sqrt(mean_sq + eps)`, `y = x * rstd`, `y = y * w` — in fp32; the weight is loaded once per
-#   program (it is tiny and stays in cache across programs).
+# - `rows = tl.program_id(0).to(tl.int64) * ROWS_PER_PROGRAM + tl.arange(0, ROWS_PER_PROGRAM)` — each program
+#   normalizes a tile of `ROWS_PER_PROGRAM` rows (one row when rows are wide, several when they are narrow);
+#   `int64` so `rows * X_row_stride` cannot overflow for tensors over 2³¹ elements.
+# - `cols = tl.arange(0, BLOCK_SIZE)`, `mask = (rows < n_rows)[:, None] & col_mask[None, :]` — `BLOCK_SIZE` is a
+#   power of two (Triton's `arange` needs one) at least `n_cols`; the mask switches off the lanes past the row's
+#   end and the rows past the last one.
+# - `tl.load(X_ptr + rows[:, None] * X_row_stride + cols[None, :], mask=mask, other=0.0).to(tl.float32)` — the
+#   tile, upcast to fp32; masked lanes read as 0, so they add nothing to the sum. The row stride is an argument,
+#   so row slices of a wider buffer need no copy.
+# - `mean_sq = tl.sum(x * x, axis=1) / n_cols` — one sum per row, divided by the true width, not by `BLOCK_SIZE`.
+# - `rstd = 1.0 / tl.sqrt(mean_sq + eps)`, `y = x * rstd[:, None]`, `y = y * w` — in fp32; the weight is loaded
+#   in the tile's shape, so it gets the same vector accesses as `x` (it is tiny and stays in cache).
 # - `tl.store(..., y.to(Y_ptr.dtype.element_ty), mask=mask)` — round once to the output dtype, as `F.rms_norm`
 #   does, and write only the valid lanes.
 #
+# Why tiles of rows: the kernel used to run one row per program. Compiled for a GPU, a 128-column row in a 4-warp
+# program (128 threads) gave each thread one element, loaded and stored with 2-byte scalar accesses. With 8 rows
+# per program each thread holds 8 elements, 16 bytes of fp16, which the compiler moves with one vector access.
+#
 # ## The launcher
 #
-# The launcher allocates the output, picks `BLOCK_SIZE` and `num_warps`, and launches one program per row:
+# The launcher allocates the output, picks `BLOCK_SIZE`, `num_warps` and the rows per program (one rule, in
+# `fastpath_lib.rmsnorm.launch`), and launches one program per tile:
 
 # %% tags=["nbval-ignore-output"]
 print(inspect.getsource(kernels.launch_settings))
 print(inspect.getsource(kernels.forward))
 
 # %% [markdown]
-# Block size and warps for a few widths (wider rows get more warps so each thread holds fewer elements):
+# Block size, warps and rows per program for a few widths (wider rows get more warps, so each thread holds at most
+# 16 elements of a row, 32 at 16384 columns; narrow rows share a program, so each thread holds at least 8):
 
 # %%
-for n_cols in (1, 16, 181, 781, 4096, 16384):
+for n_cols in (1, 16, 128, 181, 781, 4096, 16384):
     block, warps = kernels.launch_settings(n_cols)
-    print(f"n_cols={n_cols:6}  BLOCK_SIZE={block:6}  num_warps={warps:2}  idle lanes {block - n_cols}")
+    tile = kernels.forward_rows_per_program(n_cols)
+    print(f"n_cols={n_cols:6}  BLOCK_SIZE={block:6}  num_warps={warps:2}  rows per program {tile:3}  "
+          f"elements per thread {tile * block // (32 * warps):3}  idle lanes per row {block - n_cols}")
 
 # %% [markdown]
 # ## Test on an irregular shape
@@ -149,6 +161,42 @@ x = torch.randn(37, 181, device=DEVICE)
 print(fastpath_lib.explain(x, [181], torch.ones(181, device=DEVICE)).failed)
 
 # %% [markdown]
+# ## What alignment changes in the compiled code
+#
+# "Vector loads cannot be used" can be checked without a GPU. Triton compiles for a GPU target on any machine
+# (`triton.compile` with a `GPUTarget`, and the `ptxas` its wheel ships); `fastpath_lib.rmsnorm.compiled` does it
+# in subprocesses and reads the facts from the code: the narrowest global load and store in bytes, how many load
+# instructions, registers per thread and spilled bytes. *Aligned* is what Triton specializes a launch on when every
+# pointer is a multiple of 16 bytes and every row stride and width a multiple of 16 elements; *misaligned* is a launch
+# without that promise. Four forward specializations for sm_90: fp16 at 4096 columns, and fp32 at 128 columns
+# (narrow rows, 8 per program). These are compile-time facts for the target, not GPU timings, and the numbers can
+# change with the Triton version (the output is not compared by the notebook tests):
+
+# %% tags=["nbval-ignore-output"]
+from fastpath_lib.rmsnorm import compiled
+
+specs = [*compiled.specializations([4096], archs=(90,), dtypes=("float16",), kernels=("forward",),
+                                   aligned=(True, False), weights=("same",)),
+         *compiled.specializations([128], archs=(90,), dtypes=("float32",), kernels=("forward",),
+                                   aligned=(True, False), weights=("same",))]
+why_not = compiled.missing_tools()  # None where Triton's NVIDIA backend and ptxas are installed
+facts = [] if why_not else compiled.facts(specs)  # a few seconds per specialization
+columns = ["arch", "dtype", "block", "warps", "rows_per_program", "aligned", "load_bytes", "store_bytes",
+           "load_ops", "registers", "spills"]
+pd.DataFrame(facts, columns=columns) if facts else print("cannot compile for a GPU target here:", why_not)
+
+# %% [markdown]
+# The part that does not depend on the Triton version: aligned launches move 16 bytes per load and store
+# instruction, misaligned ones a single element, because the compiler may not assume that a 16-byte access stays
+# inside one aligned vector. Four (fp32) to eight (fp16) times the instructions for the same bytes is why the
+# alignment conditions exist.
+
+# %%
+for f in facts:
+    kind = "aligned" if f["aligned"] else "misaligned"
+    print(f"{f['dtype']:8} block {f['block']:5}  {kind:10}  load {f['load_bytes']:2} B  store {f['store_bytes']:2} B")
+
+# %% [markdown]
 # ## The backward kernel
 #
 # With `n = x * rstd` and `g = dy * w`, the gradients are `dx = rstd * (g - n * mean(g * n))` and
@@ -161,9 +209,13 @@ print(inspect.getsource(kernels.rms_norm_bwd_kernel.fn))
 # Line by line:
 #
 # - each program owns a contiguous block of `ROWS_PER_PROGRAM` rows (a constexpr power of two; the row mask
-#   `row < n_rows` switches off the rows past the end) and loads the weight once for all of them;
-# - per row it recomputes `rstd` from `x` (cheaper than saving it from the forward: one fewer tensor to store and
-#   read), then `n`, `g`, and `dx` with the row mean of `g * n`;
+#   `row < n_rows` switches off the rows past the end);
+# - per row, a first read of `x` and `dy` (and `w`) gives the two row sums: `rstd`, recomputed from `x` (cheaper
+#   than saving it from the forward: one fewer tensor to store and read), and the mean of `g * n`;
+#   `evict_last` asks the cache to keep the row;
+# - a second read of the same row (`evict_first`: its last use) gives `n`, `dy` and then `dx`, so between rows
+#   only the `dw` accumulator stays in registers. Holding `x`, `dy`, `w` and `dw` of a 16384-wide row at once made
+#   the compiled kernel spill registers to local memory;
 # - it accumulates `dy * n` into `dw_acc` in fp32 registers, and writes it once into *its own* row of an fp32
 #   partial buffer;
 # - the launcher sums the partial rows with `torch.sum` in a fixed order: no atomics, so the same input gives
@@ -181,15 +233,17 @@ dx2, dw2 = kernels.backward(dy, x, w, 1e-6)
 print("bitwise identical on a second run:", torch.equal(dx, dx2) and torch.equal(dw, dw2))
 
 # %% [markdown]
-# The backward's traffic: read `x`, `dy` (`2N`) and `w`, write `dx` (`N`) and the fp32 partials
-# (`programs × C`, summed afterwards). The composite backward through autograd reads and writes several
-# intermediates more.
+# The backward's traffic: read `x`, `dy` (`2N`, twice, the second time mostly from cache) and `w`, write `dx`
+# (`N`) and the fp32 partials (`programs × C`, summed afterwards). The composite backward through autograd reads
+# and writes several intermediates more.
 #
 # ## Benchmark: GB/s from bytes moved
 #
 # Throughput is `bytes_fused / time`, compared with the device's memory bandwidth. On a GPU the cell below measures
 # with `triton.testing.do_bench` (warm-up, many repetitions, median); without a GPU it measures **nothing** —
-# the interpreter runs programs one by one in numpy, and its timings say nothing about a GPU.
+# the interpreter runs programs one by one in numpy, and its timings say nothing about a GPU. Recorded GPU results
+# live in `results/<device>-<date>/` (written on a GPU by `python -m fastpath_lib evidence` or `bench`, read by
+# lessons 05-07); the cell says whether there is one.
 
 # %% tags=["nbval-ignore-output"]
 if DEVICE == "cuda":
@@ -201,8 +255,10 @@ if DEVICE == "cuda":
     ms = triton.testing.do_bench(lambda: kernels.forward(x, w, 1e-6))
     print(f"forward {rows}x{cols} bf16: {ms * 1e3:.1f} us, {bytes_fused(rows, cols, 2) / ms / 1e6:.0f} GB/s")
 else:
-    print("No GPU here: nothing measured. Interpreter timings are not GPU measurements; see lesson 05 for "
-          "recorded GPU results.")
+    from fastpath_lib import bench
+
+    print("No GPU here: nothing measured (interpreter timings are not GPU measurements).")
+    print("Recorded GPU results in results/:", bench.latest_gpu_results(root="../results") or "none recorded yet")
 
 # %% [markdown]
 # ## What the numbers say
@@ -212,15 +268,63 @@ else:
 # - A kernel near the device's bandwidth has no headroom left; one far below it is limited by something else
 #   (launch overhead on small shapes, too few rows to fill the GPU, misaligned loads).
 # - Small calls are launch-bound: that is why the predicate has a row threshold.
+# - The compiled code explains a mechanism (16-byte vs one-element accesses, spills); only a GPU run says how much
+#   time it costs.
 #
 # ## Recap
 #
-# - One program per row, fp32 accumulation, one rounding at the store; the mask handles any width.
-# - The backward recomputes `rstd` and reduces `dw` deterministically through per-program partials.
+# - A tile of rows per program, fp32 accumulation, one rounding at the store; the mask handles any width.
+# - The backward recomputes `rstd`, reads each row twice to stay within its registers, and reduces `dw`
+#   deterministically through per-program partials.
+# - Compiled for sm_90 on this machine, aligned launches use 16-byte accesses and misaligned ones do not: the
+#   mechanism behind the predicate's alignment conditions.
 # - Test on irregular shapes against the float64 reference; report GB/s from bytes moved, measured on a GPU only.
 #
-# **Questions**
-# 1. Why divide by `n_cols` and not by `BLOCK_SIZE` in the mean square?
-# 2. What goes wrong if `row` stays `int32` for a 70 000 × 32 768 input?
-# 3. Why does the backward write per-program partials instead of using `tl.atomic_add` on `dw`?
-# 4. Why can't the byte formula predict the speed-up over `F.rms_norm`?
+# ## Knowledge check
+#
+# Answer each question in your own words first, then open the guide.
+#
+# **1. Why divide by `n_cols` and not by `BLOCK_SIZE` in the mean square?**
+
+# %% [markdown]
+# <details><summary>Answer guide</summary>
+#
+# `BLOCK_SIZE` is the next power of two, so for 181 columns it is 256: the 75 masked lanes load 0 and add nothing to
+# the sum, but dividing by 256 would shrink the mean square and scale every output up. The mean is over the row's
+# real width. Only irregular widths catch this; at 1024 columns both divisors are equal.
+# </details>
+
+# %% [markdown]
+# **2. What goes wrong if the row index stays `int32` for a 70 000 × 32 768 input?**
+
+# %% [markdown]
+# <details><summary>Answer guide</summary>
+#
+# `row * X_row_stride` reaches about 2.3 × 10⁹, past the largest `int32` (2³¹ − 1 ≈ 2.1 × 10⁹): the offset wraps
+# to a negative number and the kernel reads and writes the wrong memory, silently. Casting the program id to
+# `int64` first keeps the arithmetic exact.
+# </details>
+
+# %% [markdown]
+# **3. Why does the backward write per-program partials instead of using `tl.atomic_add` on `dw`?**
+
+# %% [markdown]
+# <details><summary>Answer guide</summary>
+#
+# Floating-point addition is not associative, and atomics add in whatever order the programs finish, so `dw` would
+# change in its last bits from run to run. Partials summed in a fixed order give the same bits every run, which
+# keeps the fast path under `torch.use_deterministic_algorithms(True)` and makes failures reproducible.
+# </details>
+
+# %% [markdown]
+# **4. The compiled code shows 16-byte loads for an aligned launch and 2-byte loads for a misaligned one. What does
+# that tell you about speed, and what does it not?**
+
+# %% [markdown]
+# <details><summary>Answer guide</summary>
+#
+# It tells you the mechanism: a misaligned launch needs eight times as many load and store instructions for the same
+# bytes, so the predicate's alignment conditions have a reason. It does not tell you the time: whether those
+# instructions cost anything depends on the GPU, the memory system and the shape, so the cost is a GPU measurement,
+# and the compile-time facts are labelled as such.
+# </details>
