@@ -19,7 +19,11 @@
 # **What you will learn**
 # - each condition of the RMSNorm predicate, its category and *why* it exists;
 # - how `fastpath_lib.explain()` reports every failed condition with the actual and the required value;
-# - how to read the boundary of a condition (15/16/17 columns, transposed, offset, threshold − 1);
+# - how to read the boundary of a condition (15/16/17/24 columns, transposed, offsets, threshold − 1), one change
+#   at a time;
+# - the mode and tensor-kind conditions (forward-mode AD, `torch.func` transforms, nested and other tensor kinds,
+#   channels-last);
+# - why the dispatch evaluates the same rules a second, cheaper way, and what a call outside the region costs;
 # - how to explore the predicate interactively (`route_explorer()`).
 #
 # The design follows PyTorch's SDPA selector: a list of small named checks, each able to say why it failed, in a
@@ -65,8 +69,9 @@ conditions.groupby('category', sort=False).size()
 # %% [markdown]
 # Some conditions protect **correctness** (device, dtype, arguments, normalized dims, strides, columns), some
 # protect **speed** (row threshold, alignment: the kernel would be correct but slower than the baseline), and
-# some are **modes** (forced fallback, CUDA graph capture, higher-order gradients). Modes that do *not* force the
-# fallback are declared too, each with the reason it is safe:
+# some are **modes** and **tensor kinds** that `F.rms_norm` serves with its own rules (forced fallback, CUDA graph
+# capture, higher-order gradients, forward-mode AD, `torch.func` transforms; nested, sparse and DTensor inputs).
+# Modes that do *not* force the fallback are declared too, each with the reason it is safe:
 
 # %%
 pd.DataFrame(ALLOWED_MODES.items(), columns=['mode', 'why the fast path stays on'])
@@ -76,26 +81,38 @@ pd.DataFrame(ALLOWED_MODES.items(), columns=['mode', 'why the fast path stays on
 #
 # `explain` takes the same arguments as `rms_norm` and returns a `Decision`: `route`, `eligible`, `reasons` (every
 # failed condition, with the actual and the required value) and `failed` (the names). We build cases with
-# `CaseSpec`, one change at a time from an eligible base case, at the row threshold in force here:
+# `CaseSpec`, each changing **one thing** of an eligible base case (R×64 fp32 with an fp32 weight, R the row
+# threshold in force here), so each case out of the region fails exactly one condition:
 
 # %%
 R = LIMITS.min_rows
 cases = {
     "cols=15": CaseSpec(rows=R, cols=15), "cols=16": CaseSpec(rows=R, cols=16),
-    "cols=17": CaseSpec(rows=R, cols=17), "transposed": CaseSpec(rows=R, cols=64, layout="transposed"),
-    "offset 4 bytes": CaseSpec(rows=R, cols=64, offset=1), "offset 16 bytes": CaseSpec(rows=R, cols=64, offset=4),
+    "cols=17": CaseSpec(rows=R, cols=17), "cols=24": CaseSpec(rows=R, cols=24),
+    "transposed": CaseSpec(rows=R, cols=64, layout="transposed"),
+    "offset 4 bytes": CaseSpec(rows=R, cols=64, offset=1), "offset 8 bytes": CaseSpec(rows=R, cols=64, offset=2),
+    "offset 16 bytes": CaseSpec(rows=R, cols=64, offset=4),
     "threshold-1 rows": CaseSpec(rows=R - 1, cols=64), "threshold rows": CaseSpec(rows=R, cols=64),
-    "fp64": CaseSpec(rows=R, cols=64, dtype=torch.float64),
+    "input fp64": CaseSpec(rows=R, cols=64, dtype=torch.float64, weight=torch.float32),  # the weight stays fp32
 }
-rows = []
-for name, spec in cases.items():
-    d = fastpath_lib.explain(*spec.build(seed=0, device=DEVICE).args())
-    rows.append({"case": name, "route": d.route, "failed": ", ".join(d.failed)})
-pd.DataFrame(rows)
+decisions = {name: fastpath_lib.explain(*spec.build(seed=0, device=DEVICE).args()) for name, spec in cases.items()}
+assert all(len(d.failed) <= 1 for d in decisions.values()), "a case changed more than one thing"
+pd.DataFrame([{"case": name, "route": d.route, "failed": ", ".join(d.failed)} for name, d in decisions.items()])
 
 # %% [markdown]
-# Widths 15 and 17 fail only `row_stride_alignment`: in fp32 a row of 15 floats is 60 bytes, so every other row
-# starts off a 16-byte boundary. The kernel would still be correct (lesson 02 ran 181 columns), but slower. A
+# The fp64 case keeps the base case's fp32 weight, so it changes one thing; had it built an fp64 weight too
+# (`weight="same"`), it would have changed two things and failed `weight_dtype` as well. Its decision names exactly
+# one failed condition:
+
+# %%
+decisions["input fp64"]
+
+# %% [markdown]
+# Widths 15 and 17 fail only `row_stride_alignment`: in fp32 a row of 15 floats is 60 bytes, so most rows start off
+# a 16-byte boundary; 24 columns (96 bytes) are aligned although 24 is not a power of two. An input that
+# starts 4 or 8 bytes past a 16-byte boundary fails `input_alignment`. The kernel would still be correct (lesson 02
+# ran 181 columns), but slower: lesson 02's compiled-code table shows why — compiled for an aligned launch the
+# kernel loads and stores 16 bytes per instruction, for a misaligned one a single element (2 bytes in fp16). A
 # `Decision` renders its reasons in full; here for a case that fails several conditions at once — `explain` runs
 # *every* condition, so the user sees all reasons, not only the first:
 
@@ -122,6 +139,98 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 with FakeTensorMode():
     print(fastpath_lib.explain(torch.empty(2 * R, 64, device=DEVICE), [64]))
+
+# %% [markdown]
+# ## Modes and tensor kinds: what `F.rms_norm` serves with its own rules
+#
+# Forward-mode AD (dual tensors), `torch.func` transforms (vmap, grad, vjp, jvp, jacrev, jacfwd, hessian), tensor
+# kinds other than plain strided tensors (nested, sparse, DTensor) and channels-last inputs all take the fallback:
+# `F.rms_norm` already has exact tangents, batching rules, kernels for those kinds and keeps channels-last strides.
+# One example of each (under `vmap`, `explain` runs inside the transform, on the per-sample view):
+
+# %%
+import torch.autograd.forward_ad as fwAD
+
+x, w = torch.randn(2 * R, 64, device=DEVICE), torch.randn(64, device=DEVICE)
+with fwAD.dual_level():
+    print("forward AD:   ", fastpath_lib.explain(fwAD.make_dual(x, torch.randn_like(x)), [64], w).reasons)
+seen = {}
+def probe(sample):
+    seen["vmap"] = fastpath_lib.explain(sample, [64], w).reasons
+    return sample
+_ = torch.func.vmap(probe)(x.view(2, R, 64))
+print("vmap:         ", seen["vmap"])
+nested = torch.nested.nested_tensor([torch.randn(3, 64), torch.randn(5, 64)], layout=torch.jagged).to(DEVICE)
+print("nested:       ", fastpath_lib.explain(nested, [64], w).reasons)
+channels_last = torch.randn(2, 4, R, 64, device=DEVICE).to(memory_format=torch.channels_last)
+print("channels_last:", fastpath_lib.explain(channels_last, [64], w).failed)
+
+# %% [markdown]
+# A channels-last 4-D input also fails the stride conditions (its last dimension has stride 4, the channel count);
+# `memory_format` is declared on its own because it names the *contract* reason: `F.rms_norm` returns channels-last
+# strides for it, and the kernel writes row-major rows. Lesson 01 shows the forward-mode AD case from the user's
+# side: the tangent now equals `F.rms_norm`'s.
+#
+# ## Two evaluations of one predicate
+#
+# `explain` is for people: it runs every condition and formats a reason for each failure, which costs tens of
+# microseconds. The dispatch cannot pay that on every call, so `fastpath_lib.rmsnorm.predicate` states the same
+# rules a second time as booleans: `eligible` (cheapest and most decisive first, short-circuiting, no strings, no
+# environment reads; under `torch.compile` each test becomes a guard) and `runtime_eligible` (what only run time
+# knows: data-pointer alignment, CUDA-graph capture). A hypothesis test in `tests/` proves the two evaluations agree.
+
+# %%
+from fastpath_lib.rmsnorm.predicate import eligible, runtime_eligible
+
+rows = []
+for name in ("cols=16", "cols=17", "transposed", "offset 4 bytes", "threshold-1 rows", "input fp64"):
+    x, ns, w = cases[name].build(seed=0, device=DEVICE).args()
+    rows.append({"case": name, "eligible (static)": eligible(x, ns, w, False),
+                 "runtime_eligible (pointers)": runtime_eligible(x, w),
+                 "explain().eligible": fastpath_lib.explain(x, ns, w).eligible})
+pd.DataFrame(rows)
+
+# %% [markdown]
+# The misaligned input passes the static decision and fails at run time: its shape and strides are fine, only its
+# data pointer is off (the dispatch asks `runtime_eligible` only after the static decision passed). Reasons are built
+# only on demand: `explain()`, or `record_routes(reasons=True)`, which counts the failed conditions of the fallback
+# calls it sees (plain `record_routes()` counts routes only):
+
+# %%
+with fastpath_lib.record_routes(reasons=True) as routes:
+    for name in ("cols=16", "cols=17", "transposed", "threshold-1 rows"):
+        fastpath_lib.rms_norm(*cases[name].build(seed=0, device=DEVICE).args())
+print(routes, routes.reasons)
+
+# %% [markdown]
+# ## What a call outside the region costs
+#
+# Outside its region the op must cost what `F.rms_norm` costs: on a GPU an M=1 decode row normalizes in a few
+# microseconds, so tens of microseconds of Python per call would be the very small-row regression the predicate
+# exists to prevent. Before this rework every call built its reasons and went through the custom op: measured on a
+# CPU, 73-88 µs per M=1 call against 14 µs for `F.rms_norm`. Now a failing `eligible` calls `F.rms_norm` directly.
+# Measured here, side by side with `torch.utils.benchmark` (the kit's `fastpath_lib.bench.host`), best of several
+# medians. This is **host time on this CPU**, not GPU performance, and it varies from run to run:
+
+# %% tags=["nbval-ignore-output"]
+import torch.nn.functional as F
+from fastpath_lib.bench import host
+
+decode = host.FALLBACK_CASES[0]  # M=1 decode row, fp16: below the row threshold, so it falls back
+x, ns, w = decode.build(DEVICE)
+print(decode.id, f"{decode.rows}x{decode.cols}", "route:", fastpath_lib.explain(x, ns, w).route)
+timed = host.best_of_medians({"F.rms_norm": lambda: F.rms_norm(x, ns, w),
+                              "fastpath_lib.rms_norm": lambda: fastpath_lib.rms_norm(x, ns, w),
+                              "explain()": lambda: fastpath_lib.explain(x, ns, w)}, rounds=9)
+for name, t in timed.items():
+    print(f"{name:22} {t['best_us']:7.2f} us per call")
+print(f"dispatched / F.rms_norm: {timed['fastpath_lib.rms_norm']['best_us'] / timed['F.rms_norm']['best_us']:.2f} "
+      f"(the kit's target: at most {host.TARGET_RATIO})")
+
+# %% [markdown]
+# `python -m fastpath_lib bench --family host` prints the kit's own table for four fallback calls (M=1 fp16, M=1
+# bf16 with an fp32 weight, a 4×2048 fp32 batch, a transposed input). Others make the same choice in other ways:
+# vLLM's `CustomOp` picks its forward once, when a module is built, and SDPA checks its conditions in C++.
 
 # %% [markdown]
 # ## A map of the alignment and row boundaries
@@ -161,9 +270,55 @@ route_explorer()
 # - `explain` runs every condition and reports actual vs required values; invalid calls go to the fallback.
 # - Some limits protect correctness, some protect speed; the row threshold comes from a GPU sweep (conservative
 #   until one is recorded).
+# - Modes and tensor kinds with their own rules in `F.rms_norm` (forward AD, `torch.func`, nested, channels-last)
+#   take the fallback, so they behave exactly as the reference.
+# - The dispatch decides with booleans (`eligible`, `runtime_eligible`); reasons are built only on demand.
 #
-# **Questions**
-# 1. Which conditions would you drop if the kernel were only ever called on contiguous fp16 inputs? Which must stay?
-# 2. An fp16 input with 12 columns falls back, an fp32 one with 12 columns does not. Why? Check with `explain`.
-# 3. Why does the predicate report *all* failed conditions instead of stopping at the first?
-# 4. What would go wrong if the fake-tensor case answered "eligible" instead of "unknown"?
+# ## Knowledge check
+#
+# Answer each question in your own words first, then open the guide.
+#
+# **1. An fp16 input with 12 columns falls back, an fp32 one with 12 columns does not. Why? Check with `explain`.**
+
+# %% [markdown]
+# <details><summary>Answer guide</summary>
+#
+# The row stride in bytes: 12 fp16 values are 24 bytes, not a multiple of 16, so every other row starts off a
+# 16-byte boundary and `row_stride_alignment` fails; 12 fp32 values are 48 bytes, a multiple of 16. The kernel
+# would be correct either way; the condition protects speed (vector loads), as lesson 02's compiled code shows.
+# </details>
+
+# %% [markdown]
+# **2. Why does `explain` report *all* failed conditions, while the dispatch stops at the first?**
+
+# %% [markdown]
+# <details><summary>Answer guide</summary>
+#
+# They serve different readers. A person fixing a call wants every reason at once, not one per attempt, and can
+# afford the tens of microseconds. The dispatch runs on every call and must cost what `F.rms_norm` costs outside
+# the region, so it short-circuits on booleans, cheapest and most decisive first, and formats nothing. A test
+# proves the two agree.
+# </details>
+
+# %% [markdown]
+# **3. A boundary case with an fp64 input *and* an fp64 weight fails two conditions. Why is that a weaker test than
+# two cases that each change one thing?**
+
+# %% [markdown]
+# <details><summary>Answer guide</summary>
+#
+# With two changes, a predicate that forgot one of the checks still sends the call to the fallback (the other
+# check catches it), so the test passes and the missing check goes unnoticed. One change per case means each case
+# fails exactly the condition it is about, and removing that condition makes the case take the wrong route.
+# </details>
+
+# %% [markdown]
+# **4. What would go wrong if the fake-tensor case answered "eligible" instead of "unknown"?**
+
+# %% [markdown]
+# <details><summary>Answer guide</summary>
+#
+# A fake tensor has no data pointer, so alignment cannot be known while tracing. Answering "eligible" would promise
+# the Triton route for a graph that may later run on a misaligned view; the op must re-check the pointer at run time
+# (`runtime_eligible`) and fall back there, and the trace-time answer should say so honestly.
+# </details>
