@@ -19,9 +19,12 @@
 # **What you will learn**
 # - how boundary tests are *generated* from the predicate's declarations (`boundary_points()`), not written by hand;
 # - how to run both routes (dispatched, and `force_fallback()`) against the float64 reference and assert the route;
+# - why the predicate declares an 8-byte offset and a width of 24 columns, and what tiny magnitudes do to a test;
 # - `torch.library.opcheck`, `torch.compile(fullgraph=True)`, autocast and non-finite inputs;
+# - randomized cases between the boundary points (hypothesis);
 # - guard bands: poisoned buffers that catch out-of-bounds reads and writes on a CPU, and why a GPU still needs
-#   compute-sanitizer.
+#   compute-sanitizer;
+# - what a predeclared loss *inside* the eligible region means for the predicate.
 
 # %% tags=["nbval-ignore-output"]
 import torch
@@ -36,9 +39,11 @@ print("running on", "a GPU (CUDA): kernels are compiled and timings are real" if
 _ = torch.manual_seed(0)
 
 import dataclasses
+import warnings
 import pandas as pd
 import torch.nn.functional as F
 from fastpath_lib.boundary import boundary_points
+from fastpath_lib.cases import CaseSpec
 from fastpath_lib.rmsnorm.predicate import PREDICATE, limits_for, make_call
 from fastpath_lib.testing import compare, reference_rms_norm
 
@@ -84,6 +89,10 @@ ctx_df
 # `explain` named (`record_routes`); the forced fallback must take the fallback; both outputs must match the
 # float64 reference; and the poisoned input buffers must be bit-for-bit unchanged. Invalid calls must raise
 # `F.rms_norm`'s exception type. Small shapes: a few seconds under the interpreter.
+#
+# One point calls `F.rms_norm` with an fp32 input and an fp16 weight. Torch's fused CPU kernel needs the two dtypes
+# to match (as for a bf16 input with an fp32 weight), so torch warns, with a path on this machine, and computes the
+# unfused way; the result is still correct, so the table cell silences that one warning.
 
 # %%
 def raises_like_reference(x, ns, w):
@@ -118,11 +127,53 @@ def run_point(p):
 
 
 # %%
-tensor_df = pd.DataFrame([run_point(p) for p in points if not p.context])
+with warnings.catch_warnings():
+    warnings.filterwarnings("ignore", message="Mismatch dtype between input and weight")
+    tensor_df = pd.DataFrame([run_point(p) for p in points if not p.context])
 assert tensor_df["declared ok"].all() and tensor_df["dispatched"].isin(["ok", "raises RuntimeError"]).all()
 assert (tensor_df["fallback"].isin(["ok", "-"])).all() and tensor_df["inputs untouched"].fillna(True).all()
 print(tensor_df.route.value_counts().to_dict())
 tensor_df
+
+# %% [markdown]
+# ## Two points that catch plausible mistakes
+#
+# Two of the generated points exist to catch predicates and kernels that are *almost* right:
+#
+# - **an input 8 bytes past a 16-byte boundary** (`input_alignment[offset 8 bytes]`, out). The 4-byte point alone
+#   would let through a predicate that checks `ptr % 8`, a habit from fp64 code: both points fail `% 16`, only the
+#   8-byte one separates `% 8` from `% 16`;
+# - **24 columns** (`row_stride_alignment[cols=24 (not a power of two)]`, in). 96 bytes per fp32 row are aligned,
+#   so the point is eligible although 24 is not a power of two: it catches a predicate that demands power-of-two
+#   widths (too strict), and a kernel whose mask is wrong when `BLOCK_SIZE` (32) exceeds the width (8 idle lanes).
+
+# %%
+new_points = ["input_alignment[offset 8 bytes]", "row_stride_alignment[cols=24 (not a power of two)]"]
+tensor_df[tensor_df["id"].isin(new_points)]
+
+# %% [markdown]
+# ## Tiny magnitudes: a numerical edge the declarations do not cover
+#
+# The conditions say nothing about values, but tiny values are an edge of their own. At 1e-4 in fp16 the mean square
+# is about 8% of `eps`, so the output depends on the default `eps` (lesson 01). At 1e-20 in fp32 `eps` dominates and
+# the outputs are about 1e-16, far below `compare`'s absolute floor (`atol` 1e-5): a kernel writing zeros would pass
+# too, so look at the relative error. At 1e-22 with `eps=0` the fp32 square is subnormal and loses digits: both
+# routes miss the float64 reference by about 3%, but agree with `F.rms_norm`, the contract.
+
+# %%
+tiny = []
+for dtype, scale, eps in ((torch.float16, 1e-4, None), (torch.float32, 1e-20, None), (torch.float32, 1e-22, 0.0)):
+    x, ns, w = CaseSpec(rows=R, cols=64, dtype=dtype, scale=scale).build(seed=5, device=DEVICE).args()
+    with fastpath_lib.record_routes() as routes:
+        y = fastpath_lib.rms_norm(x, ns, w, eps)
+    ref = reference_rms_norm(x, ns, w, eps)
+    same = lambda expected: "ok" if compare(y, expected, dtype) is None else "outside tolerance"
+    tiny.append({"dtype": str(dtype)[6:], "scale": f"{scale:g}", "eps": "default" if eps is None else eps,
+                 "route": ",".join(routes),
+                 "max |y|": f"{y.abs().max().item():.2g}", "vs reference": same(ref),
+                 "max rel err": f"{((y.double() - ref).abs() / ref.abs()).max().item():.1e}",
+                 "vs F.rms_norm": same(F.rms_norm(x, ns, w, eps).double())})
+pd.DataFrame(tiny)
 
 # %% [markdown]
 # ## `opcheck`: is the custom op registered correctly?
@@ -140,8 +191,10 @@ print("opcheck passed")
 # %% [markdown]
 # ## `torch.compile(fullgraph=True)` across the row threshold
 #
-# One compiled function, two shapes on either side of the threshold: no graph break, and the route is chosen at
-# run time from the real tensors.
+# One compiled function, two shapes on either side of the threshold, no graph break. The static conditions are
+# decided while tracing and become guards (a new shape recompiles): the graph below the threshold holds plain
+# `F.rms_norm`, which inductor can fuse with its neighbours, so `record_routes` sees no call of the op (`{}`); the
+# graph at the threshold holds `fastpath::rms_norm`, which checks the data pointers when the graph runs.
 
 # %%
 compiled = torch.compile(lambda a: fastpath_lib.rms_norm(a, [64]), fullgraph=True, dynamic=False)
@@ -196,6 +249,38 @@ print("fast path row 0:", y[0, :3].tolist(), "| F.rms_norm row 0:", base[0, :3].
 print("fast path equals F.rms_norm:", torch.allclose(y, base, atol=1e-5, rtol=2e-6, equal_nan=True))
 
 # %% [markdown]
+# ## Randomized cases between the boundary points
+#
+# The boundary points test each limit; hypothesis draws cases from everywhere else — widths, dtypes, weights,
+# layouts, offsets, magnitudes — and checks every one against the reference. `derandomize=True` makes the draw the
+# same on every run (a notebook's output must not change); the test suite runs more examples
+# (`tests/test_hypothesis.py`).
+
+# %%
+from hypothesis import given, settings, strategies as st
+
+seen = set()
+specs = st.builds(CaseSpec, rows=st.integers(1, 2 * R), cols=st.sampled_from([1, 8, 15, 16, 24, 64, 100]),
+                  dtype=st.sampled_from([torch.float32, torch.float16, torch.bfloat16]),
+                  weight=st.sampled_from(["same", None, torch.float32]), pad=st.sampled_from([0, 4]),
+                  layout=st.sampled_from(["contiguous", "row_slice", "transposed"]), offset=st.sampled_from([0, 2, 4]),
+                  scale=st.sampled_from([1e-3, 1.0, 50.0]))
+
+@settings(max_examples=25, deadline=None, derandomize=True, database=None)
+@given(spec=specs)
+def matches_reference(spec):
+    x, ns, w = spec.build(seed=0, device=DEVICE).args()
+    with fastpath_lib.record_routes() as routes:
+        y = fastpath_lib.rms_norm(x, ns, w)
+    seen.update(routes)
+    assert compare(y, reference_rms_norm(x, ns, w), x.dtype) is None, spec.label()
+
+with warnings.catch_warnings():  # bf16/fp16 inputs with an fp32 weight: torch's unfused-path warning, as above
+    warnings.filterwarnings("ignore", message="Mismatch dtype between input and weight")
+    matches_reference()
+print("every drawn case matched the reference; routes taken:", sorted(seen))
+
+# %% [markdown]
 # ## Guard bands: out-of-bounds reads and writes on a CPU
 #
 # `CaseSpec.build` puts each input inside a NaN-filled buffer: a kernel that *reads* past its view picks up NaN and
@@ -238,15 +323,89 @@ print("output guard intact after a stray write:", output_guard_intact(buf, prist
 # The interpreter cannot stand in for these: it runs programs one after another, so races never happen, and its
 # numpy arrays do not model GPU memory.
 #
+# ## A predeclared loss inside the eligible region
+#
+# Boundary tests prove the routes *agree*; they say nothing about speed. The benchmark matrix (lesson 05) was
+# declared before any run, and one of its cases predicts a **loss** for a call the predicate accepts: narrow rows.
+# We evaluate the predicate on that shape as an sm_90 GPU would (the context trick above; no kernel runs):
+
+# %%
+from fastpath_lib import bench
+
+narrow = next(c for c in bench.load_cases() if c.id == "narrow_65536x128_fp32")
+print(f"{narrow.id}: {narrow.shape[0]}x{narrow.shape[1]} {narrow.dtype}, expected {narrow.expected!r}")
+print("rationale:", narrow.rationale)
+x = torch.empty(narrow.shape, dtype=torch.float32)  # only explain() looks at it
+gpu = dataclasses.replace(make_call(x, [narrow.shape[1]]), device_type="cuda", interpret=False, capability=(9, 0),
+                          limits=limits_for("cuda", interpret=False, capability=(9, 0)))
+print("route on an sm_90 GPU:", PREDICATE.evaluate(gpu).route)
+print("GPU results recorded:", bench.latest_gpu_results(root="../results") or "none yet")
+
+# %% [markdown]
+# So the region, as declared, contains a case its own author expected to be slower than `F.rms_norm`. If a GPU
+# confirms such a loss, the predicate is too wide for narrow rows, and there are two honest fixes: add a condition
+# (a minimum width, declared with its boundary points and set from a GPU sweep, like the row threshold), or change
+# the kernel so narrow rows fill its lanes, and measure again. The kit has since taken the second road: the forward
+# now normalizes 8 rows of 128 columns per program, and lesson 02's compiled code shows 16-byte accesses there where
+# one row per program had scalar ones (the rationale above describes the kernel as it was). That is a compile-time
+# fact, not a time: the prediction stays in the matrix until a GPU measurement confirms or refutes it, and the PR
+# note reports the case either way. The row threshold protects small *row counts*, never narrow rows.
+#
 # ## Recap
 #
-# - Boundary points are generated from the predicate; adding a condition adds its tests.
-# - Every tensor point runs both routes against the reference and asserts the route taken.
-# - `opcheck`, `torch.compile(fullgraph=True)`, autocast and non-finite inputs are part of the contract.
+# - Boundary points are generated from the predicate; adding a condition adds its tests. Points such as the 8-byte
+#   offset and 24 columns separate a correct predicate from an almost-correct one.
+# - Every tensor point runs both routes against the reference and asserts the route taken; hypothesis covers the
+#   cases in between.
+# - `opcheck`, `torch.compile(fullgraph=True)`, autocast and non-finite inputs are part of the contract; tiny and
+#   huge magnitudes are compared with `F.rms_norm` where fp32 itself loses digits.
 # - Guard bands catch out-of-bounds accesses next to a view on a CPU; compute-sanitizer is still needed on a GPU.
+# - A predicted loss inside the region is a question for the predicate (or the kernel), answered by a GPU sweep.
 #
-# **Questions**
-# 1. Why test *threshold − 1, threshold, threshold + 1* and not just one value on each side?
-# 2. A point is declared *out* but dispatch took Triton. Which is wrong, the declaration or the predicate?
-# 3. What does the NaN poison around an input catch that comparing outputs alone would miss?
-# 4. Why compare an overflowing input with `F.rms_norm` instead of the float64 reference?
+# ## Knowledge check
+#
+# Answer each question in your own words first, then open the guide.
+#
+# **1. Why test *threshold − 1, threshold, threshold + 1* and not just one value on each side?**
+
+# %% [markdown]
+# <details><summary>Answer guide</summary>
+#
+# Off-by-one mistakes live exactly there: `>` instead of `>=` moves the boundary by one row. *threshold − 1* (out)
+# and *threshold* (in) pin the comparison; *threshold + 1* checks that nothing special happens just inside. One
+# value far on each side would pass for both the right and the wrong comparison.
+# </details>
+
+# %% [markdown]
+# **2. Your predicate checks `data_ptr() % 8 == 0`. Which declared point catches it, and which one does not?**
+
+# %% [markdown]
+# <details><summary>Answer guide</summary>
+#
+# The 8-byte offset catches it: its pointer is a multiple of 8, so the wrong check accepts it while the declaration
+# says *out*. The 4-byte offset does not: it fails `% 8` and `% 16` alike, so both predicates send it to the
+# fallback. That is why the 8-byte point was added.
+# </details>
+
+# %% [markdown]
+# **3. At 1e-20 in fp32 every test passes. Why is that weak evidence, and what would you check instead?**
+
+# %% [markdown]
+# <details><summary>Answer guide</summary>
+#
+# The outputs are about 1e-16, inside `compare`'s absolute tolerance (1e-5), so even an all-zero output would pass.
+# Check the relative error (or scale the comparison), and compare with `F.rms_norm` where fp32 itself loses digits
+# (subnormal squares, overflow), since parity with `F.rms_norm` is the contract.
+# </details>
+
+# %% [markdown]
+# **4. The matrix predicts a loss for 65536×128 fp32, and the predicate admits it. What do you do before merging?**
+
+# %% [markdown]
+# <details><summary>Answer guide</summary>
+#
+# Measure it on a GPU, with the rest of the matrix. If the loss is real, either narrow the predicate (a declared
+# minimum-width condition with boundary points, set from a sweep) or change the kernel so narrow rows use its lanes,
+# and measure again; either way the PR note reports the case. Merging a region that is known to contain a loss,
+# without saying so, is the regression the predicate exists to prevent.
+# </details>
