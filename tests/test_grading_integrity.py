@@ -43,6 +43,7 @@ TAMPERING = {
                                          "solutions", ()),
     "a kit module swapped in sys.modules": (('import sys, types\ngetattr(sys, "mod" + "ules").__setitem__('
                                              '"fastpath_lib.cases", types.ModuleType("x"))'), "solutions", ()),
+    "exec shadowed by a function of the notebook": ("def exec(*args, **kwargs):\n    return None", "solutions", ()),
     "the façade swapped in sys.modules": (('import sys, types\nsys.modules["fastpath_lib.exercises"] = '
                                            'types.ModuleType("fastpath_lib.exercises")'), "exercises", ()),
 }
@@ -98,6 +99,7 @@ def test_capstone_op_name_is_fixed_once(tmp_path):
     ("import sys\nsys.modules.update({})", ALL),
     ("import builtins\nbuiltins.print = len", ALL),
     ("exec = print", ALL),
+    ("def compile(*a):\n    return None", ALL),
     ("from fastpath_lib import exercises as ex\nsetattr(ex, 'check_reference', print)", "check_reference"),
     ("from fastpath_lib import exercises as ex\ndel ex.check_reference", "check_reference"),
 ])
@@ -115,3 +117,8 @@ def test_source_scan_is_quiet_on_the_solutions_and_lessons():
 def test_op_name_assignments_are_counted():
     assert assignments(['OP_NAME = "softmax"', "x = 1"], "OP_NAME") == 1
     assert assignments(['OP_NAME = "softmax"', 'OP_NAME = "log_softmax"'], "OP_NAME") == 2
+
+
+def test_source_scan_finds_builtins_shadowed_by_definitions():
+    found = static_evidence(["def exec(code, *a):\n    pass", "from os import open as open"])
+    assert [w for _, w in found] == ["defines its own exec", "imports a name over the builtin open"], found

@@ -111,8 +111,10 @@ class _Grader:
     def _run(self, globals_src: str, timeout: float) -> dict | None:
         self.n += 1
         out = os.path.join(self.scratch, f"{secrets.token_hex(16)}.json")
-        code = (f"exec(compile({self.source!r}, '<fastpath grader>', 'exec'), {{'__name__': '__fastpath_grader__', "
-                f"'OUT': {out!r}, 'KIT': {str(NB.ROOT)!r}, {globals_src}}})")
+        # builtins by attribute, so a learner's own function called exec or compile is not picked up
+        code = (f"import builtins as __fastpath_builtins\n__fastpath_builtins.exec(__fastpath_builtins.compile("
+                f"{self.source!r}, '<fastpath grader>', 'exec'), {{'__name__': '__fastpath_grader__', "
+                f"'OUT': {out!r}, 'KIT': {str(NB.ROOT)!r}, {globals_src}}})\ndel __fastpath_builtins")
         self.client.timeout = max(1, int(timeout))
         msg_id = self.client.kc.execute(code, silent=True, store_history=False, allow_stdin=False)
         self.client.wait_for_reply(msg_id)

@@ -145,6 +145,11 @@ def static_evidence(sources: list[str]) -> list[tuple[str, str]]:
 
     for tree in trees:
         for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name in _HOOK_BUILTINS:
+                out.append((ALL, f"defines its own {node.name}"))
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                out += [(ALL, f"imports a name over the builtin {a.asname}") for a in node.names
+                        if a.asname in _HOOK_BUILTINS]
             if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
                 targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
                 for t in targets:

@@ -55,10 +55,20 @@ def _callbacks():
     return {ev: [id(cb) for cb in cbs] for ev, cbs in ip.events.callbacks.items()}
 
 
+#: Names the grader's own cell looks up in the notebook's namespace (IPython puts its own ``open`` there).
+SHADOWABLE = ("exec", "compile", "__import__", "open", "__builtins__")
+
+
+def _user_names():
+    ip = _ipython()
+    user = getattr(ip, "user_ns", None) or {}
+    return {n: id(user.get(n)) for n in SHADOWABLE}
+
+
 def _snapshot():
     return {"callbacks": _callbacks(), "meta_path": [id(f) for f in sys.meta_path],
             "path_hooks": [id(h) for h in sys.path_hooks],
-            "builtins": {n: id(builtins.__dict__.get(n)) for n in BUILTINS}}
+            "builtins": {n: id(builtins.__dict__.get(n)) for n in BUILTINS}, "user": _user_names()}
 
 
 def _callback_ok(cb) -> bool:
@@ -86,6 +96,8 @@ def _hook_evidence(base):
     for n in BUILTINS:
         if id(builtins.__dict__.get(n)) != base["builtins"].get(n):
             out.append(f"replaced the builtin {n}()")
+    now = _user_names()
+    out += [f"rebinds {n} in the notebook's namespace" for n in SHADOWABLE if now[n] != base["user"].get(n)]
     return out
 
 
