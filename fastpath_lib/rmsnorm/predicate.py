@@ -29,8 +29,9 @@ Two ways to evaluate the same rules, side by side in this module:
 * :data:`PREDICATE` (through :func:`fastpath_lib.explain`) runs every named condition and says why each one fails.
   A hypothesis test proves the two agree on every case it draws.
 
-Modes that do *not* force the fallback, with why: autograd (there is a Triton backward), ``torch.compile`` (the op is
-opaque and decides at run time; on fake tensors alignment is reported as unknown), deterministic-algorithms mode
+Modes that do *not* force the fallback, with why: autograd (there is a Triton backward), ``torch.compile`` (the static
+conditions become guards and the opaque op re-checks alignment at run time; on fake tensors ``explain()`` reports
+alignment as unknown), deterministic-algorithms mode
 (both kernels are bitwise deterministic), autocast (the op carries the same autocast policy as ``F.rms_norm``, so the
 kernels see already-cast inputs).
 
@@ -63,7 +64,7 @@ PLAIN_TYPES = frozenset({torch.Tensor, torch.nn.Parameter, FakeTensor, Functiona
 #: Execution modes that keep the fast path, with the reason it is safe there.
 ALLOWED_MODES = {
     "autograd": "forward saves inputs; the Triton backward computes dx and a deterministic dw",
-    "torch.compile": "custom_op with register_fake: opaque to the compiler, route decided at run time",
+    "torch.compile": "static conditions become guards; the custom_op (register_fake) re-checks alignment at run time",
     "deterministic algorithms": "both kernels are bitwise deterministic (fixed-order dw reduction)",
     "autocast": "the op carries F.rms_norm's autocast policy, so kernels see already-cast inputs",
 }
