@@ -46,12 +46,13 @@ def test_ci_runs_the_readme_test_command():
 
 def test_public_names_are_exactly_the_documented_ones():
     assert sorted(fastpath_lib.__all__) == ["Decision", "RMSNorm", "explain", "force_fallback", "record_routes",
-                                            "rms_norm"]
+                                            "rms_norm", "use_interpreter"]
     for name in fastpath_lib.__all__:
         assert getattr(fastpath_lib, name).__doc__, f"{name} has no docstring"
 
 
 def test_predicate_module_has_no_gpu_imports():
-    for path in ("rmsnorm/predicate.py", "eligibility.py", "boundary.py", "cases.py", "runtime.py"):
+    for path in ("rmsnorm/predicate.py", "rmsnorm/limits.py", "rmsnorm/layout.py", "rmsnorm/thresholds.py",
+                 "eligibility.py", "boundary.py", "cases.py", "runtime.py", "routing.py"):
         src = (ROOT / "fastpath_lib" / path).read_text()
         assert not re.search(r"^\s*(import|from)\s+triton", src, re.M), path
