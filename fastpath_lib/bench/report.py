@@ -146,9 +146,11 @@ def semantic(ev: Evidence) -> list[str]:
 def mechanism(ev: Evidence) -> list[str]:
     h = ev.env.get("harness", {})
     L = ["## Mechanism", "",
-         "One program per row reads x and w once and writes y once (backward: dy, x, w in; dx and an fp32 partial dw "
-         "out, reduced in a fixed order). Bytes moved are counted as each input read once and each output written "
-         f"once. Copy ceiling measured in the same run: {h.get('copy_bandwidth')} = "
+         "The forward reads each row of x and the weight once and writes y once (narrow rows several to a program, "
+         "so every thread moves 16-byte vectors); the backward reads dy and x, writes dx and an fp32 partial dw "
+         "reduced in a fixed order, and reads each row a second time (served from cache or not: unmeasured). Bytes "
+         "moved are counted as each input read once and each output written once (the minimum any implementation "
+         f"must move). Copy ceiling measured in the same run: {h.get('copy_bandwidth')} = "
          f"{fmt(h.get('copy_gbps'), '.1f') if ev.gpu else 'not measured (not a GPU)'}"
          f"{' GB/s' if ev.gpu else ''} ({ev.label}).", ""]
     mech = ev.dispatched[ev.dispatched.status == "ok"]
