@@ -36,7 +36,7 @@ def add_rms_norm_spec(x: torch.Tensor, r: torch.Tensor, w: torch.Tensor, eps: fl
     """The spec in plain torch: ``(h, y, rstd)`` with ``h`` in the input dtype, ``y`` and ``rstd`` in float64.
 
     >>> h, y, rstd = add_rms_norm_spec(torch.ones(2, 4), torch.ones(2, 4), torch.ones(4))
-    >>> h[0, 0].item(), y[0, 0].item(), round(rstd[0].item(), 4)
+    >>> h[0, 0].item(), round(y[0, 0].item(), 6), round(rstd[0].item(), 6)
     (2.0, 1.0, 0.5)
     """
     eps = rms.default_eps(x.dtype) if eps is None else eps
