@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from fastpath_lib.bench.analysis import boundary_table
-from fastpath_lib.bench.schema import NOT_GPU, is_gpu_measurement
+from fastpath_lib.bench.schema import NOT_GPU, is_gpu_measurement, matrix_rows
 from fastpath_lib.rmsnorm.predicate import CUDA_MIN_ROWS, DEFAULT_CUDA_MIN_ROWS, INTERPRETER_MIN_ROWS, MAX_COLS
 
 __all__ = ["boundary_plot", "min_rows_for"]
@@ -41,18 +41,22 @@ def boundary_plot(df: pd.DataFrame, ax=None, *, env: dict | None = None):
     Returns:
         the matplotlib ``Figure``.
 
+    Each case is labelled with its id and, where the run used another shape than the declared one (``--quick``),
+    the shape it ran; the row threshold that applied is drawn as a vertical line.
+
     Note:
         For CPU / interpreter data no ratio is drawn: the markers show the routes only and the title says "not a GPU
         measurement".
     """
     from matplotlib.figure import Figure
     from matplotlib.patches import Rectangle
+    from matplotlib.ticker import FuncFormatter
 
     env = env if env is not None else (df.attrs.get("environment") or {})
     table = boundary_table(df)
     gpu = is_gpu_measurement(df, env)
     if ax is None:
-        fig = Figure(figsize=(8, 5.5))
+        fig = Figure(figsize=(10, 6.5))
         ax = fig.add_subplot(1, 1, 1)
     else:
         fig = ax.figure
@@ -71,20 +75,45 @@ def boundary_plot(df: pd.DataFrame, ax=None, *, env: dict | None = None):
         if m.any():
             sc = ax.scatter(table["rows"][m], table["cols"][m], c=logs[m], cmap="coolwarm_r", vmin=-lim, vmax=lim,
                             marker=marker, s=90, edgecolors="black", label=f"route: {route}")
+    ax.axvline(min_rows, color="tab:green", linewidth=2, label=f"row threshold: {min_rows} rows")
+    declared = _declared_shapes(df)
+    spots: dict[tuple, list] = {}  # cases in the same quarter-octave share one label
     for r in table.itertuples():
-        ax.annotate(r.case_id, (r.rows, r.cols), fontsize=6, xytext=(4, 4), textcoords="offset points")
-    if sc is not None:
+        run = f"{r.rows}x{r.cols}"
+        text = r.case_id if declared.get(r.case_id, run) == run else f"{r.case_id} (ran {run})"
+        spot = (round(4 * np.log2(max(r.rows, 1))), round(4 * np.log2(max(r.cols, 1))))
+        spots.setdefault(spot, [r.rows, r.cols, []])[2].append(text)
+    for rows, cols, texts in spots.values():
+        top = cols * 4 >= cols_max  # near the top: a level label to the left, clear of the title
+        right = top or rows * 4 > rows_max  # near the right edge: label to the left of the point
+        level = right or len(texts) > 1
+        ax.annotate("\n".join(texts), (rows, cols), fontsize=8, rotation=0 if level else 25,
+                    rotation_mode="anchor", ha="right" if right else "left",
+                    va="center" if top else "top" if level else "baseline",
+                    xytext=(-8 if right else 6, 0 if top else -6 if level else 5), textcoords="offset points")
+    if sc is not None and gpu:
         cb = fig.colorbar(sc, ax=ax)
-        cb.set_label("log2(baseline time / dispatched time)" if gpu else f"no ratio drawn: {NOT_GPU}")
+        cb.set_label("log2(baseline time / dispatched time)", fontsize=10)
     ax.set_xscale("log", base=2)
     ax.set_yscale("log", base=2)
     ax.set_xlim(0.5, rows_max)
     ax.set_ylim(16, cols_max)
-    ax.set_xlabel("rows")
-    ax.set_ylabel("row width (cols)")
+    ax.set_xlabel("rows M (log scale)", fontsize=11)
+    ax.set_ylabel("row width N, columns (log scale)", fontsize=11)
+    ax.tick_params(labelsize=10)
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     label = "GPU measurement" if gpu else f"CPU / Triton interpreter -- {NOT_GPU}: routes only"
     if env.get("synthetic"):
         label = "SYNTHETIC data -- not a measurement"
-    ax.set_title(f"Dispatch boundary: speed-up of rms_norm over F.rms_norm\n({label})", fontsize=10)
-    ax.legend(loc="lower left", fontsize=7)
+    ax.set_title(f"Dispatch boundary: speed-up of rms_norm over F.rms_norm\n({label})", fontsize=11)
+    ax.legend(loc="lower left", fontsize=9)
     return fig
+
+
+def _declared_shapes(df: pd.DataFrame) -> dict[str, str]:
+    """case id -> the declared shape, from the results' ``declared_shape`` column (empty when absent)."""
+    m = matrix_rows(df)
+    if "declared_shape" not in m.columns:
+        return {}
+    return {str(c): str(d) for c, d in zip(m["case_id"], m["declared_shape"]) if isinstance(d, str) and d}
