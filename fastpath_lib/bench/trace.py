@@ -1,0 +1,131 @@
+"""Workload trace replay: the RMSNorm calls a model makes, each shape timed once, weighted by how often it occurs.
+
+A shape sweep says how fast each shape is; a workload asks how often each shape is called. Serving a decoder model
+makes two kinds of norm calls: a *prefill* forward normalizes every prompt token at once (``batch * prompt`` rows,
+a few calls per request), and every *decode* step normalizes one new token per sequence (``batch`` rows, once per
+generated token). :func:`serving_trace` writes such a trace down from the model's shape (two norms per layer and a
+final one per forward); :func:`replay_trace` times each distinct call once, for ``F.rms_norm`` and for the
+dispatched op side by side, and weights by the count.
+
+The totals are sums of the rows they summarize (``calls x time per call``), so the shares add up to 100 % and no
+part can exceed the whole. On a CPU, rows whose route is the Triton kernel run in the interpreter and are *not
+measured* (their times would say nothing about a GPU); rows on the fallback route are timed for real: that time is
+``F.rms_norm`` on the CPU plus the dispatch's host cost, and the dispatch's extra is what the same Python costs on a
+GPU host. Times in microseconds.
+
+>>> [(c.phase, c.rows, c.count) for c in serving_trace(layers=2, prompt_tokens=16, decode_steps=4)]
+[('prefill', 16, 5), ('decode', 1, 20)]
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pandas as pd
+import torch
+import torch.nn.functional as F
+
+import fastpath_lib
+from fastpath_lib import runtime
+from fastpath_lib.bench.host import best_of_medians
+from fastpath_lib.bench.schema import NOT_GPU
+from fastpath_lib.bench.timing import gpu_measurement
+
+__all__ = ["TraceCall", "serving_trace", "replay_trace", "TRACE_COLUMNS"]
+
+#: Columns of :func:`replay_trace`'s table.
+TRACE_COLUMNS = ["phase", "shape", "dtype", "calls", "call_share", "route", "status", "baseline_us", "dispatched_us",
+                 "baseline_total_us", "dispatched_total_us", "dispatch_extra_total_us", "baseline_time_share"]
+
+
+@dataclasses.dataclass(frozen=True)
+class TraceCall:
+    """``count`` calls of ``rows x cols`` in ``dtype`` during ``phase``."""
+
+    phase: str
+    rows: int
+    cols: int
+    dtype: torch.dtype
+    count: int
+
+    @property
+    def shape(self) -> str:
+        return f"{self.rows}x{self.cols}"
+
+
+def serving_trace(*, hidden: int = 4096, layers: int = 32, batch: int = 1, prompt_tokens: int = 512,
+                  decode_steps: int = 128, dtype: torch.dtype = torch.bfloat16) -> list[TraceCall]:
+    """The RMSNorm calls of serving ``batch`` requests: one prefill forward, then ``decode_steps`` decode forwards.
+
+    Each forward calls the norm ``2 * layers + 1`` times (before attention and before the MLP in every layer, and
+    once before the LM head). Defaults: a Llama-2-7B-like shape (hidden 4096, 32 layers), one request of 512 prompt
+    tokens and 128 generated tokens, bf16.
+
+    Returns:
+        one :class:`TraceCall` per distinct call (prefill: ``batch * prompt_tokens`` rows; decode: ``batch`` rows).
+    """
+    per_forward = 2 * layers + 1
+    return [TraceCall("prefill", batch * prompt_tokens, hidden, dtype, per_forward),
+            TraceCall("decode", batch, hidden, dtype, per_forward * decode_steps)]
+
+
+def _inputs(call: TraceCall, device: str):
+    g = torch.Generator(device="cpu").manual_seed(call.rows * 7 + call.cols)
+    x = torch.randn(call.rows, call.cols, generator=g).to(device=device, dtype=call.dtype)
+    w = (1 + torch.randn(call.cols, generator=g) / 4).to(device=device, dtype=call.dtype)
+    return x, (call.cols,), w
+
+
+def replay_trace(trace: list[TraceCall], *, quick: bool = False, rounds: int | None = None) -> pd.DataFrame:
+    """Time each call of ``trace`` for ``F.rms_norm`` and ``fastpath_lib.rms_norm`` and weight it by its count.
+
+    Args:
+        trace: the calls (:func:`serving_trace`).
+        quick: fewer timing rounds.
+        rounds: override the rounds of :func:`~fastpath_lib.bench.host.best_of_medians`.
+
+    Returns:
+        :data:`TRACE_COLUMNS`, one row per call: the route this machine takes (asked of the predicate), the time
+        per call of each provider (best of several medians, side by side) and the totals ``calls x time``;
+        ``baseline_time_share`` is the row's share of the measured baseline total. ``attrs["totals"]`` holds the
+        sums over the measured rows, how many calls were measured, ``complete`` (every row measured),
+        ``gpu_measurement`` and a ``label``.
+
+    Note:
+        Without a GPU measurement (no CUDA, or the interpreter), Triton-route rows are ``not measured`` and the
+        label says what the measured times are: CPU time, not a GPU measurement.
+    """
+    gpu = gpu_measurement()
+    dev = "cuda" if runtime.cuda_available() else "cpu"
+    rounds = rounds or (3 if quick else 7)
+    rows = []
+    for call in trace:
+        x, ns, w = _inputs(call, dev)
+        route = fastpath_lib.explain(x, ns, w).route
+        row = {"phase": call.phase, "shape": call.shape, "dtype": str(call.dtype).replace("torch.", ""),
+               "calls": call.count, "route": route}
+        if route == "triton" and not gpu:
+            row.update(status="not measured: the Triton route runs in the interpreter here")
+        else:
+            with torch.no_grad():
+                res = best_of_medians({"baseline": lambda x=x, ns=ns, w=w: F.rms_norm(x, ns, w),
+                                       "dispatched": lambda x=x, ns=ns, w=w: fastpath_lib.rms_norm(x, ns, w)},
+                                      rounds=rounds, min_run_time=0.02 if quick else 0.05)
+            b, d = res["baseline"]["best_us"], res["dispatched"]["best_us"]
+            row.update(status="ok", baseline_us=b, dispatched_us=d, baseline_total_us=b * call.count,
+                       dispatched_total_us=d * call.count, dispatch_extra_total_us=(d - b) * call.count)
+        rows.append(row)
+    df = pd.DataFrame(rows).reindex(columns=TRACE_COLUMNS)
+    df["call_share"] = df["calls"] / df["calls"].sum()
+    ok = df["status"] == "ok"
+    base_total = float(df.loc[ok, "baseline_total_us"].sum())
+    df["baseline_time_share"] = df["baseline_total_us"] / base_total if base_total else float("nan")
+    df.attrs["totals"] = {
+        "calls": int(df["calls"].sum()), "measured_calls": int(df.loc[ok, "calls"].sum()),
+        "baseline_total_us": base_total, "dispatched_total_us": float(df.loc[ok, "dispatched_total_us"].sum()),
+        "dispatch_extra_total_us": float(df.loc[ok, "dispatch_extra_total_us"].sum()),
+        "complete": bool(ok.all()), "gpu_measurement": gpu,
+        "label": ("GPU measurement (time per call in a stream of calls, synchronized per block)" if gpu else
+                  f"CPU time per call on this machine, {NOT_GPU}"),
+    }
+    return df
