@@ -71,7 +71,14 @@ SOLUTION_CALLS = {
     + ex.check_capstone_kernel(s["OP_NAME"], s["launch"], show=False)
     + ex.check_capstone_predicate(s["make_predicate"], lambda x: x, s["BASE"], show=False)
     + ex.check_capstone_dispatch(s["OP_NAME"], s["softmax"], s["make_predicate"], lambda x: x, show=False),
+    "ex09": lambda s: ex.check_contract_tests(s["my_contract_tests"], _kit_op(), show=False),
 }
+
+
+def _kit_op():
+    import fastpath_lib
+
+    return fastpath_lib.rms_norm
 
 
 @pytest.mark.parametrize("exercise", sorted(EXERCISES))
@@ -401,6 +408,8 @@ ANSWERS = {
         "softmax", _dispatch_label_only, solved("ex08")["make_predicate"], lambda x: x, show=False),
     "ex08 dispatch forged: a kernel on the fallback route": lambda: ex.check_capstone_dispatch(
         "softmax", _dispatch_launching_on_fallback, solved("ex08")["make_predicate"], lambda x: x, show=False),
+    # more bad answers for ex09-ex11: tests/test_grading_new_exercises.py
+    "ex09 trivial: tests that never fail": lambda: ex.check_contract_tests(lambda op: None, _kit_op(), show=False),
 }
 
 
@@ -434,7 +443,8 @@ def test_every_check_is_fed_bad_answers():
                          ("check_v2_predicate", "ex03 predicate"), ("check_boundary_cases", "ex04"),
                          ("check_case_matrix", "ex05"), ("check_classification", "ex06"), ("check_pr_note", "ex07"),
                          ("check_capstone_reference", "ex08 reference"), ("check_capstone_kernel", "ex08 kernel"),
-                         ("check_capstone_predicate", "ex08 predicate"), ("check_capstone_dispatch", "ex08 dispatch")):
+                         ("check_capstone_predicate", "ex08 predicate"), ("check_capstone_dispatch", "ex08 dispatch"),
+                         ("check_contract_tests", "ex09")):
         assert words in text, check
         checks.remove(check)
     assert not checks, f"checks without bad answers: {checks}"

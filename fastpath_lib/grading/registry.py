@@ -34,6 +34,8 @@ EXERCISES: dict[str, tuple[tuple[str, int], ...]] = {
     "ex07": (("sections", 1), ("environment_and_scope", 1), ("consistent_with_data", 2),
              ("no_claims_from_cpu_data", 1)),
     "ex08": (("reference", 1), ("kernel", 2), ("predicate_declarations", 2), ("dispatch", 1)),
+    "ex09": (("passes_correct_ops", 1), ("dtype", 1), ("layout", 1), ("aliasing", 1), ("eps", 1), ("autograd", 1),
+             ("forward_ad", 1), ("exceptions", 1)),
 }
 
 TITLES = {
@@ -41,6 +43,7 @@ TITLES = {
     "ex03": "predicate for a changed spec",
     "ex04": "boundary cases (graded by mutation)", "ex05": "the benchmark case matrix",
     "ex06": "classifying results", "ex07": "the PR note", "ex08": "capstone: a second operator",
+    "ex09": "contract-parity tests (graded by broken ops)",
 }
 
 

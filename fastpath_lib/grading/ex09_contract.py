@@ -1,0 +1,229 @@
+"""Exercise 09: contract-parity tests, graded by the ops they must pass and the broken ops they must catch.
+
+``my_contract_tests(op)`` runs the learner's checks against ``op`` (an op with ``F.rms_norm``'s signature) and
+raises on the first broken promise. It is run against two correct ops, the kit's op and ``F.rms_norm`` itself (it
+must return normally on both), and against contract-breaking ops the grader builds around ``F.rms_norm`` (each must
+make it raise). Every op reaches the learner's code as the same kind of wrapper, so an answer that recognises the
+correct ops by identity or name gains nothing. One graded part per promise category; feedback says which categories
+still have a broken op that slipped through, never which op or which input would catch it. Catching counts only when
+both correct ops pass, and a function that never fails scores nothing.
+
+Note:
+    As in :mod:`fastpath_lib.grading.borrowed`, this is a guard, not a sandbox: code that digs into the wrapper's
+    private attributes can tell the ops apart.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from fastpath_lib.grading import borrowed
+from fastpath_lib.grading.feedback import Fail, describe_error, emit, failed_parts
+from fastpath_lib.grading.registry import Result, points_of
+
+__all__ = ["check_contract_tests", "CATEGORIES"]
+
+#: The promise categories, one graded part each (after ``passes_correct_ops``).
+CATEGORIES = ("dtype", "layout", "aliasing", "eps", "autograd", "forward_ad", "exceptions")
+_PARTS = ("passes_correct_ops",) + CATEGORIES
+_WHAT = {
+    "dtype": "an op whose output dtype differs from F.rms_norm's for some input dtype",
+    "layout": "an op whose output strides differ from F.rms_norm's for some input layout",
+    "aliasing": "an op whose output shares memory with, or writes into, its input",
+    "eps": "an op that uses another eps than F.rms_norm (the default, or one passed explicitly)",
+    "autograd": "an op whose gradients (for the input or the weight) differ from F.rms_norm's",
+    "forward_ad": "an op whose forward-mode derivative (torch.func.jvp, dual tensors) differs from F.rms_norm's",
+    "exceptions": "an op that raises where F.rms_norm raises something else, or raises where F.rms_norm does not",
+}
+_GRADER = borrowed.kit("grading", why="that is the grader's own machinery") + borrowed.kit(
+    "rmsnorm/op.py", "rms_norm", why="compare with F.rms_norm, the owner of the contract, not with the kit's op")
+#: The op under test, and the parts of the broken ops that autograd calls after the op returned.
+_GIVEN = borrowed.kit("grading/ex09_contract.py", "_Op.__call__", "_ZeroTangent.backward", "_ZeroTangent.jvp",
+                      "_noisy_backward.<locals>.<lambda>", why="the op under test")
+
+
+class _Op:
+    """The op handed to the learner's tests: every op, correct or broken, looks the same from outside."""
+
+    __slots__ = ("_impl",)
+    __name__ = "op"
+
+    def __init__(self, impl):
+        self._impl = impl
+
+    def __call__(self, input, normalized_shape, weight=None, eps=None):
+        return self._impl(input, normalized_shape, weight, eps)
+
+    def __repr__(self) -> str:
+        return "<op under test>"
+
+
+def _low(x) -> bool:
+    return isinstance(x, torch.Tensor) and x.dtype in (torch.float16, torch.bfloat16)
+
+
+def _fp32_out(x, ns, w, eps):
+    if _low(x):
+        return F.rms_norm(x.float(), ns, None if w is None else w.float(), eps)
+    return F.rms_norm(x, ns, w, eps)
+
+
+def _contiguous_out(x, ns, w, eps):
+    return F.rms_norm(x, ns, w, eps).contiguous()
+
+
+def _in_place(x, ns, w, eps):
+    y = F.rms_norm(x, ns, w, eps)
+    if isinstance(x, torch.Tensor) and not x.requires_grad and y.shape == x.shape and y.dtype == x.dtype:
+        with torch.no_grad():
+            x.copy_(y)
+        return x
+    return y
+
+
+def _eps_1e5(x, ns, w, eps):
+    return F.rms_norm(x, ns, w, 1e-5 if eps is None else eps)
+
+
+def _eps_own_dtype(x, ns, w, eps):
+    return F.rms_norm(x, ns, w, torch.finfo(x.dtype).eps if eps is None and _low(x) else eps)
+
+
+def _eps_zero_is_default(x, ns, w, eps):
+    return F.rms_norm(x, ns, w, eps or None)
+
+
+def _weight_detached(x, ns, w, eps):
+    return F.rms_norm(x, ns, None if w is None else w.detach(), eps)
+
+
+def _noisy_backward(x, ns, w, eps):
+    y = F.rms_norm(x, ns, w, eps)
+    if y.requires_grad:
+        y.register_hook(lambda g: g * (1 + 0.05 * torch.randn_like(g)))
+    return y
+
+
+class _ZeroTangent(torch.autograd.Function):
+    """Forward and backward right, forward-mode derivative zero (what a custom op without a jvp rule used to give)."""
+
+    @staticmethod
+    def forward(x, ns, w, eps):
+        return F.rms_norm(x, ns, w, eps)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        x, ns, w, eps = inputs
+        ctx.save_for_backward(x, w)
+        ctx.ns, ctx.eps = ns, eps
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, w = ctx.saved_tensors
+        with torch.enable_grad():
+            xx = x.detach().requires_grad_()
+            ww = None if w is None else w.detach().requires_grad_()
+            y = F.rms_norm(xx, ctx.ns, ww, ctx.eps)
+            got = torch.autograd.grad(y, [t for t in (xx, ww) if t is not None], dy)
+        return got[0], None, (got[1] if w is not None else None), None
+
+    @staticmethod
+    def jvp(ctx, x_t, ns_t, w_t, eps_t):
+        return torch.zeros_like(x_t)
+
+
+class _NoJvp(_ZeroTangent):
+    """Forward and backward right; forward-mode AD raises (no jvp rule)."""
+
+    jvp = torch.autograd.Function.jvp
+
+
+def _function_op(fn):
+    def impl(x, ns, w, eps):
+        if not isinstance(x, torch.Tensor) or isinstance(ns, int):
+            return F.rms_norm(x, ns, w, eps)
+        return fn.apply(x, tuple(ns), w, eps)
+    return impl
+
+
+def _new_error_type(x, ns, w, eps):
+    if isinstance(x, torch.Tensor) and not isinstance(ns, int) and tuple(x.shape[x.dim() - len(ns):]) != tuple(ns):
+        raise ValueError(f"normalized_shape {list(ns)} does not match the input")
+    return F.rms_norm(x, ns, w, eps)
+
+
+def _raises_outside_region(x, ns, w, eps):
+    if isinstance(x, torch.Tensor) and x.dtype == torch.float64:
+        raise TypeError("fast path: float64 is not supported")
+    return F.rms_norm(x, ns, w, eps)
+
+
+#: category -> the broken ops of that category (never named to the learner).
+BROKEN = {
+    "dtype": (_fp32_out,),
+    "layout": (_contiguous_out,),
+    "aliasing": (_in_place,),
+    "eps": (_eps_1e5, _eps_own_dtype, _eps_zero_is_default),
+    "autograd": (_weight_detached, _noisy_backward),
+    "forward_ad": (_function_op(_ZeroTangent), _function_op(_NoJvp)),
+    "exceptions": (_new_error_type, _raises_outside_region),
+}
+
+
+def _kit_op_given(kit_op):
+    code = getattr(kit_op, "__code__", None)
+    if code is None or not borrowed.KIT_OP.names(code):
+        raise Fail("the check's second argument must be the kit's op, fastpath_lib.rms_norm (as in the check cell)")
+    return kit_op
+
+
+def _run(tests, impl) -> BaseException | None:
+    """What the learner's tests raised on the op built from ``impl`` (``None``: they passed)."""
+    try:
+        borrowed.run(tests, (_Op(impl),), _GRADER, allow_none=True, given=_GIVEN)
+    except Fail:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a failing test is what we look for
+        return exc
+    return None
+
+
+def _grade(tests, kit_op) -> list[Result]:
+    kit_op = _kit_op_given(kit_op)
+    alarms = []
+    for label, impl in (("the kit's op", kit_op), ("F.rms_norm itself", F.rms_norm)):
+        exc = _run(tests, impl)
+        if exc is not None and "not implemented" in describe_error(exc):
+            raise exc
+        if exc is not None:
+            alarms.append(f"on {label}: {describe_error(exc)}")
+    alive = {c: sum(_run(tests, impl) is None for impl in impls) for c, impls in BROKEN.items()}
+    caught = sum(len(BROKEN[c]) - n for c, n in alive.items())
+
+    def result(name: str, ok: bool, text: str) -> Result:
+        return Result("ex09", name, points_of("ex09", name), ok, text)
+
+    if alarms:
+        first = result("passes_correct_ops", False, "your tests fail on an op that keeps every promise\n"
+                       + "\n".join(alarms))
+        why = "no credit while your tests fail on a correct op (see passes_correct_ops): a test that fails " \
+              "everything catches nothing"
+        return [first] + [result(c, False, why) for c in CATEGORIES]
+    if not caught:
+        why = "your tests pass on every op, broken ones included: they check nothing yet"
+        return [result(n, False, why) for n in _PARTS]
+    out = [result("passes_correct_ops", True, "passes on the kit's op and on F.rms_norm, and fails on broken ones")]
+    for c in CATEGORIES:
+        out.append(result(c, True, "caught every broken op of this category") if not alive[c]
+                   else result(c, False, f"survivors: {_WHAT[c]}"))
+    return out
+
+
+def check_contract_tests(my_contract_tests, kit_op, *, show: bool = True):
+    """``my_contract_tests(op)`` passes on the kit's op and on ``F.rms_norm`` and catches every broken op."""
+    try:
+        results = _grade(my_contract_tests, kit_op)
+    except Exception as exc:  # noqa: BLE001 - a learner's bug must become feedback, never a crash
+        results = failed_parts("ex09", _PARTS, exc)
+    return emit(results, show)

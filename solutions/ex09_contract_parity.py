@@ -1,0 +1,115 @@
+# ---
+# jupyter:
+#   fastpath:
+#     exercise: ex09
+#   jupytext:
+#     formats: ipynb,py:percent
+#     notebook_metadata_filter: fastpath,-jupytext.text_representation.jupytext_version
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Exercise 09 — contract-parity tests that catch a broken op
+#
+# Lesson 01 listed what `F.rms_norm` promises. Here you write the tests: `my_contract_tests(op)` runs your checks
+# against `op`, an operator with `F.rms_norm`'s signature `op(input, normalized_shape, weight=None, eps=None)`, and
+# raises `AssertionError` (a plain `assert`) on the first promise `op` breaks. It must return normally for an op that
+# keeps them all. Compare with `F.rms_norm` itself, the owner of the contract, never with the kit's op.
+#
+# The promises, one graded category each:
+#
+# * **dtype**: every floating dtype `F.rms_norm` takes (fp16, bf16, fp32, fp64) gives the same output dtype and values;
+# * **layout**: the output's strides are `F.rms_norm`'s (a `channels_last` input keeps `channels_last`);
+# * **aliasing**: the output is a new tensor and the input is left untouched;
+# * **eps**: the default (`eps=None`) and an explicit `eps`, `0.0` included, are `F.rms_norm`'s (use inputs so small
+#   that `eps` matters);
+# * **autograd**: the gradients for the input *and* the weight equal `F.rms_norm`'s;
+# * **forward_ad**: the `torch.func.jvp` tangent equals `F.rms_norm`'s;
+# * **exceptions**: a bad call (`normalized_shape` that does not match, an `int` for it, a weight of the wrong
+#   shape) raises `F.rms_norm`'s exception type and message, and a valid call does not raise.
+#
+# **How it is graded.** Your tests run against the kit's op and against `F.rms_norm` (they must pass on both), and
+# against broken ops the grader builds, each breaking one promise (each must make your tests fail). Feedback names the
+# categories with a broken op that got through, not the op. Tests that fail on a correct op earn nothing, and so do
+# tests that never fail. Keep shapes small: on a CPU the kit's op runs its Triton kernels in the interpreter.
+#
+# **How this works.** Fill in each cell marked `# FILL ME IN (roughly N lines)` (delete the `raise
+# NotImplementedError`), run it, then run the check below it: it prints `passed`, or what is missing.
+# `python -m fastpath_lib grade exercises/` runs all notebooks in a fresh kernel and prints your score; the solved
+# versions are in `solutions/`.
+
+# %%
+import torch
+import torch.nn.functional as F
+import fastpath_lib
+fastpath_lib.use_interpreter()  # no CUDA: run the kernels in Triton's CPU interpreter (a no-op on a GPU)
+from fastpath_lib import exercises as ex
+
+# %% [markdown]
+# `torch.testing.assert_close` raises `AssertionError` with a clear diff, and checks dtypes too. Run every promise on
+# one small shape (16 x 32: eligible for the kit's fast path on any device), then the layout and the bad calls.
+
+
+# %%
+def my_contract_tests(op) -> None:
+    """Raise AssertionError on the first promise of F.rms_norm that ``op`` breaks."""
+    # BEGIN SOLUTION
+    close = torch.testing.assert_close
+    for dtype in (torch.float32, torch.float16, torch.bfloat16, torch.float64):  # dtype and values
+        x, w = torch.randn(16, 32).to(dtype), torch.randn(32).to(dtype)
+        want, got = F.rms_norm(x, [32], w), op(x, [32], w)
+        assert got.dtype == want.dtype, f"dtype: {got.dtype} for {dtype} input, F.rms_norm gives {want.dtype}"
+        close(got, want)
+    x = torch.randn(2, 4, 8, 16).to(memory_format=torch.channels_last)  # layout
+    assert op(x, [16]).stride() == F.rms_norm(x, [16]).stride(), "layout: strides differ from F.rms_norm's"
+    tiny = torch.full((16, 32), 1e-4).half()  # eps matters: mean square 1e-8
+    for eps in (None, 0.0, 1e-3):
+        close(op(tiny, [32], eps=eps), F.rms_norm(tiny, [32], eps=eps), msg=f"eps={eps} differs")
+    x = torch.randn(16, 32)  # aliasing
+    before = x.clone()
+    y = op(x, [32])
+    assert y.untyped_storage().data_ptr() != x.untyped_storage().data_ptr(), "aliasing: output shares the input"
+    assert torch.equal(x, before), "aliasing: the input was modified"
+    x, w, dy = torch.randn(16, 32, requires_grad=True), torch.randn(32, requires_grad=True), torch.randn(16, 32)
+    got = torch.autograd.grad(op(x, [32], w), (x, w), dy)  # autograd: dx and dw
+    close(got, torch.autograd.grad(F.rms_norm(x, [32], w), (x, w), dy), rtol=1e-4, atol=1e-5)
+    xd, wd, t = x.detach(), w.detach(), torch.randn(16, 32)  # forward AD
+    got = torch.func.jvp(lambda a: op(a, [32], wd), (xd,), (t,))[1]
+    close(got, torch.func.jvp(lambda a: F.rms_norm(a, [32], wd), (xd,), (t,))[1], rtol=1e-4, atol=1e-5)
+    for args in ((xd, [31]), (xd, 32), (xd, [32], torch.ones(31))):  # exceptions
+        errors = []
+        for fn in (op, F.rms_norm):
+            try:
+                fn(*args)
+                errors.append(None)
+            except Exception as e:  # noqa: BLE001 - the type and message are what we compare
+                errors.append((type(e).__name__, str(e)))
+        assert errors[0] == errors[1], f"exceptions: {errors[0]} vs F.rms_norm's {errors[1]}"
+    # END SOLUTION
+
+
+# %% tags=["grader-check"]
+ex.check_contract_tests(my_contract_tests, fastpath_lib.rms_norm)
+
+# %% [markdown]
+# ## Questions
+#
+# 1. Your tests pass on `F.rms_norm` itself. Why is that a requirement, not a formality?
+# 2. Which of the broken ops would a test comparing only output *values* (with `assert_close` on fp32 inputs) miss?
+#
+# <details><summary>Answer guide</summary>
+#
+# 1. A contract test that fails on the owner of the contract tests something else (an assumption about the
+#    default eps, a tolerance too tight for fp16): it would block a correct fast path and teach nothing about a
+#    broken one.
+# 2. Most of them: an fp32 output for bf16 input, a contiguous output for a channels-last input, an in-place op (on
+#    the first call), a different default eps (values of order 1 hide it), a weight without gradient, a zero tangent,
+#    and a different exception type. Each promise needs its own input.
+# </details>

@@ -1,0 +1,187 @@
+"""Exercises 09-11 (contract-parity tests, the per-architecture row threshold, commit hygiene): the solutions' own
+functions get full marks, the solution notebooks full marks and the untouched exercises zero under the grader, and
+borrowed, trivial and forged answers get no points. (Exercises 01-08: test_grading.py, test_grading_checks.py.)"""
+
+from __future__ import annotations
+
+import linecache
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+jupytext = pytest.importorskip("jupytext")
+pytest.importorskip("pandas")
+
+import fastpath_lib
+from fastpath_lib import exercises as ex
+from fastpath_lib.grading import cli
+from fastpath_lib.grading.registry import EXERCISES
+
+ROOT = Path(__file__).resolve().parents[1]
+NEW = ("ex09",)
+_SOLVED: dict[str, dict] = {}
+
+
+def solved(exercise: str) -> dict:
+    """The namespace of a solution's cells, check cells left out."""
+    if exercise not in _SOLVED:
+        (path,) = (ROOT / "solutions").glob(f"{exercise}_*.py")
+        ns: dict = {}
+        for i, cell in enumerate(jupytext.read(path).cells):
+            if cell.cell_type != "code" or "grader-check" in cell.metadata.get("tags", []):
+                continue
+            name = f"<{path.name} cell {i}>"
+            linecache.cache[name] = (len(cell.source), None, cell.source.splitlines(True), name)
+            exec(compile(cell.source, name, "exec"), ns)
+        _SOLVED[exercise] = ns
+    return _SOLVED[exercise]
+
+
+def earned(results) -> int:
+    return sum(r.earned for r in results)
+
+
+def by_part(results) -> dict:
+    return {r.part: r for r in results}
+
+
+def fb(results) -> str:
+    return "\n".join(f"{r.part}: {r.feedback}" for r in results)
+
+
+# --- under the grader: each solution notebook full marks, each untouched exercise zero ----------------------------
+
+@pytest.mark.parametrize("exercise", NEW)
+def test_solution_notebook_full_marks_and_exercise_zero(exercise):
+    (sol,) = (ROOT / "solutions").glob(f"{exercise}_*.ipynb")
+    g = cli.grade_notebook(sol, timeout=120)
+    assert g.status == "ok" and g.earned == g.points > 0, (g.status, g.reason, [(p.part, p.feedback) for p in g.parts])
+    assert [p.part for p in g.parts] == [n for n, _ in EXERCISES[exercise]]
+    g = cli.grade_notebook(ROOT / "exercises" / sol.name, timeout=120)
+    assert g.earned == 0 and len(g.parts) == len(EXERCISES[exercise]), [(p.part, p.feedback) for p in g.parts]
+    assert all("not implemented" in p.feedback for p in g.parts), [(p.part, p.feedback) for p in g.parts]
+
+
+# --- ex09: contract-parity tests -----------------------------------------------------------------------------------
+
+def ex09(tests, kit_op=None):
+    return ex.check_contract_tests(tests, fastpath_lib.rms_norm if kit_op is None else kit_op, show=False)
+
+
+def test_ex09_solution_gets_full_marks():
+    results = ex09(solved("ex09")["my_contract_tests"])
+    assert [r.part for r in results] == [p for p, _ in EXERCISES["ex09"]]
+    assert all(r.passed for r in results), fb(results)
+
+
+def _never_fails(op):
+    op(torch.randn(16, 32), [32])
+
+
+def _always_fails(op):
+    raise AssertionError("broken")
+
+
+def _by_identity(op):  # forged: recognises the correct ops instead of testing them
+    if op is F.rms_norm or op is fastpath_lib.rms_norm or getattr(op, "__name__", "") == "rms_norm":
+        return
+    raise AssertionError("not a known good op")
+
+
+def _against_kit_op(op):  # borrowed: the kit's op as the oracle instead of F.rms_norm
+    x = torch.full((16, 32), 1e-4).half()
+    torch.testing.assert_close(op(x, [32]), fastpath_lib.rms_norm(x, [32]))
+
+
+def _with_grader_ops(op):  # borrowed: runs the grader's broken ops to find out what to compare
+    from fastpath_lib.grading import ex09_contract as g
+
+    x = torch.randn(16, 32)
+    for impls in g.BROKEN.values():
+        for impl in impls:
+            impl(x.clone(), [32], None, None)
+    torch.testing.assert_close(op(x, [32]), F.rms_norm(x, [32]))
+
+
+def _values_only(op):  # honest but thin: fp32 values only
+    x, w = torch.randn(16, 32), torch.randn(32)
+    torch.testing.assert_close(op(x, [32], w), F.rms_norm(x, [32], w))
+
+
+def _too_tight(op):  # fails on a correct op: a bitwise check against F.rms_norm in fp16
+    x = torch.randn(16, 32).half()
+    assert torch.equal(op(x, [32]), F.rms_norm(x, [32]).add(1e-3))
+    solved("ex09")["my_contract_tests"](op)
+
+
+EX09_BAD = {
+    "trivial: never fails": _never_fails,
+    "trivial: always fails": _always_fails,
+    "trivial: stub": lambda op: (_ for _ in ()).throw(NotImplementedError),
+    "trivial: not a function": "my_contract_tests",
+    "forged: recognises the correct ops": _by_identity,
+    "forged: fails on a correct op, catches everything": _too_tight,
+    "borrowed: the kit's op as the oracle": _against_kit_op,
+    "borrowed: the grader's broken ops": _with_grader_ops,
+}
+
+
+@pytest.mark.parametrize("name", sorted(EX09_BAD))
+def test_ex09_bad_answer_gets_no_points(name):
+    results = ex09(EX09_BAD[name])
+    assert results and earned(results) == 0, fb(results)
+    assert all(r.feedback for r in results)
+
+
+def test_ex09_borrowed_answers_are_named():
+    assert "F.rms_norm, the owner of the contract" in ex09(_against_kit_op)[0].feedback
+    assert "grader's own machinery" in ex09(_with_grader_ops)[0].feedback
+
+
+def test_ex09_check_needs_the_kit_op_as_its_second_argument():
+    results = ex09(solved("ex09")["my_contract_tests"], kit_op=F.rms_norm)
+    assert earned(results) == 0 and "kit's op" in results[0].feedback
+
+
+def test_ex09_thin_tests_name_the_categories_that_got_through():
+    res = by_part(ex09(_values_only))
+    assert res["passes_correct_ops"].passed
+    for cat in ("dtype", "layout", "eps", "forward_ad", "exceptions"):
+        assert not res[cat].passed and res[cat].feedback.startswith("survivors"), (cat, res[cat].feedback)
+    assert res["aliasing"].passed  # the in-place op changes x before F.rms_norm reads it
+    text = fb(list(res.values()))
+    for private in ("_fp32_out", "_eps_1e5", "_ZeroTangent", "_in_place", "1e-5", "channels_last", "float64"):
+        assert private not in text, private  # categories, never the op or the input that would catch it
+
+
+#: category -> the lines of the solution that check its promise (substrings of the first and the last line)
+_SECTIONS = {
+    "layout": ("# layout", "layout: strides differ"),
+    "eps": ("# eps matters", "eps={eps} differs"),
+    "autograd": ("# autograd: dx and dw", "torch.autograd.grad(F.rms_norm"),
+    "forward_ad": ("got = torch.func.jvp", "close(got, torch.func.jvp"),
+    "exceptions": ("# exceptions", "assert errors[0] == errors[1]"),
+}
+
+
+def _solution_without(category: str):
+    src = next(c.source for c in jupytext.read(next((ROOT / "solutions").glob("ex09_*.py"))).cells
+               if "def my_contract_tests" in c.source)
+    lines = src.splitlines()
+    first, last = _SECTIONS[category]
+    a = next(i for i, line in enumerate(lines) if first in line)
+    b = next(i for i, line in enumerate(lines) if i >= a and last in line)
+    kept = "\n".join(lines[:a] + lines[b + 1:])
+    ns = {"torch": torch, "F": F}
+    exec(compile(kept, f"<ex09 without {category}>", "exec"), ns)
+    return ns["my_contract_tests"]
+
+
+@pytest.mark.parametrize("category", sorted(_SECTIONS))
+def test_ex09_dropping_a_promise_loses_its_category(category):
+    res = by_part(ex09(_solution_without(category)))
+    assert res["passes_correct_ops"].passed, res["passes_correct_ops"].feedback
+    assert not res[category].passed and res[category].feedback.startswith("survivors"), res[category].feedback
+    assert res["dtype"].passed
