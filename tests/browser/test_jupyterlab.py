@@ -6,7 +6,7 @@ indented by four spaces shows as a grey code block. These tests start a throwawa
 does (see ``conftest.py``: the kit's root, the kit's settings overrides), open notebooks in headless Chromium, and:
 
 * the root: the file browser lists ``notebooks/``, ``exercises/`` and ``solutions/``, ``exercises/`` opens and lists
-  the eight exercises, and no "Jupyter news" prompt appears;
+  every exercise, and no "Jupyter news" prompt appears;
 * every lesson: opens with its title rendered as a heading; the lessons other than 03 and 05 (below) are run in a
   fresh kernel: every cell runs in order, none shows an error, every image decodes, and saving from the browser
   writes the paired ``.py`` source too (jupytext), unchanged;
@@ -94,15 +94,18 @@ def prompts(page) -> list[str]:
 
 
 def run_all(page, name: str) -> None:
-    """Clear the saved outputs, run all cells, and wait until the queue drains."""
+    """Clear the saved outputs, run all cells, and wait until the queue drains: nothing pending and the kernel idle
+    for three polls in a row (between two cells of a run the page can look finished for a moment)."""
     menu(page, "Edit", "Clear Outputs of All Cells")
     page.wait_for_function(f"() => document.querySelectorAll('{PANEL} .jp-OutputArea-output').length === 0")
     menu(page, "Run", "Run All Cells")
     deadline = time.monotonic() + RUN_ALL_TIMEOUT_S
+    quiet = 0
     while time.monotonic() < deadline:
         p = prompts(page)
         status = page.locator(f"{PANEL} .jp-Notebook-ExecutionIndicator").first.get_attribute("data-status")
-        if p and p[0] != "[ ]:" and not any("*" in x for x in p) and status == "idle":
+        quiet = quiet + 1 if p and p[0] != "[ ]:" and not any("*" in x for x in p) and status == "idle" else 0
+        if quiet >= 3:
             return
         time.sleep(1)
     shot(page, f"timeout-{stem(name)}")
@@ -259,9 +262,9 @@ def check_title(page, name: str) -> str:
 def check_ran_cleanly(page, lab, name: str) -> dict:
     """Every code cell ran in order, no error output, no failure text, every image decoded; returns the saved JSON."""
     p = prompts(page)
-    assert p == [f"[{i}]:" for i in range(1, len(p) + 1)], f"{name}: cells did not all run in order: {p}"
     nb = save_and_read(page, lab, name)
-    assert not error_outputs(nb), f"{name}: error outputs: {error_outputs(nb)}"
+    assert not error_outputs(nb), f"{name}: error outputs: {error_outputs(nb)}"  # first: it says why a run stopped
+    assert p == [f"[{i}]:" for i in range(1, len(p) + 1)], f"{name}: cells did not all run in order: {p}"
     bad = [t[:300] for t in output_texts(page) if any(f in t for f in FAILURE_TEXTS)]
     assert not bad, f"{name}: outputs show failures: {bad}"
     n_img = sum("image/png" in o.get("data", {}) or "image/svg+xml" in o.get("data", {})
@@ -296,7 +299,7 @@ def test_lab_opens_at_the_kit_root_with_all_three_folders_and_no_news_prompt(pag
                            ".some(e => e.textContent.startsWith('ex01_'))")
     listed = set(items.all_inner_texts())
     assert {Path(e).name for e in EXERCISES} <= listed, f"exercises/ lists {sorted(listed)}"
-    assert len(EXERCISES) == 8, EXERCISES
+    assert len(EXERCISES) >= 8, EXERCISES
     shot(page, "00-lab-exercises-folder")
 
 
