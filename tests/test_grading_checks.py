@@ -72,6 +72,7 @@ SOLUTION_CALLS = {
     + ex.check_capstone_predicate(s["make_predicate"], lambda x: x, s["BASE"], show=False)
     + ex.check_capstone_dispatch(s["OP_NAME"], s["softmax"], s["make_predicate"], lambda x: x, show=False),
     "ex09": lambda s: ex.check_contract_tests(s["my_contract_tests"], _kit_op(), show=False),
+    "ex10": lambda s: ex.check_threshold(s["choose_threshold"], show=False),
 }
 
 
@@ -410,6 +411,7 @@ ANSWERS = {
         "softmax", _dispatch_launching_on_fallback, solved("ex08")["make_predicate"], lambda x: x, show=False),
     # more bad answers for ex09-ex11: tests/test_grading_new_exercises.py
     "ex09 trivial: tests that never fail": lambda: ex.check_contract_tests(lambda op: None, _kit_op(), show=False),
+    "ex10 trivial: None everywhere": lambda: ex.check_threshold(lambda df: dict.fromkeys(df["arch"]), show=False),
 }
 
 
@@ -444,7 +446,7 @@ def test_every_check_is_fed_bad_answers():
                          ("check_case_matrix", "ex05"), ("check_classification", "ex06"), ("check_pr_note", "ex07"),
                          ("check_capstone_reference", "ex08 reference"), ("check_capstone_kernel", "ex08 kernel"),
                          ("check_capstone_predicate", "ex08 predicate"), ("check_capstone_dispatch", "ex08 dispatch"),
-                         ("check_contract_tests", "ex09")):
+                         ("check_contract_tests", "ex09"), ("check_threshold", "ex10")):
         assert words in text, check
         checks.remove(check)
     assert not checks, f"checks without bad answers: {checks}"

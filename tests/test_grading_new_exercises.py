@@ -20,7 +20,7 @@ from fastpath_lib.grading import cli
 from fastpath_lib.grading.registry import EXERCISES
 
 ROOT = Path(__file__).resolve().parents[1]
-NEW = ("ex09",)
+NEW = ("ex09", "ex10")
 _SOLVED: dict[str, dict] = {}
 
 
@@ -185,3 +185,121 @@ def test_ex09_dropping_a_promise_loses_its_category(category):
     assert res["passes_correct_ops"].passed, res["passes_correct_ops"].feedback
     assert not res[category].passed and res[category].feedback.startswith("survivors"), res[category].feedback
     assert res["dtype"].passed
+
+
+# --- ex10: the per-architecture row threshold ----------------------------------------------------------------------
+
+def test_ex10_solution_gets_full_marks():
+    results = ex.check_threshold(solved("ex10")["choose_threshold"], show=False)
+    assert [r.part for r in results] == [p for p, _ in EXERCISES["ex10"]]
+    assert all(r.passed for r in results), fb(results)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_ex10_expected_is_the_kits_sweep_rule(seed):
+    """The grader's answer is bench.sweep.propose's on the same data (one rule), and every drawn table needs it:
+    an early win before the last loss, the largest crossover over widths, and one architecture with none."""
+    import pandas as pd
+
+    from fastpath_lib.bench.sweep import propose
+    from fastpath_lib.grading.ex10_threshold import expected_thresholds
+
+    df = ex.sweep_table(seed)
+    assert "SYNTHETIC" in df.attrs["source"]
+    want = expected_thresholds(df)
+    for arch, a in df.groupby("arch"):
+        recs = []
+        for r in a.itertuples():
+            for provider, pre in (("baseline", "baseline"), ("triton", "fastpath")):
+                recs.append({"cols": r.cols, "rows": r.rows, "provider": provider, "case_id": f"{r.cols}x{r.rows}",
+                             "status": "ok", "route": "triton", "expected": None, "gpu_measurement": True,
+                             "q20_us": getattr(r, f"{pre}_q20_us"), "median_us": getattr(r, f"{pre}_us"),
+                             "q80_us": getattr(r, f"{pre}_q80_us")})
+        assert propose(pd.DataFrame(recs), capability=(9, 0))["proposed_min_rows"] == want[arch], arch
+    assert sum(v is None for v in want.values()) == 1 and len(want) == 4
+    assert set(want) != set(expected_thresholds(ex.sweep_table(seed + 100))) or want != expected_thresholds(
+        ex.sweep_table(seed + 100))
+
+
+def _first_non_loss(df):  # forgets "never a loss at any larger size"
+    out = {}
+    for arch, a in df.groupby("arch"):
+        per = []
+        for _, t in a.sort_values("rows").groupby("cols"):
+            ok = (t["fastpath_us"] <= t["baseline_us"] * 1.2).tolist()
+            per.append(t["rows"].tolist()[ok.index(True)] if True in ok else None)
+        out[arch] = None if None in per else max(per)
+    return out
+
+
+def _no_noise_band(df):  # the right walk, but every slower median counts as a loss
+    out = {}
+    for arch, a in df.groupby("arch"):
+        per = []
+        for _, t in a.sort_values("rows").groupby("cols"):
+            lost, rows = (t["fastpath_us"] > t["baseline_us"]).tolist(), t["rows"].tolist()
+            after = max((i + 1 for i, x in enumerate(lost) if x), default=0)
+            per.append(rows[after] if after < len(rows) else None)
+        out[arch] = None if None in per else max(per)
+    return out
+
+
+def _smallest_width(df):  # the crossover of the smallest width only
+    s = solved("ex10")["choose_threshold"]
+    return s(df[df["cols"] == df.groupby("arch")["cols"].transform("min")])
+
+
+def _recorded():  # forged: the notebook's answers, looked up
+    from fastpath_lib.grading.ex10_threshold import expected_thresholds
+
+    book = expected_thresholds(ex.sweep_table(0))
+    return lambda df: {a: book.get(a, 1024) for a in df["arch"].unique()}
+
+
+def _via_grader(df):
+    from fastpath_lib.grading.ex10_threshold import expected_thresholds
+
+    return expected_thresholds(df)
+
+
+def _via_propose(df):
+    import pandas as pd
+
+    from fastpath_lib.bench.sweep import propose
+
+    out = {}
+    for arch, a in df.groupby("arch"):
+        recs = [{"cols": r.cols, "rows": r.rows, "provider": p, "case_id": f"{r.cols}x{r.rows}", "status": "ok",
+                 "route": "triton", "expected": None, "gpu_measurement": True, "q20_us": getattr(r, f"{k}_q20_us"),
+                 "median_us": getattr(r, f"{k}_us"), "q80_us": getattr(r, f"{k}_q80_us")}
+                for r in a.itertuples() for p, k in (("baseline", "baseline"), ("triton", "fastpath"))]
+        out[arch] = propose(pd.DataFrame(recs), capability=(9, 0))["proposed_min_rows"]
+    return out
+
+
+EX10_BAD = {
+    "trivial: None everywhere": lambda df: {a: None for a in df["arch"].unique()},
+    "trivial: the smallest swept size": lambda df: {a: 8 for a in df["arch"].unique()},
+    "trivial: empty dict": lambda df: {},
+    "trivial: stub": lambda df: None,
+    "wrong: first non-loss": _first_non_loss,
+    "wrong: no noise band": _no_noise_band,
+    "wrong: smallest width only": _smallest_width,
+    "forged: the notebook's answers recorded": _recorded(),
+    "borrowed: the grader's answer": _via_grader,
+    "borrowed: the kit's sweep rule": _via_propose,
+}
+
+
+@pytest.mark.parametrize("name", sorted(EX10_BAD))
+def test_ex10_bad_answer_gets_no_points(name):
+    results = []
+    for _ in range(3):  # the tables are drawn afresh: a wrong rule must fail on every draw, not on a lucky one
+        results += ex.check_threshold(EX10_BAD[name], show=False)
+    assert results and earned(results) == 0, fb(results)
+    assert all(r.feedback for r in results)
+
+
+def test_ex10_borrowed_answers_are_named():
+    assert "grader's own answer" in ex.check_threshold(_via_grader, show=False)[0].feedback
+    assert "kit's own threshold rule" in ex.check_threshold(_via_propose, show=False)[0].feedback

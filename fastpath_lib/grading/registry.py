@@ -36,6 +36,7 @@ EXERCISES: dict[str, tuple[tuple[str, int], ...]] = {
     "ex08": (("reference", 1), ("kernel", 2), ("predicate_declarations", 2), ("dispatch", 1)),
     "ex09": (("passes_correct_ops", 1), ("dtype", 1), ("layout", 1), ("aliasing", 1), ("eps", 1), ("autograd", 1),
              ("forward_ad", 1), ("exceptions", 1)),
+    "ex10": (("thresholds", 2), ("no_threshold", 1)),
 }
 
 TITLES = {
@@ -44,6 +45,7 @@ TITLES = {
     "ex04": "boundary cases (graded by mutation)", "ex05": "the benchmark case matrix",
     "ex06": "classifying results", "ex07": "the PR note", "ex08": "capstone: a second operator",
     "ex09": "contract-parity tests (graded by broken ops)",
+    "ex10": "the per-architecture row threshold from a sweep",
 }
 
 
