@@ -68,7 +68,7 @@ def aot_build_cost(specs, *, timeout: float = 600) -> dict:
                                     "process)"}
     per = [{"label": s.label(), "compile_s": r["compile_s"], "registers": r["registers"], "spills": r["spills"],
             "load_bytes": r["load_bytes"]} for s, r in zip(specs, rows)]
-    return {"per_specialization": per, "total_compile_s": sum(p["compile_s"] for p in per), "cache_bytes": size,
-            "cubin_bytes": cubin, "files": len(files),
+    return {"per_specialization": per, "total_compile_s": round(sum(p["compile_s"] for p in per), 4),
+            "cache_bytes": size, "cubin_bytes": cubin, "files": len(files),
             "note": "compiled ahead of time on this machine's CPU for the GPU target; compile-time facts, not a GPU "
                     "measurement"}
