@@ -17,9 +17,12 @@
 # # 06 · Workload replay and maintenance cost
 #
 # **What you will learn**
-# - how to replay a real workload's calls (shapes, dtypes, layouts and their frequencies) instead of a synthetic
-#   sweep, and what share of calls the fast path actually takes;
-# - what the change costs to keep: compile time, the fallback switch, and an owner.
+# - how to replay a workload's calls (prefill and decode shapes and how often each occurs) and weight the
+#   per-call times by frequency, so the totals add up;
+# - how the per-architecture row threshold is chosen from a recorded sweep, and traced back to it;
+# - what runs on every push (CI tests) and what runs on a schedule on a GPU (sweeps), and why;
+# - what the change costs to keep: compile time, binary size, a way off, an owner; and why not `torch.compile` or
+#   an existing kernel instead.
 #
 # A reviewer asks two questions a shape sweep cannot answer: *does this help a real model?* and *who pays for it
 # later?*
@@ -38,50 +41,196 @@ _ = torch.manual_seed(0)
 
 import pandas as pd
 from fastpath_lib import bench
+from fastpath_lib.bench import buildcost, trace
 from fastpath_lib.rmsnorm.predicate import limits_for
 
 R = limits_for(DEVICE).min_rows
 
 # %% [markdown]
-# ## Workload replay
+# ## 1. A workload is a call trace, with frequencies
 #
-# `bench.replay` runs a small decoder forward twice with the same weights: once with `torch.nn.RMSNorm`, once with
-# `fastpath_lib.RMSNorm`. It checks that the logits agree, counts the routes the fast model's norms take, and
-# times the whole forward and the norms alone, so the result says what share of a step RMSNorm is and what the
-# fast path changes end to end (on a GPU: 8 × 512 tokens, dim 4096, bf16; on a CPU: tiny sizes).
-
-# %% tags=["nbval-ignore-output"]
-replay = bench.replay(quick=True)
-print(replay["label"])
-print("logits agree:", replay["logits_close"], "| fast model routes:", replay["fast_model_routes"])
-
-# %% [markdown]
-# The timings (on a CPU, interpreter times: **not a GPU measurement**). Read `norm_share_baseline` first: if the
-# norms are 3 % of a step, even an infinitely fast norm saves at most 3 %.
-
-# %% tags=["nbval-ignore-output"]
-pd.Series(replay, dtype=object).to_frame('value')
-
-# %% [markdown]
-# ## Maintenance cost: compile time
-#
-# The Triton kernels are compiled on first use for each specialization (dtype, block size, constexprs). On a GPU
-# that is a one-off cost per process that users see as a slower first step; under the interpreter there is no
-# compilation, so the number below is not comparable.
+# Serving a decoder makes two kinds of norm calls. **Prefill** normalizes every prompt token at once: one forward
+# of `batch x prompt` rows. **Decode** then generates one token per step: a forward of `batch` rows, once per new
+# token. Each forward calls the norm `2 x layers + 1` times. For one request of 512 prompt tokens and 128 new
+# tokens on a 32-layer, 4096-wide model:
 
 # %%
-cost = bench.compile_cost()  # the full matrix; without CUDA it only lists, nothing compiles
-print("specializations the matrix compiles:", cost["specializations"])
-pd.DataFrame(cost["list"])
+calls = trace.serving_trace(hidden=4096, layers=32, batch=1, prompt_tokens=512, decode_steps=128)
+pd.DataFrame([{"phase": c.phase, "shape": c.shape, "dtype": str(c.dtype).removeprefix("torch."), "calls": c.count}
+              for c in calls])
 
 # %% [markdown]
-# On a GPU the probe measures first-call minus second-call time per specialization in a fresh process; here:
+# 99 % of the calls are decode calls of one row, which the fast path never takes. What matters is *time*, not
+# calls: a 512-row prefill norm moves 512 times the bytes of a decode norm. So the replay times each distinct call
+# once, for `F.rms_norm` and the dispatched op side by side, and multiplies by its count. Every total is the sum of
+# its rows, and each share is a row's part of that sum: nothing can exceed the whole.
+#
+# Here the prefill call would take the Triton route, which runs in the interpreter: it is **not measured**. The
+# decode calls take the fallback and are timed for real: CPU time, `F.rms_norm` on this CPU plus the dispatch.
 
 # %% tags=["nbval-ignore-output"]
-print({k: v for k, v in cost.items() if k != "list"})
+replayed = trace.replay_trace(calls)
+tot = replayed.attrs["totals"]
+print(tot["label"], f"| {tot['measured_calls']} of {tot['calls']} calls measured")
+replayed
 
 # %% [markdown]
-# ## Maintenance cost: the fallback switch and an owner
+# The decode rows' totals are one request's worth. The column that carries over to a GPU host is
+# `dispatch_extra_total_us`: the dispatch's own Python, paid on every one of the 8320 decode calls.
+
+# %% tags=["nbval-ignore-output"]
+dec = replayed.set_index("phase").loc["decode"]
+print(f"decode: {dec.calls} calls; dispatch adds {dec.dispatch_extra_total_us / 1e3:.2f} ms per request "
+      f"({dec.dispatch_extra_total_us / 128:.1f} us per generated token)")
+print("totals over the measured rows:", {k: round(v, 1) if isinstance(v, float) else v for k, v in tot.items()})
+
+# %% [markdown]
+# On a GPU the same replay times every row, prefill included. Note what decides the prefill row there: with no
+# recorded threshold for the GPU's architecture, `min_rows` is a conservative 1024, so a 512-token prefill falls back
+# too and the fast path takes *no* call of this request. Whether that is right is what the sweep in section 3
+# answers.
+#
+# An earlier version of this lesson timed a whole tiny model and then the norms alone, and showed the norms taking
+# longer than the whole forward pass. Both were interpreter timings, taken at different moments on a busy
+# machine: two independent measurements, so their ratio meant nothing. Per-call times weighted by counts, measured
+# side by side, add up by construction.
+#
+# ## 2. The model still computes the same thing
+#
+# Speed aside, swapping the norm must not change the model. `TinyDecoder` (in `fastpath_lib.bench.workload`) is a
+# small Llama-style decoder; build it twice with the same weights, once with `torch.nn.RMSNorm` and once with
+# `fastpath_lib.RMSNorm`, and compare the logits (no timing: on this machine that would time the interpreter):
+
+# %%
+from fastpath_lib.bench.workload import TinyDecoder
+
+base = TinyDecoder(dim=64, layers=2, heads=4, hidden=128).to(DEVICE).eval()
+fast = TinyDecoder(dim=64, layers=2, heads=4, hidden=128, norm_cls=fastpath_lib.RMSNorm).to(DEVICE).eval()
+fast.load_state_dict(base.state_dict())
+tokens = torch.randint(0, 256, (2, 8), device=DEVICE)
+with torch.no_grad(), fastpath_lib.record_routes() as routes:
+    a, b = base(tokens), fast(tokens)
+print("logits agree:", torch.allclose(a, b, atol=1e-4, rtol=1e-4), "| routes of the 5 norm calls:", dict(routes))
+
+# %% [markdown]
+# ## 3. Choosing the per-architecture row threshold from a sweep
+#
+# `min_rows` is the row count below which a launch costs more than it saves. It differs per GPU architecture, so it
+# is not typed in: a **sweep** times the Triton forward against `F.rms_norm` across row counts (1 to 16384) at
+# several widths on the GPU, and the rule picks, per width, the smallest swept row count *from which the kernel
+# never loses*; the threshold is the largest of those over the widths. A worked example with outcomes only:
+#
+# | rows | 256 | 512 | 1024 | 2048 | 4096 |
+# |---|---|---|---|---|---|
+# | 2048 columns | loss | neutral | loss | win | win |
+# | 8192 columns | loss | win | win | win | win |
+#
+# 2048 columns: 2048 (512 is neutral, but 1024 loses again). 8192 columns: 512. Threshold: max(2048, 512) = 2048.
+# "Never loses from here on" rather than "first win" keeps a noisy early win from setting it too low.
+#
+# What is recorded today, and where it comes from:
+
+# %% tags=["nbval-ignore-output"]
+from fastpath_lib.rmsnorm import thresholds
+from fastpath_lib.rmsnorm.limits import DEFAULT_CUDA_MIN_ROWS
+
+print("recorded thresholds:", thresholds.entries() or "none yet (no GPU sweep has been recorded)")
+print("every architecture without one uses the conservative default:", DEFAULT_CUDA_MIN_ROWS, "rows")
+print("this machine:", limits_for(DEVICE))
+
+# %% [markdown]
+# The sweep runs here too, on tiny shapes, so you can see its table; off a GPU it refuses to propose anything:
+
+# %% tags=["nbval-ignore-output"]
+sweep = bench.threshold_sweep(quick=True)
+print(sweep.attrs["proposal"]["reason"])
+sweep[["cols", "rows", "provider", "median_us", "vs_baseline", "gpu_measurement"]]
+
+# %% [markdown]
+# On a GPU, `python -m fastpath_lib threshold results/<device>-<date>` recomputes the proposal from the folder's raw
+# `threshold.csv` (it refuses CPU, synthetic or unfinished folders, and a stored proposal that disagrees with the
+# raw data) and writes `fastpath_lib/rmsnorm/thresholds.json` with the folder it came from, the device, the commit
+# and the per-width crossovers; `--check` prints it without writing. The predicate reads that file at import. A
+# reviewer can trace every threshold to a results folder in the repository, and a new architecture gets the
+# default until someone records a sweep for it.
+#
+# ## 4. CI tests on every push, sweeps on a schedule
+#
+# Two workflows, two jobs. Correctness is cheap to check and must gate every change; performance needs a real GPU,
+# takes minutes and is noisy, so it runs on a schedule on a fixed machine and is compared run to run:
+
+# %% tags=["nbval-ignore-output"]
+from pathlib import Path
+
+import yaml
+
+WORKFLOWS = Path(fastpath_lib.__file__).resolve().parents[1] / ".github" / "workflows"
+for name in ("ci", "gpu-sweep"):
+    wf = yaml.safe_load((WORKFLOWS / f"{name}.yml").read_text())
+    triggers = wf.get("on", wf.get(True))  # YAML 1.1 reads the key `on` as True
+    for job, spec in wf["jobs"].items():
+        steps = [s.get("name") or s.get("uses") for s in spec["steps"]]
+        print(f"{name}: on {triggers} -> job {job} on {spec['runs-on']}:\n   " + "\n   ".join(steps))
+
+# %% [markdown]
+# | | CI (`ci.yml`) | scheduled sweep (`gpu-sweep.yml`) |
+# |---|---|---|
+# | when | every push and pull request | weekly, or by hand |
+# | where | a CPU runner (Triton's interpreter), kernels also compiled for sm_80/sm_90 ahead of time | a self-hosted GPU runner |
+# | proves | the contract, the boundary tests on both routes, the predicate, the lessons and exercises | speed: the matrix, the threshold sweep, host cost, workload, compile cost |
+# | fails on | any test | a step that fails; drift is reported (`compare` against the newest committed run) |
+# | output | pass / fail | a results folder to review and commit, and the threshold the sweep supports (`--check`) |
+#
+# A performance number never gates a push: it would make CI flaky and would need a GPU per push. A correctness test
+# never waits for the schedule: a wrong result must not merge.
+#
+# ## 5. Compile time and binary size
+#
+# Every specialization (kernel x dtype x block size x warps x rows per program x weight x alignment x architecture)
+# is a separate binary that Triton compiles on first use in each process. The matrix's shapes trigger:
+
+# %% tags=["nbval-ignore-output"]
+cost = bench.compile_cost()  # the full matrix; without CUDA it only counts, nothing compiles
+print("specializations the matrix triggers:", cost["specializations"])
+print("every binary the eligible region can launch, sm_80 + sm_90:", buildcost.region_specializations())
+
+# %% [markdown]
+# A model touches few of them (one hidden size, one dtype: a forward and a backward or two), but a user sees each
+# one's compile as a slower first step, in every fresh process, and a cache on disk. Compile two of them for sm_90
+# here, into an empty cache (Triton compiles for a GPU target without a GPU):
+
+# %% tags=["nbval-ignore-output"]
+from fastpath_lib.rmsnorm import compiled
+
+two = compiled.specializations([4096], archs=(90,), dtypes=("bfloat16",), weights=("same",))[:2]
+aot = buildcost.aot_build_cost(two) if not compiled.missing_tools() else {"note": compiled.missing_tools()}
+print(aot["note"])
+print({k: aot.get(k) for k in ("total_compile_s", "cache_bytes", "cubin_bytes", "files")})
+pd.DataFrame(aot.get("per_specialization", []))
+
+# %% [markdown]
+# Read the numbers above (where this lesson was written: about a second of compile and some tens of KiB of cubin
+# per specialization). Small for one model, but it multiplies: each new dtype, width class or architecture adds binaries and compile time, and each is a case the
+# tests must cover. On a GPU, `bench.compile_cost` measures the JIT in a fresh process (first call minus second)
+# and the cache size; the PR note reports both.
+#
+# ## 6. Why not an existing primitive, or `torch.compile`?
+#
+# A reviewer's first question, and the matrix is built to answer it:
+#
+# - **`F.rms_norm` itself** is the baseline of every case; the fast path is only worth its cost where it beats it by
+#   more than the noise band, which only a GPU run shows.
+# - **`torch.compile`** of the reference generates a fused Triton kernel too, with no new code to maintain. The
+#   matrix's `compiled` provider measures it on the GPU, and the PR note's "Why not" section reports it. If it
+#   matches the fast path, the honest answer is "compile it" (for code that can be compiled: eager callers and
+#   graph breaks are the remaining argument).
+# - **An existing kernel** (Liger-Kernel, Apex, vLLM's) costs a dependency, its own contract (does it raise
+#   `F.rms_norm`'s errors? support every dtype, stride, autograd mode?), its licence and its release cadence. Lesson
+#   05's peer data shows why its published numbers do not settle the question: an unfused baseline, one shape family.
+#
+# Until a GPU run compares against `torch.compile`, the note claims nothing over it.
+#
+# ## 7. The fallback switch and an owner
 #
 # Every fast path needs a way off that does not require a code change, and somebody who answers when it breaks.
 # Here the switch is `force_fallback()` (tests, debugging) and `FASTPATH_FORCE_FALLBACK=1` (production):
@@ -97,19 +246,69 @@ print("with force_fallback():", dict(routes))
 #
 # | cost | this change |
 # |---|---|
-# | code | two Triton kernels, their launchers, a predicate of named conditions (lesson 03 lists them), a custom op |
+# | code | two Triton kernels, their launch rule, a predicate of named conditions (lesson 03), a custom op |
 # | tests | generated boundary tests (both routes), contract parity, opcheck, compile, GPU-only tests under compute-sanitizer |
-# | compile time | Triton JIT on first use per specialization (see above, measured on a GPU) |
+# | compile time, binary size | per specialization, measured in section 5; JIT on first use in every process |
 # | way off | `force_fallback()`, `FASTPATH_FORCE_FALLBACK=1` |
-# | re-tuning | the row threshold per GPU architecture (`CUDA_MIN_ROWS`), from a recorded sweep |
+# | re-tuning | the row threshold per GPU architecture, from a recorded sweep (section 3) |
+# | scheduled GPU time | the weekly sweep, and someone to read its drift report |
 # | owner | named in the PR; answers for regressions and for new architectures |
 #
 # ## Recap
 #
-# - A workload replay measures what share of real calls the fast path takes, not only how fast it is.
-# - Compile time, the off switch, re-tuning and an owner are part of the change's price.
+# - Replay the workload's calls with their frequencies; totals are sums of measured rows, unmeasured rows say so.
+# - The row threshold comes from a recorded GPU sweep and names the folder it came from.
+# - Correctness gates every push; performance runs on a schedule, on a GPU, and is compared run to run.
+# - Compile time, binary size, the off switch, re-tuning and an owner are part of the change's price.
 #
-# **Questions**
-# 1. A fast path wins 2× on the sweep but takes 5 % of the workload's calls. Is it worth merging?
-# 2. Why is a switch that needs no code change important for production users?
-# 3. What should happen to `CUDA_MIN_ROWS` when a new GPU architecture ships?
+# ## Knowledge check
+#
+# Answer each question in your own words first, then open the guide.
+#
+# **1. A fast path wins 2x on the sweep but takes 5 % of the workload's calls. Is it worth merging?**
+
+# %% [markdown]
+# <details><summary>Answer guide</summary>
+#
+# It depends on the *time* share of those calls, not their count: 5 % of the calls can be most of the norm time if
+# they are the large prefill calls. Weight per-call times by frequency (the replay), then ask what share of the
+# whole step the norms are (if the norms are 3 % of a step, even an infinitely fast norm saves at most 3 %), and
+# weigh that against the maintenance cost. And check the other 95 % pay nothing extra (the host cost of the
+# dispatch).
+# </details>
+
+# %% [markdown]
+# **2. Why does the threshold rule take "the smallest row count from which the kernel never loses" rather than "the
+# first win"?**
+
+# %% [markdown]
+# <details><summary>Answer guide</summary>
+#
+# A single noisy win below the real crossover would set the threshold too low, and every call between it and the
+# crossover would be slower than `F.rms_norm`. Requiring no loss at any larger swept row count protects the
+# baseline; the largest value over the widths protects every width. The cost is being conservative near the
+# crossover, which is the side to err on.
+# </details>
+
+# %% [markdown]
+# **3. Why not run the GPU benchmark in CI on every push?**
+
+# %% [markdown]
+# <details><summary>Answer guide</summary>
+#
+# GPU timings are noisy and machine-dependent, so a per-push performance gate would be flaky, and a GPU runner per
+# push is expensive. Correctness tests are deterministic and cheap, so they gate every push (on a CPU, with the
+# kernels also compiled for real GPU targets). Performance runs on a schedule on a fixed GPU, writes a results
+# folder, and is compared with the previous run, so a regression shows up as drift someone reviews.
+# </details>
+
+# %% [markdown]
+# **4. What should happen to `CUDA_MIN_ROWS` when a new GPU architecture ships?**
+
+# %% [markdown]
+# <details><summary>Answer guide</summary>
+#
+# Nothing automatic: the new architecture gets the conservative default until someone runs the sweep on it,
+# reviews the results folder, commits it, and records the threshold with `python -m fastpath_lib threshold`, so
+# the value names the run it came from. Copying another architecture's value would be an unmeasured guess.
+# </details>
