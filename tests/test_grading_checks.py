@@ -73,6 +73,7 @@ SOLUTION_CALLS = {
     + ex.check_capstone_dispatch(s["OP_NAME"], s["softmax"], s["make_predicate"], lambda x: x, show=False),
     "ex09": lambda s: ex.check_contract_tests(s["my_contract_tests"], _kit_op(), show=False),
     "ex10": lambda s: ex.check_threshold(s["choose_threshold"], show=False),
+    "ex11": lambda s: ex.check_commit_plan(s["plan_commits"], show=False),
 }
 
 
@@ -412,6 +413,8 @@ ANSWERS = {
     # more bad answers for ex09-ex11: tests/test_grading_new_exercises.py
     "ex09 trivial: tests that never fail": lambda: ex.check_contract_tests(lambda op: None, _kit_op(), show=False),
     "ex10 trivial: None everywhere": lambda: ex.check_threshold(lambda df: dict.fromkeys(df["arch"]), show=False),
+    "ex11 trivial: one commit": lambda: ex.check_commit_plan(
+        lambda hunks: [{"kind": "behaviour", "message": "the change", "hunks": [h["id"] for h in hunks]}], show=False),
 }
 
 
@@ -446,7 +449,8 @@ def test_every_check_is_fed_bad_answers():
                          ("check_case_matrix", "ex05"), ("check_classification", "ex06"), ("check_pr_note", "ex07"),
                          ("check_capstone_reference", "ex08 reference"), ("check_capstone_kernel", "ex08 kernel"),
                          ("check_capstone_predicate", "ex08 predicate"), ("check_capstone_dispatch", "ex08 dispatch"),
-                         ("check_contract_tests", "ex09"), ("check_threshold", "ex10")):
+                         ("check_contract_tests", "ex09"), ("check_threshold", "ex10"),
+                         ("check_commit_plan", "ex11")):
         assert words in text, check
         checks.remove(check)
     assert not checks, f"checks without bad answers: {checks}"

@@ -20,7 +20,7 @@ from fastpath_lib.grading import cli
 from fastpath_lib.grading.registry import EXERCISES
 
 ROOT = Path(__file__).resolve().parents[1]
-NEW = ("ex09", "ex10")
+NEW = ("ex09", "ex10", "ex11")
 _SOLVED: dict[str, dict] = {}
 
 
@@ -303,3 +303,134 @@ def test_ex10_bad_answer_gets_no_points(name):
 def test_ex10_borrowed_answers_are_named():
     assert "grader's own answer" in ex.check_threshold(_via_grader, show=False)[0].feedback
     assert "kit's own threshold rule" in ex.check_threshold(_via_propose, show=False)[0].feedback
+
+
+# --- ex11: commit hygiene ------------------------------------------------------------------------------------------
+
+def ex11(fn):
+    return ex.check_commit_plan(fn, show=False)
+
+
+def _solution_plan():
+    """The solution's plan as (kind, message, descriptions), recovered by running it on one draw."""
+    hunks = ex.change_hunks(7)
+    desc = {h["id"]: h["description"] for h in hunks}
+    return [(c["kind"], c["message"], [desc[i] for i in c["hunks"]]) for c in solved("ex11")["plan_commits"](hunks)]
+
+
+def _planner(edit):
+    """A plan_commits built from the solution's plan, changed by ``edit(plan) -> plan``."""
+    plan = edit([(k, m, list(ds)) for k, m, ds in _solution_plan()])
+
+    def plan_commits(hunks):
+        id_of = {h["description"]: h["id"] for h in hunks}
+        return [{"kind": k, "message": m, "hunks": [id_of[d] for d in ds]} for k, m, ds in plan]
+    return plan_commits
+
+
+def _find(plan, word):
+    return next(i for i, (_, _, ds) in enumerate(plan) for d in ds if d.startswith(word))
+
+
+def _routing_as_refactor(plan):
+    i = _find(plan, "Route")
+    k, m, ds = plan[i]
+    return [("refactor", "Route Block.norm (a pure refactor?)", [ds[0]])] + plan[:i] + [(k, m, ds[1:])] + plan[i + 1:]
+
+
+def _simplify_as_refactor(plan):
+    i = _find(plan, "Simplify")
+    return [("refactor",) + plan[i][1:]] + plan[:i] + plan[i + 1:]
+
+
+def _tests_after(plan):
+    i = _find(plan, "Test: a width-62")
+    k, m, ds = plan[i]
+    test = [d for d in ds if d.startswith("Test:")]
+    return plan[:i] + [(k, m, [d for d in ds if d not in test])] + plan[i + 1:] + [("test", "Add the tests", test)]
+
+
+def _move_split(plan):
+    i = _find(plan, "Add row_bytes")
+    k, m, ds = plan[i]
+    half = [d for d in ds if d.startswith("Add row_bytes")]
+    return plan[:i] + [(k, m, [d for d in ds if d not in half]), ("refactor", "Add row_bytes", half)] + plan[i + 1:]
+
+
+def _docs_first(plan):
+    i = _find(plan, "README")
+    k, m, ds = plan[i]
+    docs = [d for d in ds if d.startswith(("README", "CHANGELOG"))]
+    first = next(j for j, p in enumerate(plan) if p[0] != "refactor")
+    rest = plan[:i] + [(k, m, [d for d in ds if d not in docs])] + plan[i + 1:]
+    return rest[:first] + [("docs", "Document the row-width condition", docs)] + rest[first:]
+
+
+def test_ex11_solution_gets_full_marks():
+    results = ex11(solved("ex11")["plan_commits"])
+    assert [r.part for r in results] == [p for p, _ in EXERCISES["ex11"]]
+    assert all(r.passed for r in results), fb(results)
+
+
+def test_ex11_hunks_are_drawn_afresh():
+    a, b = ex.change_hunks(), ex.change_hunks()
+    assert {h["id"] for h in a} != {h["id"] for h in b}
+    assert sorted(h["description"] for h in a) == sorted(h["description"] for h in b)
+    assert ex.change_hunks(0) == ex.change_hunks(0) and set(ex.change_hunks(0)[0]) == {"id", "file", "description",
+                                                                                         "diff"}
+
+
+@pytest.mark.parametrize("edit, part", [
+    (_routing_as_refactor, "refactors_first"), (_simplify_as_refactor, "refactors_first"),
+    (_tests_after, "tests_with_or_before"), (_move_split, "order_and_grouping"), (_docs_first, "order_and_grouping"),
+], ids=lambda v: getattr(v, "__name__", v))
+def test_ex11_each_broken_rule_costs_its_part(edit, part):
+    res = by_part(ex11(_planner(edit)))
+    assert not res[part].passed, fb(list(res.values()))
+    assert "Route" not in res[part].feedback and "Simplify" not in res[part].feedback  # the rule, never the hunk
+    if part != "refactors_first":
+        assert res["refactors_first"].passed and sum(r.passed for r in res.values()) == 2
+
+
+def _recorded_ids():  # forged: the solution's plan for the notebook's draw, ids written down
+    plan = solved("ex11")["plan_commits"](ex.change_hunks(0))
+    return lambda hunks: plan
+
+
+def _via_grader_draw(hunks):  # borrowed: the grader's own draw tells the kinds
+    from fastpath_lib.grading import ex11_commits as g
+
+    g.change_hunks(0)
+    return [{"kind": "behaviour", "message": "everything at once", "hunks": [h["id"] for h in hunks]}]
+
+
+def _one_per_hunk_as_given(hunks):  # trivial: a commit per hunk, in the order given, all "behaviour"
+    return [{"kind": "behaviour", "message": f"change {h['file']}", "hunks": [h["id"]]} for h in hunks]
+
+
+EX11_BAD = {
+    "trivial: one behaviour commit": lambda hunks: [{"kind": "behaviour", "message": "the whole change",
+                                                     "hunks": [h["id"] for h in hunks]}],
+    "trivial: one refactor commit": lambda hunks: [{"kind": "refactor", "message": "the whole change",
+                                                    "hunks": [h["id"] for h in hunks]}],
+    "trivial: a commit per hunk as given": _one_per_hunk_as_given,
+    "trivial: no commits": lambda hunks: [],
+    "trivial: stub": lambda hunks: None,
+    "trivial: half the hunks": lambda hunks: solved("ex11")["plan_commits"](hunks)[:2],
+    "wrong: routing counted as a refactor": _planner(_routing_as_refactor),
+    "wrong: the 'Simplify' hunk counted as a refactor": _planner(_simplify_as_refactor),
+    "forged: the notebook's ids written down": _recorded_ids(),
+    "borrowed: the grader's draw": _via_grader_draw,
+}
+
+
+@pytest.mark.parametrize("name", sorted(EX11_BAD))
+def test_ex11_bad_answer_gets_no_points(name):
+    results = ex11(EX11_BAD[name])
+    assert results and earned(results) == 0, fb(results)
+    assert all(r.feedback for r in results)
+
+
+def test_ex11_borrowed_and_forged_answers_are_named():
+    assert "grader's own answer" in ex11(_via_grader_draw)[0].feedback
+    assert "drawn afresh" in ex11(_recorded_ids())[0].feedback

@@ -37,6 +37,7 @@ EXERCISES: dict[str, tuple[tuple[str, int], ...]] = {
     "ex09": (("passes_correct_ops", 1), ("dtype", 1), ("layout", 1), ("aliasing", 1), ("eps", 1), ("autograd", 1),
              ("forward_ad", 1), ("exceptions", 1)),
     "ex10": (("thresholds", 2), ("no_threshold", 1)),
+    "ex11": (("refactors_first", 1), ("tests_with_or_before", 1), ("order_and_grouping", 1)),
 }
 
 TITLES = {
@@ -46,6 +47,7 @@ TITLES = {
     "ex06": "classifying results", "ex07": "the PR note", "ex08": "capstone: a second operator",
     "ex09": "contract-parity tests (graded by broken ops)",
     "ex10": "the per-architecture row threshold from a sweep",
+    "ex11": "commit hygiene: refactors apart from the semantic change",
 }
 
 
