@@ -1,7 +1,7 @@
 """Grading of the exercise notebooks: ``python -m fastpath_lib grade PATH... [--json] [--timeout S]``.
 
 * :mod:`~fastpath_lib.grading.registry` — the parts of each exercise and their points, the result type.
-* ``ex01_reference`` ... ``ex08_capstone`` — one module of checks per exercise (:mod:`fastpath_lib.exercises` is
+* ``ex01_reference`` ... ``ex11_commits`` — one module of checks per exercise (:mod:`fastpath_lib.exercises` is
   the short façade the notebooks import); :mod:`~fastpath_lib.grading.feedback` runs a part and words its feedback,
   :mod:`~fastpath_lib.grading.borrowed` catches the kit's own answers handed back,
   :mod:`~fastpath_lib.grading.vocabulary` holds the kit's outcome words and rule.
