@@ -15,6 +15,8 @@ Note:
 
 from __future__ import annotations
 
+import inspect
+
 import torch
 import torch.nn.functional as F
 
@@ -172,7 +174,7 @@ BROKEN = {
 
 
 def _kit_op_given(kit_op):
-    code = getattr(kit_op, "__code__", None)
+    code = getattr(inspect.unwrap(kit_op), "__code__", None) if callable(kit_op) else None
     if code is None or not borrowed.KIT_OP.names(code):
         raise Fail("the check's second argument must be the kit's op, fastpath_lib.rms_norm (as in the check cell)")
     return kit_op
