@@ -315,6 +315,9 @@ def test_lesson_opens_and_runs_cleanly(page, lab, name):
     run_all(page, name)
     check_ran_cleanly(page, lab, name)  # saves the notebook from the browser
     shot(page, f"lesson-{stem(name)}-after-run")
+    outputs = page.locator(f"{PANEL} .jp-OutputArea-output")
+    outputs.nth(outputs.count() // 2).scroll_into_view_if_needed()  # what a learner reads mid-lesson
+    shot(page, f"lesson-{stem(name)}-middle")
     # jupytext's contents manager saved the paired source too, byte for byte what the repo holds (running changes
     # outputs, not sources)
     assert source.stat().st_mtime > before, f"{name}: saving in JupyterLab did not write {source.name}"
