@@ -12,13 +12,16 @@ also compiles for sm_80 and sm_90, and what it compiles to:
 * shared memory, from the compiled kernel's metadata.
 
 A specialization is one compiled binary: kernel x dtype x ``BLOCK_SIZE`` x ``num_warps`` x ``ROWS_PER_PROGRAM`` x
-``HAS_WEIGHT`` x the divisibility Triton derives from the arguments x the target. The list comes from the launchers'
-own rule (:mod:`fastpath_lib.rmsnorm.launch`), never from a table typed here.
+``HAS_WEIGHT`` x ``VEC`` x the divisibility Triton derives from the arguments x the target. The list comes from the
+launchers' own rule (:mod:`fastpath_lib.rmsnorm.launch`), never from a table typed here.
 
-*Aligned* means what Triton specializes a launch on when every data pointer is a multiple of 16 bytes and every row
-stride and ``n_cols`` a multiple of 16 elements (``tt.divisibility = 16``, as ``triton.jit`` derives it for the
-matrix's widths); *misaligned* means no such attribute at all. A width that is not a multiple of 16 elements is not
-specialized on, so its column mask is not known to be uniform over a vector: see :func:`facts` for the evidence.
+*Aligned* is a launch the predicate admits: every data pointer a multiple of 16 bytes (``tt.divisibility = 16``, as
+``triton.jit`` derives it), the row strides and the width whole 16-byte vectors, so the launcher passes ``VEC`` = the
+elements of one 16-byte vector and the kernels hint the strides and the width as multiples of it. Triton itself marks
+an integer only when it is a multiple of 16 *elements*, which an eligible fp32 width of 100 or fp16 width of 24 is
+not, so an aligned specialization is compiled without that mark: the weakest aligned launch, which every eligible
+width of its block shares (with the hints, Triton's own mark on the integers changes nothing in the code; a test
+compares the PTX). *Misaligned* is a launch with none of it: no divisibility attribute at all and ``VEC = 1``.
 
 Compiles run in one subprocess with ``TRITON_INTERPRET`` unset (in this process the kernels may be interpreter
 functions, which cannot be compiled), and results are kept per process, so a test session compiles each once. Nothing
@@ -33,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
 import io
 import json
 import os
@@ -44,7 +48,7 @@ import tempfile
 import time
 
 from fastpath_lib.rmsnorm import launch
-from fastpath_lib.rmsnorm.predicate import MAX_COLS
+from fastpath_lib.rmsnorm.predicate import ALIGN_BYTES, MAX_COLS
 
 __all__ = ["ARCHS", "BACKWARD_ROW_BLOCKS", "DTYPES", "Specialization", "eligible_widths", "facts", "facts_markdown",
            "facts_table", "missing_tools", "specializations", "tool_path", "vector_bytes_expected"]
@@ -66,6 +70,8 @@ _SHORT = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32"}
 class Specialization:
     """One compiled binary of a kit kernel.
 
+    ``VEC`` (:attr:`vec`) follows from ``aligned`` and the dtype: the elements of a 16-byte vector, or 1.
+
     Args:
         kernel: ``"forward"`` or ``"backward"``.
         dtype: input (and output) dtype, a torch name (``"bfloat16"``).
@@ -73,8 +79,10 @@ class Specialization:
         block: ``BLOCK_SIZE``.
         warps: ``num_warps``.
         rows_per_program: ``ROWS_PER_PROGRAM`` (the forward's tile rows, the backward's row block).
-        aligned: 16-byte-aligned pointers, strides and ``n_cols`` a multiple of 16 elements (see the module doc).
+        aligned: a 16-byte-aligned launch: pointers, row strides and width (see the module doc).
         arch: compute capability as an integer (80, 90).
+        int_div16: also Triton's own ``tt.divisibility = 16`` on the row strides and ``n_cols`` (what it derives when
+            they are multiples of 16 elements, e.g. at power-of-two widths); only with ``aligned``.
     """
 
     kernel: str
@@ -85,12 +93,19 @@ class Specialization:
     rows_per_program: int
     aligned: bool
     arch: int
+    int_div16: bool = False
+
+    @property
+    def vec(self) -> int:
+        """The ``VEC`` constexpr the launcher passes: elements per 16-byte vector when aligned, else 1."""
+        return ALIGN_BYTES // _ELEMENT_BYTES[self.dtype] if self.aligned else 1
 
     def label(self) -> str:
         """A short readable id."""
         w = "none" if self.weight_dtype is None else _SHORT[self.weight_dtype]
         return (f"{self.kernel} {_SHORT[self.dtype]} w={w} block={self.block} warps={self.warps} "
-                f"rows={self.rows_per_program} {'aligned' if self.aligned else 'misaligned'} sm_{self.arch}")
+                f"rows={self.rows_per_program} {'aligned' if self.aligned else 'misaligned'}"
+                f"{' int-div16' if self.int_div16 else ''} sm_{self.arch}")
 
 
 def tool_path(name: str) -> str | None:
@@ -127,8 +142,9 @@ def missing_tools() -> str | None:
 def eligible_widths() -> list[int]:
     """One width per ``BLOCK_SIZE`` the launchers can pick: the powers of two from 1 to ``MAX_COLS``.
 
-    Every eligible width ``n`` (``1 <= n <= MAX_COLS``) launches the same binaries as the power of two at or above it,
-    apart from the divisibility of ``n`` itself (see the module doc).
+    Every width ``n`` (``1 <= n <= MAX_COLS``) launches the same binaries as the power of two at or above it: an aligned
+    launch tells the kernel no more about ``n`` than that it is a whole number of 16-byte vectors (see the module
+    doc). :func:`specializations` keeps, for the aligned ones, the widths whose rows are whole vectors of the dtype.
     """
     out, n = [], 1
     while n <= MAX_COLS:
@@ -142,7 +158,9 @@ def specializations(widths=None, *, archs=ARCHS, dtypes=DTYPES, kernels=("forwar
     """The specializations the launchers pick for ``widths``, in a fixed order, without duplicates.
 
     Args:
-        widths: row widths (default: :func:`eligible_widths`, which covers every eligible width).
+        widths: row widths (default: :func:`eligible_widths`, which covers every eligible width). An aligned
+            specialization is listed only for a width whose rows are whole 16-byte vectors of the dtype (the
+            launcher's :func:`~fastpath_lib.rmsnorm.launch.vector_elements`); other widths have no aligned launch.
         archs: compute capabilities.
         dtypes: input dtypes (torch names).
         kernels: ``"forward"`` and/or ``"backward"``.
@@ -168,21 +186,26 @@ def specializations(widths=None, *, archs=ARCHS, dtypes=DTYPES, kernels=("forwar
                 rows = ((launch.forward_rows_per_program(n_cols),) if kernel == "forward"
                         else BACKWARD_ROW_BLOCKS)
                 for dtype in dtypes:
+                    whole = launch.vector_elements(_ELEMENT_BYTES[dtype], n_cols, (n_cols,), (0,)) > 1
                     for weight in weights:
                         wdt = dtype if weight == "same" else weight
                         for r in rows:
                             for al in aligned:
+                                if al and not whole:
+                                    continue
                                 seen.setdefault(Specialization(kernel, dtype, wdt, block, warps, r, al, arch), None)
     return list(seen)
 
 
 def vector_bytes_expected(spec: Specialization) -> int:
-    """The widest global access a row can use: 16 bytes, or the whole row when it is shorter.
+    """The width of a row access the launch allows: one 16-byte vector when aligned, one element when not.
 
-    >>> vector_bytes_expected(Specialization("forward", "float16", None, 4, 4, 256, True, 90))
-    8
+    >>> vector_bytes_expected(Specialization("forward", "float32", None, 128, 4, 8, True, 90))
+    16
+    >>> vector_bytes_expected(Specialization("forward", "float16", None, 128, 4, 8, False, 90))
+    2
     """
-    return min(16, spec.block * _ELEMENT_BYTES[spec.dtype])
+    return ALIGN_BYTES if spec.aligned else _ELEMENT_BYTES[spec.dtype]
 
 
 _cache: dict[Specialization, dict] = {}
@@ -192,13 +215,14 @@ def facts(specs, *, timeout: float = 900, workers: int | None = None) -> list[di
     """Compile ``specs`` for their targets and return one plain row (a dict) per specialization, in order.
 
     Each row: ``kernel``, ``arch`` (``"sm_90"``), ``dtype``, ``weight`` (dtype or ``"none"``), ``block``, ``warps``,
-    ``rows_per_program``, ``aligned``, ``load_bytes`` / ``store_bytes`` (the narrowest global load / store in the
+    ``rows_per_program``, ``aligned``, ``vec`` (the ``VEC`` constexpr), ``int_div16``, ``load_bytes`` / ``store_bytes`` (the narrowest global load / store in the
     PTX, in bytes: 16 for ``ld.global.v4.b32``, 2 for ``ld.global.b16``), ``load_bytes_max``, ``store_bytes_max``,
     ``load_ops`` / ``store_ops`` (global load / store instructions in the PTX), ``registers``, ``spill_stores`` and
     ``spill_loads`` (bytes), ``spills`` (their sum), ``stack`` (bytes), ``shared`` (bytes, Triton's metadata),
     ``ptxas_log`` (``"triton"``: the log of Triton's own ptxas run; ``"rerun"``: ``ptxas -v`` run again on the PTX,
     when Triton's cache had the binary), ``cubin_registers`` (on a rerun, the count in Triton's own cubin from
-    ``cuobjdump``, else ``None``), ``compile_s``.
+    ``cuobjdump``, else ``None``), ``compile_s``, ``ptx_sha256`` (of the PTX without its comments: equal hashes are
+    the same code).
 
     Results are kept for the life of the process; only the missing ones are compiled, in ``workers`` subprocesses
     (default: up to 2, one per CPU core) with ``TRITON_INTERPRET`` unset.
@@ -316,25 +340,28 @@ def _cubin_registers(cubin: bytes, workdir: str) -> int | None:
 
 
 def _signature(spec: dict) -> tuple[dict, dict, list[str]]:
-    """``(signature, constexprs, names of the arguments that get tt.divisibility=16 when aligned)``."""
+    """``(signature, constexprs, names of the arguments that get tt.divisibility=16)`` of a specialization."""
     t = "*" + _TRITON_TYPES[spec["dtype"]]
     tw = "*" + _TRITON_TYPES[spec["weight_dtype"] or spec["dtype"]]  # without a weight the launcher passes x
     has_w = spec["weight_dtype"] is not None
+    vec = Specialization(**spec).vec
     if spec["kernel"] == "forward":
         sig = {"X_ptr": t, "W_ptr": tw, "Y_ptr": t, "X_row_stride": "i32", "Y_row_stride": "i32", "n_rows": "i32",
                "n_cols": "i32", "eps": "fp32", "HAS_WEIGHT": "constexpr", "ROWS_PER_PROGRAM": "constexpr",
-               "BLOCK_SIZE": "constexpr"}
-        const = {"HAS_WEIGHT": has_w, "ROWS_PER_PROGRAM": spec["rows_per_program"], "BLOCK_SIZE": spec["block"]}
-        div = ["X_ptr", "W_ptr", "Y_ptr", "X_row_stride", "Y_row_stride"]
+               "BLOCK_SIZE": "constexpr", "VEC": "constexpr"}
+        const = {"HAS_WEIGHT": has_w, "ROWS_PER_PROGRAM": spec["rows_per_program"], "BLOCK_SIZE": spec["block"],
+                 "VEC": vec}
+        pointers, integers = ["X_ptr", "W_ptr", "Y_ptr"], ["X_row_stride", "Y_row_stride", "n_cols"]
     else:
         sig = {"DY_ptr": t, "X_ptr": t, "W_ptr": tw, "DX_ptr": t, "DW_partial_ptr": "*fp32", "DY_row_stride": "i32",
                "X_row_stride": "i32", "DX_row_stride": "i32", "n_rows": "i32", "n_cols": "i32", "eps": "fp32",
-               "ROWS_PER_PROGRAM": "constexpr", "HAS_WEIGHT": "constexpr", "BLOCK_SIZE": "constexpr"}
-        const = {"ROWS_PER_PROGRAM": spec["rows_per_program"], "HAS_WEIGHT": has_w, "BLOCK_SIZE": spec["block"]}
-        div = ["DY_ptr", "X_ptr", "W_ptr", "DX_ptr", "DW_partial_ptr", "DY_row_stride", "X_row_stride",
-               "DX_row_stride"]
-    if spec["block"] >= 16:  # n_cols = block here; a multiple of 16 is specialized on, a smaller width cannot be
-        div.append("n_cols")
+               "ROWS_PER_PROGRAM": "constexpr", "HAS_WEIGHT": "constexpr", "BLOCK_SIZE": "constexpr",
+               "VEC": "constexpr"}
+        const = {"ROWS_PER_PROGRAM": spec["rows_per_program"], "HAS_WEIGHT": has_w, "BLOCK_SIZE": spec["block"],
+                 "VEC": vec}
+        pointers = ["DY_ptr", "X_ptr", "W_ptr", "DX_ptr", "DW_partial_ptr"]
+        integers = ["DY_row_stride", "X_row_stride", "DX_row_stride", "n_cols"]
+    div = (pointers if spec["aligned"] else []) + (integers if spec["aligned"] and spec["int_div16"] else [])
     return sig, const, div
 
 
@@ -350,7 +377,7 @@ def _compile_one(spec: dict, workdir: str) -> dict:
     if list(sig) != list(fn.arg_names):
         raise RuntimeError(f"{spec['kernel']} kernel arguments {fn.arg_names} differ from the signature compiled here "
                            f"{list(sig)}: update fastpath_lib.rmsnorm.compiled._signature")
-    attrs = {(fn.arg_names.index(k),): [["tt.divisibility", 16]] for k in div} if spec["aligned"] else {}
+    attrs = {(fn.arg_names.index(k),): [["tt.divisibility", 16]] for k in div}
     log = io.StringIO()
     t0 = time.perf_counter()
     with contextlib.redirect_stdout(log):  # Triton prints its own ptxas log here when asked to (and not cached)
@@ -360,7 +387,8 @@ def _compile_one(spec: dict, workdir: str) -> dict:
     ptx = compiled.asm["ptx"]
     row = {"kernel": spec["kernel"], "arch": f"sm_{spec['arch']}", "dtype": spec["dtype"],
            "weight": spec["weight_dtype"] or "none", "block": spec["block"], "warps": spec["warps"],
-           "rows_per_program": spec["rows_per_program"], "aligned": spec["aligned"]}
+           "rows_per_program": spec["rows_per_program"], "aligned": spec["aligned"], "vec": const["VEC"],
+           "int_div16": spec["int_div16"]}
     row.update(_access_bytes(ptx))
     own = _parse_ptxas_log(log.getvalue())
     if own is not None:
@@ -369,6 +397,7 @@ def _compile_one(spec: dict, workdir: str) -> dict:
         row.update(_ptxas_rerun(ptx, spec["arch"], workdir), ptxas_log="rerun",
                    cubin_registers=_cubin_registers(compiled.asm["cubin"], workdir))
     row["shared"] = int(compiled.metadata.shared)
+    row["ptx_sha256"] = hashlib.sha256(re.sub(r"//[^\n]*", "", ptx).encode()).hexdigest()  # without comments
     row["compile_s"] = round(seconds, 4)
     return row
 
@@ -397,8 +426,8 @@ def _worker(out_path: str) -> int:
 
 # --- presentation ---------------------------------------------------------------------------------------------------
 
-_COLUMNS = ["kernel", "arch", "dtype", "weight", "block", "warps", "rows_per_program", "aligned", "load_bytes",
-            "store_bytes", "registers", "spills", "stack", "shared"]
+_COLUMNS = ["kernel", "arch", "dtype", "weight", "block", "warps", "rows_per_program", "aligned", "vec",
+            "load_bytes", "store_bytes", "registers", "spills", "stack", "shared"]
 
 
 def facts_table(rows=None):
@@ -408,7 +437,7 @@ def facts_table(rows=None):
         rows: rows from :func:`facts` (default: ``facts(specializations())``, compiled now if not yet).
 
     Returns:
-        a DataFrame with the columns kernel, arch, dtype, weight, block, warps, rows_per_program, aligned,
+        a DataFrame with the columns kernel, arch, dtype, weight, block, warps, rows_per_program, aligned, vec,
         load_bytes, store_bytes, registers, spills, stack, shared (bytes where a size).
     """
     import pandas as pd

@@ -8,6 +8,12 @@ Forward, row by row over ``n_cols`` elements, accumulated in fp32::
 Each forward program normalizes a tile of ``ROWS_PER_PROGRAM`` rows: narrow rows share a program so that every thread
 holds at least 8 elements (16 bytes of fp16/bf16), which is what lets the compiler use 16-byte vector loads and stores.
 With one 128-column row per 4-warp program each thread would hold one element and access it with a 2-byte scalar load.
+Holding 8 elements is not enough by itself: the compiler must also know that each thread's 16 bytes are aligned and
+either all inside the row or all past its end. Of an integer argument Triton only knows whether it is a multiple of 16
+*elements*, so at an eligible width such as fp32 100 or fp16 24 it knew neither; the launcher checks the 16-byte
+alignment of the launch and passes ``VEC`` (elements per 16-byte vector, 1 when not aligned), and the kernels hint the
+row strides and the width as multiples of it (``tl.multiple_of``). Every eligible width then loads and stores 16 bytes
+at a time.
 
 Backward, with ``n = x * rstd`` and ``g = dy * w`` (all in fp32)::
 
@@ -40,10 +46,16 @@ import torch
 import triton
 import triton.language as tl
 
-from fastpath_lib.rmsnorm.launch import KERNELS, backward_grid, forward_rows_per_program, launch_settings
+from fastpath_lib.rmsnorm.launch import (
+    KERNELS,
+    backward_grid,
+    forward_rows_per_program,
+    launch_settings,
+    vector_elements,
+)
 
 __all__ = ["rms_norm_fwd_kernel", "rms_norm_bwd_kernel", "forward", "backward", "launch_settings",
-           "forward_rows_per_program", "backward_grid", "KERNELS"]
+           "forward_rows_per_program", "backward_grid", "vector_elements", "KERNELS"]
 
 
 @triton.jit
@@ -59,8 +71,15 @@ def rms_norm_fwd_kernel(
     HAS_WEIGHT: tl.constexpr,  # multiply by W
     ROWS_PER_PROGRAM: tl.constexpr,  # rows of the tile each program normalizes (a power of two)
     BLOCK_SIZE: tl.constexpr,  # power of two >= n_cols
+    VEC: tl.constexpr,  # elements per 16-byte vector when the launch is 16-byte aligned (see launch.py), else 1
 ):
     """y = x * rstd * w for a tile of rows; rstd = 1 / sqrt(mean(x^2) + eps) per row, all in fp32."""
+    if VEC > 1:
+        # what the launcher checked: every row starts and ends on a whole 16-byte vector. The hint needs an operation
+        # to sit on (Triton ignores hints on kernel arguments themselves), hence the widening cast.
+        X_row_stride = tl.multiple_of(X_row_stride.to(tl.int64), VEC)
+        Y_row_stride = tl.multiple_of(Y_row_stride.to(tl.int64), VEC)
+        n_cols = tl.multiple_of(n_cols.to(tl.int64), VEC)
     rows = tl.program_id(0).to(tl.int64) * ROWS_PER_PROGRAM + tl.arange(0, ROWS_PER_PROGRAM)
     cols = tl.arange(0, BLOCK_SIZE)
     col_mask = cols < n_cols
@@ -93,8 +112,14 @@ def rms_norm_bwd_kernel(
     ROWS_PER_PROGRAM: tl.constexpr,  # contiguous block of rows each program owns (a power of two)
     HAS_WEIGHT: tl.constexpr,  # multiply by W, and produce dw
     BLOCK_SIZE: tl.constexpr,  # power of two >= n_cols
+    VEC: tl.constexpr,  # elements per 16-byte vector when the launch is 16-byte aligned (see launch.py), else 1
 ):
     """dx = rstd * (g - n * mean(g * n)) with n = x * rstd, g = dy * w; dw partial = sum of dy * n over own rows."""
+    if VEC > 1:  # as in the forward: rows start and end on whole 16-byte vectors (the dw rows too, n_cols apart)
+        DY_row_stride = tl.multiple_of(DY_row_stride.to(tl.int64), VEC)
+        X_row_stride = tl.multiple_of(X_row_stride.to(tl.int64), VEC)
+        DX_row_stride = tl.multiple_of(DX_row_stride.to(tl.int64), VEC)
+        n_cols = tl.multiple_of(n_cols.to(tl.int64), VEC)
     pid = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK_SIZE)
     mask = cols < n_cols
@@ -154,10 +179,14 @@ def forward(x2d: torch.Tensor, weight: torch.Tensor | None, eps: float, *,
     y = torch.empty((n_rows, n_cols), dtype=x2d.dtype, device=x2d.device) if out is None else out
     block, num_warps = launch_settings(n_cols, "forward")
     rows_per_program = forward_rows_per_program(n_cols)
+    w = weight if weight is not None else x2d
+    vec = vector_elements(x2d.element_size(), n_cols, (x2d.stride(0), y.stride(0)),
+                          (x2d.data_ptr(), y.data_ptr(), w.data_ptr()))
     with _quiet():
         rms_norm_fwd_kernel[(triton.cdiv(n_rows, rows_per_program),)](
-            x2d, weight if weight is not None else x2d, y, x2d.stride(0), y.stride(0), n_rows, n_cols, eps,
-            HAS_WEIGHT=weight is not None, ROWS_PER_PROGRAM=rows_per_program, BLOCK_SIZE=block, num_warps=num_warps,
+            x2d, w, y, x2d.stride(0), y.stride(0), n_rows, n_cols, eps,
+            HAS_WEIGHT=weight is not None, ROWS_PER_PROGRAM=rows_per_program, BLOCK_SIZE=block, VEC=vec,
+            num_warps=num_warps,
         )
     return y
 
@@ -176,11 +205,14 @@ def backward(dy2d: torch.Tensor, x2d: torch.Tensor, weight: torch.Tensor | None,
     has_w = weight is not None
     partial = torch.empty((programs if has_w else 1, n_cols), dtype=torch.float32, device=x2d.device)
     block, num_warps = launch_settings(n_cols, "backward")
+    w = weight if has_w else x2d
+    vec = vector_elements(x2d.element_size(), n_cols, (dy2d.stride(0), x2d.stride(0), dx.stride(0)),
+                          (dy2d.data_ptr(), x2d.data_ptr(), dx.data_ptr(), w.data_ptr(), partial.data_ptr()))
     with _quiet():
         rms_norm_bwd_kernel[(programs,)](
-            dy2d, x2d, weight if has_w else x2d, dx, partial,
+            dy2d, x2d, w, dx, partial,
             dy2d.stride(0), x2d.stride(0), dx.stride(0), n_rows, n_cols, eps,
-            ROWS_PER_PROGRAM=rows_per_program, HAS_WEIGHT=has_w, BLOCK_SIZE=block, num_warps=num_warps,
+            ROWS_PER_PROGRAM=rows_per_program, HAS_WEIGHT=has_w, BLOCK_SIZE=block, VEC=vec, num_warps=num_warps,
         )
     dw = partial.sum(0).to(weight.dtype) if has_w else None
     return dx, dw

@@ -14,14 +14,20 @@ compiled.facts_markdown())"``):
   program can have; at 8192, fp32 on sm_80, ptxas kept to 64 registers and spilled 16 bytes);
 * the forward normalizes several narrow rows per program, so every thread holds at least 8 elements: a 16-byte
   vector of fp16/bf16, two of fp32. One 128-column row per 4-warp program gave each thread one element, loaded and
-  stored with 2-byte scalar accesses.
+  stored with 2-byte scalar accesses;
+* ``VEC`` (:func:`vector_elements`) tells the kernels that a launch is 16-byte aligned. Triton sees by itself that a
+  pointer is 16-byte aligned, but of an integer argument it only knows whether it is a multiple of 16 *elements*, so
+  an eligible fp32 row of width 100 (400 bytes, every row on a 16-byte boundary) or an fp16 row of width 24 compiled
+  to scalar accesses. The launcher checks the alignment itself (tests also launch the kernels on misaligned layouts)
+  and passes ``VEC``; the kernels turn it into ``tl.multiple_of`` hints on the row strides and the width.
 """
 
 from __future__ import annotations
 
-from fastpath_lib.rmsnorm.predicate import MAX_COLS
+from fastpath_lib.rmsnorm.predicate import ALIGN_BYTES, MAX_COLS
 
-__all__ = ["KERNELS", "MIN_ELEMENTS_PER_THREAD", "backward_grid", "forward_rows_per_program", "launch_settings"]
+__all__ = ["KERNELS", "MIN_ELEMENTS_PER_THREAD", "backward_grid", "forward_rows_per_program", "launch_settings",
+           "vector_elements"]
 
 #: The kernels by the short name the launch rule and the compiled-code facts use.
 KERNELS = ("forward", "backward")
@@ -80,3 +86,30 @@ def backward_grid(n_rows: int, max_programs: int) -> tuple[int, int]:
     """
     rows_per_program = _next_power_of_2(-(-n_rows // max(1, min(n_rows, max_programs))))
     return rows_per_program, -(-n_rows // rows_per_program)
+
+
+def vector_elements(element_size: int, n_cols: int, row_strides, data_ptrs) -> int:
+    """``VEC`` of a launch: the elements in one 16-byte vector when the launch is 16-byte aligned, else 1.
+
+    Aligned means: the row width and every row stride (in elements of ``element_size`` bytes) are whole 16-byte
+    vectors, and every data pointer is a multiple of 16 bytes; what the predicate's alignment conditions guarantee for
+    an eligible call. The kernels promise the compiler ``VEC``-element multiples on that basis, so the launcher checks
+    it on every launch rather than trusting the caller.
+
+    Args:
+        element_size: bytes per element of the rows (``x.element_size()``).
+        n_cols: the row width.
+        row_strides: the row strides of every row operand, in elements.
+        data_ptrs: the data pointers the kernel loads from or stores to with row offsets (and the weight's).
+
+    >>> vector_elements(4, 100, (100, 100), (4096, 8192)), vector_elements(2, 24, (32,), (4096,))
+    (4, 8)
+    >>> vector_elements(2, 12, (12,), (4096,)), vector_elements(4, 100, (100,), (4100,))
+    (1, 1)
+    """
+    vec = ALIGN_BYTES // element_size
+    if vec <= 1 or ALIGN_BYTES % element_size:
+        return 1
+    aligned = (n_cols % vec == 0 and all(s % vec == 0 for s in row_strides)
+               and all(p % ALIGN_BYTES == 0 for p in data_ptrs))
+    return vec if aligned else 1
