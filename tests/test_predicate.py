@@ -70,6 +70,27 @@ def test_row_threshold_is_per_mode():
     assert lim.min_rows == P.CUDA_MIN_ROWS.get((9, 0), P.DEFAULT_CUDA_MIN_ROWS)
 
 
+def test_the_architecture_is_read_from_the_device_when_not_given(monkeypatch):
+    """On a real GPU the capability comes from the driver: a typo or a shadowed name here sends every call to the
+    fallback with an "sm_00" reason, which no CPU-only test of the other conditions would notice."""
+    from fastpath_lib.rmsnorm import limits as L
+
+    seen = []
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda dev=None: seen.append(dev) or (9, 0))
+    assert L.device_capability(torch.device("cuda", 0)) == (9, 0)
+    lim = L.limits_for("cuda", interpret=False)
+    assert lim.source.startswith("sweep for sm_90") or lim.source.endswith("(no sweep for sm_90)"), lim.source
+    assert lim.min_rows == P.CUDA_MIN_ROWS.get((9, 0), P.DEFAULT_CUDA_MIN_ROWS)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda dev=None: (7, 5))
+    assert L.limits_for("cuda", interpret=False).source.endswith("(no sweep for sm_75)")
+    monkeypatch.setattr(P, "_cuda_min_rows", {})
+    assert P._cuda_rows(0) == 0  # too old: the cached threshold says "never"
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda dev=None: (9, 0))
+    monkeypatch.setattr(P, "_cuda_min_rows", {})
+    assert P._cuda_rows(0) == lim.min_rows > 0
+    assert seen
+
+
 def test_explain_is_safe_on_fake_tensors():
     from torch._subclasses.fake_tensor import FakeTensorMode
 

@@ -15,7 +15,7 @@ from fastpath_lib import runtime
 from fastpath_lib.rmsnorm import thresholds
 
 __all__ = ["MAX_COLS", "ALIGN_BYTES", "MIN_CAPABILITY", "INTERPRETER_MIN_ROWS", "CUDA_MIN_ROWS", "DEFAULT_CUDA_MIN_ROWS",
-           "SUPPORTED_DTYPES", "Limits", "limits_for", "capability"]
+           "SUPPORTED_DTYPES", "Limits", "limits_for", "device_capability"]
 
 MAX_COLS = 16384
 ALIGN_BYTES = 16
@@ -45,15 +45,16 @@ def limits_for(device: torch.device | str | None = None, *, interpret: bool | No
     interpret = runtime.interpreter_enabled() if interpret is None else interpret
     dev = torch.device(device) if device is not None else torch.device("cuda" if runtime.cuda_available() else "cpu")
     if dev.type == "cuda" and not interpret:
-        cap = capability or capability(dev)
+        cap = capability if capability is not None else device_capability(dev)
         if cap in CUDA_MIN_ROWS:
             return Limits(min_rows=CUDA_MIN_ROWS[cap], source=f"sweep for sm_{cap[0]}{cap[1]}")
         return Limits(min_rows=DEFAULT_CUDA_MIN_ROWS, source=f"conservative default (no sweep for sm_{cap[0]}{cap[1]})")
     return Limits()
 
 
-def capability(dev: torch.device) -> tuple[int, int]:
+def device_capability(dev: torch.device) -> tuple[int, int]:
+    """``(major, minor)`` of a CUDA device; ``(0, 0)`` when it cannot be read (no driver), which fails the arch check."""
     try:
-        return tuple(torch.cuda.get_devicecapability(dev))
-    except Exception:
+        return tuple(torch.cuda.get_device_capability(dev))
+    except (RuntimeError, AssertionError, AttributeError):
         return (0, 0)

@@ -51,7 +51,7 @@ from fastpath_lib import runtime
 from fastpath_lib.eligibility import UNKNOWN, Boundary, Condition, Predicate
 from fastpath_lib.rmsnorm.layout import row_stride, rows_cols
 from fastpath_lib.rmsnorm.limits import (ALIGN_BYTES, CUDA_MIN_ROWS, DEFAULT_CUDA_MIN_ROWS, INTERPRETER_MIN_ROWS,
-                                         MAX_COLS, MIN_CAPABILITY, SUPPORTED_DTYPES, Limits, capability, limits_for)
+                                         MAX_COLS, MIN_CAPABILITY, SUPPORTED_DTYPES, Limits, device_capability, limits_for)
 
 __all__ = ["MAX_COLS", "ALIGN_BYTES", "MIN_CAPABILITY", "INTERPRETER_MIN_ROWS", "CUDA_MIN_ROWS", "DEFAULT_CUDA_MIN_ROWS",
            "SUPPORTED_DTYPES", "PLAIN_TYPES", "ALLOWED_MODES", "Limits", "RMSNormCall", "limits_for", "make_call",
@@ -135,7 +135,7 @@ def make_call(input: torch.Tensor, normalized_shape, weight: torch.Tensor | None
     ``forced`` is the routing state's force-fallback flag (the op passes it; see :mod:`fastpath_lib.routing`).
     """
     interpret = runtime.interpreter_enabled()
-    cap = capability(input.device) if input.device.type == "cuda" else None
+    cap = device_capability(input.device) if input.device.type == "cuda" else None
     capturing = False
     if input.device.type == "cuda":
         try:
@@ -158,7 +158,7 @@ def _cuda_rows(index: int) -> int:
     if rows is None:
         dev = torch.device("cuda", index)
         lim = limits_for(dev, interpret=False)
-        rows = lim.min_rows if capability(dev) >= lim.min_capability else 0
+        rows = lim.min_rows if device_capability(dev) >= lim.min_capability else 0
         _cuda_min_rows[index] = rows
     return rows
 
