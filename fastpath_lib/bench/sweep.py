@@ -89,7 +89,7 @@ def threshold_sweep(rows=None, cols=None, dtype: torch.dtype = torch.float16, *,
                                 "q20_us": quantile(s, 0.2), "median_us": quantile(s, 0.5), "q80_us": quantile(s, 0.8),
                                 "samples_us": json.dumps([round(v, 4) for v in s]), "timer": res["timer"],
                                 "gpu_measurement": gpu})
-            del sets
+            sets.clear()  # frees the device memory before the next size
         if not complete:
             break
     df = classify(pd.DataFrame(records, columns=SWEEP_COLUMNS))
