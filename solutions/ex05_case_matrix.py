@@ -21,15 +21,18 @@
 # A reviewer trusts a benchmark whose cases were chosen *before* the numbers were seen, and that includes cases
 # where the fast path should not help. Choose at least 12 cases and say what you expect of each, in the kit's words
 # (`ex.OUTCOMES`, the words of the benchmark's classification): `"win"`, `"neutral"`, `"loss"` or `"fallback"`, with
-# a one-line rationale of your own. Nothing is timed here; the check only applies the rules:
+# a one-line rationale of your own. Nothing is timed here; the check applies the benchmark's own coverage rules
+# (`fastpath_lib.bench.matrix.coverage_rules`, the rules the kit's predeclared matrix meets in lesson 05), and one
+# more that needs the predicate:
 #
 # * at least 12 cases, unique ids, no case repeated, at least 8 distinct shapes; at least 2 **small** (<= 65536
-#   elements) and 2 **large** (>= 4M elements), and an **M=1 decode** case (one row);
-# * at least 2 **aligned** (16-byte pointer and row stride) and 2 **odd** cases; 2 **contiguous** and 2
-#   **strided** (row slice, step, transposed, permuted); fp32, fp16 and bf16;
+#   elements) and 2 **large** (>= 4096x4096 elements), and an **M=1 decode** case (one row);
+# * at least 2 **aligned** (16-byte pointer, row stride and width) and 2 **odd** cases (misaligned width, pointer or
+#   stride, or transposed); 2 **contiguous** and 1 supported **strided** case (row slice or step); fp32, fp16 and
+#   bf16;
 # * at least 1 case expected to **win**, 2 expected **not to improve** (neutral or loss) and 2 **fallback** cases;
-#   every expectation agrees with the predicate's route on a GPU (conservative row threshold 1024); every case has
-#   a rationale of its own (at least four words).
+#   every case has a rationale of its own (at least four words); and every expectation agrees with the predicate's
+#   route on a GPU (conservative row threshold 1024).
 #
 # **How this works.** Fill in each cell marked `# FILL ME IN (roughly N lines)` (delete the `raise
 # NotImplementedError`), run it, then run the check below it: it prints `passed`, or a table of *yours vs expected*.

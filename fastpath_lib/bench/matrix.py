@@ -21,7 +21,8 @@ import torch
 
 from fastpath_lib.cases import CaseSpec
 
-__all__ = ["OUTCOMES", "PASSES", "BENCH_LAYOUTS", "DEFAULT_CASES", "BenchCase", "load_cases", "check_coverage"]
+__all__ = ["OUTCOMES", "PASSES", "BENCH_LAYOUTS", "DEFAULT_CASES", "BenchCase", "load_cases", "check_coverage",
+           "coverage_rules", "Rule", "aligned", "SMALL_ELEMENTS", "LARGE_ELEMENTS", "STRIDED_LAYOUTS"]
 
 OUTCOMES = ("win", "neutral", "loss", "fallback")
 PASSES = ("forward", "backward")
@@ -167,38 +168,100 @@ def load_cases(path: str | Path | None = None) -> list[BenchCase]:
     return cases
 
 
-def check_coverage(cases: list[BenchCase]) -> list[str]:
-    """What a review-grade matrix lacks; ``[]`` when it covers everything.
+#: a *small* case (launch- and host-bound on a GPU) and a *large* one (memory-bound), in elements.
+SMALL_ELEMENTS = 65536
+LARGE_ELEMENTS = 4096 * 4096
+#: strided layouts the fast path supports (eligible when aligned); ``transposed``/``permuted`` count as odd cases.
+STRIDED_LAYOUTS = ("row_slice", "step")
 
-    Rules: >= 12 cases; >= 2 expected not to improve (neutral/loss); >= 2 outside the eligibility region (fallback);
-    an M=1 decode case and a large prefill case (>= 4096x4096); aligned and odd widths; fp32, fp16 and bf16;
-    contiguous and at least one supported strided layout; forward and backward passes.
+
+@dataclasses.dataclass(frozen=True)
+class Rule:
+    """One coverage rule applied to a matrix: its topic, whether the matrix meets it, and what it asks (with counts)."""
+
+    topic: str  # "size", "layout", "expectations" or "passes"
+    ok: bool
+    text: str
+
+
+def aligned(case: BenchCase) -> bool:
+    """Whether a case's rows are 16-byte aligned: data pointer and row stride multiples of 16 bytes, row-major."""
+    _, cols, pad = case.dims()
+    el = case.torch_dtype.itemsize
+    stride = {"row_slice": cols + pad, "step": 2 * cols}.get(case.layout, cols)
+    return (case.offset * el % 16 == 0 and stride * el % 16 == 0 and cols * el % 16 == 0
+            and case.layout not in ("transposed", "permuted"))
+
+
+def _words(text: str) -> str:
+    return " ".join("".join(ch if ch.isalnum() else " " for ch in str(text).lower()).split())
+
+
+def coverage_rules(cases: list[BenchCase], *, passes: bool = True) -> list[Rule]:
+    """Every rule a review-grade matrix meets, each with whether ``cases`` meets it: the kit's one source.
+
+    The kit's predeclared matrix meets all of them (:func:`check_coverage`), and exercise 05 grades a learner's
+    matrix with the same list (without the pass rule: its cases are forward only).
+
+    Args:
+        cases: the matrix.
+        passes: also require forward and backward cases.
+
+    Returns:
+        the rules in order, topics ``size``, ``layout``, ``expectations`` (and ``passes``).
+    """
+    n = len(cases)
+    specs = [(c.shape, c.dtype, c.layout, c.pad, c.offset, c.pass_) for c in cases]
+    elements = [c.shape[0] * c.shape[1] for c in cases]
+    small = sum(e <= SMALL_ELEMENTS for e in elements)
+    large = sum(e >= LARGE_ELEMENTS for e in elements)
+    n_aligned = sum(aligned(c) for c in cases)
+    strided = sum(c.layout in STRIDED_LAYOUTS for c in cases)
+    contiguous = sum(c.layout == "contiguous" for c in cases)
+    dtypes = [d for d in ("float32", "float16", "bfloat16") if d not in {c.dtype for c in cases}]
+    count = {o: sum(c.expected == o for c in cases) for o in OUTCOMES}
+    texts = [_words(c.rationale) for c in cases]
+    bad_why = [c.id for c, t in zip(cases, texts) if len(t.split()) < 4 or t in (_words(c.id), c.expected)]
+    same_why = sorted({c.id for c, t in zip(cases, texts) if c.id not in bad_why and texts.count(t) > 1})
+    rules = [
+        Rule("size", n >= 12, f">= 12 cases: {n}"),
+        Rule("size", len({c.id for c in cases}) == n, "unique case ids"),
+        Rule("size", len(set(specs)) == n, f"no case repeated: {n - len(set(specs))} repeats"),
+        Rule("size", len({c.shape for c in cases}) >= 8, f">= 8 distinct shapes (rows x cols): "
+             f"{len({c.shape for c in cases})}"),
+        Rule("size", small >= 2, f">= 2 small cases (<= {SMALL_ELEMENTS} elements): {small}"),
+        Rule("size", large >= 2, f">= 2 large cases (>= 4096x4096 elements): {large}"),
+        Rule("size", any(c.shape[0] == 1 for c in cases), "an M=1 decode case (one row)"),
+        Rule("layout", n_aligned >= 2, f">= 2 aligned cases (16-byte pointer, row stride and width): {n_aligned}"),
+        Rule("layout", n - n_aligned >= 2, f">= 2 odd cases (misaligned width, pointer or stride, or transposed): "
+             f"{n - n_aligned}"),
+        Rule("layout", contiguous >= 2, f">= 2 contiguous cases: {contiguous}"),
+        Rule("layout", strided >= 1, f">= 1 supported strided case ({', '.join(STRIDED_LAYOUTS)}): {strided}"),
+        Rule("layout", not dtypes, "fp32, fp16 and bf16 cases" + (f": no {', '.join(dtypes)}" if dtypes else "")),
+        Rule("expectations", count["win"] >= 1, f">= 1 case expected to win: {count['win']}"),
+        Rule("expectations", count["neutral"] + count["loss"] >= 2,
+             f">= 2 cases expected not to improve (neutral or loss): {count['neutral'] + count['loss']}"),
+        Rule("expectations", count["fallback"] >= 2,
+             f">= 2 cases outside the eligibility region (expected fallback): {count['fallback']}"),
+        Rule("expectations", not bad_why and not same_why, "a rationale of its own for every case (at least four words)"
+             + "".join(f"\n      {cid}: no rationale saying why" for cid in bad_why)
+             + "".join(f"\n      {cid}: the same rationale as another case" for cid in same_why)),
+    ]
+    if passes:
+        have = {c.pass_ for c in cases}
+        lacking = [p for p in PASSES if p not in have]
+        rules.append(Rule("passes", not lacking, "forward and backward cases"
+                          + (f": no {', '.join(lacking)}" if lacking else "")))
+    return rules
+
+
+def check_coverage(cases: list[BenchCase]) -> list[str]:
+    """What a review-grade matrix lacks; ``[]`` when it covers everything (the failed :func:`coverage_rules`).
 
     Args:
         cases: the matrix.
 
     Returns:
-        one line per missing item.
+        one line per rule the matrix does not meet, starting "need".
     """
-    missing = []
-    if len(cases) < 12:
-        missing.append(f"{len(cases)} cases, need >= 12")
-    if sum(c.expected in ("neutral", "loss") for c in cases) < 2:
-        missing.append("need >= 2 cases expected not to improve (neutral or loss)")
-    if sum(c.expected == "fallback" for c in cases) < 2:
-        missing.append("need >= 2 cases outside the eligibility region (expected fallback)")
-    if not any(c.shape[0] == 1 for c in cases):
-        missing.append("need an M=1 decode case")
-    if not any(c.shape[0] * c.shape[1] >= 4096 * 4096 for c in cases):
-        missing.append("need a large prefill case (>= 4096x4096 elements)")
-    if not any(c.shape[1] % 8 for c in cases) or not any(c.shape[1] % 64 == 0 for c in cases):
-        missing.append("need both aligned and odd widths")
-    for d in ("float32", "float16", "bfloat16"):
-        if not any(c.dtype == d for c in cases):
-            missing.append(f"need a {d} case")
-    if not any(c.layout == "contiguous" for c in cases) or not any(c.layout in ("row_slice", "step") for c in cases):
-        missing.append("need contiguous and strided (row_slice/step) layouts")
-    for p in PASSES:
-        if not any(c.pass_ == p for c in cases):
-            missing.append(f"need a {p} case")
-    return missing
+    return [f"need {r.text}" for r in coverage_rules(cases) if not r.ok]

@@ -2,7 +2,8 @@
 
 ``my_matrix() -> list[(case_id, CaseSpec, expected, rationale)]``: ``expected`` is one of the kit's outcome words
 (:data:`~fastpath_lib.grading.vocabulary.OUTCOMES`: win, neutral, loss, fallback) and ``rationale`` one line saying
-why. Three parts: sizes (enough distinct cases, small and large, an M=1 decode case), layouts and dtypes, and
+why. The rules are the benchmark's own (:func:`fastpath_lib.bench.matrix.coverage_rules`, which the kit's matrix
+meets), in three parts: sizes (enough distinct cases, small and large, an M=1 decode case), layouts and dtypes, and
 expectations (at least one expected win, cases expected not to improve, fallback exactly where the predicate rejects
 the case on a GPU, a rationale of its own for every case). The kit's own predeclared matrix handed back, in whole
 or with its rationales copied, fails.
@@ -15,8 +16,8 @@ import json
 import re
 from pathlib import Path
 
-import torch
 
+from fastpath_lib.bench.matrix import BenchCase, coverage_rules
 from fastpath_lib.cases import CaseSpec
 from fastpath_lib.grading import borrowed
 from fastpath_lib.grading.feedback import Fail, emit, failed_parts
@@ -24,11 +25,8 @@ from fastpath_lib.grading.registry import Result, points_of
 from fastpath_lib.grading.vocabulary import OUTCOMES
 from fastpath_lib.rmsnorm import predicate as rms
 
-__all__ = ["check_case_matrix", "gpu_route", "SMALL_ELEMENTS", "LARGE_ELEMENTS", "STRIDED"]
+__all__ = ["check_case_matrix", "gpu_route"]
 
-SMALL_ELEMENTS = 65536
-LARGE_ELEMENTS = 4 * 1024 * 1024
-STRIDED = ("row_slice", "step", "transposed", "permuted")
 _PARTS = ("size_coverage", "layout_coverage", "expectations")
 _KIT_MATRIX = Path(__file__).resolve().parents[1] / "bench" / "cases.json"
 _BORROWED = borrowed.kit("bench", why="that is the kit's own predeclared matrix") + borrowed.kit(
@@ -47,12 +45,6 @@ def gpu_route(spec: CaseSpec) -> str:
     c = dataclasses.replace(rms.make_call(x, ns, w), limits=rms.Limits(min_rows=min_rows, source="CUDA default"),
                             interpret=False, device_type="cuda", capability=(9, 0))
     return rms.PREDICATE.evaluate(c).route
-
-
-def _aligned(spec: CaseSpec) -> bool:
-    el = torch.empty((), dtype=spec.dtype).element_size()
-    stride = spec.cols + (spec.pad if spec.layout == "row_slice" else 0)
-    return spec.offset * el % 16 == 0 and stride * el % 16 == 0 and spec.layout not in ("transposed", "permuted")
 
 
 def _kit_rationales() -> set[str]:
@@ -80,36 +72,21 @@ def _entries(raw) -> list[tuple[str, CaseSpec, str, str]]:
     return rows
 
 
-def _rule(ok: bool, text: str) -> str:
-    return ("ok  " if ok else "MISSING  ") + text
+def _bench_cases(rows) -> list[BenchCase]:
+    """The learner's entries as benchmark cases, so the benchmark's own coverage rules apply to them unchanged."""
+    out = []
+    for cid, spec, exp, why in rows:
+        try:
+            out.append(BenchCase(id=cid, family="exercise", shape=(spec.rows, spec.cols),
+                                 dtype=str(spec.dtype).replace("torch.", ""), layout=spec.layout, pass_="forward",
+                                 expected=exp, rationale=why.strip() or "-", pad=spec.pad, offset=spec.offset))
+        except ValueError as exc:
+            raise Fail(str(exc)) from None
+    return out
 
 
-def _sizes(rows) -> list[str]:
-    n = len(rows)
-    specs = [s for _, s, _, _ in rows]
-    shapes = {(s.rows, s.cols) for s in specs}
-    small = sum(s.rows * s.cols <= SMALL_ELEMENTS for s in specs)
-    large = sum(s.rows * s.cols >= LARGE_ELEMENTS for s in specs)
-    return [_rule(n >= 12, f">= 12 cases: {n}"), _rule(len({r[0] for r in rows}) == n, "unique case ids"),
-            _rule(len(set(specs)) == n, f"no case repeated: {n - len(set(specs))} repeats"),
-            _rule(len(shapes) >= 8, f">= 8 distinct shapes (rows x cols): {len(shapes)}"),
-            _rule(small >= 2, f">= 2 small cases (<= {SMALL_ELEMENTS} elements): {small}"),
-            _rule(large >= 2, f">= 2 large cases (>= {LARGE_ELEMENTS} elements): {large}"),
-            _rule(any(s.rows == 1 for s in specs), "an M=1 decode case (one row)")]
-
-
-def _layouts(rows) -> list[str]:
-    specs = [s for _, s, _, _ in rows]
-    n = len(specs)
-    aligned = sum(_aligned(s) for s in specs)
-    strided = sum(s.layout in STRIDED for s in specs)
-    missing = [str(d).replace("torch.", "") for d in (torch.float32, torch.float16, torch.bfloat16)
-               if d not in {s.dtype for s in specs}]
-    return [_rule(aligned >= 2, f">= 2 aligned cases (16-byte pointer and row stride): {aligned}"),
-            _rule(n - aligned >= 2, f">= 2 odd cases (misaligned width, pointer or stride): {n - aligned}"),
-            _rule(n - strided >= 2, f">= 2 contiguous cases: {n - strided}"),
-            _rule(strided >= 2, f">= 2 strided cases ({', '.join(STRIDED)}): {strided}"),
-            _rule(not missing, "fp32, fp16 and bf16 cases" + (f": no {', '.join(missing)}" if missing else ""))]
+def _lines(rules) -> list[str]:
+    return [("ok  " if r.ok else "MISSING  ") + r.text for r in rules]
 
 
 def _reject_copies(rows) -> None:
@@ -121,31 +98,12 @@ def _reject_copies(rows) -> None:
                    f"(fastpath_lib/bench/cases.json): {', '.join(copied[:4])}; choose and explain your own cases")
 
 
-def _rationale_problems(rows) -> list[str]:
-    texts = [_norm(w) for _, _, _, w in rows]
-    problems = []
-    for (cid, _, exp, _), t in zip(rows, texts):
-        words = t.split()
-        if len(words) < 4 or t in (_norm(cid), exp):
-            problems.append(f"{cid}: no rationale (one line of at least four words saying why you expect {exp})")
-        elif texts.count(t) > 1:
-            problems.append(f"{cid}: the same rationale as another case; say why for this case")
-    return problems
-
-
-def _expectations(rows) -> list[str]:
+def _expectations(rows, rules) -> list[str]:
     routes = {cid: gpu_route(s) for cid, s, _, _ in rows}
-    wins = sum(e == "win" for _, _, e, _ in rows)
-    not_improve = sum(e in ("neutral", "loss") for _, _, e, _ in rows)
-    fb = sum(e == "fallback" and routes[c] == "fallback" for c, _, e, _ in rows)
     wrong = [f"{c}: expected {e} but the predicate routes it to {routes[c]}" for c, _, e, _ in rows
              if (e == "fallback") != (routes[c] == "fallback")]
-    why = _rationale_problems(rows)
-    return [_rule(wins >= 1, f">= 1 case expected to win: {wins}"),
-            _rule(not_improve >= 2, f">= 2 cases expected not to improve (neutral/loss): {not_improve}"),
-            _rule(fb >= 2, f">= 2 fallback cases (the predicate rejects them on a GPU): {fb}"),
-            _rule(not wrong, "expectations agree with the predicate's routes" + "".join("\n      " + w for w in wrong)),
-            _rule(not why, "a rationale of its own for every case" + "".join("\n      " + w for w in why))]
+    return _lines(rules) + [("ok  " if not wrong else "MISSING  ") + "expectations agree with the predicate's routes"
+                            + "".join("\n      " + w for w in wrong)]
 
 
 def check_case_matrix(my_matrix, *, show: bool = True):
@@ -153,8 +111,11 @@ def check_case_matrix(my_matrix, *, show: bool = True):
     try:
         rows = _entries(list(borrowed.run(my_matrix, (), _BORROWED)))
         _reject_copies(rows)
+        rules = coverage_rules(_bench_cases(rows), passes=False)  # the benchmark's own rules (one source)
+        by_topic = {t: [r for r in rules if r.topic == t] for t in ("size", "layout", "expectations")}
         results = []
-        for name, lines in zip(_PARTS, (_sizes(rows), _layouts(rows), _expectations(rows))):
+        for name, lines in zip(_PARTS, (_lines(by_topic["size"]), _lines(by_topic["layout"]),
+                                        _expectations(rows, by_topic["expectations"]))):
             ok = all(line.startswith("ok") for line in lines)
             results.append(Result("ex05", name, points_of("ex05", name), ok, "\n".join(lines)))
     except Exception as exc:  # noqa: BLE001
