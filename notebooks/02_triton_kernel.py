@@ -166,9 +166,11 @@ print(fastpath_lib.explain(x, [181], torch.ones(181, device=DEVICE)).failed)
 # "Vector loads cannot be used" can be checked without a GPU. Triton compiles for a GPU target on any machine
 # (`triton.compile` with a `GPUTarget`, and the `ptxas` its wheel ships); `fastpath_lib.rmsnorm.compiled` does it
 # in subprocesses and reads the facts from the code: the narrowest global load and store in bytes, how many load
-# instructions, registers per thread and spilled bytes. *Aligned* is what Triton specializes a launch on when every
-# pointer is a multiple of 16 bytes and every row stride and width a multiple of 16 elements; *misaligned* is a launch
-# without that promise. Four forward specializations for sm_90: fp16 at 4096 columns, and fp32 at 128 columns
+# instructions, registers per thread and spilled bytes. *Aligned* is a launch the predicate admits: every pointer a
+# multiple of 16 bytes (Triton sees that itself and specializes on it) and every row stride and the width whole
+# 16-byte vectors, which the launcher checks and passes to the kernel as `VEC` (elements per vector: 8 in fp16, 4 in
+# fp32), so the kernel can promise the compiler `tl.multiple_of(stride, VEC)`; *misaligned* is a launch with none of
+# that (`VEC = 1`). Four forward specializations for sm_90: fp16 at 4096 columns, and fp32 at 128 columns
 # (narrow rows, 8 per program). These are compile-time facts for the target, not GPU timings, and the numbers can
 # change with the Triton version (the output is not compared by the notebook tests):
 

@@ -11,7 +11,7 @@ import sys
 import pandas as pd
 import pytest
 
-import fastpath_lib  # noqa: F401  (sets TRITON_INTERPRET before the kernels are imported)
+import fastpath_lib  # noqa: F401  (the interpreter opt-in is made by tests/conftest.py before this import)
 from fastpath_lib import bench
 from fastpath_lib.bench import cli, results
 from fastpath_lib.bench import host as bench_host

@@ -9,8 +9,12 @@ maintenance cost (:func:`compile_cost`), run-to-run drift (:func:`compare`) and 
 ``python -m fastpath_lib evidence`` runs all of it on a GPU in one time-boxed command (:mod:`.evidence`).
 
 Modules, one job each: ``schema`` (the results columns and unit), ``matrix`` (the declared cases), ``timing``,
-``harness`` (running the matrix), ``host``, ``sweep``, ``workload``, ``analysis`` (table arithmetic), ``plot``,
-``results`` (folders), ``drift``, ``report`` (the PR note), ``evidence`` and ``evidence_steps``, ``cli``.
+``metadata`` (``environment.json``), ``harness`` (running the matrix), ``host`` (the dispatch's host cost),
+``sweep`` (the row threshold), ``workload`` (decoder replay, compile cost, compiled facts), ``trace`` (a serving
+trace weighted by call counts), ``buildcost`` (ahead-of-time compile time and cache bytes), ``analysis`` (table
+arithmetic), ``plot``, ``results`` (folders), ``reading`` (what the lessons treat as evidence), ``peer`` (a peer's
+published GPU data, read critically), ``drift``, ``report`` (the PR note), ``evidence`` and ``evidence_steps`` (the
+one-command GPU run) with ``pytest_deadline``, and ``cli``.
 
 Note:
     Without CUDA the harness times F.rms_norm on the CPU and the Triton kernels in Triton's interpreter, with
