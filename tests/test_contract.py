@@ -219,11 +219,43 @@ def test_opcheck(route, device):
     assert routes[route] > 0 and set(routes) == {route}
 
 
-def test_opcheck_backward_op(device):
-    x, ns, w = CaseSpec(rows=16, cols=32).build(seed=9, device=device).args()
+@pytest.mark.parametrize("route", ROUTES)
+@pytest.mark.parametrize("weight", ["same", None])
+def test_opcheck_backward_op(route, weight, device):
+    """Both branches of the backward op pass opcheck (the fallback branch computes the reference's formula: autograd
+    is below an op's implementation) and give the reference's gradients."""
+    x, ns, w = CaseSpec(rows=16, cols=32, weight=weight).build(seed=9, device=device).args()
     dy = torch.randn(16, 32, device=device)
-    torch.library.opcheck(torch.ops.fastpath.rms_norm_backward.default, (dy, x, list(ns), w, None),
-                          test_utils=("test_schema", "test_faketensor", "test_aot_dispatch_dynamic"))
+    with fastpath_lib.force_fallback(route == "fallback"), fastpath_lib.record_routes("backward") as routes:
+        torch.library.opcheck(torch.ops.fastpath.rms_norm_backward.default, (dy, x, list(ns), w, None),
+                              test_utils=("test_schema", "test_faketensor", "test_aot_dispatch_dynamic"))
+        dx, dw = torch.ops.fastpath.rms_norm_backward(dy, x, list(ns), w, None)
+    assert routes[route] > 0 and set(routes) == {route}
+    xr = x.detach().double().requires_grad_()
+    wr = w.detach().double().requires_grad_() if w is not None else None
+    want = torch.autograd.grad(torch.nn.functional.rms_norm(xr, ns, wr, torch.finfo(torch.float32).eps),
+                               [t for t in (xr, wr) if t is not None], dy.double())
+    torch.testing.assert_close(dx.double(), want[0], atol=1e-5, rtol=1e-5)
+    if w is not None:
+        torch.testing.assert_close(dw.double(), want[1], atol=1e-4, rtol=1e-5)
+    else:
+        assert dw.numel() == 0
+
+
+@pytest.mark.parametrize("shape, ns, wdtype", [((2, 3, 8), (3, 8), torch.float32), ((5, 8), (8,), torch.float64),
+                                               ((8,), (8,), torch.float16)])
+def test_backward_op_fallback_formula_matches_the_reference(shape, ns, wdtype):
+    """The formula branch on shapes the kernel never takes: several normalized dims, fp64 weight, no leading dims."""
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(shape, generator=g)
+    w = (1 + torch.randn(ns, generator=g) / 2).to(wdtype)
+    dy = torch.randn(shape, generator=g)
+    dx, dw = torch.ops.fastpath.rms_norm_backward(dy, x, list(ns), w, 1e-5)
+    xr, wr = x.double().requires_grad_(), w.double().requires_grad_()
+    want = torch.autograd.grad(torch.nn.functional.rms_norm(xr, ns, wr, 1e-5), [xr, wr], dy.double())
+    assert dx.dtype == x.dtype and dw.dtype == w.dtype
+    torch.testing.assert_close(dx.double(), want[0], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(dw.double(), want[1], atol=2e-3 if wdtype == torch.float16 else 1e-5, rtol=1e-3)
 
 
 @pytest.mark.parametrize("route", ROUTES)

@@ -157,19 +157,28 @@ def _(grad, input, normalized_shape, weight, eps):
 def _reference_grads(grad, input, normalized_shape, weight, eps, *, create_graph):
     """Gradients of ``F.rms_norm`` itself (the fallback's backward); ``(dx, dw)``, ``dw`` ``None`` without weight.
 
-    Inside an op's implementation autograd is already below us, so ``torch.func.vjp`` differentiates the reference.
     With ``create_graph`` (called at the autograd level) ``torch.autograd.grad`` keeps the graph for higher orders.
+    Inside an op's implementation autograd is already below us, so the first-order gradients are the reference's
+    formula, computed in its op-math dtype (fp32, or fp64 for fp64 tensors) like ``F.rms_norm``'s own backward:
+    ``dx = rstd * (g*w - x * rstd^2 * mean(g*w*x))`` and ``dw = sum over rows of g * x * rstd``.
     """
     if create_graph:
         wanted = [t for t in (input, weight) if t is not None and t.requires_grad]
         got = torch.autograd.grad(F.rms_norm(input, normalized_shape, weight, eps), wanted, grad, create_graph=True)
         by_id = {id(t): g for t, g in zip(wanted, got)}
         return by_id.get(id(input)), (by_id.get(id(weight)) if weight is not None else None)
+    wide = input.dtype == torch.float64 or (weight is not None and weight.dtype == torch.float64)
+    acc = torch.float64 if wide else torch.float32
+    dims = tuple(range(-len(normalized_shape), 0))
+    x, g = input.to(acc), grad.to(acc)
+    rstd = torch.rsqrt(x.pow(2).mean(dims, keepdim=True) + _eps(input, eps))
+    gw = g * weight.to(acc) if weight is not None else g
+    dx = (rstd * (gw - x * rstd.pow(2) * (gw * x).mean(dims, keepdim=True))).to(input.dtype)
     if weight is None:
-        _, vjp = torch.func.vjp(lambda a: F.rms_norm(a, normalized_shape, None, eps), input)
-        return vjp(grad)[0], None
-    _, vjp = torch.func.vjp(lambda a, b: F.rms_norm(a, normalized_shape, b, eps), input, weight)
-    return vjp(grad)
+        return dx, None
+    lead = tuple(range(input.dim() - len(normalized_shape)))
+    gxr = g * x * rstd
+    return dx, (gxr.sum(lead) if lead else gxr).to(weight.dtype)
 
 
 def _setup_context(ctx, inputs, output):
