@@ -1,8 +1,9 @@
 """Row layouts: how a tensor normalized over its last dimension is seen as ``[rows, cols]``.
 
 The kernels address row ``r`` at ``r * row_stride``, so an input qualifies when its last dimension is contiguous and
-its leading dimensions collapse to one stride between rows. These helpers are shared by the predicate, the op, the
-benchmark and the exercise checks; they import torch only.
+its leading dimensions collapse to one stride between rows, and only a plain strided tensor qualifies at all
+(:func:`tensor_kind`). These helpers are shared by the predicate, the op, the benchmark and the exercise checks; they
+import torch only.
 
 >>> import torch
 >>> t = torch.zeros(4, 20)[:, :16]
@@ -13,8 +14,13 @@ benchmark and the exercise checks; they import torch only.
 from __future__ import annotations
 
 import torch
+from torch._subclasses.fake_tensor import FakeTensor
+from torch._subclasses.functional_tensor import FunctionalTensor
 
-__all__ = ["rows_cols", "row_stride", "as_rows"]
+__all__ = ["PLAIN_TYPES", "rows_cols", "row_stride", "as_rows", "tensor_kind"]
+
+#: Tensor types the kernels accept: plain tensors, parameters, and the tensors compile/export trace with.
+PLAIN_TYPES = frozenset({torch.Tensor, torch.nn.Parameter, FakeTensor, FunctionalTensor})
 
 
 def rows_cols(t: torch.Tensor) -> tuple[int, int]:
@@ -42,3 +48,16 @@ def as_rows(t: torch.Tensor) -> torch.Tensor:
         return t.view(-1, t.shape[-1])
     rows, cols = rows_cols(t)
     return t.as_strided((rows, cols), (row_stride(t), 1))
+
+
+def tensor_kind(t: torch.Tensor | None) -> str:
+    """``""`` for a plain strided tensor (or ``None``), else what it is: a subclass, nested, or another layout."""
+    if t is None:
+        return ""
+    if type(t) not in PLAIN_TYPES:
+        return f"{type(t).__name__} (a tensor subclass)"
+    if t.is_nested:
+        return "a nested tensor"
+    if t.layout is not torch.strided:
+        return f"layout {str(t.layout).replace('torch.', '')}"
+    return ""

@@ -15,7 +15,7 @@ from fastpath_lib import runtime
 from fastpath_lib.rmsnorm import thresholds
 
 __all__ = ["MAX_COLS", "ALIGN_BYTES", "MIN_CAPABILITY", "INTERPRETER_MIN_ROWS", "CUDA_MIN_ROWS", "DEFAULT_CUDA_MIN_ROWS",
-           "SUPPORTED_DTYPES", "Limits", "limits_for", "device_capability"]
+           "SUPPORTED_DTYPES", "Limits", "limits_for", "device_capability", "default_eps"]
 
 MAX_COLS = 16384
 ALIGN_BYTES = 16
@@ -53,8 +53,14 @@ def limits_for(device: torch.device | str | None = None, *, interpret: bool | No
 
 
 def device_capability(dev: torch.device) -> tuple[int, int]:
-    """``(major, minor)`` of a CUDA device; ``(0, 0)`` when it cannot be read (no driver), which fails the arch check."""
+    """``(major, minor)`` of a CUDA device; ``(0, 0)`` when it cannot be read (no driver): the arch check fails."""
     try:
         return tuple(torch.cuda.get_device_capability(dev))
     except (RuntimeError, AssertionError, AttributeError):
         return (0, 0)
+
+
+def default_eps(dtype: torch.dtype) -> float:
+    """``F.rms_norm``'s default eps: the machine epsilon of the dtype it computes in (fp32 for fp16/bf16/fp32)."""
+    opmath = torch.float64 if dtype == torch.float64 else torch.float32
+    return torch.finfo(opmath).eps

@@ -29,11 +29,9 @@ Two ways to evaluate the same rules, side by side in this module:
 * :data:`PREDICATE` (through :func:`fastpath_lib.explain`) runs every named condition and says why each one fails.
   A hypothesis test proves the two agree on every case it draws.
 
-Modes that do *not* force the fallback, with why: autograd (there is a Triton backward), ``torch.compile`` (the static
-conditions become guards and the opaque op re-checks alignment at run time; on fake tensors ``explain()`` reports
-alignment as unknown), deterministic-algorithms mode
-(both kernels are bitwise deterministic), autocast (the op carries the same autocast policy as ``F.rms_norm``, so the
-kernels see already-cast inputs).
+Modes that keep the fast path, with why: autograd (a Triton backward), ``torch.compile`` (static conditions become
+guards; the opaque op re-checks alignment at run time, which ``explain()`` on fake tensors reports as unknown),
+deterministic algorithms (both kernels are bitwise deterministic), autocast (the op carries ``F.rms_norm``'s policy).
 
 This module imports torch only, never Triton: it is tested on any machine.
 """
@@ -44,22 +42,19 @@ import dataclasses
 
 import torch
 import torch.autograd.forward_ad as _fwad
-from torch._subclasses.fake_tensor import FakeTensor, is_fake
-from torch._subclasses.functional_tensor import FunctionalTensor
+from torch._subclasses.fake_tensor import is_fake
 
 from fastpath_lib import runtime
 from fastpath_lib.eligibility import UNKNOWN, Boundary, Condition, Predicate
-from fastpath_lib.rmsnorm.layout import row_stride, rows_cols
+from fastpath_lib.rmsnorm.layout import PLAIN_TYPES, row_stride, rows_cols, tensor_kind
 from fastpath_lib.rmsnorm.limits import (ALIGN_BYTES, CUDA_MIN_ROWS, DEFAULT_CUDA_MIN_ROWS, INTERPRETER_MIN_ROWS,
-                                         MAX_COLS, MIN_CAPABILITY, SUPPORTED_DTYPES, Limits, device_capability, limits_for)
+                                         MAX_COLS, MIN_CAPABILITY, SUPPORTED_DTYPES, Limits, default_eps,
+                                         device_capability, limits_for)
 
 __all__ = ["MAX_COLS", "ALIGN_BYTES", "MIN_CAPABILITY", "INTERPRETER_MIN_ROWS", "CUDA_MIN_ROWS", "DEFAULT_CUDA_MIN_ROWS",
            "SUPPORTED_DTYPES", "PLAIN_TYPES", "ALLOWED_MODES", "Limits", "RMSNormCall", "limits_for", "make_call",
            "eligible", "runtime_eligible", "tensor_kind", "functorch_transform", "PREDICATE", "BASE_CASE",
            "default_eps"]
-
-#: Tensor types the kernels accept: plain tensors, parameters, and the tensors compile/export trace with.
-PLAIN_TYPES = frozenset({torch.Tensor, torch.nn.Parameter, FakeTensor, FunctionalTensor})
 
 #: Execution modes that keep the fast path, with the reason it is safe there.
 ALLOWED_MODES = {
@@ -74,25 +69,6 @@ _INT_TYPES = frozenset({int, torch.SymInt})
 _SHAPE_TYPES = frozenset({list, tuple, torch.Size})
 _CHANNELS_LAST = {4: torch.channels_last, 5: torch.channels_last_3d}
 _transforms_active = torch._C._are_functorch_transforms_active
-
-
-def default_eps(dtype: torch.dtype) -> float:
-    """``F.rms_norm``'s default eps: the machine epsilon of the dtype it computes in (fp32 for fp16/bf16/fp32)."""
-    opmath = torch.float64 if dtype == torch.float64 else torch.float32
-    return torch.finfo(opmath).eps
-
-
-def tensor_kind(t: torch.Tensor | None) -> str:
-    """``""`` for a plain strided tensor (or ``None``), else what it is: a subclass, nested, or another layout."""
-    if t is None:
-        return ""
-    if type(t) not in PLAIN_TYPES:
-        return f"{type(t).__name__} (a tensor subclass)"
-    if t.is_nested:
-        return "a nested tensor"
-    if t.layout is not torch.strided:
-        return f"layout {str(t.layout).replace('torch.', '')}"
-    return ""
 
 
 def functorch_transform() -> str:
