@@ -44,6 +44,7 @@ class CaseSpec:
             multiple of 16 bytes).
         weight_offset: the same for the weight.
         weight_cols: added to the weight's length (non-zero makes an invalid call).
+        weight_step: the weight's stride: every ``weight_step``-th element of its buffer; ``0`` expands one value.
         norm_dims: how many trailing dims are normalized (1 or 2).
         normalized_shape: ``"wrong"`` to pass a shape that does not match the input.
         scale: magnitude of the random values.
@@ -59,6 +60,7 @@ class CaseSpec:
     offset: int = 0
     weight_offset: int = 0
     weight_cols: int = 0
+    weight_step: int = 1
     norm_dims: int = 1
     normalized_shape: str | None = None
     scale: float = 1.0
@@ -103,11 +105,17 @@ class CaseSpec:
         if self.weight is not None:
             wdtype = self.dtype if self.weight == "same" else self.weight
             wshape = (shape[-2], shape[-1]) if self.norm_dims == 2 else (shape[-1] + self.weight_cols,)
-            n = math.prod(wshape)
-            wbuf = torch.full((n + self.weight_offset + 16,), POISON, dtype=wdtype, device=dev)
-            w = wbuf[self.weight_offset:self.weight_offset + n].view(wshape)
-            with torch.no_grad():
-                w.copy_((1.0 + 0.5 * torch.randn(wshape, generator=gen, dtype=torch.float64)).to(wdtype))
+            n, step, off = math.prod(wshape), self.weight_step, self.weight_offset
+            vals = (1.0 + 0.5 * torch.randn(wshape, generator=gen, dtype=torch.float64)).to(wdtype)
+            wbuf = torch.full((n * max(step, 1) + off + 16,), POISON, dtype=wdtype, device=dev)
+            if step == 0:  # one value, expanded
+                w = wbuf[off:off + 1].expand(wshape)
+                with torch.no_grad():
+                    wbuf[off:off + 1].copy_(vals.reshape(-1)[:1] if n else torch.ones(1, dtype=wdtype))
+            else:
+                w = wbuf[off:off + n * step:step].view(wshape)
+                with torch.no_grad():
+                    w.copy_(vals)
         if self.normalized_shape == "wrong":
             ns = (shape[-1] + 1,)
         else:

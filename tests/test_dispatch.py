@@ -47,7 +47,8 @@ def calls(draw):
         dtype=pick(draw(st.sampled_from([torch.float32, torch.float16, torch.bfloat16])), torch.float64),
         weight=pick(draw(st.sampled_from(["same", None, torch.float32])), torch.float64),
         pad=draw(st.sampled_from([0, 4, 8, 2])), offset=pick(0, 8, 1, 2),
-        weight_offset=pick(0, 8, 1), weight_cols=pick(0, -1), normalized_shape=pick(None, "wrong"),
+        weight_offset=pick(0, 8, 1), weight_cols=pick(0, -1), weight_step=pick(1, 2, 0),
+        normalized_shape=pick(None, "wrong"),
         norm_dims=pick(1, 2) if layout in ("contiguous", "batched") else 1,
     )
     return spec, {"forced": pick(False, True), "interpret": pick(True, False), "dual": pick(False, True)}

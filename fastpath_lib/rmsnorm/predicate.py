@@ -17,7 +17,7 @@ In words: the Triton kernels run when **all** of these hold, and ``torch.nn.func
   dimension only, at most ``MAX_COLS`` columns, not empty, and at least ``min_rows`` rows (8 under the interpreter,
   where there is no speed to protect; per architecture on CUDA, conservative until a GPU sweep sets it);
 * *stride*: last dimension contiguous, not a channels-last memory format (``F.rms_norm`` keeps those strides; the
-  kernel writes rows), and the leading dimensions collapse to rows one stride apart;
+  kernel writes rows), the leading dimensions collapse to rows one stride apart, and the weight is contiguous;
 * *alignment*: input and weight data pointers, and the row stride in bytes, multiples of ``ALIGN_BYTES`` (16).
 
 Two ways to evaluate the same rules, side by side in this module:
@@ -181,7 +181,7 @@ def eligible(input, normalized_shape, weight, forced: bool) -> bool:
         return False
     return weight is None or (type(weight) in PLAIN_TYPES and weight.dtype in _DTYPE_SET and weight.dim() == 1
                               and weight.shape[0] == n and weight.layout is torch.strided and not weight.is_nested
-                              and weight.get_device() == input.get_device())
+                              and (n == 1 or weight.stride(0) == 1) and weight.get_device() == input.get_device())
 
 
 def runtime_eligible(input: torch.Tensor, weight: torch.Tensor | None) -> bool:
@@ -352,6 +352,13 @@ def _check_stride_align(c):
     return None if n * size % a == 0 else f"row width {n} elements = {n * size} bytes, need a multiple of {a} bytes"
 
 
+def _check_weight_stride(c):
+    w = c.weight
+    if w is None or _opaque(c) or w.dim() != 1 or w.numel() <= 1 or w.stride(0) == 1:
+        return None
+    return f"weight stride {w.stride(0)} elements" + (" (expanded)" if w.stride(0) == 0 else "") + ", need 1"
+
+
 def _check_weight_align(c):
     if _opaque(c):
         return None
@@ -450,6 +457,10 @@ PREDICATE = Predicate("rmsnorm", [
                Boundary("row slice of a wider buffer", {"layout": "row_slice", "pad": 4}, True),
                Boundary("every other row", {"layout": "step"}, True),
                Boundary("3-d permuted", {"layout": "permuted"}, False))),
+    Condition("weight_contiguous", "weight absent or contiguous (stride 1)", _check_weight_stride, "stride",
+              "the kernels load the weight as one contiguous block, like a row",
+              (Boundary("contiguous weight", {}, True), Boundary("every other element", {"weight_step": 2}, False),
+               Boundary("expanded from one value (stride 0)", {"weight_step": 0}, False))),
     Condition("input_alignment", f"input data pointer a multiple of {ALIGN_BYTES} bytes", _check_input_align,
               "alignment", "Triton specialises on 16-byte alignment for vector loads; misaligned inputs are slower",
               (Boundary("offset 0", {"offset": 0}, True), Boundary("offset 16 bytes", {"offset": 4}, True),
