@@ -50,3 +50,20 @@ def test_kernels_on_both_sides_of_the_alignment_check(dtype, cols, pad, offset, 
     dx64, dw64 = reference_grads(x, [cols], w, eps, dy)
     assert compare(dx, dx64, dtype, grad=True) is None
     assert compare(dw, dw64, dtype, grad=True) is None
+
+
+@pytest.mark.parametrize("step", [2, 0])
+def test_launchers_read_a_strided_weight_as_its_values(step, device):
+    """The kernels read ``w[col]`` at ``W_ptr + col``: the launchers make a strided or expanded weight contiguous
+    (the dispatch never sends one; direct launcher calls, as in the lessons and the benchmark, may)."""
+    from fastpath_lib.rmsnorm import kernels
+
+    x = torch.randn(16, 64, device=device)
+    w = torch.randn(128, device=device)[::2] if step else torch.tensor(1.5, device=device).expand(64)
+    assert w.stride(0) == step
+    assert compare(kernels.forward(x, w, 1e-6), reference_rms_norm(x, [64], w, 1e-6), torch.float32) is None
+    dy = torch.randn(16, 64, device=device)
+    dx, dw = kernels.backward(dy, x, w, 1e-6)
+    rdx, rdw = reference_grads(x, [64], w, 1e-6, dy)
+    assert compare(dx, rdx, torch.float32, grad=True) is None
+    assert compare(dw, rdw, torch.float32, grad=True) is None

@@ -179,7 +179,7 @@ def forward(x2d: torch.Tensor, weight: torch.Tensor | None, eps: float, *,
     y = torch.empty((n_rows, n_cols), dtype=x2d.dtype, device=x2d.device) if out is None else out
     block, num_warps = launch_settings(n_cols, "forward")
     rows_per_program = forward_rows_per_program(n_cols)
-    w = weight if weight is not None else x2d
+    w = x2d if weight is None else weight if weight.stride(0) == 1 else weight.contiguous()  # the kernel reads w[cols]
     vec = vector_elements(x2d.element_size(), n_cols, (x2d.stride(0), y.stride(0)),
                           (x2d.data_ptr(), y.data_ptr(), w.data_ptr()))
     with _quiet():
@@ -205,7 +205,7 @@ def backward(dy2d: torch.Tensor, x2d: torch.Tensor, weight: torch.Tensor | None,
     has_w = weight is not None
     partial = torch.empty((programs if has_w else 1, n_cols), dtype=torch.float32, device=x2d.device)
     block, num_warps = launch_settings(n_cols, "backward")
-    w = weight if has_w else x2d
+    w = x2d if not has_w else weight if weight.stride(0) == 1 else weight.contiguous()
     vec = vector_elements(x2d.element_size(), n_cols, (dy2d.stride(0), x2d.stride(0), dx.stride(0)),
                           (dy2d.data_ptr(), x2d.data_ptr(), dx.data_ptr(), w.data_ptr(), partial.data_ptr()))
     with _quiet():
