@@ -64,3 +64,13 @@ def test_architecture_reported():
     cap = torch.cuda.get_device_capability()
     d = fastpath_lib.explain(torch.randn(_rows(), 64, device="cuda"), [64])
     assert ("architecture" in d.failed) == (cap < P.MIN_CAPABILITY)
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA devices")
+def test_cuda_tensor_on_another_device_than_the_current_one():
+    """Triton launches on the current device; the launchers switch to the tensor's."""
+    x, ns, w = CaseSpec(rows=_rows(), cols=256).build(seed=2, device="cuda:1").args()
+    with torch.cuda.device(0), fastpath_lib.record_routes() as routes:
+        y = fastpath_lib.rms_norm(x, ns, w)
+    assert routes == {"triton": 1} and y.device == x.device
+    assert compare(y, reference_rms_norm(x, ns, w), x.dtype) is None

@@ -161,6 +161,13 @@ def _max_backward_programs(x: torch.Tensor) -> int:
     return 4  # interpreter: programs run one after another; few of them is fastest
 
 
+def _on_device(t: torch.Tensor):
+    """Triton launches on the *current* CUDA device: switch to the tensor's when it is another one (multi-GPU)."""
+    if t.is_cuda and t.get_device() != torch.cuda.current_device():
+        return torch.cuda.device(t.device)
+    return contextlib.nullcontext()
+
+
 def _quiet():
     """Under the interpreter numpy warns on inf/nan arithmetic that a GPU performs silently; silence it there."""
     from fastpath_lib import runtime
@@ -182,7 +189,7 @@ def forward(x2d: torch.Tensor, weight: torch.Tensor | None, eps: float, *,
     w = x2d if weight is None else weight if weight.stride(0) == 1 else weight.contiguous()  # the kernel reads w[cols]
     vec = vector_elements(x2d.element_size(), n_cols, (x2d.stride(0), y.stride(0)),
                           (x2d.data_ptr(), y.data_ptr(), w.data_ptr()))
-    with _quiet():
+    with _quiet(), _on_device(x2d):
         rms_norm_fwd_kernel[(triton.cdiv(n_rows, rows_per_program),)](
             x2d, w, y, x2d.stride(0), y.stride(0), n_rows, n_cols, eps,
             HAS_WEIGHT=weight is not None, ROWS_PER_PROGRAM=rows_per_program, BLOCK_SIZE=block, VEC=vec,
@@ -208,7 +215,7 @@ def backward(dy2d: torch.Tensor, x2d: torch.Tensor, weight: torch.Tensor | None,
     w = x2d if not has_w else weight if weight.stride(0) == 1 else weight.contiguous()
     vec = vector_elements(x2d.element_size(), n_cols, (dy2d.stride(0), x2d.stride(0), dx.stride(0)),
                           (dy2d.data_ptr(), x2d.data_ptr(), dx.data_ptr(), w.data_ptr(), partial.data_ptr()))
-    with _quiet():
+    with _quiet(), _on_device(x2d):
         rms_norm_bwd_kernel[(programs,)](
             dy2d, x2d, w, dx, partial,
             dy2d.stride(0), x2d.stride(0), dx.stride(0), n_rows, n_cols, eps,
