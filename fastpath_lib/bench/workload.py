@@ -94,10 +94,11 @@ def replay(*, quick: bool = False, settings: dict | None = None, batch: int | No
     dtype = dtype or (torch.bfloat16 if gpu else torch.float32)
     settings = settings or settings_for(quick)
     torch.manual_seed(0)
-    base = TinyDecoder(dim=dim, layers=layers, heads=max(1, dim // 128) if gpu else 4, hidden=dim * 2,
-                       norm_cls=nn.RMSNorm).to(dev, dtype).eval()
-    fast = TinyDecoder(dim=dim, layers=layers, heads=max(1, dim // 128) if gpu else 4, hidden=dim * 2,
-                       norm_cls=fastpath_lib.RMSNorm).to(dev, dtype).eval()
+    with torch.device(dev):  # built where it runs: initialising 670M parameters on the host would eat the budget
+        base = TinyDecoder(dim=dim, layers=layers, heads=max(1, dim // 128) if gpu else 4, hidden=dim * 2,
+                           norm_cls=nn.RMSNorm).to(dtype).eval()
+        fast = TinyDecoder(dim=dim, layers=layers, heads=max(1, dim // 128) if gpu else 4, hidden=dim * 2,
+                           norm_cls=fastpath_lib.RMSNorm).to(dtype).eval()
     fast.load_state_dict(base.state_dict())
     tokens = [torch.randint(0, 256, (batch, seq), device=dev, generator=None) for _ in range(settings["input_sets"])]
     n_norms = 2 * layers + 1
@@ -139,30 +140,39 @@ def replay(*, quick: bool = False, settings: dict | None = None, batch: int | No
 
 
 def specializations(cases, quick: bool = False) -> list[dict]:
-    """The distinct Triton specializations the matrix's eligible cases trigger.
+    """The distinct Triton specializations the matrix's eligible cases trigger, each with a case that launches it.
 
-    A specialization is one compiled binary: kernel x dtype x BLOCK_SIZE x num_warps x HAS_WEIGHT (x the
-    16-byte-alignment flags Triton derives from pointers and strides, which the predicate fixes to aligned).
-    Block size and warps come from the launchers' own rule (:func:`fastpath_lib.rmsnorm.kernels.launch_settings`).
+    A specialization is one compiled binary: kernel x dtype x BLOCK_SIZE x num_warps x HAS_WEIGHT x ROWS_PER_PROGRAM
+    x VEC (x the 16-byte-alignment flags Triton derives from the pointers, which the predicate fixes to aligned).
+    All of it comes from the launchers' own rules (:mod:`fastpath_lib.rmsnorm.launch`). The backward's rows per
+    program depend on the row count and the GPU's multiprocessor count: off a GPU that is ``None`` (unknown).
 
     Returns:
-        one dict per specialization, with the case ids that use it.
+        one dict per specialization, with the case ids that use it and the shape of the first (``rows``, ``cols``,
+        ``layout``, ``pad``), which the compile-cost probe launches.
     """
-    from fastpath_lib.rmsnorm import kernels  # imported on use: the interpreter opt-in comes first
-    from fastpath_lib.rmsnorm.predicate import MAX_COLS
+    from fastpath_lib.rmsnorm import launch  # imported on use: the interpreter opt-in comes first
+    from fastpath_lib.rmsnorm.predicate import ALIGN_BYTES, MAX_COLS
 
+    sms = torch.cuda.get_device_properties(0).multi_processor_count if runtime.cuda_available() else None
     found: dict[tuple, dict] = {}
     for c in cases:
         if c.expected == "fallback":
             continue
-        rows, cols, _ = c.dims(quick)
+        rows, cols, pad = c.dims(quick)
         if cols > MAX_COLS:
             continue
+        vec = ALIGN_BYTES // c.torch_dtype.itemsize  # eligible cases are 16-byte aligned
         for kern in ("fwd",) + (("bwd",) if c.pass_ == "backward" else ()):
-            block, warps = kernels.launch_settings(cols, "forward" if kern == "fwd" else "backward")
-            key = (kern, c.dtype, block, warps, True)
+            block, warps = launch.launch_settings(cols, "forward" if kern == "fwd" else "backward")
+            if kern == "fwd":
+                rpp = launch.forward_rows_per_program(cols)
+            else:
+                rpp = launch.backward_grid(rows, 4 * sms)[0] if sms else None
+            key = (kern, c.dtype, block, warps, True, rpp, vec)
             found.setdefault(key, {"kernel": kern, "dtype": c.dtype, "BLOCK_SIZE": block, "num_warps": warps,
-                                   "HAS_WEIGHT": True, "cases": []})["cases"].append(c.id)
+                                   "HAS_WEIGHT": True, "ROWS_PER_PROGRAM": rpp, "VEC": vec, "rows": rows,
+                                   "cols": cols, "layout": c.layout, "pad": pad, "cases": []})["cases"].append(c.id)
     return list(found.values())
 
 
@@ -173,17 +183,25 @@ from fastpath_lib.rmsnorm import kernels
 specs = json.loads(sys.argv[1])
 out = []
 for s in specs:
-    dt = getattr(torch, s["dtype"])
-    x = torch.randn(64, s["cols"], device="cuda", dtype=dt); w = torch.randn(s["cols"], device="cuda", dtype=dt)
+    dt, r, c = getattr(torch, s["dtype"]), s["rows"], s["cols"]
+    if s["layout"] == "row_slice":
+        x = torch.randn(r, c + s["pad"], device="cuda", dtype=dt)[:, :c]
+    elif s["layout"] == "step":
+        x = torch.randn(2 * r, c, device="cuda", dtype=dt)[::2]
+    else:
+        x = torch.randn(r, c, device="cuda", dtype=dt)
+    w = torch.randn(c, device="cuda", dtype=dt)
+    dy = torch.randn(r, c, device="cuda", dtype=dt)
     times = []
     for _ in range(2):
         torch.cuda.synchronize(); t = time.perf_counter()
         if s["kernel"] == "fwd":
             kernels.forward(x, w, 1e-6)
         else:
-            kernels.backward(torch.randn_like(x), x, w, 1e-6)
+            kernels.backward(dy, x, w, 1e-6)
         torch.cuda.synchronize(); times.append(time.perf_counter() - t)
     out.append(dict(s, first_call_s=times[0], second_call_s=times[1], compile_s=times[0] - times[1]))
+    del x, w, dy
 print(json.dumps(out))
 """
 
@@ -213,7 +231,7 @@ def compile_cost(cases=None, *, quick: bool = False, timeout: float = 600) -> di
         return out
     import json
 
-    probe = [{"kernel": s["kernel"], "dtype": s["dtype"], "cols": s["BLOCK_SIZE"]} for s in specs]
+    probe = [{k: s[k] for k in ("kernel", "dtype", "rows", "cols", "layout", "pad")} for s in specs]
     with tempfile.TemporaryDirectory() as cache:
         env = dict(os.environ, TRITON_CACHE_DIR=cache)
         res = subprocess.run([sys.executable, "-c", _PROBE, json.dumps(probe)], env=env, capture_output=True,
