@@ -35,3 +35,20 @@ def pytest_collection_modifyitems(config, items):
         for item in items:
             if "gpu" in item.keywords:
                 item.add_marker(skip_gpu)
+
+
+@pytest.fixture(autouse=True)
+def small_cuda_threshold(request, monkeypatch):
+    """On CUDA, the semantic tests use the interpreter's row threshold (8) so their small shapes take the Triton route.
+
+    The row threshold protects speed, not correctness: a test of 16 rows checks the same kernel code as one of 4096,
+    in a fraction of the time. Tests marked ``gpu`` keep the real per-architecture threshold (one of them checks it).
+    """
+    if not runtime.cuda_available() or runtime.interpreter_enabled() or "gpu" in request.keywords:
+        yield
+        return
+    from fastpath_lib.rmsnorm import limits, predicate
+
+    monkeypatch.setitem(limits.CUDA_MIN_ROWS, tuple(torch.cuda.get_device_capability()), limits.INTERPRETER_MIN_ROWS)
+    monkeypatch.setattr(predicate, "_cuda_min_rows", {})
+    yield

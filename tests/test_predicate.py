@@ -58,8 +58,8 @@ def test_every_failed_condition_is_reported_not_just_the_first():
     assert any("float64" in r and "need" in r for r in d.reasons)
 
 
-def test_reason_names_actual_and_required_values():
-    d = fastpath_lib.explain(torch.randn(16, 17), [17])
+def test_reason_names_actual_and_required_values(device):
+    d = fastpath_lib.explain(torch.randn(16, 17, device=device), [17])
     (reason,) = d.reasons
     assert reason.startswith("row_stride_alignment:") and "68 bytes" in reason and "16 bytes" in reason
 
@@ -91,12 +91,12 @@ def test_the_architecture_is_read_from_the_device_when_not_given(monkeypatch):
     assert seen
 
 
-def test_explain_is_safe_on_fake_tensors():
+def test_explain_is_safe_on_fake_tensors(device):
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     with FakeTensorMode():
-        x = torch.empty(16, 64)
-        w = torch.empty(64)
+        x = torch.empty(16, 64, device=device)
+        w = torch.empty(64, device=device)
         d = fastpath_lib.explain(x, [64], w)
     assert not d.eligible and d.route == "fallback"
     assert set(d.failed) == {"input_alignment", "weight_alignment"}
