@@ -19,7 +19,8 @@ import sys
 
 import torch
 
-__all__ = ["use_interpreter", "interpreter_enabled", "cuda_available", "describe", "versions", "ENV"]
+__all__ = ["use_interpreter", "interpreter_enabled", "cuda_available", "kernel_device", "lesson_device", "describe",
+           "versions", "ENV"]
 
 ENV = "TRITON_INTERPRET"
 _KERNELS = "fastpath_lib.rmsnorm.kernels"
@@ -105,3 +106,18 @@ def describe() -> str:
         mode = "mode: CPU without the Triton interpreter; every call takes the fallback (call use_interpreter())"
     return f"{mode} | torch {v['torch']}, triton {v['triton']}, numpy {v['numpy']}, python {v['python']} " \
            f"({sys.platform})"
+
+
+def kernel_device() -> str:
+    """Where the kernels run: ``"cuda"`` when CUDA is present and the interpreter is off, else ``"cpu"`` (which takes
+    the Triton route only under the interpreter). Tests, checks and lessons build their tensors there."""
+    return "cuda" if cuda_available() and not interpreter_enabled() else "cpu"
+
+
+def lesson_device() -> str:
+    """:func:`kernel_device`, after printing :func:`describe` and what it means for the numbers a lesson shows."""
+    dev = kernel_device()
+    print(describe())
+    print("running on", "a GPU (CUDA): kernels are compiled and timings are real" if dev == "cuda" else
+          "the CPU: Triton kernels run in the interpreter (correct but slow; no timing here is a GPU measurement)")
+    return dev

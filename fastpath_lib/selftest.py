@@ -141,7 +141,7 @@ def run() -> SelfTestResult:
     from fastpath_lib.testing import compare, reference_grads, reference_rms_norm
 
     vers = runtime.versions()
-    dev = "cuda" if (runtime.cuda_available() and not runtime.interpreter_enabled()) else "cpu"
+    dev = runtime.kernel_device()
     mode = "interpreter" if runtime.interpreter_enabled() else ("cuda" if dev == "cuda" else "no triton backend")
     problems: list[str] = []
     if mode == "no triton backend":

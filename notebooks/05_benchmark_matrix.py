@@ -33,10 +33,7 @@ import fastpath_lib
 fastpath_lib.use_interpreter()  # no CUDA: run the kernels in Triton's CPU interpreter (a no-op on a GPU)
 from fastpath_lib import runtime
 
-print(runtime.describe())
-DEVICE = "cuda" if runtime.cuda_available() and not runtime.interpreter_enabled() else "cpu"
-print("running on", "a GPU (CUDA): kernels are compiled and timings are real" if DEVICE == "cuda" else
-      "the CPU: Triton kernels run in the interpreter (correct but slow; no timing here is a GPU measurement)")
+DEVICE = runtime.lesson_device()  # "cuda" on a GPU, else "cpu"; prints the mode and versions
 _ = torch.manual_seed(0)
 
 # %matplotlib inline

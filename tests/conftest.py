@@ -26,7 +26,7 @@ def interpreter_selftest():
 @pytest.fixture(scope="session")
 def device() -> str:
     """CUDA when present and the interpreter is off, else the CPU (under the interpreter)."""
-    return "cuda" if runtime.cuda_available() and not runtime.interpreter_enabled() else "cpu"
+    return runtime.kernel_device()
 
 
 def pytest_collection_modifyitems(config, items):

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.skipif(not (runtime.interpreter_enabled() or runtime.cu
 def test_passes_here_and_the_probe_is_right():
     res = selftest.run()
     assert res.ok and res.culprit == "" and "FAILED" not in str(res), str(res)
-    dev = "cuda" if runtime.cuda_available() and not runtime.interpreter_enabled() else "cpu"
+    dev = runtime.kernel_device()
     assert selftest.toolchain_probe(dev) == []
 
 

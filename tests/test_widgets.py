@@ -86,7 +86,7 @@ def test_row_slice_uses_the_pad_control():
     ("backward with create_graph=True", "grad_order"),
     ("during CUDA graph capture", "cuda_graph_capture"),
     pytest.param("interpreter off", "device", marks=pytest.mark.skipif(
-        runtime.cuda_available() and not runtime.interpreter_enabled(),
+        runtime.kernel_device() == "cuda",
         reason="on CUDA without the interpreter, turning it off changes nothing")),
 ])
 def test_modes_that_are_not_tensor_properties(mode, condition):

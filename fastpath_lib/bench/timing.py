@@ -26,7 +26,7 @@ def gpu_measurement() -> bool:
 
     Decided here once per run and carried in every result row (``gpu_measurement``) and ``environment.json``.
     """
-    return bool(runtime.cuda_available() and not runtime.interpreter_enabled())
+    return runtime.kernel_device() == "cuda"
 
 
 def settings_for(quick: bool, cuda: bool | None = None) -> HarnessSettings:

@@ -94,7 +94,7 @@ def device() -> str:
     """Where checks build their inputs: CUDA when present and the interpreter is off, else the CPU."""
     from fastpath_lib import runtime
 
-    return "cuda" if runtime.cuda_available() and not runtime.interpreter_enabled() else "cpu"
+    return runtime.kernel_device()
 
 
 def table(rows: list[tuple], header: tuple) -> str:
