@@ -20,7 +20,7 @@ from fastpath_lib.testing import compare, reference_rms_norm
 
 __all__ = ["check_default_eps", "check_reference", "FIXED_CASES"]
 
-_DEFAULT_EPS = borrowed.kit("rmsnorm/predicate.py", "default_eps", why="that is the kit's own rule") + borrowed.kit(
+_DEFAULT_EPS = borrowed.kit("rmsnorm/limits.py", "default_eps", why="that is the kit's own rule") + borrowed.kit(
     "testing.py", "_eps_for", why="that is the kit's own rule")
 _REFERENCE = borrowed.KIT_REFERENCE + borrowed.TORCH_RMS_NORM + borrowed.KIT_OP + borrowed.KIT_KERNELS + _DEFAULT_EPS
 
