@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import linecache
 from pathlib import Path
 
 import pytest
@@ -19,6 +18,8 @@ import torch
 jupytext = pytest.importorskip("jupytext")
 pytest.importorskip("pandas")
 
+from tests.solved import earned, solved  # noqa: E402
+
 from fastpath_lib import exercises as ex  # noqa: E402
 from fastpath_lib.cases import CaseSpec  # noqa: E402
 from fastpath_lib.eligibility import Boundary, Condition, Predicate  # noqa: E402
@@ -26,28 +27,6 @@ from fastpath_lib.grading import mutants  # noqa: E402
 from fastpath_lib.grading.registry import EXERCISES  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-_SOLVED: dict[str, dict] = {}
-
-
-def solved(exercise: str) -> dict:
-    """The namespace of a solution's cells, check cells left out."""
-    if exercise not in _SOLVED:
-        (path,) = (ROOT / "solutions").glob(f"{exercise}_*.py")
-        ns: dict = {}
-        for i, cell in enumerate(jupytext.read(path).cells):
-            if cell.cell_type != "code" or "grader-check" in cell.metadata.get("tags", []):
-                continue
-            name = f"<{path.name} cell {i}>"  # Triton's interpreter reads a kernel's source back through linecache
-            linecache.cache[name] = (len(cell.source), None, cell.source.splitlines(True), name)
-            exec(compile(cell.source, name, "exec"), ns)
-        _SOLVED[exercise] = ns
-    return _SOLVED[exercise]
-
-
-def earned(results) -> int:
-    return sum(r.earned for r in results)
-
-
 def feedback(results) -> str:
     return "\n".join(f"{r.part}: {r.feedback}" for r in results)
 

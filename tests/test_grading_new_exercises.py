@@ -4,7 +4,6 @@ borrowed, trivial and forged answers get no points. (Exercises 01-08: test_gradi
 
 from __future__ import annotations
 
-import linecache
 from pathlib import Path
 
 import pytest
@@ -14,6 +13,8 @@ import torch.nn.functional as F
 jupytext = pytest.importorskip("jupytext")
 pytest.importorskip("pandas")
 
+from tests.solved import earned, solved  # noqa: E402
+
 import fastpath_lib
 from fastpath_lib import exercises as ex
 from fastpath_lib.grading import cli
@@ -21,28 +22,6 @@ from fastpath_lib.grading.registry import EXERCISES
 
 ROOT = Path(__file__).resolve().parents[1]
 NEW = ("ex09", "ex10", "ex11")
-_SOLVED: dict[str, dict] = {}
-
-
-def solved(exercise: str) -> dict:
-    """The namespace of a solution's cells, check cells left out."""
-    if exercise not in _SOLVED:
-        (path,) = (ROOT / "solutions").glob(f"{exercise}_*.py")
-        ns: dict = {}
-        for i, cell in enumerate(jupytext.read(path).cells):
-            if cell.cell_type != "code" or "grader-check" in cell.metadata.get("tags", []):
-                continue
-            name = f"<{path.name} cell {i}>"
-            linecache.cache[name] = (len(cell.source), None, cell.source.splitlines(True), name)
-            exec(compile(cell.source, name, "exec"), ns)
-        _SOLVED[exercise] = ns
-    return _SOLVED[exercise]
-
-
-def earned(results) -> int:
-    return sum(r.earned for r in results)
-
-
 def by_part(results) -> dict:
     return {r.part: r for r in results}
 
