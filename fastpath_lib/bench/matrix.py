@@ -20,9 +20,11 @@ from pathlib import Path
 import torch
 
 from fastpath_lib.cases import CaseSpec
+from fastpath_lib.rmsnorm.limits import ALIGN_BYTES
 
 __all__ = ["OUTCOMES", "PASSES", "BENCH_LAYOUTS", "DEFAULT_CASES", "BenchCase", "load_cases", "check_coverage",
-           "coverage_rules", "Rule", "aligned", "SMALL_ELEMENTS", "LARGE_ELEMENTS", "STRIDED_LAYOUTS"]
+           "coverage_rules", "rationale_words", "Rule", "aligned", "SMALL_ELEMENTS", "LARGE_ELEMENTS",
+           "STRIDED_LAYOUTS"]
 
 OUTCOMES = ("win", "neutral", "loss", "fallback")
 PASSES = ("forward", "backward")
@@ -189,11 +191,12 @@ def aligned(case: BenchCase) -> bool:
     _, cols, pad = case.dims()
     el = case.torch_dtype.itemsize
     stride = {"row_slice": cols + pad, "step": 2 * cols}.get(case.layout, cols)
-    return (case.offset * el % 16 == 0 and stride * el % 16 == 0 and cols * el % 16 == 0
+    return (case.offset * el % ALIGN_BYTES == 0 and stride * el % ALIGN_BYTES == 0 and cols * el % ALIGN_BYTES == 0
             and case.layout not in ("transposed", "permuted"))
 
 
-def _words(text: str) -> str:
+def rationale_words(text: str) -> str:
+    """A rationale reduced to its lower-case words, so reworded punctuation or case does not make it new."""
     return " ".join("".join(ch if ch.isalnum() else " " for ch in str(text).lower()).split())
 
 
@@ -220,8 +223,8 @@ def coverage_rules(cases: list[BenchCase], *, passes: bool = True) -> list[Rule]
     contiguous = sum(c.layout == "contiguous" for c in cases)
     dtypes = [d for d in ("float32", "float16", "bfloat16") if d not in {c.dtype for c in cases}]
     count = {o: sum(c.expected == o for c in cases) for o in OUTCOMES}
-    texts = [_words(c.rationale) for c in cases]
-    bad_why = [c.id for c, t in zip(cases, texts) if len(t.split()) < 4 or t in (_words(c.id), c.expected)]
+    texts = [rationale_words(c.rationale) for c in cases]
+    bad_why = [c.id for c, t in zip(cases, texts) if len(t.split()) < 4 or t in (rationale_words(c.id), c.expected)]
     same_why = sorted({c.id for c, t in zip(cases, texts) if c.id not in bad_why and texts.count(t) > 1})
     rules = [
         Rule("size", n >= 12, f">= 12 cases: {n}"),

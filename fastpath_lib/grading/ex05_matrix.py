@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 from pathlib import Path
 
 
-from fastpath_lib.bench.matrix import BenchCase, coverage_rules
+from fastpath_lib.bench.matrix import BenchCase, coverage_rules, rationale_words
 from fastpath_lib.cases import CaseSpec
 from fastpath_lib.grading import borrowed
 from fastpath_lib.grading.feedback import Fail, emit, failed_parts
@@ -49,13 +48,9 @@ def gpu_route(spec: CaseSpec) -> str:
 
 def _kit_rationales() -> set[str]:
     try:
-        return {_norm(c["rationale"]) for c in json.loads(_KIT_MATRIX.read_text())["cases"]}
+        return {rationale_words(c["rationale"]) for c in json.loads(_KIT_MATRIX.read_text())["cases"]}
     except (OSError, ValueError, KeyError, TypeError):
         return set()
-
-
-def _norm(text: str) -> str:
-    return " ".join(re.findall(r"[a-z0-9]+", str(text).lower()))
 
 
 def _entries(raw) -> list[tuple[str, CaseSpec, str, str]]:
@@ -92,7 +87,7 @@ def _lines(rules) -> list[str]:
 def _reject_copies(rows) -> None:
     """A matrix whose rationales come from the kit's predeclared matrix is the kit's answer handed back."""
     kit = _kit_rationales()
-    copied = [cid for cid, _, _, why in rows if _norm(why) in kit]
+    copied = [cid for cid, _, _, why in rows if rationale_words(why) in kit]
     if copied:
         raise Fail(f"{len(copied)} rationales are copied from the kit's predeclared matrix "
                    f"(fastpath_lib/bench/cases.json): {', '.join(copied[:4])}; choose and explain your own cases")
