@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -152,8 +153,24 @@ def test_dry_run_command_on_the_bare_package_set():
                          cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True, text=True,
                          timeout=600)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-    assert "test collection: 6 files:" in res.stdout or "test collection:" in res.stdout
+    found = re.search(r"test collection: gpu_tests: (\d+) tests; core_tests: (\d+) tests", res.stdout)
+    assert found and int(found.group(1)) > 0 and int(found.group(2)) > 0, res.stdout[-3000:]
     assert "PROBLEM" not in res.stdout
+
+
+def test_dry_run_collects_with_the_test_steps_own_commands(tmp_path):
+    """The gpu step collects all of ``tests/`` (``-m gpu tests``): a test file that does not import anywhere there
+    fails the dry run's collection, while the core files alone would still collect."""
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    (tests / "test_predicate.py").write_text("import pytest\n\n@pytest.mark.gpu\ndef test_a():\n    pass\n\n"
+                                             "def test_b():\n    pass\n")
+    (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    gpu: x\n    slow: x\n    browser: x\n")
+    ok, line = evidence_steps.collect_tests(root=tmp_path)
+    assert ok and line == "gpu_tests: 1 tests; core_tests: 1 tests", line
+    (tests / "test_other.py").write_text("import no_such_module_xyz\n")
+    ok, line = evidence_steps.collect_tests(root=tmp_path)
+    assert not ok and line.startswith("gpu_tests: exit 2") and "core_tests: 1 tests" in line, line
 
 
 @pytest.mark.skipif(runtime.cuda_available(), reason="checks the machine without CUDA")

@@ -128,13 +128,18 @@ def selftest(ctx: StepContext):
     return {"status": "ran" if res.ok else "failed", "why": "" if res.ok else "; ".join(res.problems)[:500]}
 
 
+def _pytest_command(args: list[str]) -> list[str]:
+    """The pytest command line of a test step (its deadline plugin included); the dry run collects with it too."""
+    return [sys.executable, "-m", "pytest", *args, "-q", "-rfEs", "-p", "no:cacheprovider", "-p",
+            "fastpath_lib.bench.pytest_deadline"]
+
+
 def _pytest(ctx: StepContext, name: str, args: list[str]):
     from fastpath_lib.bench.report import junit_counts
 
     xml = ctx.out / "tests" / f"{name}.xml"
     xml.parent.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "pytest", *args, "-q", "-rfEs", "-p", "no:cacheprovider", "-p",
-           "fastpath_lib.bench.pytest_deadline", f"--junitxml={xml}"]
+    cmd = [*_pytest_command(args), f"--junitxml={xml}"]
     # pytest stops between tests at the soft deadline and still writes its JUnit XML; the hard limit is a backstop
     env = _child_env(**{pytest_deadline.ENV: f"{time.time() + max(1.0, ctx.left() - 15):.0f}"})
     rc, text = ctx.run(cmd, f"tests/{name}.txt", timeout=ctx.left(), env=env)
@@ -152,17 +157,26 @@ def _pytest(ctx: StepContext, name: str, args: list[str]):
     return {"status": "ran" if ok else "failed", "why": why, "details": counts}
 
 
+def _gpu_test_args(root: Path) -> list[str]:
+    return ["-m", "gpu", "tests"]
+
+
+def _core_test_args(root: Path) -> list[str] | None:
+    files = [f for f in CORE_TESTS if (root / f).exists()]
+    return ["-m", "not gpu and not slow and not browser", *files] if files else None
+
+
 def gpu_tests(ctx: StepContext):
     """``pytest -m gpu tests``."""
-    return _pytest(ctx, "gpu", ["-m", "gpu", "tests"])
+    return _pytest(ctx, "gpu", _gpu_test_args(ctx.root))
 
 
 def core_tests(ctx: StepContext):
     """The core tests on CUDA (predicate, boundaries, contract, modes, hypothesis)."""
-    files = [f for f in CORE_TESTS if (ctx.root / f).exists()]
-    if not files:
+    args = _core_test_args(ctx.root)
+    if args is None:
         return {"status": "skipped", "why": "no core test files in this checkout"}
-    return _pytest(ctx, "core", ["-m", "not gpu and not slow and not browser", *files])
+    return _pytest(ctx, "core", args)
 
 
 def find_sanitizer() -> str | None:
@@ -321,17 +335,31 @@ def pr_note(ctx: StepContext):
 
 # --- dry-run helpers -----------------------------------------------------------------------------------------------
 
-def collect_tests(timeout: float = 180) -> tuple[bool, str]:
-    """Whether the evidence run's tests collect here (``pytest --collect-only``), and a one-line summary."""
-    files = [f for f in CORE_TESTS if (ROOT / f).exists()] + (["tests/test_gpu.py"]
-                                                               if (ROOT / "tests/test_gpu.py").exists() else [])
-    if not files:
-        return False, "no test files found"
-    try:
-        res = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
-                              *files], cwd=ROOT, env=_child_env(), capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return False, f"pytest --collect-only took over {timeout:.0f} s"
-    lines = [ln for ln in res.stdout.strip().splitlines() if ln.strip()]
-    last = lines[-1] if lines else res.stderr.strip()[-300:]
-    return res.returncode == 0, f"{len(files)} files: {last}"
+def collect_tests(timeout: float = 180, root: Path = ROOT) -> tuple[bool, str]:
+    """Whether the test steps' own pytest commands collect here (``--collect-only``), and a one-line summary.
+
+    Each of the two test steps (``gpu_tests``, ``core_tests``) is collected with the very arguments and plugins it
+    runs with, so an import error anywhere under ``tests/`` (which ``-m gpu tests`` collects) shows in the dry run.
+    """
+    parts, ok = [], True
+    for name, args in (("gpu_tests", _gpu_test_args(root)), ("core_tests", _core_test_args(root))):
+        if args is None:
+            parts.append(f"{name}: no test files")
+            ok = False
+            continue
+        try:
+            res = subprocess.run([*_pytest_command(args), "--collect-only"], cwd=root, env=_child_env(),
+                                 capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            parts.append(f"{name}: pytest --collect-only took over {timeout:.0f} s")
+            ok = False
+            continue
+        found = re.findall(r"(\d+)(?:/\d+)? tests? (?:collected|selected)", res.stdout)
+        lines = [ln for ln in res.stdout.strip().splitlines() if ln.strip()]
+        last = lines[-1] if lines else res.stderr.strip()[-300:]
+        if res.returncode == 0 and found:
+            parts.append(f"{name}: {found[-1]} tests")
+        else:
+            parts.append(f"{name}: exit {res.returncode}: {last}")
+            ok = False
+    return ok, "; ".join(parts)
