@@ -3,9 +3,8 @@
 :func:`boundary_points` walks every condition of a predicate and every :class:`~fastpath_lib.eligibility.Boundary`
 it declares, applies the change to the eligible base case under the limits in force, and returns a
 :class:`BoundaryPoint`: either a *tensor* change (a new :class:`~fastpath_lib.cases.CaseSpec`, run through both
-routes) or a *context* change (forced fallback, capture, ``create_graph``, interpreter off, another architecture, forward-mode
-AD, a ``torch.func`` transform, a tensor subclass),
-checked on the predicate's context.
+routes) or a *context* change (forced fallback, capture, ``create_graph``, interpreter off, another architecture,
+forward-mode AD, a ``torch.func`` transform, a tensor subclass), checked on the predicate's context.
 
 >>> pts = boundary_points()
 >>> any(p.condition == "min_rows" and p.label == "threshold-1" and not p.holds for p in pts)

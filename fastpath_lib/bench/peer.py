@@ -169,7 +169,8 @@ def peer_plot(df: pd.DataFrame, *, fontsize: int = 11):
     for (prov, mode), g in s.groupby(["provider", "mode"], sort=False):
         g = g.sort_values("cols")
         marker, line = styles.get(prov, ("^", ":"))
-        kw = {"marker": marker, "linestyle": line, "color": colors.get(mode), "label": f"{prov}, {MODES.get(mode, mode)}"}
+        kw = {"marker": marker, "linestyle": line, "color": colors.get(mode),
+              "label": f"{prov}, {MODES.get(mode, mode)}"}
         ax_t.errorbar(g["cols"], g["median"], yerr=[g["median"] - g["q20"], g["q80"] - g["median"]], capsize=3, **kw)
         b = bw[(bw["provider"] == prov) & (bw["mode"] == mode)].sort_values("cols")
         ax_b.plot(b["cols"], b["gbps"], **kw)

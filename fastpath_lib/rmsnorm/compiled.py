@@ -215,14 +215,14 @@ def facts(specs, *, timeout: float = 900, workers: int | None = None) -> list[di
     """Compile ``specs`` for their targets and return one plain row (a dict) per specialization, in order.
 
     Each row: ``kernel``, ``arch`` (``"sm_90"``), ``dtype``, ``weight`` (dtype or ``"none"``), ``block``, ``warps``,
-    ``rows_per_program``, ``aligned``, ``vec`` (the ``VEC`` constexpr), ``int_div16``, ``load_bytes`` / ``store_bytes`` (the narrowest global load / store in the
-    PTX, in bytes: 16 for ``ld.global.v4.b32``, 2 for ``ld.global.b16``), ``load_bytes_max``, ``store_bytes_max``,
-    ``load_ops`` / ``store_ops`` (global load / store instructions in the PTX), ``registers``, ``spill_stores`` and
-    ``spill_loads`` (bytes), ``spills`` (their sum), ``stack`` (bytes), ``shared`` (bytes, Triton's metadata),
-    ``ptxas_log`` (``"triton"``: the log of Triton's own ptxas run; ``"rerun"``: ``ptxas -v`` run again on the PTX,
-    when Triton's cache had the binary), ``cubin_registers`` (on a rerun, the count in Triton's own cubin from
-    ``cuobjdump``, else ``None``), ``compile_s``, ``ptx_sha256`` (of the PTX without its comments: equal hashes are
-    the same code).
+    ``rows_per_program``, ``aligned``, ``vec`` (the ``VEC`` constexpr), ``int_div16``, ``load_bytes`` / ``store_bytes``
+    (the narrowest global load / store in the PTX, in bytes: 16 for ``ld.global.v4.b32``, 2 for ``ld.global.b16``),
+    ``load_bytes_max``, ``store_bytes_max``, ``load_ops`` / ``store_ops`` (global load / store instructions in the PTX),
+    ``registers``, ``spill_stores`` and ``spill_loads`` (bytes), ``spills`` (their sum), ``stack`` (bytes), ``shared``
+    (bytes, Triton's metadata), ``ptxas_log`` (``"triton"``: the log of Triton's own ptxas run; ``"rerun"``:
+    ``ptxas -v`` run again on the PTX, when Triton's cache had the binary), ``cubin_registers`` (on a rerun, the count in
+    Triton's own cubin from ``cuobjdump``, else ``None``), ``compile_s``, ``ptx_sha256`` (of the PTX without its
+    comments: equal hashes are the same code).
 
     Results are kept for the life of the process; only the missing ones are compiled, in ``workers`` subprocesses
     (default: up to 2, one per CPU core) with ``TRITON_INTERPRET`` unset.
