@@ -220,8 +220,8 @@ def facts(specs, *, timeout: float = 900, workers: int | None = None) -> list[di
     ``load_bytes_max``, ``store_bytes_max``, ``load_ops`` / ``store_ops`` (global load / store instructions in the PTX),
     ``registers``, ``spill_stores`` and ``spill_loads`` (bytes), ``spills`` (their sum), ``stack`` (bytes), ``shared``
     (bytes, Triton's metadata), ``ptxas_log`` (``"triton"``: the log of Triton's own ptxas run; ``"rerun"``:
-    ``ptxas -v`` run again on the PTX, when Triton's cache had the binary), ``cubin_registers`` (on a rerun, the count in
-    Triton's own cubin from ``cuobjdump``, else ``None``), ``compile_s``, ``ptx_sha256`` (of the PTX without its
+    ``ptxas -v`` run again on the PTX, when Triton's cache had the binary), ``cubin_registers`` (on a rerun, the count
+    in Triton's own cubin from ``cuobjdump``, else ``None``), ``compile_s``, ``ptx_sha256`` (of the PTX without its
     comments: equal hashes are the same code).
 
     Results are kept for the life of the process; only the missing ones are compiled, in ``workers`` subprocesses
