@@ -35,6 +35,8 @@ def test_cuda_triton_route_matches_reference(dtype, cols):
 
 
 def test_cuda_below_threshold_falls_back():
+    if _rows() <= 1:
+        pytest.skip(f"this device's recorded threshold is {_rows()} row: no row count is below it")
     x = torch.randn(_rows() - 1, 1024, device="cuda")
     assert fastpath_lib.explain(x, [1024]).failed == ["min_rows"]
 
