@@ -7,14 +7,17 @@ import math
 import re
 import subprocess
 import sys
+import warnings
 
 import pandas as pd
 import pytest
+import torch
 
 import fastpath_lib  # noqa: F401  (the interpreter opt-in is made by tests/conftest.py before this import)
 from fastpath_lib import bench
 from fastpath_lib.bench import cli, results
 from fastpath_lib.bench import host as bench_host
+from fastpath_lib.bench import report as bench_report
 from fastpath_lib.bench import workload as bench_workload
 from fastpath_lib.bench.schema import CSV_COLUMNS, HOST_FAMILY
 from fastpath_lib.bench.timing import bytes_moved
@@ -332,6 +335,31 @@ def test_host_table_ratio_target_and_not_measured():
     assert measured.loc["host_eligible", "ratio"] == pytest.approx(26 / 20)
     assert measured.loc["host_eligible", "ratio_to"] == "launcher" and "adds 6.00 us" in measured.loc[
         "host_eligible", "verdict"]
+
+
+def test_host_family_records_what_a_provider_warns_instead_of_printing_it(monkeypatch):
+    """F.rms_norm on bf16 with an fp32 weight warns once per process (torch's warn-once) that it cannot use its fused
+    kernel: the rows record it however often it fired before, the table and the note show it, nothing escapes."""
+    mixed = next(c for c in bench_host.FALLBACK_CASES if c.weight_dtype not in (None, c.dtype))
+    x, ns, w = mixed.build("cpu")
+    torch.nn.functional.rms_norm(x, ns, w)  # the warn-once has fired in this process (or just now, recorded below)
+    plain = bench_host.FALLBACK_CASES[0]
+    monkeypatch.setattr(bench_host, "FALLBACK_CASES", (mixed, plain))
+    with warnings.catch_warnings(record=True) as escaped:
+        warnings.simplefilter("always")
+        rows = pd.DataFrame(bench_host.measure_host(rounds=1))
+    assert [str(m.message) for m in escaped if "Mismatch dtype" in str(m.message)] == [], "a warning escaped"
+    by = rows.set_index(["case_id", "provider"])["warnings"]
+    assert by[(mixed.id, "baseline")].startswith("Mismatch dtype between input and weight")
+    assert by[(mixed.id, "dispatched")] == by[(mixed.id, "baseline")]  # the fallback is F.rms_norm itself
+    assert by[(plain.id, "baseline")] == "" and "Triggered internally" not in by[(mixed.id, "baseline")]
+    t = bench.host_table(bench.classify(rows))
+    assert t.loc[mixed.id, "warnings"].startswith("F.rms_norm: Mismatch dtype") and "; dispatched: " in \
+        t.loc[mixed.id, "warnings"]
+    assert t.loc[plain.id, "warnings"] == ""
+    ev = bench_report.Evidence(df=bench.classify(rows), env={}, gpu=False, synthetic=False, label="CPU host time")
+    note = "\n".join(bench_report.host_mechanism(ev))
+    assert f"- {mixed.id}: F.rms_norm: Mismatch dtype" in note
 
 
 def test_host_rows_are_classified_on_a_cpu_but_kept_out_of_the_matrix_counts():

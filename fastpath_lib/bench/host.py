@@ -15,13 +15,20 @@ to prevent. This family times, in one process and interleaved round by round:
 Each provider's time is the best of several medians (``torch.utils.benchmark.Timer.blocked_autorange`` per round,
 provider order alternating between rounds). Host time is a real measurement on a CPU too, so these rows are
 classified on any machine. Times in microseconds.
+
+What a provider warns is part of its result, not noise on the console: each row's ``warnings`` column holds what one
+call of it warned (torch's warn-once warnings included), and the timed calls run with warnings silenced. ``F.rms_norm``
+on a bf16 input with an fp32 weight, for one, warns that it cannot use its fused implementation.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
+import re
+import warnings
 
 import pandas as pd
 import torch
@@ -34,7 +41,7 @@ from fastpath_lib.bench.timing import gpu_measurement, quantile
 from fastpath_lib.rmsnorm.predicate import default_eps, limits_for
 
 __all__ = ["HostCase", "FALLBACK_CASES", "ELIGIBLE_CASE", "TARGET_RATIO", "NOT_MEASURED", "best_of_medians",
-           "measure_host", "host_table"]
+           "measure_host", "host_table", "warnings_of"]
 
 #: The dispatched op may cost at most this multiple of ``F.rms_norm`` per call on the fallback route.
 TARGET_RATIO = 1.15
@@ -111,6 +118,40 @@ def best_of_medians(fns: dict, *, rounds: int = 7, min_run_time: float = 0.05) -
     return {k: {"best_us": min(v), "medians_us": v, "number": number[k]} for k, v in medians.items()}
 
 
+def warnings_of(fn) -> str:
+    """What one call of ``fn`` warns, torch's warn-once warnings included: distinct messages joined by ``" | "``,
+    without the C++ source location torch appends (``(Triggered internally at ...)``).
+
+    Torch raises a ``TORCH_WARN_ONCE`` warning once per process, so whether it shows would depend on what ran before;
+    ``torch.set_warn_always`` makes it show on this call (and is put back as it was).
+
+    >>> x, w = torch.ones(1, 8, dtype=torch.bfloat16), torch.ones(8)
+    >>> warnings_of(lambda: F.rms_norm(x, [8], w))[:39]
+    'Mismatch dtype between input and weight'
+    >>> warnings_of(lambda: F.rms_norm(x, [8]))
+    ''
+    """
+    always = torch.is_warn_always_enabled()
+    torch.set_warn_always(True)
+    try:
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            fn()
+    finally:
+        torch.set_warn_always(always)
+    return " | ".join(dict.fromkeys(_TRIGGERED.sub("", " ".join(str(w.message).split())) for w in seen))
+
+
+_TRIGGERED = re.compile(r"\s*\(Triggered internally at [^)]*\)")
+
+
+@contextlib.contextmanager
+def _silenced():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
+
+
 def _route(x, ns, w) -> tuple[str, str]:
     with fastpath_lib.record_routes() as routes:
         fastpath_lib.rms_norm(x, ns, w)
@@ -153,12 +194,14 @@ def measure_host(*, quick: bool = False, log=None, rounds: int | None = None) ->
     out = []
     for case in FALLBACK_CASES:
         x, ns, w = case.build(dev)
-        route, reasons = _route(x, ns, w)
-        res = best_of_medians({"baseline": lambda: F.rms_norm(x, ns, w),
-                               "dispatched": lambda: fastpath_lib.rms_norm(x, ns, w)}, rounds=rounds)
+        fns = {"baseline": lambda: F.rms_norm(x, ns, w), "dispatched": lambda: fastpath_lib.rms_norm(x, ns, w)}
+        warned = {p: warnings_of(fn) for p, fn in fns.items()}
+        with _silenced():
+            route, reasons = _route(x, ns, w)
+            res = best_of_medians(fns, rounds=rounds)
         for p in ("baseline", "dispatched"):
             out.append(_timed_row(case, p, gpu, case.rows, res[p], rounds, expected="fallback", route=route,
-                                  reasons=reasons))
+                                  reasons=reasons, warnings=warned[p]))
         if log:
             ratio = res["dispatched"]["best_us"] / res["baseline"]["best_us"]
             log(f"  {case.id}: F.rms_norm {res['baseline']['best_us']:.2f} us, dispatched "
@@ -172,10 +215,13 @@ def measure_host(*, quick: bool = False, log=None, rounds: int | None = None) ->
     from fastpath_lib.rmsnorm import kernels  # imported on use, after the mode is settled
 
     x, ns, w = dataclasses.replace(case, rows=rows).build(dev)
-    route, reasons = _route(x, ns, w)
     eps = default_eps(x.dtype)
-    res = best_of_medians({"baseline": lambda: F.rms_norm(x, ns, w), "triton": lambda: kernels.forward(x, w, eps),
-                           "dispatched": lambda: fastpath_lib.rms_norm(x, ns, w)}, rounds=rounds)
+    fns = {"baseline": lambda: F.rms_norm(x, ns, w), "triton": lambda: kernels.forward(x, w, eps),
+           "dispatched": lambda: fastpath_lib.rms_norm(x, ns, w)}
+    warned = {p: warnings_of(fn) for p, fn in fns.items()}
+    with _silenced():
+        route, reasons = _route(x, ns, w)
+        res = best_of_medians(fns, rounds=rounds)
     try:
         import triton.testing
 
@@ -184,7 +230,8 @@ def measure_host(*, quick: bool = False, log=None, rounds: int | None = None) ->
     except Exception as exc:  # noqa: BLE001 - a note, not a result
         knote = f"; device time not measured ({type(exc).__name__})"
     for p in ("baseline", "triton", "dispatched"):
-        out.append(_timed_row(case, p, gpu, rows, res[p], rounds, expected="n/a", route=route, reasons=reasons))
+        out.append(_timed_row(case, p, gpu, rows, res[p], rounds, expected="n/a", route=route, reasons=reasons,
+                              warnings=warned[p]))
         out[-1]["note"] += knote
     if log:
         log(f"  {case.id}: launcher {res['triton']['best_us']:.2f} us, "
@@ -192,13 +239,17 @@ def measure_host(*, quick: bool = False, log=None, rounds: int | None = None) ->
     return out
 
 
+_PROVIDER_NAMES = {"baseline": "F.rms_norm", "triton": "launcher", "dispatched": "dispatched"}
+
+
 def host_table(df: pd.DataFrame) -> pd.DataFrame:
     """One row per host-overhead case: the times side by side and the ratio the target applies to.
 
     Returns:
         columns ``case, shape, dtype, layout, route, baseline_us, dispatched_us, launcher_us, ratio, ratio_to,
-        target, verdict``; ``ratio`` is dispatched / ``F.rms_norm`` on fallback cases and dispatched / launcher on
-        the eligible case, ``verdict`` is ``within``, ``OVER`` or the "not measured" line.
+        target, verdict, warnings``; ``ratio`` is dispatched / ``F.rms_norm`` on fallback cases and dispatched /
+        launcher on the eligible case, ``verdict`` is ``within``, ``OVER`` or the "not measured" line, ``warnings``
+        what a provider warned (``"F.rms_norm: ..."``; empty when none did).
     """
     rows = []
     for cid, g in host_rows(df).groupby("case_id", sort=False):
@@ -220,11 +271,13 @@ def host_table(df: pd.DataFrame) -> pd.DataFrame:
             verdict = f"dispatch adds {t('dispatched') - ref:.2f} us before the launch"
         else:
             verdict = "within" if ratio <= TARGET_RATIO else "OVER"
+        warned = "; ".join(f"{_PROVIDER_NAMES[p]}: {by[p].warnings}" for p in _PROVIDER_NAMES
+                           if p in by and isinstance(getattr(by[p], "warnings", None), str) and by[p].warnings)
         rows.append({"case": cid, "shape": f"{d.rows}x{d.cols}", "dtype": d.dtype, "layout": d.layout,
                      "route": d.route, "baseline_us": t("baseline"), "dispatched_us": t("dispatched"),
                      "launcher_us": t("triton"), "ratio": ratio,
                      "ratio_to": "launcher" if eligible else "F.rms_norm",
-                     "target": math.nan if eligible else TARGET_RATIO, "verdict": verdict})
+                     "target": math.nan if eligible else TARGET_RATIO, "verdict": verdict, "warnings": warned})
     cols = ["case", "shape", "dtype", "layout", "route", "baseline_us", "dispatched_us", "launcher_us", "ratio",
-            "ratio_to", "target", "verdict"]
+            "ratio_to", "target", "verdict", "warnings"]
     return pd.DataFrame(rows, columns=cols).set_index("case")

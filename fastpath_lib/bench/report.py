@@ -182,6 +182,10 @@ def host_mechanism(ev: Evidence) -> list[str]:
                  f"{fmt(r['baseline_us'], '.2f')} | {fmt(r['dispatched_us'], '.2f')} | "
                  f"{fmt(r['launcher_us'], '.2f')} | "
                  f"{fmt(r['ratio'], '.2f') if measured else NOT_MEASURED} | {r['ratio_to']} |")
+    warned = [(cid, w) for cid, w in t["warnings"].items() if isinstance(w, str) and w]
+    if warned:
+        L += ["", "Warnings the providers raised (one call each; the timed calls ran with warnings silenced):"]
+        L += [f"- {cid}: {w}" for cid, w in warned]
     return L
 
 

@@ -23,9 +23,9 @@ TIME_UNIT = "us"
 #: Columns of ``results.csv``, in order (one row per case and provider).
 CSV_COLUMNS = [
     "case_id", "family", "provider", "pass", "rows", "cols", "dtype", "layout", "pad", "offset", "declared_shape",
-    "expected", "rationale", "route", "route_backward", "reasons", "status", "note", "timer", "warmup", "reps",
-    "number", "input_sets", "median_us", "q20_us", "q80_us", "mean_us", "min_us", "samples_us", "bytes_moved", "gbps",
-    "copy_gbps", "pct_copy_bw", "launches_per_call", "launches_note", "compile_s", "gpu_measurement", "quick",
+    "expected", "rationale", "route", "route_backward", "reasons", "status", "note", "warnings", "timer", "warmup",
+    "reps", "number", "input_sets", "median_us", "q20_us", "q80_us", "mean_us", "min_us", "samples_us", "bytes_moved",
+    "gbps", "copy_gbps", "pct_copy_bw", "launches_per_call", "launches_note", "compile_s", "gpu_measurement", "quick",
 ]
 
 #: Columns holding times (microseconds).
