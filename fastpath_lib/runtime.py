@@ -94,18 +94,25 @@ def versions() -> dict[str, str]:
 
 
 def describe() -> str:
-    """One line naming the mode and versions, printed by the lessons' first cell."""
+    """One line naming the mode and the versions (``"mode: ... | torch ..."``), for logs and result folders."""
+    return f"{_mode_line()} | {_versions_line()}"
+
+
+def _versions_line() -> str:
     v = versions()
+    return f"torch {v['torch']}, triton {v['triton']}, numpy {v['numpy']}, python {v['python']} ({sys.platform})"
+
+
+def _mode_line() -> str:
     if interpreter_enabled():
-        how = f"Triton CPU interpreter ({ENV}=1" + (", opted in by use_interpreter()" if _opted_in else "") + ")"
-        mode = f"mode: {how}; timings here are not GPU measurements"
+        how = f"Triton CPU interpreter ({ENV}=1" + (", set by use_interpreter()" if _opted_in else "") + ")"
+        mode = f"mode: {how}; timings are not GPU measurements"
     elif cuda_available():
         cap = torch.cuda.get_device_capability()
         mode = f"mode: CUDA on {torch.cuda.get_device_name()} (sm_{cap[0]}{cap[1]})"
     else:
         mode = "mode: CPU without the Triton interpreter; every call takes the fallback (call use_interpreter())"
-    return f"{mode} | torch {v['torch']}, triton {v['triton']}, numpy {v['numpy']}, python {v['python']} " \
-           f"({sys.platform})"
+    return mode
 
 
 def kernel_device() -> str:
@@ -115,9 +122,15 @@ def kernel_device() -> str:
 
 
 def lesson_device() -> str:
-    """:func:`kernel_device`, after printing :func:`describe` and what it means for the numbers a lesson shows."""
+    """:func:`kernel_device`, after printing the mode, the versions and what they mean for the numbers a lesson
+    shows, a line each (the lessons' first cell)."""
     dev = kernel_device()
-    print(describe())
-    print("running on", "a GPU (CUDA): kernels are compiled and timings are real" if dev == "cuda" else
-          "the CPU: Triton kernels run in the interpreter (correct but slow; no timing here is a GPU measurement)")
+    print(_mode_line())
+    print("versions:", _versions_line())
+    if dev == "cuda":
+        print("tensors on the GPU (cuda): the kernels are compiled, and timings are GPU measurements")
+    elif interpreter_enabled():
+        print("tensors on the CPU: Triton kernels run in the interpreter, correct but slow")
+    else:
+        print("tensors on the CPU: without the interpreter every call takes the fallback")
     return dev

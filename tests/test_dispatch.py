@@ -185,3 +185,25 @@ def test_use_interpreter_refuses_after_cuda_kernels_were_imported(monkeypatch):
     with pytest.raises(RuntimeError, match="already imported"):
         runtime.use_interpreter(force=True)
     assert runtime.use_interpreter() is False  # CUDA present and not forced: nothing to do
+
+
+@pytest.mark.parametrize("cuda, interpret, device, says", [
+    (False, True, "cpu", "interpreter, correct but slow"),
+    (False, False, "cpu", "every call takes the fallback"),
+    (True, False, "cuda", "timings are GPU measurements"),
+    (True, True, "cpu", "interpreter, correct but slow"),
+])
+def test_lesson_device_prints_mode_versions_and_meaning_a_line_each(monkeypatch, capsys, cuda, interpret, device,
+                                                                    says):
+    monkeypatch.setattr(runtime, "cuda_available", lambda: cuda)
+    monkeypatch.setattr(runtime, "interpreter_enabled", lambda: interpret)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (9, 0))
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "NVIDIA H200")
+    monkeypatch.setattr(runtime, "_opted_in", interpret)  # the longest mode line
+    assert runtime.lesson_device() == device
+    mode, versions, meaning = capsys.readouterr().out.splitlines()
+    assert mode.startswith("mode: ") and ("interpreter (TRITON_INTERPRET=1" in mode) == interpret
+    assert versions.startswith("versions: torch ") and "triton" in versions
+    assert meaning.startswith(f"tensors on the {'GPU' if device == 'cuda' else 'CPU'}") and says in meaning
+    assert all(len(line) <= 110 for line in (mode, versions, meaning)), "a line the notebook would wrap"
+    assert runtime.describe() == f"{mode} | {versions.removeprefix('versions: ')}"
