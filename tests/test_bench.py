@@ -308,6 +308,11 @@ def test_mechanism_table_says_not_measured_off_gpu():
     gpu_mech = bench.pr_note(df=synthetic_results(), env=SYNTHETIC_GPU_ENV)
     gpu_mech = gpu_mech[gpu_mech.index("## Mechanism"):gpu_mech.index("## Performance")]
     assert "| 1.0 | 1.0 | 1.0 |" in gpu_mech
+    assert "Copy ceiling: not measured (" in mech and "Copy ceiling measured" not in mech
+    assert "Copy ceiling: not measured in this run" in gpu_mech  # the synthetic environment records no copy
+    measured = bench.pr_note(df=synthetic_results(), env=dict(SYNTHETIC_GPU_ENV, harness={
+        "copy_gbps": 4321.0, "copy_bandwidth": "device copy of 1 GiB"}))
+    assert "Copy ceiling measured in the same run: device copy of 1 GiB = 4321.0 GB/s" in measured
 
 
 # --- host overhead (issue 8 item 4) -----------------------------------------------------------------------------------
@@ -354,12 +359,12 @@ def test_host_family_records_what_a_provider_warns_instead_of_printing_it(monkey
     assert by[(mixed.id, "dispatched")] == by[(mixed.id, "baseline")]  # the fallback is F.rms_norm itself
     assert by[(plain.id, "baseline")] == "" and "Triggered internally" not in by[(mixed.id, "baseline")]
     t = bench.host_table(bench.classify(rows))
-    assert t.loc[mixed.id, "warnings"].startswith("F.rms_norm: Mismatch dtype") and "; dispatched: " in \
-        t.loc[mixed.id, "warnings"]
+    assert t.loc[mixed.id, "warnings"].startswith("F.rms_norm and dispatched: Mismatch dtype")
+    assert t.loc[mixed.id, "warnings"].count("Mismatch dtype") == 1
     assert t.loc[plain.id, "warnings"] == ""
     ev = bench_report.Evidence(df=bench.classify(rows), env={}, gpu=False, synthetic=False, label="CPU host time")
     note = "\n".join(bench_report.host_mechanism(ev))
-    assert f"- {mixed.id}: F.rms_norm: Mismatch dtype" in note
+    assert f"- {mixed.id}: F.rms_norm and dispatched: Mismatch dtype" in note
 
 
 def test_host_rows_are_classified_on_a_cpu_but_kept_out_of_the_matrix_counts():

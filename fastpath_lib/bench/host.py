@@ -249,7 +249,8 @@ def host_table(df: pd.DataFrame) -> pd.DataFrame:
         columns ``case, shape, dtype, layout, route, baseline_us, dispatched_us, launcher_us, ratio, ratio_to,
         target, verdict, warnings``; ``ratio`` is dispatched / ``F.rms_norm`` on fallback cases and dispatched /
         launcher on the eligible case, ``verdict`` is ``within``, ``OVER`` or the "not measured" line, ``warnings``
-        what a provider warned (``"F.rms_norm: ..."``; empty when none did).
+        what the providers warned, each message once with who raised it (``"F.rms_norm and dispatched: ..."``;
+        empty when none did).
     """
     rows = []
     for cid, g in host_rows(df).groupby("case_id", sort=False):
@@ -271,8 +272,12 @@ def host_table(df: pd.DataFrame) -> pd.DataFrame:
             verdict = f"dispatch adds {t('dispatched') - ref:.2f} us before the launch"
         else:
             verdict = "within" if ratio <= TARGET_RATIO else "OVER"
-        warned = "; ".join(f"{_PROVIDER_NAMES[p]}: {by[p].warnings}" for p in _PROVIDER_NAMES
-                           if p in by and isinstance(getattr(by[p], "warnings", None), str) and by[p].warnings)
+        who: dict[str, list[str]] = {}  # each distinct message once, with the providers that raised it
+        for p, name in _PROVIDER_NAMES.items():
+            msg = getattr(by.get(p), "warnings", None)
+            if isinstance(msg, str) and msg:
+                who.setdefault(msg, []).append(name)
+        warned = " | ".join(f"{' and '.join(names)}: {msg}" for msg, names in who.items())
         rows.append({"case": cid, "shape": f"{d.rows}x{d.cols}", "dtype": d.dtype, "layout": d.layout,
                      "route": d.route, "baseline_us": t("baseline"), "dispatched_us": t("dispatched"),
                      "launcher_us": t("triton"), "ratio": ratio,

@@ -143,16 +143,24 @@ def semantic(ev: Evidence) -> list[str]:
     return L
 
 
-def mechanism(ev: Evidence) -> list[str]:
+def _copy_ceiling(ev: Evidence) -> str:
     h = ev.env.get("harness", {})
+    gbps = h.get("copy_gbps")
+    if not ev.gpu:
+        return f"Copy ceiling: not measured ({ev.label})."
+    if not isinstance(gbps, (int, float)) or not math.isfinite(gbps) or gbps <= 0:
+        return "Copy ceiling: not measured in this run, so no percent of it is given."
+    return (f"Copy ceiling measured in the same run: {h.get('copy_bandwidth') or 'device-to-device copy'} = "
+            f"{fmt(gbps, '.1f')} GB/s ({ev.label}).")
+
+
+def mechanism(ev: Evidence) -> list[str]:
     L = ["## Mechanism", "",
          "The forward reads each row of x and the weight once and writes y once (narrow rows several to a program, "
          "so every thread moves 16-byte vectors); the backward reads dy and x, writes dx and an fp32 partial dw "
          "reduced in a fixed order, and reads each row a second time (served from cache or not: unmeasured). Bytes "
          "moved are counted as each input read once and each output written once (the minimum any implementation "
-         f"must move). Copy ceiling measured in the same run: {h.get('copy_bandwidth')} = "
-         f"{fmt(h.get('copy_gbps'), '.1f') if ev.gpu else 'not measured (not a GPU)'}"
-         f"{' GB/s' if ev.gpu else ''} ({ev.label}).", ""]
+         "must move). " + _copy_ceiling(ev), ""]
     mech = ev.dispatched[ev.dispatched.status == "ok"]
     if len(mech):
         L += ["| case | shape run | bytes moved | dispatched GB/s | % of copy | launches/call |",
