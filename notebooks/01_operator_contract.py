@@ -59,8 +59,11 @@ print(inspect.getsource(testing._ref_graph))
 # near zero:
 
 # %%
-for dtype, (atol, rtol) in testing.TOLERANCES.items():
-    print(f"{str(dtype):15} atol={atol:<8g} rtol={rtol:<10g} {testing.TOLERANCE_NOTES[dtype]}")
+import pandas as pd
+
+pd.DataFrame([{"dtype": str(dtype).removeprefix("torch."), "atol": atol, "rtol": rtol,
+               "why": testing.TOLERANCE_NOTES[dtype]} for dtype, (atol, rtol) in testing.TOLERANCES.items()]
+             ).set_index("dtype")
 
 # %% [markdown]
 # ## Promise 1 — dtypes: the output has the input's dtype and is contiguous

@@ -128,11 +128,13 @@ print(inspect.getsource(kernels.forward))
 # 16 elements of a row, 32 at 16384 columns; narrow rows share a program, so each thread holds at least 8):
 
 # %%
+settings = []
 for n_cols in (1, 16, 128, 181, 781, 4096, 16384):
     block, warps = kernels.launch_settings(n_cols)
     tile = kernels.forward_rows_per_program(n_cols)
-    print(f"n_cols={n_cols:6}  BLOCK_SIZE={block:6}  num_warps={warps:2}  rows per program {tile:3}  "
-          f"elements per thread {tile * block // (32 * warps):3}  idle lanes per row {block - n_cols}")
+    settings.append({"n_cols": n_cols, "BLOCK_SIZE": block, "num_warps": warps, "rows per program": tile,
+                     "elements per thread": tile * block // (32 * warps), "idle lanes per row": block - n_cols})
+pd.DataFrame(settings).set_index("n_cols")
 
 # %% [markdown]
 # ## Test on an irregular shape
@@ -146,7 +148,8 @@ for dtype in (torch.float32, torch.float16, torch.bfloat16):
     x = (2 * torch.randn(37, 181, device=DEVICE)).to(dtype)
     w = (1 + torch.randn(181, device=DEVICE) / 2).to(dtype)
     y = kernels.forward(x, w, 1e-6)
-    print(f"{str(dtype):15} forward 37x181: mismatch = {compare(y, reference_rms_norm(x, [181], w, 1e-6), dtype)}")
+    mismatch = compare(y, reference_rms_norm(x, [181], w, 1e-6), dtype)
+    print(f"{str(dtype):15} forward 37x181: mismatch = {mismatch}")
 
 # %% [markdown]
 # Dispatch (`fastpath_lib.rms_norm`) would *not* send this fp32 call to Triton: its row stride of 724 bytes is not

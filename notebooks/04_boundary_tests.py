@@ -36,6 +36,7 @@ DEVICE = runtime.lesson_device()  # "cuda" on a GPU, else "cpu"; prints the mode
 _ = torch.manual_seed(0)
 
 import dataclasses
+import textwrap
 import warnings
 import pandas as pd
 import torch.nn.functional as F
@@ -331,7 +332,7 @@ from fastpath_lib import bench
 
 narrow = next(c for c in bench.load_cases() if c.id == "narrow_65536x128_fp32")
 print(f"{narrow.id}: {narrow.shape[0]}x{narrow.shape[1]} {narrow.dtype}, expected {narrow.expected!r}")
-print("rationale:", narrow.rationale)
+print(textwrap.fill("rationale: " + narrow.rationale, 110))
 x = torch.empty(narrow.shape, dtype=torch.float32)  # only explain() looks at it
 gpu = dataclasses.replace(make_call(x, [narrow.shape[1]]), device_type="cuda", interpret=False, capability=(9, 0),
                           limits=limits_for("cuda", interpret=False, capability=(9, 0)))

@@ -79,7 +79,8 @@ replayed
 dec = replayed.set_index("phase").loc["decode"]
 print(f"decode: {dec.calls} calls; dispatch adds {dec.dispatch_extra_total_us / 1e3:.2f} ms per request "
       f"({dec.dispatch_extra_total_us / 128:.1f} us per generated token)")
-print("totals over the measured rows:", {k: round(v, 1) if isinstance(v, float) else v for k, v in tot.items()})
+pd.Series({k: round(v, 1) if isinstance(v, float) else v for k, v in tot.items()},
+          name="totals over the measured rows").to_frame()
 
 # %% [markdown]
 # On a GPU the same replay times every row, prefill included. Note what decides the prefill row there: with no

@@ -31,6 +31,8 @@ from fastpath_lib import runtime
 DEVICE = runtime.lesson_device()  # "cuda" on a GPU, else "cpu"; prints the mode and versions
 _ = torch.manual_seed(0)
 
+import textwrap
+
 from IPython.display import Markdown
 from fastpath_lib import bench
 from fastpath_lib.bench import reading
@@ -45,7 +47,7 @@ from fastpath_lib.bench import reading
 
 # %% tags=["nbval-ignore-output"]
 rec = reading.recorded_gpu_run()
-print(rec.line())
+print(textwrap.fill(rec.line(), 110))
 if rec.found:
     note = bench.pr_note(rec.folder)
 else:  # 3 cases at quick shapes plus the host family: a draft that shows the format and labels itself
@@ -65,13 +67,13 @@ print(note.splitlines()[0])
 
 # %% tags=["nbval-ignore-output"]
 import re
+from IPython.display import display
 
-KEYS = ("predeclared cases run", "Performance claim", "Measured on", "Host cost", "Copy ceiling")
-for line in note.splitlines():
-    for sentence in re.split(r"(?<=\.) ", line):  # the sentences that say what the note rests on
-        if any(k in sentence for k in KEYS):
-            print(sentence[:240])
-print("\ncells saying 'not measured':", note.count("not measured"), "| '0.0 GB/s' anywhere:", "0.0 GB/s" in note)
+KEYS = ("Measured on", "predeclared cases run", "Performance claim", "Copy ceiling", "Host cost on the fallback")
+sentences = [s for line in note.splitlines() for s in re.split(r"(?<=\.) ", line.removeprefix("- "))]
+found = {k: next((s for s in sentences if k in s), "(missing)") for k in KEYS}  # what the note rests on
+display(Markdown("\n".join(f"- {s}" for s in found.values())))
+print("cells saying 'not measured':", note.count("not measured"), "| '0.0 GB/s' anywhere:", "0.0 GB/s" in note)
 
 # %% [markdown]
 # The draft, rendered. Check that it names the hardware, that every predeclared case is accounted for, and that
