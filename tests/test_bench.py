@@ -350,9 +350,14 @@ def test_host_family_records_what_a_provider_warns_instead_of_printing_it(monkey
     torch.nn.functional.rms_norm(x, ns, w)  # the warn-once has fired in this process (or just now, recorded below)
     plain = bench_host.FALLBACK_CASES[0]
     monkeypatch.setattr(bench_host, "FALLBACK_CASES", (mixed, plain))
-    with warnings.catch_warnings(record=True) as escaped:
-        warnings.simplefilter("always")
-        rows = pd.DataFrame(bench_host.measure_host(rounds=1))
+    always = torch.is_warn_always_enabled()
+    torch.set_warn_always(True)  # every unsilenced call would warn now, not only a first one
+    try:
+        with warnings.catch_warnings(record=True) as escaped:
+            warnings.simplefilter("always")
+            rows = pd.DataFrame(bench_host.measure_host(rounds=1))
+    finally:
+        torch.set_warn_always(always)
     assert [str(m.message) for m in escaped if "Mismatch dtype" in str(m.message)] == [], "a warning escaped"
     by = rows.set_index(["case_id", "provider"])["warnings"]
     assert by[(mixed.id, "baseline")].startswith("Mismatch dtype between input and weight")
