@@ -30,7 +30,8 @@
 # %% tags=["nbval-ignore-output"]
 import torch
 import fastpath_lib
-fastpath_lib.use_interpreter()  # no CUDA: run the kernels in Triton's CPU interpreter (a no-op on a GPU)
+# no CUDA: run the kernels in Triton's CPU interpreter (a no-op on a GPU)
+fastpath_lib.use_interpreter()
 from fastpath_lib import runtime
 
 DEVICE = runtime.lesson_device()  # "cuda" on a GPU, else "cpu"; prints the mode and versions
@@ -62,7 +63,8 @@ print(inspect.getsource(testing._ref_graph))
 import pandas as pd
 
 pd.DataFrame([{"dtype": str(dtype).removeprefix("torch."), "atol": atol, "rtol": rtol,
-               "why": testing.TOLERANCE_NOTES[dtype]} for dtype, (atol, rtol) in testing.TOLERANCES.items()]
+               "why": testing.TOLERANCE_NOTES[dtype]}
+              for dtype, (atol, rtol) in testing.TOLERANCES.items()]
              ).set_index("dtype")
 
 # %% [markdown]
@@ -143,7 +145,8 @@ for name, args in bad_calls.items():
             fn(*args)
         except Exception as e:  # noqa: BLE001 - we want to see which one
             errors.append((type(e).__name__, str(e)))
-    print(f"{name:22} F: {errors[0][0]:13} fastpath: {errors[1][0]:13} same message: {errors[0] == errors[1]}")
+    print(f"{name:22} F: {errors[0][0]:13} fastpath: {errors[1][0]:13} "
+          f"same message: {errors[0] == errors[1]}")
 
 # %% [markdown]
 # ## Promise 5 — autocast
@@ -161,7 +164,8 @@ for dtype in (torch.float32, torch.float16):
     x = torch.randn(ROWS, 64, device=DEVICE).to(dtype)
     with torch.autocast(DEVICE, dtype=low):
         ref, ours = F.rms_norm(x, [64]), fastpath_lib.rms_norm(x, [64])
-    print(f"input {str(dtype):14} F.rms_norm -> {ref.dtype}, fastpath -> {ours.dtype}, same: {ref.dtype == ours.dtype}")
+    print(f"input {str(dtype):14} F.rms_norm -> {ref.dtype}, fastpath -> {ours.dtype}, "
+          f"same: {ref.dtype == ours.dtype}")
 
 # %% [markdown]
 # ## Promise 6 — gradients
@@ -188,7 +192,8 @@ print("dw mismatch:", compare(w.grad, ref_dw, w.dtype, grad=True))
 with fastpath_lib.record_routes("backward") as routes:
     (gx,) = torch.autograd.grad(fastpath_lib.rms_norm(x, [64], w).sum(), x, create_graph=True)
 (ggx,) = torch.autograd.grad(gx.sum(), x)
-print("backward route with create_graph=True:", routes, "| second-order grad finite:", bool(ggx.isfinite().all()))
+print("backward route with create_graph=True:", routes,
+      "| second-order grad finite:", bool(ggx.isfinite().all()))
 
 # %% [markdown]
 # ## Promise 7 — `torch.compile`
@@ -217,9 +222,11 @@ print("mismatch vs reference:", compare(y, reference_rms_norm(x, [64], w), x.dty
 import torch.autograd.forward_ad as fwAD
 
 x, t = torch.randn(ROWS, 64, device=DEVICE), torch.randn(ROWS, 64, device=DEVICE)
-ours, ref = (lambda a: fastpath_lib.rms_norm(a, [64], w.detach())), (lambda a: F.rms_norm(a, [64], w.detach()))
+ours, ref = ((lambda a: fastpath_lib.rms_norm(a, [64], w.detach())),
+             (lambda a: F.rms_norm(a, [64], w.detach())))
 tan_ours, tan_ref = torch.func.jvp(ours, (x,), (t,))[1], torch.func.jvp(ref, (x,), (t,))[1]
-print("jvp tangent equals F.rms_norm's:", torch.equal(tan_ours, tan_ref), "| all zero:", bool((tan_ours == 0).all()))
+print("jvp tangent equals F.rms_norm's:", torch.equal(tan_ours, tan_ref),
+      "| all zero:", bool((tan_ours == 0).all()))
 with fwAD.dual_level():
     dual_tangent = fwAD.unpack_dual(ours(fwAD.make_dual(x, t))).tangent
 print("dual-tensor tangent equals jvp's:", torch.equal(dual_tangent, tan_ref))

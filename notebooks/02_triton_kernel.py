@@ -27,7 +27,8 @@
 # %% tags=["nbval-ignore-output"]
 import torch
 import fastpath_lib
-fastpath_lib.use_interpreter()  # no CUDA: run the kernels in Triton's CPU interpreter (a no-op on a GPU)
+# no CUDA: run the kernels in Triton's CPU interpreter (a no-op on a GPU)
+fastpath_lib.use_interpreter()
 from fastpath_lib import runtime
 
 DEVICE = runtime.lesson_device()  # "cuda" on a GPU, else "cpu"; prints the mode and versions
@@ -35,7 +36,8 @@ _ = torch.manual_seed(0)
 
 import inspect
 import pandas as pd
-from fastpath_lib.rmsnorm import kernels  # after use_interpreter(): Triton reads TRITON_INTERPRET here
+# after use_interpreter(): Triton reads TRITON_INTERPRET here
+from fastpath_lib.rmsnorm import kernels
 from fastpath_lib.testing import compare, reference_grads, reference_rms_norm
 
 
@@ -57,8 +59,9 @@ def composite_rms_norm(x, w, eps):
     return n * w                        # read N + C, write N
 
 x, w = torch.randn(37, 181), torch.randn(181)
-print("composite matches the reference:", compare(composite_rms_norm(x, w, 1e-6),
-                                                  reference_rms_norm(x, [181], w, 1e-6), x.dtype) is None)
+print("composite matches the reference:",
+      compare(composite_rms_norm(x, w, 1e-6), reference_rms_norm(x, [181], w, 1e-6),
+              x.dtype) is None)
 
 
 # %% [markdown]
@@ -73,11 +76,12 @@ def bytes_composite(rows, cols, elem):
 def bytes_fused(rows, cols, elem):
     return elem * (rows * cols + cols + rows * cols)
 
-for rows, cols, dtype in ((4096, 4096, torch.bfloat16), (8192, 8192, torch.float16), (1823, 781, torch.float32)):
+for rows, cols, dtype in ((4096, 4096, torch.bfloat16), (8192, 8192, torch.float16),
+                          (1823, 781, torch.float32)):
     elem = torch.empty((), dtype=dtype).element_size()
     bc, bf = bytes_composite(rows, cols, elem), bytes_fused(rows, cols, elem)
-    print(f"{rows}x{cols} {str(dtype)[6:]:9} composite {bc / 2**20:8.1f} MiB  fused {bf / 2**20:7.1f} MiB  "
-          f"ratio {bc / bf:.2f}")
+    print(f"{rows}x{cols} {str(dtype)[6:]:9} composite {bc / 2**20:8.1f} MiB  "
+          f"fused {bf / 2**20:7.1f} MiB  ratio {bc / bf:.2f}")
 
 # %% [markdown]
 # The fused version moves 3.5 times fewer bytes in forward. On a memory-bound op that is the upper bound of the
@@ -132,8 +136,9 @@ settings = []
 for n_cols in (1, 16, 128, 181, 781, 4096, 16384):
     block, warps = kernels.launch_settings(n_cols)
     tile = kernels.forward_rows_per_program(n_cols)
-    settings.append({"n_cols": n_cols, "BLOCK_SIZE": block, "num_warps": warps, "rows per program": tile,
-                     "elements per thread": tile * block // (32 * warps), "idle lanes per row": block - n_cols})
+    settings.append({"n_cols": n_cols, "BLOCK_SIZE": block, "num_warps": warps,
+                     "rows per program": tile, "elements per thread": tile * block // (32 * warps),
+                     "idle lanes per row": block - n_cols})
 pd.DataFrame(settings).set_index("n_cols")
 
 # %% [markdown]
@@ -183,9 +188,10 @@ specs = [*compiled.specializations([4096], archs=(90,), dtypes=("float16",), ker
                                    aligned=(True, False), weights=("same",))]
 why_not = compiled.missing_tools()  # None where Triton's NVIDIA backend and ptxas are installed
 facts = [] if why_not else compiled.facts(specs)  # a few seconds per specialization
-columns = ["arch", "dtype", "block", "warps", "rows_per_program", "aligned", "load_bytes", "store_bytes",
-           "load_ops", "registers", "spills"]
-pd.DataFrame(facts, columns=columns) if facts else print("cannot compile for a GPU target here:", why_not)
+columns = ["arch", "dtype", "block", "warps", "rows_per_program", "aligned", "load_bytes",
+           "store_bytes", "load_ops", "registers", "spills"]
+(pd.DataFrame(facts, columns=columns) if facts
+ else print("cannot compile for a GPU target here:", why_not))
 
 # %% [markdown]
 # The part that does not depend on the Triton version: aligned launches move 16 bytes per load and store
@@ -196,7 +202,8 @@ pd.DataFrame(facts, columns=columns) if facts else print("cannot compile for a G
 # %%
 for f in facts:
     kind = "aligned" if f["aligned"] else "misaligned"
-    print(f"{f['dtype']:8} block {f['block']:5}  {kind:10}  load {f['load_bytes']:2} B  store {f['store_bytes']:2} B")
+    print(f"{f['dtype']:8} block {f['block']:5}  {kind:10}  "
+          f"load {f['load_bytes']:2} B  store {f['store_bytes']:2} B")
 
 # %% [markdown]
 # ## The backward kernel
@@ -255,12 +262,14 @@ if DEVICE == "cuda":
     x = torch.randn(rows, cols, device="cuda", dtype=torch.bfloat16)
     w = torch.randn(cols, device="cuda", dtype=torch.bfloat16)
     ms = triton.testing.do_bench(lambda: kernels.forward(x, w, 1e-6))
-    print(f"forward {rows}x{cols} bf16: {ms * 1e3:.1f} us, {bytes_fused(rows, cols, 2) / ms / 1e6:.0f} GB/s")
+    print(f"forward {rows}x{cols} bf16: {ms * 1e3:.1f} us, "
+          f"{bytes_fused(rows, cols, 2) / ms / 1e6:.0f} GB/s")
 else:
     from fastpath_lib import bench
 
     print("No GPU here: nothing measured (interpreter timings are not GPU measurements).")
-    print("Recorded GPU results in results/:", bench.latest_gpu_results(root="../results") or "none recorded yet")
+    print("Recorded GPU results in results/:",
+          bench.latest_gpu_results(root="../results") or "none recorded yet")
 
 # %% [markdown]
 # ## What the numbers say

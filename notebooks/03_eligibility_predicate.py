@@ -32,7 +32,8 @@
 # %% tags=["nbval-ignore-output"]
 import torch
 import fastpath_lib
-fastpath_lib.use_interpreter()  # no CUDA: run the kernels in Triton's CPU interpreter (a no-op on a GPU)
+# no CUDA: run the kernels in Triton's CPU interpreter (a no-op on a GPU)
+fastpath_lib.use_interpreter()
 from fastpath_lib import runtime
 
 DEVICE = runtime.lesson_device()  # "cuda" on a GPU, else "cpu"; prints the mode and versions
@@ -87,14 +88,18 @@ cases = {
     "cols=15": CaseSpec(rows=R, cols=15), "cols=16": CaseSpec(rows=R, cols=16),
     "cols=17": CaseSpec(rows=R, cols=17), "cols=24": CaseSpec(rows=R, cols=24),
     "transposed": CaseSpec(rows=R, cols=64, layout="transposed"),
-    "offset 4 bytes": CaseSpec(rows=R, cols=64, offset=1), "offset 8 bytes": CaseSpec(rows=R, cols=64, offset=2),
+    "offset 4 bytes": CaseSpec(rows=R, cols=64, offset=1),
+    "offset 8 bytes": CaseSpec(rows=R, cols=64, offset=2),
     "offset 16 bytes": CaseSpec(rows=R, cols=64, offset=4),
     "threshold-1 rows": CaseSpec(rows=R - 1, cols=64), "threshold rows": CaseSpec(rows=R, cols=64),
-    "input fp64": CaseSpec(rows=R, cols=64, dtype=torch.float64, weight=torch.float32),  # the weight stays fp32
+    # the weight stays fp32
+    "input fp64": CaseSpec(rows=R, cols=64, dtype=torch.float64, weight=torch.float32),
 }
-decisions = {name: fastpath_lib.explain(*spec.build(seed=0, device=DEVICE).args()) for name, spec in cases.items()}
+decisions = {name: fastpath_lib.explain(*spec.build(seed=0, device=DEVICE).args())
+             for name, spec in cases.items()}
 assert all(len(d.failed) <= 1 for d in decisions.values()), "a case changed more than one thing"
-pd.DataFrame([{"case": name, "route": d.route, "failed": ", ".join(d.failed)} for name, d in decisions.items()])
+pd.DataFrame([{"case": name, "route": d.route, "failed": ", ".join(d.failed)}
+              for name, d in decisions.items()])
 
 # %% [markdown]
 # The fp64 case keeps the base case's fp32 weight, so it changes one thing; had it built an fp64 weight too
@@ -114,7 +119,8 @@ decisions["input fp64"]
 # *every* condition, so the user sees all reasons, not only the first:
 
 # %%
-x = CaseSpec(rows=R - 1, cols=17, dtype=torch.float64, layout="transposed").build(seed=0, device=DEVICE).x
+x = (CaseSpec(rows=R - 1, cols=17, dtype=torch.float64, layout="transposed")
+     .build(seed=0, device=DEVICE).x)
 fastpath_lib.explain(x, [17])
 
 # %% [markdown]
@@ -150,14 +156,16 @@ import torch.autograd.forward_ad as fwAD
 
 x, w = torch.randn(2 * R, 64, device=DEVICE), torch.randn(64, device=DEVICE)
 with fwAD.dual_level():
-    print("forward AD:   ", fastpath_lib.explain(fwAD.make_dual(x, torch.randn_like(x)), [64], w).reasons)
+    print("forward AD:   ",
+          fastpath_lib.explain(fwAD.make_dual(x, torch.randn_like(x)), [64], w).reasons)
 seen = {}
 def probe(sample):
     seen["vmap"] = fastpath_lib.explain(sample, [64], w).reasons
     return sample
 _ = torch.func.vmap(probe)(x.view(2, R, 64))
 print("vmap:         ", seen["vmap"])
-nested = torch.nested.nested_tensor([torch.randn(3, 64), torch.randn(5, 64)], layout=torch.jagged).to(DEVICE)
+nested = torch.nested.nested_tensor([torch.randn(3, 64), torch.randn(5, 64)],
+                                    layout=torch.jagged).to(DEVICE)
 print("nested:       ", fastpath_lib.explain(nested, [64], w).reasons)
 channels_last = torch.randn(2, 4, R, 64, device=DEVICE).to(memory_format=torch.channels_last)
 print("channels_last:", fastpath_lib.explain(channels_last, [64], w).failed)
@@ -180,7 +188,8 @@ print("channels_last:", fastpath_lib.explain(channels_last, [64], w).failed)
 from fastpath_lib.rmsnorm.predicate import eligible, runtime_eligible
 
 rows = []
-for name in ("cols=16", "cols=17", "transposed", "offset 4 bytes", "threshold-1 rows", "input fp64"):
+for name in ("cols=16", "cols=17", "transposed", "offset 4 bytes", "threshold-1 rows",
+             "input fp64"):
     x, ns, w = cases[name].build(seed=0, device=DEVICE).args()
     rows.append({"case": name, "eligible (static)": eligible(x, ns, w, False),
                  "runtime_eligible (pointers)": runtime_eligible(x, w),
@@ -221,7 +230,8 @@ timed = host.best_of_medians({"F.rms_norm": lambda: F.rms_norm(x, ns, w),
                               "explain()": lambda: fastpath_lib.explain(x, ns, w)}, rounds=9)
 for name, t in timed.items():
     print(f"{name:22} {t['best_us']:7.2f} us per call")
-print(f"dispatched / F.rms_norm: {timed['fastpath_lib.rms_norm']['best_us'] / timed['F.rms_norm']['best_us']:.2f} "
+print("dispatched / F.rms_norm: "
+      f"{timed['fastpath_lib.rms_norm']['best_us'] / timed['F.rms_norm']['best_us']:.2f} "
       f"(the kit's target: at most {host.TARGET_RATIO})")
 
 # %% [markdown]
@@ -241,7 +251,8 @@ import matplotlib.pyplot as plt
 widths, row_counts = range(1, 49), [R - 1, R, R + 1]
 fig, axes = plt.subplots(2, 1, figsize=(10, 3), sharex=True)
 for ax, dtype in zip(axes, (torch.float32, torch.float16)):
-    grid = [[fastpath_lib.explain(torch.empty(r, c, device=DEVICE, dtype=dtype), [c]).eligible for c in widths]
+    grid = [[fastpath_lib.explain(torch.empty(r, c, device=DEVICE, dtype=dtype), [c]).eligible
+             for c in widths]
             for r in row_counts]
     ax.imshow(grid, cmap="Greens", aspect="auto", extent=(0.5, 48.5, len(row_counts) - 0.5, -0.5))
     ax.set_yticks(range(len(row_counts)), [f"{r} rows" for r in row_counts])

@@ -29,7 +29,8 @@
 # %% tags=["nbval-ignore-output"]
 import torch
 import fastpath_lib
-fastpath_lib.use_interpreter()  # no CUDA: run the kernels in Triton's CPU interpreter (a no-op on a GPU)
+# no CUDA: run the kernels in Triton's CPU interpreter (a no-op on a GPU)
+fastpath_lib.use_interpreter()
 from fastpath_lib import runtime
 
 DEVICE = runtime.lesson_device()  # "cuda" on a GPU, else "cpu"; prints the mode and versions
@@ -94,7 +95,8 @@ ctx_df
 
 # %%
 def raises_like_reference(x, ns, w):
-    """None for a valid call; for an invalid one, whether our op raises F.rms_norm's exception type."""
+    """None for a valid call; for an invalid one, whether our op raises F.rms_norm's
+    exception type."""
     try:
         F.rms_norm(x, ns, w)
         return None
@@ -120,16 +122,18 @@ def run_point(p):
         y_fb = fastpath_lib.rms_norm(x, ns, w)
     ref = reference_rms_norm(x, ns, w)
     ok = lambda out: compare(out, ref, x.dtype) or "ok"
-    return {**row, "dispatched": ok(y) if routes == {d.route: 1} else f"route {routes}", "fallback": ok(y_fb),
-            "inputs untouched": case.inputs_untouched()}
+    return {**row, "dispatched": ok(y) if routes == {d.route: 1} else f"route {routes}",
+            "fallback": ok(y_fb), "inputs untouched": case.inputs_untouched()}
 
 
 # %%
 with warnings.catch_warnings():
     warnings.filterwarnings("ignore", message="Mismatch dtype between input and weight")
     tensor_df = pd.DataFrame([run_point(p) for p in points if not p.context])
-assert tensor_df["declared ok"].all() and tensor_df["dispatched"].isin(["ok", "raises RuntimeError"]).all()
-assert (tensor_df["fallback"].isin(["ok", "-"])).all() and tensor_df["inputs untouched"].fillna(True).all()
+assert (tensor_df["declared ok"].all()
+        and tensor_df["dispatched"].isin(["ok", "raises RuntimeError"]).all())
+assert ((tensor_df["fallback"].isin(["ok", "-"])).all()
+        and tensor_df["inputs untouched"].fillna(True).all())
 print(tensor_df.route.value_counts().to_dict())
 tensor_df
 
@@ -146,7 +150,8 @@ tensor_df
 #   widths (too strict), and a kernel whose mask is wrong when `BLOCK_SIZE` (32) exceeds the width (8 idle lanes).
 
 # %%
-new_points = ["input_alignment[offset 8 bytes]", "row_stride_alignment[cols=24 (not a power of two)]"]
+new_points = ["input_alignment[offset 8 bytes]",
+              "row_stride_alignment[cols=24 (not a power of two)]"]
 tensor_df[tensor_df["id"].isin(new_points)]
 
 # %% [markdown]
@@ -160,13 +165,16 @@ tensor_df[tensor_df["id"].isin(new_points)]
 
 # %%
 tiny = []
-for dtype, scale, eps in ((torch.float16, 1e-4, None), (torch.float32, 1e-20, None), (torch.float32, 1e-22, 0.0)):
-    x, ns, w = CaseSpec(rows=R, cols=64, dtype=dtype, scale=scale).build(seed=5, device=DEVICE).args()
+for dtype, scale, eps in ((torch.float16, 1e-4, None), (torch.float32, 1e-20, None),
+                          (torch.float32, 1e-22, 0.0)):
+    x, ns, w = (CaseSpec(rows=R, cols=64, dtype=dtype, scale=scale)
+                .build(seed=5, device=DEVICE).args())
     with fastpath_lib.record_routes() as routes:
         y = fastpath_lib.rms_norm(x, ns, w, eps)
     ref = reference_rms_norm(x, ns, w, eps)
     same = lambda expected: "ok" if compare(y, expected, dtype) is None else "outside tolerance"
-    tiny.append({"dtype": str(dtype)[6:], "scale": f"{scale:g}", "eps": "default" if eps is None else eps,
+    tiny.append({"dtype": str(dtype)[6:], "scale": f"{scale:g}",
+                 "eps": "default" if eps is None else eps,
                  "route": ",".join(routes),
                  "max |y|": f"{y.abs().max().item():.2g}", "vs reference": same(ref),
                  "max rel err": f"{((y.double() - ref).abs() / ref.abs()).max().item():.1e}",
@@ -200,7 +208,8 @@ for rows in (R - 1, R):
     a = torch.randn(rows, 64, device=DEVICE)
     with fastpath_lib.record_routes() as routes:
         y = compiled(a)
-    print(f"{rows} rows: {dict(routes)}, mismatch: {compare(y, reference_rms_norm(a, [64]), a.dtype)}")
+    print(f"{rows} rows: {dict(routes)}, "
+          f"mismatch: {compare(y, reference_rms_norm(a, [64]), a.dtype)}")
 
 # %% [markdown]
 # Autocast: the output dtype of both routes equals `F.rms_norm`'s under autocast on this device.
@@ -229,7 +238,8 @@ with fastpath_lib.record_routes() as routes:
 with fastpath_lib.force_fallback():
     y_fb = fastpath_lib.rms_norm(a, [64])
 ref = reference_rms_norm(a, [64])
-print(dict(routes), "| dispatched:", compare(y, ref, a.dtype), "| fallback:", compare(y_fb, ref, a.dtype))
+print(dict(routes), "| dispatched:", compare(y, ref, a.dtype),
+      "| fallback:", compare(y_fb, ref, a.dtype))
 print("row 1:", y[1, :5].tolist())
 
 # %% [markdown]
@@ -258,10 +268,13 @@ print("fast path equals F.rms_norm:", torch.allclose(y, base, atol=1e-5, rtol=2e
 from hypothesis import given, settings, strategies as st
 
 seen = set()
-specs = st.builds(CaseSpec, rows=st.integers(1, 2 * R), cols=st.sampled_from([1, 8, 15, 16, 24, 64, 100]),
+specs = st.builds(CaseSpec, rows=st.integers(1, 2 * R),
+                  cols=st.sampled_from([1, 8, 15, 16, 24, 64, 100]),
                   dtype=st.sampled_from([torch.float32, torch.float16, torch.bfloat16]),
-                  weight=st.sampled_from(["same", None, torch.float32]), pad=st.sampled_from([0, 4]),
-                  layout=st.sampled_from(["contiguous", "row_slice", "transposed"]), offset=st.sampled_from([0, 2, 4]),
+                  weight=st.sampled_from(["same", None, torch.float32]),
+                  pad=st.sampled_from([0, 4]),
+                  layout=st.sampled_from(["contiguous", "row_slice", "transposed"]),
+                  offset=st.sampled_from([0, 2, 4]),
                   scale=st.sampled_from([1e-3, 1.0, 50.0]))
 
 @settings(max_examples=25, deadline=None, derandomize=True, database=None)
@@ -273,7 +286,8 @@ def matches_reference(spec):
     seen.update(routes)
     assert compare(y, reference_rms_norm(x, ns, w), x.dtype) is None, spec.label()
 
-with warnings.catch_warnings():  # bf16/fp16 inputs with an fp32 weight: torch's unfused-path warning, as above
+# bf16/fp16 inputs with an fp32 weight: torch's unfused-path warning, as above
+with warnings.catch_warnings():
     warnings.filterwarnings("ignore", message="Mismatch dtype between input and weight")
     matches_reference()
 print("every drawn case matched the reference; routes taken:", sorted(seen))
@@ -331,10 +345,12 @@ print("output guard intact after a stray write:", output_guard_intact(buf, prist
 from fastpath_lib import bench
 
 narrow = next(c for c in bench.load_cases() if c.id == "narrow_65536x128_fp32")
-print(f"{narrow.id}: {narrow.shape[0]}x{narrow.shape[1]} {narrow.dtype}, expected {narrow.expected!r}")
+print(f"{narrow.id}: {narrow.shape[0]}x{narrow.shape[1]} {narrow.dtype}, "
+      f"expected {narrow.expected!r}")
 print(textwrap.fill("rationale: " + narrow.rationale, 110))
 x = torch.empty(narrow.shape, dtype=torch.float32)  # only explain() looks at it
-gpu = dataclasses.replace(make_call(x, [narrow.shape[1]]), device_type="cuda", interpret=False, capability=(9, 0),
+gpu = dataclasses.replace(make_call(x, [narrow.shape[1]]), device_type="cuda",
+                          interpret=False, capability=(9, 0),
                           limits=limits_for("cuda", interpret=False, capability=(9, 0)))
 print("route on an sm_90 GPU:", PREDICATE.evaluate(gpu).route)
 print("GPU results recorded:", bench.latest_gpu_results(root="../results") or "none yet")

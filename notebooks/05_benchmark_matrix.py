@@ -30,7 +30,8 @@
 # %% tags=["nbval-ignore-output"]
 import torch
 import fastpath_lib
-fastpath_lib.use_interpreter()  # no CUDA: run the kernels in Triton's CPU interpreter (a no-op on a GPU)
+# no CUDA: run the kernels in Triton's CPU interpreter (a no-op on a GPU)
+fastpath_lib.use_interpreter()
 from fastpath_lib import runtime
 
 DEVICE = runtime.lesson_device()  # "cuda" on a GPU, else "cpu"; prints the mode and versions
@@ -57,9 +58,10 @@ pd.set_option("display.max_colwidth", 80)
 
 # %%
 cases = bench.load_cases()
-print(len(cases), "predeclared cases; expected outcomes:", pd.Series([c.expected for c in cases]).value_counts().to_dict())
-pd.DataFrame([dataclasses.asdict(c) for c in cases])[["id", "family", "shape", "dtype", "layout", "pass_",
-                                                       "expected", "rationale"]]
+print(len(cases), "predeclared cases; expected outcomes:",
+      pd.Series([c.expected for c in cases]).value_counts().to_dict())
+pd.DataFrame([dataclasses.asdict(c) for c in cases])[["id", "family", "shape", "dtype", "layout",
+                                                       "pass_", "expected", "rationale"]]
 
 # %% [markdown]
 # The coverage rules are the reviewer's first question turned into code: does the matrix have at least 12 cases,
@@ -89,7 +91,8 @@ host = bench.classify(pd.DataFrame(bench.measure_host(quick=True)))
 host_t = bench.host_table(host)
 here = bench.environment()
 print("measured on:", here["cpu_model"], "| label:", "CPU host time (this machine)")
-host_t[["shape", "dtype", "layout", "route", "baseline_us", "dispatched_us", "ratio", "target", "verdict"]]
+host_t[["shape", "dtype", "layout", "route", "baseline_us", "dispatched_us", "ratio", "target",
+        "verdict"]]
 
 # %% [markdown]
 # A provider's warnings are part of its result, so the table keeps them (each provider's first call is checked,
@@ -108,7 +111,8 @@ for case, warned in host_t["warnings"].items():
 # called directly, and only on CUDA: under the interpreter its own cost hides the dispatch, so it says "not measured".
 
 # %% tags=["nbval-ignore-output"]
-reading.host_plot(host_t, machine=here["device_name"] or here["cpu_model"], gpu=here["gpu_measurement"])
+reading.host_plot(host_t, machine=here["device_name"] or here["cpu_model"],
+                  gpu=here["gpu_measurement"])
 
 # %% [markdown]
 # Why it must be cheap: a Llama-style model calls the norm twice per layer (before attention, before the MLP) and
@@ -121,7 +125,8 @@ m1 = host_t.loc["host_decode_m1_fp16"]
 extra = m1.dispatched_us - m1.baseline_us
 print(f"{CALLS_PER_TOKEN} norm calls per decoded token (batch 1, fp16, 1x4096)")
 print(f"F.rms_norm directly : {CALLS_PER_TOKEN * m1.baseline_us:8.0f} us of host time per token")
-print(f"through the dispatch: {CALLS_PER_TOKEN * m1.dispatched_us:8.0f} us ({CALLS_PER_TOKEN * extra:+.0f} us)")
+print(f"through the dispatch: {CALLS_PER_TOKEN * m1.dispatched_us:8.0f} us "
+      f"({CALLS_PER_TOKEN * extra:+.0f} us)")
 
 # %% [markdown]
 # Before the dispatch was reworked, this measurement read about 14 us for `F.rms_norm` and 73-88 us through the
@@ -159,11 +164,12 @@ else:
 # `torch.compile` provider is left out here: it compiles for minutes. The evidence run includes it.)
 
 # %% tags=["nbval-ignore-output"]
-PICK = ["decode_m1_fp16", "decode_b4_bf16", "batch_1024_fp16", "decode_b64_bf16", "prefill_4096x4096_fp16",
-        "prefill_8192x8192_bf16", "narrow_65536x128_fp32", "wide_2048x16384_bf16", "toowide_1024x32768_bf16",
-        "misaligned_4096x4096_fp16"]
-df = bench.run_matrix([c for c in cases if c.id in PICK], quick=DEVICE != "cuda", progress=False, analyses=False,
-                      providers=("baseline", "triton", "dispatched"), declared=[c.id for c in cases])
+PICK = ["decode_m1_fp16", "decode_b4_bf16", "batch_1024_fp16", "decode_b64_bf16",
+        "prefill_4096x4096_fp16", "prefill_8192x8192_bf16", "narrow_65536x128_fp32",
+        "wide_2048x16384_bf16", "toowide_1024x32768_bf16", "misaligned_4096x4096_fp16"]
+df = bench.run_matrix([c for c in cases if c.id in PICK], quick=DEVICE != "cuda", progress=False,
+                      analyses=False, providers=("baseline", "triton", "dispatched"),
+                      declared=[c.id for c in cases])
 env = df.attrs["environment"]
 print(env["measurement_label"])
 print(textwrap.fill(coverage_line(df, env), 110))
@@ -180,8 +186,8 @@ pd.Series(env, dtype=object).to_frame("value")
 # spreads. The numbers depend on the machine; the notebook tests do not compare them.
 
 # %% tags=["nbval-ignore-output"]
-df[["case_id", "provider", "rows", "cols", "declared_shape", "route", "status", "median_us", "q20_us", "q80_us",
-    "samples_us", "gpu_measurement"]].head(12)
+df[["case_id", "provider", "rows", "cols", "declared_shape", "route", "status", "median_us",
+    "q20_us", "q80_us", "samples_us", "gpu_measurement"]].head(12)
 
 # %% [markdown]
 # **Performance.** `bench.summary_table` puts expected beside observed per case. On GPU data `observed` is *win*,
@@ -205,10 +211,12 @@ print("forward 4096x4096 bf16:", bytes_moved(4096, 4096, torch.bfloat16, "forwar
 print("fwd+bwd 4096x4096 bf16:", bytes_moved(4096, 4096, torch.bfloat16, "backward") / 2**20, "MiB")
 
 # %% tags=["nbval-ignore-output"]
-mech = df[df.provider == "dispatched"][["case_id", "rows", "cols", "route", "bytes_moved", "gbps", "pct_copy_bw"]]
+mech = df[df.provider == "dispatched"][["case_id", "rows", "cols", "route", "bytes_moved", "gbps",
+                                        "pct_copy_bw"]]
 shown = env["gpu_measurement"]  # GB/s only from a GPU measurement, and only where it was measured
 mech.assign(gbps=[f"{v:.0f}" if shown and pd.notna(v) else "not measured" for v in mech.gbps],
-            pct_copy_bw=[f"{v:.0f} %" if shown and pd.notna(v) else "not measured" for v in mech.pct_copy_bw])
+            pct_copy_bw=[f"{v:.0f} %" if shown and pd.notna(v) else "not measured"
+                         for v in mech.pct_copy_bw])
 
 # %% [markdown]
 # **The dispatch boundary.** Each case sits at the rows and width it *ran* with (labels say so where that differs
@@ -232,8 +240,8 @@ bench.boundary_table(df)
 raw = pd.read_csv(peer.PEER_FILE)
 print(raw.shape, "columns:")
 print(textwrap.fill(", ".join(raw.columns), 110))
-raw[["kernel_provider", "kernel_operation_mode", "metric_name", "metric_unit", "x_value", "y_value_50",
-     "extra_benchmark_config_str", "gpu_name"]].head(3)
+raw[["kernel_provider", "kernel_operation_mode", "metric_name", "metric_unit", "x_value",
+     "y_value_50", "extra_benchmark_config_str", "gpu_name"]].head(3)
 
 # %% [markdown]
 # Times are in **milliseconds** (`metric_unit` says so; the kit uses microseconds), memory in MB, and the row count
@@ -284,7 +292,8 @@ bw.pivot_table(index="cols", columns=["mode", "provider"], values="gbps").round(
 narrow = next(c for c in cases if c.id == "narrow_65536x128_fp32")
 print(narrow.id, narrow.shape, narrow.dtype, "| expected:", narrow.expected)
 print(textwrap.fill(narrow.rationale, 110))
-print("route of 2048x128 fp32 here:", fastpath_lib.explain(torch.empty(2048, 128, device=DEVICE), [128]).route)
+print("route of 2048x128 fp32 here:",
+      fastpath_lib.explain(torch.empty(2048, 128, device=DEVICE), [128]).route)
 
 # %% [markdown]
 # A region that admits a call its author expects to lose is a contradiction to resolve before merging, not a
@@ -306,8 +315,8 @@ print("route of 2048x128 fp32 here:", fastpath_lib.explain(torch.empty(2048, 128
 from fastpath_lib.rmsnorm import compiled
 
 why = compiled.missing_tools()
-specs = compiled.specializations([128, 4096], archs=(90,), dtypes=("float32",), kernels=("forward",),
-                                 weights=("same",))
+specs = compiled.specializations([128, 4096], archs=(90,), dtypes=("float32",),
+                                 kernels=("forward",), weights=("same",))
 print(why or "compile-time facts for sm_90 (not a GPU measurement):")
 None if why else compiled.facts_table(compiled.facts(specs))
 

@@ -30,7 +30,8 @@
 # %% tags=["nbval-ignore-output"]
 import torch
 import fastpath_lib
-fastpath_lib.use_interpreter()  # no CUDA: run the kernels in Triton's CPU interpreter (a no-op on a GPU)
+# no CUDA: run the kernels in Triton's CPU interpreter (a no-op on a GPU)
+fastpath_lib.use_interpreter()
 from fastpath_lib import runtime
 
 DEVICE = runtime.lesson_device()  # "cuda" on a GPU, else "cpu"; prints the mode and versions
@@ -53,7 +54,8 @@ R = limits_for(DEVICE).min_rows
 
 # %%
 calls = trace.serving_trace(hidden=4096, layers=32, batch=1, prompt_tokens=512, decode_steps=128)
-pd.DataFrame([{"phase": c.phase, "shape": c.shape, "dtype": str(c.dtype).removeprefix("torch."), "calls": c.count}
+pd.DataFrame([{"phase": c.phase, "shape": c.shape, "dtype": str(c.dtype).removeprefix("torch."),
+               "calls": c.count}
               for c in calls])
 
 # %% [markdown]
@@ -77,7 +79,8 @@ replayed
 
 # %% tags=["nbval-ignore-output"]
 dec = replayed.set_index("phase").loc["decode"]
-print(f"decode: {dec.calls} calls; dispatch adds {dec.dispatch_extra_total_us / 1e3:.2f} ms per request "
+print(f"decode: {dec.calls} calls; "
+      f"dispatch adds {dec.dispatch_extra_total_us / 1e3:.2f} ms per request "
       f"({dec.dispatch_extra_total_us / 128:.1f} us per generated token)")
 pd.Series({k: round(v, 1) if isinstance(v, float) else v for k, v in tot.items()},
           name="totals over the measured rows").to_frame()
@@ -103,12 +106,14 @@ pd.Series({k: round(v, 1) if isinstance(v, float) else v for k, v in tot.items()
 from fastpath_lib.bench.workload import TinyDecoder
 
 base = TinyDecoder(dim=64, layers=2, heads=4, hidden=128).to(DEVICE).eval()
-fast = TinyDecoder(dim=64, layers=2, heads=4, hidden=128, norm_cls=fastpath_lib.RMSNorm).to(DEVICE).eval()
+fast = TinyDecoder(dim=64, layers=2, heads=4, hidden=128,
+                   norm_cls=fastpath_lib.RMSNorm).to(DEVICE).eval()
 fast.load_state_dict(base.state_dict())
 tokens = torch.randint(0, 256, (2, 8), device=DEVICE)
 with torch.no_grad(), fastpath_lib.record_routes() as routes:
     a, b = base(tokens), fast(tokens)
-print("logits agree:", torch.allclose(a, b, atol=1e-4, rtol=1e-4), "| routes of the 5 norm calls:", dict(routes))
+print("logits agree:", torch.allclose(a, b, atol=1e-4, rtol=1e-4),
+      "| routes of the 5 norm calls:", dict(routes))
 
 # %% [markdown]
 # ## 3. Choosing the per-architecture row threshold from a sweep
@@ -133,7 +138,8 @@ from fastpath_lib.rmsnorm import thresholds
 from fastpath_lib.rmsnorm.limits import DEFAULT_CUDA_MIN_ROWS
 
 print("recorded thresholds:", thresholds.entries() or "none yet (no GPU sweep has been recorded)")
-print("every architecture without one uses the conservative default:", DEFAULT_CUDA_MIN_ROWS, "rows")
+print("every architecture without one uses the conservative default:",
+      DEFAULT_CUDA_MIN_ROWS, "rows")
 print("this machine:", limits_for(DEVICE))
 
 # %% [markdown]
@@ -168,7 +174,8 @@ for name in ("ci", "gpu-sweep"):
     triggers = wf.get("on", wf.get(True))  # YAML 1.1 reads the key `on` as True
     for job, spec in wf["jobs"].items():
         steps = [s.get("name") or s.get("uses") for s in spec["steps"]]
-        print(f"{name}: on {triggers} -> job {job} on {spec['runs-on']}:\n   " + "\n   ".join(steps))
+        print(f"{name}: on {triggers} -> job {job} on {spec['runs-on']}:\n   "
+              + "\n   ".join(steps))
 
 # %% [markdown]
 # | | CI (`ci.yml`) | scheduled sweep (`gpu-sweep.yml`) |
@@ -190,7 +197,8 @@ for name in ("ci", "gpu-sweep"):
 # %% tags=["nbval-ignore-output"]
 cost = bench.compile_cost()  # the full matrix; without CUDA it only counts, nothing compiles
 print("specializations the matrix triggers:", cost["specializations"])
-print("every binary the eligible region can launch, sm_80 + sm_90:", buildcost.region_specializations())
+print("every binary the eligible region can launch, sm_80 + sm_90:",
+      buildcost.region_specializations())
 
 # %% [markdown]
 # A model touches few of them (one hidden size, one dtype: a forward and a backward or two), but a user sees each
@@ -201,7 +209,8 @@ print("every binary the eligible region can launch, sm_80 + sm_90:", buildcost.r
 from fastpath_lib.rmsnorm import compiled
 
 two = compiled.specializations([4096], archs=(90,), dtypes=("bfloat16",), weights=("same",))[:2]
-aot = buildcost.aot_build_cost(two) if not compiled.missing_tools() else {"note": compiled.missing_tools()}
+aot = (buildcost.aot_build_cost(two) if not compiled.missing_tools()
+       else {"note": compiled.missing_tools()})
 print(aot["note"])
 print({k: aot.get(k) for k in ("total_compile_s", "cache_bytes", "cubin_bytes", "files")})
 pd.DataFrame(aot.get("per_specialization", []))

@@ -25,7 +25,8 @@
 # %% tags=["nbval-ignore-output"]
 import torch
 import fastpath_lib
-fastpath_lib.use_interpreter()  # no CUDA: run the kernels in Triton's CPU interpreter (a no-op on a GPU)
+# no CUDA: run the kernels in Triton's CPU interpreter (a no-op on a GPU)
+fastpath_lib.use_interpreter()
 from fastpath_lib import runtime
 
 DEVICE = runtime.lesson_device()  # "cuda" on a GPU, else "cpu"; prints the mode and versions
@@ -50,10 +51,13 @@ rec = reading.recorded_gpu_run()
 print(textwrap.fill(rec.line(), 110))
 if rec.found:
     note = bench.pr_note(rec.folder)
-else:  # 3 cases at quick shapes plus the host family: a draft that shows the format and labels itself
-    picked = [c for c in bench.load_cases() if c.id in ("decode_m1_fp16", "batch_1024_fp16", "prefill_4096x4096_fp16")]
+else:
+    # 3 cases at quick shapes plus the host family: a draft that shows the format and labels itself
+    picked = [c for c in bench.load_cases()
+              if c.id in ("decode_m1_fp16", "batch_1024_fp16", "prefill_4096x4096_fp16")]
     df = bench.run_matrix(picked, quick=True, progress=False, analyses=False, host=True,
-                          providers=("baseline", "triton", "dispatched"), declared=[c.id for c in bench.load_cases()])
+                          providers=("baseline", "triton", "dispatched"),
+                          declared=[c.id for c in bench.load_cases()])
     note = bench.pr_note(df=df, env=df.attrs["environment"])
 print(note.splitlines()[0])
 
@@ -69,11 +73,15 @@ print(note.splitlines()[0])
 import re
 from IPython.display import display
 
-KEYS = ("Measured on", "predeclared cases run", "Performance claim", "Copy ceiling", "Host cost on the fallback")
-sentences = [s for line in note.splitlines() for s in re.split(r"(?<=\.) ", line.removeprefix("- "))]
-found = {k: next((s for s in sentences if k in s), "(missing)") for k in KEYS}  # what the note rests on
+KEYS = ("Measured on", "predeclared cases run", "Performance claim", "Copy ceiling",
+        "Host cost on the fallback")
+sentences = [s for line in note.splitlines()
+             for s in re.split(r"(?<=\.) ", line.removeprefix("- "))]
+# what the note rests on
+found = {k: next((s for s in sentences if k in s), "(missing)") for k in KEYS}
 display(Markdown("\n".join(f"- {s}" for s in found.values())))
-print("cells saying 'not measured':", note.count("not measured"), "| '0.0 GB/s' anywhere:", "0.0 GB/s" in note)
+print("cells saying 'not measured':", note.count("not measured"),
+      "| '0.0 GB/s' anywhere:", "0.0 GB/s" in note)
 
 # %% [markdown]
 # The draft, rendered. Check that it names the hardware, that every predeclared case is accounted for, and that
