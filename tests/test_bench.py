@@ -372,6 +372,17 @@ def test_host_family_records_what_a_provider_warns_instead_of_printing_it(monkey
     assert f"- {mixed.id}: F.rms_norm and dispatched: Mismatch dtype" in note
 
 
+def test_host_cli_table_prints_warnings_below_the_table(capsys):
+    df = _host_rows(1.1)
+    df.loc[(df.case_id == "host_a") & (df.provider == "baseline"), "warnings"] = "Mismatch dtype between dtypes"
+    cli.print_host(bench.classify(df))
+    out = capsys.readouterr().out
+    table, below = out.split("  host_a warned")
+    assert "warnings" not in table and "host_b" in table and "F.rms_norm" in table
+    assert below.startswith(" (recorded, not printed while timing): F.rms_norm: Mismatch dtype")
+    assert "host_b warned" not in out
+
+
 def test_host_rows_are_classified_on_a_cpu_but_kept_out_of_the_matrix_counts():
     df = bench.classify(pd.concat([_cpu(synthetic_results()), _host_rows(1.2)], ignore_index=True))
     host = df[(df.family == HOST_FAMILY) & (df.provider == "dispatched") & (df.case_id == "host_a")]
