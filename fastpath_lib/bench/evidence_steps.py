@@ -157,8 +157,8 @@ def _pytest(ctx: StepContext, name: str, args: list[str]):
     return {"status": "ran" if ok else "failed", "why": why, "details": counts}
 
 
-def _gpu_test_args(root: Path) -> list[str]:
-    return ["-m", "gpu", "tests"]
+#: The gpu step's pytest arguments: every test marked ``gpu`` under ``tests/``.
+GPU_TEST_ARGS = ("-m", "gpu", "tests")
 
 
 def _core_test_args(root: Path) -> list[str] | None:
@@ -168,7 +168,7 @@ def _core_test_args(root: Path) -> list[str] | None:
 
 def gpu_tests(ctx: StepContext):
     """``pytest -m gpu tests``."""
-    return _pytest(ctx, "gpu", _gpu_test_args(ctx.root))
+    return _pytest(ctx, "gpu", list(GPU_TEST_ARGS))
 
 
 def core_tests(ctx: StepContext):
@@ -342,7 +342,7 @@ def collect_tests(timeout: float = 180, root: Path = ROOT) -> tuple[bool, str]:
     runs with, so an import error anywhere under ``tests/`` (which ``-m gpu tests`` collects) shows in the dry run.
     """
     parts, ok = [], True
-    for name, args in (("gpu_tests", _gpu_test_args(root)), ("core_tests", _core_test_args(root))):
+    for name, args in (("gpu_tests", list(GPU_TEST_ARGS)), ("core_tests", _core_test_args(root))):
         if args is None:
             parts.append(f"{name}: no test files")
             ok = False

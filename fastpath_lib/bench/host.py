@@ -118,6 +118,9 @@ def best_of_medians(fns: dict, *, rounds: int = 7, min_run_time: float = 0.05) -
     return {k: {"best_us": min(v), "medians_us": v, "number": number[k]} for k, v in medians.items()}
 
 
+_TRIGGERED = re.compile(r"\s*\(Triggered internally at [^)]*\)")  # the C++ location torch appends
+
+
 def warnings_of(fn) -> str:
     """What one call of ``fn`` warns, torch's warn-once warnings included: distinct messages joined by ``" | "``,
     without the C++ source location torch appends (``(Triggered internally at ...)``).
@@ -140,9 +143,6 @@ def warnings_of(fn) -> str:
     finally:
         torch.set_warn_always(always)
     return " | ".join(dict.fromkeys(_TRIGGERED.sub("", " ".join(str(w.message).split())) for w in seen))
-
-
-_TRIGGERED = re.compile(r"\s*\(Triggered internally at [^)]*\)")
 
 
 @contextlib.contextmanager
