@@ -35,7 +35,8 @@
 # %%
 import torch
 import fastpath_lib
-fastpath_lib.use_interpreter()  # no CUDA: run the kernels in Triton's CPU interpreter (a no-op on a GPU)
+# no CUDA: run the kernels in Triton's CPU interpreter (a no-op on a GPU)
+fastpath_lib.use_interpreter()
 from fastpath_lib import exercises as ex
 from fastpath_lib.cases import CaseSpec
 import triton
@@ -104,8 +105,8 @@ ex.check_add_rms_norm_kernel(my_add_rms_norm_fwd)
 
 # %%
 @triton.jit
-def my_rms_norm_bwd(DY_ptr, H_ptr, W_ptr, RSTD_ptr, DH_ptr, DW_ptr, DY_row_stride, H_row_stride, n_cols,
-                    HAS_WEIGHT: tl.constexpr, BLOCK_SIZE: tl.constexpr):
+def my_rms_norm_bwd(DY_ptr, H_ptr, W_ptr, RSTD_ptr, DH_ptr, DW_ptr, DY_row_stride, H_row_stride,
+                    n_cols, HAS_WEIGHT: tl.constexpr, BLOCK_SIZE: tl.constexpr):
     # BEGIN SOLUTION
     row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK_SIZE)

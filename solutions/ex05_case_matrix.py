@@ -42,7 +42,8 @@
 # %%
 import torch
 import fastpath_lib
-fastpath_lib.use_interpreter()  # no CUDA: run the kernels in Triton's CPU interpreter (a no-op on a GPU)
+# no CUDA: run the kernels in Triton's CPU interpreter (a no-op on a GPU)
+fastpath_lib.use_interpreter()
 from fastpath_lib import exercises as ex
 from fastpath_lib.cases import CaseSpec
 

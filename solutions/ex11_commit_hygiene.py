@@ -52,7 +52,8 @@ for h in hunks:
 
 # %%
 def plan_commits(hunks) -> list[dict]:
-    """The commits in order: [{"kind": "refactor" | "test" | "behaviour" | "docs", "message": str, "hunks": [ids]}]."""
+    """The commits in order, each a dict:
+    {"kind": "refactor" | "test" | "behaviour" | "docs", "message": str, "hunks": [ids]}."""
     # BEGIN SOLUTION
     plan = [  # (kind, message, descriptions of its hunks)
         ("refactor", "Rename _stride_ok to _row_stride_aligned", [
