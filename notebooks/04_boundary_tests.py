@@ -327,9 +327,12 @@ print("output guard intact after a stray write:", output_guard_intact(buf, prist
 # PR, run the GPU tests under NVIDIA's compute-sanitizer:
 #
 # ```bash
-# compute-sanitizer --tool memcheck  python -m pytest tests -m gpu -x   # out-of-bounds and misaligned accesses
-# compute-sanitizer --tool racecheck python -m pytest tests -m gpu -x   # shared-memory races
-# compute-sanitizer --tool initcheck python -m pytest tests -m gpu -x   # reads of uninitialised device memory
+# # out-of-bounds and misaligned accesses
+# compute-sanitizer --tool memcheck  python -m pytest tests -m gpu -x
+# # shared-memory races
+# compute-sanitizer --tool racecheck python -m pytest tests -m gpu -x
+# # reads of uninitialised device memory
+# compute-sanitizer --tool initcheck python -m pytest tests -m gpu -x
 # ```
 #
 # The interpreter cannot stand in for these: it runs programs one after another, so races never happen, and its

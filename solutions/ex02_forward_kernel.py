@@ -47,9 +47,10 @@ import triton.language as tl
 # ## The spec (plain torch, one row)
 #
 # ```python
-# h = x_row + r_row                                     # in the input dtype: store it to H
-# hf = h.float(); rstd = 1 / torch.sqrt((hf * hf).mean() + eps)   # fp32: store it to RSTD[row]
-# y_row = (hf * rstd * w.float()).to(x_row.dtype)       # store it to Y
+# h = x_row + r_row                                # input dtype: store it to H
+# hf = h.float()
+# rstd = 1 / torch.sqrt((hf * hf).mean() + eps)    # fp32: store it to RSTD[row]
+# y_row = (hf * rstd * w.float()).to(x_row.dtype)  # store it to Y
 # ```
 #
 # Normalize the *rounded* `h` (what the next layer will read), not the fp32 sum.

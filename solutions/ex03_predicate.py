@@ -47,8 +47,9 @@ from fastpath_lib.rmsnorm.predicate import PREDICATE
 # ```python
 # dtype_ok = x.dtype in (torch.float16, torch.bfloat16)
 # cols_ok = x.shape[-1] <= 8192
-# stride = ex.row_stride(x)                  # elements between rows, None if the dims do not collapse
-# align_ok = x.data_ptr() % 32 == 0 and (rows <= 1 or stride is None or stride * x.element_size() % 32 == 0)
+# stride = ex.row_stride(x)  # elements between rows; None if the dims do not collapse
+# align_ok = x.data_ptr() % 32 == 0 and (
+#     rows <= 1 or stride is None or stride * x.element_size() % 32 == 0)
 # ```
 # (`stride is None` is left to the `row_stride` condition.)
 
