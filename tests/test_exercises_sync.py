@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import nbformat  # noqa: F401  (tools/make_exercises.py needs it: the module is left out where it is missing)
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
