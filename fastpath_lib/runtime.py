@@ -106,13 +106,11 @@ def _versions_line() -> str:
 def _mode_line() -> str:
     if interpreter_enabled():
         how = f"Triton CPU interpreter ({ENV}=1" + (", set by use_interpreter()" if _opted_in else "") + ")"
-        mode = f"mode: {how}; timings are not GPU measurements"
-    elif cuda_available():
+        return f"mode: {how}; timings are not GPU measurements"
+    if cuda_available():
         cap = torch.cuda.get_device_capability()
-        mode = f"mode: CUDA on {torch.cuda.get_device_name()} (sm_{cap[0]}{cap[1]})"
-    else:
-        mode = "mode: CPU without the Triton interpreter; every call takes the fallback (call use_interpreter())"
-    return mode
+        return f"mode: CUDA on {torch.cuda.get_device_name()} (sm_{cap[0]}{cap[1]})"
+    return "mode: CPU without the Triton interpreter; every call takes the fallback (call use_interpreter())"
 
 
 def kernel_device() -> str:
