@@ -84,3 +84,17 @@ def test_an_unreachable_index_does_not_break_setup(kit_env):
     assert res.returncode == 0, res.stderr
     assert "could not install torch from https://wheels.invalid/simple" in res.stderr
     assert any("-e .[dev]" in line for line in log)
+
+
+def test_kit_test_ends_with_the_slowest_tests(kit_env):
+    """``./kit test ARGS`` runs pytest with ``--durations=25`` before the caller's arguments (issue 16 item 6), so the
+    test budget is printed at the end of every full run and a caller's own ``--durations`` still wins."""
+    tmp, env = kit_env
+    fake_apt = tmp / "bin" / "apt-get"  # where chromium is missing, set-up must not install anything for real
+    fake_apt.write_text('#!/bin/sh\necho "apt-get $*" >> "$KIT_LOG"\n')
+    fake_apt.chmod(0o755)
+    res = subprocess.run(["bash", str(ROOT / "kit"), "test", "-k", "nothing", "-q"], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    runs = [line for line in Path(env["KIT_LOG"]).read_text().splitlines() if line.startswith("-m pytest")]
+    assert runs == ["-m pytest --durations=25 -k nothing -q"], runs
