@@ -212,6 +212,33 @@ def _kit_matrix_from_json():
                                offset=c.get("offset", 0)), c["expected"], c["rationale"]) for c in data]
 
 
+def _kit_matrix_reworded(how):
+    """The kit's matrix with each rationale changed by ``how(i, rationale)`` and, optionally, its shapes nudged."""
+    def matrix():
+        return [(cid, spec, exp, how(i, why)) for i, (cid, spec, exp, why) in enumerate(_kit_matrix_from_json())]
+    return matrix
+
+
+def _shuffled_words(i, why):
+    words = why.split()
+    return " ".join(words[1::2] + words[::2])
+
+
+_OWN_SOUNDING = ("chosen after reading the predicate {} times", "my own pick number {} from the lesson's ideas",
+                 "case {} covers a region the reviewer asks about")
+
+
+def _kit_cases_new_words_nudged():
+    """The kit's cases under new words, ids renamed and every shape grown by a few rows and columns."""
+    out = []
+    for i, (cid, spec, exp, _) in enumerate(_kit_matrix_from_json()):
+        rows = spec.rows + (spec.rows > 1) * (1 if (spec.rows + 1) * spec.cols <= 1 << 26 else -1)
+        cols = spec.cols + (8 if spec.cols % 8 == 0 and spec.cols < 16384 and rows * (spec.cols + 8) <= 1 << 26 else 0)
+        spec = dataclasses.replace(spec, rows=rows, cols=cols)
+        out.append((f"mine_{i}", spec, exp, _OWN_SOUNDING[i % 3].format(i)))
+    return lambda: out
+
+
 def _kit_matrix_via_bench():
     from fastpath_lib import bench
 
@@ -356,6 +383,14 @@ ANSWERS = {
     "ex05 borrowed: the kit's matrix via bench": lambda: ex.check_case_matrix(_kit_matrix_via_bench, show=False),
     "ex05 borrowed: the kit's matrix copied from its file": lambda: ex.check_case_matrix(_kit_matrix_from_json,
                                                                                         show=False),
+    "ex05 borrowed: the kit's matrix, a phrase before each rationale": lambda: ex.check_case_matrix(
+        _kit_matrix_reworded(lambda i, why: f"In my own words, I expect that {why}"), show=False),
+    "ex05 borrowed: the kit's matrix, each rationale's words shuffled": lambda: ex.check_case_matrix(
+        _kit_matrix_reworded(_shuffled_words), show=False),
+    "ex05 borrowed: the kit's matrix, rationales rewritten": lambda: ex.check_case_matrix(
+        _kit_matrix_reworded(lambda i, why: _OWN_SOUNDING[i % 3].format(i)), show=False),
+    "ex05 borrowed: the kit's cases renamed, nudged, rewritten": lambda: ex.check_case_matrix(
+        _kit_cases_new_words_nudged(), show=False),
     "ex05 trivial: six identical neutral cases": lambda: ex.check_case_matrix(_six_neutral, show=False),
     "ex05 forged: not the kit's words": lambda: ex.check_case_matrix(_solution_matrix_with_old_words, show=False),
     "ex06 borrowed: the grader's expected classes": lambda: ex.check_classification(_classify_with_grader,
@@ -488,6 +523,40 @@ def test_each_solution_case_is_needed_or_redundant_by_design(drop):
 def test_ex05_reports_the_kit_vocabulary():
     results = ex.check_case_matrix(_solution_matrix_with_old_words, show=False)
     assert all("win, neutral, loss, fallback" in r.feedback for r in results)
+
+
+@pytest.mark.parametrize("name", [n for n in ANSWERS if n.startswith("ex05 borrowed: the kit") and "," in n])
+def test_ex05_a_reworded_copy_is_named_a_copy(name):
+    results = ANSWERS[name]()
+    assert "predeclared" in results[0].feedback and "your own" in results[0].feedback, feedback(results)
+
+
+@pytest.mark.parametrize("name", [n for n in ANSWERS if n.startswith("ex05 borrowed: the kit") and "," in n])
+def test_ex05_a_reworded_copy_fails_only_for_being_a_copy(name, monkeypatch):
+    from fastpath_lib.grading import ex05_matrix
+
+    monkeypatch.setattr(ex05_matrix, "_reject_copies", lambda rows: None)
+    results = ANSWERS[name]()
+    assert all(r.passed for r in results), feedback(results)
+
+
+@pytest.mark.parametrize("reword", [lambda why: f"As I see it, {why}", lambda why: _shuffled_words(0, why),
+                                    lambda why: why.rsplit(" ", 1)[0].upper()], ids=["phrase", "shuffled", "cut"])
+def test_ex05_one_reworded_kit_rationale_is_a_copy(reword):
+    kit_why = _kit_matrix_from_json()[4][3]
+    own = solved("ex05")["my_matrix"]()
+    mine = [own[0][:3] + (reword(kit_why),)] + own[1:]
+    results = ex.check_case_matrix(lambda: mine, show=False)
+    assert earned(results) == 0 and "1 rationales are copied" in results[0].feedback, feedback(results)
+
+
+def test_ex05_some_cases_like_the_kits_are_allowed():
+    """A matrix of its own that shares a few cases with the kit's (under new words) still passes."""
+    kit = _kit_matrix_from_json()
+    own = solved("ex05")["my_matrix"]()
+    shared = [(f"k{i}", spec, exp, _OWN_SOUNDING[i % 3].format(i)) for i, (_, spec, exp, _) in enumerate(kit[:4])]
+    results = ex.check_case_matrix(lambda: own + shared, show=False)
+    assert all(r.passed for r in results), feedback(results)
 
 
 def test_ex07_accepts_an_honest_no_claim_note():

@@ -6,7 +6,7 @@ why. The rules are the benchmark's own (:func:`fastpath_lib.bench.matrix.coverag
 meets), in three parts: sizes (enough distinct cases, small and large, an M=1 decode case), layouts and dtypes, and
 expectations (at least one expected win, cases expected not to improve, fallback exactly where the predicate rejects
 the case on a GPU, a rationale of its own for every case). The kit's own predeclared matrix handed back, in whole
-or with its rationales copied, fails.
+or with its rationales copied or reworded, or its cases kept under new words, fails.
 """
 
 from __future__ import annotations
@@ -46,11 +46,52 @@ def gpu_route(spec: CaseSpec) -> str:
     return rms.PREDICATE.evaluate(c).route
 
 
-def _kit_rationales() -> set[str]:
+def _kit_cases() -> list[dict]:
     try:
-        return {rationale_words(c["rationale"]) for c in json.loads(_KIT_MATRIX.read_text())["cases"]}
+        return list(json.loads(_KIT_MATRIX.read_text())["cases"])
     except (OSError, ValueError, KeyError, TypeError):
-        return set()
+        return []
+
+
+#: Words too common to tell two rationales apart.
+_COMMON = frozenset("a an the of to in on and or is are be it its at by for with from as so but no not".split())
+
+
+def _words(text: str) -> set[str]:
+    return set(rationale_words(text).split()) - _COMMON
+
+
+def _close_rationale(mine: str, kit: list[str]) -> bool:
+    """``mine`` is a kit rationale reworded: a phrase added, a word or two dropped, words shuffled or re-punctuated.
+
+    Three quarters of a kit rationale's words (at least four, leaving out the most common ones) are in ``mine``.
+    """
+    a = _words(mine)
+    return any(len(a & b) >= max(4, 0.75 * len(b)) for b in map(_words, kit))
+
+
+def _params(cid: str, spec: CaseSpec, exp: str) -> tuple:
+    return cid, spec.rows, spec.cols, str(spec.dtype).replace("torch.", ""), spec.layout, exp
+
+
+def _near(mine: tuple, kit: dict) -> bool:
+    """Same dtype, layout and expectation as a kit case, and each dimension within a factor of two of it."""
+    _, rows, cols, dtype, layout, exp = mine
+    k_rows, k_cols = kit["shape"]
+    return (dtype, layout, exp) == (kit["dtype"], kit["layout"], kit["expected"]) \
+        and all(max(a, b) <= 2 * min(a, b) for a, b in ((rows, k_rows), (cols, k_cols)))
+
+
+def _kit_shaped(rows, kit: list[dict]) -> list[str]:
+    """Ids of the learner's cases that are kit cases (same id, or near its parameters), matched one to one."""
+    left, found = list(kit), []
+    for cid, spec, exp, _ in rows:
+        mine = _params(cid, spec, exp)
+        hit = next((k for k in left if k["id"] == cid or _near(mine, k)), None)
+        if hit is not None:
+            left.remove(hit)
+            found.append(cid)
+    return found
 
 
 def _entries(raw) -> list[tuple[str, CaseSpec, str, str]]:
@@ -85,12 +126,24 @@ def _lines(rules) -> list[str]:
 
 
 def _reject_copies(rows) -> None:
-    """A matrix whose rationales come from the kit's predeclared matrix is the kit's answer handed back."""
-    kit = _kit_rationales()
-    copied = [cid for cid, _, _, why in rows if rationale_words(why) in kit]
+    """The kit's predeclared matrix handed back, in whole or in part, however its rationales are reworded.
+
+    A rationale that is a kit rationale with a phrase added, words dropped or shuffled is copied; and a matrix in
+    which half the cases or more (and at least six) are kit cases, by id or by parameters (dtype, layout,
+    expectation, each dimension within a factor of two), is the kit's matrix whatever its words say.
+    """
+    kit = _kit_cases()
+    words = [str(c.get("rationale", "")) for c in kit]
+    copied = [cid for cid, _, _, why in rows if _close_rationale(why, words)]
     if copied:
         raise Fail(f"{len(copied)} rationales are copied from the kit's predeclared matrix "
-                   f"(fastpath_lib/bench/cases.json): {', '.join(copied[:4])}; choose and explain your own cases")
+                   f"(fastpath_lib/bench/cases.json), reworded or not: {', '.join(copied[:4])}; choose and explain "
+                   f"your own cases")
+    shaped = _kit_shaped(rows, kit)
+    if len(shaped) >= max(6, (len(rows) + 1) // 2):
+        raise Fail(f"{len(shaped)} of your {len(rows)} cases are the kit's predeclared cases (the same id, or the "
+                   f"same dtype, layout and expectation at a shape within a factor of two), e.g. "
+                   f"{', '.join(shaped[:4])}: a copied matrix with new words is still a copy; choose your own cases")
 
 
 def _expectations(rows, rules) -> list[str]:
