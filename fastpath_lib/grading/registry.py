@@ -38,6 +38,10 @@ EXERCISES: dict[str, tuple[tuple[str, int], ...]] = {
              ("forward_ad", 1), ("exceptions", 1)),
     "ex10": (("thresholds", 2), ("no_threshold", 1)),
     "ex11": (("refactors_first", 1), ("tests_with_or_before", 1), ("order_and_grouping", 1)),
+    "ex13": tuple((p, 1) for p in ("route_conditions", "modes_preserved", "test_kinds", "ci_or_schedule",
+                                   "why_not_baseline", "workload_replay", "compile_cost", "fallback_and_owner",
+                                   "boundary_plot", "mechanism", "contract_change", "readability",
+                                   "review_response")),
 }
 
 TITLES = {
@@ -48,6 +52,7 @@ TITLES = {
     "ex09": "contract-parity tests (graded by broken ops)",
     "ex10": "the per-architecture row threshold from a sweep",
     "ex11": "commit hygiene: refactors apart from the semantic change",
+    "ex13": "review readiness: the remaining items of the lessons, one short part each",
 }
 
 
