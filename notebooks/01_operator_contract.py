@@ -68,10 +68,12 @@ pd.DataFrame([{"dtype": str(dtype).removeprefix("torch."), "atol": atol, "rtol":
              ).set_index("dtype")
 
 # %% [markdown]
-# ## Promise 1 — dtypes: the output has the input's dtype and is contiguous
+# ## Promise 1 — dtypes and strides: the output has the input's dtype and `F.rms_norm`'s strides
 #
 # fp16, bf16 and fp32 inputs compute in fp32 internally and round once to the input dtype. The output is a new
-# contiguous tensor even when the input is a strided view (here a row slice of a wider buffer).
+# tensor with the strides `F.rms_norm` gives it: contiguous for a strided row view (here a row slice of a wider
+# buffer), but channels-last for a channels-last input, whose strides `F.rms_norm` keeps (the predicate's
+# `memory_format` condition sends such inputs to the fallback for that reason; the last line shows one).
 
 # %%
 base = torch.randn(ROWS, 80, device=DEVICE)
@@ -82,6 +84,10 @@ for dtype in (torch.float32, torch.float16, torch.bfloat16):
     print(f"{str(dtype):15} out {ours.dtype}, contiguous={ours.is_contiguous()}, "
           f"stride {ours.stride()} (F.rms_norm: {ref.stride()}), "
           f"mismatch: {compare(ours, reference_rms_norm(x, [64], w), dtype)}")
+x = torch.randn(2, 3, 4, 64, device=DEVICE).to(memory_format=torch.channels_last)
+ours, ref = fastpath_lib.rms_norm(x, [64]), F.rms_norm(x, [64])
+print(f"channels-last in   : contiguous={ours.is_contiguous()}, stride {ours.stride()} "
+      f"(F.rms_norm: {ref.stride()}), route: {fastpath_lib.explain(x, [64]).route}")
 
 # %% [markdown]
 # ## Promise 2 — the default `eps`
@@ -151,14 +157,21 @@ for name, args in bad_calls.items():
 # %% [markdown]
 # ## Promise 5 — autocast
 #
-# On the CPU, autocast has no policy for `rms_norm`: the input's dtype goes through. On CUDA, from torch 2.12,
-# `rms_norm` is on autocast's fp32 list, and the custom op registers the same policy there
-# (`autocast_fp32_devices()` says where). Either way our output dtype must equal `F.rms_norm`'s.
+# Autocast changes `F.rms_norm`'s output dtype on some devices and not on others, and the custom op must follow.
+# The kit decides where to register its policy from the torch version (`autocast_fp32_devices()`: CUDA from torch
+# 2.12). A version check is a claim, so test it live: ask this torch's dispatcher which autocast device types have a
+# kernel for `aten::rms_norm` (a private but stable query), and run `F.rms_norm` under autocast on this device.
+# Only CUDA matters for the op's policy: on any other device a call fails the `device` condition and is
+# `F.rms_norm` itself. Either way our output dtype must equal `F.rms_norm`'s.
 
 # %%
 from fastpath_lib.rmsnorm.op import autocast_fp32_devices
 
-print("devices with an fp32 autocast policy in this torch:", autocast_fp32_devices())
+live = [d for d in ("cpu", "cuda", "xpu", "mps", "hpu")
+        if torch._C._dispatch_has_kernel_for_dispatch_key("aten::rms_norm", f"Autocast{d.upper()}")]
+print("autocast has an rms_norm kernel in this torch for:", live)
+print("the op registers its fp32 policy for:", autocast_fp32_devices(),
+      "| agrees on cuda:", ("cuda" in live) == ("cuda" in autocast_fp32_devices()))
 low = torch.float16 if DEVICE == "cuda" else torch.bfloat16
 for dtype in (torch.float32, torch.float16):
     x = torch.randn(ROWS, 64, device=DEVICE).to(dtype)
@@ -240,7 +253,7 @@ print("vmap equals F.rms_norm's:", torch.equal(torch.func.vmap(ours)(xb), torch.
 #
 # | promise | checked by |
 # |---|---|
-# | fp16/bf16/fp32 in, same dtype out, contiguous | promise 1; `tests/test_contract.py` |
+# | fp16/bf16/fp32 in, same dtype out, `F.rms_norm`'s strides | promise 1; `tests/test_contract.py` |
 # | default eps = fp32 machine epsilon for fp16/bf16/fp32 | promise 2 |
 # | no aliasing; inputs untouched | promise 3; guard bands (lesson 04) |
 # | same exception type and message | promise 4 |
