@@ -306,14 +306,16 @@ else:
 # </details>
 
 # %% [markdown]
-# **2. What goes wrong if the row index stays `int32` for a 70 000 × 32 768 input?**
+# **2. What goes wrong if the row index stays `int32` for a 140 000 × 16 384 input (16 384 columns: the widest row
+# the predicate sends to the kernel)?**
 
 # %% [markdown]
 # <details><summary>Answer guide</summary>
 #
 # `row * X_row_stride` reaches about 2.3 × 10⁹, past the largest `int32` (2³¹ − 1 ≈ 2.1 × 10⁹): the offset wraps
 # to a negative number and the kernel reads and writes the wrong memory, silently. Casting the program id to
-# `int64` first keeps the arithmetic exact.
+# `int64` first keeps the arithmetic exact. (A wider row, say 32 768 columns, would never reach the kernel:
+# `MAX_COLS` sends it to `F.rms_norm`. The overflow needs many rows, not wide ones.)
 # </details>
 
 # %% [markdown]

@@ -134,8 +134,11 @@ Markdown(note)
 # They show the boundary is where the predicate says it is: the neutral and losing shapes are exactly the ones the
 # fast path must *not* take, and measuring them proves the threshold protects the baseline. They also show the
 # author did not pick the matrix after seeing the results (predeclared), and they give users on those shapes an
-# honest answer ("no change for you"). A PR with only wins hides its regressions and invites the reviewer to go
-# looking for them.
+# honest answer ("no change for you"). They are the baseline for future devices and compilers: when a new GPU or a
+# better `torch.compile` arrives, the same cases, run again, show whether today's neutral shape has become a loss
+# (or a win). And a loss where the predicate admits the call exposes a missing eligibility condition (lesson 05's
+# narrow rows): the shapes that do not win are how the predicate's conditions get found. A PR with only wins hides
+# its regressions and invites the reviewer to go looking for them.
 # </details>
 
 # %% [markdown]
