@@ -53,7 +53,14 @@ SOLUTION_CALLS = {
     "ex09": lambda s: ex.check_contract_tests(s["my_contract_tests"], _kit_op(), show=False),
     "ex10": lambda s: ex.check_threshold(s["choose_threshold"], show=False),
     "ex11": lambda s: ex.check_commit_plan(s["plan_commits"], show=False),
+    "ex13": lambda s: [r for part, fn in _EX13_FUNCTIONS for r in ex.check_readiness(part, s[fn], show=False)],
 }
+#: exercise 13's parts and the solution's function for each (more bad answers: tests/test_grading_ex13.py)
+_EX13_FUNCTIONS = (("route_conditions", "failed_conditions"), ("modes_preserved", "preserved"),
+                   ("test_kinds", "catching_test"), ("ci_or_schedule", "catching_test"),
+                   ("why_not_baseline", "why_not"), ("workload_replay", "replay"), ("compile_cost", "cold_start"),
+                   ("fallback_and_owner", "respond"), ("boundary_plot", "plot_points"), ("mechanism", "mechanism"),
+                   ("contract_change", "migration"), ("readability", "choose"), ("review_response", "answer_review"))
 
 
 def _kit_op():
@@ -429,6 +436,8 @@ ANSWERS = {
     "ex10 trivial: None everywhere": lambda: ex.check_threshold(lambda df: dict.fromkeys(df["arch"]), show=False),
     "ex11 trivial: one commit": lambda: ex.check_commit_plan(
         lambda hunks: [{"kind": "behaviour", "message": "the change", "hunks": [h["id"] for h in hunks]}], show=False),
+    "ex13 trivial: the readable version always": lambda: ex.check_readiness("readability", lambda pair: "a",
+                                                                            show=False),
 }
 
 
@@ -464,7 +473,7 @@ def test_every_check_is_fed_bad_answers():
                          ("check_capstone_reference", "ex08 reference"), ("check_capstone_kernel", "ex08 kernel"),
                          ("check_capstone_predicate", "ex08 predicate"), ("check_capstone_dispatch", "ex08 dispatch"),
                          ("check_contract_tests", "ex09"), ("check_threshold", "ex10"),
-                         ("check_commit_plan", "ex11")):
+                         ("check_commit_plan", "ex11"), ("check_readiness", "ex13")):
         assert words in text, check
         checks.remove(check)
     assert not checks, f"checks without bad answers: {checks}"
