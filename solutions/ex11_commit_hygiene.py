@@ -16,25 +16,28 @@
 # ---
 
 # %% [markdown]
-# # Exercise 11 — commit hygiene: refactors apart from the semantic change
+# # Exercise 11 — commit hygiene: one behaviour change per commit, every commit green
 #
-# A reviewer reads a refactor commit asking one question, "does anything behave differently?", and expects the answer
-# no; the semantic commit gets the hard questions. Mixing the two hides a behaviour change among renames. Below are the
-# hunks of one change (lesson 03's row-width condition, with what prepares and follows it). Sort them into an ordered
-# list of commits, `plan_commits(hunks) -> [{"kind": ..., "message": ..., "hunks": [ids]}, ...]`, where `kind` is:
+# A reviewer reads a pull request one commit at a time. Lesson 07 gave the rules that make that possible:
 #
-# * `"refactor"`: changes no behaviour (renames, moves). Refactor commits come **first**;
-# * `"behaviour"`: a semantic change. **Routing a call site through the new op is a behaviour change** (the calls
-#   now take another route), even though the diff looks like a rename;
-# * `"test"`: tests only, committed **before** the change they test (a behaviour commit may also carry its tests:
-#   with or before, never after);
-# * `"docs"`: documentation, in the commit of the change it describes or after it.
+# * each commit is **either** a change of behaviour **or** a change of structure (a refactor), never both;
+# * each commit holds **one** behaviour change, with the tests that check it, so it can be reviewed, bisected and
+#   reverted on its own (tests go before or with the change they check, never after);
+# * **every commit builds and passes the tests** on its own, not only the last one.
 #
-# Hunks that only work together (the two halves of a move, a rename and the imports it breaks) share a commit, and no
-# hunk comes before one it uses: every commit must leave the suite green. Read the diffs, not only the descriptions.
+# Below are the hunks of one piece of work (lesson 03's row-width condition, with what prepares, follows and
+# documents it). Sort them into an ordered list of commits,
+# `plan_commits(hunks) -> [{"kind": ..., "message": ..., "hunks": [ids]}, ...]`, where `kind` is `"refactor"` (no
+# behaviour change), `"behaviour"`, `"test"` (tests only) or `"docs"`.
+#
+# Decide each hunk from its diff, as a reviewer would: what does the code do after it that it did not do before, and
+# which test would fail, or could not even be imported, if the commit stopped right after this hunk? A description
+# is the author's claim, not the evidence.
 #
 # The check gives the hunks **new ids, in a new order, at every call**: build the plan from the hunks you are given
-# (for instance by description), never from ids written down. Feedback names the rule a plan breaks, not the hunk.
+# (for instance by description), never from ids written down. Feedback names the rule a plan breaks and how often,
+# not the hunk. A plan earns points once it keeps both of the first two rules: one behaviour change per commit, and
+# every commit green.
 #
 # **How this works.** Fill in each cell marked `# FILL ME IN (roughly N lines)` (delete the `raise
 # NotImplementedError`), run it, then run the check below it: it prints `passed`, or the rules your plan breaks.
@@ -56,6 +59,8 @@ def plan_commits(hunks) -> list[dict]:
     {"kind": "refactor" | "test" | "behaviour" | "docs", "message": str, "hunks": [ids]}."""
     # BEGIN SOLUTION
     plan = [  # (kind, message, descriptions of its hunks)
+        ("test", "Test that Block.norm agrees with F.rms_norm (today's behaviour, pinned before it changes)", [
+            "Test: Block.norm agrees with F.rms_norm for fp32, fp16 and bf16 inputs"]),
         ("refactor", "Rename _stride_ok to _row_stride_aligned", [
             "Rename the helper _stride_ok to _row_stride_aligned (the name says what it checks); every caller updated",
             "Update the test module's import of the renamed helper"]),
@@ -85,16 +90,20 @@ ex.check_commit_plan(plan_commits)
 # %% [markdown]
 # ## Questions
 #
-# 1. The "Simplify" hunk's description sounds like a refactor. Why is it not one, and what should its commit carry
-#    that this change does not give it?
-# 2. Why may the tests of a change come *before* it, but never after it?
+# 1. Which hunk was hardest to classify, and what in its diff (not its description) decided it? What should its
+#    commit carry that this piece of work does not give it?
+# 2. Which tests of this piece of work may go in a commit of their own before the change they concern, and which
+#    may not? Why?
+# 3. Which hunks could not be committed apart from another one, even though they touch different files?
 #
 # <details><summary>Answer guide</summary>
 #
-# 1. Its diff removes an early return: 1-D inputs used to count as aligned and are now checked, so some calls change
-#    route. A refactor is defined by behaviour, not by its wording. It is a semantic change, and it should come with a
-#    test of a 1-D input whose stride is not aligned (a reviewer would ask for one).
-# 2. A test committed first fails until the change lands (marked as an expected failure, it documents the bug or the
-#    spec), and then shows the change does what it says; a test committed after leaves a commit whose behaviour change
-#    nothing checked, and a bisect that lands there learns nothing.
+# 1. Usually a hunk whose description sounds like a tidy-up. Read what the code does after it: if any input now
+#    gets another result, another exception or another route, the hunk changes behaviour whatever its title says,
+#    and it gets its own commit, with a test of exactly those inputs (a reviewer would ask for it).
+# 2. Ask of each test: does it pass on the code as it was *before* the change? One that does pins the contract the
+#    change must keep, and may go first. One that does not would make its commit red (and a bisect that stops there
+#    blames the wrong commit), so it goes in the commit that makes it pass. No test of a change comes after it.
+# 3. Pairs where the suite fails between the two halves, in any file: follow what each test file imports, and what
+#    each test compares with what, including text that a test checks against the code.
 # </details>

@@ -345,9 +345,58 @@ def _docs_first(plan):
     return rest[:first] + [("docs", "Document the row-width condition", docs)] + rest[first:]
 
 
+def _lumped(plan):
+    """Two commits: every refactor, then every behaviour change with its tests and docs."""
+    return [("refactor", "All the refactors", [d for k, _, ds in plan if k == "refactor" for d in ds]),
+            ("behaviour", "The row-width condition, the simplification and the routing",
+             [d for k, _, ds in plan if k != "refactor" for d in ds])]
+
+
+def _new_test_first(plan):
+    """The test of the new condition in a test commit of its own, just before the condition: that commit is red."""
+    i = _find(plan, "New condition")
+    k, m, ds = plan[i]
+    test = [d for d in ds if d.startswith("Test: a width-62")]
+    return plan[:i] + [("test", "Test the row-width condition", test), (k, m, [d for d in ds if d not in test])] \
+        + plan[i + 1:]
+
+
+def _readme_after(plan):
+    """The README's generated table in a docs commit after the condition: the condition's commit fails test_docs."""
+    i = _find(plan, "README")
+    k, m, ds = plan[i]
+    readme = [d for d in ds if d.startswith("README")]
+    return plan[:i] + [(k, m, [d for d in ds if d not in readme]), ("docs", "README table", readme)] \
+        + plan[i + 1:]
+
+
+def _pin_test_last(plan):
+    i = _find(plan, "Test: Block.norm agrees")
+    return plan[:i] + plan[i + 1:] + [plan[i]]
+
+
+def _other_good_plan(plan):
+    """Another reviewable history: the pinning test with the routing, the move before the rename, the changelog in
+    a docs commit of its own after the change, the simplification last."""
+    by = {m.split()[0]: (k, m, list(ds)) for k, m, ds in plan}
+    pin = by["Test"][2]
+    cond = next(p for p in plan if p[1].startswith("Predicate: the row width"))
+    simplify = next(p for p in plan if p[1].startswith("Predicate: check the row stride"))
+    route = next(p for p in plan if p[1].startswith("Route"))
+    changelog = [d for d in cond[2] if d.startswith("CHANGELOG")]
+    return [by["Move"], by["Rename"], (cond[0], cond[1], [d for d in cond[2] if d not in changelog]),
+            ("docs", "CHANGELOG entry for the row-width condition", changelog),
+            (route[0], route[1], route[2] + pin), simplify]
+
+
 def test_ex11_solution_gets_full_marks():
     results = ex11(solved("ex11")["plan_commits"])
     assert [r.part for r in results] == [p for p, _ in EXERCISES["ex11"]]
+    assert all(r.passed for r in results), fb(results)
+
+
+def test_ex11_another_reviewable_plan_gets_full_marks():
+    results = ex11(_planner(_other_good_plan))
     assert all(r.passed for r in results), fb(results)
 
 
@@ -359,16 +408,20 @@ def test_ex11_hunks_are_drawn_afresh():
                                                                                          "diff"}
 
 
-@pytest.mark.parametrize("edit, part", [
-    (_routing_as_refactor, "refactors_first"), (_simplify_as_refactor, "refactors_first"),
-    (_tests_after, "tests_with_or_before"), (_move_split, "order_and_grouping"), (_docs_first, "order_and_grouping"),
-], ids=lambda v: getattr(v, "__name__", v))
-def test_ex11_each_broken_rule_costs_its_part(edit, part):
+@pytest.mark.parametrize("edit, broken", [
+    (_routing_as_refactor, {"refactors_apart", "one_change_per_commit"}),
+    (_simplify_as_refactor, {"refactors_apart", "every_commit_green"}),
+    (_tests_after, {"one_change_per_commit"}), (_pin_test_last, {"one_change_per_commit"}),
+    (_move_split, {"every_commit_green"}), (_docs_first, {"every_commit_green", "one_change_per_commit"}),
+    (_lumped, {"one_change_per_commit"}), (_new_test_first, {"every_commit_green"}),
+    (_readme_after, {"every_commit_green"}),
+], ids=lambda v: getattr(v, "__name__", "-"))
+def test_ex11_each_broken_rule_costs_the_plan_its_points(edit, broken):
     res = by_part(ex11(_planner(edit)))
-    assert not res[part].passed, fb(list(res.values()))
-    assert "Route" not in res[part].feedback and "Simplify" not in res[part].feedback  # the rule, never the hunk
-    if part != "refactors_first":
-        assert res["refactors_first"].passed and sum(r.passed for r in res.values()) == 2
+    assert {p for p, r in res.items() if not r.feedback.startswith("this rule holds")} == broken, fb(res.values())
+    assert earned(res.values()) == 0, fb(res.values())
+    for r in res.values():  # the rule, never the hunk
+        assert not any(w in r.feedback for w in ("Route", "Simplify", "README", "row_bytes", "Block")), r.feedback
 
 
 def _recorded_ids():  # forged: the solution's plan for the notebook's draw, ids written down
@@ -388,6 +441,8 @@ def _one_per_hunk_as_given(hunks):  # trivial: a commit per hunk, in the order g
 
 
 EX11_BAD = {
+    "shortcut: two commits, every behaviour change lumped": _planner(_lumped),
+    "shortcut: a red commit (a new test before its change)": _planner(_new_test_first),
     "trivial: one behaviour commit": lambda hunks: [{"kind": "behaviour", "message": "the whole change",
                                                      "hunks": [h["id"] for h in hunks]}],
     "trivial: one refactor commit": lambda hunks: [{"kind": "refactor", "message": "the whole change",
@@ -395,7 +450,7 @@ EX11_BAD = {
     "trivial: a commit per hunk as given": _one_per_hunk_as_given,
     "trivial: no commits": lambda hunks: [],
     "trivial: stub": lambda hunks: None,
-    "trivial: half the hunks": lambda hunks: solved("ex11")["plan_commits"](hunks)[:2],
+    "trivial: half the hunks": lambda hunks: solved("ex11")["plan_commits"](hunks)[:3],
     "wrong: routing counted as a refactor": _planner(_routing_as_refactor),
     "wrong: the 'Simplify' hunk counted as a refactor": _planner(_simplify_as_refactor),
     "forged: the notebook's ids written down": _recorded_ids(),

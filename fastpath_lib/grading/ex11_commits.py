@@ -1,20 +1,24 @@
-"""Exercise 11: commit hygiene. Sort a change's hunks into refactor commits and the semantic commit(s).
+"""Exercise 11: commit hygiene. Sort a change's hunks into an ordered list of reviewable commits.
 
-``plan_commits(hunks) -> [{"kind", "message", "hunks"}, ...]``: the hunks of one change (a new predicate condition,
-with the renames and moves that prepare it, a call site routed through the new op, tests and docs) come as dicts
-``{"id", "file", "description", "diff"}``; the learner returns the commits in order. Each commit's ``kind`` is
-``"refactor"`` (no behaviour change), ``"test"`` (tests only, ahead of the change they test), ``"behaviour"`` or
-``"docs"``. The check draws the hunks' ids and their order afresh at every call (besides the notebook's fixed
-draw), so a list of ids written down once does not pass. It grades rules, not one answer:
+``plan_commits(hunks) -> [{"kind", "message", "hunks"}, ...]``: the hunks of one piece of work (a new predicate
+condition with what prepares and documents it, a simplification, a call site routed through the new op, their
+tests) come as dicts ``{"id", "file", "description", "diff"}``; the learner returns the commits in order. Each
+commit's ``kind`` is ``"refactor"`` (no behaviour change), ``"test"`` (tests only), ``"behaviour"`` or ``"docs"``.
+The check draws the hunks' ids and their order afresh at every call (besides the notebook's fixed draw), so a list
+of ids written down once does not pass. It grades the rule lesson 07 teaches, not one answer:
 
-* every hunk is in exactly one commit;
-* ``refactors_first``: a refactor commit holds only hunks that change no behaviour (routing a call site through the
-  new op *is* a behaviour change), every such hunk is in a refactor commit, and the refactor commits come before
-  everything else;
-* ``tests_with_or_before``: the tests of a behaviour change are in its commit or in an earlier ``test`` commit;
-* ``order_and_grouping``: a hunk comes no earlier than what it uses, hunks that only work together share a commit,
-  and docs describe a change in its commit or after it.
+* ``one_change_per_commit``: a commit holds at most one behaviour change; a behaviour change lands with the tests
+  of its new behaviour, in its commit (tests that pin today's behaviour may come earlier, never later); docs come
+  with or after the change they describe; each commit's kind says what it holds;
+* ``every_commit_green``: the suite passes after every commit: no hunk before one it uses, hunks that only work
+  together (a rename and the imports it breaks, the halves of a move, a generated table and what generates it)
+  in one commit, no test of a new behaviour committed before that behaviour exists;
+* ``refactors_apart``: refactor commits change no behaviour (routing a call site through the new op *is* a
+  behaviour change), and every hunk that changes no behaviour is in a refactor commit.
 
+A plan earns points only when its history is reviewable at all: ``one_change_per_commit`` and ``every_commit_green``
+both hold (lumping every change into one commit keeps every commit green, and splitting it so that a commit is red
+keeps one change per commit; neither is the lesson's rule). Until then the parts that hold say so and earn nothing.
 Feedback names the rule that is broken and how often, never which hunk: a per-hunk verdict would let a search over
 plans stand in for reading the diffs.
 """
@@ -31,7 +35,9 @@ from fastpath_lib.grading.registry import Result, points_of
 __all__ = ["check_commit_plan", "change_hunks", "KINDS"]
 
 KINDS = ("refactor", "test", "behaviour", "docs")
-_PARTS = ("refactors_first", "tests_with_or_before", "order_and_grouping")
+_PARTS = ("one_change_per_commit", "every_commit_green", "refactors_apart")
+#: Parts a plan must pass before any part earns points.
+_GATES = ("one_change_per_commit", "every_commit_green")
 _GRADER = borrowed.kit("grading", why="that is the grader's own answer")
 
 
@@ -41,10 +47,11 @@ class _Hunk:
     file: str
     description: str
     diff: str
-    nature: str  # refactor / behaviour / test / docs (hidden from the learner)
+    nature: str  # refactor / behaviour / test / pin / docs (hidden from the learner)
     uses: tuple[str, ...] = ()  # keys that must be committed no later than this one
-    together: tuple[str, ...] = ()  # keys that must share this hunk's commit
+    together: tuple[str, ...] = ()  # keys that must share this hunk's commit (apart, a commit is red)
     of: str = ""  # the behaviour hunk a test checks, or a docs hunk describes
+    # test: checks the new behaviour (red before it lands); pin: checks today's behaviour (green before and after)
 
 
 _HUNKS = (
@@ -70,7 +77,7 @@ _HUNKS = (
           "+def _row_width_aligned(c):\n+    if row_bytes(c.input) % 16:\n"
           "+        return f\"row width {row_bytes(c.input)} bytes is not a multiple of 16\"\n"
           "@@ PREDICATE = Predicate(\"rms_norm\", [\n+    Condition(\"row_width_aligned\", _row_width_aligned),",
-          "behaviour", uses=("move_out", "move_in")),
+          "behaviour", uses=("move_out", "move_in"), together=("readme",)),
     _Hunk("condition_test", "tests/test_predicate.py",
           "Test: a width-62 row slice in stride 64 falls back, width 64 stays eligible",
           "+def test_row_width_must_be_16_byte_multiple():\n"
@@ -88,9 +95,18 @@ _HUNKS = (
           "Test: Block.norm takes the fast path for an eligible input and matches F.rms_norm",
           "+def test_block_norm_takes_the_fast_path():\n+    with record_routes() as routes:\n"
           "+        y = Block(64).norm(x)\n+    assert routes == {\"triton\": 1}", "test", of="route"),
+    _Hunk("pin_test", "tests/test_model.py",
+          "Test: Block.norm agrees with F.rms_norm for fp32, fp16 and bf16 inputs",
+          "+@pytest.mark.parametrize(\"dtype\", [torch.float32, torch.float16, torch.bfloat16])\n"
+          "+def test_block_norm_agrees_with_f_rms_norm(dtype):\n"
+          "+    block, x = Block(64).to(dtype), torch.randn(16, 64, dtype=dtype)\n"
+          "+    assert_close(block.norm(x), F.rms_norm(x, (64,), block.weight, block.eps))", "pin", of="route"),
     _Hunk("readme", "README.md",
           "README: the predicate's table of conditions gains row_width_aligned",
-          "+| row_width_aligned | the row width in bytes is a multiple of 16 |", "docs", of="condition"),
+          "@@ <!-- predicate-table:start (PREDICATE.markdown_table(); tests/test_docs.py checks this copy) -->\n"
+          " | input_alignment | alignment | input data pointer a multiple of 16 bytes | ...\n"
+          "+| row_width_aligned | alignment | the row width in bytes is a multiple of 16 | ...",
+          "docs", of="condition", together=("condition",)),
     _Hunk("changelog", "CHANGELOG.md",
           "CHANGELOG: calls whose row width is not a multiple of 16 bytes now take the fallback",
           "+- Calls whose row width is not a multiple of 16 bytes now take the fallback.", "docs", of="condition"),
@@ -149,32 +165,35 @@ def _violations(plan) -> dict[str, list[str]]:
     """part -> the rules the plan breaks (one line per rule, with a count)."""
     at = {k: i for i, (_, keys) in enumerate(plan) for k in keys}
     kind_of = {k: kind for kind, keys in plan for k in keys}
-    first_other = min((i for i, (kind, _) in enumerate(plan) if kind != "refactor"), default=len(plan))
     counts: dict[str, dict[str, int]] = {p: {} for p in _PARTS}
 
     def bad(p, rule):
         counts[p][rule] = counts[p].get(rule, 0) + 1
 
-    allowed = {"refactor": {"refactor"}, "test": {"test"}, "docs": {"docs"},
-               "behaviour": {"behaviour", "test", "docs"}}
+    allowed = {"refactor": {"refactor"}, "test": {"test", "pin"}, "docs": {"docs"},
+               "behaviour": {"behaviour", "test", "pin", "docs"}}
+    for kind, keys in plan:  # one behaviour change per commit: a hunk belongs to the change it makes, tests or
+        changes = {_BY_KEY[k].of or k for k in keys if _BY_KEY[k].nature != "refactor"}  # documents
+        if len(changes) > 1:
+            bad("one_change_per_commit", "a commit holds more than one behaviour change")
     for h in _HUNKS:
         kind, i = kind_of[h.key], at[h.key]
         if h.nature == "refactor" and kind != "refactor":
-            bad("refactors_first", "a hunk that changes no behaviour is outside a refactor commit")
+            bad("refactors_apart", "a hunk that changes no behaviour is outside a refactor commit")
         elif h.nature != "refactor" and kind == "refactor":
-            bad("refactors_first", "a commit labelled refactor changes behaviour (or adds tests or docs of a change)")
+            bad("refactors_apart", "a commit labelled refactor changes behaviour (or adds tests or docs of a change)")
         elif h.nature not in allowed[kind]:
-            bad("order_and_grouping", f"a {kind} commit holds a {h.nature} hunk")
-        if kind == "refactor" and i > first_other:
-            bad("refactors_first", "a refactor commit comes after a test or behaviour commit")
-        if h.nature == "test" and at[h.of] < i:
-            bad("tests_with_or_before", "a behaviour change is committed before its tests")
+            bad("one_change_per_commit", f"a {kind} commit holds a hunk that is not {kind}")
+        if h.nature in ("test", "pin") and at[h.of] < i:
+            bad("one_change_per_commit", "a behaviour change lands without its tests (they come in a later commit)")
+        if h.nature == "test" and at[h.of] > i:
+            bad("every_commit_green", "a test of a new behaviour is committed before that behaviour (it fails there)")
         if h.nature == "docs" and at[h.of] > i:
-            bad("order_and_grouping", "docs describe a change that a later commit makes")
+            bad("one_change_per_commit", "docs describe a change that a later commit makes")
         if any(at[u] > i for u in h.uses):
-            bad("order_and_grouping", "a hunk is committed before a hunk it uses")
+            bad("every_commit_green", "a hunk is committed before a hunk it uses")
         if any(at[t] != i for t in h.together):
-            bad("order_and_grouping", "hunks that only work together are split (a commit in between breaks)")
+            bad("every_commit_green", "hunks that only work together are split (a commit in between fails)")
     return {p: [f"{rule} ({n}x)" for rule, n in c.items()] for p, c in counts.items()}
 
 
@@ -186,12 +205,17 @@ def check_commit_plan(plan_commits, *, show: bool = True):
         for name, drawn in draws:
             for p, rules in _violations(_plan(plan_commits, drawn)).items():
                 found[p] += [f"{name}: {r}" for r in rules if f"{name}: {r}" not in found[p]]
+        gates = [g for g in _GATES if found[g]]
         results = []
         for p in _PARTS:
-            gate = p != "refactors_first" and found["refactors_first"]
-            ok = not found[p] and not gate
-            text = "passed on every draw" if ok else "\n".join(found[p]) if found[p] else \
-                "graded once the refactors are separated (see refactors_first)"
+            ok = not found[p] and not gates
+            if found[p]:
+                text = "\n".join(found[p])
+            elif gates:
+                text = (f"this rule holds, but a plan earns points once {' and '.join(_GATES)} hold "
+                        f"(now broken: {', '.join(gates)})")
+            else:
+                text = "passed on every draw"
             results.append(Result("ex11", p, points_of("ex11", p), ok, text))
     except Exception as exc:  # noqa: BLE001 - a learner's bug must become feedback, never a crash
         results = failed_parts("ex11", _PARTS, exc)

@@ -37,7 +37,7 @@ EXERCISES: dict[str, tuple[tuple[str, int], ...]] = {
     "ex09": (("passes_correct_ops", 1), ("dtype", 1), ("layout", 1), ("aliasing", 1), ("eps", 1), ("autograd", 1),
              ("forward_ad", 1), ("exceptions", 1)),
     "ex10": (("thresholds", 2), ("no_threshold", 1)),
-    "ex11": (("refactors_first", 1), ("tests_with_or_before", 1), ("order_and_grouping", 1)),
+    "ex11": (("one_change_per_commit", 1), ("every_commit_green", 1), ("refactors_apart", 1)),
     "ex13": tuple((p, 1) for p in ("route_conditions", "modes_preserved", "test_kinds", "ci_or_schedule",
                                    "why_not_baseline", "workload_replay", "compile_cost", "fallback_and_owner",
                                    "boundary_plot", "mechanism", "contract_change", "readability",
@@ -51,7 +51,7 @@ TITLES = {
     "ex06": "classifying results", "ex07": "the PR note", "ex08": "capstone: a second operator",
     "ex09": "contract-parity tests (graded by broken ops)",
     "ex10": "the per-architecture row threshold from a sweep",
-    "ex11": "commit hygiene: refactors apart from the semantic change",
+    "ex11": "commit hygiene: one behaviour change per commit, every commit green",
     "ex13": "review readiness: the remaining items of the lessons, one short part each",
 }
 
