@@ -22,7 +22,8 @@
 # - how the per-architecture row threshold is chosen from a recorded sweep, and traced back to it;
 # - what runs on every push (CI tests) and what runs on a schedule on a GPU (sweeps), and why;
 # - what the change costs to keep: compile time, binary size, a way off, an owner; and why not `torch.compile` or
-#   an existing kernel instead.
+#   an existing kernel instead;
+# - what CUDA-graph capture (as vLLM serves) does to the route of each call.
 #
 # A reviewer asks two questions a shape sweep cannot answer: *does this help a real model?* and *who pays for it
 # later?*
@@ -192,7 +193,9 @@ for name in ("ci", "gpu-sweep"):
 # ## 5. Compile time and binary size
 #
 # Every specialization (kernel x dtype x block size x warps x rows per program x weight x alignment x architecture)
-# is a separate binary that Triton compiles on first use in each process. The matrix's shapes trigger:
+# is a separate binary. Triton compiles it on its first use on a machine and writes it to its on-disk cache
+# (`~/.triton/cache`, or `TRITON_CACHE_DIR`); a later process finds it there and loads it instead of compiling. The
+# matrix's shapes trigger:
 
 # %% tags=["nbval-ignore-output"]
 cost = bench.compile_cost()  # the full matrix; without CUDA it only counts, nothing compiles
@@ -202,8 +205,9 @@ print("every binary the eligible region can launch, sm_80 + sm_90:",
 
 # %% [markdown]
 # A model touches few of them (one hidden size, one dtype: a forward and a backward or two), but a user sees each
-# one's compile as a slower first step, in every fresh process, and a cache on disk. Compile two of them for sm_90
-# here, into an empty cache (Triton compiles for a GPU target without a GPU):
+# one's compile as a slower first step wherever the cache is empty (a new machine or container, a new Triton
+# version, a changed kernel), and a cache on disk. Compile two of them for sm_90 here, into an empty cache (Triton
+# compiles for a GPU target without a GPU):
 
 # %% tags=["nbval-ignore-output"]
 from fastpath_lib.rmsnorm import compiled
@@ -215,11 +219,39 @@ print(aot["note"])
 print({k: aot.get(k) for k in ("total_compile_s", "cache_bytes", "cubin_bytes", "files")})
 pd.DataFrame(aot.get("per_specialization", []))
 
+# %% tags=["nbval-ignore-output"]
+per = pd.DataFrame(aot.get("per_specialization", []))
+if len(per):
+    print(f"compile per specialization on this CPU: {per.compile_s.min():.2f} to {per.compile_s.max():.2f} s; "
+          f"cubin per specialization: {aot['cubin_bytes'] / len(per) / 1024:.0f} KiB on average")
+
 # %% [markdown]
-# Read the numbers above (where this lesson was written: about a second of compile and some tens of KiB of cubin
-# per specialization). Small for one model, but it multiplies: each new dtype, width class or architecture adds binaries and compile time, and each is a case the
-# tests must cover. On a GPU, `bench.compile_cost` measures the JIT in a fresh process (first call minus second)
-# and the cache size; the PR note reports both.
+# The cache is what a new process reads. Compile the first of them in a fresh process into an empty cache, then
+# again in another fresh process with the same cache: the second finds the binary on disk (`ptxas_log` reads
+# `rerun`: Triton did not run its own ptxas, the kit re-ran it for the register count) and takes a fraction of the
+# time:
+
+# %% tags=["nbval-ignore-output"]
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+with tempfile.TemporaryDirectory() as cache:
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"} | {"TRITON_CACHE_DIR": cache}
+    for attempt in ("first process, empty cache", "second process, same cache"):
+        out = os.path.join(cache, "facts.json")
+        subprocess.run([sys.executable, "-m", "fastpath_lib.rmsnorm.compiled", out], check=True, env=env,
+                       input=json.dumps([dataclasses.asdict(two[0])]), text=True, capture_output=True)
+        row = json.load(open(out))[0]
+        print(f"{attempt:27}: {row['compile_s']:.3f} s, ptxas_log={row['ptxas_log']}")
+
+# %% [markdown]
+# Small for one model, but it multiplies: each new dtype, width class or architecture adds binaries and compile
+# time, and each is a case the tests must cover. On a GPU, `bench.compile_cost` measures the JIT in a fresh process
+# with an empty cache (first call minus second) and the cache size; the PR note reports both.
 #
 # ## 6. Why not an existing primitive, or `torch.compile`?
 #
@@ -255,11 +287,55 @@ print("with force_fallback():", dict(routes))
 # |---|---|
 # | code | two Triton kernels, their launch rule, a predicate of named conditions (lesson 03), a custom op |
 # | tests | generated boundary tests (both routes), contract parity, opcheck, compile, GPU-only tests under compute-sanitizer |
-# | compile time, binary size | per specialization, measured in section 5; JIT on first use in every process |
+# | compile time, binary size | per specialization, measured in section 5; JIT where the disk cache lacks it |
 # | way off | `force_fallback()`, `FASTPATH_FORCE_FALLBACK=1` |
 # | re-tuning | the row threshold per GPU architecture, from a recorded sweep (section 3) |
 # | scheduled GPU time | the weekly sweep, and someone to read its drift report |
 # | owner | named in the PR; answers for regressions and for new architectures |
+#
+# ## 8. CUDA graphs: what a vLLM port gets today
+#
+# vLLM does not run the model eagerly at every step. It captures the forward in CUDA graphs, once per batch size
+# (in tokens) in its `compilation_config.cudagraph_capture_sizes`: decode batches, and, with piecewise graphs
+# (attention left outside the graph), every batch up to the largest capture size, prefill and mixed batches
+# included. Each step then *replays* the graph of its size: the recorded kernels run again on new data, and no
+# Python runs, the dispatch included. One of the predicate's conditions decides what those graphs hold:
+
+# %%
+from fastpath_lib.rmsnorm.predicate import PREDICATE
+
+cap = PREDICATE["cuda_graph_capture"]
+print(f"{cap.name}: {cap.requirement}\n  why: {cap.why}")
+print("  declared boundary points:", {b.label: "eligible" if b.holds else "fallback" for b in cap.boundaries})
+
+# %% [markdown]
+# So today every call made while a graph is being captured takes the fallback, and the graph records
+# `F.rms_norm`'s kernel. The condition stays until a GPU run records a passing capture test for the architecture
+# (capture at the boundary shapes, replay with new data, compare with the reference); only then can a captured call
+# take the fast path there. For the request of section 1, with vLLM's usual largest capture size (512 tokens; read
+# your own configuration):
+
+# %%
+CAPTURE_SIZE = 512  # tokens: the largest batch vLLM captures by default; yours is in cudagraph_capture_sizes
+graphed = sum(c.count for c in calls if c.rows <= CAPTURE_SIZE)
+total = sum(c.count for c in calls)
+print(f"{graphed} of {total} norm calls are graph replays (rows <= {CAPTURE_SIZE}): all on the fallback")
+print(f"{total - graphed} run outside a graph, where the predicate decides per call")
+
+# %% [markdown]
+# What this means for a port:
+#
+# - **Which calls are captured**: every decode step, and with piecewise graphs every batch of up to the largest
+#   capture size. Only batches above it (long prefills, large mixed batches) run outside a graph and can take the
+#   fast path; with the conservative default threshold of section 3 above vLLM's usual largest capture size, that
+#   is where its region lies anyway.
+# - **What the replay counts**: section 1's replay times eager calls, so for captured calls it counts a dispatch the
+#   graph never runs (the predicate runs when a graph is built, not when it is replayed) and the route an eager
+#   call takes, not the fallback kernel the graph holds. Read its `dispatch_extra_total_us` as an eager-serving
+#   figure (a plain PyTorch or `transformers` generate loop); for a vLLM port, weight only the calls above the
+#   capture size.
+# - **What to claim**: a port's PR says which of its batches are captured, and claims no speed-up for them until
+#   the capture test has passed on that architecture and the graphs are captured again.
 #
 # ## Recap
 #
@@ -267,6 +343,7 @@ print("with force_fallback():", dict(routes))
 # - The row threshold comes from a recorded GPU sweep and names the folder it came from.
 # - Correctness gates every push; performance runs on a schedule, on a GPU, and is compared run to run.
 # - Compile time, binary size, the off switch, re-tuning and an owner are part of the change's price.
+# - Under CUDA graphs (vLLM) every captured call takes the fallback until a GPU run records a passing capture test.
 #
 # ## Knowledge check
 #
