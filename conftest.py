@@ -12,6 +12,10 @@ imports a notebook package missing here is left out with a line saying so, so on
 ``python -m pytest -m gpu tests`` collects and runs. Run the lessons alone:
 
     PYTHONPATH=. python -m pytest notebooks -p no:cacheprovider
+
+SIGTERM (what a CI time limit sends) stops pytest as Ctrl-C does, with the fixtures' teardown run, so an interrupted
+run leaves no JupyterLab server, kernel or browser behind (``tests/processes.py``); by default Python dies on
+SIGTERM without running any teardown.
 """
 
 from __future__ import annotations
@@ -19,6 +23,9 @@ from __future__ import annotations
 import ast
 import importlib.util
 import os
+import signal
+import sys
+import threading
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
@@ -84,7 +91,31 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.write_line(f"left out {path}: needs {', '.join(missing)} (not installed here)")
 
 
+_SIGTERM_PREVIOUS: list = []
+
+
+def _sigterm_to_interrupt(signum, frame):
+    """SIGTERM -> ``KeyboardInterrupt``, once: pytest then stops as on Ctrl-C and runs the fixtures' teardown (the
+    browser test's JupyterLab server, kernels and Chromium; the grader's nbclient kernels). Later SIGTERMs (CI
+    runners send more than one while a job is cancelled) are ignored so they cannot cut that teardown short;
+    SIGKILL, or Ctrl-C again, still ends the run at once."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    sys.stderr.write("\npytest: SIGTERM received; stopping as on Ctrl-C (running teardown)\n")
+    raise KeyboardInterrupt("SIGTERM")
+
+
+def install_sigterm_handler() -> bool:
+    """Install :func:`_sigterm_to_interrupt` where SIGTERM still has its default action (main thread only)."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "SIGTERM"):
+        return False
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return False  # someone chose already (an embedding runner, a plugin): leave theirs
+    _SIGTERM_PREVIOUS.append(signal.signal(signal.SIGTERM, _sigterm_to_interrupt))
+    return True
+
+
 def pytest_configure(config):
+    install_sigterm_handler()
     _enable_nbval(config)
     # the notebook kernels inherit the environment: make `import fastpath_lib` work from notebooks/
     path = os.environ.get("PYTHONPATH", "")
@@ -97,3 +128,8 @@ def pytest_collectstart(collector):
         skip = tuple(collector.skip_compare)
         if "stderr" not in skip:
             collector.skip_compare = skip + ("stderr",)
+
+
+def pytest_unconfigure(config):
+    while _SIGTERM_PREVIOUS:
+        signal.signal(signal.SIGTERM, _SIGTERM_PREVIOUS.pop())

@@ -1,0 +1,137 @@
+"""Processes a test session starts, remembered by id and ended by id however the session ends (issue 16 item 5).
+
+The browser fixture starts a JupyterLab server (which starts a kernel per notebook) and Playwright's driver (which
+starts Chromium); the grader's tests start nbclient kernels. An interrupted run must leave none of them behind:
+
+* :func:`spawn` starts a command in a session (and so a process group) of its own, as ``jupyter_client`` starts
+  kernels, so a Ctrl-C in the terminal reaches pytest only and pytest's teardown ends the server in order (kernels
+  first); the :class:`Tree` it returns remembers the ids of everything the process starts, as they appear;
+* :meth:`Tree.end` ends a tree by id: the process group with SIGTERM, then each remembered id, then SIGKILL for what is
+  still alive after a grace period;
+* every :class:`Tree` not yet ended is ended when the interpreter exits (``atexit``), a last resort for a session that
+  stopped without running its fixtures' teardown;
+* the root ``conftest.py`` turns SIGTERM (what a CI time limit sends) into ``KeyboardInterrupt``, as Ctrl-C is, so
+  pytest runs the fixtures' teardown on SIGTERM too (by default SIGTERM ends Python without any teardown).
+
+Linux ``/proc`` is read for the process tree; elsewhere :func:`descendants` finds nothing and only the direct ids are
+ended.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+__all__ = ["Tree", "alive", "descendants", "spawn"]
+
+
+def descendants(pid: int) -> list[int]:
+    """Ids of all live descendants of ``pid`` (Linux ``/proc``; empty elsewhere)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie counts as gone)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+_OPEN: list[Tree] = []
+
+
+class Tree:
+    """One process and everything it starts, remembered by id (see the module docstring).
+
+    Args:
+        pid: the root process.
+        popen: its :class:`subprocess.Popen`, when this process started it (then :meth:`end` also reaps it).
+        own_group: whether the root leads a process group of its own (started with ``start_new_session``); only
+            then is the whole group signalled.
+    """
+
+    def __init__(self, pid: int, popen: subprocess.Popen | None = None, own_group: bool = False) -> None:
+        self.pid, self.popen, self.own_group = pid, popen, own_group
+        self.pids: set[int] = set()
+        atexit.unregister(_end_open_trees)  # registered once, on first use: importing this module changes nothing
+        atexit.register(_end_open_trees)
+        _OPEN.append(self)
+
+    def track(self) -> set[int]:
+        """Remember the ids of the root's live descendants (call it while they run: an orphan loses its parent)."""
+        if alive(self.pid):
+            self.pids.update(descendants(self.pid))
+        return self.pids
+
+    def living(self) -> list[int]:
+        """The remembered ids (the root included) that are still alive."""
+        return sorted(p for p in {self.pid, *self.pids} if alive(p))
+
+    def _signal(self, sig: int) -> None:
+        if self.own_group and alive(self.pid):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.pid, sig)
+        for pid in self.living():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
+
+    def _wait(self, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if self.popen is not None:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    self.popen.wait(timeout=0.05)
+            if not self.living():
+                return
+            time.sleep(0.1)
+
+    def end(self, grace: float = 5.0) -> list[int]:
+        """SIGTERM to the tree, SIGKILL to what is alive ``grace`` seconds later; returns the ids that survived."""
+        self.track()
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            if not self.living():
+                break
+            self._signal(sig)
+            self._wait(grace)
+        if self.popen is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.popen.wait(timeout=1)
+        with contextlib.suppress(ValueError):
+            _OPEN.remove(self)
+        return self.living()
+
+
+def spawn(cmd: list[str], **popen_kwargs) -> Tree:
+    """Start ``cmd`` in a session of its own (``subprocess.Popen`` arguments pass through); returns its tree."""
+    proc = subprocess.Popen(cmd, start_new_session=True, **popen_kwargs)
+    return Tree(proc.pid, proc, own_group=True)
+
+
+def _end_open_trees() -> None:
+    for tree in list(_OPEN):
+        with contextlib.suppress(Exception):
+            tree.end(grace=2.0)
