@@ -8,8 +8,20 @@ prompt). ``JUPYTER_DATA_DIR`` only adds a user directory in front of the search 
 extensions installed in the environment (``<sys.prefix>/share/jupyter/labextensions``, where ipywidgets'
 ``@jupyter-widgets/jupyterlab-manager`` lives) are still found.
 
-Every process started here is ended here, by its id: the server (its process group, plus the kernels it spawned,
-which ``jupyter_client`` starts in sessions of their own) and the browser (Playwright closes the one it launched).
+Every process started here is ended here, by its id (``tests/processes.py``), and an interrupted run ends them too
+(Ctrl-C, or SIGTERM, which the root ``conftest.py`` turns into Ctrl-C so that this teardown runs; a last resort at
+interpreter exit ends whatever is still open):
+
+* each notebook's kernel is shut down when the test that opened it is done (JupyterLab's REST API:
+  ``DELETE /api/sessions/{id}``, then ``DELETE /api/kernels/{id}`` for any kernel without a session), and the test
+  errors if a kernel or a kernel process is still there afterwards: at most one kernel runs at a time (measured
+  before: an interrupted run left the server and 19 kernels alive, 5.1 GB);
+* the server (in a session and process group of its own, so a Ctrl-C in the terminal reaches pytest, which then
+  shuts it down in order) is shut down through its API, then its process group and every process it was seen to
+  start are ended by id;
+* the browser: Playwright closes the Chromium it launched, then its driver and Chromium's processes, remembered by
+  id, are ended if still alive.
+
 Screenshots and the server log go to ``artifacts/browser/`` in the repo root (git-ignored).
 """
 
@@ -20,7 +32,6 @@ import json
 import os
 import secrets
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -30,6 +41,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+
+from tests.processes import Tree, alive, descendants, spawn
 
 REPO = Path(__file__).resolve().parents[2]
 #: The kit's folders served at the root, as ``./kit lab`` shows them (lessons read ``../results`` by relative path).
@@ -59,36 +72,6 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _descendants(pid: int) -> list[int]:
-    """Ids of all live descendants of ``pid`` (Linux ``/proc``; empty elsewhere)."""
-    children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
-    out, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            out.append(child)
-            todo.append(child)
-    return out
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie counts as gone
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return True
-
-
 class LabServer:
     """A JupyterLab server started for one test session (see the module docstring)."""
 
@@ -100,8 +83,8 @@ class LabServer:
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = ARTIFACTS / "jupyter-server.log"
         self.proc: subprocess.Popen | None = None
+        self.tree: Tree | None = None
         self._log = None
-        self._pids: set[int] = set()
 
     def prepare(self) -> None:
         skip = shutil.ignore_patterns(".ipynb_checkpoints")
@@ -137,8 +120,9 @@ class LabServer:
                "--ServerApp.terminals_enabled=False",
                "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
         self._log = open(self.log_path, "w")
-        self.proc = subprocess.Popen(cmd, env=self.env(), cwd=self.root, stdout=self._log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, start_new_session=True)
+        self.tree = spawn(cmd, env=self.env(), cwd=self.root, stdout=self._log, stderr=subprocess.STDOUT,
+                          stdin=subprocess.DEVNULL)
+        self.proc = self.tree.popen
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -164,8 +148,31 @@ class LabServer:
 
     def track(self) -> None:
         """Remember the ids of the server's descendants (kernels run in their own sessions)."""
-        if self.proc is not None:
-            self._pids.update(_descendants(self.proc.pid))
+        if self.tree is not None:
+            self.tree.track()
+
+    def kernel_pids(self) -> list[int]:
+        """Live processes the server started (its kernels: it starts nothing else, terminals are off)."""
+        return descendants(self.proc.pid) if self.proc is not None and alive(self.proc.pid) else []
+
+    def shutdown_kernels(self, timeout: float = 30.0) -> list[str]:
+        """Shut every session's kernel down, then any kernel left without a session, and wait for the kernel processes
+        to exit. Returns what is still there after ``timeout`` seconds (empty when all went)."""
+        self.track()
+        pids = self.kernel_pids()
+        for sess in self.api("sessions"):
+            with contextlib.suppress(urllib.error.HTTPError):  # 404: it ended meanwhile
+                self.api(f"sessions/{sess['id']}", method="DELETE")
+        for kernel in self.api("kernels"):
+            with contextlib.suppress(urllib.error.HTTPError):
+                self.api(f"kernels/{kernel['id']}", method="DELETE")
+        deadline = time.monotonic() + timeout
+        while True:
+            left = [f"kernel {k['id']} ({k.get('execution_state')})" for k in self.api("kernels")]
+            left += [f"kernel process {p}" for p in pids + self.kernel_pids() if alive(p)]
+            if not left or time.monotonic() > deadline:
+                return sorted(set(left))
+            time.sleep(0.2)
 
     def log_tail(self, n: int = 60) -> str:
         try:
@@ -173,33 +180,22 @@ class LabServer:
         except OSError:
             return "(no log)"
 
-    def stop(self) -> None:
-        """Shut the server down, then end anything it left behind, by id: TERM, then KILL."""
-        if self.proc is None:
-            return
+    def stop(self) -> list[int]:
+        """Shut the server down (it shuts its kernels down), then end its process group and every process it was seen
+        to start, by id: SIGTERM, then SIGKILL. Returns the ids that survived (none, normally)."""
+        if self.tree is None:
+            return []
         self.track()
-        pid = self.proc.pid
         if self.proc.poll() is None:
             with contextlib.suppress(Exception):
                 self.api("shutdown", method="POST")  # also shuts the kernels down
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.proc.wait(timeout=15)
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            if self.proc.poll() is None:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(pid, sig)
-            for child in list(self._pids):
-                if _alive(child):
-                    with contextlib.suppress(ProcessLookupError, PermissionError):
-                        os.kill(child, sig)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.proc.wait(timeout=10)
-            deadline = time.monotonic() + 5
-            while any(_alive(c) for c in self._pids) and time.monotonic() < deadline:
-                time.sleep(0.2)
+        survivors = self.tree.end()
         if self._log is not None:
             self._log.close()
-        self.proc = None
+        self.proc = self.tree = None
+        return survivors
 
 
 @pytest.fixture(scope="session")
@@ -218,25 +214,40 @@ def playwright_api():
 def lab(playwright_api, tmp_path_factory):
     """A running :class:`LabServer` (started after the skip checks; stopped, with its kernels, at the end)."""
     server = LabServer(tmp_path_factory.mktemp("jupyterlab"))
+    left: list[str] = []
     try:
         server.start()
         yield server
+        left = server.shutdown_kernels()  # the page fixture shut each down already: nothing should be left
     finally:
-        server.stop()
+        survivors = server.stop()
+    assert not left, f"kernels still running at the end of the browser tests: {left}"
+    assert not survivors, f"processes of the JupyterLab server survived SIGKILL: {survivors}"
 
 
 @pytest.fixture(scope="session")
 def browser(playwright_api):
     """Debian's Chromium, headless, launched by Playwright (closed at the end, with Playwright's driver)."""
+    before = set(descendants(os.getpid()))
     pw = playwright_api.sync_playwright().start()
+    # Playwright's driver (node) is a child of this process, and Chromium a child of the driver: remember them by id
+    drivers = [Tree(pid) for pid in set(descendants(os.getpid())) - before]
     try:
         b = pw.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+        for d in drivers:
+            d.track()
         try:
             yield b
         finally:
-            b.close()
+            for d in drivers:
+                d.track()
+            with contextlib.suppress(Exception):  # after a Ctrl-C the driver may be gone already
+                b.close()
     finally:
-        pw.stop()
+        with contextlib.suppress(Exception):
+            pw.stop()
+        survivors = [pid for d in drivers for pid in d.end()]
+    assert not survivors, f"Playwright's driver or Chromium survived SIGKILL: {survivors}"
 
 
 @pytest.fixture
@@ -247,6 +258,7 @@ def page(browser, lab, request):
     pg.set_default_timeout(30_000)
     pg.console_errors = []
     pg.on("console", lambda msg: pg.console_errors.append(msg.text) if msg.type == "error" else None)
+    left: list[str] = []
     try:
         yield pg
     finally:
@@ -255,10 +267,15 @@ def page(browser, lab, request):
             ARTIFACTS.mkdir(parents=True, exist_ok=True)
             (ARTIFACTS / f"console-{request.node.name}.txt").write_text("\n".join(pg.console_errors) + "\n")
         rep = getattr(request.node, "rep_call", None)
-        if rep is not None and rep.failed:
-            with contextlib.suppress(Exception):
-                pg.screenshot(path=str(ARTIFACTS / f"FAILED-{request.node.name}.png"), full_page=True)
-        context.close()
+        try:
+            if rep is not None and rep.failed:
+                with contextlib.suppress(Exception):
+                    pg.screenshot(path=str(ARTIFACTS / f"FAILED-{request.node.name}.png"), full_page=True)
+            with contextlib.suppress(Exception):  # after a Ctrl-C Playwright's driver (same process group) is gone
+                context.close()
+        finally:
+            left = lab.shutdown_kernels()  # the notebook's kernel goes when its test is done, as a learner closes it
+    assert not left, f"{request.node.name}: kernels still running after the test shut them down: {left}"
 
 
 @pytest.hookimpl(wrapper=True)
