@@ -7,6 +7,8 @@ Public API (names other parts of the kit rely on):
 * :func:`record_routes` — count the routes taken inside a block.
 * :func:`force_fallback` — force the fallback inside a block (or set ``FASTPATH_FORCE_FALLBACK=1``).
 * :class:`RMSNorm` — drop-in for ``torch.nn.RMSNorm``.
+* :func:`fused_add_rms_norm` / :func:`fused_add_rms_norm_` — residual add + RMSNorm with vLLM's contract, functional
+  and in place.
 * :func:`use_interpreter` — opt in to Triton's CPU interpreter on a machine without CUDA.
 
 Importing this package changes no process-wide state: without CUDA and without the opt-in (``use_interpreter()`` or
@@ -14,10 +16,12 @@ Importing this package changes no process-wide state: without CUDA and without t
 """
 
 from fastpath_lib.eligibility import Decision
+from fastpath_lib.fused.op import fused_add_rms_norm, fused_add_rms_norm_
 from fastpath_lib.rmsnorm.module import RMSNorm
 from fastpath_lib.rmsnorm.op import explain, rms_norm
 from fastpath_lib.routing import force_fallback, record_routes
 from fastpath_lib.runtime import use_interpreter
 
 __version__ = "0.1.0"
-__all__ = ["Decision", "RMSNorm", "explain", "force_fallback", "record_routes", "rms_norm", "use_interpreter"]
+__all__ = ["Decision", "RMSNorm", "explain", "force_fallback", "fused_add_rms_norm", "fused_add_rms_norm_",
+           "record_routes", "rms_norm", "use_interpreter"]

@@ -45,8 +45,8 @@ def test_ci_runs_the_readme_test_command():
 
 
 def test_public_names_are_exactly_the_documented_ones():
-    assert sorted(fastpath_lib.__all__) == ["Decision", "RMSNorm", "explain", "force_fallback", "record_routes",
-                                            "rms_norm", "use_interpreter"]
+    assert sorted(fastpath_lib.__all__) == ["Decision", "RMSNorm", "explain", "force_fallback", "fused_add_rms_norm",
+                                            "fused_add_rms_norm_", "record_routes", "rms_norm", "use_interpreter"]
     for name in fastpath_lib.__all__:
         assert getattr(fastpath_lib, name).__doc__, f"{name} has no docstring"
 

@@ -1,0 +1,202 @@
+"""Fused residual-add + RMSNorm: boundary points generated from its predicate (aliasing included), both forms against
+the composite, routes asserted, guard bands; and the contract's rounding points, which a tolerance alone cannot see."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+import fastpath_lib
+from fastpath_lib import routing, runtime
+from fastpath_lib.cases import CaseSpec, output_guard_intact, poisoned_like
+from fastpath_lib.fused import op, reference
+from fastpath_lib.fused.cases import FusedCaseSpec, boundary_points
+from fastpath_lib.fused.predicate import PREDICATE
+
+POINTS = [p for p in boundary_points() if not (set(p.context) - {"forced", "interpret", "inplace"})]
+FORMS = {False: fastpath_lib.fused_add_rms_norm, True: fastpath_lib.fused_add_rms_norm_}
+
+
+def _same(got, want, route, dtype, what):
+    """Bitwise on the composite; within the output tolerance on the Triton route (the residual: always bitwise)."""
+    got, want = got.detach(), want.detach()
+    assert got.shape == want.shape and got.dtype == want.dtype, what
+    if route == "fallback" or what == "residual":
+        assert torch.equal(got.nan_to_num(7.0), want.nan_to_num(7.0)), f"{what} differs from the composite"
+    else:
+        atol, rtol = reference.tolerance(dtype)
+        torch.testing.assert_close(got, want, atol=atol, rtol=rtol, equal_nan=True, msg=what)
+
+
+@pytest.mark.parametrize("point", POINTS, ids=[p.id for p in POINTS])
+def test_boundary_point_both_forms(point, device, monkeypatch):
+    spec = point.spec if point.spec.device else dataclasses.replace(point.spec, device=device)
+    case = spec.build(seed=7)
+    if point.context.get("interpret") is False:
+        monkeypatch.setattr(runtime, "interpreter_enabled", lambda: False)
+    if point.context.get("forced"):
+        monkeypatch.setattr(routing.state, "forced", True)
+    for inplace, fn in FORMS.items():
+        mine, theirs = case.fresh(), case.fresh()
+        x, r, w = mine.args()
+        decision = op.explain(x, r, w, inplace=inplace)
+        if inplace == point.inplace:
+            assert (point.condition not in decision.failed) == point.holds, decision.reasons
+        composite = reference.native_ if inplace else reference.native
+        try:
+            want = composite(*theirs.args())
+        except Exception as exc:  # the call is invalid (or an in-place op on a leaf): the same exception
+            assert decision.route == "fallback"
+            with fastpath_lib.record_routes() as routes, pytest.raises(type(exc)):
+                fn(x, r, w)
+            assert routes == {"fallback": 1}
+            continue
+        with fastpath_lib.record_routes() as routes:
+            got = fn(x, r, w)
+        assert routes == {decision.route: 1}, (inplace, decision)
+        assert decision.route == ("triton" if not decision.failed else "fallback")
+        if inplace:
+            assert got[0] is x and got[1] is r
+            _same(r, theirs.residual, decision.route, x.dtype, "residual")
+            _same(x, theirs.x, decision.route, x.dtype, "output")
+        else:
+            _same(got[1], want[1], decision.route, x.dtype, "residual")
+            _same(got[0], want[0], decision.route, x.dtype, "output")
+            assert mine.outside_untouched() and all(
+                torch.equal(b.nan_to_num(7.0), p.nan_to_num(7.0)) for b, p in zip(mine.buffers, mine.pristine)), \
+                "the functional form wrote into an input"
+        assert mine.outside_untouched(), "an element outside the views changed"
+
+
+def test_points_cover_every_condition_and_aliasing():
+    pts = boundary_points()
+    assert {p.condition for p in pts} == {c.name for c in PREDICATE.conditions}
+    alias = {p.spec.alias for p in pts if p.condition == "no_overlap"}
+    assert {"same", "overlap", "disjoint", "interleaved", "weight_in_x"} <= alias
+    assert {p.id for p in pts if p.holds and p.condition == "no_overlap"} == {
+        "no_overlap[separate buffers]", "no_overlap[disjoint row slices of one buffer]",
+        "no_overlap[residual is x, functional form]"}
+
+
+@pytest.mark.parametrize("cols", [1, 17, 64, 257])
+@pytest.mark.parametrize("rows", [7, 9])
+def test_kernel_guard_bands(rows, cols, device):
+    """The kernels write exactly their rows (functional outputs, in-place views in NaN buffers, the backward)."""
+    from fastpath_lib.fused import kernels
+
+    case = FusedCaseSpec(rows=rows, cols=cols, layout="row_slice", pad=3, residual_layout="row_slice",
+                         residual_pad=5).build(seed=rows + cols, device=device)
+    x, r, w = case.args()
+    want_y, want_s = reference.native(x, r, w, 1e-6)
+    y, ybuf, ypr = poisoned_like((rows, cols), x.dtype, x.device)
+    s, sbuf, spr = poisoned_like((rows, cols), x.dtype, x.device)
+    kernels.forward(x, r, w, 1e-6, out=y, new_residual=s)
+    assert output_guard_intact(ybuf, ypr, 16) and output_guard_intact(sbuf, spr, 16)
+    assert torch.equal(s, want_s) and case.outside_untouched()
+    torch.testing.assert_close(y, want_y, atol=1e-5, rtol=2e-6)
+    dy, ds = torch.randn(rows, cols, device=device), torch.randn(rows, cols, device=device)
+    dx, dw = kernels.backward(dy, ds, x, r, w, 1e-6)
+    rdx, rdr, rdw = reference.reference_grads(x, r, w, 1e-6, dy, ds)
+    atol, rtol = reference.tolerance(x.dtype, grad=True)
+    torch.testing.assert_close(dx.double(), rdx, atol=atol, rtol=rtol)
+    torch.testing.assert_close(dw.double(), rdw, atol=atol * cols, rtol=rtol)
+    kernels.run_(x, r, w, 1e-6)  # in place, on the strided views
+    assert torch.equal(r, want_s) and case.outside_untouched()
+    torch.testing.assert_close(x, want_y, atol=1e-5, rtol=2e-6)
+
+
+# --- the rounding points of the contract ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype,wdtype", [(torch.float16, torch.float16), (torch.bfloat16, torch.bfloat16),
+                                          (torch.float16, torch.float32), (torch.float32, torch.bfloat16)])
+def test_low_precision_matches_the_native_bit_for_bit(dtype, wdtype, device):
+    """Same fp32 arithmetic, same rounding points: the residual is bitwise, and at most 1% of the outputs differ, by
+    one unit in the last place (the mean square is summed in another order). A residual rounded before the
+    variance or the weight's rounding skipped changes far more elements than that."""
+    case = FusedCaseSpec(rows=16, cols=256, dtype=dtype, weight=wdtype).build(seed=3, device=device)
+    x, r, w = case.args()
+    with fastpath_lib.record_routes() as routes:
+        out, s = fastpath_lib.fused_add_rms_norm(x, r, w)
+    want_out, want_s = reference.native(x, r, w)
+    assert routes == {"triton": 1} and torch.equal(s, want_s)
+    differ = out != want_out
+    assert differ.float().mean() <= 0.01, f"{int(differ.sum())} of {out.numel()} outputs differ from the native"
+    ulp = torch.finfo(dtype).eps * want_out.float().abs().clamp_min(torch.finfo(dtype).tiny)
+    assert ((out.float() - want_out.float()).abs() <= ulp).all()
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_variance_is_of_the_unrounded_sum(dtype, device):
+    """Constant rows normalize to exactly 1 when the variance comes from the fp32 sum. Here the sum is not
+    representable in the input dtype (it rounds up by most of an ulp), so a variance of the rounded residual gives
+    1 - ulp instead."""
+    ulp = torch.finfo(dtype).eps
+    x = torch.ones(16, 64, dtype=dtype, device=device)
+    r = torch.full((16, 64), 0.6 * ulp, dtype=dtype, device=device)  # 1 + 0.6 ulp rounds to 1 + ulp
+    with fastpath_lib.record_routes() as routes:
+        out, s = fastpath_lib.fused_add_rms_norm(x, r, eps=0.0)
+    assert routes == {"triton": 1}
+    assert torch.equal(s, torch.full_like(s, 1 + ulp)), "the residual is the sum rounded to the input dtype"
+    assert torch.equal(out, torch.ones_like(out)), f"got {out[0, 0].item()!r}: variance of the rounded residual?"
+
+
+def test_in_place_reads_both_rows_before_writing(device):
+    """``residual`` is ``x`` (the composite's route) and the kernel on its own: both give the composite's values."""
+    from fastpath_lib.fused import kernels
+
+    x = torch.randn(16, 64, device=device)
+    want, _ = reference.native(x, x.clone())
+    y = x.clone()
+    kernels.run_(y, y)  # one program writes the rows it read: the same result
+    torch.testing.assert_close(y, want, atol=1e-5, rtol=2e-6)
+    z = x.clone()
+    with fastpath_lib.record_routes() as routes:
+        fastpath_lib.fused_add_rms_norm_(z, z)
+    assert routes == {"fallback": 1} and torch.equal(z, want)
+
+
+# --- the in-place form as PyTorch's in-place ops ------------------------------------------------------------------
+
+def test_in_place_bumps_versions_and_returns_its_inputs(device):
+    x, _, w = CaseSpec(rows=16, cols=64).build(seed=1, device=device).args()
+    r = torch.randn_like(x)
+    vx, vr = x._version, r._version
+    with fastpath_lib.record_routes() as routes:
+        got = fastpath_lib.fused_add_rms_norm_(x, r, w)
+    assert routes == {"triton": 1} and got[0] is x and got[1] is r
+    assert x._version > vx and r._version > vr
+
+
+def test_in_place_on_a_leaf_that_requires_grad_raises_as_torch_does(device):
+    x = torch.randn(16, 64, device=device, requires_grad=True)
+    r = torch.randn(16, 64, device=device)
+    with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+        x.add_(1)
+    with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+        fastpath_lib.fused_add_rms_norm_(x, r)
+    with torch.no_grad():  # outside autograd it is a plain in-place call, on the fast path
+        with fastpath_lib.record_routes() as routes:
+            fastpath_lib.fused_add_rms_norm_(x, r)
+    assert routes == {"triton": 1}
+
+
+def test_in_place_on_views_is_recorded_by_autograd(device):
+    """On non-leaf views the in-place form keeps autograd's history: gradients equal the functional form's."""
+    a0 = torch.randn(16, 64, device=device)
+    b0 = torch.randn(16, 64, device=device)
+    w0 = 1 + 0.1 * torch.randn(64, device=device)
+    grads = []
+    for inplace in (False, True):
+        a, b, w = (t.clone().requires_grad_() for t in (a0, b0, w0))
+        x, r = a * 1.0, b * 1.0
+        if inplace:
+            fastpath_lib.fused_add_rms_norm_(x, r, w)
+            out, s = x, r
+        else:
+            out, s = fastpath_lib.fused_add_rms_norm(x, r, w)
+        (out * s).sum().backward()
+        grads.append((a.grad, b.grad, w.grad))
+    for g_func, g_inpl in zip(*grads):
+        torch.testing.assert_close(g_inpl, g_func, atol=1e-4, rtol=1e-4)

@@ -1,0 +1,182 @@
+"""Fused residual-add + RMSNorm under torch.library (opcheck, schema included), autograd, vmap and torch.compile, and a
+tiny decoder layer using it against the unfused one; the predicate's booleans against its named conditions."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import fastpath_lib
+from fastpath_lib.fused import predicate as P
+from fastpath_lib.fused import reference
+from fastpath_lib.fused.cases import ALIASES, FusedCaseSpec
+
+ROUTES = ["triton", "fallback"]
+OPS = torch.ops.fastpath
+
+
+def _case(device, rows=16, cols=32, weight="same", seed=0):
+    return FusedCaseSpec(rows=rows, cols=cols, weight=weight).build(seed=seed, device=device).args()
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_opcheck_functional(route, device):
+    x, r, w = _case(device)
+    x, r, w = (t.clone().requires_grad_() for t in (x, r, w))
+    with fastpath_lib.force_fallback(route == "fallback"), fastpath_lib.record_routes() as routes:
+        torch.library.opcheck(OPS.fused_add_rms_norm.default, (x, r, w, None))
+    assert routes[route] > 0 and set(routes) == {route}
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_opcheck_in_place(route, device):
+    """The schema test runs the op and checks that it writes exactly what ``mutates_args`` declares."""
+    x, r, w = _case(device)
+    with fastpath_lib.force_fallback(route == "fallback"), fastpath_lib.record_routes() as routes:
+        torch.library.opcheck(OPS.fused_add_rms_norm_.default, (x, r, w, 1e-6))
+    assert routes[route] > 0 and set(routes) == {route}
+    assert OPS.fused_add_rms_norm_.default._schema.arguments[0].alias_info.is_write
+
+
+def test_the_schema_test_catches_an_undeclared_write(device):
+    """What the in-place op's declaration protects against: the same kernel behind ``mutates_args=()`` fails."""
+    from fastpath_lib.fused import kernels
+
+    @torch.library.custom_op("fastpath_test::undeclared_write", mutates_args=())
+    def bad(x: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+        kernels.run_(x, residual)
+        return x.clone()
+
+    bad.register_fake(lambda x, residual: torch.empty_like(x))
+    x, r, _ = _case(device)
+    with pytest.raises(Exception, match="mutat"):
+        torch.library.opcheck(bad, (x, r), test_utils=("test_schema",))
+
+
+@pytest.mark.parametrize("route", ROUTES)
+@pytest.mark.parametrize("weight", ["same", None])
+def test_backward_op_and_gradients(route, weight, device):
+    x, r, w = _case(device, weight=weight, seed=2)
+    dy, ds = torch.randn_like(x), torch.randn_like(x)
+    with fastpath_lib.force_fallback(route == "fallback"), fastpath_lib.record_routes("backward") as routes:
+        torch.library.opcheck(OPS.fused_add_rms_norm_backward.default, (dy, ds, x, r, w, None),
+                              test_utils=("test_schema", "test_faketensor"))
+        leaves = [t.clone().requires_grad_() for t in (x, r, w) if t is not None]
+        out, s = fastpath_lib.fused_add_rms_norm(leaves[0], leaves[1], leaves[2] if w is not None else None)
+        got = torch.autograd.grad([out, s], leaves, [dy, ds])
+    assert routes[route] > 0 and set(routes) == {route}
+    want = [g for g in reference.reference_grads(x, r, w, None, dy, ds) if g is not None]
+    atol, rtol = reference.tolerance(x.dtype, grad=True)
+    for g, e in zip(got, want):
+        torch.testing.assert_close(g.double(), e, atol=atol * 4, rtol=rtol)
+
+
+def test_create_graph_takes_the_composite(device):
+    x, r, w = (t.clone().requires_grad_() for t in _case(device, seed=3))
+    out, _ = fastpath_lib.fused_add_rms_norm(x, r, w)
+    with fastpath_lib.record_routes("backward") as routes:
+        (gx,) = torch.autograd.grad(out.pow(2).sum(), x, create_graph=True)
+    (ggx,) = torch.autograd.grad(gx.sum(), x)
+    assert routes == {"fallback": 1} and torch.isfinite(ggx).all()
+
+
+def test_vmap_folds_the_batch_into_rows(device):
+    xs = torch.randn(3, 16, 32, device=device)
+    rs = torch.randn(3, 16, 32, device=device)
+    w = torch.rand(32, device=device) + 0.5
+    with fastpath_lib.record_routes() as routes:
+        out, s = torch.vmap(lambda a, b: OPS.fused_add_rms_norm(a, b, w, None))(xs, rs)
+    want_out, want_s = reference.native(xs, rs, w)
+    assert routes == {"triton": 1}
+    assert torch.equal(s, want_s)
+    torch.testing.assert_close(out, want_out, atol=1e-5, rtol=2e-6)
+
+
+class _Layer(torch.nn.Module):
+    """A decoder layer's residual stream: two sub-layers, each ending in add + RMSNorm (fused or not)."""
+
+    def __init__(self, cols, fused, inplace=False):
+        super().__init__()
+        torch.manual_seed(0)
+        self.attn, self.mlp = torch.nn.Linear(cols, cols), torch.nn.Linear(cols, cols)
+        self.norm1 = torch.nn.Parameter(1 + 0.1 * torch.randn(cols))
+        self.norm2 = torch.nn.Parameter(1 + 0.1 * torch.randn(cols))
+        self.fused, self.inplace = fused, inplace
+
+    def _add_norm(self, x, residual, w):
+        if not self.fused:
+            residual = x + residual
+            return F.rms_norm(residual, [x.shape[-1]], w, torch.finfo(torch.float32).eps), residual
+        if self.inplace:
+            return fastpath_lib.fused_add_rms_norm_(x, residual, w)
+        return fastpath_lib.fused_add_rms_norm(x, residual, w)
+
+    def forward(self, h):
+        x, residual = self._add_norm(self.attn(h), h, self.norm1)
+        x, residual = self._add_norm(self.mlp(x), residual, self.norm2)
+        return x + residual
+
+
+def test_decoder_layer_matches_the_unfused_one(device):
+    """Outputs and every parameter's gradient, fp32 (where the vLLM rounding points coincide with add + rms_norm)."""
+    h = torch.randn(16, 64, device=device)
+    results = []
+    for fused in (False, True):
+        layer = _Layer(64, fused).to(device)
+        with fastpath_lib.record_routes() as fw, fastpath_lib.record_routes("backward") as bw:
+            y = layer(h)
+            y.pow(2).sum().backward()
+        results.append((y, [p.grad for p in layer.parameters()]))
+        if fused:
+            assert fw == {"triton": 2} and bw == {"triton": 2}
+    (y0, g0), (y1, g1) = results
+    torch.testing.assert_close(y1, y0, atol=1e-5, rtol=1e-5)
+    for a, b in zip(g1, g0):
+        torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("inplace", [False, True])
+def test_compile_fullgraph_matches_eager(inplace, device):
+    """The decoder layer compiled with ``fullgraph=True`` (no graph break) gives eager's values; the in-place op is
+    functionalized and still runs its Triton route."""
+    torch._dynamo.reset()
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm.code)
+        return torch._dynamo.backends.debugging.aot_eager(gm, example_inputs)
+
+    layer = _Layer(64, True, inplace).to(device)
+    h = torch.randn(16, 64, device=device)
+    h_eager, h_compiled = h.clone(), h.clone()  # the in-place form writes the first sum into its input
+    with torch.no_grad():
+        eager = layer(h_eager)
+        compiled = torch.compile(layer, fullgraph=True, backend=backend)
+        with fastpath_lib.record_routes() as routes:
+            got = compiled(h_compiled)
+    assert len(graphs) == 1 and f"fused_add_rms_norm{'_' if inplace else ''}" in graphs[0]
+    assert routes == {"triton": 2}
+    torch.testing.assert_close(got, eager, atol=1e-6, rtol=1e-6)
+    assert torch.equal(h_compiled, h_eager) and torch.equal(h, h_eager) != inplace
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(rows=st.sampled_from([0, 1, 7, 8, 9, 16]), cols=st.sampled_from([1, 8, 16, 17, 64]),
+       dtype=st.sampled_from([torch.float32, torch.float16, torch.float64]),
+       weight=st.sampled_from(["same", None, torch.float32]), layout=st.sampled_from(["contiguous", "row_slice",
+                                                                                      "transposed", "step"]),
+       pad=st.sampled_from([0, 2, 4]), offset=st.sampled_from([0, 1, 4]), roffset=st.sampled_from([0, 1, 4]),
+       alias=st.sampled_from(ALIASES), inplace=st.booleans())
+def test_booleans_agree_with_the_named_conditions(rows, cols, dtype, weight, layout, pad, offset, roffset, alias,
+                                                  inplace):
+    """The dispatch's two boolean checks say eligible exactly when every named condition holds."""
+    alias = alias if rows >= 2 and layout == "contiguous" and not offset else "none"
+    spec = FusedCaseSpec(rows=rows, cols=cols, dtype=dtype, weight=weight, layout=layout, pad=pad, offset=offset,
+                         residual_offset=roffset, alias=alias)
+    x, r, w = spec.build(seed=1).args()
+    fast = P.eligible(x, r, w, False, inplace) and P.runtime_eligible(x, r, w, inplace)
+    decision = P.PREDICATE.evaluate(P.make_call(x, r, w, inplace=inplace))
+    assert fast == decision.eligible, decision.reasons
