@@ -141,6 +141,8 @@ WRONG = {
                      lambda c: _sol("compile_cost")(dict(c, calls=[dict(x, **{"pass": "forward"})
                                                                    for x in c["calls"]]))],
     "fallback_and_owner": [_mod("fallback_and_owner", lambda a, out: dict(out, owner="the team")),
+                           _mod("fallback_and_owner", lambda a, out: dict(out, owner="@TBD")),
+                           _mod("fallback_and_owner", lambda a, out: dict(out, owner="@oncall-" + a[0]["arch"])),
                            _mod("fallback_and_owner", lambda a, out: dict(out, switch="revert the PR")),
                            _mod("fallback_and_owner", lambda a, out: dict(
                                out, action="retune" if a[0]["kind"] == "slowdown" else out["action"]))],
