@@ -16,8 +16,9 @@ from __future__ import annotations
 import torch
 from torch._subclasses.fake_tensor import FakeTensor
 from torch._subclasses.functional_tensor import FunctionalTensor
+from torch.fx.experimental.symbolic_shapes import statically_known_false, statically_known_true
 
-__all__ = ["PLAIN_TYPES", "rows_cols", "row_stride", "as_rows", "tensor_kind"]
+__all__ = ["PLAIN_TYPES", "rows_cols", "row_stride", "as_rows", "tensor_kind", "decided", "traced_rows"]
 
 #: Tensor types the kernels accept: plain tensors, parameters, and the tensors compile/export trace with.
 PLAIN_TYPES = frozenset({torch.Tensor, torch.nn.Parameter, FakeTensor, FunctionalTensor})
@@ -61,3 +62,21 @@ def tensor_kind(t: torch.Tensor | None) -> str:
     if t.layout is not torch.strided:
         return f"layout {str(t.layout).replace('torch.', '')}"
     return ""
+
+
+def decided(holds) -> bool | None:
+    """``holds`` as a bool, read without adding a guard: ``None`` when a tracer holds it symbolically (a
+    ``torch.SymBool``) and the declared range of the sizes decides it neither way.
+
+    >>> decided(3 > 2), decided(torch.zeros(2, 8).shape[0] == 3)
+    (True, False)
+    """
+    if isinstance(holds, bool):
+        return holds
+    return True if statically_known_true(holds) else False if statically_known_false(holds) else None
+
+
+def traced_rows(t: torch.Tensor):
+    """The rows of :func:`rows_cols`, with no guard on a size a tracer holds symbolically (0 without columns)."""
+    n = t.shape[-1] if t.dim() else 1
+    return t.numel() // n if decided(n != 0) is not False else 0

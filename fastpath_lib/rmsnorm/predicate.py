@@ -24,14 +24,16 @@ Two ways to evaluate the same rules, side by side in this module:
 
 * :func:`eligible` and :func:`runtime_eligible` are the dispatch's decision: booleans only, cheapest and most decisive
   first, short-circuiting, with no strings, environment reads or allocations. Calls outside the region cost what
-  ``F.rms_norm`` costs. :func:`eligible` holds the conditions ``torch.compile`` turns into guards;
+  ``F.rms_norm`` costs. :func:`eligible` holds the conditions a tracer turns into guards, but leaves a size the
+  tracer holds symbolically (``torch.export``'s dynamic dims, ``compile(dynamic=True)``) to the op's run time;
   :func:`runtime_eligible` the two only run time knows (data-pointer alignment, CUDA-graph capture).
 * :data:`PREDICATE` (through :func:`fastpath_lib.explain`) runs every named condition and says why each one fails.
   A hypothesis test proves the two agree on every case it draws.
 
-Modes that keep the fast path, with why: autograd (a Triton backward), ``torch.compile`` (static conditions become
-guards; the opaque op re-checks alignment at run time, which ``explain()`` on fake tensors reports as unknown),
-deterministic algorithms (both kernels are bitwise deterministic), autocast (the op carries ``F.rms_norm``'s policy).
+Modes that keep the fast path, with why: autograd (a Triton backward), ``torch.compile`` and ``torch.export``
+(static conditions become guards; the opaque op decides alignment and symbolic sizes at run time, so one graph covers
+a dynamic range; ``explain()`` on fake tensors reports those as unknown), deterministic algorithms (both kernels are
+bitwise deterministic), autocast (the op carries ``F.rms_norm``'s policy).
 
 This module imports torch only, never Triton: it is tested on any machine.
 """
@@ -43,10 +45,11 @@ import dataclasses
 import torch
 import torch.autograd.forward_ad as _fwad
 from torch._subclasses.fake_tensor import is_fake
+from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 from fastpath_lib import runtime
 from fastpath_lib.eligibility import UNKNOWN, Boundary, Condition, Predicate
-from fastpath_lib.rmsnorm.layout import PLAIN_TYPES, row_stride, rows_cols, tensor_kind
+from fastpath_lib.rmsnorm.layout import PLAIN_TYPES, decided, row_stride, tensor_kind, traced_rows
 from fastpath_lib.rmsnorm.limits import (ALIGN_BYTES, CUDA_MIN_ROWS, DEFAULT_CUDA_MIN_ROWS, INTERPRETER_MIN_ROWS,
                                          MAX_COLS, MIN_CAPABILITY, SUPPORTED_DTYPES, Limits, default_eps,
                                          device_capability, limits_for)
@@ -69,15 +72,13 @@ _INT_TYPES = frozenset({int, torch.SymInt})
 _SHAPE_TYPES = frozenset({list, tuple, torch.Size})
 _CHANNELS_LAST = {4: torch.channels_last, 5: torch.channels_last_3d}
 _transforms_active = torch._C._are_functorch_transforms_active
+_is_compiling = torch.compiler.is_compiling
 
 
 def functorch_transform() -> str:
     """``""`` when no ``torch.func`` transform is running, else its name (``"Vmap"``, ``"Grad"``, ``"Jvp"``, ...)."""
     top = torch._C._functorch.peek_interpreter_stack() if _transforms_active() else None
-    if top is None:
-        return ""
-    key = top.key()
-    return getattr(key, "name", str(key))
+    return "" if top is None else getattr(top.key(), "name", str(top.key()))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -143,7 +144,8 @@ def eligible(input, normalized_shape, weight, forced: bool) -> bool:
     """Whether every condition that does not need a data pointer holds: the dispatch's cheap decision.
 
     Never raises, whatever the arguments (bad ones return ``False``, and the fallback raises its own error). Under
-    ``torch.compile`` each test becomes a guard. Agrees with :data:`PREDICATE` (a hypothesis test checks it).
+    ``torch.compile`` each test becomes a guard, but a test of a symbolic size is made only where the size's range
+    decides it (no guard), else left to the op. Agrees with :data:`PREDICATE` (a hypothesis test checks it).
     """
     if forced or type(input) not in PLAIN_TYPES or _fwad._current_level >= 0 or _transforms_active():
         return False
@@ -161,7 +163,14 @@ def eligible(input, normalized_shape, weight, forced: bool) -> bool:
         return False
     n = input.shape[-1]
     numel = input.numel()
-    if numel == 0 or n > MAX_COLS or numel // n < min_rows or input.dtype not in _DTYPE_SET:
+    # tracing: decide a size only where its whole range agrees, else the op decides at run time (no guard)
+    sized = type(numel) is int and type(n) is int and not _is_compiling()
+    if sized:
+        if numel == 0 or n > MAX_COLS or numel // n < min_rows:
+            return False
+    elif any(statically_known_true(t) for t in (numel == 0, n > MAX_COLS, numel < min_rows * n)):
+        return False
+    if input.dtype not in _DTYPE_SET:
         return False
     if type(normalized_shape) not in _SHAPE_TYPES or len(normalized_shape) != 1 or normalized_shape[0] != n \
             or type(normalized_shape[0]) not in _INT_TYPES:
@@ -177,11 +186,15 @@ def eligible(input, normalized_shape, weight, forced: bool) -> bool:
         stride = row_stride(input)
         if stride is None:
             return False
-    if numel != n and (stride * input.element_size() % ALIGN_BYTES or n * input.element_size() % ALIGN_BYTES):
-        return False
+    size = input.element_size()
+    if sized:
+        if numel != n and (stride * size % ALIGN_BYTES or n * size % ALIGN_BYTES):
+            return False
+    elif min_rows > 1 and any(statically_known_true(m * size % ALIGN_BYTES != 0) for m in (stride, n)):
+        return False  # misaligned rows: only a single row (which needs no row stride) would qualify
     return weight is None or (type(weight) in PLAIN_TYPES and weight.dtype in _DTYPE_SET and weight.dim() == 1
                               and weight.shape[0] == n and weight.layout is torch.strided and not weight.is_nested
-                              and (n == 1 or weight.stride(0) == 1) and weight.get_device() == input.get_device())
+                              and (weight.stride(0) == 1 or n == 1) and weight.get_device() == input.get_device())
 
 
 def runtime_eligible(input: torch.Tensor, weight: torch.Tensor | None) -> bool:
@@ -219,9 +232,7 @@ def _check_kind(c):
 
 def _check_device(c):
     dev = c.device_type
-    if dev == "cuda" and not c.interpret:
-        return None
-    if dev == "cpu" and c.interpret:
+    if (dev == "cuda" and not c.interpret) or (dev == "cpu" and c.interpret):
         return None
     if dev == "cpu":
         return "cpu tensor without the Triton interpreter, need cuda (or cpu after fastpath_lib.use_interpreter())"
@@ -231,11 +242,8 @@ def _check_device(c):
 def _check_arch(c):
     if c.device_type != "cuda" or c.interpret:
         return None
-    cap = c.capability or (0, 0)
-    if tuple(cap) >= c.limits.min_capability:
-        return None
-    need = c.limits.min_capability
-    return f"sm_{cap[0]}{cap[1]}, need sm_{need[0]}{need[1]} or newer"
+    cap, need = tuple(c.capability or (0, 0)), c.limits.min_capability
+    return None if cap >= need else f"sm_{cap[0]}{cap[1]}, need sm_{need[0]}{need[1]} or newer"
 
 
 def _names(dtypes):
@@ -272,20 +280,24 @@ def _check_norm_dims(c):
     return None if k == 1 else f"normalizes over {k} dims, need the last dim only"
 
 
+def _sized(holds, reason: str) -> str | None:
+    """A size test without a guard: ``reason`` when it fails, unknown when a tracer's symbolic range decides neither."""
+    known = decided(holds)
+    return UNKNOWN + f"{reason} (a size the tracer holds symbolically)" if known is None else None if known else reason
+
+
 def _check_cols(c):
     n = c.input.shape[-1] if c.input.dim() else 1
-    return None if n <= c.limits.max_cols else f"{n} columns, need <= {c.limits.max_cols}"
+    return _sized(n <= c.limits.max_cols, f"{n} columns, need <= {c.limits.max_cols}")
 
 
 def _check_non_empty(c):
-    return None if c.input.numel() > 0 else f"input has {c.input.numel()} elements, need > 0"
+    return _sized(c.input.numel() > 0, f"input has {c.input.numel()} elements, need > 0")
 
 
 def _check_min_rows(c):
-    rows, _ = rows_cols(c.input)
-    if rows >= c.limits.min_rows:
-        return None
-    return f"{rows} rows, need >= {c.limits.min_rows} ({c.limits.source})"
+    rows = traced_rows(c.input)
+    return _sized(rows >= c.limits.min_rows, f"{rows} rows, need >= {c.limits.min_rows} ({c.limits.source})")
 
 
 def _check_last_contig(c):
@@ -341,15 +353,18 @@ def _check_input_align(c):
 def _check_stride_align(c):
     if _opaque(c):
         return None
-    rows, _ = rows_cols(c.input)
-    stride = row_stride(c.input)
-    if rows <= 1 or stride is None or (c.input.shape[-1] > 1 and c.input.stride(-1) != 1):
-        return None  # not a row layout at all: row_stride / last_dim_contiguous report it
-    size, a = c.input.element_size(), c.limits.align_bytes
-    if stride * size % a:
-        return f"row stride {stride} elements = {stride * size} bytes, need a multiple of {a} bytes"
-    n = c.input.shape[-1]
-    return None if n * size % a == 0 else f"row width {n} elements = {n * size} bytes, need a multiple of {a} bytes"
+    x = c.input
+    stride = row_stride(x)
+    if stride is None or (x.shape[-1] > 1 and x.stride(-1) != 1) or decided(traced_rows(x) <= 1):
+        return None  # one row, or not a row layout at all: row_stride / last_dim_contiguous report it
+    size, a = x.element_size(), c.limits.align_bytes
+    for what, m in (("stride", stride), ("width", x.shape[-1])):
+        why = _sized(m * size % a == 0, f"row {what} {m} elements = {m * size} bytes, need a multiple of {a} bytes")
+        if why and not why.startswith(UNKNOWN) and decided(traced_rows(x) > 1) is None:
+            return f"{UNKNOWN}{why} (one row, which a symbolic size allows, needs none)"
+        if why:
+            return why
+    return None
 
 
 def _check_weight_stride(c):
@@ -368,10 +383,6 @@ def _check_weight_align(c):
     if m is None:
         return UNKNOWN + "weight data pointer of a fake tensor"
     return None if m == 0 else f"weight data pointer {m} bytes past a {c.limits.align_bytes}-byte boundary, need 0"
-
-
-def _align_elems(dtype: torch.dtype) -> int:
-    return ALIGN_BYTES // torch.empty((), dtype=dtype).element_size()
 
 
 def _rows(limits: Limits, delta: int) -> dict:
