@@ -1,7 +1,9 @@
-"""The grader does not trust the notebook: code that replaces a check or its helpers, registers IPython event hooks,
-swaps kit modules in ``sys.modules`` or rebinds builtins gets the notebook reported as tampered, with no points for
-the affected parts; what a notebook displays never counts (nbgrader's restored read-only cells and otter-grader's
-grader-run tests are the models)."""
+"""The grader does not trust the notebook: the checks run in the grader's own process, so code in the notebook that
+replaces a check or its helpers, registers IPython event hooks, swaps kit modules in ``sys.modules`` or rebinds
+builtins changes nothing but the learner's own answers. Where the learner's source says so, the notebook is also
+reported as tampered, with no points for the affected parts; what a notebook displays never counts (nbgrader's
+restored read-only cells and otter-grader's grader-run tests are the models). More attacks:
+``tests/test_grading_attacks.py``."""
 
 from __future__ import annotations
 
@@ -59,15 +61,22 @@ def _with_cell(tmp_path, folder: str, source: str) -> Path:
 
 
 @pytest.mark.parametrize("name", sorted(TAMPERING))
-def test_tampering_is_reported_with_no_points_for_the_affected_parts(tmp_path, name):
+def test_tampering_changes_no_verdict(tmp_path, name):
+    """On an exercise's stubs every part stays at zero. On a solution, tampering the source shows is reported, with
+    no points for the affected parts; tampering it hides changes nothing, as the checks never run in the kernel."""
     source, folder, kept = TAMPERING[name]
-    g = cli.grade_notebook(_with_cell(tmp_path, folder, source), timeout=120)
-    assert g.status == "tampered", (g.status, g.reason)
-    for p in g.parts:
-        if p.part in kept:
-            assert p.passed, (p.part, p.feedback)
-        else:
-            assert p.earned == 0 and p.feedback.startswith("tampered"), (p.part, p.feedback)
+    path = _with_cell(tmp_path, folder, source)
+    learner = [c.source for c in nbformat.read(path, as_version=4).cells
+               if c.cell_type == "code" and CHECK_TAG not in c.metadata.get("tags", [])]
+    g = cli.grade_notebook(path, timeout=120)
+    if folder == "exercises":
+        assert all(p.earned == 0 for p in g.parts), [(p.part, p.feedback) for p in g.parts]
+    elif static_evidence(learner):
+        assert g.status == "tampered", (g.status, g.reason)
+        for p in g.parts:
+            assert p.passed if p.part in kept else (p.earned == 0 and p.feedback.startswith("tampered")), p
+    else:
+        assert g.status == "ok" and g.earned == g.points, (g.status, g.reason, [p.feedback for p in g.parts])
 
 
 def test_untampered_solution_is_not_reported(tmp_path):

@@ -8,10 +8,19 @@ wrapped, fails the part too. Names are resolved by file, so a function is caught
 under another name before the check ran. :func:`run` also reports the Triton kernels launched during the call, so a
 check can require that the learner's own kernel really ran.
 
+In the grader (``python -m fastpath_lib grade``) the learner's callable is a
+:class:`~fastpath_lib.grading.remote.Proxy` for a function in the learner's kernel, which no watch in the grader's
+process can see into, and which the learner's code could blind. There the verdict comes from the learner's *source*
+(:mod:`fastpath_lib.grading.sources`), as read from the notebook file: the code the answer can reach by name (its
+definition, and transitively the top-level definitions, assignments and imports it reads) must name no forbidden
+function, resolved through its imports in the grader's own process, no forbidden torch method, and must not reach
+code through ``eval``, ``exec``, ``importlib``, ``sys.modules`` or a computed ``getattr``. Kernels reported launched
+count only when the learner's source defines them under ``@triton.jit``.
+
 Note:
-    This is a guard against handing an answer back, not a sandbox: code the learner runs in other threads is not
-    watched. The checks also compare behaviour on cases drawn at each call and on specs the library does not
-    implement.
+    In a notebook this is advisory feedback, not a sandbox: code the learner runs in other threads is not watched,
+    and code in the notebook can switch the watch off. The checks also compare behaviour on cases drawn at each call
+    and on specs the library does not implement.
 
 >>> import torch.nn.functional as F
 >>> try:
@@ -23,17 +32,21 @@ your code calls torch.nn.functional.rms_norm (the reference must not call the op
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import functools
+import importlib
 import sys
+import types
 from pathlib import Path
 
 import torch
 
+from fastpath_lib.grading import remote, sources
 from fastpath_lib.grading.feedback import Fail
 
-__all__ = ["Forbidden", "run", "reject_handed_back", "kit", "torch_op", "TORCH_RMS_NORM", "KIT_REFERENCE", "KIT_OP",
-           "KIT_KERNELS"]
+__all__ = ["Forbidden", "run", "reject_handed_back", "source_problem", "kit", "torch_op", "TORCH_RMS_NORM",
+           "KIT_REFERENCE", "KIT_OP", "KIT_KERNELS", "code_of"]
 
 _KIT = Path(__file__).resolve().parents[1]
 _TORCH = Path(torch.__file__).resolve().parent
@@ -125,6 +138,11 @@ KIT_KERNELS = kit("rmsnorm/kernels.py", why="those are the kit's own kernels")
 
 
 def _code_of(fn):
+    if remote.is_proxy(fn):
+        where = fn._code
+        if isinstance(where, list) and len(where) == 2 and all(isinstance(w, str) for w in where):
+            return types.SimpleNamespace(co_filename=where[0], co_qualname=where[1], co_name=where[1].split(".")[-1])
+        return None
     for attr in ("__func__", "func", "fn"):  # bound methods, functools.partial, triton.JITFunction
         inner = getattr(fn, attr, None)
         if inner is not None and inner is not fn:
@@ -134,12 +152,98 @@ def _code_of(fn):
     return getattr(fn, "__code__", None)
 
 
-def reject_handed_back(fn, forbidden: Forbidden) -> None:
-    """Fail when ``fn`` (a function, method, ``functools.partial`` or Triton kernel) is a forbidden function."""
+def code_of(fn):
+    """The code object of a function, method, ``functools.partial``, Triton kernel or a
+    :class:`~fastpath_lib.grading.remote.Proxy` (its file and qualified name as the kernel reported them)."""
+    return _code_of(fn)
+
+
+def reject_handed_back(fn, forbidden: Forbidden, given: Forbidden | None = None) -> None:
+    """Fail when ``fn`` (a function, method, ``functools.partial`` or Triton kernel) is a forbidden function; in the
+    grader, also when the learner's source for ``fn`` names one (:func:`source_problem`)."""
     code = _code_of(fn)
     name = forbidden.names(code) if code is not None else forbidden.builtin(fn)
     if name:
         raise Fail(f"you handed back {name}: write it yourself")
+    if remote.is_proxy(fn):
+        problem = source_problem(fn._root, forbidden, given)
+        if problem:
+            raise Fail(problem)
+
+
+_MODULE_ROOTS = ("fastpath_lib", "torch", "triton")
+
+
+def _resolve(dotted: str):
+    """The object a dotted name of the kit, torch or Triton names, in the grader's own process (or ``None``)."""
+    parts = dotted.split(".")
+    if parts[0] not in _MODULE_ROOTS:
+        return None
+    for i in range(len(parts), 0, -1):
+        mod_name = ".".join(parts[:i])
+        mod = sys.modules.get(mod_name)
+        if mod is None and parts[0] == "fastpath_lib":
+            try:
+                mod = importlib.import_module(mod_name)
+            except Exception:  # noqa: BLE001 - not a module of the kit
+                mod = None
+        if mod is not None:
+            obj = mod
+            for attr in parts[i:]:
+                obj = getattr(obj, attr, None)
+                if obj is None:
+                    return None
+            return obj
+    return None
+
+
+def _root_names(root: str) -> set[str]:
+    try:
+        tree = ast.parse(root.strip(), mode="eval")
+    except SyntaxError:
+        return set()
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+
+
+def source_problem(root: str, forbidden: Forbidden, given: Forbidden | None = None) -> str | None:
+    """Why the learner's source borrows the answer called ``root`` (an argument of the check cell), or ``None``.
+
+    Reads the code ``root`` can reach by name in :func:`fastpath_lib.grading.sources.learner_source`.
+    """
+    src = "\n".join([root] + [sources.closure_source(n) for n in sorted(_root_names(root))])
+    dyn = sources.dynamic_uses(src)
+    if dyn:
+        return (f"your code reaches functions through {', '.join(sorted(dyn))}: call what you use by name, and "
+                f"write the answer yourself")
+    for name in sorted(sources.names_used(src)):
+        obj = _resolve(name)
+        if obj is None:
+            continue
+        code = _code_of(obj)
+        if code is not None and given is not None and given.names(code):
+            continue
+        hit = (forbidden.names(code) if code is not None else None) or forbidden.builtin(obj)
+        if hit:
+            return f"your code calls {hit}: write it yourself"
+    attrs = sources.attributes_used(src)
+    for n, why in forbidden.builtins:
+        if n in attrs:
+            return f"your code calls torch {n} ({why}): write it yourself"
+    return None
+
+
+def _remote_run(fn, args: tuple, allow_none: bool, launches):
+    found: list = []
+    out = fn._session.call(fn, args, {}, launches=found if launches is not None else None)
+    if launches is not None:
+        jitted = sources.jit_functions(sources.learner_source())
+        for file, qual in found:
+            code = types.SimpleNamespace(co_filename=file, co_qualname=qual, co_name=qual.split(".")[-1])
+            if file.startswith(str(_KIT)) or qual in jitted:
+                launches.append(types.SimpleNamespace(__code__=code, __name__=code.co_name))
+    if out is None and not allow_none:
+        raise Fail("your function returned None (is the stub still in place?)")
+    return out
 
 
 def _is_launch(code) -> bool:
@@ -158,7 +262,9 @@ def run(fn, args: tuple, forbidden: Forbidden, *, allow_none: bool = False, give
     """
     if not callable(fn):
         raise Fail(f"expected a function, got {type(fn).__name__}: {fn!r:.80}")
-    reject_handed_back(fn, forbidden)
+    reject_handed_back(fn, forbidden, given)
+    if remote.is_proxy(fn):
+        return _remote_run(fn, args, allow_none, launches)
     seen: list[str] = []
     inside = [0]
 

@@ -3,18 +3,31 @@
 Each notebook is copied into a temporary folder and executed there in a fresh ``python3`` kernel (nbclient), with
 ``allow_errors`` so that one failing cell does not stop later parts from being graded, and with a deadline for the
 whole notebook. The graded files are only read, never written. Saved outputs never count, and neither does anything
-the notebook displays: the grader
+the notebook displays.
 
-1. restores the distributed check cells (the cells of ``solutions/exNN_*.ipynb`` tagged ``grader-check``, matched by
-   cell id; :mod:`fastpath_lib.grading.notebook`), as nbgrader does with its read-only cells;
-2. runs the learner's cells in order, and in place of each check cell runs that check *itself*, silently, on the
-   arguments of the original call, with the checks imported afresh from disk (:mod:`fastpath_lib.grading.runner`),
-   reading the results from a file of its own, as otter-grader runs its own tests;
-3. looks for tampering: in the learner's source (assignments to the kit's functions, IPython event hooks,
-   ``sys.modules``, builtins) and in the kernel before each check (hooks, import hooks and builtins added since the
-   start, kit modules or functions that differ from the files on disk). A tampered notebook is reported as such,
-   with no points for the affected parts: the parts of a replaced check, or every part when a shared helper, a hook
-   or the import system was touched.
+The verdict is computed in the grader's own process; the learner's kernel only produces *answers*:
+
+1. the grader restores the distributed check cells (the cells of ``solutions/exNN_*.ipynb`` tagged
+   ``grader-check``, matched by cell id; :mod:`fastpath_lib.grading.notebook`), as nbgrader does with its read-only
+   cells, and reads the learner's source (the other code cells) from the file *before* executing anything
+   (:mod:`fastpath_lib.grading.sources`);
+2. it runs the learner's cells in order in the kernel; in place of each check cell it calls that check *in its own
+   process* (:mod:`fastpath_lib.exercises`, imported from disk by the grader), on stand-ins for the check cell's
+   arguments (:mod:`fastpath_lib.grading.remote`): calling one asks the kernel to call the learner's function on
+   inputs the check draws now, and the answer comes back through the kernel's message stream, read without
+   unpickling anything the kernel wrote. Data the learner built (cases, matrices) is copied the same way;
+3. borrowed answers are judged from the learner's source as read from the file, resolved in the grader's process
+   (:mod:`fastpath_lib.grading.borrowed`), and from behaviour; exercise 09's tests run against one op object whose
+   behaviour a per-run token chooses, the token-to-op map held only here
+   (:mod:`fastpath_lib.grading.ex09_contract`); exercise 04's cases run against the mutants here;
+4. source that replaces the kit's functions, registers IPython event hooks, touches ``sys.modules`` or shadows
+   builtins (:func:`fastpath_lib.grading.notebook.static_evidence`) gets the notebook reported as tampered, with no
+   points for the affected parts.
+
+Nothing the learner's code does in its kernel (patching modules or the standard library, tracers, audit or event
+hooks, threads, writing files, replacing the grader's agent there) changes a verdict; it can only change the
+learner's own answers, which the grader judges. What it does not guarantee: a borrowed answer reached in a way the
+source does not show (e.g. through objects found at run time by introspection) is judged by its behaviour only.
 
 Every registered part of the notebook's exercise is listed; a part whose check never ran (the notebook hung or the
 kernel died before it) is reported as failed ("check did not run"), with the first error of the notebook.
@@ -25,12 +38,11 @@ Exit status: 0 when every graded part passed, 1 when some did not, 2 on a usage 
 from __future__ import annotations
 
 import argparse
-import contextlib
+import ast
 import dataclasses
 import json
 import os
 import re
-import secrets
 import shutil
 import subprocess
 import sys
@@ -39,6 +51,7 @@ import time
 from pathlib import Path
 
 from fastpath_lib.grading import notebook as NB
+from fastpath_lib.grading import remote, sources
 from fastpath_lib.grading.registry import EXERCISES, TITLES
 
 __all__ = ["main", "grade_notebook", "NotebookGrade"]
@@ -100,44 +113,29 @@ class _Run:
     reason: str = ""
 
 
-class _Grader:
-    """Runs :mod:`fastpath_lib.grading.runner` silently in the kernel and reads its answer from a file."""
-
-    def __init__(self, client, scratch: str):
-        self.client, self.scratch, self.n = client, scratch, 0
-        self.source = (Path(__file__).with_name("runner.py")).read_text(encoding="utf-8")
-        self.baseline: dict = {}
-
-    def _run(self, globals_src: str, timeout: float) -> dict | None:
-        self.n += 1
-        out = os.path.join(self.scratch, f"{secrets.token_hex(16)}.json")
-        # builtins by attribute, so a learner's own function called exec or compile is not picked up
-        code = (f"import builtins as __fastpath_builtins\n__fastpath_builtins.exec(__fastpath_builtins.compile("
-                f"{self.source!r}, '<fastpath grader>', 'exec'), {{'__name__': '__fastpath_grader__', "
-                f"'OUT': {out!r}, 'KIT': {str(NB.ROOT)!r}, {globals_src}}})\ndel __fastpath_builtins")
-        self.client.timeout = max(1, int(timeout))
-        msg_id = self.client.kc.execute(code, silent=True, store_history=False, allow_stdin=False)
-        self.client.wait_for_reply(msg_id)
-        try:
-            with open(out, encoding="utf-8") as fh:
-                return json.load(fh)
-        except (OSError, ValueError):
-            return None
-        finally:
-            with contextlib.suppress(OSError):
-                os.remove(out)
-
-    def baseline_now(self, timeout: float) -> None:
-        self.baseline = self._run("'MODE': 'baseline'", timeout) or {}
-
-    def check(self, name: str, args: str, kwargs: list[tuple[str, str]], timeout: float) -> dict:
-        call = f"lambda: (({args}{',' if args else ''}), {{{', '.join(f'{k!r}: {v}' for k, v in kwargs)}}})"
-        got = self._run(f"'MODE': 'check', 'BASELINE': {self.baseline!r}, 'CHECK': {name!r}, 'CALL': {call}",
-                        timeout)
-        return got or {"check": name, "results": [], "error": "the grader's check did not answer", "evidence": []}
+def _arguments(args: str) -> list[str]:
+    """The source of each positional argument of a check call."""
+    tree = ast.parse(f"f({args})", mode="eval")
+    return [ast.get_source_segment(f"f({args})", a) or "" for a in tree.body.args]
 
 
-def _execute(nb, workdir: str, timeout: float, kernel_name: str, check_ids: set) -> _Run:
+def _check(session, name: str, args: str, kwargs: list[tuple[str, str]], learner: list[str]) -> dict:
+    """Run the façade's check ``name`` in this process, on what the kernel answers for the check cell's arguments."""
+    from fastpath_lib import exercises
+
+    try:
+        values = [session.get(a) for a in _arguments(args)]
+        named = {k: session.get(v) for k, v in kwargs}
+        with sources.using(learner):
+            results = getattr(exercises, name)(*values, **named, show=False)
+        return {"check": name, "results": [r.to_dict() for r in results or []], "error": None}
+    except Exception as exc:  # noqa: BLE001 - e.g. the learner never defined the function the check cell names
+        text = str(exc).strip().splitlines()
+        return {"check": name, "results": [], "error": f"{type(exc).__name__}: {text[0] if text else ''}"}
+
+
+def _execute(nb, workdir: str, timeout: float, kernel_name: str, check_ids: set, exercise: str,
+             learner: list[str]) -> _Run:
     """Run every code cell, and the grader's own check in place of each check cell, with one deadline."""
     from nbclient import NotebookClient
     from nbclient.exceptions import CellTimeoutError, DeadKernelError
@@ -148,20 +146,23 @@ def _execute(nb, workdir: str, timeout: float, kernel_name: str, check_ids: set)
     deadline = time.monotonic() + timeout
     run = _Run()
     try:
-        with client.setup_kernel(env=_kernel_env(), stderr=subprocess.DEVNULL), \
-                tempfile.TemporaryDirectory(prefix="fastpath-grader-") as scratch:
-            grader = _Grader(client, scratch)
-            grader.baseline_now(max(1.0, deadline - time.monotonic()))
+        with client.setup_kernel(env=_kernel_env(), stderr=subprocess.DEVNULL):
+            session = remote.Session(client, deadline)
+            session.start()
+            if exercise == "ex09":
+                from fastpath_lib.grading import ex09_contract
+
+                ex09_contract.install(session)
             for index, cell in enumerate(nb.cells):
                 if cell.get("cell_type") != "code":
                     continue
-                if deadline - time.monotonic() <= 0:
+                if deadline - time.monotonic() <= 0 or session.timed_out:
                     run.status, run.reason = "timeout", f"notebook ran past its {timeout:g} s limit before cell {index}"
                     return run
                 try:
                     if cell.get("id") in check_ids:
                         for name, args, kwargs in NB.calls(cell.source):
-                            run.answers.append(grader.check(name, args, kwargs, deadline - time.monotonic()))
+                            run.answers.append(_check(session, name, args, kwargs, learner))
                     else:
                         client.timeout = max(1, int(deadline - time.monotonic()))
                         client.execute_cell(cell, index)
@@ -171,8 +172,10 @@ def _execute(nb, workdir: str, timeout: float, kernel_name: str, check_ids: set)
                 except DeadKernelError as exc:
                     run.status, run.reason = "kernel died", f"the kernel died in cell {index}: {exc}"
                     return run
-    except (CellTimeoutError, DeadKernelError) as exc:  # raised while starting or cleaning up
-        run.status = "kernel died"
+            if session.timed_out:
+                run.status, run.reason = "timeout", f"a check ran past the notebook's {timeout:g} s limit"
+    except (CellTimeoutError, DeadKernelError, remote.RemoteTimeout) as exc:  # raised while starting or cleaning up
+        run.status = "kernel died" if not isinstance(exc, remote.RemoteTimeout) else "timeout"
         run.reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     return run
 
@@ -183,13 +186,6 @@ def _first_error(nb) -> str:
             if out.get("output_type") == "error":
                 return f"cell {index} raised {out.get('ename')}: {str(out.get('evalue', ''))[:200]}"
     return ""
-
-
-def _scope(evidence: str) -> str:
-    """The check a piece of run-time evidence affects, or every part."""
-    m = re.match(r"replaced fastpath_lib\.(?:exercises|grading\.ex\d\d_\w+)\.(check_\w+)(?: \(now [^)]*\))?$",
-                 evidence)
-    return m.group(1) if m else NB.ALL
 
 
 def _parts(ex: str, run: _Run, static: list[tuple[str, str]], reassigned: bool) -> tuple[list[PartGrade], list[str]]:
@@ -203,7 +199,6 @@ def _parts(ex: str, run: _Run, static: list[tuple[str, str]], reassigned: bool) 
                 produced_by.setdefault(ans.get("check", ""), set()).add(str(res.get("part")))
         if ans.get("error"):
             errors.append(f"{ans.get('check')}: {ans['error']}")
-        evidence += [(_scope(e), e) for e in ans.get("evidence", [])]
     evidence = list(dict.fromkeys(evidence))
     subjects = {r.get("subject") for r in found.values() if r.get("subject")}
     parts = []
@@ -266,7 +261,7 @@ def grade_notebook(path: str | Path, *, timeout: float = DEFAULT_TIMEOUT,
         copy = Path(tmp) / path.name
         copy.write_bytes(raw)
         try:
-            run = _execute(nb, tmp, timeout, kernel_name, ids)
+            run = _execute(nb, tmp, timeout, kernel_name, ids, ex, learner)
         except Exception as exc:  # noqa: BLE001 - e.g. no such kernel
             run = _Run(status="errors", reason=f"could not execute: {type(exc).__name__}: {exc}")
     err = _first_error(nb)

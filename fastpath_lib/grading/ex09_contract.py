@@ -8,23 +8,31 @@ correct ops by identity or name gains nothing. One graded part per promise categ
 still have a broken op that slipped through, never which op or which input would catch it. Catching counts only when
 both correct ops pass, and a function that never fails scores nothing.
 
+In the grader (``python -m fastpath_lib grade``) the tests run in the learner's kernel against ONE op object that
+:func:`install` puts there before the learner's first cell: the same object, name and source for every run, its
+behaviour chosen by a random token per run. Each correct op runs twice, all runs in an order drawn at grading time,
+and only the grader knows which token is which op; the kernel reports whether the tests raised, the grader scores.
+Tests that read the op's attributes, code or identity (:func:`inspection`) score nothing.
+
 Note:
-    As in :mod:`fastpath_lib.grading.borrowed`, this is a guard, not a sandbox: code that digs into the wrapper's
-    private attributes can tell the ops apart.
+    In a notebook (advisory feedback) this is a guard, not a sandbox: code that digs into the wrapper's private
+    attributes can tell the ops apart.
 """
 
 from __future__ import annotations
 
 import inspect
+import random
+import secrets
 
 import torch
 import torch.nn.functional as F
 
-from fastpath_lib.grading import borrowed
+from fastpath_lib.grading import borrowed, remote, sources
 from fastpath_lib.grading.feedback import Fail, describe_error, emit, failed_parts
 from fastpath_lib.grading.registry import Result, points_of
 
-__all__ = ["check_contract_tests", "CATEGORIES"]
+__all__ = ["check_contract_tests", "CATEGORIES", "install", "variants", "inspection"]
 
 #: The promise categories, one graded part each (after ``passes_correct_ops``).
 CATEGORIES = ("dtype", "layout", "aliasing", "eps", "autograd", "forward_ad", "exceptions")
@@ -174,7 +182,10 @@ BROKEN = {
 
 
 def _kit_op_given(kit_op):
-    code = getattr(inspect.unwrap(kit_op), "__code__", None) if callable(kit_op) else None
+    if remote.is_proxy(kit_op):
+        code = borrowed.code_of(kit_op)
+    else:
+        code = getattr(inspect.unwrap(kit_op), "__code__", None) if callable(kit_op) else None
     if code is None or not borrowed.KIT_OP.names(code):
         raise Fail("the check's second argument must be the kit's op, fastpath_lib.rms_norm (as in the check cell)")
     return kit_op
@@ -191,16 +202,97 @@ def _run(tests, impl) -> BaseException | None:
     return None
 
 
-def _grade(tests, kit_op) -> list[Result]:
+def variants() -> list[str]:
+    """Every op a run uses: the two correct ones (``kit``, ``torch``) and ``category:index`` for each broken op."""
+    return ["kit", "torch"] + [f"{c}:{i}" for c, fns in BROKEN.items() for i in range(len(fns))]
+
+
+def install(session) -> None:
+    """Before the learner's first cell, put ONE op object in the kernel (:mod:`fastpath_lib.grading.runner`) for
+    every run: each variant (two runs per correct op) gets a random token, and only the grader knows which is which.
+    """
+    runs = variants() + ["kit", "torch"]
+    tokens = {secrets.token_hex(8): v for v in runs}
+    session.ex09_tokens = tokens
+    session.request(("ops", tokens), "")
+
+
+#: What a test that inspects the op instead of calling it reads (attributes, and names of modules or builtins).
+_INSPECTING_ATTRS = frozenset({"__closure__", "__code__", "__globals__", "__wrapped__", "__self__", "__func__",
+                               "__dict__", "__qualname__", "__module__", "cell_contents", "__defaults__",
+                               "__kwdefaults__", "__reduce__", "__reduce_ex__", "__getstate__", "__slots__",
+                               "__class__", "f_locals", "f_globals", "f_back", "co_code", "co_consts", "co_name"})
+_INSPECTING_NAMES = frozenset({"inspect", "gc", "dis", "id", "vars", "dir", "ctypes", "sys._getframe"})
+
+
+def inspection(source: str) -> str | None:
+    """What in ``source`` (the code a learner's tests reach) inspects an object instead of calling it, or ``None``.
+
+    >>> inspection("def t(op):\\n    assert op.__name__ == 'rms_norm'")
+    'op.__name__'
+    >>> inspection("def t(op):\\n    print(type(op(1)).__name__)")
+    """
+    import ast
+
+    for tree in filter(None, (sources.parse(source),)):
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and (node.attr in _INSPECTING_ATTRS or (
+                    node.attr.startswith("_") and not node.attr.startswith("__")) or (
+                    node.attr == "__name__" and isinstance(node.value, ast.Name))):
+                return f"{ast.unparse(node)}"
+            if isinstance(node, (ast.Name, ast.Attribute)) and ast.unparse(node) in _INSPECTING_NAMES:
+                return ast.unparse(node)
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                mods = [a.name for a in node.names] + [node.module or ""] if isinstance(node, ast.ImportFrom) \
+                    else [a.name for a in node.names]
+                if any(m.split(".")[0] in _INSPECTING_NAMES for m in mods):
+                    return f"import {', '.join(mods)}"
+    return None
+
+
+def _remote_outcomes(tests, kit_op) -> dict[str, list[BaseException | None]]:
+    """Variant -> what the learner's tests raised on each run of it, the runs in an order drawn now."""
     kit_op = _kit_op_given(kit_op)
+    borrowed.reject_handed_back(tests, _GRADER, _GIVEN)
+    seen = inspection(sources.closure_source(tests._root))
+    if seen:
+        raise Fail(f"your tests read {seen}: a contract test calls the op and checks what it returns or raises, "
+                   f"it does not inspect the op")
+    session = tests._session
+    tokens = dict(getattr(session, "ex09_tokens", {}))
+    if not tokens:
+        raise Fail("the grader did not install the op under test (not an exercise 09 notebook?)")
+    order = list(tokens)
+    random.SystemRandom().shuffle(order)
+    out: dict[str, list] = {}
+    for token in order:
+        got = session.request(("tests", tests, token, kit_op), tests._root)["ok"]
+        exc = None if got is None else remote.answered_error(got)
+        out.setdefault(tokens[token], []).append(exc)
+    return out
+
+
+def _grade(tests, kit_op) -> list[Result]:
+    if remote.is_proxy(tests):
+        outcomes = _remote_outcomes(tests, kit_op)
+
+        def first(variant):
+            return next((e for e in outcomes.get(variant, [None]) if e is not None), None)
+    else:
+        kit_op = _kit_op_given(kit_op)
+        impls = {"kit": kit_op, "torch": F.rms_norm} | {f"{c}:{i}": fn for c, fns in BROKEN.items()
+                                                         for i, fn in enumerate(fns)}
+
+        def first(variant):
+            return _run(tests, impls[variant])
     alarms = []
-    for label, impl in (("the kit's op", kit_op), ("F.rms_norm itself", F.rms_norm)):
-        exc = _run(tests, impl)
+    for label, variant in (("the kit's op", "kit"), ("F.rms_norm itself", "torch")):
+        exc = first(variant)
         if exc is not None and "not implemented" in describe_error(exc):
             raise exc
         if exc is not None:
             alarms.append(f"on {label}: {describe_error(exc)}")
-    alive = {c: sum(_run(tests, impl) is None for impl in impls) for c, impls in BROKEN.items()}
+    alive = {c: sum(first(f"{c}:{i}") is None for i in range(len(impls))) for c, impls in BROKEN.items()}
     caught = sum(len(BROKEN[c]) - n for c, n in alive.items())
 
     def result(name: str, ok: bool, text: str) -> Result:

@@ -52,8 +52,8 @@ def describe_error(exc: BaseException) -> str:
         return "not implemented yet: your code still raises NotImplementedError"
     name = type(exc).__name__
     msg = str(exc).strip().splitlines()
-    where = ""
-    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
+    where = str(getattr(exc, "fastpath_where", "") or "")  # raised in the learner's kernel: the line it named
+    for frame in [] if where else reversed(traceback.extract_tb(exc.__traceback__)):
         if "fastpath_lib" not in frame.filename.replace("\\", "/"):
             where = f" (line {frame.lineno}: {frame.line})" if frame.line else f" (line {frame.lineno})"
             break

@@ -1,227 +1,218 @@
-"""The grader's side inside the learner's kernel: look for tampering, then run one check itself.
+"""The grader's agent inside the learner's kernel: it only *answers*, and never judges.
 
-:mod:`fastpath_lib.grading.cli` never imports this module into the kernel. It reads this file from disk and
-executes its text in a fresh namespace, silently (``silent=True``: no ``pre_run_cell``/``post_run_cell`` hooks
-fire, nothing is displayed), at the place of each distributed check cell, with these globals set:
+:mod:`fastpath_lib.grading.remote` executes this file's text once in the kernel, silently, before the learner's
+first cell; it registers ``sys.modules["_fastpath_grader_agent"]``. Every request afterwards is one silent execute
+of ``serve(token, payload)``: ``payload`` is a pickle the *grader* wrote (the arguments its check drew, references
+to objects the agent holds), and the answer is displayed under :data:`MIME` with the request's one-time ``token``,
+as ``torch.save`` bytes of plain values: ``None``, numbers, strings, bytes, tensors, dtypes, devices, sizes, lists,
+tuples, dicts, :class:`~fastpath_lib.cases.CaseSpec`; any other object stays in the kernel and is answered as a
+reference (its type name, repr and code location), which the grader can call or read attributes of. An exception
+is answered as its type name, message and the line that raised it.
 
-* ``MODE``: ``"baseline"`` (run once before the learner's first cell) or ``"check"``;
-* ``OUT``: the file to write the JSON answer to (read and deleted by the grader right after the call);
-* ``KIT``: the folder holding ``fastpath_lib``; ``BASELINE``: what ``"baseline"`` recorded;
-* ``CHECK`` and ``CALL``: the façade check's name and a function returning its ``(args, kwargs)``, evaluated in the
-  learner's namespace (the arguments of the original check cell, e.g. ``my_reference``).
+Requests: ``("get", expr)`` evaluates an argument of the check cell in the notebook's namespace; ``("call", fn,
+args, kwargs, watch)`` calls a held object (with ``watch``, the Triton kernels launched during the call are
+reported), and answers the tensors of the arguments after the call too, so writes into output buffers reach the
+grader; ``("getattr", obj, name)``, ``("getitem", obj, key)``, ``("list", obj)``; ``("ops", {token: variant})``
+and ``("tests", fn, token, kit_op)`` run exercise 09's tests against one op object whose behaviour the token
+selects (``kit_op``: the check cell's own argument, the kit's op).
 
-In ``"check"`` mode it records *evidence* of tampering: IPython event callbacks, import hooks or builtins that were
-not there before the learner's first cell, kit modules in ``sys.modules`` that are not the kit's files, and kit
-functions whose code differs from the code on disk (a replaced check, ``emit``, ``compare``, ...). Then it imports
-the checks afresh from disk (``fastpath_lib.exercises``, ``fastpath_lib.grading.*`` and ``fastpath_lib.testing``
-leave ``sys.modules`` for the call and are put back after it) and calls ``CHECK(*args, **kwargs, show=False)``; the
-results never pass through the notebook's display.
-
-Note:
-    A grader that shares a process with the code it grades detects tampering; it cannot rule it out (otter-grader
-    and nbgrader share this limit). What it defends against is listed above and tested in
-    ``tests/test_grading_integrity.py``.
+Nothing here is trusted by the grader: code in the notebook can change this agent, but then it only changes the
+answers the grader reads, which it judges itself (:mod:`fastpath_lib.grading.cli`).
 """
 
-import builtins
-import json
-import os
+import base64
+import dataclasses
+import io
+import pickle
 import sys
+import traceback
 import types
 
-#: Modules whose code the checks rely on: verified against the files on disk before every grader-run check.
-VERIFIED = ("fastpath_lib.exercises", "fastpath_lib.testing", "fastpath_lib.cases", "fastpath_lib.eligibility",
-            "fastpath_lib.runtime", "fastpath_lib.rmsnorm.predicate", "fastpath_lib.rmsnorm.layout",
-            "fastpath_lib.bench.analysis", "fastpath_lib.bench.matrix")
-#: Modules imported afresh for each grader-run check.
-FRESH_PREFIXES = ("fastpath_lib.exercises", "fastpath_lib.grading", "fastpath_lib.testing")
-#: Builtins whose identity must not change.
-BUILTINS = ("exec", "eval", "compile", "__import__", "open", "print", "getattr", "setattr", "hasattr", "isinstance",
-            "issubclass", "type", "len", "repr", "str", "dict", "list", "tuple", "set", "callable", "sorted", "sum",
-            "any", "all", "min", "max", "abs", "round", "iter", "next", "zip", "map", "range", "super", "id", "hash")
-#: Event callbacks the kernel's own libraries register (matplotlib's inline backend flushes figures after a cell).
-ALLOWED_CALLBACK_MODULES = ("matplotlib_inline.", "ipykernel.", "IPython.", "ipywidgets.")
+MIME = "application/vnd.fastpath.answer.v1+json"
+#: Classes answered by value (all their fields are plain values).
+BY_VALUE = ("fastpath_lib.cases.CaseSpec",)
+_PLAIN = (bool, int, float, str, bytes, complex)
+_refs: dict = {}
+_state = {"n": 0, "op": None, "table": {}, "current": None}
 
 
-def _ipython():
-    mod = sys.modules.get("IPython")
-    return mod.get_ipython() if mod is not None else None
+def _code_of(obj):
+    for attr in ("__wrapped__", "__func__", "func", "fn"):
+        inner = getattr(obj, attr, None) if not isinstance(obj, type) else None
+        if inner is not None and inner is not obj:
+            got = _code_of(inner)
+            if got is not None:
+                return got
+    code = getattr(obj, "__code__", None)
+    return code if isinstance(code, types.CodeType) else None
 
 
-def _callbacks():
-    ip = _ipython()
-    if ip is None:
-        return {}
-    return {ev: [id(cb) for cb in cbs] for ev, cbs in ip.events.callbacks.items()}
-
-
-#: Names the grader's own cell looks up in the notebook's namespace (IPython puts its own ``open`` there).
-SHADOWABLE = ("exec", "compile", "__import__", "open", "__builtins__")
-
-
-def _user_names():
-    ip = _ipython()
-    user = getattr(ip, "user_ns", None) or {}
-    return {n: id(user.get(n)) for n in SHADOWABLE}
-
-
-def _snapshot():
-    return {"callbacks": _callbacks(), "meta_path": [id(f) for f in sys.meta_path],
-            "path_hooks": [id(h) for h in sys.path_hooks],
-            "builtins": {n: id(builtins.__dict__.get(n)) for n in BUILTINS}, "user": _user_names()}
-
-
-def _callback_ok(cb) -> bool:
-    fn = getattr(cb, "__func__", cb)
-    mod = getattr(fn, "__module__", "") or ""
-    code = getattr(fn, "__code__", None)
-    home = sys.modules.get(mod.split(".")[0]) if mod else None
-    home_dir = os.path.dirname(getattr(home, "__file__", "") or "")
-    return (mod.startswith(ALLOWED_CALLBACK_MODULES) and code is not None and bool(home_dir)
-            and os.path.realpath(code.co_filename).startswith(os.path.realpath(home_dir)))
-
-
-def _hook_evidence(base):
-    out = []
-    ip = _ipython()
-    if ip is not None:
-        for ev, cbs in ip.events.callbacks.items():
-            known = set(base["callbacks"].get(ev, []))
-            for cb in cbs:
-                if id(cb) not in known and not _callback_ok(cb):
-                    name = getattr(cb, "__qualname__", None) or type(cb).__name__
-                    out.append(f"registered an IPython '{ev}' event hook ({name})")
-    if [id(f) for f in sys.meta_path] != base["meta_path"] or [id(h) for h in sys.path_hooks] != base["path_hooks"]:
-        out.append("changed the import system (sys.meta_path or sys.path_hooks)")
-    for n in BUILTINS:
-        if id(builtins.__dict__.get(n)) != base["builtins"].get(n):
-            out.append(f"replaced the builtin {n}()")
-    now = _user_names()
-    out += [f"rebinds {n} in the notebook's namespace" for n in SHADOWABLE if now[n] != base["user"].get(n)]
-    return out
-
-
-def _module_file(name):
-    return os.path.join(KIT, *name.split(".")) + ".py"  # noqa: F821 - KIT is set by the grader
-
-
-_DISK = {}
-
-
-def _disk_code(path):
-    """qualified name -> code object of every function and method defined in the file (by compiling it)."""
-    if path not in _DISK:
-        with open(path, encoding="utf-8") as fh:
-            top = compile(fh.read(), path, "exec", dont_inherit=True)
-        found = {}
-
-        def walk(code):
-            for const in code.co_consts:
-                if isinstance(const, types.CodeType):
-                    found.setdefault(getattr(const, "co_qualname", const.co_name), const)
-                    walk(const)
-        walk(top)
-        _DISK[path] = found
-    return _DISK[path]
-
-
-def _functions(mod, name):
-    """``(label, function, owning class or None)`` for the module's functions and the methods of its classes."""
-    for attr, value in list(vars(mod).items()):
-        if isinstance(value, types.FunctionType):
-            yield attr, value, None
-        elif isinstance(value, type) and getattr(value, "__module__", None) == name:
-            for k, v in list(vars(value).items()):
-                v = v.fget if isinstance(v, property) else getattr(v, "__func__", v)
-                if isinstance(v, types.FunctionType):
-                    yield f"{attr}.{k}", v, value
-
-
-_GENERATED = ("__init__", "__repr__", "__eq__", "__setattr__", "__delattr__", "__hash__", "__lt__", "__le__",
-              "__gt__", "__ge__")
-
-
-def _pristine(fn, owner=None) -> bool:
-    code = fn.__code__
-    if code.co_filename == "<string>" and owner is not None and "__dataclass_fields__" in vars(owner) \
-            and fn.__name__ in _GENERATED and fn.__qualname__ == f"{owner.__qualname__}.{fn.__name__}":
-        return True  # written by @dataclass
-    file = os.path.realpath(code.co_filename)
-    if file.startswith(os.path.realpath(KIT) + os.sep):  # noqa: F821 - KIT is set by the grader
-        disk = _disk_code(file).get(getattr(code, "co_qualname", code.co_name))
-        return disk is not None and disk == code
-    return fn.__module__ not in (None, "__main__") and os.path.isfile(file) and "ipykernel_" not in file
-
-
-def _module_evidence(name, mod):
-    """Functions of ``mod`` (a kit module) whose code is not the code on disk."""
-    path = _module_file(name)
-    if not os.path.exists(path):
-        path = os.path.join(path[:-3], "__init__.py")
-    if type(mod) is not types.ModuleType or os.path.realpath(getattr(mod, "__file__", "") or "") != \
-            os.path.realpath(path):
-        return [f"sys.modules[{name!r}] is not the kit's module"]
-    out = [f"replaced {name}.{label}" for label, fn, owner in _functions(mod, name) if not _pristine(fn, owner)]
-    expected = [q for q, c in _disk_code(path).items() if "." not in q and not q.startswith("<")
-                and c.co_flags & 0x1]  # CO_OPTIMIZED: a function, not a class body
-    expected += [n for n in getattr(mod, "__all__", ()) if n.startswith("check_")]
-    for attr in dict.fromkeys(expected):
-        value = vars(mod).get(attr)
-        if not isinstance(value, types.FunctionType):
-            out.append(f"replaced {name}.{attr} (now {type(value).__name__})")
-        elif attr.startswith("check_") and value.__code__.co_name != attr:
-            out.append(f"replaced {name}.{attr} (now {value.__code__.co_name})")
-    return list(dict.fromkeys(out))
-
-
-def _kit_modules():
-    names = set(VERIFIED)
-    names.update(n for n in list(sys.modules) if n.startswith("fastpath_lib.grading."))
-    return sorted(n for n in names if n in sys.modules)
-
-
-def _evidence(base):
-    out = _hook_evidence(base)
-    for name in _kit_modules():
-        out += _module_evidence(name, sys.modules[name])
-    pkg = sys.modules.get("fastpath_lib")
-    if pkg is not None and getattr(pkg, "exercises", None) not in (None, sys.modules.get("fastpath_lib.exercises")):
-        out.append("fastpath_lib.exercises is not the module in sys.modules")
-    return out
-
-
-def _run_check():
-    saved = {n: m for n, m in sys.modules.items() if n.startswith(FRESH_PREFIXES)}
-    for n in saved:
-        del sys.modules[n]
+def _ref(obj):
+    _state["n"] += 1
+    _refs[_state["n"]] = obj
     try:
-        import importlib
+        text = repr(obj)
+    except Exception:  # noqa: BLE001
+        text = f"<{type(obj).__name__}>"
+    code = _code_of(obj)
+    where = [code.co_filename, getattr(code, "co_qualname", code.co_name)] if code is not None else None
+    return {"__fastpath_ref__": _state["n"], "type": type(obj).__name__, "repr": text[:300], "code": where,
+            "callable": callable(obj)}
 
-        fresh = importlib.import_module("fastpath_lib.exercises")
-        args, kwargs = CALL()  # noqa: F821 - set by the grader
-        results = getattr(fresh, CHECK)(*args, **kwargs, show=False)  # noqa: F821
-        return [r.to_dict() for r in results or []], None
-    except Exception as exc:  # noqa: BLE001 - reported to the grader, never raised into the notebook
-        return [], f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+
+def _encode(v, depth=0):
+    import torch
+
+    if v is None or type(v) in _PLAIN:
+        return v
+    if type(v) in (torch.Tensor, torch.nn.Parameter):
+        return v.detach()
+    if type(v) in (torch.dtype, torch.device, torch.Size):
+        return v
+    if type(v).__module__ == "numpy" and getattr(v, "ndim", None) == 0 and hasattr(v, "item"):
+        return _encode(v.item(), depth)
+    if depth < 8:
+        if type(v) in (list, tuple):
+            return type(v)(_encode(x, depth + 1) for x in v)
+        if type(v) is dict and all(type(k) in (str, int) for k in v):
+            return {k: _encode(x, depth + 1) for k, x in v.items()}
+        name = f"{type(v).__module__}.{type(v).__qualname__}"
+        if name in BY_VALUE and dataclasses.is_dataclass(v):
+            fields = {f.name: getattr(v, f.name) for f in dataclasses.fields(v)}
+            if all(_encode(x, depth + 1) is x or type(x) in (tuple, list) for x in fields.values()):
+                return v
+    return _ref(v)
+
+
+def _tensors(args, kwargs):
+    """The tensors of a call's arguments, in the order the grader lists them too."""
+    import torch
+
+    out = []
+
+    def walk(v, depth):
+        if isinstance(v, torch.Tensor):
+            out.append(v)
+        elif depth < 2 and type(v) in (list, tuple):
+            for x in v:
+                walk(x, depth + 1)
+        elif depth < 2 and type(v) is dict:
+            for k in sorted(v, key=str):
+                walk(v[k], depth + 1)
+    walk(list(args), 0)
+    walk(dict(kwargs), 0)
+    return out
+
+
+class _Loader(pickle.Unpickler):
+    def persistent_load(self, pid):
+        return _refs[pid]
+
+
+def _where(exc):
+    frames = traceback.extract_tb(exc.__traceback__)
+    for frame in reversed(frames):
+        name = frame.filename.replace("\\", "/")
+        if "fastpath_lib" not in name and "<fastpath" not in name:
+            return f" (line {frame.lineno}: {frame.line})" if frame.line else f" (line {frame.lineno})"
+    return ""
+
+
+def _launch_watch(found):
+    def watch(frame, event, arg):
+        if event != "call":
+            return
+        code = frame.f_code
+        qual = getattr(code, "co_qualname", code.co_name)
+        if qual in ("JITFunction.run", "InterpretedFunction.run") and "triton" in code.co_filename:
+            fn = getattr(getattr(frame.f_locals.get("self"), "fn", None), "__code__", None)
+            if fn is not None:
+                found.append([fn.co_filename, getattr(fn, "co_qualname", fn.co_name)])
+    return watch
+
+
+def _call(fn, args, kwargs, watch):
+    launches = []
+    if watch:
+        previous = sys.getprofile()
+        sys.setprofile(_launch_watch(launches))
+    try:
+        out = fn(*args, **kwargs)
     finally:
-        for n in [n for n in sys.modules if n.startswith(FRESH_PREFIXES)]:
-            del sys.modules[n]
-        sys.modules.update(saved)
-        for n, m in saved.items():  # the package attributes the fresh import re-pointed
-            parent, _, child = n.rpartition(".")
-            if parent in sys.modules:
-                setattr(sys.modules[parent], child, m)
+        if watch:
+            sys.setprofile(previous)
+    return {"ok": _encode(out), "args": [t.detach() for t in _tensors(args, kwargs)], "launches": launches}
 
 
-def _main():
-    if MODE == "baseline":  # noqa: F821
-        answer = _snapshot()
-    else:
-        evidence = _evidence(BASELINE)  # noqa: F821
-        results, error = _run_check()
-        answer = {"check": CHECK, "results": results, "error": error, "evidence": evidence}  # noqa: F821
-    with open(OUT, "w", encoding="utf-8") as fh:  # noqa: F821
-        json.dump(answer, fh)
+def _install_ops(table):
+    """One op object for every variant of exercise 09: its behaviour is chosen by the token of the run."""
+    import torch.nn.functional as F
+
+    from fastpath_lib.grading import ex09_contract as C
+
+    impls = {"torch": F.rms_norm}
+    for category, fns in C.BROKEN.items():
+        for i, fn in enumerate(fns):
+            impls[f"{category}:{i}"] = fn
+    chosen = {token: impls.get(variant, variant) for token, variant in table.items()}
+    current = []
+
+    def rms_norm(input, normalized_shape, weight=None, eps=None):
+        return current[-1](input, normalized_shape, weight, eps)
+
+    def run(tests, token, kit_op):
+        impl = chosen[token]
+        current.append(kit_op if impl == "kit" else impl)
+        try:
+            tests(_state["op"])
+            return None
+        except Exception as exc:  # noqa: BLE001 - a failing test is an answer
+            return [type(exc).__name__, str(exc)[:300]]
+        finally:
+            current.clear()
+    _state["op"], _state["run"] = C._Op(rms_norm), run
+    return True
 
 
-_main()
+def _answer(request):
+    kind = request[0]
+    if kind == "get":
+        ip = sys.modules["IPython"].get_ipython()
+        return {"ok": _encode(eval(request[1], ip.user_ns))}  # noqa: S307 - the check cell's own argument
+    if kind == "call":
+        return _call(*request[1:])
+    if kind == "getattr":
+        return {"ok": _encode(getattr(request[1], request[2]))}
+    if kind == "getitem":
+        return {"ok": _encode(request[1][request[2]])}
+    if kind == "list":
+        return {"ok": _encode(list(request[1]))}
+    if kind == "ops":
+        return {"ok": _install_ops(request[1])}
+    if kind == "tests":
+        return {"ok": _state["run"](request[1], request[2], request[3])}
+    raise ValueError(f"unknown request {kind!r}")
+
+
+def serve(token, payload):
+    """Answer one request of the grader; never raises into the notebook."""
+    import torch
+    from IPython.display import publish_display_data
+
+    try:
+        answer = _answer(_Loader(io.BytesIO(base64.b64decode(payload))).load())
+    except BaseException as exc:  # noqa: BLE001 - the learner's exception is an answer
+        chain = f"{exc!r} {exc.__cause__!r} {exc.__context__!r}"
+        answer = {"error": [type(exc).__name__, str(exc).strip()[:2000], _where(exc), chain[:2000]]}
+    buf = io.BytesIO()
+    try:
+        torch.save(answer, buf)
+    except Exception as exc:  # noqa: BLE001
+        buf = io.BytesIO()
+        torch.save({"error": ["TypeError", f"the grader could not read your answer back: {exc}", "", ""]}, buf)
+    publish_display_data({MIME: {"token": token, "data": base64.b64encode(buf.getvalue()).decode("ascii")}})
+
+
+_agent = types.ModuleType("_fastpath_grader_agent")
+_agent.serve = serve
+sys.modules["_fastpath_grader_agent"] = _agent

@@ -19,7 +19,8 @@ import contextlib
 import re
 import sys
 
-__all__ = ["using", "learner_source", "names_used", "jit_functions", "DYNAMIC"]
+__all__ = ["using", "learner_source", "names_used", "attributes_used", "closure_source", "jit_functions",
+           "dynamic_uses", "parse", "DYNAMIC"]
 
 _STACK: list[str] = []
 
@@ -40,7 +41,7 @@ def using(cells):
 
 
 def _is_check_cell(source: str) -> bool:
-    tree = _parse(source)
+    tree = parse(source)
     if tree is None or not tree.body:
         return False
     return all(isinstance(n, ast.Expr) and isinstance(n.value, ast.Call) and isinstance(n.value.func, ast.Attribute)
@@ -62,7 +63,9 @@ def learner_source() -> str:
     return "\n\n".join(s for s in hist if isinstance(s, str) and s.strip() and not _is_check_cell(s))
 
 
-def _parse(source: str) -> ast.Module | None:
+def parse(source: str) -> ast.Module | None:
+    """The cell's syntax tree (IPython ``%magic`` and ``!shell`` lines read as ``pass``), or ``None`` when it does not
+    parse."""
     lines = [("pass  # " + line) if re.match(r"\s*[%!]", line) else line for line in source.splitlines()]
     try:
         return ast.parse("\n".join(lines))
@@ -72,10 +75,10 @@ def _parse(source: str) -> ast.Module | None:
 
 def _parse_cells(source: str) -> list[ast.Module]:
     """Each blank-line-joined chunk that parses on its own; the whole text when it parses at once."""
-    whole = _parse(source)
+    whole = parse(source)
     if whole is not None:
         return [whole]
-    return [t for t in map(_parse, re.split(r"\n\s*\n(?=\S)", source)) if t is not None]
+    return [t for t in map(parse, re.split(r"\n\s*\n(?=\S)", source)) if t is not None]
 
 
 def _dotted(node) -> str | None:
@@ -145,4 +148,82 @@ def jit_functions(source: str) -> set[str]:
                     name = _dotted(dec.func if isinstance(dec, ast.Call) else dec) or ""
                     if name == "jit" or name.endswith(".jit"):
                         out.add(node.name)
+    return out
+
+
+def attributes_used(source: str) -> set[str]:
+    """The attribute names the source reads (``rms_norm`` for ``x.rms_norm`` or ``F.rms_norm``), not plain names."""
+    return {n.attr for tree in _parse_cells(source) for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+
+
+def _binds(node) -> set[str]:
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return {node.name}
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return {(a.asname or a.name.split(".")[0]) for a in node.names}
+    targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+    return {n.id for t in targets if t is not None for n in ast.walk(t) if isinstance(n, ast.Name)}
+
+
+def _free_names(node) -> set[str]:
+    """Names a top-level statement reads from the notebook's namespace: in a function or class, the names it
+    loads less its parameters and the names it assigns itself."""
+    loaded = {m.id for m in ast.walk(node) if isinstance(m, ast.Name) and isinstance(m.ctx, ast.Load)}
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+        return loaded
+    local = {m.id for m in ast.walk(node) if isinstance(m, ast.Name) and isinstance(m.ctx, (ast.Store, ast.Del))}
+    local |= {a.arg for m in ast.walk(node) if isinstance(m, ast.arguments)
+              for a in m.posonlyargs + m.args + m.kwonlyargs + [m.vararg, m.kwarg] if a is not None}
+    local |= {m.name for m in ast.walk(node) if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+              and m is not node}
+    local |= {(a.asname or a.name.split(".")[0]) for m in ast.walk(node) if isinstance(m, (ast.Import, ast.ImportFrom))
+              for a in m.names}
+    return loaded - local
+
+
+def closure_source(name: str, source: str | None = None) -> str:
+    """The top-level statements that bind ``name`` (a def, class, assignment or import) and, transitively, those
+    binding the names they read: the code an answer called ``name`` can reach by name.
+
+    >>> src = "import torch\\nh = torch.tanh\\ndef f(x):\\n    return h(x)\\ndef g(x):\\n    return x"
+    >>> print(closure_source("f", src))
+    import torch
+    h = torch.tanh
+    def f(x):
+        return h(x)
+    """
+    source = learner_source() if source is None else source
+    stmts = [(node, ast.get_source_segment(src, node) or "") for src in (source,)
+             for tree in _parse_cells(src) for node in tree.body]
+    if not stmts:
+        return ""
+    wanted, todo, taken = set(), [name.split(".")[0]], []
+    while todo:
+        n = todo.pop()
+        if n in wanted:
+            continue
+        wanted.add(n)
+        for i, (node, _) in enumerate(stmts):
+            if i not in taken and n in _binds(node):
+                taken.append(i)
+                todo += sorted(_free_names(node))
+    return "\n".join(stmts[i][1] for i in sorted(taken))
+
+
+def dynamic_uses(source: str) -> set[str]:
+    """The :data:`DYNAMIC` names the source uses to reach code without naming it; ``getattr`` (and ``hasattr``)
+    only with a name that is not a string constant.
+
+    >>> sorted(dynamic_uses("f = getattr(torch, 'tanh')\\ng = getattr(torch, 'rms' + '_norm')\\neval('1')"))
+    ['eval', 'getattr']
+    """
+    out = set()
+    for tree in _parse_cells(source):
+        for node in ast.walk(tree):
+            name = _dotted(node) if isinstance(node, (ast.Name, ast.Attribute)) else None
+            if name in DYNAMIC and name not in ("getattr",):
+                out.add(name)
+            elif isinstance(node, ast.Call) and _dotted(node.func) in ("getattr", "hasattr") and not (
+                    len(node.args) >= 2 and isinstance(node.args[1], ast.Constant)):
+                out.add("getattr")
     return out

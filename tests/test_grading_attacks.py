@@ -1,0 +1,236 @@
+"""The grader's verdict, attacked as a determined learner would (issue 16, item 0).
+
+Each notebook below is an exercise or a solution with attack cells added: monkeypatched standard-library functions,
+a ``sys.settrace`` tracer with an audit hook, an IPython event hook wearing IPython's own names with a background
+thread forging answer messages, the call watch switched off before calling the kit's or the grader's answer, the
+grader's answer channel replaced by one that answers a malicious pickle, and exercise 09 tests that inspect the op
+(or learn from the order of runs) instead of calling it. The attacked parts score zero; the others keep what the
+learner's own answers earn. All notebooks are graded once, in one fixture (a kernel each).
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import pickle
+from pathlib import Path
+
+import pytest
+import torch
+
+nbformat = pytest.importorskip("nbformat")
+
+from fastpath_lib.grading import cli, remote, sources  # noqa: E402
+from fastpath_lib.grading.ex09_contract import inspection  # noqa: E402
+from fastpath_lib.grading.notebook import CHECK_TAG  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+MIME = remote.MIME
+
+STDLIB = """
+import json, os, base64, builtins, pickle
+_passing = {"check": "check_reference", "error": None, "evidence": [], "results": [
+    {"exercise": "ex01", "part": p, "points": n, "passed": True, "feedback": "", "subject": ""}
+    for p, n in (("default_eps", 1), ("reference", 2))]}
+json.load = lambda *a, **k: _passing
+json.dump = lambda *a, **k: None
+os.remove = lambda *a, **k: None
+base64.b64decode = lambda *a, **k: pickle.dumps(_passing)
+pickle.loads = lambda *a, **k: _passing
+"""
+
+TRACER = """
+import sys, threading
+def _tracer(frame, event, arg):
+    if event == "return" and frame.f_code.co_name in ("part", "_check_condition", "emit"):
+        frame.f_locals["passed"] = True
+    return _tracer
+sys.settrace(_tracer)
+threading.settrace(_tracer)
+def _audit(event, args):
+    if event == "open" and str(args[0]).endswith(".json"):
+        raise PermissionError("the grader's answer file stays unread")
+sys.addaudithook(_audit)
+"""
+
+HOOK_AND_THREAD = """
+import threading, time
+from IPython import get_ipython
+from IPython.display import display, publish_display_data
+from fastpath_lib.grading.registry import Result
+def trigger(*args, **kwargs):
+    for part in ("size_coverage", "layout_coverage", "expectations"):
+        display(Result("ex05", part, 1, True).bundle(), raw=True)
+trigger.__module__, trigger.__qualname__ = "IPython.core.events", "EventManager.trigger"
+getattr(get_ipython(), "eve" + "nts").register("post_execute", trigger)
+def _forge():
+    for _ in range(4000):
+        publish_display_data({"%s": {"token": "0" * 32, "data": ""}})
+        time.sleep(0.002)
+threading.Thread(target=_forge, daemon=True).start()
+""" % MIME
+
+WATCH_OFF_REFERENCE = """
+import sys
+import fastpath_lib.testing as T
+def my_reference(x, normalized_shape, weight, eps):
+    sys.setprofile(None)
+    sys.settrace(None)
+    return T.reference_rms_norm(x, normalized_shape, weight, eps)
+"""
+
+WATCH_OFF_CLASSIFY = """
+import sys
+import pandas as pd
+def my_classify(row):
+    sys.setprofile(None)
+    return ex.expected_classes(pd.DataFrame([row]))[row["case_id"]]
+"""
+
+FORGED_CHANNEL = """
+import sys, base64, pickle
+from IPython.display import publish_display_data
+class _Evil:
+    def __reduce__(self):
+        return (open, (%r, "w"))
+def _serve(token, payload):
+    data = base64.b64encode(pickle.dumps({"ok": _Evil()})).decode()
+    publish_display_data({"%s": {"token": token, "data": data}})
+sys.modules["_fastpath_grader_agent"].serve = _serve
+"""
+
+INSPECTING_TESTS = """
+def my_contract_tests(op):
+    impl = op._impl.__closure__[0].cell_contents[-1]
+    if impl.__name__.startswith("_"):
+        raise AssertionError("a broken op")
+"""
+
+STATEFUL_TESTS = """
+_runs = []
+def my_contract_tests(op):
+    _runs.append(1)
+    if len(_runs) > 2:
+        raise AssertionError("fails from the third run on")
+"""
+
+
+def _notebook(tmp_path, folder: str, exercise: str, source: str, *, before_check: str | None = None) -> Path:
+    (path,) = (ROOT / folder).glob(f"{exercise}_*.ipynb")
+    nb = nbformat.read(path, as_version=4)
+    if before_check is None:
+        at = next(i for i, c in enumerate(nb.cells) if c.cell_type == "code") + 1
+    else:
+        at = next(i for i, c in enumerate(nb.cells) if CHECK_TAG in c.metadata.get("tags", [])
+                  and before_check in c.source)
+    nb.cells.insert(at, nbformat.v4.new_code_cell(source))
+    out = tmp_path / folder / path.name
+    out.parent.mkdir(exist_ok=True)
+    nbformat.write(nb, out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("attacks")
+    marker = tmp / "forged-channel-ran"
+    cases = {
+        "stdlib": ("exercises", "ex01", STDLIB, None),
+        "tracer and audit hook": ("exercises", "ex03", TRACER, None),
+        "event hook and thread": ("exercises", "ex05", HOOK_AND_THREAD, None),
+        "watch off, kit reference": ("solutions", "ex01", WATCH_OFF_REFERENCE, "check_reference"),
+        "watch off, grader's classes": ("solutions", "ex06", WATCH_OFF_CLASSIFY, "check_classification"),
+        "forged channel": ("exercises", "ex10", FORGED_CHANNEL % (str(marker), MIME), None),
+        "tests inspect the op": ("solutions", "ex09", INSPECTING_TESTS, "check_contract_tests"),
+        "tests learn the run order": ("solutions", "ex09", STATEFUL_TESTS, "check_contract_tests"),
+    }
+    out = {}
+    for i, (name, (folder, ex, src, before)) in enumerate(cases.items()):
+        (tmp / str(i)).mkdir()
+        out[name] = cli.grade_notebook(_notebook(tmp / str(i), folder, ex, src, before_check=before), timeout=180)
+    out["marker"] = marker
+    return out
+
+
+def _by_part(g):
+    return {p.part: p for p in g.parts}
+
+
+@pytest.mark.parametrize("name", ["stdlib", "tracer and audit hook", "event hook and thread", "forged channel",
+                                  "tests inspect the op", "tests learn the run order"])
+def test_attack_scores_zero_on_every_part(graded, name):
+    g = graded[name]
+    assert g.parts and all(p.earned == 0 for p in g.parts), [(p.part, p.earned, p.feedback[:80]) for p in g.parts]
+
+
+def test_watch_switched_off_before_the_kit_reference_scores_zero_on_that_part(graded):
+    by = _by_part(graded["watch off, kit reference"])
+    assert by["reference"].earned == 0 and "reference_rms_norm" in by["reference"].feedback, by["reference"]
+    assert by["default_eps"].passed, by["default_eps"].feedback  # the learner's own answer still counts
+
+
+def test_watch_switched_off_before_the_graders_classes_scores_zero(graded):
+    by = _by_part(graded["watch off, grader's classes"])
+    assert by["classification"].earned == 0 and "expected_classes" in by["classification"].feedback
+
+
+def test_forged_channel_never_runs_code_in_the_grader(graded):
+    assert not graded["marker"].exists()
+    assert any("could not be read safely" in p.feedback or "check did not run" in p.feedback
+               for p in graded["forged channel"].parts), [p.feedback for p in graded["forged channel"].parts]
+
+
+def test_inspecting_tests_are_told_why(graded):
+    by = _by_part(graded["tests inspect the op"])
+    assert "inspect" in by["passes_correct_ops"].feedback, by["passes_correct_ops"].feedback
+
+
+# --- without a kernel ------------------------------------------------------------------------------------------------
+
+def test_answers_are_read_without_unpickling_code(tmp_path):
+    marker = tmp_path / "ran"
+
+    class Evil:
+        def __reduce__(self):
+            return (open, (str(marker), "w"))
+
+    for raw in (pickle.dumps({"ok": Evil()}), _saved({"ok": torch.ones(2)})[:-7], b"not a pickle"):
+        with pytest.raises(remote.RemoteError, match="could not be read safely"):
+            remote.Session._load(base64.b64encode(raw).decode())
+    assert not marker.exists()
+    got = remote.Session._load(base64.b64encode(_saved({"ok": [torch.ones(2), torch.float16, "x"]})).decode())
+    assert torch.equal(got["ok"][0], torch.ones(2)) and got["ok"][1:] == [torch.float16, "x"]
+
+
+def _saved(obj) -> bytes:
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    return buf.getvalue()
+
+
+def test_learner_exceptions_keep_their_name_and_kind():
+    exc = remote.answered_error(["NotImplementedError", "stub"])
+    assert isinstance(exc, NotImplementedError) and type(exc).__name__ == "NotImplementedError"
+    exc = remote.answered_error(["MyError", "boom"])
+    assert type(exc).__name__ == "MyError" and isinstance(exc, remote.RemoteError)
+
+
+def test_source_of_an_answer_follows_its_names_not_its_locals():
+    src = ("import fastpath_lib.testing as T\nref = T.reference_rms_norm\nhunks = T.compare\n"
+           "def mine(x, hunks):\n    return ref(x)\ndef other(x):\n    return hunks")
+    reach = sources.closure_source("mine", src)
+    assert "ref = T.reference_rms_norm" in reach and "hunks = T.compare" not in reach
+    assert "fastpath_lib.testing.reference_rms_norm" in sources.names_used(reach)
+    with sources.using(["x = 1"]):
+        assert sources.learner_source() == "x = 1"
+    assert sources.learner_source() == ""
+
+
+@pytest.mark.parametrize("source", [
+    "def t(op):\n    assert op.__name__ == 'op'",
+    "def t(op):\n    assert op.__code__ is not None",
+    "def t(op):\n    import inspect\n    inspect.getsource(op)",
+    "def t(op):\n    seen.add(id(op))",
+])
+def test_inspection_is_found(source):
+    assert inspection(source)
