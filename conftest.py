@@ -130,6 +130,13 @@ def pytest_collectstart(collector):
             collector.skip_compare = skip + ("stderr",)
 
 
+def pytest_keyboard_interrupt(excinfo):
+    """Interrupted by Ctrl-C too (CI runners cancelling a job send SIGINT, then SIGTERM a few seconds later): ignore
+    SIGTERM from here on, so the teardown that follows runs to its end."""
+    if _SIGTERM_PREVIOUS and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
 def pytest_unconfigure(config):
     while _SIGTERM_PREVIOUS:
         signal.signal(signal.SIGTERM, _SIGTERM_PREVIOUS.pop())

@@ -9,7 +9,9 @@ starts Chromium); the grader's tests start nbclient kernels. An interrupted run 
 * :meth:`Tree.end` ends a tree by id: the process group with SIGTERM, then each remembered id, then SIGKILL for what is
   still alive after a grace period;
 * every :class:`Tree` not yet ended is ended when the interpreter exits (``atexit``), a last resort for a session that
-  stopped without running its fixtures' teardown;
+  stopped without running its fixtures' teardown; and on Linux a spawned process gets SIGTERM when the test process
+  dies, even by SIGKILL (CI runners follow SIGTERM with SIGKILL a few seconds later), which a JupyterLab server
+  answers by shutting its kernels down;
 * the root ``conftest.py`` turns SIGTERM (what a CI time limit sends) into ``KeyboardInterrupt``, as Ctrl-C is, so
   pytest runs the fixtures' teardown on SIGTERM too (by default SIGTERM ends Python without any teardown).
 
@@ -21,9 +23,11 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import ctypes
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -125,9 +129,29 @@ class Tree:
         return self.living()
 
 
+def _parent_death_signal():
+    """Linux: a ``preexec_fn`` that asks the kernel to send the child SIGTERM when this process dies, even by SIGKILL
+    (``prctl(PR_SET_PDEATHSIG)``), so a server outlives no hard-killed test run; ``None`` elsewhere."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up here: the child only calls it
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def preexec() -> None:
+        prctl(1, int(signal.SIGTERM))  # 1 = PR_SET_PDEATHSIG
+        if os.getppid() != parent:  # the parent died before the request took effect
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return preexec
+
+
 def spawn(cmd: list[str], **popen_kwargs) -> Tree:
-    """Start ``cmd`` in a session of its own (``subprocess.Popen`` arguments pass through); returns its tree."""
-    proc = subprocess.Popen(cmd, start_new_session=True, **popen_kwargs)
+    """Start ``cmd`` in a session of its own (``subprocess.Popen`` arguments pass through); returns its tree. On
+    Linux the process is sent SIGTERM if this one dies without ending it (SIGKILL included)."""
+    proc = subprocess.Popen(cmd, start_new_session=True, preexec_fn=_parent_death_signal(), **popen_kwargs)
     return Tree(proc.pid, proc, own_group=True)
 
 

@@ -147,8 +147,38 @@ def test_sigterm_handler_interrupts_once_and_leaves_a_chosen_handler_alone():
         assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN  # a second SIGTERM cannot cut the teardown short
         mod.pytest_unconfigure(None)
         assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+        # Ctrl-C first (a CI job cancelled: SIGINT, then SIGTERM): the SIGTERM that follows must not cut the teardown
+        assert mod.install_sigterm_handler() is True
+        mod.pytest_keyboard_interrupt(None)
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN
+        mod.pytest_unconfigure(None)
         mine = lambda signum, frame: None  # noqa: E731 - a handler someone else installed
         signal.signal(signal.SIGTERM, mine)
         assert mod.install_sigterm_handler() is False and signal.getsignal(signal.SIGTERM) is mine
     finally:
         signal.signal(signal.SIGTERM, saved)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux only")
+def test_a_spawned_process_goes_when_the_test_process_is_killed(tmp_path):
+    """SIGKILL (no teardown, no atexit) to a process that spawned a server: the server is sent SIGTERM and goes."""
+    code = ("import sys, time; sys.path.insert(0, sys.argv[1]); from tests.processes import spawn\n"
+            "t = spawn([sys.executable, '-c', 'import time; time.sleep(600)'])\n"
+            "print(t.pid, flush=True); time.sleep(600)\n")
+    proc = subprocess.Popen([sys.executable, "-c", code, str(ROOT)], stdout=subprocess.PIPE, text=True)
+    server = None
+    try:
+        server = int(proc.stdout.readline())
+        assert alive(server)
+        proc.kill()
+        proc.wait(timeout=10)
+        deadline = time.monotonic() + 10
+        while alive(server) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not alive(server), f"process {server} outlived the SIGKILLed process that spawned it"
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+        proc.stdout.close()
+        if server is not None and alive(server):
+            os.kill(server, signal.SIGKILL)
