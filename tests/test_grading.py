@@ -180,6 +180,27 @@ def test_cli_json_and_exit_status(tmp_path, capsys):
     assert cli.main([str(tmp_path / "missing.ipynb")]) == 2
 
 
+def test_cli_gradescope_format_writes_a_valid_results_json(tmp_path, capsys, monkeypatch):
+    from fastpath_lib.grading import gradescope
+
+    fake = cli.NotebookGrade("ex01_reference.ipynb", "ex01", "ok", "", 1.0,
+                             [cli.PartGrade("ex01", "default_eps", 1, 1, True, ""),
+                              cli.PartGrade("ex01", "reference", 2, 0, False, "yours vs expected")])
+    monkeypatch.setattr(cli, "grade_notebook", lambda path, **kwargs: fake)
+    nb = tmp_path / "ex01_reference.ipynb"
+    nb.write_text("{}")
+    assert cli.main([str(nb), "--format", "gradescope"]) == 1
+    printed = json.loads(capsys.readouterr().out)
+    assert gradescope.validate(printed) == [] and printed["score"] == 1
+    assert [(t["name"], t["score"], t["max_score"]) for t in printed["tests"]] == [("ex01 default_eps", 1, 1),
+                                                                                  ("ex01 reference", 0, 2)]
+    out = tmp_path / "results" / "results.json"
+    assert cli.main([str(nb), "--format", "gradescope", "--output", str(out)]) == 1
+    assert json.loads(out.read_text()) == printed
+    assert cli.main([str(nb), "--json", "--format", "gradescope"]) == 2
+    assert cli.main([str(nb), "--output", str(out)]) == 2
+
+
 def test_cli_table_has_a_score_line(tmp_path, capsys):
     bad = tmp_path / "ex06_classify.ipynb"
     bad.write_text("[]")

@@ -1,4 +1,4 @@
-"""``python -m fastpath_lib grade PATH... [--json] [--timeout S]``: execute exercise notebooks and score them.
+"""``python -m fastpath_lib grade PATH... [--format table|json|gradescope] [--timeout S]``: execute and score notebooks.
 
 Each notebook is copied into a temporary folder and executed there in a fresh ``python3`` kernel (nbclient), with
 ``allow_errors`` so that one failing cell does not stop later parts from being graded, and with a deadline for the
@@ -31,6 +31,9 @@ source does not show (e.g. through objects found at run time by introspection) i
 
 Every registered part of the notebook's exercise is listed; a part whose check never ran (the notebook hung or the
 kernel died before it) is reported as failed ("check did not run"), with the first error of the notebook.
+
+``--format gradescope`` prints (or with ``--output PATH`` writes) Gradescope's autograder ``results.json``
+(:mod:`fastpath_lib.grading.gradescope`), validated against its documented format; ``--json`` is ``--format json``.
 
 Exit status: 0 when every graded part passed, 1 when some did not, 2 on a usage error.
 """
@@ -329,15 +332,25 @@ def main(argv: list[str] | None = None) -> int:
                                  description="Execute exercise notebooks (on a copy, in a fresh kernel) and score "
                                              "them. A folder means its exNN_*.ipynb notebooks.")
     ap.add_argument("paths", nargs="+", help="notebooks or folders")
-    ap.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    ap.add_argument("--format", choices=("table", "json", "gradescope"), default="table",
+                    help="table (default); json: one JSON object; gradescope: Gradescope's autograder results.json")
+    ap.add_argument("--json", action="store_true", help="the same as --format json")
+    ap.add_argument("--output", metavar="PATH",
+                    help="with --format gradescope: write results.json there (e.g. /autograder/results/results.json) "
+                         "instead of printing it")
     ap.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT,
                     help=f"seconds per notebook (default {DEFAULT_TIMEOUT})")
     ap.add_argument("--kernel", default="python3", help="Jupyter kernel name (default python3)")
     ap.add_argument("-v", "--verbose", action="store_true", help="print the full feedback of failed parts")
     try:
         args = ap.parse_args(argv)
+        if args.json and args.format not in ("table", "json"):
+            ap.error("--json and --format gradescope exclude each other")
+        if args.output and args.format != "gradescope":
+            ap.error("--output goes with --format gradescope")
     except SystemExit as exc:
         return 0 if exc.code == 0 else 2
+    fmt = "json" if args.json else args.format
     notebooks = _expand(args.paths)
     missing = [str(p) for p in notebooks if not p.exists()]
     if missing or not notebooks:
@@ -345,7 +358,18 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     grades = [grade_notebook(p, timeout=args.timeout, kernel_name=args.kernel) for p in notebooks]
     total, maximum = sum(g.earned for g in grades), sum(g.points for g in grades)
-    if args.json:
+    if fmt == "gradescope":
+        from fastpath_lib.grading import gradescope
+
+        if args.output:
+            gradescope.write(grades, args.output)
+        else:
+            doc = gradescope.results_json(grades)
+            errors = gradescope.validate(doc)
+            if errors:
+                raise ValueError("results.json does not match Gradescope's format:\n" + "\n".join(errors))
+            print(json.dumps(doc, indent=2))
+    elif fmt == "json":
         print(json.dumps({"score": total, "max": maximum,
                           "notebooks": [{**{k: v for k, v in dataclasses.asdict(g).items() if k != "parts"},
                                          "earned": g.earned, "points": g.points,
