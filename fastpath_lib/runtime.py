@@ -9,20 +9,28 @@ Triton-route call. Without the opt-in, a CPU call takes the fallback with the ``
 The mode is read once (on first use) and kept, so the dispatch's hot path never reads the environment.
 
 Nothing here needs a GPU driver: no ``do_bench``, no ``autotune``, no active-device queries.
+
+Child processes (the evidence run's steps, the tests they run, the grader's kernels) get their environment from
+:func:`child_env` and are stopped, with everything they started, by :func:`stop_process_group`.
 """
 
 from __future__ import annotations
 
 import os
 import platform
+import signal
+import subprocess
 import sys
+from pathlib import Path
 
 import torch
 
 __all__ = ["use_interpreter", "interpreter_enabled", "cuda_available", "kernel_device", "lesson_device", "describe",
-           "versions", "ENV"]
+           "versions", "ENV", "ROOT", "child_env", "stop_process_group"]
 
 ENV = "TRITON_INTERPRET"
+#: The checkout the kit runs from (the folder holding ``fastpath_lib/``): results, tests and tools live here.
+ROOT = Path(__file__).resolve().parents[1]
 _KERNELS = "fastpath_lib.rmsnorm.kernels"
 _interpret: bool | None = None  # None: not read from the environment yet
 _opted_in = False
@@ -132,3 +140,34 @@ def lesson_device() -> str:
     else:
         print("tensors on the CPU: without the interpreter every call takes the fallback")
     return dev
+
+
+def child_env(**extra: str) -> dict[str, str]:
+    """The environment for a child process of the kit: this one's, with the checkout first on ``PYTHONPATH`` (once),
+    unbuffered output, and ``extra`` on top.
+
+    >>> env = child_env(FOO="1")
+    >>> env["PYTHONPATH"].split(os.pathsep)[0] == str(ROOT), env["FOO"], env["PYTHONUNBUFFERED"]
+    (True, '1', '1')
+    """
+    env = dict(os.environ)
+    rest = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != str(ROOT)]
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *rest])
+    env["PYTHONUNBUFFERED"] = "1"
+    env.update(extra)
+    return env
+
+
+def stop_process_group(proc: subprocess.Popen, grace_s: float = 5.0) -> None:
+    """Stop a child started with ``start_new_session=True`` and everything it started: SIGTERM to its process group,
+    SIGKILL after ``grace_s`` seconds if it is still there; returns once it has exited (or was already gone)."""
+    for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 10.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            return
+        try:
+            proc.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue

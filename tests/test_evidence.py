@@ -20,7 +20,7 @@ from fastpath_lib.bench import evidence, evidence_steps
 from fastpath_lib.bench.evidence import STEPS, Step, main, run_evidence
 from fastpath_lib.bench.results import INCOMPLETE_MARKER
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = runtime.ROOT
 
 
 def fake(name, func, weight=1.0, **kw):
@@ -91,6 +91,29 @@ def test_a_step_that_overruns_is_cut_and_the_run_goes_on(tmp_path):
     assert (out / "before_hang.txt").exists()
     assert s["after"]["status"] == "ran"
     assert elapsed < 16 + 2 * evidence._GRACE_S
+
+
+def test_one_child_environment_and_one_process_group_stop(monkeypatch):
+    """runtime.child_env puts the checkout first on PYTHONPATH once; stop_process_group ends a child's children too."""
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(["/elsewhere", str(runtime.ROOT)]))
+    env = runtime.child_env(EXTRA="1")
+    assert env["PYTHONPATH"].split(os.pathsep) == [str(runtime.ROOT), "/elsewhere"] and env["EXTRA"] == "1"
+    code = "import subprocess, sys, time; print(subprocess.Popen(['sleep', '60']).pid, flush=True); time.sleep(60)"
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=env,
+                            start_new_session=True)
+    with proc.stdout:
+        grandchild = int(proc.stdout.readline())
+    t0 = time.monotonic()
+    runtime.stop_process_group(proc, grace_s=5)
+    assert proc.poll() is not None and time.monotonic() - t0 < 5
+    stat = Path(f"/proc/{grandchild}/stat")
+    for _ in range(50):  # the orphaned grandchild is reaped by init shortly after it dies
+        if not stat.exists() or stat.read_text().split(")")[-1].split()[0] == "Z":
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail(f"the grandchild {grandchild} outlived its process group's stop")
+    runtime.stop_process_group(proc)  # already gone: returns quietly
 
 
 def test_steps_beyond_the_budget_are_skipped_and_said_so(tmp_path):

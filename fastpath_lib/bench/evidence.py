@@ -30,16 +30,16 @@ import dataclasses
 import datetime
 import importlib
 import json
-import os
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-__all__ = ["Step", "STEPS", "DEFAULT_BUDGET_S", "ROOT", "plan", "run_evidence", "dry_run", "main"]
+from fastpath_lib.runtime import ROOT, child_env, stop_process_group
 
-ROOT = Path(__file__).resolve().parents[2]
+__all__ = ["Step", "STEPS", "DEFAULT_BUDGET_S", "plan", "run_evidence", "dry_run", "main"]
+
 DEFAULT_BUDGET_S = 480.0
 _GRACE_S = 5.0  # after the budget: SIGTERM, then SIGKILL this much later
 _STEPS_MODULE = "fastpath_lib.bench.evidence_steps"
@@ -95,6 +95,8 @@ STEPS: tuple[Step, ...] = (
          ("threshold.csv", "threshold_proposal.json"), _CORE + ("fastpath_lib.bench.sweep",)),
     Step("replay", "workload replay (a small decoder, norms swapped)", 25, _s("replay"), ("replay.json",),
          _CORE + ("fastpath_lib.bench.workload",)),
+    Step("capture", "CUDA-graph capture at the boundary shapes, replayed on new data against the reference", 15,
+         "fastpath_lib.bench.capture:step", ("capture_test.json",), _CORE + ("fastpath_lib.bench.capture",)),
     Step("compile_cost", "compile cost per kernel specialization (fresh process, empty cache)", 40, _s("compile_cost"),
          ("compile_cost.json",), _CORE + ("fastpath_lib.bench.workload",)),
     Step("compiled", "compile-time facts of the matrix's kernel specializations (vector width, registers, spills)",
@@ -132,28 +134,6 @@ class _Stop(Exception):
     """Ctrl-C or SIGTERM arrived."""
 
 
-def _child_env() -> dict:
-    env = dict(os.environ)
-    path = env.get("PYTHONPATH", "")
-    if str(ROOT) not in path.split(os.pathsep):
-        env["PYTHONPATH"] = str(ROOT) + (os.pathsep + path if path else "")
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
-
-
-def _kill(proc: subprocess.Popen) -> None:
-    for sig, wait in ((signal.SIGTERM, _GRACE_S), (signal.SIGKILL, 10.0)):
-        try:
-            os.killpg(proc.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            return
-        try:
-            proc.wait(timeout=wait)
-            return
-        except subprocess.TimeoutExpired:
-            continue
-
-
 def _run_step(step: Step, staging: Path, budget: float) -> dict:
     """Run one step in a child process, cut it at its budget, and return its manifest entry."""
     logs = staging / "logs"
@@ -168,14 +148,14 @@ def _run_step(step: Step, staging: Path, budget: float) -> dict:
     t0 = time.monotonic()
     with open(logs / f"{step.name}.log", "w") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=ROOT,
-                                env=_child_env(), start_new_session=True)
+                                env=child_env(), start_new_session=True)
         try:
             proc.wait(timeout=budget)
         except subprocess.TimeoutExpired:
-            _kill(proc)
+            stop_process_group(proc, _GRACE_S)
             entry.update(status="failed", cut=True, why=f"cut: overran its budget of {budget:.0f} s")
         except _Stop:
-            _kill(proc)
+            stop_process_group(proc, _GRACE_S)
             entry.update(status="failed", cut=True, why="interrupted (Ctrl-C / SIGTERM) while running")
             entry["seconds"] = round(time.monotonic() - t0, 1)
             raise _StopWith(entry) from None

@@ -19,12 +19,11 @@ import traceback
 from pathlib import Path
 
 import fastpath_lib.bench.pytest_deadline as pytest_deadline
+from fastpath_lib.runtime import ROOT, child_env, stop_process_group
 
 __all__ = ["StepContext", "child_main", "find_sanitizer", "collect_tests", "CORE_TESTS", "selftest", "gpu_tests",
            "core_tests", "sanitizer", "copy_bandwidth", "matrix", "host", "sweep", "replay", "compile_cost",
            "compiled_facts", "pr_note"]
-
-ROOT = Path(__file__).resolve().parents[2]
 
 #: The core tests the evidence run repeats on CUDA (those present in the checkout).
 CORE_TESTS = ("tests/test_predicate.py", "tests/test_boundaries.py", "tests/test_contract.py",
@@ -73,14 +72,7 @@ class StepContext:
             try:
                 rc = proc.wait(timeout=max(1.0, timeout))
             except subprocess.TimeoutExpired:
-                import signal
-
-                os.killpg(proc.pid, signal.SIGTERM)
-                try:
-                    proc.wait(timeout=5)
-                except subprocess.TimeoutExpired:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                    proc.wait()
+                stop_process_group(proc)
                 rc = None
         text = path.read_text(errors="replace")
         print(text[-4000:], flush=True)
@@ -103,14 +95,6 @@ def child_main(argv: list[str] | None = None) -> None:
     Path(result).write_text(json.dumps(res, default=str))
     sys.stdout.flush()
     sys.exit(0)
-
-
-def _child_env(**extra) -> dict:
-    env = dict(os.environ)
-    path = env.get("PYTHONPATH", "")
-    env["PYTHONPATH"] = str(ROOT) + (os.pathsep + path if path else "")
-    env.update(extra)
-    return env
 
 
 # --- steps ----------------------------------------------------------------------------------------------------------
@@ -141,7 +125,7 @@ def _pytest(ctx: StepContext, name: str, args: list[str]):
     xml.parent.mkdir(parents=True, exist_ok=True)
     cmd = [*_pytest_command(args), f"--junitxml={xml}"]
     # pytest stops between tests at the soft deadline and still writes its JUnit XML; the hard limit is a backstop
-    env = _child_env(**{pytest_deadline.ENV: f"{time.time() + max(1.0, ctx.left() - 15):.0f}"})
+    env = child_env(**{pytest_deadline.ENV: f"{time.time() + max(1.0, ctx.left() - 15):.0f}"})
     rc, text = ctx.run(cmd, f"tests/{name}.txt", timeout=ctx.left(), env=env)
     if rc is None:
         return {"status": "failed", "why": f"pytest stopped at the step's deadline (see tests/{name}.txt)"}
@@ -201,7 +185,7 @@ def sanitizer(ctx: StepContext):
            str(script), "--stop-at", f"{time.time() + max(5.0, limit - 20):.0f}"]
     # every tensor its own allocation, so memcheck sees an access past a tensor's end
     rc, text = ctx.run(cmd, "sanitizer/memcheck.txt", timeout=limit,
-                       env=_child_env(PYTORCH_NO_CUDA_MEMORY_CACHING="1"))
+                       env=child_env(PYTORCH_NO_CUDA_MEMORY_CACHING="1"))
     m = re.search(r"ERROR SUMMARY: (\d+) error", text)
     launched = re.search(r"(\d+) boundary points launched.*", text)
     details = {"errors": int(m.group(1)) if m else None, "summary": launched.group(0) if launched else None}
@@ -348,7 +332,7 @@ def collect_tests(timeout: float = 180, root: Path = ROOT) -> tuple[bool, str]:
             ok = False
             continue
         try:
-            res = subprocess.run([*_pytest_command(args), "--collect-only"], cwd=root, env=_child_env(),
+            res = subprocess.run([*_pytest_command(args), "--collect-only"], cwd=root, env=child_env(),
                                  capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired:
             parts.append(f"{name}: pytest --collect-only took over {timeout:.0f} s")
