@@ -24,6 +24,8 @@ import math
 
 import torch
 
+from fastpath_lib.rmsnorm.limits import MAX_COLS
+
 __all__ = ["TOLERANCES", "GRAD_TOLERANCES", "TOLERANCE_NOTES", "tolerance", "reference_rms_norm",
            "reference_grads", "compare", "assert_matches_reference"]
 
@@ -36,7 +38,7 @@ TOLERANCES = {
 #: dtype -> (atol, rtol) for gradients.
 GRAD_TOLERANCES = {d: (4 * a, 4 * r) for d, (a, r) in TOLERANCES.items()}
 TOLERANCE_NOTES = {
-    torch.float32: "fp32 rounding 2^-24 plus fp32 accumulation error over <= 16384 terms (~1e-6)",
+    torch.float32: f"fp32 rounding 2^-24 plus fp32 accumulation error over <= {MAX_COLS} terms (~1e-6)",
     torch.float16: "one fp16 ulp (2^-10) relative; atol for outputs near zero",
     torch.bfloat16: "one bf16 ulp (2^-7) relative; atol for outputs near zero",
 }

@@ -34,7 +34,7 @@ import torch
 from fastpath_lib.cases import CaseSpec
 from fastpath_lib.eligibility import Decision
 from fastpath_lib.rmsnorm.op import explain
-from fastpath_lib.rmsnorm.predicate import PREDICATE, limits_for, make_call
+from fastpath_lib.rmsnorm.predicate import ALIGN_BYTES, PREDICATE, limits_for, make_call
 
 __all__ = ["MODES", "MAX_ELEMENTS", "RouteExplorer", "route_explorer"]
 
@@ -125,9 +125,9 @@ class RouteExplorer(widgets.VBox):
         self.decision, self.error = decision, None
         colour = "#1a7f37" if decision.eligible else "#9a6700"
         self.route.value = f'<b style="color:{colour}">route: {html.escape(decision.route)}</b>'
+        ptr = x.data_ptr() % ALIGN_BYTES if x.numel() else "-"
         self.case.value = (f"<small>{html.escape(self.spec().label())}: shape {list(x.shape)}, stride "
-                           f"{list(x.stride())}, data pointer % 16 = {x.data_ptr() % 16 if x.numel() else '-'} "
-                           f"bytes, device {x.device}</small>")
+                           f"{list(x.stride())}, data pointer % {ALIGN_BYTES} = {ptr} bytes, device {x.device}</small>")
         if decision.reasons:
             items = "".join(f"<li><code>{html.escape(r)}</code></li>" for r in decision.reasons)
             self.reasons.value = f'<ul style="margin:2px 0">{items}</ul>'

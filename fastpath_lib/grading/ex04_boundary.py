@@ -29,7 +29,7 @@ from fastpath_lib.testing import compare, reference_grads, reference_rms_norm
 __all__ = ["check_boundary_cases", "MAX_CASES", "MAX_ELEMENTS"]
 
 MAX_CASES = 24
-MAX_ELEMENTS = 8 * 16384 * 2
+MAX_ELEMENTS = 8 * rms.MAX_COLS * 2
 
 _GENERATED = borrowed.kit("boundary.py", why="the kit's boundary generator writes them for you") + borrowed.kit(
     "eligibility.py", "Boundary.overrides", why="those are the predicate's own declared boundaries") + borrowed.kit(

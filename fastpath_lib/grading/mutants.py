@@ -71,7 +71,7 @@ def _cols_lt(c):  # '<' where '<=' is meant
 
 
 def _cols_plus_16_bytes(c):  # the limit counted with a 16-byte slack
-    slack = 16 // c.input.element_size()
+    slack = c.limits.align_bytes // c.input.element_size()
     return None if _cols(c) <= c.limits.max_cols + slack else f"{_cols(c)} columns"
 
 

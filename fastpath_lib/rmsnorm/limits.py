@@ -30,13 +30,28 @@ SUPPORTED_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
 @dataclasses.dataclass(frozen=True)
 class Limits:
-    """The numeric limits in force for one device and mode."""
+    """The numeric limits in force for one device and mode.
 
-    max_cols: int = MAX_COLS
+    Only the row threshold (and its ``source``) differs between devices; ``max_cols`` and ``align_bytes`` read
+    :data:`MAX_COLS` and :data:`ALIGN_BYTES`, the values the dispatch's cheap test uses, so the two cannot disagree.
+
+    >>> Limits(min_rows=100).max_cols == MAX_COLS, Limits().align_bytes == ALIGN_BYTES
+    (True, True)
+    """
+
     min_rows: int = INTERPRETER_MIN_ROWS
-    align_bytes: int = ALIGN_BYTES
     min_capability: tuple[int, int] = MIN_CAPABILITY
     source: str = "interpreter"
+
+    @property
+    def max_cols(self) -> int:
+        """The widest row the kernels take (:data:`MAX_COLS`)."""
+        return MAX_COLS
+
+    @property
+    def align_bytes(self) -> int:
+        """The alignment of data pointers, row strides and row widths, in bytes (:data:`ALIGN_BYTES`)."""
+        return ALIGN_BYTES
 
 
 def limits_for(device: torch.device | str | None = None, *, interpret: bool | None = None,
