@@ -31,6 +31,9 @@
 # * a performance table with one row per case id (first cell), its route and its class (win/neutral/loss/fallback,
 #   as in exercise 06): route and class must match the data; the note names its wins, neutral cases and losses,
 #   and says the data is synthetic;
+# * how the numbers were measured, from `env["harness"]`: the timer, the warm-up (in ms), how the device is
+#   synchronized before a timing is read, the statistic (the median of how many samples) and its spread (q80 - q20),
+#   and where the raw samples are;
 # * on data whose `env["device_kind"]` is not `"cuda"`: the words "not a GPU measurement", no speed-up claimed
 #   ("faster", "1.5x", "speed-up"; an honest "no speed-up is claimed" is fine) and no case marked a win or a loss.
 #
@@ -76,6 +79,11 @@ def write_pr_note(results, env) -> str:
     for _, r in results.iterrows():
         lines.append(f"| {r['case_id']} | {r['route']} | {r['baseline_median_us']} | "
                      f"{r['candidate_median_us']} | {classes[r['case_id']]} |")
+    h = env["harness"]
+    lines += ["", "## Method", f"Timer: {h['timer']}, after a warm-up of {h['warmup_ms']} ms.",
+              f"Synchronization: {h['sync']}.",
+              f"Each case gives the median of {h['samples']} samples; the spread is q80 - q20 (the 20-80 % range).",
+              f"Raw samples: {h['raw_samples']}."]
     lines += ["", "## Limitations", "Synthetic teaching data stands in for a GPU run here."]
     return "\n".join(lines)
     # END SOLUTION

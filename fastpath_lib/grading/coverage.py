@@ -74,9 +74,9 @@ ITEMS: tuple[Item, ...] = (
     Item("expectations declared before measuring", ("05",), (("ex05", "expectations"),), "check_case_matrix"),
     Item("win / neutral / loss / fallback with a noise band", ("05",),
          (("ex06", "classification"), ("ex06", "summary_counts")), "check_classification"),
-    Item("environment metadata with the results", ("05", "07"), (("ex07", "environment_and_scope"),),
-         "check_pr_note", "device, torch and triton only; warm-up, synchronisation, statistic and raw samples are "
-         "not graded"),
+    Item("environment metadata with the results: device and versions, timer, warm-up, synchronization, "
+         "statistic and spread, raw samples", ("05", "07"),
+         (("ex07", "environment_and_scope"), ("ex07", "measurement_method")), "check_pr_note"),
     Item("the PR note: sections, scope, a table consistent with the data", ("07",),
          (("ex07", "sections"), ("ex07", "consistent_with_data")), "check_pr_note"),
     Item("no speed-up claimed from non-GPU data", ("05", "07"), (("ex07", "no_claims_from_cpu_data"),),

@@ -16,7 +16,7 @@ from fastpath_lib.grading.feedback import Fail, emit, part, table
 from fastpath_lib.grading.vocabulary import OUTCOMES, outcome
 
 __all__ = ["check_classification", "synthetic_results", "synthetic_environment", "interpreter_results",
-           "interpreter_environment", "drawn_results", "expected_classes", "SYNTHETIC_LABEL"]
+           "interpreter_environment", "drawn_results", "expected_classes", "SYNTHETIC_LABEL", "harness"]
 
 #: SYNTHETIC TEACHING DATA, NOT A MEASUREMENT. Invented numbers with the shape of a results table (medians and
 #: 20-80 % spreads, q80 - q20, in microseconds), built so that each classification rule is exercised. No GPU ran them.
@@ -80,7 +80,14 @@ def synthetic_environment() -> dict:
 
     v = runtime.versions()
     return {"device_kind": "cuda", "device": "synthetic GPU (teaching data)", "torch": v["torch"],
-            "triton": v["triton"], "synthetic": True, "note": SYNTHETIC_LABEL}
+            "triton": v["triton"], "synthetic": True, "note": SYNTHETIC_LABEL, "harness": harness()}
+
+
+def harness(warmup_ms: int = 50, samples: int = 100, raw: str = "raw_samples.csv") -> dict:
+    """How the synthetic table says it was timed (the method a PR note reports with the numbers)."""
+    return {"timer": "triton.testing.do_bench", "warmup_ms": warmup_ms, "samples": samples,
+            "sync": "the device is synchronized before each timing is read (CUDA events)",
+            "statistic": "median", "spread": "q80 - q20", "raw_samples": raw}
 
 
 def interpreter_results():
@@ -94,7 +101,9 @@ def interpreter_results():
 def interpreter_environment() -> dict:
     """The environment record of :func:`interpreter_results`."""
     env = synthetic_environment()
-    env.update(device_kind="cpu", device="Triton CPU interpreter", note="not a GPU measurement")
+    env.update(device_kind="cpu", device="Triton CPU interpreter", note="not a GPU measurement",
+               harness=dict(harness(warmup_ms=5, samples=9, raw="interpreter_raw.csv"), timer="time.perf_counter",
+                            sync="none: CPU calls return when done"))
     return env
 
 

@@ -2,11 +2,13 @@
 
 ``write_pr_note(results_df, env) -> str`` is called on the synthetic GPU-shaped table of exercise 06, on a table
 drawn afresh at every call (so a note written for the fixed table alone does not pass), and on CPU-interpreter-shaped
-data. Four parts: the sections, each with content (a skeleton of empty headings fails; the performance section
+data. Five parts: the sections, each with content (a skeleton of empty headings fails; the performance section
 lists the cases of the table it was given); the environment metadata
 (device, torch and triton versions) and a scope statement (the region the fast path covers); a performance table
-whose rows agree with the data, route and class; and no speed-up claimed from non-GPU data, where an honest
-"no speed-up is claimed" is accepted.
+whose rows agree with the data, route and class; the measurement method from ``env["harness"]`` (timer, warm-up,
+synchronization, the median of how many samples, the q80 - q20 spread, where the raw samples are; the drawn table
+comes with a drawn harness, so a method copied from the fixed one fails); and no speed-up claimed from non-GPU data,
+where an honest "no speed-up is claimed" is accepted.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from fastpath_lib.grading import borrowed
 from fastpath_lib.grading.ex06_classify import (
     drawn_results,
     expected_classes,
+    harness,
     interpreter_environment,
     interpreter_results,
     synthetic_environment,
@@ -92,8 +95,27 @@ def _route_cell(cells: list[str], header: list[str]) -> str | None:
 
 def _drawn_environment() -> dict:
     env = synthetic_environment()
-    env["device"] = f"synthetic GPU no. {random.SystemRandom().randint(2, 99)} (drawn by the check)"
+    rng = random.SystemRandom()
+    env["device"] = f"synthetic GPU no. {rng.randint(2, 99)} (drawn by the check)"
+    env["harness"] = harness(warmup_ms=rng.choice((10, 25, 75, 100)), samples=rng.randint(20, 400),
+                             raw=f"raw_{rng.randint(1000, 9999)}.csv")
     return env
+
+
+def _method_gaps(note: str, h: dict) -> list[str]:
+    """What the note leaves out of how the numbers were measured (the environment's ``harness``)."""
+    sentences = [s for s in re.split(r"(?<=[.!?;])\s+|\n", note) if s.strip()]
+
+    def said(*patterns) -> bool:
+        return any(all(re.search(p, s, re.IGNORECASE) for p in patterns) for s in sentences)
+
+    need = {f"the warm-up ({h['warmup_ms']} ms)": said(r"warm", rf"\b{h['warmup_ms']}\s*ms\b"),
+            f"the timer ({h['timer']})": h["timer"] in note,
+            "how the device is synchronized before a timing is read": said(r"synchron|\bsync"),
+            f"the statistic (the median of {h['samples']} samples)": said(r"median", rf"\b{h['samples']}\b"),
+            "the spread (q80 - q20)": said(r"spread", r"20", r"80"),
+            f"where the raw samples are ({h['raw_samples']})": h["raw_samples"] in note}
+    return [k for k, ok in need.items() if not ok]
 
 
 def _datasets():
@@ -186,6 +208,15 @@ def check_pr_note(write_pr_note, *, show: bool = True):
         if problems:
             raise Fail(f"{len(problems)} inconsistencies with the data\n" + "\n".join(problems))
 
+    def method():
+        problems = []
+        for which, df, env in data:
+            gaps = _method_gaps(note_of(which, df, env), env["harness"])
+            if gaps:
+                problems.append(f"{which}: the note does not give " + "; ".join(gaps))
+        if problems:
+            raise Fail("how the numbers were measured is missing\n" + "\n".join(problems))
+
     def no_cpu_claims():
         which, df, env = data[2]
         note = note_of(which, df, env)
@@ -203,5 +234,5 @@ def check_pr_note(write_pr_note, *, show: bool = True):
             raise Fail("\n".join(problems))
 
     return emit([part("ex07", "sections", sections), part("ex07", "environment_and_scope", environment_and_scope),
-                 part("ex07", "consistent_with_data", consistent),
+                 part("ex07", "consistent_with_data", consistent), part("ex07", "measurement_method", method),
                  part("ex07", "no_claims_from_cpu_data", no_cpu_claims)], show)
