@@ -15,7 +15,8 @@ import torch
 
 import fastpath_lib  # noqa: F401  (the interpreter opt-in is made by tests/conftest.py before this import)
 from fastpath_lib import bench
-from fastpath_lib.bench import cli, results
+from fastpath_lib.bench import cli, results, schema
+from fastpath_lib.bench import sweep as bench_sweep
 from fastpath_lib.bench import host as bench_host
 from fastpath_lib.bench import report as bench_report
 from fastpath_lib.bench import workload as bench_workload
@@ -23,6 +24,7 @@ from fastpath_lib.bench.schema import CSV_COLUMNS, HOST_FAMILY
 from fastpath_lib.bench.timing import bytes_moved
 from fastpath_lib.bench.matrix import BenchCase
 from fastpath_lib.bench.metadata import REQUIRED_KEYS
+from fastpath_lib.runtime import ROOT
 
 
 def _row(case_id, provider, median, spread=0.05, route="triton", expected="win", rows=4096, cols=4096, **kw):
@@ -216,6 +218,81 @@ def test_latest_gpu_results_skips_cpu_and_incomplete_runs(tmp_path):
     make("gpu-newer-broken", True, "2026-11-20", incomplete=True)
     assert bench.latest_gpu_results(tmp_path) == older
     assert bench.latest_gpu_results(tmp_path / "missing") is None
+
+
+def test_one_rule_says_what_a_gpu_run_is(tmp_path):
+    """Environment and rows must agree; synthetic or unfinished never counts; every reader asks the same rule."""
+    gpu_env = {"gpu_measurement": True, "timestamp": "2026-12-01", "compute_capability": "sm_90"}
+    rows = pd.DataFrame({"gpu_measurement": [True, True]})
+    assert schema.is_gpu_measurement(rows, gpu_env) and schema.is_gpu_measurement(rows)
+    assert schema.is_gpu_measurement(pd.DataFrame({"gpu_measurement": [None, True]}), gpu_env)  # unset: no vote
+    mixed = pd.DataFrame({"gpu_measurement": [True, "False"]})
+    assert not schema.is_gpu_measurement(mixed, gpu_env)  # a CPU row in a GPU run: the table is not one
+    assert not schema.is_gpu_measurement(rows, {"gpu_measurement": False})
+    assert not schema.is_gpu_measurement(pd.DataFrame({"gpu_measurement": [None]}))  # nothing says so
+    assert not schema.counts_as_gpu_run(dict(gpu_env, synthetic=True), rows)
+    assert schema.measurement_label(dict(gpu_env, synthetic=True)) == schema.SYNTHETIC_LABEL
+    assert schema.measurement_label(gpu_env, mixed) == schema.NOT_GPU
+
+    def folder(name, env, flags):
+        d = tmp_path / name
+        d.mkdir()
+        (d / "environment.json").write_text(json.dumps(env))
+        pd.DataFrame([_row(f"c{i}", "baseline", 1.0, gpu_measurement=f) for i, f in enumerate(flags)]).to_csv(
+            d / "results.csv", index=False)
+        return d
+
+    good = folder("good", gpu_env, [True])
+    cpu_rows = folder("cpu-rows", dict(gpu_env, timestamp="2026-12-02"), [True, False])
+    synthetic = folder("synthetic", dict(gpu_env, timestamp="2026-12-03", synthetic=True), [True])
+    assert schema.is_gpu_run_folder(good)
+    assert not schema.is_gpu_run_folder(cpu_rows) and not schema.is_gpu_run_folder(synthetic)
+    assert results.latest_gpu_results(tmp_path) == good
+    assert results.recorded_gpu_run(tmp_path).other_folders == 2
+    (good / schema.INCOMPLETE_MARKER).write_text("")
+    assert results.latest_gpu_results(tmp_path) is None
+    # the threshold reader asks the same rule: a sweep with a CPU row is not a GPU measurement
+    pd.DataFrame({"cols": [64], "rows": [8], "provider": ["triton"], "gpu_measurement": [False]}).to_csv(
+        cpu_rows / "threshold.csv", index=False)
+    with pytest.raises(ValueError, match=schema.NOT_GPU):
+        bench_sweep.threshold_from_results(cpu_rows)
+
+
+def _literals(path):
+    """The string and number constants of a module, docstrings left out: ``(line, value)``."""
+    import ast
+
+    tree = ast.parse(path.read_text())
+    docs = {id(n.body[0].value) for n in ast.walk(tree)
+            if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and n.body
+            and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+    return [(n.lineno, n.value) for n in ast.walk(tree) if isinstance(n, ast.Constant) and id(n) not in docs]
+
+
+#: Modules the one-owner greps read: the whole package but the grading checks (their own owners switch them).
+_OWNED = sorted(p for p in (ROOT / "fastpath_lib").rglob("*.py") if "grading" not in p.parts)
+
+
+def test_what_a_result_means_is_spelled_only_in_schema():
+    """The outcome words, the measurement labels and the results folders' marker are literals in schema.py only."""
+    words = {schema.WIN, schema.NEUTRAL, schema.LOSS, schema.UNMEASURED, schema.GPU_LABEL, schema.INCOMPLETE_MARKER}
+    labels = (schema.NOT_GPU, schema.SYNTHETIC_LABEL)
+    owner = ROOT / "fastpath_lib" / "bench" / "schema.py"
+    copies = [f"{p.relative_to(ROOT)}:{line}: {v!r}" for p in _OWNED if p != owner for line, v in _literals(p)
+              if isinstance(v, str) and (v in words or any(label in v for label in labels))]
+    assert not copies, "spelled again instead of imported from fastpath_lib.bench.schema:\n" + "\n".join(copies)
+    assert any(v == schema.UNMEASURED for _, v in _literals(owner))  # the grep reads what it should
+
+
+def test_no_limit_literal_outside_the_limits_module():
+    """The row-width limit is a number in rmsnorm/limits.py only; everything else reads MAX_COLS."""
+    from fastpath_lib.rmsnorm.limits import MAX_COLS
+
+    owner = ROOT / "fastpath_lib" / "rmsnorm" / "limits.py"
+    copies = [f"{p.relative_to(ROOT)}:{line}: {v!r}" for p in _OWNED if p != owner for line, v in _literals(p)
+              if (type(v) is int and v == MAX_COLS) or (isinstance(v, str) and str(MAX_COLS) in v)]
+    assert not copies, "a literal limit; import it from fastpath_lib.rmsnorm.limits:\n" + "\n".join(copies)
+    assert any(v == MAX_COLS for _, v in _literals(owner))
 
 
 def test_compile_cost_off_gpu_says_nothing_compiles():

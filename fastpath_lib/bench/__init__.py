@@ -8,13 +8,14 @@ The reviewer's *performance* claim rests on this package: a case matrix declared
 maintenance cost (:func:`compile_cost`), run-to-run drift (:func:`compare`) and a drafted PR note (:func:`pr_note`).
 ``python -m fastpath_lib evidence`` runs all of it on a GPU in one time-boxed command (:mod:`.evidence`).
 
-Modules, one job each: ``schema`` (the results columns and unit), ``matrix`` (the declared cases), ``timing``,
-``metadata`` (``environment.json``), ``harness`` (running the matrix), ``host`` (the dispatch's host cost),
-``sweep`` (the row threshold), ``workload`` (decoder replay, compile cost, compiled facts), ``trace`` (a serving
-trace weighted by call counts), ``buildcost`` (ahead-of-time compile time and cache bytes), ``analysis`` (table
-arithmetic), ``plot``, ``results`` (folders), ``reading`` (what the lessons treat as evidence), ``peer`` (a peer's
-published GPU data, read critically), ``drift``, ``report`` (the PR note), ``evidence`` and ``evidence_steps`` (the
-one-command GPU run) with ``pytest_deadline``, and ``cli``.
+Modules, one job each: ``schema`` (what a result means: the columns, the unit, the outcome words, the labels, the
+GPU-run rule), ``matrix`` (the declared cases), ``timing``, ``metadata`` (``environment.json``), ``harness`` (running
+the matrix), ``host`` (the dispatch's host cost), ``sweep`` (the row threshold), ``workload`` (decoder replay, compile
+cost, compiled facts), ``trace`` (a serving trace weighted by call counts), ``buildcost`` (ahead-of-time compile time
+and cache bytes), ``analysis`` (table arithmetic), ``plot``, ``results`` (folders, and which one is the recorded GPU
+run), ``reading`` (the names the lessons import from results and host), ``peer`` (a peer's published GPU data, read
+critically), ``drift``, ``report`` (the PR note), ``evidence`` and ``evidence_steps`` (the one-command GPU run) with
+``pytest_deadline``, and ``cli``.
 
 Note:
     Without CUDA the harness times F.rms_norm on the CPU and the Triton kernels in Triton's interpreter, with
@@ -30,12 +31,12 @@ from fastpath_lib.bench.analysis import boundary_table, classify, summary_table
 from fastpath_lib.bench.drift import compare
 from fastpath_lib.bench.harness import PROVIDERS, run_matrix
 from fastpath_lib.bench.host import host_table, measure_host
-from fastpath_lib.bench.matrix import OUTCOMES, BenchCase, check_coverage, load_cases
+from fastpath_lib.bench.matrix import BenchCase, check_coverage, load_cases
 from fastpath_lib.bench.metadata import environment
 from fastpath_lib.bench.plot import boundary_plot
 from fastpath_lib.bench.report import pr_note
-from fastpath_lib.bench.results import INCOMPLETE_MARKER, latest_gpu_results, load_results
-from fastpath_lib.bench.schema import CSV_COLUMNS, TIME_UNIT
+from fastpath_lib.bench.results import latest_gpu_results, load_results
+from fastpath_lib.bench.schema import CSV_COLUMNS, INCOMPLETE_MARKER, OUTCOMES, TIME_UNIT
 from fastpath_lib.bench.sweep import threshold_sweep
 from fastpath_lib.bench.workload import compile_cost, replay
 

@@ -18,7 +18,8 @@ import math
 
 import pandas as pd
 
-from fastpath_lib.bench.schema import HOST_FAMILY, is_gpu_measurement, matrix_rows
+from fastpath_lib.bench.schema import (AT_BASELINE, FALLBACK, HOST_FAMILY, LOSS, NEUTRAL, OBSERVED, REFERENCE,
+                                       TIMED_OUTCOMES, UNMEASURED, WIN, is_gpu_measurement, matrix_rows)
 
 __all__ = ["noise_band", "outcome", "classify", "summary_table", "boundary_table", "outcome_counts",
            "coverage_line"]
@@ -41,7 +42,7 @@ def outcome(ratio: float, band: float) -> str:
     >>> outcome(0.8, 0.1), outcome(1.05, 0.1), outcome(1.3, 0.1)
     ('win', 'neutral', 'loss')
     """
-    return "win" if ratio < 1 - band else "loss" if ratio > 1 + band else "neutral"
+    return WIN if ratio < 1 - band else LOSS if ratio > 1 + band else NEUTRAL
 
 
 def _isnan(v) -> bool:
@@ -83,9 +84,9 @@ def classify(df: pd.DataFrame) -> pd.DataFrame:
         if r.status != "ok":
             vs = str(r.status)
         elif r.provider == "baseline":
-            vs = "reference"
+            vs = REFERENCE
         elif r.case_id not in base or not measured:
-            vs = "unmeasured"
+            vs = UNMEASURED
         else:
             b = base[r.case_id]
             band = noise_band(r.q20_us, r.median_us, r.q80_us, b.q20_us, b.median_us, b.q80_us)
@@ -94,12 +95,12 @@ def classify(df: pd.DataFrame) -> pd.DataFrame:
             vs = outcome(r.median_us / b.median_us, band)
         obs = vs
         if r.provider == "dispatched" and str(r.route) == "fallback":
-            obs = "fallback"
-            out.at[i, "fallback_at_baseline"] = vs in ("win", "neutral") if vs in ("win", "neutral", "loss") else None
+            obs = FALLBACK
+            out.at[i, "fallback_at_baseline"] = vs in AT_BASELINE if vs in TIMED_OUTCOMES else None
         out.at[i, "vs_baseline"] = vs
         out.at[i, "observed"] = obs
         if r.provider == "dispatched":
-            out.at[i, "matches"] = None if obs == "unmeasured" else obs == r.expected
+            out.at[i, "matches"] = None if obs == UNMEASURED else obs == r.expected
     return out
 
 
@@ -112,7 +113,7 @@ def outcome_counts(df: pd.DataFrame) -> dict[str, int]:
     disp = matrix_rows(df)
     disp = disp[disp["provider"] == "dispatched"]
     counts = disp["observed"].value_counts().to_dict() if len(disp) else {}
-    return {k: int(counts.get(k, 0)) for k in ("win", "neutral", "loss", "fallback", "unmeasured")}
+    return {k: int(counts.get(k, 0)) for k in OBSERVED}
 
 
 def coverage_line(df: pd.DataFrame, env: dict | None = None) -> str:
@@ -162,7 +163,7 @@ def summary_table(df: pd.DataFrame, *, gpu: bool | None = None) -> pd.DataFrame:
         row = {"case": cid, "pass": g["pass"].iloc[0], "shape": _shape(d), "declared": _declared(d), "dtype": d.dtype,
                "layout": d.layout + (f"+{d.pad}" if d.pad else "") + (f" off{d.offset}" if d.offset else ""),
                "expected": d.expected, "route": d.route,
-               "observed": d.observed if "dispatched" in by else "unmeasured"}
+               "observed": d.observed if "dispatched" in by else UNMEASURED}
         for p in ("baseline", "dispatched", "triton", "compiled"):
             r = by.get(p)
             row[f"{p}_us"] = r.median_us if r is not None and r.status == "ok" else math.nan

@@ -15,6 +15,8 @@ import os
 import tempfile
 from pathlib import Path
 
+from fastpath_lib.bench.schema import NOT_GPU
+
 __all__ = ["aot_build_cost", "region_specializations"]
 
 
@@ -70,5 +72,4 @@ def aot_build_cost(specs, *, timeout: float = 600) -> dict:
             "load_bytes": r["load_bytes"]} for s, r in zip(specs, rows)]
     return {"per_specialization": per, "total_compile_s": round(sum(p["compile_s"] for p in per), 4),
             "cache_bytes": size, "cubin_bytes": cubin, "files": len(files),
-            "note": "compiled ahead of time on this machine's CPU for the GPU target; compile-time facts, not a GPU "
-                    "measurement"}
+            "note": f"compiled ahead of time on this machine's CPU for the GPU target; compile-time facts, {NOT_GPU}"}

@@ -37,7 +37,7 @@ from fastpath_lib.bench.analysis import classify
 from fastpath_lib.bench.host import measure_host
 from fastpath_lib.bench.matrix import BenchCase, load_cases
 from fastpath_lib.bench.metadata import environment
-from fastpath_lib.bench.schema import CSV_COLUMNS, empty_row
+from fastpath_lib.bench.schema import CSV_COLUMNS, NOT_GPU, empty_row, measurement_label
 from fastpath_lib.bench.timing import (bytes_moved, copy_bandwidth, count_launches, gpu_measurement, quantile,
                                        settings_for, time_callable)
 from fastpath_lib.rmsnorm.predicate import PREDICATE, default_eps
@@ -241,7 +241,7 @@ def matrix_environment(settings: dict, *, copy_gbps: float, copy_label: str, pro
     env = environment(dict(settings, copy_bandwidth=copy_label, copy_gbps=copy_gbps, providers=list(providers),
                            cases=len(cases)))
     env["gpu_measurement"] = gpu
-    env["measurement_label"] = "GPU measurement" if gpu else "not a GPU measurement"
+    env["measurement_label"] = measurement_label(env)
     env["declared_cases"] = list(declared)
     return env
 
@@ -302,7 +302,7 @@ def run_matrix(cases: list[BenchCase] | None = None, *, quick: bool = False, out
     env.update(extra_env or {})
     if log:
         log(f"bench: {len(cases)} cases x {len(providers)} providers, {settings['timer']}"
-            f"{'' if gpu else ' -- not a GPU measurement'}; {copy_label}: {copy_gbps:.1f} GB/s")
+            f"{'' if gpu else ' -- ' + NOT_GPU}; {copy_label}: {copy_gbps:.1f} GB/s")
     write_to = staging if staging is not None else folder
     if write_to is not None:  # first, so a run cut in the middle still says what was declared and where it ran
         (Path(write_to) / "environment.json").write_text(json.dumps(env, indent=2, default=str) + "\n")

@@ -41,7 +41,7 @@ from fastpath_lib.bench.timing import gpu_measurement, quantile
 from fastpath_lib.rmsnorm.predicate import default_eps, limits_for
 
 __all__ = ["HostCase", "FALLBACK_CASES", "ELIGIBLE_CASE", "TARGET_RATIO", "NOT_MEASURED", "best_of_medians",
-           "measure_host", "host_table", "warnings_of"]
+           "measure_host", "host_table", "host_plot", "warnings_of"]
 
 #: The dispatched op may cost at most this multiple of ``F.rms_norm`` per call on the fallback route.
 TARGET_RATIO = 1.15
@@ -286,3 +286,41 @@ def host_table(df: pd.DataFrame) -> pd.DataFrame:
     cols = ["case", "shape", "dtype", "layout", "route", "baseline_us", "dispatched_us", "launcher_us", "ratio",
             "ratio_to", "target", "verdict", "warnings"]
     return pd.DataFrame(rows, columns=cols).set_index("case")
+
+
+def host_plot(table: pd.DataFrame, *, machine: str = "", gpu: bool = False, fontsize: int = 11):
+    """Per-call host time of ``F.rms_norm`` and of the dispatched op, side by side, one pair of bars per case.
+
+    Args:
+        table: :func:`~fastpath_lib.bench.host.host_table`'s table; its fallback cases are drawn (the eligible
+            case compares with the launcher, not ``F.rms_norm``: read it in the table), unmeasured ones left out.
+        machine: what it was measured on (goes in the title).
+        gpu: whether the calls ran on a CUDA device (the title says which kind of time this is).
+
+    Returns:
+        a matplotlib ``Figure``; each pair is labelled with its ratio and the target.
+    """
+    from matplotlib.figure import Figure
+
+    t = table[(table["ratio_to"] == "F.rms_norm") & table["baseline_us"].notna() & table["dispatched_us"].notna()]
+    fig = Figure(figsize=(10, 1.8 + 0.9 * max(1, len(t))), layout="constrained")
+    ax = fig.add_subplot(1, 1, 1)
+    ys = list(range(len(t)))[::-1]
+    h = 0.38
+    ax.barh([y + h / 2 for y in ys], t["baseline_us"], height=h, color="tab:gray", label="F.rms_norm")
+    ax.barh([y - h / 2 for y in ys], t["dispatched_us"], height=h, color="tab:blue",
+            label="fastpath_lib.rms_norm (dispatch + fallback)")
+    for y, r in zip(ys, t.itertuples()):
+        if not math.isnan(float(r.ratio)):
+            ax.text(r.dispatched_us, y - h / 2, f"  {float(r.ratio):.2f}x", va="center", fontsize=fontsize - 1)
+    ax.set_yticks(ys, [f"{c}\n{r.shape} {r.dtype}, {r.layout}" for c, r in zip(t.index, t.itertuples())],
+                  fontsize=fontsize - 2)
+    ax.set_xlabel("host time per call (us; best of several medians, torch.utils.benchmark)", fontsize=fontsize)
+    ax.tick_params(axis="x", labelsize=fontsize - 1)
+    ax.set_xlim(0, float(max(t["dispatched_us"].max(), t["baseline_us"].max())) * 1.25 if len(t) else 1)
+    kind = "CUDA calls, host side" if gpu else "CPU host time"
+    ax.set_title(f"Dispatch cost on the fallback route ({kind}{', ' + machine if machine else ''})\n"
+                 f"labels: dispatched / F.rms_norm; target at most {TARGET_RATIO}x", fontsize=fontsize)
+    fig.legend(*ax.get_legend_handles_labels(), loc="outside lower center", ncol=2, fontsize=fontsize - 1)
+    ax.grid(True, axis="x", alpha=0.3)
+    return fig

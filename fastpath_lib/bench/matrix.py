@@ -19,6 +19,7 @@ from pathlib import Path
 
 import torch
 
+from fastpath_lib.bench.schema import FALLBACK, LOSS, NEUTRAL, OUTCOMES, WIN
 from fastpath_lib.cases import CaseSpec
 from fastpath_lib.rmsnorm.limits import ALIGN_BYTES
 
@@ -26,7 +27,6 @@ __all__ = ["OUTCOMES", "PASSES", "BENCH_LAYOUTS", "DEFAULT_CASES", "BenchCase", 
            "coverage_rules", "rationale_words", "Rule", "aligned", "SMALL_ELEMENTS", "LARGE_ELEMENTS",
            "STRIDED_LAYOUTS"]
 
-OUTCOMES = ("win", "neutral", "loss", "fallback")
 PASSES = ("forward", "backward")
 BENCH_LAYOUTS = ("contiguous", "row_slice", "step", "transposed", "batched", "permuted")
 DEFAULT_CASES = Path(__file__).with_name("cases.json")
@@ -235,17 +235,18 @@ def coverage_rules(cases: list[BenchCase], *, passes: bool = True) -> list[Rule]
         Rule("size", small >= 2, f">= 2 small cases (<= {SMALL_ELEMENTS} elements): {small}"),
         Rule("size", large >= 2, f">= 2 large cases (>= 4096x4096 elements): {large}"),
         Rule("size", any(c.shape[0] == 1 for c in cases), "an M=1 decode case (one row)"),
-        Rule("layout", n_aligned >= 2, f">= 2 aligned cases (16-byte pointer, row stride and width): {n_aligned}"),
+        Rule("layout", n_aligned >= 2,
+             f">= 2 aligned cases ({ALIGN_BYTES}-byte pointer, row stride and width): {n_aligned}"),
         Rule("layout", n - n_aligned >= 2, f">= 2 odd cases (misaligned width, pointer or stride, or transposed): "
              f"{n - n_aligned}"),
         Rule("layout", contiguous >= 2, f">= 2 contiguous cases: {contiguous}"),
         Rule("layout", strided >= 1, f">= 1 supported strided case ({', '.join(STRIDED_LAYOUTS)}): {strided}"),
         Rule("layout", not dtypes, "fp32, fp16 and bf16 cases" + (f": no {', '.join(dtypes)}" if dtypes else "")),
-        Rule("expectations", count["win"] >= 1, f">= 1 case expected to win: {count['win']}"),
-        Rule("expectations", count["neutral"] + count["loss"] >= 2,
-             f">= 2 cases expected not to improve (neutral or loss): {count['neutral'] + count['loss']}"),
-        Rule("expectations", count["fallback"] >= 2,
-             f">= 2 cases outside the eligibility region (expected fallback): {count['fallback']}"),
+        Rule("expectations", count[WIN] >= 1, f">= 1 case expected to {WIN}: {count[WIN]}"),
+        Rule("expectations", count[NEUTRAL] + count[LOSS] >= 2,
+             f">= 2 cases expected not to improve ({NEUTRAL} or {LOSS}): {count[NEUTRAL] + count[LOSS]}"),
+        Rule("expectations", count[FALLBACK] >= 2,
+             f">= 2 cases outside the eligibility region (expected {FALLBACK}): {count[FALLBACK]}"),
         Rule("expectations", not bad_why and not same_why, "a rationale of its own for every case (at least four words)"
              + "".join(f"\n      {cid}: no rationale saying why" for cid in bad_why)
              + "".join(f"\n      {cid}: the same rationale as another case" for cid in same_why)),

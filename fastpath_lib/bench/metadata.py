@@ -11,6 +11,7 @@ from pathlib import Path
 import torch
 
 from fastpath_lib import runtime
+from fastpath_lib.bench.schema import measurement_label
 from fastpath_lib.bench.timing import gpu_measurement
 
 __all__ = ["environment", "REQUIRED_KEYS"]
@@ -96,5 +97,5 @@ def environment(harness: dict | None = None) -> dict:
         props = torch.cuda.get_device_properties(0)
         env["device_memory_gib"] = round(props.total_memory / 2**30, 1)
         env["sm_count"] = props.multi_processor_count
-    env["measurement_label"] = "GPU measurement" if env["gpu_measurement"] else "not a GPU measurement"
+    env["measurement_label"] = measurement_label(env)
     return env

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from fastpath_lib.bench.analysis import boundary_table
-from fastpath_lib.bench.schema import NOT_GPU, is_gpu_measurement, matrix_rows
+from fastpath_lib.bench.schema import NOT_GPU, is_gpu_measurement, matrix_rows, measurement_label
 from fastpath_lib.rmsnorm.predicate import CUDA_MIN_ROWS, DEFAULT_CUDA_MIN_ROWS, INTERPRETER_MIN_ROWS, MAX_COLS
 
 __all__ = ["boundary_plot", "min_rows_for"]
@@ -103,9 +103,9 @@ def boundary_plot(df: pd.DataFrame, ax=None, *, env: dict | None = None):
     ax.tick_params(labelsize=10)
     for axis in (ax.xaxis, ax.yaxis):
         axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-    label = "GPU measurement" if gpu else f"CPU / Triton interpreter -- {NOT_GPU}: routes only"
-    if env.get("synthetic"):
-        label = "SYNTHETIC data -- not a measurement"
+    label = measurement_label(env, df)
+    if label == NOT_GPU:
+        label = f"CPU / Triton interpreter -- {NOT_GPU}: routes only"
     ax.set_title(f"Dispatch boundary: speed-up of rms_norm over F.rms_norm\n({label})", fontsize=11)
     ax.legend(loc="lower left", fontsize=9)
     return fig

@@ -19,9 +19,10 @@ import pandas as pd
 from fastpath_lib.bench.analysis import classify, coverage_line, outcome_counts, summary_table
 from fastpath_lib.bench.host import NOT_MEASURED, TARGET_RATIO, host_table
 from fastpath_lib.bench.results import load_results
-from fastpath_lib.bench.schema import NOT_GPU, is_gpu_measurement, matrix_rows
-from fastpath_lib.rmsnorm.predicate import (ALLOWED_MODES, CUDA_MIN_ROWS, DEFAULT_CUDA_MIN_ROWS, MAX_COLS,
-                                            MIN_CAPABILITY, PREDICATE, SUPPORTED_DTYPES)
+from fastpath_lib.bench.schema import (FALLBACK, NOT_GPU, OUTCOMES, UNMEASURED, WIN, is_gpu_measurement,
+                                       matrix_rows, measurement_label)
+from fastpath_lib.rmsnorm.predicate import (ALIGN_BYTES, ALLOWED_MODES, CUDA_MIN_ROWS, DEFAULT_CUDA_MIN_ROWS,
+                                            MAX_COLS, MIN_CAPABILITY, PREDICATE, SUPPORTED_DTYPES)
 
 __all__ = ["pr_note", "junit_counts", "Evidence", "SECTIONS", "fmt"]
 
@@ -99,11 +100,11 @@ def summary(ev: Evidence) -> list[str]:
          f"`{str(env.get('git_commit'))[:12]}`{' (dirty)' if env.get('git_dirty') else ''}, {env.get('timestamp')} "
          f"-- **{ev.label}**."]
     counts = outcome_counts(ev.df)
-    shown = ("win", "neutral", "loss", "fallback") if ev.gpu else ("unmeasured", "fallback")
+    shown = OUTCOMES if ev.gpu else (UNMEASURED, FALLBACK)
     L.append(f"- {coverage_line(ev.df, env)}; dispatched outcomes: "
              + ", ".join(f"{k} {counts[k]}" for k in shown) + ".")
     if ev.gpu:
-        wins = ev.dispatched[ev.dispatched.observed == "win"]
+        wins = ev.dispatched[ev.dispatched.observed == WIN]
         if len(wins):
             L.append(f"- Speed-ups over F.rms_norm on wins range {fmt(wins.speedup.min(), '.2f')}x to "
                      f"{fmt(wins.speedup.max(), '.2f')}x (median time ratio; noise band per case below).")
@@ -157,10 +158,10 @@ def _copy_ceiling(ev: Evidence) -> str:
 def mechanism(ev: Evidence) -> list[str]:
     L = ["## Mechanism", "",
          "The forward reads each row of x and the weight once and writes y once (narrow rows several to a program, "
-         "so every thread moves 16-byte vectors); the backward reads dy and x, writes dx and an fp32 partial dw "
-         "reduced in a fixed order, and reads each row a second time (served from cache or not: unmeasured). Bytes "
-         "moved are counted as each input read once and each output written once (the minimum any implementation "
-         "must move). " + _copy_ceiling(ev), ""]
+         f"so every thread moves {ALIGN_BYTES}-byte vectors); the backward reads dy and x, writes dx and an fp32 "
+         "partial dw reduced in a fixed order, and reads each row a second time (served from cache or not: "
+         "unmeasured). Bytes moved are counted as each input read once and each output written once (the minimum any "
+         "implementation must move). " + _copy_ceiling(ev), ""]
     mech = ev.dispatched[ev.dispatched.status == "ok"]
     if len(mech):
         L += ["| case | shape run | bytes moved | dispatched GB/s | % of copy | launches/call |",
@@ -240,16 +241,16 @@ def performance(ev: Evidence) -> list[str]:
                      fmt(r["baseline_us"]), fmt(r["dispatched_us"]), fmt(r.get("speedup"), ".2f"),
                      fmt(r.get("noise_band"), ".1%"), fmt(r["compiled_us"]), "yes" if r["matches"] else "**no**"]
         else:
-            route_ok = (r["expected"] == "fallback") == (r["route"] == "fallback")
+            route_ok = (r["expected"] == FALLBACK) == (r["route"] == "fallback")
             cells = [cid, r["pass"], _shape_cell(r), r["dtype"], r["layout"], r["expected"], r["route"], r["observed"],
                      "yes" if route_ok else "differs (the interpreter's row threshold)"]
         L.append("| " + " | ".join(str(c) for c in cells) + " |")
     L.append("")
     if ev.gpu:
-        for kind in ("win", "neutral", "loss", "fallback"):
+        for kind in OUTCOMES:
             ids = table.index[table.observed == kind].tolist()
             L.append(f"- **{kind}** ({len(ids)}): {', '.join(ids) if ids else 'none'}")
-        fb = ev.dispatched[ev.dispatched.observed == "fallback"]
+        fb = ev.dispatched[ev.dispatched.observed == FALLBACK]
         slow = fb[fb.fallback_at_baseline == False]  # noqa: E712
         L.append(f"- Fallback cases at baseline speed: {len(fb) - len(slow)} of {len(fb)}"
                  + (f" (slower: {', '.join(slow.case_id)})" if len(slow) else "") + ".")
@@ -387,7 +388,7 @@ def pr_note(results_dir: str | Path | None = None, *, df: pd.DataFrame | None = 
     if tests is None and folder is not None and (folder / "tests").is_dir():
         tests = {p.stem: junit_counts(p) for p in sorted((folder / "tests").glob("*.xml"))} or None
     ev = Evidence(df=df, env=env, gpu=gpu, synthetic=synthetic,
-                  label="SYNTHETIC data, not a measurement" if synthetic else "GPU measurement" if gpu else NOT_GPU,
+                  label=measurement_label(env, df),
                   tests=tests, replay=replay if replay is not None else _json(folder, "replay.json"),
                   compile_cost=compile_cost if compile_cost is not None else _json(folder, "compile_cost.json"),
                   threshold=threshold, compiled=compiled if compiled is not None else _json(folder, "compiled.json"),

@@ -1,5 +1,10 @@
 """Results folders: written atomically, never silently overwritten, read back with clear errors, found again.
 
+This is the one module that reads results folders: :func:`load_results` reads one, :func:`latest_gpu_results` and
+:func:`recorded_gpu_run` find the newest recorded GPU run (the rule for which folder counts is
+:func:`~fastpath_lib.bench.schema.is_gpu_run_folder`), and the lessons call :func:`recorded_gpu_run` instead of
+deciding for themselves what counts as evidence.
+
 A folder holds ``results.csv`` (one row per case and provider, :data:`~fastpath_lib.bench.schema.CSV_COLUMNS`),
 ``environment.json`` and the analyses. While a run is in progress it lives in a hidden sibling
 ``.<name>.partial-<pid>`` containing an ``INCOMPLETE`` marker; only a finished run is renamed to its final name, so
@@ -10,6 +15,7 @@ says where it is.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -18,14 +24,16 @@ from pathlib import Path
 
 import pandas as pd
 
-from fastpath_lib.bench.analysis import boundary_table, classify
+from fastpath_lib.bench.analysis import boundary_table, classify, coverage_line
 from fastpath_lib.bench.plot import boundary_plot
-from fastpath_lib.bench.schema import CSV_COLUMNS, matrix_rows
+from fastpath_lib.bench.schema import CSV_COLUMNS, INCOMPLETE_MARKER, is_gpu_run_folder, matrix_rows
+from fastpath_lib.runtime import ROOT
 
-__all__ = ["INCOMPLETE_MARKER", "begin", "stale_staging", "write", "write_table", "finish", "load_results",
-           "latest_gpu_results"]
+__all__ = ["INCOMPLETE_MARKER", "RESULTS_ROOT", "Recorded", "begin", "stale_staging", "write", "write_table",
+           "finish", "load_results", "latest_gpu_results", "recorded_gpu_run"]
 
-INCOMPLETE_MARKER = "INCOMPLETE"
+#: Where results folders live in a checkout of the kit (``results/<device>-<date>/``).
+RESULTS_ROOT = ROOT / "results"
 _REQUIRED = ("case_id", "provider", "status", "median_us")
 
 
@@ -151,8 +159,15 @@ def load_results(results_dir: str | Path, *, allow_incomplete: bool = False) -> 
     return df, env
 
 
+def _result_folders(root: Path) -> list[Path]:
+    if not root.is_dir():
+        return []
+    return [p.parent for p in root.glob("*/environment.json") if not p.parent.name.startswith(".")]
+
+
 def latest_gpu_results(root: str | Path = "results") -> Path | None:
-    """The newest complete results folder under ``root`` whose ``environment.json`` says ``gpu_measurement: true``.
+    """The newest results folder under ``root`` that is a recorded GPU run (finished, a GPU measurement, not
+    synthetic: :func:`~fastpath_lib.bench.schema.is_gpu_run_folder`), by its ``timestamp``.
 
     Args:
         root: where results folders live (``results/<device>-<date>/``).
@@ -164,19 +179,62 @@ def latest_gpu_results(root: str | Path = "results") -> Path | None:
         CPU / interpreter runs are never returned, however recent.
     """
     best = None
-    rootp = Path(root)
-    if not rootp.is_dir():
-        return None
-    for envf in rootp.glob("*/environment.json"):
-        folder = envf.parent
-        if folder.name.startswith(".") or (folder / INCOMPLETE_MARKER).exists():
-            continue
-        try:
-            env = json.loads(envf.read_text())
-        except (OSError, ValueError):
-            continue
-        if env.get("gpu_measurement") is True and not env.get("synthetic"):
+    for folder in _result_folders(Path(root)):
+        if is_gpu_run_folder(folder):
+            env = json.loads((folder / "environment.json").read_text())
             key = (str(env.get("timestamp", "")), folder.name)
             if best is None or key > best[0]:
                 best = (key, folder)
     return None if best is None else best[1]
+
+
+@dataclasses.dataclass
+class Recorded:
+    """The newest recorded GPU run (``folder``, its classified results ``df`` and ``env``), or none.
+
+    >>> rec = recorded_gpu_run("/nonexistent/results")
+    >>> rec.found, rec.line().startswith("no GPU run is recorded")
+    (False, True)
+    """
+
+    root: Path
+    folder: Path | None = None
+    df: pd.DataFrame | None = None
+    env: dict = dataclasses.field(default_factory=dict)
+    other_folders: int = 0
+
+    @property
+    def found(self) -> bool:
+        return self.folder is not None
+
+    def line(self) -> str:
+        """One plain sentence: which GPU run the numbers come from, or that there is none."""
+        others = (f" ({self.other_folders} other folder(s) there are not finished GPU measurements and are not read)"
+                  if self.other_folders else "")
+        if not self.found:
+            return (f"no GPU run is recorded under {self.root.name}/{others}: no GPU number is shown. A run of "
+                    f"`python -m fastpath_lib evidence --out results/<device>-<date>` on a GPU records one, and these "
+                    f"cells read it once it is committed.")
+        e = self.env
+        commit = str(e.get("git_commit") or "?")[:12]
+        return (f"newest GPU run: {self.root.name}/{self.folder.name} ({e.get('device_name')}, "
+                f"{e.get('compute_capability')}, {e.get('timestamp')}, commit {commit}); "
+                f"{coverage_line(self.df, e)}{others}")
+
+
+def recorded_gpu_run(root: str | Path = RESULTS_ROOT) -> Recorded:
+    """The newest recorded GPU results folder under ``root``, loaded, or a :class:`Recorded` saying there is none.
+
+    Args:
+        root: the results folder root (default: the kit's ``results/``).
+
+    Returns:
+        a :class:`Recorded`; ``found`` is false when no folder holds a finished, non-synthetic GPU measurement.
+    """
+    rootp = Path(root)
+    newest = latest_gpu_results(rootp)
+    others = len([f for f in _result_folders(rootp) if f != newest and not is_gpu_run_folder(f)])
+    if newest is None:
+        return Recorded(root=rootp, other_folders=others)
+    df, env = load_results(newest)
+    return Recorded(root=rootp, folder=newest, df=df, env=env, other_folders=others)

@@ -1,21 +1,30 @@
-"""The results schema, in one place: the columns of ``results.csv``, its time unit, and the row families.
+"""What a result means, in one place: the columns of ``results.csv``, its time unit, the row families, the outcome
+words, the measurement labels, the one rule for "is this a GPU measurement", and which results folder counts as a
+recorded GPU run. Every other module imports these; none spells them again (``tests/test_bench.py`` greps for copies).
 
 Every table the kit writes or prints times in **microseconds** (:data:`TIME_UNIT`): ``results.csv`` (``median_us``,
 ``samples_us``, ...), the summary table, the PR note, the host-overhead table and the exercises' synthetic tables.
 
 A results table holds two kinds of rows, told apart by ``family``: the predeclared matrix's cases (``bench/cases.json``)
 and the host-overhead family (:data:`HOST_FAMILY`, per-call host time of the dispatch, :mod:`fastpath_lib.bench.host`).
-Whether a row is a GPU measurement is decided once, when it is measured, and carried in its ``gpu_measurement`` column.
+Whether a row is a GPU measurement is decided once, when it is measured, and carried in its ``gpu_measurement`` column
+and in ``environment.json``; :func:`is_gpu_measurement` reads both, and they must agree. A GPU *run* that counts as
+evidence (:func:`counts_as_gpu_run`, :func:`is_gpu_run_folder`) is moreover not synthetic, and its folder finished.
 
 Nothing here imports the rest of the kit.
 """
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pandas as pd
 
-__all__ = ["TIME_UNIT", "CSV_COLUMNS", "TIME_COLUMNS", "HOST_FAMILY", "NOT_GPU", "matrix_rows", "host_rows",
-           "is_gpu_measurement", "empty_row"]
+__all__ = ["TIME_UNIT", "CSV_COLUMNS", "TIME_COLUMNS", "HOST_FAMILY", "NOT_GPU", "GPU_LABEL", "SYNTHETIC_LABEL",
+           "WIN", "NEUTRAL", "LOSS", "FALLBACK", "UNMEASURED", "REFERENCE", "OUTCOMES", "TIMED_OUTCOMES",
+           "AT_BASELINE", "OBSERVED", "INCOMPLETE_MARKER", "matrix_rows", "host_rows", "is_gpu_measurement",
+           "counts_as_gpu_run", "is_gpu_run_folder", "measurement_label", "empty_row"]
 
 #: The one time unit of every table the kit prints.
 TIME_UNIT = "us"
@@ -36,6 +45,26 @@ HOST_FAMILY = "host-overhead"
 
 #: The label every timing that is not a GPU measurement carries.
 NOT_GPU = "not a GPU measurement"
+#: The label of a GPU measurement.
+GPU_LABEL = "GPU measurement"
+#: The label of a constructed table (``environment["synthetic"]``): nothing in it was measured.
+SYNTHETIC_LABEL = "SYNTHETIC data, not a measurement"
+
+#: The outcome words. A timed comparison with the baseline gives one of :data:`TIMED_OUTCOMES`; a dispatched call
+#: that took the fallback is :data:`FALLBACK`; a row that is not a GPU measurement (or lacks a baseline) is
+#: :data:`UNMEASURED`; the baseline itself is :data:`REFERENCE`.
+WIN, NEUTRAL, LOSS, FALLBACK, UNMEASURED, REFERENCE = "win", "neutral", "loss", "fallback", "unmeasured", "reference"
+#: What a matrix case may be expected to do on a CUDA GPU (``bench/cases.json``'s ``expected``).
+OUTCOMES = (WIN, NEUTRAL, LOSS, FALLBACK)
+#: The outcomes of a timed comparison with the baseline.
+TIMED_OUTCOMES = (WIN, NEUTRAL, LOSS)
+#: The timed outcomes that keep the baseline's speed (a fallback at baseline; a threshold's "never loses").
+AT_BASELINE = (WIN, NEUTRAL)
+#: Every ``observed`` value a dispatched row can carry, in the order tables count them.
+OBSERVED = (*OUTCOMES, UNMEASURED)
+
+#: The marker file of a results folder still being written (or left by an interrupted run).
+INCOMPLETE_MARKER = "INCOMPLETE"
 
 
 def _truthy(v) -> bool | None:
@@ -47,18 +76,63 @@ def _truthy(v) -> bool | None:
     return bool(v)
 
 
-def is_gpu_measurement(df: pd.DataFrame, env: dict | None = None) -> bool:
-    """Whether a results table is a GPU measurement: the environment's flag, else every row's carried flag.
+def is_gpu_measurement(df: pd.DataFrame | None, env: dict | None = None) -> bool:
+    """The one rule: a table is a GPU measurement when its environment says so and every row's carried flag agrees.
+
+    Args:
+        df: the results (``None``: the environment alone); a row whose ``gpu_measurement`` is unset does not vote.
+        env: its ``environment.json`` (default: ``df.attrs["environment"]``); without one, the rows decide (at least
+            one must carry the flag).
 
     >>> is_gpu_measurement(pd.DataFrame({"gpu_measurement": [True, "False"]}))
     False
+    >>> is_gpu_measurement(pd.DataFrame({"gpu_measurement": [False]}), {"gpu_measurement": True})
+    False
     """
-    for e in (env, df.attrs.get("environment")):
-        if e and "gpu_measurement" in e:
-            return bool(e["gpu_measurement"])
-    if "gpu_measurement" not in df.columns or not len(df):
+    env = env if env is not None else (df.attrs.get("environment") if df is not None else None)
+    votes = [] if df is None or "gpu_measurement" not in df.columns else \
+        [f for f in map(_truthy, df["gpu_measurement"]) if f is not None]
+    if env and "gpu_measurement" in env:
+        return _truthy(env["gpu_measurement"]) is True and all(votes)
+    return bool(votes) and all(votes)
+
+
+def counts_as_gpu_run(env: dict | None, df: pd.DataFrame | None = None) -> bool:
+    """A GPU run that counts as evidence: a GPU measurement (:func:`is_gpu_measurement`) that is not synthetic.
+
+    >>> counts_as_gpu_run({"gpu_measurement": True, "synthetic": True})
+    False
+    """
+    return bool(env) and not env.get("synthetic") and is_gpu_measurement(df, env)
+
+
+def is_gpu_run_folder(folder: str | Path) -> bool:
+    """A results folder that is a recorded GPU run: finished (no :data:`INCOMPLETE_MARKER`), and its readable
+    ``environment.json`` with the rows of its ``results.csv`` :func:`counts_as_gpu_run`. CPU and interpreter runs
+    never count, however recent."""
+    folder = Path(folder)
+    if folder.name.startswith(".") or (folder / INCOMPLETE_MARKER).exists():
         return False
-    return all(_truthy(v) is True for v in df["gpu_measurement"])
+    try:
+        env = json.loads((folder / "environment.json").read_text())
+    except (OSError, ValueError):
+        return False
+    try:
+        rows = pd.read_csv(folder / "results.csv", usecols=["gpu_measurement"])
+    except (OSError, ValueError):  # no table, or one without the flag: the environment alone decides
+        rows = None
+    return isinstance(env, dict) and counts_as_gpu_run(env, rows)
+
+
+def measurement_label(env: dict | None, df: pd.DataFrame | None = None) -> str:
+    """:data:`SYNTHETIC_LABEL`, :data:`GPU_LABEL` or :data:`NOT_GPU`: what a table's timings are.
+
+    >>> measurement_label({"gpu_measurement": False})
+    'not a GPU measurement'
+    """
+    if env and env.get("synthetic"):
+        return SYNTHETIC_LABEL
+    return GPU_LABEL if is_gpu_measurement(df, env or {}) else NOT_GPU
 
 
 def matrix_rows(df: pd.DataFrame) -> pd.DataFrame:

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 
 from fastpath_lib import runtime
 from fastpath_lib.bench.analysis import classify
-from fastpath_lib.bench.results import INCOMPLETE_MARKER
+from fastpath_lib.bench.schema import AT_BASELINE, INCOMPLETE_MARKER, NOT_GPU, TIMED_OUTCOMES, is_gpu_measurement
 from fastpath_lib.bench.timing import gpu_measurement, quantile, settings_for, time_callable
 from fastpath_lib.rmsnorm import thresholds
 from fastpath_lib.rmsnorm.predicate import default_eps
@@ -129,15 +129,15 @@ def propose(table: pd.DataFrame, *, capability: tuple[int, int] | None, complete
     per_width: dict[int, int | None] = {}
     for c in widths:
         t = table[(table["cols"] == c) & (table["provider"] == "triton")].sort_values("rows")
-        ok = t["vs_baseline"].isin(["win", "neutral"]).tolist()
+        ok = t["vs_baseline"].isin(AT_BASELINE).tolist()
         rs = [int(v) for v in t["rows"]]
         per_width[c] = next((rs[k] for k in range(len(rs)) if all(ok[k:])), None)
-    measured = bool(len(table)) and bool(table["vs_baseline"].isin(["win", "neutral", "loss"]).any())
+    measured = bool(len(table)) and bool(table["vs_baseline"].isin(TIMED_OUTCOMES).any())
     out = {"capability": f"sm_{capability[0]}{capability[1]}" if capability else None,
            "per_width_crossover_rows": per_width, "proposed_min_rows": None, "line": None, "complete": complete}
     vals = [v for v in per_width.values() if v is not None]
     if capability is None or not measured:
-        out["reason"] = "not a GPU measurement (CPU / Triton interpreter): no threshold can be proposed"
+        out["reason"] = f"{NOT_GPU} (CPU / Triton interpreter): no threshold can be proposed"
     elif not complete:
         out["reason"] = "the sweep did not finish every width: no threshold proposed"
     elif len(vals) != len(per_width) or not vals:
@@ -176,10 +176,8 @@ def threshold_from_results(results_dir: str | Path) -> dict:
     if env.get("synthetic"):
         raise ValueError(f"{d} holds synthetic data: no threshold is recorded from it")
     table = pd.read_csv(d / "threshold.csv")
-    gpu = env.get("gpu_measurement") is True and table.get("gpu_measurement", pd.Series([False])).astype(str) \
-        .str.lower().eq("true").all()
-    if not gpu:
-        raise ValueError(f"{d} is not a GPU measurement: no threshold can be recorded from it")
+    if "gpu_measurement" not in table.columns or not is_gpu_measurement(table, env):
+        raise ValueError(f"{d} is {NOT_GPU}: no threshold can be recorded from it")
     cap = parse_arch(str(env.get("compute_capability")))
     stored = json.loads((d / "threshold_proposal.json").read_text()) if (d / "threshold_proposal.json").exists() else {}
     out = propose(table, capability=cap, complete=bool(stored.get("complete", True)))

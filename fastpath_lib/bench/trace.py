@@ -28,7 +28,7 @@ import torch.nn.functional as F
 import fastpath_lib
 from fastpath_lib import runtime
 from fastpath_lib.bench.host import best_of_medians
-from fastpath_lib.bench.schema import NOT_GPU
+from fastpath_lib.bench.schema import GPU_LABEL, NOT_GPU
 from fastpath_lib.bench.timing import gpu_measurement
 
 __all__ = ["TraceCall", "serving_trace", "replay_trace", "TRACE_COLUMNS"]
@@ -125,7 +125,7 @@ def replay_trace(trace: list[TraceCall], *, quick: bool = False, rounds: int | N
         "baseline_total_us": base_total, "dispatched_total_us": float(df.loc[ok, "dispatched_total_us"].sum()),
         "dispatch_extra_total_us": float(df.loc[ok, "dispatch_extra_total_us"].sum()),
         "complete": bool(ok.all()), "gpu_measurement": gpu,
-        "label": ("GPU measurement (time per call in a stream of calls, synchronized per block)" if gpu else
+        "label": (f"{GPU_LABEL} (time per call in a stream of calls, synchronized per block)" if gpu else
                   f"CPU time per call on this machine, {NOT_GPU}"),
     }
     return df

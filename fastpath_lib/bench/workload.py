@@ -16,7 +16,7 @@ import torch.nn.functional as F
 import fastpath_lib
 from fastpath_lib import runtime
 from fastpath_lib.bench.matrix import load_cases
-from fastpath_lib.bench.schema import NOT_GPU
+from fastpath_lib.bench.schema import GPU_LABEL, NOT_GPU
 from fastpath_lib.bench.timing import gpu_measurement, settings_for, time_callable
 
 __all__ = ["TinyDecoder", "replay", "compile_cost", "specializations", "compiled_facts"]
@@ -115,7 +115,7 @@ def replay(*, quick: bool = False, settings: dict | None = None, batch: int | No
 
     out = {"batch": batch, "seq": seq, "dim": dim, "layers": layers, "dtype": str(dtype).replace("torch.", ""),
            "norm_calls_per_forward": n_norms, "gpu_measurement": gpu,
-           "label": "GPU measurement" if gpu else f"{NOT_GPU} (CPU / Triton interpreter)"}
+           "label": GPU_LABEL if gpu else f"{NOT_GPU} (CPU / Triton interpreter)"}
     with torch.no_grad(), fastpath_lib.record_routes() as routes:
         out["logits_close"] = bool(torch.allclose(base(tokens[0]).float(), fast(tokens[0]).float(), atol=5e-2,
                                                   rtol=5e-2))
