@@ -19,7 +19,8 @@ import os
 import re
 from pathlib import Path
 
-__all__ = ["THRESHOLDS_FILE", "load", "entries", "record", "parse_arch", "arch_name"]
+__all__ = ["THRESHOLDS_FILE", "load", "entries", "record", "parse_arch", "arch_name", "read_record",
+           "write_record"]
 
 THRESHOLDS_FILE = Path(__file__).with_name("thresholds.json")
 _ABOUT = ("Row threshold (CUDA_MIN_ROWS) per CUDA architecture, each with the results folder it came from. Written by "
@@ -39,11 +40,15 @@ def arch_name(cap: tuple[int, int]) -> str:
     return f"sm_{cap[0]}{cap[1]}"
 
 
-def entries(path: str | Path = THRESHOLDS_FILE) -> dict[str, dict]:
-    """The file's entries by architecture name (``{}`` when the file does not exist).
+def read_record(path: str | Path, valid, need: str) -> dict[str, dict]:
+    """A per-architecture record's entries by architecture name (``{}`` when the file does not exist).
+
+    The shared reader of ``thresholds.json`` and ``capture.json``: a JSON object of ``sm_XY`` entries (keys starting
+    with ``_`` are notes), each a dict that ``valid(entry)`` accepts and that names its ``source``.
 
     Raises:
-        ValueError: the file is not JSON, or an entry lacks an integer ``min_rows`` >= 1 or a ``source``.
+        ValueError: the file is not JSON, an architecture name is not ``sm_XY``, or an entry is invalid (the message
+            says it needs ``need`` and the source results folder).
     """
     p = Path(path)
     if not p.exists():
@@ -59,11 +64,32 @@ def entries(path: str | Path = THRESHOLDS_FILE) -> dict[str, dict]:
         if arch.startswith("_"):
             continue
         parse_arch(arch)
-        if not isinstance(entry, dict) or not isinstance(entry.get("min_rows"), int) or entry["min_rows"] < 1 \
-                or not entry.get("source"):
-            raise ValueError(f"{p}: entry {arch!r} needs an integer min_rows >= 1 and the source results folder")
+        if not isinstance(entry, dict) or not valid(entry) or not entry.get("source"):
+            raise ValueError(f"{p}: entry {arch!r} needs {need} and the source results folder")
         out[arch] = entry
     return out
+
+
+def write_record(path: str | Path, about: str, arch: str, entry: dict, current: dict[str, dict]) -> dict:
+    """Write ``current`` with ``arch``'s entry replaced by ``entry`` (``about`` as the file's note), atomically."""
+    parse_arch(arch)
+    p = Path(path)
+    current = {**current, arch: entry}
+    data = {"_about": about, **{k: current[k] for k in sorted(current)}}
+    tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=2, default=str) + "\n")
+    tmp.replace(p)
+    return entry
+
+
+def entries(path: str | Path = THRESHOLDS_FILE) -> dict[str, dict]:
+    """The file's entries by architecture name (``{}`` when the file does not exist).
+
+    Raises:
+        ValueError: the file is not JSON, or an entry lacks an integer ``min_rows`` >= 1 or a ``source``.
+    """
+    return read_record(path, lambda e: isinstance(e.get("min_rows"), int) and e["min_rows"] >= 1,
+                       "an integer min_rows >= 1")
 
 
 def load(path: str | Path = THRESHOLDS_FILE) -> dict[tuple[int, int], int]:
@@ -91,12 +117,5 @@ def record(arch: str, min_rows: int, source: str, *, path: str | Path = THRESHOL
     parse_arch(arch)
     if int(min_rows) < 1:
         raise ValueError(f"min_rows must be >= 1, got {min_rows}")
-    p = Path(path)
-    current = entries(p)
     entry = {"min_rows": int(min_rows), "source": str(source), **facts}
-    current[arch] = entry
-    data = {"_about": _ABOUT, **{k: current[k] for k in sorted(current)}}
-    tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, default=str) + "\n")
-    tmp.replace(p)
-    return entry
+    return write_record(path, _ABOUT, arch, entry, entries(path))
