@@ -1,4 +1,4 @@
-"""Command line: ``python -m fastpath_lib {selftest,explain,bench,compare,evidence,threshold,grade} ...``."""
+"""Command line: ``python -m fastpath_lib {selftest,explain,bench,compare,evidence,threshold,capture,grade} ...``."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ COMMANDS = {
     "compare": ("fastpath_lib.bench.cli", "compare_main", "per-case drift between two results folders"),
     "evidence": ("fastpath_lib.bench.evidence", "main", "the whole GPU evidence run, time-boxed, into one folder"),
     "threshold": ("fastpath_lib.bench.cli", "threshold_main", "record the row threshold a GPU sweep supports"),
+    "capture": ("fastpath_lib.bench.capture", "capture_main", "record whether CUDA-graph capture passed on a GPU"),
     "grade": ("fastpath_lib.grading.cli", "main", "grade exercise notebooks and print a score table"),
 }
 

@@ -18,8 +18,8 @@ MAX_LINES = 500
 PARTS = {
     "eligibility": ["eligibility"],
     "runtime": ["runtime"],
-    "predicate": ["rmsnorm.predicate", "rmsnorm.layout", "rmsnorm.limits", "rmsnorm.thresholds", "fused.predicate",
-                  "fused.reference"],
+    "predicate": ["rmsnorm.predicate", "rmsnorm.layout", "rmsnorm.limits", "rmsnorm.thresholds", "rmsnorm.capture",
+                  "fused.predicate", "fused.reference"],
     "kernels": ["rmsnorm.kernels", "rmsnorm.launch", "rmsnorm.compiled", "fused.kernels"],
     "op": ["rmsnorm.op", "rmsnorm.module", "rmsnorm", "routing", "__init__", "fused.op", "fused"],
     "support": ["cases", "boundary", "testing", "selftest", "fused.cases", "fused.spec"],

@@ -194,7 +194,7 @@ def test_answers_are_read_without_unpickling_code(tmp_path):
         def __reduce__(self):
             return (open, (str(marker), "w"))
 
-    for raw in (pickle.dumps({"ok": Evil()}), _saved({"ok": torch.ones(2)})[:-7], b"not a pickle"):
+    for raw in (_saved({"ok": Evil()}), pickle.dumps({"ok": Evil()}), _saved({"ok": torch.ones(2)})[:-7], b"junk"):
         with pytest.raises(remote.RemoteError, match="could not be read safely"):
             remote.Session._load(base64.b64encode(raw).decode())
     assert not marker.exists()
@@ -217,7 +217,7 @@ def test_learner_exceptions_keep_their_name_and_kind():
 
 def test_source_of_an_answer_follows_its_names_not_its_locals():
     src = ("import fastpath_lib.testing as T\nref = T.reference_rms_norm\nhunks = T.compare\n"
-           "def mine(x, hunks):\n    return ref(x)\ndef other(x):\n    return hunks")
+           "def mine(x, hunks):\n    return ref(x) if hunks else None\ndef other(x):\n    return hunks")
     reach = sources.closure_source("mine", src)
     assert "ref = T.reference_rms_norm" in reach and "hunks = T.compare" not in reach
     assert "fastpath_lib.testing.reference_rms_norm" in sources.names_used(reach)
@@ -234,3 +234,25 @@ def test_source_of_an_answer_follows_its_names_not_its_locals():
 ])
 def test_inspection_is_found(source):
     assert inspection(source)
+
+
+@pytest.mark.parametrize("cells, problem", [
+    (["import fastpath_lib.testing as T", "def mine(x, ns, w, eps):\n    return T.reference_rms_norm(x, ns, w, eps)"],
+     "reference_rms_norm"),
+    (["from fastpath_lib import testing", "ref = testing.reference_rms_norm", "def mine(*a):\n    return ref(*a)"],
+     "reference_rms_norm"),
+    (["import sys\ndef mine(x, ns, w, eps):\n    sys.setprofile(None)\n    return x.rms_norm(ns)"], "rms_norm"),
+    (["import torch.nn.functional as F\nmine = lambda x, ns, w, eps: F.rms_norm(x, ns, w, eps)"], "rms_norm"),
+    (["import torch\ndef mine(x, ns, w, eps):\n    return getattr(torch, 'rms' + '_norm')(x, ns, w, eps)"], "getattr"),
+    (["import torch", "def mine(x, ns, w, eps):\n    x = x.double()\n    return x * torch.rsqrt(x.pow(2).mean(-1, "
+      "keepdim=True) + eps)"], None),
+    (["import fastpath_lib.testing as T\nunused = T.reference_rms_norm",
+      "def mine(x, ns, w, eps):\n    return x * 2"], None),
+])
+def test_borrowed_answers_are_found_in_the_source(cells, problem):
+    from fastpath_lib.grading import borrowed
+
+    forbidden = borrowed.KIT_REFERENCE + borrowed.TORCH_RMS_NORM
+    with sources.using(cells):
+        got = borrowed.source_problem("mine", forbidden)
+    assert (got is None) if problem is None else (got is not None and problem in got), got

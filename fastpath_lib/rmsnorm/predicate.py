@@ -3,10 +3,11 @@
 In words: the Triton kernels run when **all** of these hold, and ``torch.nn.functional.rms_norm`` runs otherwise.
 
 * *mode*: the fallback is not forced (:func:`fastpath_lib.force_fallback`, ``FASTPATH_FORCE_FALLBACK=1``); no CUDA
-  graph is being captured (not yet verified under capture); in backward, no higher-order graph is requested
-  (``create_graph=True`` takes the differentiable fallback); no forward-mode AD level is active (dual tensors) and no
-  ``torch.func`` transform (vmap, grad, vjp, jvp, jacrev, jacfwd, hessian, functional_call under grad) is running:
-  ``F.rms_norm`` has its own rules for all of them, so those calls behave exactly as the reference;
+  graph is being captured, unless the architecture's capture test passed (``capture.json``); in backward, no
+  higher-order graph is requested (``create_graph=True`` takes the differentiable fallback); no forward-mode AD level
+  is active (dual tensors) and no ``torch.func`` transform (vmap, grad, vjp, jvp, jacrev, jacfwd, hessian,
+  functional_call under grad) is running: ``F.rms_norm`` has its own rules for all of them, so those calls behave
+  exactly as the reference;
 * *tensor kind*: input and weight are plain strided tensors (``torch.Tensor`` or ``nn.Parameter``; the fake and
   functional tensors that ``torch.compile`` and ``torch.export`` trace with count as plain): nested, sparse and
   DTensor inputs, and every other ``__torch_dispatch__`` subclass, take the fallback, which they already support;
@@ -49,6 +50,7 @@ from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 from fastpath_lib import runtime
 from fastpath_lib.eligibility import UNKNOWN, Boundary, Condition, Predicate
+from fastpath_lib.rmsnorm import capture
 from fastpath_lib.rmsnorm.layout import PLAIN_TYPES, decided, row_stride, tensor_kind, traced_rows
 from fastpath_lib.rmsnorm.limits import (ALIGN_BYTES, CUDA_MIN_ROWS, DEFAULT_CUDA_MIN_ROWS, INTERPRETER_MIN_ROWS,
                                          MAX_COLS, MIN_CAPABILITY, SUPPORTED_DTYPES, Limits, default_eps,
@@ -113,12 +115,7 @@ def make_call(input: torch.Tensor, normalized_shape, weight: torch.Tensor | None
     """
     interpret = runtime.interpreter_enabled()
     cap = device_capability(input.device) if input.device.type == "cuda" else None
-    capturing = False
-    if input.device.type == "cuda":
-        try:
-            capturing = bool(torch.cuda.is_current_stream_capturing())
-        except Exception:
-            capturing = False
+    capturing = capture.capturing(input.device)
     kind = tensor_kind(input) or tensor_kind(weight)
     return RMSNormCall(input, tuple(normalized_shape), weight, eps, limits_for(input.device, interpret=interpret,
                        capability=cap), interpret, cap, forced, capturing, create_graph,
@@ -201,7 +198,8 @@ def runtime_eligible(input: torch.Tensor, weight: torch.Tensor | None) -> bool:
     """The conditions only run time knows, for a call :func:`eligible` accepted: pointer alignment, no capture."""
     if input.data_ptr() % ALIGN_BYTES or (weight is not None and weight.numel() and weight.data_ptr() % ALIGN_BYTES):
         return False
-    return not (input.is_cuda and torch.cuda.is_current_stream_capturing())
+    return not (input.is_cuda and torch.cuda.is_current_stream_capturing()
+                and not capture.verified(device_capability(input.device)))
 
 
 # --- the checks: each returns None when it holds, else "<actual>, <required>" ---------------------------------------
@@ -211,7 +209,10 @@ def _check_forced(c):
 
 
 def _check_capture(c):
-    return "a CUDA graph is being captured, need no capture (fast path not verified there)" if c.capturing else None
+    if not c.capturing or capture.verified(c.capability):
+        return None
+    where = f"sm_{c.capability[0]}{c.capability[1]}" if c.capability else f"{c.device_type} (not CUDA)"
+    return f"a CUDA graph is being captured on {where}, need no capture there (no passed capture test in capture.json)"
 
 
 def _check_grad_order(c):
@@ -251,15 +252,13 @@ def _names(dtypes):
 
 
 def _check_dtype(c):
-    if c.input.dtype in SUPPORTED_DTYPES:
-        return None
-    return f"input {str(c.input.dtype).replace('torch.', '')}, need one of {_names(SUPPORTED_DTYPES)}"
+    ok = c.input.dtype in SUPPORTED_DTYPES
+    return None if ok else f"input {_names([c.input.dtype])}, need one of {_names(SUPPORTED_DTYPES)}"
 
 
 def _check_weight_dtype(c):
-    if c.weight is None or c.weight.dtype in SUPPORTED_DTYPES:
-        return None
-    return f"weight {str(c.weight.dtype).replace('torch.', '')}, need none or one of {_names(SUPPORTED_DTYPES)}"
+    ok = c.weight is None or c.weight.dtype in SUPPORTED_DTYPES
+    return None if ok else f"weight {_names([c.weight.dtype])}, need none or one of {_names(SUPPORTED_DTYPES)}"
 
 
 def _check_arguments(c):
@@ -396,9 +395,11 @@ PREDICATE = Predicate("rmsnorm", [
     Condition("forced", "the fallback is not forced", _check_forced, "mode",
               "lets users and reviewers compare routes, and switch the fast path off in production",
               (Boundary("not forced", {}, True), Boundary("forced", {"forced": True}, False))),
-    Condition("cuda_graph_capture", "no CUDA graph capture in progress", _check_capture, "mode",
-              "the launcher has not been verified under stream capture on a GPU",
-              (Boundary("not capturing", {}, True), Boundary("capturing", {"capturing": True}, False))),
+    Condition("cuda_graph_capture", "no CUDA graph capture, unless the architecture's capture test passed",
+              _check_capture, "mode", "a graph replays the route taken at capture without asking again: only an "
+              "architecture whose recorded capture test passed (capture.json) takes the fast path under capture",
+              (Boundary("not capturing", {}, True), Boundary("capturing", {"capturing": True, "capability": None},
+                                                                          False))),
     Condition("grad_order", "first-order backward only", _check_grad_order, "mode",
               "the Triton backward is not itself differentiable; create_graph needs the composite fallback",
               (Boundary("first order", {}, True), Boundary("create_graph", {"create_graph": True}, False))),
