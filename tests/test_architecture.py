@@ -1,5 +1,6 @@
-"""The house rules of ``fastpath_lib``, read from the source: the whiteboard of parts (``../shared/STYLE.md``), no
-import cycle (imports inside functions included), no private name imported across modules, no module over 500 lines.
+"""The house rules of ``fastpath_lib``, read from the source: the whiteboard of parts (README.md, "The whiteboard"
+below the table of parts), no import cycle (imports inside functions included), no private name imported across
+modules, no module over 500 lines, and Triton imported only by the modules that run or compile Triton code.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ PARTS = {
     "bench": ["bench", "bench.*"],
     "grading": ["grading", "grading.*", "exercises"],
     "widgets": ["widgets"],
-    "cli": ["cli", "__main__", "evidence", "evidence.*", "bench.cli", "grading.cli"],
+    "cli": ["cli", "__main__", "bench.cli", "grading.cli"],
 }
 #: part -> parts it may import (the whiteboard); every part may import the runtime.
 MAY_IMPORT = {
@@ -41,8 +42,13 @@ MAY_IMPORT = {
     "widgets": {"op", "predicate", "support", "eligibility"},
     "cli": {"*"},
 }
-#: the pieces of bench that grading may use: the outcome rule and the matrix's coverage rule (one source each).
-BENCH_OUTCOME = {"bench.analysis", "bench.outcome", "bench.vocabulary", "bench.matrix"}
+#: the pieces of bench that grading may use: the outcome words and the GPU-run rule (schema), the outcome rule
+#: (analysis) and the matrix's coverage rule (matrix), one source each.
+BENCH_OUTCOME = {"bench.schema", "bench.analysis", "bench.matrix"}
+#: the modules that import Triton (patterns): each operator's kernels, the ahead-of-time compiler, the self-test's
+#: probe kernel, the bench timers (``triton.testing``), and the grading kernels (mutants, exercise 02's check).
+TRITON_IMPORTERS = {"*.kernels", "rmsnorm.compiled", "selftest", "bench.host", "bench.timing",
+                    "grading.mutant_kernels", "grading.ex02_kernel"}
 
 
 def _modules() -> dict[str, Path]:
@@ -166,3 +172,29 @@ def test_the_rules_can_fail(tmp_path, monkeypatch):
     monkeypatch.setitem(GRAPH, "routing", [("runtime", "", 1)])
     with pytest.raises(pytest.fail.Exception, match="import cycle"):
         test_no_import_cycle()
+
+
+def test_the_whiteboard_names_only_modules_that_exist():
+    """Every pattern of :data:`PARTS` and every module of :data:`BENCH_OUTCOME` names a module of the package."""
+    for part, patterns in PARTS.items():
+        for pat in patterns:
+            assert any(fnmatch.fnmatchcase(m, pat) for m in MODULES), f"PARTS[{part!r}] names {pat!r}: no such module"
+    assert BENCH_OUTCOME <= set(MODULES), sorted(BENCH_OUTCOME - set(MODULES))
+    assert all(any(fnmatch.fnmatchcase(m, p) for m in MODULES) for p in TRITON_IMPORTERS), TRITON_IMPORTERS
+
+
+def _imports_triton(mod: str) -> bool:
+    for node in ast.walk(ast.parse(MODULES[mod].read_text())):
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+            [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+        if any(n == "triton" or n.startswith("triton.") for n in names):
+            return True
+    return False
+
+
+def test_triton_is_imported_only_where_the_whiteboard_says():
+    """The README's sentence on where Triton is imported holds: exactly :data:`TRITON_IMPORTERS` import it."""
+    found = {m for m in MODULES if _imports_triton(m)}
+    unlisted = sorted(m for m in found if not any(fnmatch.fnmatchcase(m, p) for p in TRITON_IMPORTERS))
+    stale = sorted(p for p in TRITON_IMPORTERS if not any(fnmatch.fnmatchcase(m, p) for m in found))
+    assert not unlisted and not stale, f"import Triton but are not listed: {unlisted}; listed, no Triton: {stale}"
