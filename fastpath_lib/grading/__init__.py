@@ -1,4 +1,4 @@
-"""Grading of the exercise notebooks: ``python -m fastpath_lib grade PATH... [--json] [--timeout S]``.
+"""Grading of the exercise notebooks: ``python -m fastpath_lib grade PATH... [--format table|json|gradescope]``.
 
 * :mod:`~fastpath_lib.grading.registry` — the parts of each exercise and their points, the result type.
 * ``ex01_reference`` ... ``ex11_commits`` — one module of checks per exercise (:mod:`fastpath_lib.exercises` is
@@ -7,8 +7,10 @@
   :mod:`~fastpath_lib.grading.vocabulary` holds the kit's outcome words and rule.
 * :mod:`~fastpath_lib.grading.mutants` and :mod:`~fastpath_lib.grading.mutant_kernels` — the seeded faults of
   exercise 04.
-* :mod:`~fastpath_lib.grading.cli` — executes notebooks on a copy in a fresh kernel and prints the score table;
-  :mod:`~fastpath_lib.grading.notebook` restores the distributed check cells and reads the learner's source for
-  tampering; :mod:`~fastpath_lib.grading.runner` is what the grader runs inside the kernel in place of each check
-  cell.
+* :mod:`~fastpath_lib.grading.cli` — executes notebooks on a copy in a fresh kernel and computes the verdict in
+  its own process; :mod:`~fastpath_lib.grading.notebook` restores the distributed check cells and reads the
+  learner's source for tampering; :mod:`~fastpath_lib.grading.sources` is the learner's source as read from the
+  file, for source-based checks; :mod:`~fastpath_lib.grading.remote` is the grader's side of the answer channel
+  (stand-ins for the learner's functions and data) and :mod:`~fastpath_lib.grading.runner` the agent in the kernel
+  that only answers; :mod:`~fastpath_lib.grading.gradescope` writes Gradescope's ``results.json``.
 """

@@ -3,13 +3,13 @@
 The check cells of an exercise are the cells of ``solutions/exNN_*.ipynb`` tagged :data:`CHECK_TAG` (each calls
 ``ex.check_*`` on the learner's functions). As nbgrader does with its read-only cells, the grader puts them back as
 distributed, matched by cell id: an edited check cell gets its original source, a deleted one is inserted again
-after the cell that preceded it. The grader then runs each check itself at that place
-(:mod:`fastpath_lib.grading.runner`), with the arguments of the *original* call.
+after the cell that preceded it. The grader then runs each check itself, in its own process, at that place
+(:mod:`fastpath_lib.grading.cli`), with the arguments of the *original* call.
 
 :func:`static_evidence` reads the learner's own cells for code that replaces the kit's functions or state: an
 assignment to an attribute of anything imported from ``fastpath_lib`` (``ex.check_reference = ...``), IPython event
-hooks, ``sys.modules`` and builtins. What a cell does at run time without saying so in its source is caught in the
-kernel by :mod:`fastpath_lib.grading.runner`.
+hooks, ``sys.modules`` and builtins. What a cell does at run time without saying so in its source cannot change a
+verdict: the checks never run in the learner's kernel.
 
 >>> calls("ex.check_reference(my_reference)\\nx = 1")
 [('check_reference', 'my_reference', [])]
