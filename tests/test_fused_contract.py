@@ -147,13 +147,14 @@ def test_in_place_reads_both_rows_before_writing(device):
     from fastpath_lib.fused import kernels
 
     x = torch.randn(16, 64, device=device)
-    want, _ = reference.native(x, x.clone())
+    w = 1 + 0.1 * torch.randn(64, device=device)
+    want, _ = reference.native(x, x.clone(), w, 1.0)  # eps = 1: the output depends on the sum's scale
     y = x.clone()
-    kernels.run_(y, y)  # one program writes the rows it read: the same result
+    kernels.run_(y, y, w, 1.0)  # one program writes the rows it read: the same result
     torch.testing.assert_close(y, want, atol=1e-5, rtol=2e-6)
     z = x.clone()
     with fastpath_lib.record_routes() as routes:
-        fastpath_lib.fused_add_rms_norm_(z, z)
+        fastpath_lib.fused_add_rms_norm_(z, z, w, 1.0)
     assert routes == {"fallback": 1} and torch.equal(z, want)
 
 
