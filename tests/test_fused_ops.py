@@ -95,6 +95,19 @@ def test_vmap_folds_the_batch_into_rows(device):
     torch.testing.assert_close(out, want_out, atol=1e-5, rtol=2e-6)
 
 
+def test_vmap_of_the_public_forms_takes_the_composite_and_writes_through(device):
+    """Under a ``torch.func`` transform both public forms take the composite (its own batching rules); the in-place
+    one writes into the batched tensors."""
+    xs, rs = torch.randn(3, 16, 32, device=device), torch.randn(3, 16, 32, device=device)
+    w = torch.rand(32, device=device) + 0.5
+    x2, r2 = xs.clone(), rs.clone()
+    with fastpath_lib.record_routes(reasons=True) as routes:
+        torch.vmap(lambda a, b: fastpath_lib.fused_add_rms_norm_(a, b, w))(x2, r2)
+        out, s = torch.vmap(lambda a, b: fastpath_lib.fused_add_rms_norm(a, b, w))(xs, rs)
+    assert routes == {"fallback": 2} and routes.reasons["functorch_transform"] == 2
+    assert torch.equal(r2, s) and torch.equal(x2, out) and not torch.equal(xs, x2)
+
+
 class _Layer(torch.nn.Module):
     """A decoder layer's residual stream: two sub-layers, each ending in add + RMSNorm (fused or not)."""
 

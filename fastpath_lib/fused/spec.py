@@ -1,9 +1,9 @@
 """What the operator spec (the bench pipeline's, the graders') needs of fused residual-add + RMSNorm, in one place.
 
 :data:`FUSED_SPEC` names, for one operator: its reference (the contract), its predicate (with ``make_call`` to build
-the context), the fast routes callable directly (functional and in place, no predicate), the public entry points by name, the tolerances,
-the boundary-point generator and the case spec it builds from, and the bytes-moved model of the fused and the
-unfused implementations (4 and 5 passes over ``rows x cols``).
+the context), the fast routes callable directly (functional and in place, no predicate), the public entry points by
+name, the tolerances, the boundary-point generator and the case spec it builds from, and the bytes-moved model of the
+fused and the unfused implementations (4 and 5 passes over ``rows x cols``).
 
 >>> FUSED_SPEC.name, FUSED_SPEC.bytes_moved(8, 4096, 2, 2), FUSED_SPEC.bytes_moved(8, 4096, 2, 2, fused=False)
 ('fused_add_rms_norm', 270336, 335872)
@@ -46,7 +46,7 @@ class OpParts:
 
 
 def _fast(inplace: bool) -> Callable[..., Any]:
-    """The Triton route, imported on the first call (importing Triton decorates kernels: after the interpreter opt-in)."""
+    """The Triton route, imported on the first call (importing Triton decorates the kernels: after the opt-in)."""
 
     def call(x, residual, weight=None, eps=None):
         from fastpath_lib.fused import kernels
