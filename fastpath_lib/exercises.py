@@ -44,6 +44,7 @@ from fastpath_lib.grading.ex08_capstone import (
     check_capstone_predicate,
     check_capstone_reference,
 )
+from fastpath_lib.grading.ex08_evidence import check_capstone_evidence
 from fastpath_lib.grading.ex09_contract import check_contract_tests
 from fastpath_lib.grading.ex10_threshold import SWEEP_LABEL, check_threshold, sweep_table
 from fastpath_lib.grading.ex11_commits import KINDS, change_hunks, check_commit_plan
@@ -58,7 +59,7 @@ __all__ = [
     "check_boundary_cases", "check_case_matrix", "check_classification", "check_pr_note",
     "check_capstone_reference", "check_capstone_kernel", "check_capstone_predicate", "check_capstone_dispatch",
     "check_contract_tests", "check_threshold", "sweep_table", "SWEEP_LABEL", "check_commit_plan", "change_hunks",
-    "KINDS", "check_readiness",
+    "KINDS", "check_readiness", "check_capstone_evidence",
     "synthetic_results", "synthetic_environment", "interpreter_results", "interpreter_environment",
     "expected_classes", "row_stride", "device", "SYNTHETIC_LABEL", "OUTCOMES", "KNOWN_OPS",
     "V2_MAX_COLS", "V2_ALIGN_BYTES", "V2_DTYPES",

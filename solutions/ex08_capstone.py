@@ -142,6 +142,47 @@ def softmax(x):
 ex.check_capstone_dispatch(OP_NAME, softmax, make_predicate, lambda x: x)
 
 # %% [markdown]
+# ## The evidence package
+#
+# A reviewer asks of your operator what lesson 05 asked of RMSNorm: where does it help, and where not? Declare its
+# benchmark matrix *before* measuring: at least 8 cases as `(case_id, CaseSpec fields, expectation)`, with
+# expectation `win`, `neutral`, `loss` or `fallback`. The check routes each case with your predicate: `fallback`
+# exactly where it sends a case to the fallback, at least 3 cases on the fast path and 2 on the fallback (rejected by
+# 2 different conditions), eligible sizes from launch-bound (<= 4096 elements) to memory-bound (>= 2**20), and at
+# least one eligible case where you expect no win. Then give the boundary plot's points: for the check's timings
+# `[{"case_id", "rows", "cols", "route", "baseline_us", "candidate_us", "gpu_measurement"}, ...]`, return
+# `{"triton": [(rows, speedup), ...], "fallback": [...]}` with `speedup = baseline_us / candidate_us`, GPU
+# measurements only, each case on the side of the route it took.
+
+
+# %%
+def capstone_matrix():
+    # BEGIN SOLUTION
+    return [("launch_bound_8x64", {"rows": 8, "cols": 64}, "loss"),
+            ("decode_1x4096", {"rows": 1, "cols": 4096, "dtype": torch.bfloat16}, "neutral"),
+            ("mid_1024x1024", {"rows": 1024, "cols": 1024}, "win"),
+            ("large_2048x1024_fp16", {"rows": 2048, "cols": 1024, "dtype": torch.float16}, "win"),
+            ("odd_width_512x1000", {"rows": 512, "cols": 1000}, "neutral"),
+            ("fp64_1024x1024", {"rows": 1024, "cols": 1024, "dtype": torch.float64}, "fallback"),
+            ("wide_64x16384", {"rows": 64, "cols": 16384}, "fallback"),
+            ("transposed_1024x512", {"rows": 1024, "cols": 512, "layout": "transposed"}, "fallback")]
+    # END SOLUTION
+
+
+def plot_points(results):
+    # BEGIN SOLUTION
+    sides = {"triton": [], "fallback": []}
+    for r in results:
+        if r["gpu_measurement"]:
+            sides[r["route"]].append((r["rows"], r["baseline_us"] / r["candidate_us"]))
+    return sides
+    # END SOLUTION
+
+
+# %% tags=["grader-check"]
+ex.check_capstone_evidence(make_predicate, lambda x: x, capstone_matrix, plot_points)
+
+# %% [markdown]
 # ## Questions
 #
 # 1. Which parts of the RMSNorm workflow carried over unchanged, and which did you have to rethink?

@@ -49,7 +49,8 @@ SOLUTION_CALLS = {
     "ex08": lambda s: ex.check_capstone_reference(s["OP_NAME"], s["reference"], show=False)
     + ex.check_capstone_kernel(s["OP_NAME"], s["launch"], show=False)
     + ex.check_capstone_predicate(s["make_predicate"], lambda x: x, s["BASE"], show=False)
-    + ex.check_capstone_dispatch(s["OP_NAME"], s["softmax"], s["make_predicate"], lambda x: x, show=False),
+    + ex.check_capstone_dispatch(s["OP_NAME"], s["softmax"], s["make_predicate"], lambda x: x, show=False)
+    + ex.check_capstone_evidence(s["make_predicate"], lambda x: x, s["capstone_matrix"], s["plot_points"], show=False),
     "ex09": lambda s: ex.check_contract_tests(s["my_contract_tests"], _kit_op(), show=False),
     "ex10": lambda s: ex.check_threshold(s["choose_threshold"], show=False),
     "ex11": lambda s: ex.check_commit_plan(s["plan_commits"], show=False),
@@ -436,6 +437,8 @@ ANSWERS = {
     "ex10 trivial: None everywhere": lambda: ex.check_threshold(lambda df: dict.fromkeys(df["arch"]), show=False),
     "ex11 trivial: one commit": lambda: ex.check_commit_plan(
         lambda hunks: [{"kind": "behaviour", "message": "the change", "hunks": [h["id"] for h in hunks]}], show=False),
+    "ex08 evidence trivial: an empty matrix": lambda: ex.check_capstone_evidence(
+        solved("ex08")["make_predicate"], lambda x: x, lambda: [], solved("ex08")["plot_points"], show=False),
     "ex13 trivial: the readable version always": lambda: ex.check_readiness("readability", lambda pair: "a",
                                                                             show=False),
 }
@@ -473,7 +476,8 @@ def test_every_check_is_fed_bad_answers():
                          ("check_capstone_reference", "ex08 reference"), ("check_capstone_kernel", "ex08 kernel"),
                          ("check_capstone_predicate", "ex08 predicate"), ("check_capstone_dispatch", "ex08 dispatch"),
                          ("check_contract_tests", "ex09"), ("check_threshold", "ex10"),
-                         ("check_commit_plan", "ex11"), ("check_readiness", "ex13")):
+                         ("check_commit_plan", "ex11"), ("check_readiness", "ex13"),
+                         ("check_capstone_evidence", "ex08 evidence")):
         assert words in text, check
         checks.remove(check)
     assert not checks, f"checks without bad answers: {checks}"

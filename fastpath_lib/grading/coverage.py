@@ -111,8 +111,8 @@ ITEMS: tuple[Item, ...] = (
          _ex13("review_response"), "check_readiness"),
     Item("the knowledge-check answers", ("00", "01", "02", "03", "04", "05", "06", "07"), (),
          "not graded: free-text recall, answered in the lessons' answer guides"),
-    Item("the capstone's evidence package (matrix and boundary plot for the learner's own op)", ("05",), (),
-         "not graded: ex08 grades the op, its predicate and dispatch, not its benchmark evidence"),
+    Item("the capstone's evidence package (matrix and boundary plot for the learner's own op)", ("05",),
+         (("ex08", "evidence_package"),), "check_capstone_evidence"),
 )
 
 

@@ -33,7 +33,7 @@ EXERCISES: dict[str, tuple[tuple[str, int], ...]] = {
     "ex06": (("classification", 2), ("summary_counts", 1)),
     "ex07": (("sections", 1), ("environment_and_scope", 1), ("consistent_with_data", 2), ("measurement_method", 1),
              ("no_claims_from_cpu_data", 1)),
-    "ex08": (("reference", 1), ("kernel", 2), ("predicate_declarations", 2), ("dispatch", 1)),
+    "ex08": (("reference", 1), ("kernel", 2), ("predicate_declarations", 2), ("dispatch", 1), ("evidence_package", 1)),
     "ex09": (("passes_correct_ops", 1), ("dtype", 1), ("layout", 1), ("aliasing", 1), ("eps", 1), ("autograd", 1),
              ("forward_ad", 1), ("exceptions", 1)),
     "ex10": (("thresholds", 2), ("no_threshold", 1)),
