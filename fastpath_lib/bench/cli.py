@@ -80,7 +80,12 @@ def bench_main(argv: list[str] | None = None) -> int:
     p.add_argument("--only", help="comma-separated case ids to run (a subset of the matrix)")
     p.add_argument("--family", choices=("all", "matrix", "host"), default="all",
                    help="the predeclared matrix, the host-overhead family, or both (default)")
+    p.add_argument("--op", default="rms_norm",
+                   help="the registered operator (fastpath_lib.opspec.names()) whose matrix to run, or "
+                        "MODULE:ATTRIBUTE naming an OpSpec to register first (default: rms_norm, the full pipeline)")
     args = p.parse_args(argv)
+    if args.op != "rms_norm":
+        return _bench_op(args)
     from fastpath_lib import bench
     from fastpath_lib.bench.schema import NOT_GPU
 
@@ -116,6 +121,48 @@ def bench_main(argv: list[str] | None = None) -> int:
 
     written = ", ".join(sorted(p.name for p in Path(args.out).iterdir()))
     print(f"\nwrote {args.out} ({written}) in {time.perf_counter() - t0:.0f} s")
+    return 0
+
+
+def _bench_op(args) -> int:
+    """``bench --op NAME``: another registered operator's matrix, timed and classified, written when ``--out``."""
+    import importlib
+
+    from fastpath_lib import opspec
+    from fastpath_lib.bench import results
+    from fastpath_lib.bench.analysis import coverage_line, summary_table
+    from fastpath_lib.bench.opbench import run_op
+    from fastpath_lib.bench.schema import NOT_GPU
+
+    if args.cases or args.family != "all" or args.no_analyses:
+        return fail(f"--op {args.op}: --cases, --family and --no-analyses apply to rms_norm only")
+    try:
+        if ":" in args.op:
+            module, attr = args.op.split(":", 1)
+            spec = opspec.register(getattr(importlib.import_module(module), attr), replace=True)
+        else:
+            spec = opspec.get(args.op)
+    except (ImportError, AttributeError, KeyError, ValueError) as exc:
+        return fail(f"--op {args.op}: {exc}")
+    only = [w for w in args.only.split(",") if w] if args.only else None
+    unknown = sorted(set(only or []) - {c.id for c in spec.matrix()})
+    if unknown:
+        return fail(f"--only: unknown case ids {unknown} of op {spec.name}")
+    staging = None
+    if args.out:
+        try:
+            staging = results.begin(args.out, force=args.force)
+        except FileExistsError as exc:
+            return fail(str(exc))
+    df = run_op(spec, quick=args.quick, only=only)
+    env = df.attrs["environment"]
+    print(_show(summary_table(df, gpu=env["gpu_measurement"])))
+    print(f"\n{spec.name}: {coverage_line(df, env)}")
+    if not env["gpu_measurement"]:
+        print(f"\n{NOT_GPU.upper()}: CPU / Triton-interpreter timings; outcomes read unmeasured.")
+    if staging is not None:
+        results.write(staging, df, env)
+        print(f"wrote {results.finish(staging, args.out, force=args.force)}")
     return 0
 
 

@@ -63,9 +63,12 @@ def boundary_plot(df: pd.DataFrame, ax=None, *, env: dict | None = None):
     min_rows = min_rows_for(env, gpu)
     rows_max = max([*table["rows"].tolist(), min_rows * 4]) * 2 if len(table) else 1 << 16
     cols_max = max([*table["cols"].tolist(), MAX_COLS]) * 2 if len(table) else 1 << 16
-    ax.add_patch(Rectangle((min_rows, 1), rows_max - min_rows, MAX_COLS - 1, facecolor="tab:green", alpha=0.08,
-                           edgecolor="tab:green", linestyle="--",
-                           label=f"eligible: rows >= {min_rows}, cols <= {MAX_COLS} (+ dtype/stride/alignment)"))
+    op, baseline = env.get("op", "rms_norm"), env.get("baseline", "F.rms_norm")
+    region = op == "rms_norm"  # the region and threshold drawn are RMSNorm's; another op's plot shows its routes
+    if region:
+        ax.add_patch(Rectangle((min_rows, 1), rows_max - min_rows, MAX_COLS - 1, facecolor="tab:green", alpha=0.08,
+                               edgecolor="tab:green", linestyle="--",
+                               label=f"eligible: rows >= {min_rows}, cols <= {MAX_COLS} (+ dtype/stride/alignment)"))
     sp = table["speedup_dispatched"].astype(float).to_numpy()
     logs = np.log2(np.where(np.isfinite(sp) & (sp > 0), sp, 1.0))
     lim = max(1.0, float(np.nanmax(np.abs(logs))) if len(logs) else 1.0)
@@ -75,7 +78,8 @@ def boundary_plot(df: pd.DataFrame, ax=None, *, env: dict | None = None):
         if m.any():
             sc = ax.scatter(table["rows"][m], table["cols"][m], c=logs[m], cmap="coolwarm_r", vmin=-lim, vmax=lim,
                             marker=marker, s=90, edgecolors="black", label=f"route: {route}")
-    ax.axvline(min_rows, color="tab:green", linewidth=2, label=f"row threshold: {min_rows} rows")
+    if region:
+        ax.axvline(min_rows, color="tab:green", linewidth=2, label=f"row threshold: {min_rows} rows")
     declared = _declared_shapes(df)
     spots: dict[tuple, list] = {}  # cases in the same quarter-octave share one label
     for r in table.itertuples():
@@ -106,7 +110,7 @@ def boundary_plot(df: pd.DataFrame, ax=None, *, env: dict | None = None):
     label = measurement_label(env, df)
     if label == NOT_GPU:
         label = f"CPU / Triton interpreter -- {NOT_GPU}: routes only"
-    ax.set_title(f"Dispatch boundary: speed-up of rms_norm over F.rms_norm\n({label})", fontsize=11)
+    ax.set_title(f"Dispatch boundary: speed-up of {op} over {baseline}\n({label})", fontsize=11)
     ax.legend(loc="lower left", fontsize=9)
     return fig
 

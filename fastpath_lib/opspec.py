@@ -1,0 +1,156 @@
+"""One object per operator that the evidence pipeline takes: :class:`OpSpec`, and the registry that names them.
+
+A fast path is reviewed with the same evidence whatever the operator: its contract (the public function against a
+reference), the predicate that decides the route, boundary points generated from the predicate's declarations, a
+predeclared case matrix timed against baselines, the bytes a call must move, and the kernels compiled for GPU
+targets. An :class:`OpSpec` names each of those pieces for one operator; the generic parts of the kit
+(:func:`fastpath_lib.boundary.boundary_points`, :func:`fastpath_lib.bench.opbench.run_op`, ``python -m fastpath_lib
+bench --op NAME``) take a spec instead of knowing an operator.
+
+RMSNorm is registered first, by name (its spec is imported on first use: :mod:`fastpath_lib.rmsnorm.spec`). A
+practitioner registers their own op with :func:`register` and gets the same pipeline.
+
+Nothing here imports the rest of the kit: the spec holds the operator's own callables.
+
+>>> "rms_norm" in names()
+True
+>>> get("rms_norm").name
+'rms_norm'
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+__all__ = ["OpCase", "OpSpec", "register", "unregister", "get", "names"]
+
+
+@dataclasses.dataclass(frozen=True)
+class OpCase:
+    """One predeclared matrix case of a row-wise operator: a ``rows x cols`` contiguous input of ``dtype``.
+
+    Args:
+        id: unique case id.
+        rows, cols: the declared shape (the full run's).
+        dtype: ``"float16"``, ``"bfloat16"`` or ``"float32"``.
+        expected: the predicted outcome on a CUDA GPU (``win``, ``neutral``, ``loss`` or ``fallback``).
+        rationale: one line saying why.
+        quick: the ``--quick`` shape (default: the declared one).
+    """
+
+    id: str
+    rows: int
+    cols: int
+    dtype: str
+    expected: str
+    rationale: str
+    quick: tuple[int, int] | None = None
+
+    def dims(self, quick: bool = False) -> tuple[int, int]:
+        """``(rows, cols)`` to run."""
+        return tuple(self.quick) if quick and self.quick else (self.rows, self.cols)
+
+
+@dataclasses.dataclass(frozen=True)
+class OpSpec:
+    """Everything the pipeline needs to know about one operator.
+
+    Args:
+        name: the registry name (``--op NAME``).
+        function: the public, dispatched function (the fast path where the predicate holds, else the fallback).
+        reference: the contract, in plain torch, with ``function``'s signature.
+        args: ``args(built)`` -> the positional arguments of ``function`` for a
+            :class:`~fastpath_lib.cases.BuiltCase` (a row-wise input built by the kit's case machinery).
+        route: ``route(*args)`` -> ``"triton"`` or ``"fallback"``: the route ``function`` takes for those arguments.
+        fast: the fast route called directly, with ``function``'s arguments (``None``: none to time on its own).
+        predicate: the :class:`~fastpath_lib.eligibility.Predicate` deciding the route.
+        boundary_base: the eligible base case (``CaseSpec`` fields) the predicate's boundary points change.
+        limits: ``limits(device)`` -> the limits in force (what the predicate's boundaries read).
+        context: ``context(*args)`` -> the predicate's context for a call (what ``predicate.evaluate`` takes).
+        tolerances: dtype -> ``(atol, rtol)`` of ``function`` against ``reference``.
+        cases: the predeclared matrix (a sequence of :class:`OpCase`, or a callable returning one).
+        bytes_moved: ``bytes_moved(rows, cols, dtype, pass_)`` -> the bytes a call must move at least.
+        baselines: name -> callable with ``function``'s signature; the first is *the* baseline outcomes compare to.
+        kernels: ``kernels()`` -> the specializations to compile ahead of time for GPU targets (``None``: none).
+        title: one line naming the fast path (the PR note's title).
+    """
+
+    name: str
+    function: Callable
+    reference: Callable
+    args: Callable[[Any], tuple]
+    route: Callable[..., str]
+    fast: Callable | None = None
+    predicate: Any = None
+    boundary_base: Mapping[str, Any] | None = None
+    limits: Callable[[Any], Any] | None = None
+    context: Callable[..., Any] | None = None
+    tolerances: Mapping[Any, tuple[float, float]] = dataclasses.field(default_factory=dict)
+    cases: Sequence[OpCase] | Callable[[], Sequence[OpCase]] = ()
+    bytes_moved: Callable[[int, int, Any, str], int] | None = None
+    baselines: Mapping[str, Callable] = dataclasses.field(default_factory=dict)
+    kernels: Callable[[], list] | None = None
+    title: str = ""
+
+    def __post_init__(self):
+        if not self.name or not self.name.replace("_", "").isalnum():
+            raise ValueError(f"an op name is letters, digits and underscores: {self.name!r}")
+        if not self.baselines:
+            raise ValueError(f"{self.name}: at least one baseline is needed (outcomes are read against the first)")
+
+    def matrix(self) -> list[OpCase]:
+        """The predeclared cases, checked: unique ids."""
+        cases = list(self.cases() if callable(self.cases) else self.cases)
+        ids = [c.id for c in cases]
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"{self.name}: case ids repeat: {sorted({i for i in ids if ids.count(i) > 1})}")
+        return cases
+
+    @property
+    def baseline(self) -> tuple[str, Callable]:
+        """The first baseline, ``(name, callable)``."""
+        return next(iter(self.baselines.items()))
+
+
+#: name -> the spec, or ``"module:attribute"`` where it is imported on first use.
+_REGISTRY: dict[str, OpSpec | str] = {"rms_norm": "fastpath_lib.rmsnorm.spec:SPEC"}
+
+
+def register(spec: OpSpec, *, replace: bool = False) -> OpSpec:
+    """Register ``spec`` under its name (``replace=True`` to replace one already there).
+
+    Raises:
+        ValueError: the name is taken.
+    """
+    if spec.name in _REGISTRY and not replace:
+        raise ValueError(f"an op named {spec.name!r} is already registered (pass replace=True)")
+    _REGISTRY[spec.name] = spec
+    return spec
+
+
+def unregister(name: str) -> None:
+    """Remove a registered op (tests register and remove their own)."""
+    _REGISTRY.pop(name, None)
+
+
+def get(name: str) -> OpSpec:
+    """The registered spec named ``name``.
+
+    Raises:
+        KeyError: no such op (the message lists the registered ones).
+    """
+    entry = _REGISTRY.get(name)
+    if entry is None:
+        raise KeyError(f"no op named {name!r}; registered: {', '.join(names())}")
+    if isinstance(entry, str):
+        module, attr = entry.split(":")
+        entry = _REGISTRY[name] = getattr(importlib.import_module(module), attr)
+    return entry
+
+
+def names() -> list[str]:
+    """The registered op names, in registration order."""
+    return list(_REGISTRY)

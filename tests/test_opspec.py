@@ -1,0 +1,179 @@
+"""The operator spec (issue 17 items 1-2): RMSNorm registered through it, and a third operator registered from the
+kit's generic parts (a row-wise softmax) getting boundary points, a quick matrix, the plot and a results folder with
+no change to the toolkit."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pandas as pd
+import pytest
+import torch
+import torch.nn.functional as F
+
+import fastpath_lib
+from fastpath_lib import opspec
+from fastpath_lib.bench import cli, results
+from fastpath_lib.bench.opbench import run_op
+from fastpath_lib.bench.plot import boundary_plot
+from fastpath_lib.bench.schema import FALLBACK, UNMEASURED, is_gpu_measurement
+from fastpath_lib.boundary import boundary_points
+from fastpath_lib.cases import CaseSpec
+from fastpath_lib.eligibility import Boundary, Condition, Predicate
+
+# --- a third operator, from the kit's generic parts only ------------------------------------------------------------
+
+MAX_SOFTMAX_COLS = 256
+
+
+@dataclasses.dataclass(frozen=True)
+class _Limits:
+    max_cols: int = MAX_SOFTMAX_COLS
+
+
+def _cols_ok(ctx):
+    n = ctx.shape[-1]
+    return None if n <= MAX_SOFTMAX_COLS else f"{n} columns, need <= {MAX_SOFTMAX_COLS}"
+
+
+def _dtype_ok(ctx):
+    return None if ctx.dtype in (torch.float32, torch.float16) else f"{ctx.dtype}, need float32 or float16"
+
+
+SOFTMAX_PREDICATE = Predicate("row softmax", [
+    Condition("cols", f"row width <= {MAX_SOFTMAX_COLS}", _cols_ok, "shape",
+              boundaries=(Boundary("cols=max", lambda lim: {"cols": lim.max_cols}, True),
+                          Boundary("cols=max+1", lambda lim: {"cols": lim.max_cols + 1}, False))),
+    Condition("dtype", "float32 or float16", _dtype_ok, "dtype",
+              boundaries=(Boundary("fp16", {"dtype": torch.float16}, True),
+                          Boundary("bf16", {"dtype": torch.bfloat16}, False))),
+])
+
+
+def softmax_fast(x):
+    """The 'fast route' of this test op: a numerically stable row softmax computed in fp32 (plain torch, so the
+    test needs no kernel compile; a real op would launch its Triton kernel here)."""
+    x32 = x.float()
+    e = (x32 - x32.amax(-1, keepdim=True)).exp()
+    return (e / e.sum(-1, keepdim=True)).to(x.dtype)
+
+
+def softmax_reference(x):
+    return torch.softmax(x.float(), -1).to(x.dtype)
+
+
+def softmax_route(x):
+    return SOFTMAX_PREDICATE.evaluate(x).route
+
+
+def softmax(x):
+    """The public function: the fast route where the predicate holds, else the reference."""
+    return softmax_fast(x) if softmax_route(x) == "triton" else softmax_reference(x)
+
+
+SOFTMAX = opspec.OpSpec(
+    name="row_softmax_test", function=softmax, reference=softmax_reference, args=lambda built: (built.x,),
+    route=softmax_route, fast=softmax_fast, predicate=SOFTMAX_PREDICATE,
+    boundary_base={"rows": 4, "cols": 64, "dtype": torch.float32, "weight": None}, limits=lambda device: _Limits(),
+    context=lambda x: x, tolerances={torch.float32: (1e-6, 1e-5), torch.float16: (1e-3, 1e-3)},
+    cases=[opspec.OpCase("narrow_fp32", 64, 128, "float32", "win", "narrow rows fit one block: the fused pass wins"),
+           opspec.OpCase("wide_fp16", 16, 1024, "float16", "fallback", "wider than the block: the reference runs",
+                         quick=(4, 512))],
+    bytes_moved=lambda rows, cols, dtype, pass_: 2 * rows * cols * torch.empty((), dtype=dtype).element_size(),
+    baselines={"torch.softmax": lambda x: torch.softmax(x, -1)},
+    title="Row softmax: a fast path behind an eligibility predicate (test op)",
+)
+
+
+@pytest.fixture
+def softmax_op():
+    opspec.register(SOFTMAX)
+    yield SOFTMAX
+    opspec.unregister(SOFTMAX.name)
+
+
+def test_a_registered_op_gets_generated_boundary_tests(softmax_op):
+    spec = opspec.get("row_softmax_test")
+    points = boundary_points(spec.predicate, spec.boundary_base, spec.limits(None), device="cpu")
+    assert {p.id for p in points} == {"cols[cols=max]", "cols[cols=max+1]", "dtype[fp16]", "dtype[bf16]"}
+    for p in points:
+        args = spec.args(p.spec.build(seed=1))
+        assert (spec.predicate.check_one(p.condition, spec.context(*args)) is None) == p.holds, p.id
+        assert spec.route(*args) == ("triton" if p.holds else "fallback"), p.id
+        atol, rtol = spec.tolerances.get(args[0].dtype, (1e-2, 1e-2))
+        torch.testing.assert_close(spec.function(*args), spec.reference(*args), atol=atol, rtol=rtol)
+
+
+def test_a_registered_op_gets_a_quick_matrix_plot_and_results_folder(softmax_op, tmp_path, capsys):
+    df = run_op(opspec.get("row_softmax_test"), quick=True)
+    env = df.attrs["environment"]
+    assert env["op"] == "row_softmax_test" and env["declared_cases"] == ["narrow_fp32", "wide_fp16"]
+    by = {(r.case_id, r.provider): r for r in df.itertuples()}
+    assert by[("narrow_fp32", "dispatched")].route == "triton" and by[("wide_fp16", "dispatched")].route == "fallback"
+    assert by[("wide_fp16", "triton")].status == "skipped"  # the fast route is timed only where it is taken
+    assert by[("wide_fp16", "dispatched")].rows == 4 and by[("wide_fp16", "dispatched")].cols == 512  # quick shape
+    assert all(by[(c, p)].status == "ok" for c in ("narrow_fp32", "wide_fp16") for p in ("baseline", "dispatched"))
+    assert all(by[(c, p)].median_us > 0 for c in ("narrow_fp32", "wide_fp16") for p in ("baseline", "dispatched"))
+    if not is_gpu_measurement(df, env):  # CPU: no win or loss is read
+        assert by[("narrow_fp32", "dispatched")].observed == UNMEASURED
+        assert by[("wide_fp16", "dispatched")].observed == FALLBACK
+    fig = boundary_plot(df, env=env)
+    assert "row_softmax_test over torch.softmax" in fig.axes[0].get_title()
+
+    out = tmp_path / "softmax"
+    assert cli.bench_main(["--op", "row_softmax_test", "--quick", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "narrow_fp32" in printed and "2 of 2 predeclared cases run" in printed
+    loaded, lenv = results.load_results(out)
+    assert lenv["op"] == "row_softmax_test" and set(loaded["case_id"]) == {"narrow_fp32", "wide_fp16"}
+    assert (out / "boundary.png").stat().st_size > 0
+
+
+def test_a_wrong_fast_route_is_caught_before_timing(softmax_op):
+    broken = dataclasses.replace(SOFTMAX, name="broken_softmax", function=lambda x: softmax(x) * 1.01)
+    df = run_op(broken, quick=True, only=["narrow_fp32"])
+    assert set(df["status"]) == {"error"} and "differs from the reference" in df["note"].iloc[0]
+
+
+def test_unknown_ops_and_bad_specs_say_so(capsys):
+    with pytest.raises(KeyError, match="registered: rms_norm"):
+        opspec.get("nope")
+    assert cli.bench_main(["--op", "nope", "--quick"]) == 2
+    assert "no op named 'nope'" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="baseline"):
+        dataclasses.replace(SOFTMAX, baselines={})
+    with pytest.raises(ValueError, match="already registered"):
+        opspec.register(dataclasses.replace(SOFTMAX, name="rms_norm"))
+    with pytest.raises(ValueError, match="repeat"):
+        dataclasses.replace(SOFTMAX, cases=[SOFTMAX.cases[0], SOFTMAX.cases[0]]).matrix()
+
+
+# --- RMSNorm through its spec ---------------------------------------------------------------------------------------
+
+def test_rms_norm_is_registered_first_with_the_kits_own_pieces():
+    from fastpath_lib.bench.matrix import load_cases
+    from fastpath_lib.bench.timing import bytes_moved
+    from fastpath_lib.rmsnorm import predicate as rms
+    from fastpath_lib.testing import TOLERANCES
+
+    spec = opspec.get("rms_norm")
+    assert opspec.names()[0] == "rms_norm"
+    assert spec.function is fastpath_lib.rms_norm and spec.reference is F.rms_norm
+    assert spec.predicate is rms.PREDICATE and spec.tolerances is TOLERANCES and spec.bytes_moved is bytes_moved
+    assert spec.baseline == ("F.rms_norm", F.rms_norm)
+    declared = {c.id: c for c in load_cases()}
+    cases = spec.matrix()
+    assert cases and all(declared[c.id].expected == c.expected and declared[c.id].layout == "contiguous"
+                         and declared[c.id].pass_ == "forward" for c in cases)
+    for built in (CaseSpec(rows=16, cols=64).build(), CaseSpec(rows=1, cols=64).build()):
+        assert spec.route(*spec.args(built)) == fastpath_lib.explain(*built.args()).route
+
+
+def test_rms_norm_runs_through_the_generic_matrix():
+    spec = opspec.get("rms_norm")
+    case = min(spec.matrix(), key=lambda c: c.dims(True)[0] * c.dims(True)[1])
+    df = run_op(spec, quick=True, only=[case.id])
+    assert set(df["case_id"]) == {case.id}
+    ok = df[df["status"] == "ok"]
+    assert {"baseline", "dispatched"} <= set(ok["provider"]) and (ok["median_us"] > 0).all()
+    assert isinstance(df, pd.DataFrame) and df.attrs["environment"]["baseline"] == "F.rms_norm"
