@@ -101,8 +101,8 @@ ex.check_readiness("modes_preserved", preserved)
 # ## 3 and 4. Which test catches it, and where does it run? (lessons 04 and 06)
 #
 # `item` is a fault or a regression: `{"id", "fault", "description", "device"}` (`device`: where the tests
-# run, `"cpu"` under the interpreter or `"cuda"`). Print `ex13_faults` below for every `fault` and its
-# description. Return `(kind, when)`:
+# run, `"cpu"` under the interpreter or `"cuda"`). The cell below prints every `fault` with its description
+# (`ex.EX13_FAULTS`). Return `(kind, when)`:
 #
 # * `kind`, the test that catches it: `"fake"` (a fake-tensor test of `register_fake`), `"opcheck"`,
 #   `"compile"` (`torch.compile(fullgraph=True)` against eager), `"guard_band"` (poisoned memory around every
@@ -113,9 +113,7 @@ ex.check_readiness("modes_preserved", preserved)
 # Part 3 grades `kind`, part 4 grades `when`.
 
 # %%
-from fastpath_lib.grading.ex13_scenarios import FAULTS as ex13_faults
-
-for fault, text in ex13_faults.items():
+for fault, text in ex.EX13_FAULTS.items():
     print(f"{fault:20} {text}")
 
 
