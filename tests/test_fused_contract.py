@@ -77,7 +77,7 @@ def test_points_cover_every_condition_and_aliasing():
     assert {"same", "overlap", "disjoint", "interleaved", "weight_in_x"} <= alias
     assert {p.id for p in pts if p.holds and p.condition == "no_overlap"} == {
         "no_overlap[separate buffers]", "no_overlap[disjoint row slices of one buffer]",
-        "no_overlap[residual is x, functional form]"}
+        "no_overlap[residual is x, functional form]", "no_overlap[residual expanded, functional form]"}
 
 
 @pytest.mark.parametrize("cols", [1, 17, 64, 257])

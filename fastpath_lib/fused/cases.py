@@ -42,7 +42,8 @@ class FusedCaseSpec(CaseSpec):
 
     Args:
         residual_dtype: ``None`` for x's dtype.
-        residual_layout: ``"contiguous"``, ``"row_slice"`` or ``"transposed"`` (separate buffer only).
+        residual_layout: ``"contiguous"``, ``"row_slice"``, ``"transposed"`` or ``"expanded"`` (one row, stride 0);
+            separate buffer only.
         residual_pad, residual_offset: as ``pad`` and ``offset``, for the residual.
         residual_rows: rows of the residual when not ``None`` (a different shape makes a broadcasting call).
         alias: one of :data:`ALIASES`.
@@ -76,10 +77,13 @@ class FusedCaseSpec(CaseSpec):
         if self.alias == "none":
             rdtype = self.residual_dtype or self.dtype
             rows = self.residual_rows if self.residual_rows is not None else self.rows
-            rspec = CaseSpec(rows=rows, cols=self.cols, dtype=rdtype, weight=None, layout=self.residual_layout,
-                             pad=self.residual_pad, offset=self.residual_offset)
+            expanded = self.residual_layout == "expanded"
+            rspec = CaseSpec(rows=1 if expanded else rows, cols=self.cols, dtype=rdtype, weight=None,
+                             layout="contiguous" if expanded else self.residual_layout, pad=self.residual_pad,
+                             offset=self.residual_offset)
             rcase = rspec.build(seed + 1, dev)
-            r = rcase.x.view(*x.shape[:-1], self.cols) if rows == self.rows and x.dim() > 2 else rcase.x
+            r = rcase.x.expand(rows, self.cols) if expanded else rcase.x
+            r = r.view(*x.shape[:-1], self.cols) if rows == self.rows and x.dim() > 2 and not expanded else r
             buffers.append(rcase.x_buffer)
         else:
             x, r, w, buf = _aliased(self.alias, x, w, seed)

@@ -14,7 +14,8 @@ architecture, dtype, width, rows, strides, alignment. What the fused op adds:
   already overwritten. Overlapping calls take the composite (:func:`~fastpath_lib.fused.reference.native_`), whose
   outcome is defined: both results first, then the sum written into ``residual``, then the output into ``x``. The
   test is on byte ranges of one storage, so interleaved but element-disjoint views (column halves of one buffer)
-  count as overlapping: conservative, and correct;
+  count as overlapping: conservative, and correct. Rows of ``x`` or ``residual`` that share memory with each other
+  (a row expanded with stride 0) count too: ``copy_`` refuses to write them, and so does the in-place form;
 * *inplace_autograd*: the in-place form with an input that requires grad (grad mode on) takes the composite, whose
   ``copy_`` raises on a leaf that requires grad and records the in-place ops on views as PyTorch does. The
   functional form keeps the fast path under autograd (a Triton backward for ``x``, ``residual`` and the weight).
@@ -35,7 +36,7 @@ from fastpath_lib.rmsnorm import predicate as rms
 from fastpath_lib.rmsnorm.layout import PLAIN_TYPES, row_stride, rows_cols, tensor_kind
 from fastpath_lib.rmsnorm.limits import ALIGN_BYTES
 
-__all__ = ["FusedCall", "make_call", "eligible", "runtime_eligible", "overlaps", "PREDICATE", "BASE_CASE",
+__all__ = ["FusedCall", "make_call", "eligible", "runtime_eligible", "overlaps", "overlaps_itself", "PREDICATE", "BASE_CASE",
            "RMSNORM_CONDITIONS", "PER_CALL", "STATIC"]
 
 _CHANNELS_LAST = {4: torch.channels_last, 5: torch.channels_last_3d}
@@ -108,11 +109,17 @@ def overlaps(a: torch.Tensor | None, b: torch.Tensor | None) -> bool:
     return a0 < b1 and b0 < a1
 
 
+def overlaps_itself(t: torch.Tensor) -> bool:
+    """Whether rows of a row layout share memory (a row stride below the width, e.g. 0 for a row expanded)."""
+    return not t.is_contiguous() and t.numel() > t.shape[-1] and (row_stride(t) or 0) < t.shape[-1]
+
+
 def runtime_eligible(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor | None, inplace: bool) -> bool:
     """What only run time knows, for a call :func:`eligible` accepted: alignment, no capture, no overlap."""
     if not rms.runtime_eligible(x, weight) or residual.data_ptr() % ALIGN_BYTES:
         return False
-    return not inplace or not (overlaps(x, residual) or overlaps(x, weight) or overlaps(residual, weight))
+    return not inplace or not (overlaps(x, residual) or overlaps(x, weight) or overlaps(residual, weight)
+                               or overlaps_itself(x) or overlaps_itself(residual))
 
 
 # --- the checks the fused op adds -----------------------------------------------------------------------------------
@@ -188,6 +195,7 @@ def _check_overlap(c):
         return UNKNOWN + "memory overlap of fake tensors"
     pairs = (("x", x, "residual", r), ("x", x, "weight", w), ("residual", r, "weight", w))
     hit = [f"{a} and {b}" for a, ta, b, tb in pairs if overlaps(ta, tb)]
+    hit += [f"rows of {a}" for a, t in (("x", x), ("residual", r)) if t.dim() and overlaps_itself(t)]
     return f"{', '.join(hit)} share memory, need none in the in-place form" if hit else None
 
 
@@ -239,6 +247,9 @@ PREDICATE = Predicate("fused_add_rms_norm", [
                Boundary("residual is x shifted one row", {"alias": "overlap"}, False),
                Boundary("column halves of one buffer (conservative)", {"alias": "interleaved"}, False),
                Boundary("weight inside x", {"alias": "weight_in_x"}, False),
+               Boundary("residual expanded from one row", {"residual_layout": "expanded"}, False),
+               Boundary("residual expanded, functional form", {"residual_layout": "expanded", "inplace": False},
+                        True),
                Boundary("residual is x, functional form", {"alias": "same", "inplace": False}, True))),
 ])
 
