@@ -201,3 +201,21 @@ def test_in_place_on_views_is_recorded_by_autograd(device):
         grads.append((a.grad, b.grad, w.grad))
     for g_func, g_inpl in zip(*grads):
         torch.testing.assert_close(g_inpl, g_func, atol=1e-4, rtol=1e-4)
+
+
+def test_spec_parts_are_the_ops_own(device):
+    """FUSED_SPEC hands the operator spec the op's own pieces: its fast routes compute the native's results, its
+    bytes model counts 4 passes fused and 5 unfused, and its generator is the predicate's boundary points."""
+    from fastpath_lib.fused.spec import FUSED_SPEC
+
+    x, r, w = FusedCaseSpec(rows=16, cols=64).build(seed=4, device=device).args()
+    want_out, want_s = FUSED_SPEC.reference(x, r, w)
+    out, s = FUSED_SPEC.fast_route(x, r, w)
+    assert torch.equal(s, want_s) and FUSED_SPEC.predicate is PREDICATE
+    torch.testing.assert_close(out, want_out, atol=1e-5, rtol=2e-6)
+    FUSED_SPEC.fast_route_inplace(x, r, w)
+    assert torch.equal(r, want_s) and torch.equal(x, out)
+    rows, cols = 8, 4096
+    assert FUSED_SPEC.bytes_moved(rows, cols, 2) == 4 * rows * cols * 2
+    assert FUSED_SPEC.bytes_moved(rows, cols, 2, fused=False) == 5 * rows * cols * 2
+    assert [p.id for p in FUSED_SPEC.boundary_points()] == [p.id for p in boundary_points()]
