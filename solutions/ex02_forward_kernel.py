@@ -25,7 +25,9 @@
 # and `BLOCK_SIZE = next_power_of_2(n_cols)` on irregular shapes (7x33 row slice, 3x781 bf16, 1x1, every other row,
 # tiny values, a residual that is itself a row slice, and a shape drawn at each run), writes every output inside a
 # poisoned buffer, and compares with the plain-torch spec below. Under Triton's CPU interpreter this takes a few
-# seconds.
+# seconds. The grader also reads your source: what it launches must be your own `@triton.jit` function, whose body
+# uses `triton.language` only, and no cell may call an op that already is the answer (`F.rms_norm`, the kit's op or
+# kernels).
 #
 # **How this works.** Fill in each cell marked `# FILL ME IN (roughly N lines)` (delete the `raise
 # NotImplementedError`), run it, then run the check below it: it prints `passed`, or a table of *yours vs expected*.
@@ -102,7 +104,8 @@ ex.check_add_rms_norm_kernel(my_add_rms_norm_fwd)
 # forward, so the backward gets it instead of `eps`: write `my_backward(dy2d, h2d, weight, rstd) -> (dh, dw)` with
 # a kernel of one program per row that stores `dh` and its row of an fp32 `dw_partial [n_rows, n_cols]` buffer
 # (`dw` is `None` without a weight). The check computes `rstd` with an eps that is not the default, so recomputing
-# it gives the wrong gradients.
+# it gives the wrong gradients. `my_backward` only allocates, launches and sums the partial `dw` rows: the
+# gradients are computed in your kernel, not with torch arithmetic around it.
 
 # %%
 @triton.jit

@@ -1,0 +1,207 @@
+"""Exercise 02 asks for a Triton kernel: what the learner's *source* must show (grading.kernel_source), and the check
+that applies it. A kernel object that is not a kernel, a kernel body that calls out to Python, a launch for show
+with the answer computed in torch: each scores nothing once the check reads the learner's source, as the grader
+does; the solution's source keeps full marks."""
+
+from __future__ import annotations
+
+import linecache
+
+import pytest
+
+jupytext = pytest.importorskip("jupytext")
+
+from tests.solved import ROOT, earned  # noqa: E402
+
+from fastpath_lib import exercises as ex  # noqa: E402
+from fastpath_lib.grading import sources  # noqa: E402
+from fastpath_lib.grading.kernel_source import kernel_problem, launcher_problem  # noqa: E402
+
+
+def _solution_cells() -> list[str]:
+    (path,) = (ROOT / "solutions").glob("ex02_*.py")
+    return [c.source for c in jupytext.read(path).cells
+            if c.cell_type == "code" and "grader-check" not in c.metadata.get("tags", [])]
+
+
+SOLUTION = "\n\n".join(_solution_cells())
+_N = [0]
+
+
+def _run(source: str) -> dict:
+    """Execute a learner's source (Triton's interpreter reads kernels back through linecache)."""
+    _N[0] += 1
+    name = f"<ex02 learner source {_N[0]}>"
+    linecache.cache[name] = (len(source), None, source.splitlines(True), name)
+    ns: dict = {}
+    exec(compile(source, name, "exec"), ns)
+    return ns
+
+
+def _with_backward(body: str) -> str:
+    """The solution's source with ``my_backward``'s body replaced (the solution's kernel stays defined)."""
+    start = SOLUTION.index("def my_backward(dy2d, h2d, weight, rstd):")
+    end = SOLUTION.index("# END SOLUTION", start) + len("# END SOLUTION")
+    return SOLUTION[:start] + "def my_backward(dy2d, h2d, weight, rstd):\n" + body + SOLUTION[end:]
+
+
+_NOOP_KERNEL = '''
+@triton.jit
+def _noop(X_ptr):
+    tl.store(X_ptr, tl.load(X_ptr))
+
+
+'''
+
+TORCH_BACKWARD = _with_backward('''    _noop[(1,)](rstd)  # a launch for show
+    h, dy = h2d.float(), dy2d.float()
+    n = h * rstd[:, None]
+    g = dy if weight is None else dy * weight.float()
+    dh = rstd[:, None] * (g - n * (g * n).sum(-1, keepdim=True) / h.shape[-1])
+    return dh.to(h2d.dtype), None if weight is None else (dy * n).sum(0).to(weight.dtype)
+''').replace("def my_backward", _NOOP_KERNEL + "def my_backward")
+
+AUTOGRAD_BACKWARD = _with_backward('''    _noop[(1,)](rstd)
+    h = h2d.detach().float().requires_grad_()
+    w = None if weight is None else weight.detach().float().requires_grad_()
+    eps = (1 / rstd.double() ** 2 - h.detach().double().pow(2).mean(-1)).float()  # the eps behind rstd
+    n = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps[:, None])
+    y = n if w is None else n * w
+    grads = torch.autograd.grad(y, [h] + ([w] if w is not None else []), dy2d.float())
+    return grads[0].to(h2d.dtype), None if w is None else grads[1].to(weight.dtype)
+''').replace("def my_backward", _NOOP_KERNEL + "def my_backward")
+
+FAKE_KERNEL = SOLUTION.replace("# %%\nimport torch", "import torch") + '''
+
+from triton.runtime.jit import KernelInterface
+
+
+class _Answers(KernelInterface):
+    """Looks like a kernel, answers a launch with torch."""
+
+    def run(self, x, r, w, h, y, rstd, *args, grid=None, warmup=False, **kwargs):
+        hh = x + r
+        h.copy_(hh)
+        hf = hh.float()
+        rstd.copy_(1 / (hf * hf).mean(-1).add(args[-1]).sqrt())
+        y.copy_((hf * rstd[:, None] * w.float()).to(y.dtype))
+
+
+my_add_rms_norm_fwd = _Answers()
+'''
+
+
+def _check(source: str, call):
+    ns = _run(source)
+    with sources.using([source]):
+        return call(ns)
+
+
+def _kernel(ns):
+    return ex.check_add_rms_norm_kernel(ns["my_add_rms_norm_fwd"], show=False)
+
+
+def _backward(ns):
+    return ex.check_backward_with_saved_rstd(ns["my_backward"], show=False)
+
+
+def test_the_solution_source_keeps_full_marks():
+    results = _check(SOLUTION, lambda ns: _kernel(ns) + _backward(ns))
+    assert all(r.passed for r in results), [r.feedback for r in results]
+
+
+@pytest.mark.parametrize("source, call, words", [
+    (FAKE_KERNEL, _kernel, "bound 2 times"),
+    (TORCH_BACKWARD, _backward, "tensor arithmetic outside your kernel"),
+    (AUTOGRAD_BACKWARD, _backward, "outside your kernel"),
+], ids=["kernel-object-answering-with-torch", "launch-for-show-torch-formula", "launch-for-show-autograd"])
+def test_a_shortcut_that_computes_right_scores_nothing(source, call, words):
+    (r,) = _check(source, call)
+    assert earned([r]) == 0 and words in r.feedback, r.feedback
+    (r,) = call(_run(source))  # without the source, only the behaviour is judged: the numbers are right
+    assert r.passed or "expected a @triton.jit kernel" in r.feedback, r.feedback
+
+
+def test_a_backward_that_launches_nothing_fails_on_behaviour_alone():
+    src = TORCH_BACKWARD.replace("    _noop[(1,)](rstd)  # a launch for show\n", "")
+    (r,) = _backward(_run(src))
+    assert not r.passed and "launched no Triton kernel" in r.feedback, r.feedback
+
+
+KERNEL_HEAD = "import triton\nimport triton.language as tl\nimport numpy as np\n\n"
+
+
+@pytest.mark.parametrize("source, words", [
+    ("@triton.jit\ndef k(X):\n    tl.store(X, helper(tl.load(X)))\ndef helper(v):\n    return v", "reads helper"),
+    ("@triton.jit\ndef k(X):\n    tl.store(X, np.sqrt(tl.load(X)))", "reads np"),
+    ("@triton.jit\ndef k(X):\n    tl.store(X, triton.testing.torch.rsqrt(tl.load(X)))", "reads triton"),
+    ("@triton.jit\ndef k(X):\n    tl.store(X, tl.load(X).__class__)", "private attribute"),
+    ("@triton.jit\ndef k(X):\n    def f(v):\n        return v\n    tl.store(X, f(tl.load(X)))", "defines or imports"),
+    ("@triton.jit\ndef k(X):\n    tl.load(X)", "stores nothing"),
+    ("def k(X):\n    tl.store(X, tl.load(X))", "under @triton.jit"),
+    ("@triton.jit\n@functools.cache\ndef k(X):\n    tl.store(X, tl.load(X))", "under nothing else"),
+    ("@triton.jit\ndef k(X):\n    tl.store(X, tl.load(X))\nk = [k]", "bound 2 times"),
+    ("triton.jit = lambda f: f\n@triton.jit\ndef k(X):\n    tl.store(X, tl.load(X))", "attribute of the module"),
+    ("class triton:\n    jit = staticmethod(lambda f: f)\n@triton.jit\ndef k(X):\n    tl.store(X, tl.load(X))",
+     "rebinds triton"),
+    ("@triton.jit\ndef k(X):\n    tl.store(X, tl.load(X))\nsetattr(k, 'run', print)", "uses setattr"),
+    ("@triton.jit\ndef k(X):\n    tl.store(X, tl.load(X))\nglobals()['k'] = 1", "uses globals"),
+    ("@triton.jit\ndef k(X):\n    tl.store(X, tl.load(X))\n%run cheat.py", "(%run)"),
+    ("@triton.jit\ndef k(X):\n    tl.store(X, tl.load(X))\nget_ipython().run_cell('k = 1')", "get_ipython"),
+    ("@triton.jit\ndef k(X):\n    tl.store(X, tl.load(X))\nk.fn.__code__ = (lambda X: 0).__code__", "__code__"),
+    ("import sys\n@triton.jit\ndef k(X):\n    tl.store(X, tl.load(X))\nsys._getframe()", "_getframe"),
+])
+def test_kernel_rules(source, words):
+    problem = kernel_problem(KERNEL_HEAD + source, "k")
+    assert problem and words in problem, problem
+
+
+def test_kernel_rules_accept_helpers_that_are_kernels_and_constexpr_globals():
+    src = KERNEL_HEAD + ("BLOCK: tl.constexpr = 64\n@triton.jit\ndef sq(v):\n    return v * v\n@triton.jit\n"
+                         "def k(X, n):\n    c = tl.arange(0, BLOCK)\n    for i in range(2):\n"
+                         "        tl.store(X + c, sq(tl.load(X + c, mask=c < n)), mask=c < min(n, BLOCK))")
+    assert kernel_problem(src, "k") is None
+
+
+LAUNCH_HEAD = KERNEL_HEAD + "import torch\n@triton.jit\ndef k(X):\n    tl.store(X, tl.load(X))\n"
+
+
+@pytest.mark.parametrize("body, words", [
+    ("    return x", "launches no @triton.jit kernel"),
+    ("    k[(1,)](x)\n    return -x", "tensor arithmetic"),
+    ("    y = torch.empty_like(x)\n    k[(1,)](y)\n    y += x\n    return y", "tensor arithmetic"),
+    ("    k[(1,)](x)\n    return torch.rsqrt(x)", "calls torch.rsqrt"),
+    ("    k[(1,)](x)\n    return x.rsqrt()", "tensor method rsqrt"),
+    ("    k[(1,)](x)\n    return np.sqrt(x)", "calls numpy.sqrt"),
+    ("    k[(1,)](x)\n    return sum([x, x])", "calls sum"),
+    ("    k[(1,)](x)\n    return x.__mul__(x)", "__mul__"),
+    ("    k[(1,)](x)\n    return x.__class__", "special attribute"),
+    ("    k[(1,)](x)\n    return torch.autograd.grad(x, x)", "calls torch.autograd.grad"),
+    ("    k[(1,)](x)\n    g = torch.rsqrt\n    return g(x)", "calls torch.rsqrt"),
+    ("    k[(1,)](x)\n    return helper(x)\ndef helper(v):\n    return v * v", "helper does tensor arithmetic"),
+    ("    k[(1,)](x)\n    f = torch.nn.functional\n    return f.rms_norm(x, [1])", "torch.nn.functional.rms_norm"),
+    ("    k[(1,)](x)\n    return G.rsqrt(x)\nG = torch", "calls G.rsqrt"),
+    ("    k[(1,)](x)\n    out = torch.empty_like(x)\n    out[0] = 1\n    return out", "writes tensor elements"),
+    ("    k[(1,)](x)\n    return [a * b for a, b in zip(x, x)]", "tensor arithmetic"),
+    ("    other[(1,)](x)\n    k[(1,)](x)\n    return x\nother = k", "not a @triton.jit function of yours"),
+    ("    k[(1,)](x)\n    return x.item()", "tensor method item"),
+])
+def test_launcher_rules(body, words):
+    problem = launcher_problem(LAUNCH_HEAD + "def launch(x):\n" + body, "launch")
+    assert problem and words in problem, problem
+
+
+def test_launcher_rules_accept_allocation_layout_and_the_final_reduction():
+    body = ("    n_rows, n_cols = x.shape\n    part = torch.empty((n_rows, n_cols), dtype=torch.float32)\n"
+            "    k[(triton.cdiv(n_rows, 1),)](x.contiguous(), n_rows * n_cols)\n"
+            "    return part.sum(0).to(x.dtype) if x.dim() == 2 else None")
+    assert launcher_problem(LAUNCH_HEAD + "def launch(x):\n" + body, "launch") is None
+
+
+def test_an_object_that_only_answers_a_launch_is_not_a_kernel():
+    ns = _run(FAKE_KERNEL.replace("class _Answers(KernelInterface):", "class _Answers:").replace(
+        '    """Looks like a kernel, answers a launch with torch."""\n',
+        '    """Looks like a kernel, answers a launch with torch."""\n\n'
+        '    def __getitem__(self, grid):\n        return lambda *a, **k: self.run(*a, **k)\n'))
+    (r,) = _kernel(ns)
+    assert not r.passed and "expected a @triton.jit kernel, got _Answers" in r.feedback, r.feedback
