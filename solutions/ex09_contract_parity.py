@@ -25,15 +25,19 @@
 #
 # The promises, one graded category each:
 #
-# * **dtype**: every floating dtype `F.rms_norm` takes (fp16, bf16, fp32, fp64) gives the same output dtype and values;
-# * **layout**: the output's strides are `F.rms_norm`'s (a `channels_last` input keeps `channels_last`);
-# * **aliasing**: the output is a new tensor and the input is left untouched;
-# * **eps**: the default (`eps=None`) and an explicit `eps`, `0.0` included, are `F.rms_norm`'s (use inputs so small
-#   that `eps` matters);
-# * **autograd**: the gradients for the input *and* the weight equal `F.rms_norm`'s;
-# * **forward_ad**: the `torch.func.jvp` tangent equals `F.rms_norm`'s;
-# * **exceptions**: a bad call (`normalized_shape` that does not match, an `int` for it, a weight of the wrong
-#   shape) raises `F.rms_norm`'s exception type and message, and a valid call does not raise.
+# * **dtype**: the output's dtype and values, for every floating dtype `F.rms_norm` accepts;
+# * **layout**: the output's strides, for the memory layouts an input can come in;
+# * **aliasing**: what the call does to memory: the output it returns, and the input it was given;
+# * **eps**: the eps the op uses, whichever way the caller gives it, or leaves it out;
+# * **autograd**: the gradients of every input that can require one;
+# * **forward_ad**: the forward-mode derivative (`torch.func.jvp`);
+# * **exceptions**: what an invalid call raises (type and message), for each argument a caller can get wrong, and
+#   that a valid call does not raise.
+#
+# For each promise, ask which input would make a broken op *show* it. One ordinary fp32 input of ordinary size,
+# compared by value, passes on almost every broken op: a promise about strides needs an input whose strides are not
+# the usual ones, a promise about eps needs inputs for which eps changes the result, and an argument is only tested
+# at the values where a careless implementation could go wrong.
 #
 # **How it is graded.** Your tests run against the kit's op and against `F.rms_norm` (they must pass on both), and
 # against broken ops the grader builds, each breaking one promise (each must make your tests fail). Feedback names the
@@ -54,8 +58,8 @@ fastpath_lib.use_interpreter()
 from fastpath_lib import exercises as ex
 
 # %% [markdown]
-# `torch.testing.assert_close` raises `AssertionError` with a clear diff, and checks dtypes too. Run every promise on
-# one small shape (16 x 32: eligible for the kit's fast path on any device), then the layout and the bad calls.
+# `torch.testing.assert_close` raises `AssertionError` with a clear diff, and checks dtypes too. Keep shapes small
+# (16 x 32 is eligible for the kit's fast path on any device), and give each assertion a message naming its promise.
 
 
 # %%
@@ -103,14 +107,19 @@ ex.check_contract_tests(my_contract_tests, fastpath_lib.rms_norm)
 # ## Questions
 #
 # 1. Your tests pass on `F.rms_norm` itself. Why is that a requirement, not a formality?
-# 2. Which of the broken ops would a test comparing only output *values* (with `assert_close` on fp32 inputs) miss?
+# 2. A test that compares only output *values*, on one fp32 input of ordinary magnitude, passes on most broken ops.
+#    For each promise, what must change in the input or in the comparison for a fault there to show?
 #
 # <details><summary>Answer guide</summary>
 #
 # 1. A contract test that fails on the owner of the contract tests something else (an assumption about the
 #    default eps, a tolerance too tight for fp16): it would block a correct fast path and teach nothing about a
 #    broken one.
-# 2. Most of them: an fp32 output for bf16 input, a contiguous output for a channels-last input, an in-place op (on
-#    the first call), a different default eps (values of order 1 hide it), a weight without gradient, a zero tangent,
-#    and a different exception type. Each promise needs its own input.
+# 2. Each promise needs its own input and its own comparison. *dtype*: compare the dtype itself, for each input
+#    dtype (comparing after a cast hides it). *layout*: compare strides, on inputs whose strides are not the
+#    default ones. *aliasing*: compare storages, and keep a copy of the input to compare with after the call.
+#    *eps*: inputs whose mean square is near eps or below it, and every form of the argument, its edge values
+#    included. *autograd* and *forward_ad*: the derivatives of each differentiable input, with the tolerances of
+#    the dtype. *exceptions*: the exception's type and message side by side with `F.rms_norm`'s, for each argument
+#    a caller can get wrong, and a valid call next to each bad one.
 # </details>
