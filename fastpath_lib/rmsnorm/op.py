@@ -14,7 +14,9 @@ Inside the region:
 * under ``torch.compile``, a ``__torch_dispatch__`` mode, or CUDA autocast: ``fastpath::rms_norm``, a ``custom_op``
   with ``register_fake`` (``F.rms_norm`` on the fake tensors), ``register_autograd``, ``register_autocast`` (fp32 on
   CUDA from torch 2.12, as ``F.rms_norm``) and ``register_vmap`` (the batch folds into rows). The static conditions
-  became guards; the op re-checks what only run time knows (alignment, capture) and falls back inside when needed.
+  became guards; the op re-checks what only run time knows (alignment, capture, and the sizes a tracer held
+  symbolically: ``torch.export``'s dynamic dims, ``compile(dynamic=True)``) and falls back inside when needed, so one
+  graph serves a dynamic range on both sides of the row threshold.
 
 Both routes of the op return contiguous tensors of the input's dtype, as ``F.rms_norm`` does for eligible inputs.
 """
