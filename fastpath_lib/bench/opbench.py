@@ -39,8 +39,9 @@ def _check(spec: OpSpec, args: tuple, dtype: torch.dtype) -> str | None:
     return None
 
 
-def _row(spec: OpSpec, case: OpCase, provider: str, quick: bool, gpu: bool, **kw) -> dict:
-    rows, cols = case.dims(quick)
+def _row(spec: OpSpec, case: OpCase, provider: str, quick: bool, gpu: bool, ran: torch.Tensor, **kw) -> dict:
+    cols = ran.shape[-1]
+    rows = ran.numel() // cols if cols else 0  # the shape the timed input had, not the one asked for
     return empty_row(case_id=case.id, family=spec.name, provider=provider, **{"pass": "forward"}, rows=rows,
                      cols=cols, dtype=case.dtype, layout="contiguous", pad=0, offset=0,
                      declared_shape=f"{case.rows}x{case.cols}", expected=case.expected, rationale=case.rationale,
@@ -93,15 +94,15 @@ def run_op(spec: OpSpec, *, quick: bool = True, only: list[str] | None = None, s
         common = dict(route=route, bytes_moved=nbytes, input_sets=len(sets))
         bad = _check(spec, sets[0], dtype)
         if bad:
-            out += [_row(spec, case, p, quick, gpu, status="error", note=f"differs from the reference: {bad}",
-                         **common) for p in ("baseline", "dispatched")]
+            out += [_row(spec, case, p, quick, gpu, sets[0][0], status="error",
+                         note=f"differs from the reference: {bad}", **common) for p in ("baseline", "dispatched")]
             continue
         providers = {"baseline": base, "dispatched": spec.function}
         if spec.fast is not None:
             providers["triton"] = spec.fast
         for provider, fn in providers.items():
             if provider == "triton" and route != "triton":
-                out.append(_row(spec, case, provider, quick, gpu, status="skipped",
+                out.append(_row(spec, case, provider, quick, gpu, sets[0][0], status="skipped",
                                 note="outside the predicate: the fast route is timed where it is taken", **common))
                 continue
             it = iter(range(1 << 62))
@@ -113,7 +114,7 @@ def run_op(spec: OpSpec, *, quick: bool = True, only: list[str] | None = None, s
             res = time_callable(call, settings)
             s = res["samples_us"]
             med = quantile(s, 0.5)
-            out.append(_row(spec, case, provider, quick, gpu, status="ok", note=f"baseline: {base_name}"
+            out.append(_row(spec, case, provider, quick, gpu, sets[0][0], status="ok", note=f"baseline: {base_name}"
                             if provider == "baseline" else "", timer=res["timer"], warmup=res["warmup"],
                             reps=res["reps"], number=res["number"], median_us=med, q20_us=quantile(s, 0.2),
                             q80_us=quantile(s, 0.8), mean_us=sum(s) / len(s), min_us=min(s),
