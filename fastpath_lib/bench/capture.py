@@ -25,6 +25,7 @@ from pathlib import Path
 
 import torch
 
+from fastpath_lib.bench.schema import NOT_GPU
 from fastpath_lib.cases import CaseSpec
 from fastpath_lib.rmsnorm import capture as record_file
 from fastpath_lib.rmsnorm.limits import MAX_COLS, limits_for
@@ -184,7 +185,7 @@ def capture_from_results(results_dir: str | Path) -> dict:
         raise FileNotFoundError(f"{f} not found: run `python -m fastpath_lib evidence` (its capture step) on a GPU")
     data = json.loads(f.read_text())
     if data.get("gpu_measurement") is not True:
-        raise ValueError(f"{f}: not a GPU measurement; only a capture test run on CUDA can be recorded")
+        raise ValueError(f"{f}: {NOT_GPU}; only a capture test run on CUDA can be recorded")
     arch = data.get("compute_capability")
     parse_arch(arch or "")
     rows = data.get("cases") or []
