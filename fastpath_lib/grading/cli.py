@@ -143,6 +143,8 @@ def _execute(nb, workdir: str, timeout: float, kernel_name: str, check_ids: set,
     from nbclient import NotebookClient
     from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
+    import fastpath_lib.exercises  # noqa: F401 - the grader's own checks: imported before the notebook's clock starts
+
     client = NotebookClient(nb, timeout=int(timeout), kernel_name=kernel_name, allow_errors=True,
                             interrupt_on_timeout=False, resources={"metadata": {"path": workdir}},
                             record_timing=False)

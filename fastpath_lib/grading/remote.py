@@ -4,7 +4,8 @@ The grader runs each check in its own process. A check receives, in place of eac
 the learner's kernel answers (:mod:`fastpath_lib.grading.runner`): a plain value (numbers, strings, tensors, dtypes,
 lists, dicts, :class:`~fastpath_lib.cases.CaseSpec`) is copied; anything else (a function, a Triton kernel, a
 predicate object) becomes a :class:`Proxy`, and calling it, reading an attribute of it or indexing it asks the kernel
-again. The grader's arguments travel as a pickle the grader writes; the kernel's answers come back in the kernel's
+again. The grader's arguments travel as a pickle the grader writes (in the execute request, or a file beside it when
+large); the kernel's answers come back in the kernel's
 message stream (a display message carrying the request's one-time token, not a file) and are read with
 ``torch.load(weights_only=True)``: never unpickled as code. A learner's exception comes back as its type name,
 message and line, and is raised in the grader as an exception of that name.
@@ -17,9 +18,12 @@ from __future__ import annotations
 
 import base64
 import builtins
+import contextlib
 import io
+import os
 import pickle
 import secrets
+import tempfile
 import time
 from pathlib import Path
 
@@ -29,6 +33,8 @@ __all__ = ["Proxy", "Session", "RemoteError", "RemoteTimeout", "is_proxy", "answ
 
 MIME = "application/vnd.fastpath.answer.v1+json"
 AGENT = Path(__file__).with_name("runner.py")
+#: Requests up to this many bytes travel inside the execute request; larger ones as a file the kernel reads.
+_INLINE = 64 * 1024
 
 
 class RemoteError(Exception):
@@ -190,9 +196,20 @@ class Session:
         pickler = pickle.Pickler(buf, protocol=4)
         pickler.persistent_id = lambda obj: obj._id if is_proxy(obj) and obj._session is self else None
         pickler.dump(request)
-        payload = base64.b64encode(buf.getvalue()).decode("ascii")
-        found = self._execute(f"__import__('sys').modules['_fastpath_grader_agent'].serve({token!r}, {payload!r})",
-                              token)
+        if buf.tell() > _INLINE:  # a large request travels as a file: the kernel parses no multi-megabyte cell
+            fd, path = tempfile.mkstemp(prefix="fastpath-request-", suffix=".pickle")
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(buf.getvalue())
+            payload = "@" + path
+        else:
+            payload = base64.b64encode(buf.getvalue()).decode("ascii")
+        try:
+            found = self._execute(f"__import__('sys').modules['_fastpath_grader_agent'].serve({token!r}, "
+                                  f"{payload!r})", token)
+        finally:
+            if payload.startswith("@"):
+                with contextlib.suppress(OSError):
+                    os.remove(payload[1:])
         if not isinstance(found, str):
             raise RemoteError("the kernel gave no answer (the grader's agent is gone or was replaced)")
         answer = self._load(found)
