@@ -97,8 +97,6 @@ STEPS: tuple[Step, ...] = (
          _CORE + ("fastpath_lib.bench.workload",)),
     Step("capture", "CUDA-graph capture at the boundary shapes, replayed on new data against the reference", 15,
          "fastpath_lib.bench.capture:step", ("capture_test.json",), _CORE + ("fastpath_lib.bench.capture",)),
-    Step("capture", "CUDA-graph capture at the boundary shapes, replayed on new data against the reference", 15,
-         "fastpath_lib.bench.capture:step", ("capture_test.json",), _CORE + ("fastpath_lib.bench.capture",)),
     Step("compile_cost", "compile cost per kernel specialization (fresh process, empty cache)", 40, _s("compile_cost"),
          ("compile_cost.json",), _CORE + ("fastpath_lib.bench.workload",)),
     Step("compiled", "compile-time facts of the matrix's kernel specializations (vector width, registers, spills)",
