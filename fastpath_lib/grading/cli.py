@@ -53,6 +53,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from fastpath_lib import runtime
 from fastpath_lib.grading import notebook as NB
 from fastpath_lib.grading import remote, sources
 from fastpath_lib.grading.registry import EXERCISES, TITLES
@@ -101,8 +102,7 @@ def _exercise_id(nb, path: Path) -> str | None:
 
 
 def _kernel_env() -> dict:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(NB.ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env = runtime.child_env()
     env.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
     return env
 

@@ -22,12 +22,14 @@ import copy
 import re
 from pathlib import Path
 
+from fastpath_lib import runtime
+
 __all__ = ["CHECK_TAG", "ROOT", "ALL", "solution_for", "check_cells", "restore", "calls", "static_evidence",
            "assignments"]
 
 CHECK_TAG = "grader-check"
 #: The kit's checkout: ``solutions/`` holds the distributed check cells.
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = runtime.ROOT
 #: Scope of evidence that affects every part of the notebook.
 ALL = "*"
 _HOOK_BUILTINS = {"exec", "eval", "compile", "__import__", "open", "print", "getattr", "setattr", "isinstance",
