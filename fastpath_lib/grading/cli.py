@@ -44,7 +44,6 @@ import argparse
 import ast
 import dataclasses
 import json
-import os
 import re
 import shutil
 import subprocess
