@@ -39,6 +39,8 @@ import ast
 import builtins
 import re
 
+from fastpath_lib.grading.sources import dotted, parse_cells
+
 __all__ = ["kernel_problem", "launcher_problem"]
 
 #: Names that reach code without naming it, or change what a name means for everyone.
@@ -71,36 +73,12 @@ _TENSOR_ATTRS = frozenset({"T", "mT", "H", "mH", "data", "grad", "real", "imag"}
 _TRITON_HOST = frozenset({"next_power_of_2", "cdiv", "jit"})
 
 
-def _trees(source: str) -> list[ast.Module]:
-    """The source's syntax trees: the whole text, or each blank-line-separated chunk that parses (cells joined)."""
-    def parse(text):
-        text = "\n".join(("pass  # " + ln) if re.match(r"\s*[%!]", ln) else ln for ln in text.splitlines())
-        try:
-            return ast.parse(text)
-        except SyntaxError:
-            return None
-    whole = parse(source)
-    if whole is not None:
-        return [whole]
-    return [t for t in map(parse, re.split(r"\n\s*\n(?=\S)", source)) if t is not None]
-
-
-def _dotted(node) -> str | None:
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        return ".".join([node.id, *reversed(parts)])
-    return None
-
-
 class _Source:
     """What the rules need to know about one source text."""
 
     def __init__(self, source: str):
         self.text = source
-        self.trees = _trees(source)
+        self.trees = parse_cells(source)
         self.nodes = [n for t in self.trees for n in ast.walk(t)]
         self.imports: dict[str, str] = {}  # alias -> dotted target
         for n in self.nodes:
@@ -122,7 +100,7 @@ class _Source:
         return (target + ("." + rest if rest else "")) if target else dotted
 
     def is_jit(self, dec) -> bool:
-        return self.resolve(_dotted(dec.func if isinstance(dec, ast.Call) else dec)) in ("triton.jit",
+        return self.resolve(dotted(dec.func if isinstance(dec, ast.Call) else dec)) in ("triton.jit",
                                                                                          "triton.runtime.jit.jit")
 
     def bindings(self, name: str) -> list[ast.AST]:
@@ -145,7 +123,7 @@ class _Source:
             return (f"your code runs code the grader cannot read ({magic.group(0).strip()}): write the answer in the "
                     f"notebook's cells")
         for n in self.nodes:
-            name = _dotted(n) if isinstance(n, (ast.Name, ast.Attribute)) else None
+            name = dotted(n) if isinstance(n, (ast.Name, ast.Attribute)) else None
             if name in _DYNAMIC or (name and self.resolve(name) in _DYNAMIC) or (
                     name and self.resolve(name).split(".")[0] in _DYNAMIC):
                 return f"your code uses {name}, which reaches or changes code without naming it: call what you use"
@@ -176,9 +154,9 @@ def _kernel_body_problem(src: _Source, fn: ast.FunctionDef) -> str | None:
     local |= {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
     top = [n for t in src.trees for n in t.body]
     constexpr = {n.target.id for n in top if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)
-                 and src.resolve(_dotted(n.annotation)) == "triton.language.constexpr"}
+                 and src.resolve(dotted(n.annotation)) == "triton.language.constexpr"}
     constexpr |= {t.id for n in top if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call)
-                  and src.resolve(_dotted(n.value.func)) == "triton.language.constexpr"
+                  and src.resolve(dotted(n.value.func)) == "triton.language.constexpr"
                   for t in n.targets if isinstance(t, ast.Name)}
     for stmt in fn.body:
         for n in ast.walk(stmt):
@@ -224,7 +202,7 @@ def kernel_problem(source: str, name: str) -> str | None:
         problem = _kernel_body_problem(src, kernel)
         if problem:
             return problem
-    if not any(isinstance(n, ast.Call) and src.resolve(_dotted(n.func)) == "triton.language.store"
+    if not any(isinstance(n, ast.Call) and src.resolve(dotted(n.func)) == "triton.language.store"
                for k in src.kernels.values() for n in ast.walk(k)):
         return f"your kernel {name} stores nothing (tl.store): it must write its outputs"
     return None
@@ -243,7 +221,7 @@ class _Tensors:
         self.aliases: dict[str, str] = {}  # local name -> the module attribute it stands for
         for n in ast.walk(fn):
             if isinstance(n, ast.Assign) and isinstance(n.value, (ast.Name, ast.Attribute)):
-                target = src.resolve(_dotted(n.value))
+                target = src.resolve(dotted(n.value))
                 if target.split(".")[0] in {v.split(".")[0] for v in src.imports.values()}:
                     self.aliases |= {t.id: target for t in n.targets if isinstance(t, ast.Name)}
         for _ in range(4):  # assignments may come in any order of the walk: settle
@@ -271,7 +249,7 @@ class _Tensors:
             if isinstance(e.func, ast.Attribute) and self.of(e.func.value):
                 return e.func.attr not in ("stride", "size", "numel", "dim", "element_size", "is_contiguous",
                                            "data_ptr", "item", "storage_offset", "get_device", "nbytes")
-            return self.src.resolve(_dotted(e.func)).startswith("torch.")
+            return self.src.resolve(dotted(e.func)).startswith("torch.")
         if isinstance(e, ast.IfExp):
             return self.of(e.body) or self.of(e.orelse)
         if isinstance(e, ast.BinOp):
@@ -301,11 +279,11 @@ def _host_problem(src: _Source, fn: ast.FunctionDef, own: set[str]) -> str | Non
             if not (isinstance(n.func.value, ast.Name) and n.func.value.id in src.kernels):
                 return f"{fn.name} launches {ast.unparse(n.func.value)}, which is not a @triton.jit function of yours"
             continue
-        dotted = _dotted(n.func)
-        if dotted and dotted.split(".")[0] in t.aliases:
-            head, _, rest = dotted.partition(".")
-            dotted = t.aliases[head] + ("." + rest if rest else "")
-        target = src.resolve(dotted)
+        called = dotted(n.func)
+        if called and called.split(".")[0] in t.aliases:
+            head, _, rest = called.partition(".")
+            called = t.aliases[head] + ("." + rest if rest else "")
+        target = src.resolve(called)
         if isinstance(n.func, ast.Attribute) and t.of(n.func.value):
             if n.func.attr not in _METHODS_ALLOWED:
                 return (f"{fn.name} calls the tensor method {n.func.attr} outside your kernel: a launcher allocates, "
@@ -320,9 +298,9 @@ def _host_problem(src: _Source, fn: ast.FunctionDef, own: set[str]) -> str | Non
             if n.func.id not in own and n.func.id not in src.kernels and not (
                     n.func.id in _HOST_BUILTINS and hasattr(builtins, n.func.id)):
                 return f"{fn.name} calls {n.func.id}, which is not a function of yours nor a builtin it needs"
-        elif dotted and dotted.split(".")[0] in src.imports:
+        elif called and called.split(".")[0] in src.imports:
             return f"{fn.name} calls {target} outside your kernel: let the kernel compute the result"
-        elif isinstance(n.func, ast.Attribute) and (dotted is None or dotted.split(".")[0] not in t.locals):
+        elif isinstance(n.func, ast.Attribute) and (called is None or called.split(".")[0] not in t.locals):
             return (f"{fn.name} calls {ast.unparse(n.func)}, a function it does not define or import by name: let "
                     f"the kernel compute the result")
     return None

@@ -20,7 +20,7 @@ import re
 import sys
 
 __all__ = ["using", "learner_source", "names_used", "attributes_used", "closure_source", "jit_functions",
-           "dynamic_uses", "parse", "DYNAMIC"]
+           "dynamic_uses", "parse", "parse_cells", "dotted", "DYNAMIC"]
 
 _STACK: list[str] = []
 
@@ -73,7 +73,7 @@ def parse(source: str) -> ast.Module | None:
         return None
 
 
-def _parse_cells(source: str) -> list[ast.Module]:
+def parse_cells(source: str) -> list[ast.Module]:
     """Each blank-line-joined chunk that parses on its own; the whole text when it parses at once."""
     whole = parse(source)
     if whole is not None:
@@ -81,7 +81,8 @@ def _parse_cells(source: str) -> list[ast.Module]:
     return [t for t in map(parse, re.split(r"\n\s*\n(?=\S)", source)) if t is not None]
 
 
-def _dotted(node) -> str | None:
+def dotted(node) -> str | None:
+    """``a.b.c`` for a name or attribute chain rooted at a name, else ``None``."""
     parts = []
     while isinstance(node, ast.Attribute):
         parts.append(node.attr)
@@ -101,7 +102,7 @@ def names_used(source: str) -> set[str]:
     :data:`DYNAMIC` names appear as themselves, so a check can refuse an answer that reaches code it does not name.
     """
     aliases: dict[str, str] = {}
-    trees = _parse_cells(source)
+    trees = parse_cells(source)
     out: set[str] = set()
     for tree in trees:
         for node in ast.walk(tree):
@@ -116,7 +117,7 @@ def names_used(source: str) -> set[str]:
     for tree in trees:
         for node in ast.walk(tree):
             if isinstance(node, (ast.Attribute, ast.Name)):
-                name = _dotted(node)
+                name = dotted(node)
                 if name is None:
                     if isinstance(node, ast.Attribute):
                         out.add(node.attr)
@@ -128,7 +129,7 @@ def names_used(source: str) -> set[str]:
                 if isinstance(node, ast.Attribute):
                     out.add(node.attr)
             elif isinstance(node, ast.Call):
-                fn = _dotted(node.func) or ""
+                fn = dotted(node.func) or ""
                 fn = aliases.get(fn.split(".")[0], fn.split(".")[0]) + fn[len(fn.split(".")[0]):] if fn else fn
                 strings = [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
                 if fn in ("getattr", "hasattr", "setattr") and len(node.args) >= 2 and strings:
@@ -141,11 +142,11 @@ def names_used(source: str) -> set[str]:
 def jit_functions(source: str) -> set[str]:
     """Names of the functions the source defines under a ``triton.jit`` (or ``tl.jit``, ``jit``) decorator."""
     out = set()
-    for tree in _parse_cells(source):
+    for tree in parse_cells(source):
         for node in ast.walk(tree):
             if isinstance(node, ast.FunctionDef):
                 for dec in node.decorator_list:
-                    name = _dotted(dec.func if isinstance(dec, ast.Call) else dec) or ""
+                    name = dotted(dec.func if isinstance(dec, ast.Call) else dec) or ""
                     if name == "jit" or name.endswith(".jit"):
                         out.add(node.name)
     return out
@@ -153,7 +154,7 @@ def jit_functions(source: str) -> set[str]:
 
 def attributes_used(source: str) -> set[str]:
     """The attribute names the source reads (``rms_norm`` for ``x.rms_norm`` or ``F.rms_norm``), not plain names."""
-    return {n.attr for tree in _parse_cells(source) for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+    return {n.attr for tree in parse_cells(source) for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
 
 
 def _binds(node) -> set[str]:
@@ -194,7 +195,7 @@ def closure_source(name: str, source: str | None = None) -> str:
     """
     source = learner_source() if source is None else source
     stmts = [(node, ast.get_source_segment(src, node) or "") for src in (source,)
-             for tree in _parse_cells(src) for node in tree.body]
+             for tree in parse_cells(src) for node in tree.body]
     if not stmts:
         return ""
     wanted, todo, taken = set(), [name.split(".")[0]], []
@@ -218,12 +219,12 @@ def dynamic_uses(source: str) -> set[str]:
     ['eval', 'getattr']
     """
     out = set()
-    for tree in _parse_cells(source):
+    for tree in parse_cells(source):
         for node in ast.walk(tree):
-            name = _dotted(node) if isinstance(node, (ast.Name, ast.Attribute)) else None
+            name = dotted(node) if isinstance(node, (ast.Name, ast.Attribute)) else None
             if name in DYNAMIC and name not in ("getattr",):
                 out.add(name)
-            elif isinstance(node, ast.Call) and _dotted(node.func) in ("getattr", "hasattr") and not (
+            elif isinstance(node, ast.Call) and dotted(node.func) in ("getattr", "hasattr") and not (
                     len(node.args) >= 2 and isinstance(node.args[1], ast.Constant)):
                 out.add("getattr")
     return out
