@@ -76,6 +76,9 @@ class OpSpec:
         baselines: name -> callable with ``function``'s signature; the first is *the* baseline outcomes compare to.
         kernels: ``kernels()`` -> the specializations to compile ahead of time for GPU targets (``None``: none).
         title: one line naming the fast path (the PR note's title).
+        pr_text: the PR note's op-specific sentences, by key (``fastpath_lib.bench.report.PR_TEXT_KEYS``: ``noun``,
+            ``summary``, ``eligibility``, ``mechanism``, ...): a string, a list of lines, or a callable returning one
+            (called when the note is drafted); a key left out gets a sentence built from the other fields.
     """
 
     name: str
@@ -94,6 +97,7 @@ class OpSpec:
     baselines: Mapping[str, Callable] = dataclasses.field(default_factory=dict)
     kernels: Callable[[], list] | None = None
     title: str = ""
+    pr_text: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self):
         if not self.name or not self.name.replace("_", "").isalnum():
