@@ -93,7 +93,7 @@ _PROBES = {
     "dtype": (CaseSpec(8, 16, _F16), CaseSpec(8, 16, _B16), CaseSpec(8, 16, _F32), CaseSpec(8, 16, torch.float64),
               CaseSpec(8, 16, _F16, weight=_F32)),
     "cols": (CaseSpec(1, 8192, _F16), CaseSpec(1, 8193, _F16), CaseSpec(1, 8208, _B16), CaseSpec(8, 16, _F16),
-             CaseSpec(1, 16384, _F16)),
+             CaseSpec(1, rms.MAX_COLS, _F16)),
     "alignment": (CaseSpec(8, 16, _F16), CaseSpec(8, 8, _F16), CaseSpec(8, 24, _F16), CaseSpec(8, 32, _B16),
                   CaseSpec(8, 16, _F16, offset=8), CaseSpec(8, 16, _F16, offset=16), CaseSpec(8, 16, _B16, offset=2),
                   CaseSpec(8, 16, _F16, layout="row_slice", pad=8), CaseSpec(8, 20, _F16, layout="row_slice", pad=12),

@@ -21,7 +21,7 @@ from fastpath_lib.cases import CaseSpec
 from fastpath_lib.grading import borrowed
 from fastpath_lib.grading.feedback import Fail, emit, failed_parts
 from fastpath_lib.grading.registry import Result, points_of
-from fastpath_lib.grading.vocabulary import OUTCOMES
+from fastpath_lib.grading.vocabulary import FALLBACK, OUTCOMES
 from fastpath_lib.rmsnorm import predicate as rms
 
 __all__ = ["check_case_matrix", "gpu_route"]
@@ -149,7 +149,7 @@ def _reject_copies(rows) -> None:
 def _expectations(rows, rules) -> list[str]:
     routes = {cid: gpu_route(s) for cid, s, _, _ in rows}
     wrong = [f"{c}: expected {e} but the predicate routes it to {routes[c]}" for c, _, e, _ in rows
-             if (e == "fallback") != (routes[c] == "fallback")]
+             if (e == FALLBACK) != (routes[c] == "fallback")]
     return _lines(rules) + [("ok  " if not wrong else "MISSING  ") + "expectations agree with the predicate's routes"
                             + "".join("\n      " + w for w in wrong)]
 

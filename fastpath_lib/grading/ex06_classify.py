@@ -13,7 +13,7 @@ from collections import Counter
 
 from fastpath_lib.grading import borrowed
 from fastpath_lib.grading.feedback import Fail, emit, part, table
-from fastpath_lib.grading.vocabulary import OUTCOMES, outcome
+from fastpath_lib.grading.vocabulary import FALLBACK, LOSS, NEUTRAL, NOT_GPU, OUTCOMES, WIN, outcome
 
 __all__ = ["check_classification", "synthetic_results", "synthetic_environment", "interpreter_results",
            "interpreter_environment", "drawn_results", "expected_classes", "SYNTHETIC_LABEL", "harness"]
@@ -66,11 +66,11 @@ def drawn_results(seed: int | None = None):
         b = round(rng.uniform(5, 500), 2)
         fb, fc = rng.uniform(0.01, 0.15), rng.uniform(0.01, 0.15)
         band = max(fb, fc)
-        ratio = {"win": rng.uniform(0.3, 1 - band - 0.05), "loss": rng.uniform(1 + band + 0.05, 2.5),
-                 "neutral": rng.uniform(1 - band * 0.5, 1 + band * 0.5), "fallback": rng.uniform(0.5, 1.5)}[want]
+        ratio = {WIN: rng.uniform(0.3, 1 - band - 0.05), LOSS: rng.uniform(1 + band + 0.05, 2.5),
+                 NEUTRAL: rng.uniform(1 - band * 0.5, 1 + band * 0.5), FALLBACK: rng.uniform(0.5, 1.5)}[want]
         c = round(b * ratio, 4)
         cid = f"d{i + 1:02d}_{rng.choice((1, 64, 512, 2048, 8192))}x{rng.choice((128, 1000, 4096))}"
-        rows.append((cid, "fallback" if want == "fallback" else "triton", b, round(b * fb, 4), c, round(c * fc, 4)))
+        rows.append((cid, "fallback" if want == FALLBACK else "triton", b, round(b * fb, 4), c, round(c * fc, 4)))
     return _frame(rows, "SYNTHETIC table drawn at random by the check, not a measurement")
 
 
@@ -94,14 +94,14 @@ def interpreter_results():
     """A results table shaped like a run under Triton's CPU interpreter: synthetic too, and not GPU data."""
     df = synthetic_results().head(4).copy()
     df["candidate_median_us"] = df["baseline_median_us"] * 0.5
-    df.attrs["source"] = "SYNTHETIC interpreter-shaped data, not a GPU measurement"
+    df.attrs["source"] = f"SYNTHETIC interpreter-shaped data, {NOT_GPU}"
     return df
 
 
 def interpreter_environment() -> dict:
     """The environment record of :func:`interpreter_results`."""
     env = synthetic_environment()
-    env.update(device_kind="cpu", device="Triton CPU interpreter", note="not a GPU measurement",
+    env.update(device_kind="cpu", device="Triton CPU interpreter", note=NOT_GPU,
                harness=dict(harness(warmup_ms=5, samples=9, raw="interpreter_raw.csv"), timer="time.perf_counter",
                             sync="none: CPU calls return when done"))
     return env
@@ -109,7 +109,7 @@ def interpreter_environment() -> dict:
 
 def _expected_class(row) -> str:
     if row["route"] == "fallback":
-        return "fallback"
+        return FALLBACK
     b, c = row["baseline_median_us"], row["candidate_median_us"]
     return outcome(c / b, max(row["baseline_spread_us"] / b, row["candidate_spread_us"] / c))
 

@@ -27,7 +27,7 @@ from fastpath_lib.grading.ex06_classify import (
     synthetic_results,
 )
 from fastpath_lib.grading.feedback import Fail, emit, part
-from fastpath_lib.grading.vocabulary import OUTCOMES
+from fastpath_lib.grading.vocabulary import LOSS, NOT_GPU, OUTCOMES, TIMED_OUTCOMES, WIN
 from fastpath_lib.rmsnorm import predicate as rms
 
 __all__ = ["check_pr_note", "SECTIONS"]
@@ -200,7 +200,7 @@ def check_pr_note(write_pr_note, *, show: bool = True):
                     problems.append(f"{which}, {cid}: the row gives route {route or 'none'}, the data {routes[cid]}")
                 if claimed != [cls]:
                     problems.append(f"{which}, {cid}: the table says {claimed or 'no class'}, the data says {cls}")
-            for cls in ("win", "neutral", "loss"):
+            for cls in TIMED_OUTCOMES:
                 if cls in exp.values() and not re.search(rf"\b{cls}", note, re.IGNORECASE):
                     problems.append(f"{which}: the note never names its {cls} cases")
             if env.get("synthetic") and "synthetic" not in note.lower():
@@ -221,13 +221,13 @@ def check_pr_note(write_pr_note, *, show: bool = True):
         which, df, env = data[2]
         note = note_of(which, df, env)
         problems = []
-        if "not a gpu measurement" not in note.lower():
-            problems.append("on CPU data the note must say 'not a GPU measurement'")
+        if NOT_GPU.lower() not in note.lower():
+            problems.append(f"on CPU data the note must say {NOT_GPU!r}")
         for sentence in re.split(r"(?<=[.!?;])\s+|\n", note):
             m = _SPEEDUP.search(sentence)
             if m and not _NEGATION.search(sentence):
                 problems.append(f"claims a speed-up from non-GPU data: {sentence.strip()!r}")
-        wins = [c for c, (cells, _) in _table_rows(note).items() if {"win", "loss"} & {x.lower() for x in cells}]
+        wins = [c for c, (cells, _) in _table_rows(note).items() if {WIN, LOSS} & {x.lower() for x in cells}]
         if wins:
             problems.append(f"the table marks {wins} as wins or losses from non-GPU data")
         if problems:

@@ -21,7 +21,7 @@ import random
 from fastpath_lib.cases import CaseSpec
 from fastpath_lib.grading import borrowed
 from fastpath_lib.grading.feedback import Fail, call, device, emit, part, table
-from fastpath_lib.grading.vocabulary import OUTCOMES
+from fastpath_lib.grading.vocabulary import FALLBACK, OUTCOMES, WIN
 
 __all__ = ["check_capstone_evidence"]
 
@@ -65,7 +65,7 @@ def _matrix_problems(cases, routes) -> tuple[list[str], list[tuple]]:
     problems, rows = [], []
     for cid, _, expect, spec in cases:
         route, failed = routes[cid]
-        ok = (expect == "fallback") == (route == "fallback")
+        ok = (expect == FALLBACK) == (route == "fallback")
         rows.append((cid, route, ", ".join(failed) or "-", expect, "" if ok else "<-- expectation vs route"))
         if not ok:
             problems.append(f"{cid}: expected {expect}, but your predicate routes it to {route}")
@@ -83,7 +83,7 @@ def _matrix_problems(cases, routes) -> tuple[list[str], list[tuple]]:
     if fast and (min(sizes) > 4096 or max(sizes) < 1 << 20):
         problems.append(f"eligible sizes span {min(sizes)}..{max(sizes)} elements; need one <= 4096 (launch-bound) "
                         f"and one >= {1 << 20} (memory-bound)")
-    if fast and all(c[2] == "win" for c in fast):
+    if fast and all(c[2] == WIN for c in fast):
         problems.append("every eligible case is expected to win: declare where you expect it not to help "
                         "(neutral or loss), before measuring")
     return problems, rows

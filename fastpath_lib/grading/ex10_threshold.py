@@ -18,7 +18,7 @@ from fastpath_lib.bench.analysis import noise_band
 from fastpath_lib.grading import borrowed
 from fastpath_lib.grading.feedback import Fail, emit, failed_parts, table
 from fastpath_lib.grading.registry import Result, points_of
-from fastpath_lib.grading.vocabulary import outcome
+from fastpath_lib.grading.vocabulary import LOSS, NEUTRAL, WIN, outcome
 
 __all__ = ["check_threshold", "sweep_table", "expected_thresholds", "SWEEP_LABEL", "SWEEP_COLUMNS"]
 
@@ -33,9 +33,9 @@ _PARTS = ("thresholds", "no_threshold")
 
 
 def _ratio(rng, want: str, band: float) -> float:
-    if want == "loss":
+    if want == LOSS:
         return 1 + band + rng.uniform(0.05, 0.5)
-    if want == "win":
+    if want == WIN:
         return 1 - band - rng.uniform(0.05, 0.35)
     return 1 + rng.uniform(-0.5, 0.5) * band  # neutral: inside the band
 
@@ -43,11 +43,11 @@ def _ratio(rng, want: str, band: float) -> float:
 def _width_outcomes(rng, n: int, still_loses: bool) -> list[str]:
     """Outcomes along the swept rows: losses, then (after a crossover) never a loss; with traps on both sides."""
     k = rng.randint(2, n - 3)  # index of the crossover
-    outs = ["loss"] * k + [rng.choice(("win", "win", "neutral")) for _ in range(n - k)]
-    outs[rng.randrange(0, k - 1)] = rng.choice(("win", "neutral"))  # an early non-loss before the last loss
-    outs[k + rng.randrange(0, n - k)] = "neutral"  # a slower median inside the noise band: not a loss
+    outs = [LOSS] * k + [rng.choice((WIN, WIN, NEUTRAL)) for _ in range(n - k)]
+    outs[rng.randrange(0, k - 1)] = rng.choice((WIN, NEUTRAL))  # an early non-loss before the last loss
+    outs[k + rng.randrange(0, n - k)] = NEUTRAL  # a slower median inside the noise band: not a loss
     if still_loses:
-        outs[-1] = "loss"
+        outs[-1] = LOSS
     return outs
 
 
@@ -79,7 +79,7 @@ def sweep_table(seed: int | None = None):
 def _not_a_loss(r) -> bool:
     band = noise_band(r.fastpath_q20_us, r.fastpath_us, r.fastpath_q80_us, r.baseline_q20_us, r.baseline_us,
                       r.baseline_q80_us)
-    return outcome(r.fastpath_us / r.baseline_us, band) != "loss"
+    return outcome(r.fastpath_us / r.baseline_us, band) != LOSS
 
 
 def expected_thresholds(df) -> dict[str, int | None]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import random
 
-from fastpath_lib.grading.vocabulary import outcome
+from fastpath_lib.grading.vocabulary import LOSS, WIN, outcome
 from fastpath_lib.rmsnorm.limits import INTERPRETER_MIN_ROWS, MAX_COLS, MIN_CAPABILITY
 
 __all__ = ["draw", "expected", "ELEMENT_BYTES", "TEST_KINDS", "FAULTS", "ACTIONS", "SWITCHES", "old_default_eps"]
@@ -167,8 +167,8 @@ def _baseline_expected(t: dict) -> dict:
     if not t["gpu_measurement"]:
         return {"beats_compiled": frozenset(), "verdict": "no claim"}
     beats = frozenset(r["case_id"] for r in t["cases"]
-                      if outcome(r["fast_us"] / r["compiled_us"], r["band"]) == "win"
-                      and outcome(r["fast_us"] / r["baseline_us"], r["band"]) == "win")
+                      if outcome(r["fast_us"] / r["compiled_us"], r["band"]) == WIN
+                      and outcome(r["fast_us"] / r["baseline_us"], r["band"]) == WIN)
     return {"beats_compiled": beats, "verdict": "fast path" if beats else "compile it"}
 
 
@@ -222,15 +222,15 @@ def _compile_expected(case: dict) -> dict:
 
 def _incident(rng: random.Random, kind: str) -> dict:
     band = round(rng.uniform(0.02, 0.08), 3)
-    ratio = {"loss": rng.uniform(1 + band + 0.05, 1.6), "noise": rng.uniform(1, 1 + band * 0.6)}.get(kind, 1.0)
-    return {"kind": "slowdown" if kind in ("loss", "noise") else kind,
+    ratio = {LOSS: rng.uniform(1 + band + 0.05, 1.6), "noise": rng.uniform(1, 1 + band * 0.6)}.get(kind, 1.0)
+    return {"kind": "slowdown" if kind in (LOSS, "noise") else kind,
             "arch": rng.choice(("sm_80", "sm_90", "sm_100")), "ratio": round(ratio, 4), "band": band}
 
 
 def _incident_expected(inc: dict) -> str:
     if inc["kind"] in ("wrong_results", "crash"):
         return "switch"
-    return "retune" if outcome(inc["ratio"], inc["band"]) == "loss" else "none"
+    return "retune" if outcome(inc["ratio"], inc["band"]) == LOSS else "none"
 
 
 def _plot_case(rng: random.Random) -> dict:
@@ -301,7 +301,7 @@ def _pair(rng: random.Random, wins: bool) -> dict:
 def _pair_expected(p: dict) -> str:
     r, u = ("a", "b") if p["a"]["readable"] else ("b", "a")
     band = max(p[k]["spread_us"] / p[k]["median_us"] for k in "ab")
-    return u if outcome(p[u]["median_us"] / p[r]["median_us"], band) == "win" else r
+    return u if outcome(p[u]["median_us"] / p[r]["median_us"], band) == WIN else r
 
 
 def _review_case(rng: random.Random, kind: str) -> dict:
@@ -320,7 +320,7 @@ def _review_case(rng: random.Random, kind: str) -> dict:
     if kind == "doubt_win":
         comment["case_id"] = rng.choice(res)["case_id"]
     elif kind == "missing_case":
-        comment["shape"] = rng.choice([r["case_id"].split("_")[1] for r in res] + ["8x16384", "1x4096"])
+        comment["shape"] = rng.choice([r["case_id"].split("_")[1] for r in res] + [f"8x{MAX_COLS}", "1x4096"])
     return {"comment": comment, "results": res}
 
 
@@ -328,7 +328,7 @@ def _review_expected(case: dict) -> str:
     com, res = case["comment"], case["results"]
     if com["kind"] == "doubt_win":
         r = next(r for r in res if r["case_id"] == com["case_id"])
-        return "show_raw_samples" if outcome(r["candidate_us"] / r["baseline_us"], r["band"]) == "win" \
+        return "show_raw_samples" if outcome(r["candidate_us"] / r["baseline_us"], r["band"]) == WIN \
             else "reclassify"
     if com["kind"] == "missing_case":
         return "point_to_case" if any(r["case_id"].endswith("_" + com["shape"]) for r in res) else "add_case"
@@ -356,7 +356,7 @@ def draw(part: str, rng: random.Random) -> list:
         cases[0]["warm_disk_cache"], cases[1]["warm_disk_cache"] = True, False
         return cases
     if part == "fallback_and_owner":
-        kinds = ["wrong_results", "crash", "loss", "loss", "noise", "noise"]
+        kinds = ["wrong_results", "crash", LOSS, LOSS, "noise", "noise"]
         return [_incident(rng, k) for k in rng.sample(kinds, len(kinds))]
     if part == "boundary_plot":
         return [_plot_case(rng) for _ in range(3)]
