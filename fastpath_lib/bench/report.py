@@ -1,9 +1,12 @@
-"""Draft the PR note from a results folder (or a DataFrame): concise Markdown a reviewer can check claim by claim.
+"""Draft the PR note of any registered operator from a results folder (or a DataFrame): concise Markdown a reviewer
+can check claim by claim, in the kit's own form or in the target project's template (:data:`TEMPLATES`).
 
-One function per section (:data:`SECTIONS`), each taking the same :class:`Evidence` and returning its lines. The note
-never states a speed-up from CPU or interpreter timings: such runs are labelled "not a GPU measurement", their
-outcomes read *unmeasured* and the performance claim is marked *unmeasured*. Limits (widest row, oldest
-architecture, dtypes) are read from the predicate module, never typed here. Times in microseconds.
+One function per section (:data:`SECTIONS`), each taking the same :class:`Evidence` and returning its lines. Every
+op-specific sentence comes from the operator's :class:`~fastpath_lib.opspec.OpSpec` (its title, baseline, predicate,
+and the ``pr_text`` sentences keyed by :data:`PR_TEXT_KEYS`; a key the spec leaves out gets a sentence built from
+its other fields), so the note of one op says nothing about another. The note never states a speed-up from CPU or
+interpreter timings: such runs are labelled "not a GPU measurement", their outcomes read *unmeasured* and the
+performance claim is marked *unmeasured*, in every template. Times in microseconds.
 """
 
 from __future__ import annotations
@@ -16,15 +19,21 @@ from pathlib import Path
 
 import pandas as pd
 
+from fastpath_lib import opspec
+from fastpath_lib.bench import templates
 from fastpath_lib.bench.analysis import classify, coverage_line, outcome_counts, summary_table
 from fastpath_lib.bench.host import NOT_MEASURED, TARGET_RATIO, host_table
 from fastpath_lib.bench.results import load_results
 from fastpath_lib.bench.schema import (FALLBACK, NOT_GPU, OUTCOMES, UNMEASURED, WIN, is_gpu_measurement,
                                        matrix_rows, measurement_label)
-from fastpath_lib.rmsnorm.predicate import (ALIGN_BYTES, ALLOWED_MODES, CUDA_MIN_ROWS, DEFAULT_CUDA_MIN_ROWS,
-                                            MAX_COLS, MIN_CAPABILITY, PREDICATE, SUPPORTED_DTYPES)
+from fastpath_lib.opspec import OpSpec
 
-__all__ = ["pr_note", "junit_counts", "Evidence", "SECTIONS", "fmt"]
+__all__ = ["pr_note", "junit_counts", "Evidence", "SECTIONS", "PR_TEXT_KEYS", "TEMPLATES", "NOTE_FILES", "fmt"]
+
+#: The note's forms: the kit's own sections, vLLM's PR template, PyTorch's.
+TEMPLATES = ("kit", "vllm", "pytorch")
+#: template -> the file ``bench --op`` writes its note to, beside the results.
+NOTE_FILES = {"kit": "pr_note.md", "vllm": "pr_note_vllm.md", "pytorch": "pr_note_pytorch.md"}
 
 
 def junit_counts(path: str | Path) -> dict:
@@ -54,13 +63,33 @@ def _json(folder: Path | None, name: str):
     return json.loads((folder / name).read_text())
 
 
-def _arch(cap: tuple[int, int]) -> str:
-    return f"sm_{cap[0]}{cap[1]}"
+def _default_eligibility(spec: OpSpec) -> list[str]:
+    L = ["Fast path when every condition holds; otherwise the fallback runs, so a limit never becomes a new error.", ""]
+    if spec.predicate is None:
+        return L + ["(The op's spec declares no predicate: its conditions are not listed here.)"]
+    return L + [spec.predicate.markdown_table(spec.limits(None) if spec.limits else None)]
 
 
-def _dtypes() -> str:
-    names = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32"}
-    return "/".join(names.get(str(d).replace("torch.", ""), str(d)) for d in SUPPORTED_DTYPES)
+#: ``OpSpec.pr_text`` keys -> the sentence used when a spec leaves the key out (built from its other fields).
+_DEFAULT_TEXT = {
+    "noun": lambda spec: spec.name,
+    "summary": lambda spec: (f"`{templates.qualified(spec.function)}` keeps the contract of its reference "
+                             f"`{templates.qualified(spec.reference)}` and takes its fast route where an eligibility "
+                             "predicate holds; every other call takes the fallback."),
+    "eligibility": _default_eligibility,
+    "mechanism": lambda spec: ("Bytes moved per call come from the op's bytes model (`OpSpec.bytes_moved`)."
+                               if spec.bytes_moved else "The op declares no bytes model: no bandwidth is derived."),
+    "host": lambda spec: "Host cost of the dispatch: not measured in this run.",
+    "compiled": lambda spec: "Compiled code (vector width, registers, spills): not recorded in this run.",
+    "route_differs": lambda spec: "differs",
+    "maintenance": lambda spec: [
+        "- Surface: the predicate's conditions above; everything else falls back.",
+        f"- New architectures: {{owner}} re-runs `python -m fastpath_lib bench --op {spec.name}` on the new GPU; "
+        "until then the predeclared expectations are unverified there."],
+    "limitations": lambda spec: ["- The matrix times the forward pass on contiguous inputs (what `bench --op` runs)."],
+}
+#: The keys an :class:`~fastpath_lib.opspec.OpSpec`'s ``pr_text`` may set.
+PR_TEXT_KEYS = tuple(_DEFAULT_TEXT)
 
 
 @dataclasses.dataclass
@@ -79,6 +108,34 @@ class Evidence:
     compiled: list | None = None
     manifest: dict | None = None
     owner: str = "the PR author"
+    spec: OpSpec | None = None
+
+    def __post_init__(self):
+        self.spec = self.spec or opspec.get("rms_norm")
+        unknown = sorted(set(self.spec.pr_text) - set(PR_TEXT_KEYS))
+        if unknown:
+            raise ValueError(f"{self.spec.name}: unknown pr_text keys {unknown}; known: {', '.join(PR_TEXT_KEYS)}")
+
+    def text(self, key: str) -> list[str]:
+        """The spec's lines for ``key`` (its ``pr_text``, else the default), ``{owner}`` filled in."""
+        v = self.spec.pr_text.get(key)
+        v = _DEFAULT_TEXT[key](self.spec) if v is None else v() if callable(v) else v
+        return [line.replace("{owner}", self.owner) for line in ([v] if isinstance(v, str) else v)]
+
+    @property
+    def baseline(self) -> str:
+        """The name of the first baseline (outcomes are read against it)."""
+        return self.spec.baseline[0]
+
+    @property
+    def noun(self) -> str:
+        """What the op is called in prose (``pr_text["noun"]``, default its registry name)."""
+        return self.text("noun")[0]
+
+    @property
+    def title(self) -> str:
+        """The note's title: the spec's, else one built from its name."""
+        return self.spec.title or f"{self.spec.name}: a fast path behind an eligibility predicate"
 
     @property
     def matrix(self) -> pd.DataFrame:
@@ -93,9 +150,7 @@ class Evidence:
 def summary(ev: Evidence) -> list[str]:
     env = ev.env
     where = env.get("device_name") or f"CPU ({env.get('cpu_model', 'unknown')})"
-    L = ["## Summary", "",
-         "`fastpath_lib.rms_norm` keeps `torch.nn.functional.rms_norm`'s contract and runs Triton forward and backward "
-         "kernels where an eligibility predicate holds; every other call takes `F.rms_norm` unchanged.", "",
+    L = ["## Summary", ""] + ev.text("summary") + ["",
          f"- Measured on: {where}, torch {env.get('torch')}, triton {env.get('triton')}, commit "
          f"`{str(env.get('git_commit'))[:12]}`{' (dirty)' if env.get('git_dirty') else ''}, {env.get('timestamp')} "
          f"-- **{ev.label}**."]
@@ -106,7 +161,7 @@ def summary(ev: Evidence) -> list[str]:
     if ev.gpu:
         wins = ev.dispatched[ev.dispatched.observed == WIN]
         if len(wins):
-            L.append(f"- Speed-ups over F.rms_norm on wins range {fmt(wins.speedup.min(), '.2f')}x to "
+            L.append(f"- Speed-ups over {ev.baseline} on wins range {fmt(wins.speedup.min(), '.2f')}x to "
                      f"{fmt(wins.speedup.max(), '.2f')}x (median time ratio; noise band per case below).")
     else:
         L.append(f"- **Performance claim: unmeasured.** These timings are {NOT_GPU} (CPU / Triton interpreter); "
@@ -115,13 +170,7 @@ def summary(ev: Evidence) -> list[str]:
 
 
 def eligibility(ev: Evidence) -> list[str]:
-    rows_rule = ", ".join(f"{_arch(k)}: {v}" for k, v in sorted(CUDA_MIN_ROWS.items())) or \
-        f"none recorded yet, conservative default {DEFAULT_CUDA_MIN_ROWS}"
-    return ["## Eligibility region and fallback", "",
-            f"Fast path when every condition holds (max cols {MAX_COLS}; CUDA row threshold per arch: {rows_rule}). "
-            "Otherwise `F.rms_norm` runs, so a limit never becomes a new error.", "",
-            PREDICATE.markdown_table(), "",
-            "Modes that keep the fast path: " + "; ".join(f"**{k}** ({v})" for k, v in ALLOWED_MODES.items()) + "."]
+    return ["## Eligibility region and fallback", ""] + ev.text("eligibility")
 
 
 def semantic(ev: Evidence) -> list[str]:
@@ -156,12 +205,7 @@ def _copy_ceiling(ev: Evidence) -> str:
 
 
 def mechanism(ev: Evidence) -> list[str]:
-    L = ["## Mechanism", "",
-         "The forward reads each row of x and the weight once and writes y once (narrow rows several to a program, "
-         f"so every thread moves {ALIGN_BYTES}-byte vectors); the backward reads dy and x, writes dx and an fp32 "
-         "partial dw reduced in a fixed order, and reads each row a second time (served from cache or not: "
-         "unmeasured). Bytes moved are counted as each input read once and each output written once (the minimum any "
-         "implementation must move). " + _copy_ceiling(ev), ""]
+    L = ["## Mechanism", "", " ".join(ev.text("mechanism") + [_copy_ceiling(ev)]), ""]
     mech = ev.dispatched[ev.dispatched.status == "ok"]
     if len(mech):
         L += ["| case | shape run | bytes moved | dispatched GB/s | % of copy | launches/call |",
@@ -170,7 +214,8 @@ def mechanism(ev: Evidence) -> list[str]:
             gbps = fmt(r.gbps, ".1f") if ev.gpu else "not measured"
             pct = fmt(r.pct_copy_bw, ".1f") if ev.gpu else "not measured"
             launches = fmt(r.launches_per_call, ".1f") if ev.gpu else "not counted"
-            L.append(f"| {r.case_id} | {r.rows}x{r.cols} | {int(r.bytes_moved):,} | {gbps} | {pct} | {launches} |")
+            nbytes = fmt(r.bytes_moved, ",.0f")
+            L.append(f"| {r.case_id} | {r.rows}x{r.cols} | {nbytes} | {gbps} | {pct} | {launches} |")
         if not ev.gpu:
             L += ["", f"(No bandwidth or launch count is reported: these timings are {NOT_GPU}.)"]
     L += [""] + host_mechanism(ev) + [""] + compiled_section(ev)
@@ -178,12 +223,12 @@ def mechanism(ev: Evidence) -> list[str]:
 
 
 def host_mechanism(ev: Evidence) -> list[str]:
-    """The host cost of the dispatch: per-call host time beside ``F.rms_norm`` and beside the launcher."""
+    """The host cost of the dispatch: per-call host time beside the baseline and beside the launcher."""
     t = host_table(ev.df)
     if not len(t):
-        return ["Host cost of the dispatch: not measured in this run (`python -m fastpath_lib bench --family host`)."]
+        return ev.text("host")
     L = ["Host cost of the dispatch (host time per call, best of several medians, side by side in one process):", "",
-         "| case | shape | dtype | route | F.rms_norm us | dispatched us | launcher us | ratio | to |",
+         f"| case | shape | dtype | route | {ev.baseline} us | dispatched us | launcher us | ratio | to |",
          "|---|---|---|---|---|---|---|---|---|"]
     for cid, r in t.iterrows():
         measured = r["verdict"] != NOT_MEASURED
@@ -206,8 +251,7 @@ def compiled_section(ev: Evidence) -> list[str]:
     ``compiled=`` argument of :func:`pr_note`.
     """
     if not ev.compiled:
-        return ["Compiled code (vector width, registers, spills): not recorded in this run (`bench` records it "
-                "unless `--quick`; `evidence` always)."]
+        return ev.text("compiled")
     keys = list(dict.fromkeys(k for f in ev.compiled for k in f if not isinstance(f[k], (list, dict))))
     L = ["Compiled code, per specialization (read from the PTX / `ptxas -v`; compile-time facts for the target, not "
          "GPU measurements; bytes: load/store = narrowest global access, spills = spill stores + loads):", "",
@@ -243,7 +287,7 @@ def performance(ev: Evidence) -> list[str]:
         else:
             route_ok = (r["expected"] == FALLBACK) == (r["route"] == "fallback")
             cells = [cid, r["pass"], _shape_cell(r), r["dtype"], r["layout"], r["expected"], r["route"], r["observed"],
-                     "yes" if route_ok else "differs (the interpreter's row threshold)"]
+                     "yes" if route_ok else ev.text("route_differs")[0]]
         L.append("| " + " | ".join(str(c) for c in cells) + " |")
     L.append("")
     if ev.gpu:
@@ -270,11 +314,11 @@ def performance(ev: Evidence) -> list[str]:
 def host_performance(ev: Evidence) -> list[str]:
     """The fallback's host cost against its target."""
     t = host_table(ev.df)
-    fb = t[t["ratio_to"] == "F.rms_norm"] if len(t) else t
+    fb = t[t["ratio_to"] == ev.baseline] if len(t) else t
     if not len(fb):
         return ["- Host cost on the fallback route: not measured in this run."]
     over = fb[fb["verdict"] == "OVER"]
-    return [f"- Host cost on the fallback route (dispatched / F.rms_norm per call, target <= {TARGET_RATIO}x): "
+    return [f"- Host cost on the fallback route (dispatched / {ev.baseline} per call, target <= {TARGET_RATIO}x): "
             + ", ".join(f"{cid} {fmt(r['ratio'], '.2f')}x" for cid, r in fb.iterrows()) + "; "
             + (f"**over the target: {', '.join(over.index)}**" if len(over) else "all within the target") + "."]
 
@@ -287,7 +331,7 @@ def workload(ev: Evidence) -> list[str]:
     L.append(f"Tiny decoder, {replay['layers']} layers, dim {replay['dim']}, {replay['batch']}x{replay['seq']} tokens, "
              f"{replay['dtype']} ({replay.get('label', ev.label)}). Logits agree: {replay.get('logits_close')}.")
     if replay.get("gpu_measurement"):
-        L.append(f"End-to-end {fmt(replay['e2e_baseline_us'])} us -> {fmt(replay['e2e_fastpath_us'])} us; RMSNorm "
+        L.append(f"End-to-end {fmt(replay['e2e_baseline_us'])} us -> {fmt(replay['e2e_fastpath_us'])} us; {ev.noun} "
                  f"share of the baseline forward {fmt(100 * replay['norm_share_baseline'], '.1f')} %.")
     else:
         L.append(f"End-to-end and norm-share timings recorded in replay.json are {NOT_GPU}; no end-to-end gain is "
@@ -300,9 +344,9 @@ def alternatives(ev: Evidence) -> list[str]:
     comp = ev.matrix[ev.matrix.provider == "compiled"]
     ok = comp[comp.status == "ok"]
     if len(ok) and ev.gpu:
-        L.append(f"torch.compile of F.rms_norm was measured on {len(ok)} cases: observed "
+        L.append(f"torch.compile of {ev.baseline} was measured on {len(ok)} cases: observed "
                  + ", ".join(f"{k} {v}" for k, v in ok.vs_baseline.value_counts().items())
-                 + f" against F.rms_norm; compile time {fmt(ok.compile_s.min(), '.2f')}-"
+                 + f" against {ev.baseline}; compile time {fmt(ok.compile_s.min(), '.2f')}-"
                  f"{fmt(ok.compile_s.max(), '.2f')} s per shape. Eager callers (and code that cannot be compiled) get "
                  "nothing from it; compare the compiled column with the dispatched one above.")
     elif len(ok):
@@ -324,12 +368,7 @@ def maintenance(ev: Evidence) -> list[str]:
                      f"{cc.get('cache_bytes', 0) / 2**20:.1f} MiB on disk.")
         else:
             L.append(f"- {cc.get('note') or cc.get('error', 'compile cost not measured')}.")
-    L += [f"- Surface: {_dtypes()}, {_arch(MIN_CAPABILITY)} and newer, rows <= {MAX_COLS} columns wide; everything "
-          "else falls back.",
-          "- Fallback: `force_fallback()` / `FASTPATH_FORCE_FALLBACK=1` switch the fast path off at run time.",
-          f"- New architectures: {ev.owner} re-runs the GPU sweep and records the row threshold for the arch "
-          "(`python -m fastpath_lib threshold RESULTS_DIR`); until then the conservative default applies."]
-    return L
+    return L + ev.text("maintenance")
 
 
 def limitations(ev: Evidence) -> list[str]:
@@ -340,20 +379,30 @@ def limitations(ev: Evidence) -> list[str]:
     failed = [s for s in (ev.manifest or {}).get("steps", []) if s.get("status") in ("failed", "skipped")]
     for s in failed:
         L.append(f"- Evidence step `{s['name']}` {s['status']}: {s.get('why', '')}.")
-    L += ["- CUDA-graph capture takes the fallback (not yet verified under capture).",
-          "- Multi-dim normalization, fp64 and rows wider than the maximum use the reference."]
-    return L
+    return L + ev.text("limitations")
 
 
 #: The note's sections, in order.
 SECTIONS = (summary, eligibility, semantic, mechanism, performance, workload, alternatives, maintenance, limitations)
 
 
+def _spec(spec: OpSpec | str | None, env: dict) -> OpSpec:
+    """The op the note is about: ``spec`` (a spec or a registered name), else the op the results name, else RMSNorm."""
+    if isinstance(spec, OpSpec):
+        return spec
+    name = spec or env.get("op") or "rms_norm"
+    try:
+        return opspec.get(name)
+    except KeyError as exc:
+        raise ValueError(f"the note's op: {exc.args[0]} (pass spec= an OpSpec)") from None
+
+
 def pr_note(results_dir: str | Path | None = None, *, df: pd.DataFrame | None = None, env: dict | None = None,
             tests: dict | str | Path | None = None, replay: dict | None = None, compile_cost: dict | None = None,
             threshold: dict | None = None, compiled: list | None = None, manifest: dict | None = None,
-            owner: str = "the PR author", allow_incomplete: bool = False) -> str:
-    """Draft the PR note.
+            owner: str = "the PR author", allow_incomplete: bool = False, spec: OpSpec | str | None = None,
+            template: str = "kit") -> str:
+    """Draft the PR note of one operator, in the kit's form or in the target project's template.
 
     Args:
         results_dir: a results folder (reads ``results.csv``, ``environment.json``, and ``replay.json``,
@@ -366,14 +415,26 @@ def pr_note(results_dir: str | Path | None = None, *, df: pd.DataFrame | None = 
         replay, compile_cost, threshold, compiled, manifest: analyses (default: read from the folder).
         owner: who maintains the kernel when new architectures arrive.
         allow_incomplete: read a folder still being written (the evidence command's last step).
+        spec: the operator (an :class:`~fastpath_lib.opspec.OpSpec` or a registered name; default: the op the
+            results name in ``environment.json``'s ``op``, else ``rms_norm``): the title, the baseline and every
+            op-specific sentence come from it.
+        template: ``"kit"`` (the kit's sections, :data:`SECTIONS`), ``"vllm"`` (vLLM's PR template: Purpose, Test
+            Plan, Test Result, (Optional) Documentation Update, its checklist) or ``"pytorch"`` (PyTorch's: the issue
+            line, Summary, Test Plan, its checklist); see :data:`TEMPLATES`.
 
     Returns:
         Markdown text.
 
+    Raises:
+        ValueError: an unknown template (the message lists the choices), an unregistered op name, or a spec whose
+            ``pr_text`` has unknown keys.
+
     Note:
-        When ``gpu_measurement`` is false the note carries no speed-up: it says "not a GPU measurement" and marks the
-        performance claim unmeasured, listing routes and expectations only.
+        When ``gpu_measurement`` is false the note carries no speed-up, in every template: it says "not a GPU
+        measurement" and marks the performance claim unmeasured, listing routes and expectations only.
     """
+    if template not in TEMPLATES:
+        raise ValueError(f"unknown PR note template {template!r}; choose one of: {', '.join(TEMPLATES)}")
     folder = Path(results_dir) if results_dir is not None else None
     if df is None:
         df, env = load_results(folder, allow_incomplete=allow_incomplete)
@@ -381,22 +442,21 @@ def pr_note(results_dir: str | Path | None = None, *, df: pd.DataFrame | None = 
         df = classify(df)
     env = dict(env or df.attrs.get("environment") or {})
     gpu = is_gpu_measurement(df, env)
-    synthetic = bool(env.get("synthetic"))
     if threshold is None and folder is not None and (folder / "threshold.csv").exists():
         threshold = {"table": pd.read_csv(folder / "threshold.csv"),
                      "proposal": _json(folder, "threshold_proposal.json")}
     if tests is None and folder is not None and (folder / "tests").is_dir():
         tests = {p.stem: junit_counts(p) for p in sorted((folder / "tests").glob("*.xml"))} or None
-    ev = Evidence(df=df, env=env, gpu=gpu, synthetic=synthetic,
+    ev = Evidence(df=df, env=env, gpu=gpu, synthetic=bool(env.get("synthetic")),
                   label=measurement_label(env, df),
                   tests=tests, replay=replay if replay is not None else _json(folder, "replay.json"),
                   compile_cost=compile_cost if compile_cost is not None else _json(folder, "compile_cost.json"),
                   threshold=threshold, compiled=compiled if compiled is not None else _json(folder, "compiled.json"),
-                  manifest=manifest if manifest is not None else _json(folder, "manifest.json"), owner=owner)
-    L = ["# RMSNorm: Triton fast path behind an eligibility predicate", ""]
-    if synthetic:
-        L += ["> **SYNTHETIC DATA** -- this note was drafted from a constructed table to show the format; no number in "
-              "it was measured.", ""]
+                  manifest=manifest if manifest is not None else _json(folder, "manifest.json"), owner=owner,
+                  spec=_spec(spec, env))
+    if template != "kit":
+        return templates.render(template, ev, {f.__name__: f(ev) for f in SECTIONS})
+    L = [f"# {ev.title}", ""] + templates.synthetic_banner(ev)
     for section in SECTIONS:
         L += section(ev) + [""]
     return "\n".join(L)

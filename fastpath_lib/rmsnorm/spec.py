@@ -20,7 +20,7 @@ from fastpath_lib.rmsnorm import predicate as rms
 from fastpath_lib.rmsnorm.op import explain, rms_norm
 from fastpath_lib.testing import TOLERANCES
 
-__all__ = ["SPEC", "matrix_cases"]
+__all__ = ["SPEC", "PR_TEXT", "matrix_cases"]
 
 _CASES_FILE = Path(__file__).resolve().parents[1] / "bench" / "cases.json"
 
@@ -50,6 +50,51 @@ def _kernels() -> list:
     return compiled.specializations()
 
 
+def _arch(cap: tuple[int, int]) -> str:
+    return f"sm_{cap[0]}{cap[1]}"
+
+
+def _eligibility() -> list[str]:
+    """The PR note's eligibility section body: limits and row thresholds read when the note is drafted."""
+    rows_rule = ", ".join(f"{_arch(k)}: {v}" for k, v in sorted(rms.CUDA_MIN_ROWS.items())) or \
+        f"none recorded yet, conservative default {rms.DEFAULT_CUDA_MIN_ROWS}"
+    return [f"Fast path when every condition holds (max cols {rms.MAX_COLS}; CUDA row threshold per arch: "
+            f"{rows_rule}). Otherwise `F.rms_norm` runs, so a limit never becomes a new error.", "",
+            rms.PREDICATE.markdown_table(), "",
+            "Modes that keep the fast path: " + "; ".join(f"**{k}** ({v})" for k, v in rms.ALLOWED_MODES.items()) + "."]
+
+
+def _maintenance() -> list[str]:
+    names = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32"}
+    dtypes = "/".join(names.get(str(d).replace("torch.", ""), str(d)) for d in rms.SUPPORTED_DTYPES)
+    return [f"- Surface: {dtypes}, {_arch(rms.MIN_CAPABILITY)} and newer, rows <= {rms.MAX_COLS} columns wide; "
+            "everything else falls back.",
+            "- Fallback: `force_fallback()` / `FASTPATH_FORCE_FALLBACK=1` switch the fast path off at run time.",
+            "- New architectures: {owner} re-runs the GPU sweep and records the row threshold for the arch "
+            "(`python -m fastpath_lib threshold RESULTS_DIR`); until then the conservative default applies."]
+
+
+#: The PR note's RMSNorm sentences (keys: ``fastpath_lib.bench.report.PR_TEXT_KEYS``).
+PR_TEXT = {
+    "noun": "RMSNorm",
+    "summary": "`fastpath_lib.rms_norm` keeps `torch.nn.functional.rms_norm`'s contract and runs Triton forward and "
+               "backward kernels where an eligibility predicate holds; every other call takes `F.rms_norm` unchanged.",
+    "eligibility": _eligibility,
+    "mechanism": "The forward reads each row of x and the weight once and writes y once (narrow rows several to a "
+                 f"program, so every thread moves {rms.ALIGN_BYTES}-byte vectors); the backward reads dy and x, writes "
+                 "dx and an fp32 partial dw reduced in a fixed order, and reads each row a second time (served from "
+                 "cache or not: unmeasured). Bytes moved are counted as each input read once and each output written "
+                 "once (the minimum any implementation must move).",
+    "host": "Host cost of the dispatch: not measured in this run (`python -m fastpath_lib bench --family host`).",
+    "compiled": "Compiled code (vector width, registers, spills): not recorded in this run (`bench` records it unless "
+                "`--quick`; `evidence` always).",
+    "route_differs": "differs (the interpreter's row threshold)",
+    "maintenance": _maintenance,
+    "limitations": ["- CUDA-graph capture takes the fallback (not yet verified under capture).",
+                    "- Multi-dim normalization, fp64 and rows wider than the maximum use the reference."],
+}
+
+
 SPEC = OpSpec(
     name="rms_norm",
     function=rms_norm,
@@ -67,4 +112,5 @@ SPEC = OpSpec(
     baselines={"F.rms_norm": F.rms_norm},
     kernels=_kernels,
     title="RMSNorm: Triton fast path behind an eligibility predicate",
+    pr_text=PR_TEXT,
 )

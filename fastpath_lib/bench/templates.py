@@ -1,0 +1,144 @@
+"""The PR note in the target project's own template: vLLM's and PyTorch's (``pr_note(..., template=...)``).
+
+Both forms are filled from the same evidence as the kit's own (:class:`~fastpath_lib.bench.report.Evidence` and the
+bodies of the kit's sections), so they refuse the same claims: off a GPU they carry no speed-up figure, name the
+timings "not a GPU measurement" and mark the performance claim unmeasured; a checklist item the evidence does not
+support stays unticked.
+
+What each project asks for (read from the projects, 2026):
+
+- vLLM, ``.github/PULL_REQUEST_TEMPLATE.md``: sections Purpose, Test Plan, Test Result (an earlier version also
+  (Optional) Documentation Update), then a checklist "Essential Elements of an Effective PR Description" (purpose,
+  test plan with the command, test results with a before/after comparison, optional documentation and release-notes
+  updates) folded in a ``<details>`` block; its contributing guide asks for a category prefix in the title,
+  ``[Kernel]`` for compute kernels.
+- PyTorch, ``.github/PULL_REQUEST_TEMPLATE.md``: the issue the PR fixes and a checklist (CONTRIBUTING.md read,
+  ``lintrunner -a`` run); its PR bodies carry a Summary and a Test Plan.
+
+Nothing here imports the rest of the kit but the outcome words (:mod:`fastpath_lib.bench.schema`); the evidence is
+read through the attributes :class:`~fastpath_lib.bench.report.Evidence` has.
+"""
+
+from __future__ import annotations
+
+from fastpath_lib.bench.schema import NOT_GPU, WIN
+
+__all__ = ["render", "claim", "test_plan", "qualified", "synthetic_banner", "HEADINGS"]
+
+#: Each template's level-2 headings, in order.
+HEADINGS = {
+    "vllm": ("Purpose", "Test Plan", "Test Result", "(Optional) Documentation Update"),
+    "pytorch": ("Summary", "Test Plan"),
+}
+
+
+def qualified(fn) -> str:
+    """``module.qualname`` of a callable (its ``repr`` when it has none)."""
+    return f"{getattr(fn, '__module__', '')}.{getattr(fn, '__qualname__', repr(fn))}".lstrip(".")
+
+
+def synthetic_banner(ev) -> list[str]:
+    """The warning a note drafted from a constructed table opens with (nothing otherwise)."""
+    if not ev.synthetic:
+        return []
+    return ["> **SYNTHETIC DATA** -- this note was drafted from a constructed table to show the format; no number in "
+            "it was measured.", ""]
+
+
+def claim(ev) -> list[str]:
+    """The performance claim: the range of speed-ups on the winning cases of a GPU run, *unmeasured* otherwise."""
+    if not ev.gpu:
+        return [f"- **Performance claim: unmeasured.** The attached timings are {NOT_GPU} (CPU / Triton "
+                "interpreter): they show the routes and the harness, not GPU speed, and no speed-up is claimed. On a "
+                f"GPU: `python -m fastpath_lib bench --op {ev.spec.name} --out DIR`."]
+    wins = ev.dispatched[ev.dispatched.observed == WIN]
+    if not len(wins):
+        return [f"- Performance ({ev.label}): no predeclared case beats {ev.baseline}; every case is listed below."]
+    return [f"- Performance ({ev.label}): speed-ups over {ev.baseline} on {len(wins)} winning "
+            f"case{'s' if len(wins) != 1 else ''} range "
+            f"{wins.speedup.min():.2f}x to {wins.speedup.max():.2f}x (median time ratio; every case and its noise "
+            "band below)."]
+
+
+def _dtype(d) -> str:
+    return str(d).replace("torch.", "")
+
+
+def test_plan(ev) -> list[str]:
+    """What was tested and how to rerun it, from the spec: the contract, the boundary points, the matrix."""
+    spec = ev.spec
+    tol = "; ".join(f"{_dtype(d)} atol {a:.3g}, rtol {r:.3g}" for d, (a, r) in spec.tolerances.items())
+    L = [f"- Contract: `{qualified(spec.function)}` against its reference `{qualified(spec.reference)}` within the "
+         f"op's tolerances ({tol or 'none declared'})."]
+    if spec.predicate is not None:
+        conds = spec.predicate.conditions
+        L.append(f"- Eligibility: {sum(len(c.boundaries) for c in conds)} boundary points generated from the "
+                 f"predicate's {len(conds)} conditions (`fastpath_lib.boundary.boundary_points`), each checked for its "
+                 "route and its value.")
+    L.append(f"- Performance: the predeclared matrix, every case with its expected outcome written before the run, "
+             f"timed against {', '.join(f'`{b}`' for b in spec.baselines)}.")
+    return L + ["", "```bash", f"python -m fastpath_lib bench --op {spec.name} --out results/{spec.name}-DEVICE",
+                "python -m fastpath_lib evidence --out results/evidence-DEVICE   # on the GPU: every step, one folder",
+                "```"]
+
+
+def _body(lines: list[str]) -> list[str]:
+    """A kit section without its ``## `` heading."""
+    i = 1 if lines and lines[0].startswith("## ") else 0
+    while i < len(lines) and not lines[i]:
+        i += 1
+    return lines[i:]
+
+
+def _sub(title: str, lines: list[str]) -> list[str]:
+    return [f"### {title}", ""] + _body(lines) + [""]
+
+
+def _results(ev, sections: dict) -> list[str]:
+    """The evidence, section by section: where it was measured, tests, every case, mechanism, workload, limits."""
+    measured = [line for line in _body(sections["summary"]) if line.startswith("- ")]
+    return (measured + [""] + _sub("Semantic evidence", sections["semantic"])
+            + _sub("Every predeclared case", sections["performance"]) + _sub("Mechanism", sections["mechanism"])
+            + _sub("Workload replay", sections["workload"])
+            + _sub("Why not an existing primitive or torch.compile", sections["alternatives"])
+            + _sub("Limitations (not covered, or unmeasured)", sections["limitations"]))
+
+
+def _vllm(ev, sections: dict) -> list[str]:
+    done = "x" if ev.gpu else " "
+    result = (f"The test results, before and after: every case against {ev.baseline} above ({ev.label})." if ev.gpu
+              else f"The test results' before/after comparison: unmeasured ({NOT_GPU}); the semantic results above.")
+    return ([f"# [Kernel] {ev.title}", ""] + synthetic_banner(ev)
+            + ["## Purpose", ""] + ev.text("summary") + [""] + claim(ev) + [""]
+            + _sub("Eligibility region and fallback", sections["eligibility"])
+            + ["## Test Plan", ""] + test_plan(ev) + [""]
+            + ["## Test Result", ""] + _results(ev, sections)
+            + ["## (Optional) Documentation Update", "",
+               f"None proposed by this draft: the fast path keeps the contract of `{qualified(ev.spec.reference)}` "
+               "and adds no user-facing option. What a maintainer needs to know:", ""]
+            + _body(sections["maintenance"]) + [""]
+            + ["---", "<details>", "<summary> Essential Elements of an Effective PR Description Checklist </summary>",
+               "", "- [x] The purpose of the PR: Purpose above.",
+               "- [x] The test plan, with the commands: Test Plan above.",
+               f"- [{done}] {result}",
+               "- [ ] (Optional) The necessary documentation update: none proposed (see above).",
+               "- [ ] (Optional) Release notes update: left to the author.", "</details>"])
+
+
+def _pytorch(ev, sections: dict) -> list[str]:
+    return ([f"# {ev.title}", ""] + synthetic_banner(ev)
+            + ["Fixes #ISSUE_NUMBER <!-- the issue this PR resolves: the kit does not know it -->", ""]
+            + ["## Summary", ""] + ev.text("summary") + [""] + [" ".join(ev.text("mechanism"))] + [""] + claim(ev)
+            + [""] + _sub("Eligibility region and fallback", sections["eligibility"])
+            + _sub("Maintenance", sections["maintenance"])
+            + ["## Test Plan", ""] + test_plan(ev) + [""] + _results(ev, sections)
+            + ["- [ ] I am familiar with CONTRIBUTING.md.",
+               "- [ ] I ran `lintrunner -a` and fixed the errors relevant to this change."])
+
+
+_RENDER = {"vllm": _vllm, "pytorch": _pytorch}
+
+
+def render(template: str, ev, sections: dict) -> str:
+    """The note in ``template`` (a key of :data:`HEADINGS`), from the evidence and the kit's sections by name."""
+    return "\n".join(_RENDER[template](ev, sections)) + "\n"
