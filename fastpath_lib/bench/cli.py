@@ -125,13 +125,15 @@ def bench_main(argv: list[str] | None = None) -> int:
 
 
 def _bench_op(args) -> int:
-    """``bench --op NAME``: another registered operator's matrix, timed and classified, written when ``--out``."""
+    """``bench --op NAME``: another registered operator's matrix, timed and classified; with ``--out``, written with
+    the boundary plot and the PR note in the kit's form, vLLM's template and PyTorch's (:data:`NOTE_FILES`)."""
     import importlib
 
     from fastpath_lib import opspec
     from fastpath_lib.bench import results
     from fastpath_lib.bench.analysis import coverage_line, summary_table
     from fastpath_lib.bench.opbench import run_op
+    from fastpath_lib.bench.report import NOTE_FILES, pr_note
     from fastpath_lib.bench.schema import NOT_GPU
 
     if args.cases or args.family != "all" or args.no_analyses:
@@ -162,7 +164,12 @@ def _bench_op(args) -> int:
         print(f"\n{NOT_GPU.upper()}: CPU / Triton-interpreter timings; outcomes read unmeasured.")
     if staging is not None:
         results.write(staging, df, env)
-        print(f"wrote {results.finish(staging, args.out, force=args.force)}")
+        for template, name in NOTE_FILES.items():
+            (staging / name).write_text(pr_note(df=df, env=env, spec=spec, template=template))
+        out = results.finish(staging, args.out, force=args.force)
+        plot = "boundary.png (the dispatch-boundary plot), " if (out / "boundary.png").exists() else ""
+        print(f"wrote {out}: results.csv, environment.json, {plot}PR notes {', '.join(NOTE_FILES.values())} "
+              "(the kit's form, vLLM's template, PyTorch's)")
     return 0
 
 
