@@ -178,6 +178,18 @@ def _kernel_body_problem(src: _Source, fn: ast.FunctionDef) -> str | None:
     return None
 
 
+def _definition(source: str, name: str, missing: str) -> tuple[_Source, ast.FunctionDef, list] | str:
+    """The learner's source, its function ``name`` and every binding of ``name``; or the problem: a rule the whole
+    source breaks, else ``missing`` where the source defines no function ``name``."""
+    src = _Source(source)
+    problem = src.global_problem()
+    if problem:
+        return problem
+    binds = src.bindings(name)
+    fn = next((b for b in binds if isinstance(b, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
+    return missing if fn is None else (src, fn, binds)
+
+
 def kernel_problem(source: str, name: str) -> str | None:
     """Why ``name`` in ``source`` is not a ``@triton.jit`` kernel that the learner wrote and that does the work.
 
@@ -185,14 +197,10 @@ def kernel_problem(source: str, name: str) -> str | None:
         source: the learner's code cells, joined.
         name: the name the check launches (the argument of the check cell).
     """
-    src = _Source(source)
-    problem = src.global_problem()
-    if problem:
-        return problem
-    binds = src.bindings(name)
-    fn = next((b for b in binds if isinstance(b, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
-    if fn is None:
-        return f"your code defines no function {name}: write it as a @triton.jit kernel"
+    found = _definition(source, name, f"your code defines no function {name}: write it as a @triton.jit kernel")
+    if isinstance(found, str):
+        return found
+    src, fn, binds = found
     if len(binds) != 1:
         return (f"{name} is bound {len(binds)} times in your code: the kernel the check launches must be your "
                 f"@triton.jit function itself, defined once")
@@ -313,14 +321,10 @@ def launcher_problem(source: str, name: str) -> str | None:
         source: the learner's code cells, joined.
         name: the function the check calls (the argument of the check cell).
     """
-    src = _Source(source)
-    problem = src.global_problem()
-    if problem:
-        return problem
-    binds = src.bindings(name)
-    fn = next((b for b in binds if isinstance(b, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
-    if fn is None:
-        return f"your code defines no function {name}"
+    found = _definition(source, name, f"your code defines no function {name}")
+    if isinstance(found, str):
+        return found
+    src, fn, binds = found
     if len(binds) != 1 or fn.decorator_list:
         return f"{name} is bound {len(binds)} times or decorated: the check calls your function {name} itself"
     own = {d.name: d for d in src.defs if d.name not in src.kernels}
