@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import ast
 import copy
-import re
 from pathlib import Path
 
 from fastpath_lib import runtime
+from fastpath_lib.grading.sources import dotted, parse
 
 __all__ = ["CHECK_TAG", "ROOT", "ALL", "solution_for", "check_cells", "restore", "calls", "static_evidence",
            "assignments"]
@@ -77,18 +77,10 @@ def restore(nb, original) -> tuple[list[str], list[str]]:
     return ids, notes
 
 
-def _parse(source: str) -> ast.Module | None:
-    lines = [("pass  # " + line) if re.match(r"\s*[%!]", line) else line for line in source.splitlines()]
-    try:
-        return ast.parse("\n".join(lines))
-    except SyntaxError:
-        return None
-
-
 def calls(source: str) -> list[tuple[str, str, list[tuple[str, str]]]]:
     """The ``ex.check_*(...)`` calls at the top level of a check cell: ``(check, positional args source,
     [(keyword, source)])``."""
-    tree = _parse(source)
+    tree = parse(source)
     out = []
     for node in tree.body if tree else []:
         call = node.value if isinstance(node, ast.Expr) else None
@@ -106,13 +98,8 @@ def _root(node) -> str | None:
 
 
 def _dotted(node) -> str:
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-    return ".".join(reversed(parts))
+    """``a.b.c``, or the attributes of a chain rooted at a call or subscript (``get_ipython().events``: ``events``)."""
+    return dotted(node, partial=True)
 
 
 def _kit_names(trees) -> set[str]:
@@ -130,7 +117,7 @@ def _kit_names(trees) -> set[str]:
 def static_evidence(sources: list[str]) -> list[tuple[str, str]]:
     """``(scope, what)`` for each place the learner's code replaces the kit's functions or state; ``scope`` is the
     check it affects (``check_*``) or :data:`ALL`."""
-    trees = [t for t in map(_parse, sources) if t is not None]
+    trees = [t for t in map(parse, sources) if t is not None]
     kit = _kit_names(trees)
     out: list[tuple[str, str]] = []
 
@@ -176,7 +163,7 @@ def static_evidence(sources: list[str]) -> list[tuple[str, str]]:
 def assignments(sources: list[str], name: str) -> int:
     """How many times the learner's cells bind ``name`` at the top level (``OP_NAME`` must be bound once)."""
     n = 0
-    for tree in filter(None, map(_parse, sources)):
+    for tree in filter(None, map(parse, sources)):
         for node in tree.body:
             if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]

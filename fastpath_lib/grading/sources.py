@@ -81,16 +81,18 @@ def parse_cells(source: str) -> list[ast.Module]:
     return [t for t in map(parse, re.split(r"\n\s*\n(?=\S)", source)) if t is not None]
 
 
-def dotted(node) -> str | None:
-    """``a.b.c`` for a name or attribute chain rooted at a name, else ``None``."""
+def dotted(node, *, partial: bool = False) -> str | None:
+    """``a.b.c`` for a name or attribute chain rooted at a name, else ``None``; with ``partial``, the attributes of a
+    chain rooted at anything else (``get_ipython().events.register`` -> ``events.register``; ``""`` for none)."""
     parts = []
     while isinstance(node, ast.Attribute):
         parts.append(node.attr)
         node = node.value
     if isinstance(node, ast.Name):
         parts.append(node.id)
-        return ".".join(reversed(parts))
-    return None
+    elif not partial:
+        return None
+    return ".".join(reversed(parts))
 
 
 def names_used(source: str) -> set[str]:
