@@ -17,7 +17,6 @@ capture, and the route taken then is the one every replay launches.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import time
@@ -25,6 +24,7 @@ from pathlib import Path
 
 import torch
 
+from fastpath_lib.bench.results import record_arguments, record_source
 from fastpath_lib.bench.schema import NOT_GPU
 from fastpath_lib.cases import CaseSpec
 from fastpath_lib.rmsnorm import capture as record_file
@@ -201,9 +201,7 @@ def record_capture(results_dir: str | Path, *, path: str | Path | None = None, r
     """Record a results folder's capture verdict in ``capture.json`` (``source`` relative to ``root``, default the kit's
     checkout); returns :func:`capture_from_results`'s dict with ``source`` and ``written`` (the file, or ``None``)."""
     info = capture_from_results(results_dir)
-    src = Path(results_dir).resolve()
-    base = Path(root).resolve() if root is not None else Path(__file__).resolve().parents[2]
-    info["source"] = str(src.relative_to(base)) if src.is_relative_to(base) else str(src)
+    info["source"] = record_source(results_dir, root)
     info["written"] = None
     if write:
         target = Path(path) if path is not None else record_file.CAPTURE_FILE
@@ -220,11 +218,7 @@ def capture_main(argv: list[str] | None = None) -> int:
     (the evidence run's capture step) and writes its architecture's verdict into ``fastpath_lib/rmsnorm/capture.json``
     (``--check`` prints it without writing). Exit 0 when recorded as passed, 1 when recorded as failed, 2 on bad input.
     """
-    p = argparse.ArgumentParser(prog="python -m fastpath_lib capture", description=capture_main.__doc__)
-    p.add_argument("results_dir")
-    p.add_argument("--check", action="store_true", help="print the verdict, write nothing")
-    p.add_argument("--file", help="the capture record (default: fastpath_lib/rmsnorm/capture.json)")
-    args = p.parse_args(argv)
+    args = record_arguments("capture", capture_main.__doc__, "the verdict", "fastpath_lib/rmsnorm/capture.json", argv)
     try:
         info = record_capture(args.results_dir, path=args.file, write=not args.check)
     except (FileNotFoundError, ValueError) as exc:

@@ -15,6 +15,7 @@ says where it is.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
 import os
@@ -30,7 +31,7 @@ from fastpath_lib.bench.schema import CSV_COLUMNS, INCOMPLETE_MARKER, is_gpu_run
 from fastpath_lib.runtime import ROOT
 
 __all__ = ["INCOMPLETE_MARKER", "RESULTS_ROOT", "Recorded", "begin", "stale_staging", "write", "write_table",
-           "finish", "load_results", "latest_gpu_results", "recorded_gpu_run"]
+           "finish", "load_results", "latest_gpu_results", "recorded_gpu_run", "record_arguments", "record_source"]
 
 #: Where results folders live in a checkout of the kit (``results/<device>-<date>/``).
 RESULTS_ROOT = ROOT / "results"
@@ -238,3 +239,29 @@ def recorded_gpu_run(root: str | Path = RESULTS_ROOT) -> Recorded:
         return Recorded(root=rootp, other_folders=others)
     df, env = load_results(newest)
     return Recorded(root=rootp, folder=newest, df=df, env=env, other_folders=others)
+
+
+def record_arguments(command: str, doc: str | None, what: str, default: str,
+                     argv: list[str] | None) -> argparse.Namespace:
+    """The arguments of a command that records a verdict read from a results folder into a per-architecture file
+    (``python -m fastpath_lib threshold``, ``... capture``): ``RESULTS_DIR [--check] [--file PATH]``.
+
+    Args:
+        command: the command's name after ``python -m fastpath_lib``.
+        doc: the command's description (its function's docstring).
+        what: what ``--check`` prints (``"the threshold"``, ``"the verdict"``).
+        default: the file written when ``--file`` is not given, as the help names it.
+        argv: the command line (``None``: ``sys.argv``).
+    """
+    p = argparse.ArgumentParser(prog=f"python -m fastpath_lib {command}", description=doc)
+    p.add_argument("results_dir")
+    p.add_argument("--check", action="store_true", help=f"print {what}, write nothing")
+    p.add_argument("--file", help=f"the {command} record (default: {default})")
+    return p.parse_args(argv)
+
+
+def record_source(results_dir: str | Path, root: str | Path | None = None) -> str:
+    """How a per-architecture record names the results folder it came from: relative to ``root`` (default: the kit's
+    checkout) when the folder is inside it, else its absolute path."""
+    src, base = Path(results_dir).resolve(), Path(root).resolve() if root is not None else ROOT
+    return str(src.relative_to(base)) if src.is_relative_to(base) else str(src)
