@@ -1,4 +1,5 @@
-"""An interrupted test run leaves no process behind (issue 16 item 5): ``tests/processes.py`` and the root conftest.
+"""An interrupted test run leaves no process behind (issue 16 item 5): ``tests/processes.py`` and the root conftest
+(whose SIGTERM handler is unit-tested in ``tests/test_pytest_config.py``, beside its other hooks).
 
 A stand-in session runs in a subprocess with the same machinery as the browser test and the grader: a "server"
 started with :func:`tests.processes.spawn` (in a session of its own) that starts a child in a session of *its* own,
@@ -9,7 +10,6 @@ stand-in is sent SIGTERM, as a CI time limit does, and every process it had star
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import signal
 import subprocess
@@ -126,37 +126,6 @@ def test_tree_ends_a_session_and_what_it_started(tmp_path):
         assert not any(alive(p) for p in pids) and time.monotonic() - t0 < 10
     finally:
         tree.end(grace=1.0)
-
-
-def _root_conftest():
-    spec = importlib.util.spec_from_file_location("fastpath_root_conftest_sigterm", ROOT / "conftest.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def test_sigterm_handler_interrupts_once_and_leaves_a_chosen_handler_alone():
-    mod = _root_conftest()
-    saved = signal.getsignal(signal.SIGTERM)
-    try:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        assert mod.install_sigterm_handler() is True
-        assert signal.getsignal(signal.SIGTERM) is mod._sigterm_to_interrupt
-        with pytest.raises(KeyboardInterrupt):
-            mod._sigterm_to_interrupt(signal.SIGTERM, None)
-        assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN  # a second SIGTERM cannot cut the teardown short
-        mod.pytest_unconfigure(None)
-        assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
-        # Ctrl-C first (a CI job cancelled: SIGINT, then SIGTERM): the SIGTERM that follows must not cut the teardown
-        assert mod.install_sigterm_handler() is True
-        mod.pytest_keyboard_interrupt(None)
-        assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN
-        mod.pytest_unconfigure(None)
-        mine = lambda signum, frame: None  # noqa: E731 - a handler someone else installed
-        signal.signal(signal.SIGTERM, mine)
-        assert mod.install_sigterm_handler() is False and signal.getsignal(signal.SIGTERM) is mine
-    finally:
-        signal.signal(signal.SIGTERM, saved)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux only")

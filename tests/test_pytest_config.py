@@ -1,4 +1,5 @@
-"""The pytest configuration works with and without nbval: the GPU machine's bare package set has no notebook tools.
+"""The pytest configuration works with and without nbval: the GPU machine's bare package set has no notebook tools;
+and the root conftest's hooks (nbval settings, modules needing missing notebook packages, the SIGTERM handler).
 
 ``tools/bare_packages.py`` hides every installed distribution outside torch, triton, numpy, pandas, matplotlib, pytest
 and hypothesis (and their dependencies), so these tests run the bare machine's commands here.
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import signal
 import subprocess
 import sys
 import tomllib
@@ -98,3 +100,27 @@ def test_modules_needing_missing_notebook_packages_are_named(tmp_path, monkeypat
     assert mod.missing_notebook_packages(f) == ["IPython", "nbformat"]  # top-level imports only, known packages only
     monkeypatch.setattr(mod, "_installed", lambda name: name != "nbformat")
     assert mod.missing_notebook_packages(f) == ["nbformat"]
+
+
+def test_sigterm_handler_interrupts_once_and_leaves_a_chosen_handler_alone():
+    mod = _root_conftest()
+    saved = signal.getsignal(signal.SIGTERM)
+    try:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        assert mod.install_sigterm_handler() is True
+        assert signal.getsignal(signal.SIGTERM) is mod._sigterm_to_interrupt
+        with pytest.raises(KeyboardInterrupt):
+            mod._sigterm_to_interrupt(signal.SIGTERM, None)
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN  # a second SIGTERM cannot cut the teardown short
+        mod.pytest_unconfigure(None)
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+        # Ctrl-C first (a CI job cancelled: SIGINT, then SIGTERM): the SIGTERM that follows must not cut the teardown
+        assert mod.install_sigterm_handler() is True
+        mod.pytest_keyboard_interrupt(None)
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN
+        mod.pytest_unconfigure(None)
+        mine = lambda signum, frame: None  # noqa: E731 - a handler someone else installed
+        signal.signal(signal.SIGTERM, mine)
+        assert mod.install_sigterm_handler() is False and signal.getsignal(signal.SIGTERM) is mine
+    finally:
+        signal.signal(signal.SIGTERM, saved)
