@@ -315,12 +315,8 @@ def _host_problem(src: _Source, fn: ast.FunctionDef, own: set[str]) -> str | Non
 
 
 def launcher_problem(source: str, name: str) -> str | None:
-    """Why the host function ``name`` in ``source`` does not leave the work to a kernel of the source.
-
-    Args:
-        source: the learner's code cells, joined.
-        name: the function the check calls (the argument of the check cell).
-    """
+    """Why the host function ``name`` (the argument of the check cell) in ``source`` (the learner's code cells,
+    joined) does not leave the work to a kernel of the source."""
     found = _definition(source, name, f"your code defines no function {name}")
     if isinstance(found, str):
         return found
