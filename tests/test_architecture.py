@@ -1,6 +1,7 @@
 """The house rules of ``fastpath_lib``, read from the source: the whiteboard of parts (README.md, "The whiteboard"
 below the table of parts), no import cycle (imports inside functions included), no private name imported across
-modules, no module over 500 lines, and Triton imported only by the modules that run or compile Triton code.
+modules, no module over 500 lines, Triton imported only by the modules that run or compile Triton code, and the
+grader's one deliberate copy of its agent's code (the tensor walk) kept identical to it.
 """
 
 from __future__ import annotations
@@ -202,3 +203,18 @@ def test_triton_is_imported_only_where_the_whiteboard_says():
     unlisted = sorted(m for m in found if not any(fnmatch.fnmatchcase(m, p) for p in TRITON_IMPORTERS))
     stale = sorted(p for p in TRITON_IMPORTERS if not any(fnmatch.fnmatchcase(m, p) for m in found))
     assert not unlisted and not stale, f"import Triton but are not listed: {unlisted}; listed, no Triton: {stale}"
+
+
+def _body(mod: str, name: str) -> list[str]:
+    """The statements of a module-level function, its docstring and imports left out, as AST dumps."""
+    fn = next(n for n in ast.parse(MODULES[mod].read_text()).body if isinstance(n, ast.FunctionDef) and n.name == name)
+    return [ast.dump(s) for s in fn.body if not isinstance(s, (ast.Import, ast.ImportFrom))
+            and not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+
+
+def test_the_grader_lists_a_calls_tensors_as_its_agent_does():
+    """The one copy kept on purpose: the grader's agent (grading/runner.py) runs as source text in the learner's kernel
+    and imports nothing of the grader, so grading/remote.py has its own ``_tensors``; the two walks must stay the
+    same code, or the tensors a call wrote are copied back into the wrong arguments."""
+    mine = _body("grading.remote", "_tensors")
+    assert len(mine) >= 3 and mine == _body("grading.runner", "_tensors")

@@ -110,7 +110,10 @@ class Proxy:
 
 
 def _tensors(args, kwargs) -> list[torch.Tensor]:
-    """The same walk as the agent's ``_tensors``."""
+    """The tensors of a call's arguments, in the order the agent answers them: a copy of the agent's ``_tensors``
+    (:mod:`fastpath_lib.grading.runner`), kept identical (``tests/test_architecture.py`` compares the two). The copy is
+    deliberate: the agent is source text executed in the learner's kernel and imports nothing of the grader, and the
+    grader does not import the agent (importing it registers ``sys.modules["_fastpath_grader_agent"]``)."""
     out = []
 
     def walk(v, depth):

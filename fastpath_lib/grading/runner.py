@@ -85,7 +85,9 @@ def _encode(v, depth=0):
 
 
 def _tensors(args, kwargs):
-    """The tensors of a call's arguments, in the order the grader lists them too."""
+    """The tensors of a call's arguments, in the order the grader lists them too: the grader's ``_tensors``
+    (:mod:`fastpath_lib.grading.remote`) is a copy of this walk, kept identical (``tests/test_architecture.py`` compares
+    the two), because this file runs as source text in the learner's kernel and imports nothing of the grader."""
     import torch
 
     out = []
