@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
+import pandas as pd
 import pytest
 import torch
 import torch.nn.functional as F
@@ -163,3 +164,19 @@ def test_the_ops_own_sentences_and_bad_requests(l2_op):
     with pytest.raises(ValueError, match="no op named 'nope'"):
         pr_note(df=df, env=env, spec="nope")
     assert "row_l2_normalize_test" in pr_note(df=df, env=dict(env, op=L2.name))  # the op the results name
+
+
+def test_further_baselines_are_compared_on_a_gpu_only(l2_op):
+    """The reviewer's question for a fused op (does it beat the unfused pair and torch.compile's fusion?): the spec's
+    further baselines, timed as their own providers, get a speed-up range on a GPU and none off it."""
+    two = dataclasses.replace(L2, baselines={**L2.baselines, "eager pair": l2_reference})
+    df = synthetic_results()
+    extra = df[df.provider == "baseline"].assign(provider="eager pair", median_us=2.0, q20_us=1.9, q80_us=2.1)
+    gpu_df = pd.concat([df, extra], ignore_index=True)
+    for template in TEMPLATES:
+        note = pr_note(df=gpu_df, env=SYNTHETIC_GPU_ENV, spec=two, template=template)
+        assert "Against `eager pair` (4 cases): dispatched speed-up 1.25x to 4.00x" in note, template  # 2.0/1.6, 2.0/0.5
+        cpu = pr_note(df=gpu_df.assign(gpu_measurement=False), env=dict(SYNTHETIC_CPU_ENV, synthetic=False), spec=two,
+                      template=template)
+        assert "`eager pair` was timed on 4 cases; the timings are not a GPU measurement" in cpu, template
+        assert not SPEED_CLAIM.search(cpu), template

@@ -354,6 +354,26 @@ def alternatives(ev: Evidence) -> list[str]:
     else:
         reasons = sorted(set(comp.note.dropna().astype(str))) if len(comp) else ["not run"]
         L.append("The torch.compile baseline was not measured: " + "; ".join(reasons) + ".")
+    others = other_baselines(ev)
+    return L + ([""] + others if others else [])
+
+
+def other_baselines(ev: Evidence) -> list[str]:
+    """The op's further baselines (its spec's after the first) that the run timed: on a GPU, the dispatched op's
+    speed-up over each (its median time over the dispatched one, per case); otherwise only that it ran."""
+    m = ev.matrix
+    disp = m[(m.provider == "dispatched") & (m.status == "ok")].set_index("case_id").median_us
+    L = []
+    for name in list(ev.spec.baselines)[1:]:
+        rows = m[(m.provider == name) & (m.status == "ok")]
+        if not len(rows):
+            continue
+        ratio = (rows.set_index("case_id").median_us / disp).dropna()
+        if ev.gpu and len(ratio):
+            L.append(f"- Against `{name}` ({len(ratio)} cases): dispatched speed-up {fmt(ratio.min(), '.2f')}x to "
+                     f"{fmt(ratio.max(), '.2f')}x (its median time over the dispatched one; per case in results.csv).")
+        else:
+            L.append(f"- `{name}` was timed on {len(rows)} cases; the timings are {NOT_GPU}: no comparison is drawn.")
     return L
 
 
