@@ -50,8 +50,8 @@ import time
 from fastpath_lib.rmsnorm import launch
 from fastpath_lib.rmsnorm.predicate import ALIGN_BYTES, MAX_COLS
 
-__all__ = ["ARCHS", "BACKWARD_ROW_BLOCKS", "DTYPES", "Specialization", "eligible_widths", "facts", "facts_markdown",
-           "facts_table", "missing_tools", "specializations", "tool_path", "vector_bytes_expected"]
+__all__ = ["ARCHS", "BACKWARD_ROW_BLOCKS", "DTYPES", "KernelBuild", "Specialization", "eligible_widths", "facts",
+           "facts_markdown", "facts_table", "missing_tools", "specializations", "tool_path", "vector_bytes_expected"]
 
 #: Compute capabilities compiled for (Ampere, Hopper): the architectures the predicate admits.
 ARCHS = (80, 90)
@@ -106,6 +106,31 @@ class Specialization:
         return (f"{self.kernel} {_SHORT[self.dtype]} w={w} block={self.block} warps={self.warps} "
                 f"rows={self.rows_per_program} {'aligned' if self.aligned else 'misaligned'}"
                 f"{' int-div16' if self.int_div16 else ''} sm_{self.arch}")
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelBuild:
+    """A compiled binary of any op's kernel (an ``OpSpec``'s ``kernels``), compiled by :func:`facts` into the same row
+    as a :class:`Specialization`: ``source`` is ``"module:attribute"`` of the ``@triton.jit`` function, ``signature``
+    ``((argument, type), ...)`` in its argument order, ``constexprs`` ``((name, value), ...)``, ``divisible`` the
+    arguments marked ``tt.divisibility = 16``; the other fields are :class:`Specialization`'s."""
+
+    kernel: str
+    source: str
+    signature: tuple
+    constexprs: tuple
+    divisible: tuple
+    dtype: str
+    weight_dtype: str | None
+    block: int
+    warps: int
+    rows_per_program: int
+    aligned: bool
+    arch: int
+    int_div16: bool = False
+
+    def label(self) -> str:
+        return Specialization.label(self)  # type: ignore[arg-type]
 
 
 def tool_path(name: str) -> str | None:
@@ -370,10 +395,15 @@ def _compile_one(spec: dict, workdir: str) -> dict:
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from fastpath_lib.rmsnorm import kernels
+    if spec.get("source"):  # a KernelBuild: the kernel and its signature come with it
+        module, attr = spec["source"].split(":")
+        fn = getattr(__import__(module, fromlist=[attr]), attr)
+        sig, const, div = dict(spec["signature"]), dict(spec["constexprs"]), list(spec["divisible"])
+    else:
+        from fastpath_lib.rmsnorm import kernels
 
-    fn = kernels.rms_norm_fwd_kernel if spec["kernel"] == "forward" else kernels.rms_norm_bwd_kernel
-    sig, const, div = _signature(spec)
+        fn = kernels.rms_norm_fwd_kernel if spec["kernel"] == "forward" else kernels.rms_norm_bwd_kernel
+        sig, const, div = _signature(spec)
     if list(sig) != list(fn.arg_names):
         raise RuntimeError(f"{spec['kernel']} kernel arguments {fn.arg_names} differ from the signature compiled here "
                            f"{list(sig)}: update fastpath_lib.rmsnorm.compiled._signature")
@@ -387,7 +417,7 @@ def _compile_one(spec: dict, workdir: str) -> dict:
     ptx = compiled.asm["ptx"]
     row = {"kernel": spec["kernel"], "arch": f"sm_{spec['arch']}", "dtype": spec["dtype"],
            "weight": spec["weight_dtype"] or "none", "block": spec["block"], "warps": spec["warps"],
-           "rows_per_program": spec["rows_per_program"], "aligned": spec["aligned"], "vec": const["VEC"],
+           "rows_per_program": spec["rows_per_program"], "aligned": spec["aligned"], "vec": const.get("VEC", 1),
            "int_div16": spec["int_div16"]}
     row.update(_access_bytes(ptx))
     own = _parse_ptxas_log(log.getvalue())
@@ -416,7 +446,7 @@ def _worker(out_path: str) -> int:
             try:
                 rows.append(_compile_one(spec, workdir))
             except Exception as exc:  # noqa: BLE001 -- any compiler error: name the specialization, fail the run
-                label = Specialization(**spec).label()
+                label = (KernelBuild if spec.get("source") else Specialization)(**spec).label()
                 print(f"{label}: {type(exc).__name__}: {exc}", file=sys.stderr)
                 return 1
     with open(out_path, "w") as f:
