@@ -7,8 +7,9 @@ targets. An :class:`OpSpec` names each of those pieces for one operator; the gen
 (:func:`fastpath_lib.boundary.boundary_points`, :func:`fastpath_lib.bench.opbench.run_op`, ``python -m fastpath_lib
 bench --op NAME``) take a spec instead of knowing an operator.
 
-RMSNorm is registered first, by name (its spec is imported on first use: :mod:`fastpath_lib.rmsnorm.spec`). A
-practitioner registers their own op with :func:`register` and gets the same pipeline.
+RMSNorm is registered first, by name (its spec is imported on first use: :mod:`fastpath_lib.rmsnorm.spec`), then
+fused residual-add + RMSNorm (:mod:`fastpath_lib.fused.op_spec`). A practitioner registers their own op with
+:func:`register` and gets the same pipeline.
 
 Nothing here imports the rest of the kit: the spec holds the operator's own callables.
 
@@ -25,7 +26,11 @@ import importlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["OpCase", "OpSpec", "register", "unregister", "get", "names"]
+__all__ = ["OpCase", "OpSpec", "COMPILED", "register", "unregister", "get", "names"]
+
+#: The baseline name that means ``torch.compile`` of the composite: the bench resets dynamo before each case, times
+#: its first call (the compile) apart from the samples, and skips it in ``--quick`` off CUDA (as the harness does).
+COMPILED = "compiled"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,15 +75,23 @@ class OpSpec:
         boundary_base: the eligible base case (``CaseSpec`` fields) the predicate's boundary points change.
         limits: ``limits(device)`` -> the limits in force (what the predicate's boundaries read).
         context: ``context(*args)`` -> the predicate's context for a call (what ``predicate.evaluate`` takes).
-        tolerances: dtype -> ``(atol, rtol)`` of ``function`` against ``reference``.
+        tolerances: dtype -> ``(atol, rtol)`` of ``function`` against ``reference``; for an op returning a tuple,
+            either one pair for every output or a tuple of pairs, one per output (``(0.0, 0.0)``: bitwise).
         cases: the predeclared matrix (a sequence of :class:`OpCase`, or a callable returning one).
-        bytes_moved: ``bytes_moved(rows, cols, dtype, pass_)`` -> the bytes a call must move at least.
-        baselines: name -> callable with ``function``'s signature; the first is *the* baseline outcomes compare to.
+        bytes_moved: ``bytes_moved(rows, cols, dtype, pass_)`` -> the bytes a call of the fast route must move at least.
+        baselines: name -> callable with ``function``'s signature; the first is *the* baseline outcomes compare to,
+            every one is timed (the others are recorded rows, provider = their name; :data:`COMPILED` is
+            ``torch.compile`` of the composite).
         kernels: ``kernels()`` -> the specializations to compile ahead of time for GPU targets (``None``: none).
         title: one line naming the fast path (the PR note's title).
         pr_text: the PR note's op-specific sentences, by key (``fastpath_lib.bench.report.PR_TEXT_KEYS``: ``noun``,
             ``summary``, ``eligibility``, ``mechanism``, ...): a string, a list of lines, or a callable returning one
             (called when the note is drafted); a key left out gets a sentence built from the other fields.
+        case_spec: the case class whose ``build(seed)`` gives what ``args`` takes (``None``:
+            :class:`~fastpath_lib.cases.CaseSpec`; an op with more inputs brings a subclass).
+        bytes_models: implementation name -> its own bytes model (``bytes_moved``'s signature): a baseline's name, or
+            ``"fallback"`` for the dispatched call that took the fallback; a name not here moves ``bytes_moved``.
+        note: what the matrix times and what it leaves out (``environment.json`` carries it).
     """
 
     name: str
@@ -97,6 +110,9 @@ class OpSpec:
     baselines: Mapping[str, Callable] = dataclasses.field(default_factory=dict)
     kernels: Callable[[], list] | None = None
     title: str = ""
+    case_spec: type | None = None
+    bytes_models: Mapping[str, Callable[[int, int, Any, str], int]] = dataclasses.field(default_factory=dict)
+    note: str = ""
     pr_text: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self):
@@ -118,9 +134,28 @@ class OpSpec:
         """The first baseline, ``(name, callable)``."""
         return next(iter(self.baselines.items()))
 
+    def output_tolerances(self, dtype, outputs: int) -> list[tuple[float, float]]:
+        """``(atol, rtol)`` per output for ``dtype`` (``(0, 0)`` where the spec names none).
+
+        >>> spec = OpSpec("t", abs, abs, tuple, str, baselines={"b": abs}, tolerances={"f": ((1, 2), (0, 0))})
+        >>> spec.output_tolerances("f", 2), spec.output_tolerances("g", 1)
+        ([(1, 2), (0, 0)], [(0.0, 0.0)])
+        """
+        tol = self.tolerances.get(dtype, (0.0, 0.0))
+        per = list(tol) if tol and isinstance(tol[0], (tuple, list)) else [tuple(tol)] * outputs
+        if len(per) != outputs:
+            raise ValueError(f"{self.name}: {len(per)} tolerance pairs for {dtype}, but {outputs} outputs")
+        return per
+
+    def bytes_for(self, implementation: str, rows: int, cols: int, dtype, pass_: str = "forward") -> float:
+        """Bytes ``implementation`` (a baseline's name, ``"fallback"`` or the fast route's ``"triton"``) moves."""
+        model = self.bytes_models.get(implementation, self.bytes_moved)
+        return model(rows, cols, dtype, pass_) if model is not None else float("nan")
+
 
 #: name -> the spec, or ``"module:attribute"`` where it is imported on first use.
-_REGISTRY: dict[str, OpSpec | str] = {"rms_norm": "fastpath_lib.rmsnorm.spec:SPEC"}
+_REGISTRY: dict[str, OpSpec | str] = {"rms_norm": "fastpath_lib.rmsnorm.spec:SPEC",
+                                      "fused_add_rms_norm": "fastpath_lib.fused.op_spec:SPEC"}
 
 
 def register(spec: OpSpec, *, replace: bool = False) -> OpSpec:

@@ -27,7 +27,7 @@ PARTS = {
     "op": ["rmsnorm.op", "rmsnorm.module", "rmsnorm", "routing", "__init__", "fused.op", "fused"],
     "support": ["cases", "boundary", "testing", "selftest", "fused.cases", "fused.spec"],
     "bench": ["bench", "bench.*"],
-    "specs": ["rmsnorm.spec"],
+    "specs": ["rmsnorm.spec", "fused.op_spec"],
     "grading": ["grading", "grading.*", "exercises"],
     "widgets": ["widgets"],
     "cli": ["cli", "__main__", "bench.cli", "grading.cli"],

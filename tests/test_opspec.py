@@ -177,3 +177,26 @@ def test_rms_norm_runs_through_the_generic_matrix():
     ok = df[df["status"] == "ok"]
     assert {"baseline", "dispatched"} <= set(ok["provider"]) and (ok["median_us"] > 0).all()
     assert isinstance(df, pd.DataFrame) and df.attrs["environment"]["baseline"] == "F.rms_norm"
+
+
+# --- fused residual-add + RMSNorm through its spec (issue 18 item 4; its matrix in tests/test_fused_bench.py) --------
+
+def test_fused_op_is_registered_second_with_its_own_pieces(capsys):
+    from fastpath_lib.fused.cases import FusedCaseSpec
+    from fastpath_lib.fused.spec import FUSED_SPEC
+
+    assert opspec.names()[:2] == ["rms_norm", "fused_add_rms_norm"]
+    spec = opspec.get("fused_add_rms_norm")
+    assert spec.function is fastpath_lib.fused_add_rms_norm and spec.reference is FUSED_SPEC.reference
+    assert spec.fast is FUSED_SPEC.fast_route and spec.case_spec is FusedCaseSpec
+    assert list(spec.baselines) == ["unfused_eager", opspec.COMPILED, "add_then_kit_rms_norm"]
+    assert set(spec.bytes_models) == {*spec.baselines, "fallback"}
+    with pytest.raises(ValueError, match="2 tolerance pairs"):
+        spec.output_tolerances(torch.float16, 1)
+    x, r, w, eps = spec.args(FusedCaseSpec(rows=16, cols=64).build(seed=3))
+    assert not torch.equal(x, r) and eps == 1e-6  # the residual comes from another seed
+    assert spec.route(x, r, w, eps) == fastpath_lib.fused.op.explain(x, r, w, eps).route
+
+    assert cli.bench_main(["--op", "fused_add_rms_norm", "--quick", "--only", "decode_m1_4096_bf16"]) == 0
+    printed = capsys.readouterr().out
+    assert "decode_m1_4096_bf16" in printed and f"1 of {len(spec.matrix())} predeclared cases run" in printed
