@@ -43,7 +43,12 @@ def no_staging_left(parent: Path) -> bool:
 def test_plan_is_the_issue_order_and_every_step_exists():
     names = [s.name for s in STEPS]
     assert names == ["selftest", "gpu_tests", "core_tests", "sanitizer", "copy_bandwidth", "matrix", "host", "sweep",
-                     "replay", "capture", "compile_cost", "compiled", "pr_note"]
+                     "replay", "capture", "compile_cost", "compiled", "fused_add_rms_norm_matrix",
+                     "fused_add_rms_norm_compiled", "pr_note"]
+    split = evidence.budget_split(480)  # every registered op gets a share; manifest.json records it
+    assert set(split) == {"shared", "rms_norm", "fused_add_rms_norm"}
+    assert sum(e["nominal_s"] for e in split.values()) == pytest.approx(480, abs=0.5)
+    assert split["fused_add_rms_norm"]["steps"] == ["fused_add_rms_norm_matrix", "fused_add_rms_norm_compiled"]
     for s in STEPS:
         module, func = s.target.split(":")
         home = importlib.import_module(module)
@@ -76,6 +81,7 @@ def test_manifest_records_every_step_and_keeps_partial_results(tmp_path):
         assert x["seconds"] >= 0 and x["budget_s"] > 0 and x["cut"] is False
     assert m["failed"] == ["third", "fifth"] and m["exit_status"] == 1
     assert m["counts"] == {"ran": 2, "skipped": 1, "failed": 2}
+    assert m["budget_split"]["shared"]["steps"] == [x["name"] for x in m["steps"]]  # simulated steps serve no op
 
 
 def test_a_step_that_overruns_is_cut_and_the_run_goes_on(tmp_path):

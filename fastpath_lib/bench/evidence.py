@@ -5,10 +5,14 @@ from a plain checkout), it runs, in order (:data:`STEPS`): the self-test; the ``
 CUDA with JUnit XML; ``compute-sanitizer --tool memcheck`` over the boundary shapes (its absence or refusal recorded,
 not fatal); the copy bandwidth; the full predeclared matrix; the host-overhead family; the row-threshold sweep with
 its proposal; the workload replay; the compile cost; the compiled kernels' facts for the matrix's widths (vector
-width, registers, spills, for sm_80, sm_90 and this GPU's architecture); the PR note.
+width, registers, spills, for sm_80, sm_90 and this GPU's architecture); then, for every other registered operator
+(:mod:`fastpath_lib.opspec`: fused residual-add + RMSNorm, ...), its predeclared matrix against all its baselines and
+its kernels' compiled facts (:func:`op_steps`, written under ``ops/NAME/``); the PR note.
 
 Time-boxing: every step runs in its own process (a sticky CUDA error or a hang cannot take the run down) with a
-budget: its weight's share of the time still left, so time a step does not use flows to the later ones. A step that
+budget: its weight's share of the time still left, so time a step does not use flows to the later ones. Each step
+belongs to one operator (``op``) or is shared; ``manifest.json`` records the split (:func:`budget_split`: each op's
+share of the weights and nominal seconds, then the seconds its steps used). A step that
 overruns is cut (its process group killed) and recorded as failed; steps that adapt (the matrix, the sweep, the
 sanitizer, the tests) also get their deadline and stop early on their own.
 
@@ -38,7 +42,8 @@ from pathlib import Path
 
 from fastpath_lib.runtime import ROOT, child_env, stop_process_group
 
-__all__ = ["Step", "STEPS", "DEFAULT_BUDGET_S", "plan", "run_evidence", "dry_run", "main"]
+__all__ = ["Step", "STEPS", "DEFAULT_BUDGET_S", "SHARED", "all_steps", "op_steps", "plan", "budget_split",
+           "run_evidence", "dry_run", "main"]
 
 DEFAULT_BUDGET_S = 480.0
 _GRACE_S = 5.0  # after the budget: SIGTERM, then SIGKILL this much later
@@ -58,6 +63,7 @@ class Step:
         writes: the files it writes (for the plan).
         needs: modules it imports (checked by ``--dry-run``).
         min_s: below this many seconds left it is skipped rather than started.
+        op: the registered operator the step serves (passed to the step as ``ctx.op``); ``None`` for a shared step.
     """
 
     name: str
@@ -67,6 +73,7 @@ class Step:
     writes: tuple[str, ...] = ()
     needs: tuple[str, ...] = ()
     min_s: float = 3.0
+    op: str | None = None
 
 
 def _s(name: str) -> str:
@@ -74,8 +81,11 @@ def _s(name: str) -> str:
 
 
 _CORE = ("torch", "triton", "numpy", "fastpath_lib", "fastpath_lib.rmsnorm.kernels", _STEPS_MODULE)
+_RMS = "rms_norm"
+#: The ``op`` key of the shared steps in :func:`budget_split`.
+SHARED = "shared"
 
-STEPS: tuple[Step, ...] = (
+_BASE_STEPS: tuple[Step, ...] = (
     Step("selftest", "self-test: the kernels on CUDA against the float64 reference", 30, _s("selftest"),
          ("selftest.txt",), _CORE + ("fastpath_lib.selftest",)),
     Step("gpu_tests", "pytest -m gpu tests (the CUDA-only tests), JUnit XML", 45, _s("gpu_tests"),
@@ -88,22 +98,46 @@ STEPS: tuple[Step, ...] = (
          ("copy_bandwidth.json",), _CORE + ("fastpath_lib.bench.timing",)),
     Step("matrix", "the full predeclared matrix (torch.compile last, so a short budget loses it first)", 130,
          _s("matrix"), ("results.csv", "environment.json", "boundary.png", "boundary.csv"),
-         _CORE + ("pandas", "matplotlib", "fastpath_lib.bench.harness")),
+         _CORE + ("pandas", "matplotlib", "fastpath_lib.bench.harness"), op=_RMS),
     Step("host", "host overhead: the dispatch's per-call host time vs F.rms_norm and vs the launcher", 20, _s("host"),
-         ("results.csv (host-overhead rows)",), _CORE + ("fastpath_lib.bench.host",)),
+         ("results.csv (host-overhead rows)",), _CORE + ("fastpath_lib.bench.host",), op=_RMS),
     Step("sweep", "the row-threshold sweep and its proposal", 45, _s("sweep"),
-         ("threshold.csv", "threshold_proposal.json"), _CORE + ("fastpath_lib.bench.sweep",)),
+         ("threshold.csv", "threshold_proposal.json"), _CORE + ("fastpath_lib.bench.sweep",), op=_RMS),
     Step("replay", "workload replay (a small decoder, norms swapped)", 25, _s("replay"), ("replay.json",),
-         _CORE + ("fastpath_lib.bench.workload",)),
+         _CORE + ("fastpath_lib.bench.workload",), op=_RMS),
     Step("capture", "CUDA-graph capture at the boundary shapes, replayed on new data against the reference", 15,
-         "fastpath_lib.bench.capture:step", ("capture_test.json",), _CORE + ("fastpath_lib.bench.capture",)),
+         "fastpath_lib.bench.capture:step", ("capture_test.json",), _CORE + ("fastpath_lib.bench.capture",), op=_RMS),
     Step("compile_cost", "compile cost per kernel specialization (fresh process, empty cache)", 40, _s("compile_cost"),
-         ("compile_cost.json",), _CORE + ("fastpath_lib.bench.workload",)),
+         ("compile_cost.json",), _CORE + ("fastpath_lib.bench.workload",), op=_RMS),
     Step("compiled", "compile-time facts of the matrix's kernel specializations (vector width, registers, spills)",
-         20, _s("compiled_facts"), ("compiled.json",), _CORE + ("fastpath_lib.rmsnorm.compiled",)),
-    Step("pr_note", "the PR note drafted from this folder", 15, _s("pr_note"), ("pr_note.md",),
-         _CORE + ("fastpath_lib.bench.report",)),
+         20, _s("compiled_facts"), ("compiled.json",), _CORE + ("fastpath_lib.rmsnorm.compiled",), op=_RMS),
 )
+_PR_NOTE = Step("pr_note", "the PR note drafted from this folder", 15, _s("pr_note"), ("pr_note.md",),
+                _CORE + ("fastpath_lib.bench.report",))
+
+
+def op_steps(name: str) -> tuple[Step, ...]:
+    """The steps of a registered operator other than RMSNorm (whose steps are the plan's own): its predeclared matrix
+    against every baseline, and its kernels' compiled facts, written under ``ops/NAME/``."""
+    needs = _CORE + ("fastpath_lib.opspec", "fastpath_lib.bench.opbench")
+    return (Step(f"{name}_matrix", f"{name}: its predeclared matrix against all its baselines", 70, _s("op_matrix"),
+                 tuple(f"ops/{name}/{f}" for f in ("results.csv", "environment.json", "boundary.png")), needs,
+                 op=name),
+            Step(f"{name}_compiled", f"{name}: compile-time facts of its kernels (vector width, registers, spills)",
+                 10, _s("op_compiled"), (f"ops/{name}/compiled.json",), needs + ("fastpath_lib.rmsnorm.compiled",),
+                 op=name))
+
+
+def all_steps() -> tuple[Step, ...]:
+    """The plan for every operator registered now (:func:`fastpath_lib.opspec.names`): RMSNorm's steps and the shared
+    ones, each other op's :func:`op_steps`, then the PR note."""
+    from fastpath_lib import opspec
+
+    return _BASE_STEPS + tuple(s for n in opspec.names() if n != _RMS for s in op_steps(n)) + (_PR_NOTE,)
+
+
+#: The plan at import (the ops registered by name in :mod:`fastpath_lib.opspec`).
+STEPS: tuple[Step, ...] = all_steps()
 
 
 def plan(budget_s: float, steps=STEPS) -> list[tuple[Step, float]]:
@@ -114,6 +148,28 @@ def plan(budget_s: float, steps=STEPS) -> list[tuple[Step, float]]:
     """
     total = sum(s.weight for s in steps)
     return [(s, budget_s * s.weight / total) for s in steps]
+
+
+def budget_split(budget_s: float, steps=STEPS) -> dict:
+    """Each operator's share of the run (``"shared"`` for the steps every op relies on): its steps, its share of the
+    weights and its nominal seconds of ``budget_s``.
+
+    >>> split = budget_split(480)
+    >>> sorted(split) == sorted({SHARED, *(s.op for s in STEPS if s.op)})
+    True
+    >>> round(sum(v["nominal_s"] for v in split.values()))
+    480
+    """
+    total = sum(s.weight for s in steps) or 1.0
+    out: dict[str, dict] = {}
+    for s in steps:
+        e = out.setdefault(s.op or SHARED, {"steps": [], "weight": 0.0})
+        e["steps"].append(s.name)
+        e["weight"] += s.weight
+    for e in out.values():
+        e["share"] = round(e["weight"] / total, 4)
+        e["nominal_s"] = round(budget_s * e["weight"] / total, 1)
+    return out
 
 
 def _now() -> str:
@@ -144,7 +200,7 @@ def _run_step(step: Step, staging: Path, budget: float) -> dict:
     entry = {"name": step.name, "title": step.title, "budget_s": round(budget, 1), "started": _now(),
              "log": f"logs/{step.name}.log", "cut": False}
     cmd = [sys.executable, "-c", "from fastpath_lib.bench.evidence_steps import child_main; child_main()",
-           step.target, str(staging), f"{budget:.3f}", str(result)]
+           step.target, str(staging), f"{budget:.3f}", str(result), *([step.op] if step.op else [])]
     t0 = time.monotonic()
     with open(logs / f"{step.name}.log", "w") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=ROOT,
@@ -204,6 +260,7 @@ def run_evidence(out_dir: str | Path, *, budget_s: float = DEFAULT_BUDGET_S, ste
     staging = results.begin(out_dir, force=force, log=log)
     manifest = {"command": "python -m fastpath_lib evidence", "out": str(out_dir), "budget_s": budget_s,
                 "started": _now(), "python": sys.version.split()[0], "interpreter_opt_in": False,
+                "budget_split": budget_split(budget_s, steps),
                 "steps": [{"name": s.name, "title": s.title, "status": "pending"} for s in steps]}
     _write_json(staging / "manifest.json", manifest)
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
@@ -244,6 +301,8 @@ def run_evidence(out_dir: str | Path, *, budget_s: float = DEFAULT_BUDGET_S, ste
             signal.signal(sig, handler)
     failed = [s["name"] for s in manifest["steps"] if s["status"] == "failed"]
     status = 130 if interrupted else 1 if failed else 0
+    for e in manifest["budget_split"].values():
+        e["seconds"] = round(sum(x.get("seconds", 0.0) for x in manifest["steps"] if x["name"] in e["steps"]), 1)
     manifest.update(finished=_now(), seconds=round(time.monotonic() - start, 1), failed=failed, exit_status=status,
                     counts={k: sum(s["status"] == k for s in manifest["steps"]) for k in ("ran", "skipped", "failed")})
     _write_json(staging / "manifest.json", manifest)
@@ -270,9 +329,12 @@ def dry_run(budget_s: float = DEFAULT_BUDGET_S, steps=STEPS, *, collect: bool = 
 
     out(f"evidence plan: {len(steps)} steps within {budget_s:.0f} s (each step gets its weight's share of the time "
         "still left; a step that overruns is cut and recorded)")
+    width = max([15, *(len(s.name) for s in steps)])
     for i, (s, b) in enumerate(plan(budget_s, steps), 1):
-        out(f"  {i:>2}. {s.name:<15} {b:6.0f} s  {s.title}")
+        out(f"  {i:>2}. {s.name:<{width}} {b:6.0f} s  {s.title}")
         out(f"      writes: {', '.join(s.writes) or '-'}")
+    out("budget split (manifest.json's budget_split): " + "; ".join(
+        f"{op} {e['share']:.0%} ({e['nominal_s']:.0f} s)" for op, e in budget_split(budget_s, steps).items()))
     out(f"here: {runtime.describe()}")
     out("CUDA: " + ("present: `evidence --out DIR` would run the plan" if runtime.cuda_available() else
                     "absent: `evidence --out DIR` exits with status 2 and writes nothing"))
@@ -302,7 +364,7 @@ def main(argv: list[str] | None = None) -> int:
         print("error: --budget-s must be positive", file=sys.stderr)
         return 2
     if args.dry_run:
-        return dry_run(args.budget_s)
+        return dry_run(args.budget_s, all_steps())
     if not args.out:
         print("error: --out DIR is required (or --dry-run)", file=sys.stderr)
         return 2
@@ -320,7 +382,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {args.out} already exists; pass --force to replace it, or choose another folder",
               file=sys.stderr)
         return 2
-    status, _ = run_evidence(args.out, budget_s=args.budget_s, force=args.force)
+    status, _ = run_evidence(args.out, budget_s=args.budget_s, steps=all_steps(), force=args.force)
     return status
 
 

@@ -23,7 +23,7 @@ from fastpath_lib.runtime import ROOT, child_env, stop_process_group
 
 __all__ = ["StepContext", "child_main", "find_sanitizer", "collect_tests", "CORE_TESTS", "selftest", "gpu_tests",
            "core_tests", "sanitizer", "copy_bandwidth", "matrix", "host", "sweep", "replay", "compile_cost",
-           "compiled_facts", "pr_note"]
+           "compiled_facts", "op_matrix", "op_compiled", "pr_note"]
 
 #: The core tests the evidence run repeats on CUDA (those present in the checkout).
 CORE_TESTS = ("tests/test_predicate.py", "tests/test_boundaries.py", "tests/test_contract.py",
@@ -32,12 +32,14 @@ CORE_TESTS = ("tests/test_predicate.py", "tests/test_boundaries.py", "tests/test
 
 @dataclasses.dataclass
 class StepContext:
-    """What a step gets: the staging folder, its budget, and its deadline (``time.monotonic()``)."""
+    """What a step gets: the staging folder, its budget, its deadline (``time.monotonic()``) and, for a step that
+    serves one registered operator, its name (``op``)."""
 
     out: Path
     budget_s: float
     started: float
     root: Path = ROOT
+    op: str | None = None
 
     @property
     def deadline(self) -> float:
@@ -80,11 +82,14 @@ class StepContext:
 
 
 def child_main(argv: list[str] | None = None) -> None:
-    """Entry point of a step's process: ``TARGET STAGING BUDGET_S RESULT_JSON``; exits 0 when a result was written."""
+    """Entry point of a step's process: ``TARGET STAGING BUDGET_S RESULT_JSON [OP]``; exits 0 when a result was
+    written."""
     import importlib
 
-    target, staging, budget, result = (argv or sys.argv[1:])[:4]
-    ctx = StepContext(out=Path(staging), budget_s=float(budget), started=time.monotonic())
+    args = (argv or sys.argv[1:])
+    target, staging, budget, result = args[:4]
+    ctx = StepContext(out=Path(staging), budget_s=float(budget), started=time.monotonic(),
+                      op=args[4] if len(args) > 4 else None)
     module, func = target.split(":")
     try:
         res = getattr(importlib.import_module(module), func)(ctx) or {}
@@ -304,6 +309,50 @@ def compiled_facts(ctx: StepContext):
     ctx.write_json("compiled.json", res["rows"])
     spills = sum(1 for r in res["rows"] if r.get("spills"))
     return {"status": "ran", "why": f"{len(res['rows'])} specializations for {', '.join(res['archs'])}, "
+                                    f"{spills} of them spill"}
+
+
+def op_matrix(ctx: StepContext):
+    """A registered operator's predeclared matrix (``ctx.op``) against every baseline, into ``ops/NAME/``."""
+    from fastpath_lib import opspec
+    from fastpath_lib.bench import results
+    from fastpath_lib.bench.analysis import coverage_line
+    from fastpath_lib.bench.opbench import run_op
+
+    spec = opspec.get(ctx.op)
+    df = run_op(spec, quick=False, deadline=ctx.deadline, log=ctx.log)
+    folder = ctx.out / "ops" / spec.name
+    folder.mkdir(parents=True, exist_ok=True)
+    env = dict(df.attrs["environment"], evidence_run=True)
+    if (df.status == "ok").any():
+        results.write(folder, df, env)  # the table, the environment, the boundary plot and table
+    else:  # nothing was timed: no plot to draw
+        results.write_table(folder, df)
+        ctx.write_json(f"ops/{spec.name}/environment.json", env)
+    not_run = int((df.status == "not run").sum())
+    return {"status": "ran", "why": f"{spec.name}: {coverage_line(df, env)}"
+                                    + (f"; {not_run} rows not run (time budget)" if not_run else "")}
+
+
+def op_compiled(ctx: StepContext):
+    """Compile-time facts of a registered operator's kernels (its spec's ``kernels``) for their GPU targets."""
+    from fastpath_lib import opspec
+    from fastpath_lib.rmsnorm import compiled
+
+    spec = opspec.get(ctx.op)
+    if spec.kernels is None:
+        return {"status": "skipped", "why": f"{spec.name} names no kernels to compile"}
+    why = compiled.missing_tools()
+    if why:
+        return {"status": "skipped", "why": why}
+    builds = spec.kernels()
+    rows = compiled.facts(builds, timeout=max(5.0, ctx.left()), workers=max(1, (os.cpu_count() or 2) - 1))
+    for b, r in zip(builds, rows):
+        r["label"] = b.label()
+    ctx.write_json(f"ops/{spec.name}/compiled.json", rows)
+    spills = sum(1 for r in rows if r.get("spills"))
+    archs = sorted({r["arch"] for r in rows})
+    return {"status": "ran", "why": f"{spec.name}: {len(rows)} specializations for {', '.join(archs)}, "
                                     f"{spills} of them spill"}
 
 
