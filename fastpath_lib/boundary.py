@@ -19,7 +19,7 @@ from typing import Any
 from fastpath_lib.cases import CaseSpec
 from fastpath_lib.eligibility import Predicate
 
-__all__ = ["CONTEXT_KEYS", "BoundaryPoint", "boundary_points"]
+__all__ = ["CONTEXT_KEYS", "BoundaryPoint", "boundary_points", "declared_points"]
 
 #: Overrides that change the execution context rather than the tensors.
 CONTEXT_KEYS = frozenset({"forced", "capturing", "create_graph", "interpret", "capability", "device_type",
@@ -58,16 +58,32 @@ def boundary_points(predicate: Predicate | None = None, base: dict[str, Any] | N
     """
     from fastpath_lib.rmsnorm import predicate as rms
 
-    predicate = predicate or rms.PREDICATE
-    base = dict(base or rms.BASE_CASE)
-    limits = limits or rms.limits_for(device)
+    return declared_points(predicate or rms.PREDICATE, base or rms.BASE_CASE, limits or rms.limits_for(device), device)
+
+
+def declared_points(predicate: Predicate, base: dict[str, Any], limits: Any, device: str | None = None, *,
+                    spec_type: type = CaseSpec, context_keys: frozenset = CONTEXT_KEYS,
+                    point_type: type = BoundaryPoint) -> list:
+    """The walk every operator's boundary generator shares: each declared boundary of each condition of ``predicate``,
+    applied to ``base`` under ``limits``.
+
+    Args:
+        predicate: the operator's predicate.
+        base: its eligible base case (the row count is raised to ``limits.min_rows`` when below it).
+        limits: the limits in force (the boundaries' overrides read them).
+        device: the device the cases are built on (``None``: the case type's default).
+        spec_type: the operator's case type, built from the base case and the tensor overrides.
+        context_keys: the overrides that change the call's context rather than the tensors.
+        point_type: the point type, built as ``point_type(condition, label, holds, spec, context)``.
+    """
+    base = dict(base)
     base["rows"] = max(base.get("rows", 1), getattr(limits, "min_rows", 1))
     points = []
     for cond in predicate.conditions:
         for b in cond.boundaries:
             change = b.overrides(limits)
-            ctx = {k: v for k, v in change.items() if k in CONTEXT_KEYS}
-            tensor = {k: v for k, v in change.items() if k not in CONTEXT_KEYS}
-            spec = CaseSpec(**{**base, **tensor, **({"device": device} if device else {})})
-            points.append(BoundaryPoint(cond.name, b.label, b.holds, spec, ctx))
+            ctx = {k: v for k, v in change.items() if k in context_keys}
+            tensor = {k: v for k, v in change.items() if k not in context_keys}
+            spec = spec_type(**{**base, **tensor, **({"device": device} if device else {})})
+            points.append(point_type(cond.name, b.label, b.holds, spec, ctx))
     return points

@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from fastpath_lib.boundary import CONTEXT_KEYS
+from fastpath_lib.boundary import CONTEXT_KEYS, declared_points
 from fastpath_lib.cases import POISON, CaseSpec, guard_intact
 from fastpath_lib.eligibility import Predicate
 
@@ -184,16 +184,5 @@ def boundary_points(predicate: Predicate | None = None, base: dict[str, Any] | N
     from fastpath_lib.fused import predicate as fp
     from fastpath_lib.rmsnorm.limits import limits_for
 
-    predicate = predicate or fp.PREDICATE
-    base = dict(base or fp.BASE_CASE)
-    limits = limits or limits_for(device)
-    base["rows"] = max(base.get("rows", 1), getattr(limits, "min_rows", 1))
-    points = []
-    for cond in predicate.conditions:
-        for b in cond.boundaries:
-            change = b.overrides(limits)
-            ctx = {k: v for k, v in change.items() if k in FUSED_CONTEXT_KEYS}
-            tensor = {k: v for k, v in change.items() if k not in FUSED_CONTEXT_KEYS}
-            spec = FusedCaseSpec(**{**base, **tensor, **({"device": device} if device else {})})
-            points.append(FusedPoint(cond.name, b.label, b.holds, spec, ctx))
-    return points
+    return declared_points(predicate or fp.PREDICATE, base or fp.BASE_CASE, limits or limits_for(device), device,
+                           spec_type=FusedCaseSpec, context_keys=FUSED_CONTEXT_KEYS, point_type=FusedPoint)
