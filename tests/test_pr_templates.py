@@ -152,11 +152,13 @@ def test_a_third_op_gets_the_plot_and_three_notes_naming_it_only(l2_op, tmp_path
 def test_the_ops_own_sentences_and_bad_requests(l2_op):
     df, env = _cpu_frame()
     mine = dataclasses.replace(L2, pr_text={"summary": "One pass per row: read x, write y.",
-                                            "limitations": ["- fp32 only, on purpose."], "noun": "L2"})
+                                            "limitations": ["- fp32 only, on purpose."], "noun": "L2"},
+                               tolerances={torch.float32: ((1e-6, 1e-5), (0.0, 0.0))})  # per output of a tuple
     for template in TEMPLATES:
         note = pr_note(df=df, env=env, spec=mine, template=template, owner="Ada")
         assert "One pass per row: read x, write y." in _first_section(note)
         assert "- fp32 only, on purpose." in note and "Ada re-runs" in note
+        assert template == "kit" or "(float32 output 0 atol 1e-06, rtol 1e-05, output 1 bitwise)" in note
     with pytest.raises(ValueError, match=r"unknown PR note template 'github'; choose one of: kit, vllm, pytorch"):
         pr_note(df=df, env=env, template="github")
     with pytest.raises(ValueError, match=r"unknown pr_text keys \['sumary'\]; known: " + ", ".join(PR_TEXT_KEYS)):

@@ -64,10 +64,20 @@ def _dtype(d) -> str:
     return str(d).replace("torch.", "")
 
 
+def _tolerance(dtype, tol) -> str:
+    """One dtype's tolerance: one ``(atol, rtol)`` pair, or one pair per output of an op returning a tuple."""
+    def pair(a, r):
+        return "bitwise" if a == r == 0 else f"atol {a:.3g}, rtol {r:.3g}"
+
+    if tol and isinstance(tol[0], (tuple, list)):
+        return f"{_dtype(dtype)} " + ", ".join(f"output {i} {pair(*p)}" for i, p in enumerate(tol))
+    return f"{_dtype(dtype)} {pair(*tol)}"
+
+
 def test_plan(ev) -> list[str]:
     """What was tested and how to rerun it, from the spec: the contract, the boundary points, the matrix."""
     spec = ev.spec
-    tol = "; ".join(f"{_dtype(d)} atol {a:.3g}, rtol {r:.3g}" for d, (a, r) in spec.tolerances.items())
+    tol = "; ".join(_tolerance(d, t) for d, t in spec.tolerances.items())
     L = [f"- Contract: `{qualified(spec.function)}` against its reference `{qualified(spec.reference)}` within the "
          f"op's tolerances ({tol or 'none declared'})."]
     if spec.predicate is not None:
