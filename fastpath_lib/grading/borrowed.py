@@ -149,7 +149,8 @@ def _code_of(fn):
             got = _code_of(inner)
             if got is not None:
                 return got
-    return getattr(fn, "__code__", None)
+    code = getattr(fn, "__code__", None)  # not every object's __code__ is code (torch.ops namespaces answer anything)
+    return code if isinstance(code, types.CodeType) else None
 
 
 def code_of(fn):
