@@ -54,6 +54,8 @@ SOLUTION_CALLS = {
     "ex09": lambda s: ex.check_contract_tests(s["my_contract_tests"], _kit_op(), show=False),
     "ex10": lambda s: ex.check_threshold(s["choose_threshold"], show=False),
     "ex11": lambda s: ex.check_commit_plan(s["plan_commits"], show=False),
+    "ex12": lambda s: ex.check_overlaps(s["overlaps"], show=False) + ex.check_inplace_tests(
+        s["my_inplace_tests"], _fused_op(), show=False),
     "ex13": lambda s: [r for part, fn in _EX13_FUNCTIONS for r in ex.check_readiness(part, s[fn], show=False)],
 }
 #: exercise 13's parts and the solution's function for each (more bad answers: tests/test_grading_ex13.py)
@@ -68,6 +70,12 @@ def _kit_op():
     import fastpath_lib
 
     return fastpath_lib.rms_norm
+
+
+def _fused_op():
+    import fastpath_lib
+
+    return fastpath_lib.fused_add_rms_norm_
 
 
 @pytest.mark.parametrize("exercise", sorted(EXERCISES))
@@ -434,6 +442,10 @@ ANSWERS = {
         "softmax", _dispatch_launching_on_fallback, solved("ex08")["make_predicate"], lambda x: x, show=False),
     # more bad answers for ex09-ex11: tests/test_grading_new_exercises.py
     "ex09 trivial: tests that never fail": lambda: ex.check_contract_tests(lambda op: None, _kit_op(), show=False),
+    "ex12 overlaps trivial: always True": lambda: ex.check_overlaps(lambda a, b: True, show=False),
+    "ex12 tests trivial: tests that never fail": lambda: ex.check_inplace_tests(lambda op_: None, _fused_op(),
+                                                                                show=False),
+    # more bad answers for ex12: tests/test_grading_ex12.py
     "ex10 trivial: None everywhere": lambda: ex.check_threshold(lambda df: dict.fromkeys(df["arch"]), show=False),
     "ex11 trivial: one commit": lambda: ex.check_commit_plan(
         lambda hunks: [{"kind": "behaviour", "message": "the change", "hunks": [h["id"] for h in hunks]}], show=False),
@@ -477,6 +489,7 @@ def test_every_check_is_fed_bad_answers():
                          ("check_capstone_predicate", "ex08 predicate"), ("check_capstone_dispatch", "ex08 dispatch"),
                          ("check_contract_tests", "ex09"), ("check_threshold", "ex10"),
                          ("check_commit_plan", "ex11"), ("check_readiness", "ex13"),
+                         ("check_overlaps", "ex12 overlaps"), ("check_inplace_tests", "ex12 tests"),
                          ("check_capstone_evidence", "ex08 evidence")):
         assert words in text, check
         checks.remove(check)

@@ -157,6 +157,10 @@ def _execute(nb, workdir: str, timeout: float, kernel_name: str, check_ids: set,
                 from fastpath_lib.grading import ex09_contract
 
                 ex09_contract.install(session)
+            elif exercise == "ex12":
+                from fastpath_lib.grading import ex12_inplace
+
+                ex12_inplace.install(session)
             for index, cell in enumerate(nb.cells):
                 if cell.get("cell_type") != "code":
                     continue

@@ -38,6 +38,8 @@ EXERCISES: dict[str, tuple[tuple[str, int], ...]] = {
              ("forward_ad", 1), ("exceptions", 1)),
     "ex10": (("thresholds", 2), ("no_threshold", 1)),
     "ex11": (("one_change_per_commit", 1), ("every_commit_green", 1), ("refactors_apart", 1)),
+    "ex12": (("overlaps", 2), ("passes_correct_ops", 1), ("writes", 1), ("returns", 1), ("aliasing", 1),
+             ("declared_mutation", 1), ("residual_rounding", 1), ("variance", 1), ("raises_cleanly", 1)),
     "ex13": tuple((p, 1) for p in ("route_conditions", "modes_preserved", "test_kinds", "ci_or_schedule",
                                    "why_not_baseline", "workload_replay", "compile_cost", "fallback_and_owner",
                                    "boundary_plot", "mechanism", "contract_change", "readability",
@@ -52,6 +54,7 @@ TITLES = {
     "ex09": "contract-parity tests (graded by broken ops)",
     "ex10": "the per-architecture row threshold from a sweep",
     "ex11": "commit hygiene: one behaviour change per commit, every commit green",
+    "ex12": "the fused op's overlap condition and in-place contract tests (graded by broken ops)",
     "ex13": "review readiness: the remaining items of the lessons, one short part each",
 }
 

@@ -12,9 +12,9 @@ is answered as its type name, message and the line that raised it.
 Requests: ``("get", expr)`` evaluates an argument of the check cell in the notebook's namespace; ``("call", fn,
 args, kwargs, watch)`` calls a held object (with ``watch``, the Triton kernels launched during the call are
 reported), and answers the tensors of the arguments the call changed too, so writes into output buffers reach
-the grader; ``("getattr", obj, name)``, ``("getitem", obj, key)``, ``("list", obj)``; ``("ops", {token: variant})``
-and ``("tests", fn, token, kit_op)`` run exercise 09's tests against one op object whose behaviour the token
-selects (``kit_op``: the check cell's own argument, the kit's op).
+the grader; ``("getattr", obj, name)``, ``("getitem", obj, key)``, ``("list", obj)``; ``("ops", {token: variant}
+[, module])`` and ``("tests", fn, token, kit_op)`` run exercise 09's tests (with ``module``, exercise 12's) against
+one op object whose behaviour the token selects (``kit_op``: the check cell's own argument, the kit's op).
 
 Nothing here is trusted by the grader: code in the notebook can change this agent, but then it only changes the
 answers the grader reads, which it judges itself (:mod:`fastpath_lib.grading.cli`).
@@ -161,8 +161,14 @@ def torch_equal(a, b):
     return a.shape == b.shape and torch.equal(a, b)
 
 
-def _install_ops(table):
-    """One op object for every variant of exercise 09: its behaviour is chosen by the token of the run."""
+def _install_ops(table, module=None):
+    """One op object for every variant of exercise 09: its behaviour is chosen by the token of the run. With
+    ``module`` (exercise 12), that module's ``kernel_ops(table)`` builds the op and its runner."""
+    if module is not None:
+        import importlib
+
+        _state["op"], _state["run"] = importlib.import_module(module).kernel_ops(table)
+        return True
     import torch.nn.functional as F
 
     from fastpath_lib.grading import ex09_contract as C
@@ -205,7 +211,7 @@ def _answer(request):
     if kind == "list":
         return {"ok": _encode(list(request[1]))}
     if kind == "ops":
-        return {"ok": _install_ops(request[1])}
+        return {"ok": _install_ops(*request[1:3])}
     if kind == "tests":
         return {"ok": _state["run"](request[1], request[2], request[3])}
     raise ValueError(f"unknown request {kind!r}")

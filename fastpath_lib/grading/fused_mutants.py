@@ -1,0 +1,266 @@
+"""Exercise 12's ops under test: in-place fused residual-add + RMSNorm, correct by several routes or broken in one way.
+
+Every op here has the in-place form's signature, ``op_(x, residual, weight=None, eps=None) -> (x, residual)``, and
+follows :func:`fastpath_lib.fused.reference.native_` (the contract) except for one seeded fault. The faults, by graded
+category (never named to a learner while one survives):
+
+* *writes*: the sum written into ``x`` and the output into ``residual``; ``x`` left alone (the output returned new);
+* *returns*: copies returned instead of the caller's own ``x`` and ``residual``;
+* *aliasing*: a kernel that writes the output first and re-reads the residual afterwards (right unless the two share
+  memory); results written ``x`` first (an aliased buffer ends holding the sum, not the output);
+* *declared_mutation*: a ``torch.library`` custom op declared ``mutates_args=()`` that writes anyway: right in eager
+  mode, wrong under ``torch.compile`` (functionalization trusts the schema and the write is lost);
+* *residual_rounding*: the new residual rounded through the weight's dtype before x's;
+* *variance*: the mean square taken from the rounded residual instead of the fp32 sum;
+* *raises_cleanly*: the residual written before the weight's shape is checked, so a call that raises leaves it changed.
+
+Correct controls: the kit's op (the check cell's argument), the composite itself, and another route (``1/sqrt`` of
+the sum of squares over the width, both results computed before any write) that differs from the composite in the
+output's last bits, within the contract's tolerance.
+
+:func:`kernel_ops` is what the grader's agent (:mod:`fastpath_lib.grading.runner`) builds in the learner's kernel:
+ONE op object for every run, its behaviour chosen by the run's token. :func:`overlap_answers` asks a learner's
+``overlaps`` about tensors built in the kernel from the grader's recipes (:func:`build_pair`), so that views keep
+sharing their storage (tensors sent one by one would arrive as separate copies).
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import torch
+
+from fastpath_lib.fused.reference import native, native_
+from fastpath_lib.rmsnorm.limits import default_eps
+
+__all__ = ["CORRECT", "BROKEN", "variants", "impls", "Op", "kernel_ops", "build_pair", "overlap_answers"]
+
+
+def _eps(x, eps):
+    return default_eps(x.dtype) if eps is None else float(eps)
+
+
+def _composite(x, residual, weight, eps):
+    return native_(x, residual, weight, eps)
+
+
+def _other_route(x, residual, weight, eps):
+    s = x.float() + residual.float()  # both inputs read into new tensors before anything is written
+    rstd = 1.0 / torch.sqrt(s.square().sum(-1, keepdim=True) / s.shape[-1] + _eps(x, eps))
+    n = s * rstd
+    out = (n.to(weight.dtype) * weight if weight is not None else n).to(x.dtype)
+    residual.copy_(s.to(x.dtype))
+    x.copy_(out)
+    return x, residual
+
+
+def _swapped(x, residual, weight, eps):
+    out, s = native(x, residual, weight, eps)
+    residual.copy_(out)
+    x.copy_(s)
+    return x, residual
+
+
+def _x_untouched(x, residual, weight, eps):
+    out, s = native(x, residual, weight, eps)
+    residual.copy_(s)
+    return out, residual
+
+
+def _returns_copies(x, residual, weight, eps):
+    native_(x, residual, weight, eps)
+    return x.clone(), residual.clone()
+
+
+def _rereads_residual(x, residual, weight, eps):
+    xf = x.to(torch.float32, copy=True)
+    out, _ = native(x, residual, weight, eps)
+    x.copy_(out)
+    residual.copy_((xf + residual.float()).to(x.dtype))  # reads residual after x was written
+    return x, residual
+
+
+def _writes_x_first(x, residual, weight, eps):
+    out, s = native(x, residual, weight, eps)
+    x.copy_(out)
+    residual.copy_(s)
+    return x, residual
+
+
+_UNDECLARED: list = []
+
+
+def _undeclared_op():
+    """A custom op that writes ``x`` and ``residual`` but declares ``mutates_args=()`` (registered on first use)."""
+    if not _UNDECLARED:
+        @torch.library.custom_op("fastpath_grading::fused_add_rms_norm_", mutates_args=())
+        def op(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor | None, eps: float | None) -> None:
+            native_(x, residual, weight, eps)
+
+        @op.register_fake
+        def _(x, residual, weight, eps):
+            return None
+
+        _UNDECLARED.append(op)
+    return _UNDECLARED[0]
+
+
+def _undeclared(x, residual, weight, eps):
+    _undeclared_op()(x, residual, weight, None if eps is None else float(eps))
+    return x, residual
+
+
+def _residual_via_weight_dtype(x, residual, weight, eps):
+    s = x.float() + residual.float()
+    new = (s.to(weight.dtype) if weight is not None else s).to(x.dtype)
+    out, _ = native(x, residual, weight, eps)
+    residual.copy_(new)
+    x.copy_(out)
+    return x, residual
+
+
+def _variance_of_rounded(x, residual, weight, eps):
+    s = x.float() + residual.float()
+    new = s.to(x.dtype)
+    n = s * torch.rsqrt(new.float().pow(2).mean(-1, keepdim=True) + _eps(x, eps))
+    out = (n.to(weight.dtype) * weight if weight is not None else n).to(x.dtype)
+    residual.copy_(new)
+    x.copy_(out)
+    return x, residual
+
+
+def _writes_before_raising(x, residual, weight, eps):
+    s = x.float() + residual.float()
+    residual.copy_(s.to(x.dtype))
+    n = s * torch.rsqrt(s.pow(2).mean(-1, keepdim=True) + _eps(x, eps))
+    out = n.to(weight.dtype) * weight if weight is not None else n  # a weight of the wrong width raises here
+    x.copy_(out.to(x.dtype))
+    return x, residual
+
+
+#: The correct controls besides the kit's op.
+CORRECT = {"composite": _composite, "other_route": _other_route}
+#: category -> the broken ops of that category, in the order the grader's feedback lists categories.
+BROKEN = {
+    "writes": (_swapped, _x_untouched),
+    "returns": (_returns_copies,),
+    "aliasing": (_rereads_residual, _writes_x_first),
+    "declared_mutation": (_undeclared,),
+    "residual_rounding": (_residual_via_weight_dtype,),
+    "variance": (_variance_of_rounded,),
+    "raises_cleanly": (_writes_before_raising,),
+}
+
+
+def variants() -> list[str]:
+    """Every op a run uses: ``kit``, the :data:`CORRECT` names and ``category:index`` for each broken op."""
+    return ["kit", *CORRECT] + [f"{c}:{i}" for c, fns in BROKEN.items() for i in range(len(fns))]
+
+
+def impls() -> dict:
+    """variant -> implementation (``kit`` is not here: it is the check cell's own argument)."""
+    return dict(CORRECT) | {f"{c}:{i}": fn for c, fns in BROKEN.items() for i, fn in enumerate(fns)}
+
+
+def _validate(x, residual, weight, eps) -> None:
+    """The same argument errors for every op under test, before any of them runs."""
+    if not isinstance(x, torch.Tensor) or not isinstance(residual, torch.Tensor):
+        raise TypeError("x and residual must be tensors")
+    if weight is not None and not isinstance(weight, torch.Tensor):
+        raise TypeError("weight must be a tensor or None")
+    if eps is not None and (not isinstance(eps, numbers.Real) or isinstance(eps, bool)):
+        raise TypeError("eps must be a real number or None")
+
+
+class Op:
+    """The op handed to the learner's tests: every op, correct or broken, looks the same from outside."""
+
+    __slots__ = ("_impl",)
+    __name__ = "fused_add_rms_norm_"
+
+    def __init__(self, impl):
+        self._impl = impl
+
+    def __call__(self, x, residual, weight=None, eps=None):
+        _validate(x, residual, weight, eps)
+        return self._impl(x, residual, weight, eps)
+
+    def __repr__(self) -> str:
+        return "<op under test>"
+
+
+def kernel_ops(table: dict) -> tuple:
+    """``(op, run)`` for the grader's agent: ``table`` maps each run's token to a variant name; ``run(tests, token,
+    kit_op)`` calls ``tests(op)`` with the token's behaviour and answers ``None`` or ``[type name, message]``."""
+    known = impls()
+    chosen = {token: known.get(variant, variant) for token, variant in table.items()}
+    current: list = []
+    _undeclared_op()  # registered now, before the learner's first cell: its appearance tells no run apart
+
+    def fused_add_rms_norm_(x, residual, weight, eps):
+        return current[-1](x, residual, weight, eps)
+
+    op = Op(fused_add_rms_norm_)
+
+    def run(tests, token, kit_op):
+        impl = chosen[token]
+        current.append(kit_op if isinstance(impl, str) else impl)
+        torch._dynamo.reset()  # each run compiles afresh: no cache, no recompile limit carried between runs
+        try:
+            tests(op)
+            return None
+        except Exception as exc:  # noqa: BLE001 - a failing test is an answer
+            return [type(exc).__name__, str(exc)[:300]]
+        finally:
+            current.clear()
+
+    return op, run
+
+
+def build_pair(recipe: dict) -> tuple[torch.Tensor, torch.Tensor]:
+    """The two tensors of one overlap case, from plain values (the same in the grader and in the kernel).
+
+    ``recipe``: ``rows``, ``cols``, ``dtype``, and ``a``, ``b``: each ``(buffer index, steps)``, a step one of
+    ``("rows", start, stop, step)``, ``("cols", start, stop, step)``, ``("expand_row", row, n)``, ``("flat", start,
+    stop)``, ``("t",)``, ``("view", dtype)``. Buffer 0 and 1 are two separate ``rows x cols`` tensors.
+    """
+    rows, cols, dtype = recipe["rows"], recipe["cols"], recipe["dtype"]
+    buffers = [torch.arange(rows * cols, dtype=torch.float64).reshape(rows, cols).to(dtype) + i for i in range(2)]
+
+    def view(spec):
+        index, steps = spec
+        t = buffers[index]
+        for step in steps:
+            kind, args = step[0], step[1:]
+            if kind == "rows":
+                t = t[args[0]:args[1]:args[2]]
+            elif kind == "cols":
+                t = t[:, args[0]:args[1]:args[2]]
+            elif kind == "expand_row":
+                t = t[args[0]:args[0] + 1].expand(args[1], t.shape[-1])
+            elif kind == "flat":
+                t = t.reshape(-1)[args[0]:args[1]]
+            elif kind == "t":
+                t = t.t()
+            elif kind == "view":
+                t = t.view(args[0])
+            else:
+                raise ValueError(f"unknown step {kind!r}")
+        return t
+
+    return view(recipe["a"]), view(recipe["b"])
+
+
+def overlap_answers(fn, recipes: list[dict]) -> list:
+    """``fn(a, b)`` for each recipe's pair: ``True``/``False``, or ``[type name, message]`` when it raised or
+    answered something else than a bool."""
+    out = []
+    for recipe in recipes:
+        a, b = build_pair(recipe)
+        try:
+            got = fn(a, b)
+        except Exception as exc:  # noqa: BLE001 - the learner's error is an answer
+            out.append([type(exc).__name__, str(exc)[:200]])
+            continue
+        out.append(got if type(got) is bool else ["TypeError", f"returned {type(got).__name__}, not a bool"])
+    return out

@@ -1,0 +1,185 @@
+# ---
+# jupyter:
+#   fastpath:
+#     exercise: ex12
+#   jupytext:
+#     formats: ipynb,py:percent
+#     notebook_metadata_filter: fastpath,-jupytext.text_representation.jupytext_version
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Exercise 12 — the in-place fused op: overlap condition and contract tests that catch a broken op
+#
+# `fastpath_lib.fused_add_rms_norm_(x, residual, weight, eps)` writes the normalized output into `x` and the sum into
+# `residual`, and returns `(x, residual)`. Its contract is the composite `native_` of
+# `fastpath_lib.fused.reference` (lesson 08): the sum in fp32, the new residual that sum rounded once to x's dtype,
+# the mean square of the *unrounded* fp32 sum, then the output; both results computed before anything is written,
+# the residual written first, then `x`.
+#
+# **Part (a).** The Triton route may only run when `x`, `residual` and the weight share no memory: a program that
+# writes `x` while another reads an overlapping `residual` reads values already overwritten. Write
+# `overlaps(a, b) -> bool`: `True` when the two tensors may share memory, `False` when their bytes are apart. Use
+# the tensors' public attributes (`untyped_storage()`, `data_ptr()`, `shape`, `stride()`, `element_size()`).
+#
+# **Part (b).** Write `my_inplace_tests(op_)`: it calls `op_` (an op with the in-place form's signature) and raises
+# `AssertionError` on the first promise it breaks:
+#
+# * **writes**: what ends up in `x` and in `residual` (the new residual bit for bit, the output within the
+#   tolerance of `fastpath_lib.fused.reference.tolerance(dtype)`);
+# * **returns**: what the call returns, and whether it is the caller's own memory;
+# * **aliasing**: calls where `x` and `residual` are one tensor, or overlapping views of one buffer: the op must
+#   leave memory exactly as the composite does;
+# * **declared_mutation**: an op is also used under `torch.compile`, where what the schema declares decides what
+#   survives (`torch.compile(fn, backend="aot_eager", fullgraph=True)` compiles in well under a second on a CPU);
+# * **residual_rounding** and **variance**: the rounding points, for every dtype pair of input and weight. Random
+#   inputs only show them within the output's tolerance: choose inputs whose exact answer you know;
+# * **raises_cleanly**: a call that raises must have written nothing.
+#
+# Compare with the contract, `native` / `native_` from `fastpath_lib.fused.reference`, never with the kit's op.
+#
+# **How it is graded.** Part (a) is asked about pairs of tensors the grader builds now. Part (b) runs against three
+# correct ops (the kit's, the composite, and another route that differs from the composite in the output's last
+# bits), where it must pass, and against broken ops, one fault each, where it must fail. Feedback names the
+# categories with a broken op that got through, not the op. Tests that fail on a correct op earn nothing, and so do
+# tests that never fail. Keep shapes small (16 x 64 is eligible for the kit's Triton route and fast in the
+# interpreter).
+#
+# **How this works.** Fill in each cell marked `# FILL ME IN (roughly N lines)` (delete the `raise
+# NotImplementedError`), run it, then run the check below it: it prints `passed`, or what is missing.
+# `python -m fastpath_lib grade exercises/` runs all notebooks in a fresh kernel and prints your score; the solved
+# versions are in `solutions/`.
+
+# %%
+import torch
+import fastpath_lib
+# no CUDA: run the kernels in Triton's CPU interpreter (a no-op on a GPU)
+fastpath_lib.use_interpreter()
+from fastpath_lib import exercises as ex
+from fastpath_lib.fused.reference import native, native_, tolerance
+
+# %% [markdown]
+# ## (a) When do two tensors overlap?
+#
+# Two views of different storages never share memory. Within one storage, think of each view as the range of bytes
+# between its first and its last element, and mind the views whose strides are not the usual ones (a row expanded
+# with stride 0, a transposed view) and views of another dtype. A conservative answer is allowed where two
+# interleaved views share no element (the left and right column halves of one buffer): it only costs the fast path,
+# never correctness. Where two views share a byte, or where their bytes are apart, the answer is fixed.
+
+
+# %%
+def overlaps(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether ``a`` and ``b`` may share memory (byte ranges of one storage that intersect)."""
+    # BEGIN SOLUTION
+    if a.numel() == 0 or b.numel() == 0 or a.untyped_storage().data_ptr() != b.untyped_storage().data_ptr():
+        return False
+
+    def span(t):
+        last = sum((size - 1) * stride for size, stride in zip(t.shape, t.stride()))
+        return t.data_ptr(), t.data_ptr() + (last + 1) * t.element_size()
+
+    (a0, a1), (b0, b1) = span(a), span(b)
+    return a0 < b1 and b0 < a1
+    # END SOLUTION
+
+
+# %%
+buf = torch.zeros(8, 16)
+print(overlaps(buf, buf), overlaps(buf[:4], buf[4:]), overlaps(buf[:5], buf[4:]), overlaps(buf, torch.zeros(8, 16)))
+
+# %% tags=["grader-check"]
+ex.check_overlaps(overlaps)
+
+# %% [markdown]
+# ## (b) Contract tests for the in-place form
+#
+# One helper runs `op_` and the composite on two copies of the same memory and returns what each left there; each
+# promise is then a few lines. The output may differ from the composite's in its last bits (another reduction
+# order), so compare it within tolerance; the new residual is one fp32 addition rounded once: compare it bit for bit.
+
+
+# %%
+def my_inplace_tests(op_) -> None:
+    """Raise AssertionError on the first promise of fastpath_lib.fused_add_rms_norm_ that ``op_`` breaks."""
+    # BEGIN SOLUTION
+    def on_copies(make, weight=None, eps=None):
+        """``make()`` builds (buffer, x, residual) afresh; ``op_`` runs on one copy, ``native_`` on another."""
+        mine, ref = make(), make()
+        returned = op_(mine[1], mine[2], weight, eps)
+        native_(ref[1], ref[2], weight, eps)
+        return mine, ref, returned
+
+    def near(got, want, what):
+        atol, rtol = tolerance(want.dtype)
+        torch.testing.assert_close(got, want, atol=atol, rtol=rtol, msg=lambda m: f"{what}: {m}")
+
+    g = torch.Generator().manual_seed(0)
+    for dtype in (torch.float32, torch.float16, torch.bfloat16):  # writes, returns, residual bit for bit
+        x0, r0 = torch.randn(2, 16, 64, generator=g).to(dtype)
+        for wdtype in dict.fromkeys((dtype, torch.bfloat16)):  # the weight's dtype too
+            w = (1 + 0.1 * torch.randn(64, generator=g)).to(wdtype)
+            mine, ref, returned = on_copies(lambda: (None, x0.clone(), r0.clone()), w)
+            assert returned[0] is mine[1] and returned[1] is mine[2], "returns: not the caller's own x and residual"
+            assert torch.equal(mine[2], ref[2]), f"residual {dtype}/{wdtype} weight: not the rounded fp32 sum"
+            near(mine[1], ref[1], f"output written into x, {dtype}/{wdtype} weight")
+    ones = torch.ones(16, 64, dtype=torch.float16)  # 1 + 0.6 ulp: the residual rounds up, the fp32 sum does not
+    mine, _, _ = on_copies(lambda: (None, ones.clone(), torch.full_like(ones, 0.6 * 2 ** -10)), None, 0.0)
+    assert torch.equal(mine[1], ones), "variance: constant rows must normalize to exactly 1 (fp32 sum)"
+    base = torch.randn(17, 64, generator=g)
+    w = 1 + 0.1 * torch.randn(64, generator=g)
+    for label, make in (("x is residual", lambda: (lambda b: (b, b, b))(base.clone())),
+                        ("x overlaps residual", lambda: (lambda b: (b, b[1:], b[:-1]))(base.clone()))):
+        mine, ref, _ = on_copies(make, w, 1.0)
+        near(mine[0], ref[0], f"aliasing, {label}: memory differs from the composite's")
+    x0, r0 = torch.randn(2, 16, 64, generator=g)
+    x, r = x0.clone(), r0.clone()
+    try:  # raises cleanly: a weight of the wrong width
+        op_(x, r, torch.ones(63))
+        raised = False
+    except RuntimeError:
+        raised = True
+    assert raised and torch.equal(x, x0) and torch.equal(r, r0), "raises: must raise and leave x and residual alone"
+    compiled = torch.compile(lambda a, b: op_(a, b, w), backend="aot_eager", fullgraph=True)
+    mine, ref = (x0.clone(), r0.clone()), (x0.clone(), r0.clone())
+    compiled(*mine)
+    native_(*ref, w)
+    assert torch.equal(mine[1], ref[1]), "declared mutation: under torch.compile the residual was not written"
+    near(mine[0], ref[0], "declared mutation: under torch.compile, x")
+    # END SOLUTION
+
+
+# %% tags=["grader-check"]
+ex.check_inplace_tests(my_inplace_tests, fastpath_lib.fused_add_rms_norm_)
+
+# %% [markdown]
+# ## Questions
+#
+# 1. Why must the composite compute *both* results before writing either, and what does that buy a caller whose `x`
+#    and `residual` overlap?
+# 2. An op declares `mutates_args=()` but writes its inputs. Why is it right in eager mode, and what goes wrong under
+#    `torch.compile`? Which test of `torch.library.opcheck` reports it?
+# 3. The variance of the rounded residual differs from the contract's by less than the output's tolerance on random
+#    inputs. How do you test a rounding point anyway?
+#
+# <details><summary>Answer guide</summary>
+#
+# 1. A write into `x` or `residual` may land in memory the other one still has to be read from. Reading everything
+#    first makes the result independent of the overlap: the outcome is defined (the residual written, then the
+#    output) and the same on every route, so the predicate can send any overlapping call to the composite.
+# 2. Eager mode runs the implementation, which writes. Under `torch.compile`, functionalization trusts the schema: a
+#    call that declares no mutation and returns nothing can be dropped, and the inputs are taken as unchanged, so the
+#    caller never sees the writes. `opcheck`'s schema test (`test_schema`) runs the op and compares what it wrote
+#    with what it declared.
+# 3. Compare bit for bit, on inputs whose exact answer you know and where the two rounding points give different
+#    answers: ask what the normalized value of a row is when every element is the same, and when the sum of an
+#    element pair is not representable in the input dtype. The same goes for the weight's dtype: when it differs
+#    from the input's, its rounding must reach the output and never the residual.
+# </details>

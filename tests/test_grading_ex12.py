@@ -1,0 +1,254 @@
+"""Exercise 12 (the in-place fused op's overlap condition and contract tests), graded by broken ops.
+
+The solution's full marks and the untouched exercise's zero are tests/test_grading.py's (it grades every notebook);
+tests/test_grading_checks.py runs the solution's functions in-process. Here: the overlap cases say what they claim,
+the broken ops break what they claim and only that, and borrowed, trivial and attacking answers score nothing, in
+process (source as the grader reads it) and in one graded notebook (the kernel's own op object).
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+import torch
+
+jupytext = pytest.importorskip("jupytext")
+
+from tests.solved import earned, solved  # noqa: E402
+
+from fastpath_lib import exercises as ex  # noqa: E402
+from fastpath_lib.fused.reference import native, native_, tolerance  # noqa: E402
+from fastpath_lib.grading import ex12_inplace as E  # noqa: E402
+from fastpath_lib.grading import fused_mutants as M  # noqa: E402
+from fastpath_lib.grading import sources  # noqa: E402
+from fastpath_lib.grading.registry import EXERCISES  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _kit_op():
+    import fastpath_lib
+
+    return fastpath_lib.fused_add_rms_norm_
+
+
+# --- part (a): the cases and their expected answers -----------------------------------------------------------------
+
+def test_overlap_cases_hold_every_kind_of_answer_and_the_kits_check_agrees():
+    """Each draw has pairs that must overlap, pairs that must not, and interleaved pairs where either answer goes;
+    the kit's conservative check (byte ranges) is right on all of them, a storage-only check is not."""
+    from fastpath_lib.fused.predicate import overlaps as kit_overlaps
+
+    for seed in range(3):
+        cases = E.overlap_cases(random.Random(seed))
+        want = [E.expected_overlap(*M.build_pair(r)) for _, r in cases]
+        assert {True, False, None} <= set(want), want
+        for (label, recipe), w in zip(cases, want):
+            if w is not None:
+                assert kit_overlaps(*M.build_pair(recipe)) == w, label
+        same_storage = [a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
+                        for a, b in (M.build_pair(r) for _, r in cases)]
+        assert any(s and w is False for s, w in zip(same_storage, want)), "a storage-only answer would pass"
+
+
+def test_expected_overlap_counts_bytes_not_elements():
+    buf = torch.zeros(4, 8)
+    assert E.expected_overlap(buf.view(torch.int16)[:, 15:16], buf[:, 7:8]) is True  # half of an fp32 element
+    assert E.expected_overlap(buf[:, :4], buf[:, 4:]) is None  # interleaved, no byte shared
+    assert E.expected_overlap(buf.reshape(-1)[:8], buf.reshape(-1)[8:]) is False  # adjacent
+
+
+# --- part (b): the ops under test --------------------------------------------------------------------------------------
+
+def _run_on(impl, make, weight, eps=None):
+    buf, x, r = make()
+    try:
+        ret = M.Op(impl)(x, r, weight, eps)
+    except RuntimeError as exc:
+        return buf, None, exc
+    return buf, ret, None
+
+
+def test_every_broken_op_differs_from_the_composite_where_its_category_says_and_correct_ops_do_not():
+    """One eager probe per category; each subtle broken op fails its own category's probe only (so feedback names
+    the right category), and the correct routes pass them all. (Under torch.compile, the solution's tests catch the
+    declared-mutation op and pass the correct ones: tests/test_grading_checks.py.)"""
+    g = torch.Generator().manual_seed(0)
+    x0, r0 = torch.randn(2, 16, 64, generator=g)
+    w = 1 + 0.1 * torch.randn(64, generator=g)
+
+    def fresh():
+        return (None, x0.clone(), r0.clone())
+
+    def ref_of(make, weight, eps=None):
+        buf, x, r = make()
+        native_(x, r, weight, eps)
+        return buf, x, r
+
+    def writes(impl):
+        _, x, r = fresh()
+        M.Op(impl)(x, r, w)
+        want = native(x0, r0, w)
+        atol, rtol = tolerance(torch.float32)
+        return torch.allclose(x, want[0], atol=atol, rtol=rtol) and torch.equal(r, want[1])
+
+    def returns(impl):
+        _, x, r = fresh()
+        ret = M.Op(impl)(x, r, w)
+        return ret[0] is x and ret[1] is r
+
+    def aliasing(impl):
+        base = torch.randn(17, 64, generator=torch.Generator().manual_seed(1))
+        make = lambda: (lambda b: (b, b[1:], b[:-1]))(base.clone())  # noqa: E731
+        return torch.allclose(_run_on(impl, make, w, 1.0)[0], ref_of(make, w, 1.0)[0], atol=1e-5, rtol=2e-6)
+
+    def residual_rounding(impl):
+        wb = w.to(torch.bfloat16)
+        _, ret, _ = _run_on(impl, fresh, wb)
+        return torch.equal(ret[1], native(x0, r0, wb)[1])
+
+    def variance(impl):
+        ones = torch.ones(16, 64, dtype=torch.float16)
+        _, ret, _ = _run_on(impl, lambda: (None, ones.clone(), torch.full_like(ones, 0.6 * 2 ** -10)), None, 0.0)
+        return torch.equal(ret[0], ones)
+
+    def raises_cleanly(impl):
+        buf, x, r = fresh()
+        try:
+            M.Op(impl)(x, r, torch.ones(63))
+        except RuntimeError:
+            return torch.equal(x, x0) and torch.equal(r, r0)
+        return False
+
+    probes = {"writes": writes, "returns": returns, "aliasing": aliasing, "residual_rounding": residual_rounding,
+              "variance": variance, "raises_cleanly": raises_cleanly}
+    assert set(probes) | {"declared_mutation"} == set(M.BROKEN) == set(E.CATEGORIES)
+    for name, impl in M.CORRECT.items():
+        assert all(probe(impl) for probe in probes.values()), name
+    for category, fns in M.BROKEN.items():
+        for fn in fns:
+            caught = {c for c, probe in probes.items() if not probe(fn)}
+            if category in ("writes", "returns"):
+                assert category in caught, (fn.__name__, caught)
+            else:  # right on ordinary calls; the declared-mutation op is right in eager mode (it fails compiled)
+                assert caught == ({category} if category in probes else set()), (fn.__name__, caught)
+
+def test_the_graded_parts_are_the_registered_ones():
+    assert E.CATEGORIES == tuple(p for p, _ in EXERCISES["ex12"][2:])
+    assert [p for p, _ in EXERCISES["ex12"][:2]] == ["overlaps", "passes_correct_ops"]
+
+
+# --- borrowed, trivial and copied answers, in process -----------------------------------------------------------------
+
+def _defined(cells: list[str], name: str):
+    ns: dict = {}
+    for cell in cells:
+        exec(compile(cell, "<learner>", "exec"), ns)
+    return ns[name]
+
+
+@pytest.mark.parametrize("cells, said", [
+    (["from fastpath_lib.fused.predicate import overlaps as o\ndef overlaps(a, b):\n    return o(a, b)"],
+     "fastpath_lib.fused.predicate"),
+    (["import fastpath_lib.fused.op as F\ndef overlaps(a, b):\n    return 'no_overlap' in F.explain(a, b, "
+      "inplace=True).failed"], "fastpath_lib.fused.op"),
+    (["import torch\ndef overlaps(a, b):\n    return bool(torch._C._overlaps(a, b))"], "torch._C"),
+    (["import torch\ndef overlaps(a, b):\n    return bool(torch._debug_has_internal_overlap(torch.cat([a, b])))"],
+     "torch._debug_has_internal_overlap"),
+    (["def overlaps(a, b):\n    return True"], "expected False"),
+    (["def overlaps(a, b):\n    return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()"],
+     "expected False"),
+    (["def overlaps(a, b):\n    return a.data_ptr() == b.data_ptr()"], "expected True"),
+    (["def overlaps(a, b):\n    return (a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr() and\n"
+      "            a.data_ptr() <= b.data_ptr() + b.numel() * b.element_size() and\n"
+      "            b.data_ptr() <= a.data_ptr() + a.numel() * a.element_size())"], "expected False"),
+])
+def test_borrowed_and_trivial_overlaps_score_nothing(cells, said):
+    with sources.using(cells):
+        (r,) = ex.check_overlaps(_defined(cells, "overlaps"), show=False)
+    assert r.earned == 0 and said in r.feedback, r.feedback
+
+
+def test_the_solutions_overlaps_is_yours_not_borrowed():
+    with sources.using([jupytext.reads((ROOT / "solutions/ex12_fused_inplace_contract.py").read_text(),
+                                       fmt="py:percent").cells[4].source]):
+        (r,) = ex.check_overlaps(solved("ex12")["overlaps"], show=False)
+    assert r.passed, r.feedback
+
+
+_HEAD = "import torch\nimport fastpath_lib\nfrom fastpath_lib.fused.reference import native_\n"
+
+
+@pytest.mark.parametrize("body, said", [
+    ("def t(op_):\n    x, r = torch.randn(16, 64), torch.randn(16, 64)\n"
+     "    want = fastpath_lib.fused_add_rms_norm(x, r)\n    op_(x, r)\n    assert torch.equal(r, want[1])",
+     "not with the kit's op"),
+    ("from tests.test_fused_contract import test_variance_is_of_the_unrounded_sum as v\n"
+     "def t(op_):\n    v(torch.float16, 'cpu')", "kit's own tests"),
+    ("def t(op_):\n    assert op_._impl is not None", "inspect"),
+    ("def t(op_):\n    raise AssertionError('always')", "fail on a correct op"),
+    ("def t(op_):\n    op_(torch.randn(16, 64), torch.randn(16, 64))", "check nothing"),
+    ("def t(op_):\n    raise NotImplementedError", "not implemented"),
+])
+def test_borrowed_and_trivial_tests_score_nothing(body, said):
+    cells = [_HEAD, body]
+    with sources.using(cells):
+        results = ex.check_inplace_tests(_defined(cells, "t"), _kit_op(), show=False)
+    assert earned(results) == 0 and said in results[0].feedback, [r.feedback for r in results]
+
+
+def test_tests_copied_from_the_kits_tests_score_nothing():
+    kit = (ROOT / "tests/test_fused_contract.py").read_text()
+    start = kit.index("def test_variance_is_of_the_unrounded_sum")
+    body = kit[kit.index("\n", kit.index('"""', kit.index('"""', start) + 3)) + 1:kit.index("\n\n\n", start)]
+    copied = "def t(op_):\n    device, dtype = 'cpu', torch.float16\n" + body.replace(
+        "fastpath_lib.fused_add_rms_norm(", "op_(")
+    with sources.using([_HEAD, copied]):
+        results = ex.check_inplace_tests(_defined([_HEAD, copied], "t"), _kit_op(), show=False)
+    assert earned(results) == 0 and "kit's own tests' lines" in results[0].feedback, results[0].feedback
+    assert len(E.copied_lines(copied)) >= 3 and not E.copied_lines(
+        (ROOT / "solutions/ex12_fused_inplace_contract.py").read_text())
+
+
+def test_the_second_argument_must_be_the_kits_in_place_op():
+    import fastpath_lib
+
+    results = ex.check_inplace_tests(lambda op_: None, fastpath_lib.fused_add_rms_norm, show=False)
+    assert earned(results) == 0 and "fastpath_lib.fused_add_rms_norm_" in results[0].feedback
+
+
+# --- in the grader: one notebook, the kernel's own op object --------------------------------------------------------------
+
+REGISTRY_SNIFF = """
+def my_inplace_tests(op_):
+    before = hasattr(torch.ops.fastpath_grading, "fused_add_rms_norm_")
+    op_(torch.randn(16, 64), torch.randn(16, 64))
+    if hasattr(torch.ops.fastpath_grading, "fused_add_rms_norm_") and not before:
+        raise AssertionError("this run registered the grader's custom op: the broken one")
+"""
+BORROWED_OVERLAPS = """
+from fastpath_lib.fused import predicate as P
+def overlaps(a, b):
+    return P.overlaps(a, b)
+"""
+
+
+def test_in_the_grader_borrowed_overlaps_and_tests_that_sniff_the_op_registry_score_zero(tmp_path):
+    nbformat = pytest.importorskip("nbformat")
+    from fastpath_lib.grading import cli
+    from fastpath_lib.grading.notebook import CHECK_TAG
+
+    nb = nbformat.read(ROOT / "solutions/ex12_fused_inplace_contract.ipynb", as_version=4)
+    for src, check in ((BORROWED_OVERLAPS, "check_overlaps"), (REGISTRY_SNIFF, "check_inplace_tests")):
+        at = next(i for i, c in enumerate(nb.cells) if CHECK_TAG in c.metadata.get("tags", []) and check in c.source)
+        nb.cells.insert(at, nbformat.v4.new_code_cell(src))
+    path = tmp_path / "ex12_fused_inplace_contract.ipynb"
+    nbformat.write(nb, path)
+    g = cli.grade_notebook(path, timeout=240)
+    by = {p.part: p for p in g.parts}
+    assert [p.part for p in g.parts] == [p for p, _ in EXERCISES["ex12"]]
+    assert g.earned == 0, [(p.part, p.earned, p.feedback[:80]) for p in g.parts]
+    assert "fastpath_lib.fused.predicate" in by["overlaps"].feedback, by["overlaps"].feedback
+    assert "check nothing" in by["passes_correct_ops"].feedback, by["passes_correct_ops"].feedback
