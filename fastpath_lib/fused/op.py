@@ -240,6 +240,28 @@ def _valid_eps(eps) -> bool:
     return eps is None or (isinstance(eps, numbers.Real) and not isinstance(eps, bool))
 
 
+_FALLBACK, _OP, _FAST = 0, 1, 2
+
+
+def _route(x, residual, weight, eps, inplace: bool) -> int:
+    """Where one call goes, for both forms: :data:`_FALLBACK` (the composite), :data:`_OP` (the custom op, for a
+    tracer, a dispatch mode or a tensor subclass, which decides again inside) or :data:`_FAST` (the launchers). The
+    cheap static test first, then the run-time one; the route is recorded when someone listens."""
+    if not eligible(x, residual, weight, _state.forced, inplace) or not _valid_eps(eps):
+        if _state.recorders and not torch.compiler.is_compiling():
+            _record(PREDICATE.fallback_route, x, residual, weight, eps, inplace)
+        return _FALLBACK
+    if _wants_op(x):
+        return _OP
+    if not runtime_eligible(x, residual, weight, inplace):
+        if _state.recorders:
+            _record(PREDICATE.fallback_route, x, residual, weight, eps, inplace)
+        return _FALLBACK
+    if _state.recorders:
+        routing.record("forward", PREDICATE.fast_route)
+    return _FAST
+
+
 def fused_add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor | None = None,
                        eps: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """``new_residual = x + residual``, ``out = rms_norm(new_residual) * weight``, with vLLM's rounding points.
@@ -264,18 +286,11 @@ def fused_add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Te
     >>> torch.equal(new_residual, x + r)
     True
     """
-    if not eligible(x, residual, weight, _state.forced, False) or not _valid_eps(eps):
-        if _state.recorders and not torch.compiler.is_compiling():
-            _record(PREDICATE.fallback_route, x, residual, weight, eps, False)
+    route = _route(x, residual, weight, eps, False)
+    if route == _FALLBACK:
         return ref.native(x, residual, weight, eps)
-    if _wants_op(x):
+    if route == _OP:
         return _fused_op(x, residual, weight, None if eps is None else float(eps))
-    if not runtime_eligible(x, residual, weight, False):
-        if _state.recorders:
-            _record(PREDICATE.fallback_route, x, residual, weight, eps, False)
-        return ref.native(x, residual, weight, eps)
-    if _state.recorders:
-        routing.record("forward", PREDICATE.fast_route)
     if torch.is_grad_enabled() and (x.requires_grad or residual.requires_grad
                                     or (weight is not None and weight.requires_grad)):
         return _EagerFused.apply(x, residual, weight, eps)
@@ -301,19 +316,12 @@ def fused_add_rms_norm_(x: torch.Tensor, residual: torch.Tensor, weight: torch.T
     >>> out[0] is x and torch.allclose(x, expected[0]) and torch.equal(r, expected[1])
     True
     """
-    if not eligible(x, residual, weight, _state.forced, True) or not _valid_eps(eps):
-        if _state.recorders and not torch.compiler.is_compiling():
-            _record(PREDICATE.fallback_route, x, residual, weight, eps, True)
+    route = _route(x, residual, weight, eps, True)
+    if route == _FALLBACK:
         return ref.native_(x, residual, weight, eps)
-    if _wants_op(x):
+    if route == _OP:
         _fused_inplace_op(x, residual, weight, None if eps is None else float(eps))
         return x, residual
-    if not runtime_eligible(x, residual, weight, True):
-        if _state.recorders:
-            _record(PREDICATE.fallback_route, x, residual, weight, eps, True)
-        return ref.native_(x, residual, weight, eps)
-    if _state.recorders:
-        routing.record("forward", PREDICATE.fast_route)
     fast_route_(x, residual, weight, eps)
     torch.autograd.graph.increment_version(x)
     torch.autograd.graph.increment_version(residual)
