@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from fastpath_lib.boundary import CONTEXT_KEYS, declared_points
+from fastpath_lib.boundary import CONTEXT_KEYS, BoundaryPoint, declared_points
 from fastpath_lib.cases import POISON, CaseSpec, guard_intact
 from fastpath_lib.eligibility import Predicate
 
@@ -160,18 +160,9 @@ class FusedCase:
 
 
 @dataclasses.dataclass(frozen=True)
-class FusedPoint:
-    """One generated boundary point: condition, label, whether it holds, the case, and the call's context."""
-
-    condition: str
-    label: str
-    holds: bool
-    spec: FusedCaseSpec
-    context: dict[str, Any]
-
-    @property
-    def id(self) -> str:
-        return f"{self.condition}[{self.label}]"
+class FusedPoint(BoundaryPoint):
+    """One generated boundary point of the fused op (a :class:`~fastpath_lib.boundary.BoundaryPoint` whose ``spec`` is
+    a :class:`FusedCaseSpec`), and which form it calls."""
 
     @property
     def inplace(self) -> bool:
