@@ -92,6 +92,8 @@ class OpSpec:
         bytes_models: implementation name -> its own bytes model (``bytes_moved``'s signature): a baseline's name, or
             ``"fallback"`` for the dispatched call that took the fallback; a name not here moves ``bytes_moved``.
         note: what the matrix times and what it leaves out (``environment.json`` carries it).
+        host_forms: name -> ``(composite, public)``: further forms the host-overhead family times on the same
+            fallback calls (e.g. an in-place form against the in-place composite; :mod:`fastpath_lib.bench.ophost`).
     """
 
     name: str
@@ -113,6 +115,7 @@ class OpSpec:
     case_spec: type | None = None
     bytes_models: Mapping[str, Callable[[int, int, Any, str], int]] = dataclasses.field(default_factory=dict)
     note: str = ""
+    host_forms: Mapping[str, tuple[Callable, Callable]] = dataclasses.field(default_factory=dict)
     pr_text: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self):

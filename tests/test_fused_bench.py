@@ -162,3 +162,24 @@ def test_evidence_steps_get_their_op_and_write_its_matrix_under_ops(tmp_path):
     df, env = load_results(tmp_path / "ops" / "fused_add_rms_norm")
     assert env["op"] == "fused_add_rms_norm" and env["evidence_run"] and set(df["status"]) == {"not run"}
     assert set(df["case_id"]) == {c.id for c in SPEC.matrix()} and "0 of 13" in res["why"]
+
+
+def test_host_family_times_both_forms_on_fallback_calls_only():
+    import pandas as pd
+
+    from fastpath_lib.bench.analysis import classify
+    from fastpath_lib.bench.host import host_table
+    from fastpath_lib.bench.ophost import host_cases, measure_host_op
+
+    assert [c.id for c in host_cases(SPEC)] == ["decode_m1_4096_bf16", "decode_b16_4096_bf16"]
+    rows = pd.DataFrame(measure_host_op(SPEC, rounds=1))
+    by = _rows(rows)
+    for cid in ("host_decode_m1_4096_bf16", "host_decode_m1_4096_bf16_inplace"):  # M=1: the fallback everywhere
+        assert by[(cid, "dispatched")].route == "fallback" and by[(cid, "dispatched")].median_us > 0
+        assert by[(cid, "baseline")].status == "ok" and by[(cid, "baseline")].family == "host-overhead"
+    assert "inplace composite" in by[("host_decode_m1_4096_bf16_inplace", "baseline")].note
+    assert "unfused_eager" in by[("host_decode_m1_4096_bf16", "baseline")].note
+    b16 = by[("host_decode_b16_4096_bf16", "dispatched")]  # 16 rows take the fast route under the interpreter
+    if b16.route != "fallback":
+        assert b16.status == "not measured" and pd.isna(b16.median_us)
+    assert set(host_table(classify(rows)).index) == {r.case_id for r in rows.itertuples()}

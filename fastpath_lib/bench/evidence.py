@@ -6,8 +6,8 @@ CUDA with JUnit XML; ``compute-sanitizer --tool memcheck`` over the boundary sha
 not fatal); the copy bandwidth; the full predeclared matrix; the host-overhead family; the row-threshold sweep with
 its proposal; the workload replay; the compile cost; the compiled kernels' facts for the matrix's widths (vector
 width, registers, spills, for sm_80, sm_90 and this GPU's architecture); then, for every other registered operator
-(:mod:`fastpath_lib.opspec`: fused residual-add + RMSNorm, ...), its predeclared matrix against all its baselines and
-its kernels' compiled facts (:func:`op_steps`, written under ``ops/NAME/``); the PR note.
+(:mod:`fastpath_lib.opspec`: fused residual-add + RMSNorm, ...), its predeclared matrix against all its baselines, its
+host-overhead family and its kernels' compiled facts (:func:`op_steps`, written under ``ops/NAME/``); the PR note.
 
 Time-boxing: every step runs in its own process (a sticky CUDA error or a hang cannot take the run down) with a
 budget: its weight's share of the time still left, so time a step does not use flows to the later ones. Each step
@@ -118,11 +118,14 @@ _PR_NOTE = Step("pr_note", "the PR note drafted from this folder", 15, _s("pr_no
 
 def op_steps(name: str) -> tuple[Step, ...]:
     """The steps of a registered operator other than RMSNorm (whose steps are the plan's own): its predeclared matrix
-    against every baseline, and its kernels' compiled facts, written under ``ops/NAME/``."""
+    against every baseline, its host-overhead family, and its kernels' compiled facts, written under ``ops/NAME/``."""
     needs = _CORE + ("fastpath_lib.opspec", "fastpath_lib.bench.opbench")
     return (Step(f"{name}_matrix", f"{name}: its predeclared matrix against all its baselines", 70, _s("op_matrix"),
                  tuple(f"ops/{name}/{f}" for f in ("results.csv", "environment.json", "boundary.png")), needs,
                  op=name),
+            Step(f"{name}_host", f"{name}: host overhead of its dispatch on decode-sized fallback calls", 10,
+                 _s("op_host"), (f"ops/{name}/results.csv (host-overhead rows)",),
+                 needs + ("fastpath_lib.bench.ophost",), op=name),
             Step(f"{name}_compiled", f"{name}: compile-time facts of its kernels (vector width, registers, spills)",
                  10, _s("op_compiled"), (f"ops/{name}/compiled.json",), needs + ("fastpath_lib.rmsnorm.compiled",),
                  op=name))

@@ -23,7 +23,7 @@ from fastpath_lib.runtime import ROOT, child_env, stop_process_group
 
 __all__ = ["StepContext", "child_main", "find_sanitizer", "collect_tests", "CORE_TESTS", "selftest", "gpu_tests",
            "core_tests", "sanitizer", "copy_bandwidth", "matrix", "host", "sweep", "replay", "compile_cost",
-           "compiled_facts", "op_matrix", "op_compiled", "pr_note"]
+           "compiled_facts", "op_matrix", "op_host", "op_compiled", "pr_note"]
 
 #: The core tests the evidence run repeats on CUDA (those present in the checkout).
 CORE_TESTS = ("tests/test_predicate.py", "tests/test_boundaries.py", "tests/test_contract.py",
@@ -332,6 +332,31 @@ def op_matrix(ctx: StepContext):
     not_run = int((df.status == "not run").sum())
     return {"status": "ran", "why": f"{spec.name}: {coverage_line(df, env)}"
                                     + (f"; {not_run} rows not run (time budget)" if not_run else "")}
+
+
+def op_host(ctx: StepContext):
+    """A registered operator's host-overhead family (``ctx.op``), appended to ``ops/NAME/results.csv``."""
+    import pandas as pd
+
+    import fastpath_lib.bench.results as results
+    from fastpath_lib import opspec
+    from fastpath_lib.bench.analysis import classify
+    from fastpath_lib.bench.host import host_table
+    from fastpath_lib.bench.ophost import measure_host_op
+
+    spec = opspec.get(ctx.op)
+    rows = pd.DataFrame(measure_host_op(spec, log=ctx.log))
+    if not len(rows):
+        return {"status": "skipped", "why": f"{spec.name} declares no decode-sized fallback case"}
+    folder = ctx.out / "ops" / spec.name
+    folder.mkdir(parents=True, exist_ok=True)
+    csv = folder / "results.csv"
+    results.write_table(folder, pd.concat([pd.read_csv(csv), rows], ignore_index=True) if csv.exists() else rows)
+    t = host_table(classify(rows))
+    ctx.log(t.to_string())
+    over = [c for c, r in t.iterrows() if r["verdict"] == "OVER"]
+    return {"status": "ran", "why": f"{spec.name}: fallback host cost within the target" if not over else
+            f"{spec.name}: over the host-cost target: {', '.join(over)}"}
 
 
 def op_compiled(ctx: StepContext):

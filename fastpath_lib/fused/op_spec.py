@@ -38,7 +38,7 @@ import torch
 
 from fastpath_lib.fused import reference as ref
 from fastpath_lib.fused.cases import FusedCaseSpec
-from fastpath_lib.fused.op import explain, fused_add_rms_norm
+from fastpath_lib.fused.op import explain, fused_add_rms_norm, fused_add_rms_norm_
 from fastpath_lib.fused.predicate import BASE_CASE, PREDICATE, make_call
 from fastpath_lib.fused.spec import FUSED_SPEC
 from fastpath_lib.opspec import COMPILED, OpCase, OpSpec
@@ -211,6 +211,7 @@ SPEC = OpSpec(
     case_spec=FusedCaseSpec,
     bytes_models={"unfused_eager": unfused_bytes, COMPILED: fused_bytes, "add_then_kit_rms_norm": unfused_bytes,
                   "fallback": unfused_bytes},
+    host_forms={"inplace": (FUSED_SPEC.reference_inplace, fused_add_rms_norm_)},
     note="times the functional form fused_add_rms_norm; the in-place form vLLM calls (fused_add_rms_norm_) is not "
          "timed: it rewrites its inputs, so repeated calls would time drifting inputs (same kernel, same bytes)",
 )
