@@ -157,6 +157,8 @@ def _defined(cells: list[str], name: str):
     (["import torch\ndef overlaps(a, b):\n    return bool(torch._C._overlaps(a, b))"], "torch._C"),
     (["import torch\ndef overlaps(a, b):\n    return bool(torch._debug_has_internal_overlap(torch.cat([a, b])))"],
      "torch._debug_has_internal_overlap"),
+    (["import numpy as np\ndef overlaps(a, b):\n    return bool(np.shares_memory(a.numpy(), b.numpy()))"],
+     "shares_memory"),
     (["def overlaps(a, b):\n    return True"], "expected False"),
     (["def overlaps(a, b):\n    return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()"],
      "expected False"),
@@ -188,6 +190,16 @@ _HEAD = "import torch\nimport fastpath_lib\nfrom fastpath_lib.fused.reference im
     ("from tests.test_fused_contract import test_variance_is_of_the_unrounded_sum as v\n"
      "def t(op_):\n    v(torch.float16, 'cpu')", "kit's own tests"),
     ("def t(op_):\n    assert op_._impl is not None", "inspect"),
+    ("def t(op_):\n    x, r = torch.randn(16, 64), torch.randn(16, 64)\n"
+     "    want = torch.ops.fastpath.fused_add_rms_norm(x, r, None, None)\n    op_(x, r)\n"
+     "    assert torch.equal(r, want[1])", "torch.ops.fastpath"),
+    ("from torch.overrides import TorchFunctionMode\nclass Spy(TorchFunctionMode):\n    seen = []\n"
+     "    def __torch_function__(self, func, types, args=(), kwargs=None):\n        Spy.seen.append(str(func))\n"
+     "        return func(*args, **(kwargs or {}))\n"
+     "def t(op_):\n    with Spy():\n        op_(torch.randn(16, 64), torch.randn(16, 64))\n"
+     "    assert 'copy_' in ' '.join(Spy.seen)", "TorchFunctionMode"),
+    ("def backend(gm, inputs):\n    assert 'fastpath_grading' not in str(gm)\n    return gm\n"
+     "def t(op_):\n    torch.compile(op_, backend=backend)(torch.randn(16, 64), torch.randn(16, 64))", "backend"),
     ("def t(op_):\n    raise AssertionError('always')", "fail on a correct op"),
     ("def t(op_):\n    op_(torch.randn(16, 64), torch.randn(16, 64))", "check nothing"),
     ("def t(op_):\n    raise NotImplementedError", "not implemented"),
@@ -221,12 +233,13 @@ def test_the_second_argument_must_be_the_kits_in_place_op():
 
 # --- in the grader: one notebook, the kernel's own op object --------------------------------------------------------------
 
-REGISTRY_SNIFF = """
+RUN_ORDER = """
+_runs = []
 def my_inplace_tests(op_):
-    before = hasattr(torch.ops.fastpath_grading, "fused_add_rms_norm_")
+    _runs.append(1)
     op_(torch.randn(16, 64), torch.randn(16, 64))
-    if hasattr(torch.ops.fastpath_grading, "fused_add_rms_norm_") and not before:
-        raise AssertionError("this run registered the grader's custom op: the broken one")
+    if len(_runs) > 3:
+        raise AssertionError("a late run: with broken ops in the majority, probably a broken one")
 """
 BORROWED_OVERLAPS = """
 from fastpath_lib.fused import predicate as P
@@ -235,13 +248,13 @@ def overlaps(a, b):
 """
 
 
-def test_in_the_grader_borrowed_overlaps_and_tests_that_sniff_the_op_registry_score_zero(tmp_path):
+def test_in_the_grader_borrowed_overlaps_and_tests_that_learn_the_run_order_score_zero(tmp_path):
     nbformat = pytest.importorskip("nbformat")
     from fastpath_lib.grading import cli
     from fastpath_lib.grading.notebook import CHECK_TAG
 
     nb = nbformat.read(ROOT / "solutions/ex12_fused_inplace_contract.ipynb", as_version=4)
-    for src, check in ((BORROWED_OVERLAPS, "check_overlaps"), (REGISTRY_SNIFF, "check_inplace_tests")):
+    for src, check in ((BORROWED_OVERLAPS, "check_overlaps"), (RUN_ORDER, "check_inplace_tests")):
         at = next(i for i, c in enumerate(nb.cells) if CHECK_TAG in c.metadata.get("tags", []) and check in c.source)
         nb.cells.insert(at, nbformat.v4.new_code_cell(src))
     path = tmp_path / "ex12_fused_inplace_contract.ipynb"
@@ -251,4 +264,4 @@ def test_in_the_grader_borrowed_overlaps_and_tests_that_sniff_the_op_registry_sc
     assert [p.part for p in g.parts] == [p for p, _ in EXERCISES["ex12"]]
     assert g.earned == 0, [(p.part, p.earned, p.feedback[:80]) for p in g.parts]
     assert "fastpath_lib.fused.predicate" in by["overlaps"].feedback, by["overlaps"].feedback
-    assert "check nothing" in by["passes_correct_ops"].feedback, by["passes_correct_ops"].feedback
+    assert "fail on a correct op" in by["passes_correct_ops"].feedback, by["passes_correct_ops"].feedback

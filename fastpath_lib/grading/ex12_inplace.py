@@ -18,8 +18,12 @@ object (:func:`install`, before the learner's first cell) whose behaviour a rand
 correct ops but the kit's twice each, in an order drawn at grading time; the token-to-op map stays in the grader.
 
 Borrowed answers: tests that compare with the kit's op or call its kernels or predicate (compare with the contract,
-:mod:`fastpath_lib.fused.reference`), that import the kit's tests or copy their lines, or that inspect the op
-instead of calling it score nothing; so do tests that never fail or fail on a correct op.
+:mod:`fastpath_lib.fused.reference`), that import the kit's tests or copy their lines, that inspect the op instead
+of calling it, or that watch its implementation run (function or dispatch modes, ``__torch_function__`` spies, the
+profiler, tracers, a ``torch.compile`` backend of their own, the traced graph) score nothing; so do tests that
+never fail or fail on a correct op. What is not guaranteed: a test that tells the ops apart by a behaviour outside
+the contract it could observe (e.g. timing) is judged by its outcome only; and tests that fail at random may earn a
+lucky point or two, as in exercise 09 (each correct op but the kit's runs twice to make that unlikely).
 
 Note:
     In a notebook this is advisory feedback; a learner's code can dig into the wrapper there.
@@ -132,11 +136,12 @@ def _private_names(fn) -> str | None:
     root = fn._root if remote.is_proxy(fn) else getattr(fn, "__name__", "")
     src = sources.closure_source(root) if root else ""
     names = sources.names_used(src)
-    hit = sorted(n for n in names if n.startswith("torch._"))
+    hit = sorted(n for n in names if n.startswith("torch._")
+                 or n.split(".")[-1] in ("shares_memory", "may_share_memory"))  # numpy's answer too
     attrs = sorted(a for a in sources.attributes_used(src) if a.startswith("_") and not a.startswith("__"))
     if hit or attrs:
-        return (f"your overlaps uses {(hit + attrs)[0]}: write it with tensors' public attributes (data_ptr, "
-                f"untyped_storage, stride, storage_offset, element_size, shape)")
+        return (f"your overlaps uses {(hit + attrs)[0]}: write it yourself, with tensors' public attributes "
+                f"(data_ptr, untyped_storage, stride, storage_offset, element_size, shape)")
     return None
 
 
@@ -215,13 +220,36 @@ def copied_lines(source: str) -> list[str]:
     return sorted(_normalized_lines(source) & kit)
 
 
+#: Tools that watch an op's implementation run (the torch functions it calls, the graph it traces) rather than what
+#: it returns, writes or raises: a test built on them fingerprints the op instead of testing its contract.
+_WATCHERS = ("TorchFunctionMode", "TorchDispatchMode", "__torch_function__", "__torch_dispatch__", "torch.profiler",
+             "torch.autograd.profiler", "torch.fx", "make_fx", "torch.export", "torch.jit", "setprofile", "settrace",
+             "traceback", "torch.ops.fastpath")
+_GRAPH_ATTRS = frozenset({"graph", "code", "print_readable", "nodes", "graph_module", "tb_frame", "f_code"})
+
+
+def _watching(src: str) -> str | None:
+    """What in ``src`` watches the op's implementation run (or reaches the kit's op through ``torch.ops``)."""
+    import ast
+
+    names = sources.names_used(src)
+    hit = sorted(n for n in names if any(w in n for w in _WATCHERS))
+    hit += sorted(sources.attributes_used(src) & _GRAPH_ATTRS)
+    for tree in sources.parse_cells(src):
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and (sources.dotted(node.func) or "").endswith("compile"):
+                hit += [f"backend={ast.unparse(k.value)}" for k in node.keywords
+                        if k.arg == "backend" and not isinstance(k.value, ast.Constant)]
+    return hit[0] if hit else None
+
+
 def _source_problem(tests) -> str | None:
     root = tests._root if remote.is_proxy(tests) else getattr(tests, "__name__", "")
     src = sources.closure_source(root) if root else ""
     problem = borrowed.source_problem(root, _TESTS_FORBIDDEN, _GIVEN) if root else None
     if problem:
         return problem
-    seen = inspection(src)
+    seen = inspection(src) or _watching(src)
     if seen:
         return (f"your tests read {seen}: a contract test calls the op and checks what it returns, writes or "
                 f"raises; it does not inspect the op")
