@@ -197,8 +197,7 @@ def test_dry_run_collects_with_the_test_steps_own_commands(tmp_path):
     (tests / "test_predicate.py").write_text("import pytest\n\n@pytest.mark.gpu\ndef test_a():\n    pass\n\n"
                                              "def test_b():\n    pass\n")
     (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    gpu: x\n    slow: x\n    browser: x\n")
-    ok, line = evidence_steps.collect_tests(root=tmp_path)
-    assert ok and line == "gpu_tests: 1 tests; core_tests: 1 tests", line
+    # (a clean collection is test_dry_run_command_on_the_bare_package_set's, on the kit's own tests)
     (tests / "test_other.py").write_text("import no_such_module_xyz\n")
     ok, line = evidence_steps.collect_tests(root=tmp_path)
     assert not ok and line.startswith("gpu_tests: exit 2") and "core_tests: 1 tests" in line, line
