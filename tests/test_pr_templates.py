@@ -124,8 +124,12 @@ def test_a_gpu_flagged_frame_gets_its_speed_ups(template, l2_op):
     first = _first_section(note)
     assert "over F.normalize" in first and "2.00x" in first  # syn_win: 1.0 us / 0.5 us
     assert "unmeasured" not in first and "SYNTHETIC DATA" in note
-    if template == "vllm":
-        assert "- [x] The test results, before and after" in note
+    if template == "vllm":  # the box is ticked for a GPU run, never for a constructed table
+        assert "- [ ] The test results, before and after: every case against F.normalize above (SYNTHETIC" in note
+        real = pr_note(df=synthetic_results(), env=dict(SYNTHETIC_GPU_ENV, synthetic=False), template=template,
+                       spec=l2_op)
+        assert "- [x] The test results, before and after: every case against F.normalize above (GPU measurement)" \
+            in real and "SYNTHETIC" not in real
 
 
 def test_a_third_op_gets_the_plot_and_three_notes_naming_it_only(l2_op, tmp_path, capsys, monkeypatch):
