@@ -198,6 +198,8 @@ _HEAD = "import torch\nimport fastpath_lib\nfrom fastpath_lib.fused.reference im
      "        return func(*args, **(kwargs or {}))\n"
      "def t(op_):\n    with Spy():\n        op_(torch.randn(16, 64), torch.randn(16, 64))\n"
      "    assert 'copy_' in ' '.join(Spy.seen)", "TorchFunctionMode"),
+    ("calls = []\ntorch.Tensor.copy_ = torch.Tensor.copy_  # (a spy counting calls would go here; not run in pytest)\n"
+     "def t(op_):\n    op_(torch.randn(16, 64), torch.randn(16, 64))\n    assert len(calls) == 2", "torch.Tensor.copy_"),
     ("def backend(gm, inputs):\n    assert 'fastpath_grading' not in str(gm)\n    return gm\n"
      "def t(op_):\n    torch.compile(op_, backend=backend)(torch.randn(16, 64), torch.randn(16, 64))", "backend"),
     ("def t(op_):\n    raise AssertionError('always')", "fail on a correct op"),

@@ -243,12 +243,39 @@ def _watching(src: str) -> str | None:
     return hit[0] if hit else None
 
 
+def _patches_torch(src: str) -> str | None:
+    """An assignment (or ``setattr``) in ``src`` that replaces something of torch's (``torch.Tensor.copy_ = spy``):
+    the op under test calls torch, so that is a spy on its implementation, wherever in the notebook it is."""
+    import ast
+
+    for tree in sources.parse_cells(src):
+        aliases = {a.asname or a.name.split(".")[0]: a.name for n in ast.walk(tree) if isinstance(n, ast.Import)
+                   for a in n.names if a.name.split(".")[0] == "torch"}
+        aliases |= {a.asname or a.name: f"{n.module}.{a.name}" for n in ast.walk(tree)
+                    if isinstance(n, ast.ImportFrom) and (n.module or "").split(".")[0] == "torch" for a in n.names}
+        for node in ast.walk(tree):
+            targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)] \
+                if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
+            if isinstance(node, ast.Call) and sources.dotted(node.func) == "setattr" and node.args:
+                targets = [ast.Attribute(value=node.args[0], attr="?")]
+            for t in targets:
+                name = sources.dotted(t) if isinstance(t, ast.Attribute) else None
+                head = (name or "").split(".")[0]
+                if head in aliases:
+                    return f"{aliases[head]}{name[len(head):]}"
+    return None
+
+
 def _source_problem(tests) -> str | None:
     root = tests._root if remote.is_proxy(tests) else getattr(tests, "__name__", "")
     src = sources.closure_source(root) if root else ""
     problem = borrowed.source_problem(root, _TESTS_FORBIDDEN, _GIVEN) if root else None
     if problem:
         return problem
+    patched = _patches_torch(sources.learner_source())
+    if patched:
+        return (f"your notebook replaces {patched}: the op under test calls torch, so that watches its "
+                f"implementation; test what the op returns, writes and raises")
     seen = inspection(src) or _watching(src)
     if seen:
         return (f"your tests read {seen}: a contract test calls the op and checks what it returns, writes or "
