@@ -20,6 +20,7 @@ Routes are counted by :func:`fastpath_lib.record_routes`, and :func:`fastpath_li
 
 from __future__ import annotations
 
+import functools
 import numbers
 
 import torch
@@ -34,17 +35,14 @@ from fastpath_lib.rmsnorm.limits import default_eps
 __all__ = ["fused_add_rms_norm", "fused_add_rms_norm_", "explain", "fast_route", "fast_route_"]
 
 _state = routing.state
-_kernels = None
 
 
+@functools.cache
 def _k():
     """The kernel module, imported on first use (after the interpreter opt-in)."""
-    global _kernels
-    if _kernels is None:
-        from fastpath_lib.fused import kernels
+    from fastpath_lib.fused import kernels
 
-        _kernels = kernels
-    return _kernels
+    return kernels
 
 
 def explain(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor | None = None, eps: float | None = None,
