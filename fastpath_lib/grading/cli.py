@@ -17,9 +17,10 @@ The verdict is computed in the grader's own process; the learner's kernel only p
    inputs the check draws now, and the answer comes back through the kernel's message stream, read without
    unpickling anything the kernel wrote. Data the learner built (cases, matrices) is copied the same way;
 3. borrowed answers are judged from the learner's source as read from the file, resolved in the grader's process
-   (:mod:`fastpath_lib.grading.borrowed`), and from behaviour; exercise 09's tests run against one op object whose
-   behaviour a per-run token chooses, the token-to-op map held only here
-   (:mod:`fastpath_lib.grading.ex09_contract`); exercise 04's cases run against the mutants here;
+   (:mod:`fastpath_lib.grading.borrowed`), and from behaviour; exercise 09's and exercise 12's tests run against one
+   op object whose behaviour a per-run token chooses, the token-to-op map held only here
+   (:mod:`fastpath_lib.grading.ex09_contract`, :mod:`fastpath_lib.grading.ex12_inplace`); exercise 04's cases run
+   against the mutants here;
 4. source that replaces the kit's functions, registers IPython event hooks, touches ``sys.modules`` or shadows
    builtins (:func:`fastpath_lib.grading.notebook.static_evidence`) gets the notebook reported as tampered, with no
    points for the affected parts.
