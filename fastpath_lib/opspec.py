@@ -26,7 +26,7 @@ import importlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["OpCase", "OpSpec", "COMPILED", "register", "unregister", "get", "names"]
+__all__ = ["OpCase", "OpSpec", "KernelBuild", "COMPILED", "register", "unregister", "get", "names"]
 
 #: The baseline name that means ``torch.compile`` of the composite: the bench resets dynamo before each case, times
 #: its first call (the compile) apart from the samples, and skips it in ``--quick`` off CUDA (as the harness does).
@@ -57,6 +57,51 @@ class OpCase:
     def dims(self, quick: bool = False) -> tuple[int, int]:
         """``(rows, cols)`` to run."""
         return tuple(self.quick) if quick and self.quick else (self.rows, self.cols)
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelBuild:
+    """One binary of any op's kernel to compile for a GPU target (what an :class:`OpSpec`'s ``kernels`` may list):
+    :func:`fastpath_lib.rmsnorm.compiled.facts` compiles it into the same row as RMSNorm's specializations (vector
+    width, registers, spills).
+
+    Args:
+        kernel: a short name (``"fused_forward"``).
+        source: ``"module:attribute"`` of the ``@triton.jit`` function.
+        signature: ``((argument, type), ...)`` in the kernel's argument order (``"*fp16"``, ``"i32"``,
+            ``"constexpr"``).
+        constexprs: ``((name, value), ...)``.
+        divisible: the arguments marked ``tt.divisibility = 16`` (the pointers of a 16-byte-aligned launch).
+        dtype, weight_dtype: torch names (``"bfloat16"``; ``None`` for no weight).
+        block, warps, rows_per_program: ``BLOCK_SIZE``, ``num_warps``, rows per program.
+        aligned: a 16-byte-aligned launch.
+        arch: compute capability as an integer (80, 90).
+        label: a readable id (set from the others when empty).
+
+    >>> KernelBuild("fwd", "m:k", (), (), (), "float16", "float16", 128, 4, 8, True, 90).label
+    'fwd float16 w=float16 block=128 warps=4 rows=8 aligned sm_90'
+    """
+
+    kernel: str
+    source: str
+    signature: tuple
+    constexprs: tuple
+    divisible: tuple
+    dtype: str
+    weight_dtype: str | None
+    block: int
+    warps: int
+    rows_per_program: int
+    aligned: bool
+    arch: int
+    int_div16: bool = False
+    label: str = ""
+
+    def __post_init__(self):
+        if not self.label:
+            object.__setattr__(self, "label", f"{self.kernel} {self.dtype} w={self.weight_dtype or 'none'} block="
+                               f"{self.block} warps={self.warps} rows={self.rows_per_program} "
+                               f"{'aligned' if self.aligned else 'misaligned'} sm_{self.arch}")
 
 
 @dataclasses.dataclass(frozen=True)

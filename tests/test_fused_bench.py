@@ -129,7 +129,7 @@ def test_kernel_list_matches_the_kernels_and_one_compiles_for_sm90():
     for b in builds:  # the signature is the kernel's own argument list, in order
         fn = kernels.fused_add_rms_norm_fwd_kernel if b.kernel == "fused_forward" else \
             kernels.fused_add_rms_norm_bwd_kernel
-        assert [n for n, _ in b.signature] == list(fn.arg_names), b.label()
+        assert [n for n, _ in b.signature] == list(fn.arg_names), b.label
     if compiled.missing_tools():
         pytest.skip(f"cannot compile for a GPU target: {compiled.missing_tools()}")
     (small,) = op_spec.specializations([128], archs=(90,), dtypes=("float16",), kernels=("forward",))

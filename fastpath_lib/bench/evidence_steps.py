@@ -373,7 +373,7 @@ def op_compiled(ctx: StepContext):
     builds = spec.kernels()
     rows = compiled.facts(builds, timeout=max(5.0, ctx.left()), workers=max(1, (os.cpu_count() or 2) - 1))
     for b, r in zip(builds, rows):
-        r["label"] = b.label()
+        r["label"] = b.label
     ctx.write_json(f"ops/{spec.name}/compiled.json", rows)
     spills = sum(1 for r in rows if r.get("spills"))
     archs = sorted({r["arch"] for r in rows})

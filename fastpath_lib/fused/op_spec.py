@@ -41,8 +41,9 @@ from fastpath_lib.fused.cases import FusedCaseSpec
 from fastpath_lib.fused.op import explain, fused_add_rms_norm, fused_add_rms_norm_
 from fastpath_lib.fused.predicate import BASE_CASE, PREDICATE, make_call
 from fastpath_lib.fused.spec import FUSED_SPEC
-from fastpath_lib.opspec import COMPILED, OpCase, OpSpec
-from fastpath_lib.rmsnorm.limits import limits_for
+from fastpath_lib.bench.schema import FALLBACK, WIN
+from fastpath_lib.opspec import COMPILED, KernelBuild, OpCase, OpSpec
+from fastpath_lib.rmsnorm.limits import MAX_COLS, limits_for
 from fastpath_lib.rmsnorm.op import rms_norm
 
 __all__ = ["SPEC", "EPS", "matrix_cases", "unfused_eager", "compiled_native", "add_then_kit_rms_norm",
@@ -57,41 +58,42 @@ _VS_COMPILE = "against torch.compile (recorded, not classified) expected near pa
 
 _CASES = (
     # id, rows, cols, dtype, expected, rationale, quick shape
-    ("decode_m1_4096_bf16", 1, 4096, "bfloat16", "fallback",
+    ("decode_m1_4096_bf16", 1, 4096, "bfloat16", FALLBACK,
      f"M=1 decode token (Llama-3-8B hidden size): {_THRESHOLD}; it must keep the unfused pair's speed, and under "
      "vLLM's CUDA-graph capture it takes the fallback anyway", (1, 256)),
-    ("decode_b16_4096_bf16", 16, 4096, "bfloat16", "fallback",
+    ("decode_b16_4096_bf16", 16, 4096, "bfloat16", FALLBACK,
      f"small decode batch: 128 KiB per pass, launch-bound; {_THRESHOLD}", (4, 256)),
-    ("decode_b256_8192_fp16", 256, 8192, "float16", "fallback",
+    ("decode_b256_8192_fp16", 256, 8192, "float16", FALLBACK,
      f"large decode batch at a 70B width: {_THRESHOLD}; the fused op's own sweep decides whether to lower it",
      (4, 512)),
-    ("batch_1024_4096_bf16", 1024, 4096, "bfloat16", "win",
+    ("batch_1024_4096_bf16", 1024, 4096, "bfloat16", WIN,
      "at the row threshold: 8 MiB per pass; one launch against the eager pair's ~10 launches over fp32 temporaries",
      (8, 256)),
-    ("prefill_2048x2048_fp16", 2048, 2048, "float16", "win",
+    ("prefill_2048x2048_fp16", 2048, 2048, "float16", WIN,
      "mid-size prefill: memory-bound, the fused pass reads x and r once instead of the eager chain's fp32 round "
      "trips", (8, 128)),
-    ("prefill_4096x4096_bf16", 4096, 4096, "bfloat16", "win",
+    ("prefill_4096x4096_bf16", 4096, 4096, "bfloat16", WIN,
      f"large prefill, memory-bound: 4 passes instead of the eager pair's 5 or more; {_VS_COMPILE}", (16, 512)),
-    ("prefill_4096x5120_fp16", 4096, 5120, "float16", "win",
+    ("prefill_4096x5120_fp16", 4096, 5120, "float16", WIN,
      "a width that is not a power of two (13B): the block is 8192 and 3/8 of the lanes are masked, still "
      "memory-bound", (16, 320)),
-    ("prefill_8192x8192_bf16", 8192, 8192, "bfloat16", "win",
+    ("prefill_8192x8192_bf16", 8192, 8192, "bfloat16", WIN,
      f"far larger than L2: the bandwidth ceiling, where 4 passes against 5 is the whole saving; {_VS_COMPILE}",
      (16, 1024)),
-    ("prefill_16384x4096_fp32", 16384, 4096, "float32", "win",
+    ("prefill_12288x4096_fp32", 12288, 4096, "float32", WIN,
      "fp32 activations: no rounding, but the eager pair still writes and re-reads the fp32 sum and its square",
      (16, 256)),
-    ("narrow_65536x128_fp32", 65536, 128, "float32", "win",
+    ("narrow_65536x128_fp32", 65536, 128, "float32", WIN,
      "128-wide rows, many rows per program: the eager pair's launches dominate; the region's lower width edge",
      (32, 128)),
-    ("wide_2048x16384_bf16", 2048, 16384, "bfloat16", "win",
+    (f"wide_2048x{MAX_COLS}_bf16", 2048, MAX_COLS, "bfloat16", WIN,
      "the widest eligible row (MAX_COLS): x, r and the fp32 sum held per program; the compiled facts show whether "
-     "it spills", (8, 16384)),
-    ("odd_4096x4095_fp16", 4096, 4095, "float16", "fallback",
+     "it spills", (8, MAX_COLS)),
+    ("odd_4096x4095_fp16", 4096, 4095, "float16", FALLBACK,
      "odd width: row stride 8190 bytes, not a multiple of 16, so no 16-byte vectors; the composite runs", (16, 255)),
-    ("toowide_1024x32768_bf16", 1024, 32768, "bfloat16", "fallback",
-     "rows wider than MAX_COLS (16384): one program cannot hold the row; the composite runs", (8, 32768)),
+    ("toowide_1024x32768_bf16", 1024, 32768, "bfloat16", FALLBACK,
+     f"rows wider than MAX_COLS ({MAX_COLS} columns): one program cannot hold the row; the composite runs",
+     (8, 32768)),
 )
 
 
@@ -158,19 +160,18 @@ def _signature(kernel: str, dtype: str) -> tuple[tuple[str, str], ...]:
 
 def specializations(widths=None, *, archs=(80, 90), dtypes=("float16", "bfloat16", "float32"),
                     kernels=("forward", "backward")) -> list:
-    """The fused kernels' binaries for GPU targets, as :class:`~fastpath_lib.rmsnorm.compiled.KernelBuild`: at the
+    """The fused kernels' binaries for GPU targets, as :class:`~fastpath_lib.opspec.KernelBuild`: at the
     matrix's eligible widths (default), 16-byte aligned, a weight of x's dtype; the forward with the launcher's
     block, warps, rows per program and ``VEC``, the backward with a gradient into the residual and 4 rows per
     program (a loop). :func:`fastpath_lib.rmsnorm.compiled.facts` compiles them (vector width, registers, spills).
 
-    >>> [b.label() for b in specializations([4096], archs=(90,), dtypes=("bfloat16",), kernels=("forward",))]
-    ['fused_forward bf16 w=bf16 block=4096 warps=8 rows=1 aligned sm_90']
+    >>> [b.label for b in specializations([4096], archs=(90,), dtypes=("bfloat16",), kernels=("forward",))]
+    ['fused_forward bfloat16 w=bfloat16 block=4096 warps=8 rows=1 aligned sm_90']
     """
     from fastpath_lib.rmsnorm import launch
-    from fastpath_lib.rmsnorm.compiled import KernelBuild
 
     if widths is None:
-        widths = sorted({c.cols for c in matrix_cases() if c.expected != "fallback"})
+        widths = sorted({c.cols for c in matrix_cases() if c.expected != FALLBACK})
     out = []
     for arch in archs:
         for kernel in kernels:

@@ -50,8 +50,8 @@ import time
 from fastpath_lib.rmsnorm import launch
 from fastpath_lib.rmsnorm.predicate import ALIGN_BYTES, MAX_COLS
 
-__all__ = ["ARCHS", "BACKWARD_ROW_BLOCKS", "DTYPES", "KernelBuild", "Specialization", "eligible_widths", "facts",
-           "facts_markdown", "facts_table", "missing_tools", "specializations", "tool_path", "vector_bytes_expected"]
+__all__ = ["ARCHS", "BACKWARD_ROW_BLOCKS", "DTYPES", "Specialization", "eligible_widths", "facts", "facts_markdown",
+           "facts_table", "missing_tools", "specializations", "tool_path", "vector_bytes_expected"]
 
 #: Compute capabilities compiled for (Ampere, Hopper): the architectures the predicate admits.
 ARCHS = (80, 90)
@@ -106,31 +106,6 @@ class Specialization:
         return (f"{self.kernel} {_SHORT[self.dtype]} w={w} block={self.block} warps={self.warps} "
                 f"rows={self.rows_per_program} {'aligned' if self.aligned else 'misaligned'}"
                 f"{' int-div16' if self.int_div16 else ''} sm_{self.arch}")
-
-
-@dataclasses.dataclass(frozen=True)
-class KernelBuild:
-    """A compiled binary of any op's kernel (an ``OpSpec``'s ``kernels``), compiled by :func:`facts` into the same row
-    as a :class:`Specialization`: ``source`` is ``"module:attribute"`` of the ``@triton.jit`` function, ``signature``
-    ``((argument, type), ...)`` in its argument order, ``constexprs`` ``((name, value), ...)``, ``divisible`` the
-    arguments marked ``tt.divisibility = 16``; the other fields are :class:`Specialization`'s."""
-
-    kernel: str
-    source: str
-    signature: tuple
-    constexprs: tuple
-    divisible: tuple
-    dtype: str
-    weight_dtype: str | None
-    block: int
-    warps: int
-    rows_per_program: int
-    aligned: bool
-    arch: int
-    int_div16: bool = False
-
-    def label(self) -> str:
-        return Specialization.label(self)  # type: ignore[arg-type]
 
 
 def tool_path(name: str) -> str | None:
@@ -395,13 +370,11 @@ def _compile_one(spec: dict, workdir: str) -> dict:
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    if spec.get("source"):  # a KernelBuild: the kernel and its signature come with it
-        module, attr = spec["source"].split(":")
-        fn = getattr(__import__(module, fromlist=[attr]), attr)
+    if spec.get("source"):  # any op's kernel (fastpath_lib.opspec.KernelBuild): function and signature come with it
+        fn = getattr(__import__(spec["source"].split(":")[0], fromlist=["_"]), spec["source"].split(":")[1])
         sig, const, div = dict(spec["signature"]), dict(spec["constexprs"]), list(spec["divisible"])
     else:
         from fastpath_lib.rmsnorm import kernels
-
         fn = kernels.rms_norm_fwd_kernel if spec["kernel"] == "forward" else kernels.rms_norm_bwd_kernel
         sig, const, div = _signature(spec)
     if list(sig) != list(fn.arg_names):
@@ -446,7 +419,7 @@ def _worker(out_path: str) -> int:
             try:
                 rows.append(_compile_one(spec, workdir))
             except Exception as exc:  # noqa: BLE001 -- any compiler error: name the specialization, fail the run
-                label = (KernelBuild if spec.get("source") else Specialization)(**spec).label()
+                label = spec.get("label") or Specialization(**spec).label()
                 print(f"{label}: {type(exc).__name__}: {exc}", file=sys.stderr)
                 return 1
     with open(out_path, "w") as f:
