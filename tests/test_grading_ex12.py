@@ -60,7 +60,7 @@ def test_expected_overlap_counts_bytes_not_elements():
     assert E.expected_overlap(buf.reshape(-1)[:8], buf.reshape(-1)[8:]) is False  # adjacent
 
 
-# --- part (b): the ops under test --------------------------------------------------------------------------------------
+# --- part (b): the ops under test -------------------------------------------------------------------------------------
 
 def _run_on(impl, make, weight, eps=None):
     buf, x, r = make()
@@ -199,7 +199,8 @@ _HEAD = "import torch\nimport fastpath_lib\nfrom fastpath_lib.fused.reference im
      "def t(op_):\n    with Spy():\n        op_(torch.randn(16, 64), torch.randn(16, 64))\n"
      "    assert 'copy_' in ' '.join(Spy.seen)", "TorchFunctionMode"),
     ("calls = []\ntorch.Tensor.copy_ = torch.Tensor.copy_  # (a spy counting calls would go here; not run in pytest)\n"
-     "def t(op_):\n    op_(torch.randn(16, 64), torch.randn(16, 64))\n    assert len(calls) == 2", "torch.Tensor.copy_"),
+     "def t(op_):\n    op_(torch.randn(16, 64), torch.randn(16, 64))\n    assert len(calls) == 2",
+     "torch.Tensor.copy_"),
     ("def backend(gm, inputs):\n    assert 'fastpath_grading' not in str(gm)\n    return gm\n"
      "def t(op_):\n    torch.compile(op_, backend=backend)(torch.randn(16, 64), torch.randn(16, 64))", "backend"),
     ("def t(op_):\n    raise AssertionError('always')", "fail on a correct op"),
@@ -236,7 +237,7 @@ def test_the_second_argument_must_be_the_kits_in_place_op():
     assert earned(results) == 0 and "fastpath_lib.fused_add_rms_norm_" in results[0].feedback
 
 
-# --- in the grader: one notebook, the kernel's own op object --------------------------------------------------------------
+# --- in the grader: one notebook, the kernel's own op object ----------------------------------------------------------
 
 RUN_ORDER = """
 _runs = []

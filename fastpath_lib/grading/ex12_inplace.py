@@ -190,7 +190,7 @@ def _grade_overlaps(fn) -> list[Result]:
 
 
 def check_overlaps(overlaps, *, show: bool = True):
-    """``overlaps(a, b)`` says ``True`` for tensors that share memory and ``False`` for tensors whose bytes are apart."""
+    """``overlaps(a, b)`` says ``True`` for tensors that share memory, ``False`` for tensors whose bytes are apart."""
     try:
         results = _grade_overlaps(overlaps)
     except Exception as exc:  # noqa: BLE001 - a learner's bug must become feedback, never a crash
@@ -198,7 +198,7 @@ def check_overlaps(overlaps, *, show: bool = True):
     return emit(results, show)
 
 
-# --- part (b): the contract tests ---------------------------------------------------------------------------------------
+# --- part (b): the contract tests -------------------------------------------------------------------------------------
 
 def _normalized_lines(text: str) -> set[str]:
     out = set()
