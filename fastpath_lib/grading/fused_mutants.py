@@ -30,6 +30,7 @@ import numbers
 
 import torch
 
+from fastpath_lib.fused import reference
 from fastpath_lib.fused.reference import native, native_
 from fastpath_lib.rmsnorm.limits import default_eps
 
@@ -45,10 +46,15 @@ def _composite(x, residual, weight, eps):
 
 
 def _other_route(x, residual, weight, eps):
+    check = getattr(reference, "check_inplace", None)  # the composite's checks before its first write, if it has them
+    if check is not None:
+        check(x, residual, weight)
     s = x.float() + residual.float()  # both inputs read into new tensors before anything is written
     rstd = 1.0 / torch.sqrt(s.square().sum(-1, keepdim=True) / s.shape[-1] + _eps(x, eps))
     n = s * rstd
     out = (n.to(weight.dtype) * weight if weight is not None else n).to(x.dtype)
+    if check is not None:
+        check(x, residual, weight, results=(out, s.to(x.dtype)))
     residual.copy_(s.to(x.dtype))
     x.copy_(out)
     return x, residual
