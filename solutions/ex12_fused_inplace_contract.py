@@ -38,7 +38,8 @@
 # * **aliasing**: calls where `x` and `residual` are one tensor, or overlapping views of one buffer: the op must
 #   leave memory exactly as the composite does;
 # * **declared_mutation**: an op is also used under `torch.compile`, where what the schema declares decides what
-#   survives (`torch.compile(fn, backend="aot_eager", fullgraph=True)` compiles in well under a second on a CPU);
+#   survives (`torch.compile(fn, backend="aot_eager", fullgraph=True)` functionalizes without generating code, so
+#   it stays quick on a CPU);
 # * **residual_rounding** and **variance**: the rounding points, for every dtype pair of input and weight. Random
 #   inputs only show them within the output's tolerance: choose inputs whose exact answer you know;
 # * **raises_cleanly**: a call that raises must have written nothing.
