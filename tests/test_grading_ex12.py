@@ -217,6 +217,20 @@ def test_borrowed_and_trivial_tests_score_nothing(body, said):
     assert earned(results) == 0 and said in results[0].feedback, [r.feedback for r in results]
 
 
+def test_thin_tests_earn_only_the_categories_they_test_and_feedback_names_the_rest():
+    """Values on one ordinary fp32 call (output within tolerance, residual bit for bit) catch the gross faults only;
+    every other category is named as having a survivor, without naming the op."""
+    body = ("def t(op_):\n    x, r = torch.randn(16, 64), torch.randn(16, 64)\n    x2, r2 = x.clone(), r.clone()\n"
+            "    op_(x, r)\n    native_(x2, r2)\n    torch.testing.assert_close(x, x2)\n    assert torch.equal(r, r2)")
+    with sources.using([_HEAD, body]):
+        results = ex.check_inplace_tests(_defined([_HEAD, body], "t"), _kit_op(), show=False)
+    by = {r.part: r for r in results}
+    assert by["passes_correct_ops"].passed and by["writes"].passed, [(r.part, r.feedback) for r in results]
+    missed = [c for c in E.CATEGORIES if c != "writes"]
+    assert not any(by[c].passed for c in missed)
+    assert all(by[c].feedback.startswith("survivor: ") and "_" not in by[c].feedback[10:] for c in missed), by
+
+
 def test_tests_copied_from_the_kits_tests_score_nothing():
     kit = (ROOT / "tests/test_fused_contract.py").read_text()
     start = kit.index("def test_variance_is_of_the_unrounded_sum")
