@@ -1,12 +1,12 @@
 """Grading of the exercise notebooks: ``python -m fastpath_lib grade PATH... [--format table|json|gradescope]``.
 
 * :mod:`~fastpath_lib.grading.registry` — the parts of each exercise and their points, the result type.
-* ``ex01_reference`` ... ``ex11_commits`` — one module of checks per exercise (:mod:`fastpath_lib.exercises` is
+* ``ex01_reference`` ... ``ex13_review`` — one module of checks per exercise (:mod:`fastpath_lib.exercises` is
   the short façade the notebooks import); :mod:`~fastpath_lib.grading.feedback` runs a part and words its feedback,
   :mod:`~fastpath_lib.grading.borrowed` catches the kit's own answers handed back,
   :mod:`~fastpath_lib.grading.vocabulary` holds the kit's outcome words and rule.
 * :mod:`~fastpath_lib.grading.mutants` and :mod:`~fastpath_lib.grading.mutant_kernels` — the seeded faults of
-  exercise 04.
+  exercise 04; :mod:`~fastpath_lib.grading.fused_mutants` — exercise 12's in-place fused ops, correct and broken.
 * :mod:`~fastpath_lib.grading.cli` — executes notebooks on a copy in a fresh kernel and computes the verdict in
   its own process; :mod:`~fastpath_lib.grading.notebook` restores the distributed check cells and reads the
   learner's source for tampering; :mod:`~fastpath_lib.grading.sources` is the learner's source as read from the
