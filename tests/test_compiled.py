@@ -251,3 +251,23 @@ def test_a_specialization_that_does_not_compile_fails_naming_it():
     spec = compiled.Specialization("forward", "float16", "float16", 128, 4, 3, True, 90)  # rows not a power of two
     with pytest.raises(RuntimeError, match="forward fp16 w=fp16 block=128 warps=4 rows=3"):
         compiled.facts([spec])
+
+
+def test_resource_facts_are_kept_beside_the_cached_binary(tmp_path, monkeypatch):
+    """A warm compile loads Triton's cached binary without a ptxas log; the facts computed the first time are kept
+    under the same cache key and read back instead of running ptxas again. A cache that cannot be written costs a
+    rerun, never a wrong or missing fact."""
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "cache"))
+    runs = []
+
+    def rerun(registers):
+        return lambda: runs.append(registers) or {"registers": registers, "spills": 0, "ptxas_log": "rerun"}
+
+    assert compiled._kept("a" * 64, rerun(40)) == {"registers": 40, "spills": 0, "ptxas_log": "rerun"}
+    assert compiled._kept("a" * 64, rerun(99))["registers"] == 40 and runs == [40]  # read back, not recomputed
+    assert compiled._kept("b" * 64, rerun(41))["registers"] == 41 and runs == [40, 41]  # another binary, its own
+    (tmp_path / "cache").chmod(0o500)
+    try:
+        assert compiled._kept("c" * 64, rerun(42))["registers"] == 42 and runs[-1] == 42
+    finally:
+        (tmp_path / "cache").chmod(0o700)

@@ -365,6 +365,29 @@ def _signature(spec: dict) -> tuple[dict, dict, list[str]]:
     return sig, const, div
 
 
+def _kept(key: str, compute) -> dict:
+    """``compute()``'s resource facts of the binary Triton cached under ``key``, kept beside it in Triton's cache.
+
+    A cached binary comes with no ptxas log, and running ``ptxas -v`` again is most of a warm run's time. Triton's key
+    covers the source, options, target and ptxas version, so the facts kept under it are that binary's. A cache this
+    cannot read or write (remote, read-only) costs a rerun, nothing else.
+    """
+    try:
+        from triton.runtime.cache import get_cache_manager
+
+        manager = get_cache_manager(key)
+        path = manager.get_file("fastpath_ptxas_facts.json")
+        if path is not None:
+            with open(path) as f:
+                return json.load(f)
+    except (OSError, ValueError, ImportError, AttributeError):
+        manager = None
+    found = compute()
+    with contextlib.suppress(OSError, AttributeError, TypeError):
+        manager.put(json.dumps(found), "fastpath_ptxas_facts.json", binary=False)
+    return found
+
+
 def _compile_one(spec: dict, workdir: str) -> dict:
     import triton
     from triton.backends.compiler import GPUTarget
@@ -395,10 +418,11 @@ def _compile_one(spec: dict, workdir: str) -> dict:
     row.update(_access_bytes(ptx))
     own = _parse_ptxas_log(log.getvalue())
     if own is not None:
-        row.update(own, ptxas_log="triton", cubin_registers=None)
+        row.update(_kept(compiled.hash, lambda: dict(own, ptxas_log="triton", cubin_registers=None)))
     else:
-        row.update(_ptxas_rerun(ptx, spec["arch"], workdir), ptxas_log="rerun",
-                   cubin_registers=_cubin_registers(compiled.asm["cubin"], workdir))
+        row.update(_kept(compiled.hash, lambda: dict(_ptxas_rerun(ptx, spec["arch"], workdir), ptxas_log="rerun",
+                                                     cubin_registers=_cubin_registers(compiled.asm["cubin"],
+                                                                                      workdir))))
     row["shared"] = int(compiled.metadata.shared)
     row["ptx_sha256"] = hashlib.sha256(re.sub(r"//[^\n]*", "", ptx).encode()).hexdigest()  # without comments
     row["compile_s"] = round(seconds, 4)
