@@ -261,20 +261,25 @@ def my_inplace_tests(op_):
     if len(_runs) > 3:
         raise AssertionError("a late run: with broken ops in the majority, probably a broken one")
 """
-BORROWED_OVERLAPS = """
-from fastpath_lib.fused import predicate as P
+PATCHED_AGENT = """
+m = __import__("fastpath_lib.grading.fused_mutants", fromlist=["overlap_answers"])
+p = __import__("fastpath_lib.fused.predicate", fromlist=["overlaps"])
+m.overlap_answers = lambda fn, recipes, build=m.build_pair: [p.overlaps(*build(r)) for r in recipes]
 def overlaps(a, b):
-    return P.overlaps(a, b)
+    return True
 """
 
 
-def test_in_the_grader_borrowed_overlaps_and_tests_that_learn_the_run_order_score_zero(tmp_path):
+def test_in_the_grader_a_patched_overlap_agent_and_tests_that_learn_the_run_order_score_zero(tmp_path):
+    """The kernel's module is patched (through __import__, which the tamper scan does not see) to answer with the
+    kit's predicate: the answers still come from the learner's own overlaps (the agent took its functions before the
+    first cell). The tests fail from their fourth run on: some correct op runs after that."""
     nbformat = pytest.importorskip("nbformat")
     from fastpath_lib.grading import cli
     from fastpath_lib.grading.notebook import CHECK_TAG
 
     nb = nbformat.read(ROOT / "solutions/ex12_fused_inplace_contract.ipynb", as_version=4)
-    for src, check in ((BORROWED_OVERLAPS, "check_overlaps"), (RUN_ORDER, "check_inplace_tests")):
+    for src, check in ((PATCHED_AGENT, "check_overlaps"), (RUN_ORDER, "check_inplace_tests")):
         at = next(i for i, c in enumerate(nb.cells) if CHECK_TAG in c.metadata.get("tags", []) and check in c.source)
         nb.cells.insert(at, nbformat.v4.new_code_cell(src))
     path = tmp_path / "ex12_fused_inplace_contract.ipynb"
@@ -283,5 +288,5 @@ def test_in_the_grader_borrowed_overlaps_and_tests_that_learn_the_run_order_scor
     by = {p.part: p for p in g.parts}
     assert [p.part for p in g.parts] == [p for p, _ in EXERCISES["ex12"]]
     assert g.earned == 0, [(p.part, p.earned, p.feedback[:80]) for p in g.parts]
-    assert "fastpath_lib.fused.predicate" in by["overlaps"].feedback, by["overlaps"].feedback
+    assert "pairs answered wrong" in by["overlaps"].feedback or "tampered" in by["overlaps"].feedback, by["overlaps"]
     assert "fail on a correct op" in by["passes_correct_ops"].feedback, by["passes_correct_ops"].feedback

@@ -21,7 +21,7 @@ output's last bits, within the contract's tolerance.
 :func:`kernel_ops` is what the grader's agent (:mod:`fastpath_lib.grading.runner`) builds in the learner's kernel:
 ONE op object for every run, its behaviour chosen by the run's token. :func:`overlap_answers` asks a learner's
 ``overlaps`` about tensors built in the kernel from the grader's recipes (:func:`build_pair`), so that views keep
-sharing their storage (tensors sent one by one would arrive as separate copies).
+sharing their storage (pickled tensors arrive as separate copies), through the runner :func:`kernel_ops` built.
 """
 
 from __future__ import annotations
@@ -210,7 +210,9 @@ class Op:
 
 def kernel_ops(table: dict) -> tuple:
     """``(op, run)`` for the grader's agent: ``table`` maps each run's token to a variant name; ``run(tests, token,
-    kit_op)`` calls ``tests(op)`` with the token's behaviour and answers ``None`` or ``[type name, message]``."""
+    kit_op)`` calls ``tests(op)`` with the token's behaviour and answers ``None`` or ``[type name, message]``.
+    With the token ``("overlaps", recipes)`` it answers :func:`overlap_answers` for the learner's ``overlaps``
+    instead, with the functions this call took (so that later patches of this module reach neither path)."""
     known = impls()
     chosen = {token: known.get(variant, variant) for token, variant in table.items()}
     current: list = []
@@ -220,8 +222,11 @@ def kernel_ops(table: dict) -> tuple:
         return current[-1](x, residual, weight, eps)
 
     op = Op(fused_add_rms_norm_)
+    answers, build = overlap_answers, build_pair  # taken now: patching this module later changes neither
 
     def run(tests, token, kit_op):
+        if type(token) is tuple and token[:1] == ("overlaps",):  # part (a): tests is the learner's overlaps
+            return answers(tests, token[1], build)
         impl = chosen[token]
         current.append(kit_op if isinstance(impl, str) else impl)
         torch._dynamo.reset()  # each run compiles afresh: no cache, no recompile limit carried between runs
@@ -270,12 +275,12 @@ def build_pair(recipe: dict) -> tuple[torch.Tensor, torch.Tensor]:
     return view(recipe["a"]), view(recipe["b"])
 
 
-def overlap_answers(fn, recipes: list[dict]) -> list:
-    """``fn(a, b)`` for each recipe's pair: ``True``/``False``, or ``[type name, message]`` when it raised or
-    answered something else than a bool."""
+def overlap_answers(fn, recipes: list[dict], build=build_pair) -> list:
+    """``fn(a, b)`` for each recipe's pair (built by ``build``): ``True``/``False``, or ``[type name, message]`` when
+    it raised or answered something else than a bool."""
     out = []
     for recipe in recipes:
-        a, b = build_pair(recipe)
+        a, b = build(recipe)
         try:
             got = fn(a, b)
         except Exception as exc:  # noqa: BLE001 - the learner's error is an answer
