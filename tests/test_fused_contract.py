@@ -219,3 +219,100 @@ def test_spec_parts_are_the_ops_own(device):
     assert FUSED_SPEC.bytes_moved(rows, cols, 2) == 4 * rows * cols * 2
     assert FUSED_SPEC.bytes_moved(rows, cols, 2, fused=False) == 5 * rows * cols * 2
     assert [p.id for p in FUSED_SPEC.boundary_points()] == [p.id for p in boundary_points()]
+
+
+# --- a call that raises writes nothing ------------------------------------------------------------------------------
+
+def _leaf(t):
+    return t.detach().clone().requires_grad_()  # the case's tensors are views of guarded buffers
+
+
+def _leaf_view(x, r, w):
+    base = torch.randn(2, *x.shape, requires_grad=True)
+    return base[0], r, w
+
+
+def _no_grad_view(x, r, w):
+    base = torch.randn(2, *x.shape, requires_grad=True) * 1.0
+    with torch.no_grad():
+        view = base[0]
+    return view, r, w
+
+
+def _inference(x, r, w):
+    with torch.inference_mode():
+        return x.clone(), r, w
+
+
+#: name -> (make(x, r, w) -> (x, r, w), PyTorch's own in-place op that raises the same: the message to match)
+RAISING = {
+    "leaf x": (lambda x, r, w: (_leaf(x), r, w), lambda x, r, w: x.add_(r)),
+    "leaf residual": (lambda x, r, w: (x, _leaf(r), w), lambda x, r, w: r.add_(x)),
+    "view of a leaf as x": (_leaf_view, lambda x, r, w: x.add_(r)),
+    "no_grad view as x, weight requires grad": (
+        lambda x, r, w: _no_grad_view(x, r, w.requires_grad_()), lambda x, r, w: x.mul_(w)),
+    "one of unbind's views as residual": (
+        lambda x, r, w: (x, (torch.randn(2, *r.shape, requires_grad=True) * 1.0).unbind(0)[1], w),
+        lambda x, r, w: r.add_(x)),
+    "inference x": (_inference, lambda x, r, w: x.add_(r)),
+    "x one row, broadcasts": (lambda x, r, w: (x[:1], r, w), lambda x, r, w: x.add_(r)),
+    "x rows expanded from one": (lambda x, r, w: (x[:1].expand_as(x), r, w), lambda x, r, w: x.add_(r)),
+    "residual of another width": (lambda x, r, w: (x, r[:, :32], w), lambda x, r, w: x.add_(r)),
+    "weight of the wrong width": (lambda x, r, w: (x, r, w[:32]), lambda x, r, w: x.mul_(w)),
+    "integer residual": (lambda x, r, w: (x, r.long(), w), lambda x, r, w: r.add_(x)),
+}
+
+# Every raising call fails the predicate (the residual's match, the weight, in-place autograd or inference), so the
+# custom op, which serves only eligible calls under torch.compile or a dispatch mode, never sees one: the test
+# asserts the route. Not here: a direct call of torch.ops.fastpath.fused_add_rms_norm_ (shape cases take the same
+# composite inside it; torch.library runs a mutating op's kernel without autograd's in-place rules) and
+# torch.compile (a write that cannot happen fails the trace, on fake tensors, before anything runs).
+ROUTES = {"public": fastpath_lib.fused_add_rms_norm_, "composite": reference.native_}
+
+
+@pytest.mark.parametrize("route", ROUTES)
+@pytest.mark.parametrize("case", RAISING)
+def test_a_call_that_raises_writes_nothing(case, route):
+    """Every check either write could fail runs before the first write, on every route, with PyTorch's message."""
+    make, torch_op = RAISING[case]
+    x, r, w = make(*FusedCaseSpec(rows=16, cols=64).build(seed=5).args())
+    with pytest.raises(RuntimeError) as want:
+        torch_op(x, r, w)  # PyTorch refuses it too, before writing
+    x0, r0 = x.detach().clone(), r.detach().clone()
+    with fastpath_lib.record_routes() as routes, pytest.raises(RuntimeError) as got:
+        ROUTES[route](x, r, w)
+    assert routes == ({"fallback": 1} if route == "public" else {})
+    assert torch.equal(x.detach(), x0) and torch.equal(r.detach(), r0), "a call that raised wrote into its inputs"
+    assert str(got.value) == str(want.value)
+
+
+@pytest.mark.parametrize("batched", ["residual", "x"])
+def test_vmap_raises_before_writing(batched):
+    """Under vmap a result batched where the written tensor is not raises (PyTorch's message), before either write."""
+    x, r, w = FusedCaseSpec(rows=4, cols=64).build(seed=6).args()
+    xs, rs = torch.stack([x, x + 1]), torch.stack([r, r + 1])
+    x0, r0, xs0, rs0 = x.clone(), r.clone(), xs.clone(), rs.clone()
+    if batched == "residual":
+        call = torch.vmap(lambda rb: fastpath_lib.fused_add_rms_norm_(x, rb, w))
+        args = (rs,)
+    else:
+        call = torch.vmap(lambda xb: fastpath_lib.fused_add_rms_norm_(xb, r, w))
+        args = (xs,)
+    with pytest.raises(RuntimeError, match="vmap: inplace arithmetic"):
+        call(*args)
+    assert all(torch.equal(a, b) for a, b in ((x, x0), (r, r0), (xs, xs0), (rs, rs0)))
+
+
+def test_mixed_dtypes_follow_torch_in_place_arithmetic():
+    """x fp32, residual fp16: the fp32 sum rounded to fp16, bit for bit ``residual.add_(x)``. x fp16, residual fp32:
+    the sum rounded to fp16 (the contract's rounding point), where ``residual.add_(x)`` keeps the fp32 sum."""
+    x, r, w = FusedCaseSpec(rows=16, cols=64).build(seed=8).args()
+    r16 = (r * 1000).half()  # large values: fp32 and fp16 sums differ
+    want = r16.clone().add_(x)
+    out, _ = reference.native(x, r16, w)
+    got = fastpath_lib.fused_add_rms_norm_(x.clone(), r16, w)
+    assert torch.equal(got[1], want) and got[1].dtype == torch.float16 and torch.equal(got[0], out)
+    x16, r32 = (x * 1000).half(), r.clone()
+    plain = r32.clone().add_(x16)
+    fastpath_lib.fused_add_rms_norm_(x16, r32, w.half())
+    assert torch.equal(r32, plain.half().float()) and not torch.equal(r32, plain)

@@ -16,9 +16,11 @@ architecture, dtype, width, rows, strides, alignment. What the fused op adds:
   test is on byte ranges of one storage, so interleaved but element-disjoint views (column halves of one buffer)
   count as overlapping: conservative, and correct. Rows of ``x`` or ``residual`` that share memory with each other
   (a row expanded with stride 0) count too: ``copy_`` refuses to write them, and so does the in-place form;
-* *inplace_autograd*: the in-place form with an input that requires grad (grad mode on) takes the composite, whose
-  ``copy_`` raises on a leaf that requires grad and records the in-place ops on views as PyTorch does. The
-  functional form keeps the fast path under autograd (a Triton backward for ``x``, ``residual`` and the weight).
+* *inplace_autograd*: the in-place form with an input that requires grad (grad mode on) takes the composite, which
+  raises on a leaf that requires grad before it writes anything and records the in-place ops on views as PyTorch
+  does; so does an in-place call on an inference tensor outside inference mode (the composite raises PyTorch's
+  error, where a kernel would write it). The functional form keeps the fast path under autograd (a Triton backward
+  for ``x``, ``residual`` and the weight).
 
 :func:`eligible` and :func:`runtime_eligible` are the dispatch's booleans (RMSNorm's first, then the residual's);
 :data:`PREDICATE` says why. Torch only, no Triton.
@@ -90,7 +92,13 @@ def eligible(x, residual, weight, forced: bool, inplace: bool) -> bool:
         stride = row_stride(residual)
         if stride is None or (residual.numel() != n and stride * residual.element_size() % ALIGN_BYTES):
             return False
-    return not (inplace and _wants_grad(x, residual, weight))
+    return not (inplace and (_wants_grad(x, residual, weight) or _writes_inference(x, residual)))
+
+
+def _writes_inference(x, residual) -> bool:
+    """An inference tensor written outside inference mode (eager only: Dynamo does not trace ``is_inference``)."""
+    return not torch.compiler.is_compiling() and (x.is_inference() or residual.is_inference()) \
+        and not torch.is_inference_mode_enabled()
 
 
 def _span(t: torch.Tensor) -> tuple[int, int]:
@@ -131,8 +139,10 @@ def _opaque(c) -> bool:
 
 def _check_inplace_autograd(c):
     if c.inplace and c.grad:
-        return "in-place form while an input requires grad, need no grad (the composite's copy_ raises on a leaf " \
+        return "in-place form while an input requires grad, need no grad (the composite raises on a leaf " \
                "and records in-place ops on views)"
+    if c.inplace and not c.kind and c.residual is not None and _writes_inference(c.input, c.residual):
+        return "in-place form on an inference tensor outside inference mode (the composite raises, as torch does)"
     return None
 
 

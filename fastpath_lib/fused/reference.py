@@ -16,6 +16,20 @@ inputs first, then writes the sum into ``residual`` and the output into ``x`` (i
 autograd sees in-place ops on leaves and views as PyTorch defines them, and overlapping inputs end with the output
 written last). :func:`reference_grads` differentiates the same formula in float64, roundings left out.
 
+A call that raises writes nothing: :func:`check_inplace` runs every check either write could fail before the first
+one, in the order PyTorch reports them, with PyTorch's messages. First the rules about the two written tensors, ``x``
+then ``residual`` (vmap: a result batched where the tensor is not; an inference tensor outside inference mode;
+autograd, while it records: a leaf that requires grad, a view of one, a view PyTorch refuses to rebase, made in
+no_grad mode or one of several outputs); then the arithmetic (``x + residual``, the weight), which raises by itself;
+then whether each result fits where it is written: no rows sharing memory, the broadcast shape of ``x`` and
+``residual``, and a dtype the result may be cast to.
+
+Dtypes: the kit follows PyTorch's in-place arithmetic. The new residual is the sum rounded to ``x``'s dtype (the
+contract), stored in ``residual``'s dtype: with ``x`` fp32 and ``residual`` fp16 it is the fp32 sum rounded to
+fp16, bit for bit what ``residual.add_(x)`` stores; a cast to another kind (a float sum into an integer or bool
+residual) raises, as ``residual.add_(x)`` does. With ``x`` fp16 and ``residual`` fp32, ``residual`` holds the sum
+rounded to fp16 (vLLM's rounding point), not ``residual.add_(x)``'s fp32 sum. Only the composite serves mixed dtypes.
+
 Tolerances (:data:`TOLERANCES`, for comparing a route's output with :func:`native` in the input dtype): both compute
 in fp32 and round at the same points, so they differ only by the order of the fp32 mean-square reduction (relative
 about ``1e-6`` over at most 16384 terms). That moves ``n`` by a few fp32 ulps, which flips the rounding of an fp16 or
@@ -34,8 +48,8 @@ import torch
 
 from fastpath_lib.rmsnorm.limits import default_eps
 
-__all__ = ["native", "native_", "reference_grads", "TOLERANCES", "GRAD_TOLERANCES", "VLLM_TOLERANCES", "tolerance",
-           "bytes_moved"]
+__all__ = ["native", "native_", "check_inplace", "reference_grads", "TOLERANCES", "GRAD_TOLERANCES",
+           "VLLM_TOLERANCES", "tolerance", "bytes_moved"]
 
 #: dtype -> (atol, rtol) for the output, against :func:`native` (the new residual must match bitwise).
 TOLERANCES = {
@@ -79,13 +93,116 @@ def native_(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor | None
             eps: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """The in-place composite: both results from the inputs, then ``residual.copy_(sum)`` and ``x.copy_(out)``.
 
-    Returns ``(x, residual)``, the caller's own tensors. Raises what ``copy_`` raises (a leaf that requires grad, a
-    shape ``x`` cannot hold).
+    Returns ``(x, residual)``, the caller's own tensors. Raises before its first write what either write would raise
+    (:func:`check_inplace`): a call that raises leaves ``x`` and ``residual`` as they were.
+
+    >>> x, r = torch.randn(1, 4), torch.randn(2, 4)
+    >>> r0 = r.clone()
+    >>> native_(x, r)
+    Traceback (most recent call last):
+    RuntimeError: output with shape [1, 4] doesn't match the broadcast shape [2, 4]
+    >>> torch.equal(r, r0)
+    True
     """
+    check_inplace(x, residual, weight)
     out, new_residual = native(x, residual, weight, eps)
+    check_inplace(x, residual, weight, results=(out, new_residual))
     residual.copy_(new_residual)
     x.copy_(out)
     return x, residual
+
+
+_VMAP = ("vmap: inplace arithmetic(self, *extra_args) is not possible because there exists a Tensor `other` in "
+         "extra_args that has more elements than `self`. This happened due to `other` being vmapped over but `self` "
+         "not being vmapped over in a vmap. Please try to use out-of-place operators instead of inplace arithmetic. "
+         "If said operator is being called inside the PyTorch framework, please file a bug report instead.")
+_INFERENCE = ("Inplace update to inference tensor outside InferenceMode is not allowed.You can make a clone to get a "
+              "normal tensor before doing inplace update.See https://github.com/pytorch/rfcs/pull/17 for more details.")
+_TRACKED = ("Given that this use case is ambiguous and error-prone, it is forbidden. You can clarify your code by "
+            "moving both the view and the inplace either both inside the {block} block (if you don't want the "
+            "inplace to be tracked) or both outside (if you want the inplace to be tracked).")
+#: creation of a view -> PyTorch's message when autograd refuses to rebase it on an in-place write
+_REFUSED_VIEWS = {
+    "NO_GRAD_MODE": "A view was created in no_grad mode and is being modified inplace with grad mode enabled. "
+                    + _TRACKED.format(block="no_grad"),
+    "INFERENCE_MODE": "A view was created in inference mode and is being modified inplace in normal mode. "
+                      + _TRACKED.format(block="inference_mode"),
+    "MULTI_OUTPUT_NODE": "Output {i} of {fn} is a view and is being modified inplace. This view is the output of a "
+                         "function that returns multiple views. Such functions do not allow the output views to be "
+                         "modified inplace. You should replace the inplace operation by an out-of-place one.",
+    "IN_CUSTOM_FUNCTION": "Output {i} of {fn} is a view and is being modified inplace. This view was created inside a "
+                          "custom Function (or because an input was returned as-is) and the autograd logic to handle "
+                          "view+inplace would override the custom backward associated with the custom Function, "
+                          "leading to incorrect gradients. This behavior is forbidden. You can fix this by cloning "
+                          "the output of the custom Function.",
+}
+_OVERLAP = ("unsupported operation: more than one element of the written-to tensor refers to a single memory "
+            "location. Please clone() the tensor before performing the operation.")
+_WRAPPED = torch._C._functorch.is_functorch_wrapped_tensor
+
+
+def _batch_level(t: torch.Tensor | None) -> int:
+    """The vmap level ``t`` is batched at (-1: not batched)."""
+    if t is None or not torch._C._functorch.is_batchedtensor(t):
+        return -1
+    return torch._C._functorch.maybe_get_level(t)
+
+
+def _view_refused(t: torch.Tensor) -> str | None:
+    """PyTorch's message for a view autograd refuses to rebase on an in-place write (``None``: not such a view)."""
+    meta = torch._C._autograd._get_creation_meta(t).name
+    if meta == "DEFAULT":
+        return None
+    fn = t.grad_fn.name().rstrip("0123456789").removesuffix("Backward") if t.grad_fn is not None else "a function"
+    return _REFUSED_VIEWS.get(meta, f"A view ({meta}) is being modified inplace with grad mode enabled.").format(
+        i=t.output_nr, fn=fn)
+
+
+def check_inplace(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor | None = None, *,
+                  results: tuple[torch.Tensor, torch.Tensor] | None = None) -> None:
+    """Raise what writing the in-place form's results into ``x`` and ``residual`` would raise, before either write.
+
+    Without ``results``: the rules about the written tensors themselves, ``x`` first (vmap batching, inference
+    tensors, autograd's in-place rules while it records). With ``results=(out, new_residual)``: whether each fits
+    where it goes (no rows sharing memory, the broadcast shape, a dtype ``copy_`` may cast to as PyTorch's in-place
+    arithmetic allows). Under ``torch.compile`` the composite is traced on fake tensors before anything runs, so a
+    write that cannot happen fails the trace; these eager checks are skipped there.
+
+    >>> check_inplace(torch.randn(2, 4, requires_grad=True), torch.randn(2, 4))
+    Traceback (most recent call last):
+    RuntimeError: a leaf Variable that requires grad is being used in an in-place operation.
+    """
+    if torch.compiler.is_compiling():
+        return
+    written = (x, residual)
+    if results is None:
+        top = max(_batch_level(t) for t in (x, residual, weight))
+        recording = torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (x, residual, weight))
+        for t in written:
+            if top > -1 and _batch_level(t) < top:
+                raise RuntimeError(_VMAP)
+            if t.is_inference() and not torch.is_inference_mode_enabled():
+                raise RuntimeError(_INFERENCE)
+            if not recording or _WRAPPED(t):
+                continue
+            refused = _view_refused(t) if t._is_view() else None
+            if refused:
+                raise RuntimeError(refused)
+            if t.requires_grad and t._is_view() and t._base.is_leaf:
+                raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place "
+                                   "operation.")
+            if t.requires_grad and t.is_leaf:
+                raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
+        return
+    for dst, src in zip(written, results):
+        if not _WRAPPED(dst) and torch._debug_has_internal_overlap(dst) == 1:
+            raise RuntimeError(_OVERLAP)
+        if dst.shape != src.shape:
+            raise RuntimeError(f"output with shape {list(dst.shape)} doesn't match the broadcast shape "
+                               f"{list(src.shape)}")
+        if not torch.can_cast(torch.promote_types(src.dtype, dst.dtype), dst.dtype):
+            torch.empty(0, dtype=dst.dtype).add_(torch.empty(0, dtype=src.dtype))  # raises PyTorch's own message
+            raise RuntimeError(f"result type {src.dtype} can't be cast to the desired output type {dst.dtype}")
 
 
 def reference_grads(x, residual, weight, eps, grad_out, grad_residual=None):
