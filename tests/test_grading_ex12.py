@@ -201,6 +201,8 @@ _HEAD = "import torch\nimport fastpath_lib\nfrom fastpath_lib.fused.reference im
     ("calls = []\ntorch.Tensor.copy_ = torch.Tensor.copy_  # (a spy counting calls would go here; not run in pytest)\n"
      "def t(op_):\n    op_(torch.randn(16, 64), torch.randn(16, 64))\n    assert len(calls) == 2",
      "torch.Tensor.copy_"),
+    ("m = __import__('fastpath_lib.grading.fused_mutants', fromlist=['native'])\nm.native = m.native\n"
+     "def t(op_):\n    op_(torch.randn(16, 64), torch.randn(16, 64))", "m.native"),
     ("def backend(gm, inputs):\n    assert 'fastpath_grading' not in str(gm)\n    return gm\n"
      "def t(op_):\n    torch.compile(op_, backend=backend)(torch.randn(16, 64), torch.randn(16, 64))", "backend"),
     ("def t(op_):\n    raise AssertionError('always')", "fail on a correct op"),
@@ -264,15 +266,15 @@ def my_inplace_tests(op_):
 PATCHED_AGENT = """
 m = __import__("fastpath_lib.grading.fused_mutants", fromlist=["overlap_answers"])
 p = __import__("fastpath_lib.fused.predicate", fromlist=["overlaps"])
-m.overlap_answers = lambda fn, recipes, build=m.build_pair: [p.overlaps(*build(r)) for r in recipes]
+exec("m.overlap_answers = lambda fn, recipes, build=m.build_pair: [p.overlaps(*build(r)) for r in recipes]")
 def overlaps(a, b):
     return True
 """
 
 
 def test_in_the_grader_a_patched_overlap_agent_and_tests_that_learn_the_run_order_score_zero(tmp_path):
-    """The kernel's module is patched (through __import__, which the tamper scan does not see) to answer with the
-    kit's predicate: the answers still come from the learner's own overlaps (the agent took its functions before the
+    """The kernel's module is patched (in an exec string, which no source scan reads) to answer with the kit's
+    predicate: the answers still come from the learner's own overlaps (the agent took its functions before the
     first cell). The tests fail from their fourth run on: some correct op runs after that."""
     nbformat = pytest.importorskip("nbformat")
     from fastpath_lib.grading import cli

@@ -171,8 +171,11 @@ def _overlap_answers(fn, recipes):
 def _grade_overlaps(fn) -> list[Result]:
     if not callable(fn):
         raise Fail(f"expected a function, got {type(fn).__name__}")
+    patched = _replaces_library(sources.learner_source())
     problem = _private_names(fn) or (borrowed.source_problem(getattr(fn, "__name__", ""), _OVERLAP_FORBIDDEN)
-                                     if not remote.is_proxy(fn) and getattr(fn, "__name__", "") else None)
+                                     if not remote.is_proxy(fn) and getattr(fn, "__name__", "") else None) or (
+        f"your notebook replaces {patched}: the grader's agent and the tensors it builds run on that code; leave "
+        f"the libraries as they are" if patched else None)
     if problem:
         raise Fail(problem)
     cases = overlap_cases(random.Random(secrets.randbits(32)))
@@ -247,26 +250,41 @@ def _watching(src: str) -> str | None:
     return hit[0] if hit else None
 
 
-def _patches_torch(src: str) -> str | None:
-    """An assignment (or ``setattr``) in ``src`` that replaces something of torch's (``torch.Tensor.copy_ = spy``):
-    the op under test calls torch, so that is a spy on its implementation, wherever in the notebook it is."""
+_IMPORTERS = ("__import__", "importlib.import_module", "import_module", "sys.modules.get")
+
+
+def _replaces_library(src: str) -> str | None:
+    """An assignment (or ``setattr``) in ``src`` that replaces an attribute of an imported module or of something
+    imported (``torch.Tensor.copy_ = spy``, ``m = __import__(...); m.native = ...``), or writes ``sys.modules`` or a
+    module's ``__dict__``: the ops under test and the grader's agent run on that code, so such a notebook could
+    change how they behave, wherever in the notebook it does so."""
     import ast
 
     for tree in sources.parse_cells(src):
-        aliases = {a.asname or a.name.split(".")[0]: a.name for n in ast.walk(tree) if isinstance(n, ast.Import)
-                   for a in n.names if a.name.split(".")[0] == "torch"}
-        aliases |= {a.asname or a.name: f"{n.module}.{a.name}" for n in ast.walk(tree)
-                    if isinstance(n, ast.ImportFrom) and (n.module or "").split(".")[0] == "torch" for a in n.names}
+        imported = {a.asname or a.name.split(".")[0]: a.name for n in ast.walk(tree) if isinstance(n, ast.Import)
+                    for a in n.names}
+        imported |= {a.asname or a.name: f"{n.module}.{a.name}" for n in ast.walk(tree)
+                     if isinstance(n, ast.ImportFrom) for a in n.names}
+        for n in ast.walk(tree):
+            if isinstance(n, ast.Assign) and isinstance(n.value, (ast.Call, ast.Subscript)):
+                call = n.value.func if isinstance(n.value, ast.Call) else n.value.value
+                if (sources.dotted(call) or "") in _IMPORTERS + ("sys.modules",):
+                    imported |= {t.id: "a module" for t in n.targets if isinstance(t, ast.Name)}
         for node in ast.walk(tree):
             targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)] \
                 if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
             if isinstance(node, ast.Call) and sources.dotted(node.func) == "setattr" and node.args:
                 targets = [ast.Attribute(value=node.args[0], attr="?")]
             for t in targets:
+                if isinstance(t, ast.Subscript):
+                    where = ast.unparse(t.value)
+                    if where.endswith(("sys.modules", "__dict__")) or where.startswith("vars("):
+                        return where
+                    continue
                 name = sources.dotted(t) if isinstance(t, ast.Attribute) else None
                 head = (name or "").split(".")[0]
-                if head in aliases:
-                    return f"{aliases[head]}{name[len(head):]}"
+                if head in imported:
+                    return f"{imported[head]}{name[len(head):]}" if imported[head] != "a module" else name
     return None
 
 
@@ -276,10 +294,10 @@ def _source_problem(tests) -> str | None:
     problem = borrowed.source_problem(root, _TESTS_FORBIDDEN, _GIVEN) if root else None
     if problem:
         return problem
-    patched = _patches_torch(sources.learner_source())
+    patched = _replaces_library(sources.learner_source())
     if patched:
-        return (f"your notebook replaces {patched}: the op under test calls torch, so that watches its "
-                f"implementation; test what the op returns, writes and raises")
+        return (f"your notebook replaces {patched}: the ops under test run on that code; test what the op "
+                f"returns, writes and raises, and leave the libraries as they are")
     seen = inspection(src) or _watching(src)
     if seen:
         return (f"your tests read {seen}: a contract test calls the op and checks what it returns, writes or "
