@@ -6,8 +6,8 @@ row ranges, a row expanded with stride 0, a transposed view, a view of another d
 separate buffers. Where the two share an element it must say ``True``; where their byte ranges do not even intersect
 it must say ``False``; interleaved views that share no element (column halves, even and odd rows) may go either way
 (the kit's own check is conservative there). It must be written with tensors' public attributes: the kit's predicate,
-torch's private overlap helpers (``torch._C._overlaps``, ``torch._debug_has_internal_overlap``) and any other private
-name score nothing.
+torch's private overlap helpers (``torch._C._overlaps``, ``torch._debug_has_internal_overlap``), any other private
+name and numpy's ``shares_memory`` score nothing.
 
 ``my_inplace_tests(op_)`` raises on the first promise of :func:`fastpath_lib.fused_add_rms_norm_` that ``op_`` breaks.
 It runs against three correct ops (the kit's, the composite :func:`fastpath_lib.fused.reference.native_` and another
@@ -21,9 +21,13 @@ Borrowed answers: tests that compare with the kit's op or call its kernels or pr
 :mod:`fastpath_lib.fused.reference`), that import the kit's tests or copy their lines, that inspect the op instead
 of calling it, or that watch its implementation run (function or dispatch modes, ``__torch_function__`` spies, the
 profiler, tracers, a ``torch.compile`` backend of their own, the traced graph) score nothing; so do tests that
-never fail or fail on a correct op. What is not guaranteed: a test that tells the ops apart by a behaviour outside
-the contract it could observe (e.g. timing) is judged by its outcome only; and tests that fail at random may earn a
-lucky point or two, as in exercise 09 (each correct op but the kit's runs twice to make that unlikely).
+never fail or fail on a correct op; so does a notebook that replaces an attribute of an imported module (the ops
+under test and the grader's agent run on that code). What is not guaranteed: a test that tells the ops apart by a
+behaviour outside the contract it could observe (e.g. timing) is judged by its outcome only; a patch of the kernel's
+modules that no source shows (in an ``exec`` string, through introspection) can change how the ops behave in the
+learner's own kernel (the agent takes its functions before the first cell, the ops' helpers it does not copy); and
+tests that fail at random may earn a lucky point or two, as in exercise 09 (each correct op but the kit's runs twice
+to make that unlikely).
 
 Note:
     In a notebook this is advisory feedback; a learner's code can dig into the wrapper there.
