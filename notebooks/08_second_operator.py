@@ -85,10 +85,33 @@ print("version counters bumped (autograd sees the writes):", (x._version, r._ver
 # ## What a caller observes after an exception
 #
 # An in-place op that fails halfway leaves its caller with half-written state: the residual stream of a model updated,
-# its output not. PyTorch's own in-place ops check before they write, and so must this one: the composite computes
-# both results before its first write, so a call whose shapes do not fit raises while `x` and `residual` are still
-# untouched. Each row below is one invalid call; the last two columns check the inputs after the exception. A test
-# of the in-place contract asks this of every way a call can fail, not only of the first one that comes to mind.
+# its output not. PyTorch's own in-place ops check before they write, and so must this one. Computing both results
+# before the first write is not enough, because the writes can fail too: `x.copy_(out)` refuses a leaf that requires
+# grad, or an `x` of one row that only broadcasts against `residual`. The naive composite below writes `residual`
+# first, so when the write into `x` fails the residual has already changed:
+
+# %%
+def naive_(x, residual, weight=None, eps=None):  # both results first, then the two writes, nothing checked
+    out, s = reference.native(x, residual, weight, eps)
+    residual.copy_(s)
+    x.copy_(out)
+
+x, r, _ = FusedCaseSpec(rows=ROWS, cols=64).build(seed=2, device=DEVICE).args()
+x = x.detach().clone().requires_grad_()  # a leaf that requires grad
+r0 = r.clone()
+try:
+    naive_(x, r)
+except RuntimeError as exc:
+    print("raised:", exc)
+print("residual untouched:", torch.equal(r, r0))
+
+# %% [markdown]
+# The kit's composite (`reference.native_`) runs every check either write can fail before the first one
+# (`reference.check_inplace`: autograd's rules for both tensors, then the shape and dtype each result is written
+# into), in PyTorch's order and with PyTorch's messages. Each row below is one invalid call; the last two columns
+# check the inputs after the exception. A test of the in-place contract asks this of every way a call can fail, not
+# only of the first one that comes to mind: here the leaf and the broadcasting `x` are the calls the naive composite
+# gets wrong.
 
 # %%
 def after_exception(name, make):
@@ -105,7 +128,10 @@ def after_exception(name, make):
 
 calls = {"weight of the wrong width": lambda x, r, w: (x, r, w[:32]),
          "residual with twice the rows": lambda x, r, w: (x, torch.cat([r, r]), w),
-         "residual of another width": lambda x, r, w: (x, r[:, :32], w)}
+         "residual of another width": lambda x, r, w: (x, r[:, :32], w),
+         "x a leaf that requires grad": lambda x, r, w: (x.detach().clone().requires_grad_(), r, w),
+         "residual a leaf that requires grad": lambda x, r, w: (x, r.detach().clone().requires_grad_(), w),
+         "x one row (broadcasts)": lambda x, r, w: (x[:1], r, w)}
 exc_df = pd.DataFrame([after_exception(k, f) for k, f in calls.items()])
 assert exc_df[["x untouched", "residual untouched"]].all().all()
 exc_df
@@ -450,7 +476,8 @@ pd.DataFrame(agree)
 # ## Recap
 #
 # - The contract of an in-place op covers what it writes, what may alias, and what the caller observes after an
-#   exception: the kit's form computes before it writes, so a failed call leaves its inputs untouched.
+#   exception: the kit's form computes and runs every check its writes could fail before it writes, so a failed call
+#   leaves its inputs untouched (a leaf that requires grad or a broadcasting `x` included).
 # - `mutates_args` declares the writes; functionalization turns the op into a functional call plus copies under
 #   `torch.compile`; `opcheck`'s schema test catches a write the declaration omits.
 # - Where an intermediate is rounded is part of the contract: the variance of the rounded residual stays within one
