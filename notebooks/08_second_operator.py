@@ -435,6 +435,7 @@ print("supports_args (per call):", ", ".join(c for c in fused_predicate.PER_CALL
 
 # %%
 import importlib.util, sys, types
+from unittest import mock
 
 registered = {}
 def register_impl(name, **options):  # what vllm.ir.ops.fused_add_rms_norm.register_impl receives
@@ -443,19 +444,11 @@ def register_impl(name, **options):  # what vllm.ir.ops.fused_add_rms_norm.regis
 
 ir = types.SimpleNamespace(ops=types.SimpleNamespace(
     fused_add_rms_norm=types.SimpleNamespace(register_impl=register_impl)))
-saved = {k: sys.modules.get(k) for k in ("vllm", "vllm.ir")}
-sys.modules.update({"vllm": types.SimpleNamespace(ir=ir), "vllm.ir": ir})
-try:
+with mock.patch.dict(sys.modules, {"vllm": types.SimpleNamespace(ir=ir), "vllm.ir": ir}):  # restored on exit
     path = runtime.ROOT / "upstream" / "vllm_fused_add_rms_norm.py"
     loader = importlib.util.spec_from_file_location("vllm_provider", path)
     provider = importlib.util.module_from_spec(loader)
     loader.loader.exec_module(provider)
-finally:  # leave sys.modules as it was
-    for k, v in saved.items():
-        if v is None:
-            del sys.modules[k]
-        else:
-            sys.modules[k] = v
 print({name: {k: getattr(v, "__name__", v) for k, v in kw.items()} for name, kw in registered.items()})
 
 # %%
