@@ -230,7 +230,7 @@ def test_thin_tests_earn_only_the_categories_they_test_and_feedback_names_the_re
     assert by["passes_correct_ops"].passed and by["writes"].passed, [(r.part, r.feedback) for r in results]
     missed = [c for c in E.CATEGORIES if c != "writes"]
     assert not any(by[c].passed for c in missed)
-    assert all(by[c].feedback.startswith("survivor: ") and "_" not in by[c].feedback[10:] for c in missed), by
+    assert all(by[c].feedback.startswith("survivors: ") and "_" not in by[c].feedback[11:] for c in missed), by
 
 
 def test_tests_copied_from_the_kits_tests_score_nothing():

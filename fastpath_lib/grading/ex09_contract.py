@@ -258,18 +258,53 @@ def _remote_outcomes(tests, kit_op) -> dict[str, list[BaseException | None]]:
     if seen:
         raise Fail(f"your tests read {seen}: a contract test calls the op and checks what it returns or raises, "
                    f"it does not inspect the op")
+    return shuffled_outcomes(tests, kit_op, "ex09")
+
+
+def shuffled_outcomes(tests, kit_op, exercise: str) -> dict[str, list]:
+    """Run the learner's ``tests`` in their kernel once per token the grader installed (``session.<exercise>_tokens``),
+    in an order shuffled here; returns variant -> the errors of its runs (``None``: the tests passed)."""
     session = tests._session
-    tokens = dict(getattr(session, "ex09_tokens", {}))
+    tokens = dict(getattr(session, f"{exercise}_tokens", {}))
     if not tokens:
-        raise Fail("the grader did not install the op under test (not an exercise 09 notebook?)")
+        raise Fail(f"the grader did not install the op under test (not an exercise {exercise[2:]} notebook?)")
     order = list(tokens)
     random.SystemRandom().shuffle(order)
     out: dict[str, list] = {}
     for token in order:
         got = session.request(("tests", tests, token, kit_op), tests._root)["ok"]
-        exc = None if got is None else remote.answered_error(got)
-        out.setdefault(tokens[token], []).append(exc)
+        out.setdefault(tokens[token], []).append(None if got is None else remote.answered_error(got))
     return out
+
+
+def broken_op_results(exercise: str, first, controls, broken: dict[str, int], what: dict[str, str],
+                      passing: str) -> list[Result]:
+    """The parts of tests graded by broken ops: ``passes_correct_ops``, then one per category of ``broken``
+    (category -> how many broken ops, run as ``"category:i"``). ``first(variant)`` is the first error the tests
+    raised on that variant (``None``: they passed); ``controls`` are ``(label, variant)`` of correct ops. No point
+    while the tests fail a correct op, or while they pass on every op."""
+    def result(name: str, ok: bool, text: str) -> Result:
+        return Result(exercise, name, points_of(exercise, name), ok, text)
+
+    alarms = []
+    for label, variant in controls:
+        exc = first(variant)
+        if exc is not None and "not implemented" in describe_error(exc):
+            raise exc
+        if exc is not None:
+            alarms.append(f"on {label}: {describe_error(exc)}")
+    if alarms:
+        why = "no credit while your tests fail on an op that keeps every promise (see passes_correct_ops): a test " \
+              "that fails everything catches nothing"
+        return [result("passes_correct_ops", False, "your tests fail on a correct op (one that keeps every promise)\n"
+                       + "\n".join(alarms))] + [result(c, False, why) for c in broken]
+    alive = {c: sum(first(f"{c}:{i}") is None for i in range(n)) for c, n in broken.items()}
+    if all(alive[c] == n for c, n in broken.items()):
+        why = "your tests pass on every op, broken ones included: they check nothing yet"
+        return [result(n, False, why) for n in ("passes_correct_ops", *broken)]
+    return [result("passes_correct_ops", True, passing)] + [
+        result(c, True, "caught every broken op of this category") if not alive[c]
+        else result(c, False, f"survivors: {what[c]}") for c in broken]
 
 
 def _grade(tests, kit_op) -> list[Result]:
@@ -285,33 +320,9 @@ def _grade(tests, kit_op) -> list[Result]:
 
         def first(variant):
             return _run(tests, impls[variant])
-    alarms = []
-    for label, variant in (("the kit's op", "kit"), ("F.rms_norm itself", "torch")):
-        exc = first(variant)
-        if exc is not None and "not implemented" in describe_error(exc):
-            raise exc
-        if exc is not None:
-            alarms.append(f"on {label}: {describe_error(exc)}")
-    alive = {c: sum(first(f"{c}:{i}") is None for i in range(len(impls))) for c, impls in BROKEN.items()}
-    caught = sum(len(BROKEN[c]) - n for c, n in alive.items())
-
-    def result(name: str, ok: bool, text: str) -> Result:
-        return Result("ex09", name, points_of("ex09", name), ok, text)
-
-    if alarms:
-        first = result("passes_correct_ops", False, "your tests fail on an op that keeps every promise\n"
-                       + "\n".join(alarms))
-        why = "no credit while your tests fail on a correct op (see passes_correct_ops): a test that fails " \
-              "everything catches nothing"
-        return [first] + [result(c, False, why) for c in CATEGORIES]
-    if not caught:
-        why = "your tests pass on every op, broken ones included: they check nothing yet"
-        return [result(n, False, why) for n in _PARTS]
-    out = [result("passes_correct_ops", True, "passes on the kit's op and on F.rms_norm, and fails on broken ones")]
-    for c in CATEGORIES:
-        out.append(result(c, True, "caught every broken op of this category") if not alive[c]
-                   else result(c, False, f"survivors: {_WHAT[c]}"))
-    return out
+    return broken_op_results("ex09", first, (("the kit's op", "kit"), ("F.rms_norm itself", "torch")),
+                             {c: len(BROKEN[c]) for c in CATEGORIES}, _WHAT,
+                             "passes on the kit's op and on F.rms_norm, and fails on broken ones")
 
 
 def check_contract_tests(my_contract_tests, kit_op, *, show: bool = True):

@@ -43,7 +43,7 @@ import torch
 
 from fastpath_lib.grading import borrowed, remote, sources
 from fastpath_lib.grading import fused_mutants as M
-from fastpath_lib.grading.ex09_contract import inspection
+from fastpath_lib.grading.ex09_contract import broken_op_results, inspection, shuffled_outcomes
 from fastpath_lib.grading.feedback import Fail, describe_error, emit, failed_parts
 from fastpath_lib.grading.registry import Result, points_of
 
@@ -348,20 +348,6 @@ def install(session) -> None:
     session.request(("ops", tokens, M.__name__), "")
 
 
-def _remote_outcomes(tests, kit_op) -> dict[str, list]:
-    session = tests._session
-    tokens = dict(getattr(session, "ex12_tokens", {}))
-    if not tokens:
-        raise Fail("the grader did not install the op under test (not an exercise 12 notebook?)")
-    order = list(tokens)
-    random.SystemRandom().shuffle(order)
-    out: dict[str, list] = {}
-    for token in order:
-        got = session.request(("tests", tests, token, kit_op), tests._root)["ok"]
-        out.setdefault(tokens[token], []).append(None if got is None else remote.answered_error(got))
-    return out
-
-
 def _grade_tests(tests, kit_op) -> list[Result]:
     if not callable(tests):
         raise Fail(f"expected a function, got {type(tests).__name__}")
@@ -371,7 +357,7 @@ def _grade_tests(tests, kit_op) -> list[Result]:
     if problem:
         raise Fail(problem)
     if remote.is_proxy(tests):
-        outcomes = _remote_outcomes(tests, kit_op)
+        outcomes = shuffled_outcomes(tests, kit_op, "ex12")
 
         def first(variant):
             return next((e for e in outcomes.get(variant, [None]) if e is not None), None)
@@ -380,31 +366,9 @@ def _grade_tests(tests, kit_op) -> list[Result]:
 
         def first(variant):
             return _local_run(tests, known[variant])
-    alarms = []
-    for label, variant in (("the kit's op", "kit"), ("the composite", "composite"), ("another correct route",
-                                                                                     "other_route")):
-        exc = first(variant)
-        if exc is not None and "not implemented" in describe_error(exc):
-            raise exc
-        if exc is not None:
-            alarms.append(f"on {label}: {describe_error(exc)}")
-
-    def result(name: str, ok: bool, text: str) -> Result:
-        return Result("ex12", name, points_of("ex12", name), ok, text)
-
-    if alarms:
-        why = "no credit while your tests fail on an op that keeps every promise (see passes_correct_ops)"
-        return [result("passes_correct_ops", False, "your tests fail on a correct op\n" + "\n".join(alarms))] + [
-            result(c, False, why) for c in CATEGORIES]
-    alive = {c: sum(first(f"{c}:{i}") is None for i in range(len(fns))) for c, fns in M.BROKEN.items()}
-    if all(alive[c] == len(M.BROKEN[c]) for c in CATEGORIES):
-        why = "your tests pass on every op, broken ones included: they check nothing yet"
-        return [result(n, False, why) for n in _PARTS]
-    out = [result("passes_correct_ops", True, "passes on the three correct ops, and fails on broken ones")]
-    for c in CATEGORIES:
-        out.append(result(c, True, "caught every broken op of this category") if not alive[c]
-                   else result(c, False, f"survivor: {_WHAT[c]}"))
-    return out
+    controls = (("the kit's op", "kit"), ("the composite", "composite"), ("another correct route", "other_route"))
+    return broken_op_results("ex12", first, controls, {c: len(M.BROKEN[c]) for c in CATEGORIES}, _WHAT,
+                             "passes on the three correct ops, and fails on broken ones")
 
 
 def check_inplace_tests(my_inplace_tests, kit_op, *, show: bool = True):
