@@ -172,8 +172,10 @@ def test_sigterm_stops_the_step_and_still_finishes_the_folder(tmp_path):
 def test_dry_run_prints_the_plan_and_checks_imports(capsys):
     assert evidence.dry_run(480, collect=False) == 0
     text = capsys.readouterr().out
-    for s, b in evidence.plan(480):
-        assert f"{s.name:<15} {b:6.0f} s" in text
+    plan = evidence.plan(480)
+    width = max(len(s.name) for s, _ in plan)  # the names are padded to the longest one
+    for s, b in plan:
+        assert f"{s.name:<{width}} {b:6.0f} s" in text, s.name
     assert "everything the steps need imports" in text and "compute-sanitizer:" in text
     broken = (Step("x", "needs a missing module", 1, "tests.evidence_fakes:ok", needs=("no_such_module_xyz",)),)
     assert evidence.dry_run(60, broken, collect=False) == 1

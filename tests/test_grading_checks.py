@@ -25,6 +25,7 @@ from fastpath_lib.cases import CaseSpec  # noqa: E402
 from fastpath_lib.eligibility import Boundary, Condition, Predicate  # noqa: E402
 from fastpath_lib.grading import mutants  # noqa: E402
 from fastpath_lib.grading.registry import EXERCISES  # noqa: E402
+from fastpath_lib.grading.registry import mutant_part as mutants_part  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 def feedback(results) -> str:
@@ -535,15 +536,43 @@ def test_ex04_mutants_are_two_sided_and_cover_backward_and_numerics():
     assert {"launcher_eps_default_of_input_dtype", "kernel_half_precision_squares"} <= names
 
 
-@pytest.mark.parametrize("drop", range(16))
-def test_each_solution_case_is_needed_or_redundant_by_design(drop):
-    """Leaving one case out of the solution leaves a mutant alive, except the cases another one covers."""
+@pytest.fixture(scope="module")
+def ex04_kills():
+    """The solution's cases and, per case alone, the mutants it catches (the grader's verdicts: a mutant is caught by
+    a set of cases when one of them catches it, so leaving a case out is read off this table)."""
+    from fastpath_lib.grading import ex04_boundary
+
     cases = solved("ex04")["my_boundary_cases"]()
+    kills = []
+    for c in cases:
+        caught, errors = ex04_boundary._verdicts([c])
+        assert not errors, errors
+        kills.append({m for m, hit in caught.items() if hit})
+    return cases, kills
+
+
+def _lost_without(cases, kills, drop) -> list[str]:
+    caught = set().union(*(k for i, k in enumerate(kills) if i != drop))
+    return [c for c in mutants.CATEGORIES if any(m.name not in caught for m in mutants.by_category(c))]
+
+
+@pytest.mark.parametrize("drop", range(16))
+def test_each_solution_case_is_needed_or_redundant_by_design(drop, ex04_kills):
+    """Leaving one case out of the solution leaves a mutant alive, except the cases another one covers."""
+    cases, kills = ex04_kills
     assert len(cases) == 16
-    rest = cases[:drop] + cases[drop + 1:]
-    lost = [r.part for r in ex.check_boundary_cases(lambda: rest, show=False) if not r.passed]
+    lost = _lost_without(cases, kills, drop)
     redundant = {0, 14, 15}  # threshold rows (the column-limit case has 8 rows); fp16 eps/precision (bf16, tiny fp16)
     assert bool(lost) != (drop in redundant), (cases[drop].label(), lost)
+
+
+def test_leaving_a_case_out_reads_the_same_through_the_check(ex04_kills):
+    """The table above agrees with the check itself on one case left out."""
+    cases, kills = ex04_kills
+    drop = 1
+    rest = cases[:drop] + cases[drop + 1:]
+    failed = [r.part for r in ex.check_boundary_cases(lambda: rest, show=False) if not r.passed]
+    assert failed and failed == [mutants_part(c) for c in _lost_without(cases, kills, drop)], failed
 
 
 def test_ex05_reports_the_kit_vocabulary():
