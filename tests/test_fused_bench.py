@@ -183,3 +183,23 @@ def test_host_family_times_both_forms_on_fallback_calls_only():
     if b16.route != "fallback":
         assert b16.status == "not measured" and pd.isna(b16.median_us)
     assert set(host_table(classify(rows)).index) == {r.case_id for r in rows.itertuples()}
+
+
+def test_bench_op_family_host_prints_and_writes_the_host_rows(tmp_path, capsys, monkeypatch):
+    """``bench --op fused_add_rms_norm --family host --out DIR``: no matrix case runs; the host table compares each
+    form with its own baseline (the public function with the spec's first, the in-place form with its composite),
+    and the rows land in the folder's results.csv."""
+    import pandas as pd
+
+    from fastpath_lib.bench import cli, ophost
+
+    real = ophost.measure_host_op
+    monkeypatch.setattr(ophost, "measure_host_op", lambda spec, quick=False: real(spec, quick=quick, rounds=1))
+    assert cli.bench_main(["--op", "fused_add_rms_norm", "--quick", "--family", "host", "--out",
+                           str(tmp_path / "h")]) == 0
+    text = capsys.readouterr().out
+    table = text[text.index("host time per call"):]
+    line = next(ln for ln in table.splitlines() if ln.startswith("host_decode_m1_4096_bf16_inplace "))
+    assert "inplace composite" in line and "unfused_eager" in table and "not a GPU measurement".upper() in text
+    df = pd.read_csv(tmp_path / "h" / "results.csv")
+    assert set(df.family) == {"host-overhead"} and "host_decode_m1_4096_bf16_inplace" in set(df.case_id)

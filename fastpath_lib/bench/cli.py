@@ -79,7 +79,8 @@ def bench_main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-analyses", action="store_true", help="skip the threshold sweep, replay and compile cost")
     p.add_argument("--only", help="comma-separated case ids to run (a subset of the matrix)")
     p.add_argument("--family", choices=("all", "matrix", "host"), default="all",
-                   help="the predeclared matrix, the host-overhead family, or both (default)")
+                   help="the predeclared matrix, the host-overhead family, or both (default; for an --op other "
+                        "than rms_norm 'all' is its matrix and 'host' its host-overhead family)")
     p.add_argument("--op", default="rms_norm",
                    help="the registered operator (fastpath_lib.opspec.names()) whose matrix to run, or "
                         "MODULE:ATTRIBUTE naming an OpSpec to register first (default: rms_norm, the full pipeline)")
@@ -124,6 +125,28 @@ def bench_main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _with_host_rows(spec, df: pd.DataFrame, quick: bool) -> pd.DataFrame:
+    """``df`` with ``spec``'s host-overhead family appended (timed here), and its table printed against the op's first
+    baseline."""
+    from fastpath_lib.bench.analysis import classify
+    from fastpath_lib.bench.host import TARGET_RATIO, host_table
+    from fastpath_lib.bench.ophost import measure_host_op
+
+    host = classify(pd.DataFrame(measure_host_op(spec, quick=quick)))
+    t = host_table(host)
+    if len(t):
+        base = spec.baseline[0]
+        t["ratio_to"] = t["ratio_to"].replace({"F.rms_norm": base})
+        for form in spec.host_forms:  # e.g. the in-place form, against its own composite
+            t.loc[t.index.str.endswith(f"_{form}"), "ratio_to"] = f"{form} composite"
+        print(f"\nhost time per call (us; best of several medians; fallback target: dispatched <= {TARGET_RATIO}x "
+              f"{base})")
+        print(_show(t.drop(columns=["target", "warnings", "launcher_us"])))
+    out = classify(pd.concat([df, host], ignore_index=True)) if len(df) else host
+    out.attrs["environment"] = df.attrs["environment"]
+    return out
+
+
 def _bench_op(args) -> int:
     """``bench --op NAME``: another registered operator's matrix, timed and classified; with ``--out``, written with
     the boundary plot and the PR note in the kit's form, vLLM's template and PyTorch's (:data:`NOTE_FILES`)."""
@@ -136,8 +159,8 @@ def _bench_op(args) -> int:
     from fastpath_lib.bench.report import NOTE_FILES, pr_note
     from fastpath_lib.bench.schema import NOT_GPU
 
-    if args.cases or args.family != "all" or args.no_analyses:
-        return fail(f"--op {args.op}: --cases, --family and --no-analyses apply to rms_norm only")
+    if args.cases or args.no_analyses:
+        return fail(f"--op {args.op}: --cases and --no-analyses apply to rms_norm only")
     try:
         if ":" in args.op:
             module, attr = args.op.split(":", 1)
@@ -156,12 +179,18 @@ def _bench_op(args) -> int:
             staging = results.begin(args.out, force=args.force)
         except FileExistsError as exc:
             return fail(str(exc))
+    if args.family == "host":  # the host-overhead family alone: no matrix case runs
+        only = []
     df = run_op(spec, quick=args.quick, only=only)
     env = df.attrs["environment"]
-    print(_show(summary_table(df, gpu=env["gpu_measurement"])))
-    print(f"\n{spec.name}: {coverage_line(df, env)}")
+    if args.family != "host":
+        print(_show(summary_table(df, gpu=env["gpu_measurement"])))
+        print(f"\n{spec.name}: {coverage_line(df, env)}")
+    if args.family == "host":
+        df = _with_host_rows(spec, df, args.quick)
     if not env["gpu_measurement"]:
-        print(f"\n{NOT_GPU.upper()}: CPU / Triton-interpreter timings; outcomes read unmeasured.")
+        print(f"\n{NOT_GPU.upper()}: CPU / Triton-interpreter timings; outcomes read unmeasured"
+              + ("; host time per call is a CPU measurement." if args.family == "host" else "."))
     if staging is not None:
         results.write(staging, df, env)
         for template, name in NOTE_FILES.items():
