@@ -183,15 +183,16 @@ def test_dry_run_prints_the_plan_and_checks_imports(capsys):
     assert "cannot import no_such_module_xyz" in capsys.readouterr().out
 
 
-def test_dry_run_command_on_the_bare_package_set():
-    """``evidence --dry-run`` with only the GPU machine's packages importable, test collection included."""
-    res = subprocess.run([sys.executable, "tools/bare_packages.py", "-m", "fastpath_lib", "evidence", "--dry-run"],
-                         cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True, text=True,
-                         timeout=600)
+def test_dry_run_on_the_bare_package_set(tmp_path):
+    """The dry run's plan and import check with only the GPU machine's packages importable. Its test collection there
+    is what ``test_pytest_config.test_gpu_marker_runs_on_the_bare_package_set`` runs (``pytest -m gpu tests``
+    imports every test file, the core step's included), so it is not repeated here."""
+    script = tmp_path / "dry_run.py"
+    script.write_text("from fastpath_lib.bench import evidence\nraise SystemExit(evidence.dry_run(480, collect=False))\n")
+    res = subprocess.run([sys.executable, "tools/bare_packages.py", str(script)], cwd=ROOT,
+                         env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-    found = re.search(r"test collection: gpu_tests: (\d+) tests; core_tests: (\d+) tests", res.stdout)
-    assert found and int(found.group(1)) > 0 and int(found.group(2)) > 0, res.stdout[-3000:]
-    assert "PROBLEM" not in res.stdout
+    assert "everything the steps need imports" in res.stdout and "PROBLEM" not in res.stdout, res.stdout[-3000:]
 
 
 def test_dry_run_collects_with_the_test_steps_own_commands(tmp_path):
