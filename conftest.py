@@ -86,29 +86,6 @@ def pytest_ignore_collect(collection_path, config):
     return None
 
 
-#: The test files that take longest (``./kit test``'s ``--durations``), longest first: they run first, so that when
-#: ``./kit test`` spreads whole files over two processes (pytest-xdist, ``--dist loadfile --no-loadscope-reorder``)
-#: the run ends on short files, not with one process idle while the other works through a long one.
-LONGEST_FIRST = ("tests/browser/test_jupyterlab.py", "tests/test_grading.py", "tests/test_evidence.py",
-                 "tests/test_grading_attacks.py", "tests/test_grading_integrity.py", "tests/test_compiled.py",
-                 "tests/test_grading_ex12.py", "tests/test_bench.py", "tests/test_grading_checks.py",
-                 "notebooks/05_benchmark_matrix.ipynb", "tests/test_dispatch.py", "tests/test_pytest_config.py")
-
-
-def pytest_collection_modifyitems(session, config, items):
-    """Run the files of :data:`LONGEST_FIRST` first, in that order; every file's own tests keep their order."""
-    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
-    first_seen: dict[str, int] = {}
-    for i, item in enumerate(items):
-        first_seen.setdefault(item.nodeid.split("::")[0], i)
-
-    def key(item):
-        path = item.nodeid.split("::")[0]
-        return (rank.get(path, len(rank)), first_seen[path])
-
-    items.sort(key=key)
-
-
 def pytest_terminal_summary(terminalreporter):
     for path, missing in _LEFT_OUT:
         terminalreporter.write_line(f"left out {path}: needs {', '.join(missing)} (not installed here)")

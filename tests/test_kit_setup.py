@@ -88,8 +88,7 @@ def test_an_unreachable_index_does_not_break_setup(kit_env):
 
 def test_kit_test_ends_with_the_slowest_tests(kit_env):
     """``./kit test ARGS`` runs pytest over two worker processes, one test file each at a time (``-n 2 --dist
-    loadfile``: a file's module fixtures, a notebook's cells and the browser test's JupyterLab stay in one process;
-    files in collection order, where the root conftest puts the longest first),
+    loadfile``: a file's module fixtures, a notebook's cells and the browser test's JupyterLab stay in one process),
     with ``--durations=25`` before the caller's arguments (issue 16 item 6), so the test budget is printed at the end
     of every full run and a caller's own ``-n`` or ``--durations`` still wins; ``FASTPATH_TEST_WORKERS`` sets the
     number of workers."""
@@ -101,9 +100,9 @@ def test_kit_test_ends_with_the_slowest_tests(kit_env):
                          capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     runs = [line for line in Path(env["KIT_LOG"]).read_text().splitlines() if line.startswith("-m pytest")]
-    assert runs == ["-m pytest -n 2 --dist loadfile --no-loadscope-reorder --durations=25 -k nothing -q"], runs
+    assert runs == ["-m pytest -n 2 --dist loadfile --durations=25 -k nothing -q"], runs
     res = subprocess.run(["bash", str(ROOT / "kit"), "test", "-k", "nothing"], cwd=ROOT,
                          env=dict(env, FASTPATH_TEST_WORKERS="0"), capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     runs = [line for line in Path(env["KIT_LOG"]).read_text().splitlines() if line.startswith("-m pytest")]
-    assert runs[-1] == "-m pytest -n 0 --dist loadfile --no-loadscope-reorder --durations=25 -k nothing", runs
+    assert runs[-1] == "-m pytest -n 0 --dist loadfile --durations=25 -k nothing", runs

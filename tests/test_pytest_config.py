@@ -125,22 +125,3 @@ def test_sigterm_handler_interrupts_once_and_leaves_a_chosen_handler_alone():
     finally:
         signal.signal(signal.SIGTERM, saved)
 
-
-def test_longest_files_run_first_and_each_file_keeps_its_order():
-    """The root conftest moves the files it names as longest to the front (so two xdist processes end on short
-    files); every file exists, and within a file, and among the other files, the order is pytest's own."""
-    mod = _root_conftest()
-    assert all((ROOT / name).is_file() for name in mod.LONGEST_FIRST), mod.LONGEST_FIRST
-
-    class Item:
-        def __init__(self, nodeid):
-            self.nodeid = nodeid
-
-    first, second = mod.LONGEST_FIRST[:2]
-    ids = ["tests/test_a.py::t1", f"{second}::x", f"{second}::y", "tests/test_a.py::t2", f"{first}::z",
-           "notebooks/00_setup.ipynb::Cell 0", "tests/test_b.py::t"]
-    items = [Item(i) for i in ids]
-    mod.pytest_collection_modifyitems(None, None, items)
-    assert [i.nodeid for i in items] == [f"{first}::z", f"{second}::x", f"{second}::y", "tests/test_a.py::t1",
-                                         "tests/test_a.py::t2", "notebooks/00_setup.ipynb::Cell 0",
-                                         "tests/test_b.py::t"]
