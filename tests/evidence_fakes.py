@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 
 
@@ -27,6 +28,11 @@ def skip(ctx):
 def boom(ctx):
     (ctx.out / "partial.txt").write_text("half of the work\n")
     raise RuntimeError("simulated GPU failure")
+
+
+def modules(ctx):
+    loaded = {m: m in sys.modules for m in ("torch", "fastpath_lib", "tests.evidence_fakes")}
+    return {"status": "ran", "why": "", "details": {"loaded": loaded}}
 
 
 def hang(ctx):

@@ -4,6 +4,7 @@ in the same child processes the real steps do."""
 
 from __future__ import annotations
 
+import ast
 import importlib
 import json
 import os
@@ -88,10 +89,9 @@ def test_a_step_that_overruns_is_cut_and_the_run_goes_on(tmp_path):
     out = tmp_path / "ev"
     steps = (fake("rows", "progressive", weight=1), fake("stuck", "hang", weight=1), fake("after", "ok", weight=2))
     t0 = time.monotonic()
-    # about 10 s a cut step and what is left for the last: each child imports the package (torch, pandas) before its
-    # step starts, which takes seconds on a busy 2-core machine; a cut step must have started, and the cuts' grace
-    # comes out of the time left for the step after them
-    status, _ = run_evidence(out, budget_s=40, steps=steps, log=lambda m: None)
+    # 4 s a cut step and 8 s for the last: a step's process starts without importing torch (step_process), so even on
+    # a busy machine a cut step has started and written rows; the cuts' grace comes out of the time left for the last
+    status, _ = run_evidence(out, budget_s=16, steps=steps, log=lambda m: None)
     elapsed = time.monotonic() - t0
     s = steps_by_name(manifest(out))
     assert status == 1
@@ -101,7 +101,24 @@ def test_a_step_that_overruns_is_cut_and_the_run_goes_on(tmp_path):
     assert len(json.loads((out / "rows.json").read_text())) >= 3  # what it wrote before the cut is kept
     assert (out / "before_hang.txt").exists()
     assert s["after"]["status"] == "ran"
-    assert elapsed < 40 + 2 * evidence._GRACE_S
+    assert elapsed < 16 + 2 * evidence._GRACE_S
+
+
+def test_a_steps_process_imports_only_what_its_step_needs(tmp_path):
+    """step_process is run by path with the standard library only: a simulated step's process never imports torch
+    or the kit (a real step imports them itself), so starting a step costs a Python start-up, not a torch import."""
+    out = tmp_path / "ev"
+    status, _ = run_evidence(out, budget_s=30, steps=(fake("imports", "modules"),), log=lambda m: None)
+    s = steps_by_name(manifest(out))["imports"]
+    assert status == 0 and s["status"] == "ran", s
+    assert s["details"]["loaded"] == {"torch": False, "fastpath_lib": False, "tests.evidence_fakes": True}, s
+    tree = ast.parse((ROOT / "fastpath_lib" / "bench" / "step_process.py").read_text())
+    imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    imported |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    assert imported <= set(sys.stdlib_module_names) | {"__future__", "fastpath_lib"}, imported
+    top = [a.name for n in tree.body if isinstance(n, ast.Import) for a in n.names]
+    top += [n.module or "" for n in tree.body if isinstance(n, ast.ImportFrom)]
+    assert not [m for m in top if m.startswith("fastpath_lib")], "step_process imports the kit at its top level"
 
 
 def test_one_child_environment_and_one_process_group_stop(monkeypatch):

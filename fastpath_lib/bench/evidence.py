@@ -40,6 +40,7 @@ import sys
 import time
 from pathlib import Path
 
+from fastpath_lib.bench import step_process
 from fastpath_lib.runtime import ROOT, child_env, stop_process_group
 
 __all__ = ["Step", "STEPS", "DEFAULT_BUDGET_S", "SHARED", "all_steps", "op_steps", "plan", "budget_split",
@@ -202,8 +203,7 @@ def _run_step(step: Step, staging: Path, budget: float) -> dict:
     before = _files(staging)
     entry = {"name": step.name, "title": step.title, "budget_s": round(budget, 1), "started": _now(),
              "log": f"logs/{step.name}.log", "cut": False}
-    cmd = [sys.executable, "-c", "from fastpath_lib.bench.evidence_steps import child_main; child_main()",
-           step.target, str(staging), f"{budget:.3f}", str(result), *([step.op] if step.op else [])]
+    cmd = step_process.command(step.target, staging, budget, result, step.op)
     t0 = time.monotonic()
     with open(logs / f"{step.name}.log", "w") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=ROOT,

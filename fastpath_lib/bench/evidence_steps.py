@@ -1,4 +1,5 @@
-"""The evidence run's steps, each run in its own process by :mod:`fastpath_lib.bench.evidence`.
+"""The evidence run's steps, each run in its own process by :mod:`fastpath_lib.bench.evidence` (through
+:mod:`~fastpath_lib.bench.step_process`, which defines :class:`StepContext`).
 
 A step is a function taking a :class:`StepContext` and returning ``None`` (it ran) or a dict ``{"status": "ran" |
 "skipped" | "failed", "why": ..., "details": {...}}``; an exception means it failed. Each writes its files into the
@@ -7,7 +8,6 @@ run's staging folder (``ctx.out``) as soon as it has them, so a later cut keeps 
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import re
@@ -15,10 +15,10 @@ import shutil
 import subprocess
 import sys
 import time
-import traceback
 from pathlib import Path
 
 import fastpath_lib.bench.pytest_deadline as pytest_deadline
+from fastpath_lib.bench.step_process import StepContext, child_main  # noqa: F401 - a step's context and process
 from fastpath_lib.runtime import ROOT, child_env, stop_process_group
 
 __all__ = ["StepContext", "child_main", "find_sanitizer", "collect_tests", "CORE_TESTS", "selftest", "gpu_tests",
@@ -28,78 +28,6 @@ __all__ = ["StepContext", "child_main", "find_sanitizer", "collect_tests", "CORE
 #: The core tests the evidence run repeats on CUDA (those present in the checkout).
 CORE_TESTS = ("tests/test_predicate.py", "tests/test_boundaries.py", "tests/test_contract.py",
               "tests/test_contract_modes.py", "tests/test_hypothesis.py")
-
-
-@dataclasses.dataclass
-class StepContext:
-    """What a step gets: the staging folder, its budget, its deadline (``time.monotonic()``) and, for a step that
-    serves one registered operator, its name (``op``)."""
-
-    out: Path
-    budget_s: float
-    started: float
-    root: Path = ROOT
-    op: str | None = None
-
-    @property
-    def deadline(self) -> float:
-        """When the step should stop starting new work (a margin before it would be cut)."""
-        return self.started + self.budget_s - max(3.0, 0.1 * self.budget_s)
-
-    def left(self) -> float:
-        """Seconds until :attr:`deadline`."""
-        return self.deadline - time.monotonic()
-
-    def log(self, msg: str) -> None:
-        print(msg, flush=True)
-
-    def write_json(self, name: str, data) -> Path:
-        path = self.out / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(data, indent=2, default=str) + "\n")
-        return path
-
-    def run(self, cmd: list[str], log_name: str, *, timeout: float, env: dict | None = None) -> tuple[int | None, str]:
-        """Run a command with its own time limit, its output teed to ``log_name`` and this step's log.
-
-        Returns:
-            ``(exit_code or None when it had to be stopped, output)``.
-        """
-        path = self.out / log_name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.log(f"$ {' '.join(cmd)}  (limit {timeout:.0f} s)")
-        with open(path, "w") as f:
-            proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=self.root,
-                                    env=env, start_new_session=True)
-            try:
-                rc = proc.wait(timeout=max(1.0, timeout))
-            except subprocess.TimeoutExpired:
-                stop_process_group(proc)
-                rc = None
-        text = path.read_text(errors="replace")
-        print(text[-4000:], flush=True)
-        return rc, text
-
-
-def child_main(argv: list[str] | None = None) -> None:
-    """Entry point of a step's process: ``TARGET STAGING BUDGET_S RESULT_JSON [OP]``; exits 0 when a result was
-    written."""
-    import importlib
-
-    args = (argv or sys.argv[1:])
-    target, staging, budget, result = args[:4]
-    ctx = StepContext(out=Path(staging), budget_s=float(budget), started=time.monotonic(),
-                      op=args[4] if len(args) > 4 else None)
-    module, func = target.split(":")
-    try:
-        res = getattr(importlib.import_module(module), func)(ctx) or {}
-        res = {"status": res.get("status", "ran"), "why": res.get("why", ""), "details": res.get("details")}
-    except Exception as exc:  # noqa: BLE001 - a failed step is recorded, not raised
-        traceback.print_exc()
-        res = {"status": "failed", "why": f"{type(exc).__name__}: {exc}"[:500]}
-    Path(result).write_text(json.dumps(res, default=str))
-    sys.stdout.flush()
-    sys.exit(0)
 
 
 # --- steps ----------------------------------------------------------------------------------------------------------
