@@ -536,6 +536,29 @@ def test_ex04_mutants_are_two_sided_and_cover_backward_and_numerics():
     assert {"launcher_eps_default_of_input_dtype", "kernel_half_precision_squares"} <= names
 
 
+def test_ex04_mutant_kernels_run_in_a_grader_started_without_the_interpreter_switch():
+    """``python -m fastpath_lib grade`` on a machine without CUDA, started without ./kit (plain CI, Gradescope): the
+    grader's own process launches exercise 04's mutant kernels, so they must opt in to the interpreter themselves
+    (before: every part of the solution scored 0, "0 active drivers")."""
+    import os
+    import subprocess
+    import sys
+
+    from fastpath_lib import runtime
+
+    if runtime.cuda_available():
+        pytest.skip("with CUDA the kernels run on the GPU")
+    code = ("import torch; from fastpath_lib.grading import mutant_kernels as K\n"
+            "from fastpath_lib.testing import reference_rms_norm\n"
+            "x = torch.randn(8, 64); y = torch.empty_like(x); K.run_forward(0, x, None, None, y)\n"
+            "assert torch.allclose(y, reference_rms_norm(x, (64,), None, None).float(), atol=1e-5)\n"
+            "import os; print('interpreter', os.environ.get('TRITON_INTERPRET'))")
+    env = {k: v for k, v in runtime.child_env().items() if k != runtime.ENV}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300,
+                          cwd=runtime.ROOT)
+    assert done.returncode == 0 and "interpreter 1" in done.stdout, done.stderr[-2000:]
+
+
 @pytest.fixture(scope="module")
 def ex04_kills():
     """The solution's cases and, per case alone, the mutants it catches (the grader's verdicts: a mutant is caught by

@@ -357,6 +357,9 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exc:
         return 0 if exc.code == 0 else 2
     fmt = "json" if args.json else args.format
+    # like ./kit: without CUDA the grader's own kernel launches (exercise 04's mutants) run in Triton's interpreter,
+    # switched on before anything imports triton (a plain ``python -m fastpath_lib grade`` in CI or Gradescope)
+    runtime.use_interpreter()
     notebooks = _expand(args.paths)
     missing = [str(p) for p in notebooks if not p.exists()]
     if missing or not notebooks:
