@@ -16,7 +16,6 @@ from __future__ import annotations
 import torch
 from torch._subclasses.fake_tensor import FakeTensor
 from torch._subclasses.functional_tensor import FunctionalTensor
-from torch.fx.experimental.symbolic_shapes import statically_known_false, statically_known_true
 
 __all__ = ["PLAIN_TYPES", "rows_cols", "row_stride", "as_rows", "tensor_kind", "decided", "traced_rows"]
 
@@ -73,6 +72,10 @@ def decided(holds) -> bool | None:
     """
     if isinstance(holds, bool):
         return holds
+    # symbolic only (a tracer is running, so this module is loaded already); importing it up front would cost every
+    # process that imports the kit sympy's start-up (about 0.7 s) for plain-int calls that never need it
+    from torch.fx.experimental.symbolic_shapes import statically_known_false, statically_known_true
+
     return True if statically_known_true(holds) else False if statically_known_false(holds) else None
 
 

@@ -46,7 +46,6 @@ import dataclasses
 import torch
 import torch.autograd.forward_ad as _fwad
 from torch._subclasses.fake_tensor import is_fake
-from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 from fastpath_lib import runtime
 from fastpath_lib.eligibility import UNKNOWN, Boundary, Condition, Predicate
@@ -165,7 +164,7 @@ def eligible(input, normalized_shape, weight, forced: bool) -> bool:
     if sized:
         if numel == 0 or n > MAX_COLS or numel // n < min_rows:
             return False
-    elif any(statically_known_true(t) for t in (numel == 0, n > MAX_COLS, numel < min_rows * n)):
+    elif any(decided(t) is True for t in (numel == 0, n > MAX_COLS, numel < min_rows * n)):
         return False
     if input.dtype not in _DTYPE_SET:
         return False
@@ -187,7 +186,7 @@ def eligible(input, normalized_shape, weight, forced: bool) -> bool:
     if sized:
         if numel != n and (stride * size % ALIGN_BYTES or n * size % ALIGN_BYTES):
             return False
-    elif min_rows > 1 and any(statically_known_true(m * size % ALIGN_BYTES != 0) for m in (stride, n)):
+    elif min_rows > 1 and any(decided(m * size % ALIGN_BYTES != 0) is True for m in (stride, n)):
         return False  # misaligned rows: only a single row (which needs no row stride) would qualify
     return weight is None or (type(weight) in PLAIN_TYPES and weight.dtype in _DTYPE_SET and weight.dim() == 1
                               and weight.shape[0] == n and weight.layout is torch.strided and not weight.is_nested
