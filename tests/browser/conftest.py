@@ -278,6 +278,46 @@ def page(browser, lab, request):
     assert not left, f"{request.node.name}: kernels still running after the test shut them down: {left}"
 
 
+@pytest.fixture(scope="module")
+def desk(browser, lab):
+    """One page kept open for a module's tests that only open notebooks (the exercises): JupyterLab loads once and each
+    notebook then opens inside it (``open_notebook(..., in_app=True)``), as a learner opens one after another, instead
+    of a fresh page loading the whole application per notebook (seconds of Chromium each on 2 cores)."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    pg = context.new_page()
+    pg.set_default_timeout(30_000)
+    pg.console_errors = []
+    pg.on("console", lambda msg: pg.console_errors.append(msg.text) if msg.type == "error" else None)
+    try:
+        yield pg
+    finally:
+        with contextlib.suppress(Exception):
+            context.close()
+
+
+@pytest.fixture
+def desk_page(desk, lab, request):
+    """:func:`desk` for one test: afterwards its notebooks' tabs are closed (File > Close All Tabs) and their kernels
+    shut down, as with :func:`page`; on failure a screenshot named after the test is saved."""
+    left: list[str] = []
+    try:
+        yield desk
+    finally:
+        lab.track()
+        rep = getattr(request.node, "rep_call", None)
+        try:
+            if rep is not None and rep.failed:
+                with contextlib.suppress(Exception):
+                    desk.screenshot(path=str(ARTIFACTS / f"FAILED-{request.node.name}.png"), full_page=True)
+            with contextlib.suppress(Exception):
+                desk.get_by_role("menuitem", name="File", exact=True).click()
+                desk.get_by_role("menuitem", name="Close All Tabs", exact=True).click()
+                desk.wait_for_function("() => !document.querySelector('.jp-NotebookPanel')", timeout=10_000)
+        finally:
+            left = lab.shutdown_kernels()
+    assert not left, f"{request.node.name}: kernels still running after the test shut them down: {left}"
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item, call):
     rep = yield

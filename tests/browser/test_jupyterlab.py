@@ -7,11 +7,13 @@ does (see ``conftest.py``: the kit's root, the kit's settings overrides), open n
 
 * the root: the file browser lists ``notebooks/``, ``exercises/`` and ``solutions/``, ``exercises/`` opens and lists
   every exercise, and no "Jupyter news" prompt appears;
-* every lesson: opens with its title rendered as a heading; the lessons other than 03 and 05 (below) are run in a
-  fresh kernel: every cell runs in order, none shows an error, every image decodes, and saving from the browser
-  writes the paired ``.py`` source too (jupytext), unchanged;
+* every lesson: opens with its title rendered as a heading; the lessons other than 03 and 05 (below) are opened
+  one after another from the file browser of one JupyterLab page and run in a fresh kernel: every cell runs in order,
+  none shows an error, every image decodes, and saving from the browser writes the paired ``.py`` source too
+  (jupytext), unchanged;
 * every exercise: opens with its kernel idle, its title rendered as a heading (not a code block) and its
-  ``# FILL ME IN`` cells present;
+  ``# FILL ME IN`` cells present (one JupyterLab page for all of them, each opened inside it, then closed and its
+  kernel shut down);
 * exercise 01 as a learner does it: type a wrong answer into the first ``FILL ME IN`` cell, run it and its check (a
   *yours vs expected* table, not "passed"), then the right answer (``passed``);
 * lesson 03 (the predicate): clear outputs, run all cells in a fresh kernel, check every cell ran in order without an
@@ -65,11 +67,21 @@ def stem(path: str) -> str:
     return Path(path).stem
 
 
-def open_notebook(page, lab, name: str, timeout_s: float = 120) -> None:
-    """Open ``name`` (a path from the kit's root) and wait until its kernel is started and idle (fails on a dialog)."""
+def open_notebook(page, lab, name: str, timeout_s: float = 120, in_app: bool = False) -> None:
+    """Open ``name`` (a path from the kit's root) and wait until its kernel is started and idle (fails on a dialog).
+
+    With ``in_app``, when JupyterLab is already loaded in ``page`` and its file browser shows the notebook's folder,
+    the notebook is opened the way a learner opens the next one, by double-clicking it in the file browser, instead
+    of loading the whole application again."""
     if not (lab.root / name).is_file():
         pytest.fail(f"{name} does not exist")
-    page.goto(lab.lab_url(name))
+    listed = page.locator(".jp-DirListing-item", has_text=Path(name).name)
+    crumbs = page.locator(".jp-BreadCrumbs")
+    folder = crumbs.first.inner_text() if crumbs.count() else ""
+    if in_app and listed.count() == 1 and Path(name).parent.name in folder:
+        listed.dblclick()
+    else:
+        page.goto(lab.lab_url(name))
     page.wait_for_selector(f"{PANEL} .jp-Cell", timeout=timeout_s * 1000)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -304,9 +316,10 @@ def test_lab_opens_at_the_kit_root_with_all_three_folders_and_no_news_prompt(pag
 
 
 @pytest.mark.parametrize("name", [n for n in LESSONS if n not in (PREDICATE_LESSON, BENCH_LESSON)], ids=stem)
-def test_lesson_opens_and_runs_cleanly(page, lab, name):
+def test_lesson_opens_and_runs_cleanly(desk_page, lab, name):
+    page = desk_page  # one JupyterLab page for the lessons (and exercises), each opened from the file browser
     t0 = time.monotonic()
-    open_notebook(page, lab, name)
+    open_notebook(page, lab, name, in_app=True)
     title = check_title(page, name)
     assert title.startswith(stem(name)[:2]), f"{name}: title {title!r}"
     shot(page, f"lesson-{stem(name)}-opened")
@@ -326,8 +339,9 @@ def test_lesson_opens_and_runs_cleanly(page, lab, name):
 
 
 @pytest.mark.parametrize("name", EXERCISES, ids=stem)
-def test_exercise_opens_with_a_title_and_cells_to_fill(page, lab, name):
-    open_notebook(page, lab, name)
+def test_exercise_opens_with_a_title_and_cells_to_fill(desk_page, lab, name):
+    page = desk_page  # one JupyterLab page for all the exercises, each opened inside it
+    open_notebook(page, lab, name, in_app=True)
     title = check_title(page, name)
     assert title.startswith(f"Exercise {stem(name)[2:4]}"), f"{name}: title {title!r}"
     todo = page.locator(f"{PANEL} .jp-CodeCell", has_text="# FILL ME IN")
