@@ -205,7 +205,8 @@ def test_dry_run_on_the_bare_package_set(tmp_path):
     is what ``test_pytest_config.test_gpu_marker_runs_on_the_bare_package_set`` runs (``pytest -m gpu tests``
     imports every test file, the core step's included), so it is not repeated here."""
     script = tmp_path / "dry_run.py"
-    script.write_text("from fastpath_lib.bench import evidence\nraise SystemExit(evidence.dry_run(480, collect=False))\n")
+    script.write_text("from fastpath_lib.bench import evidence\n"
+                      "raise SystemExit(evidence.dry_run(480, collect=False))\n")
     res = subprocess.run([sys.executable, "tools/bare_packages.py", str(script)], cwd=ROOT,
                          env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]

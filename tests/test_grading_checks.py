@@ -540,7 +540,6 @@ def test_ex04_mutant_kernels_run_in_a_grader_started_without_the_interpreter_swi
     """``python -m fastpath_lib grade`` on a machine without CUDA, started without ./kit (plain CI, Gradescope): the
     grader's own process launches exercise 04's mutant kernels, so they must opt in to the interpreter themselves
     (before: every part of the solution scored 0, "0 active drivers")."""
-    import os
     import subprocess
     import sys
 

@@ -124,4 +124,3 @@ def test_sigterm_handler_interrupts_once_and_leaves_a_chosen_handler_alone():
         assert mod.install_sigterm_handler() is False and signal.getsignal(signal.SIGTERM) is mine
     finally:
         signal.signal(signal.SIGTERM, saved)
-

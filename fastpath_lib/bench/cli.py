@@ -183,11 +183,11 @@ def _bench_op(args) -> int:
         only = []
     df = run_op(spec, quick=args.quick, only=only)
     env = df.attrs["environment"]
-    if args.family != "host":
-        print(_show(summary_table(df, gpu=env["gpu_measurement"])))
-        print(f"\n{spec.name}: {coverage_line(df, env)}")
     if args.family == "host":
         df = _with_host_rows(spec, df, args.quick)
+    else:
+        print(_show(summary_table(df, gpu=env["gpu_measurement"])))
+        print(f"\n{spec.name}: {coverage_line(df, env)}")
     if not env["gpu_measurement"]:
         print(f"\n{NOT_GPU.upper()}: CPU / Triton-interpreter timings; outcomes read unmeasured"
               + ("; host time per call is a CPU measurement." if args.family == "host" else "."))

@@ -250,32 +250,50 @@ def browser(playwright_api):
     assert not survivors, f"Playwright's driver or Chromium survived SIGKILL: {survivors}"
 
 
-@pytest.fixture
-def page(browser, lab, request):
-    """A fresh browser page (1280x900); on failure a screenshot named after the test is saved in artifacts/."""
+def _new_page(browser):
+    """A page (1280x900) in a context of its own, collecting the console's errors; returns ``(context, page)``."""
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     pg = context.new_page()
     pg.set_default_timeout(30_000)
     pg.console_errors = []
     pg.on("console", lambda msg: pg.console_errors.append(msg.text) if msg.type == "error" else None)
+    return context, pg
+
+
+@contextlib.contextmanager
+def _test_on(pg, lab, request, close_page):
+    """Run one test on ``pg``; afterwards save a screenshot if it failed, ``close_page()`` (the page or just the
+    test's tabs), shut the test's kernels down, and fail if one is still running."""
     left: list[str] = []
     try:
         yield pg
     finally:
         lab.track()
-        if pg.console_errors:  # kept for diagnosis; JupyterLab logs some harmless ones (e.g. offline fetches)
-            ARTIFACTS.mkdir(parents=True, exist_ok=True)
-            (ARTIFACTS / f"console-{request.node.name}.txt").write_text("\n".join(pg.console_errors) + "\n")
         rep = getattr(request.node, "rep_call", None)
         try:
             if rep is not None and rep.failed:
                 with contextlib.suppress(Exception):
                     pg.screenshot(path=str(ARTIFACTS / f"FAILED-{request.node.name}.png"), full_page=True)
             with contextlib.suppress(Exception):  # after a Ctrl-C Playwright's driver (same process group) is gone
-                context.close()
+                close_page()
         finally:
             left = lab.shutdown_kernels()  # the notebook's kernel goes when its test is done, as a learner closes it
     assert not left, f"{request.node.name}: kernels still running after the test shut them down: {left}"
+
+
+@pytest.fixture
+def page(browser, lab, request):
+    """A fresh browser page (1280x900); on failure a screenshot named after the test is saved in artifacts/."""
+    context, pg = _new_page(browser)
+
+    def close():
+        if pg.console_errors:  # kept for diagnosis; JupyterLab logs some harmless ones (e.g. offline fetches)
+            ARTIFACTS.mkdir(parents=True, exist_ok=True)
+            (ARTIFACTS / f"console-{request.node.name}.txt").write_text("\n".join(pg.console_errors) + "\n")
+        context.close()
+
+    with _test_on(pg, lab, request, close):
+        yield pg
 
 
 @pytest.fixture(scope="module")
@@ -283,11 +301,7 @@ def desk(browser, lab):
     """One page kept open for a module's tests that only open notebooks (the exercises): JupyterLab loads once and each
     notebook then opens inside it (``open_notebook(..., in_app=True)``), as a learner opens one after another, instead
     of a fresh page loading the whole application per notebook (seconds of Chromium each on 2 cores)."""
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    pg = context.new_page()
-    pg.set_default_timeout(30_000)
-    pg.console_errors = []
-    pg.on("console", lambda msg: pg.console_errors.append(msg.text) if msg.type == "error" else None)
+    context, pg = _new_page(browser)
     try:
         yield pg
     finally:
@@ -299,23 +313,13 @@ def desk(browser, lab):
 def desk_page(desk, lab, request):
     """:func:`desk` for one test: afterwards its notebooks' tabs are closed (File > Close All Tabs) and their kernels
     shut down, as with :func:`page`; on failure a screenshot named after the test is saved."""
-    left: list[str] = []
-    try:
+    def close_tabs():
+        desk.get_by_role("menuitem", name="File", exact=True).click()
+        desk.get_by_role("menuitem", name="Close All Tabs", exact=True).click()
+        desk.wait_for_function("() => !document.querySelector('.jp-NotebookPanel')", timeout=10_000)
+
+    with _test_on(desk, lab, request, close_tabs):
         yield desk
-    finally:
-        lab.track()
-        rep = getattr(request.node, "rep_call", None)
-        try:
-            if rep is not None and rep.failed:
-                with contextlib.suppress(Exception):
-                    desk.screenshot(path=str(ARTIFACTS / f"FAILED-{request.node.name}.png"), full_page=True)
-            with contextlib.suppress(Exception):
-                desk.get_by_role("menuitem", name="File", exact=True).click()
-                desk.get_by_role("menuitem", name="Close All Tabs", exact=True).click()
-                desk.wait_for_function("() => !document.querySelector('.jp-NotebookPanel')", timeout=10_000)
-        finally:
-            left = lab.shutdown_kernels()
-    assert not left, f"{request.node.name}: kernels still running after the test shut them down: {left}"
 
 
 @pytest.hookimpl(wrapper=True)
