@@ -248,6 +248,10 @@ def test_inspection_is_found(source):
       "keepdim=True) + eps)"], None),
     (["import fastpath_lib.testing as T\nunused = T.reference_rms_norm",
       "def mine(x, ns, w, eps):\n    return x * 2"], None),
+    # an answer filled in by exec in a statement that binds nothing, or read back from another file by runpy
+    (["ns = {}\nfor src in ['def mine(*a):\\n    return a']:\n    exec(src, globals(), ns)", "mine = ns['mine']"],
+     "exec"),
+    (["import runpy\nmine = runpy.run_path('elsewhere.py')['mine']"], "runpy.run_path"),
 ])
 def test_borrowed_answers_are_found_in_the_source(cells, problem):
     from fastpath_lib.grading import borrowed

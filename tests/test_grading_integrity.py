@@ -111,6 +111,10 @@ def test_capstone_op_name_is_fixed_once(tmp_path):
     ("def compile(*a):\n    return None", ALL),
     ("from fastpath_lib import exercises as ex\nsetattr(ex, 'check_reference', print)", "check_reference"),
     ("from fastpath_lib import exercises as ex\ndel ex.check_reference", "check_reference"),
+    # the kit's published solution handed back: imported as a module, or read from its folder
+    ("import sys\nsys.path.insert(0, '/kit/solutions')\nfrom ex04_boundary_cases import my_boundary_cases", ALL),
+    ("import ex01_reference", ALL),
+    ("import jupytext\nnb = jupytext.read('../solutions/ex04_boundary_cases.py')", ALL),
 ])
 def test_source_scan_finds_replacements(source, scope):
     found = static_evidence([source])
@@ -126,6 +130,10 @@ def test_source_scan_is_quiet_on_the_solutions_and_lessons():
 def test_op_name_assignments_are_counted():
     assert assignments(['OP_NAME = "softmax"', "x = 1"], "OP_NAME") == 1
     assert assignments(['OP_NAME = "softmax"', 'OP_NAME = "log_softmax"'], "OP_NAME") == 2
+
+
+def test_prose_naming_the_solutions_folder_is_not_a_path():
+    assert static_evidence(['print("the solved versions are in solutions/")', "x = 'my solutions'"]) == []
 
 
 def test_source_scan_finds_builtins_shadowed_by_definitions():

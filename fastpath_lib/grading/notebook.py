@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import re
 from pathlib import Path
 
 from fastpath_lib import runtime
@@ -114,6 +115,15 @@ def _kit_names(trees) -> set[str]:
     return names
 
 
+#: A path that reaches the kit's ``solutions/`` folder (no spaces: prose that mentions the folder is not a path).
+_SOLUTIONS_PATH = re.compile(r"(?:\S*/)?solutions(?:/\S*)?")
+
+
+def _solution_modules() -> set[str]:
+    """The module names of the kit's published solutions (``solutions/exNN_*.py``)."""
+    return {f.stem for f in (runtime.ROOT / "solutions").glob("ex[0-9][0-9]_*.py")}
+
+
 def static_evidence(sources: list[str]) -> list[tuple[str, str]]:
     """``(scope, what)`` for each place the learner's code replaces the kit's functions or state; ``scope`` is the
     check it affects (``check_*``) or :data:`ALL`."""
@@ -132,8 +142,15 @@ def static_evidence(sources: list[str]) -> list[tuple[str, str]]:
         elif isinstance(t, ast.Attribute) and _root(t) in ("builtins", "__builtins__"):
             out.append((ALL, f"{verb} {_dotted(t)}"))
 
+    published = _solution_modules()
     for tree in trees:
         for node in ast.walk(tree):
+            if isinstance(node, (ast.Import, ast.ImportFrom)) and (
+                    {(a.name or "").split(".")[0] for a in node.names} | {(getattr(node, "module", None) or "")
+                                                                          .split(".")[0]}) & published:
+                out.append((ALL, "imports the kit's published solution"))
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str) and _SOLUTIONS_PATH.fullmatch(node.value):
+                out.append((ALL, f"names the kit's solutions folder ({node.value!r})"))
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name in _HOOK_BUILTINS:
                 out.append((ALL, f"defines its own {node.name}"))
             elif isinstance(node, (ast.Import, ast.ImportFrom)):

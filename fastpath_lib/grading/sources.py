@@ -27,7 +27,8 @@ _STACK: list[str] = []
 #: Names whose use lets code reach a function without naming it (``getattr(torch, "rms" + "_norm")``).
 DYNAMIC = frozenset({"getattr", "eval", "exec", "compile", "__import__", "importlib.import_module", "globals",
                      "vars", "locals", "__builtins__", "builtins", "sys.modules", "operator.attrgetter",
-                     "operator.methodcaller"})
+                     "operator.methodcaller", "runpy.run_path", "runpy.run_module",
+                     "importlib.util.spec_from_file_location", "importlib.machinery.SourceFileLoader"})
 
 
 @contextlib.contextmanager
@@ -206,8 +207,9 @@ def closure_source(name: str, source: str | None = None) -> str:
         if n in wanted:
             continue
         wanted.add(n)
-        for i, (node, _) in enumerate(stmts):
-            if i not in taken and n in _binds(node):
+        for i, (node, text) in enumerate(stmts):
+            # a statement binding the name, or one reaching code dynamically with it (``exec(src, g, ns)`` fills ns)
+            if i not in taken and (n in _binds(node) or (n in _free_names(node) and dynamic_uses(text))):
                 taken.append(i)
                 todo += sorted(_free_names(node))
     return "\n".join(stmts[i][1] for i in sorted(taken))
