@@ -73,7 +73,10 @@ _INT_TYPES = frozenset({int, torch.SymInt})
 _SHAPE_TYPES = frozenset({list, tuple, torch.Size})
 _CHANNELS_LAST = {4: torch.channels_last, 5: torch.channels_last_3d}
 _transforms_active = torch._C._are_functorch_transforms_active
-_is_compiling = torch.compiler.is_compiling
+_dynamo_compiling = torch.compiler.is_dynamo_compiling
+_STRIDED = torch.strided
+#: The smallest row threshold any device can have: fewer rows fall back whatever the device.
+LEAST_MIN_ROWS = min(INTERPRETER_MIN_ROWS, DEFAULT_CUDA_MIN_ROWS, *CUDA_MIN_ROWS.values())
 
 
 def functorch_transform() -> str:
@@ -143,7 +146,24 @@ def eligible(input, normalized_shape, weight, forced: bool) -> bool:
     ``torch.compile`` each test becomes a guard, but a test of a symbolic size is made only where the size's range
     decides it (no guard), else left to the op. Agrees with :data:`PREDICATE` (a hypothesis test checks it).
     """
-    if forced or type(input) not in PLAIN_TYPES or _fwad._current_level >= 0 or _transforms_active():
+    if forced or type(input) not in PLAIN_TYPES:
+        return False
+    try:
+        shape = input.shape
+        if not shape:
+            return False
+        n = shape[-1]
+        numel = input.numel()
+        # tracing: decide a size only where its whole range agrees, else the op decides at run time (no guard);
+        # dynamo hands a symbolic size to this code as an int, so "an int" alone does not mean "known now"
+        sized = type(numel) is int and type(n) is int and not _dynamo_compiling()
+        # eager: the usual fallbacks (too few rows for any device's threshold, too wide, empty, a strided last dim)
+        # come first, before the other getters: every microsecond here is paid on each fallback call
+        if sized and (numel < LEAST_MIN_ROWS * n or not numel or n > MAX_COLS or (n > 1 and input.stride()[-1] != 1)):
+            return False
+    except RuntimeError:  # a strided nested tensor has no shape, a sparse one no strides: neither qualifies
+        return False
+    if _fwad._current_level >= 0 or _transforms_active():
         return False
     if input.is_cuda:
         if runtime.interpreter_enabled():
@@ -155,18 +175,12 @@ def eligible(input, normalized_shape, weight, forced: bool) -> bool:
         min_rows = INTERPRETER_MIN_ROWS
     else:
         return False
-    if input.dim() == 0 or input.layout is not torch.strided or input.is_nested:
-        return False
-    n = input.shape[-1]
-    numel = input.numel()
-    # tracing: decide a size only where its whole range agrees, else the op decides at run time (no guard)
-    sized = type(numel) is int and type(n) is int and not _is_compiling()
     if sized:
-        if numel == 0 or n > MAX_COLS or numel // n < min_rows:
+        if numel // n < min_rows:
             return False
     elif any(decided(t) is True for t in (numel == 0, n > MAX_COLS, numel < min_rows * n)):
         return False
-    if input.dtype not in _DTYPE_SET:
+    if input.layout is not _STRIDED or input.dtype not in _DTYPE_SET:
         return False
     if type(normalized_shape) not in _SHAPE_TYPES or len(normalized_shape) != 1 or normalized_shape[0] != n \
             or type(normalized_shape[0]) not in _INT_TYPES:
@@ -176,7 +190,7 @@ def eligible(input, normalized_shape, weight, forced: bool) -> bool:
     else:
         if n > 1 and input.stride(-1) != 1:
             return False
-        fmt = _CHANNELS_LAST.get(input.dim())
+        fmt = _CHANNELS_LAST.get(len(shape))
         if fmt is not None and input.is_contiguous(memory_format=fmt):
             return False
         stride = row_stride(input)
@@ -189,7 +203,7 @@ def eligible(input, normalized_shape, weight, forced: bool) -> bool:
     elif min_rows > 1 and any(decided(m * size % ALIGN_BYTES != 0) is True for m in (stride, n)):
         return False  # misaligned rows: only a single row (which needs no row stride) would qualify
     return weight is None or (type(weight) in PLAIN_TYPES and weight.dtype in _DTYPE_SET and weight.dim() == 1
-                              and weight.shape[0] == n and weight.layout is torch.strided and not weight.is_nested
+                              and weight.shape[0] == n and weight.layout is _STRIDED and not weight.is_nested
                               and (weight.stride(0) == 1 or n == 1) and weight.get_device() == input.get_device())
 
 
