@@ -216,9 +216,10 @@ print(routes, routes.reasons)
 # microsecond of Python per call adds to the very small-row regression the predicate exists to prevent. Before this
 # rework every call built its reasons and went through the custom op (issue 8; that measurement is not kept in the
 # kit, so no figure from it is quoted here). Now a failing `eligible` calls `F.rms_norm` directly, and the reasons
-# are built only by `explain()`. Measured here, side by side with `torch.utils.benchmark` (the kit's
-# `fastpath_lib.bench.host`), best of several medians, the last line saying what building the reasons on every call
-# would add. This is **host time on this CPU**, not GPU performance, and it varies from run to run:
+# are built only by `explain()`. Measured here side by side the way the kit's `fastpath_lib.bench.host` measures:
+# blocks of consecutive calls, the providers interleaved block by block, the fastest block of each
+# (`host.fastest_blocks`); the last line says what building the reasons on every call would add. This is **host time
+# on this CPU**, not GPU performance, and it varies from run to run:
 
 # %% tags=["nbval-ignore-output"]
 import torch.nn.functional as F
@@ -227,9 +228,9 @@ from fastpath_lib.bench import host
 decode = host.FALLBACK_CASES[0]  # M=1 decode row, fp16: below the row threshold, so it falls back
 x, ns, w = decode.build(DEVICE)
 print(decode.id, f"{decode.rows}x{decode.cols}", "route:", fastpath_lib.explain(x, ns, w).route)
-timed = host.best_of_medians({"F.rms_norm": lambda: F.rms_norm(x, ns, w),
+timed = host.fastest_blocks({"F.rms_norm": lambda: F.rms_norm(x, ns, w),
                               "fastpath_lib.rms_norm": lambda: fastpath_lib.rms_norm(x, ns, w),
-                              "explain()": lambda: fastpath_lib.explain(x, ns, w)}, rounds=9)
+                              "explain()": lambda: fastpath_lib.explain(x, ns, w)}, blocks=40, number=500)
 for name, t in timed.items():
     print(f"{name:22} {t['best_us']:7.2f} us per call")
 print("dispatched / F.rms_norm: "

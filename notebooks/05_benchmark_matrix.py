@@ -83,7 +83,8 @@ print("unmet:", bench.check_coverage(cases))
 # But the predicate itself runs on **every** call, including the ones it sends away. If deciding costs 60 us, the
 # fallback is 5x slower than calling `F.rms_norm` directly, which is the very small-row regression the predicate
 # exists to prevent. So the kit measures it: the host-overhead family times `fastpath_lib.rms_norm` and
-# `F.rms_norm` side by side on fallback calls (best of several medians, the order alternating between rounds).
+# `F.rms_norm` side by side on fallback calls (blocks of consecutive calls, the two interleaved block by block, the
+# fastest block of each).
 # This is **CPU host time on this machine**, a real measurement here; the target is at most 1.15x.
 
 # %% tags=["nbval-ignore-output"]
@@ -123,13 +124,14 @@ reading.host_plot(host_t, machine=here["device_name"] or here["cpu_model"],
 # what building the reasons on every call would add (`explain()` does exactly that work):
 
 # %% tags=["nbval-ignore-output"]
-from fastpath_lib.bench.host import FALLBACK_CASES, best_of_medians
+from fastpath_lib.bench.host import FALLBACK_CASES, fastest_blocks
 
 CALLS_PER_TOKEN = 2 * 32 + 1  # two norms per layer, 32 layers, plus the final norm
 m1 = host_t.loc["host_decode_m1_fp16"]
 extra = m1.dispatched_us - m1.baseline_us
 x1, ns1, w1 = FALLBACK_CASES[0].build(DEVICE)  # the same M=1 fp16 decode row
-why_us = best_of_medians({"explain": lambda: fastpath_lib.explain(x1, ns1, w1)}, rounds=5)["explain"]["best_us"]
+why = fastest_blocks({"explain": lambda: fastpath_lib.explain(x1, ns1, w1)}, blocks=10, number=200)
+why_us = why["explain"]["best_us"]
 what = "the norm computed on this CPU, no launch" if DEVICE != "cuda" else "host time: the launch"
 print(f"{CALLS_PER_TOKEN} norm calls per decoded token (batch 1, fp16, 1x4096), host time per token:")
 print(f"F.rms_norm directly     : {CALLS_PER_TOKEN * m1.baseline_us:6.0f} us ({what})")
@@ -142,7 +144,7 @@ print(f"reasons built every call: {CALLS_PER_TOKEN * why_us:+6.0f} us more ({why
 # cost the reasons alone would add, measured now. The fix is the design rule from lesson 03: decide with booleans,
 # cheapest and most decisive conditions first, call `F.rms_norm` directly when one fails, and build the
 # human-readable reasons only when someone asks (`explain()`). The numbers above are noisy on a shared machine; if a
-# ratio reads `OVER`, run the cell again before concluding anything (the benchmark keeps the best of several medians
+# ratio reads `OVER`, run the cell again before concluding anything (the benchmark keeps each side's fastest block
 # for that reason).
 #
 # ## 3. GPU evidence: the newest recorded GPU run

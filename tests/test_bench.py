@@ -399,10 +399,12 @@ def _host_rows(ratio_decode, eligible_measured=False):
     rows = []
     for cid, base, disp in (("host_a", 10.0, 10.0 * ratio_decode), ("host_b", 20.0, 21.0)):
         for p, t in (("baseline", base), ("dispatched", disp)):
-            rows.append(_row(cid, p, t, route="fallback", expected="fallback", family=HOST_FAMILY, rows=1,
-                             gpu_measurement=False))
+            # the table compares the fastest blocks (min_us); the medians of all blocks are further apart
+            rows.append(_row(cid, p, t + 1, route="fallback", expected="fallback", family=HOST_FAMILY, rows=1,
+                             gpu_measurement=False, min_us=t))
     for p, t in (("baseline", 30.0), ("triton", 20.0), ("dispatched", 26.0)):
-        kw = {} if eligible_measured else dict(status="not measured", median_us=None, note=bench_host.NOT_MEASURED)
+        kw = dict(min_us=t) if eligible_measured else dict(status="not measured", median_us=None,
+                                                           note=bench_host.NOT_MEASURED)
         rows.append(_row("host_eligible", p, t, route="triton", expected="n/a", family=HOST_FAMILY, **kw))
     return pd.DataFrame(rows, columns=CSV_COLUMNS)
 
@@ -478,10 +480,24 @@ def test_measure_host_runs_side_by_side_on_this_machine():
     assert set(fb.provider) == {"baseline", "dispatched"} and (fb.status == "ok").all()
     assert (fb[fb.provider == "dispatched"].route == "fallback").all()
     assert all(len(json.loads(s)) == 2 for s in fb.samples_us)
-    assert (fb.median_us == fb.min_us).all()  # best of the medians
+    assert list(fb.min_us) == pytest.approx([min(json.loads(s)) for s in fb.samples_us], abs=1e-4)
+    assert (fb.number == 300).all()
     el = rows[rows.case_id == "host_eligible_fp16"]
     if not fastpath_lib.runtime.cuda_available():
         assert (el.status == "not measured").all() and el.median_us.isna().all()
+
+
+def test_fastest_blocks_interleaves_the_providers_and_keeps_each_ones_fastest_block():
+    order = []
+
+    def provider(name):
+        return lambda: order.append(name)
+
+    res = bench_host.fastest_blocks({"a": provider("a"), "b": provider("b")}, blocks=4, number=2, warmup=0,
+                                    between=lambda: order.append("|"))
+    assert "".join(order) == "aa|bb|bb|aa|aa|bb|bb|aa|"  # alternating order, the hook between blocks
+    for r in res.values():
+        assert r["best_us"] == min(r["samples_us"]) and len(r["samples_us"]) == 4 and r["number"] == 2
 
 
 # --- clean errors (issue 9 item 7) ------------------------------------------------------------------------------------

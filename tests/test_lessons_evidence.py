@@ -24,10 +24,10 @@ DECLARED = [c.id for c in bench.load_cases()]
 
 
 def _row(case_id, provider, median, *, route="triton", expected="win", rows=4096, cols=4096, family="prefill",
-         gpu=True, declared=None):
+         gpu=True, declared=None, fastest=None):
     return empty_row(case_id=case_id, family=family, provider=provider, rows=rows, cols=cols, dtype="bfloat16",
                      layout="contiguous", pad=0, offset=0, declared_shape=declared or f"{rows}x{cols}",
-                     expected=expected, rationale="simulated", route=route, status="ok", median_us=median,
+                     expected=expected, rationale="simulated", route=route, status="ok", median_us=median, min_us=fastest,
                      q20_us=median * 0.98, q80_us=median * 1.02, gpu_measurement=gpu, samples_us=f"[{median}]",
                      bytes_moved=bytes_moved(rows, cols, torch.bfloat16, "forward"), launches_per_call=1.0,
                      **{"pass": "forward"})
@@ -42,10 +42,10 @@ def _folder(root, name, *, gpu=True, timestamp="2026-12-01T00:00:00+00:00", synt
             _row("prefill_4096x4096_fp16", "dispatched", 10.0, gpu=gpu),
             _row("decode_m1_fp16", "baseline", 5.0, route="fallback", expected="fallback", rows=1, gpu=gpu),
             _row("decode_m1_fp16", "dispatched", 5.0, route="fallback", expected="fallback", rows=1, gpu=gpu),
-            _row("host_decode_m1_fp16", "baseline", 4.0, route="fallback", expected="fallback", rows=1,
-                 family=HOST_FAMILY, gpu=gpu),
-            _row("host_decode_m1_fp16", "dispatched", 4.2, route="fallback", expected="fallback", rows=1,
-                 family=HOST_FAMILY, gpu=gpu)]
+            _row("host_decode_m1_fp16", "baseline", 4.5, route="fallback", expected="fallback", rows=1,
+                 family=HOST_FAMILY, gpu=gpu, fastest=4.0),
+            _row("host_decode_m1_fp16", "dispatched", 5.5, route="fallback", expected="fallback", rows=1,
+                 family=HOST_FAMILY, gpu=gpu, fastest=4.2)]  # the table compares the fastest blocks
     results.write_table(d, pd.DataFrame(rows, columns=CSV_COLUMNS))
     env = {"gpu_measurement": gpu, "synthetic": synthetic, "device_name": device if gpu else None,
            "compute_capability": "sm_90" if gpu else None, "timestamp": timestamp, "git_commit": "0123456789abcdef",

@@ -12,9 +12,9 @@ to prevent. This family times, in one process and interleaved round by round:
   launch. Off CUDA the eligible route runs in Triton's interpreter, whose own cost hides the dispatch: those rows say
   "not measured" instead of a number.
 
-Each provider's time is the best of several medians (``torch.utils.benchmark.Timer.blocked_autorange`` per round,
-provider order alternating between rounds). Host time is a real measurement on a CPU too, so these rows are
-classified on any machine. Times in microseconds.
+Each provider's time is its fastest block of consecutive calls, the providers interleaved block by block
+(:func:`fastest_blocks`). Host time is a real measurement on a CPU too, so these rows are classified on any machine.
+Times in microseconds.
 
 What a provider warns is part of its result, not noise on the console: each row's ``warnings`` column holds what one
 call of it warned (torch's warn-once warnings included), and the timed calls run with warnings silenced. ``F.rms_norm``
@@ -40,7 +40,8 @@ from fastpath_lib.bench.schema import HOST_FAMILY, empty_row, host_rows
 from fastpath_lib.bench.timing import gpu_measurement, quantile
 from fastpath_lib.rmsnorm.predicate import default_eps, limits_for
 
-__all__ = ["HostCase", "FALLBACK_CASES", "ELIGIBLE_CASE", "TARGET_RATIO", "NOT_MEASURED", "best_of_medians",
+__all__ = ["HostCase", "FALLBACK_CASES", "ELIGIBLE_CASE", "TARGET_RATIO", "NOT_MEASURED", "HOST_TIMER", "fastest_blocks",
+           "timing_fields", "host_blocks", "best_of_medians",
            "measure_host", "host_table", "host_plot", "warnings_of"]
 
 #: The dispatched op may cost at most this multiple of ``F.rms_norm`` per call on the fallback route.
@@ -91,6 +92,74 @@ ELIGIBLE_CASE = HostCase("host_eligible_fp16", 0, 256, torch.float16,
                          rationale="eligible route: host time of the dispatch before its launch vs the launcher")
 
 
+#: How the family times (each row's ``timer``).
+HOST_TIMER = ("time.perf_counter around blocks of consecutive calls, the providers interleaved block by block (order "
+              "alternating), garbage collection off; the fastest block per provider (host time per call)")
+
+
+def fastest_blocks(fns: dict, *, blocks: int = 40, number: int = 1000, warmup: int = 200, between=None) -> dict:
+    """Time several callables side by side: ``blocks`` rounds, in each of which every callable runs ``number`` times
+    in a row (the order alternating between rounds); keep each one's fastest block.
+
+    Host time per call swings from one moment to the next on a shared machine (other processes, caches, frequency),
+    and a median over a few long runs swings with it: ratios of 1.1 to 1.5 between two runs of the same code. The
+    fastest of many short blocks, taken for both providers in the same minutes, is the time each one needs when
+    nothing interferes, and their ratio holds within a few percent from run to run.
+
+    Args:
+        fns: name -> zero-argument callable.
+        blocks: rounds (each callable's number of blocks).
+        number: calls per block.
+        warmup: calls of each callable before timing (first calls compile, cache and allocate).
+        between: called after every block, outside the timed part (e.g. ``torch.cuda.synchronize``, so that one
+            block's queued device work does not slow the next).
+
+    Returns:
+        name -> ``{"best_us", "samples_us", "number", "blocks"}``: the fastest block's time per call, and every
+        block's (in the order run).
+
+    >>> res = fastest_blocks({"a": lambda: None}, blocks=3, number=10, warmup=1)
+    >>> len(res["a"]["samples_us"]), res["a"]["best_us"] == min(res["a"]["samples_us"])
+    (3, True)
+    """
+    import gc
+    import time
+
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+    samples: dict[str, list[float]] = {k: [] for k in fns}
+    names = list(fns)
+    clock, calls = time.perf_counter, range(number)
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for b in range(blocks):
+            for k in names if b % 2 == 0 else names[::-1]:
+                fn = fns[k]
+                start = clock()
+                for _ in calls:
+                    fn()
+                samples[k].append((clock() - start) / number * 1e6)
+                if between is not None:
+                    between()
+    finally:
+        if was_enabled:
+            gc.enable()
+    return {k: {"best_us": min(v), "samples_us": v, "number": number, "blocks": blocks} for k, v in samples.items()}
+
+
+def timing_fields(res: dict) -> dict:
+    """The results schema's timing columns for one provider's :func:`fastest_blocks` result: ``min_us`` is the
+    fastest block (what :func:`host_table` compares), ``median_us``, ``q20_us``, ``q80_us`` and ``mean_us`` describe
+    all blocks, ``samples_us`` lists them."""
+    s = res["samples_us"]
+    return dict(reps=res["blocks"], number=res["number"], warmup="200 calls", timer=HOST_TIMER,
+                median_us=quantile(s, 0.5), q20_us=quantile(s, 0.2), q80_us=quantile(s, 0.8), mean_us=sum(s) / len(s),
+                min_us=res["best_us"], samples_us=json.dumps([round(v, 4) for v in s]),
+                note=f"fastest of {res['blocks']} blocks of {res['number']} calls")
+
+
 def best_of_medians(fns: dict, *, rounds: int = 7, min_run_time: float = 0.05) -> dict[str, dict]:
     """Time several callables side by side: per round, each one's ``blocked_autorange`` median; keep the best.
 
@@ -116,6 +185,11 @@ def best_of_medians(fns: dict, *, rounds: int = 7, min_run_time: float = 0.05) -
             medians[k].append(m.median * 1e6)
             number[k] = int(m.number_per_run)
     return {k: {"best_us": min(v), "medians_us": v, "number": number[k]} for k, v in medians.items()}
+
+
+def host_blocks(quick: bool, rounds: int | None) -> tuple[int, int]:
+    """``(blocks, calls per block)`` for a run: ``rounds`` blocks when given, else 40 (12 with ``quick``)."""
+    return (rounds or (12 if quick else 40)), (300 if quick else 1000)
 
 
 _TRIGGERED = re.compile(r"\s*\(Triggered internally at [^)]*\)")  # the C++ location torch appends
@@ -166,13 +240,8 @@ def _base_row(case: HostCase, provider: str, gpu: bool, rows: int, **kw) -> dict
                      **{"pass": "forward"}, **kw)
 
 
-def _timed_row(case, provider, gpu, rows, res, rounds, **kw) -> dict:
-    s = res["medians_us"]
-    return _base_row(case, provider, gpu, rows, status="ok", note=f"best of {rounds} medians", reps=rounds,
-                     timer="torch.utils.benchmark.Timer.blocked_autorange, best of several medians (host time "
-                           "per call)", warmup="20 calls", number=res["number"], median_us=res["best_us"],
-                     q20_us=quantile(s, 0.2), q80_us=quantile(s, 0.8), mean_us=sum(s) / len(s), min_us=min(s),
-                     samples_us=json.dumps([round(v, 4) for v in s]), **kw)
+def _timed_row(case, provider, gpu, rows, res, **kw) -> dict:
+    return _base_row(case, provider, gpu, rows, status="ok", **timing_fields(res), **kw)
 
 
 def measure_host(*, quick: bool = False, log=None, rounds: int | None = None) -> list[dict]:
@@ -181,16 +250,17 @@ def measure_host(*, quick: bool = False, log=None, rounds: int | None = None) ->
     Args:
         quick: fewer rounds.
         log: ``callable(str)`` for progress lines.
-        rounds: override the number of rounds.
+        rounds: override the number of blocks (:func:`fastest_blocks`).
 
     Returns:
         result rows (schema :data:`~fastpath_lib.bench.schema.CSV_COLUMNS`, ``family="host-overhead"``): per
         fallback case a ``baseline`` and a ``dispatched`` row; for the eligible case ``baseline``, ``triton`` (the
         launcher) and ``dispatched`` rows, measured on CUDA only (elsewhere ``status="not measured"``).
     """
-    rounds = rounds or (5 if quick else 9)
+    blocks, number = host_blocks(quick, rounds)
     gpu = gpu_measurement()
     dev = "cuda" if runtime.cuda_available() else "cpu"
+    between = torch.cuda.synchronize if dev == "cuda" else None
     out = []
     for case in FALLBACK_CASES:
         x, ns, w = case.build(dev)
@@ -198,9 +268,9 @@ def measure_host(*, quick: bool = False, log=None, rounds: int | None = None) ->
         warned = {p: warnings_of(fn) for p, fn in fns.items()}
         with _silenced():
             route, reasons = _route(x, ns, w)
-            res = best_of_medians(fns, rounds=rounds)
+            res = fastest_blocks(fns, blocks=blocks, number=number, between=between)
         for p in ("baseline", "dispatched"):
-            out.append(_timed_row(case, p, gpu, case.rows, res[p], rounds, expected="fallback", route=route,
+            out.append(_timed_row(case, p, gpu, case.rows, res[p], expected="fallback", route=route,
                                   reasons=reasons, warnings=warned[p]))
         if log:
             ratio = res["dispatched"]["best_us"] / res["baseline"]["best_us"]
@@ -221,7 +291,7 @@ def measure_host(*, quick: bool = False, log=None, rounds: int | None = None) ->
     warned = {p: warnings_of(fn) for p, fn in fns.items()}
     with _silenced():
         route, reasons = _route(x, ns, w)
-        res = best_of_medians(fns, rounds=rounds)
+        res = fastest_blocks(fns, blocks=blocks, number=number, between=between)
     try:
         import triton.testing
 
@@ -230,7 +300,7 @@ def measure_host(*, quick: bool = False, log=None, rounds: int | None = None) ->
     except Exception as exc:  # noqa: BLE001 - a note, not a result
         knote = f"; device time not measured ({type(exc).__name__})"
     for p in ("baseline", "triton", "dispatched"):
-        out.append(_timed_row(case, p, gpu, rows, res[p], rounds, expected="n/a", route=route, reasons=reasons,
+        out.append(_timed_row(case, p, gpu, rows, res[p], expected="n/a", route=route, reasons=reasons,
                               warnings=warned[p]))
         out[-1]["note"] += knote
     if log:
@@ -261,7 +331,7 @@ def host_table(df: pd.DataFrame) -> pd.DataFrame:
 
         def t(p):
             r = by.get(p)
-            return float(r.median_us) if r is not None and r.status == "ok" else math.nan
+            return float(r.min_us) if r is not None and r.status == "ok" else math.nan
 
         eligible = "triton" in by
         ref = t("triton") if eligible else t("baseline")
@@ -315,7 +385,7 @@ def host_plot(table: pd.DataFrame, *, machine: str = "", gpu: bool = False, font
             ax.text(r.dispatched_us, y - h / 2, f"  {float(r.ratio):.2f}x", va="center", fontsize=fontsize - 1)
     ax.set_yticks(ys, [f"{c}\n{r.shape} {r.dtype}, {r.layout}" for c, r in zip(t.index, t.itertuples())],
                   fontsize=fontsize - 2)
-    ax.set_xlabel("host time per call (us; best of several medians, torch.utils.benchmark)", fontsize=fontsize)
+    ax.set_xlabel("host time per call (us; fastest of many interleaved blocks of calls)", fontsize=fontsize)
     ax.tick_params(axis="x", labelsize=fontsize - 1)
     ax.set_xlim(0, float(max(t["dispatched_us"].max(), t["baseline_us"].max())) * 1.25 if len(t) else 1)
     kind = "CUDA calls, host side" if gpu else "CPU host time"

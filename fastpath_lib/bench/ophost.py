@@ -4,8 +4,8 @@ RMSNorm's family (:mod:`fastpath_lib.bench.host`) holds ``fastpath_lib.rms_norm`
 TARGET_RATIO` times ``F.rms_norm`` on decode-sized fallback calls. :func:`measure_host_op` does the same for an
 :class:`~fastpath_lib.opspec.OpSpec`: on each predeclared case expected to fall back at a decode size (at most
 :data:`MAX_HOST_ROWS` rows, its declared shape), the public function against the spec's first baseline, and each of the
-spec's ``host_forms`` (e.g. an in-place form against the in-place composite), interleaved round by round with
-:func:`~fastpath_lib.bench.host.best_of_medians`. An in-place pair mutates its inputs on every call: each side gets its
+spec's ``host_forms`` (e.g. an in-place form against the in-place composite), interleaved block by block with
+:func:`~fastpath_lib.bench.host.fastest_blocks`. An in-place pair mutates its inputs on every call: each side gets its
 own copy, so both drift alike (a fallback's host time does not depend on the values).
 
 Host time is a real measurement on a CPU too; rows carry ``family="host-overhead"``, so
@@ -15,14 +15,12 @@ baseline is the spec's, named in each row's ``note``). Times in microseconds.
 
 from __future__ import annotations
 
-import json
-
 import torch
 
 from fastpath_lib import runtime
-from fastpath_lib.bench.host import best_of_medians, warnings_of
+from fastpath_lib.bench.host import fastest_blocks, host_blocks, timing_fields, warnings_of
 from fastpath_lib.bench.schema import FALLBACK, HOST_FAMILY, empty_row
-from fastpath_lib.bench.timing import gpu_measurement, quantile
+from fastpath_lib.bench.timing import gpu_measurement
 from fastpath_lib.cases import CaseSpec
 from fastpath_lib.opspec import OpCase, OpSpec
 
@@ -50,7 +48,7 @@ def measure_host_op(spec: OpSpec, *, quick: bool = False, rounds: int | None = N
         the public function took; a case whose call takes the fast route on this machine (the interpreter's lower
         row threshold) gets ``status="not measured"`` rows.
     """
-    rounds = rounds or (5 if quick else 9)
+    blocks, number = host_blocks(quick, rounds)
     gpu = gpu_measurement()
     device = "cuda" if runtime.cuda_available() else "cpu"
     make = spec.case_spec or CaseSpec
@@ -75,18 +73,16 @@ def measure_host_op(spec: OpSpec, *, quick: bool = False, rounds: int | None = N
             fns = {p: (lambda a=own[p], f=f: f(*a)) for p, f in (("baseline", bfn), ("dispatched", fn))}
             with torch.no_grad():
                 warned = {p: warnings_of(f) for p, f in fns.items()}
-                res = best_of_medians(fns, rounds=rounds)
+                res = fastest_blocks(fns, blocks=blocks, number=number,
+                                     between=torch.cuda.synchronize if device == "cuda" else None)
             for p in ("baseline", "dispatched"):
-                s = res[p]["medians_us"]
+                timing = timing_fields(res[p])
+                timing["note"] += f"; baseline: {bname}"
                 out.append(empty_row(
                     case_id=f"host_{case.id}{suffix}", family=HOST_FAMILY, provider=p, rows=case.rows, cols=case.cols,
                     dtype=case.dtype, layout="contiguous", pad=0, offset=0, declared_shape=f"{case.rows}x{case.cols}",
                     rationale=case.rationale, gpu_measurement=gpu, expected=FALLBACK, route=route, status="ok",
-                    note=f"best of {rounds} medians; baseline: {bname}", reps=rounds, warmup="20 calls",
-                    timer="torch.utils.benchmark.Timer.blocked_autorange, best of several medians (host time per call)",
-                    number=res[p]["number"], median_us=res[p]["best_us"], q20_us=quantile(s, 0.2),
-                    q80_us=quantile(s, 0.8), mean_us=sum(s) / len(s), min_us=min(s), warnings=warned[p],
-                    samples_us=json.dumps([round(v, 4) for v in s]), **{"pass": "forward"}))
+                    warnings=warned[p], **timing, **{"pass": "forward"}))
             if log:
                 ratio = res["dispatched"]["best_us"] / res["baseline"]["best_us"]
                 log(f"  host_{case.id}{suffix}: {bname} {res['baseline']['best_us']:.2f} us, dispatched "
