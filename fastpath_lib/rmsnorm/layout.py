@@ -17,7 +17,8 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensor
 from torch._subclasses.functional_tensor import FunctionalTensor
 
-__all__ = ["PLAIN_TYPES", "rows_cols", "row_stride", "as_rows", "tensor_kind", "decided", "traced_rows"]
+__all__ = ["PLAIN_TYPES", "rows_cols", "row_stride", "as_rows", "tensor_kind", "functorch_transform", "decided",
+           "traced_rows"]
 
 #: Tensor types the kernels accept: plain tensors, parameters, and the tensors compile/export trace with.
 PLAIN_TYPES = frozenset({torch.Tensor, torch.nn.Parameter, FakeTensor, FunctionalTensor})
@@ -61,6 +62,15 @@ def tensor_kind(t: torch.Tensor | None) -> str:
     if t.layout is not torch.strided:
         return f"layout {str(t.layout).replace('torch.', '')}"
     return ""
+
+
+def functorch_transform() -> str:
+    """``""`` when no ``torch.func`` transform is running, else its name (``"Vmap"``, ``"Grad"``, ``"Jvp"``, ...):
+    under one, every tensor is a functorch wrapper whose strides and data pointer are not the batch's."""
+    if not torch._C._are_functorch_transforms_active():
+        return ""
+    top = torch._C._functorch.peek_interpreter_stack()
+    return "" if top is None else getattr(top.key(), "name", str(top.key()))
 
 
 def decided(holds) -> bool | None:

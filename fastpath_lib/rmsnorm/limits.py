@@ -15,7 +15,7 @@ from fastpath_lib import runtime
 from fastpath_lib.rmsnorm import thresholds
 
 __all__ = ["MAX_COLS", "ALIGN_BYTES", "MIN_CAPABILITY", "INTERPRETER_MIN_ROWS", "CUDA_MIN_ROWS", "DEFAULT_CUDA_MIN_ROWS",
-           "SUPPORTED_DTYPES", "Limits", "limits_for", "device_capability", "default_eps"]
+           "LEAST_MIN_ROWS", "SUPPORTED_DTYPES", "Limits", "limits_for", "device_capability", "default_eps"]
 
 MAX_COLS = 16384
 ALIGN_BYTES = 16
@@ -25,6 +25,8 @@ INTERPRETER_MIN_ROWS = 8
 CUDA_MIN_ROWS: dict[tuple[int, int], int] = thresholds.load()
 #: Used for architectures without a recorded sweep: conservative, so small launch-bound calls keep the old path.
 DEFAULT_CUDA_MIN_ROWS = 1024
+#: The smallest row threshold any device has: fewer rows fall back whatever the device (the dispatch's first test).
+LEAST_MIN_ROWS = min(INTERPRETER_MIN_ROWS, DEFAULT_CUDA_MIN_ROWS, *CUDA_MIN_ROWS.values())
 SUPPORTED_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
 

@@ -50,10 +50,11 @@ from torch._subclasses.fake_tensor import is_fake
 from fastpath_lib import runtime
 from fastpath_lib.eligibility import UNKNOWN, Boundary, Condition, Predicate
 from fastpath_lib.rmsnorm import capture
-from fastpath_lib.rmsnorm.layout import PLAIN_TYPES, decided, row_stride, tensor_kind, traced_rows
+from fastpath_lib.rmsnorm.layout import (PLAIN_TYPES, decided, functorch_transform, row_stride, tensor_kind,
+                                         traced_rows)
 from fastpath_lib.rmsnorm.limits import (ALIGN_BYTES, CUDA_MIN_ROWS, DEFAULT_CUDA_MIN_ROWS, INTERPRETER_MIN_ROWS,
-                                         MAX_COLS, MIN_CAPABILITY, SUPPORTED_DTYPES, Limits, default_eps,
-                                         device_capability, limits_for)
+                                         LEAST_MIN_ROWS, MAX_COLS, MIN_CAPABILITY, SUPPORTED_DTYPES, Limits,
+                                         default_eps, device_capability, limits_for)
 
 __all__ = ["MAX_COLS", "ALIGN_BYTES", "MIN_CAPABILITY", "INTERPRETER_MIN_ROWS", "CUDA_MIN_ROWS", "DEFAULT_CUDA_MIN_ROWS",
            "SUPPORTED_DTYPES", "PLAIN_TYPES", "ALLOWED_MODES", "Limits", "RMSNormCall", "limits_for", "make_call",
@@ -75,14 +76,6 @@ _CHANNELS_LAST = {4: torch.channels_last, 5: torch.channels_last_3d}
 _transforms_active = torch._C._are_functorch_transforms_active
 _dynamo_compiling = torch.compiler.is_dynamo_compiling
 _STRIDED = torch.strided
-#: The smallest row threshold any device can have: fewer rows fall back whatever the device.
-LEAST_MIN_ROWS = min(INTERPRETER_MIN_ROWS, DEFAULT_CUDA_MIN_ROWS, *CUDA_MIN_ROWS.values())
-
-
-def functorch_transform() -> str:
-    """``""`` when no ``torch.func`` transform is running, else its name (``"Vmap"``, ``"Grad"``, ``"Jvp"``, ...)."""
-    top = torch._C._functorch.peek_interpreter_stack() if _transforms_active() else None
-    return "" if top is None else getattr(top.key(), "name", str(top.key()))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -152,13 +145,10 @@ def eligible(input, normalized_shape, weight, forced: bool) -> bool:
         shape = input.shape
         if not shape:
             return False
-        n = shape[-1]
-        numel = input.numel()
-        # tracing: decide a size only where its whole range agrees, else the op decides at run time (no guard);
-        # dynamo hands a symbolic size to this code as an int, so "an int" alone does not mean "known now"
+        n, numel = shape[-1], input.numel()
+        # a size a tracer holds symbolically (dynamo hands it over as an int) is decided by the op at run time; eager
+        # calls test the usual fallbacks first (too few rows for any device, too wide, empty, a strided last dim)
         sized = type(numel) is int and type(n) is int and not _dynamo_compiling()
-        # eager: the usual fallbacks (too few rows for any device's threshold, too wide, empty, a strided last dim)
-        # come first, before the other getters: every microsecond here is paid on each fallback call
         if sized and (numel < LEAST_MIN_ROWS * n or not numel or n > MAX_COLS or (n > 1 and input.stride()[-1] != 1)):
             return False
     except RuntimeError:  # a strided nested tensor has no shape, a sparse one no strides: neither qualifies
@@ -397,10 +387,6 @@ def _check_weight_align(c):
     return None if m == 0 else f"weight data pointer {m} bytes past a {c.limits.align_bytes}-byte boundary, need 0"
 
 
-def _rows(limits: Limits, delta: int) -> dict:
-    return {"rows": limits.min_rows + delta}
-
-
 #: The eligible base case every boundary changes one thing of (see :mod:`fastpath_lib.boundary`).
 BASE_CASE = {"rows": 16, "cols": 64, "dtype": torch.float32, "weight": "same", "layout": "contiguous"}
 
@@ -466,9 +452,9 @@ PREDICATE = Predicate("rmsnorm", [
               (Boundary("rows=0", {"rows": 0}, False), Boundary("cols=0", {"cols": 0}, False))),
     Condition("min_rows", "rows >= the row threshold for the architecture", _check_min_rows, "shape",
               "below it the launch overhead outweighs the saving (protects the baseline on small calls)",
-              (Boundary("threshold-1", lambda lim: _rows(lim, -1), False),
-               Boundary("threshold", lambda lim: _rows(lim, 0), True),
-               Boundary("threshold+1", lambda lim: _rows(lim, 1), True))),
+              (Boundary("threshold-1", lambda lim: {"rows": lim.min_rows - 1}, False),
+               Boundary("threshold", lambda lim: {"rows": lim.min_rows}, True),
+               Boundary("threshold+1", lambda lim: {"rows": lim.min_rows + 1}, True))),
     Condition("last_dim_contiguous", "last dimension has stride 1", _check_last_contig, "stride",
               "the kernel loads each row as one contiguous block",
               (Boundary("contiguous", {}, True), Boundary("transposed", {"layout": "transposed"}, False))),
