@@ -9,6 +9,7 @@ fixed cases, a note written for one table, a route label without a kernel behind
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from pathlib import Path
 
@@ -667,3 +668,38 @@ def test_ex08_results_name_the_operator():
     s = solved("ex08")
     (r,) = ex.check_capstone_kernel(s["OP_NAME"], s["launch"], show=False)
     assert r.subject == "softmax" and "[softmax]" in r.text()
+
+
+# --- whose error it was -----------------------------------------------------------------------------------------------
+
+def _defined_in(path: Path, source: str, name: str):
+    """A function defined in ``path`` (a notebook cell's file, or the grader's own folder), as if imported from it."""
+    scope: dict = {"torch": torch}
+    exec(compile(source, str(path), "exec"), scope)
+    return scope[name]
+
+
+def test_feedback_names_the_learners_line_not_torchs(tmp_path):
+    from fastpath_lib.grading.feedback import part
+
+    cell = tmp_path / "ipykernel_4242" / "1234567.py"  # where a kernel keeps a notebook cell's code
+    cell.parent.mkdir()
+    cell.write_text("def ref(x):\n    return torch.nn.functional.rms_norm(x, [4])\n")
+    bad = _defined_in(cell, cell.read_text(), "ref")
+    r = part("ex01", "default_eps", functools.partial(bad, torch.ones(3)))
+    assert not r.passed and r.feedback.startswith("your code raised RuntimeError")
+    assert r.feedback.endswith("(line 2: return torch.nn.functional.rms_norm(x, [4]))")  # the learner's, not torch's
+
+
+def test_an_error_raised_by_the_check_itself_is_not_blamed_on_the_learner(tmp_path):
+    from fastpath_lib.grading import feedback
+    from fastpath_lib.grading.remote import answered_error
+
+    answer = _defined_in(tmp_path / "cell.py", "def answer():\n    return 3\n", "answer")
+    check = _defined_in(Path(feedback.__file__).with_name("simulated_check.py"),  # a check of the grader's own
+                        "def check(answer):\n    return len(answer())\n", "check")
+    r = feedback.part("ex01", "default_eps", functools.partial(check, answer))  # the check raises on the answer
+    assert not r.passed and r.feedback.startswith("the check raised TypeError: object of type 'int' has no len()")
+    assert "not in a line of yours" in r.feedback
+    remote = answered_error(["ValueError", "bad shape"])  # raised in the learner's kernel, no line named
+    assert feedback.describe_error(remote).startswith("your code raised ValueError: bad shape")

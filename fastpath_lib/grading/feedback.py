@@ -11,10 +11,14 @@ becomes "your code raised ..." with the line of the learner's code that raised i
 
 from __future__ import annotations
 
+import os
+import sysconfig
 import traceback
 from collections.abc import Callable
+from pathlib import Path
 
 from fastpath_lib.grading.registry import Result, points_of
+from fastpath_lib.grading.remote import RemoteError
 
 __all__ = ["Fail", "emit", "part", "failed_parts", "call", "describe_error", "table", "dtype_name", "case_label",
            "hold", "device"]
@@ -44,23 +48,48 @@ def emit(results: list[Result], show: bool):
     return None
 
 
+#: Folders whose code is not the learner's: the kit and the installed libraries (torch, triton, the standard library).
+_LIBRARY_DIRS = tuple(str(Path(d).resolve()) for d in {str(Path(__file__).resolve().parents[1]),
+                                                       *(sysconfig.get_paths()[k] for k in ("stdlib", "purelib",
+                                                                                            "platlib"))})
+
+
+def _learners(filename: str) -> bool:
+    """Whether a traceback frame's file holds the learner's code (a notebook cell, an exercise file, an ``exec``)."""
+    if filename.startswith("<") and not filename.startswith("<frozen"):
+        return True
+    try:
+        path = str(Path(filename).resolve())
+    except (OSError, ValueError):
+        return True
+    return not any(path == d or path.startswith(d + os.sep) for d in _LIBRARY_DIRS)
+
+
 def describe_error(exc: BaseException) -> str:
-    """One line of feedback for an exception raised by learner code (or a :class:`Fail`)."""
+    """One line of feedback for an exception raised by learner code (or a :class:`Fail`).
+
+    The line named is the innermost one of the learner's own code, not torch's or the kit's. An exception with no
+    frame of the learner's code in its traceback was raised by the check itself, while it read what the learner's code
+    returned, or by a fault of the grader: the feedback says so instead of blaming a line of the learner's.
+    """
     if isinstance(exc, Fail):
         return str(exc)
     if isinstance(exc, NotImplementedError):
         return "not implemented yet: your code still raises NotImplementedError"
     name = type(exc).__name__
     msg = str(exc).strip().splitlines()
-    where = str(getattr(exc, "fastpath_where", "") or "")  # raised in the learner's kernel: the line it named
-    for frame in [] if where else reversed(traceback.extract_tb(exc.__traceback__)):
-        if "fastpath_lib" not in frame.filename.replace("\\", "/"):
-            where = f" (line {frame.lineno}: {frame.line})" if frame.line else f" (line {frame.lineno})"
-            break
     first = msg[0][:300] if msg else ""
     chain = f"{name} {exc} {exc.__cause__!r} {exc.__context__!r}"  # Triton's CompilationError wraps the raise
     if "NotImplementedError" in chain:
         return "not implemented yet: your code still raises NotImplementedError"
+    where = str(getattr(exc, "fastpath_where", "") or "")  # raised in the learner's kernel: the line it named
+    if not where and not isinstance(exc, RemoteError):
+        frames = [f for f in traceback.extract_tb(exc.__traceback__) if _learners(f.filename)]
+        if not frames:
+            return (f"the check raised {name}: {first} (in the grader's code, not in a line of yours: check what your "
+                    "code returns; if it looks right, tell your course staff)")
+        frame = frames[-1]
+        where = f" (line {frame.lineno}: {frame.line})" if frame.line else f" (line {frame.lineno})"
     return f"your code raised {name}: {first}{where}"
 
 
