@@ -16,10 +16,10 @@ import torch.nn.functional as F
 import fastpath_lib
 from fastpath_lib import runtime
 from fastpath_lib.bench.matrix import load_cases
-from fastpath_lib.bench.schema import GPU_LABEL, NOT_GPU
+from fastpath_lib.bench.schema import FALLBACK, GPU_LABEL, NOT_GPU
 from fastpath_lib.bench.timing import gpu_measurement, settings_for, time_callable
 
-__all__ = ["TinyDecoder", "replay", "compile_cost", "specializations", "compiled_facts"]
+__all__ = ["TinyDecoder", "replay", "compile_cost", "specializations", "rms_norm_binary", "compiled_facts"]
 
 
 class _Block(nn.Module):
@@ -32,13 +32,18 @@ class _Block(nn.Module):
         self.gate_up = nn.Linear(dim, 2 * hidden, bias=False)
         self.down = nn.Linear(hidden, dim, bias=False)
 
+    def _attend(self, n):
+        b, s, d = n.shape
+        q, k, v = self.qkv(n).view(b, s, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        return self.o(F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(b, s, d))
+
+    def _mlp(self, n):
+        g, u = self.gate_up(n).chunk(2, dim=-1)
+        return self.down(F.silu(g) * u)
+
     def forward(self, h):
-        b, s, d = h.shape
-        q, k, v = self.qkv(self.attn_norm(h)).view(b, s, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
-        a = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(b, s, d)
-        h = h + self.o(a)
-        g, u = self.gate_up(self.mlp_norm(h)).chunk(2, dim=-1)
-        return h + self.down(F.silu(g) * u)
+        h = h + self._attend(self.attn_norm(h))
+        return h + self._mlp(self.mlp_norm(h))
 
 
 class TinyDecoder(nn.Module):
@@ -139,40 +144,54 @@ def replay(*, quick: bool = False, settings: dict | None = None, batch: int | No
     return out
 
 
+def rms_norm_binary(kernel: str, rows: int, cols: int, dtype, sms: int | None = None) -> dict | None:
+    """The RMSNorm binary a 16-byte-aligned launch on ``rows x cols`` of ``dtype`` compiles, from the launchers' own
+    rules (:mod:`fastpath_lib.rmsnorm.launch`): kernel (``"fwd"`` or ``"bwd"``) x dtype x ``BLOCK_SIZE`` x
+    ``num_warps`` x ``HAS_WEIGHT`` x ``ROWS_PER_PROGRAM`` x ``VEC``; ``None`` for rows wider than the kernels take.
+    The backward's rows per program depend on the GPU's multiprocessor count ``sms``: ``None`` (unknown) without it.
+
+    >>> rms_norm_binary("fwd", 8, 4096, "float16")["BLOCK_SIZE"], rms_norm_binary("fwd", 8, 10 ** 6, "float16")
+    (4096, None)
+    """
+    from fastpath_lib.rmsnorm import launch  # imported on use: the interpreter opt-in comes first
+    from fastpath_lib.rmsnorm.predicate import ALIGN_BYTES, MAX_COLS
+
+    if cols > MAX_COLS:
+        return None
+    dtype = getattr(torch, dtype) if isinstance(dtype, str) else dtype
+    block, warps = launch.launch_settings(cols, "forward" if kernel == "fwd" else "backward")
+    if kernel == "fwd":
+        rpp = launch.forward_rows_per_program(cols)
+    else:
+        rpp = launch.backward_grid(rows, 4 * sms)[0] if sms else None
+    return {"kernel": kernel, "dtype": str(dtype).replace("torch.", ""), "BLOCK_SIZE": block, "num_warps": warps,
+            "HAS_WEIGHT": True, "ROWS_PER_PROGRAM": rpp, "VEC": ALIGN_BYTES // dtype.itemsize}
+
+
 def specializations(cases, quick: bool = False) -> list[dict]:
     """The distinct Triton specializations the matrix's eligible cases trigger, each with a case that launches it.
 
     A specialization is one compiled binary: kernel x dtype x BLOCK_SIZE x num_warps x HAS_WEIGHT x ROWS_PER_PROGRAM
-    x VEC (x the 16-byte-alignment flags Triton derives from the pointers, which the predicate fixes to aligned).
-    All of it comes from the launchers' own rules (:mod:`fastpath_lib.rmsnorm.launch`). The backward's rows per
-    program depend on the row count and the GPU's multiprocessor count: off a GPU that is ``None`` (unknown).
+    x VEC (x the 16-byte-alignment flags Triton derives from the pointers, which the predicate fixes to aligned):
+    :func:`rms_norm_binary`. The backward's rows per program depend on the row count and the GPU's multiprocessor
+    count: off a GPU that is ``None`` (unknown).
 
     Returns:
         one dict per specialization, with the case ids that use it and the shape of the first (``rows``, ``cols``,
         ``layout``, ``pad``), which the compile-cost probe launches.
     """
-    from fastpath_lib.rmsnorm import launch  # imported on use: the interpreter opt-in comes first
-    from fastpath_lib.rmsnorm.predicate import ALIGN_BYTES, MAX_COLS
-
     sms = torch.cuda.get_device_properties(0).multi_processor_count if runtime.cuda_available() else None
     found: dict[tuple, dict] = {}
     for c in cases:
-        if c.expected == "fallback":
+        if c.expected == FALLBACK:
             continue
         rows, cols, pad = c.dims(quick)
-        if cols > MAX_COLS:
-            continue
-        vec = ALIGN_BYTES // c.torch_dtype.itemsize  # eligible cases are 16-byte aligned
         for kern in ("fwd",) + (("bwd",) if c.pass_ == "backward" else ()):
-            block, warps = launch.launch_settings(cols, "forward" if kern == "fwd" else "backward")
-            if kern == "fwd":
-                rpp = launch.forward_rows_per_program(cols)
-            else:
-                rpp = launch.backward_grid(rows, 4 * sms)[0] if sms else None
-            key = (kern, c.dtype, block, warps, True, rpp, vec)
-            found.setdefault(key, {"kernel": kern, "dtype": c.dtype, "BLOCK_SIZE": block, "num_warps": warps,
-                                   "HAS_WEIGHT": True, "ROWS_PER_PROGRAM": rpp, "VEC": vec, "rows": rows,
-                                   "cols": cols, "layout": c.layout, "pad": pad, "cases": []})["cases"].append(c.id)
+            key = rms_norm_binary(kern, rows, cols, c.dtype, sms)
+            if key is None:
+                break
+            found.setdefault(tuple(key.values()), dict(key, rows=rows, cols=cols, layout=c.layout, pad=pad,
+                                                       cases=[]))["cases"].append(c.id)
     return list(found.values())
 
 
