@@ -1,16 +1,19 @@
-"""Workload trace replay: the RMSNorm calls a model makes, each shape timed once, weighted by how often it occurs.
+"""Workload trace replay: the norm calls a model makes, each shape timed once, weighted by how often it occurs.
 
 A shape sweep says how fast each shape is; a workload asks how often each shape is called. Serving a decoder model
 makes two kinds of norm calls: a *prefill* forward normalizes every prompt token at once (``batch * prompt`` rows,
 a few calls per request), and every *decode* step normalizes one new token per sequence (``batch`` rows, once per
 generated token). :func:`serving_trace` writes such a trace down from the model's shape (two norms per layer and a
-final one per forward); :func:`replay_trace` times each distinct call once, for ``F.rms_norm`` and for the
-dispatched op side by side, and weights by the count.
+final one per forward); :func:`replay_trace` times each distinct call once, for an operator's first baseline and its
+dispatched function side by side (:class:`~fastpath_lib.opspec.OpSpec`; default RMSNorm: ``F.rms_norm`` and
+``fastpath_lib.rms_norm``), and weights by the count. An op that adds the residual before the norm (fused residual-add
++ RMSNorm) sits at the same places of the model, so the same trace serves it (vLLM's first norm of the first layer
+has no residual yet: one call per forward is the plain norm there).
 
 The totals are sums of the rows they summarize (``calls x time per call``), so the shares add up to 100 % and no
 part can exceed the whole. On a CPU, rows whose route is the Triton kernel run in the interpreter and are *not
 measured* (their times would say nothing about a GPU); rows on the fallback route are timed for real: that time is
-``F.rms_norm`` on the CPU plus the dispatch's host cost, and the dispatch's extra is what the same Python costs on a
+the baseline on the CPU plus the dispatch's host cost, and the dispatch's extra is what the same Python costs on a
 GPU host. Times in microseconds.
 
 >>> [(c.phase, c.rows, c.count) for c in serving_trace(layers=2, prompt_tokens=16, decode_steps=4)]
@@ -23,15 +26,14 @@ import dataclasses
 
 import pandas as pd
 import torch
-import torch.nn.functional as F
 
-import fastpath_lib
-from fastpath_lib import runtime
+from fastpath_lib import opspec, runtime
 from fastpath_lib.bench.host import best_of_medians
 from fastpath_lib.bench.schema import GPU_LABEL, NOT_GPU
 from fastpath_lib.bench.timing import gpu_measurement
+from fastpath_lib.cases import BuiltCase, CaseSpec
 
-__all__ = ["TraceCall", "serving_trace", "replay_trace", "TRACE_COLUMNS"]
+__all__ = ["TraceCall", "serving_trace", "replay_trace", "call_args", "TRACE_COLUMNS"]
 
 #: Columns of :func:`replay_trace`'s table.
 TRACE_COLUMNS = ["phase", "shape", "dtype", "calls", "call_share", "route", "status", "baseline_us", "dispatched_us",
@@ -69,18 +71,29 @@ def serving_trace(*, hidden: int = 4096, layers: int = 32, batch: int = 1, promp
             TraceCall("decode", batch, hidden, dtype, per_forward * decode_steps)]
 
 
-def _inputs(call: TraceCall, device: str):
-    g = torch.Generator(device="cpu").manual_seed(call.rows * 7 + call.cols)
-    x = torch.randn(call.rows, call.cols, generator=g).to(device=device, dtype=call.dtype)
-    w = (1 + torch.randn(call.cols, generator=g) / 4).to(device=device, dtype=call.dtype)
-    return x, (call.cols,), w
+def call_args(spec: opspec.OpSpec, rows: int, cols: int, dtype: torch.dtype, device: str, seed: int = 0) -> tuple:
+    """``spec``'s arguments for a contiguous ``rows x cols`` call in ``dtype`` on ``device``.
+
+    An op built from the plain :class:`~fastpath_lib.cases.CaseSpec` (``case_spec=None``: an input and a weight) gets
+    values drawn on the device itself, without the case builder's poisoned guard buffers (nothing here checks them,
+    and large sweeps build fast); an op with its own case class gets its builder's case.
+    """
+    if spec.case_spec is not None:
+        return spec.args(spec.case_spec(rows=rows, cols=cols, dtype=dtype, device=device).build(seed=seed))
+    g = torch.Generator(device=device).manual_seed(1000 + seed)
+    x = torch.randn(rows, cols, generator=g, device=device, dtype=torch.float32).to(dtype)
+    w = (1 + 0.5 * torch.randn(cols, generator=g, device=device, dtype=torch.float32)).to(dtype)
+    case = CaseSpec(rows=rows, cols=cols, dtype=dtype, device=device)
+    return spec.args(BuiltCase(case, x, (cols,), w, x, w, x, w))
 
 
-def replay_trace(trace: list[TraceCall], *, quick: bool = False, rounds: int | None = None) -> pd.DataFrame:
-    """Time each call of ``trace`` for ``F.rms_norm`` and ``fastpath_lib.rms_norm`` and weight it by its count.
+def replay_trace(trace: list[TraceCall], *, spec: opspec.OpSpec | None = None, quick: bool = False,
+                 rounds: int | None = None) -> pd.DataFrame:
+    """Time each call of ``trace`` for ``spec``'s first baseline and its function and weight it by its count.
 
     Args:
         trace: the calls (:func:`serving_trace`).
+        spec: the operator (default: RMSNorm, ``F.rms_norm`` against ``fastpath_lib.rms_norm``).
         quick: fewer timing rounds.
         rounds: override the rounds of :func:`~fastpath_lib.bench.host.best_of_medians`.
 
@@ -89,27 +102,29 @@ def replay_trace(trace: list[TraceCall], *, quick: bool = False, rounds: int | N
         per call of each provider (best of several medians, side by side) and the totals ``calls x time``;
         ``baseline_time_share`` is the row's share of the measured baseline total. ``attrs["totals"]`` holds the
         sums over the measured rows, how many calls were measured, ``complete`` (every row measured),
-        ``gpu_measurement`` and a ``label``.
+        ``gpu_measurement``, a ``label``, the ``op`` and its ``baseline``.
 
     Note:
         Without a GPU measurement (no CUDA, or the interpreter), Triton-route rows are ``not measured`` and the
         label says what the measured times are: CPU time, not a GPU measurement.
     """
+    spec = spec or opspec.get("rms_norm")
+    base_name, base = spec.baseline
     gpu = gpu_measurement()
     dev = "cuda" if runtime.cuda_available() else "cpu"
     rounds = rounds or (3 if quick else 7)
     rows = []
     for call in trace:
-        x, ns, w = _inputs(call, dev)
-        route = fastpath_lib.explain(x, ns, w).route
+        args = call_args(spec, call.rows, call.cols, call.dtype, dev, seed=call.rows * 7 + call.cols)
+        route = spec.route(*args)
         row = {"phase": call.phase, "shape": call.shape, "dtype": str(call.dtype).replace("torch.", ""),
                "calls": call.count, "route": route}
         if route == "triton" and not gpu:
             row.update(status="not measured: the Triton route runs in the interpreter here")
         else:
             with torch.no_grad():
-                res = best_of_medians({"baseline": lambda x=x, ns=ns, w=w: F.rms_norm(x, ns, w),
-                                       "dispatched": lambda x=x, ns=ns, w=w: fastpath_lib.rms_norm(x, ns, w)},
+                res = best_of_medians({"baseline": lambda a=args: base(*a),
+                                       "dispatched": lambda a=args: spec.function(*a)},
                                       rounds=rounds, min_run_time=0.02 if quick else 0.05)
             b, d = res["baseline"]["best_us"], res["dispatched"]["best_us"]
             row.update(status="ok", baseline_us=b, dispatched_us=d, baseline_total_us=b * call.count,
@@ -124,7 +139,7 @@ def replay_trace(trace: list[TraceCall], *, quick: bool = False, rounds: int | N
         "calls": int(df["calls"].sum()), "measured_calls": int(df.loc[ok, "calls"].sum()),
         "baseline_total_us": base_total, "dispatched_total_us": float(df.loc[ok, "dispatched_total_us"].sum()),
         "dispatch_extra_total_us": float(df.loc[ok, "dispatch_extra_total_us"].sum()),
-        "complete": bool(ok.all()), "gpu_measurement": gpu,
+        "complete": bool(ok.all()), "gpu_measurement": gpu, "op": spec.name, "baseline": base_name,
         "label": (f"{GPU_LABEL} (time per call in a stream of calls, synchronized per block)" if gpu else
                   f"CPU time per call on this machine, {NOT_GPU}"),
     }
