@@ -26,11 +26,14 @@ import importlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["OpCase", "OpSpec", "KernelBuild", "COMPILED", "register", "unregister", "get", "names"]
+__all__ = ["OpCase", "OpSpec", "KernelBuild", "COMPILED", "register", "unregister", "get", "names", "source",
+           "NOT_DECLARED"]
 
 #: The baseline name that means ``torch.compile`` of the composite: the bench resets dynamo before each case, times
 #: its first call (the compile) apart from the samples, and skips it in ``--quick`` off CUDA (as the harness does).
 COMPILED = "compiled"
+#: What a step of the pipeline says when the op's spec leaves out a field it needs (a result, never a crash).
+NOT_DECLARED = "not declared by the op's spec"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -139,6 +142,19 @@ class OpSpec:
         note: what the matrix times and what it leaves out (``environment.json`` carries it).
         host_forms: name -> ``(composite, public)``: further forms the host-overhead family times on the same
             fallback calls (e.g. an in-place form against the in-place composite; :mod:`fastpath_lib.bench.ophost`).
+        specialization: ``specialization(rows, cols, dtype)`` -> the compiled binary (or binaries) a call of ``fast``
+            on a contiguous, 16-byte-aligned ``rows x cols`` input of ``dtype`` (a torch dtype) launches, as a dict of
+            what keys it (kernel, ``BLOCK_SIZE``, ``num_warps``, rows per program, ...), read from the launcher's own
+            rule without a GPU; equal dicts are one binary, ``None``: the call compiles nothing. The compile cost
+            (:func:`fastpath_lib.bench.workload.compile_cost`) counts the distinct dicts over the matrix's cases
+            expected to take the fast route and, on CUDA, calls ``fast`` on the first case of each twice in a fresh
+            process with an empty Triton cache (``None`` here: the compile cost says the spec does not declare it).
+        decoder_step: ``decoder_step(fn, delta, residual, weight, eps)`` -> ``(normed, new_residual)``: how ``fn``
+            (``function`` or a baseline: the same signature) does a pre-norm decoder block's residual add and norm
+            (``residual + delta``, normalized with ``weight``: where vLLM calls ``fused_add_rms_norm``). The workload
+            replay (:func:`fastpath_lib.bench.workload.replay`) runs a small decoder whose every norm is such a step,
+            once with ``function`` and once with the first baseline (``None``: the replay says the spec does not
+            declare it).
     """
 
     name: str
@@ -162,6 +178,8 @@ class OpSpec:
     note: str = ""
     host_forms: Mapping[str, tuple[Callable, Callable]] = dataclasses.field(default_factory=dict)
     pr_text: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    specialization: Callable[[int, int, Any], Mapping[str, Any] | None] | None = None
+    decoder_step: Callable[..., tuple] | None = None
 
     def __post_init__(self):
         if not self.name or not self.name.replace("_", "").isalnum():
@@ -201,9 +219,10 @@ class OpSpec:
         return model(rows, cols, dtype, pass_) if model is not None else float("nan")
 
 
+#: The ops registered by name: name -> ``"module:attribute"`` of the spec, imported on first use.
+_BUILT_IN = {"rms_norm": "fastpath_lib.rmsnorm.spec:SPEC", "fused_add_rms_norm": "fastpath_lib.fused.op_spec:SPEC"}
 #: name -> the spec, or ``"module:attribute"`` where it is imported on first use.
-_REGISTRY: dict[str, OpSpec | str] = {"rms_norm": "fastpath_lib.rmsnorm.spec:SPEC",
-                                      "fused_add_rms_norm": "fastpath_lib.fused.op_spec:SPEC"}
+_REGISTRY: dict[str, OpSpec | str] = dict(_BUILT_IN)
 
 
 def register(spec: OpSpec, *, replace: bool = False) -> OpSpec:
@@ -241,3 +260,27 @@ def get(name: str) -> OpSpec:
 def names() -> list[str]:
     """The registered op names, in registration order."""
     return list(_REGISTRY)
+
+
+def source(spec: OpSpec) -> str | None:
+    """``"module:attribute"`` where a fresh process finds ``spec`` (a probe that must start cold imports it from
+    there): a built-in op's entry, else a module-level name bound to this very spec (the module of its function first);
+    ``None`` when no imported module holds it.
+
+    >>> source(get("rms_norm"))
+    'fastpath_lib.rmsnorm.spec:SPEC'
+    """
+    import sys
+
+    if spec.name in _BUILT_IN:
+        module, attr = _BUILT_IN[spec.name].split(":")
+        if getattr(sys.modules.get(module), attr, None) is spec:
+            return _BUILT_IN[spec.name]
+    home = getattr(spec.function, "__module__", None)
+    modules = [home] if home in sys.modules else []
+    for name in modules + [m for m in list(sys.modules) if m != home]:
+        found = [k for k, v in list(vars(sys.modules[name]).items()) if v is spec and not k.startswith("_")] \
+            if sys.modules[name] is not None else []
+        if found and name != "__main__":
+            return f"{name}:{found[0]}"
+    return None

@@ -1,7 +1,16 @@
-"""Workload replay (a tiny Llama-style decoder with the norms swapped) and the maintenance cost of the kernels."""
+"""Workload replay (a tiny Llama-style decoder with the norms swapped) and the maintenance cost of the kernels.
+
+Both take an operator (:class:`~fastpath_lib.opspec.OpSpec`): without one they are RMSNorm's (the norm modules
+swapped, the full benchmark matrix's specializations, backward included); with one, the decoder does every norm as
+the op's ``decoder_step`` and the compile cost launches the op's ``fast`` route per ``specialization`` of its matrix.
+A spec that leaves out the field a part needs gets a result saying so (:data:`~fastpath_lib.opspec.NOT_DECLARED`).
+"""
 
 from __future__ import annotations
 
+import collections
+import functools
+import json
 import math
 import os
 import subprocess
@@ -14,12 +23,13 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import fastpath_lib
-from fastpath_lib import runtime
+from fastpath_lib import opspec, runtime
 from fastpath_lib.bench.matrix import load_cases
 from fastpath_lib.bench.schema import FALLBACK, GPU_LABEL, NOT_GPU
 from fastpath_lib.bench.timing import gpu_measurement, settings_for, time_callable
 
-__all__ = ["TinyDecoder", "replay", "compile_cost", "specializations", "rms_norm_binary", "compiled_facts"]
+__all__ = ["TinyDecoder", "replay", "compile_cost", "specializations", "op_specializations", "rms_norm_binary",
+           "compiled_facts"]
 
 
 class _Block(nn.Module):
@@ -45,6 +55,12 @@ class _Block(nn.Module):
         h = h + self._attend(self.attn_norm(h))
         return h + self._mlp(self.mlp_norm(h))
 
+    def forward_step(self, delta, residual, step):
+        """vLLM's form of the block: the residual add and the norm in one ``step``; returns ``(delta, residual)``."""
+        n, residual = step(delta, residual, self.attn_norm.weight, self.attn_norm.eps)
+        n, residual = step(self._attend(n), residual, self.mlp_norm.weight, self.mlp_norm.eps)
+        return self._mlp(n), residual
+
 
 class TinyDecoder(nn.Module):
     """Embedding, ``layers`` pre-norm attention/SwiGLU blocks with RMSNorm, a final norm and the LM head.
@@ -52,6 +68,10 @@ class TinyDecoder(nn.Module):
     Args:
         vocab, dim, layers, heads, hidden: sizes.
         norm_cls: ``torch.nn.RMSNorm`` (baseline) or ``fastpath_lib.RMSNorm``.
+
+    ``model(tokens, step=STEP)`` runs the blocks in vLLM's form instead: every norm is ``STEP(delta, residual, weight,
+    eps) -> (normed, residual + delta)`` with the norm module's weight and eps (the residual starts at zero), which is
+    where an op like ``fused_add_rms_norm`` sits (an :class:`~fastpath_lib.opspec.OpSpec`'s ``decoder_step``).
     """
 
     def __init__(self, vocab=256, dim=64, layers=2, heads=4, hidden=128, norm_cls=nn.RMSNorm):
@@ -61,28 +81,38 @@ class TinyDecoder(nn.Module):
         self.norm = norm_cls(dim)
         self.head = nn.Linear(dim, vocab, bias=False)
 
-    def forward(self, tokens):
+    def forward(self, tokens, step=None):
         h = self.embed(tokens)
+        if step is None:
+            for blk in self.blocks:
+                h = blk(h)
+            return self.head(self.norm(h))
+        delta, residual = h, torch.zeros_like(h)
         for blk in self.blocks:
-            h = blk(h)
-        return self.head(self.norm(h))
+            delta, residual = blk.forward_step(delta, residual, step)
+        return self.head(step(delta, residual, self.norm.weight, self.norm.eps)[0])
 
 
-def replay(*, quick: bool = False, settings: dict | None = None, batch: int | None = None, seq: int | None = None,
-           dim: int | None = None, layers: int | None = None, dtype: torch.dtype | None = None) -> dict:
-    """Run a small decoder forward with ``torch.nn.RMSNorm`` and with ``fastpath_lib.RMSNorm`` (same weights).
+def replay(*, spec: opspec.OpSpec | None = None, quick: bool = False, settings: dict | None = None,
+           batch: int | None = None, seq: int | None = None, dim: int | None = None, layers: int | None = None,
+           dtype: torch.dtype | None = None) -> dict:
+    """Run a small decoder forward with the baseline's norms and with the fast path's (same weights).
 
     Args:
+        spec: the operator (default: RMSNorm, ``torch.nn.RMSNorm`` modules swapped for ``fastpath_lib.RMSNorm``);
+            with a spec, every norm of the decoder is its ``decoder_step`` (:class:`TinyDecoder`'s ``step``), with
+            the first baseline and with ``spec.function``.
         quick: tiny sizes.
         settings: harness settings.
         batch, seq, dim, layers, dtype: override the defaults (CUDA: 8 x 512 tokens, dim 4096, 4 layers, bf16;
             CPU: 2 x 8 tokens, dim 64, 2 layers, fp32).
 
     Returns:
-        a dict: sizes, end-to-end median us for both models, the norms' median us (all norm calls of one forward,
-        timed alone on the model's hidden shape, so the share is an estimate from isolated calls), RMSNorm's share
-        of the baseline forward, the end-to-end ratio,
-        whether both models' logits agree, ``gpu_measurement`` and a ``label``.
+        a dict: the op, sizes, end-to-end median us for both models, the norms' median us (all norm calls of one
+        forward, timed alone on the model's hidden shape, so the share is an estimate from isolated calls), the norms'
+        share of the baseline forward, the end-to-end ratio, whether both models' logits agree, the routes the fast
+        model's norms took, ``gpu_measurement`` and a ``label``. A spec without a ``decoder_step`` gets
+        ``declared=False`` and a ``note`` saying so, and nothing runs.
 
     Note:
         Off CUDA the fast-path model runs its norms in Triton's interpreter, so it is not timed at all
@@ -92,6 +122,11 @@ def replay(*, quick: bool = False, settings: dict | None = None, batch: int | No
     cuda = runtime.cuda_available()
     gpu = gpu_measurement()
     dev = "cuda" if cuda else "cpu"
+    out = {"op": spec.name if spec else "rms_norm", "gpu_measurement": gpu,
+           "label": GPU_LABEL if gpu else f"{NOT_GPU} (CPU / Triton interpreter)"}
+    if spec is not None and spec.decoder_step is None:
+        return dict(out, declared=False, note=f"decoder_step (where the op sits in a decoder) is {opspec.NOT_DECLARED}:"
+                                              " no workload replay")
     batch = batch or (8 if gpu else 2)
     seq = seq or ((128 if quick else 512) if gpu else 8)
     dim = dim or (4096 if gpu else 64)
@@ -99,16 +134,34 @@ def replay(*, quick: bool = False, settings: dict | None = None, batch: int | No
     dtype = dtype or (torch.bfloat16 if gpu else torch.float32)
     settings = settings or settings_for(quick)
     torch.manual_seed(0)
+    sizes = dict(dim=dim, layers=layers, heads=max(1, dim // 128) if gpu else 4, hidden=dim * 2)
     with torch.device(dev):  # built where it runs: initialising 670M parameters on the host would eat the budget
-        base = TinyDecoder(dim=dim, layers=layers, heads=max(1, dim // 128) if gpu else 4, hidden=dim * 2,
-                           norm_cls=nn.RMSNorm).to(dtype).eval()
-        fast = TinyDecoder(dim=dim, layers=layers, heads=max(1, dim // 128) if gpu else 4, hidden=dim * 2,
-                           norm_cls=fastpath_lib.RMSNorm).to(dtype).eval()
-    fast.load_state_dict(base.state_dict())
+        base = TinyDecoder(**sizes, norm_cls=nn.RMSNorm).to(dtype).eval()
+        fast = TinyDecoder(**sizes, norm_cls=fastpath_lib.RMSNorm).to(dtype).eval() if spec is None else base
+    if spec is None:
+        fast.load_state_dict(base.state_dict())
     tokens = [torch.randint(0, 256, (batch, seq), device=dev, generator=None) for _ in range(settings["input_sets"])]
     n_norms = 2 * layers + 1
     hidden = [torch.randn(batch * seq, dim, device=dev, dtype=dtype) for _ in range(settings["input_sets"])]
     w = torch.randn(dim, device=dev, dtype=dtype)
+    if spec is None:
+        models = {"baseline": base, "fastpath": fast}
+        norms = {"baseline": lambda h: F.rms_norm(h, (dim,), w),
+                 "fastpath": lambda h: fastpath_lib.rms_norm(h, (dim,), w)}
+        checked, routes = fast, None
+    else:
+        residual = torch.randn(batch * seq, dim, device=dev, dtype=dtype)
+        steps = {"baseline": functools.partial(spec.decoder_step, spec.baseline[1]),
+                 "fastpath": functools.partial(spec.decoder_step, spec.function)}
+        models = {k: functools.partial(base, step=st) for k, st in steps.items()}
+        norms = {k: (lambda h, st=st: st(h, residual, w, None)) for k, st in steps.items()}
+        routes = collections.Counter()
+
+        def counted(*args):
+            routes[spec.route(*args)] += 1
+            return spec.function(*args)
+
+        checked = functools.partial(base, step=functools.partial(spec.decoder_step, counted))
 
     def rot(items):
         state = {"i": 0}
@@ -118,22 +171,20 @@ def replay(*, quick: bool = False, settings: dict | None = None, batch: int | No
             return items[state["i"] % len(items)]
         return nxt
 
-    out = {"batch": batch, "seq": seq, "dim": dim, "layers": layers, "dtype": str(dtype).replace("torch.", ""),
-           "norm_calls_per_forward": n_norms, "gpu_measurement": gpu,
-           "label": GPU_LABEL if gpu else f"{NOT_GPU} (CPU / Triton interpreter)"}
-    with torch.no_grad(), fastpath_lib.record_routes() as routes:
-        out["logits_close"] = bool(torch.allclose(base(tokens[0]).float(), fast(tokens[0]).float(), atol=5e-2,
-                                                  rtol=5e-2))
-    out["fast_model_routes"] = dict(routes)
+    out.update({"baseline": spec.baseline[0] if spec else "torch.nn.RMSNorm", "batch": batch, "seq": seq, "dim": dim,
+                "layers": layers, "dtype": str(dtype).replace("torch.", ""), "norm_calls_per_forward": n_norms})
+    with torch.no_grad(), fastpath_lib.record_routes() as recorded:
+        out["logits_close"] = bool(torch.allclose(models["baseline"](tokens[0]).float(),
+                                                  checked(tokens[0]).float(), atol=5e-2, rtol=5e-2))
+    out["fast_model_routes"] = dict(recorded if routes is None else routes)
     # Off a GPU the fast-path model's norms run in Triton's interpreter: timing them would only say how slow the
     # interpreter is (its norms alone would take longer than the baseline's whole forward), so they are not timed.
-    timed = (("baseline", base, F.rms_norm),) + ((("fastpath", fast, fastpath_lib.rms_norm),) if gpu else ())
     with torch.no_grad():
-        for name, model, fn in timed:
-            nt, nh = rot(tokens), rot(hidden)
+        for name in ("baseline", "fastpath") if gpu else ("baseline",):
+            nt, nh, model, norm = rot(tokens), rot(hidden), models[name], norms[name]
             res = time_callable(lambda m=model, nt=nt: m(nt()), settings)
             out[f"e2e_{name}_us"] = float(torch.tensor(res["samples_us"]).median())
-            res = time_callable(lambda fn=fn, nh=nh: [fn(nh(), (dim,), w) for _ in range(n_norms)], settings)
+            res = time_callable(lambda fn=norm, nh=nh: [fn(nh()) for _ in range(n_norms)], settings)
             out[f"norms_{name}_us"] = float(torch.tensor(res["samples_us"]).median())
     if not gpu:
         out["e2e_fastpath_us"] = out["norms_fastpath_us"] = None
@@ -195,13 +246,33 @@ def specializations(cases, quick: bool = False) -> list[dict]:
     return list(found.values())
 
 
+def op_specializations(spec: opspec.OpSpec, quick: bool = False) -> list[dict] | None:
+    """The distinct binaries an op's matrix compiles: its ``specialization`` of every case expected to take the fast
+    route (``None`` when the spec declares none), each with the case ids that use it and the shape and dtype of the
+    first, which the compile-cost probe launches.
+    """
+    if spec.specialization is None:
+        return None
+    found: dict[str, dict] = {}
+    for c in spec.matrix():
+        if c.expected == FALLBACK:
+            continue
+        rows, cols = c.dims(quick)
+        key = spec.specialization(rows, cols, getattr(torch, c.dtype))
+        if key is not None:
+            found.setdefault(json.dumps(key, sort_keys=True, default=str),
+                             dict(key, rows=rows, cols=cols, dtype=c.dtype, cases=[]))["cases"].append(c.id)
+    return list(found.values())
+
+
 _PROBE = r"""
-import json, sys, time, torch
+import importlib, json, sys, time, torch
 import fastpath_lib
-from fastpath_lib.rmsnorm import kernels
-specs = json.loads(sys.argv[1])
-out = []
-for s in specs:
+specs, where = json.loads(sys.argv[1]), (sys.argv[2] if len(sys.argv) > 2 else None)
+
+
+def rms_norm_call(s):
+    from fastpath_lib.rmsnorm import kernels
     dt, r, c = getattr(torch, s["dtype"]), s["rows"], s["cols"]
     if s["layout"] == "row_slice":
         x = torch.randn(r, c + s["pad"], device="cuda", dtype=dt)[:, :c]
@@ -211,50 +282,78 @@ for s in specs:
         x = torch.randn(r, c, device="cuda", dtype=dt)
     w = torch.randn(c, device="cuda", dtype=dt)
     dy = torch.randn(r, c, device="cuda", dtype=dt)
+    if s["kernel"] == "fwd":
+        return lambda: kernels.forward(x, w, 1e-6)
+    return lambda: kernels.backward(dy, x, w, 1e-6)
+
+
+def op_call(s):
+    from fastpath_lib.bench.trace import call_args
+    module, attr = where.split(":")
+    spec = getattr(importlib.import_module(module), attr)
+    args = call_args(spec, s["rows"], s["cols"], getattr(torch, s["dtype"]), "cuda")
+    return lambda: spec.fast(*args)
+
+
+out = []
+for s in specs:
+    call = op_call(s) if where else rms_norm_call(s)
     times = []
     for _ in range(2):
         torch.cuda.synchronize(); t = time.perf_counter()
-        if s["kernel"] == "fwd":
-            kernels.forward(x, w, 1e-6)
-        else:
-            kernels.backward(dy, x, w, 1e-6)
+        call()
         torch.cuda.synchronize(); times.append(time.perf_counter() - t)
     out.append(dict(s, first_call_s=times[0], second_call_s=times[1], compile_s=times[0] - times[1]))
-    del x, w, dy
+    del call
 print(json.dumps(out))
 """
 
 
-def compile_cost(cases=None, *, quick: bool = False, timeout: float = 600) -> dict:
+def compile_cost(cases=None, *, spec: opspec.OpSpec | None = None, quick: bool = False, timeout: float = 600) -> dict:
     """Triton JIT compile time per specialization, how many the matrix triggers, and the kernel cache on disk.
 
     Args:
-        cases: the matrix (default: the kit's).
+        cases: RMSNorm's benchmark matrix (default: the kit's); ignored with ``spec``.
+        spec: an operator (default: RMSNorm over its benchmark matrix, backward cases included): its matrix's
+            ``specialization`` dicts, each launched through its ``fast`` route.
         quick: use quick shapes.
         timeout: seconds for the probe subprocess.
 
     Returns:
-        a dict with ``specializations`` (count and list), and on CUDA ``per_specialization`` compile seconds
-        (first call minus second call, in a fresh process with an empty ``TRITON_CACHE_DIR``) and
-        ``cache_bytes``.
+        a dict with the ``op``, ``specializations`` (count and list), and on CUDA ``per_specialization`` compile
+        seconds (first call minus second call, in a fresh process with an empty ``TRITON_CACHE_DIR``) and
+        ``cache_bytes``. A spec without a ``specialization`` gets ``specializations=None``, ``declared=False`` and a
+        ``note`` saying so.
 
     Note:
         Under the interpreter (or without CUDA) no compile happens: the result says so and records no times.
     """
-    cases = load_cases() if cases is None else cases
-    specs = specializations(cases, quick)
-    out = {"specializations": len(specs), "list": specs}
+    if spec is None:
+        specs = specializations(load_cases() if cases is None else cases, quick)
+        probe = [{k: s[k] for k in ("kernel", "dtype", "rows", "cols", "layout", "pad")} for s in specs]
+        where = []
+    else:
+        specs = op_specializations(spec, quick)
+        if specs is None:
+            return {"op": spec.name, "specializations": None, "list": [], "compiles": False, "declared": False,
+                    "note": f"specialization (the binaries its fast route compiles) is {opspec.NOT_DECLARED}"}
+        probe = [{k: s[k] for k in ("dtype", "rows", "cols")} for s in specs]
+        where = [opspec.source(spec)]
+    out = {"op": spec.name if spec else "rms_norm", "specializations": len(specs), "list": specs}
     if not gpu_measurement():
         out.update(compiles=False, note="Triton interpreter / no CUDA: kernels are not compiled, so there is no "
                    "compile time or cache to measure; the count above is what a GPU run would compile")
         return out
-    import json
-
-    probe = [{k: s[k] for k in ("kernel", "dtype", "rows", "cols", "layout", "pad")} for s in specs]
+    if where == [None]:
+        out.update(compiles=True, error=f"no imported module holds the spec of {spec.name} at module level: a fresh "
+                                        "process cannot find it to launch its kernels")
+        return out
     with tempfile.TemporaryDirectory() as cache:
         env = dict(os.environ, TRITON_CACHE_DIR=cache)
-        res = subprocess.run([sys.executable, "-c", _PROBE, json.dumps(probe)], env=env, capture_output=True,
-                             text=True, timeout=timeout)
+        if where:  # the probe imports the spec's module from where this process did (a test's folder, say)
+            env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+        res = subprocess.run([sys.executable, "-c", _PROBE, json.dumps(probe), *where], env=env, capture_output=True,
+                             text=True, timeout=timeout, cwd=runtime.ROOT)
         if res.returncode != 0:
             out.update(compiles=True, error=res.stderr[-2000:])
             return out

@@ -5,8 +5,10 @@ The pieces are the op's own (:data:`fastpath_lib.fused.spec.FUSED_SPEC`): vLLM's
 the predicate, the Triton route called directly, the tolerances (the output within one ulp, the new residual
 **bitwise**), the case class that builds ``x``, a residual from another seed and the weight
 (:class:`~fastpath_lib.fused.cases.FusedCaseSpec`). What this module adds is the predeclared matrix
-(:func:`matrix_cases`), the baselines a vLLM reviewer asks for, the bytes model of each implementation, and the
-kernel specializations compiled for GPU targets (:func:`specializations`).
+(:func:`matrix_cases`), the baselines a vLLM reviewer asks for, the bytes model of each implementation, the
+kernel specializations compiled for GPU targets (:func:`specializations`), the forward binary a launch compiles
+(:func:`forward_binary`, what the compile cost counts and launches) and the decoder step (the op itself: it is the
+residual add and the norm of vLLM's pre-norm block).
 
 Baselines, all timed; outcomes are read against the first:
 
@@ -47,7 +49,7 @@ from fastpath_lib.rmsnorm.limits import MAX_COLS, limits_for
 from fastpath_lib.rmsnorm.op import rms_norm
 
 __all__ = ["SPEC", "EPS", "matrix_cases", "unfused_eager", "compiled_native", "add_then_kit_rms_norm",
-           "specializations", "fused_bytes", "unfused_bytes"]
+           "specializations", "forward_binary", "fused_bytes", "unfused_bytes"]
 
 #: The eps every matrix case passes (vLLM passes the model's ``variance_epsilon`` explicitly; 1e-6 is Llama's).
 EPS = 1e-6
@@ -191,6 +193,25 @@ def specializations(widths=None, *, archs=(80, 90), dtypes=("float16", "bfloat16
     return out
 
 
+def forward_binary(rows: int, cols: int, dtype) -> dict | None:
+    """The fused forward binary a launch on a contiguous, 16-byte-aligned ``rows x cols`` input of ``dtype`` compiles
+    (the launcher's block, warps, rows per program and ``VEC``, a weight); ``None`` above ``MAX_COLS``.
+
+    >>> b = forward_binary(16, 4096, torch.bfloat16)
+    >>> b["kernel"], b["BLOCK_SIZE"], b["num_warps"], b["ROWS_PER_PROGRAM"], b["VEC"]
+    ('fused_forward', 4096, 8, 1, 8)
+    """
+    from fastpath_lib.rmsnorm import launch
+
+    if cols > MAX_COLS:
+        return None
+    block, warps = launch.launch_settings(cols, "forward")
+    size = _element_size(dtype)
+    return {"kernel": "fused_forward", "dtype": str(dtype).replace("torch.", ""), "BLOCK_SIZE": block,
+            "num_warps": warps, "ROWS_PER_PROGRAM": launch.forward_rows_per_program(cols),
+            "VEC": launch.vector_elements(size, cols, (cols,), (0,))}
+
+
 SPEC = OpSpec(
     name=FUSED_SPEC.name,
     function=fused_add_rms_norm,
@@ -208,6 +229,8 @@ SPEC = OpSpec(
     baselines={"unfused_eager": unfused_eager, COMPILED: compiled_native,
                "add_then_kit_rms_norm": add_then_kit_rms_norm},
     kernels=specializations,
+    specialization=forward_binary,
+    decoder_step=lambda fn, delta, residual, weight, eps: fn(delta, residual, weight, eps),
     title="Fused residual-add + RMSNorm: one Triton pass behind an eligibility predicate (vLLM's contract)",
     case_spec=FusedCaseSpec,
     bytes_models={"unfused_eager": unfused_bytes, COMPILED: fused_bytes, "add_then_kit_rms_norm": unfused_bytes,

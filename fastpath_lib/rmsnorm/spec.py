@@ -3,8 +3,9 @@
 Every piece is the one the rest of the kit already uses (nothing is written again here): the public op and
 ``F.rms_norm`` as the contract, the predicate with its base case and limits, the Triton launcher as the fast route,
 the tolerances of :mod:`fastpath_lib.testing`, the bytes model of :mod:`fastpath_lib.bench.timing`, the contiguous
-cases of the predeclared matrix (``bench/cases.json``), and the specializations :mod:`fastpath_lib.rmsnorm.compiled`
-compiles for GPU targets.
+cases of the predeclared matrix (``bench/cases.json``), the specializations :mod:`fastpath_lib.rmsnorm.compiled`
+compiles for GPU targets, the forward binary a launch compiles (:func:`fastpath_lib.bench.workload.rms_norm_binary`),
+and the decoder step (the residual add, then the norm).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 import torch.nn.functional as F
 
 from fastpath_lib.bench.timing import bytes_moved
+from fastpath_lib.bench.workload import rms_norm_binary
 from fastpath_lib.opspec import OpCase, OpSpec
 from fastpath_lib.rmsnorm import predicate as rms
 from fastpath_lib.rmsnorm.op import explain, rms_norm
@@ -48,6 +50,12 @@ def _kernels() -> list:
     from fastpath_lib.rmsnorm import compiled
 
     return compiled.specializations()
+
+
+def _decoder_step(fn, delta, residual, weight, eps):
+    """A pre-norm block's residual add, then ``fn`` (the op or ``F.rms_norm``) on the sum: ``(normed, sum)``."""
+    s = residual + delta
+    return fn(s, (s.shape[-1],), weight, eps), s
 
 
 def _arch(cap: tuple[int, int]) -> str:
@@ -111,6 +119,8 @@ SPEC = OpSpec(
     bytes_moved=bytes_moved,
     baselines={"F.rms_norm": F.rms_norm},
     kernels=_kernels,
+    specialization=lambda rows, cols, dtype: rms_norm_binary("fwd", rows, cols, dtype),
+    decoder_step=_decoder_step,
     title="RMSNorm: Triton fast path behind an eligibility predicate",
     pr_text=PR_TEXT,
 )
