@@ -1,7 +1,10 @@
-"""The row-threshold sweep: the Triton forward against ``F.rms_norm`` across row counts, and the proposal it makes.
+"""The row-threshold sweep: an op's fast route against its baseline across row counts, and the proposal it makes.
 
-The proposal is what :mod:`fastpath_lib.rmsnorm.thresholds` records for an architecture (``python -m fastpath_lib
-threshold RESULTS_DIR`` writes it with the folder it came from).
+The op is an :class:`~fastpath_lib.opspec.OpSpec` (default RMSNorm: its Triton forward against ``F.rms_norm``); the
+sweep times ``spec.fast`` against ``spec.baseline``. The proposal is what :mod:`fastpath_lib.rmsnorm.thresholds`
+records for an architecture (``python -m fastpath_lib threshold RESULTS_DIR`` writes it with the folder it came from):
+RMSNorm's row threshold, so only a sweep of RMSNorm is recorded there (another op's sweep says where its own
+crossover lies).
 """
 
 from __future__ import annotations
@@ -12,14 +15,13 @@ from pathlib import Path
 
 import pandas as pd
 import torch
-import torch.nn.functional as F
 
-from fastpath_lib import runtime
+from fastpath_lib import opspec, runtime
 from fastpath_lib.bench.analysis import classify
 from fastpath_lib.bench.schema import AT_BASELINE, INCOMPLETE_MARKER, NOT_GPU, TIMED_OUTCOMES, is_gpu_measurement
 from fastpath_lib.bench.timing import gpu_measurement, quantile, settings_for, time_callable
+from fastpath_lib.bench.trace import call_args
 from fastpath_lib.rmsnorm import thresholds
-from fastpath_lib.rmsnorm.predicate import default_eps
 from fastpath_lib.rmsnorm.thresholds import parse_arch
 
 __all__ = ["threshold_sweep", "propose", "SWEEP_COLUMNS", "threshold_from_results", "record_threshold"]
@@ -29,14 +31,17 @@ SWEEP_COLUMNS = ["cols", "rows", "dtype", "provider", "case_id", "status", "rout
                  "q80_us", "samples_us", "timer", "gpu_measurement"]
 
 
-def threshold_sweep(rows=None, cols=None, dtype: torch.dtype = torch.float16, *, quick: bool = False,
-                    settings: dict | None = None, deadline: float | None = None) -> pd.DataFrame:
-    """Time the Triton forward kernel against ``F.rms_norm`` across row counts to find the crossover.
+def threshold_sweep(rows=None, cols=None, dtype: torch.dtype = torch.float16, *, spec: opspec.OpSpec | None = None,
+                    quick: bool = False, settings: dict | None = None, deadline: float | None = None) -> pd.DataFrame:
+    """Time an op's fast route against its first baseline across row counts to find the crossover.
 
     Args:
         rows: row counts (default: powers of two, 1..16384 on a GPU; 8..64 off it).
         cols: row widths (default: 2048, 4096, 8192 on a GPU; 256 off it).
         dtype: input dtype.
+        spec: the operator (default: RMSNorm, its Triton forward against ``F.rms_norm``); the rows are timed with
+            :func:`~fastpath_lib.bench.trace.call_args`'s arguments, provider ``baseline`` for ``spec.baseline``
+            and ``triton`` for ``spec.fast``.
         quick: fewer points and shorter budgets.
         settings: harness settings (default: this machine's).
         deadline: a ``time.monotonic()`` value; points not started by then are left out (and no threshold is
@@ -44,13 +49,14 @@ def threshold_sweep(rows=None, cols=None, dtype: torch.dtype = torch.float16, *,
 
     Returns:
         one row per (cols, rows, provider) with median/quantiles (microseconds) and ``vs_baseline``;
-        ``attrs["proposal"]`` is :func:`propose`'s dict.
+        ``attrs["proposal"]`` is :func:`propose`'s dict, with the ``op`` and its ``baseline``. A spec without a fast
+        route gets no rows and a proposal whose reason says so.
 
     Note:
         Off a GPU the kernel runs in the interpreter: the sweep exercises the pipeline but proposes no threshold.
     """
-    from fastpath_lib.rmsnorm import kernels  # imported on use: the interpreter opt-in comes first
-
+    spec = spec or opspec.get("rms_norm")
+    base_name, base_fn = spec.baseline
     gpu = gpu_measurement()
     if rows is None:
         rows = [2 ** k for k in range(0, 15, 2 if quick else 1)] if gpu else ([8, 16, 32] if quick else [8, 16, 32, 64])
@@ -58,29 +64,22 @@ def threshold_sweep(rows=None, cols=None, dtype: torch.dtype = torch.float16, *,
         cols = ((4096,) if quick else (2048, 4096, 8192)) if gpu else (256,)
     settings = settings or settings_for(quick)
     dev = "cuda" if runtime.cuda_available() else "cpu"
-    eps = default_eps(dtype)
     records, complete = [], True
-    for c in cols:
+    for c in cols if spec.fast is not None else ():
         for r in rows:
             if deadline is not None and time.monotonic() > deadline:
                 complete = False
                 break
-            sets = [_inputs(r, c, dtype, dev, seed=s) for s in range(settings["input_sets"])]
+            sets = [call_args(spec, r, c, dtype, dev, seed=s) for s in range(settings["input_sets"])]
             state = {"i": 0}
 
-            def nxt():
-                state["i"] += 1
-                return sets[state["i"] % len(sets)]
+            def call(fn):
+                def timed():
+                    state["i"] += 1
+                    return fn(*sets[state["i"] % len(sets)])
+                return timed
 
-            def base():
-                x, w = nxt()
-                return F.rms_norm(x, (x.shape[-1],), w)
-
-            def triton_fwd():
-                x, w = nxt()
-                return kernels.forward(x, w, eps)
-
-            for p, fn in (("baseline", base), ("triton", triton_fwd)):
+            for p, fn in (("baseline", call(base_fn)), ("triton", call(spec.fast))):
                 with torch.no_grad():
                     res = time_callable(fn, settings)
                 s = res["samples_us"]
@@ -94,23 +93,18 @@ def threshold_sweep(rows=None, cols=None, dtype: torch.dtype = torch.float16, *,
             break
     df = classify(pd.DataFrame(records, columns=SWEEP_COLUMNS))
     cap = torch.cuda.get_device_capability() if gpu else None
-    df.attrs["proposal"] = propose(df, capability=cap, complete=complete, widths=list(cols))
+    df.attrs["proposal"] = propose(df, capability=cap, complete=complete, widths=list(cols), baseline=base_name)
+    df.attrs["proposal"].update(op=spec.name, baseline=base_name)
+    if spec.fast is None:
+        df.attrs["proposal"]["reason"] = f"{spec.name}: its fast route is {opspec.NOT_DECLARED}: nothing to sweep"
     return df
 
 
-def _inputs(rows: int, cols: int, dtype: torch.dtype, dev: str, seed: int):
-    """A contiguous ``[rows, cols]`` input and a weight, drawn on the device (large sweeps build fast)."""
-    g = torch.Generator(device=dev).manual_seed(1000 + seed)
-    x = torch.randn(rows, cols, generator=g, device=dev, dtype=torch.float32).to(dtype)
-    w = (1 + 0.5 * torch.randn(cols, generator=g, device=dev, dtype=torch.float32)).to(dtype)
-    return x, w
-
-
 def propose(table: pd.DataFrame, *, capability: tuple[int, int] | None, complete: bool = True,
-            widths: list[int] | None = None) -> dict:
+            widths: list[int] | None = None, baseline: str = "F.rms_norm") -> dict:
     """The row threshold a classified sweep supports.
 
-    Per width, the smallest swept row count from which the kernel never loses to ``F.rms_norm``; the proposal is the
+    Per width, the smallest swept row count from which the kernel never loses to the baseline; the proposal is the
     largest of those over the widths. Nothing is proposed from data that is not a GPU measurement, from an
     incomplete sweep, or when the kernel still loses at the largest row count of some width.
 
@@ -119,6 +113,7 @@ def propose(table: pd.DataFrame, *, capability: tuple[int, int] | None, complete
         capability: ``(major, minor)`` of the GPU, ``None`` off a GPU.
         complete: whether every planned width was swept.
         widths: the planned widths (default: those in the table).
+        baseline: the baseline's name, for the reason's wording.
 
     Returns:
         ``{"capability", "per_width_crossover_rows", "proposed_min_rows", "line", "reason", "complete"}``.
@@ -145,7 +140,7 @@ def propose(table: pd.DataFrame, *, capability: tuple[int, int] | None, complete
     else:
         out["proposed_min_rows"] = max(vals)
         out["line"] = f"CUDA_MIN_ROWS[({capability[0]}, {capability[1]})] = {max(vals)}"
-        out["reason"] = ("smallest swept row count from which the kernel never loses to F.rms_norm, largest over the "
+        out["reason"] = (f"smallest swept row count from which the kernel never loses to {baseline}, largest over the "
                          "swept widths")
     return out
 
@@ -173,6 +168,8 @@ def threshold_from_results(results_dir: str | Path) -> dict:
         if not (d / name).is_file():
             raise ValueError(f"{d} has no {name}: not a results folder with a threshold sweep")
     env = json.loads((d / "environment.json").read_text())
+    if env.get("op", "rms_norm") != "rms_norm":
+        raise ValueError(f"{d} holds a sweep of {env['op']}: thresholds.json records RMSNorm's row threshold")
     if env.get("synthetic"):
         raise ValueError(f"{d} holds synthetic data: no threshold is recorded from it")
     table = pd.read_csv(d / "threshold.csv")
