@@ -7,7 +7,8 @@ not fatal); the copy bandwidth; the full predeclared matrix; the host-overhead f
 its proposal; the workload replay; the compile cost; the compiled kernels' facts for the matrix's widths (vector
 width, registers, spills, for sm_80, sm_90 and this GPU's architecture); then, for every other registered operator
 (:mod:`fastpath_lib.opspec`: fused residual-add + RMSNorm, ...), its predeclared matrix against all its baselines, its
-host-overhead family and its kernels' compiled facts (:func:`op_steps`, written under ``ops/NAME/``); the PR note.
+host-overhead family, its row sweep, its workload replay, its compile cost and its kernels' compiled facts
+(:func:`op_steps`, written under ``ops/NAME/``); the PR note.
 
 Time-boxing: every step runs in its own process (a sticky CUDA error or a hang cannot take the run down) with a
 budget: its weight's share of the time still left, so time a step does not use flows to the later ones. Each step
@@ -117,9 +118,15 @@ _PR_NOTE = Step("pr_note", "the PR note drafted from this folder", 15, _s("pr_no
                 _CORE + ("fastpath_lib.bench.report",))
 
 
+def _op_files(name: str, *files: str) -> tuple[str, ...]:
+    return tuple(f"ops/{name}/{f}" for f in files)
+
+
 def op_steps(name: str) -> tuple[Step, ...]:
     """The steps of a registered operator other than RMSNorm (whose steps are the plan's own): its predeclared matrix
-    against every baseline, its host-overhead family, and its kernels' compiled facts, written under ``ops/NAME/``."""
+    against every baseline, its host-overhead family, its row sweep (fast route against the first baseline), its
+    workload replay (the serving trace and the small decoder), its compile cost, and its kernels' compiled facts,
+    written under ``ops/NAME/``. A step whose spec field is missing says so and is skipped."""
     needs = _CORE + ("fastpath_lib.opspec", "fastpath_lib.bench.opbench")
     return (Step(f"{name}_matrix", f"{name}: its predeclared matrix against all its baselines", 70, _s("op_matrix"),
                  tuple(f"ops/{name}/{f}" for f in ("results.csv", "environment.json", "boundary.png")), needs,
@@ -127,6 +134,15 @@ def op_steps(name: str) -> tuple[Step, ...]:
             Step(f"{name}_host", f"{name}: host overhead of its dispatch on decode-sized fallback calls", 10,
                  _s("op_host"), (f"ops/{name}/results.csv (host-overhead rows)",),
                  needs + ("fastpath_lib.bench.ophost",), op=name),
+            Step(f"{name}_sweep", f"{name}: its fast route against its first baseline across row counts", 12,
+                 _s("op_sweep"), _op_files(name, "threshold.csv", "threshold_proposal.json"),
+                 needs + ("fastpath_lib.bench.sweep",), op=name),
+            Step(f"{name}_replay", f"{name}: workload replay (the serving trace; a small decoder, norms swapped)", 10,
+                 _s("op_replay"), _op_files(name, "replay.json"),
+                 needs + ("fastpath_lib.bench.trace", "fastpath_lib.bench.workload"), op=name),
+            Step(f"{name}_compile_cost", f"{name}: compile cost per specialization (fresh process, empty cache)", 10,
+                 _s("op_compile_cost"), _op_files(name, "compile_cost.json"), needs + ("fastpath_lib.bench.workload",),
+                 op=name),
             Step(f"{name}_compiled", f"{name}: compile-time facts of its kernels (vector width, registers, spills)",
                  10, _s("op_compiled"), (f"ops/{name}/compiled.json",), needs + ("fastpath_lib.rmsnorm.compiled",),
                  op=name))

@@ -23,7 +23,8 @@ from fastpath_lib.runtime import ROOT, child_env, stop_process_group
 
 __all__ = ["StepContext", "child_main", "find_sanitizer", "collect_tests", "CORE_TESTS", "selftest", "gpu_tests",
            "core_tests", "sanitizer", "copy_bandwidth", "matrix", "host", "sweep", "replay", "compile_cost",
-           "compiled_facts", "op_matrix", "op_host", "op_compiled", "pr_note"]
+           "compiled_facts", "op_matrix", "op_host", "op_sweep", "op_replay", "op_compile_cost", "op_compiled",
+           "pr_note"]
 
 #: The core tests the evidence run repeats on CUDA (those present in the checkout).
 CORE_TESTS = ("tests/test_predicate.py", "tests/test_boundaries.py", "tests/test_contract.py",
@@ -285,6 +286,62 @@ def op_host(ctx: StepContext):
     over = [c for c, r in t.iterrows() if r["verdict"] == "OVER"]
     return {"status": "ran", "why": f"{spec.name}: fallback host cost within the target" if not over else
             f"{spec.name}: over the host-cost target: {', '.join(over)}"}
+
+
+def op_sweep(ctx: StepContext):
+    """A registered operator's row sweep (``ctx.op``): its fast route against its first baseline, into ``ops/NAME/``
+    (its own crossover; ``thresholds.json`` records RMSNorm's only). The quick sweep (fewer points, one width): the
+    op's share of the budget is small, and an op with its own case class builds its inputs on the host."""
+    from fastpath_lib import opspec
+    from fastpath_lib.bench.sweep import threshold_sweep
+
+    spec = opspec.get(ctx.op)
+    if spec.fast is None:
+        return {"status": "skipped", "why": f"{spec.name}: its fast route is {opspec.NOT_DECLARED}"}
+    table = threshold_sweep(spec=spec, quick=True, deadline=ctx.deadline)
+    (ctx.out / "ops" / spec.name).mkdir(parents=True, exist_ok=True)
+    table.to_csv(ctx.out / "ops" / spec.name / "threshold.csv", index=False)
+    proposal = table.attrs["proposal"]
+    ctx.write_json(f"ops/{spec.name}/threshold_proposal.json", proposal)
+    return {"status": "ran", "why": f"{spec.name}: {proposal.get('line') or proposal.get('reason')}",
+            "details": proposal}
+
+
+def op_replay(ctx: StepContext):
+    """A registered operator's workload replay (``ctx.op``): the serving trace weighted by call counts, and the small
+    decoder with every norm done by the op's ``decoder_step``, into ``ops/NAME/replay.json``. Both quick (fewer rounds,
+    a shorter sequence): the op's share of the budget is small."""
+    from fastpath_lib import opspec
+    from fastpath_lib.bench.trace import replay_trace, serving_trace
+    from fastpath_lib.bench.workload import replay as run
+
+    spec = opspec.get(ctx.op)
+    res = run(spec=spec, quick=True)
+    table = replay_trace(serving_trace(), spec=spec, quick=True)
+    res["trace"] = {"rows": table.to_dict("records"), "totals": table.attrs["totals"]}
+    (ctx.out / "ops" / spec.name).mkdir(parents=True, exist_ok=True)
+    ctx.write_json(f"ops/{spec.name}/replay.json", res)
+    decoder = f"logits agree: {res['logits_close']}" if "logits_close" in res else res["note"]
+    return {"status": "ran", "why": f"{spec.name}: {decoder}; trace: {table.attrs['totals']['measured_calls']} of "
+                                    f"{table.attrs['totals']['calls']} calls measured"}
+
+
+def op_compile_cost(ctx: StepContext):
+    """Compile time per specialization of a registered operator's kernels (``ctx.op``), in a fresh process with an
+    empty cache, into ``ops/NAME/compile_cost.json``."""
+    from fastpath_lib import opspec
+    from fastpath_lib.bench.workload import compile_cost as run
+
+    spec = opspec.get(ctx.op)
+    res = run(spec=spec, timeout=max(5.0, ctx.left()))
+    if res.get("declared") is False:
+        return {"status": "skipped", "why": f"{spec.name}: {res['note']}"}
+    (ctx.out / "ops" / spec.name).mkdir(parents=True, exist_ok=True)
+    ctx.write_json(f"ops/{spec.name}/compile_cost.json", res)
+    if res.get("error"):
+        return {"status": "failed", "why": f"{spec.name}: the compile probe failed: "
+                                           f"{res['error'].strip().splitlines()[-1:]}"}
+    return {"status": "ran", "why": f"{spec.name}: {res['specializations']} specializations"}
 
 
 def op_compiled(ctx: StepContext):
