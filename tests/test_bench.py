@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 import math
 import re
 import subprocess
@@ -494,10 +495,14 @@ def test_fastest_blocks_interleaves_the_providers_and_keeps_each_ones_fastest_bl
         return lambda: order.append(name)
 
     res = bench_host.fastest_blocks({"a": provider("a"), "b": provider("b")}, blocks=4, number=2, warmup=0,
-                                    between=lambda: order.append("|"))
-    assert "".join(order) == "aa|bb|bb|aa|aa|bb|bb|aa|"  # alternating order, the hook between blocks
+                                    sync=lambda: order.append("|"))
+    # one timed call of each first, then the blocks: alternating order, synchronized at the end of every block
+    assert "".join(order) == "aa|bb|" + "aa|bb|bb|aa|aa|bb|bb|aa|"
     for r in res.values():
         assert r["best_us"] == min(r["samples_us"]) and len(r["samples_us"]) == 4 and r["number"] == 2
+    sized = bench_host.fastest_blocks({"slow": lambda: time.sleep(0.002), "fast": lambda: None}, blocks=1,
+                                      number=None, warmup=0, block_s=0.01)
+    assert 1 <= sized["slow"]["number"] <= 5 and sized["fast"]["number"] == 1000  # each fills about block_s
 
 
 # --- clean errors (issue 9 item 7) ------------------------------------------------------------------------------------

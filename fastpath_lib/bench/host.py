@@ -41,7 +41,7 @@ from fastpath_lib.bench.timing import gpu_measurement, quantile
 from fastpath_lib.rmsnorm.predicate import default_eps, limits_for
 
 __all__ = ["HostCase", "FALLBACK_CASES", "ELIGIBLE_CASE", "TARGET_RATIO", "NOT_MEASURED", "HOST_TIMER", "fastest_blocks",
-           "timing_fields", "host_blocks", "best_of_medians",
+           "timing_fields", "host_blocks",
            "measure_host", "host_table", "host_plot", "warnings_of"]
 
 #: The dispatched op may cost at most this multiple of ``F.rms_norm`` per call on the fallback route.
@@ -93,26 +93,29 @@ ELIGIBLE_CASE = HostCase("host_eligible_fp16", 0, 256, torch.float16,
 
 
 #: How the family times (each row's ``timer``).
-HOST_TIMER = ("time.perf_counter around blocks of consecutive calls, the providers interleaved block by block (order "
-              "alternating), garbage collection off; the fastest block per provider (host time per call)")
+HOST_TIMER = ("time.perf_counter around blocks of consecutive calls (synchronized at the end of each block on CUDA), "
+              "the providers interleaved block by block (order alternating), garbage collection off; the fastest "
+              "block per provider (host time per call)")
 
 
-def fastest_blocks(fns: dict, *, blocks: int = 40, number: int = 1000, warmup: int = 200, between=None) -> dict:
+def fastest_blocks(fns: dict, *, blocks: int = 40, number: int | None = 1000, warmup: int = 200, sync=None,
+                   block_s: float = 0.01) -> dict:
     """Time several callables side by side: ``blocks`` rounds, in each of which every callable runs ``number`` times
     in a row (the order alternating between rounds); keep each one's fastest block.
 
     Host time per call swings from one moment to the next on a shared machine (other processes, caches, frequency),
-    and a median over a few long runs swings with it: ratios of 1.1 to 1.5 between two runs of the same code. The
-    fastest of many short blocks, taken for both providers in the same minutes, is the time each one needs when
-    nothing interferes, and their ratio holds within a few percent from run to run.
+    and a median over a few long runs swings with it (the best of a few ``blocked_autorange`` medians moved 1.18-1.30x
+    between runs of the same code on a 2-core machine). The fastest of many short blocks, taken for both providers in
+    the same minutes, is the time each one needs when nothing interferes; their ratio moved by about 0.03.
 
     Args:
         fns: name -> zero-argument callable.
         blocks: rounds (each callable's number of blocks).
-        number: calls per block.
-        warmup: calls of each callable before timing (first calls compile, cache and allocate).
-        between: called after every block, outside the timed part (e.g. ``torch.cuda.synchronize``, so that one
-            block's queued device work does not slow the next).
+        number: calls per block; ``None``: as many as fill about ``block_s`` seconds, per callable (at most 1000).
+        warmup: calls of each callable before timing (first calls compile, cache and allocate); at most ``number``.
+        sync: called at the end of each block, inside the timed part (``torch.cuda.synchronize``: a block's time
+            then includes the device work it queued, as ``torch.utils.benchmark.Timer``'s does).
+        block_s: the block length ``number=None`` aims at.
 
     Returns:
         name -> ``{"best_us", "samples_us", "number", "blocks"}``: the fastest block's time per call, and every
@@ -125,28 +128,36 @@ def fastest_blocks(fns: dict, *, blocks: int = 40, number: int = 1000, warmup: i
     import gc
     import time
 
-    for fn in fns.values():
-        for _ in range(warmup):
+    clock = time.perf_counter
+    counts = {}
+    for k, fn in fns.items():
+        fn()
+        start = clock()
+        fn()
+        if sync is not None:
+            sync()
+        one = clock() - start
+        counts[k] = number or max(1, min(1000, int(block_s / max(one, 1e-7))))
+        for _ in range(min(warmup, counts[k])):
             fn()
     samples: dict[str, list[float]] = {k: [] for k in fns}
     names = list(fns)
-    clock, calls = time.perf_counter, range(number)
     was_enabled = gc.isenabled()
     gc.disable()
     try:
         for b in range(blocks):
             for k in names if b % 2 == 0 else names[::-1]:
-                fn = fns[k]
+                fn, n = fns[k], counts[k]
                 start = clock()
-                for _ in calls:
+                for _ in range(n):
                     fn()
-                samples[k].append((clock() - start) / number * 1e6)
-                if between is not None:
-                    between()
+                if sync is not None:
+                    sync()
+                samples[k].append((clock() - start) / n * 1e6)
     finally:
         if was_enabled:
             gc.enable()
-    return {k: {"best_us": min(v), "samples_us": v, "number": number, "blocks": blocks} for k, v in samples.items()}
+    return {k: {"best_us": min(v), "samples_us": v, "number": counts[k], "blocks": blocks} for k, v in samples.items()}
 
 
 def timing_fields(res: dict) -> dict:
@@ -158,33 +169,6 @@ def timing_fields(res: dict) -> dict:
                 median_us=quantile(s, 0.5), q20_us=quantile(s, 0.2), q80_us=quantile(s, 0.8), mean_us=sum(s) / len(s),
                 min_us=res["best_us"], samples_us=json.dumps([round(v, 4) for v in s]),
                 note=f"fastest of {res['blocks']} blocks of {res['number']} calls")
-
-
-def best_of_medians(fns: dict, *, rounds: int = 7, min_run_time: float = 0.05) -> dict[str, dict]:
-    """Time several callables side by side: per round, each one's ``blocked_autorange`` median; keep the best.
-
-    Args:
-        fns: name -> zero-argument callable.
-        rounds: rounds (the providers' order alternates between rounds, so drift favours none of them).
-        min_run_time: seconds per ``blocked_autorange``.
-
-    Returns:
-        name -> ``{"best_us", "medians_us", "number"}``.
-    """
-    from torch.utils.benchmark import Timer
-
-    timers = {k: Timer(stmt="fn()", globals={"fn": fn}) for k, fn in fns.items()}
-    for t in timers.values():  # warm up: first calls compile, cache and allocate
-        t.timeit(20)
-    medians: dict[str, list[float]] = {k: [] for k in fns}
-    number: dict[str, int] = {}
-    names = list(fns)
-    for r in range(rounds):
-        for k in names if r % 2 == 0 else names[::-1]:
-            m = timers[k].blocked_autorange(min_run_time=min_run_time)
-            medians[k].append(m.median * 1e6)
-            number[k] = int(m.number_per_run)
-    return {k: {"best_us": min(v), "medians_us": v, "number": number[k]} for k, v in medians.items()}
 
 
 def host_blocks(quick: bool, rounds: int | None) -> tuple[int, int]:
@@ -260,7 +244,7 @@ def measure_host(*, quick: bool = False, log=None, rounds: int | None = None) ->
     blocks, number = host_blocks(quick, rounds)
     gpu = gpu_measurement()
     dev = "cuda" if runtime.cuda_available() else "cpu"
-    between = torch.cuda.synchronize if dev == "cuda" else None
+    sync = torch.cuda.synchronize if dev == "cuda" else None
     out = []
     for case in FALLBACK_CASES:
         x, ns, w = case.build(dev)
@@ -268,7 +252,7 @@ def measure_host(*, quick: bool = False, log=None, rounds: int | None = None) ->
         warned = {p: warnings_of(fn) for p, fn in fns.items()}
         with _silenced():
             route, reasons = _route(x, ns, w)
-            res = fastest_blocks(fns, blocks=blocks, number=number, between=between)
+            res = fastest_blocks(fns, blocks=blocks, number=number, sync=sync)
         for p in ("baseline", "dispatched"):
             out.append(_timed_row(case, p, gpu, case.rows, res[p], expected="fallback", route=route,
                                   reasons=reasons, warnings=warned[p]))
@@ -291,7 +275,7 @@ def measure_host(*, quick: bool = False, log=None, rounds: int | None = None) ->
     warned = {p: warnings_of(fn) for p, fn in fns.items()}
     with _silenced():
         route, reasons = _route(x, ns, w)
-        res = fastest_blocks(fns, blocks=blocks, number=number, between=between)
+        res = fastest_blocks(fns, blocks=blocks, number=number, sync=sync)
     try:
         import triton.testing
 

@@ -74,7 +74,7 @@ def measure_host_op(spec: OpSpec, *, quick: bool = False, rounds: int | None = N
             with torch.no_grad():
                 warned = {p: warnings_of(f) for p, f in fns.items()}
                 res = fastest_blocks(fns, blocks=blocks, number=number,
-                                     between=torch.cuda.synchronize if device == "cuda" else None)
+                                     sync=torch.cuda.synchronize if device == "cuda" else None)
             for p in ("baseline", "dispatched"):
                 timing = timing_fields(res[p])
                 timing["note"] += f"; baseline: {bname}"

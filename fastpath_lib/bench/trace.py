@@ -28,7 +28,7 @@ import pandas as pd
 import torch
 
 from fastpath_lib import opspec, runtime
-from fastpath_lib.bench.host import best_of_medians
+from fastpath_lib.bench.host import fastest_blocks
 from fastpath_lib.bench.schema import GPU_LABEL, NOT_GPU
 from fastpath_lib.bench.timing import gpu_measurement
 from fastpath_lib.cases import BuiltCase, CaseSpec
@@ -95,11 +95,11 @@ def replay_trace(trace: list[TraceCall], *, spec: opspec.OpSpec | None = None, q
         trace: the calls (:func:`serving_trace`).
         spec: the operator (default: RMSNorm, ``F.rms_norm`` against ``fastpath_lib.rms_norm``).
         quick: fewer timing rounds.
-        rounds: override the rounds of :func:`~fastpath_lib.bench.host.best_of_medians`.
+        rounds: override the blocks of :func:`~fastpath_lib.bench.host.fastest_blocks`.
 
     Returns:
         :data:`TRACE_COLUMNS`, one row per call: the route this machine takes (asked of the predicate), the time
-        per call of each provider (best of several medians, side by side) and the totals ``calls x time``;
+        per call of each provider (the fastest of interleaved blocks of calls, side by side) and the totals ``calls x time``;
         ``baseline_time_share`` is the row's share of the measured baseline total. ``attrs["totals"]`` holds the
         sums over the measured rows, how many calls were measured, ``complete`` (every row measured),
         ``gpu_measurement``, a ``label``, the ``op`` and its ``baseline``.
@@ -112,7 +112,8 @@ def replay_trace(trace: list[TraceCall], *, spec: opspec.OpSpec | None = None, q
     base_name, base = spec.baseline
     gpu = gpu_measurement()
     dev = "cuda" if runtime.cuda_available() else "cpu"
-    rounds = rounds or (3 if quick else 7)
+    rounds = rounds or (6 if quick else 20)
+    sync = torch.cuda.synchronize if dev == "cuda" else None
     rows = []
     for call in trace:
         args = call_args(spec, call.rows, call.cols, call.dtype, dev, seed=call.rows * 7 + call.cols)
@@ -123,9 +124,9 @@ def replay_trace(trace: list[TraceCall], *, spec: opspec.OpSpec | None = None, q
             row.update(status="not measured: the Triton route runs in the interpreter here")
         else:
             with torch.no_grad():
-                res = best_of_medians({"baseline": lambda a=args: base(*a),
-                                       "dispatched": lambda a=args: spec.function(*a)},
-                                      rounds=rounds, min_run_time=0.02 if quick else 0.05)
+                res = fastest_blocks({"baseline": lambda a=args: base(*a),
+                                      "dispatched": lambda a=args: spec.function(*a)}, blocks=rounds, number=None,
+                                     warmup=20, sync=sync, block_s=0.005 if quick else 0.02)
             b, d = res["baseline"]["best_us"], res["dispatched"]["best_us"]
             row.update(status="ok", baseline_us=b, dispatched_us=d, baseline_total_us=b * call.count,
                        dispatched_total_us=d * call.count, dispatch_extra_total_us=(d - b) * call.count)
