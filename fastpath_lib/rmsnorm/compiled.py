@@ -219,10 +219,12 @@ def facts(specs, *, timeout: float = 900, workers: int | None = None) -> list[di
     (the narrowest global load / store in the PTX, in bytes: 16 for ``ld.global.v4.b32``, 2 for ``ld.global.b16``),
     ``load_bytes_max``, ``store_bytes_max``, ``load_ops`` / ``store_ops`` (global load / store instructions in the PTX),
     ``registers``, ``spill_stores`` and ``spill_loads`` (bytes), ``spills`` (their sum), ``stack`` (bytes), ``shared``
-    (bytes, Triton's metadata), ``ptxas_log`` (``"triton"``: the log of Triton's own ptxas run; ``"rerun"``:
-    ``ptxas -v`` run again on the PTX, when Triton's cache had the binary), ``cubin_registers`` (on a rerun, the count
-    in Triton's own cubin from ``cuobjdump``, else ``None``), ``compile_s``, ``ptx_sha256`` (of the PTX without its
-    comments: equal hashes are the same code).
+    (bytes, Triton's metadata), ``ptxas_log`` (where the resource facts come from: ``"triton"``, the log of Triton's
+    own ptxas run when it built the binary; ``"rerun"``, ``ptxas -v`` run again on the PTX, when Triton's cache had
+    the binary and no facts beside it; either is kept beside the binary and read back by later runs),
+    ``from_cache`` (Triton served the binary from its cache: no ptxas ran for it in this call), ``cubin_registers``
+    (on a rerun, the count in Triton's own cubin from ``cuobjdump``, else ``None``), ``compile_s``, ``ptx_sha256`` (of
+    the PTX without its comments: equal hashes are the same code).
 
     Results are kept for the life of the process; only the missing ones are compiled, in ``workers`` subprocesses
     (default: up to 2, one per CPU core) with ``TRITON_INTERPRET`` unset.
@@ -423,6 +425,7 @@ def _compile_one(spec: dict, workdir: str) -> dict:
         row.update(_kept(compiled.hash, lambda: dict(_ptxas_rerun(ptx, spec["arch"], workdir), ptxas_log="rerun",
                                                      cubin_registers=_cubin_registers(compiled.asm["cubin"],
                                                                                       workdir))))
+    row["from_cache"] = own is None  # Triton prints its ptxas log only when it runs ptxas, i.e. builds the binary
     row["shared"] = int(compiled.metadata.shared)
     row["ptx_sha256"] = hashlib.sha256(re.sub(r"//[^\n]*", "", ptx).encode()).hexdigest()  # without comments
     row["compile_s"] = round(seconds, 4)
