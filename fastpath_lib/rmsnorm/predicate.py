@@ -139,15 +139,15 @@ def eligible(input, normalized_shape, weight, forced: bool) -> bool:
     ``torch.compile`` each test becomes a guard, but a test of a symbolic size is made only where the size's range
     decides it (no guard), else left to the op. Agrees with :data:`PREDICATE` (a hypothesis test checks it).
     """
-    if forced or type(input) not in PLAIN_TYPES:
-        return False
+    if forced or type(input) not in PLAIN_TYPES or not (runtime.interpreter_enabled() or input.is_cuda):
+        return False  # the cheapest first: a CPU call without the interpreter leaves here
     try:
         shape = input.shape
         if not shape:
             return False
         n, numel = shape[-1], input.numel()
         # a size a tracer holds symbolically (dynamo hands it over as an int) is decided by the op at run time; eager
-        # calls test the usual fallbacks first (too few rows for any device, too wide, empty, a strided last dim)
+        # calls test the usual fallbacks next (too few rows for any device, too wide, empty, a strided last dim)
         sized = type(numel) is int and type(n) is int and not _dynamo_compiling()
         if sized and (numel < LEAST_MIN_ROWS * n or not numel or n > MAX_COLS or (n > 1 and input.stride()[-1] != 1)):
             return False
