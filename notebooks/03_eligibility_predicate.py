@@ -240,6 +240,11 @@ print(f"reasons on every call would add {timed['explain()']['best_us']:.1f} us p
       f"{timed['explain()']['best_us'] / timed['F.rms_norm']['best_us']:.1f}x F.rms_norm's own time")
 
 # %% [markdown]
+# Run the cell twice: on a shared machine the ratio moves by a few hundredths from run to run, and under the
+# interpreter, where every CPU call is checked in full, it sits near the target, sometimes over it. A CPU tensor
+# without the interpreter leaves at the predicate's first line. What a reviewer asks for is the GPU host's ratio
+# (the evidence run's host step), not this CPU's.
+#
 # `python -m fastpath_lib bench --family host` prints the kit's own table for four fallback calls (M=1 fp16, M=1
 # bf16 with an fp32 weight, a 4×2048 fp32 batch, a transposed input). Others make the same choice in other ways:
 # vLLM's `CustomOp` picks its forward once, when a module is built, and SDPA checks its conditions in C++.
