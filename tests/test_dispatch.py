@@ -128,6 +128,35 @@ def test_fallback_calls_compute_no_reasons_and_enter_no_op(monkeypatch):
     assert len(calls) == 3
 
 
+def _getters_read(x, interpret: bool, monkeypatch) -> set[str]:
+    """The tensor attributes ``eligible`` reads on ``x`` before it decides (a proxy records them)."""
+    monkeypatch.setattr(runtime, "interpreter_enabled", lambda: interpret)
+    read = set()
+
+    class Recorder(torch.Tensor):  # a plain tensor to the predicate: its type is swapped in PLAIN_TYPES below
+        def __getattribute__(self, name):
+            if not name.startswith("__"):  # torch's own lookups of __torch_function__ are not the predicate's
+                read.add(name)
+            return super().__getattribute__(name)
+
+    monkeypatch.setattr(P, "PLAIN_TYPES", P.PLAIN_TYPES | {Recorder})
+    P.eligible(x.as_subclass(Recorder), [x.shape[-1]], None, False)
+    return read
+
+
+def test_fallback_calls_are_decided_by_the_cheapest_reads_first(monkeypatch):
+    """The fallbacks a model makes most are decided before the mode and tensor-kind getters: a CPU call without the
+    interpreter by the device alone, and an M=1 row or a transposed input by one shape read (each getter costs
+    host time on every fallback call: ``bench --family host``)."""
+    cpu = _getters_read(torch.randn(16, 64), False, monkeypatch)
+    assert cpu == {"is_cuda"}, cpu  # and it falls back (test_without_opt_in_a_cpu_call_falls_back_...)
+    for x in (torch.randn(1, 4096).half(), torch.randn(4, 2048), torch.randn(64, 64).t()):
+        read = _getters_read(x, True, monkeypatch)
+        assert read <= {"shape", "numel", "stride"}, read
+    eligible = _getters_read(torch.randn(16, 64), True, monkeypatch)  # the recorder sees a call that goes through
+    assert {"is_cuda", "dtype", "is_contiguous", "element_size"} <= eligible, eligible
+
+
 def test_reasons_on_demand():
     with fastpath_lib.record_routes(reasons=True) as routes:
         fastpath_lib.rms_norm(torch.randn(16, 64).t(), [16])
