@@ -75,11 +75,15 @@ def make_call(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor | No
 
 def eligible(x, residual, weight, forced: bool, inplace: bool) -> bool:
     """Every condition that needs no data pointer holds (never raises; a guard under ``torch.compile``)."""
-    if type(x) not in PLAIN_TYPES or type(residual) not in PLAIN_TYPES or x.is_nested or x.dim() == 0:
+    if type(x) not in PLAIN_TYPES or type(residual) not in PLAIN_TYPES:
         return False
-    n = x.shape[-1]
-    if not rms.eligible(x, (n,), weight, forced):
+    try:
+        cols = x.shape[-1:]  # (n,); () for a 0-d x, which rms.eligible refuses
+    except RuntimeError:  # a strided nested tensor has no shape
         return False
+    if not rms.eligible(x, cols, weight, forced):  # the norm's conditions, the cheapest fallbacks first
+        return False
+    n = cols[0]
     if (residual.layout is not torch.strided or residual.is_nested or residual.dtype != x.dtype
             or residual.device != x.device or residual.shape != x.shape):
         return False
