@@ -229,8 +229,8 @@ decode = host.FALLBACK_CASES[0]  # M=1 decode row, fp16: below the row threshold
 x, ns, w = decode.build(DEVICE)
 print(decode.id, f"{decode.rows}x{decode.cols}", "route:", fastpath_lib.explain(x, ns, w).route)
 timed = host.fastest_blocks({"F.rms_norm": lambda: F.rms_norm(x, ns, w),
-                              "fastpath_lib.rms_norm": lambda: fastpath_lib.rms_norm(x, ns, w),
-                              "explain()": lambda: fastpath_lib.explain(x, ns, w)}, blocks=40, number=500)
+                             "fastpath_lib.rms_norm": lambda: fastpath_lib.rms_norm(x, ns, w),
+                             "explain()": lambda: fastpath_lib.explain(x, ns, w)}, blocks=40, number=500)
 for name, t in timed.items():
     print(f"{name:22} {t['best_us']:7.2f} us per call")
 print("dispatched / F.rms_norm: "

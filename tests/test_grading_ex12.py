@@ -209,7 +209,8 @@ _HEAD = "import torch\nimport fastpath_lib\nfrom fastpath_lib.fused.reference im
     # seeded: the kit's op agrees with native_ bit for bit on these values (not on every draw), so the test fails on
     # the other correct route, whatever the random state earlier tests left
     ("def t(op_):\n    g = torch.Generator().manual_seed(0)\n"
-     "    x, r = torch.randn(16, 64, generator=g), torch.randn(16, 64, generator=g)\n    x2, r2 = x.clone(), r.clone()\n"
+     "    x, r = torch.randn(16, 64, generator=g), torch.randn(16, 64, generator=g)\n"
+     "    x2, r2 = x.clone(), r.clone()\n"
      "    op_(x, r)\n    native_(x2, r2)\n    assert torch.equal(x, x2), 'the output bit for bit'",
      "on another correct route"),
     ("def t(op_):\n    op_(torch.randn(16, 64), torch.randn(16, 64))", "check nothing"),

@@ -27,7 +27,8 @@ def _row(case_id, provider, median, *, route="triton", expected="win", rows=4096
          gpu=True, declared=None, fastest=None):
     return empty_row(case_id=case_id, family=family, provider=provider, rows=rows, cols=cols, dtype="bfloat16",
                      layout="contiguous", pad=0, offset=0, declared_shape=declared or f"{rows}x{cols}",
-                     expected=expected, rationale="simulated", route=route, status="ok", median_us=median, min_us=fastest,
+                     expected=expected, rationale="simulated", route=route, status="ok", median_us=median,
+                     min_us=fastest,
                      q20_us=median * 0.98, q80_us=median * 1.02, gpu_measurement=gpu, samples_us=f"[{median}]",
                      bytes_moved=bytes_moved(rows, cols, torch.bfloat16, "forward"), launches_per_call=1.0,
                      **{"pass": "forward"})

@@ -57,8 +57,8 @@ def print_host(df: pd.DataFrame) -> None:
     t = host_table(df)
     if not len(t):
         return
-    print(f"\nhost time per call (us; fastest of many interleaved blocks; fallback target: dispatched <= {TARGET_RATIO}x "
-          "F.rms_norm)")
+    print(f"\nhost time per call (us; fastest of many interleaved blocks; fallback target: dispatched <= "
+          f"{TARGET_RATIO}x F.rms_norm)")
     print(_show(t.drop(columns=["target", "warnings"])))
     for case, warned in t["warnings"].items():
         if isinstance(warned, str) and warned:
@@ -139,8 +139,8 @@ def _with_host_rows(spec, df: pd.DataFrame, quick: bool) -> pd.DataFrame:
         t["ratio_to"] = t["ratio_to"].replace({"F.rms_norm": base})
         for form in spec.host_forms:  # e.g. the in-place form, against its own composite
             t.loc[t.index.str.endswith(f"_{form}"), "ratio_to"] = f"{form} composite"
-        print(f"\nhost time per call (us; fastest of many interleaved blocks; fallback target: dispatched <= {TARGET_RATIO}x "
-              f"{base})")
+        print(f"\nhost time per call (us; fastest of many interleaved blocks; fallback target: dispatched <= "
+              f"{TARGET_RATIO}x {base})")
         print(_show(t.drop(columns=["target", "warnings", "launcher_us"])))
     out = classify(pd.concat([df, host], ignore_index=True)) if len(df) else host
     out.attrs["environment"] = df.attrs["environment"]

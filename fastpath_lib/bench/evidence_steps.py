@@ -241,6 +241,13 @@ def compiled_facts(ctx: StepContext):
                                     f"{spills} of them spill"}
 
 
+def _op_folder(ctx: StepContext, name: str) -> Path:
+    """``ops/NAME/`` of the staging folder, where a registered operator's steps write (created)."""
+    folder = ctx.out / "ops" / name
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
 def op_matrix(ctx: StepContext):
     """A registered operator's predeclared matrix (``ctx.op``) against every baseline, into ``ops/NAME/``."""
     from fastpath_lib import opspec
@@ -250,8 +257,7 @@ def op_matrix(ctx: StepContext):
 
     spec = opspec.get(ctx.op)
     df = run_op(spec, quick=False, deadline=ctx.deadline, log=ctx.log)
-    folder = ctx.out / "ops" / spec.name
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = _op_folder(ctx, spec.name)
     env = dict(df.attrs["environment"], evidence_run=True)
     if (df.status == "ok").any():
         results.write(folder, df, env)  # the table, the environment, the boundary plot and table
@@ -277,8 +283,7 @@ def op_host(ctx: StepContext):
     rows = pd.DataFrame(measure_host_op(spec, log=ctx.log))
     if not len(rows):
         return {"status": "skipped", "why": f"{spec.name} declares no decode-sized fallback case"}
-    folder = ctx.out / "ops" / spec.name
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = _op_folder(ctx, spec.name)
     csv = folder / "results.csv"
     results.write_table(folder, pd.concat([pd.read_csv(csv), rows], ignore_index=True) if csv.exists() else rows)
     t = host_table(classify(rows))
@@ -299,8 +304,7 @@ def op_sweep(ctx: StepContext):
     if spec.fast is None:
         return {"status": "skipped", "why": f"{spec.name}: its fast route is {opspec.NOT_DECLARED}"}
     table = threshold_sweep(spec=spec, quick=True, deadline=ctx.deadline)
-    (ctx.out / "ops" / spec.name).mkdir(parents=True, exist_ok=True)
-    table.to_csv(ctx.out / "ops" / spec.name / "threshold.csv", index=False)
+    table.to_csv(_op_folder(ctx, spec.name) / "threshold.csv", index=False)
     proposal = table.attrs["proposal"]
     ctx.write_json(f"ops/{spec.name}/threshold_proposal.json", proposal)
     return {"status": "ran", "why": f"{spec.name}: {proposal.get('line') or proposal.get('reason')}",
@@ -319,7 +323,6 @@ def op_replay(ctx: StepContext):
     res = run(spec=spec, quick=True)
     table = replay_trace(serving_trace(), spec=spec, quick=True)
     res["trace"] = {"rows": table.to_dict("records"), "totals": table.attrs["totals"]}
-    (ctx.out / "ops" / spec.name).mkdir(parents=True, exist_ok=True)
     ctx.write_json(f"ops/{spec.name}/replay.json", res)
     decoder = f"logits agree: {res['logits_close']}" if "logits_close" in res else res["note"]
     return {"status": "ran", "why": f"{spec.name}: {decoder}; trace: {table.attrs['totals']['measured_calls']} of "
@@ -336,11 +339,10 @@ def op_compile_cost(ctx: StepContext):
     res = run(spec=spec, timeout=max(5.0, ctx.left()))
     if res.get("declared") is False:
         return {"status": "skipped", "why": f"{spec.name}: {res['note']}"}
-    (ctx.out / "ops" / spec.name).mkdir(parents=True, exist_ok=True)
     ctx.write_json(f"ops/{spec.name}/compile_cost.json", res)
     if res.get("error"):
-        return {"status": "failed", "why": f"{spec.name}: the compile probe failed: "
-                                           f"{res['error'].strip().splitlines()[-1:]}"}
+        last = (res["error"].strip().splitlines() or [""])[-1]
+        return {"status": "failed", "why": f"{spec.name}: the compile probe failed: {last}"}
     return {"status": "ran", "why": f"{spec.name}: {res['specializations']} specializations"}
 
 

@@ -40,9 +40,8 @@ from fastpath_lib.bench.schema import HOST_FAMILY, empty_row, host_rows
 from fastpath_lib.bench.timing import gpu_measurement, quantile
 from fastpath_lib.rmsnorm.predicate import default_eps, limits_for
 
-__all__ = ["HostCase", "FALLBACK_CASES", "ELIGIBLE_CASE", "TARGET_RATIO", "NOT_MEASURED", "HOST_TIMER", "fastest_blocks",
-           "timing_fields", "host_blocks",
-           "measure_host", "host_table", "host_plot", "warnings_of"]
+__all__ = ["HostCase", "FALLBACK_CASES", "ELIGIBLE_CASE", "TARGET_RATIO", "NOT_MEASURED", "HOST_TIMER",
+           "fastest_blocks", "timing_fields", "host_blocks", "measure_host", "host_table", "host_plot", "warnings_of"]
 
 #: The dispatched op may cost at most this multiple of ``F.rms_norm`` per call on the fallback route.
 TARGET_RATIO = 1.15
@@ -106,7 +105,7 @@ def fastest_blocks(fns: dict, *, blocks: int = 40, number: int | None = 1000, wa
     Host time per call swings from one moment to the next on a shared machine (other processes, caches, frequency),
     and a median over a few long runs swings with it (the best of a few ``blocked_autorange`` medians moved 1.18-1.30x
     between runs of the same code on a 2-core machine). The fastest of many short blocks, taken for both providers in
-    the same minutes, is the time each one needs when nothing interferes; their ratio moved by about 0.03.
+    the same minutes, is the time each one needs when nothing interferes; their ratio moved by about 0.05 there.
 
     Args:
         fns: name -> zero-argument callable.
@@ -118,8 +117,8 @@ def fastest_blocks(fns: dict, *, blocks: int = 40, number: int | None = 1000, wa
         block_s: the block length ``number=None`` aims at.
 
     Returns:
-        name -> ``{"best_us", "samples_us", "number", "blocks"}``: the fastest block's time per call, and every
-        block's (in the order run).
+        name -> ``{"best_us", "samples_us", "number", "blocks", "warmup"}``: the fastest block's time per call, every
+        block's (in the order run), and the calls per block and warm-up calls it ran.
 
     >>> res = fastest_blocks({"a": lambda: None}, blocks=3, number=10, warmup=1)
     >>> len(res["a"]["samples_us"]), res["a"]["best_us"] == min(res["a"]["samples_us"])
@@ -157,7 +156,8 @@ def fastest_blocks(fns: dict, *, blocks: int = 40, number: int | None = 1000, wa
     finally:
         if was_enabled:
             gc.enable()
-    return {k: {"best_us": min(v), "samples_us": v, "number": counts[k], "blocks": blocks} for k, v in samples.items()}
+    return {k: {"best_us": min(v), "samples_us": v, "number": counts[k], "blocks": blocks,
+                "warmup": min(warmup, counts[k])} for k, v in samples.items()}
 
 
 def timing_fields(res: dict) -> dict:
@@ -165,7 +165,7 @@ def timing_fields(res: dict) -> dict:
     fastest block (what :func:`host_table` compares), ``median_us``, ``q20_us``, ``q80_us`` and ``mean_us`` describe
     all blocks, ``samples_us`` lists them."""
     s = res["samples_us"]
-    return dict(reps=res["blocks"], number=res["number"], warmup="200 calls", timer=HOST_TIMER,
+    return dict(reps=res["blocks"], number=res["number"], warmup=f"{res['warmup']} calls", timer=HOST_TIMER,
                 median_us=quantile(s, 0.5), q20_us=quantile(s, 0.2), q80_us=quantile(s, 0.8), mean_us=sum(s) / len(s),
                 min_us=res["best_us"], samples_us=json.dumps([round(v, 4) for v in s]),
                 note=f"fastest of {res['blocks']} blocks of {res['number']} calls")

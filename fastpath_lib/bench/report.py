@@ -227,7 +227,8 @@ def host_mechanism(ev: Evidence) -> list[str]:
     t = host_table(ev.df)
     if not len(t):
         return ev.text("host")
-    L = ["Host cost of the dispatch (host time per call, fastest of many interleaved blocks of calls, in one process):", "",
+    L = ["Host cost of the dispatch (host time per call, fastest of many interleaved blocks of calls, in one "
+         "process):", "",
          f"| case | shape | dtype | route | {ev.baseline} us | dispatched us | launcher us | ratio | to |",
          "|---|---|---|---|---|---|---|---|---|"]
     for cid, r in t.iterrows():

@@ -99,7 +99,8 @@ def replay_trace(trace: list[TraceCall], *, spec: opspec.OpSpec | None = None, q
 
     Returns:
         :data:`TRACE_COLUMNS`, one row per call: the route this machine takes (asked of the predicate), the time
-        per call of each provider (the fastest of interleaved blocks of calls, side by side) and the totals ``calls x time``;
+        per call of each provider (the fastest of interleaved blocks of calls, side by side) and the totals
+        ``calls x time``;
         ``baseline_time_share`` is the row's share of the measured baseline total. ``attrs["totals"]`` holds the
         sums over the measured rows, how many calls were measured, ``complete`` (every row measured),
         ``gpu_measurement``, a ``label``, the ``op`` and its ``baseline``.

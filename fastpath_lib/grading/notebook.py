@@ -119,6 +119,15 @@ def _kit_names(trees) -> set[str]:
 _SOLUTIONS_PATH = re.compile(r"(?:\S*/)?solutions(?:/\S*)?")
 
 
+def _imported_roots(node) -> set[str]:
+    """The top-level modules an ``import`` or ``from ... import`` statement names (empty for any other node)."""
+    if isinstance(node, ast.Import):
+        return {a.name.split(".")[0] for a in node.names}
+    if isinstance(node, ast.ImportFrom):
+        return {(node.module or "").split(".")[0]} | {a.name.split(".")[0] for a in node.names}
+    return set()
+
+
 def _solution_modules() -> set[str]:
     """The module names of the kit's published solutions (``solutions/exNN_*.py``)."""
     return {f.stem for f in (runtime.ROOT / "solutions").glob("ex[0-9][0-9]_*.py")}
@@ -145,11 +154,10 @@ def static_evidence(sources: list[str]) -> list[tuple[str, str]]:
     published = _solution_modules()
     for tree in trees:
         for node in ast.walk(tree):
-            if isinstance(node, (ast.Import, ast.ImportFrom)) and (
-                    {(a.name or "").split(".")[0] for a in node.names} | {(getattr(node, "module", None) or "")
-                                                                          .split(".")[0]}) & published:
+            if _imported_roots(node) & published:
                 out.append((ALL, "imports the kit's published solution"))
-            elif isinstance(node, ast.Constant) and isinstance(node.value, str) and _SOLUTIONS_PATH.fullmatch(node.value):
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str) \
+                    and _SOLUTIONS_PATH.fullmatch(node.value):
                 out.append((ALL, f"names the kit's solutions folder ({node.value!r})"))
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name in _HOOK_BUILTINS:
                 out.append((ALL, f"defines its own {node.name}"))

@@ -25,7 +25,8 @@ INTERPRETER_MIN_ROWS = 8
 CUDA_MIN_ROWS: dict[tuple[int, int], int] = thresholds.load()
 #: Used for architectures without a recorded sweep: conservative, so small launch-bound calls keep the old path.
 DEFAULT_CUDA_MIN_ROWS = 1024
-#: The smallest row threshold any device has: fewer rows fall back whatever the device (the dispatch's first test).
+#: The smallest row threshold any device has: fewer rows fall back whatever the device (the dispatch tests it before
+#: it reads the device's own threshold).
 LEAST_MIN_ROWS = min(INTERPRETER_MIN_ROWS, DEFAULT_CUDA_MIN_ROWS, *CUDA_MIN_ROWS.values())
 SUPPORTED_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
