@@ -252,6 +252,15 @@ def test_inspection_is_found(source):
     (["ns = {}\nfor src in ['def mine(*a):\\n    return a']:\n    exec(src, globals(), ns)", "mine = ns['mine']"],
      "exec"),
     (["import runpy\nmine = runpy.run_path('elsewhere.py')['mine']"], "runpy.run_path"),
+    # ... under another name, or into an object the answer reads, filled in place
+    (["from runpy import run_path as rp\nmine = rp('elsewhere.py')['mine']"], "runpy.run_path"),
+    (["import runpy", "grab = runpy.run_path", "ns = {}\nns.update(grab('elsewhere.py'))",
+      "def mine(*a):\n    return ns['mine'](*a)"], "runpy.run_path"),
+    (["from importlib import import_module as im", "box = [None]\nbox[0] = im('elsewhere').mine",
+      "def mine(*a):\n    return box[0](*a)"], "importlib.import_module"),
+    # a module's functions called in other cells are not the answer's
+    (["import torch", "def mine(x, ns, w, eps):\n    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)",
+      "y = torch.nn.functional.rms_norm(torch.ones(2, 4), [4])"], None),
 ])
 def test_borrowed_answers_are_found_in_the_source(cells, problem):
     from fastpath_lib.grading import borrowed

@@ -96,6 +96,30 @@ def dotted(node, *, partial: bool = False) -> str | None:
     return ".".join(reversed(parts))
 
 
+def _aliases(trees) -> dict[str, str]:
+    """Name bound by an import -> what it stands for (``F`` -> ``torch.nn.functional``, ``rp`` ->
+    ``runpy.run_path``)."""
+    aliases: dict[str, str] = {}
+    for tree in trees:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for a in node.names:
+                    aliases[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                for a in node.names:
+                    aliases[a.asname or a.name] = f"{node.module}.{a.name}"
+    return aliases
+
+
+def _resolved(name: str | None, aliases: dict[str, str]) -> str | None:
+    """``name`` with its first part replaced by what an import bound it to (``builtins.`` dropped)."""
+    if name is None:
+        return None
+    head, _, rest = name.partition(".")
+    full = aliases.get(head, head) + ("." + rest if rest else "")
+    return full.removeprefix("builtins.")
+
+
 def names_used(source: str) -> set[str]:
     """Every name the source reads, as written and resolved through its imports.
 
@@ -104,19 +128,15 @@ def names_used(source: str) -> set[str]:
     string constant given to ``getattr``, ``importlib.import_module`` or ``__import__`` counts as a name too. Uses of
     :data:`DYNAMIC` names appear as themselves, so a check can refuse an answer that reaches code it does not name.
     """
-    aliases: dict[str, str] = {}
     trees = parse_cells(source)
+    aliases = _aliases(trees)
     out: set[str] = set()
     for tree in trees:
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
-                for a in node.names:
-                    aliases[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
-                    out.add(a.name)
+                out.update(a.name for a in node.names)
             elif isinstance(node, ast.ImportFrom) and node.module:
-                for a in node.names:
-                    aliases[a.asname or a.name] = f"{node.module}.{a.name}"
-                    out.update((node.module, f"{node.module}.{a.name}", a.name))
+                out.update(x for a in node.names for x in (node.module, f"{node.module}.{a.name}", a.name))
     for tree in trees:
         for node in ast.walk(tree):
             if isinstance(node, (ast.Attribute, ast.Name)):
@@ -197,10 +217,11 @@ def closure_source(name: str, source: str | None = None) -> str:
         return h(x)
     """
     source = learner_source() if source is None else source
-    stmts = [(node, ast.get_source_segment(src, node) or "") for src in (source,)
-             for tree in parse_cells(src) for node in tree.body]
+    trees = parse_cells(source)
+    stmts = [(node, ast.get_source_segment(source, node) or "") for tree in trees for node in tree.body]
     if not stmts:
         return ""
+    aliases = _aliases(trees)  # what the notebook's imports bound, wherever they stand
     wanted, todo, taken = set(), [name.split(".")[0]], []
     while todo:
         n = todo.pop()
@@ -208,11 +229,36 @@ def closure_source(name: str, source: str | None = None) -> str:
             continue
         wanted.add(n)
         for i, (node, text) in enumerate(stmts):
-            # a statement binding the name, or one reaching code dynamically with it (``exec(src, g, ns)`` fills ns)
-            if i not in taken and (n in _binds(node) or (n in _free_names(node) and dynamic_uses(text))):
+            # a statement binding the name, one changing its object in place (``ns.update(...)``, ``box[0] = f``),
+            # or one reaching code dynamically with it (``exec(src, g, ns)`` fills ns)
+            if i not in taken and (n in _binds(node) or (n not in aliases and _changes(node, n)) or (
+                    n in _free_names(node) and _dynamic(node, aliases))):
                 taken.append(i)
                 todo += sorted(_free_names(node))
     return "\n".join(stmts[i][1] for i in sorted(taken))
+
+
+def _base(node) -> str | None:
+    """The name at the bottom of ``a.b[c].d`` (``a``), ``None`` when it is not a plain name."""
+    while isinstance(node, (ast.Attribute, ast.Subscript)):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _changes(node, name: str) -> bool:
+    """Whether a top-level statement that runs (not a definition) changes the object ``name`` is bound to in place:
+    stores into an item or attribute of it (``name[k] = v``, ``name.x += v``) or calls one of its methods
+    (``name.update(...)``, ``name.append(...)``). A name an import bound (a module) is not asked about."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return False
+    for m in ast.walk(node):
+        targets = m.targets if isinstance(m, ast.Assign) else \
+            [m.target] if isinstance(m, (ast.AugAssign, ast.AnnAssign)) else []
+        if any(isinstance(t, (ast.Subscript, ast.Attribute)) and _base(t) == name for t in targets):
+            return True
+        if isinstance(m, ast.Call) and isinstance(m.func, ast.Attribute) and _base(m.func.value) == name:
+            return True
+    return False
 
 
 def dynamic_uses(source: str) -> set[str]:
@@ -222,13 +268,23 @@ def dynamic_uses(source: str) -> set[str]:
     >>> sorted(dynamic_uses("f = getattr(torch, 'tanh')\\ng = getattr(torch, 'rms' + '_norm')\\neval('1')"))
     ['eval', 'getattr']
     """
+    trees = parse_cells(source)
+    aliases = _aliases(trees)
+    return set().union(*(_dynamic(tree, aliases) for tree in trees))
+
+
+def _dynamic(tree, aliases: dict[str, str]) -> set[str]:
+    """:func:`dynamic_uses` of one tree, its names resolved through ``aliases`` (the imports of the whole source)."""
     out = set()
-    for tree in parse_cells(source):
-        for node in ast.walk(tree):
-            name = dotted(node) if isinstance(node, (ast.Name, ast.Attribute)) else None
-            if name in DYNAMIC and name not in ("getattr",):
-                out.add(name)
-            elif isinstance(node, ast.Call) and dotted(node.func) in ("getattr", "hasattr") and not (
-                    len(node.args) >= 2 and isinstance(node.args[1], ast.Constant)):
-                out.add("getattr")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:  # bound here, used under any name (``*`` included)
+            members = {d.rsplit(".", 1)[-1] for d in DYNAMIC} if any(a.name == "*" for a in node.names) else \
+                {a.name for a in node.names}
+            out |= {f"{node.module}.{m}".removeprefix("builtins.") for m in members} & DYNAMIC
+        name = _resolved(dotted(node), aliases) if isinstance(node, (ast.Name, ast.Attribute)) else None
+        if name in DYNAMIC and name not in ("getattr",):
+            out.add(name)
+        elif isinstance(node, ast.Call) and _resolved(dotted(node.func), aliases) in ("getattr", "hasattr") and \
+                not (len(node.args) >= 2 and isinstance(node.args[1], ast.Constant)):
+            out.add("getattr")
     return out
