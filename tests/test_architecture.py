@@ -212,9 +212,17 @@ def _body(mod: str, name: str) -> list[str]:
             and not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
 
 
-def test_the_grader_lists_a_calls_tensors_as_its_agent_does():
-    """The one copy kept on purpose: the grader's agent (grading/runner.py) runs as source text in the learner's kernel
-    and imports nothing of the grader, so grading/remote.py has its own ``_tensors``; the two walks must stay the
-    same code, or the tensors a call wrote are copied back into the wrong arguments."""
-    mine = _body("grading.remote", "_tensors")
-    assert len(mine) >= 3 and mine == _body("grading.runner", "_tensors")
+def test_the_grader_lists_a_calls_tensors_with_its_agents_walk():
+    """The grader's agent (grading/runner.py) runs as source text in the learner's kernel and imports nothing of the
+    grader; the grader compiles the agent's own ``_tensors`` from that file rather than keep a copy, so the tensors a
+    call wrote are copied back into the same arguments on both sides."""
+    import torch
+
+    from fastpath_lib.grading import remote
+
+    defined = {n.name for n in ast.parse(MODULES["grading.remote"].read_text()).body if isinstance(n, ast.FunctionDef)}
+    assert "_tensors" not in defined and len(_body("grading.runner", "_tensors")) >= 3
+    assert remote._tensors.__code__.co_filename == str(remote.AGENT)
+    x, y = torch.zeros(1), torch.ones(2)
+    walked = remote._tensors((x, [y, [x]], {"b": y, "a": x}), {"k": y})  # two levels deep, a dict's keys sorted
+    assert len(walked) == 5 and all(t is u for t, u in zip(walked, (x, y, x, y, y)))

@@ -16,6 +16,7 @@ kernel that writes its outputs, or writes outside them, is seen as it would be i
 
 from __future__ import annotations
 
+import ast
 import base64
 import builtins
 import contextlib
@@ -109,25 +110,25 @@ class Proxy:
         return self._repr
 
 
-def _tensors(args, kwargs) -> list[torch.Tensor]:
-    """The tensors of a call's arguments, in the order the agent answers them: a copy of the agent's ``_tensors``
-    (:mod:`fastpath_lib.grading.runner`), kept identical (``tests/test_architecture.py`` compares the two). The copy is
-    deliberate: the agent is source text executed in the learner's kernel and imports nothing of the grader, and the
-    grader does not import the agent (importing it registers ``sys.modules["_fastpath_grader_agent"]``)."""
-    out = []
+def _agent_functions(*names: str) -> dict:
+    """Functions of the agent's source (``runner.py``), compiled here from that one text.
 
-    def walk(v, depth):
-        if isinstance(v, torch.Tensor):
-            out.append(v)
-        elif depth < 2 and type(v) in (list, tuple):
-            for x in v:
-                walk(x, depth + 1)
-        elif depth < 2 and type(v) is dict:
-            for k in sorted(v, key=str):
-                walk(v[k], depth + 1)
-    walk(list(args), 0)
-    walk(dict(kwargs), 0)
-    return out
+    The agent runs as source text in the learner's kernel and imports nothing of the grader, and the grader must not
+    import the agent (importing it registers ``sys.modules["_fastpath_grader_agent"]``); so the grader compiles just
+    the definitions it shares with the agent, and both sides run the same code.
+    """
+    tree = ast.parse(AGENT.read_text(encoding="utf-8"), str(AGENT))
+    defs = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name in names]
+    missing = set(names) - {n.name for n in defs}
+    if missing:
+        raise ImportError(f"{AGENT} defines no {sorted(missing)}")
+    namespace: dict = {}
+    exec(compile(ast.Module(body=defs, type_ignores=[]), str(AGENT), "exec"), namespace)  # noqa: S102 - the kit's file
+    return {name: namespace[name] for name in names}
+
+
+#: The tensors of a call's arguments, in the order the agent answers them: the agent's own walk.
+_tensors = _agent_functions("_tensors")["_tensors"]
 
 
 def _copy_back(mine: list[torch.Tensor], theirs) -> None:
