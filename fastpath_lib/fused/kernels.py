@@ -15,22 +15,28 @@ Backward (functional form), with ``s`` recomputed from ``x`` and ``r`` in fp32, 
     ds = rstd * (g - n * mean(g * n)) + ds_new_residual     (= dx = dr)
     dw = sum over rows of (dy * n)                          (fixed-order partial sums, as RMSNorm's)
 
-Launch settings (block, warps, rows per program, ``VEC``) follow RMSNorm's rule (:mod:`fastpath_lib.rmsnorm.launch`).
+Launch settings (block, warps, rows per program, ``VEC``) follow RMSNorm's rule (:mod:`fastpath_lib.rmsnorm.launch`),
+and the launches run as RMSNorm's do (on the tensor's device, numpy quiet under the interpreter).
 Imports Triton: ``TRITON_INTERPRET`` must be set before this module is imported (the op imports it on first use).
 """
 
 from __future__ import annotations
 
-import contextlib
-
-import numpy as np
 import torch
 import triton
 import triton.language as tl
 
 from fastpath_lib.rmsnorm.layout import as_rows
 from fastpath_lib.rmsnorm.limits import default_eps
-from fastpath_lib.rmsnorm.kernels import backward_grid, forward_rows_per_program, launch_settings, vector_elements
+from fastpath_lib.rmsnorm.kernels import (
+    backward_grid,
+    forward_rows_per_program,
+    launch_settings,
+    max_backward_programs,
+    on_device,
+    quiet,
+    vector_elements,
+)
 
 __all__ = ["fused_add_rms_norm_fwd_kernel", "fused_add_rms_norm_bwd_kernel", "forward", "backward", "run", "run_"]
 
@@ -143,24 +149,6 @@ def fused_add_rms_norm_bwd_kernel(
         tl.store(DW_partial_ptr + pid * n_cols + cols, dw_acc, mask=mask)
 
 
-@contextlib.contextmanager
-def _launch_context(t: torch.Tensor):
-    """On the tensor's CUDA device (multi-GPU); under the interpreter, numpy's inf/nan warnings silenced (a GPU
-    computes those silently). RMSNorm's launchers do the same."""
-    from fastpath_lib import runtime
-
-    dev = torch.cuda.device(t.device) if t.is_cuda else contextlib.nullcontext()
-    quiet = np.errstate(all="ignore") if runtime.interpreter_enabled() else contextlib.nullcontext()
-    with dev, quiet:
-        yield
-
-
-def _max_backward_programs(t: torch.Tensor) -> int:
-    if t.is_cuda:
-        return 4 * torch.cuda.get_device_properties(t.device).multi_processor_count
-    return 4  # interpreter: programs run one after another
-
-
 def forward(x2d: torch.Tensor, r2d: torch.Tensor, weight: torch.Tensor | None, eps: float, *,
             out: torch.Tensor | None = None,
             new_residual: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -177,7 +165,7 @@ def forward(x2d: torch.Tensor, r2d: torch.Tensor, weight: torch.Tensor | None, e
     w = x2d if weight is None else weight if weight.stride(0) == 1 else weight.contiguous()
     vec = vector_elements(x2d.element_size(), n_cols, (x2d.stride(0), r2d.stride(0), y.stride(0), s.stride(0)),
                           (x2d.data_ptr(), r2d.data_ptr(), y.data_ptr(), s.data_ptr(), w.data_ptr()))
-    with _launch_context(x2d):
+    with quiet(), on_device(x2d):
         fused_add_rms_norm_fwd_kernel[(triton.cdiv(n_rows, rows_per_program),)](
             x2d, r2d, w, y, s, x2d.stride(0), r2d.stride(0), y.stride(0), s.stride(0), n_rows, n_cols, eps,
             HAS_WEIGHT=weight is not None, ROWS_PER_PROGRAM=rows_per_program, BLOCK_SIZE=block, VEC=vec,
@@ -194,12 +182,12 @@ def backward(dy2d: torch.Tensor, ds2d: torch.Tensor | None, x2d: torch.Tensor, r
     dy2d = dy2d.contiguous()
     ds2d = ds2d.contiguous() if ds2d is not None else None
     dx = torch.empty((n_rows, n_cols), dtype=x2d.dtype, device=x2d.device)
-    rows_per_program, programs = backward_grid(n_rows, _max_backward_programs(x2d))
+    rows_per_program, programs = backward_grid(n_rows, max_backward_programs(x2d))
     has_w = weight is not None
     partial = torch.empty((programs if has_w else 1, n_cols), dtype=torch.float32, device=x2d.device)
     block, num_warps = launch_settings(n_cols, "backward")
     w = x2d if not has_w else weight if weight.stride(0) == 1 else weight.contiguous()
-    with _launch_context(x2d):
+    with quiet(), on_device(x2d):
         fused_add_rms_norm_bwd_kernel[(programs,)](
             dy2d, dy2d if ds2d is None else ds2d, x2d, r2d, w, dx, partial, x2d.stride(0), r2d.stride(0), n_rows,
             n_cols, eps, ROWS_PER_PROGRAM=rows_per_program, HAS_WEIGHT=has_w, HAS_DS=ds2d is not None,

@@ -55,7 +55,8 @@ from fastpath_lib.rmsnorm.launch import (
 )
 
 __all__ = ["rms_norm_fwd_kernel", "rms_norm_bwd_kernel", "forward", "backward", "launch_settings",
-           "forward_rows_per_program", "backward_grid", "vector_elements", "KERNELS"]
+           "forward_rows_per_program", "backward_grid", "vector_elements", "KERNELS", "max_backward_programs",
+           "on_device", "quiet"]
 
 
 @triton.jit
@@ -155,20 +156,21 @@ def rms_norm_bwd_kernel(
         tl.store(DW_partial_ptr + pid * n_cols + cols, dw_acc, mask=mask)
 
 
-def _max_backward_programs(x: torch.Tensor) -> int:
+def max_backward_programs(x: torch.Tensor) -> int:
+    """How many programs a backward launch may use on x's device (the fused op's launcher uses it too)."""
     if x.is_cuda:
         return 4 * torch.cuda.get_device_properties(x.device).multi_processor_count
     return 4  # interpreter: programs run one after another; few of them is fastest
 
 
-def _on_device(t: torch.Tensor):
+def on_device(t: torch.Tensor):
     """Triton launches on the *current* CUDA device: switch to the tensor's when it is another one (multi-GPU)."""
     if t.is_cuda and t.get_device() != torch.cuda.current_device():
         return torch.cuda.device(t.device)
     return contextlib.nullcontext()
 
 
-def _quiet():
+def quiet():
     """Under the interpreter numpy warns on inf/nan arithmetic that a GPU performs silently; silence it there."""
     from fastpath_lib import runtime
 
@@ -189,7 +191,7 @@ def forward(x2d: torch.Tensor, weight: torch.Tensor | None, eps: float, *,
     w = x2d if weight is None else weight if weight.stride(0) == 1 else weight.contiguous()  # the kernel reads w[cols]
     vec = vector_elements(x2d.element_size(), n_cols, (x2d.stride(0), y.stride(0)),
                           (x2d.data_ptr(), y.data_ptr(), w.data_ptr()))
-    with _quiet(), _on_device(x2d):
+    with quiet(), on_device(x2d):
         rms_norm_fwd_kernel[(triton.cdiv(n_rows, rows_per_program),)](
             x2d, w, y, x2d.stride(0), y.stride(0), n_rows, n_cols, eps,
             HAS_WEIGHT=weight is not None, ROWS_PER_PROGRAM=rows_per_program, BLOCK_SIZE=block, VEC=vec,
@@ -208,14 +210,14 @@ def backward(dy2d: torch.Tensor, x2d: torch.Tensor, weight: torch.Tensor | None,
     n_rows, n_cols = x2d.shape
     dy2d = dy2d if dy2d.stride(-1) == 1 else dy2d.contiguous()
     dx = torch.empty((n_rows, n_cols), dtype=x2d.dtype, device=x2d.device) if dx_out is None else dx_out
-    rows_per_program, programs = backward_grid(n_rows, _max_backward_programs(x2d))
+    rows_per_program, programs = backward_grid(n_rows, max_backward_programs(x2d))
     has_w = weight is not None
     partial = torch.empty((programs if has_w else 1, n_cols), dtype=torch.float32, device=x2d.device)
     block, num_warps = launch_settings(n_cols, "backward")
     w = x2d if not has_w else weight if weight.stride(0) == 1 else weight.contiguous()
     vec = vector_elements(x2d.element_size(), n_cols, (dy2d.stride(0), x2d.stride(0), dx.stride(0)),
                           (dy2d.data_ptr(), x2d.data_ptr(), dx.data_ptr(), w.data_ptr(), partial.data_ptr()))
-    with _quiet(), _on_device(x2d):
+    with quiet(), on_device(x2d):
         rms_norm_bwd_kernel[(programs,)](
             dy2d, x2d, w, dx, partial,
             dy2d.stride(0), x2d.stride(0), dx.stride(0), n_rows, n_cols, eps,
