@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 
 from fastpath_lib.grading import borrowed, remote, sources
-from fastpath_lib.grading.feedback import Fail, describe_error, emit, failed_parts
+from fastpath_lib.grading.feedback import Fail, describe_error, graded
 from fastpath_lib.grading.registry import Result, points_of
 
 __all__ = ["check_contract_tests", "CATEGORIES", "install", "variants", "inspection"]
@@ -277,6 +277,14 @@ def shuffled_outcomes(tests, kit_op, exercise: str) -> dict[str, list]:
     return out
 
 
+def first_errors(outcomes: dict[str, list]):
+    """``first(variant)`` over :func:`shuffled_outcomes`'s answer: the first error the tests raised on any run of the
+    variant (``None``: they passed on every run), what :func:`broken_op_results` takes."""
+    def first(variant):
+        return next((e for e in outcomes.get(variant, [None]) if e is not None), None)
+    return first
+
+
 def broken_op_results(exercise: str, first, controls, broken: dict[str, int], what: dict[str, str],
                       passing: str) -> list[Result]:
     """The parts of tests graded by broken ops: ``passes_correct_ops``, then one per category of ``broken``
@@ -309,10 +317,7 @@ def broken_op_results(exercise: str, first, controls, broken: dict[str, int], wh
 
 def _grade(tests, kit_op) -> list[Result]:
     if remote.is_proxy(tests):
-        outcomes = _remote_outcomes(tests, kit_op)
-
-        def first(variant):
-            return next((e for e in outcomes.get(variant, [None]) if e is not None), None)
+        first = first_errors(_remote_outcomes(tests, kit_op))
     else:
         kit_op = _kit_op_given(kit_op)
         impls = {"kit": kit_op, "torch": F.rms_norm} | {f"{c}:{i}": fn for c, fns in BROKEN.items()
@@ -327,8 +332,4 @@ def _grade(tests, kit_op) -> list[Result]:
 
 def check_contract_tests(my_contract_tests, kit_op, *, show: bool = True):
     """``my_contract_tests(op)`` passes on the kit's op and on ``F.rms_norm`` and catches every broken op."""
-    try:
-        results = _grade(my_contract_tests, kit_op)
-    except Exception as exc:  # noqa: BLE001 - a learner's bug must become feedback, never a crash
-        results = failed_parts("ex09", _PARTS, exc)
-    return emit(results, show)
+    return graded("ex09", _PARTS, _grade, my_contract_tests, kit_op, show=show)

@@ -43,8 +43,8 @@ import torch
 
 from fastpath_lib.grading import borrowed, remote, sources
 from fastpath_lib.grading import fused_mutants as M
-from fastpath_lib.grading.ex09_contract import broken_op_results, inspection, shuffled_outcomes
-from fastpath_lib.grading.feedback import Fail, describe_error, emit, failed_parts
+from fastpath_lib.grading.ex09_contract import broken_op_results, first_errors, inspection, shuffled_outcomes
+from fastpath_lib.grading.feedback import Fail, describe_error, graded
 from fastpath_lib.grading.registry import Result, points_of
 
 __all__ = ["check_overlaps", "check_inplace_tests", "install", "overlap_cases", "expected_overlap", "copied_lines",
@@ -202,11 +202,7 @@ def _grade_overlaps(fn) -> list[Result]:
 
 def check_overlaps(overlaps, *, show: bool = True):
     """``overlaps(a, b)`` says ``True`` for tensors that share memory, ``False`` for tensors whose bytes are apart."""
-    try:
-        results = _grade_overlaps(overlaps)
-    except Exception as exc:  # noqa: BLE001 - a learner's bug must become feedback, never a crash
-        results = failed_parts("ex12", ("overlaps",), exc)
-    return emit(results, show)
+    return graded("ex12", ("overlaps",), _grade_overlaps, overlaps, show=show)
 
 
 # --- part (b): the contract tests -------------------------------------------------------------------------------------
@@ -357,10 +353,7 @@ def _grade_tests(tests, kit_op) -> list[Result]:
     if problem:
         raise Fail(problem)
     if remote.is_proxy(tests):
-        outcomes = shuffled_outcomes(tests, kit_op, "ex12")
-
-        def first(variant):
-            return next((e for e in outcomes.get(variant, [None]) if e is not None), None)
+        first = first_errors(shuffled_outcomes(tests, kit_op, "ex12"))
     else:
         known = M.impls() | {"kit": kit_op}
 
@@ -373,8 +366,4 @@ def _grade_tests(tests, kit_op) -> list[Result]:
 
 def check_inplace_tests(my_inplace_tests, kit_op, *, show: bool = True):
     """``my_inplace_tests(op_)`` passes on correct in-place fused ops and raises on each broken one."""
-    try:
-        results = _grade_tests(my_inplace_tests, kit_op)
-    except Exception as exc:  # noqa: BLE001 - a learner's bug must become feedback, never a crash
-        results = failed_parts("ex12", _PARTS, exc)
-    return emit(results, show)
+    return graded("ex12", _PARTS, _grade_tests, my_inplace_tests, kit_op, show=show)

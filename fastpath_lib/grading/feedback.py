@@ -109,6 +109,16 @@ def failed_parts(exercise: str, names, exc: BaseException) -> list[Result]:
     return [Result(exercise, n, points_of(exercise, n), False, fb) for n in names]
 
 
+def graded(exercise: str, names, grade, *args, show: bool = True):
+    """:func:`emit` what ``grade(*args)`` returns (a list of :class:`Result`); an exception, the learner's bug or a
+    :class:`Fail`, becomes the feedback of every part in ``names``, never a crash."""
+    try:
+        results = grade(*args)
+    except Exception as exc:  # noqa: BLE001 - a learner's bug must become feedback, never a crash
+        results = failed_parts(exercise, names, exc)
+    return emit(results, show)
+
+
 def call(fn, *args):
     """Call learner code; a ``None`` result is a failure (the stub returned nothing)."""
     if not callable(fn):
