@@ -125,11 +125,18 @@ def test_boundary_plot_labels_the_shape_run_and_draws_the_threshold():
     rows += [_row("full_case", p, 1.0, rows=1, cols=4096, route="fallback", gpu=False)
              for p in ("baseline", "dispatched")]
     df = pd.DataFrame(rows, columns=CSV_COLUMNS)
-    ax = bench.boundary_plot(df, env={"gpu_measurement": False, "interpreter": True}).axes[0]
+    env = {"gpu_measurement": False, "interpreter": True, "declared_cases": ["full_case", "quick_case"]}
+    ax = bench.boundary_plot(df, env=env).axes[0]
     texts = _texts(ax)
-    assert "quick_case (ran 16x256)" in texts and "full_case" in texts
+    key = next(t for t in texts if "\n" in t).splitlines()  # numbered in the declared order
+    assert [k.split() for k in key] == [["1", "full_case"], ["2", "quick_case", "(ran", "16x256)"]]
+    assert sorted(t for t in texts if "\n" not in t) == ["1", "2"]  # the numbers at the points
     lines = [ln for ln in ax.get_lines() if ln.get_label().startswith("row threshold")]
     assert len(lines) == 1 and list(lines[0].get_xdata()) == [8, 8]
+    # a recorded region wins over the rule for RMSNorm's older folders
+    ax = bench.boundary_plot(df, env=dict(env, region={"min_rows": 4, "max_cols": 512, "source": "x"})).axes[0]
+    lines = [ln for ln in ax.get_lines() if ln.get_label().startswith("row threshold")]
+    assert list(lines[0].get_xdata()) == [4, 4] and ax.patches[0].get_height() == 511
     assert "rows" in ax.get_xlabel() and "columns" in ax.get_ylabel()
 
 

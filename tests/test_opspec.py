@@ -117,8 +117,12 @@ def test_a_registered_op_gets_a_quick_matrix_plot_and_results_folder(softmax_op,
     if not is_gpu_measurement(df, env):  # CPU: no win or loss is read
         assert by[("narrow_fp32", "dispatched")].observed == UNMEASURED
         assert by[("wide_fp16", "dispatched")].observed == FALLBACK
+    assert env["region"] == {"min_rows": 1, "max_cols": MAX_SOFTMAX_COLS, "source": ""}  # from spec.limits
     fig = boundary_plot(df, env=env)
-    assert "row_softmax_test over torch.softmax" in fig.axes[0].get_title()
+    ax = fig.axes[0]
+    assert "row_softmax_test over torch.softmax" in ax.get_title()
+    assert [p.get_height() for p in ax.patches] == [MAX_SOFTMAX_COLS - 1]  # its region, no row threshold line
+    assert not [ln for ln in ax.get_lines() if ln.get_label().startswith("row threshold")]
 
     out = tmp_path / "softmax"
     assert cli.bench_main(["--op", "row_softmax_test", "--quick", "--out", str(out)]) == 0

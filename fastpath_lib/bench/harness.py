@@ -36,11 +36,11 @@ from fastpath_lib.bench.workload import compile_cost, compiled_facts, replay
 from fastpath_lib.bench.analysis import classify
 from fastpath_lib.bench.host import measure_host
 from fastpath_lib.bench.matrix import BenchCase, load_cases
-from fastpath_lib.bench.metadata import environment
+from fastpath_lib.bench.metadata import environment, region
 from fastpath_lib.bench.schema import CSV_COLUMNS, NOT_GPU, empty_row, measurement_label
 from fastpath_lib.bench.timing import (bytes_moved, copy_bandwidth, count_launches, gpu_measurement, quantile,
                                        settings_for, time_callable)
-from fastpath_lib.rmsnorm.predicate import PREDICATE, default_eps
+from fastpath_lib.rmsnorm.predicate import PREDICATE, default_eps, limits_for
 
 __all__ = ["PROVIDERS", "CSV_COLUMNS", "LAUNCHER_NEEDS", "launcher_unsupported", "measure_case", "run_matrix",
            "matrix_environment"]
@@ -243,6 +243,7 @@ def matrix_environment(settings: dict, *, copy_gbps: float, copy_label: str, pro
     env["gpu_measurement"] = gpu
     env["measurement_label"] = measurement_label(env)
     env["declared_cases"] = list(declared)
+    env["region"] = region(limits_for(runtime.kernel_device()))
     return env
 
 

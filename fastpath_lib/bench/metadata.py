@@ -99,3 +99,20 @@ def environment(harness: dict | None = None) -> dict:
         env["sm_count"] = props.multi_processor_count
     env["measurement_label"] = measurement_label(env)
     return env
+
+
+def region(limits) -> dict | None:
+    """What ``environment.json`` records as ``region``: the size limits the dispatch applied in this run (rows at least
+    ``min_rows``, at most ``max_cols`` columns) and where the row threshold came from; the boundary plot draws it.
+    ``limits`` is what an op's ``OpSpec.limits(device)`` returns: read for ``max_cols`` (``None`` without one: nothing
+    recorded), ``min_rows`` (1 without one) and ``source``.
+
+    >>> from fastpath_lib.rmsnorm.limits import Limits
+    >>> region(Limits(min_rows=8))
+    {'min_rows': 8, 'max_cols': 16384, 'source': 'interpreter'}
+    """
+    max_cols = getattr(limits, "max_cols", None)
+    if max_cols is None:
+        return None
+    return {"min_rows": int(getattr(limits, "min_rows", 1)), "max_cols": int(max_cols),
+            "source": str(getattr(limits, "source", ""))}

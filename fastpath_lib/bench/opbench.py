@@ -25,7 +25,7 @@ import torch
 
 from fastpath_lib import runtime
 from fastpath_lib.bench.analysis import classify
-from fastpath_lib.bench.metadata import environment
+from fastpath_lib.bench.metadata import environment, region
 from fastpath_lib.bench.schema import empty_row, measurement_label
 from fastpath_lib.bench.timing import gpu_measurement, quantile, settings_for, time_callable
 from fastpath_lib.cases import CaseSpec
@@ -99,6 +99,8 @@ def op_environment(spec: OpSpec, cases: list[OpCase], settings: dict, gpu: bool)
     env["declared_cases"] = [c.id for c in cases]
     if spec.note:
         env["op_note"] = spec.note
+    if spec.limits is not None:
+        env["region"] = region(spec.limits(runtime.kernel_device()))
     return env
 
 

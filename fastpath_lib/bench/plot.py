@@ -11,7 +11,7 @@ from fastpath_lib.bench.analysis import boundary_table
 from fastpath_lib.bench.schema import NOT_GPU, is_gpu_measurement, matrix_rows, measurement_label
 from fastpath_lib.rmsnorm.predicate import CUDA_MIN_ROWS, DEFAULT_CUDA_MIN_ROWS, INTERPRETER_MIN_ROWS, MAX_COLS
 
-__all__ = ["boundary_plot", "min_rows_for"]
+__all__ = ["boundary_plot", "min_rows_for", "region_of"]
 
 
 def min_rows_for(env: dict | None, gpu: bool) -> int:
@@ -30,19 +30,40 @@ def min_rows_for(env: dict | None, gpu: bool) -> int:
     return CUDA_MIN_ROWS.get(cap, DEFAULT_CUDA_MIN_ROWS)
 
 
+def region_of(env: dict | None, gpu: bool) -> tuple[int, int] | None:
+    """``(min_rows, max_cols)`` of the region a run dispatched on: what its ``environment.json`` recorded as ``region``
+    (any op whose spec gives limits); for an RMSNorm folder written before the record, the threshold recorded for its
+    architecture (:func:`min_rows_for`) and :data:`MAX_COLS`; else ``None`` (no region drawn).
+
+    >>> region_of({"op": "x", "region": {"min_rows": 8, "max_cols": 4096}}, gpu=False)
+    (8, 4096)
+    >>> region_of({"op": "another_op"}, gpu=False) is None
+    True
+    """
+    env = env or {}
+    recorded = env.get("region")
+    if isinstance(recorded, dict) and recorded.get("min_rows") and recorded.get("max_cols"):
+        return int(recorded["min_rows"]), int(recorded["max_cols"])
+    if env.get("op", "rms_norm") == "rms_norm":
+        return min_rows_for(env, gpu), MAX_COLS
+    return None
+
+
 def boundary_plot(df: pd.DataFrame, ax=None, *, env: dict | None = None):
     """Speed-up over the baseline across row count and row width, with the eligibility region drawn.
 
     Args:
         df: results (classified or not).
-        ax: a matplotlib Axes to draw into (default: a new Figure, no pyplot state, so it works headless).
-        env: the environment dict (decides the title label and which row threshold to draw).
+        ax: a matplotlib Axes to draw into (default: a new Figure, no pyplot state, so it works headless; the key is
+            drawn to the right of the axes, so leave room there).
+        env: the environment dict (decides the title label and the region drawn, :func:`region_of`).
 
     Returns:
         the matplotlib ``Figure``.
 
-    Each case is labelled with its id and, where the run used another shape than the declared one (``--quick``),
-    the shape it ran; the row threshold that applied is drawn as a vertical line.
+    Each point is numbered; the key beside the plot names its case and, where the run used another shape than the
+    declared one (``--quick``), the shape it ran. Cases within a quarter octave of each other share one number list.
+    The row threshold that applied is drawn as a vertical line.
 
     Note:
         For CPU / interpreter data no ratio is drawn: the markers show the routes only and the title says "not a GPU
@@ -56,19 +77,21 @@ def boundary_plot(df: pd.DataFrame, ax=None, *, env: dict | None = None):
     table = boundary_table(df)
     gpu = is_gpu_measurement(df, env)
     if ax is None:
-        fig = Figure(figsize=(10, 6.5))
+        fig = Figure(figsize=(11.5, 6.5))
+        fig.subplots_adjust(left=0.08, right=0.66, top=0.9, bottom=0.1)
         ax = fig.add_subplot(1, 1, 1)
     else:
         fig = ax.figure
-    min_rows = min_rows_for(env, gpu)
+    region = region_of(env, gpu)
+    min_rows, max_cols = region or (1, 16)
     rows_max = max([*table["rows"].tolist(), min_rows * 4]) * 2 if len(table) else 1 << 16
-    cols_max = max([*table["cols"].tolist(), MAX_COLS]) * 2 if len(table) else 1 << 16
+    cols_max = max([*table["cols"].tolist(), max_cols]) * 2 if len(table) else 1 << 16
     op, baseline = env.get("op", "rms_norm"), env.get("baseline", "F.rms_norm")
-    region = op == "rms_norm"  # the region and threshold drawn are RMSNorm's; another op's plot shows its routes
     if region:
-        ax.add_patch(Rectangle((min_rows, 1), rows_max - min_rows, MAX_COLS - 1, facecolor="tab:green", alpha=0.08,
+        ax.add_patch(Rectangle((min_rows, 1), rows_max - min_rows, max_cols - 1, facecolor="tab:green", alpha=0.08,
                                edgecolor="tab:green", linestyle="--",
-                               label=f"eligible: rows >= {min_rows}, cols <= {MAX_COLS} (+ dtype/stride/alignment)"))
+                               label=f"eligible: rows >= {min_rows}, cols <= {max_cols} (+ the predicate's other "
+                                     "conditions)"))
     sp = table["speedup_dispatched"].astype(float).to_numpy()
     logs = np.log2(np.where(np.isfinite(sp) & (sp > 0), sp, 1.0))
     lim = max(1.0, float(np.nanmax(np.abs(logs))) if len(logs) else 1.0)
@@ -78,25 +101,28 @@ def boundary_plot(df: pd.DataFrame, ax=None, *, env: dict | None = None):
         if m.any():
             sc = ax.scatter(table["rows"][m], table["cols"][m], c=logs[m], cmap="coolwarm_r", vmin=-lim, vmax=lim,
                             marker=marker, s=90, edgecolors="black", label=f"route: {route}")
-    if region:
+    if region and min_rows > 1:
         ax.axvline(min_rows, color="tab:green", linewidth=2, label=f"row threshold: {min_rows} rows")
     declared = _declared_shapes(df)
     spots: dict[tuple, list] = {}  # cases in the same quarter-octave share one label
-    for r in table.itertuples():
+    key = []
+    order = {c: i for i, c in enumerate(env.get("declared_cases") or [])}  # numbered as the matrix declares them
+    ranked = sorted(table.itertuples(), key=lambda r: order.get(r.case_id, len(order)))
+    for n, r in enumerate(ranked, start=1):
         run = f"{r.rows}x{r.cols}"
-        text = r.case_id if declared.get(r.case_id, run) == run else f"{r.case_id} (ran {run})"
+        key.append(f"{n:>2}  " + (r.case_id if declared.get(r.case_id, run) == run else f"{r.case_id} (ran {run})"))
         spot = (round(4 * np.log2(max(r.rows, 1))), round(4 * np.log2(max(r.cols, 1))))
-        spots.setdefault(spot, [r.rows, r.cols, []])[2].append(text)
-    for rows, cols, texts in spots.values():
-        top = cols * 4 >= cols_max  # near the top: a level label to the left, clear of the title
-        right = top or rows * 4 > rows_max  # near the right edge: label to the left of the point
-        level = right or len(texts) > 1
-        ax.annotate("\n".join(texts), (rows, cols), fontsize=8, rotation=0 if level else 25,
-                    rotation_mode="anchor", ha="right" if right else "left",
-                    va="center" if top else "top" if level else "baseline",
-                    xytext=(-8 if right else 6, 0 if top else -6 if level else 5), textcoords="offset points")
+        spots.setdefault(spot, [r.rows, r.cols, []])[2].append(str(n))
+    for rows, cols, numbers in spots.values():
+        lines = [",".join(numbers[i:i + 3]) for i in range(0, len(numbers), 3)]  # short lines: clear of neighbours
+        one = len(lines) == 1  # one line above-right of the point; a block of lines below-right, clear of the title
+        ax.annotate(",\n".join(lines), (rows, cols), fontsize=9, fontweight="bold", ha="left",
+                    va="bottom" if one else "top", xytext=(5, 4 if one else -6), textcoords="offset points")
+    if key:
+        ax.text(1.02, 1.0, "\n".join(key), transform=ax.transAxes, fontsize=8, family="monospace", va="top",
+                ha="left")
     if sc is not None and gpu:
-        cb = fig.colorbar(sc, ax=ax)
+        cb = fig.colorbar(sc, ax=ax, orientation="horizontal", fraction=0.05, pad=0.12)
         cb.set_label("log2(baseline time / dispatched time)", fontsize=10)
     ax.set_xscale("log", base=2)
     ax.set_yscale("log", base=2)
