@@ -155,6 +155,10 @@ class OpSpec:
             replay (:func:`fastpath_lib.bench.workload.replay`) runs a small decoder whose every norm is such a step,
             once with ``function`` and once with the first baseline (``None``: the replay says the spec does not
             declare it).
+        calls_per_forward: ``calls_per_forward(layers)`` -> how many times one forward of a ``layers``-layer pre-norm
+            decoder calls ``function`` (the serving trace's counts, :func:`fastpath_lib.bench.trace.serving_trace`);
+            ``None``: ``2 * layers + 1``, a norm before attention and before the MLP in every layer and one before the
+            LM head.
     """
 
     name: str
@@ -180,6 +184,7 @@ class OpSpec:
     pr_text: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     specialization: Callable[[int, int, Any], Mapping[str, Any] | None] | None = None
     decoder_step: Callable[..., tuple] | None = None
+    calls_per_forward: Callable[[int], int] | None = None
 
     def __post_init__(self):
         if not self.name or not self.name.replace("_", "").isalnum():

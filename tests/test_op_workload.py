@@ -47,7 +47,7 @@ THIRD = dataclasses.replace(
     baselines={"F.normalize": _spy("baseline", L2.baselines["F.normalize"])}, fast=_spy("fast", l2_normalize),
     cases=[*L2.cases, opspec.OpCase("mid", 32, 96, "float32", "win", "a second width class", quick=(8, 96)),
            opspec.OpCase("narrow16", 16, 64, "float16", "win", "the narrow class again", quick=(4, 64))],
-    specialization=_binary, decoder_step=_step)
+    specialization=_binary, decoder_step=_step, calls_per_forward=lambda layers: layers + 3)
 
 
 @pytest.fixture
@@ -102,6 +102,21 @@ def test_trace_replay_times_the_ops_function_against_its_baseline(third):
     assert NOT_GPU in tot["label"] and tot["calls"] == 33
     if not gpu_measurement():
         assert df.status[0].startswith("not measured") and df.status[1] == "ok" and tot["measured_calls"] == 3
+
+
+def test_serving_trace_counts_the_ops_own_calls_per_forward(third, tmp_path):
+    def counts(spec):
+        return [c.count for c in trace.serving_trace(layers=4, prompt_tokens=8, decode_steps=3, spec=spec)]
+    assert counts(None) == counts(opspec.get("rms_norm")) == [9, 27]  # 2 * layers + 1: no field, the default
+    assert counts(opspec.get("fused_add_rms_norm")) == [8, 24]  # layer 0's input norm has no residual yet
+    assert counts(third) == [7, 21]
+    # the evidence run's replay step counts the op's calls (32 layers, 1 prefill + 128 decode forwards)
+    from fastpath_lib.bench.evidence_steps import op_replay
+    from fastpath_lib.bench.step_process import StepContext
+    import time
+    op_replay(StepContext(out=tmp_path, budget_s=60, started=time.monotonic(), op=third.name))
+    saved = json.loads((tmp_path / "ops" / third.name / "replay.json").read_text())
+    assert saved["trace"]["totals"]["calls"] == (32 + 3) * 129
 
 
 def test_decoder_replay_puts_the_op_where_the_norms_are(third):

@@ -321,7 +321,7 @@ def op_replay(ctx: StepContext):
 
     spec = opspec.get(ctx.op)
     res = run(spec=spec, quick=True)
-    table = replay_trace(serving_trace(), spec=spec, quick=True)
+    table = replay_trace(serving_trace(spec=spec), spec=spec, quick=True)
     res["trace"] = {"rows": table.to_dict("records"), "totals": table.attrs["totals"]}
     ctx.write_json(f"ops/{spec.name}/replay.json", res)
     decoder = f"logits agree: {res['logits_close']}" if "logits_close" in res else res["note"]

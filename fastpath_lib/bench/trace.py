@@ -7,8 +7,8 @@ generated token). :func:`serving_trace` writes such a trace down from the model'
 final one per forward); :func:`replay_trace` times each distinct call once, for an operator's first baseline and its
 dispatched function side by side (:class:`~fastpath_lib.opspec.OpSpec`; default RMSNorm: ``F.rms_norm`` and
 ``fastpath_lib.rms_norm``), and weights by the count. An op that adds the residual before the norm (fused residual-add
-+ RMSNorm) sits at the same places of the model, so the same trace serves it (vLLM's first norm of the first layer
-has no residual yet: one call per forward is the plain norm there).
++ RMSNorm) sits at the same places of the model, less one: vLLM's first norm of the first layer has no residual yet,
+so that call is the plain norm. Its spec says so (``OpSpec.calls_per_forward``), and the trace counts its calls.
 
 The totals are sums of the rows they summarize (``calls x time per call``), so the shares add up to 100 % and no
 part can exceed the whole. On a CPU, rows whose route is the Triton kernel run in the interpreter and are *not
@@ -18,6 +18,8 @@ GPU host. Times in microseconds.
 
 >>> [(c.phase, c.rows, c.count) for c in serving_trace(layers=2, prompt_tokens=16, decode_steps=4)]
 [('prefill', 16, 5), ('decode', 1, 20)]
+>>> [c.count for c in serving_trace(layers=2, prompt_tokens=16, decode_steps=4, spec=opspec.get("fused_add_rms_norm"))]
+[4, 16]
 """
 
 from __future__ import annotations
@@ -56,17 +58,20 @@ class TraceCall:
 
 
 def serving_trace(*, hidden: int = 4096, layers: int = 32, batch: int = 1, prompt_tokens: int = 512,
-                  decode_steps: int = 128, dtype: torch.dtype = torch.bfloat16) -> list[TraceCall]:
-    """The RMSNorm calls of serving ``batch`` requests: one prefill forward, then ``decode_steps`` decode forwards.
+                  decode_steps: int = 128, dtype: torch.dtype = torch.bfloat16,
+                  spec: opspec.OpSpec | None = None) -> list[TraceCall]:
+    """The calls of ``spec``'s op (default RMSNorm) in serving ``batch`` requests: one prefill forward, then
+    ``decode_steps`` decode forwards.
 
-    Each forward calls the norm ``2 * layers + 1`` times (before attention and before the MLP in every layer, and
-    once before the LM head). Defaults: a Llama-2-7B-like shape (hidden 4096, 32 layers), one request of 512 prompt
-    tokens and 128 generated tokens, bf16.
+    Each forward calls RMSNorm ``2 * layers + 1`` times (before attention and before the MLP in every layer, and
+    once before the LM head); another op's spec gives its own count (``OpSpec.calls_per_forward``). Defaults: a
+    Llama-2-7B-like shape (hidden 4096, 32 layers), one request of 512 prompt tokens and 128 generated tokens, bf16.
 
     Returns:
         one :class:`TraceCall` per distinct call (prefill: ``batch * prompt_tokens`` rows; decode: ``batch`` rows).
     """
-    per_forward = 2 * layers + 1
+    count = spec.calls_per_forward if spec is not None and spec.calls_per_forward is not None else None
+    per_forward = count(layers) if count else 2 * layers + 1
     return [TraceCall("prefill", batch * prompt_tokens, hidden, dtype, per_forward),
             TraceCall("decode", batch, hidden, dtype, per_forward * decode_steps)]
 

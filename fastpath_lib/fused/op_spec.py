@@ -231,6 +231,9 @@ SPEC = OpSpec(
     kernels=specializations,
     specialization=forward_binary,
     decoder_step=lambda fn, delta, residual, weight, eps: fn(delta, residual, weight, eps),
+    # vLLM's Llama: every norm but layer 0's input norm (no residual yet: the plain norm) adds the residual, the LM
+    # head's norm included
+    calls_per_forward=lambda layers: 2 * layers,
     title="Fused residual-add + RMSNorm: one Triton pass behind an eligibility predicate (vLLM's contract)",
     case_spec=FusedCaseSpec,
     bytes_models={"unfused_eager": unfused_bytes, COMPILED: fused_bytes, "add_then_kit_rms_norm": unfused_bytes,
