@@ -590,7 +590,11 @@ def test_pr_note_of_a_simulated_gpu_evidence_folder(tmp_path):
     (tmp_path / "replay.json").write_text(json.dumps({
         "layers": 4, "dim": 4096, "batch": 8, "seq": 512, "dtype": "bfloat16", "logits_close": True,
         "gpu_measurement": True, "label": "GPU measurement", "e2e_baseline_us": 1000.0, "e2e_fastpath_us": 950.0,
-        "norm_share_baseline": 0.1}))
+        "norm_share_baseline": 0.1, "trace": {
+            "rows": [{"phase": "prefill", "shape": "512x4096", "calls": 64, "route": "triton"},
+                     {"phase": "decode", "shape": "1x4096", "calls": 8192, "route": "fallback"}],
+            "totals": {"calls": 8256, "measured_calls": 8256, "complete": True, "gpu_measurement": True,
+                       "baseline_total_us": 30000.0, "dispatched_total_us": 29000.0, "label": "GPU measurement"}}}))
     (tmp_path / "compile_cost.json").write_text(json.dumps({
         "specializations": 3, "compiles": True, "per_specialization": [], "total_compile_s": 3.0,
         "max_compile_s": 1.5, "cache_bytes": 2 ** 20}))
@@ -610,6 +614,13 @@ def test_pr_note_of_a_simulated_gpu_evidence_folder(tmp_path):
     assert "host_a 1.05x" in note and "all within the target" in note
     assert "| host_eligible |" in note and "| launcher |" in note
     assert "End-to-end 1000 us -> 950 us" in note
+    assert "Serving trace (8,256 calls): prefill 512x4096 x 64 (triton); decode 1x4096 x 8,192 (fallback)." in note
+    assert "Total over the trace: 30,000 us with F.rms_norm -> 29,000 us dispatched" in note
+    replay = json.loads((tmp_path / "replay.json").read_text())  # one row unmeasured: no total claimed
+    replay["trace"]["totals"].update(complete=False, measured_calls=8192)
+    (tmp_path / "replay.json").write_text(json.dumps(replay))
+    note = bench.pr_note(tmp_path)
+    assert "Total over" not in note and "8,192 of 8,256 calls measured" in note and "no total is claimed" in note
     assert "JIT compile: 3.00 s in total" in note
     assert "Evidence step `sanitizer` skipped: compute-sanitizer not found" in note
     assert "**loss** (1): syn_loss" in note

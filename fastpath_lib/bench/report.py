@@ -337,6 +337,24 @@ def workload(ev: Evidence) -> list[str]:
     else:
         L.append(f"End-to-end and norm-share timings recorded in replay.json are {NOT_GPU}; no end-to-end gain is "
                  "claimed.")
+    return L + _trace_lines(replay.get("trace"), ev)
+
+
+def _trace_lines(trace: dict | None, ev: Evidence) -> list[str]:
+    """The serving trace an op's replay recorded (``replay.json``'s ``trace``: rows and totals of
+    :func:`fastpath_lib.bench.trace.replay_trace`): its calls, and the totals only where every row is a GPU
+    measurement (a partial total would understate the whole)."""
+    if not trace or not trace.get("rows"):
+        return []
+    tot = trace.get("totals", {})
+    calls = "; ".join(f"{r['phase']} {r['shape']} x {r['calls']:,} ({r['route']})" for r in trace["rows"])
+    L = ["", f"Serving trace ({tot.get('calls', 0):,} calls): {calls}."]
+    if tot.get("gpu_measurement") and tot.get("complete"):
+        L.append(f"Total over the trace: {fmt(tot['baseline_total_us'], ',.0f')} us with {ev.baseline} -> "
+                 f"{fmt(tot['dispatched_total_us'], ',.0f')} us dispatched ({tot.get('label', '')}).")
+    else:
+        L.append(f"Trace totals: {tot.get('measured_calls', 0):,} of {tot.get('calls', 0):,} calls measured, "
+                 f"{tot.get('label') or NOT_GPU}; no total is claimed.")
     return L
 
 
