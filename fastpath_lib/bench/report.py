@@ -341,9 +341,8 @@ def workload(ev: Evidence) -> list[str]:
 
 
 def _trace_lines(trace: dict | None, ev: Evidence) -> list[str]:
-    """The serving trace an op's replay recorded (``replay.json``'s ``trace``: rows and totals of
-    :func:`fastpath_lib.bench.trace.replay_trace`): its calls, and the totals only where every row is a GPU
-    measurement (a partial total would understate the whole)."""
+    """The serving trace in ``replay.json`` (:func:`~fastpath_lib.bench.trace.replay_trace`'s rows and totals): its
+    calls, and the total only where every row is a GPU measurement (a partial total would understate the whole)."""
     if not trace or not trace.get("rows"):
         return []
     tot = trace.get("totals", {})
