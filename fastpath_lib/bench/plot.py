@@ -83,7 +83,7 @@ def boundary_plot(df: pd.DataFrame, ax=None, *, env: dict | None = None):
     else:
         fig = ax.figure
     region = region_of(env, gpu)
-    min_rows, max_cols = region or (1, 16)
+    min_rows, max_cols = region or (1, 16)  # no region: the axes' own floor (16 columns, the y axis starts there)
     rows_max = max([*table["rows"].tolist(), min_rows * 4]) * 2 if len(table) else 1 << 16
     cols_max = max([*table["cols"].tolist(), max_cols]) * 2 if len(table) else 1 << 16
     op, baseline = env.get("op", "rms_norm"), env.get("baseline", "F.rms_norm")

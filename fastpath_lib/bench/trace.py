@@ -70,7 +70,7 @@ def serving_trace(*, hidden: int = 4096, layers: int = 32, batch: int = 1, promp
     Returns:
         one :class:`TraceCall` per distinct call (prefill: ``batch * prompt_tokens`` rows; decode: ``batch`` rows).
     """
-    count = spec.calls_per_forward if spec is not None and spec.calls_per_forward is not None else None
+    count = spec.calls_per_forward if spec is not None else None
     per_forward = count(layers) if count else 2 * layers + 1
     return [TraceCall("prefill", batch * prompt_tokens, hidden, dtype, per_forward),
             TraceCall("decode", batch, hidden, dtype, per_forward * decode_steps)]
