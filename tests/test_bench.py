@@ -326,6 +326,12 @@ def test_tiny_end_to_end_bench_run(tmp_path, capsys):
         samples = json.loads(r.samples_us)
         assert len(samples) >= 5 and all(s > 0 for s in samples)
         assert r.q20_us <= r.median_us <= r.q80_us and not math.isnan(r.gbps)
+    if fastpath_lib.runtime.interpreter_enabled():  # counted once per provider call by the interpreter's checker
+        counted = ok.set_index("provider")
+        assert counted.loc["triton", "counted_bytes"].tolist() == counted.loc["triton", "bytes_moved"].tolist()
+        assert (counted.loc["triton", "oob_accesses"] == 0).all() and (counted.loc["triton", "launches_per_call"]
+                                                                       == 1).all()
+        assert counted.loc[["baseline", "dispatched"], "counted_bytes"].isna().all()  # no Triton launch: no count
     host = raw[raw.family == HOST_FAMILY]
     assert {"host_decode_m1_fp16", "host_decode_m1_bf16_w32", "host_batch_4x2048_fp32",
             "host_transposed_64x64"} <= set(host.case_id)

@@ -71,6 +71,13 @@ def test_quick_matrix_times_every_baseline_with_the_bytes_of_its_implementation(
     assert by[(PREFILL, "dispatched")].route == "triton" and by[(PREFILL, "triton")].status == "ok"
     assert by[(PREFILL, "triton")].bytes_moved == by[(PREFILL, "dispatched")].bytes_moved == _passes_bytes(8, 128, 4, 2)
     assert "saves 2048 bytes against unfused_eager" in by[(PREFILL, "triton")].note  # one pass of 8 x 128 fp16
+    if fastpath_lib.runtime.interpreter_enabled():  # the fused kernel counted at 4 passes plus the weight, one launch
+        for p in ("triton", "dispatched"):
+            r = by[(PREFILL, p)]
+            assert (r.counted_bytes, r.oob_accesses, r.launches_per_call) == (_passes_bytes(8, 128, 4, 2), 0, 1)
+        kit = by[(PREFILL, "add_then_kit_rms_norm")]  # the eager add is no Triton launch: only the norm is counted
+        assert (kit.counted_bytes, kit.launches_per_call) == (_passes_bytes(8, 128, 2, 2), 1)
+        assert by[(PREFILL, "baseline")].counted_bytes != by[(PREFILL, "baseline")].counted_bytes  # NaN: no Triton
     assert by[(PREFILL, "triton")].gbps == pytest.approx(by[(PREFILL, "triton")].bytes_moved
                                                           / by[(PREFILL, "triton")].median_us / 1e3)
     if not is_gpu_measurement(df, env):

@@ -8,6 +8,9 @@ Providers (:data:`PROVIDERS`):
 * ``dispatched`` — :func:`fastpath_lib.rms_norm`, predicate included: what users get;
 * ``compiled`` — ``torch.compile`` of the reference (compile time recorded separately, excluded from the samples).
 
+Off CUDA, each provider's call that launches Triton kernels runs once more, untimed, under the interpreter's traffic
+checker (:mod:`fastpath_lib.bench.mechanism`): counted bytes, out-of-bounds lanes and launches per call.
+
 A ``backward`` case times forward+backward of each provider (``torch.autograd.grad`` of the output, or the two
 launchers back to back), so the providers do the same work. Every repetition takes the next of several freshly drawn
 random input sets (never zeros), so a small case is not flattered by finding its inputs in cache. Timers:
@@ -36,6 +39,7 @@ from fastpath_lib.bench.workload import compile_cost, compiled_facts, replay
 from fastpath_lib.bench.analysis import classify
 from fastpath_lib.bench.host import measure_host
 from fastpath_lib.bench.matrix import BenchCase, load_cases
+from fastpath_lib.bench.mechanism import count_call
 from fastpath_lib.bench.metadata import environment, region
 from fastpath_lib.bench.schema import CSV_COLUMNS, NOT_GPU, empty_row, measurement_label
 from fastpath_lib.bench.timing import (bytes_moved, copy_bandwidth, count_launches, gpu_measurement, quantile,
@@ -210,6 +214,9 @@ def measure_case(case: BenchCase, *, quick: bool = False, settings: dict | None 
                 compile_s = time.perf_counter() - t0
             res = time_callable(fn, settings)
             launches, lnote = count_launches(fn)
+            counted = dict(launches_per_call=launches, launches_note=lnote)
+            if provider != "compiled":  # once more, outside the timed loop: the interpreter's count (CPU only)
+                counted.update(count_call(fn))
         except Exception as exc:
             out.append(_row(case, provider, quick, gpu, status="error", note=f"{type(exc).__name__}: {exc}"[:500],
                             **common))
@@ -224,7 +231,7 @@ def measure_case(case: BenchCase, *, quick: bool = False, settings: dict | None 
                         q80_us=quantile(s, 0.8), mean_us=sum(s) / len(s), min_us=min(s),
                         samples_us=json.dumps([round(v, 4) for v in s]), gbps=gbps,
                         pct_copy_bw=100 * gbps / copy_gbps if copy_gbps and not math.isnan(copy_gbps) else math.nan,
-                        launches_per_call=launches, launches_note=lnote, compile_s=compile_s, **common))
+                        compile_s=compile_s, **counted, **common))
         if log:
             log(f"  {provider:<10} median {med:.4g} us  [{quantile(s, 0.2):.4g}, {quantile(s, 0.8):.4g}]  "
                 f"route={route}")

@@ -12,7 +12,9 @@ tolerance, output by output for an op returning a tuple (a bitwise output has ``
 as they were (a call that mutates its inputs cannot be timed honestly on rotating input sets). Each baseline is
 checked too; a baseline that departs from the contract is timed and says so in its note (it is a comparison point,
 not the contract). Each row carries the bytes of its own implementation (:meth:`~fastpath_lib.opspec.OpSpec.
-bytes_for`), so GB/s and the bytes a fusion saves read off the table.
+bytes_for`), so GB/s and the bytes a fusion saves read off the table; off CUDA, a call that launches Triton kernels
+is run once more, untimed, under the interpreter's traffic checker (:func:`~fastpath_lib.bench.mechanism.count_call`:
+counted bytes, out-of-bounds lanes, launches per call).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import torch
 
 from fastpath_lib import runtime
 from fastpath_lib.bench.analysis import classify
+from fastpath_lib.bench.mechanism import count_call
 from fastpath_lib.bench.metadata import environment, region
 from fastpath_lib.bench.schema import empty_row, measurement_label
 from fastpath_lib.bench.timing import gpu_measurement, quantile, settings_for, time_callable
@@ -172,6 +175,8 @@ def _time_case(spec: OpSpec, case: OpCase, providers: dict[str, str], *, quick: 
                     return fn(*sets[next(it) % len(sets)])
 
             timing = _timed(call, settings)
+            if impl != COMPILED:  # once more, outside the timed loop: the interpreter's count (CPU only)
+                timing.update(count_call(call))
         except Exception as exc:  # noqa: BLE001 - a baseline that fails is recorded, the run goes on
             out.append(_row(spec, case, provider, quick, gpu, sets[0][0], status="error",
                             note=f"{type(exc).__name__}: {exc}"[:500], **kw))

@@ -29,12 +29,15 @@ __all__ = ["TIME_UNIT", "CSV_COLUMNS", "TIME_COLUMNS", "HOST_FAMILY", "NOT_GPU",
 #: The one time unit of every table the kit prints.
 TIME_UNIT = "us"
 
-#: Columns of ``results.csv``, in order (one row per case and provider).
+#: Columns of ``results.csv``, in order (one row per case and provider). ``bytes_moved`` is the bytes model;
+#: ``counted_bytes`` ... ``oob_accesses`` are counted by Triton's interpreter on a CPU run (empty on a GPU run and for
+#: calls that launch no Triton kernel; :mod:`fastpath_lib.bench.mechanism`).
 CSV_COLUMNS = [
     "case_id", "family", "provider", "pass", "rows", "cols", "dtype", "layout", "pad", "offset", "declared_shape",
     "expected", "rationale", "route", "route_backward", "reasons", "status", "note", "warnings", "timer", "warmup",
     "reps", "number", "input_sets", "median_us", "q20_us", "q80_us", "mean_us", "min_us", "samples_us", "bytes_moved",
-    "gbps", "copy_gbps", "pct_copy_bw", "launches_per_call", "launches_note", "compile_s", "gpu_measurement", "quick",
+    "counted_bytes", "requested_bytes", "scratch_bytes", "oob_accesses", "gbps", "copy_gbps", "pct_copy_bw",
+    "launches_per_call", "launches_note", "compile_s", "gpu_measurement", "quick",
 ]
 
 #: Columns holding times (microseconds).
