@@ -139,16 +139,24 @@ class TensorTraffic:
     max_loads_per_byte: int = 0
     max_stores_per_byte: int = 0
     _addrs: dict = field(default_factory=lambda: {"load": [], "store": []}, repr=False)
+    _tally: dict = field(default_factory=dict, repr=False)
 
     def _close(self) -> None:
+        """Distinct bytes and most repeats from the per-element tallies and the other accesses' addresses."""
         for op in ("load", "store"):
-            chunks = self._addrs[op]
-            if not chunks:
-                continue
-            u, counts = np.unique(np.concatenate(chunks), return_counts=True)
-            setattr(self, "loaded_distinct" if op == "load" else "stored_distinct", int(u.size))
-            setattr(self, f"max_{op}s_per_byte", int(counts.max()))
+            tally, chunks = self._tally.get(op), self._addrs[op]  # chunks: (first-byte addresses, access bytes)
+            distinct, most = 0, 0
+            if tally is not None:
+                counts, esize = tally
+                distinct, most = int(np.count_nonzero(counts)) * esize, int(counts.max())
+            if chunks:  # lanes outside the elements, or accesses of another width: counted byte by byte
+                u, counts = np.unique(np.concatenate([(a[:, None] + np.arange(n, dtype=np.uint64)).ravel()
+                                                      for a, n in chunks]), return_counts=True)
+                distinct, most = distinct + int(u.size), max(most, int(counts.max()))
+            setattr(self, "loaded_distinct" if op == "load" else "stored_distinct", distinct)
+            setattr(self, f"max_{op}s_per_byte", most)
             chunks.clear()
+        self._tally.clear()
 
 
 @dataclass
@@ -251,6 +259,7 @@ class _Extent:
             inner = sum((n - 1) * st for n, st in dims[i + 1:]) + 1
             self.dense &= s >= inner and s > 0
         self.span = sum((n - 1) * s for n, s in dims) + 1 if t.numel() else 0
+        self.gapless = self.dense and self.span == t.numel()  # every slot of the span is an element
         self.traffic = TensorTraffic(name, str(t.dtype).replace("torch.", ""), tuple(t.shape), tuple(t.stride()),
                                      t.numel() * self.esize)
 
@@ -258,7 +267,7 @@ class _Extent:
         """Whether each access of ``size`` bytes at ``addrs`` lies inside one of the tensor's elements."""
         off = addrs.astype(np.int64) - self.ptr
         ok = (off >= 0) & (off + size <= self.span * self.esize) & (off // self.esize == (off + size - 1) // self.esize)
-        if not self.dense:
+        if self.gapless or not self.dense:
             return ok
         rem = np.where(ok, off // self.esize, 0)
         for n, s in self.dims:
@@ -317,21 +326,42 @@ class _Recorder:
         sel = addrs[m]
         if sel.size == 0:
             return None
-        hits = [e.contains(sel, size) for e in launch._extents]
-        counts = [int(h.sum()) for h in hits]
-        owner = max(range(len(counts)), key=lambda i: (counts[i], -i)) if counts and max(counts) else None
-        if owner is None:  # no lane inside any tensor: the storage holding most of them, else none
-            stor = [int(e.in_storage(sel).sum()) for e in launch._extents]
-            owner = max(range(len(stor)), key=lambda i: (stor[i], -i)) if stor and max(stor) else None
+        first = int(sel[0])  # the common case, cheaply: every lane inside the first tensor holding the first lane
+        owner = next((i for i, e in enumerate(launch._extents) if e.ptr <= first < e.ptr + e.span * e.esize), None)
+        inside = launch._extents[owner].contains(sel, size) if owner is not None else None
+        if inside is None or not inside.all():
+            owner, inside = self._owner(sel, size)
         target = launch._extents[owner].traffic if owner is not None else launch.tensors.setdefault(
             NO_TENSOR, TensorTraffic(NO_TENSOR, "?", (), (), 0))
         key = "loaded_requested" if op == "load" else "stored_requested"
         setattr(target, key, getattr(target, key) + sel.size * size)
-        target._addrs[op].append((sel[:, None] + np.arange(size, dtype=np.uint64)).ravel())
-        inside = hits[owner] if owner is not None else np.zeros(sel.shape, dtype=bool)
+        ext = launch._extents[owner] if owner is not None else None
+        if ext is not None and size == ext.esize and ext.span <= 1 << 26:  # a per-element tally: cheaper than sorting
+            idx = ((sel[inside] - np.uint64(ext.ptr)) // np.uint64(size)).astype(np.int64)
+            if op not in target._tally:
+                target._tally[op] = (np.zeros(ext.span, dtype=np.int64), size)
+            if idx.size:
+                lo, hi = int(idx.min()), int(idx.max()) + 1
+                target._tally[op][0][lo:hi] += np.bincount(idx - lo, minlength=hi - lo)
+            if not inside.all():
+                target._addrs[op].append((sel[~inside], size))
+        else:
+            target._addrs[op].append((sel, size))
         if inside.all() or not check:
             return None
         return self._out_of_bounds(op, addrs, m, sel, inside, owner, size)
+
+    def _owner(self, sel: np.ndarray, size: int) -> tuple[int | None, np.ndarray]:
+        """The tensor holding most lanes (the first on a tie), else the storage holding most, else none."""
+        extents = self.launch._extents
+        hits = [e.contains(sel, size) for e in extents]
+        counts = [int(h.sum()) for h in hits]
+        if counts and max(counts):
+            owner = max(range(len(counts)), key=lambda i: (counts[i], -i))
+            return owner, hits[owner]
+        stor = [int(e.in_storage(sel).sum()) for e in extents]
+        owner = max(range(len(stor)), key=lambda i: (stor[i], -i)) if stor and max(stor) else None
+        return owner, np.zeros(sel.shape, dtype=bool)
 
     def _out_of_bounds(self, op, addrs, m, sel, inside, owner, size) -> np.ndarray:
         launch, traffic = self.launch, self.traffic
