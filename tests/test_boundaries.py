@@ -1,4 +1,5 @@
-"""Generated boundary tests: both routes against the float64 reference, the route asserted, guard bands checked."""
+"""Generated boundary tests: both routes against the float64 reference, the route asserted, guard bands checked, and
+under Triton's interpreter every launch watched by the traffic checker (no masked-in access outside its tensor)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 import fastpath_lib
-from fastpath_lib import routing, runtime
+from fastpath_lib import routing, runtime, traffic
 from fastpath_lib.boundary import boundary_points
 from fastpath_lib.cases import output_guard_intact, poisoned_like
 from fastpath_lib.rmsnorm import predicate as P
@@ -17,6 +18,18 @@ from fastpath_lib.testing import compare, reference_rms_norm
 
 # context-only points (architecture, capture, create_graph) are covered in test_predicate / test_contract
 TENSOR_POINTS = [p for p in boundary_points() if not (set(p.context) - {"forced", "interpret"})]
+
+
+@pytest.fixture(autouse=True)
+def checked():
+    """Every kernel the test runs, under the interpreter's traffic checker: no out-of-bounds access (on a GPU the
+    guard bands alone check the writes)."""
+    if not runtime.interpreter_enabled():
+        yield None
+        return
+    with traffic.watch() as t:
+        yield t
+    assert t.oob_accesses == 0, t.report()
 
 
 def _kernel_can_run(x, ns, w) -> bool:
@@ -27,7 +40,7 @@ def _kernel_can_run(x, ns, w) -> bool:
 
 
 @pytest.mark.parametrize("point", TENSOR_POINTS, ids=[p.id for p in TENSOR_POINTS])
-def test_boundary_point_both_routes(point, device, monkeypatch):
+def test_boundary_point_both_routes(point, device, monkeypatch, checked):
     spec = point.spec if point.spec.device else dataclasses.replace(point.spec, device=device)
     case = spec.build(seed=7)
     x, ns, w = case.args()
@@ -69,12 +82,14 @@ def test_boundary_point_both_routes(point, device, monkeypatch):
         kernels.forward(as_rows(x), w, P.default_eps(x.dtype), out=y)
         assert compare(y.view(x.shape), ref, x.dtype) is None, compare(y.view(x.shape), ref, x.dtype)
         assert output_guard_intact(buf, pristine, 16), "the kernel wrote outside its output"
+    if checked is not None:  # the checker saw every launch: the dispatched one where it took the kernel, the direct one
+        assert len(checked.launches) == (decision.route == "triton") + _kernel_can_run(x, ns, w)
     assert case.inputs_untouched(), "an input buffer (view or poison around it) changed"
 
 
 @pytest.mark.parametrize("cols", [1, 15, 16, 17, 255, 256, 257, P.MAX_COLS])
 @pytest.mark.parametrize("rows", [P.INTERPRETER_MIN_ROWS - 1, P.INTERPRETER_MIN_ROWS, P.INTERPRETER_MIN_ROWS + 1])
-def test_kernel_guard_bands_at_widths(rows, cols, device):
+def test_kernel_guard_bands_at_widths(rows, cols, device, checked):
     """Forward and backward kernels at odd/power-of-two widths: exact output region, poison around it untouched."""
     from fastpath_lib.cases import CaseSpec
     from fastpath_lib.rmsnorm import kernels
@@ -93,3 +108,8 @@ def test_kernel_guard_bands_at_widths(rows, cols, device):
     rdx, rdw = reference_grads(x, ns, w, 1e-6, dy)
     assert compare(dx, rdx, x.dtype, grad=True) is None
     assert compare(dw, rdw, x.dtype, grad=True) is None
+    if checked is not None:  # each input row read, each output row written, none of the padding between them
+        fwd, bwd = checked.launches
+        nbytes = x.numel() * x.element_size()
+        assert fwd.tensors["X_ptr"].loaded_distinct == bwd.tensors["X_ptr"].loaded_distinct == nbytes
+        assert fwd.tensors["Y_ptr"].stored_distinct == bwd.tensors["DX_ptr"].stored_distinct == nbytes

@@ -1,5 +1,6 @@
 """Fused residual-add + RMSNorm: boundary points generated from its predicate (aliasing included), both forms against
-the composite, routes asserted, guard bands; and the contract's rounding points, which a tolerance alone cannot see."""
+the composite, routes asserted, guard bands; and the contract's rounding points, which a tolerance alone cannot see.
+Under Triton's interpreter every launch is watched by the traffic checker (no masked-in access outside its tensor)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 import torch
 
 import fastpath_lib
-from fastpath_lib import routing, runtime
+from fastpath_lib import routing, runtime, traffic
 from fastpath_lib.cases import CaseSpec, output_guard_intact, poisoned_like
 from fastpath_lib.fused import op, reference
 from fastpath_lib.fused.cases import FusedCaseSpec, boundary_points
@@ -17,6 +18,18 @@ from fastpath_lib.fused.predicate import PREDICATE
 
 POINTS = [p for p in boundary_points() if not (set(p.context) - {"forced", "interpret", "inplace"})]
 FORMS = {False: fastpath_lib.fused_add_rms_norm, True: fastpath_lib.fused_add_rms_norm_}
+
+
+@pytest.fixture(autouse=True)
+def checked():
+    """Every kernel the test runs, under the interpreter's traffic checker: no out-of-bounds access (on a GPU the
+    guard bands alone check the writes)."""
+    if not runtime.interpreter_enabled():
+        yield None
+        return
+    with traffic.watch() as t:
+        yield t
+    assert t.oob_accesses == 0, t.report()
 
 
 def _same(got, want, route, dtype, what):
@@ -31,7 +44,7 @@ def _same(got, want, route, dtype, what):
 
 
 @pytest.mark.parametrize("point", POINTS, ids=[p.id for p in POINTS])
-def test_boundary_point_both_forms(point, device, monkeypatch):
+def test_boundary_point_both_forms(point, device, monkeypatch, checked):
     spec = point.spec if point.spec.device else dataclasses.replace(point.spec, device=device)
     case = spec.build(seed=7)
     if point.context.get("interpret") is False:
@@ -53,6 +66,7 @@ def test_boundary_point_both_forms(point, device, monkeypatch):
                 fn(x, r, w)
             assert routes == {"fallback": 1}
             continue
+        launched = len(checked.launches) if checked is not None else 0
         with fastpath_lib.record_routes() as routes:
             got = fn(x, r, w)
         assert routes == {decision.route: 1}, (inplace, decision)
@@ -68,6 +82,8 @@ def test_boundary_point_both_forms(point, device, monkeypatch):
                 torch.equal(b.nan_to_num(7.0), p.nan_to_num(7.0)) for b, p in zip(mine.buffers, mine.pristine)), \
                 "the functional form wrote into an input"
         assert mine.outside_untouched(), "an element outside the views changed"
+        if checked is not None:  # the checker saw one launch where the call took the kernel, none on the composite
+            assert len(checked.launches) - launched == (decision.route == "triton"), decision
 
 
 def test_points_cover_every_condition_and_aliasing():
