@@ -207,10 +207,11 @@ class Traffic:
             lines.append(f"launch {launch.index}: {launch.kernel} grid {launch.grid}: {launch.counted_bytes:,} bytes "
                          f"distinct, {launch.requested_bytes:,} requested, {launch.oob_accesses} out of bounds")
             for t in launch.tensors.values():
-                if t.loaded_requested or t.stored_requested:
-                    lines.append(f"  {t.name:<16} {t.dtype:<9} {str(list(t.shape)):<12} "
-                                 f"loaded {t.loaded_distinct:,} of {t.loaded_requested:,} requested, "
-                                 f"stored {t.stored_distinct:,} of {t.stored_requested:,}")
+                parts = [f"{verb} {distinct:,} of {requested:,} requested" for verb, distinct, requested in (
+                    ("loaded", t.loaded_distinct, t.loaded_requested), ("stored", t.stored_distinct,
+                                                                         t.stored_requested)) if requested]
+                if parts:
+                    lines.append(f"  {t.name:<16} {t.dtype:<9} {str(list(t.shape)):<12} " + ", ".join(parts))
         lines += [str(r) for r in self.oob]
         if self.oob_accesses > sum(r.count for r in self.oob):
             lines.append(f"... {self.oob_accesses} out-of-bounds lanes in all (records kept: {len(self.oob)})")
