@@ -22,6 +22,7 @@
 # - the backward kernel (`dx`, and a deterministic `dw` reduction);
 # - how to test a kernel on a deliberately irregular shape against the float64 reference;
 # - what alignment changes in the code compiled for a GPU (vector width, registers, spills), read on this machine;
+# - the traffic counted by Triton's interpreter beside the bytes model: requested (logical) against distinct bytes;
 # - how a benchmark turns time into GB/s from bytes moved — and why interpreter timings are not performance.
 
 # %% tags=["nbval-ignore-output"]
@@ -246,6 +247,62 @@ print("bitwise identical on a second run:", torch.equal(dx, dx2) and torch.equal
 # (`N`) and the fp32 partials (`programs × C`, summed afterwards). The composite backward through autograd reads
 # and writes several intermediates more.
 #
+# ## The traffic counted, beside the model
+#
+# The byte formulas above are a model. Without a GPU the kit can also *count*: Triton's interpreter runs every
+# `tl.load` and `tl.store` in Python with the address and mask of every lane, and `fastpath_lib.traffic.watch()`
+# listens to them, per launch and per tensor argument. It also reports any masked-in lane outside the tensor it
+# belongs to, with the program id, the offsets and the mask (the kit's boundary tests run every kernel under it).
+# One forward and backward call through the dispatch, 16 × 512 bf16 (the interpreter only):
+
+# %% tags=["nbval-ignore-output"]
+from fastpath_lib import traffic
+
+x = torch.randn(16, 512, device=DEVICE, dtype=torch.bfloat16, requires_grad=True)
+w = torch.randn(512, device=DEVICE, dtype=torch.bfloat16, requires_grad=True)
+dy = torch.randn(16, 512, device=DEVICE, dtype=torch.bfloat16)
+if runtime.interpreter_enabled():
+    with traffic.watch() as counted:
+        torch.autograd.grad(fastpath_lib.rms_norm(x, [512], w), (x, w), dy)
+    print(counted.report())
+else:
+    print("compiled kernels: the interpreter's checker cannot see them (the table below needs a CPU run)")
+
+# %% [markdown]
+# Each tensor has two numbers. *Requested* bytes count every lane each time a program asks for it; *distinct* bytes
+# count each byte once per launch. They differ where data is read again: the weight is read by every program (each
+# tile of rows loads it), and the backward reads each row of `x` and `dy` twice. That is logical traffic. On a GPU
+# the repeats are served by the L2 cache (the weight is 1 KiB; the second read of a row follows the first closely, and
+# `evict_last` asks the cache to keep it), so DRAM sees roughly the distinct bytes, and those are what the model and
+# the bandwidth are about. The model beside the count, call by call (`bench.mechanism`, the same columns the bench
+# writes into `results.csv` on a CPU run):
+
+# %%
+from fastpath_lib.bench import mechanism
+from fastpath_lib.bench.timing import bytes_moved
+
+calls = {"forward": lambda: fastpath_lib.rms_norm(x.detach(), [512], w.detach()),
+         "backward": lambda: torch.autograd.grad(fastpath_lib.rms_norm(x, [512], w), (x, w), dy)}
+table = "not counted: the kernels are compiled for the GPU here"
+if runtime.interpreter_enabled():
+    rows = [{"pass": p, "rows": 16, "cols": 512, "dtype": "bfloat16",
+             "bytes_moved": bytes_moved(16, 512, torch.bfloat16, p), **mechanism.count_call(call)}
+            for p, call in calls.items()]
+    table = pd.DataFrame([{**r, "requested / distinct": round(r["requested_bytes"] / r["counted_bytes"], 2),
+                           "count against model": mechanism.explain(r)[1]} for r in rows]).set_index("pass")
+    table = table[["bytes_moved", "counted_bytes", "requested_bytes", "requested / distinct", "scratch_bytes",
+                   "oob_accesses", "launches_per_call", "count against model"]]
+table
+
+# %% [markdown]
+# The forward's count equals the model: `x` read once, `y` written once, the weight once (2 passes plus the
+# weight). The backward's count (forward and backward, as the bench times it) is 92,160 bytes against a model of
+# 84,992: the difference is the fp32 partial-`dw` scratch, 4 programs × 512 columns × 4 bytes written by the
+# kernel and reduced by `torch.sum`, in place of the 1,024 bytes of `dw` the model writes. The model leaves the
+# scratch out by design (it is the kernel's cost, not the problem's), and a test fails on any difference the kit
+# cannot explain this way. The same count puts the fused residual-add kernel (`fused_add_rms_norm`) at 4 passes
+# plus the weight, where an unfused add and norm move 5 (the sum written, then read again).
+#
 # ## Benchmark: GB/s from bytes moved
 #
 # Throughput is `bytes_fused / time`, compared with the device's memory bandwidth. On a GPU the cell below measures
@@ -290,6 +347,8 @@ else:
 # - Compiled for sm_90 on this machine, aligned launches use 16-byte accesses and misaligned ones do not: the
 #   mechanism behind the predicate's alignment conditions.
 # - Test on irregular shapes against the float64 reference; report GB/s from bytes moved, measured on a GPU only.
+# - Count before you time: the interpreter's distinct bytes match the model (the backward's fp32 scratch aside);
+#   requested bytes above them are re-reads a GPU serves from cache.
 #
 # ## Knowledge check
 #
@@ -340,4 +399,18 @@ else:
 # bytes, so the predicate's alignment conditions have a reason. It does not tell you the time: whether those
 # instructions cost anything depends on the GPU, the memory system and the shape, so the cost is a GPU measurement,
 # and the compile-time facts are labelled as such.
+# </details>
+
+# %% [markdown]
+# **5. The forward requests about 1.45 times the bytes it counts as distinct. Where do the extra bytes come from,
+# and should the GB/s figure use requested or distinct bytes?**
+
+# %% [markdown]
+# <details><summary>Answer guide</summary>
+#
+# From the weight: every program loads the whole weight again (in the tile's shape, once per row of the tile), so
+# at 16 × 512 bf16 it is requested 16 times and stored once in memory. On a GPU those re-reads hit the cache (a
+# 1 KiB weight stays there), so DRAM moves about the distinct bytes. GB/s measures DRAM throughput against the
+# copy ceiling, so it uses the distinct bytes, which is the model: dividing requested bytes by the time would
+# credit the kernel with bandwidth it never used.
 # </details>
