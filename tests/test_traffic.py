@@ -198,3 +198,25 @@ def test_watch_refuses_compiled_kernels(monkeypatch):
     with pytest.raises(ValueError, match="on_oob"):
         with traffic.watch(on_oob="ignore"):
             pass
+
+
+@triton.jit
+def histogram(X_ptr, H_ptr, n, N_BINS: tl.constexpr, BLOCK: tl.constexpr):
+    """h[x % N_BINS] += 1 with an atomic per element (a read and a write of the bin)."""
+    i = tl.arange(0, BLOCK)
+    v = tl.load(X_ptr + i, mask=i < n, other=0)
+    tl.atomic_add(H_ptr + v % N_BINS, 1, mask=i < n)
+
+
+@pytest.mark.parametrize("bins, oob", [(4, 0), (5, 4)])
+def test_atomics_count_as_a_read_and_a_write_and_are_bounds_checked(bins, oob):
+    """Five bins asked of a four-bin histogram: the lanes of bin 4 land past it and are dropped."""
+    x, h = torch.arange(20, dtype=torch.int32), torch.zeros(4, dtype=torch.int32)
+    with traffic.watch() as t:
+        histogram[(1,)](x, h, 20, N_BINS=bins, BLOCK=32)
+    hs = t.launches[0].tensors["H_ptr"]
+    distinct = 16 + (4 if oob else 0)  # the lanes past the histogram hit one 4-byte slot: counted, not executed
+    assert (hs.loaded_requested, hs.stored_requested, hs.loaded_distinct, hs.stored_distinct) == (80, 80, distinct,
+                                                                                                  distinct)
+    assert t.oob_accesses == oob and all(r.op == "store" and r.tensor == "H_ptr" for r in t.oob)
+    assert h.sum().item() == 20 - oob
