@@ -146,6 +146,8 @@ def test_the_kits_kernels_stay_in_bounds_and_count_the_model(weight):
     assert fwd == 2 * row + wb and ffwd == 4 * row + wb
     partial = t.launches[1].tensors["DW_partial_ptr"].stored_distinct
     assert bwd == 3 * row + wb + partial and (partial > 0) == weight
+    fpartial = t.launches[3].tensors["DW_partial_ptr"].stored_distinct  # reads dy, ds, x, r and w; writes dx
+    assert fbwd == 5 * row + wb + fpartial and (fpartial > 0) == weight
 
 
 def _assert_unhooked():
