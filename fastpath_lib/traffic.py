@@ -218,16 +218,18 @@ class Traffic:
         return "\n".join(lines)
 
 
-def _targets():
+def _targets(classes: bool = False):
     from triton.runtime import interpreter
 
-    return {"builder": interpreter.interpreter_builder, "executor": interpreter.GridExecutor}
+    builder = interpreter.InterpreterBuilder if classes else interpreter.interpreter_builder
+    return {"builder": builder, "executor": interpreter.GridExecutor}
 
 
 def hooks_missing() -> list[str]:
-    """The interpreter names the checker needs that this Triton lacks or changed (empty when all are as expected)."""
+    """The interpreter names the checker needs that this Triton lacks or changed (empty when all are as expected;
+    asked outside a :func:`watch` block, whose hooks stand in for them)."""
     try:
-        targets = _targets()
+        targets = _targets(classes=True)
     except (ImportError, AttributeError) as e:
         return [f"triton.runtime.interpreter: {e}"]
     out = []
@@ -409,9 +411,6 @@ def watch(on_oob: str = "mask", max_records: int = 50):
 
     if on_oob not in ("mask", "raise"):
         raise ValueError(f"on_oob must be 'mask' or 'raise', not {on_oob!r}")
-    if not runtime.interpreter_enabled():
-        raise RuntimeError("traffic.watch() counts under Triton's interpreter only (TRITON_INTERPRET=1 before the "
-                           "kernels are imported); compiled kernels run on the GPU where it cannot see them")
     if _active:
         raise RuntimeError("traffic.watch() is already active: nesting is refused (use the outer block's record)")
     missing = hooks_missing()
@@ -420,6 +419,9 @@ def watch(on_oob: str = "mask", max_records: int = 50):
 
         raise RuntimeError(f"traffic.watch() needs interpreter names this Triton ({triton.__version__}) changed: "
                            + "; ".join(missing))
+    if not runtime.interpreter_enabled():
+        raise RuntimeError("traffic.watch() counts under Triton's interpreter only (TRITON_INTERPRET=1 before the "
+                           "kernels are imported); compiled kernels run on the GPU where it cannot see them")
     from triton.runtime.errors import InterpreterError
 
     targets = _targets()

@@ -9,7 +9,7 @@ import triton.language as tl
 
 from fastpath_lib import runtime, traffic
 
-pytestmark = pytest.mark.skipif(not runtime.interpreter_enabled(), reason="counts under Triton's interpreter only")
+interpreter = pytest.mark.skipif(not runtime.interpreter_enabled(), reason="counts under Triton's interpreter only")
 
 
 @triton.jit
@@ -40,6 +40,7 @@ def _copy(x, y, *, extra=0, shift=0, x_stride=None, y_stride=None):
                          BLOCK=triton.next_power_of_2(n_cols + extra))
 
 
+@interpreter
 def test_a_correct_kernel_counts_each_byte_once():
     x, y = torch.randn(5, 12), torch.empty(5, 12)
     with traffic.watch() as t:
@@ -53,6 +54,7 @@ def test_a_correct_kernel_counts_each_byte_once():
     assert (t.counted_bytes, t.requested_bytes, t.oob_accesses, t.oob) == (480, 480, 0, [])
 
 
+@interpreter
 def test_a_weight_read_by_every_program_is_requested_per_program_and_distinct_once():
     x, w, y = torch.randn(6, 16), torch.randn(16), torch.empty(6, 16)
     with traffic.watch() as t:
@@ -62,6 +64,7 @@ def test_a_weight_read_by_every_program_is_requested_per_program_and_distinct_on
     assert t.counted_bytes == 2 * 6 * 64 + 64 and t.requested_bytes == 2 * 6 * 64 + 6 * 64
 
 
+@interpreter
 def test_an_off_by_one_mask_is_reported_at_the_row_past_the_tensor():
     """Rows 0-3 of a contiguous x read their neighbour's first element (inside x); row 4 reads past x's last row,
     into the next row of the storage x is a view of."""
@@ -76,6 +79,7 @@ def test_an_off_by_one_mask_is_reported_at_the_row_past_the_tensor():
     assert "program id (4, 0, 0)" in str(r) and "[60]" in str(r) and "X_ptr" in str(r)
 
 
+@interpreter
 def test_an_off_by_one_mask_into_padded_rows_is_reported_in_every_program():
     x, y = torch.randn(4, 16)[:, :12], torch.empty(4, 12)
     with traffic.watch() as t:
@@ -84,6 +88,7 @@ def test_an_off_by_one_mask_into_padded_rows_is_reported_in_every_program():
     assert [r.offsets[r.bad].tolist() for r in t.oob] == [[12], [28], [44], [60]]
 
 
+@interpreter
 def test_an_access_into_another_tensor_of_the_launch_names_it():
     buf = torch.randn(2 * 4 * 8)
     x, y = buf[:32].view(4, 8), buf[32:].view(4, 8)
@@ -93,6 +98,7 @@ def test_an_access_into_another_tensor_of_the_launch_names_it():
     assert (r.tensor, r.where, r.program) == ("X_ptr", "inside Y_ptr", (3, 0, 0))
 
 
+@interpreter
 def test_a_stride_mix_up_is_reported_and_its_stores_are_dropped():
     """y (4 x 12, contiguous) written with x's row stride (16): row 3 lands past y's last element (rows 1-2 inside)."""
     buf = torch.zeros(5, 12)
@@ -104,6 +110,7 @@ def test_a_stride_mix_up_is_reported_and_its_stores_are_dropped():
     assert t.oob_accesses == 12 and torch.all(buf[4] == 0)  # the out-of-bounds stores were dropped
 
 
+@interpreter
 def test_a_pointer_into_no_tensor_is_filed_under_no_tensor_and_raises_when_asked():
     x, y = torch.randn(2, 8), torch.empty(2, 8)
     with traffic.watch() as t:
@@ -118,6 +125,7 @@ def test_a_pointer_into_no_tensor_is_filed_under_no_tensor_and_raises_when_asked
     _assert_unhooked()
 
 
+@interpreter
 def test_records_are_capped_and_every_lane_still_counted():
     x, y = torch.randn(8, 16)[:, :12], torch.empty(8, 12)
     with traffic.watch(max_records=3) as t:
@@ -125,6 +133,7 @@ def test_records_are_capped_and_every_lane_still_counted():
     assert len(t.oob) == 3 and t.oob_accesses == 16 and "16 out-of-bounds lanes in all" in t.report()
 
 
+@interpreter
 @pytest.mark.parametrize("weight", [True, False])
 def test_the_kits_kernels_stay_in_bounds_and_count_the_model(weight):
     """RMSNorm and the fused op, forward and backward, on an odd shape (9 x 124): each tensor read or written once."""
@@ -160,6 +169,7 @@ def _assert_unhooked():
         assert vars(interpreter.GridExecutor)[name].__qualname__ == f"GridExecutor.{name}", name
 
 
+@interpreter
 def test_hooks_are_restored_on_exit_and_on_error_and_nesting_is_refused():
     _assert_unhooked()  # importing the module changed nothing
     x, y = torch.randn(2, 8), torch.empty(2, 8)
@@ -210,6 +220,7 @@ def histogram(X_ptr, H_ptr, n, N_BINS: tl.constexpr, BLOCK: tl.constexpr):
     tl.atomic_add(H_ptr + v % N_BINS, 1, mask=i < n)
 
 
+@interpreter
 @pytest.mark.parametrize("bins, oob", [(4, 0), (5, 4)])
 def test_atomics_count_as_a_read_and_a_write_and_are_bounds_checked(bins, oob):
     """Five bins asked of a four-bin histogram: the lanes of bin 4 land past it and are dropped."""
