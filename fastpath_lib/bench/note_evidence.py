@@ -13,11 +13,11 @@ from pathlib import Path
 import pandas as pd
 
 from fastpath_lib import opspec
-from fastpath_lib.bench import templates
 from fastpath_lib.bench.schema import matrix_rows
 from fastpath_lib.opspec import OpSpec
 
-__all__ = ["Evidence", "PR_TEXT_KEYS", "DEFAULT_TEXT", "fmt", "junit_counts", "read_json", "spec_of"]
+__all__ = ["Evidence", "PR_TEXT_KEYS", "DEFAULT_TEXT", "VLLM_IR_OPS", "fmt", "junit_counts", "qualified", "read_json",
+           "spec_of"]
 
 
 def junit_counts(path: str | Path) -> dict:
@@ -41,6 +41,11 @@ def fmt(v, spec=".4g") -> str:
     return "—" if math.isnan(f) else format(f, spec)
 
 
+def qualified(fn) -> str:
+    """``module.qualname`` of a callable (its ``repr`` when it has none)."""
+    return f"{getattr(fn, '__module__', '')}.{getattr(fn, '__qualname__', repr(fn))}".lstrip(".")
+
+
 def read_json(folder: Path | None, name: str):
     """``folder/name`` parsed, or ``None`` when there is no folder or no such file."""
     if folder is None or not (folder / name).exists():
@@ -55,11 +60,15 @@ def _default_eligibility(spec: OpSpec) -> list[str]:
     return L + [spec.predicate.markdown_table(spec.limits(None) if spec.limits else None)]
 
 
+#: The ``vllm.ir`` ops (the fields of vLLM 0.33's ``IrOpPriorityConfig``) that a kit op of the same name provides: the
+#: default of the ``vllm_op`` key.
+VLLM_IR_OPS = ("rms_norm", "fused_add_rms_norm")
+
 #: ``OpSpec.pr_text`` keys -> the sentence used when a spec leaves the key out (built from its other fields).
 DEFAULT_TEXT = {
     "noun": lambda spec: spec.name,
-    "summary": lambda spec: (f"`{templates.qualified(spec.function)}` keeps the contract of its reference "
-                             f"`{templates.qualified(spec.reference)}` and takes its fast route where an eligibility "
+    "summary": lambda spec: (f"`{qualified(spec.function)}` keeps the contract of its reference "
+                             f"`{qualified(spec.reference)}` and takes its fast route where an eligibility "
                              "predicate holds; every other call takes the fallback."),
     "eligibility": _default_eligibility,
     "mechanism": lambda spec: ("Bytes moved per call come from the op's bytes model (`OpSpec.bytes_moved`)."
@@ -72,6 +81,7 @@ DEFAULT_TEXT = {
         f"- New architectures: {{owner}} re-runs `python -m fastpath_lib bench --op {spec.name}` on the new GPU; "
         "until then the predeclared expectations are unverified there."],
     "limitations": lambda spec: ["- The matrix times the forward pass on contiguous inputs (what `bench --op` runs)."],
+    "vllm_op": lambda spec: spec.name if spec.name in VLLM_IR_OPS else [],
 }
 #: The keys an :class:`~fastpath_lib.opspec.OpSpec`'s ``pr_text`` may set.
 PR_TEXT_KEYS = tuple(DEFAULT_TEXT)

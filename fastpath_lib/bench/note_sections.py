@@ -1,5 +1,6 @@
 """The PR note's sections, one function each (:data:`SECTIONS`, in order), each taking the same
-:class:`~fastpath_lib.bench.note_evidence.Evidence` and returning its Markdown lines. The tables they show are drawn in
+:class:`~fastpath_lib.bench.note_evidence.Evidence` and returning its Markdown lines: a few visible lines, and the
+full tables folded in ``<details>`` (:func:`~fastpath_lib.bench.note_brief.fold`). The tables are drawn in
 :mod:`fastpath_lib.bench.note_tables`, the workload lines in :mod:`fastpath_lib.bench.note_workload`."""
 
 from __future__ import annotations
@@ -7,41 +8,29 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from fastpath_lib.bench.analysis import coverage_line, outcome_counts
+from fastpath_lib.bench.analysis import coverage_line
 from fastpath_lib.bench.host import TARGET_RATIO, host_table
+from fastpath_lib.bench.note_brief import (claim, counts_line, environment_table, first, fold, measured_on, region,
+                                           rerun, scope)
 from fastpath_lib.bench.note_evidence import Evidence, fmt, junit_counts
 from fastpath_lib.bench.note_tables import case_table, compiled_section, host_mechanism, mechanism_table
 from fastpath_lib.bench.note_workload import workload
-from fastpath_lib.bench.schema import FALLBACK, NOT_GPU, OUTCOMES, UNMEASURED, WIN
+from fastpath_lib.bench.schema import FALLBACK, NOT_GPU, OUTCOMES
 
 __all__ = ["SECTIONS", "summary", "eligibility", "semantic", "mechanism", "performance", "workload", "alternatives",
-           "maintenance", "limitations", "copy_ceiling", "host_performance", "other_baselines"]
+           "maintenance", "limitations", "copy_ceiling", "host_performance", "host_verdict", "other_baselines"]
 
 
 def summary(ev: Evidence) -> list[str]:
-    env = ev.env
-    where = env.get("device_name") or f"CPU ({env.get('cpu_model', 'unknown')})"
-    L = ["## Summary", ""] + ev.text("summary") + ["",
-         f"- Measured on: {where}, torch {env.get('torch')}, triton {env.get('triton')}, commit "
-         f"`{str(env.get('git_commit'))[:12]}`{' (dirty)' if env.get('git_dirty') else ''}, {env.get('timestamp')} "
-         f"-- **{ev.label}**."]
-    counts = outcome_counts(ev.df)
-    shown = OUTCOMES if ev.gpu else (UNMEASURED, FALLBACK)
-    L.append(f"- {coverage_line(ev.df, env)}; dispatched outcomes: "
-             + ", ".join(f"{k} {counts[k]}" for k in shown) + ".")
-    if ev.gpu:
-        wins = ev.dispatched[ev.dispatched.observed == WIN]
-        if len(wins):
-            L.append(f"- Speed-ups over {ev.baseline} on wins range {fmt(wins.speedup.min(), '.2f')}x to "
-                     f"{fmt(wins.speedup.max(), '.2f')}x (median time ratio; noise band per case below).")
-    else:
-        L.append(f"- **Performance claim: unmeasured.** These timings are {NOT_GPU} (CPU / Triton interpreter); "
-                 "they show the harness and the routes, not GPU speed. Run `python -m fastpath_lib evidence` on a GPU.")
-    return L
+    return (["## Summary", ""] + ev.text("summary") + ["", measured_on(ev)]
+            + fold("Environment (environment.json)", environment_table(ev))
+            + [counts_line(ev)] + claim(ev) + scope(ev) + [rerun(ev)])
 
 
 def eligibility(ev: Evidence) -> list[str]:
-    return ["## Eligibility region and fallback", ""] + ev.text("eligibility")
+    n = len(ev.spec.predicate.conditions) if ev.spec.predicate is not None else 0
+    return (["## Eligibility region and fallback", ""] + region(ev) + [""]
+            + fold(f"The {n} conditions: requirement, reason, boundary points", ev.text("eligibility")))
 
 
 def semantic(ev: Evidence) -> list[str]:
@@ -76,45 +65,62 @@ def copy_ceiling(ev: Evidence) -> str:
 
 
 def mechanism(ev: Evidence) -> list[str]:
-    L = ["## Mechanism", "", " ".join(ev.text("mechanism") + [copy_ceiling(ev)]), ""] + mechanism_table(ev)
-    return L + [""] + host_mechanism(ev) + [""] + compiled_section(ev)
+    """Why resource use changes (the op's own sentences) and the tables that back it, folded."""
+    full = ([" ".join(ev.text("mechanism")), "", copy_ceiling(ev), ""] + mechanism_table(ev) + [""]
+            + host_mechanism(ev) + [""] + compiled_section(ev))
+    return ["## Mechanism", ""] + fold("Why resource use changes: bytes moved, copy ceiling, host cost, compiled code",
+                                       full)
 
 
 def performance(ev: Evidence) -> list[str]:
     h = ev.env.get("harness", {})
-    L = ["## Performance: every predeclared case", "",
-         f"Timer: {h.get('timer')}; median of per-repetition samples (raw samples in results.csv), noise band = "
-         "larger 20-80 % spread of provider and baseline. Times in microseconds. "
-         + ("" if ev.gpu else f"**{NOT_GPU}**: observed outcomes read unmeasured; no speed-up is claimed."),
-         "", coverage_line(ev.df, ev.env) + ".", ""]
     rows, table = case_table(ev)
-    L += rows
-    L.append("")
+    full = [f"Timer: {h.get('timer')}; median of per-repetition samples (raw samples in results.csv), noise band = "
+            "larger 20-80 % spread of provider and baseline. Times in microseconds. "
+            + ("" if ev.gpu else f"**{NOT_GPU}**: observed outcomes read unmeasured; no speed-up is claimed."),
+            "", coverage_line(ev.df, ev.env) + ".", ""] + rows + [""]
+    L = ["## Performance: every predeclared case", ""]
     if ev.gpu:
-        for kind in OUTCOMES:
-            ids = table.index[table.observed == kind].tolist()
-            L.append(f"- **{kind}** ({len(ids)}): {', '.join(ids) if ids else 'none'}")
+        full += [f"- **{kind}** ({len(ids)}): {', '.join(ids) if ids else 'none'}"
+                 for kind in OUTCOMES for ids in [table.index[table.observed == kind].tolist()]] + [""]
         fb = ev.dispatched[ev.dispatched.observed == FALLBACK]
         slow = fb[fb.fallback_at_baseline == False]  # noqa: E712
-        L.append(f"- Fallback cases at baseline speed: {len(fb) - len(slow)} of {len(fb)}"
-                 + (f" (slower: {', '.join(slow.case_id)})" if len(slow) else "") + ".")
         miss = table.index[table.matches == False].tolist()  # noqa: E712
-        L.append(f"- Expected vs observed differ for: {', '.join(miss) if miss else 'none'}.")
-        L.append("")
-    L += host_performance(ev)
+        L += [f"- Expected vs observed differ for: {first(miss)}.",
+              f"- Fallback cases at baseline speed: {len(fb) - len(slow)} of {len(fb)}"
+              + (f" (slower: {', '.join(slow.case_id)})" if len(slow) else "") + "."]
+    L += host_verdict(ev)
+    full += host_performance(ev)
     if ev.threshold is not None and "table" in ev.threshold:
         t = ev.threshold["table"]
         prop = ev.threshold.get("proposal") or {}
-        L += ["", f"Row-threshold sweep: {t.case_id.nunique()} shapes in threshold.csv"
-              + (f"; proposal: {prop.get('line') or prop.get('reason')}" if prop else "")
-              + ("" if ev.gpu else f" ({NOT_GPU}; no threshold proposed)") + "."]
-    return L
+        full += ["", f"Row-threshold sweep: {t.case_id.nunique()} shapes in threshold.csv"
+                 + (f"; proposal: {prop.get('line') or prop.get('reason')}" if prop else "")
+                 + ("" if ev.gpu else f" ({NOT_GPU}; no threshold proposed)") + "."]
+    return L + fold(f"Every case ({len(table)}) by class, the method, host cost per case", full)
+
+
+def _host_fallback(ev: Evidence):
+    t = host_table(ev.df)
+    return t[t["ratio_to"] == ev.baseline] if len(t) else t
+
+
+def host_verdict(ev: Evidence) -> list[str]:
+    """The fallback's host cost in one line: within its target, or the cases over it."""
+    fb = _host_fallback(ev)
+    if not len(fb):
+        return ["- Host cost on the fallback route: not measured in this run."]
+    over = fb[fb["verdict"] == "OVER"]
+    target = f"dispatched <= {TARGET_RATIO}x {ev.baseline} per call"
+    if not len(over):
+        return [f"- Host cost on the fallback route: within the target ({target}) on all {len(fb)} cases."]
+    return [f"- Host cost on the fallback route: **over the target ({target})** on "
+            + ", ".join(f"{cid} ({fmt(r['ratio'], '.2f')}x)" for cid, r in over.iterrows()) + "."]
 
 
 def host_performance(ev: Evidence) -> list[str]:
-    """The fallback's host cost against its target."""
-    t = host_table(ev.df)
-    fb = t[t["ratio_to"] == ev.baseline] if len(t) else t
+    """The fallback's host cost against its target, per case."""
+    fb = _host_fallback(ev)
     if not len(fb):
         return ["- Host cost on the fallback route: not measured in this run."]
     over = fb[fb["verdict"] == "OVER"]
@@ -132,9 +138,9 @@ def alternatives(ev: Evidence) -> list[str]:
                  + ", ".join(f"{k} {v}" for k, v in ok.vs_baseline.value_counts().items())
                  + f" against {ev.baseline}; compile time {fmt(ok.compile_s.min(), '.2f')}-"
                  f"{fmt(ok.compile_s.max(), '.2f')} s per shape. Eager callers (and code that cannot be compiled) get "
-                 "nothing from it; compare the compiled column with the dispatched one above.")
+                 "nothing from it.")
     elif len(ok):
-        L.append(f"torch.compile ran on {len(ok)} cases here, but the timings are {NOT_GPU}.")
+        L.append(f"torch.compile ran on {len(ok)} cases here; off a GPU no comparison is drawn.")
     else:
         reasons = sorted(set(comp.note.dropna().astype(str))) if len(comp) else ["not run"]
         L.append("The torch.compile baseline was not measured: " + "; ".join(reasons) + ".")
@@ -155,9 +161,11 @@ def other_baselines(ev: Evidence) -> list[str]:
         ratio = (rows.set_index("case_id").median_us / disp).dropna()
         if ev.gpu and len(ratio):
             L.append(f"- Against `{name}` ({len(ratio)} cases): dispatched speed-up {fmt(ratio.min(), '.2f')}x to "
-                     f"{fmt(ratio.max(), '.2f')}x (its median time over the dispatched one; per case in results.csv).")
+                     f"{fmt(ratio.max(), '.2f')}x.")
         else:
-            L.append(f"- `{name}` was timed on {len(rows)} cases; the timings are {NOT_GPU}: no comparison is drawn.")
+            L.append(f"- `{name}` was timed on {len(rows)} cases; off a GPU no comparison is drawn.")
+    if any(line.startswith("- Against") for line in L):
+        L.append("(Speed-up: the baseline's median over the dispatched one; per case in results.csv.)")
     return L
 
 
@@ -178,11 +186,13 @@ def maintenance(ev: Evidence) -> list[str]:
 def limitations(ev: Evidence) -> list[str]:
     L = ["## Limitations", ""]
     if not ev.gpu:
-        L.append(f"- No GPU measurement is attached: every timing here is {NOT_GPU}; the performance claim is "
-                 "unmeasured.")
-    failed = [s for s in (ev.manifest or {}).get("steps", []) if s.get("status") in ("failed", "skipped")]
-    for s in failed:
-        L.append(f"- Evidence step `{s['name']}` {s['status']}: {s.get('why', '')}.")
+        L.append("- No GPU measurement is attached: the performance claim is unmeasured.")
+    steps = (ev.manifest or {}).get("steps", [])
+    L += [f"- Evidence step `{s['name']}` failed: {s.get('why', '')}." for s in steps if s.get("status") == "failed"]
+    skipped = [f"- Evidence step `{s['name']}` skipped: {s.get('why', '')}." for s in steps
+               if s.get("status") == "skipped"]
+    if skipped:
+        L += fold(f"{len(skipped)} evidence step{'s' if len(skipped) != 1 else ''} skipped, and why", skipped)
     return L + ev.text("limitations")
 
 

@@ -13,6 +13,7 @@ performance claim is marked *unmeasured*, in every template. Times in microsecon
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -94,8 +95,8 @@ def pr_note(results_dir: str | Path | None = None, *, df: pd.DataFrame | None = 
                   compiled=given_or_read(compiled, "compiled.json"), manifest=given_or_read(manifest, "manifest.json"),
                   owner=owner, spec=spec_of(spec, env))
     if template != "kit":
-        return templates.render(template, ev, {f.__name__: f(ev) for f in SECTIONS})
-    L = [f"# {ev.title}", ""] + templates.synthetic_banner(ev)
-    for section in SECTIONS:
-        L += section(ev) + [""]
-    return "\n".join(L)
+        note = templates.render(template, ev, {f.__name__: f(ev) for f in SECTIONS})
+    else:
+        note = "\n".join([f"# {ev.title}", ""] + templates.synthetic_banner(ev)
+                         + [line for section in SECTIONS for line in section(ev) + [""]])
+    return re.sub(r"\n{3,}", "\n\n", note)  # one blank line between blocks, however the folds meet
