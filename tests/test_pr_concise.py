@@ -15,6 +15,7 @@ from fastpath_lib import opspec
 from fastpath_lib.bench.note_brief import WORD_LIMIT, words_outside_details
 from fastpath_lib.bench.report import TEMPLATES, pr_note
 from fastpath_lib.bench.schema import CSV_COLUMNS, NOT_GPU
+from fastpath_lib.grading import ex07_note
 from tests.test_bench import SYNTHETIC_GPU_ENV, _host_rows, _row
 
 OPS = ("rms_norm", "fused_add_rms_norm")
@@ -81,6 +82,8 @@ def test_every_form_of_both_ops_is_concise(notes):
         n = words_outside_details(note)
         assert 150 < n <= WORD_LIMIT, (op, gpu, template, n)
         assert len(note.split()) > 3 * n, (op, template)  # the full tables are there, folded
+        assert ex07_note.words_outside_details(note) == n  # exercise 07 grades by the kit's rule
+    assert ex07_note.WORD_LIMIT == WORD_LIMIT
 
 
 def test_off_a_gpu_it_is_said_once_and_the_rest_is_folded(notes):
@@ -122,4 +125,4 @@ def test_vllm_names_the_op_the_provider_and_how_to_enable_it(notes):
     ("x <DETAILS open><summary>s</summary> hid </DETAILS> y", 3),
 ])
 def test_words_outside_details(markdown, words):
-    assert words_outside_details(markdown) == words
+    assert words_outside_details(markdown) == words == ex07_note.words_outside_details(markdown)
