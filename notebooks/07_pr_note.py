@@ -84,11 +84,35 @@ print("cells saying 'not measured':", note.count("not measured"),
       "| '0.0 GB/s' anywhere:", "0.0 GB/s" in note)
 
 # %% [markdown]
-# The draft, rendered. Check that it names the hardware, that every predeclared case is accounted for, and that
-# off a GPU no speed-up is claimed: the Performance section lists routes and expectations only.
+# The draft, rendered. Check that it names the hardware, that every predeclared case is accounted for (open the
+# folded tables), and that off a GPU no speed-up is claimed: the Performance section lists routes and expectations
+# only.
 
 # %% tags=["nbval-ignore-output"]
 Markdown(note)
+
+# %% [markdown]
+# ## A concise note: what stays in sight, what is folded
+#
+# A reviewer reads the first screen and decides how to read the rest. So the note keeps at most 600 words outside
+# its folded blocks (HTML's `details` element, which GitHub renders closed): what changes, the region in a few
+# lines, the counts of wins, neutral cases and losses with the scope restriction the losses call for, the command
+# that reruns the evidence, and, off a GPU, "not a GPU measurement" said once. The full tables (every condition with
+# its boundary points, every case, the environment, the mechanism) stay in the note, folded: nothing is dropped to
+# fit. The kit writes three forms: its own, vLLM's PR template and PyTorch's. vLLM's says what the PR adds to vLLM:
+# the provider `fastpath_triton` of the `vllm.ir` op, registered by the kit's `vllm.general_plugins` entry point, and
+# the priority without which vLLM keeps running `native`.
+
+# %% tags=["nbval-ignore-output"]
+from fastpath_lib.bench.note_brief import WORD_LIMIT, words_outside_details
+
+source = dict(results_dir=rec.folder) if rec.found else dict(df=df, env=df.attrs["environment"])
+forms = {t: bench.pr_note(**source, template=t) for t in ("kit", "vllm", "pytorch")}
+for t, text in forms.items():
+    print(f"{t:8s} {words_outside_details(text):4d} words in sight (at most {WORD_LIMIT}), "
+          f"{len(text.split()):5d} in all")
+purpose = forms["vllm"].split("## Purpose")[1].split("###")[0]
+Markdown(purpose)
 
 # %% [markdown]
 # ## Splitting the change into reviewable commits
@@ -121,6 +145,7 @@ Markdown(note)
 # - Split the change: tests first or with the change, each behaviour change (the op, then routing call sites
 #   through it) in its own commit, pure refactors apart, evidence last.
 # - Include the neutral and losing shapes: they are the evidence that the boundary is right.
+# - Keep the note concise: at most 600 words in sight, the full tables folded, not dropped.
 #
 # ## The reviewer's knowledge check
 #

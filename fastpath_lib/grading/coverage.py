@@ -77,8 +77,8 @@ ITEMS: tuple[Item, ...] = (
     Item("environment metadata with the results: device and versions, timer, warm-up, synchronization, "
          "statistic and spread, raw samples", ("05", "07"),
          (("ex07", "environment_and_scope"), ("ex07", "measurement_method")), "check_pr_note"),
-    Item("the PR note: sections, scope, a table consistent with the data", ("07",),
-         (("ex07", "sections"), ("ex07", "consistent_with_data")), "check_pr_note"),
+    Item("the PR note: concise, sections, scope, a table consistent with the data", ("07",),
+         (("ex07", "sections"), ("ex07", "concise"), ("ex07", "consistent_with_data")), "check_pr_note"),
     Item("no speed-up claimed from non-GPU data", ("05", "07"), (("ex07", "no_claims_from_cpu_data"),),
          "check_pr_note"),
     Item("the per-architecture row threshold from a sweep", ("06",),

@@ -2,8 +2,12 @@
 
 ``write_pr_note(results_df, env) -> str`` is called on the synthetic GPU-shaped table of exercise 06, on a table
 drawn afresh at every call (so a note written for the fixed table alone does not pass), and on CPU-interpreter-shaped
-data. Five parts: the sections, each with content (a skeleton of empty headings fails; the performance section
-lists the cases of the table it was given); the environment metadata
+data. Every part is judged only on a note with substance, on each table (:func:`substance_gaps`: it names the
+table's cases, gives its timings and says in sentences what they show), so a skeleton of headings, a copy of a
+project's PR template or a note written for another table scores nothing. Six parts: the sections, each with content
+(the performance section lists the cases of the table it was given); concision (at most :data:`WORD_LIMIT` words
+outside ``<details>`` blocks, the kit's rule for its own notes; the feedback names the count); the environment
+metadata
 (device, torch and triton versions) and a scope statement (the region the fast path covers); a performance table
 whose rows agree with the data, route and class; the measurement method from ``env["harness"]`` (timer, warm-up,
 synchronization, the median of how many samples, the q80 - q20 spread, where the raw samples are; the drawn table
@@ -30,7 +34,11 @@ from fastpath_lib.grading.feedback import Fail, emit, part
 from fastpath_lib.grading.vocabulary import LOSS, NOT_GPU, OUTCOMES, TIMED_OUTCOMES, WIN
 from fastpath_lib.rmsnorm import predicate as rms
 
-__all__ = ["check_pr_note", "SECTIONS"]
+__all__ = ["check_pr_note", "SECTIONS", "WORD_LIMIT", "words_outside_details", "substance_gaps"]
+
+#: The most words a note may show outside ``<details>`` blocks (the kit's own rule for its PR notes, restated here and
+#: tied to it by ``tests/test_pr_concise.py``: the grader imports nothing of the kit's note).
+WORD_LIMIT = 600
 
 #: section -> pattern its heading must match
 SECTIONS = {
@@ -69,6 +77,69 @@ def _sections(note: str) -> dict[str, str]:
 
 def _words(text: str) -> int:
     return len(re.findall(r"[A-Za-z0-9]+", text))
+
+
+_TAG = re.compile(r"<(/?)(details|summary)\b[^>]*>", re.IGNORECASE)
+
+
+def words_outside_details(markdown: str) -> int:
+    """Words a reader sees with every ``<details>`` block folded (its ``<summary>`` counts, its body does not; a block
+    never closed folds nothing); a word is a whitespace-separated token with a letter or a digit in it."""
+    visible, depth, pos, opened, in_summary = [], 0, 0, 0, False
+    for m in _TAG.finditer(markdown):
+        closing, tag = m.group(1) == "/", m.group(2).lower()
+        if depth == 0 or (depth == 1 and in_summary):
+            visible.append(markdown[pos:m.start()])
+        if tag == "details":
+            if not closing:
+                depth += 1
+                opened = m.start() if depth == 1 else opened
+            elif depth:
+                depth -= 1
+        elif depth == 1:
+            in_summary = not closing
+        pos = m.end()
+    visible.append(markdown[pos:] if depth == 0 else markdown[opened:])
+    return sum(1 for tok in " ".join(visible).split() if re.search(r"[A-Za-z0-9]", tok))
+
+
+_NUMBER = re.compile(r"(?<![\w.])(\d+)(?:\.(\d+))?(?![\w.]\d)")
+
+
+def _timings_given(note: str, df) -> int:
+    """How many of the table's median times the note states (to the digits it prints, at least 3 significant)."""
+    found = []
+    for m in _NUMBER.finditer(note):
+        digits = (m.group(1) + (m.group(2) or "")).lstrip("0")
+        if len(digits) >= 3:
+            found.append((float(m.group(0)), len(m.group(2) or "")))
+    values = {float(v) for col in ("baseline_median_us", "candidate_median_us") for v in df[col] if v == v}
+    return sum(any(abs(x - v) <= 0.5 * 10 ** -d + 1e-9 for x, d in found) for v in values)
+
+
+def _prose_words(note: str) -> int:
+    """Words in sentences: outside headings, tables and HTML tags."""
+    lines = [ln for ln in note.splitlines() if not re.match(r"\s*(#|\|)", ln)]
+    return _words(re.sub(r"<[^>]*>", " ", "\n".join(lines)))
+
+
+def substance_gaps(note: str, df) -> list[str]:
+    """What a note lacks to be judged at all on table ``df``: it names at least 3 of the table's cases (all of a
+    shorter table), states at least 2 of its median times, and has at least 40 words of prose. A skeleton of
+    headings, a project's template, or a note written for another table has none of these; a real note, however
+    short, has all three."""
+    ids = [str(c) for c in df["case_id"]]
+    named, need = sum(c in note for c in ids), min(3, len(ids))
+    gaps = []
+    if named < need:
+        gaps.append(f"it names {named} of this table's {len(ids)} cases (at least {need})")
+    timings = _timings_given(note, df)
+    if timings < 2:
+        gaps.append(f"it states {timings} of the table's median times (at least 2)")
+    prose = _prose_words(note)
+    if prose < 40:
+        gaps.append(f"it has {prose} words of prose (at least 40: say in sentences what the data shows)")
+    return gaps
 
 
 def _table_rows(note: str) -> dict[str, tuple[list[str], list[str]]]:
@@ -143,6 +214,36 @@ def check_pr_note(write_pr_note, *, show: bool = True):
                 raise Fail(f"write_pr_note must return the note as a non-empty str, got {type(note).__name__}")
             notes[which] = note
         return notes[which]
+
+    checked: dict[str, Fail | None] = {}
+
+    def substance():
+        if "all" not in checked:
+            problems = []
+            for which, df, env in data:
+                gaps = substance_gaps(note_of(which, df, env), df)
+                if gaps:
+                    problems.append(f"{which}: " + "; ".join(gaps))
+            checked["all"] = Fail(
+                "not judged: the note has no substance (write it from the table it is given: name its cases, give "
+                "their numbers, say what they show)\n" + "\n".join(problems)) if problems else None
+        if checked["all"] is not None:
+            raise checked["all"]
+
+    def judged(fn):
+        def run():
+            substance()
+            return fn()
+        return run
+
+    def concise():
+        counts = {which: words_outside_details(note_of(which, df, env)) for which, df, env in data}
+        said = "; ".join(f"{which}: {n}" for which, n in counts.items())
+        if max(counts.values()) > WORD_LIMIT:
+            raise Fail(f"too long: words outside <details> blocks ({said}), at most {WORD_LIMIT}. Keep the summary, "
+                       "the scope, the counts and the claim in sight; fold the full tables in "
+                       "<details><summary>...</summary> ... </details>")
+        return f"words outside <details> blocks: {said} (at most {WORD_LIMIT})"
 
     def sections():
         problems = []
@@ -233,6 +334,7 @@ def check_pr_note(write_pr_note, *, show: bool = True):
         if problems:
             raise Fail("\n".join(problems))
 
-    return emit([part("ex07", "sections", sections), part("ex07", "environment_and_scope", environment_and_scope),
-                 part("ex07", "consistent_with_data", consistent), part("ex07", "measurement_method", method),
-                 part("ex07", "no_claims_from_cpu_data", no_cpu_claims)], show)
+    parts = (("sections", sections), ("concise", concise), ("environment_and_scope", environment_and_scope),
+             ("consistent_with_data", consistent), ("measurement_method", method),
+             ("no_claims_from_cpu_data", no_cpu_claims))
+    return emit([part("ex07", name, judged(fn)) for name, fn in parts], show)

@@ -1,0 +1,176 @@
+"""What a reviewer reads first, and what is folded: the note's visible lines (the region in a few lines, the outcome
+counts with the scope restriction the losses call for, the command that reruns the evidence, the environment) and
+:func:`fold`, which puts a full table in a ``<details>`` block.
+
+A note is concise when at most :data:`WORD_LIMIT` words stand outside ``<details>`` blocks
+(:func:`words_outside_details`); the full tables (conditions and their boundary points, every case, the environment,
+the mechanism) stay in the note, folded, so no fact is dropped to fit.
+"""
+
+from __future__ import annotations
+
+import re
+
+from fastpath_lib.bench.analysis import coverage_line, outcome_counts
+from fastpath_lib.bench.note_evidence import Evidence
+from fastpath_lib.bench.schema import FALLBACK, LOSS, NOT_GPU, OUTCOMES, UNMEASURED, WIN
+
+__all__ = ["WORD_LIMIT", "SHOWN", "words_outside_details", "fold", "first", "region", "scope", "rerun",
+           "environment_table", "claim", "measured_on", "counts_line"]
+
+#: The most words a PR note may show outside ``<details>`` blocks.
+WORD_LIMIT = 600
+
+#: How many ids a visible list names before it says how many more the folded tables hold.
+SHOWN = 4
+
+_TAG = re.compile(r"<(/?)(details|summary)\b[^>]*>", re.IGNORECASE)
+
+
+def words_outside_details(markdown: str) -> int:
+    """Words a reader sees with every ``<details>`` block folded: its ``<summary>`` line counts, its body does not;
+    a block never closed folds nothing. A word is a whitespace-separated token with a letter or a digit in it (so a
+    table's ``|`` and ``---`` are not words).
+
+    >>> words_outside_details("Two words <details><summary>one</summary> hidden | text </details> and | three.")
+    5
+    """
+    visible, depth, pos, opened, in_summary = [], 0, 0, 0, False
+    for m in _TAG.finditer(markdown):
+        closing, tag = m.group(1) == "/", m.group(2).lower()
+        if depth == 0 or (depth == 1 and in_summary):
+            visible.append(markdown[pos:m.start()])
+        if tag == "details":
+            if not closing:
+                depth += 1
+                opened = m.start() if depth == 1 else opened
+            elif depth:
+                depth -= 1
+        elif depth == 1:
+            in_summary = not closing
+        pos = m.end()
+    visible.append(markdown[pos:] if depth == 0 else markdown[opened:])  # an unclosed block hides nothing
+    return sum(1 for tok in " ".join(visible).split() if re.search(r"[A-Za-z0-9]", tok))
+
+
+def fold(summary: str, lines: list[str]) -> list[str]:
+    """``lines`` in a ``<details>`` block titled ``summary`` (blank lines around, so GitHub renders the Markdown)."""
+    if not lines:
+        return []
+    return ["", "<details>", f"<summary>{summary}</summary>", "", *lines, "", "</details>", ""]
+
+
+def first(items: list[str], n: int = SHOWN) -> str:
+    """``items`` joined, the first ``n`` named and the rest counted (the folded tables list them all).
+
+    >>> first(["a", "b", "c"], 2), first([])
+    ('a, b and 1 more (below)', 'none')
+    """
+    if not items:
+        return "none"
+    return ", ".join(items[:n]) + (f" and {len(items) - n} more (below)" if len(items) > n else "")
+
+
+def _first_paragraph(lines: list[str]) -> list[str]:
+    out = []
+    for line in lines:
+        if not line.strip() or line.lstrip().startswith("|"):
+            break
+        out.append(line)
+    return out
+
+
+def region(ev: Evidence) -> list[str]:
+    """The region in a few lines: the spec's opening sentence, the dtypes, the limits on the shape (the shape
+    conditions with a number or a threshold in them), and how many conditions the full table below holds."""
+    L = _first_paragraph(ev.text("eligibility"))
+    pred = ev.spec.predicate
+    if pred is None:
+        return L
+    dtypes = [c for c in pred.conditions if c.category == "dtype"]
+    limits = [c for c in pred.conditions if c.category == "shape" and re.search(r"\d|threshold", c.requirement)]
+    L += [f"- {name}: " + "; ".join(c.requirement for c in conds) + "."
+          for name, conds in (("dtype", dtypes), ("size", limits)) if conds]
+    rest = [c.category for c in pred.conditions if c not in dtypes + limits]
+    points = sum(len(c.boundaries) for c in pred.conditions)
+    L.append(f"- {len(rest)} more conditions ({', '.join(dict.fromkeys(rest))}) and {points} boundary points in "
+             "all: the table below.")
+    return L
+
+
+def scope(ev: Evidence) -> list[str]:
+    """The losses and the scope restriction they call for: on a GPU, each loss on the fast route (the region admits
+    it) and whether it was predeclared, and the row-threshold proposal when the sweep ran; off a GPU, none drawn."""
+    d = ev.dispatched
+    if not ev.gpu:
+        fast = int((d.route != FALLBACK).sum()) if len(d) else 0
+        return [f"- Wins, neutral cases and losses: unmeasured ({fast} cases took the fast route, {len(d) - fast} the "
+                "fallback); no scope restriction is drawn from these timings."]
+    losses = d[(d.observed == LOSS) & (d.route != FALLBACK)]
+    if not len(losses):
+        L = ["- Scope: no loss inside the region, so the data calls for no restriction of it."]
+    else:
+        named = first([f"{r.case_id} ({r.rows}x{r.cols} {r.dtype}"
+                       + (", predeclared)" if r.expected == LOSS else ", **not predeclared**)")
+                       for r in losses.itertuples()])
+        L = [f"- Scope: {len(losses)} loss{'es' if len(losses) != 1 else ''} inside the region: {named}; the "
+             "predicate admits them: narrow it or keep them as known losses."]
+    prop = (ev.threshold or {}).get("proposal") or {}
+    if prop.get("line") or prop.get("reason"):
+        L.append(f"- Row threshold from the sweep: {prop.get('line') or prop.get('reason')}.")
+    return L
+
+
+def rerun(ev: Evidence) -> str:
+    """The commands that rerun this evidence."""
+    return (f"- Test: `python -m fastpath_lib bench --op {ev.spec.name} --out DIR` (this matrix); on a GPU, "
+            "`python -m fastpath_lib evidence --out DIR` (every step).")
+
+
+def _cell(v) -> str:
+    if isinstance(v, (list, tuple)):
+        v = ", ".join(map(str, v))
+    return str(v).replace("|", "\\|").replace("\n", " ")
+
+
+def environment_table(ev: Evidence) -> list[str]:
+    """Every scalar the environment record holds (``environment.json``; nested records as ``key.field``)."""
+    rows = []
+    for k, v in ev.env.items():
+        items = v.items() if isinstance(v, dict) else [(None, v)]
+        for sub, x in items:
+            if not isinstance(x, dict):
+                rows.append(f"| {k if sub is None else f'{k}.{sub}'} | {_cell(x)} |")
+    return ["| key | value |", "|---|---|", *rows] if rows else []
+
+
+def claim(ev) -> list[str]:
+    """The performance claim: the range of speed-ups on the winning cases of a GPU run, *unmeasured* otherwise."""
+    if not ev.gpu:
+        return [f"- **Performance claim: unmeasured.** The attached timings are {NOT_GPU} (CPU / Triton "
+                "interpreter): they show the routes and the harness, not GPU speed, and no speed-up is claimed."]
+    wins = ev.dispatched[ev.dispatched.observed == WIN]
+    if not len(wins):
+        return [f"- Performance ({ev.label}): no predeclared case beats {ev.baseline}; every case is listed below."]
+    return [f"- Performance ({ev.label}): speed-ups over {ev.baseline} on {len(wins)} winning "
+            f"case{'s' if len(wins) != 1 else ''} range "
+            f"{wins.speedup.min():.2f}x to {wins.speedup.max():.2f}x (median time ratio; per case, with its noise "
+            "band, below)."]
+
+
+def measured_on(ev: Evidence) -> str:
+    """Where and when: device, versions, commit, time, and the measurement label (left to the claim line when it is
+    "not a GPU measurement", so the visible note says that once)."""
+    env = ev.env
+    where = env.get("device_name") or f"CPU ({env.get('cpu_model', 'unknown')})"
+    return (f"- Measured on: {where}, torch {env.get('torch')}, triton {env.get('triton')}, commit "
+            f"`{str(env.get('git_commit'))[:12]}`{' (dirty)' if env.get('git_dirty') else ''}, {env.get('timestamp')}"
+            + ("." if ev.label == NOT_GPU else f" -- **{ev.label}**."))
+
+
+def counts_line(ev: Evidence) -> str:
+    """How many predeclared cases ran, and the dispatched outcomes (off a GPU: unmeasured and fallback only)."""
+    counts = outcome_counts(ev.df)
+    shown = OUTCOMES if ev.gpu else (UNMEASURED, FALLBACK)
+    return (f"- {coverage_line(ev.df, ev.env)}; dispatched outcomes against {ev.baseline}: "
+            + ", ".join(f"{k} {counts[k]}" for k in shown) + ".")

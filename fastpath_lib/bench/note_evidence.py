@@ -1,0 +1,153 @@
+"""What the PR note reads: :class:`Evidence` (the results, the environment and the analyses, gathered once), the op's
+sentences (``OpSpec.pr_text`` keys, :data:`PR_TEXT_KEYS`, with the default built from the spec's other fields), and the
+small readers and formatters every part of the note shares."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pandas as pd
+
+from fastpath_lib import opspec
+from fastpath_lib.bench.schema import matrix_rows
+from fastpath_lib.opspec import OpSpec
+
+__all__ = ["Evidence", "PR_TEXT_KEYS", "DEFAULT_TEXT", "VLLM_IR_OPS", "fmt", "junit_counts", "qualified", "read_json",
+           "spec_of"]
+
+
+def junit_counts(path: str | Path) -> dict:
+    """``{"tests", "failures", "errors", "skipped"}`` summed over a JUnit XML file's test suites."""
+    root = ET.parse(path).getroot()
+    suites = [root] if root.tag == "testsuite" else list(root.iter("testsuite"))
+    keys = ("tests", "failures", "errors", "skipped")
+    return {k: sum(int(s.get(k, 0)) for s in suites) for k in keys}
+
+
+def fmt(v, spec=".4g") -> str:
+    """A number for a table: ``—`` for missing values.
+
+    >>> fmt(1.23456), fmt(None), fmt(float("nan"))
+    ('1.235', '—', '—')
+    """
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return "—" if v is None else str(v)
+    return "—" if math.isnan(f) else format(f, spec)
+
+
+def qualified(fn) -> str:
+    """``module.qualname`` of a callable (its ``repr`` when it has none)."""
+    return f"{getattr(fn, '__module__', '')}.{getattr(fn, '__qualname__', repr(fn))}".lstrip(".")
+
+
+def read_json(folder: Path | None, name: str):
+    """``folder/name`` parsed, or ``None`` when there is no folder or no such file."""
+    if folder is None or not (folder / name).exists():
+        return None
+    return json.loads((folder / name).read_text())
+
+
+def _default_eligibility(spec: OpSpec) -> list[str]:
+    L = ["Fast path when every condition holds; otherwise the fallback runs, so a limit never becomes a new error.", ""]
+    if spec.predicate is None:
+        return L + ["(The op's spec declares no predicate: its conditions are not listed here.)"]
+    return L + [spec.predicate.markdown_table(spec.limits(None) if spec.limits else None)]
+
+
+#: The ``vllm.ir`` ops (the fields of vLLM 0.33's ``IrOpPriorityConfig``) that a kit op of the same name provides: the
+#: default of the ``vllm_op`` key.
+VLLM_IR_OPS = ("rms_norm", "fused_add_rms_norm")
+
+#: ``OpSpec.pr_text`` keys -> the sentence used when a spec leaves the key out (built from its other fields).
+DEFAULT_TEXT = {
+    "noun": lambda spec: spec.name,
+    "summary": lambda spec: (f"`{qualified(spec.function)}` keeps the contract of its reference "
+                             f"`{qualified(spec.reference)}` and takes its fast route where an eligibility "
+                             "predicate holds; every other call takes the fallback."),
+    "eligibility": _default_eligibility,
+    "mechanism": lambda spec: ("Bytes moved per call come from the op's bytes model (`OpSpec.bytes_moved`)."
+                               if spec.bytes_moved else "The op declares no bytes model: no bandwidth is derived."),
+    "host": lambda spec: "Host cost of the dispatch: not measured in this run.",
+    "compiled": lambda spec: "Compiled code (vector width, registers, spills): not recorded in this run.",
+    "route_differs": lambda spec: "differs",
+    "maintenance": lambda spec: [
+        "- Surface: the predicate's conditions above; everything else falls back.",
+        f"- New architectures: {{owner}} re-runs `python -m fastpath_lib bench --op {spec.name}` on the new GPU; "
+        "until then the predeclared expectations are unverified there."],
+    "limitations": lambda spec: ["- The matrix times the forward pass on contiguous inputs (what `bench --op` runs)."],
+    "vllm_op": lambda spec: spec.name if spec.name in VLLM_IR_OPS else [],
+}
+#: The keys an :class:`~fastpath_lib.opspec.OpSpec`'s ``pr_text`` may set.
+PR_TEXT_KEYS = tuple(DEFAULT_TEXT)
+
+
+@dataclasses.dataclass
+class Evidence:
+    """Everything the note reads, gathered once."""
+
+    df: pd.DataFrame
+    env: dict
+    gpu: bool
+    synthetic: bool
+    label: str
+    tests: dict | None = None
+    replay: dict | None = None
+    compile_cost: dict | None = None
+    threshold: dict | None = None
+    compiled: list | None = None
+    manifest: dict | None = None
+    owner: str = "the PR author"
+    spec: OpSpec | None = None
+
+    def __post_init__(self):
+        self.spec = self.spec or opspec.get("rms_norm")
+        unknown = sorted(set(self.spec.pr_text) - set(PR_TEXT_KEYS))
+        if unknown:
+            raise ValueError(f"{self.spec.name}: unknown pr_text keys {unknown}; known: {', '.join(PR_TEXT_KEYS)}")
+
+    def text(self, key: str) -> list[str]:
+        """The spec's lines for ``key`` (its ``pr_text``, else the default), ``{owner}`` filled in."""
+        v = self.spec.pr_text.get(key)
+        v = DEFAULT_TEXT[key](self.spec) if v is None else v() if callable(v) else v
+        return [line.replace("{owner}", self.owner) for line in ([v] if isinstance(v, str) else v)]
+
+    @property
+    def baseline(self) -> str:
+        """The name of the first baseline (outcomes are read against it)."""
+        return self.spec.baseline[0]
+
+    @property
+    def noun(self) -> str:
+        """What the op is called in prose (``pr_text["noun"]``, default its registry name)."""
+        return self.text("noun")[0]
+
+    @property
+    def title(self) -> str:
+        """The note's title: the spec's, else one built from its name."""
+        return self.spec.title or f"{self.spec.name}: a fast path behind an eligibility predicate"
+
+    @property
+    def matrix(self) -> pd.DataFrame:
+        return matrix_rows(self.df)
+
+    @property
+    def dispatched(self) -> pd.DataFrame:
+        m = self.matrix
+        return m[m.provider == "dispatched"]
+
+
+def spec_of(spec: OpSpec | str | None, env: dict) -> OpSpec:
+    """The op the note is about: ``spec`` (a spec or a registered name), else the op the results name, else RMSNorm."""
+    if isinstance(spec, OpSpec):
+        return spec
+    name = spec or env.get("op") or "rms_norm"
+    try:
+        return opspec.get(name)
+    except KeyError as exc:
+        raise ValueError(f"the note's op: {exc.args[0]} (pass spec= an OpSpec)") from None
