@@ -285,3 +285,39 @@ def test_fused_backward_takes_the_kernel_up_to_its_width_limit(cols):
     d = fop.explain(x.requires_grad_(), r, w)
     assert ("backward_cols" in d.failed) == (cols > BACKWARD_MAX_COLS)
     assert all("need at most 8192" in s for s in d.reasons if s.startswith("backward_cols"))
+
+
+@pytest.mark.parametrize("capability, kernels", [((7, 5), True), ((7, 0), False)])
+def test_lesson_device_tells_an_old_gpu_what_runs_where(monkeypatch, capsys, capability, kernels):
+    from fastpath_lib import runtime
+    from fastpath_lib.rmsnorm import limits as L
+
+    assert (runtime.TRITON_MIN_CAPABILITY, runtime.T4_CAPABILITY) == (L.MIN_CAPABILITY, L.SM75)
+    monkeypatch.setattr(runtime, "cuda_available", lambda: True)
+    monkeypatch.setattr(runtime, "interpreter_enabled", lambda: False)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: capability)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "Tesla T4")
+    assert runtime.lesson_device() == "cuda"
+    out = capsys.readouterr().out
+    assert "timings are GPU measurements of the fallback, not the kernels" in out
+    assert "every dispatched call" in out and "below Triton's supported 8.0" in out
+    assert ("selftest.allow_sm75()" in out) == kernels and ("unmeasured" in out) == kernels
+    assert all(len(line) <= 110 for line in out.splitlines()), "a line the notebook would wrap"
+
+
+def test_lesson_device_names_versions_older_than_tested(monkeypatch, capsys):
+    import re
+
+    from fastpath_lib import runtime
+
+    floors = dict(re.findall(r'"(torch|triton)>=(\d+\.\d+)"', (runtime.ROOT / "pyproject.toml").read_text()))
+    assert {k: tuple(map(int, v.split("."))) for k, v in floors.items()} == runtime.TESTED_FLOORS  # pyproject's
+
+    monkeypatch.setattr(runtime, "versions", lambda: {"python": "3.11", "torch": "2.9.1+cu126", "triton": "3.5.1",
+                                                      "numpy": "2.1"})
+    runtime.lesson_device()
+    assert "untested: torch 2.9.1+cu126 (tested from 2.11), triton 3.5.1 (tested from 3.6)" in capsys.readouterr().out
+    monkeypatch.setattr(runtime, "versions", lambda: {"python": "3.11", "torch": "2.13.0", "triton": "3.10.0",
+                                                      "numpy": "2.1"})
+    runtime.lesson_device()
+    assert "untested" not in capsys.readouterr().out
