@@ -146,7 +146,7 @@ def test_callable_boundary_uses_limits():
     assert b.overrides(P.Limits(min_rows=100)) == {"rows": 99}
 
 
-# --- a learner's T4: sm_75 only inside allow_sm75(), after the self-test passed, fp16 and fp32 -------------------------
+# --- a learner's T4: sm_75 only inside allow_sm75(), after the self-test passed, fp16 and fp32 ------------------------
 
 @pytest.fixture
 def fake_t4(monkeypatch):
