@@ -66,10 +66,10 @@ print("Triton can run here:", runtime.interpreter_enabled() or runtime.cuda_avai
 # %pip install --no-deps -e .
 # ```
 #
-# The kernels do compile for sm_75 (lesson 02 shows the compiled facts). To run them there, opt in for a block:
-# `selftest.allow_sm75()` runs the self-test on the T4 first and then admits fp16 and fp32 (never bf16) inside its
-# `with` block only. Those calls are outside Triton's support matrix and unmeasured: no sweep set their row
-# threshold. On any other machine the block changes nothing, as here:
+# The kernels do compile for sm_75 (`tests/test_compiled.py` compiles both ops' kernels for it, spill-free). To run
+# them there, opt in for a block: `selftest.allow_sm75()` runs the self-test on the T4 first and then admits fp16
+# and fp32 (never bf16) inside its `with` block only. Those calls are outside Triton's support matrix and
+# unmeasured: no sweep set their row threshold. On any other machine the block changes nothing, as here:
 
 # %% tags=["nbval-ignore-output"]
 from fastpath_lib import selftest
