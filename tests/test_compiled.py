@@ -373,7 +373,8 @@ def test_facts_do_not_depend_on_where_the_kit_sits(tmp_path):
                               input=json.dumps([spec]), capture_output=True, text=True, timeout=600)
         assert proc.returncode == 0, proc.stderr[-2000:]
         (rows[name],) = json.loads(out.read_text())
-    assert rows["here"]["from_cache"] and not rows["fresh"]["from_cache"]  # "here" loaded the other checkout's binary
+    # with Triton 3.8 "here" loads the other checkout's binary (its cache key has no path); its PTX names that path
+    assert not rows["fresh"]["from_cache"]
     skip = ("from_cache", "ptxas_log", "cubin_registers", "compile_s")
     assert {k: v for k, v in rows["here"].items() if k not in skip} == \
         {k: v for k, v in rows["fresh"].items() if k not in skip}
