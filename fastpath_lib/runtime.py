@@ -32,6 +32,11 @@ ENV = "TRITON_INTERPRET"
 #: The checkout the kit runs from (the folder holding ``fastpath_lib/``): results, tests and tools live here.
 ROOT = Path(__file__).resolve().parents[1]
 _KERNELS = "fastpath_lib.rmsnorm.kernels"
+#: Triton's supported NVIDIA GPUs start at compute capability 8.0; a T4 (7.5) takes the kernels only inside
+#: ``fastpath_lib.selftest.allow_sm75()`` (the same values as :mod:`fastpath_lib.rmsnorm.limits`; a test checks).
+TRITON_MIN_CAPABILITY, T4_CAPABILITY = (8, 0), (7, 5)
+#: The oldest torch and triton the kit is tested with (pyproject's floors).
+TESTED_FLOORS = {"torch": (2, 11), "triton": (3, 6)}
 _interpret: bool | None = None  # None: not read from the environment yet
 _opted_in = False
 
@@ -127,13 +132,33 @@ def kernel_device() -> str:
     return "cuda" if cuda_available() and not interpreter_enabled() else "cpu"
 
 
+def _older_than_tested() -> list[str]:
+    out = []
+    for name, floor in TESTED_FLOORS.items():
+        got = tuple(int(p) for p in (versions()[name].split("+")[0].split(".") + ["0", "0"])[:2] if p.isdigit())
+        if len(got) == 2 and got < floor:
+            out.append(f"{name} {versions()[name]} (tested from {floor[0]}.{floor[1]})")
+    return out
+
+
 def lesson_device() -> str:
     """:func:`kernel_device`, after printing the mode, the versions and what they mean for the numbers a lesson
-    shows, a line each (the lessons' first cell)."""
+    shows, a line each (the lessons' first cell). On a GPU older than sm_80 (a hosted T4) it says that every
+    dispatched call takes the fallback, and how a learner opts in."""
     dev = kernel_device()
     print(_mode_line())
     print("versions:", _versions_line())
-    if dev == "cuda":
+    old = _older_than_tested()
+    if old:
+        print(f"untested: {', '.join(old)}; run fastpath_lib.selftest.run() first")
+    cap = tuple(torch.cuda.get_device_capability()) if dev == "cuda" else None
+    if cap is not None and cap < TRITON_MIN_CAPABILITY:
+        name = f"sm_{cap[0]}{cap[1]}"
+        print(f"tensors on the GPU (cuda), but {name} is below Triton's supported 8.0: every dispatched call")
+        print("takes the fallback (F.rms_norm), so timings are GPU measurements of the fallback, not the kernels")
+        if cap == T4_CAPABILITY:
+            print("kernels here (fp16, fp32; outside Triton's support matrix, unmeasured): selftest.allow_sm75()")
+    elif dev == "cuda":
         print("tensors on the GPU (cuda): the kernels are compiled, and timings are GPU measurements")
     elif interpreter_enabled():
         print("tensors on the CPU: Triton kernels run in the interpreter, correct but slow")

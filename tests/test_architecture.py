@@ -23,7 +23,7 @@ PARTS = {
     "spec": ["opspec"],
     "predicate": ["rmsnorm.predicate", "rmsnorm.layout", "rmsnorm.limits", "rmsnorm.thresholds", "rmsnorm.capture",
                   "fused.predicate", "fused.reference"],
-    "kernels": ["rmsnorm.kernels", "rmsnorm.launch", "rmsnorm.compiled", "fused.kernels"],
+    "kernels": ["rmsnorm.kernels", "rmsnorm.launch", "rmsnorm.compiled", "fused.kernels", "fused.launch"],
     "op": ["rmsnorm.op", "rmsnorm.module", "rmsnorm", "routing", "__init__", "fused.op", "fused"],
     "support": ["cases", "boundary", "testing", "selftest", "traffic", "fused.cases", "fused.spec"],
     "bench": ["bench", "bench.*"],

@@ -1,6 +1,8 @@
-"""The kernels compiled for real GPUs (sm_80, sm_90) on this machine: they compile, no eligible one spills, the forward
-loads and stores 16 bytes at a time at every eligible width, and a misaligned launch does not (the alignment
-condition's evidence).
+"""The kernels compiled for real GPUs on this machine: every RMSNorm specialization for sm_80 and sm_90, and both ops'
+kernels at a wide and a mid width for every target (sm_75 to sm_120). They compile, no eligible one spills (but the
+few listed in KNOWN_SPILLS, not yet fixed), the forward loads and stores 16 bytes at a time at every eligible width,
+and a misaligned launch does not (the alignment condition's evidence). What is compared is code, never the source
+paths the PTX names.
 
 Compile-time facts from Triton's ahead-of-time compiler and ptxas; nothing here runs on or measures a GPU.
 """
@@ -16,6 +18,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from fastpath_lib.fused import launch as fused_launch
+from fastpath_lib.fused import op_spec
+from fastpath_lib.fused.predicate import BACKWARD_MAX_COLS
 from fastpath_lib.rmsnorm import compiled, launch
 from fastpath_lib.rmsnorm import predicate as P
 from fastpath_lib.rmsnorm.predicate import BASE_CASE, MAX_COLS, PREDICATE, Limits
@@ -26,11 +31,43 @@ pytestmark = pytest.mark.skipif(compiled.missing_tools() is not None,
 ALIGNED = compiled.specializations()
 MISALIGNED = compiled.specializations(kernels=("forward",), aligned=(False,), weights=("same",))
 ROOT = Path(__file__).parents[1]
+#: A wide and a mid width: each target compiles both ops' kernels there (the full RMSNorm set is sm_80/sm_90's).
+MID = 4096
+
+
+def _fused_rows(build, rows: int):
+    """A fused backward build with another row block (the launcher picks 1, 2, 4 or more rows per program)."""
+    const = tuple((k, rows if k == "ROWS_PER_PROGRAM" else v) for k, v in build.constexprs)
+    return dataclasses.replace(build, constexprs=const, rows_per_program=rows, label="")
+
+
+#: Spills found on the targets beyond sm_80/sm_90, not yet fixed, each with its measure (Triton 3.8): RMSNorm's fp32
+#: backward at 16384 columns, 32 warps (64 registers a thread), 2 or more rows per program (the loop carries dw): 32
+#: bytes on sm_86 and sm_89 (4 rows), 52-60 on sm_120 (2 and 4 rows). 16 warps spill more, as do a one-stage loop,
+#: no eviction hints and a reordered dx; a fix is RMSNorm's launch rule, kernel or width limit. Listed, not hidden: any
+#: other spill fails the test, and so does one of these disappearing.
+KNOWN_SPILLS = {("backward", arch, "float32", MAX_COLS, rows) for arch, rows in (
+    ("sm_86", 4), ("sm_89", 4), ("sm_120", 2), ("sm_120", 4))}
+FUSED_BUILDS = [
+    *op_spec.specializations([MID, MAX_COLS], archs=compiled.TARGETS, kernels=("forward",)),
+    *(_fused_rows(b, r) for b in op_spec.specializations([MID, BACKWARD_MAX_COLS], archs=compiled.TARGETS,
+                                                         kernels=("backward",)) for r in (1, 4)),
+]
+TARGET_BUILDS = [
+    *compiled.specializations([MID, MAX_COLS], archs=tuple(a for a in compiled.TARGETS if a not in compiled.ARCHS),
+                              weights=("same",)),
+    *FUSED_BUILDS,
+]
 
 
 @pytest.fixture(scope="module")
 def aligned_facts():
     return compiled.facts(ALIGNED)
+
+
+@pytest.fixture(scope="module")
+def target_facts():
+    return compiled.facts(TARGET_BUILDS)
 
 
 @pytest.fixture(scope="module")
@@ -142,10 +179,53 @@ def test_no_eligible_specialization_spills(aligned_facts, request):
     """Strict on the Triton CI installs (and newer). An older Triton (the GPU machine's 3.6, ptxas 12.8) still spills a
     few bytes in a few wide specializations, where ptxas trades registers for occupancy: an expected failure there,
     with what it measured in the reason, never a silent skip."""
+    _assert_no_spills(aligned_facts, request)
+
+
+def test_both_ops_compile_for_every_target_without_spills(aligned_facts, target_facts, request):
+    """Both ops' kernels, forward and backward, compile for every target (sm_75 to sm_120) at the widest eligible width
+    and a mid one (the fused backward's widest is BACKWARD_MAX_COLS), spill-free, the forwards with 16-byte accesses."""
+    for b in TARGET_BUILDS[len(TARGET_BUILDS) - len(FUSED_BUILDS):]:  # the fused launcher's own rule
+        assert (b.block, b.warps) == fused_launch.launch_settings(b.block, b.kernel.split("_")[1]), b.label
+    rows = target_facts + [r for r in aligned_facts if r["block"] in (MID, MAX_COLS) and r["weight"] != "none"]
+    kernels = ("forward", "backward", "fused_forward", "fused_backward")
+    assert {(r["kernel"], r["arch"]) for r in rows} == {(k, f"sm_{a}") for k in kernels for a in compiled.TARGETS}
+    assert {(r["kernel"], r["block"]) for r in rows} == {(k, b) for k in kernels for b in (
+        (MID, BACKWARD_MAX_COLS) if k == "fused_backward" else (MID, MAX_COLS))}
+    narrow = [(r["kernel"], r["arch"], r["dtype"], r["block"]) for r in rows
+              if r["kernel"].endswith("forward") and (r["load_bytes"], r["store_bytes"]) != (16, 16)]
+    assert not narrow, f"forwards with narrower than 16-byte accesses: {narrow}"
+    spilling = {(r["kernel"], r["arch"], r["dtype"], r["block"], r["rows_per_program"]) for r in rows if r["spills"]}
+    assert spilling >= KNOWN_SPILLS or _older_than_ci(), f"a known spill is gone: drop it from KNOWN_SPILLS " \
+                                                          f"({sorted(KNOWN_SPILLS - spilling)})"
+    _assert_no_spills([r for r in rows if (r["kernel"], r["arch"], r["dtype"], r["block"], r["rows_per_program"])
+                       not in KNOWN_SPILLS], request)
+
+
+def test_fused_backward_spills_above_its_width_limit():
+    """Why BACKWARD_MAX_COLS is the fused predicate's limit: one step wider the backward spills on every target at
+    the launcher's 16 warps, and at 32 (the most a program has; sm_80 here, every target when measured). When a
+    Triton release stops that, this fails: raise the limit."""
+    wide = op_spec.specializations([2 * BACKWARD_MAX_COLS], archs=compiled.TARGETS, dtypes=("bfloat16",),
+                                   kernels=("backward",))
+    wide += [dataclasses.replace(b, warps=32, label="") for b in wide if b.arch == 80]
+    rows = compiled.facts(wide)
+    assert {(r["warps"], r["arch"]) for r in rows} == {(16, f"sm_{a}") for a in compiled.TARGETS} | {(32, "sm_80")}
+    assert all(r["spills"] > 0 for r in rows), [(r["arch"], r["warps"], r["spills"]) for r in rows]
+
+
+def _older_than_ci() -> bool:
+    import triton
+
+    pinned = _pinned_triton()
+    return bool(pinned) and _older_than(triton.__version__, pinned)
+
+
+def _assert_no_spills(rows, request):
     import triton
 
     spilling = [(r["kernel"], r["arch"], r["dtype"], r["weight"], r["block"], r["warps"], r["rows_per_program"],
-                 r["registers"], r["spills"]) for r in aligned_facts if r["spills"] or r["stack"]]
+                 r["registers"], r["spills"]) for r in rows if r["spills"] or r["stack"]]
     pinned = _pinned_triton()
     if spilling and pinned and _older_than(triton.__version__, pinned):
         request.applymarker(pytest.mark.xfail(
@@ -271,3 +351,39 @@ def test_resource_facts_are_kept_beside_the_cached_binary(tmp_path, monkeypatch)
         assert compiled._kept("c" * 64, rerun(42))["registers"] == 42 and runs[-1] == 42
     finally:
         (tmp_path / "cache").chmod(0o700)
+
+
+def test_facts_do_not_depend_on_where_the_kit_sits(tmp_path):
+    """A binary Triton cached from another checkout of the kit (same source, another path) gives the same facts and
+    the same code hash as one compiled here: the PTX names its source files, Triton's cache key does not."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    other = tmp_path / "another checkout"
+    shutil.copytree(ROOT / "fastpath_lib", other / "fastpath_lib", ignore=shutil.ignore_patterns("__pycache__"))
+    spec = dataclasses.asdict(compiled.Specialization("forward", "bfloat16", "bfloat16", 128, 4, 8, True, 90))
+    rows = {}
+    for name, root, cache in (("there", other, "shared"), ("here", ROOT, "shared"), ("fresh", ROOT, "fresh")):
+        env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+        env.update(PYTHONPATH=str(root), TRITON_CACHE_DIR=str(tmp_path / cache))
+        out = tmp_path / f"{name}.json"
+        proc = subprocess.run([sys.executable, "-m", "fastpath_lib.rmsnorm.compiled", str(out)], cwd=root, env=env,
+                              input=json.dumps([spec]), capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        (rows[name],) = json.loads(out.read_text())
+    # with Triton 3.8 "here" loads the other checkout's binary (its cache key has no path); its PTX names that path
+    assert not rows["fresh"]["from_cache"]
+    skip = ("from_cache", "ptxas_log", "cubin_registers", "compile_s")
+    assert {k: v for k, v in rows["here"].items() if k not in skip} == \
+        {k: v for k, v in rows["fresh"].items() if k not in skip}
+    assert rows["there"]["ptx_sha256"] == rows["here"]["ptx_sha256"] == rows["fresh"]["ptx_sha256"]
+
+
+def test_code_hash_reads_code_not_paths():
+    ptx = ('\t.loc\t1 63 1 // kernels.py:63:1\n\tret;\n\t.file\t1 "/a/fastpath_lib/rmsnorm/kernels.py"\n'
+           '\t.section\t.debug_info\n\t{\n.b8 47 // /a\n\t}\n\t.section\t.debug_macinfo\t{\t}\n')
+    moved = ptx.replace("/a", "/somewhere/else").replace("47 //", "115 //")
+    assert compiled.code_sha256(ptx) == compiled.code_sha256(moved)
+    assert compiled.code_sha256(ptx) != compiled.code_sha256(ptx.replace("ret;", "exit;"))

@@ -144,3 +144,180 @@ def test_generic_predicate_rejects_duplicate_names():
 def test_callable_boundary_uses_limits():
     b = Boundary("t-1", lambda lim: {"rows": lim.min_rows - 1}, False)
     assert b.overrides(P.Limits(min_rows=100)) == {"rows": 99}
+
+
+# --- a learner's T4: sm_75 only inside allow_sm75(), after the self-test passed, fp16 and fp32 ------------------------
+
+@pytest.fixture
+def fake_t4(monkeypatch):
+    """A CUDA device of compute capability ``capability[0]`` (7.5 unless changed) and a self-test that passes unless
+    told otherwise; the calls to it are counted."""
+    from fastpath_lib import runtime, selftest
+    from fastpath_lib.rmsnorm import limits as L
+
+    state = {"capability": (7, 5), "ok": True, "runs": []}
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda dev=None: state["capability"])
+    monkeypatch.setattr(runtime, "kernel_device", lambda: "cuda")
+    monkeypatch.setattr(selftest, "_passed_on", set())
+    monkeypatch.setattr(L._Sm75, "passed", set())
+    monkeypatch.setattr(P, "_cuda_min_rows", {})
+
+    def run(dtypes=None):
+        state["runs"].append(dtypes)
+        return selftest.SelfTestResult(state["ok"], "cuda", {}, [] if state["ok"] else ["float16 3x16 dx: wrong"])
+
+    monkeypatch.setattr(selftest, "run", run)
+    return state
+
+
+def _on(capability, dtype=torch.float16, weight=True, wdtype=None):
+    x = torch.randn(16, 64, dtype=dtype)
+    w = torch.ones(64, dtype=wdtype or dtype) if weight else None
+    return dataclasses.replace(P.make_call(x, [64], w), device_type="cuda", interpret=False, capability=capability)
+
+
+def test_sm75_is_refused_with_the_true_reason(fake_t4):
+    (reason,) = P.PREDICATE.evaluate(_on((7, 5))).reasons
+    assert reason.startswith("architecture: sm_75, need sm_80 or newer") and "compute capability 8.0+" in reason
+    assert "allow_sm75()" in reason
+    (reason,) = P.PREDICATE.evaluate(_on((7, 0))).reasons
+    assert "compute capability 8.0+" in reason and "allow_sm75" not in reason  # the opt-in is for sm_75 alone
+
+
+def test_allow_sm75_admits_fp16_and_fp32_inside_the_block_only(fake_t4):
+    from fastpath_lib.rmsnorm import limits as L
+    from fastpath_lib.selftest import allow_sm75
+
+    x16, x32, xbf = (torch.empty(16, 64, dtype=d) for d in (torch.float16, torch.float32, torch.bfloat16))
+    assert L.sm75_rows(x16, None) == 0
+    with allow_sm75() as note:
+        assert "outside Triton's support matrix" in note and "unmeasured" in note
+        assert fake_t4["runs"] == [L.SM75_DTYPES]  # the self-test ran on entry, fp16 and fp32
+        for dtype in (torch.float16, torch.float32):
+            assert P.PREDICATE.check_one("architecture", _on((7, 5), dtype)) is None
+            assert P.PREDICATE.check_one("architecture", _on((7, 5), dtype, weight=False)) is None
+        for call in (_on((7, 5), torch.bfloat16), _on((7, 5), torch.float16, wdtype=torch.bfloat16)):
+            reason = P.PREDICATE.check_one("architecture", call)
+            assert "bfloat16" in reason and "need float16 or float32" in reason
+        # just outside on either side: another old architecture stays refused, Ampere needs no opt-in
+        assert "need sm_80" in P.PREDICATE.check_one("architecture", _on((7, 2)))
+        assert P.PREDICATE.check_one("architecture", _on((8, 0), torch.bfloat16)) is None
+        # the dispatch's cheap test agrees, and the threshold is the unmeasured default
+        assert L.sm75_rows(x16, None) == L.sm75_rows(x32, torch.ones(64)) == L.DEFAULT_CUDA_MIN_ROWS
+        assert L.sm75_rows(xbf, None) == 0 == L.sm75_rows(x16, torch.ones(64, dtype=torch.bfloat16))
+        assert P._cuda_rows(0) == 0  # the cached per-device answer stays the default predicate's
+        lim = L.limits_for("cuda", interpret=False)
+        assert "outside Triton's support matrix" in lim.source and "unmeasured" in lim.source
+        assert lim.min_rows == L.DEFAULT_CUDA_MIN_ROWS
+        with allow_sm75():  # nested: the self-test ran once
+            assert P.PREDICATE.check_one("architecture", _on((7, 5))) is None
+        assert P.PREDICATE.check_one("architecture", _on((7, 5))) is None  # still inside the outer block
+    assert fake_t4["runs"] == [L.SM75_DTYPES]
+    assert "need sm_80" in P.PREDICATE.check_one("architecture", _on((7, 5)))  # after the block: refused again
+    assert L.sm75_rows(x16, None) == 0 and "no sweep for sm_75" in L.limits_for("cuda", interpret=False).source
+
+
+def test_allow_sm75_admits_nothing_without_a_passed_selftest(fake_t4):
+    from fastpath_lib.rmsnorm import limits as L
+    from fastpath_lib.selftest import allow_sm75
+
+    fake_t4["ok"] = False
+    with pytest.raises(RuntimeError, match="self-test failed on this sm_75 device"), allow_sm75():
+        pytest.fail("the block must not run")
+    assert "need sm_80" in P.PREDICATE.check_one("architecture", _on((7, 5)))
+    with L.sm75_scope(None):  # a block without the self-test's pass (the scope alone) admits nothing
+        reason = P.PREDICATE.check_one("architecture", _on((7, 5)))
+        assert "without a passed self-test" in reason and "need" in reason
+        assert L.sm75_rows(torch.empty(16, 64, dtype=torch.float16), None) == 0
+
+
+def test_allow_sm75_changes_nothing_on_other_devices(fake_t4):
+    from fastpath_lib.selftest import allow_sm75
+
+    fake_t4["capability"] = (9, 0)
+    with allow_sm75() as note:
+        assert "nothing to admit here (sm_90)" in note
+        assert P.PREDICATE.check_one("architecture", _on((9, 0), torch.bfloat16)) is None
+        assert "need sm_80" in P.PREDICATE.check_one("architecture", _on((7, 5)))
+    assert fake_t4["runs"] == []
+
+
+def test_the_fused_op_shares_the_opt_in(fake_t4):
+    from fastpath_lib.fused import predicate as FP
+    from fastpath_lib.selftest import allow_sm75
+
+    def fused_call(dtype):
+        x = torch.randn(16, 64, dtype=dtype)
+        return dataclasses.replace(FP.make_call(x, x.clone(), torch.ones(64, dtype=dtype)), device_type="cuda",
+                                   interpret=False, capability=(7, 5))
+
+    assert "architecture" in FP.PREDICATE.evaluate(fused_call(torch.float16)).failed
+    with allow_sm75():
+        assert "architecture" not in FP.PREDICATE.evaluate(fused_call(torch.float16)).failed
+        assert "architecture" in FP.PREDICATE.evaluate(fused_call(torch.bfloat16)).failed
+
+
+def test_the_selftest_leaves_bf16_out_below_sm80(fake_t4):
+    from fastpath_lib import selftest
+
+    assert selftest.default_dtypes() == (torch.float16, torch.float32)
+    fake_t4["capability"] = (8, 0)
+    assert set(selftest.default_dtypes()) == {torch.float16, torch.float32, torch.bfloat16}
+
+
+@pytest.mark.parametrize("cols", [8192, 8196])
+def test_fused_backward_takes_the_kernel_up_to_its_width_limit(cols):
+    """The fused backward's own decision (a compiled graph runs it without the forward's grad): the kernel up to
+    BACKWARD_MAX_COLS, torch's formula wider; the predicate says why for a call autograd records."""
+    from fastpath_lib.fused import op as fop
+    from fastpath_lib.fused.predicate import BACKWARD_MAX_COLS
+    from fastpath_lib.fused.reference import native
+
+    x, r, dy = (torch.randn(8, cols, generator=torch.Generator().manual_seed(i)) for i in range(3))
+    w = torch.ones(cols)
+    with fastpath_lib.record_routes("backward") as routes:
+        dx, dw = torch.ops.fastpath.fused_add_rms_norm_backward(dy, None, x, r, w, None)
+    assert routes == {"triton" if cols <= BACKWARD_MAX_COLS else "fallback": 1}
+    x64, r64, w64 = (t.double().requires_grad_() for t in (x, r, w))
+    want_dx, want_dw = torch.autograd.grad(native(x64, r64, w64)[0], (x64, w64), dy.double())
+    torch.testing.assert_close(dx, want_dx.float(), atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(dw, want_dw.float(), atol=1e-3, rtol=1e-4)
+    d = fop.explain(x.requires_grad_(), r, w)
+    assert ("backward_cols" in d.failed) == (cols > BACKWARD_MAX_COLS)
+    assert all("need at most 8192" in s for s in d.reasons if s.startswith("backward_cols"))
+
+
+@pytest.mark.parametrize("capability, kernels", [((7, 5), True), ((7, 0), False)])
+def test_lesson_device_tells_an_old_gpu_what_runs_where(monkeypatch, capsys, capability, kernels):
+    from fastpath_lib import runtime
+    from fastpath_lib.rmsnorm import limits as L
+
+    assert (runtime.TRITON_MIN_CAPABILITY, runtime.T4_CAPABILITY) == (L.MIN_CAPABILITY, L.SM75)
+    monkeypatch.setattr(runtime, "cuda_available", lambda: True)
+    monkeypatch.setattr(runtime, "interpreter_enabled", lambda: False)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: capability)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "Tesla T4")
+    assert runtime.lesson_device() == "cuda"
+    out = capsys.readouterr().out
+    assert "timings are GPU measurements of the fallback, not the kernels" in out
+    assert "every dispatched call" in out and "below Triton's supported 8.0" in out
+    assert ("selftest.allow_sm75()" in out) == kernels and ("unmeasured" in out) == kernels
+    assert all(len(line) <= 110 for line in out.splitlines()), "a line the notebook would wrap"
+
+
+def test_lesson_device_names_versions_older_than_tested(monkeypatch, capsys):
+    import re
+
+    from fastpath_lib import runtime
+
+    floors = dict(re.findall(r'"(torch|triton)>=(\d+\.\d+)"', (runtime.ROOT / "pyproject.toml").read_text()))
+    assert {k: tuple(map(int, v.split("."))) for k, v in floors.items()} == runtime.TESTED_FLOORS  # pyproject's
+
+    monkeypatch.setattr(runtime, "versions", lambda: {"python": "3.11", "torch": "2.9.1+cu126", "triton": "3.5.1",
+                                                      "numpy": "2.1"})
+    runtime.lesson_device()
+    assert "untested: torch 2.9.1+cu126 (tested from 2.11), triton 3.5.1 (tested from 3.6)" in capsys.readouterr().out
+    monkeypatch.setattr(runtime, "versions", lambda: {"python": "3.11", "torch": "2.13.0", "triton": "3.10.0",
+                                                      "numpy": "2.1"})
+    runtime.lesson_device()
+    assert "untested" not in capsys.readouterr().out

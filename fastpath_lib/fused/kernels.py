@@ -15,7 +15,8 @@ Backward (functional form), with ``s`` recomputed from ``x`` and ``r`` in fp32, 
     ds = rstd * (g - n * mean(g * n)) + ds_new_residual     (= dx = dr)
     dw = sum over rows of (dy * n)                          (fixed-order partial sums, as RMSNorm's)
 
-Launch settings (block, warps, rows per program, ``VEC``) follow RMSNorm's rule (:mod:`fastpath_lib.rmsnorm.launch`),
+Launch settings (block, warps, rows per program, ``VEC``) follow RMSNorm's rule (:mod:`fastpath_lib.rmsnorm.launch`;
+the backward keeps the forward's warps, :mod:`fastpath_lib.fused.launch`),
 and the launches run as RMSNorm's do (on the tensor's device, numpy quiet under the interpreter).
 Imports Triton: ``TRITON_INTERPRET`` must be set before this module is imported (the op imports it on first use).
 """
@@ -26,12 +27,12 @@ import torch
 import triton
 import triton.language as tl
 
+from fastpath_lib.fused.launch import launch_settings
 from fastpath_lib.rmsnorm.layout import as_rows
 from fastpath_lib.rmsnorm.limits import default_eps
 from fastpath_lib.rmsnorm.kernels import (
     backward_grid,
     forward_rows_per_program,
-    launch_settings,
     max_backward_programs,
     on_device,
     quiet,

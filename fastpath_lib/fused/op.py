@@ -28,7 +28,7 @@ import torch
 from fastpath_lib import routing
 from fastpath_lib.eligibility import Decision
 from fastpath_lib.fused import reference as ref
-from fastpath_lib.fused.predicate import PREDICATE, eligible, make_call, runtime_eligible
+from fastpath_lib.fused.predicate import BACKWARD_MAX_COLS, PREDICATE, eligible, make_call, runtime_eligible
 from fastpath_lib.rmsnorm.layout import as_rows
 from fastpath_lib.rmsnorm.limits import default_eps
 
@@ -80,7 +80,8 @@ def fast_route_(x, residual, weight, eps) -> None:
 
 def _backward_impl(grad_out, grad_res, x, residual, weight, eps):
     """``(dx, dw)`` of the functional form (``dw`` empty without weight); Triton where eligible."""
-    if eligible(x, residual, weight, _state.forced, False) and runtime_eligible(x, residual, weight, False):
+    if x.shape[-1] <= BACKWARD_MAX_COLS and eligible(x, residual, weight, _state.forced, False) \
+            and runtime_eligible(x, residual, weight, False):  # wider: a forward run without grad (a compiled graph)
         if _state.recorders:
             routing.record("backward", PREDICATE.fast_route)
         n = x.shape[-1]

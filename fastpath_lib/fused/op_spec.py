@@ -170,6 +170,7 @@ def specializations(widths=None, *, archs=(80, 90), dtypes=("float16", "bfloat16
     >>> [b.label for b in specializations([4096], archs=(90,), dtypes=("bfloat16",), kernels=("forward",))]
     ['fused_forward bfloat16 w=bfloat16 block=4096 warps=8 rows=1 aligned sm_90']
     """
+    from fastpath_lib.fused import launch as fused_launch
     from fastpath_lib.rmsnorm import launch
 
     if widths is None:
@@ -178,7 +179,7 @@ def specializations(widths=None, *, archs=(80, 90), dtypes=("float16", "bfloat16
     for arch in archs:
         for kernel in kernels:
             for n in widths:
-                block, warps = launch.launch_settings(n, kernel)
+                block, warps = fused_launch.launch_settings(n, kernel)
                 rows = launch.forward_rows_per_program(n) if kernel == "forward" else 4
                 for dtype in dtypes:
                     size = _element_size(getattr(torch, dtype))

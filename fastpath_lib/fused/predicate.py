@@ -16,6 +16,10 @@ architecture, dtype, width, rows, strides, alignment. What the fused op adds:
   test is on byte ranges of one storage, so interleaved but element-disjoint views (column halves of one buffer)
   count as overlapping: conservative, and correct. Rows of ``x`` or ``residual`` that share memory with each other
   (a row expanded with stride 0) count too: ``copy_`` refuses to write them, and so does the in-place form;
+* *backward_cols*: a call autograd records (grad mode on, an input requires grad) has at most
+  :data:`BACKWARD_MAX_COLS` columns: the backward kernel holds the row sum, the gradients and its ``dw`` share per
+  program, and at 16384 columns it spills registers on every target compiled for (sm_75 to sm_120, at 16 warps and
+  at 32, the most a program has); the forward does not, so calls without autograd keep the fast path to ``MAX_COLS``;
 * *inplace_autograd*: the in-place form with an input that requires grad (grad mode on) takes the composite, which
   raises on a leaf that requires grad before it writes anything and records the in-place ops on views as PyTorch
   does; so does an in-place call on an inference tensor outside inference mode (the composite raises PyTorch's
@@ -35,13 +39,15 @@ from torch._subclasses.fake_tensor import is_fake
 
 from fastpath_lib.eligibility import UNKNOWN, Boundary, Condition, Predicate
 from fastpath_lib.rmsnorm import predicate as rms
-from fastpath_lib.rmsnorm.layout import PLAIN_TYPES, row_stride, rows_cols, tensor_kind
+from fastpath_lib.rmsnorm.layout import PLAIN_TYPES, decided, row_stride, rows_cols, tensor_kind
 from fastpath_lib.rmsnorm.limits import ALIGN_BYTES
 
 __all__ = ["FusedCall", "make_call", "eligible", "runtime_eligible", "overlaps", "overlaps_itself", "PREDICATE", "BASE_CASE",
-           "RMSNORM_CONDITIONS", "PER_CALL", "STATIC"]
+           "RMSNORM_CONDITIONS", "PER_CALL", "STATIC", "BACKWARD_MAX_COLS"]
 
 _CHANNELS_LAST = {4: torch.channels_last, 5: torch.channels_last_3d}
+#: The widest row of a call autograd records: wider, the backward kernel spills registers (``tests/test_compiled.py``).
+BACKWARD_MAX_COLS = 8192
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,6 +90,8 @@ def eligible(x, residual, weight, forced: bool, inplace: bool) -> bool:
     if not rms.eligible(x, cols, weight, forced):  # the norm's conditions, the cheapest fallbacks first
         return False
     n = cols[0]
+    if decided(n > BACKWARD_MAX_COLS) is True and _wants_grad(x, residual, weight):
+        return False
     if (residual.layout is not torch.strided or residual.is_nested or residual.dtype != x.dtype
             or residual.device != x.device or residual.shape != x.shape):
         return False
@@ -147,6 +155,14 @@ def _check_inplace_autograd(c):
                "and records in-place ops on views)"
     if c.inplace and not c.kind and c.residual is not None and _writes_inference(c.input, c.residual):
         return "in-place form on an inference tensor outside inference mode (the composite raises, as torch does)"
+    return None
+
+
+def _check_backward_cols(c):
+    n = c.input.shape[-1] if not c.input.is_nested and c.input.dim() else 0
+    if c.grad and decided(n > BACKWARD_MAX_COLS) is True:
+        return (f"{n} columns while autograd records, need at most {BACKWARD_MAX_COLS} (wider, the backward kernel "
+                f"spills registers)")
     return None
 
 
@@ -240,7 +256,17 @@ PREDICATE = Predicate("fused_add_rms_norm", [
               (Boundary("same shape and dtype", {}, True),
                Boundary("residual fp16, x fp32", {"residual_dtype": torch.float16}, False),
                Boundary("residual one row short (broadcasts)", {"residual_rows": 1}, False))),
-    *(_R[n] for n in ("cols", "non_empty", "min_rows", "last_dim_contiguous", "memory_format", "row_stride",
+    _R["cols"],
+    Condition("backward_cols", f"row width <= {BACKWARD_MAX_COLS} columns while autograd records", _check_backward_cols,
+              "shape", "the backward holds a row, its gradient and a dw share per program: wider rows spill registers "
+              "on every GPU target compiled for (the forward does not)",
+              (Boundary("cols=max, no grad", lambda lim: {"cols": lim.max_cols, "rows": lim.min_rows}, True),
+               Boundary(f"cols={BACKWARD_MAX_COLS}, x requires grad", lambda lim: {
+                   "cols": BACKWARD_MAX_COLS, "rows": lim.min_rows, "requires_grad": True, "inplace": False}, True),
+               Boundary(f"cols={BACKWARD_MAX_COLS}+16B, x requires grad", lambda lim: {
+                   "cols": BACKWARD_MAX_COLS + 4, "rows": lim.min_rows, "requires_grad": True, "inplace": False},
+                        False))),
+    *(_R[n] for n in ("non_empty", "min_rows", "last_dim_contiguous", "memory_format", "row_stride",
                       "weight_contiguous")),
     Condition("residual_layout", "residual last dim contiguous, rows one stride apart", _check_residual_layout,
               "stride", "the kernels address residual row r at r * its own row stride",

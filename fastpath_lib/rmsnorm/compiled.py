@@ -1,9 +1,9 @@
 """The kernels compiled ahead of time for real GPUs, on any machine, and the facts read from the compiled code.
 
 Triton compiles for a GPU target without a driver: ``triton.compile(ASTSource(...), target=GPUTarget("cuda", 90,
-32))`` produces PTX and a cubin on a CPU-only laptop, and the wheel ships ``ptxas``. The interpreter that runs the
-kernels on a CPU compiles nothing, so this module is what shows that every kernel specialization the kit launches
-also compiles for sm_80 and sm_90, and what it compiles to:
+32))`` produces PTX and a cubin on a CPU-only laptop, and the wheel ships ``ptxas`` (and ``ptxas-blackwell``, for
+sm_100 and newer). The interpreter that runs the kernels on a CPU compiles nothing, so this module is what shows that
+every kernel specialization the kit launches also compiles for a GPU (:data:`TARGETS`), and what it compiles to:
 
 * the width of the global loads and stores, read from the PTX (``ld.global.v4.b32`` moves 16 bytes,
   ``ld.global.b16`` 2 bytes): a 16-byte-aligned launch can use vector accesses, a misaligned one cannot;
@@ -23,9 +23,8 @@ not, so an aligned specialization is compiled without that mark: the weakest ali
 width of its block shares (with the hints, Triton's own mark on the integers changes nothing in the code; a test
 compares the PTX). *Misaligned* is a launch with none of it: no divisibility attribute at all and ``VEC = 1``.
 
-Compiles run in one subprocess with ``TRITON_INTERPRET`` unset (in this process the kernels may be interpreter
-functions, which cannot be compiled), and results are kept per process, so a test session compiles each once. Nothing
-here needs a GPU, and nothing here is a GPU measurement: these are compile-time facts.
+Compiles run in subprocesses with ``TRITON_INTERPRET`` unset (here the kernels may be interpreter functions, which
+cannot be compiled); results are kept per process. Nothing here needs a GPU or is a GPU measurement.
 
 >>> spec = Specialization("forward", "bfloat16", "bfloat16", 8192, 16, 1, True, 90)
 >>> spec.label()
@@ -50,11 +49,15 @@ import time
 from fastpath_lib.rmsnorm import launch
 from fastpath_lib.rmsnorm.predicate import ALIGN_BYTES, MAX_COLS
 
-__all__ = ["ARCHS", "BACKWARD_ROW_BLOCKS", "DTYPES", "Specialization", "eligible_widths", "facts", "facts_markdown",
-           "facts_table", "missing_tools", "specializations", "tool_path", "vector_bytes_expected"]
+__all__ = ["ARCHS", "TARGETS", "BACKWARD_ROW_BLOCKS", "DTYPES", "Specialization", "code_sha256", "eligible_widths",
+           "facts", "facts_markdown", "facts_table", "missing_tools", "specializations", "tool_path",
+           "vector_bytes_expected"]
 
-#: Compute capabilities compiled for (Ampere, Hopper): the architectures the predicate admits.
+#: Compute capabilities compiled for by default (Ampere, Hopper): every specialization is compiled for these.
 ARCHS = (80, 90)
+#: Every target the compiled-facts test covers (at a wide and a mid width): Turing (T4, admitted only by the learners'
+#: opt-in), Ampere (A100, A10/RTX 30), Ada (L4/RTX 40), Hopper and consumer Blackwell (RTX 50).
+TARGETS = (75, 80, 86, 89, 90, 120)
 #: Input dtypes the kernels take (torch names).
 DTYPES = ("float16", "bfloat16", "float32")
 #: Backward rows per program compiled: 1 (no loop), 2 (the loop unrolled) and 4 (a loop, the same code as any larger
@@ -109,12 +112,9 @@ class Specialization:
 
 
 def tool_path(name: str) -> str | None:
-    """Path of a CUDA binary Triton ships (``ptxas``, ``cuobjdump``), or ``None`` when it is not there.
-
-    Triton's own environment override (``TRITON_PTXAS_PATH``, ...) is honoured, then the wheel's ``bin`` folder,
-    then ``PATH``. Importing Triton is deferred to here, so listing specializations does not need it.
-    """
-    override = os.environ.get(f"TRITON_{name.upper()}_PATH")
+    """Path of a CUDA binary Triton ships (``ptxas``, ``cuobjdump``), or ``None``: Triton's own override
+    (``TRITON_PTXAS_PATH``, ...), then the wheel's ``bin`` folder, then ``PATH`` (Triton imported only here)."""
+    override = os.environ.get(f"TRITON_{name.upper().replace('-', '_')}_PATH")
     if override and os.path.isfile(override) and os.access(override, os.X_OK):
         return override
     try:
@@ -224,7 +224,7 @@ def facts(specs, *, timeout: float = 900, workers: int | None = None) -> list[di
     the binary and no facts beside it; either is kept beside the binary and read back by later runs),
     ``from_cache`` (Triton served the binary from its cache: no ptxas ran for it in this call), ``cubin_registers``
     (on a rerun, the count in Triton's own cubin from ``cuobjdump``, else ``None``), ``compile_s``, ``ptx_sha256`` (of
-    the PTX without its comments: equal hashes are the same code).
+    the PTX's code, :func:`code_sha256`: equal hashes are the same code, wherever the kit sits).
 
     Results are kept for the life of the process; only the missing ones are compiled, in ``workers`` subprocesses
     (default: up to 2, one per CPU core) with ``TRITON_INTERPRET`` unset.
@@ -321,12 +321,25 @@ def _ptxas_rerun(ptx: str, arch: int, workdir: str) -> dict:
     src = os.path.join(workdir, "k.ptx")
     with open(src, "w") as f:
         f.write(ptx)
-    proc = subprocess.run([tool_path("ptxas"), "-lineinfo", "-v", f"--gpu-name={gpu_name}", src, "-o", src + ".o"],
+    ptxas = tool_path("ptxas-blackwell" if arch >= 100 else "ptxas")  # as Triton picks it
+    proc = subprocess.run([ptxas, "-lineinfo", "-v", f"--gpu-name={gpu_name}", src, "-o", src + ".o"],
                           capture_output=True, text=True, check=False)
     found = _parse_ptxas_log(proc.stderr + proc.stdout) if proc.returncode == 0 else None
     if found is None:
         raise RuntimeError(f"ptxas -v failed or printed no resource usage:\n{(proc.stderr + proc.stdout)[-2000:]}")
     return found
+
+
+def code_sha256(ptx: str) -> str:
+    r"""SHA-256 of the code in ``ptx``: without comments, ``.loc``/``.file`` lines and debug sections, which name the
+    source file's path (Triton's cache key does not, so a binary cached from another checkout differs by its paths).
+
+    >>> code_sha256('\tret;\n\t.file\t1 "/a/k.py"\n') == code_sha256('\tret; // k.py:3\n\t.file\t1 "/b/k.py"\n')
+    True
+    """
+    code = re.sub(r"\.section\s+\.debug\w*\s*(\{[^{}]*\})?", "", re.sub(r"//[^\n]*", "", ptx)).splitlines()
+    code = [ln.strip() for ln in code if ln.strip() and not re.match(r"\s*\.(loc|file)\b", ln)]
+    return hashlib.sha256("\n".join(code).encode()).hexdigest()
 
 
 def _cubin_registers(cubin: bytes, workdir: str) -> int | None:
@@ -427,7 +440,7 @@ def _compile_one(spec: dict, workdir: str) -> dict:
                                                                                       workdir))))
     row["from_cache"] = own is None  # Triton prints its ptxas log only when it runs ptxas, i.e. builds the binary
     row["shared"] = int(compiled.metadata.shared)
-    row["ptx_sha256"] = hashlib.sha256(re.sub(r"//[^\n]*", "", ptx).encode()).hexdigest()  # without comments
+    row["ptx_sha256"] = code_sha256(ptx)
     row["compile_s"] = round(seconds, 4)
     return row
 
@@ -461,15 +474,9 @@ _COLUMNS = ["kernel", "arch", "dtype", "weight", "block", "warps", "rows_per_pro
 
 
 def facts_table(rows=None):
-    """The facts as a pandas DataFrame, one row per specialization (default: every aligned one, both kernels).
-
-    Args:
-        rows: rows from :func:`facts` (default: ``facts(specializations())``, compiled now if not yet).
-
-    Returns:
-        a DataFrame with the columns kernel, arch, dtype, weight, block, warps, rows_per_program, aligned, vec,
-        load_bytes, store_bytes, registers, spills, stack, shared (bytes where a size).
-    """
+    """The facts (rows from :func:`facts`; default ``facts(specializations())``) as a pandas DataFrame, one row per
+    specialization, with the columns kernel, arch, dtype, weight, block, warps, rows_per_program, aligned, vec,
+    load_bytes, store_bytes, registers, spills, stack, shared (bytes where a size)."""
     import pandas as pd
 
     rows = facts(specializations()) if rows is None else rows

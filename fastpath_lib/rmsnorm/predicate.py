@@ -12,7 +12,7 @@ In words: the Triton kernels run when **all** of these hold, and ``torch.nn.func
   functional tensors that ``torch.compile`` and ``torch.export`` trace with count as plain): nested, sparse and
   DTensor inputs, and every other ``__torch_dispatch__`` subclass, take the fallback, which they already support;
 * *device*: the input is on CUDA, or on the CPU while Triton's interpreter is on (``use_interpreter()``);
-* *architecture*: on CUDA, compute capability 8.0 (Ampere) or newer;
+* *architecture*: on CUDA, compute capability 8.0 (Ampere) or newer; sm_75 fp16/fp32 inside ``allow_sm75()``;
 * *dtype*: input fp16, bf16 or fp32; weight absent or one of those three (the output is always the input's dtype);
 * *shape*: valid arguments (invalid ones go to the fallback, which raises its own error), normalized over the last
   dimension only, at most ``MAX_COLS`` columns, not empty, and at least ``min_rows`` rows (8 under the interpreter,
@@ -53,8 +53,8 @@ from fastpath_lib.rmsnorm import capture
 from fastpath_lib.rmsnorm.layout import (PLAIN_TYPES, decided, functorch_transform, row_stride, tensor_kind,
                                          traced_rows)
 from fastpath_lib.rmsnorm.limits import (ALIGN_BYTES, CUDA_MIN_ROWS, DEFAULT_CUDA_MIN_ROWS, INTERPRETER_MIN_ROWS,
-                                         LEAST_MIN_ROWS, MAX_COLS, MIN_CAPABILITY, SUPPORTED_DTYPES, Limits,
-                                         default_eps, device_capability, limits_for)
+                                         LEAST_MIN_ROWS, MAX_COLS, MIN_CAPABILITY, SUPPORTED_DTYPES, Limits, check_arch,
+                                         default_eps, device_capability, limits_for, sm75_rows)
 
 __all__ = ["MAX_COLS", "ALIGN_BYTES", "MIN_CAPABILITY", "INTERPRETER_MIN_ROWS", "CUDA_MIN_ROWS", "DEFAULT_CUDA_MIN_ROWS",
            "SUPPORTED_DTYPES", "PLAIN_TYPES", "ALLOWED_MODES", "Limits", "RMSNormCall", "limits_for", "make_call",
@@ -158,7 +158,7 @@ def eligible(input, normalized_shape, weight, forced: bool) -> bool:
     if input.is_cuda:
         if runtime.interpreter_enabled():
             return False
-        min_rows = _cuda_rows(input.get_device())
+        min_rows = _cuda_rows(input.get_device()) or sm75_rows(input, weight)
         if not min_rows:
             return False
     elif input.is_cpu and runtime.interpreter_enabled():
@@ -241,13 +241,6 @@ def _check_device(c):
     if dev == "cpu":
         return "cpu tensor without the Triton interpreter, need cuda (or cpu after fastpath_lib.use_interpreter())"
     return f"{dev} tensor{' under the interpreter' if c.interpret else ''}, need cuda (or cpu under the interpreter)"
-
-
-def _check_arch(c):
-    if c.device_type != "cuda" or c.interpret:
-        return None
-    cap, need = tuple(c.capability or (0, 0)), c.limits.min_capability
-    return None if cap >= need else f"sm_{cap[0]}{cap[1]}, need sm_{need[0]}{need[1]} or newer"
 
 
 def _names(dtypes):
@@ -422,8 +415,8 @@ PREDICATE = Predicate("rmsnorm", [
               "the kernels are Triton; on a CPU only the interpreter can run them",
               (Boundary("current device", {}, True),
                Boundary("cpu, interpreter off", {"device": "cpu", "interpret": False}, False))),
-    Condition("architecture", "compute capability >= 8.0 on CUDA", _check_arch, "architecture",
-              "bf16 and the launch settings were chosen for Ampere and newer",
+    Condition("architecture", "compute capability >= 8.0 on CUDA (sm_75 fp16/fp32 only in allow_sm75())", check_arch,
+              "architecture", "Triton's supported hardware starts at 8.0; a T4 learner's opt-in is unmeasured",
               tuple(Boundary(f"sm_{a}{b}", {"device_type": "cuda", "interpret": False, "capability": (a, b)},
                              (a, b) >= MIN_CAPABILITY) for a, b in ((7, 5), (8, 0), (8, 6), (9, 0)))),
     Condition("dtype", "input dtype fp16, bf16 or fp32", _check_dtype, "dtype",
