@@ -105,9 +105,9 @@ def explain(input, normalized_shape, weight, eps, forced: bool) -> Decision:
     local = local_shards(input, weight)
     if local is not None:
         return PREDICATE.evaluate(make_call(local[0], normalized_shape, local[1], eps, forced=forced))
-    placed = ", ".join(str(p) for p in input.placements)
+    placed = ", ".join(repr(p) for p in input.placements)
     if weight is not None:
-        placed += f" (weight {', '.join(str(p) for p in weight.placements)})"
+        placed += f" (weight {', '.join(repr(p) for p in weight.placements)})"
     kind = f"{UNKNOWN}DTensor placed {placed}, which the sharding rule redistributes before each rank's local " \
            f"tensor is checked"
     return PREDICATE.evaluate(dataclasses.replace(make_call(input, normalized_shape, weight, eps, forced=forced),
