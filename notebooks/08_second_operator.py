@@ -428,9 +428,9 @@ else:
 # - **what happens to every other placement.** A hidden-dim shard must be gathered (or all-to-all'ed) to rows first:
 #   DTensor does that from the rule, at a communication cost the rule makes visible.
 #
-# The kit's rule is `fastpath_lib/rmsnorm/sharding.py` (`register_sharding` on `fastpath::rms_norm` and its
-# backward). Registering it is process-wide, so importing the kit does not: the first DTensor call does. A one-rank
-# group here (`tests/test_sharding.py` runs two ranks):
+# The kit's rule is `fastpath_lib/rmsnorm/sharding.py` (`register_sharding` on both ops and their backwards).
+# Registering it is process-wide, so importing the kit does not: the first DTensor call does. A one-rank group here
+# (`tests/test_sharding.py` runs two ranks):
 
 # %%
 import tempfile
@@ -475,6 +475,20 @@ got = fastpath_lib.rms_norm(hidden, [64], rw)
 print("the kit's op:", got.placements, "| matches F.rms_norm on the full tensor:",
       torch.allclose(got.full_tensor(), F.rms_norm(x, [64], w), atol=1e-5))
 print(fastpath_lib.explain(hidden, [64], rw))
+
+# %% [markdown]
+# The fused op has the same rule, with `x` and `residual` placed alike. Its in-place form adds one clause: DTensor
+# cannot write a redistributed copy back into the caller's tensors, so only placements the rule keeps take the
+# sharded route; a hidden-dim shard takes the composite, which writes each shard where it is:
+
+# %%
+for placement in (Shard(0), Shard(1)):
+    xd, rd = (distribute_tensor(t, mesh, [placement]) for t in (x, torch.randn_like(x)))
+    want = reference.native(xd.full_tensor(), rd.full_tensor(), w, None)
+    with fastpath_lib.record_routes() as routes:
+        fastpath_lib.fused_add_rms_norm_(xd, rd, rw)
+    print(f"{placement!r:14} in place: routes {dict(routes)}, x still {xd.placements},",
+          "matches the composite:", torch.allclose(xd.full_tensor(), want[0], atol=1e-5))
 dist.destroy_process_group()
 
 # %% [markdown]

@@ -3,7 +3,8 @@
 One process group of two spawned ranks runs every case once (:func:`_rank`) and writes what it saw; the tests read
 it. A row shard keeps its placement with no communication and runs the kernel on each local shard; the weight's
 gradient is a partial sum that reduces to ``F.rms_norm``'s; a hidden-dim shard (where ``F.rms_norm`` raises in torch
-2.13) and a sharded weight are redistributed and still match the reference.
+2.13) and a sharded weight are redistributed and still match the reference. The fused op's functional form does
+the same; its in-place form runs on kept placements and takes the composite elsewhere.
 """
 
 from __future__ import annotations
@@ -56,6 +57,36 @@ def _case(name, x, w, placement, w_placement, mesh, out):
     out[name] = rec
 
 
+def _fused_case(name, x, r, w, placement, mesh, out, residual_used=True):
+    """The fused op's two forms on ``x`` and ``r`` placed alike: placements, errors against the composite, routes.
+    Without ``residual_used`` the loss reads ``out`` only, and autograd hands the backward plain zeros for it."""
+    from torch.distributed.tensor import Replicate, distribute_tensor
+    from torch.distributed.tensor.debug import CommDebugMode
+
+    import fastpath_lib
+    from fastpath_lib.fused import op as fused_op, reference
+
+    xs, rs, ws = (t.clone().requires_grad_() for t in (x, r, w))
+    o, s = reference.native(xs, rs, ws, None)
+    (o.cos().sum() + s.sin().sum() * residual_used).backward()
+    dx, dr = (distribute_tensor(t, mesh, [placement]).requires_grad_() for t in (x, r))
+    dw = distribute_tensor(w, mesh, [Replicate()]).requires_grad_()
+    rec = {"route": fused_op.explain(dx, dr, dw).route}
+    with CommDebugMode() as comm, fastpath_lib.record_routes() as fwd, fastpath_lib.record_routes("backward") as bwd:
+        got, new = fastpath_lib.fused_add_rms_norm(dx, dr, dw)
+        rec["forward_comms"] = comm.get_total_counts()
+        (got.cos().sum() + new.sin().sum()).backward() if residual_used else got.cos().sum().backward()
+    rec.update(out=str(got.placements), dw=str(dw.grad.placements), forward_routes=dict(fwd),
+               backward_routes=dict(bwd), err=max(_err(got, o), _err(new, s), _err(dx.grad, xs.grad),
+                                                  _err(dr.grad, rs.grad), _err(dw.grad, ws.grad)))
+    ix, ir = (distribute_tensor(t, mesh, [placement]) for t in (x, r))
+    with fastpath_lib.record_routes() as inplace:
+        res = fastpath_lib.fused_add_rms_norm_(ix, ir, dw.detach())
+    rec.update(inplace_routes=dict(inplace), inplace_same=res[0] is ix and res[1] is ir,
+               inplace_placement=str(ix.placements), inplace_err=max(_err(ix, o.detach()), _err(ir, s.detach())))
+    out[name] = rec
+
+
 def _rank(rank: int, port: int, path: str) -> None:
     import fastpath_lib
     from fastpath_lib.rmsnorm import sharding
@@ -72,6 +103,9 @@ def _rank(rank: int, port: int, path: str) -> None:
         _case("rows", x, w, Shard(0), Replicate(), mesh, out)
         _case("hidden", x, w, Shard(1), Replicate(), mesh, out)
         _case("weight_sharded", x, w, Shard(0), Shard(0), mesh, out)
+        r = torch.randn(ROWS, COLS)
+        _fused_case("fused_rows", x, r, w, Shard(0), mesh, out)
+        _fused_case("fused_hidden", x, r, w, Shard(1), mesh, out, residual_used=False)
         # the rule is cached per normalized_shape: Shard(1) of [4, 8, 16] is a row shard for [16], not for [8, 16]
         x3 = torch.randn(4, 8, 16)
         d3 = distribute_tensor(x3, mesh, [Shard(1)])
@@ -138,3 +172,21 @@ def test_rule_is_cached_per_normalized_shape(ranks):
         assert r["ns1"]["out"] == "(Shard(dim=1),)", r["ns1"]
         assert r["ns2"]["out"] != "(Shard(dim=1),)", r["ns2"]
         assert r["ns1"]["err"] < 1e-5 and r["ns2"]["err"] < 1e-5, r
+
+
+def test_fused_row_shard_runs_both_forms_on_the_local_shards(ranks):
+    for r in ranks:
+        c = r["fused_rows"]
+        assert c["out"] == "(Shard(dim=0),)" and c["dw"] == "(Partial(sum),)" and c["forward_comms"] == 0, c
+        assert c["forward_routes"] == {"triton": 1} and c["backward_routes"] == {"triton": 1}, c
+        assert c["inplace_routes"] == {"triton": 1} and c["inplace_same"], c
+        assert c["inplace_placement"] == "(Shard(dim=0),)" and c["route"] == "triton", c
+        assert max(c["err"], c["inplace_err"]) < 1e-5, c
+
+
+def test_fused_hidden_dim_shard_is_redistributed_and_in_place_takes_the_composite(ranks):
+    for r in ranks:
+        c = r["fused_hidden"]
+        assert c["forward_comms"] > 0 and c["forward_routes"] == {"triton": 1}, c
+        assert c["inplace_routes"] == {"fallback": 1} and c["inplace_placement"] == "(Shard(dim=1),)", c
+        assert max(c["err"], c["inplace_err"]) < 1e-5, c

@@ -1,4 +1,4 @@
-"""RMSNorm on DTensors: the sharding rule of ``fastpath::rms_norm`` and its backward, and the route that uses it.
+"""RMSNorm on DTensors: the sharding rules of the kit's ops (``fastpath::rms_norm``, the fused op, their backwards).
 
 RMSNorm reduces each row over its last dimension and nothing else, so a row shard is a whole problem: a DTensor
 sharded on a leading dimension (``Shard(0)``, the token dim of a sequence- or data-parallel activation) with a
@@ -19,9 +19,14 @@ tensor, its placement a layout. The local calls are ordinary calls of the op, so
 with the predicate on its local shard (rows, alignment, device), falls back inside the op where it fails, and
 records it with :func:`fastpath_lib.record_routes`.
 
+The fused residual-add + RMSNorm (:mod:`fastpath_lib.fused.op`) gets the same rule with ``x`` and ``residual``
+placed alike (:func:`fused_forward_rule`, :func:`fused_backward_rule`); its in-place form
+(:func:`fused_inplace_rule`) takes the sharded route only where the placements are kept, since DTensor cannot write
+a redistributed copy back into its arguments: elsewhere it takes the composite, as before.
+
 Registering a rule is process-wide (DTensor keeps one table of rules), so importing the kit does not do it:
-:func:`register` runs on the first DTensor call of :func:`fastpath_lib.rms_norm` (or explicitly, before calling
-``torch.ops.fastpath.rms_norm`` on DTensors yourself). Only the kit's own ops get a rule.
+:func:`register` runs on the first DTensor call of either op (or explicitly, before calling ``torch.ops.fastpath``
+ops on DTensors yourself), and registers all five ops. Only the kit's own ops get a rule.
 
 Note:
     This module imports ``torch.distributed.tensor`` only inside :func:`register`; a process that never made a
@@ -40,11 +45,13 @@ import torch.autograd.forward_ad as _fwad
 from fastpath_lib.eligibility import UNKNOWN, Decision
 from fastpath_lib.rmsnorm.predicate import PREDICATE, make_call
 
-__all__ = ["OPS", "is_dtensor", "takes", "local_shards", "explain", "register", "registered", "forward_rule",
-           "backward_rule", "rms_norm"]
+__all__ = ["OPS", "is_dtensor", "takes", "takes_fused", "local_shards", "explain", "redistributed_kind", "register",
+           "registered", "like", "forward_rule", "backward_rule", "fused_forward_rule", "fused_inplace_rule",
+           "fused_backward_rule", "rms_norm"]
 
 #: The ops the rule covers, by their qualified names.
-OPS = ("fastpath::rms_norm", "fastpath::rms_norm_backward")
+OPS = ("fastpath::rms_norm", "fastpath::rms_norm_backward", "fastpath::fused_add_rms_norm",
+       "fastpath::fused_add_rms_norm_", "fastpath::fused_add_rms_norm_backward")
 
 _registered = False
 
@@ -81,10 +88,24 @@ def takes(input, normalized_shape, weight, eps, forced: bool) -> bool:
         return False
 
 
-def local_shards(input, weight):
-    """``(local input, local weight)`` the op runs on where the rule keeps the placements, else ``None``.
+def like(grad, ref):
+    """``grad`` as a DTensor placed like ``ref`` where autograd handed a plain tensor for a DTensor output.
 
-    Kept: the input ``Replicate`` or ``Shard`` on a leading dim on every mesh dim, the weight absent or replicated.
+    Autograd materializes the gradient of an unused output as plain zeros of the global shape; each rank holds the
+    same values, so each takes its own shard with no communication (``src_data_rank=None``).
+    """
+    if grad is None or not is_dtensor(ref) or is_dtensor(grad):
+        return grad
+    from torch.distributed.tensor import distribute_tensor
+
+    return distribute_tensor(grad, ref.device_mesh, ref.placements, src_data_rank=None)
+
+
+def local_shards(input, weight, *more):
+    """``(local input, local weight, *local more)`` the op runs on where the rule keeps the placements, else ``None``.
+
+    Kept: the input (and each of ``more``, with the input's placements) ``Replicate`` or ``Shard`` on a leading dim
+    on every mesh dim, the weight absent or replicated.
     """
     from torch.distributed.tensor import Replicate, Shard
 
@@ -93,7 +114,9 @@ def local_shards(input, weight):
         return None
     if weight is not None and not all(type(p) is Replicate for p in weight.placements):
         return None
-    return input.to_local(), (None if weight is None else weight.to_local())
+    if any(m.placements != input.placements for m in more):
+        return None
+    return input.to_local(), (None if weight is None else weight.to_local()), *(m.to_local() for m in more)
 
 
 def explain(input, normalized_shape, weight, eps, forced: bool) -> Decision:
@@ -105,13 +128,17 @@ def explain(input, normalized_shape, weight, eps, forced: bool) -> Decision:
     local = local_shards(input, weight)
     if local is not None:
         return PREDICATE.evaluate(make_call(local[0], normalized_shape, local[1], eps, forced=forced))
+    return PREDICATE.evaluate(dataclasses.replace(make_call(input, normalized_shape, weight, eps, forced=forced),
+                                                  kind=redistributed_kind(input, weight)))
+
+
+def redistributed_kind(input, weight) -> str:
+    """The ``tensor_kind`` of a DTensor call whose placements the rule changes: unknown until the op runs."""
     placed = ", ".join(repr(p) for p in input.placements)
     if weight is not None:
         placed += f" (weight {', '.join(repr(p) for p in weight.placements)})"
-    kind = f"{UNKNOWN}DTensor placed {placed}, which the sharding rule redistributes before each rank's local " \
+    return f"{UNKNOWN}DTensor placed {placed}, which the sharding rule redistributes before each rank's local " \
            f"tensor is checked"
-    return PREDICATE.evaluate(dataclasses.replace(make_call(input, normalized_shape, weight, eps, forced=forced),
-                                                  kind=kind))
 
 
 def _leading_dims(input_spec, normalized_shape) -> range:
@@ -147,6 +174,57 @@ def backward_rule(grad, input, normalized_shape, weight, eps):
     return rules
 
 
+def takes_fused(x, residual, weight, eps, forced: bool, inplace: bool) -> bool:
+    """Whether a call of :func:`fastpath_lib.fused_add_rms_norm` (``inplace``: ``fused_add_rms_norm_``) takes the
+    sharded route: ``x`` and ``residual`` DTensors of one shape on one mesh, the weight as for :func:`takes`.
+
+    The in-place form also needs placements the rule keeps (:func:`local_shards`: DTensor cannot write a
+    redistributed copy back into its argument) and no input that requires grad (as for plain tensors, such calls
+    take the composite, which raises autograd's own error).
+    """
+    if not is_dtensor(residual) or not takes(x, [x.shape[-1]] if is_dtensor(x) and x.dim() else None, weight, eps,
+                                             forced):
+        return False
+    if residual.shape != x.shape or residual.device_mesh != x.device_mesh:
+        return False
+    if not inplace:
+        return True
+    if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (x, residual, weight)):
+        return False
+    return local_shards(x, weight, residual) is not None
+
+
+def _rows_rules(n_out_rows, n_in_rows, weight, rows, partial_last=False):
+    """Rules for ops on row tensors: every row tensor ``Shard(d)`` for a leading dim ``d``, or all ``Replicate``.
+
+    Inputs are ``n_in_rows`` row tensors (``None`` entries stay ``None``), then the weight, then ``eps``.
+    """
+    from torch.distributed.tensor import Partial, Replicate, Shard
+
+    w = Replicate() if weight is not None else None
+    last = Partial("sum") if weight is not None else Replicate()
+    rules = []
+    for p in [Replicate(), *(Shard(d) for d in rows)]:
+        out = [p] * n_out_rows + ([last if isinstance(p, Shard) else Replicate()] if partial_last else [])
+        rules.append((out, [None if t is None else p for t in n_in_rows] + [w, None]))
+    return rules
+
+
+def fused_forward_rule(x, residual, weight, eps):
+    """``fastpath::fused_add_rms_norm``: ``(out, new_residual)`` placed like ``x`` and ``residual``."""
+    return _rows_rules(2, [x, residual], weight, range(x.ndim - 1))
+
+
+def fused_inplace_rule(x, residual, weight, eps):
+    """``fastpath::fused_add_rms_norm_``: no outputs; writes ``x`` and ``residual`` where they are."""
+    return _rows_rules(0, [x, residual], weight, range(x.ndim - 1))
+
+
+def fused_backward_rule(grad_out, grad_res, x, residual, weight, eps):
+    """``fastpath::fused_add_rms_norm_backward``: ``dx`` placed like ``x``, ``dw`` a partial sum under a row shard."""
+    return _rows_rules(1, [grad_out, grad_res, x, residual], weight, range(x.ndim - 1), partial_last=True)
+
+
 def register() -> None:
     """Register the rule with DTensor for both ops (process-wide, once; later calls do nothing).
 
@@ -159,8 +237,11 @@ def register() -> None:
         return
     from torch.distributed.tensor.experimental import register_sharding
 
-    register_sharding(torch.ops.fastpath.rms_norm.default)(forward_rule)
-    register_sharding(torch.ops.fastpath.rms_norm_backward.default)(backward_rule)
+    ops = torch.ops.fastpath
+    for op, rule in ((ops.rms_norm, forward_rule), (ops.rms_norm_backward, backward_rule),
+                     (ops.fused_add_rms_norm, fused_forward_rule), (ops.fused_add_rms_norm_, fused_inplace_rule),
+                     (ops.fused_add_rms_norm_backward, fused_backward_rule)):
+        register_sharding(op.default)(rule)
     _registered = True
 
 
