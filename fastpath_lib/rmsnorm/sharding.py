@@ -12,7 +12,7 @@ replicated weight runs the op on each rank's local rows and keeps its placement,
   ``F.rms_norm`` on the same DTensor.
 
 Any other placement is redistributed to one of those first, by DTensor, at the cost it chooses: an input sharded
-on the normalized dim (``Shard(-1)``, where ``F.rms_norm`` raises in torch 2.13 because its decomposition adds
+on the normalized dim (``Shard(-1)``, where ``F.rms_norm`` raises in torch 2.13 and 2.14: its decomposition adds
 ``eps`` in place to a partial mean) is all-to-all'ed or gathered to rows; a partial input is reduced; a sharded
 weight is gathered. The output then has the rule's placement, not the input's: a DTensor's value is the global
 tensor, its placement a layout. The local calls are ordinary calls of the op, so each rank decides its own route
