@@ -176,7 +176,7 @@ for declared in (False, True):
 x, r, w = FusedCaseSpec(rows=ROWS, cols=64).build(seed=3, device=DEVICE).args()
 with fastpath_lib.record_routes() as routes:
     print(torch.library.opcheck(torch.ops.fastpath.fused_add_rms_norm_.default, (x, r, w, 1e-6)))
-print("routes during opcheck:", dict(routes))
+print("routes during opcheck:", sorted(routes))  # how often opcheck calls the op depends on the torch release
 
 # %% [markdown]
 # ## Functionalization under `torch.compile`
