@@ -182,8 +182,7 @@ def takes_fused(x, residual, weight, eps, forced: bool, inplace: bool) -> bool:
     redistributed copy back into its argument) and no input that requires grad (as for plain tensors, such calls
     take the composite, which raises autograd's own error).
     """
-    if not is_dtensor(residual) or not takes(x, [x.shape[-1]] if is_dtensor(x) and x.dim() else None, weight, eps,
-                                             forced):
+    if not (is_dtensor(x) and is_dtensor(residual) and x.dim()) or not takes(x, [x.shape[-1]], weight, eps, forced):
         return False
     if residual.shape != x.shape or residual.device_mesh != x.device_mesh:
         return False
@@ -194,19 +193,18 @@ def takes_fused(x, residual, weight, eps, forced: bool, inplace: bool) -> bool:
     return local_shards(x, weight, residual) is not None
 
 
-def _rows_rules(n_out_rows, n_in_rows, weight, rows, partial_last=False):
-    """Rules for ops on row tensors: every row tensor ``Shard(d)`` for a leading dim ``d``, or all ``Replicate``.
-
-    Inputs are ``n_in_rows`` row tensors (``None`` entries stay ``None``), then the weight, then ``eps``.
-    """
+def _rows_rules(n_out_rows, row_inputs, weight, dims, partial_last=False):
+    """Rules for ops on row tensors: every row tensor ``Shard(d)`` for a leading dim ``d`` in ``dims``, or all
+    ``Replicate``. The inputs are ``row_inputs`` (``None`` entries stay ``None``), then the weight, then ``eps``; the
+    outputs ``n_out_rows`` row tensors, then (``partial_last``) a weight gradient, partial under a row shard."""
     from torch.distributed.tensor import Partial, Replicate, Shard
 
     w = Replicate() if weight is not None else None
     last = Partial("sum") if weight is not None else Replicate()
     rules = []
-    for p in [Replicate(), *(Shard(d) for d in rows)]:
+    for p in [Replicate(), *(Shard(d) for d in dims)]:
         out = [p] * n_out_rows + ([last if isinstance(p, Shard) else Replicate()] if partial_last else [])
-        rules.append((out, [None if t is None else p for t in n_in_rows] + [w, None]))
+        rules.append((out, [None if t is None else p for t in row_inputs] + [w, None]))
     return rules
 
 
@@ -226,7 +224,7 @@ def fused_backward_rule(grad_out, grad_res, x, residual, weight, eps):
 
 
 def register() -> None:
-    """Register the rule with DTensor for both ops (process-wide, once; later calls do nothing).
+    """Register the rules with DTensor for the kit's ops (:data:`OPS`; process-wide, once; later calls do nothing).
 
     The ops must be defined first (importing :mod:`fastpath_lib` defines them). DTensor caches a rule's answer per
     input placements and per flattened non-tensor arguments, so ``normalized_shape``'s length, which decides the
