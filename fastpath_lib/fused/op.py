@@ -15,7 +15,9 @@ mode:
   sees autograd: the predicate sends an in-place call whose input requires grad to the composite.
 
 Both ops re-check at run time what only run time knows (alignment, overlap) and take the composite inside when needed.
-Routes are counted by :func:`fastpath_lib.record_routes`, and :func:`fastpath_lib.force_fallback` applies.
+Routes are counted by :func:`fastpath_lib.record_routes`, and :func:`fastpath_lib.force_fallback` applies. DTensor
+calls go to the ops with their sharding rules (:mod:`fastpath_lib.rmsnorm.sharding`; the in-place form only where the
+placements are kept).
 """
 
 from __future__ import annotations

@@ -19,6 +19,8 @@ Inside the region:
   graph serves a dynamic range on both sides of the row threshold.
 
 Both routes of the op return contiguous tensors of the input's dtype, as ``F.rms_norm`` does for eligible inputs.
+A DTensor call goes to the op with its sharding rule (:mod:`fastpath_lib.rmsnorm.sharding`), which runs it on each
+rank's local shard.
 """
 
 from __future__ import annotations
