@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 
 import pytest
 import torch
@@ -87,12 +86,12 @@ def _fused_case(name, x, r, w, placement, mesh, out, residual_used=True):
     out[name] = rec
 
 
-def _rank(rank: int, port: int, path: str) -> None:
+def _rank(rank: int, path: str) -> None:
     import fastpath_lib
     from fastpath_lib.rmsnorm import sharding
 
     fastpath_lib.use_interpreter()
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=WORLD)
+    dist.init_process_group("gloo", init_method=f"file://{path}/store", rank=rank, world_size=WORLD)
     try:
         from torch.distributed.tensor import Replicate, Shard, distribute_tensor, init_device_mesh
 
@@ -123,10 +122,7 @@ def _rank(rank: int, port: int, path: str) -> None:
 def ranks(tmp_path_factory):
     """What each rank recorded, one dict per rank."""
     path = tmp_path_factory.mktemp("sharding")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    torch.multiprocessing.spawn(_rank, args=(port, str(path)), nprocs=WORLD)
+    torch.multiprocessing.spawn(_rank, args=(str(path),), nprocs=WORLD)
     return [json.loads((path / f"rank{r}.json").read_text()) for r in range(WORLD)]
 
 
