@@ -176,7 +176,7 @@ for declared in (False, True):
 x, r, w = FusedCaseSpec(rows=ROWS, cols=64).build(seed=3, device=DEVICE).args()
 with fastpath_lib.record_routes() as routes:
     print(torch.library.opcheck(torch.ops.fastpath.fused_add_rms_norm_.default, (x, r, w, 1e-6)))
-print("routes during opcheck:", dict(routes))
+print("routes during opcheck:", sorted(routes))  # how often opcheck calls the op depends on the torch release
 
 # %% [markdown]
 # ## Functionalization under `torch.compile`
@@ -412,6 +412,88 @@ if label == GPU_LABEL:
             print(f"{name:24} median {quantile(samples, 0.5):9.2f} us ({label})")
 else:
     print("nothing is timed on this machine; the matrix above is a prediction until a GPU run records it")
+
+# %% [markdown]
+# ## A sharded contract: RMSNorm on DTensors
+#
+# Under tensor or sequence parallelism an activation reaching the norm is a DTensor: one global tensor, stored as a
+# shard per rank, with a *placement* saying how (`Shard(0)`: each rank holds some rows; `Replicate()`: each holds all
+# of it). A contract for sharded inputs adds three things to the plain one:
+#
+# - **which placements run without communication.** RMSNorm reduces each row over its last dim only, so a row shard
+#   (`Shard` on a leading dim) with a replicated weight is a whole problem on every rank: the op runs on the local
+#   rows and the output keeps the placement;
+# - **the placement of every result, gradients included.** `dw` sums over rows, so each rank holds a partial sum
+#   (`Partial("sum")`), all-reduced when it is read;
+# - **what happens to every other placement.** A hidden-dim shard must be gathered (or all-to-all'ed) to rows first:
+#   DTensor does that from the rule, at a communication cost the rule makes visible.
+#
+# The kit's rule is `fastpath_lib/rmsnorm/sharding.py` (`register_sharding` on both ops and their backwards).
+# Registering it is process-wide, so importing the kit does not: the first DTensor call does. A one-rank group here
+# (`tests/test_sharding.py` runs two ranks):
+
+# %%
+import tempfile
+
+import torch.distributed as dist
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+from fastpath_lib.rmsnorm import sharding
+
+backend = "nccl" if DEVICE == "cuda" else "gloo"
+dist.init_process_group(backend, init_method=f"file://{tempfile.mkdtemp()}/pg", rank=0, world_size=1)
+mesh = init_device_mesh(DEVICE, (1,))
+x, w = torch.randn(ROWS, 64, device=DEVICE), torch.rand(64, device=DEVICE) + 0.5
+print("rule registered before the first DTensor call:", sharding.registered())
+
+# %% [markdown]
+# A row shard: the output and `dx` keep `Shard(0)`, `dw` is a partial sum, and the route is decided on the local
+# shard, as `explain()` says for a DTensor:
+
+# %%
+dx = distribute_tensor(x, mesh, [Shard(0)]).requires_grad_()
+dw = distribute_tensor(w, mesh, [Replicate()]).requires_grad_()
+with fastpath_lib.record_routes() as fwd, fastpath_lib.record_routes("backward") as bwd:
+    out = fastpath_lib.rms_norm(dx, [64], dw)
+    out.sum().backward()
+print("output", out.placements, "| dx", dx.grad.placements, "| dw", dw.grad.placements)
+print("routes on the local shard: forward", dict(fwd), "| backward", dict(bwd))
+print(fastpath_lib.explain(dx, [64], dw))
+
+# %% [markdown]
+# A hidden-dim shard. In torch 2.13 and 2.14 `F.rms_norm` raises on it (its decomposition adds `eps` in place to a
+# partial mean); through the rule DTensor gathers the rows first, and the result is the reference's:
+
+# %%
+hidden, rw = distribute_tensor(x, mesh, [Shard(1)]), distribute_tensor(w, mesh, [Replicate()])
+try:
+    F.rms_norm(hidden, [64], rw)
+    print("F.rms_norm on a hidden-dim shard: runs")
+except RuntimeError as e:
+    print("F.rms_norm on a hidden-dim shard raises:", str(e).split(".")[0] + ".")
+got = fastpath_lib.rms_norm(hidden, [64], rw)
+print("the kit's op:", got.placements, "| matches F.rms_norm on the full tensor:",
+      torch.allclose(got.full_tensor(), F.rms_norm(x, [64], w), atol=1e-5))
+print(fastpath_lib.explain(hidden, [64], rw))
+
+# %% [markdown]
+# The fused op has the same rule, with `x` and `residual` placed alike. Its in-place form adds one clause: DTensor
+# cannot write a redistributed copy back into the caller's tensors, so only placements the rule keeps take the
+# sharded route; a hidden-dim shard takes the composite, which writes each shard where it is:
+
+# %%
+for placement in (Shard(0), Shard(1)):
+    xd, rd = (distribute_tensor(t, mesh, [placement]) for t in (x, torch.randn_like(x)))
+    want = reference.native(xd.full_tensor(), rd.full_tensor(), w, None)
+    with fastpath_lib.record_routes() as routes:
+        fastpath_lib.fused_add_rms_norm_(xd, rd, rw)
+    print(f"{placement!r:14} in place: routes {dict(routes)}, x still {xd.placements},",
+          "matches the composite:", torch.allclose(xd.full_tensor(), want[0], atol=1e-5))
+dist.destroy_process_group()
+
+# %% [markdown]
+# One consequence to state in a PR: the row threshold applies per rank. A call of 2 x threshold rows takes the kernel
+# whole, but sharded over 4 ranks each local shard has half the threshold and falls back, on every rank.
 
 # %% [markdown]
 # ## The in-place form upstream: vLLM's provider

@@ -24,7 +24,7 @@ PARTS = {
     "predicate": ["rmsnorm.predicate", "rmsnorm.layout", "rmsnorm.limits", "rmsnorm.thresholds", "rmsnorm.capture",
                   "fused.predicate", "fused.reference"],
     "kernels": ["rmsnorm.kernels", "rmsnorm.launch", "rmsnorm.compiled", "fused.kernels", "fused.launch"],
-    "op": ["rmsnorm.op", "rmsnorm.module", "rmsnorm", "routing", "__init__", "fused.op", "fused"],
+    "op": ["rmsnorm.op", "rmsnorm.module", "rmsnorm.sharding", "rmsnorm", "routing", "__init__", "fused.op", "fused"],
     "support": ["cases", "boundary", "testing", "selftest", "traffic", "fused.cases", "fused.spec"],
     "bench": ["bench", "bench.*"],
     "specs": ["rmsnorm.spec", "fused.op_spec"],

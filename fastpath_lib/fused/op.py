@@ -15,11 +15,14 @@ mode:
   sees autograd: the predicate sends an in-place call whose input requires grad to the composite.
 
 Both ops re-check at run time what only run time knows (alignment, overlap) and take the composite inside when needed.
-Routes are counted by :func:`fastpath_lib.record_routes`, and :func:`fastpath_lib.force_fallback` applies.
+Routes are counted by :func:`fastpath_lib.record_routes`, and :func:`fastpath_lib.force_fallback` applies. DTensor
+calls go to the ops with their sharding rules (:mod:`fastpath_lib.rmsnorm.sharding`; the in-place form only where the
+placements are kept).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import numbers
 
@@ -29,7 +32,8 @@ from fastpath_lib import routing
 from fastpath_lib.eligibility import Decision
 from fastpath_lib.fused import reference as ref
 from fastpath_lib.fused.predicate import BACKWARD_MAX_COLS, PREDICATE, eligible, make_call, runtime_eligible
-from fastpath_lib.rmsnorm.layout import as_rows
+from fastpath_lib.rmsnorm import sharding
+from fastpath_lib.rmsnorm.layout import PLAIN_TYPES, as_rows
 from fastpath_lib.rmsnorm.limits import default_eps
 
 __all__ = ["fused_add_rms_norm", "fused_add_rms_norm_", "explain", "fast_route", "fast_route_"]
@@ -54,6 +58,12 @@ def explain(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor | None
     >>> "no_overlap" in explain(x, x, inplace=True).failed
     True
     """
+    if type(x) not in PLAIN_TYPES and sharding.takes_fused(x, residual, weight, eps, _state.forced, inplace):
+        local = sharding.local_shards(x, weight, residual)  # a DTensor: this rank's shards, where the rule keeps them
+        if local is None:
+            call = make_call(x, residual, weight, eps, inplace=inplace, forced=_state.forced)
+            return PREDICATE.evaluate(dataclasses.replace(call, kind=sharding.redistributed_kind(x, weight)))
+        x, weight, residual = local
     return PREDICATE.evaluate(make_call(x, residual, weight, eps, inplace=inplace, forced=_state.forced))
 
 
@@ -189,6 +199,7 @@ def _setup_context(ctx, inputs, output):
 def _backward_with(first_order):
     def backward(ctx, grad_out, grad_res):
         x, residual, weight = ctx.saved_tensors
+        grad_out, grad_res = sharding.like(grad_out, x), sharding.like(grad_res, x)  # DTensor: unused output's zeros
         need_x, need_r, need_w, _ = ctx.needs_input_grad
         if torch.is_grad_enabled():  # create_graph=True: differentiate the composite so higher orders work
             if _state.recorders:
@@ -247,6 +258,9 @@ def _route(x, residual, weight, eps, inplace: bool) -> int:
     tracer, a dispatch mode or a tensor subclass, which decides again inside) or :data:`_FAST` (the launchers). The
     cheap static test first, then the run-time one; the route is recorded when someone listens."""
     if not eligible(x, residual, weight, _state.forced, inplace) or not _valid_eps(eps):
+        if type(x) not in PLAIN_TYPES and sharding.takes_fused(x, residual, weight, eps, _state.forced, inplace):
+            sharding.register()  # DTensor: the op runs on each rank's local shards (rmsnorm/sharding.py)
+            return _OP
         if _state.recorders and not torch.compiler.is_compiling():
             _record(PREDICATE.fallback_route, x, residual, weight, eps, inplace)
         return _FALLBACK

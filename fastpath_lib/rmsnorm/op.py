@@ -19,6 +19,8 @@ Inside the region:
   graph serves a dynamic range on both sides of the row threshold.
 
 Both routes of the op return contiguous tensors of the input's dtype, as ``F.rms_norm`` does for eligible inputs.
+A DTensor call goes to the op with its sharding rule (:mod:`fastpath_lib.rmsnorm.sharding`), which runs it on each
+rank's local shard.
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ import torch.nn.functional as F
 
 from fastpath_lib import routing
 from fastpath_lib.eligibility import Decision
-from fastpath_lib.rmsnorm.layout import as_rows
+from fastpath_lib.rmsnorm import sharding
+from fastpath_lib.rmsnorm.layout import PLAIN_TYPES, as_rows
 from fastpath_lib.rmsnorm.predicate import PREDICATE, default_eps, eligible, make_call, runtime_eligible
 
 __all__ = ["rms_norm", "explain", "autocast_fp32_devices"]
@@ -80,6 +83,8 @@ def explain(input: torch.Tensor, normalized_shape, weight: torch.Tensor | None =
     >>> explain(torch.randn(16, 64).t(), [16]).route
     'fallback'
     """
+    if type(input) not in PLAIN_TYPES and sharding.takes(input, normalized_shape, weight, eps, _state.forced):
+        return sharding.explain(input, normalized_shape, weight, eps, _state.forced)
     return PREDICATE.evaluate(make_call(input, normalized_shape, weight, eps, forced=_state.forced))
 
 
@@ -264,6 +269,8 @@ def rms_norm(input: torch.Tensor, normalized_shape, weight: torch.Tensor | None 
     """
     if not eligible(input, normalized_shape, weight, _state.forced) or not (
             eps is None or (isinstance(eps, numbers.Real) and not isinstance(eps, bool))):
+        if type(input) not in PLAIN_TYPES and sharding.takes(input, normalized_shape, weight, eps, _state.forced):
+            return sharding.rms_norm(input, normalized_shape, weight, eps)  # the op on each rank's local shard
         if _state.recorders and not torch.compiler.is_compiling():  # compiled: plain F.rms_norm in the graph
             return _recorded_fallback(input, normalized_shape, weight, eps)
         return F.rms_norm(input, normalized_shape, weight, eps)
