@@ -24,7 +24,7 @@ PARTS = {
     "predicate": ["rmsnorm.predicate", "rmsnorm.layout", "rmsnorm.limits", "rmsnorm.thresholds", "rmsnorm.capture",
                   "fused.predicate", "fused.reference"],
     "kernels": ["rmsnorm.kernels", "rmsnorm.launch", "rmsnorm.compiled", "fused.kernels"],
-    "op": ["rmsnorm.op", "rmsnorm.module", "rmsnorm", "routing", "__init__", "fused.op", "fused"],
+    "op": ["rmsnorm.op", "rmsnorm.module", "rmsnorm", "routing", "__init__", "fused.op", "fused", "vllm_plugin"],
     "support": ["cases", "boundary", "testing", "selftest", "fused.cases", "fused.spec"],
     "bench": ["bench", "bench.*"],
     "specs": ["rmsnorm.spec", "fused.op_spec"],
