@@ -101,7 +101,8 @@ def test_the_plugin_is_declared_as_a_vllm_general_plugin():
     import tomllib
 
     meta = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    assert meta["project"]["entry-points"]["vllm.general_plugins"] == {"fastpath_kit": "fastpath_lib.vllm_plugin:register"}
+    plugins = meta["project"]["entry-points"]["vllm.general_plugins"]
+    assert plugins == {"fastpath_kit": "fastpath_lib.vllm_plugin:register"}
 
 
 def test_without_a_priority_vllm_never_calls_the_provider(ir):
@@ -230,7 +231,8 @@ def test_lowering_wrapped_and_unwrapped_agrees_with_direct_dispatch(ir, name, to
         assert impl is direct
         if impl.provider == vp.PROVIDER:  # one opaque op, no kernel launch, in the traced graph
             kit = [c for c in _calls(gm) if c.startswith("fastpath.")]
-            assert kit == ["fastpath.rms_norm.default" if name == "rms_norm" else "fastpath.fused_add_rms_norm_.default"]
+            want_op = "fastpath.rms_norm.default" if name == "rms_norm" else "fastpath.fused_add_rms_norm_.default"
+            assert kit == [want_op]
             assert set(_calls(gm)) - set(kit) <= {"aten.clone.default"}, _calls(gm)
         _assert_close(op, gm(*_clone(op.apply_arg_defaults(args))), want)
         with ir.enable_torch_wrap(False):  # Dynamo traces dispatch, supports_args and the provider itself
