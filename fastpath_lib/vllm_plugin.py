@@ -21,6 +21,10 @@ global state). Nothing runs until the priority names the provider: ``with ir.ops
 ["fastpath_triton", "native"])`` (or vLLM's kernel config). Without ``vllm.ir`` :func:`register` does nothing.
 """
 
+import os
+import sys
+from pathlib import Path
+
 import torch
 from torch import Tensor
 
@@ -32,7 +36,7 @@ from fastpath_lib.rmsnorm.limits import MIN_CAPABILITY, device_capability
 from fastpath_lib.rmsnorm.predicate import eligible as rms_eligible
 
 __all__ = ["PROVIDER", "supported", "rms_norm_supports_args", "rms_norm", "fused_add_rms_norm_supports_args",
-           "fused_add_rms_norm", "register"]
+           "fused_add_rms_norm", "register", "vllm_site", "load_vllm_ir"]
 
 #: The provider's name in vLLM's registry and priority lists.
 PROVIDER = "fastpath_triton"
@@ -91,3 +95,28 @@ def register() -> bool:
         if PROVIDER not in op.impls:
             op.register_impl(PROVIDER, supported=ok, supports_args=check, inplace=inplace)(fn)
     return True
+
+
+def vllm_site() -> Path:
+    """Where ``./kit setup`` installs vLLM's wheel without its dependencies: ``<venv>/vllm-site``
+    (``FASTPATH_VLLM_SITE`` overrides)."""
+    return Path(os.environ.get("FASTPATH_VLLM_SITE") or Path(sys.prefix) / "vllm-site")
+
+
+def load_vllm_ir():
+    """``vllm.ir`` with this plugin registered, from an installed vLLM or else from :func:`vllm_site` (appended to
+    ``sys.path``; importing vLLM sets a few environment variables and patches Inductor for vLLM's own ops).
+
+    Raises:
+        ModuleNotFoundError: neither has it (the message says where the kit looked).
+    """
+    site = vllm_site()
+    if site.is_dir() and str(site) not in sys.path:
+        sys.path.append(str(site))
+    try:
+        from vllm import ir
+    except ModuleNotFoundError as e:
+        raise ModuleNotFoundError(f"{e}; vLLM is not installed, nor in {site} (./kit setup puts its wheel there)",
+                                  name=e.name) from None
+    register()
+    return ir

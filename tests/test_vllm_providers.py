@@ -16,7 +16,6 @@ tensors and on FakeTensors; ``register`` without vLLM) run everywhere.
 from __future__ import annotations
 
 import dataclasses
-import os
 import sys
 import warnings
 from pathlib import Path
@@ -36,22 +35,18 @@ from fastpath_lib.fused.cases import boundary_points as fused_points
 from fastpath_lib.rmsnorm import op as rms_op
 
 ROOT = Path(__file__).resolve().parents[1]
-SITE = Path(os.environ.get("FASTPATH_VLLM_SITE") or Path(sys.prefix) / "vllm-site")
 PIN = next(line for line in (ROOT / "constraints.txt").read_text().splitlines() if line.startswith("vllm=="))
 
 
 @pytest.fixture(scope="module")
 def ir():
     """vLLM's ``vllm.ir`` with the kit's providers registered; skipped, with why, where the wheel is not installed."""
-    if SITE.is_dir() and str(SITE) not in sys.path:
-        sys.path.append(str(SITE))
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)
-            from vllm import ir
+            ir = vp.load_vllm_ir()
     except ModuleNotFoundError as e:
-        pytest.skip(f"vllm.ir cannot be imported ({e}): `./kit setup` installs {PIN}'s wheel without dependencies "
-                    f"into {SITE}")
+        pytest.skip(f"vllm.ir cannot be imported ({e}): `./kit setup` installs {PIN}'s wheel without dependencies")
     assert vp.register() is True
     return ir
 

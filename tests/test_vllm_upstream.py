@@ -21,13 +21,15 @@ from pathlib import Path
 
 import pytest
 
+from fastpath_lib.vllm_plugin import vllm_site
+
 ROOT = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("make_upstream", ROOT / "tools" / "make_upstream.py")
 make_upstream = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(make_upstream)
 
 FILE = make_upstream.TARGET
-SITE = Path(os.environ.get("FASTPATH_VLLM_SITE") or Path(sys.prefix) / "vllm-site")
+SITE = vllm_site()
 
 
 @pytest.fixture(scope="module")
