@@ -281,3 +281,21 @@ def test_what_only_run_time_knows_takes_the_composite_inside_the_op(ir, what):
     assert set(routes.reasons) == ({"input_alignment"} if what == "misaligned x" else {"no_overlap"})
     # one buffer for both results: the composite writes the sum, then the output over it (its defined order)
     _assert_close(op, got if what == "misaligned x" else got[0], want if what == "misaligned x" else want[0])
+
+
+@pytest.mark.parametrize("name", ["rms_norm", "fused_add_rms_norm"])
+def test_a_dynamic_token_count_compiles_once_and_takes_the_kits_op(ir, name):
+    """vLLM compiles with a symbolic token count: Dynamo traces dispatch and ``supports_args`` (the IR op unwrapped)
+    without guarding on the count, so 8, 17 and 40 tokens share one graph, whose op decides the rows at run time."""
+    from torch._dynamo.testing import CompileCounter
+
+    op, counter = _ops(ir)[name], CompileCounter()
+    compiled = torch.compile(lambda *a: op(*a), backend=counter, fullgraph=True, dynamic=True)
+    with op.set_priority([vp.PROVIDER, "native"]), ir.enable_torch_wrap(False):
+        for tokens in (8, 17, 40):
+            args = op.generate_inputs(num_tokens=tokens, hidden_size=64, dtype=torch.bfloat16)
+            with fastpath_lib.record_routes() as routes:
+                got = compiled(*_clone(args))
+            assert routes == {"triton": 1}, tokens
+            _assert_close(op, got, op.impls["native"].impl_fn(*_clone(args)))
+    assert counter.frame_count == 1
