@@ -26,14 +26,19 @@ import importlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["OpCase", "OpSpec", "KernelBuild", "COMPILED", "register", "unregister", "get", "names", "source",
-           "NOT_DECLARED"]
+__all__ = ["OpCase", "OpSpec", "KernelBuild", "COMPILED", "BaselineUnavailable", "register", "unregister", "get",
+           "names", "source", "NOT_DECLARED"]
 
 #: The baseline name that means ``torch.compile`` of the composite: the bench resets dynamo before each case, times
 #: its first call (the compile) apart from the samples, and skips it in ``--quick`` off CUDA (as the harness does).
 COMPILED = "compiled"
 #: What a step of the pipeline says when the op's spec leaves out a field it needs (a result, never a crash).
 NOT_DECLARED = "not declared by the op's spec"
+
+
+class BaselineUnavailable(RuntimeError):
+    """Raised by a baseline that cannot run on this machine (e.g. vLLM's CUDA kernel without vLLM or a GPU): the
+    bench records its rows as skipped, with the message as the reason."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -30,7 +30,8 @@
 # - that an intermediate's precision is part of the contract (the variance of the unrounded fp32 sum);
 # - why overlapping memory goes to the fallback, and what a kernel does to aliased inputs when it does not;
 # - the mechanism of the fusion (the bytes it saves), and the question a vLLM reviewer asks first;
-# - how the in-place form maps onto vLLM's provider registration (`supports_args`, `supported`, `inplace=True`).
+# - how the in-place form maps onto vLLM's provider registration (`supports_args`, `supported`, `inplace=True`), and
+#   what vLLM's compiler needs of a provider: a registered op, a check FakeTensors can answer, a priority.
 
 # %% tags=["nbval-ignore-output"]
 import torch
@@ -496,57 +497,128 @@ dist.destroy_process_group()
 # whole, but sharded over 4 ranks each local shard has half the threshold and falls back, on every rank.
 
 # %% [markdown]
-# ## The in-place form upstream: vLLM's provider
+# ## The in-place form upstream: vLLM's providers
 #
-# vLLM's IR keeps the native function as the contract and lets each kernel provider register with three things:
-# `supported` (a static platform check, decided once), `supports_args` (a per-call check with the native's own
-# signature) and `inplace=True` (the provider writes its results into `x` and `x_residual`). The file a learner would
-# submit is `upstream/vllm_fused_add_rms_norm.py`. The kit's predicate splits its conditions the same way:
+# vLLM's IR (`vllm.ir`) keeps the native function as the contract; a kernel joins an op as a *provider* with
+# `supported` (a static platform check), `supports_args` (a per-call check with the native's own signature) and
+# `inplace=True` where it writes `x` and `x_residual`. The kit's plugin, `fastpath_lib/vllm_plugin.py`, adds the
+# provider `fastpath_triton` to `rms_norm` and to `fused_add_rms_norm`; `pip install` of the kit registers it through
+# vLLM's `vllm.general_plugins` entry point. `./kit setup` installs vLLM's wheel without its dependencies (`vllm.ir`
+# needs only torch and `regex`), so the cells below use the real `vllm.ir` (vLLM's log lines vary between runs).
 
-# %%
-from fastpath_lib.fused import predicate as fused_predicate
+# %% tags=["nbval-ignore-output"]
+from fastpath_lib import vllm_plugin
 
-print("supported (static):     ", ", ".join(fused_predicate.STATIC))
-# every per-call condition but the kit's force switch (see below why)
-print("supports_args (per call):", ", ".join(c for c in fused_predicate.PER_CALL if c != "forced"))
+try:
+    ir = vllm_plugin.load_vllm_ir()  # imports vllm.ir and registers the plugin's providers
+except ModuleNotFoundError as exc:
+    ir = None
+    print("vllm.ir is not available here, so the vLLM cells below print nothing:", exc)
+else:
+    op = ir.ops.fused_add_rms_norm
+    print({name: {"supported": impl.supported, "inplace": impl.inplace} for name, impl in op.impls.items()})
 
 # %% [markdown]
-# Without vLLM installed, the provider can still be loaded: a stand-in for `vllm.ir` records what it registers (as
-# `tests/test_fused_upstream.py` does). Its `supports_args` must then agree with the kit's own decision on the
-# aliasing points, and refuse a `variance_size` (the kernel normalizes whole rows):
+# Registering is not enabling. vLLM runs a provider only when the op's priority list names it (a model's kernel
+# configuration sets it; a test or a block uses `op.set_priority`); without a priority every call takes `native`.
+# The inputs come from vLLM's own input generator for the op:
+
+# %% tags=["nbval-ignore-output"]
+if ir is not None:
+    args = op.generate_inputs(num_tokens=ROWS, hidden_size=64, dtype=torch.float32, device=DEVICE)
+    print("no priority set:                      ", op.dispatch(*args).provider)
+    with op.set_priority([vllm_plugin.PROVIDER, "native"]):
+        print("priority [fastpath_triton, native]:   ", op.dispatch(*args).provider)
+
+# %% [markdown]
+# `ROWS` is twice the row threshold of the device in use. A call of 16 x 64 is eligible only under the interpreter,
+# whose threshold is 8 rows; on CUDA the threshold is 1024 rows until a recorded sweep lowers it, so there the same
+# call goes to `native` (vLLM) or the composite (the kit).
+#
+# vLLM's op has two overloads. `op(...)` is functional: before it calls an in-place provider it clones `x` and
+# `x_residual` (`IrOpImpl.func_impl_fn`), so the caller's tensors keep their values. `op.maybe_inplace(...)` hands
+# the provider the caller's own tensors, which vLLM's model code donates:
+
+# %% tags=["nbval-ignore-output"]
+if ir is not None:
+    x, r = args[0].clone(), args[1].clone()
+    with op.set_priority([vllm_plugin.PROVIDER, "native"]):
+        op(x, r, *args[2:])
+        print("op(...) left x and x_residual alone:  ", torch.equal(x, args[0]) and torch.equal(r, args[1]))
+        op.maybe_inplace(x, r, *args[2:])
+        print("op.maybe_inplace(...) wrote both:     ", not torch.equal(x, args[0]) and not torch.equal(r, args[1]))
+
+# %% [markdown]
+# When vLLM compiles a model, its lowering pass (`vllm/compilation/passes/ir/lowering_pass.py`) picks the provider
+# on the graph's FakeTensors (`op.dispatch(*fake_args)`) and traces its `func_impl_fn` into the graph. A FakeTensor
+# has no data pointer, so a raw Triton launch cannot be traced: the plugin's provider calls the kit's registered op
+# (with its fake implementation), and the trace is two clones and that one opaque op:
+
+# %% tags=["nbval-ignore-output"]
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx.experimental.proxy_tensor import make_fx
+
+if ir is not None:
+    with op.set_priority([vllm_plugin.PROVIDER, "native"]):
+        with FakeTensorMode() as mode:
+            impl = op.dispatch(*(mode.from_tensor(a) if torch.is_tensor(a) else a for a in args))
+        graph = make_fx(impl.func_impl_fn, tracing_mode="fake")(*args)
+    print("chosen on FakeTensors:", impl.provider)
+    print("traced:", [str(n.target) for n in graph.graph.nodes if n.op == "call_function"])
+
+# %% [markdown]
+# So `supports_args` reads only what a FakeTensor knows: device, dtype, shape, strides, modes. And vLLM compiles with
+# a symbolic token count: on an unbacked one (vllm-project/vllm#39358) the answer must still be a plain `bool`, with
+# no guard on the count. What only run time knows (pointer alignment, overlap, and the row threshold when the count
+# was symbolic) is decided inside the op on every call, which takes the composite when it fails:
 
 # %%
-import importlib.util, sys, types
-from unittest import mock
+from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
-registered = {}
-def register_impl(name, **options):  # what vllm.ir.ops.fused_add_rms_norm.register_impl receives
-    registered[name] = options
-    return lambda fn: fn
+shapes = ShapeEnv()
+with FakeTensorMode(shape_env=shapes):
+    tokens = shapes.create_unbacked_symint()
+    fake = [torch.empty(tokens, 4096, dtype=torch.bfloat16, device=DEVICE) for _ in range(2)]
+    verdict = vllm_plugin.fused_add_rms_norm_supports_args(*fake, torch.empty(4096, device=DEVICE), 1e-6)
+print(f"token count {tokens}: supports_args -> {type(verdict).__name__} {verdict}, guards added: {len(shapes.guards)}")
 
-ir = types.SimpleNamespace(ops=types.SimpleNamespace(
-    fused_add_rms_norm=types.SimpleNamespace(register_impl=register_impl)))
-with mock.patch.dict(sys.modules, {"vllm": types.SimpleNamespace(ir=ir), "vllm.ir": ir}):  # restored on exit
-    path = runtime.ROOT / "upstream" / "vllm_fused_add_rms_norm.py"
-    loader = importlib.util.spec_from_file_location("vllm_provider", path)
-    provider = importlib.util.module_from_spec(loader)
-    loader.loader.exec_module(provider)
-print({name: {k: getattr(v, "__name__", v) for k, v in kw.items()} for name, kw in registered.items()})
+# %% [markdown]
+# Under Inductor, vLLM's compiler, the provider's writes are functionalized as the kit's own in-place calls were
+# above (`auto_functionalized_v2`), and they stay in the graph as `copy_` back into `x` and `x_residual` until
+# Inductor's reinplacing pass (`reinplace_inplaceable_ops`) sees that nothing reads the old values and calls the op
+# on the inputs themselves. The graph before that pass, then the call in the code Inductor generates:
+
+# %% tags=["nbval-ignore-output"]
+from torch._inductor import config as inductor_config
+from torch._inductor.utils import run_and_get_code
+
+before = []
+x, r, w = FusedCaseSpec(rows=ROWS, cols=64).build(seed=9, device=DEVICE).args()
+def record(graph):
+    before.extend(str(n.target).replace("torch.ops.", "") for n in graph.nodes if n.op == "call_function")
+
+with inductor_config.patch(post_grad_custom_post_pass=record), torch.no_grad():
+    _, codes = run_and_get_code(torch.compile(vllm_plugin.fused_add_rms_norm, fullgraph=True), x, r, w, 1e-6)
+print("before reinplacing:", before)
+print("generated:", [line.strip() for c in codes for line in c.splitlines() if line.strip().startswith("torch.ops")])
+
+# %% [markdown]
+# The file a learner submits to vLLM cannot import the kit. `tools/make_upstream.py` generates it,
+# `upstream/vllm_triton_layernorm.py`, from the kit's one implementation: the kernels, the launch rule and the row
+# helpers are copied by name; the glue registers vLLM-style opaque ops (`direct_register_custom_op`, each with a fake
+# implementation), imports Triton through `vllm.triton_utils` and reads `supported` from vLLM's platform object.
+# `tests/test_vllm_upstream.py` checks that it is current and within vLLM's pre-commit rules:
 
 # %%
-agree = []
-for alias in ("none", "disjoint", "same", "overlap", "interleaved", "weight_in_x"):
-    x, r, w = FusedCaseSpec(rows=ROWS, cols=64, alias=alias).build(seed=8, device=DEVICE).args()
-    agree.append({"alias": alias, "supports_args": provider.supports_args(x, r, w, 1e-6),
-                  "kit's in-place route": fused_op.explain(x, r, w, 1e-6, inplace=True).route,
-                  "with variance_size": provider.supports_args(x, r, w, 1e-6, variance_size=32)})
-pd.DataFrame(agree)
+source = (runtime.ROOT / "upstream" / "vllm_triton_layernorm.py").read_text().splitlines()
+shown = ("from vllm", "SUPPORTED =", "direct_register_custom_op(", "def rms_norm(", "def fused_add_rms_norm(")
+print("\n".join(source[:2] + [line for line in source if line.startswith(shown)]))
 
 # %% [markdown]
 # Two differences from the kit's own dispatch are deliberate. `supports_args` never reads the kit's force switch:
-# vLLM's rule is that enablement does not hang on global state such as an environment variable (vLLM's own priority
-# list decides, and the native function is the last entry). And `supported` is the platform only (CUDA, sm_80 or
-# newer): off a GPU it is `False`, so vLLM would never call this provider here, whatever `supports_args` says.
+# vLLM's rule is that enablement does not hang on global state such as an environment variable (the priority list
+# decides, and `native` ends it). And `supported` is the platform only: the in-tree file says CUDA, sm_80 or newer;
+# the plugin also counts Triton's interpreter, so this CPU runs it.
 #
 # ## Recap
 #
@@ -561,6 +633,9 @@ pd.DataFrame(agree)
 #   aliased memory reads what another program already wrote.
 # - The fusion saves one pass in five against the unfused pair and none against `torch.compile`'s own fusion: both
 #   baselines belong in the matrix, and only a GPU run answers the reviewer.
+# - A vLLM provider runs only when the priority names it; it calls a registered op (a compiler traces it on
+#   FakeTensors), its `supports_args` reads metadata only and never guards on the token count, and vLLM's functional
+#   overload clones `x` and `x_residual` before an in-place provider writes them.
 #
 # ## Knowledge check
 #

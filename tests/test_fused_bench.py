@@ -51,10 +51,11 @@ def test_matrix_is_declared_as_a_reviewer_needs_it():
 def test_quick_matrix_times_every_baseline_with_the_bytes_of_its_implementation():
     df = run_op(SPEC, quick=True, only=[DECODE, PREFILL], settings=FAST)
     by = _rows(df)
-    providers = {"baseline", "compiled", "add_then_kit_rms_norm", "dispatched", "triton"}
+    providers = {"baseline", "compiled", "add_then_kit_rms_norm", "vllm_c", "dispatched", "triton"}
     assert {p for c, p in by if c == PREFILL} == providers == {p for c, p in by if c == DECODE}
     env = df.attrs["environment"]
-    assert env["baselines"] == ["unfused_eager", "compiled", "add_then_kit_rms_norm"] and "in-place" in env["op_note"]
+    assert env["baselines"] == ["unfused_eager", "compiled", "add_then_kit_rms_norm", "vllm_c"]
+    assert "in-place" in env["op_note"]
     for cid in (DECODE, PREFILL):
         rows, cols = next(c for c in SPEC.matrix() if c.id == cid).dims(True)
         esize = 2
@@ -63,6 +64,11 @@ def test_quick_matrix_times_every_baseline_with_the_bytes_of_its_implementation(
         assert by[(cid, "add_then_kit_rms_norm")].bytes_moved == unfused
         assert by[(cid, "compiled")].bytes_moved == fused
         assert by[(cid, "compiled")].status == "skipped" and "quick" in by[(cid, "compiled")].note  # CPU, quick
+        assert by[(cid, "vllm_c")].bytes_moved == _passes_bytes(rows, cols, 8, esize)  # clones, then the kernel
+        if not torch.cuda.is_available():  # vLLM's CUDA kernel: the row says why it did not run
+            assert by[(cid, "vllm_c")].status == "skipped"
+            assert by[(cid, "vllm_c")].note == ("vllm_c not run: vLLM's CUDA kernel needs CUDA tensors (this run's "
+                                                "are on cpu)")
         for p in ("baseline", "add_then_kit_rms_norm", "dispatched"):
             assert by[(cid, p)].status == "ok" and by[(cid, p)].median_us > 0, (cid, p)
     # the dispatched call moves what its route moves: 5 passes on the fallback, 4 on the fused kernel

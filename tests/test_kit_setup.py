@@ -106,3 +106,29 @@ def test_kit_test_ends_with_the_slowest_tests(kit_env):
     assert res.returncode == 0, res.stderr
     runs = [line for line in Path(env["KIT_LOG"]).read_text().splitlines() if line.startswith("-m pytest")]
     assert runs[-1] == "-m pytest -n 0 --dist loadfile --durations=25 -k nothing", runs
+
+
+def test_setup_installs_vllms_wheel_without_dependencies_into_its_own_folder(kit_env):
+    """The provider tests import ``vllm.ir`` from ``<venv>/vllm-site`` (tests/test_vllm_providers.py): vLLM's pinned
+    wheel and ``regex``, with ``--no-deps`` (nothing else in the environment changes); a failed install (offline)
+    does not break set-up, the provider tests then say why they skip."""
+    tmp, env = kit_env
+    pins = [line for line in (ROOT / "constraints.txt").read_text().splitlines()
+            if line.startswith(("vllm==", "regex=="))]
+    assert len(pins) == 2
+    res, log = _setup(env)
+    assert res.returncode == 0, res.stderr
+    (line,) = [line for line in log if "vllm==" in line]
+    assert line.startswith("-m pip install -q --no-deps --upgrade --target ")
+    assert line.split()[7] == str(tmp / "venv" / "vllm-site") and set(line.split()[8:]) == set(pins)
+    assert log.index(line) > next(i for i, x in enumerate(log) if "-e .[dev]" in x)
+
+
+def test_a_failed_vllm_install_does_not_break_setup(kit_env):
+    tmp, env = kit_env
+    fail = tmp / "fake_python"
+    fail.write_text(FAKE_PYTHON.replace('esac', 'esac\ncase "$*" in *vllm==*) exit 1 ;; esac'))
+    res, log = _setup(env)
+    assert res.returncode == 0, res.stderr
+    assert "the vLLM provider tests will be skipped" in res.stderr
+    assert (tmp / "venv" / ".kit-installed").exists()

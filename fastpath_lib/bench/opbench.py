@@ -32,7 +32,7 @@ from fastpath_lib.bench.metadata import environment, region
 from fastpath_lib.bench.schema import empty_row, measurement_label
 from fastpath_lib.bench.timing import gpu_measurement, quantile, settings_for, time_callable
 from fastpath_lib.cases import CaseSpec
-from fastpath_lib.opspec import COMPILED, OpCase, OpSpec
+from fastpath_lib.opspec import COMPILED, BaselineUnavailable, OpCase, OpSpec
 
 __all__ = ["run_op", "op_environment", "providers_of", "compare_outputs"]
 
@@ -177,6 +177,9 @@ def _time_case(spec: OpSpec, case: OpCase, providers: dict[str, str], *, quick: 
             timing = _timed(call, settings)
             if impl != COMPILED:  # once more, outside the timed loop: the interpreter's count (CPU only)
                 timing.update(count_call(call))
+        except BaselineUnavailable as exc:  # cannot run here (no vLLM, no GPU): the row says why
+            out.append(_row(spec, case, provider, quick, gpu, sets[0][0], status="skipped", note=str(exc)[:500], **kw))
+            continue
         except Exception as exc:  # noqa: BLE001 - a baseline that fails is recorded, the run goes on
             out.append(_row(spec, case, provider, quick, gpu, sets[0][0], status="error",
                             note=f"{type(exc).__name__}: {exc}"[:500], **kw))

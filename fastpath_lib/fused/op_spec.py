@@ -18,7 +18,12 @@ Baselines, all timed; outcomes are read against the first:
   question "does the kernel beat the compiler's own fusion?");
 * ``add_then_kit_rms_norm``: an eager add in x's dtype, then the kit's own RMSNorm (the fusion's gain over the kit's
   unfused fast path; its variance comes from the *rounded* sum, so it departs from the contract by design and its
-  rows say so).
+  rows say so);
+* ``vllm_c``: vLLM's own CUDA kernel, its default for this op outside Inductor (the ``vllm_c`` provider of
+  ``vllm.ir.ops.fused_add_rms_norm``), called as vLLM's functional overload calls an in-place provider: clones of
+  ``x`` and the residual, then the kernel in place (8 passes: inside a compiled vLLM model the clones of donated
+  inputs are removed, so compare kernels by the bytes column too). Where vLLM or a GPU is missing its rows are
+  skipped and say why. The report reads the dispatched op against every further baseline (``compiled``, ``vllm_c``).
 
 Bytes (:func:`fastpath_lib.fused.reference.bytes_moved`): the fused kernel and ``compiled`` move 4 passes over
 ``rows x cols`` (read x and residual, write the sum and the output; for ``compiled`` this assumes inductor's one-kernel
@@ -44,12 +49,12 @@ from fastpath_lib.fused.op import explain, fused_add_rms_norm, fused_add_rms_nor
 from fastpath_lib.fused.predicate import BASE_CASE, PREDICATE, make_call
 from fastpath_lib.fused.spec import FUSED_SPEC
 from fastpath_lib.bench.schema import FALLBACK, WIN
-from fastpath_lib.opspec import COMPILED, KernelBuild, OpCase, OpSpec
+from fastpath_lib.opspec import COMPILED, BaselineUnavailable, KernelBuild, OpCase, OpSpec
 from fastpath_lib.rmsnorm.limits import MAX_COLS, limits_for
 from fastpath_lib.rmsnorm.op import rms_norm
 
-__all__ = ["SPEC", "EPS", "matrix_cases", "unfused_eager", "compiled_native", "add_then_kit_rms_norm",
-           "specializations", "forward_binary", "fused_bytes", "unfused_bytes"]
+__all__ = ["SPEC", "EPS", "matrix_cases", "unfused_eager", "compiled_native", "add_then_kit_rms_norm", "vllm_c",
+           "specializations", "forward_binary", "fused_bytes", "unfused_bytes", "vllm_c_bytes"]
 
 #: The eps every matrix case passes (vLLM passes the model's ``variance_epsilon`` explicitly; 1e-6 is Llama's).
 EPS = 1e-6
@@ -127,6 +132,32 @@ def add_then_kit_rms_norm(x, residual, weight=None, eps=None):
     return rms_norm(s, (s.shape[-1],), weight, eps), s
 
 
+def _vllm_c_impl(x):
+    """vLLM's ``vllm_c`` provider of ``fused_add_rms_norm``; :class:`BaselineUnavailable`, saying why, where it
+    cannot run."""
+    if not x.is_cuda:
+        raise BaselineUnavailable(f"vllm_c not run: vLLM's CUDA kernel needs CUDA tensors (this run's are on "
+                                  f"{x.device})")
+    try:
+        import vllm.kernels  # noqa: F401  (registers vllm_c and loads vLLM's compiled _C)
+        from vllm import ir
+    except Exception as exc:  # noqa: BLE001 - not installed, or its compiled extension does not load with this torch
+        raise BaselineUnavailable(f"vllm_c not run: vLLM's kernels do not import here ({type(exc).__name__}: "
+                                  f"{exc})"[:300]) from None
+    impl = ir.ops.fused_add_rms_norm.impls.get("vllm_c")
+    if impl is None or not impl.supported:
+        raise BaselineUnavailable("vllm_c not run: vLLM reports its vllm_c provider unsupported on this platform")
+    return impl
+
+
+def vllm_c(x, residual, weight=None, eps=None):
+    """vLLM's CUDA kernel through vLLM's functional overload (``func_impl_fn``: clones x and the residual, then the
+    in-place kernel); the weight in x's dtype, as the kernel requires."""
+    impl = _vllm_c_impl(x)
+    eps = EPS if eps is None else float(eps)
+    return impl.func_impl_fn(x, residual, weight, eps)
+
+
 def _element_size(dtype) -> int:
     return torch.empty((), dtype=dtype).element_size()
 
@@ -139,6 +170,11 @@ def fused_bytes(rows: int, cols: int, dtype, pass_: str = "forward") -> int:
 def unfused_bytes(rows: int, cols: int, dtype, pass_: str = "forward") -> int:
     """An unfused pair's bytes: 5 passes (the sum written, then read again) and the weight once."""
     return ref.bytes_moved(rows, cols, _element_size(dtype), _element_size(dtype), fused=False)
+
+
+def vllm_c_bytes(rows: int, cols: int, dtype, pass_: str = "forward") -> int:
+    """``vllm_c`` through the functional overload: the clones of x and the residual (4 passes), then the kernel's 4."""
+    return fused_bytes(rows, cols, dtype) + 4 * rows * cols * _element_size(dtype)
 
 
 _T = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32"}
@@ -228,7 +264,7 @@ SPEC = OpSpec(
     cases=matrix_cases,
     bytes_moved=fused_bytes,
     baselines={"unfused_eager": unfused_eager, COMPILED: compiled_native,
-               "add_then_kit_rms_norm": add_then_kit_rms_norm},
+               "add_then_kit_rms_norm": add_then_kit_rms_norm, "vllm_c": vllm_c},
     kernels=specializations,
     specialization=forward_binary,
     decoder_step=lambda fn, delta, residual, weight, eps: fn(delta, residual, weight, eps),
@@ -238,7 +274,7 @@ SPEC = OpSpec(
     title="Fused residual-add + RMSNorm: one Triton pass behind an eligibility predicate (vLLM's contract)",
     case_spec=FusedCaseSpec,
     bytes_models={"unfused_eager": unfused_bytes, COMPILED: fused_bytes, "add_then_kit_rms_norm": unfused_bytes,
-                  "fallback": unfused_bytes},
+                  "vllm_c": vllm_c_bytes, "fallback": unfused_bytes},
     host_forms={"inplace": (FUSED_SPEC.reference_inplace, fused_add_rms_norm_)},
     note="times the functional form fused_add_rms_norm; the in-place form vLLM calls (fused_add_rms_norm_) is not "
          "timed: it rewrites its inputs, so repeated calls would time drifting inputs (same kernel, same bytes)",

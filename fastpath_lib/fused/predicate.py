@@ -206,14 +206,14 @@ def _check_residual_alignment(c):
     r, a = c.residual, c.limits.align_bytes
     if _opaque(c) or r.numel() == 0:
         return None
+    rows, _ = rows_cols(r)
+    stride = row_stride(r)
+    if rows > 1 and stride is not None and stride * r.element_size() % a:  # the layout first: a fake tensor has one
+        return f"residual row stride {stride * r.element_size()} bytes, need a multiple of {a}"
     if r.device.type == "meta" or is_fake(r):
         return UNKNOWN + "residual data pointer of a fake tensor"
     if r.data_ptr() % a:
         return f"residual data pointer {r.data_ptr() % a} bytes past a {a}-byte boundary, need 0"
-    rows, _ = rows_cols(r)
-    stride = row_stride(r)
-    if rows > 1 and stride is not None and stride * r.element_size() % a:
-        return f"residual row stride {stride * r.element_size()} bytes, need a multiple of {a}"
     return None
 
 

@@ -63,7 +63,7 @@ _WHAT = {
     "raises_cleanly": "an op that has written something by the time it raises",
 }
 _ROOT = Path(__file__).resolve().parents[2]
-_KIT_TESTS = ("tests/test_fused_contract.py", "tests/test_fused_ops.py", "tests/test_fused_upstream.py")
+_KIT_TESTS = ("tests/test_fused_contract.py", "tests/test_fused_ops.py", "tests/test_vllm_providers.py")
 
 _PRIVATE_OVERLAP = borrowed.Forbidden(builtins=(
     ("_overlaps", "torch's own overlap check is the answer"),
