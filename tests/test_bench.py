@@ -643,3 +643,16 @@ def test_compiled_facts_of_the_matrix_widths_need_no_gpu():
     assert all(r["registers"] > 0 and r["arch"] == "sm_90" for r in rows)
     note = bench.pr_note(df=synthetic_results(), env=SYNTHETIC_GPU_ENV, compiled=rows)
     assert "| forward | sm_90 | float16 |" in note and "not GPU measurements" in note
+
+
+def test_a_cpu_note_shows_the_interpreters_count_beside_the_model():
+    df = _cpu(synthetic_results())
+    disp = df.provider == "dispatched"
+    df.loc[disp, "counted_bytes"] = df.loc[disp, "bytes_moved"]
+    df.loc[disp, "requested_bytes"] = df.loc[disp, "bytes_moved"]
+    df.loc[disp, "oob_accesses"], df.loc[disp, "launches_per_call"] = 0, 2.0
+    note = bench.pr_note(df=df, env=dict(SYNTHETIC_CPU_ENV, synthetic=False))
+    mech = note[note.index("## Mechanism"):note.index("## Performance")]
+    assert "Traffic counted by the Triton interpreter" in mech and "| 2.0 |" in mech  # the launches it counted
+    plain = bench.pr_note(df=_cpu(synthetic_results()), env=dict(SYNTHETIC_CPU_ENV, synthetic=False))
+    assert "counted by the Triton interpreter" not in plain.split("## Mechanism")[1].split("## Performance")[0]

@@ -13,6 +13,7 @@ from fastpath_lib.bench.host import TARGET_RATIO, host_table
 from fastpath_lib.bench.note_brief import (claim, counts_line, environment_table, first, fold, measured_on, region,
                                            rerun, scope)
 from fastpath_lib.bench.note_evidence import Evidence, fmt, junit_counts
+from fastpath_lib.bench.mechanism import traffic_section
 from fastpath_lib.bench.note_tables import case_table, compiled_section, host_mechanism, mechanism_table
 from fastpath_lib.bench.note_workload import workload
 from fastpath_lib.bench.schema import FALLBACK, NOT_GPU, OUTCOMES
@@ -66,8 +67,9 @@ def copy_ceiling(ev: Evidence) -> str:
 
 def mechanism(ev: Evidence) -> list[str]:
     """Why resource use changes (the op's own sentences) and the tables that back it, folded."""
+    counted = traffic_section(ev.df, baseline=ev.baseline)
     full = ([" ".join(ev.text("mechanism")), "", copy_ceiling(ev), ""] + mechanism_table(ev) + [""]
-            + host_mechanism(ev) + [""] + compiled_section(ev))
+            + (counted + [""] if counted else []) + host_mechanism(ev) + [""] + compiled_section(ev))
     return ["## Mechanism", ""] + fold("Why resource use changes: bytes moved, copy ceiling, host cost, compiled code",
                                        full)
 
@@ -153,19 +155,19 @@ def other_baselines(ev: Evidence) -> list[str]:
     speed-up over each (its median time over the dispatched one, per case); otherwise only that it ran."""
     m = ev.matrix
     disp = m[(m.provider == "dispatched") & (m.status == "ok")].set_index("case_id").median_us
-    L = []
+    ranges, L = [], []
     for name in list(ev.spec.baselines)[1:]:
         rows = m[(m.provider == name) & (m.status == "ok")]
         if not len(rows):
             continue
         ratio = (rows.set_index("case_id").median_us / disp).dropna()
         if ev.gpu and len(ratio):
-            L.append(f"- Against `{name}` ({len(ratio)} cases): dispatched speed-up {fmt(ratio.min(), '.2f')}x to "
-                     f"{fmt(ratio.max(), '.2f')}x.")
+            ranges.append(f"`{name}` {fmt(ratio.min(), '.2f')}x-{fmt(ratio.max(), '.2f')}x ({len(ratio)} cases)")
         else:
             L.append(f"- `{name}` was timed on {len(rows)} cases; off a GPU no comparison is drawn.")
-    if any(line.startswith("- Against") for line in L):
-        L.append("(Speed-up: the baseline's median over the dispatched one; per case in results.csv.)")
+    if ranges:  # one line for every further baseline: the note stays concise as baselines are added
+        L.insert(0, "- Dispatched speed-up against " + "; ".join(ranges) + " (the baseline's median over the "
+                 "dispatched one; per case in results.csv).")
     return L
 
 

@@ -5,6 +5,8 @@ says so instead of a number (a 0.0 GB/s cell would read as a terrible kernel, no
 
 from __future__ import annotations
 
+import math
+
 from fastpath_lib.bench.analysis import summary_table
 from fastpath_lib.bench.host import NOT_MEASURED, host_table
 from fastpath_lib.bench.note_evidence import Evidence, fmt
@@ -24,11 +26,14 @@ def mechanism_table(ev: Evidence) -> list[str]:
     for r in mech.itertuples():
         gbps = fmt(r.gbps, ".1f") if ev.gpu else "not measured"
         pct = fmt(r.pct_copy_bw, ".1f") if ev.gpu else "not measured"
-        launches = fmt(r.launches_per_call, ".1f") if ev.gpu else "not counted"
+        n = getattr(r, "counted_bytes", None)  # off a GPU, launches are known only where the interpreter counted them
+        counted = isinstance(n, (int, float)) and math.isfinite(n)
+        launches = fmt(r.launches_per_call, ".1f") if ev.gpu or counted else "not counted"
         nbytes = fmt(r.bytes_moved, ",.0f")
         L.append(f"| {r.case_id} | {r.rows}x{r.cols} | {nbytes} | {gbps} | {pct} | {launches} |")
     if not ev.gpu:
-        L += ["", f"(No bandwidth or launch count is reported: these timings are {NOT_GPU}.)"]
+        L += ["", f"(No bandwidth is reported: these timings are {NOT_GPU}. Launches off a GPU are the Triton launches "
+              "the interpreter ran in one call.)"]
     return L
 
 
