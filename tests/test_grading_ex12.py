@@ -268,18 +268,18 @@ def my_inplace_tests(op_):
         raise AssertionError("a late run: with broken ops in the majority, probably a broken one")
 """
 PATCHED_AGENT = """
-m = __import__("fastpath_lib.grading.fused_mutants", fromlist=["overlap_answers"])
-p = __import__("fastpath_lib.fused.predicate", fromlist=["overlaps"])
-exec("m.overlap_answers = lambda fn, recipes, build=m.build_pair: [p.overlaps(*build(r)) for r in recipes]")
+m = __import__("fastpath_lib.grading.fused_mutants", fromlist=["Op"])
+r = __import__("fastpath_lib.fused.reference", fromlist=["native_"])
+exec("m.Op.__call__ = lambda self, x, residual, weight=None, eps=None: r.native_(x, residual, weight, eps)")
 def overlaps(a, b):
     return True
 """
 
 
 def test_in_the_grader_a_patched_overlap_agent_and_tests_that_learn_the_run_order_score_zero(tmp_path):
-    """The kernel's module is patched (in an exec string, which no source scan reads) to answer with the kit's
-    predicate: the answers still come from the learner's own overlaps (the agent took its functions before the
-    first cell). The tests fail from their fourth run on: some correct op runs after that."""
+    """The kernel's copy of the ops under test is patched (in an exec string, which no source scan reads) so that
+    every op is the composite: the ops run in the grader, so nothing changes. The tests fail from their fourth run
+    on: some correct op runs after that."""
     nbformat = pytest.importorskip("nbformat")
     from fastpath_lib.grading import cli
     from fastpath_lib.grading.notebook import CHECK_TAG

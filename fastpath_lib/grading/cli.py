@@ -17,8 +17,8 @@ The verdict is computed in the grader's own process; the learner's kernel only p
    inputs the check draws now, and the answer comes back through the kernel's message stream, read without
    unpickling anything the kernel wrote. Data the learner built (cases, matrices) is copied the same way;
 3. borrowed answers are judged from the learner's source as read from the file, resolved in the grader's process
-   (:mod:`fastpath_lib.grading.borrowed`), and from behaviour; exercise 09's and exercise 12's tests run against one
-   op object whose behaviour a per-run token chooses, the token-to-op map held only here
+   (:mod:`fastpath_lib.grading.borrowed`), and from behaviour; the ops exercise 09's and exercise 12's tests probe run
+   here, reaching the tests as stubs whose every call the grader answers, in an order the kernel cannot predict
    (:mod:`fastpath_lib.grading.ex09_contract`, :mod:`fastpath_lib.grading.ex12_inplace`); exercise 04's cases run
    against the mutants here;
 4. source that replaces the kit's functions, registers IPython event hooks, touches ``sys.modules`` or shadows
@@ -152,16 +152,8 @@ def _execute(nb, workdir: str, timeout: float, kernel_name: str, check_ids: set,
     run = _Run()
     try:
         with client.setup_kernel(env=_kernel_env(), stderr=subprocess.DEVNULL):
-            session = remote.Session(client, deadline)
+            session = remote.Session(client, deadline, _kit_ops())
             session.start()
-            if exercise == "ex09":
-                from fastpath_lib.grading import ex09_contract
-
-                ex09_contract.install(session)
-            elif exercise == "ex12":
-                from fastpath_lib.grading import ex12_inplace
-
-                ex12_inplace.install(session)
             for index, cell in enumerate(nb.cells):
                 if cell.get("cell_type") != "code":
                     continue
@@ -187,6 +179,13 @@ def _execute(nb, workdir: str, timeout: float, kernel_name: str, check_ids: set,
         run.status = "kernel died" if not isinstance(exc, remote.RemoteTimeout) else "timeout"
         run.reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     return run
+
+
+def _kit_ops() -> dict:
+    """The grader's own kit ops, which exercises 09 and 12 run as their correct controls (never the kernel's)."""
+    import fastpath_lib
+
+    return {"rms_norm": fastpath_lib.rms_norm, "fused_add_rms_norm_": fastpath_lib.fused_add_rms_norm_}
 
 
 def _first_error(nb) -> str:
