@@ -4,8 +4,8 @@ Each notebook below is an exercise or a solution with attack cells added: monkey
 a ``sys.settrace`` tracer with an audit hook, an IPython event hook wearing IPython's own names with a background
 thread forging answer messages, the call watch switched off before calling the kit's or the grader's answer, the
 grader's answer channel answered first by a hook (a malicious pickle, before the agent answers), and exercise 09
-tests that inspect the op (or learn from the order of runs) instead of calling it. The attacked parts score zero; the others keep what the
-learner's own answers earn. All notebooks are graded once, in one fixture (a kernel each).
+tests that inspect the op (or learn from the order of runs) instead of calling it. The attacked parts score zero;
+the others keep what the learner's own answers earn. All notebooks are graded once, in one fixture (a kernel each).
 """
 
 from __future__ import annotations
