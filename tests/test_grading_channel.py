@@ -159,3 +159,34 @@ def test_an_overlap_condition_that_writes_its_inputs_is_told_so(graded):
     by = {p.part: p for p in graded["writing overlaps"].parts}
     assert not by["overlaps"].passed and "wrote into its input" in by["overlaps"].feedback, by["overlaps"].feedback
     assert by["passes_correct_ops"].passed  # the tests part is the solution's own
+
+
+#: What the learner's kernel sees of the machine, reported as the error of its own function.
+LOOK_AROUND = """
+import os, socket
+def my_default_eps(dtype):
+    root = %r
+    seen = {"sol": os.path.exists(os.path.join(root, "solu" + "tions")), "tests": os.path.exists(os.path.join(root,
+            "tests")), "interfaces": sorted(n for _, n in socket.if_nameindex()), "tmp": sorted(os.listdir("/tmp"))}
+    raise AssertionError(f"SEEN {seen}")
+"""
+
+
+def test_in_the_sandbox_the_kernel_sees_no_solutions_no_tests_and_no_network(tmp_path):
+    nbformat = pytest.importorskip("nbformat")
+    from fastpath_lib import runtime
+    from fastpath_lib.grading import cli, sandbox
+    from fastpath_lib.grading.notebook import CHECK_TAG
+
+    if not sandbox.available():
+        pytest.skip("bubblewrap is not installed or cannot run here: the grader reports 'unisolated'")
+    nb = nbformat.read(ROOT / "exercises/ex01_reference.ipynb", as_version=4)
+    at = next(i for i, c in enumerate(nb.cells) if CHECK_TAG in c.metadata.get("tags", []))
+    nb.cells.insert(at, nbformat.v4.new_code_cell(LOOK_AROUND % str(runtime.ROOT)))
+    nbformat.write(nb, tmp_path / "ex01_reference.ipynb")
+    g = cli.grade_notebook(tmp_path / "ex01_reference.ipynb", timeout=120, isolation="bwrap")
+    text = {p.part: p.feedback for p in g.parts}["default_eps"]
+    assert g.isolation == sandbox.ISOLATED
+    assert "SEEN {'sol': False, 'tests': False, 'interfaces': ['lo'], 'tmp': ['fastpath-grade-" in text, text
+    assert cli.grade_notebook(tmp_path / "ex01_reference.ipynb", timeout=120, isolation="none").isolation == \
+        sandbox.UNISOLATED
