@@ -21,7 +21,7 @@ import torch
 nbformat = pytest.importorskip("nbformat")
 
 from fastpath_lib.grading import cli, remote, sources  # noqa: E402
-from fastpath_lib.grading.ex09_contract import inspection  # noqa: E402
+from fastpath_lib.grading.mutation import inspection  # noqa: E402
 from fastpath_lib.grading.notebook import CHECK_TAG  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

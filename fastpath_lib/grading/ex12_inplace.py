@@ -43,8 +43,8 @@ import torch
 
 from fastpath_lib.grading import borrowed, remote, sources
 from fastpath_lib.grading import fused_mutants as M
-from fastpath_lib.grading.ex09_contract import broken_op_results, first_errors, inspection, remote_outcomes
 from fastpath_lib.grading.feedback import Fail, describe_error, graded
+from fastpath_lib.grading.mutation import broken_op_results, first_errors, inspection, remote_outcomes
 from fastpath_lib.grading.registry import Result, points_of
 
 __all__ = ["check_overlaps", "check_inplace_tests", "OpServer", "overlap_cases", "expected_overlap", "copied_lines",
