@@ -190,3 +190,14 @@ def test_in_the_sandbox_the_kernel_sees_no_solutions_no_tests_and_no_network(tmp
     assert "SEEN {'sol': False, 'tests': False, 'interfaces': ['lo'], 'tmp': ['fastpath-grade-" in text, text
     assert cli.grade_notebook(tmp_path / "ex01_reference.ipynb", timeout=120, isolation="none").isolation == \
         sandbox.UNISOLATED
+
+
+def test_the_registry_dispatches_every_check_of_the_notebooks():
+    from fastpath_lib import exercises
+    from fastpath_lib.grading import registry
+
+    facade = {n for n in exercises.__all__ if n.startswith("check_")}
+    assert facade == set(registry.CHECKS)
+    assert all(registry.check(n) is getattr(exercises, n) for n in facade)
+    with pytest.raises(KeyError):
+        registry.check("check_everything")

@@ -12,9 +12,9 @@ The verdict is computed in the grader's own process; the learner's kernel only p
    cells, and reads the learner's source (the other code cells) from the file *before* executing anything
    (:mod:`fastpath_lib.grading.sources`);
 2. it runs the learner's cells in order in the kernel; in place of each check cell it calls that check *in its own
-   process* (:mod:`fastpath_lib.exercises`, imported from disk by the grader), on stand-ins for the check cell's
-   arguments (:mod:`fastpath_lib.grading.remote`): calling one asks the kernel to call the learner's function on
-   inputs the check draws now, and the answer comes back through the kernel's message stream, read without
+   process* (:func:`fastpath_lib.grading.registry.check`, imported from disk by the grader), on stand-ins for the
+   check cell's arguments (:mod:`fastpath_lib.grading.remote`): calling one asks the kernel to call the learner's
+   function on inputs the check draws now, and the answer comes back on the kernel's stdin channel, read without
    unpickling anything the kernel wrote. Data the learner built (cases, matrices) is copied the same way;
 3. borrowed answers are judged from the learner's source as read from the file, resolved in the grader's process
    (:mod:`fastpath_lib.grading.borrowed`), and from behaviour; the ops exercise 09's and exercise 12's tests probe run
@@ -42,6 +42,7 @@ from __future__ import annotations
 import argparse
 import ast
 import dataclasses
+import importlib
 import json
 import re
 import shutil
@@ -54,7 +55,7 @@ from pathlib import Path
 from fastpath_lib import runtime
 from fastpath_lib.grading import notebook as NB
 from fastpath_lib.grading import remote, sources
-from fastpath_lib.grading.registry import EXERCISES, TITLES
+from fastpath_lib.grading.registry import CHECKS, EXERCISES, KIT_OPS, TITLES, check
 
 __all__ = ["main", "grade_notebook", "NotebookGrade"]
 
@@ -141,14 +142,13 @@ def _arguments(args: str) -> list[str]:
 
 
 def _check(session, name: str, args: str, kwargs: list[tuple[str, str]], learner: list[str]) -> dict:
-    """Run the façade's check ``name`` in this process, on what the kernel answers for the check cell's arguments."""
-    from fastpath_lib import exercises
-
+    """Run the check ``name`` (:func:`~fastpath_lib.grading.registry.check`) in this process, on what the kernel answers
+    for the check cell's arguments."""
     try:
         values = [session.get(a) for a in _arguments(args)]
         named = {k: session.get(v) for k, v in kwargs}
         with sources.using(learner):
-            results = getattr(exercises, name)(*values, **named, show=False)
+            results = check(name)(*values, **named, show=False)
         return {"check": name, "results": [r.to_dict() for r in results or []], "error": None}
     except Exception as exc:  # noqa: BLE001 - e.g. the learner never defined the function the check cell names
         text = str(exc).strip().splitlines()
@@ -162,7 +162,8 @@ def _execute(nb, workdir: str, timeout: float, kernel_name: str, check_ids: set,
     from nbclient import NotebookClient
     from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
-    import fastpath_lib.exercises  # noqa: F401 - the grader's own checks: imported before the notebook's clock starts
+    for name in sorted({CHECKS[n] for n in CHECKS if CHECKS[n].startswith(exercise)}):  # before the clock starts
+        importlib.import_module(f"fastpath_lib.grading.{name}")
 
     env, managers = _kernel_env(), {}
     if isolated:
@@ -208,10 +209,9 @@ def _execute(nb, workdir: str, timeout: float, kernel_name: str, check_ids: set,
 
 
 def _kit_ops() -> dict:
-    """The grader's own kit ops, which exercises 09 and 12 run as their correct controls (never the kernel's)."""
-    import fastpath_lib
-
-    return {"rms_norm": fastpath_lib.rms_norm, "fused_add_rms_norm_": fastpath_lib.fused_add_rms_norm_}
+    """The grader's own kit ops (:data:`~fastpath_lib.grading.registry.KIT_OPS`), which exercises 09 and 12 run as
+    their correct controls (never the kernel's)."""
+    return {name: getattr(importlib.import_module(where), name) for name, where in KIT_OPS.items()}
 
 
 def _first_error(nb) -> str:
