@@ -15,9 +15,10 @@ type name, message and line, and is raised in the grader as an exception of that
 
 The agent shares the kernel with the learner's code, which can replace anything it runs on: what it answers is
 treated as the learner's own answer, nothing more. The kernel holds no secret of the grader's: ops under test run here
-(:meth:`Session.run_tests`, the channel in reverse), and a call's tensor arguments are the grader's own copies: the
-kernel's writes reach only the tensors a check declared as outputs (:func:`outputs`); a write into any other is a
-failure (:class:`InputWritten`), never a new value of the check's input.
+(:meth:`Session.run_tests`, the channel in reverse). A check that declares its outputs (:func:`outputs`) keeps its
+own copies of the inputs: the kernel's writes reach only the declared tensors, and a write into any other is a
+failure (:class:`InputWritten`), never a new value of the check's input; a check that declares nothing gets every
+write copied back (the older rule, for checks that pass output buffers without saying so).
 """
 
 from __future__ import annotations
