@@ -164,15 +164,18 @@ def test_an_overlap_condition_that_writes_its_inputs_is_told_so(graded):
 #: What the learner's kernel sees of the machine, reported as the error of its own function.
 LOOK_AROUND = """
 import os, socket
+exec("import importlib; os.environ['FP_SEEN'] = str(hasattr(importlib.import_module("
+     "'fastpath_lib.grading.ex04_boundary'), '_verdicts'))")
 def my_default_eps(dtype):
     root = %r
     seen = {"sol": os.path.exists(os.path.join(root, "solu" + "tions")), "tests": os.path.exists(os.path.join(root,
-            "tests")), "interfaces": sorted(n for _, n in socket.if_nameindex()), "tmp": sorted(os.listdir("/tmp"))}
+            "tests")), "interfaces": sorted(n for _, n in socket.if_nameindex()), "tmp": sorted(os.listdir("/tmp")),
+            "verdicts": os.environ.get("FP_SEEN")}
     raise AssertionError(f"SEEN {seen}")
 """
 
 
-def test_in_the_sandbox_the_kernel_sees_no_solutions_no_tests_and_no_network(tmp_path):
+def test_in_the_sandbox_the_kernel_sees_no_solutions_no_tests_no_network_and_no_verdicts(tmp_path):
     nbformat = pytest.importorskip("nbformat")
     from fastpath_lib import runtime
     from fastpath_lib.grading import cli, sandbox
@@ -188,6 +191,7 @@ def test_in_the_sandbox_the_kernel_sees_no_solutions_no_tests_and_no_network(tmp
     text = {p.part: p.feedback for p in g.parts}["default_eps"]
     assert g.isolation == sandbox.ISOLATED
     assert "SEEN {'sol': False, 'tests': False, 'interfaces': ['lo'], 'tmp': ['fastpath-grade-" in text, text
+    assert "'verdicts': 'False'}" in text, text
     assert cli.grade_notebook(tmp_path / "ex01_reference.ipynb", timeout=120, isolation="none").isolation == \
         sandbox.UNISOLATED
 
