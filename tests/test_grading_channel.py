@@ -205,3 +205,14 @@ def test_the_registry_dispatches_every_check_of_the_notebooks():
     assert all(registry.check(n) is getattr(exercises, n) for n in facade)
     with pytest.raises(KeyError):
         registry.check("check_everything")
+
+
+def test_a_sandbox_that_cannot_start_the_kernel_is_said_and_grading_goes_on_unisolated(monkeypatch):
+    pytest.importorskip("nbformat")
+    from fastpath_lib.grading import cli, sandbox
+
+    monkeypatch.setattr(sandbox, "available", lambda: True)
+    monkeypatch.setattr(sandbox, "command", lambda *a, **k: ["false"])  # the kernel's command exits at once
+    g = cli.grade_notebook(ROOT / "solutions/ex01_reference.ipynb", timeout=120)
+    assert g.isolation == sandbox.UNISOLATED and g.earned == g.points, (g.status, g.reason)
+    assert any("the sandbox could not start the kernel" in n for n in g.notes), g.notes

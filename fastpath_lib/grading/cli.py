@@ -311,6 +311,13 @@ def grade_notebook(path: str | Path, *, timeout: float = DEFAULT_TIMEOUT, kernel
             run = _execute(nb, tmp, timeout, kernel_name, ids, ex, learner, isolated)
         except Exception as exc:  # noqa: BLE001 - e.g. no such kernel
             run = _Run(status="errors", reason=f"could not execute: {type(exc).__name__}: {exc}")
+            if isolated and isolation == "auto":  # the sandbox could not start the kernel: say so, run unisolated
+                notes.append(f"the sandbox could not start the kernel ({type(exc).__name__}: {exc}): unisolated")
+                isolated = False
+                try:
+                    run = _execute(nb, tmp, timeout, kernel_name, ids, ex, learner, False)
+                except Exception as again:  # noqa: BLE001
+                    run = _Run(status="errors", reason=f"could not execute: {type(again).__name__}: {again}")
     err = _first_error(nb)
     if run.status == "ok" and err:
         run.status, run.reason = "errors", err
