@@ -42,7 +42,9 @@
 # **How it is graded.** Your tests run against the kit's op and against `F.rms_norm` (they must pass on both), and
 # against broken ops the grader builds, each breaking one promise (each must make your tests fail). Feedback names the
 # categories with a broken op that got through, not the op. Tests that fail on a correct op earn nothing, and so do
-# tests that never fail. Keep shapes small: on a CPU the kit's op runs its Triton kernels in the interpreter.
+# tests that never fail. Keep shapes small: on a CPU the kit's op runs its Triton kernels in the interpreter. In the
+# grader the ops run in the grader's process and `op` forwards each call there: it has first derivatives (backward,
+# `torch.func.jvp`, dual tensors), not second ones, and no `vmap`.
 #
 # **How this works.** Fill in each cell marked `# FILL ME IN (roughly N lines)` (delete the `raise
 # NotImplementedError`), run it, then run the check below it: it prints `passed`, or what is missing.

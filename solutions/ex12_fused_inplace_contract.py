@@ -36,22 +36,43 @@
 #   tolerance of `fastpath_lib.fused.reference.tolerance(dtype)`);
 # * **returns**: what the call returns, and whether it is the caller's own memory;
 # * **aliasing**: calls where `x` and `residual` are one tensor, or overlapping views of one buffer: the op must
-#   leave memory exactly as the composite does;
+#   leave memory as the composite does (the residual bit for bit, the output within tolerance, as for **writes**);
 # * **declared_mutation**: an op is also used under `torch.compile`, where what the schema declares decides what
-#   survives (`torch.compile(fn, backend="aot_eager", fullgraph=True)` functionalizes without generating code, so
-#   it stays quick on a CPU);
+#   survives. Use `torch.compile(fn, backend="aot_eager", fullgraph=True)`: it functionalizes as Inductor does,
+#   without generating code, so it is quick on a CPU; and Inductor, the default backend, cannot compile the
+#   composite itself here (see below);
 # * **residual_rounding** and **variance**: the rounding points, for every dtype pair of input and weight. Random
 #   inputs only show them within the output's tolerance: choose inputs whose exact answer you know;
 # * **raises_cleanly**: a call that raises must have written nothing.
 #
 # Compare with the contract, `native` / `native_` from `fastpath_lib.fused.reference`, never with the kit's op.
 #
+# **Why not `torch.library.opcheck`.** `opcheck` tests a registered operator (an `OpOverload`); the op handed to your
+# tests is a Python function, because the in-place form returns the caller's own `x` and `residual` and a
+# `torch.library` custom op cannot return its inputs. Its schema fault shows where the schema matters: under
+# `torch.compile`.
+#
+# **Why `aot_eager`, not Inductor.** On a CPU with torch 2.13, Inductor fails on the in-place composite itself, so
+# a test that compiles with the default backend fails on every correct op. The smallest program we found that
+# fails the same way (two in-place writes, the second reading a reduction of the value the first wrote):
+#
+# ```python
+# def f(x, r):
+#     s = x + r
+#     r.copy_(s)
+#     x.copy_(s.sum(-1, keepdim=True) * s)
+# torch.compile(f)(torch.randn(16, 64), torch.randn(16, 64))  # InductorError: KeyError: 'buf1'
+# ```
+#
+# Without the reduction (`x.copy_(s * 2)`) it compiles, and so does the functional composite `native`. That is an
+# upstream bug report's reproduction; here, compile with `aot_eager`.
+#
 # **How it is graded.** Part (a) is asked about pairs of tensors the grader builds now. Part (b) runs against three
 # correct ops (the kit's, the composite, and another route that differs from the composite in the output's last
 # bits), where it must pass, and against broken ops, one fault each, where it must fail. Feedback names the
 # categories with a broken op that got through, not the op. Tests that fail on a correct op earn nothing, and so do
-# tests that never fail. Keep shapes small (16 x 64 is eligible for the kit's Triton route and fast in the
-# interpreter).
+# tests that never fail. Keep shapes small (under the interpreter's limits 16 x 64 is eligible for the kit's Triton
+# route, and it is fast there).
 #
 # **How this works.** Fill in each cell marked `# FILL ME IN (roughly N lines)` (delete the `raise
 # NotImplementedError`), run it, then run the check below it: it prints `passed`, or what is missing.

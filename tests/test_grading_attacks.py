@@ -3,9 +3,9 @@
 Each notebook below is an exercise or a solution with attack cells added: monkeypatched standard-library functions,
 a ``sys.settrace`` tracer with an audit hook, an IPython event hook wearing IPython's own names with a background
 thread forging answer messages, the call watch switched off before calling the kit's or the grader's answer, the
-grader's answer channel replaced by one that answers a malicious pickle, and exercise 09 tests that inspect the op
-(or learn from the order of runs) instead of calling it. The attacked parts score zero; the others keep what the
-learner's own answers earn. All notebooks are graded once, in one fixture (a kernel each).
+grader's answer channel answered first by a hook (a malicious pickle, before the agent answers), and exercise 09
+tests that inspect the op (or learn from the order of runs) instead of calling it. The attacked parts score zero;
+the others keep what the learner's own answers earn. All notebooks are graded once, in one fixture (a kernel each).
 """
 
 from __future__ import annotations
@@ -21,11 +21,12 @@ import torch
 nbformat = pytest.importorskip("nbformat")
 
 from fastpath_lib.grading import cli, remote, sources  # noqa: E402
-from fastpath_lib.grading.ex09_contract import inspection  # noqa: E402
+from fastpath_lib.grading.mutation import inspection  # noqa: E402
 from fastpath_lib.grading.notebook import CHECK_TAG  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-MIME = remote.MIME
+PROMPT = remote.PROMPT
+OLD_MIME = "application/vnd.fastpath.answer.v1+json"  # the display the answers once travelled in
 
 STDLIB = """
 import json, os, base64, builtins, pickle
@@ -68,7 +69,7 @@ def _forge():
         publish_display_data({"%s": {"token": "0" * 32, "data": ""}})
         time.sleep(0.002)
 threading.Thread(target=_forge, daemon=True).start()
-""" % MIME
+""" % OLD_MIME
 
 WATCH_OFF_REFERENCE = """
 import sys
@@ -88,15 +89,19 @@ def my_classify(row):
 """
 
 FORGED_CHANNEL = """
-import sys, base64, pickle
-from IPython.display import publish_display_data
+import base64, builtins, pickle
+from IPython import get_ipython
 class _Evil:
     def __reduce__(self):
-        return (open, (%r, "w"))
-def _serve(token, payload):
-    data = base64.b64encode(pickle.dumps({"ok": _Evil()})).decode()
-    publish_display_data({"%s": {"token": token, "data": data}})
-sys.modules["_fastpath_grader_agent"].serve = _serve
+        return (builtins.open, (%r, "w"))
+def _forge(*args):
+    kernel = get_ipython().kernel
+    try:  # answer each request before the grader's agent does, with a pickle that would run code
+        kernel.raw_input(%r + "fetch:")
+        kernel.raw_input(%r + "answer:" + base64.b64encode(pickle.dumps({"ok": _Evil()})).decode())
+    except Exception:
+        pass
+exec("get_ipython().events.register('pre_execute', _forge)")  # a hook no source scan reads
 """
 
 INSPECTING_TESTS = """
@@ -140,7 +145,7 @@ def graded(tmp_path_factory):
         "event hook and thread": ("exercises", "ex05", HOOK_AND_THREAD, None),
         "watch off, kit reference": ("solutions", "ex01", WATCH_OFF_REFERENCE, "check_reference"),
         "watch off, grader's classes": ("solutions", "ex06", WATCH_OFF_CLASSIFY, "check_classification"),
-        "forged channel": ("exercises", "ex10", FORGED_CHANNEL % (str(marker), MIME), None),
+        "forged channel": ("exercises", "ex10", FORGED_CHANNEL % (str(marker), PROMPT, PROMPT), None),
         "tests inspect the op": ("solutions", "ex09", INSPECTING_TESTS, "check_contract_tests"),
         "tests learn the run order": ("solutions", "ex09", STATEFUL_TESTS, "check_contract_tests"),
     }
@@ -176,8 +181,8 @@ def test_watch_switched_off_before_the_graders_classes_scores_zero(graded):
 
 def test_forged_channel_never_runs_code_in_the_grader(graded):
     assert not graded["marker"].exists()
-    assert any("could not be read safely" in p.feedback or "check did not run" in p.feedback
-               for p in graded["forged channel"].parts), [p.feedback for p in graded["forged channel"].parts]
+    feedback = [p.feedback for p in graded["forged channel"].parts]
+    assert all("answered one request twice" in f for f in feedback), feedback
 
 
 def test_inspecting_tests_are_told_why(graded):

@@ -268,18 +268,18 @@ def my_inplace_tests(op_):
         raise AssertionError("a late run: with broken ops in the majority, probably a broken one")
 """
 PATCHED_AGENT = """
-m = __import__("fastpath_lib.grading.fused_mutants", fromlist=["overlap_answers"])
-p = __import__("fastpath_lib.fused.predicate", fromlist=["overlaps"])
-exec("m.overlap_answers = lambda fn, recipes, build=m.build_pair: [p.overlaps(*build(r)) for r in recipes]")
+m = __import__("fastpath_lib.grading.fused_mutants", fromlist=["Op"])
+r = __import__("fastpath_lib.fused.reference", fromlist=["native_"])
+exec("m.Op.__call__ = lambda self, x, residual, weight=None, eps=None: r.native_(x, residual, weight, eps)")
 def overlaps(a, b):
     return True
 """
 
 
 def test_in_the_grader_a_patched_overlap_agent_and_tests_that_learn_the_run_order_score_zero(tmp_path):
-    """The kernel's module is patched (in an exec string, which no source scan reads) to answer with the kit's
-    predicate: the answers still come from the learner's own overlaps (the agent took its functions before the
-    first cell). The tests fail from their fourth run on: some correct op runs after that."""
+    """The kernel's copy of the ops under test is patched (in an exec string, which no source scan reads) so that
+    every op is the composite: the ops run in the grader, so nothing changes. The tests fail from their fourth run
+    on: some correct op runs after that."""
     nbformat = pytest.importorskip("nbformat")
     from fastpath_lib.grading import cli
     from fastpath_lib.grading.notebook import CHECK_TAG
@@ -296,3 +296,21 @@ def test_in_the_grader_a_patched_overlap_agent_and_tests_that_learn_the_run_orde
     assert g.earned == 0, [(p.part, p.earned, p.feedback[:80]) for p in g.parts]
     assert "pairs answered wrong" in by["overlaps"].feedback or "tampered" in by["overlaps"].feedback, by["overlaps"]
     assert "fail on a correct op" in by["passes_correct_ops"].feedback, by["passes_correct_ops"].feedback
+
+
+def test_the_exercises_inductor_reproduction_still_says_what_torch_does():
+    """The exercise asks for ``aot_eager`` because Inductor fails on the in-place composite on a CPU (torch 2.13); its
+    minimal reproduction, run from the exercise's own text: when a torch release fixes it, this says to update the
+    text."""
+    if torch.cuda.is_available() or not torch.__version__.startswith("2.13"):
+        pytest.skip("the reproduction is stated for torch 2.13 on a CPU")
+    text = (ROOT / "solutions/ex12_fused_inplace_contract.py").read_text(encoding="utf-8")
+    block = text.split("# ```python\n", 1)[1].split("# ```\n", 1)[0]
+    code = "\n".join(line[2:] for line in block.splitlines())
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match="KeyError: 'buf1'") as err:
+        exec(compile(code, "ex12 reproduction", "exec"), {"torch": torch})  # noqa: S102 - the exercise's own text
+    assert type(err.value).__name__ == "InductorError"
+    torch._dynamo.reset()
+    exec(compile(code.replace("s.sum(-1, keepdim=True) * s", "s * 2"), "without the reduction", "exec"),
+         {"torch": torch})  # it compiles without the reduction, as the text says

@@ -12,23 +12,21 @@ The verdict is computed in the grader's own process; the learner's kernel only p
    cells, and reads the learner's source (the other code cells) from the file *before* executing anything
    (:mod:`fastpath_lib.grading.sources`);
 2. it runs the learner's cells in order in the kernel; in place of each check cell it calls that check *in its own
-   process* (:mod:`fastpath_lib.exercises`, imported from disk by the grader), on stand-ins for the check cell's
-   arguments (:mod:`fastpath_lib.grading.remote`): calling one asks the kernel to call the learner's function on
-   inputs the check draws now, and the answer comes back through the kernel's message stream, read without
+   process* (:func:`fastpath_lib.grading.registry.check`, imported from disk by the grader), on stand-ins for the
+   check cell's arguments (:mod:`fastpath_lib.grading.remote`): calling one asks the kernel to call the learner's
+   function on inputs the check draws now, and the answer comes back on the kernel's stdin channel, read without
    unpickling anything the kernel wrote. Data the learner built (cases, matrices) is copied the same way;
 3. borrowed answers are judged from the learner's source as read from the file, resolved in the grader's process
-   (:mod:`fastpath_lib.grading.borrowed`), and from behaviour; exercise 09's and exercise 12's tests run against one
-   op object whose behaviour a per-run token chooses, the token-to-op map held only here
+   (:mod:`fastpath_lib.grading.borrowed`), and from behaviour; the ops exercise 09's and exercise 12's tests probe run
+   here, reaching the tests as stubs whose every call the grader answers, in an order the kernel cannot predict
    (:mod:`fastpath_lib.grading.ex09_contract`, :mod:`fastpath_lib.grading.ex12_inplace`); exercise 04's cases run
    against the mutants here;
 4. source that replaces the kit's functions, registers IPython event hooks, touches ``sys.modules`` or shadows
    builtins (:func:`fastpath_lib.grading.notebook.static_evidence`) gets the notebook reported as tampered, with no
    points for the affected parts.
 
-Nothing the learner's code does in its kernel (patching modules or the standard library, tracers, audit or event
-hooks, threads, writing files, replacing the grader's agent there) changes a verdict; it can only change the
-learner's own answers, which the grader judges. What it does not guarantee: a borrowed answer reached in a way the
-source does not show (e.g. through objects found at run time by introspection) is judged by its behaviour only.
+What the verdict holds against, and what is out of scope: :data:`THREAT_MODEL` (``grade --help``). Where bubblewrap
+runs, the kernel runs in a sandbox (:mod:`fastpath_lib.grading.sandbox`); the report says "unisolated" elsewhere.
 
 Every registered part of the notebook's exercise is listed; a part whose check never ran (the notebook hung or the
 kernel died before it) is reported as failed ("check did not run"), with the first error of the notebook.
@@ -44,6 +42,7 @@ from __future__ import annotations
 import argparse
 import ast
 import dataclasses
+import importlib
 import json
 import re
 import shutil
@@ -56,11 +55,30 @@ from pathlib import Path
 from fastpath_lib import runtime
 from fastpath_lib.grading import notebook as NB
 from fastpath_lib.grading import remote, sources
-from fastpath_lib.grading.registry import EXERCISES, TITLES
+from fastpath_lib.grading.registry import CHECKS, EXERCISES, KIT_OPS, TITLES, check
 
 __all__ = ["main", "grade_notebook", "NotebookGrade"]
 
 DEFAULT_TIMEOUT = 300
+
+#: What the verdict holds against (``grade --help`` and the README's grading section say the same).
+THREAT_MODEL = """\
+threat model (for instructors):
+  The learner has read the kit and this grader, and writes arbitrary Python in any cell. The verdict is computed
+  in the grader's process, on inputs drawn at grading time; the learner's kernel only answers with what the
+  learner's code returns, and holds nothing the grader keeps: no expected value, no table of which op is which,
+  no verdict (exercises 09 and 12: the ops under test run in the grader, reached through stubs). The agent in the
+  kernel shares it with the learner's code, so whatever it answers counts as the learner's own answer: a second
+  answer to one request is refused, and answers are read without unpickling. Held against: patched modules,
+  tracers, hooks, threads, a replaced or impersonated agent, tests that fingerprint the op or count runs, writes
+  into a check's inputs (a failure where the check declares its outputs), source that replaces the kit's
+  functions or reads solutions/.
+  Where bubblewrap runs (--isolation), the kernel also sees no solutions/, no tests/, no network, no exercise 04
+  verdicts and a /tmp of its own; elsewhere the report says "unisolated".
+  Out of scope: a classmate's notebook handed in as one's own, a solution copied by hand into the cells (do not
+  hand out solutions/), and an answer borrowed in a way the source does not show (an exec string, found by
+  introspection), which is judged by its behaviour only.
+"""
 
 
 @dataclasses.dataclass
@@ -82,6 +100,7 @@ class NotebookGrade:
     seconds: float
     parts: list[PartGrade]
     notes: list[str] = dataclasses.field(default_factory=list)  # e.g. check cells restored
+    isolation: str = "unisolated"  # how the learner's kernel ran: sandbox.ISOLATED or sandbox.UNISOLATED
 
     @property
     def earned(self) -> int:
@@ -123,14 +142,13 @@ def _arguments(args: str) -> list[str]:
 
 
 def _check(session, name: str, args: str, kwargs: list[tuple[str, str]], learner: list[str]) -> dict:
-    """Run the façade's check ``name`` in this process, on what the kernel answers for the check cell's arguments."""
-    from fastpath_lib import exercises
-
+    """Run the check ``name`` (:func:`~fastpath_lib.grading.registry.check`) in this process, on what the kernel answers
+    for the check cell's arguments."""
     try:
         values = [session.get(a) for a in _arguments(args)]
         named = {k: session.get(v) for k, v in kwargs}
         with sources.using(learner):
-            results = getattr(exercises, name)(*values, **named, show=False)
+            results = check(name)(*values, **named, show=False)
         return {"check": name, "results": [r.to_dict() for r in results or []], "error": None}
     except Exception as exc:  # noqa: BLE001 - e.g. the learner never defined the function the check cell names
         text = str(exc).strip().splitlines()
@@ -138,30 +156,31 @@ def _check(session, name: str, args: str, kwargs: list[tuple[str, str]], learner
 
 
 def _execute(nb, workdir: str, timeout: float, kernel_name: str, check_ids: set, exercise: str,
-             learner: list[str]) -> _Run:
-    """Run every code cell, and the grader's own check in place of each check cell, with one deadline."""
+             learner: list[str], isolated: bool = False) -> _Run:
+    """Run every code cell, and the grader's own check in place of each check cell, with one deadline; with
+    ``isolated``, the kernel in the sandbox (:mod:`fastpath_lib.grading.sandbox`)."""
     from nbclient import NotebookClient
     from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
-    import fastpath_lib.exercises  # noqa: F401 - the grader's own checks: imported before the notebook's clock starts
+    for name in sorted({CHECKS[n] for n in CHECKS if CHECKS[n].startswith(exercise)}):  # before the clock starts
+        importlib.import_module(f"fastpath_lib.grading.{name}")
 
-    client = NotebookClient(nb, timeout=int(timeout), kernel_name=kernel_name, allow_errors=True,
+    env, managers = _kernel_env(), {}
+    if isolated:
+        from fastpath_lib.grading import sandbox
+
+        sockets = tempfile.mkdtemp(prefix="fastpath-sockets-", dir=workdir)
+        managers = {"kernel_manager_class": sandbox.manager_class(workdir, sockets)}
+        env = sandbox.kernel_env(env)
+    client = NotebookClient(nb, timeout=int(timeout), kernel_name=kernel_name, allow_errors=True, **managers,
                             interrupt_on_timeout=False, resources={"metadata": {"path": workdir}},
                             record_timing=False, shutdown_kernel="immediate")  # the answers are in: no teardown
     deadline = time.monotonic() + timeout
     run = _Run()
     try:
-        with client.setup_kernel(env=_kernel_env(), stderr=subprocess.DEVNULL):
-            session = remote.Session(client, deadline)
+        with client.setup_kernel(env=env, stderr=subprocess.DEVNULL):
+            session = remote.Session(client, deadline, _kit_ops())
             session.start()
-            if exercise == "ex09":
-                from fastpath_lib.grading import ex09_contract
-
-                ex09_contract.install(session)
-            elif exercise == "ex12":
-                from fastpath_lib.grading import ex12_inplace
-
-                ex12_inplace.install(session)
             for index, cell in enumerate(nb.cells):
                 if cell.get("cell_type") != "code":
                     continue
@@ -187,6 +206,12 @@ def _execute(nb, workdir: str, timeout: float, kernel_name: str, check_ids: set,
         run.status = "kernel died" if not isinstance(exc, remote.RemoteTimeout) else "timeout"
         run.reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     return run
+
+
+def _kit_ops() -> dict:
+    """The grader's own kit ops (:data:`~fastpath_lib.grading.registry.KIT_OPS`), which exercises 09 and 12 run as
+    their correct controls (never the kernel's)."""
+    return {name: getattr(importlib.import_module(where), name) for name, where in KIT_OPS.items()}
 
 
 def _first_error(nb) -> str:
@@ -230,9 +255,21 @@ def _parts(ex: str, run: _Run, static: list[tuple[str, str]], reassigned: bool) 
     return parts, [what for _, what in evidence]
 
 
-def grade_notebook(path: str | Path, *, timeout: float = DEFAULT_TIMEOUT,
-                   kernel_name: str = "python3") -> NotebookGrade:
-    """Execute a copy of one notebook and grade it; never raises for a broken notebook."""
+def _isolated(isolation: str) -> bool:
+    """Whether to run the kernel in the sandbox: ``auto`` where bwrap runs, ``bwrap`` always, ``none`` never."""
+    if isolation == "none":
+        return False
+    from fastpath_lib.grading import sandbox
+
+    if isolation == "bwrap" and not sandbox.available():
+        raise RuntimeError("--isolation bwrap: bubblewrap (bwrap) is not installed or cannot run here")
+    return sandbox.available()
+
+
+def grade_notebook(path: str | Path, *, timeout: float = DEFAULT_TIMEOUT, kernel_name: str = "python3",
+                   isolation: str = "auto") -> NotebookGrade:
+    """Execute a copy of one notebook and grade it; never raises for a broken notebook. ``isolation``: ``auto``
+    (the kernel in bubblewrap where it runs), ``bwrap`` (required) or ``none``."""
     import nbformat
 
     path = Path(path)
@@ -263,6 +300,7 @@ def grade_notebook(path: str | Path, *, timeout: float = DEFAULT_TIMEOUT,
     learner = [c.source for c in nb.cells if c.get("cell_type") == "code" and c.get("id") not in ids]
     static = NB.static_evidence(learner)
     reassigned = NB.assignments(learner, "OP_NAME") > 1
+    isolated = _isolated(isolation)
     with tempfile.TemporaryDirectory(prefix="fastpath-grade-") as tmp:
         for extra in path.parent.glob("*"):  # data files next to the notebook travel with the copy
             if extra.is_file() and extra.suffix != ".ipynb" and extra.stat().st_size < 8 * 1024 * 1024:
@@ -270,9 +308,16 @@ def grade_notebook(path: str | Path, *, timeout: float = DEFAULT_TIMEOUT,
         copy = Path(tmp) / path.name
         copy.write_bytes(raw)
         try:
-            run = _execute(nb, tmp, timeout, kernel_name, ids, ex, learner)
+            run = _execute(nb, tmp, timeout, kernel_name, ids, ex, learner, isolated)
         except Exception as exc:  # noqa: BLE001 - e.g. no such kernel
             run = _Run(status="errors", reason=f"could not execute: {type(exc).__name__}: {exc}")
+            if isolated and isolation == "auto":  # the sandbox could not start the kernel: say so, run unisolated
+                notes.append(f"the sandbox could not start the kernel ({type(exc).__name__}: {exc}): unisolated")
+                isolated = False
+                try:
+                    run = _execute(nb, tmp, timeout, kernel_name, ids, ex, learner, False)
+                except Exception as again:  # noqa: BLE001
+                    run = _Run(status="errors", reason=f"could not execute: {type(again).__name__}: {again}")
     err = _first_error(nb)
     if run.status == "ok" and err:
         run.status, run.reason = "errors", err
@@ -280,7 +325,8 @@ def grade_notebook(path: str | Path, *, timeout: float = DEFAULT_TIMEOUT,
     status, reason = run.status, run.reason
     if evidence:
         status, reason = "tampered", "; ".join(evidence) + (f" ({reason})" if reason else "")
-    return NotebookGrade(str(path), ex, status, reason, round(time.monotonic() - t0, 1), parts, notes)
+    return NotebookGrade(str(path), ex, status, reason, round(time.monotonic() - t0, 1), parts, notes,
+                         "isolated (bwrap)" if isolated else "unisolated")
 
 
 def _missing(ex, reason):
@@ -321,7 +367,8 @@ def _print_table(grades: list[NotebookGrade], verbose: bool) -> None:
     for g in grades:
         title = TITLES.get(g.exercise or "", "")
         status = g.status + (f": {g.reason}" if g.reason else "")
-        print(f"{Path(g.path).name}: {g.earned}/{g.points} ({title}; {g.seconds:.1f} s; {status})")
+        print(f"{Path(g.path).name}: {g.earned}/{g.points} ({title}; {g.seconds:.1f} s; {status}; kernel "
+              f"{g.isolation})")
         for note in g.notes:
             print(f"  note: {note}")
         if verbose:
@@ -336,7 +383,8 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of ``python -m fastpath_lib grade``."""
     ap = argparse.ArgumentParser(prog="python -m fastpath_lib grade",
                                  description="Execute exercise notebooks (on a copy, in a fresh kernel) and score "
-                                             "them. A folder means its exNN_*.ipynb notebooks.")
+                                             "them. A folder means its exNN_*.ipynb notebooks.",
+                                 epilog=THREAT_MODEL, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("paths", nargs="+", help="notebooks or folders")
     ap.add_argument("--format", choices=("table", "json", "gradescope"), default="table",
                     help="table (default); json: one JSON object; gradescope: Gradescope's autograder results.json")
@@ -347,6 +395,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT,
                     help=f"seconds per notebook (default {DEFAULT_TIMEOUT})")
     ap.add_argument("--kernel", default="python3", help="Jupyter kernel name (default python3)")
+    ap.add_argument("--isolation", choices=("auto", "bwrap", "none"), default="auto",
+                    help="run the learner's kernel under bubblewrap: auto (default: where bwrap runs), bwrap "
+                         "(required), none; the report says 'unisolated' where it did not")
     ap.add_argument("-v", "--verbose", action="store_true", help="print the full feedback of failed parts")
     try:
         args = ap.parse_args(argv)
@@ -365,7 +416,12 @@ def main(argv: list[str] | None = None) -> int:
     if missing or not notebooks:
         print(f"grade: no such notebook(s): {', '.join(missing) or ' '.join(args.paths)}", file=sys.stderr)
         return 2
-    grades = [grade_notebook(p, timeout=args.timeout, kernel_name=args.kernel) for p in notebooks]
+    if args.isolation == "bwrap" and not _isolated("auto"):
+        print("grade: --isolation bwrap, but bubblewrap (bwrap) is not installed or cannot run here",
+              file=sys.stderr)
+        return 2
+    grades = [grade_notebook(p, timeout=args.timeout, kernel_name=args.kernel, isolation=args.isolation)
+              for p in notebooks]
     total, maximum = sum(g.earned for g in grades), sum(g.points for g in grades)
     if fmt == "gradescope":
         from fastpath_lib.grading import gradescope

@@ -20,8 +20,9 @@ from fastpath_lib.cases import CaseSpec, output_guard_intact, poisoned_like
 from fastpath_lib.grading import borrowed
 from fastpath_lib.grading import mutant_kernels as K
 from fastpath_lib.grading import mutants as M
-from fastpath_lib.grading.feedback import Fail, call, case_label, device, emit, failed_parts
-from fastpath_lib.grading.registry import Result, mutant_part, points_of
+from fastpath_lib.grading.feedback import Fail, call, case_label, device, graded
+from fastpath_lib.grading.mutation import category_result
+from fastpath_lib.grading.registry import Result, mutant_part
 from fastpath_lib.rmsnorm import predicate as rms
 from fastpath_lib.rmsnorm.layout import as_rows
 from fastpath_lib.testing import compare, reference_grads, reference_rms_norm
@@ -119,31 +120,32 @@ def _validate(specs) -> list[CaseSpec]:
     return specs
 
 
-def _feedback(category: str, caught: dict[str, bool]) -> tuple[bool, str]:
-    members = M.by_category(category)
-    alive = [m for m in members if not caught[m.name]]
+def _survivors(category: str, caught: dict[str, bool]) -> str | None:
+    """What the surviving mutants of ``category`` do (``None``: every one was caught)."""
+    alive = [m for m in M.by_category(category) if not caught[m.name]]
     if not alive:
-        return True, f"caught all {len(members)} {category} mutants"
+        return None
     sides = sorted({m.side for m in alive})
     if sides == ["wrong result"]:
-        return False, f"survivors: {category} mutants that compute a wrong result on some eligible input"
-    return False, f"survivors: {category} mutants that are {' and '.join(sides)}" + {
+        return f"{category} mutants that compute a wrong result on some eligible input"
+    return f"{category} mutants that are {' and '.join(sides)}" + {
         "too loose": " (they accept a call the kit sends to the fallback)",
         "too strict": " (they send an eligible call to the fallback)"}.get(sides[0] if len(sides) == 1 else "", "")
 
 
+def _grade(my_cases) -> list[Result]:
+    specs = _validate(borrowed.run(my_cases, (), _GENERATED) if callable(my_cases) else call(my_cases))
+    caught, errors = _verdicts(specs)
+    results = []
+    for category in M.CATEGORIES:
+        survivors = _survivors(category, caught)
+        r = category_result("ex04", mutant_part(category), survivors,
+                            f"caught all {len(M.by_category(category))} {category} mutants")
+        results.append(dataclasses.replace(r, feedback=r.feedback + "\n" + "\n".join(errors))
+                       if errors and survivors else r)
+    return results
+
+
 def check_boundary_cases(my_cases, *, show: bool = True):
     """``my_cases() -> list[CaseSpec]`` must catch every seeded mutant (one part per mutant category)."""
-    parts = [mutant_part(c) for c in M.CATEGORIES]
-    try:
-        specs = _validate(borrowed.run(my_cases, (), _GENERATED) if callable(my_cases) else call(my_cases))
-        caught, errors = _verdicts(specs)
-        results = []
-        for category, name in zip(M.CATEGORIES, parts):
-            ok, text = _feedback(category, caught)
-            if errors and not ok:
-                text += "\n" + "\n".join(errors)
-            results.append(Result("ex04", name, points_of("ex04", name), ok, text))
-    except Exception as exc:  # noqa: BLE001
-        results = failed_parts("ex04", parts, exc)
-    return emit(results, show)
+    return graded("ex04", [mutant_part(c) for c in M.CATEGORIES], _grade, my_cases, show=show)

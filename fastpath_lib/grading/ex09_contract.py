@@ -8,11 +8,13 @@ correct ops by identity or name gains nothing. One graded part per promise categ
 still have a broken op that slipped through, never which op or which input would catch it. Catching counts only when
 both correct ops pass, and a function that never fails scores nothing.
 
-In the grader (``python -m fastpath_lib grade``) the tests run in the learner's kernel against ONE op object that
-:func:`install` puts there before the learner's first cell: the same object, name and source for every run, its
-behaviour chosen by a random token per run. Each correct op runs twice, all runs in an order drawn at grading time,
-and only the grader knows which token is which op; the kernel reports whether the tests raised, the grader scores.
-Tests that read the op's attributes, code or identity (:func:`inspection`) score nothing.
+In the grader (``python -m fastpath_lib grade``) the ops run in the grader's process, never in the learner's kernel:
+each run hands the tests a fresh stub of the same source (:mod:`fastpath_lib.grading.runner`) whose every call, and
+the backward and forward-mode derivative of a differentiable call, is answered here by that run's op
+(:class:`OpServer`, :meth:`fastpath_lib.grading.remote.Session.run_tests`). Each correct op runs twice, all runs in
+an order drawn at grading time; the kernel holds no table of ops, sees no op's code and learns only what the calls
+return, write and raise. Tests that read the op's attributes, code or identity (:func:`inspection`) score nothing.
+The stub has first derivatives only (its backward and jvp are not themselves differentiable).
 
 Note:
     In a notebook (advisory feedback) this is a guard, not a sandbox: code that digs into the wrapper's private
@@ -22,17 +24,16 @@ Note:
 from __future__ import annotations
 
 import inspect
-import random
-import secrets
 
 import torch
 import torch.nn.functional as F
 
 from fastpath_lib.grading import borrowed, remote, sources
-from fastpath_lib.grading.feedback import Fail, describe_error, graded
-from fastpath_lib.grading.registry import Result, points_of
+from fastpath_lib.grading.feedback import Fail, graded
+from fastpath_lib.grading.mutation import broken_op_results, first_errors, inspection, remote_outcomes
+from fastpath_lib.grading.registry import Result
 
-__all__ = ["check_contract_tests", "CATEGORIES", "install", "variants", "inspection"]
+__all__ = ["check_contract_tests", "CATEGORIES", "variants", "OpServer", "BROKEN"]
 
 #: The promise categories, one graded part each (after ``passes_correct_ops``).
 CATEGORIES = ("dtype", "layout", "aliasing", "eps", "autograd", "forward_ad", "exceptions")
@@ -207,112 +208,54 @@ def variants() -> list[str]:
     return ["kit", "torch"] + [f"{c}:{i}" for c, fns in BROKEN.items() for i in range(len(fns))]
 
 
-def install(session) -> None:
-    """Before the learner's first cell, put ONE op object in the kernel (:mod:`fastpath_lib.grading.runner`) for
-    every run: each variant (two runs per correct op) gets a random token, and only the grader knows which is which.
-    """
-    runs = variants() + ["kit", "torch"]
-    tokens = {secrets.token_hex(8): v for v in runs}
-    session.ex09_tokens = tokens
-    session.request(("ops", tokens), "")
+class OpServer:
+    """One run's op under test, in the grader: what the kernel's stub asks (a call, or the forward, backward and jvp
+    of a differentiable call) answered by ``impl`` on the grader's own tensors."""
 
+    def __init__(self, impl):
+        self.op, self.calls = _Op(impl), []
 
-#: What a test that inspects the op instead of calling it reads (attributes, and names of modules or builtins).
-_INSPECTING_ATTRS = frozenset({"__closure__", "__code__", "__globals__", "__wrapped__", "__self__", "__func__",
-                               "__dict__", "__qualname__", "__module__", "cell_contents", "__defaults__",
-                               "__kwdefaults__", "__reduce__", "__reduce_ex__", "__getstate__", "__slots__",
-                               "__class__", "f_locals", "f_globals", "f_back", "co_code", "co_consts", "co_name"})
-_INSPECTING_NAMES = frozenset({"inspect", "gc", "dis", "id", "vars", "dir", "ctypes", "sys._getframe"})
+    def __call__(self, message: dict) -> dict:
+        return remote.serve_op(message, self._run)
 
-
-def inspection(source: str) -> str | None:
-    """What in ``source`` (the code a learner's tests reach) inspects an object instead of calling it, or ``None``.
-
-    >>> inspection("def t(op):\\n    assert op.__name__ == 'rms_norm'")
-    'op.__name__'
-    >>> inspection("def t(op):\\n    print(type(op(1)).__name__)")
-    """
-    import ast
-
-    for tree in filter(None, (sources.parse(source),)):
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Attribute) and (node.attr in _INSPECTING_ATTRS or (
-                    node.attr.startswith("_") and not node.attr.startswith("__")) or (
-                    node.attr == "__name__" and isinstance(node.value, ast.Name))):
-                return f"{ast.unparse(node)}"
-            if isinstance(node, (ast.Name, ast.Attribute)) and ast.unparse(node) in _INSPECTING_NAMES:
-                return ast.unparse(node)
-            if isinstance(node, (ast.Import, ast.ImportFrom)):
-                mods = [a.name for a in node.names] + [node.module or ""] if isinstance(node, ast.ImportFrom) \
-                    else [a.name for a in node.names]
-                if any(m.split(".")[0] in _INSPECTING_NAMES for m in mods):
-                    return f"import {', '.join(mods)}"
-    return None
+    def _run(self, kind, args, message):
+        if kind == "call":
+            return self.op(*args)
+        if kind == "forward":
+            x, ns, w, eps = args
+            grads = list(message.get("grads") or ()) + [False, False]
+            x = x.detach().requires_grad_(bool(grads[0]))
+            w = None if w is None else w.detach().requires_grad_(bool(grads[1]))
+            with torch.enable_grad():
+                y = self.op(x, ns, w, eps)
+            self.calls.append((x, ns, w, eps, y))
+            return y.detach(), {"id": len(self.calls) - 1}
+        x, ns, w, eps, y = self.calls[int(message.get("call"))]
+        if kind == "backward":
+            wrt = [t for t in (x, w) if t is not None and t.requires_grad]
+            got = iter(torch.autograd.grad(y, wrt, args[0], allow_unused=True))
+            return [next(got) if t is not None and t.requires_grad else None for t in (x, w)]
+        if kind == "jvp":
+            x_t, w_t = args
+            primals = (x.detach(),) + (() if w is None else (w.detach(),))
+            tangents = (torch.zeros_like(x) if x_t is None else x_t,) + (
+                () if w is None else (torch.zeros_like(w) if w_t is None else w_t,))
+            return torch.func.jvp(lambda a, *b: self.op(a, ns, b[0] if b else None, eps), primals, tangents)[1]
+        raise ValueError(f"unknown call {kind!r}")
 
 
 def _remote_outcomes(tests, kit_op) -> dict[str, list[BaseException | None]]:
     """Variant -> what the learner's tests raised on each run of it, the runs in an order drawn now."""
     kit_op = _kit_op_given(kit_op)
     borrowed.reject_handed_back(tests, _GRADER, _GIVEN)
-    seen = inspection(sources.closure_source(tests._root))
+    seen = inspection(sources.closure_source(remote.root(tests)))
     if seen:
         raise Fail(f"your tests read {seen}: a contract test calls the op and checks what it returns or raises, "
                    f"it does not inspect the op")
-    return shuffled_outcomes(tests, kit_op, "ex09")
-
-
-def shuffled_outcomes(tests, kit_op, exercise: str) -> dict[str, list]:
-    """Run the learner's ``tests`` in their kernel once per token the grader installed (``session.<exercise>_tokens``),
-    in an order shuffled here; returns variant -> the errors of its runs (``None``: the tests passed)."""
-    session = tests._session
-    tokens = dict(getattr(session, f"{exercise}_tokens", {}))
-    if not tokens:
-        raise Fail(f"the grader did not install the op under test (not an exercise {exercise[2:]} notebook?)")
-    order = list(tokens)
-    random.SystemRandom().shuffle(order)
-    out: dict[str, list] = {}
-    for token in order:
-        got = session.request(("tests", tests, token, kit_op), tests._root)["ok"]
-        out.setdefault(tokens[token], []).append(None if got is None else remote.answered_error(got))
-    return out
-
-
-def first_errors(outcomes: dict[str, list]):
-    """``first(variant)`` over :func:`shuffled_outcomes`'s answer: the first error the tests raised on any run of the
-    variant (``None``: they passed on every run), what :func:`broken_op_results` takes."""
-    def first(variant):
-        return next((e for e in outcomes.get(variant, [None]) if e is not None), None)
-    return first
-
-
-def broken_op_results(exercise: str, first, controls, broken: dict[str, int], what: dict[str, str],
-                      passing: str) -> list[Result]:
-    """The parts of tests graded by broken ops: ``passes_correct_ops``, then one per category of ``broken``
-    (category -> how many broken ops, run as ``"category:i"``). ``first(variant)`` is the first error the tests
-    raised on that variant (``None``: they passed); ``controls`` are ``(label, variant)`` of correct ops. No point
-    while the tests fail a correct op, or while they pass on every op."""
-    def result(name: str, ok: bool, text: str) -> Result:
-        return Result(exercise, name, points_of(exercise, name), ok, text)
-
-    alarms = []
-    for label, variant in controls:
-        exc = first(variant)
-        if exc is not None and "not implemented" in describe_error(exc):
-            raise exc
-        if exc is not None:
-            alarms.append(f"on {label}: {describe_error(exc)}")
-    if alarms:
-        why = "no credit while your tests fail on an op that keeps every promise (see passes_correct_ops): a test " \
-              "that fails everything catches nothing"
-        return [result("passes_correct_ops", False, "your tests fail on a correct op (one that keeps every promise)\n"
-                       + "\n".join(alarms))] + [result(c, False, why) for c in broken]
-    alive = {c: sum(first(f"{c}:{i}") is None for i in range(n)) for c, n in broken.items()}
-    if all(alive[c] == n for c, n in broken.items()):
-        why = "your tests pass on every op, broken ones included: they check nothing yet"
-        return [result(n, False, why) for n in ("passes_correct_ops", *broken)]
-    return [result("passes_correct_ops", True, passing)] + [
-        result(c, True, "caught every broken op of this category") if not alive[c]
-        else result(c, False, f"survivors: {what[c]}") for c in broken]
+    impls = {"kit": remote.session(tests).kit_op("rms_norm"), "torch": F.rms_norm} | {
+        f"{c}:{i}": fn for c, fns in BROKEN.items() for i, fn in enumerate(fns)}
+    servers = {v: (lambda impl=impls[v]: OpServer(impl)) for v in impls}
+    return remote_outcomes(tests, "rms_norm", servers, variants() + ["kit", "torch"])
 
 
 def _grade(tests, kit_op) -> list[Result]:

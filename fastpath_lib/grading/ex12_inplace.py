@@ -13,21 +13,21 @@ name and numpy's ``shares_memory`` score nothing.
 It runs against three correct ops (the kit's, the composite :func:`fastpath_lib.fused.reference.native_` and another
 route within the output's tolerance; it must pass on each, on every run) and against the broken ops of
 :mod:`fastpath_lib.grading.fused_mutants` (each must make it raise). One part per fault category; feedback names
-the categories with a survivor, never the op. In the grader the tests run in the learner's kernel against ONE op
-object (:func:`install`, before the learner's first cell) whose behaviour a random token per run selects, the
-correct ops but the kit's twice each, in an order drawn at grading time; the token-to-op map stays in the grader.
+the categories with a survivor, never the op. In the grader the ops run in the grader's process (:class:`OpServer`):
+each run hands the tests a fresh stub of the same source whose calls the grader answers, the correct ops but the
+kit's twice each, in an order drawn at grading time; under ``torch.compile`` the stub is a registered op
+(``fastpath_grading::op_under_test_``, its schema declaring the writes), and the grader answers its calls as the
+compiled graph would run the op under test. The kernel holds no op, table or verdict.
 
 Borrowed answers: tests that compare with the kit's op or call its kernels or predicate (compare with the contract,
 :mod:`fastpath_lib.fused.reference`), that import the kit's tests or copy their lines, that inspect the op instead
 of calling it, or that watch its implementation run (function or dispatch modes, ``__torch_function__`` spies, the
 profiler, tracers, a ``torch.compile`` backend of their own, the traced graph) score nothing; so do tests that
-never fail or fail on a correct op; so does a notebook that replaces an attribute of an imported module (the ops
-under test and the grader's agent run on that code). What is not guaranteed: a test that tells the ops apart by a
-behaviour outside the contract it could observe (e.g. timing) is judged by its outcome only; a patch of the kernel's
-modules that no source shows (in an ``exec`` string, through introspection) can change how the ops behave in the
-learner's own kernel (the agent takes its functions before the first cell, the ops' helpers it does not copy); and
-tests that fail at random may earn a lucky point or two, as in exercise 09 (each correct op but the kit's runs twice
-to make that unlikely).
+never fail or fail on a correct op; so does a notebook that replaces an attribute of an imported module (the
+learner's tests and the grader's agent run on that code). What is not guaranteed: a test that tells the ops apart by
+a behaviour outside the contract it could observe (e.g. timing) is judged by its outcome only; and tests that fail at
+random may earn a lucky point or two, as in exercise 09 (each correct op but the kit's runs twice to make that
+unlikely).
 
 Note:
     In a notebook this is advisory feedback; a learner's code can dig into the wrapper there.
@@ -43,11 +43,11 @@ import torch
 
 from fastpath_lib.grading import borrowed, remote, sources
 from fastpath_lib.grading import fused_mutants as M
-from fastpath_lib.grading.ex09_contract import broken_op_results, first_errors, inspection, shuffled_outcomes
 from fastpath_lib.grading.feedback import Fail, describe_error, graded
+from fastpath_lib.grading.mutation import broken_op_results, first_errors, inspection, remote_outcomes
 from fastpath_lib.grading.registry import Result, points_of
 
-__all__ = ["check_overlaps", "check_inplace_tests", "install", "overlap_cases", "expected_overlap", "copied_lines",
+__all__ = ["check_overlaps", "check_inplace_tests", "OpServer", "overlap_cases", "expected_overlap", "copied_lines",
            "CATEGORIES"]
 
 #: The fault categories of the tests part, one graded part each (after ``passes_correct_ops``).
@@ -137,7 +137,7 @@ def expected_overlap(a: torch.Tensor, b: torch.Tensor) -> bool | None:
 
 
 def _private_names(fn) -> str | None:
-    root = fn._root if remote.is_proxy(fn) else getattr(fn, "__name__", "")
+    root = remote.root(fn) if remote.is_proxy(fn) else getattr(fn, "__name__", "")
     src = sources.closure_source(root) if root else ""
     names = sources.names_used(src)
     hit = sorted(n for n in names if n.startswith("torch._")
@@ -150,14 +150,18 @@ def _private_names(fn) -> str | None:
 
 
 def _overlap_answers(fn, recipes):
-    if remote.is_proxy(fn):
+    if remote.is_proxy(fn):  # each pair built here and sent with its shared storage; the pair stays read only
         borrowed.reject_handed_back(fn, _OVERLAP_FORBIDDEN)
-        if not getattr(fn._session, "ex12_tokens", None):
-            raise Fail("the grader did not install exercise 12's agent (not an exercise 12 notebook?)")
-        got = fn._session.request(("tests", fn, ("overlaps", recipes), None), fn._root)["ok"]
-        if not isinstance(got, list) or len(got) != len(recipes):
-            raise Fail("the kernel's answers do not match the pairs asked about")
-        return [remote.answered_error(g) if isinstance(g, list) else g for g in got]
+        out = []
+        for recipe in recipes:
+            try:
+                with remote.outputs():
+                    got = fn(*M.build_pair(recipe))
+            except Exception as exc:  # noqa: BLE001 - one failing case is feedback
+                got = exc
+            out.append(got if type(got) is bool or isinstance(got, Exception) else
+                       TypeError(f"returned {type(got).__name__}, not a bool"))
+        return out
     out = []
     for recipe in recipes:
         a, b = M.build_pair(recipe)
@@ -289,7 +293,7 @@ def _replaces_library(src: str) -> str | None:
 
 
 def _source_problem(tests) -> str | None:
-    root = tests._root if remote.is_proxy(tests) else getattr(tests, "__name__", "")
+    root = remote.root(tests) if remote.is_proxy(tests) else getattr(tests, "__name__", "")
     src = sources.closure_source(root) if root else ""
     problem = borrowed.source_problem(root, _TESTS_FORBIDDEN, _GIVEN) if root else None
     if problem:
@@ -335,13 +339,24 @@ def _local_run(tests, impl) -> BaseException | None:
     return None
 
 
-def install(session) -> None:
-    """Before the learner's first cell, put ONE op object in the kernel for every run: each variant (the correct ones
-    but the kit's twice) gets a random token; only the grader knows which is which."""
-    runs = M.variants() + list(M.CORRECT)  # the kit's op once: it is the slowest to compile
-    tokens = {secrets.token_hex(8): v for v in runs}
-    session.ex12_tokens = tokens
-    session.request(("ops", tokens, M.__name__), "")
+class OpServer:
+    """One run's op under test, in the grader: each call of the kernel's stub answered by ``impl`` on the grader's own
+    tensors. A call from a compiled graph (the stub's registered op, whose schema declares the writes) runs the op as
+    that graph would: an op whose own schema declares no write (``undeclared``) is dropped there, as functionalization
+    drops it."""
+
+    def __init__(self, impl, undeclared: bool = False):
+        self.op, self.undeclared = M.Op(impl), undeclared
+
+    def __call__(self, message: dict) -> dict:
+        return remote.serve_op(message, self._run)
+
+    def _run(self, kind, args, message):
+        if message.get("compiled"):
+            if not self.undeclared:
+                self.op(*args)
+            return None
+        return self.op(*args)
 
 
 def _grade_tests(tests, kit_op) -> list[Result]:
@@ -353,7 +368,10 @@ def _grade_tests(tests, kit_op) -> list[Result]:
     if problem:
         raise Fail(problem)
     if remote.is_proxy(tests):
-        first = first_errors(shuffled_outcomes(tests, kit_op, "ex12"))
+        known = M.impls() | {"kit": remote.session(tests).kit_op("fused_add_rms_norm_")}
+        servers = {v: (lambda v=v: OpServer(known[v], v.startswith("declared_mutation:"))) for v in known}
+        runs = M.variants() + list(M.CORRECT)  # the kit's op once: it is the slowest to compile
+        first = first_errors(remote_outcomes(tests, "fused_add_rms_norm_", servers, runs))
     else:
         known = M.impls() | {"kit": kit_op}
 

@@ -18,10 +18,8 @@ Correct controls: the kit's op (the check cell's argument), the composite itself
 the sum of squares over the width, both results computed before any write) that differs from the composite in the
 output's last bits, within the contract's tolerance.
 
-:func:`kernel_ops` is what the grader's agent (:mod:`fastpath_lib.grading.runner`) builds in the learner's kernel:
-ONE op object for every run, its behaviour chosen by the run's token. :func:`overlap_answers` asks a learner's
-``overlaps`` about tensors built in the kernel from the grader's recipes (:func:`build_pair`), so that views keep
-sharing their storage (pickled tensors arrive as separate copies), through the runner :func:`kernel_ops` built.
+The grader runs these ops in its own process (:class:`fastpath_lib.grading.ex12_inplace.OpServer`); the learner's
+kernel never holds them. :func:`build_pair` builds exercise 12's overlap cases from plain recipes.
 """
 
 from __future__ import annotations
@@ -34,7 +32,7 @@ from fastpath_lib.fused import reference
 from fastpath_lib.fused.reference import native, native_
 from fastpath_lib.rmsnorm.limits import default_eps
 
-__all__ = ["CORRECT", "BROKEN", "variants", "impls", "Op", "kernel_ops", "build_pair", "overlap_answers"]
+__all__ = ["CORRECT", "BROKEN", "variants", "impls", "Op", "build_pair"]
 
 
 def _eps(x, eps):
@@ -208,39 +206,6 @@ class Op:
         return "<op under test>"
 
 
-def kernel_ops(table: dict) -> tuple:
-    """``(op, run)`` for the grader's agent: ``table`` maps each run's token to a variant name; ``run(tests, token,
-    kit_op)`` calls ``tests(op)`` with the token's behaviour and answers ``None`` or ``[type name, message]``.
-    With the token ``("overlaps", recipes)`` it answers :func:`overlap_answers` for the learner's ``overlaps``
-    instead, with the functions this call took (so that later patches of this module reach neither path)."""
-    known = impls()
-    chosen = {token: known.get(variant, variant) for token, variant in table.items()}
-    current: list = []
-    _undeclared_op()  # registered now, before the learner's first cell: its appearance tells no run apart
-
-    def fused_add_rms_norm_(x, residual, weight, eps):
-        return current[-1](x, residual, weight, eps)
-
-    op = Op(fused_add_rms_norm_)
-    answers, build = overlap_answers, build_pair  # taken now: patching this module later changes neither
-
-    def run(tests, token, kit_op):
-        if type(token) is tuple and token[:1] == ("overlaps",):  # part (a): tests is the learner's overlaps
-            return answers(tests, token[1], build)
-        impl = chosen[token]
-        current.append(kit_op if isinstance(impl, str) else impl)
-        torch._dynamo.reset()  # each run compiles afresh: no cache, no recompile limit carried between runs
-        try:
-            tests(op)
-            return None
-        except Exception as exc:  # noqa: BLE001 - a failing test is an answer
-            return [type(exc).__name__, str(exc)[:300]]
-        finally:
-            current.clear()
-
-    return op, run
-
-
 def build_pair(recipe: dict) -> tuple[torch.Tensor, torch.Tensor]:
     """The two tensors of one overlap case, from plain values (the same in the grader and in the kernel).
 
@@ -273,18 +238,3 @@ def build_pair(recipe: dict) -> tuple[torch.Tensor, torch.Tensor]:
         return t
 
     return view(recipe["a"]), view(recipe["b"])
-
-
-def overlap_answers(fn, recipes: list[dict], build=build_pair) -> list:
-    """``fn(a, b)`` for each recipe's pair (built by ``build``): ``True``/``False``, or ``[type name, message]`` when
-    it raised or answered something else than a bool."""
-    out = []
-    for recipe in recipes:
-        a, b = build(recipe)
-        try:
-            got = fn(a, b)
-        except Exception as exc:  # noqa: BLE001 - the learner's error is an answer
-            out.append([type(exc).__name__, str(exc)[:200]])
-            continue
-        out.append(got if type(got) is bool else ["TypeError", f"returned {type(got).__name__}, not a bool"])
-    return out

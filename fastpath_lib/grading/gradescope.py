@@ -99,6 +99,7 @@ def _notebook_line(g) -> str:
     title = TITLES.get(g.exercise or "", "")
     head = f"{Path(g.path).name}: {g.earned}/{g.points}" + (f" ({title})" if title else "")
     line = f"{head}: {g.status}" + (f": {g.reason}" if g.reason else "")
+    line += f" [kernel {getattr(g, 'isolation', 'unisolated')}]"
     return "\n".join([line] + [f"  note: {n}" for n in g.notes])
 
 
@@ -107,7 +108,8 @@ def results_json(grades, *, visibility: str | None = None, stdout_visibility: st
 
     Args:
         grades: :class:`~fastpath_lib.grading.cli.NotebookGrade` objects (read by attribute: ``path``, ``exercise``,
-            ``status``, ``reason``, ``seconds``, ``parts``, ``notes``, ``earned``, ``points``).
+            ``status``, ``reason``, ``seconds``, ``parts``, ``notes``, ``earned``, ``points``, ``isolation``:
+            whether the learner's kernel ran in a sandbox, "unisolated" when absent).
         visibility: when the tests are shown to students (one of :data:`VISIBILITY`); Gradescope's default
             (``visible``) when omitted.
         stdout_visibility: when the grader's printed table is shown to students; Gradescope's default (instructors
@@ -145,7 +147,8 @@ def results_json(grades, *, visibility: str | None = None, stdout_visibility: st
         "tests": tests,
         "extra_data": {"max_score": sum(g.points for g in grades),
                        "notebooks": [{"path": str(g.path), "exercise": g.exercise, "status": g.status,
-                                      "reason": g.reason, "seconds": g.seconds} for g in grades]},
+                                      "reason": g.reason, "seconds": g.seconds,
+                                      "isolation": getattr(g, "isolation", "unisolated")} for g in grades]},
     }
     if visibility is not None:
         doc["visibility"] = visibility

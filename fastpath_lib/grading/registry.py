@@ -12,7 +12,7 @@ import json
 
 from fastpath_lib.grading.mutants import CATEGORIES
 
-__all__ = ["MIME", "EXERCISES", "TITLES", "Result", "points_of", "mutant_part"]
+__all__ = ["MIME", "EXERCISES", "TITLES", "CHECKS", "KIT_OPS", "Result", "points_of", "mutant_part", "check"]
 
 #: MIME type of the machine-readable result a check displays next to its text.
 MIME = "application/vnd.fastpath.grade.v1+json"
@@ -57,6 +57,34 @@ TITLES = {
     "ex12": "the fused op's overlap condition and in-place contract tests (graded by broken ops)",
     "ex13": "review readiness: the remaining items of the lessons, one short part each",
 }
+
+
+#: check function -> the grading module that defines it: how the grader (:mod:`fastpath_lib.grading.cli`) finds the
+#: check a check cell calls, without the notebook façade (:mod:`fastpath_lib.exercises`).
+CHECKS: dict[str, str] = {
+    "check_default_eps": "ex01_reference", "check_reference": "ex01_reference",
+    "check_add_rms_norm_kernel": "ex02_kernel", "check_backward_with_saved_rstd": "ex02_kernel",
+    "check_dtype_condition": "ex03_predicate", "check_cols_condition": "ex03_predicate",
+    "check_alignment_condition": "ex03_predicate", "check_v2_predicate": "ex03_predicate",
+    "check_boundary_cases": "ex04_boundary", "check_case_matrix": "ex05_matrix",
+    "check_classification": "ex06_classify", "check_pr_note": "ex07_note",
+    "check_capstone_reference": "ex08_capstone", "check_capstone_kernel": "ex08_capstone",
+    "check_capstone_predicate": "ex08_capstone", "check_capstone_dispatch": "ex08_capstone",
+    "check_capstone_evidence": "ex08_evidence", "check_contract_tests": "ex09_contract",
+    "check_threshold": "ex10_threshold", "check_commit_plan": "ex11_commits",
+    "check_overlaps": "ex12_inplace", "check_inplace_tests": "ex12_inplace", "check_readiness": "ex13_review",
+}
+#: The kit's ops the grader runs in its own process as correct controls (exercises 09 and 12): name -> where.
+KIT_OPS: dict[str, str] = {"rms_norm": "fastpath_lib", "fused_add_rms_norm_": "fastpath_lib"}
+
+
+def check(name: str):
+    """The check function ``name`` (a key of :data:`CHECKS`), imported from its module on first use."""
+    import importlib
+
+    if name not in CHECKS:
+        raise KeyError(f"no check {name!r}")
+    return getattr(importlib.import_module(f"fastpath_lib.grading.{CHECKS[name]}"), name)
 
 
 def points_of(exercise: str, part: str) -> int:

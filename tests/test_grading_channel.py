@@ -1,0 +1,218 @@
+"""The answer channel holds against a learner who has read the grader (issue 28, items 2 and 5).
+
+The kernel holds no secret: the op a contract test faces reaches no code of the grader's checks (the ops run in the
+grader), and a notebook that rewrites the agent's answers, or forges one, gains nothing. A write into a tensor a
+check passes as an input is a failure with feedback, never a new expected value.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+import torch
+
+from fastpath_lib.grading import remote
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# --- without a kernel ------------------------------------------------------------------------------------------------
+
+
+def test_the_agent_imports_no_check_module():
+    tree = ast.parse(remote.AGENT.read_text(encoding="utf-8"))
+    names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    names |= {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert not [n for n in names if n.startswith("fastpath_lib") and n != "fastpath_lib.cases"], names
+
+
+def test_tensors_travel_with_their_storage_shared_and_an_argument_as_itself():
+    base = torch.arange(12.0).reshape(3, 4)
+    x, r, t = base[1:], base[:-1], base.t()
+    x2, r2, t2, fresh = remote.unpack(remote.pack((x, r, t, torch.ones(2))))
+    assert x2.untyped_storage().data_ptr() == r2.untyped_storage().data_ptr() == t2.untyped_storage().data_ptr()
+    assert t2.stride() == t.stride() and torch.equal(x2, x) and torch.equal(t2, t)
+    x2.zero_()
+    assert r2[1].eq(0).all() and not x.eq(0).all()  # shared there, and never the sender's memory
+    mine = (torch.zeros(2), torch.ones(2))
+    got = remote.unpack(remote.pack((mine[1], torch.ones(2)), same=mine), same=mine)
+    assert got[0] is mine[1] and got[1] is not mine[1]
+
+
+def test_a_write_into_an_input_fails_and_leaves_the_checks_tensor_alone():
+    x, y = torch.zeros(3), torch.zeros(3)
+    written = [torch.ones(3), torch.full((3,), 2.0)]
+    with remote.outputs(y), pytest.raises(remote.InputWritten, match="argument 1"):
+        remote._copy_back([x, y], written)
+    assert torch.equal(x, torch.zeros(3))
+    with remote.outputs(y):
+        remote._copy_back([x, y], [None, written[1]])
+    assert torch.equal(y, written[1]) and torch.equal(x, torch.zeros(3))
+
+
+# --- in the grader ---------------------------------------------------------------------------------------------------
+
+#: Tests that walk everything the op handed to them reaches (closures, globals, attributes; not modules) and report
+#: any code of the kit's grading package, and the shell's fastpath state: the run-to-op table would be there.
+SNOOP = """
+import types
+def my_contract_tests(op):
+    seen, level, found = set(), [op], set()
+    for _ in range(5):  # breadth first, five steps from the op
+        nxt = []
+        for o in level:
+            if id(o) in seen or isinstance(o, types.ModuleType):
+                continue
+            seen.add(id(o))
+            code = getattr(o, "__code__", None)
+            if isinstance(code, types.CodeType) and "fastpath_lib/grading" in code.co_filename.replace(chr(92), "/"):
+                found.add(code.co_name)
+            for attr in ("__closure__", "__globals__", "__dict__", "__self__", "__func__", "__wrapped__", "_impl"):
+                v = getattr(o, attr, None)
+                if isinstance(v, dict):
+                    nxt += list(v.values())
+                elif v is not None:
+                    nxt += list(v) if isinstance(v, (list, tuple)) else [v]
+            if type(o).__name__ == "cell":
+                try:
+                    nxt.append(o.cell_contents)
+                except ValueError:
+                    pass
+            nxt += list(o) if isinstance(o, (list, tuple, set)) else list(o.values()) if isinstance(o, dict) else []
+            nxt += list(vars(o).values()) if isinstance(o, type) else []
+        level = nxt
+    state = {k: type(v).__name__ for k, v in vars(get_ipython()).items() if "fastpath" in k}
+    raise AssertionError(f"SNOOP {sorted(found)} {state}")
+"""
+
+#: The agent's channel rewritten (in an exec string) so that every tests run that raised is answered "passed".
+PASSING_CHANNEL = """
+exec('''
+import base64, io, torch
+_kernel = get_ipython().kernel
+_raw = _kernel.raw_input
+def _raw_input(prompt=""):
+    head = %r + "answer:"
+    if prompt.startswith(head):
+        answer = torch.load(io.BytesIO(base64.b64decode(prompt[len(head):])), weights_only=False)
+        ok = answer.get("ok")
+        value = ok.get("value") if isinstance(ok, dict) else None
+        if isinstance(value, list) and value and value[0] == "NotImplementedError":
+            ok["value"] = None
+            buf = io.BytesIO()
+            torch.save(answer, buf)
+            prompt = head + base64.b64encode(buf.getvalue()).decode()
+    return _raw(prompt)
+_kernel.raw_input = _raw_input
+''')
+"""
+
+#: An overlap condition that writes into the tensors it is asked about.
+WRITING_OVERLAPS = """
+def overlaps(a, b):
+    a.zero_()
+    return a.data_ptr() == b.data_ptr()
+"""
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    nbformat = pytest.importorskip("nbformat")
+    from fastpath_lib.grading import borrowed, cli, ex09_contract
+    from fastpath_lib.grading.notebook import CHECK_TAG
+
+    def notebook(folder, exercise, source, before):
+        (path,) = (ROOT / folder).glob(f"{exercise}_*.ipynb")
+        nb = nbformat.read(path, as_version=4)
+        at = next(i for i, c in enumerate(nb.cells) if CHECK_TAG in c.metadata.get("tags", []) and before in c.source)
+        nb.cells.insert(at, nbformat.v4.new_code_cell(source))
+        out = tmp_path_factory.mktemp("channel") / path.name
+        nbformat.write(nb, out)
+        return out
+
+    out = {}
+    with pytest.MonkeyPatch.context() as mp:  # the static guards off: what the snoop finds is the kernel's alone
+        mp.setattr(ex09_contract, "inspection", lambda source: None)
+        mp.setattr(borrowed, "reject_handed_back", lambda *a, **k: None)
+        out["snoop"] = cli.grade_notebook(notebook("solutions", "ex09", SNOOP, "check_contract_tests"), timeout=240)
+    out["passing channel"] = cli.grade_notebook(notebook("exercises", "ex09", PASSING_CHANNEL % remote.PROMPT,
+                                                         "check_contract_tests"), timeout=240)
+    out["writing overlaps"] = cli.grade_notebook(notebook("solutions", "ex12", WRITING_OVERLAPS, "check_overlaps"),
+                                                 timeout=300)
+    return out
+
+
+def test_the_op_under_test_reaches_no_code_of_the_checks_and_the_kernel_holds_no_table(graded):
+    by = {p.part: p for p in graded["snoop"].parts}
+    text = by["passes_correct_ops"].feedback
+    assert "SNOOP [] {'_fastpath_refs': 'dict'}" in text, text
+    assert graded["snoop"].earned == 0
+
+
+def test_rewriting_the_agents_answers_earns_nothing(graded):
+    g = graded["passing channel"]
+    assert g.earned == 0 and all("pass on every op" in p.feedback for p in g.parts), [p.feedback for p in g.parts]
+
+
+def test_an_overlap_condition_that_writes_its_inputs_is_told_so(graded):
+    by = {p.part: p for p in graded["writing overlaps"].parts}
+    assert not by["overlaps"].passed and "wrote into its input" in by["overlaps"].feedback, by["overlaps"].feedback
+    assert by["passes_correct_ops"].passed  # the tests part is the solution's own
+
+
+#: What the learner's kernel sees of the machine, reported as the error of its own function.
+LOOK_AROUND = """
+import os, socket
+exec("import importlib; os.environ['FP_SEEN'] = str(hasattr(importlib.import_module("
+     "'fastpath_lib.grading.ex04_boundary'), '_verdicts'))")
+def my_default_eps(dtype):
+    root = %r
+    seen = {"sol": os.path.exists(os.path.join(root, "solu" + "tions")), "tests": os.path.exists(os.path.join(root,
+            "tests")), "interfaces": sorted(n for _, n in socket.if_nameindex()), "tmp": sorted(os.listdir("/tmp")),
+            "verdicts": os.environ.get("FP_SEEN")}
+    raise AssertionError(f"SEEN {seen}")
+"""
+
+
+def test_in_the_sandbox_the_kernel_sees_no_solutions_no_tests_no_network_and_no_verdicts(tmp_path):
+    nbformat = pytest.importorskip("nbformat")
+    from fastpath_lib import runtime
+    from fastpath_lib.grading import cli, sandbox
+    from fastpath_lib.grading.notebook import CHECK_TAG
+
+    if not sandbox.available():
+        pytest.skip("bubblewrap is not installed or cannot run here: the grader reports 'unisolated'")
+    nb = nbformat.read(ROOT / "exercises/ex01_reference.ipynb", as_version=4)
+    at = next(i for i, c in enumerate(nb.cells) if CHECK_TAG in c.metadata.get("tags", []))
+    nb.cells.insert(at, nbformat.v4.new_code_cell(LOOK_AROUND % str(runtime.ROOT)))
+    nbformat.write(nb, tmp_path / "ex01_reference.ipynb")
+    g = cli.grade_notebook(tmp_path / "ex01_reference.ipynb", timeout=120, isolation="bwrap")
+    text = {p.part: p.feedback for p in g.parts}["default_eps"]
+    assert g.isolation == sandbox.ISOLATED
+    assert "SEEN {'sol': False, 'tests': False, 'interfaces': ['lo'], 'tmp': ['fastpath-grade-" in text, text
+    assert "'verdicts': 'False'}" in text, text
+    assert cli.grade_notebook(tmp_path / "ex01_reference.ipynb", timeout=120, isolation="none").isolation == \
+        sandbox.UNISOLATED
+
+
+def test_the_registry_dispatches_every_check_of_the_notebooks():
+    from fastpath_lib import exercises
+    from fastpath_lib.grading import registry
+
+    facade = {n for n in exercises.__all__ if n.startswith("check_")}
+    assert facade == set(registry.CHECKS)
+    assert all(registry.check(n) is getattr(exercises, n) for n in facade)
+    with pytest.raises(KeyError):
+        registry.check("check_everything")
+
+
+def test_a_sandbox_that_cannot_start_the_kernel_is_said_and_grading_goes_on_unisolated(monkeypatch):
+    pytest.importorskip("nbformat")
+    from fastpath_lib.grading import cli, sandbox
+
+    monkeypatch.setattr(sandbox, "available", lambda: True)
+    monkeypatch.setattr(sandbox, "command", lambda *a, **k: ["false"])  # the kernel's command exits at once
+    g = cli.grade_notebook(ROOT / "solutions/ex01_reference.ipynb", timeout=120)
+    assert g.isolation == sandbox.UNISOLATED and g.earned == g.points, (g.status, g.reason)
+    assert any("the sandbox could not start the kernel" in n for n in g.notes), g.notes
