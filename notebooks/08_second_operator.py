@@ -471,7 +471,7 @@ try:
     F.rms_norm(hidden, [64], rw)
     print("F.rms_norm on a hidden-dim shard: runs")
 except RuntimeError as e:
-    print("F.rms_norm on a hidden-dim shard raises:", str(e).split(".")[0] + ".")
+    print("F.rms_norm on a hidden-dim shard raises:", str(e).splitlines()[0][:110])
 got = fastpath_lib.rms_norm(hidden, [64], rw)
 print("the kit's op:", got.placements, "| matches F.rms_norm on the full tensor:",
       torch.allclose(got.full_tensor(), F.rms_norm(x, [64], w), atol=1e-5))
