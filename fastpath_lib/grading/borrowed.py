@@ -172,14 +172,10 @@ def reject_handed_back(fn, forbidden: Forbidden, given: Forbidden | None = None)
             raise Fail(problem)
 
 
-_MODULE_ROOTS = ("fastpath_lib", "torch", "triton")
-
-
 def _resolve(dotted: str):
-    """The object a dotted name of the kit, torch or Triton names, in the grader's own process (or ``None``)."""
+    """The object a dotted name stands for in the grader's own process (or ``None``): a module already imported
+    here (the kit's are imported on demand) and its attributes."""
     parts = dotted.split(".")
-    if parts[0] not in _MODULE_ROOTS:
-        return None
     for i in range(len(parts), 0, -1):
         mod_name = ".".join(parts[:i])
         mod = sys.modules.get(mod_name)
@@ -198,6 +194,15 @@ def _resolve(dotted: str):
     return None
 
 
+def _held(obj, depth: int = 0):
+    """``obj`` and, for a dict, list, tuple or set, the objects it holds (three levels deep): a table of the
+    grader's functions (``KNOWN_OPS[name][0]``) is the functions it holds."""
+    yield obj
+    if depth < 3 and type(obj) in (dict, list, tuple, set, frozenset):
+        for v in (obj.values() if isinstance(obj, dict) else obj):
+            yield from _held(v, depth + 1)
+
+
 def _root_names(root: str) -> set[str]:
     try:
         tree = ast.parse(root.strip(), mode="eval")
@@ -211,22 +216,31 @@ def source_problem(root: str, forbidden: Forbidden, given: Forbidden | None = No
 
     Reads the code ``root`` can reach by name in :func:`fastpath_lib.grading.sources.learner_source`.
     """
+    magic = sources.ipython_syntax()
+    if magic:
+        return (f"your code runs IPython syntax ({magic}), which the grader does not read as Python: write plain "
+                f"Python in your cells")
+    rebinding = sources.rebinding_problem()
+    if rebinding:
+        return rebinding
     src = "\n".join([root] + [sources.closure_source(n) for n in sorted(_root_names(root))])
     dyn = sources.dynamic_uses(src)
     if dyn:
         return (f"your code reaches functions through {', '.join(sorted(dyn))}: call what you use by name, and "
                 f"write the answer yourself")
-    for name in sorted(sources.names_used(src)):
-        obj = _resolve(name)
-        if obj is None:
-            continue
+    names = sources.names_used(src)
+    attrs = sources.attributes_used(src)
+    resolved = [obj for name in sorted(names) if (obj := _resolve(name)) is not None]
+    # an attribute read on any name that may stand for a module the source reaches (``R = T; R.f``)
+    resolved += [getattr(m, a) for m in resolved if isinstance(m, types.ModuleType) for a in sorted(attrs)
+                 if isinstance(getattr(m, a, None), (types.FunctionType, types.BuiltinFunctionType))]
+    for obj in (o for top in resolved for o in _held(top)):
         code = _code_of(obj)
         if code is not None and given is not None and given.names(code):
             continue
         hit = (forbidden.names(code) if code is not None else None) or forbidden.builtin(obj)
         if hit:
             return f"your code calls {hit}: write it yourself"
-    attrs = sources.attributes_used(src)
     for n, why in forbidden.builtins:
         if n in attrs:
             return f"your code calls torch {n} ({why}): write it yourself"

@@ -29,13 +29,17 @@ def _f64(x):
     return x.detach().to(torch.float64)
 
 
-#: op name -> (the kit's float64 reference over the last dim, torch names a reference or kernel must not call)
-KNOWN_OPS = {
+#: op name -> (the kit's float64 reference over the last dim, torch names a reference or kernel must not call); the
+#: grader's oracle, which no answer may reach (:func:`~fastpath_lib.grading.borrowed.source_problem` refuses a table
+#: of the grader's functions too)
+_REFERENCES = {
     "softmax": (lambda x: torch.softmax(_f64(x), dim=-1), ("softmax",)),
     "log_softmax": (lambda x: torch.log_softmax(_f64(x), dim=-1), ("log_softmax", "softmax")),
     "l2_normalize": (lambda x: F.normalize(_f64(x), dim=-1), ("normalize",)),
     "layer_norm": (lambda x: F.layer_norm(_f64(x), (x.shape[-1],), eps=1e-5), ("layer_norm",)),
 }
+#: The operators the capstone checks know (``OP_NAME`` is one of them): names only.
+KNOWN_OPS = tuple(_REFERENCES)
 
 _KIT = (borrowed.kit("grading", why="that is the grader's own answer") + borrowed.KIT_KERNELS
         + borrowed.kit("rmsnorm/op.py", why="that is the kit's own operator"))
@@ -48,7 +52,7 @@ def _op(op_name: str):
     if op_name not in KNOWN_OPS:
         raise Fail(f"OP_NAME {op_name!r}: choose one of {sorted(KNOWN_OPS)} (the checks compare with the kit's "
                    f"reference for it)")
-    ref, names = KNOWN_OPS[op_name]
+    ref, names = _REFERENCES[op_name]
     return ref, _KIT + borrowed.torch_op(*names, why=f"that is torch's own {op_name}")
 
 
