@@ -25,7 +25,7 @@ PARTS = {
                   "fused.predicate", "fused.reference"],
     "kernels": ["rmsnorm.kernels", "rmsnorm.launch", "rmsnorm.compiled", "fused.kernels"],
     "op": ["rmsnorm.op", "rmsnorm.module", "rmsnorm", "routing", "__init__", "fused.op", "fused"],
-    "support": ["cases", "boundary", "testing", "selftest", "fused.cases", "fused.spec"],
+    "support": ["cases", "boundary", "testing", "selftest", "traffic", "fused.cases", "fused.spec"],
     "bench": ["bench", "bench.*"],
     "specs": ["rmsnorm.spec", "fused.op_spec"],
     "grading": ["grading", "grading.*", "exercises"],
@@ -51,8 +51,9 @@ MAY_IMPORT = {
 #: (analysis) and the matrix's coverage rule (matrix), one source each.
 BENCH_OUTCOME = {"bench.schema", "bench.analysis", "bench.matrix"}
 #: the modules that import Triton (patterns): each operator's kernels, the ahead-of-time compiler, the self-test's
-#: probe kernel, the bench timers (``triton.testing``), and the grading kernels (mutants, exercise 02's check).
-TRITON_IMPORTERS = {"*.kernels", "rmsnorm.compiled", "selftest", "bench.host", "bench.timing",
+#: probe kernel, the interpreter's traffic checker, the bench timers (``triton.testing``), and the grading kernels
+#: (mutants, exercise 02's check).
+TRITON_IMPORTERS = {"*.kernels", "rmsnorm.compiled", "selftest", "traffic", "bench.host", "bench.timing",
                     "grading.mutant_kernels", "grading.ex02_kernel"}
 
 

@@ -1,0 +1,200 @@
+"""The interpreter's traffic and bounds checker (fastpath_lib.traffic): counts, out-of-bounds reports, hooks."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+from fastpath_lib import runtime, traffic
+
+pytestmark = pytest.mark.skipif(not runtime.interpreter_enabled(), reason="counts under Triton's interpreter only")
+
+
+@triton.jit
+def copy_rows(X_ptr, Y_ptr, X_row_stride, Y_row_stride, n_cols, EXTRA: tl.constexpr, SHIFT: tl.constexpr,
+              BLOCK: tl.constexpr):
+    """y[row] = x[row] with one program per row; EXTRA widens the mask (an off-by-one), SHIFT moves the reads."""
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols + EXTRA
+    v = tl.load(X_ptr + SHIFT + row * X_row_stride + cols, mask=mask, other=0.0)
+    tl.store(Y_ptr + row * Y_row_stride + cols, v, mask=cols < n_cols)
+
+
+@triton.jit
+def scale_rows(X_ptr, W_ptr, Y_ptr, n_cols, BLOCK: tl.constexpr):
+    """y[row] = x[row] * w: every program reads the whole weight."""
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    w = tl.load(W_ptr + cols, mask=mask)
+    tl.store(Y_ptr + row * n_cols + cols, tl.load(X_ptr + row * n_cols + cols, mask=mask) * w, mask=mask)
+
+
+def _copy(x, y, *, extra=0, shift=0, x_stride=None, y_stride=None):
+    n_rows, n_cols = y.shape
+    copy_rows[(n_rows,)](x, y, x.stride(0) if x_stride is None else x_stride,
+                         y.stride(0) if y_stride is None else y_stride, n_cols, EXTRA=extra, SHIFT=shift,
+                         BLOCK=triton.next_power_of_2(n_cols + extra))
+
+
+def test_a_correct_kernel_counts_each_byte_once():
+    x, y = torch.randn(5, 12), torch.empty(5, 12)
+    with traffic.watch() as t:
+        _copy(x, y)
+    assert torch.equal(x, y)
+    (launch,) = t.launches
+    assert (launch.kernel, launch.grid) == ("copy_rows", (5, 1, 1))
+    xs, ys = launch.tensors["X_ptr"], launch.tensors["Y_ptr"]
+    assert (xs.loaded_requested, xs.loaded_distinct, xs.stored_distinct, xs.max_loads_per_byte) == (240, 240, 0, 1)
+    assert (ys.stored_requested, ys.stored_distinct, ys.loaded_distinct, ys.max_stores_per_byte) == (240, 240, 0, 1)
+    assert (t.counted_bytes, t.requested_bytes, t.oob_accesses, t.oob) == (480, 480, 0, [])
+
+
+def test_a_weight_read_by_every_program_is_requested_per_program_and_distinct_once():
+    x, w, y = torch.randn(6, 16), torch.randn(16), torch.empty(6, 16)
+    with traffic.watch() as t:
+        scale_rows[(6,)](x, w, y, 16, BLOCK=16)
+    ws = t.launches[0].tensors["W_ptr"]
+    assert (ws.loaded_requested, ws.loaded_distinct, ws.max_loads_per_byte) == (6 * 64, 64, 6)
+    assert t.counted_bytes == 2 * 6 * 64 + 64 and t.requested_bytes == 2 * 6 * 64 + 6 * 64
+
+
+def test_an_off_by_one_mask_is_reported_at_the_row_past_the_tensor():
+    """Rows 0-3 of a contiguous x read their neighbour's first element (inside x); row 4 reads past x's last row,
+    into the next row of the storage x is a view of."""
+    buf = torch.randn(6, 12)
+    x, y = buf[:5], torch.empty(5, 12)
+    with traffic.watch() as t:
+        _copy(x, y, extra=1)
+    (r,) = t.oob
+    assert (r.kernel, r.launch, r.program, r.op, r.tensor) == ("copy_rows", 0, (4, 0, 0), "load", "X_ptr")
+    assert "storage outside its elements" in r.where and r.offsets[r.bad].tolist() == [60] and r.count == 1
+    assert r.mask.sum() == 13 and t.oob_accesses == 1
+    assert "program id (4, 0, 0)" in str(r) and "[60]" in str(r) and "X_ptr" in str(r)
+
+
+def test_an_off_by_one_mask_into_padded_rows_is_reported_in_every_program():
+    x, y = torch.randn(4, 16)[:, :12], torch.empty(4, 12)
+    with traffic.watch() as t:
+        _copy(x, y, extra=1)
+    assert [r.program[0] for r in t.oob] == [0, 1, 2, 3]
+    assert [r.offsets[r.bad].tolist() for r in t.oob] == [[12], [28], [44], [60]]
+
+
+def test_an_access_into_another_tensor_of_the_launch_names_it():
+    buf = torch.randn(2 * 4 * 8)
+    x, y = buf[:32].view(4, 8), buf[32:].view(4, 8)
+    with traffic.watch() as t:
+        _copy(x, y, extra=1)
+    (r,) = t.oob
+    assert (r.tensor, r.where, r.program) == ("X_ptr", "inside Y_ptr", (3, 0, 0))
+
+
+def test_a_stride_mix_up_is_reported_and_its_stores_are_dropped():
+    """y (4 x 12, contiguous) written with x's row stride (16): row 3 lands past y's last element (rows 1-2 inside)."""
+    buf = torch.zeros(5, 12)
+    x, y = torch.randn(4, 16)[:, :12], buf[:4]
+    with traffic.watch() as t:
+        _copy(x, y, y_stride=x.stride(0))
+    (r,) = t.oob
+    assert (r.program, r.op, r.tensor, r.offsets[r.bad].tolist()) == ((3, 0, 0), "store", "Y_ptr", list(range(48, 60)))
+    assert t.oob_accesses == 12 and torch.all(buf[4] == 0)  # the out-of-bounds stores were dropped
+
+
+def test_a_pointer_into_no_tensor_is_filed_under_no_tensor_and_raises_when_asked():
+    x, y = torch.randn(2, 8), torch.empty(2, 8)
+    with traffic.watch() as t:
+        _copy(x, y, shift=1 << 24)
+    assert t.oob_accesses == 16 and all(r.tensor is None for r in t.oob)
+    assert t.oob[0].where == "outside every tensor of the launch"
+    assert t.launches[0].tensors[traffic.NO_TENSOR].loaded_requested == 64
+    with pytest.raises(traffic.OutOfBoundsError, match="program id \\(0, 0, 0\\)") as e:
+        with traffic.watch(on_oob="raise"):
+            _copy(x, y, shift=1 << 24)
+    assert e.value.record.op == "load"
+    _assert_unhooked()
+
+
+def test_records_are_capped_and_every_lane_still_counted():
+    x, y = torch.randn(8, 16)[:, :12], torch.empty(8, 12)
+    with traffic.watch(max_records=3) as t:
+        _copy(x, y, extra=2)
+    assert len(t.oob) == 3 and t.oob_accesses == 16 and "16 out-of-bounds lanes in all" in t.report()
+
+
+@pytest.mark.parametrize("weight", [True, False])
+def test_the_kits_kernels_stay_in_bounds_and_count_the_model(weight):
+    """RMSNorm and the fused op, forward and backward, on an odd shape (9 x 124): each tensor read or written once."""
+    from fastpath_lib import fused_add_rms_norm, rms_norm
+
+    x = torch.randn(9, 124, requires_grad=True)
+    r = torch.randn(9, 124, requires_grad=True)
+    w = torch.randn(124, requires_grad=True) if weight else None
+    row, wb = 9 * 124 * 4, 124 * 4 if weight else 0
+    with traffic.watch() as t:
+        rms_norm(x, (124,), w).sum().backward()
+        y, s = fused_add_rms_norm(x, r, w)
+        (y.sum() + s.sum()).backward()
+    assert [launch.kernel for launch in t.launches] == ["rms_norm_fwd_kernel", "rms_norm_bwd_kernel",
+                                                         "fused_add_rms_norm_fwd_kernel",
+                                                         "fused_add_rms_norm_bwd_kernel"]
+    assert t.oob_accesses == 0, t.report()
+    fwd, bwd, ffwd, fbwd = (launch.counted_bytes for launch in t.launches)
+    assert fwd == 2 * row + wb and ffwd == 4 * row + wb
+    partial = t.launches[1].tensors["DW_partial_ptr"].stored_distinct
+    assert bwd == 3 * row + wb + partial and (partial > 0) == weight
+
+
+def _assert_unhooked():
+    from triton.runtime import interpreter
+
+    builder = interpreter.interpreter_builder
+    for name in ("create_masked_load", "create_masked_store", "create_atomic_rmw", "create_atomic_cas"):
+        assert name not in vars(builder), name
+    for name in ("__call__", "_init_args_hst"):
+        assert vars(interpreter.GridExecutor)[name].__qualname__ == f"GridExecutor.{name}", name
+
+
+def test_hooks_are_restored_on_exit_and_on_error_and_nesting_is_refused():
+    _assert_unhooked()  # importing the module changed nothing
+    x, y = torch.randn(2, 8), torch.empty(2, 8)
+    with pytest.raises(ZeroDivisionError):
+        with traffic.watch():
+            _copy(x, y)
+            1 / 0
+    _assert_unhooked()
+    with traffic.watch():
+        with pytest.raises(RuntimeError, match="nesting is refused"):
+            with traffic.watch():
+                pass
+    _assert_unhooked()
+    with traffic.watch() as t:
+        pass
+    _copy(x, y)  # after the block nothing is counted
+    assert t.launches == []
+
+
+def test_the_hooked_interpreter_names_are_those_of_the_pinned_triton(monkeypatch):
+    """Fails loudly when a Triton upgrade renames or re-signs what the checker hooks."""
+    assert traffic.hooks_missing() == [], traffic.hooks_missing()
+    from triton.runtime import interpreter
+
+    monkeypatch.delattr(interpreter.InterpreterBuilder, "create_masked_store")
+    assert traffic.hooks_missing() == ["builder.create_masked_store: missing"]
+    with pytest.raises(RuntimeError, match="create_masked_store: missing"):
+        with traffic.watch():
+            pass
+    _assert_unhooked()
+
+
+def test_watch_refuses_compiled_kernels(monkeypatch):
+    monkeypatch.setattr(runtime, "interpreter_enabled", lambda: False)
+    with pytest.raises(RuntimeError, match="interpreter only"):
+        with traffic.watch():
+            pass
+    with pytest.raises(ValueError, match="on_oob"):
+        with traffic.watch(on_oob="ignore"):
+            pass
