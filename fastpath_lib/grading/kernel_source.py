@@ -41,7 +41,7 @@ import re
 
 from fastpath_lib.grading.sources import dotted, parse_cells
 
-__all__ = ["kernel_problem", "launcher_problem"]
+__all__ = ["kernel_problem", "launcher_problem", "program"]
 
 #: Names that reach code without naming it, or change what a name means for everyone.
 _DYNAMIC = frozenset({"setattr", "delattr", "exec", "eval", "compile", "globals", "vars", "locals", "__import__",
@@ -345,3 +345,59 @@ def launcher_problem(source: str, name: str) -> str | None:
         if problem:
             return problem
     return None
+
+
+#: Modules a program the grader runs may import (what kernels and launchers need).
+_PROGRAM_MODULES = ("triton", "torch", "math")
+
+
+def program(source: str, entry: str, *, launcher: bool) -> str:
+    """The Python text the grader runs for the learner's ``entry``
+    (:mod:`~fastpath_lib.grading.kernel_run`): the source's imports of triton, torch and math, its top-level
+    constants written as literals (``BLOCK = 1024``, ``N: tl.constexpr = 64``), every ``@triton.jit`` function, and
+    with ``launcher``, ``entry`` and the host functions it reaches by name. Nothing else of the notebook runs there.
+    Call it after :func:`kernel_problem` or :func:`launcher_problem` passed.
+
+    >>> print(program("import triton\\nimport os\\nN = 4\\n@triton.jit\\ndef k(X):\\n    pass", "k", launcher=False))
+    import triton
+    N = 4
+    @triton.jit
+    def k(X):
+        pass
+    """
+    src = _Source(source)
+    lines = []
+    for alias, target in src.imports.items():
+        if target.split(".")[0] not in _PROGRAM_MODULES:
+            continue
+        module, _, member = target.rpartition(".")
+        imported = next(n for n in src.nodes if isinstance(n, (ast.Import, ast.ImportFrom)) and any(
+            (a.asname or a.name.split(".")[0]) == alias for a in n.names))
+        if isinstance(imported, ast.ImportFrom):
+            lines.append(f"from {module} import {member}" + (f" as {alias}" if alias != member else ""))
+        else:
+            lines.append(f"import {target}" + (f" as {alias}" if alias != target else ""))
+    for tree in src.trees:
+        for node in tree.body:
+            if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None and all(
+                    isinstance(t, ast.Name) for t in (node.targets if isinstance(node, ast.Assign) else [node.target])):
+                value = node.value
+                if isinstance(value, ast.Call) and src.resolve(dotted(value.func)) == "triton.language.constexpr" \
+                        and len(value.args) == 1:
+                    value = value.args[0]
+                try:
+                    ast.literal_eval(value)
+                except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+                    continue
+                lines.append(ast.unparse(node))
+    defs = list(src.kernels.values())
+    if launcher:
+        own = {d.name: d for d in src.defs if d.name not in src.kernels}
+        todo = [own[entry]] if entry in own else []
+        while todo:
+            f = todo.pop()
+            if f not in defs:
+                defs.append(f)
+                todo += [own[n.id] for n in ast.walk(f) if isinstance(n, ast.Name) and n.id in own]
+    lines += [ast.unparse(d) for d in defs]
+    return "\n".join(dict.fromkeys(lines))
