@@ -29,7 +29,7 @@ import tempfile
 
 import torch
 
-__all__ = ["Outcome", "Call", "run", "GPU_TARGET"]
+__all__ = ["Outcome", "Call", "run", "launch_traffic", "copy_back", "GPU_TARGET"]
 
 #: The compute capability the frontend compiles for (the predicate's oldest admitted architecture).
 GPU_TARGET = 80
@@ -101,9 +101,22 @@ def _in_child(tmp: str, mode: str, request: dict, timeout: float):
         return f"the grader could not run your kernel ({tail[0][:200]})"
 
 
+def copy_back(mine: list, theirs: list) -> None:
+    """Each of the grader's tensors (``mine``) takes the contents the run left in its copy (``theirs``), whole
+    storage (guard bands included), so the grader judges writes as if the kernel had run in its own process."""
+    for a, b in zip(mine, theirs):
+        if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.dtype == b.dtype and \
+                a.untyped_storage().nbytes() == b.untyped_storage().nbytes():
+            with torch.no_grad():
+                a.untyped_storage().copy_(b.untyped_storage())
+
+
 def _cpu(v):
-    if isinstance(v, torch.Tensor):
-        return v.detach().cpu() if v.device.type != "cpu" else v.detach()
+    if isinstance(v, torch.Tensor):  # whole storage, so writes outside the view come back too
+        if v.device.type == "cpu":
+            return v.detach()
+        return torch.empty(0, dtype=v.dtype).set_(v.untyped_storage().cpu(), v.storage_offset(), v.size(),
+                                                  v.stride())
     if type(v) in (list, tuple):
         return type(v)(_cpu(x) for x in v)
     return v
@@ -210,7 +223,9 @@ def _compile_problem(text: str, seen: list, where: str) -> str | None:
     return None
 
 
-def _launch_traffic(launch) -> dict:
+def launch_traffic(launch) -> dict:
+    """One :class:`fastpath_lib.traffic.Launch` as plain data: argument name -> its byte counts (as in
+    :attr:`Call.traffic`)."""
     keys = ("loaded_distinct", "stored_distinct", "loaded_requested", "stored_requested", "max_loads_per_byte",
             "max_stores_per_byte", "nbytes")
     return {name: {k: int(getattr(t, k, 0) or 0) for k in keys} for name, t in launch.tensors.items()}
@@ -239,7 +254,7 @@ def _run_child(request: str, result: str) -> None:
             call["error"] = (type(exc).__name__, str(exc).strip()[:500])
             t = None
         if t is not None:
-            call["traffic"] = [_launch_traffic(launch) for launch in t.launches]
+            call["traffic"] = [launch_traffic(launch) for launch in t.launches]
             call["oob"] = [str(o) for o in t.oob]
             call["oob_accesses"] = int(t.oob_accesses)
         call["launches"] = [name for name, _ in seen[before:]]
