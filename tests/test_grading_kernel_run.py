@@ -29,8 +29,10 @@ def fwd(X, R, W, H, Y, RSTD, xs, rs, hs, ys, n_cols, eps, BLOCK_SIZE: tl.constex
     tl.store(Y + row * ys + cols, (hf * rstd * w).to(Y.dtype.element_ty), mask=mask)
 '''
 #: wrong in memory only: the values stay right
-READS_TWICE = KERNEL.replace("    w = tl.load(", "    x = tl.load(X + row * xs + cols, mask=mask, other=0.0)\n    w = tl.load(")
-READS_BACK = KERNEL.replace("    hf = h.to(tl.float32)", "    hf = tl.load(H + row * hs + cols, mask=mask, other=0.0).to(tl.float32)")
+READS_TWICE = KERNEL.replace("    w = tl.load(",
+                             "    x = tl.load(X + row * xs + cols, mask=mask, other=0.0)\n    w = tl.load(")
+READS_BACK = KERNEL.replace("    hf = h.to(tl.float32)",
+                            "    hf = tl.load(H + row * hs + cols, mask=mask, other=0.0).to(tl.float32)")
 PAST_THE_END = KERNEL.replace("    w = tl.load(W + cols, mask=mask", "    w = tl.load(W + cols, mask=cols <= n_cols")
 
 
@@ -83,3 +85,36 @@ def test_a_python_escape_in_a_kernel_body_does_not_compile_for_a_gpu():
                                                              torch.empty(2, 8), torch.empty(2), 8, 8, 8, 8, 8,
                                                              1e-6], {"BLOCK_SIZE": 8})])
         assert out.compile_problem and says in out.compile_problem, out.compile_problem
+
+
+OP = '''
+import torch
+import triton
+import triton.language as tl
+
+@triton.jit
+def k(X, Y, n, B: tl.constexpr):
+    c = tl.arange(0, B)
+    tl.store(Y + c, tl.load(X + c, mask=c < n), mask=c < n)
+
+def launch(x):
+    y = torch.empty_like(x)
+    k[(1,)](x, y, x.numel(), B=triton.next_power_of_2(x.numel()))
+    return y
+
+def op(x):
+    return launch(x), "triton"
+
+def op_for_show(x):
+    return torch.softmax(x, dim=-1), "triton"
+'''
+
+
+def test_what_a_kernel_launches_is_read_from_the_source_never_reported_by_the_kernel():
+    import inspect
+
+    from fastpath_lib.grading import remote
+
+    assert kernel_source.launches_kernel(OP, "op") and not kernel_source.launches_kernel(OP, "op_for_show")
+    assert "launches" not in inspect.signature(remote.Session.call).parameters
+    assert "setprofile" not in (remote.AGENT.read_text())  # the agent watches nothing for the grader

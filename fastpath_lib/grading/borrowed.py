@@ -5,8 +5,8 @@ themselves (the kit's float64 reference for exercise 01, the grader's expected-c
 named by the file they live in and their qualified name. :func:`run` fails the part when the callable *is* one of
 them, and, while it runs, watches every call (``sys.setprofile``): a call into a forbidden function, however deeply
 wrapped, fails the part too. Names are resolved by file, so a function is caught even when the learner imported it
-under another name before the check ran. :func:`run` also reports the Triton kernels launched during the call, so a
-check can require that the learner's own kernel really ran.
+under another name before the check ran. In a notebook :func:`run` also reports the Triton kernels launched during
+the call, so a check can require that the learner's own kernel really ran.
 
 In the grader (``python -m fastpath_lib grade``) the learner's callable is a
 :class:`~fastpath_lib.grading.remote.Proxy` for a function in the learner's kernel, which no watch in the grader's
@@ -14,8 +14,10 @@ process can see into, and which the learner's code could blind. There the verdic
 (:mod:`fastpath_lib.grading.sources`), as read from the notebook file: the code the answer can reach by name (its
 definition, and transitively the top-level definitions, assignments and imports it reads) must name no forbidden
 function, resolved through its imports in the grader's own process, no forbidden torch method, and must not reach
-code through ``eval``, ``exec``, ``importlib``, ``sys.modules`` or a computed ``getattr``. Kernels reported launched
-count only when the learner's source defines them under ``@triton.jit``.
+code through ``eval``, ``exec``, ``importlib``, ``sys.modules`` or a computed ``getattr``; and nowhere in the source
+may a namespace or a module be changed (``setattr``, ``globals()``, a store into a module's attribute in any binding
+form) or IPython syntax run. The kernel reports no launches: where a check needs them, the grader runs the learner's
+kernel itself (:mod:`fastpath_lib.grading.kernel_run`).
 
 Note:
     In a notebook this is advisory feedback, not a sandbox: code the learner runs in other threads is not watched,
@@ -247,15 +249,8 @@ def source_problem(root: str, forbidden: Forbidden, given: Forbidden | None = No
     return None
 
 
-def _remote_run(fn, args: tuple, allow_none: bool, launches):
-    found: list = []
-    out = fn._session.call(fn, args, {}, launches=found if launches is not None else None)
-    if launches is not None:
-        jitted = sources.jit_functions(sources.learner_source())
-        for file, qual in found:
-            code = types.SimpleNamespace(co_filename=file, co_qualname=qual, co_name=qual.split(".")[-1])
-            if file.startswith(str(_KIT)) or qual in jitted:
-                launches.append(types.SimpleNamespace(__code__=code, __name__=code.co_name))
+def _remote_run(fn, args: tuple, allow_none: bool):
+    out = fn._session.call(fn, args, {})
     if out is None and not allow_none:
         raise Fail("your function returned None (is the stub still in place?)")
     return out
@@ -273,13 +268,17 @@ def run(fn, args: tuple, forbidden: Forbidden, *, allow_none: bool = False, give
 
     Args:
         given: helpers the exercise hands out; calls made from inside them are not watched.
-        launches: when a list, the Python functions of the Triton kernels launched during the call are appended.
+        launches: when a list, the Python functions of the Triton kernels launched during the call are appended (in
+            this process only: for a Proxy the grader runs the kernel itself, :mod:`~fastpath_lib.grading.kernel_run`).
     """
     if not callable(fn):
         raise Fail(f"expected a function, got {type(fn).__name__}: {fn!r:.80}")
     reject_handed_back(fn, forbidden, given)
     if remote.is_proxy(fn):
-        return _remote_run(fn, args, allow_none, launches)
+        if launches is not None:  # the learner's kernel reports nothing but return values
+            raise TypeError("launches of a function in the learner's kernel are measured by the grader "
+                            "(fastpath_lib.grading.kernel_run), never reported by the kernel")
+        return _remote_run(fn, args, allow_none)
     seen: list[str] = []
     inside = [0]
 

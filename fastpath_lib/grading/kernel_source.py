@@ -41,7 +41,7 @@ import re
 
 from fastpath_lib.grading.sources import dotted, parse_cells
 
-__all__ = ["kernel_problem", "launcher_problem", "program"]
+__all__ = ["kernel_problem", "launcher_problem", "launches_kernel", "program"]
 
 #: Names that reach code without naming it, or change what a name means for everyone.
 _DYNAMIC = frozenset({"setattr", "delattr", "exec", "eval", "compile", "globals", "vars", "locals", "__import__",
@@ -401,3 +401,18 @@ def program(source: str, entry: str, *, launcher: bool) -> str:
                 todo += [own[n.id] for n in ast.walk(f) if isinstance(n, ast.Name) and n.id in own]
     lines += [ast.unparse(d) for d in defs]
     return "\n".join(dict.fromkeys(lines))
+
+
+def launches_kernel(source: str, name: str) -> bool:
+    """Whether the host function ``name`` of ``source``, or a function of the source it reaches by name, launches
+    one of the source's ``@triton.jit`` kernels (``kernel[grid](...)``)."""
+    src = _Source(source)
+    own = {d.name: d for d in src.defs if d.name not in src.kernels}
+    reach, todo = [], [own[name]] if name in own else []
+    while todo:
+        f = todo.pop()
+        if f not in reach:
+            reach.append(f)
+            todo += [own[n.id] for n in ast.walk(f) if isinstance(n, ast.Name) and n.id in own]
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Subscript) and isinstance(n.func.value, ast.Name)
+               and n.func.value.id in src.kernels for f in reach for n in ast.walk(f))

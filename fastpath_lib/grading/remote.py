@@ -250,10 +250,8 @@ class Session:
         """The value of one argument of a check cell, evaluated in the notebook's namespace."""
         return self.request(("get", expr), expr.strip())["ok"]
 
-    def call(self, fn: Proxy, args: tuple, kwargs: dict, *, launches: list | None = None):
+    def call(self, fn: Proxy, args: tuple, kwargs: dict):
         """``fn(*args, **kwargs)`` in the kernel; the argument tensors are updated as the call left them."""
-        answer = self.request(("call", fn, tuple(args), dict(kwargs), launches is not None), fn._root)
+        answer = self.request(("call", fn, tuple(args), dict(kwargs)), fn._root)
         _copy_back(_tensors(args, kwargs), answer.get("args"))
-        if launches is not None:
-            launches += [tuple(x) for x in answer.get("launches") or [] if isinstance(x, list) and len(x) == 2]
         return answer["ok"]

@@ -10,11 +10,12 @@ reference (its type name, repr and code location), which the grader can call or 
 is answered as its type name, message and the line that raised it.
 
 Requests: ``("get", expr)`` evaluates an argument of the check cell in the notebook's namespace; ``("call", fn,
-args, kwargs, watch)`` calls a held object (with ``watch``, the Triton kernels launched during the call are
-reported), and answers the tensors of the arguments the call changed too, so writes into output buffers reach
-the grader; ``("getattr", obj, name)``, ``("getitem", obj, key)``, ``("list", obj)``; ``("ops", {token: variant}
-[, module])`` and ``("tests", fn, token, kit_op)`` run exercise 09's tests (with ``module``, exercise 12's) against
-one op object whose behaviour the token selects (``kit_op``: the check cell's own argument, the kit's op).
+args, kwargs)`` calls a held object and answers the tensors of the arguments the call changed too, so writes into
+output buffers reach the grader (what a learner's Triton kernel launches is never reported from here: the grader
+measures it, :mod:`fastpath_lib.grading.kernel_run`); ``("getattr", obj, name)``, ``("getitem", obj, key)``,
+``("list", obj)``; ``("ops", {token: variant}[, module])`` and ``("tests", fn, token, kit_op)`` run exercise 09's
+tests (with ``module``, exercise 12's) against one op object whose behaviour the token selects (``kit_op``: the check
+cell's own argument, the kit's op).
 
 Nothing here is trusted by the grader: code in the notebook can change this agent, but then it only changes the
 answers the grader reads, which it judges itself (:mod:`fastpath_lib.grading.cli`).
@@ -120,39 +121,18 @@ def _where(exc):
     return ""
 
 
-def _launch_watch(found):
-    def watch(frame, event, arg):
-        if event != "call":
-            return
-        code = frame.f_code
-        qual = getattr(code, "co_qualname", code.co_name)
-        if qual in ("JITFunction.run", "InterpretedFunction.run") and "triton" in code.co_filename:
-            fn = getattr(getattr(frame.f_locals.get("self"), "fn", None), "__code__", None)
-            if fn is not None:
-                found.append([fn.co_filename, getattr(fn, "co_qualname", fn.co_name)])
-    return watch
-
-
 def _storage_bytes(t):
     import torch
 
     return torch.empty(0, dtype=torch.uint8, device=t.device).set_(t.untyped_storage())
 
 
-def _call(fn, args, kwargs, watch):
+def _call(fn, args, kwargs):
     tensors = _tensors(args, kwargs)
     before = [_storage_bytes(t).clone() for t in tensors]
-    launches = []
-    if watch:
-        previous = sys.getprofile()
-        sys.setprofile(_launch_watch(launches))
-    try:
-        out = fn(*args, **kwargs)
-    finally:
-        if watch:
-            sys.setprofile(previous)
+    out = fn(*args, **kwargs)
     changed = [None if torch_equal(_storage_bytes(t), b) else t.detach() for t, b in zip(tensors, before)]
-    return {"ok": _encode(out), "args": changed, "launches": launches}
+    return {"ok": _encode(out), "args": changed}
 
 
 def torch_equal(a, b):
