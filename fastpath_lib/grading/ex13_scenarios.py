@@ -287,15 +287,16 @@ def _contract_expected(case: dict) -> dict:
     return {"affected": frozenset(aff), "pin": aff}
 
 
-def _pair(rng: random.Random, wins: bool) -> dict:
+def _pair(rng: random.Random, wins: bool, answer: str) -> dict:
+    """A readable and an unreadable variant; ``answer`` (``"a"`` or ``"b"``) is where the expected one sits."""
     band = rng.uniform(0.02, 0.06)
     med = round(rng.uniform(20, 300), 2)
     # not a win: the unreadable one is faster, but within the noise
     ratio = rng.uniform(0.5, 1 - band - 0.04) if wins else rng.uniform(1 - band * 0.6, 0.999)
     readable = {"median_us": med, "spread_us": round(med * band, 3), "readable": True}
     other = {"median_us": round(med * ratio, 3), "spread_us": round(med * ratio * band * 0.8, 3), "readable": False}
-    a, b = (readable, other) if rng.random() < 0.5 else (other, readable)
-    return {"a": a, "b": b}
+    chosen, rest = (other, readable) if wins else (readable, other)
+    return {"a": chosen, "b": rest} if answer == "a" else {"a": rest, "b": chosen}
 
 
 def _pair_expected(p: dict) -> str:
@@ -304,23 +305,30 @@ def _pair_expected(p: dict) -> str:
     return u if outcome(p[u]["median_us"] / p[r]["median_us"], band) == WIN else r
 
 
-def _review_case(rng: random.Random, kind: str) -> dict:
-    res = []
+def _review_case(rng: random.Random, kind: str, first: bool) -> dict:
+    """One comment on five results; ``first`` picks which of the kind's two answers is right (a real win or not,
+    a case the matrix has or not, compiled timings there or not)."""
+    res, shapes = [], rng.sample([(r, c) for r in (1024, 4096) for c in (2048, 4096)], 4)
     for i in range(5):
         b = round(rng.uniform(20, 300), 2)
         band = round(rng.uniform(0.02, 0.06), 3)
         ratio = rng.choice((rng.uniform(0.5, 1 - band - 0.05), rng.uniform(1 - band / 2, 1 + band / 2)))
-        res.append({"case_id": f"r{i + 1:02d}_{rng.choice((1024, 4096))}x{rng.choice((2048, 4096))}",
-                    "baseline_us": b, "candidate_us": round(b * ratio, 3), "band": band,
-                    "compiled_us": round(b * rng.uniform(0.7, 1.1), 3)})
-    no_compiled = kind == "why_not_compile" and rng.random() < 0.5
-    for r in res:
-        r["compiled_us"] = None if no_compiled else r["compiled_us"]
+        rows, cols = shapes[i % 4]
+        res.append({"case_id": f"r{i + 1:02d}_{rows}x{cols}", "baseline_us": b, "candidate_us": round(b * ratio, 3),
+                    "band": band, "compiled_us": round(b * rng.uniform(0.7, 1.1), 3)})
     comment = {"kind": kind}
     if kind == "doubt_win":
-        comment["case_id"] = rng.choice(res)["case_id"]
+        doubted = rng.choice(res)
+        doubted["candidate_us"] = round(doubted["baseline_us"] * (
+            rng.uniform(0.5, 1 - doubted["band"] - 0.05) if first else rng.uniform(
+                1 - doubted["band"] / 2, 1 + doubted["band"] / 2)), 3)
+        comment["case_id"] = doubted["case_id"]
     elif kind == "missing_case":
-        comment["shape"] = rng.choice([r["case_id"].split("_")[1] for r in res] + [f"8x{MAX_COLS}", "1x4096"])
+        comment["shape"] = rng.choice([r["case_id"].split("_")[1] for r in res]) if first else rng.choice(
+            (f"8x{MAX_COLS}", "1x4096"))
+    elif first:
+        for r in res:
+            r["compiled_us"] = None
     return {"comment": comment, "results": res}
 
 
@@ -365,11 +373,13 @@ def draw(part: str, rng: random.Random) -> list:
     if part == "contract_change":
         news = [rng.choice((1e-6, 1e-5)), 2.0 ** -23, rng.choice((1e-6, 1e-5, 2.0 ** -23))]
         return [_contract_case(rng, n) for n in rng.sample(news, 3)]
-    if part == "readability":
-        return [_pair(rng, w) for w in rng.sample([True, True, True, False, False, False], 6)]
-    if part == "review_response":
-        kinds = ["doubt_win"] * 3 + ["missing_case"] * 3 + ["why_not_compile"] * 2
-        return [_review_case(rng, k) for k in rng.sample(kinds, len(kinds))]
+    if part == "readability":  # each answer, "a" and "b", for a real win and for one within the noise
+        pairs = [(wins, answer) for wins in (True, False) for answer in ("a", "b", rng.choice("ab"))]
+        return [_pair(rng, *p) for p in rng.sample(pairs, len(pairs))]
+    if part == "review_response":  # each of the six answers occurs
+        kinds = [(k, first) for k in ("doubt_win", "missing_case") for first in (True, False, rng.random() < 0.5)]
+        kinds += [("why_not_compile", True), ("why_not_compile", False)]
+        return [_review_case(rng, *k) for k in rng.sample(kinds, len(kinds))]
     raise KeyError(f"exercise 13 has no part {part!r}")
 
 
