@@ -191,3 +191,13 @@ def test_every_answer_of_a_small_answer_space_occurs_in_every_draw():
         assert not _passes("review_response", lambda comment, results: {
             "doubt_win": "show_raw_samples", "missing_case": "point_to_case",
             "why_not_compile": "show_compiled"}[comment["kind"]], seed)
+
+
+def test_route_conditions_follow_the_capture_json_rule():
+    """Part 1 follows lesson 06: a captured call keeps the fast path where capture.json records a passed test."""
+    def capture_always_fails(call):
+        return sorted(set(_sol("route_conditions")(call)) | ({"cuda_graph_capture"} if call["capturing"] else set()))
+
+    for seed in range(6):
+        assert _passes("route_conditions", _sol("route_conditions"), seed)
+        assert not _passes("route_conditions", capture_always_fails, seed)

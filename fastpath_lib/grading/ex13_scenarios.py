@@ -70,7 +70,7 @@ def old_default_eps(dtype: str) -> float:
     return 2.0 ** -52 if dtype == "float64" else 2.0 ** -23
 
 
-def _route_call(rng: random.Random, kind: str) -> dict:
+def _route_call(rng: random.Random, kind: str, verified: bool | None = None) -> dict:
     cuda = kind in ("sm75", "capture", "cuda") or (kind == "any" and rng.random() < 0.6)
     call = {"device": "cuda" if cuda else "cpu", "interpreter": False if cuda else rng.random() < 0.7,
             "capability": None, "capturing": kind == "capture" or (cuda and kind == "any" and rng.random() < 0.2),
@@ -85,12 +85,20 @@ def _route_call(rng: random.Random, kind: str) -> dict:
         call["min_rows"] = INTERPRETER_MIN_ROWS
     if kind in ("sm75", "capture"):
         call["rows"], call["cols"] = rng.choice((2048, 4096, 8192)), rng.choice((1000, 4096))
+    # capture.json as the evidence run's capture step writes it: the architectures whose capture test ran
+    tested = rng.sample(("sm_80", "sm_86", "sm_90", "sm_100"), rng.randint(0, 3))
+    call["capture"] = {a: {"passed": rng.random() < 0.6, "source": f"results/{a}-run"} for a in tested}
+    if verified is not None and call["capability"]:  # this call's architecture: a recorded pass, or a failed test
+        arch = f"sm_{call['capability'][0]}{call['capability'][1]}"
+        call["capture"][arch] = {"passed": verified, "source": f"results/{arch}-run"}
     return call
 
 
 def _route_expected(c: dict) -> frozenset:
     cuda = c["device"] == "cuda"
-    failed = {"forced": c["forced"], "cuda_graph_capture": c["capturing"],
+    arch = f"sm_{c['capability'][0]}{c['capability'][1]}" if cuda and c["capability"] else None
+    verified = arch is not None and c["capture"].get(arch, {}).get("passed") is True  # lesson 06: capture.json
+    failed = {"forced": c["forced"], "cuda_graph_capture": c["capturing"] and not verified,
               "device": cuda == c["interpreter"],
               "architecture": cuda and not c["interpreter"] and tuple(c["capability"]) < MIN_CAPABILITY,
               "dtype": c["dtype"] not in _FAST_DTYPES, "cols": c["cols"] > MAX_COLS,
@@ -345,9 +353,10 @@ def _review_expected(case: dict) -> str:
 
 def draw(part: str, rng: random.Random) -> list:
     """The scenarios the check hands the learner's function for ``part``, drawn with ``rng``."""
-    if part == "route_conditions":
-        kinds = ["sm75"] * 3 + ["capture"] * 3 + ["cuda"] * 2 + ["any"] * 8
-        return [_route_call(rng, k) for k in rng.sample(kinds, len(kinds))]
+    if part == "route_conditions":  # captured calls on an architecture whose capture test passed, and failed
+        kinds = [("sm75", None)] * 3 + [("capture", True), ("capture", False), ("capture", rng.random() < 0.5)]
+        kinds += [("cuda", None)] * 2 + [("any", None)] * 8
+        return [_route_call(rng, *k) for k in rng.sample(kinds, len(kinds))]
     if part == "modes_preserved":
         spec = [(m, keep, trap) for m in ("deterministic", "autocast", "compile") for keep, trap in
                 ((True, ""), (False, "tiny"), (False, "break"), (True, ""))]
