@@ -78,7 +78,7 @@ def test_a_python_escape_in_a_kernel_body_does_not_compile_for_a_gpu():
     helper = "def double(v):\n    return v * 2\n"
     for body, says in (("    import os\n", "unsupported AST node type: Import"),
                        ("    r = double(r)\n", "Cannot access global variable double")):
-        text = kernel_source.program(KERNEL, "fwd", launcher=False).replace(
+        text = kernel_source.program(KERNEL, "fwd").replace(
             "    h = (x + r)", body + "    h = (x + r)")
         x = torch.randn(2, 8)
         out = kernel_run.run(helper + text, "fwd", [((2,), [x, x.clone(), torch.ones(8), torch.empty(2, 8),

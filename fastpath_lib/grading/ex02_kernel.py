@@ -65,8 +65,11 @@ def _name(obj, default: str) -> str:
 
 
 def _source_rule(rule, obj, default: str) -> None:
-    """Apply a :mod:`~fastpath_lib.grading.kernel_source` rule to the learner's source (when there is one to read)."""
+    """Apply a :mod:`~fastpath_lib.grading.kernel_source` rule to the learner's source (when there is one to read);
+    in the grader, a stub still in place is said first."""
     source = sources.learner_source()
+    if type(obj).__name__ == "Proxy" and kernel_source.still_a_stub(source, _name(obj, default)):
+        raise NotImplementedError("the stub is still in place")
     problem = rule(source, _name(obj, default)) if source.strip() else None
     if problem:
         raise Fail(problem)
@@ -214,7 +217,7 @@ def check_add_rms_norm_kernel(my_kernel, *, show: bool = True):
         if remote:
             name = _name(my_kernel, "my_add_rms_norm_fwd")
             launches = [_launch_args(*(c[k] for k in ("x", "r", "w", "h", "y", "rstd", "eps"))) for c in cases]
-            outcome = kernel_run.run(kernel_source.program(source, name, launcher=False), name, launches)
+            outcome = kernel_run.run(kernel_source.program(source, name), name, launches)
             if outcome.compile_problem:
                 raise Fail(outcome.compile_problem)
             measured = []
@@ -265,7 +268,7 @@ def check_backward_with_saved_rstd(my_backward, *, show: bool = True):
             borrowed.reject_handed_back(my_backward, _FORBIDDEN)
             _source_rule(launcher_problem, my_backward, "my_backward")  # before anything of it runs
             name = _name(my_backward, "my_backward")
-            outcome = kernel_run.run(kernel_source.program(sources.learner_source(), name, launcher=True), name,
+            outcome = kernel_run.run(kernel_source.program(sources.learner_source(), name), name,
                                      [(None, list(args), {}) for _, _, args, _ in cases])
             if outcome.compile_problem:
                 raise Fail(outcome.compile_problem)

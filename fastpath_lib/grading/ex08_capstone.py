@@ -96,10 +96,12 @@ def _remote_launches(launch, forbidden, cases) -> list[tuple]:
     ``(y, names of the kernels it launched, problem)`` per case."""
     borrowed.reject_handed_back(launch, forbidden)
     source, root = sources.learner_source(), launch._root
+    if kernel_source.still_a_stub(source, root):
+        raise NotImplementedError("the stub is still in place")
     problem = kernel_source.launcher_problem(source, root)  # before anything of it runs
     if problem:
         raise Fail(problem)
-    outcome = kernel_run.run(kernel_source.program(source, root, launcher=True), root,
+    outcome = kernel_run.run(kernel_source.program(source, root), root,
                              [(None, [c.x], {}) for c in cases])
     if outcome.compile_problem:
         raise Fail(outcome.compile_problem)

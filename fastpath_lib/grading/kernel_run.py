@@ -61,7 +61,7 @@ class Outcome:
     compile_problem: str | None = None
 
 
-def run(text: str, entry: str, calls: list[tuple], *, timeout: float = 300.0) -> Outcome:
+def run(text: str, entry: str, calls: list[tuple], *, timeout: float = 120.0) -> Outcome:
     """Run ``calls`` of ``entry`` in ``text`` (a program built by :func:`~fastpath_lib.grading.kernel_source.program`)
     in a fresh process under the interpreter, then compile every kernel it launched for a GPU target.
 

@@ -41,7 +41,7 @@ import re
 
 from fastpath_lib.grading.sources import dotted, parse_cells
 
-__all__ = ["kernel_problem", "launcher_problem", "launches_kernel", "program"]
+__all__ = ["kernel_problem", "launcher_problem", "launches_kernel", "program", "still_a_stub"]
 
 #: Names that reach code without naming it, or change what a name means for everyone.
 _DYNAMIC = frozenset({"setattr", "delattr", "exec", "eval", "compile", "globals", "vars", "locals", "__import__",
@@ -148,6 +148,18 @@ class _Source:
         return None
 
 
+def _reached(src: _Source, name: str) -> list:
+    """The source's top-level functions (host or ``@triton.jit``) that ``name`` reaches by name, itself first."""
+    own = {d.name: d for t in src.trees for d in t.body if isinstance(d, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    reach, todo = [], [own[name]] if name in own else []
+    while todo:
+        f = todo.pop(0)
+        if f not in reach:
+            reach.append(f)
+            todo += [own[n.id] for n in ast.walk(f) if isinstance(n, ast.Name) and n.id in own]
+    return reach
+
+
 def _kernel_body_problem(src: _Source, fn: ast.FunctionDef) -> str | None:
     a = fn.args
     local = {x.arg for x in a.posonlyargs + a.args + a.kwonlyargs + [a.vararg, a.kwarg] if x is not None}
@@ -206,12 +218,13 @@ def kernel_problem(source: str, name: str) -> str | None:
                 f"@triton.jit function itself, defined once")
     if len(fn.decorator_list) != 1 or not src.is_jit(fn.decorator_list[0]):
         return f"{name} must be defined under @triton.jit, and under nothing else"
-    for kernel in src.kernels.values():
+    reached = [k for k in _reached(src, name) if k.name in src.kernels]  # it and the jit functions it calls
+    for kernel in reached:
         problem = _kernel_body_problem(src, kernel)
         if problem:
             return problem
     if not any(isinstance(n, ast.Call) and src.resolve(dotted(n.func)) == "triton.language.store"
-               for k in src.kernels.values() for n in ast.walk(k)):
+               for k in reached for n in ast.walk(k)):
         return f"your kernel {name} stores nothing (tl.store): it must write its outputs"
     return None
 
@@ -351,14 +364,14 @@ def launcher_problem(source: str, name: str) -> str | None:
 _PROGRAM_MODULES = ("triton", "torch", "math")
 
 
-def program(source: str, entry: str, *, launcher: bool) -> str:
+def program(source: str, entry: str) -> str:
     """The Python text the grader runs for the learner's ``entry``
     (:mod:`~fastpath_lib.grading.kernel_run`): the source's imports of triton, torch and math, its top-level
-    constants written as literals (``BLOCK = 1024``, ``N: tl.constexpr = 64``), every ``@triton.jit`` function, and
-    with ``launcher``, ``entry`` and the host functions it reaches by name. Nothing else of the notebook runs there.
+    constants written as literals (``BLOCK = 1024``, ``N: tl.constexpr = 64``), and ``entry`` with the functions it
+    reaches by name (``@triton.jit`` functions first). Nothing else of the notebook runs there.
     Call it after :func:`kernel_problem` or :func:`launcher_problem` passed.
 
-    >>> print(program("import triton\\nimport os\\nN = 4\\n@triton.jit\\ndef k(X):\\n    pass", "k", launcher=False))
+    >>> print(program("import triton\\nimport os\\nN = 4\\n@triton.jit\\ndef k(X):\\n    pass", "k"))
     import triton
     N = 4
     @triton.jit
@@ -390,16 +403,8 @@ def program(source: str, entry: str, *, launcher: bool) -> str:
                 except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
                     continue
                 lines.append(ast.unparse(node))
-    defs = list(src.kernels.values())
-    if launcher:
-        own = {d.name: d for d in src.defs if d.name not in src.kernels}
-        todo = [own[entry]] if entry in own else []
-        while todo:
-            f = todo.pop()
-            if f not in defs:
-                defs.append(f)
-                todo += [own[n.id] for n in ast.walk(f) if isinstance(n, ast.Name) and n.id in own]
-    lines += [ast.unparse(d) for d in defs]
+    defs = _reached(src, entry)  # the kernel (or launcher) and what it reaches: the jit functions first
+    lines += [ast.unparse(d) for d in sorted(defs, key=lambda d: d.name not in src.kernels)]
     return "\n".join(dict.fromkeys(lines))
 
 
@@ -407,12 +412,13 @@ def launches_kernel(source: str, name: str) -> bool:
     """Whether the host function ``name`` of ``source``, or a function of the source it reaches by name, launches
     one of the source's ``@triton.jit`` kernels (``kernel[grid](...)``)."""
     src = _Source(source)
-    own = {d.name: d for d in src.defs if d.name not in src.kernels}
-    reach, todo = [], [own[name]] if name in own else []
-    while todo:
-        f = todo.pop()
-        if f not in reach:
-            reach.append(f)
-            todo += [own[n.id] for n in ast.walk(f) if isinstance(n, ast.Name) and n.id in own]
+    reach = [f for f in _reached(src, name) if f.name not in src.kernels]
     return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Subscript) and isinstance(n.func.value, ast.Name)
                and n.func.value.id in src.kernels for f in reach for n in ast.walk(f))
+
+
+def still_a_stub(source: str, name: str) -> bool:
+    """Whether the function ``name`` of ``source`` (a kernel or a launcher), or a function of the source it reaches
+    by name, still raises ``NotImplementedError`` (the exercise's stub)."""
+    return any(isinstance(n, ast.Raise) and n.exc is not None and "NotImplementedError" in ast.unparse(n.exc)
+               for f in _reached(_Source(source), name) for n in ast.walk(f))

@@ -434,8 +434,8 @@ def rebinding_problem(source: str | None = None) -> str | None:
             name = _resolved(dotted(node), aliases) if isinstance(node, (ast.Name, ast.Attribute)) else None
             if name and (name in WRITERS or name.split(".")[0] in WRITERS) or (
                     isinstance(node, ast.Attribute) and node.attr in _REFLECTIVE and (name := node.attr)):
-                return (f"your code uses {name}, which changes code or a namespace without naming it: bind your "
-                        f"names with plain assignments and definitions")
+                return (f"your code uses {name}, which inspects or changes code or a namespace without naming it: "
+                        f"bind your names with plain assignments and definitions, and call what you use")
             for t in _store_targets(node):
                 base = _base(t)
                 if isinstance(t, (ast.Attribute, ast.Subscript)) and base in aliases:
