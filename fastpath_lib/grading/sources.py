@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import functools
 import re
 import sys
 
@@ -115,7 +116,12 @@ def ipython_syntax(cells=None) -> str | None:
     >>> ipython_syntax(["x = 1", "%time y = 2"])
     '%time y = 2'
     """
-    for cell in learner_cells() if cells is None else cells:
+    return _ipython_line(tuple(learner_cells() if cells is None else cells))
+
+
+@functools.lru_cache(maxsize=16)
+def _ipython_line(cells: tuple[str, ...]) -> str | None:
+    for cell in cells:
         try:
             ast.parse(cell)
             continue
@@ -426,7 +432,11 @@ def rebinding_problem(source: str | None = None) -> str | None:
     >>> rebinding_problem("import json\\nx = {}\\nx['a'] = json.dumps") is None
     True
     """
-    source = learner_source() if source is None else source
+    return _rebinding(learner_source() if source is None else source)
+
+
+@functools.lru_cache(maxsize=16)
+def _rebinding(source: str) -> str | None:  # a check asks once per scenario: read each source once
     trees = parse_cells(source)
     aliases = _aliases(trees, assigned=True)
     for tree in trees:
