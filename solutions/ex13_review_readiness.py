@@ -45,19 +45,25 @@ print("max columns:", MAX_COLS, "| minimum compute capability:", MIN_CAPABILITY)
 #
 # `call` describes one call: `device` (`"cuda"` or `"cpu"`), `interpreter` (Triton's CPU interpreter on),
 # `capability` (`[major, minor]` on CUDA, else `None`), `capturing` (a CUDA graph is being captured), `forced`
-# (the fallback switch is on), `dtype` (`"float16"`, `"bfloat16"`, `"float32"` or `"float64"`), `rows`, `cols` and
-# `min_rows` (the row threshold in force for that device). Return the names of the predicate's conditions that
-# fail, out of `forced`, `cuda_graph_capture`, `device`, `architecture`, `dtype`, `cols` and `min_rows` (every
-# failing one, as `explain()` lists them; an empty list means the Triton route).
+# (the fallback switch is on), `dtype` (`"float16"`, `"bfloat16"`, `"float32"` or `"float64"`), `rows`, `cols`,
+# `min_rows` (the row threshold in force for that device) and `capture`, the kit's `capture.json` as lesson 06
+# shows it (`{"sm_90": {"passed": True, "source": ...}, ...}`: the architectures whose CUDA-graph capture test ran,
+# and whether it passed). Return the names of the predicate's conditions that fail, out of `forced`,
+# `cuda_graph_capture`, `device`, `architecture`, `dtype`, `cols` and `min_rows` (every failing one, as `explain()`
+# lists them; an empty list means the Triton route). A captured call takes the fast path only on an architecture
+# whose recorded capture test passed.
 #
 # Example: `{"device": "cuda", "interpreter": False, "capability": [7, 5], "capturing": True, "forced": False,
-# "dtype": "bfloat16", "rows": 4096, "cols": 4096, "min_rows": 1024}` fails `architecture` and `cuda_graph_capture`.
+# "dtype": "bfloat16", "rows": 4096, "cols": 4096, "min_rows": 1024, "capture": {"sm_90": {"passed": True,
+# "source": "results/h200"}}}` fails `architecture` and `cuda_graph_capture` (no passed test for sm_75).
 
 # %%
 def failed_conditions(call) -> list:
     # BEGIN SOLUTION
     cuda = call["device"] == "cuda"
-    fails = {"forced": call["forced"], "cuda_graph_capture": call["capturing"],
+    arch = f"sm_{call['capability'][0]}{call['capability'][1]}" if cuda and call["capability"] else None
+    captured_ok = arch is not None and call["capture"].get(arch, {}).get("passed") is True
+    fails = {"forced": call["forced"], "cuda_graph_capture": call["capturing"] and not captured_ok,
              "device": cuda == call["interpreter"],
              "architecture": cuda and not call["interpreter"] and tuple(call["capability"]) < MIN_CAPABILITY,
              "dtype": call["dtype"] not in ("float16", "bfloat16", "float32"),

@@ -304,7 +304,9 @@ def _note_for_one_table():
 
 
 def _reference_from_grader(x):
-    return ex.KNOWN_OPS["softmax"][0](x)
+    from fastpath_lib.grading import ex08_capstone
+
+    return ex08_capstone._REFERENCES["softmax"][0](x)
 
 
 def _launch_torch(x):

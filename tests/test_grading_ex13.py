@@ -170,3 +170,34 @@ WRONG = {
 def test_plausible_wrong_rules_fail(part):
     for i, fn in enumerate(WRONG[part]):
         assert not any(_passes(part, fn, s) for s in SEEDS), (part, i)
+
+
+#: parts whose answer is one of a few values: every value occurs in every draw, by construction (issue 28, item 6)
+SMALL = {"readability": {"a", "b"}, "review_response": set(ex13_scenarios.ACTIONS), "modes_preserved": {True, False},
+         "fallback_and_owner": {"switch", "retune", "none"}}
+
+
+def test_every_answer_of_a_small_answer_space_occurs_in_every_draw():
+    for seed in range(40):
+        for part, answers in SMALL.items():
+            got = {ex13_scenarios.expected(part, sc) for sc in ex13_scenarios.draw(part, random.Random(seed))}
+            assert got == answers, (seed, part, got)
+        pairs = ex13_scenarios.draw("readability", random.Random(seed))
+        wins = {ex13_scenarios.expected("readability", p) for p in pairs if not p[
+            ex13_scenarios.expected("readability", p)]["readable"]}
+        assert wins == {"a", "b"}, seed  # the unreadable one is the answer on either side
+    for seed in range(6):  # so the constant, which passed 1 time in 64 before, never does
+        assert not _passes("readability", lambda pair: "a", seed)
+        assert not _passes("review_response", lambda comment, results: {
+            "doubt_win": "show_raw_samples", "missing_case": "point_to_case",
+            "why_not_compile": "show_compiled"}[comment["kind"]], seed)
+
+
+def test_route_conditions_follow_the_capture_json_rule():
+    """Part 1 follows lesson 06: a captured call keeps the fast path where capture.json records a passed test."""
+    def capture_always_fails(call):
+        return sorted(set(_sol("route_conditions")(call)) | ({"cuda_graph_capture"} if call["capturing"] else set()))
+
+    for seed in range(6):
+        assert _passes("route_conditions", _sol("route_conditions"), seed)
+        assert not _passes("route_conditions", capture_always_fails, seed)

@@ -5,8 +5,8 @@ themselves (the kit's float64 reference for exercise 01, the grader's expected-c
 named by the file they live in and their qualified name. :func:`run` fails the part when the callable *is* one of
 them, and, while it runs, watches every call (``sys.setprofile``): a call into a forbidden function, however deeply
 wrapped, fails the part too. Names are resolved by file, so a function is caught even when the learner imported it
-under another name before the check ran. :func:`run` also reports the Triton kernels launched during the call, so a
-check can require that the learner's own kernel really ran.
+under another name before the check ran. In a notebook :func:`run` also reports the Triton kernels launched during
+the call, so a check can require that the learner's own kernel really ran.
 
 In the grader (``python -m fastpath_lib grade``) the learner's callable is a
 :class:`~fastpath_lib.grading.remote.Proxy` for a function in the learner's kernel, which no watch in the grader's
@@ -14,8 +14,10 @@ process can see into, and which the learner's code could blind. There the verdic
 (:mod:`fastpath_lib.grading.sources`), as read from the notebook file: the code the answer can reach by name (its
 definition, and transitively the top-level definitions, assignments and imports it reads) must name no forbidden
 function, resolved through its imports in the grader's own process, no forbidden torch method, and must not reach
-code through ``eval``, ``exec``, ``importlib``, ``sys.modules`` or a computed ``getattr``. Kernels reported launched
-count only when the learner's source defines them under ``@triton.jit``.
+code through ``eval``, ``exec``, ``importlib``, ``sys.modules`` or a computed ``getattr``; and nowhere in the source
+may a namespace or a module be changed (``setattr``, ``globals()``, a store into a module's attribute in any binding
+form) or IPython syntax run. The kernel reports no launches: where a check needs them, the grader runs the learner's
+kernel itself (:mod:`fastpath_lib.grading.kernel_run`).
 
 Note:
     In a notebook this is advisory feedback, not a sandbox: code the learner runs in other threads is not watched,
@@ -172,14 +174,10 @@ def reject_handed_back(fn, forbidden: Forbidden, given: Forbidden | None = None)
             raise Fail(problem)
 
 
-_MODULE_ROOTS = ("fastpath_lib", "torch", "triton")
-
-
 def _resolve(dotted: str):
-    """The object a dotted name of the kit, torch or Triton names, in the grader's own process (or ``None``)."""
+    """The object a dotted name stands for in the grader's own process (or ``None``): a module already imported
+    here (the kit's are imported on demand) and its attributes."""
     parts = dotted.split(".")
-    if parts[0] not in _MODULE_ROOTS:
-        return None
     for i in range(len(parts), 0, -1):
         mod_name = ".".join(parts[:i])
         mod = sys.modules.get(mod_name)
@@ -198,6 +196,15 @@ def _resolve(dotted: str):
     return None
 
 
+def _held(obj, depth: int = 0):
+    """``obj`` and, for a dict, list, tuple or set, the objects it holds (three levels deep): a table of the
+    grader's functions (``KNOWN_OPS[name][0]``) is the functions it holds."""
+    yield obj
+    if depth < 3 and type(obj) in (dict, list, tuple, set, frozenset):
+        for v in (obj.values() if isinstance(obj, dict) else obj):
+            yield from _held(v, depth + 1)
+
+
 def _root_names(root: str) -> set[str]:
     try:
         tree = ast.parse(root.strip(), mode="eval")
@@ -211,37 +218,39 @@ def source_problem(root: str, forbidden: Forbidden, given: Forbidden | None = No
 
     Reads the code ``root`` can reach by name in :func:`fastpath_lib.grading.sources.learner_source`.
     """
+    magic = sources.ipython_syntax()
+    if magic:
+        return (f"your code runs IPython syntax ({magic}), which the grader does not read as Python: write plain "
+                f"Python in your cells")
+    rebinding = sources.rebinding_problem()
+    if rebinding:
+        return rebinding
     src = "\n".join([root] + [sources.closure_source(n) for n in sorted(_root_names(root))])
     dyn = sources.dynamic_uses(src)
     if dyn:
         return (f"your code reaches functions through {', '.join(sorted(dyn))}: call what you use by name, and "
                 f"write the answer yourself")
-    for name in sorted(sources.names_used(src)):
-        obj = _resolve(name)
-        if obj is None:
-            continue
+    names = sources.names_used(src)
+    attrs = sources.attributes_used(src)
+    resolved = [obj for name in sorted(names) if (obj := _resolve(name)) is not None]
+    # an attribute read on any name that may stand for a module the source reaches (``R = T; R.f``)
+    resolved += [getattr(m, a) for m in resolved if isinstance(m, types.ModuleType) for a in sorted(attrs)
+                 if isinstance(getattr(m, a, None), (types.FunctionType, types.BuiltinFunctionType))]
+    for obj in (o for top in resolved for o in _held(top)):
         code = _code_of(obj)
         if code is not None and given is not None and given.names(code):
             continue
         hit = (forbidden.names(code) if code is not None else None) or forbidden.builtin(obj)
         if hit:
             return f"your code calls {hit}: write it yourself"
-    attrs = sources.attributes_used(src)
     for n, why in forbidden.builtins:
         if n in attrs:
             return f"your code calls torch {n} ({why}): write it yourself"
     return None
 
 
-def _remote_run(fn, args: tuple, allow_none: bool, launches):
-    found: list = []
-    out = fn._session.call(fn, args, {}, launches=found if launches is not None else None)
-    if launches is not None:
-        jitted = sources.jit_functions(sources.learner_source())
-        for file, qual in found:
-            code = types.SimpleNamespace(co_filename=file, co_qualname=qual, co_name=qual.split(".")[-1])
-            if file.startswith(str(_KIT)) or qual in jitted:
-                launches.append(types.SimpleNamespace(__code__=code, __name__=code.co_name))
+def _remote_run(fn, args: tuple, allow_none: bool):
+    out = fn._session.call(fn, args, {})
     if out is None and not allow_none:
         raise Fail("your function returned None (is the stub still in place?)")
     return out
@@ -259,13 +268,17 @@ def run(fn, args: tuple, forbidden: Forbidden, *, allow_none: bool = False, give
 
     Args:
         given: helpers the exercise hands out; calls made from inside them are not watched.
-        launches: when a list, the Python functions of the Triton kernels launched during the call are appended.
+        launches: when a list, the Python functions of the Triton kernels launched during the call are appended (in
+            this process only: for a Proxy the grader runs the kernel itself, :mod:`~fastpath_lib.grading.kernel_run`).
     """
     if not callable(fn):
         raise Fail(f"expected a function, got {type(fn).__name__}: {fn!r:.80}")
     reject_handed_back(fn, forbidden, given)
     if remote.is_proxy(fn):
-        return _remote_run(fn, args, allow_none, launches)
+        if launches is not None:  # the learner's kernel reports nothing but return values
+            raise TypeError("launches of a function in the learner's kernel are measured by the grader "
+                            "(fastpath_lib.grading.kernel_run), never reported by the kernel")
+        return _remote_run(fn, args, allow_none)
     seen: list[str] = []
     inside = [0]
 

@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from fastpath_lib.cases import CaseSpec
-from fastpath_lib.grading import borrowed, remote
+from fastpath_lib.grading import borrowed, kernel_run, kernel_source, remote, sources
 from fastpath_lib.grading.feedback import Fail, call, case_label, device, emit, hold, part, table
 from fastpath_lib.testing import compare
 
@@ -29,13 +29,17 @@ def _f64(x):
     return x.detach().to(torch.float64)
 
 
-#: op name -> (the kit's float64 reference over the last dim, torch names a reference or kernel must not call)
-KNOWN_OPS = {
+#: op name -> (the kit's float64 reference over the last dim, torch names a reference or kernel must not call); the
+#: grader's oracle, which no answer may reach (:func:`~fastpath_lib.grading.borrowed.source_problem` refuses a table
+#: of the grader's functions too)
+_REFERENCES = {
     "softmax": (lambda x: torch.softmax(_f64(x), dim=-1), ("softmax",)),
     "log_softmax": (lambda x: torch.log_softmax(_f64(x), dim=-1), ("log_softmax", "softmax")),
     "l2_normalize": (lambda x: F.normalize(_f64(x), dim=-1), ("normalize",)),
     "layer_norm": (lambda x: F.layer_norm(_f64(x), (x.shape[-1],), eps=1e-5), ("layer_norm",)),
 }
+#: The operators the capstone checks know (``OP_NAME`` is one of them): names only.
+KNOWN_OPS = tuple(_REFERENCES)
 
 _KIT = (borrowed.kit("grading", why="that is the grader's own answer") + borrowed.KIT_KERNELS
         + borrowed.kit("rmsnorm/op.py", why="that is the kit's own operator"))
@@ -48,7 +52,7 @@ def _op(op_name: str):
     if op_name not in KNOWN_OPS:
         raise Fail(f"OP_NAME {op_name!r}: choose one of {sorted(KNOWN_OPS)} (the checks compare with the kit's "
                    f"reference for it)")
-    ref, names = KNOWN_OPS[op_name]
+    ref, names = _REFERENCES[op_name]
     return ref, _KIT + borrowed.torch_op(*names, why=f"that is torch's own {op_name}")
 
 
@@ -87,22 +91,54 @@ def check_capstone_reference(op_name: str, reference, *, show: bool = True):
     return emit([_result("reference", op_name, run)], show)
 
 
+def _remote_launches(launch, forbidden, cases) -> list[tuple]:
+    """In the grader: ``launch`` run as data (:mod:`~fastpath_lib.grading.kernel_run`) on each case's input,
+    ``(y, names of the kernels it launched, problem)`` per case."""
+    borrowed.reject_handed_back(launch, forbidden)
+    source, root = sources.learner_source(), launch._root
+    if kernel_source.still_a_stub(source, root):
+        raise NotImplementedError("the stub is still in place")
+    problem = kernel_source.launcher_problem(source, root)  # before anything of it runs
+    if problem:
+        raise Fail(problem)
+    outcome = kernel_run.run(kernel_source.program(source, root), root,
+                             [(None, [c.x], {}) for c in cases])
+    if outcome.compile_problem:
+        raise Fail(outcome.compile_problem)
+    out = []
+    for built, call in zip(cases, outcome.calls):
+        kernel_run.copy_back([built.x], call.args)
+        y = call.out.to(built.x.device) if isinstance(call.out, torch.Tensor) else call.out
+        error = f"raised {call.error[0]}: {call.error[1]}" if call.error else None
+        out.append((y, call.launches, error or (call.oob[0] if call.oob else None)))
+    return out
+
+
 def check_capstone_kernel(op_name: str, launch, *, show: bool = True):
     """``launch(x2d) -> y``: launches your Triton kernel; ``y`` matches the kit's reference for ``op_name`` within
-    the input dtype's tolerance, on irregular shapes."""
+    the input dtype's tolerance, on irregular shapes. In the grader ``launch`` and your kernels run as data, from the
+    notebook's source, in the grader's own process (:mod:`~fastpath_lib.grading.kernel_run`): which kernels launch
+    is measured there, compiled for a GPU by Triton's frontend, with no out-of-bounds access."""
     def run():
         ref, forbidden = _op(op_name)
+        specs = _CASES + (_drawn_case(),)
+        cases = [spec.build(seed=9, device=device()) for spec in specs]
+        if remote.is_proxy(launch):
+            answers = _remote_launches(launch, forbidden, cases)
+        else:
+            answers = []
+            for built in cases:
+                launched: list = []
+                y = borrowed.run(launch, (built.x,), forbidden, launches=launched)
+                answers.append((y, _own_kernels(launched), None))
         rows, bad = [], 0
-        for spec in _CASES + (_drawn_case(),):
-            built = spec.build(seed=9, device=device())
+        for spec, built, (y, launched, problem) in zip(specs, cases, answers):
             x = built.x
-            launched: list = []
-            y = borrowed.run(launch, (x,), forbidden, launches=launched)
-            if not _own_kernels(launched):
+            if problem is None and not launched:
                 problem = "no Triton kernel of yours was launched"
-            elif not isinstance(y, torch.Tensor):
+            elif problem is None and not isinstance(y, torch.Tensor):
                 problem = f"returned {type(y).__name__}, expected a tensor"
-            else:
+            elif problem is None:
                 problem = compare(y, ref(x.cpu()), x.dtype)
             if problem is None and y.dtype != x.dtype:
                 problem = f"output dtype {str(y.dtype).replace('torch.', '')}, expected the input's"
@@ -173,18 +209,21 @@ def check_capstone_dispatch(op_name: str, op, make_predicate, make_ctx, *, show:
         ref, forbidden = _op(op_name)
         pred = call(make_predicate)
         rows, bad, routes = [], 0, set()
+        in_grader = remote.is_proxy(op)
+        launches_in_source = in_grader and kernel_source.launches_kernel(sources.learner_source(), op._root)
         for spec in cases:
             x = spec.build(seed=11, device=device()).x
             exp_route = pred.evaluate(make_ctx(x)).route
             launched: list = []
             # in the grader the source is read whole: the fallback's own torch op is allowed there
-            watch = forbidden if exp_route == "triton" and not remote.is_proxy(op) else _KIT
-            out = borrowed.run(op, (x,), watch, launches=launched)
+            watch = forbidden if exp_route == "triton" and not in_grader else _KIT
+            out = borrowed.run(op, (x,), watch, launches=None if in_grader else launched)
             if not (isinstance(out, tuple) and len(out) == 2):
                 raise Fail(f"op must return (y, route), got {type(out).__name__}")
             y, route = out
             routes.add(route)
-            ran = bool(_own_kernels(launched))
+            # in the grader the kernel reports nothing: the op's source must launch a kernel of yours
+            ran = launches_in_source if in_grader else bool(_own_kernels(launched))
             problem = None if route == exp_route else f"route {route}, the predicate says {exp_route}"
             if problem is None and route == "triton" and not ran:
                 problem = "says triton, but no Triton kernel of yours was launched"

@@ -70,7 +70,7 @@ def old_default_eps(dtype: str) -> float:
     return 2.0 ** -52 if dtype == "float64" else 2.0 ** -23
 
 
-def _route_call(rng: random.Random, kind: str) -> dict:
+def _route_call(rng: random.Random, kind: str, verified: bool | None = None) -> dict:
     cuda = kind in ("sm75", "capture", "cuda") or (kind == "any" and rng.random() < 0.6)
     call = {"device": "cuda" if cuda else "cpu", "interpreter": False if cuda else rng.random() < 0.7,
             "capability": None, "capturing": kind == "capture" or (cuda and kind == "any" and rng.random() < 0.2),
@@ -85,12 +85,20 @@ def _route_call(rng: random.Random, kind: str) -> dict:
         call["min_rows"] = INTERPRETER_MIN_ROWS
     if kind in ("sm75", "capture"):
         call["rows"], call["cols"] = rng.choice((2048, 4096, 8192)), rng.choice((1000, 4096))
+    # capture.json as the evidence run's capture step writes it: the architectures whose capture test ran
+    tested = rng.sample(("sm_80", "sm_86", "sm_90", "sm_100"), rng.randint(0, 3))
+    call["capture"] = {a: {"passed": rng.random() < 0.6, "source": f"results/{a}-run"} for a in tested}
+    if verified is not None and call["capability"]:  # this call's architecture: a recorded pass, or a failed test
+        arch = f"sm_{call['capability'][0]}{call['capability'][1]}"
+        call["capture"][arch] = {"passed": verified, "source": f"results/{arch}-run"}
     return call
 
 
 def _route_expected(c: dict) -> frozenset:
     cuda = c["device"] == "cuda"
-    failed = {"forced": c["forced"], "cuda_graph_capture": c["capturing"],
+    arch = f"sm_{c['capability'][0]}{c['capability'][1]}" if cuda and c["capability"] else None
+    verified = arch is not None and c["capture"].get(arch, {}).get("passed") is True  # lesson 06: capture.json
+    failed = {"forced": c["forced"], "cuda_graph_capture": c["capturing"] and not verified,
               "device": cuda == c["interpreter"],
               "architecture": cuda and not c["interpreter"] and tuple(c["capability"]) < MIN_CAPABILITY,
               "dtype": c["dtype"] not in _FAST_DTYPES, "cols": c["cols"] > MAX_COLS,
@@ -287,15 +295,16 @@ def _contract_expected(case: dict) -> dict:
     return {"affected": frozenset(aff), "pin": aff}
 
 
-def _pair(rng: random.Random, wins: bool) -> dict:
+def _pair(rng: random.Random, wins: bool, answer: str) -> dict:
+    """A readable and an unreadable variant; ``answer`` (``"a"`` or ``"b"``) is where the expected one sits."""
     band = rng.uniform(0.02, 0.06)
     med = round(rng.uniform(20, 300), 2)
     # not a win: the unreadable one is faster, but within the noise
     ratio = rng.uniform(0.5, 1 - band - 0.04) if wins else rng.uniform(1 - band * 0.6, 0.999)
     readable = {"median_us": med, "spread_us": round(med * band, 3), "readable": True}
     other = {"median_us": round(med * ratio, 3), "spread_us": round(med * ratio * band * 0.8, 3), "readable": False}
-    a, b = (readable, other) if rng.random() < 0.5 else (other, readable)
-    return {"a": a, "b": b}
+    chosen, rest = (other, readable) if wins else (readable, other)
+    return {"a": chosen, "b": rest} if answer == "a" else {"a": rest, "b": chosen}
 
 
 def _pair_expected(p: dict) -> str:
@@ -304,23 +313,30 @@ def _pair_expected(p: dict) -> str:
     return u if outcome(p[u]["median_us"] / p[r]["median_us"], band) == WIN else r
 
 
-def _review_case(rng: random.Random, kind: str) -> dict:
-    res = []
+def _review_case(rng: random.Random, kind: str, first: bool) -> dict:
+    """One comment on five results; ``first`` picks which of the kind's two answers is right (a real win or not,
+    a case the matrix has or not, compiled timings there or not)."""
+    res, shapes = [], rng.sample([(r, c) for r in (1024, 4096) for c in (2048, 4096)], 4)
     for i in range(5):
         b = round(rng.uniform(20, 300), 2)
         band = round(rng.uniform(0.02, 0.06), 3)
         ratio = rng.choice((rng.uniform(0.5, 1 - band - 0.05), rng.uniform(1 - band / 2, 1 + band / 2)))
-        res.append({"case_id": f"r{i + 1:02d}_{rng.choice((1024, 4096))}x{rng.choice((2048, 4096))}",
-                    "baseline_us": b, "candidate_us": round(b * ratio, 3), "band": band,
-                    "compiled_us": round(b * rng.uniform(0.7, 1.1), 3)})
-    no_compiled = kind == "why_not_compile" and rng.random() < 0.5
-    for r in res:
-        r["compiled_us"] = None if no_compiled else r["compiled_us"]
+        rows, cols = shapes[i % 4]
+        res.append({"case_id": f"r{i + 1:02d}_{rows}x{cols}", "baseline_us": b, "candidate_us": round(b * ratio, 3),
+                    "band": band, "compiled_us": round(b * rng.uniform(0.7, 1.1), 3)})
     comment = {"kind": kind}
     if kind == "doubt_win":
-        comment["case_id"] = rng.choice(res)["case_id"]
+        doubted = rng.choice(res)
+        doubted["candidate_us"] = round(doubted["baseline_us"] * (
+            rng.uniform(0.5, 1 - doubted["band"] - 0.05) if first else rng.uniform(
+                1 - doubted["band"] / 2, 1 + doubted["band"] / 2)), 3)
+        comment["case_id"] = doubted["case_id"]
     elif kind == "missing_case":
-        comment["shape"] = rng.choice([r["case_id"].split("_")[1] for r in res] + [f"8x{MAX_COLS}", "1x4096"])
+        comment["shape"] = rng.choice([r["case_id"].split("_")[1] for r in res]) if first else rng.choice(
+            (f"8x{MAX_COLS}", "1x4096"))
+    elif first:
+        for r in res:
+            r["compiled_us"] = None
     return {"comment": comment, "results": res}
 
 
@@ -337,9 +353,10 @@ def _review_expected(case: dict) -> str:
 
 def draw(part: str, rng: random.Random) -> list:
     """The scenarios the check hands the learner's function for ``part``, drawn with ``rng``."""
-    if part == "route_conditions":
-        kinds = ["sm75"] * 3 + ["capture"] * 3 + ["cuda"] * 2 + ["any"] * 8
-        return [_route_call(rng, k) for k in rng.sample(kinds, len(kinds))]
+    if part == "route_conditions":  # captured calls on an architecture whose capture test passed, and failed
+        kinds = [("sm75", None)] * 3 + [("capture", True), ("capture", False), ("capture", rng.random() < 0.5)]
+        kinds += [("cuda", None)] * 2 + [("any", None)] * 8
+        return [_route_call(rng, *k) for k in rng.sample(kinds, len(kinds))]
     if part == "modes_preserved":
         spec = [(m, keep, trap) for m in ("deterministic", "autocast", "compile") for keep, trap in
                 ((True, ""), (False, "tiny"), (False, "break"), (True, ""))]
@@ -365,11 +382,13 @@ def draw(part: str, rng: random.Random) -> list:
     if part == "contract_change":
         news = [rng.choice((1e-6, 1e-5)), 2.0 ** -23, rng.choice((1e-6, 1e-5, 2.0 ** -23))]
         return [_contract_case(rng, n) for n in rng.sample(news, 3)]
-    if part == "readability":
-        return [_pair(rng, w) for w in rng.sample([True, True, True, False, False, False], 6)]
-    if part == "review_response":
-        kinds = ["doubt_win"] * 3 + ["missing_case"] * 3 + ["why_not_compile"] * 2
-        return [_review_case(rng, k) for k in rng.sample(kinds, len(kinds))]
+    if part == "readability":  # each answer, "a" and "b", for a real win and for one within the noise
+        pairs = [(wins, answer) for wins in (True, False) for answer in ("a", "b", rng.choice("ab"))]
+        return [_pair(rng, *p) for p in rng.sample(pairs, len(pairs))]
+    if part == "review_response":  # each of the six answers occurs
+        kinds = [(k, first) for k in ("doubt_win", "missing_case") for first in (True, False, rng.random() < 0.5)]
+        kinds += [("why_not_compile", True), ("why_not_compile", False)]
+        return [_review_case(rng, *k) for k in rng.sample(kinds, len(kinds))]
     raise KeyError(f"exercise 13 has no part {part!r}")
 
 

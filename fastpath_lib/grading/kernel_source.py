@@ -41,7 +41,7 @@ import re
 
 from fastpath_lib.grading.sources import dotted, parse_cells
 
-__all__ = ["kernel_problem", "launcher_problem"]
+__all__ = ["kernel_problem", "launcher_problem", "launches_kernel", "program", "still_a_stub"]
 
 #: Names that reach code without naming it, or change what a name means for everyone.
 _DYNAMIC = frozenset({"setattr", "delattr", "exec", "eval", "compile", "globals", "vars", "locals", "__import__",
@@ -148,6 +148,18 @@ class _Source:
         return None
 
 
+def _reached(src: _Source, name: str) -> list:
+    """The source's top-level functions (host or ``@triton.jit``) that ``name`` reaches by name, itself first."""
+    own = {d.name: d for t in src.trees for d in t.body if isinstance(d, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    reach, todo = [], [own[name]] if name in own else []
+    while todo:
+        f = todo.pop(0)
+        if f not in reach:
+            reach.append(f)
+            todo += [own[n.id] for n in ast.walk(f) if isinstance(n, ast.Name) and n.id in own]
+    return reach
+
+
 def _kernel_body_problem(src: _Source, fn: ast.FunctionDef) -> str | None:
     a = fn.args
     local = {x.arg for x in a.posonlyargs + a.args + a.kwonlyargs + [a.vararg, a.kwarg] if x is not None}
@@ -206,12 +218,13 @@ def kernel_problem(source: str, name: str) -> str | None:
                 f"@triton.jit function itself, defined once")
     if len(fn.decorator_list) != 1 or not src.is_jit(fn.decorator_list[0]):
         return f"{name} must be defined under @triton.jit, and under nothing else"
-    for kernel in src.kernels.values():
+    reached = [k for k in _reached(src, name) if k.name in src.kernels]  # it and the jit functions it calls
+    for kernel in reached:
         problem = _kernel_body_problem(src, kernel)
         if problem:
             return problem
     if not any(isinstance(n, ast.Call) and src.resolve(dotted(n.func)) == "triton.language.store"
-               for k in src.kernels.values() for n in ast.walk(k)):
+               for k in reached for n in ast.walk(k)):
         return f"your kernel {name} stores nothing (tl.store): it must write its outputs"
     return None
 
@@ -345,3 +358,67 @@ def launcher_problem(source: str, name: str) -> str | None:
         if problem:
             return problem
     return None
+
+
+#: Modules a program the grader runs may import (what kernels and launchers need).
+_PROGRAM_MODULES = ("triton", "torch", "math")
+
+
+def program(source: str, entry: str) -> str:
+    """The Python text the grader runs for the learner's ``entry``
+    (:mod:`~fastpath_lib.grading.kernel_run`): the source's imports of triton, torch and math, its top-level
+    constants written as literals (``BLOCK = 1024``, ``N: tl.constexpr = 64``), and ``entry`` with the functions it
+    reaches by name (``@triton.jit`` functions first). Nothing else of the notebook runs there.
+    Call it after :func:`kernel_problem` or :func:`launcher_problem` passed.
+
+    >>> print(program("import triton\\nimport os\\nN = 4\\n@triton.jit\\ndef k(X):\\n    pass", "k"))
+    import triton
+    N = 4
+    @triton.jit
+    def k(X):
+        pass
+    """
+    src = _Source(source)
+    lines = []
+    for alias, target in src.imports.items():
+        if target.split(".")[0] not in _PROGRAM_MODULES:
+            continue
+        module, _, member = target.rpartition(".")
+        imported = next(n for n in src.nodes if isinstance(n, (ast.Import, ast.ImportFrom)) and any(
+            (a.asname or a.name.split(".")[0]) == alias for a in n.names))
+        if isinstance(imported, ast.ImportFrom):
+            lines.append(f"from {module} import {member}" + (f" as {alias}" if alias != member else ""))
+        else:
+            lines.append(f"import {target}" + (f" as {alias}" if alias != target else ""))
+    for tree in src.trees:
+        for node in tree.body:
+            if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None and all(
+                    isinstance(t, ast.Name) for t in (node.targets if isinstance(node, ast.Assign) else [node.target])):
+                value = node.value
+                if isinstance(value, ast.Call) and src.resolve(dotted(value.func)) == "triton.language.constexpr" \
+                        and len(value.args) == 1:
+                    value = value.args[0]
+                try:
+                    ast.literal_eval(value)
+                except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+                    continue
+                lines.append(ast.unparse(node))
+    defs = _reached(src, entry)  # the kernel (or launcher) and what it reaches: the jit functions first
+    lines += [ast.unparse(d) for d in sorted(defs, key=lambda d: d.name not in src.kernels)]
+    return "\n".join(dict.fromkeys(lines))
+
+
+def launches_kernel(source: str, name: str) -> bool:
+    """Whether the host function ``name`` of ``source``, or a function of the source it reaches by name, launches
+    one of the source's ``@triton.jit`` kernels (``kernel[grid](...)``)."""
+    src = _Source(source)
+    reach = [f for f in _reached(src, name) if f.name not in src.kernels]
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Subscript) and isinstance(n.func.value, ast.Name)
+               and n.func.value.id in src.kernels for f in reach for n in ast.walk(f))
+
+
+def still_a_stub(source: str, name: str) -> bool:
+    """Whether the function ``name`` of ``source`` (a kernel or a launcher), or a function of the source it reaches
+    by name, still raises ``NotImplementedError`` (the exercise's stub)."""
+    return any(isinstance(n, ast.Raise) and n.exc is not None and "NotImplementedError" in ast.unparse(n.exc)
+               for f in _reached(_Source(source), name) for n in ast.walk(f))

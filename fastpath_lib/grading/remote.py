@@ -365,10 +365,10 @@ class Session:
         """The value of one argument of a check cell, evaluated in the notebook's namespace."""
         return self.request(("get", expr), expr.strip())["ok"]
 
-    def call(self, fn: Proxy, args: tuple, kwargs: dict, *, launches: list | None = None):
+    def call(self, fn: Proxy, args: tuple, kwargs: dict):
         """``fn(*args, **kwargs)`` in the kernel; the argument tensors the check declared as outputs (:func:`outputs`)
         are updated as the call left them."""
-        request = ("call", fn, tuple(args), dict(kwargs), launches is not None)
+        request = ("call", fn, tuple(args), dict(kwargs))
         self.requests += 1
         packed = _SHARED["_pack"](request, self._ref_of, ())
         found = self._execute(_dumps(packed))
@@ -380,8 +380,6 @@ class Session:
             raise _error(*(str(e) for e in err[:4]))
         mine = _tensors(args, kwargs)
         _copy_back(mine, self._unwrap(answer.get("args"), fn._root))
-        if launches is not None:
-            launches += [tuple(x) for x in answer.get("launches") or [] if isinstance(x, list) and len(x) == 2]
         ok = answer.get("ok")
         if type(ok) is dict and {"value", "tensors", "storages"} <= set(ok):
             return _SHARED["_unpack"](ok, lambda ref: self._proxy(ref, fn._root), tuple(mine))

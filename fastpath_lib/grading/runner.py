@@ -18,8 +18,9 @@ answered as a reference (its type name, repr and code location), which the grade
 An exception is answered as its type name, message and the line that raised it.
 
 Requests: ``("get", expr)`` evaluates an argument of the check cell in the notebook's namespace; ``("call", fn, args,
-kwargs, watch)`` calls a held object and answers, besides what it returned, the tensors of the arguments the call
-changed (with ``watch``, the Triton kernels launched during the call); ``("getattr", obj, name)``, ``("getitem",
+kwargs)`` calls a held object and answers, besides what it returned, the tensors of the arguments the call changed
+(what a learner's Triton kernel launches is never reported from here: the grader measures it,
+:mod:`fastpath_lib.grading.kernel_run`); ``("getattr", obj, name)``, ``("getitem",
 obj, key)``, ``("list", obj)``; ``("tests", fn, stub)`` calls ``fn`` on a fresh stub of the op under test.
 
 Nothing here is trusted beyond what the learner's own code could return: code in the notebook shares this process
@@ -210,19 +211,6 @@ def _where(exc):
     return ""
 
 
-def _launch_watch(found):
-    def watch(frame, event, arg):
-        if event != "call":
-            return
-        code = frame.f_code
-        qual = getattr(code, "co_qualname", code.co_name)
-        if qual in ("JITFunction.run", "InterpretedFunction.run") and "triton" in code.co_filename:
-            fn = getattr(getattr(frame.f_locals.get("self"), "fn", None), "__code__", None)
-            if fn is not None:
-                found.append([fn.co_filename, getattr(fn, "co_qualname", fn.co_name)])
-    return watch
-
-
 def _storage_bytes(t):
     import torch
 
@@ -235,20 +223,11 @@ def _changed(tensors, before):
             else t.detach() for t, b in zip(tensors, before)]
 
 
-def _call(fn, args, kwargs, watch):
+def _call(fn, args, kwargs):
     tensors = _tensors(args, kwargs)
     before = [_storage_bytes(t).clone() for t in tensors]
-    launches = []
-    if watch:
-        previous = sys.getprofile()
-        sys.setprofile(_launch_watch(launches))
-    try:
-        out = fn(*args, **kwargs)
-    finally:
-        if watch:
-            sys.setprofile(previous)
-    return {"ok": _pack(out, _by_value_or_ref, same=tensors), "args": _pack(_changed(tensors, before), _ref),
-            "launches": launches}
+    out = fn(*args, **kwargs)
+    return {"ok": _pack(out, _by_value_or_ref, same=tensors), "args": _pack(_changed(tensors, before), _ref)}
 
 
 def _error(name, message):

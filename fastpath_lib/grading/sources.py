@@ -16,25 +16,36 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import functools
 import re
 import sys
 
-__all__ = ["using", "learner_source", "names_used", "attributes_used", "closure_source", "jit_functions",
-           "dynamic_uses", "parse", "parse_cells", "dotted", "DYNAMIC"]
+__all__ = ["using", "learner_cells", "learner_source", "names_used", "attributes_used", "closure_source",
+           "jit_functions", "dynamic_uses", "parse", "parse_cells", "dotted", "DYNAMIC", "WRITERS", "ipython_syntax",
+           "rebinding_problem", "star_modules"]
 
-_STACK: list[str] = []
+_STACK: list[list[str]] = []
 
 #: Names whose use lets code reach a function without naming it (``getattr(torch, "rms" + "_norm")``).
 DYNAMIC = frozenset({"getattr", "eval", "exec", "compile", "__import__", "importlib.import_module", "globals",
                      "vars", "locals", "__builtins__", "builtins", "sys.modules", "operator.attrgetter",
                      "operator.methodcaller", "runpy.run_path", "runpy.run_module",
-                     "importlib.util.spec_from_file_location", "importlib.machinery.SourceFileLoader"})
+                     "importlib.util.spec_from_file_location", "importlib.machinery.SourceFileLoader", "setattr",
+                     "delattr", "get_ipython", "gc", "inspect", "ctypes", "pickle", "marshal", "importlib",
+                     "runpy"})
+#: Uses that change a namespace or a module for everyone: refused wherever they stand in the learner's source.
+WRITERS = frozenset({"setattr", "delattr", "globals", "vars", "locals", "__builtins__", "builtins", "sys.modules",
+                     "exec", "eval", "compile", "__import__", "importlib", "runpy", "get_ipython", "ctypes", "gc"})
+#: Attributes that reach or rewrite a namespace (``json.__dict__[...] = f``).
+_REFLECTIVE = frozenset({"__dict__", "__globals__", "__builtins__", "__code__", "__closure__", "__setattr__",
+                         "__delattr__", "__getattribute__", "__setitem__", "f_globals", "f_locals", "f_back",
+                         "user_ns", "__loader__", "__spec__"})
 
 
 @contextlib.contextmanager
 def using(cells):
     """Within the block, :func:`learner_source` returns ``cells`` (a list of cell sources), joined."""
-    _STACK.append("\n\n".join(str(c) for c in cells))
+    _STACK.append([str(c) for c in cells])
     try:
         yield
     finally:
@@ -49,29 +60,80 @@ def _is_check_cell(source: str) -> bool:
                and n.value.func.attr.startswith("check_") for n in tree.body)
 
 
+def learner_cells() -> list[str]:
+    """The learner's code cells: set by the grader, else the kernel's input history (check cells left out)."""
+    if _STACK:
+        return list(_STACK[-1])
+    ipython = sys.modules.get("IPython")
+    ip = ipython.get_ipython() if ipython is not None else None
+    if ip is None:
+        return []
+    hist = getattr(getattr(ip, "history_manager", None), "input_hist_raw", None) or ip.user_ns.get("In") or []
+    return [s for s in hist if isinstance(s, str) and s.strip() and not _is_check_cell(s)]
+
+
 def learner_source() -> str:
     """The learner's code cells, joined with blank lines: set by the grader, else the kernel's input history.
 
     Outside both (a plain Python process, no :func:`using` block) it is ``""``.
     """
-    if _STACK:
-        return _STACK[-1]
-    ipython = sys.modules.get("IPython")
-    ip = ipython.get_ipython() if ipython is not None else None
-    if ip is None:
-        return ""
-    hist = getattr(getattr(ip, "history_manager", None), "input_hist_raw", None) or ip.user_ns.get("In") or []
-    return "\n\n".join(s for s in hist if isinstance(s, str) and s.strip() and not _is_check_cell(s))
+    return "\n\n".join(learner_cells())
+
+
+def _ipython(source: str) -> str | None:
+    """The Python IPython runs for a cell that is not Python itself (magics, ``!shell``, ``obj?``, ``/f x``), or
+    ``None`` when IPython cannot read it either. Without IPython, magic and shell lines read as ``get_ipython()``."""
+    try:
+        from IPython.core.inputtransformer2 import TransformerManager
+    except ImportError:  # pragma: no cover - the grader runs with IPython
+        return "\n".join(re.sub(r"^(\s*)(?:[%!].*)$", r"\1get_ipython()", re.sub(
+            r"^(\s*[\w.]+\s*=\s*)[%!].*$", r"\1get_ipython()", line)) for line in source.splitlines())
+    try:
+        return TransformerManager().transform_cell(source)
+    except Exception:  # noqa: BLE001 - IPython gives up on it too
+        return None
 
 
 def parse(source: str) -> ast.Module | None:
-    """The cell's syntax tree (IPython ``%magic`` and ``!shell`` lines read as ``pass``), or ``None`` when it does not
-    parse."""
-    lines = [("pass  # " + line) if re.match(r"\s*[%!]", line) else line for line in source.splitlines()]
+    """The cell's syntax tree, or ``None`` when it does not parse. A cell that only IPython reads (magics, shell and
+    help lines) parses as the code IPython runs for it: ``get_ipython().run_line_magic(...)``, a :data:`DYNAMIC`
+    use."""
     try:
-        return ast.parse("\n".join(lines))
+        return ast.parse(source)
+    except SyntaxError:
+        pass
+    transformed = _ipython(source)
+    try:
+        return ast.parse(transformed) if transformed is not None else None
     except SyntaxError:
         return None
+
+
+def ipython_syntax(cells=None) -> str | None:
+    """The first line of the learner's cells (default: :func:`learner_cells`) that IPython runs as something other
+    than Python (a ``%magic``, a ``!shell`` line, ``obj?``), or ``None``.
+
+    >>> ipython_syntax(["x = 1", "%time y = 2"])
+    '%time y = 2'
+    """
+    return _ipython_line(tuple(learner_cells() if cells is None else cells))
+
+
+@functools.lru_cache(maxsize=16)
+def _ipython_line(cells: tuple[str, ...]) -> str | None:
+    for cell in cells:
+        try:
+            ast.parse(cell)
+            continue
+        except SyntaxError:
+            pass
+        transformed = _ipython(cell)
+        if transformed is None or parse(transformed) is None:
+            continue  # a syntax error: IPython runs nothing of the cell
+        lines = cell.splitlines()
+        changed = [a for a, b in zip(lines, transformed.splitlines() + [""] * len(lines)) if a != b]
+        return (changed or lines or [""])[0].strip()
+    return None
 
 
 def parse_cells(source: str) -> list[ast.Module]:
@@ -96,9 +158,10 @@ def dotted(node, *, partial: bool = False) -> str | None:
     return ".".join(reversed(parts))
 
 
-def _aliases(trees) -> dict[str, str]:
+def _aliases(trees, *, assigned: bool = False) -> dict[str, str]:
     """Name bound by an import -> what it stands for (``F`` -> ``torch.nn.functional``, ``rp`` ->
-    ``runpy.run_path``)."""
+    ``runpy.run_path``); with ``assigned``, also names a plain assignment binds to one of them (``R = T``,
+    ``R: object = T.sub``, ``(R := T)``)."""
     aliases: dict[str, str] = {}
     for tree in trees:
         for node in ast.walk(tree):
@@ -107,8 +170,29 @@ def _aliases(trees) -> dict[str, str]:
                     aliases[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
             elif isinstance(node, ast.ImportFrom) and node.module:
                 for a in node.names:
-                    aliases[a.asname or a.name] = f"{node.module}.{a.name}"
+                    if a.name != "*":
+                        aliases[a.asname or a.name] = f"{node.module}.{a.name}"
+    if not assigned:
+        return aliases
+    pairs = []
+    for tree in trees:
+        for node in ast.walk(tree):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
+                node, (ast.AnnAssign, ast.NamedExpr)) else []
+            value = getattr(node, "value", None)
+            pairs += [(t.id, value) for t in targets if isinstance(t, ast.Name) and value is not None]
+    for _ in range(4):  # chains of assignments, in any order
+        for name, value in pairs:
+            got = _resolved(dotted(value), aliases)
+            if got and got.split(".")[0] in {v.split(".")[0] for v in aliases.values()} and name not in aliases:
+                aliases[name] = got
     return aliases
+
+
+def star_modules(source: str) -> set[str]:
+    """The modules the source imports everything from (``from fastpath_lib.testing import *``)."""
+    return {n.module for t in parse_cells(source) for n in ast.walk(t) if isinstance(n, ast.ImportFrom)
+            and n.module and any(a.name == "*" for a in n.names)}
 
 
 def _resolved(name: str | None, aliases: dict[str, str]) -> str | None:
@@ -129,10 +213,13 @@ def names_used(source: str) -> set[str]:
     :data:`DYNAMIC` names appear as themselves, so a check can refuse an answer that reaches code it does not name.
     """
     trees = parse_cells(source)
-    aliases = _aliases(trees)
+    aliases = _aliases(trees, assigned=True)
+    stars = star_modules(source)
     out: set[str] = set()
     for tree in trees:
         for node in ast.walk(tree):
+            if isinstance(node, ast.Name) and node.id not in aliases:
+                out.update(f"{m}.{node.id}" for m in stars)
             if isinstance(node, ast.Import):
                 out.update(a.name for a in node.names)
             elif isinstance(node, ast.ImportFrom) and node.module:
@@ -157,6 +244,8 @@ def names_used(source: str) -> set[str]:
                 strings = [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
                 if fn in ("getattr", "hasattr", "setattr") and len(node.args) >= 2 and strings:
                     out.update(s for s in strings if s.isidentifier())
+                    owner = _resolved(dotted(node.args[0]), aliases)
+                    out.update(f"{owner}.{s}" for s in strings if owner and s.isidentifier())
                 elif fn in ("importlib.import_module", "__import__") and strings:
                     out.update(strings)
     return out
@@ -180,13 +269,41 @@ def attributes_used(source: str) -> set[str]:
     return {n.attr for tree in parse_cells(source) for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
 
 
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+
+
 def _binds(node) -> set[str]:
-    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-        return {node.name}
-    if isinstance(node, (ast.Import, ast.ImportFrom)):
-        return {(a.asname or a.name.split(".")[0]) for a in node.names}
-    targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
-    return {n.id for t in targets if t is not None for n in ast.walk(t) if isinstance(n, ast.Name)}
+    """The names a top-level statement binds in the notebook's namespace, in every binding form, wherever it stands
+    in the statement (under ``if``, ``try``, ``with``, in a comprehension): assignment of any kind, ``for`` and
+    ``with`` targets, walrus, ``del``, imports (under any name), ``except ... as``, ``match`` captures, definitions,
+    and names a function or class declares ``global``."""
+    out: set[str] = set()
+    todo = [node]
+    while todo:
+        n = todo.pop()
+        if isinstance(n, _SCOPES):
+            if not isinstance(n, ast.Lambda):
+                out.add(n.name)
+            # a nested scope binds only what it declares global (its decorators and defaults run here: walk them)
+            out |= {g for m in ast.walk(n) if isinstance(m, ast.Global) for g in m.names}
+            outer = list(getattr(n, "decorator_list", [])) + list(getattr(n, "bases", []))
+            args = getattr(n, "args", None)
+            if isinstance(args, ast.arguments):
+                outer += [d for d in args.defaults + args.kw_defaults if d is not None]
+            todo += outer
+            continue
+        if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
+            out.add(n.id)
+        elif isinstance(n, (ast.Import, ast.ImportFrom)):
+            out |= {(a.asname or a.name.split(".")[0]) for a in n.names}  # "*": any name
+        elif isinstance(n, ast.ExceptHandler) and n.name:
+            out.add(n.name)
+        elif isinstance(n, (ast.MatchAs, ast.MatchStar)) and n.name:
+            out.add(n.name)
+        elif isinstance(n, ast.MatchMapping) and n.rest:
+            out.add(n.rest)
+        todo += list(ast.iter_child_nodes(n))
+    return out
 
 
 def _free_names(node) -> set[str]:
@@ -231,7 +348,8 @@ def closure_source(name: str, source: str | None = None) -> str:
         for i, (node, text) in enumerate(stmts):
             # a statement binding the name, one changing its object in place (``ns.update(...)``, ``box[0] = f``),
             # or one reaching code dynamically with it (``exec(src, g, ns)`` fills ns)
-            if i not in taken and (n in _binds(node) or (n not in aliases and _changes(node, n)) or (
+            binds = _binds(node)  # "*": a star import, which may bind any name
+            if i not in taken and (n in binds or "*" in binds or (n not in aliases and _changes(node, n)) or (
                     n in _free_names(node) and _dynamic(node, aliases))):
                 taken.append(i)
                 todo += sorted(_free_names(node))
@@ -273,18 +391,80 @@ def dynamic_uses(source: str) -> set[str]:
     return set().union(*(_dynamic(tree, aliases) for tree in trees))
 
 
+def _is_dynamic(name: str | None) -> bool:
+    return bool(name) and (name in DYNAMIC or name.split(".")[0] in _DYNAMIC_MODULES)
+
+
+#: Modules every function of which reaches objects or code without naming them.
+_DYNAMIC_MODULES = frozenset({"gc", "inspect", "ctypes", "pickle", "marshal", "importlib", "runpy"})
+
+
 def _dynamic(tree, aliases: dict[str, str]) -> set[str]:
     """:func:`dynamic_uses` of one tree, its names resolved through ``aliases`` (the imports of the whole source)."""
     out = set()
+    named = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call) and len(n.args) >= 2
+             and isinstance(n.args[1], ast.Constant)}  # getattr(obj, "name"): a name after all
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module:  # bound here, used under any name (``*`` included)
             members = {d.rsplit(".", 1)[-1] for d in DYNAMIC} if any(a.name == "*" for a in node.names) else \
                 {a.name for a in node.names}
-            out |= {f"{node.module}.{m}".removeprefix("builtins.") for m in members} & DYNAMIC
+            out |= {f"{node.module}.{m}".removeprefix("builtins.") for m in members if _is_dynamic(
+                f"{node.module}.{m}".removeprefix("builtins."))}
         name = _resolved(dotted(node), aliases) if isinstance(node, (ast.Name, ast.Attribute)) else None
-        if name in DYNAMIC and name not in ("getattr",):
+        if name in ("getattr", "hasattr"):
+            if id(node) not in named:  # a computed name, or getattr handed on as a value
+                out.add("getattr")
+        elif _is_dynamic(name):
             out.add(name)
-        elif isinstance(node, ast.Call) and _resolved(dotted(node.func), aliases) in ("getattr", "hasattr") and \
-                not (len(node.args) >= 2 and isinstance(node.args[1], ast.Constant)):
-            out.add("getattr")
+        elif isinstance(node, ast.Attribute) and node.attr in _REFLECTIVE:
+            out.add(node.attr)
     return out
+
+
+def rebinding_problem(source: str | None = None) -> str | None:
+    """Why the learner's source (default: :func:`learner_source`) changes a namespace or a library for everyone,
+    wherever it does so, or ``None``: a :data:`WRITERS` use (``setattr``, ``globals()[...]``, ``exec``, ...), or a
+    store into, or ``del`` of, an attribute or item of an imported name (a module or its member), in any binding
+    form (``json.f = g``, ``for json.f in ...``, ``with ... as json.f``, ``json.__dict__["f"] = g``).
+
+    >>> rebinding_problem("import json\\nfor json.f in [print]:\\n    pass")
+    "your code changes json (json.f): leave modules and the notebook's namespace as they are"
+    >>> rebinding_problem("import json\\nx = {}\\nx['a'] = json.dumps") is None
+    True
+    """
+    return _rebinding(learner_source() if source is None else source)
+
+
+@functools.lru_cache(maxsize=16)
+def _rebinding(source: str) -> str | None:  # a check asks once per scenario: read each source once
+    trees = parse_cells(source)
+    aliases = _aliases(trees, assigned=True)
+    for tree in trees:
+        for node in ast.walk(tree):
+            name = _resolved(dotted(node), aliases) if isinstance(node, (ast.Name, ast.Attribute)) else None
+            if name and (name in WRITERS or name.split(".")[0] in WRITERS) or (
+                    isinstance(node, ast.Attribute) and node.attr in _REFLECTIVE and (name := node.attr)):
+                return (f"your code uses {name}, which inspects or changes code or a namespace without naming it: "
+                        f"bind your names with plain assignments and definitions, and call what you use")
+            for t in _store_targets(node):
+                base = _base(t)
+                if isinstance(t, (ast.Attribute, ast.Subscript)) and base in aliases:
+                    return (f"your code changes {aliases[base]} ({ast.unparse(t)}): leave modules and the notebook's "
+                            f"namespace as they are")
+    return None
+
+
+def _store_targets(node) -> list:
+    """The expressions a node stores into or deletes, in every binding form."""
+    if isinstance(node, ast.Assign):
+        targets = node.targets
+    elif isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For, ast.AsyncFor, ast.comprehension)):
+        targets = [node.target]
+    elif isinstance(node, ast.Delete):
+        targets = node.targets
+    elif isinstance(node, (ast.With, ast.AsyncWith)):
+        targets = [i.optional_vars for i in node.items if i.optional_vars is not None]
+    else:
+        return []
+    return [m for t in targets for m in ast.walk(t) if isinstance(m, (ast.Attribute, ast.Subscript, ast.Name))
+            and isinstance(m.ctx, (ast.Store, ast.Del))]
