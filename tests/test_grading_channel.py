@@ -136,8 +136,9 @@ def graded(tmp_path_factory):
         mp.setattr(ex09_contract, "inspection", lambda source: None)
         mp.setattr(borrowed, "reject_handed_back", lambda *a, **k: None)
         out["snoop"] = cli.grade_notebook(notebook("solutions", "ex09", SNOOP, "check_contract_tests"), timeout=240)
-    out["passing channel"] = cli.grade_notebook(notebook("exercises", "ex09", PASSING_CHANNEL % remote.PROMPT,
-                                                         "check_contract_tests"), timeout=240)
+        # the forged answers come through exec, which the static rules refuse anyway: the channel must hold alone
+        out["passing channel"] = cli.grade_notebook(notebook("exercises", "ex09", PASSING_CHANNEL % remote.PROMPT,
+                                                             "check_contract_tests"), timeout=240)
     out["writing overlaps"] = cli.grade_notebook(notebook("solutions", "ex12", WRITING_OVERLAPS, "check_overlaps"),
                                                  timeout=300)
     return out
@@ -175,10 +176,13 @@ def my_default_eps(dtype):
 """
 
 
-def test_in_the_sandbox_the_kernel_sees_no_solutions_no_tests_no_network_and_no_verdicts(tmp_path):
+def test_in_the_sandbox_the_kernel_sees_no_solutions_no_tests_no_network_and_no_verdicts(tmp_path, monkeypatch):
     nbformat = pytest.importorskip("nbformat")
     from fastpath_lib import runtime
-    from fastpath_lib.grading import cli, sandbox
+    from fastpath_lib.grading import cli, sandbox, sources
+
+    # the look-around's exec and importlib are refused by the static rules; off here, what it sees is the sandbox's
+    monkeypatch.setattr(sources, "rebinding_problem", lambda *a, **k: None)
     from fastpath_lib.grading.notebook import CHECK_TAG
 
     if not sandbox.available():
