@@ -47,6 +47,19 @@
 #
 # Compare with the contract, `native` / `native_` from `fastpath_lib.fused.reference`, never with the kit's op.
 #
+# **How it is graded.** Part (a) is asked about pairs of tensors the grader builds now. Part (b) runs against three
+# correct ops (the kit's, the composite, and another route that differs from the composite in the output's last
+# bits), where it must pass, and against broken ops, one fault each, where it must fail. Feedback names the
+# categories with a broken op that got through, not the op. Tests that fail on a correct op earn nothing, and so do
+# tests that never fail. Keep shapes small (under the interpreter's limits 16 x 64 is eligible for the kit's Triton
+# route, and it is fast there).
+#
+# **How this works.** Fill in each cell marked `# FILL ME IN (roughly N lines)` (delete the `raise
+# NotImplementedError`), run it, then run the check below it: it prints `passed`, or what is missing.
+# `python -m fastpath_lib grade exercises/` runs all notebooks in a fresh kernel and prints your score; the solved
+# versions are in `solutions/`.
+
+# %% [markdown]
 # **Why not `torch.library.opcheck`.** `opcheck` tests a registered operator (an `OpOverload`); the op handed to your
 # tests is a Python function, because the in-place form returns the caller's own `x` and `residual` and a
 # `torch.library` custom op cannot return its inputs. Its schema fault shows where the schema matters: under
@@ -66,18 +79,6 @@
 #
 # Without the reduction (`x.copy_(s * 2)`) it compiles, and so does the functional composite `native`. That is an
 # upstream bug report's reproduction; here, compile with `aot_eager`.
-#
-# **How it is graded.** Part (a) is asked about pairs of tensors the grader builds now. Part (b) runs against three
-# correct ops (the kit's, the composite, and another route that differs from the composite in the output's last
-# bits), where it must pass, and against broken ops, one fault each, where it must fail. Feedback names the
-# categories with a broken op that got through, not the op. Tests that fail on a correct op earn nothing, and so do
-# tests that never fail. Keep shapes small (under the interpreter's limits 16 x 64 is eligible for the kit's Triton
-# route, and it is fast there).
-#
-# **How this works.** Fill in each cell marked `# FILL ME IN (roughly N lines)` (delete the `raise
-# NotImplementedError`), run it, then run the check below it: it prints `passed`, or what is missing.
-# `python -m fastpath_lib grade exercises/` runs all notebooks in a fresh kernel and prints your score; the solved
-# versions are in `solutions/`.
 
 # %%
 import torch

@@ -52,3 +52,17 @@ def small_cuda_threshold(request, monkeypatch):
     monkeypatch.setitem(limits.CUDA_MIN_ROWS, tuple(torch.cuda.get_device_capability()), limits.INTERPRETER_MIN_ROWS)
     monkeypatch.setattr(predicate, "_cuda_min_rows", {})
     yield
+
+
+@pytest.fixture
+def traffic_checked():
+    """Every kernel the test runs, under the interpreter's traffic checker: no out-of-bounds access (on a GPU the
+    guard bands alone check the writes). Yields the checker's record (``None`` off the interpreter)."""
+    if not runtime.interpreter_enabled():
+        yield None
+        return
+    from fastpath_lib import traffic
+
+    with traffic.watch() as t:
+        yield t
+    assert t.oob_accesses == 0, t.report()

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import fastpath_lib
-from fastpath_lib import routing, runtime, traffic
+from fastpath_lib import routing, runtime
 from fastpath_lib.cases import CaseSpec, output_guard_intact, poisoned_like
 from fastpath_lib.fused import op, reference
 from fastpath_lib.fused.cases import FusedCaseSpec, boundary_points
@@ -21,15 +21,9 @@ FORMS = {False: fastpath_lib.fused_add_rms_norm, True: fastpath_lib.fused_add_rm
 
 
 @pytest.fixture(autouse=True)
-def checked():
-    """Every kernel the test runs, under the interpreter's traffic checker: no out-of-bounds access (on a GPU the
-    guard bands alone check the writes)."""
-    if not runtime.interpreter_enabled():
-        yield None
-        return
-    with traffic.watch() as t:
-        yield t
-    assert t.oob_accesses == 0, t.report()
+def checked(traffic_checked):
+    """Every kernel the test runs, under the interpreter's traffic checker (tests/conftest.py)."""
+    return traffic_checked
 
 
 def _same(got, want, route, dtype, what):
