@@ -7,7 +7,7 @@ change of the default ``eps`` and its callers), and compares each answer with th
 every scenario is answered right; every answer of a small answer space occurs in every draw, so a function that
 returns one constant, or answers recorded for the examples the notebook shows, fails. The grader's own rules (the
 scenario module) and the kit's answers (the predicate and ``capture.json``'s reader, the bytes model, the results
-classifier, the replay) may not be called.
+classifier) may not be called.
 
 >>> [r.passed for r in check_readiness("review_comments", lambda comments, cases: {}, show=False)]
 [False]
@@ -37,8 +37,7 @@ _FORBIDDEN = borrowed.kit("grading/ex13_scenarios.py", why="that is the grader's
     "rmsnorm/predicate.py", why="the part asks you to apply the conditions yourself") + borrowed.kit(
     "rmsnorm/capture.py", why="the part asks you to read capture.json yourself") + borrowed.kit(
     "bench/analysis.py", "classify", "summary_table", "boundary_table", "outcome_counts",
-    why="that is the kit's reading of a results table; use outcome and noise_band") + borrowed.kit(
-    "bench/trace.py", why="the part asks you to read the replay table yourself")
+    why="that is the kit's reading of a results table; use outcome and noise_band")
 _PLACEHOLDER_OWNER = re.compile(r"^@?(owner|someone|somebody|team|the[-_ ]?team|tbd|todo|maintainers?|nobody|me|"
                                 r"name|handle|user|x+)$", re.IGNORECASE)
 _OWNER = re.compile(r"^@[A-Za-z0-9][\w.-]{1,38}$|^[\w.+-]+@[\w-]+(\.[\w-]+)+$")

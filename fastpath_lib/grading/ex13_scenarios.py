@@ -157,7 +157,7 @@ def _report_case(rng: random.Random, how: list) -> dict:
         for k, res in enumerate(results):
             cases.append((module, f"{prefix}_{rng.choice(('matches', 'holds', 'ok', 'case'))}{k}"
                                   f"[{rng.choice(_PARAMS)}]", res))
-        if shape == "supported" and rng.random() < 0.7:  # the same name in another module, failing: not this claim's
+        if shape == "supported":  # the same name in another module, failing: not this claim's test
             cases.append(("tests.test_vllm_providers", f"{prefix}_provider[{rng.choice(_PARAMS)}]", "failed"))
         claims.append({"id": f"T{i + 1}", "claim": text, "module": module, "tests": prefix,
                        "gpu_only": gpu})
