@@ -345,3 +345,50 @@ def test_feedback_names_the_scenarios_that_differ():
     (r,) = ex.check_readiness("test_report", _errors_ignored, show=False, seed=0)
     assert "scenarios answered differently" in r.feedback and "expected" in r.feedback
     assert len(r.feedback) < 4000
+
+
+@pytest.mark.parametrize("cells, problem", [
+    (["from fastpath_lib.rmsnorm import capture as C",
+      "def mine(call, capture):\n    return [] if tuple(call['capability'] or ()) in C.VERIFIED else ['x']",
+      "def answer(call, capture):\n    C.load('capture.json')\n    return mine(call, capture)"], "capture"),
+    (["from fastpath_lib.bench.timing import bytes_moved as bm",
+      "def answer(table):\n    return {'suspect': [bm(1, 1, None, 'forward')]}"], "bytes_moved"),
+    (["import fastpath_lib.bench.analysis as A", "def answer(table):\n    return A.classify(table)"], "classify"),
+    (["from fastpath_lib.grading import ex13_scenarios as S",
+      "def answer(*a):\n    return S.expected('test_report', dict(zip(('report', 'claims'), a)))"], "expected"),
+    # the kit's outcome rule and noise band are the learner's to use
+    (["from fastpath_lib.bench.analysis import noise_band, outcome",
+      "def answer(table):\n    return outcome(1.0, noise_band(1, 1, 1, 1, 1, 1))"], None),
+])
+def test_borrowed_answers_are_found_in_the_learners_source(cells, problem):
+    """In the grader the verdict comes from the learner's source (the call watch cannot see into their kernel)."""
+    from fastpath_lib.grading import borrowed, ex13_review, sources
+
+    with sources.using(cells):
+        got = borrowed.source_problem("answer", ex13_review._FORBIDDEN)
+    assert (got is None) if problem is None else (got is not None and problem in got), got
+
+
+def test_the_grader_scores_borrowed_and_constant_parts_zero(tmp_path):
+    """The grader's own run of a solved notebook whose part 1 reads capture.json through the kit, whose part 2
+    answers every claim "supported" and whose part 3 hands back the grader's rule: those score 0, the rest full."""
+    nbformat = pytest.importorskip("nbformat")
+    from fastpath_lib.grading import cli
+
+    nb = nbformat.read(Path(__file__).resolve().parents[1] / "solutions" / "ex13_review_readiness.ipynb", 4)
+    cheats = {"route_conditions": "from fastpath_lib.rmsnorm import capture as _kit\n_solved = failed_conditions\n"
+                                  "def failed_conditions(call, capture):\n    _kit.entries()\n"
+                                  "    return _solved(call, capture)\n",
+              "test_report": "def read_report(report, claims):\n    return {c['id']: 'supported' for c in claims}\n",
+              "results_table": "from fastpath_lib.grading.ex13_scenarios import expected as _key\n"
+                               "def read_results(table):\n    return _key('results_table', {'csv': table})\n"}
+    for part, cheat in cheats.items():
+        at = next(i for i, c in enumerate(nb.cells) if "grader-check" in c.metadata.get("tags", [])
+                  and f'"{part}"' in c.source)
+        nb.cells.insert(at, nbformat.v4.new_code_cell(cheat))
+    path = tmp_path / "ex13_review_readiness.ipynb"
+    nbformat.write(nb, path)
+    g = cli.grade_notebook(path, timeout=180)
+    got = {p.part: p.earned for p in g.parts}
+    assert got == {"route_conditions": 0, "test_report": 0, "results_table": 0, "review_comments": 2,
+                   "maintenance_cost": 2, "contract_change": 1}, [(p.part, p.feedback) for p in g.parts]
