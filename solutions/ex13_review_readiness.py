@@ -136,7 +136,8 @@ ex.check_readiness("test_report", read_report)
 #   a `"backward"` row times forward and backward, which also reads dy, x and the weight and writes dx and dw), or
 #   its achieved bandwidth, `bytes_moved / median_us` in GB/s (`1e9` bytes per second), is above the run's
 #   `copy_gbps` (no kernel copies faster than a copy: the timer missed the kernel).
-# * `beats_compiled`: only where the table is a GPU measurement (`gpu_measurement` true): the cases, not suspect,
+# * `beats_compiled`: only where the table is a GPU measurement (`gpu_measurement` true on every row: the text
+#   `"True"` as `csv` reads it): the cases, not suspect,
 #   whose dispatched call took the `"triton"` route and **wins** (by `outcome`) against both the baseline and the
 #   compiled row, each comparison with the kit's noise band: the larger of the two rows' relative 20-80 % spreads,
 #   `noise_band(q20, median, q80, other_q20, other_median, other_q80)`. A row with a `status` other than `"ok"`
