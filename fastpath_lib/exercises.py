@@ -50,7 +50,6 @@ from fastpath_lib.grading.ex10_threshold import SWEEP_LABEL, check_threshold, sw
 from fastpath_lib.grading.ex11_commits import KINDS, change_hunks, check_commit_plan
 from fastpath_lib.grading.ex12_inplace import check_inplace_tests, check_overlaps
 from fastpath_lib.grading.ex13_review import check_readiness
-from fastpath_lib.grading.ex13_scenarios import FAULTS as EX13_FAULTS
 from fastpath_lib.grading.feedback import device
 from fastpath_lib.grading.vocabulary import OUTCOMES
 from fastpath_lib.rmsnorm.layout import row_stride
@@ -61,7 +60,7 @@ __all__ = [
     "check_boundary_cases", "check_case_matrix", "check_classification", "check_pr_note",
     "check_capstone_reference", "check_capstone_kernel", "check_capstone_predicate", "check_capstone_dispatch",
     "check_contract_tests", "check_threshold", "sweep_table", "SWEEP_LABEL", "check_commit_plan", "change_hunks",
-    "KINDS", "check_overlaps", "check_inplace_tests", "check_readiness", "check_capstone_evidence", "EX13_FAULTS",
+    "KINDS", "check_overlaps", "check_inplace_tests", "check_readiness", "check_capstone_evidence",
     "synthetic_results", "synthetic_environment", "interpreter_results", "interpreter_environment",
     "expected_classes", "row_stride", "device", "SYNTHETIC_LABEL", "OUTCOMES", "KNOWN_OPS",
     "V2_MAX_COLS", "V2_ALIGN_BYTES", "V2_DTYPES",

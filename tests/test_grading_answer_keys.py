@@ -1,6 +1,7 @@
 """Answer keys that restate a bench rule agree with the kit's rule (issue 28, item 7): exercise 10's threshold rule
-with the sweep's proposal (fastpath_lib/bench/sweep.py), exercise 13's mechanism bytes with the bench's bytes model
-(fastpath_lib/bench/timing.py). A change to either side fails here, not in a learner's grade."""
+with the sweep's proposal (fastpath_lib/bench/sweep.py), exercise 13's results tables with the bench's bytes model
+(``bytes_moved``, imported from fastpath_lib/bench/timing.py wherever it lives) and its noise-band rule. A change to
+either side fails here, not in a learner's grade."""
 
 from __future__ import annotations
 
@@ -37,11 +38,21 @@ def test_ex10_answer_key_is_the_sweeps_proposal(seed):
     assert None in key.values() and any(v is not None for v in key.values())  # both answers are asked for
 
 
-def test_ex13_mechanism_bytes_are_the_benchs_bytes_model():
-    rng = random.Random(0)
-    for _ in range(40):
-        case = ex13_scenarios.draw("mechanism", rng)[0]
-        dtype = getattr(torch, case["dtype"])
-        assert ex13_scenarios.ELEMENT_BYTES[case["dtype"]] == torch.empty((), dtype=dtype).element_size()
-        want = timing.bytes_moved(case["rows"], case["cols"], dtype, case["pass"], weight=case["weight"])
-        assert ex13_scenarios.expected("mechanism", case)["bytes"] == want, case
+def test_ex13_results_tables_use_the_benchs_bytes_model():
+    """Every case of the drawn results tables: the key's bytes model is the bench's, and a row the key calls suspect
+    is one whose bytes differ from it or whose bandwidth is above the copy bandwidth."""
+    import csv
+    import io
+
+    for seed in range(10):
+        for sc in ex13_scenarios.draw("results_table", random.Random(seed)):
+            want = ex13_scenarios.expected("results_table", sc)
+            for r in csv.DictReader(io.StringIO(sc["csv"])):
+                if r["provider"] != "dispatched":
+                    continue
+                dtype = getattr(torch, r["dtype"])
+                assert ex13_scenarios.ELEMENT_BYTES[r["dtype"]] == torch.empty((), dtype=dtype).element_size()
+                model = timing.bytes_moved(int(r["rows"]), int(r["cols"]), dtype, r["pass"])
+                assert ex13_scenarios.model_bytes(int(r["rows"]), int(r["cols"]), r["dtype"], r["pass"]) == model
+                too_fast = model / (float(r["median_us"]) * 1e-6) / 1e9 > float(r["copy_gbps"])
+                assert (r["case_id"] in want["suspect"]) == (int(r["bytes_moved"]) != model or too_fast), r

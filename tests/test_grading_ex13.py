@@ -1,13 +1,19 @@
-"""Exercise 13 (review readiness): the solution passes every part on scenarios drawn anew, and trivial, borrowed,
-memorised and plausible-but-wrong answers fail the part they answer."""
+"""Exercise 13 (review readiness): the solution passes every part on scenarios drawn anew, and constant, trivial,
+borrowed (the kit's oracle or the grader's rule), memorised and plausible-but-wrong answers fail the part they
+answer; every answer of a small answer space occurs in every draw (issue 28, item 6)."""
 
-import math
+import copy
+import csv
+import io
+import json
 import random
+import tempfile
+from pathlib import Path
 
 import pytest
 
 from fastpath_lib import exercises as ex
-from fastpath_lib.grading import ex13_scenarios
+from fastpath_lib.grading import ex13_scenarios as S
 from fastpath_lib.grading.ex13_review import PARTS
 from fastpath_lib.grading.registry import EXERCISES
 
@@ -16,11 +22,12 @@ pytest.importorskip("jupytext")  # tests/solved.py reads the solutions with it
 from solved import earned, solved  # noqa: E402
 
 #: part -> the solution's function for it
-FN = {"route_conditions": "failed_conditions", "modes_preserved": "preserved", "test_kinds": "catching_test",
-      "ci_or_schedule": "catching_test", "why_not_baseline": "why_not", "workload_replay": "replay",
-      "compile_cost": "cold_start", "fallback_and_owner": "respond", "boundary_plot": "plot_points",
-      "mechanism": "mechanism", "contract_change": "migration", "readability": "choose",
-      "review_response": "answer_review"}
+FN = {"route_conditions": "failed_conditions", "test_report": "read_report", "results_table": "read_results",
+      "review_comments": "answer_review", "maintenance_cost": "maintenance_cost", "contract_change": "migration"}
+#: part -> the scenario's keys, in the order the check passes them
+ARGS = {"route_conditions": ("call", "capture"), "test_report": ("report", "claims"), "results_table": ("csv",),
+        "review_comments": ("comments", "cases"), "maintenance_cost": ("replay", "build"),
+        "contract_change": ("change", "calls")}
 SEEDS = (0, 1, 2)
 
 
@@ -34,8 +41,14 @@ def _passes(part, fn, seed=None) -> bool:
     return r.passed
 
 
-def test_parts_are_the_registered_ones():
+def _args(part, sc):
+    return tuple(sc[k] for k in ARGS[part])
+
+
+def test_parts_are_the_registered_ones_ten_points():
     assert PARTS == tuple(p for p, _ in EXERCISES["ex13"])
+    assert dict(EXERCISES["ex13"]) == {"route_conditions": 1, "test_report": 2, "results_table": 2,
+                                       "review_comments": 2, "maintenance_cost": 2, "contract_change": 1}
 
 
 def test_the_solution_passes_every_part_on_many_draws():
@@ -48,7 +61,7 @@ def test_the_solution_passes_every_part_on_many_draws():
 
 def test_draws_differ_between_calls():
     for part in PARTS:
-        assert ex13_scenarios.draw(part, random.Random(1)) != ex13_scenarios.draw(part, random.Random(2)), part
+        assert S.draw(part, random.Random(1)) != S.draw(part, random.Random(2)), part
 
 
 def _raise(*_):
@@ -59,110 +72,196 @@ def test_the_stub_scores_zero_with_not_implemented():
     for part in PARTS:
         (r,) = ex.check_readiness(part, _raise, show=False)
         assert not r.passed and "not implemented" in r.feedback, part
-    assert earned(ex.check_readiness("no_such_part", _sol("mechanism"), show=False)) == 0
+    assert earned(ex.check_readiness("no_such_part", _sol("contract_change"), show=False)) == 0
 
 
-#: part -> constant answers (the first few answers a learner might hand in without a rule)
-TRIVIAL = {
-    "route_conditions": [lambda c: [], lambda c: ["cuda_graph_capture", "architecture"]],
-    "modes_preserved": [lambda r: True, lambda r: False],
-    "test_kinds": [lambda i: (k, "ci") for k in ex13_scenarios.TEST_KINDS],
-    "ci_or_schedule": [lambda i: ("compile", "ci"), lambda i: ("sweep", "scheduled")],
-    "why_not_baseline": [lambda t: {"beats_compiled": [], "verdict": "compile it"},
-                         lambda t: {"beats_compiled": [c["case_id"] for c in t["cases"]], "verdict": "fast path"}],
-    "workload_replay": [lambda t: {"baseline_total_us": 0, "fast_total_us": 0, "saved_share": 0,
-                                   "unmeasured_calls": 0}],
-    "compile_cost": [lambda c: {"binaries": 0, "compile_s": 0.0, "cubin_bytes": 0}],
-    "fallback_and_owner": [lambda i: {"action": "switch", "switch": "FASTPATH_FORCE_FALLBACK=1", "owner": "@ada"},
-                           lambda i: {"action": "none", "switch": "", "owner": "@ada"}],
-    "boundary_plot": [lambda r, t: {"triton": [], "fallback": []}],
-    "mechanism": [lambda c: {"bytes": 0, "gbps": 0.0, "copy_fraction": 0.0}],
-    "contract_change": [lambda ch, calls: {"own_commit": True, "affected": [], "pin": {}, "justification": "x"}],
-    "readability": [lambda p: "a", lambda p: "b"],
-    "review_response": [lambda c, r: a for a in ex13_scenarios.ACTIONS],
+def test_a_check_shows_its_result_and_returns_none(capsys):
+    assert ex.check_readiness("contract_change", _sol("contract_change")) is None
+    assert "contract_change" in capsys.readouterr().out
+
+
+#: part -> constant answers: the one value, all-True, all-empty, every label in turn
+CONSTANT = {
+    "route_conditions": [lambda c, cap: [], lambda c, cap: ["cuda_graph_capture", "architecture"],
+                         lambda c, cap: ["forced", "cuda_graph_capture", "device", "architecture", "dtype", "cols",
+                                         "min_rows"]],
+    "test_report": [lambda rep, claims, v=v: {c["id"]: v for c in claims} for v in S.VERDICTS]
+    + [lambda rep, claims: {c["id"]: True for c in claims}],
+    "results_table": [lambda t, v=v: {"suspect": [], "beats_compiled": [], "verdict": v}
+                      for v in ("fast path", "compile it", "no claim")]
+    + [lambda t: {"suspect": sorted({r["case_id"] for r in csv.DictReader(io.StringIO(t))}),
+                  "beats_compiled": sorted({r["case_id"] for r in csv.DictReader(io.StringIO(t))}),
+                  "verdict": "fast path"}],
+    "review_comments": [lambda comments, cases, a=a: {c["id"]: a for c in comments} for a in S.ACTIONS]
+    + [lambda comments, cases: {c["id"]: True for c in comments}],
+    "maintenance_cost": [lambda r, b: {"saved_share": 0, "unmeasured_calls": 0, "binaries": 0, "cold_start_s": 0.0,
+                                       "cubin_bytes": 0, "switch": "FASTPATH_FORCE_FALLBACK=1", "owner": "@ada"}],
+    "contract_change": [lambda ch, calls: {"own_commit": True, "affected": [], "pin": {}, "justification": "x"},
+                        lambda ch, calls: {"own_commit": True, "affected": [c["id"] for c in calls],
+                                           "pin": {c["id"]: 2.0 ** -23 for c in calls},
+                                           "justification": "The default eps changes to 1e-06 for every caller, "
+                                                            "so pin the old one where output must not move."}],
 }
 
 
 @pytest.mark.parametrize("part", PARTS)
-def test_trivial_answers_fail(part):
-    for fn in TRIVIAL[part]:
-        assert not any(_passes(part, fn, s) for s in SEEDS), part
+def test_constant_answers_fail(part):
+    for i, fn in enumerate(CONSTANT[part]):
+        assert not any(_passes(part, fn, s) for s in SEEDS), (part, i)
 
 
 @pytest.mark.parametrize("part", PARTS)
 def test_borrowed_grader_rule_fails(part):
-    keys = {"boundary_plot": ("results", "threshold"), "contract_change": ("change", "calls"),
-            "review_response": ("comment", "results")}
-
     def borrowed(*args):
-        scenario = dict(zip(keys[part], args)) if part in keys else args[0]
-        return ex13_scenarios.expected(part, scenario)
+        return S.expected(part, dict(zip(ARGS[part], args)))
 
     (r,) = ex.check_readiness(part, borrowed, show=False, seed=0)
     assert not r.passed and "grader's own rule" in r.feedback, (part, r.feedback)
 
 
-def test_answers_recorded_for_one_draw_fail_on_another():
-    for part in ("route_conditions", "readability", "review_response", "modes_preserved"):
-        def record(seed):
-            answers = []
-            fn = _sol(part)
-            for sc in ex13_scenarios.draw(part, random.Random(seed)):
-                args = (sc["comment"], sc["results"]) if part == "review_response" else (sc,)
-                answers.append(fn(*args))
-            return answers
+def _kit_capture(call, capture):
+    """The kit's own capture.json reader on the file the scenario describes (the oracle, borrowed)."""
+    from fastpath_lib.rmsnorm import capture as kit
 
-        recorded = record(0)
-        rng_answers = iter(recorded * 3)
-        assert not _passes(part, lambda *a: next(rng_answers), seed=5), part
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "capture.json"
+        path.write_text(json.dumps(capture))
+        ok = call["capability"] is not None and tuple(call["capability"]) in kit.load(path)
+    return _sol("route_conditions")(call, {"_about": "", **({"sm_x": {"passed": True}} if ok else {})})
+
+
+def _kit_bytes(table):
+    """The solution with the kit's bytes model (``bench.timing.bytes_moved``) in place of its own."""
+    import torch
+
+    from fastpath_lib.bench.timing import bytes_moved
+
+    rows = list(csv.DictReader(io.StringIO(table)))
+    bad = [r["case_id"] for r in rows if r["provider"] == "dispatched" and int(r["bytes_moved"]) != bytes_moved(
+        int(r["rows"]), int(r["cols"]), getattr(torch, r["dtype"]), r["pass"])]
+    return dict(_sol("results_table")(table), suspect=sorted(set(bad)))
+
+
+def _kit_classify(table):
+    """The kit's results classifier (``bench.analysis.classify``) read for the verdict."""
+    import pandas as pd
+
+    from fastpath_lib.bench.analysis import classify
+
+    df = classify(pd.read_csv(io.StringIO(table)))
+    return dict(_sol("results_table")(table), beats_compiled=sorted(df[df.vs_baseline == "win"].case_id))
+
+
+#: answers that call the kit's own oracle for the part
+ORACLE = {"route_conditions": _kit_capture, "results_table": _kit_bytes}
+
+
+@pytest.mark.parametrize("part", sorted(ORACLE))
+def test_the_kits_oracle_borrowed_fails(part):
+    (r,) = ex.check_readiness(part, ORACLE[part], show=False, seed=0)
+    assert not r.passed and "yourself" in r.feedback, (part, r.feedback)
+
+
+def test_the_kits_results_classifier_borrowed_fails():
+    (r,) = ex.check_readiness("results_table", _kit_classify, show=False, seed=0)
+    assert not r.passed and "the kit's reading of a results table" in r.feedback, r.feedback
+
+
+def test_answers_recorded_for_one_draw_fail_on_another():
+    for part in PARTS:
+        recorded = [_sol(part)(*_args(part, sc)) for sc in S.draw(part, random.Random(0))]
+        answers = iter(recorded * 3)
+        assert not _passes(part, lambda *a, it=answers: next(it), seed=5), part
 
 
 def _mod(part, patch):
-    """The solution's function for ``part`` with its answer changed by ``patch(scenario args, answer)``."""
+    """The solution's function for ``part`` with its answer changed by ``patch(args, answer)``."""
     base = _sol(part)
-    return lambda *a: patch(a, base(*a))
+    return lambda *a: patch(a, base(*copy.deepcopy(a)))
 
 
-#: plausible wrong rules, each one the lesson warns about
+def _drop(verdict_from, to):
+    return lambda a, out: {k: to if v == verdict_from else v for k, v in out.items()}
+
+
+def _skips_count_as_passes(report, claims):
+    return _sol("test_report")(report.replace("<skipped", "<system-out").replace("</skipped>", "</system-out>"),
+                               claims)
+
+
+def _errors_ignored(report, claims):
+    return _sol("test_report")(report.replace("<error", "<system-err").replace("</error>", "</system-err>"), claims)
+
+
+def _by_name_only(report, claims):
+    import xml.etree.ElementTree as ET
+
+    root = ET.fromstring(report)
+    for c in root.iter("testcase"):
+        c.set("classname", "x")
+    return _sol("test_report")(ET.tostring(root, encoding="unicode"), [dict(c, module="x") for c in claims])
+
+
+def _table(table, fix):
+    rows = list(csv.DictReader(io.StringIO(table)))
+    for r in rows:
+        fix(r)
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=list(rows[0]))
+    w.writeheader()
+    w.writerows(rows)
+    return buf.getvalue()
+
+
+def _forward_bytes_always(table):
+    """The bytes model without the backward (every row counted as a forward)."""
+    out = _sol("results_table")(_table(table, lambda r: r.update({"pass": "forward"})))
+    return out
+
+
+#: plausible wrong rules, each one the lessons warn about
 WRONG = {
-    "route_conditions": [_mod("route_conditions", lambda a, out: [c for c in out if c != "cuda_graph_capture"]),
-                         _mod("route_conditions", lambda a, out: [c for c in out if c != "architecture"])],
-    "modes_preserved": [lambda r: (all(math.isclose(x, y, rel_tol=1e-5) for x, y in zip(r["run_a"], r["run_b"]))
-                                   if r["mode"] == "deterministic" else _sol("modes_preserved")(r)),
-                        lambda r: (_sol("modes_preserved")(dict(r, graph_breaks=0)) if r["mode"] == "compile"
-                                   else _sol("modes_preserved")(r)),
-                        lambda r: (r["fast_path_dtype"] == r["input_dtype"] if r["mode"] == "autocast"
-                                   else _sol("modes_preserved")(r))],
-    "test_kinds": [_mod("test_kinds", lambda a, out: ("guard_band" if out[0] == "sanitizer" else out[0], out[1]))],
-    "ci_or_schedule": [_mod("ci_or_schedule", lambda a, out: (out[0], "ci"))],
-    "why_not_baseline": [lambda t: {"beats_compiled": [c["case_id"] for c in t["cases"]
-                                                       if c["fast_us"] < c["baseline_us"] * (1 - c["band"])],
-                                    "verdict": "fast path"}],
-    "workload_replay": [lambda t: _sol("workload_replay")([dict(r, fast_us=r["fast_us"] or r["baseline_us"])
-                                                           for r in t])],
-    "compile_cost": [lambda c: _sol("compile_cost")(dict(c, warm_disk_cache=False)),
-                     lambda c: _sol("compile_cost")(dict(c, calls=[dict(x, **{"pass": "forward"})
-                                                                   for x in c["calls"]]))],
-    "fallback_and_owner": [_mod("fallback_and_owner", lambda a, out: dict(out, owner="the team")),
-                           _mod("fallback_and_owner", lambda a, out: dict(out, owner="@TBD")),
-                           _mod("fallback_and_owner", lambda a, out: dict(out, owner="@oncall-" + a[0]["arch"])),
-                           _mod("fallback_and_owner", lambda a, out: dict(out, switch="revert the PR")),
-                           _mod("fallback_and_owner", lambda a, out: dict(
-                               out, action="retune" if a[0]["kind"] == "slowdown" else out["action"]))],
-    "boundary_plot": [lambda r, t: {"triton": [(x["rows"], x["baseline_us"] / x["candidate_us"]) for x in r
-                                               if x["rows"] >= t and x["gpu_measurement"]],
-                                    "fallback": [(x["rows"], x["baseline_us"] / x["candidate_us"]) for x in r
-                                                 if x["rows"] < t and x["gpu_measurement"]]},
-                      lambda r, t: _sol("boundary_plot")([dict(x, gpu_measurement=True) for x in r], t)],
-    "mechanism": [lambda c: _sol("mechanism")(dict(c, **{"pass": "forward"}))
-                  if c["pass"] == "backward" else dict(_sol("mechanism")(c), bytes=0)],
+    "route_conditions": [
+        _mod("route_conditions", lambda a, out: [c for c in out if c != "cuda_graph_capture"]),
+        _mod("route_conditions", lambda a, out: [c for c in out if c != "architecture"]),
+        # a recorded entry taken as a pass, whatever it says
+        lambda call, cap: _sol("route_conditions")(call, {k: dict(v, passed=True) if isinstance(v, dict) else v
+                                                          for k, v in cap.items()}),
+        # capture never allowed (the rule before a capture test existed)
+        lambda call, cap: _sol("route_conditions")(call, {"_about": cap["_about"]}),
+    ],
+    "test_report": [_skips_count_as_passes, _errors_ignored, _by_name_only,
+                    _mod("test_report", _drop("untested", "supported")),
+                    _mod("test_report", _drop("contradicted", "untested"))],
+    "results_table": [
+        _forward_bytes_always,
+        lambda t: dict(_sol("results_table")(t), suspect=[]),  # nothing suspect
+        lambda t: _sol("results_table")(t) | {k: v for k, v in _sol("results_table")(_table(  # suspect rows trusted
+            t, lambda r: r.update(copy_gbps="1e9", bytes_moved=str(S.model_bytes(
+                int(r["rows"]), int(r["cols"]), r["dtype"], r["pass"]))))).items() if k != "suspect"},
+        lambda t: _sol("results_table")(_table(t, lambda r: r.update(route="triton"))),  # fallback rows counted
+        lambda t: _sol("results_table")(_table(t, lambda r: r.update(gpu_measurement="True"))),  # CPU data claimed
+        lambda t: _sol("results_table")(_table(t, lambda r: r.update(q20_us=r["median_us"], q80_us=r["median_us"])
+                                               if r["median_us"] else None)),  # no noise band
+    ],
+    "review_comments": [_mod("review_comments", _drop("reclassify", "show_raw_samples")),
+                        _mod("review_comments", _drop("add_case", "point_to_case")),
+                        _mod("review_comments", _drop("measure_compiled", "show_compiled")),
+                        _mod("review_comments", _drop("keep_readable", "keep_unrolled"))],
+    "maintenance_cost": [
+        lambda r, b: _sol("maintenance_cost")(r, dict(b, warm_disk_cache=False)),
+        lambda r, b: _sol("maintenance_cost")(r, dict(b, calls=[dict(x, **{"pass": "forward"}) for x in b["calls"]])),
+        _mod("maintenance_cost", lambda a, out: dict(out, owner="the team")),
+        _mod("maintenance_cost", lambda a, out: dict(out, owner="@TBD")),
+        _mod("maintenance_cost", lambda a, out: dict(out, owner="@oncall-" + str(len(a[0][1]["shape"])) + str(
+            a[0][0]["calls"] % 7))),
+        _mod("maintenance_cost", lambda a, out: dict(out, switch="revert the PR")),
+        _mod("maintenance_cost", lambda a, out: dict(out, unmeasured_calls=0)),
+    ],
     "contract_change": [lambda ch, calls: _sol("contract_change")({"default_eps": -1.0}, calls) | {
                             "justification": _sol("contract_change")(ch, calls)["justification"]},
                         _mod("contract_change", lambda a, out: dict(out, own_commit=False)),
                         _mod("contract_change", lambda a, out: dict(out, justification="it is better this way"))],
-    "readability": [lambda p: "a" if p["a"]["median_us"] < p["b"]["median_us"] else "b"],
-    "review_response": [_mod("review_response", lambda a, out: "show_raw_samples" if out == "reclassify" else out),
-                        _mod("review_response", lambda a, out: "add_case" if out == "point_to_case" else out)],
 }
 
 
@@ -172,32 +271,124 @@ def test_plausible_wrong_rules_fail(part):
         assert not any(_passes(part, fn, s) for s in SEEDS), (part, i)
 
 
-#: parts whose answer is one of a few values: every value occurs in every draw, by construction (issue 28, item 6)
-SMALL = {"readability": {"a", "b"}, "review_response": set(ex13_scenarios.ACTIONS), "modes_preserved": {True, False},
-         "fallback_and_owner": {"switch", "retune", "none"}}
+def _answers(part, seed):
+    """Every single answer the grader expects over one draw."""
+    out = []
+    for sc in S.draw(part, random.Random(seed)):
+        want = S.expected(part, sc)
+        out += list(want.values()) if part in ("test_report", "review_comments") else [want]
+    return out
 
 
 def test_every_answer_of_a_small_answer_space_occurs_in_every_draw():
     for seed in range(40):
-        for part, answers in SMALL.items():
-            got = {ex13_scenarios.expected(part, sc) for sc in ex13_scenarios.draw(part, random.Random(seed))}
-            assert got == answers, (seed, part, got)
-        pairs = ex13_scenarios.draw("readability", random.Random(seed))
-        wins = {ex13_scenarios.expected("readability", p) for p in pairs if not p[
-            ex13_scenarios.expected("readability", p)]["readable"]}
-        assert wins == {"a", "b"}, seed  # the unreadable one is the answer on either side
-    for seed in range(6):  # so the constant, which passed 1 time in 64 before, never does
-        assert not _passes("readability", lambda pair: "a", seed)
-        assert not _passes("review_response", lambda comment, results: {
-            "doubt_win": "show_raw_samples", "missing_case": "point_to_case",
-            "why_not_compile": "show_compiled"}[comment["kind"]], seed)
+        assert set(_answers("test_report", seed)) == set(S.VERDICTS), seed
+        assert set(_answers("review_comments", seed)) == set(S.ACTIONS), seed
+        tables = _answers("results_table", seed)
+        assert {t["verdict"] for t in tables} == {"fast path", "compile it", "no claim"}, seed
+        assert all(t["suspect"] for t in tables), seed  # a row that cannot be right in every table
+        routes = _answers("route_conditions", seed)
+        assert frozenset() in routes and any("cuda_graph_capture" in r for r in routes), seed
+        costs = _answers("maintenance_cost", seed)
+        assert {c["cold_start_s"] == 0 for c in costs} == {True, False}, seed
+        assert {c["unmeasured_calls"] == 0 for c in costs} == {True, False}, seed
+
+
+def test_every_way_a_claim_goes_untested_occurs_in_every_draw():
+    """All skipped, partly skipped, an expected failure, and no test at all: each is "untested"."""
+    for seed in range(10):
+        reports = "".join(sc["report"] for sc in S.draw("test_report", random.Random(seed)))
+        assert 'type="pytest.xfail"' in reports and 'type="pytest.skip"' in reports and "<error" in reports, seed
 
 
 def test_route_conditions_follow_the_capture_json_rule():
-    """Part 1 follows lesson 06: a captured call keeps the fast path where capture.json records a passed test."""
-    def capture_always_fails(call):
-        return sorted(set(_sol("route_conditions")(call)) | ({"cuda_graph_capture"} if call["capturing"] else set()))
+    """Part 1 follows lesson 06: a captured call keeps the fast path only where capture.json records a passed test;
+    its scenarios are capture.json as the kit writes it (the kit's reader accepts them)."""
+    from fastpath_lib.rmsnorm import capture as kit
 
     for seed in range(6):
-        assert _passes("route_conditions", _sol("route_conditions"), seed)
-        assert not _passes("route_conditions", capture_always_fails, seed)
+        for sc in S.draw("route_conditions", random.Random(seed)):
+            with tempfile.TemporaryDirectory() as d:
+                path = Path(d) / "capture.json"
+                path.write_text(json.dumps(sc["capture"]))
+                verified = kit.load(path)
+            cap = sc["call"]["capability"]
+            want_capture = sc["call"]["capturing"] and (cap is None or tuple(cap) not in verified)
+            assert ("cuda_graph_capture" in S.expected("route_conditions", sc)) == want_capture, sc
+
+
+def test_results_tables_are_in_the_kits_schema_and_read_by_its_reader():
+    import pandas as pd
+
+    from fastpath_lib.bench.analysis import classify
+    from fastpath_lib.bench.schema import CSV_COLUMNS, is_gpu_measurement
+
+    for sc in S.draw("results_table", random.Random(3)):
+        df = pd.read_csv(io.StringIO(sc["csv"]))
+        assert list(df.columns) == CSV_COLUMNS
+        want = S.expected("results_table", sc)
+        assert is_gpu_measurement(df) == (want["verdict"] != "no claim")
+        wins = classify(df)
+        for cid in want["beats_compiled"]:  # the kit's own classifier agrees on the dispatched row
+            assert wins[(wins.case_id == cid) & (wins.provider == "dispatched")].vs_baseline.item() == "win"
+
+
+def test_the_maintenance_replay_is_the_kits_replay_table():
+    from fastpath_lib.bench.trace import TRACE_COLUMNS
+
+    for sc in S.draw("maintenance_cost", random.Random(4)):
+        for row in sc["replay"]:
+            assert set(row) <= set(TRACE_COLUMNS), set(row) - set(TRACE_COLUMNS)
+
+
+def test_feedback_names_the_scenarios_that_differ():
+    (r,) = ex.check_readiness("test_report", _errors_ignored, show=False, seed=0)
+    assert "scenarios answered differently" in r.feedback and "expected" in r.feedback
+    assert len(r.feedback) < 4000
+
+
+@pytest.mark.parametrize("cells, problem", [
+    (["from fastpath_lib.rmsnorm import capture as C",
+      "def mine(call, capture):\n    return [] if tuple(call['capability'] or ()) in C.VERIFIED else ['x']",
+      "def answer(call, capture):\n    C.load('capture.json')\n    return mine(call, capture)"], "capture"),
+    (["from fastpath_lib.bench.timing import bytes_moved as bm",
+      "def answer(table):\n    return {'suspect': [bm(1, 1, None, 'forward')]}"], "bytes_moved"),
+    (["import fastpath_lib.bench.analysis as A", "def answer(table):\n    return A.classify(table)"], "classify"),
+    (["from fastpath_lib.grading import ex13_scenarios as S",
+      "def answer(*a):\n    return S.expected('test_report', dict(zip(('report', 'claims'), a)))"], "expected"),
+    # the kit's outcome rule and noise band are the learner's to use
+    (["from fastpath_lib.bench.analysis import noise_band, outcome",
+      "def answer(table):\n    return outcome(1.0, noise_band(1, 1, 1, 1, 1, 1))"], None),
+])
+def test_borrowed_answers_are_found_in_the_learners_source(cells, problem):
+    """In the grader the verdict comes from the learner's source (the call watch cannot see into their kernel)."""
+    from fastpath_lib.grading import borrowed, ex13_review, sources
+
+    with sources.using(cells):
+        got = borrowed.source_problem("answer", ex13_review._FORBIDDEN)
+    assert (got is None) if problem is None else (got is not None and problem in got), got
+
+
+def test_the_grader_scores_borrowed_and_constant_parts_zero(tmp_path):
+    """The grader's own run of a solved notebook whose part 1 reads capture.json through the kit, whose part 2
+    answers every claim "supported" and whose part 3 hands back the grader's rule: those score 0, the rest full."""
+    nbformat = pytest.importorskip("nbformat")
+    from fastpath_lib.grading import cli
+
+    nb = nbformat.read(Path(__file__).resolve().parents[1] / "solutions" / "ex13_review_readiness.ipynb", 4)
+    cheats = {"route_conditions": "from fastpath_lib.rmsnorm import capture as _kit\n_solved = failed_conditions\n"
+                                  "def failed_conditions(call, capture):\n    _kit.entries()\n"
+                                  "    return _solved(call, capture)\n",
+              "test_report": "def read_report(report, claims):\n    return {c['id']: 'supported' for c in claims}\n",
+              "results_table": "from fastpath_lib.grading.ex13_scenarios import expected as _key\n"
+                               "def read_results(table):\n    return _key('results_table', {'csv': table})\n"}
+    for part, cheat in cheats.items():
+        at = next(i for i, c in enumerate(nb.cells) if "grader-check" in c.metadata.get("tags", [])
+                  and f'"{part}"' in c.source)
+        nb.cells.insert(at, nbformat.v4.new_code_cell(cheat))
+    path = tmp_path / "ex13_review_readiness.ipynb"
+    nbformat.write(nb, path)
+    g = cli.grade_notebook(path, timeout=180)
+    got = {p.part: p.earned for p in g.parts}
+    assert got == {"route_conditions": 0, "test_report": 0, "results_table": 0, "review_comments": 2,
+                   "maintenance_cost": 2, "contract_change": 1}, [(p.part, p.feedback) for p in g.parts]

@@ -1,71 +1,68 @@
-"""Exercise 13: review readiness, the lessons' remaining items in short graded parts.
+"""Exercise 13: review readiness, six parts, each about a real artefact of the kit rather than a table of phrases.
 
 ``check_readiness(part, fn)`` calls the learner's ``fn`` on scenarios drawn at that call
-(:mod:`~fastpath_lib.grading.ex13_scenarios`: plain dicts and lists, new numbers and ids every time, shuffled), and
-compares each answer with the grader's rule. A part passes when every scenario is answered right, so a function that
+(:mod:`~fastpath_lib.grading.ex13_scenarios`: a call and the kit's ``capture.json``, a pytest JUnit report and the
+claims of a PR note, a ``results.csv`` table, review comments on a PR note, lesson 06's replay and build tables, a
+change of the default ``eps`` and its callers), and compares each answer with the grader's rule. A part passes when
+every scenario is answered right; every answer of a small answer space occurs in every draw, so a function that
 returns one constant, or answers recorded for the examples the notebook shows, fails. The grader's own rules (the
-scenario module) and the kit's answer for the mechanism part (``bench.timing.bytes_moved``) may not be called.
+scenario module) and the kit's answers (the predicate and ``capture.json``'s reader, the bytes model, the results
+classifier) may not be called.
 
->>> [r.passed for r in check_readiness("readability", lambda pair: "a", show=False)]
+>>> [r.passed for r in check_readiness("review_comments", lambda comments, cases: {}, show=False)]
 [False]
 """
 
 from __future__ import annotations
 
+import copy
 import math
 import random
 import re
 
 from fastpath_lib.grading import borrowed
-from fastpath_lib.grading.ex13_scenarios import ACTIONS, SWITCHES, TEST_KINDS, draw, expected
-from fastpath_lib.grading.feedback import Fail, emit, part
+from fastpath_lib.grading.ex13_scenarios import ACTIONS, SWITCHES, VERDICTS, draw, expected
+from fastpath_lib.grading.feedback import Fail, graded, part
 
 __all__ = ["check_readiness", "PARTS"]
 
 #: The parts, in the notebook's order (the registry's ``ex13`` entry lists the same names).
-PARTS = ("route_conditions", "modes_preserved", "test_kinds", "ci_or_schedule", "why_not_baseline",
-         "workload_replay", "compile_cost", "fallback_and_owner", "boundary_plot", "mechanism", "contract_change",
-         "readability", "review_response")
+PARTS = ("route_conditions", "test_report", "results_table", "review_comments", "maintenance_cost",
+         "contract_change")
 
 _FORBIDDEN = borrowed.kit("grading/ex13_scenarios.py", why="that is the grader's own rule") + borrowed.kit(
     "grading/ex13_review.py", why="that is the grader's own check") + borrowed.kit(
-    "bench/timing.py", "bytes_moved", why="that is the kit's answer to the mechanism part") + borrowed.kit(
-    "rmsnorm/predicate.py", why="the part asks you to apply the conditions yourself")
+    "bench/timing.py", "bytes_moved", why="the part asks you to apply the bytes model yourself") + borrowed.kit(
+    "rmsnorm/cost.py", "bytes_moved", why="the part asks you to apply the bytes model yourself") + borrowed.kit(
+    "rmsnorm/predicate.py", why="the part asks you to apply the conditions yourself") + borrowed.kit(
+    "rmsnorm/capture.py", why="the part asks you to read capture.json yourself") + borrowed.kit(
+    "bench/analysis.py", "classify", "summary_table", "boundary_table", "outcome_counts",
+    why="that is the kit's reading of a results table; use outcome and noise_band")
 _PLACEHOLDER_OWNER = re.compile(r"^@?(owner|someone|somebody|team|the[-_ ]?team|tbd|todo|maintainers?|nobody|me|"
                                 r"name|handle|user|x+)$", re.IGNORECASE)
 _OWNER = re.compile(r"^@[A-Za-z0-9][\w.-]{1,38}$|^[\w.+-]+@[\w-]+(\.[\w-]+)+$")
 _SHOWN = 4  # mismatches listed in the feedback
 
 
-def _close(a, b, rel=1e-3) -> bool:
+def _close(a, b, rel=1e-6) -> bool:
     try:
         return math.isclose(float(a), float(b), rel_tol=rel, abs_tol=1e-9)
     except (TypeError, ValueError):
         return False
 
 
-def _report(wrong: list[tuple[str, str, str]], n: int) -> None:
-    if wrong:
-        lines = [f"{len(wrong)} of {n} scenarios answered differently (scenarios drawn by this check):"]
-        for what, yours, want in wrong[:_SHOWN]:
-            lines += [f"  scenario: {what}", f"    yours:    {yours}", f"    expected: {want}"]
-        if len(wrong) > _SHOWN:
-            lines.append(f"  ... and {len(wrong) - _SHOWN} more")
-        raise Fail("\n".join(lines))
-
-
-def _brief(obj, limit=160) -> str:
+def _brief(obj, limit=200) -> str:
     text = repr(obj)
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def _as_set(out, what: str) -> frozenset:
-    if isinstance(out, str) or not hasattr(out, "__iter__"):
-        raise Fail(f"{what} must return a list or set of names, got {type(out).__name__}: {_brief(out)}")
+    if isinstance(out, (str, dict)) or not hasattr(out, "__iter__"):
+        raise Fail(f"{what} must be a list or set of names, got {type(out).__name__}: {_brief(out)}")
     return frozenset(str(x) for x in out)
 
 
-def _mapping(out, keys: tuple[str, ...], what: str) -> dict:
+def _mapping(out, keys, what: str) -> dict:
     if not isinstance(out, dict):
         raise Fail(f"{what} must return a dict with keys {list(keys)}, got {type(out).__name__}: {_brief(out)}")
     missing = [k for k in keys if k not in out]
@@ -74,76 +71,54 @@ def _mapping(out, keys: tuple[str, ...], what: str) -> dict:
     return out
 
 
-def _grade_one(name: str, fn, scenario):
+def _per_id(out, want: dict, allowed: tuple, what: str) -> tuple[dict, dict, bool]:
+    out = _mapping(out, tuple(want), what)
+    bad = sorted({str(v) for v in out.values()} - set(allowed))
+    if bad:
+        raise Fail(f"{what} answers {bad}: use one of {list(allowed)}")
+    wrong = {k: out[k] for k in want if out[k] != want[k]}
+    return wrong, {k: want[k] for k in wrong}, not wrong
+
+
+def _run(fn, *args, allow_none=False):
+    return borrowed.run(fn, copy.deepcopy(args), _FORBIDDEN, allow_none=allow_none)
+
+
+def _grade_one(name: str, fn, sc):
     """``(yours, want, ok)`` for one scenario of part ``name``."""
-    want = expected(name, scenario)
+    want = expected(name, sc)
     if name == "route_conditions":
-        yours = _as_set(borrowed.run(fn, (dict(scenario),), _FORBIDDEN, allow_none=True) or (), "failed_conditions")
+        yours = _as_set(_run(fn, sc["call"], sc["capture"], allow_none=True) or (), "failed_conditions's answer")
         return sorted(yours), sorted(want), yours == want
-    if name == "modes_preserved":
-        yours = borrowed.run(fn, (dict(scenario),), _FORBIDDEN)
-        if not isinstance(yours, bool):
-            raise Fail(f"preserved must return True or False, got {type(yours).__name__}: {_brief(yours)}")
-        return yours, want, yours == want
-    if name in ("test_kinds", "ci_or_schedule"):
-        out = borrowed.run(fn, (dict(scenario),), _FORBIDDEN)
-        if not isinstance(out, (tuple, list)) or len(out) != 2:
-            raise Fail(f"catching_test must return (kind, when), got {_brief(out)}")
-        kind, when = str(out[0]), str(out[1])
-        if name == "test_kinds":
-            if kind not in TEST_KINDS:
-                raise Fail(f"unknown test kind {kind!r}: use one of {list(TEST_KINDS)}")
-            return kind, " or ".join(sorted(want[0])), kind in want[0]
-        return when, " or ".join(sorted(want[1])), when in want[1]
-    if name == "why_not_baseline":
-        out = _mapping(borrowed.run(fn, (scenario,), _FORBIDDEN), ("beats_compiled", "verdict"), "why_not")
-        yours = {"beats_compiled": sorted(_as_set(out["beats_compiled"], "beats_compiled")), "verdict": out["verdict"]}
-        want_s = {"beats_compiled": sorted(want["beats_compiled"]), "verdict": want["verdict"]}
-        return yours, want_s, yours == want_s
-    if name == "workload_replay":
-        out = _mapping(borrowed.run(fn, ([dict(r) for r in scenario],), _FORBIDDEN), tuple(want), "replay")
-        ok = all(_close(out[k], want[k], 1e-6) for k in want) and out["unmeasured_calls"] == want["unmeasured_calls"]
-        return {k: out[k] for k in want}, {k: round(v, 4) for k, v in want.items()}, ok
-    if name == "compile_cost":
-        out = _mapping(borrowed.run(fn, (scenario,), _FORBIDDEN), tuple(want), "cold_start")
-        ok = out["binaries"] == want["binaries"] and out["cubin_bytes"] == want["cubin_bytes"] \
-            and _close(out["compile_s"], want["compile_s"], 1e-6)
-        return {k: out[k] for k in want}, {k: round(v, 4) for k, v in want.items()}, ok
-    if name == "fallback_and_owner":
-        out = _mapping(borrowed.run(fn, (dict(scenario),), _FORBIDDEN), ("action", "switch", "owner"), "respond")
-        return out["action"], want, out["action"] == want and (want != "switch" or out["switch"] in SWITCHES)
-    if name == "boundary_plot":
-        out = _mapping(borrowed.run(fn, ([dict(r) for r in scenario["results"]], scenario["threshold"]),
-                                    _FORBIDDEN), ("triton", "fallback"), "plot_points")
-        try:
-            yours = {k: {(int(p[0]), round(float(p[1]), 3)) for p in out[k]} for k in ("triton", "fallback")}
-        except (TypeError, ValueError, IndexError) as exc:
-            raise Fail(f"plot_points must give (rows, speedup) pairs per route: {exc}") from None
-        return ({k: sorted(v) for k, v in yours.items()}, {k: sorted(v) for k, v in want.items()},
-                yours == want)
-    if name == "mechanism":
-        out = _mapping(borrowed.run(fn, (dict(scenario),), _FORBIDDEN), tuple(want), "mechanism")
-        ok = out["bytes"] == want["bytes"] and all(_close(out[k], want[k]) for k in ("gbps", "copy_fraction"))
-        return {k: out[k] for k in want}, {k: round(v, 4) for k, v in want.items()}, ok
+    if name == "test_report":
+        return _per_id(_run(fn, sc["report"], sc["claims"]), want, VERDICTS, "read_report")
+    if name == "results_table":
+        out = _mapping(_run(fn, sc["csv"]), ("suspect", "beats_compiled", "verdict"), "read_results")
+        yours = {"suspect": _as_set(out["suspect"], "suspect"),
+                 "beats_compiled": _as_set(out["beats_compiled"], "beats_compiled"), "verdict": out["verdict"]}
+        show = {k: sorted(v) if isinstance(v, frozenset) else v for k, v in yours.items()}
+        return show, {k: sorted(v) if isinstance(v, frozenset) else v for k, v in want.items()}, yours == want
+    if name == "review_comments":
+        return _per_id(_run(fn, sc["comments"], sc["cases"]), want, ACTIONS, "answer_review")
+    if name == "maintenance_cost":
+        out = _mapping(_run(fn, sc["replay"], sc["build"]), (*want, "switch", "owner"), "maintenance_cost")
+        ok = all(out[k] == want[k] if k in ("unmeasured_calls", "binaries", "cubin_bytes") else _close(out[k], want[k])
+                 for k in want)
+        if out["switch"] not in SWITCHES:
+            raise Fail(f"switch {out['switch']!r} is not the kit's way off the fast path without a code change "
+                       f"(one of {list(SWITCHES)})")
+        return {k: out[k] for k in want}, {k: round(v, 6) for k, v in want.items()}, ok
     if name == "contract_change":
-        out = _mapping(borrowed.run(fn, (dict(scenario["change"]), [dict(c) for c in scenario["calls"]]),
-                                    _FORBIDDEN), ("own_commit", "affected", "pin", "justification"), "migration")
+        out = _mapping(_run(fn, sc["change"], sc["calls"]), ("own_commit", "affected", "pin", "justification"),
+                       "migration")
         aff = _as_set(out["affected"], "affected")
         pin = out["pin"] if isinstance(out["pin"], dict) else {}
         pins_ok = set(pin) == set(want["pin"]) and all(_close(pin[k], v, 1e-9) for k, v in want["pin"].items())
         ok = out["own_commit"] is True and aff == want["affected"] and pins_ok and _justified(
-            out["justification"], scenario["change"]["default_eps"])
+            out["justification"], sc["change"]["default_eps"])
         yours = {"own_commit": out["own_commit"], "affected": sorted(aff), "pin": pin}
         return yours, {"own_commit": True, "affected": sorted(want["affected"]), "pin": want["pin"],
                        "justification": "a few sentences naming the new default"}, ok
-    if name == "readability":
-        yours = borrowed.run(fn, (dict(scenario),), _FORBIDDEN)
-        return yours, want, yours == want
-    if name == "review_response":
-        yours = borrowed.run(fn, (dict(scenario["comment"]), [dict(r) for r in scenario["results"]]), _FORBIDDEN)
-        if yours not in ACTIONS:
-            raise Fail(f"respond must return one of {list(ACTIONS)}, got {_brief(yours)}")
-        return yours, want, yours == want
     raise Fail(f"exercise 13 has no part {name!r}")
 
 
@@ -158,12 +133,48 @@ def _justified(text, new_eps: float) -> bool:
 
 def _owner_problem(owners: set) -> str | None:
     if len(owners) != 1:
-        return f"one named owner answers every incident; yours: {sorted(map(str, owners))}"
+        return f"one named owner answers for the fast path; yours: {sorted(map(str, owners))}"
     (owner,) = owners
     if not isinstance(owner, str) or not _OWNER.match(owner.strip()) or _PLACEHOLDER_OWNER.match(owner.strip()):
         return (f"owner {owner!r} is not a named person: give an @handle or an e-mail address (not a team or a "
                 f"placeholder)")
     return None
+
+
+def _describe(name: str, sc) -> str:
+    """The scenario, short enough for feedback (a report or a table: what to find in it)."""
+    if name == "test_report":
+        return f"a report of {sc['report'].count('<testcase')} tests; claims {_brief(sc['claims'], 240)}"
+    if name == "results_table":
+        return f"a results table of {sc['csv'].count(chr(10)) - 1} rows: {_brief(sc['csv'], 240)}"
+    return _brief(sc, 300)
+
+
+def _grade(name: str, fn, rng) -> list:
+    def run():
+        scenarios = draw(name, rng)
+        wrong = []
+        for sc in scenarios:
+            yours, want, ok = _grade_one(name, fn, sc)
+            if not ok:
+                wrong.append((sc, yours, want))
+        if name == "maintenance_cost" and not wrong:
+            owners = {str(_run(fn, sc["replay"], sc["build"]).get("owner")) for sc in scenarios}
+            if problem := _owner_problem(owners):
+                raise Fail(problem)
+        if wrong:
+            lines = [f"{len(wrong)} of {len(scenarios)} scenarios answered differently (scenarios drawn by this check):"]
+            for sc, yours, want in wrong[:_SHOWN]:
+                lines += [f"  scenario: {_describe(name, sc)}", f"    yours:    {_brief(yours)}",
+                          f"    expected: {_brief(want)}"]
+            if len(wrong) > _SHOWN:
+                lines.append(f"  ... and {len(wrong) - _SHOWN} more")
+            raise Fail("\n".join(lines))
+        return f"{len(scenarios)} scenarios drawn by the check, all answered as the lesson's rule does"
+
+    if name not in PARTS:
+        raise Fail(f"exercise 13 has no part {name!r}; its parts are {list(PARTS)}")
+    return [part("ex13", name, run)]
 
 
 def check_readiness(name: str, fn, *, show: bool = True, seed: int | None = None):
@@ -173,21 +184,4 @@ def check_readiness(name: str, fn, *, show: bool = True, seed: int | None = None
         seed: draw the scenarios reproducibly (tests); ``None`` draws new ones at every call.
     """
     rng = random.Random(seed) if seed is not None else random.SystemRandom()
-
-    def run():
-        if name not in PARTS:
-            raise Fail(f"exercise 13 has no part {name!r}; its parts are {list(PARTS)}")
-        scenarios = draw(name, rng)
-        wrong, owners = [], set()
-        for sc in scenarios:
-            yours, want, ok = _grade_one(name, fn, sc)
-            if not ok:
-                wrong.append((_brief(sc), _brief(yours), _brief(want)))
-        if name == "fallback_and_owner":
-            owners = {str(borrowed.run(fn, (dict(sc),), _FORBIDDEN).get("owner")) for sc in scenarios}
-            if problem := _owner_problem(owners):
-                wrong.append(("every incident", problem, "the same @handle or e-mail each time"))
-        _report(wrong, len(scenarios))
-        return f"{len(scenarios)} scenarios drawn by the check, all answered as the lesson's rule does"
-
-    return emit([part("ex13", name if name in PARTS else PARTS[0], run)], show)
+    return graded("ex13", [name if name in PARTS else PARTS[0]], _grade, name, fn, rng, show=show)

@@ -1,11 +1,11 @@
 """Exercise 13's scenarios, drawn afresh at every check, and the grader's rule for each (the expected answers).
 
-Every scenario is plain data (dicts, lists, numbers, strings), so a learner's answer is a function of the data the
-check hands it: a list of answers recorded for the examples the notebook shows does not pass. The rules are the
-lessons' own: the predicate's conditions (lesson 03), the preserved modes and the kind of test that catches a fault
-(lessons 01 and 04), CI against scheduled GPU runs, the replay, compile cost, the fallback switch and the "why not"
-question (lesson 06), the boundary plot and the mechanism in bytes (lessons 02 and 05), and three review habits
-(lesson 07): a contract change of its own, readability that a speed-up must pay for, evidence rather than defence.
+Each scenario is an artefact of the kit's own shape, not a table of phrases: a call with the kit's ``capture.json``
+(lesson 06), a pytest JUnit report with the claims of a PR note's test section (lessons 04 and 06), a results table in
+``results.csv``'s schema (lessons 02, 05 and 06), review comments on a PR note with its case table (lesson 07), the
+workload replay and build-cost tables of lesson 06, and a proposed change of the default ``eps`` with its callers
+(lesson 07). Every part whose answers come from a small set draws its scenarios so that each answer occurs in every
+draw, by construction: no constant answer passes.
 
 >>> calls = draw("route_conditions", random.Random(0))
 >>> all(isinstance(expected("route_conditions", c), frozenset) for c in calls)
@@ -14,53 +14,25 @@ True
 
 from __future__ import annotations
 
+import csv
+import io
 import math
 import random
+from xml.sax.saxutils import quoteattr
 
-from fastpath_lib.grading.vocabulary import LOSS, WIN, outcome
+from fastpath_lib.bench.schema import CSV_COLUMNS, empty_row
+from fastpath_lib.grading.vocabulary import WIN, outcome
 from fastpath_lib.rmsnorm.limits import INTERPRETER_MIN_ROWS, MAX_COLS, MIN_CAPABILITY
 
-__all__ = ["draw", "expected", "ELEMENT_BYTES", "TEST_KINDS", "FAULTS", "ACTIONS", "SWITCHES", "old_default_eps"]
+__all__ = ["draw", "expected", "ELEMENT_BYTES", "VERDICTS", "ACTIONS", "SWITCHES", "old_default_eps", "model_bytes"]
 
 ELEMENT_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}
 _FAST_DTYPES = ("float16", "bfloat16", "float32")
-#: The kinds of test lesson 04 teaches, plus the scheduled GPU sweep of lesson 06.
-TEST_KINDS = ("fake", "opcheck", "compile", "guard_band", "sanitizer", "non_finite", "sweep")
-#: fault -> what the check shows the learner (the notebook prints this table).
-FAULTS = {
-    "fake_strides": "register_fake returns contiguous strides where the real op keeps the input's",
-    "fake_dtype": "register_fake returns float32 for a bfloat16 input; the real op returns bfloat16",
-    "undeclared_mutation": "the custom op writes into its weight argument; its schema declares no mutation",
-    "compiled_guard": "results differ only under torch.compile(fullgraph=True): a guard on the row count is wrong",
-    "graph_break": "torch.compile(fullgraph=True) raises: the dispatch reads an environment variable per call",
-    "write_past_end": "the last program stores one row past the output's end (a mask uses <= instead of <)",
-    "read_past_end": "loads of the last columns are not masked: they read past the row's end",
-    "smem_race": "two warps reduce through shared memory without a barrier",
-    "uninitialised": "the backward reads a scratch buffer from torch.empty before any program writes it",
-    "nan_zeroed": "a NaN in the input comes out as 0 in its row (the sum of squares skips NaN)",
-    "inf_row": "a row holding +inf gives finite output where F.rms_norm gives NaN",
-    "slower_new_arch": "on a newly released GPU architecture the fast path is 12 % slower at 2048 rows",
-    "threshold_drift": "after a driver update the row from which the kernel never loses moved from 512 to 2048",
-}
-#: fault -> (kinds of test that catch it when the tests run on a CPU, ... on CUDA); the grader's answer.
-_CATCHES = {
-    "fake_strides": ({"fake", "opcheck"}, {"fake", "opcheck"}),
-    "fake_dtype": ({"fake", "opcheck"}, {"fake", "opcheck"}),
-    "undeclared_mutation": ({"opcheck"}, {"opcheck"}),
-    "compiled_guard": ({"compile"}, {"compile"}),
-    "graph_break": ({"compile"}, {"compile"}),
-    "write_past_end": ({"guard_band"}, {"guard_band", "sanitizer"}),
-    "read_past_end": ({"guard_band"}, {"guard_band", "sanitizer"}),
-    "smem_race": (set(), {"sanitizer"}),
-    "uninitialised": (set(), {"sanitizer"}),
-    "nan_zeroed": ({"non_finite"}, {"non_finite"}),
-    "inf_row": ({"non_finite"}, {"non_finite"}),
-    "slower_new_arch": (set(), {"sweep"}),
-    "threshold_drift": (set(), {"sweep"}),
-}
-_PERF = ("slower_new_arch", "threshold_drift")
-#: What a reviewer's comment can be answered with (lesson 07: more evidence, not a defence of the work done).
-ACTIONS = ("show_raw_samples", "reclassify", "add_case", "point_to_case", "show_compiled", "measure_compiled")
+#: What a test report says of one claim (part 2).
+VERDICTS = ("supported", "contradicted", "untested")
+#: What a reviewer's comment is answered with (lesson 07: more evidence, not a defence of the work done).
+ACTIONS = ("show_raw_samples", "reclassify", "point_to_case", "add_case", "show_compiled", "measure_compiled",
+           "keep_unrolled", "keep_readable")
 #: The kit's way off the fast path, without a code change (lesson 06).
 SWITCHES = ("FASTPATH_FORCE_FALLBACK=1", "force_fallback()", "fastpath_lib.force_fallback()")
 
@@ -70,34 +42,62 @@ def old_default_eps(dtype: str) -> float:
     return 2.0 ** -52 if dtype == "float64" else 2.0 ** -23
 
 
+def model_bytes(rows: int, cols: int, dtype: str, pass_: str) -> int:
+    """The bytes model of lesson 05 with a weight (``bench.timing.bytes_moved``; a test ties the two together)."""
+    act, w = rows * cols * ELEMENT_BYTES[dtype], cols * ELEMENT_BYTES[dtype]
+    return 2 * act + w if pass_ == "forward" else 5 * act + 3 * w
+
+
+# ---- 1. route_conditions: a call and the kit's capture.json ------------------------------------------------------
+
+_CAPTURE_ABOUT = ("CUDA-graph capture test per CUDA architecture (passed or not), each with the results folder it came "
+                  "from. Written by `python -m fastpath_lib capture RESULTS_DIR` from the evidence run's capture step; "
+                  "read by the predicate at import: a captured call takes the fast path only where the test passed.")
+_DEVICES = {"sm_80": "NVIDIA A100-SXM4-80GB", "sm_86": "NVIDIA RTX A6000", "sm_90": "NVIDIA H100 80GB HBM3",
+            "sm_100": "NVIDIA B200"}
+
+
+def _capture_entry(rng: random.Random, arch: str, passed: bool) -> dict:
+    why = ("24 captures replayed to the reference (both routes, forward and backward)" if passed else
+           f"{rng.randint(1, 4)} of 24 captures failed: bf16 forward+backward: replay 1 dx: max abs error")
+    return {"passed": passed, "source": f"results/{arch}-{rng.randint(2025, 2026)}-{rng.randint(1, 12):02d}",
+            "why": why, "device_name": _DEVICES.get(arch, "NVIDIA GPU"), "cases": 24,
+            "git_commit": "".join(rng.choice("0123456789abcdef") for _ in range(12)), "measured": "2026-11-02T10:14"}
+
+
 def _route_call(rng: random.Random, kind: str, verified: bool | None = None) -> dict:
     cuda = kind in ("sm75", "capture", "cuda") or (kind == "any" and rng.random() < 0.6)
     call = {"device": "cuda" if cuda else "cpu", "interpreter": False if cuda else rng.random() < 0.7,
-            "capability": None, "capturing": kind == "capture" or (cuda and kind == "any" and rng.random() < 0.2),
+            "capability": None, "capturing": kind == "capture" or (cuda and kind == "any" and rng.random() < 0.3),
             "forced": kind == "any" and rng.random() < 0.15,
             "dtype": rng.choice(_FAST_DTYPES) if kind != "any" or rng.random() < 0.8 else "float64",
             "rows": rng.choice((1, 7, 8, 64, 512, 2048, 4096, 8192)),
             "cols": rng.choice((64, 1000, 4096, MAX_COLS, MAX_COLS + 1, 2 * MAX_COLS))}
     if cuda:
-        call["capability"] = [7, 5] if kind == "sm75" else rng.choice(([7, 0], [7, 5], [8, 0], [8, 6], [9, 0], [10, 0]))
+        archs = ([8, 0], [8, 6], [9, 0], [10, 0]) + (() if kind == "capture" else ([7, 0], [7, 5]))
+        call["capability"] = [7, 5] if kind == "sm75" else rng.choice(archs)
         call["min_rows"] = rng.choice((256, 512, 1024))
     else:
         call["min_rows"] = INTERPRETER_MIN_ROWS
     if kind in ("sm75", "capture"):
         call["rows"], call["cols"] = rng.choice((2048, 4096, 8192)), rng.choice((1000, 4096))
-    # capture.json as the evidence run's capture step writes it: the architectures whose capture test ran
-    tested = rng.sample(("sm_80", "sm_86", "sm_90", "sm_100"), rng.randint(0, 3))
-    call["capture"] = {a: {"passed": rng.random() < 0.6, "source": f"results/{a}-run"} for a in tested}
-    if verified is not None and call["capability"]:  # this call's architecture: a recorded pass, or a failed test
+    # capture.json as `python -m fastpath_lib capture` writes it: the architectures whose capture test ran
+    capture = {"_about": _CAPTURE_ABOUT}
+    for arch in rng.sample(tuple(_DEVICES), rng.randint(0, 3)):
+        capture[arch] = _capture_entry(rng, arch, rng.random() < 0.6)
+    if kind == "capture" and call["capability"]:  # this call's architecture: a recorded pass, a failed test, none
         arch = f"sm_{call['capability'][0]}{call['capability'][1]}"
-        call["capture"][arch] = {"passed": verified, "source": f"results/{arch}-run"}
-    return call
+        capture.pop(arch, None)
+        if verified is not None:
+            capture[arch] = _capture_entry(rng, arch, verified)
+    return {"call": call, "capture": capture}
 
 
-def _route_expected(c: dict) -> frozenset:
+def _route_expected(sc: dict) -> frozenset:
+    c, capture = sc["call"], sc["capture"]
     cuda = c["device"] == "cuda"
     arch = f"sm_{c['capability'][0]}{c['capability'][1]}" if cuda and c["capability"] else None
-    verified = arch is not None and c["capture"].get(arch, {}).get("passed") is True  # lesson 06: capture.json
+    verified = arch is not None and capture.get(arch, {}).get("passed") is True  # rmsnorm.capture.load's rule
     failed = {"forced": c["forced"], "cuda_graph_capture": c["capturing"] and not verified,
               "device": cuda == c["interpreter"],
               "architecture": cuda and not c["interpreter"] and tuple(c["capability"]) < MIN_CAPABILITY,
@@ -106,178 +106,315 @@ def _route_expected(c: dict) -> frozenset:
     return frozenset(k for k, v in failed.items() if v)
 
 
-def _values(rng, n=6):
-    return [round(rng.uniform(-3, 3), 6) for _ in range(n)]
+# ---- 2. test_report: a pytest JUnit report and the claims of a PR note's test section ----------------------------
+
+#: (module, test name prefix, the claim it backs, GPU only)
+_CLAIMS = (
+    ("tests.test_boundaries", "test_boundary_point", "both routes match the float64 reference at every declared "
+     "boundary point", False),
+    ("tests.test_contract", "test_fake_impl", "register_fake gives the real op's dtype, shape and strides", False),
+    ("tests.test_contract", "test_opcheck", "the custom op passes torch.library.opcheck", False),
+    ("tests.test_dispatch", "test_compiled_fullgraph", "torch.compile(fullgraph=True) matches eager across the row "
+     "threshold, with no graph break", False),
+    ("tests.test_boundaries", "test_non_finite", "NaN and inf inputs give F.rms_norm's NaN and inf", False),
+    ("tests.test_traffic", "test_guard_band", "no read or write outside the tensors (guard bands, interpreter)", False),
+    ("tests.test_contract_modes", "test_deterministic", "two runs of the same call are bitwise equal", False),
+    ("tests.test_contract_modes", "test_autocast", "under autocast the output dtype is F.rms_norm's", False),
+    ("tests.test_gpu", "test_sanitizer", "compute-sanitizer finds no out-of-bounds access, race or uninitialised "
+     "read", True),
+    ("tests.test_gpu", "test_cuda_graph_capture", "captured calls replay to the reference", True),
+)
+_PARAMS = ("float16-1x4096", "bfloat16-8x4096", "float32-1024x1000", "bfloat16-4096x16384", "float32-7x64",
+           "float16-2048x4096", "cpu", "cuda", "fwd", "bwd")
 
 
-def _mode_record(rng: random.Random, mode: str, keep: bool, trap: str) -> dict:
-    if mode == "deterministic":
-        a = _values(rng)
-        b = list(a)
-        if not keep:
-            i = rng.randrange(len(b))
-            b[i] = b[i] + (1e-7 if trap == "tiny" else 1e-3)
-        return {"mode": mode, "run_a": a, "run_b": b}
-    if mode == "autocast":
-        ref = rng.choice(("float32", "bfloat16"))
-        fast = ref if keep else ({"float32": "bfloat16", "bfloat16": "float32"}[ref])
-        return {"mode": mode, "input_dtype": rng.choice(("float32", "bfloat16")), "autocast_dtype": "bfloat16",
-                "reference_dtype": ref, "fast_path_dtype": fast}
-    atol, rtol = 1e-5, 1.3e-6
-    eager = _values(rng)
-    comp = [e + rng.uniform(-0.5, 0.5) * atol for e in eager]
-    breaks = 0
-    if not keep and trap == "break":
-        breaks = rng.randint(1, 3)
-    elif not keep:
-        i = rng.randrange(len(comp))
-        comp[i] = eager[i] + 50 * atol
-    return {"mode": "compile", "eager": eager, "compiled": comp, "atol": atol, "rtol": rtol, "graph_breaks": breaks}
+def _case_xml(module: str, name: str, result: str, rng: random.Random) -> str:
+    head = f'<testcase classname="{module}" name={quoteattr(name)} time="{rng.uniform(0.001, 2.5):.3f}"'
+    file = module.replace(".", "/") + ".py"
+    line = rng.randint(20, 400)
+    body = {
+        "passed": "",
+        "failed": f'<failure message="AssertionError: max abs error {rng.uniform(0.01, 3):.3g} above tolerance">'
+                  f'{file}:{line}: AssertionError</failure>',
+        "error": f'<error message="failed on setup with &quot;RuntimeError: CUDA error: an illegal memory access was '
+                 f'encountered&quot;">{file}:{line}: RuntimeError</error>',
+        "skipped": f'<skipped type="pytest.skip" message="needs a CUDA device">{file}:{line}: needs a CUDA device'
+                   f'</skipped>',
+        "xfail": '<skipped type="pytest.xfail" message="known: fp16 rounding differs at 16384 columns" />',
+    }[result]
+    return f"{head} />" if not body else f"{head}>{body}</testcase>"
 
 
-def _mode_expected(r: dict) -> bool:
-    if r["mode"] == "deterministic":
-        return r["run_a"] == r["run_b"]
-    if r["mode"] == "autocast":
-        return r["reference_dtype"] == r["fast_path_dtype"]
-    close = all(abs(c - e) <= r["atol"] + r["rtol"] * abs(e) for c, e in zip(r["compiled"], r["eager"]))
-    return close and r["graph_breaks"] == 0
+def _report_case(rng: random.Random, how: list) -> dict:
+    """A report and its claims; ``how`` says how each claim's tests came out (``missing``: none ran at all)."""
+    claims, cases = [], []
+    for i, ((module, prefix, text, gpu), shape) in enumerate(zip(rng.sample(_CLAIMS, len(how)), how)):
+        n = rng.randint(2, 4)
+        results = {"supported": ["passed"] * n, "failed": ["passed"] * (n - 1) + ["failed"],
+                   "error": ["passed"] * (n - 1) + ["error"], "all_skipped": ["skipped"] * n,
+                   "partly_skipped": ["passed"] * (n - 1) + ["skipped"],
+                   "xfail": ["passed"] * (n - 1) + ["xfail"], "missing": []}[shape]
+        for k, res in enumerate(results):
+            cases.append((module, f"{prefix}_{rng.choice(('matches', 'holds', 'ok', 'case'))}{k}"
+                                  f"[{rng.choice(_PARAMS)}]", res))
+        if shape == "supported":  # the same name in another module, failing: not this claim's test
+            cases.append(("tests.test_vllm_providers", f"{prefix}_provider[{rng.choice(_PARAMS)}]", "failed"))
+        claims.append({"id": f"T{i + 1}", "claim": text, "module": module, "tests": prefix,
+                       "gpu_only": gpu})
+    rng.shuffle(cases)
+    counts = {k: sum(r == k for _, _, r in cases) for k in ("failed", "error")}
+    skipped = sum(r in ("skipped", "xfail") for _, _, r in cases)
+    xml = ['<?xml version="1.0" encoding="utf-8"?>', '<testsuites name="pytest tests">',
+           f'<testsuite name="pytest" errors="{counts["error"]}" failures="{counts["failed"]}" skipped="{skipped}" '
+           f'tests="{len(cases)}" time="{rng.uniform(30, 400):.3f}" timestamp="2026-11-02T10:{rng.randint(10, 59)}:00"'
+           f' hostname="{rng.choice(("ci-cpu-runner", "gpu-runner-h100"))}">']
+    xml += [_case_xml(m, n, r, rng) for m, n, r in cases]
+    xml += ["</testsuite>", "</testsuites>"]
+    rng.shuffle(claims)
+    return {"report": "\n".join(xml) + "\n", "claims": claims}
 
 
-def _fault_item(rng: random.Random, fault: str, i: int) -> dict:
-    device = "cuda" if not _CATCHES[fault][0] else rng.choice(("cpu", "cuda"))
-    return {"id": f"f{i:02d}", "fault": fault, "description": FAULTS[fault], "device": device}
+def _report_expected(sc: dict) -> dict:
+    import xml.etree.ElementTree as ET
+
+    out = {}
+    cases = ET.fromstring(sc["report"]).iter("testcase")
+    cases = [(c.get("classname"), c.get("name"), {ch.tag for ch in c}) for c in cases]
+    for claim in sc["claims"]:
+        mine = [tags for mod, name, tags in cases if mod == claim["module"] and name.startswith(claim["tests"])]
+        if any(tags & {"failure", "error"} for tags in mine):
+            out[claim["id"]] = "contradicted"
+        elif not mine or any("skipped" in tags for tags in mine):
+            out[claim["id"]] = "untested"
+        else:
+            out[claim["id"]] = "supported"
+    return out
 
 
-def _fault_expected(item: dict) -> tuple[frozenset, frozenset]:
-    cpu, cuda = _CATCHES[item["fault"]]
-    kinds = frozenset(cpu if item["device"] == "cpu" else cuda)
-    when = {"scheduled"} if item["fault"] in _PERF else {"ci"}
-    if kinds == {"sanitizer"}:
-        when = {"ci", "scheduled"}  # a GPU runner: gating, or on the GPU schedule
-    return kinds, frozenset(when)
+# ---- 3. results_table: a results table in results.csv's schema -----------------------------------------------------
+
+def _timed(median: float, spread: float) -> dict:
+    return {"median_us": round(median, 3), "q20_us": round(median * (1 - spread / 2), 3),
+            "q80_us": round(median * (1 + spread / 2), 3), "mean_us": round(median * (1 + spread / 8), 3),
+            "min_us": round(median * (1 - spread), 3)}
 
 
-def _baseline_table(rng: random.Random, gpu: bool, wins: int) -> dict:
-    rows = []
-    for i in range(rng.randint(5, 7)):
-        band = round(rng.uniform(0.02, 0.08), 3)
-        base = round(rng.uniform(10, 400), 2)
-        comp = round(base * rng.uniform(0.6, 1.0), 2)
-        ratio = rng.uniform(0.5, 1 - band - 0.05) if i < wins else rng.uniform(1 - band / 2, 1.3)
-        rows.append({"case_id": f"b{i + 1:02d}_{rng.choice((512, 2048, 8192))}x{rng.choice((1024, 4096))}",
-                     "baseline_us": base, "compiled_us": comp, "fast_us": round(comp * ratio, 3), "band": band})
-    rng.shuffle(rows)
-    return {"gpu_measurement": gpu, "cases": rows}
+def _results_case(rng: random.Random, i: int, role: str, gpu: bool, copy_gbps: float) -> list[dict]:
+    """One case's three rows. ``role``: ``beats`` (wins against both), ``baseline_only`` (neutral against compiled),
+    ``fallback`` (took the fallback, timed as a win), ``wrong_bytes`` / ``too_fast`` (a row a reviewer cannot trust,
+    timed as a win against both), ``no_compiled`` (compiled skipped), ``loss``."""
+    pass_ = rng.choice(("forward", "backward"))
+    dtype = rng.choice(_FAST_DTYPES)
+    rows, cols = rng.choice((1024, 2048, 4096, 8192)), rng.choice((1000, 2048, 4096, 8192))
+    nbytes = model_bytes(rows, cols, dtype, pass_)
+    floor = nbytes / (copy_gbps * 1e9) * 1e6  # us at the copy bandwidth
+    band = rng.uniform(0.02, 0.06)
+    fast = floor * rng.uniform(1.15, 1.6)
+    base = fast * rng.uniform(1.25, 1.8)
+    comp = {"beats": fast * rng.uniform(1.2, 1.5), "baseline_only": fast * rng.uniform(1 - band / 3, 1 + band / 3),
+            "loss": fast * rng.uniform(0.6, 0.8)}.get(role, fast * rng.uniform(1.2, 1.5))
+    if role == "loss":
+        base = fast * rng.uniform(0.5, 0.8)
+    if role == "too_fast":  # a missing synchronisation: the timer saw the launch, not the kernel
+        fast = floor * rng.uniform(0.2, 0.6)
+    if role == "wrong_bytes":  # the bytes of another pass or another element size
+        nbytes = model_bytes(rows, cols, dtype, "forward" if pass_ == "backward" else "backward") \
+            if rng.random() < 0.5 else model_bytes(rows, cols, "float32" if dtype != "float32" else "float16", pass_)
+    cid = f"{rng.choice(('prefill', 'batch', 'train'))}_{rows}x{cols}_{dtype[:4]}_{pass_[:3]}_{i}"
+    route = "fallback" if role == "fallback" else "triton"
+    out = []
+    for provider, med in (("baseline", base), ("dispatched", fast), ("compiled", comp)):
+        row = empty_row(case_id=cid, family="matrix", provider=provider, rows=rows, cols=cols, dtype=dtype,
+                        layout="contiguous", pad=0, offset=0, declared_shape=f"{rows}x{cols}", expected=route.replace("triton", "win"),
+                        route=route, status="ok", timer="cuda_event" if gpu else "perf_counter", warmup=25, reps=100,
+                        number=1, input_sets=8, bytes_moved=nbytes, copy_gbps=copy_gbps, gpu_measurement=gpu,
+                        quick=False, **{"pass": pass_})
+        if provider == "compiled" and role == "no_compiled":
+            row.update(status="skipped", note="torch.compile failed: inductor raised on this shape")
+        else:
+            s = band * rng.uniform(0.6, 1.0)
+            row.update(_timed(med, s))
+            row["gbps"] = round(nbytes / (row["median_us"] * 1e-6) / 1e9, 2)
+            row["pct_copy_bw"] = round(100 * row["gbps"] / copy_gbps, 2)
+        out.append(row)
+    return out
 
 
-def _baseline_expected(t: dict) -> dict:
-    if not t["gpu_measurement"]:
-        return {"beats_compiled": frozenset(), "verdict": "no claim"}
-    beats = frozenset(r["case_id"] for r in t["cases"]
-                      if outcome(r["fast_us"] / r["compiled_us"], r["band"]) == WIN
-                      and outcome(r["fast_us"] / r["baseline_us"], r["band"]) == WIN)
-    return {"beats_compiled": beats, "verdict": "fast path" if beats else "compile it"}
+def _results_table(rng: random.Random, kind: str) -> dict:
+    """``kind``: ``fast path`` (some case beats both), ``compile it`` (none does), ``no claim`` (a CPU run)."""
+    copy_gbps = round(rng.choice((1550.0, 2030.0, 2900.0, 3350.0)) * rng.uniform(0.85, 0.95), 1)
+    roles = ["baseline_only", "fallback", rng.choice(("wrong_bytes", "too_fast")), rng.choice(("no_compiled", "loss"))]
+    roles += ["beats"] if kind != "compile it" else ["baseline_only"]
+    roles += rng.sample(("beats", "baseline_only", "wrong_bytes", "too_fast", "loss"), 1)
+    if kind == "compile it":
+        roles = ["baseline_only" if r == "beats" else r for r in roles]
+    rng.shuffle(roles)
+    rows = [r for i, role in enumerate(roles) for r in _results_case(rng, i + 1, role, kind != "no claim", copy_gbps)]
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=CSV_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return {"csv": buf.getvalue()}
 
 
-def _trace(rng: random.Random) -> list:
+def _num(v):
+    return float(v) if v not in ("", None) else math.nan
+
+
+def _results_expected(sc: dict) -> dict:
+    rows = list(csv.DictReader(io.StringIO(sc["csv"])))
+    by = {}
+    for r in rows:
+        by.setdefault(r["case_id"], {})[r["provider"]] = r
+    gpu = all(r["gpu_measurement"] == "True" for r in rows)
+    suspect, beats = set(), set()
+    for cid, p in by.items():
+        d = p["dispatched"]
+        nbytes = int(d["bytes_moved"])
+        if nbytes != model_bytes(int(d["rows"]), int(d["cols"]), d["dtype"], d["pass"]) or \
+                nbytes / (_num(d["median_us"]) * 1e-6) / 1e9 > _num(d["copy_gbps"]):
+            suspect.add(cid)
+            continue
+        if not gpu or d["route"] != "triton" or any(p[k]["status"] != "ok" for k in p):
+            continue
+        if all(outcome(_num(d["median_us"]) / _num(p[k]["median_us"]), _band(d, p[k])) == WIN
+               for k in ("baseline", "compiled")):
+            beats.add(cid)
+    verdict = "no claim" if not gpu else "fast path" if beats else "compile it"
+    return {"suspect": frozenset(suspect), "beats_compiled": frozenset(beats), "verdict": verdict}
+
+
+def _band(a: dict, b: dict) -> float:
+    return max((_num(r["q80_us"]) - _num(r["q20_us"])) / _num(r["median_us"]) for r in (a, b))
+
+
+# ---- 4. review_comments: comments on a PR note, with the note's case table ----------------------------------------
+
+def _note_cases(rng: random.Random, with_compiled: bool) -> list[dict]:
+    cases = []
+    for i, (rows, cols) in enumerate(rng.sample([(r, c) for r in (1024, 2048, 4096, 8192) for c in (2048, 4096)], 5)):
+        b = round(rng.uniform(20, 300), 2)
+        band = round(rng.uniform(0.02, 0.06), 3)
+        ratio = rng.choice((rng.uniform(0.5, 1 - band - 0.05), rng.uniform(1 - band / 2, 1 + band / 2)))
+        cases.append({"case_id": f"case{i + 1:02d}_{rows}x{cols}", "shape": f"{rows}x{cols}", "route": "triton",
+                      "baseline_us": b, "dispatched_us": round(b * ratio, 3), "band": band,
+                      "compiled_us": round(b * rng.uniform(0.7, 1.1), 3)})
+    if not with_compiled:
+        rng.choice(cases)["compiled_us"] = None
+    return cases
+
+
+def _comment(rng: random.Random, kind: str, first: bool, cases: list) -> dict:
+    c = {"id": "", "author": rng.choice(("@ada", "@grace-h", "@linus-t")), "path": "PR_NOTE.md",
+         "line": rng.randint(5, 80), "kind": kind}
+    if kind == "doubt_win":
+        doubted = rng.choice([r for r in cases if "doubted" not in r])
+        doubted["doubted"] = True
+        b, band = doubted["baseline_us"], doubted["band"]
+        doubted["dispatched_us"] = round(b * (rng.uniform(0.5, 1 - band - 0.05) if first else
+                                              rng.uniform(1 - band / 2, 1 + band / 2)), 3)
+        c.update(case_id=doubted["case_id"], body=f"Is the speed-up at {doubted['case_id']} real? The spread looks "
+                                                  "as large as the gain.")
+    elif kind == "missing_case":
+        shape = rng.choice(cases)["shape"] if first else rng.choice((f"8x{MAX_COLS}", "1x4096", "512x1000"))
+        c.update(shape=shape, body=f"What happens at {shape}? I don't see it in the table.")
+    elif kind == "why_not_compile":
+        c["body"] = "Why not just torch.compile the reference?"
+    else:
+        band = rng.uniform(0.02, 0.06)
+        med = round(rng.uniform(20, 300), 2)
+        ratio = rng.uniform(0.5, 1 - band - 0.04) if first else rng.uniform(1 - band * 0.6, 0.999)
+        c.update(variants={"readable": {"median_us": med, "spread_us": round(med * band, 3)},
+                           "unrolled": {"median_us": round(med * ratio, 3),
+                                        "spread_us": round(med * ratio * band * 0.8, 3)}},
+                 body="The unrolled loop is hard to follow. Is it worth it against the plain version?")
+    return c
+
+
+def _review_case(rng: random.Random, flags: dict) -> dict:
+    """One PR note's cases and comments; ``flags[kind]`` picks which of the kind's two answers each comment has."""
+    cases = _note_cases(rng, flags["why_not_compile"][0])
+    comments = [_comment(rng, k, f, cases) for k, fs in flags.items() for f in fs]
+    for r in cases:
+        r.pop("doubted", None)
+    rng.shuffle(comments)
+    for n, c in enumerate(comments):
+        c["id"] = f"r{n + 1}"
+    return {"comments": comments, "cases": cases}
+
+
+def _comment_expected(c: dict, cases: list) -> str:
+    if c["kind"] == "doubt_win":
+        r = next(r for r in cases if r["case_id"] == c["case_id"])
+        won = outcome(r["dispatched_us"] / r["baseline_us"], r["band"]) == WIN
+        return "show_raw_samples" if won else "reclassify"
+    if c["kind"] == "missing_case":
+        return "point_to_case" if any(r["shape"] == c["shape"] for r in cases) else "add_case"
+    if c["kind"] == "why_not_compile":
+        return "show_compiled" if all(r["compiled_us"] is not None for r in cases) else "measure_compiled"
+    v = c["variants"]
+    band = max(x["spread_us"] / x["median_us"] for x in v.values())
+    won = outcome(v["unrolled"]["median_us"] / v["readable"]["median_us"], band) == WIN
+    return "keep_unrolled" if won else "keep_readable"
+
+
+def _review_expected(sc: dict) -> dict:
+    return {c["id"]: _comment_expected(c, sc["cases"]) for c in sc["comments"]}
+
+
+# ---- 5. maintenance_cost: lesson 06's replay table and build costs -------------------------------------------------
+
+def _replay(rng: random.Random, unmeasured: bool) -> list[dict]:
+    """Lesson 06's replay table for one request; ``unmeasured``: its long prefill was not timed (the interpreter)."""
     out = []
     for phase, rows, count in (("prefill", rng.choice((256, 512, 2048)), 2 * rng.randint(16, 40) + 1),
                                ("decode", 1, (2 * rng.randint(16, 40) + 1) * rng.randint(32, 200)),
                                ("prefill", rng.choice((4096, 8192)), rng.randint(3, 80))):
-        base = round(rows * rng.uniform(0.002, 0.01) + 4, 3)
-        measured = rng.random() < 0.75
         route = "fallback" if rows < 1024 else "triton"
-        fast = round(base + rng.uniform(0.3, 1.5) if route == "fallback" else base * rng.uniform(0.5, 0.9), 3)
-        out.append({"phase": phase, "rows": rows, "count": count, "route": route, "baseline_us": base,
-                    "fast_us": fast if measured else None})
-    out[1]["fast_us"] = out[1]["fast_us"] or round(out[1]["baseline_us"] + 0.7, 3)  # decode is always measured
+        row = {"phase": phase, "shape": [rows, 4096], "dtype": "bfloat16", "calls": count, "route": route,
+               "status": "ok", "baseline_us": None, "dispatched_us": None, "baseline_total_us": None,
+               "dispatched_total_us": None, "dispatch_extra_total_us": None}
+        if unmeasured and route == "triton":
+            row["status"] = "not measured: the Triton route runs in the interpreter here"
+        else:
+            b = round(rows * rng.uniform(0.002, 0.01) + 4, 3)
+            d = round(b + rng.uniform(0.3, 1.5) if route == "fallback" else b * rng.uniform(0.5, 0.9), 3)
+            row.update(baseline_us=b, dispatched_us=d, baseline_total_us=b * count, dispatched_total_us=d * count,
+                       dispatch_extra_total_us=(d - b) * count)
+        out.append(row)
     return out
-
-
-def _trace_expected(trace: list) -> dict:
-    meas = [r for r in trace if r["fast_us"] is not None]
-    b = sum(r["count"] * r["baseline_us"] for r in meas)
-    f = sum(r["count"] * r["fast_us"] for r in meas)
-    return {"baseline_total_us": b, "fast_total_us": f, "saved_share": (b - f) / b,
-            "unmeasured_calls": sum(r["count"] for r in trace if r["fast_us"] is None)}
 
 
 def _block(cols: int) -> int:
     return 1 << max(0, math.ceil(math.log2(cols)))
 
 
-def _compile_case(rng: random.Random) -> dict:
+def _build(rng: random.Random, warm: bool) -> dict:
     dtypes = rng.sample(_FAST_DTYPES, 2)
     calls = [{"pass": rng.choice(("forward", "backward")), "dtype": rng.choice(dtypes),
               "cols": rng.choice((768, 1000, 1024, 3000, 4096, 5120))} for _ in range(rng.randint(4, 7))]
-    table = [{"pass": p, "dtype": d, "block": b, "compile_s": round(rng.uniform(0.05, 0.9), 3),
+    table = [{"kernel": p, "dtype": d, "block": b, "compile_s": round(rng.uniform(0.05, 0.9), 3),
               "cubin_bytes": rng.randint(20, 90) * 1024}
              for p in ("forward", "backward") for d in _FAST_DTYPES for b in (1024, 2048, 4096, 8192)]
-    return {"calls": calls, "binaries": table, "warm_disk_cache": rng.random() < 0.35}
+    return {"calls": calls, "binaries": table, "warm_disk_cache": warm}
 
 
-def _compile_expected(case: dict) -> dict:
+def _cost_expected(sc: dict) -> dict:
+    ok = [r for r in sc["replay"] if r["status"] == "ok"]
+    b = sum(r["baseline_total_us"] for r in ok)
     need = set()
-    for c in case["calls"]:
+    for c in sc["build"]["calls"]:
         need.add(("forward", c["dtype"], _block(c["cols"])))
         if c["pass"] == "backward":
             need.add(("backward", c["dtype"], _block(c["cols"])))
-    rows = [r for r in case["binaries"] if (r["pass"], r["dtype"], r["block"]) in need]
-    return {"binaries": len(need), "compile_s": 0.0 if case["warm_disk_cache"] else sum(r["compile_s"] for r in rows),
-            "cubin_bytes": sum(r["cubin_bytes"] for r in rows)}
+    used = [r for r in sc["build"]["binaries"] if (r["kernel"], r["dtype"], r["block"]) in need]
+    return {"saved_share": (b - sum(r["dispatched_total_us"] for r in ok)) / b,
+            "unmeasured_calls": sum(r["calls"] for r in sc["replay"] if r["status"] != "ok"),
+            "binaries": len(need), "cold_start_s": 0.0 if sc["build"]["warm_disk_cache"] else
+            sum(r["compile_s"] for r in used), "cubin_bytes": sum(r["cubin_bytes"] for r in used)}
 
 
-def _incident(rng: random.Random, kind: str) -> dict:
-    band = round(rng.uniform(0.02, 0.08), 3)
-    ratio = {LOSS: rng.uniform(1 + band + 0.05, 1.6), "noise": rng.uniform(1, 1 + band * 0.6)}.get(kind, 1.0)
-    return {"kind": "slowdown" if kind in (LOSS, "noise") else kind,
-            "arch": rng.choice(("sm_80", "sm_90", "sm_100")), "ratio": round(ratio, 4), "band": band}
-
-
-def _incident_expected(inc: dict) -> str:
-    if inc["kind"] in ("wrong_results", "crash"):
-        return "switch"
-    return "retune" if outcome(inc["ratio"], inc["band"]) == LOSS else "none"
-
-
-def _plot_case(rng: random.Random) -> dict:
-    thr = rng.choice((256, 512, 1024))
-    rows = []
-    for i in range(rng.randint(8, 11)):
-        r = rng.choice((1, 16, 128, thr // 2, thr, 2 * thr, 4096, 8192))
-        route = "triton" if r >= thr else "fallback"
-        if route == "triton" and rng.random() < 0.25:
-            route = "fallback"  # eligible by rows, out by another condition (a transposed input)
-        base = round(r * 0.01 + rng.uniform(4, 8), 3)
-        rows.append({"case_id": f"p{i + 1:02d}_{r}x4096", "rows": r, "route": route, "baseline_us": base,
-                     "candidate_us": round(base * rng.uniform(0.6, 1.2), 3),
-                     "gpu_measurement": rng.random() < 0.8})
-    return {"results": rows, "threshold": thr}
-
-
-def _plot_expected(case: dict) -> dict:
-    out: dict = {"triton": set(), "fallback": set()}
-    for r in case["results"]:
-        if r["gpu_measurement"]:
-            out[r["route"]].add((r["rows"], round(r["baseline_us"] / r["candidate_us"], 3)))
-    return out
-
-
-def _mechanism_case(rng: random.Random) -> dict:
-    return {"rows": rng.choice((1000, 2048, 4096, 8192)), "cols": rng.choice((1024, 1000, 4096, 5120)),
-            "dtype": rng.choice(_FAST_DTYPES), "weight": rng.random() < 0.7,
-            "pass": rng.choice(("forward", "backward")), "median_us": round(rng.uniform(8, 400), 3),
-            "copy_gbps": rng.choice((1500.0, 2039.0, 3350.0))}
-
-
-def _mechanism_expected(c: dict) -> dict:
-    es = ELEMENT_BYTES[c["dtype"]]
-    act, w = c["rows"] * c["cols"] * es, c["cols"] * es if c["weight"] else 0
-    total = 2 * act + w if c["pass"] == "forward" else 5 * act + 3 * w
-    gbps = total / (c["median_us"] * 1e-6) / 1e9
-    return {"bytes": total, "gbps": gbps, "copy_fraction": gbps / c["copy_gbps"]}
-
+# ---- 6. contract_change: a new default eps and its callers ---------------------------------------------------------
 
 def _contract_case(rng: random.Random, new: float) -> dict:
     calls = [{"id": f"call{i + 1}", "dtype": rng.choice(_FAST_DTYPES + ("float64",)),
@@ -295,109 +432,38 @@ def _contract_expected(case: dict) -> dict:
     return {"affected": frozenset(aff), "pin": aff}
 
 
-def _pair(rng: random.Random, wins: bool, answer: str) -> dict:
-    """A readable and an unreadable variant; ``answer`` (``"a"`` or ``"b"``) is where the expected one sits."""
-    band = rng.uniform(0.02, 0.06)
-    med = round(rng.uniform(20, 300), 2)
-    # not a win: the unreadable one is faster, but within the noise
-    ratio = rng.uniform(0.5, 1 - band - 0.04) if wins else rng.uniform(1 - band * 0.6, 0.999)
-    readable = {"median_us": med, "spread_us": round(med * band, 3), "readable": True}
-    other = {"median_us": round(med * ratio, 3), "spread_us": round(med * ratio * band * 0.8, 3), "readable": False}
-    chosen, rest = (other, readable) if wins else (readable, other)
-    return {"a": chosen, "b": rest} if answer == "a" else {"a": rest, "b": chosen}
-
-
-def _pair_expected(p: dict) -> str:
-    r, u = ("a", "b") if p["a"]["readable"] else ("b", "a")
-    band = max(p[k]["spread_us"] / p[k]["median_us"] for k in "ab")
-    return u if outcome(p[u]["median_us"] / p[r]["median_us"], band) == WIN else r
-
-
-def _review_case(rng: random.Random, kind: str, first: bool) -> dict:
-    """One comment on five results; ``first`` picks which of the kind's two answers is right (a real win or not,
-    a case the matrix has or not, compiled timings there or not)."""
-    res, shapes = [], rng.sample([(r, c) for r in (1024, 4096) for c in (2048, 4096)], 4)
-    for i in range(5):
-        b = round(rng.uniform(20, 300), 2)
-        band = round(rng.uniform(0.02, 0.06), 3)
-        ratio = rng.choice((rng.uniform(0.5, 1 - band - 0.05), rng.uniform(1 - band / 2, 1 + band / 2)))
-        rows, cols = shapes[i % 4]
-        res.append({"case_id": f"r{i + 1:02d}_{rows}x{cols}", "baseline_us": b, "candidate_us": round(b * ratio, 3),
-                    "band": band, "compiled_us": round(b * rng.uniform(0.7, 1.1), 3)})
-    comment = {"kind": kind}
-    if kind == "doubt_win":
-        doubted = rng.choice(res)
-        doubted["candidate_us"] = round(doubted["baseline_us"] * (
-            rng.uniform(0.5, 1 - doubted["band"] - 0.05) if first else rng.uniform(
-                1 - doubted["band"] / 2, 1 + doubted["band"] / 2)), 3)
-        comment["case_id"] = doubted["case_id"]
-    elif kind == "missing_case":
-        comment["shape"] = rng.choice([r["case_id"].split("_")[1] for r in res]) if first else rng.choice(
-            (f"8x{MAX_COLS}", "1x4096"))
-    elif first:
-        for r in res:
-            r["compiled_us"] = None
-    return {"comment": comment, "results": res}
-
-
-def _review_expected(case: dict) -> str:
-    com, res = case["comment"], case["results"]
-    if com["kind"] == "doubt_win":
-        r = next(r for r in res if r["case_id"] == com["case_id"])
-        return "show_raw_samples" if outcome(r["candidate_us"] / r["baseline_us"], r["band"]) == WIN \
-            else "reclassify"
-    if com["kind"] == "missing_case":
-        return "point_to_case" if any(r["case_id"].endswith("_" + com["shape"]) for r in res) else "add_case"
-    return "measure_compiled" if any(r["compiled_us"] is None for r in res) else "show_compiled"
-
-
 def draw(part: str, rng: random.Random) -> list:
     """The scenarios the check hands the learner's function for ``part``, drawn with ``rng``."""
-    if part == "route_conditions":  # captured calls on an architecture whose capture test passed, and failed
-        kinds = [("sm75", None)] * 3 + [("capture", True), ("capture", False), ("capture", rng.random() < 0.5)]
-        kinds += [("cuda", None)] * 2 + [("any", None)] * 8
+    if part == "route_conditions":  # captured calls on an architecture with a passed, a failed and no capture test
+        kinds = [("sm75", None)] * 3 + [("capture", True), ("capture", False), ("capture", None)]
+        kinds += [("capture", rng.choice((True, False, None))), ("cuda", None), ("cuda", None)] + [("any", None)] * 8
         return [_route_call(rng, *k) for k in rng.sample(kinds, len(kinds))]
-    if part == "modes_preserved":
-        spec = [(m, keep, trap) for m in ("deterministic", "autocast", "compile") for keep, trap in
-                ((True, ""), (False, "tiny"), (False, "break"), (True, ""))]
-        return [_mode_record(rng, *s) for s in rng.sample(spec, len(spec))]
-    if part in ("test_kinds", "ci_or_schedule"):
-        faults = list(FAULTS) + rng.sample(list(FAULTS), 4)
-        return [_fault_item(rng, f, i) for i, f in enumerate(rng.sample(faults, len(faults)))]
-    if part == "why_not_baseline":
-        return [_baseline_table(rng, g, w) for g, w in rng.sample([(True, 0), (True, 2), (True, 3), (False, 3)], 4)]
-    if part == "workload_replay":
-        return [_trace(rng) for _ in range(3)]
-    if part == "compile_cost":
-        cases = [_compile_case(rng) for _ in range(4)]
-        cases[0]["warm_disk_cache"], cases[1]["warm_disk_cache"] = True, False
-        return cases
-    if part == "fallback_and_owner":
-        kinds = ["wrong_results", "crash", LOSS, LOSS, "noise", "noise"]
-        return [_incident(rng, k) for k in rng.sample(kinds, len(kinds))]
-    if part == "boundary_plot":
-        return [_plot_case(rng) for _ in range(3)]
-    if part == "mechanism":
-        return [_mechanism_case(rng) for _ in range(6)]
+    if part == "test_report":  # every verdict, each way a claim goes untested, in every draw
+        hows = [["supported", "supported", "failed", "error", "all_skipped", "partly_skipped"],
+                ["supported", "error", "xfail", "missing", "failed", "all_skipped"]]
+        return [_report_case(rng, rng.sample(h, len(h))) for h in hows]
+    if part == "results_table":  # each verdict, and in every table a row that cannot be right
+        kinds = ["fast path", "compile it", "no claim", rng.choice(("fast path", "compile it"))]
+        return [_results_table(rng, k) for k in rng.sample(kinds, len(kinds))]
+    if part == "review_comments":  # each of the eight answers in every draw
+        scs = []
+        for first in (True, False):
+            flags = {"doubt_win": (first, not first), "missing_case": (not first, first),
+                     "why_not_compile": (first,), "readability": (first, rng.random() < 0.5)}
+            scs.append(_review_case(rng, flags))
+        return scs
+    if part == "maintenance_cost":
+        flags = rng.sample([(True, False), (False, True), (False, rng.random() < 0.5)], 3)
+        return [{"replay": _replay(rng, unmeasured), "build": _build(rng, warm)} for warm, unmeasured in flags]
     if part == "contract_change":
         news = [rng.choice((1e-6, 1e-5)), 2.0 ** -23, rng.choice((1e-6, 1e-5, 2.0 ** -23))]
         return [_contract_case(rng, n) for n in rng.sample(news, 3)]
-    if part == "readability":  # each answer, "a" and "b", for a real win and for one within the noise
-        pairs = [(wins, answer) for wins in (True, False) for answer in ("a", "b", rng.choice("ab"))]
-        return [_pair(rng, *p) for p in rng.sample(pairs, len(pairs))]
-    if part == "review_response":  # each of the six answers occurs
-        kinds = [(k, first) for k in ("doubt_win", "missing_case") for first in (True, False, rng.random() < 0.5)]
-        kinds += [("why_not_compile", True), ("why_not_compile", False)]
-        return [_review_case(rng, *k) for k in rng.sample(kinds, len(kinds))]
     raise KeyError(f"exercise 13 has no part {part!r}")
 
 
-_EXPECTED = {"route_conditions": _route_expected, "modes_preserved": _mode_expected, "test_kinds": _fault_expected,
-             "ci_or_schedule": _fault_expected, "why_not_baseline": _baseline_expected,
-             "workload_replay": _trace_expected, "compile_cost": _compile_expected,
-             "fallback_and_owner": _incident_expected, "boundary_plot": _plot_expected,
-             "mechanism": _mechanism_expected, "contract_change": _contract_expected, "readability": _pair_expected,
-             "review_response": _review_expected}
+_EXPECTED = {"route_conditions": _route_expected, "test_report": _report_expected,
+             "results_table": _results_expected, "review_comments": _review_expected,
+             "maintenance_cost": _cost_expected, "contract_change": _contract_expected}
 
 
 def expected(part: str, scenario):
