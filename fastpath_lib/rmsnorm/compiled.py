@@ -169,8 +169,8 @@ def specializations(widths=None, *, archs=ARCHS, dtypes=DTYPES, kernels=("forwar
 
     Returns:
         a list of :class:`Specialization`; ``BLOCK_SIZE``, ``num_warps`` and the forward's rows per program come from
-        :mod:`fastpath_lib.rmsnorm.launch`, the backward's rows per program from
-        :data:`BACKWARD_ROW_BLOCKS`.
+        :mod:`fastpath_lib.rmsnorm.launch`, the backward's rows per program from :data:`BACKWARD_ROW_BLOCKS`, those
+        at most :func:`~fastpath_lib.rmsnorm.launch.backward_max_rows` (fp32 at 16384 columns: 1).
 
     >>> for s in specializations([128], archs=(90,), dtypes=("float16",), kernels=("forward",)):
     ...     print(s.label())
@@ -183,9 +183,9 @@ def specializations(widths=None, *, archs=ARCHS, dtypes=DTYPES, kernels=("forwar
         for kernel in kernels:
             for n_cols in widths:
                 block, warps = launch.launch_settings(n_cols, kernel)
-                rows = ((launch.forward_rows_per_program(n_cols),) if kernel == "forward"
-                        else BACKWARD_ROW_BLOCKS)
                 for dtype in dtypes:
+                    rows = ((launch.forward_rows_per_program(n_cols),) if kernel == "forward"
+                            else _backward_rows(n_cols, dtype))
                     whole = launch.vector_elements(_ELEMENT_BYTES[dtype], n_cols, (n_cols,), (0,)) > 1
                     for weight in weights:
                         wdt = dtype if weight == "same" else weight
@@ -195,6 +195,12 @@ def specializations(widths=None, *, archs=ARCHS, dtypes=DTYPES, kernels=("forwar
                                     continue
                                 seen.setdefault(Specialization(kernel, dtype, wdt, block, warps, r, al, arch), None)
     return list(seen)
+
+
+def _backward_rows(n_cols: int, dtype: str) -> tuple[int, ...]:
+    """The :data:`BACKWARD_ROW_BLOCKS` the backward launcher can pick at this width and dtype (its row limit)."""
+    limit = launch.backward_max_rows(n_cols, _ELEMENT_BYTES[dtype])
+    return tuple(r for r in BACKWARD_ROW_BLOCKS if limit is None or r <= limit)
 
 
 def vector_bytes_expected(spec: Specialization) -> int:
