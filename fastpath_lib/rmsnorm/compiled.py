@@ -168,9 +168,9 @@ def specializations(widths=None, *, archs=ARCHS, dtypes=DTYPES, kernels=("forwar
         weights: ``"same"`` (a weight of the input's dtype), ``None`` (no weight) or a dtype name.
 
     Returns:
-        a list of :class:`Specialization`; ``BLOCK_SIZE``, ``num_warps`` and the forward's rows per program come from
-        :mod:`fastpath_lib.rmsnorm.launch`, the backward's rows per program from :data:`BACKWARD_ROW_BLOCKS`, those
-        at most :func:`~fastpath_lib.rmsnorm.launch.backward_max_rows` (fp32 at 16384 columns: 1).
+        a list of :class:`Specialization`; ``BLOCK_SIZE``, ``num_warps``, the forward's rows per program and the
+        backward's row limit come from :mod:`fastpath_lib.rmsnorm.launch`, the backward's rows from
+        :data:`BACKWARD_ROW_BLOCKS` (up to that limit: fp32 at 16384 columns launches 1 row per program only).
 
     >>> for s in specializations([128], archs=(90,), dtypes=("float16",), kernels=("forward",)):
     ...     print(s.label())
@@ -184,8 +184,9 @@ def specializations(widths=None, *, archs=ARCHS, dtypes=DTYPES, kernels=("forwar
             for n_cols in widths:
                 block, warps = launch.launch_settings(n_cols, kernel)
                 for dtype in dtypes:
+                    most = launch.backward_max_rows(n_cols, _ELEMENT_BYTES[dtype]) or BACKWARD_ROW_BLOCKS[-1]
                     rows = ((launch.forward_rows_per_program(n_cols),) if kernel == "forward"
-                            else _backward_rows(n_cols, dtype))
+                            else tuple(r for r in BACKWARD_ROW_BLOCKS if r <= most))
                     whole = launch.vector_elements(_ELEMENT_BYTES[dtype], n_cols, (n_cols,), (0,)) > 1
                     for weight in weights:
                         wdt = dtype if weight == "same" else weight
@@ -195,12 +196,6 @@ def specializations(widths=None, *, archs=ARCHS, dtypes=DTYPES, kernels=("forwar
                                     continue
                                 seen.setdefault(Specialization(kernel, dtype, wdt, block, warps, r, al, arch), None)
     return list(seen)
-
-
-def _backward_rows(n_cols: int, dtype: str) -> tuple[int, ...]:
-    """The :data:`BACKWARD_ROW_BLOCKS` the backward launcher can pick at this width and dtype (its row limit)."""
-    limit = launch.backward_max_rows(n_cols, _ELEMENT_BYTES[dtype])
-    return tuple(r for r in BACKWARD_ROW_BLOCKS if limit is None or r <= limit)
 
 
 def vector_bytes_expected(spec: Specialization) -> int:
