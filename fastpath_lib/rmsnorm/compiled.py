@@ -61,7 +61,7 @@ TARGETS = (75, 80, 86, 89, 90, 120)
 #: Input dtypes the kernels take (torch names).
 DTYPES = ("float16", "bfloat16", "float32")
 #: Backward rows per program compiled: 1 (no loop), 2 (the loop unrolled) and 4 (a loop, the same code as any larger
-#: power of two the launcher picks on a GPU). The launcher's choice depends on the row count and the SM count.
+#: power of two the launcher picks on a GPU). It depends on the row count, the SM count and launch.backward_max_rows.
 BACKWARD_ROW_BLOCKS = (1, 2, 4)
 
 _TRITON_TYPES = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32"}
