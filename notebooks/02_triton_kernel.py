@@ -228,6 +228,14 @@ print(inspect.getsource(kernels.rms_norm_bwd_kernel.fn))
 #   the compiled kernel spill registers to local memory;
 # - it accumulates `dy * n` into `dw_acc` in fp32 registers, and writes it once into *its own* row of an fp32
 #   partial buffer;
+# - the launcher picks the row block (`launch.backward_grid`): power-of-two blocks for at most 4 programs per
+#   multiprocessor, except fp32 rows of 16384 columns (`BLOCK_SIZE` 16384, 32 warps), which get **one row per
+#   program** (`launch.backward_max_rows`). With 2 or 4 rows the loop carries the 16384-wide `dw_acc` from row to
+#   row, and the compiled kernel spilled 32 to 60 bytes to local memory on sm_86, sm_89 and sm_120; with one row it
+#   spills on none of sm_75, sm_80, sm_86, sm_89, sm_90 and sm_120. Those spills were counted by compiling for the
+#   six targets on a CPU-only machine (`fastpath_lib.rmsnorm.compiled`), and the price is not measured on a GPU
+#   either: one fp32 partial row per input row, so the scratch is as large as the fp32 input, written by the kernel
+#   and read back by the sum;
 # - the launcher sums the partial rows with `torch.sum` in a fixed order: no atomics, so the same input gives
 #   the same bits every run (deterministic-algorithms mode keeps the fast path).
 

@@ -88,6 +88,26 @@ def test_count_call_counts_the_backward_with_its_scratch_at_16x512_bf16():
     assert got["requested_bytes"] > got["counted_bytes"] and "counted by the Triton interpreter" in got["launches_note"]
 
 
+@interpreter
+def test_fp32_backward_at_16384_columns_counts_one_scratch_row_per_row_and_agrees_with_the_model():
+    """The launcher gives fp32 rows of 16384 columns one row per backward program (launch.backward_max_rows; with
+    more, the compiled kernel spills): 10 rows, 10 fp32 partial-dw rows, where bf16 rows of the same width share at most
+    the interpreter's 4 programs. Either count is its model plus the scratch less the dw the model writes."""
+    got = {}
+    for dtype in (torch.float32, torch.bfloat16):
+        x = torch.randn(10, 16384, dtype=dtype, requires_grad=True)
+        w = torch.randn(16384, dtype=dtype, requires_grad=True)
+        dy = torch.randn(10, 16384, dtype=dtype)
+        assert fastpath_lib.explain(x, (16384,), w).route == "triton"
+        row = _row(pass_="backward", rows=10, cols=16384, dtype=str(dtype)[6:],
+                   model=bytes_moved(10, 16384, dtype, "backward"))
+        got[dtype] = row | mechanism.count_call(
+            lambda x=x, w=w, dy=dy: torch.autograd.grad(fastpath_lib.rms_norm(x, (16384,), w), (x, w), dy))
+        assert mechanism.explain(got[dtype])[0] and got[dtype]["oob_accesses"] == 0, mechanism.explain(got[dtype])
+    assert got[torch.float32]["scratch_bytes"] == 10 * 16384 * 4
+    assert got[torch.bfloat16]["scratch_bytes"] == 3 * 16384 * 4  # 10 rows in blocks of 4: 3 programs
+
+
 def _rms_rows():
     rows = []
     for case in load_cases():

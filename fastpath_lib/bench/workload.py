@@ -214,7 +214,7 @@ def rms_norm_binary(kernel: str, rows: int, cols: int, dtype, sms: int | None = 
     if kernel == "fwd":
         rpp = launch.forward_rows_per_program(cols)
     else:
-        rpp = launch.backward_grid(rows, 4 * sms)[0] if sms else None
+        rpp = launch.backward_grid(rows, 4 * sms, launch.backward_max_rows(cols, dtype.itemsize))[0] if sms else None
     return {"kernel": kernel, "dtype": str(dtype).replace("torch.", ""), "BLOCK_SIZE": block, "num_warps": warps,
             "HAS_WEIGHT": True, "ROWS_PER_PROGRAM": rpp, "VEC": ALIGN_BYTES // dtype.itemsize}
 

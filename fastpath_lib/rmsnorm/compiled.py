@@ -61,7 +61,7 @@ TARGETS = (75, 80, 86, 89, 90, 120)
 #: Input dtypes the kernels take (torch names).
 DTYPES = ("float16", "bfloat16", "float32")
 #: Backward rows per program compiled: 1 (no loop), 2 (the loop unrolled) and 4 (a loop, the same code as any larger
-#: power of two the launcher picks on a GPU). The launcher's choice depends on the row count and the SM count.
+#: power of two the launcher picks on a GPU). It depends on the row count, the SM count and launch.backward_max_rows.
 BACKWARD_ROW_BLOCKS = (1, 2, 4)
 
 _TRITON_TYPES = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32"}
@@ -168,9 +168,9 @@ def specializations(widths=None, *, archs=ARCHS, dtypes=DTYPES, kernels=("forwar
         weights: ``"same"`` (a weight of the input's dtype), ``None`` (no weight) or a dtype name.
 
     Returns:
-        a list of :class:`Specialization`; ``BLOCK_SIZE``, ``num_warps`` and the forward's rows per program come from
-        :mod:`fastpath_lib.rmsnorm.launch`, the backward's rows per program from
-        :data:`BACKWARD_ROW_BLOCKS`.
+        a list of :class:`Specialization`; ``BLOCK_SIZE``, ``num_warps``, the forward's rows per program and the
+        backward's row limit come from :mod:`fastpath_lib.rmsnorm.launch`, the backward's rows from
+        :data:`BACKWARD_ROW_BLOCKS` (up to that limit: fp32 at 16384 columns launches 1 row per program only).
 
     >>> for s in specializations([128], archs=(90,), dtypes=("float16",), kernels=("forward",)):
     ...     print(s.label())
@@ -183,9 +183,10 @@ def specializations(widths=None, *, archs=ARCHS, dtypes=DTYPES, kernels=("forwar
         for kernel in kernels:
             for n_cols in widths:
                 block, warps = launch.launch_settings(n_cols, kernel)
-                rows = ((launch.forward_rows_per_program(n_cols),) if kernel == "forward"
-                        else BACKWARD_ROW_BLOCKS)
                 for dtype in dtypes:
+                    most = launch.backward_max_rows(n_cols, _ELEMENT_BYTES[dtype]) or BACKWARD_ROW_BLOCKS[-1]
+                    rows = ((launch.forward_rows_per_program(n_cols),) if kernel == "forward"
+                            else tuple(r for r in BACKWARD_ROW_BLOCKS if r <= most))
                     whole = launch.vector_elements(_ELEMENT_BYTES[dtype], n_cols, (n_cols,), (0,)) > 1
                     for weight in weights:
                         wdt = dtype if weight == "same" else weight

@@ -49,14 +49,15 @@ import triton.language as tl
 from fastpath_lib.rmsnorm.launch import (
     KERNELS,
     backward_grid,
+    backward_max_rows,
     forward_rows_per_program,
     launch_settings,
     vector_elements,
 )
 
 __all__ = ["rms_norm_fwd_kernel", "rms_norm_bwd_kernel", "forward", "backward", "launch_settings",
-           "forward_rows_per_program", "backward_grid", "vector_elements", "KERNELS", "max_backward_programs",
-           "on_device", "quiet"]
+           "forward_rows_per_program", "backward_grid", "backward_max_rows", "vector_elements", "KERNELS",
+           "max_backward_programs", "on_device", "quiet"]
 
 
 @triton.jit
@@ -210,7 +211,10 @@ def backward(dy2d: torch.Tensor, x2d: torch.Tensor, weight: torch.Tensor | None,
     n_rows, n_cols = x2d.shape
     dy2d = dy2d if dy2d.stride(-1) == 1 else dy2d.contiguous()
     dx = torch.empty((n_rows, n_cols), dtype=x2d.dtype, device=x2d.device) if dx_out is None else dx_out
-    rows_per_program, programs = backward_grid(n_rows, max_backward_programs(x2d))
+    # fp32 at 16384 columns: one row per program (backward_max_rows), since a loop carrying dw spilled registers on
+    # sm_86/sm_89/sm_120; the fp32 partial-dw scratch then has one row per input row
+    rows_per_program, programs = backward_grid(n_rows, max_backward_programs(x2d),
+                                               backward_max_rows(n_cols, x2d.element_size()))
     has_w = weight is not None
     partial = torch.empty((programs if has_w else 1, n_cols), dtype=torch.float32, device=x2d.device)
     block, num_warps = launch_settings(n_cols, "backward")
