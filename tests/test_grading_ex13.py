@@ -102,6 +102,25 @@ def test_borrowed_grader_rule_fails(part):
     assert not r.passed and "grader's own rule" in r.feedback, (part, r.feedback)
 
 
+@pytest.mark.parametrize("where", ["fastpath_lib.bench.timing", "fastpath_lib.rmsnorm.cost"])
+def test_the_kits_bytes_model_is_refused_for_the_mechanism_part(where):
+    """RMSNorm's bytes model lives in ``rmsnorm/cost.py`` and is re-exported by ``bench.timing``: through either name
+    it is the kit's answer, not the learner's."""
+    import importlib
+
+    import torch
+
+    model = importlib.import_module(where).bytes_moved
+
+    def borrowed(sc):
+        n = model(sc["rows"], sc["cols"], getattr(torch, sc["dtype"]), sc["pass"], weight=sc["weight"])
+        gbps = n / (sc["median_us"] * 1e-6) / 1e9
+        return {"bytes": n, "gbps": gbps, "copy_fraction": gbps / sc["copy_gbps"]}
+
+    (r,) = ex.check_readiness("mechanism", borrowed, show=False, seed=0)
+    assert not r.passed and "kit's answer" in r.feedback, r.feedback
+
+
 def test_answers_recorded_for_one_draw_fail_on_another():
     for part in ("route_conditions", "readability", "review_response", "modes_preserved"):
         def record(seed):

@@ -1,4 +1,5 @@
-"""Timing: the timer settings, one timed callable, the copy bandwidth, bytes moved and launch counts.
+"""Timing: the timer settings, one timed callable, the copy bandwidth and launch counts (``bytes_moved`` is RMSNorm's
+bytes model, :mod:`fastpath_lib.rmsnorm.cost`, re-exported here for the callers that import it from the bench).
 
 On CUDA the timer is ``triton.testing.do_bench`` (L2 flushed before every repetition); off CUDA it is
 ``torch.utils.benchmark.Timer`` in adaptive blocks, and every such time is labelled "not a GPU measurement".
@@ -12,6 +13,7 @@ import math
 import torch
 
 from fastpath_lib import runtime
+from fastpath_lib.rmsnorm.cost import bytes_moved  # re-exported: RMSNorm's bytes model lives beside its spec
 
 __all__ = ["HarnessSettings", "gpu_measurement", "settings_for", "time_callable", "quantile", "copy_bandwidth",
            "bytes_moved", "count_launches"]
@@ -124,28 +126,6 @@ def copy_bandwidth(device: str | torch.device, quick: bool = False) -> tuple[flo
     med = quantile(res["samples_us"], 0.5)
     label = f"{'device-to-device' if dev.type == 'cuda' else 'CPU tensor'} copy of {nbytes >> 20} MiB"
     return 2 * nbytes / (med * 1e-6) / 1e9, label
-
-
-def bytes_moved(rows: int, cols: int, dtype: torch.dtype, pass_: str, weight: bool = True) -> int:
-    """Minimum bytes a call must move: each input read once, each output written once.
-
-    Args:
-        rows, cols, dtype: the case.
-        pass_: ``"forward"`` (x, w in; y out) or ``"backward"`` (forward, then dy, x, w in; dx, dw out).
-        weight: whether there is a weight.
-
-    Returns:
-        bytes (the fp32 partial-dw scratch of the Triton backward is not counted: it is the kernel's cost, not the
-        problem's).
-
-    >>> bytes_moved(4, 8, torch.float16, "forward")
-    144
-    """
-    es = torch.empty((), dtype=dtype).element_size()
-    act = rows * cols * es
-    w = cols * es if weight else 0
-    fwd = 2 * act + w
-    return fwd if pass_ == "forward" else fwd + 3 * act + 2 * w
 
 
 def count_launches(fn, calls: int = 3) -> tuple[float, str]:

@@ -4,7 +4,8 @@
 (:mod:`~fastpath_lib.grading.ex13_scenarios`: plain dicts and lists, new numbers and ids every time, shuffled), and
 compares each answer with the grader's rule. A part passes when every scenario is answered right, so a function that
 returns one constant, or answers recorded for the examples the notebook shows, fails. The grader's own rules (the
-scenario module) and the kit's answer for the mechanism part (``bench.timing.bytes_moved``) may not be called.
+scenario module) and the kit's answer for the mechanism part (``rmsnorm.cost.bytes_moved``, also reached as
+``bench.timing.bytes_moved``) may not be called.
 
 >>> [r.passed for r in check_readiness("readability", lambda pair: "a", show=False)]
 [False]
@@ -29,7 +30,7 @@ PARTS = ("route_conditions", "modes_preserved", "test_kinds", "ci_or_schedule", 
 
 _FORBIDDEN = borrowed.kit("grading/ex13_scenarios.py", why="that is the grader's own rule") + borrowed.kit(
     "grading/ex13_review.py", why="that is the grader's own check") + borrowed.kit(
-    "bench/timing.py", "bytes_moved", why="that is the kit's answer to the mechanism part") + borrowed.kit(
+    "rmsnorm/cost.py", "bytes_moved", why="that is the kit's answer to the mechanism part") + borrowed.kit(
     "rmsnorm/predicate.py", why="the part asks you to apply the conditions yourself")
 _PLACEHOLDER_OWNER = re.compile(r"^@?(owner|someone|somebody|team|the[-_ ]?team|tbd|todo|maintainers?|nobody|me|"
                                 r"name|handle|user|x+)$", re.IGNORECASE)
