@@ -15,8 +15,11 @@ import torch
 from fastpath_lib import runtime
 from fastpath_lib.rmsnorm.cost import bytes_moved  # re-exported: RMSNorm's bytes model lives beside its spec
 
-__all__ = ["HarnessSettings", "gpu_measurement", "settings_for", "time_callable", "quantile", "copy_bandwidth",
-           "bytes_moved", "count_launches"]
+__all__ = ["HarnessSettings", "gpu_measurement", "settings_for", "time_callable", "timed_fields", "quantile",
+           "copy_bandwidth", "bytes_moved", "count_launches", "COMPILE_SKIPPED", "compile_skipped", "first_call_s"]
+
+#: Why ``torch.compile`` is not timed in a quick run off CUDA (every runner's skipped row says this).
+COMPILE_SKIPPED = "torch.compile skipped in --quick on CPU: inductor's C++ build outlasts the quick budget"
 
 
 class HarnessSettings(dict):
@@ -93,6 +96,34 @@ def time_callable(fn, settings: dict) -> dict:
     samples = [timer.timeit(number).median * 1e6 for _ in range(reps)]
     return {"samples_us": samples, "warmup": f"{settings['warmup_calls']} calls", "reps": reps, "number": number,
             "timer": settings["timer"]}
+
+
+def timed_fields(call, settings: dict) -> dict:
+    """Time ``call()`` (:func:`time_callable`) and return a result row's timing columns: the timer and its settings,
+    median, 20 % and 80 % quantiles, mean, minimum and the raw samples (JSON), in microseconds."""
+    import json
+
+    res = time_callable(call, settings)
+    s = res["samples_us"]
+    return dict(timer=res["timer"], warmup=res["warmup"], reps=res["reps"], number=res["number"],
+                median_us=quantile(s, 0.5), q20_us=quantile(s, 0.2), q80_us=quantile(s, 0.8), mean_us=sum(s) / len(s),
+                min_us=min(s), samples_us=json.dumps([round(v, 4) for v in s]))
+
+
+def compile_skipped(quick: bool) -> bool:
+    """Whether ``torch.compile`` is left out of this run (:data:`COMPILE_SKIPPED`): a quick run off CUDA."""
+    return quick and not runtime.cuda_available()
+
+
+def first_call_s(call) -> float:
+    """Seconds of ``call()``'s first run (for ``torch.compile``: the compile), synchronized on CUDA."""
+    import time
+
+    t0 = time.perf_counter()
+    call()
+    if runtime.cuda_available():
+        torch.cuda.synchronize()
+    return time.perf_counter() - t0
 
 
 def quantile(samples, q: float) -> float:
