@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 
 import fastpath_lib
-from fastpath_lib import runtime
+from fastpath_lib import opspec, runtime
 import fastpath_lib.bench.results as results
 from fastpath_lib.bench.report import pr_note
 from fastpath_lib.bench.sweep import threshold_sweep
@@ -44,28 +44,16 @@ from fastpath_lib.bench.metadata import environment, region
 from fastpath_lib.bench.schema import CSV_COLUMNS, NOT_GPU, empty_row, measurement_label
 from fastpath_lib.bench.timing import (COMPILE_SKIPPED, bytes_moved, compile_skipped, copy_bandwidth, count_launches,
                                        first_call_s, gpu_measurement, settings_for, timed_fields)
-from fastpath_lib.rmsnorm.predicate import PREDICATE, default_eps, limits_for
+from fastpath_lib.rmsnorm.predicate import default_eps, limits_for
 
-__all__ = ["PROVIDERS", "CSV_COLUMNS", "LAUNCHER_NEEDS", "launcher_unsupported", "measure_case", "run_matrix",
-           "matrix_environment"]
+__all__ = ["PROVIDERS", "CSV_COLUMNS", "launcher_unsupported", "measure_case", "run_matrix", "matrix_environment"]
 
 PROVIDERS = ("baseline", "triton", "dispatched", "compiled")
 
-#: Predicate categories whose conditions the kernel itself needs (the rest, and ``min_rows``, exist for speed or
-#: policy: the launcher computes correctly without them).
-LAUNCHER_NEEDS = ("tensor kind", "device", "dtype", "shape", "stride")
-
-
 def launcher_unsupported(x: torch.Tensor, normalized_shape, w) -> str | None:
-    """Why the kernel launchers cannot take this input, asked of the predicate; ``None`` when they can.
-
-    The launchers need every condition of the :data:`LAUNCHER_NEEDS` categories except the row threshold; alignment,
-    architecture and mode conditions decide speed or policy, not whether the kernel computes the right thing.
-    """
-    decision = fastpath_lib.explain(x, normalized_shape, w)
-    needed = [r for r in decision.reasons
-              if (name := r.split(":", 1)[0]) != "min_rows" and PREDICATE[name].category in LAUNCHER_NEEDS]
-    return "; ".join(needed) or None
+    """Why RMSNorm's kernel launchers cannot take this input (its spec's ``fast_unsupported``); ``None`` when they
+    can."""
+    return opspec.get("rms_norm").fast_unsupported(x, normalized_shape, w)
 
 
 def _rows_view(t: torch.Tensor) -> torch.Tensor:

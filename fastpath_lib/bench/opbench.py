@@ -138,7 +138,10 @@ def _time_case(spec: OpSpec, case: OpCase, providers: dict[str, str], *, quick: 
         elif nbytes > base_bytes:
             notes.append(f"moves {nbytes - base_bytes:.0f} bytes more than {base_name}")
         skip = None
-        if provider == "triton" and route != "triton":
+        if provider == "triton" and spec.fast_unsupported is not None:
+            why = spec.fast_unsupported(*sets[0])
+            skip = f"launcher not run: {why}" if why else None
+        elif provider == "triton" and route != "triton":
             skip = "outside the predicate: the fast route is timed where it is taken"
         elif impl == COMPILED and compile_skipped(quick):
             skip = COMPILE_SKIPPED

@@ -21,7 +21,7 @@ from fastpath_lib.rmsnorm import predicate as rms
 from fastpath_lib.rmsnorm.op import explain, rms_norm
 from fastpath_lib.testing import TOLERANCES
 
-__all__ = ["SPEC", "PR_TEXT", "matrix_cases"]
+__all__ = ["SPEC", "PR_TEXT", "matrix_cases", "LAUNCHER_NEEDS", "launcher_unsupported"]
 
 _CASES_FILE = Path(__file__).resolve().parents[1] / "bench" / "cases.json"
 
@@ -43,6 +43,23 @@ def _fast(x, normalized_shape, weight=None, eps=None):
 
     eps = rms.default_eps(x.dtype) if eps is None else eps
     return kernels.forward(x.reshape(-1, x.shape[-1]), weight, eps).view(x.shape)
+
+
+#: Predicate categories whose conditions the kernel itself needs (the rest, and ``min_rows``, exist for speed or
+#: policy: the launcher computes correctly without them).
+LAUNCHER_NEEDS = ("tensor kind", "device", "dtype", "shape", "stride")
+
+
+def launcher_unsupported(x, normalized_shape, weight=None, eps=None) -> str | None:
+    """Why the kernel launchers cannot take this input, asked of the predicate; ``None`` when they can.
+
+    The launchers need every condition of the :data:`LAUNCHER_NEEDS` categories except the row threshold; alignment,
+    architecture and mode conditions decide speed or policy, not whether the kernel computes the right thing.
+    """
+    decision = explain(x.detach(), normalized_shape, weight, eps)
+    needed = [r for r in decision.reasons
+              if (name := r.split(":", 1)[0]) != "min_rows" and rms.PREDICATE[name].category in LAUNCHER_NEEDS]
+    return "; ".join(needed) or None
 
 
 def _kernels() -> list:
@@ -120,6 +137,7 @@ SPEC = OpSpec(
     kernels=_kernels,
     specialization=lambda rows, cols, dtype: cost.binary("fwd", rows, cols, dtype),
     decoder_step=_decoder_step,
+    fast_unsupported=launcher_unsupported,
     title="RMSNorm: Triton fast path behind an eligibility predicate",
     pr_text=PR_TEXT,
 )
