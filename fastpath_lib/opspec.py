@@ -164,6 +164,10 @@ class OpSpec:
             decoder calls ``function`` (the serving trace's counts, :func:`fastpath_lib.bench.trace.serving_trace`);
             ``None``: ``2 * layers + 1``, a norm before attention and before the MLP in every layer and one before the
             LM head.
+        fast_unsupported: ``fast_unsupported(*args)`` -> why ``fast`` called directly cannot take those arguments
+            (``None``: it can). Given, the bench times the fast route wherever it can run, the predicate's speed and
+            policy conditions (a row threshold, say) aside, so the table shows what the predicate turns down; ``None``:
+            the fast route is timed only where the predicate takes it.
     """
 
     name: str
@@ -190,6 +194,7 @@ class OpSpec:
     specialization: Callable[[int, int, Any], Mapping[str, Any] | None] | None = None
     decoder_step: Callable[..., tuple] | None = None
     calls_per_forward: Callable[[int], int] | None = None
+    fast_unsupported: Callable[..., str | None] | None = None
 
     def __post_init__(self):
         if not self.name or not self.name.replace("_", "").isalnum():

@@ -333,3 +333,18 @@ def test_the_matrix_writes_what_it_has_as_it_goes(tmp_path, monkeypatch):
     assert line.startswith(f"2 of {len(cases)} predeclared cases run (not run: {cases[2].id}, ")
     ok = df[df.status == "ok"]
     assert set(ok.case_id) == {cases[0].id, cases[1].id}
+
+
+def test_each_job_is_one_step_function_for_every_op():
+    """RMSNorm's step and another op's step of the same job run the same function (it reads ``ctx.op``): no twin."""
+    from fastpath_lib.bench import evidence_steps
+    from fastpath_lib.bench.evidence import STEPS
+
+    by_name = {s.name: s for s in STEPS}
+    for job, rms_step in (("matrix", "matrix"), ("sweep", "sweep"), ("replay", "replay"),
+                          ("compile_cost", "compile_cost"), ("compiled", "compiled")):
+        other = by_name[f"fused_add_rms_norm_{job}"]
+        assert other.target == by_name[rms_step].target, job
+        assert (other.op, by_name[rms_step].op) == ("fused_add_rms_norm", "rms_norm"), job
+    twins = [n for n in evidence_steps.__all__ if n.startswith("op_") and n != "op_host"]
+    assert not twins, twins

@@ -171,7 +171,7 @@ def test_evidence_steps_get_their_op_and_write_its_matrix_under_ops(tmp_path):
     assert json.loads(result.read_text())["why"] == "op=fused_add_rms_norm"
     # a budget already spent: every case is declared, none starts (the full matrix is the GPU run's)
     ctx = evidence_steps.StepContext(out=tmp_path, budget_s=1.0, started=time.monotonic(), op="fused_add_rms_norm")
-    res = evidence_steps.op_matrix(ctx)
+    res = evidence_steps.matrix(ctx)
     df, env = load_results(tmp_path / "ops" / "fused_add_rms_norm")
     assert env["op"] == "fused_add_rms_norm" and env["evidence_run"] and set(df["status"]) == {"not run"}
     assert set(df["case_id"]) == {c.id for c in SPEC.matrix()} and "0 of 13" in res["why"]

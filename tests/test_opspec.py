@@ -183,6 +183,24 @@ def test_rms_norm_runs_through_the_generic_matrix():
     assert isinstance(df, pd.DataFrame) and df.attrs["environment"]["baseline"] == "F.rms_norm"
 
 
+def test_rms_norm_times_its_launcher_wherever_the_launcher_can_run():
+    """RMSNorm's spec says when its launcher cannot take an input (``fast_unsupported``): the generic matrix then times
+    the launcher below the row threshold too (the fallback's case, as RMSNorm's own harness does), and skips it, with
+    the reason, where the kernel itself cannot run."""
+    spec = opspec.get("rms_norm")
+    assert spec.fast_unsupported is not None
+    x = torch.randn(1, 64)
+    assert spec.fast_unsupported(x, (64,), None) is None  # one row: below the threshold, still the kernel's input
+    assert "dtype" in spec.fast_unsupported(x.double(), (64,), None)
+    decode = next(c for c in spec.matrix() if c.expected == "fallback" and c.dims(True)[0] == 1)
+    df = run_op(spec, quick=True, only=[decode.id])
+    by = df.set_index("provider")
+    assert by.loc["dispatched", "route"] == "fallback" and by.loc["triton", "status"] == "ok", by[["status", "note"]]
+    refused = dataclasses.replace(spec, fast_unsupported=lambda *a: "stride: planted")
+    df = run_op(refused, quick=True, only=[decode.id]).set_index("provider")
+    assert df.loc["triton", "status"] == "skipped" and df.loc["triton", "note"] == "launcher not run: stride: planted"
+
+
 # --- fused residual-add + RMSNorm through its spec (issue 18 item 4; its matrix in tests/test_fused_bench.py) --------
 
 def test_fused_op_is_registered_second_with_its_own_pieces(capsys):

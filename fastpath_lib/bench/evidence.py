@@ -128,23 +128,23 @@ def op_steps(name: str) -> tuple[Step, ...]:
     workload replay (the serving trace and the small decoder), its compile cost, and its kernels' compiled facts,
     written under ``ops/NAME/``. A step whose spec field is missing says so and is skipped."""
     needs = _CORE + ("fastpath_lib.opspec", "fastpath_lib.bench.opbench")
-    return (Step(f"{name}_matrix", f"{name}: its predeclared matrix against all its baselines", 70, _s("op_matrix"),
+    return (Step(f"{name}_matrix", f"{name}: its predeclared matrix against all its baselines", 70, _s("matrix"),
                  tuple(f"ops/{name}/{f}" for f in ("results.csv", "environment.json", "boundary.png")), needs,
                  op=name),
             Step(f"{name}_host", f"{name}: host overhead of its dispatch on decode-sized fallback calls", 10,
                  _s("op_host"), (f"ops/{name}/results.csv (host-overhead rows)",),
                  needs + ("fastpath_lib.bench.ophost",), op=name),
             Step(f"{name}_sweep", f"{name}: its fast route against its first baseline across row counts", 12,
-                 _s("op_sweep"), _op_files(name, "threshold.csv", "threshold_proposal.json"),
+                 _s("sweep"), _op_files(name, "threshold.csv", "threshold_proposal.json"),
                  needs + ("fastpath_lib.bench.sweep",), op=name),
             Step(f"{name}_replay", f"{name}: workload replay (the serving trace; a small decoder, norms swapped)", 10,
-                 _s("op_replay"), _op_files(name, "replay.json"),
+                 _s("replay"), _op_files(name, "replay.json"),
                  needs + ("fastpath_lib.bench.trace", "fastpath_lib.bench.workload"), op=name),
             Step(f"{name}_compile_cost", f"{name}: compile cost per specialization (fresh process, empty cache)", 10,
-                 _s("op_compile_cost"), _op_files(name, "compile_cost.json"), needs + ("fastpath_lib.bench.workload",),
+                 _s("compile_cost"), _op_files(name, "compile_cost.json"), needs + ("fastpath_lib.bench.workload",),
                  op=name),
             Step(f"{name}_compiled", f"{name}: compile-time facts of its kernels (vector width, registers, spills)",
-                 10, _s("op_compiled"), (f"ops/{name}/compiled.json",), needs + ("fastpath_lib.rmsnorm.compiled",),
+                 10, _s("compiled_facts"), (f"ops/{name}/compiled.json",), needs + ("fastpath_lib.rmsnorm.compiled",),
                  op=name))
 
 

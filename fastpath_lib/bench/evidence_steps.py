@@ -3,7 +3,10 @@
 
 A step is a function taking a :class:`StepContext` and returning ``None`` (it ran) or a dict ``{"status": "ran" |
 "skipped" | "failed", "why": ..., "details": {...}}``; an exception means it failed. Each writes its files into the
-run's staging folder (``ctx.out``) as soon as it has them, so a later cut keeps what finished.
+run's staging folder (``ctx.out``) as soon as it has them, so a later cut keeps what finished. A step of one job
+(matrix, sweep, replay, compile cost, compiled facts) is one function for every registered operator: it reads the op
+from ``ctx.op`` and its spec from the registry, and writes RMSNorm's files at the top of the folder, any other op's
+under ``ops/NAME/``.
 """
 
 from __future__ import annotations
@@ -21,10 +24,12 @@ import fastpath_lib.bench.pytest_deadline as pytest_deadline
 from fastpath_lib.bench.step_process import StepContext, child_main  # noqa: F401 - a step's context and process
 from fastpath_lib.runtime import ROOT, child_env, stop_process_group
 
-__all__ = ["StepContext", "child_main", "find_sanitizer", "collect_tests", "CORE_TESTS", "selftest", "gpu_tests",
-           "core_tests", "sanitizer", "copy_bandwidth", "matrix", "host", "sweep", "replay", "compile_cost",
-           "compiled_facts", "op_matrix", "op_host", "op_sweep", "op_replay", "op_compile_cost", "op_compiled",
-           "pr_note"]
+__all__ = ["StepContext", "child_main", "find_sanitizer", "collect_tests", "CORE_TESTS", "PRIMARY", "selftest",
+           "gpu_tests", "core_tests", "sanitizer", "copy_bandwidth", "matrix", "host", "sweep", "replay", "compile_cost",
+           "compiled_facts", "op_host", "pr_note"]
+
+#: The operator whose files sit at the top of the evidence folder (each other op's under ``ops/NAME/``).
+PRIMARY = "rms_norm"
 
 #: The core tests the evidence run repeats on CUDA (those present in the checkout).
 CORE_TESTS = ("tests/test_predicate.py", "tests/test_boundaries.py", "tests/test_contract.py",
@@ -157,17 +162,52 @@ def _copy(ctx: StepContext):
     return None
 
 
-def matrix(ctx: StepContext):
-    """The full predeclared matrix, ``results.csv`` rewritten after every case."""
-    from fastpath_lib.bench.analysis import coverage_line
-    from fastpath_lib.bench.harness import run_matrix
+def _spec(ctx: StepContext):
+    """The operator the step serves (``ctx.op``; RMSNorm when none is named)."""
+    from fastpath_lib import opspec
 
-    df = run_matrix(deadline=ctx.deadline, folder=ctx.out, analyses=False, copy=_copy(ctx),
-                    extra_env={"evidence_run": True})
-    line = coverage_line(df, df.attrs["environment"])
+    return opspec.get(ctx.op or PRIMARY)
+
+
+def _home(ctx: StepContext, spec) -> tuple[Path, str]:
+    """Where ``spec``'s files go and their names' prefix: the staging folder itself for RMSNorm, ``ops/NAME/``
+    (created) for any other op."""
+    if spec.name == PRIMARY:
+        return ctx.out, ""
+    return _op_folder(ctx, spec.name), f"ops/{spec.name}/"
+
+
+def _named(spec, why) -> str:
+    return why if spec.name == PRIMARY else f"{spec.name}: {why}"
+
+
+def matrix(ctx: StepContext):
+    """An operator's predeclared matrix (``ctx.op``) against its baselines: RMSNorm's (the full matrix,
+    ``results.csv`` rewritten after every case) into the staging folder, any other op's into ``ops/NAME/``."""
+    from fastpath_lib.bench import results
+    from fastpath_lib.bench.analysis import coverage_line
+
+    spec = _spec(ctx)
+    if spec.name == PRIMARY:
+        from fastpath_lib.bench.harness import run_matrix
+
+        df = run_matrix(deadline=ctx.deadline, folder=ctx.out, analyses=False, copy=_copy(ctx),
+                        extra_env={"evidence_run": True})
+        env = df.attrs["environment"]
+    else:
+        from fastpath_lib.bench.opbench import run_op
+
+        df = run_op(spec, quick=False, deadline=ctx.deadline, log=ctx.log)
+        folder, prefix = _home(ctx, spec)
+        env = dict(df.attrs["environment"], evidence_run=True)
+        if (df.status == "ok").any():
+            results.write(folder, df, env)  # the table, the environment, the boundary plot and table
+        else:  # nothing was timed: no plot to draw
+            results.write_table(folder, df)
+            ctx.write_json(f"{prefix}environment.json", env)
     not_run = int((df.status == "not run").sum())
-    why = line + (f"; {not_run} case/provider rows not run (time budget)" if not_run else "")
-    return {"status": "ran", "why": why}
+    return {"status": "ran", "why": _named(spec, coverage_line(df, env)) + (
+        f"; {not_run} case/provider rows not run (time budget)" if not_run else "")}
 
 
 def host(ctx: StepContext):
@@ -197,48 +237,95 @@ def host(ctx: StepContext):
 
 
 def sweep(ctx: StepContext):
-    """The row-threshold sweep and its proposal."""
+    """An operator's row sweep (``ctx.op``): its fast route against its first baseline across row counts, and the
+    proposal. RMSNorm's is the full sweep (its proposal is what ``thresholds.json`` records); another op's is the quick
+    sweep (fewer points, one width: its share of the budget is small, and an op with its own case class builds its
+    inputs on the host), into ``ops/NAME/``."""
+    from fastpath_lib import opspec
     from fastpath_lib.bench.sweep import threshold_sweep
 
-    table = threshold_sweep(deadline=ctx.deadline)
-    table.to_csv(ctx.out / "threshold.csv", index=False)
+    spec = _spec(ctx)
+    if spec.name == PRIMARY:
+        table = threshold_sweep(deadline=ctx.deadline)
+    elif spec.fast is None:
+        return {"status": "skipped", "why": f"{spec.name}: its fast route is {opspec.NOT_DECLARED}"}
+    else:
+        table = threshold_sweep(spec=spec, quick=True, deadline=ctx.deadline)
+    folder, prefix = _home(ctx, spec)
+    table.to_csv(folder / "threshold.csv", index=False)
     proposal = table.attrs["proposal"]
-    ctx.write_json("threshold_proposal.json", proposal)
-    return {"status": "ran", "why": proposal.get("line") or proposal.get("reason"), "details": proposal}
+    ctx.write_json(f"{prefix}threshold_proposal.json", proposal)
+    return {"status": "ran", "why": _named(spec, proposal.get("line") or proposal.get("reason")), "details": proposal}
 
 
 def replay(ctx: StepContext):
-    """The workload replay."""
+    """An operator's workload replay (``ctx.op``): RMSNorm's small decoder with its norm modules swapped; another op's
+    serving trace weighted by call counts and the small decoder with every norm done by its ``decoder_step``, both
+    quick (its share of the budget is small), into ``ops/NAME/replay.json``."""
     from fastpath_lib.bench.workload import replay as run
 
-    res = run()
-    ctx.write_json("replay.json", res)
-    return {"status": "ran", "why": f"logits agree: {res.get('logits_close')}"}
+    spec = _spec(ctx)
+    if spec.name == PRIMARY:
+        res = run()
+        ctx.write_json("replay.json", res)
+        return {"status": "ran", "why": f"logits agree: {res.get('logits_close')}"}
+    from fastpath_lib.bench.trace import replay_trace, serving_trace
+
+    res = run(spec=spec, quick=True)
+    table = replay_trace(serving_trace(spec=spec), spec=spec, quick=True)
+    res["trace"] = {"rows": table.to_dict("records"), "totals": table.attrs["totals"]}
+    ctx.write_json(f"{_home(ctx, spec)[1]}replay.json", res)
+    decoder = f"logits agree: {res['logits_close']}" if "logits_close" in res else res["note"]
+    return {"status": "ran", "why": f"{spec.name}: {decoder}; trace: {table.attrs['totals']['measured_calls']} of "
+                                    f"{table.attrs['totals']['calls']} calls measured"}
 
 
 def compile_cost(ctx: StepContext):
-    """Compile time per kernel specialization in a fresh process with an empty cache."""
+    """Compile time per kernel specialization of an operator (``ctx.op``; RMSNorm's over its whole matrix, backward
+    included) in a fresh process with an empty cache."""
     from fastpath_lib.bench.workload import compile_cost as run
 
-    res = run(timeout=max(5.0, ctx.left()))
-    ctx.write_json("compile_cost.json", res)
+    spec = _spec(ctx)
+    res = run(spec=None if spec.name == PRIMARY else spec, timeout=max(5.0, ctx.left()))
+    if res.get("declared") is False:
+        return {"status": "skipped", "why": _named(spec, res["note"])}
+    ctx.write_json(f"{_home(ctx, spec)[1]}compile_cost.json", res)
     if res.get("error"):
-        return {"status": "failed", "why": f"the compile probe failed: {res['error'].strip().splitlines()[-1:]}"}
-    return {"status": "ran", "why": f"{res.get('specializations')} specializations"}
+        last = (res["error"].strip().splitlines() or [""])[-1]
+        return {"status": "failed", "why": _named(spec, f"the compile probe failed: {last}")}
+    return {"status": "ran", "why": _named(spec, f"{res['specializations']} specializations")}
 
 
 def compiled_facts(ctx: StepContext):
-    """Facts read from the compiled kernels (vector width, registers, spills) for the matrix's widths, compiled for
-    sm_80, sm_90 and this GPU's architecture."""
-    from fastpath_lib.bench.workload import compiled_facts as facts
+    """Facts read from an operator's compiled kernels (vector width, registers, spills), compiled for their GPU
+    targets: RMSNorm's for the matrix's widths on sm_80, sm_90 and this GPU's architecture, another op's for its
+    spec's ``kernels``."""
+    from fastpath_lib.rmsnorm import compiled
 
-    res = facts(timeout=max(5.0, ctx.left()), workers=max(1, (os.cpu_count() or 2) - 1))
-    if res.get("skipped"):
-        return {"status": "skipped", "why": res["skipped"]}
-    ctx.write_json("compiled.json", res["rows"])
-    spills = sum(1 for r in res["rows"] if r.get("spills"))
-    return {"status": "ran", "why": f"{len(res['rows'])} specializations for {', '.join(res['archs'])}, "
-                                    f"{spills} of them spill"}
+    spec = _spec(ctx)
+    workers = max(1, (os.cpu_count() or 2) - 1)
+    if spec.name == PRIMARY:
+        from fastpath_lib.bench.workload import compiled_facts as facts
+
+        res = facts(timeout=max(5.0, ctx.left()), workers=workers)
+        if res.get("skipped"):
+            return {"status": "skipped", "why": res["skipped"]}
+        rows, archs = res["rows"], res["archs"]
+    else:
+        if spec.kernels is None:
+            return {"status": "skipped", "why": f"{spec.name} names no kernels to compile"}
+        why = compiled.missing_tools()
+        if why:
+            return {"status": "skipped", "why": why}
+        builds = spec.kernels()
+        rows = compiled.facts(builds, timeout=max(5.0, ctx.left()), workers=workers)
+        for b, r in zip(builds, rows):
+            r["label"] = b.label
+        archs = sorted({r["arch"] for r in rows})
+    ctx.write_json(f"{_home(ctx, spec)[1]}compiled.json", rows)
+    spills = sum(1 for r in rows if r.get("spills"))
+    return {"status": "ran", "why": _named(spec, f"{len(rows)} specializations for {', '.join(archs)}, "
+                                                 f"{spills} of them spill")}
 
 
 def _op_folder(ctx: StepContext, name: str) -> Path:
@@ -246,27 +333,6 @@ def _op_folder(ctx: StepContext, name: str) -> Path:
     folder = ctx.out / "ops" / name
     folder.mkdir(parents=True, exist_ok=True)
     return folder
-
-
-def op_matrix(ctx: StepContext):
-    """A registered operator's predeclared matrix (``ctx.op``) against every baseline, into ``ops/NAME/``."""
-    from fastpath_lib import opspec
-    from fastpath_lib.bench import results
-    from fastpath_lib.bench.analysis import coverage_line
-    from fastpath_lib.bench.opbench import run_op
-
-    spec = opspec.get(ctx.op)
-    df = run_op(spec, quick=False, deadline=ctx.deadline, log=ctx.log)
-    folder = _op_folder(ctx, spec.name)
-    env = dict(df.attrs["environment"], evidence_run=True)
-    if (df.status == "ok").any():
-        results.write(folder, df, env)  # the table, the environment, the boundary plot and table
-    else:  # nothing was timed: no plot to draw
-        results.write_table(folder, df)
-        ctx.write_json(f"ops/{spec.name}/environment.json", env)
-    not_run = int((df.status == "not run").sum())
-    return {"status": "ran", "why": f"{spec.name}: {coverage_line(df, env)}"
-                                    + (f"; {not_run} rows not run (time budget)" if not_run else "")}
 
 
 def op_host(ctx: StepContext):
@@ -291,81 +357,6 @@ def op_host(ctx: StepContext):
     over = [c for c, r in t.iterrows() if r["verdict"] == "OVER"]
     return {"status": "ran", "why": f"{spec.name}: fallback host cost within the target" if not over else
             f"{spec.name}: over the host-cost target: {', '.join(over)}"}
-
-
-def op_sweep(ctx: StepContext):
-    """A registered operator's row sweep (``ctx.op``): its fast route against its first baseline, into ``ops/NAME/``
-    (its own crossover; ``thresholds.json`` records RMSNorm's only). The quick sweep (fewer points, one width): the
-    op's share of the budget is small, and an op with its own case class builds its inputs on the host."""
-    from fastpath_lib import opspec
-    from fastpath_lib.bench.sweep import threshold_sweep
-
-    spec = opspec.get(ctx.op)
-    if spec.fast is None:
-        return {"status": "skipped", "why": f"{spec.name}: its fast route is {opspec.NOT_DECLARED}"}
-    table = threshold_sweep(spec=spec, quick=True, deadline=ctx.deadline)
-    table.to_csv(_op_folder(ctx, spec.name) / "threshold.csv", index=False)
-    proposal = table.attrs["proposal"]
-    ctx.write_json(f"ops/{spec.name}/threshold_proposal.json", proposal)
-    return {"status": "ran", "why": f"{spec.name}: {proposal.get('line') or proposal.get('reason')}",
-            "details": proposal}
-
-
-def op_replay(ctx: StepContext):
-    """A registered operator's workload replay (``ctx.op``): the serving trace weighted by call counts, and the small
-    decoder with every norm done by the op's ``decoder_step``, into ``ops/NAME/replay.json``. Both quick (fewer rounds,
-    a shorter sequence): the op's share of the budget is small."""
-    from fastpath_lib import opspec
-    from fastpath_lib.bench.trace import replay_trace, serving_trace
-    from fastpath_lib.bench.workload import replay as run
-
-    spec = opspec.get(ctx.op)
-    res = run(spec=spec, quick=True)
-    table = replay_trace(serving_trace(spec=spec), spec=spec, quick=True)
-    res["trace"] = {"rows": table.to_dict("records"), "totals": table.attrs["totals"]}
-    ctx.write_json(f"ops/{spec.name}/replay.json", res)
-    decoder = f"logits agree: {res['logits_close']}" if "logits_close" in res else res["note"]
-    return {"status": "ran", "why": f"{spec.name}: {decoder}; trace: {table.attrs['totals']['measured_calls']} of "
-                                    f"{table.attrs['totals']['calls']} calls measured"}
-
-
-def op_compile_cost(ctx: StepContext):
-    """Compile time per specialization of a registered operator's kernels (``ctx.op``), in a fresh process with an
-    empty cache, into ``ops/NAME/compile_cost.json``."""
-    from fastpath_lib import opspec
-    from fastpath_lib.bench.workload import compile_cost as run
-
-    spec = opspec.get(ctx.op)
-    res = run(spec=spec, timeout=max(5.0, ctx.left()))
-    if res.get("declared") is False:
-        return {"status": "skipped", "why": f"{spec.name}: {res['note']}"}
-    ctx.write_json(f"ops/{spec.name}/compile_cost.json", res)
-    if res.get("error"):
-        last = (res["error"].strip().splitlines() or [""])[-1]
-        return {"status": "failed", "why": f"{spec.name}: the compile probe failed: {last}"}
-    return {"status": "ran", "why": f"{spec.name}: {res['specializations']} specializations"}
-
-
-def op_compiled(ctx: StepContext):
-    """Compile-time facts of a registered operator's kernels (its spec's ``kernels``) for their GPU targets."""
-    from fastpath_lib import opspec
-    from fastpath_lib.rmsnorm import compiled
-
-    spec = opspec.get(ctx.op)
-    if spec.kernels is None:
-        return {"status": "skipped", "why": f"{spec.name} names no kernels to compile"}
-    why = compiled.missing_tools()
-    if why:
-        return {"status": "skipped", "why": why}
-    builds = spec.kernels()
-    rows = compiled.facts(builds, timeout=max(5.0, ctx.left()), workers=max(1, (os.cpu_count() or 2) - 1))
-    for b, r in zip(builds, rows):
-        r["label"] = b.label
-    ctx.write_json(f"ops/{spec.name}/compiled.json", rows)
-    spills = sum(1 for r in rows if r.get("spills"))
-    archs = sorted({r["arch"] for r in rows})
-    return {"status": "ran", "why": f"{spec.name}: {len(rows)} specializations for {', '.join(archs)}, "
-                                    f"{spills} of them spill"}
 
 
 def pr_note(ctx: StepContext):

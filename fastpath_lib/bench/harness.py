@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 
 import fastpath_lib
-from fastpath_lib import runtime
+from fastpath_lib import opspec, runtime
 import fastpath_lib.bench.results as results
 from fastpath_lib.bench.report import pr_note
 from fastpath_lib.bench.sweep import threshold_sweep
@@ -42,30 +42,18 @@ from fastpath_lib.bench.matrix import BenchCase, load_cases
 from fastpath_lib.bench.mechanism import count_call
 from fastpath_lib.bench.metadata import environment, region
 from fastpath_lib.bench.schema import CSV_COLUMNS, NOT_GPU, empty_row, measurement_label
-from fastpath_lib.bench.timing import (bytes_moved, copy_bandwidth, count_launches, gpu_measurement, quantile,
-                                       settings_for, time_callable)
-from fastpath_lib.rmsnorm.predicate import PREDICATE, default_eps, limits_for
+from fastpath_lib.bench.timing import (COMPILE_SKIPPED, bytes_moved, compile_skipped, copy_bandwidth, count_launches,
+                                       first_call_s, gpu_measurement, settings_for, timed_fields)
+from fastpath_lib.rmsnorm.predicate import default_eps, limits_for
 
-__all__ = ["PROVIDERS", "CSV_COLUMNS", "LAUNCHER_NEEDS", "launcher_unsupported", "measure_case", "run_matrix",
-           "matrix_environment"]
+__all__ = ["PROVIDERS", "CSV_COLUMNS", "launcher_unsupported", "measure_case", "run_matrix", "matrix_environment"]
 
 PROVIDERS = ("baseline", "triton", "dispatched", "compiled")
 
-#: Predicate categories whose conditions the kernel itself needs (the rest, and ``min_rows``, exist for speed or
-#: policy: the launcher computes correctly without them).
-LAUNCHER_NEEDS = ("tensor kind", "device", "dtype", "shape", "stride")
-
-
 def launcher_unsupported(x: torch.Tensor, normalized_shape, w) -> str | None:
-    """Why the kernel launchers cannot take this input, asked of the predicate; ``None`` when they can.
-
-    The launchers need every condition of the :data:`LAUNCHER_NEEDS` categories except the row threshold; alignment,
-    architecture and mode conditions decide speed or policy, not whether the kernel computes the right thing.
-    """
-    decision = fastpath_lib.explain(x, normalized_shape, w)
-    needed = [r for r in decision.reasons
-              if (name := r.split(":", 1)[0]) != "min_rows" and PREDICATE[name].category in LAUNCHER_NEEDS]
-    return "; ".join(needed) or None
+    """Why RMSNorm's kernel launchers cannot take this input (its spec's ``fast_unsupported``); ``None`` when they
+    can."""
+    return opspec.get("rms_norm").fast_unsupported(x, normalized_shape, w)
 
 
 def _rows_view(t: torch.Tensor) -> torch.Tensor:
@@ -194,9 +182,8 @@ def measure_case(case: BenchCase, *, quick: bool = False, settings: dict | None 
     for provider in providers:
         common = dict(route=route, route_backward=route_bwd, reasons=reasons, bytes_moved=nbytes,
                       copy_gbps=copy_gbps, input_sets=len(inputs.sets))
-        if provider == "compiled" and quick and not cuda:
-            out.append(_row(case, provider, quick, gpu, status="skipped", note="torch.compile skipped in --quick on "
-                            "CPU: inductor's C++ build outlasts the quick budget", **common))
+        if provider == "compiled" and compile_skipped(quick):
+            out.append(_row(case, provider, quick, gpu, status="skipped", note=COMPILE_SKIPPED, **common))
             continue
         try:
             compile_s = None
@@ -207,12 +194,8 @@ def measure_case(case: BenchCase, *, quick: bool = False, settings: dict | None 
                 out.append(_row(case, provider, quick, gpu, status="skipped", note=fn, **common))
                 continue
             if provider == "compiled":
-                t0 = time.perf_counter()
-                fn()
-                if cuda:
-                    torch.cuda.synchronize()
-                compile_s = time.perf_counter() - t0
-            res = time_callable(fn, settings)
+                compile_s = first_call_s(fn)
+            timing = timed_fields(fn, settings)
             launches, lnote = count_launches(fn)
             counted = dict(launches_per_call=launches, launches_note=lnote)
             if provider != "compiled":  # once more, outside the timed loop: the interpreter's count (CPU only)
@@ -223,17 +206,13 @@ def measure_case(case: BenchCase, *, quick: bool = False, settings: dict | None 
             if log:
                 log(f"  {provider}: error {type(exc).__name__}: {exc}")
             continue
-        s = res["samples_us"]
-        med = quantile(s, 0.5)
+        med = timing["median_us"]
         gbps = nbytes / (med * 1e-6) / 1e9 if med > 0 else math.nan
-        out.append(_row(case, provider, quick, gpu, status="ok", note="", timer=res["timer"], warmup=res["warmup"],
-                        reps=res["reps"], number=res["number"], median_us=med, q20_us=quantile(s, 0.2),
-                        q80_us=quantile(s, 0.8), mean_us=sum(s) / len(s), min_us=min(s),
-                        samples_us=json.dumps([round(v, 4) for v in s]), gbps=gbps,
+        out.append(_row(case, provider, quick, gpu, status="ok", note="", gbps=gbps,
                         pct_copy_bw=100 * gbps / copy_gbps if copy_gbps and not math.isnan(copy_gbps) else math.nan,
-                        compile_s=compile_s, **counted, **common))
+                        compile_s=compile_s, **timing, **counted, **common))
         if log:
-            log(f"  {provider:<10} median {med:.4g} us  [{quantile(s, 0.2):.4g}, {quantile(s, 0.8):.4g}]  "
+            log(f"  {provider:<10} median {med:.4g} us  [{timing['q20_us']:.4g}, {timing['q80_us']:.4g}]  "
                 f"route={route}")
     return out
 

@@ -19,7 +19,6 @@ counted bytes, out-of-bounds lanes, launches per call).
 
 from __future__ import annotations
 
-import json
 import math
 import time
 
@@ -30,7 +29,8 @@ from fastpath_lib.bench.analysis import classify
 from fastpath_lib.bench.mechanism import count_call
 from fastpath_lib.bench.metadata import environment, region
 from fastpath_lib.bench.schema import empty_row, measurement_label
-from fastpath_lib.bench.timing import gpu_measurement, quantile, settings_for, time_callable
+from fastpath_lib.bench.timing import (COMPILE_SKIPPED, compile_skipped, first_call_s, gpu_measurement, settings_for,
+                                       timed_fields)
 from fastpath_lib.cases import CaseSpec
 from fastpath_lib.opspec import COMPILED, BaselineUnavailable, OpCase, OpSpec
 
@@ -107,15 +107,6 @@ def op_environment(spec: OpSpec, cases: list[OpCase], settings: dict, gpu: bool)
     return env
 
 
-def _timed(call, settings: dict) -> dict:
-    res = time_callable(call, settings)
-    s = res["samples_us"]
-    med = quantile(s, 0.5)
-    return dict(timer=res["timer"], warmup=res["warmup"], reps=res["reps"], number=res["number"], median_us=med,
-                q20_us=quantile(s, 0.2), q80_us=quantile(s, 0.8), mean_us=sum(s) / len(s), min_us=min(s),
-                samples_us=json.dumps([round(v, 4) for v in s]))
-
-
 def _time_case(spec: OpSpec, case: OpCase, providers: dict[str, str], *, quick: bool, gpu: bool, settings: dict,
                device: str, check: bool, log) -> list[dict]:
     """The rows of one case for ``providers`` (name -> implementation), checked first when ``check``."""
@@ -147,10 +138,13 @@ def _time_case(spec: OpSpec, case: OpCase, providers: dict[str, str], *, quick: 
         elif nbytes > base_bytes:
             notes.append(f"moves {nbytes - base_bytes:.0f} bytes more than {base_name}")
         skip = None
-        if provider == "triton" and route != "triton":
+        if provider == "triton" and spec.fast_unsupported is not None:
+            why = spec.fast_unsupported(*sets[0])
+            skip = f"launcher not run: {why}" if why else None
+        elif provider == "triton" and route != "triton":
             skip = "outside the predicate: the fast route is timed where it is taken"
-        elif impl == COMPILED and quick and not runtime.cuda_available():
-            skip = "torch.compile skipped in --quick on CPU: inductor's C++ build outlasts the quick budget"
+        elif impl == COMPILED and compile_skipped(quick):
+            skip = COMPILE_SKIPPED
         if skip:
             out.append(_row(spec, case, provider, quick, gpu, sets[0][0], status="skipped", note=skip, **kw))
             continue
@@ -158,12 +152,8 @@ def _time_case(spec: OpSpec, case: OpCase, providers: dict[str, str], *, quick: 
         try:
             if impl == COMPILED:
                 torch._dynamo.reset()  # one compile per case, never the recompile limit's eager fallback
-                t0 = time.perf_counter()
                 with torch.no_grad():
-                    fn(*sets[0])
-                if runtime.cuda_available():
-                    torch.cuda.synchronize()
-                compile_s = time.perf_counter() - t0
+                    compile_s = first_call_s(lambda: fn(*sets[0]))
             if impl in spec.baselines:
                 differs = _check(spec, fn, sets[0], dtype)
                 if differs:
@@ -174,7 +164,7 @@ def _time_case(spec: OpSpec, case: OpCase, providers: dict[str, str], *, quick: 
                 with torch.no_grad():
                     return fn(*sets[next(it) % len(sets)])
 
-            timing = _timed(call, settings)
+            timing = timed_fields(call, settings)
             if impl != COMPILED:  # once more, outside the timed loop: the interpreter's count (CPU only)
                 timing.update(count_call(call))
         except BaselineUnavailable as exc:  # cannot run here (no vLLM, no GPU): the row says why

@@ -1,4 +1,5 @@
-"""Timing: the timer settings, one timed callable, the copy bandwidth, bytes moved and launch counts.
+"""Timing: the timer settings, one timed callable, the copy bandwidth and launch counts (``bytes_moved`` is RMSNorm's
+bytes model, :mod:`fastpath_lib.rmsnorm.cost`, re-exported here for the callers that import it from the bench).
 
 On CUDA the timer is ``triton.testing.do_bench`` (L2 flushed before every repetition); off CUDA it is
 ``torch.utils.benchmark.Timer`` in adaptive blocks, and every such time is labelled "not a GPU measurement".
@@ -12,9 +13,13 @@ import math
 import torch
 
 from fastpath_lib import runtime
+from fastpath_lib.rmsnorm.cost import bytes_moved  # re-exported: RMSNorm's bytes model lives beside its spec
 
-__all__ = ["HarnessSettings", "gpu_measurement", "settings_for", "time_callable", "quantile", "copy_bandwidth",
-           "bytes_moved", "count_launches"]
+__all__ = ["HarnessSettings", "gpu_measurement", "settings_for", "time_callable", "timed_fields", "quantile",
+           "copy_bandwidth", "bytes_moved", "count_launches", "COMPILE_SKIPPED", "compile_skipped", "first_call_s"]
+
+#: Why ``torch.compile`` is not timed in a quick run off CUDA (every runner's skipped row says this).
+COMPILE_SKIPPED = "torch.compile skipped in --quick on CPU: inductor's C++ build outlasts the quick budget"
 
 
 class HarnessSettings(dict):
@@ -93,6 +98,34 @@ def time_callable(fn, settings: dict) -> dict:
             "timer": settings["timer"]}
 
 
+def timed_fields(call, settings: dict) -> dict:
+    """Time ``call()`` (:func:`time_callable`) and return a result row's timing columns: the timer and its settings,
+    median, 20 % and 80 % quantiles, mean, minimum and the raw samples (JSON), in microseconds."""
+    import json
+
+    res = time_callable(call, settings)
+    s = res["samples_us"]
+    return dict(timer=res["timer"], warmup=res["warmup"], reps=res["reps"], number=res["number"],
+                median_us=quantile(s, 0.5), q20_us=quantile(s, 0.2), q80_us=quantile(s, 0.8), mean_us=sum(s) / len(s),
+                min_us=min(s), samples_us=json.dumps([round(v, 4) for v in s]))
+
+
+def compile_skipped(quick: bool) -> bool:
+    """Whether ``torch.compile`` is left out of this run (:data:`COMPILE_SKIPPED`): a quick run off CUDA."""
+    return quick and not runtime.cuda_available()
+
+
+def first_call_s(call) -> float:
+    """Seconds of ``call()``'s first run (for ``torch.compile``: the compile), synchronized on CUDA."""
+    import time
+
+    t0 = time.perf_counter()
+    call()
+    if runtime.cuda_available():
+        torch.cuda.synchronize()
+    return time.perf_counter() - t0
+
+
 def quantile(samples, q: float) -> float:
     """The ``q`` quantile of ``samples`` (NaN when empty).
 
@@ -124,28 +157,6 @@ def copy_bandwidth(device: str | torch.device, quick: bool = False) -> tuple[flo
     med = quantile(res["samples_us"], 0.5)
     label = f"{'device-to-device' if dev.type == 'cuda' else 'CPU tensor'} copy of {nbytes >> 20} MiB"
     return 2 * nbytes / (med * 1e-6) / 1e9, label
-
-
-def bytes_moved(rows: int, cols: int, dtype: torch.dtype, pass_: str, weight: bool = True) -> int:
-    """Minimum bytes a call must move: each input read once, each output written once.
-
-    Args:
-        rows, cols, dtype: the case.
-        pass_: ``"forward"`` (x, w in; y out) or ``"backward"`` (forward, then dy, x, w in; dx, dw out).
-        weight: whether there is a weight.
-
-    Returns:
-        bytes (the fp32 partial-dw scratch of the Triton backward is not counted: it is the kernel's cost, not the
-        problem's).
-
-    >>> bytes_moved(4, 8, torch.float16, "forward")
-    144
-    """
-    es = torch.empty((), dtype=dtype).element_size()
-    act = rows * cols * es
-    w = cols * es if weight else 0
-    fwd = 2 * act + w
-    return fwd if pass_ == "forward" else fwd + 3 * act + 2 * w
 
 
 def count_launches(fn, calls: int = 3) -> tuple[float, str]:

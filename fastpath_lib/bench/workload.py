@@ -27,9 +27,9 @@ from fastpath_lib import opspec, runtime
 from fastpath_lib.bench.matrix import load_cases
 from fastpath_lib.bench.schema import FALLBACK, GPU_LABEL, NOT_GPU
 from fastpath_lib.bench.timing import gpu_measurement, settings_for, time_callable
+from fastpath_lib.rmsnorm import cost
 
-__all__ = ["TinyDecoder", "replay", "compile_cost", "specializations", "op_specializations", "rms_norm_binary",
-           "compiled_facts"]
+__all__ = ["TinyDecoder", "replay", "compile_cost", "specializations", "op_specializations", "compiled_facts"]
 
 
 class _Block(nn.Module):
@@ -195,37 +195,13 @@ def replay(*, spec: opspec.OpSpec | None = None, quick: bool = False, settings: 
     return out
 
 
-def rms_norm_binary(kernel: str, rows: int, cols: int, dtype, sms: int | None = None) -> dict | None:
-    """The RMSNorm binary a 16-byte-aligned launch on ``rows x cols`` of ``dtype`` compiles, from the launchers' own
-    rules (:mod:`fastpath_lib.rmsnorm.launch`): kernel (``"fwd"`` or ``"bwd"``) x dtype x ``BLOCK_SIZE`` x
-    ``num_warps`` x ``HAS_WEIGHT`` x ``ROWS_PER_PROGRAM`` x ``VEC``; ``None`` for rows wider than the kernels take.
-    The backward's rows per program depend on the GPU's multiprocessor count ``sms``: ``None`` (unknown) without it.
-
-    >>> rms_norm_binary("fwd", 8, 4096, "float16")["BLOCK_SIZE"], rms_norm_binary("fwd", 8, 10 ** 6, "float16")
-    (4096, None)
-    """
-    from fastpath_lib.rmsnorm import launch  # imported on use: the interpreter opt-in comes first
-    from fastpath_lib.rmsnorm.predicate import ALIGN_BYTES, MAX_COLS
-
-    if cols > MAX_COLS:
-        return None
-    dtype = getattr(torch, dtype) if isinstance(dtype, str) else dtype
-    block, warps = launch.launch_settings(cols, "forward" if kernel == "fwd" else "backward")
-    if kernel == "fwd":
-        rpp = launch.forward_rows_per_program(cols)
-    else:
-        rpp = launch.backward_grid(rows, 4 * sms, launch.backward_max_rows(cols, dtype.itemsize))[0] if sms else None
-    return {"kernel": kernel, "dtype": str(dtype).replace("torch.", ""), "BLOCK_SIZE": block, "num_warps": warps,
-            "HAS_WEIGHT": True, "ROWS_PER_PROGRAM": rpp, "VEC": ALIGN_BYTES // dtype.itemsize}
-
-
 def specializations(cases, quick: bool = False) -> list[dict]:
     """The distinct Triton specializations the matrix's eligible cases trigger, each with a case that launches it.
 
     A specialization is one compiled binary: kernel x dtype x BLOCK_SIZE x num_warps x HAS_WEIGHT x ROWS_PER_PROGRAM
     x VEC (x the 16-byte-alignment flags Triton derives from the pointers, which the predicate fixes to aligned):
-    :func:`rms_norm_binary`. The backward's rows per program depend on the row count and the GPU's multiprocessor
-    count: off a GPU that is ``None`` (unknown).
+    :func:`fastpath_lib.rmsnorm.cost.binary`. The backward's rows per program depend on the row count and the GPU's
+    multiprocessor count: off a GPU that is ``None`` (unknown).
 
     Returns:
         one dict per specialization, with the case ids that use it and the shape of the first (``rows``, ``cols``,
@@ -238,7 +214,7 @@ def specializations(cases, quick: bool = False) -> list[dict]:
             continue
         rows, cols, pad = c.dims(quick)
         for kern in ("fwd",) + (("bwd",) if c.pass_ == "backward" else ()):
-            key = rms_norm_binary(kern, rows, cols, c.dtype, sms)
+            key = cost.binary(kern, rows, cols, c.dtype, sms)
             if key is None:
                 break
             found.setdefault(tuple(key.values()), dict(key, rows=rows, cols=cols, layout=c.layout, pad=pad,

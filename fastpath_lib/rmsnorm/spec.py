@@ -2,10 +2,10 @@
 
 Every piece is the one the rest of the kit already uses (nothing is written again here): the public op and
 ``F.rms_norm`` as the contract, the predicate with its base case and limits, the Triton launcher as the fast route,
-the tolerances of :mod:`fastpath_lib.testing`, the bytes model of :mod:`fastpath_lib.bench.timing`, the contiguous
-cases of the predeclared matrix (``bench/cases.json``), the specializations :mod:`fastpath_lib.rmsnorm.compiled`
-compiles for GPU targets, the forward binary a launch compiles (:func:`fastpath_lib.bench.workload.rms_norm_binary`),
-and the decoder step (the residual add, then the norm).
+the tolerances of :mod:`fastpath_lib.testing`, the cost model beside this spec (:mod:`fastpath_lib.rmsnorm.cost`: the
+bytes a call moves and the forward binary a launch compiles), the contiguous cases of the predeclared matrix
+(``bench/cases.json``), the specializations :mod:`fastpath_lib.rmsnorm.compiled` compiles for GPU targets, and the
+decoder step (the residual add, then the norm). Nothing here imports the bench.
 """
 
 from __future__ import annotations
@@ -15,14 +15,13 @@ from pathlib import Path
 
 import torch.nn.functional as F
 
-from fastpath_lib.bench.timing import bytes_moved
-from fastpath_lib.bench.workload import rms_norm_binary
 from fastpath_lib.opspec import OpCase, OpSpec
+from fastpath_lib.rmsnorm import cost
 from fastpath_lib.rmsnorm import predicate as rms
 from fastpath_lib.rmsnorm.op import explain, rms_norm
 from fastpath_lib.testing import TOLERANCES
 
-__all__ = ["SPEC", "PR_TEXT", "matrix_cases"]
+__all__ = ["SPEC", "PR_TEXT", "matrix_cases", "LAUNCHER_NEEDS", "launcher_unsupported"]
 
 _CASES_FILE = Path(__file__).resolve().parents[1] / "bench" / "cases.json"
 
@@ -44,6 +43,23 @@ def _fast(x, normalized_shape, weight=None, eps=None):
 
     eps = rms.default_eps(x.dtype) if eps is None else eps
     return kernels.forward(x.reshape(-1, x.shape[-1]), weight, eps).view(x.shape)
+
+
+#: Predicate categories whose conditions the kernel itself needs (the rest, and ``min_rows``, exist for speed or
+#: policy: the launcher computes correctly without them).
+LAUNCHER_NEEDS = ("tensor kind", "device", "dtype", "shape", "stride")
+
+
+def launcher_unsupported(x, normalized_shape, weight=None, eps=None) -> str | None:
+    """Why the kernel launchers cannot take this input, asked of the predicate; ``None`` when they can.
+
+    The launchers need every condition of the :data:`LAUNCHER_NEEDS` categories except the row threshold; alignment,
+    architecture and mode conditions decide speed or policy, not whether the kernel computes the right thing.
+    """
+    decision = explain(x.detach(), normalized_shape, weight, eps)
+    needed = [r for r in decision.reasons
+              if (name := r.split(":", 1)[0]) != "min_rows" and rms.PREDICATE[name].category in LAUNCHER_NEEDS]
+    return "; ".join(needed) or None
 
 
 def _kernels() -> list:
@@ -116,11 +132,12 @@ SPEC = OpSpec(
     context=rms.make_call,
     tolerances=TOLERANCES,
     cases=matrix_cases,
-    bytes_moved=bytes_moved,
+    bytes_moved=cost.bytes_moved,
     baselines={"F.rms_norm": F.rms_norm},
     kernels=_kernels,
-    specialization=lambda rows, cols, dtype: rms_norm_binary("fwd", rows, cols, dtype),
+    specialization=lambda rows, cols, dtype: cost.binary("fwd", rows, cols, dtype),
     decoder_step=_decoder_step,
+    fast_unsupported=launcher_unsupported,
     title="RMSNorm: Triton fast path behind an eligibility predicate",
     pr_text=PR_TEXT,
 )
