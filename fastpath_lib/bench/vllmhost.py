@@ -32,6 +32,7 @@ import pandas as pd
 from fastpath_lib import runtime
 from fastpath_lib.bench.hostmethod import fastest_blocks, host_blocks, silenced, timing_fields
 from fastpath_lib.bench.schema import HOST_FAMILY, empty_row, host_rows
+from fastpath_lib.bench.timing import gpu_measurement
 
 __all__ = ["VLLM_OPS", "INPUTS", "PROVIDERS", "LABEL", "TIMEOUT_S", "measure_vllm_host", "vllm_table", "child_main"]
 
@@ -58,12 +59,14 @@ def _case_id(op: str, kind: str) -> str:
 
 
 def _row(op: str, kind: str, provider: str, rows: int | None, **kw) -> dict:
+    # the flag every row of a run carries alike (a GPU run's folder counts only when all agree); LABEL says what it is
     tokens, hidden, dtype, why = INPUTS[kind]
     rows = rows if rows is not None else tokens
     return empty_row(case_id=_case_id(op, kind), family=HOST_FAMILY, provider=provider, rows=rows, cols=hidden,
                      dtype=dtype, layout="contiguous", pad=0, offset=0,
-                     declared_shape=f"{'N' if tokens is None else tokens}x{hidden}", rationale=f"vllm.ir.ops.{op}: {why}",
-                     expected="n/a", gpu_measurement=False, **{"pass": "forward"}, **kw)
+                     declared_shape=f"{'N' if tokens is None else tokens}x{hidden}",
+                     rationale=f"vllm.ir.ops.{op}: {why}",
+                     expected="n/a", gpu_measurement=gpu_measurement(), **{"pass": "forward"}, **kw)
 
 
 def _skipped(ops, why: str) -> list[dict]:
