@@ -26,8 +26,8 @@ import importlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["OpCase", "HostCase", "OpSpec", "KernelBuild", "COMPILED", "BaselineUnavailable", "register", "unregister", "get",
-           "names", "source", "NOT_DECLARED"]
+__all__ = ["OpCase", "HostCase", "OpSpec", "KernelBuild", "COMPILED", "BaselineUnavailable", "register",
+           "unregister", "get", "names", "source", "NOT_DECLARED"]
 
 #: The baseline name that means ``torch.compile`` of the composite: the bench resets dynamo before each case, times
 #: its first call (the compile) apart from the samples, and skips it in ``--quick`` off CUDA (as the harness does).

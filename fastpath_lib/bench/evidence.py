@@ -129,7 +129,8 @@ def _op_files(name: str, *files: str) -> tuple[str, ...]:
 def op_steps(name: str) -> tuple[Step, ...]:
     """The steps of a registered operator other than RMSNorm (whose steps are the plan's own): its predeclared matrix
     against every baseline, its row sweep (fast route against the first baseline), its workload replay (the serving
-    trace and the small decoder), its compile cost, and its kernels' compiled facts, written under ``ops/NAME/``. A step whose spec field is missing says so and is skipped."""
+    trace and the small decoder), its compile cost, and its kernels' compiled facts, written under ``ops/NAME/``. A
+    step whose spec field is missing says so and is skipped."""
     needs = _CORE + ("fastpath_lib.opspec", "fastpath_lib.bench.opbench")
     return (Step(f"{name}_matrix", f"{name}: its predeclared matrix against all its baselines", 70, _s("op_matrix"),
                  tuple(f"ops/{name}/{f}" for f in ("results.csv", "environment.json", "boundary.png")), needs,

@@ -35,8 +35,8 @@ import torch
 
 from fastpath_lib.bench.timing import quantile
 
-__all__ = ["BLOCKS", "CALLS", "QUICK_BLOCKS", "QUICK_CALLS", "HOST_TIMER", "fastest_blocks", "host_blocks", "timing_fields",
-           "warnings_of", "silenced"]
+__all__ = ["BLOCKS", "CALLS", "QUICK_BLOCKS", "QUICK_CALLS", "HOST_TIMER", "fastest_blocks", "host_blocks",
+           "timing_fields", "warnings_of", "silenced"]
 
 #: Rounds of interleaved blocks per measurement (each side's number of blocks).
 BLOCKS = 200
