@@ -31,7 +31,7 @@ import pandas as pd
 
 from fastpath_lib import runtime
 from fastpath_lib.bench.hostmethod import fastest_blocks, host_blocks, silenced, timing_fields
-from fastpath_lib.bench.schema import HOST_FAMILY, empty_row, host_rows
+from fastpath_lib.bench.schema import HOST_FAMILY, NOT_GPU, empty_row, host_rows
 from fastpath_lib.bench.timing import gpu_measurement
 
 __all__ = ["VLLM_OPS", "INPUTS", "PROVIDERS", "LABEL", "TIMEOUT_S", "measure_vllm_host", "vllm_table", "child_main"]
@@ -49,7 +49,7 @@ INPUTS = {
 #: The timed sides, in row order.
 PROVIDERS = ("supports_args", "vllm_dispatch", "vllm_native")
 #: What every row and table says these times are.
-LABEL = "CPU host time of vLLM's dispatch (no kernel runs; not a GPU measurement)"
+LABEL = f"CPU host time of vLLM's dispatch (no kernel runs; {NOT_GPU})"
 #: Seconds the child may take (importing vLLM, then the timing).
 TIMEOUT_S = 600.0
 
