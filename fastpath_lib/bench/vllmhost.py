@@ -14,7 +14,7 @@ smallest batch it accepts), this module times, with the kit's one host-timing me
 Only the choice is timed, never the chosen implementation (a kernel under the interpreter would time the
 interpreter). The difference between the two dispatches is what the kit's provider adds to every call vLLM makes.
 Importing vLLM sets environment variables and patches Inductor (``vllm/env_override.py``), so the timing runs in a
-child process (:func:`measure_vllm_host` starts ``python -m fastpath_lib.bench.vllmhost``); where vLLM cannot be
+child process (:func:`measure_vllm_host` starts one running :func:`child_main`); where vLLM cannot be
 imported (or the child fails) the rows are ``status="skipped"`` with the reason, never an error.
 
 These are host times: no kernel runs, and on a CPU they are **CPU host time, not a GPU measurement**. Rows carry
@@ -52,6 +52,11 @@ PROVIDERS = ("supports_args", "vllm_dispatch", "vllm_native")
 LABEL = f"CPU host time of vLLM's dispatch (no kernel runs; {NOT_GPU})"
 #: Seconds the child may take (importing vLLM, then the timing).
 TIMEOUT_S = 600.0
+
+
+#: The child's program (``-c``: ``-m`` would run this module a second time, beside the copy ``fastpath_lib.bench``
+#: imports).
+_CHILD = "import sys; from fastpath_lib.bench.vllmhost import child_main; sys.exit(child_main(sys.argv[1:]))"
 
 
 def _case_id(op: str, kind: str) -> str:
@@ -97,8 +102,8 @@ def measure_vllm_host(ops=VLLM_OPS, *, quick: bool = False, rounds: int | None =
     request = json.dumps({"ops": ops, "blocks": blocks, "number": number})
     env = runtime.child_env(TRITON_INTERPRET="1" if runtime.interpreter_enabled() else "0")
     try:
-        res = subprocess.run([sys.executable, "-m", "fastpath_lib.bench.vllmhost", request], env=env, cwd=runtime.ROOT,
-                             capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+        res = subprocess.run([sys.executable, "-c", _CHILD, request], env=env, cwd=runtime.ROOT, capture_output=True,
+                             text=True, timeout=timeout, stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
         return _skipped(ops, f"the vLLM timing process overran {timeout:.0f} s")
     lines = [ln for ln in res.stdout.strip().splitlines() if ln.startswith("{")]
@@ -199,10 +204,6 @@ def _measure(request: dict) -> dict:
 
 
 def child_main(argv: list[str]) -> int:
-    """``python -m fastpath_lib.bench.vllmhost REQUEST_JSON``: print the answer as one JSON line."""
+    """The child's entry point: ``argv == [REQUEST_JSON]``; prints the answer as one JSON line."""
     print(json.dumps(_measure(json.loads(argv[0]))))
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(child_main(sys.argv[1:]))
