@@ -26,8 +26,8 @@ import importlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["OpCase", "OpSpec", "KernelBuild", "COMPILED", "BaselineUnavailable", "register", "unregister", "get",
-           "names", "source", "NOT_DECLARED"]
+__all__ = ["OpCase", "HostCase", "OpSpec", "KernelBuild", "COMPILED", "BaselineUnavailable", "register",
+           "unregister", "get", "names", "source", "NOT_DECLARED"]
 
 #: The baseline name that means ``torch.compile`` of the composite: the bench resets dynamo before each case, times
 #: its first call (the compile) apart from the samples, and skips it in ``--quick`` off CUDA (as the harness does).
@@ -65,6 +65,36 @@ class OpCase:
     def dims(self, quick: bool = False) -> tuple[int, int]:
         """``(rows, cols)`` to run."""
         return tuple(self.quick) if quick and self.quick else (self.rows, self.cols)
+
+
+@dataclasses.dataclass(frozen=True)
+class HostCase:
+    """One call the host-overhead family times (:mod:`fastpath_lib.bench.ophost`): what the dispatch costs per call.
+
+    Args:
+        id: the rows' case id (``host_...``).
+        case: what builds the call: an object whose ``build(seed=, device=)`` gives what the spec's ``args`` takes
+            (an instance of the spec's ``case_spec``, e.g. ``CaseSpec(rows=1, cols=4096, dtype=torch.float16)``).
+        rationale: one line saying why.
+        eligible: ``False``: a fallback call, the public function timed against the spec's first baseline (held to
+            the family's target); ``True``: an eligible call, the public function against the fast route called
+            directly, with as many rows as the smallest eligible batch on the device (``spec.limits(device)
+            .min_rows``), measured on CUDA only (elsewhere the interpreter's own cost hides the dispatch).
+
+    >>> class Built:
+    ...     def build(self, seed=0, device=None): return (seed, device)
+    >>> HostCase("host_x", Built()).build("cpu", seed=3)
+    (3, 'cpu')
+    """
+
+    id: str
+    case: Any
+    rationale: str = ""
+    eligible: bool = False
+
+    def build(self, device=None, seed: int = 0):
+        """The case built on ``device`` (what the spec's ``args`` takes)."""
+        return self.case.build(seed=seed, device=device)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -145,6 +175,8 @@ class OpSpec:
         bytes_models: implementation name -> its own bytes model (``bytes_moved``'s signature): a baseline's name, or
             ``"fallback"`` for the dispatched call that took the fallback; a name not here moves ``bytes_moved``.
         note: what the matrix times and what it leaves out (``environment.json`` carries it).
+        host_cases: the calls the host-overhead family times (a sequence of :class:`HostCase`; empty: the matrix's
+            cases expected to fall back at a decode size, :func:`fastpath_lib.bench.ophost.host_cases`).
         host_forms: name -> ``(composite, public)``: further forms the host-overhead family times on the same
             fallback calls (e.g. an in-place form against the in-place composite; :mod:`fastpath_lib.bench.ophost`).
         specialization: ``specialization(rows, cols, dtype)`` -> the compiled binary (or binaries) a call of ``fast``
@@ -190,6 +222,7 @@ class OpSpec:
     bytes_models: Mapping[str, Callable[[int, int, Any, str], int]] = dataclasses.field(default_factory=dict)
     note: str = ""
     host_forms: Mapping[str, tuple[Callable, Callable]] = dataclasses.field(default_factory=dict)
+    host_cases: Sequence[HostCase] = ()
     pr_text: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     specialization: Callable[[int, int, Any], Mapping[str, Any] | None] | None = None
     decoder_step: Callable[..., tuple] | None = None

@@ -56,7 +56,7 @@ BENCH_OUTCOME = {"bench.schema", "bench.analysis", "bench.matrix"}
 #: the modules that import Triton (patterns): each operator's kernels, the ahead-of-time compiler, the self-test's
 #: probe kernel, the interpreter's traffic checker, the bench timers (``triton.testing``), and the grading kernels
 #: (mutants, exercise 02's check, the grader's run of a learner's kernel as data).
-TRITON_IMPORTERS = {"*.kernels", "rmsnorm.compiled", "selftest", "traffic", "bench.host", "bench.timing",
+TRITON_IMPORTERS = {"*.kernels", "rmsnorm.compiled", "selftest", "traffic", "bench.ophost", "bench.timing",
                     "grading.mutant_kernels", "grading.ex02_kernel", "grading.kernel_run"}
 
 

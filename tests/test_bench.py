@@ -19,6 +19,7 @@ from fastpath_lib import bench
 from fastpath_lib.bench import cli, results, schema
 from fastpath_lib.bench import sweep as bench_sweep
 from fastpath_lib.bench import host as bench_host
+from fastpath_lib.bench import hostmethod, ophost
 from fastpath_lib.bench import report as bench_report
 from fastpath_lib.bench import workload as bench_workload
 from fastpath_lib.bench.schema import CSV_COLUMNS, HOST_FAMILY
@@ -429,20 +430,23 @@ def test_host_table_ratio_target_and_not_measured():
         "host_eligible", "verdict"]
 
 
-def test_host_family_records_what_a_provider_warns_instead_of_printing_it(monkeypatch):
+def test_host_family_records_what_a_provider_warns_instead_of_printing_it():
     """F.rms_norm on bf16 with an fp32 weight warns once per process (torch's warn-once) that it cannot use its fused
     kernel: the rows record it however often it fired before, the table and the note show it, nothing escapes."""
-    mixed = next(c for c in bench_host.FALLBACK_CASES if c.weight_dtype not in (None, c.dtype))
-    x, ns, w = mixed.build("cpu")
+    import dataclasses
+
+    cases = bench_host.fallback_cases()
+    mixed = next(c for c in cases if c.case.weight not in ("same", None, c.case.dtype))
+    x, ns, w = mixed.build("cpu").args()
     torch.nn.functional.rms_norm(x, ns, w)  # the warn-once has fired in this process (or just now, recorded below)
-    plain = bench_host.FALLBACK_CASES[0]
-    monkeypatch.setattr(bench_host, "FALLBACK_CASES", (mixed, plain))
+    plain = cases[0]
+    spec = dataclasses.replace(bench_host.spec(), host_cases=(mixed, plain))
     always = torch.is_warn_always_enabled()
     torch.set_warn_always(True)  # every unsilenced call would warn now, not only a first one
     try:
         with warnings.catch_warnings(record=True) as escaped:
             warnings.simplefilter("always")
-            rows = pd.DataFrame(bench_host.measure_host(rounds=1))
+            rows = pd.DataFrame(ophost.measure_host_op(spec, rounds=1, vllm=False))
     finally:
         torch.set_warn_always(always)
     assert [str(m.message) for m in escaped if "Mismatch dtype" in str(m.message)] == [], "a warning escaped"
@@ -482,16 +486,37 @@ def test_host_rows_are_classified_on_a_cpu_but_kept_out_of_the_matrix_counts():
 
 
 def test_measure_host_runs_side_by_side_on_this_machine():
-    rows = pd.DataFrame(bench.measure_host(quick=True, rounds=2))
+    rows = pd.DataFrame(bench.measure_host(quick=True, rounds=2, vllm=False))
+    assert list(dict.fromkeys(rows.case_id)) == [c.id for c in bench_host.spec().host_cases]  # RMSNorm's, in order
     fb = rows[rows.case_id != "host_eligible_fp16"]
     assert set(fb.provider) == {"baseline", "dispatched"} and (fb.status == "ok").all()
     assert (fb[fb.provider == "dispatched"].route == "fallback").all()
+    assert (fb.reasons.str.len() > 0).all()  # the predicate's failed conditions, from the spec's own predicate
     assert all(len(json.loads(s)) == 2 for s in fb.samples_us)
     assert list(fb.min_us) == pytest.approx([min(json.loads(s)) for s in fb.samples_us], abs=1e-4)
-    assert (fb.number == 300).all()
+    assert (fb.number == hostmethod.QUICK_CALLS).all() and fb.note.str.contains("baseline: F.rms_norm").all()
+    assert set(fb.layout) >= {"transposed", "contiguous (float32 weight)"}
     el = rows[rows.case_id == "host_eligible_fp16"]
+    assert set(el.provider) == {"baseline", "triton", "dispatched"}
     if not fastpath_lib.runtime.cuda_available():
         assert (el.status == "not measured").all() and el.median_us.isna().all()
+        assert (el.rows == fastpath_lib.rmsnorm.limits.limits_for("cpu").min_rows).all()
+
+
+def test_host_table_names_each_rows_baseline_from_its_note():
+    df = _host_rows(1.1)
+    df.loc[df.case_id == "host_b", "note"] = "fastest of 2 blocks of 50 calls; baseline: unfused_eager"
+    t = bench.host_table(bench.classify(df))
+    assert t.loc["host_b", "ratio_to"] == "unfused_eager" and t.loc["host_a", "ratio_to"] == "F.rms_norm"
+    assert t.loc["host_eligible", "ratio_to"] == "launcher"
+
+
+def test_the_host_method_is_short_interleaved_blocks_by_default():
+    blocks, calls = hostmethod.host_blocks(False, None)
+    assert blocks >= 100 and calls <= 100  # short blocks fit between two preemptions on a busy machine
+    assert hostmethod.host_blocks(True, 3) == (3, hostmethod.QUICK_CALLS)
+    res = hostmethod.fastest_blocks({"a": lambda: None})
+    assert len(res["a"]["samples_us"]) == hostmethod.BLOCKS and res["a"]["number"] == hostmethod.CALLS
 
 
 def test_fastest_blocks_interleaves_the_providers_and_keeps_each_ones_fastest_block():
@@ -500,15 +525,32 @@ def test_fastest_blocks_interleaves_the_providers_and_keeps_each_ones_fastest_bl
     def provider(name):
         return lambda: order.append(name)
 
-    res = bench_host.fastest_blocks({"a": provider("a"), "b": provider("b")}, blocks=4, number=2, warmup=0,
+    res = hostmethod.fastest_blocks({"a": provider("a"), "b": provider("b")}, blocks=4, number=2, warmup=0,
                                     sync=lambda: order.append("|"))
     # one timed call of each first, then the blocks: alternating order, synchronized at the end of every block
     assert "".join(order) == "aa|bb|" + "aa|bb|bb|aa|aa|bb|bb|aa|"
     for r in res.values():
         assert r["best_us"] == min(r["samples_us"]) and len(r["samples_us"]) == 4 and r["number"] == 2
-    sized = bench_host.fastest_blocks({"slow": lambda: time.sleep(0.002), "fast": lambda: None}, blocks=1,
+    sized = hostmethod.fastest_blocks({"slow": lambda: time.sleep(0.002), "fast": lambda: None}, blocks=1,
                                       number=None, warmup=0, block_s=0.01)
     assert 1 <= sized["slow"]["number"] <= 5 and sized["fast"]["number"] == 1000  # each fills about block_s
+
+
+def test_fastest_blocks_enters_a_sides_context_around_each_of_its_blocks_only():
+    import contextlib
+
+    order = []
+
+    @contextlib.contextmanager
+    def state(name):
+        order.append(f"<{name}")
+        yield
+        order.append(f"{name}>")
+
+    hostmethod.fastest_blocks({"a": lambda: order.append("a"), "b": lambda: order.append("b")}, blocks=2, number=1,
+                              warmup=0, around={"a": lambda: state("A")})
+    # the sizing calls and every block of a run inside A's state; b's never do
+    assert order == ["<A", "a", "a", "A>", "b", "b", "<A", "a", "A>", "b", "b", "<A", "a", "A>"]
 
 
 # --- clean errors (issue 9 item 7) ------------------------------------------------------------------------------------

@@ -42,16 +42,17 @@ def no_staging_left(parent: Path) -> bool:
 
 
 #: The steps every registered op other than RMSNorm gets (issue 17), in order.
-OP_STEPS = ("matrix", "host", "sweep", "replay", "compile_cost", "compiled")
+OP_STEPS = ("matrix", "sweep", "replay", "compile_cost", "compiled")
 
 
 def test_plan_is_the_issue_order_and_every_step_exists():
     names = [s.name for s in STEPS]
-    assert names == ["selftest", "gpu_tests", "core_tests", "sanitizer", "copy_bandwidth", "matrix", "host", "sweep",
+    assert names == ["selftest", "gpu_tests", "core_tests", "sanitizer", "copy_bandwidth", "matrix", "sweep",
                      "replay", "capture", "compile_cost", "compiled",
-                     *(f"fused_add_rms_norm_{s}" for s in OP_STEPS), "pr_note"]
+                     *(f"fused_add_rms_norm_{s}" for s in OP_STEPS), "host", "pr_note"]
+    assert max(i for i, n in enumerate(names) if n.endswith("matrix")) < names.index("host")  # after every matrix
     split = evidence.budget_split(480)  # every registered op gets a share; manifest.json records it
-    assert set(split) == {"shared", "rms_norm", "fused_add_rms_norm"}
+    assert set(split) == {"shared", "rms_norm", "fused_add_rms_norm"} and "host" in split["shared"]["steps"]
     assert sum(e["nominal_s"] for e in split.values()) == pytest.approx(480, abs=0.5)
     assert split["fused_add_rms_norm"]["steps"] == [f"fused_add_rms_norm_{s}" for s in OP_STEPS]
     for s in STEPS:
@@ -247,12 +248,19 @@ def test_without_cuda_it_exits_nonzero_naming_cuda_and_writes_nothing(tmp_path, 
 
 def test_real_steps_run_in_the_same_machinery(tmp_path):
     """The host and PR-note steps run here for real (host time is a CPU measurement); the rest need CUDA."""
+    import pandas as pd
+
     out = tmp_path / "ev"
     steps = tuple(s for s in STEPS if s.name in ("host", "compiled", "pr_note"))
     status, _ = run_evidence(out, budget_s=300, steps=steps, log=lambda m: None)
     s = steps_by_name(manifest(out))
     assert status == 0, s
     assert s["host"]["status"] == "ran" and "results.csv" in s["host"]["outputs"]
+    fused = "ops/fused_add_rms_norm/results.csv"
+    assert fused in s["host"]["outputs"]  # one step for every op, each op's rows in its own table
+    for table, first in (("results.csv", "host_decode_m1_fp16"), (fused, "host_decode_m1_4096_bf16")):
+        ids = set(pd.read_csv(out / table).case_id)
+        assert first in ids and {i for i in ids if i.startswith("vllm_")}, (table, ids)  # vLLM's rows (run or skipped)
     note = (out / "pr_note.md").read_text()
     assert "Host cost of the dispatch" in note and "host_decode_m1_fp16" in note
     if s["compiled"]["status"] == "ran":  # compiling for sm_90 needs no GPU

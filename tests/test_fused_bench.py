@@ -184,8 +184,9 @@ def test_host_family_times_both_forms_on_fallback_calls_only():
     from fastpath_lib.bench.host import host_table
     from fastpath_lib.bench.ophost import host_cases, measure_host_op
 
-    assert [c.id for c in host_cases(SPEC)] == ["decode_m1_4096_bf16", "decode_b16_4096_bf16"]
-    rows = pd.DataFrame(measure_host_op(SPEC, rounds=1))
+    assert [c.id for c in host_cases(SPEC)] == ["host_decode_m1_4096_bf16", "host_decode_b16_4096_bf16"]
+    assert host_cases(SPEC) == list(SPEC.host_cases)  # declared in the op's spec
+    rows = pd.DataFrame(measure_host_op(SPEC, rounds=1, vllm=False))
     by = _rows(rows)
     for cid in ("host_decode_m1_4096_bf16", "host_decode_m1_4096_bf16_inplace"):  # M=1: the fallback everywhere
         assert by[(cid, "dispatched")].route == "fallback" and by[(cid, "dispatched")].median_us > 0
@@ -214,5 +215,8 @@ def test_bench_op_family_host_prints_and_writes_the_host_rows(tmp_path, capsys, 
     table = text[text.index("host time per call"):]
     line = next(ln for ln in table.splitlines() if ln.startswith("host_decode_m1_4096_bf16_inplace "))
     assert "inplace composite" in line and "unfused_eager" in table and "not a GPU measurement".upper() in text
+    vllm = text[text.index("vLLM's dispatch per call"):]  # vLLM's rows, run or skipped with the reason
+    assert "CPU host time" in vllm and "vllm_fused_add_rms_norm_reject" in vllm
     df = pd.read_csv(tmp_path / "h" / "results.csv")
     assert set(df.family) == {"host-overhead"} and "host_decode_m1_4096_bf16_inplace" in set(df.case_id)
+    assert {"vllm_fused_add_rms_norm_reject", "vllm_fused_add_rms_norm_accept"} <= set(df.case_id)

@@ -10,12 +10,13 @@ maintenance cost (:func:`compile_cost`), run-to-run drift (:func:`compare`) and 
 
 Modules, one job each: ``schema`` (what a result means: the columns, the unit, the outcome words, the labels, the
 GPU-run rule), ``matrix`` (the declared cases), ``timing``, ``metadata`` (``environment.json``), ``harness`` (running
-the matrix), ``host`` (the dispatch's host cost), ``sweep`` (the row threshold), ``workload`` (decoder replay, compile
-cost, compiled facts), ``trace`` (a serving trace weighted by call counts), ``buildcost`` (ahead-of-time compile time
-and cache bytes), ``analysis`` (table arithmetic), ``plot``, ``results`` (folders, and which one is the recorded GPU
-run), ``reading`` (the names the lessons import from results and host), ``peer`` (a peer's published GPU data, read
-critically), ``drift``, ``report`` (the PR note), ``evidence`` and ``evidence_steps`` (the one-command GPU run) with
-``pytest_deadline``, and ``cli``.
+the matrix), ``hostmethod`` (the one host-timing method), ``ophost`` (any op's host cost), ``host`` (RMSNorm's host
+cost and the host tables), ``vllmhost`` (vLLM's dispatch with the kit's provider, in a child process), ``sweep``
+(the row threshold), ``workload`` (decoder replay, compile cost, compiled facts), ``trace`` (a serving trace weighted
+by call counts), ``buildcost`` (ahead-of-time compile time and cache bytes), ``analysis`` (table arithmetic),
+``plot``, ``results`` (folders, and which one is the recorded GPU run), ``reading`` (the names the lessons import from
+results and host), ``peer`` (a peer's published GPU data, read critically), ``drift``, ``report`` (the PR note),
+``evidence`` and ``evidence_steps`` (the one-command GPU run) with ``pytest_deadline``, and ``cli``.
 
 Note:
     Without CUDA the harness times F.rms_norm on the CPU and the Triton kernels in Triton's interpreter, with

@@ -50,19 +50,26 @@ def _load_cases(path: str | None, only: str | None):
     return cases, declared
 
 
-def print_host(df: pd.DataFrame) -> None:
-    """The host-overhead table, with the fallback's target."""
+def print_host(df: pd.DataFrame, baseline: str = "F.rms_norm") -> None:
+    """The host-overhead table, with the fallback's target against ``baseline``, then vLLM's dispatch where the rows
+    hold it (:func:`fastpath_lib.bench.vllmhost.vllm_table`)."""
     from fastpath_lib.bench.host import TARGET_RATIO, host_table
+    from fastpath_lib.bench.vllmhost import LABEL, vllm_table
 
     t = host_table(df)
-    if not len(t):
-        return
-    print(f"\nhost time per call (us; fastest of many interleaved blocks; fallback target: dispatched <= "
-          f"{TARGET_RATIO}x F.rms_norm)")
-    print(_show(t.drop(columns=["target", "warnings"])))
-    for case, warned in t["warnings"].items():
-        if isinstance(warned, str) and warned:
-            print(f"  {case} warned (recorded, not printed while timing): {warned}")
+    if len(t):
+        print(f"\nhost time per call (us; fastest of many interleaved blocks; fallback target: dispatched <= "
+              f"{TARGET_RATIO}x {baseline})")
+        shown = t.drop(columns=["target", "warnings"])
+        print(_show(shown if shown["launcher_us"].notna().any() else shown.drop(columns=["launcher_us"])))
+        for case, warned in t["warnings"].items():
+            if isinstance(warned, str) and warned:
+                print(f"  {case} warned (recorded, not printed while timing): {warned}")
+    v = vllm_table(df)
+    if len(v):
+        print(f"\nvLLM's dispatch per call (us; {LABEL}): supports_args alone, dispatch with the kit's provider first, "
+              "dispatch with native only")
+        print(_show(v))
 
 
 def bench_main(argv: list[str] | None = None) -> int:
@@ -127,21 +134,12 @@ def bench_main(argv: list[str] | None = None) -> int:
 
 def _with_host_rows(spec, df: pd.DataFrame, quick: bool) -> pd.DataFrame:
     """``df`` with ``spec``'s host-overhead family appended (timed here), and its table printed against the op's first
-    baseline."""
+    baseline (each form against its own composite)."""
     from fastpath_lib.bench.analysis import classify
-    from fastpath_lib.bench.host import TARGET_RATIO, host_table
     from fastpath_lib.bench.ophost import measure_host_op
 
     host = classify(pd.DataFrame(measure_host_op(spec, quick=quick)))
-    t = host_table(host)
-    if len(t):
-        base = spec.baseline[0]
-        t["ratio_to"] = t["ratio_to"].replace({"F.rms_norm": base})
-        for form in spec.host_forms:  # e.g. the in-place form, against its own composite
-            t.loc[t.index.str.endswith(f"_{form}"), "ratio_to"] = f"{form} composite"
-        print(f"\nhost time per call (us; fastest of many interleaved blocks; fallback target: dispatched <= "
-              f"{TARGET_RATIO}x {base})")
-        print(_show(t.drop(columns=["target", "warnings", "launcher_us"])))
+    print_host(host, spec.baseline[0])
     out = classify(pd.concat([df, host], ignore_index=True)) if len(df) else host
     out.attrs["environment"] = df.attrs["environment"]
     return out

@@ -3,12 +3,13 @@
 On a CUDA machine with only torch, triton, numpy, pandas, matplotlib, pytest and hypothesis installed (``PYTHONPATH=.``
 from a plain checkout), it runs, in order (:data:`STEPS`): the self-test; the ``gpu`` tests and the core tests on
 CUDA with JUnit XML; ``compute-sanitizer --tool memcheck`` over the boundary shapes (its absence or refusal recorded,
-not fatal); the copy bandwidth; the full predeclared matrix; the host-overhead family; the row-threshold sweep with
-its proposal; the workload replay; the compile cost; the compiled kernels' facts for the matrix's widths (vector
-width, registers, spills, for sm_80, sm_90 and this GPU's architecture); then, for every other registered operator
-(:mod:`fastpath_lib.opspec`: fused residual-add + RMSNorm, ...), its predeclared matrix against all its baselines, its
-host-overhead family, its row sweep, its workload replay, its compile cost and its kernels' compiled facts
-(:func:`op_steps`, written under ``ops/NAME/``); the PR note.
+not fatal); the copy bandwidth; the full predeclared matrix; the row-threshold sweep with its proposal; the workload
+replay; the compile cost; the compiled kernels' facts for the matrix's widths (vector width, registers, spills, for
+sm_80, sm_90 and this GPU's architecture); then, for every other registered operator (:mod:`fastpath_lib.opspec`:
+fused residual-add + RMSNorm, ...), its predeclared matrix against all its baselines, its row sweep, its workload
+replay, its compile cost and its kernels' compiled facts (:func:`op_steps`, written under ``ops/NAME/``); after all
+the matrices, one host-overhead step for every op (each op's rows appended to its results table, vLLM's dispatch
+included where the op is a vLLM IR op); the PR note.
 
 Time-boxing: every step runs in its own process (a sticky CUDA error or a hang cannot take the run down) with a
 budget: its weight's share of the time still left, so time a step does not use flows to the later ones. Each step
@@ -101,8 +102,6 @@ _BASE_STEPS: tuple[Step, ...] = (
     Step("matrix", "the full predeclared matrix (torch.compile last, so a short budget loses it first)", 130,
          _s("matrix"), ("results.csv", "environment.json", "boundary.png", "boundary.csv"),
          _CORE + ("pandas", "matplotlib", "fastpath_lib.bench.harness"), op=_RMS),
-    Step("host", "host overhead: the dispatch's per-call host time vs F.rms_norm and vs the launcher", 20, _s("host"),
-         ("results.csv (host-overhead rows)",), _CORE + ("fastpath_lib.bench.host",), op=_RMS),
     Step("sweep", "the row-threshold sweep and its proposal", 45, _s("sweep"),
          ("threshold.csv", "threshold_proposal.json"), _CORE + ("fastpath_lib.bench.sweep",), op=_RMS),
     Step("replay", "workload replay (a small decoder, norms swapped)", 25, _s("replay"), ("replay.json",),
@@ -114,6 +113,11 @@ _BASE_STEPS: tuple[Step, ...] = (
     Step("compiled", "compile-time facts of the matrix's kernel specializations (vector width, registers, spills)",
          20, _s("compiled_facts"), ("compiled.json",), _CORE + ("fastpath_lib.rmsnorm.compiled",), op=_RMS),
 )
+#: After every op's matrix (whose step writes the results table the host rows are appended to), one step for all.
+_HOST = Step("host", "host overhead of every op's dispatch (vs its baseline, vs the launcher, vLLM's dispatch vs "
+             "native), appended to each op's results.csv", 30, _s("host"),
+             ("results.csv (host-overhead rows)", "ops/NAME/results.csv (host-overhead rows)"),
+             _CORE + ("fastpath_lib.opspec", "fastpath_lib.bench.ophost", "fastpath_lib.bench.vllmhost"))
 _PR_NOTE = Step("pr_note", "the PR note drafted from this folder", 15, _s("pr_note"), ("pr_note.md",),
                 _CORE + ("fastpath_lib.bench.report",))
 
@@ -124,16 +128,13 @@ def _op_files(name: str, *files: str) -> tuple[str, ...]:
 
 def op_steps(name: str) -> tuple[Step, ...]:
     """The steps of a registered operator other than RMSNorm (whose steps are the plan's own): its predeclared matrix
-    against every baseline, its host-overhead family, its row sweep (fast route against the first baseline), its
-    workload replay (the serving trace and the small decoder), its compile cost, and its kernels' compiled facts,
-    written under ``ops/NAME/``. A step whose spec field is missing says so and is skipped."""
+    against every baseline, its row sweep (fast route against the first baseline), its workload replay (the serving
+    trace and the small decoder), its compile cost, and its kernels' compiled facts, written under ``ops/NAME/``. A
+    step whose spec field is missing says so and is skipped."""
     needs = _CORE + ("fastpath_lib.opspec", "fastpath_lib.bench.opbench")
     return (Step(f"{name}_matrix", f"{name}: its predeclared matrix against all its baselines", 70, _s("matrix"),
                  tuple(f"ops/{name}/{f}" for f in ("results.csv", "environment.json", "boundary.png")), needs,
                  op=name),
-            Step(f"{name}_host", f"{name}: host overhead of its dispatch on decode-sized fallback calls", 10,
-                 _s("op_host"), (f"ops/{name}/results.csv (host-overhead rows)",),
-                 needs + ("fastpath_lib.bench.ophost",), op=name),
             Step(f"{name}_sweep", f"{name}: its fast route against its first baseline across row counts", 12,
                  _s("sweep"), _op_files(name, "threshold.csv", "threshold_proposal.json"),
                  needs + ("fastpath_lib.bench.sweep",), op=name),
@@ -150,10 +151,11 @@ def op_steps(name: str) -> tuple[Step, ...]:
 
 def all_steps() -> tuple[Step, ...]:
     """The plan for every operator registered now (:func:`fastpath_lib.opspec.names`): RMSNorm's steps and the shared
-    ones, each other op's :func:`op_steps`, then the PR note."""
+    ones, each other op's :func:`op_steps`, the host-overhead step of every op (after all the matrices, whose results
+    tables its rows join), then the PR note."""
     from fastpath_lib import opspec
 
-    return _BASE_STEPS + tuple(s for n in opspec.names() if n != _RMS for s in op_steps(n)) + (_PR_NOTE,)
+    return _BASE_STEPS + tuple(s for n in opspec.names() if n != _RMS for s in op_steps(n)) + (_HOST, _PR_NOTE)
 
 
 #: The plan at import (the ops registered by name in :mod:`fastpath_lib.opspec`).

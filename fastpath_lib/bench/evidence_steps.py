@@ -26,7 +26,7 @@ from fastpath_lib.runtime import ROOT, child_env, stop_process_group
 
 __all__ = ["StepContext", "child_main", "find_sanitizer", "collect_tests", "CORE_TESTS", "PRIMARY", "selftest",
            "gpu_tests", "core_tests", "sanitizer", "copy_bandwidth", "matrix", "host", "sweep", "replay", "compile_cost",
-           "compiled_facts", "op_host", "pr_note"]
+           "compiled_facts", "pr_note"]
 
 #: The operator whose files sit at the top of the evidence folder (each other op's under ``ops/NAME/``).
 PRIMARY = "rms_norm"
@@ -211,29 +211,44 @@ def matrix(ctx: StepContext):
 
 
 def host(ctx: StepContext):
-    """The host-overhead family, appended to ``results.csv``."""
+    """The host-overhead family of every registered operator (:func:`fastpath_lib.opspec.names`), after all their
+    matrices: RMSNorm's rows appended to ``results.csv``, another op's to ``ops/NAME/results.csv``; each op's rows
+    include vLLM's dispatch where the op is a vLLM IR op (:mod:`fastpath_lib.bench.vllmhost`)."""
     import pandas as pd
 
     import fastpath_lib.bench.results as results
+    from fastpath_lib import opspec
     from fastpath_lib.bench.analysis import classify
-    from fastpath_lib.bench.host import host_table, measure_host
+    from fastpath_lib.bench.host import host_table
     from fastpath_lib.bench.metadata import environment
+    from fastpath_lib.bench.ophost import measure_host_op
+    from fastpath_lib.bench.vllmhost import vllm_table
 
-    rows = pd.DataFrame(measure_host(log=ctx.log))
-    csv = ctx.out / "results.csv"
-    df = pd.concat([pd.read_csv(csv), rows], ignore_index=True) if csv.exists() else rows
-    results.write_table(ctx.out, df)
-    if not (ctx.out / "environment.json").exists():  # the matrix did not run: still name what was declared
-        from fastpath_lib.bench.matrix import load_cases
+    over, skipped = [], []
+    for name in opspec.names():
+        spec = opspec.get(name)
+        ctx.log(f"{name}:")
+        rows = pd.DataFrame(measure_host_op(spec, log=ctx.log))
+        if not len(rows):
+            skipped.append(name)
+            continue
+        folder = _home(ctx, spec)[0]
+        csv = folder / "results.csv"
+        results.write_table(folder, pd.concat([pd.read_csv(csv), rows], ignore_index=True) if csv.exists() else rows)
+        if name == PRIMARY and not (ctx.out / "environment.json").exists():  # no matrix ran: name the declared
+            from fastpath_lib.bench.matrix import load_cases
 
-        env = environment()
-        env["declared_cases"] = [c.id for c in load_cases()]
-        ctx.write_json("environment.json", env)
-    t = host_table(classify(rows))
-    ctx.log(t.to_string())
-    over = [c for c, r in t.iterrows() if r["verdict"] == "OVER"]
-    return {"status": "ran", "why": "fallback host cost within the target" if not over else
-            f"over the host-cost target: {', '.join(over)}"}
+            env = environment()
+            env["declared_cases"] = [c.id for c in load_cases()]
+            ctx.write_json("environment.json", env)
+        t = host_table(classify(rows))
+        ctx.log(t.to_string())
+        vt = vllm_table(rows)
+        if len(vt):
+            ctx.log(vt.to_string())
+        over += [f"{name}: {c}" for c, r in t.iterrows() if r["verdict"] == "OVER"]
+    why = "fallback host cost within the target" if not over else f"over the host-cost target: {', '.join(over)}"
+    return {"status": "ran", "why": why + (f"; no host case declared: {', '.join(skipped)}" if skipped else "")}
 
 
 def sweep(ctx: StepContext):
@@ -335,28 +350,6 @@ def _op_folder(ctx: StepContext, name: str) -> Path:
     return folder
 
 
-def op_host(ctx: StepContext):
-    """A registered operator's host-overhead family (``ctx.op``), appended to ``ops/NAME/results.csv``."""
-    import pandas as pd
-
-    import fastpath_lib.bench.results as results
-    from fastpath_lib import opspec
-    from fastpath_lib.bench.analysis import classify
-    from fastpath_lib.bench.host import host_table
-    from fastpath_lib.bench.ophost import measure_host_op
-
-    spec = opspec.get(ctx.op)
-    rows = pd.DataFrame(measure_host_op(spec, log=ctx.log))
-    if not len(rows):
-        return {"status": "skipped", "why": f"{spec.name} declares no decode-sized fallback case"}
-    folder = _op_folder(ctx, spec.name)
-    csv = folder / "results.csv"
-    results.write_table(folder, pd.concat([pd.read_csv(csv), rows], ignore_index=True) if csv.exists() else rows)
-    t = host_table(classify(rows))
-    ctx.log(t.to_string())
-    over = [c for c, r in t.iterrows() if r["verdict"] == "OVER"]
-    return {"status": "ran", "why": f"{spec.name}: fallback host cost within the target" if not over else
-            f"{spec.name}: over the host-cost target: {', '.join(over)}"}
 
 
 def pr_note(ctx: StepContext):

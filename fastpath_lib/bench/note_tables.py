@@ -11,8 +11,10 @@ from fastpath_lib.bench.analysis import summary_table
 from fastpath_lib.bench.host import NOT_MEASURED, host_table
 from fastpath_lib.bench.note_evidence import Evidence, fmt
 from fastpath_lib.bench.schema import FALLBACK, NOT_GPU
+from fastpath_lib.bench.vllmhost import LABEL, vllm_table
+from fastpath_lib.vllm_plugin import PROVIDER
 
-__all__ = ["mechanism_table", "host_mechanism", "compiled_section", "case_table", "shape_cell"]
+__all__ = ["mechanism_table", "host_mechanism", "vllm_dispatch_table", "compiled_section", "case_table", "shape_cell"]
 
 
 def mechanism_table(ev: Evidence) -> list[str]:
@@ -38,10 +40,12 @@ def mechanism_table(ev: Evidence) -> list[str]:
 
 
 def host_mechanism(ev: Evidence) -> list[str]:
-    """The host cost of the dispatch: per-call host time beside the baseline and beside the launcher."""
+    """The host cost of the dispatch: per-call host time beside the baseline and beside the launcher, then vLLM's
+    dispatch with the kit's provider against vLLM's native path (:func:`vllm_dispatch_table`)."""
     t = host_table(ev.df)
+    vllm = vllm_dispatch_table(ev)
     if not len(t):
-        return ev.text("host")
+        return vllm or ev.text("host")
     L = ["Host cost of the dispatch (host time per call, fastest of many interleaved blocks of calls, in one "
          "process):", "",
          f"| case | shape | dtype | route | {ev.baseline} us | dispatched us | launcher us | ratio | to |",
@@ -56,6 +60,27 @@ def host_mechanism(ev: Evidence) -> list[str]:
     if warned:
         L += ["", "Warnings the providers raised (one call each; the timed calls ran with warnings silenced):"]
         L += [f"- {cid}: {w}" for cid, w in warned]
+    return L + ([""] + vllm if vllm else [])
+
+
+def vllm_dispatch_table(ev: Evidence) -> list[str]:
+    """vLLM's ``dispatch`` per call with the kit's provider first against vLLM's native path, and the provider's
+    ``supports_args`` alone, on a call it rejects and one it accepts (``[]`` when the run has no such rows; skipped
+    rows say why)."""
+    v = vllm_table(ev.df)
+    if not len(v):
+        return []
+    L = [f"vLLM's dispatch per call ({LABEL}): the provider's `supports_args` alone, `dispatch` with the priority "
+         f"`[\"{PROVIDER}\", \"native\"]` and with `[\"native\"]`:", "",
+         "| case | shape | dtype | supports_args | picked | supports_args us | dispatch us | native dispatch us | "
+         "added us |", "|---|---|---|---|---|---|---|---|---|"]
+    for cid, r in v.iterrows():
+        if r["status"] != "ok":
+            L.append(f"| {cid} | {r['shape']} | {r['dtype']} | {r['status']} | — | — | — | — | — |")
+            continue
+        L.append(f"| {cid} | {r['shape']} | {r['dtype']} | {r['verdict']} | {r['picked']} | "
+                 f"{fmt(r['supports_args_us'], '.2f')} | {fmt(r['dispatch_us'], '.2f')} | "
+                 f"{fmt(r['native_us'], '.2f')} | {fmt(r['added_us'], '+.2f')} |")
     return L
 
 

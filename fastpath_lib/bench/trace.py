@@ -30,7 +30,7 @@ import pandas as pd
 import torch
 
 from fastpath_lib import opspec, runtime
-from fastpath_lib.bench.host import fastest_blocks
+from fastpath_lib.bench.hostmethod import fastest_blocks
 from fastpath_lib.bench.schema import GPU_LABEL, NOT_GPU
 from fastpath_lib.bench.timing import gpu_measurement
 from fastpath_lib.cases import BuiltCase, CaseSpec
@@ -100,7 +100,7 @@ def replay_trace(trace: list[TraceCall], *, spec: opspec.OpSpec | None = None, q
         trace: the calls (:func:`serving_trace`).
         spec: the operator (default: RMSNorm, ``F.rms_norm`` against ``fastpath_lib.rms_norm``).
         quick: fewer timing rounds.
-        rounds: override the blocks of :func:`~fastpath_lib.bench.host.fastest_blocks`.
+        rounds: override the blocks of :func:`~fastpath_lib.bench.hostmethod.fastest_blocks`.
 
     Returns:
         :data:`TRACE_COLUMNS`, one row per call: the route this machine takes (asked of the predicate), the time

@@ -49,12 +49,12 @@ from fastpath_lib.fused.op import explain, fused_add_rms_norm, fused_add_rms_nor
 from fastpath_lib.fused.predicate import BASE_CASE, PREDICATE, make_call
 from fastpath_lib.fused.spec import FUSED_SPEC
 from fastpath_lib.bench.schema import FALLBACK, WIN
-from fastpath_lib.opspec import COMPILED, BaselineUnavailable, KernelBuild, OpCase, OpSpec
+from fastpath_lib.opspec import COMPILED, BaselineUnavailable, HostCase, KernelBuild, OpCase, OpSpec
 from fastpath_lib.rmsnorm.limits import MAX_COLS, limits_for
 from fastpath_lib.rmsnorm.op import rms_norm
 
-__all__ = ["SPEC", "EPS", "matrix_cases", "unfused_eager", "compiled_native", "add_then_kit_rms_norm", "vllm_c",
-           "specializations", "forward_binary", "fused_bytes", "unfused_bytes", "vllm_c_bytes"]
+__all__ = ["SPEC", "EPS", "HOST_CASES", "matrix_cases", "unfused_eager", "compiled_native", "add_then_kit_rms_norm",
+           "vllm_c", "specializations", "forward_binary", "fused_bytes", "unfused_bytes", "vllm_c_bytes"]
 
 #: The eps every matrix case passes (vLLM passes the model's ``variance_epsilon`` explicitly; 1e-6 is Llama's).
 EPS = 1e-6
@@ -249,6 +249,16 @@ def forward_binary(rows: int, cols: int, dtype) -> dict | None:
             "VEC": launch.vector_elements(size, cols, (cols,), (0,))}
 
 
+#: The calls the host-overhead family times (:mod:`fastpath_lib.bench.ophost`), each in the functional and the in-place
+#: form: vLLM's decode calls, below the row threshold, against the unfused pair (and the in-place composite).
+HOST_CASES = (
+    HostCase("host_decode_m1_4096_bf16", FusedCaseSpec(rows=1, cols=4096, dtype=torch.bfloat16),
+             f"M=1 decode token (Llama-3-8B hidden size): {_THRESHOLD}"),
+    HostCase("host_decode_b16_4096_bf16", FusedCaseSpec(rows=16, cols=4096, dtype=torch.bfloat16),
+             f"small decode batch: {_THRESHOLD}"),
+)
+
+
 SPEC = OpSpec(
     name=FUSED_SPEC.name,
     function=fused_add_rms_norm,
@@ -276,6 +286,7 @@ SPEC = OpSpec(
     bytes_models={"unfused_eager": unfused_bytes, COMPILED: fused_bytes, "add_then_kit_rms_norm": unfused_bytes,
                   "vllm_c": vllm_c_bytes, "fallback": unfused_bytes},
     host_forms={"inplace": (FUSED_SPEC.reference_inplace, fused_add_rms_norm_)},
+    host_cases=HOST_CASES,
     note="times the functional form fused_add_rms_norm; the in-place form vLLM calls (fused_add_rms_norm_) is not "
          "timed: it rewrites its inputs, so repeated calls would time drifting inputs (same kernel, same bytes)",
 )

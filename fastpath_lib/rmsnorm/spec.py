@@ -13,15 +13,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import torch
 import torch.nn.functional as F
 
-from fastpath_lib.opspec import OpCase, OpSpec
+from fastpath_lib.cases import CaseSpec
+from fastpath_lib.opspec import HostCase, OpCase, OpSpec
 from fastpath_lib.rmsnorm import cost
 from fastpath_lib.rmsnorm import predicate as rms
 from fastpath_lib.rmsnorm.op import explain, rms_norm
 from fastpath_lib.testing import TOLERANCES
 
-__all__ = ["SPEC", "PR_TEXT", "matrix_cases", "LAUNCHER_NEEDS", "launcher_unsupported"]
+__all__ = ["SPEC", "PR_TEXT", "HOST_CASES", "matrix_cases", "LAUNCHER_NEEDS", "launcher_unsupported"]
 
 _CASES_FILE = Path(__file__).resolve().parents[1] / "bench" / "cases.json"
 
@@ -98,6 +100,22 @@ def _maintenance() -> list[str]:
             "(`python -m fastpath_lib threshold RESULTS_DIR`); until then the conservative default applies."]
 
 
+#: The calls the host-overhead family times (:mod:`fastpath_lib.bench.ophost`): four fallback calls against
+#: ``F.rms_norm``, and on CUDA the smallest eligible batch of 256-wide fp16 rows (host-bound, not memory-bound)
+#: against the launcher.
+HOST_CASES = (
+    HostCase("host_decode_m1_fp16", CaseSpec(rows=1, cols=4096, dtype=torch.float16), "M=1 decode token, fp16"),
+    HostCase("host_decode_m1_bf16_w32", CaseSpec(rows=1, cols=4096, dtype=torch.bfloat16, weight=torch.float32),
+             "M=1 decode token, bf16 input with an fp32 weight (mixed-precision checkpoints)"),
+    HostCase("host_batch_4x2048_fp32", CaseSpec(rows=4, cols=2048, dtype=torch.float32),
+             "small fp32 batch below the row threshold"),
+    HostCase("host_transposed_64x64", CaseSpec(rows=64, cols=64, dtype=torch.float32, layout="transposed"),
+             "a transposed input: last dimension not contiguous"),
+    HostCase("host_eligible_fp16", CaseSpec(rows=1, cols=256, dtype=torch.float16),
+             "eligible route: host time of the dispatch before its launch vs the launcher", eligible=True),
+)
+
+
 #: The PR note's RMSNorm sentences (keys: ``fastpath_lib.bench.report.PR_TEXT_KEYS``).
 PR_TEXT = {
     "noun": "RMSNorm",
@@ -138,6 +156,7 @@ SPEC = OpSpec(
     specialization=lambda rows, cols, dtype: cost.binary("fwd", rows, cols, dtype),
     decoder_step=_decoder_step,
     fast_unsupported=launcher_unsupported,
+    host_cases=HOST_CASES,
     title="RMSNorm: Triton fast path behind an eligibility predicate",
     pr_text=PR_TEXT,
 )
