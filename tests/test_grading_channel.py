@@ -263,9 +263,10 @@ def test_in_the_sandbox_the_kernel_reaches_no_check_no_answer_key_and_no_hidden_
     made = [(src, pyc) for src, pyc in made if not pyc.exists()]
     for src, pyc in made:
         py_compile.compile(str(src), cfile=str(pyc), doraise=True)
-    source = SNEAK % {"root": str(runtime.ROOT), "modules": [f"grading.{m}" for m in grading] + [
-        f.removesuffix(".py").replace("/", ".") for f in hidden], "files": [f"grading/{m}.py" for m in grading] + hidden,
-        "stems": grading + [Path(f).stem for f in hidden], "calls": ["check_boundary_cases", "expected_classes"]}
+    modules = [f"grading.{m}" for m in grading] + [f.removesuffix(".py").replace("/", ".") for f in hidden]
+    source = SNEAK % {"root": str(runtime.ROOT), "modules": modules, "files": [f"grading/{m}.py" for m in grading]
+                      + hidden, "stems": grading + [Path(f).stem for f in hidden],
+                      "calls": ["check_boundary_cases", "expected_classes"]}
     try:
         g = _sandboxed(tmp_path, monkeypatch, "ex04_boundary_cases.ipynb", source)
     finally:

@@ -73,8 +73,12 @@ threat model (for instructors):
   tracers, hooks, threads, a replaced or impersonated agent, tests that fingerprint the op or count runs, writes
   into a check's inputs (a failure where the check declares its outputs), source that replaces the kit's
   functions or reads solutions/.
-  Where bubblewrap runs (--isolation), the kernel also sees no solutions/, no tests/, no network, no exercise 04
-  verdicts and a /tmp of its own; elsewhere the report says "unisolated".
+  Where bubblewrap runs (--isolation), the kernel also sees no solutions/, no tests/, no network and a /tmp of
+  its own; of the grading package only the notebooks' materials (no check, no answer key, no grader), a façade
+  whose checks are stand-ins, and not the kit modules its exercise forbids (the kit's kernels, reference, boundary
+  generator, matrix; those the kit needs to import stay, and the static rules refuse them); elsewhere the report
+  says "unisolated". Grade with the checkout's own venv (./kit grade): another copy of the kit on the machine (one a
+  venv's editable install points at is masked too) would be readable.
   Out of scope: a classmate's notebook handed in as one's own, a solution copied by hand into the cells (do not
   hand out solutions/), and an answer borrowed in a way the source does not show (an exec string, found by
   introspection), which is judged by its behaviour only.
