@@ -180,7 +180,7 @@ def facade_source(exercise: str | None) -> str:
 def _hidden_stub(rel: str, exercise: str | None) -> str:
     mod = "fastpath_lib." + rel.removesuffix(".py").replace("/", ".")
     return (f"raise ImportError({mod!r} ' is hidden from the kernel of {exercise} in the grader\\'s sandbox: the "
-            f"exercise asks you to write it yourself')\n")
+            f"exercise forbids using it')\n")
 
 
 def other_copies(root: Path = runtime.ROOT) -> tuple[Path, ...]:
