@@ -1,5 +1,9 @@
 """The checks learners call from the exercise notebooks (``exercises/exNN_*.ipynb``): a short façade.
 
+The notebooks' materials (inputs, tables, texts) come from :mod:`fastpath_lib.grading.materials`, and exercise 07's
+given classes from :mod:`fastpath_lib.grading.given`; in the grader's sandbox the learner's kernel imports a generated
+copy of this façade (:func:`fastpath_lib.grading.sandbox.facade_source`) in which the checks are stand-ins.
+
 Each ``check_*`` function runs the learner's code on a fixed set of cases (and on cases drawn at each call) and
 shows, per graded part, ``passed`` or a "yours vs expected" report. It never raises: a stub that still raises
 ``NotImplementedError`` (or returns ``None``) scores 0 with feedback. The checks live in
@@ -17,9 +21,6 @@ Pass ``show=False`` to get the :class:`~fastpath_lib.grading.registry.Result` li
 from fastpath_lib.grading.ex01_reference import check_default_eps, check_reference
 from fastpath_lib.grading.ex02_kernel import check_add_rms_norm_kernel, check_backward_with_saved_rstd
 from fastpath_lib.grading.ex03_predicate import (
-    V2_ALIGN_BYTES,
-    V2_DTYPES,
-    V2_MAX_COLS,
     check_alignment_condition,
     check_cols_condition,
     check_dtype_condition,
@@ -27,18 +28,9 @@ from fastpath_lib.grading.ex03_predicate import (
 )
 from fastpath_lib.grading.ex04_boundary import check_boundary_cases
 from fastpath_lib.grading.ex05_matrix import check_case_matrix
-from fastpath_lib.grading.ex06_classify import (
-    SYNTHETIC_LABEL,
-    check_classification,
-    expected_classes,
-    interpreter_environment,
-    interpreter_results,
-    synthetic_environment,
-    synthetic_results,
-)
+from fastpath_lib.grading.ex06_classify import check_classification
 from fastpath_lib.grading.ex07_note import check_pr_note
 from fastpath_lib.grading.ex08_capstone import (
-    KNOWN_OPS,
     check_capstone_dispatch,
     check_capstone_kernel,
     check_capstone_predicate,
@@ -46,11 +38,27 @@ from fastpath_lib.grading.ex08_capstone import (
 )
 from fastpath_lib.grading.ex08_evidence import check_capstone_evidence
 from fastpath_lib.grading.ex09_contract import check_contract_tests
-from fastpath_lib.grading.ex10_threshold import SWEEP_LABEL, check_threshold, sweep_table
-from fastpath_lib.grading.ex11_commits import KINDS, change_hunks, check_commit_plan
+from fastpath_lib.grading.ex10_threshold import check_threshold
+from fastpath_lib.grading.ex11_commits import check_commit_plan
 from fastpath_lib.grading.ex12_inplace import check_inplace_tests, check_overlaps
 from fastpath_lib.grading.ex13_review import check_readiness
-from fastpath_lib.grading.feedback import device
+from fastpath_lib.grading.given import expected_classes
+from fastpath_lib.grading.materials import (
+    KINDS,
+    KNOWN_OPS,
+    SWEEP_LABEL,
+    SYNTHETIC_LABEL,
+    V2_ALIGN_BYTES,
+    V2_DTYPES,
+    V2_MAX_COLS,
+    change_hunks,
+    device,
+    interpreter_environment,
+    interpreter_results,
+    sweep_table,
+    synthetic_environment,
+    synthetic_results,
+)
 from fastpath_lib.grading.vocabulary import OUTCOMES
 from fastpath_lib.rmsnorm.layout import row_stride
 

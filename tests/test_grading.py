@@ -18,9 +18,9 @@ import torch  # noqa: E402
 
 from fastpath_lib import exercises as ex  # noqa: E402
 from fastpath_lib.cases import CaseSpec  # noqa: E402
-from fastpath_lib.grading import cli, mutants  # noqa: E402
+from fastpath_lib.grading import cli, mutants, sandbox  # noqa: E402
 from fastpath_lib.grading.notebook import CHECK_TAG, calls  # noqa: E402
-from fastpath_lib.grading.registry import EXERCISES, MIME  # noqa: E402
+from fastpath_lib.grading.registry import EXERCISES, MIME, Result  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTIONS = sorted((ROOT / "solutions").glob("ex[0-9][0-9]_*.ipynb"))
@@ -64,11 +64,13 @@ def test_solutions_get_full_marks(solution_grades):
         assert g.status == "ok", (g.path, g.reason)
         assert [p.part for p in g.parts] == [n for n, _ in EXERCISES[g.exercise]]
         assert g.earned == g.points > 0
+        assert g.isolation == (sandbox.ISOLATED if sandbox.available() else sandbox.UNISOLATED), (g.path, g.notes)
 
 
 def test_untouched_exercises_score_zero_on_every_part(exercise_grades):
     assert {g.exercise for g in exercise_grades} == set(EXERCISES)
     for g in exercise_grades:
+        assert g.isolation == (sandbox.ISOLATED if sandbox.available() else sandbox.UNISOLATED), (g.path, g.notes)
         for p in g.parts:
             assert p.earned == 0 and not p.passed, (g.path, p.part)
             assert p.feedback, (g.path, p.part)
@@ -122,10 +124,10 @@ def test_saved_and_displayed_outputs_never_count(tmp_path):
         for c in nb.cells:
             if c.cell_type == "code":
                 c.outputs = saved.get(c.get("id"), [])
-        nb.cells.append(nbformat.v4.new_code_cell(
-            "from IPython.display import display\nfrom fastpath_lib.grading.registry import Result\n"
-            "for part, pts in (('default_eps', 1), ('reference', 2)):\n"
-            "    display(Result('ex01', part, pts, True).bundle(), raw=True)"))
+        forged = [Result("ex01", part, pts, True).bundle() for part, pts in (("default_eps", 1), ("reference", 2))]
+        nb.cells.append(nbformat.v4.new_code_cell(  # the result bundles written out (the kernel sees no registry)
+            f"import json\nfrom IPython.display import display\nfor b in json.loads({json.dumps(forged)!r}):\n"
+            "    display(b, raw=True)"))
 
     g = cli.grade_notebook(_exercise_with(tmp_path, "ex01_reference.ipynb", forge), timeout=120)
     assert g.earned == 0 and g.status == "ok", (g.status, g.reason, [(p.part, p.feedback) for p in g.parts])

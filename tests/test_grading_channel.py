@@ -8,6 +8,9 @@ check passes as an input is a failure with feedback, never a new expected value.
 from __future__ import annotations
 
 import ast
+import contextlib
+import importlib.util
+import py_compile
 import sys
 from pathlib import Path
 
@@ -166,46 +169,203 @@ def test_an_overlap_condition_that_writes_its_inputs_is_told_so(graded):
 #: What the learner's kernel sees of the machine, reported as the error of its own function.
 LOOK_AROUND = """
 import os, socket
-exec("import importlib; os.environ['FP_SEEN'] = str(hasattr(importlib.import_module("
-     "'fastpath_lib.grading.ex04_boundary'), '_verdicts'))")
 def my_default_eps(dtype):
     root = %r
     seen = {"sol": os.path.exists(os.path.join(root, "solu" + "tions")), "tests": os.path.exists(os.path.join(root,
-            "tests")), "interfaces": sorted(n for _, n in socket.if_nameindex()), "tmp": sorted(os.listdir("/tmp")),
-            "verdicts": os.environ.get("FP_SEEN")}
+            "tests")), "interfaces": sorted(n for _, n in socket.if_nameindex()), "tmp": sorted(os.listdir("/tmp"))}
     raise AssertionError(f"SEEN {seen}")
 """
 
+#: From inside the kernel, as a learner who has read the grader would: import or read the grader's modules, its
+#: answer keys and the files the exercise hides (their compiled copies too), and call the façade's checks and another
+#: exercise's answer. Top-level code in an exec string (the static rules refuse exec and importlib: off here); what
+#: got through is the error of the learner's function. ``CONTROLS`` must hold, so a kernel that imports nothing fails.
+SNEAK = """
+import os
+exec(\'\'\'
+import glob, importlib
+from fastpath_lib import exercises as ex
+lib = os.path.join(%(root)r, "fastpath_lib")
+def _leaks(fn, items):
+    out = []
+    for item in items:
+        try:
+            if fn(item):
+                out.append(item)
+        except Exception:
+            pass
+    return out
+leaks = _leaks(lambda m: importlib.import_module("fastpath_lib." + m), %(modules)r)
+leaks += _leaks(lambda f: "def " in open(os.path.join(lib, f)).read(), %(files)r)
+leaks += [os.path.relpath(p, lib) for p in glob.glob(os.path.join(lib, "**", "__pycache__", "*.pyc"), recursive=True)
+          if os.path.basename(p).split(".")[0] in %(stems)r]
+leaks += _leaks(lambda n: getattr(ex, n)() or True, %(calls)r)
+controls = [bool(importlib.import_module("fastpath_lib.grading.materials").KNOWN_OPS), len(ex.change_hunks(0)) > 5,
+            sorted(n for n in os.listdir(os.path.join(lib, "grading")) if n != "__pycache__")]
+os.environ["FP_SNEAK"] = repr({"leaks": leaks, "controls": controls})
+\'\'\')
+def my_boundary_cases():
+    raise AssertionError("SNEAK " + os.environ.get("FP_SNEAK", "{'leaks': ['the sneak did not run']}"))
+"""
 
-def test_in_the_sandbox_the_kernel_sees_no_solutions_no_tests_no_network_and_no_verdicts(tmp_path, monkeypatch):
+
+def _sandboxed(tmp_path, monkeypatch, name, source):
+    """``exercises/<name>`` with ``source`` inserted before its first check cell, graded in the sandbox."""
     nbformat = pytest.importorskip("nbformat")
-    from fastpath_lib import runtime
     from fastpath_lib.grading import cli, sandbox, sources
-
-    # the look-around's exec and importlib are refused by the static rules; off here, what it sees is the sandbox's
-    monkeypatch.setattr(sources, "rebinding_problem", lambda *a, **k: None)
     from fastpath_lib.grading.notebook import CHECK_TAG
 
     if not sandbox.available():
         pytest.skip("bubblewrap is not installed or cannot run here: the grader reports 'unisolated'")
-    nb = nbformat.read(ROOT / "exercises/ex01_reference.ipynb", as_version=4)
+    monkeypatch.setattr(sources, "rebinding_problem", lambda *a, **k: None)  # what it sees is the sandbox's alone
+    nb = nbformat.read(ROOT / "exercises" / name, as_version=4)
     at = next(i for i, c in enumerate(nb.cells) if CHECK_TAG in c.metadata.get("tags", []))
-    nb.cells.insert(at, nbformat.v4.new_code_cell(LOOK_AROUND % str(runtime.ROOT)))
-    nbformat.write(nb, tmp_path / "ex01_reference.ipynb")
-    g = cli.grade_notebook(tmp_path / "ex01_reference.ipynb", timeout=120, isolation="bwrap")
-    text = {p.part: p.feedback for p in g.parts}["default_eps"]
+    nb.cells.insert(at, nbformat.v4.new_code_cell(source))
+    nbformat.write(nb, tmp_path / name)
+    g = cli.grade_notebook(tmp_path / name, timeout=120, isolation="bwrap")
     assert g.isolation == sandbox.ISOLATED
-    start = text.index("SEEN {") + 5
-    seen = ast.literal_eval(text[start:text.index("}", start) + 1])  # a flat dict: its first closing brace ends it
+    return g
+
+
+def _reported(text: str, word: str) -> dict:
+    """The dict after ``word`` in a feedback line (no braces inside it: its first closing brace ends it)."""
+    start = text.index(word + " {") + len(word) + 1
+    return ast.literal_eval(text[start:text.index("}", start) + 1])
+
+
+def test_in_the_sandbox_the_kernel_sees_no_solutions_no_tests_and_no_network(tmp_path, monkeypatch):
+    from fastpath_lib import runtime
+    from fastpath_lib.grading import cli, sandbox
+
+    g = _sandboxed(tmp_path, monkeypatch, "ex01_reference.ipynb", LOOK_AROUND % str(runtime.ROOT))
+    seen = _reported({p.part: p.feedback for p in g.parts}["default_eps"], "SEEN")
     # /tmp is a fresh tmpfs: the grading folder, IPython's, and the checkout or venv bound back where they live there
     bound = {Path(p).resolve().relative_to("/tmp").parts[0] for p in (runtime.ROOT, sys.prefix)
              if Path(p).resolve().is_relative_to("/tmp")}
-    assert seen["sol"] is False and seen["tests"] is False and seen["interfaces"] == ["lo"], text
-    assert any(n.startswith("fastpath-grade-") for n in seen["tmp"]), text
-    assert set(seen["tmp"]) - bound - {"ipython"} == {n for n in seen["tmp"] if n.startswith("fastpath-grade-")}, text
-    assert seen["verdicts"] == "False", text
+    assert seen["sol"] is False and seen["tests"] is False and seen["interfaces"] == ["lo"], seen
+    assert any(n.startswith("fastpath-grade-") for n in seen["tmp"]), seen
+    assert set(seen["tmp"]) - bound - {"ipython"} == {n for n in seen["tmp"] if n.startswith("fastpath-grade-")}, seen
     assert cli.grade_notebook(tmp_path / "ex01_reference.ipynb", timeout=120, isolation="none").isolation == \
         sandbox.UNISOLATED
+
+
+def test_in_the_sandbox_the_kernel_reaches_no_check_no_answer_key_and_no_hidden_module(tmp_path, monkeypatch):
+    from fastpath_lib import runtime
+    from fastpath_lib.grading import sandbox
+
+    grading = sorted(p.stem for p in (ROOT / "fastpath_lib" / "grading").glob("*.py")
+                     if p.name not in sandbox.kernel_modules("ex04"))
+    hidden = [f for f in sandbox.hidden("ex04") if f.endswith(".py")]
+    assert "ex04_boundary" in grading and "boundary.py" in hidden and "given" in grading
+    # compiled copies of a hidden module and of a check are there to be found (as after a run that wrote bytecode)
+    made = [(src, Path(importlib.util.cache_from_source(str(src)))) for src in
+            (ROOT / "fastpath_lib" / "boundary.py", ROOT / "fastpath_lib" / "grading" / "ex04_boundary.py")]
+    made = [(src, pyc) for src, pyc in made if not pyc.exists()]
+    for src, pyc in made:
+        py_compile.compile(str(src), cfile=str(pyc), doraise=True)
+    modules = [f"grading.{m}" for m in grading] + [f.removesuffix(".py").replace("/", ".") for f in hidden]
+    source = SNEAK % {"root": str(runtime.ROOT), "modules": modules, "files": [f"grading/{m}.py" for m in grading]
+                      + hidden, "stems": grading + [Path(f).stem for f in hidden],
+                      "calls": ["check_boundary_cases", "expected_classes"]}
+    try:
+        g = _sandboxed(tmp_path, monkeypatch, "ex04_boundary_cases.ipynb", source)
+    finally:
+        for _, pyc in made:
+            pyc.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                pyc.parent.rmdir()  # only when empty
+    text = g.parts[0].feedback
+    seen = _reported(text, "SNEAK")
+    assert seen["leaks"] == [], text
+    assert seen["controls"] == [True, True, sorted(sandbox.kernel_modules("ex04"))], text
+    assert g.earned == 0
+
+
+def _facade(exercise: str):
+    import types
+
+    from fastpath_lib.grading import sandbox
+
+    module = types.ModuleType("fastpath_lib.exercises")
+    exec(compile(sandbox.facade_source(exercise), "<facade>", "exec"), module.__dict__)  # noqa: S102 - generated here
+    return module
+
+
+def test_the_facade_hands_out_the_materials_and_stands_in_for_everything_else(monkeypatch):
+    from fastpath_lib import exercises
+    from fastpath_lib.grading import ex04_boundary, materials, sandbox
+
+    ex04 = _facade("ex04")
+    assert ex04.__all__ == exercises.__all__
+    imported = {line.split()[1] for line in sandbox.facade_source("ex04").splitlines() if line.startswith("from ")}
+    assert "fastpath_lib.grading.materials" in imported and "fastpath_lib.exercises" not in imported
+    assert all(m.rsplit(".", 1)[-1] + ".py" in sandbox.kernel_modules("ex04") for m in imported
+               if m.startswith("fastpath_lib.grading")), imported  # only what the kernel sees
+    assert ex04.KNOWN_OPS == exercises.KNOWN_OPS and ex04.V2_DTYPES == exercises.V2_DTYPES
+    assert ex04.change_hunks(3) == exercises.change_hunks(3) and ex04.synthetic_results().equals(
+        exercises.synthetic_results())
+    for name in ("check_boundary_cases", "check_reference", "expected_classes"):
+        with pytest.raises(RuntimeError, match="grader"):
+            getattr(ex04, name)()
+    assert _facade("ex07").expected_classes(materials.synthetic_results()) == exercises.expected_classes(
+        materials.synthetic_results())  # exercise 07 is given exercise 06's classes
+    # generic: whatever exercises.py exports (a name added or removed), plain constants as literals, the rest stand-ins
+    monkeypatch.setattr(exercises, "__all__", [n for n in exercises.__all__ if n != "EX13_FAULTS"] + ["FORM", "PARTS"])
+    monkeypatch.setattr(exercises, "FORM", {"a": (1, "b")}, raising=False)
+    monkeypatch.setattr(exercises, "PARTS", ex04_boundary.check_boundary_cases.__code__, raising=False)
+    source = sandbox.facade_source("ex04")
+    assert "EX13_FAULTS" not in source and "FORM = {'a': (1, 'b')}" in source
+    with pytest.raises(RuntimeError, match="not available"):
+        _ = _facade("ex04").PARTS
+
+
+def _forbidden_files() -> dict[str, set[str]]:
+    """file or folder of fastpath_lib a check forbids whole -> the exercises whose checks forbid it (read from the
+    checks' borrowed.kit calls that name no function, and the kit's kernels and operator they add)."""
+    whole = {"KIT_KERNELS": ("rmsnorm/kernels.py",), "KIT_OP": ("rmsnorm/op.py", "rmsnorm/module.py")}
+    out: dict[str, set[str]] = {}
+    for path in (ROOT / "fastpath_lib" / "grading").glob("ex[0-9][0-9]_*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            files = ()
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "kit" and len(node.args) == 1:
+                files = (node.args[0].value,)
+            elif isinstance(node, ast.Attribute) and node.attr in whole:
+                files = whole[node.attr]
+            for f in files:
+                out.setdefault(f, set()).add(path.name[:4])
+    return out
+
+
+def test_every_file_an_exercise_forbids_is_hidden_from_its_kernel_or_said_why_not():
+    from fastpath_lib.grading import sandbox
+
+    forbidden = _forbidden_files()
+    assert {"boundary.py", "rmsnorm/kernels.py", "fused/kernels.py", "grading"} <= set(forbidden), forbidden
+    lib = ROOT / "fastpath_lib"
+    for rel, exercises in forbidden.items():
+        for ex in sorted(exercises):
+            visible, gone = sandbox.kernel_view(ex)
+            if rel == "grading" or rel.startswith("grading/"):
+                assert sorted(Path(v).name for v in visible if v.startswith("fastpath_lib/grading/")) == sorted(
+                    sandbox.kernel_modules(ex)), ex
+                continue
+            why = [n for n in sandbox.NEEDED if rel == n or rel.startswith(n + "/")]
+            assert rel in sandbox.hidden(ex) or why, f"{ex} forbids {rel}: hide it (sandbox.HIDDEN) or say why not"
+            assert (f"fastpath_lib/{rel}" in gone) == (rel in sandbox.hidden(ex)), (ex, rel)
+    assert all((lib / rel).exists() for rel in [*sandbox.HIDDEN, *sandbox.NEEDED])
+
+
+def test_the_sandbox_masks_another_checkout_an_editable_install_points_at(tmp_path, monkeypatch):
+    from fastpath_lib import runtime
+    from fastpath_lib.grading import sandbox
+
+    other = tmp_path / "kit"
+    (other / "fastpath_lib").mkdir(parents=True)
+    monkeypatch.setattr(sandbox, "other_copies", lambda root=runtime.ROOT: (other,))
+    args = sandbox.command(str(tmp_path), str(tmp_path), str(tmp_path), "ex01")
+    assert ["--tmpfs", str(other)] == args[args.index(str(other)) - 1:args.index(str(other)) + 1]
+    assert ["--tmpfs", str(runtime.ROOT.resolve())] == args[args.index(str(runtime.ROOT.resolve())) - 1:
+                                                            args.index(str(runtime.ROOT.resolve())) + 1]
 
 
 def test_the_registry_dispatches_every_check_of_the_notebooks():

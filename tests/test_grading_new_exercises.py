@@ -387,6 +387,16 @@ def test_ex11_another_reviewable_plan_gets_full_marks():
     assert all(r.passed for r in results), fb(results)
 
 
+def test_ex11_answer_key_lists_the_hunks_in_the_order_of_their_texts():
+    from fastpath_lib.grading import ex11_commits, materials
+
+    key = ex11_commits._HUNKS
+    assert len(key) == len(materials.HUNKS)
+    for (file, description, _), h in zip(materials.HUNKS, key):  # the texts are the materials, the kinds the key
+        assert description.startswith("Test:") == (h.nature in ("test", "pin")), (h.key, description)
+        assert file.endswith(".md") == (h.nature == "docs"), (h.key, file)
+
+
 def test_ex11_hunks_are_drawn_afresh():
     a, b = ex.change_hunks(), ex.change_hunks()
     assert {h["id"] for h in a} != {h["id"] for h in b}
@@ -417,9 +427,9 @@ def _recorded_ids():  # forged: the solution's plan for the notebook's draw, ids
 
 
 def _via_grader_draw(hunks):  # borrowed: the grader's own draw tells the kinds
-    from fastpath_lib.grading import ex11_commits as g
+    from fastpath_lib.grading import materials as g
 
-    g.change_hunks(0)
+    g.drawn_hunks(0)
     return [{"kind": "behaviour", "message": "everything at once", "hunks": [h["id"] for h in hunks]}]
 
 

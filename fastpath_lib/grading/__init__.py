@@ -4,7 +4,9 @@
 * ``ex01_reference`` ... ``ex13_review`` — one module of checks per exercise (:mod:`fastpath_lib.exercises` is
   the short façade the notebooks import); :mod:`~fastpath_lib.grading.feedback` runs a part and words its feedback,
   :mod:`~fastpath_lib.grading.borrowed` catches the kit's own answers handed back,
-  :mod:`~fastpath_lib.grading.vocabulary` holds the kit's outcome words and rule.
+  :mod:`~fastpath_lib.grading.vocabulary` holds the kit's outcome words and rule,
+  :mod:`~fastpath_lib.grading.materials` what the notebooks show and hand to the learner's code (never an answer),
+  :mod:`~fastpath_lib.grading.given` exercise 06's classes, given to exercise 07.
 * :mod:`~fastpath_lib.grading.mutants` and :mod:`~fastpath_lib.grading.mutant_kernels` — the seeded faults of
   exercise 04; :mod:`~fastpath_lib.grading.fused_mutants` — exercise 12's in-place fused ops, correct and broken;
   :mod:`~fastpath_lib.grading.mutation` — the engine exercises 04, 09 and 12 share (parts per fault category).
@@ -13,6 +15,7 @@
   learner's source for tampering; :mod:`~fastpath_lib.grading.sources` is the learner's source as read from the
   file, for source-based checks; :mod:`~fastpath_lib.grading.remote` is the grader's side of the answer channel
   (stand-ins for the learner's functions and data) and :mod:`~fastpath_lib.grading.runner` the agent in the kernel
-  that only answers; :mod:`~fastpath_lib.grading.sandbox` runs the kernel under bubblewrap where it can;
+  that only answers; :mod:`~fastpath_lib.grading.sandbox` runs the kernel under bubblewrap where it can, with only
+  the materials of the grading package and without the modules its exercise forbids;
   :mod:`~fastpath_lib.grading.gradescope` writes Gradescope's ``results.json``.
 """

@@ -73,8 +73,12 @@ threat model (for instructors):
   tracers, hooks, threads, a replaced or impersonated agent, tests that fingerprint the op or count runs, writes
   into a check's inputs (a failure where the check declares its outputs), source that replaces the kit's
   functions or reads solutions/.
-  Where bubblewrap runs (--isolation), the kernel also sees no solutions/, no tests/, no network, no exercise 04
-  verdicts and a /tmp of its own; elsewhere the report says "unisolated".
+  Where bubblewrap runs (--isolation), the kernel also sees no solutions/, no tests/, no network and a /tmp of
+  its own; of the grading package only the notebooks' materials (no check, no answer key, no grader), a façade
+  whose checks are stand-ins, and not the kit modules its exercise forbids (the kit's kernels, reference, boundary
+  generator, matrix; those the kit needs to import stay, and the static rules refuse them); elsewhere the report
+  says "unisolated". Grade with the checkout's own venv (./kit grade): another copy of the kit on the machine (one a
+  venv's editable install points at is masked too) would be readable.
   Out of scope: a classmate's notebook handed in as one's own, a solution copied by hand into the cells (do not
   hand out solutions/), and an answer borrowed in a way the source does not show (an exec string, found by
   introspection), which is judged by its behaviour only.
@@ -156,9 +160,10 @@ def _check(session, name: str, args: str, kwargs: list[tuple[str, str]], learner
 
 
 def _execute(nb, workdir: str, timeout: float, kernel_name: str, check_ids: set, exercise: str,
-             learner: list[str], isolated: bool = False) -> _Run:
+             learner: list[str], isolated: bool = False, files: str = "") -> _Run:
     """Run every code cell, and the grader's own check in place of each check cell, with one deadline; with
-    ``isolated``, the kernel in the sandbox (:mod:`fastpath_lib.grading.sandbox`)."""
+    ``isolated``, the kernel in the sandbox (:mod:`fastpath_lib.grading.sandbox`), its generated files in ``files``
+    (a folder of the grader's outside ``workdir``)."""
     from nbclient import NotebookClient
     from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
@@ -170,7 +175,7 @@ def _execute(nb, workdir: str, timeout: float, kernel_name: str, check_ids: set,
         from fastpath_lib.grading import sandbox
 
         sockets = tempfile.mkdtemp(prefix="fastpath-sockets-", dir=workdir)
-        managers = {"kernel_manager_class": sandbox.manager_class(workdir, sockets)}
+        managers = {"kernel_manager_class": sandbox.manager_class(workdir, sockets, files, exercise)}
         env = sandbox.kernel_env(env)
     client = NotebookClient(nb, timeout=int(timeout), kernel_name=kernel_name, allow_errors=True, **managers,
                             interrupt_on_timeout=False, resources={"metadata": {"path": workdir}},
@@ -301,14 +306,15 @@ def grade_notebook(path: str | Path, *, timeout: float = DEFAULT_TIMEOUT, kernel
     static = NB.static_evidence(learner)
     reassigned = NB.assignments(learner, "OP_NAME") > 1
     isolated = _isolated(isolation)
-    with tempfile.TemporaryDirectory(prefix="fastpath-grade-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="fastpath-grade-") as tmp, \
+            tempfile.TemporaryDirectory(prefix="fastpath-sandbox-") as files:
         for extra in path.parent.glob("*"):  # data files next to the notebook travel with the copy
             if extra.is_file() and extra.suffix != ".ipynb" and extra.stat().st_size < 8 * 1024 * 1024:
                 shutil.copy2(extra, tmp)
         copy = Path(tmp) / path.name
         copy.write_bytes(raw)
         try:
-            run = _execute(nb, tmp, timeout, kernel_name, ids, ex, learner, isolated)
+            run = _execute(nb, tmp, timeout, kernel_name, ids, ex, learner, isolated, files)
         except Exception as exc:  # noqa: BLE001 - e.g. no such kernel
             run = _Run(status="errors", reason=f"could not execute: {type(exc).__name__}: {exc}")
             if isolated and isolation == "auto":  # the sandbox could not start the kernel: say so, run unisolated

@@ -16,16 +16,11 @@ import torch
 from fastpath_lib.cases import CaseSpec
 from fastpath_lib.grading import borrowed
 from fastpath_lib.grading.feedback import Fail, call, case_label, device, emit, hold, part, table
+from fastpath_lib.grading.materials import V2_ALIGN_BYTES, V2_DTYPES, V2_MAX_COLS
 from fastpath_lib.rmsnorm import predicate as rms
 from fastpath_lib.rmsnorm.layout import row_stride, rows_cols
 
-__all__ = ["check_dtype_condition", "check_cols_condition", "check_alignment_condition", "check_v2_predicate",
-           "V2_MAX_COLS", "V2_ALIGN_BYTES", "V2_DTYPES"]
-
-#: the changed spec of exercise 03
-V2_MAX_COLS = 8192
-V2_ALIGN_BYTES = 32
-V2_DTYPES = (torch.float16, torch.bfloat16)
+__all__ = ["check_dtype_condition", "check_cols_condition", "check_alignment_condition", "check_v2_predicate"]
 
 _GRADER = borrowed.kit("grading/ex03_predicate.py", why="that is the grader's own rule") + borrowed.kit(
     "grading/mutants.py", why="that is the grader's own rule")

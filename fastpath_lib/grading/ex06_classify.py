@@ -13,48 +13,14 @@ from collections import Counter
 
 from fastpath_lib.grading import borrowed
 from fastpath_lib.grading.feedback import Fail, emit, part, table
-from fastpath_lib.grading.vocabulary import FALLBACK, LOSS, NEUTRAL, NOT_GPU, OUTCOMES, WIN, outcome
+from fastpath_lib.grading.given import expected_classes
+from fastpath_lib.grading.materials import results_frame, synthetic_results
+from fastpath_lib.grading.vocabulary import FALLBACK, LOSS, NEUTRAL, OUTCOMES, WIN
 
-__all__ = ["check_classification", "synthetic_results", "synthetic_environment", "interpreter_results",
-           "interpreter_environment", "drawn_results", "expected_classes", "SYNTHETIC_LABEL", "harness"]
-
-#: SYNTHETIC TEACHING DATA, NOT A MEASUREMENT. Invented numbers with the shape of a results table (medians and
-#: 20-80 % spreads, q80 - q20, in microseconds), built so that each classification rule is exercised. No GPU ran them.
-_SYNTHETIC = (
-    # case_id, route, baseline_median_us, baseline_spread_us, candidate_median_us, candidate_spread_us
-    ("c01_4096x4096_bf16", "triton", 210.0, 2.0, 140.0, 1.5),
-    ("c02_8192x1024_fp16", "triton", 95.0, 1.0, 71.0, 1.0),
-    ("c03_1024x8192_fp32", "triton", 180.0, 3.0, 178.0, 3.0),
-    ("c04_2048x4096_bf16_slice", "triton", 60.0, 0.6, 56.0, 0.5),
-    ("c05_1024x128_fp16", "triton", 9.0, 0.2, 9.8, 0.2),
-    ("c06_1024x64_fp32", "triton", 8.0, 0.1, 7.95, 0.1),
-    ("c07_4096x4096_bf16_noisy", "triton", 200.0, 45.0, 160.0, 40.0),
-    ("c08_1024x1000_fp16_nonpow2", "triton", 14.0, 0.4, 14.3, 0.4),
-    ("c09_512x4096_fp16_small", "fallback", 11.0, 0.2, 11.1, 0.2),
-    ("c10_4096x4096_fp16_transposed", "fallback", 300.0, 4.0, 240.0, 4.0),
-    ("c11_4096x32768_bf16_wide", "fallback", 900.0, 9.0, 905.0, 9.0),
-    ("c12_2048x2048_fp32_step", "triton", 40.0, 0.4, 47.0, 0.5),
-)
-_COLUMNS = ["case_id", "route", "baseline_median_us", "baseline_spread_us", "candidate_median_us",
-            "candidate_spread_us"]
-
-SYNTHETIC_LABEL = "SYNTHETIC teaching dataset: invented numbers, not a measurement"
+__all__ = ["check_classification", "drawn_results"]
 
 _GRADER = borrowed.kit("grading", why="that is the grader's own answer") + borrowed.kit(
     "bench", why="that is the kit's own classification rule")
-
-
-def _frame(rows, source: str):
-    import pandas as pd
-
-    df = pd.DataFrame(rows, columns=_COLUMNS)
-    df.attrs["source"] = source
-    return df
-
-
-def synthetic_results():
-    """The fixed results table of exercises 06 and 07 (a pandas DataFrame, synthetic: see :data:`SYNTHETIC_LABEL`)."""
-    return _frame(_SYNTHETIC, SYNTHETIC_LABEL)
 
 
 def drawn_results(seed: int | None = None):
@@ -71,52 +37,7 @@ def drawn_results(seed: int | None = None):
         c = round(b * ratio, 4)
         cid = f"d{i + 1:02d}_{rng.choice((1, 64, 512, 2048, 8192))}x{rng.choice((128, 1000, 4096))}"
         rows.append((cid, "fallback" if want == FALLBACK else "triton", b, round(b * fb, 4), c, round(c * fc, 4)))
-    return _frame(rows, "SYNTHETIC table drawn at random by the check, not a measurement")
-
-
-def synthetic_environment() -> dict:
-    """The environment record that goes with :func:`synthetic_results` (it names itself synthetic)."""
-    from fastpath_lib import runtime
-
-    v = runtime.versions()
-    return {"device_kind": "cuda", "device": "synthetic GPU (teaching data)", "torch": v["torch"],
-            "triton": v["triton"], "synthetic": True, "note": SYNTHETIC_LABEL, "harness": harness()}
-
-
-def harness(warmup_ms: int = 50, samples: int = 100, raw: str = "raw_samples.csv") -> dict:
-    """How the synthetic table says it was timed (the method a PR note reports with the numbers)."""
-    return {"timer": "triton.testing.do_bench", "warmup_ms": warmup_ms, "samples": samples,
-            "sync": "the device is synchronized before each timing is read (CUDA events)",
-            "statistic": "median", "spread": "q80 - q20", "raw_samples": raw}
-
-
-def interpreter_results():
-    """A results table shaped like a run under Triton's CPU interpreter: synthetic too, and not GPU data."""
-    df = synthetic_results().head(4).copy()
-    df["candidate_median_us"] = df["baseline_median_us"] * 0.5
-    df.attrs["source"] = f"SYNTHETIC interpreter-shaped data, {NOT_GPU}"
-    return df
-
-
-def interpreter_environment() -> dict:
-    """The environment record of :func:`interpreter_results`."""
-    env = synthetic_environment()
-    env.update(device_kind="cpu", device="Triton CPU interpreter", note=NOT_GPU,
-               harness=dict(harness(warmup_ms=5, samples=9, raw="interpreter_raw.csv"), timer="time.perf_counter",
-                            sync="none: CPU calls return when done"))
-    return env
-
-
-def _expected_class(row) -> str:
-    if row["route"] == "fallback":
-        return FALLBACK
-    b, c = row["baseline_median_us"], row["candidate_median_us"]
-    return outcome(c / b, max(row["baseline_spread_us"] / b, row["candidate_spread_us"] / c))
-
-
-def expected_classes(df) -> dict[str, str]:
-    """The classification of each case by the kit's rule (the answer of exercise 06, given to exercise 07)."""
-    return {r["case_id"]: _expected_class(r) for _, r in df.iterrows()}
+    return results_frame(rows, "SYNTHETIC table drawn at random by the check, not a measurement")
 
 
 def check_classification(my_classify, *, show: bool = True):

@@ -21,9 +21,9 @@ import random
 import re
 
 from fastpath_lib.grading import borrowed
-from fastpath_lib.grading.ex06_classify import (
-    drawn_results,
-    expected_classes,
+from fastpath_lib.grading.ex06_classify import drawn_results
+from fastpath_lib.grading.given import expected_classes
+from fastpath_lib.grading.materials import (
     harness,
     interpreter_environment,
     interpreter_results,
@@ -55,8 +55,8 @@ _SPEEDUP = re.compile(r"\b\d+(\.\d+)?\s*(x|×)(?!\w)|\bfaster\b|\bquicker\b|\bsp
 _NEGATION = re.compile(r"\b(no|not|never|without|none|nothing|unmeasured|cannot)\b|n't\b", re.IGNORECASE)
 _FORBIDDEN = borrowed.kit("bench", why="that is the kit's own PR note") + borrowed.kit(
     "grading/ex07_note.py", why="that is the grader's own answer")
-_GIVEN = borrowed.kit("grading/ex06_classify.py", "expected_classes", "synthetic_results", "synthetic_environment",
-                      why="given")
+_GIVEN = borrowed.kit("grading/given.py", "expected_classes", why="given") + borrowed.kit(
+    "grading/materials.py", "synthetic_results", "synthetic_environment", why="given")
 
 
 def _sections(note: str) -> dict[str, str]:

@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from fastpath_lib.cases import CaseSpec
 from fastpath_lib.grading import borrowed, kernel_run, kernel_source, remote, sources
 from fastpath_lib.grading.feedback import Fail, call, case_label, device, emit, hold, part, table
+from fastpath_lib.grading.materials import KNOWN_OPS
 from fastpath_lib.testing import compare
 
 __all__ = ["check_capstone_reference", "check_capstone_kernel", "check_capstone_predicate", "check_capstone_dispatch",
@@ -38,8 +39,7 @@ _REFERENCES = {
     "l2_normalize": (lambda x: F.normalize(_f64(x), dim=-1), ("normalize",)),
     "layer_norm": (lambda x: F.layer_norm(_f64(x), (x.shape[-1],), eps=1e-5), ("layer_norm",)),
 }
-#: The operators the capstone checks know (``OP_NAME`` is one of them): names only.
-KNOWN_OPS = tuple(_REFERENCES)
+assert set(_REFERENCES) == set(KNOWN_OPS), "materials.KNOWN_OPS names the operators of _REFERENCES"
 
 _KIT = (borrowed.kit("grading", why="that is the grader's own answer") + borrowed.KIT_KERNELS
         + borrowed.kit("rmsnorm/op.py", why="that is the kit's own operator"))

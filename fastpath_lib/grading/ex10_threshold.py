@@ -12,68 +12,18 @@ kit's threshold rule (:mod:`fastpath_lib.bench.sweep`) or the grader's helpers f
 
 from __future__ import annotations
 
-import random
-
 from fastpath_lib.bench.analysis import noise_band
 from fastpath_lib.grading import borrowed
 from fastpath_lib.grading.feedback import Fail, emit, failed_parts, table
+from fastpath_lib.grading.materials import sweep_table
 from fastpath_lib.grading.registry import Result, points_of
-from fastpath_lib.grading.vocabulary import LOSS, NEUTRAL, WIN, outcome
+from fastpath_lib.grading.vocabulary import LOSS, outcome
 
-__all__ = ["check_threshold", "sweep_table", "expected_thresholds", "SWEEP_LABEL", "SWEEP_COLUMNS"]
+__all__ = ["check_threshold", "expected_thresholds"]
 
-SWEEP_LABEL = "SYNTHETIC sweep drawn from a seed by fastpath_lib (teaching data): invented numbers, not a measurement"
-SWEEP_COLUMNS = ["arch", "cols", "rows", "baseline_us", "baseline_q20_us", "baseline_q80_us", "fastpath_us",
-                 "fastpath_q20_us", "fastpath_q80_us"]
-_ARCHS = ("sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120")
-_ROWS = tuple(2 ** k for k in range(3, 15))  # 8 .. 16384
 _GRADER = borrowed.kit("grading", why="that is the grader's own answer") + borrowed.kit(
     "bench/sweep.py", why="that is the kit's own threshold rule")
 _PARTS = ("thresholds", "no_threshold")
-
-
-def _ratio(rng, want: str, band: float) -> float:
-    if want == LOSS:
-        return 1 + band + rng.uniform(0.05, 0.5)
-    if want == WIN:
-        return 1 - band - rng.uniform(0.05, 0.35)
-    return 1 + rng.uniform(-0.5, 0.5) * band  # neutral: inside the band
-
-
-def _width_outcomes(rng, n: int, still_loses: bool) -> list[str]:
-    """Outcomes along the swept rows: losses, then (after a crossover) never a loss; with traps on both sides."""
-    k = rng.randint(2, n - 3)  # index of the crossover
-    outs = [LOSS] * k + [rng.choice((WIN, WIN, NEUTRAL)) for _ in range(n - k)]
-    outs[rng.randrange(0, k - 1)] = rng.choice((WIN, NEUTRAL))  # an early non-loss before the last loss
-    outs[k + rng.randrange(0, n - k)] = NEUTRAL  # a slower median inside the noise band: not a loss
-    if still_loses:
-        outs[-1] = LOSS
-    return outs
-
-
-def sweep_table(seed: int | None = None):
-    """A synthetic sweep (pandas DataFrame, ``attrs["source"]`` says so): per architecture two row widths, the
-    baseline (``F.rms_norm``) and the fast path timed across row counts 8..16384, medians with 20/80 % quantiles in
-    microseconds. ``seed=None`` draws a fresh one; one architecture's fast path still loses at the largest size."""
-    import pandas as pd
-
-    rng = random.Random(seed) if seed is not None else random.SystemRandom()
-    archs = sorted(rng.sample(_ARCHS, 4), key=_ARCHS.index)
-    losing = rng.choice(archs)
-    rows = []
-    for arch in archs:
-        widths = sorted(rng.sample((512, 1024, 2048, 4096, 8192), 2))
-        lose_width = rng.choice(widths) if arch == losing else None
-        for cols in widths:
-            for r, want in zip(_ROWS, _width_outcomes(rng, len(_ROWS), cols == lose_width)):
-                b = round(2.0 + r * cols * 4 / 2.5e6 * rng.uniform(0.9, 1.1), 3)  # ~2.5 TB/s plus launch time
-                fb, ff = rng.uniform(0.01, 0.12), rng.uniform(0.01, 0.12)
-                f = round(b * _ratio(rng, want, max(fb, ff)), 3)
-                rows.append((arch, cols, r, b, round(b * (1 - fb / 2), 4), round(b * (1 + fb / 2), 4), f,
-                             round(f * (1 - ff / 2), 4), round(f * (1 + ff / 2), 4)))
-    df = pd.DataFrame(rows, columns=SWEEP_COLUMNS)
-    df.attrs["source"] = SWEEP_LABEL
-    return df
 
 
 def _not_a_loss(r) -> bool:

@@ -26,15 +26,14 @@ plans stand in for reading the diffs.
 from __future__ import annotations
 
 import dataclasses
-import random
 
 from fastpath_lib.grading import borrowed
 from fastpath_lib.grading.feedback import Fail, emit, failed_parts
+from fastpath_lib.grading.materials import HUNKS, KINDS, drawn_hunks
 from fastpath_lib.grading.registry import Result, points_of
 
-__all__ = ["check_commit_plan", "change_hunks", "KINDS"]
+__all__ = ["check_commit_plan"]
 
-KINDS = ("refactor", "test", "behaviour", "docs")
 _PARTS = ("one_change_per_commit", "every_commit_green", "refactors_apart")
 #: Parts a plan must pass before any part earns points.
 _GATES = ("one_change_per_commit", "every_commit_green")
@@ -44,9 +43,6 @@ _GRADER = borrowed.kit("grading", why="that is the grader's own answer")
 @dataclasses.dataclass(frozen=True)
 class _Hunk:
     key: str
-    file: str
-    description: str
-    diff: str
     nature: str  # refactor / behaviour / test / pin / docs (hidden from the learner)
     uses: tuple[str, ...] = ()  # keys that must be committed no later than this one
     together: tuple[str, ...] = ()  # keys that must share this hunk's commit (apart, a commit is red)
@@ -54,79 +50,28 @@ class _Hunk:
     # test: checks the new behaviour (red before it lands); pin: checks today's behaviour (green before and after)
 
 
+#: The answer key: each hunk's nature and dependencies, in the order of :data:`~fastpath_lib.grading.materials.HUNKS`
+#: (its texts).
 _HUNKS = (
-    _Hunk("rename", "fastpath_lib/rmsnorm/predicate.py",
-          "Rename the helper _stride_ok to _row_stride_aligned (the name says what it checks); every caller updated",
-          "-def _stride_ok(t, align=16):\n+def _row_stride_aligned(t, align=16):\n"
-          "@@ def _alignment(c):\n-    if not _stride_ok(c.input):\n+    if not _row_stride_aligned(c.input):",
-          "refactor"),
-    _Hunk("rename_test", "tests/test_predicate.py",
-          "Update the test module's import of the renamed helper",
-          "-from fastpath_lib.rmsnorm.predicate import _stride_ok\n"
-          "+from fastpath_lib.rmsnorm.predicate import _row_stride_aligned", "refactor", together=("rename",)),
-    _Hunk("move_out", "fastpath_lib/rmsnorm/predicate.py",
-          "Move row_bytes(t) out of predicate.py (unchanged); predicate.py imports it from layout.py",
-          "-def row_bytes(t):\n-    return t.shape[-1] * t.element_size()\n"
-          "+from fastpath_lib.rmsnorm.layout import row_bytes", "refactor", together=("move_in",)),
-    _Hunk("move_in", "fastpath_lib/rmsnorm/layout.py",
-          "Add row_bytes(t) to layout.py, the same function moved from predicate.py",
-          "+def row_bytes(t):\n+    return t.shape[-1] * t.element_size()", "refactor", together=("move_out",)),
-    _Hunk("condition", "fastpath_lib/rmsnorm/predicate.py",
-          "New condition row_width_aligned: the row width in bytes must be a multiple of 16 (a width-62 row slice "
-          "in stride 64 now falls back)",
-          "+def _row_width_aligned(c):\n+    if row_bytes(c.input) % 16:\n"
-          "+        return f\"row width {row_bytes(c.input)} bytes is not a multiple of 16\"\n"
-          "@@ PREDICATE = Predicate(\"rms_norm\", [\n+    Condition(\"row_width_aligned\", _row_width_aligned),",
-          "behaviour", uses=("move_out", "move_in"), together=("readme",)),
-    _Hunk("condition_test", "tests/test_predicate.py",
-          "Test: a width-62 row slice in stride 64 falls back, width 64 stays eligible",
-          "+def test_row_width_must_be_16_byte_multiple():\n"
-          "+    assert explain(row_slice(62, stride=64)).route == \"fallback\"\n"
-          "+    assert explain(row_slice(64, stride=64)).route == \"triton\"", "test", of="condition"),
-    _Hunk("simplify", "fastpath_lib/rmsnorm/predicate.py",
-          "Simplify _row_stride_aligned: drop the early return for 1-D inputs",
-          " def _row_stride_aligned(t, align=16):\n-    if t.dim() < 2:\n-        return True\n"
-          "     return row_stride(t) * t.element_size() % align == 0", "behaviour", uses=("rename",)),
-    _Hunk("route", "examples/model.py",
-          "Route Block.norm through fastpath_lib.rms_norm instead of F.rms_norm",
-          "-        return F.rms_norm(x, (self.dim,), self.weight, self.eps)\n"
-          "+        return fastpath_lib.rms_norm(x, (self.dim,), self.weight, self.eps)", "behaviour"),
-    _Hunk("route_test", "tests/test_model.py",
-          "Test: Block.norm takes the fast path for an eligible input and matches F.rms_norm",
-          "+def test_block_norm_takes_the_fast_path():\n+    with record_routes() as routes:\n"
-          "+        y = Block(64).norm(x)\n+    assert routes == {\"triton\": 1}", "test", of="route"),
-    _Hunk("pin_test", "tests/test_model.py",
-          "Test: Block.norm agrees with F.rms_norm for fp32, fp16 and bf16 inputs",
-          "+@pytest.mark.parametrize(\"dtype\", [torch.float32, torch.float16, torch.bfloat16])\n"
-          "+def test_block_norm_agrees_with_f_rms_norm(dtype):\n"
-          "+    block, x = Block(64).to(dtype), torch.randn(16, 64, dtype=dtype)\n"
-          "+    assert_close(block.norm(x), F.rms_norm(x, (64,), block.weight, block.eps))", "pin", of="route"),
-    _Hunk("readme", "README.md",
-          "README: the predicate's table of conditions gains row_width_aligned",
-          "@@ <!-- predicate-table:start (PREDICATE.markdown_table(); tests/test_docs.py checks this copy) -->\n"
-          " | input_alignment | alignment | input data pointer a multiple of 16 bytes | ...\n"
-          "+| row_width_aligned | alignment | the row width in bytes is a multiple of 16 | ...",
-          "docs", of="condition", together=("condition",)),
-    _Hunk("changelog", "CHANGELOG.md",
-          "CHANGELOG: calls whose row width is not a multiple of 16 bytes now take the fallback",
-          "+- Calls whose row width is not a multiple of 16 bytes now take the fallback.", "docs", of="condition"),
+    _Hunk("rename", "refactor"),
+    _Hunk("rename_test", "refactor", together=("rename",)),
+    _Hunk("move_out", "refactor", together=("move_in",)),
+    _Hunk("move_in", "refactor", together=("move_out",)),
+    _Hunk("condition", "behaviour", uses=("move_out", "move_in"), together=("readme",)),
+    _Hunk("condition_test", "test", of="condition"),
+    _Hunk("simplify", "behaviour", uses=("rename",)),
+    _Hunk("route", "behaviour"),
+    _Hunk("route_test", "test", of="route"),
+    _Hunk("pin_test", "pin", of="route"),
+    _Hunk("readme", "docs", of="condition", together=("condition",)),
+    _Hunk("changelog", "docs", of="condition"),
 )
+assert len(_HUNKS) == len(HUNKS), "one entry of the answer key per hunk of materials.HUNKS"
 _BY_KEY = {h.key: h for h in _HUNKS}
 
 
-def change_hunks(seed: int | None = None) -> list[dict]:
-    """The hunks of the change, as dicts ``{"id", "file", "description", "diff"}``, with ids and order drawn from
-    ``seed`` (``None``: afresh)."""
-    return [{k: v for k, v in h.items() if k != "_key"} for h in _draw(seed)]
-
-
 def _draw(seed):
-    rng = random.Random(seed) if seed is not None else random.SystemRandom()
-    ids = rng.sample(range(0x1000, 0x10000), len(_HUNKS))
-    out = [{"id": f"h{i:04x}", "file": h.file, "description": h.description, "diff": h.diff, "_key": h.key}
-           for i, h in zip(ids, _HUNKS)]
-    rng.shuffle(out)
-    return out
+    return [dict(h, _key=_HUNKS[n].key) for n, h in drawn_hunks(seed)]
 
 
 def _plan(plan_commits, drawn) -> list[tuple[str, list[str]]]:

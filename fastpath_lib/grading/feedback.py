@@ -17,6 +17,7 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
+from fastpath_lib.grading.materials import device
 from fastpath_lib.grading.registry import Result, points_of
 from fastpath_lib.grading.remote import RemoteError
 
@@ -127,13 +128,6 @@ def call(fn, *args):
     if out is None:
         raise Fail("your function returned None (is the stub still in place?)")
     return out
-
-
-def device() -> str:
-    """Where checks build their inputs: CUDA when present and the interpreter is off, else the CPU."""
-    from fastpath_lib import runtime
-
-    return runtime.kernel_device()
 
 
 def table(rows: list[tuple], header: tuple) -> str:

@@ -3,19 +3,38 @@
 Under :func:`command` the kernel sees the machine read only (``--ro-bind / /``), an empty ``/tmp`` of its own
 (``--tmpfs /tmp``, ``TMPDIR`` there), no network (``--unshare-net``), and the kit's checkout masked by an empty
 folder (``--tmpfs``) with only the library (``fastpath_lib/``) and the virtual environment bound back read only:
-no ``solutions/``, no ``tests/``, nothing the grader writes. The check modules that compute verdicts from the
-learner's answers (:data:`STUBBED`: exercise 04's per-mutant verdicts) are replaced there by stubs of their public
-names (:func:`stub_source`): the notebook's façade still imports, the verdicts are not importable. Two folders are
-bound writable: the notebook's working copy and the folder of the kernel's sockets (jupyter_client's
-``transport="ipc"``: TCP cannot cross the network namespace). Where ``bwrap`` is missing or cannot run (no user
-namespaces), :func:`available` says so and the grader runs the kernel unisolated, and says that in its report.
+no ``solutions/``, no ``tests/``, nothing the grader writes. Another copy of the kit that the virtual environment's
+editable install points at (:func:`other_copies`) is masked the same way. In the library:
+
+* the grading folder shows only :data:`KERNEL_MODULES` (the package's ``__init__``, the notebooks' materials and the
+  outcome words), and ``given.py`` to exercise 07 (:func:`kernel_modules`): no check, no answer key, no grader;
+* ``fastpath_lib/exercises.py`` is replaced by a façade generated from its public names (:func:`facade_source`):
+  the materials imported from the modules the kernel sees, plain constants written out, and everything else (the
+  checks, another exercise's answers) a stand-in that raises with a clear message;
+* the modules an exercise forbids are hidden from its kernel (:func:`hidden`: ``rmsnorm/kernels.py`` from exercises
+  01, 02 and 08, ``boundary.py`` from 04, ...), each replaced by a module that raises ``ImportError`` when imported;
+  a forbidden module that the kernel needs stays visible (:data:`NEEDED` says why), and the static rules and the
+  checks' behaviour tests still catch its use. A masked folder shows no ``__pycache__``: no compiled copy of a
+  hidden module is left to read.
+
+Two folders are bound writable: the notebook's working copy and the folder of the kernel's sockets (jupyter_client's
+``transport="ipc"``: TCP cannot cross the network namespace). The generated files lie in a third folder of the
+grader's, bound read only. Where ``bwrap`` is missing or cannot run (no user namespaces), :func:`available` says so
+and the grader runs the kernel unisolated, and says that in its report.
 
 ``./kit setup`` installs bubblewrap where ``apt-get`` can (optional, as for the browser check's Chromium).
+
+>>> "fastpath_lib/grading/ex04_boundary.py" in kernel_view("ex04")[1]
+True
+>>> "boundary.py" in hidden("ex04") and "boundary.py" not in hidden("ex05")
+True
 """
 
 from __future__ import annotations
 
+import ast
 import functools
+import json
 import os
 import shutil
 import subprocess
@@ -26,13 +45,163 @@ from jupyter_client.manager import AsyncKernelManager
 
 from fastpath_lib import runtime
 
-__all__ = ["STUBBED", "stub_source", "available", "command", "IsolatedKernelManager", "manager_class", "kernel_env",
+__all__ = ["KERNEL_MODULES", "HIDDEN", "NEEDED", "kernel_modules", "hidden", "kernel_view", "facade_source",
+           "other_copies", "available", "command", "IsolatedKernelManager", "manager_class", "kernel_env",
            "ISOLATED", "UNISOLATED"]
 
-#: Check modules the kernel sees as stubs (their verdicts run only in the grader).
-STUBBED = ("ex04_boundary",)
 ISOLATED = "isolated (bwrap)"
 UNISOLATED = "unisolated"
+
+#: The files of ``fastpath_lib/grading/`` the kernel sees: what the notebooks import, never a check or an answer key.
+KERNEL_MODULES = ("__init__.py", "materials.py", "vocabulary.py")
+#: Further grading files one exercise's kernel sees: exercise 07 is given exercise 06's classes.
+_GIVEN = {"ex07": ("given.py",)}
+
+#: file of ``fastpath_lib/`` -> the exercises whose kernel does not see it (each forbids it: see the check modules'
+#: :mod:`~fastpath_lib.grading.borrowed` rules).
+HIDDEN = {
+    "rmsnorm/kernels.py": ("ex01", "ex02", "ex08"),  # the kit's kernels: the reference, the kernel, the capstone
+    "testing.py": ("ex01", "ex02"),  # the kit's float64 reference and its default eps
+    "boundary.py": ("ex04",),  # the kit's boundary generator writes the cases exercise 04 asks for
+    "bench/cases.json": ("ex05",),  # the kit's own predeclared matrix
+    "fused/kernels.py": ("ex12",),  # the kit's fused kernels
+}
+
+#: file or folder of ``fastpath_lib/`` that some exercise forbids, visible to its kernel all the same, and why.
+NEEDED = {
+    "rmsnorm/op.py": "forbidden in exercises 01, 02 and 08, but `import fastpath_lib` imports it (the package's "
+                     "rms_norm), as it does rmsnorm/module.py",
+    "rmsnorm/module.py": "forbidden in exercises 01 and 02, but `import fastpath_lib` imports it (RMSNorm)",
+    "rmsnorm/limits.py": "exercise 01 forbids its default_eps, but the predicate every notebook imports is built on it",
+    "rmsnorm/predicate.py": "exercises 12 and 13 forbid it, but `import fastpath_lib` imports it and the notebooks of "
+                            "exercises 03, 04 and 13 import PREDICATE or MAX_COLS from it",
+    "eligibility.py": "exercise 04 forbids Boundary.overrides, but every predicate is built from this module",
+    "fused/op.py": "exercise 12 forbids it, but `import fastpath_lib` imports it (fused_add_rms_norm)",
+    "fused/predicate.py": "exercise 12 forbids it, but fused/op.py, which the package imports, imports it",
+    "bench": "exercises 05, 06, 07, 10 and 13 forbid parts of it (the matrix, the outcome rule, the PR note, "
+             "sweep.py, timing.bytes_moved), but bench/__init__.py imports every module of it, and the outcome words "
+             "and the noise band the notebooks import live there; exercise 05's cases.json is hidden",
+}
+
+
+def kernel_modules(exercise: str | None) -> tuple[str, ...]:
+    """The files of ``fastpath_lib/grading/`` the kernel of ``exercise`` sees."""
+    return KERNEL_MODULES + _GIVEN.get(exercise or "", ())
+
+
+def hidden(exercise: str | None) -> tuple[str, ...]:
+    """The files of ``fastpath_lib/`` (outside the grading folder) hidden from the kernel of ``exercise``."""
+    return tuple(f for f, exercises in HIDDEN.items() if exercise in exercises)
+
+
+def kernel_view(exercise: str | None, root: Path = runtime.ROOT) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``(visible, hidden)``: the library's files the kernel sees and those it does not (paths relative to
+    ``root``), in the folders the sandbox masks."""
+    lib, visible, gone = root / "fastpath_lib", [], []
+    for folder, keep in _masked_folders(exercise, lib).items():
+        for entry in sorted(folder.iterdir()):
+            (visible if entry.name in keep else gone).append(entry.relative_to(root).as_posix())
+    return tuple(visible), tuple(gone)
+
+
+def _masked_folders(exercise: str | None, lib: Path) -> dict[Path, set[str]]:
+    """folder -> the names in it bound back; every other entry, ``__pycache__`` included, is hidden."""
+    out = {lib / "grading": set(kernel_modules(exercise))}
+    for rel in hidden(exercise):
+        folder = (lib / rel).parent
+        names = out.setdefault(folder, {p.name for p in folder.iterdir() if p.name != "__pycache__"})
+        names.discard(Path(rel).name)
+    return dict(sorted(out.items(), key=lambda kv: len(kv[0].parts)))  # parents before their subfolders
+
+
+def _literal(value) -> str | None:
+    """``repr(value)`` when it reads back as an equal plain constant, else ``None``."""
+    if callable(value) or isinstance(value, type):
+        return None
+    try:
+        text = repr(value)
+        return text if ast.literal_eval(text) == value else None
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return None
+
+
+def _origin(name: str, value, modules: set[str]) -> str | None:
+    """A module the kernel sees that holds ``value`` under ``name``, or ``None``."""
+    candidates = [getattr(value, "__module__", None)] if callable(value) else []
+    candidates += sorted(modules)
+    for mod in candidates:
+        if mod and mod in modules | _library_modules(mod) and getattr(sys.modules.get(mod), name, None) is value:
+            return mod
+    return None
+
+
+def _library_modules(mod: str) -> set[str]:
+    """``{mod}`` when it is a module of the kit outside the grading package (or not the kit's), else empty."""
+    return set() if mod.startswith("fastpath_lib.grading") else {mod}
+
+
+def facade_source(exercise: str | None) -> str:
+    """The source of the ``fastpath_lib.exercises`` the kernel of ``exercise`` imports in the sandbox.
+
+    Generated from :mod:`fastpath_lib.exercises`'s ``__all__``: a name that a module the kernel sees holds is imported
+    from it, a plain constant is written out, and anything else (the checks, another exercise's answer, a name whose
+    module is hidden) is a stand-in that raises ``RuntimeError`` saying why, when called or read.
+    """
+    from fastpath_lib import exercises
+
+    lib = Path(exercises.__file__).resolve().parent
+    gone = {str(lib / rel) for rel in hidden(exercise)}
+    visible = {f"fastpath_lib.grading.{Path(m).stem}" for m in kernel_modules(exercise) if m != "__init__.py"}
+    lines = [f'"""fastpath_lib.exercises as the kernel of {exercise} sees it in the grader\'s sandbox: generated by '
+             'fastpath_lib.grading.sandbox.facade_source; the grader runs the checks itself."""',
+             f"__all__ = {list(exercises.__all__)!r}", "_HIDDEN = {}"]
+    for name in exercises.__all__:
+        value = getattr(exercises, name)
+        literal, origin = _literal(value), _origin(name, value, visible)
+        if origin is not None and str(getattr(sys.modules[origin], "__file__", "")) in gone:
+            origin = None
+        if literal is not None:
+            lines.append(f"{name} = {literal}")
+        elif origin is not None:
+            lines.append(f"from {origin} import {name}")
+        else:
+            why = (f"the grader runs {name} itself: in `python -m fastpath_lib grade` the check cells run in the "
+                   "grader's process, not in this kernel" if name.startswith("check_") else
+                   f"{name} is not available to {exercise}'s code in the grader's sandbox (it belongs to the "
+                   f"grader: {getattr(value, '__module__', 'fastpath_lib.grading')})")
+            lines.append(f"_HIDDEN[{name!r}] = {why!r}")
+            if callable(value):
+                lines.append(f"def {name}(*args, **kwargs):\n    raise RuntimeError(_HIDDEN[{name!r}])")
+    lines.append("def __getattr__(name):\n    if name in _HIDDEN:\n        raise RuntimeError(_HIDDEN[name])\n"
+                 "    raise AttributeError(f'module fastpath_lib.exercises has no attribute {name!r}')")
+    return "\n".join(lines) + "\n"
+
+
+def _hidden_stub(rel: str, exercise: str | None) -> str:
+    mod = "fastpath_lib." + rel.removesuffix(".py").replace("/", ".")
+    return (f"raise ImportError({mod!r} ' is hidden from the kernel of {exercise} in the grader\\'s sandbox: the "
+            f"exercise forbids using it')\n")
+
+
+def other_copies(root: Path = runtime.ROOT) -> tuple[Path, ...]:
+    """Checkouts of the kit other than ``root`` that an editable install in this environment points at (a
+    virtual environment made in another checkout): the sandbox masks them too."""
+    from importlib import metadata
+
+    out = set()
+    for dist in metadata.distributions():
+        if (dist.metadata["Name"] or "").lower().replace("_", "-") != "fastpath-kit":
+            continue
+        try:
+            info = json.loads(dist.read_text("direct_url.json") or "{}")
+        except (OSError, ValueError):
+            continue
+        url = str(info.get("url", ""))
+        if info.get("dir_info", {}).get("editable") and url.startswith("file://"):
+            path = Path(url.removeprefix("file://")).resolve()
+            if path != root.resolve() and (path / "fastpath_lib").is_dir():
+                out.add(path)
+    return tuple(sorted(out))
 
 
 @functools.cache
@@ -49,41 +218,36 @@ def available() -> bool:
     return done.returncode == 0
 
 
-def stub_source(module: str) -> str:
-    """A stand-in for ``fastpath_lib.grading.<module>`` in the sandbox: its ``__all__``, plain constants kept, every
-    function one that says the grader runs it."""
-    import ast
-    import importlib
-
-    mod = importlib.import_module(f"fastpath_lib.grading.{module}")
-    lines = [f'"""Stand-in for fastpath_lib.grading.{module} in the grader\'s sandbox: the grader runs its checks."""',
-             f"__all__ = {list(mod.__all__)!r}"]
-    for name in mod.__all__:
-        value = getattr(mod, name)
-        if callable(value):
-            lines.append(f"def {name}(*args, **kwargs):\n    raise RuntimeError('the grader runs {name} itself')")
-        else:
-            ast.literal_eval(repr(value))  # only plain constants travel
-            lines.append(f"{name} = {value!r}")
-    return "\n".join(lines) + "\n"
-
-
-def command(workdir: str, sockets: str, root: Path = runtime.ROOT) -> list[str]:
-    """The ``bwrap`` prefix of the kernel's command line (see the module's docstring); the stubs of
-    :data:`STUBBED` are written into ``sockets`` (a folder of the grader's) and bound over the modules."""
+def command(workdir: str, sockets: str, files: str, exercise: str | None = None,
+            root: Path = runtime.ROOT) -> list[str]:
+    """The ``bwrap`` prefix of the kernel's command line (see the module's docstring); the generated façade and the
+    hidden modules' stand-ins are written into ``files`` (a folder of the grader's, bound read only)."""
     args = [shutil.which("bwrap") or "bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--tmpfs", "/tmp",
-            "--unshare-net", "--die-with-parent", "--tmpfs", str(root)]
+            "--unshare-net", "--die-with-parent"]
+    prefixes = {Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve()}
     back = [root / "fastpath_lib"]
-    for prefix in {Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve()}:
-        if prefix == root or root in prefix.parents:
-            back.append(prefix)
+    for checkout in (root.resolve(), *other_copies(root)):
+        if any(checkout == p or p in checkout.parents for p in prefixes):  # installed into the environment
+            continue
+        args += ["--tmpfs", str(checkout)]
+        back += [p for p in prefixes if checkout in p.parents]
     for path in back:
         if path.exists():
             args += ["--ro-bind", str(path), str(path)]
-    for module in STUBBED:
-        stub = Path(sockets) / f"{module}.py"
-        stub.write_text(stub_source(module), encoding="utf-8")
-        args += ["--ro-bind", str(stub), str(root / "fastpath_lib" / "grading" / f"{module}.py")]
+    lib, out = root / "fastpath_lib", Path(files)
+    for folder, keep in _masked_folders(exercise, lib).items():
+        args += ["--tmpfs", str(folder)]
+        for name in sorted(keep):
+            if (folder / name).exists():
+                args += ["--ro-bind", str(folder / name), str(folder / name)]
+    for rel in hidden(exercise):
+        if rel.endswith(".py"):
+            stub = out / ("hidden-" + rel.replace("/", "-"))
+            stub.write_text(_hidden_stub(rel, exercise), encoding="utf-8")
+            args += ["--ro-bind", str(stub), str(lib / rel)]
+    facade = out / "exercises.py"
+    facade.write_text(facade_source(exercise), encoding="utf-8")
+    args += ["--ro-bind", str(facade), str(lib / "exercises.py")]
     for path in (workdir, sockets):
         args += ["--bind", path, path]
     return args + ["--chdir", workdir]
@@ -106,10 +270,10 @@ class IsolatedKernelManager(AsyncKernelManager):
         return list(self.sandbox) + super().format_kernel_cmd(extra_arguments)
 
 
-def manager_class(workdir: str, sockets: str) -> type:
-    """A kernel manager class for one notebook (nbclient creates, owns and shuts down its instance), its kernel
-    isolated; ``sockets`` is an empty folder of the grader's."""
-    prefix = command(workdir, sockets)
+def manager_class(workdir: str, sockets: str, files: str, exercise: str | None = None) -> type:
+    """A kernel manager class for one notebook of ``exercise`` (nbclient creates, owns and shuts down its instance),
+    its kernel isolated; ``sockets`` and ``files`` are empty folders of the grader's."""
+    prefix = command(workdir, sockets, files, exercise)
 
     class Manager(IsolatedKernelManager):
         def __init__(self, **kwargs):
