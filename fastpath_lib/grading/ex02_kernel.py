@@ -29,7 +29,7 @@ import random
 import torch
 
 from fastpath_lib.cases import CaseSpec, output_guard_intact, poisoned_like
-from fastpath_lib.grading import borrowed, kernel_run, kernel_source, sources
+from fastpath_lib.grading import borrowed, kernel_run, kernel_source, remote, sources
 from fastpath_lib.grading.kernel_source import kernel_problem, launcher_problem
 from fastpath_lib.grading.feedback import Fail, case_label, device, graded, passed, table
 from fastpath_lib.grading.registry import Result
@@ -58,8 +58,8 @@ def add_rms_norm_spec(x: torch.Tensor, r: torch.Tensor, w: torch.Tensor, eps: fl
 def _name(obj, default: str) -> str:
     """The name the check cell passed ``obj`` as: the grader's record of the cell for an object held in the
     learner's kernel, else the function's own name, else ``default``."""
-    if type(obj).__name__ == "Proxy":
-        root = getattr(obj, "_root", None)
+    if remote.is_proxy(obj):
+        root = remote.root(obj)
         return root if isinstance(root, str) and root.isidentifier() else default
     name = getattr(getattr(obj, "fn", obj), "__name__", None)
     return name if isinstance(name, str) and name.isidentifier() else default
@@ -69,7 +69,7 @@ def _source_rule(rule, obj, default: str) -> None:
     """Apply a :mod:`~fastpath_lib.grading.kernel_source` rule to the learner's source (when there is one to read);
     in the grader, a stub still in place is said first."""
     source = sources.learner_source()
-    if type(obj).__name__ == "Proxy" and kernel_source.still_a_stub(source, _name(obj, default)):
+    if remote.is_proxy(obj) and kernel_source.still_a_stub(source, _name(obj, default)):
         raise NotImplementedError("the stub is still in place")
     problem = rule(source, _name(obj, default)) if source.strip() else None
     if problem:
@@ -199,9 +199,9 @@ def _judge(c: dict, launches, oob, counted: bool) -> str | None:
 
 def _grade_kernel(my_kernel) -> list[Result]:
     borrowed.reject_handed_back(my_kernel, _FORBIDDEN)
-    remote = type(my_kernel).__name__ == "Proxy"
+    in_grader = remote.is_proxy(my_kernel)
     source = sources.learner_source()
-    if remote:
+    if in_grader:
         _source_rule(kernel_problem, my_kernel, "my_add_rms_norm_fwd")  # before anything of it runs
     else:
         from triton.runtime.jit import KernelInterface
@@ -209,7 +209,7 @@ def _grade_kernel(my_kernel) -> list[Result]:
         if not isinstance(my_kernel, KernelInterface):
             raise Fail(f"expected a @triton.jit kernel, got {type(my_kernel).__name__}")
     cases = _forward_cases(random.SystemRandom().randrange(1 << 20))  # inputs drawn at each check
-    if remote:
+    if in_grader:
         name = _name(my_kernel, "my_add_rms_norm_fwd")
         launches = [_launch_args(*(c[k] for k in ("x", "r", "w", "h", "y", "rstd", "eps"))) for c in cases]
         outcome = kernel_run.run(kernel_source.program(source, name), name, launches)
@@ -230,7 +230,7 @@ def _grade_kernel(my_kernel) -> list[Result]:
     bad = sum(r[1] != "ok" for r in rows)
     if bad:
         raise Fail(f"{bad} of {len(rows)} cases wrong\n" + table(rows, ("case", "yours vs expected")))
-    if not remote:
+    if not in_grader:
         _source_rule(kernel_problem, my_kernel, "my_add_rms_norm_fwd")  # after a stub's NotImplementedError
     return [passed("ex02", "add_rms_norm_kernel")]
 
@@ -263,8 +263,8 @@ def _backward_cases():
 
 def _grade_backward(my_backward) -> list[Result]:
     cases = _backward_cases()
-    remote = type(my_backward).__name__ == "Proxy"
-    if remote:
+    in_grader = remote.is_proxy(my_backward)
+    if in_grader:
         borrowed.reject_handed_back(my_backward, _FORBIDDEN)
         _source_rule(launcher_problem, my_backward, "my_backward")  # before anything of it runs
         name = _name(my_backward, "my_backward")
@@ -302,7 +302,7 @@ def _grade_backward(my_backward) -> list[Result]:
         rows.append((case_label(spec), "ok" if problem is None else problem))
     if bad:
         raise Fail(f"{bad} of {len(rows)} cases wrong\n" + table(rows, ("case", "yours vs expected")))
-    if not remote:
+    if not in_grader:
         _source_rule(launcher_problem, my_backward, "my_backward")
     return [passed("ex02", "backward_with_saved_rstd (stretch)")]
 

@@ -99,7 +99,7 @@ def _remote_launches(launch, forbidden, cases) -> list[tuple]:
     """In the grader: ``launch`` run as data (:mod:`~fastpath_lib.grading.kernel_run`) on each case's input,
     ``(y, names of the kernels it launched, problem)`` per case."""
     borrowed.reject_handed_back(launch, forbidden)
-    source, root = sources.learner_source(), launch._root
+    source, root = sources.learner_source(), remote.root(launch)
     if kernel_source.still_a_stub(source, root):
         raise NotImplementedError("the stub is still in place")
     problem = kernel_source.launcher_problem(source, root)  # before anything of it runs
@@ -219,7 +219,7 @@ def _grade_dispatch(op_name: str, op, make_predicate, make_ctx) -> list[Result]:
     pred = call(make_predicate)
     rows, bad, routes = [], 0, set()
     in_grader = remote.is_proxy(op)
-    launches_in_source = in_grader and kernel_source.launches_kernel(sources.learner_source(), op._root)
+    launches_in_source = in_grader and kernel_source.launches_kernel(sources.learner_source(), remote.root(op))
     for spec in _DISPATCH_CASES:
         x = spec.build(seed=11, device=device()).x
         exp_route = pred.evaluate(make_ctx(x)).route
