@@ -230,3 +230,140 @@ def test_the_grader_lists_a_calls_tensors_with_its_agents_walk():
     x, y = torch.zeros(1), torch.ones(2)
     walked = remote._tensors((x, [y, [x]], {"b": y, "a": x}), {"k": y})  # two levels deep, a dict's keys sorted
     assert len(walked) == 5 and all(t is u for t, u in zip(walked, (x, y, x, y, y)))
+
+
+# --- the grader's one scoring path (issue 28 item 7) ------------------------------------------------------------------
+
+#: check modules that do not score through ``graded`` yet (none: a module put here must fail the rule, so the entry
+#: goes as soon as the module follows it).
+NOT_YET_GRADED: set[str] = set()
+#: what only :mod:`fastpath_lib.grading.feedback` may name: the display of results and the copy of every part failed.
+SCORING_INTERNALS = {"emit", "_emit", "failed_parts", "_failed_parts"}
+CHECK_MODULES = sorted(m for m in MODULES if m.startswith("grading.ex")
+                       and any(isinstance(n, ast.FunctionDef) and n.name.startswith("check_")
+                               for n in ast.parse(MODULES[m].read_text()).body))
+
+
+def _scoring_problems(source: str) -> list[str]:
+    """How a check module's source strays from the one scoring path: each public ``check_*`` ends in ``return
+    graded(...)`` and defines no function of its own (no closure handed to a display helper) and catches nothing
+    (no copy of ``graded``'s fallback); the module names none of :data:`SCORING_INTERNALS`."""
+    tree, out = ast.parse(source), []
+    for node in ast.walk(tree):
+        name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
+        names = [a.asname or a.name for a in node.names] if isinstance(node, ast.ImportFrom) else [name]
+        out += [f"line {node.lineno}: names {n}" for n in names if n in SCORING_INTERNALS]
+    for fn in tree.body:
+        if not (isinstance(fn, ast.FunctionDef) and fn.name.startswith("check_")):
+            continue
+        inner = [n for n in ast.walk(fn) if n is not fn and isinstance(n, (ast.FunctionDef, ast.Lambda, ast.Try))]
+        out += [f"{fn.name} defines a {type(n).__name__.lower()} (line {n.lineno})" for n in inner]
+        last = fn.body[-1]
+        call = last.value if isinstance(last, ast.Return) else None
+        callee = getattr(call, "func", None)
+        if not (isinstance(call, ast.Call) and getattr(callee, "id", getattr(callee, "attr", None)) == "graded"):
+            out.append(f"{fn.name} does not end in return graded(...)")
+    return out
+
+
+@pytest.mark.parametrize("mod", CHECK_MODULES)
+def test_every_check_scores_through_graded(mod):
+    """Every check builds its parts through ``feedback.graded``: one place turns a learner's exception into the
+    feedback of every part, and one place shows the results (issue 28 item 7)."""
+    problems = _scoring_problems(MODULES[mod].read_text())
+    if mod in NOT_YET_GRADED:
+        assert problems, f"{mod} scores through graded now: take it out of NOT_YET_GRADED"
+    else:
+        assert not problems, f"fastpath_lib/{MODULES[mod].relative_to(PKG)}: " + "; ".join(problems)
+
+
+def _proxy_slots() -> set[str]:
+    cls = next(n for n in ast.parse(MODULES["grading.remote"].read_text()).body
+               if isinstance(n, ast.ClassDef) and n.name == "Proxy")
+    slots = next(s.value for s in cls.body if isinstance(s, ast.Assign) and s.targets[0].id == "__slots__")
+    return set(ast.literal_eval(slots))
+
+
+def _proxy_reads(source: str, slots: set[str]) -> list[str]:
+    """Where ``source`` reads a Proxy's slot (``x._root``, ``getattr(x, "_root")``) or tells a Proxy by its class
+    name instead of ``remote.is_proxy``."""
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute) and node.attr in slots:
+            out.append(f"line {node.lineno}: {ast.unparse(node)}")
+        elif isinstance(node, ast.Constant) and node.value in slots | {"Proxy"}:
+            out.append(f"line {node.lineno}: {node.value!r}")
+    return out
+
+
+def test_only_remote_reads_a_proxys_slots():
+    """A Proxy's slots are read by :mod:`fastpath_lib.grading.remote` alone; every other module asks it
+    (``remote.is_proxy``, ``remote.session``, ``remote.root``, ``remote.code``)."""
+    slots = _proxy_slots()
+    assert {"_session", "_root", "_code"} <= slots
+    found = {m: _proxy_reads(p.read_text(), slots) for m, p in MODULES.items() if m != "grading.remote"}
+    assert not any(found.values()), {m: f for m, f in found.items() if f}
+
+
+def test_the_runner_and_the_cli_import_no_check_module():
+    """The agent in the learner's kernel (grading/runner.py) imports nothing of the grader; the CLI reaches a check
+    only through the registry (``registry.CHECKS``, imported by name), never by importing a check module."""
+    runner = sorted({t for t, _, _ in GRAPH["grading.runner"] if t.startswith("grading")})
+    assert not runner, f"grading/runner.py imports {runner}"
+    cli = sorted({t for t, _, _ in GRAPH["grading.cli"] if t in CHECK_MODULES or t == "exercises"})
+    assert not cli, f"grading/cli.py imports the check modules {cli}: find them through registry.CHECKS"
+    assert any(t == "grading.registry" and n == "CHECKS" for t, n, _ in GRAPH["grading.cli"])
+
+
+def _private_reads(mod: str, source: str) -> list[str]:
+    """``module._name`` reads in ``source`` of a module bound to another kit module (dunder names aside)."""
+    tree, bound = ast.parse(source), {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.asname and _resolve(a.name):
+                    bound[a.asname] = _resolve(a.name)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for a in node.names:
+                target = _resolve(f"{node.module}.{a.name}")
+                if target and target != _resolve(node.module):
+                    bound[a.asname or a.name] = target
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute):
+            base, attr = node.value, node.attr
+        elif isinstance(node, ast.Call) and getattr(node.func, "id", "") == "getattr" and len(node.args) >= 2 \
+                and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str):
+            base, attr = node.args[0], node.args[1].value
+        else:
+            continue
+        if attr.startswith("_") and not attr.startswith("__") and isinstance(base, ast.Name) \
+                and bound.get(base.id, mod) != mod:
+            out.append(f"line {node.lineno}: {base.id}.{attr} (fastpath_lib.{bound[base.id]})")
+    return out
+
+
+@pytest.mark.parametrize("mod", sorted(m for m in MODULES if m.startswith("grading")))
+def test_no_private_name_read_from_another_module(mod):
+    """Inside the grader, no module reads another's private names, by import (the test above) or as an attribute
+    (``borrowed._code_of``, ``getattr(remote, "_tensors")``)."""
+    found = _private_reads(mod, MODULES[mod].read_text())
+    assert not found, f"fastpath_lib/{MODULES[mod].relative_to(PKG)}: " + "; ".join(found)
+
+
+def test_the_grader_rules_can_fail():
+    """Planted breaks of each rule above are found."""
+    closure = ("def check_x(f, *, show=True):\n    def run():\n        f()\n"
+               "    return emit([part('ex', 'p', run)], show)\n")
+    inline = ("from fastpath_lib.grading.feedback import graded, failed_parts\n"
+              "def check_x(f, *, show=True):\n    try:\n        r = f()\n    except Exception as e:\n"
+              "        r = failed_parts('ex', ['p'], e)\n    return graded('ex', ['p'], lambda: r, show=show)\n")
+    assert _scoring_problems(closure) == ["line 4: names emit", "check_x defines a functiondef (line 2)",
+                                          "check_x does not end in return graded(...)"]
+    assert _scoring_problems(inline)[:2] == ["line 1: names failed_parts", "line 6: names failed_parts"]
+    assert {"check_x defines a try (line 3)", "check_x defines a lambda (line 7)"} <= set(_scoring_problems(inline))
+    assert not _scoring_problems("def check_x(f, *, show=True):\n    return graded('ex', ('p',), _grade, f, show=show)")
+    assert len(_proxy_reads("r = fn._root\ns = getattr(fn, '_session')\nb = type(fn).__name__ == 'Proxy'",
+                            _proxy_slots())) == 3
+    planted = "from fastpath_lib.grading import borrowed, sources as S\nS._x\ngetattr(borrowed, '_code_of')(f)\nx._y"
+    assert len(_private_reads("grading.ex01_reference", planted)) == 2

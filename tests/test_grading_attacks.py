@@ -43,7 +43,7 @@ pickle.loads = lambda *a, **k: _passing
 TRACER = """
 import sys, threading
 def _tracer(frame, event, arg):
-    if event == "return" and frame.f_code.co_name in ("part", "_check_condition", "emit"):
+    if event == "return" and frame.f_code.co_name in ("part", "_check_condition", "_emit"):
         frame.f_locals["passed"] = True
     return _tracer
 sys.settrace(_tracer)

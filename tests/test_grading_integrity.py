@@ -41,7 +41,7 @@ TAMPERING = {
     "the compare helper replaced": ("import fastpath_lib.testing as T\nT.compare = lambda *a, **k: None",
                                     "exercises", ()),
     "the emit helper replaced, hidden": (('import importlib\nm = importlib.import_module("fastpath_lib.grading." + '
-                                          '"feedback")\nvars(m)["emit"] = lambda results, show: None'),
+                                          '"feedback")\nvars(m)["_emit"] = lambda results, show: None'),
                                          "solutions", ()),
     "a kit module swapped in sys.modules": (('import sys, types\ngetattr(sys, "mod" + "ules").__setitem__('
                                              '"fastpath_lib.cases", types.ModuleType("x"))'), "solutions", ()),

@@ -2,8 +2,8 @@
 
 * :mod:`~fastpath_lib.grading.registry` — the parts of each exercise and their points, the result type.
 * ``ex01_reference`` ... ``ex13_review`` — one module of checks per exercise (:mod:`fastpath_lib.exercises` is
-  the short façade the notebooks import); :mod:`~fastpath_lib.grading.feedback` runs a part and words its feedback,
-  :mod:`~fastpath_lib.grading.borrowed` catches the kit's own answers handed back,
+  the short façade the notebooks import); :mod:`~fastpath_lib.grading.feedback` scores every check (``graded``) and
+  words its feedback, :mod:`~fastpath_lib.grading.borrowed` catches the kit's own answers handed back,
   :mod:`~fastpath_lib.grading.vocabulary` holds the kit's outcome words and rule,
   :mod:`~fastpath_lib.grading.materials` what the notebooks show and hand to the learner's code (never an answer),
   :mod:`~fastpath_lib.grading.given` exercise 06's classes, given to exercise 07.

@@ -141,7 +141,7 @@ KIT_KERNELS = kit("rmsnorm/kernels.py", why="those are the kit's own kernels")
 
 def _code_of(fn):
     if remote.is_proxy(fn):
-        where = fn._code
+        where = remote.code(fn)
         if isinstance(where, list) and len(where) == 2 and all(isinstance(w, str) for w in where):
             return types.SimpleNamespace(co_filename=where[0], co_qualname=where[1], co_name=where[1].split(".")[-1])
         return None
@@ -169,7 +169,7 @@ def reject_handed_back(fn, forbidden: Forbidden, given: Forbidden | None = None)
     if name:
         raise Fail(f"you handed back {name}: write it yourself")
     if remote.is_proxy(fn):
-        problem = source_problem(fn._root, forbidden, given)
+        problem = source_problem(remote.root(fn), forbidden, given)
         if problem:
             raise Fail(problem)
 
@@ -250,7 +250,7 @@ def source_problem(root: str, forbidden: Forbidden, given: Forbidden | None = No
 
 
 def _remote_run(fn, args: tuple, allow_none: bool):
-    out = fn._session.call(fn, args, {})
+    out = remote.session(fn).call(fn, args, {})
     if out is None and not allow_none:
         raise Fail("your function returned None (is the stub still in place?)")
     return out

@@ -14,7 +14,8 @@ import torch
 
 from fastpath_lib.cases import CaseSpec
 from fastpath_lib.grading import borrowed
-from fastpath_lib.grading.feedback import Fail, dtype_name, emit, part, table
+from fastpath_lib.grading.feedback import Fail, dtype_name, graded, passed, table
+from fastpath_lib.grading.registry import Result
 from fastpath_lib.rmsnorm import predicate as rms
 from fastpath_lib.testing import compare, reference_rms_norm
 
@@ -49,43 +50,49 @@ def _fresh_cases(n: int = 2):
     return out
 
 
+def _grade_default_eps(my_default_eps) -> list[Result]:
+    rows, bad = [], 0
+    for d in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
+        yours = borrowed.run(my_default_eps, (d,), _DEFAULT_EPS)
+        exp = rms.default_eps(d)
+        ok = isinstance(yours, (float, int)) and not isinstance(yours, bool) and float(yours) == exp
+        bad += not ok
+        rows.append((dtype_name(d), yours, exp, "ok" if ok else "WRONG"))
+    if bad:
+        raise Fail(f"{bad} of 4 dtypes wrong (hint: F.rms_norm computes fp16/bf16 in fp32)\n"
+                   + table(rows, ("dtype", "yours", "expected", "")))
+    return [passed("ex01", "default_eps")]
+
+
 def check_default_eps(my_default_eps, *, show: bool = True):
     """``my_default_eps(dtype)`` must equal ``F.rms_norm``'s default eps for each floating dtype."""
-    def run():
-        rows, bad = [], 0
-        for d in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
-            yours = borrowed.run(my_default_eps, (d,), _DEFAULT_EPS)
-            exp = rms.default_eps(d)
-            ok = isinstance(yours, (float, int)) and not isinstance(yours, bool) and float(yours) == exp
-            bad += not ok
-            rows.append((dtype_name(d), yours, exp, "ok" if ok else "WRONG"))
-        if bad:
-            raise Fail(f"{bad} of 4 dtypes wrong (hint: F.rms_norm computes fp16/bf16 in fp32)\n"
-                       + table(rows, ("dtype", "yours", "expected", "")))
-    return emit([part("ex01", "default_eps", run)], show)
+    return graded("ex01", ("default_eps",), _grade_default_eps, my_default_eps, show=show)
+
+
+def _grade_reference(my_reference) -> list[Result]:
+    rows, bad = [], []
+    cases = [(label, spec, eps, 1) for label, spec, eps in FIXED_CASES] + _fresh_cases()
+    for label, spec, eps, seed in cases:
+        built = spec.build(seed=seed, device="cpu")
+        x, ns, w = built.args()
+        yours = borrowed.run(my_reference, (x, ns, w, eps), _REFERENCE)
+        if not isinstance(yours, torch.Tensor):
+            problem = f"returned {type(yours).__name__}, expected a tensor"
+        elif yours.dtype != torch.float64:
+            problem = f"dtype {dtype_name(yours.dtype)}, expected float64"
+        else:
+            problem = compare(yours, reference_rms_norm(x, ns, w, eps), torch.float64)
+        if problem is None and not built.inputs_untouched():
+            problem = "your reference modified its input"
+        rows.append((label, "ok" if problem is None else problem))
+        if problem:
+            bad.append(label)
+    if bad:
+        raise Fail(f"{len(bad)} of {len(rows)} cases differ from the expected float64 result\n"
+                   + table(rows, ("case", "yours vs expected")))
+    return [passed("ex01", "reference")]
 
 
 def check_reference(my_reference, *, show: bool = True):
     """``my_reference(x, normalized_shape, weight=None, eps=None)`` vs the kit's float64 reference."""
-    def run():
-        rows, bad = [], []
-        cases = [(label, spec, eps, 1) for label, spec, eps in FIXED_CASES] + _fresh_cases()
-        for label, spec, eps, seed in cases:
-            built = spec.build(seed=seed, device="cpu")
-            x, ns, w = built.args()
-            yours = borrowed.run(my_reference, (x, ns, w, eps), _REFERENCE)
-            if not isinstance(yours, torch.Tensor):
-                problem = f"returned {type(yours).__name__}, expected a tensor"
-            elif yours.dtype != torch.float64:
-                problem = f"dtype {dtype_name(yours.dtype)}, expected float64"
-            else:
-                problem = compare(yours, reference_rms_norm(x, ns, w, eps), torch.float64)
-            if problem is None and not built.inputs_untouched():
-                problem = "your reference modified its input"
-            rows.append((label, "ok" if problem is None else problem))
-            if problem:
-                bad.append(label)
-        if bad:
-            raise Fail(f"{len(bad)} of {len(rows)} cases differ from the expected float64 result\n"
-                       + table(rows, ("case", "yours vs expected")))
-    return emit([part("ex01", "reference", run)], show)
+    return graded("ex01", ("reference",), _grade_reference, my_reference, show=show)

@@ -29,9 +29,10 @@ import random
 import torch
 
 from fastpath_lib.cases import CaseSpec, output_guard_intact, poisoned_like
-from fastpath_lib.grading import borrowed, kernel_run, kernel_source, sources
+from fastpath_lib.grading import borrowed, kernel_run, kernel_source, remote, sources
 from fastpath_lib.grading.kernel_source import kernel_problem, launcher_problem
-from fastpath_lib.grading.feedback import Fail, case_label, device, emit, part, table
+from fastpath_lib.grading.feedback import Fail, case_label, device, graded, passed, table
+from fastpath_lib.grading.registry import Result
 from fastpath_lib.rmsnorm import predicate as rms
 from fastpath_lib.testing import compare, reference_grads
 
@@ -57,8 +58,8 @@ def add_rms_norm_spec(x: torch.Tensor, r: torch.Tensor, w: torch.Tensor, eps: fl
 def _name(obj, default: str) -> str:
     """The name the check cell passed ``obj`` as: the grader's record of the cell for an object held in the
     learner's kernel, else the function's own name, else ``default``."""
-    if type(obj).__name__ == "Proxy":
-        root = getattr(obj, "_root", None)
+    if remote.is_proxy(obj):
+        root = remote.root(obj)
         return root if isinstance(root, str) and root.isidentifier() else default
     name = getattr(getattr(obj, "fn", obj), "__name__", None)
     return name if isinstance(name, str) and name.isidentifier() else default
@@ -68,7 +69,7 @@ def _source_rule(rule, obj, default: str) -> None:
     """Apply a :mod:`~fastpath_lib.grading.kernel_source` rule to the learner's source (when there is one to read);
     in the grader, a stub still in place is said first."""
     source = sources.learner_source()
-    if type(obj).__name__ == "Proxy" and kernel_source.still_a_stub(source, _name(obj, default)):
+    if remote.is_proxy(obj) and kernel_source.still_a_stub(source, _name(obj, default)):
         raise NotImplementedError("the stub is still in place")
     problem = rule(source, _name(obj, default)) if source.strip() else None
     if problem:
@@ -196,48 +197,51 @@ def _judge(c: dict, launches, oob, counted: bool) -> str | None:
     return problem
 
 
+def _grade_kernel(my_kernel) -> list[Result]:
+    borrowed.reject_handed_back(my_kernel, _FORBIDDEN)
+    in_grader = remote.is_proxy(my_kernel)
+    source = sources.learner_source()
+    if in_grader:
+        _source_rule(kernel_problem, my_kernel, "my_add_rms_norm_fwd")  # before anything of it runs
+    else:
+        from triton.runtime.jit import KernelInterface
+
+        if not isinstance(my_kernel, KernelInterface):
+            raise Fail(f"expected a @triton.jit kernel, got {type(my_kernel).__name__}")
+    cases = _forward_cases(random.SystemRandom().randrange(1 << 20))  # inputs drawn at each check
+    if in_grader:
+        name = _name(my_kernel, "my_add_rms_norm_fwd")
+        launches = [_launch_args(*(c[k] for k in ("x", "r", "w", "h", "y", "rstd", "eps"))) for c in cases]
+        outcome = kernel_run.run(kernel_source.program(source, name), name, launches)
+        if outcome.compile_problem:
+            raise Fail(outcome.compile_problem)
+        measured = []
+        for launch, call in zip(launches, outcome.calls):
+            if call.error:
+                raise Fail(f"your kernel raised {call.error[0]}: {call.error[1]}")
+            kernel_run.copy_back(launch[1], call.args)
+            measured.append((call.traffic, call.oob, True))
+    else:
+        measured = []
+        for c in cases:
+            counted, oob = _in_process(my_kernel, c)
+            measured.append((counted, oob, bool(counted) or bool(oob)))
+    rows = [(c["label"], _judge(c, *m) or "ok") for c, m in zip(cases, measured)]
+    bad = sum(r[1] != "ok" for r in rows)
+    if bad:
+        raise Fail(f"{bad} of {len(rows)} cases wrong\n" + table(rows, ("case", "yours vs expected")))
+    if not in_grader:
+        _source_rule(kernel_problem, my_kernel, "my_add_rms_norm_fwd")  # after a stub's NotImplementedError
+    return [passed("ex02", "add_rms_norm_kernel")]
+
+
 def check_add_rms_norm_kernel(my_kernel, *, show: bool = True):
     """Launch ``my_kernel`` (the signature in the exercise) on irregular shapes; compare h, y and rstd with the spec,
     and count its memory traffic (:func:`memory_problem`) where it runs in Triton's interpreter.
 
     In the grader the kernel runs as data (:mod:`~fastpath_lib.grading.kernel_run`): its source, read from the
     notebook, compiled by Triton's frontend for a GPU and run by the grader's own process on the grader's inputs."""
-    def run():
-        borrowed.reject_handed_back(my_kernel, _FORBIDDEN)
-        remote = type(my_kernel).__name__ == "Proxy"
-        source = sources.learner_source()
-        if remote:
-            _source_rule(kernel_problem, my_kernel, "my_add_rms_norm_fwd")  # before anything of it runs
-        else:
-            from triton.runtime.jit import KernelInterface
-
-            if not isinstance(my_kernel, KernelInterface):
-                raise Fail(f"expected a @triton.jit kernel, got {type(my_kernel).__name__}")
-        cases = _forward_cases(random.SystemRandom().randrange(1 << 20))  # inputs drawn at each check
-        if remote:
-            name = _name(my_kernel, "my_add_rms_norm_fwd")
-            launches = [_launch_args(*(c[k] for k in ("x", "r", "w", "h", "y", "rstd", "eps"))) for c in cases]
-            outcome = kernel_run.run(kernel_source.program(source, name), name, launches)
-            if outcome.compile_problem:
-                raise Fail(outcome.compile_problem)
-            measured = []
-            for launch, call in zip(launches, outcome.calls):
-                if call.error:
-                    raise Fail(f"your kernel raised {call.error[0]}: {call.error[1]}")
-                kernel_run.copy_back(launch[1], call.args)
-                measured.append((call.traffic, call.oob, True))
-        else:
-            measured = []
-            for c in cases:
-                counted, oob = _in_process(my_kernel, c)
-                measured.append((counted, oob, bool(counted) or bool(oob)))
-        rows = [(c["label"], _judge(c, *m) or "ok") for c, m in zip(cases, measured)]
-        bad = sum(r[1] != "ok" for r in rows)
-        if bad:
-            raise Fail(f"{bad} of {len(rows)} cases wrong\n" + table(rows, ("case", "yours vs expected")))
-        if not remote:
-            _source_rule(kernel_problem, my_kernel, "my_add_rms_norm_fwd")  # after a stub's NotImplementedError
-    return emit([part("ex02", "add_rms_norm_kernel", run)], show)
+    return graded("ex02", ("add_rms_norm_kernel",), _grade_kernel, my_kernel, show=show)
 
 
 def _backward_cases():
@@ -257,51 +261,54 @@ def _backward_cases():
     return out
 
 
+def _grade_backward(my_backward) -> list[Result]:
+    cases = _backward_cases()
+    in_grader = remote.is_proxy(my_backward)
+    if in_grader:
+        borrowed.reject_handed_back(my_backward, _FORBIDDEN)
+        _source_rule(launcher_problem, my_backward, "my_backward")  # before anything of it runs
+        name = _name(my_backward, "my_backward")
+        outcome = kernel_run.run(kernel_source.program(sources.learner_source(), name), name,
+                                 [(None, list(args), {}) for _, _, args, _ in cases])
+        if outcome.compile_problem:
+            raise Fail(outcome.compile_problem)
+        answers = []
+        for call in outcome.calls:
+            if call.error:
+                raise Fail(f"my_backward raised {call.error[0]}: {call.error[1]}")
+            out = tuple(v.to(device()) if isinstance(v, torch.Tensor) else v for v in call.out) \
+                if isinstance(call.out, tuple) else call.out
+            answers.append((out, call.launches, call.oob))
+    else:
+        answers = []
+        for _, _, args, _ in cases:
+            launched: list = []
+            out = borrowed.run(my_backward, args, _FORBIDDEN, launches=launched)
+            answers.append((out, [f for f in launched if f is not None], []))
+    rows, bad = [], 0
+    for (spec, eps, (dy, h, w, rstd), ns), (out, launched, oob) in zip(cases, answers):
+        if not launched:
+            raise Fail("my_backward launched no Triton kernel: the backward is a kernel of yours")
+        if not (isinstance(out, tuple) and len(out) == 2):
+            raise Fail(f"my_backward must return (dh, dw), got {type(out).__name__}")
+        dh, dw = out
+        edh, edw = reference_grads(h, ns, w, eps, dy)
+        problem = oob[0] if oob else None
+        problem = problem or ((p := compare(dh, edh, h.dtype, grad=True)) and f"dh: {p}")
+        if problem is None and w is not None:
+            problem = "dw is None, expected a tensor" if dw is None else compare(dw, edw, w.dtype, grad=True)
+            problem = problem and f"dw: {problem}"
+        bad += problem is not None
+        rows.append((case_label(spec), "ok" if problem is None else problem))
+    if bad:
+        raise Fail(f"{bad} of {len(rows)} cases wrong\n" + table(rows, ("case", "yours vs expected")))
+    if not in_grader:
+        _source_rule(launcher_problem, my_backward, "my_backward")
+    return [passed("ex02", "backward_with_saved_rstd (stretch)")]
+
+
 def check_backward_with_saved_rstd(my_backward, *, show: bool = True):
     """``my_backward(dy2d, h2d, weight, rstd) -> (dh, dw)`` vs float64 autograd of the spec (``rstd`` saved by the
     forward, fp32 ``[rows]``; no eps is passed). It must launch a kernel of yours, with no out-of-bounds access; in
     the grader it runs as data (:mod:`~fastpath_lib.grading.kernel_run`), as the forward does."""
-    def run():
-        cases = _backward_cases()
-        remote = type(my_backward).__name__ == "Proxy"
-        if remote:
-            borrowed.reject_handed_back(my_backward, _FORBIDDEN)
-            _source_rule(launcher_problem, my_backward, "my_backward")  # before anything of it runs
-            name = _name(my_backward, "my_backward")
-            outcome = kernel_run.run(kernel_source.program(sources.learner_source(), name), name,
-                                     [(None, list(args), {}) for _, _, args, _ in cases])
-            if outcome.compile_problem:
-                raise Fail(outcome.compile_problem)
-            answers = []
-            for call in outcome.calls:
-                if call.error:
-                    raise Fail(f"my_backward raised {call.error[0]}: {call.error[1]}")
-                out = tuple(v.to(device()) if isinstance(v, torch.Tensor) else v for v in call.out) \
-                    if isinstance(call.out, tuple) else call.out
-                answers.append((out, call.launches, call.oob))
-        else:
-            answers = []
-            for _, _, args, _ in cases:
-                launched: list = []
-                out = borrowed.run(my_backward, args, _FORBIDDEN, launches=launched)
-                answers.append((out, [f for f in launched if f is not None], []))
-        rows, bad = [], 0
-        for (spec, eps, (dy, h, w, rstd), ns), (out, launched, oob) in zip(cases, answers):
-            if not launched:
-                raise Fail("my_backward launched no Triton kernel: the backward is a kernel of yours")
-            if not (isinstance(out, tuple) and len(out) == 2):
-                raise Fail(f"my_backward must return (dh, dw), got {type(out).__name__}")
-            dh, dw = out
-            edh, edw = reference_grads(h, ns, w, eps, dy)
-            problem = oob[0] if oob else None
-            problem = problem or ((p := compare(dh, edh, h.dtype, grad=True)) and f"dh: {p}")
-            if problem is None and w is not None:
-                problem = "dw is None, expected a tensor" if dw is None else compare(dw, edw, w.dtype, grad=True)
-                problem = problem and f"dw: {problem}"
-            bad += problem is not None
-            rows.append((case_label(spec), "ok" if problem is None else problem))
-        if bad:
-            raise Fail(f"{bad} of {len(rows)} cases wrong\n" + table(rows, ("case", "yours vs expected")))
-        if not remote:
-            _source_rule(launcher_problem, my_backward, "my_backward")
-    return emit([part("ex02", "backward_with_saved_rstd (stretch)", run)], show)
+    return graded("ex02", ("backward_with_saved_rstd (stretch)",), _grade_backward, my_backward, show=show)

@@ -15,8 +15,9 @@ import torch
 
 from fastpath_lib.cases import CaseSpec
 from fastpath_lib.grading import borrowed
-from fastpath_lib.grading.feedback import Fail, call, case_label, device, emit, hold, part, table
-from fastpath_lib.grading.materials import V2_ALIGN_BYTES, V2_DTYPES, V2_MAX_COLS
+from fastpath_lib.grading.feedback import Fail, call, case_label, graded, hold, passed, table
+from fastpath_lib.grading.materials import V2_ALIGN_BYTES, V2_DTYPES, V2_MAX_COLS, device
+from fastpath_lib.grading.registry import Result
 from fastpath_lib.rmsnorm import predicate as rms
 from fastpath_lib.rmsnorm.layout import row_stride, rows_cols
 
@@ -96,44 +97,44 @@ _PROBES = {
 }
 
 
-def _check_condition(part_name: str, name: str, fn, show: bool):
-    def run():
-        rows, bad, vague = [], 0, []
-        for spec in _PROBES[name]:
-            c = _probe(spec)
-            why = borrowed.run(fn, (c,), _GRADER, allow_none=True)
-            if why is not None and not isinstance(why, str):
-                raise Fail(f"on {spec.label()} your check returned {why!r}; return None (holds) or a reason string")
-            yours, exp = why is None, _v2_expected(name, c)
-            bad += yours != exp
-            if why is not None and not exp:
-                gap = _reason_problem(name, c, why)
-                if gap:
-                    vague.append(f"{case_label(spec)}: {gap} (got {why!r})")
-            rows.append((case_label(spec), hold(yours), hold(exp), "" if yours == exp else "<-- differs", why or ""))
-        if bad:
-            raise Fail(f"{bad} of {len(rows)} probe cases decided differently\n"
-                       + table(rows, ("case", "yours", "expected", "", "your reason")))
-        if vague:
-            raise Fail("every decision is right, but a reason must name the actual and the required value:\n"
-                       + "\n".join(vague))
-    return emit([part("ex03", part_name, run)], show)
+def _grade_condition(name: str, fn) -> list[Result]:
+    """The part ``{name}_condition``: ``fn`` decides the probes of ``name`` as the changed spec does."""
+    rows, bad, vague = [], 0, []
+    for spec in _PROBES[name]:
+        c = _probe(spec)
+        why = borrowed.run(fn, (c,), _GRADER, allow_none=True)
+        if why is not None and not isinstance(why, str):
+            raise Fail(f"on {spec.label()} your check returned {why!r}; return None (holds) or a reason string")
+        yours, exp = why is None, _v2_expected(name, c)
+        bad += yours != exp
+        if why is not None and not exp:
+            gap = _reason_problem(name, c, why)
+            if gap:
+                vague.append(f"{case_label(spec)}: {gap} (got {why!r})")
+        rows.append((case_label(spec), hold(yours), hold(exp), "" if yours == exp else "<-- differs", why or ""))
+    if bad:
+        raise Fail(f"{bad} of {len(rows)} probe cases decided differently\n"
+                   + table(rows, ("case", "yours", "expected", "", "your reason")))
+    if vague:
+        raise Fail("every decision is right, but a reason must name the actual and the required value:\n"
+                   + "\n".join(vague))
+    return [passed("ex03", f"{name}_condition")]
 
 
 def check_dtype_condition(fn, *, show: bool = True):
     """``fn(call) -> None | str`` holds exactly for fp16 and bf16 inputs; a reason names both dtypes."""
-    return _check_condition("dtype_condition", "dtype", fn, show)
+    return graded("ex03", ("dtype_condition",), _grade_condition, "dtype", fn, show=show)
 
 
 def check_cols_condition(fn, *, show: bool = True):
     """``fn(call) -> None | str`` holds exactly for rows of at most 8192 columns; a reason names both widths."""
-    return _check_condition("cols_condition", "cols", fn, show)
+    return graded("ex03", ("cols_condition",), _grade_condition, "cols", fn, show=show)
 
 
 def check_alignment_condition(fn, *, show: bool = True):
     """``fn(call) -> None | str`` holds when the input pointer and (for >1 row) the row stride in bytes are
     multiples of 32; a reason names the offending value and 32."""
-    return _check_condition("alignment_condition", "alignment", fn, show)
+    return graded("ex03", ("alignment_condition",), _grade_condition, "alignment", fn, show=show)
 
 
 _MIXED = (CaseSpec(16, 64, _F16), CaseSpec(16, 64, _F32), CaseSpec(16, 8200, _B16), CaseSpec(16, 64, _F16,
@@ -145,27 +146,30 @@ _ONE_RULE = {"dtype": CaseSpec(16, 64, _F32), "cols": CaseSpec(16, 8208, _B16),
              "alignment": CaseSpec(16, 64, _B16, offset=4)}
 
 
+def _grade_v2_predicate(make_predicate) -> list[Result]:
+    pred = call(make_predicate) if callable(make_predicate) else make_predicate
+    if pred is None or not hasattr(pred, "evaluate"):
+        raise Fail(f"expected a Predicate, got {type(pred).__name__}")
+    rows, bad = [], 0
+    for spec in _MIXED:
+        c = _probe(spec)
+        d = borrowed.run(pred.evaluate, (c,), _GRADER)
+        x = c.input
+        exp_ok = (x.numel() > 0 and all(_v2_expected(n, c) for n in ("dtype", "cols", "alignment"))
+                  and (x.shape[-1] <= 1 or x.stride(-1) == 1) and row_stride(x) is not None)
+        exp = "triton" if exp_ok else "fallback"
+        bad += d.route != exp
+        rows.append((spec.label(), d.route, exp, "" if d.route == exp else "<-- differs"))
+    if bad:
+        raise Fail(f"{bad} of {len(rows)} routes differ\n" + table(rows, ("case", "yours", "expected", "")))
+    failing = {rule: tuple(pred.evaluate(_probe(spec)).failed) for rule, spec in _ONE_RULE.items()}
+    if len(set(failing.values())) < len(failing) or any(len(f) != 1 for f in failing.values()):
+        raise Fail("each v2 rule must be a condition of its own; on probes breaking one rule the failing "
+                   "conditions were " + ", ".join(f"{r}: {list(f)}" for r, f in failing.items()))
+    return [passed("ex03", "predicate")]
+
+
 def check_v2_predicate(make_predicate, *, show: bool = True):
     """``make_predicate() -> Predicate``: its routes on mixed probes vs the changed spec (plus contiguity, row stride
     and non-empty), each v2 rule in its own condition."""
-    def run():
-        pred = call(make_predicate) if callable(make_predicate) else make_predicate
-        if pred is None or not hasattr(pred, "evaluate"):
-            raise Fail(f"expected a Predicate, got {type(pred).__name__}")
-        rows, bad = [], 0
-        for spec in _MIXED:
-            c = _probe(spec)
-            d = borrowed.run(pred.evaluate, (c,), _GRADER)
-            x = c.input
-            exp_ok = (x.numel() > 0 and all(_v2_expected(n, c) for n in ("dtype", "cols", "alignment"))
-                      and (x.shape[-1] <= 1 or x.stride(-1) == 1) and row_stride(x) is not None)
-            exp = "triton" if exp_ok else "fallback"
-            bad += d.route != exp
-            rows.append((spec.label(), d.route, exp, "" if d.route == exp else "<-- differs"))
-        if bad:
-            raise Fail(f"{bad} of {len(rows)} routes differ\n" + table(rows, ("case", "yours", "expected", "")))
-        failing = {rule: tuple(pred.evaluate(_probe(spec)).failed) for rule, spec in _ONE_RULE.items()}
-        if len(set(failing.values())) < len(failing) or any(len(f) != 1 for f in failing.values()):
-            raise Fail("each v2 rule must be a condition of its own; on probes breaking one rule the failing "
-                       "conditions were " + ", ".join(f"{r}: {list(f)}" for r, f in failing.items()))
-    return emit([part("ex03", "predicate", run)], show)
+    return graded("ex03", ("predicate",), _grade_v2_predicate, make_predicate, show=show)

@@ -19,7 +19,7 @@ from pathlib import Path
 from fastpath_lib.bench.matrix import BenchCase, coverage_rules, rationale_words
 from fastpath_lib.cases import CaseSpec
 from fastpath_lib.grading import borrowed
-from fastpath_lib.grading.feedback import Fail, emit, failed_parts
+from fastpath_lib.grading.feedback import Fail, graded
 from fastpath_lib.grading.registry import Result, points_of
 from fastpath_lib.grading.vocabulary import FALLBACK, OUTCOMES
 from fastpath_lib.rmsnorm import predicate as rms
@@ -154,18 +154,19 @@ def _expectations(rows, rules) -> list[str]:
                             + "".join("\n      " + w for w in wrong)]
 
 
+def _grade(my_matrix) -> list[Result]:
+    rows = _entries(list(borrowed.run(my_matrix, (), _BORROWED)))
+    _reject_copies(rows)
+    rules = coverage_rules(_bench_cases(rows), passes=False)  # the benchmark's own rules (one source)
+    by_topic = {t: [r for r in rules if r.topic == t] for t in ("size", "layout", "expectations")}
+    results = []
+    for name, lines in zip(_PARTS, (_lines(by_topic["size"]), _lines(by_topic["layout"]),
+                                    _expectations(rows, by_topic["expectations"]))):
+        ok = all(line.startswith("ok") for line in lines)
+        results.append(Result("ex05", name, points_of("ex05", name), ok, "\n".join(lines)))
+    return results
+
+
 def check_case_matrix(my_matrix, *, show: bool = True):
     """``my_matrix() -> list[(case_id, CaseSpec, expected, rationale)]`` meets the coverage rules (three parts)."""
-    try:
-        rows = _entries(list(borrowed.run(my_matrix, (), _BORROWED)))
-        _reject_copies(rows)
-        rules = coverage_rules(_bench_cases(rows), passes=False)  # the benchmark's own rules (one source)
-        by_topic = {t: [r for r in rules if r.topic == t] for t in ("size", "layout", "expectations")}
-        results = []
-        for name, lines in zip(_PARTS, (_lines(by_topic["size"]), _lines(by_topic["layout"]),
-                                        _expectations(rows, by_topic["expectations"]))):
-            ok = all(line.startswith("ok") for line in lines)
-            results.append(Result("ex05", name, points_of("ex05", name), ok, "\n".join(lines)))
-    except Exception as exc:  # noqa: BLE001
-        results = failed_parts("ex05", _PARTS, exc)
-    return emit(results, show)
+    return graded("ex05", _PARTS, _grade, my_matrix, show=show)

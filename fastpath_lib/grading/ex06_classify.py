@@ -12,9 +12,10 @@ import random
 from collections import Counter
 
 from fastpath_lib.grading import borrowed
-from fastpath_lib.grading.feedback import Fail, emit, part, table
+from fastpath_lib.grading.feedback import Fail, graded, part, table
 from fastpath_lib.grading.given import expected_classes
 from fastpath_lib.grading.materials import results_frame, synthetic_results
+from fastpath_lib.grading.registry import Result
 from fastpath_lib.grading.vocabulary import FALLBACK, LOSS, NEUTRAL, OUTCOMES, WIN
 
 __all__ = ["check_classification", "drawn_results"]
@@ -40,33 +41,41 @@ def drawn_results(seed: int | None = None):
     return results_frame(rows, "SYNTHETIC table drawn at random by the check, not a measurement")
 
 
+def _classified(my_classify, df) -> dict:
+    return {r["case_id"]: borrowed.run(my_classify, (r,), _GRADER) for _, r in df.iterrows()}
+
+
+def _classification(tables, my_classify) -> None:
+    problems = []
+    for name, df in tables:
+        exp, yours = expected_classes(df), _classified(my_classify, df)
+        bad = sum(yours[c] != exp[c] for c in exp)
+        if bad:
+            rows = [(c, yours[c], exp[c], "" if yours[c] == exp[c] else "<-- differs") for c in exp]
+            problems.append(f"{name}: {bad} of {len(exp)} cases classified differently\n"
+                            + table(rows, ("case", "yours", "expected", "")))
+    if problems:
+        raise Fail("\n".join(problems))
+
+
+def _counts(tables, my_classify) -> str:
+    for name, df in tables:
+        yours, want = Counter(_classified(my_classify, df).values()), Counter(expected_classes(df).values())
+        if yours != want:
+            raise Fail(f"{name}: counts yours {dict(sorted(yours.items()))} vs expected "
+                       f"{dict(sorted(want.items()))}")
+    want = Counter(expected_classes(tables[0][1]).values())
+    return "counts: " + ", ".join(f"{k}={want[k]}" for k in OUTCOMES)
+
+
+def _grade(tables, my_classify) -> list[Result]:
+    """The two parts, each judged on its own."""
+    return [part("ex06", "classification", _classification, tables, my_classify),
+            part("ex06", "summary_counts", _counts, tables, my_classify)]
+
+
 def check_classification(my_classify, *, show: bool = True):
     """``my_classify(row) -> "win" | "neutral" | "loss" | "fallback"`` on the synthetic table and a freshly drawn
     one."""
     tables = (("the notebook's table", synthetic_results()), ("a table drawn now", drawn_results()))
-
-    def classify_all(df):
-        return {r["case_id"]: borrowed.run(my_classify, (r,), _GRADER) for _, r in df.iterrows()}
-
-    def run():
-        problems = []
-        for name, df in tables:
-            exp, yours = expected_classes(df), classify_all(df)
-            bad = sum(yours[c] != exp[c] for c in exp)
-            if bad:
-                rows = [(c, yours[c], exp[c], "" if yours[c] == exp[c] else "<-- differs") for c in exp]
-                problems.append(f"{name}: {bad} of {len(exp)} cases classified differently\n"
-                                + table(rows, ("case", "yours", "expected", "")))
-        if problems:
-            raise Fail("\n".join(problems))
-
-    def counts():
-        for name, df in tables:
-            yours, want = Counter(classify_all(df).values()), Counter(expected_classes(df).values())
-            if yours != want:
-                raise Fail(f"{name}: counts yours {dict(sorted(yours.items()))} vs expected "
-                           f"{dict(sorted(want.items()))}")
-        want = Counter(expected_classes(tables[0][1]).values())
-        return "counts: " + ", ".join(f"{k}={want[k]}" for k in OUTCOMES)
-
-    return emit([part("ex06", "classification", run), part("ex06", "summary_counts", counts)], show)
+    return graded("ex06", ("classification", "summary_counts"), _grade, tables, my_classify, show=show)

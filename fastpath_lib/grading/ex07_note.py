@@ -30,7 +30,8 @@ from fastpath_lib.grading.materials import (
     synthetic_environment,
     synthetic_results,
 )
-from fastpath_lib.grading.feedback import Fail, emit, part
+from fastpath_lib.grading.feedback import Fail, graded, part
+from fastpath_lib.grading.registry import Result
 from fastpath_lib.grading.vocabulary import LOSS, NOT_GPU, OUTCOMES, TIMED_OUTCOMES, WIN
 from fastpath_lib.rmsnorm import predicate as rms
 
@@ -202,139 +203,146 @@ def _scope_text(note: str, sections: dict[str, str]) -> str:
     return text
 
 
+def _notes(write_pr_note, data) -> dict[str, str]:
+    """The learner's note on each data set."""
+    notes = {}
+    for which, df, env in data:
+        note = borrowed.run(write_pr_note, (df, env), _FORBIDDEN, given=_GIVEN)
+        if not isinstance(note, str) or not note.strip():
+            raise Fail(f"write_pr_note must return the note as a non-empty str, got {type(note).__name__}")
+        notes[which] = note
+    return notes
+
+
+def _substance(data, notes: dict[str, str]) -> None:
+    """No part is judged on a note without substance (:func:`substance_gaps`)."""
+    problems = []
+    for which, df, _ in data:
+        gaps = substance_gaps(notes[which], df)
+        if gaps:
+            problems.append(f"{which}: " + "; ".join(gaps))
+    if problems:
+        raise Fail("not judged: the note has no substance (write it from the table it is given: name its cases, give "
+                   "their numbers, say what they show)\n" + "\n".join(problems))
+
+
+def _judge_concise(data, notes: dict[str, str]) -> str:
+    counts = {which: words_outside_details(notes[which]) for which, df, env in data}
+    said = "; ".join(f"{which}: {n}" for which, n in counts.items())
+    if max(counts.values()) > WORD_LIMIT:
+        raise Fail(f"too long: words outside <details> blocks ({said}), at most {WORD_LIMIT}. Keep the summary, "
+                   "the scope, the counts and the claim in sight; fold the full tables in "
+                   "<details><summary>...</summary> ... </details>")
+    return f"words outside <details> blocks: {said} (at most {WORD_LIMIT})"
+
+
+def _judge_sections(data, notes: dict[str, str]) -> None:
+    problems = []
+    for which, df, env in data:
+        found = _sections(notes[which])
+        for name, pat in SECTIONS.items():
+            bodies = [b for h, b in found.items() if re.search(pat, h)]
+            if not bodies:
+                problems.append(f"{which}: no '## ...' heading for {name}")
+            elif not any(_words(b) >= 5 and not _PLACEHOLDER.search(b.strip()) for b in bodies):
+                problems.append(f"{which}: the {name} section is empty (say something in at least a sentence)")
+            elif name == "performance" and not any(all(str(c) in b for c in df["case_id"]) for b in bodies):
+                problems.append(f"{which}: the performance section does not list this table's cases")
+    if problems:
+        raise Fail("missing or empty sections\n" + "\n".join(problems))
+
+
+def _judge_environment_and_scope(data, notes: dict[str, str]) -> None:
+    problems = []
+    for which, df, env in data:
+        note = notes[which]
+        for key in ("device", "torch", "triton"):
+            if str(env[key]) not in note:
+                problems.append(f"{which}: the note does not give the environment's {key} ({env[key]!r})")
+        scope = _scope_text(note, _sections(note))
+        if _words(scope) < 12:
+            problems.append(f"{which}: no scope statement (a 'Scope' section or a 'Scope:' line of a sentence "
+                            f"or two: which calls take the fast path, and what happens to the rest)")
+        else:
+            low = scope.lower()
+            need = {f"the column limit ({rms.MAX_COLS})": str(rms.MAX_COLS) in scope,
+                    "the dtypes it covers": bool(re.search(r"fp16|float16|half", low))
+                    and bool(re.search(r"bf16|bfloat16", low)),
+                    "what happens outside it (the fallback)": "fallback" in low or "f.rms_norm" in low}
+            gaps = [k for k, ok in need.items() if not ok]
+            if gaps:
+                problems.append(f"{which}: the scope statement does not name " + ", ".join(gaps))
+    if problems:
+        raise Fail("\n".join(problems))
+
+
+def _judge_consistent(data, notes: dict[str, str]) -> None:
+    problems = []
+    for which, df, env in data[:2]:
+        note = notes[which]
+        exp = expected_classes(df)
+        routes = dict(zip(df["case_id"], df["route"]))
+        rows = _table_rows(note)
+        for cid, cls in exp.items():
+            if cid not in rows:
+                problems.append(f"{which}, {cid}: not in the performance table")
+                continue
+            cells = [c.lower() for c in rows[cid][0]]
+            route = _route_cell(cells, rows[cid][1])
+            claimed = [k for k in OUTCOMES if k in cells[1:] and (k != route or cells.count(k) > 1)]
+            if route != routes[cid]:
+                problems.append(f"{which}, {cid}: the row gives route {route or 'none'}, the data {routes[cid]}")
+            if claimed != [cls]:
+                problems.append(f"{which}, {cid}: the table says {claimed or 'no class'}, the data says {cls}")
+        for cls in TIMED_OUTCOMES:
+            if cls in exp.values() and not re.search(rf"\b{cls}", note, re.IGNORECASE):
+                problems.append(f"{which}: the note never names its {cls} cases")
+        if env.get("synthetic") and "synthetic" not in note.lower():
+            problems.append(f"{which}: the data is labelled synthetic; the note must say so")
+    if problems:
+        raise Fail(f"{len(problems)} inconsistencies with the data\n" + "\n".join(problems))
+
+
+def _judge_method(data, notes: dict[str, str]) -> None:
+    problems = []
+    for which, df, env in data:
+        gaps = _method_gaps(notes[which], env["harness"])
+        if gaps:
+            problems.append(f"{which}: the note does not give " + "; ".join(gaps))
+    if problems:
+        raise Fail("how the numbers were measured is missing\n" + "\n".join(problems))
+
+
+def _judge_no_cpu_claims(data, notes: dict[str, str]) -> None:
+    which, df, env = data[2]
+    note = notes[which]
+    problems = []
+    if NOT_GPU.lower() not in note.lower():
+        problems.append(f"on CPU data the note must say {NOT_GPU!r}")
+    for sentence in re.split(r"(?<=[.!?;])\s+|\n", note):
+        m = _SPEEDUP.search(sentence)
+        if m and not _NEGATION.search(sentence):
+            problems.append(f"claims a speed-up from non-GPU data: {sentence.strip()!r}")
+    wins = [c for c, (cells, _) in _table_rows(note).items() if {WIN, LOSS} & {x.lower() for x in cells}]
+    if wins:
+        problems.append(f"the table marks {wins} as wins or losses from non-GPU data")
+    if problems:
+        raise Fail("\n".join(problems))
+
+
+#: part -> how it is judged, in the registry's order
+_JUDGED = (("sections", _judge_sections), ("concise", _judge_concise),
+           ("environment_and_scope", _judge_environment_and_scope), ("consistent_with_data", _judge_consistent),
+           ("measurement_method", _judge_method), ("no_claims_from_cpu_data", _judge_no_cpu_claims))
+
+
+def _grade(data, write_pr_note) -> list[Result]:
+    """Each part judged on its own, once the notes have substance (else every part fails with what is missing)."""
+    notes = _notes(write_pr_note, data)
+    _substance(data, notes)
+    return [part("ex07", name, judge, data, notes) for name, judge in _JUDGED]
+
+
 def check_pr_note(write_pr_note, *, show: bool = True):
     """``write_pr_note(results_df, env) -> str`` on GPU-shaped (fixed and drawn) and CPU-shaped data."""
-    data = _datasets()
-    notes: dict[str, str] = {}
-
-    def note_of(which: str, df, env) -> str:
-        if which not in notes:
-            note = borrowed.run(write_pr_note, (df, env), _FORBIDDEN, given=_GIVEN)
-            if not isinstance(note, str) or not note.strip():
-                raise Fail(f"write_pr_note must return the note as a non-empty str, got {type(note).__name__}")
-            notes[which] = note
-        return notes[which]
-
-    checked: dict[str, Fail | None] = {}
-
-    def substance():
-        if "all" not in checked:
-            problems = []
-            for which, df, env in data:
-                gaps = substance_gaps(note_of(which, df, env), df)
-                if gaps:
-                    problems.append(f"{which}: " + "; ".join(gaps))
-            checked["all"] = Fail(
-                "not judged: the note has no substance (write it from the table it is given: name its cases, give "
-                "their numbers, say what they show)\n" + "\n".join(problems)) if problems else None
-        if checked["all"] is not None:
-            raise checked["all"]
-
-    def judged(fn):
-        def run():
-            substance()
-            return fn()
-        return run
-
-    def concise():
-        counts = {which: words_outside_details(note_of(which, df, env)) for which, df, env in data}
-        said = "; ".join(f"{which}: {n}" for which, n in counts.items())
-        if max(counts.values()) > WORD_LIMIT:
-            raise Fail(f"too long: words outside <details> blocks ({said}), at most {WORD_LIMIT}. Keep the summary, "
-                       "the scope, the counts and the claim in sight; fold the full tables in "
-                       "<details><summary>...</summary> ... </details>")
-        return f"words outside <details> blocks: {said} (at most {WORD_LIMIT})"
-
-    def sections():
-        problems = []
-        for which, df, env in data:
-            found = _sections(note_of(which, df, env))
-            for name, pat in SECTIONS.items():
-                bodies = [b for h, b in found.items() if re.search(pat, h)]
-                if not bodies:
-                    problems.append(f"{which}: no '## ...' heading for {name}")
-                elif not any(_words(b) >= 5 and not _PLACEHOLDER.search(b.strip()) for b in bodies):
-                    problems.append(f"{which}: the {name} section is empty (say something in at least a sentence)")
-                elif name == "performance" and not any(all(str(c) in b for c in df["case_id"]) for b in bodies):
-                    problems.append(f"{which}: the performance section does not list this table's cases")
-        if problems:
-            raise Fail("missing or empty sections\n" + "\n".join(problems))
-
-    def environment_and_scope():
-        problems = []
-        for which, df, env in data:
-            note = note_of(which, df, env)
-            for key in ("device", "torch", "triton"):
-                if str(env[key]) not in note:
-                    problems.append(f"{which}: the note does not give the environment's {key} ({env[key]!r})")
-            scope = _scope_text(note, _sections(note))
-            if _words(scope) < 12:
-                problems.append(f"{which}: no scope statement (a 'Scope' section or a 'Scope:' line of a sentence "
-                                f"or two: which calls take the fast path, and what happens to the rest)")
-            else:
-                low = scope.lower()
-                need = {f"the column limit ({rms.MAX_COLS})": str(rms.MAX_COLS) in scope,
-                        "the dtypes it covers": bool(re.search(r"fp16|float16|half", low))
-                        and bool(re.search(r"bf16|bfloat16", low)),
-                        "what happens outside it (the fallback)": "fallback" in low or "f.rms_norm" in low}
-                gaps = [k for k, ok in need.items() if not ok]
-                if gaps:
-                    problems.append(f"{which}: the scope statement does not name " + ", ".join(gaps))
-        if problems:
-            raise Fail("\n".join(problems))
-
-    def consistent():
-        problems = []
-        for which, df, env in data[:2]:
-            note = note_of(which, df, env)
-            exp = expected_classes(df)
-            routes = dict(zip(df["case_id"], df["route"]))
-            rows = _table_rows(note)
-            for cid, cls in exp.items():
-                if cid not in rows:
-                    problems.append(f"{which}, {cid}: not in the performance table")
-                    continue
-                cells = [c.lower() for c in rows[cid][0]]
-                route = _route_cell(cells, rows[cid][1])
-                claimed = [k for k in OUTCOMES if k in cells[1:] and (k != route or cells.count(k) > 1)]
-                if route != routes[cid]:
-                    problems.append(f"{which}, {cid}: the row gives route {route or 'none'}, the data {routes[cid]}")
-                if claimed != [cls]:
-                    problems.append(f"{which}, {cid}: the table says {claimed or 'no class'}, the data says {cls}")
-            for cls in TIMED_OUTCOMES:
-                if cls in exp.values() and not re.search(rf"\b{cls}", note, re.IGNORECASE):
-                    problems.append(f"{which}: the note never names its {cls} cases")
-            if env.get("synthetic") and "synthetic" not in note.lower():
-                problems.append(f"{which}: the data is labelled synthetic; the note must say so")
-        if problems:
-            raise Fail(f"{len(problems)} inconsistencies with the data\n" + "\n".join(problems))
-
-    def method():
-        problems = []
-        for which, df, env in data:
-            gaps = _method_gaps(note_of(which, df, env), env["harness"])
-            if gaps:
-                problems.append(f"{which}: the note does not give " + "; ".join(gaps))
-        if problems:
-            raise Fail("how the numbers were measured is missing\n" + "\n".join(problems))
-
-    def no_cpu_claims():
-        which, df, env = data[2]
-        note = note_of(which, df, env)
-        problems = []
-        if NOT_GPU.lower() not in note.lower():
-            problems.append(f"on CPU data the note must say {NOT_GPU!r}")
-        for sentence in re.split(r"(?<=[.!?;])\s+|\n", note):
-            m = _SPEEDUP.search(sentence)
-            if m and not _NEGATION.search(sentence):
-                problems.append(f"claims a speed-up from non-GPU data: {sentence.strip()!r}")
-        wins = [c for c, (cells, _) in _table_rows(note).items() if {WIN, LOSS} & {x.lower() for x in cells}]
-        if wins:
-            problems.append(f"the table marks {wins} as wins or losses from non-GPU data")
-        if problems:
-            raise Fail("\n".join(problems))
-
-    parts = (("sections", sections), ("concise", concise), ("environment_and_scope", environment_and_scope),
-             ("consistent_with_data", consistent), ("measurement_method", method),
-             ("no_claims_from_cpu_data", no_cpu_claims))
-    return emit([part("ex07", name, judged(fn)) for name, fn in parts], show)
+    return graded("ex07", [name for name, _ in _JUDGED], _grade, _datasets(), write_pr_note, show=show)

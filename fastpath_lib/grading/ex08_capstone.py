@@ -18,8 +18,9 @@ import torch.nn.functional as F
 
 from fastpath_lib.cases import CaseSpec
 from fastpath_lib.grading import borrowed, kernel_run, kernel_source, remote, sources
-from fastpath_lib.grading.feedback import Fail, call, case_label, device, emit, hold, part, table
-from fastpath_lib.grading.materials import KNOWN_OPS
+from fastpath_lib.grading.feedback import Fail, call, case_label, graded, hold, passed, table
+from fastpath_lib.grading.materials import KNOWN_OPS, device
+from fastpath_lib.grading.registry import Result
 from fastpath_lib.testing import compare
 
 __all__ = ["check_capstone_reference", "check_capstone_kernel", "check_capstone_predicate", "check_capstone_dispatch",
@@ -67,35 +68,38 @@ def _own_kernels(launched: list) -> list:
     return [fn for fn in launched if fn is not None and not kit.names(fn.__code__)]
 
 
-def _result(name: str, op_name: str, fn):
-    r = part("ex08", name, fn)
-    return r.with_subject(op_name if isinstance(op_name, str) else repr(op_name))
+def _subject(op_name) -> str:
+    """What the part graded, as its result names it: the operator the notebook chose."""
+    return op_name if isinstance(op_name, str) else repr(op_name)
+
+
+def _grade_reference(op_name: str, reference) -> list[Result]:
+    ref, forbidden = _op(op_name)
+    rows, bad = [], 0
+    for spec in _CASES + (_drawn_case(),):
+        x = spec.build(seed=8, device="cpu").x
+        y = borrowed.run(reference, (x,), forbidden)
+        if not isinstance(y, torch.Tensor) or y.dtype != torch.float64 or y.shape != x.shape:
+            problem = "must return a float64 tensor of the input's shape"
+        else:
+            problem = compare(y, ref(x), torch.float64)
+        bad += problem is not None
+        rows.append((case_label(spec), "ok" if problem is None else problem))
+    if bad:
+        raise Fail(f"{bad} of {len(rows)} cases wrong\n" + table(rows, ("case", "yours vs expected")))
+    return [passed("ex08", "reference")]
 
 
 def check_capstone_reference(op_name: str, reference, *, show: bool = True):
     """``reference(x)`` returns float64 and matches the kit's reference for ``op_name`` (one of :data:`KNOWN_OPS`)."""
-    def run():
-        ref, forbidden = _op(op_name)
-        rows, bad = [], 0
-        for spec in _CASES + (_drawn_case(),):
-            x = spec.build(seed=8, device="cpu").x
-            y = borrowed.run(reference, (x,), forbidden)
-            if not isinstance(y, torch.Tensor) or y.dtype != torch.float64 or y.shape != x.shape:
-                problem = "must return a float64 tensor of the input's shape"
-            else:
-                problem = compare(y, ref(x), torch.float64)
-            bad += problem is not None
-            rows.append((case_label(spec), "ok" if problem is None else problem))
-        if bad:
-            raise Fail(f"{bad} of {len(rows)} cases wrong\n" + table(rows, ("case", "yours vs expected")))
-    return emit([_result("reference", op_name, run)], show)
+    return graded("ex08", ("reference",), _grade_reference, op_name, reference, show=show, subject=_subject(op_name))
 
 
 def _remote_launches(launch, forbidden, cases) -> list[tuple]:
     """In the grader: ``launch`` run as data (:mod:`~fastpath_lib.grading.kernel_run`) on each case's input,
     ``(y, names of the kernels it launched, problem)`` per case."""
     borrowed.reject_handed_back(launch, forbidden)
-    source, root = sources.learner_source(), launch._root
+    source, root = sources.learner_source(), remote.root(launch)
     if kernel_source.still_a_stub(source, root):
         raise NotImplementedError("the stub is still in place")
     problem = kernel_source.launcher_problem(source, root)  # before anything of it runs
@@ -114,41 +118,44 @@ def _remote_launches(launch, forbidden, cases) -> list[tuple]:
     return out
 
 
+def _grade_kernel(op_name: str, launch) -> list[Result]:
+    ref, forbidden = _op(op_name)
+    specs = _CASES + (_drawn_case(),)
+    cases = [spec.build(seed=9, device=device()) for spec in specs]
+    if remote.is_proxy(launch):
+        answers = _remote_launches(launch, forbidden, cases)
+    else:
+        answers = []
+        for built in cases:
+            launched: list = []
+            y = borrowed.run(launch, (built.x,), forbidden, launches=launched)
+            answers.append((y, _own_kernels(launched), None))
+    rows, bad = [], 0
+    for spec, built, (y, launched, problem) in zip(specs, cases, answers):
+        x = built.x
+        if problem is None and not launched:
+            problem = "no Triton kernel of yours was launched"
+        elif problem is None and not isinstance(y, torch.Tensor):
+            problem = f"returned {type(y).__name__}, expected a tensor"
+        elif problem is None:
+            problem = compare(y, ref(x.cpu()), x.dtype)
+        if problem is None and y.dtype != x.dtype:
+            problem = f"output dtype {str(y.dtype).replace('torch.', '')}, expected the input's"
+        if problem is None and not built.inputs_untouched():
+            problem = "modified the input"
+        bad += problem is not None
+        rows.append((case_label(spec), "ok" if problem is None else problem))
+    if bad:
+        raise Fail(f"{bad} of {len(rows)} cases wrong\n" + table(rows, ("case", "yours vs expected")))
+    return [passed("ex08", "kernel")]
+
+
 def check_capstone_kernel(op_name: str, launch, *, show: bool = True):
     """``launch(x2d) -> y``: launches your Triton kernel; ``y`` matches the kit's reference for ``op_name`` within
     the input dtype's tolerance, on irregular shapes. In the grader ``launch`` and your kernels run as data, from the
     notebook's source, in the grader's own process (:mod:`~fastpath_lib.grading.kernel_run`): which kernels launch
     is measured there, compiled for a GPU by Triton's frontend, with no out-of-bounds access."""
-    def run():
-        ref, forbidden = _op(op_name)
-        specs = _CASES + (_drawn_case(),)
-        cases = [spec.build(seed=9, device=device()) for spec in specs]
-        if remote.is_proxy(launch):
-            answers = _remote_launches(launch, forbidden, cases)
-        else:
-            answers = []
-            for built in cases:
-                launched: list = []
-                y = borrowed.run(launch, (built.x,), forbidden, launches=launched)
-                answers.append((y, _own_kernels(launched), None))
-        rows, bad = [], 0
-        for spec, built, (y, launched, problem) in zip(specs, cases, answers):
-            x = built.x
-            if problem is None and not launched:
-                problem = "no Triton kernel of yours was launched"
-            elif problem is None and not isinstance(y, torch.Tensor):
-                problem = f"returned {type(y).__name__}, expected a tensor"
-            elif problem is None:
-                problem = compare(y, ref(x.cpu()), x.dtype)
-            if problem is None and y.dtype != x.dtype:
-                problem = f"output dtype {str(y.dtype).replace('torch.', '')}, expected the input's"
-            if problem is None and not built.inputs_untouched():
-                problem = "modified the input"
-            bad += problem is not None
-            rows.append((case_label(spec), "ok" if problem is None else problem))
-        if bad:
-            raise Fail(f"{bad} of {len(rows)} cases wrong\n" + table(rows, ("case", "yours vs expected")))
-    return emit([_result("kernel", op_name, run)], show)
+    return graded("ex08", ("kernel",), _grade_kernel, op_name, launch, show=show, subject=_subject(op_name))
 
 
 def _categories(pred, make_ctx, base: dict) -> tuple[dict[str, str], list[tuple], list[str]]:
@@ -171,6 +178,25 @@ def _categories(pred, make_ctx, base: dict) -> tuple[dict[str, str], list[tuple]
     return distinct, rows, problems
 
 
+def _grade_predicate(make_predicate, make_ctx, base: dict) -> list[Result]:
+    pred = call(make_predicate)
+    problems = []
+    d0 = pred.evaluate(make_ctx(CaseSpec(**base).build(seed=10, device=device()).x))
+    if not d0.eligible:
+        problems.append(f"the base case is not eligible: {d0.reasons}")
+    distinct, rows, more = _categories(pred, make_ctx, base)
+    problems += more
+    cats = sorted({c.category for c in pred.conditions})
+    if len(distinct) < 3:
+        problems.append(f"{len(distinct)} categories have a condition of their own (one that alone rejects one "
+                        f"of its declared points) among {cats}; need >= 3 (a condition copied under several "
+                        f"categories counts once)")
+    if problems:
+        raise Fail("\n".join(problems) + "\n" + table(rows, ("boundary", "declared", "check")))
+    return [passed("ex08", "predicate_declarations", f"{len(rows)} declared boundary points hold as declared; "
+                   f"categories: {', '.join(sorted(distinct))}")]
+
+
 def check_capstone_predicate(make_predicate, make_ctx, base: dict, *, show: bool = True):
     """The predicate's declared boundaries hold as declared, and >= 3 categories each have a condition of their own.
 
@@ -180,60 +206,50 @@ def check_capstone_predicate(make_predicate, make_ctx, base: dict, *, show: bool
         make_ctx: ``(x) -> ctx`` the object the conditions check.
         base: an eligible base case as CaseSpec fields.
     """
-    def run():
-        pred = call(make_predicate)
-        problems = []
-        d0 = pred.evaluate(make_ctx(CaseSpec(**base).build(seed=10, device=device()).x))
-        if not d0.eligible:
-            problems.append(f"the base case is not eligible: {d0.reasons}")
-        distinct, rows, more = _categories(pred, make_ctx, base)
-        problems += more
-        cats = sorted({c.category for c in pred.conditions})
-        if len(distinct) < 3:
-            problems.append(f"{len(distinct)} categories have a condition of their own (one that alone rejects one "
-                            f"of its declared points) among {cats}; need >= 3 (a condition copied under several "
-                            f"categories counts once)")
-        if problems:
-            raise Fail("\n".join(problems) + "\n" + table(rows, ("boundary", "declared", "check")))
-        return f"{len(rows)} declared boundary points hold as declared; categories: {', '.join(sorted(distinct))}"
-    return emit([part("ex08", "predicate_declarations", run)], show)
+    return graded("ex08", ("predicate_declarations",), _grade_predicate, make_predicate, make_ctx, base, show=show)
+
+
+#: the dispatch part's cases: two of the kernel's, and two the fast path must refuse
+_DISPATCH_CASES = _CASES[:2] + (CaseSpec(8, 16, weight=None, layout="transposed"),
+                                CaseSpec(8, 16, torch.float64, weight=None))
+
+
+def _grade_dispatch(op_name: str, op, make_predicate, make_ctx) -> list[Result]:
+    ref, forbidden = _op(op_name)
+    pred = call(make_predicate)
+    rows, bad, routes = [], 0, set()
+    in_grader = remote.is_proxy(op)
+    launches_in_source = in_grader and kernel_source.launches_kernel(sources.learner_source(), remote.root(op))
+    for spec in _DISPATCH_CASES:
+        x = spec.build(seed=11, device=device()).x
+        exp_route = pred.evaluate(make_ctx(x)).route
+        launched: list = []
+        # in the grader the source is read whole: the fallback's own torch op is allowed there
+        watch = forbidden if exp_route == "triton" and not in_grader else _KIT
+        out = borrowed.run(op, (x,), watch, launches=None if in_grader else launched)
+        if not (isinstance(out, tuple) and len(out) == 2):
+            raise Fail(f"op must return (y, route), got {type(out).__name__}")
+        y, route = out
+        routes.add(route)
+        # in the grader the kernel reports nothing: the op's source must launch a kernel of yours
+        ran = launches_in_source if in_grader else bool(_own_kernels(launched))
+        problem = None if route == exp_route else f"route {route}, the predicate says {exp_route}"
+        if problem is None and route == "triton" and not ran:
+            problem = "says triton, but no Triton kernel of yours was launched"
+        if problem is None and route != "triton" and launched:
+            problem = f"says {route}, but a Triton kernel was launched"
+        problem = problem or compare(y, ref(x.cpu()), x.dtype)
+        bad += problem is not None
+        rows.append((spec.label(), route, "ok" if problem is None else problem))
+    if bad:
+        raise Fail(f"{bad} of {len(rows)} cases wrong\n" + table(rows, ("case", "route", "yours vs expected")))
+    if len(routes) < 2:
+        raise Fail(f"every case took route {routes}: the checks need both the fast path and the fallback")
+    return [passed("ex08", "dispatch")]
 
 
 def check_capstone_dispatch(op_name: str, op, make_predicate, make_ctx, *, show: bool = True):
     """``op(x) -> (y, route)`` takes the predicate's route, really launches your kernel on the Triton route, and
     matches the kit's reference for ``op_name`` on both routes."""
-    cases = _CASES[:2] + (CaseSpec(8, 16, weight=None, layout="transposed"),
-                          CaseSpec(8, 16, torch.float64, weight=None))
-
-    def run():
-        ref, forbidden = _op(op_name)
-        pred = call(make_predicate)
-        rows, bad, routes = [], 0, set()
-        in_grader = remote.is_proxy(op)
-        launches_in_source = in_grader and kernel_source.launches_kernel(sources.learner_source(), op._root)
-        for spec in cases:
-            x = spec.build(seed=11, device=device()).x
-            exp_route = pred.evaluate(make_ctx(x)).route
-            launched: list = []
-            # in the grader the source is read whole: the fallback's own torch op is allowed there
-            watch = forbidden if exp_route == "triton" and not in_grader else _KIT
-            out = borrowed.run(op, (x,), watch, launches=None if in_grader else launched)
-            if not (isinstance(out, tuple) and len(out) == 2):
-                raise Fail(f"op must return (y, route), got {type(out).__name__}")
-            y, route = out
-            routes.add(route)
-            # in the grader the kernel reports nothing: the op's source must launch a kernel of yours
-            ran = launches_in_source if in_grader else bool(_own_kernels(launched))
-            problem = None if route == exp_route else f"route {route}, the predicate says {exp_route}"
-            if problem is None and route == "triton" and not ran:
-                problem = "says triton, but no Triton kernel of yours was launched"
-            if problem is None and route != "triton" and launched:
-                problem = f"says {route}, but a Triton kernel was launched"
-            problem = problem or compare(y, ref(x.cpu()), x.dtype)
-            bad += problem is not None
-            rows.append((spec.label(), route, "ok" if problem is None else problem))
-        if bad:
-            raise Fail(f"{bad} of {len(rows)} cases wrong\n" + table(rows, ("case", "route", "yours vs expected")))
-        if len(routes) < 2:
-            raise Fail(f"every case took route {routes}: the checks need both the fast path and the fallback")
-    return emit([_result("dispatch", op_name, run)], show)
+    return graded("ex08", ("dispatch",), _grade_dispatch, op_name, op, make_predicate, make_ctx, show=show,
+                  subject=_subject(op_name))

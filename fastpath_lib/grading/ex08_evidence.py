@@ -20,7 +20,8 @@ import random
 
 from fastpath_lib.cases import CaseSpec
 from fastpath_lib.grading import borrowed
-from fastpath_lib.grading.feedback import Fail, call, device, emit, part, table
+from fastpath_lib.grading.feedback import Fail, call, device, graded, passed, table
+from fastpath_lib.grading.registry import Result
 from fastpath_lib.grading.vocabulary import FALLBACK, OUTCOMES, WIN
 
 __all__ = ["check_capstone_evidence"]
@@ -119,27 +120,29 @@ def _plot_yours(out) -> dict:
         raise Fail(f"plot_points must give (rows, speedup) pairs per route: {exc}") from None
 
 
+def _grade(make_predicate, make_ctx, capstone_matrix, plot_points, rng) -> list[Result]:
+    pred = call(make_predicate)
+    cases = _cases(borrowed.run(capstone_matrix, (), _FORBIDDEN))
+    routes = _routes(pred, make_ctx, cases)
+    problems, rows = _matrix_problems(cases, routes)
+    if problems:
+        raise Fail("\n".join(problems) + "\n" + table(rows, ("case", "your route", "fails", "expected", "")))
+    for attempt in range(2):
+        results = _drawn_results(cases, routes, rng)
+        yours = _plot_yours(borrowed.run(plot_points, ([dict(r) for r in results],), _FORBIDDEN))
+        want = _plot_expected(results)
+        if yours != want:
+            raise Fail(f"plot points (timings drawn by this check) differ\n  yours:    "
+                       f"{ {k: sorted(v) for k, v in yours.items()} }\n  expected: "
+                       f"{ {k: sorted(v) for k, v in want.items()} }")
+    return [passed("ex08", "evidence_package", f"{len(cases)} predeclared cases, routed by your predicate; plot "
+                   "points right on two drawn timings")]
+
+
 def check_capstone_evidence(make_predicate, make_ctx, capstone_matrix, plot_points, *, show: bool = True,
                             seed: int | None = None):
     """The evidence package for your own operator: a predeclared matrix routed by your predicate, and the boundary
     plot's points for it (see the module docstring)."""
     rng = random.Random(seed) if seed is not None else random.SystemRandom()
-
-    def run():
-        pred = call(make_predicate)
-        cases = _cases(borrowed.run(capstone_matrix, (), _FORBIDDEN))
-        routes = _routes(pred, make_ctx, cases)
-        problems, rows = _matrix_problems(cases, routes)
-        if problems:
-            raise Fail("\n".join(problems) + "\n" + table(rows, ("case", "your route", "fails", "expected", "")))
-        for attempt in range(2):
-            results = _drawn_results(cases, routes, rng)
-            yours = _plot_yours(borrowed.run(plot_points, ([dict(r) for r in results],), _FORBIDDEN))
-            want = _plot_expected(results)
-            if yours != want:
-                raise Fail(f"plot points (timings drawn by this check) differ\n  yours:    "
-                           f"{ {k: sorted(v) for k, v in yours.items()} }\n  expected: "
-                           f"{ {k: sorted(v) for k, v in want.items()} }")
-        return f"{len(cases)} predeclared cases, routed by your predicate; plot points right on two drawn timings"
-
-    return emit([part("ex08", "evidence_package", run)], show)
+    return graded("ex08", ("evidence_package",), _grade, make_predicate, make_ctx, capstone_matrix, plot_points, rng,
+                  show=show)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from fastpath_lib.bench.analysis import noise_band
 from fastpath_lib.grading import borrowed
-from fastpath_lib.grading.feedback import Fail, emit, failed_parts, table
+from fastpath_lib.grading.feedback import Fail, graded, table
 from fastpath_lib.grading.materials import sweep_table
 from fastpath_lib.grading.registry import Result, points_of
 from fastpath_lib.grading.vocabulary import LOSS, outcome
@@ -76,21 +76,22 @@ def _compare(tables, choose):
     return bad_t, bad_n, table(rows, ("table", "arch", "yours", "expected", ""))
 
 
+def _grade(tables, choose_threshold) -> list[Result]:
+    bad_t, bad_n, text = _compare(tables, choose_threshold)
+    res = [Result("ex10", "thresholds", points_of("ex10", "thresholds"), not bad_t,
+                  f"{bad_t} architecture thresholds differ\n{text}" if bad_t else
+                  "every threshold matches the kit's rule")]
+    if bad_t:
+        res.append(Result("ex10", "no_threshold", points_of("ex10", "no_threshold"), False,
+                          "graded once the thresholds match (an answer of None everywhere is not a rule)"))
+    else:
+        res.append(Result("ex10", "no_threshold", points_of("ex10", "no_threshold"), not bad_n,
+                          f"{bad_n} architectures whose fast path still loses at its largest size should have "
+                          f"no threshold (None)\n{text}" if bad_n else "None where the fast path still loses"))
+    return res
+
+
 def check_threshold(choose_threshold, *, show: bool = True):
     """``choose_threshold(df) -> {arch: min_rows or None}`` on the notebook's table and on two tables drawn now."""
     tables = [("notebook's", sweep_table(0)), ("drawn now 1", sweep_table()), ("drawn now 2", sweep_table())]
-    try:
-        bad_t, bad_n, text = _compare(tables, choose_threshold)
-        res = [Result("ex10", "thresholds", points_of("ex10", "thresholds"), not bad_t,
-                      f"{bad_t} architecture thresholds differ\n{text}" if bad_t else
-                      "every threshold matches the kit's rule")]
-        if bad_t:
-            res.append(Result("ex10", "no_threshold", points_of("ex10", "no_threshold"), False,
-                              "graded once the thresholds match (an answer of None everywhere is not a rule)"))
-        else:
-            res.append(Result("ex10", "no_threshold", points_of("ex10", "no_threshold"), not bad_n,
-                              f"{bad_n} architectures whose fast path still loses at its largest size should have "
-                              f"no threshold (None)\n{text}" if bad_n else "None where the fast path still loses"))
-    except Exception as exc:  # noqa: BLE001 - a learner's bug must become feedback, never a crash
-        res = failed_parts("ex10", _PARTS, exc)
-    return emit(res, show)
+    return graded("ex10", _PARTS, _grade, tables, choose_threshold, show=show)

@@ -28,7 +28,7 @@ from __future__ import annotations
 import dataclasses
 
 from fastpath_lib.grading import borrowed
-from fastpath_lib.grading.feedback import Fail, emit, failed_parts
+from fastpath_lib.grading.feedback import Fail, graded
 from fastpath_lib.grading.materials import HUNKS, KINDS, drawn_hunks
 from fastpath_lib.grading.registry import Result, points_of
 
@@ -142,26 +142,27 @@ def _violations(plan) -> dict[str, list[str]]:
     return {p: [f"{rule} ({n}x)" for rule, n in c.items()] for p, c in counts.items()}
 
 
+def _grade(draws, plan_commits) -> list[Result]:
+    found: dict[str, list[str]] = {p: [] for p in _PARTS}
+    for name, drawn in draws:
+        for p, rules in _violations(_plan(plan_commits, drawn)).items():
+            found[p] += [f"{name}: {r}" for r in rules if f"{name}: {r}" not in found[p]]
+    gates = [g for g in _GATES if found[g]]
+    results = []
+    for p in _PARTS:
+        ok = not found[p] and not gates
+        if found[p]:
+            text = "\n".join(found[p])
+        elif gates:
+            text = (f"this rule holds, but a plan earns points once {' and '.join(_GATES)} hold "
+                    f"(now broken: {', '.join(gates)})")
+        else:
+            text = "passed on every draw"
+        results.append(Result("ex11", p, points_of("ex11", p), ok, text))
+    return results
+
+
 def check_commit_plan(plan_commits, *, show: bool = True):
     """``plan_commits(hunks) -> [{"kind", "message", "hunks"}, ...]`` on the notebook's draw and two fresh ones."""
     draws = [("the notebook's hunks", _draw(0)), ("hunks drawn now", _draw(None)), ("hunks drawn now", _draw(None))]
-    try:
-        found: dict[str, list[str]] = {p: [] for p in _PARTS}
-        for name, drawn in draws:
-            for p, rules in _violations(_plan(plan_commits, drawn)).items():
-                found[p] += [f"{name}: {r}" for r in rules if f"{name}: {r}" not in found[p]]
-        gates = [g for g in _GATES if found[g]]
-        results = []
-        for p in _PARTS:
-            ok = not found[p] and not gates
-            if found[p]:
-                text = "\n".join(found[p])
-            elif gates:
-                text = (f"this rule holds, but a plan earns points once {' and '.join(_GATES)} hold "
-                        f"(now broken: {', '.join(gates)})")
-            else:
-                text = "passed on every draw"
-            results.append(Result("ex11", p, points_of("ex11", p), ok, text))
-    except Exception as exc:  # noqa: BLE001 - a learner's bug must become feedback, never a crash
-        results = failed_parts("ex11", _PARTS, exc)
-    return emit(results, show)
+    return graded("ex11", _PARTS, _grade, draws, plan_commits, show=show)

@@ -1,8 +1,10 @@
 """What every exercise check shares: running a graded part, turning a learner's error into feedback, showing results.
 
-A check runs the learner's code inside :func:`part`: the code either returns (the part passes, optionally with a
-note) or raises :class:`Fail` with the text the learner sees. A learner's own exception never escapes a check; it
-becomes "your code raised ..." with the line of the learner's code that raised it.
+Every check scores through :func:`graded`: it hands ``graded`` the names of its parts and a grade function, which
+returns one :class:`Result` per part (:func:`passed` for a part that passed, :func:`part` for a part judged on its
+own); an exception the grade function raises, the learner's or a :class:`Fail` with the text the learner sees, fails
+every named part with that feedback. A learner's own exception never escapes a check; it becomes "your code raised
+..." with the line of the learner's code that raised it.
 
 >>> r = part("ex01", "default_eps", lambda: None)
 >>> r.passed, r.points
@@ -21,15 +23,16 @@ from fastpath_lib.grading.materials import device
 from fastpath_lib.grading.registry import Result, points_of
 from fastpath_lib.grading.remote import RemoteError
 
-__all__ = ["Fail", "emit", "part", "failed_parts", "call", "describe_error", "table", "dtype_name", "case_label",
-           "hold", "device"]
+#: checks score through :func:`graded`; the display of results (``_emit``) is private to this module.
+__all__ = ["Fail", "graded", "part", "passed", "call", "describe_error", "table", "dtype_name", "case_label", "hold",
+           "device"]
 
 
 class Fail(Exception):
     """Raised inside a check to fail the part with a message."""
 
 
-def emit(results: list[Result], show: bool):
+def _emit(results: list[Result], show: bool):
     """Display ``results`` (in a notebook: readable text plus a JSON copy) and return ``None``; with ``show=False``
     return them instead."""
     if not show:
@@ -94,30 +97,47 @@ def describe_error(exc: BaseException) -> str:
     return f"your code raised {name}: {first}{where}"
 
 
-def part(exercise: str, name: str, fn: Callable[[], str | None]) -> Result:
-    """Run ``fn``; it returns ``None`` (or a note) when the part passes and raises :class:`Fail` when not."""
-    pts = points_of(exercise, name)
+def passed(exercise: str, name: str, note: str | None = None) -> Result:
+    """The part ``name`` passed, with ``note`` as its feedback."""
+    return Result(exercise, name, points_of(exercise, name), True, note or "")
+
+
+def part(exercise: str, name: str, fn: Callable[..., str | None], *args) -> Result:
+    """Run ``fn(*args)``, one part judged apart from the others of its check: it returns ``None`` (or a note) when
+    the part passes and raises :class:`Fail` when not."""
     try:
-        note = fn()
-        return Result(exercise, name, pts, True, note or "")
+        return passed(exercise, name, fn(*args))
     except Exception as exc:  # noqa: BLE001 - a learner's bug must become feedback, never a crash
-        return Result(exercise, name, pts, False, describe_error(exc))
+        return Result(exercise, name, points_of(exercise, name), False, describe_error(exc))
 
 
-def failed_parts(exercise: str, names, exc: BaseException) -> list[Result]:
+def _failed_parts(exercise: str, names, exc: BaseException) -> list[Result]:
     """Every part in ``names`` failed with the feedback for ``exc``."""
     fb = describe_error(exc)
     return [Result(exercise, n, points_of(exercise, n), False, fb) for n in names]
 
 
-def graded(exercise: str, names, grade, *args, show: bool = True):
-    """:func:`emit` what ``grade(*args)`` returns (a list of :class:`Result`); an exception, the learner's bug or a
-    :class:`Fail`, becomes the feedback of every part in ``names``, never a crash."""
+def graded(exercise: str, names, grade, *args, show: bool = True, subject: str = ""):
+    """:func:`_emit` what ``grade(*args)`` returns (a list of :class:`Result`); an exception, the learner's bug or a
+    :class:`Fail`, becomes the feedback of every part in ``names``, never a crash. With ``subject`` (what was graded,
+    when the notebook chooses it: exercise 08's operator), every result names it, failed ones included.
+
+    >>> def grade(answer):
+    ...     if answer != 42:
+    ...         raise Fail(f"got {answer}, expected 42")
+    ...     return [passed("ex01", "default_eps", "right")]
+    >>> [(r.passed, r.feedback) for r in graded("ex01", ("default_eps",), grade, 41, show=False)]
+    [(False, 'got 41, expected 42')]
+    >>> [(r.passed, r.feedback) for r in graded("ex01", ("default_eps",), grade, 42, show=False)]
+    [(True, 'right')]
+    """
     try:
         results = grade(*args)
     except Exception as exc:  # noqa: BLE001 - a learner's bug must become feedback, never a crash
-        results = failed_parts(exercise, names, exc)
-    return emit(results, show)
+        results = _failed_parts(exercise, names, exc)
+    if subject:
+        results = [r.with_subject(subject) for r in results]
+    return _emit(results, show)
 
 
 def call(fn, *args):
