@@ -310,23 +310,23 @@ def test_test_steps_stop_between_tests_at_their_budget_and_keep_the_junit(tmp_pa
 def test_the_matrix_writes_what_it_has_as_it_goes(tmp_path, monkeypatch):
     """environment.json first, results.csv after every case, and cases past the deadline recorded as not run: a cut
     in the middle of the evidence run's matrix step keeps both (the step's process is killed at its budget)."""
-    from fastpath_lib.bench import harness
+    from fastpath_lib.bench import harness, opbench
     from fastpath_lib.bench.matrix import load_cases
 
     cases = load_cases()
     seen = []
 
-    def fake_measure(case, *, providers, gpu, **kw):
+    def fake_measure(spec, case, providers, *, gpu, **kw):
         seen.append((case.id, tuple(providers)))
         assert (tmp_path / "environment.json").exists()
         if len(seen) > 1:  # the previous case is on disk before the next one starts
             assert seen[-2][0] in (tmp_path / "results.csv").read_text()
         if len(seen) == 2:
             time.sleep(0.3)  # the deadline passes during the second case
-        return [harness._row(case, p, False, gpu, status="ok", median_us=1.0, q20_us=1.0, q80_us=1.0)
-                for p in providers]
+        return [dict(row, status="ok", median_us=1.0, q20_us=1.0, q80_us=1.0)
+                for row in opbench.not_run(spec, case, providers, quick=False, gpu=gpu)]
 
-    monkeypatch.setattr(harness, "measure_case", fake_measure)
+    monkeypatch.setattr(harness, "time_case", fake_measure)
     df = harness.run_matrix(cases, folder=tmp_path, deadline=time.monotonic() + 0.2, analyses=False,
                             copy=(1.0, "simulated"), progress=False)
     assert [c for c, _ in seen] == [cases[0].id, cases[1].id]
