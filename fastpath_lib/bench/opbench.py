@@ -5,7 +5,9 @@ their own names, e.g. ``compiled`` for ``torch.compile`` of the composite), its 
 the route it took) and its fast route called directly (``triton``), with the harness's timer and settings, and
 returns rows of the results schema (:data:`~fastpath_lib.bench.schema.CSV_COLUMNS`) carrying the run's
 GPU-measurement flag; :func:`~fastpath_lib.bench.analysis.classify` reads every row against the first baseline, and
-the summary table, the boundary plot and the results folders read them as they read RMSNorm's.
+the summary table, the boundary plot and the results folders read them. RMSNorm's matrix is one spec among others
+here: :func:`time_case` times one case (forward, or forward+backward for a ``backward`` case, on the case's layout),
+and :func:`fastpath_lib.bench.harness.run_matrix` builds a results folder around it.
 
 Before anything is timed, each case's public function is checked against the spec's reference with the spec's
 tolerance, output by output for an op returning a tuple (a bitwise output has ``(0, 0)``), and must leave its inputs
