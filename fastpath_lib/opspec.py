@@ -43,7 +43,8 @@ class BaselineUnavailable(RuntimeError):
 
 @dataclasses.dataclass(frozen=True)
 class OpCase:
-    """One predeclared matrix case of a row-wise operator: a ``rows x cols`` contiguous input of ``dtype``.
+    """One predeclared matrix case of a row-wise operator: a ``rows x cols`` input of ``dtype`` (contiguous unless
+    ``layout`` says otherwise), timed forward or forward+backward.
 
     Args:
         id: unique case id.
@@ -52,6 +53,11 @@ class OpCase:
         expected: the predicted outcome on a CUDA GPU (``win``, ``neutral``, ``loss`` or ``fallback``).
         rationale: one line saying why.
         quick: the ``--quick`` shape (default: the declared one).
+        pass_: ``"forward"``, or ``"backward"`` (every provider runs forward then backward: ``torch.autograd.grad``
+            of the output, or the spec's ``fast_backward``).
+        layout, pad, offset: how the input is laid out (:class:`~fastpath_lib.cases.CaseSpec`'s fields).
+        family: the case's group in the results (default: the op's name).
+        quick_pad: ``pad`` in ``--quick`` (default: ``pad``).
     """
 
     id: str
@@ -61,10 +67,42 @@ class OpCase:
     expected: str
     rationale: str
     quick: tuple[int, int] | None = None
+    pass_: str = "forward"
+    layout: str = "contiguous"
+    pad: int = 0
+    offset: int = 0
+    family: str = ""
+    quick_pad: int | None = None
 
     def dims(self, quick: bool = False) -> tuple[int, int]:
         """``(rows, cols)`` to run."""
         return tuple(self.quick) if quick and self.quick else (self.rows, self.cols)
+
+    @classmethod
+    def from_entry(cls, entry: Mapping[str, Any]) -> "OpCase":
+        """A case-file entry (the predeclared matrix's JSON format, ``fastpath_lib/bench/cases.json``: ``id``,
+        ``shape``, ``dtype``, ``expected``, ``rationale``, optional ``family``, ``layout``, ``pad``, ``offset``,
+        ``pass`` and ``quick`` with ``shape``/``pad``) as a case.
+
+        >>> OpCase.from_entry({"id": "b", "shape": [8, 64], "dtype": "float32", "expected": "win", "rationale": "r",
+        ...                    "pass": "backward", "quick": {"shape": [2, 64]}}).dims(True)
+        (2, 64)
+        """
+        quick = entry.get("quick") or {}
+        return cls(str(entry["id"]), *(int(v) for v in entry["shape"]), str(entry["dtype"]), str(entry["expected"]),
+                   str(entry["rationale"]), tuple(int(v) for v in quick["shape"]) if "shape" in quick else None,
+                   pass_=str(entry.get("pass", "forward")), layout=str(entry.get("layout", "contiguous")),
+                   pad=int(entry.get("pad", 0)), offset=int(entry.get("offset", 0)),
+                   family=str(entry.get("family", "")), quick_pad=int(quick["pad"]) if "pad" in quick else None)
+
+    def pad_for(self, quick: bool = False) -> int:
+        """``pad`` to run."""
+        return self.quick_pad if quick and self.quick_pad is not None else self.pad
+
+    @property
+    def plain(self) -> bool:
+        """A forward case of a contiguous, unpadded, aligned input (what a sweep, a trace or a compile reads)."""
+        return self.pass_ == "forward" and self.layout == "contiguous" and not self.pad and not self.offset
 
 
 @dataclasses.dataclass(frozen=True)
@@ -200,6 +238,8 @@ class OpSpec:
             (``None``: it can). Given, the bench times the fast route wherever it can run, the predicate's speed and
             policy conditions (a row threshold, say) aside, so the table shows what the predicate turns down; ``None``:
             the fast route is timed only where the predicate takes it.
+        fast_backward: ``fast_backward(dy, *args)`` -> the fast route's forward then backward launched directly (what
+            the bench times as ``triton`` in a backward case; ``None``: the fast route is not timed there).
     """
 
     name: str
@@ -228,6 +268,7 @@ class OpSpec:
     decoder_step: Callable[..., tuple] | None = None
     calls_per_forward: Callable[[int], int] | None = None
     fast_unsupported: Callable[..., str | None] | None = None
+    fast_backward: Callable[..., Any] | None = None
 
     def __post_init__(self):
         if not self.name or not self.name.replace("_", "").isalnum():

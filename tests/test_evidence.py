@@ -310,23 +310,23 @@ def test_test_steps_stop_between_tests_at_their_budget_and_keep_the_junit(tmp_pa
 def test_the_matrix_writes_what_it_has_as_it_goes(tmp_path, monkeypatch):
     """environment.json first, results.csv after every case, and cases past the deadline recorded as not run: a cut
     in the middle of the evidence run's matrix step keeps both (the step's process is killed at its budget)."""
-    from fastpath_lib.bench import harness
+    from fastpath_lib.bench import harness, opbench
     from fastpath_lib.bench.matrix import load_cases
 
     cases = load_cases()
     seen = []
 
-    def fake_measure(case, *, providers, gpu, **kw):
+    def fake_measure(spec, case, providers, *, gpu, **kw):
         seen.append((case.id, tuple(providers)))
         assert (tmp_path / "environment.json").exists()
         if len(seen) > 1:  # the previous case is on disk before the next one starts
             assert seen[-2][0] in (tmp_path / "results.csv").read_text()
         if len(seen) == 2:
             time.sleep(0.3)  # the deadline passes during the second case
-        return [harness._row(case, p, False, gpu, status="ok", median_us=1.0, q20_us=1.0, q80_us=1.0)
-                for p in providers]
+        return [dict(row, status="ok", median_us=1.0, q20_us=1.0, q80_us=1.0)
+                for row in opbench.not_run(spec, case, providers, quick=False, gpu=gpu)]
 
-    monkeypatch.setattr(harness, "measure_case", fake_measure)
+    monkeypatch.setattr(harness, "time_case", fake_measure)
     df = harness.run_matrix(cases, folder=tmp_path, deadline=time.monotonic() + 0.2, analyses=False,
                             copy=(1.0, "simulated"), progress=False)
     assert [c for c, _ in seen] == [cases[0].id, cases[1].id]
@@ -356,3 +356,29 @@ def test_each_job_is_one_step_function_for_every_op():
         assert (other.op, by_name[rms_step].op) == ("fused_add_rms_norm", "rms_norm"), job
     twins = [n for n in evidence_steps.__all__ if n.startswith("op_") and n != "op_host"]
     assert not twins, twins
+
+
+def test_rms_norm_matrix_step_runs_on_the_generic_runner_into_the_staging_folder(tmp_path, monkeypatch):
+    """RMSNorm's matrix step is the same run_op as any op's: environment.json first, results.csv after every case
+    (here one case, then the budget is spent), every case of cases.json declared, the files in the staging folder."""
+    from fastpath_lib.bench import evidence_steps, opbench
+    from fastpath_lib.bench.matrix import load_cases
+    from fastpath_lib.bench.results import load_results
+
+    declared = [c.id for c in load_cases()]
+    seen = []
+
+    def one_case(spec, case, providers, *, gpu, quick, **kw):
+        assert (tmp_path / "environment.json").exists() and not (tmp_path / "ops").exists()
+        seen.append(case.id)
+        time.sleep(0.3)  # the budget runs out during the first case
+        return [dict(r, status="ok", median_us=1.0, q20_us=1.0, q80_us=1.0)
+                for r in opbench.not_run(spec, case, providers, quick=quick, gpu=gpu)]
+
+    monkeypatch.setattr(opbench, "time_case", one_case)
+    ctx = evidence_steps.StepContext(out=tmp_path, budget_s=3.2, started=time.monotonic())  # deadline in 0.2 s
+    res = evidence_steps.matrix(ctx)
+    df, env = load_results(tmp_path)
+    assert seen == [declared[0]] and env["op"] == "rms_norm" and env["evidence_run"]
+    assert env["declared_cases"] == declared and list(dict.fromkeys(df.case_id)) == declared
+    assert set(df[df.case_id != declared[0]].status) == {"not run"} and f"1 of {len(declared)}" in res["why"]

@@ -165,10 +165,14 @@ def test_rms_norm_is_registered_first_with_the_kits_own_pieces():
     assert spec.function is fastpath_lib.rms_norm and spec.reference is F.rms_norm
     assert spec.predicate is rms.PREDICATE and spec.tolerances is TOLERANCES and spec.bytes_moved is bytes_moved
     assert spec.baseline == ("F.rms_norm", F.rms_norm)
-    declared = {c.id: c for c in load_cases()}
+    declared = load_cases()
     cases = spec.matrix()
-    assert cases and all(declared[c.id].expected == c.expected and declared[c.id].layout == "contiguous"
-                         and declared[c.id].pass_ == "forward" for c in cases)
+    assert [c.id for c in cases] == [c.id for c in declared]  # the whole matrix: backward and layout cases too
+    for c, d in zip(cases, declared):
+        assert (c.expected, c.layout, c.pass_, c.pad, c.offset, c.family, c.dtype) == \
+            (d.expected, d.layout, d.pass_, d.pad, d.offset, d.family, d.dtype), c.id
+        assert (c.dims(), c.dims(True), c.pad_for(True)) == (d.shape, d.dims(True)[:2], d.dims(True)[2]), c.id
+    assert {c.pass_ for c in cases} == {"forward", "backward"} and len({c.layout for c in cases}) > 1
     for built in (CaseSpec(rows=16, cols=64).build(), CaseSpec(rows=1, cols=64).build()):
         assert spec.route(*spec.args(built)) == fastpath_lib.explain(*built.args()).route
 
@@ -199,6 +203,26 @@ def test_rms_norm_times_its_launcher_wherever_the_launcher_can_run():
     refused = dataclasses.replace(spec, fast_unsupported=lambda *a: "stride: planted")
     df = run_op(refused, quick=True, only=[decode.id]).set_index("provider")
     assert df.loc["triton", "status"] == "skipped" and df.loc["triton", "note"] == "launcher not run: stride: planted"
+
+
+def test_rms_norm_backward_and_layout_cases_run_through_the_generic_matrix():
+    """A backward case times forward+backward of every provider (the launcher pair for ``triton``), with the
+    backward's bytes and route; a layout case builds its own strides and padding and keeps them in the row."""
+    from fastpath_lib.rmsnorm.cost import bytes_moved
+
+    spec = opspec.get("rms_norm")
+    bwd = min((c for c in spec.matrix() if c.pass_ == "backward"), key=lambda c: c.dims(True)[0] * c.dims(True)[1])
+    sliced = next(c for c in spec.matrix() if c.layout == "row_slice")
+    df = run_op(spec, quick=True, only=[bwd.id, sliced.id])
+    rows, cols = bwd.dims(True)
+    b = df[df.case_id == bwd.id].set_index("provider")
+    assert (b["pass"] == "backward").all() and b.loc["dispatched", "route_backward"] == "triton"
+    assert (b.bytes_moved == bytes_moved(rows, cols, getattr(torch, bwd.dtype), "backward")).all()
+    assert b.loc["triton", "status"] == "ok" and b.loc["triton", "launches_per_call"] == 2, b[["status", "note"]]
+    assert b.loc["baseline", "status"] == "ok" and b.loc["compiled", "status"] == "skipped"
+    s = df[df.case_id == sliced.id].iloc[0]
+    assert (s["layout"], s["pad"], s["family"]) == ("row_slice", sliced.pad_for(True), sliced.family)
+    assert pd.isna(s["route_backward"]) and s["pass"] == "forward"
 
 
 # --- fused residual-add + RMSNorm through its spec (issue 18 item 4; its matrix in tests/test_fused_bench.py) --------

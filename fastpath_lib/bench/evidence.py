@@ -101,7 +101,7 @@ _BASE_STEPS: tuple[Step, ...] = (
          ("copy_bandwidth.json",), _CORE + ("fastpath_lib.bench.timing",)),
     Step("matrix", "the full predeclared matrix (torch.compile last, so a short budget loses it first)", 130,
          _s("matrix"), ("results.csv", "environment.json", "boundary.png", "boundary.csv"),
-         _CORE + ("pandas", "matplotlib", "fastpath_lib.bench.harness"), op=_RMS),
+         _CORE + ("pandas", "matplotlib", "fastpath_lib.bench.opbench"), op=_RMS),
     Step("sweep", "the row-threshold sweep and its proposal", 45, _s("sweep"),
          ("threshold.csv", "threshold_proposal.json"), _CORE + ("fastpath_lib.bench.sweep",), op=_RMS),
     Step("replay", "workload replay (a small decoder, norms swapped)", 25, _s("replay"), ("replay.json",),

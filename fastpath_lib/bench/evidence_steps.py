@@ -182,29 +182,21 @@ def _named(spec, why) -> str:
 
 
 def matrix(ctx: StepContext):
-    """An operator's predeclared matrix (``ctx.op``) against its baselines: RMSNorm's (the full matrix,
-    ``results.csv`` rewritten after every case) into the staging folder, any other op's into ``ops/NAME/``."""
+    """An operator's predeclared matrix (``ctx.op``) against its baselines on the generic runner, ``results.csv``
+    rewritten after every case: RMSNorm's into the staging folder, any other op's into ``ops/NAME/``."""
     from fastpath_lib.bench import results
     from fastpath_lib.bench.analysis import coverage_line
+    from fastpath_lib.bench.opbench import run_op
 
     spec = _spec(ctx)
-    if spec.name == PRIMARY:
-        from fastpath_lib.bench.harness import run_matrix
-
-        df = run_matrix(deadline=ctx.deadline, folder=ctx.out, analyses=False, copy=_copy(ctx),
-                        extra_env={"evidence_run": True})
-        env = df.attrs["environment"]
-    else:
-        from fastpath_lib.bench.opbench import run_op
-
-        df = run_op(spec, quick=False, deadline=ctx.deadline, log=ctx.log)
-        folder, prefix = _home(ctx, spec)
-        env = dict(df.attrs["environment"], evidence_run=True)
-        if (df.status == "ok").any():
-            results.write(folder, df, env)  # the table, the environment, the boundary plot and table
-        else:  # nothing was timed: no plot to draw
-            results.write_table(folder, df)
-            ctx.write_json(f"{prefix}environment.json", env)
+    folder, prefix = _home(ctx, spec)
+    df = run_op(spec, quick=False, deadline=ctx.deadline, log=ctx.log, copy=_copy(ctx), folder=folder)
+    env = dict(df.attrs["environment"], evidence_run=True)
+    if (df.status == "ok").any():
+        results.write(folder, df, env)  # the table, the environment, the boundary plot and table
+    else:  # nothing was timed: no plot to draw
+        results.write_table(folder, df)
+        ctx.write_json(f"{prefix}environment.json", env)
     not_run = int((df.status == "not run").sum())
     return {"status": "ran", "why": _named(spec, coverage_line(df, env)) + (
         f"; {not_run} case/provider rows not run (time budget)" if not_run else "")}

@@ -5,7 +5,9 @@ their own names, e.g. ``compiled`` for ``torch.compile`` of the composite), its 
 the route it took) and its fast route called directly (``triton``), with the harness's timer and settings, and
 returns rows of the results schema (:data:`~fastpath_lib.bench.schema.CSV_COLUMNS`) carrying the run's
 GPU-measurement flag; :func:`~fastpath_lib.bench.analysis.classify` reads every row against the first baseline, and
-the summary table, the boundary plot and the results folders read them as they read RMSNorm's.
+the summary table, the boundary plot and the results folders read them. RMSNorm's matrix is one spec among others
+here: :func:`time_case` times one case (forward, or forward+backward for a ``backward`` case, on the case's layout),
+and :func:`fastpath_lib.bench.harness.run_matrix` builds a results folder around it.
 
 Before anything is timed, each case's public function is checked against the spec's reference with the spec's
 tolerance, output by output for an op returning a tuple (a bitwise output has ``(0, 0)``), and must leave its inputs
@@ -29,12 +31,13 @@ from fastpath_lib.bench.analysis import classify
 from fastpath_lib.bench.mechanism import count_call
 from fastpath_lib.bench.metadata import environment, region
 from fastpath_lib.bench.schema import empty_row, measurement_label
-from fastpath_lib.bench.timing import (COMPILE_SKIPPED, compile_skipped, first_call_s, gpu_measurement, settings_for,
-                                       timed_fields)
+from fastpath_lib.bench.timing import (COMPILE_SKIPPED, compile_skipped, count_launches, first_call_s, gpu_measurement,
+                                       settings_for, timed_fields)
 from fastpath_lib.cases import CaseSpec
 from fastpath_lib.opspec import COMPILED, BaselineUnavailable, OpCase, OpSpec
+from fastpath_lib.routing import record_routes
 
-__all__ = ["run_op", "op_environment", "providers_of", "compare_outputs"]
+__all__ = ["run_op", "time_case", "not_run", "op_environment", "providers_of", "compare_outputs"]
 
 
 def providers_of(spec: OpSpec) -> dict[str, str]:
@@ -84,10 +87,17 @@ def _check(spec: OpSpec, fn, args: tuple, dtype: torch.dtype) -> str | None:
 def _row(spec: OpSpec, case: OpCase, provider: str, quick: bool, gpu: bool, ran: torch.Tensor, **kw) -> dict:
     cols = ran.shape[-1]
     rows = ran.numel() // cols if cols else 0  # the shape the timed input had, not the one asked for
-    return empty_row(case_id=case.id, family=spec.name, provider=provider, **{"pass": "forward"}, rows=rows,
-                     cols=cols, dtype=case.dtype, layout="contiguous", pad=0, offset=0,
-                     declared_shape=f"{case.rows}x{case.cols}", expected=case.expected, rationale=case.rationale,
-                     gpu_measurement=gpu, quick=quick, **kw)
+    return empty_row(case_id=case.id, family=case.family or spec.name, provider=provider, **{"pass": case.pass_},
+                     rows=rows, cols=cols, dtype=case.dtype, layout=case.layout, pad=case.pad_for(quick),
+                     offset=case.offset, declared_shape=f"{case.rows}x{case.cols}", expected=case.expected,
+                     rationale=case.rationale, gpu_measurement=gpu, quick=quick, **kw)
+
+
+def not_run(spec: OpSpec, case: OpCase, providers, *, quick: bool, gpu: bool,
+            note: str = "the time budget ran out") -> list[dict]:
+    """A case's rows for ``providers`` that were not run (``status="not run"``), saying why."""
+    ran = torch.empty(case.dims(quick), device="meta")
+    return [_row(spec, case, p, quick, gpu, ran, status="not run", note=note) for p in providers]
 
 
 def op_environment(spec: OpSpec, cases: list[OpCase], settings: dict, gpu: bool) -> dict:
@@ -107,27 +117,85 @@ def op_environment(spec: OpSpec, cases: list[OpCase], settings: dict, gpu: bool)
     return env
 
 
-def _time_case(spec: OpSpec, case: OpCase, providers: dict[str, str], *, quick: bool, gpu: bool, settings: dict,
-               device: str, check: bool, log) -> list[dict]:
-    """The rows of one case for ``providers`` (name -> implementation), checked first when ``check``."""
+def _grad_inputs(args: tuple) -> tuple:
+    """The floating-point tensor arguments of a call: what a backward case differentiates."""
+    return tuple(a for a in args if isinstance(a, torch.Tensor) and a.is_floating_point())
+
+
+def _input_sets(spec: OpSpec, case: OpCase, quick: bool, n: int, device: str) -> list[tuple[tuple, object]]:
+    """``n`` freshly built ``(args, dy)`` of a case (``dy``: ``None`` forward; for a backward case, the incoming
+    gradient, shaped like the first argument, drawn from one generator seeded 1234, and every floating-point tensor
+    argument a leaf that requires grad)."""
+    rows, cols = case.dims(quick)
+    make = spec.case_spec or CaseSpec
+    built = make(rows=rows, cols=cols, dtype=getattr(torch, case.dtype), device=device, layout=case.layout,
+                 pad=case.pad_for(quick), offset=case.offset)
+    sets = [spec.args(built.build(seed=100 + i)) for i in range(max(1, n))]
+    if case.pass_ != "backward":
+        return [(args, None) for args in sets]
+    gen, out = torch.Generator(device="cpu").manual_seed(1234), []
+    for args in sets:
+        args = tuple(a.detach().requires_grad_(True) if any(a is g for g in _grad_inputs(args)) else a for a in args)
+        x = args[0]
+        out.append((args, torch.randn(tuple(x.shape), generator=gen, dtype=torch.float32).to(x.device, x.dtype)))
+    return out
+
+
+def _reasons(spec: OpSpec, args: tuple) -> str:
+    """The predicate's failed conditions for a call (empty where the spec has no predicate and context)."""
+    if spec.predicate is None or spec.context is None:
+        return ""
+    plain = tuple(a.detach() if isinstance(a, torch.Tensor) else a for a in args)
+    return "; ".join(spec.predicate.evaluate(spec.context(*plain)).reasons)
+
+
+def _route_backward(spec: OpSpec, args: tuple, dy) -> str:
+    """The route the public function's backward took for one call, as :func:`fastpath_lib.record_routes` saw it."""
+    with record_routes("backward") as seen:
+        torch.autograd.grad(spec.function(*args), _grad_inputs(args), dy)
+    return seen.most_common(1)[0][0] if seen else "?"
+
+
+def time_case(spec: OpSpec, case: OpCase, providers: dict[str, str], *, quick: bool, gpu: bool, settings: dict,
+              device: str, check: bool = True, log=None, copy_gbps: float = math.nan) -> list[dict]:
+    """The rows of one case for ``providers`` (name -> implementation), checked first when ``check``.
+
+    A forward case times each implementation on its arguments; a backward case times forward then backward
+    (``torch.autograd.grad`` of the output with respect to the floating-point tensor arguments, or the spec's
+    ``fast_backward`` for ``triton``), so every provider does the same work. Each repetition takes the next of the
+    settings' ``input_sets`` freshly built argument sets.
+
+    Args:
+        spec, case: the operator and one of its cases.
+        providers: from :func:`providers_of`, or a subset.
+        quick: the case's quick shape and pad.
+        gpu: the run's GPU-measurement flag, carried into every row.
+        settings: harness settings (:func:`~fastpath_lib.bench.timing.settings_for`).
+        device: where the inputs are built.
+        check: check the public function against the reference first (a case that fails is not timed).
+        log: ``callable(str)`` for one line per timed provider.
+        copy_gbps: the run's copy bandwidth, for ``pct_copy_bw`` (NaN: none measured).
+    """
     rows, cols = case.dims(quick)
     dtype = getattr(torch, case.dtype)
-    make = spec.case_spec or CaseSpec
-    sets = [spec.args(make(rows=rows, cols=cols, dtype=dtype, device=device).build(seed=100 + i))
-            for i in range(max(1, settings["input_sets"]))]
-    route = spec.route(*sets[0])
+    bwd = case.pass_ == "backward"
+    sets = _input_sets(spec, case, quick, settings["input_sets"], device)
+    first = sets[0][0]
+    route = spec.route(*first)
     base_name = spec.baseline[0]
-    base_bytes = spec.bytes_for(base_name, rows, cols, dtype)
+    base_bytes = spec.bytes_for(base_name, rows, cols, dtype, case.pass_)
     impls = {**spec.baselines, "dispatched": spec.function, "triton": spec.fast}
+    shared = dict(route=route, route_backward=_route_backward(spec, first, sets[0][1]) if bwd else None,
+                  reasons=_reasons(spec, first), copy_gbps=copy_gbps, input_sets=len(sets))
 
     def common(impl):
         which = "fallback" if impl == "dispatched" and route == "fallback" else impl
-        nbytes = spec.bytes_for(which, rows, cols, dtype)
-        return dict(route=route, bytes_moved=nbytes, input_sets=len(sets)), nbytes
+        nbytes = spec.bytes_for(which, rows, cols, dtype, case.pass_)
+        return dict(shared, bytes_moved=nbytes), nbytes
 
-    bad = _check(spec, spec.function, sets[0], dtype) if check else None
+    bad = _check(spec, spec.function, first, dtype) if check else None
     if bad:
-        return [_row(spec, case, p, quick, gpu, sets[0][0], status="error", note=f"differs from the reference: {bad}",
+        return [_row(spec, case, p, quick, gpu, first[0], status="error", note=f"differs from the reference: {bad}",
                      **common(impl)[0]) for p, impl in providers.items() if p in ("baseline", "dispatched")]
     out = []
     for provider, impl in providers.items():
@@ -138,53 +206,61 @@ def _time_case(spec: OpSpec, case: OpCase, providers: dict[str, str], *, quick: 
         elif nbytes > base_bytes:
             notes.append(f"moves {nbytes - base_bytes:.0f} bytes more than {base_name}")
         skip = None
-        if provider == "triton" and spec.fast_unsupported is not None:
-            why = spec.fast_unsupported(*sets[0])
+        if provider == "triton" and bwd and spec.fast_backward is None:
+            skip = "launcher not run: the spec declares no fast_backward"
+        elif provider == "triton" and spec.fast_unsupported is not None:
+            why = spec.fast_unsupported(*first)
             skip = f"launcher not run: {why}" if why else None
         elif provider == "triton" and route != "triton":
             skip = "outside the predicate: the fast route is timed where it is taken"
         elif impl == COMPILED and compile_skipped(quick):
             skip = COMPILE_SKIPPED
         if skip:
-            out.append(_row(spec, case, provider, quick, gpu, sets[0][0], status="skipped", note=skip, **kw))
+            out.append(_row(spec, case, provider, quick, gpu, first[0], status="skipped", note=skip, **kw))
             continue
         fn, compile_s = impls[impl], None
+        it = iter(range(1 << 62))
+
+        def call(fn=fn, provider=provider):
+            args, dy = sets[next(it) % len(sets)]
+            if not bwd:
+                with torch.no_grad():
+                    return fn(*args)
+            if provider == "triton":
+                return spec.fast_backward(dy, *args)
+            return torch.autograd.grad(fn(*args), _grad_inputs(args), dy)
+
         try:
             if impl == COMPILED:
                 torch._dynamo.reset()  # one compile per case, never the recompile limit's eager fallback
-                with torch.no_grad():
-                    compile_s = first_call_s(lambda: fn(*sets[0]))
+                compile_s = first_call_s(call)
             if impl in spec.baselines:
-                differs = _check(spec, fn, sets[0], dtype)
+                differs = _check(spec, fn, first, dtype)
                 if differs:
                     notes.append(f"departs from the contract ({differs}); timed as a comparison point")
-            it = iter(range(1 << 62))
-
-            def call(fn=fn):
-                with torch.no_grad():
-                    return fn(*sets[next(it) % len(sets)])
-
             timing = timed_fields(call, settings)
+            timing.update(zip(("launches_per_call", "launches_note"), count_launches(call)))
             if impl != COMPILED:  # once more, outside the timed loop: the interpreter's count (CPU only)
                 timing.update(count_call(call))
         except BaselineUnavailable as exc:  # cannot run here (no vLLM, no GPU): the row says why
-            out.append(_row(spec, case, provider, quick, gpu, sets[0][0], status="skipped", note=str(exc)[:500], **kw))
+            out.append(_row(spec, case, provider, quick, gpu, first[0], status="skipped", note=str(exc)[:500], **kw))
             continue
         except Exception as exc:  # noqa: BLE001 - a baseline that fails is recorded, the run goes on
-            out.append(_row(spec, case, provider, quick, gpu, sets[0][0], status="error",
+            out.append(_row(spec, case, provider, quick, gpu, first[0], status="error",
                             note=f"{type(exc).__name__}: {exc}"[:500], **kw))
             continue
         med = timing["median_us"]
-        out.append(_row(spec, case, provider, quick, gpu, sets[0][0], status="ok", note="; ".join(notes),
-                        compile_s=compile_s, gbps=nbytes / (med * 1e-6) / 1e9 if med > 0 else math.nan,
-                        **timing, **kw))
+        gbps = nbytes / (med * 1e-6) / 1e9 if med > 0 else math.nan
+        out.append(_row(spec, case, provider, quick, gpu, first[0], status="ok", note="; ".join(notes),
+                        compile_s=compile_s, gbps=gbps, pct_copy_bw=100 * gbps / copy_gbps if copy_gbps > 0
+                        else math.nan, **timing, **kw))
         if log:
             log(f"  {case.id} {provider:<22} median {med:.4g} us  route={route}")
     return out
 
 
 def run_op(spec: OpSpec, *, quick: bool = True, only: list[str] | None = None, settings: dict | None = None,
-           log=None, deadline: float | None = None):
+           log=None, deadline: float | None = None, copy: tuple[float, str] | None = None, folder=None):
     """Time and classify ``spec``'s predeclared matrix on this machine.
 
     Every case runs its baselines, the dispatched call and the fast route first; the :data:`~fastpath_lib.opspec.
@@ -199,6 +275,10 @@ def run_op(spec: OpSpec, *, quick: bool = True, only: list[str] | None = None, s
         settings: harness settings (default :func:`~fastpath_lib.bench.timing.settings_for`).
         log: ``callable(str)`` for one line per timed provider.
         deadline: ``time.monotonic()`` after which no new case starts (its rows say ``not run``).
+        copy: ``(GB/s, label)`` of a copy bandwidth measured in the same run: each row's ``pct_copy_bw`` reads
+            against it, and ``environment.json`` records it (default: none, ``pct_copy_bw`` left empty).
+        folder: write ``environment.json`` there first and ``results.csv`` after every case (unclassified), so a run
+            cut in the middle keeps what it measured (the evidence command's matrix step).
 
     Returns:
         a classified DataFrame (``attrs["environment"]`` set); a case whose public function disagrees with the
@@ -211,23 +291,37 @@ def run_op(spec: OpSpec, *, quick: bool = True, only: list[str] | None = None, s
     settings = settings or settings_for(quick)
     gpu = gpu_measurement()
     env = op_environment(spec, declared, settings, gpu)
+    copy_gbps = copy[0] if copy else math.nan
+    if copy:
+        env["harness"].update(copy_bandwidth=copy[1], copy_gbps=copy[0])
     providers = providers_of(spec)
     passes = [{p: i for p, i in providers.items() if i != COMPILED},
               {p: i for p, i in providers.items() if i == COMPILED}]
     by_case: dict[str, list[dict]] = {c.id: [] for c in cases}
+    order = list(providers)
+
+    def table():
+        return [r for c in cases for r in sorted(by_case[c.id], key=lambda r: order.index(r["provider"]))]
+
+    if folder is not None:
+        import json
+        from pathlib import Path
+
+        from fastpath_lib.bench import results
+        from fastpath_lib.bench.schema import CSV_COLUMNS
+
+        (Path(folder) / "environment.json").write_text(json.dumps(env, indent=2, default=str) + "\n")
     for n, subset in enumerate(passes):
         for case in cases:
             if not subset or (n and any(r["status"] == "error" for r in by_case[case.id])):
                 continue
             if deadline is not None and time.monotonic() > deadline:
-                ran = torch.empty(case.dims(quick), device="meta")
-                by_case[case.id] += [_row(spec, case, p, quick, gpu, ran, status="not run",
-                                          note="the time budget ran out") for p in subset]
+                by_case[case.id] += not_run(spec, case, subset, quick=quick, gpu=gpu)
                 continue
-            by_case[case.id] += _time_case(spec, case, subset, quick=quick, gpu=gpu, settings=settings,
-                                           device=runtime.kernel_device(), check=n == 0, log=log)
-    order = list(providers)
-    out = [r for c in cases for r in sorted(by_case[c.id], key=lambda r: order.index(r["provider"]))]
-    df = classify(pd.DataFrame(out))
+            by_case[case.id] += time_case(spec, case, subset, quick=quick, gpu=gpu, settings=settings,
+                                          device=runtime.kernel_device(), check=n == 0, log=log, copy_gbps=copy_gbps)
+            if folder is not None:
+                results.write_table(folder, pd.DataFrame(table(), columns=CSV_COLUMNS))
+    df = classify(pd.DataFrame(table()))
     df.attrs["environment"] = env
     return df

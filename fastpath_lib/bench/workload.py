@@ -225,13 +225,14 @@ def specializations(cases, quick: bool = False) -> list[dict]:
 def op_specializations(spec: opspec.OpSpec, quick: bool = False) -> list[dict] | None:
     """The distinct binaries an op's matrix compiles: its ``specialization`` of every case expected to take the fast
     route (``None`` when the spec declares none), each with the case ids that use it and the shape and dtype of the
-    first, which the compile-cost probe launches.
+    first, which the compile-cost probe launches. Only forward cases of contiguous, aligned inputs are read (what
+    ``specialization`` describes).
     """
     if spec.specialization is None:
         return None
     found: dict[str, dict] = {}
     for c in spec.matrix():
-        if c.expected == FALLBACK:
+        if c.expected == FALLBACK or not c.plain:
             continue
         rows, cols = c.dims(quick)
         key = spec.specialization(rows, cols, getattr(torch, c.dtype))

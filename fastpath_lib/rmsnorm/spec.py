@@ -3,8 +3,8 @@
 Every piece is the one the rest of the kit already uses (nothing is written again here): the public op and
 ``F.rms_norm`` as the contract, the predicate with its base case and limits, the Triton launcher as the fast route,
 the tolerances of :mod:`fastpath_lib.testing`, the cost model beside this spec (:mod:`fastpath_lib.rmsnorm.cost`: the
-bytes a call moves and the forward binary a launch compiles), the contiguous cases of the predeclared matrix
-(``bench/cases.json``), the specializations :mod:`fastpath_lib.rmsnorm.compiled` compiles for GPU targets, and the
+bytes a call moves and the forward binary a launch compiles), every case of the predeclared matrix
+(``bench/cases.json``: forward and backward, every layout; ``torch.compile`` of ``F.rms_norm`` the second baseline), the specializations :mod:`fastpath_lib.rmsnorm.compiled` compiles for GPU targets, and the
 decoder step (the residual add, then the norm). Nothing here imports the bench.
 """
 
@@ -17,27 +17,21 @@ import torch
 import torch.nn.functional as F
 
 from fastpath_lib.cases import CaseSpec
-from fastpath_lib.opspec import HostCase, OpCase, OpSpec
+from fastpath_lib.opspec import COMPILED, HostCase, OpCase, OpSpec
 from fastpath_lib.rmsnorm import cost
 from fastpath_lib.rmsnorm import predicate as rms
 from fastpath_lib.rmsnorm.op import explain, rms_norm
 from fastpath_lib.testing import TOLERANCES
 
-__all__ = ["SPEC", "PR_TEXT", "HOST_CASES", "matrix_cases", "LAUNCHER_NEEDS", "launcher_unsupported"]
+__all__ = ["SPEC", "PR_TEXT", "HOST_CASES", "matrix_cases", "compiled_rms_norm", "LAUNCHER_NEEDS",
+           "launcher_unsupported"]
 
 _CASES_FILE = Path(__file__).resolve().parents[1] / "bench" / "cases.json"
 
 
 def matrix_cases() -> list[OpCase]:
-    """The forward, contiguous, unpadded cases of the predeclared matrix, as :class:`OpCase` rows."""
-    out = []
-    for c in json.loads(_CASES_FILE.read_text())["cases"]:
-        if c.get("pass", "forward") == "forward" and c.get("layout", "contiguous") == "contiguous" \
-                and not c.get("pad") and not c.get("offset"):
-            quick = (c.get("quick") or {}).get("shape")
-            out.append(OpCase(c["id"], *c["shape"], c["dtype"], c["expected"], c["rationale"],
-                              tuple(quick) if quick else None))
-    return out
+    """Every case of the predeclared matrix (forward and backward, every layout), as :class:`OpCase` rows."""
+    return [OpCase.from_entry(c) for c in json.loads(_CASES_FILE.read_text())["cases"]]
 
 
 def _fast(x, normalized_shape, weight=None, eps=None):
@@ -45,6 +39,31 @@ def _fast(x, normalized_shape, weight=None, eps=None):
 
     eps = rms.default_eps(x.dtype) if eps is None else eps
     return kernels.forward(x.reshape(-1, x.shape[-1]), weight, eps).view(x.shape)
+
+
+def _rows(t):
+    return t if t.dim() == 2 else t.view(-1, t.shape[-1])
+
+
+def _fast_backward(dy, x, normalized_shape, weight=None, eps=None):
+    """The forward launcher, then the backward launcher, on the same rows: ``(dx, dw)``."""
+    from fastpath_lib.rmsnorm import kernels
+
+    eps = rms.default_eps(x.dtype) if eps is None else eps
+    x2, w2 = _rows(x.detach()), weight.detach() if weight is not None else None
+    kernels.forward(x2, w2, eps)
+    return kernels.backward(_rows(dy), x2, w2, eps)
+
+
+_compiled = None
+
+
+def compiled_rms_norm(x, normalized_shape, weight=None, eps=None):
+    """``torch.compile`` of ``F.rms_norm`` (built on first use; the bench resets dynamo per case)."""
+    global _compiled
+    if _compiled is None:
+        _compiled = torch.compile(F.rms_norm, dynamic=False)
+    return _compiled(x, normalized_shape, weight, eps)
 
 
 #: Predicate categories whose conditions the kernel itself needs (the rest, and ``min_rows``, exist for speed or
@@ -151,11 +170,12 @@ SPEC = OpSpec(
     tolerances=TOLERANCES,
     cases=matrix_cases,
     bytes_moved=cost.bytes_moved,
-    baselines={"F.rms_norm": F.rms_norm},
+    baselines={"F.rms_norm": F.rms_norm, COMPILED: compiled_rms_norm},
     kernels=_kernels,
     specialization=lambda rows, cols, dtype: cost.binary("fwd", rows, cols, dtype),
     decoder_step=_decoder_step,
     fast_unsupported=launcher_unsupported,
+    fast_backward=_fast_backward,
     host_cases=HOST_CASES,
     title="RMSNorm: Triton fast path behind an eligibility predicate",
     pr_text=PR_TEXT,
