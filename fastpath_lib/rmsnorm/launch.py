@@ -109,7 +109,7 @@ def backward_max_rows(n_cols: int, element_size: int) -> int | None:
     (1, 1, None, None)
     """
     block, _ = launch_settings(n_cols, "backward")
-    return 1 if element_size >= 4 and block >= 16384 else None
+    return 1 if element_size >= 4 and block >= MAX_COLS else None  # the widest block
 
 
 def backward_grid(n_rows: int, max_programs: int, max_rows: int | None = None) -> tuple[int, int]:
