@@ -361,24 +361,29 @@ def test_each_job_is_one_step_function_for_every_op():
 def test_rms_norm_matrix_step_runs_on_the_generic_runner_into_the_staging_folder(tmp_path, monkeypatch):
     """RMSNorm's matrix step is the same run_op as any op's: environment.json first, results.csv after every case
     (here one case, then the budget is spent), every case of cases.json declared, the files in the staging folder."""
-    from fastpath_lib.bench import evidence_steps, opbench
+    from fastpath_lib.bench import evidence_steps, opbench, timing
     from fastpath_lib.bench.matrix import load_cases
     from fastpath_lib.bench.results import load_results
 
     declared = [c.id for c in load_cases()]
-    seen = []
+    seen, copies = [], []
 
     def one_case(spec, case, providers, *, gpu, quick, **kw):
         assert (tmp_path / "environment.json").exists() and not (tmp_path / "ops").exists()
         seen.append(case.id)
+        copies.append(kw.get("copy_gbps"))
         time.sleep(0.3)  # the budget runs out during the first case
         return [dict(r, status="ok", median_us=1.0, q20_us=1.0, q80_us=1.0)
                 for r in opbench.not_run(spec, case, providers, quick=quick, gpu=gpu)]
 
     monkeypatch.setattr(opbench, "time_case", one_case)
+    monkeypatch.setattr(timing, "copy_bandwidth", lambda device, *a, **k: (12.5, f"{device} copy (simulated)"))
     ctx = evidence_steps.StepContext(out=tmp_path, budget_s=3.2, started=time.monotonic())  # deadline in 0.2 s
     res = evidence_steps.matrix(ctx)
     df, env = load_results(tmp_path)
+    # the copy step did not run: the matrix measured the ceiling itself and kept it for the next op
+    assert json.loads((tmp_path / "copy_bandwidth.json").read_text())["gbps"] == 12.5
+    assert env["harness"]["copy_gbps"] == 12.5 and copies == [12.5]
     assert seen == [declared[0]] and env["op"] == "rms_norm" and env["evidence_run"]
     assert env["declared_cases"] == declared and list(dict.fromkeys(df.case_id)) == declared
     assert set(df[df.case_id != declared[0]].status) == {"not run"} and f"1 of {len(declared)}" in res["why"]
