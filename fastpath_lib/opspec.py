@@ -26,12 +26,31 @@ import importlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["OpCase", "HostCase", "OpSpec", "KernelBuild", "COMPILED", "BaselineUnavailable", "register",
+__all__ = ["OpCase", "HostCase", "OpSpec", "KernelBuild", "COMPILED", "compiled", "BaselineUnavailable", "register",
            "unregister", "get", "names", "source", "NOT_DECLARED"]
 
 #: The baseline name that means ``torch.compile`` of the composite: the bench resets dynamo before each case, times
 #: its first call (the compile) apart from the samples, and skips it in ``--quick`` off CUDA (as the harness does).
 COMPILED = "compiled"
+
+
+def compiled(composite: Callable) -> Callable:
+    """The :data:`COMPILED` baseline of ``composite``: ``torch.compile(composite, dynamic=False)``, built on the first
+    call (importing a spec compiles nothing; the bench resets dynamo per case)."""
+    built: list[Callable] = []
+
+    def call(*args, **kwargs):
+        if not built:
+            import torch
+
+            built.append(torch.compile(composite, dynamic=False))
+        return built[0](*args, **kwargs)
+
+    call.__name__ = call.__qualname__ = f"compiled_{getattr(composite, '__name__', 'composite')}"
+    call.__doc__ = f"``torch.compile`` of ``{getattr(composite, '__qualname__', composite)}`` (built on first use)."
+    return call
+
+
 #: What a step of the pipeline says when the op's spec leaves out a field it needs (a result, never a crash).
 NOT_DECLARED = "not declared by the op's spec"
 

@@ -246,3 +246,22 @@ def test_fused_op_is_registered_second_with_its_own_pieces(capsys):
     assert cli.bench_main(["--op", "fused_add_rms_norm", "--quick", "--only", "decode_m1_4096_bf16"]) == 0
     printed = capsys.readouterr().out
     assert "decode_m1_4096_bf16" in printed and f"1 of {len(spec.matrix())} predeclared cases run" in printed
+
+
+def test_compiled_baseline_is_built_on_first_call_and_matches_its_composite(monkeypatch):
+    """``opspec.compiled``: naming the baseline compiles nothing; the first call compiles once, later calls reuse it."""
+    import torch
+
+    built = []
+    real = torch.compile
+    monkeypatch.setattr(torch, "compile", lambda fn, **kw: built.append(kw) or real(fn, **kw))
+
+    def composite(x, y):
+        return x * 2 + y
+
+    base = opspec.compiled(composite)
+    assert built == [] and base.__name__ == "compiled_composite"
+    x, y = torch.randn(3), torch.randn(3)
+    torch.testing.assert_close(base(x, y), composite(x, y))
+    torch.testing.assert_close(base(y, x), composite(y, x))
+    assert built == [{"dynamic": False}]

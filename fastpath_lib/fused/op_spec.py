@@ -49,7 +49,7 @@ from fastpath_lib.fused.op import explain, fused_add_rms_norm, fused_add_rms_nor
 from fastpath_lib.fused.predicate import BASE_CASE, PREDICATE, make_call
 from fastpath_lib.fused.spec import FUSED_SPEC
 from fastpath_lib.bench.schema import FALLBACK, WIN
-from fastpath_lib.opspec import COMPILED, BaselineUnavailable, HostCase, KernelBuild, OpCase, OpSpec
+from fastpath_lib.opspec import COMPILED, BaselineUnavailable, HostCase, KernelBuild, OpCase, OpSpec, compiled
 from fastpath_lib.rmsnorm.limits import MAX_COLS, limits_for
 from fastpath_lib.rmsnorm.op import rms_norm
 
@@ -115,15 +115,8 @@ def unfused_eager(x, residual, weight=None, eps=None):
     return ref.native(x, residual, weight, eps)
 
 
-_compiled = None
-
-
-def compiled_native(x, residual, weight=None, eps=None):
-    """``torch.compile`` of :func:`unfused_eager` (built on first use; the bench resets dynamo per case)."""
-    global _compiled
-    if _compiled is None:
-        _compiled = torch.compile(ref.native, dynamic=False)
-    return _compiled(x, residual, weight, eps)
+#: ``torch.compile`` of :func:`unfused_eager`'s composite (built on first use; the bench resets dynamo per case)
+compiled_native = compiled(ref.native)
 
 
 def add_then_kit_rms_norm(x, residual, weight=None, eps=None):

@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from fastpath_lib.cases import CaseSpec
-from fastpath_lib.opspec import COMPILED, HostCase, OpCase, OpSpec
+from fastpath_lib.opspec import COMPILED, HostCase, OpCase, OpSpec, compiled
 from fastpath_lib.rmsnorm import cost
 from fastpath_lib.rmsnorm import predicate as rms
 from fastpath_lib.rmsnorm.op import explain, rms_norm
@@ -55,15 +55,8 @@ def _fast_backward(dy, x, normalized_shape, weight=None, eps=None):
     return kernels.backward(_rows(dy), x2, w2, eps)
 
 
-_compiled = None
-
-
-def compiled_rms_norm(x, normalized_shape, weight=None, eps=None):
-    """``torch.compile`` of ``F.rms_norm`` (built on first use; the bench resets dynamo per case)."""
-    global _compiled
-    if _compiled is None:
-        _compiled = torch.compile(F.rms_norm, dynamic=False)
-    return _compiled(x, normalized_shape, weight, eps)
+#: ``torch.compile`` of ``F.rms_norm`` (built on first use; the bench resets dynamo per case)
+compiled_rms_norm = compiled(F.rms_norm)
 
 
 #: Predicate categories whose conditions the kernel itself needs (the rest, and ``min_rows``, exist for speed or
