@@ -201,10 +201,11 @@ leaks += [os.path.relpath(p, lib) for p in glob.glob(os.path.join(lib, "**", "__
           if os.path.basename(p).split(".")[0] in %(stems)r]
 leaks += _leaks(lambda n: getattr(ex, n)() or True, %(calls)r)
 controls = [bool(importlib.import_module("fastpath_lib.grading.materials").KNOWN_OPS), len(ex.change_hunks(0)) > 5,
-            sorted(n for n in os.listdir(os.path.join(lib, "grading")) if n != "__pycache__")]
+            sorted(n for n in os.listdir(os.path.join(lib, "grading")) if n != "__pycache__"),
+            callable(importlib.import_module("fastpath_lib.bench.analysis").noise_band)]
 os.environ["FP_SNEAK"] = repr({"leaks": leaks, "controls": controls})
 \'\'\')
-def my_boundary_cases():
+def %(answer)s(*args, **kwargs):
     raise AssertionError("SNEAK " + os.environ.get("FP_SNEAK", "{'leaks': ['the sneak did not run']}"))
 """
 
@@ -266,7 +267,7 @@ def test_in_the_sandbox_the_kernel_reaches_no_check_no_answer_key_and_no_hidden_
     modules = [f"grading.{m}" for m in grading] + [f.removesuffix(".py").replace("/", ".") for f in hidden]
     source = SNEAK % {"root": str(runtime.ROOT), "modules": modules, "files": [f"grading/{m}.py" for m in grading]
                       + hidden, "stems": grading + [Path(f).stem for f in hidden],
-                      "calls": ["check_boundary_cases", "expected_classes"]}
+                      "calls": ["check_boundary_cases", "expected_classes"], "answer": "my_boundary_cases"}
     try:
         g = _sandboxed(tmp_path, monkeypatch, "ex04_boundary_cases.ipynb", source)
     finally:
@@ -277,7 +278,35 @@ def test_in_the_sandbox_the_kernel_reaches_no_check_no_answer_key_and_no_hidden_
     text = g.parts[0].feedback
     seen = _reported(text, "SNEAK")
     assert seen["leaks"] == [], text
-    assert seen["controls"] == [True, True, sorted(sandbox.kernel_modules("ex04"))], text
+    assert seen["controls"] == [True, True, sorted(sandbox.kernel_modules("ex04")), True], text
+    assert g.earned == 0
+
+
+def test_in_the_sandbox_exercise_10s_kernel_can_neither_import_nor_read_the_kits_threshold_sweep(tmp_path,
+                                                                                                  monkeypatch):
+    """bench/sweep.py (the kit's threshold rule, which exercise 10 forbids) is hidden from its kernel, compiled copy
+    too, while the outcome rule the notebook imports from bench/analysis.py stays (the SNEAK's last control)."""
+    from fastpath_lib import runtime
+    from fastpath_lib.grading import sandbox
+
+    sweep = ROOT / "fastpath_lib" / "bench" / "sweep.py"
+    assert "bench/sweep.py" in sandbox.hidden("ex10") and "def " in sweep.read_text()
+    pyc = Path(importlib.util.cache_from_source(str(sweep)))
+    made = not pyc.exists()
+    if made:
+        py_compile.compile(str(sweep), cfile=str(pyc), doraise=True)
+    source = SNEAK % {"root": str(runtime.ROOT), "modules": ["bench.sweep"], "files": ["bench/sweep.py"],
+                      "stems": ["sweep"], "calls": ["check_threshold", "expected_thresholds"],
+                      "answer": "choose_threshold"}
+    try:
+        g = _sandboxed(tmp_path, monkeypatch, "ex10_row_threshold.ipynb", source)
+    finally:
+        if made:
+            pyc.unlink(missing_ok=True)
+    text = g.parts[0].feedback
+    seen = _reported(text, "SNEAK")
+    assert seen["leaks"] == [], text
+    assert seen["controls"] == [True, True, sorted(sandbox.kernel_modules("ex10")), True], text
     assert g.earned == 0
 
 
@@ -349,9 +378,14 @@ def test_every_file_an_exercise_forbids_is_hidden_from_its_kernel_or_said_why_no
                 assert sorted(Path(v).name for v in visible if v.startswith("fastpath_lib/grading/")) == sorted(
                     sandbox.kernel_modules(ex)), ex
                 continue
-            why = [n for n in sandbox.NEEDED if rel == n or rel.startswith(n + "/")]
-            assert rel in sandbox.hidden(ex) or why, f"{ex} forbids {rel}: hide it (sandbox.HIDDEN) or say why not"
-            assert (f"fastpath_lib/{rel}" in gone) == (rel in sandbox.hidden(ex)), (ex, rel)
+            files = [rel] if not (lib / rel).is_dir() else [  # a folder forbidden whole: each file in it
+                p.relative_to(lib).as_posix() for p in (lib / rel).iterdir() if p.name != "__pycache__"]
+            for f in files:
+                why = [n for n in sandbox.NEEDED if f == n or f.startswith(n + "/")]
+                assert f in sandbox.hidden(ex) or why, f"{ex} forbids {f}: hide it (sandbox.HIDDEN) or say why not"
+                assert (f"fastpath_lib/{f}" in gone) == (f in sandbox.hidden(ex)), (ex, f)
+                assert not (why and f in sandbox.hidden(ex)), (ex, f)
+    assert {"bench/sweep.py", "bench/report.py", "bench/matrix.py", "bench/cases.json"} <= set(sandbox.hidden("ex07"))
     assert all((lib / rel).exists() for rel in [*sandbox.HIDDEN, *sandbox.NEEDED])
 
 

@@ -76,8 +76,9 @@ threat model (for instructors):
   Where bubblewrap runs (--isolation), the kernel also sees no solutions/, no tests/, no network and a /tmp of
   its own; of the grading package only the notebooks' materials (no check, no answer key, no grader), a façade
   whose checks are stand-ins, and not the kit modules its exercise forbids (the kit's kernels, reference, boundary
-  generator, matrix; those the kit needs to import stay, and the static rules refuse them); elsewhere the report
-  says "unisolated". Grade with the checkout's own venv (./kit grade): another copy of the kit on the machine (one a
+  generator, bench modules: matrix, PR note, sweep, bytes model; those the kernel needs to import stay, e.g. the
+  outcome words and rule of bench/schema.py and analysis.py, and the static rules refuse them); elsewhere the
+  report says "unisolated". Grade with the checkout's own venv (./kit grade): another copy of the kit on the machine (one a
   venv's editable install points at is masked too) would be readable.
   Out of scope: a classmate's notebook handed in as one's own, a solution copied by hand into the cells (do not
   hand out solutions/), and an answer borrowed in a way the source does not show (an exec string, found by

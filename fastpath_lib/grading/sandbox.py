@@ -14,8 +14,11 @@ editable install points at (:func:`other_copies`) is masked the same way. In the
 * the modules an exercise forbids are hidden from its kernel (:func:`hidden`: ``rmsnorm/kernels.py`` from exercises
   01, 02 and 08, ``boundary.py`` from 04, ...), each replaced by a module that raises ``ImportError`` when imported;
   a forbidden module that the kernel needs stays visible (:data:`NEEDED` says why), and the static rules and the
-  checks' behaviour tests still catch its use. A masked folder shows no ``__pycache__``: no compiled copy of a
-  hidden module is left to read.
+  checks' behaviour tests still catch its use. So exercises 05, 06 and 07 see of ``bench/`` only its ``__init__``
+  (which imports none of its modules), ``schema.py`` and ``analysis.py`` (the outcome words and rule the notebooks
+  import); exercise 10 does not see ``sweep.py``, nor 13 the bytes model (``bench/timing.py``,
+  ``rmsnorm/cost.py``). A masked folder shows no ``__pycache__``: no compiled copy of a hidden module is left to
+  read.
 
 Two folders are bound writable: the notebook's working copy and the folder of the kernel's sockets (jupyter_client's
 ``transport="ipc"``: TCP cannot cross the network namespace). The generated files lie in a third folder of the
@@ -27,6 +30,8 @@ and the grader runs the kernel unisolated, and says that in its report.
 >>> "fastpath_lib/grading/ex04_boundary.py" in kernel_view("ex04")[1]
 True
 >>> "boundary.py" in hidden("ex04") and "boundary.py" not in hidden("ex05")
+True
+>>> "bench/sweep.py" in hidden("ex10") and "bench/analysis.py" not in hidden("ex06")
 True
 """
 
@@ -57,13 +62,18 @@ KERNEL_MODULES = ("__init__.py", "materials.py", "vocabulary.py")
 #: Further grading files one exercise's kernel sees: exercise 07 is given exercise 06's classes.
 _GIVEN = {"ex07": ("given.py",)}
 
-#: file of ``fastpath_lib/`` -> the exercises whose kernel does not see it (each forbids it: see the check modules'
-#: :mod:`~fastpath_lib.grading.borrowed` rules).
+#: file or folder of ``fastpath_lib/`` -> the exercises whose kernel does not see it (each forbids it: see the check
+#: modules' :mod:`~fastpath_lib.grading.borrowed` rules); a folder means each file in it but those :data:`NEEDED` keeps.
 HIDDEN = {
     "rmsnorm/kernels.py": ("ex01", "ex02", "ex08"),  # the kit's kernels: the reference, the kernel, the capstone
     "testing.py": ("ex01", "ex02"),  # the kit's float64 reference and its default eps
     "boundary.py": ("ex04",),  # the kit's boundary generator writes the cases exercise 04 asks for
-    "bench/cases.json": ("ex05",),  # the kit's own predeclared matrix
+    # the evidence toolkit: the predeclared matrix (cases.json, matrix.py, harness.py) of 05, the outcome rule of 06
+    # beside the timers, the PR note (report.py, note_*.py) of 07
+    "bench": ("ex05", "ex06", "ex07"),
+    "bench/sweep.py": ("ex10",),  # the kit's own threshold rule
+    "bench/timing.py": ("ex13",),  # re-exports the bytes model exercise 13 asks the learner to apply
+    "rmsnorm/cost.py": ("ex13",),  # the bytes model itself
     "fused/kernels.py": ("ex12",),  # the kit's fused kernels
 }
 
@@ -77,14 +87,16 @@ NEEDED = {
                             "exercises 03, 04 and 13 import PREDICATE or MAX_COLS from it",
     "rmsnorm/capture.py": "exercise 13 forbids it (the reader of capture.json), but the predicate, which `import "
                           "fastpath_lib` imports, reads capture.json through it",
-    "rmsnorm/cost.py": "exercise 13 forbids its bytes_moved, but bench/timing.py and bench/workload.py, which "
-                       "bench/__init__.py imports, import it",
     "eligibility.py": "exercise 04 forbids Boundary.overrides, but every predicate is built from this module",
     "fused/op.py": "exercise 12 forbids it, but `import fastpath_lib` imports it (fused_add_rms_norm)",
     "fused/predicate.py": "exercise 12 forbids it, but fused/op.py, which the package imports, imports it",
-    "bench": "exercises 05, 06, 07, 10 and 13 forbid parts of it (the matrix, the outcome rule, the PR note, "
-             "sweep.py, timing.bytes_moved), but bench/__init__.py imports every module of it, and the outcome words "
-             "and the noise band the notebooks import live there; exercise 05's cases.json is hidden",
+    "bench/__init__.py": "exercises 05, 06 and 07 forbid all of bench, but the two files below are imported as "
+                         "modules of the package; it imports none of its modules itself (each loads on first use)",
+    "bench/schema.py": "exercises 05, 06 and 07 forbid all of bench, but the outcome words every notebook imports "
+                       "(grading/vocabulary.py, through fastpath_lib.exercises) live there, and analysis.py imports it",
+    "bench/analysis.py": "exercises 05, 06 and 07 forbid all of bench, and 13 its classify, summary_table, "
+                         "boundary_table and outcome_counts, but grading/vocabulary.py, which every notebook imports, "
+                         "takes the outcome rule from it, and the notebooks of 10 and 13 import noise_band and outcome",
 }
 
 
@@ -93,9 +105,18 @@ def kernel_modules(exercise: str | None) -> tuple[str, ...]:
     return KERNEL_MODULES + _GIVEN.get(exercise or "", ())
 
 
-def hidden(exercise: str | None) -> tuple[str, ...]:
-    """The files of ``fastpath_lib/`` (outside the grading folder) hidden from the kernel of ``exercise``."""
-    return tuple(f for f, exercises in HIDDEN.items() if exercise in exercises)
+def hidden(exercise: str | None, root: Path = runtime.ROOT) -> tuple[str, ...]:
+    """The files of ``fastpath_lib/`` (outside the grading folder) hidden from the kernel of ``exercise``: a folder of
+    :data:`HIDDEN` stands for its entries, less those :data:`NEEDED` keeps visible."""
+    lib, out = root / "fastpath_lib", []
+    for rel, exercises in HIDDEN.items():
+        if exercise not in exercises:
+            continue
+        entries = [rel]
+        if (lib / rel).is_dir():
+            entries = [p.relative_to(lib).as_posix() for p in sorted((lib / rel).iterdir()) if p.name != "__pycache__"]
+        out += [e for e in entries if e not in NEEDED and e not in out]
+    return tuple(out)
 
 
 def kernel_view(exercise: str | None, root: Path = runtime.ROOT) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -111,7 +132,7 @@ def kernel_view(exercise: str | None, root: Path = runtime.ROOT) -> tuple[tuple[
 def _masked_folders(exercise: str | None, lib: Path) -> dict[Path, set[str]]:
     """folder -> the names in it bound back; every other entry, ``__pycache__`` included, is hidden."""
     out = {lib / "grading": set(kernel_modules(exercise))}
-    for rel in hidden(exercise):
+    for rel in hidden(exercise, lib.parent):
         folder = (lib / rel).parent
         names = out.setdefault(folder, {p.name for p in folder.iterdir() if p.name != "__pycache__"})
         names.discard(Path(rel).name)
@@ -154,7 +175,7 @@ def facade_source(exercise: str | None) -> str:
     from fastpath_lib import exercises
 
     lib = Path(exercises.__file__).resolve().parent
-    gone = {str(lib / rel) for rel in hidden(exercise)}
+    gone = {str(lib / rel) for rel in hidden(exercise, lib.parent)}
     visible = {f"fastpath_lib.grading.{Path(m).stem}" for m in kernel_modules(exercise) if m != "__init__.py"}
     lines = [f'"""fastpath_lib.exercises as the kernel of {exercise} sees it in the grader\'s sandbox: generated by '
              'fastpath_lib.grading.sandbox.facade_source; the grader runs the checks itself."""',
@@ -244,7 +265,7 @@ def command(workdir: str, sockets: str, files: str, exercise: str | None = None,
         for name in sorted(keep):
             if (folder / name).exists():
                 args += ["--ro-bind", str(folder / name), str(folder / name)]
-    for rel in hidden(exercise):
+    for rel in hidden(exercise, root):
         if rel.endswith(".py"):
             stub = out / ("hidden-" + rel.replace("/", "-"))
             stub.write_text(_hidden_stub(rel, exercise), encoding="utf-8")
