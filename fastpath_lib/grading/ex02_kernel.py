@@ -31,7 +31,8 @@ import torch
 from fastpath_lib.cases import CaseSpec, output_guard_intact, poisoned_like
 from fastpath_lib.grading import borrowed, kernel_run, kernel_source, remote, sources
 from fastpath_lib.grading.kernel_source import kernel_problem, launcher_problem
-from fastpath_lib.grading.feedback import Fail, case_label, device, graded, passed, table
+from fastpath_lib.grading.feedback import Fail, case_label, graded, passed, table
+from fastpath_lib.grading.materials import device
 from fastpath_lib.grading.registry import Result
 from fastpath_lib.rmsnorm import predicate as rms
 from fastpath_lib.testing import compare, reference_grads

@@ -20,7 +20,8 @@ from fastpath_lib.cases import CaseSpec, output_guard_intact, poisoned_like
 from fastpath_lib.grading import borrowed
 from fastpath_lib.grading import mutant_kernels as K
 from fastpath_lib.grading import mutants as M
-from fastpath_lib.grading.feedback import Fail, call, case_label, device, graded
+from fastpath_lib.grading.feedback import Fail, call, case_label, graded
+from fastpath_lib.grading.materials import device
 from fastpath_lib.grading.mutation import category_result
 from fastpath_lib.grading.registry import Result, mutant_part
 from fastpath_lib.rmsnorm import predicate as rms

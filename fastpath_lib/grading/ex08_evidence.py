@@ -20,7 +20,8 @@ import random
 
 from fastpath_lib.cases import CaseSpec
 from fastpath_lib.grading import borrowed
-from fastpath_lib.grading.feedback import Fail, call, device, graded, passed, table
+from fastpath_lib.grading.feedback import Fail, call, graded, passed, table
+from fastpath_lib.grading.materials import device
 from fastpath_lib.grading.registry import Result
 from fastpath_lib.grading.vocabulary import FALLBACK, OUTCOMES, WIN
 

@@ -19,13 +19,11 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
-from fastpath_lib.grading.materials import device
 from fastpath_lib.grading.registry import Result, points_of
 from fastpath_lib.grading.remote import RemoteError
 
 #: checks score through :func:`graded`; the display of results (``_emit``) is private to this module.
-__all__ = ["Fail", "graded", "part", "passed", "call", "describe_error", "table", "dtype_name", "case_label", "hold",
-           "device"]
+__all__ = ["Fail", "graded", "part", "passed", "call", "describe_error", "table", "dtype_name", "case_label", "hold"]
 
 
 class Fail(Exception):
