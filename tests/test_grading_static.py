@@ -68,3 +68,30 @@ def test_ipython_syntax_is_found_by_ipythons_own_reading():
     assert sources.ipython_syntax(["x = 1\n%%capture"]) == "%%capture"
     tree = sources.parse("%time f = 1")
     assert tree is not None and "get_ipython" in sources.dynamic_uses("%time f = 1")
+
+
+_ANALYSIS = "def mine(row):\n    return A.outcome(row['c'] / row['b'], 0.05)"
+
+
+@pytest.mark.parametrize("cells, stray", [
+    # the kit's own bench/analysis.py, a second copy under a top-level name the grader's resolution cannot see
+    (["import os, sys\nimport fastpath_lib as fl\nsys.path.insert(0, os.path.join(os.path.dirname(fl.__file__), "
+      "'bench'))\nimport analysis as A", _ANALYSIS], "analysis"),
+    (["import os\nimport fastpath_lib as fl\nos.chdir(os.path.join(os.path.dirname(fl.__file__), 'bench'))",
+      "import analysis as A", _ANALYSIS], "analysis"),
+    (["from vocabulary import outcome\nA = None", "def mine(row):\n    return outcome(1.0, 0.05)"], "vocabulary"),
+    # a module the learner's code wrote, and a relative import
+    (["open('/tmp/mine_rule.py', 'w').write('x = 1')\nimport mine_rule as A", _ANALYSIS], "mine_rule"),
+    (["from . import analysis as A", _ANALYSIS], "."),
+    # a top-level package of the checkout that is not the kit's library
+    (["import tools as A", _ANALYSIS], "tools"),
+    # installed modules, the kit's own under its name, and the standard library pass
+    (["import math, json, xml.etree.ElementTree as ET\nimport torch\nfrom fastpath_lib.bench import analysis as A",
+      _ANALYSIS], None),
+])
+def test_a_module_that_is_not_installed_is_refused(cells, stray):
+    """Red-team finding: ``sys.path``/``chdir`` plus ``import analysis`` gave ex06 3/3 with the kit's own rule, since
+    names are resolved in the grader's process, where that module does not exist. Such an import is refused."""
+    with sources.using(cells):
+        got = borrowed.source_problem("mine", borrowed.kit("bench/sweep.py", why="that is the kit's rule"))
+    assert (got is None) if stray is None else (got is not None and f"imports {stray}," in got), got

@@ -38,6 +38,7 @@ import ast
 import dataclasses
 import functools
 import importlib
+import importlib.util
 import sys
 import types
 from pathlib import Path
@@ -47,8 +48,8 @@ import torch
 from fastpath_lib.grading import remote, sources
 from fastpath_lib.grading.feedback import Fail
 
-__all__ = ["Forbidden", "run", "reject_handed_back", "source_problem", "kit", "torch_op", "TORCH_RMS_NORM",
-           "KIT_REFERENCE", "KIT_OP", "KIT_KERNELS", "code_of"]
+__all__ = ["Forbidden", "run", "reject_handed_back", "source_problem", "stray_import", "kit", "torch_op",
+           "TORCH_RMS_NORM", "KIT_REFERENCE", "KIT_OP", "KIT_KERNELS", "code_of"]
 
 _KIT = Path(__file__).resolve().parents[1]
 _TORCH = Path(torch.__file__).resolve().parent
@@ -225,6 +226,10 @@ def source_problem(root: str, forbidden: Forbidden, given: Forbidden | None = No
     rebinding = sources.rebinding_problem()
     if rebinding:
         return rebinding
+    stray = stray_import()
+    if stray:
+        return (f"your code imports {stray}, which is not an installed module (a file put on the import path, or a "
+                f"copy of the kit's own): import what is installed by its name, and write the answer yourself")
     src = "\n".join([root] + [sources.closure_source(n) for n in sorted(_root_names(root))])
     dyn = sources.dynamic_uses(src)
     if dyn:
@@ -308,3 +313,43 @@ def run(fn, args: tuple, forbidden: Forbidden, *, allow_none: bool = False, give
     if out is None and not allow_none:
         raise Fail("your function returned None (is the stub still in place?)")
     return out
+
+
+_CHECKOUT = _KIT.parent  # the kit's checkout: fastpath_lib/, its tools and tests
+
+
+def stray_import(source: str | None = None) -> str | None:
+    """The first module the learner's source (default: :func:`~fastpath_lib.grading.sources.learner_source`) imports
+    that is not an installed module as the grader finds it, or ``None``: a name the grader cannot find (a file the
+    learner's code put on ``sys.path``, a folder it changed into, one it wrote), a relative import, or a module found
+    inside the kit's checkout other than ``fastpath_lib`` itself. Such a module is a second copy of something (the
+    kit's own ``bench/analysis.py`` imported as ``analysis``) that names resolved in the grader's process miss.
+
+    >>> stray_import("import math, torch\\nfrom fastpath_lib.bench.analysis import noise_band") is None
+    True
+    >>> stray_import("import sys\\nsys.path.insert(0, 'fastpath_lib/bench')\\nimport analysis as a")
+    'analysis'
+    """
+    return _stray(sources.learner_source() if source is None else source)
+
+
+@functools.lru_cache(maxsize=16)
+def _stray(source: str) -> str | None:  # a check asks once per scenario: read each source once
+    venv = Path(sys.prefix).resolve()
+    for tree in sources.parse_cells(source):
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                return "." * node.level + (node.module or "")
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module] if isinstance(node, ast.ImportFrom) and node.module else []
+            for top in (n.split(".")[0] for n in names if n.split(".")[0] != "fastpath_lib"):
+                try:
+                    spec = importlib.util.find_spec(top)
+                except (ImportError, ValueError):
+                    spec = None
+                places = [] if spec is None else [spec.origin, *(spec.submodule_search_locations or [])]
+                files = [Path(p).resolve() for p in places if p and Path(p).is_absolute()]  # not "built-in"
+                inside = [p for p in files if p.is_relative_to(_CHECKOUT) and not p.is_relative_to(venv)]
+                if spec is None or inside:
+                    return top
+    return None

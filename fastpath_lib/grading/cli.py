@@ -17,10 +17,11 @@ The verdict is computed in the grader's own process; the learner's kernel only p
    function on inputs the check draws now, and the answer comes back on the kernel's stdin channel, read without
    unpickling anything the kernel wrote. Data the learner built (cases, matrices) is copied the same way;
 3. borrowed answers are judged from the learner's source as read from the file, resolved in the grader's process
-   (:mod:`fastpath_lib.grading.borrowed`), and from behaviour; the ops exercise 09's and exercise 12's tests probe run
-   here, reaching the tests as stubs whose every call the grader answers, in an order the kernel cannot predict
-   (:mod:`fastpath_lib.grading.ex09_contract`, :mod:`fastpath_lib.grading.ex12_inplace`); exercise 04's cases run
-   against the mutants here;
+   (:mod:`fastpath_lib.grading.borrowed`; an import of a module the grader cannot find there, such as a kit file put
+   on ``sys.path`` under another name, is refused), and from behaviour; the ops exercise 09's and exercise 12's
+   tests probe run here, reaching the tests as stubs whose every call the grader answers, in an order the kernel
+   cannot predict (:mod:`fastpath_lib.grading.ex09_contract`, :mod:`fastpath_lib.grading.ex12_inplace`);
+   exercise 04's cases run against the mutants here;
 4. source that replaces the kit's functions, registers IPython event hooks, touches ``sys.modules`` or shadows
    builtins (:func:`fastpath_lib.grading.notebook.static_evidence`) gets the notebook reported as tampered, with no
    points for the affected parts.
@@ -78,8 +79,8 @@ threat model (for instructors):
   whose checks are stand-ins, and not the kit modules its exercise forbids (the kit's kernels, reference, boundary
   generator, bench modules: matrix, PR note, sweep, bytes model; those the kernel needs to import stay, e.g. the
   outcome words and rule of bench/schema.py and analysis.py, and the static rules refuse them); elsewhere the
-  report says "unisolated". Grade with the checkout's own venv (./kit grade): another copy of the kit on the machine (one a
-  venv's editable install points at is masked too) would be readable.
+  report says "unisolated". Grade with the checkout's own venv (./kit grade): another copy of the kit on the
+  machine (one a venv's editable install points at is masked too) would be readable.
   Out of scope: a classmate's notebook handed in as one's own, a solution copied by hand into the cells (do not
   hand out solutions/), and an answer borrowed in a way the source does not show (an exec string, found by
   introspection), which is judged by its behaviour only.
