@@ -95,3 +95,27 @@ def test_a_module_that_is_not_installed_is_refused(cells, stray):
     with sources.using(cells):
         got = borrowed.source_problem("mine", borrowed.kit("bench/sweep.py", why="that is the kit's rule"))
     assert (got is None) if stray is None else (got is not None and f"imports {stray}," in got), got
+
+
+_SOFTMAX_REF = "def reference(x):\n    return {}"
+
+
+@pytest.mark.parametrize("body", [
+    "torch.log_softmax(x.double(), dim=-1).exp()",  # the sibling op, turned back
+    "torch.nn.Softmax(dim=-1)(x.double())",  # torch's module class: its forward calls F.softmax
+    "Softmax(dim=-1)(x.double())",
+    "torch._softmax(x.double(), -1, False)",  # the private alias
+    "(-torch.nn.functional.softmin(x.double(), dim=-1)).neg()",
+])
+def test_ex08s_softmax_reference_refuses_torchs_softmax_family(body):
+    """Red-team finding: ex08's softmax reference scored with torch's softmax under another name. Each form is now
+    refused; a reference written out still passes (last assertion)."""
+    from fastpath_lib.grading import ex08_capstone
+
+    forbidden = borrowed.torch_op(*ex08_capstone._REFERENCES["softmax"][1], why="that is torch's own softmax")
+    with sources.using(["import torch\nfrom torch.nn import Softmax", _SOFTMAX_REF.format(body)]):
+        got = borrowed.source_problem("reference", forbidden)
+    assert got is not None and ("softmax" in got.lower() or "softmin" in got), got
+    own = "e = (x.double() - x.double().amax(-1, keepdim=True)).exp()\n    return e / e.sum(-1, keepdim=True)"
+    with sources.using(["import torch", "def reference(x):\n    " + own]):
+        assert borrowed.source_problem("reference", forbidden) is None

@@ -124,15 +124,25 @@ def kit(rel: str, *names: str, why: str) -> Forbidden:
 
 
 def torch_op(*names: str, why: str) -> Forbidden:
-    """torch's own functions and Tensor methods called ``names`` (their Python wrappers in ``torch.nn.functional``
-    too)."""
-    return Forbidden(tuple((str(_TORCH / "nn" / "functional.py"), n, why) for n in names),
-                     tuple((n, why) for n in names))
+    """torch's own functions and Tensor methods called ``names``, under their private aliases too (``_softmax``),
+    their Python wrappers in ``torch.nn.functional``, and the ``forward`` of the ``torch.nn`` module class of the same
+    name (``softmax``: ``torch.nn.Softmax``).
+
+    >>> sorted(t[1] for t in torch_op("softmax", why="").targets)
+    ['Softmax.forward', '_softmax', 'softmax']
+    """
+    import torch.nn.modules as modules
+
+    aliases = tuple(dict.fromkeys(a for n in names for a in (n, f"_{n}")))
+    classes = {c.__name__.lower(): c for c in vars(torch.nn).values()
+               if isinstance(c, type) and issubclass(c, torch.nn.Module) and c.__module__.startswith(modules.__name__)}
+    forwards = tuple((sys.modules[c.__module__].__file__, f"{c.__name__}.forward", why)
+                     for n in names if (c := classes.get(n.replace("_", ""))) is not None)
+    return Forbidden(tuple((str(_TORCH / "nn" / "functional.py"), n, why) for n in aliases) + forwards,
+                     tuple((n, why) for n in aliases))
 
 
-TORCH_RMS_NORM = torch_op("rms_norm", why="the reference must not call the operator it checks") + Forbidden(
-    ((str(_TORCH / "nn" / "modules" / "normalization.py"), "RMSNorm.forward",
-      "the reference must not call the operator it checks"),))
+TORCH_RMS_NORM = torch_op("rms_norm", why="the reference must not call the operator it checks")
 KIT_REFERENCE = kit("testing.py", "reference_rms_norm", "reference_grads", "_ref_graph",
                     why="that is the kit's own reference")
 KIT_OP = kit("rmsnorm/op.py", why="that is the kit's own operator") + kit("rmsnorm/module.py",
@@ -199,8 +209,11 @@ def _resolve(dotted: str):
 
 def _held(obj, depth: int = 0):
     """``obj`` and, for a dict, list, tuple or set, the objects it holds (three levels deep): a table of the
-    grader's functions (``KNOWN_OPS[name][0]``) is the functions it holds."""
+    grader's functions (``KNOWN_OPS[name][0]``) is the functions it holds; a class (``torch.nn.Softmax``) is what
+    calling an instance runs, its ``forward``."""
     yield obj
+    if isinstance(obj, type) and callable(getattr(obj, "forward", None)):
+        yield obj.forward
     if depth < 3 and type(obj) in (dict, list, tuple, set, frozenset):
         for v in (obj.values() if isinstance(obj, dict) else obj):
             yield from _held(v, depth + 1)

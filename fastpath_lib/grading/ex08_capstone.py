@@ -35,8 +35,8 @@ def _f64(x):
 #: grader's oracle, which no answer may reach (:func:`~fastpath_lib.grading.borrowed.source_problem` refuses a table
 #: of the grader's functions too)
 _REFERENCES = {
-    "softmax": (lambda x: torch.softmax(_f64(x), dim=-1), ("softmax",)),
-    "log_softmax": (lambda x: torch.log_softmax(_f64(x), dim=-1), ("log_softmax", "softmax")),
+    "softmax": (lambda x: torch.softmax(_f64(x), dim=-1), ("softmax", "log_softmax", "softmin")),
+    "log_softmax": (lambda x: torch.log_softmax(_f64(x), dim=-1), ("log_softmax", "softmax", "softmin")),
     "l2_normalize": (lambda x: F.normalize(_f64(x), dim=-1), ("normalize",)),
     "layer_norm": (lambda x: F.layer_norm(_f64(x), (x.shape[-1],), eps=1e-5), ("layer_norm",)),
 }
