@@ -295,6 +295,11 @@ def _replaces_library(src: str) -> str | None:
 def _source_problem(tests) -> str | None:
     root = remote.root(tests) if remote.is_proxy(tests) else getattr(tests, "__name__", "")
     src = sources.closure_source(root) if root else ""
+    names = sources.names_used(src)
+    kit_tests = sorted(n for n in names if n.split(".")[0] in ("tests", "conftest", "runpy")
+                       or n.split(".")[-1].startswith("test_fused"))
+    if kit_tests:  # before the general rules, which refuse the import of a checkout's folder without naming it
+        return f"your tests use {kit_tests[0]}: the kit's own tests are not yours to hand in; write your own"
     problem = borrowed.source_problem(root, _TESTS_FORBIDDEN, _GIVEN) if root else None
     if problem:
         return problem
@@ -306,11 +311,6 @@ def _source_problem(tests) -> str | None:
     if seen:
         return (f"your tests read {seen}: a contract test calls the op and checks what it returns, writes or "
                 f"raises; it does not inspect the op")
-    names = sources.names_used(src)
-    kit_tests = sorted(n for n in names if n.split(".")[0] in ("tests", "conftest", "runpy")
-                       or n.split(".")[-1].startswith("test_fused"))
-    if kit_tests:
-        return f"your tests use {kit_tests[0]}: the kit's own tests are not yours to hand in; write your own"
     copied = copied_lines(src)
     if len(copied) >= 3:
         return f"{len(copied)} lines of your tests are the kit's own tests' lines (e.g. {copied[0]!r}): write your own"
