@@ -53,7 +53,7 @@ def test_overrides_name_settings_the_installed_jupyterlab_knows():
 
 
 def test_readme_notebook_paths_exist_from_the_root():
-    readme = (ROOT / "README.md").read_text()
+    readme = "\n".join(p.read_text() for p in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))])
     paths = set(re.findall(r"\b((?:notebooks|exercises|solutions)/[\w.*\-]+)", readme))
     assert {"exercises/ex01_reference.ipynb", "notebooks/00_setup.ipynb"} <= paths, sorted(paths)
     for path in sorted(paths):
