@@ -538,6 +538,54 @@ def test_vague_reason_names_what_is_missing():
     assert "actual width (8193)" in r.feedback and "limit (8192)" in r.feedback
 
 
+def _with_listing(rule, extra):
+    """The solution's condition for ``rule`` whose reasons also say ``extra(c)``."""
+    fn = solved("ex03")[f"check_{rule}"]
+    return lambda c: None if (why := fn(c)) is None else f"{why} {extra(c)}"
+
+
+@pytest.mark.parametrize("rule, extra, stray", [
+    ("cols", lambda c: " ".join(map(str, range(20000))), "3, 4, 5, 6, 7, 8 and "),
+    ("alignment", lambda c: " ".join(f"a{i}" for i in range(200)), "3, 5, 6, 7, 9"),
+    ("dtype", lambda c: "(one of float16 bfloat16 float32 float64 int8 bool)", "float64, int8, bool"),
+    ("cols", lambda c: "(the alignment rule wants 32 bytes)", ": 32"),
+], ids=["every number", "numbers in words", "every dtype", "another rule's value"])
+def test_ex03_a_reason_naming_values_not_the_cases_fails(rule, extra, stray):
+    """Red-team finding: a reason listing every number from 0 to 19,999 named the actual width by chance and passed."""
+    (r,) = getattr(ex, f"check_{rule}_condition")(_with_listing(rule, extra), show=False)
+    assert not r.passed and "not this case's" in r.feedback and stray in r.feedback, r.feedback
+    assert len(r.feedback) < 2000, "the feedback quotes a long reason in full"
+
+
+def _honest_dtype(c):
+    x = c.input
+    if x.dtype in (torch.float16, torch.bfloat16):
+        return None
+    return f"dtype {x.dtype} ({x.element_size()} bytes each) in a {tuple(x.shape)} input; v2 takes fp16/bf16 (2 bytes)"
+
+
+def _honest_cols(c):
+    w = c.input.shape[-1]
+    return None if w <= 8192 else f"rows of {w} ({w * c.input.element_size()} bytes) are {w - 8192} past the 8192 cap"
+
+
+def _honest_alignment(c):
+    x, p = c.input, c.input.data_ptr() + 4096  # the grader's copy of the input lies elsewhere, aligned alike
+    if p % 32:
+        return f"pointer {hex(p)} is {p % 32} bytes off a 32-byte boundary ({32 - p % 32} to go)"
+    st = ex.row_stride(x)
+    if x.numel() // max(x.shape[-1], 1) > 1 and st is not None and st * x.element_size() % 32:
+        return f"strides {x.stride()} of {tuple(x.shape)} {x.dtype}: {st * x.element_size()} bytes a row, not 32k"
+    return None
+
+
+def test_ex03_honest_reasons_unlike_the_solutions_pass():
+    """Reasons that name the case's own numbers in other ways (hex pointer, shape, strides, bytes, the gap) pass."""
+    results = (ex.check_dtype_condition(_honest_dtype, show=False) + ex.check_cols_condition(_honest_cols, show=False)
+               + ex.check_alignment_condition(_honest_alignment, show=False))
+    assert all(r.passed for r in results), feedback(results)
+
+
 def test_ex04_feedback_names_categories_never_mutants():
     results = ex.check_boundary_cases(lambda: [CaseSpec(8, 64), CaseSpec(16, 64, layout="transposed")], show=False)
     assert [r.part for r in results] == [f"{c} mutants" for c in mutants.CATEGORIES]
