@@ -240,8 +240,27 @@ def _shuffled_words(i, why):
     return " ".join(words[1::2] + words[::2])
 
 
-_OWN_SOUNDING = ("chosen after reading the predicate {} times", "my own pick number {} from the lesson's ideas",
-                 "case {} covers a region the reviewer asks about")
+#: Rationales of one's own, each saying a different why (not one template filled with each case's numbers, which the
+#: matrix rules refuse as the same rationale).
+_OWN_SOUNDING = (
+    "a single token step where launch latency dominates everything",
+    "few rows per call so kernel startup outweighs the bytes",
+    "moderate batch still short of the tuned row cutoff",
+    "right at the cutoff where neither path clearly leads",
+    "prompt processing streams megabytes and rewards fusion",
+    "gradient pass fuses the weight reduction deterministically",
+    "far beyond cache capacity so bandwidth sets the pace",
+    "single precision reference already runs near copy speed",
+    "skinny rows leave each program little useful work",
+    "widest admissible rows strain the register file",
+    "mid sized backward whose reduction pass eats savings",
+    "view into a wider buffer read without copying",
+    "alternate rows skipped through the stride in place",
+    "columns are not contiguous so eligibility fails",
+    "unaligned width breaks the vector load requirement",
+    "pointer offset by two bytes defeats alignment",
+    "rows exceed what one program can hold",
+)
 
 
 def _kit_cases_new_words_nudged():
@@ -251,7 +270,7 @@ def _kit_cases_new_words_nudged():
         rows = spec.rows + (spec.rows > 1) * (1 if (spec.rows + 1) * spec.cols <= 1 << 26 else -1)
         cols = spec.cols + (8 if spec.cols % 8 == 0 and spec.cols < 16384 and rows * (spec.cols + 8) <= 1 << 26 else 0)
         spec = dataclasses.replace(spec, rows=rows, cols=cols)
-        out.append((f"mine_{i}", spec, exp, _OWN_SOUNDING[i % 3].format(i)))
+        out.append((f"mine_{i}", spec, exp, _OWN_SOUNDING[i]))
     return lambda: out
 
 
@@ -406,7 +425,7 @@ ANSWERS = {
     "ex05 borrowed: the kit's matrix, each rationale's words shuffled": lambda: ex.check_case_matrix(
         _kit_matrix_reworded(_shuffled_words), show=False),
     "ex05 borrowed: the kit's matrix, rationales rewritten": lambda: ex.check_case_matrix(
-        _kit_matrix_reworded(lambda i, why: _OWN_SOUNDING[i % 3].format(i)), show=False),
+        _kit_matrix_reworded(lambda i, why: _OWN_SOUNDING[i]), show=False),
     "ex05 borrowed: the kit's cases renamed, nudged, rewritten": lambda: ex.check_case_matrix(
         _kit_cases_new_words_nudged(), show=False),
     "ex05 trivial: six identical neutral cases": lambda: ex.check_case_matrix(_six_neutral, show=False),
@@ -632,7 +651,7 @@ def test_ex05_some_cases_like_the_kits_are_allowed():
     """A matrix of its own that shares a few cases with the kit's (under new words) still passes."""
     kit = _kit_matrix_from_json()
     own = solved("ex05")["my_matrix"]()
-    shared = [(f"k{i}", spec, exp, _OWN_SOUNDING[i % 3].format(i)) for i, (_, spec, exp, _) in enumerate(kit[:4])]
+    shared = [(f"k{i}", spec, exp, _OWN_SOUNDING[i]) for i, (_, spec, exp, _) in enumerate(kit[:4])]
     results = ex.check_case_matrix(lambda: own + shared, show=False)
     assert all(r.passed for r in results), feedback(results)
 
