@@ -263,11 +263,11 @@ def my_inplace_tests(op_):
         raise AssertionError("a late run: with broken ops in the majority, probably a broken one")
 """
 PATCHED_AGENT = """
-m = __import__("fastpath_lib.grading.fused_mutants", fromlist=["Op"])
-r = __import__("fastpath_lib.fused.reference", fromlist=["native_"])
-exec("m.Op.__call__ = lambda self, x, residual, weight=None, eps=None: r.native_(x, residual, weight, eps)")
 def overlaps(a, b):
     return True
+m = __import__("fastpath_lib.grading.fused_mutants", fromlist=["Op"])  # (in the sandbox: not found, and this raises)
+r = __import__("fastpath_lib.fused.reference", fromlist=["native_"])
+exec("m.Op.__call__ = lambda self, x, residual, weight=None, eps=None: r.native_(x, residual, weight, eps)")
 """
 
 

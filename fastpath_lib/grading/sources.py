@@ -398,7 +398,8 @@ _DYNAMIC_MODULES = frozenset({"gc", "inspect", "ctypes", "pickle", "marshal", "i
 
 
 def _dynamic(tree, aliases: dict[str, str]) -> set[str]:
-    """:func:`dynamic_uses` of one tree, its names resolved through ``aliases`` (the imports of the whole source)."""
+    """The :data:`DYNAMIC` names one tree uses to reach code without naming it (``getattr`` only with a computed name),
+    resolved through ``aliases`` (the imports of the whole source)."""
     out = set()
     named = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call) and len(n.args) >= 2
              and isinstance(n.args[1], ast.Constant)}  # getattr(obj, "name"): a name after all
