@@ -704,6 +704,56 @@ def test_ex05_some_cases_like_the_kits_are_allowed():
     assert all(r.passed for r in results), feedback(results)
 
 
+def _ex06_rule(band_of, form="ratio"):
+    def classify(row):
+        if row["route"] != "triton":
+            return "fallback"
+        b, c = row["baseline_median_us"], row["candidate_median_us"]
+        band = band_of(b, c, row["baseline_spread_us"], row["candidate_spread_us"])
+        if form == "ratio":
+            return "win" if c / b < 1 - band else "loss" if c / b > 1 + band else "neutral"
+        if form == "product":  # the same rule, its arithmetic ordered otherwise
+            return "win" if c < b * (1 - band) else "loss" if c > b * (1 + band) else "neutral"
+        change = 100 * (c - b) / b  # in percent
+        return "win" if change < -100 * band else "loss" if change > 100 * band else "neutral"
+    return classify
+
+
+_EX06_KIT_BAND = lambda b, c, bs, cs: max(bs / b, cs / c)  # noqa: E731
+_EX06_WRONG_BANDS = {"no band (10 %)": lambda *_: 0.10, "no band (5 %)": lambda *_: 0.05,
+                     "no band (3 %)": lambda *_: 0.03, "the baseline's spread only": lambda b, c, bs, cs: bs / b,
+                     "the candidate's spread only": lambda b, c, bs, cs: cs / c,
+                     "the mean of the two": lambda b, c, bs, cs: (bs / b + cs / c) / 2,
+                     "both spreads over the baseline": lambda b, c, bs, cs: max(bs, cs) / b}
+
+
+def test_ex06_every_draw_passes_every_correct_rule():
+    """Red-team finding: one notebook scored 3/3 in 8 runs of 10 and 0/3 in 2. The drawn table held a point telling
+    the kit's two-sided band from a one-sided one only in about 4 draws of 5. Now every draw passes the solution and
+    the rule written otherwise, and fails the rules with another band (next test)."""
+    answers = {"solution": solved("ex06")["my_classify"], "product": _ex06_rule(_EX06_KIT_BAND, "product"),
+               "percent": _ex06_rule(_EX06_KIT_BAND, "percent")}
+    for _ in range(40):
+        for name, fn in answers.items():
+            results = ex.check_classification(fn, show=False)
+            assert all(r.passed for r in results), f"{name}: {feedback(results)}"
+
+
+@pytest.mark.parametrize("wrong", list(_EX06_WRONG_BANDS))
+def test_ex06_every_draw_fails_a_rule_with_another_band(wrong):
+    """Points just inside and just outside the band, set by either side's spread, in every draw: the verdict on a
+    wrong band never depends on the draw."""
+    from fastpath_lib.grading.ex06_classify import drawn_results
+    from fastpath_lib.grading.given import expected_classes
+
+    fn = _ex06_rule(_EX06_WRONG_BANDS[wrong])
+    for seed in range(200):
+        df = drawn_results(seed)
+        expected = expected_classes(df)
+        assert any(fn(r) != expected[r["case_id"]] for _, r in df.iterrows()), f"seed {seed} passes {wrong}"
+    assert earned(ex.check_classification(fn, show=False)) == 0
+
+
 def test_ex07_accepts_an_honest_no_claim_note():
     base = solved("ex07")["write_pr_note"]
 
