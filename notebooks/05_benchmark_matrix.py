@@ -117,7 +117,7 @@ reading.host_plot(host_t, machine=here["device_name"] or here["cpu_model"],
                   gpu=here["gpu_measurement"])
 
 # %% [markdown]
-# The same run timed the kit's vLLM provider (lesson 08 registers it). vLLM calls `dispatch` on every call of an IR
+# The same run timed the kit's vLLM provider (`fastpath_lib/vllm_plugin.py` registers it). vLLM calls `dispatch` on every call of an IR
 # op, and with the kit's provider first in the priority list each call runs the provider's `supports_args` before
 # vLLM picks an implementation. The rows come from a child process (importing vLLM patches Inductor), on a decode
 # token the check rejects and the smallest batch it accepts: the check alone, `dispatch` with the kit's provider
