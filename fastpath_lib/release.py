@@ -4,8 +4,8 @@ Two artefacts from one checkout (``otter assign`` writes the same pair, nbgrader
 
 * ``OUT/student/``: what a learner is handed. The lessons (``notebooks/``), the exercises (``exercises/``, each with
   its FILL ME IN cells and check cells), the library, and what runs them (``pyproject.toml``, ``constraints.txt``,
-  ``environment.yml``, ``kit``, ``data/`` with its notice, ``upstream/``, JupyterLab's settings, the README under a
-  preface that says what the release leaves out). No ``solutions/``, no ``tests/``, and none of the grading files of
+  ``environment.yml``, ``kit``, ``data/`` with its notice, ``upstream/``, ``docs/``, JupyterLab's settings, the
+  README under a preface that says what the release leaves out). No ``solutions/``, no ``tests/``, and none of the grading files of
   :data:`GRADER_ONLY`: the seeded faults, broken ops, answer keys and scenario keys a learner could grade against
   offline. Their checks become stand-ins in the student's ``fastpath_lib/exercises.py`` that say the course's
   autograder runs them; every other check runs in the check cell as advisory feedback (what a learner's own kernel
@@ -60,8 +60,10 @@ GRADER_ONLY: dict[str, str] = {
 }
 
 #: What a learner is handed besides the library (paths relative to the checkout's root; folders are copied whole).
-STUDENT_FILES = ("notebooks", "exercises", "data", "upstream", "pyproject.toml", "constraints.txt", "environment.yml",
-                 "kit", ".jupyter/lab-settings/overrides.json", ".gitignore")
+STUDENT_FILES = ("notebooks", "exercises", "data", "upstream", "docs", "pyproject.toml", "constraints.txt",
+                 "environment.yml", "kit", ".jupyter", ".gitignore")
+#: Of :data:`STUDENT_FILES`, those a release is not made without.
+_REQUIRED = ("notebooks", "exercises", "data", "pyproject.toml", "constraints.txt", "kit", "README.md", "fastpath_lib")
 #: The autograder's copy of the exercise notebooks, whose check cells the grader restores.
 CHECK_CELLS = "check-cells"
 #: What the autograder holds besides the library and the check cells (exercise 12's rule compares a learner's tests
@@ -247,8 +249,9 @@ advisory feedback as you work; your grade comes from your instructor's autograde
 runs the checks on inputs it draws at grading time. These checks run in the autograder only, because they grade
 against faults or answer keys a release cannot show you: {held}.
 
-Set up and open JupyterLab with `./kit lab` (the kit's README follows; where it mentions `solutions/`, `tests/` or
-`tools/`, those stay with the full kit).
+Set up and open JupyterLab with `./kit lab`. The kit's README follows; where it or the docs mention `solutions/`,
+`tests/` or `tools/`, those stay with the full kit ([docs/course-release.md](docs/course-release.md) says what a
+release holds).
 
 ---
 
@@ -259,12 +262,13 @@ def student(root: Path, out: Path) -> list[str]:
     """Write the student folder ``out`` from the checkout ``root``; returns the stubbed grader-only files."""
     from fastpath_lib.grading.registry import CHECKS
 
-    for rel in STUDENT_FILES + ("README.md", "fastpath_lib"):
+    for rel in _REQUIRED:
         if not (root / rel).exists():
             raise ReleaseError(f"the checkout at {root} has no {rel}: run the release from a complete checkout")
     out.mkdir(parents=True)
     for rel in STUDENT_FILES:
-        _copy(root / rel, out / rel)
+        if (root / rel).exists():
+            _copy(root / rel, out / rel)
     stubs = _student_library(root, out / "fastpath_lib")
     held = sorted({f"`ex.{name}`" for name, mod in CHECKS.items() if f"grading/{mod}.py" in GRADER_ONLY})
     (out / "README.md").write_text(_PREFACE.format(held=", ".join(held)) + (root / "README.md").read_text("utf-8"),

@@ -392,11 +392,12 @@ def test_the_sandbox_masks_another_checkout_an_editable_install_points_at(tmp_pa
     from fastpath_lib import runtime
     from fastpath_lib.grading import sandbox
 
-    other = tmp_path / "kit"
-    (other / "fastpath_lib").mkdir(parents=True)
-    monkeypatch.setattr(sandbox, "other_copies", lambda root=runtime.ROOT: (other,))
+    other, under_tmp = Path("/srv/another-kit"), tmp_path / "kit"  # one under /tmp is hidden with the whole /tmp
+    (under_tmp / "fastpath_lib").mkdir(parents=True)
+    monkeypatch.setattr(sandbox, "other_copies", lambda root=runtime.ROOT: (other, under_tmp))
     args = sandbox.command(str(tmp_path), str(tmp_path), str(tmp_path), "ex01")
     assert ["--tmpfs", str(other)] == args[args.index(str(other)) - 1:args.index(str(other)) + 1]
+    assert ["--tmpfs", "/tmp"] == args[args.index("/tmp") - 1:args.index("/tmp") + 1] and str(under_tmp) not in args
     assert ["--tmpfs", str(runtime.ROOT.resolve())] == args[args.index(str(runtime.ROOT.resolve())) - 1:
                                                             args.index(str(runtime.ROOT.resolve())) + 1]
 
