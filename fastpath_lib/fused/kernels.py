@@ -23,6 +23,8 @@ Imports Triton: ``TRITON_INTERPRET`` must be set before this module is imported 
 
 from __future__ import annotations
 
+import os
+
 import torch
 import triton
 import triton.language as tl
@@ -42,20 +44,27 @@ from fastpath_lib.rmsnorm.kernels import (
 __all__ = ["fused_add_rms_norm_fwd_kernel", "fused_add_rms_norm_bwd_kernel", "forward", "backward", "run", "run_"]
 
 
+#: Whether these kernels run in Triton's CPU interpreter: ``TRITON_INTERPRET`` as Triton reads it when it decorates
+#: them (this module's import). A constexpr, so a compiled kernel keeps one branch of :func:`_round`.
+INTERPRETED = tl.constexpr(os.environ.get("TRITON_INTERPRET", "0").lower() in ("1", "true", "on"))
+
+
 @triton.jit
 def _round(v, ty: tl.constexpr):
-    """fp32 ``v`` rounded to ``ty`` to nearest even, as torch rounds.
+    """fp32 ``v`` rounded to ``ty`` to nearest even, as torch rounds; NaN stays NaN and inf stays inf.
 
-    To bf16 the rounding is done on the bits (add ``0x7FFF`` plus the lowest kept bit, drop the low 16 bits), so the
-    cast itself is exact: Triton 3.8's interpreter truncates in its default cast and carries no overflow of the
-    mantissa in its ``"rtne"`` one. NaN and inf keep their class.
+    On a GPU this is Triton's own conversion (``cvt.rn``: round to nearest even, any NaN to a NaN). Triton 3.8's
+    interpreter is not faithful to it for bf16: its default cast truncates, its ``"rtne"`` one rounds ties up and
+    carries no overflow of the mantissa into the exponent, and both flush or mangle subnormals. So under the
+    interpreter the rounding is done on the bits, as torch's ``round_to_nearest_even`` does: a NaN becomes the
+    canonical ``0x7FC0`` first (adding ``0x7FFF`` to a NaN whose mantissa is all ones carries into the sign bit and
+    leaves ``-0.0``), then ``0x7FFF`` plus the lowest kept bit is added and the top 16 bits are reinterpreted as bf16,
+    with no float conversion at all.
     """
-    if ty == tl.bfloat16:
+    if ty == tl.bfloat16 and INTERPRETED:
         bits = v.to(tl.uint32, bitcast=True)
-        bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
-        return bits.to(tl.float32, bitcast=True).to(ty)
-    elif ty == tl.float32:
-        return v
+        bits = tl.where(v != v, 0x7FC00000, bits + 0x7FFF + ((bits >> 16) & 1))
+        return (bits >> 16).to(tl.uint16).to(tl.bfloat16, bitcast=True)
     else:
         return v.to(ty)
 
