@@ -538,6 +538,54 @@ def test_vague_reason_names_what_is_missing():
     assert "actual width (8193)" in r.feedback and "limit (8192)" in r.feedback
 
 
+def _with_listing(rule, extra):
+    """The solution's condition for ``rule`` whose reasons also say ``extra(c)``."""
+    fn = solved("ex03")[f"check_{rule}"]
+    return lambda c: None if (why := fn(c)) is None else f"{why} {extra(c)}"
+
+
+@pytest.mark.parametrize("rule, extra, stray", [
+    ("cols", lambda c: " ".join(map(str, range(20000))), "3, 4, 5, 6, 7, 8 and "),
+    ("alignment", lambda c: " ".join(f"a{i}" for i in range(200)), "3, 5, 6, 7, 9"),
+    ("dtype", lambda c: "(one of float16 bfloat16 float32 float64 int8 bool)", "float64, int8, bool"),
+    ("cols", lambda c: "(the alignment rule wants 32 bytes)", ": 32"),
+], ids=["every number", "numbers in words", "every dtype", "another rule's value"])
+def test_ex03_a_reason_naming_values_not_the_cases_fails(rule, extra, stray):
+    """Red-team finding: a reason listing every number from 0 to 19,999 named the actual width by chance and passed."""
+    (r,) = getattr(ex, f"check_{rule}_condition")(_with_listing(rule, extra), show=False)
+    assert not r.passed and "not this case's" in r.feedback and stray in r.feedback, r.feedback
+    assert len(r.feedback) < 2000, "the feedback quotes a long reason in full"
+
+
+def _honest_dtype(c):
+    x = c.input
+    if x.dtype in (torch.float16, torch.bfloat16):
+        return None
+    return f"dtype {x.dtype} ({x.element_size()} bytes each) in a {tuple(x.shape)} input; v2 takes fp16/bf16 (2 bytes)"
+
+
+def _honest_cols(c):
+    w = c.input.shape[-1]
+    return None if w <= 8192 else f"rows of {w} ({w * c.input.element_size()} bytes) are {w - 8192} past the 8192 cap"
+
+
+def _honest_alignment(c):
+    x, p = c.input, c.input.data_ptr() + 4096  # the grader's copy of the input lies elsewhere, aligned alike
+    if p % 32:
+        return f"pointer {hex(p)} is {p % 32} bytes off a 32-byte boundary ({32 - p % 32} to go)"
+    st = ex.row_stride(x)
+    if x.numel() // max(x.shape[-1], 1) > 1 and st is not None and st * x.element_size() % 32:
+        return f"strides {x.stride()} of {tuple(x.shape)} {x.dtype}: {st * x.element_size()} bytes a row, not 32k"
+    return None
+
+
+def test_ex03_honest_reasons_unlike_the_solutions_pass():
+    """Reasons that name the case's own numbers in other ways (hex pointer, shape, strides, bytes, the gap) pass."""
+    results = (ex.check_dtype_condition(_honest_dtype, show=False) + ex.check_cols_condition(_honest_cols, show=False)
+               + ex.check_alignment_condition(_honest_alignment, show=False))
+    assert all(r.passed for r in results), feedback(results)
+
+
 def test_ex04_feedback_names_categories_never_mutants():
     results = ex.check_boundary_cases(lambda: [CaseSpec(8, 64), CaseSpec(16, 64, layout="transposed")], show=False)
     assert [r.part for r in results] == [f"{c} mutants" for c in mutants.CATEGORIES]
@@ -654,6 +702,56 @@ def test_ex05_some_cases_like_the_kits_are_allowed():
     shared = [(f"k{i}", spec, exp, _OWN_SOUNDING[i]) for i, (_, spec, exp, _) in enumerate(kit[:4])]
     results = ex.check_case_matrix(lambda: own + shared, show=False)
     assert all(r.passed for r in results), feedback(results)
+
+
+def _ex06_rule(band_of, form="ratio"):
+    def classify(row):
+        if row["route"] != "triton":
+            return "fallback"
+        b, c = row["baseline_median_us"], row["candidate_median_us"]
+        band = band_of(b, c, row["baseline_spread_us"], row["candidate_spread_us"])
+        if form == "ratio":
+            return "win" if c / b < 1 - band else "loss" if c / b > 1 + band else "neutral"
+        if form == "product":  # the same rule, its arithmetic ordered otherwise
+            return "win" if c < b * (1 - band) else "loss" if c > b * (1 + band) else "neutral"
+        change = 100 * (c - b) / b  # in percent
+        return "win" if change < -100 * band else "loss" if change > 100 * band else "neutral"
+    return classify
+
+
+_EX06_KIT_BAND = lambda b, c, bs, cs: max(bs / b, cs / c)  # noqa: E731
+_EX06_WRONG_BANDS = {"no band (10 %)": lambda *_: 0.10, "no band (5 %)": lambda *_: 0.05,
+                     "no band (3 %)": lambda *_: 0.03, "the baseline's spread only": lambda b, c, bs, cs: bs / b,
+                     "the candidate's spread only": lambda b, c, bs, cs: cs / c,
+                     "the mean of the two": lambda b, c, bs, cs: (bs / b + cs / c) / 2,
+                     "both spreads over the baseline": lambda b, c, bs, cs: max(bs, cs) / b}
+
+
+def test_ex06_every_draw_passes_every_correct_rule():
+    """Red-team finding: one notebook scored 3/3 in 8 runs of 10 and 0/3 in 2. The drawn table held a point telling
+    the kit's two-sided band from a one-sided one only in about 4 draws of 5. Now every draw passes the solution and
+    the rule written otherwise, and fails the rules with another band (next test)."""
+    answers = {"solution": solved("ex06")["my_classify"], "product": _ex06_rule(_EX06_KIT_BAND, "product"),
+               "percent": _ex06_rule(_EX06_KIT_BAND, "percent")}
+    for _ in range(40):
+        for name, fn in answers.items():
+            results = ex.check_classification(fn, show=False)
+            assert all(r.passed for r in results), f"{name}: {feedback(results)}"
+
+
+@pytest.mark.parametrize("wrong", list(_EX06_WRONG_BANDS))
+def test_ex06_every_draw_fails_a_rule_with_another_band(wrong):
+    """Points just inside and just outside the band, set by either side's spread, in every draw: the verdict on a
+    wrong band never depends on the draw."""
+    from fastpath_lib.grading.ex06_classify import drawn_results
+    from fastpath_lib.grading.given import expected_classes
+
+    fn = _ex06_rule(_EX06_WRONG_BANDS[wrong])
+    for seed in range(200):
+        df = drawn_results(seed)
+        expected = expected_classes(df)
+        assert any(fn(r) != expected[r["case_id"]] for _, r in df.iterrows()), f"seed {seed} passes {wrong}"
+    assert earned(ex.check_classification(fn, show=False)) == 0
 
 
 def test_ex07_accepts_an_honest_no_claim_note():
