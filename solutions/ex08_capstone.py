@@ -31,6 +31,10 @@
 # a row threshold such as lesson 03's 8 under the interpreter leaves a case on each route; the op only reads its
 # input: a write into it fails the case).
 #
+# **What these checks cannot grade.** Your kernel runs in Triton's CPU interpreter, on small shapes: the checks
+# grade its values and its route, not races, `int32` offset overflow past 2³¹ elements, timing, occupancy or
+# register spills (lesson 02, "What the interpreter cannot show").
+#
 # **How this works.** Fill in each cell marked `# FILL ME IN (roughly N lines)` (delete the `raise
 # NotImplementedError`), run it, then run the check below it: it prints `passed`, or a table of *yours vs expected*.
 # `python -m fastpath_lib grade exercises/` runs all notebooks in a fresh kernel and prints your score; the solved
