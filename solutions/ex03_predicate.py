@@ -23,7 +23,8 @@
 # Write the three conditions as small named checks in the style of lesson 03: each takes the call context `c`
 # (`c.input`, `c.weight`, `c.normalized_shape`) and returns `None` when it holds, or a reason naming the actual
 # and the required value (`"input float32, need float16 or bfloat16"`). The checks probe your conditions on a set
-# of cases, compare the decisions with the spec, and check that each reason names both values.
+# of cases, compare the decisions with the spec, and check that each reason names both values and no value that
+# is not the case's own or the rule's (a reason listing every number or dtype names the actual one by chance).
 #
 # **How this works.** Fill in each cell marked `# FILL ME IN (roughly N lines)` (delete the `raise
 # NotImplementedError`), run it, then run the check below it: it prints `passed`, or a table of *yours vs expected*.

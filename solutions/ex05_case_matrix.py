@@ -31,8 +31,9 @@
 #   stride, or transposed); 2 **contiguous** and 1 supported **strided** case (row slice or step); fp32, fp16 and
 #   bf16;
 # * at least 1 case expected to **win**, 2 expected **not to improve** (neutral or loss) and 2 **fallback** cases;
-#   every case has a rationale of its own (at least four words); and every expectation agrees with the predicate's
-#   route on a GPU (conservative row threshold 1024).
+#   every case has a rationale of its own (at least four words, and not another case's words with other numbers:
+#   one template filled with each case's sizes says no why); and every expectation agrees with the predicate's route
+#   on a GPU (conservative row threshold 1024).
 #
 # **How this works.** Fill in each cell marked `# FILL ME IN (roughly N lines)` (delete the `raise
 # NotImplementedError`), run it, then run the check below it: it prints `passed`, or a table of *yours vs expected*.

@@ -77,6 +77,20 @@ def test_coverage_rules_catch_a_thin_matrix():
     assert any("fallback" in m for m in missing)
 
 
+def test_coverage_rules_refuse_a_templated_rationale():
+    """Red-team finding: ex05 scored with rationales from one template filled with each case's sizes; the same words
+    but for numbers are the same rationale. The kit's own rationales still pass (test above)."""
+    import dataclasses
+
+    cases = bench.load_cases()
+    templated = [dataclasses.replace(c, rationale=f"generated point number {i} sized {c.shape[0]} by {c.shape[1]}")
+                 for i, c in enumerate(cases)]
+    missing = "\n".join(bench.check_coverage(templated))
+    assert f"{cases[0].id}: the same rationale as {cases[1].id}, " in missing, missing
+    worded = [dataclasses.replace(c, rationale=f"{c.rationale} ({i})") for i, c in enumerate(cases)]
+    assert bench.check_coverage(worded) == []
+
+
 def test_expected_fallback_cases_do_fall_back_in_quick_shapes():
     """The quick variant keeps the property that sends a case to the fallback (odd width, offset, transposed...)."""
     from fastpath_lib.rmsnorm.predicate import DEFAULT_CUDA_MIN_ROWS

@@ -137,6 +137,33 @@ def test_low_precision_matches_the_native_bit_for_bit(dtype, wdtype, device):
     assert ((out.float() - want_out.float()).abs() <= ulp).all()
 
 
+#: fp32 NaNs other than the canonical ``0x7FC00000``: mantissa all ones (what a buffer filled with ``0xFF`` holds),
+#: signalling, negative, with a payload. Rounding to bf16 on the bits by adding ``0x7FFF`` carries an all-ones mantissa
+#: into the sign bit: the NaN becomes ``-0.0`` and its whole row normalizes to zeros.
+NAN_BITS = (0x7FFFFFFF, 0xFFFFFFFF, 0x7F800001, 0xFFC00000, 0x7FC12345)
+
+
+@pytest.mark.parametrize("inplace", [False, True], ids=["functional", "in_place"])
+@pytest.mark.parametrize("bits", NAN_BITS, ids=hex)
+def test_a_nan_of_any_bits_stays_nan(bits, inplace, device):
+    """fp32 x and residual, a bf16 weight (the normalized row is rounded to bf16 before the product): one NaN in row 3
+    makes row 3 of the output all NaN, as in the composite, and the new residual NaN exactly where the sum is."""
+    gen = torch.Generator().manual_seed(7)
+    x, r = (torch.randn(16, 64, generator=gen).to(device) for _ in range(2))
+    w = (1 + 0.5 * torch.randn(64, generator=gen)).to(device, torch.bfloat16)
+    x.view(torch.int32)[3, 5] = bits - (1 << 32 if bits >= 1 << 31 else 0)
+    assert x[3, 5].isnan()
+    want_out, want_s = reference.native(x, r, w)
+    with fastpath_lib.record_routes() as routes:
+        out, s = FORMS[inplace](x, r, w)
+    assert routes == {"triton": 1}
+    assert out[3].isnan().all(), f"row 3 of the output: {out[3, :4].tolist()}..., the composite's is NaN"
+    assert torch.equal(out.isnan(), want_out.isnan()) and torch.equal(s.isnan(), want_s.isnan())
+    assert torch.equal(s.nan_to_num(7.0), want_s.nan_to_num(7.0))
+    atol, rtol = reference.tolerance(x.dtype)
+    torch.testing.assert_close(out, want_out, atol=atol, rtol=rtol, equal_nan=True)
+
+
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_variance_is_of_the_unrounded_sum(dtype, device):
     """Constant rows normalize to exactly 1 when the variance comes from the fp32 sum. Here the sum is not

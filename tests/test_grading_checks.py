@@ -240,8 +240,27 @@ def _shuffled_words(i, why):
     return " ".join(words[1::2] + words[::2])
 
 
-_OWN_SOUNDING = ("chosen after reading the predicate {} times", "my own pick number {} from the lesson's ideas",
-                 "case {} covers a region the reviewer asks about")
+#: Rationales of one's own, each saying a different why (not one template filled with each case's numbers, which the
+#: matrix rules refuse as the same rationale).
+_OWN_SOUNDING = (
+    "a single token step where launch latency dominates everything",
+    "few rows per call so kernel startup outweighs the bytes",
+    "moderate batch still short of the tuned row cutoff",
+    "right at the cutoff where neither path clearly leads",
+    "prompt processing streams megabytes and rewards fusion",
+    "gradient pass fuses the weight reduction deterministically",
+    "far beyond cache capacity so bandwidth sets the pace",
+    "single precision reference already runs near copy speed",
+    "skinny rows leave each program little useful work",
+    "widest admissible rows strain the register file",
+    "mid sized backward whose reduction pass eats savings",
+    "view into a wider buffer read without copying",
+    "alternate rows skipped through the stride in place",
+    "columns are not contiguous so eligibility fails",
+    "unaligned width breaks the vector load requirement",
+    "pointer offset by two bytes defeats alignment",
+    "rows exceed what one program can hold",
+)
 
 
 def _kit_cases_new_words_nudged():
@@ -251,7 +270,7 @@ def _kit_cases_new_words_nudged():
         rows = spec.rows + (spec.rows > 1) * (1 if (spec.rows + 1) * spec.cols <= 1 << 26 else -1)
         cols = spec.cols + (8 if spec.cols % 8 == 0 and spec.cols < 16384 and rows * (spec.cols + 8) <= 1 << 26 else 0)
         spec = dataclasses.replace(spec, rows=rows, cols=cols)
-        out.append((f"mine_{i}", spec, exp, _OWN_SOUNDING[i % 3].format(i)))
+        out.append((f"mine_{i}", spec, exp, _OWN_SOUNDING[i]))
     return lambda: out
 
 
@@ -406,7 +425,7 @@ ANSWERS = {
     "ex05 borrowed: the kit's matrix, each rationale's words shuffled": lambda: ex.check_case_matrix(
         _kit_matrix_reworded(_shuffled_words), show=False),
     "ex05 borrowed: the kit's matrix, rationales rewritten": lambda: ex.check_case_matrix(
-        _kit_matrix_reworded(lambda i, why: _OWN_SOUNDING[i % 3].format(i)), show=False),
+        _kit_matrix_reworded(lambda i, why: _OWN_SOUNDING[i]), show=False),
     "ex05 borrowed: the kit's cases renamed, nudged, rewritten": lambda: ex.check_case_matrix(
         _kit_cases_new_words_nudged(), show=False),
     "ex05 trivial: six identical neutral cases": lambda: ex.check_case_matrix(_six_neutral, show=False),
@@ -517,6 +536,54 @@ def test_borrowed_answer_is_named():
 def test_vague_reason_names_what_is_missing():
     (r,) = ex.check_cols_condition(_constant_reason("cols"), show=False)
     assert "actual width (8193)" in r.feedback and "limit (8192)" in r.feedback
+
+
+def _with_listing(rule, extra):
+    """The solution's condition for ``rule`` whose reasons also say ``extra(c)``."""
+    fn = solved("ex03")[f"check_{rule}"]
+    return lambda c: None if (why := fn(c)) is None else f"{why} {extra(c)}"
+
+
+@pytest.mark.parametrize("rule, extra, stray", [
+    ("cols", lambda c: " ".join(map(str, range(20000))), "3, 4, 5, 6, 7, 8 and "),
+    ("alignment", lambda c: " ".join(f"a{i}" for i in range(200)), "3, 5, 6, 7, 9"),
+    ("dtype", lambda c: "(one of float16 bfloat16 float32 float64 int8 bool)", "float64, int8, bool"),
+    ("cols", lambda c: "(the alignment rule wants 32 bytes)", ": 32"),
+], ids=["every number", "numbers in words", "every dtype", "another rule's value"])
+def test_ex03_a_reason_naming_values_not_the_cases_fails(rule, extra, stray):
+    """Red-team finding: a reason listing every number from 0 to 19,999 named the actual width by chance and passed."""
+    (r,) = getattr(ex, f"check_{rule}_condition")(_with_listing(rule, extra), show=False)
+    assert not r.passed and "not this case's" in r.feedback and stray in r.feedback, r.feedback
+    assert len(r.feedback) < 2000, "the feedback quotes a long reason in full"
+
+
+def _honest_dtype(c):
+    x = c.input
+    if x.dtype in (torch.float16, torch.bfloat16):
+        return None
+    return f"dtype {x.dtype} ({x.element_size()} bytes each) in a {tuple(x.shape)} input; v2 takes fp16/bf16 (2 bytes)"
+
+
+def _honest_cols(c):
+    w = c.input.shape[-1]
+    return None if w <= 8192 else f"rows of {w} ({w * c.input.element_size()} bytes) are {w - 8192} past the 8192 cap"
+
+
+def _honest_alignment(c):
+    x, p = c.input, c.input.data_ptr() + 4096  # the grader's copy of the input lies elsewhere, aligned alike
+    if p % 32:
+        return f"pointer {hex(p)} is {p % 32} bytes off a 32-byte boundary ({32 - p % 32} to go)"
+    st = ex.row_stride(x)
+    if x.numel() // max(x.shape[-1], 1) > 1 and st is not None and st * x.element_size() % 32:
+        return f"strides {x.stride()} of {tuple(x.shape)} {x.dtype}: {st * x.element_size()} bytes a row, not 32k"
+    return None
+
+
+def test_ex03_honest_reasons_unlike_the_solutions_pass():
+    """Reasons that name the case's own numbers in other ways (hex pointer, shape, strides, bytes, the gap) pass."""
+    results = (ex.check_dtype_condition(_honest_dtype, show=False) + ex.check_cols_condition(_honest_cols, show=False)
+               + ex.check_alignment_condition(_honest_alignment, show=False))
+    assert all(r.passed for r in results), feedback(results)
 
 
 def test_ex04_feedback_names_categories_never_mutants():
@@ -632,9 +699,59 @@ def test_ex05_some_cases_like_the_kits_are_allowed():
     """A matrix of its own that shares a few cases with the kit's (under new words) still passes."""
     kit = _kit_matrix_from_json()
     own = solved("ex05")["my_matrix"]()
-    shared = [(f"k{i}", spec, exp, _OWN_SOUNDING[i % 3].format(i)) for i, (_, spec, exp, _) in enumerate(kit[:4])]
+    shared = [(f"k{i}", spec, exp, _OWN_SOUNDING[i]) for i, (_, spec, exp, _) in enumerate(kit[:4])]
     results = ex.check_case_matrix(lambda: own + shared, show=False)
     assert all(r.passed for r in results), feedback(results)
+
+
+def _ex06_rule(band_of, form="ratio"):
+    def classify(row):
+        if row["route"] != "triton":
+            return "fallback"
+        b, c = row["baseline_median_us"], row["candidate_median_us"]
+        band = band_of(b, c, row["baseline_spread_us"], row["candidate_spread_us"])
+        if form == "ratio":
+            return "win" if c / b < 1 - band else "loss" if c / b > 1 + band else "neutral"
+        if form == "product":  # the same rule, its arithmetic ordered otherwise
+            return "win" if c < b * (1 - band) else "loss" if c > b * (1 + band) else "neutral"
+        change = 100 * (c - b) / b  # in percent
+        return "win" if change < -100 * band else "loss" if change > 100 * band else "neutral"
+    return classify
+
+
+_EX06_KIT_BAND = lambda b, c, bs, cs: max(bs / b, cs / c)  # noqa: E731
+_EX06_WRONG_BANDS = {"no band (10 %)": lambda *_: 0.10, "no band (5 %)": lambda *_: 0.05,
+                     "no band (3 %)": lambda *_: 0.03, "the baseline's spread only": lambda b, c, bs, cs: bs / b,
+                     "the candidate's spread only": lambda b, c, bs, cs: cs / c,
+                     "the mean of the two": lambda b, c, bs, cs: (bs / b + cs / c) / 2,
+                     "both spreads over the baseline": lambda b, c, bs, cs: max(bs, cs) / b}
+
+
+def test_ex06_every_draw_passes_every_correct_rule():
+    """Red-team finding: one notebook scored 3/3 in 8 runs of 10 and 0/3 in 2. The drawn table held a point telling
+    the kit's two-sided band from a one-sided one only in about 4 draws of 5. Now every draw passes the solution and
+    the rule written otherwise, and fails the rules with another band (next test)."""
+    answers = {"solution": solved("ex06")["my_classify"], "product": _ex06_rule(_EX06_KIT_BAND, "product"),
+               "percent": _ex06_rule(_EX06_KIT_BAND, "percent")}
+    for _ in range(40):
+        for name, fn in answers.items():
+            results = ex.check_classification(fn, show=False)
+            assert all(r.passed for r in results), f"{name}: {feedback(results)}"
+
+
+@pytest.mark.parametrize("wrong", list(_EX06_WRONG_BANDS))
+def test_ex06_every_draw_fails_a_rule_with_another_band(wrong):
+    """Points just inside and just outside the band, set by either side's spread, in every draw: the verdict on a
+    wrong band never depends on the draw."""
+    from fastpath_lib.grading.ex06_classify import drawn_results
+    from fastpath_lib.grading.given import expected_classes
+
+    fn = _ex06_rule(_EX06_WRONG_BANDS[wrong])
+    for seed in range(200):
+        df = drawn_results(seed)
+        expected = expected_classes(df)
+        assert any(fn(r) != expected[r["case_id"]] for _, r in df.iterrows()), f"seed {seed} passes {wrong}"
+    assert earned(ex.check_classification(fn, show=False)) == 0
 
 
 def test_ex07_accepts_an_honest_no_claim_note():
@@ -662,6 +779,62 @@ def test_ex07_rows_must_agree_with_their_routes():
         return base(df, env).replace("| fallback | ", "| triton | ", 1)
     res = {r.part: r for r in ex.check_pr_note(wrong_route, show=False)}
     assert not res["consistent_with_data"].passed and "route" in res["consistent_with_data"].feedback
+
+
+def _thresholded_predicate(min_rows):
+    """The solution's predicate plus the row threshold lessons 03 and 05 teach (``MIN_ROWS``)."""
+    s = solved("ex08")
+
+    def rows(x):
+        n = x.numel() // max(x.shape[-1], 1)
+        return None if n >= min_rows else f"{n} rows, need >= {min_rows}"
+
+    def make():
+        base = s["make_predicate"]()
+        return Predicate("softmax", [*base.conditions, Condition("min_rows", f">= {min_rows} rows", rows, "speed",
+                         boundaries=(Boundary("at", {"rows": min_rows}, True),
+                                     Boundary("below", {"rows": min_rows - 1}, False)))])
+    return make
+
+
+def _dispatch_with(make_predicate):
+    launch = solved("ex08")["launch"]
+
+    def op(x):
+        d = make_predicate().evaluate(x)
+        return (launch(x), d.route) if d.eligible else (torch.softmax(x, dim=-1), d.route)
+    return op
+
+
+@pytest.mark.parametrize("min_rows", [8, 16])
+def test_ex08_dispatch_accepts_a_taught_row_threshold(min_rows):
+    """Red-team finding: an op with MIN_ROWS = 8 (the interpreter's threshold, lessons 03 and 05) was told "every case
+    took route {'fallback'}": every case the fast path could take had 5 or 7 rows."""
+    make = _thresholded_predicate(min_rows)
+    results = ex.check_capstone_dispatch("softmax", _dispatch_with(make), make, lambda x: x, show=False)
+    assert all(r.passed for r in results), feedback(results)
+
+
+def test_ex08_dispatch_names_the_inputs_when_no_case_takes_the_fast_path():
+    make = _thresholded_predicate(32)
+    (r,) = ex.check_capstone_dispatch("softmax", _dispatch_with(make), make, lambda x: x, show=False)
+    assert not r.passed and "every case took route {'fallback'}" in r.feedback, r.feedback
+    assert "16x40" in r.feedback and "16 rows, need >= 32" in r.feedback and "7x33" in r.feedback, r.feedback
+
+
+def _dispatch_zeroing_input(x):
+    """A uniform answer made right by zeroing the input first (the expected value was computed after the call)."""
+    d = solved("ex08")["make_predicate"]().evaluate(x)
+    x.zero_()
+    return torch.full_like(x, 1 / x.shape[-1]), d.route
+
+
+def test_ex08_dispatch_refuses_an_op_that_writes_its_input():
+    (r,) = ex.check_capstone_dispatch("softmax", _dispatch_zeroing_input, solved("ex08")["make_predicate"],
+                                      lambda x: x, show=False)
+    assert not r.passed and "wrote into its input" in r.feedback, r.feedback
+    # the fallback cases are the ones that agreed with a zeroed input: each is named
+    assert r.feedback.count("wrote into its input") >= 2, r.feedback
 
 
 def test_ex08_results_name_the_operator():

@@ -5,6 +5,7 @@ The browser test (``tests/browser``) drives a server started the same way; these
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import re
 import sys
@@ -14,6 +15,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 OVERRIDES = ROOT / ".jupyter" / "lab-settings" / "overrides.json"
+SERVER_CONFIG = ROOT / ".jupyter" / "jupyter_server_config.json"
 NOTIFICATION = "@jupyterlab/apputils-extension:notification"
 
 
@@ -29,6 +31,24 @@ def test_kit_lab_serves_the_root_with_the_kit_settings_overrides():
     assert '--ServerApp.root_dir="$PWD"' in cmd, cmd
     assert '--LabApp.app_settings_dir="$PWD/.jupyter/lab-settings"' in cmd, cmd
     assert not re.search(r"jupyter\" lab (notebooks|exercises|solutions)\b", cmd), f"roots at a subfolder: {cmd}"
+
+
+def test_kit_lab_opens_on_the_first_lesson_and_lists_each_lesson_once():
+    assert '--config="$PWD/.jupyter/jupyter_server_config.json"' in _lab_command()
+    config = json.loads(SERVER_CONFIG.read_text())
+    url = config["LabApp"]["default_url"]
+    first = url.removeprefix("/lab/tree/")
+    assert url.startswith("/lab/tree/") and (ROOT / first).is_file(), url
+    readme = (ROOT / "README.md").read_text()
+    assert first in readme.split("The full course", 1)[0], f"{first} is not on the README's path"
+    globs = config["ContentsManager"]["hide_globs"]
+    shown = [p for p in [*ROOT.glob("notebooks/*"), *ROOT.glob("solutions/*"), *ROOT.glob("exercises/*")]
+             if not any(fnmatch.fnmatch(p.name, g) for g in globs)]
+    stems = [p.parent.name + "/" + p.stem for p in shown]
+    assert len(stems) == len(set(stems)), f"listed twice: {sorted(s for s in stems if stems.count(s) > 1)}"
+    assert all(p.suffix == ".ipynb" for p in shown), sorted(p.name for p in shown if p.suffix != ".ipynb")
+    for default in ("__pycache__", "*.pyc", ".DS_Store"):  # JupyterLab's own defaults stay hidden
+        assert default in globs
 
 
 def test_overrides_turn_the_news_prompt_and_update_check_off():
@@ -53,7 +73,7 @@ def test_overrides_name_settings_the_installed_jupyterlab_knows():
 
 
 def test_readme_notebook_paths_exist_from_the_root():
-    readme = (ROOT / "README.md").read_text()
+    readme = "\n".join(p.read_text() for p in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))])
     paths = set(re.findall(r"\b((?:notebooks|exercises|solutions)/[\w.*\-]+)", readme))
     assert {"exercises/ex01_reference.ipynb", "notebooks/00_setup.ipynb"} <= paths, sorted(paths)
     for path in sorted(paths):

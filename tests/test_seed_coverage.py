@@ -1,5 +1,5 @@
-"""The lessons' teachable items and where each is graded: the table in fastpath_lib.grading.coverage, its README
-copy, and the parts it names (issue 16: at least 32 of the ~35 items graded by a registered part)."""
+"""The lessons' teachable items and where each is graded: the table in fastpath_lib.grading.coverage, its copy in
+docs/instructors.md, and the parts it names (issue 16: at least 32 of the ~35 items graded by a registered part)."""
 
 import re
 from pathlib import Path
@@ -43,12 +43,13 @@ def test_items_are_unique_and_name_their_lessons():
     assert all(i.lessons and all(re.fullmatch(r"0[0-7]", n) for n in i.lessons) for i in coverage.ITEMS)
 
 
-def test_the_readme_table_is_the_rendered_table():
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert START in readme and END in readme, (
-        f"README.md has no {START} ... {END} block: paste coverage.markdown_table() between the markers")
-    copy = readme.split(START, 1)[1].split(END, 1)[0].strip()
-    assert copy == coverage.markdown_table().strip(), "README's item table is stale: paste coverage.markdown_table()"
+def test_the_instructors_table_is_the_rendered_table():
+    page = (ROOT / "docs" / "instructors.md").read_text(encoding="utf-8")
+    assert START in page and END in page, (
+        f"docs/instructors.md has no {START} ... {END} block: paste coverage.markdown_table() between the markers")
+    copy = page.split(START, 1)[1].split(END, 1)[0].strip()
+    assert copy == coverage.markdown_table().strip(), (
+        "docs/instructors.md's item table is stale: paste coverage.markdown_table()")
 
 
 def test_the_rendered_table_counts_what_it_lists():

@@ -1,10 +1,12 @@
 """Exercise 03: predicate conditions for a changed spec (v2: fp16/bf16 only, at most 8192 columns, 32-byte alignment).
 
-Each condition is probed on cases on both sides of its rule and must decide as the spec says. When it fails, its
-reason must name the actual value and the required one (``"input float32, need float16 or bfloat16"``), as every
-condition of the kit's predicate does: a reason such as ``"no"`` fails the part. The assembled predicate must route
-mixed probes as the spec says, with each rule in a condition of its own. The kit's v1 conditions decide differently
-on the probes, and calling the grader's own rule from a condition fails the part.
+Each condition is probed on cases on both sides of its rule and must decide as the spec says. When it fails, its reason
+must name the actual value and the required one (``"input float32, need float16 or bfloat16"``), as every condition of
+the kit's predicate does, and no number or dtype that is not the case's own (its sizes, strides, offsets, pointer,
+element size) or the rule's: a reason such as ``"no"`` fails the part, and so does one that lists every number or every
+dtype so as to name the actual one by chance. The assembled predicate must route mixed probes as the spec says, with
+each rule in a condition of its own. The kit's v1 conditions decide differently on the probes, and calling the grader's
+own rule from a condition fails the part.
 """
 
 from __future__ import annotations
@@ -53,8 +55,67 @@ def _number(n: int, text: str) -> bool:
     return re.search(rf"(?<![\d.]){n}(?!\d)", text) is not None
 
 
+#: dtype names a reason may be read for (``float`` and ``half`` alone are English words too, so they are not counted)
+_ANY_DTYPE = re.compile(r"(?<![\w.])(?:torch\.)?(float(?:8\w*|16|32|64)|fp(?:8|16|32|64)|bfloat16|bf16|double"
+                        r"|u?int(?:8|16|32|64)|complex\d*|bool)(?!\w)", re.IGNORECASE)
+#: every run of digits counts (``a19999`` as much as ``19999``), a hexadecimal pointer as its value
+_NUMBER = re.compile(r"0x[0-9a-f]+|(?<![\d.])\d+(?:\.\d+)?", re.IGNORECASE)
+
+
+def _own_values(name: str, c) -> set[int]:
+    """The numbers a reason about ``c`` may name: the input's own sizes, strides (in elements and bytes), offsets,
+    pointer and element size, the weight's, and the rule's required value (with what sets the two apart)."""
+    x, w = c.input, c.weight
+    out = {0, 1}
+    for t in (x, w):
+        if not isinstance(t, torch.Tensor):
+            continue
+        es = t.element_size()
+        out |= {*t.shape, *t.stride(), *(st * es for st in t.stride()), t.numel(), t.numel() * es, t.dim(), es,
+                es * 8, t.storage_offset(), t.storage_offset() * es, t.data_ptr()}
+        out |= {t.data_ptr() % k for k in (2, 4, 8, 16, 32, 64)}
+        rows, cols = rows_cols(t) if t.dim() else (1, 1)
+        out |= {rows, cols, cols * es}
+        if (st := row_stride(t)) is not None:
+            out |= {st, st * es}
+    if name == "dtype":
+        out |= {d.itemsize * k for d in V2_DTYPES for k in (1, 8)}
+    elif name == "cols":
+        out |= {V2_MAX_COLS, x.shape[-1] - V2_MAX_COLS if x.dim() else 0}
+    else:
+        a = V2_ALIGN_BYTES
+        off = x.data_ptr() % a
+        out |= {a, a - off, a // x.element_size()}
+        if (st := row_stride(x)) is not None:
+            out |= {st * x.element_size() % a, a - st * x.element_size() % a}
+    return out
+
+
+def _strays(name: str, c, why: str) -> list[str]:
+    """What the reason names that is not this case's nor the rule's: other numbers, other dtypes. A reason that lists
+    every number (or every dtype) names the actual one by chance, not because it read it."""
+    own, stray, at = _own_values(name, c), [], c.input.data_ptr() % 64
+
+    def pointer(v: int) -> bool:  # the input's address as the learner's process sees it: its copy keeps the alignment
+        return v >= 1 << 16 and v % 64 == at
+
+    for tok in _NUMBER.findall(why):
+        v = int(tok, 16) if tok.lower().startswith("0x") else float(tok)
+        if not (v == int(v) and (int(v) in own or pointer(int(v)))) and tok not in stray:
+            stray.append(tok)
+    mine = {c.input.dtype, *V2_DTYPES} | ({c.weight.dtype} if isinstance(c.weight, torch.Tensor) else set())
+    for word in _ANY_DTYPE.findall(why):
+        d = getattr(torch, word.lower(), None)
+        d = d if isinstance(d, torch.dtype) else next(
+            (k for k, pat in _DTYPE_WORDS.items() if re.fullmatch(pat, word, re.IGNORECASE)), None)
+        if d not in mine and word not in stray:
+            stray.append(word)
+    return stray
+
+
 def _reason_problem(name: str, c, why: str) -> str | None:
-    """What the reason for a failing probe leaves out: the actual value or the required one."""
+    """What the reason for a failing probe leaves out (the actual value or the required one), or names besides them
+    (values that are not this case's)."""
     x = c.input
     missing = []
     if name == "dtype":
@@ -76,7 +137,12 @@ def _reason_problem(name: str, c, why: str) -> str | None:
             missing.append(f"the actual value ({what})")
         if not _number(V2_ALIGN_BYTES, why):
             missing.append(f"the required alignment ({V2_ALIGN_BYTES})")
-    return None if not missing else "reason names no " + " and no ".join(missing)
+    problem = "reason names no " + " and no ".join(missing) if missing else None
+    stray = _strays(name, c, why)
+    if stray:
+        shown = ", ".join(stray[:6]) + (f" and {len(stray) - 6} more" if len(stray) > 6 else "")
+        problem = (problem + "; and it" if problem else "reason") + f" names values that are not this case's: {shown}"
+    return problem
 
 
 def _probe(spec: CaseSpec, seed: int = 0):
@@ -110,13 +176,15 @@ def _grade_condition(name: str, fn) -> list[Result]:
         if why is not None and not exp:
             gap = _reason_problem(name, c, why)
             if gap:
-                vague.append(f"{case_label(spec)}: {gap} (got {why!r})")
+                got = why if len(why) <= 160 else why[:150] + f"... ({len(why)} characters)"
+                vague.append(f"{case_label(spec)}: {gap} (got {got!r})")
         rows.append((case_label(spec), hold(yours), hold(exp), "" if yours == exp else "<-- differs", why or ""))
     if bad:
         raise Fail(f"{bad} of {len(rows)} probe cases decided differently\n"
                    + table(rows, ("case", "yours", "expected", "", "your reason")))
     if vague:
-        raise Fail("every decision is right, but a reason must name the actual and the required value:\n"
+        raise Fail("every decision is right, but a reason must name the actual and the required value, and no value "
+                   "that is not the case's:\n"
                    + "\n".join(vague))
     return [passed("ex03", f"{name}_condition")]
 

@@ -5,7 +5,7 @@
 why. The rules are the benchmark's own (:func:`fastpath_lib.bench.matrix.coverage_rules`, which the kit's matrix
 meets), in three parts: sizes (enough distinct cases, small and large, an M=1 decode case), layouts and dtypes, and
 expectations (at least one expected win, cases expected not to improve, fallback exactly where the predicate rejects
-the case on a GPU, a rationale of its own for every case). The kit's own predeclared matrix handed back, in whole
+the case on a GPU, a rationale of its own for every case, not another case's words with other numbers). The kit's own predeclared matrix handed back, in whole
 or with its rationales copied or reworded, or its cases kept under new words, fails.
 """
 

@@ -49,6 +49,8 @@ REPO = Path(__file__).resolve().parents[2]
 SERVED_DIRS = ("notebooks", "exercises", "solutions", "results")
 #: ``./kit lab``'s ``--LabApp.app_settings_dir``: its ``overrides.json`` turns the news prompt and update check off.
 KIT_LAB_SETTINGS = REPO / ".jupyter" / "lab-settings"
+#: ``./kit lab``'s ``--config``: the page it opens on, and the lessons' .py sources left out of the file browser.
+KIT_SERVER_CONFIG = REPO / ".jupyter" / "jupyter_server_config.json"
 ARTIFACTS = REPO / "artifacts" / "browser"
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
@@ -117,6 +119,7 @@ class LabServer:
                f"--ServerApp.port={self.port}", "--ServerApp.port_retries=0",
                f"--IdentityProvider.token={self.token}", f"--ServerApp.root_dir={self.root}",
                f"--LabApp.app_settings_dir={KIT_LAB_SETTINGS}",  # as ./kit lab
+               f"--config={KIT_SERVER_CONFIG}",  # as ./kit lab: opens on the first lesson, lists each lesson once
                "--ServerApp.terminals_enabled=False",
                "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
         self._log = open(self.log_path, "w")

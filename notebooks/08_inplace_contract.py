@@ -14,24 +14,30 @@
 # ---
 
 # %% [markdown]
-# # 08 · A second operator: mutation, aliasing and fusion
+# # 08 · The in-place fused op: what it writes, what may alias, where it rounds
 #
 # Every transformer block ends a sub-layer with `residual = x + residual; x = rms_norm(residual) * weight`. Serving
-# stacks fuse the two, and vLLM's IR declares the fused op as `fused_add_rms_norm(x, x_residual, weight, epsilon)
-# -> (out, residual)`, whose providers may write both results *into their inputs*. The kit builds it as its second
-# operator (`fastpath_lib/fused/`), with the same pipeline as RMSNorm: a written reference, a predicate, Triton
-# kernels, custom ops, boundary points, a matrix and an upstream form.
+# stacks fuse the two into one op, `fused_add_rms_norm(x, residual, weight, eps) -> (out, residual)`, whose fast
+# implementations write both results *into their inputs*. The kit builds it as its second operator
+# (`fastpath_lib/fused/`), with the same pipeline as RMSNorm: a written reference, a predicate, Triton kernels,
+# custom ops, boundary points and a matrix.
+#
+# **What you will do**: run the in-place form, break it on purpose (an exception halfway, an undeclared write, a
+# rounding moved, aliased memory), and see which check catches each; then read the fused op's predeclared matrix.
+#
+# **What you need**: lessons 01 (a contract), 03 (a predicate) and 05 (a predeclared matrix); this CPU (the kernels
+# run in Triton's interpreter). Exercise 12 grades what this lesson teaches.
+#
+# **Time**: about 35 minutes.
 #
 # **What you will learn**
 # - that the contract of an in-place op includes what it writes, what may alias, and what a caller observes after an
 #   exception;
 # - how `torch.library.custom_op(mutates_args=...)` declares the writes, what functionalization makes of them under
 #   `torch.compile`, and how `opcheck`'s schema test catches a write nobody declared;
-# - that an intermediate's precision is part of the contract (the variance of the unrounded fp32 sum);
+# - that an intermediate's precision is part of the contract (which sum is normalized, and where it is rounded);
 # - why overlapping memory goes to the fallback, and what a kernel does to aliased inputs when it does not;
-# - the mechanism of the fusion (the bytes it saves), and the question a vLLM reviewer asks first;
-# - how the in-place form maps onto vLLM's provider registration (`supports_args`, `supported`, `inplace=True`), and
-#   what vLLM's compiler needs of a provider: a registered op, a check FakeTensors can answer, a priority.
+# - the mechanism of the fusion (the bytes it saves), and the baselines a reviewer measures it against.
 
 # %% tags=["nbval-ignore-output"]
 import torch
@@ -226,60 +232,87 @@ print("output equals eager:", torch.equal(got, eager),
 #
 # ## An intermediate's precision is part of the contract
 #
-# vLLM's native function takes the variance of the *unrounded* fp32 sum, not of the new residual after it was
-# rounded to bf16 or fp16. An unfused pair (`x + residual`, then a norm) can only see the rounded one. Is that a
-# difference anyone could observe? Below: the native function, a variant that takes the variance from the rounded
-# residual, and the eager pair with `F.rms_norm`, on random bf16 and fp16 rows and on a row built so that every
-# element's sum rounds the same way (`1 + 0.005` rounds up to the next bf16 value).
+# The contract (vLLM's native function, above) normalizes the *unrounded* fp32 sum `s`: both the values it scales
+# and their mean square come from `s`, not from the new residual, which is `s` rounded to bf16 or fp16. An unfused
+# pair (`h = x + residual`, then `F.rms_norm(h)`) can only see the rounded sum. Is that a difference anyone could
+# observe? Below, against the native function: a variant that normalizes `s` but takes the mean square of the
+# rounded residual (the plausible mistake of a kernel author), `F.rms_norm` of the fp32 sum, and the eager pair,
+# which normalizes the rounded sum. The weight is all ones, so the product with the weight rounds nothing; the rows
+# are random bf16 and fp16, and a bf16 row built so that every element's sum rounds the same way (`1 + 0.005` rounds
+# up to the next bf16 value).
 
 # %%
 def variance_of_rounded(x, residual, weight, eps=None):
-    """The plausible mistake: the variance of the new residual *after* rounding to x's dtype."""
+    """The plausible mistake: normalize the fp32 sum, with the mean square of the residual *after* rounding."""
     s = x.float() + residual.float()
     new_residual = s.to(x.dtype)
     var = new_residual.float().pow(2).mean(-1, keepdim=True)
     n = s * torch.rsqrt(var + default_eps(x.dtype))
     return (n.to(weight.dtype) * weight).to(x.dtype), new_residual
 
-def unfused_pair(x, residual, weight, eps=None):
-    s = x + residual
-    return F.rms_norm(s, [x.shape[-1]], weight, default_eps(x.dtype)), s
+def rms_norm_of_fp32_sum(x, residual, weight, eps=None):
+    s = x.float() + residual.float()
+    return F.rms_norm(s, [x.shape[-1]], weight.float(), default_eps(x.dtype)).to(x.dtype), s.to(x.dtype)
+
+def unfused_pair(x, residual, weight, eps=None):  # normalizes the rounded sum h
+    h = x + residual
+    return F.rms_norm(h, [x.shape[-1]], weight, default_eps(x.dtype)), h
 
 
 # %%
-def inputs(kind, dtype):
+def inputs(kind, dtype, weight=None):
     g = torch.Generator().manual_seed(4)
     if kind == "random":
         x, r = (torch.randn(ROWS, 256, generator=g) for _ in range(2))
     else:  # every sum 1.005: rounded up in bf16, so the rounded variance is larger
         x, r = torch.ones(ROWS, 256), torch.full((ROWS, 256), 0.005)
-    return x.to(DEVICE, dtype), r.to(DEVICE, dtype), torch.ones(256, device=DEVICE, dtype=dtype)
+    w = torch.ones(256) if weight is None else weight
+    return x.to(DEVICE, dtype), r.to(DEVICE, dtype), w.to(DEVICE, dtype)
 
-prec = []
-for kind, dtype in (("random", torch.bfloat16), ("random", torch.float16), ("sums round up", torch.bfloat16)):
-    x, r, w = inputs(kind, dtype)
+VARIANTS = {"rounded variance": variance_of_rounded, "F.rms_norm(fp32 sum)": rms_norm_of_fp32_sum,
+            "add, F.rms_norm": unfused_pair, "kit": fastpath_lib.fused_add_rms_norm}
+
+def differ(kind, dtype, weight=None):
+    x, r, w = inputs(kind, dtype, weight)
     want, want_res = reference.native(x, r, w)
     atol, rtol = reference.tolerance(dtype)
     row = {"inputs": kind, "dtype": str(dtype)[6:]}
-    for name, fn in (("rounded variance", variance_of_rounded), ("add, F.rms_norm", unfused_pair),
-                     ("kit", fastpath_lib.fused_add_rms_norm)):
+    for name, fn in VARIANTS.items():
         out, res = fn(x, r, w)
         row[f"{name}: differ"] = f"{(out != want).float().mean().item():.1%}"
         row[f"{name}: in tol"] = torch.allclose(out.float(), want.float(), atol=atol, rtol=rtol)
         assert torch.equal(res, want_res)  # the new residual is the same everywhere
-    prec.append(row)
-pd.DataFrame(prec)
+    return row
+
+prec = pd.DataFrame([differ(kind, dtype) for kind, dtype in
+                     (("random", torch.bfloat16), ("random", torch.float16), ("sums round up", torch.bfloat16))])
+prec
 
 # %% [markdown]
-# Read the table column by column. The new residual is bitwise the same in every implementation (the assert): the sum
-# is rounded once. The *output* is not. Taking the variance from the rounded residual moves a few percent of the
-# random outputs, and on the rows built to round one way it moves every output, yet each one stays inside the kit's
-# tolerance (one ulp of the dtype, relative). A tolerance test cannot see this mistake; counting the elements that
-# differ from the native function can, because the kit's kernel rounds at the same points and differs from it on
-# none or almost none (the order of its fp32 sum may flip a rare rounding). On random rows the eager pair differs on
-# more elements still: `F.rms_norm` also multiplies by the weight in fp32 and rounds once, where vLLM's native
-# rounds the normalized value to the weight's dtype first. So the unfused pair is a *baseline* for speed, not the
-# contract for values, and a PR must say which one it matched.
+# Read the table column by column. The new residual is bitwise the same in every implementation (the assert): the
+# sum is rounded once. The *output* is not. Taking the mean square from the rounded residual moves a few percent of
+# the random outputs, and on the rows built to round one way it moves every output, yet each one stays inside the
+# kit's tolerance (one unit in the last place of bf16 or fp16, relative). A tolerance test cannot see this mistake;
+# counting the elements that differ from the native function can, because the kit's kernel rounds at the same points
+# and differs from it on none or almost none (the order of its fp32 sum may flip a rare rounding).
+#
+# The eager pair differs on more elements still, and the column beside it says why: `F.rms_norm` of the fp32 sum
+# matches the native function, so the difference is not `F.rms_norm`'s arithmetic but *which sum it normalizes*: the
+# eager pair can only normalize the rounded `h`. (Exercise 02's kernel computes the same as the eager pair, by its
+# spec; it is a different contract from this op's, and the table is the measure of the difference.)
+#
+# A weight other than ones adds a second difference: the native function rounds the normalized value to
+# the weight's dtype before it multiplies, `F.rms_norm` multiplies in fp32 and rounds once. Measured with a random
+# weight in the same bf16 rows:
+
+# %%
+w_random = torch.rand(256, generator=torch.Generator().manual_seed(5)) + 0.5
+row = differ("random", torch.bfloat16, w_random)
+print({k: v for k, v in row.items() if k.endswith("differ")})
+
+# %% [markdown]
+# So the unfused pair is a *baseline* for speed, not the contract for values, and a PR must say which one it
+# matched.
 #
 # ## Overlapping memory goes to the fallback
 #
@@ -415,211 +448,6 @@ else:
     print("nothing is timed on this machine; the matrix above is a prediction until a GPU run records it")
 
 # %% [markdown]
-# ## A sharded contract: RMSNorm on DTensors
-#
-# Under tensor or sequence parallelism an activation reaching the norm is a DTensor: one global tensor, stored as a
-# shard per rank, with a *placement* saying how (`Shard(0)`: each rank holds some rows; `Replicate()`: each holds all
-# of it). A contract for sharded inputs adds three things to the plain one:
-#
-# - **which placements run without communication.** RMSNorm reduces each row over its last dim only, so a row shard
-#   (`Shard` on a leading dim) with a replicated weight is a whole problem on every rank: the op runs on the local
-#   rows and the output keeps the placement;
-# - **the placement of every result, gradients included.** `dw` sums over rows, so each rank holds a partial sum
-#   (`Partial("sum")`), all-reduced when it is read;
-# - **what happens to every other placement.** A hidden-dim shard must be gathered (or all-to-all'ed) to rows first:
-#   DTensor does that from the rule, at a communication cost the rule makes visible.
-#
-# The kit's rule is `fastpath_lib/rmsnorm/sharding.py` (`register_sharding` on both ops and their backwards).
-# Registering it is process-wide, so importing the kit does not: the first DTensor call does. A one-rank group here
-# (`tests/test_sharding.py` runs two ranks):
-
-# %%
-import tempfile
-
-import torch.distributed as dist
-from torch.distributed.device_mesh import init_device_mesh
-from torch.distributed.tensor import Replicate, Shard, distribute_tensor
-from fastpath_lib.rmsnorm import sharding
-
-backend = "nccl" if DEVICE == "cuda" else "gloo"
-dist.init_process_group(backend, init_method=f"file://{tempfile.mkdtemp()}/pg", rank=0, world_size=1)
-mesh = init_device_mesh(DEVICE, (1,))
-x, w = torch.randn(ROWS, 64, device=DEVICE), torch.rand(64, device=DEVICE) + 0.5
-print("rule registered before the first DTensor call:", sharding.registered())
-
-# %% [markdown]
-# A row shard: the output and `dx` keep `Shard(0)`, `dw` is a partial sum, and the route is decided on the local
-# shard, as `explain()` says for a DTensor:
-
-# %%
-dx = distribute_tensor(x, mesh, [Shard(0)]).requires_grad_()
-dw = distribute_tensor(w, mesh, [Replicate()]).requires_grad_()
-with fastpath_lib.record_routes() as fwd, fastpath_lib.record_routes("backward") as bwd:
-    out = fastpath_lib.rms_norm(dx, [64], dw)
-    out.sum().backward()
-print("output", out.placements, "| dx", dx.grad.placements, "| dw", dw.grad.placements)
-print("routes on the local shard: forward", dict(fwd), "| backward", dict(bwd))
-print(fastpath_lib.explain(dx, [64], dw))
-
-# %% [markdown]
-# A hidden-dim shard. In torch 2.13 and 2.14 `F.rms_norm` raises on it (its decomposition adds `eps` in place to a
-# partial mean); through the rule DTensor gathers the rows first, and the result is the reference's:
-
-# %%
-hidden, rw = distribute_tensor(x, mesh, [Shard(1)]), distribute_tensor(w, mesh, [Replicate()])
-try:
-    F.rms_norm(hidden, [64], rw)
-    print("F.rms_norm on a hidden-dim shard: runs")
-except RuntimeError as e:
-    print("F.rms_norm on a hidden-dim shard raises:", str(e).splitlines()[0][:110])
-got = fastpath_lib.rms_norm(hidden, [64], rw)
-print("the kit's op:", got.placements, "| matches F.rms_norm on the full tensor:",
-      torch.allclose(got.full_tensor(), F.rms_norm(x, [64], w), atol=1e-5))
-print(fastpath_lib.explain(hidden, [64], rw))
-
-# %% [markdown]
-# The fused op has the same rule, with `x` and `residual` placed alike. Its in-place form adds one clause: DTensor
-# cannot write a redistributed copy back into the caller's tensors, so only placements the rule keeps take the
-# sharded route; a hidden-dim shard takes the composite, which writes each shard where it is:
-
-# %%
-for placement in (Shard(0), Shard(1)):
-    xd, rd = (distribute_tensor(t, mesh, [placement]) for t in (x, torch.randn_like(x)))
-    want = reference.native(xd.full_tensor(), rd.full_tensor(), w, None)
-    with fastpath_lib.record_routes() as routes:
-        fastpath_lib.fused_add_rms_norm_(xd, rd, rw)
-    print(f"{placement!r:14} in place: routes {dict(routes)}, x still {xd.placements},",
-          "matches the composite:", torch.allclose(xd.full_tensor(), want[0], atol=1e-5))
-dist.destroy_process_group()
-
-# %% [markdown]
-# One consequence to state in a PR: the row threshold applies per rank. A call of 2 x threshold rows takes the kernel
-# whole, but sharded over 4 ranks each local shard has half the threshold and falls back, on every rank.
-
-# %% [markdown]
-# ## The in-place form upstream: vLLM's providers
-#
-# vLLM's IR (`vllm.ir`) keeps the native function as the contract; a kernel joins an op as a *provider* with
-# `supported` (a static platform check), `supports_args` (a per-call check with the native's own signature) and
-# `inplace=True` where it writes `x` and `x_residual`. The kit's plugin, `fastpath_lib/vllm_plugin.py`, adds the
-# provider `fastpath_triton` to `rms_norm` and to `fused_add_rms_norm`; `pip install` of the kit registers it through
-# vLLM's `vllm.general_plugins` entry point. `./kit setup` installs vLLM's wheel without its dependencies (`vllm.ir`
-# needs only torch and `regex`), so the cells below use the real `vllm.ir` (vLLM's log lines vary between runs).
-
-# %% tags=["nbval-ignore-output"]
-from fastpath_lib import vllm_plugin
-
-try:
-    ir = vllm_plugin.load_vllm_ir()  # imports vllm.ir and registers the plugin's providers
-except ModuleNotFoundError as exc:
-    ir = None
-    print("vllm.ir is not available here, so the vLLM cells below print nothing:", exc)
-else:
-    op = ir.ops.fused_add_rms_norm
-    print({name: {"supported": impl.supported, "inplace": impl.inplace} for name, impl in op.impls.items()})
-
-# %% [markdown]
-# Registering is not enabling. vLLM runs a provider only when the op's priority list names it (a model's kernel
-# configuration sets it; a test or a block uses `op.set_priority`); without a priority every call takes `native`.
-# The inputs come from vLLM's own input generator for the op:
-
-# %% tags=["nbval-ignore-output"]
-if ir is not None:
-    args = op.generate_inputs(num_tokens=ROWS, hidden_size=64, dtype=torch.float32, device=DEVICE)
-    print("no priority set:                      ", op.dispatch(*args).provider)
-    with op.set_priority([vllm_plugin.PROVIDER, "native"]):
-        print("priority [fastpath_triton, native]:   ", op.dispatch(*args).provider)
-
-# %% [markdown]
-# `ROWS` is twice the row threshold of the device in use. A call of 16 x 64 is eligible only under the interpreter,
-# whose threshold is 8 rows; on CUDA the threshold is 1024 rows until a recorded sweep lowers it, so there the same
-# call goes to `native` (vLLM) or the composite (the kit).
-#
-# vLLM's op has two overloads. `op(...)` is functional: before it calls an in-place provider it clones `x` and
-# `x_residual` (`IrOpImpl.func_impl_fn`), so the caller's tensors keep their values. `op.maybe_inplace(...)` hands
-# the provider the caller's own tensors, which vLLM's model code donates:
-
-# %% tags=["nbval-ignore-output"]
-if ir is not None:
-    x, r = args[0].clone(), args[1].clone()
-    with op.set_priority([vllm_plugin.PROVIDER, "native"]):
-        op(x, r, *args[2:])
-        print("op(...) left x and x_residual alone:  ", torch.equal(x, args[0]) and torch.equal(r, args[1]))
-        op.maybe_inplace(x, r, *args[2:])
-        print("op.maybe_inplace(...) wrote both:     ", not torch.equal(x, args[0]) and not torch.equal(r, args[1]))
-
-# %% [markdown]
-# When vLLM compiles a model, its lowering pass (`vllm/compilation/passes/ir/lowering_pass.py`) picks the provider
-# on the graph's FakeTensors (`op.dispatch(*fake_args)`) and traces its `func_impl_fn` into the graph. A FakeTensor
-# has no data pointer, so a raw Triton launch cannot be traced: the plugin's provider calls the kit's registered op
-# (with its fake implementation), and the trace is two clones and that one opaque op:
-
-# %% tags=["nbval-ignore-output"]
-from torch._subclasses.fake_tensor import FakeTensorMode
-from torch.fx.experimental.proxy_tensor import make_fx
-
-if ir is not None:
-    with op.set_priority([vllm_plugin.PROVIDER, "native"]):
-        with FakeTensorMode() as mode:
-            impl = op.dispatch(*(mode.from_tensor(a) if torch.is_tensor(a) else a for a in args))
-        graph = make_fx(impl.func_impl_fn, tracing_mode="fake")(*args)
-    print("chosen on FakeTensors:", impl.provider)
-    print("traced:", [str(n.target) for n in graph.graph.nodes if n.op == "call_function"])
-
-# %% [markdown]
-# So `supports_args` reads only what a FakeTensor knows: device, dtype, shape, strides, modes. And vLLM compiles with
-# a symbolic token count: on an unbacked one (vllm-project/vllm#39358) the answer must still be a plain `bool`, with
-# no guard on the count. What only run time knows (pointer alignment, overlap, and the row threshold when the count
-# was symbolic) is decided inside the op on every call, which takes the composite when it fails:
-
-# %%
-from torch.fx.experimental.symbolic_shapes import ShapeEnv
-
-shapes = ShapeEnv()
-with FakeTensorMode(shape_env=shapes):
-    tokens = shapes.create_unbacked_symint()
-    fake = [torch.empty(tokens, 4096, dtype=torch.bfloat16, device=DEVICE) for _ in range(2)]
-    verdict = vllm_plugin.fused_add_rms_norm_supports_args(*fake, torch.empty(4096, device=DEVICE), 1e-6)
-print(f"token count {tokens}: supports_args -> {type(verdict).__name__} {verdict}, guards added: {len(shapes.guards)}")
-
-# %% [markdown]
-# Under Inductor, vLLM's compiler, the provider's writes are functionalized as the kit's own in-place calls were
-# above (`auto_functionalized_v2`), and they stay in the graph as `copy_` back into `x` and `x_residual` until
-# Inductor's reinplacing pass (`reinplace_inplaceable_ops`) sees that nothing reads the old values and calls the op
-# on the inputs themselves. The graph before that pass, then the call in the code Inductor generates:
-
-# %% tags=["nbval-ignore-output"]
-from torch._inductor import config as inductor_config
-from torch._inductor.utils import run_and_get_code
-
-before = []
-x, r, w = FusedCaseSpec(rows=ROWS, cols=64).build(seed=9, device=DEVICE).args()
-def record(graph):
-    before.extend(str(n.target).replace("torch.ops.", "") for n in graph.nodes if n.op == "call_function")
-
-with inductor_config.patch(post_grad_custom_post_pass=record), torch.no_grad():
-    _, codes = run_and_get_code(torch.compile(vllm_plugin.fused_add_rms_norm, fullgraph=True), x, r, w, 1e-6)
-print("before reinplacing:", before)
-print("generated:", [line.strip() for c in codes for line in c.splitlines() if line.strip().startswith("torch.ops")])
-
-# %% [markdown]
-# The file a learner submits to vLLM cannot import the kit. `tools/make_upstream.py` generates it,
-# `upstream/vllm_triton_layernorm.py`, from the kit's one implementation: the kernels, the launch rule and the row
-# helpers are copied by name; the glue registers vLLM-style opaque ops (`direct_register_custom_op`, each with a fake
-# implementation), imports Triton through `vllm.triton_utils` and reads `supported` from vLLM's platform object.
-# `tests/test_vllm_upstream.py` checks that it is current and within vLLM's pre-commit rules:
-
-# %%
-source = (runtime.ROOT / "upstream" / "vllm_triton_layernorm.py").read_text().splitlines()
-shown = ("from vllm", "SUPPORTED =", "direct_register_custom_op(", "def rms_norm(", "def fused_add_rms_norm(")
-print("\n".join(source[:2] + [line for line in source if line.startswith(shown)]))
-
-# %% [markdown]
-# Two differences from the kit's own dispatch are deliberate. `supports_args` never reads the kit's force switch:
-# vLLM's rule is that enablement does not hang on global state such as an environment variable (the priority list
-# decides, and `native` ends it). And `supported` is the platform only: the in-tree file says CUDA, sm_80 or newer;
-# the plugin also counts Triton's interpreter, so this CPU runs it.
-#
 # ## Recap
 #
 # - The contract of an in-place op covers what it writes, what may alias, and what the caller observes after an
@@ -627,15 +455,13 @@ print("\n".join(source[:2] + [line for line in source if line.startswith(shown)]
 #   leaves its inputs untouched (a leaf that requires grad or a broadcasting `x` included).
 # - `mutates_args` declares the writes; functionalization turns the op into a functional call plus copies under
 #   `torch.compile`; `opcheck`'s schema test catches a write the declaration omits.
-# - Where an intermediate is rounded is part of the contract: the variance of the rounded residual stays within one
-#   ulp and so within tolerance, and only a comparison that counts differing elements sees it.
+# - Which sum is normalized, and where it is rounded, is part of the contract: the contract normalizes the unrounded
+#   fp32 sum; normalizing the rounded sum (the eager pair) or taking only the variance from it stays within tolerance,
+#   and only a comparison that counts differing elements sees it.
 # - Overlapping `x`, `residual` and `weight` go to the composite (conservatively, on byte ranges); a kernel run on
 #   aliased memory reads what another program already wrote.
 # - The fusion saves one pass in five against the unfused pair and none against `torch.compile`'s own fusion: both
 #   baselines belong in the matrix, and only a GPU run answers the reviewer.
-# - A vLLM provider runs only when the priority names it; it calls a registered op (a compiler traces it on
-#   FakeTensors), its `supports_args` reads metadata only and never guards on the token count, and vLLM's functional
-#   overload clones `x` and `x_residual` before an in-place provider writes them.
 #
 # ## Knowledge check
 #
@@ -693,5 +519,12 @@ print("\n".join(source[:2] + [line for line in source if line.startswith(shown)]
 # the norm itself: against that baseline the bytes model predicts no saving, so any gain must be shown by a GPU
 # measurement of the predeclared matrix (decode M=1 included, with the expected non-wins), with the environment and
 # raw samples. They will also ask which contract the values match (vLLM's native rounding points, not the eager
-# pair's), and that `supports_args` sends aliased and unsupported calls to the native function.
+# pair's), and that aliased and unsupported calls take the composite, which computes the contract.
 # </details>
+
+# %% [markdown]
+# ## Read next
+#
+# - [Exercise 12](../exercises/ex12_fused_inplace_contract.ipynb): write the in-place contract's tests and catch the
+#   broken implementations the grader hands them.
+# - [Lesson 09](09_upstream_review.ipynb): the same ops on sharded tensors (DTensor), and the forms they take upstream.
