@@ -5,13 +5,14 @@ Two artefacts from one checkout (``otter assign`` writes the same pair, nbgrader
 * ``OUT/student/``: what a learner is handed. The lessons (``notebooks/``), the exercises (``exercises/``, each with
   its FILL ME IN cells and check cells), the library, and what runs them (``pyproject.toml``, ``constraints.txt``,
   ``environment.yml``, ``kit``, ``data/`` with its notice, ``upstream/``, ``docs/``, JupyterLab's settings, the
-  README under a preface that says what the release leaves out). No ``solutions/``, no ``tests/``, and none of the grading files of
-  :data:`GRADER_ONLY`: the seeded faults, broken ops, answer keys and scenario keys a learner could grade against
-  offline. Their checks become stand-ins in the student's ``fastpath_lib/exercises.py`` that say the course's
+  README under a preface that says what the release leaves out). No ``solutions/``, no ``tests/``, and none of the
+  files of :data:`GRADER_ONLY`: the seeded faults, broken ops, answer keys and scenario keys a learner could grade
+  against offline. Their checks become stand-ins in the student's ``fastpath_lib/exercises.py`` that say the course's
   autograder runs them; every other check runs in the check cell as advisory feedback (what a learner's own kernel
   computes is never a verdict). A kept module that imports a plain constant from a grader-only file (the registry
   takes exercise 04's category names from ``mutants.py``) gets a stub of that file holding only those constants.
-* ``OUT/autograder/`` and ``OUT/autograder.zip``: the grader, for the instructor's machine only. The whole library,
+* ``OUT/autograder/``, ``OUT/autograder.zip`` and ``OUT/gradescope/exNN.zip`` (the same, pinned to one exercise by
+  its ``assignment.txt``): the grader, for the instructor's machine only. The whole library,
   the exercise notebooks as released in ``check-cells/`` (the grader restores every check cell from them, so a
   submission's edited check cell changes nothing and no ``solutions/`` is needed:
   :func:`fastpath_lib.grading.notebook.original_for`), Gradescope's ``setup.sh`` and ``run_autograder``, and
@@ -19,8 +20,8 @@ Two artefacts from one checkout (``otter assign`` writes the same pair, nbgrader
   runners and nbgrader's ``submitted/`` layout. The zip holds the folder's files at its root, as Gradescope wants.
 
 The release checks itself before it returns: no distinctive line of a solution (the ``# BEGIN SOLUTION`` regions of
-``solutions/``) appears anywhere in the student folder (:func:`leaked_solution_lines`), and every kept module's import
-of the kit resolves inside the student library.
+``solutions/``) appears anywhere in the student folder (:func:`leaked_solution_lines`), and no module the students
+get imports more than plain constants from a grader-only file.
 
 >>> "grading/ex13_scenarios.py" in GRADER_ONLY and "grading/materials.py" not in GRADER_ONLY
 True
@@ -302,7 +303,7 @@ _RUN = """\
 # Gradescope runs this for each submission: it grades /autograder/submission/**/*.ipynb and writes
 # /autograder/results/results.json. Elsewhere: AUTOGRADER_ROOT (instead of /autograder), FASTPATH_PYTHON (instead
 # of this folder's .venv), FASTPATH_ISOLATION (auto, bwrap or none; default auto), FASTPATH_TIMEOUT (seconds per
-# notebook).
+# notebook), FASTPATH_EXERCISES (the assignment's exercises, e.g. ex01,ex02; default: assignment.txt, else any).
 set -uo pipefail
 AG=${AUTOGRADER_ROOT:-/autograder}
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -310,8 +311,10 @@ if [ -d "$HERE/fastpath_lib" ]; then SRC=$HERE; else SRC=$AG/source; fi  # Grade
 PY=${FASTPATH_PYTHON:-$SRC/.venv/bin/python}
 cd "$SRC"
 export PYTHONPATH="$SRC${PYTHONPATH:+:$PYTHONPATH}"  # this folder's library, in the grader and in the kernel
+EX=${FASTPATH_EXERCISES:-}  # the assignment's exercises: a per-exercise zip names its own in assignment.txt
+if [ -z "$EX" ] && [ -f "$SRC/assignment.txt" ]; then EX=$(cat "$SRC/assignment.txt"); fi
 exec "$PY" -m fastpath_lib autograde gradescope --submission "$AG/submission" --results "$AG/results" \\
-  --isolation "${FASTPATH_ISOLATION:-auto}" --timeout "${FASTPATH_TIMEOUT:-300}"
+  --isolation "${FASTPATH_ISOLATION:-auto}" --timeout "${FASTPATH_TIMEOUT:-300}" --exercises "$EX"
 """
 
 _GRADE = """\
@@ -336,8 +339,10 @@ Made by `python -m fastpath_lib release`. Do not hand this folder to students: i
 broken ops and answer keys. `check-cells/` holds the exercise notebooks as released; the grader restores every
 check cell of a submission from them. See the kit's `docs/course-release.md`.
 
-- Gradescope: upload `autograder.zip` (this folder's files at its root): `setup.sh` builds the image,
-  `run_autograder` grades `/autograder/submission/**/*.ipynb` into `/autograder/results/results.json`.
+- Gradescope: upload `autograder.zip` (this folder's files at its root; it grades whichever exercise a notebook is)
+  or, for an assignment of one exercise, `gradescope/exNN.zip` (the same with `assignment.txt` naming it: another
+  exercise's notebook is not counted, a missing one scores zero). `setup.sh` builds the image, `run_autograder`
+  grades `/autograder/submission/**/*.ipynb` into `/autograder/results/results.json`.
 - CI or a shell: `./setup.sh` once (or FASTPATH_PYTHON=your venv's python), then `./grade FOLDER`.
 - PrairieLearn-style runner: `./grade autograde prairielearn --job /grade` (reads /grade/student, writes
   /grade/results/results.json).
@@ -352,7 +357,9 @@ def _write(path: Path, text: str, executable: bool = False) -> None:
 
 
 def autograder(root: Path, out: Path) -> Path:
-    """Write the autograder folder ``out`` and ``out``'s zip beside it (``<out>.zip``); returns the zip's path."""
+    """Write the autograder folder ``out``, its zip beside it (``<out>.zip``) and one zip per exercise in
+    ``gradescope/`` beside it (``exNN.zip``, whose ``assignment.txt`` pins the exercise); returns the first zip's
+    path."""
     out.mkdir(parents=True)
     _copy(root / "fastpath_lib", out / "fastpath_lib")
     for rel in _AUTOGRADER_FILES:
@@ -367,13 +374,28 @@ def autograder(root: Path, out: Path) -> Path:
     _write(out / "run_autograder", _RUN, executable=True)
     _write(out / "grade", _GRADE, executable=True)
     archive = out.with_suffix(".zip")
+    _zip(out, archive)
+    per = out.parent / "gradescope"
+    per.mkdir()
+    for nb in sorted(cells.glob("ex[0-9][0-9]_*.ipynb")):
+        _zip(out, per / f"{nb.name[:4]}.zip", {"assignment.txt": nb.name[:4] + "\n"})
+    return archive
+
+
+def _zip(folder: Path, archive: Path, extra: dict[str, str] | None = None) -> None:
+    """``folder``'s files at the root of ``archive`` (modes kept: Gradescope runs ``setup.sh`` and
+    ``run_autograder``), and ``extra`` files (name -> text)."""
     with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as zf:
-        for path in sorted(out.rglob("*")):
+        for path in sorted(folder.rglob("*")):
             if path.is_file():
-                info = zipfile.ZipInfo.from_file(path, path.relative_to(out).as_posix())
+                info = zipfile.ZipInfo.from_file(path, path.relative_to(folder).as_posix())
                 info.compress_type = zipfile.ZIP_DEFLATED
                 zf.writestr(info, path.read_bytes())
-    return archive
+        for name, text in (extra or {}).items():
+            info = zipfile.ZipInfo(name)
+            info.external_attr = 0o644 << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            zf.writestr(info, text)
 
 
 # --- the release's own check ------------------------------------------------------------------------------------------
@@ -422,7 +444,8 @@ def leaked_solution_lines(folder: Path, lines: set[str]) -> list[tuple[str, str]
 
 
 def release(out: str | Path, root: Path = runtime.ROOT, force: bool = False) -> dict:
-    """Write ``out/student/``, ``out/autograder/`` and ``out/autograder.zip``; returns what was written.
+    """Write ``out/student/``, ``out/autograder/``, ``out/autograder.zip`` and ``out/gradescope/exNN.zip``; returns
+    what was written.
 
     Raises :class:`ReleaseError` when ``out`` already holds a release (unless ``force``) or another file, when the
     checkout lacks what a release is made from, or when the student folder would carry a solution's line."""
@@ -432,7 +455,7 @@ def release(out: str | Path, root: Path = runtime.ROOT, force: bool = False) -> 
               or (root / rel) in out.parents]
     if out == root or inside:
         raise ReleaseError(f"{out} is part of the checkout: write the release to a folder of its own")
-    ours = {"student", "autograder", "autograder.zip"}
+    ours = {"student", "autograder", "autograder.zip", "gradescope"}
     if out.exists() and any(out.iterdir()):
         others = sorted(p.name for p in out.iterdir() if p.name not in ours)
         if others:
@@ -454,7 +477,8 @@ def release(out: str | Path, root: Path = runtime.ROOT, force: bool = False) -> 
         shutil.rmtree(out / "student")
         raise ReleaseError("the student folder would carry solution lines (removed it): " +
                            "; ".join(f"{f}: {x!r}" for f, x in leaks[:5]))
-    return {"student": out / "student", "autograder": out / "autograder", "zip": archive, "stubs": stubs,
+    return {"student": out / "student", "autograder": out / "autograder", "zip": archive,
+            "per_exercise": out / "gradescope", "stubs": stubs,
             "checked_lines": len(lines)}
 
 
@@ -482,7 +506,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(f"student folder:   {done['student']}  (hand this to learners)")
     print(f"autograder:       {done['autograder']}  (instructors only; ./grade FOLDER in CI)")
-    print(f"Gradescope zip:   {done['zip']}")
+    print(f"Gradescope zip:   {done['zip']}  (one per exercise: {done['per_exercise']}/exNN.zip)")
     print(f"checked: none of {done['checked_lines']} distinctive solution lines is in the student folder")
     return 0
 
