@@ -38,8 +38,9 @@ ROOT = runtime.ROOT
 CHECK_CELLS = "check-cells"
 #: Scope of evidence that affects every part of the notebook.
 ALL = "*"
-_HOOK_BUILTINS = {"exec", "eval", "compile", "__import__", "open", "print", "getattr", "setattr", "isinstance",
-                  "type", "__builtins__"}
+#: Builtins the grader's agent is started with in the notebook's namespace (``exec(compile(...))``): a notebook that
+#: rebinds one stops the agent. Any other name of the builtins (``type``, ``print``, ``open``) is the learner's to use.
+_HOOK_BUILTINS = {"exec", "compile", "__builtins__"}
 
 
 def solution_for(exercise: str, root: Path = ROOT) -> Path | None:
