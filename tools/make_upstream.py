@@ -4,8 +4,8 @@
     python tools/make_upstream.py --check   # exit 1 with a diff when the file is out of date
 
 The in-tree file cannot import ``fastpath_lib``, so it vendors the kit's one implementation, copied here from the kit's
-source files by name (never retyped): the Triton kernels (``fused/kernels.py``: ``_round``,
-``fused_add_rms_norm_fwd_kernel``; ``rmsnorm/kernels.py``: ``rms_norm_fwd_kernel``), the launch rule
+source files by name (never retyped): the Triton kernels (``fused/kernels.py``: ``fused_add_rms_norm_fwd_kernel``;
+``rmsnorm/kernels.py``: ``rms_norm_fwd_kernel`` and its conversions ``to_fp32``, ``round_to``), the launch rule
 (``rmsnorm/launch.py``), the row layout (``rmsnorm/layout.py``), the overlap test (``fused/predicate.py``) and the
 limits (``rmsnorm/limits.py``, the row thresholds of ``thresholds.json``). Vendored functions keep their code and
 comments; their docstrings shrink to the first line. What is written here is the vLLM glue (below, :data:`GLUE`):
@@ -37,8 +37,8 @@ VENDORED = (
     ("fused/predicate.py", ("_span", "overlaps")),
     ("rmsnorm/launch.py", ("MIN_ELEMENTS_PER_THREAD", "KERNELS", "_next_power_of_2", "launch_settings",
                            "forward_rows_per_program", "vector_elements")),
-    ("rmsnorm/kernels.py", ("rms_norm_fwd_kernel",)),
-    ("fused/kernels.py", ("INTERPRETED", "_round", "fused_add_rms_norm_fwd_kernel")),
+    ("rmsnorm/kernels.py", ("INTERPRETED", "to_fp32", "round_to", "rms_norm_fwd_kernel")),
+    ("fused/kernels.py", ("fused_add_rms_norm_fwd_kernel",)),
 )
 
 HEADER = '''\

@@ -129,6 +129,28 @@ def vector_elements(element_size: int, n_cols: int, row_strides, data_ptrs) -> i
 
 # --- vendored from fastpath_lib/rmsnorm/kernels.py --------------------------------------------------------------
 
+INTERPRETED = tl.constexpr(os.environ.get("TRITON_INTERPRET", "0").lower() in ("1", "true", "on"))
+
+
+@triton.jit
+def to_fp32(v):
+    """``v`` (fp16, bf16 or fp32) widened to fp32, exactly."""
+    if v.dtype == tl.bfloat16 and INTERPRETED:
+        return (v.to(tl.uint16, bitcast=True).to(tl.uint32) << 16).to(tl.float32, bitcast=True)
+    else:
+        return v.to(tl.float32)
+
+
+@triton.jit
+def round_to(v, ty: tl.constexpr):
+    """fp32 ``v`` rounded to ``ty`` to nearest even, as torch rounds; NaN stays NaN and inf stays inf."""
+    if ty == tl.bfloat16 and INTERPRETED:
+        bits = v.to(tl.uint32, bitcast=True)
+        bits = tl.where(v != v, 0x7FC00000, bits + 0x7FFF + ((bits >> 16) & 1))
+        return (bits >> 16).to(tl.uint16).to(tl.bfloat16, bitcast=True)
+    else:
+        return v.to(ty)
+
 
 @triton.jit
 def rms_norm_fwd_kernel(
@@ -156,32 +178,19 @@ def rms_norm_fwd_kernel(
     cols = tl.arange(0, BLOCK_SIZE)
     col_mask = cols < n_cols
     mask = (rows < n_rows)[:, None] & col_mask[None, :]
-    x = tl.load(X_ptr + rows[:, None] * X_row_stride + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+    x = to_fp32(tl.load(X_ptr + rows[:, None] * X_row_stride + cols[None, :], mask=mask, other=0.0))
     mean_sq = tl.sum(x * x, axis=1) / n_cols
     rstd = 1.0 / tl.sqrt(mean_sq + eps)
     y = x * rstd[:, None]
     if HAS_WEIGHT:
         # loaded in the tile's shape (each row of the tile reads it, from cache): the same vector accesses as x,
         # where a [BLOCK_SIZE] load would give each thread one element and then shuffle it through shared memory
-        w = tl.load(W_ptr + rows[:, None] * 0 + cols[None, :], mask=col_mask[None, :], other=0.0).to(tl.float32)
+        w = to_fp32(tl.load(W_ptr + rows[:, None] * 0 + cols[None, :], mask=col_mask[None, :], other=0.0))
         y = y * w
-    tl.store(Y_ptr + rows[:, None] * Y_row_stride + cols[None, :], y.to(Y_ptr.dtype.element_ty), mask=mask)
+    tl.store(Y_ptr + rows[:, None] * Y_row_stride + cols[None, :], round_to(y, Y_ptr.dtype.element_ty), mask=mask)
 
 
 # --- vendored from fastpath_lib/fused/kernels.py ----------------------------------------------------------------
-
-INTERPRETED = tl.constexpr(os.environ.get("TRITON_INTERPRET", "0").lower() in ("1", "true", "on"))
-
-
-@triton.jit
-def _round(v, ty: tl.constexpr):
-    """fp32 ``v`` rounded to ``ty`` to nearest even, as torch rounds; NaN stays NaN and inf stays inf."""
-    if ty == tl.bfloat16 and INTERPRETED:
-        bits = v.to(tl.uint32, bitcast=True)
-        bits = tl.where(v != v, 0x7FC00000, bits + 0x7FFF + ((bits >> 16) & 1))
-        return (bits >> 16).to(tl.uint16).to(tl.bfloat16, bitcast=True)
-    else:
-        return v.to(ty)
 
 
 @triton.jit
@@ -214,17 +223,17 @@ def fused_add_rms_norm_fwd_kernel(
     cols = tl.arange(0, BLOCK_SIZE)
     col_mask = cols < n_cols
     mask = (rows < n_rows)[:, None] & col_mask[None, :]
-    x = tl.load(X_ptr + rows[:, None] * X_row_stride + cols[None, :], mask=mask, other=0.0).to(tl.float32)
-    r = tl.load(R_ptr + rows[:, None] * R_row_stride + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+    x = to_fp32(tl.load(X_ptr + rows[:, None] * X_row_stride + cols[None, :], mask=mask, other=0.0))
+    r = to_fp32(tl.load(R_ptr + rows[:, None] * R_row_stride + cols[None, :], mask=mask, other=0.0))
     s = x + r
-    tl.store(S_ptr + rows[:, None] * S_row_stride + cols[None, :], _round(s, S_ptr.dtype.element_ty), mask=mask)
+    tl.store(S_ptr + rows[:, None] * S_row_stride + cols[None, :], round_to(s, S_ptr.dtype.element_ty), mask=mask)
     rstd = 1.0 / tl.sqrt(tl.sum(s * s, axis=1) / n_cols + eps)
     n = s * rstd[:, None]
     if HAS_WEIGHT:
         w = tl.load(W_ptr + rows[:, None] * 0 + cols[None, :], mask=col_mask[None, :], other=0.0)
         wty = W_ptr.dtype.element_ty
-        n = _round(_round(n, wty).to(tl.float32) * w.to(tl.float32), wty).to(tl.float32)
-    tl.store(Y_ptr + rows[:, None] * Y_row_stride + cols[None, :], _round(n, Y_ptr.dtype.element_ty), mask=mask)
+        n = to_fp32(round_to(to_fp32(round_to(n, wty)) * to_fp32(w), wty))
+    tl.store(Y_ptr + rows[:, None] * Y_row_stride + cols[None, :], round_to(n, Y_ptr.dtype.element_ty), mask=mask)
 
 
 # --- vLLM glue: opaque ops with run-time checks, supports_args, registration ---------------------------------------
