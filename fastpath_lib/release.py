@@ -301,8 +301,8 @@ _RUN = """\
 #!/usr/bin/env bash
 # Gradescope runs this for each submission: it grades /autograder/submission/**/*.ipynb and writes
 # /autograder/results/results.json. Elsewhere: AUTOGRADER_ROOT (instead of /autograder), FASTPATH_PYTHON (instead
-# of this folder's .venv), FASTPATH_ISOLATION (auto, bwrap or none; default auto), FASTPATH_TIMEOUT (seconds per
-# notebook).
+# of this folder's .venv), FASTPATH_ISOLATION (bwrap, auto or none; default bwrap: grade only in the sandbox),
+# FASTPATH_TIMEOUT (seconds per notebook).
 set -uo pipefail
 AG=${AUTOGRADER_ROOT:-/autograder}
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -311,7 +311,7 @@ PY=${FASTPATH_PYTHON:-$SRC/.venv/bin/python}
 cd "$SRC"
 export PYTHONPATH="$SRC${PYTHONPATH:+:$PYTHONPATH}"  # this folder's library, in the grader and in the kernel
 exec "$PY" -m fastpath_lib autograde gradescope --submission "$AG/submission" --results "$AG/results" \\
-  --isolation "${FASTPATH_ISOLATION:-auto}" --timeout "${FASTPATH_TIMEOUT:-300}"
+  --isolation "${FASTPATH_ISOLATION:-bwrap}" --timeout "${FASTPATH_TIMEOUT:-300}"
 """
 
 _GRADE = """\
@@ -320,13 +320,14 @@ _GRADE = """\
 #   ./grade submissions/                       a score table (exit 1 unless every part passed)
 #   ./grade --format gradescope --output results.json submissions/
 # Other layouts:  ./grade autograde {gradescope,prairielearn,nbgrader} ...  (python -m fastpath_lib autograde --help)
-# FASTPATH_PYTHON picks the Python (default: this folder's .venv, made by setup.sh).
+# FASTPATH_PYTHON picks the Python (default: this folder's .venv, made by setup.sh); FASTPATH_ISOLATION (default
+# bwrap: grade only in the sandbox; an --isolation given here wins).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 PY=${FASTPATH_PYTHON:-$HERE/.venv/bin/python}
 export PYTHONPATH="$HERE${PYTHONPATH:+:$PYTHONPATH}"
 if [ "${1:-}" = autograde ]; then shift; exec "$PY" -m fastpath_lib autograde "$@"; fi
-exec "$PY" -m fastpath_lib grade "$@"
+exec "$PY" -m fastpath_lib grade --isolation "${FASTPATH_ISOLATION:-bwrap}" "$@"
 """
 
 _AUTOGRADER_README = """\
