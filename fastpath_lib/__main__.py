@@ -1,4 +1,5 @@
-"""Command line: ``python -m fastpath_lib {selftest,explain,bench,compare,evidence,threshold,capture,grade} ...``."""
+"""Command line: ``python -m fastpath_lib COMMAND ...`` (``selftest``, ``explain``, ``bench``, ``compare``, ``evidence``,
+``threshold``, ``capture``, ``grade``, ``release``, ``autograde``)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ COMMANDS = {
     "threshold": ("fastpath_lib.bench.cli", "threshold_main", "record the row threshold a GPU sweep supports"),
     "capture": ("fastpath_lib.bench.capture", "capture_main", "record whether CUDA-graph capture passed on a GPU"),
     "grade": ("fastpath_lib.grading.cli", "main", "grade exercise notebooks and print a score table"),
+    "release": ("fastpath_lib.release", "main", "write a course release: a student folder and an autograder"),
+    "autograde": ("fastpath_lib.grading.autograde", "main", "grade a Gradescope, PrairieLearn or nbgrader layout"),
 }
 
 
@@ -25,7 +28,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {name:<9} {doc}")
         return 0 if argv and argv[0] in ("-h", "--help") else 2
     module, func, _ = COMMANDS[argv[0]]
-    return int(getattr(importlib.import_module(module), func)(argv[1:]) or 0)
+    try:
+        entry = getattr(importlib.import_module(module), func)
+    except ModuleNotFoundError as exc:
+        if exc.name != module:
+            raise
+        print(f"{argv[0]}: not in this copy of the kit (a course's student release leaves it out)", file=sys.stderr)
+        return 2
+    return int(entry(argv[1:]) or 0)
 
 
 if __name__ == "__main__":

@@ -29,6 +29,10 @@
 #   (a spread is `q80 - q20`); `ratio < 1 - band` is a win, `ratio > 1 + band` a loss, anything inside the band
 #   neutral. This is the rule `fastpath_lib.bench` applies to real runs.
 #
+# The check classifies this table and one it draws afresh each time, with points just inside and just outside the
+# noise band (the band set by the baseline's spread in some, the candidate's in others): a rule with another band,
+# or none, fails every draw, and this rule passes every draw.
+#
 # **How this works.** Fill in each cell marked `# FILL ME IN (roughly N lines)` (delete the `raise
 # NotImplementedError`), run it, then run the check below it: it prints `passed`, or a table of *yours vs expected*.
 # `python -m fastpath_lib grade exercises/` runs all notebooks in a fresh kernel and prints your score; the solved

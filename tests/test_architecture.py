@@ -31,7 +31,7 @@ PARTS = {
     "specs": ["rmsnorm.spec", "fused.op_spec"],
     "grading": ["grading", "grading.*", "exercises"],
     "widgets": ["widgets"],
-    "cli": ["cli", "__main__", "bench.cli", "grading.cli"],
+    "cli": ["cli", "__main__", "bench.cli", "grading.cli", "grading.autograde", "release"],
 }
 #: part -> parts it may import (the whiteboard); every part may import the runtime.
 MAY_IMPORT = {

@@ -248,21 +248,13 @@ def test_inspection_is_found(source):
      "reference_rms_norm"),
     (["import sys\ndef mine(x, ns, w, eps):\n    sys.setprofile(None)\n    return x.rms_norm(ns)"], "rms_norm"),
     (["import torch.nn.functional as F\nmine = lambda x, ns, w, eps: F.rms_norm(x, ns, w, eps)"], "rms_norm"),
-    (["import torch\ndef mine(x, ns, w, eps):\n    return getattr(torch, 'rms' + '_norm')(x, ns, w, eps)"], "getattr"),
     (["import torch", "def mine(x, ns, w, eps):\n    x = x.double()\n    return x * torch.rsqrt(x.pow(2).mean(-1, "
       "keepdim=True) + eps)"], None),
     (["import fastpath_lib.testing as T\nunused = T.reference_rms_norm",
       "def mine(x, ns, w, eps):\n    return x * 2"], None),
-    # an answer filled in by exec in a statement that binds nothing, or read back from another file by runpy
-    (["ns = {}\nfor src in ['def mine(*a):\\n    return a']:\n    exec(src, globals(), ns)", "mine = ns['mine']"],
-     "exec"),
-    (["import runpy\nmine = runpy.run_path('elsewhere.py')['mine']"], "runpy.run_path"),
-    # ... under another name, or into an object the answer reads, filled in place
-    (["from runpy import run_path as rp\nmine = rp('elsewhere.py')['mine']"], "runpy.run_path"),
-    (["import runpy", "grab = runpy.run_path", "ns = {}\nns.update(grab('elsewhere.py'))",
-      "def mine(*a):\n    return ns['mine'](*a)"], "runpy.run_path"),
-    (["from importlib import import_module as im", "box = [None]\nbox[0] = im('elsewhere').mine",
-      "def mine(*a):\n    return box[0](*a)"], "importlib.import_module"),
+    # an object the answer reads, filled in place in another cell
+    (["import torch.nn.functional as F", "box = [None]\nbox[0] = F.rms_norm", "def mine(*a):\n    return box[0](*a)"],
+     "rms_norm"),
     # a module's functions called in other cells are not the answer's
     (["import torch", "def mine(x, ns, w, eps):\n    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)",
       "y = torch.nn.functional.rms_norm(torch.ones(2, 4), [4])"], None),

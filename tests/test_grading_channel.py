@@ -213,12 +213,11 @@ def %(answer)s(*args, **kwargs):
 def _sandboxed(tmp_path, monkeypatch, name, source):
     """``exercises/<name>`` with ``source`` inserted before its first check cell, graded in the sandbox."""
     nbformat = pytest.importorskip("nbformat")
-    from fastpath_lib.grading import cli, sandbox, sources
+    from fastpath_lib.grading import cli, sandbox
     from fastpath_lib.grading.notebook import CHECK_TAG
 
     if not sandbox.available():
         pytest.skip("bubblewrap is not installed or cannot run here: the grader reports 'unisolated'")
-    monkeypatch.setattr(sources, "rebinding_problem", lambda *a, **k: None)  # what it sees is the sandbox's alone
     nb = nbformat.read(ROOT / "exercises" / name, as_version=4)
     at = next(i for i, c in enumerate(nb.cells) if CHECK_TAG in c.metadata.get("tags", []))
     nb.cells.insert(at, nbformat.v4.new_code_cell(source))
@@ -393,11 +392,12 @@ def test_the_sandbox_masks_another_checkout_an_editable_install_points_at(tmp_pa
     from fastpath_lib import runtime
     from fastpath_lib.grading import sandbox
 
-    other = tmp_path / "kit"
-    (other / "fastpath_lib").mkdir(parents=True)
-    monkeypatch.setattr(sandbox, "other_copies", lambda root=runtime.ROOT: (other,))
+    other, under_tmp = Path("/srv/another-kit"), tmp_path / "kit"  # one under /tmp is hidden with the whole /tmp
+    (under_tmp / "fastpath_lib").mkdir(parents=True)
+    monkeypatch.setattr(sandbox, "other_copies", lambda root=runtime.ROOT: (other, under_tmp))
     args = sandbox.command(str(tmp_path), str(tmp_path), str(tmp_path), "ex01")
     assert ["--tmpfs", str(other)] == args[args.index(str(other)) - 1:args.index(str(other)) + 1]
+    assert ["--tmpfs", "/tmp"] == args[args.index("/tmp") - 1:args.index("/tmp") + 1] and str(under_tmp) not in args
     assert ["--tmpfs", str(runtime.ROOT.resolve())] == args[args.index(str(runtime.ROOT.resolve())) - 1:
                                                             args.index(str(runtime.ROOT.resolve())) + 1]
 
@@ -422,3 +422,27 @@ def test_a_sandbox_that_cannot_start_the_kernel_is_said_and_grading_goes_on_unis
     g = cli.grade_notebook(ROOT / "solutions/ex01_reference.ipynb", timeout=120)
     assert g.isolation == sandbox.UNISOLATED and g.earned == g.points, (g.status, g.reason)
     assert any("the sandbox could not start the kernel" in n for n in g.notes), g.notes
+
+
+def test_the_op_channel_keeps_autograd_state_and_grad_mode():
+    """Issue 35: a learner's ex12 test that hands the op a leaf requiring grad saw it refused in the check cell and
+    accepted in the grader, where the flag was lost. The op's tensors now cross with their autograd state (a leaf, a
+    view of a leaf, the result of an op) and the op runs in the caller's grad mode."""
+    from fastpath_lib.fused.reference import native_
+
+    base = torch.randn(5, 8, requires_grad=True)
+    made = remote.unpack(remote.pack((torch.randn(4, 8, requires_grad=True), base[1:], base * 2, torch.ones(2))),
+                         autograd=True)
+    assert [(t.requires_grad, t.is_leaf, t._is_view()) for t in made] == [
+        (True, True, False), (True, False, True), (True, False, False), (False, True, False)]
+    assert made[1]._base.is_leaf and made[1]._base.requires_grad and torch.equal(made[1], base[1:])
+
+    def run(kind, args, message):
+        return native_(args[0], args[1])
+
+    for x, grad, refused in ((torch.randn(4, 8, requires_grad=True), True, "a leaf Variable"),
+                             (base[1:], True, "a view of a leaf"), (base * 2, True, None),
+                             (torch.randn(4, 8, requires_grad=True), False, None)):
+        r = torch.randn(*x.shape)
+        answer = remote.serve_op({"kind": "call", "args": remote.pack((x, r)), "grad": grad}, run)
+        assert (answer["error"] is None) if refused is None else refused in answer["error"][1], answer["error"]

@@ -704,6 +704,56 @@ def test_ex05_some_cases_like_the_kits_are_allowed():
     assert all(r.passed for r in results), feedback(results)
 
 
+def _ex06_rule(band_of, form="ratio"):
+    def classify(row):
+        if row["route"] != "triton":
+            return "fallback"
+        b, c = row["baseline_median_us"], row["candidate_median_us"]
+        band = band_of(b, c, row["baseline_spread_us"], row["candidate_spread_us"])
+        if form == "ratio":
+            return "win" if c / b < 1 - band else "loss" if c / b > 1 + band else "neutral"
+        if form == "product":  # the same rule, its arithmetic ordered otherwise
+            return "win" if c < b * (1 - band) else "loss" if c > b * (1 + band) else "neutral"
+        change = 100 * (c - b) / b  # in percent
+        return "win" if change < -100 * band else "loss" if change > 100 * band else "neutral"
+    return classify
+
+
+_EX06_KIT_BAND = lambda b, c, bs, cs: max(bs / b, cs / c)  # noqa: E731
+_EX06_WRONG_BANDS = {"no band (10 %)": lambda *_: 0.10, "no band (5 %)": lambda *_: 0.05,
+                     "no band (3 %)": lambda *_: 0.03, "the baseline's spread only": lambda b, c, bs, cs: bs / b,
+                     "the candidate's spread only": lambda b, c, bs, cs: cs / c,
+                     "the mean of the two": lambda b, c, bs, cs: (bs / b + cs / c) / 2,
+                     "both spreads over the baseline": lambda b, c, bs, cs: max(bs, cs) / b}
+
+
+def test_ex06_every_draw_passes_every_correct_rule():
+    """Red-team finding: one notebook scored 3/3 in 8 runs of 10 and 0/3 in 2. The drawn table held a point telling
+    the kit's two-sided band from a one-sided one only in about 4 draws of 5. Now every draw passes the solution and
+    the rule written otherwise, and fails the rules with another band (next test)."""
+    answers = {"solution": solved("ex06")["my_classify"], "product": _ex06_rule(_EX06_KIT_BAND, "product"),
+               "percent": _ex06_rule(_EX06_KIT_BAND, "percent")}
+    for _ in range(40):
+        for name, fn in answers.items():
+            results = ex.check_classification(fn, show=False)
+            assert all(r.passed for r in results), f"{name}: {feedback(results)}"
+
+
+@pytest.mark.parametrize("wrong", list(_EX06_WRONG_BANDS))
+def test_ex06_every_draw_fails_a_rule_with_another_band(wrong):
+    """Points just inside and just outside the band, set by either side's spread, in every draw: the verdict on a
+    wrong band never depends on the draw."""
+    from fastpath_lib.grading.ex06_classify import drawn_results
+    from fastpath_lib.grading.given import expected_classes
+
+    fn = _ex06_rule(_EX06_WRONG_BANDS[wrong])
+    for seed in range(200):
+        df = drawn_results(seed)
+        expected = expected_classes(df)
+        assert any(fn(r) != expected[r["case_id"]] for _, r in df.iterrows()), f"seed {seed} passes {wrong}"
+    assert earned(ex.check_classification(fn, show=False)) == 0
+
+
 def test_ex07_accepts_an_honest_no_claim_note():
     base = solved("ex07")["write_pr_note"]
 
@@ -729,6 +779,62 @@ def test_ex07_rows_must_agree_with_their_routes():
         return base(df, env).replace("| fallback | ", "| triton | ", 1)
     res = {r.part: r for r in ex.check_pr_note(wrong_route, show=False)}
     assert not res["consistent_with_data"].passed and "route" in res["consistent_with_data"].feedback
+
+
+def _thresholded_predicate(min_rows):
+    """The solution's predicate plus the row threshold lessons 03 and 05 teach (``MIN_ROWS``)."""
+    s = solved("ex08")
+
+    def rows(x):
+        n = x.numel() // max(x.shape[-1], 1)
+        return None if n >= min_rows else f"{n} rows, need >= {min_rows}"
+
+    def make():
+        base = s["make_predicate"]()
+        return Predicate("softmax", [*base.conditions, Condition("min_rows", f">= {min_rows} rows", rows, "speed",
+                         boundaries=(Boundary("at", {"rows": min_rows}, True),
+                                     Boundary("below", {"rows": min_rows - 1}, False)))])
+    return make
+
+
+def _dispatch_with(make_predicate):
+    launch = solved("ex08")["launch"]
+
+    def op(x):
+        d = make_predicate().evaluate(x)
+        return (launch(x), d.route) if d.eligible else (torch.softmax(x, dim=-1), d.route)
+    return op
+
+
+@pytest.mark.parametrize("min_rows", [8, 16])
+def test_ex08_dispatch_accepts_a_taught_row_threshold(min_rows):
+    """Red-team finding: an op with MIN_ROWS = 8 (the interpreter's threshold, lessons 03 and 05) was told "every case
+    took route {'fallback'}": every case the fast path could take had 5 or 7 rows."""
+    make = _thresholded_predicate(min_rows)
+    results = ex.check_capstone_dispatch("softmax", _dispatch_with(make), make, lambda x: x, show=False)
+    assert all(r.passed for r in results), feedback(results)
+
+
+def test_ex08_dispatch_names_the_inputs_when_no_case_takes_the_fast_path():
+    make = _thresholded_predicate(32)
+    (r,) = ex.check_capstone_dispatch("softmax", _dispatch_with(make), make, lambda x: x, show=False)
+    assert not r.passed and "every case took route {'fallback'}" in r.feedback, r.feedback
+    assert "16x40" in r.feedback and "16 rows, need >= 32" in r.feedback and "7x33" in r.feedback, r.feedback
+
+
+def _dispatch_zeroing_input(x):
+    """A uniform answer made right by zeroing the input first (the expected value was computed after the call)."""
+    d = solved("ex08")["make_predicate"]().evaluate(x)
+    x.zero_()
+    return torch.full_like(x, 1 / x.shape[-1]), d.route
+
+
+def test_ex08_dispatch_refuses_an_op_that_writes_its_input():
+    (r,) = ex.check_capstone_dispatch("softmax", _dispatch_zeroing_input, solved("ex08")["make_predicate"],
+                                      lambda x: x, show=False)
+    assert not r.passed and "wrote into its input" in r.feedback, r.feedback
+    # the fallback cases are the ones that agreed with a zeroed input: each is named
+    assert r.feedback.count("wrote into its input") >= 2, r.feedback
 
 
 def test_ex08_results_name_the_operator():

@@ -198,11 +198,6 @@ _HEAD = "import torch\nimport fastpath_lib\nfrom fastpath_lib.fused.reference im
      "        return func(*args, **(kwargs or {}))\n"
      "def t(op_):\n    with Spy():\n        op_(torch.randn(16, 64), torch.randn(16, 64))\n"
      "    assert 'copy_' in ' '.join(Spy.seen)", "TorchFunctionMode"),
-    ("calls = []\ntorch.Tensor.copy_ = torch.Tensor.copy_  # (a spy counting calls would go here; not run in pytest)\n"
-     "def t(op_):\n    op_(torch.randn(16, 64), torch.randn(16, 64))\n    assert len(calls) == 2",
-     "torch.Tensor.copy_"),
-    ("m = __import__('fastpath_lib.grading.fused_mutants', fromlist=['native'])\nm.native = m.native\n"
-     "def t(op_):\n    op_(torch.randn(16, 64), torch.randn(16, 64))", "__import__"),  # refused wherever it stands
     ("def backend(gm, inputs):\n    assert 'fastpath_grading' not in str(gm)\n    return gm\n"
      "def t(op_):\n    torch.compile(op_, backend=backend)(torch.randn(16, 64), torch.randn(16, 64))", "backend"),
     ("def t(op_):\n    raise AssertionError('always')", "fail on a correct op"),
@@ -268,11 +263,11 @@ def my_inplace_tests(op_):
         raise AssertionError("a late run: with broken ops in the majority, probably a broken one")
 """
 PATCHED_AGENT = """
-m = __import__("fastpath_lib.grading.fused_mutants", fromlist=["Op"])
-r = __import__("fastpath_lib.fused.reference", fromlist=["native_"])
-exec("m.Op.__call__ = lambda self, x, residual, weight=None, eps=None: r.native_(x, residual, weight, eps)")
 def overlaps(a, b):
     return True
+m = __import__("fastpath_lib.grading.fused_mutants", fromlist=["Op"])  # (in the sandbox: not found, and this raises)
+r = __import__("fastpath_lib.fused.reference", fromlist=["native_"])
+exec("m.Op.__call__ = lambda self, x, residual, weight=None, eps=None: r.native_(x, residual, weight, eps)")
 """
 
 
@@ -294,11 +289,8 @@ def test_in_the_grader_a_patched_overlap_agent_and_tests_that_learn_the_run_orde
     by = {p.part: p for p in g.parts}
     assert [p.part for p in g.parts] == [p for p, _ in EXERCISES["ex12"]]
     assert g.earned == 0, [(p.part, p.earned, p.feedback[:80]) for p in g.parts]
-    # the patch's exec and __import__ are refused wherever they stand (sources.rebinding_problem), else judged
-    refused = "changes code or a namespace" in by["overlaps"].feedback
-    assert refused or "pairs answered wrong" in by["overlaps"].feedback or "tampered" in by["overlaps"].feedback, \
-        by["overlaps"]
-    assert refused or "fail on a correct op" in by["passes_correct_ops"].feedback, by["passes_correct_ops"].feedback
+    assert "pairs answered wrong" in by["overlaps"].feedback, by["overlaps"]  # the patch changed nothing
+    assert "fail on a correct op" in by["passes_correct_ops"].feedback, by["passes_correct_ops"].feedback
 
 
 def test_the_exercises_inductor_reproduction_still_says_what_torch_does():

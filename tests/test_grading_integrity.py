@@ -14,7 +14,7 @@ import pytest
 nbformat = pytest.importorskip("nbformat")
 jupytext = pytest.importorskip("jupytext")
 
-from fastpath_lib.grading import cli, sources  # noqa: E402
+from fastpath_lib.grading import cli  # noqa: E402
 from fastpath_lib.grading.notebook import ALL, CHECK_TAG, assignments, static_evidence  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -69,19 +69,14 @@ def test_tampering_changes_no_verdict(tmp_path, name):
     learner = [c.source for c in nbformat.read(path, as_version=4).cells
                if c.cell_type == "code" and CHECK_TAG not in c.metadata.get("tags", [])]
     g = cli.grade_notebook(path, timeout=120)
-    # a learner's source that changes a namespace or a module anywhere is refused by every part that reads it
-    refused = sources.rebinding_problem("\n\n".join(learner))
     if folder == "exercises":
         assert all(p.earned == 0 for p in g.parts), [(p.part, p.feedback) for p in g.parts]
     elif static_evidence(learner):
         assert g.status == "tampered", (g.status, g.reason)
         for p in g.parts:
-            assert (p.passed if not refused else p.earned == 0 and refused in p.feedback) if p.part in kept else (
-                p.earned == 0 and p.feedback.startswith("tampered")), p
-    elif refused:
-        assert all(p.earned == 0 and refused in p.feedback for p in g.parts), [p.feedback for p in g.parts]
-    else:
-        assert g.status == "ok" and g.earned == g.points, (g.status, g.reason, [p.feedback for p in g.parts])
+            assert p.passed if p.part in kept else (p.earned == 0 and p.feedback.startswith("tampered")), p
+    else:  # hidden tampering changes no verdict (a cell that fails in the sandbox is reported, and costs nothing)
+        assert g.earned == g.points, (g.status, g.reason, [p.feedback for p in g.parts])
 
 
 def test_untampered_solution_is_not_reported(tmp_path):
@@ -142,5 +137,12 @@ def test_prose_naming_the_solutions_folder_is_not_a_path():
 
 
 def test_source_scan_finds_builtins_shadowed_by_definitions():
-    found = static_evidence(["def exec(code, *a):\n    pass", "from os import open as open"])
-    assert [w for _, w in found] == ["defines its own exec", "imports a name over the builtin open"], found
+    found = static_evidence(["def exec(code, *a):\n    pass", "from os import path as compile"])
+    assert [w for _, w in found] == ["defines its own exec", "imports a name over the builtin compile"], found
+
+
+def test_a_builtins_name_the_agent_does_not_run_on_is_the_learners():
+    """Issue 35: ``type = row["route"]`` made a notebook "tampered", every part at zero; only the names the grader's
+    agent is started with (exec, compile, __builtins__) are the grader's."""
+    assert static_evidence(["type = 'fp16'", "print = len", "def open(p):\n    return p", "from os import open",
+                            "getattr = None\nisinstance = None"]) == []

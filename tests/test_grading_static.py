@@ -20,26 +20,21 @@ _F = "import torch.nn.functional as F\n"
     ([_F + "g = F.rms_norm\nf = g\ndel g", _MINE], "rms_norm"),
     ([_F + "def setup():\n    global f\n    f = F.rms_norm\nsetup()", _MINE], "rms_norm"),
     ([_F + "try:\n    raise ValueError(F.rms_norm)\nexcept ValueError as e:\n    f = e.args[0]", _MINE], "rms_norm"),
-    # namespaces and modules changed for everyone: setattr on any module, stores in any binding form
-    (["import json", _F + "setattr(json, 'f', F.rms_norm)", "def mine(*a):\n    return json.f(*a)"], "setattr"),
-    ([_F + "globals()['f'] = F.rms_norm", _MINE], "globals"),
-    ([_F + "import json\nfor json.f in [F.rms_norm]:\n    pass", "def mine(*a):\n    return json.f(*a)"], "json"),
-    ([_F + "import json as j\nj.__dict__['f'] = F.rms_norm", "def mine(*a):\n    return j.f(*a)"], "json"),
-    ([_F + "import json\nm = json\nm.f = F.rms_norm", "def mine(*a):\n    return json.f(*a)"], "json"),
-    # IPython syntax: parsed as what IPython runs, and refused
-    ([_F + "%time f = F.rms_norm", _MINE], "%time"),
-    ([_F + "F.rms_norm?\nf = F.rms_norm", _MINE], "F.rms_norm?"),
-    (["x = !echo hi", "def mine(*a):\n    return a"], "!echo"),
+    # a module or the namespace filled elsewhere, in any binding form: the statement that filled it is the answer's
+    (["import json", _F + "setattr(json, 'f', F.rms_norm)", "def mine(*a):\n    return json.f(*a)"], "rms_norm"),
+    ([_F + "globals()['f'] = F.rms_norm", _MINE], "rms_norm"),
+    ([_F + "import json\nfor json.f in [F.rms_norm]:\n    pass", "def mine(*a):\n    return json.f(*a)"],
+     "rms_norm"),
+    ([_F + "import json as j\nj.__dict__['f'] = F.rms_norm", "def mine(*a):\n    return j.f(*a)"], "rms_norm"),
+    ([_F + "import json\nm = json\nm.f = F.rms_norm", "def mine(*a):\n    return json.f(*a)"], "rms_norm"),
+    # a cell IPython reads: parsed as what IPython runs
+    ([_F + "F.rms_norm?\nf = F.rms_norm", _MINE], "rms_norm"),
     # imports under another name, modules under another name, star imports, names looked up by string
     (["import fastpath_lib.testing as T\nR = T", "def mine(*a):\n    return R.reference_rms_norm(*a)"],
      "reference_rms_norm"),
     (["from fastpath_lib.testing import *", "def mine(*a):\n    return reference_rms_norm(*a)"], "reference_rms_norm"),
     (["import fastpath_lib.testing as T", "def mine(*a):\n    return getattr(T, 'reference_rms_norm')(*a)"],
      "reference_rms_norm"),
-    (["import functools, fastpath_lib",
-      "def mine(*a):\n    return functools.reduce(getattr, ['testing', 'reference_rms_norm'], fastpath_lib)(*a)"],
-     "getattr"),
-    (["import gc", "def mine(*a):\n    return [o for o in gc.get_objects() if callable(o)][0](*a)"], "gc"),
     # plain answers, and a module's function used elsewhere, still pass
     (["import torch", "def mine(x, ns, w, eps):\n    x = x.double()\n    return x * torch.rsqrt(x.pow(2).mean(-1, "
       "keepdim=True) + eps)", "for k in range(2):\n    y = torch.nn.functional.rms_norm(torch.ones(2, 4), [4])"], None),
@@ -60,14 +55,6 @@ def test_a_table_of_the_graders_oracles_is_refused():
     from fastpath_lib import exercises
 
     assert all(isinstance(n, str) for n in exercises.KNOWN_OPS)  # the facade hands out names, not oracles
-
-
-def test_ipython_syntax_is_found_by_ipythons_own_reading():
-    assert sources.ipython_syntax(["s = '''\n%d\n'''", "x = 1 % 2"]) is None  # a string, an operator
-    assert sources.ipython_syntax(["def f(:"]) is None  # a syntax error: IPython runs nothing of it
-    assert sources.ipython_syntax(["x = 1\n%%capture"]) == "%%capture"
-    tree = sources.parse("%time f = 1")
-    assert tree is not None and "get_ipython" in sources.dynamic_uses("%time f = 1")
 
 
 _ANALYSIS = "def mine(row):\n    return A.outcome(row['c'] / row['b'], 0.05)"

@@ -46,8 +46,7 @@ RUFF_SELECT = "E,F,UP,B,ISC,SIM,I,G"
 
 #: (kit source file, top-level names), in the new file's order.
 VENDORED = (
-    ("fused/kernels.py", ("INTERPRETED", "_round")),
-    ("rmsnorm/kernels.py", ("rms_norm_fwd_kernel",)),
+    ("rmsnorm/kernels.py", ("INTERPRETED", "to_fp32", "round_to", "rms_norm_fwd_kernel")),
     ("fused/kernels.py", ("fused_add_rms_norm_fwd_kernel",)),
 )
 #: The kit's names and what vLLM's file calls them.
@@ -55,6 +54,8 @@ RENAMES = {
     "rms_norm_fwd_kernel": "_rms_norm_kernel",
     "fused_add_rms_norm_fwd_kernel": "_fused_add_rms_norm_kernel",
     "INTERPRETED": "_TRITON_INTERPRET",
+    "to_fp32": "_to_fp32",
+    "round_to": "_round_to",
 }
 #: Phrases of the kit's comments that point at the kit's own files.
 PHRASES = {" (see launch.py)": "", " (checked by the launcher)": ""}
@@ -89,6 +90,8 @@ _SUPPORTED_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 _MAX_HIDDEN_SIZE = 16384
 _MIN_ELEMENTS_PER_THREAD = 8
 _VECTOR_BYTES = 16
+# Under Triton's CPU interpreter (TRITON_INTERPRET=1) the bf16 conversions are
+# done on the bits, as torch does them; on a GPU they are Triton's own.
 '''
 
 LAUNCHER = '''

@@ -12,12 +12,14 @@ In the grader (``python -m fastpath_lib grade``) the learner's callable is a
 :class:`~fastpath_lib.grading.remote.Proxy` for a function in the learner's kernel, which no watch in the grader's
 process can see into, and which the learner's code could blind. There the verdict comes from the learner's *source*
 (:mod:`fastpath_lib.grading.sources`), as read from the notebook file: the code the answer can reach by name (its
-definition, and transitively the top-level definitions, assignments and imports it reads) must name no forbidden
-function, resolved through its imports in the grader's own process, no forbidden torch method, and must not reach
-code through ``eval``, ``exec``, ``importlib``, ``sys.modules`` or a computed ``getattr``; and nowhere in the source
-may a namespace or a module be changed (``setattr``, ``globals()``, a store into a module's attribute in any binding
-form) or IPython syntax run. The kernel reports no launches: where a check needs them, the grader runs the learner's
-kernel itself (:mod:`fastpath_lib.grading.kernel_run`).
+definition, and transitively the top-level statements that bind, fill or store into the names it reads) must name
+no forbidden function, resolved through its imports in the grader's own process, no forbidden torch method, and
+import no module the grader cannot find as installed. Only that code is read: the rest of the notebook (magics,
+plots, scratch cells) is not the answer. This is a rule about what the answer is (the reference must not call the
+operator it checks), not a defence: no list of names stops code that hides a call in Python (a string built at run
+time, a copy of the kit's source); against that the grader has its sandbox (the kernel reaches no solution, answer
+key or check) and behaviour on inputs drawn at grading time. The kernel reports no launches: where a check needs
+them, the grader runs the learner's kernel itself (:mod:`fastpath_lib.grading.kernel_run`).
 
 Note:
     In a notebook this is advisory feedback, not a sandbox: code the learner runs in other threads is not watched,
@@ -230,24 +232,15 @@ def _root_names(root: str) -> set[str]:
 def source_problem(root: str, forbidden: Forbidden, given: Forbidden | None = None) -> str | None:
     """Why the learner's source borrows the answer called ``root`` (an argument of the check cell), or ``None``.
 
-    Reads the code ``root`` can reach by name in :func:`fastpath_lib.grading.sources.learner_source`.
+    Reads only the code ``root`` can reach by name in :func:`fastpath_lib.grading.sources.learner_source` (its
+    definition and what it reads, :func:`~fastpath_lib.grading.sources.closure_source`): the rest of the notebook
+    (plots, ``%timeit``, scratch cells) is not the answer and costs nothing.
     """
-    magic = sources.ipython_syntax()
-    if magic:
-        return (f"your code runs IPython syntax ({magic}), which the grader does not read as Python: write plain "
-                f"Python in your cells")
-    rebinding = sources.rebinding_problem()
-    if rebinding:
-        return rebinding
-    stray = stray_import()
+    src = "\n".join([root] + [sources.closure_source(n) for n in sorted(_root_names(root))])
+    stray = stray_import(src)
     if stray:
         return (f"your code imports {stray}, which is not an installed module (a file put on the import path, or a "
                 f"copy of the kit's own): import what is installed by its name, and write the answer yourself")
-    src = "\n".join([root] + [sources.closure_source(n) for n in sorted(_root_names(root))])
-    dyn = sources.dynamic_uses(src)
-    if dyn:
-        return (f"your code reaches functions through {', '.join(sorted(dyn))}: call what you use by name, and "
-                f"write the answer yourself")
     names = sources.names_used(src)
     attrs = sources.attributes_used(src)
     resolved = [obj for name in sorted(names) if (obj := _resolve(name)) is not None]
@@ -332,8 +325,9 @@ _CHECKOUT = _KIT.parent  # the kit's checkout: fastpath_lib/, its tools and test
 
 
 def stray_import(source: str | None = None) -> str | None:
-    """The first module the learner's source (default: :func:`~fastpath_lib.grading.sources.learner_source`) imports
-    that is not an installed module as the grader finds it, or ``None``: a name the grader cannot find (a file the
+    """The first module the source (the code an answer reaches; default: the whole of
+    :func:`~fastpath_lib.grading.sources.learner_source`) imports that is not an installed module as the grader finds
+    it, or ``None``: a name the grader cannot find (a file the
     learner's code put on ``sys.path``, a folder it changed into, one it wrote), a relative import, or a module found
     inside the kit's checkout other than ``fastpath_lib`` itself. Such a module is a second copy of something (the
     kit's own ``bench/analysis.py`` imported as ``analysis``) that names resolved in the grader's process miss.

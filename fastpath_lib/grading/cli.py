@@ -7,9 +7,9 @@ the notebook displays.
 
 The verdict is computed in the grader's own process; the learner's kernel only produces *answers*:
 
-1. the grader restores the distributed check cells (the cells of ``solutions/exNN_*.ipynb`` tagged
-   ``grader-check``, matched by cell id; :mod:`fastpath_lib.grading.notebook`), as nbgrader does with its read-only
-   cells, and reads the learner's source (the other code cells) from the file *before* executing anything
+1. the grader restores the distributed check cells (the cells tagged ``grader-check`` of its own copy of the
+   notebook: ``check-cells/`` in a course release's autograder, else ``solutions/``; matched by cell id;
+   :mod:`fastpath_lib.grading.notebook`), as nbgrader does with its read-only cells, and reads the learner's source (the other code cells) from the file *before* executing anything
    (:mod:`fastpath_lib.grading.sources`);
 2. it runs the learner's cells in order in the kernel; in place of each check cell it calls that check *in its own
    process* (:func:`fastpath_lib.grading.registry.check`, imported from disk by the grader), on stand-ins for the
@@ -297,12 +297,12 @@ def grade_notebook(path: str | Path, *, timeout: float = DEFAULT_TIMEOUT, kernel
             cell["outputs"] = []
             cell["execution_count"] = None
     notes = []
-    solution = NB.solution_for(ex)
-    if solution is not None:
-        check_ids, notes = NB.restore(nb, nbformat.read(solution, as_version=4))
+    original = NB.original_for(ex)
+    if original is not None:
+        check_ids, notes = NB.restore(nb, nbformat.read(original, as_version=4))
     else:
         check_ids = [c.get("id") for c in nb.cells if c.get("cell_type") == "code" and NB.calls(c.source)]
-        notes.append("no solutions/ in this checkout: the notebook's own check cells were graded")
+        notes.append(f"no solutions/ or {NB.CHECK_CELLS}/ here: the notebook's own check cells were graded")
     ids = set(check_ids)
     learner = [c.source for c in nb.cells if c.get("cell_type") == "code" and c.get("id") not in ids]
     static = NB.static_evidence(learner)

@@ -51,8 +51,9 @@ SECTIONS = {
     "limitations": r"limitation",
 }
 _PLACEHOLDER = re.compile(r"\b(todo|tbd|fill me in|lorem ipsum|xxx)\b|^\W*$", re.IGNORECASE)
-_SPEEDUP = re.compile(r"\b\d+(\.\d+)?\s*(x|×)(?!\w)|\bfaster\b|\bquicker\b|\bspeed-?ups?\b|\bspeeds? up\b|"
-                      r"\baccelerat\w*", re.IGNORECASE)
+#: A speed-up claim: a multiplier ("1.4x", "2 ×"; a shape such as "4096 x 4096" is not one), or its words.
+_SPEEDUP = re.compile(r"(?<![x×]\s)(?<![x×])\b\d+(\.\d+)?\s*(x|×)(?!\w|\s*\d)|\bfaster\b|\bquicker\b|"
+                      r"\bspeed-?ups?\b|\bspeeds? up\b|\baccelerat\w*", re.IGNORECASE)
 _NEGATION = re.compile(r"\b(no|not|never|without|none|nothing|unmeasured|cannot)\b|n't\b", re.IGNORECASE)
 _FORBIDDEN = borrowed.kit("bench", why="that is the kit's own PR note") + borrowed.kit(
     "grading/ex07_note.py", why="that is the grader's own answer")

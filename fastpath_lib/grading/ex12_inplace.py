@@ -23,8 +23,11 @@ Borrowed answers: tests that compare with the kit's op or call its kernels or pr
 :mod:`fastpath_lib.fused.reference`), that import the kit's tests or copy their lines, that inspect the op instead
 of calling it, or that watch its implementation run (function or dispatch modes, ``__torch_function__`` spies, the
 profiler, tracers, a ``torch.compile`` backend of their own, the traced graph) score nothing; so do tests that
-never fail or fail on a correct op; so does a notebook that replaces an attribute of an imported module (the
-learner's tests and the grader's agent run on that code). What is not guaranteed: a test that tells the ops apart by
+never fail or fail on a correct op. Only the tests' own code is read (what they reach by name): test hygiene
+(``torch._dynamo.reset()``, a private attribute of a module) is not inspecting the op, and the rest of the notebook is
+not the answer. In the grader the ops run in the grader's process, so nothing the notebook changes in its kernel
+reaches them; the stub's tensors cross with their autograd state (a leaf that requires grad is refused an in-place
+write there as here). What is not guaranteed: a test that tells the ops apart by
 a behaviour outside the contract it could observe (e.g. timing) is judged by its outcome only; and tests that fail at
 random may earn a lucky point or two, as in exercise 09 (each correct op but the kit's runs twice to make that
 unlikely).
@@ -179,11 +182,8 @@ def _overlap_answers(fn, recipes):
 def _grade_overlaps(fn) -> list[Result]:
     if not callable(fn):
         raise Fail(f"expected a function, got {type(fn).__name__}")
-    patched = _replaces_library(sources.learner_source())
     problem = _private_names(fn) or (borrowed.source_problem(getattr(fn, "__name__", ""), _OVERLAP_FORBIDDEN)
-                                     if not remote.is_proxy(fn) and getattr(fn, "__name__", "") else None) or (
-        f"your notebook replaces {patched}: the grader's agent and the tensors it builds run on that code; leave "
-        f"the libraries as they are" if patched else None)
+                                     if not remote.is_proxy(fn) and getattr(fn, "__name__", "") else None)
     if problem:
         raise Fail(problem)
     cases = overlap_cases(random.Random(secrets.randbits(32)))
@@ -254,44 +254,6 @@ def _watching(src: str) -> str | None:
     return hit[0] if hit else None
 
 
-_IMPORTERS = ("__import__", "importlib.import_module", "import_module", "sys.modules.get")
-
-
-def _replaces_library(src: str) -> str | None:
-    """An assignment (or ``setattr``) in ``src`` that replaces an attribute of an imported module or of something
-    imported (``torch.Tensor.copy_ = spy``, ``m = __import__(...); m.native = ...``), or writes ``sys.modules`` or a
-    module's ``__dict__``: the ops under test and the grader's agent run on that code, so such a notebook could
-    change how they behave, wherever in the notebook it does so."""
-    import ast
-
-    for tree in sources.parse_cells(src):
-        imported = {a.asname or a.name.split(".")[0]: a.name for n in ast.walk(tree) if isinstance(n, ast.Import)
-                    for a in n.names}
-        imported |= {a.asname or a.name: f"{n.module}.{a.name}" for n in ast.walk(tree)
-                     if isinstance(n, ast.ImportFrom) for a in n.names}
-        for n in ast.walk(tree):
-            if isinstance(n, ast.Assign) and isinstance(n.value, (ast.Call, ast.Subscript)):
-                call = n.value.func if isinstance(n.value, ast.Call) else n.value.value
-                if (sources.dotted(call) or "") in _IMPORTERS + ("sys.modules",):
-                    imported |= {t.id: "a module" for t in n.targets if isinstance(t, ast.Name)}
-        for node in ast.walk(tree):
-            targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)] \
-                if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
-            if isinstance(node, ast.Call) and sources.dotted(node.func) == "setattr" and node.args:
-                targets = [ast.Attribute(value=node.args[0], attr="?")]
-            for t in targets:
-                if isinstance(t, ast.Subscript):
-                    where = ast.unparse(t.value)
-                    if where.endswith(("sys.modules", "__dict__")) or where.startswith("vars("):
-                        return where
-                    continue
-                name = sources.dotted(t) if isinstance(t, ast.Attribute) else None
-                head = (name or "").split(".")[0]
-                if head in imported:
-                    return f"{imported[head]}{name[len(head):]}" if imported[head] != "a module" else name
-    return None
-
-
 def _source_problem(tests) -> str | None:
     root = remote.root(tests) if remote.is_proxy(tests) else getattr(tests, "__name__", "")
     src = sources.closure_source(root) if root else ""
@@ -303,10 +265,6 @@ def _source_problem(tests) -> str | None:
     problem = borrowed.source_problem(root, _TESTS_FORBIDDEN, _GIVEN) if root else None
     if problem:
         return problem
-    patched = _replaces_library(sources.learner_source())
-    if patched:
-        return (f"your notebook replaces {patched}: the ops under test run on that code; test what the op "
-                f"returns, writes and raises, and leave the libraries as they are")
     seen = inspection(src) or _watching(src)
     if seen:
         return (f"your tests read {seen}: a contract test calls the op and checks what it returns, writes or "

@@ -95,13 +95,22 @@ def inspection(source: str) -> str | None:
     >>> inspection("def t(op):\\n    assert op.__name__ == 'rms_norm'")
     'op.__name__'
     >>> inspection("def t(op):\\n    print(type(op(1)).__name__)")
+
+    A private attribute of an imported module is the library's, not the op's (test hygiene such as
+    ``torch._dynamo.reset()`` reads nothing of the op):
+
+    >>> inspection("import torch\\ndef t(op):\\n    torch._dynamo.reset()\\n    op(1)")
     """
     import ast
 
     for tree in filter(None, (sources.parse(source),)):
+        modules = {a.asname or a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import)
+                   for a in n.names}
+        modules |= {a.asname or a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
         for node in ast.walk(tree):
+            library = (sources.dotted(node) or "").split(".")[0] in modules
             if isinstance(node, ast.Attribute) and (node.attr in _INSPECTING_ATTRS or (
-                    node.attr.startswith("_") and not node.attr.startswith("__")) or (
+                    node.attr.startswith("_") and not node.attr.startswith("__") and not library) or (
                     node.attr == "__name__" and isinstance(node.value, ast.Name))):
                 return f"{ast.unparse(node)}"
             if isinstance(node, (ast.Name, ast.Attribute)) and ast.unparse(node) in _INSPECTING_NAMES:

@@ -1,7 +1,8 @@
 """The grader's view of an exercise notebook: its distributed check cells, restored, and what its code touches.
 
-The check cells of an exercise are the cells of ``solutions/exNN_*.ipynb`` tagged :data:`CHECK_TAG` (each calls
-``ex.check_*`` on the learner's functions). As nbgrader does with its read-only cells, the grader puts them back as
+The check cells of an exercise are the cells tagged :data:`CHECK_TAG` (each calls ``ex.check_*`` on the learner's
+functions) of the grader's own copy of the notebook (:func:`original_for`): ``check-cells/exNN_*.ipynb`` in a course
+release's autograder (``python -m fastpath_lib release``), else ``solutions/exNN_*.ipynb`` in the kit's checkout. As nbgrader does with its read-only cells, the grader puts them back as
 distributed, matched by cell id: an edited check cell gets its original source, a deleted one is inserted again
 after the cell that preceded it. The grader then runs each check itself, in its own process, at that place
 (:mod:`fastpath_lib.grading.cli`), with the arguments of the *original* call.
@@ -25,22 +26,33 @@ from pathlib import Path
 from fastpath_lib import runtime
 from fastpath_lib.grading.sources import dotted, parse
 
-__all__ = ["CHECK_TAG", "ROOT", "ALL", "solution_for", "check_cells", "restore", "calls", "static_evidence",
+__all__ = ["CHECK_TAG", "ROOT", "CHECK_CELLS", "ALL", "solution_for", "original_for", "check_cells", "restore", "calls", "static_evidence",
            "assignments"]
 
 CHECK_TAG = "grader-check"
 #: The kit's checkout: ``solutions/`` holds the distributed check cells.
 ROOT = runtime.ROOT
+#: The folder of a course release's autograder that holds the released exercise notebooks, the grader's copy of their
+#: check cells (:mod:`fastpath_lib.release` writes it; a checkout has none).
+CHECK_CELLS = "check-cells"
 #: Scope of evidence that affects every part of the notebook.
 ALL = "*"
-_HOOK_BUILTINS = {"exec", "eval", "compile", "__import__", "open", "print", "getattr", "setattr", "isinstance",
-                  "type", "__builtins__"}
+#: Builtins the grader's agent is started with in the notebook's namespace (``exec(compile(...))``): a notebook that
+#: rebinds one stops the agent. Any other name of the builtins (``type``, ``print``, ``open``) is the learner's to use.
+_HOOK_BUILTINS = {"exec", "compile", "__builtins__"}
 
 
 def solution_for(exercise: str, root: Path = ROOT) -> Path | None:
     """``solutions/exNN_*.ipynb`` of the exercise, or ``None`` when the checkout has none."""
     found = sorted((root / "solutions").glob(f"{exercise}_*.ipynb"))
     return found[0] if found else None
+
+
+def original_for(exercise: str, root: Path = ROOT) -> Path | None:
+    """The grader's copy of the exercise's notebook, whose check cells it restores: ``check-cells/exNN_*.ipynb`` of a
+    course release's autograder, else ``solutions/exNN_*.ipynb``; ``None`` when there is neither."""
+    found = sorted((root / CHECK_CELLS).glob(f"{exercise}_*.ipynb"))
+    return found[0] if found else solution_for(exercise, root)
 
 
 def check_cells(nb) -> list:

@@ -150,7 +150,8 @@ def _agent_functions(*names: str) -> dict:
     return {name: namespace[name] for name in names}
 
 
-_SHARED = _agent_functions("_tensors", "_pack", "_unpack", "_dumps", "_loads", "_storage_bytes", "_changed")
+_SHARED = _agent_functions("_tensors", "_pack", "_unpack", "_op_result", "_dumps", "_loads", "_storage_bytes",
+                           "_changed")
 #: The tensors of a call's arguments, in the order the agent answers them: the agent's own walk.
 _tensors = _SHARED["_tensors"]
 _dumps, _loads, _changed, _storage_bytes = (_SHARED[k] for k in ("_dumps", "_loads", "_changed", "_storage_bytes"))
@@ -168,9 +169,10 @@ def pack(value, same=()) -> dict:
     return _SHARED["_pack"](value, _no_object, same)
 
 
-def unpack(packed, same=()):
-    """The value :func:`pack` (or the agent) packed, its tensors new ones."""
-    return _SHARED["_unpack"](packed, None, same)
+def unpack(packed, same=(), autograd=False):
+    """The value :func:`pack` (or the agent) packed, its tensors new ones; with ``autograd``, with the sender's
+    autograd state (a leaf that requires grad, a view of one, the result of an op)."""
+    return _SHARED["_unpack"](packed, None, same, autograd)
 
 
 #: The tensors the calls of the current check may write (``None``: any tensor argument, copied back whole).
@@ -209,13 +211,17 @@ def serve_op(message: dict, run) -> dict:
     """The grader's answer to one call of an op it holds (``message`` from the agent's stub): ``run(kind, args,
     message)`` runs the op on the grader's own tensors (rebuilt from the message, shared storage kept shared); the
     answer carries what it returned (an argument as the caller's own tensor), the arguments' tensors it changed and
-    the exception it raised."""
-    args = unpack(message["args"])
+    the exception it raised. The tensors keep the caller's autograd state (a leaf that requires grad stays one, so an
+    in-place op refuses it here as it would in the kernel) and the op runs in the caller's grad mode, when the stub
+    says it (``message["grad"]``)."""
+    args = unpack(message["args"], autograd=True)
     tensors = _tensors(args, {})
     before = [_storage_bytes(t).clone() for t in tensors]
     out, error, call = None, None, None
+    grad = message.get("grad")
     try:
-        got = run(message.get("kind"), args, message)
+        with torch.set_grad_enabled(grad) if type(grad) is bool else contextlib.nullcontext():
+            got = run(message.get("kind"), args, message)
         out, call = got if isinstance(got, tuple) and len(got) == 2 and isinstance(got[1], dict) else (got, None)
     except Exception as exc:  # noqa: BLE001 - the op's exception is part of its behaviour
         error = [type(exc).__name__, str(exc)]

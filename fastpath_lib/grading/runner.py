@@ -81,8 +81,9 @@ def _loads(raw: bytes):
 
 def _pack(value, other, same=()):
     """``value`` as plain data: each tensor becomes a record of its storage (each storage sent once, so tensors that
-    share memory share it on the other side), dtype, offset, shape, strides and ``requires_grad``; a tensor that *is*
-    one of ``same`` becomes a reference to it; any object neither plain nor a tensor is what ``other`` makes of it."""
+    share memory share it on the other side), dtype, offset, shape, strides and its autograd state (``requires_grad``
+    and whether it is a leaf, a view of another tensor, packed too, or the result of an op); a tensor that *is* one
+    of ``same`` becomes a reference to it; any object neither plain nor a tensor is what ``other`` makes of it."""
     import torch
 
     storages, keys, tensors = [], {}, []
@@ -102,8 +103,14 @@ def _pack(value, other, same=()):
                 keys[key] = len(storages)
                 storages.append([torch.empty(0, dtype=torch.uint8, device=v.device).set_(st).detach().cpu().clone(),
                                  str(v.device)])
+            grad = None  # autograd's view of the tensor: what an in-place op may do to it depends on it
+            if v.requires_grad and v._is_view():
+                base = enc(v._base, depth)
+                grad = ["view", base["__fastpath_tensor__"]] if "__fastpath_tensor__" in base else ["nonleaf"]
+            elif v.requires_grad:
+                grad = ["leaf"] if v.is_leaf else ["nonleaf"]
             tensors.append([keys[key], str(v.dtype).split(".")[-1], v.storage_offset(), list(v.shape),
-                            list(v.stride()), bool(v.requires_grad)])
+                            list(v.stride()), bool(v.requires_grad), grad])
             return {"__fastpath_tensor__": len(tensors) - 1}
         if depth < 8 and type(v) in (list, tuple):
             return type(v)(enc(x, depth + 1) for x in v)
@@ -114,18 +121,29 @@ def _pack(value, other, same=()):
     return {"value": enc(value, 0), "tensors": tensors, "storages": storages}
 
 
-def _unpack(packed, ref=None, same=()):
+def _unpack(packed, ref=None, same=(), autograd=False):
     """The value :func:`_pack` packed: tensors rebuilt on their storages (new ones, never the sender's), references
-    to ``same`` resolved, and each ``{"__fastpath_ref__": ...}`` record what ``ref`` makes of it."""
+    to ``same`` resolved, and each ``{"__fastpath_ref__": ...}`` record what ``ref`` makes of it. With ``autograd``,
+    each tensor also gets the sender's autograd state on the same memory: a leaf that requires grad, a view of the
+    tensor it was a view of, or the result of an op (not a leaf, not a view), so an op refuses or allows an in-place
+    write on it as it would have on the sender's side."""
     import torch
 
     bases = [b.to(device).untyped_storage() for b, device in packed["storages"]]
     made = []
-    for i, dtype, offset, shape, stride, _grad in packed["tensors"]:
+    for i, dtype, offset, shape, stride, *state in packed["tensors"]:
         kind = getattr(torch, str(dtype), None)
         if not isinstance(kind, torch.dtype):
             raise TypeError(f"no dtype {dtype!r}")
-        made.append(torch.empty(0, dtype=kind, device=bases[i].device).set_(bases[i], offset, shape, stride))
+        t = torch.empty(0, dtype=kind, device=bases[i].device).set_(bases[i], offset, shape, stride)
+        grad = state[1] if autograd and len(state) > 1 and isinstance(state[1], list) and state[1] else None
+        if grad is not None and grad[0] == "leaf":
+            t.requires_grad_(True)
+        elif grad is not None and grad[0] == "view" and type(grad[1]) is int and 0 <= grad[1] < len(made):
+            t = made[grad[1]].as_strided(shape, stride, offset)
+        elif grad is not None and grad[0] == "nonleaf":
+            t = _op_result(t)
+        made.append(t)
 
     def dec(v, depth):
         if type(v) is dict and len(v) == 1 and type(v.get("__fastpath_tensor__")) is int:
@@ -141,6 +159,24 @@ def _unpack(packed, ref=None, same=()):
         return v
 
     return dec(packed["value"], 0)
+
+
+def _op_result(t):
+    """``t`` (a leaf that does not require grad) as the result of an op that requires grad: same memory, not a leaf,
+    not a view (an in-place write into it is recorded, not refused)."""
+    import torch
+
+    class _Result(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, t, anchor):
+            ctx.mark_dirty(t)
+            return t
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad, None
+
+    return _Result.apply(t, torch.zeros((), dtype=t.dtype, device=t.device, requires_grad=True))
 
 
 def _code_of(obj):
@@ -342,7 +378,7 @@ def _fused_stub():
         if torch.compiler.is_compiling():
             registered(x, residual, weight, eps)
             return x, residual
-        return _op("call", (x, residual, weight, eps))[0]
+        return _op("call", (x, residual, weight, eps), grad=torch.is_grad_enabled())[0]
 
     return fused_add_rms_norm_
 

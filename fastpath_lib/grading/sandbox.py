@@ -1,10 +1,16 @@
 """The learner's kernel isolated where the grading machine allows: bubblewrap (Debian's ``bwrap``), as autograders do.
 
-Under :func:`command` the kernel sees the machine read only (``--ro-bind / /``), an empty ``/tmp`` of its own
-(``--tmpfs /tmp``, ``TMPDIR`` there), no network (``--unshare-net``), and the kit's checkout masked by an empty
-folder (``--tmpfs``) with only the library (``fastpath_lib/``) and the virtual environment bound back read only:
-no ``solutions/``, no ``tests/``, nothing the grader writes. Another copy of the kit that the virtual environment's
-editable install points at (:func:`other_copies`) is masked the same way. In the library:
+Under :func:`command` (:data:`FLAGS`) the kernel runs as ``nobody`` in a user namespace of its own with no
+capability (``--unshare-user --uid 65534 --gid 65534 --cap-drop ALL``: it cannot unmount a mask), in a PID namespace
+with its own ``/proc`` (``--unshare-pid --proc /proc``: no ``/proc/<pid>/root`` leads out), in a session of its own,
+killed with the grader (``--new-session --die-with-parent``), without network (``--unshare-net``). It sees the
+machine read only (``--ro-bind / /``), an empty ``/tmp`` of its own (``--tmpfs /tmp``, ``TMPDIR`` there), and the
+kit's checkout masked by an empty folder (``--tmpfs``) with only the library (``fastpath_lib/``) bound back read
+only: no ``solutions/``, no ``tests/``, nothing the grader writes. Another copy of the kit that the virtual
+environment's editable install points at (:func:`other_copies`), and a worktree's git folders outside it
+(:func:`git_dirs`), are masked the same way. The interpreter's folders (:func:`interpreter_paths`: the virtual
+environment as named and as resolved, its base) are bound back wherever a mask or ``/tmp`` hides them, so a venv
+under ``/tmp`` runs. In the library:
 
 * the grading folder shows only :data:`KERNEL_MODULES` (the package's ``__init__``, the notebooks' materials and the
   outcome words), and ``given.py`` to exercise 07 (:func:`kernel_modules`): no check, no answer key, no grader;
@@ -50,8 +56,8 @@ from jupyter_client.manager import AsyncKernelManager
 
 from fastpath_lib import runtime
 
-__all__ = ["KERNEL_MODULES", "HIDDEN", "NEEDED", "kernel_modules", "hidden", "kernel_view", "facade_source",
-           "other_copies", "available", "command", "IsolatedKernelManager", "manager_class", "kernel_env",
+__all__ = ["KERNEL_MODULES", "HIDDEN", "NEEDED", "FLAGS", "BASE", "kernel_modules", "hidden", "kernel_view",
+           "facade_source", "other_copies", "git_dirs", "interpreter_paths", "available", "command", "IsolatedKernelManager", "manager_class", "kernel_env",
            "ISOLATED", "UNISOLATED"]
 
 ISOLATED = "isolated (bwrap)"
@@ -229,6 +235,20 @@ def other_copies(root: Path = runtime.ROOT) -> tuple[Path, ...]:
     return tuple(sorted(out))
 
 
+#: bubblewrap's isolation, each flag tested from inside the sandbox (``tests/test_grading_sandbox.py``).
+FLAGS = (
+    "--unshare-user", "--uid", "65534", "--gid", "65534",  # nobody, in a user namespace of its own (not root)
+    "--unshare-pid",  # a process tree of its own: /proc/<pid>/root reaches no process outside the sandbox
+    "--unshare-net",  # no network: the kernel's sockets are files (jupyter_client's ipc transport)
+    "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+    "--cap-drop", "ALL",  # no capability: the masks below cannot be unmounted
+    "--die-with-parent",  # killed with the grader
+    "--new-session",  # no controlling terminal to push keystrokes into (TIOCSTI)
+)
+#: The machine read only, with a /proc of the sandbox's own processes, a minimal /dev and an empty /tmp.
+BASE = ("--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp")
+
+
 @functools.cache
 def available() -> bool:
     """Whether ``bwrap`` is installed and can start a process with the options :func:`command` uses."""
@@ -236,28 +256,58 @@ def available() -> bool:
     if exe is None:
         return False
     try:
-        done = subprocess.run([exe, "--ro-bind", "/", "/", "--dev", "/dev", "--tmpfs", "/tmp", "--unshare-net",
-                               "--die-with-parent", "true"], capture_output=True, timeout=30, check=False)
+        done = subprocess.run([exe, *FLAGS, *BASE, "true"], capture_output=True, timeout=30, check=False)
     except (OSError, subprocess.SubprocessError):
         return False
     return done.returncode == 0
+
+
+def interpreter_paths() -> tuple[Path, ...]:
+    """The folders the kernel's interpreter lives in (``sys.prefix``, ``sys.base_prefix``, the executable's folder),
+    as named and as resolved: a virtual environment under ``/tmp``, or reached through a link, is bound back there."""
+    named = [Path(sys.prefix), Path(sys.base_prefix), Path(sys.executable).parent]
+    found = [Path(os.path.abspath(p)) for p in named] + [p.resolve() for p in named]
+    found.append(Path(sys.executable).resolve().parent)
+    return tuple(sorted(set(found), key=lambda p: (len(p.parts), str(p))))
+
+
+def git_dirs(root: Path = runtime.ROOT) -> tuple[Path, ...]:
+    """The git folders of the checkout ``root`` that lie outside it (a ``git worktree`` keeps its objects in the main
+    checkout's ``.git``): the sandbox masks them too."""
+    dot = root / ".git"
+    if not dot.is_file():
+        return ()
+    text = dot.read_text(encoding="utf-8", errors="replace").strip()
+    if not text.startswith("gitdir:"):
+        return ()
+    gitdir = (root / text.removeprefix("gitdir:").strip()).resolve()
+    out = {gitdir}
+    common = gitdir / "commondir"
+    if common.is_file():
+        out.add((gitdir / common.read_text(encoding="utf-8").strip()).resolve())
+    return tuple(sorted(p for p in out if root.resolve() not in p.parents))
 
 
 def command(workdir: str, sockets: str, files: str, exercise: str | None = None,
             root: Path = runtime.ROOT) -> list[str]:
     """The ``bwrap`` prefix of the kernel's command line (see the module's docstring); the generated façade and the
     hidden modules' stand-ins are written into ``files`` (a folder of the grader's, bound read only)."""
-    args = [shutil.which("bwrap") or "bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--tmpfs", "/tmp",
-            "--unshare-net", "--die-with-parent"]
-    prefixes = {Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve()}
-    back = [root / "fastpath_lib"]
-    for checkout in (root.resolve(), *other_copies(root)):
+    # in its PID namespace the kernel's parent is bwrap's init (pid 1), which ipykernel's parent poller takes for "the
+    # grader has exited": told its parent is pid 1 it polls nothing (and prints nothing), and --die-with-parent ends
+    # it with the grader
+    args = [shutil.which("bwrap") or "bwrap", *FLAGS, "--setenv", "JPY_PARENT_PID", "1", *BASE]
+    prefixes = interpreter_paths()
+    masks = [Path("/tmp")]
+    for checkout in (root.resolve(), *other_copies(root), *git_dirs(root)):
         if any(checkout == p or p in checkout.parents for p in prefixes):  # installed into the environment
             continue
-        args += ["--tmpfs", str(checkout)]
-        back += [p for p in prefixes if checkout in p.parents]
+        if not any(m == checkout or m in checkout.parents for m in masks):
+            masks.append(checkout)
+    for mask in masks[1:]:
+        args += ["--tmpfs", str(mask)]
+    back = [root / "fastpath_lib"] + [p for p in prefixes if any(m in p.parents for m in masks)]
     for path in back:
-        if path.exists():
+        if path.exists() and not any(b in path.parents for b in back):  # a folder bound back brings its own
             args += ["--ro-bind", str(path), str(path)]
     lib, out = root / "fastpath_lib", Path(files)
     for folder, keep in _masked_folders(exercise, lib).items():

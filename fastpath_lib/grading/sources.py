@@ -16,26 +16,22 @@ from __future__ import annotations
 
 import ast
 import contextlib
-import functools
 import re
 import sys
 
 __all__ = ["using", "learner_cells", "learner_source", "names_used", "attributes_used", "closure_source",
-           "jit_functions", "dynamic_uses", "parse", "parse_cells", "dotted", "DYNAMIC", "WRITERS", "ipython_syntax",
-           "rebinding_problem", "star_modules"]
+           "jit_functions", "parse", "parse_cells", "dotted", "DYNAMIC", "star_modules"]
 
 _STACK: list[list[str]] = []
 
-#: Names whose use lets code reach a function without naming it (``getattr(torch, "rms" + "_norm")``).
+#: Names whose use lets a statement fill a namespace or reach code without naming it (``exec(src, g, ns)``): a
+#: statement that uses one with a name the answer reads is part of the answer's code (:func:`closure_source`).
 DYNAMIC = frozenset({"getattr", "eval", "exec", "compile", "__import__", "importlib.import_module", "globals",
                      "vars", "locals", "__builtins__", "builtins", "sys.modules", "operator.attrgetter",
                      "operator.methodcaller", "runpy.run_path", "runpy.run_module",
                      "importlib.util.spec_from_file_location", "importlib.machinery.SourceFileLoader", "setattr",
                      "delattr", "get_ipython", "gc", "inspect", "ctypes", "pickle", "marshal", "importlib",
                      "runpy"})
-#: Uses that change a namespace or a module for everyone: refused wherever they stand in the learner's source.
-WRITERS = frozenset({"setattr", "delattr", "globals", "vars", "locals", "__builtins__", "builtins", "sys.modules",
-                     "exec", "eval", "compile", "__import__", "importlib", "runpy", "get_ipython", "ctypes", "gc"})
 #: Attributes that reach or rewrite a namespace (``json.__dict__[...] = f``).
 _REFLECTIVE = frozenset({"__dict__", "__globals__", "__builtins__", "__code__", "__closure__", "__setattr__",
                          "__delattr__", "__getattribute__", "__setitem__", "f_globals", "f_locals", "f_back",
@@ -107,33 +103,6 @@ def parse(source: str) -> ast.Module | None:
         return ast.parse(transformed) if transformed is not None else None
     except SyntaxError:
         return None
-
-
-def ipython_syntax(cells=None) -> str | None:
-    """The first line of the learner's cells (default: :func:`learner_cells`) that IPython runs as something other
-    than Python (a ``%magic``, a ``!shell`` line, ``obj?``), or ``None``.
-
-    >>> ipython_syntax(["x = 1", "%time y = 2"])
-    '%time y = 2'
-    """
-    return _ipython_line(tuple(learner_cells() if cells is None else cells))
-
-
-@functools.lru_cache(maxsize=16)
-def _ipython_line(cells: tuple[str, ...]) -> str | None:
-    for cell in cells:
-        try:
-            ast.parse(cell)
-            continue
-        except SyntaxError:
-            pass
-        transformed = _ipython(cell)
-        if transformed is None or parse(transformed) is None:
-            continue  # a syntax error: IPython runs nothing of the cell
-        lines = cell.splitlines()
-        changed = [a for a, b in zip(lines, transformed.splitlines() + [""] * len(lines)) if a != b]
-        return (changed or lines or [""])[0].strip()
-    return None
 
 
 def parse_cells(source: str) -> list[ast.Module]:
@@ -277,7 +246,7 @@ def _binds(node) -> set[str]:
     in the statement (under ``if``, ``try``, ``with``, in a comprehension): assignment of any kind, ``for`` and
     ``with`` targets, walrus, ``del``, imports (under any name), ``except ... as``, ``match`` captures, definitions,
     and names a function or class declares ``global``."""
-    out: set[str] = set()
+    out: set[str] = {"*"} if _writes_namespace(node) else set()
     todo = [node]
     while todo:
         n = todo.pop()
@@ -339,6 +308,7 @@ def closure_source(name: str, source: str | None = None) -> str:
     if not stmts:
         return ""
     aliases = _aliases(trees)  # what the notebook's imports bound, wherever they stand
+    modules = _aliases(trees, assigned=True)  # ... and the names assignments bound to them (``m = json``)
     wanted, todo, taken = set(), [name.split(".")[0]], []
     while todo:
         n = todo.pop()
@@ -348,9 +318,10 @@ def closure_source(name: str, source: str | None = None) -> str:
         for i, (node, text) in enumerate(stmts):
             # a statement binding the name, one changing its object in place (``ns.update(...)``, ``box[0] = f``),
             # or one reaching code dynamically with it (``exec(src, g, ns)`` fills ns)
-            binds = _binds(node)  # "*": a star import, which may bind any name
+            binds = _binds(node)  # "*": a star import or a write into globals(), which may bind any name
             if i not in taken and (n in binds or "*" in binds or (n not in aliases and _changes(node, n)) or (
-                    n in _free_names(node) and _dynamic(node, aliases))):
+                    n in aliases and _stores_into(node, modules.get(n, n), modules)) or (
+                    n in _free_names(node) and _fills(node, aliases))):
                 taken.append(i)
                 todo += sorted(_free_names(node))
     return "\n".join(stmts[i][1] for i in sorted(taken))
@@ -361,6 +332,45 @@ def _base(node) -> str | None:
     while isinstance(node, (ast.Attribute, ast.Subscript)):
         node = node.value
     return node.id if isinstance(node, ast.Name) else None
+
+
+def _fills(node, aliases: dict[str, str]) -> bool:
+    """Whether a top-level statement that runs (not a definition) reaches code without naming it, and so may fill
+    the objects it is handed (``exec(src, globals(), ns)``, ``ns.update(runpy.run_path(...))``); reading an attribute
+    by a computed name (``getattr``) fills nothing."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return False
+    return bool(_dynamic(node, aliases) - {"getattr"})
+
+
+def _stores_into(node, module: str, aliases: dict[str, str]) -> bool:
+    """Whether a top-level statement stores into, or deletes, an attribute or item of ``module`` (under any name
+    ``aliases`` binds to it) in any binding form (``json.f = g``, ``for json.f in ...``, ``json.__dict__["f"] = g``,
+    ``setattr(json, "f", g)``): an answer that reads ``json.f`` reads what the statement put there."""
+    def of_module(e) -> bool:
+        base = _base(e)
+        return base is not None and aliases.get(base, base) == module
+    for m in ast.walk(node):
+        if any(isinstance(t, (ast.Attribute, ast.Subscript)) and of_module(t) for t in _store_targets(m)):
+            return True
+        if isinstance(m, ast.Call) and isinstance(m.func, ast.Name) and m.func.id in ("setattr", "delattr") \
+                and m.args and of_module(m.args[0]):
+            return True
+    return False
+
+
+def _writes_namespace(node) -> bool:
+    """Whether a statement writes the notebook's namespace through ``globals()``, ``vars()`` or ``locals()``
+    (``globals()["f"] = g``, ``globals().update(...)``): it may bind any name."""
+    def namespace(e):
+        return isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id in ("globals", "vars", "locals")
+    for m in ast.walk(node):
+        if any(isinstance(t, ast.Subscript) and namespace(t.value) for t in _store_targets(m)):
+            return True
+        if isinstance(m, ast.Call) and isinstance(m.func, ast.Attribute) and namespace(m.func.value) \
+                and m.func.attr in ("update", "setdefault", "__setitem__"):
+            return True
+    return False
 
 
 def _changes(node, name: str) -> bool:
@@ -379,18 +389,6 @@ def _changes(node, name: str) -> bool:
     return False
 
 
-def dynamic_uses(source: str) -> set[str]:
-    """The :data:`DYNAMIC` names the source uses to reach code without naming it; ``getattr`` (and ``hasattr``)
-    only with a name that is not a string constant.
-
-    >>> sorted(dynamic_uses("f = getattr(torch, 'tanh')\\ng = getattr(torch, 'rms' + '_norm')\\neval('1')"))
-    ['eval', 'getattr']
-    """
-    trees = parse_cells(source)
-    aliases = _aliases(trees)
-    return set().union(*(_dynamic(tree, aliases) for tree in trees))
-
-
 def _is_dynamic(name: str | None) -> bool:
     return bool(name) and (name in DYNAMIC or name.split(".")[0] in _DYNAMIC_MODULES)
 
@@ -400,7 +398,8 @@ _DYNAMIC_MODULES = frozenset({"gc", "inspect", "ctypes", "pickle", "marshal", "i
 
 
 def _dynamic(tree, aliases: dict[str, str]) -> set[str]:
-    """:func:`dynamic_uses` of one tree, its names resolved through ``aliases`` (the imports of the whole source)."""
+    """The :data:`DYNAMIC` names one tree uses to reach code without naming it (``getattr`` only with a computed name),
+    resolved through ``aliases`` (the imports of the whole source)."""
     out = set()
     named = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call) and len(n.args) >= 2
              and isinstance(n.args[1], ast.Constant)}  # getattr(obj, "name"): a name after all
@@ -419,39 +418,6 @@ def _dynamic(tree, aliases: dict[str, str]) -> set[str]:
         elif isinstance(node, ast.Attribute) and node.attr in _REFLECTIVE:
             out.add(node.attr)
     return out
-
-
-def rebinding_problem(source: str | None = None) -> str | None:
-    """Why the learner's source (default: :func:`learner_source`) changes a namespace or a library for everyone,
-    wherever it does so, or ``None``: a :data:`WRITERS` use (``setattr``, ``globals()[...]``, ``exec``, ...), or a
-    store into, or ``del`` of, an attribute or item of an imported name (a module or its member), in any binding
-    form (``json.f = g``, ``for json.f in ...``, ``with ... as json.f``, ``json.__dict__["f"] = g``).
-
-    >>> rebinding_problem("import json\\nfor json.f in [print]:\\n    pass")
-    "your code changes json (json.f): leave modules and the notebook's namespace as they are"
-    >>> rebinding_problem("import json\\nx = {}\\nx['a'] = json.dumps") is None
-    True
-    """
-    return _rebinding(learner_source() if source is None else source)
-
-
-@functools.lru_cache(maxsize=16)
-def _rebinding(source: str) -> str | None:  # a check asks once per scenario: read each source once
-    trees = parse_cells(source)
-    aliases = _aliases(trees, assigned=True)
-    for tree in trees:
-        for node in ast.walk(tree):
-            name = _resolved(dotted(node), aliases) if isinstance(node, (ast.Name, ast.Attribute)) else None
-            if name and (name in WRITERS or name.split(".")[0] in WRITERS) or (
-                    isinstance(node, ast.Attribute) and node.attr in _REFLECTIVE and (name := node.attr)):
-                return (f"your code uses {name}, which inspects or changes code or a namespace without naming it: "
-                        f"bind your names with plain assignments and definitions, and call what you use")
-            for t in _store_targets(node):
-                base = _base(t)
-                if isinstance(t, (ast.Attribute, ast.Subscript)) and base in aliases:
-                    return (f"your code changes {aliases[base]} ({ast.unparse(t)}): leave modules and the notebook's "
-                            f"namespace as they are")
-    return None
 
 
 def _store_targets(node) -> list:

@@ -1,0 +1,225 @@
+"""The course release (``python -m fastpath_lib release``): a student folder without solutions or answer keys, and an
+autograder that grades from its own copy of the check cells, with no ``solutions/``."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from fastpath_lib import release as R
+from fastpath_lib.runtime import ROOT
+
+PY = sys.executable
+
+
+@pytest.fixture(scope="module")
+def out(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("release")
+    R.release(folder)
+    return folder
+
+
+def _texts(folder: Path):
+    for path in sorted(folder.rglob("*")):
+        if path.is_file():
+            yield path, path.read_text(encoding="utf-8", errors="replace")
+
+
+def _distinct(lines, public_texts, width):
+    """The stripped lines (at least ``width`` characters, no comments) found in none of ``public_texts``."""
+    lines = {x.strip() for x in lines if len(x.strip()) >= width and not x.strip().startswith(("#", '"""'))}
+    return {x for x in lines if not any(x in t or x.replace('"', '\\"') in t for t in public_texts)}
+
+
+def _public_texts():
+    """What every learner has, course or not: exercises, lessons, the library outside grading, the materials."""
+    folders = [ROOT / "exercises", ROOT / "notebooks", ROOT / "upstream"]
+    folders += [p for p in (ROOT / "fastpath_lib").iterdir() if p.name != "grading"]
+    files = [p for f in folders for p in ([f] if f.is_file() else f.rglob("*")) if p.suffix in (".py", ".ipynb")]
+    files += [ROOT / "fastpath_lib/grading" / n for n in ("materials.py", "vocabulary.py", "given.py")]
+    return [p.read_text(encoding="utf-8") for p in files]
+
+
+def test_the_student_folder_holds_what_a_learner_runs_and_no_solution(out):
+    student = out / "student"
+    for rel in ("notebooks/00_setup.ipynb", "exercises/ex01_reference.ipynb", "fastpath_lib/exercises.py", "kit",
+                "pyproject.toml", "constraints.txt", "environment.yml", "README.md", "data/NOTICE.md"):
+        assert (student / rel).is_file(), rel
+    assert not (student / "solutions").exists() and not (student / "tests").exists()
+    assert not list(student.rglob("*.pyc")) and not list(student.rglob("*.zip"))
+    # every distinctive line of the solutions' FILL ME IN regions (grepped here, independently of the release's own
+    # check): none is anywhere in the student folder
+    solved = []
+    for path in sorted((ROOT / "solutions").glob("ex*.py")):
+        text = path.read_text(encoding="utf-8")
+        solved += [x for block in re.findall(r"# BEGIN SOLUTION\n(.*?)# END SOLUTION", text, re.S)
+                   for x in block.splitlines()]
+    lines = _distinct(solved, _public_texts(), 24)
+    assert len(lines) > 150  # the grep has something to find
+    found = [(p.relative_to(student).as_posix(), x) for p, t in _texts(student) for x in lines if x in t]
+    assert not found, found[:5]
+
+
+def test_the_student_folder_holds_no_answer_key_or_hidden_check(out):
+    student, lib = out / "student" / "fastpath_lib", ROOT / "fastpath_lib"
+    kept = [p.read_text(encoding="utf-8") for p in student.rglob("*.py") if p.relative_to(student).as_posix()
+            not in R.GRADER_ONLY]
+    for rel in R.GRADER_ONLY:
+        if (student / rel).exists():  # a stub: a docstring and plain constants, nothing else
+            tree = ast.parse((student / rel).read_text(encoding="utf-8"))
+            assert all(isinstance(n, ast.Assign) and ast.literal_eval(n.value) is not None for n in tree.body[1:]), rel
+        # no distinctive line of a grader-only file (mutants, broken ops, answer keys, scenario keys) is in the folder
+        lines = _distinct((lib / rel).read_text(encoding="utf-8").splitlines(), _public_texts() + kept, 30)
+        found = [(p.name, x) for p, t in _texts(out / "student") for x in lines if x in t]
+        assert not found, (rel, found[:3])
+    for rel in ("grading/mutants.py", "grading/mutant_kernels.py", "grading/ex09_contract.py",
+                "grading/ex11_commits.py", "grading/fused_mutants.py", "grading/ex13_scenarios.py"):
+        assert (lib / rel).exists() and rel in R.GRADER_ONLY, rel  # the faults, broken ops and keys stay held
+
+
+def test_student_checks_run_as_advice_and_held_ones_say_where_they_run(out):
+    code = """
+import pkgutil, importlib, fastpath_lib
+from fastpath_lib import exercises as ex
+assert fastpath_lib.__file__.startswith(%r), fastpath_lib.__file__
+for m in pkgutil.walk_packages(fastpath_lib.__path__, "fastpath_lib."):
+    importlib.import_module(m.name)
+print([r.passed for r in ex.check_default_eps(lambda dtype: 1e-6, show=False)])
+ex.check_boundary_cases([])
+print(ex.check_commit_plan(None, show=False))
+""" % str(out / "student")
+    env = dict(os.environ, PYTHONPATH=str(out / "student"), TRITON_INTERPRET="1")
+    res = subprocess.run([PY, "-c", code], env=env, capture_output=True, text=True, timeout=300, cwd=out)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.stdout.splitlines()[0] == "[False]"
+    assert "ex04" in res.stdout and "runs in your course's autograder only" in res.stdout
+    assert res.stdout.splitlines()[-1] == "[]"
+
+
+def test_the_autograder_zip_holds_gradescopes_scripts_and_the_grader(out):
+    with zipfile.ZipFile(out / "autograder.zip") as zf:
+        names = set(zf.namelist())
+        modes = {i.filename: i.external_attr >> 16 for i in zf.infolist()}
+    assert {"setup.sh", "run_autograder", "grade", "check-cells/ex01_reference.ipynb",
+            "fastpath_lib/grading/ex04_boundary.py", "fastpath_lib/grading/gradescope.py"} <= names
+    assert all(modes[n] & 0o100 for n in ("setup.sh", "run_autograder", "grade"))
+    assert not any(n.startswith("solutions/") for n in names)
+
+
+def _blank_checks(src: Path, dst: Path, replace=None) -> None:
+    """``src`` with each check cell's source replaced (by ``replace(cell)``, else by ``pass``)."""
+    nb = nbformat.read(src, as_version=4)
+    for cell in nb.cells:
+        if "grader-check" in cell.get("metadata", {}).get("tags", []):
+            cell.source = replace(cell) if replace else "pass"
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, dst)
+
+
+def test_run_autograder_restores_the_check_cells_from_its_own_copy(out, tmp_path):
+    ag = out / "autograder"
+    assert not (ag / "solutions").exists()
+    env = dict(os.environ, AUTOGRADER_ROOT=str(tmp_path), FASTPATH_PYTHON=PY, FASTPATH_ISOLATION="none")
+    # the solution with its check cells emptied grades as the solution does: full marks
+    _blank_checks(ROOT / "solutions/ex01_reference.ipynb", tmp_path / "submission/ex01_reference.ipynb")
+    res = subprocess.run([str(ag / "run_autograder")], env=env, capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-2000:]
+    doc = json.loads((tmp_path / "results/results.json").read_text())
+    assert (doc["score"], doc["extra_data"]["max_score"]) == (3, 3), doc["output"]
+    assert "restored" in doc["output"] and "no solutions/" not in doc["output"]
+
+    # nbgrader's layout: the untouched exercise scores zero, and so does one whose check cells hand the check the
+    # right answer inline (the grader calls its own copy of the cell, on the learner's stub)
+    submitted = tmp_path / "submitted"
+    (submitted / "bob/ex01").mkdir(parents=True)
+    (submitted / "bob/ex01/ex01_reference.ipynb").write_bytes((ROOT / "exercises/ex01_reference.ipynb").read_bytes())
+    _blank_checks(ROOT / "exercises/ex01_reference.ipynb", submitted / "carol/ex01/ex01_reference.ipynb",
+                  lambda c: c.source.replace("my_default_eps", "(lambda dtype: torch.finfo(dtype).eps)"))
+    res = subprocess.run([str(ag / "grade"), "autograde", "nbgrader", str(submitted), "--isolation", "none"],
+                         env=env, capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-2000:]
+    rows = [r.split(",") for r in (tmp_path / "autograded/grades.csv").read_text().splitlines()[1:]]
+    assert [r[:6] for r in rows] == [[who, "ex01", "ex01_reference.ipynb", "ex01", "0", "3"]
+                                     for who in ("bob", "carol")]
+    carol = json.loads((tmp_path / "autograded/carol/ex01/results.json").read_text())
+    assert any("edited: restored" in n for n in carol["notebooks"][0]["notes"])
+
+
+def test_a_release_never_overwrites_what_it_did_not_write(tmp_path):
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(R.ReleaseError, match="holds other files"):
+        R.release(tmp_path)
+    with pytest.raises(R.ReleaseError, match="part of the checkout"):
+        R.release(ROOT / "exercises" / "out")
+    assert (tmp_path / "notes.txt").read_text() == "mine"
+
+
+def test_the_autograders_scripts_parse(out):
+    for name in ("setup.sh", "run_autograder", "grade"):
+        res = subprocess.run(["bash", "-n", str(out / "autograder" / name)], capture_output=True, text=True)
+        assert res.returncode == 0, (name, res.stderr)
+
+
+def test_an_empty_submission_still_gets_results_that_say_why(tmp_path):
+    from fastpath_lib.grading import autograde, gradescope
+
+    (tmp_path / "submission").mkdir()
+    (tmp_path / "student").mkdir()
+    assert autograde.main(["gradescope", "--submission", str(tmp_path / "submission"),
+                           "--results", str(tmp_path / "results")]) == 0
+    doc = json.loads((tmp_path / "results/results.json").read_text())
+    assert doc["score"] == 0 and "No notebook" in doc["output"] and gradescope.validate(doc) == []
+    assert autograde.main(["prairielearn", "--job", str(tmp_path)]) == 0
+    doc = json.loads((tmp_path / "results/results.json").read_text())
+    assert doc["gradable"] is False and doc["score"] == 0.0
+    assert autograde.main(["nbgrader", str(tmp_path / "nowhere")]) == 2
+
+
+def test_prairielearn_results_carry_points_and_a_fraction():
+    from fastpath_lib.grading.autograde import prairielearn_json
+    from fastpath_lib.grading.cli import NotebookGrade, PartGrade
+
+    g = NotebookGrade("ex01_reference.ipynb", "ex01", "ok", "", 1.0,
+                      [PartGrade("ex01", "default_eps", 1, 1, True, ""), PartGrade("ex01", "reference", 2, 0, False,
+                                                                                   "yours vs expected")])
+    doc = prairielearn_json([g])
+    assert doc["gradable"] and doc["score"] == pytest.approx(1 / 3)
+    assert [(t["name"], t["points"], t["max_points"]) for t in doc["tests"]] == [("ex01 default_eps", 1, 1),
+                                                                                 ("ex01 reference", 0, 2)]
+    assert doc["tests"][1]["message"] == "yours vs expected"
+
+
+def test_a_per_exercise_zip_pins_its_assignment(out, tmp_path):
+    with zipfile.ZipFile(out / "gradescope" / "ex01.zip") as zf:
+        assert zf.read("assignment.txt").decode().strip() == "ex01" and "run_autograder" in zf.namelist()
+    assert len(list((out / "gradescope").glob("ex*.zip"))) == len(list((ROOT / "exercises").glob("ex*.ipynb")))
+    # an assignment's missing exercise is listed part by part at zero, so the maximum is the assignment's
+    (tmp_path / "submission").mkdir()
+    env = dict(os.environ, AUTOGRADER_ROOT=str(tmp_path), FASTPATH_PYTHON=PY, FASTPATH_EXERCISES="ex01")
+    res = subprocess.run([str(out / "autograder" / "run_autograder")], env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    doc = json.loads((tmp_path / "results/results.json").read_text())
+    assert (doc["score"], doc["extra_data"]["max_score"]) == (0, 3)
+    assert [t["name"] for t in doc["tests"]] == ["ex01 default_eps", "ex01 reference"]
+    assert "no notebook of ex01" in doc["tests"][0]["output"]
+
+
+def test_a_notebook_of_another_exercise_is_reported_not_counted():
+    from fastpath_lib.grading.autograde import assigned
+    from fastpath_lib.grading.cli import NotebookGrade, PartGrade
+
+    g = NotebookGrade("ex03_predicate.ipynb", "ex03", "ok", "", 1.0, [PartGrade("ex03", "predicate", 1, 1, True, "")])
+    out = assigned([g], ("ex01",))
+    assert [(x.exercise, x.status, x.points, x.earned) for x in out] == [("ex03", "not this assignment's", 0, 0),
+                                                                       ("ex01", "missing", 3, 0)]
+    assert assigned([g], ()) == [g]
