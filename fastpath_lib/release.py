@@ -5,13 +5,14 @@ Two artefacts from one checkout (``otter assign`` writes the same pair, nbgrader
 * ``OUT/student/``: what a learner is handed. The lessons (``notebooks/``), the exercises (``exercises/``, each with
   its FILL ME IN cells and check cells), the library, and what runs them (``pyproject.toml``, ``constraints.txt``,
   ``environment.yml``, ``kit``, ``data/`` with its notice, ``upstream/``, ``docs/``, JupyterLab's settings, the
-  README under a preface that says what the release leaves out). No ``solutions/``, no ``tests/``, and none of the grading files of
-  :data:`GRADER_ONLY`: the seeded faults, broken ops, answer keys and scenario keys a learner could grade against
-  offline. Their checks become stand-ins in the student's ``fastpath_lib/exercises.py`` that say the course's
+  README under a preface that says what the release leaves out). No ``solutions/``, no ``tests/``, and none of the
+  files of :data:`GRADER_ONLY`: the seeded faults, broken ops, answer keys and scenario keys a learner could grade
+  against offline. Their checks become stand-ins in the student's ``fastpath_lib/exercises.py`` that say the course's
   autograder runs them; every other check runs in the check cell as advisory feedback (what a learner's own kernel
   computes is never a verdict). A kept module that imports a plain constant from a grader-only file (the registry
   takes exercise 04's category names from ``mutants.py``) gets a stub of that file holding only those constants.
-* ``OUT/autograder/`` and ``OUT/autograder.zip``: the grader, for the instructor's machine only. The whole library,
+* ``OUT/autograder/``, ``OUT/autograder.zip`` and ``OUT/gradescope/exNN.zip`` (the same, pinned to one exercise by
+  its ``assignment.txt``): the grader, for the instructor's machine only. The whole library,
   the exercise notebooks as released in ``check-cells/`` (the grader restores every check cell from them, so a
   submission's edited check cell changes nothing and no ``solutions/`` is needed:
   :func:`fastpath_lib.grading.notebook.original_for`), Gradescope's ``setup.sh`` and ``run_autograder``, and
@@ -19,8 +20,8 @@ Two artefacts from one checkout (``otter assign`` writes the same pair, nbgrader
   runners and nbgrader's ``submitted/`` layout. The zip holds the folder's files at its root, as Gradescope wants.
 
 The release checks itself before it returns: no distinctive line of a solution (the ``# BEGIN SOLUTION`` regions of
-``solutions/``) appears anywhere in the student folder (:func:`leaked_solution_lines`), and every kept module's import
-of the kit resolves inside the student library.
+``solutions/``) appears anywhere in the student folder (:func:`leaked_solution_lines`), and no module the students
+get imports more than plain constants from a grader-only file.
 
 >>> "grading/ex13_scenarios.py" in GRADER_ONLY and "grading/materials.py" not in GRADER_ONLY
 True
@@ -32,7 +33,6 @@ import argparse
 import ast
 import re
 import shutil
-import stat
 import sys
 import zipfile
 from pathlib import Path
@@ -62,8 +62,11 @@ GRADER_ONLY: dict[str, str] = {
 #: What a learner is handed besides the library (paths relative to the checkout's root; folders are copied whole).
 STUDENT_FILES = ("notebooks", "exercises", "data", "upstream", "docs", "pyproject.toml", "constraints.txt",
                  "environment.yml", "kit", ".jupyter", ".gitignore")
-#: Of :data:`STUDENT_FILES`, those a release is not made without.
-_REQUIRED = ("notebooks", "exercises", "data", "pyproject.toml", "constraints.txt", "kit", "README.md", "fastpath_lib")
+#: Gradescope's ``setup.sh`` and ``run_autograder``, ``grade`` for CI and the autograder's README.
+_SCRIPTS = "tools/autograder"
+#: What a release is not made without (the student files above, the library, the autograder's scripts).
+_REQUIRED = ("notebooks", "exercises", "data", "pyproject.toml", "constraints.txt", "kit", "README.md", "fastpath_lib",
+             _SCRIPTS)
 #: The autograder's copy of the exercise notebooks, whose check cells the grader restores.
 CHECK_CELLS = "check-cells"
 #: What the autograder holds besides the library and the check cells (exercise 12's rule compares a learner's tests
@@ -279,81 +282,10 @@ def student(root: Path, out: Path) -> list[str]:
 # --- the autograder -------------------------------------------------------------------------------------------------
 
 
-_SETUP = """\
-#!/usr/bin/env bash
-# Gradescope runs this once, as root, when it builds the autograder's image (the zip unpacked in /autograder/source).
-# Pick Gradescope's Ubuntu 24.04 base image (Python 3.12): the pins in constraints.txt need Python 3.11 or newer.
-set -euo pipefail
-cd "$(dirname "$0")"
-export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
-apt-get install -y -qq python3 python3-venv python3-pip >/dev/null
-apt-get install -y -qq bubblewrap >/dev/null || echo "setup.sh: no bubblewrap; the learner's kernel runs unisolated" >&2
-python3 -m venv .venv
-.venv/bin/python -m pip install -q --upgrade pip
-# the CPU build of torch (PyPI's Linux torch is the multi-GB CUDA build); grading runs in Triton's interpreter
-TORCH=$(grep -E '^torch==' constraints.txt)
-.venv/bin/python -m pip install -q --index-url https://download.pytorch.org/whl/cpu "$TORCH"
-.venv/bin/python -m pip install -q -c constraints.txt -e . nbclient nbformat ipykernel jupyter_client
-"""
-
-_RUN = """\
-#!/usr/bin/env bash
-# Gradescope runs this for each submission: it grades /autograder/submission/**/*.ipynb and writes
-# /autograder/results/results.json. Elsewhere: AUTOGRADER_ROOT (instead of /autograder), FASTPATH_PYTHON (instead
-# of this folder's .venv), FASTPATH_ISOLATION (bwrap, auto or none; default bwrap: grade only in the sandbox),
-# FASTPATH_TIMEOUT (seconds per notebook).
-set -uo pipefail
-AG=${AUTOGRADER_ROOT:-/autograder}
-HERE=$(cd "$(dirname "$0")" && pwd)
-if [ -d "$HERE/fastpath_lib" ]; then SRC=$HERE; else SRC=$AG/source; fi  # Gradescope copies this file to /autograder
-PY=${FASTPATH_PYTHON:-$SRC/.venv/bin/python}
-cd "$SRC"
-export PYTHONPATH="$SRC${PYTHONPATH:+:$PYTHONPATH}"  # this folder's library, in the grader and in the kernel
-exec "$PY" -m fastpath_lib autograde gradescope --submission "$AG/submission" --results "$AG/results" \\
-  --isolation "${FASTPATH_ISOLATION:-bwrap}" --timeout "${FASTPATH_TIMEOUT:-300}"
-"""
-
-_GRADE = """\
-#!/usr/bin/env bash
-# The release's grader from a shell or CI:  ./grade [grade's options] NOTEBOOK_OR_FOLDER...
-#   ./grade submissions/                       a score table (exit 1 unless every part passed)
-#   ./grade --format gradescope --output results.json submissions/
-# Other layouts:  ./grade autograde {gradescope,prairielearn,nbgrader} ...  (python -m fastpath_lib autograde --help)
-# FASTPATH_PYTHON picks the Python (default: this folder's .venv, made by setup.sh); FASTPATH_ISOLATION (default
-# bwrap: grade only in the sandbox; an --isolation given here wins).
-set -euo pipefail
-HERE=$(cd "$(dirname "$0")" && pwd)
-PY=${FASTPATH_PYTHON:-$HERE/.venv/bin/python}
-export PYTHONPATH="$HERE${PYTHONPATH:+:$PYTHONPATH}"
-if [ "${1:-}" = autograde ]; then shift; exec "$PY" -m fastpath_lib autograde "$@"; fi
-exec "$PY" -m fastpath_lib grade --isolation "${FASTPATH_ISOLATION:-bwrap}" "$@"
-"""
-
-_AUTOGRADER_README = """\
-# Fastpath Kit autograder (instructors only)
-
-Made by `python -m fastpath_lib release`. Do not hand this folder to students: it holds the checks' seeded faults,
-broken ops and answer keys. `check-cells/` holds the exercise notebooks as released; the grader restores every
-check cell of a submission from them. See the kit's `docs/course-release.md`.
-
-- Gradescope: upload `autograder.zip` (this folder's files at its root): `setup.sh` builds the image,
-  `run_autograder` grades `/autograder/submission/**/*.ipynb` into `/autograder/results/results.json`.
-- CI or a shell: `./setup.sh` once (or FASTPATH_PYTHON=your venv's python), then `./grade FOLDER`.
-- PrairieLearn-style runner: `./grade autograde prairielearn --job /grade` (reads /grade/student, writes
-  /grade/results/results.json).
-- nbgrader's layout: `./grade autograde nbgrader submitted/ --out grades/` (submitted/<student>/<assignment>/*.ipynb).
-"""
-
-
-def _write(path: Path, text: str, executable: bool = False) -> None:
-    path.write_text(text, encoding="utf-8")
-    if executable:
-        path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
-
-
 def autograder(root: Path, out: Path) -> Path:
-    """Write the autograder folder ``out`` and ``out``'s zip beside it (``<out>.zip``); returns the zip's path."""
+    """Write the autograder folder ``out``, its zip beside it (``<out>.zip``) and one zip per exercise in
+    ``gradescope/`` beside it (``exNN.zip``, whose ``assignment.txt`` pins the exercise); returns the first zip's
+    path."""
     out.mkdir(parents=True)
     _copy(root / "fastpath_lib", out / "fastpath_lib")
     for rel in _AUTOGRADER_FILES:
@@ -363,18 +295,31 @@ def autograder(root: Path, out: Path) -> Path:
     cells.mkdir()
     for nb in sorted((root / "exercises").glob("ex[0-9][0-9]_*.ipynb")):
         shutil.copy2(nb, cells / nb.name)
-    _write(out / "README.md", _AUTOGRADER_README)
-    _write(out / "setup.sh", _SETUP, executable=True)
-    _write(out / "run_autograder", _RUN, executable=True)
-    _write(out / "grade", _GRADE, executable=True)
+    for path in sorted((root / _SCRIPTS).iterdir()):  # setup.sh, run_autograder, grade, README.md (modes kept)
+        shutil.copy2(path, out / path.name)
     archive = out.with_suffix(".zip")
+    _zip(out, archive)
+    per = out.parent / "gradescope"
+    per.mkdir()
+    for nb in sorted(cells.glob("ex[0-9][0-9]_*.ipynb")):
+        _zip(out, per / f"{nb.name[:4]}.zip", {"assignment.txt": nb.name[:4] + "\n"})
+    return archive
+
+
+def _zip(folder: Path, archive: Path, extra: dict[str, str] | None = None) -> None:
+    """``folder``'s files at the root of ``archive`` (modes kept: Gradescope runs ``setup.sh`` and
+    ``run_autograder``), and ``extra`` files (name -> text)."""
     with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as zf:
-        for path in sorted(out.rglob("*")):
+        for path in sorted(folder.rglob("*")):
             if path.is_file():
-                info = zipfile.ZipInfo.from_file(path, path.relative_to(out).as_posix())
+                info = zipfile.ZipInfo.from_file(path, path.relative_to(folder).as_posix())
                 info.compress_type = zipfile.ZIP_DEFLATED
                 zf.writestr(info, path.read_bytes())
-    return archive
+        for name, text in (extra or {}).items():
+            info = zipfile.ZipInfo(name)
+            info.external_attr = 0o644 << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            zf.writestr(info, text)
 
 
 # --- the release's own check ------------------------------------------------------------------------------------------
@@ -423,7 +368,8 @@ def leaked_solution_lines(folder: Path, lines: set[str]) -> list[tuple[str, str]
 
 
 def release(out: str | Path, root: Path = runtime.ROOT, force: bool = False) -> dict:
-    """Write ``out/student/``, ``out/autograder/`` and ``out/autograder.zip``; returns what was written.
+    """Write ``out/student/``, ``out/autograder/``, ``out/autograder.zip`` and ``out/gradescope/exNN.zip``; returns
+    what was written.
 
     Raises :class:`ReleaseError` when ``out`` already holds a release (unless ``force``) or another file, when the
     checkout lacks what a release is made from, or when the student folder would carry a solution's line."""
@@ -433,7 +379,7 @@ def release(out: str | Path, root: Path = runtime.ROOT, force: bool = False) -> 
               or (root / rel) in out.parents]
     if out == root or inside:
         raise ReleaseError(f"{out} is part of the checkout: write the release to a folder of its own")
-    ours = {"student", "autograder", "autograder.zip"}
+    ours = {"student", "autograder", "autograder.zip", "gradescope"}
     if out.exists() and any(out.iterdir()):
         others = sorted(p.name for p in out.iterdir() if p.name not in ours)
         if others:
@@ -455,7 +401,8 @@ def release(out: str | Path, root: Path = runtime.ROOT, force: bool = False) -> 
         shutil.rmtree(out / "student")
         raise ReleaseError("the student folder would carry solution lines (removed it): " +
                            "; ".join(f"{f}: {x!r}" for f, x in leaks[:5]))
-    return {"student": out / "student", "autograder": out / "autograder", "zip": archive, "stubs": stubs,
+    return {"student": out / "student", "autograder": out / "autograder", "zip": archive,
+            "per_exercise": out / "gradescope", "stubs": stubs,
             "checked_lines": len(lines)}
 
 
@@ -483,7 +430,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(f"student folder:   {done['student']}  (hand this to learners)")
     print(f"autograder:       {done['autograder']}  (instructors only; ./grade FOLDER in CI)")
-    print(f"Gradescope zip:   {done['zip']}")
+    print(f"Gradescope zip:   {done['zip']}  (one per exercise: {done['per_exercise']}/exNN.zip)")
     print(f"checked: none of {done['checked_lines']} distinctive solution lines is in the student folder")
     return 0
 

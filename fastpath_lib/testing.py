@@ -27,7 +27,8 @@ import torch
 from fastpath_lib.rmsnorm.limits import MAX_COLS
 
 __all__ = ["TOLERANCES", "GRAD_TOLERANCES", "TOLERANCE_NOTES", "tolerance", "reference_rms_norm",
-           "reference_grads", "compare", "assert_matches_reference"]
+           "reference_grads", "compare", "assert_matches_reference", "EXTREMES", "extreme_values", "extreme_rows",
+           "compare_extremes", "overflowing_rows"]
 
 #: dtype -> (atol, rtol) for outputs.
 TOLERANCES = {
@@ -102,3 +103,89 @@ def assert_matches_reference(actual, x, normalized_shape, weight=None, eps=None,
     """Assert a route's output equals the float64 reference within the tolerance of ``x``'s dtype."""
     problem = compare(actual, reference_rms_norm(x, normalized_shape, weight, eps), x.dtype)
     assert problem is None, f"{what}: {problem}"
+
+
+# --- the numerical extremes ------------------------------------------------------------------------------------------
+
+#: The values at the edges of a floating dtype, by name: NaNs other than the canonical one (negative; the mantissa all
+#: ones, what a buffer filled with ``0xFF`` holds; signalling; with a payload), signed zeros and infinities,
+#: subnormals, the smallest normal and the largest finite values. A rounding done on the bits that forgets one of
+#: them turns a NaN into a zero or an infinity; only these values show it.
+EXTREMES = ("nan", "-nan", "nan_all_ones", "-nan_all_ones", "nan_signalling", "nan_payload", "inf", "-inf", "0", "-0",
+            "subnormal_min", "-subnormal_min", "subnormal_max", "normal_min", "max", "-max")
+_MANTISSA = {torch.float32: 23, torch.float16: 10, torch.bfloat16: 7, torch.float64: 52}
+_INT = {8: torch.int64, 4: torch.int32, 2: torch.int16}
+
+
+def _extreme_bits(dtype: torch.dtype, name: str) -> int:
+    bits, mbits = torch.finfo(dtype).bits, _MANTISSA[dtype]
+    sign, mantissa = 1 << (bits - 1), (1 << mbits) - 1
+    exponent, quiet = ((1 << (bits - 1 - mbits)) - 1) << mbits, 1 << (mbits - 1)
+    neg = sign if name.startswith("-") else 0
+    magnitude = {"nan": exponent | quiet, "nan_all_ones": exponent | mantissa, "nan_signalling": exponent | 1,
+                 "nan_payload": exponent | quiet | (0x2AAAAAAAAAAAA & mantissa), "inf": exponent, "0": 0,
+                 "subnormal_min": 1, "subnormal_max": mantissa, "normal_min": 1 << mbits,
+                 "max": (exponent - (1 << mbits)) | mantissa}[name.lstrip("-")]
+    return neg | magnitude
+
+
+def extreme_values(dtype: torch.dtype, names=EXTREMES) -> torch.Tensor:
+    """The named extremes of ``dtype`` (fp16, bf16, fp32 or fp64), bit for bit, as a 1-d tensor.
+
+    >>> extreme_values(torch.float32, ("nan_all_ones", "-0", "max")).view(torch.int32).tolist()
+    [2147483647, -2147483648, 2139095039]
+    """
+    size = torch.finfo(dtype).bits
+    signed = [b - (1 << size) if b >> (size - 1) else b for b in (_extreme_bits(dtype, n) for n in names)]
+    return torch.tensor(signed, dtype=torch.int64).to(_INT[size // 8]).view(dtype)
+
+
+def extreme_rows(dtype: torch.dtype, cols: int, names=EXTREMES, *, seed: int = 0,
+                 device: str | torch.device = "cpu") -> torch.Tensor:
+    """``[rows, cols]`` of ``dtype``: for each named extreme a row of seeded normal values holding it at column
+    ``i % 8``, then for each finite one a row holding nothing else (zeros, subnormals and the largest values make the
+    mean square vanish or overflow).
+
+    >>> x = extreme_rows(torch.bfloat16, 16, ("nan", "-0"))
+    >>> tuple(x.shape), bool(x[0].isnan().sum() == 1), bool((x[2] == 0).all() and x[2].signbit().all())
+    ((3, 16), True, True)
+    """
+    values = extreme_values(dtype, names)
+    gen = torch.Generator().manual_seed(seed)
+    rows = torch.randn(len(names), cols, generator=gen, dtype=torch.float64).to(dtype)
+    for i, v in enumerate(values):
+        rows[i, i % 8] = v
+    finite = values[torch.isfinite(values)]
+    return torch.cat([rows, finite[:, None].expand(len(finite), cols)]).to(device)
+
+
+def overflowing_rows(*tensors: torch.Tensor) -> torch.Tensor:
+    """Rows whose elements (the sum of ``tensors``, in fp32) are all finite but whose fp32 sum of squares is not.
+
+    There the contract, computed in fp32 as ``F.rms_norm`` computes, is out of its range: its ``rstd`` is 0 and its
+    output zeros where the definition gives values near 1, and gradients have no fp32 reference (torch's own
+    backward of ``F.rms_norm`` returns NaN in such rows where the definition's gradient is finite).
+    """
+    s = sum(t.detach().float() for t in tensors)
+    return s.isfinite().all(-1) & ~s.pow(2).sum(-1).isfinite()
+
+
+def compare_extremes(actual: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float) -> str | None:
+    """``None`` when ``actual`` is NaN exactly where ``expected`` is, has its sign everywhere else (``-0.0`` and
+    ``-inf`` included), and its values within ``atol``/``rtol``; else what differs first.
+
+    >>> z = torch.zeros(3)
+    >>> compare_extremes(-z, z, 1e-5, 0.0)
+    'sign: 3/3 elements differ, first at (0,): got -0, expected 0'
+    """
+    a, e = actual.detach().to(torch.float64).cpu(), expected.detach().to(torch.float64).cpu()
+    if a.shape != e.shape:
+        return f"shape {tuple(a.shape)} vs expected {tuple(e.shape)}"
+    both = ~a.isnan() & ~e.isnan()
+    for what, bad in (("NaN", a.isnan() != e.isnan()), ("sign", both & (a.signbit() != e.signbit())),
+                      ("value", both & ~torch.isclose(a, e, atol=atol, rtol=rtol))):
+        if bad.any():
+            idx = tuple(int(i) for i in bad.nonzero()[0])
+            return (f"{what}: {int(bad.sum())}/{a.numel()} elements differ, first at {idx}: got {a[idx].item():g}, "
+                    f"expected {e[idx].item():g}")
+    return None

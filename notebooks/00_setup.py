@@ -16,6 +16,13 @@
 # %% [markdown]
 # # 00 · Setup: the kit, the two ways it runs, and a self-test
 #
+# **What you will do**: check that Triton computes correct results on this machine, make a first call and see its
+# route, and choose between the one-hour fast track and the full course.
+#
+# **What you need**: Python, PyTorch and a little Triton; the kit set up by `./kit lab` (no GPU needed).
+#
+# **Time**: about 10 minutes.
+#
 # **What you will learn**
 # - how Fastpath Kit runs the same Triton kernels on a GPU *and* on a laptop CPU (Triton's interpreter);
 # - how to check that Triton computes correct results on your machine (`fastpath_lib.selftest.run()`);
@@ -24,6 +31,32 @@
 # The running example is a Triton RMSNorm fast path (forward and backward) behind an *eligibility predicate*,
 # with `torch.nn.functional.rms_norm` as the fallback. The notebooks import everything from the library
 # `fastpath_lib`; no library code is copied into them.
+
+# %% [markdown]
+# ## The one-hour fast track
+#
+# The core of the method in one sitting: four steps, each a few sections of one lesson and the exercise that grades
+# it. Run this notebook first (the self-test below says whether Triton computes correctly here). For each step, open
+# the lesson, run all its cells (Run > Run All Cells), read the sections named, then do the exercise and run its
+# check cells. The full course, every lesson in order, takes about four hours; the fast track leaves out the
+# kernels, the contract in full, the workload and the second operator.
+#
+# | step | read | then do | time |
+# |---|---|---|---|
+# | 1. **Declare the region**: a predicate whose conditions each say why a call falls back | [lesson 03](03_eligibility_predicate.ipynb): "The conditions", "`explain()` inside and outside the boundary" | [exercise 03](../exercises/ex03_predicate.ipynb) | 15 min |
+# | 2. **Test its edges**: boundary points generated from the predicate, both routes at each | [lesson 04](04_boundary_tests.ipynb): "Boundary points from the predicate", "Tensor points: both routes against the reference" | [exercise 04](../exercises/ex04_boundary_cases.ipynb) | 15 min |
+# | 3. **Run the predeclared matrix**: cases and expected outcomes declared before anything is timed | [lesson 05](05_benchmark_matrix.ipynb): "1. Predeclare", "4. The format, on this machine: a quick run" | [exercise 05](../exercises/ex05_case_matrix.ipynb) | 15 min |
+# | 4. **Write the note**: wins, neutral cases, losses, and the scope they justify | [lesson 07](07_pr_note.ipynb): "Drafting the note from the results", "Reading the draft as a reviewer" | [exercise 07](../exercises/ex07_pr_note.ipynb) | 15 min |
+#
+# At the end, grade the four exercises (a score table):
+#
+# ```bash
+# ./kit grade exercises/ex03_predicate.ipynb exercises/ex04_boundary_cases.ipynb \
+#     exercises/ex05_case_matrix.ipynb exercises/ex07_pr_note.ipynb
+# ```
+#
+# On this CPU nothing is timed as a GPU would time it: step 3's quick run shows the format of the evidence, and the
+# note step 4 drafts from it says so.
 
 # %% [markdown]
 # ## Where are we running?
@@ -187,3 +220,9 @@ print("mismatch vs reference:", compare(y, reference_rms_norm(x, [64], w), x.dty
 # mechanism can be argued from bytes moved and from the code compiled for a GPU target (lesson 02), but its GB/s and
 # the performance claim need a GPU measurement.
 # </details>
+
+# %% [markdown]
+# ## Read next
+#
+# - In a hurry: the one-hour fast track above, step 1.
+# - [Lesson 01](01_operator_contract.ipynb): the full course, from the contract a fast path must keep.

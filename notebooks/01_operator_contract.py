@@ -16,6 +16,13 @@
 # %% [markdown]
 # # 01 · The operator contract: what `F.rms_norm` promises
 #
+# **What you will do**: check each promise `F.rms_norm` makes (dtypes, `eps`, strides, aliasing, exceptions, autocast,
+# gradients, compile, forward-mode AD) live in a cell, and see the float64 reference that states them.
+#
+# **What you need**: lesson 00; this CPU.
+#
+# **Time**: about 20 minutes.
+#
 # **What you will learn**
 # - the promises `torch.nn.functional.rms_norm` makes (dtypes, the default `eps`, output dtype and layout, no
 #   aliasing, exceptions, autocast, gradients, `torch.compile`, forward-mode AD and `torch.func` transforms), each
@@ -56,14 +63,15 @@ from fastpath_lib import testing
 print(inspect.getsource(testing._ref_graph))
 
 # %% [markdown]
-# The tolerances are one unit in the last place of each dtype (relative), plus an absolute floor for outputs
-# near zero:
+# The relative tolerance is one unit in the last place (the dtype's machine epsilon) for fp16 and bf16. For fp32 it
+# is wider: fp32's rounding is far finer than the error of an fp32 mean square summed over thousands of terms, and
+# the last column counts the fp32 units it allows. An absolute floor covers outputs near zero:
 
 # %%
 import pandas as pd
 
 pd.DataFrame([{"dtype": str(dtype).removeprefix("torch."), "atol": atol, "rtol": rtol,
-               "why": testing.TOLERANCE_NOTES[dtype]}
+               "why": testing.TOLERANCE_NOTES[dtype], "rtol in units of the last place": rtol / torch.finfo(dtype).eps}
               for dtype, (atol, rtol) in testing.TOLERANCES.items()]
              ).set_index("dtype")
 
@@ -227,14 +235,28 @@ print("mismatch vs reference:", compare(y, reference_rms_norm(x, [64], w), x.dty
 # ## Promise 8 — forward-mode AD and `torch.func` transforms
 #
 # `F.rms_norm` has a forward-mode derivative (`torch.func.jvp`, `jacfwd`, dual tensors) and works under every
-# `torch.func` transform (`grad`, `vjp`, `vmap`, ...). Before the dispatch rework, `jvp` of `fastpath_lib.rms_norm`
-# returned a **zero** tangent (silently wrong), dual tensors a `None` tangent, and `torch.func.grad` raised. Now the
-# predicate's `forward_ad` and `functorch_transform` conditions send those calls to `F.rms_norm`, whose rules apply:
+# `torch.func` transform (`grad`, `vjp`, `vmap`, ...). A Triton kernel launched directly has neither: given a dual
+# tensor it returns an output with **no** tangent, silently, and under `torch.func.jvp` it cannot read the wrapped
+# tensor's data and raises. The kernel, called without the op around it:
 
 # %%
 import torch.autograd.forward_ad as fwAD
+from fastpath_lib.rmsnorm import kernels
 
 x, t = torch.randn(ROWS, 64, device=DEVICE), torch.randn(ROWS, 64, device=DEVICE)
+with fwAD.dual_level():
+    y = kernels.forward(fwAD.make_dual(x, t), w.detach(), 1e-6)
+    print("the raw kernel on a dual tensor, tangent:", fwAD.unpack_dual(y).tangent)
+try:
+    torch.func.jvp(lambda a: kernels.forward(a, w.detach(), 1e-6), (x,), (t,))
+except RuntimeError as exc:
+    print("the raw kernel under torch.func.jvp raises", type(exc).__name__)
+
+# %% [markdown]
+# So the predicate's `forward_ad` and `functorch_transform` conditions send those calls to `F.rms_norm`, whose rules
+# apply, and the op's tangents are `F.rms_norm`'s:
+
+# %%
 ours, ref = ((lambda a: fastpath_lib.rms_norm(a, [64], w.detach())),
              (lambda a: F.rms_norm(a, [64], w.detach())))
 tan_ours, tan_ref = torch.func.jvp(ours, (x,), (t,))[1], torch.func.jvp(ref, (x,), (t,))[1]
@@ -297,16 +319,16 @@ print("vmap equals F.rms_norm's:", torch.equal(torch.func.vmap(ours)(xb), torch.
 # </details>
 
 # %% [markdown]
-# **3. Before the rework, `torch.func.jvp` through `fastpath_lib.rms_norm` gave a zero tangent without any error. Why
-# is that worse than an exception, and what prevents it now?**
+# **3. A kernel launched directly returns, for a dual-tensor input, an output with no tangent and no error. Why is
+# that worse than an exception, and what prevents it in the kit's op?**
 
 # %% [markdown]
 # <details><summary>Answer guide</summary>
 #
-# An exception stops the user; a zero tangent silently corrupts a Jacobian, a sensitivity analysis or a
-# forward-mode optimizer, and nobody notices. The op had no forward-mode formula, so autograd treated its output as
-# constant. Now the predicate's `forward_ad` and `functorch_transform` conditions send such calls to `F.rms_norm`,
-# and promise 8 checks the tangent against `F.rms_norm`'s.
+# An exception stops the user; a missing tangent is read as zero and silently corrupts a Jacobian, a sensitivity
+# analysis or a forward-mode optimizer, and nobody notices. The kernel has no forward-mode formula, so autograd treats
+# its output as constant. The predicate's `forward_ad` and `functorch_transform` conditions send such calls to
+# `F.rms_norm`, and promise 8 checks the tangent against `F.rms_norm`'s.
 # </details>
 
 # %% [markdown]
@@ -319,3 +341,10 @@ print("vmap equals F.rms_norm's:", torch.equal(torch.func.vmap(ours)(xb), torch.
 # op is opaque to autocast, so without a registered policy it would keep the input dtype and break parity with
 # `F.rms_norm`; with the same policy registered the kernel sees already-cast inputs.
 # </details>
+
+# %% [markdown]
+# ## Read next
+#
+# - [Exercise 01](../exercises/ex01_reference.ipynb): write the float64 reference and the default `eps`.
+# - [Exercise 09](../exercises/ex09_contract_parity.ipynb): contract-parity tests, graded by the broken ops they catch.
+# - [Lesson 02](02_triton_kernel.ipynb): the kernels that must keep this contract.

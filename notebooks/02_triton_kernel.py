@@ -16,8 +16,16 @@
 # %% [markdown]
 # # 02 · The Triton kernels: forward, then backward
 #
+# **What you will do**: read the forward and backward kernels line by line, test them on an irregular shape, read the
+# code compiled for a GPU on this machine, and count the bytes they move.
+#
+# **What you need**: lessons 00 and 01, and Triton's programming model (a program per tile, `tl.load`, masks); this
+# CPU.
+#
+# **Time**: about 35 minutes.
+#
 # **What you will learn**
-# - why a fused RMSNorm is faster than the composite version: the bytes each one moves;
+# - why a fused RMSNorm can be faster than the composite version: the bytes each one moves;
 # - the forward kernel, line by line, and its launcher (block size, warps, rows per program);
 # - the backward kernel (`dx`, and a deterministic `dw` reduction);
 # - how to test a kernel on a deliberately irregular shape against the float64 reference;
@@ -87,8 +95,8 @@ for rows, cols, dtype in ((4096, 4096, torch.bfloat16), (8192, 8192, torch.float
 # %% [markdown]
 # The fused version moves 3.5 times fewer bytes in forward. On a memory-bound op that is the upper bound of the
 # speed-up; whether a GPU gets close is a measurement (lesson 05), not something this formula can tell.
-# (`F.rms_norm` itself has fused ATen kernels on recent torch versions — which is exactly why the benchmark must
-# compare against the real baseline, not against the composite.)
+# (`F.rms_norm` itself may run a fused kernel on a GPU: this torch declares one, `aten::_fused_rms_norm`. That is
+# exactly why the benchmark must compare against the real baseline, not against the composite.)
 #
 # ## The forward kernel
 #
@@ -115,9 +123,9 @@ print(inspect.getsource(kernels.rms_norm_fwd_kernel.fn))
 # - `tl.store(..., y.to(Y_ptr.dtype.element_ty), mask=mask)` — round once to the output dtype, as `F.rms_norm`
 #   does, and write only the valid lanes.
 #
-# Why tiles of rows: the kernel used to run one row per program. Compiled for a GPU, a 128-column row in a 4-warp
-# program (128 threads) gave each thread one element, loaded and stored with 2-byte scalar accesses. With 8 rows
-# per program each thread holds 8 elements, 16 bytes of fp16, which the compiler moves with one vector access.
+# Why tiles of rows: with one row per program, a 128-column row in a 4-warp program (128 threads) would give each
+# thread one element, loaded and stored with 2-byte scalar accesses. With 8 rows per program each thread holds 8
+# elements, 16 bytes of fp16, which the compiler moves with one vector access.
 #
 # ## The launcher
 #
@@ -159,8 +167,9 @@ for dtype in (torch.float32, torch.float16, torch.bfloat16):
 
 # %% [markdown]
 # Dispatch (`fastpath_lib.rms_norm`) would *not* send this fp32 call to Triton: its row stride of 724 bytes is not
-# a multiple of 16, so vector loads cannot be used and the kernel would be slower, not wrong. The predicate
-# protects speed here, not correctness (lesson 03):
+# a multiple of 16, so 16-byte vector loads cannot be used. The values are right (the cell above just computed them);
+# what misalignment costs in time is a prediction until a GPU run measures it (the compiled code below shows the
+# mechanism, not a time). The predicate's condition here is about speed, not correctness (lesson 03):
 
 # %%
 x = torch.randn(37, 181, device=DEVICE)
@@ -314,7 +323,8 @@ table
 # ## Benchmark: GB/s from bytes moved
 #
 # Throughput is `bytes_fused / time`, compared with the device's memory bandwidth. On a GPU the cell below measures
-# with `triton.testing.do_bench` (warm-up, many repetitions, median); without a GPU it measures **nothing** —
+# with `triton.testing.do_bench` (warm-up, many repetitions, L2 flushed before each; `return_mode="median"`, since
+# its default returns the mean); without a GPU it measures **nothing** —
 # the interpreter runs programs one by one in numpy, and its timings say nothing about a GPU. Recorded GPU results
 # live in `results/<device>-<date>/` (written on a GPU by `python -m fastpath_lib evidence` or `bench`, read by
 # lessons 05-07); the cell says whether there is one.
@@ -326,7 +336,7 @@ if DEVICE == "cuda":
     rows, cols = 4096, 4096
     x = torch.randn(rows, cols, device="cuda", dtype=torch.bfloat16)
     w = torch.randn(cols, device="cuda", dtype=torch.bfloat16)
-    ms = triton.testing.do_bench(lambda: kernels.forward(x, w, 1e-6))
+    ms = triton.testing.do_bench(lambda: kernels.forward(x, w, 1e-6), return_mode="median")
     print(f"forward {rows}x{cols} bf16: {ms * 1e3:.1f} us, "
           f"{bytes_fused(rows, cols, 2) / ms / 1e6:.0f} GB/s")
 else:
@@ -347,6 +357,24 @@ else:
 # - The compiled code explains a mechanism (16-byte vs one-element accesses, spills); only a GPU run says how much
 #   time it costs.
 #
+# ## What the interpreter cannot show
+#
+# Everything in this lesson ran in Triton's CPU interpreter, which executes each program in turn as numpy array
+# operations. That checks the values, the masks and the bytes each launch touches. Five properties of a GPU kernel
+# are outside what such a run catches, and each has a tool that does:
+#
+# | property | why a CPU run misses it | what catches it |
+# |---|---|---|
+# | races (two programs, or two threads, touching the same memory) | programs run one after another, each whole: nothing ever interleaves, so a race gives the same answer every run | `compute-sanitizer --tool racecheck` on a GPU for shared memory; for global memory, a design without races (the backward's per-program `dw` partials, overlapping in-place calls sent to the fallback) and the aliasing tests run on a GPU |
+# | `int32` offset overflow past 2³¹ elements | the tests use small shapes; an input that large is gigabytes, far too slow for the interpreter to run routinely | a GPU test at that size under `compute-sanitizer --tool memcheck` (a wrapped offset lands outside the tensor); reading the kernel for the `int64` cast of the row index (knowledge check 2) |
+# | timing | numpy on a CPU says nothing about a GPU's time | a GPU run: `triton.testing.do_bench`, the kit's `bench` and `evidence` commands, and a profiler (Nsight Systems for the timeline, Nsight Compute for one kernel) |
+# | occupancy | no SMs, no warps, no register file | the compiled-facts check (registers and shared memory per program, from code compiled for each GPU target on this CPU: `fastpath_lib.rmsnorm.compiled`, `tests/test_compiled.py`), and Nsight Compute's achieved occupancy on a GPU |
+# | register spills | the interpreter compiles nothing | the compiled-facts check (`ptxas -v` spill bytes, for every specialization the launchers use), and Nsight Compute's local-memory traffic on a GPU |
+#
+# Out-of-bounds accesses are not on the list: a CPU run does catch them here, through the guard bands and the
+# access watch of lesson 04, and `compute-sanitizer --tool memcheck` does on a GPU. The exercises that grade a
+# kernel under the interpreter (02, 08, 12) say which of these their checks cannot see.
+#
 # ## Recap
 #
 # - A tile of rows per program, fp32 accumulation, one rounding at the store; the mask handles any width.
@@ -357,6 +385,8 @@ else:
 # - Test on irregular shapes against the float64 reference; report GB/s from bytes moved, measured on a GPU only.
 # - Count before you time: the interpreter's distinct bytes match the model (the backward's fp32 scratch aside);
 #   requested bytes above them are re-reads a GPU serves from cache.
+# - Races, `int32` offset overflow at 2³¹ elements, timing, occupancy and spills need a GPU or the compiled facts: a
+#   CPU run of the interpreter cannot show them.
 #
 # ## Knowledge check
 #
@@ -422,3 +452,9 @@ else:
 # copy ceiling, so it uses the distinct bytes, which is the model: dividing requested bytes by the time would
 # credit the kernel with bandwidth it never used.
 # </details>
+
+# %% [markdown]
+# ## Read next
+#
+# - [Exercise 02](../exercises/ex02_forward_kernel.ipynb): write a fused residual-add RMSNorm kernel and its backward.
+# - [Lesson 03](03_eligibility_predicate.ipynb): when the kernel runs, and why not.

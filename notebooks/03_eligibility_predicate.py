@@ -16,6 +16,13 @@
 # %% [markdown]
 # # 03 · The eligibility predicate: when the fast path runs, and why not
 #
+# **What you will do**: read each eligibility condition with the reason it exists, ask `explain()` why a call falls
+# back, and measure what a call outside the region costs on this machine.
+#
+# **What you need**: lessons 01 and 02; this CPU.
+#
+# **Time**: about 25 minutes.
+#
 # **What you will learn**
 # - each condition of the RMSNorm predicate, its category and *why* it exists;
 # - how `fastpath_lib.explain()` reports every failed condition with the actual and the required value;
@@ -66,7 +73,8 @@ conditions.groupby('category', sort=False).size()
 
 # %% [markdown]
 # Some conditions protect **correctness** (device, dtype, arguments, normalized dims, strides, columns), some
-# protect **speed** (row threshold, alignment: the kernel would be correct but slower than the baseline), and
+# protect **speed** (row threshold, alignment: the kernel would be correct, and is predicted to be slower than the
+# baseline, a prediction a GPU measurement confirms or corrects), and
 # some are **modes** and **tensor kinds** that `F.rms_norm` serves with its own rules (forced fallback, CUDA graph
 # capture, higher-order gradients, forward-mode AD, `torch.func` transforms; nested, sparse and DTensor inputs).
 # Modes that do *not* force the fallback are declared too, each with the reason it is safe:
@@ -113,8 +121,9 @@ decisions["input fp64"]
 # Widths 15 and 17 fail only `row_stride_alignment`: in fp32 a row of 15 floats is 60 bytes, so most rows start off
 # a 16-byte boundary; 24 columns (96 bytes) are aligned although 24 is not a power of two. An input that
 # starts 4 or 8 bytes past a 16-byte boundary fails `input_alignment`. The kernel would still be correct (lesson 02
-# ran 181 columns), but slower: lesson 02's compiled-code table shows why — compiled for an aligned launch the
-# kernel loads and stores 16 bytes per instruction, for a misaligned one a single element (2 bytes in fp16). A
+# ran 181 columns); lesson 02's compiled-code table shows what changes: compiled for an aligned launch the kernel
+# loads and stores 16 bytes per instruction, for a misaligned one a single element (2 bytes in fp16). That it is
+# then slower than `F.rms_norm` is the prediction behind the condition, until a GPU run measures it. A
 # `Decision` renders its reasons in full; here for a case that fails several conditions at once — `explain` runs
 # *every* condition, so the user sees all reasons, not only the first:
 
@@ -174,7 +183,7 @@ print("channels_last:", fastpath_lib.explain(channels_last, [64], w).failed)
 # A channels-last 4-D input also fails the stride conditions (its last dimension has stride 4, the channel count);
 # `memory_format` is declared on its own because it names the *contract* reason: `F.rms_norm` returns channels-last
 # strides for it, and the kernel writes row-major rows. Lesson 01 shows the forward-mode AD case from the user's
-# side: the tangent now equals `F.rms_norm`'s.
+# side: the tangent equals `F.rms_norm`'s.
 #
 # ## Two evaluations of one predicate
 #
@@ -183,7 +192,8 @@ print("channels_last:", fastpath_lib.explain(channels_last, [64], w).failed)
 # that on every call, so `fastpath_lib.rmsnorm.predicate` states the same rules a second time as booleans:
 # `eligible` (cheapest and most decisive first, short-circuiting, no strings, no environment reads; under
 # `torch.compile` each test becomes a guard) and `runtime_eligible` (what only run time knows: data-pointer
-# alignment, CUDA-graph capture). A hypothesis test in `tests/` proves the two evaluations agree.
+# alignment, CUDA-graph capture). A hypothesis test in `tests/` checks that the two evaluations agree on the inputs
+# it generates (a test gives evidence on the cases it runs, not a proof).
 
 # %%
 from fastpath_lib.rmsnorm.predicate import eligible, runtime_eligible
@@ -213,13 +223,12 @@ print(routes, routes.reasons)
 # ## What a call outside the region costs
 #
 # Outside its region the op must cost what `F.rms_norm` costs: on a GPU an M=1 decode row is launch-bound, so every
-# microsecond of Python per call adds to the very small-row regression the predicate exists to prevent. Before this
-# rework every call built its reasons and went through the custom op (issue 8; that measurement is not kept in the
-# kit, so no figure from it is quoted here). Now a failing `eligible` calls `F.rms_norm` directly, and the reasons
-# are built only by `explain()`. Measured here side by side by the kit's one host-timing method
-# (`fastpath_lib.bench.hostmethod.fastest_blocks`): short blocks of consecutive calls, the providers interleaved block
-# by block, the fastest block of each, so what shows is the op's cost rather than the machine's noise; the last line
-# says what building the reasons on every call would add. This is **host time on this CPU**, not GPU performance:
+# microsecond of Python per call adds to the very small-row regression the predicate exists to prevent. So a failing
+# `eligible` calls `F.rms_norm` directly, and the reasons are built only by `explain()`. Measured here side by side by
+# the kit's one host-timing method (`fastpath_lib.bench.hostmethod.fastest_blocks`): short blocks of consecutive calls,
+# the providers interleaved block by block, the fastest block of each, so what shows is the op's cost rather than the
+# machine's noise; the last line says what building the reasons on every call would add. This is **host time on this
+# CPU**, not GPU performance:
 
 # %% tags=["nbval-ignore-output"]
 import torch.nn.functional as F
@@ -318,7 +327,7 @@ route_explorer()
 # They serve different readers. A person fixing a call wants every reason at once, not one per attempt, and can
 # afford the time `explain()` takes (measured in this lesson). The dispatch runs on every call and must cost what
 # `F.rms_norm` costs outside the region, so it short-circuits on booleans, cheapest and most decisive first, and
-# formats nothing. A test proves the two agree.
+# formats nothing. A hypothesis test checks that the two agree on the inputs it generates.
 # </details>
 
 # %% [markdown]
@@ -343,3 +352,9 @@ route_explorer()
 # the Triton route for a graph that may later run on a misaligned view; the op must re-check the pointer at run time
 # (`runtime_eligible`) and fall back there, and the trace-time answer should say so honestly.
 # </details>
+
+# %% [markdown]
+# ## Read next
+#
+# - [Exercise 03](../exercises/ex03_predicate.ipynb): predicate conditions for a changed spec, each with its reason.
+# - [Lesson 04](04_boundary_tests.ipynb): tests generated from the predicate's boundaries.

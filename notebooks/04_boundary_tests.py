@@ -16,6 +16,13 @@
 # %% [markdown]
 # # 04 · Boundary tests: both routes, generated from the predicate
 #
+# **What you will do**: generate the boundary points from the predicate, run both routes against the reference at
+# each, and add the checks a boundary point cannot make (opcheck, compile, non-finite inputs, guard bands).
+#
+# **What you need**: lesson 03; this CPU.
+#
+# **Time**: about 25 minutes.
+#
 # **What you will learn**
 # - how boundary tests are *generated* from the predicate's declarations (`boundary_points()`), not written by hand;
 # - how to run both routes (dispatched, and `force_fallback()`) against the float64 reference and assert the route;
@@ -340,9 +347,10 @@ print("output guard intact after a stray write:", output_guard_intact(buf, prist
 #
 # ## A predeclared loss inside the eligible region
 #
-# Boundary tests prove the routes *agree*; they say nothing about speed. The benchmark matrix (lesson 05) was
-# declared before any run, and one of its cases predicts a **loss** for a call the predicate accepts: narrow rows.
-# We evaluate the predicate on that shape as an sm_90 GPU would (the context trick above; no kernel runs):
+# Boundary tests check that the routes *agree* at the points they run; they say nothing about speed. The benchmark
+# matrix (lesson 05) was declared before any run, and one of its cases predicts a **loss** for a call the predicate
+# accepts: narrow rows. We evaluate the predicate on that shape as an sm_90 GPU would (the context trick above; no
+# kernel runs):
 
 # %%
 from fastpath_lib import bench
@@ -362,11 +370,11 @@ print("GPU results recorded:", bench.latest_gpu_results(root="../results") or "n
 # So the region, as declared, contains a case its own author expected to be slower than `F.rms_norm`. If a GPU
 # confirms such a loss, the predicate is too wide for narrow rows, and there are two honest fixes: add a condition
 # (a minimum width, declared with its boundary points and set from a GPU sweep, like the row threshold), or change
-# the kernel so narrow rows fill its lanes, and measure again. The kit has since taken the second road: the forward
-# now normalizes 8 rows of 128 columns per program, and lesson 02's compiled code shows 16-byte accesses there where
-# one row per program had scalar ones (the rationale above describes the kernel as it was). That is a compile-time
-# fact, not a time: the prediction stays in the matrix until a GPU measurement confirms or refutes it, and the PR
-# note reports the case either way. The row threshold protects small *row counts*, never narrow rows.
+# the kernel so narrow rows cost less, and measure again. The kernel already fills its lanes at this width: the
+# forward normalizes 8 rows of 128 columns per program, and lesson 02's compiled code shows 16-byte accesses there.
+# That is a compile-time fact, not a time: the prediction stays in the matrix until a GPU measurement confirms or
+# refutes it, and the PR note reports the case either way. The row threshold protects small *row counts*, never
+# narrow rows.
 #
 # ## Recap
 #
@@ -426,3 +434,9 @@ print("GPU results recorded:", bench.latest_gpu_results(root="../results") or "n
 # and measure again; either way the PR note reports the case. Merging a region that is known to contain a loss,
 # without saying so, is the regression the predicate exists to prevent.
 # </details>
+
+# %% [markdown]
+# ## Read next
+#
+# - [Exercise 04](../exercises/ex04_boundary_cases.ipynb): boundary cases, graded by the faulty predicates and kernels they catch.
+# - [Lesson 05](05_benchmark_matrix.ipynb): the predeclared benchmark matrix.

@@ -16,6 +16,13 @@
 # %% [markdown]
 # # 05 · The benchmark matrix: predeclared, measured where it counts, read critically
 #
+# **What you will do**: declare a benchmark matrix before measuring, measure the dispatch's host cost here, run a
+# quick matrix and read it, and read a peer's published GPU data critically.
+#
+# **What you need**: lessons 02-04; this CPU (GPU figures come from recorded runs, never from it).
+#
+# **Time**: about 35 minutes.
+#
 # **What you will learn**
 # - why the benchmark cases are *declared before* anything is measured, including cases where the fast path is
 #   expected to be neutral or to lose;
@@ -77,8 +84,9 @@ print("unmet:", bench.check_coverage(cases))
 # ## 2. What happens for M=1 decode: the dispatch's host cost
 #
 # A decoder generating text normalizes **one row per sequence** per step: M=1. On a GPU, `F.rms_norm` on one
-# 4096-wide fp16 row moves 24 KiB (row in, row out, weight): its time is the launch, not the memory traffic. A
-# Triton launch plus Python cannot beat that, so the predicate sends M=1 to `F.rms_norm` (the `min_rows` condition).
+# 4096-wide fp16 row moves 24 KiB (row in, row out, weight), so its time is expected to be the launch, not the memory
+# traffic, and a Triton launch plus Python is not expected to beat it (a prediction the matrix's decode case tests on
+# a GPU). So the predicate sends M=1 to `F.rms_norm` (the `min_rows` condition).
 #
 # But the predicate itself runs on **every** call, including the ones it sends away. If deciding costs 60 us, the
 # fallback is 5x slower than calling `F.rms_norm` directly, which is the very small-row regression the predicate
@@ -117,12 +125,12 @@ reading.host_plot(host_t, machine=here["device_name"] or here["cpu_model"],
                   gpu=here["gpu_measurement"])
 
 # %% [markdown]
-# The same run timed the kit's vLLM provider (`fastpath_lib/vllm_plugin.py` registers it). vLLM calls `dispatch` on every call of an IR
-# op, and with the kit's provider first in the priority list each call runs the provider's `supports_args` before
-# vLLM picks an implementation. The rows come from a child process (importing vLLM patches Inductor), on a decode
-# token the check rejects and the smallest batch it accepts: the check alone, `dispatch` with the kit's provider
-# first, and `dispatch` with native only (`added_us` is the difference). Only the choice is timed, no kernel runs:
-# CPU host time, not a GPU measurement. Where vLLM's wheel is missing, each row says why instead.
+# The same run timed the kit's vLLM provider (`fastpath_lib/vllm_plugin.py` registers it). vLLM calls `dispatch` on
+# every call of an IR op, and with the kit's provider first in the priority list each call runs the provider's
+# `supports_args` before vLLM picks an implementation. The rows come from a child process (importing vLLM patches
+# Inductor), on a decode token the check rejects and the smallest batch it accepts: the check alone, `dispatch` with
+# the kit's provider first, and `dispatch` with native only (`added_us` is the difference). Only the choice is timed,
+# no kernel runs: CPU host time, not a GPU measurement. Where vLLM's wheel is missing, each row says why instead.
 
 # %% tags=["nbval-ignore-output"]
 from fastpath_lib.bench.vllmhost import vllm_table
@@ -154,12 +162,11 @@ print(f"the dispatch's extra    : {CALLS_PER_TOKEN * extra:+6.0f} us (the dispat
 print(f"reasons built every call: {CALLS_PER_TOKEN * why_us:+6.0f} us more ({why_us:.1f} us per explain())")
 
 # %% [markdown]
-# Before the dispatch was reworked, every call built its reasons and went through the custom op (issue 8); that
-# measurement is not kept in the kit, so no figure from it is quoted here. The last line above is the part of that
-# cost the reasons alone would add, measured now. The fix is the design rule from lesson 03: decide with booleans,
+# The last line above is what building the reasons on every call would add. The design rule from lesson 03 keeps it
+# off the dispatch: decide with booleans,
 # cheapest and most decisive conditions first, call `F.rms_norm` directly when one fails, and build the
 # human-readable reasons only when someone asks (`explain()`). Each time above is the fastest of many short
-# interleaved blocks, so the ratios hold on a shared machine within about a hundredth; if one still reads `OVER`, run
+# interleaved blocks, so a busy machine moves them less than it moves single calls; if one still reads `OVER`, run
 # the cell again before concluding anything.
 #
 # ## 3. GPU evidence: the newest recorded GPU run
@@ -383,11 +390,10 @@ print("route of 2048x128 fp32 here:",
 # 3. revise the prediction *before* the GPU run, in its own commit, with the evidence that changed it;
 # 4. (dishonest) relabel the expected outcome after seeing the GPU numbers.
 #
-# This case has already been through ways 2 and 3. It was first declared when the forward gave each 128-column
-# row its own 4-warp program: one element per thread, scalar loads and stores. The kernel was then changed to
-# normalize several narrow rows per program, and the rationale was revised, in a commit that says so, before any GPU
-# run, to the reason that still predicts a loss (the fixed cost per row against 512 bytes moved). The compiled code
-# (for sm_90, built on this CPU, no GPU needed) shows the change:
+# The kit's kernel shows way 2. Given its own 4-warp program, a 128-column row would leave one element per thread,
+# with scalar loads and stores; the forward normalizes several narrow rows per program instead. The case keeps the
+# reason that still predicts a loss (the fixed cost per row against 512 bytes moved), and only a GPU run settles it.
+# The compiled code (for sm_90, built on this CPU, no GPU needed) shows what the tiles of rows change:
 
 # %% tags=["nbval-ignore-output"]
 from fastpath_lib.rmsnorm import compiled
@@ -399,7 +405,7 @@ print(why or "compile-time facts for sm_90 (not a GPU measurement):")
 None if why else compiled.facts_table(compiled.facts(specs))
 
 # %% [markdown]
-# At 128 columns each program now takes 8 rows and loads and stores 16 bytes per access, as it does at 4096. What
+# At 128 columns each program takes 8 rows and loads and stores 16 bytes per access, as it does at 4096. What
 # is left is way 1's question, for the GPU run to answer: if the case still loses, the region's lower width edge
 # becomes a declared condition (a minimum width with its boundary points); if it does not, the prediction was
 # wrong, and the results say so in the open. Either way the prediction stands as written until the run.
@@ -407,7 +413,8 @@ None if why else compiled.facts_table(compiled.facts(specs))
 # ## What the numbers say
 #
 # Read a matrix in this order: is every declared case there (none silently dropped)? Do the losing and neutral
-# cases fall where the author predicted, and does the predicate send them to the fallback? Are the wins near the
+# cases fall where the author predicted, and does the note say what each means for the region (a cost accepted
+# inside it, or a condition to add)? Are the wins near the
 # bandwidth ceiling (mechanism) or suspiciously above it (caching, a missing synchronisation)? Does the fallback
 # cost what the baseline costs (host family)? Only then: how large are the wins.
 #
@@ -442,8 +449,8 @@ None if why else compiled.facts_table(compiled.facts(specs))
 # <details><summary>Answer guide</summary>
 #
 # In an eager decode loop (a plain PyTorch or `transformers` generate loop) at M=1 the host time *is* the time: the
-# GPU finishes a one-row norm faster than the CPU can issue the next call (no GPU time is measured in this kit), so
-# the CPU issuing the call is the bottleneck. Every extra microsecond of Python is paid 65 times per decoded token in
+# GPU is expected to finish a one-row norm faster than the CPU can issue the next call (an expectation: no GPU time
+# is measured in this kit), so the CPU issuing the call is the bottleneck. Every extra microsecond of Python is paid 65 times per decoded token in
 # a 32-layer model (two norms per layer plus the final one), by users who never take the fast path. Hence booleans
 # first, `F.rms_norm` called directly on failure, reasons only on request.
 #
@@ -480,3 +487,10 @@ None if why else compiled.facts_table(compiled.facts(specs))
 # versions, clocks, commit) and with what timer (L2 flushed, warm-up, raw samples)? Also: does the achieved GB/s
 # make sense against a copy bandwidth measured on the same machine?
 # </details>
+
+# %% [markdown]
+# ## Read next
+#
+# - [Exercise 05](../exercises/ex05_case_matrix.ipynb): declare a case matrix a reviewer accepts.
+# - [Exercise 06](../exercises/ex06_classify.ipynb): classify measured results as wins, neutral cases, losses and fallbacks.
+# - [Lesson 06](06_workload_and_maintenance.ipynb): a real workload's calls, and what the change costs to keep.

@@ -16,6 +16,13 @@
 # %% [markdown]
 # # 06 · Workload replay and maintenance cost
 #
+# **What you will do**: replay a workload's calls weighted by frequency, pick a row threshold from a sweep, and price
+# the change: CI, compile time, binary size, an off switch, an owner, CUDA graphs.
+#
+# **What you need**: lessons 03 and 05; this CPU.
+#
+# **Time**: about 30 minutes.
+#
 # **What you will learn**
 # - how to replay a workload's calls (prefill and decode shapes and how often each occurs) and weight the
 #   per-call times by frequency, so the totals add up;
@@ -92,10 +99,10 @@ pd.Series({k: round(v, 1) if isinstance(v, float) else v for k, v in tot.items()
 # too and the fast path takes *no* call of this request. Whether that is right is what the sweep in section 3
 # answers.
 #
-# An earlier version of this lesson timed a whole tiny model and then the norms alone, and showed the norms taking
-# longer than the whole forward pass. Both were interpreter timings, taken at different moments on a busy
-# machine: two independent measurements, so their ratio meant nothing. Per-call times weighted by counts, measured
-# side by side, add up by construction.
+# Why not time a whole tiny model, then the norms alone, and divide? Two interpreter timings taken at different
+# moments on a busy machine are independent measurements: the norms alone can come out longer than the whole
+# forward pass, and their ratio means nothing. Per-call times weighted by counts, measured side by side, add up by
+# construction.
 #
 # ## 2. The model still computes the same thing
 #
@@ -298,8 +305,10 @@ print("with force_fallback():", dict(routes))
 # vLLM does not run the model eagerly at every step. It captures the forward in CUDA graphs, once per batch size
 # (in tokens) in its `compilation_config.cudagraph_capture_sizes`: decode batches, and, with piecewise graphs
 # (attention left outside the graph), every batch up to the largest capture size, prefill and mixed batches
-# included. Each step then *replays* the graph of its size: the recorded kernels run again on new data, and no
-# Python runs, the dispatch included. One of the predicate's conditions decides what those graphs hold:
+# included. Each step then *replays* the graph of its size: the recorded kernels run again on new data, and inside a
+# captured graph no Python runs, the dispatch included. With piecewise graphs the pieces between attention layers are
+# replayed and attention runs eagerly between them, so Python does run there, but not the norms' dispatch, which
+# sits inside the pieces. One of the predicate's conditions decides what those graphs hold:
 
 # %%
 from fastpath_lib.rmsnorm.predicate import PREDICATE
@@ -312,8 +321,8 @@ print("  declared boundary points:", {b.label: "eligible" if b.holds else "fallb
 # So today every call made while a graph is being captured takes the fallback, and the graph records
 # `F.rms_norm`'s kernel. The condition stays until a GPU run records a passing capture test for the architecture
 # (capture at the boundary shapes, replay with new data, compare with the reference); only then can a captured call
-# take the fast path there. For the request of section 1, with vLLM's usual largest capture size (512 tokens; read
-# your own configuration):
+# take the fast path there. For the request of section 1, with vLLM 0.33's default largest capture size (512 tokens,
+# 1024 on data-center Blackwell GPUs, lower when `max_num_seqs` is small; read your own configuration):
 
 # %%
 CAPTURE_SIZE = 512  # tokens: the largest batch vLLM captures by default; yours is in cudagraph_capture_sizes
@@ -396,3 +405,9 @@ print(f"{total - graphed} run outside a graph, where the predicate decides per c
 # reviews the results folder, commits it, and records the threshold with `python -m fastpath_lib threshold`, so
 # the value names the run it came from. Copying another architecture's value would be an unmeasured guess.
 # </details>
+
+# %% [markdown]
+# ## Read next
+#
+# - [Exercise 10](../exercises/ex10_row_threshold.ipynb): pick the per-architecture row threshold from sweep data.
+# - [Lesson 07](07_pr_note.ipynb): the PR note and reviewable commits.

@@ -16,6 +16,13 @@
 # %% [markdown]
 # # 07 · The PR note, reviewable commits, and the reviewer's knowledge check
 #
+# **What you will do**: draft the PR note from recorded results, read it as a reviewer would, split the change into
+# reviewable commits, and answer the reviewer's questions.
+#
+# **What you need**: lessons 05 and 06; this CPU.
+#
+# **Time**: about 15 minutes.
+#
 # **What you will learn**
 # - how to draft the PR note from recorded results (`bench.pr_note`), so every number in it has a source, and how to
 #   check that the draft is honest about what it rests on;
@@ -144,7 +151,7 @@ Markdown(purpose)
 #   measurement label and its "not measured" cells before its prose.
 # - Split the change: tests first or with the change, each behaviour change (the op, then routing call sites
 #   through it) in its own commit, pure refactors apart, evidence last.
-# - Include the neutral and losing shapes: they are the evidence that the boundary is right.
+# - Include the neutral and losing shapes: they show where the boundary belongs.
 # - Keep the note concise: at most 600 words in sight, the full tables folded, not dropped.
 #
 # ## The reviewer's knowledge check
@@ -156,14 +163,15 @@ Markdown(purpose)
 # %% [markdown]
 # <details><summary>Answer guide</summary>
 #
-# They show the boundary is where the predicate says it is: the neutral and losing shapes are exactly the ones the
-# fast path must *not* take, and measuring them proves the threshold protects the baseline. They also show the
+# They show where the fast path helps and where it does not, which is what the predicate's boundary is drawn from.
+# The kit's own neutral and losing cases are all inside the region (the predicate admits them): each is either a
+# cost the note states and accepts, or evidence of a missing eligibility condition. The fallback cases beside them
+# measure what a call outside the region costs against the baseline. They also show the
 # author did not pick the matrix after seeing the results (predeclared), and they give users on those shapes an
 # honest answer ("no change for you"). They are the baseline for future devices and compilers: when a new GPU or a
 # better `torch.compile` arrives, the same cases, run again, show whether today's neutral shape has become a loss
-# (or a win). And a loss where the predicate admits the call exposes a missing eligibility condition (lesson 05's
-# narrow rows): the shapes that do not win are how the predicate's conditions get found. A PR with only wins hides
-# its regressions and invites the reviewer to go looking for them.
+# (or a win). The shapes that do not win are how the predicate's conditions get found (lesson 05's narrow rows). A
+# PR with only wins hides its regressions and invites the reviewer to go looking for them.
 # </details>
 
 # %% [markdown]
@@ -220,3 +228,11 @@ Markdown(purpose)
 # not that it is safe. Ask for it as its own semantic commit with tests that assert the routes (and the contract)
 # at those call sites, and keep the real refactors, which change no behaviour, in separate commits.
 # </details>
+
+# %% [markdown]
+# ## Read next
+#
+# - [Exercise 07](../exercises/ex07_pr_note.ipynb): write the PR note from results.
+# - [Exercise 11](../exercises/ex11_commit_hygiene.ipynb): one behaviour change per commit, every commit green.
+# - [Exercise 13](../exercises/ex13_review_readiness.ipynb): check a PR's readiness the way a reviewer will.
+# - [Lesson 08](08_inplace_contract.ipynb): a second operator, in place: fused residual-add + RMSNorm.

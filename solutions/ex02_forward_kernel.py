@@ -18,16 +18,20 @@
 # %% [markdown]
 # # Exercise 02 — a fused residual-add RMSNorm kernel
 #
-# Lesson 02 built the kit's forward kernel. In a transformer block RMSNorm usually comes right after a residual
-# add, and fast implementations fuse the two (vLLM's `fused_add_rms_norm`): one pass reads `x` and the residual
-# `r`, writes their sum `h` (the next residual stream) and the normalized `y`, and saves each row's `rstd` for the
-# backward. The kit does not contain this kernel; you write it. The check launches it with a grid of `(n_rows,)`
-# and `BLOCK_SIZE = next_power_of_2(n_cols)` on irregular shapes (7x33 row slice, 3x781 bf16, 1x1, every other row,
-# tiny values, a residual that is itself a row slice, and a shape drawn at each run), writes every output inside a
-# poisoned buffer, and compares with the plain-torch spec below. Under Triton's CPU interpreter this takes a few
-# seconds. The grader also reads your source: what it launches must be your own `@triton.jit` function, whose body
-# uses `triton.language` only, and no cell may call an op that already is the answer (`F.rms_norm`, the kit's op or
-# kernels).
+# Lesson 02 built the kit's forward kernel. In a transformer block RMSNorm usually comes right after a residual add, and
+# fast implementations fuse the two (vLLM's `fused_add_rms_norm`): one pass reads `x` and the residual `r`, writes their
+# sum `h` (the next residual stream) and the normalized `y`, and saves each row's `rstd` for the backward. The kit's own
+# fused op (`fastpath_lib.fused`, lesson 08) is not this kernel: it follows vLLM's contract and normalizes the unrounded
+# fp32 sum. This one follows the spec below; you write it. The check launches it with a grid of `(n_rows,)` and
+# `BLOCK_SIZE = next_power_of_2(n_cols)` on irregular shapes (7x33 row slice, 3x781 bf16, 1x1, every other row, tiny
+# values, a residual that is itself a row slice, and a shape drawn at each run), writes every output inside a poisoned
+# buffer, and compares with the plain-torch spec below. Under Triton's CPU interpreter this takes a few seconds. The
+# grader also reads your source: what it launches must be your own `@triton.jit` function, whose body uses
+# `triton.language` only, and no cell may call an op that already is the answer (`F.rms_norm`, the kit's op or kernels).
+#
+# **What this check cannot grade.** It runs your kernel in Triton's CPU interpreter, on small shapes: it grades the
+# values, the masks and the memory your kernel writes, not races, `int32` offset overflow past 2³¹ elements, timing,
+# occupancy or register spills (lesson 02, "What the interpreter cannot show", names the tool for each).
 #
 # **How this works.** Fill in each cell marked `# FILL ME IN (roughly N lines)` (delete the `raise
 # NotImplementedError`), run it, then run the check below it: it prints `passed`, or a table of *yours vs expected*.
@@ -55,7 +59,10 @@ import triton.language as tl
 # y_row = (hf * rstd * w.float()).to(x_row.dtype)  # store it to Y
 # ```
 #
-# Normalize the *rounded* `h` (what the next layer will read), not the fp32 sum.
+# This spec normalizes the *rounded* `h`, the value the next layer reads: its `y` is bit for bit what the eager pair
+# `F.rms_norm(x + r, ...)` returns. vLLM's contract normalizes the unrounded fp32 sum instead, and lesson 08 measures
+# how many outputs the two differ on. Both are honest contracts; a kernel states which one it matches, and here the
+# check holds you to this one.
 #
 # ## Part 1: the fused kernel
 

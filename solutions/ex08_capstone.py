@@ -27,7 +27,13 @@
 # 1. a float64 reference written from the definition (not by calling torch's op); 2. a small Triton kernel (one
 # program per row), which the checks watch being launched; 3. a predicate whose conditions *declare* their
 # boundaries, which the check verifies; 4. a dispatching op that takes the predicate's route and really runs your
-# kernel on the Triton route.
+# kernel on the Triton route (the check calls it on inputs of 5 to 16 rows and on two the fast path must refuse, so
+# a row threshold such as lesson 03's 8 under the interpreter leaves a case on each route; the op only reads its
+# input: a write into it fails the case).
+#
+# **What these checks cannot grade.** Your kernel runs in Triton's CPU interpreter, on small shapes: the checks
+# grade its values and its route, not races, `int32` offset overflow past 2³¹ elements, timing, occupancy or
+# register spills (lesson 02, "What the interpreter cannot show").
 #
 # **How this works.** Fill in each cell marked `# FILL ME IN (roughly N lines)` (delete the `raise
 # NotImplementedError`), run it, then run the check below it: it prints `passed`, or a table of *yours vs expected*.

@@ -24,6 +24,11 @@
 # the mean square of the *unrounded* fp32 sum, then the output; both results computed before anything is written,
 # the residual written first, then `x`.
 #
+# **What this exercise cannot grade.** The ops your tests judge run in Triton's CPU interpreter, which runs programs
+# one after another: an aliased call there damages memory the same way on every run, where a GPU's scheduling makes
+# it differ from run to run. Races, timing and the other GPU-only properties of lesson 02's "What the interpreter
+# cannot show" are outside what it grades.
+#
 # **Part (a).** The Triton route may only run when `x`, `residual` and the weight share no memory: a program that
 # writes `x` while another reads an overlapping `residual` reads values already overwritten. Write
 # `overlaps(a, b) -> bool`: `True` when the two tensors may share memory, `False` when their bytes are apart. Use

@@ -405,27 +405,29 @@ import triton
 import triton.language as tl
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
-from fastpath_lib.fused import kernels
+from fastpath_lib.fused import kernels as fused
+from fastpath_lib.rmsnorm import kernels as rms
 if sys.argv[1] == "interpreter-branch":
-    kernels.INTERPRETED = tl.constexpr(True)
-fn = kernels.fused_add_rms_norm_fwd_kernel
+    rms.INTERPRETED = tl.constexpr(True)
 found = {}
-for x, w in (("bf16", "bf16"), ("fp32", "bf16")):
-    sig = {n: ("*" + (w if n == "W_ptr" else x)) if n.endswith("_ptr") else "i32" for n in fn.arg_names}
-    const = {"HAS_WEIGHT": True, "ROWS_PER_PROGRAM": 1, "BLOCK_SIZE": 64, "VEC": 1}
-    sig.update(eps="fp32", **{k: "constexpr" for k in const})
-    ptx = triton.compile(ASTSource(fn, sig, const), target=GPUTarget("cuda", 90, 32),
-                         options={"num_warps": 4}).asm["ptx"]
-    found[f"x {x}, weight {w}"] = {"cvt": sorted(set(re.findall(r"cvt\\.\\w+\\.bf16\\.f32", ptx))),
-                                  "bits": "32767" in ptx or "2143289344" in ptx}
+for fn in (rms.rms_norm_fwd_kernel, fused.fused_add_rms_norm_fwd_kernel):
+    for x, w in (("bf16", "bf16"), ("fp32", "bf16"), ("bf16", "fp32")):
+        sig = {n: ("*" + (w if n == "W_ptr" else x)) if n.endswith("_ptr") else "i32" for n in fn.arg_names}
+        const = {"HAS_WEIGHT": True, "ROWS_PER_PROGRAM": 1, "BLOCK_SIZE": 64, "VEC": 1}
+        sig.update(eps="fp32", **{k: "constexpr" for k in const})
+        ptx = triton.compile(ASTSource(fn, sig, const), target=GPUTarget("cuda", 90, 32),
+                             options={"num_warps": 4}).asm["ptx"]
+        found[f"{fn.__name__}: x {x}, weight {w}"] = {
+            "cvt": sorted(set(re.findall(r"cvt\\.\\w+\\.bf16\\.f32", ptx))),
+            "bits": "32767" in ptx or "2143289344" in ptx}
 print(json.dumps(found))
 '''
 
 
 def test_bf16_rounding_on_a_gpu_is_tritons_own_conversion(tmp_path):
-    """On a GPU the fused forward rounds fp32 to bf16 with Triton's conversion (``cvt.rn.bf16.f32``: to nearest
-    even, a NaN stays NaN); the rounding on the bits that keeps the interpreter faithful (``0x7FFF``, the canonical
-    NaN ``0x7FC00000``) is compiled out. The interpreter's branch, compiled on purpose, shows what it would be."""
+    """On a GPU both forwards round fp32 to bf16 with Triton's conversion (``cvt.rn.bf16.f32``: to nearest even, a
+    NaN stays NaN); the rounding on the bits that keeps the interpreter faithful (``0x7FFF``, the canonical NaN
+    ``0x7FC00000``) is compiled out. The interpreter's branch, compiled on purpose, shows what it would be."""
     import os
     import subprocess
     import sys
@@ -438,6 +440,8 @@ def test_bf16_rounding_on_a_gpu_is_tritons_own_conversion(tmp_path):
                               text=True, timeout=600)
         assert proc.returncode == 0, proc.stderr[-2000:]
         found[branch] = json.loads(proc.stdout)
+    assert len(found["gpu"]) == 6
     for case, gpu in found["gpu"].items():
-        assert gpu == {"cvt": ["cvt.rn.bf16.f32"], "bits": False}, (case, gpu)
-        assert found["interpreter-branch"][case] == {"cvt": [], "bits": True}, (case, found["interpreter-branch"])
+        rounds = not case.startswith("rms_norm_fwd_kernel: x fp32")  # RMSNorm of fp32 x computes and stores fp32
+        assert gpu == {"cvt": ["cvt.rn.bf16.f32"] if rounds else [], "bits": False}, (case, gpu)
+        assert found["interpreter-branch"][case] == {"cvt": [], "bits": rounds}, (case, found["interpreter-branch"])

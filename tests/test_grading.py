@@ -133,6 +133,43 @@ def test_saved_and_displayed_outputs_never_count(tmp_path):
     assert g.earned == 0 and g.status == "ok", (g.status, g.reason, [(p.part, p.feedback) for p in g.parts])
 
 
+def _ex08_min_rows(nb):
+    """The solution with the row threshold lessons 03 and 05 teach under the interpreter (8), and its matrix's
+    one-row case declared a fallback accordingly."""
+    for c in nb.cells:
+        if "def make_predicate" in c.source:
+            c.source = c.source.replace("MAX_COLS = 8192\n", "MAX_COLS = 8192\nMIN_ROWS = 8\n").replace(
+                '    return Predicate("softmax", [', """    def rows(x):
+        n = x.numel() // max(x.shape[-1], 1)
+        return None if n >= MIN_ROWS else f"{n} rows, need >= {MIN_ROWS}"
+    return Predicate("softmax", [
+        Condition("min_rows", f">= {MIN_ROWS} rows", rows, "speed",
+                  boundaries=(Boundary("rows=min", {"rows": MIN_ROWS}, True),
+                              Boundary("rows=min-1", {"rows": MIN_ROWS - 1}, False))),""")
+        if "def capstone_matrix" in c.source:
+            c.source = c.source.replace('torch.bfloat16}, "neutral")', 'torch.bfloat16}, "fallback")')
+
+
+def _ex08_zeroing_op(nb):
+    """A uniform answer made to agree by zeroing the op's input in place."""
+    cell = next(c for c in nb.cells if c.source.startswith("def softmax(x):"))
+    cell.source = ("def softmax(x):\n    d = make_predicate().evaluate(x)\n    x.zero_()\n"
+                   "    return torch.full_like(x, 1 / x.shape[-1]), d.route\n")
+
+
+@pytest.mark.parametrize("edit, passes", [(_ex08_min_rows, True), (_ex08_zeroing_op, False)],
+                         ids=["MIN_ROWS = 8", "input zeroed in place"])
+def test_ex08_dispatch_in_the_grader(tmp_path, edit, passes):
+    """Red-team findings: an op with the taught MIN_ROWS = 8 was told "every case took route {'fallback'}"; an op
+    zeroing its input scored the dispatch part, as the grader computed the expected value from what the learner's
+    kernel left in the input. The call now declares no output: a write into the input fails the case."""
+    g = cli.grade_notebook(_mutated(tmp_path, "ex08_capstone.ipynb", edit), timeout=240)
+    parts = _by_part(g)
+    assert parts["dispatch"].passed is passes, parts["dispatch"].feedback
+    assert passes or parts["dispatch"].feedback.count("wrote into its input") == 6, parts["dispatch"].feedback
+    assert all(p.passed for name, p in parts.items() if name != "dispatch"), [(p.part, p.feedback) for p in g.parts]
+
+
 def test_raising_cell_does_not_stop_later_parts(tmp_path):
     def boom(nb):
         nb.cells.insert(2, nbformat.v4.new_code_cell("raise RuntimeError('boom')"))

@@ -781,6 +781,62 @@ def test_ex07_rows_must_agree_with_their_routes():
     assert not res["consistent_with_data"].passed and "route" in res["consistent_with_data"].feedback
 
 
+def _thresholded_predicate(min_rows):
+    """The solution's predicate plus the row threshold lessons 03 and 05 teach (``MIN_ROWS``)."""
+    s = solved("ex08")
+
+    def rows(x):
+        n = x.numel() // max(x.shape[-1], 1)
+        return None if n >= min_rows else f"{n} rows, need >= {min_rows}"
+
+    def make():
+        base = s["make_predicate"]()
+        return Predicate("softmax", [*base.conditions, Condition("min_rows", f">= {min_rows} rows", rows, "speed",
+                         boundaries=(Boundary("at", {"rows": min_rows}, True),
+                                     Boundary("below", {"rows": min_rows - 1}, False)))])
+    return make
+
+
+def _dispatch_with(make_predicate):
+    launch = solved("ex08")["launch"]
+
+    def op(x):
+        d = make_predicate().evaluate(x)
+        return (launch(x), d.route) if d.eligible else (torch.softmax(x, dim=-1), d.route)
+    return op
+
+
+@pytest.mark.parametrize("min_rows", [8, 16])
+def test_ex08_dispatch_accepts_a_taught_row_threshold(min_rows):
+    """Red-team finding: an op with MIN_ROWS = 8 (the interpreter's threshold, lessons 03 and 05) was told "every case
+    took route {'fallback'}": every case the fast path could take had 5 or 7 rows."""
+    make = _thresholded_predicate(min_rows)
+    results = ex.check_capstone_dispatch("softmax", _dispatch_with(make), make, lambda x: x, show=False)
+    assert all(r.passed for r in results), feedback(results)
+
+
+def test_ex08_dispatch_names_the_inputs_when_no_case_takes_the_fast_path():
+    make = _thresholded_predicate(32)
+    (r,) = ex.check_capstone_dispatch("softmax", _dispatch_with(make), make, lambda x: x, show=False)
+    assert not r.passed and "every case took route {'fallback'}" in r.feedback, r.feedback
+    assert "16x40" in r.feedback and "16 rows, need >= 32" in r.feedback and "7x33" in r.feedback, r.feedback
+
+
+def _dispatch_zeroing_input(x):
+    """A uniform answer made right by zeroing the input first (the expected value was computed after the call)."""
+    d = solved("ex08")["make_predicate"]().evaluate(x)
+    x.zero_()
+    return torch.full_like(x, 1 / x.shape[-1]), d.route
+
+
+def test_ex08_dispatch_refuses_an_op_that_writes_its_input():
+    (r,) = ex.check_capstone_dispatch("softmax", _dispatch_zeroing_input, solved("ex08")["make_predicate"],
+                                      lambda x: x, show=False)
+    assert not r.passed and "wrote into its input" in r.feedback, r.feedback
+    # the fallback cases are the ones that agreed with a zeroed input: each is named
+    assert r.feedback.count("wrote into its input") >= 2, r.feedback
+
+
 def test_ex08_results_name_the_operator():
     s = solved("ex08")
     (r,) = ex.check_capstone_kernel(s["OP_NAME"], s["launch"], show=False)

@@ -161,3 +161,65 @@ def test_a_release_never_overwrites_what_it_did_not_write(tmp_path):
     with pytest.raises(R.ReleaseError, match="part of the checkout"):
         R.release(ROOT / "exercises" / "out")
     assert (tmp_path / "notes.txt").read_text() == "mine"
+
+
+def test_the_autograders_scripts_parse(out):
+    for name in ("setup.sh", "run_autograder", "grade"):
+        res = subprocess.run(["bash", "-n", str(out / "autograder" / name)], capture_output=True, text=True)
+        assert res.returncode == 0, (name, res.stderr)
+
+
+def test_an_empty_submission_still_gets_results_that_say_why(tmp_path):
+    from fastpath_lib.grading import autograde, gradescope
+
+    (tmp_path / "submission").mkdir()
+    (tmp_path / "student").mkdir()
+    assert autograde.main(["gradescope", "--submission", str(tmp_path / "submission"),
+                           "--results", str(tmp_path / "results")]) == 0
+    doc = json.loads((tmp_path / "results/results.json").read_text())
+    assert doc["score"] == 0 and "No notebook" in doc["output"] and gradescope.validate(doc) == []
+    assert autograde.main(["prairielearn", "--job", str(tmp_path)]) == 0
+    doc = json.loads((tmp_path / "results/results.json").read_text())
+    assert doc["gradable"] is False and doc["score"] == 0.0
+    assert autograde.main(["nbgrader", str(tmp_path / "nowhere")]) == 2
+
+
+def test_prairielearn_results_carry_points_and_a_fraction():
+    from fastpath_lib.grading.autograde import prairielearn_json
+    from fastpath_lib.grading.cli import NotebookGrade, PartGrade
+
+    g = NotebookGrade("ex01_reference.ipynb", "ex01", "ok", "", 1.0,
+                      [PartGrade("ex01", "default_eps", 1, 1, True, ""), PartGrade("ex01", "reference", 2, 0, False,
+                                                                                   "yours vs expected")])
+    doc = prairielearn_json([g])
+    assert doc["gradable"] and doc["score"] == pytest.approx(1 / 3)
+    assert [(t["name"], t["points"], t["max_points"]) for t in doc["tests"]] == [("ex01 default_eps", 1, 1),
+                                                                                 ("ex01 reference", 0, 2)]
+    assert doc["tests"][1]["message"] == "yours vs expected"
+
+
+def test_a_per_exercise_zip_pins_its_assignment(out, tmp_path):
+    with zipfile.ZipFile(out / "gradescope" / "ex01.zip") as zf:
+        assert zf.read("assignment.txt").decode().strip() == "ex01" and "run_autograder" in zf.namelist()
+    assert len(list((out / "gradescope").glob("ex*.zip"))) == len(list((ROOT / "exercises").glob("ex*.ipynb")))
+    # an assignment's missing exercise is listed part by part at zero, so the maximum is the assignment's
+    (tmp_path / "submission").mkdir()
+    env = dict(os.environ, AUTOGRADER_ROOT=str(tmp_path), FASTPATH_PYTHON=PY, FASTPATH_EXERCISES="ex01")
+    res = subprocess.run([str(out / "autograder" / "run_autograder")], env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    doc = json.loads((tmp_path / "results/results.json").read_text())
+    assert (doc["score"], doc["extra_data"]["max_score"]) == (0, 3)
+    assert [t["name"] for t in doc["tests"]] == ["ex01 default_eps", "ex01 reference"]
+    assert "no notebook of ex01" in doc["tests"][0]["output"]
+
+
+def test_a_notebook_of_another_exercise_is_reported_not_counted():
+    from fastpath_lib.grading.autograde import assigned
+    from fastpath_lib.grading.cli import NotebookGrade, PartGrade
+
+    g = NotebookGrade("ex03_predicate.ipynb", "ex03", "ok", "", 1.0, [PartGrade("ex03", "predicate", 1, 1, True, "")])
+    out = assigned([g], ("ex01",))
+    assert [(x.exercise, x.status, x.points, x.earned) for x in out] == [("ex03", "not this assignment's", 0, 0),
+                                                                       ("ex01", "missing", 3, 0)]
+    assert assigned([g], ()) == [g]

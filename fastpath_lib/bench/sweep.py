@@ -18,7 +18,14 @@ import torch
 
 from fastpath_lib import opspec, runtime
 from fastpath_lib.bench.analysis import classify
-from fastpath_lib.bench.schema import AT_BASELINE, INCOMPLETE_MARKER, NOT_GPU, TIMED_OUTCOMES, is_gpu_measurement
+from fastpath_lib.bench.schema import (
+    AT_BASELINE,
+    INCOMPLETE_MARKER,
+    NOT_GPU,
+    TIMED_OUTCOMES,
+    folder_state,
+    is_gpu_measurement,
+)
 from fastpath_lib.bench.timing import gpu_measurement, quantile, settings_for, time_callable
 from fastpath_lib.bench.trace import call_args
 from fastpath_lib.rmsnorm import thresholds
@@ -162,8 +169,13 @@ def threshold_from_results(results_dir: str | Path) -> dict:
     d = Path(results_dir)
     if not d.is_dir():
         raise FileNotFoundError(f"{d}: no such results folder")
-    if (d / INCOMPLETE_MARKER).exists():
+    state, missing = folder_state(d)
+    if state == "unfinished":
         raise ValueError(f"{d} is marked {INCOMPLETE_MARKER}: the run did not finish")
+    sweep_gap = [m for m in missing if m.split(":", 1)[0] == "sweep"]
+    if sweep_gap:  # a partial evidence run whose sweep itself did not run to the end
+        raise ValueError(f"{d} is a partial run and its sweep did not finish ({sweep_gap[0]}): no threshold is "
+                         "recorded from it")
     for name in ("environment.json", "threshold.csv"):
         if not (d / name).is_file():
             raise ValueError(f"{d} has no {name}: not a results folder with a threshold sweep")
@@ -182,7 +194,8 @@ def threshold_from_results(results_dir: str | Path) -> dict:
         raise ValueError(f"{d}/threshold_proposal.json says {stored.get('proposed_min_rows')} but threshold.csv "
                          f"supports {out['proposed_min_rows']}")
     out.update(source=str(d), device_name=env.get("device_name"), git_commit=env.get("git_commit"),
-               timestamp=env.get("timestamp"), swept_widths=sorted(int(c) for c in set(table["cols"])))
+               timestamp=env.get("timestamp"), swept_widths=sorted(int(c) for c in set(table["cols"])),
+               missing=missing)
     return out
 
 

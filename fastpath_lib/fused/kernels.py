@@ -23,8 +23,6 @@ Imports Triton: ``TRITON_INTERPRET`` must be set before this module is imported 
 
 from __future__ import annotations
 
-import os
-
 import torch
 import triton
 import triton.language as tl
@@ -38,35 +36,12 @@ from fastpath_lib.rmsnorm.kernels import (
     max_backward_programs,
     on_device,
     quiet,
+    round_to,
+    to_fp32,
     vector_elements,
 )
 
 __all__ = ["fused_add_rms_norm_fwd_kernel", "fused_add_rms_norm_bwd_kernel", "forward", "backward", "run", "run_"]
-
-
-#: Whether these kernels run in Triton's CPU interpreter: ``TRITON_INTERPRET`` as Triton reads it when it decorates
-#: them (this module's import). A constexpr, so a compiled kernel keeps one branch of :func:`_round`.
-INTERPRETED = tl.constexpr(os.environ.get("TRITON_INTERPRET", "0").lower() in ("1", "true", "on"))
-
-
-@triton.jit
-def _round(v, ty: tl.constexpr):
-    """fp32 ``v`` rounded to ``ty`` to nearest even, as torch rounds; NaN stays NaN and inf stays inf.
-
-    On a GPU this is Triton's own conversion (``cvt.rn``: round to nearest even, any NaN to a NaN). Triton 3.8's
-    interpreter is not faithful to it for bf16: its default cast truncates, its ``"rtne"`` one rounds ties up and
-    carries no overflow of the mantissa into the exponent, and both flush or mangle subnormals. So under the
-    interpreter the rounding is done on the bits, as torch's ``round_to_nearest_even`` does: a NaN becomes the
-    canonical ``0x7FC0`` first (adding ``0x7FFF`` to a NaN whose mantissa is all ones carries into the sign bit and
-    leaves ``-0.0``), then ``0x7FFF`` plus the lowest kept bit is added and the top 16 bits are reinterpreted as bf16,
-    with no float conversion at all.
-    """
-    if ty == tl.bfloat16 and INTERPRETED:
-        bits = v.to(tl.uint32, bitcast=True)
-        bits = tl.where(v != v, 0x7FC00000, bits + 0x7FFF + ((bits >> 16) & 1))
-        return (bits >> 16).to(tl.uint16).to(tl.bfloat16, bitcast=True)
-    else:
-        return v.to(ty)
 
 
 @triton.jit
@@ -99,17 +74,17 @@ def fused_add_rms_norm_fwd_kernel(
     cols = tl.arange(0, BLOCK_SIZE)
     col_mask = cols < n_cols
     mask = (rows < n_rows)[:, None] & col_mask[None, :]
-    x = tl.load(X_ptr + rows[:, None] * X_row_stride + cols[None, :], mask=mask, other=0.0).to(tl.float32)
-    r = tl.load(R_ptr + rows[:, None] * R_row_stride + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+    x = to_fp32(tl.load(X_ptr + rows[:, None] * X_row_stride + cols[None, :], mask=mask, other=0.0))
+    r = to_fp32(tl.load(R_ptr + rows[:, None] * R_row_stride + cols[None, :], mask=mask, other=0.0))
     s = x + r
-    tl.store(S_ptr + rows[:, None] * S_row_stride + cols[None, :], _round(s, S_ptr.dtype.element_ty), mask=mask)
+    tl.store(S_ptr + rows[:, None] * S_row_stride + cols[None, :], round_to(s, S_ptr.dtype.element_ty), mask=mask)
     rstd = 1.0 / tl.sqrt(tl.sum(s * s, axis=1) / n_cols + eps)
     n = s * rstd[:, None]
     if HAS_WEIGHT:
         w = tl.load(W_ptr + rows[:, None] * 0 + cols[None, :], mask=col_mask[None, :], other=0.0)
         wty = W_ptr.dtype.element_ty
-        n = _round(_round(n, wty).to(tl.float32) * w.to(tl.float32), wty).to(tl.float32)
-    tl.store(Y_ptr + rows[:, None] * Y_row_stride + cols[None, :], _round(n, Y_ptr.dtype.element_ty), mask=mask)
+        n = to_fp32(round_to(to_fp32(round_to(n, wty)) * to_fp32(w), wty))
+    tl.store(Y_ptr + rows[:, None] * Y_row_stride + cols[None, :], round_to(n, Y_ptr.dtype.element_ty), mask=mask)
 
 
 @triton.jit
@@ -137,13 +112,13 @@ def fused_add_rms_norm_bwd_kernel(
     mask = cols < n_cols
     dw_acc = tl.zeros((BLOCK_SIZE,), dtype=tl.float32)
     if HAS_WEIGHT:
-        w = tl.load(W_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+        w = to_fp32(tl.load(W_ptr + cols, mask=mask, other=0.0))
     for i in range(0, ROWS_PER_PROGRAM):
         row = pid * ROWS_PER_PROGRAM + i
         m = mask & (row < n_rows)
-        s = tl.load(X_ptr + row * X_row_stride + cols, mask=m, other=0.0).to(tl.float32)
-        s += tl.load(R_ptr + row * R_row_stride + cols, mask=m, other=0.0).to(tl.float32)
-        dy = tl.load(DY_ptr + row * n_cols + cols, mask=m, other=0.0).to(tl.float32)
+        s = to_fp32(tl.load(X_ptr + row * X_row_stride + cols, mask=m, other=0.0))
+        s += to_fp32(tl.load(R_ptr + row * R_row_stride + cols, mask=m, other=0.0))
+        dy = to_fp32(tl.load(DY_ptr + row * n_cols + cols, mask=m, other=0.0))
         rstd = 1.0 / tl.sqrt(tl.sum(s * s, axis=0) / n_cols + eps)
         n = s * rstd
         if HAS_WEIGHT:
@@ -152,9 +127,9 @@ def fused_add_rms_norm_bwd_kernel(
             g = dy
         ds = rstd * (g - n * (tl.sum(g * n, axis=0) / n_cols))
         if HAS_DS:
-            ds += tl.load(DS_ptr + row * n_cols + cols, mask=m, other=0.0).to(tl.float32)
+            ds += to_fp32(tl.load(DS_ptr + row * n_cols + cols, mask=m, other=0.0))
         dw_acc += dy * n
-        tl.store(DX_ptr + row * n_cols + cols, _round(ds, DX_ptr.dtype.element_ty), mask=m)
+        tl.store(DX_ptr + row * n_cols + cols, round_to(ds, DX_ptr.dtype.element_ty), mask=m)
     if HAS_WEIGHT:
         tl.store(DW_partial_ptr + pid * n_cols + cols, dw_acc, mask=mask)
 

@@ -48,7 +48,7 @@ from fastpath_lib.fused.cases import FusedCaseSpec
 from fastpath_lib.fused.op import explain, fused_add_rms_norm, fused_add_rms_norm_
 from fastpath_lib.fused.predicate import BASE_CASE, PREDICATE, make_call
 from fastpath_lib.fused.spec import FUSED_SPEC
-from fastpath_lib.bench.schema import FALLBACK, WIN
+from fastpath_lib.bench.schema import FALLBACK, NEUTRAL, WIN
 from fastpath_lib.opspec import COMPILED, BaselineUnavailable, HostCase, KernelBuild, OpCase, OpSpec, compiled
 from fastpath_lib.rmsnorm.limits import MAX_COLS, limits_for
 from fastpath_lib.rmsnorm.op import rms_norm
@@ -73,8 +73,9 @@ _CASES = (
     ("decode_b256_8192_fp16", 256, 8192, "float16", FALLBACK,
      f"large decode batch at a 70B width: {_THRESHOLD}; the fused op's own sweep decides whether to lower it",
      (4, 512)),
-    ("batch_1024_4096_bf16", 1024, 4096, "bfloat16", WIN,
-     "at the row threshold: 8 MiB per pass; one launch against the eager pair's ~10 launches over fp32 temporaries",
+    ("batch_1024_4096_bf16", 1024, 4096, "bfloat16", NEUTRAL,
+     "at the row threshold, RMSNorm's predicted break-even: 8 MiB per pass, where the eager pair's extra launches "
+     "and the dispatch cost about what the saved pass gains",
      (8, 256)),
     ("prefill_2048x2048_fp16", 2048, 2048, "float16", WIN,
      "mid-size prefill: memory-bound, the fused pass reads x and r once instead of the eager chain's fp32 round "
@@ -93,9 +94,9 @@ _CASES = (
     ("narrow_65536x128_fp32", 65536, 128, "float32", WIN,
      "128-wide rows, many rows per program: the eager pair's launches dominate; the region's lower width edge",
      (32, 128)),
-    (f"wide_2048x{MAX_COLS}_bf16", 2048, MAX_COLS, "bfloat16", WIN,
-     "the widest eligible row (MAX_COLS): x, r and the fp32 sum held per program; the compiled facts show whether "
-     "it spills", (8, MAX_COLS)),
+    (f"wide_2048x{MAX_COLS}_bf16", 2048, MAX_COLS, "bfloat16", NEUTRAL,
+     "the widest eligible row (MAX_COLS): x, r and the fp32 sum held per program, register pressure that may spill "
+     "and cancel the saved pass (the compiled facts show whether it spills)", (8, MAX_COLS)),
     ("odd_4096x4095_fp16", 4096, 4095, "float16", FALLBACK,
      "odd width: row stride 8190 bytes, not a multiple of 16, so no 16-byte vectors; the composite runs", (16, 255)),
     ("toowide_1024x32768_bf16", 1024, 32768, "bfloat16", FALLBACK,

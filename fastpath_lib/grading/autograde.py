@@ -17,6 +17,10 @@ process), for three layouts; in CI, ``grade FOLDER`` (or a release's ``./grade F
   ``DIR/<student>/<assignment>/results.json`` (each notebook's parts and feedback). ``DIR`` defaults to
   ``autograded/`` beside ``SUBMITTED``, as nbgrader names its folder.
 
+``--exercises ex01,ex02`` (Gradescope and PrairieLearn; a release's per-exercise zips set it through their
+``assignment.txt``) pins what the assignment is: a notebook of another exercise is reported and not counted, and an
+assigned exercise without a notebook is listed part by part at zero, so the maximum score is always the assignment's.
+
 Results are written even when grading fails as a whole (the results say why), so a platform never shows an empty
 grade without a reason. The learner's kernel runs in the sandbox or not at all (``--isolation bwrap``, the default
 here): where the sandbox cannot start, every notebook is "not graded" and the results say why
@@ -33,7 +37,7 @@ import sys
 import traceback
 from pathlib import Path
 
-__all__ = ["notebooks_in", "prairielearn_json", "main"]
+__all__ = ["notebooks_in", "assigned", "prairielearn_json", "main"]
 
 
 def notebooks_in(folder: Path) -> list[Path]:
@@ -48,6 +52,44 @@ def _grade(paths, args):
 
     runtime.use_interpreter()  # as grade does: without CUDA the grader's own launches run in Triton's interpreter
     return [grade_notebook(p, timeout=args.timeout, kernel_name=args.kernel, isolation=args.isolation) for p in paths]
+
+
+def _exercises(text: str | None) -> tuple[str, ...]:
+    """``"ex01, ex02"`` -> ``("ex01", "ex02")`` (``ValueError`` naming an unknown exercise)."""
+    from fastpath_lib.grading.registry import EXERCISES
+
+    names = tuple(dict.fromkeys(x.strip() for x in (text or "").replace(",", " ").split() if x.strip()))
+    unknown = [x for x in names if x not in EXERCISES]
+    if unknown:
+        raise ValueError(f"no exercise {', '.join(unknown)} (the kit's: {', '.join(EXERCISES)})")
+    return names
+
+
+def assigned(grades, exercises) -> list:
+    """The grades as the assignment counts them: a notebook of an exercise not in ``exercises`` becomes an uncounted
+    entry that says so, and an exercise without a notebook is listed with each part at zero (every grade as it is
+    when ``exercises`` is empty)."""
+    from fastpath_lib.grading.cli import NotebookGrade, PartGrade
+    from fastpath_lib.grading.registry import EXERCISES
+
+    if not exercises:
+        return list(grades)
+    out = []
+    for g in grades:
+        if g.exercise in exercises:
+            out.append(g)
+        else:
+            what = f"exercise {g.exercise}" if g.exercise else "not an exercise notebook"
+            out.append(NotebookGrade(g.path, g.exercise, "not this assignment's",
+                                     f"{what}; this assignment grades {', '.join(exercises)}", g.seconds, [], g.notes,
+                                     g.isolation))
+    seen = {g.exercise for g in grades}
+    for ex in exercises:
+        if ex not in seen:
+            why = f"no notebook of {ex} in the submission"
+            out.append(NotebookGrade(f"({ex} missing)", ex, "missing", why, 0.0,
+                                     [PartGrade(ex, part, pts, 0, False, why) for part, pts in EXERCISES[ex]]))
+    return out
 
 
 def _summary(grades) -> str:
@@ -65,14 +107,14 @@ def _gradescope(args) -> int:
     results.mkdir(parents=True, exist_ok=True)
     out = results / "results.json"
     paths = notebooks_in(submission) if submission.is_dir() else []
-    if not paths:
+    if not paths and not args.exercises:
         doc = {"score": 0, "output": f"No notebook (.ipynb) in the submission ({submission}): upload your exercise "
                                      "notebook."}
         out.write_text(json.dumps(doc, indent=2), encoding="utf-8")
         print(doc["output"], file=sys.stderr)
         return 0
     try:
-        grades = _grade(paths, args)
+        grades = assigned(_grade(paths, args), args.exercises)
         gradescope.write(grades, out)
     except Exception as exc:  # noqa: BLE001 - the platform must get a results.json that says what happened
         traceback.print_exc()
@@ -101,7 +143,7 @@ def _prairielearn(args) -> int:
     results.mkdir(parents=True, exist_ok=True)
     paths = notebooks_in(job / "student") if (job / "student").is_dir() else []
     try:
-        doc = prairielearn_json(_grade(paths, args))
+        doc = prairielearn_json(assigned(_grade(paths, args), args.exercises))
     except Exception as exc:  # noqa: BLE001
         traceback.print_exc()
         doc = {"gradable": False, "score": 0.0, "message": f"the autograder failed ({type(exc).__name__}: {exc})"}
@@ -158,6 +200,8 @@ def main(argv: list[str] | None = None) -> int:
                              "where it cannot start, each notebook is 'not graded' and the results say why), auto "
                              "(where it starts, else without it, saying why), none")
     sub = ap.add_subparsers(dest="layout", required=True)
+    common.add_argument("--exercises", default="", metavar="EX[,EX]",
+                        help="gradescope, prairielearn: the assignment's exercises (e.g. ex01,ex02); others uncounted")
     gs = sub.add_parser("gradescope", parents=[common], help="/autograder/submission -> /autograder/results")
     gs.add_argument("--submission", default="/autograder/submission")
     gs.add_argument("--results", default="/autograder/results")
@@ -170,6 +214,11 @@ def main(argv: list[str] | None = None) -> int:
         args = ap.parse_args(argv)
     except SystemExit as exc:
         return 0 if exc.code == 0 else 2
+    try:
+        args.exercises = _exercises(args.exercises)
+    except ValueError as exc:
+        print(f"autograde: --exercises: {exc}", file=sys.stderr)
+        return 2
     if args.isolation == "bwrap":
         from fastpath_lib.grading import sandbox
 

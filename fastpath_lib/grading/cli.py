@@ -9,8 +9,8 @@ The verdict is computed in the grader's own process; the learner's kernel only p
 
 1. the grader restores the distributed check cells (the cells tagged ``grader-check`` of its own copy of the
    notebook: ``check-cells/`` in a course release's autograder, else ``solutions/``; matched by cell id;
-   :mod:`fastpath_lib.grading.notebook`), as nbgrader does with its read-only cells, and reads the learner's source (the other code cells) from the file *before* executing anything
-   (:mod:`fastpath_lib.grading.sources`);
+   :mod:`fastpath_lib.grading.notebook`), as nbgrader does with its read-only cells, and reads the learner's source
+   (the other code cells) from the file *before* executing anything (:mod:`fastpath_lib.grading.sources`);
 2. it runs the learner's cells in order in the kernel; in place of each check cell it calls that check *in its own
    process* (:func:`fastpath_lib.grading.registry.check`, imported from disk by the grader), on stand-ins for the
    check cell's arguments (:mod:`fastpath_lib.grading.remote`): calling one asks the kernel to call the learner's

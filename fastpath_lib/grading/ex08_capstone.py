@@ -209,42 +209,70 @@ def check_capstone_predicate(make_predicate, make_ctx, base: dict, *, show: bool
     return graded("ex08", ("predicate_declarations",), _grade_predicate, make_predicate, make_ctx, base, show=show)
 
 
-#: the dispatch part's cases: two of the kernel's, and two the fast path must refuse
-_DISPATCH_CASES = _CASES[:2] + (CaseSpec(8, 16, weight=None, layout="transposed"),
+#: the dispatch part's cases: two of the kernel's (7 and 5 rows), two at and above the row threshold lessons 03 and
+#: 05 teach under the interpreter (8 rows, ``limits.INTERPRETER_MIN_ROWS``), so a predicate with that threshold
+#: still sends a case to the fast path, and two the fast path must refuse. (A GPU's 1024 rows would cost the
+#: interpreter about ten seconds a call: too slow for a check cell.)
+_DISPATCH_CASES = _CASES[:2] + (CaseSpec(8, 48, weight=None), CaseSpec(16, 40, torch.float16, weight=None),
+                                CaseSpec(8, 16, weight=None, layout="transposed"),
                                 CaseSpec(8, 16, torch.float64, weight=None))
+
+
+def _dispatch_call(op, x, watch, launched, in_grader):
+    """``op(x)`` with ``x`` an input only: in the grader the call declares no output, so a write into ``x`` fails
+    there (:func:`~fastpath_lib.grading.remote.outputs`) and the grader's ``x`` keeps what it drew; here a write is
+    seen by comparing with a copy. Returns ``(out, problem)``."""
+    before = x.clone()
+    try:
+        if in_grader:
+            with remote.outputs():
+                out = borrowed.run(op, (x,), watch)
+        else:
+            out = borrowed.run(op, (x,), watch, launches=launched)
+    except remote.InputWritten:
+        return None, "wrote into its input, which it must only read"
+    if not torch.equal(x, before):
+        return None, "wrote into its input, which it must only read"
+    return out, None
 
 
 def _grade_dispatch(op_name: str, op, make_predicate, make_ctx) -> list[Result]:
     ref, forbidden = _op(op_name)
     pred = call(make_predicate)
-    rows, bad, routes = [], 0, set()
+    rows, bad, routes, why = [], 0, set(), []
     in_grader = remote.is_proxy(op)
     launches_in_source = in_grader and kernel_source.launches_kernel(sources.learner_source(), remote.root(op))
     for spec in _DISPATCH_CASES:
         x = spec.build(seed=11, device=device()).x
-        exp_route = pred.evaluate(make_ctx(x)).route
+        expected = ref(x.cpu())  # from what the grader drew, before the op sees it
+        decision = pred.evaluate(make_ctx(x))
+        exp_route = decision.route
+        why.append((spec.label(), exp_route, "; ".join(map(str, decision.reasons))))
         launched: list = []
         # in the grader the source is read whole: the fallback's own torch op is allowed there
         watch = forbidden if exp_route == "triton" and not in_grader else _KIT
-        out = borrowed.run(op, (x,), watch, launches=None if in_grader else launched)
-        if not (isinstance(out, tuple) and len(out) == 2):
+        out, problem = _dispatch_call(op, x, watch, launched, in_grader)
+        if problem is None and not (isinstance(out, tuple) and len(out) == 2):
             raise Fail(f"op must return (y, route), got {type(out).__name__}")
-        y, route = out
+        y, route = out if problem is None else (None, "?")
         routes.add(route)
         # in the grader the kernel reports nothing: the op's source must launch a kernel of yours
         ran = launches_in_source if in_grader else bool(_own_kernels(launched))
-        problem = None if route == exp_route else f"route {route}, the predicate says {exp_route}"
+        if problem is None and route != exp_route:
+            problem = f"route {route}, the predicate says {exp_route}"
         if problem is None and route == "triton" and not ran:
             problem = "says triton, but no Triton kernel of yours was launched"
         if problem is None and route != "triton" and launched:
             problem = f"says {route}, but a Triton kernel was launched"
-        problem = problem or compare(y, ref(x.cpu()), x.dtype)
+        problem = problem or compare(y, expected, x.dtype)
         bad += problem is not None
         rows.append((spec.label(), route, "ok" if problem is None else problem))
     if bad:
         raise Fail(f"{bad} of {len(rows)} cases wrong\n" + table(rows, ("case", "route", "yours vs expected")))
     if len(routes) < 2:
-        raise Fail(f"every case took route {routes}: the checks need both the fast path and the fallback")
+        raise Fail(f"every case took route {routes}: the check needs a case on the fast path and one on the fallback, "
+                   f"and your predicate decided so on these inputs (under the interpreter a row threshold of at most "
+                   f"16, such as the lessons' 8, leaves the 16x40 case on the fast path)\n" + table(why, ("case", "predicate's route", "its reasons")))
     return [passed("ex08", "dispatch")]
 
 

@@ -40,6 +40,7 @@ imported (:mod:`fastpath_lib.runtime` does that). The launchers assume the calle
 from __future__ import annotations
 
 import contextlib
+import os
 
 import numpy as np
 import torch
@@ -57,7 +58,47 @@ from fastpath_lib.rmsnorm.launch import (
 
 __all__ = ["rms_norm_fwd_kernel", "rms_norm_bwd_kernel", "forward", "backward", "launch_settings",
            "forward_rows_per_program", "backward_grid", "backward_max_rows", "vector_elements", "KERNELS",
-           "max_backward_programs", "on_device", "quiet"]
+           "max_backward_programs", "on_device", "quiet", "INTERPRETED", "to_fp32", "round_to"]
+
+
+#: Whether these kernels run in Triton's CPU interpreter: ``TRITON_INTERPRET`` as Triton reads it when it decorates
+#: them (this module's import). A constexpr, so a compiled kernel keeps one branch of :func:`to_fp32` and
+#: :func:`round_to`.
+INTERPRETED = tl.constexpr(os.environ.get("TRITON_INTERPRET", "0").lower() in ("1", "true", "on"))
+
+
+@triton.jit
+def to_fp32(v):
+    """``v`` (fp16, bf16 or fp32) widened to fp32, exactly.
+
+    On a GPU this is Triton's own conversion. Triton 3.8's interpreter widens a bf16 subnormal to a wrong value (to
+    zero, or to another subnormal), so there a bf16 value is widened on its bits: they are the top half of the fp32
+    of the same value.
+    """
+    if v.dtype == tl.bfloat16 and INTERPRETED:
+        return (v.to(tl.uint16, bitcast=True).to(tl.uint32) << 16).to(tl.float32, bitcast=True)
+    else:
+        return v.to(tl.float32)
+
+
+@triton.jit
+def round_to(v, ty: tl.constexpr):
+    """fp32 ``v`` rounded to ``ty`` to nearest even, as torch rounds; NaN stays NaN and inf stays inf.
+
+    On a GPU this is Triton's own conversion (``cvt.rn``: round to nearest even, any NaN to a NaN). Triton 3.8's
+    interpreter is not faithful to it for bf16: its default cast truncates, its ``"rtne"`` one rounds ties up and
+    carries no overflow of the mantissa into the exponent, and both flush or mangle subnormals. So under the
+    interpreter the rounding is done on the bits, as torch's ``round_to_nearest_even`` does: a NaN becomes the
+    canonical ``0x7FC0`` first (adding ``0x7FFF`` to a NaN whose mantissa is all ones carries into the sign bit and
+    leaves ``-0.0``: a whole row normalized to zeros), then ``0x7FFF`` plus the lowest kept bit is added and the top
+    16 bits are reinterpreted as bf16, with no float conversion at all.
+    """
+    if ty == tl.bfloat16 and INTERPRETED:
+        bits = v.to(tl.uint32, bitcast=True)
+        bits = tl.where(v != v, 0x7FC00000, bits + 0x7FFF + ((bits >> 16) & 1))
+        return (bits >> 16).to(tl.uint16).to(tl.bfloat16, bitcast=True)
+    else:
+        return v.to(ty)
 
 
 @triton.jit
@@ -86,16 +127,16 @@ def rms_norm_fwd_kernel(
     cols = tl.arange(0, BLOCK_SIZE)
     col_mask = cols < n_cols
     mask = (rows < n_rows)[:, None] & col_mask[None, :]
-    x = tl.load(X_ptr + rows[:, None] * X_row_stride + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+    x = to_fp32(tl.load(X_ptr + rows[:, None] * X_row_stride + cols[None, :], mask=mask, other=0.0))
     mean_sq = tl.sum(x * x, axis=1) / n_cols
     rstd = 1.0 / tl.sqrt(mean_sq + eps)
     y = x * rstd[:, None]
     if HAS_WEIGHT:
         # loaded in the tile's shape (each row of the tile reads it, from cache): the same vector accesses as x,
         # where a [BLOCK_SIZE] load would give each thread one element and then shuffle it through shared memory
-        w = tl.load(W_ptr + rows[:, None] * 0 + cols[None, :], mask=col_mask[None, :], other=0.0).to(tl.float32)
+        w = to_fp32(tl.load(W_ptr + rows[:, None] * 0 + cols[None, :], mask=col_mask[None, :], other=0.0))
         y = y * w
-    tl.store(Y_ptr + rows[:, None] * Y_row_stride + cols[None, :], y.to(Y_ptr.dtype.element_ty), mask=mask)
+    tl.store(Y_ptr + rows[:, None] * Y_row_stride + cols[None, :], round_to(y, Y_ptr.dtype.element_ty), mask=mask)
 
 
 @triton.jit
@@ -132,27 +173,27 @@ def rms_norm_bwd_kernel(
         row = pid * ROWS_PER_PROGRAM + i
         m = mask & (row < n_rows)
         # first read: the two row sums; evict_last keeps the row in cache for the second read
-        x = tl.load(X_ptr + row * X_row_stride + cols, mask=m, other=0.0, eviction_policy="evict_last").to(tl.float32)
+        x = to_fp32(tl.load(X_ptr + row * X_row_stride + cols, mask=m, other=0.0, eviction_policy="evict_last"))
         g = tl.load(DY_ptr + row * DY_row_stride + cols, mask=m, other=0.0, eviction_policy="evict_last")
-        g = g.to(tl.float32)
+        g = to_fp32(g)
         if HAS_WEIGHT:
-            g = g * tl.load(W_ptr + cols, mask=mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
+            g = g * to_fp32(tl.load(W_ptr + cols, mask=mask, other=0.0, eviction_policy="evict_last"))
         rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) / n_cols + eps)
         mean_gn = rstd * tl.sum(g * x, axis=0) / n_cols  # mean(g * n) with n = x * rstd
         # second read (the last use of the row: evict_first), so x, dy and w need not stay in registers meanwhile
         if HAS_WEIGHT:
-            w = tl.load(W_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+            w = to_fp32(tl.load(W_ptr + cols, mask=mask, other=0.0))
         n = tl.load(X_ptr + row * X_row_stride + cols, mask=m, other=0.0, eviction_policy="evict_first")
-        n = n.to(tl.float32) * rstd
+        n = to_fp32(n) * rstd
         dy = tl.load(DY_ptr + row * DY_row_stride + cols, mask=m, other=0.0, eviction_policy="evict_first")
-        dy = dy.to(tl.float32)
+        dy = to_fp32(dy)
         dw_acc += dy * n
         if HAS_WEIGHT:
             g = dy * w
         else:
             g = dy
         dx = rstd * (g - n * mean_gn)
-        tl.store(DX_ptr + row * DX_row_stride + cols, dx.to(DX_ptr.dtype.element_ty), mask=m)
+        tl.store(DX_ptr + row * DX_row_stride + cols, round_to(dx, DX_ptr.dtype.element_ty), mask=m)
     if HAS_WEIGHT:
         tl.store(DW_partial_ptr + pid * n_cols + cols, dw_acc, mask=mask)
 
