@@ -282,3 +282,21 @@ def test_lesson_01s_tolerance_sentence_matches_the_table():
     assert ulps[torch.float16] == 1 and ulps[torch.bfloat16] == 1 and ulps[torch.float32] > 1, ulps
     prose = " ".join(_markdown(next(p for p in LESSONS if p.name.startswith("01_"))).split())
     assert "one unit in the last place (the dtype's machine epsilon) for fp16 and bf16. For fp32 it is wider" in prose
+
+
+# --- lesson 05: what the peer's CSV shows -------------------------------------------------------------------------
+
+def test_lesson_05s_reading_of_the_peers_forward_holds_in_the_csv():
+    import pandas as pd
+
+    raw = pd.read_csv(ROOT / "data" / "liger_rms_norm_a100.csv")
+    fwd = raw[(raw.metric_name == "speed") & (raw.kernel_operation_mode == "forward")]
+    liger = fwd[fwd.kernel_provider == "liger"].set_index("x_value")
+    hf = fwd[fwd.kernel_provider == "huggingface"].set_index("x_value")
+    # "20-80 % bands that never overlap"
+    assert (liger.y_value_80 < hf.y_value_20).all()
+    # "faster per byte as rows widen, reaching its highest GB/s at 32768 columns" (bytes grow with the width)
+    per_column = (liger.y_value_50 / liger.index).sort_index()
+    assert per_column.is_monotonic_decreasing and per_column.idxmin() == 32768
+    prose = " ".join(_markdown(next(p for p in LESSONS if p.name.startswith("05_"))).split())
+    assert "20-80 % bands that never overlap" in prose and "reaching its highest GB/s at 32768 columns" in prose
