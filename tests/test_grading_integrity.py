@@ -137,5 +137,12 @@ def test_prose_naming_the_solutions_folder_is_not_a_path():
 
 
 def test_source_scan_finds_builtins_shadowed_by_definitions():
-    found = static_evidence(["def exec(code, *a):\n    pass", "from os import open as open"])
-    assert [w for _, w in found] == ["defines its own exec", "imports a name over the builtin open"], found
+    found = static_evidence(["def exec(code, *a):\n    pass", "from os import path as compile"])
+    assert [w for _, w in found] == ["defines its own exec", "imports a name over the builtin compile"], found
+
+
+def test_a_builtins_name_the_agent_does_not_run_on_is_the_learners():
+    """Issue 35: ``type = row["route"]`` made a notebook "tampered", every part at zero; only the names the grader's
+    agent is started with (exec, compile, __builtins__) are the grader's."""
+    assert static_evidence(["type = 'fp16'", "print = len", "def open(p):\n    return p", "from os import open",
+                            "getattr = None\nisinstance = None"]) == []
