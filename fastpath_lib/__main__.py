@@ -1,5 +1,5 @@
-"""Command line: ``python -m fastpath_lib COMMAND ...`` (``selftest``, ``explain``, ``bench``, ``compare``, ``evidence``,
-``threshold``, ``capture``, ``grade``, ``release``, ``autograde``)."""
+"""Command line: ``python -m fastpath_lib COMMAND ...`` (``selftest``, ``explain``, ``bench``, ``compare``,
+``evidence``, ``threshold``, ``capture``, ``grade``, ``release``, ``autograde``)."""
 
 from __future__ import annotations
 

@@ -95,10 +95,13 @@ class CaseSpec:
     def build(self, seed: int = 0, device: str | torch.device | None = None) -> "BuiltCase":
         """Allocate poisoned buffers and fill the views with seeded random values."""
         dev = torch.device(device or self.device or ("cuda" if torch.cuda.is_available() else "cpu"))
-        gen = torch.Generator(device="cpu").manual_seed(seed)
+        # drawn where they are used: on CUDA a device generator in float32 (drawing a 16384 x 4096 input in float64
+        # on the host and copying it over takes seconds); on the CPU a float64 CPU generator, as always
+        draw = (dev, torch.float32) if dev.type == "cuda" else (torch.device("cpu"), torch.float64)
+        gen = torch.Generator(device=draw[0]).manual_seed(seed)
         shape = self.shape
         x, xbuf = _strided_view(shape, self.dtype, self.layout, self.pad, self.offset, dev)
-        vals = (torch.randn(shape, generator=gen, dtype=torch.float64) * self.scale)
+        vals = (torch.randn(shape, generator=gen, dtype=draw[1], device=draw[0]) * self.scale)
         with torch.no_grad():
             x.copy_(vals.to(self.dtype))
         w = wbuf = None
@@ -106,7 +109,7 @@ class CaseSpec:
             wdtype = self.dtype if self.weight == "same" else self.weight
             wshape = (shape[-2], shape[-1]) if self.norm_dims == 2 else (shape[-1] + self.weight_cols,)
             n, step, off = math.prod(wshape), self.weight_step, self.weight_offset
-            vals = (1.0 + 0.5 * torch.randn(wshape, generator=gen, dtype=torch.float64)).to(wdtype)
+            vals = (1.0 + 0.5 * torch.randn(wshape, generator=gen, dtype=draw[1], device=draw[0])).to(wdtype)
             wbuf = torch.full((n * max(step, 1) + off + 16,), POISON, dtype=wdtype, device=dev)
             if step == 0:  # one value, expanded
                 w = wbuf[off:off + 1].expand(wshape)

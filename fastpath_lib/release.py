@@ -33,7 +33,6 @@ import argparse
 import ast
 import re
 import shutil
-import stat
 import sys
 import zipfile
 from pathlib import Path
@@ -63,8 +62,11 @@ GRADER_ONLY: dict[str, str] = {
 #: What a learner is handed besides the library (paths relative to the checkout's root; folders are copied whole).
 STUDENT_FILES = ("notebooks", "exercises", "data", "upstream", "docs", "pyproject.toml", "constraints.txt",
                  "environment.yml", "kit", ".jupyter", ".gitignore")
-#: Of :data:`STUDENT_FILES`, those a release is not made without.
-_REQUIRED = ("notebooks", "exercises", "data", "pyproject.toml", "constraints.txt", "kit", "README.md", "fastpath_lib")
+#: Gradescope's ``setup.sh`` and ``run_autograder``, ``grade`` for CI and the autograder's README.
+_SCRIPTS = "tools/autograder"
+#: What a release is not made without (the student files above, the library, the autograder's scripts).
+_REQUIRED = ("notebooks", "exercises", "data", "pyproject.toml", "constraints.txt", "kit", "README.md", "fastpath_lib",
+             _SCRIPTS)
 #: The autograder's copy of the exercise notebooks, whose check cells the grader restores.
 CHECK_CELLS = "check-cells"
 #: What the autograder holds besides the library and the check cells (exercise 12's rule compares a learner's tests
@@ -280,82 +282,6 @@ def student(root: Path, out: Path) -> list[str]:
 # --- the autograder -------------------------------------------------------------------------------------------------
 
 
-_SETUP = """\
-#!/usr/bin/env bash
-# Gradescope runs this once, as root, when it builds the autograder's image (the zip unpacked in /autograder/source).
-# Pick Gradescope's Ubuntu 24.04 base image (Python 3.12): the pins in constraints.txt need Python 3.11 or newer.
-set -euo pipefail
-cd "$(dirname "$0")"
-export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
-apt-get install -y -qq python3 python3-venv python3-pip >/dev/null
-apt-get install -y -qq bubblewrap >/dev/null || echo "setup.sh: no bubblewrap; the learner's kernel runs unisolated" >&2
-python3 -m venv .venv
-.venv/bin/python -m pip install -q --upgrade pip
-# the CPU build of torch (PyPI's Linux torch is the multi-GB CUDA build); grading runs in Triton's interpreter
-TORCH=$(grep -E '^torch==' constraints.txt)
-.venv/bin/python -m pip install -q --index-url https://download.pytorch.org/whl/cpu "$TORCH"
-.venv/bin/python -m pip install -q -c constraints.txt -e . nbclient nbformat ipykernel jupyter_client
-"""
-
-_RUN = """\
-#!/usr/bin/env bash
-# Gradescope runs this for each submission: it grades /autograder/submission/**/*.ipynb and writes
-# /autograder/results/results.json. Elsewhere: AUTOGRADER_ROOT (instead of /autograder), FASTPATH_PYTHON (instead
-# of this folder's .venv), FASTPATH_ISOLATION (auto, bwrap or none; default auto), FASTPATH_TIMEOUT (seconds per
-# notebook), FASTPATH_EXERCISES (the assignment's exercises, e.g. ex01,ex02; default: assignment.txt, else any).
-set -uo pipefail
-AG=${AUTOGRADER_ROOT:-/autograder}
-HERE=$(cd "$(dirname "$0")" && pwd)
-if [ -d "$HERE/fastpath_lib" ]; then SRC=$HERE; else SRC=$AG/source; fi  # Gradescope copies this file to /autograder
-PY=${FASTPATH_PYTHON:-$SRC/.venv/bin/python}
-cd "$SRC"
-export PYTHONPATH="$SRC${PYTHONPATH:+:$PYTHONPATH}"  # this folder's library, in the grader and in the kernel
-EX=${FASTPATH_EXERCISES:-}  # the assignment's exercises: a per-exercise zip names its own in assignment.txt
-if [ -z "$EX" ] && [ -f "$SRC/assignment.txt" ]; then EX=$(cat "$SRC/assignment.txt"); fi
-exec "$PY" -m fastpath_lib autograde gradescope --submission "$AG/submission" --results "$AG/results" \\
-  --isolation "${FASTPATH_ISOLATION:-auto}" --timeout "${FASTPATH_TIMEOUT:-300}" --exercises "$EX"
-"""
-
-_GRADE = """\
-#!/usr/bin/env bash
-# The release's grader from a shell or CI:  ./grade [grade's options] NOTEBOOK_OR_FOLDER...
-#   ./grade submissions/                       a score table (exit 1 unless every part passed)
-#   ./grade --format gradescope --output results.json submissions/
-# Other layouts:  ./grade autograde {gradescope,prairielearn,nbgrader} ...  (python -m fastpath_lib autograde --help)
-# FASTPATH_PYTHON picks the Python (default: this folder's .venv, made by setup.sh).
-set -euo pipefail
-HERE=$(cd "$(dirname "$0")" && pwd)
-PY=${FASTPATH_PYTHON:-$HERE/.venv/bin/python}
-export PYTHONPATH="$HERE${PYTHONPATH:+:$PYTHONPATH}"
-if [ "${1:-}" = autograde ]; then shift; exec "$PY" -m fastpath_lib autograde "$@"; fi
-exec "$PY" -m fastpath_lib grade "$@"
-"""
-
-_AUTOGRADER_README = """\
-# Fastpath Kit autograder (instructors only)
-
-Made by `python -m fastpath_lib release`. Do not hand this folder to students: it holds the checks' seeded faults,
-broken ops and answer keys. `check-cells/` holds the exercise notebooks as released; the grader restores every
-check cell of a submission from them. See the kit's `docs/course-release.md`.
-
-- Gradescope: upload `autograder.zip` (this folder's files at its root; it grades whichever exercise a notebook is)
-  or, for an assignment of one exercise, `gradescope/exNN.zip` (the same with `assignment.txt` naming it: another
-  exercise's notebook is not counted, a missing one scores zero). `setup.sh` builds the image, `run_autograder`
-  grades `/autograder/submission/**/*.ipynb` into `/autograder/results/results.json`.
-- CI or a shell: `./setup.sh` once (or FASTPATH_PYTHON=your venv's python), then `./grade FOLDER`.
-- PrairieLearn-style runner: `./grade autograde prairielearn --job /grade` (reads /grade/student, writes
-  /grade/results/results.json).
-- nbgrader's layout: `./grade autograde nbgrader submitted/ --out grades/` (submitted/<student>/<assignment>/*.ipynb).
-"""
-
-
-def _write(path: Path, text: str, executable: bool = False) -> None:
-    path.write_text(text, encoding="utf-8")
-    if executable:
-        path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
-
-
 def autograder(root: Path, out: Path) -> Path:
     """Write the autograder folder ``out``, its zip beside it (``<out>.zip``) and one zip per exercise in
     ``gradescope/`` beside it (``exNN.zip``, whose ``assignment.txt`` pins the exercise); returns the first zip's
@@ -369,10 +295,8 @@ def autograder(root: Path, out: Path) -> Path:
     cells.mkdir()
     for nb in sorted((root / "exercises").glob("ex[0-9][0-9]_*.ipynb")):
         shutil.copy2(nb, cells / nb.name)
-    _write(out / "README.md", _AUTOGRADER_README)
-    _write(out / "setup.sh", _SETUP, executable=True)
-    _write(out / "run_autograder", _RUN, executable=True)
-    _write(out / "grade", _GRADE, executable=True)
+    for path in sorted((root / _SCRIPTS).iterdir()):  # setup.sh, run_autograder, grade, README.md (modes kept)
+        shutil.copy2(path, out / path.name)
     archive = out.with_suffix(".zip")
     _zip(out, archive)
     per = out.parent / "gradescope"

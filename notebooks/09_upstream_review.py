@@ -165,17 +165,20 @@ print("traced on FakeTensors:", [str(n.target) for n in graph.graph.nodes if n.o
 # decided inside the op on every call, which takes the composite when a check fails. A check that runs at trace time
 # reads only what a FakeTensor knows.
 #
-# The file a learner submits to vLLM cannot import the kit. `tools/make_upstream.py` generates it in `upstream/`
-# from the kit's one implementation: the kernels, the launch rule and the row helpers are copied by name; the glue
-# registers vLLM-style opaque ops, each with a fake implementation. `tests/test_vllm_upstream.py` checks that it is
-# current and within vLLM's pre-commit rules. Its size, its imports from vLLM and its registrations:
+# The change a learner proposes to vLLM cannot import the kit. `tools/make_upstream.py` generates it in `upstream/`,
+# a patch against the pinned vLLM release's files, from the kit's one implementation: the kernels are copied by name
+# into a new `vllm/kernels/triton/rms_norm.py` with a `triton_op` launcher (metadata checks only), and
+# `RMSNorm.forward_cuda` takes them where the platform and the call's metadata allow, vLLM's current path otherwise.
+# `tests/test_vllm_upstream.py` checks that it is current, applies, passes vLLM's ruff and mypy settings and computes
+# the reference's values. The files it changes, and its lines added and removed:
 
-# %%
-for path in sorted((runtime.ROOT / "upstream").glob("vllm_*.py")):
-    lines = path.read_text().splitlines()
-    print(f"{path.name}: {len(lines)} lines, {sum('@triton.jit' in line for line in lines)} Triton kernels")
-    print(*[line for line in lines if line.startswith(("from vllm", "import vllm"))], sep="\n")
-    print(*[line.strip() for line in lines if "direct_register_custom_op(" in line and "import" not in line], sep="\n")
+# %% tags=["nbval-ignore-output"]
+patch = (runtime.ROOT / "upstream" / "vllm_rms_norm_triton.patch").read_text()
+for chunk in patch.split("diff --git a/")[1:]:
+    lines = chunk.splitlines()
+    added = sum(line.startswith("+") and not line.startswith("+++") for line in lines)
+    removed = sum(line.startswith("-") and not line.startswith("---") for line in lines)
+    print(f"{chunk.split(' ', 1)[0]:48} +{added:<4} -{removed}")
 
 # %% [markdown]
 # <!-- upstream-reading: the section on how a maintainer reads the PR goes here (a later revision writes it). -->

@@ -53,3 +53,51 @@ def progressive(ctx):
         rows.append({"case": i})
         (ctx.out / "rows.json").write_text(json.dumps(rows))
         time.sleep(0.2)
+
+
+# --- the rehearsal: the whole plan on a simulated clock ------------------------------------------------------------
+
+class SimClock:
+    """A clock the rehearsal advances by each simulated step's seconds (``time.monotonic``'s stand-in)."""
+
+    def __init__(self, t: float = 1000.0):
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def promised_files(step) -> list[str]:
+    """The files a step's ``writes`` promise, ``ops/NAME/`` expanded to each op it serves other than RMSNorm and the
+    parenthesised remarks dropped (``results.csv (host-overhead rows)`` is ``results.csv``)."""
+    out = []
+    others = [o for o in step.ops if o != "rms_norm"] or ["fused_add_rms_norm"]
+    for w in step.writes:
+        w = w.split(" (")[0]
+        out += [w.replace("NAME", o) for o in others] if "NAME" in w else [w]
+    return out
+
+
+def simulated_runner(clock: SimClock, cost, grace_s: float = 5.0):
+    """A runner for :func:`fastpath_lib.bench.evidence.run_evidence`: each step takes ``cost(step)`` simulated seconds
+    and writes the files it promises; a step whose cost exceeds its budget is cut at the budget (plus the grace the
+    real run gives a cut step) and writes nothing."""
+
+    def run(step, staging, budget):
+        entry = {"name": step.name, "title": step.title, "budget_s": round(budget, 1), "min_s": step.min_s,
+                 "cut": False, "started_at": clock.t}
+        seconds = cost(step)
+        if seconds > budget:
+            clock.t += budget + grace_s
+            return dict(entry, status="failed", cut=True, why=f"cut: overran its budget of {budget:.0f} s",
+                        seconds=round(budget + grace_s, 1), outputs=[])
+        clock.t += seconds
+        files = promised_files(step)
+        for f in files:
+            path = staging / f
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if not path.exists():
+                path.write_text(f"simulated by {step.name}\n")
+        return dict(entry, status="ran", why="simulated", seconds=round(seconds, 1), outputs=sorted(files))
+
+    return run

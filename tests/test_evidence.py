@@ -8,7 +8,6 @@ import ast
 import importlib
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -41,27 +40,38 @@ def no_staging_left(parent: Path) -> bool:
     return not [p for p in parent.iterdir() if p.name.startswith(".")]
 
 
-#: The steps every registered op other than RMSNorm gets (issue 17), in order.
-OP_STEPS = ("matrix", "sweep", "replay", "compile_cost", "compiled")
-
-
-def test_plan_is_the_issue_order_and_every_step_exists():
+def test_plan_fits_its_budget_with_every_minimum_met_and_every_step_exists():
     names = [s.name for s in STEPS]
-    assert names == ["selftest", "gpu_tests", "core_tests", "sanitizer", "copy_bandwidth", "matrix", "sweep",
-                     "replay", "capture", "compile_cost", "compiled",
-                     *(f"fused_add_rms_norm_{s}" for s in OP_STEPS), "host", "pr_note"]
+    assert names == ["selftest", "gpu_tests", "core_tests", "matrix", "sweep", "capture", "fused_add_rms_norm_matrix",
+                     "replay", "compile_cost", "compiled", "host", "compiled_baselines", "pr_note"]
     assert max(i for i, n in enumerate(names) if n.endswith("matrix")) < names.index("host")  # after every matrix
-    split = evidence.budget_split(480)  # every registered op gets a share; manifest.json records it
-    assert set(split) == {"shared", "rms_norm", "fused_add_rms_norm"} and "host" in split["shared"]["steps"]
-    assert sum(e["nominal_s"] for e in split.values()) == pytest.approx(480, abs=0.5)
-    assert split["fused_add_rms_norm"]["steps"] == [f"fused_add_rms_norm_{s}" for s in OP_STEPS]
-    for s in STEPS:
+    assert evidence.DEFAULT_BUDGET_S == 420
+    from fastpath_lib.bench.preflight import PREFLIGHT_S
+
+    ok, line = evidence.fits(420, STEPS, PREFLIGHT_S)
+    assert ok, line
+    for s in STEPS:  # a fixed minimum that covers a step's start, and where its expected cost comes from
+        assert s.min_s >= evidence.START_S + 3 and s.est_s and s.basis.split(":")[0] in ("measured", "estimate"), s
         module, func = s.target.split(":")
-        home = importlib.import_module(module)
-        assert module.startswith("fastpath_lib.bench.") and callable(getattr(home, func)), s.name
-    budgets = evidence.plan(480)
-    assert sum(b for _, b in budgets) == pytest.approx(480)
-    assert dict((s.name, b) for s, b in budgets)["matrix"] == max(b for _, b in budgets)
+        assert module.startswith("fastpath_lib.bench.") and callable(getattr(importlib.import_module(module), func))
+    budgets = dict((s.name, b) for s, b in evidence.plan(420 - PREFLIGHT_S))
+    assert sum(budgets.values()) == pytest.approx(420 - PREFLIGHT_S)
+    assert all(budgets[s.name] >= s.min_s for s in STEPS)
+    assert not evidence.fits(sum(s.min_s for s in STEPS) + PREFLIGHT_S - 1, STEPS, PREFLIGHT_S)[0]
+    # the sanitizer is opt-in, and a plan with it says it needs a bigger budget
+    assert "sanitizer" not in names and "sanitizer" in [s.name for s in evidence.all_steps(("sanitizer",))]
+    assert not evidence.fits(420, evidence.all_steps(("sanitizer",)), PREFLIGHT_S)[0]
+    split = evidence.budget_split(420)  # every registered op gets a share; manifest.json records it
+    assert set(split) == {"shared", "rms_norm", "fused_add_rms_norm"} and "host" in split["shared"]["steps"]
+    assert sum(e["nominal_s"] for e in split.values()) == pytest.approx(420, abs=0.5)
+    assert "sweep" in split["fused_add_rms_norm"]["steps"] and "sweep" in split["rms_norm"]["steps"]
+
+
+def test_each_step_starts_with_its_minimum_plus_a_share_of_the_slack():
+    a, b, c = (Step(n, "", w, "m:f", min_s=m) for n, w, m in (("a", 1, 10), ("b", 1, 30), ("c", 2, 10)))
+    assert evidence.allot(90, (a, b, c)) == pytest.approx(10 + 40 / 4)
+    assert evidence.allot(50, (a, b, c)) == 10  # no slack: the minimum
+    assert evidence.allot(5, (a, b, c)) == 10  # the run loop skips it (less left than its minimum)
 
 
 def test_manifest_records_every_step_and_keeps_partial_results(tmp_path):
@@ -70,7 +80,8 @@ def test_manifest_records_every_step_and_keeps_partial_results(tmp_path):
              fake("fifth", "crash"))
     status, folder = run_evidence(out, budget_s=120, steps=steps, log=lambda m: None)
     assert status == 1 and folder == out and out.is_dir() and no_staging_left(tmp_path)
-    assert not (out / INCOMPLETE_MARKER).exists()
+    marker = (out / INCOMPLETE_MARKER).read_text()  # a failed or skipped step leaves the folder marked partial
+    assert marker.startswith("partial") and "third: failed" in marker and "second: skipped" in marker
     m = manifest(out)
     s = steps_by_name(m)
     assert [x["name"] for x in m["steps"]] == ["first", "second", "third", "fourth", "fifth"]
@@ -86,7 +97,8 @@ def test_manifest_records_every_step_and_keeps_partial_results(tmp_path):
     for x in m["steps"]:
         assert x["seconds"] >= 0 and x["budget_s"] > 0 and x["cut"] is False
     assert m["failed"] == ["third", "fifth"] and m["exit_status"] == 1
-    assert m["counts"] == {"ran": 2, "skipped": 1, "failed": 2}
+    assert m["counts"] == {"ran": 2, "skipped": 1, "partial": 0, "failed": 2}
+    assert m["complete"] is False and len(m["missing"]) == 3
     assert m["budget_split"]["shared"]["steps"] == [x["name"] for x in m["steps"]]  # simulated steps serve no op
 
 
@@ -193,15 +205,20 @@ def test_sigterm_stops_the_step_and_still_finishes_the_folder(tmp_path):
 
 
 def test_dry_run_prints_the_plan_and_checks_imports(capsys):
-    assert evidence.dry_run(480, collect=False) == 0
+    from fastpath_lib.bench.preflight import PREFLIGHT_S
+
+    assert evidence.dry_run(420, collect=False) == 0
     text = capsys.readouterr().out
-    plan = evidence.plan(480)
+    plan = evidence.plan(420 - PREFLIGHT_S)
     width = max(len(s.name) for s, _ in plan)  # the names are padded to the longest one
     for s, b in plan:
-        assert f"{s.name:<{width}} {b:6.0f} s" in text, s.name
-    assert "everything the steps need imports" in text and "compute-sanitizer:" in text
+        assert f"{s.name:<{width}} {s.min_s:3.0f} s {s.est_s:5.0f} s {b:4.0f} s" in text, s.name
+        assert f"cost: {s.basis}" in text
+    assert "the plan fits and everything the steps need imports" in text and "left out by default: sanitizer" in text
+    assert evidence.dry_run(300, collect=False) == 1  # the minimums do not fit
+    assert "PROBLEM: the plan does not fit its budget" in capsys.readouterr().out
     broken = (Step("x", "needs a missing module", 1, "tests.evidence_fakes:ok", needs=("no_such_module_xyz",)),)
-    assert evidence.dry_run(60, broken, collect=False) == 1
+    assert evidence.dry_run(420, broken, collect=False) == 1
     assert "cannot import no_such_module_xyz" in capsys.readouterr().out
 
 
@@ -237,7 +254,7 @@ def test_without_cuda_it_exits_nonzero_naming_cuda_and_writes_nothing(tmp_path, 
     out = tmp_path / "ev"
     assert main(["--out", str(out)]) == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "CUDA" in err
+    assert err.startswith("error: the evidence preflight refused") and "cuda: no CUDA device" in err
     assert list(tmp_path.iterdir()) == []
     # and as the command a GPU operator would type, from a plain checkout
     res = subprocess.run([sys.executable, "-m", "fastpath_lib", "evidence", "--out", str(out)], cwd=ROOT,
@@ -251,7 +268,7 @@ def test_real_steps_run_in_the_same_machinery(tmp_path):
     import pandas as pd
 
     out = tmp_path / "ev"
-    steps = tuple(s for s in STEPS if s.name in ("host", "compiled", "pr_note"))
+    steps = tuple(s for s in STEPS if s.name in ("host", "pr_note"))
     status, _ = run_evidence(out, budget_s=300, steps=steps, log=lambda m: None)
     s = steps_by_name(manifest(out))
     assert status == 0, s
@@ -263,10 +280,7 @@ def test_real_steps_run_in_the_same_machinery(tmp_path):
         assert first in ids and {i for i in ids if i.startswith("vllm_")}, (table, ids)  # vLLM's rows (run or skipped)
     note = (out / "pr_note.md").read_text()
     assert "Host cost of the dispatch" in note and "host_decode_m1_fp16" in note
-    if s["compiled"]["status"] == "ran":  # compiling for sm_90 needs no GPU
-        assert "compiled.json" in s["compiled"]["outputs"] and "| forward | sm_90 |" in note
-    else:
-        assert s["compiled"]["status"] == "skipped" and "not recorded in this run" in note
+    assert "not recorded in this run" in note  # no compiled facts in this run, and the note says so
 
 
 def test_sanitizer_step_records_absence_refusal_errors_and_success(tmp_path, monkeypatch):
@@ -296,14 +310,16 @@ def test_sanitizer_step_records_absence_refusal_errors_and_success(tmp_path, mon
 
 
 def test_test_steps_stop_between_tests_at_their_budget_and_keep_the_junit(tmp_path):
-    # the soft deadline is 15 s in (budget less 15 s): past pytest's start-up and collection (seconds on a busy 2-core
-    # machine), only the first tests run
-    ctx = evidence_steps.StepContext(out=tmp_path, budget_s=30, started=time.monotonic())
+    # the soft deadline is 30 s in (the step's deadline, 45 s, less 15 s): past pytest's start-up and collection
+    # (up to 25 s on a busy 2-core machine), only the first tests run
+    ctx = evidence_steps.StepContext(out=tmp_path, budget_s=50, started=time.monotonic())
     res = evidence_steps.core_tests(ctx)
-    assert res["status"] == "ran", res
+    assert res["status"] == "partial", res  # stopped early: not "ran"
     assert "stopped at the time budget" in res["why"]
     counts = res["details"]
     assert counts["tests"] >= 1 and counts["failures"] == counts["errors"] == 0
+    assert counts["collected"] > counts["run"] == counts["tests"]
+    assert f"of {counts['collected']} collected" in res["why"]
     assert (tmp_path / "tests" / "core.xml").exists() and (tmp_path / "tests" / "core.txt").exists()
 
 
@@ -343,19 +359,39 @@ def test_the_matrix_writes_what_it_has_as_it_goes(tmp_path, monkeypatch):
     assert set(ok.case_id) == {cases[0].id, cases[1].id}
 
 
-def test_each_job_is_one_step_function_for_every_op():
-    """RMSNorm's step and another op's step of the same job run the same function (it reads ``ctx.op``): no twin."""
+def test_each_job_is_one_step_for_every_op():
+    """One step per job, one function per job: the matrix is a step per op (the same function, reading ``ctx.op``);
+    every other job's step serves every op in one process (each process start costs a torch import and CUDA's)."""
     from fastpath_lib.bench import evidence_steps
     from fastpath_lib.bench.evidence import STEPS
 
     by_name = {s.name: s for s in STEPS}
-    for job, rms_step in (("matrix", "matrix"), ("sweep", "sweep"), ("replay", "replay"),
-                          ("compile_cost", "compile_cost"), ("compiled", "compiled")):
-        other = by_name[f"fused_add_rms_norm_{job}"]
-        assert other.target == by_name[rms_step].target, job
-        assert (other.op, by_name[rms_step].op) == ("fused_add_rms_norm", "rms_norm"), job
+    assert by_name["fused_add_rms_norm_matrix"].target == by_name["matrix"].target
+    assert (by_name["fused_add_rms_norm_matrix"].ops, by_name["matrix"].ops) == (("fused_add_rms_norm",),
+                                                                                  ("rms_norm",))
+    for job in ("sweep", "replay", "compile_cost", "compiled", "compiled_baselines"):
+        assert by_name[job].ops == ("rms_norm", "fused_add_rms_norm"), job
+        assert f"fused_add_rms_norm_{job}" not in by_name
     twins = [n for n in evidence_steps.__all__ if n.startswith("op_") and n != "op_host"]
     assert not twins, twins
+
+
+def test_a_step_of_several_ops_runs_each_reports_the_worst_and_keeps_going(tmp_path):
+    ctx = evidence_steps.StepContext(out=tmp_path, budget_s=60, started=time.monotonic(),
+                                     op="rms_norm,fused_add_rms_norm")
+    seen = []
+
+    def part(spec, deadline):
+        seen.append((spec.name, round(deadline - time.monotonic())))
+        if spec.name == "rms_norm":
+            raise RuntimeError("simulated")
+        return {"status": "partial", "why": "half", "details": {"collected": 2, "run": 1}}
+
+    res = evidence_steps._each_op(ctx, part)
+    assert [n for n, _ in seen] == ["rms_norm", "fused_add_rms_norm"]
+    assert seen[0][1] == pytest.approx(ctx.left() / 2, abs=2)  # an equal share of what is left, each
+    assert res["status"] == "failed" and "simulated" in res["why"] and "half" in res["why"]
+    assert res["details"]["fused_add_rms_norm"] == {"collected": 2, "run": 1}
 
 
 def test_rms_norm_matrix_step_runs_on_the_generic_runner_into_the_staging_folder(tmp_path, monkeypatch):
@@ -387,3 +423,142 @@ def test_rms_norm_matrix_step_runs_on_the_generic_runner_into_the_staging_folder
     assert seen == [declared[0]] and env["op"] == "rms_norm" and env["evidence_run"]
     assert env["declared_cases"] == declared and list(dict.fromkeys(df.case_id)) == declared
     assert set(df[df.case_id != declared[0]].status) == {"not run"} and f"1 of {len(declared)}" in res["why"]
+
+
+# --- the rehearsal: the default plan, driven end to end on a simulated clock ----------------------------------------
+
+def _rehearse(tmp_path, cost, budget_s=evidence.DEFAULT_BUDGET_S, preflight_s=20.0):
+    from tests.evidence_fakes import SimClock, simulated_runner
+
+    clock = SimClock()
+    clock.t += preflight_s  # main() runs the preflight first and gives the run what is left of the budget
+    out = tmp_path / "ev"
+    status, folder = run_evidence(out, budget_s=budget_s - preflight_s, steps=STEPS, log=lambda m: None,
+                                  clock=clock, runner=simulated_runner(clock, cost))
+    return status, folder, manifest(folder), clock.t - 1000.0
+
+
+def test_rehearsal_every_step_of_the_default_plan_starts_fits_and_writes_what_it_promises(tmp_path):
+    """Each step costs what the plan expects of it (``est_s``): every step starts with at least its minimum, ends
+    within its budget, writes the files it promises, and the whole run, preflight included, ends within 420 s with the
+    folder complete."""
+    from tests.evidence_fakes import promised_files
+
+    status, folder, m, elapsed = _rehearse(tmp_path, lambda s: s.est_s)
+    assert status == 0 and m["complete"] is True and m["missing"] == [] and not (folder / INCOMPLETE_MARKER).exists()
+    assert elapsed <= evidence.DEFAULT_BUDGET_S
+    for step, entry in zip(STEPS, m["steps"]):
+        assert entry["status"] == "ran", entry
+        assert entry["budget_s"] >= step.min_s and entry["seconds"] <= entry["budget_s"], entry
+        for f in promised_files(step):
+            assert (folder / f).is_file() and f in entry["outputs"], (step.name, f)
+
+
+def test_rehearsal_when_every_step_takes_half_again_its_estimate(tmp_path):
+    """A slower machine: every step takes 1.5x its estimate. The run still ends within its budget (cuts included),
+    every step is recorded, none starts with less than its minimum, and the folder stays marked partial, naming what
+    is missing; the files of the steps that ran are there."""
+    from tests.evidence_fakes import promised_files
+
+    status, folder, m, elapsed = _rehearse(tmp_path, lambda s: 1.5 * s.est_s)
+    assert elapsed <= evidence.DEFAULT_BUDGET_S + evidence._GRACE_S
+    assert [e["name"] for e in m["steps"]] == [s.name for s in STEPS]
+    not_ran = [e for e in m["steps"] if e["status"] != "ran"]
+    assert not_ran and m["complete"] is False
+    marker = (folder / INCOMPLETE_MARKER).read_text()
+    for e in not_ran:
+        assert e["name"] in marker and e.get("why")
+    for step, e in zip(STEPS, m["steps"]):
+        if e["status"] == "skipped":
+            assert "budget ran out" in e["why"]
+        else:
+            assert e["budget_s"] >= step.min_s
+        if e["status"] == "ran":
+            assert all((folder / f).is_file() for f in promised_files(step))
+
+
+# --- the preflight -------------------------------------------------------------------------------------------------
+
+def _no_probe(timeout):
+    raise AssertionError("the device checks ran without CUDA")
+
+
+def _probe(**over):
+    res = {"jit": {"ok": True, "detail": "one launch"}, "capture": {"ok": True, "detail": "replayed"},
+           "memory": {"free_gib": 70.0, "total_gib": 79.6}, "device_name": "NVIDIA H100 80GB HBM3",
+           "capability": "sm_90"}
+    res.update(over)
+    return lambda timeout: res
+
+
+def _failed(checks):
+    return {c["check"]: c["detail"] for c in checks if not c["ok"]}
+
+
+def test_preflight_without_cuda_refuses_and_says_why(tmp_path):
+    from fastpath_lib.bench.preflight import preflight, refusal, toolchain
+
+    ok, checks = preflight(420, STEPS, cuda=False, probe=_no_probe, launcher=True,
+                           tools=lambda: toolchain(which=lambda n: None, environ={}, include=str(tmp_path)))
+    bad = _failed(checks)
+    assert not ok and set(bad) == {"cuda", "toolchain"}, checks
+    assert "no CUDA device" in bad["cuda"]
+    assert "no C compiler" in bad["toolchain"] and f"no Python.h in {tmp_path}" in bad["toolchain"]
+    text = refusal(checks)
+    assert text.startswith("error: the evidence preflight refused") and "  cuda: no CUDA device" in text
+    ok, checks = preflight(420, STEPS, cuda=True, interpreter=True, probe=_no_probe, launcher=False)
+    assert not ok and "TRITON_INTERPRET" in _failed(checks)["cuda"]
+
+
+def test_preflight_runs_the_device_checks_and_refuses_each_failure():
+    from fastpath_lib.bench.preflight import MIN_FREE_GIB, preflight
+
+    run = dict(cuda=True, interpreter=False, launcher=False)
+    ok, checks = preflight(420, STEPS, probe=_probe(), **run)
+    assert ok and [c["check"] for c in checks] == ["cuda", "toolchain", "plan", "jit_launch", "graph_capture",
+                                                   "memory", "device_name"], checks
+    assert "NVIDIA H100 80GB HBM3 (sm_90)" in checks[-1]["detail"]
+    for probe, failed in ((_probe(jit={"ok": False, "detail": "RuntimeError: Failed to find C compiler"}),
+                           "jit_launch"),
+                          (_probe(capture={"ok": False, "detail": "operation not permitted when stream is capturing"}),
+                           "graph_capture"),
+                          (_probe(memory={"free_gib": MIN_FREE_GIB - 1, "total_gib": 80.0}), "memory"),
+                          (lambda t: {"error": f"the device checks did not finish within {t:.0f} s"}, "device")):
+        ok, checks = preflight(420, STEPS, probe=probe, **run)
+        assert not ok and list(_failed(checks)) == [failed], checks
+    ok, checks = preflight(300, STEPS, probe=_probe(), **run)  # the plan's minimums do not fit
+    assert not ok and list(_failed(checks)) == ["plan"] and "do NOT fit 300 s" in _failed(checks)["plan"]
+
+
+def test_toolchain_is_found_the_way_triton_finds_it(tmp_path):
+    import triton
+
+    from fastpath_lib.bench.preflight import needs_c_launcher, toolchain
+
+    (tmp_path / "Python.h").write_text("")
+    assert toolchain(which=lambda n: None, environ={"CC": "/opt/cc"}, include=str(tmp_path))["ok"]
+    assert toolchain(which=lambda n: f"/usr/bin/{n}" if n == "clang" else None, environ={},
+                     include=str(tmp_path))["detail"].startswith("C compiler /usr/bin/clang")
+    # Triton 3.6 builds a C launcher at first launch (the GPU machine's), 3.8 does not
+    major, minor = (int(v) for v in triton.__version__.split(".")[:2])
+    assert needs_c_launcher() is ((major, minor) < (3, 7))
+
+
+def test_the_pr_note_says_a_test_suite_stopped_early_and_the_run_is_partial():
+    from fastpath_lib import opspec
+    from fastpath_lib.bench.report import pr_note
+    from tests.test_pr_concise import _frame
+
+    df = _frame(opspec.get("rms_norm"))
+    env = {"gpu_measurement": True, "device_name": "NVIDIA H100 80GB HBM3", "compute_capability": "sm_90",
+           "op": "rms_norm", "harness": {}}
+    manifest = {"steps": [{"name": "core_tests", "status": "partial", "why": "stopped",
+                           "details": {"collected": 285, "run": 40}},
+                          {"name": "gpu_tests", "status": "ran"}]}
+    note = pr_note(df=df, env=env, spec="rms_norm", manifest=manifest,
+                   tests={"core": {"tests": 40, "failures": 0, "errors": 0, "skipped": 0},
+                          "gpu": {"tests": 17, "failures": 0, "errors": 0, "skipped": 0}})
+    core = next(ln for ln in note.splitlines() if ln.startswith("- core:"))
+    assert "PARTIAL: stopped at the time budget after 40 of 285 collected tests" in core
+    assert "PARTIAL" not in next(ln for ln in note.splitlines() if ln.startswith("- gpu:"))
+    assert "PARTIAL: 1 step incomplete" in note and "`core_tests` stopped early (partial)" in note

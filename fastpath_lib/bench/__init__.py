@@ -16,7 +16,8 @@ cost and the host tables), ``vllmhost`` (vLLM's dispatch with the kit's provider
 by call counts), ``buildcost`` (ahead-of-time compile time and cache bytes), ``analysis`` (table arithmetic),
 ``plot``, ``results`` (folders, and which one is the recorded GPU run), ``reading`` (the names the lessons import from
 results and host), ``peer`` (a peer's published GPU data, read critically), ``drift``, ``report`` (the PR note),
-``evidence`` and ``evidence_steps`` (the one-command GPU run) with ``pytest_deadline``, and ``cli``.
+``evidence``, ``evidence_plan`` (its steps and budgets), ``preflight`` (what refuses a run that cannot succeed) and
+``evidence_steps`` (the one-command GPU run) with ``pytest_deadline``, and ``cli``.
 Importing the package (or one of its modules) imports no other module of it: each public name, and each module
 read as an attribute (``bench.matrix``), is imported from its module on first use (PEP 562), so a module an
 exercise forbids can be hidden from the grader's sandbox while the ones the notebooks import stay.

@@ -252,5 +252,8 @@ def threshold_main(argv: list[str] | None = None) -> int:
     widths = ", ".join(f"{w} cols: {r}" for w, r in info["per_width_crossover_rows"].items())
     print(f"{info['capability']}: min_rows {info['proposed_min_rows']} (from {info['source']}; crossover per width: "
           f"{widths})")
+    if info.get("missing"):
+        print(f"note: {info['source']} is a partial evidence run (its sweep finished); missing: "
+              + "; ".join(info["missing"]))
     print(f"wrote {info['written']}" if info["written"] else "--check: nothing written")
     return 0

@@ -2,11 +2,13 @@
 :mod:`~fastpath_lib.bench.step_process`, which defines :class:`StepContext`).
 
 A step is a function taking a :class:`StepContext` and returning ``None`` (it ran) or a dict ``{"status": "ran" |
-"skipped" | "failed", "why": ..., "details": {...}}``; an exception means it failed. Each writes its files into the
+"partial" | "skipped" | "failed", "why": ..., "details": {...}}``; an exception means it failed. "partial" is a step
+that stopped early at its deadline: its details say what it collected and what it ran. Each writes its files into the
 run's staging folder (``ctx.out``) as soon as it has them, so a later cut keeps what finished. A step of one job
-(matrix, sweep, replay, compile cost, compiled facts) is one function for every registered operator: it reads the op
-from ``ctx.op`` and its spec from the registry, and writes RMSNorm's files at the top of the folder, any other op's
-under ``ops/NAME/``.
+(matrix, sweep, replay, compile cost, compiled facts, compiled baselines) is one function for every registered
+operator: it reads the op(s) from ``ctx.op`` (a job's step serves every op in one process, :func:`_each_op`; the
+matrix is a step per op) and their specs from the registry, and writes RMSNorm's files at the top of the folder, any
+other op's under ``ops/NAME/``.
 """
 
 from __future__ import annotations
@@ -21,13 +23,13 @@ import time
 from pathlib import Path
 
 import fastpath_lib.bench.pytest_deadline as pytest_deadline
-from fastpath_lib.bench.step_process import StepContext, child_main  # noqa: F401 - a step's context and process
 from fastpath_lib import runtime
-from fastpath_lib.runtime import ROOT, child_env, stop_process_group
+from fastpath_lib.bench.step_process import StepContext, child_main  # noqa: F401 - a step's context and process
+from fastpath_lib.runtime import ROOT, child_env
 
 __all__ = ["StepContext", "child_main", "find_sanitizer", "collect_tests", "CORE_TESTS", "PRIMARY", "selftest",
-           "gpu_tests", "core_tests", "sanitizer", "copy_bandwidth", "matrix", "host", "sweep", "replay", "compile_cost",
-           "compiled_facts", "pr_note"]
+           "gpu_tests", "core_tests", "sanitizer", "matrix", "host", "sweep", "replay", "compile_cost",
+           "compiled_facts", "compiled_baselines", "pr_note", "STATUSES"]
 
 #: The operator whose files sit at the top of the evidence folder (each other op's under ``ops/NAME/``).
 PRIMARY = "rms_norm"
@@ -74,11 +76,16 @@ def _pytest(ctx: StepContext, name: str, args: list[str]):
     counts = junit_counts(xml) if xml.exists() else None
     why = ", ".join(f"{k} {v}" for k, v in counts.items()) if counts else f"pytest exit status {rc}"
     stopped = pytest_deadline.REASON in text
+    m = re.search(pytest_deadline.COLLECTED_LINE.replace("{n}", r"(\d+)"), text)
+    details = dict(counts or {}, collected=int(m.group(1)) if m else None, run=counts["tests"] if counts else None)
     if stopped:
-        why += f"; stopped at the time budget ({pytest_deadline.REASON}): the remaining tests did not run"
-    clean = counts is not None and not counts["failures"] and not counts["errors"]
-    ok = rc == 0 or (stopped and rc == 2 and clean)  # pytest reports a stopped session as interrupted (2)
-    return {"status": "ran" if ok else "failed", "why": why, "details": counts}
+        why += (f"; stopped at the time budget ({pytest_deadline.REASON}): ran {details['run']} of "
+                f"{details['collected']} collected, the rest did not run")
+    if counts is None or counts["failures"] or counts["errors"]:
+        return {"status": "failed", "why": why, "details": details}
+    if stopped or (details["collected"] is not None and counts["tests"] < details["collected"]):
+        return {"status": "partial", "why": why, "details": details}  # pytest reports a stopped session as 2
+    return {"status": "ran" if rc == 0 else "failed", "why": why, "details": details}
 
 
 #: The gpu step's pytest arguments: every test marked ``gpu`` under ``tests/``.
@@ -146,24 +153,17 @@ def sanitizer(ctx: StepContext):
             "details": details}
 
 
-def copy_bandwidth(ctx: StepContext):
-    """The device-to-device copy bandwidth, the ceiling the matrix reports % of."""
-    from fastpath_lib.bench.timing import copy_bandwidth as measure
-
-    gbps, label = measure("cuda")
-    ctx.write_json("copy_bandwidth.json", {"gbps": gbps, "label": label})
-    return {"status": "ran", "why": f"{label}: {gbps:.0f} GB/s"}
-
-
 def _copy(ctx: StepContext):
-    """``(GB/s, label)`` of the run's copy bandwidth: the copy step's, or measured here (and kept for the next op's
-    matrix) when that step did not run, so no matrix row lacks its % of the ceiling."""
+    """``(GB/s, label)`` of the run's copy bandwidth: measured by the first matrix step of the run and kept in
+    ``copy_bandwidth.json`` for the next op's matrix, so no matrix row lacks its % of the ceiling."""
     f = ctx.out / "copy_bandwidth.json"
     if not f.exists():
         from fastpath_lib.bench.timing import copy_bandwidth as measure
 
+        from fastpath_lib.bench.opbench import device_name
+
         gbps, label = measure("cuda" if runtime.cuda_available() else "cpu")
-        ctx.write_json("copy_bandwidth.json", {"gbps": gbps, "label": label})
+        ctx.write_json("copy_bandwidth.json", {"gbps": gbps, "label": label, "device_name": device_name()})
     d = json.loads(f.read_text())
     return d["gbps"], d["label"]
 
@@ -187,25 +187,73 @@ def _named(spec, why) -> str:
     return why if spec.name == PRIMARY else f"{spec.name}: {why}"
 
 
+#: Step statuses from best to worst: a step of several ops reports the worst of its parts.
+STATUSES = ("ran", "skipped", "partial", "failed")
+
+
+def _each_op(ctx: StepContext, part) -> dict:
+    """Run ``part(spec, deadline)`` for every op the step serves (``ctx.ops``, RMSNorm when none), each with an equal
+    share of the time still left, one op's exception recorded without losing the others'; the step's status is the
+    worst of the parts (:data:`STATUSES`), its ``why`` theirs joined, its ``details`` per op."""
+    import traceback
+
+    from fastpath_lib import opspec
+
+    names = ctx.ops or (PRIMARY,)
+    parts = {}
+    for i, name in enumerate(names):
+        share = (ctx.deadline - time.monotonic()) / (len(names) - i)
+        deadline = time.monotonic() + share
+        spec = opspec.get(name)
+        try:
+            res = part(spec, deadline) or {"status": "ran"}
+        except Exception as exc:  # noqa: BLE001 - one op's failure is recorded, the next op still runs
+            traceback.print_exc()
+            res = {"status": "failed", "why": _named(spec, f"{type(exc).__name__}: {exc}"[:400])}
+        parts[name] = res
+    worst = max((r.get("status", "ran") for r in parts.values()), key=STATUSES.index)
+    return {"status": worst, "why": "; ".join(r.get("why", "") for r in parts.values() if r.get("why")),
+            "details": {n: r.get("details") for n, r in parts.items()}}
+
+
 def matrix(ctx: StepContext):
-    """An operator's predeclared matrix (``ctx.op``) against its baselines on the generic runner, ``results.csv``
-    rewritten after every case: RMSNorm's into the staging folder, any other op's into ``ops/NAME/``."""
+    """An operator's predeclared matrix (``ctx.op``) against its baselines (``torch.compile`` left to the
+    compiled-baselines step) on the generic runner, ``results.csv`` rewritten after every case: RMSNorm's into the
+    staging folder, any other op's into ``ops/NAME/``. "partial" when the deadline left cases not run."""
     from fastpath_lib.bench import results
     from fastpath_lib.bench.analysis import coverage_line
     from fastpath_lib.bench.opbench import run_op
 
     spec = _spec(ctx)
     folder, prefix = _home(ctx, spec)
-    df = run_op(spec, quick=False, deadline=ctx.deadline, log=ctx.log, copy=_copy(ctx), folder=folder)
+    _smi(ctx, "matrix", "before")
+    df = run_op(spec, quick=False, deadline=ctx.deadline, log=ctx.log, copy=_copy(ctx), folder=folder, compiled=False)
+    _smi(ctx, "matrix", "after")
     env = dict(df.attrs["environment"], evidence_run=True)
     if (df.status == "ok").any():
         results.write(folder, df, env)  # the table, the environment, the boundary plot and table
     else:  # nothing was timed: no plot to draw
         results.write_table(folder, df)
         ctx.write_json(f"{prefix}environment.json", env)
-    not_run = int((df.status == "not run").sum())
-    return {"status": "ran", "why": _named(spec, coverage_line(df, env)) + (
-        f"; {not_run} case/provider rows not run (time budget)" if not_run else "")}
+    declared = list(dict.fromkeys(df.case_id))
+    not_run = sorted(set(df[df.status == "not run"].case_id))
+    details = {"collected": len(declared), "run": len(declared) - len(not_run), "not_run": not_run}
+    why = _named(spec, coverage_line(df, env))
+    if not_run:
+        return {"status": "partial", "why": f"{why}; {len(not_run)} of {len(declared)} cases not run (time budget)",
+                "details": details}
+    return {"status": "ran", "why": why, "details": details}
+
+
+def _smi(ctx: StepContext, step: str, when: str) -> None:
+    """Append ``nvidia-smi``'s state of the GPU (clocks, power, temperature, throttle reasons, MIG, ECC) to
+    ``nvidia_smi.json`` under this step and ``when`` (before / after); nvidia-smi's absence is recorded too."""
+    from fastpath_lib.bench.metadata import gpu_state
+
+    f = ctx.out / "nvidia_smi.json"
+    data = json.loads(f.read_text()) if f.exists() else {}
+    data.setdefault(f"{step}{'@' + ctx.op if ctx.op and ctx.op != PRIMARY else ''}", {})[when] = gpu_state()
+    ctx.write_json("nvidia_smi.json", data)
 
 
 def host(ctx: StepContext):
@@ -223,10 +271,12 @@ def host(ctx: StepContext):
     from fastpath_lib.bench.vllmhost import vllm_table
 
     over, skipped = [], []
+    _smi(ctx, "host", "before")
     for name in opspec.names():
         spec = opspec.get(name)
         ctx.log(f"{name}:")
-        rows = pd.DataFrame(measure_host_op(spec, log=ctx.log))
+        # the quick blocks (100 of 50 calls, hostmethod's measured-stable setting): a quarter of the full run's calls
+        rows = pd.DataFrame(measure_host_op(spec, quick=True, log=ctx.log))
         if not len(rows):
             skipped.append(name)
             continue
@@ -245,100 +295,150 @@ def host(ctx: StepContext):
         if len(vt):
             ctx.log(vt.to_string())
         over += [f"{name}: {c}" for c, r in t.iterrows() if r["verdict"] == "OVER"]
+    _smi(ctx, "host", "after")
     why = "fallback host cost within the target" if not over else f"over the host-cost target: {', '.join(over)}"
     return {"status": "ran", "why": why + (f"; no host case declared: {', '.join(skipped)}" if skipped else "")}
 
 
 def sweep(ctx: StepContext):
-    """An operator's row sweep (``ctx.op``): its fast route against its first baseline across row counts, and the
-    proposal. RMSNorm's is the full sweep (its proposal is what ``thresholds.json`` records); another op's is the quick
-    sweep (fewer points, one width: its share of the budget is small, and an op with its own case class builds its
-    inputs on the host), into ``ops/NAME/``."""
+    """Every op's row sweep (``ctx.ops``): its dispatched call against its first baseline across row counts and
+    every admitted dtype, host time included (:func:`fastpath_lib.bench.sweep.threshold_sweep`), and the proposal. RMSNorm's is the full sweep (its proposal is what ``thresholds.json`` records); another
+    op's is the quick sweep, into ``ops/NAME/``. "partial" when the deadline cut a sweep short (no threshold is
+    proposed from it)."""
     from fastpath_lib import opspec
     from fastpath_lib.bench.sweep import threshold_sweep
 
-    spec = _spec(ctx)
-    if spec.name == PRIMARY:
-        table = threshold_sweep(deadline=ctx.deadline)
-    elif spec.fast is None:
-        return {"status": "skipped", "why": f"{spec.name}: its fast route is {opspec.NOT_DECLARED}"}
-    else:
-        table = threshold_sweep(spec=spec, quick=True, deadline=ctx.deadline)
-    folder, prefix = _home(ctx, spec)
-    table.to_csv(folder / "threshold.csv", index=False)
-    proposal = table.attrs["proposal"]
-    ctx.write_json(f"{prefix}threshold_proposal.json", proposal)
-    return {"status": "ran", "why": _named(spec, proposal.get("line") or proposal.get("reason")), "details": proposal}
+    _smi(ctx, "sweep", "before")
+
+    def one(spec, deadline):
+        if spec.name == PRIMARY:
+            table = threshold_sweep(deadline=deadline)
+        elif spec.fast is None:
+            return {"status": "skipped", "why": f"{spec.name}: its fast route is {opspec.NOT_DECLARED}"}
+        else:
+            table = threshold_sweep(spec=spec, quick=True, deadline=deadline)
+        folder, prefix = _home(ctx, spec)
+        table.to_csv(folder / "threshold.csv", index=False)
+        proposal = table.attrs["proposal"]
+        ctx.write_json(f"{prefix}threshold_proposal.json", proposal)
+        why = _named(spec, proposal.get("line") or proposal.get("reason"))
+        if not proposal.get("complete", True):
+            return {"status": "partial", "why": f"{why} ({proposal.get('points_run')} of "
+                                                f"{proposal.get('points_planned')} points run)", "details": proposal}
+        return {"status": "ran", "why": why, "details": proposal}
+
+    res = _each_op(ctx, one)
+    _smi(ctx, "sweep", "after")
+    return res
 
 
 def replay(ctx: StepContext):
-    """An operator's workload replay (``ctx.op``): RMSNorm's small decoder with its norm modules swapped; another op's
+    """Every op's workload replay (``ctx.ops``): RMSNorm's small decoder with its norm modules swapped; another op's
     serving trace weighted by call counts and the small decoder with every norm done by its ``decoder_step``, both
-    quick (its share of the budget is small), into ``ops/NAME/replay.json``."""
+    quick, into ``ops/NAME/replay.json``."""
     from fastpath_lib.bench.workload import replay as run
 
-    spec = _spec(ctx)
-    if spec.name == PRIMARY:
-        res = run()
-        ctx.write_json("replay.json", res)
-        return {"status": "ran", "why": f"logits agree: {res.get('logits_close')}"}
-    from fastpath_lib.bench.trace import replay_trace, serving_trace
+    _smi(ctx, "replay", "before")
 
-    res = run(spec=spec, quick=True)
-    table = replay_trace(serving_trace(spec=spec), spec=spec, quick=True)
-    res["trace"] = {"rows": table.to_dict("records"), "totals": table.attrs["totals"]}
-    ctx.write_json(f"{_home(ctx, spec)[1]}replay.json", res)
-    decoder = f"logits agree: {res['logits_close']}" if "logits_close" in res else res["note"]
-    return {"status": "ran", "why": f"{spec.name}: {decoder}; trace: {table.attrs['totals']['measured_calls']} of "
-                                    f"{table.attrs['totals']['calls']} calls measured"}
+    def one(spec, deadline):
+        if spec.name == PRIMARY:
+            res = run()
+            ctx.write_json("replay.json", res)
+            return {"status": "ran", "why": f"logits agree: {res.get('logits_close')}"}
+        from fastpath_lib.bench.trace import replay_trace, serving_trace
+
+        res = run(spec=spec, quick=True)
+        table = replay_trace(serving_trace(spec=spec), spec=spec, quick=True)
+        res["trace"] = {"rows": table.to_dict("records"), "totals": table.attrs["totals"]}
+        ctx.write_json(f"{_home(ctx, spec)[1]}replay.json", res)
+        decoder = f"logits agree: {res['logits_close']}" if "logits_close" in res else res["note"]
+        return {"status": "ran", "why": f"{spec.name}: {decoder}; trace: {table.attrs['totals']['measured_calls']} "
+                                        f"of {table.attrs['totals']['calls']} calls measured"}
+
+    res = _each_op(ctx, one)
+    _smi(ctx, "replay", "after")
+    return res
 
 
 def compile_cost(ctx: StepContext):
-    """Compile time per kernel specialization of an operator (``ctx.op``; RMSNorm's over its whole matrix, backward
+    """Every op's compile time per kernel specialization (``ctx.ops``; RMSNorm's over its whole matrix, backward
     included) in a fresh process with an empty cache."""
     from fastpath_lib.bench.workload import compile_cost as run
 
-    spec = _spec(ctx)
-    res = run(spec=None if spec.name == PRIMARY else spec, timeout=max(5.0, ctx.left()))
-    if res.get("declared") is False:
-        return {"status": "skipped", "why": _named(spec, res["note"])}
-    ctx.write_json(f"{_home(ctx, spec)[1]}compile_cost.json", res)
-    if res.get("error"):
-        last = (res["error"].strip().splitlines() or [""])[-1]
-        return {"status": "failed", "why": _named(spec, f"the compile probe failed: {last}")}
-    return {"status": "ran", "why": _named(spec, f"{res['specializations']} specializations")}
+    def one(spec, deadline):
+        res = run(spec=None if spec.name == PRIMARY else spec, timeout=max(5.0, deadline - time.monotonic()))
+        if res.get("declared") is False:
+            return {"status": "skipped", "why": _named(spec, res["note"])}
+        ctx.write_json(f"{_home(ctx, spec)[1]}compile_cost.json", res)
+        if res.get("error"):
+            last = (res["error"].strip().splitlines() or [""])[-1]
+            return {"status": "failed", "why": _named(spec, f"the compile probe failed: {last}")}
+        return {"status": "ran", "why": _named(spec, f"{res['specializations']} specializations")}
+
+    return _each_op(ctx, one)
 
 
 def compiled_facts(ctx: StepContext):
-    """Facts read from an operator's compiled kernels (vector width, registers, spills), compiled for their GPU
-    targets: RMSNorm's for the matrix's widths on sm_80, sm_90 and this GPU's architecture, another op's for its
+    """Facts read from every op's compiled kernels (``ctx.ops``: vector width, registers, spills), compiled for their
+    GPU targets: RMSNorm's for the matrix's widths on sm_80, sm_90 and this GPU's architecture, another op's for its
     spec's ``kernels``."""
     from fastpath_lib.rmsnorm import compiled
 
-    spec = _spec(ctx)
     workers = max(1, (os.cpu_count() or 2) - 1)
-    if spec.name == PRIMARY:
-        from fastpath_lib.bench.workload import compiled_facts as facts
 
-        res = facts(timeout=max(5.0, ctx.left()), workers=workers)
-        if res.get("skipped"):
-            return {"status": "skipped", "why": res["skipped"]}
-        rows, archs = res["rows"], res["archs"]
-    else:
-        if spec.kernels is None:
-            return {"status": "skipped", "why": f"{spec.name} names no kernels to compile"}
-        why = compiled.missing_tools()
-        if why:
-            return {"status": "skipped", "why": why}
-        builds = spec.kernels()
-        rows = compiled.facts(builds, timeout=max(5.0, ctx.left()), workers=workers)
-        for b, r in zip(builds, rows):
-            r["label"] = b.label
-        archs = sorted({r["arch"] for r in rows})
-    ctx.write_json(f"{_home(ctx, spec)[1]}compiled.json", rows)
-    spills = sum(1 for r in rows if r.get("spills"))
-    return {"status": "ran", "why": _named(spec, f"{len(rows)} specializations for {', '.join(archs)}, "
-                                                 f"{spills} of them spill")}
+    def one(spec, deadline):
+        left = max(5.0, deadline - time.monotonic())
+        if spec.name == PRIMARY:
+            from fastpath_lib.bench.workload import compiled_facts as facts
+
+            res = facts(timeout=left, workers=workers)
+            if res.get("skipped"):
+                return {"status": "skipped", "why": res["skipped"]}
+            rows, archs = res["rows"], res["archs"]
+        else:
+            if spec.kernels is None:
+                return {"status": "skipped", "why": f"{spec.name} names no kernels to compile"}
+            why = compiled.missing_tools()
+            if why:
+                return {"status": "skipped", "why": why}
+            builds = spec.kernels()
+            rows = compiled.facts(builds, timeout=left, workers=workers)
+            for b, r in zip(builds, rows):
+                r["label"] = b.label
+            archs = sorted({r["arch"] for r in rows})
+        ctx.write_json(f"{_home(ctx, spec)[1]}compiled.json", rows)
+        spills = sum(1 for r in rows if r.get("spills"))
+        return {"status": "ran", "why": _named(spec, f"{len(rows)} specializations for {', '.join(archs)}, "
+                                                     f"{spills} of them spill")}
+
+    return _each_op(ctx, one)
+
+
+def compiled_baselines(ctx: StepContext):
+    """``torch.compile`` of every op's composite (``ctx.ops``) on a few cases (:func:`fastpath_lib.bench.opbench.
+    pick_compiled_cases`), each case's skipped ``compiled`` row of the op's results table replaced by the timed one;
+    the deadline is checked before each cold compile. "partial" when some planned case was not started."""
+    from fastpath_lib.bench.opbench import time_compiled
+
+    _smi(ctx, "compiled_baselines", "before")
+
+    def one(spec, deadline):
+        folder = _home(ctx, spec)[0]
+        if not (folder / "results.csv").exists():
+            return {"status": "skipped", "why": _named(spec, "no results.csv: its matrix step wrote none")}
+        res = time_compiled(spec, folder, deadline=deadline, log=ctx.log)
+        if not res["planned"]:
+            return {"status": "skipped", "why": _named(spec, "no torch.compile baseline declared")}
+        details = {"collected": len(res["planned"]), "run": len(res["timed"]) + len(res["errors"]), **res}
+        why = _named(spec, f"{len(res['timed'])} of {len(res['planned'])} cases compiled and timed"
+                     + (f"; errors: {', '.join(res['errors'])}" if res["errors"] else "")
+                     + (f"; not started (time budget): {', '.join(res['not_started'])}" if res["not_started"] else ""))
+        status = "failed" if res["errors"] else "partial" if res["not_started"] else "ran"
+        return {"status": status, "why": why, "details": details}
+
+    res = _each_op(ctx, one)
+    _smi(ctx, "compiled_baselines", "after")
+    return res
 
 
 def _op_folder(ctx: StepContext, name: str) -> Path:
@@ -346,8 +446,6 @@ def _op_folder(ctx: StepContext, name: str) -> Path:
     folder = ctx.out / "ops" / name
     folder.mkdir(parents=True, exist_ok=True)
     return folder
-
-
 
 
 def pr_note(ctx: StepContext):

@@ -14,7 +14,14 @@ from fastpath_lib import runtime
 from fastpath_lib.bench.schema import measurement_label
 from fastpath_lib.bench.timing import gpu_measurement
 
-__all__ = ["environment", "REQUIRED_KEYS"]
+__all__ = ["environment", "REQUIRED_KEYS", "gpu_state", "SMI_FIELDS"]
+
+#: What :func:`gpu_state` asks ``nvidia-smi --query-gpu`` for: the device, its clocks against their maxima, power,
+#: temperature, the active throttle reasons (a bitmask: 0x0 none, 0x1 idle, 0x4 power cap, 0x20 SW thermal, 0x40
+#: HW thermal, ...), MIG and ECC modes, utilisation and memory (a borrowed GPU may be shared).
+SMI_FIELDS = ("name", "pci.bus_id", "pstate", "clocks.sm", "clocks.max.sm", "clocks.mem", "clocks.max.mem",
+              "power.draw", "power.limit", "temperature.gpu", "clocks_throttle_reasons.active", "mig.mode.current",
+              "ecc.mode.current", "utilization.gpu", "memory.used", "memory.total")
 
 #: Keys every ``environment.json`` carries (tests check them).
 REQUIRED_KEYS = ("gpu_measurement", "device", "device_name", "compute_capability", "driver_version", "cuda_version",
@@ -48,6 +55,41 @@ def _driver_version() -> str | None:
         return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else None
     except Exception:
         return None
+
+
+def _smi(fields, run) -> tuple[int, str, str]:
+    res = run(["nvidia-smi", f"--query-gpu={','.join(fields)}", "--format=csv,noheader"], capture_output=True,
+              text=True, timeout=15)
+    return res.returncode, res.stdout, res.stderr
+
+
+def gpu_state(run=subprocess.run) -> dict:
+    """The GPU's state now, as ``nvidia-smi --query-gpu`` reports it (:data:`SMI_FIELDS`, one dict per GPU), with the
+    time it was read; ``{"available": False, "why": ...}`` when nvidia-smi is absent or fails (recorded, not raised).
+    A field this driver does not know is asked alone and recorded as ``"unsupported"`` (a whole query fails on one).
+
+    Args:
+        run: ``subprocess.run`` (tests pass a fake).
+    """
+    when = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    try:
+        rc, out, err = _smi(SMI_FIELDS, run)
+        if rc == 0:
+            rows = [[v.strip() for v in line.split(",")] for line in out.strip().splitlines() if line.strip()]
+            return {"available": True, "read_at": when, "gpus": [dict(zip(SMI_FIELDS, r)) for r in rows]}
+        per = {}
+        for f in SMI_FIELDS:  # find the field this driver refuses
+            rc, out, err1 = _smi((f,), run)
+            per[f] = [v.strip() for v in out.strip().splitlines()] if rc == 0 else None
+        n = max((len(v) for v in per.values() if v), default=0)
+        if not n:
+            return {"available": False, "read_at": when, "why": f"nvidia-smi exited {rc}: {(err or out).strip()[:300]}"}
+        gpus = [{f: (v[i] if v and i < len(v) else "unsupported") for f, v in per.items()} for i in range(n)]
+        return {"available": True, "read_at": when, "gpus": gpus}
+    except FileNotFoundError:
+        return {"available": False, "read_at": when, "why": "nvidia-smi not found on PATH"}
+    except Exception as exc:  # noqa: BLE001 - a state that cannot be read is recorded as such
+        return {"available": False, "read_at": when, "why": f"nvidia-smi failed: {type(exc).__name__}: {exc}"[:300]}
 
 
 def environment(harness: dict | None = None) -> dict:
@@ -97,6 +139,7 @@ def environment(harness: dict | None = None) -> dict:
         props = torch.cuda.get_device_properties(0)
         env["device_memory_gib"] = round(props.total_memory / 2**30, 1)
         env["sm_count"] = props.multi_processor_count
+        env["gpu_state"] = gpu_state()
     env["measurement_label"] = measurement_label(env)
     return env
 

@@ -44,8 +44,17 @@ def semantic(ev: Evidence) -> list[str]:
             tests = {"pytest (junit)": junit_counts(tests)}
         if tests and all(not isinstance(v, dict) for v in tests.values()):
             tests = {"tests": tests}
+        steps = {s["name"]: s for s in (ev.manifest or {}).get("steps", [])}
         for suite, c in tests.items():
-            L.append(f"- {suite}: " + ", ".join(f"{k} {v}" for k, v in c.items()))
+            line = f"- {suite}: " + ", ".join(f"{k} {v}" for k, v in c.items())
+            step = steps.get(f"{suite}_tests") or {}
+            if step.get("status") == "partial":  # stopped at its budget: not a clean run of the suite
+                d = step.get("details") or {}
+                line += (f" (PARTIAL: stopped at the time budget after {d.get('run', '?')} of {d.get('collected', '?')}"
+                         " collected tests; the rest did not run)")
+            elif step.get("status") == "failed":
+                line += f" (FAILED: {step.get('why', '')})"
+            L.append(line)
     steps = {s["name"]: s for s in (ev.manifest or {}).get("steps", [])}
     if "sanitizer" in steps:
         s = steps["sanitizer"]
@@ -191,10 +200,10 @@ def limitations(ev: Evidence) -> list[str]:
         L.append("- No GPU measurement is attached: the performance claim is unmeasured.")
     steps = (ev.manifest or {}).get("steps", [])
     L += [f"- Evidence step `{s['name']}` failed: {s.get('why', '')}." for s in steps if s.get("status") == "failed"]
-    skipped = [f"- Evidence step `{s['name']}` skipped: {s.get('why', '')}." for s in steps
-               if s.get("status") == "skipped"]
-    if skipped:
-        L += fold(f"{len(skipped)} evidence step{'s' if len(skipped) != 1 else ''} skipped, and why", skipped)
+    skipped = [f"- Evidence step `{s['name']}` {'stopped early (partial)' if s['status'] == 'partial' else 'skipped'}: "
+               f"{s.get('why', '')}." for s in steps if s.get("status") in ("skipped", "partial")]
+    if skipped:  # the fold's title says the run is partial; manifest.json has each step's why
+        L += fold(f"PARTIAL: {len(skipped)} step{'s' if len(skipped) != 1 else ''} incomplete, and why", skipped)
     return L + ev.text("limitations")
 
 

@@ -31,13 +31,25 @@ from fastpath_lib.bench.analysis import classify
 from fastpath_lib.bench.mechanism import count_call
 from fastpath_lib.bench.metadata import environment, region
 from fastpath_lib.bench.schema import empty_row, measurement_label
-from fastpath_lib.bench.timing import (COMPILE_SKIPPED, compile_skipped, count_launches, first_call_s, gpu_measurement,
-                                       settings_for, timed_fields)
+from fastpath_lib.bench.timing import (COMPILE_SKIPPED, compile_skipped, count_launches_each, first_call_s,
+                                       gpu_measurement, settings_for, timed_fields)
 from fastpath_lib.cases import CaseSpec
 from fastpath_lib.opspec import COMPILED, BaselineUnavailable, OpCase, OpSpec
 from fastpath_lib.routing import record_routes
 
-__all__ = ["run_op", "time_case", "not_run", "op_environment", "providers_of", "compare_outputs"]
+__all__ = ["run_op", "time_case", "time_compiled", "pick_compiled_cases", "not_run", "op_environment", "providers_of",
+           "compare_outputs", "COMPILED_STEP_NOTE", "device_name"]
+
+#: The note of a compiled-baseline row the evidence run's matrix leaves to its own step.
+COMPILED_STEP_NOTE = ("not run in the matrix step: torch.compile baselines are timed in the evidence run's "
+                      "compiled_baselines step over a few shapes (a cold compile per case would eat the matrix's "
+                      "budget)")
+
+
+def device_name() -> str:
+    """The name of the device a run measures on (``torch.cuda.get_device_name``: sm_90 is shared by the H100 and the
+    H200, so every record names the device), or ``"cpu"``."""
+    return torch.cuda.get_device_name() if runtime.cuda_available() else "cpu"
 
 
 def providers_of(spec: OpSpec) -> dict[str, str]:
@@ -70,11 +82,15 @@ def compare_outputs(spec: OpSpec, got, want, dtype: torch.dtype) -> str | None:
     return None
 
 
-def _check(spec: OpSpec, fn, args: tuple, dtype: torch.dtype) -> str | None:
-    """``None`` when ``fn(*args)`` matches the reference and leaves its inputs unchanged, else why not."""
+def _check(spec: OpSpec, fn, args: tuple, dtype: torch.dtype, *, grad: bool = False) -> str | None:
+    """``None`` when ``fn(*args)`` matches the reference and leaves its inputs unchanged, else why not.
+
+    ``grad``: call ``fn`` with autograd on, as a backward case times it (a compiled baseline checked under
+    ``no_grad`` would compile a second graph: one cold compile more per backward case)."""
     before = [a.detach().clone() if isinstance(a, torch.Tensor) else None for a in args]
-    with torch.no_grad():
+    with torch.enable_grad() if grad else torch.no_grad():
         got = fn(*args)
+    got = tuple(_detached(g) for g in got) if isinstance(got, (tuple, list)) else _detached(got)
     changed = [i for i, (a, b) in enumerate(zip(args, before))
                if b is not None and not torch.allclose(a, b, rtol=0, atol=0, equal_nan=True)]
     if changed:
@@ -84,9 +100,14 @@ def _check(spec: OpSpec, fn, args: tuple, dtype: torch.dtype) -> str | None:
     return compare_outputs(spec, got, want, dtype)
 
 
+def _detached(v):
+    return v.detach() if isinstance(v, torch.Tensor) else v
+
+
 def _row(spec: OpSpec, case: OpCase, provider: str, quick: bool, gpu: bool, ran: torch.Tensor, **kw) -> dict:
     cols = ran.shape[-1]
     rows = ran.numel() // cols if cols else 0  # the shape the timed input had, not the one asked for
+    kw.setdefault("device_name", device_name() if gpu else "cpu")
     return empty_row(case_id=case.id, family=case.family or spec.name, provider=provider, **{"pass": case.pass_},
                      rows=rows, cols=cols, dtype=case.dtype, layout=case.layout, pad=case.pad_for(quick),
                      offset=case.offset, declared_shape=f"{case.rows}x{case.cols}", expected=case.expected,
@@ -197,7 +218,7 @@ def time_case(spec: OpSpec, case: OpCase, providers: dict[str, str], *, quick: b
     if bad:
         return [_row(spec, case, p, quick, gpu, first[0], status="error", note=f"differs from the reference: {bad}",
                      **common(impl)[0]) for p, impl in providers.items() if p in ("baseline", "dispatched")]
-    out = []
+    out, timed = [], {}
     for provider, impl in providers.items():
         kw, nbytes = common(impl)
         notes = [f"baseline: {base_name}"] if provider == "baseline" else []
@@ -235,11 +256,10 @@ def time_case(spec: OpSpec, case: OpCase, providers: dict[str, str], *, quick: b
                 torch._dynamo.reset()  # one compile per case, never the recompile limit's eager fallback
                 compile_s = first_call_s(call)
             if impl in spec.baselines:
-                differs = _check(spec, fn, first, dtype)
+                differs = _check(spec, fn, first, dtype, grad=bwd and impl == COMPILED)
                 if differs:
                     notes.append(f"departs from the contract ({differs}); timed as a comparison point")
             timing = timed_fields(call, settings)
-            timing.update(zip(("launches_per_call", "launches_note"), count_launches(call)))
             if impl != COMPILED:  # once more, outside the timed loop: the interpreter's count (CPU only)
                 timing.update(count_call(call))
         except BaselineUnavailable as exc:  # cannot run here (no vLLM, no GPU): the row says why
@@ -254,13 +274,21 @@ def time_case(spec: OpSpec, case: OpCase, providers: dict[str, str], *, quick: b
         out.append(_row(spec, case, provider, quick, gpu, first[0], status="ok", note="; ".join(notes),
                         compile_s=compile_s, gbps=gbps, pct_copy_bw=100 * gbps / copy_gbps if copy_gbps > 0
                         else math.nan, **timing, **kw))
+        timed[provider] = (call, out[-1])
         if log:
             log(f"  {case.id} {provider:<22} median {med:.4g} us  route={route}")
+    # one profiler session for the case: every timed provider's launches counted in its own window
+    counted = count_launches_each({p: c for p, (c, _) in timed.items()})
+    for p, (_, row) in timed.items():
+        n, note = counted[p]
+        if not (row.get("launches_per_call") is not None and math.isnan(n)):  # keep the interpreter's count
+            row.update(launches_per_call=n, launches_note=note)
     return out
 
 
 def run_op(spec: OpSpec, *, quick: bool = True, only: list[str] | None = None, settings: dict | None = None,
-           log=None, deadline: float | None = None, copy: tuple[float, str] | None = None, folder=None):
+           log=None, deadline: float | None = None, copy: tuple[float, str] | None = None, folder=None,
+           compiled: bool = True):
     """Time and classify ``spec``'s predeclared matrix on this machine.
 
     Every case runs its baselines, the dispatched call and the fast route first; the :data:`~fastpath_lib.opspec.
@@ -279,6 +307,8 @@ def run_op(spec: OpSpec, *, quick: bool = True, only: list[str] | None = None, s
             against it, and ``environment.json`` records it (default: none, ``pct_copy_bw`` left empty).
         folder: write ``environment.json`` there first and ``results.csv`` after every case (unclassified), so a run
             cut in the middle keeps what it measured (the evidence command's matrix step).
+        compiled: time the :data:`~fastpath_lib.opspec.COMPILED` baseline (``False``: its rows are skipped with
+            :data:`COMPILED_STEP_NOTE`; the evidence run times it in its own step, :func:`time_compiled`).
 
     Returns:
         a classified DataFrame (``attrs["environment"]`` set); a case whose public function disagrees with the
@@ -296,7 +326,8 @@ def run_op(spec: OpSpec, *, quick: bool = True, only: list[str] | None = None, s
         env["harness"].update(copy_bandwidth=copy[1], copy_gbps=copy[0])
     providers = providers_of(spec)
     passes = [{p: i for p, i in providers.items() if i != COMPILED},
-              {p: i for p, i in providers.items() if i == COMPILED}]
+              {p: i for p, i in providers.items() if i == COMPILED and compiled}]
+    left_out = [p for p, i in providers.items() if i == COMPILED and not compiled]
     by_case: dict[str, list[dict]] = {c.id: [] for c in cases}
     order = list(providers)
 
@@ -320,8 +351,65 @@ def run_op(spec: OpSpec, *, quick: bool = True, only: list[str] | None = None, s
                 continue
             by_case[case.id] += time_case(spec, case, subset, quick=quick, gpu=gpu, settings=settings,
                                           device=runtime.kernel_device(), check=n == 0, log=log, copy_gbps=copy_gbps)
+            if n == 0 and left_out and not any(r["status"] == "error" for r in by_case[case.id]):
+                by_case[case.id] += [dict(r, status="skipped") for r in
+                                     not_run(spec, case, left_out, quick=quick, gpu=gpu, note=COMPILED_STEP_NOTE)]
             if folder is not None:
                 results.write_table(folder, pd.DataFrame(table(), columns=CSV_COLUMNS))
     df = classify(pd.DataFrame(table()))
     df.attrs["environment"] = env
     return df
+
+
+def pick_compiled_cases(spec: OpSpec, n: int = 2) -> list[OpCase]:
+    """The few cases the evidence run's compiled-baselines step compiles: the smallest forward case (host- and
+    launch-bound), the largest forward case (memory-bound) and the smallest backward case (a backward case compiles
+    forward and backward graphs), each eligible for the fast route (a fallback case compares two composites), in that
+    order; at most ``n``."""
+    cases = [c for c in spec.matrix() if c.expected != "fallback"]
+    size = lambda c: c.dims(False)[0] * c.dims(False)[1]  # noqa: E731
+    fwd = sorted((c for c in cases if c.pass_ == "forward"), key=size)
+    bwd = sorted((c for c in cases if c.pass_ == "backward"), key=size)
+    picked = [*fwd[:1], *fwd[-1:], *bwd[:1]]
+    return list(dict.fromkeys(picked))[:n]
+
+
+def time_compiled(spec: OpSpec, folder, *, deadline: float | None = None, log=None, settings: dict | None = None,
+                  cases: list[OpCase] | None = None, compile_s_estimate: float = 40.0) -> dict:
+    """The evidence run's compiled-baselines step for one op: ``torch.compile`` of the composite timed on
+    :func:`pick_compiled_cases`, each case's skipped ``compiled`` row of ``folder/results.csv`` replaced by the timed
+    one. The deadline is checked before each compile, with room for one cold compile (``compile_s_estimate``): a case
+    that would start too late is left skipped and counted.
+
+    Returns:
+        ``{"planned", "timed", "not_started", "errors"}`` (case ids).
+    """
+    from pathlib import Path
+
+    import pandas as pd
+
+    from fastpath_lib.bench import results
+
+    providers = {p: i for p, i in providers_of(spec).items() if i == COMPILED}
+    out = {"planned": [], "timed": [], "not_started": [], "errors": []}
+    if not providers:
+        return out
+    settings = settings or settings_for(False)
+    gpu = gpu_measurement()
+    csv = Path(folder) / "results.csv"
+    for case in cases if cases is not None else pick_compiled_cases(spec):
+        out["planned"].append(case.id)
+        if deadline is not None and time.monotonic() + compile_s_estimate > deadline:
+            out["not_started"].append(case.id)
+            continue
+        rows = time_case(spec, case, providers, quick=False, gpu=gpu, settings=settings,
+                         device=runtime.kernel_device(), check=False, log=log)
+        out["timed" if all(r["status"] == "ok" for r in rows) else "errors"].append(case.id)
+        if csv.exists():
+            df = pd.read_csv(csv)
+            order = {cid: i for i, cid in enumerate(dict.fromkeys(df.case_id))}
+            keep = ~((df.case_id == case.id) & df.provider.isin(list(providers)))
+            new = pd.concat([df[keep], pd.DataFrame(rows)], ignore_index=True)
+            new = new.iloc[new.case_id.map(order).fillna(len(order)).argsort(kind="stable")]
+            results.write_table(Path(folder), new)
+    return out

@@ -27,7 +27,7 @@ import pandas as pd
 
 from fastpath_lib.bench.analysis import boundary_table, classify, coverage_line
 from fastpath_lib.bench.plot import boundary_plot
-from fastpath_lib.bench.schema import CSV_COLUMNS, INCOMPLETE_MARKER, is_gpu_run_folder, matrix_rows
+from fastpath_lib.bench.schema import CSV_COLUMNS, INCOMPLETE_MARKER, folder_state, is_gpu_run_folder, matrix_rows
 from fastpath_lib.runtime import ROOT
 
 __all__ = ["INCOMPLETE_MARKER", "RESULTS_ROOT", "Recorded", "begin", "stale_staging", "write", "write_table",
@@ -112,10 +112,16 @@ def write(folder: Path, df: pd.DataFrame, env: dict) -> None:
         boundary_table(df).to_csv(folder / "boundary.csv", index=False)
 
 
-def finish(staging: Path, out_dir: str | Path, *, force: bool = False) -> Path:
-    """Remove the marker and rename the staging folder to ``out_dir`` (replacing it only with ``force``)."""
+def finish(staging: Path, out_dir: str | Path, *, force: bool = False, missing: list[str] | None = None) -> Path:
+    """Rename the staging folder to ``out_dir`` (replacing it only with ``force``), removing its marker, or, when
+    ``missing`` lists something (an evidence run with a partial, skipped or failed step), keeping the marker with
+    those lines in it: the folder stays marked partial, and its readers say what is missing."""
     out = Path(out_dir)
-    (staging / INCOMPLETE_MARKER).unlink(missing_ok=True)
+    if missing:
+        (staging / INCOMPLETE_MARKER).write_text("partial: the run finished, but not everything in its plan did:\n"
+                                                 + "".join(f"- {m}\n" for m in missing))
+    else:
+        (staging / INCOMPLETE_MARKER).unlink(missing_ok=True)
     if out.exists():
         if not force:
             raise FileExistsError(f"{out} appeared during the run; results left in {staging}")
@@ -142,7 +148,7 @@ def load_results(results_dir: str | Path, *, allow_incomplete: bool = False) -> 
     d = Path(results_dir)
     if not d.is_dir():
         raise FileNotFoundError(f"{d}: no such results folder")
-    if (d / INCOMPLETE_MARKER).exists() and not allow_incomplete:
+    if not allow_incomplete and folder_state(d)[0] == "unfinished":
         raise ValueError(f"{d} is marked {INCOMPLETE_MARKER}: the run did not finish")
     missing = [n for n in ("results.csv", "environment.json") if not (d / n).is_file()]
     if missing:
@@ -203,6 +209,9 @@ class Recorded:
     df: pd.DataFrame | None = None
     env: dict = dataclasses.field(default_factory=dict)
     other_folders: int = 0
+    #: what the run's manifest says is missing (a partial evidence run: :func:`~fastpath_lib.bench.schema.
+    #: folder_state`); empty for a complete folder
+    missing: list = dataclasses.field(default_factory=list)
 
     @property
     def found(self) -> bool:
@@ -218,9 +227,10 @@ class Recorded:
                     f"cells read it once it is committed.")
         e = self.env
         commit = str(e.get("git_commit") or "?")[:12]
+        gaps = (f"; a PARTIAL run, missing: {'; '.join(self.missing)}" if self.missing else "")
         return (f"newest GPU run: {self.root.name}/{self.folder.name} ({e.get('device_name')}, "
                 f"{e.get('compute_capability')}, {e.get('timestamp')}, commit {commit}); "
-                f"{coverage_line(self.df, e)}{others}")
+                f"{coverage_line(self.df, e)}{gaps}{others}")
 
 
 def recorded_gpu_run(root: str | Path = RESULTS_ROOT) -> Recorded:
@@ -238,7 +248,7 @@ def recorded_gpu_run(root: str | Path = RESULTS_ROOT) -> Recorded:
     if newest is None:
         return Recorded(root=rootp, other_folders=others)
     df, env = load_results(newest)
-    return Recorded(root=rootp, folder=newest, df=df, env=env, other_folders=others)
+    return Recorded(root=rootp, folder=newest, df=df, env=env, other_folders=others, missing=folder_state(newest)[1])
 
 
 def record_arguments(command: str, doc: str | None, what: str, default: str,

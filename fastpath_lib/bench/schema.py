@@ -23,8 +23,9 @@ import pandas as pd
 
 __all__ = ["TIME_UNIT", "CSV_COLUMNS", "TIME_COLUMNS", "HOST_FAMILY", "NOT_GPU", "GPU_LABEL", "SYNTHETIC_LABEL",
            "WIN", "NEUTRAL", "LOSS", "FALLBACK", "UNMEASURED", "REFERENCE", "OUTCOMES", "TIMED_OUTCOMES",
-           "AT_BASELINE", "OBSERVED", "INCOMPLETE_MARKER", "matrix_rows", "host_rows", "is_gpu_measurement",
-           "counts_as_gpu_run", "is_gpu_run_folder", "measurement_label", "empty_row"]
+           "AT_BASELINE", "OBSERVED", "INCOMPLETE_MARKER", "INCOMPLETE_STATUSES", "manifest_gaps", "folder_state",
+           "matrix_rows", "host_rows", "is_gpu_measurement", "counts_as_gpu_run", "is_gpu_run_folder",
+           "measurement_label", "empty_row"]
 
 #: The one time unit of every table the kit prints.
 TIME_UNIT = "us"
@@ -37,7 +38,8 @@ CSV_COLUMNS = [
     "expected", "rationale", "route", "route_backward", "reasons", "status", "note", "warnings", "timer", "warmup",
     "reps", "number", "input_sets", "median_us", "q20_us", "q80_us", "mean_us", "min_us", "samples_us", "bytes_moved",
     "counted_bytes", "requested_bytes", "scratch_bytes", "oob_accesses", "gbps", "copy_gbps", "pct_copy_bw",
-    "launches_per_call", "launches_note", "compile_s", "gpu_measurement", "quick",
+    "launches_per_call", "launches_note", "compile_s", "gpu_measurement", "quick", "device_name",
+    "graph_median_us", "do_bench_median_us",
 ]
 
 #: Columns holding times (microseconds).
@@ -109,12 +111,52 @@ def counts_as_gpu_run(env: dict | None, df: pd.DataFrame | None = None) -> bool:
     return bool(env) and not env.get("synthetic") and is_gpu_measurement(df, env)
 
 
-def is_gpu_run_folder(folder: str | Path) -> bool:
-    """A results folder that is a recorded GPU run: finished (no :data:`INCOMPLETE_MARKER`), and its readable
-    ``environment.json`` with the rows of its ``results.csv`` :func:`counts_as_gpu_run`. CPU and interpreter runs
-    never count, however recent."""
+#: An evidence step's statuses that leave its folder partial (every status but "ran").
+INCOMPLETE_STATUSES = ("partial", "skipped", "failed")
+
+
+def manifest_gaps(manifest: dict | None) -> list[str]:
+    """What a finished evidence run's ``manifest.json`` says is missing: one line per step that did not run to the
+    end (``partial``: its collected vs run; ``skipped``; ``failed``), with its why.
+
+    >>> manifest_gaps({"steps": [{"name": "a", "status": "ran"}, {"name": "b", "status": "partial", "why": "cut",
+    ...                                                              "details": {"collected": 9, "run": 4}}]})
+    ['b: partial, ran 4 of 9 (cut)']
+    """
+    out = []
+    for s in (manifest or {}).get("steps", []):
+        st = s.get("status")
+        if st == "ran":
+            continue
+        d = s.get("details") if isinstance(s.get("details"), dict) else {}
+        counts = f", ran {d['run']} of {d['collected']}" if st == "partial" and "collected" in d else ""
+        out.append(f"{s.get('name')}: {st}{counts}" + (f" ({s['why']})" if s.get("why") else ""))
+    return out
+
+
+def folder_state(folder: str | Path) -> tuple[str, list[str]]:
+    """``(state, missing)`` of a results folder: ``"complete"`` (no :data:`INCOMPLETE_MARKER`), ``"partial"`` (an
+    evidence run that finished with some step partial, skipped or failed: its marker stays, and ``missing`` lists
+    :func:`manifest_gaps`) or ``"unfinished"`` (marked, and no finished manifest: the run was interrupted)."""
     folder = Path(folder)
-    if folder.name.startswith(".") or (folder / INCOMPLETE_MARKER).exists():
+    if not (folder / INCOMPLETE_MARKER).exists():
+        return "complete", []
+    try:
+        manifest = json.loads((folder / "manifest.json").read_text())
+    except (OSError, ValueError):
+        return "unfinished", ["the run did not finish (no readable manifest.json)"]
+    if not isinstance(manifest, dict) or not manifest.get("finished"):
+        return "unfinished", ["the run did not finish (manifest.json has no finish time)"] + manifest_gaps(manifest)
+    return "partial", manifest_gaps(manifest)
+
+
+def is_gpu_run_folder(folder: str | Path) -> bool:
+    """A results folder that is a recorded GPU run: finished (no :data:`INCOMPLETE_MARKER`, or a finished evidence run
+    marked partial: :func:`folder_state`; its readers say what is missing), and its readable ``environment.json``
+    with the rows of its ``results.csv`` :func:`counts_as_gpu_run`. CPU and interpreter runs never count, however
+    recent."""
+    folder = Path(folder)
+    if folder.name.startswith(".") or folder_state(folder)[0] == "unfinished":
         return False
     try:
         env = json.loads((folder / "environment.json").read_text())

@@ -52,6 +52,11 @@ class StepContext:
         """Seconds until :attr:`deadline`."""
         return self.deadline - time.monotonic()
 
+    @property
+    def ops(self) -> tuple[str, ...]:
+        """The operators the step serves (``op`` may name several, comma-separated); empty for a shared step."""
+        return tuple(self.op.split(",")) if self.op else ()
+
     def log(self, msg: str) -> None:
         print(msg, flush=True)
 

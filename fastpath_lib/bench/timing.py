@@ -1,9 +1,13 @@
 """Timing: the timer settings, one timed callable, the copy bandwidth and launch counts (``bytes_moved`` is RMSNorm's
 bytes model, :mod:`fastpath_lib.rmsnorm.cost`, re-exported here for the callers that import it from the bench).
 
-On CUDA the timer is ``triton.testing.do_bench`` (L2 flushed before every repetition); off CUDA it is
-``torch.utils.benchmark.Timer`` in adaptive blocks, and every such time is labelled "not a GPU measurement".
-``do_bench`` is never called without CUDA. Times are in microseconds (:data:`~fastpath_lib.bench.schema.TIME_UNIT`).
+On CUDA the timer is ``triton.testing.do_bench`` (L2 flushed before every repetition, one input set: the flush
+already empties L2, so rotating several sets would only cost their build), and a call whose device time is a few
+microseconds is timed again with ``triton.testing.do_bench_cudagraph`` (:data:`CUDAGRAPH_BELOW_US`): one event pair
+per repetition adds a fixed offset a graph of many calls spreads out, so such rows carry both and say which their
+median is. Off CUDA it is ``torch.utils.benchmark.Timer`` in adaptive blocks, and every such time is labelled "not a
+GPU measurement". ``do_bench`` is never called without CUDA. Times are in microseconds
+(:data:`~fastpath_lib.bench.schema.TIME_UNIT`).
 """
 
 from __future__ import annotations
@@ -16,10 +20,15 @@ from fastpath_lib import runtime
 from fastpath_lib.rmsnorm.cost import bytes_moved  # re-exported: RMSNorm's bytes model lives beside its spec
 
 __all__ = ["HarnessSettings", "gpu_measurement", "settings_for", "time_callable", "timed_fields", "quantile",
-           "copy_bandwidth", "bytes_moved", "count_launches", "COMPILE_SKIPPED", "compile_skipped", "first_call_s"]
+           "copy_bandwidth", "bytes_moved", "count_launches", "count_launches_each", "split_by_window",
+           "COMPILE_SKIPPED", "compile_skipped", "first_call_s", "CUDAGRAPH_BELOW_US", "CUDAGRAPH_TIMER"]
 
 #: Why ``torch.compile`` is not timed in a quick run off CUDA (every runner's skipped row says this).
 COMPILE_SKIPPED = "torch.compile skipped in --quick on CPU: inductor's C++ build outlasts the quick budget"
+#: A CUDA row whose do_bench median is below this many microseconds is timed again under a CUDA graph.
+CUDAGRAPH_BELOW_US = 20.0
+#: The timer of a row timed under a CUDA graph.
+CUDAGRAPH_TIMER = "triton.testing.do_bench_cudagraph"
 
 
 class HarnessSettings(dict):
@@ -52,8 +61,10 @@ def settings_for(quick: bool, cuda: bool | None = None) -> HarnessSettings:
     s = HarnessSettings(quick=bool(quick), backward_mode="forward+backward of each provider (autograd.grad or the "
                         "two launchers)", rotation="each repetition takes the next input set", time_unit="us")
     if cuda:
-        s.update(timer="triton.testing.do_bench", warmup_ms=25 if quick else 50, rep_ms=50 if quick else 200,
-                 l2_flush=True, input_sets=4, return_mode="all")
+        # do_bench's own defaults (25 ms warm-up, 100 ms of repetitions): a 5 us kernel still gets ~20000 repetitions
+        s.update(timer="triton.testing.do_bench", warmup_ms=25, rep_ms=50 if quick else 100,
+                 l2_flush=True, input_sets=1, return_mode="all", cudagraph_below_us=CUDAGRAPH_BELOW_US,
+                 cudagraph_rep_ms=20 if quick else 50)
     else:
         s.update(timer="torch.utils.benchmark.Timer (adaptive blocks)", target_s=0.25 if quick else 1.0,
                  min_reps=5 if quick else 9, max_reps=25 if quick else 100, block_s=0.02, warmup_calls=2,
@@ -98,16 +109,44 @@ def time_callable(fn, settings: dict) -> dict:
             "timer": settings["timer"]}
 
 
-def timed_fields(call, settings: dict) -> dict:
+def graph_time(fn, settings: dict, do_bench_cudagraph=None) -> dict | None:
+    """``fn()``'s device time under a CUDA graph (``triton.testing.do_bench_cudagraph``, its median, microseconds), or
+    ``None`` when it cannot be captured (a call that synchronizes or allocates outside the graph's pool); the row
+    then keeps its do_bench time and says why (``graph_note``)."""
+    import triton.testing
+
+    bench = do_bench_cudagraph or triton.testing.do_bench_cudagraph
+    try:
+        ms = bench(fn, rep=settings.get("cudagraph_rep_ms", 50), return_mode="median")
+    except Exception as exc:  # noqa: BLE001 - a call that cannot be captured keeps its do_bench time
+        return {"graph_note": f"not timed under a CUDA graph: {type(exc).__name__}: {exc}"[:300]}
+    return {"graph_median_us": float(ms) * 1e3}
+
+
+def timed_fields(call, settings: dict, *, graph=None) -> dict:
     """Time ``call()`` (:func:`time_callable`) and return a result row's timing columns: the timer and its settings,
-    median, 20 % and 80 % quantiles, mean, minimum and the raw samples (JSON), in microseconds."""
+    median, 20 % and 80 % quantiles, mean, minimum and the raw samples (JSON), in microseconds.
+
+    On CUDA, a call whose median is below ``settings["cudagraph_below_us"]`` is timed again under a CUDA graph
+    (:func:`graph_time`, or ``graph`` in tests): the row's ``median_us`` is then the graph's and its ``timer`` says
+    so, while the quantiles, mean, minimum and samples stay do_bench's (``note`` names both)."""
     import json
 
     res = time_callable(call, settings)
     s = res["samples_us"]
-    return dict(timer=res["timer"], warmup=res["warmup"], reps=res["reps"], number=res["number"],
-                median_us=quantile(s, 0.5), q20_us=quantile(s, 0.2), q80_us=quantile(s, 0.8), mean_us=sum(s) / len(s),
-                min_us=min(s), samples_us=json.dumps([round(v, 4) for v in s]))
+    out = dict(timer=res["timer"], warmup=res["warmup"], reps=res["reps"], number=res["number"],
+               median_us=quantile(s, 0.5), q20_us=quantile(s, 0.2), q80_us=quantile(s, 0.8), mean_us=sum(s) / len(s),
+               min_us=min(s), samples_us=json.dumps([round(v, 4) for v in s]))
+    below = settings.get("cudagraph_below_us")
+    if below and out["median_us"] < below:
+        g = (graph or graph_time)(call, settings)
+        if g and "graph_median_us" in g:
+            out.update(timer=f"{CUDAGRAPH_TIMER} (median); do_bench's samples kept",
+                       graph_median_us=g["graph_median_us"], do_bench_median_us=out["median_us"],
+                       median_us=g["graph_median_us"])
+        elif g:
+            out.update(g)
+    return out
 
 
 def compile_skipped(quick: bool) -> bool:
@@ -184,3 +223,51 @@ def count_launches(fn, calls: int = 3) -> tuple[float, str]:
         return n / calls, "torch.profiler: CUDA device activities (kernels, memsets, copies)"
     except Exception as exc:  # profiler support differs across builds
         return math.nan, f"profiler failed: {type(exc).__name__}: {exc}"
+
+
+def split_by_window(windows: dict, events) -> dict:
+    """How many of ``events`` (``(start_us, ...)`` tuples, device activities) start inside each named window
+    (``name -> (start_us, end_us)``, host ranges bracketed by device synchronizations, so a window's device work
+    starts and ends inside it).
+
+    >>> split_by_window({"a": (0, 10), "b": (10, 20)}, [(1,), (2,), (15,), (30,)])
+    {'a': 2, 'b': 1}
+    """
+    return {name: sum(1 for e in events if lo <= e[0] < hi) for name, (lo, hi) in windows.items()}
+
+
+def count_launches_each(fns: dict, calls: int = 3) -> dict:
+    """Device kernel launches per call of each of ``fns`` (name -> callable), in one ``torch.profiler`` session: each
+    callable runs ``calls`` times inside its own ``record_function`` window, bracketed by synchronizations, and the
+    device activities starting in that window are its (:func:`split_by_window`). One session per case instead of one
+    per provider: a profiler start costs more than the calls it counts.
+
+    Returns:
+        name -> ``(launches_per_call, note)``; off CUDA ``(nan, note)`` for each, without profiling.
+    """
+    if not fns:
+        return {}
+    if not runtime.cuda_available():
+        return {n: (math.nan, "no CUDA: no device kernels to count") for n in fns}
+    try:
+        from torch.profiler import ProfilerActivity, profile, record_function
+
+        for fn in fns.values():
+            fn()
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            for name, fn in fns.items():
+                with record_function(f"fastpath_count::{name}"):
+                    for _ in range(calls):
+                        fn()
+                    torch.cuda.synchronize()
+        events = prof.events()
+        windows = {e.name.split("::", 1)[1]: (e.time_range.start, e.time_range.end) for e in events
+                   if e.name.startswith("fastpath_count::")}
+        device = [(e.time_range.start,) for e in events if e.device_type == torch.autograd.DeviceType.CUDA]
+        found = split_by_window(windows, device)
+        note = "torch.profiler: CUDA device activities (kernels, memsets, copies), one session per case"
+        return {n: (found[n] / calls, note) if n in found else (math.nan, "profiler: no window recorded")
+                for n in fns}
+    except Exception as exc:  # profiler support differs across builds
+        return {n: (math.nan, f"profiler failed: {type(exc).__name__}: {exc}") for n in fns}

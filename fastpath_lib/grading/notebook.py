@@ -2,10 +2,11 @@
 
 The check cells of an exercise are the cells tagged :data:`CHECK_TAG` (each calls ``ex.check_*`` on the learner's
 functions) of the grader's own copy of the notebook (:func:`original_for`): ``check-cells/exNN_*.ipynb`` in a course
-release's autograder (``python -m fastpath_lib release``), else ``solutions/exNN_*.ipynb`` in the kit's checkout. As nbgrader does with its read-only cells, the grader puts them back as
-distributed, matched by cell id: an edited check cell gets its original source, a deleted one is inserted again
-after the cell that preceded it. The grader then runs each check itself, in its own process, at that place
-(:mod:`fastpath_lib.grading.cli`), with the arguments of the *original* call.
+release's autograder (``python -m fastpath_lib release``), else ``solutions/exNN_*.ipynb`` in the kit's checkout. As
+nbgrader does with its read-only cells, the grader puts them back as distributed, matched by cell id (in a notebook
+saved without ids, by the checks they call): an edited check cell gets its original source, a deleted one is
+inserted again after the cell that preceded it. The grader then runs each check itself, in its own process, at that
+place (:mod:`fastpath_lib.grading.cli`), with the arguments of the *original* call.
 
 :func:`static_evidence` reads the learner's own cells for code that replaces the kit's functions or state: an
 assignment to an attribute of anything imported from ``fastpath_lib`` (``ex.check_reference = ...``), IPython event
@@ -26,8 +27,8 @@ from pathlib import Path
 from fastpath_lib import runtime
 from fastpath_lib.grading.sources import dotted, parse
 
-__all__ = ["CHECK_TAG", "ROOT", "CHECK_CELLS", "ALL", "solution_for", "original_for", "check_cells", "restore", "calls", "static_evidence",
-           "assignments"]
+__all__ = ["CHECK_TAG", "ROOT", "CHECK_CELLS", "ALL", "solution_for", "original_for", "check_cells", "restore", "calls",
+           "static_evidence", "assignments"]
 
 CHECK_TAG = "grader-check"
 #: The kit's checkout: ``solutions/`` holds the distributed check cells.
@@ -61,33 +62,74 @@ def check_cells(nb) -> list:
 
 
 def restore(nb, original) -> tuple[list[str], list[str]]:
-    """Put ``original``'s check cells back into ``nb`` (in place); returns ``(their ids, notes for the report)``."""
+    """Put ``original``'s check cells back into ``nb`` (in place); returns ``(their ids, notes for the report)``.
+
+    Cells are matched by id. A notebook saved without cell ids (nbformat 4.4: Colab, older tools) or with new ones
+    has its check cells found by what they call instead: the first cell, in order, without an id of ``original``
+    that calls the same checks. A check cell found neither way is inserted after the cell that preceded it (found by
+    id, else by its first line), or at the end.
+    """
     notes, ids = [], []
     order = [c.get("id") for c in original.cells]
+    known = set(order)
     by_id = {c.get("id"): i for i, c in enumerate(nb.cells)}
+    cursor = 0  # where the last check cell went: matching by content goes on from there, in order
     for cell in check_cells(original):
         cid = cell.get("id")
         ids.append(cid)
         fresh = copy.deepcopy(cell)
         fresh["outputs"], fresh["execution_count"] = [], None
-        if cid in by_id:
-            mine = nb.cells[by_id[cid]]
-            if mine.get("source") != cell.get("source") or mine.get("cell_type") != "code":
-                notes.append(f"check cell {cid} was edited: restored")
-            nb.cells[by_id[cid]] = fresh
-            continue
-        notes.append(f"check cell {cid} was deleted: restored")
-        at = 0
-        for prev in reversed(order[:order.index(cid)]):
-            if prev in by_id:
-                at = by_id[prev] + 1
-                break
-        nb.cells.insert(at, fresh)
-        by_id = {c.get("id"): i for i, c in enumerate(nb.cells)}
+        at = by_id.get(cid)
+        if at is None:
+            at = _same_calls(nb, cell, known, cursor)
+            if at is not None:
+                notes.append(f"check cell {cid} had {'no id' if not nb.cells[at].get('id') else 'another id'}: "
+                             f"found by its calls, restored")
+        elif nb.cells[at].get("source") != cell.get("source") or nb.cells[at].get("cell_type") != "code":
+            notes.append(f"check cell {cid} was edited: restored")
+        if at is not None:
+            nb.cells[at] = fresh
+        else:
+            notes.append(f"check cell {cid} was deleted: restored")
+            at = len(nb.cells)
+            for prev in reversed(order[:order.index(cid)]):
+                j = by_id.get(prev)
+                if j is None:
+                    j = _same_first_line(nb, original.cells[order.index(prev)], known)
+                if j is not None:
+                    at = j + 1
+                    break
+            nb.cells.insert(at, fresh)
+        cursor = at + 1
+        by_id = {c.get("id"): i for i, c in enumerate(nb.cells) if c.get("id")}
     for c in nb.cells:  # a learner's own cell wearing the tag is an ordinary cell
         if c.get("id") not in ids and CHECK_TAG in c.get("metadata", {}).get("tags", []):
             c["metadata"]["tags"] = [t for t in c["metadata"]["tags"] if t != CHECK_TAG]
     return ids, notes
+
+
+def _same_calls(nb, cell, known: set, start: int) -> int | None:
+    """The first code cell of ``nb`` from ``start`` on (then from the top) without an id of the original notebook
+    whose check calls are ``cell``'s."""
+    want = [name for name, _, _ in calls(cell.get("source", ""))]
+    order = list(range(start, len(nb.cells))) + list(range(0, min(start, len(nb.cells))))
+    for i in order:
+        c = nb.cells[i]
+        if c.get("cell_type") == "code" and c.get("id") not in known and want \
+                and [name for name, _, _ in calls(c.get("source", ""))] == want:
+            return i
+    return None
+
+
+def _same_first_line(nb, cell, known: set) -> int | None:
+    """The last cell of ``nb`` without an id of the original notebook whose first non-blank line is ``cell``'s."""
+    def first(c):
+        return next((line.strip() for line in c.get("source", "").splitlines() if line.strip()), "")
+
+    line = first(cell)
+    hits = [i for i, c in enumerate(nb.cells) if line and c.get("id") not in known and first(c) == line
+            and c.get("cell_type") == cell.get("cell_type")]
+    return hits[-1] if hits else None
 
 
 def calls(source: str) -> list[tuple[str, str, list[tuple[str, str]]]]:

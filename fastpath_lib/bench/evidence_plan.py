@@ -1,0 +1,261 @@
+"""The evidence run's plan (:mod:`fastpath_lib.bench.evidence`): its steps, each with a fixed minimum, what it is
+expected to cost and where that figure comes from, and how the budget is shared among them.
+
+Each step starts with its minimum (its process start, torch's import and CUDA's start included) plus its weight's share
+of what is left once the minimum of every step still to run is set aside (:func:`allot`); time a step does not use
+flows onward. :func:`fits` says whether a plan's minimums fit a budget and what the expected total leaves over;
+``python -m fastpath_lib evidence --dry-run`` prints it, and the preflight refuses a plan that does not fit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+__all__ = ["Step", "STEPS", "OPTIONAL", "DEFAULT_BUDGET_S", "SHARED", "START_S", "STATUSES", "all_steps", "op_steps",
+           "allot", "plan", "fits", "budget_split"]
+
+DEFAULT_BUDGET_S = 420.0
+#: Step statuses from best to worst (:data:`fastpath_lib.bench.evidence_steps.STATUSES`).
+STATUSES = ("ran", "skipped", "partial", "failed")
+_STEPS_MODULE = "fastpath_lib.bench.evidence_steps"
+
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+    """One step of the evidence run.
+
+    Args:
+        name: identifier (manifest key, log name).
+        title: what it does, in words.
+        weight: its share of the time left over once every step's minimum is set aside.
+        target: ``"module:function"`` run in a child process with a :class:`~fastpath_lib.bench.evidence_steps.
+            StepContext`.
+        writes: the files it writes (for the plan).
+        needs: modules it imports (checked by ``--dry-run``).
+        min_s: the fixed minimum it is started with (its process start, torch's import and CUDA's start included);
+            with less left it is skipped rather than started.
+        op: the registered operator(s) the step serves, comma-separated (passed to the step as ``ctx.op``; a step of
+            one job for several ops loops over them); ``None`` for a shared step.
+        est_s: what it is expected to take on the GPU machine (16 cores, one H100/H200).
+        basis: where ``est_s`` comes from: ``"measured: ..."`` (on this project's CPU machine, for what runs
+            without a GPU) or ``"estimate: ..."`` (what it is reasoned from).
+    """
+
+    name: str
+    title: str
+    weight: float
+    target: str
+    writes: tuple[str, ...] = ()
+    needs: tuple[str, ...] = ()
+    min_s: float = 3.0
+    op: str | None = None
+    est_s: float | None = None
+    basis: str = ""
+
+    @property
+    def ops(self) -> tuple[str, ...]:
+        """The operators the step serves (empty for a shared step)."""
+        return tuple(self.op.split(",")) if self.op else ()
+
+
+def _s(name: str) -> str:
+    return f"{_STEPS_MODULE}:{name}"
+
+
+_CORE = ("torch", "triton", "numpy", "fastpath_lib", "fastpath_lib.rmsnorm.kernels", _STEPS_MODULE)
+_RMS = "rms_norm"
+#: The ``op`` key of the shared steps in :func:`budget_split`.
+SHARED = "shared"
+#: Every step's process starts Python, imports torch and the kit and starts CUDA before its work: measured 6 s on the
+#: project's shared 2-core CPU machine (``python -c "import torch, fastpath_lib, ...evidence_steps, ...opbench"``,
+#: busy), estimated 5 s on the GPU machine with CUDA's start; every minimum below includes it.
+START_S = 5.0
+_START = f"{START_S:.0f} s process start, torch import and CUDA start (measured 6 s on the project's CPU machine)"
+
+
+def _steps_before_ops() -> tuple[Step, ...]:
+    return (
+        Step("selftest", "self-test: the kernels on CUDA against the float64 reference", 10, _s("selftest"),
+             ("selftest.txt",), _CORE + ("fastpath_lib.selftest",), min_s=15, est_s=15,
+             basis=f"estimate: {_START}, then a few JIT compiles (Triton 3.6 also builds its C launcher once)"),
+        Step("gpu_tests", "pytest -m gpu tests (the CUDA-only tests), JUnit XML", 20, _s("gpu_tests"),
+             ("tests/gpu.xml",), _CORE + ("pytest",), min_s=20, est_s=25,
+             basis="estimate: pytest start-up and collection of tests/ (measured 9 s on the project's CPU machine), "
+                   "then the gpu tests; stops between tests at its deadline and says how many ran"),
+        Step("core_tests", "the core tests on CUDA (predicate, boundaries, contract, modes, hypothesis), JUnit XML",
+             30, _s("core_tests"), ("tests/core.xml",), _CORE + ("pytest", "hypothesis"), min_s=30, est_s=40,
+             basis="estimate: collection (measured 6 s on the project's CPU machine), then as many tests as the "
+                   "budget allows (stops between tests; the manifest says collected vs run)"),
+        Step("matrix", "RMSNorm's predeclared matrix (inputs built on the device once per case, one profiler "
+             "session per case; the copy bandwidth first; torch.compile in its own step)", 40, _s("matrix"),
+             ("results.csv", "environment.json", "boundary.png", "boundary.csv", "copy_bandwidth.json",
+              "nvidia_smi.json"), _CORE + ("pandas", "matplotlib", "fastpath_lib.bench.opbench"),
+             op=_RMS, min_s=30, est_s=35,
+             basis=f"estimate: {_START}; 17 cases x 3 providers at do_bench's 25 + 100 ms, ~1.3 s a case with its "
+                   "check, its profile and the graph timing of microsecond calls; cases past the deadline are "
+                   "recorded as not run (the step is then partial)"),
+        Step("sweep", "the row-threshold sweep of every op: host-inclusive time of the dispatched call against the "
+             "baseline (blocks of back-to-back calls, each ending in a sync), every admitted dtype; RMSNorm's "
+             "proposal", 25, _s("sweep"), ("threshold.csv", "threshold_proposal.json", "ops/NAME/threshold.csv"),
+             _CORE + ("fastpath_lib.bench.sweep", "fastpath_lib.bench.hostmethod"), op=f"{_RMS},fused_add_rms_norm",
+             min_s=30, est_s=40,
+             basis=f"estimate: {_START}; RMSNorm 15 row counts x 3 widths x 3 dtypes, the fused op 8 x 1 x 3, each "
+                   "point 2 x 16 blocks of ~4 ms (~0.16 s with its inputs): ~26 s, plus first launches of kernel "
+                   "variants the matrix did not compile; points past the deadline are left out (partial, and no "
+                   "threshold is proposed)"),
+        Step("capture", "CUDA-graph capture at the boundary shapes, replayed on new data against the reference", 15,
+             "fastpath_lib.bench.capture:step", ("capture_test.json",), _CORE + ("fastpath_lib.bench.capture",),
+             op=_RMS, min_s=30, est_s=30,
+             basis=f"estimate: {_START}; 12 captures with their warm-ups (first launches compile), about 2 s each"),
+    )
+
+
+def _steps_after_ops() -> tuple[Step, ...]:
+    both = f"{_RMS},fused_add_rms_norm"
+    return (
+        Step("replay", "workload replay of every op (a small decoder, norms swapped; the fused op's serving trace)",
+             8, _s("replay"), ("replay.json", "ops/NAME/replay.json"), _CORE + ("fastpath_lib.bench.workload",
+                                                                              "fastpath_lib.bench.trace"),
+             op=both, min_s=15, est_s=20,
+             basis=f"estimate: {_START}; a 4-layer dim-4096 decoder at 8 x 512 tokens and the fused op's quick "
+                   "replay, a few seconds each"),
+        Step("compile_cost", "compile cost per kernel specialization of every op (fresh process, empty cache)", 8,
+             _s("compile_cost"), ("compile_cost.json", "ops/NAME/compile_cost.json"),
+             _CORE + ("fastpath_lib.bench.workload",), op=both, min_s=20, est_s=30,
+             basis=f"estimate: {_START}; ~30 specializations at 0.3-1 s of JIT compile each in a fresh process; "
+                   "the probe's time limit is caught and recorded"),
+        Step("compiled", "compile-time facts of every op's kernels (vector width, registers, spills)", 5,
+             _s("compiled_facts"), ("compiled.json", "ops/NAME/compiled.json"),
+             _CORE + ("fastpath_lib.rmsnorm.compiled",), op=both, min_s=20, est_s=25,
+             basis="measured: RMSNorm's 116 specializations for sm_80 and sm_90 in 38 s, the fused op's 72 in 58 s, "
+                   "one worker on the project's busy 2-core CPU machine (no GPU needed): ~100 core-seconds, about "
+                   f"8 s on the GPU machine's 15 workers, plus {_START}"),
+        Step("host", "host overhead of every op's dispatch (vs its baseline, vs the launcher, vLLM's dispatch vs "
+             "native), appended to each op's results.csv", 10, _s("host"),
+             ("results.csv (host-overhead rows)", "ops/NAME/results.csv (host-overhead rows)"),
+             _CORE + ("fastpath_lib.opspec", "fastpath_lib.bench.ophost", "fastpath_lib.bench.vllmhost"),
+             min_s=15, est_s=20,
+             basis=f"measured: both ops' host families in 7.8 s with the quick blocks on the project's CPU machine "
+                   "without vLLM (the GPU machine has none; with vLLM installed its child process makes it 60 s), "
+                   f"plus {_START}; each block also synchronizes on CUDA"),
+        Step("compiled_baselines", "torch.compile of each op's composite on a few cases (its smallest and largest "
+             "forward case), the deadline checked before each cold compile", 15,
+             _s("compiled_baselines"), ("results.csv (compiled rows)", "ops/NAME/results.csv (compiled rows)"),
+             _CORE + ("fastpath_lib.bench.opbench",), op=both, min_s=40, est_s=60,
+             basis="estimate: a cold Inductor compile is 10-40 s; two forward cases per op (smallest and largest), "
+                   "as many as the budget allows (the rest recorded as not started)"),
+        Step("pr_note", "the PR note drafted from this folder, and what it lacks", 2, _s("pr_note"),
+             ("pr_note.md",), _CORE + ("fastpath_lib.bench.report",), min_s=8, est_s=8,
+             basis="measured: 7.4 s on the project's CPU machine (run_evidence with the host, compiled and PR-note "
+                   "steps)"),
+    )
+
+
+#: Opt-in steps (``--with NAME``): not in the default plan, each with why.
+OPTIONAL: dict[str, tuple[Step, str]] = {
+    "sanitizer": (Step("sanitizer", "compute-sanitizer --tool memcheck over the boundary shapes (absence or refusal "
+                       "recorded)", 10, _s("sanitizer"), ("sanitizer/memcheck.txt",),
+                       _CORE + ("fastpath_lib.boundary", "fastpath_lib.testing"), min_s=120, est_s=150,
+                       basis="estimate: 48 boundary points, each JIT compile and launch under memcheck (several "
+                             "times slower); some lent GPUs refuse the tool ('Device not supported')"),
+                  "memcheck needs about 2-3 minutes, more than a 420 s plan can spare, and has refused some lent "
+                  "GPUs: `--with sanitizer` adds it (with a budget that fits it)"),
+}
+
+
+def _op_files(name: str, *files: str) -> tuple[str, ...]:
+    return tuple(f"ops/{name}/{f}" for f in files)
+
+
+def op_steps(name: str) -> tuple[Step, ...]:
+    """The step of its own a registered operator other than RMSNorm gets: its predeclared matrix against every
+    baseline (but ``torch.compile``), written under ``ops/NAME/``. Its sweep, replay, capture, compile cost, compiled
+    facts and compiled baselines run inside the shared step of the same job (one process per job: every process
+    start costs its torch import and CUDA start)."""
+    needs = _CORE + ("fastpath_lib.opspec", "fastpath_lib.bench.opbench")
+    return (Step(f"{name}_matrix", f"{name}: its predeclared matrix against its baselines (torch.compile in its own "
+                 "step)", 30, _s("matrix"), _op_files(name, "results.csv", "environment.json", "boundary.png"),
+                 needs, op=name, min_s=30, est_s=35,
+                 basis=f"estimate: {_START}; 13 cases x 5 providers at do_bench's 25 + 100 ms, ~2 s a case"),)
+
+
+def all_steps(with_: tuple[str, ...] = ()) -> tuple[Step, ...]:
+    """The plan for every operator registered now (:func:`fastpath_lib.opspec.names`): the shared and RMSNorm's
+    steps, each other op's :func:`op_steps`, then the steps every op shares by job, the host step, the compiled
+    baselines and the PR note; ``with_`` adds :data:`OPTIONAL` steps (after the tests)."""
+    from fastpath_lib import opspec
+
+    unknown = [n for n in with_ if n not in OPTIONAL]
+    if unknown:
+        raise ValueError(f"no optional step {unknown}; there are: {', '.join(OPTIONAL)}")
+    head = _steps_before_ops()
+    extra = tuple(OPTIONAL[n][0] for n in with_)
+    tests = [i for i, s in enumerate(head) if s.name.endswith("_tests")][-1] + 1
+    ops = tuple(s for n in opspec.names() if n != _RMS for s in op_steps(n))
+    return (*head[:tests], *extra, *head[tests:], *ops, *_steps_after_ops())
+
+
+#: The plan at import (the ops registered by name in :mod:`fastpath_lib.opspec`).
+STEPS: tuple[Step, ...] = all_steps()
+
+
+def allot(left_s: float, steps) -> float:
+    """The first of ``steps``' budget with ``left_s`` seconds left: its minimum plus its weight's share of what is
+    left once the minimum of every step still to run is set aside (time a step does not use flows onward).
+
+    >>> a, b = Step("a", "", 1, "m:f", min_s=10), Step("b", "", 3, "m:f", min_s=20)
+    >>> allot(70, (a, b)), allot(25, (a, b))
+    (20.0, 10.0)
+    """
+    slack = max(0.0, left_s - sum(s.min_s for s in steps))
+    weights = sum(s.weight for s in steps) or 1.0
+    return steps[0].min_s + slack * steps[0].weight / weights
+
+
+def plan(budget_s: float, steps=STEPS) -> list[tuple[Step, float]]:
+    """Each step with its nominal budget (:func:`allot` with the whole budget and nothing used yet).
+
+    >>> round(sum(b for _, b in plan(480)), 6)
+    480.0
+    """
+    slack = max(0.0, budget_s - sum(s.min_s for s in steps))
+    total = sum(s.weight for s in steps) or 1.0
+    return [(s, s.min_s + slack * s.weight / total) for s in steps]
+
+
+def fits(budget_s: float, steps=STEPS, preflight_s: float = 0.0) -> tuple[bool, str]:
+    """Whether the plan fits ``budget_s`` (``preflight_s`` of it spent first): every step's minimum, and the
+    expected total, with what is left over.
+
+    >>> fits(420)[0]
+    True
+    """
+    need = sum(s.min_s for s in steps) + preflight_s
+    expect = sum(s.est_s or s.min_s for s in steps) + preflight_s
+    ok = need <= budget_s
+    line = (f"{need:.0f} s of minimums ({len(steps)} steps{f', preflight {preflight_s:.0f} s' if preflight_s else ''}"
+            f") {'fit' if ok else 'do NOT fit'} {budget_s:.0f} s; expected {expect:.0f} s "
+            f"({budget_s - expect:+.0f} s left over)")
+    return ok, line
+
+
+def budget_split(budget_s: float, steps=STEPS) -> dict:
+    """Each operator's share of the run (``"shared"`` for the steps every op relies on): its steps, its share of the
+    nominal seconds; a step serving several ops is split evenly between them.
+
+    >>> split = budget_split(480)
+    >>> sorted(split) == sorted({SHARED, *(o for s in STEPS for o in s.ops)})
+    True
+    >>> round(sum(v["nominal_s"] for v in split.values()))
+    480
+    """
+    out: dict[str, dict] = {}
+    for s, b in plan(budget_s, steps):
+        for o in s.ops or (SHARED,):
+            e = out.setdefault(o, {"steps": [], "nominal_s": 0.0})
+            e["steps"].append(s.name)
+            e["nominal_s"] += b / max(1, len(s.ops))
+    for e in out.values():
+        e["share"] = round(e["nominal_s"] / budget_s, 4) if budget_s else 0.0
+        e["nominal_s"] = round(e["nominal_s"], 1)
+    return out
