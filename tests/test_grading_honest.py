@@ -255,3 +255,25 @@ def test_an_honest_answer_gets_full_marks_in_the_check_cell_and_in_the_grader(gr
                                                             if not r["passed"]}
     assert [p.part for p in grade.parts] == parts
     assert grade.earned == grade.points, [(p.part, p.feedback[:300]) for p in grade.parts if not p.passed]
+
+
+def test_the_check_cell_reads_each_answer_as_last_run(monkeypatch):
+    """The check cell reads the kernel's input history, which keeps every run of a cell: a first try that used
+    torch's private overlap check, rewritten and run again, is not the answer any more (the grader, which reads the
+    file, never saw it)."""
+    import types
+
+    import IPython
+    import torch
+
+    from fastpath_lib import exercises as ex
+
+    first_try = "def overlaps(a, b):\n    return bool(torch._C._overlaps(a, b))"
+    history = ["import torch", first_try, "overlaps(torch.ones(2), torch.ones(2))", OVERLAPS.strip(),
+               "ex.check_overlaps(overlaps)"]
+    kernel = types.SimpleNamespace(history_manager=types.SimpleNamespace(input_hist_raw=history), user_ns={})
+    monkeypatch.setattr(IPython, "get_ipython", lambda: kernel)
+    ns = {"torch": torch}
+    exec(compile(OVERLAPS, "<cell>", "exec"), ns)  # noqa: S102 - the test's own answer
+    (result,) = ex.check_overlaps(ns["overlaps"], show=False)
+    assert result.passed, result.feedback

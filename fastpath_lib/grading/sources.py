@@ -19,7 +19,7 @@ import contextlib
 import re
 import sys
 
-__all__ = ["using", "learner_cells", "learner_source", "names_used", "attributes_used", "closure_source",
+__all__ = ["using", "learner_cells", "latest_runs", "learner_source", "names_used", "attributes_used", "closure_source",
            "jit_functions", "parse", "parse_cells", "dotted", "DYNAMIC", "star_modules"]
 
 _STACK: list[list[str]] = []
@@ -57,7 +57,8 @@ def _is_check_cell(source: str) -> bool:
 
 
 def learner_cells() -> list[str]:
-    """The learner's code cells: set by the grader, else the kernel's input history (check cells left out)."""
+    """The learner's code cells: set by the grader, else the kernel's input history (check cells left out, and
+    each cell as last run: :func:`latest_runs`)."""
     if _STACK:
         return list(_STACK[-1])
     ipython = sys.modules.get("IPython")
@@ -65,7 +66,29 @@ def learner_cells() -> list[str]:
     if ip is None:
         return []
     hist = getattr(getattr(ip, "history_manager", None), "input_hist_raw", None) or ip.user_ns.get("In") or []
-    return [s for s in hist if isinstance(s, str) and s.strip() and not _is_check_cell(s)]
+    return latest_runs([s for s in hist if isinstance(s, str) and s.strip() and not _is_check_cell(s)])
+
+
+def latest_runs(history: list[str]) -> list[str]:
+    """The cells of a kernel's input history as the notebook now holds them: a history keeps every run of a cell, so
+    a run whose functions and classes a later run defines again (an edited answer run anew) and a second run of the
+    same text are left out. The check cell then reads the answer the grader will read from the file, not the
+    versions before it.
+
+    >>> latest_runs(["import torch", "def f(x):\\n    return torch.tanh(x)", "f(1)", "def f(x):\\n    return x", "f(1)"])
+    ['import torch', 'def f(x):\\n    return x', 'f(1)']
+    """
+    out, defined, seen = [], set(), set()
+    for cell in reversed(history):
+        tree = parse(cell)
+        names = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))} \
+            if tree is not None else set()
+        if cell in seen or (names and names <= defined):
+            continue
+        seen.add(cell)
+        defined |= names
+        out.append(cell)
+    return out[::-1]
 
 
 def learner_source() -> str:
