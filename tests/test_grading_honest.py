@@ -19,8 +19,8 @@ nbformat = pytest.importorskip("nbformat")
 pytest.importorskip("nbclient")
 
 from fastpath_lib import runtime  # noqa: E402
-from fastpath_lib.grading import cli  # noqa: E402
-from fastpath_lib.grading.notebook import CHECK_TAG  # noqa: E402
+from fastpath_lib.grading.engine import cli  # noqa: E402
+from fastpath_lib.grading.engine.notebook import CHECK_TAG  # noqa: E402
 from fastpath_lib.grading.registry import EXERCISES, MIME  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
