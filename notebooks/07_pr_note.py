@@ -108,7 +108,8 @@ Markdown(note)
 # its boundary points, every case, the environment, the mechanism) stay in the note, folded: nothing is dropped to
 # fit. The kit writes three forms: its own, vLLM's PR template and PyTorch's. vLLM's says what the PR adds to vLLM:
 # the provider `fastpath_triton` of the `vllm.ir` op, registered by the kit's `vllm.general_plugins` entry point, and
-# the priority without which vLLM keeps running `native`.
+# the priority without which vLLM keeps running `native`. vLLM 0.33 deprecates that IR (it goes in v0.34.0), so the
+# form that lasts is the in-tree change of lesson 09.
 
 # %% tags=["nbval-ignore-output"]
 from fastpath_lib.bench.note_brief import WORD_LIMIT, words_outside_details

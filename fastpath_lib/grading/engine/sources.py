@@ -129,11 +129,40 @@ def parse(source: str) -> ast.Module | None:
 
 
 def parse_cells(source: str) -> list[ast.Module]:
-    """Each blank-line-joined chunk that parses on its own; the whole text when it parses at once."""
+    """The whole text's tree when it parses at once (IPython's line magics read as the calls IPython runs), else the
+    tree of each blank-line-joined chunk that parses on its own, its line numbers those of the whole text (so
+    ``ast.get_source_segment(source, node)`` is the node's own text): a cell that does not parse (a learner's
+    unfinished scratch cell), or a cell magic that IPython would read as taking the whole text, costs the reading of
+    that chunk only.
+
+    >>> src = "import torch\\n\\nfor i in range(3)\\n    print(i)\\n\\ndef f(x):\\n    return torch.tanh(x)"
+    >>> [ast.get_source_segment(src, n).splitlines()[0] for t in parse_cells(src) for n in t.body]
+    ['import torch', 'def f(x):']
+    """
     whole = parse(source)
-    if whole is not None:
+    if whole is not None and not _swallowed(source, whole):
         return [whole]
-    return [t for t in map(parse, re.split(r"\n\s*\n(?=\S)", source)) if t is not None]
+    out, start = [], 0
+    for m in [*re.finditer(r"\n\s*\n(?=\S)", source), None]:
+        end = m.start() if m is not None else len(source)
+        tree = parse(source[start:end])
+        if tree is not None:
+            out.append(ast.increment_lineno(tree, source.count("\n", 0, start)))
+        start = m.end() if m is not None else len(source)
+    return out
+
+
+def _swallowed(source: str, tree: ast.Module) -> bool:
+    """Whether IPython reads the whole text as one cell magic (``%%time`` heading the first chunk) though it holds
+    further chunks."""
+    try:
+        ast.parse(source)
+        return False
+    except SyntaxError:
+        pass
+    call = tree.body[0].value if len(tree.body) == 1 and isinstance(tree.body[0], ast.Expr) else None
+    return isinstance(call, ast.Call) and (dotted(call.func, partial=True) or "").endswith("run_cell_magic") \
+        and re.search(r"\n\s*\n(?=\S)", source) is not None
 
 
 def dotted(node, *, partial: bool = False) -> str | None:
