@@ -127,9 +127,13 @@ print("logits agree:", torch.allclose(a, b, atol=1e-4, rtol=1e-4),
 # ## 3. Choosing the per-architecture row threshold from a sweep
 #
 # `min_rows` is the row count below which a launch costs more than it saves. It differs per GPU architecture, so it
-# is not typed in: a **sweep** times the Triton forward against `F.rms_norm` across row counts (1 to 16384) at
-# several widths on the GPU, and the rule picks, per width, the smallest swept row count *from which the kernel
-# never loses*; the threshold is the largest of those over the widths. A worked example with outcomes only:
+# is not typed in: a **sweep** times the dispatched call (`fastpath_lib.rms_norm`, its row threshold lowered for the
+# sweep so it takes the Triton route wherever everything else allows) against `F.rms_norm` across row counts (1 to
+# 16384), several widths and every dtype the kit admits on the GPU. It times them as the host cost is timed, host
+# time included (blocks of back-to-back calls, each ending in a device sync): the threshold decides eager calls, and
+# a small eager call is host-bound, so device time alone would put it too low. The rule picks, per width and dtype,
+# the smallest swept row count *from which the fast route never loses*; the threshold is the largest of those. A
+# worked example with outcomes only:
 #
 # | rows | 256 | 512 | 1024 | 2048 | 4096 |
 # |---|---|---|---|---|---|
@@ -156,7 +160,7 @@ print("this machine:", limits_for(DEVICE))
 # %% tags=["nbval-ignore-output"]
 sweep = bench.threshold_sweep(quick=True)
 print(sweep.attrs["proposal"]["reason"])
-sweep[["cols", "rows", "provider", "median_us", "vs_baseline", "gpu_measurement"]]
+sweep[["cols", "rows", "dtype", "provider", "route", "median_us", "vs_baseline", "gpu_measurement"]]
 
 # %% [markdown]
 # On a GPU, `python -m fastpath_lib threshold results/<device>-<date>` recomputes the proposal from the folder's raw

@@ -111,6 +111,7 @@ Markdown(note)
 # in `upstream/`: the files it changes, when the new path runs, how to turn it on and off); in PyTorch, nowhere in
 # eager ATen, which takes no Triton kernel (Triton code there is what Inductor generates), so the kit writes no
 # PyTorch form; a hand-written Triton kernel otherwise lands in a kernel library such as Liger-Kernel.
+# Lesson 09 reads the patch itself.
 
 # %% tags=["nbval-ignore-output"]
 from fastpath_lib.bench.note_brief import WORD_LIMIT, words_outside_details

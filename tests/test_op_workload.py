@@ -133,11 +133,11 @@ def test_decoder_replay_of_a_spec_without_a_step_says_so():
     assert res["declared"] is False and opspec.NOT_DECLARED in res["note"] and "e2e_baseline_us" not in res
 
 
-def test_sweep_times_the_ops_fast_route_against_its_baseline(third):
-    df = sweep.threshold_sweep(rows=[2, 4], cols=[64], dtype=torch.float32, spec=third, quick=True,
-                               settings=dict(sweep.settings_for(True), target_s=0.01, min_reps=3, max_reps=3))
-    assert list(df.provider) == ["baseline", "triton"] * 2 and (df.status == "ok").all()
-    assert {"fast", "baseline"} <= set(SPIED) and "function" not in SPIED
+def test_sweep_times_the_ops_dispatched_call_against_its_baseline(third):
+    df = sweep.threshold_sweep(rows=[2, 4], cols=[64], dtype=torch.float32, spec=third, quick=True, blocks=2)
+    assert list(df.provider) == ["baseline", "dispatched"] * 2 and (df.status == "ok").all()
+    assert {"function", "baseline"} <= set(SPIED)
+    assert (df.timer == sweep.HOST_TIMER).all() and set(df[df.provider == "dispatched"].route) <= {"triton", "fallback"}
     prop = df.attrs["proposal"]
     assert (prop["op"], prop["baseline"]) == (third.name, "F.normalize")
     if not gpu_measurement():

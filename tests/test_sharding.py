@@ -86,6 +86,71 @@ def _fused_case(name, x, r, w, placement, mesh, out, residual_used=True):
     out[name] = rec
 
 
+def _inplace_pairs(x, r, w, mesh, out):
+    """Every entry point that writes into its arguments, on every pair of placements of ``x`` and ``residual`` (and
+    a sharded and a partial weight on one pair): what the caller's tensors hold afterwards, or what was raised and
+    whether anything was written."""
+    from torch.distributed.tensor import DTensor, Partial, Replicate, Shard, distribute_tensor
+
+    import fastpath_lib
+    from fastpath_lib.fused import reference
+    from fastpath_lib.rmsnorm import sharding
+
+    sharding.register()  # the op called directly, as a provider calls it, with the rules in force
+    places = {"R": Replicate(), "S0": Shard(0), "S1": Shard(1), "P": Partial()}
+
+    def place(t, name):  # a Partial holds each rank's share; clones: a Replicate would alias the source
+        if name == "P":
+            return DTensor.from_local(t.clone() / WORLD, mesh, [Partial()], run_check=False)
+        return distribute_tensor(t.clone(), mesh, [places[name]])
+
+    entries = {"public": lambda a, b, c: fastpath_lib.fused_add_rms_norm_(a, b, c, 1e-6),
+               "op": lambda a, b, c: torch.ops.fastpath.fused_add_rms_norm_(a, b, c, 1e-6)}
+    pairs = [(px, pr, "R") for px in places for pr in places] + [("S0", "S0", "S0"), ("S0", "S0", "P")]
+    for px, pr, pw in pairs:
+        want_out, want_res = reference.native(x, r, w, 1e-6)
+        for entry, call in entries.items():
+            dx, dr, dw = place(x, px), place(r, pr), place(w, pw)
+            before = (dx.full_tensor(), dr.full_tensor())
+            rec = {}
+            try:
+                call(dx, dr, dw)
+                rec.update(x_err=_err(dx, want_out), residual_err=_err(dr, want_res))
+            except Exception as e:  # noqa: BLE001 - the error is the fact recorded
+                rec.update(raised=f"{type(e).__name__}: {e}", written=not (
+                    torch.equal(dx.full_tensor(), before[0]) and torch.equal(dr.full_tensor(), before[1])))
+            rec.update(placements=[str(dx.placements), str(dr.placements)])
+            out[f"inplace {entry} x={px} residual={pr} weight={pw}"] = rec
+
+
+def _entries_into_sharding(x, r, w, mesh, out):
+    """Which functions of the ops' modules call into ``rmsnorm/sharding.py`` on a DTensor call of each public form."""
+    import sys
+
+    from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+
+    import fastpath_lib
+
+    dx, dr = (distribute_tensor(t.clone(), mesh, [Shard(0)]) for t in (x, r))
+    dw = distribute_tensor(w, mesh, [Replicate()])
+    callers = set()
+
+    def profile(frame, event, arg):
+        if event == "call" and frame.f_code.co_filename.endswith("sharding.py") and frame.f_back is not None:
+            caller = frame.f_back.f_code
+            if caller.co_filename.endswith(("rmsnorm/op.py", "fused/op.py")):
+                callers.add(f"{caller.co_filename.split('/')[-2]}.{caller.co_name}")
+
+    sys.setprofile(profile)
+    try:
+        fastpath_lib.rms_norm(dx, [COLS], dw)
+        fastpath_lib.fused_add_rms_norm(dx, dr, dw)
+        fastpath_lib.fused_add_rms_norm_(dx, dr, dw)
+    finally:
+        sys.setprofile(None)
+    out["entries_into_sharding"] = sorted(callers)
+
+
 def _rank(rank: int, path: str) -> None:
     import fastpath_lib
     from fastpath_lib.rmsnorm import sharding
@@ -105,6 +170,8 @@ def _rank(rank: int, path: str) -> None:
         r = torch.randn(ROWS, COLS)
         _fused_case("fused_rows", x, r, w, Shard(0), mesh, out)
         _fused_case("fused_hidden", x, r, w, Shard(1), mesh, out, residual_used=False)
+        _inplace_pairs(x, r, w, mesh, out)
+        _entries_into_sharding(x, r, w, mesh, out)
         # the rule is cached per normalized_shape: Shard(1) of [4, 8, 16] is a row shard for [16], not for [8, 16]
         x3 = torch.randn(4, 8, 16)
         d3 = distribute_tensor(x3, mesh, [Shard(1)])
@@ -186,3 +253,34 @@ def test_fused_hidden_dim_shard_is_redistributed_and_in_place_takes_the_composit
         assert c["forward_comms"] > 0 and c["forward_routes"] == {"triton": 1}, c
         assert c["inplace_routes"] == {"fallback": 1} and c["inplace_placement"] == "(Shard(dim=1),)", c
         assert max(c["err"], c["inplace_err"]) < 1e-5, c
+
+
+KEPT = {("R", "R", "R"), ("S0", "S0", "R"), ("S0", "S0", "S0"), ("S0", "S0", "P")}
+
+
+def test_in_place_on_every_placement_pair_writes_the_callers_tensors_or_raises(ranks):
+    """``fastpath_lib.fused_add_rms_norm_`` writes its results into ``x`` and ``residual`` whatever their placements
+    (Replicate, Shard on the rows or the hidden dim, Partial). ``torch.ops.fastpath.fused_add_rms_norm_`` does where
+    the two keep their placements (alike, rows only) and raises elsewhere, naming them, with nothing written: DTensor
+    would redistribute the residual and the op write the copy, leaving the caller's residual as it was."""
+    for r in ranks:
+        cases = {k: v for k, v in r.items() if k.startswith("inplace ")}
+        assert len(cases) == 2 * (16 + 2), sorted(cases)
+        for name, c in cases.items():
+            entry, px, pr, pw = (part.split("=")[-1] for part in name.split()[1:])
+            if entry == "public" or (px, pr, pw) in KEPT:
+                assert "raised" not in c, (name, c)
+                assert max(c["x_err"], c["residual_err"]) < 1e-5, (name, c)
+            else:
+                assert "must be placed alike" in c.get("raised", "") and "residual (" in c["raised"], (name, c)
+                assert not c["written"], (name, c)
+            assert c["placements"] == [f"({p},)" for p in ("Replicate()" if q == "R" else "Partial(sum)" if q == "P"
+                                                            else f"Shard(dim={q[1]})" for q in (px, pr))], (name, c)
+
+
+def test_dtensor_is_decided_in_one_place_before_dispatch(ranks):
+    """Each op module enters the sharding module only through its DTensor test and the one function that handles
+    DTensor calls, before its plain dispatch (the rules and the backward then run inside the ops)."""
+    want = [f"{m}.{f}" for m in ("fused", "rmsnorm") for f in ("_distributed", "_dtensor_call")]
+    for r in ranks:
+        assert r["entries_into_sharding"] == want, r["entries_into_sharding"]

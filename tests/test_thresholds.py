@@ -75,11 +75,11 @@ def test_no_threshold_from_cpu_unfinished_synthetic_or_losing_sweeps(tmp_path):
         threshold_from_results(synthetic)
     losing = simulated_sweep(tmp_path / "losing", {2048: 64, 8192: None})
     assert threshold_from_results(losing)["proposed_min_rows"] is None
-    with pytest.raises(ValueError, match="no threshold supported: the kernel still loses"):
+    with pytest.raises(ValueError, match="no threshold supported: the fast route still loses"):
         record_threshold(losing, path=tmp_path / "t.json")
     assert not (tmp_path / "t.json").exists()
     cut = simulated_sweep(tmp_path / "cut", {2048: 64}, proposal={"complete": False, "proposed_min_rows": None})
-    assert "did not finish every width" in threshold_from_results(cut)["reason"]
+    assert "did not finish every point" in threshold_from_results(cut)["reason"]
     with pytest.raises(FileNotFoundError):
         threshold_from_results(tmp_path / "missing")
 
@@ -137,3 +137,45 @@ def test_the_committed_file_is_valid_and_is_what_the_predicate_uses():
     for cap, rows in recorded.items():
         assert rows >= 1 and thresholds.entries()[thresholds.arch_name(cap)]["source"]
     assert predicate.CUDA_MIN_ROWS == recorded
+
+
+def test_a_partial_evidence_folder_gives_its_threshold_only_from_a_finished_sweep(tmp_path, capsys):
+    """A finished evidence run with some step incomplete keeps its INCOMPLETE marker and a manifest saying what is
+    missing: the threshold is recorded when the sweep itself finished (and the command prints what the run lacks),
+    refused when the sweep is what stopped early."""
+    from fastpath_lib.bench.cli import threshold_main
+    from fastpath_lib.bench.results import INCOMPLETE_MARKER as MARKER
+
+    def partial(name, sweep_status):
+        run = simulated_sweep(tmp_path / name, {2048: 64})
+        steps = [{"name": "sweep", "status": sweep_status, "why": "stopped at its deadline",
+                  "details": {"collected": 45, "run": 30}},
+                 {"name": "capture", "status": "skipped", "why": "the run's budget ran out"}]
+        (run / "manifest.json").write_text(json.dumps({"finished": "2026-12-06T00:00:00", "steps": steps}))
+        (run / MARKER).write_text("partial\n")
+        return run
+
+    ok = partial("ok", "ran")
+    info = threshold_from_results(ok)
+    assert info["proposed_min_rows"] == 64 and info["missing"] == ["capture: skipped (the run's budget ran out)"]
+    assert threshold_main([str(ok), "--check"]) == 0
+    assert "partial evidence run (its sweep finished); missing: capture: skipped" in capsys.readouterr().out
+    with pytest.raises(ValueError, match="its sweep did not finish .sweep: partial, ran 30 of 45"):
+        threshold_from_results(partial("cut", "partial"))
+
+
+def test_the_proposal_reads_the_dispatched_call_per_dtype_and_skips_fallback_points():
+    rows = []
+    for dtype, cross in (("float16", 64), ("bfloat16", 256)):
+        for r in (1, 4, 16, 64, 256, 1024):
+            route = "fallback" if r < 8 else "triton"
+            t = 10.0 if route == "fallback" else (5.0 if r >= cross else 20.0)
+            for p, med in (("baseline", 10.0), ("dispatched", t)):
+                rows.append({"cols": 4096, "rows": r, "dtype": dtype, "provider": p, "case_id": f"s_{dtype}_{r}",
+                             "status": "ok", "route": route if p == "dispatched" else "n/a", "expected": "n/a",
+                             "q20_us": med * 0.98,
+                             "median_us": med, "q80_us": med * 1.02, "gpu_measurement": True})
+    prop = propose(pd.DataFrame(rows), capability=(9, 0))
+    # the fallback points (rows 1 and 4, at the baseline's time) are no evidence for the fast route
+    assert prop["per_dtype_width_crossover_rows"] == {"bfloat16/4096": 256, "float16/4096": 64}
+    assert prop["proposed_min_rows"] == 256 and prop["per_width_crossover_rows"] == {4096: 256}

@@ -94,14 +94,15 @@ def _steps_before_ops() -> tuple[Step, ...]:
              basis=f"estimate: {_START}; 17 cases x 3 providers at do_bench's 25 + 100 ms, ~1.3 s a case with its "
                    "check, its profile and the graph timing of microsecond calls; cases past the deadline are "
                    "recorded as not run (the step is then partial)"),
-        Step("sweep", "the row-threshold sweep of every op (its fast route against its first baseline across row "
-             "counts); RMSNorm's proposal", 25, _s("sweep"),
-             ("threshold.csv", "threshold_proposal.json", "ops/NAME/threshold.csv"),
-             _CORE + ("fastpath_lib.bench.sweep",), op=f"{_RMS},fused_add_rms_norm",
+        Step("sweep", "the row-threshold sweep of every op: host-inclusive time of the dispatched call against the "
+             "baseline (blocks of back-to-back calls, each ending in a sync), every admitted dtype; RMSNorm's "
+             "proposal", 25, _s("sweep"), ("threshold.csv", "threshold_proposal.json", "ops/NAME/threshold.csv"),
+             _CORE + ("fastpath_lib.bench.sweep", "fastpath_lib.bench.hostmethod"), op=f"{_RMS},fused_add_rms_norm",
              min_s=30, est_s=40,
-             basis=f"estimate: {_START}; RMSNorm 15 row counts x 3 widths x 2 providers at do_bench's 25 + 100 ms "
-                   "(~0.3 s a point), the fused op's quick sweep; points past the deadline are left out and no "
-                   "threshold is proposed"),
+             basis=f"estimate: {_START}; RMSNorm 15 row counts x 3 widths x 3 dtypes, the fused op 8 x 1 x 3, each "
+                   "point 2 x 16 blocks of ~4 ms (~0.16 s with its inputs): ~26 s, plus first launches of kernel "
+                   "variants the matrix did not compile; points past the deadline are left out (partial, and no "
+                   "threshold is proposed)"),
         Step("capture", "CUDA-graph capture at the boundary shapes, replayed on new data against the reference", 15,
              "fastpath_lib.bench.capture:step", ("capture_test.json",), _CORE + ("fastpath_lib.bench.capture",),
              op=_RMS, min_s=30, est_s=30,

@@ -160,8 +160,10 @@ def _copy(ctx: StepContext):
     if not f.exists():
         from fastpath_lib.bench.timing import copy_bandwidth as measure
 
+        from fastpath_lib.bench.opbench import device_name
+
         gbps, label = measure("cuda" if runtime.cuda_available() else "cpu")
-        ctx.write_json("copy_bandwidth.json", {"gbps": gbps, "label": label})
+        ctx.write_json("copy_bandwidth.json", {"gbps": gbps, "label": label, "device_name": device_name()})
     d = json.loads(f.read_text())
     return d["gbps"], d["label"]
 
@@ -299,8 +301,8 @@ def host(ctx: StepContext):
 
 
 def sweep(ctx: StepContext):
-    """Every op's row sweep (``ctx.ops``): its fast route against its first baseline across row counts, and the
-    proposal. RMSNorm's is the full sweep (its proposal is what ``thresholds.json`` records); another
+    """Every op's row sweep (``ctx.ops``): its dispatched call against its first baseline across row counts and
+    every admitted dtype, host time included (:func:`fastpath_lib.bench.sweep.threshold_sweep`), and the proposal. RMSNorm's is the full sweep (its proposal is what ``thresholds.json`` records); another
     op's is the quick sweep, into ``ops/NAME/``. "partial" when the deadline cut a sweep short (no threshold is
     proposed from it)."""
     from fastpath_lib import opspec
@@ -336,6 +338,8 @@ def replay(ctx: StepContext):
     quick, into ``ops/NAME/replay.json``."""
     from fastpath_lib.bench.workload import replay as run
 
+    _smi(ctx, "replay", "before")
+
     def one(spec, deadline):
         if spec.name == PRIMARY:
             res = run()
@@ -351,7 +355,9 @@ def replay(ctx: StepContext):
         return {"status": "ran", "why": f"{spec.name}: {decoder}; trace: {table.attrs['totals']['measured_calls']} "
                                         f"of {table.attrs['totals']['calls']} calls measured"}
 
-    return _each_op(ctx, one)
+    res = _each_op(ctx, one)
+    _smi(ctx, "replay", "after")
+    return res
 
 
 def compile_cost(ctx: StepContext):

@@ -149,7 +149,7 @@ def run_matrix(cases: list[BenchCase] | None = None, *, quick: bool = False, out
         if analyses:
             if log:
                 log(f"analyses: threshold sweep, replay, compile cost (elapsed {time.perf_counter() - t_start:.0f}s)")
-            table = threshold_sweep(quick=quick, settings=settings)
+            table = threshold_sweep(quick=quick)
             table.to_csv(staging / "threshold.csv", index=False)
             proposal = table.attrs.get("proposal")
             (staging / "threshold_proposal.json").write_text(json.dumps(proposal, indent=2, default=str))

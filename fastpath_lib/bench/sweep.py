@@ -1,10 +1,19 @@
-"""The row-threshold sweep: an op's fast route against its baseline across row counts, and the proposal it makes.
+"""The row-threshold sweep: an op's dispatched call against its baseline across row counts and dtypes, host time
+included, and the proposal it makes.
 
-The op is an :class:`~fastpath_lib.opspec.OpSpec` (default RMSNorm: its Triton forward against ``F.rms_norm``); the
-sweep times ``spec.fast`` against ``spec.baseline``. The proposal is what :mod:`fastpath_lib.rmsnorm.thresholds`
-records for an architecture (``python -m fastpath_lib threshold RESULTS_DIR`` writes it with the folder it came from):
-RMSNorm's row threshold, so only a sweep of RMSNorm is recorded there (another op's sweep says where its own
-crossover lies).
+The op is an :class:`~fastpath_lib.opspec.OpSpec` (default RMSNorm: ``fastpath_lib.rms_norm`` against
+``F.rms_norm``). What a row threshold decides is whether an eager call of the *dispatched* op is worth taking the fast
+route, and small eager calls are host-bound: the dispatch's checks and the launch (10-25 us) are part of the cost. So
+each point is timed the way the host family is (:func:`~fastpath_lib.bench.hostmethod.fastest_blocks`: blocks of
+back-to-back calls, each block ending in a device synchronization, the providers interleaved), not as device time
+with an L2 flush between repetitions (which lets the host run ahead and hides the dispatch). The dispatched call runs
+with the row threshold lowered (:func:`fastpath_lib.rmsnorm.predicate.row_threshold`), so it takes the fast route
+wherever every other condition holds, and each row records the route it took. Every dtype the op's predeclared cases
+admit to the fast route is swept.
+
+The proposal is what :mod:`fastpath_lib.rmsnorm.thresholds` records for an architecture (``python -m fastpath_lib
+threshold RESULTS_DIR`` writes it with the folder it came from): RMSNorm's row threshold, so only a sweep of RMSNorm is
+recorded there (another op's sweep says where its own crossover lies).
 """
 
 from __future__ import annotations
@@ -18,90 +27,103 @@ import torch
 
 from fastpath_lib import opspec, runtime
 from fastpath_lib.bench.analysis import classify
-from fastpath_lib.bench.schema import (
-    AT_BASELINE,
-    INCOMPLETE_MARKER,
-    NOT_GPU,
-    TIMED_OUTCOMES,
-    folder_state,
-    is_gpu_measurement,
-)
-from fastpath_lib.bench.timing import gpu_measurement, quantile, settings_for, time_callable
+from fastpath_lib.bench.hostmethod import HOST_TIMER, fastest_blocks, silenced
+from fastpath_lib.bench.schema import (AT_BASELINE, FALLBACK, INCOMPLETE_MARKER, NOT_GPU, TIMED_OUTCOMES,
+                                      folder_state, is_gpu_measurement)
+from fastpath_lib.bench.timing import gpu_measurement, quantile
 from fastpath_lib.bench.trace import call_args
 from fastpath_lib.rmsnorm import thresholds
+from fastpath_lib.rmsnorm.predicate import row_threshold
 from fastpath_lib.rmsnorm.thresholds import parse_arch
 
-__all__ = ["threshold_sweep", "propose", "SWEEP_COLUMNS", "threshold_from_results", "record_threshold"]
+__all__ = ["threshold_sweep", "propose", "sweep_dtypes", "SWEEP_COLUMNS", "threshold_from_results",
+           "record_threshold"]
 
 #: Columns of ``threshold.csv``.
 SWEEP_COLUMNS = ["cols", "rows", "dtype", "provider", "case_id", "status", "route", "expected", "q20_us", "median_us",
-                 "q80_us", "samples_us", "timer", "gpu_measurement"]
+                 "q80_us", "min_us", "samples_us", "number", "timer", "gpu_measurement", "device_name"]
 
 
-def threshold_sweep(rows=None, cols=None, dtype: torch.dtype = torch.float16, *, spec: opspec.OpSpec | None = None,
-                    quick: bool = False, settings: dict | None = None, deadline: float | None = None) -> pd.DataFrame:
-    """Time an op's fast route against its first baseline across row counts to find the crossover.
+def sweep_dtypes(spec: opspec.OpSpec) -> list[torch.dtype]:
+    """The dtypes an op's predeclared cases admit to the fast route (a case not expected to fall back), in the
+    matrix's order: every one of them is swept."""
+    names = [c.dtype for c in spec.matrix() if c.expected != FALLBACK]
+    return [getattr(torch, n) for n in dict.fromkeys(names)]
+
+
+def threshold_sweep(rows=None, cols=None, dtype: torch.dtype | None = None, *, dtypes=None,
+                    spec: opspec.OpSpec | None = None, quick: bool = False, deadline: float | None = None,
+                    blocks: int | None = None, block_s: float | None = None) -> pd.DataFrame:
+    """Time an op's dispatched call against its first baseline, host time included, across row counts and dtypes.
 
     Args:
-        rows: row counts (default: powers of two, 1..16384 on a GPU; 8..64 off it).
-        cols: row widths (default: 2048, 4096, 8192 on a GPU; 256 off it).
-        dtype: input dtype.
-        spec: the operator (default: RMSNorm, its Triton forward against ``F.rms_norm``); the rows are timed with
-            :func:`~fastpath_lib.bench.trace.call_args`'s arguments, provider ``baseline`` for ``spec.baseline``
-            and ``triton`` for ``spec.fast``.
-        quick: fewer points and shorter budgets.
-        settings: harness settings (default: this machine's).
+        rows: row counts (default: powers of two, 1..16384 on a GPU, every other one with ``quick``; 8 and 16 off it).
+        cols: row widths (default: 2048, 4096, 8192 on a GPU, 4096 with ``quick``; 256 off it).
+        dtype: sweep this one dtype only.
+        dtypes: input dtypes (default: :func:`sweep_dtypes`, every dtype the op admits).
+        spec: the operator (default: RMSNorm); its arguments are :func:`~fastpath_lib.bench.trace.call_args`'s (built
+            on the device), provider ``baseline`` for ``spec.baseline`` and ``dispatched`` for ``spec.function``
+            (with the route it took).
+        quick: fewer points.
         deadline: a ``time.monotonic()`` value; points not started by then are left out (and no threshold is
             proposed from an incomplete sweep).
+        blocks, block_s: :func:`~fastpath_lib.bench.hostmethod.fastest_blocks`'s rounds and block length (default:
+            16 blocks of about 4 ms on a GPU, 3 off it).
 
     Returns:
-        one row per (cols, rows, provider) with median/quantiles (microseconds) and ``vs_baseline``;
-        ``attrs["proposal"]`` is :func:`propose`'s dict, with the ``op`` and its ``baseline``. A spec without a fast
-        route gets no rows and a proposal whose reason says so.
+        one row per (cols, dtype, rows, provider) with the blocks' median and quantiles and the fastest block
+        (microseconds per call) and ``vs_baseline``; ``attrs["proposal"]`` is :func:`propose`'s dict, with the ``op``,
+        its ``baseline`` and ``points_run`` / ``points_planned``. A spec without a fast route gets no rows and a
+        proposal whose reason says so.
 
     Note:
-        Off a GPU the kernel runs in the interpreter: the sweep exercises the pipeline but proposes no threshold.
+        Off a GPU the fast route runs in the interpreter: the sweep exercises the pipeline but proposes no threshold.
     """
     spec = spec or opspec.get("rms_norm")
     base_name, base_fn = spec.baseline
     gpu = gpu_measurement()
+    cuda = runtime.cuda_available()
     if rows is None:
-        rows = [2 ** k for k in range(0, 15, 2 if quick else 1)] if gpu else ([8, 16, 32] if quick else [8, 16, 32, 64])
+        rows = [2 ** k for k in range(0, 15, 2 if quick else 1)] if gpu else [8, 16]
     if cols is None:
         cols = ((4096,) if quick else (2048, 4096, 8192)) if gpu else (256,)
-    settings = settings or settings_for(quick)
-    dev = "cuda" if runtime.cuda_available() else "cpu"
-    records, complete = [], True
-    for c in cols if spec.fast is not None else ():
-        for r in rows:
-            if deadline is not None and time.monotonic() > deadline:
-                complete = False
-                break
-            sets = [call_args(spec, r, c, dtype, dev, seed=s) for s in range(settings["input_sets"])]
-            state = {"i": 0}
-
-            def call(fn):
-                def timed():
-                    state["i"] += 1
-                    return fn(*sets[state["i"] % len(sets)])
-                return timed
-
-            for p, fn in (("baseline", call(base_fn)), ("triton", call(spec.fast))):
-                with torch.no_grad():
-                    res = time_callable(fn, settings)
-                s = res["samples_us"]
-                records.append({"cols": c, "rows": r, "dtype": str(dtype).replace("torch.", ""), "provider": p,
-                                "case_id": f"sweep_{r}x{c}", "status": "ok", "route": "n/a", "expected": "n/a",
-                                "q20_us": quantile(s, 0.2), "median_us": quantile(s, 0.5), "q80_us": quantile(s, 0.8),
-                                "samples_us": json.dumps([round(v, 4) for v in s]), "timer": res["timer"],
-                                "gpu_measurement": gpu})
-            sets.clear()  # frees the device memory before the next size
-        if not complete:
-            break
+    dtypes = [dtype] if dtype is not None else list(dtypes) if dtypes is not None else sweep_dtypes(spec)
+    blocks = blocks or (16 if gpu else 3)
+    block_s = block_s or (0.004 if gpu else 0.001)
+    dev = "cuda" if cuda else "cpu"
+    name = torch.cuda.get_device_name() if cuda else "cpu"
+    sync = torch.cuda.synchronize if cuda else None
+    planned = len(cols) * len(dtypes) * len(rows) if spec.fast is not None else 0
+    records, run = [], 0
+    with row_threshold(1), silenced(), torch.no_grad():
+        for c in cols if spec.fast is not None else ():
+            for dtype in dtypes:
+                for r in rows:
+                    if deadline is not None and time.monotonic() > deadline:
+                        break
+                    args = call_args(spec, r, c, dtype, dev)
+                    route = spec.route(*args)
+                    res = fastest_blocks({"baseline": lambda a=args: base_fn(*a),
+                                          "dispatched": lambda a=args: spec.function(*a)},
+                                         blocks=blocks, number=None, warmup=20, sync=sync, block_s=block_s)
+                    for p, got in res.items():
+                        smp = got["samples_us"]
+                        records.append({"cols": c, "rows": r, "dtype": str(dtype).replace("torch.", ""),
+                                        "provider": p, "case_id": f"sweep_{str(dtype)[6:]}_{r}x{c}", "status": "ok",
+                                        "route": route if p == "dispatched" else "n/a", "expected": "n/a",
+                                        "q20_us": quantile(smp, 0.2), "median_us": quantile(smp, 0.5),
+                                        "q80_us": quantile(smp, 0.8), "min_us": got["best_us"],
+                                        "samples_us": json.dumps([round(v, 4) for v in smp]),
+                                        "number": got["number"], "timer": HOST_TIMER, "gpu_measurement": gpu,
+                                        "device_name": name})
+                    run += 1
+                    del args
     df = classify(pd.DataFrame(records, columns=SWEEP_COLUMNS))
     cap = torch.cuda.get_device_capability() if gpu else None
-    df.attrs["proposal"] = propose(df, capability=cap, complete=complete, widths=list(cols), baseline=base_name)
-    df.attrs["proposal"].update(op=spec.name, baseline=base_name)
+    df.attrs["proposal"] = propose(df, capability=cap, complete=run == planned, widths=list(cols), baseline=base_name)
+    df.attrs["proposal"].update(op=spec.name, baseline=base_name, points_run=run, points_planned=planned,
+                                dtypes=[str(d).replace("torch.", "") for d in dtypes], device_name=name,
+                                timer=HOST_TIMER)
     if spec.fast is None:
         df.attrs["proposal"]["reason"] = f"{spec.name}: its fast route is {opspec.NOT_DECLARED}: nothing to sweep"
     return df
@@ -111,44 +133,61 @@ def propose(table: pd.DataFrame, *, capability: tuple[int, int] | None, complete
             widths: list[int] | None = None, baseline: str = "F.rms_norm") -> dict:
     """The row threshold a classified sweep supports.
 
-    Per width, the smallest swept row count from which the kernel never loses to the baseline; the proposal is the
-    largest of those over the widths. Nothing is proposed from data that is not a GPU measurement, from an
-    incomplete sweep, or when the kernel still loses at the largest row count of some width.
+    Per width and dtype, the smallest swept row count from which the dispatched call, on the fast route, never loses
+    to the baseline (row counts where it fell back are not evidence for the fast route and are passed over); the
+    proposal is the largest of those over the widths and dtypes. Nothing is proposed from data that is not a GPU
+    measurement, from an incomplete sweep, or when the fast route still loses at the largest row count of some width
+    and dtype. A table of an older sweep (provider ``triton``, no dtype column) is read the same way.
 
     Args:
         table: classified sweep rows (:func:`threshold_sweep`'s table, or ``threshold.csv`` read back).
         capability: ``(major, minor)`` of the GPU, ``None`` off a GPU.
-        complete: whether every planned width was swept.
+        complete: whether every planned point was swept.
         widths: the planned widths (default: those in the table).
         baseline: the baseline's name, for the reason's wording.
 
     Returns:
-        ``{"capability", "per_width_crossover_rows", "proposed_min_rows", "line", "reason", "complete"}``.
+        ``{"capability", "per_width_crossover_rows", "per_dtype_width_crossover_rows", "proposed_min_rows", "line",
+        "reason", "complete"}``.
     """
     if "vs_baseline" not in table.columns:
         table = classify(table)
     widths = [int(w) for w in (widths if widths is not None else sorted(set(table["cols"])))]
+    fast = "dispatched" if (table["provider"] == "dispatched").any() else "triton"
+    dtypes = sorted(set(table["dtype"].astype(str))) if "dtype" in table.columns and len(table) else ["?"]
+    per: dict[str, int | None] = {}
     per_width: dict[int, int | None] = {}
     for c in widths:
-        t = table[(table["cols"] == c) & (table["provider"] == "triton")].sort_values("rows")
-        ok = t["vs_baseline"].isin(AT_BASELINE).tolist()
-        rs = [int(v) for v in t["rows"]]
-        per_width[c] = next((rs[k] for k in range(len(rs)) if all(ok[k:])), None)
+        worst = []
+        for d in dtypes:
+            t = table[(table["cols"] == c) & (table["provider"] == fast)]
+            if "dtype" in table.columns:
+                t = t[t["dtype"].astype(str) == d]
+            if fast == "dispatched" and "route" in t.columns:
+                t = t[t["route"].astype(str) != FALLBACK]
+            t = t.sort_values("rows")
+            ok = t["vs_baseline"].isin(AT_BASELINE).tolist()
+            rs = [int(v) for v in t["rows"]]
+            per[f"{d}/{c}"] = found = next((rs[k] for k in range(len(rs)) if all(ok[k:])), None)
+            worst.append(found)
+        per_width[c] = None if None in worst else max(worst, default=None)
     measured = bool(len(table)) and bool(table["vs_baseline"].isin(TIMED_OUTCOMES).any())
     out = {"capability": f"sm_{capability[0]}{capability[1]}" if capability else None,
-           "per_width_crossover_rows": per_width, "proposed_min_rows": None, "line": None, "complete": complete}
+           "per_width_crossover_rows": per_width, "per_dtype_width_crossover_rows": per, "proposed_min_rows": None,
+           "line": None, "complete": complete}
     vals = [v for v in per_width.values() if v is not None]
     if capability is None or not measured:
         out["reason"] = f"{NOT_GPU} (CPU / Triton interpreter): no threshold can be proposed"
     elif not complete:
-        out["reason"] = "the sweep did not finish every width: no threshold proposed"
+        out["reason"] = "the sweep did not finish every point: no threshold proposed"
     elif len(vals) != len(per_width) or not vals:
-        out["reason"] = "the kernel still loses at the largest swept row count of some width: no threshold proposed"
+        out["reason"] = ("the fast route still loses at the largest swept row count of some width and dtype: no "
+                         "threshold proposed")
     else:
         out["proposed_min_rows"] = max(vals)
         out["line"] = f"CUDA_MIN_ROWS[({capability[0]}, {capability[1]})] = {max(vals)}"
-        out["reason"] = (f"smallest swept row count from which the kernel never loses to {baseline}, largest over the "
-                         "swept widths")
+        out["reason"] = (f"smallest swept row count from which the dispatched call on the fast route never loses to "
+                         f"{baseline} (host time included), largest over the swept widths and dtypes")
     return out
 
 

@@ -123,7 +123,8 @@ def replay(*, spec: opspec.OpSpec | None = None, quick: bool = False, settings: 
     gpu = gpu_measurement()
     dev = "cuda" if cuda else "cpu"
     out = {"op": spec.name if spec else "rms_norm", "gpu_measurement": gpu,
-           "label": GPU_LABEL if gpu else f"{NOT_GPU} (CPU / Triton interpreter)"}
+           "label": GPU_LABEL if gpu else f"{NOT_GPU} (CPU / Triton interpreter)",
+           "device_name": torch.cuda.get_device_name() if cuda else "cpu"}
     if spec is not None and spec.decoder_step is None:
         return dict(out, declared=False, note=f"decoder_step (where the op sits in a decoder) is {opspec.NOT_DECLARED}:"
                                               " no workload replay")
@@ -316,7 +317,8 @@ def compile_cost(cases=None, *, spec: opspec.OpSpec | None = None, quick: bool =
                     "note": f"specialization (the binaries its fast route compiles) is {opspec.NOT_DECLARED}"}
         probe = [{k: s[k] for k in ("dtype", "rows", "cols")} for s in specs]
         where = [opspec.source(spec)]
-    out = {"op": spec.name if spec else "rms_norm", "specializations": len(specs), "list": specs}
+    out = {"op": spec.name if spec else "rms_norm", "specializations": len(specs), "list": specs,
+           "device_name": torch.cuda.get_device_name() if runtime.cuda_available() else "cpu"}
     if not gpu_measurement():
         out.update(compiles=False, note="Triton interpreter / no CUDA: kernels are not compiled, so there is no "
                    "compile time or cache to measure; the count above is what a GPU run would compile")
@@ -329,8 +331,12 @@ def compile_cost(cases=None, *, spec: opspec.OpSpec | None = None, quick: bool =
         env = dict(os.environ, TRITON_CACHE_DIR=cache)
         if where:  # the probe imports the spec's module from where this process did (a test's folder, say)
             env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-        res = subprocess.run([sys.executable, "-c", _PROBE, json.dumps(probe), *where], env=env, capture_output=True,
-                             text=True, timeout=timeout, cwd=runtime.ROOT)
+        try:
+            res = subprocess.run([sys.executable, "-c", _PROBE, json.dumps(probe), *where], env=env,
+                                 capture_output=True, text=True, timeout=timeout, cwd=runtime.ROOT)
+        except subprocess.TimeoutExpired:  # recorded, not raised: the step says the probe ran out of time
+            out.update(compiles=True, error=f"the compile probe did not finish within {timeout:.0f} s")
+            return out
         if res.returncode != 0:
             out.update(compiles=True, error=res.stderr[-2000:])
             return out

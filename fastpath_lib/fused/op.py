@@ -16,8 +16,10 @@ mode:
 
 Both ops re-check at run time what only run time knows (alignment, overlap) and take the composite inside when needed.
 Routes are counted by :func:`fastpath_lib.record_routes`, and :func:`fastpath_lib.force_fallback` applies. DTensor
-calls go to the ops with their sharding rules (:mod:`fastpath_lib.rmsnorm.sharding`; the in-place form only where the
-placements are kept).
+calls are decided in one place, before any dispatch (:func:`_dtensor_call`): the ops with their sharding rules
+(:mod:`fastpath_lib.rmsnorm.sharding`; the in-place form only where the placements are kept), the composite
+elsewhere, whose in-place form writes its results back into any placements. ``torch.ops.fastpath.fused_add_rms_norm_``
+called on DTensors placed otherwise raises, naming the placements: DTensor would write a redistributed copy.
 """
 
 from __future__ import annotations
@@ -65,6 +67,44 @@ def explain(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor | None
             return PREDICATE.evaluate(dataclasses.replace(call, kind=sharding.redistributed_kind(x, weight)))
         x, weight, residual = local
     return PREDICATE.evaluate(make_call(x, residual, weight, eps, inplace=inplace, forced=_state.forced))
+
+
+def _distributed(x, residual) -> bool:
+    """Whether a call has a DTensor among ``x`` and ``residual`` (cheap for plain tensors: one type test)."""
+    return (type(x) not in PLAIN_TYPES or type(residual) not in PLAIN_TYPES) and (
+        sharding.is_dtensor(x) or sharding.is_dtensor(residual))
+
+
+def _dtensor_call(x, residual, weight, eps, inplace: bool):
+    """Both forms on DTensors, decided here, before any dispatch (the one place the fused op handles DTensor).
+
+    Where :func:`~fastpath_lib.rmsnorm.sharding.takes_fused` accepts (the in-place form: ``x`` and ``residual``
+    placed alike, rows only), the op runs under its sharding rule on each rank's local shards, which the in-place form
+    writes directly. Elsewhere the composite computes both results on the DTensors and, in the in-place form, places
+    each like the tensor it goes into before writing either (:func:`~fastpath_lib.rmsnorm.sharding.placed_like`):
+    the caller's ``x`` and ``residual`` hold the results whatever their placements, and a call that raises writes
+    nothing.
+    """
+    if sharding.takes_fused(x, residual, weight, eps, _state.forced, inplace):
+        sharding.register()  # the op runs on each rank's local shards (rmsnorm/sharding.py)
+        eps = None if eps is None else float(eps)
+        if not inplace:
+            return _fused_op(x, residual, weight, eps)
+        _fused_inplace_op(x, residual, weight, eps)
+        return x, residual
+    if _state.recorders and not torch.compiler.is_compiling():
+        _record(PREDICATE.fallback_route, x, residual, weight, eps, inplace)
+    if not inplace:
+        return ref.native(x, residual, weight, eps)
+    if not (sharding.is_dtensor(x) and sharding.is_dtensor(residual)):
+        return ref.native_(x, residual, weight, eps)  # a DTensor with a plain tensor: DTensor's own error
+    ref.check_inplace(x, residual, weight)
+    out, new_residual = ref.native(x, residual, weight, eps)
+    out, new_residual = sharding.placed_like(out, x), sharding.placed_like(new_residual, residual)
+    ref.check_inplace(x, residual, weight, results=(out, new_residual))
+    residual.copy_(new_residual)
+    x.copy_(out)
+    return x, residual
 
 
 def _eps(x: torch.Tensor, eps: float | None) -> float:
@@ -178,6 +218,28 @@ def _(x, residual, weight, eps):
     return None
 
 
+def _unwrapped(t):
+    """The tensor inside a functional wrapper, its pending updates applied (others as they are: a captured weight)."""
+    if t is None or not torch._is_functional_tensor(t):
+        return t
+    torch._sync(t)
+    return torch._from_functional_tensor(t)
+
+
+@torch.library.impl("fastpath::fused_add_rms_norm_", "Functionalize")
+def _functionalized(x, residual, weight, eps):
+    """The in-place op under ``torch.func.functionalize``: the functional op, then both results committed to the
+    caller's tensors (PyTorch's C++ functionalization has no rule for a mutable custom op and raised; the compiler's
+    own functionalization, ``auto_functionalize``, does the same in a graph)."""
+    inner = [_unwrapped(t) for t in (x, residual, weight)]
+    with torch._C._ExcludeDispatchKeyGuard(torch._C.DispatchKeySet(torch._C.DispatchKey.Functionalize)):
+        out, new_residual = _fused_op(*inner, eps)
+    for dst, src in ((residual, new_residual), (x, out)):
+        torch._functionalize_replace(dst, src)
+        torch._functionalize_commit_update(dst)
+        torch._functionalize_sync(dst)
+
+
 @torch.library.custom_op("fastpath::fused_add_rms_norm_backward", mutates_args=())
 def _backward_op(grad_out: torch.Tensor, grad_res: torch.Tensor | None, x: torch.Tensor, residual: torch.Tensor,
                  weight: torch.Tensor | None, eps: float | None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -258,9 +320,6 @@ def _route(x, residual, weight, eps, inplace: bool) -> int:
     tracer, a dispatch mode or a tensor subclass, which decides again inside) or :data:`_FAST` (the launchers). The
     cheap static test first, then the run-time one; the route is recorded when someone listens."""
     if not eligible(x, residual, weight, _state.forced, inplace) or not _valid_eps(eps):
-        if type(x) not in PLAIN_TYPES and sharding.takes_fused(x, residual, weight, eps, _state.forced, inplace):
-            sharding.register()  # DTensor: the op runs on each rank's local shards (rmsnorm/sharding.py)
-            return _OP
         if _state.recorders and not torch.compiler.is_compiling():
             _record(PREDICATE.fallback_route, x, residual, weight, eps, inplace)
         return _FALLBACK
@@ -299,6 +358,8 @@ def fused_add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Te
     >>> torch.equal(new_residual, x + r)
     True
     """
+    if _distributed(x, residual):
+        return _dtensor_call(x, residual, weight, eps, False)
     route = _route(x, residual, weight, eps, False)
     if route == _FALLBACK:
         return ref.native(x, residual, weight, eps)
@@ -329,6 +390,8 @@ def fused_add_rms_norm_(x: torch.Tensor, residual: torch.Tensor, weight: torch.T
     >>> out[0] is x and torch.allclose(x, expected[0]) and torch.equal(r, expected[1])
     True
     """
+    if _distributed(x, residual):
+        return _dtensor_call(x, residual, weight, eps, True)
     route = _route(x, residual, weight, eps, True)
     if route == _FALLBACK:
         return ref.native_(x, residual, weight, eps)

@@ -42,6 +42,7 @@ This module imports torch only, never Triton: it is tested on any machine.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 
 import torch
@@ -60,7 +61,7 @@ from fastpath_lib.rmsnorm.limits import (ALIGN_BYTES, CUDA_MIN_ROWS, DEFAULT_CUD
 __all__ = ["MAX_COLS", "ALIGN_BYTES", "MIN_CAPABILITY", "INTERPRETER_MIN_ROWS", "CUDA_MIN_ROWS", "DEFAULT_CUDA_MIN_ROWS",
            "SUPPORTED_DTYPES", "PLAIN_TYPES", "ALLOWED_MODES", "Limits", "RMSNormCall", "limits_for", "make_call",
            "eligible", "runtime_eligible", "tensor_kind", "functorch_transform", "PREDICATE", "BASE_CASE",
-           "default_eps"]
+           "default_eps", "row_threshold"]
 
 #: Execution modes that keep the fast path, with the reason it is safe there.
 ALLOWED_MODES = {
@@ -131,6 +132,27 @@ def _cuda_rows(index: int) -> int:
         rows = lim.min_rows if device_capability(dev) >= lim.min_capability else 0
         _cuda_min_rows[index] = rows
     return rows
+
+
+@contextlib.contextmanager
+def row_threshold(min_rows: int, devices: int | None = None):
+    """Inside the block, CUDA calls take the fast route from ``min_rows`` rows (every other condition unchanged; the
+    dispatch never takes it below :data:`~fastpath_lib.rmsnorm.limits.LEAST_MIN_ROWS` rows): what the row-threshold
+    sweep needs to time the dispatched call on both sides of a threshold not yet recorded. Put back on exit.
+
+    Args:
+        min_rows: the row threshold inside the block.
+        devices: how many CUDA device indices to set (default: ``torch.cuda.device_count()``).
+    """
+    n = torch.cuda.device_count() if devices is None else devices
+    before = dict(_cuda_min_rows)
+    for index in range(n):
+        _cuda_min_rows[index] = int(min_rows)
+    try:
+        yield
+    finally:
+        _cuda_min_rows.clear()
+        _cuda_min_rows.update(before)
 
 
 def eligible(input, normalized_shape, weight, forced: bool) -> bool:

@@ -46,7 +46,7 @@ from fastpath_lib.eligibility import UNKNOWN, Decision
 from fastpath_lib.rmsnorm.predicate import PREDICATE, make_call
 
 __all__ = ["OPS", "is_dtensor", "takes", "takes_fused", "local_shards", "explain", "redistributed_kind", "register",
-           "registered", "like", "forward_rule", "backward_rule", "fused_forward_rule", "fused_inplace_rule",
+           "registered", "like", "placed_like", "forward_rule", "backward_rule", "fused_forward_rule", "fused_inplace_rule",
            "fused_backward_rule", "rms_norm"]
 
 #: The ops the rule covers, by their qualified names.
@@ -99,6 +99,21 @@ def like(grad, ref):
     from torch.distributed.tensor import distribute_tensor
 
     return distribute_tensor(grad, ref.device_mesh, ref.placements, src_data_rank=None)
+
+
+def placed_like(t, dst):
+    """``t`` (a DTensor result) redistributed to the placements of ``dst``, the DTensor it will be written into.
+
+    DTensor's ``copy_`` redistributes its source, but not to every placement: into a ``Partial`` it takes a
+    ``Replicate`` source (a ``Shard`` one raises), and ``redistribute`` itself refuses to make a ``Partial``. So a
+    result for a partial tensor is replicated, and ``copy_`` does the rest. Called before anything is written, so a
+    call that cannot be placed raises with nothing written.
+    """
+    if not (is_dtensor(t) and is_dtensor(dst)) or tuple(t.placements) == tuple(dst.placements):
+        return t
+    from torch.distributed.tensor import Replicate
+
+    return t.redistribute(dst.device_mesh, [Replicate() if p.is_partial() else p for p in dst.placements])
 
 
 def local_shards(input, weight, *more):
@@ -214,8 +229,24 @@ def fused_forward_rule(x, residual, weight, eps):
 
 
 def fused_inplace_rule(x, residual, weight, eps):
-    """``fastpath::fused_add_rms_norm_``: no outputs; writes ``x`` and ``residual`` where they are."""
-    return _rows_rules(0, [x, residual], weight, range(x.ndim - 1))
+    """``fastpath::fused_add_rms_norm_``: no outputs; writes ``x`` and ``residual`` where they are.
+
+    So both keep their placements: they must be placed alike, and each ``Replicate`` or ``Shard`` on a leading dim.
+    DTensor would otherwise redistribute to this rule's placements, and the op would write a redistributed *copy*
+    (DTensor refuses that only for the first argument of an in-place op): the caller's residual would silently keep
+    its old values. Such a call raises here, naming the placements (:func:`fastpath_lib.fused_add_rms_norm_` writes
+    its result back into any placements).
+    """
+    rows = x.ndim - 1
+    kept = all(type(p).__name__ == "Replicate" or (type(p).__name__ == "Shard" and p.dim < rows)
+               for p in x.placements)
+    if not kept or tuple(residual.placements) != tuple(x.placements):
+        raise ValueError(
+            f"fastpath::fused_add_rms_norm_ writes x and residual in place, so both keep their placements: they must "
+            f"be placed alike, each Replicate() or Shard(d) on a leading dim d < {rows}; got x {tuple(x.placements)} "
+            f"and residual {tuple(residual.placements)}. Redistribute them first, or call "
+            f"fastpath_lib.fused_add_rms_norm_, which writes its result back into any placements")
+    return _rows_rules(0, [x, residual], weight, range(rows))
 
 
 def fused_backward_rule(grad_out, grad_res, x, residual, weight, eps):
