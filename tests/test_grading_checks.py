@@ -615,7 +615,7 @@ def test_ex04_mutant_kernels_run_in_a_grader_started_without_the_interpreter_swi
 
     if runtime.cuda_available():
         pytest.skip("with CUDA the kernels run on the GPU")
-    code = ("import torch; from fastpath_lib.grading import mutant_kernels as K\n"
+    code = ("import torch; from fastpath_lib.grading.rules import mutant_kernels as K\n"
             "from fastpath_lib.testing import reference_rms_norm\n"
             "x = torch.randn(8, 64); y = torch.empty_like(x); K.run_forward(0, x, None, None, y)\n"
             "assert torch.allclose(y, reference_rms_norm(x, (64,), None, None).float(), atol=1e-5)\n"
