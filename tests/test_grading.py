@@ -228,6 +228,7 @@ def test_cli_gradescope_format_writes_a_valid_results_json(tmp_path, capsys, mon
                              [cli.PartGrade("ex01", "default_eps", 1, 1, True, ""),
                               cli.PartGrade("ex01", "reference", 2, 0, False, "yours vs expected")])
     monkeypatch.setattr(cli, "grade_notebook", lambda path, **kwargs: fake)
+    monkeypatch.setattr(sandbox, "problem", lambda: None)  # --format gradescope grades only in the sandbox
     nb = tmp_path / "ex01_reference.ipynb"
     nb.write_text("{}")
     assert cli.main([str(nb), "--format", "gradescope"]) == 1

@@ -1,9 +1,13 @@
-"""The grader's sandbox holds (issue 35, item 2): seen from inside, as a learner who has read the grader would look.
+"""The grader's sandbox holds, or says it does not (issue 35, item 2).
 
-Each test runs a probe under the exact ``bwrap`` prefix the grader gives the learner's kernel
-(:func:`fastpath_lib.grading.sandbox.command`), and fails when the flag it covers is taken out of
-:data:`~fastpath_lib.grading.sandbox.FLAGS`. The kernel itself under that prefix (ipykernel over its ``ipc`` sockets)
-is graded in ``test_grading_channel.py`` and, from a virtual environment under ``/tmp``, below.
+Seen from inside, as a learner who has read the grader would look: each test runs a probe under the exact ``bwrap``
+prefix the grader gives the learner's kernel (:func:`fastpath_lib.grading.sandbox.command`), and fails when the flag
+it covers is taken out of :data:`~fastpath_lib.grading.sandbox.FLAGS`. The kernel itself under that prefix
+(ipykernel over its ``ipc`` sockets) is graded in ``test_grading_channel.py`` and, from a virtual environment under
+``/tmp``, below.
+
+Where it cannot start: the autograder's ``--isolation bwrap`` refuses to grade, self-study's ``auto`` grades without
+it and says why in one sentence (these tests need no bubblewrap).
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from fastpath_lib.grading import sandbox
 
 ROOT = Path(__file__).resolve().parents[1]
 
-pytestmark = pytest.mark.skipif(not sandbox.available(), reason="bubblewrap cannot start here: the grader says so")
+needs_bwrap = pytest.mark.skipif(not sandbox.available(), reason="the sandbox cannot start here: the grader says so")
 
 #: What the kit keeps from the learner: the solutions, the grader's own modules, the git objects (a worktree's too).
 SECRETS = [ROOT / "solutions" / "ex01_reference.py", ROOT / "fastpath_lib" / "grading" / "ex01_reference.py",
@@ -72,12 +76,14 @@ def inside(tmp_path_factory) -> dict:
     return json.loads(done.stdout)
 
 
+@needs_bwrap
 def test_the_kernel_sees_its_own_processes_and_no_proc_root_reaches_the_checkout(inside):
     # --unshare-pid with --proc /proc: /proc lists the sandbox's processes only, pid 1 is bubblewrap's init
     assert inside["own_proc"] and Path(inside["pid1"]).name == "bwrap", inside
     assert inside["seen"] == [] and inside["through_proc"] == [], inside
 
 
+@needs_bwrap
 def test_the_kernel_holds_no_capability_and_cannot_unmount_the_masks(inside):
     # --cap-drop ALL: a detach (umount -l) of the checkout's mask or the grading folder's fails; nothing shows
     assert inside["cap_eff"] == 0 and inside["cap_bnd"] == 0, inside
@@ -85,6 +91,7 @@ def test_the_kernel_holds_no_capability_and_cannot_unmount_the_masks(inside):
     assert inside["seen"] == [], inside
 
 
+@needs_bwrap
 def test_the_kernel_is_not_root_has_no_network_and_a_session_of_its_own(inside):
     # --unshare-user --uid/--gid 65534, --unshare-net, --new-session (outside it, getsid names no process here: 0)
     assert inside["uid"] == inside["gid"] == 65534, inside
@@ -100,6 +107,7 @@ def _alive(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
+@needs_bwrap
 def test_the_sandbox_dies_with_the_grader(tmp_path):
     """--die-with-parent: the grader killed (SIGKILL, no cleanup), bubblewrap and the kernel go with it."""
     marker = "61.2345"  # a sleep no other process runs
@@ -133,6 +141,7 @@ def _sleepers(marker: str) -> list[int]:
     return [p for p in out if _alive(p)]
 
 
+@needs_bwrap
 def test_a_virtual_environment_under_tmp_starts_the_kernel_in_the_sandbox(tmp_path):
     """The sandbox's /tmp is empty: the interpreter's prefix is bound back there (the venv reached through a link
     under /tmp, as a venv made there is), and a solution gets full marks with --isolation bwrap."""
@@ -149,3 +158,93 @@ def test_a_virtual_environment_under_tmp_starts_the_kernel_in_the_sandbox(tmp_pa
     graded = json.loads(done.stdout)["notebooks"][0]
     assert graded["isolation"] == sandbox.ISOLATED and graded["earned"] == graded["points"] > 0, (graded, done.stderr)
     assert done.returncode == 0
+
+
+# --- when the sandbox cannot start -----------------------------------------------------------------------------------
+
+SOLUTION = ROOT / "solutions" / "ex01_reference.ipynb"
+
+
+def _fake_bwrap(tmp_path: Path, monkeypatch, script: str) -> None:
+    exe = tmp_path / "bwrap"
+    exe.write_text("#!/bin/sh\n" + script)
+    exe.chmod(0o755)
+    monkeypatch.setattr(sandbox.shutil, "which", lambda name: str(exe) if name == "bwrap" else None)
+
+
+def test_why_the_sandbox_cannot_start_is_found_and_said_in_plain_words(tmp_path, monkeypatch):
+    monkeypatch.setattr(sandbox.shutil, "which", lambda name: None)
+    assert sandbox.find_problem() == sandbox.NOT_INSTALLED
+    refused = "bwrap: No permissions to creating new namespace, likely because the kernel does not allow it"
+    _fake_bwrap(tmp_path, monkeypatch, f"echo '{refused}' >&2; exit 1\n")
+    settings = {"user.max_user_namespaces": "0"}
+    monkeypatch.setattr(sandbox, "_sysctl", settings.get)
+    assert sandbox.find_problem() == ("user namespaces are disabled on this machine (sysctl "
+                                      "user.max_user_namespaces is 0)")
+    settings.clear()
+    assert sandbox.find_problem() == (f"this machine does not let bubblewrap make its namespaces (bwrap said: "
+                                      f"{refused})")
+    # namespaces start, the interpreter does not: a venv the sandbox does not show
+    missing = "echo 'bwrap: execvp /tmp/v/bin/python: No such file or directory' >&2; exit 1\n"
+    _fake_bwrap(tmp_path, monkeypatch, 'for a; do last=$a; done\n[ "$last" = true ] && exit 0\n' + missing)
+    why = sandbox.find_problem()
+    assert why.startswith(f"the Python environment at {sys.prefix} is not visible inside the sandbox"), why
+    note = sandbox.fallback_note(why)
+    assert note.startswith("the sandbox could not start because the Python environment") and note.endswith(
+        "so this grade was computed without isolation")
+
+
+def test_the_autograders_mode_refuses_to_grade_outside_the_sandbox(monkeypatch, capsys):
+    from fastpath_lib.grading import cli
+
+    monkeypatch.setattr(sandbox, "problem", lambda: sandbox.NOT_INSTALLED)
+    g = cli.grade_notebook(SOLUTION, isolation="bwrap")
+    assert (g.status, g.earned, g.isolation) == (cli.NOT_GRADED, 0, sandbox.NOT_RUN), g
+    assert g.reason == sandbox.refusal(sandbox.NOT_INSTALLED) and "bubblewrap (bwrap) is not installed" in g.reason
+    assert g.parts and all(p.feedback == g.reason for p in g.parts)
+    # the CLI: nothing graded, exit 2, the reason on stderr; --format gradescope (an autograder) is bwrap by default
+    for argv in ([str(SOLUTION), "--isolation", "bwrap"], [str(SOLUTION), "--format", "gradescope"]):
+        assert cli.main(argv) == 2, argv
+        assert "not graded: the sandbox could not start because bubblewrap" in capsys.readouterr().err, argv
+    seen = []
+    monkeypatch.setattr(sandbox, "problem", lambda: None)
+    monkeypatch.setattr(cli, "grade_notebook", lambda path, **kw: seen.append(kw["isolation"]) or g)
+    assert cli.main([str(SOLUTION), "--format", "gradescope"]) == 2  # a notebook not graded: exit 2 too
+    cli.main([str(SOLUTION)])
+    assert seen == ["bwrap", "auto"]
+
+
+def test_a_kernel_the_sandbox_cannot_start_is_not_graded_by_the_autograders_mode(monkeypatch):
+    from fastpath_lib.grading import cli
+
+    monkeypatch.setattr(sandbox, "problem", lambda: None)  # bubblewrap runs, but this kernel does not start in it
+    monkeypatch.setattr(sandbox, "command", lambda *a, **k: ["false"])
+    monkeypatch.setattr(sandbox, "find_problem", lambda exercise=None: "the kernel's Python fails inside the sandbox")
+    g = cli.grade_notebook(SOLUTION, timeout=60, isolation="bwrap")
+    assert (g.status, g.earned, g.isolation) == (cli.NOT_GRADED, 0, sandbox.NOT_RUN), g
+    assert g.reason == sandbox.refusal("the kernel's Python fails inside the sandbox")
+
+
+def test_self_study_grades_without_the_sandbox_and_says_why_in_one_sentence(monkeypatch):
+    from fastpath_lib.grading import cli
+
+    monkeypatch.setattr(sandbox, "problem", lambda: sandbox.NOT_INSTALLED)
+    g = cli.grade_notebook(SOLUTION, timeout=120, isolation="auto")
+    assert g.isolation == sandbox.UNISOLATED and g.earned == g.points > 0, (g.status, g.reason)
+    said = [n for n in g.notes if "sandbox" in n]
+    assert said == [("the sandbox could not start because bubblewrap (bwrap) is not installed (install Debian's "
+                     "bubblewrap: apt-get install bubblewrap), so this grade was computed without isolation")], g.notes
+
+
+def test_the_autograder_grades_only_in_the_sandbox_and_its_results_say_why_not(tmp_path, monkeypatch, capsys):
+    from fastpath_lib.grading import autograde
+
+    monkeypatch.setattr(sandbox, "problem", lambda: sandbox.NOT_INSTALLED)
+    (tmp_path / "submitted/ann/ex01").mkdir(parents=True)
+    (tmp_path / "submitted/ann/ex01/ex01_reference.ipynb").write_bytes(SOLUTION.read_bytes())
+    assert autograde.main(["nbgrader", str(tmp_path / "submitted")]) == 0  # bwrap by default; the results are written
+    assert "not graded: the sandbox could not start because bubblewrap" in capsys.readouterr().err
+    rows = (tmp_path / "autograded/grades.csv").read_text().splitlines()
+    assert rows[1].split(",")[4:] == ["0", "3", "not graded"], rows
+    doc = json.loads((tmp_path / "autograded/ann/ex01/results.json").read_text())
+    assert {p["feedback"] for p in doc["notebooks"][0]["parts"]} == {sandbox.refusal(sandbox.NOT_INSTALLED)}, doc

@@ -22,7 +22,9 @@ process), for three layouts; in CI, ``grade FOLDER`` (or a release's ``./grade F
 assigned exercise without a notebook is listed part by part at zero, so the maximum score is always the assignment's.
 
 Results are written even when grading fails as a whole (the results say why), so a platform never shows an empty
-grade without a reason. Exit status: 0 when the results were written, 2 on a usage error.
+grade without a reason. The learner's kernel runs in the sandbox or not at all (``--isolation bwrap``, the default
+here): where the sandbox cannot start, every notebook is "not graded" and the results say why
+(docs/grading-sandbox.md). Exit status: 0 when the results were written, 2 on a usage error.
 """
 
 from __future__ import annotations
@@ -193,8 +195,10 @@ def main(argv: list[str] | None = None) -> int:
     common.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT,
                         help=f"seconds per notebook (default {DEFAULT_TIMEOUT})")
     common.add_argument("--kernel", default="python3", help="Jupyter kernel name (default python3)")
-    common.add_argument("--isolation", choices=("auto", "bwrap", "none"), default="auto",
-                        help="run the learner's kernel under bubblewrap: auto (default), bwrap (required), none")
+    common.add_argument("--isolation", choices=("auto", "bwrap", "none"), default="bwrap",
+                        help="run the learner's kernel in the sandbox (bubblewrap): bwrap (default: only there; "
+                             "where it cannot start, each notebook is 'not graded' and the results say why), auto "
+                             "(where it starts, else without it, saying why), none")
     sub = ap.add_subparsers(dest="layout", required=True)
     common.add_argument("--exercises", default="", metavar="EX[,EX]",
                         help="gradescope, prairielearn: the assignment's exercises (e.g. ex01,ex02); others uncounted")
@@ -218,10 +222,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.isolation == "bwrap":
         from fastpath_lib.grading import sandbox
 
-        if not sandbox.available():
-            print("autograde: --isolation bwrap, but bubblewrap (bwrap) is not installed or cannot run here",
-                  file=sys.stderr)
-            return 2
+        if sandbox.problem() is not None:  # the results say it too, for each notebook: the platform shows why
+            print(f"autograde: {sandbox.refusal(sandbox.problem())}", file=sys.stderr)
     return {"gradescope": _gradescope, "prairielearn": _prairielearn, "nbgrader": _nbgrader}[args.layout](args)
 
 

@@ -74,16 +74,19 @@ threat model (for instructors):
   tracers, hooks, threads, a replaced or impersonated agent, tests that fingerprint the op or count runs, writes
   into a check's inputs (a failure where the check declares its outputs), source that replaces the kit's
   functions or reads solutions/.
-  Where bubblewrap runs (--isolation), the kernel also sees no solutions/, no tests/, no network and a /tmp of
-  its own; of the grading package only the notebooks' materials (no check, no answer key, no grader), a façade
+  In the sandbox (bubblewrap; docs/grading-sandbox.md) the kernel runs as nobody with no capability, in its own
+  PID namespace and /proc, and sees no solutions/, no tests/, no .git, no network and a /tmp of its own; of the
+  grading package only the notebooks' materials (no check, no answer key, no grader), a façade
   whose checks are stand-ins, and not the kit modules its exercise forbids (the kit's kernels, reference, boundary
   generator, bench modules: matrix, PR note, sweep, bytes model; those the kernel needs to import stay, e.g. the
-  outcome words and rule of bench/schema.py and analysis.py, and the static rules refuse them); elsewhere the
-  report says "unisolated". Grade with the checkout's own venv (./kit grade): another copy of the kit on the
-  machine (one a venv's editable install points at is masked too) would be readable.
+  outcome words and rule of bench/schema.py and analysis.py, and the static rules refuse them). Where it cannot
+  start, --isolation bwrap (the default with --format gradescope) grades nothing and says why, and auto grades
+  without it, says why, and the report says "unisolated". Grade with the checkout's own venv (./kit grade):
+  another copy of the kit on the machine (one a venv's editable install points at is masked too) would be readable.
   Out of scope: a classmate's notebook handed in as one's own, a solution copied by hand into the cells (do not
-  hand out solutions/), and an answer borrowed in a way the source does not show (an exec string, found by
-  introspection), which is judged by its behaviour only.
+  hand out solutions/), and an answer borrowed in a way the source does not show (an exec string, a name built at
+  run time, found by introspection), which is judged by its behaviour only: the source rules read the answer's own
+  code to say what an answer is (a reference must not call the operator it checks), not to stop hidden calls.
 """
 
 
@@ -185,7 +188,7 @@ def _execute(nb, workdir: str, timeout: float, kernel_name: str, check_ids: set,
     deadline = time.monotonic() + timeout
     run = _Run()
     try:
-        with client.setup_kernel(env=env, stderr=subprocess.DEVNULL):
+        with client.setup_kernel(env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL):  # not the report's
             session = remote.Session(client, deadline, _kit_ops())
             session.start()
             for index, cell in enumerate(nb.cells):
@@ -262,21 +265,38 @@ def _parts(ex: str, run: _Run, static: list[tuple[str, str]], reassigned: bool) 
     return parts, [what for _, what in evidence]
 
 
-def _isolated(isolation: str) -> bool:
-    """Whether to run the kernel in the sandbox: ``auto`` where bwrap runs, ``bwrap`` always, ``none`` never."""
+#: The status of a notebook that ``--isolation bwrap`` refused to grade outside the sandbox.
+NOT_GRADED = "not graded"
+#: ``--isolation``: ``bwrap`` grades only in the sandbox (the autograder's), ``auto`` falls back saying why
+#: (self-study), ``none`` never isolates.
+ISOLATION = ("auto", "bwrap", "none")
+
+
+def _sandbox_problem(isolation: str) -> tuple[bool, str | None]:
+    """``(isolated, why not)``: whether to run the kernel in the sandbox, and why the sandbox cannot start here."""
+    if isolation not in ISOLATION:
+        raise ValueError(f"isolation must be one of {ISOLATION}, not {isolation!r}")
     if isolation == "none":
-        return False
+        return False, None
     from fastpath_lib.grading import sandbox
 
-    if isolation == "bwrap" and not sandbox.available():
-        raise RuntimeError("--isolation bwrap: bubblewrap (bwrap) is not installed or cannot run here")
-    return sandbox.available()
+    why = sandbox.problem()
+    return why is None, why
+
+
+def _refused(path: Path, ex: str, why: str, notes: list[str], t0: float) -> NotebookGrade:
+    from fastpath_lib.grading import sandbox
+
+    reason = sandbox.refusal(why)
+    return NotebookGrade(str(path), ex, NOT_GRADED, reason, round(time.monotonic() - t0, 1), _missing(ex, reason),
+                         notes, sandbox.NOT_RUN)
 
 
 def grade_notebook(path: str | Path, *, timeout: float = DEFAULT_TIMEOUT, kernel_name: str = "python3",
                    isolation: str = "auto") -> NotebookGrade:
     """Execute a copy of one notebook and grade it; never raises for a broken notebook. ``isolation``: ``auto``
-    (the kernel in bubblewrap where it runs), ``bwrap`` (required) or ``none``."""
+    (the kernel in the sandbox where it starts, else without, and a note says why), ``bwrap`` (in the sandbox or not
+    at all: the notebook is reported "not graded", saying why) or ``none``."""
     import nbformat
 
     path = Path(path)
@@ -307,7 +327,13 @@ def grade_notebook(path: str | Path, *, timeout: float = DEFAULT_TIMEOUT, kernel
     learner = [c.source for c in nb.cells if c.get("cell_type") == "code" and c.get("id") not in ids]
     static = NB.static_evidence(learner)
     reassigned = NB.assignments(learner, "OP_NAME") > 1
-    isolated = _isolated(isolation)
+    isolated, why = _sandbox_problem(isolation)
+    if why is not None:
+        from fastpath_lib.grading import sandbox
+
+        if isolation == "bwrap":
+            return _refused(path, ex, why, notes, t0)
+        notes.append(sandbox.fallback_note(why))
     with tempfile.TemporaryDirectory(prefix="fastpath-grade-") as tmp, \
             tempfile.TemporaryDirectory(prefix="fastpath-sandbox-") as files:
         for extra in path.parent.glob("*"):  # data files next to the notebook travel with the copy
@@ -319,8 +345,14 @@ def grade_notebook(path: str | Path, *, timeout: float = DEFAULT_TIMEOUT, kernel
             run = _execute(nb, tmp, timeout, kernel_name, ids, ex, learner, isolated, files)
         except Exception as exc:  # noqa: BLE001 - e.g. no such kernel
             run = _Run(status="errors", reason=f"could not execute: {type(exc).__name__}: {exc}")
-            if isolated and isolation == "auto":  # the sandbox could not start the kernel: say so, run unisolated
-                notes.append(f"the sandbox could not start the kernel ({type(exc).__name__}: {exc}): unisolated")
+            if isolated:  # the sandbox could not start this kernel: bwrap refuses, auto says why and goes on without
+                from fastpath_lib.grading import sandbox
+
+                why = sandbox.find_problem(ex) or ("the kernel did not start inside it, though a test process did "
+                                                   "(--isolation none shows the kernel's own error)")
+                if isolation == "bwrap":
+                    return _refused(path, ex, why, notes, t0)
+                notes.append(sandbox.fallback_note(why))
                 isolated = False
                 try:
                     run = _execute(nb, tmp, timeout, kernel_name, ids, ex, learner, False)
@@ -334,7 +366,7 @@ def grade_notebook(path: str | Path, *, timeout: float = DEFAULT_TIMEOUT, kernel
     if evidence:
         status, reason = "tampered", "; ".join(evidence) + (f" ({reason})" if reason else "")
     return NotebookGrade(str(path), ex, status, reason, round(time.monotonic() - t0, 1), parts, notes,
-                         "isolated (bwrap)" if isolated else "unisolated")
+                         "isolated (bwrap)" if isolated else "unisolated")  # sandbox.ISOLATED, UNISOLATED
 
 
 def _missing(ex, reason):
@@ -403,9 +435,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT,
                     help=f"seconds per notebook (default {DEFAULT_TIMEOUT})")
     ap.add_argument("--kernel", default="python3", help="Jupyter kernel name (default python3)")
-    ap.add_argument("--isolation", choices=("auto", "bwrap", "none"), default="auto",
-                    help="run the learner's kernel under bubblewrap: auto (default: where bwrap runs), bwrap "
-                         "(required), none; the report says 'unisolated' where it did not")
+    ap.add_argument("--isolation", choices=ISOLATION, default=None,
+                    help="run the learner's kernel in the sandbox (bubblewrap): bwrap (the default with --format "
+                         "gradescope: grade only in the sandbox, exit 2 where it cannot start), auto (the default "
+                         "otherwise, for self-study: where it starts, else without it, saying why), none")
     ap.add_argument("-v", "--verbose", action="store_true", help="print the full feedback of failed parts")
     try:
         args = ap.parse_args(argv)
@@ -424,11 +457,14 @@ def main(argv: list[str] | None = None) -> int:
     if missing or not notebooks:
         print(f"grade: no such notebook(s): {', '.join(missing) or ' '.join(args.paths)}", file=sys.stderr)
         return 2
-    if args.isolation == "bwrap" and not _isolated("auto"):
-        print("grade: --isolation bwrap, but bubblewrap (bwrap) is not installed or cannot run here",
-              file=sys.stderr)
+    isolation = args.isolation or ("bwrap" if fmt == "gradescope" else "auto")
+    why = _sandbox_problem(isolation)[1] if isolation == "bwrap" else None
+    if why is not None:
+        from fastpath_lib.grading import sandbox
+
+        print(f"grade: {sandbox.refusal(why)} (nothing was graded)", file=sys.stderr)
         return 2
-    grades = [grade_notebook(p, timeout=args.timeout, kernel_name=args.kernel, isolation=args.isolation)
+    grades = [grade_notebook(p, timeout=args.timeout, kernel_name=args.kernel, isolation=isolation)
               for p in notebooks]
     total, maximum = sum(g.earned for g in grades), sum(g.points for g in grades)
     if fmt == "gradescope":
@@ -450,6 +486,8 @@ def main(argv: list[str] | None = None) -> int:
                          indent=2))
     else:
         _print_table(grades, args.verbose)
+    if any(g.status == NOT_GRADED for g in grades):
+        return 2
     return 0 if total == maximum else 1
 
 

@@ -28,8 +28,10 @@ under ``/tmp`` runs. In the library:
 
 Two folders are bound writable: the notebook's working copy and the folder of the kernel's sockets (jupyter_client's
 ``transport="ipc"``: TCP cannot cross the network namespace). The generated files lie in a third folder of the
-grader's, bound read only. Where ``bwrap`` is missing or cannot run (no user namespaces), :func:`available` says so
-and the grader runs the kernel unisolated, and says that in its report.
+grader's, bound read only. Where the sandbox cannot start the kernel (``bwrap`` missing, user namespaces refused,
+the interpreter not visible inside), :func:`problem` says why in words a learner can act on; ``--isolation bwrap``
+(the autograder's) then refuses to grade (:func:`refusal`), and ``--isolation auto`` (self-study) grades without
+isolation and says so and why (:func:`fallback_note`).
 
 ``./kit setup`` installs bubblewrap where ``apt-get`` can (optional, as for the browser check's Chromium).
 
@@ -50,6 +52,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from jupyter_client.manager import AsyncKernelManager
@@ -57,11 +60,13 @@ from jupyter_client.manager import AsyncKernelManager
 from fastpath_lib import runtime
 
 __all__ = ["KERNEL_MODULES", "HIDDEN", "NEEDED", "FLAGS", "BASE", "kernel_modules", "hidden", "kernel_view",
-           "facade_source", "other_copies", "git_dirs", "interpreter_paths", "available", "command", "IsolatedKernelManager", "manager_class", "kernel_env",
-           "ISOLATED", "UNISOLATED"]
+           "facade_source", "other_copies", "git_dirs", "interpreter_paths", "NOT_INSTALLED", "find_problem", "problem",
+           "available", "fallback_note", "refusal", "command", "IsolatedKernelManager", "manager_class", "kernel_env",
+           "ISOLATED", "UNISOLATED", "NOT_RUN"]
 
 ISOLATED = "isolated (bwrap)"
 UNISOLATED = "unisolated"
+NOT_RUN = "not run"  # --isolation bwrap, and the sandbox could not start: not graded
 
 #: The files of ``fastpath_lib/grading/`` the kernel sees: what the notebooks import, never a check or an answer key.
 KERNEL_MODULES = ("__init__.py", "materials.py", "vocabulary.py")
@@ -249,17 +254,80 @@ FLAGS = (
 BASE = ("--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp")
 
 
-@functools.cache
-def available() -> bool:
-    """Whether ``bwrap`` is installed and can start a process with the options :func:`command` uses."""
+NOT_INSTALLED = "bubblewrap (bwrap) is not installed (install Debian's bubblewrap: apt-get install bubblewrap)"
+
+
+def _sysctl(name: str) -> str | None:
+    try:
+        return Path("/proc/sys", *name.split(".")).read_text().strip()
+    except OSError:
+        return None
+
+
+def _said(stderr: str) -> str:
+    lines = [s.strip() for s in (stderr or "").strip().splitlines() if s.strip()]
+    return lines[-1][:200] if lines else "no message"
+
+
+def _namespace_cause(stderr: str) -> str:
+    """Why ``bwrap`` could not make its namespaces, from the machine's settings where one of them says so."""
+    if _sysctl("user.max_user_namespaces") == "0":
+        return "user namespaces are disabled on this machine (sysctl user.max_user_namespaces is 0)"
+    if _sysctl("kernel.unprivileged_userns_clone") == "0":
+        return ("unprivileged user namespaces are disabled on this machine (sysctl kernel.unprivileged_userns_clone "
+                "is 0)")
+    if os.geteuid() != 0 and _sysctl("kernel.apparmor_restrict_unprivileged_userns") == "1":
+        return ("AppArmor forbids unprivileged user namespaces on this machine (sysctl "
+                "kernel.apparmor_restrict_unprivileged_userns is 1; an AppArmor profile for bwrap allows them)")
+    return f"this machine does not let bubblewrap make its namespaces (bwrap said: {_said(stderr)})"
+
+
+def find_problem(exercise: str | None = None) -> str | None:
+    """Why the sandbox cannot start the kernel here, as a clause a learner can act on (``None`` when it can): bwrap
+    missing, namespaces refused, or the kernel's interpreter unable to start under :func:`command`."""
     exe = shutil.which("bwrap")
     if exe is None:
-        return False
+        return NOT_INSTALLED
     try:
-        done = subprocess.run([exe, *FLAGS, *BASE, "true"], capture_output=True, timeout=30, check=False)
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return done.returncode == 0
+        done = subprocess.run([exe, *FLAGS, *BASE, "true"], capture_output=True, text=True, timeout=60, check=False)
+        if done.returncode != 0:
+            return _namespace_cause(done.stderr)
+        with tempfile.TemporaryDirectory(prefix="fastpath-probe-") as tmp:
+            probe = [*command(tmp, tmp, tmp, exercise), sys.executable, "-c", "import ipykernel.kernelapp"]
+            done = subprocess.run(probe, env=kernel_env(dict(os.environ)), capture_output=True, text=True,
+                                  timeout=120, check=False)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"bubblewrap could not be run ({getattr(exc, 'strerror', None) or type(exc).__name__})"
+    if done.returncode == 0:
+        return None
+    said = _said(done.stderr)
+    if "execvp" in said or "No such file or directory" in said:
+        return f"the Python environment at {sys.prefix} is not visible inside the sandbox (bwrap said: {said})"
+    if "ModuleNotFoundError" in said or "ImportError" in said:
+        return f"a folder of the Python environment at {sys.prefix} is hidden inside the sandbox ({said})"
+    return f"the kernel's Python fails inside the sandbox (it said: {said})"
+
+
+@functools.cache
+def problem() -> str | None:
+    """:func:`find_problem` for any exercise, found once per process."""
+    return find_problem()
+
+
+def available() -> bool:
+    """Whether the sandbox starts the kernel's interpreter here (:func:`problem` says why not)."""
+    return problem() is None
+
+
+def fallback_note(cause: str) -> str:
+    """What ``--isolation auto`` tells the learner when it grades without the sandbox."""
+    return f"the sandbox could not start because {cause}, so this grade was computed without isolation"
+
+
+def refusal(cause: str) -> str:
+    """What ``--isolation bwrap`` says instead of a grade."""
+    return (f"not graded: the sandbox could not start because {cause}, and --isolation bwrap grades only inside "
+            "the sandbox")
 
 
 def interpreter_paths() -> tuple[Path, ...]:
