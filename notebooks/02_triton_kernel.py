@@ -114,14 +114,18 @@ print(inspect.getsource(kernels.rms_norm_fwd_kernel.fn))
 # - `cols = tl.arange(0, BLOCK_SIZE)`, `mask = (rows < n_rows)[:, None] & col_mask[None, :]` — `BLOCK_SIZE` is a
 #   power of two (Triton's `arange` needs one) at least `n_cols`; the mask switches off the lanes past the row's
 #   end and the rows past the last one.
-# - `tl.load(X_ptr + rows[:, None] * X_row_stride + cols[None, :], mask=mask, other=0.0).to(tl.float32)` — the
-#   tile, upcast to fp32; masked lanes read as 0, so they add nothing to the sum. The row stride is an argument,
-#   so row slices of a wider buffer need no copy.
+# - `to_fp32(tl.load(X_ptr + rows[:, None] * X_row_stride + cols[None, :], mask=mask, other=0.0))` — the tile,
+#   upcast to fp32; masked lanes read as 0, so they add nothing to the sum. The row stride is an argument, so row
+#   slices of a wider buffer need no copy.
 # - `mean_sq = tl.sum(x * x, axis=1) / n_cols` — one sum per row, divided by the true width, not by `BLOCK_SIZE`.
 # - `rstd = 1.0 / tl.sqrt(mean_sq + eps)`, `y = x * rstd[:, None]`, `y = y * w` — in fp32; the weight is loaded
 #   in the tile's shape, so it gets the same vector accesses as `x` (it is tiny and stays in cache).
-# - `tl.store(..., y.to(Y_ptr.dtype.element_ty), mask=mask)` — round once to the output dtype, as `F.rms_norm`
-#   does, and write only the valid lanes.
+# - `tl.store(..., round_to(y, Y_ptr.dtype.element_ty), mask=mask)` — round once to the output dtype, to nearest
+#   even as `F.rms_norm` does, and write only the valid lanes.
+# - `to_fp32` and `round_to` (defined above the kernel) are Triton's own conversions on a GPU. Triton 3.8's
+#   interpreter is not faithful to them for bf16 (it truncates fp32 to bf16 and widens bf16 subnormals to wrong
+#   values), so there they work on the bits, a NaN of any bits kept a NaN: what runs here computes what the GPU
+#   computes, down to NaN payloads and subnormals (`tests/test_extremes.py`).
 #
 # Why tiles of rows: with one row per program, a 128-column row in a 4-warp program (128 threads) would give each
 # thread one element, loaded and stored with 2-byte scalar accesses. With 8 rows per program each thread holds 8
