@@ -320,3 +320,19 @@ def test_case_counts_in_the_lessons_prose_are_the_matrix_s():
             ids = {i for src in picks for i in re.findall(r'"(\w+)"', src) if i in {c.id for c in bench.load_cases()}}
             assert int(n) == len(ids), f"{path.name}: '{n} of the {m} cases', but its quick run picks {len(ids)}"
     assert seen >= 2
+
+
+# --- lesson 06: the request's call counts, from the trace --------------------------------------------------------
+
+def test_lesson_06s_call_counts_are_the_traces():
+    from fastpath_lib.bench import trace
+
+    lesson = next(p for p in LESSONS if p.name.startswith("06_"))
+    source = next(c.source for c in _cells(lesson) if c.cell_type == "code" and "serving_trace(" in c.source)
+    args = dict(re.findall(r"(\w+)=(\d+)", source[source.index("serving_trace("):]))
+    calls = trace.serving_trace(**{k: int(v) for k, v in args.items()})
+    decode = sum(c.count for c in calls if c.phase == "decode" and c.rows == 1)
+    total = sum(c.count for c in calls)
+    prose = " ".join(_markdown(lesson).split())
+    assert f"every one of the {decode} decode calls" in prose, decode
+    assert f"{round(100 * decode / total)} % of the calls are decode calls of one row" in prose, (decode, total)

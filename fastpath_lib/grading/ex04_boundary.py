@@ -1,12 +1,12 @@
 """Exercise 04: boundary cases, graded by mutation.
 
-The learner's cases must catch every seeded mutant of :mod:`fastpath_lib.grading.mutants`: a predicate that is too
-loose or too strict, a faulty forward or backward kernel, wrong numerics. The mutants are drawn afresh at every check
-(:func:`~fastpath_lib.grading.mutants.drawn`: how far past a limit, which modulus, which dtype), so cases fitted
-offline to a fixed list carry no guarantee; a case at each limit and one step past it catches every draw. One graded part per mutant *category*;
-feedback says which categories still have survivors (and, for the predicate, on which side), never which case would
-catch them, and never per mutant: neither the display nor the returned results give a per-mutant verdict that a
-search over cases could use.
+The learner's cases must catch every seeded mutant of :mod:`fastpath_lib.grading.mutants`: a predicate that is too loose
+or too strict, a faulty forward or backward kernel, wrong numerics. The mutants are drawn afresh at every check
+(:func:`~fastpath_lib.grading.mutants.drawn`: how far past a limit, which modulus, which dtype), so cases fitted offline
+to a fixed list carry no guarantee; a case at each limit and one step past it catches every draw. One graded part per
+mutant *category*; feedback says which categories still have survivors (and, for the predicate, on which side), never
+which case would catch them, and never per mutant: neither the display nor the returned results give a per-mutant
+verdict that a search over cases could use.
 
 Limits: at most :data:`MAX_CASES` cases of at most :data:`MAX_ELEMENTS` elements each, built from
 :class:`~fastpath_lib.cases.CaseSpec` by hand: generating them with the kit's boundary generator fails the check.
