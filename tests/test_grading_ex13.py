@@ -316,7 +316,7 @@ def test_route_conditions_follow_the_capture_json_rule():
             with tempfile.TemporaryDirectory() as d:
                 path = Path(d) / "capture.json"
                 path.write_text(json.dumps(sc["capture"]))
-                verified = kit.load(path)
+                verified = {c for c, op, p in kit.load(path) if (op, p) == ("rms_norm", "eager")}  # an rms_norm call
             cap = sc["call"]["capability"]
             want_capture = sc["call"]["capturing"] and (cap is None or tuple(cap) not in verified)
             assert ("cuda_graph_capture" in S.expected("route_conditions", sc)) == want_capture, sc

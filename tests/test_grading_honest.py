@@ -188,8 +188,8 @@ AROUND_EX06 = [
     "%matplotlib inline",
     "import matplotlib.pyplot as plt\nax = results.plot.bar(x='case_id', y='candidate_median_us')\nplt.close('all')",
     "print(sorted(name for name in globals() if name.startswith('my_')))",
-    "class Notes:\n    pass\nnotes = Notes()\nsetattr(notes, 'rows', len(results))\ncolumn = 'route'\n"
-    "print(getattr(results.iloc[0], column), getattr(torch, 'float16'))",
+    ("class Notes:\n    pass\nnotes = Notes()\nsetattr(notes, 'rows', len(results))\ncolumn = 'route'\n"
+     "print(getattr(results.iloc[0], column), getattr(torch, 'float16'))"),
 ]
 AFTER_EX06 = ["%timeit -n 1 -r 1 my_classify(results.iloc[0])"]
 
@@ -209,7 +209,7 @@ def _honest(tmp: Path, exercise: str) -> Path:
     last = 0
     for i, cell in enumerate(nb.cells):
         if cell.cell_type == "code" and "BEGIN SOLUTION" in cell.source:
-            cell.source = answers[re.search(r"^def (\w+)\(", cell.source, re.M).group(1)].strip()
+            cell.source = answers[re.search(r"^def (\w+)\(", cell.source, re.MULTILINE).group(1)].strip()
             last = i
     for src in reversed(after):
         nb.cells.insert(last + 1, nbformat.v4.new_code_cell(src))

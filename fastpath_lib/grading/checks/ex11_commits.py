@@ -4,8 +4,10 @@
 condition with what prepares and documents it, a simplification, a call site routed through the new op, their
 tests) come as dicts ``{"id", "file", "description", "diff"}``; the learner returns the commits in order. Each
 commit's ``kind`` is ``"refactor"`` (no behaviour change), ``"test"`` (tests only), ``"behaviour"`` or ``"docs"``.
-The check draws the hunks' ids and their order afresh at every call (besides the notebook's fixed draw), so a list
-of ids written down once does not pass. It grades the rule lesson 07 teaches, not one answer:
+The check draws the hunks afresh at every call (besides the notebook's fixed draw): their ids, their order and their
+texts (the names of the helpers, the function moved and the condition, the model's class and file, the numbers and
+the descriptions' wording; :func:`~fastpath_lib.grading.materials.drawn_hunks`), so a list of ids or descriptions
+written down once does not pass: a plan reads what each hunk's file and diff do. It grades the rule lesson 07 teaches, not one answer:
 
 * ``one_change_per_commit``: a commit holds at most one behaviour change; a behaviour change lands with the tests
   of its new behaviour, in its commit (tests that pin today's behaviour may come earlier, never later); docs come
