@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import dataclasses
 import importlib
 import json
@@ -341,7 +342,11 @@ def grade_notebook(path: str | Path, *, timeout: float = DEFAULT_TIMEOUT, kernel
         copy = Path(tmp) / path.name
         copy.write_bytes(raw)
         try:
-            run = _execute(nb, tmp, timeout, kernel_name, ids, ex, learner, isolated, files)
+            from fastpath_lib.grading import kernel_run, sandbox
+
+            children = kernel_run.sandboxed(sandbox.for_children(ex, files)) if isolated else contextlib.nullcontext()
+            with children:  # the grader's runs of the learner's Triton source are sandboxed like the kernel
+                run = _execute(nb, tmp, timeout, kernel_name, ids, ex, learner, isolated, files)
         except Exception as exc:  # noqa: BLE001 - e.g. no such kernel
             run = _Run(status="errors", reason=f"could not execute: {type(exc).__name__}: {exc}")
             if isolated:  # the sandbox could not start this kernel: bwrap refuses, auto says why and goes on without
