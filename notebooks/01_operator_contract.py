@@ -165,12 +165,12 @@ for name, args in bad_calls.items():
 # %% [markdown]
 # ## Promise 5 — autocast
 #
-# Autocast changes `F.rms_norm`'s output dtype on some devices and not on others, and the custom op must follow.
-# The kit decides where to register its policy from the torch version (`autocast_fp32_devices()`: CUDA from torch
-# 2.12). A version check is a claim, so test it live: ask this torch's dispatcher which autocast device types have a
-# kernel for `aten::rms_norm` (a private but stable query), and run `F.rms_norm` under autocast on this device.
-# Only CUDA matters for the op's policy: on any other device a call fails the `device` condition and is
-# `F.rms_norm` itself. Either way our output dtype must equal `F.rms_norm`'s.
+# Autocast changes `F.rms_norm`'s output dtype on some devices and not on others, and the custom op must follow. The kit
+# decides where to register its policy from the torch version (`autocast_fp32_devices()`: CUDA from torch 2.12). A
+# version check is a claim, so test it live: ask this torch's dispatcher which autocast device types have a kernel for
+# `aten::rms_norm` (a private query), and run `F.rms_norm` under autocast on this device. Only CUDA matters for the op's
+# policy: on any other device a call fails the `device` condition and is `F.rms_norm` itself. Either way our output
+# dtype must equal `F.rms_norm`'s.
 
 # %%
 from fastpath_lib.rmsnorm.op import autocast_fp32_devices

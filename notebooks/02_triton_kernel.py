@@ -114,14 +114,18 @@ print(inspect.getsource(kernels.rms_norm_fwd_kernel.fn))
 # - `cols = tl.arange(0, BLOCK_SIZE)`, `mask = (rows < n_rows)[:, None] & col_mask[None, :]` — `BLOCK_SIZE` is a
 #   power of two (Triton's `arange` needs one) at least `n_cols`; the mask switches off the lanes past the row's
 #   end and the rows past the last one.
-# - `tl.load(X_ptr + rows[:, None] * X_row_stride + cols[None, :], mask=mask, other=0.0).to(tl.float32)` — the
-#   tile, upcast to fp32; masked lanes read as 0, so they add nothing to the sum. The row stride is an argument,
-#   so row slices of a wider buffer need no copy.
+# - `to_fp32(tl.load(X_ptr + rows[:, None] * X_row_stride + cols[None, :], mask=mask, other=0.0))` — the tile,
+#   upcast to fp32; masked lanes read as 0, so they add nothing to the sum. The row stride is an argument, so row
+#   slices of a wider buffer need no copy.
 # - `mean_sq = tl.sum(x * x, axis=1) / n_cols` — one sum per row, divided by the true width, not by `BLOCK_SIZE`.
 # - `rstd = 1.0 / tl.sqrt(mean_sq + eps)`, `y = x * rstd[:, None]`, `y = y * w` — in fp32; the weight is loaded
 #   in the tile's shape, so it gets the same vector accesses as `x` (it is tiny and stays in cache).
-# - `tl.store(..., y.to(Y_ptr.dtype.element_ty), mask=mask)` — round once to the output dtype, as `F.rms_norm`
-#   does, and write only the valid lanes.
+# - `tl.store(..., round_to(y, Y_ptr.dtype.element_ty), mask=mask)` — round once to the output dtype, to nearest
+#   even as `F.rms_norm` does, and write only the valid lanes.
+# - `to_fp32` and `round_to` (defined above the kernel) are Triton's own conversions on a GPU. Triton 3.8's
+#   interpreter is not faithful to them for bf16 (it truncates fp32 to bf16 and widens bf16 subnormals to wrong
+#   values), so there they work on the bits, a NaN of any bits kept a NaN: what runs here computes what the GPU
+#   computes, down to NaN payloads and subnormals (`tests/test_extremes.py`).
 #
 # Why tiles of rows: with one row per program, a 128-column row in a 4-warp program (128 threads) would give each
 # thread one element, loaded and stored with 2-byte scalar accesses. With 8 rows per program each thread holds 8
@@ -233,17 +237,18 @@ print(inspect.getsource(kernels.rms_norm_bwd_kernel.fn))
 #   than saving it from the forward: one fewer tensor to store and read), and the mean of `g * n`;
 #   `evict_last` asks the cache to keep the row;
 # - a second read of the same row (`evict_first`: its last use) gives `n`, `dy` and then `dx`, so between rows
-#   only the `dw` accumulator stays in registers. Holding `x`, `dy`, `w` and `dw` of a 16384-wide row at once made
-#   the compiled kernel spill registers to local memory;
+#   only the `dw` accumulator stays in registers. Holding `x`, `dy`, `w` and `dw` of a 16384-wide row at once would
+#   make the compiled kernel spill registers to local memory;
 # - it accumulates `dy * n` into `dw_acc` in fp32 registers, and writes it once into *its own* row of an fp32
 #   partial buffer;
 # - the launcher picks the row block (`launch.backward_grid`): power-of-two blocks for at most 4 programs per
 #   multiprocessor, except fp32 rows of 16384 columns (`BLOCK_SIZE` 16384, 32 warps), which get **one row per
 #   program** (`launch.backward_max_rows`). With 2 or 4 rows the loop carries the 16384-wide `dw_acc` from row to
-#   row, and the compiled kernel spilled 32 to 60 bytes to local memory on sm_86, sm_89 and sm_120; with one row it
-#   spills on none of sm_75, sm_80, sm_86, sm_89, sm_90 and sm_120. Those spills were counted by compiling for the
-#   six targets on a CPU-only machine (`fastpath_lib.rmsnorm.compiled`), and the price is not measured on a GPU
-#   either: one fp32 partial row per input row, so the scratch is as large as the fp32 input, written by the kernel
+#   row, and compiled that way the kernel spills to local memory on some targets; with one row it spills on none of
+#   sm_75, sm_80, sm_86, sm_89, sm_90 and sm_120 with the pinned Triton 3.8 (an older Triton, 3.6, still spills a
+#   few bytes in a few wide specializations). Spills are counted by compiling for those targets on a CPU-only
+#   machine (`fastpath_lib.rmsnorm.compiled`, `tests/test_compiled.py`); the price of one row per program is not
+#   measured on a GPU either: one fp32 partial row per input row, so the scratch is as large as the fp32 input, written by the kernel
 #   and read back by the sum;
 # - the launcher sums the partial rows with `torch.sum` in a fixed order: no atomics, so the same input gives
 #   the same bits every run (deterministic-algorithms mode keeps the fast path).
@@ -288,11 +293,12 @@ else:
 # %% [markdown]
 # Each tensor has two numbers. *Requested* bytes count every lane each time a program asks for it; *distinct* bytes
 # count each byte once per launch. They differ where data is read again: the weight is read by every program (each
-# tile of rows loads it), and the backward reads each row of `x` and `dy` twice. That is logical traffic. On a GPU
-# the repeats are served by the L2 cache (the weight is 1 KiB; the second read of a row follows the first closely, and
-# `evict_last` asks the cache to keep it), so DRAM sees roughly the distinct bytes, and those are what the model and
-# the bandwidth are about. The model beside the count, call by call (`bench.mechanism`, the same columns the bench
-# writes into `results.csv` on a CPU run):
+# tile of rows loads it), and the backward reads each row of `x` and `dy` twice. That is logical traffic. On a GPU the
+# repeats are expected to be served by the L2 cache (the weight is 1 KiB; the second read of a row follows the first
+# closely, and `evict_last` asks the cache to keep it), so DRAM should see roughly the distinct bytes, and those are
+# what the model and the bandwidth are about. A GPU profiler's count of DRAM bytes (Nsight Compute) is what would
+# confirm it; the kit's evidence run does not record one. The model beside the count, call by call (`bench.mechanism`,
+# the same columns the bench writes into `results.csv` on a CPU run):
 
 # %%
 from fastpath_lib.bench import mechanism
@@ -447,8 +453,9 @@ else:
 # <details><summary>Answer guide</summary>
 #
 # From the weight: every program loads the whole weight again (in the tile's shape, once per row of the tile), so
-# at 16 × 512 bf16 it is requested 16 times and stored once in memory. On a GPU those re-reads hit the cache (a
-# 1 KiB weight stays there), so DRAM moves about the distinct bytes. GB/s measures DRAM throughput against the
+# at 16 × 512 bf16 it is requested 16 times and stored once in memory. On a GPU those re-reads are expected to hit
+# the cache (a 1 KiB weight stays there), so DRAM should move about the distinct bytes (a profiler's DRAM count would
+# confirm it). GB/s measures DRAM throughput against the
 # copy ceiling, so it uses the distinct bytes, which is the model: dividing requested bytes by the time would
 # credit the kernel with bandwidth it never used.
 # </details>

@@ -222,13 +222,13 @@ print(routes, routes.reasons)
 # %% [markdown]
 # ## What a call outside the region costs
 #
-# Outside its region the op must cost what `F.rms_norm` costs: on a GPU an M=1 decode row is launch-bound, so every
-# microsecond of Python per call adds to the very small-row regression the predicate exists to prevent. So a failing
-# `eligible` calls `F.rms_norm` directly, and the reasons are built only by `explain()`. Measured here side by side by
-# the kit's one host-timing method (`fastpath_lib.bench.hostmethod.fastest_blocks`): short blocks of consecutive calls,
-# the providers interleaved block by block, the fastest block of each, so what shows is the op's cost rather than the
-# machine's noise; the last line says what building the reasons on every call would add. This is **host time on this
-# CPU**, not GPU performance:
+# Outside its region the op must cost what `F.rms_norm` costs: on a GPU an M=1 decode row is expected to be
+# launch-bound, so every microsecond of Python per call adds to the very small-row regression the predicate exists to
+# prevent. So a failing `eligible` calls `F.rms_norm` directly, and the reasons are built only by `explain()`.
+# Measured here side by side by the kit's one host-timing method (`fastpath_lib.bench.hostmethod.fastest_blocks`):
+# short blocks of consecutive calls, the providers interleaved block by block, the fastest block of each, so what
+# shows is the op's cost rather than the machine's noise; the last line says what building the reasons on every call
+# would add. This is **host time on this CPU**, not GPU performance:
 
 # %% tags=["nbval-ignore-output"]
 import torch.nn.functional as F
@@ -250,12 +250,11 @@ print(f"reasons on every call would add {timed['explain()']['best_us']:.1f} us p
       f"{timed['explain()']['best_us'] / timed['F.rms_norm']['best_us']:.1f}x F.rms_norm's own time")
 
 # %% [markdown]
-# Run the cell twice: the ratio moves by about a hundredth, even while other processes keep the cores busy, because
-# a short block fits between two preemptions and the fastest of many is one that nothing interfered with (blocks as
-# long as a scheduler's time slice, which the kit used before, swung far above and below the target on a busy
-# 2-core machine). Under the interpreter every CPU call is checked in full, so the ratio sits a few hundredths below
-# the target; a CPU tensor without the interpreter leaves at the predicate's first line. What a reviewer asks for is
-# the GPU host's ratio (the evidence run's host step), not this CPU's.
+# Run the cell twice and compare: a short block fits between two preemptions, and the fastest of many blocks is one
+# nothing interfered with, so the ratio moves far less than single calls' times do on a busy machine (blocks as long
+# as a scheduler's time slice would swing with the machine's load). Under the interpreter every CPU call is checked in
+# full, so the ratio includes the whole predicate; a CPU tensor without the interpreter leaves at the predicate's
+# first line. What a reviewer asks for is the GPU host's ratio (the evidence run's host step), not this CPU's.
 #
 # `python -m fastpath_lib bench --family host` prints the kit's own table for four fallback calls (M=1 fp16, M=1
 # bf16 with an fp32 weight, a 4×2048 fp32 batch, a transposed input). Others make the same choice in other ways:

@@ -194,7 +194,8 @@ else:
 # To see what a run records, run part of the matrix here. Without a GPU this uses `--quick` shapes (much smaller
 # than declared: the interpreter is slow) on 10 of the 17 cases, so every timing below is **not a GPU measurement**,
 # every observed outcome reads *unmeasured*, and the shape actually run is shown beside the declared one. (The
-# `torch.compile` provider is left out here: it compiles for minutes. The evidence run includes it.)
+# `torch.compile` provider is left out here: it compiles every case first, which is slow on a CPU. The evidence run
+# includes it.)
 
 # %% tags=["nbval-ignore-output"]
 PICK = ["decode_m1_fp16", "decode_b4_bf16", "batch_1024_fp16", "decode_b64_bf16",

@@ -106,15 +106,18 @@ Markdown(note)
 # lines, the counts of wins, neutral cases and losses with the scope restriction the losses call for, the command
 # that reruns the evidence, and, off a GPU, "not a GPU measurement" said once. The full tables (every condition with
 # its boundary points, every case, the environment, the mechanism) stay in the note, folded: nothing is dropped to
-# fit. The kit writes three forms: its own, vLLM's PR template and PyTorch's. vLLM's says what the PR adds to vLLM:
-# the provider `fastpath_triton` of the `vllm.ir` op, registered by the kit's `vllm.general_plugins` entry point, and
-# the priority without which vLLM keeps running `native`.
+# fit. The kit writes two forms: its own, and vLLM's PR template. Where a Triton kernel lands differs by ecosystem:
+# in vLLM, a file in `vllm/kernels/triton/` that a layer's `forward_cuda` selects (vLLM's form describes the patch
+# in `upstream/`: the files it changes, when the new path runs, how to turn it on and off); in PyTorch, nowhere in
+# eager ATen, which takes no Triton kernel (Triton code there is what Inductor generates), so the kit writes no
+# PyTorch form; a hand-written Triton kernel otherwise lands in a kernel library such as Liger-Kernel.
+# Lesson 09 reads the patch itself.
 
 # %% tags=["nbval-ignore-output"]
 from fastpath_lib.bench.note_brief import WORD_LIMIT, words_outside_details
 
 source = dict(results_dir=rec.folder) if rec.found else dict(df=df, env=df.attrs["environment"])
-forms = {t: bench.pr_note(**source, template=t) for t in ("kit", "vllm", "pytorch")}
+forms = {t: bench.pr_note(**source, template=t) for t in ("kit", "vllm")}
 for t, text in forms.items():
     print(f"{t:8s} {words_outside_details(text):4d} words in sight (at most {WORD_LIMIT}), "
           f"{len(text.split()):5d} in all")

@@ -16,9 +16,10 @@
 # %% [markdown]
 # # 08 · The in-place fused op: what it writes, what may alias, where it rounds
 #
-# Every transformer block ends a sub-layer with `residual = x + residual; x = rms_norm(residual) * weight`. Serving
-# stacks fuse the two into one op, `fused_add_rms_norm(x, residual, weight, eps) -> (out, residual)`, whose fast
-# implementations write both results *into their inputs*. The kit builds it as its second operator
+# A pre-norm transformer block (Llama's, for one) ends each sub-layer with
+# `residual = x + residual; x = rms_norm(residual) * weight`. Serving stacks fuse the two into one op,
+# `fused_add_rms_norm(x, residual, weight, eps) -> (out, residual)`, whose fast implementations write both results
+# *into their inputs*. The kit builds it as its second operator
 # (`fastpath_lib/fused/`), with the same pipeline as RMSNorm: a written reference, a predicate, Triton kernels,
 # custom ops, boundary points and a matrix.
 #
@@ -460,8 +461,8 @@ else:
 #   and only a comparison that counts differing elements sees it.
 # - Overlapping `x`, `residual` and `weight` go to the composite (conservatively, on byte ranges); a kernel run on
 #   aliased memory reads what another program already wrote.
-# - The fusion saves one pass in five against the unfused pair and none against `torch.compile`'s own fusion: both
-#   baselines belong in the matrix, and only a GPU run answers the reviewer.
+# - By the bytes model, the fusion saves one pass in five against the unfused pair and none against `torch.compile`'s
+#   own fusion: both baselines belong in the matrix, and only a GPU run answers the reviewer.
 #
 # ## Knowledge check
 #

@@ -147,16 +147,25 @@ dist.destroy_process_group()
 # forward still calls vLLM's IR ops, and its kernel configuration says "vLLM IR is being removed ... Kernels will be
 # selected by the platform, as for other custom ops": the IR is not a target to write for.)
 #
-# Whatever the layer, the kernel itself reaches a compiled graph only as a registered op with a fake implementation
-# (`direct_register_custom_op(..., fake_impl=...)` in vLLM, `torch.library.custom_op` and `register_fake` in
-# torch). A compiler traces a model on FakeTensors, which have shapes, dtypes and strides but no data pointer, so a
-# raw Triton launch cannot be traced. The kit's ops are registered that way; traced on FakeTensors, the graph holds
-# one opaque call:
+# Whatever the layer, the kernel itself reaches a compiled graph only through a registered op: an opaque one with a
+# fake implementation (`direct_register_custom_op(..., fake_impl=...)` in vLLM, `torch.library.custom_op` and
+# `register_fake` in torch), or a `torch.library.triton_op` whose launch goes through `wrap_triton`, which lets the
+# compiler see the kernel itself. A compiler traces a model on FakeTensors, which have shapes, dtypes and strides but
+# no data pointer, so a launcher that hands tensors to a kernel directly cannot run on them. Traced with `make_fx`
+# (the tracer vLLM's compilation passes use), the kit's raw forward launch fails, and the kit's op, an opaque one,
+# becomes one call in the graph:
 
 # %%
 from torch.fx.experimental.proxy_tensor import make_fx
 
+from fastpath_lib.rmsnorm import kernels
+
 x, r = torch.randn(ROWS, 64, device=DEVICE), torch.randn(ROWS, 64, device=DEVICE)
+try:
+    make_fx(lambda x, w: kernels.forward(x, w, 1e-6), tracing_mode="fake")(x, w)
+except RuntimeError as exc:
+    why = "it reads a data pointer" if "data pointer" in str(exc) else str(exc).splitlines()[0][:80]
+    print(f"the raw launch, traced on FakeTensors, raises {type(exc).__name__}: {why}")
 graph = make_fx(lambda x, r, w: fastpath_lib.fused_add_rms_norm(x, r, w), tracing_mode="fake")(x, r, w)
 print("traced on FakeTensors:", [str(n.target) for n in graph.graph.nodes if n.op == "call_function"])
 
@@ -198,8 +207,8 @@ for chunk in patch.split("diff --git a/")[1:]:
 # - The row threshold applies to the local shard, on every rank.
 # - In vLLM a kernel enters through a `CustomOp` layer's forward, chosen once when the layer is built; a plugin that
 #   replaces a layer is loaded in every process and must never raise.
-# - A compiler traces on FakeTensors: a kernel reaches a graph only as a registered op with a fake implementation,
-#   and run-time facts are decided inside it.
+# - A compiler traces on FakeTensors: a kernel reaches a graph only through a registered op (with a fake
+#   implementation, or a `triton_op`), and run-time facts are decided inside it.
 #
 # ## Knowledge check
 #
@@ -223,10 +232,13 @@ for chunk in patch.split("diff --git a/")[1:]:
 # %% [markdown]
 # <details><summary>Answer guide</summary>
 #
-# The compiler traces the forward on FakeTensors, which have no data, so the raw launch cannot be traced: the trace
-# fails or the kernel is left out of the graph. Register the kernel as an op with a fake implementation
-# (`direct_register_custom_op(..., fake_impl=...)` in vLLM, or `torch.library.custom_op` with `register_fake`), call
-# the op from the forward, and test it under `torch.compile(fullgraph=True)` as lesson 04 does.
+# The compiler traces the forward on FakeTensors, which have no data. A launcher that reads its tensors' data (a
+# pointer's alignment, an overlap check) fails while tracing, as the kit's did above; `torch.compile` can capture a
+# bare `kernel[grid](...)` launch of a user-defined Triton kernel, but nothing a launcher decides from run-time
+# data. Register the kernel as an op: an opaque one with a fake
+# implementation (`direct_register_custom_op(..., fake_impl=...)` in vLLM, or `torch.library.custom_op` with
+# `register_fake`), or a `torch.library.triton_op` launching through `wrap_triton`; call the op from the forward, and
+# test it under `torch.compile(fullgraph=True)` as lesson 04 does.
 # </details>
 
 # %% [markdown]

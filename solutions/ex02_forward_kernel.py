@@ -30,8 +30,11 @@
 # `triton.language` only, and no cell may call an op that already is the answer (`F.rms_norm`, the kit's op or kernels).
 #
 # **What this check cannot grade.** It runs your kernel in Triton's CPU interpreter, on small shapes: it grades the
-# values, the masks and the memory your kernel writes, not races, `int32` offset overflow past 2³¹ elements, timing,
-# occupancy or register spills (lesson 02, "What the interpreter cannot show", names the tool for each).
+# values, the masks and the memory your kernel reads and writes, not races, timing, occupancy or register spills
+# (lesson 02, "What the interpreter cannot show", names the tool for each). It does grade `int32` offset overflow past
+# 2³¹ elements without allocating them: one launch says a row stride that puts row 3 at 2³² + 8 elements, on tensors
+# that hold only row 0; a `row * row_stride` computed in int32 wraps (the interpreter wraps as a GPU does) and lands
+# back inside them. Compute row offsets in int64 (`tl.program_id(0).to(tl.int64)`).
 #
 # **How this works.** Fill in each cell marked `# FILL ME IN (roughly N lines)` (delete the `raise
 # NotImplementedError`), run it, then run the check below it: it prints `passed`, or a table of *yours vs expected*.

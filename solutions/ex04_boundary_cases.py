@@ -18,7 +18,7 @@
 # %% [markdown]
 # # Exercise 04 — boundary cases, graded by mutation
 #
-# A good set of boundary tests fails when the fast path is wrong. The grader holds **23 seeded faulty variants**
+# A good set of boundary tests fails when the fast path is wrong. The grader draws **23 seeded faulty variants**
 # (mutants) of the RMSNorm fast path, in seven categories: predicates that are **too loose** (they accept a call
 # that must fall back) or **too strict** (they send an eligible call to the fallback) about the shape limits, the
 # layout, the alignment and the dtype; forward and backward kernels that compute a wrong result on some eligible
@@ -26,7 +26,10 @@
 # in). Your cases catch a mutant when some case gets a **different route** from the faulty predicate than from the
 # correct one, or a **wrong result** (or a write outside the output) from the faulty kernel, forward or backward.
 # Each category whose mutants you all catch is a point; the feedback names the categories (and sides) that still
-# have survivors, never the case that would catch them.
+# have survivors, never the case that would catch them. The mutants are **drawn afresh at every check** (how far past
+# a limit, which modulus, which dtype or layout a too-strict predicate refuses): probe each limit exactly and one
+# step past it (the step that keeps every other condition met), and give an eligible case of each supported dtype
+# and layout; cases fitted to one draw need not catch the next.
 #
 # Limits in force here (the interpreter's, on any machine): `min_rows = 8`, `max_cols = 16384`, alignment 16 bytes.
 # At most 24 cases, each small.
@@ -68,6 +71,8 @@ def my_boundary_cases():
         CaseSpec(16, 64, layout="transposed"),    # last dim not contiguous
         CaseSpec(10, 48, layout="row_slice", pad=4),  # eligible row slice: width 48 (not a power of two),
                                                   # stride 52, 10 rows (a partial block of rows in the backward)
+        CaseSpec(8, 32, layout="step"),           # eligible: every other row of a wider buffer
+        CaseSpec(8, 32, layout="batched"),        # eligible: a 2 x 4 batch of rows (a 3-d input)
         CaseSpec(16, 64, offset=2),               # pointer 8-byte aligned, not 16: falls back
         CaseSpec(16, 64, offset=4),               # pointer 16-byte aligned, not 32: eligible
         CaseSpec(16, 17),                         # row stride 68 bytes

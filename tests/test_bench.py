@@ -143,6 +143,27 @@ def test_noise_band_comes_from_the_measured_spread():
     assert tight.noise_band.iloc[1] == pytest.approx(0.04)
 
 
+def test_a_gpu_time_faster_than_the_copy_is_a_broken_measurement_never_a_win():
+    """2 x 1024 x 1024 fp16 = 4 MiB (read + write) in 1 us is 4.2 TB/s: above a 2000 GB/s copy, so the row is broken
+    and read unmeasured; a baseline that broke leaves its comparisons unmeasured; 0.5 ms per case is honest."""
+    copy = {"copy_gbps": 2000.0, "gpu_measurement": True}
+    rows = [_row("broken", "baseline", 1000.0, rows=1024, cols=1024, **copy),
+            _row("broken", "dispatched", 1.0, rows=1024, cols=1024, **copy),
+            _row("base_broken", "baseline", 1.0, rows=1024, cols=1024, **copy),
+            _row("base_broken", "dispatched", 500.0, rows=1024, cols=1024, **copy),
+            _row("honest", "baseline", 1000.0, rows=1024, cols=1024, **copy),
+            _row("honest", "dispatched", 500.0, rows=1024, cols=1024, **copy)]
+    df = bench.classify(pd.DataFrame(rows, columns=CSV_COLUMNS))
+    disp = df[df.provider == "dispatched"].set_index("case_id")
+    assert list(disp.observed) == ["unmeasured", "unmeasured", "win"]
+    assert list(df.broken_measurement) == [False, True, True, False, False, False]
+    assert disp.speedup.isna().tolist() == [True, True, False]
+    note = bench.pr_note(df=pd.DataFrame(rows, columns=CSV_COLUMNS), env=SYNTHETIC_GPU_ENV)
+    assert "**Broken measurements** (a time implying more than the measured copy bandwidth; read unmeasured, never " \
+           "a win): base_broken, broken." in note
+    assert "**win** (1): honest" in note
+
+
 def test_a_slow_fallback_is_flagged():
     df = bench.classify(pd.DataFrame([_row("c", "baseline", 1.0), _row("c", "dispatched", 2.0, route="fallback")],
                                      columns=CSV_COLUMNS))

@@ -56,6 +56,7 @@ HISTORY = [
      "an earlier version of the kit"),
     (r"\b(?:the\s+kit|this\s+lesson|the\s+kernel|the\s+dispatch)\s+(?:used\s+to|has\s+since|no\s+longer)\b",
      "what the kit used to do"),
+    (r"\b(?:which|that|what)\s+the\s+kit\s+used\s+(?:before|to)\b", "what the kit used before"),
     (r"\b(?:was|were)\s+(?:then|later|since)\s+(?:changed|revised|rewritten|reworked|fixed)\b|\bwas\s+first\s+declared\b"
      r"|\bhas\s+already\s+been\s+through\b", "the kit's past changes"),
 ]
@@ -77,7 +78,8 @@ def test_the_history_finder_catches_the_phrases_the_review_found():
               "Before the dispatch was reworked, every call built its reasons",
               "An earlier version of this lesson timed a whole tiny model",
               "see #123 for the discussion", "Before this rework every call built its reasons",
-              "It was first declared when the forward gave each row its own program. The kernel was then changed"]
+              "It was first declared when the forward gave each row its own program. The kernel was then changed",
+              "blocks as long as a time slice, which the kit used before, swung far"]
     for sentence in review:
         assert history_phrases(sentence), sentence
     fine = ["an unbacked token count (vllm-project/vllm#39358) must not be guarded",
@@ -300,3 +302,37 @@ def test_lesson_05s_reading_of_the_peers_forward_holds_in_the_csv():
     assert per_column.is_monotonic_decreasing and per_column.idxmin() == 32768
     prose = " ".join(_markdown(next(p for p in LESSONS if p.name.startswith("05_"))).split())
     assert "20-80 % bands that never overlap" in prose and "reaching its highest GB/s at 32768 columns" in prose
+
+
+# --- "N of the M cases": counts the lessons type, against the matrix ----------------------------------------------
+
+def test_case_counts_in_the_lessons_prose_are_the_matrix_s():
+    from fastpath_lib import bench
+
+    total = len(bench.load_cases())
+    seen = 0
+    for path in LESSONS:
+        prose = " ".join(_markdown(path).split())
+        for n, m in re.findall(r"\b(\d+) of the (\d+) cases\b", prose):
+            seen += 1
+            assert int(m) == total, f"{path.name}: '{n} of the {m} cases', but the matrix has {total}"
+            picks = [c.source for c in _cells(path) if c.cell_type == "code" and "bench.run_matrix(" in c.source]
+            ids = {i for src in picks for i in re.findall(r'"(\w+)"', src) if i in {c.id for c in bench.load_cases()}}
+            assert int(n) == len(ids), f"{path.name}: '{n} of the {m} cases', but its quick run picks {len(ids)}"
+    assert seen >= 2
+
+
+# --- lesson 06: the request's call counts, from the trace --------------------------------------------------------
+
+def test_lesson_06s_call_counts_are_the_traces():
+    from fastpath_lib.bench import trace
+
+    lesson = next(p for p in LESSONS if p.name.startswith("06_"))
+    source = next(c.source for c in _cells(lesson) if c.cell_type == "code" and "serving_trace(" in c.source)
+    args = dict(re.findall(r"(\w+)=(\d+)", source[source.index("serving_trace("):]))
+    calls = trace.serving_trace(**{k: int(v) for k, v in args.items()})
+    decode = sum(c.count for c in calls if c.phase == "decode" and c.rows == 1)
+    total = sum(c.count for c in calls)
+    prose = " ".join(_markdown(lesson).split())
+    assert f"every one of the {decode} decode calls" in prose, decode
+    assert f"{round(100 * decode / total)} % of the calls are decode calls of one row" in prose, (decode, total)

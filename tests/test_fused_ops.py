@@ -229,3 +229,49 @@ def test_booleans_agree_with_the_named_conditions(rows, cols, dtype, weight, lay
     fast = P.eligible(x, r, w, False, inplace) and P.runtime_eligible(x, r, w, inplace)
     decision = P.PREDICATE.evaluate(P.make_call(x, r, w, inplace=inplace))
     assert fast == decision.eligible, decision.reasons
+
+
+class _Subclass(torch.Tensor):
+    """A ``__torch_function__`` subclass (as ``nn.Parameter`` is one): the op sees it as a tensor of its own type."""
+
+
+def _two_tensor(t):
+    from torch.testing._internal.two_tensor import TwoTensor  # a __torch_dispatch__ subclass, as torch tests use
+
+    return TwoTensor(t.clone(), t.clone())
+
+
+#: Every entry point that writes into its arguments (vLLM's deprecated IR provider calls the op).
+WRITERS = {"public": lambda x, r, w: fastpath_lib.fused_add_rms_norm_(x, r, w),
+           "op": lambda x, r, w: OPS.fused_add_rms_norm_(x, r, w, None)}
+#: How each tensor kind is made and the entry called on it; ``parts`` reads back what the caller holds.
+KINDS = {
+    "plain": (lambda t: t, lambda f: f),
+    "functionalized": (lambda t: t, torch.func.functionalize),
+    "compiled (FakeTensor)": (lambda t: t, lambda f: torch.compile(f, fullgraph=True, backend="aot_eager")),
+    "torch_function subclass": (lambda t: t.as_subclass(_Subclass), lambda f: f),
+    "torch_dispatch subclass": (_two_tensor, lambda f: f),
+}
+
+
+def _parts(t):
+    return [t.a, t.b] if hasattr(t, "a") and hasattr(t, "b") else [t.as_subclass(torch.Tensor)]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("entry", WRITERS)
+def test_in_place_entry_points_write_the_callers_tensors_of_every_kind(entry, kind, device):
+    """After the call the caller's ``x`` and ``residual`` hold the composite's results, for each tensor kind the
+    entry accepts (DTensor on every placement pair: tests/test_sharding.py). ``torch.func.functionalize`` of the op
+    raised PyTorch's "custom operator whose output has alias annotations" before it had a Functionalize rule."""
+    x, r, w = _case(device)
+    want_out, want_res = reference.native(x, r, w)
+    make, wrap = KINDS[kind]
+    torch._dynamo.reset()
+    xk, rk = make(x.clone()), make(r.clone())
+    fn = WRITERS[entry]
+    wrap(lambda a, b: fn(a, b, w))(xk, rk)
+    for got in _parts(xk):
+        torch.testing.assert_close(got, want_out, atol=1e-5, rtol=2e-6)
+    for got in _parts(rk):
+        assert torch.equal(got, want_res)

@@ -178,7 +178,7 @@ def my_default_eps(dtype):
 
 #: From inside the kernel, as a learner who has read the grader would: import or read the grader's modules, its
 #: answer keys and the files the exercise hides (their compiled copies too), and call the façade's checks and another
-#: exercise's answer. Top-level code in an exec string (the static rules refuse exec and importlib: off here); what
+#: exercise's answer. Top-level code in an exec string (which no source rule reads: the sandbox alone holds); what
 #: got through is the error of the learner's function. ``CONTROLS`` must hold, so a kernel that imports nothing fails.
 SNEAK = """
 import os

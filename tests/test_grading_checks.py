@@ -646,14 +646,73 @@ def _lost_without(cases, kills, drop) -> list[str]:
     return [c for c in mutants.CATEGORIES if any(m.name not in caught for m in mutants.by_category(c))]
 
 
-@pytest.mark.parametrize("drop", range(16))
+@pytest.mark.parametrize("drop", range(18))
 def test_each_solution_case_is_needed_or_redundant_by_design(drop, ex04_kills):
-    """Leaving one case out of the solution leaves a mutant alive, except the cases another one covers."""
+    """Leaving one case out of the solution leaves a published mutant alive, except the cases another one covers."""
     cases, kills = ex04_kills
-    assert len(cases) == 16
+    assert len(cases) == 18
     lost = _lost_without(cases, kills, drop)
-    redundant = {0, 14, 15}  # threshold rows (the column-limit case has 8 rows); fp16 eps/precision (bf16, tiny fp16)
+    # threshold rows (the column-limit case has 8 rows); every other row and a batch (the published too-strict layout
+    # mutant also refuses the row slice: they are needed for its other draws, test below); fp16 eps/precision
+    redundant = {0, 7, 8, 16, 17}
     assert bool(lost) != (drop in redundant), (cases[drop].label(), lost)
+
+
+_F16, _BF16 = torch.float16, torch.bfloat16
+#: boundary cases written otherwise than the solution's: other dtypes, widths, offsets and scales
+_HONEST_EX04 = [
+    CaseSpec(8, 128, _F16), CaseSpec(7, 128, _F16), CaseSpec(8, 16384, _BF16), CaseSpec(8, 16392, _BF16),
+    CaseSpec(16, 32, _F16, layout="permuted"), CaseSpec(16, 32, _F16, layout="transposed"),
+    CaseSpec(9, 40, layout="row_slice", pad=8), CaseSpec(8, 64, _F16, layout="step"),
+    CaseSpec(8, 16, _BF16, layout="batched"), CaseSpec(16, 64, _F16, offset=4), CaseSpec(16, 64, _F16, offset=8),
+    CaseSpec(16, 20, _F16), CaseSpec(16, 64, _F16, weight_offset=2), CaseSpec(16, 64, torch.float64, weight=_F16),
+    CaseSpec(16, 40, _BF16, weight=None), CaseSpec(16, 64, scale=1e-3), CaseSpec(16, 64, _F16, scale=3e-3),
+    CaseSpec(16, 64, _F16, scale=400.0)]
+
+
+@pytest.mark.parametrize("who", ["solution", "honest"])
+def test_ex04_every_draw_is_caught_by_boundary_cases(who):
+    """Every drawn predicate mutant (60 draws) and every backward row blocking is caught by the solution's cases and
+    by boundary cases written otherwise: what the check draws never costs an honest answer its points."""
+    import random
+
+    from fastpath_lib.grading import ex04_boundary
+
+    cases = solved("ex04")["my_boundary_cases"]() if who == "solution" else _HONEST_EX04
+    for seed in range(60):
+        drawn = tuple(m for m in mutants.drawn(random.Random(seed)) if m.kind == "predicate")
+        caught, errors = ex04_boundary._verdicts(cases, drawn)
+        assert not errors and all(caught.values()), (seed, [n for n, hit in caught.items() if not hit], errors)
+    blocked = mutants.KERNEL_MUTANTS["backward_drops_partial_row_block"]
+    for programs in (2, 3, 4):
+        caught, _ = ex04_boundary._verdicts(cases, (dataclasses.replace(blocked, programs=programs),))
+        assert all(caught.values()), programs
+
+
+def test_ex04_mutants_are_drawn_at_every_check(monkeypatch):
+    """Red-team finding: the mutants were fixed and published, so 16 cases fitted to them offline scored 7/7. The
+    check draws from a family too large to enumerate, and cases fitted to the published mutants (the solution before
+    it had an every-other-row view and a batch) miss the too-strict layout mutant in most draws."""
+    import random
+
+    from fastpath_lib.grading import ex04_boundary
+
+    assert mutants.FAMILY_SIZE > 10 ** 10
+    draws = [mutants.drawn(random.Random(seed)) for seed in range(2)]
+    assert [m.name for m in draws[0]] == list(mutants.MUTANTS) and draws[0] != draws[1]
+    fitted = [c for c in solved("ex04")["my_boundary_cases"]() if c.layout not in ("step", "batched")]
+    caught, _ = ex04_boundary._verdicts(fitted)
+    assert all(caught.values()), "the fitted cases catch every published mutant"
+    missed = 0
+    for seed in range(40):
+        drawn = tuple(m for m in mutants.drawn(random.Random(seed)) if m.name == "dense_rows_only")
+        missed += not ex04_boundary._verdicts(fitted, drawn)[0]["dense_rows_only"]
+    assert missed >= 10, missed
+    seen = []
+    real = mutants.drawn
+    monkeypatch.setattr(mutants, "drawn", lambda rng: seen.append(rng) or real(rng))
+    ex.check_boundary_cases(lambda: [CaseSpec(16, 64, layout="transposed")], show=False)
+    assert len(seen) == 1 and isinstance(seen[0], random.SystemRandom)
 
 
 def test_leaving_a_case_out_reads_the_same_through_the_check(ex04_kills):

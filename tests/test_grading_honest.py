@@ -255,3 +255,46 @@ def test_an_honest_answer_gets_full_marks_in_the_check_cell_and_in_the_grader(gr
                                                             if not r["passed"]}
     assert [p.part for p in grade.parts] == parts
     assert grade.earned == grade.points, [(p.part, p.feedback[:300]) for p in grade.parts if not p.passed]
+
+
+def test_the_check_cell_reads_each_answer_as_last_run(monkeypatch):
+    """The check cell reads the kernel's input history, which keeps every run of a cell: a first try that used
+    torch's private overlap check, rewritten and run again, is not the answer any more (the grader, which reads the
+    file, never saw it)."""
+    import types
+
+    import IPython
+    import torch
+
+    from fastpath_lib import exercises as ex
+
+    first_try = "def overlaps(a, b):\n    return bool(torch._C._overlaps(a, b))"
+    history = ["import torch", first_try, "overlaps(torch.ones(2), torch.ones(2))", OVERLAPS.strip(),
+               "ex.check_overlaps(overlaps)"]
+    kernel = types.SimpleNamespace(history_manager=types.SimpleNamespace(input_hist_raw=history), user_ns={})
+    monkeypatch.setattr(IPython, "get_ipython", lambda: kernel)
+    ns = {"torch": torch}
+    exec(compile(OVERLAPS, "<cell>", "exec"), ns)  # noqa: S102 - the test's own answer
+    (result,) = ex.check_overlaps(ns["overlaps"], show=False)
+    assert result.passed, result.feedback
+
+
+@pytest.mark.parametrize("around", [
+    ["for i in range(3)\n    print(i)"],  # an unfinished scratch cell: a syntax error
+    ["%%time\nimport math"],  # a cell magic heading the notebook, which IPython reads as taking everything after it
+])
+def test_the_answer_is_read_whatever_the_cells_around_it(around):
+    """A cell that does not parse, or a cell magic, costs the reading of that cell only: the answer's own code is
+    still read (an honest reference passes, one that calls the operator it checks is told so)."""
+    from fastpath_lib.grading import borrowed, sources
+
+    honest = "def mine(x, ns, w, eps):\n    x = x.double()\n    return x * torch.rsqrt(x.pow(2).mean(-1, " \
+             "keepdim=True) + eps)"
+    borrowing = "def mine(x, ns, w, eps):\n    return torch.nn.functional.rms_norm(x, ns, w, eps)"
+    forbidden = borrowed.KIT_REFERENCE + borrowed.TORCH_RMS_NORM
+    for answer, refused in ((honest, False), (borrowing, True)):
+        cells = [*around, "import torch", answer]
+        assert "def mine" in sources.closure_source("mine", "\n\n".join(cells))
+        with sources.using(cells):
+            got = borrowed.source_problem("mine", forbidden)
+        assert (got is not None and "rms_norm" in got) if refused else got is None, got

@@ -59,7 +59,98 @@ def test_grader_runs_the_kernel_from_its_source_and_counts_its_memory():
     good = _graded(KERNEL)
     assert good.passed, good.feedback
     bad = _graded(READS_TWICE)
-    assert not bad.passed and "x (X): some bytes read 2 times" in bad.feedback, bad.feedback
+    assert not bad.passed and "x (X): reads each input element twice" in bad.feedback, bad.feedback
+
+
+#: a two-pass kernel: the mean square from a first read of x and r, then h and y from a second one (values right)
+TWO_PASS = KERNEL.replace("""    h = (x + r).to(H.dtype.element_ty)
+    tl.store(H + row * hs + cols, h, mask=mask)
+    hf = h.to(tl.float32)
+    rstd = 1.0 / tl.sqrt(tl.sum(hf * hf, axis=0) / n_cols + eps)
+""", """    s = (x + r).to(H.dtype.element_ty).to(tl.float32)
+    rstd = 1.0 / tl.sqrt(tl.sum(s * s, axis=0) / n_cols + eps)
+    x = tl.load(X + row * xs + cols, mask=mask, other=0.0).to(tl.float32)
+    r = tl.load(R + row * rs + cols, mask=mask, other=0.0).to(tl.float32)
+    h = (x + r).to(H.dtype.element_ty)
+    tl.store(H + row * hs + cols, h, mask=mask)
+    hf = h.to(tl.float32)
+""")
+#: row offsets computed in int32: right on every case the check can allocate, wrong past 2**31 elements
+INT32_ROWS = KERNEL.replace("tl.program_id(0).to(tl.int64)", "tl.program_id(0)")
+
+
+def test_a_two_pass_kernel_is_told_the_memory_rule_it_breaks_and_where():
+    """Red-team finding: a two-pass kernel (right values, each input read twice) was told "7 of 7 cases wrong"."""
+    assert TWO_PASS != KERNEL and INT32_ROWS != KERNEL
+    checks = [_graded] + ([_in_process] if runtime.interpreter_enabled() else [])
+    for check in checks:
+        r = check(TWO_PASS)
+        assert not r.passed and "every value is right, but the memory rule fails" in r.feedback, r.feedback
+        assert "reads each input element twice" in r.feedback and "cases wrong" not in r.feedback, r.feedback
+        assert "7x33 float32 row_slice+3" in r.feedback, r.feedback  # the inputs that decided it
+
+
+def test_row_offsets_computed_in_int32_are_caught_without_allocating_2_to_the_31():
+    """A kernel whose row * row_stride is int32 scored 4/4: the interpreter wraps int32 as a GPU does, so a launch
+    whose row stride puts row 3 at 2**32 + 8 elements shows it at element 8 of a four-row tensor."""
+    checks = [_graded] + ([_in_process] if runtime.interpreter_enabled() else [])
+    for check in checks:
+        r = check(INT32_ROWS)
+        assert not r.passed and "row offsets wrap in int32" in r.feedback and "element 8" in r.feedback, r.feedback
+        assert check(KERNEL).passed
+
+
+BACKWARD = """
+import torch
+import triton
+import triton.language as tl
+
+@triton.jit
+def bwd(DY, H, W, RSTD, DH, DW, dys, hs, n_cols, HAS_WEIGHT: tl.constexpr, BLOCK_SIZE: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK_SIZE)
+    mask = cols < n_cols
+    h = tl.load(H + row * hs + cols, mask=mask, other=0.0).to(tl.float32)
+    dy = tl.load(DY + row * dys + cols, mask=mask, other=0.0).to(tl.float32)
+    rstd = tl.load(RSTD + row)
+    n = h * rstd
+    g = dy
+    if HAS_WEIGHT:
+        g = dy * tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
+        tl.store(DW + row * n_cols + cols, dy * n, mask=mask)
+    dh = rstd * (g - n * (tl.sum(g * n, axis=0) / n_cols))
+    tl.store(DH + row * n_cols + cols, dh.to(DH.dtype.element_ty), mask=mask)
+
+def my_backward(dy2d, h2d, weight, rstd):
+    n_rows, n_cols = h2d.shape
+    dy2d = dy2d.contiguous()
+    dh = torch.empty((n_rows, n_cols), dtype=h2d.dtype, device=h2d.device)
+    partial = torch.empty((n_rows, n_cols), dtype=torch.float32, device=h2d.device)
+    bwd[(n_rows,)](dy2d, h2d, weight if weight is not None else h2d, rstd, dh, partial, dy2d.stride(0),
+                   h2d.stride(0), n_cols, HAS_WEIGHT=weight is not None, BLOCK_SIZE=triton.next_power_of_2(n_cols))
+    return dh, (partial.sum(0).to(weight.dtype) if weight is not None else None)
+"""
+#: the gradient scaled in torch on a value laundered through a builtin: the source rules see no tensor arithmetic
+LAUNDERED = BACKWARD.replace("    return dh, (partial", "    dh = max([dh]) * 1.0\n    return dh, (partial")
+
+
+def test_torch_compute_in_the_backward_launcher_is_not_a_kernel():
+    """Red-team finding: gradients computed in torch on a value laundered through max([t]) were accepted."""
+    def graded(source):
+        with sources.using([source]):
+            (r,) = ex02_kernel.check_backward_with_saved_rstd(_proxy("my_backward"), show=False)
+        return r
+
+    good = graded(BACKWARD)
+    assert good.passed, good.feedback
+    assert kernel_source.launcher_problem(LAUNDERED, "my_backward") is None  # what the source rules let through
+    bad = graded(LAUNDERED)
+    assert not bad.passed and "computes with torch outside your kernel" in bad.feedback and "mul" in bad.feedback, \
+        bad.feedback
+    ns: dict = {}
+    exec(compile(LAUNDERED, "<backward>", "exec"), ns)  # noqa: S102 - the test's own launcher, in the check cell
+    (here,) = ex02_kernel.check_backward_with_saved_rstd(ns["my_backward"], show=False)
+    assert not here.passed and "computes with torch outside your kernel" in here.feedback, here.feedback
 
 
 def test_memory_faults_are_named_with_tensor_offsets_and_mask():

@@ -107,13 +107,30 @@ def test_off_a_gpu_it_is_said_once_and_the_rest_is_folded(notes):
             assert "no scope restriction is drawn" in visible and not re.search(r"(?i)speed-ups? (over|\d)", visible)
 
 
-def test_vllm_names_the_op_the_provider_and_how_to_enable_it(notes):
+def test_vllm_describes_the_patch_when_it_runs_and_how_to_turn_it_on(notes):
+    """The change the note proposes is the patch in upstream/ (vLLM's CustomOp and KernelConfig, not its deprecated
+    IR): its files, the switch, Inductor's default, decode under CUDA graphs, pytest in vLLM's tree, the baselines."""
+    from fastpath_lib.bench.templates import VLLM_PATCH, VLLM_TEST, patch_files
+
     (op, gpu), by_form = notes
-    visible = _visible(by_form["vllm"])
-    assert f"`fastpath_triton` to `vllm.ir.ops.{op}`" in visible and "vllm.general_plugins" in visible
-    assert f'vllm.ir.ops.{op}.set_priority(["fastpath_triton", "native"])' in visible
-    assert f"--ir-op-priority '{{\"{op}\": [\"fastpath_triton\"]}}'" in visible
-    assert all("vllm.ir" not in by_form[t] for t in ("kit", "pytorch"))
+    note = by_form["vllm"]
+    visible = _visible(note)
+    assert f"`{VLLM_PATCH}`" in visible and "--ir-op-priority" not in note and "vllm.ir" not in note
+    files = patch_files()
+    assert [f for f, _, _ in files][:4] == ["vllm/config/kernel.py", "vllm/kernels/triton/__init__.py",
+                                           "vllm/kernels/triton/rms_norm.py", "vllm/model_executor/layers/layernorm.py"]
+    assert all(f"- `{f}` (+{a} -{r})" in note and f"`{f}` (+" not in visible for f, a, r in files)  # folded
+    assert "--kernel-config '{\"rms_norm_backend\": \"triton\"}'" in visible
+    assert '"custom_ops": ["+rms_norm"]' in visible and "Inductor" in visible
+    assert "Decode under CUDA graphs: no row threshold and no refusal of capture" in visible
+    plan = visible.split("## Test Plan", 1)[1].split("## Test Result", 1)[0]
+    assert f"pytest {VLLM_TEST} -v" in plan and "git apply" in plan
+    result = visible.split("## Test Result", 1)[1]
+    assert "(Triton interpreter on a CPU: values, no timing)" in result
+    assert "`vllm_c` (custom ops on): " in result and "Liger-Kernel's RMSNorm (where installed): " in result
+    assert ("timed on" in result.split("`vllm_c`")[1].split(";")[0]) == (op == "fused_add_rms_norm"), op
+    assert "triton_op" in note and "Cannot access data pointer" in note  # the interpreter measurement, folded
+    assert all("vllm.ir" not in by_form[t] for t in ("kit",))
 
 
 @pytest.mark.parametrize("markdown, words", [

@@ -1,4 +1,4 @@
-"""The PR note of any registered operator, in the kit's form and in vLLM's and PyTorch's templates (issue 17 items 1-2,
+"""The PR note of any registered operator, in the kit's form and in vLLM's template (issue 17 items 1-2,
 issue 18 item 5b): each template's sections in order, no speed-up off a GPU in any of them, the speed-ups on a
 GPU-flagged (SYNTHETIC) frame, a third op's notes written by ``bench --op`` naming that op only."""
 
@@ -24,8 +24,7 @@ HEADINGS = {
     "kit": ["Summary", "Eligibility region and fallback", "Semantic evidence", "Mechanism",
             "Performance: every predeclared case", "Workload replay", "Why not an existing primitive or torch.compile",
             "Maintenance", "Limitations"],
-    "vllm": ["Purpose", "Test Plan", "Test Result", "(Optional) Documentation Update"],
-    "pytorch": ["Summary", "Test Plan"],
+    "vllm": ["Purpose", "Test Plan", "Test Result", "(Optional) Documentation Update", "AI Assistance"],
 }
 #: What only a GPU branch writes: a speed-up figure or range.
 SPEED_CLAIM = re.compile(r"\d\.\d+x|[Ss]peed-ups over|beats")
@@ -101,9 +100,17 @@ def test_each_template_has_its_sections_in_order(template):
     if template == "vllm":
         assert note.index("## Test Result") < note.rindex("<details>") < note.rindex("</details>")  # the checklist
         assert "- [x] The purpose of the PR" in note
-    if template == "pytorch":
-        assert note.index("Fixes #ISSUE_NUMBER") < note.index("## Summary")
-        assert "- [ ] I ran `lintrunner -a`" in note  # the kit cannot tick what the author has not done
+        ai = note.split("## AI Assistance", 1)[1]
+        assert "- [ ] No AI tools were used" in ai and "- [ ] AI tools were used" in ai  # the author's to tick
+        assert "#ISSUE_NUMBER" not in note
+
+
+def test_the_pytorch_form_is_dropped_with_the_reason():
+    df, env = _cpu_frame()
+    with pytest.raises(ValueError, match=r"'pytorch': the PyTorch form was dropped: PyTorch's eager ATen takes no "
+                                         r"Triton kernel"):
+        pr_note(df=df, env=env, template="pytorch")
+    assert "pytorch" not in TEMPLATES and "pytorch" not in NOTE_FILES
 
 
 @pytest.mark.parametrize("op", ["rms_norm", "third"])
@@ -132,7 +139,7 @@ def test_a_gpu_flagged_frame_gets_its_speed_ups(template, l2_op):
             in real and "SYNTHETIC" not in real
 
 
-def test_a_third_op_gets_the_plot_and_three_notes_naming_it_only(l2_op, tmp_path, capsys, monkeypatch):
+def test_a_third_op_gets_the_plot_and_both_notes_naming_it_only(l2_op, tmp_path, capsys, monkeypatch):
     from fastpath_lib.bench import opbench
 
     quick = opbench.settings_for(True)  # the files are under test here, not the timings: the shortest budgets
@@ -163,7 +170,7 @@ def test_the_ops_own_sentences_and_bad_requests(l2_op):
         assert "One pass per row: read x, write y." in _first_section(note)
         assert "- fp32 only, on purpose." in note and "Ada re-runs" in note
         assert template == "kit" or "- float32 output 0 atol 1e-06, rtol 1e-05, output 1 bitwise" in note
-    with pytest.raises(ValueError, match=r"unknown PR note template 'github'; choose one of: kit, vllm, pytorch"):
+    with pytest.raises(ValueError, match=r"unknown PR note template 'github'; choose one of: kit, vllm$"):
         pr_note(df=df, env=env, template="github")
     with pytest.raises(ValueError, match=r"unknown pr_text keys \['sumary'\]; known: " + ", ".join(PR_TEXT_KEYS)):
         pr_note(df=df, env=env, spec=dataclasses.replace(L2, pr_text={"sumary": "typo"}))

@@ -123,6 +123,34 @@ def _inplace_pairs(x, r, w, mesh, out):
             out[f"inplace {entry} x={px} residual={pr} weight={pw}"] = rec
 
 
+def _entries_into_sharding(x, r, w, mesh, out):
+    """Which functions of the ops' modules call into ``rmsnorm/sharding.py`` on a DTensor call of each public form."""
+    import sys
+
+    from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+
+    import fastpath_lib
+
+    dx, dr = (distribute_tensor(t.clone(), mesh, [Shard(0)]) for t in (x, r))
+    dw = distribute_tensor(w, mesh, [Replicate()])
+    callers = set()
+
+    def profile(frame, event, arg):
+        if event == "call" and frame.f_code.co_filename.endswith("sharding.py") and frame.f_back is not None:
+            caller = frame.f_back.f_code
+            if caller.co_filename.endswith(("rmsnorm/op.py", "fused/op.py")):
+                callers.add(f"{caller.co_filename.split('/')[-2]}.{caller.co_name}")
+
+    sys.setprofile(profile)
+    try:
+        fastpath_lib.rms_norm(dx, [COLS], dw)
+        fastpath_lib.fused_add_rms_norm(dx, dr, dw)
+        fastpath_lib.fused_add_rms_norm_(dx, dr, dw)
+    finally:
+        sys.setprofile(None)
+    out["entries_into_sharding"] = sorted(callers)
+
+
 def _rank(rank: int, path: str) -> None:
     import fastpath_lib
     from fastpath_lib.rmsnorm import sharding
@@ -143,6 +171,7 @@ def _rank(rank: int, path: str) -> None:
         _fused_case("fused_rows", x, r, w, Shard(0), mesh, out)
         _fused_case("fused_hidden", x, r, w, Shard(1), mesh, out, residual_used=False)
         _inplace_pairs(x, r, w, mesh, out)
+        _entries_into_sharding(x, r, w, mesh, out)
         # the rule is cached per normalized_shape: Shard(1) of [4, 8, 16] is a row shard for [16], not for [8, 16]
         x3 = torch.randn(4, 8, 16)
         d3 = distribute_tensor(x3, mesh, [Shard(1)])
@@ -247,3 +276,11 @@ def test_in_place_on_every_placement_pair_writes_the_callers_tensors_or_raises(r
                 assert not c["written"], (name, c)
             assert c["placements"] == [f"({p},)" for p in ("Replicate()" if q == "R" else "Partial(sum)" if q == "P"
                                                             else f"Shard(dim={q[1]})" for q in (px, pr))], (name, c)
+
+
+def test_dtensor_is_decided_in_one_place_before_dispatch(ranks):
+    """Each op module enters the sharding module only through its DTensor test and the one function that handles
+    DTensor calls, before its plain dispatch (the rules and the backward then run inside the ops)."""
+    want = [f"{m}.{f}" for m in ("fused", "rmsnorm") for f in ("_distributed", "_dtensor_call")]
+    for r in ranks:
+        assert r["entries_into_sharding"] == want, r["entries_into_sharding"]

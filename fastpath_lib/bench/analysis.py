@@ -9,7 +9,10 @@ A provider *wins* when its median time is below ``baseline * (1 - band)``, *lose
 took the fallback is *fallback* whatever its time (``fallback_at_baseline`` says whether it kept the baseline's speed).
 A row whose timing is not a GPU measurement (its carried ``gpu_measurement`` flag is false) is *unmeasured*: no
 win, loss or speed-up is read from it. The host-overhead family measures host time, which a CPU measures for real,
-so its rows are classified on any machine.
+so its rows are classified on any machine. A GPU time that implies more bandwidth than the copy measured in the same
+run (``bytes_moved`` over ``median_us`` above ``copy_gbps``: :func:`over_copy_bandwidth`) is a broken measurement,
+never a win: the row is flagged ``broken_measurement`` and read unmeasured, and so is every comparison with a broken
+baseline.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from fastpath_lib.bench.schema import (AT_BASELINE, FALLBACK, HOST_FAMILY, LOSS,
                                        TIMED_OUTCOMES, UNMEASURED, WIN, is_gpu_measurement, matrix_rows)
 
 __all__ = ["noise_band", "outcome", "classify", "summary_table", "boundary_table", "outcome_counts",
-           "coverage_line"]
+           "coverage_line", "over_copy_bandwidth"]
 
 
 def noise_band(q20: float, median: float, q80: float, base_q20: float, base_median: float, base_q80: float) -> float:
@@ -60,8 +63,25 @@ def _measured(row) -> bool:
     return not (flag is False or str(flag).strip().lower() == "false")
 
 
+def over_copy_bandwidth(row) -> bool:
+    """Whether a timed row implies more than the copy bandwidth measured in its run: ``bytes_moved / median_us``
+    above ``copy_gbps`` (``False`` where either is missing). No kernel moves its bytes faster than a copy does, so such
+    a time is a broken measurement (an async launch timed without a sync, a cached result, a wrong bytes model).
+
+    >>> over_copy_bandwidth(pd.Series({"bytes_moved": 2e9, "median_us": 1000.0, "copy_gbps": 1500.0}))
+    True
+    >>> over_copy_bandwidth(pd.Series({"bytes_moved": 1e9, "median_us": 1000.0, "copy_gbps": 1500.0}))
+    False
+    """
+    nbytes, us, copy = (getattr(row, k, None) for k in ("bytes_moved", "median_us", "copy_gbps"))
+    if any(_isnan(v) for v in (nbytes, us, copy)) or float(us) <= 0 or float(copy) <= 0:
+        return False
+    return float(nbytes) / (float(us) * 1e-6) / 1e9 > float(copy)
+
+
 def classify(df: pd.DataFrame) -> pd.DataFrame:
-    """Add ``speedup``, ``noise_band``, ``vs_baseline``, ``observed``, ``fallback_at_baseline`` and ``matches``.
+    """Add ``speedup``, ``noise_band``, ``vs_baseline``, ``observed``, ``fallback_at_baseline``, ``matches`` and
+    ``broken_measurement``.
 
     Args:
         df: results with ``case_id``, ``provider``, ``status``, ``median_us``, ``q20_us``, ``q80_us``, ``route`` and
@@ -69,7 +89,8 @@ def classify(df: pd.DataFrame) -> pd.DataFrame:
 
     Returns:
         a copy. ``vs_baseline`` is win/neutral/loss (``reference`` for the baseline, the status for skipped or failed
-        rows, ``unmeasured`` for rows that are not a GPU measurement or lack a baseline); ``observed`` equals it except
+        rows, ``unmeasured`` for rows that are not a GPU measurement, lack a baseline, or whose own or baseline's
+        GPU time implies more than the copy bandwidth: ``broken_measurement``); ``observed`` equals it except
         that a dispatched row whose route was the fallback is ``fallback``; ``matches`` (dispatched rows) says whether
         ``observed == expected`` (``None`` when unmeasured).
     """
@@ -78,6 +99,8 @@ def classify(df: pd.DataFrame) -> pd.DataFrame:
         out[c] = math.nan
     for c in ("vs_baseline", "observed", "fallback_at_baseline", "matches"):
         out[c] = None
+    out["broken_measurement"] = [r.status == "ok" and str(getattr(r, "family", "")) != HOST_FAMILY and _measured(r)
+                                 and over_copy_bandwidth(r) for r in out.itertuples()]
     base = {r.case_id: r for r in out.itertuples() if r.provider == "baseline" and r.status == "ok"}
     for i, r in zip(out.index, out.itertuples()):
         measured = _measured(r)
@@ -85,7 +108,7 @@ def classify(df: pd.DataFrame) -> pd.DataFrame:
             vs = str(r.status)
         elif r.provider == "baseline":
             vs = REFERENCE
-        elif r.case_id not in base or not measured:
+        elif r.case_id not in base or not measured or r.broken_measurement or base[r.case_id].broken_measurement:
             vs = UNMEASURED
         else:
             b = base[r.case_id]

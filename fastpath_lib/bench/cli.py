@@ -147,7 +147,7 @@ def _with_host_rows(spec, df: pd.DataFrame, quick: bool) -> pd.DataFrame:
 
 def _bench_op(args) -> int:
     """``bench --op NAME``: another registered operator's matrix, timed and classified; with ``--out``, written with
-    the boundary plot and the PR note in the kit's form, vLLM's template and PyTorch's (:data:`NOTE_FILES`)."""
+    the boundary plot and the PR note in the kit's form and vLLM's template (:data:`NOTE_FILES`)."""
     import importlib
 
     from fastpath_lib import opspec
@@ -196,7 +196,7 @@ def _bench_op(args) -> int:
         out = results.finish(staging, args.out, force=args.force)
         plot = "boundary.png (the dispatch-boundary plot), " if (out / "boundary.png").exists() else ""
         print(f"wrote {out}: results.csv, environment.json, {plot}PR notes {', '.join(NOTE_FILES.values())} "
-              "(the kit's form, vLLM's template, PyTorch's)")
+              "(the kit's form and vLLM's template)")
     return 0
 
 

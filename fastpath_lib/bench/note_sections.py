@@ -97,6 +97,12 @@ def performance(ev: Evidence) -> list[str]:
         fb = ev.dispatched[ev.dispatched.observed == FALLBACK]
         slow = fb[fb.fallback_at_baseline == False]  # noqa: E712
         miss = table.index[table.matches == False].tolist()  # noqa: E712
+        m = ev.matrix
+        broken = (sorted(set(m.case_id[m["broken_measurement"].fillna(False).astype(bool)]))
+                  if "broken_measurement" in m.columns else [])
+        if broken:
+            L.append(f"- **Broken measurements** (a time implying more than the measured copy bandwidth; read "
+                     f"unmeasured, never a win): {first(broken)}.")
         L += [f"- Expected vs observed differ for: {first(miss)}.",
               f"- Fallback cases at baseline speed: {len(fb) - len(slow)} of {len(fb)}"
               + (f" (slower: {', '.join(slow.case_id)})" if len(slow) else "") + "."]

@@ -30,10 +30,10 @@ from fastpath_lib.opspec import OpSpec
 __all__ = ["pr_note", "junit_counts", "Evidence", "SECTIONS", "PR_TEXT_KEYS", "TEMPLATES", "NOTE_FILES", "fmt",
            "host_mechanism", "compiled_section", "mechanism_table"]
 
-#: The note's forms: the kit's own sections, vLLM's PR template, PyTorch's.
-TEMPLATES = ("kit", "vllm", "pytorch")
+#: The note's forms: the kit's own sections, vLLM's PR template (no PyTorch form: ``templates.DROPPED`` says why).
+TEMPLATES = ("kit", "vllm")
 #: template -> the file ``bench --op`` writes its note to, beside the results.
-NOTE_FILES = {"kit": "pr_note.md", "vllm": "pr_note_vllm.md", "pytorch": "pr_note_pytorch.md"}
+NOTE_FILES = {"kit": "pr_note.md", "vllm": "pr_note_vllm.md"}
 
 
 def pr_note(results_dir: str | Path | None = None, *, df: pd.DataFrame | None = None, env: dict | None = None,
@@ -57,21 +57,25 @@ def pr_note(results_dir: str | Path | None = None, *, df: pd.DataFrame | None = 
         spec: the operator (an :class:`~fastpath_lib.opspec.OpSpec` or a registered name; default: the op the
             results name in ``environment.json``'s ``op``, else ``rms_norm``): the title, the baseline and every
             op-specific sentence come from it.
-        template: ``"kit"`` (the kit's sections, :data:`SECTIONS`), ``"vllm"`` (vLLM's PR template: Purpose, Test
-            Plan, Test Result, (Optional) Documentation Update, its checklist) or ``"pytorch"`` (PyTorch's: the issue
-            line, Summary, Test Plan, its checklist); see :data:`TEMPLATES`.
+        template: ``"kit"`` (the kit's sections, :data:`SECTIONS`) or ``"vllm"`` (vLLM's PR template: Purpose,
+            Test Plan, Test Result, (Optional) Documentation Update, AI Assistance, its checklist; for an op vLLM
+            has, the patch in ``upstream/``); see :data:`TEMPLATES`. The PyTorch form was dropped (the error says
+            why).
 
     Returns:
         Markdown text.
 
     Raises:
-        ValueError: an unknown template (the message lists the choices), an unregistered op name, or a spec whose
+        ValueError: an unknown or dropped template (the message lists the choices, or says why), an unregistered op
+            name, or a spec whose
             ``pr_text`` has unknown keys.
 
     Note:
         When ``gpu_measurement`` is false the note carries no speed-up, in every template: it says "not a GPU
         measurement" and marks the performance claim unmeasured, listing routes and expectations only.
     """
+    if template in templates.DROPPED:
+        raise ValueError(f"PR note template {template!r}: {templates.DROPPED[template]}")
     if template not in TEMPLATES:
         raise ValueError(f"unknown PR note template {template!r}; choose one of: {', '.join(TEMPLATES)}")
     folder = Path(results_dir) if results_dir is not None else None

@@ -218,6 +218,28 @@ def _(x, residual, weight, eps):
     return None
 
 
+def _unwrapped(t):
+    """The tensor inside a functional wrapper, its pending updates applied (others as they are: a captured weight)."""
+    if t is None or not torch._is_functional_tensor(t):
+        return t
+    torch._sync(t)
+    return torch._from_functional_tensor(t)
+
+
+@torch.library.impl("fastpath::fused_add_rms_norm_", "Functionalize")
+def _functionalized(x, residual, weight, eps):
+    """The in-place op under ``torch.func.functionalize``: the functional op, then both results committed to the
+    caller's tensors (PyTorch's C++ functionalization has no rule for a mutable custom op and raised; the compiler's
+    own functionalization, ``auto_functionalize``, does the same in a graph)."""
+    inner = [_unwrapped(t) for t in (x, residual, weight)]
+    with torch._C._ExcludeDispatchKeyGuard(torch._C.DispatchKeySet(torch._C.DispatchKey.Functionalize)):
+        out, new_residual = _fused_op(*inner, eps)
+    for dst, src in ((residual, new_residual), (x, out)):
+        torch._functionalize_replace(dst, src)
+        torch._functionalize_commit_update(dst)
+        torch._functionalize_sync(dst)
+
+
 @torch.library.custom_op("fastpath::fused_add_rms_norm_backward", mutates_args=())
 def _backward_op(grad_out: torch.Tensor, grad_res: torch.Tensor | None, x: torch.Tensor, residual: torch.Tensor,
                  weight: torch.Tensor | None, eps: float | None) -> tuple[torch.Tensor, torch.Tensor]:

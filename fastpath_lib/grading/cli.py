@@ -85,8 +85,9 @@ threat model (for instructors):
   without it, says why, and the report says "unisolated". Grade with the checkout's own venv (./kit grade):
   another copy of the kit on the machine (one a venv's editable install points at is masked too) would be readable.
   Out of scope: a classmate's notebook handed in as one's own, a solution copied by hand into the cells (do not
-  hand out solutions/), and an answer borrowed in a way the source does not show (an exec string, found by
-  introspection), which is judged by its behaviour only.
+  hand out solutions/), and an answer borrowed in a way the source does not show (an exec string, a name built at
+  run time, found by introspection), which is judged by its behaviour only: the source rules read the answer's own
+  code to say what an answer is (a reference must not call the operator it checks), not to stop hidden calls.
 """
 
 

@@ -1,16 +1,20 @@
 """Exercise 02: a fused residual-add RMSNorm kernel, and (stretch) its backward from the saved ``rstd``.
 
-Lesson 02 shows the kit's forward kernel; this exercise asks for a kernel the kit does not contain, the fused
-``h = x + residual; y = rms_norm(h) * w`` of transformer blocks (vLLM's ``fused_add_rms_norm``), which also stores
-``h`` (the next residual stream) and each row's ``rstd`` for the backward. The check launches it on irregular
-shapes and compares all three outputs with a plain-torch spec; handing back the kit's kernels fails. From the learner's
-source (:mod:`fastpath_lib.grading.kernel_source`), the kernel must be their own ``@triton.jit`` function doing the
-work, and the stretch backward must launch one and compute nothing in torch; an object that only answers a launch,
-or a launch for show, scores nothing. The kernel is graded on memory too, as GPU-Puzzles does
-(:func:`memory_problem`): under Triton's interpreter every load and store is counted
-(:mod:`fastpath_lib.traffic`), and each input element must be read once, each output element written once, nothing
-outside the tensors. In the grader the kernel runs as data (:mod:`fastpath_lib.grading.kernel_run`): its source from
-the notebook, compiled by Triton's frontend for a GPU, run in the grader's own process on the grader's inputs.
+Lesson 02 shows the kit's forward kernel; this exercise asks for a kernel the kit does not contain, the fused ``h = x +
+residual; y = rms_norm(h) * w`` of transformer blocks (vLLM's ``fused_add_rms_norm``), which also stores ``h`` (the next
+residual stream) and each row's ``rstd`` for the backward. The check launches it on irregular shapes and compares all
+three outputs with a plain-torch spec; handing back the kit's kernels fails. From the learner's source
+(:mod:`fastpath_lib.grading.kernel_source`), the kernel must be their own ``@triton.jit`` function doing the work, and
+the stretch backward must launch one and compute nothing in torch; an object that only answers a launch, or a launch for
+show, scores nothing. The kernel is graded on memory too, as GPU-Puzzles does (:func:`memory_problem`): under Triton's
+interpreter every load and store is counted (:mod:`fastpath_lib.traffic`), and each input element must be read once,
+each output element written once, nothing outside the tensors; and one more launch, whose row stride puts row 3 at
+``2**32 + 8`` elements on tensors that hold row 0 only, shows a row offset computed in int32 (it wraps back inside them;
+:func:`overflow_problem`). Feedback says which rule failed: wrong values, or right values and the memory rule, or int32
+offsets. The stretch backward's launcher may run no torch operator but those that allocate, lay out, convert and sum the
+partial ``dw`` rows (counted as it runs, :data:`_HOST_OPS`). In the grader the kernel runs as data
+(:mod:`fastpath_lib.grading.kernel_run`): its source from the notebook, compiled by Triton's frontend for a GPU, run in
+the grader's own process on the grader's inputs.
 
 The spec, per row, in plain torch (``eps`` is the default eps of the input dtype)::
 
@@ -37,7 +41,8 @@ from fastpath_lib.grading.registry import Result
 from fastpath_lib.rmsnorm import predicate as rms
 from fastpath_lib.testing import compare, reference_grads
 
-__all__ = ["check_add_rms_norm_kernel", "check_backward_with_saved_rstd", "add_rms_norm_spec", "memory_problem"]
+__all__ = ["check_add_rms_norm_kernel", "check_backward_with_saved_rstd", "add_rms_norm_spec", "memory_problem",
+           "overflow_problem"]
 
 _FORBIDDEN = borrowed.KIT_KERNELS + borrowed.KIT_OP + borrowed.KIT_REFERENCE + borrowed.TORCH_RMS_NORM
 
@@ -105,6 +110,10 @@ def _launch_args(x, r, w, h, y, rstd, eps) -> tuple:
 _ROLES = ("x", "residual", "weight", "h", "y", "rstd")
 
 
+def _times(n: int) -> str:
+    return {2: "twice", 3: "three times"}.get(n, f"{n} times")
+
+
 def memory_problem(launches: list[dict], oob: list[str], programs: int) -> str | None:
     """Why one call's counted traffic is not the bytes model's, or ``None``: one launch; each element of x, the
     residual and the weight read (the weight at most once per program, the others once), each element of h, y and
@@ -133,8 +142,10 @@ def memory_problem(launches: list[dict], oob: list[str], programs: int) -> str |
             if t["loaded_distinct"] != t["nbytes"]:
                 return f"{label}: read {t['loaded_distinct']} of its {t['nbytes']} bytes (read every element)"
             if t["max_loads_per_byte"] > limit:
-                return (f"{label}: some bytes read {t['max_loads_per_byte']} times (at most {limit}"
-                        f"{' per program' if role == 'weight' else ''}: read each element once)")
+                if role == "weight":
+                    return (f"{label}: some bytes read {t['max_loads_per_byte']} times by {programs} programs (at "
+                            f"most once per program: read each element once)")
+                return f"{label}: reads each input element {_times(t['max_loads_per_byte'])} (read each once)"
         else:
             if t["loaded_distinct"]:
                 return (f"{label}: the kernel reads back {t['loaded_distinct']} bytes of an output (keep the value in "
@@ -142,7 +153,7 @@ def memory_problem(launches: list[dict], oob: list[str], programs: int) -> str |
             if t["stored_distinct"] != t["nbytes"]:
                 return f"{label}: wrote {t['stored_distinct']} of its {t['nbytes']} bytes"
             if t["max_stores_per_byte"] > 1:
-                return f"{label}: some bytes written {t['max_stores_per_byte']} times (write each element once)"
+                return f"{label}: writes each output element {_times(t['max_stores_per_byte'])} (write each once)"
     return None
 
 
@@ -180,7 +191,24 @@ def _in_process(kernel, c: dict) -> tuple[list[dict], list[str]]:
     return [launch_traffic(launch) for launch in t.launches], [str(o) for o in t.oob]
 
 
-def _judge(c: dict, launches, oob, counted: bool) -> str | None:
+def _probe_in_process(kernel, probe) -> list[dict] | None:
+    """The overflow probe's traffic where the interpreter runs the kernel here (``None`` on a GPU: a compiled kernel
+    would really reach rows 1-3)."""
+    import numpy as np
+
+    from fastpath_lib import runtime, traffic
+    from fastpath_lib.grading.kernel_run import launch_traffic
+
+    if not runtime.interpreter_enabled():
+        return None
+    grid, args, kwargs = probe
+    with np.errstate(all="ignore"), traffic.watch() as t:
+        kernel[grid](*args, **kwargs)
+    return [launch_traffic(launch) for launch in t.launches]
+
+
+def _judge(c: dict, launches, oob, counted: bool) -> tuple[str, str] | None:
+    """``("values" | "memory", what is wrong)``, or ``None`` when the case is right."""
     x, r, w, h, y, rstd, eps = (c[k] for k in ("x", "r", "w", "h", "y", "rstd", "eps"))
     eh, _, _ = add_rms_norm_spec(x, r, w, eps)
     problem = compare(h, eh.to(torch.float64), x.dtype)
@@ -194,8 +222,44 @@ def _judge(c: dict, launches, oob, counted: bool) -> str | None:
     if problem is None and not all(b.inputs_untouched() for b in c["built"]):
         problem = "modified the input, the residual or the weight"
     if problem is None and counted:
-        problem = memory_problem(launches, oob, x.shape[0])
-    return problem
+        memory = memory_problem(launches, oob, x.shape[0])
+        return ("memory", memory) if memory else None
+    return None if problem is None else ("values", problem)
+
+
+#: The row stride of the overflow probe: ``3 * stride`` is ``2**32 + 8``, so a row offset computed in int32 wraps to
+#: element 8 at program 3, inside the probe's small tensors; in int64 it is far past them (an access the interpreter's
+#: checker drops). The stride itself fits int32, as a real stride below 2**31 does.
+_WRAPPING_STRIDE = (2 ** 32 + 8) // 3
+
+
+def _overflow_probe(dtype):
+    """``(launch, row bytes)``: a launch of 4 rows of 16 columns whose row strides say ``_WRAPPING_STRIDE``, on
+    tensors that hold only those 4 rows, so row 0 alone is inside them (rows 1-3 lie past 2**31 elements)."""
+    import triton
+
+    x, r = torch.randn(4, 16).to(dtype), torch.randn(4, 16).to(dtype)
+    w = torch.ones(16, dtype=dtype)
+    h, y, rstd = torch.zeros(4, 16, dtype=dtype), torch.zeros(4, 16, dtype=dtype), torch.zeros(4)
+    s = _WRAPPING_STRIDE
+    return ((4,), [x, r, w, h, y, rstd, s, s, s, s, 16, 1e-6], {"BLOCK_SIZE": triton.next_power_of_2(16)}), \
+        16 * x.element_size()
+
+
+def overflow_problem(launches: list[dict], row_bytes: int) -> str | None:
+    """Why the overflow probe's traffic shows a row offset computed in int32, or ``None``: with the probe's row stride
+    only row 0 lies inside x, the residual, h and y; a kernel whose ``row * row_stride`` wraps in int32 reaches them
+    again from program 3 (element 8)."""
+    if len(launches) != 1:
+        return None  # judged by the memory rule
+    tensors = [(n, t) for n, t in launches[0].items() if not n.startswith("<")]
+    for role, (name, t) in zip(_ROLES, tensors):
+        if role in ("x", "residual", "h", "y") and max(t["loaded_distinct"], t["stored_distinct"]) > row_bytes:
+            return (f"row offsets wrap in int32: with a row stride of {_WRAPPING_STRIDE} elements (rows past 2**31 "
+                    f"elements, as in a large KV cache or a long prefill), program 3 reached {role} ({name}) at "
+                    f"element 8 instead of element {3 * _WRAPPING_STRIDE}; compute the row offset in int64 "
+                    f"(tl.program_id(0).to(tl.int64))")
+    return None
 
 
 def _grade_kernel(my_kernel) -> list[Result]:
@@ -210,10 +274,11 @@ def _grade_kernel(my_kernel) -> list[Result]:
         if not isinstance(my_kernel, KernelInterface):
             raise Fail(f"expected a @triton.jit kernel, got {type(my_kernel).__name__}")
     cases = _forward_cases(random.SystemRandom().randrange(1 << 20))  # inputs drawn at each check
+    probe, row_bytes = _overflow_probe(cases[1]["x"].dtype)
     if in_grader:
         name = _name(my_kernel, "my_add_rms_norm_fwd")
         launches = [_launch_args(*(c[k] for k in ("x", "r", "w", "h", "y", "rstd", "eps"))) for c in cases]
-        outcome = kernel_run.run(kernel_source.program(source, name), name, launches)
+        outcome = kernel_run.run(kernel_source.program(source, name), name, launches + [probe])
         if outcome.compile_problem:
             raise Fail(outcome.compile_problem)
         measured = []
@@ -222,15 +287,26 @@ def _grade_kernel(my_kernel) -> list[Result]:
                 raise Fail(f"your kernel raised {call.error[0]}: {call.error[1]}")
             kernel_run.copy_back(launch[1], call.args)
             measured.append((call.traffic, call.oob, True))
+        probed = outcome.calls[-1].traffic if len(outcome.calls) > len(launches) else None
     else:
         measured = []
         for c in cases:
             counted, oob = _in_process(my_kernel, c)
             measured.append((counted, oob, bool(counted) or bool(oob)))
-    rows = [(c["label"], _judge(c, *m) or "ok") for c, m in zip(cases, measured)]
-    bad = sum(r[1] != "ok" for r in rows)
-    if bad:
-        raise Fail(f"{bad} of {len(rows)} cases wrong\n" + table(rows, ("case", "yours vs expected")))
+        probed = _probe_in_process(my_kernel, probe)
+    verdicts = [_judge(c, *m) for c, m in zip(cases, measured)]
+    rows = [(c["label"], v[1] if v else "ok") for c, v in zip(cases, verdicts)]
+    wrong = sum(v is not None and v[0] == "values" for v in verdicts)
+    if wrong:
+        raise Fail(f"{wrong} of {len(rows)} cases give wrong values\n" + table(rows, ("case", "yours vs expected")))
+    memory = [v[1] for v in verdicts if v is not None]
+    if memory:
+        raise Fail(f"every value is right, but the memory rule fails (each input element read once, each output "
+                   f"element written once, nothing outside the tensors) on {len(memory)} of {len(rows)} cases: "
+                   f"{memory[0]}\n" + table(rows, ("case", "yours vs the memory rule")))
+    problem = overflow_problem(probed, row_bytes) if probed else None
+    if problem:
+        raise Fail(f"every value and every access is right on the cases, but {problem}")
     if not in_grader:
         _source_rule(kernel_problem, my_kernel, "my_add_rms_norm_fwd")  # after a stub's NotImplementedError
     return [passed("ex02", "add_rms_norm_kernel")]
@@ -262,6 +338,25 @@ def _backward_cases():
     return out
 
 
+#: The torch operators a launcher runs to allocate, lay out, convert and sum the kernel's partial results: anything
+#: else it runs is torch computing the answer, whatever the source looks like (a value laundered through a builtin,
+#: ``max([t]) * 2``, is still ``aten.mul``).
+_HOST_OPS = frozenset({
+    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "zeros", "zeros_like", "new_zeros",
+    "ones", "ones_like", "new_ones", "full", "full_like", "new_full", "fill_", "zero_", "copy_", "_to_copy", "clone",
+    "set_", "view", "_unsafe_view", "_reshape_alias", "reshape", "alias", "detach", "t", "transpose", "permute",
+    "expand", "as_strided", "slice", "select", "squeeze", "unsqueeze", "sum", "lift_fresh", "lift_fresh_copy",
+    "_local_scalar_dense", "split", "unbind", "resolve_conj", "resolve_neg", "contiguous", "flatten"})
+
+
+def _torch_compute(ops) -> str | None:
+    computed = sorted(set(ops) - _HOST_OPS)
+    if not computed:
+        return None
+    return (f"my_backward computes with torch outside your kernel (it ran torch's {', '.join(computed[:4])}): the "
+            f"launcher allocates, launches and sums the partial dw rows; the gradients come from your kernel")
+
+
 def _grade_backward(my_backward) -> list[Result]:
     cases = _backward_cases()
     in_grader = remote.is_proxy(my_backward)
@@ -279,17 +374,22 @@ def _grade_backward(my_backward) -> list[Result]:
                 raise Fail(f"my_backward raised {call.error[0]}: {call.error[1]}")
             out = tuple(v.to(device()) if isinstance(v, torch.Tensor) else v for v in call.out) \
                 if isinstance(call.out, tuple) else call.out
-            answers.append((out, call.launches, call.oob))
+            answers.append((out, call.launches, call.oob, call.torch_ops))
     else:
         answers = []
         for _, _, args, _ in cases:
             launched: list = []
-            out = borrowed.run(my_backward, args, _FORBIDDEN, launches=launched)
-            answers.append((out, [f for f in launched if f is not None], []))
+            ops: set = set()
+            with kernel_run.torch_ops(ops):
+                out = borrowed.run(my_backward, args, _FORBIDDEN, launches=launched)
+            answers.append((out, [f for f in launched if f is not None], [], ops))
     rows, bad = [], 0
-    for (spec, eps, (dy, h, w, rstd), ns), (out, launched, oob) in zip(cases, answers):
+    for (spec, eps, (dy, h, w, rstd), ns), (out, launched, oob, ops) in zip(cases, answers):
         if not launched:
             raise Fail("my_backward launched no Triton kernel: the backward is a kernel of yours")
+        problem = _torch_compute(ops)
+        if problem:
+            raise Fail(f"on {case_label(spec)}: {problem}")
         if not (isinstance(out, tuple) and len(out) == 2):
             raise Fail(f"my_backward must return (dh, dw), got {type(out).__name__}")
         dh, dw = out

@@ -1,10 +1,12 @@
 """Exercise 04: boundary cases, graded by mutation.
 
-The learner's cases must catch every seeded mutant of :mod:`fastpath_lib.grading.mutants`: a predicate that is too
-loose or too strict, a faulty forward or backward kernel, wrong numerics. One graded part per mutant *category*;
-feedback says which categories still have survivors (and, for the predicate, on which side), never which case would
-catch them, and never per mutant: neither the display nor the returned results give a per-mutant verdict that a
-search over cases could use.
+The learner's cases must catch every seeded mutant of :mod:`fastpath_lib.grading.mutants`: a predicate that is too loose
+or too strict, a faulty forward or backward kernel, wrong numerics. The mutants are drawn afresh at every check
+(:func:`~fastpath_lib.grading.mutants.drawn`: how far past a limit, which modulus, which dtype), so cases fitted offline
+to a fixed list carry no guarantee; a case at each limit and one step past it catches every draw. One graded part per
+mutant *category*; feedback says which categories still have survivors (and, for the predicate, on which side), never
+which case would catch them, and never per mutant: neither the display nor the returned results give a per-mutant
+verdict that a search over cases could use.
 
 Limits: at most :data:`MAX_CASES` cases of at most :data:`MAX_ELEMENTS` elements each, built from
 :class:`~fastpath_lib.cases.CaseSpec` by hand: generating them with the kit's boundary generator fails the check.
@@ -13,6 +15,7 @@ Limits: at most :data:`MAX_CASES` cases of at most :data:`MAX_ELEMENTS` elements
 from __future__ import annotations
 
 import dataclasses
+import random
 
 import torch
 
@@ -54,7 +57,7 @@ def _kernel_problem(y, expected, dtype, buf, pristine, built, *, grad=False) -> 
     return bad
 
 
-def _kernel_verdicts(built, x, ns, w, caught: dict, errors: list) -> None:
+def _kernel_verdicts(built, x, ns, w, caught: dict, errors: list, mutants: tuple) -> None:
     x2d = as_rows(x)
     expected = reference_rms_norm(x, ns, w, None)
     g = torch.Generator().manual_seed(6)
@@ -62,7 +65,7 @@ def _kernel_verdicts(built, x, ns, w, caught: dict, errors: list) -> None:
     eps = rms.default_eps(x.dtype)
     edx, edw = reference_grads(x2d, (x2d.shape[-1],), w, eps, dy)
     for kind in ("forward", "backward"):
-        todo = [m for m in M.KERNEL_MUTANTS.values() if m.kind == kind and not caught[m.name]]
+        todo = [m for m in mutants if m.kind == kind and not caught[m.name]]
         if not todo:
             continue
         for m in [None] + todo:
@@ -73,7 +76,7 @@ def _kernel_verdicts(built, x, ns, w, caught: dict, errors: list) -> None:
                 bad = _kernel_problem(y.view(x.shape), expected, x.dtype, buf, pristine, built)
             else:
                 dx, buf, pristine = poisoned_like(x2d.shape, x.dtype, x.device)
-                dw = K.run_backward(code, dy, x2d, w, eps, dx)
+                dw = K.run_backward(code, dy, x2d, w, eps, dx, programs=0 if m is None else m.programs)
                 bad = _kernel_problem(dx, edx, x.dtype, buf, pristine, built, grad=True)
                 if bad is None and w is not None:
                     bad = compare(dw, edw, w.dtype, grad=True)
@@ -85,11 +88,12 @@ def _kernel_verdicts(built, x, ns, w, caught: dict, errors: list) -> None:
                 caught[m.name] = True
 
 
-def _verdicts(specs: list[CaseSpec]) -> tuple[dict[str, bool], list[str]]:
-    """Mutant name -> caught, and the cases that could not be used (grader-internal: never shown per mutant)."""
-    caught = {m: False for m in M.MUTANTS}
+def _verdicts(specs: list[CaseSpec], mutants: tuple = M.ALL) -> tuple[dict[str, bool], list[str]]:
+    """Mutant name -> caught, and the cases that could not be used (grader-internal: never shown per mutant), for
+    ``mutants`` (the published hardest ones by default; the check draws its own, :func:`~.mutants.drawn`)."""
+    caught = {m.name: False for m in mutants}
     errors: list[str] = []
-    predicates = {name: M.mutant_predicate(name) for name in M.PREDICATE_MUTANTS}
+    predicates = {m.name: M.mutant_predicate(m) for m in mutants if m.kind == "predicate"}
     for s in specs:
         try:
             built = s.build(seed=5, device=device())
@@ -103,7 +107,7 @@ def _verdicts(specs: list[CaseSpec]) -> tuple[dict[str, bool], list[str]]:
             if not caught[name] and pred.evaluate(c).route != route:
                 caught[name] = True
         if route == "triton":
-            _kernel_verdicts(built, x, ns, w, caught, errors)
+            _kernel_verdicts(built, x, ns, w, caught, errors, mutants)
     return caught, errors
 
 
@@ -123,7 +127,7 @@ def _validate(specs) -> list[CaseSpec]:
 
 def _survivors(category: str, caught: dict[str, bool]) -> str | None:
     """What the surviving mutants of ``category`` do (``None``: every one was caught)."""
-    alive = [m for m in M.by_category(category) if not caught[m.name]]
+    alive = [m for m in M.by_category(category) if not caught[m.name]]  # names and sides are the same in a draw
     if not alive:
         return None
     sides = sorted({m.side for m in alive})
@@ -134,9 +138,9 @@ def _survivors(category: str, caught: dict[str, bool]) -> str | None:
         "too strict": " (they send an eligible call to the fallback)"}.get(sides[0] if len(sides) == 1 else "", "")
 
 
-def _grade(my_cases) -> list[Result]:
+def _grade(my_cases, rng=None) -> list[Result]:
     specs = _validate(borrowed.run(my_cases, (), _GENERATED) if callable(my_cases) else call(my_cases))
-    caught, errors = _verdicts(specs)
+    caught, errors = _verdicts(specs, M.drawn(rng or random.SystemRandom()))
     results = []
     for category in M.CATEGORIES:
         survivors = _survivors(category, caught)

@@ -1,12 +1,12 @@
 """Exercise 05: a predeclared benchmark case matrix, in the kit's words.
 
 ``my_matrix() -> list[(case_id, CaseSpec, expected, rationale)]``: ``expected`` is one of the kit's outcome words
-(:data:`~fastpath_lib.grading.vocabulary.OUTCOMES`: win, neutral, loss, fallback) and ``rationale`` one line saying
-why. The rules are the benchmark's own (:func:`fastpath_lib.bench.matrix.coverage_rules`, which the kit's matrix
-meets), in three parts: sizes (enough distinct cases, small and large, an M=1 decode case), layouts and dtypes, and
-expectations (at least one expected win, cases expected not to improve, fallback exactly where the predicate rejects
-the case on a GPU, a rationale of its own for every case, not another case's words with other numbers). The kit's own predeclared matrix handed back, in whole
-or with its rationales copied or reworded, or its cases kept under new words, fails.
+(:data:`~fastpath_lib.grading.vocabulary.OUTCOMES`: win, neutral, loss, fallback) and ``rationale`` one line saying why.
+The rules are the benchmark's own (:func:`fastpath_lib.bench.matrix.coverage_rules`, which the kit's matrix meets), in
+three parts: sizes (enough distinct cases, small and large, an M=1 decode case), layouts and dtypes, and expectations
+(at least one expected win, cases expected not to improve, fallback exactly where the predicate rejects the case on a
+GPU, a rationale of its own for every case, not another case's words with other numbers). The kit's own predeclared
+matrix handed back, in whole or with its rationales copied or reworded, or its cases kept under new words, fails.
 """
 
 from __future__ import annotations

@@ -272,7 +272,8 @@ def _grade_dispatch(op_name: str, op, make_predicate, make_ctx) -> list[Result]:
     if len(routes) < 2:
         raise Fail(f"every case took route {routes}: the check needs a case on the fast path and one on the fallback, "
                    f"and your predicate decided so on these inputs (under the interpreter a row threshold of at most "
-                   f"16, such as the lessons' 8, leaves the 16x40 case on the fast path)\n" + table(why, ("case", "predicate's route", "its reasons")))
+                   f"16, such as the lessons' 8, leaves the 16x40 case on the fast path)\n"
+                   + table(why, ("case", "predicate's route", "its reasons")))
     return [passed("ex08", "dispatch")]
 
 

@@ -34,7 +34,7 @@ from collections.abc import Callable
 
 import torch
 
-__all__ = ["Outcome", "Call", "run", "sandboxed", "launch_traffic", "copy_back", "GPU_TARGET"]
+__all__ = ["Outcome", "Call", "run", "sandboxed", "launch_traffic", "copy_back", "torch_ops", "GPU_TARGET"]
 
 #: The compute capability the frontend compiles for (the predicate's oldest admitted architecture).
 GPU_TARGET = 80
@@ -68,6 +68,8 @@ class Call:
     args: list = dataclasses.field(default_factory=list)
     error: tuple[str, str] | None = None
     launches: list[str] = dataclasses.field(default_factory=list)  # kernel names, in order
+    #: the torch operators (aten names) the call ran outside its kernel launches, each once, sorted
+    torch_ops: list[str] = dataclasses.field(default_factory=list)
     #: per launch, argument name -> {"loaded_distinct", "stored_distinct", "loaded_requested", "stored_requested",
     #: "max_loads_per_byte", "max_stores_per_byte", "nbytes"}
     traffic: list[dict] = dataclasses.field(default_factory=list)
@@ -176,11 +178,33 @@ class _Recorded:
             names = list(self._kernel.arg_names)
             bound = dict(zip(names, args)) | kwargs
             self._seen.append([self._name, {k: _describe(v) for k, v in bound.items()}])
-            return launch(*args, **kwargs)
+            _LAUNCHING.append(self._name)  # what the interpreter runs for the kernel is not the host's torch
+            try:
+                return launch(*args, **kwargs)
+            finally:
+                _LAUNCHING.pop()
         return record
 
     def __call__(self, *args, **kwargs):  # a jit function called from another one
         return self._kernel(*args, **kwargs)
+
+
+_LAUNCHING: list[str] = []
+
+
+def torch_ops(ops: set):
+    """A dispatch mode (a context manager) that adds the name of each torch operator run inside it, outside a launch
+    of the grader's recorded kernels, to ``ops`` (``aten.mul`` as ``"mul"``). Where kernels run in the interpreter
+    without the grader's recording, the operators it runs to launch them (``copy_``, ``new_empty``, ``set_``) show
+    too."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class _Ops(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if not _LAUNCHING:
+                ops.add(func.overloadpacket.__name__)
+            return func(*args, **(kwargs or {}))
+    return _Ops()
 
 
 def _signature(fn, described: dict):
@@ -272,10 +296,13 @@ def _run_child(request: str, result: str) -> None:
     for grid, args, kwargs in req["calls"]:
         call: dict = {"args": args}
         before = len(seen)
+        ops: set = set()
         try:
             with traffic.watch() as t:
                 target = ns[req["entry"]]
-                call["out"] = target[tuple(grid)](*args, **kwargs) if grid is not None else target(*args, **kwargs)
+                with torch_ops(ops):
+                    call["out"] = target[tuple(grid)](*args, **kwargs) if grid is not None else \
+                        target(*args, **kwargs)
         except Exception as exc:  # noqa: BLE001 - the learner's exception is an answer
             call["error"] = (type(exc).__name__, str(exc).strip()[:500])
             t = None
@@ -284,6 +311,7 @@ def _run_child(request: str, result: str) -> None:
             call["oob"] = [str(o) for o in t.oob]
             call["oob_accesses"] = int(t.oob_accesses)
         call["launches"] = [name for name, _ in seen[before:]]
+        call["torch_ops"] = sorted(ops)
         calls.append(call)
     _save({"calls": calls, "seen": seen}, result)
 

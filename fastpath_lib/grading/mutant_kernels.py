@@ -153,14 +153,15 @@ def run_forward(code: int, x2d: torch.Tensor, weight: torch.Tensor | None, eps: 
 
 
 def run_backward(code: int, dy2d: torch.Tensor, x2d: torch.Tensor, weight: torch.Tensor | None, eps: float,
-                 dx_out: torch.Tensor) -> torch.Tensor | None:
-    """Launch backward variant ``code`` (0 = correct) writing dx into ``dx_out``; returns dw (``None`` without a
-    weight)."""
+                 dx_out: torch.Tensor, programs: int = 0) -> torch.Tensor | None:
+    """Launch backward variant ``code`` (0 = correct) writing dx into ``dx_out``, on ``programs`` programs at most
+    (0: :data:`BACKWARD_PROGRAMS`); returns dw (``None`` without a weight)."""
     _, bwd = _get()  # first: it opts in to the interpreter before triton is imported
     import triton
 
     n_rows, n_cols = x2d.shape
-    rows_per_program = triton.next_power_of_2(triton.cdiv(n_rows, max(1, min(n_rows, BACKWARD_PROGRAMS))))
+    most = programs or BACKWARD_PROGRAMS
+    rows_per_program = triton.next_power_of_2(triton.cdiv(n_rows, max(1, min(n_rows, most))))
     programs = triton.cdiv(n_rows, rows_per_program)
     has_w = weight is not None
     partial = torch.zeros((programs if has_w else 1, n_cols), dtype=torch.float32, device=x2d.device)

@@ -86,7 +86,7 @@ _INSPECTING_ATTRS = frozenset({"__closure__", "__code__", "__globals__", "__wrap
                                "__dict__", "__qualname__", "__module__", "cell_contents", "__defaults__",
                                "__kwdefaults__", "__reduce__", "__reduce_ex__", "__getstate__", "__slots__",
                                "__class__", "f_locals", "f_globals", "f_back", "co_code", "co_consts", "co_name"})
-_INSPECTING_NAMES = frozenset({"inspect", "gc", "dis", "id", "vars", "dir", "ctypes", "sys._getframe"})
+_INSPECTING_NAMES = frozenset({"inspect", "gc", "dis", "vars", "dir", "ctypes", "sys._getframe"})
 
 
 def inspection(source: str) -> str | None:
@@ -97,9 +97,10 @@ def inspection(source: str) -> str | None:
     >>> inspection("def t(op):\\n    print(type(op(1)).__name__)")
 
     A private attribute of an imported module is the library's, not the op's (test hygiene such as
-    ``torch._dynamo.reset()`` reads nothing of the op):
+    ``torch._dynamo.reset()`` reads nothing of the op), and ``id`` of what the op returned is a test of what it
+    returns (each run of the grader hands the tests a fresh op, in an order drawn then: an identity tells nothing):
 
-    >>> inspection("import torch\\ndef t(op):\\n    torch._dynamo.reset()\\n    op(1)")
+    >>> inspection("import torch\\ndef t(op):\\n    torch._dynamo.reset()\\n    assert id(op(x)) == id(x)")
     """
     import ast
 

@@ -169,8 +169,9 @@ def _kit_names(trees) -> set[str]:
     return names
 
 
-#: A path that reaches the kit's ``solutions/`` folder (no spaces: prose that mentions the folder is not a path).
-_SOLUTIONS_PATH = re.compile(r"(?:\S*/)?solutions(?:/\S*)?")
+#: A path that reaches the kit's ``solutions/`` folder: a slash beside the name (no spaces: prose that mentions the
+#: folder is not a path, and neither is the bare word, a learner's column or key called "solutions").
+_SOLUTIONS_PATH = re.compile(r"\S*/solutions(?:/\S*)?|solutions/\S*")
 
 
 def _imported_roots(node) -> set[str]:

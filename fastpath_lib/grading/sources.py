@@ -19,7 +19,7 @@ import contextlib
 import re
 import sys
 
-__all__ = ["using", "learner_cells", "learner_source", "names_used", "attributes_used", "closure_source",
+__all__ = ["using", "learner_cells", "latest_runs", "learner_source", "names_used", "attributes_used", "closure_source",
            "jit_functions", "parse", "parse_cells", "dotted", "DYNAMIC", "star_modules"]
 
 _STACK: list[list[str]] = []
@@ -57,7 +57,8 @@ def _is_check_cell(source: str) -> bool:
 
 
 def learner_cells() -> list[str]:
-    """The learner's code cells: set by the grader, else the kernel's input history (check cells left out)."""
+    """The learner's code cells: set by the grader, else the kernel's input history (check cells left out, and
+    each cell as last run: :func:`latest_runs`)."""
     if _STACK:
         return list(_STACK[-1])
     ipython = sys.modules.get("IPython")
@@ -65,7 +66,29 @@ def learner_cells() -> list[str]:
     if ip is None:
         return []
     hist = getattr(getattr(ip, "history_manager", None), "input_hist_raw", None) or ip.user_ns.get("In") or []
-    return [s for s in hist if isinstance(s, str) and s.strip() and not _is_check_cell(s)]
+    return latest_runs([s for s in hist if isinstance(s, str) and s.strip() and not _is_check_cell(s)])
+
+
+def latest_runs(history: list[str]) -> list[str]:
+    """The cells of a kernel's input history as the notebook now holds them: a history keeps every run of a cell, so
+    a run whose functions and classes a later run defines again (an edited answer run anew) and a second run of the
+    same text are left out. The check cell then reads the answer the grader will read from the file, not the
+    versions before it.
+
+    >>> latest_runs(["import torch", "def f(x):\\n    return torch.tanh(x)", "f(1)", "def f(x):\\n    return x", "f(1)"])
+    ['import torch', 'def f(x):\\n    return x', 'f(1)']
+    """
+    out, defined, seen = [], set(), set()
+    for cell in reversed(history):
+        tree = parse(cell)
+        names = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))} \
+            if tree is not None else set()
+        if cell in seen or (names and names <= defined):
+            continue
+        seen.add(cell)
+        defined |= names
+        out.append(cell)
+    return out[::-1]
 
 
 def learner_source() -> str:
@@ -106,11 +129,40 @@ def parse(source: str) -> ast.Module | None:
 
 
 def parse_cells(source: str) -> list[ast.Module]:
-    """Each blank-line-joined chunk that parses on its own; the whole text when it parses at once."""
+    """The whole text's tree when it parses at once (IPython's line magics read as the calls IPython runs), else the
+    tree of each blank-line-joined chunk that parses on its own, its line numbers those of the whole text (so
+    ``ast.get_source_segment(source, node)`` is the node's own text): a cell that does not parse (a learner's
+    unfinished scratch cell), or a cell magic that IPython would read as taking the whole text, costs the reading of
+    that chunk only.
+
+    >>> src = "import torch\\n\\nfor i in range(3)\\n    print(i)\\n\\ndef f(x):\\n    return torch.tanh(x)"
+    >>> [ast.get_source_segment(src, n).splitlines()[0] for t in parse_cells(src) for n in t.body]
+    ['import torch', 'def f(x):']
+    """
     whole = parse(source)
-    if whole is not None:
+    if whole is not None and not _swallowed(source, whole):
         return [whole]
-    return [t for t in map(parse, re.split(r"\n\s*\n(?=\S)", source)) if t is not None]
+    out, start = [], 0
+    for m in [*re.finditer(r"\n\s*\n(?=\S)", source), None]:
+        end = m.start() if m is not None else len(source)
+        tree = parse(source[start:end])
+        if tree is not None:
+            out.append(ast.increment_lineno(tree, source.count("\n", 0, start)))
+        start = m.end() if m is not None else len(source)
+    return out
+
+
+def _swallowed(source: str, tree: ast.Module) -> bool:
+    """Whether IPython reads the whole text as one cell magic (``%%time`` heading the first chunk) though it holds
+    further chunks."""
+    try:
+        ast.parse(source)
+        return False
+    except SyntaxError:
+        pass
+    call = tree.body[0].value if len(tree.body) == 1 and isinstance(tree.body[0], ast.Expr) else None
+    return isinstance(call, ast.Call) and (dotted(call.func, partial=True) or "").endswith("run_cell_magic") \
+        and re.search(r"\n\s*\n(?=\S)", source) is not None
 
 
 def dotted(node, *, partial: bool = False) -> str | None:

@@ -19,8 +19,8 @@ Inside the region:
   graph serves a dynamic range on both sides of the row threshold.
 
 Both routes of the op return contiguous tensors of the input's dtype, as ``F.rms_norm`` does for eligible inputs.
-A DTensor call goes to the op with its sharding rule (:mod:`fastpath_lib.rmsnorm.sharding`), which runs it on each
-rank's local shard.
+A DTensor call is decided in one place, before any dispatch (:func:`_dtensor_call`): the op with its sharding rule
+(:mod:`fastpath_lib.rmsnorm.sharding`), which runs it on each rank's local shard.
 """
 
 from __future__ import annotations
@@ -244,6 +244,22 @@ def _wants_op(input: torch.Tensor) -> bool:
             or (_CUDA_AUTOCAST and input.is_cuda and torch.is_autocast_enabled("cuda")))
 
 
+def _distributed(input) -> bool:
+    """Whether the input is a DTensor (cheap for plain tensors: one type test)."""
+    return type(input) not in PLAIN_TYPES and sharding.is_dtensor(input)
+
+
+def _dtensor_call(input, normalized_shape, weight, eps):
+    """A DTensor call, decided here before any dispatch (the one place the op handles DTensor): the op under its
+    sharding rule where :func:`~fastpath_lib.rmsnorm.sharding.takes` accepts, which runs it on each rank's local
+    shard; ``F.rms_norm`` on the DTensor otherwise."""
+    if sharding.takes(input, normalized_shape, weight, eps, _state.forced):
+        return sharding.rms_norm(input, normalized_shape, weight, eps)
+    if _state.recorders and not torch.compiler.is_compiling():
+        return _recorded_fallback(input, normalized_shape, weight, eps)
+    return F.rms_norm(input, normalized_shape, weight, eps)
+
+
 def rms_norm(input: torch.Tensor, normalized_shape, weight: torch.Tensor | None = None,
              eps: float | None = None) -> torch.Tensor:
     """RMSNorm with the contract of ``torch.nn.functional.rms_norm`` and a Triton fast path where eligible.
@@ -267,10 +283,10 @@ def rms_norm(input: torch.Tensor, normalized_shape, weight: torch.Tensor | None 
     >>> torch.allclose(rms_norm(x, [64]), torch.nn.functional.rms_norm(x, [64]), atol=1e-5)
     True
     """
+    if _distributed(input):
+        return _dtensor_call(input, normalized_shape, weight, eps)
     if not eligible(input, normalized_shape, weight, _state.forced) or not (
             eps is None or (isinstance(eps, numbers.Real) and not isinstance(eps, bool))):
-        if type(input) not in PLAIN_TYPES and sharding.takes(input, normalized_shape, weight, eps, _state.forced):
-            return sharding.rms_norm(input, normalized_shape, weight, eps)  # the op on each rank's local shard
         if _state.recorders and not torch.compiler.is_compiling():  # compiled: plain F.rms_norm in the graph
             return _recorded_fallback(input, normalized_shape, weight, eps)
         return F.rms_norm(input, normalized_shape, weight, eps)
