@@ -67,11 +67,12 @@ def test_plan_fits_its_budget_with_every_minimum_met_and_every_step_exists():
     assert "sweep" in split["fused_add_rms_norm"]["steps"] and "sweep" in split["rms_norm"]["steps"]
 
 
-def test_each_step_starts_with_its_minimum_plus_a_share_of_the_slack():
-    a, b, c = (Step(n, "", w, "m:f", min_s=m) for n, w, m in (("a", 1, 10), ("b", 1, 30), ("c", 2, 10)))
-    assert evidence.allot(90, (a, b, c)) == pytest.approx(10 + 40 / 4)
-    assert evidence.allot(50, (a, b, c)) == 10  # no slack: the minimum
-    assert evidence.allot(5, (a, b, c)) == 10  # the run loop skips it (less left than its minimum)
+def test_each_step_starts_with_its_minimum_and_gets_its_expected_time_when_on_schedule():
+    a, b, c = (Step(n, "", 1, "m:f", min_s=m, est_s=e) for n, m, e in (("a", 10, 20), ("b", 30, 30), ("c", 10, 50)))
+    assert evidence.allot(200, (a, b, c)) == pytest.approx(20 + 100 * 20 / 100)  # on schedule: est + its surplus share
+    assert evidence.allot(75, (a, b, c)) == pytest.approx(10 + 25 * 10 / 50)  # behind: min + share of what it lacks
+    assert evidence.allot(40, (a, b, c)) == 10  # no slack: the minimum (the run loop skips it below that)
+    assert [round(x) for _, x in evidence.plan(100, (a, b, c))] == [20, 30, 50]
 
 
 def test_manifest_records_every_step_and_keeps_partial_results(tmp_path):
@@ -427,7 +428,10 @@ def test_rms_norm_matrix_step_runs_on_the_generic_runner_into_the_staging_folder
 
 # --- the rehearsal: the default plan, driven end to end on a simulated clock ----------------------------------------
 
-def _rehearse(tmp_path, cost, budget_s=evidence.DEFAULT_BUDGET_S, preflight_s=20.0):
+def _rehearse(tmp_path, cost, budget_s=evidence.DEFAULT_BUDGET_S, preflight_s=None):
+    from fastpath_lib.bench.preflight import PREFLIGHT_EST_S
+
+    preflight_s = PREFLIGHT_EST_S if preflight_s is None else preflight_s
     from tests.evidence_fakes import SimClock, simulated_runner
 
     clock = SimClock()
@@ -545,11 +549,16 @@ def test_toolchain_is_found_the_way_triton_finds_it(tmp_path):
 
 
 def test_the_pr_note_says_a_test_suite_stopped_early_and_the_run_is_partial():
-    from fastpath_lib import opspec
-    from fastpath_lib.bench.report import pr_note
-    from tests.test_pr_concise import _frame
+    import pandas as pd
 
-    df = _frame(opspec.get("rms_norm"))
+    from fastpath_lib import opspec
+    from fastpath_lib.bench import opbench
+    from fastpath_lib.bench.report import pr_note
+
+    spec = opspec.get("rms_norm")
+    df = pd.DataFrame([dict(r, status="ok", median_us=1.0, q20_us=1.0, q80_us=1.0, route="triton")
+                       for c in spec.matrix() for r in opbench.not_run(spec, c, opbench.providers_of(spec),
+                                                                        quick=False, gpu=True)])
     env = {"gpu_measurement": True, "device_name": "NVIDIA H100 80GB HBM3", "compute_capability": "sm_90",
            "op": "rms_norm", "harness": {}}
     manifest = {"steps": [{"name": "core_tests", "status": "partial", "why": "stopped",
