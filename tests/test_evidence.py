@@ -549,11 +549,16 @@ def test_toolchain_is_found_the_way_triton_finds_it(tmp_path):
 
 
 def test_the_pr_note_says_a_test_suite_stopped_early_and_the_run_is_partial():
-    from fastpath_lib import opspec
-    from fastpath_lib.bench.report import pr_note
-    from tests.test_pr_concise import _frame
+    import pandas as pd
 
-    df = _frame(opspec.get("rms_norm"))
+    from fastpath_lib import opspec
+    from fastpath_lib.bench import opbench
+    from fastpath_lib.bench.report import pr_note
+
+    spec = opspec.get("rms_norm")
+    df = pd.DataFrame([dict(r, status="ok", median_us=1.0, q20_us=1.0, q80_us=1.0, route="triton")
+                       for c in spec.matrix() for r in opbench.not_run(spec, c, opbench.providers_of(spec),
+                                                                        quick=False, gpu=True)])
     env = {"gpu_measurement": True, "device_name": "NVIDIA H100 80GB HBM3", "compute_capability": "sm_90",
            "op": "rms_norm", "harness": {}}
     manifest = {"steps": [{"name": "core_tests", "status": "partial", "why": "stopped",
@@ -566,3 +571,39 @@ def test_the_pr_note_says_a_test_suite_stopped_early_and_the_run_is_partial():
     assert "PARTIAL: stopped at the time budget after 40 of 285 collected tests" in core
     assert "PARTIAL" not in next(ln for ln in note.splitlines() if ln.startswith("- gpu:"))
     assert "PARTIAL: 1 step incomplete" in note and "`core_tests` stopped early (partial)" in note
+
+
+def test_compiled_baselines_replace_the_matrix_rows_and_check_the_deadline_before_each_compile(tmp_path, monkeypatch):
+    """The matrix leaves torch.compile's rows skipped (its own step times them); that step replaces each compiled case's
+    row in place, and does not start a compile that the deadline leaves no room for."""
+    import pandas as pd
+
+    from fastpath_lib import opspec
+    from fastpath_lib.bench import opbench, results
+
+    spec = opspec.get("rms_norm")
+    picked = opbench.pick_compiled_cases(spec)
+    assert [c.pass_ for c in picked] == ["forward", "forward"] and picked[0].rows < picked[1].rows
+    rows = [dict(r, status="skipped" if r["provider"] == "compiled" else "ok", note=opbench.COMPILED_STEP_NOTE)
+            for c in spec.matrix() for r in opbench.not_run(spec, c, opbench.providers_of(spec), quick=False,
+                                                            gpu=False)]
+    results.write_table(tmp_path, pd.DataFrame(rows))
+    calls = []
+
+    def fake_time_case(spec, case, providers, **kw):
+        calls.append(case.id)
+        assert list(providers) == ["compiled"] and kw["check"] is False
+        return [dict(r, status="ok", median_us=3.0, compile_s=12.0)
+                for r in opbench.not_run(spec, case, providers, quick=False, gpu=False)]
+
+    monkeypatch.setattr(opbench, "time_case", fake_time_case)
+    res = opbench.time_compiled(spec, tmp_path, deadline=time.monotonic() + 1000, compile_s_estimate=1)
+    assert res["timed"] == calls == [c.id for c in picked] and not res["not_started"]
+    df = pd.read_csv(tmp_path / "results.csv")
+    assert list(dict.fromkeys(df.case_id)) == [c.id for c in spec.matrix()]  # the order is kept
+    compiled = df[df.provider == "compiled"].set_index("case_id")
+    assert (compiled.loc[[c.id for c in picked], "status"] == "ok").all() and len(df) == len(rows)
+    assert (compiled.drop([c.id for c in picked]).status == "skipped").all()
+    calls.clear()
+    res = opbench.time_compiled(spec, tmp_path, deadline=time.monotonic() + 30, compile_s_estimate=40)
+    assert calls == [] and res["not_started"] == [c.id for c in picked]  # no room for one cold compile

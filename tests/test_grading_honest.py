@@ -19,8 +19,8 @@ nbformat = pytest.importorskip("nbformat")
 pytest.importorskip("nbclient")
 
 from fastpath_lib import runtime  # noqa: E402
-from fastpath_lib.grading import cli  # noqa: E402
-from fastpath_lib.grading.notebook import CHECK_TAG  # noqa: E402
+from fastpath_lib.grading.engine import cli  # noqa: E402
+from fastpath_lib.grading.engine.notebook import CHECK_TAG  # noqa: E402
 from fastpath_lib.grading.registry import EXERCISES, MIME  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -286,7 +286,8 @@ def test_the_check_cell_reads_each_answer_as_last_run(monkeypatch):
 def test_the_answer_is_read_whatever_the_cells_around_it(around):
     """A cell that does not parse, or a cell magic, costs the reading of that cell only: the answer's own code is
     still read (an honest reference passes, one that calls the operator it checks is told so)."""
-    from fastpath_lib.grading import borrowed, sources
+    from fastpath_lib.grading.engine import sources
+    from fastpath_lib.grading.rules import borrowed
 
     honest = "def mine(x, ns, w, eps):\n    x = x.double()\n    return x * torch.rsqrt(x.pow(2).mean(-1, " \
              "keepdim=True) + eps)"

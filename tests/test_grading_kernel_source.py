@@ -1,5 +1,5 @@
-"""Exercise 02 asks for a Triton kernel: what the learner's *source* must show (grading.kernel_source), and the check
-that applies it. A kernel object that is not a kernel, a kernel body that calls out to Python, a launch for show
+"""Exercise 02 asks for a Triton kernel: what the learner's *source* must show (grading.rules.kernel_source), and the
+check that applies it. A kernel object that is not a kernel, a kernel body that calls out to Python, a launch for show
 with the answer computed in torch: each scores nothing once the check reads the learner's source, as the grader
 does; the solution's source keeps full marks."""
 
@@ -14,8 +14,8 @@ jupytext = pytest.importorskip("jupytext")
 from tests.solved import ROOT, earned  # noqa: E402
 
 from fastpath_lib import exercises as ex  # noqa: E402
-from fastpath_lib.grading import sources  # noqa: E402
-from fastpath_lib.grading.kernel_source import kernel_problem, launcher_problem, program  # noqa: E402
+from fastpath_lib.grading.engine import sources  # noqa: E402
+from fastpath_lib.grading.rules.kernel_source import kernel_problem, launcher_problem, program  # noqa: E402
 
 
 def _solution_cells() -> list[str]:

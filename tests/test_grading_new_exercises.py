@@ -62,7 +62,7 @@ def _against_kit_op(op):  # borrowed: the kit's op as the oracle instead of F.rm
 
 
 def _with_grader_ops(op):  # borrowed: runs the grader's broken ops to find out what to compare
-    from fastpath_lib.grading import ex09_contract as g
+    from fastpath_lib.grading.checks import ex09_contract as g
 
     x = torch.randn(16, 32)
     for impls in g.BROKEN.values():
@@ -168,7 +168,7 @@ def test_ex10_expected_is_the_kits_sweep_rule(seed):
     import pandas as pd
 
     from fastpath_lib.bench.sweep import propose
-    from fastpath_lib.grading.ex10_threshold import expected_thresholds
+    from fastpath_lib.grading.checks.ex10_threshold import expected_thresholds
 
     df = ex.sweep_table(seed)
     assert "SYNTHETIC" in df.attrs["source"]
@@ -216,14 +216,14 @@ def _smallest_width(df):  # the crossover of the smallest width only
 
 
 def _recorded():  # forged: the notebook's answers, looked up
-    from fastpath_lib.grading.ex10_threshold import expected_thresholds
+    from fastpath_lib.grading.checks.ex10_threshold import expected_thresholds
 
     book = expected_thresholds(ex.sweep_table(0))
     return lambda df: {a: book.get(a, 1024) for a in df["arch"].unique()}
 
 
 def _via_grader(df):
-    from fastpath_lib.grading.ex10_threshold import expected_thresholds
+    from fastpath_lib.grading.checks.ex10_threshold import expected_thresholds
 
     return expected_thresholds(df)
 
@@ -387,7 +387,8 @@ def test_ex11_another_reviewable_plan_gets_full_marks():
 
 
 def test_ex11_answer_key_lists_the_hunks_in_the_order_of_their_texts():
-    from fastpath_lib.grading import ex11_commits, materials
+    from fastpath_lib.grading.checks import ex11_commits
+    from fastpath_lib.grading import materials
 
     key = ex11_commits._HUNKS
     assert len(key) == len(materials.HUNKS)
