@@ -311,6 +311,6 @@ def test_the_answer_is_read_whatever_the_cells_around_it(around):
     ("The fast path speeds up every case.", True),
 ])
 def test_a_speed_up_claim_is_a_multiplier_or_a_speed_word_and_a_shape_is_neither(sentence, claim):
-    from fastpath_lib.grading.ex07_note import claims_speedup
+    from fastpath_lib.grading.checks.ex07_note import claims_speedup
 
     assert claims_speedup(sentence) is claim
