@@ -14,9 +14,10 @@ COMMANDS = {
     "evidence": ("fastpath_lib.bench.evidence", "main", "the whole GPU evidence run, time-boxed, into one folder"),
     "threshold": ("fastpath_lib.bench.cli", "threshold_main", "record the row threshold a GPU sweep supports"),
     "capture": ("fastpath_lib.bench.capture", "capture_main", "record whether CUDA-graph capture passed on a GPU"),
-    "grade": ("fastpath_lib.grading.cli", "main", "grade exercise notebooks and print a score table"),
+    "grade": ("fastpath_lib.grading.engine.cli", "main", "grade exercise notebooks and print a score table"),
     "release": ("fastpath_lib.release", "main", "write a course release: a student folder and an autograder"),
-    "autograde": ("fastpath_lib.grading.autograde", "main", "grade a Gradescope, PrairieLearn or nbgrader layout"),
+    "autograde": ("fastpath_lib.grading.engine.autograde", "main",
+                  "grade a Gradescope, PrairieLearn or nbgrader layout"),
 }
 
 

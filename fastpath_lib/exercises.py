@@ -2,7 +2,7 @@
 
 The notebooks' materials (inputs, tables, texts) come from :mod:`fastpath_lib.grading.materials`, and exercise 07's
 given classes from :mod:`fastpath_lib.grading.given`; in the grader's sandbox the learner's kernel imports a generated
-copy of this façade (:func:`fastpath_lib.grading.sandbox.facade_source`) in which the checks are stand-ins.
+copy of this façade (:func:`fastpath_lib.grading.engine.sandbox.facade_source`) in which the checks are stand-ins.
 
 Each ``check_*`` function runs the learner's code on a fixed set of cases (and on cases drawn at each call) and
 shows, per graded part, ``passed`` or a "yours vs expected" report. It never raises: a stub that still raises
@@ -18,30 +18,30 @@ Pass ``show=False`` to get the :class:`~fastpath_lib.grading.registry.Result` li
 [False]
 """
 
-from fastpath_lib.grading.ex01_reference import check_default_eps, check_reference
-from fastpath_lib.grading.ex02_kernel import check_add_rms_norm_kernel, check_backward_with_saved_rstd
-from fastpath_lib.grading.ex03_predicate import (
+from fastpath_lib.grading.checks.ex01_reference import check_default_eps, check_reference
+from fastpath_lib.grading.checks.ex02_kernel import check_add_rms_norm_kernel, check_backward_with_saved_rstd
+from fastpath_lib.grading.checks.ex03_predicate import (
     check_alignment_condition,
     check_cols_condition,
     check_dtype_condition,
     check_v2_predicate,
 )
-from fastpath_lib.grading.ex04_boundary import check_boundary_cases
-from fastpath_lib.grading.ex05_matrix import check_case_matrix
-from fastpath_lib.grading.ex06_classify import check_classification
-from fastpath_lib.grading.ex07_note import check_pr_note
-from fastpath_lib.grading.ex08_capstone import (
+from fastpath_lib.grading.checks.ex04_boundary import check_boundary_cases
+from fastpath_lib.grading.checks.ex05_matrix import check_case_matrix
+from fastpath_lib.grading.checks.ex06_classify import check_classification
+from fastpath_lib.grading.checks.ex07_note import check_pr_note
+from fastpath_lib.grading.checks.ex08_capstone import (
     check_capstone_dispatch,
     check_capstone_kernel,
     check_capstone_predicate,
     check_capstone_reference,
 )
-from fastpath_lib.grading.ex08_evidence import check_capstone_evidence
-from fastpath_lib.grading.ex09_contract import check_contract_tests
-from fastpath_lib.grading.ex10_threshold import check_threshold
-from fastpath_lib.grading.ex11_commits import check_commit_plan
-from fastpath_lib.grading.ex12_inplace import check_inplace_tests, check_overlaps
-from fastpath_lib.grading.ex13_review import check_readiness
+from fastpath_lib.grading.checks.ex08_evidence import check_capstone_evidence
+from fastpath_lib.grading.checks.ex09_contract import check_contract_tests
+from fastpath_lib.grading.checks.ex10_threshold import check_threshold
+from fastpath_lib.grading.checks.ex11_commits import check_commit_plan
+from fastpath_lib.grading.checks.ex12_inplace import check_inplace_tests, check_overlaps
+from fastpath_lib.grading.checks.ex13_review import check_readiness
 from fastpath_lib.grading.given import expected_classes
 from fastpath_lib.grading.materials import (
     KINDS,

@@ -15,15 +15,15 @@ Two artefacts from one checkout (``otter assign`` writes the same pair, nbgrader
   its ``assignment.txt``): the grader, for the instructor's machine only. The whole library,
   the exercise notebooks as released in ``check-cells/`` (the grader restores every check cell from them, so a
   submission's edited check cell changes nothing and no ``solutions/`` is needed:
-  :func:`fastpath_lib.grading.notebook.original_for`), Gradescope's ``setup.sh`` and ``run_autograder``, and
-  ``grade`` for plain CI; :mod:`fastpath_lib.grading.autograde` is the entry for Gradescope, PrairieLearn-style
+  :func:`fastpath_lib.grading.engine.notebook.original_for`), Gradescope's ``setup.sh`` and ``run_autograder``, and
+  ``grade`` for plain CI; :mod:`fastpath_lib.grading.engine.autograde` is the entry for Gradescope, PrairieLearn-style
   runners and nbgrader's ``submitted/`` layout. The zip holds the folder's files at its root, as Gradescope wants.
 
 The release checks itself before it returns: no distinctive line of a solution (the ``# BEGIN SOLUTION`` regions of
 ``solutions/``) appears anywhere in the student folder (:func:`leaked_solution_lines`), and no module the students
 get imports more than plain constants from a grader-only file.
 
->>> "grading/ex13_scenarios.py" in GRADER_ONLY and "grading/materials.py" not in GRADER_ONLY
+>>> "grading/rules/ex13_scenarios.py" in GRADER_ONLY and "grading/materials.py" not in GRADER_ONLY
 True
 """
 
@@ -45,17 +45,19 @@ __all__ = ["GRADER_ONLY", "STUDENT_FILES", "CHECK_CELLS", "ReleaseError", "relea
 #: File of ``fastpath_lib/`` -> what it holds that only the autograder may: data a learner could grade against
 #: offline, or a check built on such data. Every other file of the library ships to students.
 GRADER_ONLY: dict[str, str] = {
-    "grading/mutants.py": "exercise 04's seeded faults",
-    "grading/mutant_kernels.py": "exercise 04's faulty kernels",
-    "grading/ex04_boundary.py": "exercise 04's check, which runs the cases against the seeded faults",
-    "grading/ex08_evidence.py": "exercise 08's evidence check, which computes the expected plot the exercise asks for",
-    "grading/ex09_contract.py": "exercise 09's broken ops and its check",
-    "grading/ex10_threshold.py": "exercise 10's check, which computes the expected thresholds by the exercise's rule",
-    "grading/ex11_commits.py": "exercise 11's answer key (each hunk's kind and dependencies) and its check",
-    "grading/fused_mutants.py": "exercise 12's broken in-place ops",
-    "grading/ex12_inplace.py": "exercise 12's checks, which run the tests against the broken ops",
-    "grading/ex13_scenarios.py": "exercise 13's scenario keys (what each drawn scenario expects)",
-    "grading/ex13_review.py": "exercise 13's check, which grades against the scenario keys",
+    "grading/rules/mutants.py": "exercise 04's seeded faults",
+    "grading/rules/mutant_kernels.py": "exercise 04's faulty kernels",
+    "grading/checks/ex04_boundary.py": "exercise 04's check, which runs the cases against the seeded faults",
+    "grading/checks/ex08_evidence.py":
+        "exercise 08's evidence check, which computes the expected plot the exercise asks for",
+    "grading/checks/ex09_contract.py": "exercise 09's broken ops and its check",
+    "grading/checks/ex10_threshold.py":
+        "exercise 10's check, which computes the expected thresholds by the exercise's rule",
+    "grading/checks/ex11_commits.py": "exercise 11's answer key (each hunk's kind and dependencies) and its check",
+    "grading/rules/fused_mutants.py": "exercise 12's broken in-place ops",
+    "grading/checks/ex12_inplace.py": "exercise 12's checks, which run the tests against the broken ops",
+    "grading/rules/ex13_scenarios.py": "exercise 13's scenario keys (what each drawn scenario expects)",
+    "grading/checks/ex13_review.py": "exercise 13's check, which grades against the scenario keys",
     "release.py": "the release tool itself, which reads solutions/ and every grading file",
 }
 
@@ -175,7 +177,7 @@ def _facade(lib: Path, source: str) -> str:
         rel = _module_file(lib, node.module)
         if rel not in GRADER_ONLY:
             continue
-        exercise = re.match(r"grading/(ex\d\d)", rel)
+        exercise = re.match(r"grading/checks/(ex\d\d)", rel)
         ex = exercise.group(1) if exercise else ""
         standins += [f"{a.asname or a.name} = _held_by_autograder({a.name!r}, {ex!r}, {TITLES.get(ex, '')!r}, "
                      f"{GRADER_ONLY[rel]!r})" for a in node.names]
@@ -273,7 +275,8 @@ def student(root: Path, out: Path) -> list[str]:
         if (root / rel).exists():
             _copy(root / rel, out / rel)
     stubs = _student_library(root, out / "fastpath_lib")
-    held = sorted({f"`ex.{name}`" for name, mod in CHECKS.items() if f"grading/{mod}.py" in GRADER_ONLY})
+    held = sorted({f"`ex.{name}`" for name, mod in CHECKS.items()
+                   if f"grading/{mod.replace('.', '/')}.py" in GRADER_ONLY})
     (out / "README.md").write_text(_PREFACE.format(held=", ".join(held)) + (root / "README.md").read_text("utf-8"),
                                    encoding="utf-8")
     return stubs
@@ -340,7 +343,7 @@ def solution_lines(root: Path) -> set[str]:
                 inside = False
             elif inside and len(line.strip()) >= _DISTINCT and not line.strip().startswith("#"):
                 lines.add(line.strip())
-    from fastpath_lib.grading import sandbox
+    from fastpath_lib.grading.engine import sandbox
     from fastpath_lib.grading.registry import EXERCISES
 
     public = [root / "exercises", root / "notebooks", root / "upstream", root / "data"]

@@ -1,6 +1,6 @@
-"""The house rules of ``fastpath_lib``, read from the source: the whiteboard of parts (docs/contributing.md, "The whiteboard"
-below the table of parts), no import cycle (imports inside functions included), no private name imported across
-modules, no module over 500 lines, Triton imported only by the modules that run or compile Triton code, and the
+"""The house rules of ``fastpath_lib``, read from the source: the whiteboard of parts (docs/contributing.md, "The
+whiteboard" below the table of parts), no import cycle (imports inside functions included), no private name imported
+across modules, no module over 500 lines, Triton imported only by the modules that run or compile Triton code, and the
 grader's one deliberate copy of its agent's code (the tensor walk) kept identical to it.
 """
 
@@ -31,7 +31,7 @@ PARTS = {
     "specs": ["rmsnorm.spec", "fused.op_spec"],
     "grading": ["grading", "grading.*", "exercises"],
     "widgets": ["widgets"],
-    "cli": ["cli", "__main__", "bench.cli", "grading.cli", "grading.autograde", "release"],
+    "cli": ["cli", "__main__", "bench.cli", "grading.engine.cli", "grading.engine.autograde", "release"],
 }
 #: part -> parts it may import (the whiteboard); every part may import the runtime.
 MAY_IMPORT = {
@@ -57,7 +57,7 @@ BENCH_OUTCOME = {"bench.schema", "bench.analysis", "bench.matrix"}
 #: probe kernel, the interpreter's traffic checker, the bench timers (``triton.testing``), and the grading kernels
 #: (mutants, exercise 02's check, the grader's run of a learner's kernel as data).
 TRITON_IMPORTERS = {"*.kernels", "rmsnorm.compiled", "selftest", "traffic", "bench.ophost", "bench.timing",
-                    "grading.mutant_kernels", "grading.ex02_kernel", "grading.kernel_run"}
+                    "grading.rules.mutant_kernels", "grading.checks.ex02_kernel", "grading.engine.kernel_run"}
 
 
 def _modules() -> dict[str, Path]:
@@ -217,15 +217,16 @@ def _body(mod: str, name: str) -> list[str]:
 
 
 def test_the_grader_lists_a_calls_tensors_with_its_agents_walk():
-    """The grader's agent (grading/runner.py) runs as source text in the learner's kernel and imports nothing of the
-    grader; the grader compiles the agent's own ``_tensors`` from that file rather than keep a copy, so the tensors a
-    call wrote are copied back into the same arguments on both sides."""
+    """The grader's agent (grading/engine/runner.py) runs as source text in the learner's kernel and imports nothing of
+    the grader; the grader compiles the agent's own ``_tensors`` from that file rather than keep a copy, so the tensors
+    a call wrote are copied back into the same arguments on both sides."""
     import torch
 
-    from fastpath_lib.grading import remote
+    from fastpath_lib.grading.engine import remote
 
-    defined = {n.name for n in ast.parse(MODULES["grading.remote"].read_text()).body if isinstance(n, ast.FunctionDef)}
-    assert "_tensors" not in defined and len(_body("grading.runner", "_tensors")) >= 3
+    defined = {n.name for n in ast.parse(MODULES["grading.engine.remote"].read_text()).body
+               if isinstance(n, ast.FunctionDef)}
+    assert "_tensors" not in defined and len(_body("grading.engine.runner", "_tensors")) >= 3
     assert remote._tensors.__code__.co_filename == str(remote.AGENT)
     x, y = torch.zeros(1), torch.ones(2)
     walked = remote._tensors((x, [y, [x]], {"b": y, "a": x}), {"k": y})  # two levels deep, a dict's keys sorted
@@ -237,9 +238,10 @@ def test_the_grader_lists_a_calls_tensors_with_its_agents_walk():
 #: check modules that do not score through ``graded`` yet (none: a module put here must fail the rule, so the entry
 #: goes as soon as the module follows it).
 NOT_YET_GRADED: set[str] = set()
-#: what only :mod:`fastpath_lib.grading.feedback` may name: the display of results and the copy of every part failed.
+#: what only :mod:`fastpath_lib.grading.report.feedback` may name: the display of results and the copy of every part
+# failed.
 SCORING_INTERNALS = {"emit", "_emit", "failed_parts", "_failed_parts"}
-CHECK_MODULES = sorted(m for m in MODULES if m.startswith("grading.ex")
+CHECK_MODULES = sorted(m for m in MODULES if m.startswith("grading.checks.ex")
                        and any(isinstance(n, ast.FunctionDef) and n.name.startswith("check_")
                                for n in ast.parse(MODULES[m].read_text()).body))
 
@@ -278,7 +280,7 @@ def test_every_check_scores_through_graded(mod):
 
 
 def _proxy_slots() -> set[str]:
-    cls = next(n for n in ast.parse(MODULES["grading.remote"].read_text()).body
+    cls = next(n for n in ast.parse(MODULES["grading.engine.remote"].read_text()).body
                if isinstance(n, ast.ClassDef) and n.name == "Proxy")
     slots = next(s.value for s in cls.body if isinstance(s, ast.Assign) and s.targets[0].id == "__slots__")
     return set(ast.literal_eval(slots))
@@ -297,22 +299,22 @@ def _proxy_reads(source: str, slots: set[str]) -> list[str]:
 
 
 def test_only_remote_reads_a_proxys_slots():
-    """A Proxy's slots are read by :mod:`fastpath_lib.grading.remote` alone; every other module asks it
+    """A Proxy's slots are read by :mod:`fastpath_lib.grading.engine.remote` alone; every other module asks it
     (``remote.is_proxy``, ``remote.session``, ``remote.root``, ``remote.code``)."""
     slots = _proxy_slots()
     assert {"_session", "_root", "_code"} <= slots
-    found = {m: _proxy_reads(p.read_text(), slots) for m, p in MODULES.items() if m != "grading.remote"}
+    found = {m: _proxy_reads(p.read_text(), slots) for m, p in MODULES.items() if m != "grading.engine.remote"}
     assert not any(found.values()), {m: f for m, f in found.items() if f}
 
 
 def test_the_runner_and_the_cli_import_no_check_module():
-    """The agent in the learner's kernel (grading/runner.py) imports nothing of the grader; the CLI reaches a check
-    only through the registry (``registry.CHECKS``, imported by name), never by importing a check module."""
-    runner = sorted({t for t, _, _ in GRAPH["grading.runner"] if t.startswith("grading")})
-    assert not runner, f"grading/runner.py imports {runner}"
-    cli = sorted({t for t, _, _ in GRAPH["grading.cli"] if t in CHECK_MODULES or t == "exercises"})
-    assert not cli, f"grading/cli.py imports the check modules {cli}: find them through registry.CHECKS"
-    assert any(t == "grading.registry" and n == "CHECKS" for t, n, _ in GRAPH["grading.cli"])
+    """The agent in the learner's kernel (grading/engine/runner.py) imports nothing of the grader; the CLI reaches a
+    check only through the registry (``registry.CHECKS``, imported by name), never by importing a check module."""
+    runner = sorted({t for t, _, _ in GRAPH["grading.engine.runner"] if t.startswith("grading")})
+    assert not runner, f"grading/engine/runner.py imports {runner}"
+    cli = sorted({t for t, _, _ in GRAPH["grading.engine.cli"] if t in CHECK_MODULES or t == "exercises"})
+    assert not cli, f"grading/engine/cli.py imports the check modules {cli}: find them through registry.CHECKS"
+    assert any(t == "grading.registry" and n == "CHECKS" for t, n, _ in GRAPH["grading.engine.cli"])
 
 
 def _private_reads(mod: str, source: str) -> list[str]:
@@ -355,7 +357,7 @@ def test_the_grader_rules_can_fail():
     """Planted breaks of each rule above are found."""
     closure = ("def check_x(f, *, show=True):\n    def run():\n        f()\n"
                "    return emit([part('ex', 'p', run)], show)\n")
-    inline = ("from fastpath_lib.grading.feedback import graded, failed_parts\n"
+    inline = ("from fastpath_lib.grading.report.feedback import graded, failed_parts\n"
               "def check_x(f, *, show=True):\n    try:\n        r = f()\n    except Exception as e:\n"
               "        r = failed_parts('ex', ['p'], e)\n    return graded('ex', ['p'], lambda: r, show=show)\n")
     assert _scoring_problems(closure) == ["line 4: names emit", "check_x defines a functiondef (line 2)",
@@ -365,5 +367,39 @@ def test_the_grader_rules_can_fail():
     assert not _scoring_problems("def check_x(f, *, show=True):\n    return graded('ex', ('p',), _grade, f, show=show)")
     assert len(_proxy_reads("r = fn._root\ns = getattr(fn, '_session')\nb = type(fn).__name__ == 'Proxy'",
                             _proxy_slots())) == 3
-    planted = "from fastpath_lib.grading import borrowed, sources as S\nS._x\ngetattr(borrowed, '_code_of')(f)\nx._y"
-    assert len(_private_reads("grading.ex01_reference", planted)) == 2
+    planted = ("from fastpath_lib.grading.rules import borrowed\nfrom fastpath_lib.grading.engine import sources as S\n"
+               "S._x\ngetattr(borrowed, '_code_of')(f)\nx._y")
+    assert len(_private_reads("grading.checks.ex01_reference", planted)) == 2
+
+
+#: The grading package's rooms, top to bottom: a module imports its own room, the rooms below it and the floor
+#: (``grading`` itself: registry, vocabulary, materials, given), never a room above it, but for the seams named here.
+ROOMS = ("checks", "rules", "engine", "report")
+#: (importing module, imported module): each an upward arrow kept on purpose, with why.
+ROOM_SEAMS = {
+    ("grading.report.feedback", "grading.engine.remote"): "feedback words the answer channel's error",
+    ("grading.registry", "grading.rules.mutants"): "exercise 04's parts are its mutant categories",
+}
+
+
+def _room(mod: str) -> int:
+    """0..3 for the rooms of :data:`ROOMS`, 4 for the floor."""
+    parts = mod.split(".")
+    return ROOMS.index(parts[1]) if len(parts) > 1 and parts[1] in ROOMS else len(ROOMS)
+
+
+def _upward(graph) -> dict[tuple[str, str], int]:
+    return {(m, t): line for m, edges in graph.items() if m.startswith("grading")
+            for t, _, line in edges if t.startswith("grading") and _room(t) < _room(m)}
+
+
+def test_grading_rooms_import_downward_only():
+    """checks over rules over engine over report over the floor (the package docstring draws it)."""
+    grading = sorted(p.parent.name for p in (PKG / "grading").glob("*/__init__.py"))
+    assert grading == sorted(ROOMS), grading
+    up = _upward(GRAPH)
+    unexplained = {k: v for k, v in up.items() if k not in ROOM_SEAMS}
+    assert not unexplained, f"upward imports in the grading package (module, target): line {unexplained}"
+    assert set(ROOM_SEAMS) <= set(up), f"seams no longer used: {set(ROOM_SEAMS) - set(up)}"
+    planted = dict(GRAPH, **{"grading.report.gradescope": [("grading.checks.ex01_reference", "", 1)]})
+    assert ("grading.report.gradescope", "grading.checks.ex01_reference") in _upward(planted)

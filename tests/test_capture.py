@@ -18,6 +18,8 @@ from fastpath_lib.bench import evidence
 from fastpath_lib.rmsnorm import capture, predicate
 
 SM90 = (9, 0)
+#: What an eager capture test of rms_norm on sm_90 records (the only thing a record without ``ops`` vouches for).
+RMS_EAGER = (SM90, "rms_norm", "eager")
 
 
 def captured_call(capability=SM90, capturing=True):
@@ -41,7 +43,7 @@ def test_reading_the_record(tmp_path):
     assert capture.load(f) == frozenset()
     capture.record("sm_90", True, "results/sim-sm90", path=f, device_name="simulated GPU")
     capture.record("sm_80", False, "results/sim-sm80", path=f)
-    assert capture.load(f) == {SM90}  # only the architecture whose test passed
+    assert capture.load(f) == {RMS_EAGER}  # only the architecture whose test passed (an entry without ops: eager)
     assert capture.entries(f)["sm_80"] == {"passed": False, "source": "results/sim-sm80"}
     data = json.loads(f.read_text())
     assert list(data) == ["_about", "sm_80", "sm_90"] and data["sm_90"]["device_name"] == "simulated GPU"
@@ -61,7 +63,7 @@ def test_a_bad_record_is_refused_with_its_reason(tmp_path, text, match):
 
 def test_the_condition_reads_the_record(monkeypatch):
     assert "cuda_graph_capture" in failed(captured_call())
-    monkeypatch.setattr(capture, "VERIFIED", frozenset({SM90}))
+    monkeypatch.setattr(capture, "VERIFIED", frozenset({RMS_EAGER}))
     assert "cuda_graph_capture" not in failed(captured_call())
     reason = predicate.PREDICATE.check_one("cuda_graph_capture", captured_call((8, 0)))
     assert "sm_80" in reason and "capture.json" in reason  # another architecture still falls back
@@ -75,7 +77,7 @@ def test_the_run_time_decision_reads_the_record(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
     monkeypatch.setattr(predicate, "device_capability", lambda dev: SM90)
     assert predicate.runtime_eligible(fake, None) is False
-    monkeypatch.setattr(capture, "VERIFIED", frozenset({SM90}))
+    monkeypatch.setattr(capture, "VERIFIED", frozenset({RMS_EAGER}))
     assert predicate.runtime_eligible(fake, None) is True
     monkeypatch.setattr(predicate, "device_capability", lambda dev: (8, 6))
     assert predicate.runtime_eligible(fake, None) is False
@@ -142,7 +144,7 @@ def test_capture_command_records_a_passed_run(tmp_path, capsys):
     assert step.capture_main([str(run), "--file", str(target)]) == 0
     entry = capture.entries(target)["sm_90"]
     assert entry["passed"] is True and entry["cases"] == 4 and entry["device_name"] == "simulated GPU"
-    assert entry["source"].endswith("results/sim-sm90") and capture.load(target) == {SM90}
+    assert entry["source"].endswith("results/sim-sm90") and capture.load(target) == {RMS_EAGER}
     assert "sm_90: capture test passed" in capsys.readouterr().out
 
 
@@ -180,3 +182,69 @@ def test_the_cases_cover_both_routes_and_both_phases():
     routes = {(s.rows >= 1024 and s.cols % 4 == 0, backward) for s, backward in cases}
     assert routes == {(True, True), (True, False), (False, True), (False, False)}
     assert any(s.cols == predicate.MAX_COLS for s, _ in cases) and any(s.weight is None for s, _ in cases)
+
+
+# --- per op and per path ---------------------------------------------------------------------------------------------
+
+def test_a_pass_is_per_op_and_per_path_and_the_fused_op_inherits_nothing(monkeypatch):
+    """rms_norm's eager pass lets neither its custom op nor the fused op take the fast path under capture; the backward
+    (shared by both paths) needs either path's pass."""
+    from fastpath_lib.fused import predicate as fused_predicate
+
+    monkeypatch.setattr(capture, "VERIFIED", frozenset({RMS_EAGER}))
+    assert capture.verified(SM90) and capture.verified(SM90, "rms_norm", None)
+    assert not capture.verified(SM90, "rms_norm", "custom_op")
+    assert not capture.verified(SM90, "fused_add_rms_norm", "eager")
+    assert not capture.verified(SM90, "fused_add_rms_norm", None)
+    fake = types.SimpleNamespace(is_cuda=True, device=torch.device("cuda", 0), data_ptr=lambda: 4096, dim=lambda: 2)
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
+    monkeypatch.setattr(predicate, "device_capability", lambda dev: SM90)
+    assert predicate.runtime_eligible(fake, None) is True
+    assert predicate.runtime_eligible(fake, None, path="custom_op") is False
+    assert fused_predicate.runtime_eligible(fake, fake, None, False) is False  # not rms_norm's record
+    monkeypatch.setattr(capture, "VERIFIED", frozenset({(SM90, "fused_add_rms_norm", "custom_op")}))
+    assert fused_predicate.runtime_eligible(fake, fake, None, False, "custom_op") is True
+    assert fused_predicate.runtime_eligible(fake, fake, None, False) is False  # its eager path did not pass
+    assert predicate.runtime_eligible(fake, None) is False
+
+
+def per_path_rows(fused_custom_ok=True):
+    rows = []
+    for path in capture.PATHS:
+        rows += [dict(r, op="rms_norm", path=path) for r in simulated_rows()]
+        for r, route in ((1023, "fallback"), (1024, "triton")):
+            for phase in ("forward", "in-place"):
+                ok = fused_custom_ok or path == "eager" or route == "fallback"
+                rows.append(dict(row(f"{r}x4096 float32", route, phase, ok), op="fused_add_rms_norm", path=path))
+    return rows
+
+
+def test_the_command_records_each_op_and_path_on_its_own(tmp_path, capsys):
+    rows = per_path_rows(fused_custom_ok=False)
+    declared = {op: {p: 4 for p in capture.PATHS} for op in ("rms_norm", "fused_add_rms_norm")}
+    per = step.verdicts(rows, declared)
+    assert per["fused_add_rms_norm"]["custom_op"]["passed"] is False and per["rms_norm"]["custom_op"]["passed"]
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / step.RESULTS_NAME).write_text(json.dumps({
+        "compute_capability": "sm_90", "device_name": "NVIDIA H200", "passed": False, "why": "", "cases": rows,
+        "declared_cases": len(rows), "declared": declared, "gpu_measurement": True}))
+    target = tmp_path / "capture.json"
+    assert step.capture_main([str(folder), "--file", str(target)]) == 1  # not everything passed
+    assert capture.load(target) == {RMS_EAGER, (SM90, "rms_norm", "custom_op"), (SM90, "fused_add_rms_norm", "eager")}
+    out = capsys.readouterr().out
+    assert "fused_add_rms_norm: eager passed, custom_op FAILED" in out
+    assert capture.entries(target)["sm_90"]["device_name"] == "NVIDIA H200"
+    # a fused case that never ran leaves its path incomplete
+    short = [r for r in rows if not (r["op"] == "fused_add_rms_norm" and r["phase"] == "in-place")]
+    assert "incomplete" in step.verdicts(short, declared)["fused_add_rms_norm"]["eager"]["why"]
+
+
+def test_the_fused_cases_cover_both_routes_both_forms_and_assume_verified_restores():
+    cases = step.fused_capture_cases(1024)
+    assert {(s.rows >= 1024 and s.cols % 4 == 0, inplace) for s, inplace in cases} == {
+        (True, True), (True, False), (False, True), (False, False)}
+    before = capture.VERIFIED
+    with step.assume_verified(SM90):
+        assert all(capture.verified(SM90, op, p) for op in ("rms_norm", "fused_add_rms_norm") for p in capture.PATHS)
+    assert capture.VERIFIED is before

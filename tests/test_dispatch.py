@@ -237,3 +237,27 @@ def test_lesson_device_prints_mode_versions_and_meaning_a_line_each(monkeypatch,
     assert meaning.startswith(f"tensors on the {'GPU' if device == 'cuda' else 'CPU'}") and says in meaning
     assert all(len(line) <= 110 for line in (mode, versions, meaning)), "a line the notebook would wrap"
     assert runtime.describe() == f"{mode} | {versions.removeprefix('versions: ')}"
+
+
+def test_torch_below_2_12_takes_the_branch_without_an_autocast_rule():
+    """The GPU machine runs torch 2.11: there ``autocast_fp32_devices()`` is empty, no autocast kernel is registered
+    for ``fastpath::rms_norm`` and CUDA autocast calls are not sent to the op (torch < 2.12 keeps ``rms_norm`` out
+    of autocast's fp32 list). That import-time branch runs here in a child process whose torch reports 2.11; the op
+    still matches ``F.rms_norm`` there."""
+    code = ("import torch\n"
+            "torch.__version__ = '2.11.0+cu128'\n"
+            "import torch.nn.functional as F\n"
+            "import fastpath_lib\n"
+            "from fastpath_lib.rmsnorm import op\n"
+            "has = torch._C._dispatch_has_kernel_for_dispatch_key('fastpath::rms_norm', 'AutocastCUDA')\n"
+            "x, w = torch.randn(16, 64), torch.randn(64)\n"
+            "with fastpath_lib.record_routes() as r:\n"
+            "    y = fastpath_lib.rms_norm(x, [64], w)\n"
+            "print(op.autocast_fp32_devices(), op._CUDA_AUTOCAST, has, dict(r), "
+            "torch.allclose(y, F.rms_norm(x, [64], w), atol=1e-5))\n")
+    env = dict(os.environ, PYTHONPATH=str(runtime.ROOT), TRITON_INTERPRET="1")
+    res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.stdout.split("\n")[-2] == "() False False {'triton': 1} True", res.stdout
+    if op_module._torch_version() >= (2, 12):  # and this process's torch took the other branch
+        assert op_module.autocast_fp32_devices() == ("cuda",) and op_module._CUDA_AUTOCAST

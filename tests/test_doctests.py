@@ -1,7 +1,7 @@
 """The library's docstring examples run: a doc that no longer matches the code fails here.
 
 Every module of ``fastpath_lib`` is imported and its examples run with :mod:`doctest`, except
-``grading/runner.py``, which is a script the grader executes in a child process with its own globals.
+``grading/engine/runner.py``, which is a script the grader executes in a child process with its own globals.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 
 import fastpath_lib
 
-NOT_MODULES = {"fastpath_lib.grading.runner", "fastpath_lib.__main__"}
+NOT_MODULES = {"fastpath_lib.grading.engine.runner", "fastpath_lib.__main__"}
 
 
 def _modules() -> list[str]:

@@ -67,11 +67,12 @@ def test_plan_fits_its_budget_with_every_minimum_met_and_every_step_exists():
     assert "sweep" in split["fused_add_rms_norm"]["steps"] and "sweep" in split["rms_norm"]["steps"]
 
 
-def test_each_step_starts_with_its_minimum_plus_a_share_of_the_slack():
-    a, b, c = (Step(n, "", w, "m:f", min_s=m) for n, w, m in (("a", 1, 10), ("b", 1, 30), ("c", 2, 10)))
-    assert evidence.allot(90, (a, b, c)) == pytest.approx(10 + 40 / 4)
-    assert evidence.allot(50, (a, b, c)) == 10  # no slack: the minimum
-    assert evidence.allot(5, (a, b, c)) == 10  # the run loop skips it (less left than its minimum)
+def test_each_step_starts_with_its_minimum_and_gets_its_expected_time_when_on_schedule():
+    a, b, c = (Step(n, "", 1, "m:f", min_s=m, est_s=e) for n, m, e in (("a", 10, 20), ("b", 30, 30), ("c", 10, 50)))
+    assert evidence.allot(200, (a, b, c)) == pytest.approx(20 + 100 * 20 / 100)  # on schedule: est + its surplus share
+    assert evidence.allot(75, (a, b, c)) == pytest.approx(10 + 25 * 10 / 50)  # behind: min + share of what it lacks
+    assert evidence.allot(40, (a, b, c)) == 10  # no slack: the minimum (the run loop skips it below that)
+    assert [round(x) for _, x in evidence.plan(100, (a, b, c))] == [20, 30, 50]
 
 
 def test_manifest_records_every_step_and_keeps_partial_results(tmp_path):
@@ -427,7 +428,10 @@ def test_rms_norm_matrix_step_runs_on_the_generic_runner_into_the_staging_folder
 
 # --- the rehearsal: the default plan, driven end to end on a simulated clock ----------------------------------------
 
-def _rehearse(tmp_path, cost, budget_s=evidence.DEFAULT_BUDGET_S, preflight_s=20.0):
+def _rehearse(tmp_path, cost, budget_s=evidence.DEFAULT_BUDGET_S, preflight_s=None):
+    from fastpath_lib.bench.preflight import PREFLIGHT_EST_S
+
+    preflight_s = PREFLIGHT_EST_S if preflight_s is None else preflight_s
     from tests.evidence_fakes import SimClock, simulated_runner
 
     clock = SimClock()
@@ -545,11 +549,16 @@ def test_toolchain_is_found_the_way_triton_finds_it(tmp_path):
 
 
 def test_the_pr_note_says_a_test_suite_stopped_early_and_the_run_is_partial():
-    from fastpath_lib import opspec
-    from fastpath_lib.bench.report import pr_note
-    from tests.test_pr_concise import _frame
+    import pandas as pd
 
-    df = _frame(opspec.get("rms_norm"))
+    from fastpath_lib import opspec
+    from fastpath_lib.bench import opbench
+    from fastpath_lib.bench.report import pr_note
+
+    spec = opspec.get("rms_norm")
+    df = pd.DataFrame([dict(r, status="ok", median_us=1.0, q20_us=1.0, q80_us=1.0, route="triton")
+                       for c in spec.matrix() for r in opbench.not_run(spec, c, opbench.providers_of(spec),
+                                                                        quick=False, gpu=True)])
     env = {"gpu_measurement": True, "device_name": "NVIDIA H100 80GB HBM3", "compute_capability": "sm_90",
            "op": "rms_norm", "harness": {}}
     manifest = {"steps": [{"name": "core_tests", "status": "partial", "why": "stopped",
@@ -562,3 +571,39 @@ def test_the_pr_note_says_a_test_suite_stopped_early_and_the_run_is_partial():
     assert "PARTIAL: stopped at the time budget after 40 of 285 collected tests" in core
     assert "PARTIAL" not in next(ln for ln in note.splitlines() if ln.startswith("- gpu:"))
     assert "PARTIAL: 1 step incomplete" in note and "`core_tests` stopped early (partial)" in note
+
+
+def test_compiled_baselines_replace_the_matrix_rows_and_check_the_deadline_before_each_compile(tmp_path, monkeypatch):
+    """The matrix leaves torch.compile's rows skipped (its own step times them); that step replaces each compiled case's
+    row in place, and does not start a compile that the deadline leaves no room for."""
+    import pandas as pd
+
+    from fastpath_lib import opspec
+    from fastpath_lib.bench import opbench, results
+
+    spec = opspec.get("rms_norm")
+    picked = opbench.pick_compiled_cases(spec)
+    assert [c.pass_ for c in picked] == ["forward", "forward"] and picked[0].rows < picked[1].rows
+    rows = [dict(r, status="skipped" if r["provider"] == "compiled" else "ok", note=opbench.COMPILED_STEP_NOTE)
+            for c in spec.matrix() for r in opbench.not_run(spec, c, opbench.providers_of(spec), quick=False,
+                                                            gpu=False)]
+    results.write_table(tmp_path, pd.DataFrame(rows))
+    calls = []
+
+    def fake_time_case(spec, case, providers, **kw):
+        calls.append(case.id)
+        assert list(providers) == ["compiled"] and kw["check"] is False
+        return [dict(r, status="ok", median_us=3.0, compile_s=12.0)
+                for r in opbench.not_run(spec, case, providers, quick=False, gpu=False)]
+
+    monkeypatch.setattr(opbench, "time_case", fake_time_case)
+    res = opbench.time_compiled(spec, tmp_path, deadline=time.monotonic() + 1000, compile_s_estimate=1)
+    assert res["timed"] == calls == [c.id for c in picked] and not res["not_started"]
+    df = pd.read_csv(tmp_path / "results.csv")
+    assert list(dict.fromkeys(df.case_id)) == [c.id for c in spec.matrix()]  # the order is kept
+    compiled = df[df.provider == "compiled"].set_index("case_id")
+    assert (compiled.loc[[c.id for c in picked], "status"] == "ok").all() and len(df) == len(rows)
+    assert (compiled.drop([c.id for c in picked]).status == "skipped").all()
+    calls.clear()
+    res = opbench.time_compiled(spec, tmp_path, deadline=time.monotonic() + 30, compile_s_estimate=40)
+    assert calls == [] and res["not_started"] == [c.id for c in picked]  # no room for one cold compile

@@ -11,8 +11,8 @@ import json
 
 import pytest
 
-from fastpath_lib.grading import gradescope as gs
-from fastpath_lib.grading.cli import NotebookGrade, PartGrade
+from fastpath_lib.grading.report import gradescope as gs
+from fastpath_lib.grading.engine.cli import NotebookGrade, PartGrade
 from fastpath_lib.grading.registry import EXERCISES
 
 

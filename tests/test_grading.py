@@ -18,8 +18,9 @@ import torch  # noqa: E402
 
 from fastpath_lib import exercises as ex  # noqa: E402
 from fastpath_lib.cases import CaseSpec  # noqa: E402
-from fastpath_lib.grading import cli, mutants, sandbox  # noqa: E402
-from fastpath_lib.grading.notebook import CHECK_TAG, calls  # noqa: E402
+from fastpath_lib.grading.engine import cli, sandbox
+from fastpath_lib.grading.rules import mutants  # noqa: E402
+from fastpath_lib.grading.engine.notebook import CHECK_TAG, calls  # noqa: E402
 from fastpath_lib.grading.registry import EXERCISES, MIME, Result  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -222,7 +223,7 @@ def test_cli_json_and_exit_status(tmp_path, capsys):
 
 
 def test_cli_gradescope_format_writes_a_valid_results_json(tmp_path, capsys, monkeypatch):
-    from fastpath_lib.grading import gradescope
+    from fastpath_lib.grading.report import gradescope
 
     fake = cli.NotebookGrade("ex01_reference.ipynb", "ex01", "ok", "", 1.0,
                              [cli.PartGrade("ex01", "default_eps", 1, 1, True, ""),
@@ -354,7 +355,7 @@ def test_every_check_call_is_a_tagged_cell_of_its_own():
 def test_case_matrix_route_shortcut_matches_a_full_build(spec):
     import dataclasses
 
-    from fastpath_lib.grading.ex05_matrix import gpu_route
+    from fastpath_lib.grading.checks.ex05_matrix import gpu_route
     from fastpath_lib.rmsnorm import predicate as rms
 
     x, ns, w = spec.build(device="cpu").args()

@@ -12,7 +12,8 @@ import pytest
 import torch
 
 from fastpath_lib.bench import sweep, timing
-from fastpath_lib.grading import ex10_threshold, ex13_scenarios
+from fastpath_lib.grading.checks import ex10_threshold
+from fastpath_lib.grading.rules import ex13_scenarios
 
 
 def _as_bench_sweep(df: pd.DataFrame) -> pd.DataFrame:

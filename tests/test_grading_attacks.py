@@ -20,9 +20,9 @@ import torch
 
 nbformat = pytest.importorskip("nbformat")
 
-from fastpath_lib.grading import cli, remote, sources  # noqa: E402
-from fastpath_lib.grading.mutation import inspection  # noqa: E402
-from fastpath_lib.grading.notebook import CHECK_TAG  # noqa: E402
+from fastpath_lib.grading.engine import cli, remote, sources  # noqa: E402
+from fastpath_lib.grading.rules.mutation import inspection  # noqa: E402
+from fastpath_lib.grading.engine.notebook import CHECK_TAG  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 PROMPT = remote.PROMPT
@@ -260,7 +260,7 @@ def test_inspection_is_found(source):
       "y = torch.nn.functional.rms_norm(torch.ones(2, 4), [4])"], None),
 ])
 def test_borrowed_answers_are_found_in_the_source(cells, problem):
-    from fastpath_lib.grading import borrowed
+    from fastpath_lib.grading.rules import borrowed
 
     forbidden = borrowed.KIT_REFERENCE + borrowed.TORCH_RMS_NORM
     with sources.using(cells):

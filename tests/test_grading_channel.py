@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from fastpath_lib.grading import remote
+from fastpath_lib.grading.engine import remote
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -123,8 +123,10 @@ def overlaps(a, b):
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
     nbformat = pytest.importorskip("nbformat")
-    from fastpath_lib.grading import borrowed, cli, ex09_contract
-    from fastpath_lib.grading.notebook import CHECK_TAG
+    from fastpath_lib.grading.rules import borrowed
+    from fastpath_lib.grading.engine import cli
+    from fastpath_lib.grading.checks import ex09_contract
+    from fastpath_lib.grading.engine.notebook import CHECK_TAG
 
     def notebook(folder, exercise, source, before):
         (path,) = (ROOT / folder).glob(f"{exercise}_*.ipynb")
@@ -213,8 +215,8 @@ def %(answer)s(*args, **kwargs):
 def _sandboxed(tmp_path, monkeypatch, name, source):
     """``exercises/<name>`` with ``source`` inserted before its first check cell, graded in the sandbox."""
     nbformat = pytest.importorskip("nbformat")
-    from fastpath_lib.grading import cli, sandbox
-    from fastpath_lib.grading.notebook import CHECK_TAG
+    from fastpath_lib.grading.engine import cli, sandbox
+    from fastpath_lib.grading.engine.notebook import CHECK_TAG
 
     if not sandbox.available():
         pytest.skip("bubblewrap is not installed or cannot run here: the grader reports 'unisolated'")
@@ -235,7 +237,7 @@ def _reported(text: str, word: str) -> dict:
 
 def test_in_the_sandbox_the_kernel_sees_no_solutions_no_tests_and_no_network(tmp_path, monkeypatch):
     from fastpath_lib import runtime
-    from fastpath_lib.grading import cli, sandbox
+    from fastpath_lib.grading.engine import cli, sandbox
 
     g = _sandboxed(tmp_path, monkeypatch, "ex01_reference.ipynb", LOOK_AROUND % str(runtime.ROOT))
     seen = _reported({p.part: p.feedback for p in g.parts}["default_eps"], "SEEN")
@@ -251,7 +253,7 @@ def test_in_the_sandbox_the_kernel_sees_no_solutions_no_tests_and_no_network(tmp
 
 def test_in_the_sandbox_the_kernel_reaches_no_check_no_answer_key_and_no_hidden_module(tmp_path, monkeypatch):
     from fastpath_lib import runtime
-    from fastpath_lib.grading import sandbox
+    from fastpath_lib.grading.engine import sandbox
 
     grading = sorted(p.stem for p in (ROOT / "fastpath_lib" / "grading").glob("*.py")
                      if p.name not in sandbox.kernel_modules("ex04"))
@@ -286,7 +288,7 @@ def test_in_the_sandbox_exercise_10s_kernel_can_neither_import_nor_read_the_kits
     """bench/sweep.py (the kit's threshold rule, which exercise 10 forbids) is hidden from its kernel, compiled copy
     too, while the outcome rule the notebook imports from bench/analysis.py stays (the SNEAK's last control)."""
     from fastpath_lib import runtime
-    from fastpath_lib.grading import sandbox
+    from fastpath_lib.grading.engine import sandbox
 
     sweep = ROOT / "fastpath_lib" / "bench" / "sweep.py"
     assert "bench/sweep.py" in sandbox.hidden("ex10") and "def " in sweep.read_text()
@@ -312,7 +314,7 @@ def test_in_the_sandbox_exercise_10s_kernel_can_neither_import_nor_read_the_kits
 def _facade(exercise: str):
     import types
 
-    from fastpath_lib.grading import sandbox
+    from fastpath_lib.grading.engine import sandbox
 
     module = types.ModuleType("fastpath_lib.exercises")
     exec(compile(sandbox.facade_source(exercise), "<facade>", "exec"), module.__dict__)  # noqa: S102 - generated here
@@ -321,7 +323,9 @@ def _facade(exercise: str):
 
 def test_the_facade_hands_out_the_materials_and_stands_in_for_everything_else(monkeypatch):
     from fastpath_lib import exercises
-    from fastpath_lib.grading import ex04_boundary, materials, sandbox
+    from fastpath_lib.grading.checks import ex04_boundary
+    from fastpath_lib.grading import materials
+    from fastpath_lib.grading.engine import sandbox
 
     ex04 = _facade("ex04")
     assert ex04.__all__ == exercises.__all__
@@ -365,7 +369,7 @@ def _forbidden_files() -> dict[str, set[str]]:
 
 
 def test_every_file_an_exercise_forbids_is_hidden_from_its_kernel_or_said_why_not():
-    from fastpath_lib.grading import sandbox
+    from fastpath_lib.grading.engine import sandbox
 
     forbidden = _forbidden_files()
     assert {"boundary.py", "rmsnorm/kernels.py", "fused/kernels.py", "grading"} <= set(forbidden), forbidden
@@ -390,7 +394,7 @@ def test_every_file_an_exercise_forbids_is_hidden_from_its_kernel_or_said_why_no
 
 def test_the_sandbox_masks_another_checkout_an_editable_install_points_at(tmp_path, monkeypatch):
     from fastpath_lib import runtime
-    from fastpath_lib.grading import sandbox
+    from fastpath_lib.grading.engine import sandbox
 
     other, under_tmp = Path("/srv/another-kit"), tmp_path / "kit"  # one under /tmp is hidden with the whole /tmp
     (under_tmp / "fastpath_lib").mkdir(parents=True)
@@ -415,7 +419,7 @@ def test_the_registry_dispatches_every_check_of_the_notebooks():
 
 def test_a_sandbox_that_cannot_start_the_kernel_is_said_and_grading_goes_on_unisolated(monkeypatch):
     pytest.importorskip("nbformat")
-    from fastpath_lib.grading import cli, sandbox
+    from fastpath_lib.grading.engine import cli, sandbox
 
     monkeypatch.setattr(sandbox, "available", lambda: True)
     monkeypatch.setattr(sandbox, "command", lambda *a, **k: ["false"])  # the kernel's command exits at once

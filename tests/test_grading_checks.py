@@ -24,7 +24,7 @@ from tests.solved import earned, solved  # noqa: E402
 from fastpath_lib import exercises as ex  # noqa: E402
 from fastpath_lib.cases import CaseSpec  # noqa: E402
 from fastpath_lib.eligibility import Boundary, Condition, Predicate  # noqa: E402
-from fastpath_lib.grading import mutants  # noqa: E402
+from fastpath_lib.grading.rules import mutants  # noqa: E402
 from fastpath_lib.grading.registry import EXERCISES  # noqa: E402
 from fastpath_lib.grading.registry import mutant_part as mutants_part  # noqa: E402
 
@@ -111,7 +111,7 @@ def _reference_via_kit_op(x, ns, w=None, eps=None):
 
 def _recorded_reference():
     """Answers recorded from the kit's reference for the fixed cases, looked up by the input's bytes."""
-    from fastpath_lib.grading.ex01_reference import FIXED_CASES
+    from fastpath_lib.grading.checks.ex01_reference import FIXED_CASES
     from fastpath_lib.testing import reference_rms_norm
 
     book = {}
@@ -180,7 +180,7 @@ def _kit_kernel():
 
 
 def _v2_helper_condition(rule):
-    import fastpath_lib.grading.ex03_predicate as g
+    import fastpath_lib.grading.checks.ex03_predicate as g
 
     expected = vars(g)["_v2_expected"]  # a learner reaching into the grader
     return lambda c: None if expected(rule, c) else (f"{rule}: {c.input.dtype} {tuple(c.input.shape)} 32 8192 "
@@ -321,7 +321,7 @@ def _note_for_one_table():
 
 
 def _reference_from_grader(x):
-    from fastpath_lib.grading import ex08_capstone
+    from fastpath_lib.grading.checks import ex08_capstone
 
     return ex08_capstone._REFERENCES["softmax"][0](x)
 
@@ -615,7 +615,7 @@ def test_ex04_mutant_kernels_run_in_a_grader_started_without_the_interpreter_swi
 
     if runtime.cuda_available():
         pytest.skip("with CUDA the kernels run on the GPU")
-    code = ("import torch; from fastpath_lib.grading import mutant_kernels as K\n"
+    code = ("import torch; from fastpath_lib.grading.rules import mutant_kernels as K\n"
             "from fastpath_lib.testing import reference_rms_norm\n"
             "x = torch.randn(8, 64); y = torch.empty_like(x); K.run_forward(0, x, None, None, y)\n"
             "assert torch.allclose(y, reference_rms_norm(x, (64,), None, None).float(), atol=1e-5)\n"
@@ -630,7 +630,7 @@ def test_ex04_mutant_kernels_run_in_a_grader_started_without_the_interpreter_swi
 def ex04_kills():
     """The solution's cases and, per case alone, the mutants it catches (the grader's verdicts: a mutant is caught by
     a set of cases when one of them catches it, so leaving a case out is read off this table)."""
-    from fastpath_lib.grading import ex04_boundary
+    from fastpath_lib.grading.checks import ex04_boundary
 
     cases = solved("ex04")["my_boundary_cases"]()
     kills = []
@@ -676,7 +676,7 @@ def test_ex04_every_draw_is_caught_by_boundary_cases(who):
     by boundary cases written otherwise: what the check draws never costs an honest answer its points."""
     import random
 
-    from fastpath_lib.grading import ex04_boundary
+    from fastpath_lib.grading.checks import ex04_boundary
 
     cases = solved("ex04")["my_boundary_cases"]() if who == "solution" else _HONEST_EX04
     for seed in range(60):
@@ -695,7 +695,7 @@ def test_ex04_mutants_are_drawn_at_every_check(monkeypatch):
     it had an every-other-row view and a batch) miss the too-strict layout mutant in most draws."""
     import random
 
-    from fastpath_lib.grading import ex04_boundary
+    from fastpath_lib.grading.checks import ex04_boundary
 
     assert mutants.FAMILY_SIZE > 10 ** 10
     draws = [mutants.drawn(random.Random(seed)) for seed in range(2)]
@@ -737,7 +737,7 @@ def test_ex05_a_reworded_copy_is_named_a_copy(name):
 
 @pytest.mark.parametrize("name", [n for n in ANSWERS if n.startswith("ex05 borrowed: the kit") and "," in n])
 def test_ex05_a_reworded_copy_fails_only_for_being_a_copy(name, monkeypatch):
-    from fastpath_lib.grading import ex05_matrix
+    from fastpath_lib.grading.checks import ex05_matrix
 
     monkeypatch.setattr(ex05_matrix, "_reject_copies", lambda rows: None)
     results = ANSWERS[name]()
@@ -802,7 +802,7 @@ def test_ex06_every_draw_passes_every_correct_rule():
 def test_ex06_every_draw_fails_a_rule_with_another_band(wrong):
     """Points just inside and just outside the band, set by either side's spread, in every draw: the verdict on a
     wrong band never depends on the draw."""
-    from fastpath_lib.grading.ex06_classify import drawn_results
+    from fastpath_lib.grading.checks.ex06_classify import drawn_results
     from fastpath_lib.grading.given import expected_classes
 
     fn = _ex06_rule(_EX06_WRONG_BANDS[wrong])
@@ -912,7 +912,7 @@ def _defined_in(path: Path, source: str, name: str):
 
 
 def test_feedback_names_the_learners_line_not_torchs(tmp_path):
-    from fastpath_lib.grading.feedback import part
+    from fastpath_lib.grading.report.feedback import part
 
     cell = tmp_path / "ipykernel_4242" / "1234567.py"  # where a kernel keeps a notebook cell's code
     cell.parent.mkdir()
@@ -924,8 +924,8 @@ def test_feedback_names_the_learners_line_not_torchs(tmp_path):
 
 
 def test_an_error_raised_by_the_check_itself_is_not_blamed_on_the_learner(tmp_path):
-    from fastpath_lib.grading import feedback
-    from fastpath_lib.grading.remote import answered_error
+    from fastpath_lib.grading.report import feedback
+    from fastpath_lib.grading.engine.remote import answered_error
 
     answer = _defined_in(tmp_path / "cell.py", "def answer():\n    return 3\n", "answer")
     check = _defined_in(Path(feedback.__file__).with_name("simulated_check.py"),  # a check of the grader's own

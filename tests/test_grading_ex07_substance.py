@@ -6,7 +6,7 @@ untouched exercise's zero are tests/test_grading.py's (it grades every notebook)
 import pytest
 
 from fastpath_lib import exercises as ex
-from fastpath_lib.grading.ex07_note import WORD_LIMIT, words_outside_details
+from fastpath_lib.grading.checks.ex07_note import WORD_LIMIT, words_outside_details
 
 pytest.importorskip("jupytext")  # tests/solved.py reads the solutions with it
 

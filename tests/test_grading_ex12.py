@@ -20,9 +20,9 @@ from tests.solved import earned, solved  # noqa: E402
 
 from fastpath_lib import exercises as ex  # noqa: E402
 from fastpath_lib.fused.reference import native, native_, tolerance  # noqa: E402
-from fastpath_lib.grading import ex12_inplace as E  # noqa: E402
-from fastpath_lib.grading import fused_mutants as M  # noqa: E402
-from fastpath_lib.grading import sources  # noqa: E402
+from fastpath_lib.grading.checks import ex12_inplace as E  # noqa: E402
+from fastpath_lib.grading.rules import fused_mutants as M  # noqa: E402
+from fastpath_lib.grading.engine import sources  # noqa: E402
 from fastpath_lib.grading.registry import EXERCISES  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -265,7 +265,7 @@ def my_inplace_tests(op_):
 PATCHED_AGENT = """
 def overlaps(a, b):
     return True
-m = __import__("fastpath_lib.grading.fused_mutants", fromlist=["Op"])  # (in the sandbox: not found, and this raises)
+m = __import__("fastpath_lib.grading.rules.fused_mutants", fromlist=["Op"])  # the sandbox: not found, raises
 r = __import__("fastpath_lib.fused.reference", fromlist=["native_"])
 exec("m.Op.__call__ = lambda self, x, residual, weight=None, eps=None: r.native_(x, residual, weight, eps)")
 """
@@ -276,8 +276,8 @@ def test_in_the_grader_a_patched_overlap_agent_and_tests_that_learn_the_run_orde
     every op is the composite: the ops run in the grader, so nothing changes. The tests fail from their fourth run
     on: some correct op runs after that."""
     nbformat = pytest.importorskip("nbformat")
-    from fastpath_lib.grading import cli
-    from fastpath_lib.grading.notebook import CHECK_TAG
+    from fastpath_lib.grading.engine import cli
+    from fastpath_lib.grading.engine.notebook import CHECK_TAG
 
     nb = nbformat.read(ROOT / "solutions/ex12_fused_inplace_contract.ipynb", as_version=4)
     for src, check in ((PATCHED_AGENT, "check_overlaps"), (RUN_ORDER, "check_inplace_tests")):

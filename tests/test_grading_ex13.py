@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from fastpath_lib import exercises as ex
-from fastpath_lib.grading import ex13_scenarios as S
-from fastpath_lib.grading.ex13_review import PARTS
+from fastpath_lib.grading.rules import ex13_scenarios as S
+from fastpath_lib.grading.checks.ex13_review import PARTS
 from fastpath_lib.grading.registry import EXERCISES
 
 pytest.importorskip("jupytext")  # tests/solved.py reads the solutions with it
@@ -316,7 +316,7 @@ def test_route_conditions_follow_the_capture_json_rule():
             with tempfile.TemporaryDirectory() as d:
                 path = Path(d) / "capture.json"
                 path.write_text(json.dumps(sc["capture"]))
-                verified = kit.load(path)
+                verified = {c for c, op, p in kit.load(path) if (op, p) == ("rms_norm", "eager")}  # an rms_norm call
             cap = sc["call"]["capability"]
             want_capture = sc["call"]["capturing"] and (cap is None or tuple(cap) not in verified)
             assert ("cuda_graph_capture" in S.expected("route_conditions", sc)) == want_capture, sc
@@ -359,7 +359,7 @@ def test_feedback_names_the_scenarios_that_differ():
     (["from fastpath_lib.bench.timing import bytes_moved as bm",
       "def answer(table):\n    return {'suspect': [bm(1, 1, None, 'forward')]}"], "bytes_moved"),
     (["import fastpath_lib.bench.analysis as A", "def answer(table):\n    return A.classify(table)"], "classify"),
-    (["from fastpath_lib.grading import ex13_scenarios as S",
+    (["from fastpath_lib.grading.rules import ex13_scenarios as S",
       "def answer(*a):\n    return S.expected('test_report', dict(zip(('report', 'claims'), a)))"], "expected"),
     # the kit's outcome rule and noise band are the learner's to use
     (["from fastpath_lib.bench.analysis import noise_band, outcome",
@@ -367,7 +367,9 @@ def test_feedback_names_the_scenarios_that_differ():
 ])
 def test_borrowed_answers_are_found_in_the_learners_source(cells, problem):
     """In the grader the verdict comes from the learner's source (the call watch cannot see into their kernel)."""
-    from fastpath_lib.grading import borrowed, ex13_review, sources
+    from fastpath_lib.grading.rules import borrowed
+    from fastpath_lib.grading.checks import ex13_review
+    from fastpath_lib.grading.engine import sources
 
     with sources.using(cells):
         got = borrowed.source_problem("answer", ex13_review._FORBIDDEN)
@@ -378,14 +380,14 @@ def test_the_grader_scores_borrowed_and_constant_parts_zero(tmp_path):
     """The grader's own run of a solved notebook whose part 1 reads capture.json through the kit, whose part 2
     answers every claim "supported" and whose part 3 hands back the grader's rule: those score 0, the rest full."""
     nbformat = pytest.importorskip("nbformat")
-    from fastpath_lib.grading import cli
+    from fastpath_lib.grading.engine import cli
 
     nb = nbformat.read(Path(__file__).resolve().parents[1] / "solutions" / "ex13_review_readiness.ipynb", 4)
     cheats = {"route_conditions": "from fastpath_lib.rmsnorm import capture as _kit\n_solved = failed_conditions\n"
                                   "def failed_conditions(call, capture):\n    _kit.entries()\n"
                                   "    return _solved(call, capture)\n",
               "test_report": "def read_report(report, claims):\n    return {c['id']: 'supported' for c in claims}\n",
-              "results_table": "from fastpath_lib.grading.ex13_scenarios import expected as _key\n"
+              "results_table": "from fastpath_lib.grading.rules.ex13_scenarios import expected as _key\n"
                                "def read_results(table):\n    return _key('results_table', {'csv': table})\n"}
     for part, cheat in cheats.items():
         at = next(i for i, c in enumerate(nb.cells) if "grader-check" in c.metadata.get("tags", [])

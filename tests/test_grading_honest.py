@@ -19,8 +19,8 @@ nbformat = pytest.importorskip("nbformat")
 pytest.importorskip("nbclient")
 
 from fastpath_lib import runtime  # noqa: E402
-from fastpath_lib.grading import cli  # noqa: E402
-from fastpath_lib.grading.notebook import CHECK_TAG  # noqa: E402
+from fastpath_lib.grading.engine import cli  # noqa: E402
+from fastpath_lib.grading.engine.notebook import CHECK_TAG  # noqa: E402
 from fastpath_lib.grading.registry import EXERCISES, MIME  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -188,8 +188,8 @@ AROUND_EX06 = [
     "%matplotlib inline",
     "import matplotlib.pyplot as plt\nax = results.plot.bar(x='case_id', y='candidate_median_us')\nplt.close('all')",
     "print(sorted(name for name in globals() if name.startswith('my_')))",
-    "class Notes:\n    pass\nnotes = Notes()\nsetattr(notes, 'rows', len(results))\ncolumn = 'route'\n"
-    "print(getattr(results.iloc[0], column), getattr(torch, 'float16'))",
+    ("class Notes:\n    pass\nnotes = Notes()\nsetattr(notes, 'rows', len(results))\ncolumn = 'route'\n"
+     "print(getattr(results.iloc[0], column), getattr(torch, 'float16'))"),
 ]
 AFTER_EX06 = ["%timeit -n 1 -r 1 my_classify(results.iloc[0])"]
 
@@ -209,7 +209,7 @@ def _honest(tmp: Path, exercise: str) -> Path:
     last = 0
     for i, cell in enumerate(nb.cells):
         if cell.cell_type == "code" and "BEGIN SOLUTION" in cell.source:
-            cell.source = answers[re.search(r"^def (\w+)\(", cell.source, re.M).group(1)].strip()
+            cell.source = answers[re.search(r"^def (\w+)\(", cell.source, re.MULTILINE).group(1)].strip()
             last = i
     for src in reversed(after):
         nb.cells.insert(last + 1, nbformat.v4.new_code_cell(src))
@@ -286,7 +286,8 @@ def test_the_check_cell_reads_each_answer_as_last_run(monkeypatch):
 def test_the_answer_is_read_whatever_the_cells_around_it(around):
     """A cell that does not parse, or a cell magic, costs the reading of that cell only: the answer's own code is
     still read (an honest reference passes, one that calls the operator it checks is told so)."""
-    from fastpath_lib.grading import borrowed, sources
+    from fastpath_lib.grading.engine import sources
+    from fastpath_lib.grading.rules import borrowed
 
     honest = "def mine(x, ns, w, eps):\n    x = x.double()\n    return x * torch.rsqrt(x.pow(2).mean(-1, " \
              "keepdim=True) + eps)"
@@ -298,3 +299,18 @@ def test_the_answer_is_read_whatever_the_cells_around_it(around):
         with sources.using(cells):
             got = borrowed.source_problem("mine", forbidden)
         assert (got is not None and "rms_norm" in got) if refused else got is None, got
+
+
+@pytest.mark.parametrize("sentence, claim", [
+    ("Under the interpreter a 4096 x 4096 input took about 9 s.", False),  # a shape, not a multiplier
+    ("Shapes 512x4096 and 2048 × 4096 × 2 were run.", False),
+    ("Whether the kernel is faster is for a GPU run to show.", False),
+    ("These timings are not a GPU measurement; no speed-up is claimed.", False),
+    ("The kernel is 1.4x faster than F.rms_norm.", True),
+    ("It runs 2 × quicker on 4096 x 4096 inputs.", True),
+    ("The fast path speeds up every case.", True),
+])
+def test_a_speed_up_claim_is_a_multiplier_or_a_speed_word_and_a_shape_is_neither(sentence, claim):
+    from fastpath_lib.grading.checks.ex07_note import claims_speedup
+
+    assert claims_speedup(sentence) is claim

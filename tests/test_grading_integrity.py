@@ -14,8 +14,8 @@ import pytest
 nbformat = pytest.importorskip("nbformat")
 jupytext = pytest.importorskip("jupytext")
 
-from fastpath_lib.grading import cli  # noqa: E402
-from fastpath_lib.grading.notebook import ALL, CHECK_TAG, assignments, static_evidence  # noqa: E402
+from fastpath_lib.grading.engine import cli  # noqa: E402
+from fastpath_lib.grading.engine.notebook import ALL, CHECK_TAG, assignments, static_evidence  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 

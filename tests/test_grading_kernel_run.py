@@ -7,7 +7,9 @@ from __future__ import annotations
 import torch
 
 from fastpath_lib import runtime
-from fastpath_lib.grading import ex02_kernel, kernel_run, kernel_source, remote, sources
+from fastpath_lib.grading.checks import ex02_kernel
+from fastpath_lib.grading.engine import kernel_run, remote, sources
+from fastpath_lib.grading.rules import kernel_source
 
 KERNEL = '''
 import triton
@@ -202,7 +204,7 @@ def op_for_show(x):
 def test_what_a_kernel_launches_is_read_from_the_source_never_reported_by_the_kernel():
     import inspect
 
-    from fastpath_lib.grading import remote
+    from fastpath_lib.grading.engine import remote
 
     assert kernel_source.launches_kernel(OP, "op") and not kernel_source.launches_kernel(OP, "op_for_show")
     assert "launches" not in inspect.signature(remote.Session.call).parameters

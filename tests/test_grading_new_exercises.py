@@ -62,7 +62,7 @@ def _against_kit_op(op):  # borrowed: the kit's op as the oracle instead of F.rm
 
 
 def _with_grader_ops(op):  # borrowed: runs the grader's broken ops to find out what to compare
-    from fastpath_lib.grading import ex09_contract as g
+    from fastpath_lib.grading.checks import ex09_contract as g
 
     x = torch.randn(16, 32)
     for impls in g.BROKEN.values():
@@ -168,7 +168,7 @@ def test_ex10_expected_is_the_kits_sweep_rule(seed):
     import pandas as pd
 
     from fastpath_lib.bench.sweep import propose
-    from fastpath_lib.grading.ex10_threshold import expected_thresholds
+    from fastpath_lib.grading.checks.ex10_threshold import expected_thresholds
 
     df = ex.sweep_table(seed)
     assert "SYNTHETIC" in df.attrs["source"]
@@ -216,14 +216,14 @@ def _smallest_width(df):  # the crossover of the smallest width only
 
 
 def _recorded():  # forged: the notebook's answers, looked up
-    from fastpath_lib.grading.ex10_threshold import expected_thresholds
+    from fastpath_lib.grading.checks.ex10_threshold import expected_thresholds
 
     book = expected_thresholds(ex.sweep_table(0))
     return lambda df: {a: book.get(a, 1024) for a in df["arch"].unique()}
 
 
 def _via_grader(df):
-    from fastpath_lib.grading.ex10_threshold import expected_thresholds
+    from fastpath_lib.grading.checks.ex10_threshold import expected_thresholds
 
     return expected_thresholds(df)
 
@@ -277,11 +277,16 @@ def ex11(fn):
     return ex.check_commit_plan(fn, show=False)
 
 
+def _what(hunk) -> str:
+    """What a hunk does, as the solution reads it from the hunk's file and diff (its texts change at every draw)."""
+    return solved("ex11")["what"](hunk)
+
+
 def _solution_plan():
-    """The solution's plan as (kind, message, descriptions), recovered by running it on one draw."""
+    """The solution's plan as (kind, message, what each hunk does), recovered by running it on one draw."""
     hunks = ex.change_hunks(7)
-    desc = {h["id"]: h["description"] for h in hunks}
-    return [(c["kind"], c["message"], [desc[i] for i in c["hunks"]]) for c in solved("ex11")["plan_commits"](hunks)]
+    does = {h["id"]: _what(h) for h in hunks}
+    return [(c["kind"], c["message"], [does[i] for i in c["hunks"]]) for c in solved("ex11")["plan_commits"](hunks)]
 
 
 def _planner(edit):
@@ -289,44 +294,45 @@ def _planner(edit):
     plan = edit([(k, m, list(ds)) for k, m, ds in _solution_plan()])
 
     def plan_commits(hunks):
-        id_of = {h["description"]: h["id"] for h in hunks}
+        id_of = {_what(h): h["id"] for h in hunks}
         return [{"kind": k, "message": m, "hunks": [id_of[d] for d in ds]} for k, m, ds in plan]
     return plan_commits
 
 
-def _find(plan, word):
-    return next(i for i, (_, _, ds) in enumerate(plan) for d in ds if d.startswith(word))
+def _find(plan, role):
+    return next(i for i, (_, _, ds) in enumerate(plan) if role in ds)
 
 
 def _routing_as_refactor(plan):
-    i = _find(plan, "Route")
+    i = _find(plan, "route")
     k, m, ds = plan[i]
-    return [("refactor", "Route Block.norm (a pure refactor?)", [ds[0]])] + plan[:i] + [(k, m, ds[1:])] + plan[i + 1:]
+    return [("refactor", "Route the model's norm (a pure refactor?)", ["route"])] + plan[:i] + \
+        [(k, m, [d for d in ds if d != "route"])] + plan[i + 1:]
 
 
 def _simplify_as_refactor(plan):
-    i = _find(plan, "Simplify")
+    i = _find(plan, "simplify")
     return [("refactor",) + plan[i][1:]] + plan[:i] + plan[i + 1:]
 
 
 def _tests_after(plan):
-    i = _find(plan, "Test: a width-62")
+    i = _find(plan, "condition_test")
     k, m, ds = plan[i]
-    test = [d for d in ds if d.startswith("Test:")]
-    return plan[:i] + [(k, m, [d for d in ds if d not in test])] + plan[i + 1:] + [("test", "Add the tests", test)]
+    return plan[:i] + [(k, m, [d for d in ds if d != "condition_test"])] + plan[i + 1:] + \
+        [("test", "Add the tests", ["condition_test"])]
 
 
 def _move_split(plan):
-    i = _find(plan, "Add row_bytes")
+    i = _find(plan, "move_in")
     k, m, ds = plan[i]
-    half = [d for d in ds if d.startswith("Add row_bytes")]
-    return plan[:i] + [(k, m, [d for d in ds if d not in half]), ("refactor", "Add row_bytes", half)] + plan[i + 1:]
+    return plan[:i] + [(k, m, [d for d in ds if d != "move_in"]), ("refactor", "Add the moved helper", ["move_in"])] \
+        + plan[i + 1:]
 
 
 def _docs_first(plan):
-    i = _find(plan, "README")
+    i = _find(plan, "readme")
     k, m, ds = plan[i]
-    docs = [d for d in ds if d.startswith(("README", "CHANGELOG"))]
+    docs = [d for d in ds if d in ("readme", "changelog")]
     first = next(j for j, p in enumerate(plan) if p[0] != "refactor")
     rest = plan[:i] + [(k, m, [d for d in ds if d not in docs])] + plan[i + 1:]
     return rest[:first] + [("docs", "Document the row-width condition", docs)] + rest[first:]
@@ -341,39 +347,32 @@ def _lumped(plan):
 
 def _new_test_first(plan):
     """The test of the new condition in a test commit of its own, just before the condition: that commit is red."""
-    i = _find(plan, "New condition")
+    i = _find(plan, "condition")
     k, m, ds = plan[i]
-    test = [d for d in ds if d.startswith("Test: a width-62")]
-    return plan[:i] + [("test", "Test the row-width condition", test), (k, m, [d for d in ds if d not in test])] \
-        + plan[i + 1:]
+    return plan[:i] + [("test", "Test the row-width condition", ["condition_test"]),
+                       (k, m, [d for d in ds if d != "condition_test"])] + plan[i + 1:]
 
 
 def _readme_after(plan):
     """The README's generated table in a docs commit after the condition: the condition's commit fails test_docs."""
-    i = _find(plan, "README")
+    i = _find(plan, "readme")
     k, m, ds = plan[i]
-    readme = [d for d in ds if d.startswith("README")]
-    return plan[:i] + [(k, m, [d for d in ds if d not in readme]), ("docs", "README table", readme)] \
-        + plan[i + 1:]
+    return plan[:i] + [(k, m, [d for d in ds if d != "readme"]), ("docs", "README table", ["readme"])] + plan[i + 1:]
 
 
 def _pin_test_last(plan):
-    i = _find(plan, "Test: Block.norm agrees")
+    i = _find(plan, "pin_test")
     return plan[:i] + plan[i + 1:] + [plan[i]]
 
 
 def _other_good_plan(plan):
     """Another reviewable history: the pinning test with the routing, the move before the rename, the changelog in
     a docs commit of its own after the change, the simplification last."""
-    by = {m.split()[0]: (k, m, list(ds)) for k, m, ds in plan}
-    pin = by["Test"][2]
-    cond = next(p for p in plan if p[1].startswith("Predicate: the row width"))
-    simplify = next(p for p in plan if p[1].startswith("Predicate: check the row stride"))
-    route = next(p for p in plan if p[1].startswith("Route"))
-    changelog = [d for d in cond[2] if d.startswith("CHANGELOG")]
-    return [by["Move"], by["Rename"], (cond[0], cond[1], [d for d in cond[2] if d not in changelog]),
-            ("docs", "CHANGELOG entry for the row-width condition", changelog),
-            (route[0], route[1], route[2] + pin), simplify]
+    at = {role: plan[_find(plan, role)] for role in ("rename", "move_out", "condition", "simplify", "route")}
+    cond = at["condition"]
+    return [at["move_out"], at["rename"], (cond[0], cond[1], [d for d in cond[2] if d != "changelog"]),
+            ("docs", "CHANGELOG entry for the row-width condition", ["changelog"]),
+            (at["route"][0], at["route"][1], at["route"][2] + ["pin_test"]), at["simplify"]]
 
 
 def test_ex11_solution_gets_full_marks():
@@ -388,7 +387,8 @@ def test_ex11_another_reviewable_plan_gets_full_marks():
 
 
 def test_ex11_answer_key_lists_the_hunks_in_the_order_of_their_texts():
-    from fastpath_lib.grading import ex11_commits, materials
+    from fastpath_lib.grading.checks import ex11_commits
+    from fastpath_lib.grading import materials
 
     key = ex11_commits._HUNKS
     assert len(key) == len(materials.HUNKS)
@@ -400,9 +400,41 @@ def test_ex11_answer_key_lists_the_hunks_in_the_order_of_their_texts():
 def test_ex11_hunks_are_drawn_afresh():
     a, b = ex.change_hunks(), ex.change_hunks()
     assert {h["id"] for h in a} != {h["id"] for h in b}
-    assert sorted(h["description"] for h in a) == sorted(h["description"] for h in b)
     assert ex.change_hunks(0) == ex.change_hunks(0) and set(ex.change_hunks(0)[0]) == {"id", "file", "description",
                                                                                          "diff"}
+    texts = [{(h["file"], h["description"], h["diff"]) for h in ex.change_hunks(seed)} for seed in range(6)]
+    assert all(len(t) == 12 for t in texts) and len({frozenset(t) for t in texts}) == 6
+    from fastpath_lib.grading import materials
+
+    for n in range(12):  # every hunk's own words vary across draws
+        assert len({(h["description"], h["diff"]) for seed in range(40) for k, h in materials.drawn_hunks(seed)
+                    if k == n}) > 1, n
+
+
+def _descriptions_written_down():
+    """Forged, as the solution once was: the plan keyed by the notebook's descriptions."""
+    notebook = ex.change_hunks(0)
+    plan = [(c["kind"], c["message"], [next(h["description"] for h in notebook if h["id"] == i) for i in c["hunks"]])
+            for c in solved("ex11")["plan_commits"](notebook)]
+
+    def plan_commits(hunks):
+        id_of = {h["description"]: h["id"] for h in hunks}
+        return [{"kind": k, "message": m, "hunks": [id_of.get(d, "h0000") for d in ds]} for k, m, ds in plan]
+    return plan_commits
+
+
+def test_ex11_a_plan_keyed_by_descriptions_fails_and_one_reading_the_diffs_passes_every_draw():
+    """Red-team finding: only the hunks' ids and order were drawn, so a plan keyed by the descriptions passed every
+    draw. The texts change at each draw; a plan that reads files and diffs (the solution's, or another reviewable
+    one) passes 60 draws, one keyed by descriptions does not."""
+    from fastpath_lib.grading import ex11_commits
+
+    forged = _descriptions_written_down()
+    assert earned(ex11(forged)) == 0
+    for seed in range(60):
+        for plan in (solved("ex11")["plan_commits"], _planner(_other_good_plan)):
+            results = ex11_commits._grade([("draw", ex11_commits._draw(seed))], plan)
+            assert all(r.passed for r in results), (seed, fb(results))
 
 
 @pytest.mark.parametrize("edit, broken", [

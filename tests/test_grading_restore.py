@@ -1,5 +1,6 @@
-"""The grader puts a notebook's check cells back from its own copy (:func:`fastpath_lib.grading.notebook.restore`),
-also in a notebook saved without cell ids (nbformat 4.4: Colab, older tools)."""
+"""The grader puts a notebook's check cells back from its own copy
+(:func:`fastpath_lib.grading.engine.notebook.restore`), also in a notebook saved without cell ids (nbformat 4.4: Colab,
+older tools)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import json
 import nbformat
 import pytest
 
-from fastpath_lib.grading import notebook as NB
+from fastpath_lib.grading.engine import notebook as NB
 from fastpath_lib.runtime import ROOT
 
 

@@ -1,8 +1,8 @@
 """The grader's sandbox holds, or says it does not (issue 35, item 2).
 
 Seen from inside, as a learner who has read the grader would look: each test runs a probe under the exact ``bwrap``
-prefix the grader gives the learner's kernel (:func:`fastpath_lib.grading.sandbox.command`), and fails when the flag
-it covers is taken out of :data:`~fastpath_lib.grading.sandbox.FLAGS`. The kernel itself under that prefix
+prefix the grader gives the learner's kernel (:func:`fastpath_lib.grading.engine.sandbox.command`), and fails when the
+flag it covers is taken out of :data:`~fastpath_lib.grading.engine.sandbox.FLAGS`. The kernel itself under that prefix
 (ipykernel over its ``ipc`` sockets) is graded in ``test_grading_channel.py`` and, from a virtual environment under
 ``/tmp``, below.
 
@@ -22,15 +22,15 @@ from pathlib import Path
 
 import pytest
 
-from fastpath_lib.grading import sandbox
+from fastpath_lib.grading.engine import sandbox
 
 ROOT = Path(__file__).resolve().parents[1]
 
 needs_bwrap = pytest.mark.skipif(not sandbox.available(), reason="the sandbox cannot start here: the grader says so")
 
 #: What the kit keeps from the learner: the solutions, the grader's own modules, the git objects (a worktree's too).
-SECRETS = [ROOT / "solutions" / "ex01_reference.py", ROOT / "fastpath_lib" / "grading" / "ex01_reference.py",
-           ROOT / "fastpath_lib" / "grading" / "cli.py", ROOT / ".git"]
+SECRETS = [ROOT / "solutions" / "ex01_reference.py", ROOT / "fastpath_lib" / "grading" / "checks" / "ex01_reference.py",
+           ROOT / "fastpath_lib" / "grading" / "engine" / "cli.py", ROOT / ".git"]
 SECRETS += [p for d in sandbox.git_dirs(ROOT) for p in (d / "HEAD", d / "objects") if p.exists()]
 
 PROBE = r"""
@@ -195,7 +195,7 @@ def test_why_the_sandbox_cannot_start_is_found_and_said_in_plain_words(tmp_path,
 
 
 def test_the_autograders_mode_refuses_to_grade_outside_the_sandbox(monkeypatch, capsys):
-    from fastpath_lib.grading import cli
+    from fastpath_lib.grading.engine import cli
 
     monkeypatch.setattr(sandbox, "problem", lambda: sandbox.NOT_INSTALLED)
     g = cli.grade_notebook(SOLUTION, isolation="bwrap")
@@ -215,7 +215,7 @@ def test_the_autograders_mode_refuses_to_grade_outside_the_sandbox(monkeypatch, 
 
 
 def test_a_kernel_the_sandbox_cannot_start_is_not_graded_by_the_autograders_mode(monkeypatch):
-    from fastpath_lib.grading import cli
+    from fastpath_lib.grading.engine import cli
 
     monkeypatch.setattr(sandbox, "problem", lambda: None)  # bubblewrap runs, but this kernel does not start in it
     monkeypatch.setattr(sandbox, "command", lambda *a, **k: ["false"])
@@ -226,7 +226,7 @@ def test_a_kernel_the_sandbox_cannot_start_is_not_graded_by_the_autograders_mode
 
 
 def test_self_study_grades_without_the_sandbox_and_says_why_in_one_sentence(monkeypatch):
-    from fastpath_lib.grading import cli
+    from fastpath_lib.grading.engine import cli
 
     monkeypatch.setattr(sandbox, "problem", lambda: sandbox.NOT_INSTALLED)
     g = cli.grade_notebook(SOLUTION, timeout=120, isolation="auto")
@@ -237,7 +237,7 @@ def test_self_study_grades_without_the_sandbox_and_says_why_in_one_sentence(monk
 
 
 def test_the_autograder_grades_only_in_the_sandbox_and_its_results_say_why_not(tmp_path, monkeypatch, capsys):
-    from fastpath_lib.grading import autograde
+    from fastpath_lib.grading.engine import autograde
 
     monkeypatch.setattr(sandbox, "problem", lambda: sandbox.NOT_INSTALLED)
     (tmp_path / "submitted/ann/ex01").mkdir(parents=True)
@@ -248,3 +248,32 @@ def test_the_autograder_grades_only_in_the_sandbox_and_its_results_say_why_not(t
     assert rows[1].split(",")[4:] == ["0", "3", "not graded"], rows
     doc = json.loads((tmp_path / "autograded/ann/ex01/results.json").read_text())
     assert {p["feedback"] for p in doc["notebooks"][0]["parts"]} == {sandbox.refusal(sandbox.NOT_INSTALLED)}, doc
+
+
+@needs_bwrap
+def test_the_graders_run_of_a_learners_triton_source_is_sandboxed_too(tmp_path):
+    """ex02 and ex08: the grader runs the learner's kernel source in a child of its own (kernel_run); while it
+    grades in the sandbox, that child is in the sandbox too (this function, run there, is what a launcher could do)."""
+    import torch
+
+    from fastpath_lib.grading.engine import kernel_run
+
+    text = (f"import os\nimport torch\ndef peek(x):\n    return torch.tensor([os.getuid()] + "
+            f"[int(os.path.exists(p)) for p in {[str(s) for s in SECRETS]!r}])\n")
+    calls = [(None, (torch.zeros(1),), {})]
+    outside = kernel_run.run(text, "peek", calls).calls[0]
+    with kernel_run.sandboxed(sandbox.for_children("ex02", str(tmp_path))):
+        inside = kernel_run.run(text, "peek", calls).calls[0]
+    assert outside.out.tolist() == [os.getuid()] + [1] * len(SECRETS), outside
+    assert inside.out.tolist() == [65534] + [0] * len(SECRETS), inside
+
+
+def test_the_grader_sandboxes_its_runs_of_the_learners_source_while_the_kernel_is_sandboxed(monkeypatch):
+    from fastpath_lib.grading.engine import cli, kernel_run
+
+    seen = []
+    monkeypatch.setattr(sandbox, "problem", lambda: None)
+    monkeypatch.setattr(cli, "_execute", lambda *a, **k: seen.append(kernel_run._SANDBOX.get()) or cli._Run())
+    cli.grade_notebook(SOLUTION, isolation="bwrap")
+    cli.grade_notebook(SOLUTION, isolation="none")
+    assert callable(seen[0]) and seen[1] is None, seen

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from fastpath_lib.grading import borrowed, sources
+from fastpath_lib.grading.rules import borrowed
+from fastpath_lib.grading.engine import sources
 
 _MINE = "def mine(x, ns, w, eps):\n    return f(x, ns, w, eps)"
 _F = "import torch.nn.functional as F\n"
@@ -47,11 +48,11 @@ def test_every_binding_form_is_read(cells, problem):
 
 def test_a_table_of_the_graders_oracles_is_refused():
     """ex08's reference point given to the checker's own oracle, read out of its table."""
-    cells = ["from fastpath_lib.grading import ex08_capstone as C",
+    cells = ["from fastpath_lib.grading.checks import ex08_capstone as C",
              "def mine(x):\n    return C._REFERENCES['softmax'][0](x)"]
     with sources.using(cells):
         got = borrowed.source_problem("mine", borrowed.kit("grading", why="that is the grader's own answer"))
-    assert got and "grading.ex08_capstone" in got, got
+    assert got and "grading.checks.ex08_capstone" in got, got
     from fastpath_lib import exercises
 
     assert all(isinstance(n, str) for n in exercises.KNOWN_OPS)  # the facade hands out names, not oracles
@@ -97,7 +98,7 @@ _SOFTMAX_REF = "def reference(x):\n    return {}"
 def test_ex08s_softmax_reference_refuses_torchs_softmax_family(body):
     """Red-team finding: ex08's softmax reference scored with torch's softmax under another name. Each form is now
     refused; a reference written out still passes (last assertion)."""
-    from fastpath_lib.grading import ex08_capstone
+    from fastpath_lib.grading.checks import ex08_capstone
 
     forbidden = borrowed.torch_op(*ex08_capstone._REFERENCES["softmax"][1], why="that is torch's own softmax")
     with sources.using(["import torch\nfrom torch.nn import Softmax", _SOFTMAX_REF.format(body)]):

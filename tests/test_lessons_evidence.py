@@ -256,3 +256,20 @@ def test_aot_build_cost_compiles_cold_and_restores_the_cache_setting(monkeypatch
     assert cost["total_compile_s"] > 0 and "not a GPU measurement" in cost["note"]
     again = buildcost.aot_build_cost([spec])  # kept in the process: nothing compiled, nothing claimed
     assert again["files"] == 0 and again["total_compile_s"] is None
+
+
+def test_a_partial_evidence_run_is_read_and_says_what_it_lacks(tmp_path):
+    """A finished evidence run with a step partial, skipped or failed keeps its INCOMPLETE marker and a manifest: the
+    lessons read it as the newest GPU run and say it is partial and what is missing; an interrupted run (a marker and
+    no finished manifest) is still not read."""
+    partial = _folder(tmp_path / "results", "h200-partial", incomplete=True, timestamp="2026-12-02T00:00:00+00:00")
+    steps = [{"name": "matrix", "status": "ran"},
+             {"name": "core_tests", "status": "partial", "why": "stopped", "details": {"collected": 285, "run": 40}},
+             {"name": "capture", "status": "skipped", "why": "the run's budget ran out"}]
+    (partial / "manifest.json").write_text(json.dumps({"finished": "2026-12-02T00:07:00", "steps": steps}))
+    _folder(tmp_path / "results", "h200-interrupted", incomplete=True, timestamp="2026-12-03T00:00:00+00:00")
+    rec = results.recorded_gpu_run(tmp_path / "results")
+    assert rec.found and rec.folder == partial
+    assert rec.missing == ["core_tests: partial, ran 40 of 285 (stopped)", "capture: skipped (the run's budget ran out)"]
+    assert "a PARTIAL run, missing: core_tests: partial, ran 40 of 285" in rec.line()
+    assert "1 other folder(s)" in rec.line()  # the interrupted one, not read

@@ -15,7 +15,7 @@ from fastpath_lib import opspec
 from fastpath_lib.bench.note_brief import WORD_LIMIT, words_outside_details
 from fastpath_lib.bench.report import TEMPLATES, pr_note
 from fastpath_lib.bench.schema import CSV_COLUMNS, NOT_GPU
-from fastpath_lib.grading import ex07_note
+from fastpath_lib.grading.checks import ex07_note
 from tests.test_bench import SYNTHETIC_GPU_ENV, _host_rows, _row
 
 OPS = ("rms_norm", "fused_add_rms_norm")

@@ -81,8 +81,8 @@ def test_the_student_folder_holds_no_answer_key_or_hidden_check(out):
         lines = _distinct((lib / rel).read_text(encoding="utf-8").splitlines(), _public_texts() + kept, 30)
         found = [(p.name, x) for p, t in _texts(out / "student") for x in lines if x in t]
         assert not found, (rel, found[:3])
-    for rel in ("grading/mutants.py", "grading/mutant_kernels.py", "grading/ex09_contract.py",
-                "grading/ex11_commits.py", "grading/fused_mutants.py", "grading/ex13_scenarios.py"):
+    for rel in ("grading/rules/mutants.py", "grading/rules/mutant_kernels.py", "grading/checks/ex09_contract.py",
+                "grading/checks/ex11_commits.py", "grading/rules/fused_mutants.py", "grading/rules/ex13_scenarios.py"):
         assert (lib / rel).exists() and rel in R.GRADER_ONLY, rel  # the faults, broken ops and keys stay held
 
 
@@ -110,7 +110,7 @@ def test_the_autograder_zip_holds_gradescopes_scripts_and_the_grader(out):
         names = set(zf.namelist())
         modes = {i.filename: i.external_attr >> 16 for i in zf.infolist()}
     assert {"setup.sh", "run_autograder", "grade", "check-cells/ex01_reference.ipynb",
-            "fastpath_lib/grading/ex04_boundary.py", "fastpath_lib/grading/gradescope.py"} <= names
+            "fastpath_lib/grading/checks/ex04_boundary.py", "fastpath_lib/grading/report/gradescope.py"} <= names
     assert all(modes[n] & 0o100 for n in ("setup.sh", "run_autograder", "grade"))
     assert not any(n.startswith("solutions/") for n in names)
 
@@ -170,7 +170,8 @@ def test_the_autograders_scripts_parse(out):
 
 
 def test_an_empty_submission_still_gets_results_that_say_why(tmp_path):
-    from fastpath_lib.grading import autograde, gradescope
+    from fastpath_lib.grading.engine import autograde
+    from fastpath_lib.grading.report import gradescope
 
     (tmp_path / "submission").mkdir()
     (tmp_path / "student").mkdir()
@@ -185,8 +186,8 @@ def test_an_empty_submission_still_gets_results_that_say_why(tmp_path):
 
 
 def test_prairielearn_results_carry_points_and_a_fraction():
-    from fastpath_lib.grading.autograde import prairielearn_json
-    from fastpath_lib.grading.cli import NotebookGrade, PartGrade
+    from fastpath_lib.grading.engine.autograde import prairielearn_json
+    from fastpath_lib.grading.engine.cli import NotebookGrade, PartGrade
 
     g = NotebookGrade("ex01_reference.ipynb", "ex01", "ok", "", 1.0,
                       [PartGrade("ex01", "default_eps", 1, 1, True, ""), PartGrade("ex01", "reference", 2, 0, False,
@@ -215,8 +216,8 @@ def test_a_per_exercise_zip_pins_its_assignment(out, tmp_path):
 
 
 def test_a_notebook_of_another_exercise_is_reported_not_counted():
-    from fastpath_lib.grading.autograde import assigned
-    from fastpath_lib.grading.cli import NotebookGrade, PartGrade
+    from fastpath_lib.grading.engine.autograde import assigned
+    from fastpath_lib.grading.engine.cli import NotebookGrade, PartGrade
 
     g = NotebookGrade("ex03_predicate.ipynb", "ex03", "ok", "", 1.0, [PartGrade("ex03", "predicate", 1, 1, True, "")])
     out = assigned([g], ("ex01",))

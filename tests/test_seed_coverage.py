@@ -1,11 +1,11 @@
-"""The lessons' teachable items and where each is graded: the table in fastpath_lib.grading.coverage, its copy in
+"""The lessons' teachable items and where each is graded: the table in fastpath_lib.grading.rules.coverage, its copy in
 docs/instructors.md, and the parts it names (issue 16: at least 32 of the ~35 items graded by a registered part)."""
 
 import re
 from pathlib import Path
 
 from fastpath_lib import exercises
-from fastpath_lib.grading import coverage
+from fastpath_lib.grading.rules import coverage
 from fastpath_lib.grading.registry import EXERCISES
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -207,6 +207,11 @@ for n in (1, 13, 64, 96, 100, 128, 1000, 2048, 4096, 8192, 16384):
         kit = [block, warps, forward_rows_per_program(n), vec if n % vec == 0 else 1]
         rule.append([n, str(dtype), list(tr._launch_config(torch.empty(1, n, dtype=dtype))), kit])
 out["rule"] = rule
+try:  # what the note says of triton_op under the interpreter (templates.TRITON_OP_UNDER_THE_INTERPRETER)
+    torch.compile(lambda x, w: tr.rms_norm_triton(x, w, 1e-6), fullgraph=True)(r(4, 64), r(64))
+    out["compile"] = "ran"
+except Exception as e:
+    out["compile"] = f"{type(e).__name__}: {e}"[:600]
 print(json.dumps(out))
 '''
 
@@ -234,3 +239,12 @@ def test_the_patched_layer_computes_the_references_values_on_the_new_path(patche
 
 def test_the_launch_rule_is_the_kits(patched):
     assert all(ours == kit for _, _, ours, kit in patched["rule"]), patched["rule"]
+
+
+def test_what_the_note_says_of_triton_op_under_the_interpreter_holds(patched):
+    """Eager calls of the patch's ``triton_op`` ran above; ``torch.compile`` over it fails on the CPU, as the vLLM
+    note says (when a torch or Triton update changes that, the note's sentence must change with it)."""
+    from fastpath_lib.bench.templates import TRITON_OP_UNDER_THE_INTERPRETER
+
+    assert "Cannot access data pointer of Tensor" in patched["compile"], patched["compile"]
+    assert "Cannot access data pointer of Tensor" in TRITON_OP_UNDER_THE_INTERPRETER

@@ -234,7 +234,7 @@ def dry_run(budget_s: float = DEFAULT_BUDGET_S, steps=STEPS, *, collect: bool = 
     collection; 0 when the plan fits and everything is in place."""
     import fastpath_lib.bench.evidence_steps as evidence_steps
     from fastpath_lib import runtime
-    from fastpath_lib.bench.preflight import PREFLIGHT_S
+    from fastpath_lib.bench.preflight import PREFLIGHT_EST_S, PREFLIGHT_S
 
     out(f"evidence plan: {len(steps)} steps within {budget_s:.0f} s, after a preflight of at most {PREFLIGHT_S:.0f} s "
         "(counted in the budget). Each step starts with its minimum plus its weight's share of what is left over; a "
@@ -247,7 +247,7 @@ def dry_run(budget_s: float = DEFAULT_BUDGET_S, steps=STEPS, *, collect: bool = 
         out(f"      writes: {', '.join(s.writes) or '-'}")
         if s.basis:
             out(f"      cost: {s.basis}")
-    ok, line = fits(budget_s, steps, PREFLIGHT_S)
+    ok, line = fits(budget_s, steps, PREFLIGHT_S, PREFLIGHT_EST_S)
     out(f"budget: {line}")
     out("budget split (manifest.json's budget_split): " + "; ".join(
         f"{op} {e['share']:.0%} ({e['nominal_s']:.0f} s)"

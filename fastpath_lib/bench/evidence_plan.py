@@ -27,7 +27,7 @@ class Step:
     Args:
         name: identifier (manifest key, log name).
         title: what it does, in words.
-        weight: its share of the time left over once every step's minimum is set aside.
+        weight: its share of the time left over when no step expects more than its minimum (:func:`allot`).
         target: ``"module:function"`` run in a child process with a :class:`~fastpath_lib.bench.evidence_steps.
             StepContext`.
         writes: the files it writes (for the plan).
@@ -103,10 +103,12 @@ def _steps_before_ops() -> tuple[Step, ...]:
                    "point 2 x 16 blocks of ~4 ms (~0.16 s with its inputs): ~26 s, plus first launches of kernel "
                    "variants the matrix did not compile; points past the deadline are left out (partial, and no "
                    "threshold is proposed)"),
-        Step("capture", "CUDA-graph capture at the boundary shapes, replayed on new data against the reference", 15,
-             "fastpath_lib.bench.capture:step", ("capture_test.json",), _CORE + ("fastpath_lib.bench.capture",),
-             op=_RMS, min_s=30, est_s=30,
-             basis=f"estimate: {_START}; 12 captures with their warm-ups (first launches compile), about 2 s each"),
+        Step("capture", "CUDA-graph capture of every op at the boundary shapes, eager and through its custom op (what "
+             "compile graphs and vLLM call), replayed on new data against the reference; a verdict per op and path",
+             15, "fastpath_lib.bench.capture:step", ("capture_test.json",), _CORE + ("fastpath_lib.bench.capture",),
+             op=f"{_RMS},fused_add_rms_norm", min_s=30, est_s=40,
+             basis=f"estimate: {_START}; 40 captures (RMSNorm's 12 and the fused op's 8, by each of two paths) with "
+                   "their warm-ups, under 1 s each once the matrix has compiled the kernels"),
     )
 
 
@@ -141,9 +143,10 @@ def _steps_after_ops() -> tuple[Step, ...]:
         Step("compiled_baselines", "torch.compile of each op's composite on a few cases (its smallest and largest "
              "forward case), the deadline checked before each cold compile", 15,
              _s("compiled_baselines"), ("results.csv (compiled rows)", "ops/NAME/results.csv (compiled rows)"),
-             _CORE + ("fastpath_lib.bench.opbench",), op=both, min_s=40, est_s=60,
-             basis="estimate: a cold Inductor compile is 10-40 s; two forward cases per op (smallest and largest), "
-                   "as many as the budget allows (the rest recorded as not started)"),
+             _CORE + ("fastpath_lib.bench.opbench",), op=both, min_s=40, est_s=45,
+             basis="estimate: a cold Inductor compile of a norm is 5-40 s on 16 cores (10 s typical); two forward "
+                   "cases per op (smallest and largest), as many as the budget allows (the rest recorded as not "
+                   "started, the step then partial)"),
         Step("pr_note", "the PR note drafted from this folder, and what it lacks", 2, _s("pr_note"),
              ("pr_note.md",), _CORE + ("fastpath_lib.bench.report",), min_s=8, est_s=8,
              basis="measured: 7.4 s on the project's CPU machine (run_evidence with the host, compiled and PR-note "
@@ -200,38 +203,51 @@ STEPS: tuple[Step, ...] = all_steps()
 
 
 def allot(left_s: float, steps) -> float:
-    """The first of ``steps``' budget with ``left_s`` seconds left: its minimum plus its weight's share of what is
-    left once the minimum of every step still to run is set aside (time a step does not use flows onward).
+    """The first of ``steps``' budget with ``left_s`` seconds left for them all. On schedule (at least the sum of their
+    expected seconds left), its expected seconds plus its share of the surplus, in proportion to them; behind schedule,
+    its minimum plus a share of what is left above all the minimums, in proportion to how much more than its minimum
+    it expects to need (by weight when no step expects more than its minimum). Time a step does not use flows onward.
 
-    >>> a, b = Step("a", "", 1, "m:f", min_s=10), Step("b", "", 3, "m:f", min_s=20)
-    >>> allot(70, (a, b)), allot(25, (a, b))
-    (20.0, 10.0)
+    >>> a, b = Step("a", "", 1, "m:f", min_s=10, est_s=20), Step("b", "", 1, "m:f", min_s=20, est_s=60)
+    >>> allot(160, (a, b)), allot(50, (a, b)), allot(25, (a, b))
+    (40.0, 14.0, 10.0)
     """
+    first = steps[0]
+    ests = sum(s.est_s or s.min_s for s in steps)
+    e0 = first.est_s or first.min_s
+    if left_s >= ests:
+        return e0 + (left_s - ests) * e0 / ests if ests else left_s
     slack = max(0.0, left_s - sum(s.min_s for s in steps))
-    weights = sum(s.weight for s in steps) or 1.0
-    return steps[0].min_s + slack * steps[0].weight / weights
+    extra = sum((s.est_s or s.min_s) - s.min_s for s in steps)
+    share = (e0 - first.min_s) / extra if extra > 0 else first.weight / (sum(s.weight for s in steps) or 1.0)
+    return first.min_s + slack * share
 
 
 def plan(budget_s: float, steps=STEPS) -> list[tuple[Step, float]]:
-    """Each step with its nominal budget (:func:`allot` with the whole budget and nothing used yet).
+    """Each step with its nominal budget: :func:`allot` with ``budget_s`` for the whole plan, nothing used yet (each
+    step then taking its budget).
 
     >>> round(sum(b for _, b in plan(480)), 6)
     480.0
     """
-    slack = max(0.0, budget_s - sum(s.min_s for s in steps))
-    total = sum(s.weight for s in steps) or 1.0
-    return [(s, s.min_s + slack * s.weight / total) for s in steps]
+    out, left = [], budget_s
+    for i, s in enumerate(steps):
+        b = allot(left, steps[i:])
+        out.append((s, b))
+        left -= b
+    return out
 
 
-def fits(budget_s: float, steps=STEPS, preflight_s: float = 0.0) -> tuple[bool, str]:
-    """Whether the plan fits ``budget_s`` (``preflight_s`` of it spent first): every step's minimum, and the
-    expected total, with what is left over.
+def fits(budget_s: float, steps=STEPS, preflight_s: float = 0.0, preflight_est_s: float | None = None
+         ) -> tuple[bool, str]:
+    """Whether the plan fits ``budget_s``: every step's minimum after the preflight's limit (``preflight_s``), and the
+    expected total (the preflight's expected ``preflight_est_s``, default its limit), with what is left over.
 
     >>> fits(420)[0]
     True
     """
     need = sum(s.min_s for s in steps) + preflight_s
-    expect = sum(s.est_s or s.min_s for s in steps) + preflight_s
+    expect = sum(s.est_s or s.min_s for s in steps) + (preflight_s if preflight_est_s is None else preflight_est_s)
     ok = need <= budget_s
     line = (f"{need:.0f} s of minimums ({len(steps)} steps{f', preflight {preflight_s:.0f} s' if preflight_s else ''}"
             f") {'fit' if ok else 'do NOT fit'} {budget_s:.0f} s; expected {expect:.0f} s "

@@ -29,11 +29,14 @@ import sysconfig
 import time
 from pathlib import Path
 
-__all__ = ["PREFLIGHT_S", "MIN_FREE_GIB", "Check", "toolchain", "needs_c_launcher", "device_probe", "preflight",
+__all__ = ["PREFLIGHT_S", "PREFLIGHT_EST_S", "MIN_FREE_GIB", "Check", "toolchain", "needs_c_launcher", "device_probe", "preflight",
            "refusal"]
 
 #: The preflight's time limit (counted in the run's budget).
 PREFLIGHT_S = 60.0
+#: What the preflight is expected to take on the GPU machine (estimate: its checks' imports, torch and CUDA's start,
+#: one kernel compile with Triton 3.6's C launcher build, one capture), for the plan's expected total.
+PREFLIGHT_EST_S = 20.0
 #: Free device memory the plan needs: the largest matrix inputs, the replay's two decoders (dim 4096, 4 layers, bf16),
 #: the caching allocator's slack.
 MIN_FREE_GIB = 8.0

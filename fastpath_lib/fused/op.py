@@ -131,7 +131,7 @@ def fast_route_(x, residual, weight, eps) -> None:
 def _backward_impl(grad_out, grad_res, x, residual, weight, eps):
     """``(dx, dw)`` of the functional form (``dw`` empty without weight); Triton where eligible."""
     if x.shape[-1] <= BACKWARD_MAX_COLS and eligible(x, residual, weight, _state.forced, False) \
-            and runtime_eligible(x, residual, weight, False):  # wider: a forward run without grad (a compiled graph)
+            and runtime_eligible(x, residual, weight, False, None):  # wider: a forward without grad (a compiled graph)
         if _state.recorders:
             routing.record("backward", PREDICATE.fast_route)
         n = x.shape[-1]
@@ -184,7 +184,8 @@ def _composite_grads(grad_out, grad_res, x, residual, weight, eps):
 @torch.library.custom_op("fastpath::fused_add_rms_norm", mutates_args=())
 def _fused_op(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor | None,
               eps: float | None) -> tuple[torch.Tensor, torch.Tensor]:
-    if eligible(x, residual, weight, _state.forced, False) and runtime_eligible(x, residual, weight, False):
+    if eligible(x, residual, weight, _state.forced, False) and runtime_eligible(x, residual, weight, False,
+                                                                                  "custom_op"):
         if _state.recorders:
             routing.record("forward", PREDICATE.fast_route)
         return fast_route(x, residual, weight, eps)
@@ -203,7 +204,8 @@ def _(x, residual, weight, eps):
 @torch.library.custom_op("fastpath::fused_add_rms_norm_", mutates_args=("x", "residual"))
 def _fused_inplace_op(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor | None,
                       eps: float | None) -> None:
-    if eligible(x, residual, weight, _state.forced, True) and runtime_eligible(x, residual, weight, True):
+    if eligible(x, residual, weight, _state.forced, True) and runtime_eligible(x, residual, weight, True,
+                                                                                 "custom_op"):
         if _state.recorders:
             routing.record("forward", PREDICATE.fast_route)
         fast_route_(x, residual, weight, eps)

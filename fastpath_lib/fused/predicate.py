@@ -134,9 +134,11 @@ def overlaps_itself(t: torch.Tensor) -> bool:
     return not t.is_contiguous() and t.numel() > t.shape[-1] and (row_stride(t) or 0) < t.shape[-1]
 
 
-def runtime_eligible(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor | None, inplace: bool) -> bool:
-    """What only run time knows, for a call :func:`eligible` accepted: alignment, no capture, no overlap."""
-    if not rms.runtime_eligible(x, weight) or residual.data_ptr() % ALIGN_BYTES:
+def runtime_eligible(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor | None, inplace: bool,
+                     path: str | None = "eager") -> bool:
+    """What only run time knows, for a call :func:`eligible` accepted: alignment, no capture (unless this op's own
+    capture test passed for this ``path``: :func:`fastpath_lib.rmsnorm.capture.verified`), no overlap."""
+    if not rms.runtime_eligible(x, weight, op="fused_add_rms_norm", path=path) or residual.data_ptr() % ALIGN_BYTES:
         return False
     return not inplace or not (overlaps(x, residual) or overlaps(x, weight) or overlaps(residual, weight)
                                or overlaps_itself(x) or overlaps_itself(residual))

@@ -1,7 +1,8 @@
 """What one exercise is given as the answer of another: exercise 07 writes its note from exercise 06's classes.
 
 In the grader's sandbox the learner's kernel sees this module only in exercise 07
-(:func:`fastpath_lib.grading.sandbox.kernel_modules`): elsewhere :func:`expected_classes` is exercise 06's answer key.
+(:func:`fastpath_lib.grading.engine.sandbox.kernel_modules`): elsewhere :func:`expected_classes` is exercise 06's answer
+key.
 
 >>> from fastpath_lib.grading.materials import synthetic_results
 >>> expected_classes(synthetic_results())["c09_512x4096_fp16_small"]

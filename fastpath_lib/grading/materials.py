@@ -1,9 +1,9 @@
 """What the exercise notebooks show and hand to the learner's code: inputs, tables and texts, never an answer.
 
 The learner's kernel may import this module (in the grader's sandbox it is one of the few grading modules the kernel
-sees, :data:`fastpath_lib.grading.sandbox.KERNEL_MODULES`), so it holds material only: exercise 03's changed spec,
-the operators exercise 08 knows (names only), the synthetic results of exercises 06 and 07, exercise 10's sweep and
-exercise 11's hunk texts. The rules that grade them (the expected classes, thresholds, the hunks' kinds) stay in the
+sees, :data:`fastpath_lib.grading.engine.sandbox.KERNEL_MODULES`), so it holds material only: exercise 03's changed
+spec, the operators exercise 08 knows (names only), the synthetic results of exercises 06 and 07, exercise 10's sweep
+and exercise 11's hunk texts. The rules that grade them (the expected classes, thresholds, the hunks' kinds) stay in the
 check modules; what one exercise is given as the answer of another lives in :mod:`fastpath_lib.grading.given`.
 
 >>> [h["id"] for h in change_hunks(0)] == [h["id"] for h in change_hunks(0)]
@@ -159,76 +159,114 @@ def sweep_table(seed: int | None = None):
 # --- exercise 11: the hunks of one change (their texts; the kinds, the answer, stay with the check) ------------------
 #: The kinds of commit a plan may hold.
 KINDS = ("refactor", "test", "behaviour", "docs")
-#: ``(file, description, diff)`` of each hunk, in the order the check's answer key lists them.
-HUNKS = (
+#: What a draw of exercise 11's hunks names, each from its choices: the helper renamed and its new name, the function
+#: moved, the new condition, the row slice its test uses, the model class and file routed through the op, its width,
+#: the test module of the predicate. The first choice of each is the text of :data:`HUNKS`.
+_NAMES = {
+    "old": ("_stride_ok", "_stride_fits", "_rows_ok", "_check_stride"),
+    "new": ("_row_stride_aligned", "_stride_is_aligned", "_rows_aligned"),
+    "moved": ("row_bytes", "row_nbytes", "bytes_per_row"),
+    "cond": ("row_width_aligned", "width_aligned", "row_bytes_aligned"),
+    "width": (62, 58, 54, 46, 30),
+    "stride": (64, 128),
+    "block": ("Block", "DecoderLayer", "TransformerBlock", "Layer"),
+    "stem": ("model", "tiny_llm", "decoder"),
+    "dim": (64, 128, 256),
+    "pred_tests": ("tests/test_predicate.py", "tests/test_eligibility.py"),
+}
+#: ``(file, (description, ...), diff)`` of each hunk, in the order the check's answer key lists them: templates over
+#: :data:`_NAMES`, with a wording drawn among the descriptions.
+_TEMPLATES = (
     ("fastpath_lib/rmsnorm/predicate.py",
-     "Rename the helper _stride_ok to _row_stride_aligned (the name says what it checks); every caller updated",
-     "-def _stride_ok(t, align=16):\n+def _row_stride_aligned(t, align=16):\n"
-     "@@ def _alignment(c):\n-    if not _stride_ok(c.input):\n+    if not _row_stride_aligned(c.input):"),
-    ("tests/test_predicate.py",
-     "Update the test module's import of the renamed helper",
-     "-from fastpath_lib.rmsnorm.predicate import _stride_ok\n"
-     "+from fastpath_lib.rmsnorm.predicate import _row_stride_aligned"),
+     ("Rename the helper {old} to {new} (the name says what it checks); every caller updated",
+      "{old} becomes {new}: a clearer name, callers follow"),
+     "-def {old}(t, align=16):\n+def {new}(t, align=16):\n"
+     "@@ def _alignment(c):\n-    if not {old}(c.input):\n+    if not {new}(c.input):"),
+    ("{pred_tests}",
+     ("Update the test module's import of the renamed helper", "Tests import the helper under its new name"),
+     "-from fastpath_lib.rmsnorm.predicate import {old}\n"
+     "+from fastpath_lib.rmsnorm.predicate import {new}"),
     ("fastpath_lib/rmsnorm/predicate.py",
-     "Move row_bytes(t) out of predicate.py (unchanged); predicate.py imports it from layout.py",
-     "-def row_bytes(t):\n-    return t.shape[-1] * t.element_size()\n"
-     "+from fastpath_lib.rmsnorm.layout import row_bytes"),
+     ("Move {moved}(t) out of predicate.py (unchanged); predicate.py imports it from layout.py",
+      "predicate.py stops defining {moved} and imports it from layout.py instead"),
+     "-def {moved}(t):\n-    return t.shape[-1] * t.element_size()\n"
+     "+from fastpath_lib.rmsnorm.layout import {moved}"),
     ("fastpath_lib/rmsnorm/layout.py",
-     "Add row_bytes(t) to layout.py, the same function moved from predicate.py",
-     "+def row_bytes(t):\n+    return t.shape[-1] * t.element_size()"),
+     ("Add {moved}(t) to layout.py, the same function moved from predicate.py",
+      "layout.py gains {moved}, as it was in predicate.py"),
+     "+def {moved}(t):\n+    return t.shape[-1] * t.element_size()"),
     ("fastpath_lib/rmsnorm/predicate.py",
-     "New condition row_width_aligned: the row width in bytes must be a multiple of 16 (a width-62 row slice "
-     "in stride 64 now falls back)",
-     "+def _row_width_aligned(c):\n+    if row_bytes(c.input) % 16:\n"
-     "+        return f\"row width {row_bytes(c.input)} bytes is not a multiple of 16\"\n"
-     "@@ PREDICATE = Predicate(\"rms_norm\", [\n+    Condition(\"row_width_aligned\", _row_width_aligned),"),
-    ("tests/test_predicate.py",
-     "Test: a width-62 row slice in stride 64 falls back, width 64 stays eligible",
-     "+def test_row_width_must_be_16_byte_multiple():\n"
-     "+    assert explain(row_slice(62, stride=64)).route == \"fallback\"\n"
-     "+    assert explain(row_slice(64, stride=64)).route == \"triton\""),
+     ("New condition {cond}: the row width in bytes must be a multiple of 16 (a width-{width} row slice "
+      "in stride {stride} now falls back)",
+      "Add the {cond} condition: rows whose width in bytes is not a multiple of 16 go to the fallback"),
+     "+def _{cond}(c):\n+    if {moved}(c.input) % 16:\n"
+     "+        return f\"row width {{{moved}(c.input)}} bytes is not a multiple of 16\"\n"
+     "@@ PREDICATE = Predicate(\"rms_norm\", [\n+    Condition(\"{cond}\", _{cond}),"),
+    ("{pred_tests}",
+     ("Test: a width-{width} row slice in stride {stride} falls back, width {stride} stays eligible",
+      "Test: {cond} sends a width-{width} slice to the fallback and keeps width {stride}"),
+     "+def test_{cond}():\n"
+     "+    assert explain(row_slice({width}, stride={stride})).route == \"fallback\"\n"
+     "+    assert explain(row_slice({stride}, stride={stride})).route == \"triton\""),
     ("fastpath_lib/rmsnorm/predicate.py",
-     "Simplify _row_stride_aligned: drop the early return for 1-D inputs",
-     " def _row_stride_aligned(t, align=16):\n-    if t.dim() < 2:\n-        return True\n"
+     ("Simplify {new}: drop the early return for 1-D inputs", "Tidy {new}: one return instead of two"),
+     " def {new}(t, align=16):\n-    if t.dim() < 2:\n-        return True\n"
      "     return row_stride(t) * t.element_size() % align == 0"),
-    ("examples/model.py",
-     "Route Block.norm through fastpath_lib.rms_norm instead of F.rms_norm",
+    ("examples/{stem}.py",
+     ("Route {block}.norm through fastpath_lib.rms_norm instead of F.rms_norm",
+      "{block}.norm calls fastpath_lib.rms_norm (was F.rms_norm)"),
      "-        return F.rms_norm(x, (self.dim,), self.weight, self.eps)\n"
      "+        return fastpath_lib.rms_norm(x, (self.dim,), self.weight, self.eps)"),
-    ("tests/test_model.py",
-     "Test: Block.norm takes the fast path for an eligible input and matches F.rms_norm",
-     "+def test_block_norm_takes_the_fast_path():\n+    with record_routes() as routes:\n"
-     "+        y = Block(64).norm(x)\n+    assert routes == {\"triton\": 1}"),
-    ("tests/test_model.py",
-     "Test: Block.norm agrees with F.rms_norm for fp32, fp16 and bf16 inputs",
+    ("tests/test_{stem}.py",
+     ("Test: {block}.norm takes the fast path for an eligible input and matches F.rms_norm",
+      "Test: an eligible input through {block}.norm is served by the Triton route"),
+     "+def test_{stem}_norm_takes_the_fast_path():\n+    with record_routes() as routes:\n"
+     "+        y = {block}({dim}).norm(x)\n+    assert routes == {{\"triton\": 1}}"),
+    ("tests/test_{stem}.py",
+     ("Test: {block}.norm agrees with F.rms_norm for fp32, fp16 and bf16 inputs",
+      "Test: {block}.norm matches F.rms_norm in every supported dtype"),
      "+@pytest.mark.parametrize(\"dtype\", [torch.float32, torch.float16, torch.bfloat16])\n"
-     "+def test_block_norm_agrees_with_f_rms_norm(dtype):\n"
-     "+    block, x = Block(64).to(dtype), torch.randn(16, 64, dtype=dtype)\n"
-     "+    assert_close(block.norm(x), F.rms_norm(x, (64,), block.weight, block.eps))"),
+     "+def test_{stem}_norm_agrees_with_f_rms_norm(dtype):\n"
+     "+    block, x = {block}({dim}).to(dtype), torch.randn(16, {dim}, dtype=dtype)\n"
+     "+    assert_close(block.norm(x), F.rms_norm(x, ({dim},), block.weight, block.eps))"),
     ("README.md",
-     "README: the predicate's table of conditions gains row_width_aligned",
+     ("README: the predicate's table of conditions gains {cond}", "README: {cond} joins the table of conditions"),
      "@@ <!-- predicate-table:start (PREDICATE.markdown_table(); tests/test_docs.py checks this copy) -->\n"
      " | input_alignment | alignment | input data pointer a multiple of 16 bytes | ...\n"
-     "+| row_width_aligned | alignment | the row width in bytes is a multiple of 16 | ..."),
+     "+| {cond} | alignment | the row width in bytes is a multiple of 16 | ..."),
     ("CHANGELOG.md",
-     "CHANGELOG: calls whose row width is not a multiple of 16 bytes now take the fallback",
+     ("CHANGELOG: calls whose row width is not a multiple of 16 bytes now take the fallback",
+      "CHANGELOG: a note on the new row-width condition"),
      "+- Calls whose row width is not a multiple of 16 bytes now take the fallback."),
 )
 
 
+def _rendered(names: dict, wording) -> tuple[tuple[str, str, str], ...]:
+    return tuple((file.format(**names), descriptions[wording(len(descriptions))].format(**names), diff.format(**names))
+                 for file, descriptions, diff in _TEMPLATES)
+
+
+#: ``(file, description, diff)`` of each hunk, in the order the check's answer key lists them (the first choice of
+#: every name and wording; each draw renders its own, :func:`drawn_hunks`).
+HUNKS = _rendered({k: v[0] for k, v in _NAMES.items()}, lambda n: 0)
+
+
 def drawn_hunks(seed: int | None = None) -> list[tuple[int, dict]]:
-    """The hunks with ids and order drawn from ``seed`` (``None``: afresh), each as ``(index into HUNKS, hunk)``."""
+    """The hunks with their texts (names, numbers, wording), ids and order drawn from ``seed`` (``None``: afresh),
+    each as ``(index into HUNKS, hunk)``."""
     rng = random.Random(seed) if seed is not None else random.SystemRandom()
-    ids = rng.sample(range(0x1000, 0x10000), len(HUNKS))
+    names = {k: rng.choice(v) for k, v in _NAMES.items()}
+    texts = _rendered(names, rng.randrange)
+    ids = rng.sample(range(0x1000, 0x10000), len(texts))
     out = [(n, {"id": f"h{i:04x}", "file": file, "description": description, "diff": diff})
-           for n, (i, (file, description, diff)) in enumerate(zip(ids, HUNKS))]
+           for n, (i, (file, description, diff)) in enumerate(zip(ids, texts))]
     rng.shuffle(out)
     return out
 
 
 def change_hunks(seed: int | None = None) -> list[dict]:
-    """The hunks of the change, as dicts ``{"id", "file", "description", "diff"}``, with ids and order drawn from
-    ``seed`` (``None``: afresh)."""
+    """The hunks of the change, as dicts ``{"id", "file", "description", "diff"}``, with their texts (names,
+    numbers, wording), ids and order drawn from ``seed`` (``None``: afresh)."""
     return [h for _, h in drawn_hunks(seed)]
 
 

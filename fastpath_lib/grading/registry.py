@@ -1,8 +1,8 @@
 """Which graded parts each exercise has, and how many points each is worth: the one table checks and grader share.
 
 A check call in a notebook reports one :class:`Result` per part (see :mod:`fastpath_lib.exercises`); the grader
-(:mod:`fastpath_lib.grading.cli`) looks up the parts of the notebook's exercise here, so a part whose check never ran
-is still listed, as failed with "check did not run".
+(:mod:`fastpath_lib.grading.engine.cli`) looks up the parts of the notebook's exercise here, so a part whose check never
+ran is still listed, as failed with "check did not run".
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from fastpath_lib.grading.mutants import CATEGORIES
+from fastpath_lib.grading.rules.mutants import CATEGORIES
 
 __all__ = ["MIME", "EXERCISES", "TITLES", "CHECKS", "KIT_OPS", "Result", "points_of", "mutant_part", "check"]
 
@@ -19,7 +19,7 @@ MIME = "application/vnd.fastpath.grade.v1+json"
 
 
 def mutant_part(category: str) -> str:
-    """The ex04 part for one mutant category (:data:`fastpath_lib.grading.mutants.CATEGORIES`)."""
+    """The ex04 part for one mutant category (:data:`fastpath_lib.grading.rules.mutants.CATEGORIES`)."""
     return f"{category} mutants"
 
 
@@ -57,20 +57,22 @@ TITLES = {
 }
 
 
-#: check function -> the grading module that defines it: how the grader (:mod:`fastpath_lib.grading.cli`) finds the
+#: check function -> the grading module that defines it: how the grader (:mod:`fastpath_lib.grading.engine.cli`) finds
+# the
 #: check a check cell calls, without the notebook façade (:mod:`fastpath_lib.exercises`).
 CHECKS: dict[str, str] = {
-    "check_default_eps": "ex01_reference", "check_reference": "ex01_reference",
-    "check_add_rms_norm_kernel": "ex02_kernel", "check_backward_with_saved_rstd": "ex02_kernel",
-    "check_dtype_condition": "ex03_predicate", "check_cols_condition": "ex03_predicate",
-    "check_alignment_condition": "ex03_predicate", "check_v2_predicate": "ex03_predicate",
-    "check_boundary_cases": "ex04_boundary", "check_case_matrix": "ex05_matrix",
-    "check_classification": "ex06_classify", "check_pr_note": "ex07_note",
-    "check_capstone_reference": "ex08_capstone", "check_capstone_kernel": "ex08_capstone",
-    "check_capstone_predicate": "ex08_capstone", "check_capstone_dispatch": "ex08_capstone",
-    "check_capstone_evidence": "ex08_evidence", "check_contract_tests": "ex09_contract",
-    "check_threshold": "ex10_threshold", "check_commit_plan": "ex11_commits",
-    "check_overlaps": "ex12_inplace", "check_inplace_tests": "ex12_inplace", "check_readiness": "ex13_review",
+    "check_default_eps": "checks.ex01_reference", "check_reference": "checks.ex01_reference",
+    "check_add_rms_norm_kernel": "checks.ex02_kernel", "check_backward_with_saved_rstd": "checks.ex02_kernel",
+    "check_dtype_condition": "checks.ex03_predicate", "check_cols_condition": "checks.ex03_predicate",
+    "check_alignment_condition": "checks.ex03_predicate", "check_v2_predicate": "checks.ex03_predicate",
+    "check_boundary_cases": "checks.ex04_boundary", "check_case_matrix": "checks.ex05_matrix",
+    "check_classification": "checks.ex06_classify", "check_pr_note": "checks.ex07_note",
+    "check_capstone_reference": "checks.ex08_capstone", "check_capstone_kernel": "checks.ex08_capstone",
+    "check_capstone_predicate": "checks.ex08_capstone", "check_capstone_dispatch": "checks.ex08_capstone",
+    "check_capstone_evidence": "checks.ex08_evidence", "check_contract_tests": "checks.ex09_contract",
+    "check_threshold": "checks.ex10_threshold", "check_commit_plan": "checks.ex11_commits",
+    "check_overlaps": "checks.ex12_inplace", "check_inplace_tests": "checks.ex12_inplace",
+    "check_readiness": "checks.ex13_review",
 }
 #: The kit's ops the grader runs in its own process as correct controls (exercises 09 and 12): name -> where.
 KIT_OPS: dict[str, str] = {"rms_norm": "fastpath_lib", "fused_add_rms_norm_": "fastpath_lib"}
@@ -90,7 +92,7 @@ def check(name: str):
         if exc.name != module:
             raise
         raise LookupError(f"{name} runs in the course's autograder only: this copy of the kit (a student release) "
-                          f"has no fastpath_lib/grading/{CHECKS[name]}.py") from None
+                          f"has no fastpath_lib/grading/{CHECKS[name].replace('.', '/')}.py") from None
 
 
 def points_of(exercise: str, part: str) -> int:

@@ -6,7 +6,15 @@ boundary shapes (both routes; forward, and backward where the reference supports
 compares with the reference; ``python -m fastpath_lib capture RESULTS_DIR`` then writes the verdict here, with the
 results folder it came from, the way ``threshold`` writes ``thresholds.json``::
 
-    {"sm_90": {"passed": true, "source": "results/h200-2026-12-03", "device_name": "NVIDIA H200", "cases": 24, ...}}
+    {"sm_90": {"passed": true, "source": "results/h200-2026-12-03", "device_name": "NVIDIA H200", "cases": 48,
+               "ops": {"rms_norm": {"eager": true, "custom_op": true},
+                       "fused_add_rms_norm": {"eager": true, "custom_op": false}}, ...}}
+
+A verdict is per op and per path (:data:`PATHS`): ``eager`` is the public function called directly, ``custom_op`` the
+registered ``torch.ops.fastpath`` op that ``torch.compile`` graphs and vLLM call; each one's forward only takes the
+fast path under capture where its own test passed (an op never inherits another op's record). A backward, shared by
+both paths, needs either. An entry without ``ops`` (written before the test was per path) vouches for eager
+``rms_norm`` only, which is all it captured.
 
 The predicate reads the file once, at import (:data:`VERIFIED`). Until a GPU run records a pass for an architecture,
 a captured call there takes the fallback, as before. Torch only, no Triton.
@@ -23,7 +31,11 @@ import torch
 
 from fastpath_lib.rmsnorm.thresholds import parse_arch, read_record, write_record
 
-__all__ = ["CAPTURE_FILE", "RESULTS_FILE", "VERIFIED", "entries", "load", "record", "verified", "capturing"]
+__all__ = ["CAPTURE_FILE", "RESULTS_FILE", "VERIFIED", "PATHS", "entries", "load", "record", "verified", "capturing"]
+
+#: The ways a captured call reaches an op: its public function (``eager``), or its registered custom op
+#: (``custom_op``: what torch.compile graphs and vLLM call).
+PATHS = ("eager", "custom_op")
 
 CAPTURE_FILE = Path(__file__).with_name("capture.json")
 #: The file the evidence run's capture step writes into its results folder (one row per captured case).
@@ -42,22 +54,37 @@ def entries(path: str | Path = CAPTURE_FILE) -> dict[str, dict]:
     return read_record(path, lambda e: isinstance(e.get("passed"), bool), "a boolean passed")
 
 
-def load(path: str | Path = CAPTURE_FILE) -> frozenset[tuple[int, int]]:
-    """The architectures ``(major, minor)`` whose recorded capture test passed."""
-    return frozenset(parse_arch(a) for a, e in entries(path).items() if e["passed"])
+def load(path: str | Path = CAPTURE_FILE) -> frozenset[tuple[tuple[int, int], str, str]]:
+    """``((major, minor), op, path)`` of every recorded capture test that passed (an entry without ``ops``: eager
+    ``rms_norm`` only)."""
+    out = set()
+    for arch, e in entries(path).items():
+        cap = parse_arch(arch)
+        ops = e.get("ops")
+        if not isinstance(ops, dict):
+            if e["passed"]:
+                out.add((cap, "rms_norm", "eager"))
+            continue
+        out |= {(cap, op, p) for op, paths in ops.items() if isinstance(paths, dict)
+                for p, ok in paths.items() if ok is True}
+    return frozenset(out)
 
 
-#: The architectures whose capture test passed, read once at import (what the predicate's capture condition reads).
-VERIFIED: frozenset[tuple[int, int]] = load()
+#: What passed, read once at import (what the predicates' capture conditions read): ``(capability, op, path)``.
+VERIFIED: frozenset[tuple[tuple[int, int], str, str]] = load()
 
 
-def verified(capability) -> bool:
-    """Whether captured calls may take the fast path on this ``(major, minor)`` (``None``: not a CUDA device).
+def verified(capability, op: str = "rms_norm", path: str | None = "eager") -> bool:
+    """Whether a captured call of ``op`` by ``path`` may take the fast path on this ``(major, minor)`` (``None``: not
+    a CUDA device); ``path=None``: by either path (a backward, which both paths share).
 
-    >>> verified(None), verified((7, 5))
-    (False, False)
+    >>> verified(None), verified((7, 5)), verified((7, 5), "fused_add_rms_norm", None)
+    (False, False, False)
     """
-    return capability is not None and tuple(capability) in VERIFIED
+    if capability is None:
+        return False
+    cap = tuple(capability)
+    return any(c == cap and o == op and (path is None or p == path) for c, o, p in VERIFIED)
 
 
 def capturing(device) -> bool:

@@ -21,7 +21,7 @@ from fastpath_lib.rmsnorm import thresholds
 
 __all__ = ["MAX_COLS", "ALIGN_BYTES", "MIN_CAPABILITY", "INTERPRETER_MIN_ROWS", "CUDA_MIN_ROWS", "DEFAULT_CUDA_MIN_ROWS",
            "LEAST_MIN_ROWS", "SUPPORTED_DTYPES", "Limits", "limits_for", "device_capability", "default_eps", "SM75",
-           "SM75_DTYPES", "check_arch", "sm75_admitted", "sm75_rows", "sm75_scope"]
+           "SM75_DTYPES", "check_arch", "sm75_admitted", "sm75_rows", "sm75_scope", "overriding"]
 
 MAX_COLS = 16384
 ALIGN_BYTES = 16
@@ -107,6 +107,21 @@ def default_eps(dtype: torch.dtype) -> float:
 def sm75_admitted(capability) -> bool:
     """Whether ``capability`` is sm_75, inside an ``allow_sm75()`` block, with the self-test passed there."""
     return _Sm75.depth > 0 and tuple(capability or ()) == SM75 and SM75 in _Sm75.passed
+
+
+@contextlib.contextmanager
+def overriding(cache: dict, min_rows: int):
+    """Inside the block every CUDA device's cached row threshold in ``cache`` (the predicate's) is ``min_rows``: CUDA
+    calls take the fast route from that many rows (never below :data:`LEAST_MIN_ROWS`, every other condition
+    unchanged), which the row sweep needs to time the dispatched call on both sides of a threshold not yet recorded.
+    The cache is put back on exit."""
+    before = dict(cache)
+    cache.update(dict.fromkeys(range(torch.cuda.device_count()), int(min_rows)))
+    try:
+        yield
+    finally:
+        cache.clear()
+        cache.update(before)
 
 
 @contextlib.contextmanager

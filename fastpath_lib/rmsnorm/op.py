@@ -109,8 +109,9 @@ def _recorded_fallback(input, normalized_shape, weight, eps):
     return out
 
 
-def _now_eligible(input, normalized_shape, weight) -> bool:
-    return eligible(input, normalized_shape, weight, _state.forced) and runtime_eligible(input, weight)
+def _now_eligible(input, normalized_shape, weight, path: str | None) -> bool:
+    """Inside the custom ops (``path="custom_op"``) and the backward both paths share (``path=None``)."""
+    return eligible(input, normalized_shape, weight, _state.forced) and runtime_eligible(input, weight, path=path)
 
 
 def _forward(input, weight, eps):
@@ -120,7 +121,7 @@ def _forward(input, weight, eps):
 
 def _backward_impl(grad, input, normalized_shape, weight, eps):
     """``(dx, dw)``; the Triton backward where eligible, else the reference's (``dw`` empty without weight)."""
-    if _now_eligible(input, normalized_shape, weight):
+    if _now_eligible(input, normalized_shape, weight, None):
         if _state.recorders:
             routing.record("backward", PREDICATE.fast_route)
         grad_rows = grad.contiguous().view(-1, input.shape[-1])  # upstream grads are often expanded (stride 0)
@@ -135,7 +136,7 @@ def _backward_impl(grad, input, normalized_shape, weight, eps):
 @torch.library.custom_op("fastpath::rms_norm", mutates_args=())
 def _rms_norm_op(input: torch.Tensor, normalized_shape: list[int], weight: torch.Tensor | None,
                  eps: float | None) -> torch.Tensor:
-    if _now_eligible(input, normalized_shape, weight):
+    if _now_eligible(input, normalized_shape, weight, "custom_op"):
         if _state.recorders:
             routing.record("forward", PREDICATE.fast_route)
         return _forward(input, weight, eps)

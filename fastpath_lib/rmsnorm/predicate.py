@@ -3,7 +3,7 @@
 In words: the Triton kernels run when **all** of these hold, and ``torch.nn.functional.rms_norm`` runs otherwise.
 
 * *mode*: the fallback is not forced (:func:`fastpath_lib.force_fallback`, ``FASTPATH_FORCE_FALLBACK=1``); no CUDA
-  graph is being captured, unless the architecture's capture test passed (``capture.json``); in backward, no
+  graph is being captured, unless the op's capture test passed here by this path (``capture.json``); in backward, no
   higher-order graph is requested (``create_graph=True`` takes the differentiable fallback); no forward-mode AD level
   is active (dual tensors) and no ``torch.func`` transform (vmap, grad, vjp, jvp, jacrev, jacfwd, hessian,
   functional_call under grad) is running: ``F.rms_norm`` has its own rules for all of them, so those calls behave
@@ -42,7 +42,6 @@ This module imports torch only, never Triton: it is tested on any machine.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 
 import torch
@@ -56,7 +55,7 @@ from fastpath_lib.rmsnorm.layout import (PLAIN_TYPES, decided, functorch_transfo
                                          traced_rows)
 from fastpath_lib.rmsnorm.limits import (ALIGN_BYTES, CUDA_MIN_ROWS, DEFAULT_CUDA_MIN_ROWS, INTERPRETER_MIN_ROWS,
                                          LEAST_MIN_ROWS, MAX_COLS, MIN_CAPABILITY, SUPPORTED_DTYPES, Limits, check_arch,
-                                         default_eps, device_capability, limits_for, sm75_rows)
+                                         default_eps, device_capability, limits_for, overriding, sm75_rows)
 
 __all__ = ["MAX_COLS", "ALIGN_BYTES", "MIN_CAPABILITY", "INTERPRETER_MIN_ROWS", "CUDA_MIN_ROWS", "DEFAULT_CUDA_MIN_ROWS",
            "SUPPORTED_DTYPES", "PLAIN_TYPES", "ALLOWED_MODES", "Limits", "RMSNormCall", "limits_for", "make_call",
@@ -134,25 +133,9 @@ def _cuda_rows(index: int) -> int:
     return rows
 
 
-@contextlib.contextmanager
-def row_threshold(min_rows: int, devices: int | None = None):
-    """Inside the block, CUDA calls take the fast route from ``min_rows`` rows (every other condition unchanged; the
-    dispatch never takes it below :data:`~fastpath_lib.rmsnorm.limits.LEAST_MIN_ROWS` rows): what the row-threshold
-    sweep needs to time the dispatched call on both sides of a threshold not yet recorded. Put back on exit.
-
-    Args:
-        min_rows: the row threshold inside the block.
-        devices: how many CUDA device indices to set (default: ``torch.cuda.device_count()``).
-    """
-    n = torch.cuda.device_count() if devices is None else devices
-    before = dict(_cuda_min_rows)
-    for index in range(n):
-        _cuda_min_rows[index] = int(min_rows)
-    try:
-        yield
-    finally:
-        _cuda_min_rows.clear()
-        _cuda_min_rows.update(before)
+def row_threshold(min_rows: int):
+    """A block in which CUDA calls take the fast route from ``min_rows`` rows (:func:`.limits.overriding`)."""
+    return overriding(_cuda_min_rows, min_rows)
 
 
 def eligible(input, normalized_shape, weight, forced: bool) -> bool:
@@ -220,12 +203,13 @@ def eligible(input, normalized_shape, weight, forced: bool) -> bool:
                               and (weight.stride(0) == 1 or n == 1) and weight.get_device() == input.get_device())
 
 
-def runtime_eligible(input: torch.Tensor, weight: torch.Tensor | None) -> bool:
-    """The conditions only run time knows, for a call :func:`eligible` accepted: pointer alignment, no capture."""
+def runtime_eligible(input, weight, *, op: str = "rms_norm", path: str | None = "eager") -> bool:
+    """What only run time knows, for a call :func:`eligible` accepted: pointer alignment, no capture unless ``op``'s
+    capture test passed here by ``path`` (``eager``, ``custom_op``, or ``None``: either; :mod:`.capture`)."""
     if input.data_ptr() % ALIGN_BYTES or (weight is not None and weight.numel() and weight.data_ptr() % ALIGN_BYTES):
         return False
     return not (input.is_cuda and torch.cuda.is_current_stream_capturing()
-                and not capture.verified(device_capability(input.device)))
+                and not capture.verified(device_capability(input.device), op, path))
 
 
 # --- the checks: each returns None when it holds, else "<actual>, <required>" ---------------------------------------

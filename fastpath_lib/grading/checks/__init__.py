@@ -1,0 +1,1 @@
+"""The checks: one module per exercise, each ending in ``graded(...)``."""

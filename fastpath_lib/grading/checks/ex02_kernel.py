@@ -1,0 +1,416 @@
+"""Exercise 02: a fused residual-add RMSNorm kernel, and (stretch) its backward from the saved ``rstd``.
+
+Lesson 02 shows the kit's forward kernel; this exercise asks for a kernel the kit does not contain, the fused ``h = x +
+residual; y = rms_norm(h) * w`` of transformer blocks (vLLM's ``fused_add_rms_norm``), which also stores ``h`` (the next
+residual stream) and each row's ``rstd`` for the backward. The check launches it on irregular shapes and compares all
+three outputs with a plain-torch spec; handing back the kit's kernels fails. From the learner's source
+(:mod:`fastpath_lib.grading.rules.kernel_source`), the kernel must be their own ``@triton.jit`` function doing the work,
+and the stretch backward must launch one and compute nothing in torch; an object that only answers a launch, or a launch
+for show, scores nothing. The kernel is graded on memory too, as GPU-Puzzles does (:func:`memory_problem`): under
+Triton's interpreter every load and store is counted (:mod:`fastpath_lib.traffic`), and each input element must be read
+once, each output element written once, nothing outside the tensors; and one more launch, whose row stride puts row 3 at
+``2**32 + 8`` elements on tensors that hold row 0 only, shows a row offset computed in int32 (it wraps back inside them;
+:func:`overflow_problem`). Feedback says which rule failed: wrong values, or right values and the memory rule, or int32
+offsets. The stretch backward's launcher may run no torch operator but those that allocate, lay out, convert and sum the
+partial ``dw`` rows (counted as it runs, :data:`_HOST_OPS`). In the grader the kernel runs as data
+(:mod:`fastpath_lib.grading.engine.kernel_run`): its source from the notebook, compiled by Triton's frontend for a GPU,
+run in the grader's own process on the grader's inputs.
+
+The spec, per row, in plain torch (``eps`` is the default eps of the input dtype)::
+
+    h = x + r                                   # in the input dtype: stored to H
+    hf = h.float(); rstd = 1 / torch.sqrt((hf * hf).mean() + eps)   # stored to RSTD (fp32)
+    y = (hf * rstd * w.float()).to(x.dtype)     # stored to Y
+
+The stretch backward gets ``rstd`` instead of ``eps`` (a training step saves it), computed here with an eps the kit
+never uses, so recomputing it with the default eps gives the wrong gradients.
+"""
+
+from __future__ import annotations
+
+import random
+
+import torch
+
+from fastpath_lib.cases import CaseSpec, output_guard_intact, poisoned_like
+from fastpath_lib.grading.rules import borrowed, kernel_source
+from fastpath_lib.grading.engine import kernel_run, remote, sources
+from fastpath_lib.grading.rules.kernel_source import kernel_problem, launcher_problem
+from fastpath_lib.grading.report.feedback import Fail, case_label, graded, passed, table
+from fastpath_lib.grading.materials import device
+from fastpath_lib.grading.registry import Result
+from fastpath_lib.rmsnorm import predicate as rms
+from fastpath_lib.testing import compare, reference_grads
+
+__all__ = ["check_add_rms_norm_kernel", "check_backward_with_saved_rstd", "add_rms_norm_spec", "memory_problem",
+           "overflow_problem"]
+
+_FORBIDDEN = borrowed.KIT_KERNELS + borrowed.KIT_OP + borrowed.KIT_REFERENCE + borrowed.TORCH_RMS_NORM
+
+
+def add_rms_norm_spec(x: torch.Tensor, r: torch.Tensor, w: torch.Tensor, eps: float | None = None):
+    """The spec in plain torch: ``(h, y, rstd)`` with ``h`` in the input dtype, ``y`` and ``rstd`` in float64.
+
+    >>> h, y, rstd = add_rms_norm_spec(torch.ones(2, 4), torch.ones(2, 4), torch.ones(4))
+    >>> h[0, 0].item(), round(y[0, 0].item(), 6), round(rstd[0].item(), 6)
+    (2.0, 1.0, 0.5)
+    """
+    eps = rms.default_eps(x.dtype) if eps is None else eps
+    h = x + r
+    h64 = h.detach().to(torch.float64)
+    rstd = torch.rsqrt(h64.pow(2).mean(-1) + eps)
+    return h, h64 * rstd[:, None] * w.detach().to(torch.float64), rstd
+
+
+def _name(obj, default: str) -> str:
+    """The name the check cell passed ``obj`` as: the grader's record of the cell for an object held in the
+    learner's kernel, else the function's own name, else ``default``."""
+    if remote.is_proxy(obj):
+        root = remote.root(obj)
+        return root if isinstance(root, str) and root.isidentifier() else default
+    name = getattr(getattr(obj, "fn", obj), "__name__", None)
+    return name if isinstance(name, str) and name.isidentifier() else default
+
+
+def _source_rule(rule, obj, default: str) -> None:
+    """Apply a :mod:`~fastpath_lib.grading.rules.kernel_source` rule to the learner's source (when there is one to
+    read); in the grader, a stub still in place is said first."""
+    source = sources.learner_source()
+    if remote.is_proxy(obj) and kernel_source.still_a_stub(source, _name(obj, default)):
+        raise NotImplementedError("the stub is still in place")
+    problem = rule(source, _name(obj, default)) if source.strip() else None
+    if problem:
+        raise Fail(problem)
+
+
+def _cases():
+    rng = random.SystemRandom()
+    drawn = CaseSpec(rng.randint(2, 7), rng.randint(20, 300), rng.choice((torch.float16, torch.bfloat16)),
+                     scale=rng.choice((1.0, 0.1, 3.0)))
+    return (
+        (CaseSpec(7, 33, torch.float32, layout="row_slice", pad=3), "contiguous"),
+        (CaseSpec(5, 100, torch.float16), "row_slice"),
+        (CaseSpec(3, 781, torch.bfloat16), "contiguous"),
+        (CaseSpec(1, 1, torch.float32), "contiguous"),
+        (CaseSpec(6, 64, torch.float32, layout="step"), "step"),
+        (CaseSpec(4, 17, torch.float32, scale=1e-2), "contiguous"),
+        (drawn, rng.choice(("contiguous", "row_slice"))),
+    )
+
+
+def _launch_args(x, r, w, h, y, rstd, eps) -> tuple:
+    """``(grid, args, kwargs)`` of one launch of the learner's forward kernel (the signature in the exercise)."""
+    import triton
+
+    n_rows, n_cols = x.shape
+    return ((n_rows,), [x, r, w, h, y, rstd, x.stride(0), r.stride(0), h.stride(0), y.stride(0), n_cols, eps],
+            {"BLOCK_SIZE": triton.next_power_of_2(max(n_cols, 1))})
+
+
+#: The forward kernel's tensor arguments, in order: read, read, read, written, written, written.
+_ROLES = ("x", "residual", "weight", "h", "y", "rstd")
+
+
+def _times(n: int) -> str:
+    return {2: "twice", 3: "three times"}.get(n, f"{n} times")
+
+
+def memory_problem(launches: list[dict], oob: list[str], programs: int) -> str | None:
+    """Why one call's counted traffic is not the bytes model's, or ``None``: one launch; each element of x, the
+    residual and the weight read (the weight at most once per program, the others once), each element of h, y and
+    rstd written once, no output read back, nothing outside the tensors. The budget is the model's: the bytes of
+    the three inputs plus the three outputs, each once.
+
+    Args:
+        launches: per launch, argument name -> byte counts
+        (:attr:`fastpath_lib.grading.engine.kernel_run.Call.traffic`). oob: the out-of-bounds accesses, as
+        :mod:`fastpath_lib.traffic` words them (program id, offsets, mask). programs: the launch's programs (rows).
+    """
+    if oob:
+        more = f" (and {len(oob) - 1} more)" if len(oob) > 1 else ""
+        return f"{oob[0]}{more}"
+    if len(launches) != 1:
+        return f"{len(launches)} launches for one call: the fused kernel is one launch"
+    tensors = [(n, t) for n, t in launches[0].items() if not n.startswith("<")]
+    if len(launches[0]) != len(tensors):
+        return "the kernel reaches memory through a pointer that belongs to none of its tensor arguments"
+    for role, (name, t) in zip(_ROLES, tensors):
+        label = f"{role} ({name})"
+        if role in _ROLES[:3]:
+            limit = programs if role == "weight" else 1
+            if t["stored_distinct"]:
+                return f"{label}: the kernel writes {t['stored_distinct']} bytes into an input"
+            if t["loaded_distinct"] != t["nbytes"]:
+                return f"{label}: read {t['loaded_distinct']} of its {t['nbytes']} bytes (read every element)"
+            if t["max_loads_per_byte"] > limit:
+                if role == "weight":
+                    return (f"{label}: some bytes read {t['max_loads_per_byte']} times by {programs} programs (at "
+                            f"most once per program: read each element once)")
+                return f"{label}: reads each input element {_times(t['max_loads_per_byte'])} (read each once)"
+        else:
+            if t["loaded_distinct"]:
+                return (f"{label}: the kernel reads back {t['loaded_distinct']} bytes of an output (keep the value in "
+                        f"registers: each output element is written once and never read)")
+            if t["stored_distinct"] != t["nbytes"]:
+                return f"{label}: wrote {t['stored_distinct']} of its {t['nbytes']} bytes"
+            if t["max_stores_per_byte"] > 1:
+                return f"{label}: writes each output element {_times(t['max_stores_per_byte'])} (write each once)"
+    return None
+
+
+def _forward_cases(seed: int):
+    """Per case: its label and the tensors of one launch (with their guard bands and the built inputs)."""
+    out = []
+    for spec, r_layout in _cases():
+        built = spec.build(seed=seed, device=device())
+        x, _, w = built.args()
+        rb = CaseSpec(spec.rows, spec.cols, spec.dtype, weight=None, layout=r_layout, pad=5).build(
+            seed=seed + 1, device=device())
+        h, hbuf, hp = poisoned_like(x.shape, x.dtype, x.device)
+        y, ybuf, yp = poisoned_like(x.shape, x.dtype, x.device)
+        rstd, sbuf, sp = poisoned_like((x.shape[0],), torch.float32, x.device)
+        out.append({"label": f"{case_label(spec)}, residual {r_layout}", "built": (built, rb), "x": x, "r": rb.x,
+                    "w": w, "h": h, "y": y, "rstd": rstd, "eps": rms.default_eps(x.dtype),
+                    "guards": ((hbuf, hp), (ybuf, yp), (sbuf, sp))})
+    return out
+
+
+def _in_process(kernel, c: dict) -> tuple[list[dict], list[str]]:
+    """Launch the learner's kernel object here (the in-notebook check); its traffic where the interpreter runs it."""
+    import numpy as np
+
+    from fastpath_lib import runtime, traffic
+    from fastpath_lib.grading.engine.kernel_run import launch_traffic
+
+    grid, args, kwargs = _launch_args(c["x"], c["r"], c["w"], c["h"], c["y"], c["rstd"], c["eps"])
+    with np.errstate(all="ignore"):
+        if not (runtime.interpreter_enabled() and c["x"].device.type == "cpu"):
+            kernel[grid](*args, **kwargs)
+            return [], []  # compiled for a GPU: no traffic to count here
+        with traffic.watch() as t:
+            kernel[grid](*args, **kwargs)
+    return [launch_traffic(launch) for launch in t.launches], [str(o) for o in t.oob]
+
+
+def _probe_in_process(kernel, probe) -> list[dict] | None:
+    """The overflow probe's traffic where the interpreter runs the kernel here (``None`` on a GPU: a compiled kernel
+    would really reach rows 1-3)."""
+    import numpy as np
+
+    from fastpath_lib import runtime, traffic
+    from fastpath_lib.grading.engine.kernel_run import launch_traffic
+
+    if not runtime.interpreter_enabled():
+        return None
+    grid, args, kwargs = probe
+    with np.errstate(all="ignore"), traffic.watch() as t:
+        kernel[grid](*args, **kwargs)
+    return [launch_traffic(launch) for launch in t.launches]
+
+
+def _judge(c: dict, launches, oob, counted: bool) -> tuple[str, str] | None:
+    """``("values" | "memory", what is wrong)``, or ``None`` when the case is right."""
+    x, r, w, h, y, rstd, eps = (c[k] for k in ("x", "r", "w", "h", "y", "rstd", "eps"))
+    eh, _, _ = add_rms_norm_spec(x, r, w, eps)
+    problem = compare(h, eh.to(torch.float64), x.dtype)
+    problem = problem and f"h = x + r: {problem}"
+    # y and rstd from the h you stored: rounding h to the dtype (to nearest or toward zero) is not graded
+    _, ey, erstd = add_rms_norm_spec(h, torch.zeros_like(h), w, eps)
+    problem = problem or (f"y: {p}" if (p := compare(y, ey, x.dtype)) else None)
+    problem = problem or (f"rstd: {p}" if (p := compare(rstd, erstd, torch.float32, grad=True)) else None)
+    if problem is None and not all(output_guard_intact(b, p, 16) for b, p in c["guards"]):
+        problem = "wrote outside the outputs (mask the tail: cols < n_cols)"
+    if problem is None and not all(b.inputs_untouched() for b in c["built"]):
+        problem = "modified the input, the residual or the weight"
+    if problem is None and counted:
+        memory = memory_problem(launches, oob, x.shape[0])
+        return ("memory", memory) if memory else None
+    return None if problem is None else ("values", problem)
+
+
+#: The row stride of the overflow probe: ``3 * stride`` is ``2**32 + 8``, so a row offset computed in int32 wraps to
+#: element 8 at program 3, inside the probe's small tensors; in int64 it is far past them (an access the interpreter's
+#: checker drops). The stride itself fits int32, as a real stride below 2**31 does.
+_WRAPPING_STRIDE = (2 ** 32 + 8) // 3
+
+
+def _overflow_probe(dtype):
+    """``(launch, row bytes)``: a launch of 4 rows of 16 columns whose row strides say ``_WRAPPING_STRIDE``, on
+    tensors that hold only those 4 rows, so row 0 alone is inside them (rows 1-3 lie past 2**31 elements)."""
+    import triton
+
+    x, r = torch.randn(4, 16).to(dtype), torch.randn(4, 16).to(dtype)
+    w = torch.ones(16, dtype=dtype)
+    h, y, rstd = torch.zeros(4, 16, dtype=dtype), torch.zeros(4, 16, dtype=dtype), torch.zeros(4)
+    s = _WRAPPING_STRIDE
+    return ((4,), [x, r, w, h, y, rstd, s, s, s, s, 16, 1e-6], {"BLOCK_SIZE": triton.next_power_of_2(16)}), \
+        16 * x.element_size()
+
+
+def overflow_problem(launches: list[dict], row_bytes: int) -> str | None:
+    """Why the overflow probe's traffic shows a row offset computed in int32, or ``None``: with the probe's row stride
+    only row 0 lies inside x, the residual, h and y; a kernel whose ``row * row_stride`` wraps in int32 reaches them
+    again from program 3 (element 8)."""
+    if len(launches) != 1:
+        return None  # judged by the memory rule
+    tensors = [(n, t) for n, t in launches[0].items() if not n.startswith("<")]
+    for role, (name, t) in zip(_ROLES, tensors):
+        if role in ("x", "residual", "h", "y") and max(t["loaded_distinct"], t["stored_distinct"]) > row_bytes:
+            return (f"row offsets wrap in int32: with a row stride of {_WRAPPING_STRIDE} elements (rows past 2**31 "
+                    f"elements, as in a large KV cache or a long prefill), program 3 reached {role} ({name}) at "
+                    f"element 8 instead of element {3 * _WRAPPING_STRIDE}; compute the row offset in int64 "
+                    f"(tl.program_id(0).to(tl.int64))")
+    return None
+
+
+def _grade_kernel(my_kernel) -> list[Result]:
+    borrowed.reject_handed_back(my_kernel, _FORBIDDEN)
+    in_grader = remote.is_proxy(my_kernel)
+    source = sources.learner_source()
+    if in_grader:
+        _source_rule(kernel_problem, my_kernel, "my_add_rms_norm_fwd")  # before anything of it runs
+    else:
+        from triton.runtime.jit import KernelInterface
+
+        if not isinstance(my_kernel, KernelInterface):
+            raise Fail(f"expected a @triton.jit kernel, got {type(my_kernel).__name__}")
+    cases = _forward_cases(random.SystemRandom().randrange(1 << 20))  # inputs drawn at each check
+    probe, row_bytes = _overflow_probe(cases[1]["x"].dtype)
+    if in_grader:
+        name = _name(my_kernel, "my_add_rms_norm_fwd")
+        launches = [_launch_args(*(c[k] for k in ("x", "r", "w", "h", "y", "rstd", "eps"))) for c in cases]
+        outcome = kernel_run.run(kernel_source.program(source, name), name, launches + [probe])
+        if outcome.compile_problem:
+            raise Fail(outcome.compile_problem)
+        measured = []
+        for launch, call in zip(launches, outcome.calls):
+            if call.error:
+                raise Fail(f"your kernel raised {call.error[0]}: {call.error[1]}")
+            kernel_run.copy_back(launch[1], call.args)
+            measured.append((call.traffic, call.oob, True))
+        probed = outcome.calls[-1].traffic if len(outcome.calls) > len(launches) else None
+    else:
+        measured = []
+        for c in cases:
+            counted, oob = _in_process(my_kernel, c)
+            measured.append((counted, oob, bool(counted) or bool(oob)))
+        probed = _probe_in_process(my_kernel, probe)
+    verdicts = [_judge(c, *m) for c, m in zip(cases, measured)]
+    rows = [(c["label"], v[1] if v else "ok") for c, v in zip(cases, verdicts)]
+    wrong = sum(v is not None and v[0] == "values" for v in verdicts)
+    if wrong:
+        raise Fail(f"{wrong} of {len(rows)} cases give wrong values\n" + table(rows, ("case", "yours vs expected")))
+    memory = [v[1] for v in verdicts if v is not None]
+    if memory:
+        raise Fail(f"every value is right, but the memory rule fails (each input element read once, each output "
+                   f"element written once, nothing outside the tensors) on {len(memory)} of {len(rows)} cases: "
+                   f"{memory[0]}\n" + table(rows, ("case", "yours vs the memory rule")))
+    problem = overflow_problem(probed, row_bytes) if probed else None
+    if problem:
+        raise Fail(f"every value and every access is right on the cases, but {problem}")
+    if not in_grader:
+        _source_rule(kernel_problem, my_kernel, "my_add_rms_norm_fwd")  # after a stub's NotImplementedError
+    return [passed("ex02", "add_rms_norm_kernel")]
+
+
+def check_add_rms_norm_kernel(my_kernel, *, show: bool = True):
+    """Launch ``my_kernel`` (the signature in the exercise) on irregular shapes; compare h, y and rstd with the spec,
+    and count its memory traffic (:func:`memory_problem`) where it runs in Triton's interpreter.
+
+    In the grader the kernel runs as data (:mod:`~fastpath_lib.grading.engine.kernel_run`): its source, read from the
+    notebook, compiled by Triton's frontend for a GPU and run by the grader's own process on the grader's inputs."""
+    return graded("ex02", ("add_rms_norm_kernel",), _grade_kernel, my_kernel, show=show)
+
+
+def _backward_cases():
+    rng = random.SystemRandom()
+    seed = rng.randrange(1 << 20)  # inputs drawn at each check
+    out = []
+    for spec, eps in ((CaseSpec(5, 33, scale=0.3), 0.1), (CaseSpec(4, 100, torch.float16, weight=None), 1e-6),
+                      (CaseSpec(6, 24, layout="row_slice", pad=8, scale=0.2), 0.05),
+                      (CaseSpec(rng.randint(2, 6), rng.randint(20, 200), torch.bfloat16, scale=0.3),
+                       rng.choice((0.02, 0.2)))):
+        built = spec.build(seed=seed, device=device())
+        h, ns, w = built.args()
+        rstd = torch.rsqrt(h.detach().to(torch.float64).pow(2).mean(-1) + eps).to(torch.float32).to(h.device)
+        g = torch.Generator().manual_seed(seed + 1)
+        dy = torch.randn(h.shape, generator=g, dtype=torch.float64).to(h.dtype).to(h.device)
+        out.append((spec, eps, (dy, h, w, rstd), ns))
+    return out
+
+
+#: The torch operators a launcher runs to allocate, lay out, convert and sum the kernel's partial results: anything
+#: else it runs is torch computing the answer, whatever the source looks like (a value laundered through a builtin,
+#: ``max([t]) * 2``, is still ``aten.mul``).
+_HOST_OPS = frozenset({
+    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "zeros", "zeros_like", "new_zeros",
+    "ones", "ones_like", "new_ones", "full", "full_like", "new_full", "fill_", "zero_", "copy_", "_to_copy", "clone",
+    "set_", "view", "_unsafe_view", "_reshape_alias", "reshape", "alias", "detach", "t", "transpose", "permute",
+    "expand", "as_strided", "slice", "select", "squeeze", "unsqueeze", "sum", "lift_fresh", "lift_fresh_copy",
+    "_local_scalar_dense", "split", "unbind", "resolve_conj", "resolve_neg", "contiguous", "flatten"})
+
+
+def _torch_compute(ops) -> str | None:
+    computed = sorted(set(ops) - _HOST_OPS)
+    if not computed:
+        return None
+    return (f"my_backward computes with torch outside your kernel (it ran torch's {', '.join(computed[:4])}): the "
+            f"launcher allocates, launches and sums the partial dw rows; the gradients come from your kernel")
+
+
+def _grade_backward(my_backward) -> list[Result]:
+    cases = _backward_cases()
+    in_grader = remote.is_proxy(my_backward)
+    if in_grader:
+        borrowed.reject_handed_back(my_backward, _FORBIDDEN)
+        _source_rule(launcher_problem, my_backward, "my_backward")  # before anything of it runs
+        name = _name(my_backward, "my_backward")
+        outcome = kernel_run.run(kernel_source.program(sources.learner_source(), name), name,
+                                 [(None, list(args), {}) for _, _, args, _ in cases])
+        if outcome.compile_problem:
+            raise Fail(outcome.compile_problem)
+        answers = []
+        for call in outcome.calls:
+            if call.error:
+                raise Fail(f"my_backward raised {call.error[0]}: {call.error[1]}")
+            out = tuple(v.to(device()) if isinstance(v, torch.Tensor) else v for v in call.out) \
+                if isinstance(call.out, tuple) else call.out
+            answers.append((out, call.launches, call.oob, call.torch_ops))
+    else:
+        answers = []
+        for _, _, args, _ in cases:
+            launched: list = []
+            ops: set = set()
+            with kernel_run.torch_ops(ops):
+                out = borrowed.run(my_backward, args, _FORBIDDEN, launches=launched)
+            answers.append((out, [f for f in launched if f is not None], [], ops))
+    rows, bad = [], 0
+    for (spec, eps, (dy, h, w, rstd), ns), (out, launched, oob, ops) in zip(cases, answers):
+        if not launched:
+            raise Fail("my_backward launched no Triton kernel: the backward is a kernel of yours")
+        problem = _torch_compute(ops)
+        if problem:
+            raise Fail(f"on {case_label(spec)}: {problem}")
+        if not (isinstance(out, tuple) and len(out) == 2):
+            raise Fail(f"my_backward must return (dh, dw), got {type(out).__name__}")
+        dh, dw = out
+        edh, edw = reference_grads(h, ns, w, eps, dy)
+        problem = oob[0] if oob else None
+        problem = problem or ((p := compare(dh, edh, h.dtype, grad=True)) and f"dh: {p}")
+        if problem is None and w is not None:
+            problem = "dw is None, expected a tensor" if dw is None else compare(dw, edw, w.dtype, grad=True)
+            problem = problem and f"dw: {problem}"
+        bad += problem is not None
+        rows.append((case_label(spec), "ok" if problem is None else problem))
+    if bad:
+        raise Fail(f"{bad} of {len(rows)} cases wrong\n" + table(rows, ("case", "yours vs expected")))
+    if not in_grader:
+        _source_rule(launcher_problem, my_backward, "my_backward")
+    return [passed("ex02", "backward_with_saved_rstd (stretch)")]
+
+
+def check_backward_with_saved_rstd(my_backward, *, show: bool = True):
+    """``my_backward(dy2d, h2d, weight, rstd) -> (dh, dw)`` vs float64 autograd of the spec (``rstd`` saved by the
+    forward, fp32 ``[rows]``; no eps is passed). It must launch a kernel of yours, with no out-of-bounds access; in
+    the grader it runs as data (:mod:`~fastpath_lib.grading.engine.kernel_run`), as the forward does."""
+    return graded("ex02", ("backward_with_saved_rstd (stretch)",), _grade_backward, my_backward, show=show)

@@ -1,0 +1,172 @@
+"""Exercise 05: a predeclared benchmark case matrix, in the kit's words.
+
+``my_matrix() -> list[(case_id, CaseSpec, expected, rationale)]``: ``expected`` is one of the kit's outcome words
+(:data:`~fastpath_lib.grading.vocabulary.OUTCOMES`: win, neutral, loss, fallback) and ``rationale`` one line saying why.
+The rules are the benchmark's own (:func:`fastpath_lib.bench.matrix.coverage_rules`, which the kit's matrix meets), in
+three parts: sizes (enough distinct cases, small and large, an M=1 decode case), layouts and dtypes, and expectations
+(at least one expected win, cases expected not to improve, fallback exactly where the predicate rejects the case on a
+GPU, a rationale of its own for every case, not another case's words with other numbers). The kit's own predeclared
+matrix handed back, in whole or with its rationales copied or reworded, or its cases kept under new words, fails.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+
+from fastpath_lib.bench.matrix import BenchCase, coverage_rules, rationale_words
+from fastpath_lib.cases import CaseSpec
+from fastpath_lib.grading.rules import borrowed
+from fastpath_lib.grading.report.feedback import Fail, graded
+from fastpath_lib.grading.registry import Result, points_of
+from fastpath_lib.grading.vocabulary import FALLBACK, OUTCOMES
+from fastpath_lib.rmsnorm import predicate as rms
+
+__all__ = ["check_case_matrix", "gpu_route"]
+
+_PARTS = ("size_coverage", "layout_coverage", "expectations")
+_KIT_MATRIX = Path(__file__).resolve().parents[2] / "bench" / "cases.json"
+_BORROWED = borrowed.kit("bench", why="that is the kit's own predeclared matrix") + borrowed.kit(
+    "grading", why="that is the grader's own answer")
+
+
+def gpu_route(spec: CaseSpec) -> str:
+    """The route the predicate takes for ``spec`` on a CUDA sm_90 device with the conservative row threshold.
+
+    Rows only matter through the threshold (and, for 3-d layouts, their parity), so the case is built with at most
+    9 rows and a threshold that gives the same answer: a 4096-row case costs no more than an 8-row one.
+    """
+    rows = spec.rows if spec.rows < 8 else 8 + spec.rows % 2
+    min_rows = 8 if spec.rows >= rms.DEFAULT_CUDA_MIN_ROWS else rms.DEFAULT_CUDA_MIN_ROWS
+    x, ns, w = dataclasses.replace(spec, rows=rows).build(seed=0, device="cpu").args()
+    c = dataclasses.replace(rms.make_call(x, ns, w), limits=rms.Limits(min_rows=min_rows, source="CUDA default"),
+                            interpret=False, device_type="cuda", capability=(9, 0))
+    return rms.PREDICATE.evaluate(c).route
+
+
+def _kit_cases() -> list[dict]:
+    try:
+        return list(json.loads(_KIT_MATRIX.read_text())["cases"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+
+
+#: Words too common to tell two rationales apart.
+_COMMON = frozenset("a an the of to in on and or is are be it its at by for with from as so but no not".split())
+
+
+def _words(text: str) -> set[str]:
+    return set(rationale_words(text).split()) - _COMMON
+
+
+def _close_rationale(mine: str, kit: list[str]) -> bool:
+    """``mine`` is a kit rationale reworded: a phrase added, a word or two dropped, words shuffled or re-punctuated.
+
+    Three quarters of a kit rationale's words (at least four, leaving out the most common ones) are in ``mine``.
+    """
+    a = _words(mine)
+    return any(len(a & b) >= max(4, 0.75 * len(b)) for b in map(_words, kit))
+
+
+def _params(cid: str, spec: CaseSpec, exp: str) -> tuple:
+    return cid, spec.rows, spec.cols, str(spec.dtype).replace("torch.", ""), spec.layout, exp
+
+
+def _near(mine: tuple, kit: dict) -> bool:
+    """Same dtype, layout and expectation as a kit case, and each dimension within a factor of two of it."""
+    _, rows, cols, dtype, layout, exp = mine
+    k_rows, k_cols = kit["shape"]
+    return (dtype, layout, exp) == (kit["dtype"], kit["layout"], kit["expected"]) \
+        and all(max(a, b) <= 2 * min(a, b) for a, b in ((rows, k_rows), (cols, k_cols)))
+
+
+def _kit_shaped(rows, kit: list[dict]) -> list[str]:
+    """Ids of the learner's cases that are kit cases (same id, or near its parameters), matched one to one."""
+    left, found = list(kit), []
+    for cid, spec, exp, _ in rows:
+        mine = _params(cid, spec, exp)
+        hit = next((k for k in left if k["id"] == cid or _near(mine, k)), None)
+        if hit is not None:
+            left.remove(hit)
+            found.append(cid)
+    return found
+
+
+def _entries(raw) -> list[tuple[str, CaseSpec, str, str]]:
+    rows = []
+    for e in raw:
+        if not (isinstance(e, tuple) and len(e) == 4 and isinstance(e[1], CaseSpec)):
+            raise Fail(f"each entry must be (case_id, CaseSpec, expected, rationale), got {e!r:.120}")
+        cid, spec, exp, why = e
+        if exp not in OUTCOMES:
+            raise Fail(f"{cid}: expected {exp!r}; use the kit's words: {', '.join(OUTCOMES)}")
+        if spec.rows * spec.cols > 64 * 1024 * 1024:
+            raise Fail(f"{cid}: {spec.rows}x{spec.cols} is beyond this kit's largest case (64M elements)")
+        rows.append((str(cid), spec, exp, why if isinstance(why, str) else ""))
+    return rows
+
+
+def _bench_cases(rows) -> list[BenchCase]:
+    """The learner's entries as benchmark cases, so the benchmark's own coverage rules apply to them unchanged."""
+    out = []
+    for cid, spec, exp, why in rows:
+        try:
+            out.append(BenchCase(id=cid, family="exercise", shape=(spec.rows, spec.cols),
+                                 dtype=str(spec.dtype).replace("torch.", ""), layout=spec.layout, pass_="forward",
+                                 expected=exp, rationale=why.strip() or "-", pad=spec.pad, offset=spec.offset))
+        except ValueError as exc:
+            raise Fail(str(exc)) from None
+    return out
+
+
+def _lines(rules) -> list[str]:
+    return [("ok  " if r.ok else "MISSING  ") + r.text for r in rules]
+
+
+def _reject_copies(rows) -> None:
+    """The kit's predeclared matrix handed back, in whole or in part, however its rationales are reworded.
+
+    A rationale that is a kit rationale with a phrase added, words dropped or shuffled is copied; and a matrix in
+    which half the cases or more (and at least six) are kit cases, by id or by parameters (dtype, layout,
+    expectation, each dimension within a factor of two), is the kit's matrix whatever its words say.
+    """
+    kit = _kit_cases()
+    words = [str(c.get("rationale", "")) for c in kit]
+    copied = [cid for cid, _, _, why in rows if _close_rationale(why, words)]
+    if copied:
+        raise Fail(f"{len(copied)} rationales are copied from the kit's predeclared matrix "
+                   f"(fastpath_lib/bench/cases.json), reworded or not: {', '.join(copied[:4])}; choose and explain "
+                   f"your own cases")
+    shaped = _kit_shaped(rows, kit)
+    if len(shaped) >= max(6, (len(rows) + 1) // 2):
+        raise Fail(f"{len(shaped)} of your {len(rows)} cases are the kit's predeclared cases (the same id, or the "
+                   f"same dtype, layout and expectation at a shape within a factor of two), e.g. "
+                   f"{', '.join(shaped[:4])}: a copied matrix with new words is still a copy; choose your own cases")
+
+
+def _expectations(rows, rules) -> list[str]:
+    routes = {cid: gpu_route(s) for cid, s, _, _ in rows}
+    wrong = [f"{c}: expected {e} but the predicate routes it to {routes[c]}" for c, _, e, _ in rows
+             if (e == FALLBACK) != (routes[c] == "fallback")]
+    return _lines(rules) + [("ok  " if not wrong else "MISSING  ") + "expectations agree with the predicate's routes"
+                            + "".join("\n      " + w for w in wrong)]
+
+
+def _grade(my_matrix) -> list[Result]:
+    rows = _entries(list(borrowed.run(my_matrix, (), _BORROWED)))
+    _reject_copies(rows)
+    rules = coverage_rules(_bench_cases(rows), passes=False)  # the benchmark's own rules (one source)
+    by_topic = {t: [r for r in rules if r.topic == t] for t in ("size", "layout", "expectations")}
+    results = []
+    for name, lines in zip(_PARTS, (_lines(by_topic["size"]), _lines(by_topic["layout"]),
+                                    _expectations(rows, by_topic["expectations"]))):
+        ok = all(line.startswith("ok") for line in lines)
+        results.append(Result("ex05", name, points_of("ex05", name), ok, "\n".join(lines)))
+    return results
+
+
+def check_case_matrix(my_matrix, *, show: bool = True):
+    """``my_matrix() -> list[(case_id, CaseSpec, expected, rationale)]`` meets the coverage rules (three parts)."""
+    return graded("ex05", _PARTS, _grade, my_matrix, show=show)

@@ -1,0 +1,286 @@
+"""Exercise 08, the capstone: the whole workflow for a second row-wise operator.
+
+The learner picks one operator of :data:`KNOWN_OPS` (``OP_NAME``) and every check compares against the *kit's*
+float64 reference for it, never against the learner's own. The kernel check and the dispatch check watch the calls:
+the Triton route must really launch the learner's Triton kernel (not the kit's, and not torch's op under a Triton
+label), and the fallback must not claim Triton. The predicate check counts a category only when one of its
+conditions rejects a declared boundary point that every condition of the other categories accepts, so one condition
+copied under three categories counts once. Each result names the operator it was checked for; the grader requires
+the same operator in every part.
+"""
+
+from __future__ import annotations
+
+import random
+
+import torch
+import torch.nn.functional as F
+
+from fastpath_lib.cases import CaseSpec
+from fastpath_lib.grading.rules import borrowed, kernel_source
+from fastpath_lib.grading.engine import kernel_run, remote, sources
+from fastpath_lib.grading.report.feedback import Fail, call, case_label, graded, hold, passed, table
+from fastpath_lib.grading.materials import KNOWN_OPS, device
+from fastpath_lib.grading.registry import Result
+from fastpath_lib.testing import compare
+
+__all__ = ["check_capstone_reference", "check_capstone_kernel", "check_capstone_predicate", "check_capstone_dispatch",
+           "KNOWN_OPS"]
+
+
+def _f64(x):
+    return x.detach().to(torch.float64)
+
+
+#: op name -> (the kit's float64 reference over the last dim, torch names a reference or kernel must not call); the
+#: grader's oracle, which no answer may reach (:func:`~fastpath_lib.grading.rules.borrowed.source_problem` refuses a
+# table
+#: of the grader's functions too)
+_REFERENCES = {
+    "softmax": (lambda x: torch.softmax(_f64(x), dim=-1), ("softmax", "log_softmax", "softmin")),
+    "log_softmax": (lambda x: torch.log_softmax(_f64(x), dim=-1), ("log_softmax", "softmax", "softmin")),
+    "l2_normalize": (lambda x: F.normalize(_f64(x), dim=-1), ("normalize",)),
+    "layer_norm": (lambda x: F.layer_norm(_f64(x), (x.shape[-1],), eps=1e-5), ("layer_norm",)),
+}
+assert set(_REFERENCES) == set(KNOWN_OPS), "materials.KNOWN_OPS names the operators of _REFERENCES"
+
+_KIT = (borrowed.kit("grading", why="that is the grader's own answer") + borrowed.KIT_KERNELS
+        + borrowed.kit("rmsnorm/op.py", why="that is the kit's own operator"))
+_CASES = (CaseSpec(7, 33, weight=None), CaseSpec(5, 100, torch.float16, weight=None),
+          CaseSpec(3, 781, torch.bfloat16, weight=None, scale=4.0),
+          CaseSpec(6, 48, weight=None, layout="row_slice", pad=5), CaseSpec(1, 1, weight=None))
+
+
+def _op(op_name: str):
+    if op_name not in KNOWN_OPS:
+        raise Fail(f"OP_NAME {op_name!r}: choose one of {sorted(KNOWN_OPS)} (the checks compare with the kit's "
+                   f"reference for it)")
+    ref, names = _REFERENCES[op_name]
+    return ref, _KIT + borrowed.torch_op(*names, why=f"that is torch's own {op_name}")
+
+
+def _drawn_case() -> CaseSpec:
+    rng = random.SystemRandom()
+    return CaseSpec(rng.randint(2, 9), rng.randint(5, 300), rng.choice((torch.float32, torch.float16)), weight=None)
+
+
+def _own_kernels(launched: list) -> list:
+    """The launched kernels that are not the kit's."""
+    kit = borrowed.KIT_KERNELS + borrowed.kit("grading", why="")
+    return [fn for fn in launched if fn is not None and not kit.names(fn.__code__)]
+
+
+def _subject(op_name) -> str:
+    """What the part graded, as its result names it: the operator the notebook chose."""
+    return op_name if isinstance(op_name, str) else repr(op_name)
+
+
+def _grade_reference(op_name: str, reference) -> list[Result]:
+    ref, forbidden = _op(op_name)
+    rows, bad = [], 0
+    for spec in _CASES + (_drawn_case(),):
+        x = spec.build(seed=8, device="cpu").x
+        y = borrowed.run(reference, (x,), forbidden)
+        if not isinstance(y, torch.Tensor) or y.dtype != torch.float64 or y.shape != x.shape:
+            problem = "must return a float64 tensor of the input's shape"
+        else:
+            problem = compare(y, ref(x), torch.float64)
+        bad += problem is not None
+        rows.append((case_label(spec), "ok" if problem is None else problem))
+    if bad:
+        raise Fail(f"{bad} of {len(rows)} cases wrong\n" + table(rows, ("case", "yours vs expected")))
+    return [passed("ex08", "reference")]
+
+
+def check_capstone_reference(op_name: str, reference, *, show: bool = True):
+    """``reference(x)`` returns float64 and matches the kit's reference for ``op_name`` (one of :data:`KNOWN_OPS`)."""
+    return graded("ex08", ("reference",), _grade_reference, op_name, reference, show=show, subject=_subject(op_name))
+
+
+def _remote_launches(launch, forbidden, cases) -> list[tuple]:
+    """In the grader: ``launch`` run as data (:mod:`~fastpath_lib.grading.engine.kernel_run`) on each case's input,
+    ``(y, names of the kernels it launched, problem)`` per case."""
+    borrowed.reject_handed_back(launch, forbidden)
+    source, root = sources.learner_source(), remote.root(launch)
+    if kernel_source.still_a_stub(source, root):
+        raise NotImplementedError("the stub is still in place")
+    problem = kernel_source.launcher_problem(source, root)  # before anything of it runs
+    if problem:
+        raise Fail(problem)
+    outcome = kernel_run.run(kernel_source.program(source, root), root,
+                             [(None, [c.x], {}) for c in cases])
+    if outcome.compile_problem:
+        raise Fail(outcome.compile_problem)
+    out = []
+    for built, call in zip(cases, outcome.calls):
+        kernel_run.copy_back([built.x], call.args)
+        y = call.out.to(built.x.device) if isinstance(call.out, torch.Tensor) else call.out
+        error = f"raised {call.error[0]}: {call.error[1]}" if call.error else None
+        out.append((y, call.launches, error or (call.oob[0] if call.oob else None)))
+    return out
+
+
+def _grade_kernel(op_name: str, launch) -> list[Result]:
+    ref, forbidden = _op(op_name)
+    specs = _CASES + (_drawn_case(),)
+    cases = [spec.build(seed=9, device=device()) for spec in specs]
+    if remote.is_proxy(launch):
+        answers = _remote_launches(launch, forbidden, cases)
+    else:
+        answers = []
+        for built in cases:
+            launched: list = []
+            y = borrowed.run(launch, (built.x,), forbidden, launches=launched)
+            answers.append((y, _own_kernels(launched), None))
+    rows, bad = [], 0
+    for spec, built, (y, launched, problem) in zip(specs, cases, answers):
+        x = built.x
+        if problem is None and not launched:
+            problem = "no Triton kernel of yours was launched"
+        elif problem is None and not isinstance(y, torch.Tensor):
+            problem = f"returned {type(y).__name__}, expected a tensor"
+        elif problem is None:
+            problem = compare(y, ref(x.cpu()), x.dtype)
+        if problem is None and y.dtype != x.dtype:
+            problem = f"output dtype {str(y.dtype).replace('torch.', '')}, expected the input's"
+        if problem is None and not built.inputs_untouched():
+            problem = "modified the input"
+        bad += problem is not None
+        rows.append((case_label(spec), "ok" if problem is None else problem))
+    if bad:
+        raise Fail(f"{bad} of {len(rows)} cases wrong\n" + table(rows, ("case", "yours vs expected")))
+    return [passed("ex08", "kernel")]
+
+
+def check_capstone_kernel(op_name: str, launch, *, show: bool = True):
+    """``launch(x2d) -> y``: launches your Triton kernel; ``y`` matches the kit's reference for ``op_name`` within
+    the input dtype's tolerance, on irregular shapes. In the grader ``launch`` and your kernels run as data, from the
+    notebook's source, in the grader's own process (:mod:`~fastpath_lib.grading.engine.kernel_run`): which kernels
+    launch is measured there, compiled for a GPU by Triton's frontend, with no out-of-bounds access."""
+    return graded("ex08", ("kernel",), _grade_kernel, op_name, launch, show=show, subject=_subject(op_name))
+
+
+def _categories(pred, make_ctx, base: dict) -> tuple[dict[str, str], list[tuple], list[str]]:
+    """Category -> a condition that alone rejects one of its declared points; the table rows; the problems."""
+    conds = list(pred.conditions)
+    rows, problems, distinct = [], [], {}
+    for c in conds:
+        if not any(not b.holds for b in c.boundaries):
+            problems.append(f"{c.name}: declares no boundary where it fails")
+        if not any(b.holds for b in c.boundaries):
+            problems.append(f"{c.name}: declares no boundary where it holds")
+        for b in c.boundaries:
+            ctx = make_ctx(CaseSpec(**{**base, **b.overrides(None)}).build(seed=10, device=device()).x)
+            holds = c.check(ctx) is None
+            rows.append((f"{c.name}[{b.label}]", hold(b.holds), hold(holds)))
+            if holds != b.holds:
+                problems.append(f"{c.name}[{b.label}]: declared {hold(b.holds)}, the check says {hold(holds)}")
+            elif not b.holds and all(o.check(ctx) is None for o in conds if o.category != c.category):
+                distinct.setdefault(c.category, c.name)
+    return distinct, rows, problems
+
+
+def _grade_predicate(make_predicate, make_ctx, base: dict) -> list[Result]:
+    pred = call(make_predicate)
+    problems = []
+    d0 = pred.evaluate(make_ctx(CaseSpec(**base).build(seed=10, device=device()).x))
+    if not d0.eligible:
+        problems.append(f"the base case is not eligible: {d0.reasons}")
+    distinct, rows, more = _categories(pred, make_ctx, base)
+    problems += more
+    cats = sorted({c.category for c in pred.conditions})
+    if len(distinct) < 3:
+        problems.append(f"{len(distinct)} categories have a condition of their own (one that alone rejects one "
+                        f"of its declared points) among {cats}; need >= 3 (a condition copied under several "
+                        f"categories counts once)")
+    if problems:
+        raise Fail("\n".join(problems) + "\n" + table(rows, ("boundary", "declared", "check")))
+    return [passed("ex08", "predicate_declarations", f"{len(rows)} declared boundary points hold as declared; "
+                   f"categories: {', '.join(sorted(distinct))}")]
+
+
+def check_capstone_predicate(make_predicate, make_ctx, base: dict, *, show: bool = True):
+    """The predicate's declared boundaries hold as declared, and >= 3 categories each have a condition of their own.
+
+    Args:
+        make_predicate: ``() -> Predicate`` whose conditions declare :class:`~fastpath_lib.eligibility.Boundary`
+            changes to ``base`` (CaseSpec fields, e.g. ``{"cols": 8193}``).
+        make_ctx: ``(x) -> ctx`` the object the conditions check.
+        base: an eligible base case as CaseSpec fields.
+    """
+    return graded("ex08", ("predicate_declarations",), _grade_predicate, make_predicate, make_ctx, base, show=show)
+
+
+#: the dispatch part's cases: two of the kernel's (7 and 5 rows), two at and above the row threshold lessons 03 and
+#: 05 teach under the interpreter (8 rows, ``limits.INTERPRETER_MIN_ROWS``), so a predicate with that threshold
+#: still sends a case to the fast path, and two the fast path must refuse. (A GPU's 1024 rows would cost the
+#: interpreter about ten seconds a call: too slow for a check cell.)
+_DISPATCH_CASES = _CASES[:2] + (CaseSpec(8, 48, weight=None), CaseSpec(16, 40, torch.float16, weight=None),
+                                CaseSpec(8, 16, weight=None, layout="transposed"),
+                                CaseSpec(8, 16, torch.float64, weight=None))
+
+
+def _dispatch_call(op, x, watch, launched, in_grader):
+    """``op(x)`` with ``x`` an input only: in the grader the call declares no output, so a write into ``x`` fails
+    there (:func:`~fastpath_lib.grading.engine.remote.outputs`) and the grader's ``x`` keeps what it drew; here a write
+    is seen by comparing with a copy. Returns ``(out, problem)``."""
+    before = x.clone()
+    try:
+        if in_grader:
+            with remote.outputs():
+                out = borrowed.run(op, (x,), watch)
+        else:
+            out = borrowed.run(op, (x,), watch, launches=launched)
+    except remote.InputWritten:
+        return None, "wrote into its input, which it must only read"
+    if not torch.equal(x, before):
+        return None, "wrote into its input, which it must only read"
+    return out, None
+
+
+def _grade_dispatch(op_name: str, op, make_predicate, make_ctx) -> list[Result]:
+    ref, forbidden = _op(op_name)
+    pred = call(make_predicate)
+    rows, bad, routes, why = [], 0, set(), []
+    in_grader = remote.is_proxy(op)
+    launches_in_source = in_grader and kernel_source.launches_kernel(sources.learner_source(), remote.root(op))
+    for spec in _DISPATCH_CASES:
+        x = spec.build(seed=11, device=device()).x
+        expected = ref(x.cpu())  # from what the grader drew, before the op sees it
+        decision = pred.evaluate(make_ctx(x))
+        exp_route = decision.route
+        why.append((spec.label(), exp_route, "; ".join(map(str, decision.reasons))))
+        launched: list = []
+        # in the grader the source is read whole: the fallback's own torch op is allowed there
+        watch = forbidden if exp_route == "triton" and not in_grader else _KIT
+        out, problem = _dispatch_call(op, x, watch, launched, in_grader)
+        if problem is None and not (isinstance(out, tuple) and len(out) == 2):
+            raise Fail(f"op must return (y, route), got {type(out).__name__}")
+        y, route = out if problem is None else (None, "?")
+        routes.add(route)
+        # in the grader the kernel reports nothing: the op's source must launch a kernel of yours
+        ran = launches_in_source if in_grader else bool(_own_kernels(launched))
+        if problem is None and route != exp_route:
+            problem = f"route {route}, the predicate says {exp_route}"
+        if problem is None and route == "triton" and not ran:
+            problem = "says triton, but no Triton kernel of yours was launched"
+        if problem is None and route != "triton" and launched:
+            problem = f"says {route}, but a Triton kernel was launched"
+        problem = problem or compare(y, expected, x.dtype)
+        bad += problem is not None
+        rows.append((spec.label(), route, "ok" if problem is None else problem))
+    if bad:
+        raise Fail(f"{bad} of {len(rows)} cases wrong\n" + table(rows, ("case", "route", "yours vs expected")))
+    if len(routes) < 2:
+        raise Fail(f"every case took route {routes}: the check needs a case on the fast path and one on the fallback, "
+                   f"and your predicate decided so on these inputs (under the interpreter a row threshold of at most "
+                   f"16, such as the lessons' 8, leaves the 16x40 case on the fast path)\n"
+                   + table(why, ("case", "predicate's route", "its reasons")))
+    return [passed("ex08", "dispatch")]
+
+
+def check_capstone_dispatch(op_name: str, op, make_predicate, make_ctx, *, show: bool = True):
+    """``op(x) -> (y, route)`` takes the predicate's route, really launches your kernel on the Triton route, and
+    matches the kit's reference for ``op_name`` on both routes."""
+    return graded("ex08", ("dispatch",), _grade_dispatch, op_name, op, make_predicate, make_ctx, show=show,
+                  subject=_subject(op_name))

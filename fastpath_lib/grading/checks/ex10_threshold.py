@@ -1,0 +1,97 @@
+"""Exercise 10: the per-architecture row threshold, chosen from (synthetic) sweep data with the kit's noise-band rule.
+
+``choose_threshold(df) -> {arch: min_rows or None}``: per architecture and row width, the smallest swept row count
+from which the fast path is never a loss at any larger swept row count; the architecture's threshold is the largest
+of those over its widths, and ``None`` when some width still loses at its largest swept row count (the rule of
+:func:`fastpath_lib.bench.sweep.propose`, with the outcome rule of :mod:`fastpath_lib.bench.analysis`, imported
+through :mod:`fastpath_lib.grading.vocabulary`: one source). The check compares on the notebook's table and on tables
+drawn afresh at every call (new architectures, crossovers and noise), so answers looked up for the notebook's table
+do not pass. The learner imports the outcome rule (``noise_band``, ``outcome``) rather than copying it; calling the
+kit's threshold rule (:mod:`fastpath_lib.bench.sweep`) or the grader's helpers fails.
+"""
+
+from __future__ import annotations
+
+from fastpath_lib.bench.analysis import noise_band
+from fastpath_lib.grading.rules import borrowed
+from fastpath_lib.grading.report.feedback import Fail, graded, table
+from fastpath_lib.grading.materials import sweep_table
+from fastpath_lib.grading.registry import Result, points_of
+from fastpath_lib.grading.vocabulary import LOSS, outcome
+
+__all__ = ["check_threshold", "expected_thresholds"]
+
+_GRADER = borrowed.kit("grading", why="that is the grader's own answer") + borrowed.kit(
+    "bench/sweep.py", why="that is the kit's own threshold rule")
+_PARTS = ("thresholds", "no_threshold")
+
+
+def _not_a_loss(r) -> bool:
+    band = noise_band(r.fastpath_q20_us, r.fastpath_us, r.fastpath_q80_us, r.baseline_q20_us, r.baseline_us,
+                      r.baseline_q80_us)
+    return outcome(r.fastpath_us / r.baseline_us, band) != LOSS
+
+
+def expected_thresholds(df) -> dict[str, int | None]:
+    """The kit's rule on a sweep table: ``{arch: min_rows or None}`` (the grader's answer; not for learners)."""
+    out: dict[str, int | None] = {}
+    for arch, by_arch in df.groupby("arch", sort=False):
+        per_width = []
+        for _, t in by_arch.groupby("cols"):
+            t = t.sort_values("rows")
+            ok = [_not_a_loss(r) for r in t.itertuples()]
+            rs = [int(v) for v in t["rows"]]
+            per_width.append(next((rs[k] for k in range(len(rs)) if all(ok[k:])), None))
+        out[str(arch)] = None if None in per_width else max(per_width)
+    return out
+
+
+def _answer(choose, df) -> dict:
+    got = borrowed.run(choose, (df.copy(),), _GRADER)
+    if not isinstance(got, dict):
+        raise Fail(f"choose_threshold must return a dict arch -> min_rows, got {type(got).__name__}")
+    return {str(k): v for k, v in got.items()}
+
+
+def _same(a, b) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    return not isinstance(a, bool) and isinstance(a, (int, float)) and float(a) == float(b)
+
+
+def _compare(tables, choose):
+    """``(rows of threshold archs that differ, rows of no-threshold archs that differ, full table text)``."""
+    bad_t, bad_n, rows = 0, 0, []
+    for name, df in tables:
+        exp, yours = expected_thresholds(df), _answer(choose, df)
+        for arch, want in exp.items():
+            got = yours.get(arch, "missing")
+            ok = _same(got, want)
+            bad_t += not ok and want is not None
+            bad_n += not ok and want is None
+            rows.append((name, arch, got, want, "" if ok else "<-- differs"))
+        for extra in sorted(set(yours) - set(exp)):
+            bad_t += 1
+            rows.append((name, extra, yours[extra], "(no such arch)", "<-- differs"))
+    return bad_t, bad_n, table(rows, ("table", "arch", "yours", "expected", ""))
+
+
+def _grade(tables, choose_threshold) -> list[Result]:
+    bad_t, bad_n, text = _compare(tables, choose_threshold)
+    res = [Result("ex10", "thresholds", points_of("ex10", "thresholds"), not bad_t,
+                  f"{bad_t} architecture thresholds differ\n{text}" if bad_t else
+                  "every threshold matches the kit's rule")]
+    if bad_t:
+        res.append(Result("ex10", "no_threshold", points_of("ex10", "no_threshold"), False,
+                          "graded once the thresholds match (an answer of None everywhere is not a rule)"))
+    else:
+        res.append(Result("ex10", "no_threshold", points_of("ex10", "no_threshold"), not bad_n,
+                          f"{bad_n} architectures whose fast path still loses at its largest size should have "
+                          f"no threshold (None)\n{text}" if bad_n else "None where the fast path still loses"))
+    return res
+
+
+def check_threshold(choose_threshold, *, show: bool = True):
+    """``choose_threshold(df) -> {arch: min_rows or None}`` on the notebook's table and on two tables drawn now."""
+    tables = [("notebook's", sweep_table(0)), ("drawn now 1", sweep_table()), ("drawn now 2", sweep_table())]
+    return graded("ex10", _PARTS, _grade, tables, choose_threshold, show=show)

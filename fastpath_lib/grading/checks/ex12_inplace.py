@@ -1,0 +1,347 @@
+"""Exercise 12: the in-place form's overlap condition, and its aliasing and in-place contract tests, graded by mutation.
+
+``overlaps(a, b)`` says whether two tensors may share memory. It is asked about pairs built at grading time
+(sizes, offsets and dtype drawn per call): the same tensor, overlapping and adjacent slices of one buffer, disjoint
+row ranges, a row expanded with stride 0, a transposed view, a view of another dtype, strided views with gaps, two
+separate buffers. Where the two share an element it must say ``True``; where their byte ranges do not even intersect
+it must say ``False``; interleaved views that share no element (column halves, even and odd rows) may go either way
+(the kit's own check is conservative there). It must be written with tensors' public attributes: the kit's predicate,
+torch's private overlap helpers (``torch._C._overlaps``, ``torch._debug_has_internal_overlap``), any other private
+name and numpy's ``shares_memory`` score nothing.
+
+``my_inplace_tests(op_)`` raises on the first promise of :func:`fastpath_lib.fused_add_rms_norm_` that ``op_`` breaks.
+It runs against three correct ops (the kit's, the composite :func:`fastpath_lib.fused.reference.native_` and another
+route within the output's tolerance; it must pass on each, on every run) and against the broken ops of
+:mod:`fastpath_lib.grading.rules.fused_mutants` (each must make it raise). One part per fault category; feedback names
+the categories with a survivor, never the op. In the grader the ops run in the grader's process (:class:`OpServer`):
+each run hands the tests a fresh stub of the same source whose calls the grader answers, the correct ops but the
+kit's twice each, in an order drawn at grading time; under ``torch.compile`` the stub is a registered op
+(``fastpath_grading::op_under_test_``, its schema declaring the writes), and the grader answers its calls as the
+compiled graph would run the op under test. The kernel holds no op, table or verdict.
+
+Borrowed answers: tests that compare with the kit's op or call its kernels or predicate (compare with the contract,
+:mod:`fastpath_lib.fused.reference`), that import the kit's tests or copy their lines, that inspect the op instead
+of calling it, or that watch its implementation run (function or dispatch modes, ``__torch_function__`` spies, the
+profiler, tracers, a ``torch.compile`` backend of their own, the traced graph) score nothing; so do tests that
+never fail or fail on a correct op. Only the tests' own code is read (what they reach by name): test hygiene
+(``torch._dynamo.reset()``, a private attribute of a module) is not inspecting the op, and the rest of the notebook is
+not the answer. In the grader the ops run in the grader's process, so nothing the notebook changes in its kernel
+reaches them; the stub's tensors cross with their autograd state (a leaf that requires grad is refused an in-place
+write there as here). What is not guaranteed: a test that tells the ops apart by
+a behaviour outside the contract it could observe (e.g. timing) is judged by its outcome only; and tests that fail at
+random may earn a lucky point or two, as in exercise 09 (each correct op but the kit's runs twice to make that
+unlikely).
+
+Note:
+    In a notebook this is advisory feedback; a learner's code can dig into the wrapper there.
+"""
+
+from __future__ import annotations
+
+import random
+import secrets
+from pathlib import Path
+
+import torch
+
+from fastpath_lib.grading.rules import borrowed
+from fastpath_lib.grading.engine import remote, sources
+from fastpath_lib.grading.rules import fused_mutants as M
+from fastpath_lib.grading.report.feedback import Fail, describe_error, graded
+from fastpath_lib.grading.rules.mutation import broken_op_results, first_errors, inspection, remote_outcomes
+from fastpath_lib.grading.registry import Result, points_of
+
+__all__ = ["check_overlaps", "check_inplace_tests", "OpServer", "overlap_cases", "expected_overlap", "copied_lines",
+           "CATEGORIES"]
+
+#: The fault categories of the tests part, one graded part each (after ``passes_correct_ops``).
+CATEGORIES = tuple(M.BROKEN)
+_PARTS = ("passes_correct_ops",) + CATEGORIES
+_WHAT = {
+    "writes": "an op that writes the wrong result into x or residual, or leaves one of them alone",
+    "returns": "an op that does not return the caller's own x and residual",
+    "aliasing": "an op that is right on separate buffers but not when x and residual share memory",
+    "declared_mutation": "an op whose declared schema does not say it writes its inputs (see it under torch.compile)",
+    "residual_rounding": "an op whose new residual is not the fp32 sum rounded once to x's dtype",
+    "variance": "an op whose mean square is not taken from the fp32 sum",
+    "raises_cleanly": "an op that has written something by the time it raises",
+}
+_ROOT = Path(__file__).resolve().parents[3]
+_KIT_TESTS = ("tests/test_fused_contract.py", "tests/test_fused_ops.py", "tests/test_vllm_providers.py")
+
+_PRIVATE_OVERLAP = borrowed.Forbidden(builtins=(
+    ("_overlaps", "torch's own overlap check is the answer"),
+    ("_debug_has_internal_overlap", "torch's own overlap check is the answer")))
+_OVERLAP_FORBIDDEN = (borrowed.kit("fused/predicate.py", why="that is the kit's own overlap check")
+                      + borrowed.kit("fused/op.py", why="the kit's op and its explain() run the kit's overlap check")
+                      + borrowed.kit("rmsnorm/predicate.py", why="that is the kit's own predicate")
+                      + borrowed.kit("grading", why="that is the grader's own machinery") + _PRIVATE_OVERLAP)
+_TESTS_FORBIDDEN = (borrowed.kit("grading", why="that is the grader's own machinery")
+                    + borrowed.kit("fused/op.py", why="compare with the contract (fastpath_lib.fused.reference), "
+                                                      "not with the kit's op")
+                    + borrowed.kit("fused/kernels.py", why="those are the kit's own kernels")
+                    + borrowed.kit("fused/predicate.py", why="that is the kit's own predicate"))
+#: The op under test and the functions it runs (a correct op may be the kit's own).
+_GIVEN = borrowed.kit("grading/rules/fused_mutants.py", why="the op under test")
+
+
+# --- part (a): the overlap condition ----------------------------------------------------------------------------------
+
+def overlap_cases(rng: random.Random) -> list[tuple[str, dict]]:
+    """``(label, recipe)`` pairs for :func:`fastpath_lib.grading.rules.fused_mutants.build_pair`, sizes drawn from
+    ``rng``."""
+    rows, cols = rng.randrange(6, 12), rng.choice((8, 16, 24))
+    dtype = rng.choice((torch.float32, torch.float16))
+    k = rng.randrange(2, rows - 3)
+    n = rows * cols
+    cut = rng.randrange(cols, n - cols)
+    half = rng.randrange(2, cols - 2)
+    other = torch.int16 if dtype == torch.float16 else torch.int32
+
+    def case(label, a, b, buffers=(0, 0)):
+        return label, {"rows": rows, "cols": cols, "dtype": dtype, "a": (buffers[0], a), "b": (buffers[1], b)}
+
+    return [
+        case("the same tensor twice", [], []),
+        case("two separate buffers of one shape", [], [], (0, 1)),
+        case("row ranges that share a row", [("rows", 0, k + 1, 1)], [("rows", k, rows, 1)]),
+        case("disjoint row ranges of one buffer", [("rows", 0, k, 1)], [("rows", k, rows, 1)]),
+        case("adjacent flat ranges (one ends where the other starts)", [("flat", 0, cut)], [("flat", cut, n)]),
+        case("flat ranges that share one element", [("flat", 0, cut + 1)], [("flat", cut, n)]),
+        case("a row expanded with stride 0, and the rows that contain it", [("expand_row", k, 4)],
+             [("rows", k, k + 2, 1)]),
+        case("a row expanded with stride 0, and the rows after it", [("expand_row", k, 4)],
+             [("rows", k + 1, rows, 1)]),
+        case("a transposed view and one of its rows", [("t",)], [("rows", k, k + 1, 1)]),
+        case("a view of another dtype and a slice", [("view", other), ("rows", k, k + 2, 1)],
+             [("rows", k + 1, rows, 1)]),
+        case("strided rows with gaps that share a row", [("rows", 0, rows, 2)], [("rows", 0, rows, 3)]),
+        case("even rows and odd rows", [("rows", 0, rows, 2)], [("rows", 1, rows, 2)]),
+        case("left and right column halves", [("cols", 0, half, 1)], [("cols", half, cols, 1)]),
+        case("a slice of a separate buffer at the same offsets", [("rows", 0, k, 1)], [("rows", 0, k, 1)], (0, 1)),
+    ]
+
+
+def _bytes(t: torch.Tensor) -> set[int]:
+    base = t.untyped_storage().data_ptr()
+    size = t.element_size()
+    idx = torch.as_strided(torch.arange(t.untyped_storage().nbytes() // size), t.shape, t.stride(), t.storage_offset())
+    start = t.data_ptr() - base - t.storage_offset() * size
+    return {start + int(i) * size + j for i in idx.reshape(-1).unique() for j in range(size)}
+
+
+def expected_overlap(a: torch.Tensor, b: torch.Tensor) -> bool | None:
+    """``True`` when ``a`` and ``b`` share a byte, ``False`` when their byte ranges do not intersect, ``None`` (either
+    answer) when the ranges intersect but no byte is shared."""
+    if a.untyped_storage().data_ptr() != b.untyped_storage().data_ptr():
+        return False
+    ba, bb = _bytes(a), _bytes(b)
+    if ba & bb:
+        return True
+    return None if min(ba) <= max(bb) and min(bb) <= max(ba) else False
+
+
+def _private_names(fn) -> str | None:
+    root = remote.root(fn) if remote.is_proxy(fn) else getattr(fn, "__name__", "")
+    src = sources.closure_source(root) if root else ""
+    names = sources.names_used(src)
+    hit = sorted(n for n in names if n.startswith("torch._")
+                 or n.split(".")[-1] in ("shares_memory", "may_share_memory"))  # numpy's answer too
+    attrs = sorted(a for a in sources.attributes_used(src) if a.startswith("_") and not a.startswith("__"))
+    if hit or attrs:
+        return (f"your overlaps uses {(hit + attrs)[0]}: write it yourself, with tensors' public attributes "
+                f"(data_ptr, untyped_storage, stride, storage_offset, element_size, shape)")
+    return None
+
+
+def _overlap_answers(fn, recipes):
+    if remote.is_proxy(fn):  # each pair built here and sent with its shared storage; the pair stays read only
+        borrowed.reject_handed_back(fn, _OVERLAP_FORBIDDEN)
+        out = []
+        for recipe in recipes:
+            try:
+                with remote.outputs():
+                    got = fn(*M.build_pair(recipe))
+            except Exception as exc:  # noqa: BLE001 - one failing case is feedback
+                got = exc
+            out.append(got if type(got) is bool or isinstance(got, Exception) else
+                       TypeError(f"returned {type(got).__name__}, not a bool"))
+        return out
+    out = []
+    for recipe in recipes:
+        a, b = M.build_pair(recipe)
+        try:
+            got = borrowed.run(fn, (a, b), _OVERLAP_FORBIDDEN, allow_none=True)
+        except Fail:
+            raise
+        except Exception as exc:  # noqa: BLE001 - one failing case is feedback
+            got = exc
+        out.append(got if type(got) is bool or isinstance(got, Exception) else
+                   TypeError(f"returned {type(got).__name__}, not a bool"))
+    return out
+
+
+def _grade_overlaps(fn) -> list[Result]:
+    if not callable(fn):
+        raise Fail(f"expected a function, got {type(fn).__name__}")
+    problem = _private_names(fn) or (borrowed.source_problem(getattr(fn, "__name__", ""), _OVERLAP_FORBIDDEN)
+                                     if not remote.is_proxy(fn) and getattr(fn, "__name__", "") else None)
+    if problem:
+        raise Fail(problem)
+    cases = overlap_cases(random.Random(secrets.randbits(32)))
+    answers = _overlap_answers(fn, [r for _, r in cases])
+    wrong = []
+    for (label, recipe), got in zip(cases, answers):
+        if isinstance(got, Exception):
+            if "not implemented" in describe_error(got):
+                raise got
+            wrong.append(f"{label}: {describe_error(got)}")
+            continue
+        want = expected_overlap(*M.build_pair(recipe))
+        if want is not None and got != want:
+            wrong.append(f"{label}: yours {got}, expected {want}")
+    if wrong:
+        raise Fail(f"{len(wrong)} of {len(cases)} pairs answered wrong\n" + "\n".join(wrong))
+    return [Result("ex12", "overlaps", points_of("ex12", "overlaps"), True,
+                   f"right on all {len(cases)} pairs (drawn now)")]
+
+
+def check_overlaps(overlaps, *, show: bool = True):
+    """``overlaps(a, b)`` says ``True`` for tensors that share memory, ``False`` for tensors whose bytes are apart."""
+    return graded("ex12", ("overlaps",), _grade_overlaps, overlaps, show=show)
+
+
+# --- part (b): the contract tests -------------------------------------------------------------------------------------
+
+def _normalized_lines(text: str) -> set[str]:
+    out = set()
+    for line in text.splitlines():
+        line = "".join(line.split("#", 1)[0].split())
+        if len(line) >= 28:
+            out.add(line)
+    return out
+
+
+def copied_lines(source: str) -> list[str]:
+    """The lines of ``source`` (whitespace and comments left out, 28 characters or more) that the kit's fused-op
+    tests contain too."""
+    kit: set[str] = set()
+    for rel in _KIT_TESTS:
+        path = _ROOT / rel
+        if path.exists():
+            kit |= _normalized_lines(path.read_text(encoding="utf-8"))
+    return sorted(_normalized_lines(source) & kit)
+
+
+#: Tools that watch an op's implementation run (the torch functions it calls, the graph it traces) rather than what
+#: it returns, writes or raises: a test built on them fingerprints the op instead of testing its contract.
+_WATCHERS = ("TorchFunctionMode", "TorchDispatchMode", "__torch_function__", "__torch_dispatch__", "torch.profiler",
+             "torch.autograd.profiler", "torch.fx", "make_fx", "torch.export", "torch.jit", "setprofile", "settrace",
+             "traceback", "torch.ops.fastpath")
+_GRAPH_ATTRS = frozenset({"graph", "code", "print_readable", "nodes", "graph_module", "tb_frame", "f_code"})
+
+
+def _watching(src: str) -> str | None:
+    """What in ``src`` watches the op's implementation run (or reaches the kit's op through ``torch.ops``)."""
+    import ast
+
+    names = sources.names_used(src)
+    hit = sorted(n for n in names if any(w in n for w in _WATCHERS))
+    hit += sorted(sources.attributes_used(src) & _GRAPH_ATTRS)
+    for tree in sources.parse_cells(src):
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and (sources.dotted(node.func) or "").endswith("compile"):
+                hit += [f"backend={ast.unparse(k.value)}" for k in node.keywords
+                        if k.arg == "backend" and not isinstance(k.value, ast.Constant)]
+    return hit[0] if hit else None
+
+
+def _source_problem(tests) -> str | None:
+    root = remote.root(tests) if remote.is_proxy(tests) else getattr(tests, "__name__", "")
+    src = sources.closure_source(root) if root else ""
+    names = sources.names_used(src)
+    kit_tests = sorted(n for n in names if n.split(".")[0] in ("tests", "conftest", "runpy")
+                       or n.split(".")[-1].startswith("test_fused"))
+    if kit_tests:  # before the general rules, which refuse the import of a checkout's folder without naming it
+        return f"your tests use {kit_tests[0]}: the kit's own tests are not yours to hand in; write your own"
+    problem = borrowed.source_problem(root, _TESTS_FORBIDDEN, _GIVEN) if root else None
+    if problem:
+        return problem
+    seen = inspection(src) or _watching(src)
+    if seen:
+        return (f"your tests read {seen}: a contract test calls the op and checks what it returns, writes or "
+                f"raises; it does not inspect the op")
+    copied = copied_lines(src)
+    if len(copied) >= 3:
+        return f"{len(copied)} lines of your tests are the kit's own tests' lines (e.g. {copied[0]!r}): write your own"
+    return None
+
+
+def _kit_op_given(kit_op):
+    code = borrowed.code_of(kit_op)
+    name = getattr(code, "co_qualname", getattr(code, "co_name", "")) if code is not None else ""
+    if code is None or not str(code.co_filename).replace("\\", "/").endswith("fastpath_lib/fused/op.py") \
+            or name != "fused_add_rms_norm_":
+        raise Fail("the check's second argument must be the kit's op, fastpath_lib.fused_add_rms_norm_ (as in the "
+                   "check cell)")
+    return kit_op
+
+
+def _local_run(tests, impl) -> BaseException | None:
+    """What the tests raised on the op built from ``impl``. No call watch here (``sys.setprofile`` makes
+    ``torch.compile`` several times slower, and under it the kit's op runs from torch's frames): borrowed answers are
+    judged from the source (:func:`_grade_tests`)."""
+    torch._dynamo.reset()
+    try:
+        tests(M.Op(impl))
+    except Exception as exc:  # noqa: BLE001 - a failing test is what we look for
+        return exc
+    return None
+
+
+class OpServer:
+    """One run's op under test, in the grader: each call of the kernel's stub answered by ``impl`` on the grader's own
+    tensors. A call from a compiled graph (the stub's registered op, whose schema declares the writes) runs the op as
+    that graph would: an op whose own schema declares no write (``undeclared``) is dropped there, as functionalization
+    drops it."""
+
+    def __init__(self, impl, undeclared: bool = False):
+        self.op, self.undeclared = M.Op(impl), undeclared
+
+    def __call__(self, message: dict) -> dict:
+        return remote.serve_op(message, self._run)
+
+    def _run(self, kind, args, message):
+        if message.get("compiled"):
+            if not self.undeclared:
+                self.op(*args)
+            return None
+        return self.op(*args)
+
+
+def _grade_tests(tests, kit_op) -> list[Result]:
+    if not callable(tests):
+        raise Fail(f"expected a function, got {type(tests).__name__}")
+    kit_op = _kit_op_given(kit_op)
+    borrowed.reject_handed_back(tests, _TESTS_FORBIDDEN, _GIVEN)
+    problem = _source_problem(tests)
+    if problem:
+        raise Fail(problem)
+    if remote.is_proxy(tests):
+        known = M.impls() | {"kit": remote.session(tests).kit_op("fused_add_rms_norm_")}
+        servers = {v: (lambda v=v: OpServer(known[v], v.startswith("declared_mutation:"))) for v in known}
+        runs = M.variants() + list(M.CORRECT)  # the kit's op once: it is the slowest to compile
+        first = first_errors(remote_outcomes(tests, "fused_add_rms_norm_", servers, runs))
+    else:
+        known = M.impls() | {"kit": kit_op}
+
+        def first(variant):
+            return _local_run(tests, known[variant])
+    controls = (("the kit's op", "kit"), ("the composite", "composite"), ("another correct route", "other_route"))
+    return broken_op_results("ex12", first, controls, {c: len(M.BROKEN[c]) for c in CATEGORIES}, _WHAT,
+                             "passes on the three correct ops, and fails on broken ones")
+
+
+def check_inplace_tests(my_inplace_tests, kit_op, *, show: bool = True):
+    """``my_inplace_tests(op_)`` passes on correct in-place fused ops and raises on each broken one."""
+    return graded("ex12", _PARTS, _grade_tests, my_inplace_tests, kit_op, show=show)

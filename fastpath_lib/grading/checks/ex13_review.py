@@ -1,0 +1,187 @@
+"""Exercise 13: review readiness, six parts, each about a real artefact of the kit rather than a table of phrases.
+
+``check_readiness(part, fn)`` calls the learner's ``fn`` on scenarios drawn at that call
+(:mod:`~fastpath_lib.grading.rules.ex13_scenarios`: a call and the kit's ``capture.json``, a pytest JUnit report and the
+claims of a PR note, a ``results.csv`` table, review comments on a PR note, lesson 06's replay and build tables, a
+change of the default ``eps`` and its callers), and compares each answer with the grader's rule. A part passes when
+every scenario is answered right; every answer of a small answer space occurs in every draw, so a function that
+returns one constant, or answers recorded for the examples the notebook shows, fails. The grader's own rules (the
+scenario module) and the kit's answers (the predicate and ``capture.json``'s reader, the bytes model, the results
+classifier) may not be called.
+
+>>> [r.passed for r in check_readiness("review_comments", lambda comments, cases: {}, show=False)]
+[False]
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import random
+import re
+
+from fastpath_lib.grading.rules import borrowed
+from fastpath_lib.grading.rules.ex13_scenarios import ACTIONS, SWITCHES, VERDICTS, draw, expected
+from fastpath_lib.grading.report.feedback import Fail, graded, part
+
+__all__ = ["check_readiness", "PARTS"]
+
+#: The parts, in the notebook's order (the registry's ``ex13`` entry lists the same names).
+PARTS = ("route_conditions", "test_report", "results_table", "review_comments", "maintenance_cost",
+         "contract_change")
+
+_FORBIDDEN = borrowed.kit("grading/rules/ex13_scenarios.py", why="that is the grader's own rule") + borrowed.kit(
+    "grading/checks/ex13_review.py", why="that is the grader's own check") + borrowed.kit(
+    "bench/timing.py", "bytes_moved", why="the part asks you to apply the bytes model yourself") + borrowed.kit(
+    "rmsnorm/cost.py", "bytes_moved", why="the part asks you to apply the bytes model yourself") + borrowed.kit(
+    "rmsnorm/predicate.py", why="the part asks you to apply the conditions yourself") + borrowed.kit(
+    "rmsnorm/capture.py", why="the part asks you to read capture.json yourself") + borrowed.kit(
+    "bench/analysis.py", "classify", "summary_table", "boundary_table", "outcome_counts",
+    why="that is the kit's reading of a results table; use outcome and noise_band")
+_PLACEHOLDER_OWNER = re.compile(r"^@?(owner|someone|somebody|team|the[-_ ]?team|tbd|todo|maintainers?|nobody|me|"
+                                r"name|handle|user|x+)$", re.IGNORECASE)
+_OWNER = re.compile(r"^@[A-Za-z0-9][\w.-]{1,38}$|^[\w.+-]+@[\w-]+(\.[\w-]+)+$")
+_SHOWN = 4  # mismatches listed in the feedback
+
+
+def _close(a, b, rel=1e-6) -> bool:
+    try:
+        return math.isclose(float(a), float(b), rel_tol=rel, abs_tol=1e-9)
+    except (TypeError, ValueError):
+        return False
+
+
+def _brief(obj, limit=200) -> str:
+    text = repr(obj)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _as_set(out, what: str) -> frozenset:
+    if isinstance(out, (str, dict)) or not hasattr(out, "__iter__"):
+        raise Fail(f"{what} must be a list or set of names, got {type(out).__name__}: {_brief(out)}")
+    return frozenset(str(x) for x in out)
+
+
+def _mapping(out, keys, what: str) -> dict:
+    if not isinstance(out, dict):
+        raise Fail(f"{what} must return a dict with keys {list(keys)}, got {type(out).__name__}: {_brief(out)}")
+    missing = [k for k in keys if k not in out]
+    if missing:
+        raise Fail(f"{what}'s dict has no {missing} (it needs {list(keys)})")
+    return out
+
+
+def _per_id(out, want: dict, allowed: tuple, what: str) -> tuple[dict, dict, bool]:
+    out = _mapping(out, tuple(want), what)
+    bad = sorted({str(v) for v in out.values()} - set(allowed))
+    if bad:
+        raise Fail(f"{what} answers {bad}: use one of {list(allowed)}")
+    wrong = {k: out[k] for k in want if out[k] != want[k]}
+    return wrong, {k: want[k] for k in wrong}, not wrong
+
+
+def _run(fn, *args, allow_none=False):
+    return borrowed.run(fn, copy.deepcopy(args), _FORBIDDEN, allow_none=allow_none)
+
+
+def _grade_one(name: str, fn, sc):
+    """``(yours, want, ok)`` for one scenario of part ``name``."""
+    want = expected(name, sc)
+    if name == "route_conditions":
+        yours = _as_set(_run(fn, sc["call"], sc["capture"], allow_none=True) or (), "failed_conditions's answer")
+        return sorted(yours), sorted(want), yours == want
+    if name == "test_report":
+        return _per_id(_run(fn, sc["report"], sc["claims"]), want, VERDICTS, "read_report")
+    if name == "results_table":
+        out = _mapping(_run(fn, sc["csv"]), ("suspect", "beats_compiled", "verdict"), "read_results")
+        yours = {"suspect": _as_set(out["suspect"], "suspect"),
+                 "beats_compiled": _as_set(out["beats_compiled"], "beats_compiled"), "verdict": out["verdict"]}
+        show = {k: sorted(v) if isinstance(v, frozenset) else v for k, v in yours.items()}
+        return show, {k: sorted(v) if isinstance(v, frozenset) else v for k, v in want.items()}, yours == want
+    if name == "review_comments":
+        return _per_id(_run(fn, sc["comments"], sc["cases"]), want, ACTIONS, "answer_review")
+    if name == "maintenance_cost":
+        out = _mapping(_run(fn, sc["replay"], sc["build"]), (*want, "switch", "owner"), "maintenance_cost")
+        ok = all(out[k] == want[k] if k in ("unmeasured_calls", "binaries", "cubin_bytes") else _close(out[k], want[k])
+                 for k in want)
+        if out["switch"] not in SWITCHES:
+            raise Fail(f"switch {out['switch']!r} is not the kit's way off the fast path without a code change "
+                       f"(one of {list(SWITCHES)})")
+        return {k: out[k] for k in want}, {k: round(v, 6) for k, v in want.items()}, ok
+    if name == "contract_change":
+        out = _mapping(_run(fn, sc["change"], sc["calls"]), ("own_commit", "affected", "pin", "justification"),
+                       "migration")
+        aff = _as_set(out["affected"], "affected")
+        pin = out["pin"] if isinstance(out["pin"], dict) else {}
+        pins_ok = set(pin) == set(want["pin"]) and all(_close(pin[k], v, 1e-9) for k, v in want["pin"].items())
+        ok = out["own_commit"] is True and aff == want["affected"] and pins_ok and _justified(
+            out["justification"], sc["change"]["default_eps"])
+        yours = {"own_commit": out["own_commit"], "affected": sorted(aff), "pin": pin}
+        return yours, {"own_commit": True, "affected": sorted(want["affected"]), "pin": want["pin"],
+                       "justification": "a few sentences naming the new default"}, ok
+    raise Fail(f"exercise 13 has no part {name!r}")
+
+
+def _justified(text, new_eps: float) -> bool:
+    """A justification of a sentence or two that names the new default (as written by repr, str or :g)."""
+    if not isinstance(text, str) or len(re.findall(r"[A-Za-z]+", text)) < 10:
+        return False
+    forms = {repr(new_eps), str(new_eps), f"{new_eps:g}", f"{new_eps:.0e}", f"2**-{round(-math.log2(new_eps))}",
+             f"2 ** -{round(-math.log2(new_eps))}"}
+    return any(f in text for f in forms)
+
+
+def _owner_problem(owners: set) -> str | None:
+    if len(owners) != 1:
+        return f"one named owner answers for the fast path; yours: {sorted(map(str, owners))}"
+    (owner,) = owners
+    if not isinstance(owner, str) or not _OWNER.match(owner.strip()) or _PLACEHOLDER_OWNER.match(owner.strip()):
+        return (f"owner {owner!r} is not a named person: give an @handle or an e-mail address (not a team or a "
+                f"placeholder)")
+    return None
+
+
+def _describe(name: str, sc) -> str:
+    """The scenario, short enough for feedback (a report or a table: what to find in it)."""
+    if name == "test_report":
+        return f"a report of {sc['report'].count('<testcase')} tests; claims {_brief(sc['claims'], 240)}"
+    if name == "results_table":
+        return f"a results table of {sc['csv'].count(chr(10)) - 1} rows: {_brief(sc['csv'], 240)}"
+    return _brief(sc, 300)
+
+
+def _grade(name: str, fn, rng) -> list:
+    def run():
+        scenarios = draw(name, rng)
+        wrong = []
+        for sc in scenarios:
+            yours, want, ok = _grade_one(name, fn, sc)
+            if not ok:
+                wrong.append((sc, yours, want))
+        if name == "maintenance_cost" and not wrong:
+            owners = {str(_run(fn, sc["replay"], sc["build"]).get("owner")) for sc in scenarios}
+            if problem := _owner_problem(owners):
+                raise Fail(problem)
+        if wrong:
+            lines = [f"{len(wrong)} of {len(scenarios)} scenarios answered differently (scenarios drawn by this check):"]
+            for sc, yours, want in wrong[:_SHOWN]:
+                lines += [f"  scenario: {_describe(name, sc)}", f"    yours:    {_brief(yours)}",
+                          f"    expected: {_brief(want)}"]
+            if len(wrong) > _SHOWN:
+                lines.append(f"  ... and {len(wrong) - _SHOWN} more")
+            raise Fail("\n".join(lines))
+        return f"{len(scenarios)} scenarios drawn by the check, all answered as the lesson's rule does"
+
+    if name not in PARTS:
+        raise Fail(f"exercise 13 has no part {name!r}; its parts are {list(PARTS)}")
+    return [part("ex13", name, run)]
+
+
+def check_readiness(name: str, fn, *, show: bool = True, seed: int | None = None):
+    """One part of exercise 13: ``fn`` answers the scenarios of part ``name`` (see the notebook for each signature).
+
+    Args:
+        seed: draw the scenarios reproducibly (tests); ``None`` draws new ones at every call.
+    """
+    rng = random.Random(seed) if seed is not None else random.SystemRandom()
+    return graded("ex13", [name if name in PARTS else PARTS[0]], _grade, name, fn, rng, show=show)

@@ -1,0 +1,1 @@
+"""The engine: the CLI, the runner and answer channel, the sandbox, kernel runs, notebooks."""

@@ -1,0 +1,1 @@
+"""The reports: feedback and Gradescope's results.json."""

@@ -1,0 +1,1 @@
+"""The rules the checks apply: source rules, mutants and seeded faults, scenario keys, coverage."""
