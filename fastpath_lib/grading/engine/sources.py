@@ -76,7 +76,8 @@ def latest_runs(history: list[str]) -> list[str]:
     versions before it.
 
     >>> latest_runs(["import torch", "def f(x):\\n    return torch.tanh(x)", "f(1)", "def f(x):\\n    return x",
-    "f(1)"]) ['import torch', 'def f(x):\\n    return x', 'f(1)']
+    ...              "f(1)"])
+    ['import torch', 'def f(x):\\n    return x', 'f(1)']
     """
     out, defined, seen = [], set(), set()
     for cell in reversed(history):
