@@ -5,9 +5,10 @@ A :class:`CaseSpec` names a case the way a reviewer talks about it: ``rows x col
 offset). The same spec builds boundary tests, hypothesis cases and benchmark inputs, for RMSNorm and for any other op
 of the form ``op(x[rows, cols], weight[cols])``.
 
-Every input lives inside a larger buffer whose unused elements are *poison* (NaN by default): a kernel that reads
-outside its view produces NaN where the reference does not, and :func:`guard_intact` checks that nothing wrote to the
-buffer. This stands in for compute-sanitizer on CPU, where Triton's interpreter does not catch out-of-bounds access.
+Every input lives inside a larger buffer whose unused elements are *poison* (:func:`poison`: every byte ``0xFF``, a NaN
+that is not the canonical one): a kernel that reads outside its view produces NaN where the reference does not, and
+:func:`guard_intact` checks that nothing wrote to the buffer. This stands in for compute-sanitizer on CPU, where
+Triton's interpreter does not catch out-of-bounds access.
 
 >>> x, ns, w = CaseSpec(rows=4, cols=16, layout="row_slice", pad=4).build(seed=0).args()
 >>> tuple(x.shape), x.stride(), ns
@@ -22,10 +23,24 @@ from typing import Any
 
 import torch
 
-__all__ = ["LAYOUTS", "CaseSpec", "BuiltCase", "poisoned_like", "guard_intact", "output_guard_intact"]
+__all__ = ["LAYOUTS", "CaseSpec", "BuiltCase", "poison", "poisoned_like", "guard_intact", "output_guard_intact"]
 
 LAYOUTS = ("contiguous", "batched", "row_slice", "step", "transposed", "permuted", "channels_last")
-POISON = float("nan")
+_SAME_SIZE_INT = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def poison(n: int, dtype: torch.dtype, device) -> torch.Tensor:
+    """A 1-d buffer of ``n`` elements of ``dtype`` whose every byte is ``0xFF``, what memory never written often holds.
+
+    In a floating dtype that is a NaN with the sign bit and every mantissa bit set, not the canonical NaN: a read
+    outside a view shows as NaN only where the kernel keeps every NaN a NaN (a rounding to bf16 on the bits that
+    forgets NaN turns this one into ``-0.0``, and the out-of-bounds read would go unseen).
+
+    >>> poison(2, torch.bfloat16, "cpu").isnan().all().item(), poison(1, torch.float32, "cpu").view(torch.int32).item()
+    (True, -1)
+    """
+    return torch.full((n,), -1, dtype=_SAME_SIZE_INT[torch.empty(0, dtype=dtype).element_size()],
+                      device=device).view(dtype)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,7 +107,7 @@ class CaseSpec:
             parts.append("w" + str(w).replace("torch.", ""))
         return " ".join(parts)
 
-    def build(self, seed: int = 0, device: str | torch.device | None = None) -> "BuiltCase":
+    def build(self, seed: int = 0, device: str | torch.device | None = None) -> BuiltCase:
         """Allocate poisoned buffers and fill the views with seeded random values."""
         dev = torch.device(device or self.device or ("cuda" if torch.cuda.is_available() else "cpu"))
         # drawn where they are used: on CUDA a device generator in float32 (drawing a 16384 x 4096 input in float64
@@ -110,7 +125,7 @@ class CaseSpec:
             wshape = (shape[-2], shape[-1]) if self.norm_dims == 2 else (shape[-1] + self.weight_cols,)
             n, step, off = math.prod(wshape), self.weight_step, self.weight_offset
             vals = (1.0 + 0.5 * torch.randn(wshape, generator=gen, dtype=draw[1], device=draw[0])).to(wdtype)
-            wbuf = torch.full((n * max(step, 1) + off + 16,), POISON, dtype=wdtype, device=dev)
+            wbuf = poison(n * max(step, 1) + off + 16, wdtype, dev)
             if step == 0:  # one value, expanded
                 w = wbuf[off:off + 1].expand(wshape)
                 with torch.no_grad():
@@ -132,29 +147,29 @@ def _strided_view(shape, dtype, layout, pad, offset, dev):
     lead = math.prod(shape[:-1])
     if layout in ("contiguous", "batched"):
         n = math.prod(shape)
-        buf = torch.full((n + offset + 16,), POISON, dtype=dtype, device=dev)
+        buf = poison(n + offset + 16, dtype, dev)
         return buf[offset:offset + n].view(shape), buf
     if layout == "row_slice":
         stride = cols + pad
-        buf = torch.full((lead * stride + offset + 16,), POISON, dtype=dtype, device=dev)
+        buf = poison(lead * stride + offset + 16, dtype, dev)
         return buf[offset:offset + lead * stride].view(*shape[:-1], stride)[..., :cols], buf
     if layout in ("step", "transposed") and len(shape) != 2:
         raise ValueError(f"layout {layout!r} builds 2-d inputs only, got shape {shape}")
     if layout == "step":  # every other row of a [2*rows, cols] buffer
-        buf = torch.full((2 * lead * cols + offset + 16,), POISON, dtype=dtype, device=dev)
+        buf = poison(2 * lead * cols + offset + 16, dtype, dev)
         return buf[offset:offset + 2 * lead * cols].view(2 * lead, cols)[::2], buf
     if layout == "transposed":  # a [cols, rows] buffer seen as [rows, cols]
-        buf = torch.full((lead * cols + offset + 16,), POISON, dtype=dtype, device=dev)
+        buf = poison(lead * cols + offset + 16, dtype, dev)
         return buf[offset:offset + lead * cols].view(cols, lead).t(), buf
     if layout == "channels_last":  # [n, c, h, w] stored as [n, h, w, c]
         n_, c_, h_, w_ = shape
         n = n_ * c_ * h_ * w_
-        buf = torch.full((n + offset + 16,), POISON, dtype=dtype, device=dev)
+        buf = poison(n + offset + 16, dtype, dev)
         return buf[offset:offset + n].view(n_, h_, w_, c_).permute(0, 3, 1, 2), buf
     if layout == "permuted":
         a, b, c = shape
         n = a * b * c
-        buf = torch.full((n + offset + 16,), POISON, dtype=dtype, device=dev)
+        buf = poison(n + offset + 16, dtype, dev)
         return buf[offset:offset + n].view(b, a, c).permute(1, 0, 2), buf
     raise ValueError(layout)
 

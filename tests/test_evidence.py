@@ -311,17 +311,25 @@ def test_sanitizer_step_records_absence_refusal_errors_and_success(tmp_path, mon
 
 
 def test_test_steps_stop_between_tests_at_their_budget_and_keep_the_junit(tmp_path):
-    # the soft deadline is 30 s in (the step's deadline, 45 s, less 15 s): past pytest's start-up and collection
-    # (up to 25 s on a busy 2-core machine), only the first tests run
-    ctx = evidence_steps.StepContext(out=tmp_path, budget_s=50, started=time.monotonic())
+    """The core step's own command on a checkout whose core tests take 0.25 s each, 200 of them: the soft deadline
+    (the step's deadline less 15 s, 10 s in here) stops pytest between tests, the JUnit XML is written, and the step
+    is "partial" with what it collected and what it ran."""
+    root, out = tmp_path / "checkout", tmp_path / "out"
+    (root / "tests").mkdir(parents=True)
+    out.mkdir()
+    (root / "pytest.ini").write_text("[pytest]\nmarkers =\n    gpu: x\n    slow: x\n    browser: x\n")
+    (root / "tests" / "test_predicate.py").write_text(
+        "import time\nimport pytest\n\n@pytest.mark.parametrize('i', range(200))\ndef test_slow(i):\n"
+        "    time.sleep(0.25)\n")
+    ctx = evidence_steps.StepContext(out=out, budget_s=28, started=time.monotonic(), root=root)
     res = evidence_steps.core_tests(ctx)
     assert res["status"] == "partial", res  # stopped early: not "ran"
     assert "stopped at the time budget" in res["why"]
     counts = res["details"]
     assert counts["tests"] >= 1 and counts["failures"] == counts["errors"] == 0
-    assert counts["collected"] > counts["run"] == counts["tests"]
+    assert counts["collected"] == 200 > counts["run"] == counts["tests"]
     assert f"of {counts['collected']} collected" in res["why"]
-    assert (tmp_path / "tests" / "core.xml").exists() and (tmp_path / "tests" / "core.txt").exists()
+    assert (out / "tests" / "core.xml").exists() and (out / "tests" / "core.txt").exists()
 
 
 def test_the_matrix_writes_what_it_has_as_it_goes(tmp_path, monkeypatch):
@@ -571,3 +579,39 @@ def test_the_pr_note_says_a_test_suite_stopped_early_and_the_run_is_partial():
     assert "PARTIAL: stopped at the time budget after 40 of 285 collected tests" in core
     assert "PARTIAL" not in next(ln for ln in note.splitlines() if ln.startswith("- gpu:"))
     assert "PARTIAL: 1 step incomplete" in note and "`core_tests` stopped early (partial)" in note
+
+
+def test_compiled_baselines_replace_the_matrix_rows_and_check_the_deadline_before_each_compile(tmp_path, monkeypatch):
+    """The matrix leaves torch.compile's rows skipped (its own step times them); that step replaces each compiled case's
+    row in place, and does not start a compile that the deadline leaves no room for."""
+    import pandas as pd
+
+    from fastpath_lib import opspec
+    from fastpath_lib.bench import opbench, results
+
+    spec = opspec.get("rms_norm")
+    picked = opbench.pick_compiled_cases(spec)
+    assert [c.pass_ for c in picked] == ["forward", "forward"] and picked[0].rows < picked[1].rows
+    rows = [dict(r, status="skipped" if r["provider"] == "compiled" else "ok", note=opbench.COMPILED_STEP_NOTE)
+            for c in spec.matrix() for r in opbench.not_run(spec, c, opbench.providers_of(spec), quick=False,
+                                                            gpu=False)]
+    results.write_table(tmp_path, pd.DataFrame(rows))
+    calls = []
+
+    def fake_time_case(spec, case, providers, **kw):
+        calls.append(case.id)
+        assert list(providers) == ["compiled"] and kw["check"] is False
+        return [dict(r, status="ok", median_us=3.0, compile_s=12.0)
+                for r in opbench.not_run(spec, case, providers, quick=False, gpu=False)]
+
+    monkeypatch.setattr(opbench, "time_case", fake_time_case)
+    res = opbench.time_compiled(spec, tmp_path, deadline=time.monotonic() + 1000, compile_s_estimate=1)
+    assert res["timed"] == calls == [c.id for c in picked] and not res["not_started"]
+    df = pd.read_csv(tmp_path / "results.csv")
+    assert list(dict.fromkeys(df.case_id)) == [c.id for c in spec.matrix()]  # the order is kept
+    compiled = df[df.provider == "compiled"].set_index("case_id")
+    assert (compiled.loc[[c.id for c in picked], "status"] == "ok").all() and len(df) == len(rows)
+    assert (compiled.drop([c.id for c in picked]).status == "skipped").all()
+    calls.clear()
+    res = opbench.time_compiled(spec, tmp_path, deadline=time.monotonic() + 30, compile_s_estimate=40)
+    assert calls == [] and res["not_started"] == [c.id for c in picked]  # no room for one cold compile

@@ -21,8 +21,15 @@ import torch.nn.functional as F
 
 import fastpath_lib
 from fastpath_lib.fused import reference as fused_ref
-from fastpath_lib.testing import (EXTREMES, compare_extremes, extreme_rows, extreme_values, overflowing_rows,
-                                  reference_grads, tolerance)
+from fastpath_lib.testing import (
+    EXTREMES,
+    compare_extremes,
+    extreme_rows,
+    extreme_values,
+    overflowing_rows,
+    reference_grads,
+    tolerance,
+)
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 #: Every (x, weight) pair both predicates admit: the residual has x's dtype.
@@ -164,3 +171,17 @@ def test_the_inputs_hold_every_extreme():
         x = extreme_rows(dtype, COLS)
         assert set(_bits(extreme_values(dtype))) <= {b for row in _bits(x) for b in row}
         assert int(overflowing_rows(x).sum()) == (0 if dtype == torch.float16 else 4)  # +-max: in a row, alone
+
+
+def test_the_poison_around_every_case_is_a_non_canonical_nan():
+    """The guard bands every case is built in (:func:`fastpath_lib.cases.poison`) hold every byte ``0xFF``: a NaN with
+    the sign and every mantissa bit set, the NaN a rounding on the bits that forgets NaN turned into ``-0.0``, so an
+    out-of-bounds read through such a rounding would have hidden in the output."""
+    from fastpath_lib.cases import CaseSpec, poison
+
+    for dtype in DTYPES:
+        p = poison(4, dtype, "cpu")
+        assert p.isnan().all() and set(_bits(p)) == {-1}
+        assert not set(_bits(p)) & set(_bits(extreme_values(dtype, ("nan",))))
+        built = CaseSpec(rows=4, cols=16, dtype=dtype, layout="row_slice", pad=4).build()
+        assert set(_bits(built.x_buffer[16:20])) == {-1}, "the pad after the first row"

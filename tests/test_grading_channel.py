@@ -123,10 +123,10 @@ def overlaps(a, b):
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
     nbformat = pytest.importorskip("nbformat")
-    from fastpath_lib.grading.rules import borrowed
-    from fastpath_lib.grading.engine import cli
     from fastpath_lib.grading.checks import ex09_contract
+    from fastpath_lib.grading.engine import cli
     from fastpath_lib.grading.engine.notebook import CHECK_TAG
+    from fastpath_lib.grading.rules import borrowed
 
     def notebook(folder, exercise, source, before):
         (path,) = (ROOT / folder).glob(f"{exercise}_*.ipynb")
@@ -255,19 +255,21 @@ def test_in_the_sandbox_the_kernel_reaches_no_check_no_answer_key_and_no_hidden_
     from fastpath_lib import runtime
     from fastpath_lib.grading.engine import sandbox
 
-    grading = sorted(p.stem for p in (ROOT / "fastpath_lib" / "grading").glob("*.py")
-                     if p.name not in sandbox.kernel_modules("ex04"))
+    package = ROOT / "fastpath_lib" / "grading"  # its modules, in its rooms too (checks/, rules/, engine/, report/)
+    grading = sorted(p.relative_to(package).with_suffix("").as_posix() for p in package.rglob("*.py")
+                     if p.relative_to(package).as_posix() not in sandbox.kernel_modules("ex04"))
     hidden = [f for f in sandbox.hidden("ex04") if f.endswith(".py")]
-    assert "ex04_boundary" in grading and "boundary.py" in hidden and "given" in grading
+    assert "checks/ex04_boundary" in grading and "boundary.py" in hidden and "given" in grading
     # compiled copies of a hidden module and of a check are there to be found (as after a run that wrote bytecode)
     made = [(src, Path(importlib.util.cache_from_source(str(src)))) for src in
-            (ROOT / "fastpath_lib" / "boundary.py", ROOT / "fastpath_lib" / "grading" / "ex04_boundary.py")]
+            (ROOT / "fastpath_lib" / "boundary.py", package / "checks" / "ex04_boundary.py")]
     made = [(src, pyc) for src, pyc in made if not pyc.exists()]
     for src, pyc in made:
         py_compile.compile(str(src), cfile=str(pyc), doraise=True)
-    modules = [f"grading.{m}" for m in grading] + [f.removesuffix(".py").replace("/", ".") for f in hidden]
+    modules = [f"grading.{m.replace('/', '.')}" for m in grading] + [f.removesuffix(".py").replace("/", ".")
+                                                                      for f in hidden]
     source = SNEAK % {"root": str(runtime.ROOT), "modules": modules, "files": [f"grading/{m}.py" for m in grading]
-                      + hidden, "stems": grading + [Path(f).stem for f in hidden],
+                      + hidden, "stems": [Path(m).name for m in grading] + [Path(f).stem for f in hidden],
                       "calls": ["check_boundary_cases", "expected_classes"], "answer": "my_boundary_cases"}
     try:
         g = _sandboxed(tmp_path, monkeypatch, "ex04_boundary_cases.ipynb", source)
@@ -323,8 +325,8 @@ def _facade(exercise: str):
 
 def test_the_facade_hands_out_the_materials_and_stands_in_for_everything_else(monkeypatch):
     from fastpath_lib import exercises
-    from fastpath_lib.grading.checks import ex04_boundary
     from fastpath_lib.grading import materials
+    from fastpath_lib.grading.checks import ex04_boundary
     from fastpath_lib.grading.engine import sandbox
 
     ex04 = _facade("ex04")
@@ -356,7 +358,7 @@ def _forbidden_files() -> dict[str, set[str]]:
     checks' borrowed.kit calls that name no function, and the kit's kernels and operator they add)."""
     whole = {"KIT_KERNELS": ("rmsnorm/kernels.py",), "KIT_OP": ("rmsnorm/op.py", "rmsnorm/module.py")}
     out: dict[str, set[str]] = {}
-    for path in (ROOT / "fastpath_lib" / "grading").glob("ex[0-9][0-9]_*.py"):
+    for path in (ROOT / "fastpath_lib" / "grading" / "checks").glob("ex[0-9][0-9]_*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             files = ()
             if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "kit" and len(node.args) == 1:

@@ -299,3 +299,18 @@ def test_the_answer_is_read_whatever_the_cells_around_it(around):
         with sources.using(cells):
             got = borrowed.source_problem("mine", forbidden)
         assert (got is not None and "rms_norm" in got) if refused else got is None, got
+
+
+@pytest.mark.parametrize("sentence, claim", [
+    ("Under the interpreter a 4096 x 4096 input took about 9 s.", False),  # a shape, not a multiplier
+    ("Shapes 512x4096 and 2048 × 4096 × 2 were run.", False),
+    ("Whether the kernel is faster is for a GPU run to show.", False),
+    ("These timings are not a GPU measurement; no speed-up is claimed.", False),
+    ("The kernel is 1.4x faster than F.rms_norm.", True),
+    ("It runs 2 × quicker on 4096 x 4096 inputs.", True),
+    ("The fast path speeds up every case.", True),
+])
+def test_a_speed_up_claim_is_a_multiplier_or_a_speed_word_and_a_shape_is_neither(sentence, claim):
+    from fastpath_lib.grading.checks.ex07_note import claims_speedup
+
+    assert claims_speedup(sentence) is claim

@@ -22,7 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from fastpath_lib.grading.engine import sandbox
+pytest.importorskip("jupyter_client")  # the sandbox module starts kernels; the GPU machine's bare package set has none
+from fastpath_lib.grading.engine import sandbox  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -248,3 +249,32 @@ def test_the_autograder_grades_only_in_the_sandbox_and_its_results_say_why_not(t
     assert rows[1].split(",")[4:] == ["0", "3", "not graded"], rows
     doc = json.loads((tmp_path / "autograded/ann/ex01/results.json").read_text())
     assert {p["feedback"] for p in doc["notebooks"][0]["parts"]} == {sandbox.refusal(sandbox.NOT_INSTALLED)}, doc
+
+
+@needs_bwrap
+def test_the_graders_run_of_a_learners_triton_source_is_sandboxed_too(tmp_path):
+    """ex02 and ex08: the grader runs the learner's kernel source in a child of its own (kernel_run); while it
+    grades in the sandbox, that child is in the sandbox too (this function, run there, is what a launcher could do)."""
+    import torch
+
+    from fastpath_lib.grading.engine import kernel_run
+
+    text = (f"import os\nimport torch\ndef peek(x):\n    return torch.tensor([os.getuid()] + "
+            f"[int(os.path.exists(p)) for p in {[str(s) for s in SECRETS]!r}])\n")
+    calls = [(None, (torch.zeros(1),), {})]
+    outside = kernel_run.run(text, "peek", calls).calls[0]
+    with kernel_run.sandboxed(sandbox.for_children("ex02", str(tmp_path))):
+        inside = kernel_run.run(text, "peek", calls).calls[0]
+    assert outside.out.tolist() == [os.getuid()] + [1] * len(SECRETS), outside
+    assert inside.out.tolist() == [65534] + [0] * len(SECRETS), inside
+
+
+def test_the_grader_sandboxes_its_runs_of_the_learners_source_while_the_kernel_is_sandboxed(monkeypatch):
+    from fastpath_lib.grading.engine import cli, kernel_run
+
+    seen = []
+    monkeypatch.setattr(sandbox, "problem", lambda: None)
+    monkeypatch.setattr(cli, "_execute", lambda *a, **k: seen.append(kernel_run._SANDBOX.get()) or cli._Run())
+    cli.grade_notebook(SOLUTION, isolation="bwrap")
+    cli.grade_notebook(SOLUTION, isolation="none")
+    assert callable(seen[0]) and seen[1] is None, seen

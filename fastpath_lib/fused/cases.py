@@ -25,7 +25,7 @@ from typing import Any
 import torch
 
 from fastpath_lib.boundary import CONTEXT_KEYS, BoundaryPoint, declared_points
-from fastpath_lib.cases import POISON, CaseSpec, guard_intact
+from fastpath_lib.cases import CaseSpec, guard_intact, poison
 from fastpath_lib.eligibility import Predicate
 
 __all__ = ["ALIASES", "FusedCaseSpec", "FusedCase", "FusedPoint", "boundary_points", "FUSED_CONTEXT_KEYS"]
@@ -69,7 +69,7 @@ class FusedCaseSpec(CaseSpec):
             extra.append(f"r:{self.residual_layout}+{self.residual_pad} off{self.residual_offset}")
         return " ".join([super().label(), *extra])
 
-    def build(self, seed: int = 0, device: str | torch.device | None = None) -> "FusedCase":
+    def build(self, seed: int = 0, device: str | torch.device | None = None) -> FusedCase:
         """Allocate poisoned buffers, fill the views with seeded random values, and alias them as asked."""
         base = CaseSpec(**{k: getattr(self, k) for k in _CASE_FIELDS}).build(seed, device)
         x, w, dev = base.x, base.weight, base.x.device
@@ -98,12 +98,12 @@ def _aliased(alias, x, w, seed):
     rows, cols = x.shape[0], x.shape[-1]
     gen = torch.Generator().manual_seed(seed + 1)
     if alias == "interleaved":
-        buf = torch.full((rows * 2 * cols + 16,), POISON, dtype=x.dtype, device=x.device)
+        buf = poison(rows * 2 * cols + 16, x.dtype, x.device)
         grid = buf[:rows * 2 * cols].view(rows, 2 * cols)
         nx, nr = grid[:, :cols], grid[:, cols:]
     else:
         shift = {"disjoint": rows, "same": 0, "overlap": 1, "weight_in_x": rows}[alias]
-        buf = torch.full(((rows + shift) * cols + 16,), POISON, dtype=x.dtype, device=x.device)
+        buf = poison((rows + shift) * cols + 16, x.dtype, x.device)
         nx, nr = buf[:rows * cols].view(rows, cols), buf[shift * cols:(shift + rows) * cols].view(rows, cols)
     with torch.no_grad():
         nr.copy_(torch.randn(rows, cols, generator=gen).to(x.dtype))
@@ -131,7 +131,7 @@ class FusedCase:
         """``(x, residual, weight)`` for the op."""
         return self.x, self.residual, self.weight
 
-    def fresh(self) -> "FusedCase":
+    def fresh(self) -> FusedCase:
         """The same case on a copy of every buffer (aliasing and strides kept), for one more in-place call."""
         bufs = [b.clone() for b in self.pristine]
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 import random
 import re
 
-from fastpath_lib.grading.rules import borrowed
 from fastpath_lib.grading.checks.ex06_classify import drawn_results
 from fastpath_lib.grading.given import expected_classes
 from fastpath_lib.grading.materials import (
@@ -30,12 +29,14 @@ from fastpath_lib.grading.materials import (
     synthetic_environment,
     synthetic_results,
 )
-from fastpath_lib.grading.report.feedback import Fail, graded, part
 from fastpath_lib.grading.registry import Result
+from fastpath_lib.grading.report.feedback import Fail, graded, part
+from fastpath_lib.grading.rules import borrowed
 from fastpath_lib.grading.vocabulary import LOSS, NOT_GPU, OUTCOMES, TIMED_OUTCOMES, WIN
 from fastpath_lib.rmsnorm import predicate as rms
 
-__all__ = ["check_pr_note", "SECTIONS", "WORD_LIMIT", "words_outside_details", "substance_gaps"]
+__all__ = ["check_pr_note", "SECTIONS", "WORD_LIMIT", "words_outside_details", "substance_gaps",
+           "claims_speedup"]
 
 #: The most words a note may show outside ``<details>`` blocks (the kit's own rule for its PR notes, restated here and
 #: tied to it by ``tests/test_pr_concise.py``: the grader imports nothing of the kit's note).
@@ -54,7 +55,10 @@ _PLACEHOLDER = re.compile(r"\b(todo|tbd|fill me in|lorem ipsum|xxx)\b|^\W*$", re
 #: A speed-up claim: a multiplier ("1.4x", "2 ×"; a shape such as "4096 x 4096" is not one), or its words.
 _SPEEDUP = re.compile(r"(?<![x×]\s)(?<![x×])\b\d+(\.\d+)?\s*(x|×)(?!\w|\s*\d)|\bfaster\b|\bquicker\b|"
                       r"\bspeed-?ups?\b|\bspeeds? up\b|\baccelerat\w*", re.IGNORECASE)
-_NEGATION = re.compile(r"\b(no|not|never|without|none|nothing|unmeasured|cannot)\b|n't\b", re.IGNORECASE)
+#: Words that make a sentence about a speed-up something other than a claim: a negation, or a condition (whether a
+#: GPU run shows one is a question, not a claim).
+_NEGATION = re.compile(r"\b(no|not|never|without|none|nothing|unmeasured|cannot|whether|if|unless|until)\b|n't\b",
+                       re.IGNORECASE)
 _FORBIDDEN = borrowed.kit("bench", why="that is the kit's own PR note") + borrowed.kit(
     "grading/checks/ex07_note.py", why="that is the grader's own answer")
 _GIVEN = borrowed.kit("grading/given.py", "expected_classes", why="given") + borrowed.kit(
@@ -239,7 +243,7 @@ def _judge_concise(data, notes: dict[str, str]) -> str:
 
 def _judge_sections(data, notes: dict[str, str]) -> None:
     problems = []
-    for which, df, env in data:
+    for which, df, _env in data:
         found = _sections(notes[which])
         for name, pat in SECTIONS.items():
             bodies = [b for h, b in found.items() if re.search(pat, h)]
@@ -255,7 +259,7 @@ def _judge_sections(data, notes: dict[str, str]) -> None:
 
 def _judge_environment_and_scope(data, notes: dict[str, str]) -> None:
     problems = []
-    for which, df, env in data:
+    for which, _df, env in data:
         note = notes[which]
         for key in ("device", "torch", "triton"):
             if str(env[key]) not in note:
@@ -306,12 +310,23 @@ def _judge_consistent(data, notes: dict[str, str]) -> None:
 
 def _judge_method(data, notes: dict[str, str]) -> None:
     problems = []
-    for which, df, env in data:
+    for which, _df, env in data:
         gaps = _method_gaps(notes[which], env["harness"])
         if gaps:
             problems.append(f"{which}: the note does not give " + "; ".join(gaps))
     if problems:
         raise Fail("how the numbers were measured is missing\n" + "\n".join(problems))
+
+
+def claims_speedup(sentence: str) -> bool:
+    """Whether a sentence claims a speed-up: a multiplier or a speed word, neither negated nor conditional. A shape is
+    not a multiplier.
+
+    >>> [claims_speedup(s) for s in ("The kernel is 1.4x faster.", "A 4096 x 4096 input took 9 s.",
+    ...                              "No speed-up is claimed.", "Whether it is faster needs a GPU run.")]
+    [True, False, False, False]
+    """
+    return bool(_SPEEDUP.search(sentence)) and not _NEGATION.search(sentence)
 
 
 def _judge_no_cpu_claims(data, notes: dict[str, str]) -> None:
@@ -321,8 +336,7 @@ def _judge_no_cpu_claims(data, notes: dict[str, str]) -> None:
     if NOT_GPU.lower() not in note.lower():
         problems.append(f"on CPU data the note must say {NOT_GPU!r}")
     for sentence in re.split(r"(?<=[.!?;])\s+|\n", note):
-        m = _SPEEDUP.search(sentence)
-        if m and not _NEGATION.search(sentence):
+        if claims_speedup(sentence):
             problems.append(f"claims a speed-up from non-GPU data: {sentence.strip()!r}")
     wins = [c for c, (cells, _) in _table_rows(note).items() if {WIN, LOSS} & {x.lower() for x in cells}]
     if wins:

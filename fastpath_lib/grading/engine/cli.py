@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import dataclasses
 import importlib
 import json
@@ -275,15 +276,11 @@ ISOLATION = ("auto", "bwrap", "none")
 
 
 def _sandbox_problem(isolation: str) -> tuple[bool, str | None]:
-    """``(isolated, why not)``: whether to run the kernel in the sandbox, and why the sandbox cannot start here."""
-    if isolation not in ISOLATION:
-        raise ValueError(f"isolation must be one of {ISOLATION}, not {isolation!r}")
-    if isolation == "none":
-        return False, None
+    """``(isolated, why not)``: whether the kernel runs in the sandbox, and why the sandbox cannot start here."""
     from fastpath_lib.grading.engine import sandbox
 
-    why = sandbox.problem()
-    return why is None, why
+    why = None if isolation == "none" else sandbox.problem()
+    return isolation != "none" and why is None, why
 
 
 def _refused(path: Path, ex: str, why: str, notes: list[str], t0: float) -> NotebookGrade:
@@ -344,7 +341,11 @@ def grade_notebook(path: str | Path, *, timeout: float = DEFAULT_TIMEOUT, kernel
         copy = Path(tmp) / path.name
         copy.write_bytes(raw)
         try:
-            run = _execute(nb, tmp, timeout, kernel_name, ids, ex, learner, isolated, files)
+            from fastpath_lib.grading.engine import kernel_run, sandbox
+
+            children = kernel_run.sandboxed(sandbox.for_children(ex, files)) if isolated else contextlib.nullcontext()
+            with children:  # the grader's runs of the learner's Triton source are sandboxed like the kernel
+                run = _execute(nb, tmp, timeout, kernel_name, ids, ex, learner, isolated, files)
         except Exception as exc:  # noqa: BLE001 - e.g. no such kernel
             run = _Run(status="errors", reason=f"could not execute: {type(exc).__name__}: {exc}")
             if isolated:  # the sandbox could not start this kernel: bwrap refuses, auto says why and goes on without

@@ -15,27 +15,49 @@ process of its own (``python -m fastpath_lib.grading.engine.kernel_run``):
    does not compile ("unsupported AST node type: Import", "Cannot access global variable ...") and fails the part.
 
 The request is written by the grader and the answer read with ``torch.load(weights_only=True)``; the child's output
-is judged like any answer.
+is judged like any answer. While the grader grades in its sandbox (:func:`sandboxed`), the child runs in the same
+sandbox as the learner's notebook kernel (:func:`fastpath_lib.grading.engine.sandbox.command`: no checkout, no
+``solutions/``, no check or answer key, nobody without capabilities), with this module visible to it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
 import io
 import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 
 import torch
 
-__all__ = ["Outcome", "Call", "run", "launch_traffic", "copy_back", "torch_ops", "GPU_TARGET"]
+__all__ = ["Outcome", "Call", "run", "sandboxed", "launch_traffic", "copy_back", "torch_ops", "GPU_TARGET"]
 
 #: The compute capability the frontend compiles for (the predicate's oldest admitted architecture).
 GPU_TARGET = 80
 _TRITON_TYPES = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32", torch.float64: "fp64",
                  torch.int8: "i8", torch.int16: "i16", torch.int32: "i32", torch.int64: "i64", torch.uint8: "u8",
                  torch.bool: "i1"}
+
+
+#: ``(folder, env) -> (command prefix, env)``: the sandbox the child runs in (:func:`sandboxed`); ``None``: none.
+_SANDBOX: contextvars.ContextVar[Callable[[str, dict], tuple[list[str], dict]] | None] = contextvars.ContextVar(
+    "fastpath_kernel_run_sandbox", default=None)
+
+
+@contextlib.contextmanager
+def sandboxed(sandbox: Callable[[str, dict], tuple[list[str], dict]]):
+    """Start every child meanwhile under ``sandbox(folder, env)``: the command prefix and environment for a child
+    whose files are in ``folder`` (the grader, while it grades in its sandbox:
+    :func:`fastpath_lib.grading.engine.sandbox.for_children`)."""
+    token = _SANDBOX.set(sandbox)
+    try:
+        yield
+    finally:
+        _SANDBOX.reset(token)
 
 
 @dataclasses.dataclass
@@ -91,9 +113,13 @@ def _in_child(tmp: str, mode: str, request: dict, timeout: float):
     kit_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     env = dict(os.environ, TRITON_INTERPRET="1" if mode == "run" else "0", PYTHONPATH=os.pathsep.join(
         [kit_root] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+    cmd = [sys.executable, "-m", "fastpath_lib.grading.engine.kernel_run", mode, req, res]
+    sandbox = _SANDBOX.get()
+    if sandbox is not None:
+        prefix, env = sandbox(tmp, env)
+        cmd = prefix + cmd
     try:
-        proc = subprocess.run([sys.executable, "-m", "fastpath_lib.grading.engine.kernel_run", mode, req, res], env=env,
-                              capture_output=True, text=True, timeout=timeout, check=False)
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, check=False)
     except subprocess.TimeoutExpired:
         return f"your kernel ran past the grader's {timeout:.0f} s limit"
     try:

@@ -61,8 +61,8 @@ from fastpath_lib import runtime
 
 __all__ = ["KERNEL_MODULES", "HIDDEN", "NEEDED", "FLAGS", "BASE", "kernel_modules", "hidden", "kernel_view",
            "facade_source", "other_copies", "git_dirs", "interpreter_paths", "NOT_INSTALLED", "find_problem", "problem",
-           "available", "fallback_note", "refusal", "command", "IsolatedKernelManager", "manager_class", "kernel_env",
-           "ISOLATED", "UNISOLATED", "NOT_RUN"]
+           "available", "fallback_note", "refusal", "command", "for_children", "IsolatedKernelManager", "manager_class",
+           "kernel_env", "ISOLATED", "UNISOLATED", "NOT_RUN"]
 
 ISOLATED = "isolated (bwrap)"
 UNISOLATED = "unisolated"
@@ -141,9 +141,15 @@ def kernel_view(exercise: str | None, root: Path = runtime.ROOT) -> tuple[tuple[
     return tuple(visible), tuple(gone)
 
 
-def _masked_folders(exercise: str | None, lib: Path) -> dict[Path, set[str]]:
+def _masked_folders(exercise: str | None, lib: Path, grading: tuple[str, ...] = ()) -> dict[Path, set[str]]:
     """folder -> the names in it bound back; every other entry, ``__pycache__`` included, is hidden."""
     out = {lib / "grading": set(kernel_modules(exercise))}
+    for rel in grading:  # "engine/kernel_run.py": its folder shown too, with its __init__.py and the file alone
+        parts = Path(rel).parts
+        out[lib / "grading"].add(parts[0])
+        for depth in range(1, len(parts)):
+            folder = lib / "grading" / Path(*parts[:depth])
+            out.setdefault(folder, {"__init__.py"} & {p.name for p in folder.iterdir()}).add(parts[depth])
     for rel in hidden(exercise, lib.parent):
         folder = (lib / rel).parent
         names = out.setdefault(folder, {p.name for p in folder.iterdir() if p.name != "__pycache__"})
@@ -358,9 +364,11 @@ def git_dirs(root: Path = runtime.ROOT) -> tuple[Path, ...]:
 
 
 def command(workdir: str, sockets: str, files: str, exercise: str | None = None,
-            root: Path = runtime.ROOT) -> list[str]:
+            root: Path = runtime.ROOT, grading: tuple[str, ...] = ()) -> list[str]:
     """The ``bwrap`` prefix of the kernel's command line (see the module's docstring); the generated façade and the
-    hidden modules' stand-ins are written into ``files`` (a folder of the grader's, bound read only)."""
+    hidden modules' stand-ins are written into ``files`` (a folder of the grader's, bound read only). ``grading``:
+    further files of the grading folder the process sees (the grader's runner of a learner's Triton source,
+    :mod:`~fastpath_lib.grading.engine.kernel_run`, which holds no answer)."""
     # in its PID namespace the kernel's parent is bwrap's init (pid 1), which ipykernel's parent poller takes for "the
     # grader has exited": told its parent is pid 1 it polls nothing (and prints nothing), and --die-with-parent ends
     # it with the grader
@@ -379,7 +387,7 @@ def command(workdir: str, sockets: str, files: str, exercise: str | None = None,
         if path.exists() and not any(b in path.parents for b in back):  # a folder bound back brings its own
             args += ["--ro-bind", str(path), str(path)]
     lib, out = root / "fastpath_lib", Path(files)
-    for folder, keep in _masked_folders(exercise, lib).items():
+    for folder, keep in _masked_folders(exercise, lib, grading).items():
         args += ["--tmpfs", str(folder)]
         for name in sorted(keep):
             if (folder / name).exists():
@@ -395,6 +403,16 @@ def command(workdir: str, sockets: str, files: str, exercise: str | None = None,
     for path in (workdir, sockets):
         args += ["--bind", path, path]
     return args + ["--chdir", workdir]
+
+
+def for_children(exercise: str | None, files: str):
+    """``(folder, env) -> (prefix, env)`` for the grader's children that run the learner's Triton source
+    (:func:`fastpath_lib.grading.engine.kernel_run.sandboxed`): the kernel's view of ``exercise``, with
+    ``engine/kernel_run.py``, ``folder`` writable; their generated files go in folders under ``files``."""
+    def prefix(folder: str, env: dict) -> tuple[list[str], dict]:
+        own = tempfile.mkdtemp(prefix="child-", dir=files)
+        return command(folder, folder, own, exercise, grading=("engine/kernel_run.py",)), kernel_env(env)
+    return prefix
 
 
 def kernel_env(env: dict) -> dict:
