@@ -107,7 +107,7 @@ class CaseSpec:
             parts.append("w" + str(w).replace("torch.", ""))
         return " ".join(parts)
 
-    def build(self, seed: int = 0, device: str | torch.device | None = None) -> "BuiltCase":
+    def build(self, seed: int = 0, device: str | torch.device | None = None) -> BuiltCase:
         """Allocate poisoned buffers and fill the views with seeded random values."""
         dev = torch.device(device or self.device or ("cuda" if torch.cuda.is_available() else "cpu"))
         # drawn where they are used: on CUDA a device generator in float32 (drawing a 16384 x 4096 input in float64

@@ -98,7 +98,7 @@ class OpCase:
         return tuple(self.quick) if quick and self.quick else (self.rows, self.cols)
 
     @classmethod
-    def from_entry(cls, entry: Mapping[str, Any]) -> "OpCase":
+    def from_entry(cls, entry: Mapping[str, Any]) -> OpCase:
         """A case-file entry (the predeclared matrix's JSON format, ``fastpath_lib/bench/cases.json``: ``id``,
         ``shape``, ``dtype``, ``expected``, ``rationale``, optional ``family``, ``layout``, ``pad``, ``offset``,
         ``pass`` and ``quick`` with ``shape``/``pad``) as a case.

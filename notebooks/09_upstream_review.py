@@ -21,18 +21,22 @@
 # that the PR reads the way its reviewers read.
 #
 # **What you will do**: run RMSNorm and the fused op on DTensors (a one-rank group on this CPU) and read the
-# placements of every result; then read where a kernel goes in vLLM, and the file the kit generates for it.
+# placements of every result; then read where a kernel goes in vLLM and the patch the kit generates for it, the
+# way a vLLM maintainer reads it.
 #
 # **What you need**: lessons 01-03 and 08; this CPU (`torch.distributed` with the `gloo` backend, no GPU).
 #
-# **Time**: about 15 minutes.
+# **Time**: about 25 minutes.
 #
 # **What you will learn**
 # - what a contract for sharded inputs adds: the placements that run without communication, the placement of every
 #   result (gradients included), and what happens to every other placement;
 # - why the row threshold applies per rank;
 # - where a kernel enters vLLM (a `CustomOp` layer's `forward_cuda`, an op registered with a fake implementation,
-#   a plugin loaded in every process), and why a compiler needs the registered op rather than a raw launch.
+#   a plugin loaded in every process), and why a compiler needs the registered op rather than a raw launch;
+# - how a maintainer reads such a PR: the target's direction (its deprecations), its patterns, its linters at its
+#   settings, the decode path under CUDA graphs, what a plugin may not do at start-up, and the tests that only the
+#   reference's extremes would fail.
 
 # %% tags=["nbval-ignore-output"]
 import torch
@@ -190,15 +194,282 @@ for chunk in patch.split("diff --git a/")[1:]:
     print(f"{chunk.split(' ', 1)[0]:48} +{added:<4} -{removed}")
 
 # %% [markdown]
-# <!-- upstream-reading: the section on how a maintainer reads the PR goes here (a later revision writes it). -->
 # ## How a maintainer reads the PR
 #
-# A maintainer reads the PR in the order it can fail them: does it match the target's contract (the native
-# function's values, its rounding points), does it run where the target runs (the platform check, the sharded
-# placements, compiled graphs), is it faster than what the target already does (Inductor's compiled native, under
-# CUDA graphs, on the predeclared matrix with its neutral and losing cases), and who maintains it. Lesson 07's note
-# and exercise 13's readiness check put the evidence for each in one place.
+# A maintainer reads a PR in the order it can fail: whether the target still wants the mechanism it uses, whether it
+# reads like the target's own code and passes the target's linters, whether it is faster than what the target runs
+# by default where users run it (decode, under CUDA graphs), whether it can hurt the host at start-up, and whether
+# its tests would have caught a silent wrong result. Each reading below runs on this CPU, against the vLLM wheel the
+# kit pins where `./kit setup` installed it.
 #
+# ### 1. The target's direction first
+#
+# Before writing for a mechanism, read whether the target keeps it: its deprecations say so. This cell finds the
+# installed vLLM and reads the option that selects IR providers from its source (vLLM's config needs `pydantic`,
+# which the kit's wheel install leaves out, so the file is parsed rather than imported):
+
+# %%
+import ast
+import importlib.metadata
+import importlib.util
+import inspect
+import sys
+from pathlib import Path
+
+from fastpath_lib import vllm_plugin
+
+SITE = vllm_plugin.vllm_site()  # where ./kit setup installs vLLM's wheel
+if SITE.is_dir() and str(SITE) not in sys.path:
+    sys.path.append(str(SITE))
+spec = importlib.util.find_spec("vllm")
+VLLM = Path(spec.origin).parent if spec else None
+
+
+def attribute_doc(rel, cls, attr):
+    """The docstring under ``cls.attr`` in vLLM's file ``rel``, read from the installed source."""
+    body = next(n for n in ast.parse((VLLM / rel).read_text()).body if getattr(n, "name", "") == cls).body
+    i = next(i for i, n in enumerate(body) if getattr(getattr(n, "target", None), "id", "") == attr)
+    return inspect.cleandoc(body[i + 1].value.value)
+
+# %% [markdown]
+# The option's own documentation, as the installed release states it:
+
+# %%
+if VLLM is None:
+    print(f"vLLM is not installed (nor in {SITE}; ./kit setup puts it there): this reading is skipped")
+else:
+    print("vLLM", importlib.metadata.version("vllm"), "| KernelConfig.ir_op_priority says:\n")
+    print(attribute_doc("config/kernel.py", "KernelConfig", "ir_op_priority"))
+
+# %% [markdown]
+# So a new IR provider is what a maintainer now turns away, however well it is written. The kit's IR providers are
+# kept, labelled deprecated, only while the pinned vLLM has its IR; the patch targets what stays: the `CustomOp`
+# layer's `forward_cuda`, and a kernel registered as an op.
+#
+# ### 2. Its own patterns
+#
+# Next, the target's own code for the same kind of change. vLLM's Triton kernels live in `vllm/kernels/triton/`, and
+# `activation.py` there is one kernel and its launcher. The patch's new file should read like it: the same header,
+# the launcher a `torch.library.triton_op` that launches through `wrap_triton`, the platform asked through
+# `current_platform`, never `torch.cuda`:
+
+# %%
+def new_file(rel):
+    """The text of a file the patch adds (its lines after the hunk header, without the '+')."""
+    chunk = patch.split(f"+++ b/{rel}\n", 1)[1].split("\ndiff --git ", 1)[0]
+    return "".join(line[1:] + "\n" for line in chunk.splitlines()[1:])
+
+
+FEATURES = {"SPDX header": lambda s: s.startswith("# SPDX-License-Identifier: Apache-2.0"),
+            "@triton.jit kernels": lambda s: s.count("@triton.jit"),
+            "@triton_op launchers": lambda s: s.count("@triton_op("),
+            "launches via wrap_triton": lambda s: s.count("wrap_triton(_"),
+            "asks current_platform": lambda s: "current_platform." in s,
+            "touches torch.cuda": lambda s: "torch.cuda" in s,
+            "uses vllm.ir (deprecated)": lambda s: "from vllm import ir" in s,
+            "lines / longest": lambda s: f"{len(s.splitlines())} / {max(map(len, s.splitlines()))}"}
+files = {"the patch's rms_norm.py": new_file("vllm/kernels/triton/rms_norm.py")}
+if VLLM is not None:
+    files["vLLM's activation.py"] = (VLLM / "kernels" / "triton" / "activation.py").read_text()
+print(f"{'':26}" + "".join(f"{name:>26}" for name in files))
+for what, feature in FEATURES.items():
+    print(f"{what:26}" + "".join(f"{feature(text)!s:>26}" for text in files.values()))
+
+# %% [markdown]
+# The new file is longer: it holds two kernels (the norm and the fused residual add) and the bf16 conversions the
+# interpreter needs. It does not use the IR, which `activation.py` still does in this release.
+#
+# ### 3. Its linters, with its settings
+#
+# vLLM checks its code with ruff, at its own rules and column limit, and with mypy, at its own options; code that
+# passes the kit's settings can fail theirs. This cell places the new file in a copy of the wheel's tree (links to
+# its files), so that mypy sees the vLLM modules it imports. mypy analyses torch and those modules the first time,
+# which takes a while; its cache stays in the temporary folder for the next run.
+
+# %%
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import tempfile
+import time
+
+TREE = Path(tempfile.gettempdir()) / "fastpath-vllm-lint"
+SETTINGS = ["--isolated", "--line-length", "88", "--target-version", "py310"]
+LINTERS = {"ruff check": ["ruff", "check", *SETTINGS, "--select", "E,F,UP,B,ISC,SIM,I,G",
+                          "--config", 'lint.isort.known-first-party = ["vllm", "tests"]'],
+           "ruff format": ["ruff", "format", "--check", *SETTINGS],
+           "mypy": ["mypy", "--ignore-missing-imports", "--check-untyped-defs", "--follow-imports", "silent",
+                    "--python-version", "3.10"]}
+NEW = "vllm/kernels/triton/rms_norm.py"
+if VLLM is not None:  # the wheel's tree as links, with the new file added
+    shutil.rmtree(TREE, ignore_errors=True)
+    shutil.copytree(VLLM, TREE / "vllm", copy_function=os.symlink, ignore=shutil.ignore_patterns("__pycache__"))
+    (TREE / NEW).write_text(new_file(NEW))
+
+# %% [markdown]
+# Each linter at vLLM's settings, run in that tree (the command is printed as you would type it there):
+
+# %%
+for name, cmd in LINTERS.items():
+    if VLLM is None or importlib.util.find_spec(cmd[0]) is None:
+        print(f"{name}: skipped ({'vLLM' if VLLM is None else cmd[0]} is not installed)")
+        continue
+    cache = ["--cache-dir", f"{TREE}-mypy-cache"] if cmd[0] == "mypy" else []
+    start = time.perf_counter()
+    res = subprocess.run([sys.executable, "-m", *cmd, *cache, NEW], cwd=TREE, capture_output=True, text=True,
+                         check=False)
+    said = re.sub(r"\x1b\[[0-9;]*m", "", res.stdout + res.stderr).strip()  # without the terminal's colours
+    print("$", shlex.join([*cmd, NEW]), f"\n  exit {res.returncode} after {time.perf_counter() - start:.1f} s:", said)
+
+# %% [markdown]
+# ### 4. The decode path, under CUDA graphs
+#
+# A fast path is measured against what the target runs by default, where its users run it. vLLM captures decode
+# batches in CUDA graphs by default. It compiles with Inductor by default, and then custom ops are off and its RMSNorm
+# runs Inductor's code for the native function; without Inductor it runs vLLM's C kernel, `vllm_c`. From the wheel:
+
+# %%
+if VLLM is None:
+    print("vLLM is not installed: this reading is skipped")
+else:
+    for attr, start in (("cudagraph_mode", "FULL_AND_PIECEWISE mode"), ("custom_ops", "By default")):
+        doc = attribute_doc("config/compilation.py", "CompilationConfig", attr)
+        print(f"CompilationConfig.{attr}:", " ".join(doc[doc.index(start):].split("\n\n")[0].split()), "\n")
+    cuda = (VLLM / "platforms" / "cuda.py").read_text().splitlines()
+    print("CudaPlatform.get_default_ir_op_priority:", next(ln.strip() for ln in cuda if 'default = ["native"]' in ln))
+
+# %% [markdown]
+# Decode steps are small batches, captured. A fast path that refuses small batches or capture, and runs an eager
+# multi-kernel composite there instead, makes every decode step slower than vLLM without it. The patch's
+# `forward_cuda` decides on the call's metadata alone, as vLLM's own Triton kernels do, and otherwise runs what vLLM
+# ran before, unchanged:
+
+# %%
+hunk = patch.split("+++ b/vllm/model_executor/layers/layernorm.py", 1)[1].split("\ndiff --git ", 1)[0]
+added = [line[1:] for line in hunk.splitlines() if line.startswith("+")]
+start = next(i for i, line in enumerate(added) if "if self.use_triton" in line)
+print("\n".join(added[start:start + 10]))
+fn = next(n for n in ast.parse(new_file(NEW)).body if getattr(n, "name", "") == "supports_rms_norm_triton")
+reads = {ast.unparse(n) for n in ast.walk(fn) if isinstance(n, ast.Attribute) and ast.unparse(n.value) == "x"}
+reads |= {ast.unparse(n) for n in ast.walk(fn) if isinstance(n, ast.Subscript) and ast.unparse(n.value) == "x.shape"}
+print("\nwhat supports_rms_norm_triton reads of x:", sorted(reads))
+print("the new file or forward_cuda mention capture:", any("captur" in s.lower() for s in [new_file(NEW), *added]))
+
+# %% [markdown]
+# No token count and no capture check: every decode batch the kernel can take, it takes. A call it does not take goes
+# on to `forward_native`, the line the unpatched `forward_cuda` ends with: vLLM's own dispatch. The new path runs only
+# with `rms_norm_backend="triton"` where the layer's `forward_cuda` is chosen (eager, or `+rms_norm` in `custom_ops`
+# with Inductor); its baselines are then `vllm_c` and, with custom ops off, Inductor's compiled native.
+#
+# ### 5. What a plugin may not do at start-up
+#
+# Out of tree, the kit registers its layer from a `vllm.general_plugins` entry point. vLLM loads those in every
+# process it starts (the API server, the engine, each worker) and calls each one without a `try`; from the wheel:
+
+# %%
+if VLLM is None:
+    print("vLLM is not installed: this reading is skipped")
+else:
+    source = (VLLM / "plugins" / "__init__.py").read_text()
+    fn = next(n for n in ast.parse(source).body if getattr(n, "name", "") == "load_general_plugins")
+    print("\n".join(ast.get_source_segment(source, fn).splitlines()[-4:]))
+
+# %% [markdown]
+# So a plugin that raises stops vLLM from starting, and one that initialises CUDA makes vLLM spawn its workers
+# instead of forking them (`vllm/utils/system_utils.py` logs why when it switches). `vllm_plugin.register()` must
+# never do either. The cell below defines a child that runs it twice in a fresh process where initialising CUDA
+# raises, with the pinned vLLM or with a vLLM whose `vllm.ir` cannot be imported (as after its removal). The child
+# gives the plugin's logger a handler (in vLLM, vLLM's logging configuration does), so
+# what the plugin logs is printed above each result:
+
+# %%
+CHILD = """
+import logging, sys, torch
+def refuse(*args, **kwargs):
+    raise RuntimeError("the plugin initialised CUDA")
+for name in ("_lazy_init", "init", "get_device_capability", "get_device_properties", "current_device"):
+    setattr(torch.cuda, name, refuse)
+class NoIR:
+    def find_spec(self, name, path=None, target=None):
+        if sys.argv[1] == "without IR" and name.startswith("vllm.ir"):
+            raise ImportError("cannot import name 'ir' from 'vllm'")
+sys.meta_path.insert(0, NoIR())
+from fastpath_lib import vllm_plugin
+sys.path.append(str(vllm_plugin.vllm_site()))
+log = logging.getLogger(vllm_plugin.LOGGER_NAME)
+log.setLevel(logging.INFO)
+log.addHandler(logging.StreamHandler(sys.stdout))
+print(f"{sys.argv[1]}: register() -> {vllm_plugin.register()}, again -> {vllm_plugin.register()},",
+      "CUDA initialised:", torch.cuda.is_initialized())
+"""
+
+# %% [markdown]
+# Each host in its own fresh process, as vLLM starts its processes:
+
+# %% tags=["nbval-ignore-output"]
+for host in ("pinned", "without IR"):
+    res = subprocess.run([sys.executable, "-c", CHILD, host], env=runtime.child_env(TRITON_INTERPRET="0"),
+                         capture_output=True, text=True, check=False)
+    print(res.stdout.strip() if res.returncode == 0 else res.stderr[-800:], end="\n\n")
+
+# %% [markdown]
+# `register()` returns whether any part registered, and says once per process what it skipped and why: here vLLM's
+# wheel is installed without its dependencies, so even the pinned vLLM's layers cannot import (`pydantic` is missing)
+# and only the deprecated IR providers register. Neither host saw an exception or a CUDA initialisation: `supported()`
+# asks vLLM's platform object, which reads NVML, never `torch.cuda` (`tests/test_vllm_plugin.py` runs the same checks
+# with vLLM's layers importable).
+#
+# ### 6. Tests that only the reference's extremes reveal
+#
+# Two silent wrong results passed every test written with ordinary values, and a reviewer found them. The first is
+# in rounding. Under the interpreter the kernels round fp32 to bf16 on the bits: add `0x7FFF` plus the lowest kept
+# bit, keep the top half. A NaN whose mantissa is all ones (what a buffer filled with `0xFF` holds) carries into the
+# sign bit, and the NaN becomes a zero:
+
+# %%
+bits = 0x7FFFFFFF  # an fp32 NaN with an all-ones mantissa
+lowest_kept = (bits >> 16) & 1
+top = ((bits + 0x7FFF + lowest_kept) & 0xFFFFFFFF) >> 16  # the carry reaches bit 31, the sign
+as_bf16 = torch.tensor(top, dtype=torch.int32).to(torch.int16).view(torch.bfloat16).item()
+print(f"fp32 {bits:#010x} (NaN) + 0x7fff + {lowest_kept} -> top half {top:#06x} = bf16 {as_bf16}")
+
+# %% [markdown]
+# In a normalization one NaN makes the whole row's `rstd` NaN with the same bits, so a whole row of the output came
+# out as zeros where the reference gives NaNs: a diverging model that looks fine. The kernels now map any NaN to the
+# canonical one before rounding (`round_to` in `fastpath_lib/rmsnorm/kernels.py`). The same row through the fused
+# op, compared with the reference as the kit's tests compare extremes (NaN-ness and sign exactly):
+
+# %%
+from fastpath_lib import testing
+
+xs, rs = torch.randn(ROWS, 64, device=DEVICE), torch.randn(ROWS, 64, device=DEVICE)
+wb = (torch.rand(64) + 0.5).to(DEVICE, torch.bfloat16)  # a bf16 weight: the row is rounded to bf16
+xs[3, 5] = testing.extreme_values(torch.float32, ("nan_all_ones",))[0]
+with fastpath_lib.record_routes() as routes:
+    out, _ = fastpath_lib.fused_add_rms_norm(xs, rs, wb)
+want, _ = reference.native(xs, rs, wb)
+print("routes", dict(routes), "| NaNs in row 3: kernel", int(out[3].isnan().sum()), "reference",
+      int(want[3].isnan().sum()), "of", out.shape[1])
+print("compare_extremes:", testing.compare_extremes(out, want, *reference.tolerance(xs.dtype)) or "they match")
+
+# %% [markdown]
+# Tests built on `torch.nan` alone never saw it: that NaN is the canonical one. `fastpath_lib.testing.EXTREMES` now
+# names the values at a dtype's edges (NaNs with payloads, all-ones and signalling mantissas, negative NaNs, `-0.0`,
+# subnormals, infinities, the largest finite values), and `tests/test_extremes.py` runs both ops on them, every
+# dtype pair and route; `tests/test_fused_contract.py::test_a_nan_of_any_bits_stays_nan` keeps this case.
+#
+# The second is in placement. On two ranks, `torch.ops.fastpath.fused_add_rms_norm_` with `x` a `Shard(0)` DTensor
+# and `residual` a `Replicate()` one returned without error and left the caller's residual unchanged: the sharding
+# rule asked for other placements, DTensor redistributed a copy of `residual`, and the op wrote the copy (DTensor
+# protects only the first argument of an in-place op from that). The extreme here is a placement pair no ordinary
+# test used. The rule now refuses such a pair, naming both placements, and `fastpath_lib.fused_add_rms_norm_` writes
+# back into any placements. On two gloo ranks,
+# `tests/test_sharding.py::test_in_place_on_every_placement_pair_writes_the_callers_tensors_or_raises` runs every
+# pair through both entry points and checks the caller's tensors after each call.
+
+# %% [markdown]
 # ## Recap
 #
 # - A contract for sharded inputs names the placements that run without communication (a row shard with a
@@ -209,6 +480,12 @@ for chunk in patch.split("diff --git a/")[1:]:
 #   replaces a layer is loaded in every process and must never raise.
 # - A compiler traces on FakeTensors: a kernel reaches a graph only through a registered op (with a fake
 #   implementation, or a `triton_op`), and run-time facts are decided inside it.
+# - A maintainer reads the target's direction first (vLLM deprecates its IR), then its own patterns and linters at its
+#   settings, then the path its users run by default: decode batches under CUDA graphs, where a fast path takes every
+#   call it can and otherwise runs what the target ran before.
+# - A plugin runs in every process of its host, without a `try`: it never raises and never initialises CUDA.
+# - Silent wrong results hide at the extremes: a NaN with an all-ones mantissa, an in-place call on a placement pair
+#   no ordinary test used. Tests compare against the reference on those values and pairs.
 #
 # ## Knowledge check
 #
@@ -239,6 +516,20 @@ for chunk in patch.split("diff --git a/")[1:]:
 # implementation (`direct_register_custom_op(..., fake_impl=...)` in vLLM, or `torch.library.custom_op` with
 # `register_fake`), or a `torch.library.triton_op` launching through `wrap_triton`; call the op from the forward, and
 # test it under `torch.compile(fullgraph=True)` as lesson 04 does.
+# </details>
+
+# %% [markdown]
+# **3. Your kernel's tests feed it `float("nan")` and pass. A user reports rows of zeros where the model diverged.
+# How can both be true, and what test would have found it?**
+
+# %% [markdown]
+# <details><summary>Answer guide</summary>
+#
+# `float("nan")` is the canonical NaN. A rounding done on the bits (add `0x7FFF` plus the lowest kept bit) carries a
+# NaN whose mantissa is all ones into the sign bit and produces `-0.0`; one NaN makes a whole row's `rstd` that NaN,
+# so the row comes out as zeros. Test against the reference on the dtype's extremes, NaNs of every bit pattern
+# included (`fastpath_lib.testing.EXTREMES`), and compare NaN-ness and sign exactly, not only values within a
+# tolerance.
 # </details>
 
 # %% [markdown]

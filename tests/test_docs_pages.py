@@ -19,7 +19,7 @@ README = ROOT / "README.md"
 PAGES = sorted((ROOT / "docs").glob("*.md"))
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 FENCE = re.compile(r"```(?:bash|sh|shell)\n(.*?)```", re.S)
-KIT_CMD = re.compile(r"(?:^|[\s`(])\./kit\s+([a-z]+)((?:\s+[^\s`#|;&]+)*)")
+KIT_CMD = re.compile(r"(?:^|[\s`(])\./kit\s+([a-z-]+)((?:\s+[^\s`#|;&]+)*)")
 PY_CMD = re.compile(r"python -m fastpath_lib\s+([a-z]+)((?:\s+[^\s`#|;&]+)*)")
 
 
@@ -29,7 +29,7 @@ def _words(text: str) -> int:
 
 def _kit_commands() -> set[str]:
     body = (ROOT / "kit").read_text().split('case "$cmd" in', 1)[1]
-    return set(re.findall(r"^\s*([a-z]+)\)", body, re.M))
+    return set(re.findall(r"^\s*([a-z-]+)\)", body, re.M))
 
 
 def _source_of(command: str) -> str:

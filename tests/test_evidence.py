@@ -311,17 +311,25 @@ def test_sanitizer_step_records_absence_refusal_errors_and_success(tmp_path, mon
 
 
 def test_test_steps_stop_between_tests_at_their_budget_and_keep_the_junit(tmp_path):
-    # the soft deadline is 30 s in (the step's deadline, 45 s, less 15 s): past pytest's start-up and collection
-    # (up to 25 s on a busy 2-core machine), only the first tests run
-    ctx = evidence_steps.StepContext(out=tmp_path, budget_s=50, started=time.monotonic())
+    """The core step's own command on a checkout whose core tests take 0.25 s each, 200 of them: the soft deadline
+    (the step's deadline less 15 s, 10 s in here) stops pytest between tests, the JUnit XML is written, and the step
+    is "partial" with what it collected and what it ran."""
+    root, out = tmp_path / "checkout", tmp_path / "out"
+    (root / "tests").mkdir(parents=True)
+    out.mkdir()
+    (root / "pytest.ini").write_text("[pytest]\nmarkers =\n    gpu: x\n    slow: x\n    browser: x\n")
+    (root / "tests" / "test_predicate.py").write_text(
+        "import time\nimport pytest\n\n@pytest.mark.parametrize('i', range(200))\ndef test_slow(i):\n"
+        "    time.sleep(0.25)\n")
+    ctx = evidence_steps.StepContext(out=out, budget_s=28, started=time.monotonic(), root=root)
     res = evidence_steps.core_tests(ctx)
     assert res["status"] == "partial", res  # stopped early: not "ran"
     assert "stopped at the time budget" in res["why"]
     counts = res["details"]
     assert counts["tests"] >= 1 and counts["failures"] == counts["errors"] == 0
-    assert counts["collected"] > counts["run"] == counts["tests"]
+    assert counts["collected"] == 200 > counts["run"] == counts["tests"]
     assert f"of {counts['collected']} collected" in res["why"]
-    assert (tmp_path / "tests" / "core.xml").exists() and (tmp_path / "tests" / "core.txt").exists()
+    assert (out / "tests" / "core.xml").exists() and (out / "tests" / "core.txt").exists()
 
 
 def test_the_matrix_writes_what_it_has_as_it_goes(tmp_path, monkeypatch):

@@ -55,7 +55,6 @@ def test_stub_replaces_solution_blocks_keeping_indent():
 
 
 def test_every_solution_has_work_and_every_exercise_has_no_solution_code():
-    import nbformat
 
     for p in sorted((ROOT / "exercises").glob("ex*.ipynb")):
         nb = nbformat.read(p, as_version=4)

@@ -21,8 +21,15 @@ import torch.nn.functional as F
 
 import fastpath_lib
 from fastpath_lib.fused import reference as fused_ref
-from fastpath_lib.testing import (EXTREMES, compare_extremes, extreme_rows, extreme_values, overflowing_rows,
-                                  reference_grads, tolerance)
+from fastpath_lib.testing import (
+    EXTREMES,
+    compare_extremes,
+    extreme_rows,
+    extreme_values,
+    overflowing_rows,
+    reference_grads,
+    tolerance,
+)
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 #: Every (x, weight) pair both predicates admit: the residual has x's dtype.

@@ -11,9 +11,9 @@ import json
 
 import pytest
 
-from fastpath_lib.grading.report import gradescope as gs
 from fastpath_lib.grading.engine.cli import NotebookGrade, PartGrade
 from fastpath_lib.grading.registry import EXERCISES
+from fastpath_lib.grading.report import gradescope as gs
 
 
 def _grade(ex: str, status: str = "ok", reason: str = "", passed=lambda i: True) -> NotebookGrade:

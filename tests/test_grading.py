@@ -18,10 +18,10 @@ import torch  # noqa: E402
 
 from fastpath_lib import exercises as ex  # noqa: E402
 from fastpath_lib.cases import CaseSpec  # noqa: E402
-from fastpath_lib.grading.engine import cli, sandbox
-from fastpath_lib.grading.rules import mutants  # noqa: E402
+from fastpath_lib.grading.engine import cli, sandbox  # noqa: E402
 from fastpath_lib.grading.engine.notebook import CHECK_TAG, calls  # noqa: E402
 from fastpath_lib.grading.registry import EXERCISES, MIME, Result  # noqa: E402
+from fastpath_lib.grading.rules import mutants  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTIONS = sorted((ROOT / "solutions").glob("ex[0-9][0-9]_*.ipynb"))

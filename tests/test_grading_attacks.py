@@ -21,8 +21,8 @@ import torch
 nbformat = pytest.importorskip("nbformat")
 
 from fastpath_lib.grading.engine import cli, remote, sources  # noqa: E402
-from fastpath_lib.grading.rules.mutation import inspection  # noqa: E402
 from fastpath_lib.grading.engine.notebook import CHECK_TAG  # noqa: E402
+from fastpath_lib.grading.rules.mutation import inspection  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 PROMPT = remote.PROMPT

@@ -123,10 +123,10 @@ def overlaps(a, b):
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
     nbformat = pytest.importorskip("nbformat")
-    from fastpath_lib.grading.rules import borrowed
-    from fastpath_lib.grading.engine import cli
     from fastpath_lib.grading.checks import ex09_contract
+    from fastpath_lib.grading.engine import cli
     from fastpath_lib.grading.engine.notebook import CHECK_TAG
+    from fastpath_lib.grading.rules import borrowed
 
     def notebook(folder, exercise, source, before):
         (path,) = (ROOT / folder).glob(f"{exercise}_*.ipynb")
@@ -325,8 +325,8 @@ def _facade(exercise: str):
 
 def test_the_facade_hands_out_the_materials_and_stands_in_for_everything_else(monkeypatch):
     from fastpath_lib import exercises
-    from fastpath_lib.grading.checks import ex04_boundary
     from fastpath_lib.grading import materials
+    from fastpath_lib.grading.checks import ex04_boundary
     from fastpath_lib.grading.engine import sandbox
 
     ex04 = _facade("ex04")

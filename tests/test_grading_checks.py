@@ -19,14 +19,13 @@ import torch
 jupytext = pytest.importorskip("jupytext")
 pytest.importorskip("pandas")
 
-from tests.solved import earned, solved  # noqa: E402
-
 from fastpath_lib import exercises as ex  # noqa: E402
 from fastpath_lib.cases import CaseSpec  # noqa: E402
 from fastpath_lib.eligibility import Boundary, Condition, Predicate  # noqa: E402
-from fastpath_lib.grading.rules import mutants  # noqa: E402
 from fastpath_lib.grading.registry import EXERCISES  # noqa: E402
 from fastpath_lib.grading.registry import mutant_part as mutants_part  # noqa: E402
+from fastpath_lib.grading.rules import mutants  # noqa: E402
+from tests.solved import earned, solved  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 def feedback(results) -> str:
@@ -266,7 +265,7 @@ _OWN_SOUNDING = (
 def _kit_cases_new_words_nudged():
     """The kit's cases under new words, ids renamed and every shape grown by a few rows and columns."""
     out = []
-    for i, (cid, spec, exp, _) in enumerate(_kit_matrix_from_json()):
+    for i, (_cid, spec, exp, _) in enumerate(_kit_matrix_from_json()):
         rows = spec.rows + (spec.rows > 1) * (1 if (spec.rows + 1) * spec.cols <= 1 << 26 else -1)
         cols = spec.cols + (8 if spec.cols % 8 == 0 and spec.cols < 16384 and rows * (spec.cols + 8) <= 1 << 26 else 0)
         spec = dataclasses.replace(spec, rows=rows, cols=cols)
@@ -924,8 +923,8 @@ def test_feedback_names_the_learners_line_not_torchs(tmp_path):
 
 
 def test_an_error_raised_by_the_check_itself_is_not_blamed_on_the_learner(tmp_path):
-    from fastpath_lib.grading.report import feedback
     from fastpath_lib.grading.engine.remote import answered_error
+    from fastpath_lib.grading.report import feedback
 
     answer = _defined_in(tmp_path / "cell.py", "def answer():\n    return 3\n", "answer")
     check = _defined_in(Path(feedback.__file__).with_name("simulated_check.py"),  # a check of the grader's own

@@ -16,14 +16,13 @@ import torch
 
 jupytext = pytest.importorskip("jupytext")
 
-from tests.solved import earned, solved  # noqa: E402
-
 from fastpath_lib import exercises as ex  # noqa: E402
 from fastpath_lib.fused.reference import native, native_, tolerance  # noqa: E402
 from fastpath_lib.grading.checks import ex12_inplace as E  # noqa: E402
-from fastpath_lib.grading.rules import fused_mutants as M  # noqa: E402
 from fastpath_lib.grading.engine import sources  # noqa: E402
 from fastpath_lib.grading.registry import EXERCISES  # noqa: E402
+from fastpath_lib.grading.rules import fused_mutants as M  # noqa: E402
+from tests.solved import earned, solved  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 

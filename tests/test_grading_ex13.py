@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from fastpath_lib import exercises as ex
-from fastpath_lib.grading.rules import ex13_scenarios as S
 from fastpath_lib.grading.checks.ex13_review import PARTS
 from fastpath_lib.grading.registry import EXERCISES
+from fastpath_lib.grading.rules import ex13_scenarios as S
 
 pytest.importorskip("jupytext")  # tests/solved.py reads the solutions with it
 
@@ -367,9 +367,9 @@ def test_feedback_names_the_scenarios_that_differ():
 ])
 def test_borrowed_answers_are_found_in_the_learners_source(cells, problem):
     """In the grader the verdict comes from the learner's source (the call watch cannot see into their kernel)."""
-    from fastpath_lib.grading.rules import borrowed
     from fastpath_lib.grading.checks import ex13_review
     from fastpath_lib.grading.engine import sources
+    from fastpath_lib.grading.rules import borrowed
 
     with sources.using(cells):
         got = borrowed.source_problem("answer", ex13_review._FORBIDDEN)

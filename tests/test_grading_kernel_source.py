@@ -11,11 +11,10 @@ import pytest
 
 jupytext = pytest.importorskip("jupytext")
 
-from tests.solved import ROOT, earned  # noqa: E402
-
 from fastpath_lib import exercises as ex  # noqa: E402
 from fastpath_lib.grading.engine import sources  # noqa: E402
 from fastpath_lib.grading.rules.kernel_source import kernel_problem, launcher_problem, program  # noqa: E402
+from tests.solved import ROOT, earned  # noqa: E402
 
 
 def _solution_cells() -> list[str]:

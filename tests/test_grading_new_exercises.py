@@ -13,11 +13,10 @@ import torch.nn.functional as F
 jupytext = pytest.importorskip("jupytext")
 pytest.importorskip("pandas")
 
+import fastpath_lib  # noqa: E402
+from fastpath_lib import exercises as ex  # noqa: E402
+from fastpath_lib.grading.registry import EXERCISES  # noqa: E402
 from tests.solved import earned, solved  # noqa: E402
-
-import fastpath_lib
-from fastpath_lib import exercises as ex
-from fastpath_lib.grading.registry import EXERCISES
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -387,8 +386,8 @@ def test_ex11_another_reviewable_plan_gets_full_marks():
 
 
 def test_ex11_answer_key_lists_the_hunks_in_the_order_of_their_texts():
-    from fastpath_lib.grading.checks import ex11_commits
     from fastpath_lib.grading import materials
+    from fastpath_lib.grading.checks import ex11_commits
 
     key = ex11_commits._HUNKS
     assert len(key) == len(materials.HUNKS)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from fastpath_lib.grading.rules import borrowed
 from fastpath_lib.grading.engine import sources
+from fastpath_lib.grading.rules import borrowed
 
 _MINE = "def mine(x, ns, w, eps):\n    return f(x, ns, w, eps)"
 _F = "import torch.nn.functional as F\n"

@@ -118,9 +118,12 @@ def _rms_rows():
         if case.pass_ == "backward":
             x, w = x.detach().requires_grad_(True), w.detach().requires_grad_(True)
             dy = torch.randn(tuple(x.shape), dtype=x.dtype)
-            call = lambda x=x, ns=ns, w=w, dy=dy: torch.autograd.grad(fastpath_lib.rms_norm(x, ns, w), (x, w), dy)
+
+            def call(x=x, ns=ns, w=w, dy=dy):
+                return torch.autograd.grad(fastpath_lib.rms_norm(x, ns, w), (x, w), dy)
         else:
-            call = lambda x=x, ns=ns, w=w: fastpath_lib.rms_norm(x, ns, w)
+            def call(x=x, ns=ns, w=w):
+                return fastpath_lib.rms_norm(x, ns, w)
         rows.append(_row(case.id, pass_=case.pass_, rows=r, cols=c, dtype=case.dtype,
                          model=bytes_moved(r, c, case.torch_dtype, case.pass_)) | mechanism.count_call(call))
     return rows

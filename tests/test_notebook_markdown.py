@@ -75,7 +75,8 @@ def test_the_checker_accepts_prose_fences_lists_and_html():
     ("    # Exercise 04 — boundary cases\n\n    A good set of tests...\n\n**How this works.** Fill in...",
      ["does not open with a '# ' title", "renders as a code block: '# Exercise 04"]),
     ("## Only a subtitle\n\ntext", ["does not open with a '# ' title"]),
-    ("# Title\n\nProse, then an accident:\n\n    **bold** that is shown as code", ["renders as a code block: '**bold**"]),
+    ("# Title\n\nProse, then an accident:\n\n    **bold** that is shown as code",
+     ["renders as a code block: '**bold**"]),
 ])
 def test_the_checker_fails_on_code_blocks_and_missing_titles(first, expected):
     problems = markdown_problems(_nb(first))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pathlib
 import re
+
 import tomllib
 
 import fastpath_lib

@@ -8,10 +8,10 @@ import pytest
 import torch
 
 import fastpath_lib
+from fastpath_lib import routing
 from fastpath_lib.boundary import boundary_points
 from fastpath_lib.cases import CaseSpec
 from fastpath_lib.eligibility import UNKNOWN, Boundary, Condition, Predicate
-from fastpath_lib import routing
 from fastpath_lib.rmsnorm import predicate as P
 
 POINTS = boundary_points()

@@ -12,11 +12,11 @@ import os
 import signal
 import subprocess
 import sys
-import tomllib
 import types
 from pathlib import Path
 
 import pytest
+import tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 

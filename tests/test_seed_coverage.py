@@ -5,8 +5,8 @@ import re
 from pathlib import Path
 
 from fastpath_lib import exercises
-from fastpath_lib.grading.rules import coverage
 from fastpath_lib.grading.registry import EXERCISES
+from fastpath_lib.grading.rules import coverage
 
 ROOT = Path(__file__).resolve().parents[1]
 START, END = "<!-- seed-items:start -->", "<!-- seed-items:end -->"

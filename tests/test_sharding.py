@@ -63,7 +63,8 @@ def _fused_case(name, x, r, w, placement, mesh, out, residual_used=True):
     from torch.distributed.tensor.debug import CommDebugMode
 
     import fastpath_lib
-    from fastpath_lib.fused import op as fused_op, reference
+    from fastpath_lib.fused import op as fused_op
+    from fastpath_lib.fused import reference
 
     xs, rs, ws = (t.clone().requires_grad_() for t in (x, r, w))
     o, s = reference.native(xs, rs, ws, None)

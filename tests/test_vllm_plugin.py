@@ -8,9 +8,9 @@ stand-in ``vllm.config``, :mod:`tests.vllm_stand_ins`), and the plugin's log rea
 from __future__ import annotations
 
 import pytest
+from vllm_stand_ins import CONFIG, ROOT, run_child
 
 from fastpath_lib.vllm_plugin import LOGGER_NAME, TESTED_VLLM_VERSIONS, vllm_site
-from vllm_stand_ins import CONFIG, ROOT, run_child
 
 pytestmark = pytest.mark.skipif(not (vllm_site() / "vllm" / "ir").is_dir(),
                                 reason=f"vLLM's wheel is not in {vllm_site()} (./kit setup installs it)")

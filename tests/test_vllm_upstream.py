@@ -23,9 +23,9 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from vllm_stand_ins import CONFIG, ROOT, TRITON, run_child
 
 from fastpath_lib.vllm_plugin import vllm_site
-from vllm_stand_ins import CONFIG, ROOT, TRITON, run_child
 
 _spec = importlib.util.spec_from_file_location("make_upstream", ROOT / "tools" / "make_upstream.py")
 make_upstream = importlib.util.module_from_spec(_spec)

@@ -17,9 +17,9 @@ import time
 import torch
 
 import fastpath_lib  # noqa: F401
-from fastpath_lib.rmsnorm.spec import launcher_unsupported
 from fastpath_lib.boundary import boundary_points
 from fastpath_lib.rmsnorm.predicate import default_eps
+from fastpath_lib.rmsnorm.spec import launcher_unsupported
 from fastpath_lib.testing import compare, reference_grads, reference_rms_norm
 
 

@@ -10,10 +10,19 @@ from pathlib import Path
 
 from fastpath_lib.bench.analysis import coverage_line
 from fastpath_lib.bench.host import TARGET_RATIO, host_table
-from fastpath_lib.bench.note_brief import (claim, counts_line, environment_table, first, fold, measured_on, region,
-                                           rerun, scope)
-from fastpath_lib.bench.note_evidence import Evidence, fmt, junit_counts
 from fastpath_lib.bench.mechanism import traffic_section
+from fastpath_lib.bench.note_brief import (
+    claim,
+    counts_line,
+    environment_table,
+    first,
+    fold,
+    measured_on,
+    region,
+    rerun,
+    scope,
+)
+from fastpath_lib.bench.note_evidence import Evidence, fmt, junit_counts
 from fastpath_lib.bench.note_tables import case_table, compiled_section, host_mechanism, mechanism_table
 from fastpath_lib.bench.note_workload import workload
 from fastpath_lib.bench.schema import FALLBACK, NOT_GPU, OUTCOMES

@@ -69,7 +69,7 @@ class FusedCaseSpec(CaseSpec):
             extra.append(f"r:{self.residual_layout}+{self.residual_pad} off{self.residual_offset}")
         return " ".join([super().label(), *extra])
 
-    def build(self, seed: int = 0, device: str | torch.device | None = None) -> "FusedCase":
+    def build(self, seed: int = 0, device: str | torch.device | None = None) -> FusedCase:
         """Allocate poisoned buffers, fill the views with seeded random values, and alias them as asked."""
         base = CaseSpec(**{k: getattr(self, k) for k in _CASE_FIELDS}).build(seed, device)
         x, w, dev = base.x, base.weight, base.x.device
@@ -131,7 +131,7 @@ class FusedCase:
         """``(x, residual, weight)`` for the op."""
         return self.x, self.residual, self.weight
 
-    def fresh(self) -> "FusedCase":
+    def fresh(self) -> FusedCase:
         """The same case on a copy of every buffer (aliasing and strides kept), for one more in-place call."""
         bufs = [b.clone() for b in self.pristine]
 

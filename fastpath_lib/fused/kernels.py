@@ -28,8 +28,6 @@ import triton
 import triton.language as tl
 
 from fastpath_lib.fused.launch import launch_settings
-from fastpath_lib.rmsnorm.layout import as_rows
-from fastpath_lib.rmsnorm.limits import default_eps
 from fastpath_lib.rmsnorm.kernels import (
     backward_grid,
     forward_rows_per_program,
@@ -40,6 +38,8 @@ from fastpath_lib.rmsnorm.kernels import (
     to_fp32,
     vector_elements,
 )
+from fastpath_lib.rmsnorm.layout import as_rows
+from fastpath_lib.rmsnorm.limits import default_eps
 
 __all__ = ["fused_add_rms_norm_fwd_kernel", "fused_add_rms_norm_bwd_kernel", "forward", "backward", "run", "run_"]
 

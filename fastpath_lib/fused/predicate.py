@@ -42,8 +42,8 @@ from fastpath_lib.rmsnorm import predicate as rms
 from fastpath_lib.rmsnorm.layout import PLAIN_TYPES, decided, row_stride, rows_cols, tensor_kind
 from fastpath_lib.rmsnorm.limits import ALIGN_BYTES
 
-__all__ = ["FusedCall", "make_call", "eligible", "runtime_eligible", "overlaps", "overlaps_itself", "PREDICATE", "BASE_CASE",
-           "RMSNORM_CONDITIONS", "PER_CALL", "STATIC", "BACKWARD_MAX_COLS"]
+__all__ = ["FusedCall", "make_call", "eligible", "runtime_eligible", "overlaps", "overlaps_itself", "PREDICATE",
+           "BASE_CASE", "RMSNORM_CONDITIONS", "PER_CALL", "STATIC", "BACKWARD_MAX_COLS"]
 
 _CHANNELS_LAST = {4: torch.channels_last, 5: torch.channels_last_3d}
 #: The widest row of a call autograd records: wider, the backward kernel spills registers (``tests/test_compiled.py``).

@@ -118,7 +118,7 @@ class Result:
     def earned(self) -> int:
         return self.points if self.passed else 0
 
-    def with_subject(self, subject: str) -> "Result":
+    def with_subject(self, subject: str) -> Result:
         """This result, naming what it graded."""
         return dataclasses.replace(self, subject=subject)
 

@@ -19,9 +19,9 @@ import torch
 from fastpath_lib import runtime
 from fastpath_lib.rmsnorm import thresholds
 
-__all__ = ["MAX_COLS", "ALIGN_BYTES", "MIN_CAPABILITY", "INTERPRETER_MIN_ROWS", "CUDA_MIN_ROWS", "DEFAULT_CUDA_MIN_ROWS",
-           "LEAST_MIN_ROWS", "SUPPORTED_DTYPES", "Limits", "limits_for", "device_capability", "default_eps", "SM75",
-           "SM75_DTYPES", "check_arch", "sm75_admitted", "sm75_rows", "sm75_scope", "overriding"]
+__all__ = ["MAX_COLS", "ALIGN_BYTES", "MIN_CAPABILITY", "INTERPRETER_MIN_ROWS", "CUDA_MIN_ROWS",
+           "DEFAULT_CUDA_MIN_ROWS", "LEAST_MIN_ROWS", "SUPPORTED_DTYPES", "Limits", "limits_for", "device_capability",
+           "default_eps", "SM75", "SM75_DTYPES", "check_arch", "sm75_admitted", "sm75_rows", "sm75_scope", "overriding"]
 
 MAX_COLS = 16384
 ALIGN_BYTES = 16

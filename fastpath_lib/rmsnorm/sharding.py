@@ -46,8 +46,8 @@ from fastpath_lib.eligibility import UNKNOWN, Decision
 from fastpath_lib.rmsnorm.predicate import PREDICATE, make_call
 
 __all__ = ["OPS", "is_dtensor", "takes", "takes_fused", "local_shards", "explain", "redistributed_kind", "register",
-           "registered", "like", "placed_like", "forward_rule", "backward_rule", "fused_forward_rule", "fused_inplace_rule",
-           "fused_backward_rule", "rms_norm"]
+           "registered", "like", "placed_like", "forward_rule", "backward_rule", "fused_forward_rule",
+           "fused_inplace_rule", "fused_backward_rule", "rms_norm"]
 
 #: The ops the rule covers, by their qualified names.
 OPS = ("fastpath::rms_norm", "fastpath::rms_norm_backward", "fastpath::fused_add_rms_norm",

@@ -13,9 +13,9 @@ import random
 import torch
 
 from fastpath_lib.cases import CaseSpec
-from fastpath_lib.grading.rules import borrowed
-from fastpath_lib.grading.report.feedback import Fail, dtype_name, graded, passed, table
 from fastpath_lib.grading.registry import Result
+from fastpath_lib.grading.report.feedback import Fail, dtype_name, graded, passed, table
+from fastpath_lib.grading.rules import borrowed
 from fastpath_lib.rmsnorm import predicate as rms
 from fastpath_lib.testing import compare, reference_rms_norm
 

@@ -33,12 +33,12 @@ import random
 import torch
 
 from fastpath_lib.cases import CaseSpec, output_guard_intact, poisoned_like
-from fastpath_lib.grading.rules import borrowed, kernel_source
 from fastpath_lib.grading.engine import kernel_run, remote, sources
-from fastpath_lib.grading.rules.kernel_source import kernel_problem, launcher_problem
-from fastpath_lib.grading.report.feedback import Fail, case_label, graded, passed, table
 from fastpath_lib.grading.materials import device
 from fastpath_lib.grading.registry import Result
+from fastpath_lib.grading.report.feedback import Fail, case_label, graded, passed, table
+from fastpath_lib.grading.rules import borrowed, kernel_source
+from fastpath_lib.grading.rules.kernel_source import kernel_problem, launcher_problem
 from fastpath_lib.rmsnorm import predicate as rms
 from fastpath_lib.testing import compare, reference_grads
 
@@ -385,7 +385,7 @@ def _grade_backward(my_backward) -> list[Result]:
                 out = borrowed.run(my_backward, args, _FORBIDDEN, launches=launched)
             answers.append((out, [f for f in launched if f is not None], [], ops))
     rows, bad = [], 0
-    for (spec, eps, (dy, h, w, rstd), ns), (out, launched, oob, ops) in zip(cases, answers):
+    for (spec, eps, (dy, h, w, _rstd), ns), (out, launched, oob, ops) in zip(cases, answers):
         if not launched:
             raise Fail("my_backward launched no Triton kernel: the backward is a kernel of yours")
         problem = _torch_compute(ops)

@@ -16,10 +16,10 @@ import re
 import torch
 
 from fastpath_lib.cases import CaseSpec
-from fastpath_lib.grading.rules import borrowed
-from fastpath_lib.grading.report.feedback import Fail, call, case_label, graded, hold, passed, table
 from fastpath_lib.grading.materials import V2_ALIGN_BYTES, V2_DTYPES, V2_MAX_COLS, device
 from fastpath_lib.grading.registry import Result
+from fastpath_lib.grading.report.feedback import Fail, call, case_label, graded, hold, passed, table
+from fastpath_lib.grading.rules import borrowed
 from fastpath_lib.rmsnorm import predicate as rms
 from fastpath_lib.rmsnorm.layout import row_stride, rows_cols
 

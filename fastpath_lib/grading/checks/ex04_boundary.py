@@ -20,13 +20,13 @@ import random
 import torch
 
 from fastpath_lib.cases import CaseSpec, output_guard_intact, poisoned_like
+from fastpath_lib.grading.materials import device
+from fastpath_lib.grading.registry import Result, mutant_part
+from fastpath_lib.grading.report.feedback import Fail, call, case_label, graded
 from fastpath_lib.grading.rules import borrowed
 from fastpath_lib.grading.rules import mutant_kernels as K
 from fastpath_lib.grading.rules import mutants as M
-from fastpath_lib.grading.report.feedback import Fail, call, case_label, graded
-from fastpath_lib.grading.materials import device
 from fastpath_lib.grading.rules.mutation import category_result
-from fastpath_lib.grading.registry import Result, mutant_part
 from fastpath_lib.rmsnorm import predicate as rms
 from fastpath_lib.rmsnorm.layout import as_rows
 from fastpath_lib.testing import compare, reference_grads, reference_rms_norm

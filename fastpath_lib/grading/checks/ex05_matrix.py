@@ -15,12 +15,11 @@ import dataclasses
 import json
 from pathlib import Path
 
-
 from fastpath_lib.bench.matrix import BenchCase, coverage_rules, rationale_words
 from fastpath_lib.cases import CaseSpec
-from fastpath_lib.grading.rules import borrowed
-from fastpath_lib.grading.report.feedback import Fail, graded
 from fastpath_lib.grading.registry import Result, points_of
+from fastpath_lib.grading.report.feedback import Fail, graded
+from fastpath_lib.grading.rules import borrowed
 from fastpath_lib.grading.vocabulary import FALLBACK, OUTCOMES
 from fastpath_lib.rmsnorm import predicate as rms
 

@@ -14,11 +14,11 @@ from __future__ import annotations
 import random
 from collections import Counter
 
-from fastpath_lib.grading.rules import borrowed
-from fastpath_lib.grading.report.feedback import Fail, graded, part, table
 from fastpath_lib.grading.given import expected_classes
 from fastpath_lib.grading.materials import results_frame, synthetic_results
 from fastpath_lib.grading.registry import Result
+from fastpath_lib.grading.report.feedback import Fail, graded, part, table
+from fastpath_lib.grading.rules import borrowed
 from fastpath_lib.grading.vocabulary import FALLBACK, LOSS, NEUTRAL, OUTCOMES, WIN
 
 __all__ = ["check_classification", "drawn_results"]

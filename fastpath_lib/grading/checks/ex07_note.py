@@ -20,7 +20,6 @@ from __future__ import annotations
 import random
 import re
 
-from fastpath_lib.grading.rules import borrowed
 from fastpath_lib.grading.checks.ex06_classify import drawn_results
 from fastpath_lib.grading.given import expected_classes
 from fastpath_lib.grading.materials import (
@@ -30,8 +29,9 @@ from fastpath_lib.grading.materials import (
     synthetic_environment,
     synthetic_results,
 )
-from fastpath_lib.grading.report.feedback import Fail, graded, part
 from fastpath_lib.grading.registry import Result
+from fastpath_lib.grading.report.feedback import Fail, graded, part
+from fastpath_lib.grading.rules import borrowed
 from fastpath_lib.grading.vocabulary import LOSS, NOT_GPU, OUTCOMES, TIMED_OUTCOMES, WIN
 from fastpath_lib.rmsnorm import predicate as rms
 
@@ -243,7 +243,7 @@ def _judge_concise(data, notes: dict[str, str]) -> str:
 
 def _judge_sections(data, notes: dict[str, str]) -> None:
     problems = []
-    for which, df, env in data:
+    for which, df, _env in data:
         found = _sections(notes[which])
         for name, pat in SECTIONS.items():
             bodies = [b for h, b in found.items() if re.search(pat, h)]
@@ -259,7 +259,7 @@ def _judge_sections(data, notes: dict[str, str]) -> None:
 
 def _judge_environment_and_scope(data, notes: dict[str, str]) -> None:
     problems = []
-    for which, df, env in data:
+    for which, _df, env in data:
         note = notes[which]
         for key in ("device", "torch", "triton"):
             if str(env[key]) not in note:
@@ -310,7 +310,7 @@ def _judge_consistent(data, notes: dict[str, str]) -> None:
 
 def _judge_method(data, notes: dict[str, str]) -> None:
     problems = []
-    for which, df, env in data:
+    for which, _df, env in data:
         gaps = _method_gaps(notes[which], env["harness"])
         if gaps:
             problems.append(f"{which}: the note does not give " + "; ".join(gaps))

@@ -17,11 +17,11 @@ import torch
 import torch.nn.functional as F
 
 from fastpath_lib.cases import CaseSpec
-from fastpath_lib.grading.rules import borrowed, kernel_source
 from fastpath_lib.grading.engine import kernel_run, remote, sources
-from fastpath_lib.grading.report.feedback import Fail, call, case_label, graded, hold, passed, table
 from fastpath_lib.grading.materials import KNOWN_OPS, device
 from fastpath_lib.grading.registry import Result
+from fastpath_lib.grading.report.feedback import Fail, call, case_label, graded, hold, passed, table
+from fastpath_lib.grading.rules import borrowed, kernel_source
 from fastpath_lib.testing import compare
 
 __all__ = ["check_capstone_reference", "check_capstone_kernel", "check_capstone_predicate", "check_capstone_dispatch",
@@ -112,11 +112,11 @@ def _remote_launches(launch, forbidden, cases) -> list[tuple]:
     if outcome.compile_problem:
         raise Fail(outcome.compile_problem)
     out = []
-    for built, call in zip(cases, outcome.calls):
-        kernel_run.copy_back([built.x], call.args)
-        y = call.out.to(built.x.device) if isinstance(call.out, torch.Tensor) else call.out
-        error = f"raised {call.error[0]}: {call.error[1]}" if call.error else None
-        out.append((y, call.launches, error or (call.oob[0] if call.oob else None)))
+    for built, ran in zip(cases, outcome.calls):
+        kernel_run.copy_back([built.x], ran.args)
+        y = ran.out.to(built.x.device) if isinstance(ran.out, torch.Tensor) else ran.out
+        error = f"raised {ran.error[0]}: {ran.error[1]}" if ran.error else None
+        out.append((y, ran.launches, error or (ran.oob[0] if ran.oob else None)))
     return out
 
 

@@ -19,10 +19,10 @@ from __future__ import annotations
 import random
 
 from fastpath_lib.cases import CaseSpec
-from fastpath_lib.grading.rules import borrowed
-from fastpath_lib.grading.report.feedback import Fail, call, graded, passed, table
 from fastpath_lib.grading.materials import device
 from fastpath_lib.grading.registry import Result
+from fastpath_lib.grading.report.feedback import Fail, call, graded, passed, table
+from fastpath_lib.grading.rules import borrowed
 from fastpath_lib.grading.vocabulary import FALLBACK, OUTCOMES, WIN
 
 __all__ = ["check_capstone_evidence"]
@@ -65,7 +65,7 @@ def _routes(pred, make_ctx, cases):
 
 def _matrix_problems(cases, routes) -> tuple[list[str], list[tuple]]:
     problems, rows = [], []
-    for cid, _, expect, spec in cases:
+    for cid, _, expect, _spec in cases:
         route, failed = routes[cid]
         ok = (expect == FALLBACK) == (route == "fallback")
         rows.append((cid, route, ", ".join(failed) or "-", expect, "" if ok else "<-- expectation vs route"))
@@ -128,7 +128,7 @@ def _grade(make_predicate, make_ctx, capstone_matrix, plot_points, rng) -> list[
     problems, rows = _matrix_problems(cases, routes)
     if problems:
         raise Fail("\n".join(problems) + "\n" + table(rows, ("case", "your route", "fails", "expected", "")))
-    for attempt in range(2):
+    for _attempt in range(2):
         results = _drawn_results(cases, routes, rng)
         yours = _plot_yours(borrowed.run(plot_points, ([dict(r) for r in results],), _FORBIDDEN))
         want = _plot_expected(results)

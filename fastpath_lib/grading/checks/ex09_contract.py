@@ -28,11 +28,11 @@ import inspect
 import torch
 import torch.nn.functional as F
 
-from fastpath_lib.grading.rules import borrowed
 from fastpath_lib.grading.engine import remote, sources
-from fastpath_lib.grading.report.feedback import Fail, graded
-from fastpath_lib.grading.rules.mutation import broken_op_results, first_errors, inspection, remote_outcomes
 from fastpath_lib.grading.registry import Result
+from fastpath_lib.grading.report.feedback import Fail, graded
+from fastpath_lib.grading.rules import borrowed
+from fastpath_lib.grading.rules.mutation import broken_op_results, first_errors, inspection, remote_outcomes
 
 __all__ = ["check_contract_tests", "CATEGORIES", "variants", "OpServer", "BROKEN"]
 

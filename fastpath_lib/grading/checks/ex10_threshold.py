@@ -13,10 +13,10 @@ kit's threshold rule (:mod:`fastpath_lib.bench.sweep`) or the grader's helpers f
 from __future__ import annotations
 
 from fastpath_lib.bench.analysis import noise_band
-from fastpath_lib.grading.rules import borrowed
-from fastpath_lib.grading.report.feedback import Fail, graded, table
 from fastpath_lib.grading.materials import sweep_table
 from fastpath_lib.grading.registry import Result, points_of
+from fastpath_lib.grading.report.feedback import Fail, graded, table
+from fastpath_lib.grading.rules import borrowed
 from fastpath_lib.grading.vocabulary import LOSS, outcome
 
 __all__ = ["check_threshold", "expected_thresholds"]

@@ -7,7 +7,8 @@ commit's ``kind`` is ``"refactor"`` (no behaviour change), ``"test"`` (tests onl
 The check draws the hunks afresh at every call (besides the notebook's fixed draw): their ids, their order and their
 texts (the names of the helpers, the function moved and the condition, the model's class and file, the numbers and
 the descriptions' wording; :func:`~fastpath_lib.grading.materials.drawn_hunks`), so a list of ids or descriptions
-written down once does not pass: a plan reads what each hunk's file and diff do. It grades the rule lesson 07 teaches, not one answer:
+written down once does not pass: a plan reads what each hunk's file and diff do. It grades the rule lesson 07 teaches,
+not one answer:
 
 * ``one_change_per_commit``: a commit holds at most one behaviour change; a behaviour change lands with the tests
   of its new behaviour, in its commit (tests that pin today's behaviour may come earlier, never later); docs come
@@ -29,10 +30,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from fastpath_lib.grading.rules import borrowed
-from fastpath_lib.grading.report.feedback import Fail, graded
 from fastpath_lib.grading.materials import HUNKS, KINDS, drawn_hunks
 from fastpath_lib.grading.registry import Result, points_of
+from fastpath_lib.grading.report.feedback import Fail, graded
+from fastpath_lib.grading.rules import borrowed
 
 __all__ = ["check_commit_plan"]
 
@@ -119,7 +120,7 @@ def _violations(plan) -> dict[str, list[str]]:
 
     allowed = {"refactor": {"refactor"}, "test": {"test", "pin"}, "docs": {"docs"},
                "behaviour": {"behaviour", "test", "pin", "docs"}}
-    for kind, keys in plan:  # one behaviour change per commit: a hunk belongs to the change it makes, tests or
+    for _kind, keys in plan:  # one behaviour change per commit: a hunk belongs to the change it makes, tests or
         changes = {_BY_KEY[k].of or k for k in keys if _BY_KEY[k].nature != "refactor"}  # documents
         if len(changes) > 1:
             bad("one_change_per_commit", "a commit holds more than one behaviour change")

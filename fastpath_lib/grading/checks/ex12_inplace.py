@@ -44,12 +44,12 @@ from pathlib import Path
 
 import torch
 
-from fastpath_lib.grading.rules import borrowed
 from fastpath_lib.grading.engine import remote, sources
-from fastpath_lib.grading.rules import fused_mutants as M
-from fastpath_lib.grading.report.feedback import Fail, describe_error, graded
-from fastpath_lib.grading.rules.mutation import broken_op_results, first_errors, inspection, remote_outcomes
 from fastpath_lib.grading.registry import Result, points_of
+from fastpath_lib.grading.report.feedback import Fail, describe_error, graded
+from fastpath_lib.grading.rules import borrowed
+from fastpath_lib.grading.rules import fused_mutants as M
+from fastpath_lib.grading.rules.mutation import broken_op_results, first_errors, inspection, remote_outcomes
 
 __all__ = ["check_overlaps", "check_inplace_tests", "OpServer", "overlap_cases", "expected_overlap", "copied_lines",
            "CATEGORIES"]

@@ -20,9 +20,9 @@ import math
 import random
 import re
 
+from fastpath_lib.grading.report.feedback import Fail, graded, part
 from fastpath_lib.grading.rules import borrowed
 from fastpath_lib.grading.rules.ex13_scenarios import ACTIONS, SWITCHES, VERDICTS, draw, expected
-from fastpath_lib.grading.report.feedback import Fail, graded, part
 
 __all__ = ["check_readiness", "PARTS"]
 
@@ -163,7 +163,8 @@ def _grade(name: str, fn, rng) -> list:
             if problem := _owner_problem(owners):
                 raise Fail(problem)
         if wrong:
-            lines = [f"{len(wrong)} of {len(scenarios)} scenarios answered differently (scenarios drawn by this check):"]
+            lines = [f"{len(wrong)} of {len(scenarios)} scenarios answered differently "
+                     "(scenarios drawn by this check):"]
             for sc, yours, want in wrong[:_SHOWN]:
                 lines += [f"  scenario: {_describe(name, sc)}", f"    yours:    {_brief(yours)}",
                           f"    expected: {_brief(want)}"]

@@ -116,7 +116,7 @@ class Proxy:
         return self._repr
 
 
-def session(proxy: Proxy) -> "Session":
+def session(proxy: Proxy) -> Session:
     """The session ``proxy`` belongs to."""
     return object.__getattribute__(proxy, "_session")
 

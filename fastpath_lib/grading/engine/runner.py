@@ -34,7 +34,6 @@ import io
 import sys
 import traceback
 import types
-from typing import Optional
 
 PROMPT = "\x1bfastpath:"
 #: Classes answered by value (all their fields are plain values).
@@ -355,8 +354,8 @@ def _registered_under_test():
         pass
 
     @torch.library.custom_op("fastpath_grading::op_under_test_", mutates_args=("x", "residual"))
-    def op_under_test_(x: torch.Tensor, residual: torch.Tensor, weight: Optional[torch.Tensor],
-                       eps: Optional[float]) -> None:
+    def op_under_test_(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor | None,
+                       eps: float | None) -> None:
         _op("call", (x, residual, weight, eps), compiled=True)
 
     @op_under_test_.register_fake

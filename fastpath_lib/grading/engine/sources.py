@@ -368,7 +368,7 @@ def closure_source(name: str, source: str | None = None) -> str:
         if n in wanted:
             continue
         wanted.add(n)
-        for i, (node, text) in enumerate(stmts):
+        for i, (node, _text) in enumerate(stmts):
             # a statement binding the name, one changing its object in place (``ns.update(...)``, ``box[0] = f``),
             # or one reaching code dynamically with it (``exec(src, g, ns)`` fills ns)
             binds = _binds(node)  # "*": a star import or a write into globals(), which may bind any name

@@ -19,8 +19,8 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
-from fastpath_lib.grading.registry import Result, points_of
 from fastpath_lib.grading.engine.remote import RemoteError
+from fastpath_lib.grading.registry import Result, points_of
 
 #: checks score through :func:`graded`; the display of results (``_emit``) is private to this module.
 __all__ = ["Fail", "graded", "part", "passed", "call", "describe_error", "table", "dtype_name", "case_label", "hold"]

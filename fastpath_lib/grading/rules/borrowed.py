@@ -69,7 +69,7 @@ class Forbidden:
     targets: tuple[tuple[str, str, str], ...] = ()
     builtins: tuple[tuple[str, str], ...] = ()
 
-    def __add__(self, other: "Forbidden") -> "Forbidden":
+    def __add__(self, other: Forbidden) -> Forbidden:
         return Forbidden(self.targets + other.targets, self.builtins + other.builtins)
 
     @functools.cached_property

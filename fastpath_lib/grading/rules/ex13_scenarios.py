@@ -244,7 +244,8 @@ def _results_case(rng: random.Random, i: int, role: str, gpu: bool, copy_gbps: f
 def _results_table(rng: random.Random, kind: str) -> dict:
     """``kind``: ``fast path`` (some case beats both), ``compile it`` (none does), ``no claim`` (a CPU run)."""
     copy_gbps = round(rng.choice((1550.0, 2030.0, 2900.0, 3350.0)) * rng.uniform(0.85, 0.95), 1)
-    roles = ["baseline_only", "fallback", rng.choice(("wrong_bytes", "too_fast")), rng.choice(("no_compiled", "slower"))]
+    roles = ["baseline_only", "fallback", rng.choice(("wrong_bytes", "too_fast")),
+             rng.choice(("no_compiled", "slower"))]
     roles += ["beats"] if kind != "compile it" else ["baseline_only"]
     roles += rng.sample(("beats", "baseline_only", "wrong_bytes", "too_fast", "slower"), 1)
     if kind == "compile it":

@@ -13,8 +13,8 @@ from __future__ import annotations
 import random
 
 from fastpath_lib.grading.engine import remote, sources
-from fastpath_lib.grading.report.feedback import describe_error
 from fastpath_lib.grading.registry import Result, points_of
+from fastpath_lib.grading.report.feedback import describe_error
 
 __all__ = ["category_result", "run_order", "remote_outcomes", "first_errors", "broken_op_results", "inspection"]
 
