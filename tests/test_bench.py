@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-import time
 import math
 import re
 import subprocess
 import sys
+import time
 import warnings
 
 import pandas as pd
@@ -16,16 +16,15 @@ import torch
 
 import fastpath_lib  # noqa: F401  (the interpreter opt-in is made by tests/conftest.py before this import)
 from fastpath_lib import bench
-from fastpath_lib.bench import cli, results, schema
-from fastpath_lib.bench import sweep as bench_sweep
+from fastpath_lib.bench import cli, hostmethod, ophost, results, schema
 from fastpath_lib.bench import host as bench_host
-from fastpath_lib.bench import hostmethod, ophost
 from fastpath_lib.bench import report as bench_report
+from fastpath_lib.bench import sweep as bench_sweep
 from fastpath_lib.bench import workload as bench_workload
-from fastpath_lib.bench.schema import CSV_COLUMNS, HOST_FAMILY
-from fastpath_lib.bench.timing import bytes_moved
 from fastpath_lib.bench.matrix import BenchCase
 from fastpath_lib.bench.metadata import REQUIRED_KEYS
+from fastpath_lib.bench.schema import CSV_COLUMNS, HOST_FAMILY
+from fastpath_lib.bench.timing import bytes_moved
 from fastpath_lib.runtime import ROOT
 
 

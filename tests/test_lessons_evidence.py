@@ -270,6 +270,7 @@ def test_a_partial_evidence_run_is_read_and_says_what_it_lacks(tmp_path):
     _folder(tmp_path / "results", "h200-interrupted", incomplete=True, timestamp="2026-12-03T00:00:00+00:00")
     rec = results.recorded_gpu_run(tmp_path / "results")
     assert rec.found and rec.folder == partial
-    assert rec.missing == ["core_tests: partial, ran 40 of 285 (stopped)", "capture: skipped (the run's budget ran out)"]
+    assert rec.missing == ["core_tests: partial, ran 40 of 285 (stopped)",
+                           "capture: skipped (the run's budget ran out)"]
     assert "a PARTIAL run, missing: core_tests: partial, ran 40 of 285" in rec.line()
     assert "1 other folder(s)" in rec.line()  # the interrupted one, not read

@@ -111,9 +111,10 @@ def test_serving_trace_counts_the_ops_own_calls_per_forward(third, tmp_path):
     assert counts(opspec.get("fused_add_rms_norm")) == [8, 24]  # layer 0's input norm has no residual yet
     assert counts(third) == [7, 21]
     # the evidence run's replay step counts the op's calls (32 layers, 1 prefill + 128 decode forwards)
+    import time
+
     from fastpath_lib.bench.evidence_steps import replay as op_replay
     from fastpath_lib.bench.step_process import StepContext
-    import time
     op_replay(StepContext(out=tmp_path, budget_s=60, started=time.monotonic(), op=third.name))
     saved = json.loads((tmp_path / "ops" / third.name / "replay.json").read_text())
     assert saved["trace"]["totals"]["calls"] == (32 + 3) * 129

@@ -194,3 +194,27 @@ def test_further_baselines_are_compared_on_a_gpu_only(l2_op):
                       template=template)
         assert "`eager pair` was timed on 4 cases; off a GPU no comparison is drawn" in cpu, template
         assert not SPEED_CLAIM.search(cpu), template
+
+
+#: A sentence saying a captured call takes the fallback (true of the kit's ops until their capture test passed).
+CAPTURE_FALLBACK = re.compile(r"captur[^.\n]*takes the fallback|fallback[^.\n]*under[^.\n]*captur", re.I)
+
+
+@pytest.mark.parametrize("op", ["rms_norm", "fused_add_rms_norm"])
+def test_the_vllm_form_says_what_is_true_of_the_patch_under_capture(op):
+    """vLLM's form describes the patch, whose Triton path refuses neither CUDA-graph capture nor small batches: it
+    never carries the kit op's capture fallback; the kit's form keeps its op's own sentence; and a case's rationale
+    that names the fallback under capture says it is the kit's op."""
+    df, env = _cpu_frame()
+    spec = opspec.get(op)
+    vllm = pr_note(df=df, env=env, template="vllm", spec=spec)
+    assert not CAPTURE_FALLBACK.search(vllm), CAPTURE_FALLBACK.search(vllm)
+    limits = vllm.split("### Limitations", 1)[1].split("\n## ", 1)[0]
+    assert "refuses neither CUDA-graph capture nor small batches" in limits and "take `vllm_c`" in limits
+    kit = pr_note(df=df, env=env, template="kit", spec=spec)
+    own = [line for line in spec.pr_text.get("limitations", []) if CAPTURE_FALLBACK.search(line)]
+    assert all(line in kit for line in own) and (op != "rms_norm" or own)
+    cases = spec.cases() if callable(spec.cases) else spec.cases
+    for case in cases:
+        if CAPTURE_FALLBACK.search(case.rationale):
+            assert "the kit's op" in case.rationale and "vLLM's CUDA-graph capture" not in case.rationale, case.id

@@ -21,8 +21,20 @@ import math
 
 import pandas as pd
 
-from fastpath_lib.bench.schema import (AT_BASELINE, FALLBACK, HOST_FAMILY, LOSS, NEUTRAL, OBSERVED, REFERENCE,
-                                       TIMED_OUTCOMES, UNMEASURED, WIN, is_gpu_measurement, matrix_rows)
+from fastpath_lib.bench.schema import (
+    AT_BASELINE,
+    FALLBACK,
+    HOST_FAMILY,
+    LOSS,
+    NEUTRAL,
+    OBSERVED,
+    REFERENCE,
+    TIMED_OUTCOMES,
+    UNMEASURED,
+    WIN,
+    is_gpu_measurement,
+    matrix_rows,
+)
 
 __all__ = ["noise_band", "outcome", "classify", "summary_table", "boundary_table", "outcome_counts",
            "coverage_line", "over_copy_bandwidth"]

@@ -7,11 +7,11 @@ host compiler and ``Python.h`` Triton 3.6's launcher needs, one JIT launch, one 
 plan against the budget) that refuses, with its reasons, a run that cannot succeed, and then, in order
 (:data:`STEPS`, :mod:`~fastpath_lib.bench.evidence_plan`): the self-test; the ``gpu`` tests and the core tests on CUDA
 with JUnit XML; RMSNorm's predeclared matrix (with the copy bandwidth); every op's row-threshold sweep (host-inclusive
-time of the dispatched call, every admitted dtype) with RMSNorm's proposal; the CUDA-graph capture test; every other registered operator's matrix (:func:`op_steps`,
-under ``ops/NAME/``); every op's workload replay, compile cost and compiled facts (one step per job, every op in it);
-after all the matrices, the host overhead of every op; the ``torch.compile`` baselines on a few cases; the PR note.
-``--with sanitizer`` adds ``compute-sanitizer --tool memcheck`` (left out by default: it needs minutes and some lent
-GPUs refuse it).
+time of the dispatched call, every admitted dtype) with RMSNorm's proposal; the CUDA-graph capture test; every other
+registered operator's matrix (:func:`op_steps`, under ``ops/NAME/``); every op's workload replay, compile cost and
+compiled facts (one step per job, every op in it); after all the matrices, the host overhead of every op; the
+``torch.compile`` baselines on a few cases; the PR note. ``--with sanitizer`` adds ``compute-sanitizer --tool memcheck``
+(left out by default: it needs minutes and some lent GPUs refuse it).
 
 Time-boxing: every step runs in its own process (a sticky CUDA error or a hang cannot take the run down) with a
 budget: its fixed minimum plus its weight's share of what is left over (:func:`allot`), so time a step does not use

@@ -158,9 +158,8 @@ def _copy(ctx: StepContext):
     ``copy_bandwidth.json`` for the next op's matrix, so no matrix row lacks its % of the ceiling."""
     f = ctx.out / "copy_bandwidth.json"
     if not f.exists():
-        from fastpath_lib.bench.timing import copy_bandwidth as measure
-
         from fastpath_lib.bench.opbench import device_name
+        from fastpath_lib.bench.timing import copy_bandwidth as measure
 
         gbps, label = measure("cuda" if runtime.cuda_available() else "cpu")
         ctx.write_json("copy_bandwidth.json", {"gbps": gbps, "label": label, "device_name": device_name()})
@@ -302,9 +301,9 @@ def host(ctx: StepContext):
 
 def sweep(ctx: StepContext):
     """Every op's row sweep (``ctx.ops``): its dispatched call against its first baseline across row counts and
-    every admitted dtype, host time included (:func:`fastpath_lib.bench.sweep.threshold_sweep`), and the proposal. RMSNorm's is the full sweep (its proposal is what ``thresholds.json`` records); another
-    op's is the quick sweep, into ``ops/NAME/``. "partial" when the deadline cut a sweep short (no threshold is
-    proposed from it)."""
+    every admitted dtype, host time included (:func:`fastpath_lib.bench.sweep.threshold_sweep`), and the proposal.
+    RMSNorm's is the full sweep (its proposal is what ``thresholds.json`` records); another op's is the quick sweep,
+    into ``ops/NAME/``. "partial" when the deadline cut a sweep short (no threshold is proposed from it)."""
     from fastpath_lib import opspec
     from fastpath_lib.bench.sweep import threshold_sweep
 

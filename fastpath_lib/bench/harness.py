@@ -24,18 +24,18 @@ from pathlib import Path
 
 import pandas as pd
 
-from fastpath_lib import opspec, runtime
 import fastpath_lib.bench.results as results
-from fastpath_lib.bench.report import pr_note
-from fastpath_lib.bench.sweep import threshold_sweep
-from fastpath_lib.bench.workload import compile_cost, compiled_facts, replay
+from fastpath_lib import opspec, runtime
 from fastpath_lib.bench.analysis import classify
 from fastpath_lib.bench.host import measure_host
 from fastpath_lib.bench.matrix import BenchCase, load_cases
 from fastpath_lib.bench.metadata import environment, region
 from fastpath_lib.bench.opbench import not_run, providers_of, time_case
+from fastpath_lib.bench.report import pr_note
 from fastpath_lib.bench.schema import CSV_COLUMNS, NOT_GPU, measurement_label
+from fastpath_lib.bench.sweep import threshold_sweep
 from fastpath_lib.bench.timing import copy_bandwidth, gpu_measurement, settings_for
+from fastpath_lib.bench.workload import compile_cost, compiled_facts, replay
 from fastpath_lib.rmsnorm.predicate import limits_for
 
 __all__ = ["PROVIDERS", "CSV_COLUMNS", "run_matrix", "matrix_environment"]

@@ -82,7 +82,7 @@ def host_table(df: pd.DataFrame) -> pd.DataFrame:
         if d is None:
             continue
 
-        def t(p):
+        def t(p, by=by):  # by: this case's rows
             r = by.get(p)
             return float(r.min_us) if r is not None and r.status == "ok" else math.nan
 

@@ -114,7 +114,7 @@ class BenchCase:
         return out
 
     @classmethod
-    def from_json(cls, d: dict) -> "BenchCase":
+    def from_json(cls, d: dict) -> BenchCase:
         """Build a case from a case-file entry (raises ``ValueError`` naming the bad field)."""
         fields = ("id", "family", "shape", "dtype", "layout", "pass", "expected", "rationale")
         missing = [k for k in fields if k not in d]

@@ -10,16 +10,25 @@ from pathlib import Path
 
 from fastpath_lib.bench.analysis import coverage_line
 from fastpath_lib.bench.host import TARGET_RATIO, host_table
-from fastpath_lib.bench.note_brief import (claim, counts_line, environment_table, first, fold, measured_on, region,
-                                           rerun, scope)
-from fastpath_lib.bench.note_evidence import Evidence, fmt, junit_counts
 from fastpath_lib.bench.mechanism import traffic_section
+from fastpath_lib.bench.note_brief import (
+    claim,
+    counts_line,
+    environment_table,
+    first,
+    fold,
+    measured_on,
+    region,
+    rerun,
+    scope,
+)
+from fastpath_lib.bench.note_evidence import Evidence, fmt, junit_counts
 from fastpath_lib.bench.note_tables import case_table, compiled_section, host_mechanism, mechanism_table
 from fastpath_lib.bench.note_workload import workload
 from fastpath_lib.bench.schema import FALLBACK, NOT_GPU, OUTCOMES
 
 __all__ = ["SECTIONS", "summary", "eligibility", "semantic", "mechanism", "performance", "workload", "alternatives",
-           "maintenance", "limitations", "copy_ceiling", "host_performance", "host_verdict", "other_baselines"]
+           "maintenance", "limitations", "run_limitations", "copy_ceiling", "host_performance", "host_verdict", "other_baselines"]
 
 
 def summary(ev: Evidence) -> list[str]:
@@ -200,7 +209,9 @@ def maintenance(ev: Evidence) -> list[str]:
     return L + ev.text("maintenance")
 
 
-def limitations(ev: Evidence) -> list[str]:
+def run_limitations(ev: Evidence) -> list[str]:
+    """The Limitations heading and what this run left out (no GPU, failed or skipped steps), without the op's own
+    lines: the vLLM form adds the patch's instead (:data:`~fastpath_lib.bench.templates.PATCH_LIMITATIONS`)."""
     L = ["## Limitations", ""]
     if not ev.gpu:
         L.append("- No GPU measurement is attached: the performance claim is unmeasured.")
@@ -210,7 +221,12 @@ def limitations(ev: Evidence) -> list[str]:
                f"{s.get('why', '')}." for s in steps if s.get("status") in ("skipped", "partial")]
     if skipped:  # the fold's title says the run is partial; manifest.json has each step's why
         L += fold(f"PARTIAL: {len(skipped)} step{'s' if len(skipped) != 1 else ''} incomplete, and why", skipped)
-    return L + ev.text("limitations")
+    return L
+
+
+def limitations(ev: Evidence) -> list[str]:
+    """What this run left out, then the kit op's own limitations (the spec's ``pr_text["limitations"]``)."""
+    return run_limitations(ev) + ev.text("limitations")
 
 
 #: The note's sections, in order.

@@ -31,8 +31,15 @@ from fastpath_lib.bench.analysis import classify
 from fastpath_lib.bench.mechanism import count_call
 from fastpath_lib.bench.metadata import environment, region
 from fastpath_lib.bench.schema import empty_row, measurement_label
-from fastpath_lib.bench.timing import (COMPILE_SKIPPED, compile_skipped, count_launches_each, first_call_s,
-                                       gpu_measurement, settings_for, timed_fields)
+from fastpath_lib.bench.timing import (
+    COMPILE_SKIPPED,
+    compile_skipped,
+    count_launches_each,
+    first_call_s,
+    gpu_measurement,
+    settings_for,
+    timed_fields,
+)
 from fastpath_lib.cases import CaseSpec
 from fastpath_lib.opspec import COMPILED, BaselineUnavailable, OpCase, OpSpec
 from fastpath_lib.routing import record_routes
@@ -242,7 +249,7 @@ def time_case(spec: OpSpec, case: OpCase, providers: dict[str, str], *, quick: b
         fn, compile_s = impls[impl], None
         it = iter(range(1 << 62))
 
-        def call(fn=fn, provider=provider):
+        def call(fn=fn, provider=provider, it=it):
             args, dy = sets[next(it) % len(sets)]
             if not bwd:
                 with torch.no_grad():

@@ -29,8 +29,8 @@ import sysconfig
 import time
 from pathlib import Path
 
-__all__ = ["PREFLIGHT_S", "PREFLIGHT_EST_S", "MIN_FREE_GIB", "Check", "toolchain", "needs_c_launcher", "device_probe", "preflight",
-           "refusal"]
+__all__ = ["PREFLIGHT_S", "PREFLIGHT_EST_S", "MIN_FREE_GIB", "Check", "toolchain", "needs_c_launcher", "device_probe",
+           "preflight", "refusal"]
 
 #: The preflight's time limit (counted in the run's budget).
 PREFLIGHT_S = 60.0

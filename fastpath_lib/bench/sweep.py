@@ -28,8 +28,15 @@ import torch
 from fastpath_lib import opspec, runtime
 from fastpath_lib.bench.analysis import classify
 from fastpath_lib.bench.hostmethod import HOST_TIMER, fastest_blocks, silenced
-from fastpath_lib.bench.schema import (AT_BASELINE, FALLBACK, INCOMPLETE_MARKER, NOT_GPU, TIMED_OUTCOMES,
-                                      folder_state, is_gpu_measurement)
+from fastpath_lib.bench.schema import (
+    AT_BASELINE,
+    FALLBACK,
+    INCOMPLETE_MARKER,
+    NOT_GPU,
+    TIMED_OUTCOMES,
+    folder_state,
+    is_gpu_measurement,
+)
 from fastpath_lib.bench.timing import gpu_measurement, quantile
 from fastpath_lib.bench.trace import call_args
 from fastpath_lib.rmsnorm import thresholds

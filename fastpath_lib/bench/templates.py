@@ -26,11 +26,13 @@ from __future__ import annotations
 
 from fastpath_lib.bench.note_brief import claim, counts_line, fold, measured_on, region, rerun, scope
 from fastpath_lib.bench.note_evidence import qualified
+from fastpath_lib.bench.note_sections import run_limitations
 from fastpath_lib.bench.schema import NOT_GPU
 from fastpath_lib.rmsnorm.limits import MAX_COLS
 
 __all__ = ["render", "claim", "test_plan", "qualified", "synthetic_banner", "vllm_change", "vllm_baselines",
-           "patch_files", "HEADINGS", "DROPPED", "VLLM_PATCH", "VLLM_TEST", "TRITON_OP_UNDER_THE_INTERPRETER"]
+           "patch_files", "HEADINGS", "DROPPED", "VLLM_PATCH", "VLLM_TEST", "TRITON_OP_UNDER_THE_INTERPRETER",
+           "PATCH_LIMITATIONS"]
 
 #: The change the vLLM form proposes: a diff against the pinned vLLM release (``tools/make_upstream.py`` writes it).
 VLLM_PATCH = "upstream/vllm_rms_norm_triton.patch"
@@ -46,6 +48,15 @@ DROPPED = {
                "file to change in PyTorch; it lands in vLLM (template='vllm': the patch in upstream/) or in a Triton "
                "kernel library such as Liger-Kernel, under that project's own template",
 }
+#: The vLLM form's Limitations: what is true of the patch (one patch for both ops). The kit op's own lines (the spec's
+#: ``pr_text["limitations"]``, e.g. that ``fastpath_lib.rms_norm`` takes the fallback under CUDA-graph capture until
+#: its capture test passed) describe its predicate, not the patch, and stay in the kit's form.
+PATCH_LIMITATIONS = [
+    "- The patch's Triton path refuses neither CUDA-graph capture nor small batches; other calls take `vllm_c`.",
+    *fold("Its capture test, its timings", [
+        "- Its CUDA-graph test (1-32 decode tokens captured and replayed) needs a CUDA GPU: no kit step runs it.",
+        "- The timings are the kit's own op (the kernels the patch vendors); the patched `forward_cuda` is untimed."]),
+]
 #: What the kit measured of ``torch.library.triton_op`` under Triton's interpreter (the launcher the patch uses).
 TRITON_OP_UNDER_THE_INTERPRETER = (
     "`torch.library.triton_op` + `wrap_triton` under Triton's interpreter (torch 2.13.0+cpu, Triton 3.8.0, CPU; "
@@ -210,6 +221,8 @@ def _vllm(ev, sections: dict) -> list[str]:
                     + fold("The kit's own op's region (the patch's is under Purpose)", region(ev) + [""]
                            + ev.text("eligibility")))
                    if in_vllm else _sub("Eligibility region and fallback", sections["eligibility"]))
+    if in_vllm:  # the Limitations describe the patch, not the kit op's predicate
+        sections = dict(sections, limitations=run_limitations(ev) + PATCH_LIMITATIONS)
     return ([f"# [Kernel] {ev.title}", ""] + synthetic_banner(ev)
             + ["## Purpose", ""] + ev.text("summary") + [""] + vllm_change(ev) + claim(ev) + scope(ev) + [""]
             + eligibility

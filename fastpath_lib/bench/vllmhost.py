@@ -146,7 +146,7 @@ def vllm_table(df: pd.DataFrame) -> pd.DataFrame:
         first = next(iter(by.values()))
         ok = all(str(getattr(by.get(p), "status", "")) == "ok" for p in PROVIDERS)
 
-        def t(p):
+        def t(p, by=by, ok=ok):  # this case's rows
             return float(by[p].min_us) if ok else float("nan")
 
         op, kind = str(cid)[len("vllm_"):].rsplit("_", 1)

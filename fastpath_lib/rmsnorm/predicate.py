@@ -57,10 +57,10 @@ from fastpath_lib.rmsnorm.limits import (ALIGN_BYTES, CUDA_MIN_ROWS, DEFAULT_CUD
                                          LEAST_MIN_ROWS, MAX_COLS, MIN_CAPABILITY, SUPPORTED_DTYPES, Limits, check_arch,
                                          default_eps, device_capability, limits_for, overriding, sm75_rows)
 
-__all__ = ["MAX_COLS", "ALIGN_BYTES", "MIN_CAPABILITY", "INTERPRETER_MIN_ROWS", "CUDA_MIN_ROWS", "DEFAULT_CUDA_MIN_ROWS",
-           "SUPPORTED_DTYPES", "PLAIN_TYPES", "ALLOWED_MODES", "Limits", "RMSNormCall", "limits_for", "make_call",
-           "eligible", "runtime_eligible", "tensor_kind", "functorch_transform", "PREDICATE", "BASE_CASE",
-           "default_eps", "row_threshold"]
+__all__ = ["MAX_COLS", "ALIGN_BYTES", "MIN_CAPABILITY", "INTERPRETER_MIN_ROWS", "CUDA_MIN_ROWS",
+           "DEFAULT_CUDA_MIN_ROWS", "SUPPORTED_DTYPES", "PLAIN_TYPES", "ALLOWED_MODES", "Limits", "RMSNormCall",
+           "limits_for", "make_call", "eligible", "runtime_eligible", "tensor_kind", "functorch_transform", "PREDICATE",
+           "BASE_CASE", "default_eps", "row_threshold"]
 
 #: Execution modes that keep the fast path, with the reason it is safe there.
 ALLOWED_MODES = {
