@@ -254,7 +254,7 @@ else:
 # the launcher a `torch.library.triton_op` that launches through `wrap_triton`, the platform asked through
 # `current_platform`, never `torch.cuda`:
 
-# %%
+# %% tags=["nbval-ignore-output"]
 def new_file(rel):
     """The text of a file the patch adds (its lines after the hunk header, without the '+')."""
     chunk = patch.split(f"+++ b/{rel}\n", 1)[1].split("\ndiff --git ", 1)[0]
@@ -350,7 +350,7 @@ else:
 # `forward_cuda` decides on the call's metadata alone, as vLLM's own Triton kernels do, and otherwise runs what vLLM
 # ran before, unchanged:
 
-# %%
+# %% tags=["nbval-ignore-output"]
 hunk = patch.split("+++ b/vllm/model_executor/layers/layernorm.py", 1)[1].split("\ndiff --git ", 1)[0]
 added = [line[1:] for line in hunk.splitlines() if line.startswith("+")]
 start = next(i for i, line in enumerate(added) if "if self.use_triton" in line)

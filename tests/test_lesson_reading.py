@@ -66,3 +66,8 @@ def test_the_saved_outputs_show_what_the_prose_says(cells):
     m = re.search(r"routes \{'triton': 1\} \| NaNs in row 3: kernel (\d+) reference (\d+) of (\d+)", nan)
     assert m and m.group(1) == m.group(2) == m.group(3), nan
     assert "compare_extremes: they match" in nan, nan
+    # the two readings of the patch itself (outputs nbval leaves alone: they change with the generated patch)
+    table = _out(_code(cells, "FEATURES = "))
+    assert re.search(r"uses vllm\.ir \(deprecated\)\s+False", table), table  # the patch's column comes first
+    assert re.search(r"touches torch\.cuda\s+False", table), table
+    assert "mention capture: False" in _out(_code(cells, "supports_rms_norm_triton"))
