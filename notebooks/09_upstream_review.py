@@ -248,8 +248,9 @@ else:
 #
 # ### 2. Its own patterns
 #
-# Next, the target's own code for the same kind of change. vLLM's Triton kernels live in `vllm/kernels/triton/`, and
-# `activation.py` there is one kernel and its launcher. The patch's new file should read like it: the same header,
+# Next, the target's own code for the same kind of change. vLLM keeps Triton kernels of this kind (an op with its
+# launcher, selected by the platform) in `vllm/kernels/triton/`, and `activation.py` there is one kernel and its
+# launcher. The patch's new file should read like it: the same header,
 # the launcher a `torch.library.triton_op` that launches through `wrap_triton`, the platform asked through
 # `current_platform`, never `torch.cuda`:
 
@@ -334,9 +335,12 @@ for name, cmd in LINTERS.items():
 if VLLM is None:
     print("vLLM is not installed: this reading is skipped")
 else:
-    for attr, start in (("cudagraph_mode", "FULL_AND_PIECEWISE mode"), ("custom_ops", "By default")):
+    for attr, start, end in (("cudagraph_mode", "FULL_AND_PIECEWISE mode", "the default."),
+                             ("backend", '- "" (empty string)', "platforms)."),
+                             ("custom_ops", "By default", "disabled custom ops.")):
         doc = attribute_doc("config/compilation.py", "CompilationConfig", attr)
-        print(f"CompilationConfig.{attr}:", " ".join(doc[doc.index(start):].split("\n\n")[0].split()), "\n")
+        said = doc[doc.index(start):doc.index(end, doc.index(start)) + len(end)]
+        print(f"CompilationConfig.{attr}:", " ".join(said.split()), "\n")
     cuda = (VLLM / "platforms" / "cuda.py").read_text().splitlines()
     print("CudaPlatform.get_default_ir_op_priority:", next(ln.strip() for ln in cuda if 'default = ["native"]' in ln))
 
