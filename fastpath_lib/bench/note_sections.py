@@ -28,7 +28,8 @@ from fastpath_lib.bench.note_workload import workload
 from fastpath_lib.bench.schema import FALLBACK, NOT_GPU, OUTCOMES
 
 __all__ = ["SECTIONS", "summary", "eligibility", "semantic", "mechanism", "performance", "workload", "alternatives",
-           "maintenance", "limitations", "run_limitations", "copy_ceiling", "host_performance", "host_verdict", "other_baselines"]
+           "maintenance", "limitations", "run_limitations", "copy_ceiling", "host_performance", "host_verdict",
+           "other_baselines"]
 
 
 def summary(ev: Evidence) -> list[str]:

@@ -62,8 +62,8 @@ TRITON_OP_UNDER_THE_INTERPRETER = (
     "`torch.library.triton_op` + `wrap_triton` under Triton's interpreter (torch 2.13.0+cpu, Triton 3.8.0, CPU; "
     "measured by the kit): eager calls, `torch.ops.vllm.*` calls and the in-place op (`mutates_args`) run and match "
     "the reference; `torch.compile` over the op fails on the CPU (Dynamo's fake-tensor pass runs the interpreter's "
-    "launcher, which reads data pointers: \"Cannot access data pointer of Tensor (e.g. FakeTensor\"). On a GPU Inductor "
-    "traces `wrap_triton` into its graph instead; not run here.")
+    "launcher, which reads data pointers: \"Cannot access data pointer of Tensor (e.g. FakeTensor\"). On a GPU "
+    "Inductor traces `wrap_triton` into its graph instead; not run here.")
 
 
 def synthetic_banner(ev) -> list[str]:
@@ -227,7 +227,8 @@ def _vllm(ev, sections: dict) -> list[str]:
             + ["## Purpose", ""] + ev.text("summary") + [""] + vllm_change(ev) + claim(ev) + scope(ev) + [""]
             + eligibility
             + ["## Test Plan", ""] + plan + kit_plan + [rerun(ev), ""]
-            + ["## Test Result", ""] + (_vllm_checked(ev) + vllm_baselines(ev) if in_vllm else []) + _results(ev, sections)
+            + ["## Test Result", ""] + (_vllm_checked(ev) + vllm_baselines(ev) if in_vllm else [])
+            + _results(ev, sections)
             + ["## (Optional) Documentation Update", "",
                ("The option's docstring (`KernelConfig.rms_norm_backend`) documents it."
                 if in_vllm else f"None proposed by this draft: the fast path keeps the contract of "

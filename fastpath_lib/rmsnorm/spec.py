@@ -4,8 +4,9 @@ Every piece is the one the rest of the kit already uses (nothing is written agai
 ``F.rms_norm`` as the contract, the predicate with its base case and limits, the Triton launcher as the fast route,
 the tolerances of :mod:`fastpath_lib.testing`, the cost model beside this spec (:mod:`fastpath_lib.rmsnorm.cost`: the
 bytes a call moves and the forward binary a launch compiles), every case of the predeclared matrix
-(``bench/cases.json``: forward and backward, every layout; ``torch.compile`` of ``F.rms_norm`` the second baseline), the specializations :mod:`fastpath_lib.rmsnorm.compiled` compiles for GPU targets, and the
-decoder step (the residual add, then the norm). Nothing here imports the bench.
+(``bench/cases.json``: forward and backward, every layout; ``torch.compile`` of ``F.rms_norm`` the second baseline), the
+specializations :mod:`fastpath_lib.rmsnorm.compiled` compiles for GPU targets, and the decoder step (the residual add,
+then the norm). Nothing here imports the bench.
 """
 
 from __future__ import annotations
