@@ -74,7 +74,7 @@ def test_a_wordy_note_loses_concision_only_and_is_told_its_word_count():
         return base(df, env) + "\n\n<details><summary>Discussion</summary>\n\n" + padding + "\n\n</details>\n"
 
     r = _by_part(ex.check_pr_note(folded, show=False))
-    assert r["concise"].passed and "words outside <details> blocks: GPU-shaped data: " in r["concise"].feedback
+    assert r["concise"].passed and "at most 600 words outside <details> blocks" in r["concise"].feedback
 
 
 def test_substance_is_judged_on_each_table():

@@ -426,7 +426,7 @@ def test_ex11_a_plan_keyed_by_descriptions_fails_and_one_reading_the_diffs_passe
     """Red-team finding: only the hunks' ids and order were drawn, so a plan keyed by the descriptions passed every
     draw. The texts change at each draw; a plan that reads files and diffs (the solution's, or another reviewable
     one) passes 60 draws, one keyed by descriptions does not."""
-    from fastpath_lib.grading import ex11_commits
+    from fastpath_lib.grading.checks import ex11_commits
 
     forged = _descriptions_written_down()
     assert earned(ex11(forged)) == 0

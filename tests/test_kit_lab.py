@@ -43,7 +43,7 @@ def test_kit_lab_opens_on_the_first_lesson_and_lists_each_lesson_once():
     assert first in readme.split("The full course", 1)[0], f"{first} is not on the README's path"
     globs = config["ContentsManager"]["hide_globs"]
     shown = [p for p in [*ROOT.glob("notebooks/*"), *ROOT.glob("solutions/*"), *ROOT.glob("exercises/*")]
-             if not any(fnmatch.fnmatch(p.name, g) for g in globs)]
+             if not p.name.startswith(".") and not any(fnmatch.fnmatch(p.name, g) for g in globs)]  # dot: hidden
     stems = [p.parent.name + "/" + p.stem for p in shown]
     assert len(stems) == len(set(stems)), f"listed twice: {sorted(s for s in stems if stems.count(s) > 1)}"
     assert all(p.suffix == ".ipynb" for p in shown), sorted(p.name for p in shown if p.suffix != ".ipynb")

@@ -35,7 +35,7 @@ isolation and says so and why (:func:`fallback_note`).
 
 ``./kit setup`` installs bubblewrap where ``apt-get`` can (optional, as for the browser check's Chromium).
 
->>> "fastpath_lib/grading/checks/ex04_boundary.py" in kernel_view("ex04")[1]
+>>> "fastpath_lib/grading/checks" in kernel_view("ex04")[1]  # the checks' folder, hidden whole
 True
 >>> "boundary.py" in hidden("ex04") and "boundary.py" not in hidden("ex05")
 True
