@@ -134,26 +134,18 @@ def _kit_imports(lib: Path, source: str) -> list[tuple[str, str | None]]:
     return out
 
 
-def _literal(value) -> str | None:
-    if callable(value) or isinstance(value, type):
-        return None
-    try:
-        text = repr(value)
-        return text if ast.literal_eval(text) == value else None
-    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        return None
-
-
 def _stub(rel: str, names: set[str]) -> str:
     """A grader-only file's stand-in: only the plain constants kept modules import from it."""
     import importlib
+
+    from fastpath_lib.grading.engine import sandbox
 
     module = importlib.import_module("fastpath_lib." + rel[:-3].replace("/", "."))
     lines = [f'"""Held by the course\'s autograder: {GRADER_ONLY[rel]}.', "",
              'This student release keeps only the constants other modules import (``python -m fastpath_lib release``).',
              '"""', ""]
     for name in sorted(names):
-        text = _literal(getattr(module, name, None)) if hasattr(module, name) else None
+        text = sandbox.literal(getattr(module, name, None)) if hasattr(module, name) else None
         if text is None:
             raise ReleaseError(f"fastpath_lib/{rel} is held by the autograder, but a module the students get imports "
                                f"{name} from it, which is not a plain constant: move {name} to a module students may "

@@ -62,7 +62,7 @@ from fastpath_lib import runtime
 __all__ = ["KERNEL_MODULES", "HIDDEN", "NEEDED", "FLAGS", "BASE", "kernel_modules", "hidden", "kernel_view",
            "facade_source", "other_copies", "git_dirs", "interpreter_paths", "NOT_INSTALLED", "find_problem", "problem",
            "available", "fallback_note", "refusal", "command", "for_children", "IsolatedKernelManager", "manager_class",
-           "kernel_env", "ISOLATED", "UNISOLATED", "NOT_RUN"]
+           "kernel_env", "ISOLATED", "UNISOLATED", "NOT_RUN", "literal"]
 
 ISOLATED = "isolated (bwrap)"
 UNISOLATED = "unisolated"
@@ -157,7 +157,7 @@ def _masked_folders(exercise: str | None, lib: Path, grading: tuple[str, ...] = 
     return dict(sorted(out.items(), key=lambda kv: len(kv[0].parts)))  # parents before their subfolders
 
 
-def _literal(value) -> str | None:
+def literal(value) -> str | None:
     """``repr(value)`` when it reads back as an equal plain constant, else ``None``."""
     if callable(value) or isinstance(value, type):
         return None
@@ -200,11 +200,11 @@ def facade_source(exercise: str | None) -> str:
              f"__all__ = {list(exercises.__all__)!r}", "_HIDDEN = {}"]
     for name in exercises.__all__:
         value = getattr(exercises, name)
-        literal, origin = _literal(value), _origin(name, value, visible)
+        literal_text, origin = literal(value), _origin(name, value, visible)
         if origin is not None and str(getattr(sys.modules[origin], "__file__", "")) in gone:
             origin = None
-        if literal is not None:
-            lines.append(f"{name} = {literal}")
+        if literal_text is not None:
+            lines.append(f"{name} = {literal_text}")
         elif origin is not None:
             lines.append(f"from {origin} import {name}")
         else:
