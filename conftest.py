@@ -25,8 +25,11 @@ import importlib.util
 import os
 import signal
 import sys
+import tempfile
 import threading
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent
 
@@ -116,11 +119,76 @@ def install_sigterm_handler() -> bool:
 
 def pytest_configure(config):
     install_sigterm_handler()
-    _enable_nbval(config)
+    if _enable_nbval(config):
+        _patient_kernel_start()
     # the notebook kernels inherit the environment: make `import fastpath_lib` work from notebooks/
     path = os.environ.get("PYTHONPATH", "")
     if str(ROOT) not in path.split(os.pathsep):
         os.environ["PYTHONPATH"] = str(ROOT) + (os.pathsep + path if path else "")
+
+
+#: How many times a notebook's kernel is started before its cells are reported as errors
+KERNEL_STARTS = 3
+_RETRIED = "nbval kernel start retried"
+
+
+def _patient_kernel_start() -> bool:
+    """nbval starts each notebook's kernel once, with the kernel's stderr sent to /dev/null, and every cell of the
+    notebook is an error when that one start fails. A kernel can die at start for reasons outside the notebook: the
+    ports ``jupyter_client`` picked are free when it picks them and may be taken before the kernel binds them (two
+    workers, the grader's kernels and a JupyterLab server all start kernels). Here a kernel that dies before it answers
+    is started again, up to :data:`KERNEL_STARTS` times, its stderr kept: a notebook that always kills its kernel still
+    fails, with each try's stderr in the error, and a retry that worked is listed at the end of the run."""
+    try:
+        from nbval import kernel as nbval_kernel
+    except ImportError:
+        return False
+    cls = nbval_kernel.RunningKernel
+    if getattr(cls, "_patient", False):
+        return True
+
+    def start(self, kernel_name, cwd=None, startup_timeout=60):
+        self.start_failures = []
+        for attempt in range(1, KERNEL_STARTS + 1):
+            err = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")  # the kernel holds its own fd
+            try:
+                self.km, self.kc = nbval_kernel.start_new_kernel(startup_timeout=startup_timeout,
+                                                                 kernel_name=kernel_name, stderr=err, cwd=cwd)
+            except RuntimeError as exc:
+                err.seek(0)
+                said = err.read().strip()[-1500:] or "(nothing)"
+                self.start_failures.append(f"start {attempt}: {exc}; the kernel's stderr: {said}")
+                if attempt == KERNEL_STARTS:
+                    raise RuntimeError("\n".join(self.start_failures)) from exc
+            else:
+                break
+            finally:
+                err.close()
+        self._ensure_iopub_up()
+
+    cls.__init__ = start
+    cls._patient = True
+    return True
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Mark the first report of a notebook whose kernel needed more than one start (see :func:`_patient_kernel_start`)."""
+    outcome = yield
+    kernel = getattr(item.parent, "kernel", None)
+    failures = getattr(kernel, "start_failures", None)
+    if call.when == "setup" and failures and not getattr(kernel, "start_reported", False):
+        kernel.start_reported = True
+        outcome.get_result().user_properties.append((_RETRIED, f"{item.parent.nodeid}: " + " | ".join(failures)))
+
+
+def pytest_terminal_summary(terminalreporter):
+    said = [value for reports in terminalreporter.stats.values() for r in reports
+            for name, value in getattr(r, "user_properties", ()) if name == _RETRIED]
+    if said:
+        terminalreporter.section("notebook kernels started again after dying at start")
+        for line in said:
+            terminalreporter.write_line(line)
 
 
 def pytest_collectstart(collector):

@@ -31,7 +31,7 @@ import sys
 import time
 from pathlib import Path
 
-__all__ = ["Tree", "alive", "descendants", "spawn"]
+__all__ = ["Tree", "alive", "descendants", "same", "spawn", "started"]
 
 
 def descendants(pid: int) -> list[int]:
@@ -65,6 +65,23 @@ def alive(pid: int) -> bool:
         return True
 
 
+def started(pid: int) -> int | None:
+    """When ``pid`` started (``/proc/<pid>/stat`` field 22, clock ticks after boot), ``None`` where unknown or gone.
+
+    An id alone does not name a process: once it exits, the kernel hands the id to the next process it starts (after
+    at most ``/proc/sys/kernel/pid_max`` starts, 32768 by default, which a suite starting kernels and compilers runs
+    through in minutes). The id with its start time does."""
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def same(pid: int, start: int | None) -> bool:
+    """Whether ``pid`` is alive and is still the process that started at ``start`` (no start known: alive only)."""
+    return alive(pid) and (start is None or started(pid) == start)
+
+
 _OPEN: list[Tree] = []
 
 
@@ -80,23 +97,33 @@ class Tree:
 
     def __init__(self, pid: int, popen: subprocess.Popen | None = None, own_group: bool = False) -> None:
         self.pid, self.popen, self.own_group = pid, popen, own_group
-        self.pids: set[int] = set()
+        self.start = started(pid)
+        self.pids: dict[int, int | None] = {}  # id -> start time: what is signalled later is that very process
         atexit.unregister(_end_open_trees)  # registered once, on first use: importing this module changes nothing
         atexit.register(_end_open_trees)
         _OPEN.append(self)
 
-    def track(self) -> set[int]:
-        """Remember the ids of the root's live descendants (call it while they run: an orphan loses its parent)."""
-        if alive(self.pid):
-            self.pids.update(descendants(self.pid))
+    def remember(self, pids) -> None:
+        """Remember these live processes (by id and start time) as part of the tree."""
+        for pid in pids:
+            start = started(pid)
+            if alive(pid) and pid not in self.pids:
+                self.pids[pid] = start
+
+    def track(self) -> dict[int, int | None]:
+        """Remember the root's live descendants (call it while they run: an orphan loses its parent)."""
+        if same(self.pid, self.start):
+            self.remember(descendants(self.pid))
         return self.pids
 
     def living(self) -> list[int]:
-        """The remembered ids (the root included) that are still alive."""
-        return sorted(p for p in {self.pid, *self.pids} if alive(p))
+        """The remembered processes (the root included) still alive under the id they had: an id the kernel has
+        handed on to an unrelated process since (a later test's kernel, say) is not in the tree."""
+        ids = {self.pid: self.start, **self.pids}
+        return sorted(p for p, start in ids.items() if same(p, start))
 
     def _signal(self, sig: int) -> None:
-        if self.own_group and alive(self.pid):
+        if self.own_group and same(self.pid, self.start):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.pid, sig)
         for pid in self.living():

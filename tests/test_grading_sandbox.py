@@ -24,6 +24,7 @@ import pytest
 
 pytest.importorskip("jupyter_client")  # the sandbox module starts kernels; the GPU machine's bare package set has none
 from fastpath_lib.grading.engine import sandbox  # noqa: E402
+from tests.processes import same, started  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -116,6 +117,7 @@ def test_the_sandbox_dies_with_the_grader(tmp_path):
     grader = subprocess.Popen([sys.executable, "-c", starter, *_prefix(tmp_path), "sleep", marker],
                               stdout=subprocess.PIPE, text=True)
     bwrap = int(grader.stdout.readline())
+    bwrap_start = started(bwrap)  # its id may go to another process once it exits: kill only this one
     deadline = time.monotonic() + 20
     while not _sleepers(marker) and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -123,9 +125,9 @@ def test_the_sandbox_dies_with_the_grader(tmp_path):
     grader.kill()
     grader.wait()
     grader.stdout.close()
-    while (_alive(bwrap) or _sleepers(marker)) and time.monotonic() < deadline:
+    while (same(bwrap, bwrap_start) or _sleepers(marker)) and time.monotonic() < deadline:
         time.sleep(0.1)
-    left = [p for p in [bwrap, *_sleepers(marker)] if _alive(p)]
+    left = [p for p in [bwrap, *_sleepers(marker)] if _alive(p) and (p != bwrap or same(bwrap, bwrap_start))]
     for pid in left:  # only the processes this test started
         os.kill(pid, signal.SIGKILL)
     assert not left, "the sandbox outlived the grader"

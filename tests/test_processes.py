@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.processes import Tree, alive, descendants, spawn
+from tests.processes import Tree, alive, descendants, spawn, started
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -89,7 +89,7 @@ def test_sigterm_mid_test_leaves_no_server_child_or_kernel(tmp_path):
     pytest.importorskip("nbclient")
     proc, started, out = _start_standin(tmp_path, "-p", "conftest")  # the root conftest, as every run of the suite
     leftovers = Tree(proc.pid, proc)
-    leftovers.pids.update(started)
+    leftovers.remember(started)
     try:
         kinds = {p: _cmdline(p) for p in started}
         assert sum("ipykernel" in c for c in kinds.values()) == 1, kinds  # the kernel
@@ -151,3 +151,22 @@ def test_a_spawned_process_goes_when_the_test_process_is_killed(tmp_path):
         proc.stdout.close()
         if server is not None and alive(server):
             os.kill(server, signal.SIGKILL)
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads start times from Linux /proc")
+def test_an_id_handed_on_to_another_process_is_left_alone():
+    """A tree remembers processes by id and start time: once a remembered process is gone, its id may name a new,
+    unrelated process (a later test's kernel), which :meth:`Tree.end` must not signal. Stood in for here by a live
+    process remembered under another start time; the tree's own live member is still ended."""
+    bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    tree = spawn([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:
+        assert started(bystander.pid) is not None
+        tree.pids[bystander.pid] = started(bystander.pid) - 1  # the id as it was, held by an earlier process
+        assert tree.end(grace=1.0) == []
+        assert tree.popen.poll() is not None, "the tree's own process was not ended"
+        assert bystander.poll() is None, "a process that only shares a remembered id was signalled"
+    finally:
+        bystander.kill()
+        bystander.wait()
+        tree.end(grace=1.0)

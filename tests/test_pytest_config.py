@@ -124,3 +124,35 @@ def test_sigterm_handler_interrupts_once_and_leaves_a_chosen_handler_alone():
         assert mod.install_sigterm_handler() is False and signal.getsignal(signal.SIGTERM) is mine
     finally:
         signal.signal(signal.SIGTERM, saved)
+
+
+def test_a_kernel_that_dies_at_start_is_started_again_and_its_stderr_kept(monkeypatch):
+    """nbval starts a notebook's kernel once (stderr to /dev/null); the root conftest starts one that dies before it
+    answers again, up to KERNEL_STARTS times, and a kernel that always dies fails with each try's stderr."""
+    nbval_kernel = pytest.importorskip("nbval.kernel")
+    mod = _root_conftest()
+    deaths = []
+
+    def start_new_kernel(startup_timeout, kernel_name, stderr, cwd):
+        if len(deaths) < dying:
+            deaths.append(kernel_name)
+            stderr.write(f"zmq.error.ZMQError: Address already in use (death {len(deaths)})\n")
+            stderr.flush()
+            raise RuntimeError("Kernel died before replying to kernel_info")
+        return "km", "kc"
+
+    class Kernel:
+        def _ensure_iopub_up(self):
+            self.iopub = True
+
+    monkeypatch.setattr(nbval_kernel, "start_new_kernel", start_new_kernel)
+    monkeypatch.setattr(nbval_kernel, "RunningKernel", Kernel)
+    assert mod._patient_kernel_start()
+    dying = mod.KERNEL_STARTS - 1
+    k = Kernel("python3", cwd=str(ROOT), startup_timeout=5)
+    assert (k.km, k.kc, k.iopub) == ("km", "kc", True) and len(deaths) == dying
+    assert len(k.start_failures) == dying and "Address already in use (death 1)" in k.start_failures[0]
+    deaths.clear()
+    dying = mod.KERNEL_STARTS
+    with pytest.raises(RuntimeError, match=r"(?s)start 1: Kernel died.*death 1.*start 3: .*death 3"):
+        Kernel("python3")

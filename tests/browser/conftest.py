@@ -213,9 +213,11 @@ def playwright_api():
     return sync_api
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def lab(playwright_api, tmp_path_factory):
-    """A running :class:`LabServer` (started after the skip checks; stopped, with its kernels, at the end)."""
+    """A running :class:`LabServer` (started after the skip checks; stopped, with its kernels, when the module's tests
+    are done). Module scope, not session: under xdist a session fixture ends only when its worker runs out of tests,
+    minutes later, with the server and Chromium idle in memory and the other worker's notebooks starting kernels."""
     server = LabServer(tmp_path_factory.mktemp("jupyterlab"))
     left: list[str] = []
     try:
@@ -228,9 +230,9 @@ def lab(playwright_api, tmp_path_factory):
     assert not survivors, f"processes of the JupyterLab server survived SIGKILL: {survivors}"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser(playwright_api):
-    """Debian's Chromium, headless, launched by Playwright (closed at the end, with Playwright's driver)."""
+    """Debian's Chromium, headless, launched by Playwright (closed with the module's tests, with Playwright's driver)."""
     before = set(descendants(os.getpid()))
     pw = playwright_api.sync_playwright().start()
     # Playwright's driver (node) is a child of this process, and Chromium a child of the driver: remember them by id
