@@ -8,9 +8,11 @@ does (see ``conftest.py``: the kit's root, the kit's settings overrides), open n
 * the root: the file browser lists ``notebooks/``, ``exercises/`` and ``solutions/``, ``exercises/`` opens and lists
   every exercise, and no "Jupyter news" prompt appears;
 * every lesson: opens with its title rendered as a heading; the lessons other than 03 and 05 (below) are opened
-  one after another from the file browser of one JupyterLab page and run in a fresh kernel: every cell runs in order,
-  none shows an error, every image decodes, and saving from the browser writes the paired ``.py`` source too
-  (jupytext), unchanged;
+  one after another from the file browser of one JupyterLab page, each with its kernel started and idle, and their
+  saved outputs render: every cell shows the output of one in-order run, none an error or a failure text, every
+  image decodes, and saving from the browser writes the paired ``.py`` source too (jupytext), unchanged. They are
+  not run again here: nbval runs every lesson and compares each output with the saved one, and lessons 03 and 05
+  and exercise 01 run in this JupyterLab's kernels below (a run in the browser took a third of the suite's time);
 * every exercise: opens with its kernel idle, its title rendered as a heading (not a code block) and its
   ``# FILL ME IN`` cells present (one JupyterLab page for all of them, each opened inside it, then closed and its
   kernel shut down);
@@ -316,7 +318,7 @@ def test_lab_opens_at_the_kit_root_with_all_three_folders_and_no_news_prompt(pag
 
 
 @pytest.mark.parametrize("name", [n for n in LESSONS if n not in (PREDICATE_LESSON, BENCH_LESSON)], ids=stem)
-def test_lesson_opens_and_runs_cleanly(desk_page, lab, name):
+def test_lesson_opens_and_its_saved_outputs_render(desk_page, lab, name):
     page = desk_page  # one JupyterLab page for the lessons (and exercises), each opened from the file browser
     t0 = time.monotonic()
     open_notebook(page, lab, name, in_app=True)
@@ -325,9 +327,8 @@ def test_lesson_opens_and_runs_cleanly(desk_page, lab, name):
     shot(page, f"lesson-{stem(name)}-opened")
     source = (lab.root / name).with_suffix(".py")
     before = source.stat().st_mtime
-    run_all(page, name)
-    check_ran_cleanly(page, lab, name)  # saves the notebook from the browser
-    shot(page, f"lesson-{stem(name)}-after-run")
+    time.sleep(1.1)  # the source's mtime must be able to move on a filesystem with one-second times
+    check_ran_cleanly(page, lab, name)  # the saved outputs as the browser shows them; saves the notebook
     outputs = page.locator(f"{PANEL} .jp-OutputArea-output")
     outputs.nth(outputs.count() // 2).scroll_into_view_if_needed()  # what a learner reads mid-lesson
     shot(page, f"lesson-{stem(name)}-middle")
@@ -335,7 +336,7 @@ def test_lesson_opens_and_runs_cleanly(desk_page, lab, name):
     # outputs, not sources)
     assert source.stat().st_mtime > before, f"{name}: saving in JupyterLab did not write {source.name}"
     assert source.read_text() == (REPO / name).with_suffix(".py").read_text(), f"{source.name} changed on save"
-    print(f"\n{name}: opened and ran all cells in {time.monotonic() - t0:.0f} s")
+    print(f"\n{name}: opened, rendered and saved in {time.monotonic() - t0:.0f} s")
 
 
 @pytest.mark.parametrize("name", EXERCISES, ids=stem)
