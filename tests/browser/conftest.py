@@ -232,7 +232,7 @@ def lab(playwright_api, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def browser(playwright_api):
-    """Debian's Chromium, headless, launched by Playwright (closed with the module's tests, with Playwright's driver)."""
+    """Debian's Chromium, headless, launched by Playwright (closed with the module's tests, with its driver)."""
     before = set(descendants(os.getpid()))
     pw = playwright_api.sync_playwright().start()
     # Playwright's driver (node) is a child of this process, and Chromium a child of the driver: remember them by id
