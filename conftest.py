@@ -211,7 +211,7 @@ def pytest_unconfigure(config):
 
 
 #: Test files that take a minute or more of one worker each (measured on 2 cores, a full run): they start first, so
-#: that under ``-n 2 --dist loadfile`` no long file begins when the other worker is nearly done.
+#: that under ``-n 3 --dist loadfile`` no long file begins when the other workers are nearly done.
 SLOW_FIRST = ("tests/browser/", "tests/test_grading.py", "tests/test_grading_honest.py", "tests/test_compiled.py",
               "tests/test_grading_attacks.py", "tests/test_grading_checks.py", "tests/test_grading_channel.py",
               "tests/test_evidence.py", "tests/test_grading_kernel_run.py", "tests/test_grading_sandbox.py",

@@ -87,7 +87,7 @@ def test_an_unreachable_index_does_not_break_setup(kit_env):
 
 
 def test_kit_test_ends_with_the_slowest_tests(kit_env):
-    """``./kit test ARGS`` runs pytest over two worker processes, one test file each at a time (``-n 2 --dist
+    """``./kit test ARGS`` runs pytest over three worker processes, one test file each at a time (``-n 3 --dist
     loadfile``: a file's module fixtures, a notebook's cells and the browser test's JupyterLab stay in one process),
     with ``--durations=25`` before the caller's arguments (issue 16 item 6), so the test budget is printed at the end
     of every full run and a caller's own ``-n`` or ``--durations`` still wins; ``FASTPATH_TEST_WORKERS`` sets the
@@ -100,7 +100,7 @@ def test_kit_test_ends_with_the_slowest_tests(kit_env):
                          capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     runs = [line for line in Path(env["KIT_LOG"]).read_text().splitlines() if line.startswith("-m pytest")]
-    assert runs == ["-m pytest -n 2 --dist loadfile --durations=25 -k nothing -q"], runs
+    assert runs == ["-m pytest -n 3 --dist loadfile --durations=25 -k nothing -q"], runs
     res = subprocess.run(["bash", str(ROOT / "kit"), "test", "-k", "nothing"], cwd=ROOT,
                          env=dict(env, FASTPATH_TEST_WORKERS="0"), capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
@@ -119,9 +119,10 @@ def test_setup_installs_vllms_wheel_without_dependencies_into_its_own_folder(kit
     res, log = _setup(env)
     assert res.returncode == 0, res.stderr
     (line,) = [line for line in log if "vllm==" in line]
-    assert line.startswith("-m pip install -q --no-deps --upgrade --target ")
-    assert line.split()[7] == str(tmp / "venv" / "vllm-site") and set(line.split()[8:]) == set(pins)
-    assert log.index(line) > next(i for i, x in enumerate(log) if "-e .[dev]" in x)
+    assert line.startswith("-m pip install -q --no-compile --no-deps --upgrade --target ")
+    assert line.split()[8] == str(tmp / "venv" / "vllm-site") and set(line.split()[9:]) == set(pins)
+    dev = next(i for i, x in enumerate(log) if "-e .[dev]" in x)
+    assert log.index(line) > dev and "--no-compile" in log[dev].split()  # Python compiles what it imports
 
 
 def test_a_failed_vllm_install_does_not_break_setup(kit_env):
