@@ -100,12 +100,12 @@ def test_kit_test_ends_with_the_slowest_tests(kit_env):
                          capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     runs = [line for line in Path(env["KIT_LOG"]).read_text().splitlines() if line.startswith("-m pytest")]
-    assert runs == ["-m pytest -n 3 --dist loadfile --durations=25 -k nothing -q"], runs
+    assert runs == ["-m pytest -n 3 --dist loadfile --no-loadscope-reorder --durations=25 -k nothing -q"], runs
     res = subprocess.run(["bash", str(ROOT / "kit"), "test", "-k", "nothing"], cwd=ROOT,
                          env=dict(env, FASTPATH_TEST_WORKERS="0"), capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     runs = [line for line in Path(env["KIT_LOG"]).read_text().splitlines() if line.startswith("-m pytest")]
-    assert runs[-1] == "-m pytest -n 0 --dist loadfile --durations=25 -k nothing", runs
+    assert runs[-1] == "-m pytest -n 0 --dist loadfile --no-loadscope-reorder --durations=25 -k nothing", runs
 
 
 def test_setup_installs_vllms_wheel_without_dependencies_into_its_own_folder(kit_env):

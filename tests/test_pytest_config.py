@@ -156,3 +156,19 @@ def test_a_kernel_that_dies_at_start_is_started_again_and_its_stderr_kept(monkey
     dying = mod.KERNEL_STARTS
     with pytest.raises(RuntimeError, match=r"(?s)start 1: Kernel died.*death 1.*start 3: .*death 3"):
         Kernel("python3")
+
+
+def test_the_slowest_files_start_first_and_each_keeps_its_order():
+    """The root conftest moves the files of SLOW_FIRST to the front, in that order, each file's tests in theirs; every
+    entry names a file or folder that exists (a renamed file would silently start last again)."""
+    mod = _root_conftest()
+    assert all((ROOT / p.rstrip("/")).exists() for p in mod.SLOW_FIRST), mod.SLOW_FIRST
+    first, second = mod.SLOW_FIRST[0], mod.SLOW_FIRST[1].rstrip("/") + "/test_x.py"
+
+    def item(rel: str, name: str):
+        return types.SimpleNamespace(fspath=ROOT / rel, name=name)
+
+    items = [item("tests/test_a.py", "a1"), item(second, "s1"), item("tests/test_a.py", "a2"), item(first, "f1"),
+             item(second, "s2"), item(first, "f2")]
+    mod.pytest_collection_modifyitems(None, items)
+    assert [i.name for i in items] == ["f1", "f2", "s1", "s2", "a1", "a2"]
