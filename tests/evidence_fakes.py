@@ -47,11 +47,14 @@ def crash(ctx):
 
 
 def progressive(ctx):
-    """Writes a row per 'case' and never finishes: a cut keeps the rows written so far."""
+    """Writes a row per 'case' and never finishes: a cut keeps the rows written so far. Each write replaces the file
+    whole, as the kit's own writers do (``bench/results.py``): a cut between a plain write's truncation and its
+    text would leave an empty file (seen once under load)."""
     rows = []
     for i in range(10_000):
         rows.append({"case": i})
-        (ctx.out / "rows.json").write_text(json.dumps(rows))
+        (ctx.out / "rows.json.tmp").write_text(json.dumps(rows))
+        os.replace(ctx.out / "rows.json.tmp", ctx.out / "rows.json")
         time.sleep(0.2)
 
 
