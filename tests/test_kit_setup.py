@@ -119,11 +119,14 @@ def test_setup_installs_vllms_wheel_without_dependencies_into_its_own_folder(kit
     res, log = _setup(env)
     assert res.returncode == 0, res.stderr
     (line,) = [line for line in log if "vllm==" in line]
-    assert line.startswith("-m pip install -q --no-deps --upgrade --target ")
-    assert line.split()[7] == str(tmp / "venv" / "vllm-site") and set(line.split()[8:]) == set(pins)
+    assert line.startswith("-m pip install -q --no-compile --no-deps --upgrade --target ")
+    assert line.split()[8] == str(tmp / "venv" / "vllm-site") and set(line.split()[9:]) == set(pins)
     dev = next(i for i, x in enumerate(log) if "-e .[dev]" in x)
-    # byte-compiled at install: under PYTHONDONTWRITEBYTECODE no later import writes a .pyc
-    assert log.index(line) > dev and "--no-compile" not in log[dev].split() + line.split()
+    assert log.index(line) > dev and "--no-compile" in log[dev].split()
+    # then every module byte-compiled once, on every core: under PYTHONDONTWRITEBYTECODE no later import writes a .pyc
+    (compiled,) = [i for i, x in enumerate(log) if x.startswith("-m compileall")]
+    assert compiled > log.index(line) and log[compiled].split()[-1] == str(tmp / "venv" / "vllm-site")
+    assert "-j 0" in log[compiled]
 
 
 def test_a_failed_vllm_install_does_not_break_setup(kit_env):
