@@ -68,9 +68,9 @@ def alive(pid: int) -> bool:
 def started(pid: int) -> int | None:
     """When ``pid`` started (``/proc/<pid>/stat`` field 22, clock ticks after boot), ``None`` where unknown or gone.
 
-    An id alone does not name a process: once it exits, the kernel hands the id to the next process it starts (after
-    at most ``/proc/sys/kernel/pid_max`` starts, 32768 by default, which a suite starting kernels and compilers runs
-    through in minutes). The id with its start time does."""
+    An id alone does not name a process: once it exits, the kernel may hand the id to a later process (ids wrap at
+    ``/proc/sys/kernel/pid_max``, 32768 by default, counted over every process and thread of the pid namespace, other
+    jobs' included on a shared host). The id with its start time does."""
     try:
         return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
     except (OSError, IndexError, ValueError):
