@@ -89,11 +89,6 @@ def pytest_ignore_collect(collection_path, config):
     return None
 
 
-def pytest_terminal_summary(terminalreporter):
-    for path, missing in _LEFT_OUT:
-        terminalreporter.write_line(f"left out {path}: needs {', '.join(missing)} (not installed here)")
-
-
 _SIGTERM_PREVIOUS: list = []
 
 
@@ -183,6 +178,9 @@ def pytest_runtest_makereport(item, call):
 
 
 def pytest_terminal_summary(terminalreporter):
+    """The test modules left out for a missing notebook package, and the notebook kernels started again."""
+    for path, missing in _LEFT_OUT:
+        terminalreporter.write_line(f"left out {path}: needs {', '.join(missing)} (not installed here)")
     said = [value for reports in terminalreporter.stats.values() for r in reports
             for name, value in getattr(r, "user_properties", ()) if name == _RETRIED]
     if said:

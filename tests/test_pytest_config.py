@@ -102,6 +102,18 @@ def test_modules_needing_missing_notebook_packages_are_named(tmp_path, monkeypat
     assert mod.missing_notebook_packages(f) == ["nbformat"]
 
 
+def test_the_run_summary_names_each_module_left_out(tmp_path, monkeypatch):
+    mod = _root_conftest()
+    f = tmp_path / "test_needs_nbformat.py"
+    f.write_text("import nbformat\n")
+    monkeypatch.setattr(mod, "_installed", lambda name: False)
+    assert mod.pytest_ignore_collect(f, config=None) is True
+    lines = []
+    reporter = types.SimpleNamespace(write_line=lines.append, stats={}, section=lambda *a, **k: None)
+    mod.pytest_terminal_summary(reporter)
+    assert [line for line in lines if "test_needs_nbformat.py" in line and "nbformat" in line], lines
+
+
 def test_sigterm_handler_interrupts_once_and_leaves_a_chosen_handler_alone():
     mod = _root_conftest()
     saved = signal.getsignal(signal.SIGTERM)
