@@ -280,3 +280,30 @@ def test_a_changed_quote_or_sentence_fails_and_names_what_to_reread(tmp_path: Pa
     for bad in ({"url": "http://example.com", "quote": "twelve chars long"}, {"test": "tests/test_claims.py::nope"},
                 {"printed": "x"}):
         assert evidence_problems(Claim(claim.file, "[pinned]", (bad,))), bad
+
+
+# --- commands that must carry their environment ----------------------------------------------------------------
+
+#: A compute-sanitizer check of memory addresses or initialisation sees PyTorch's cached blocks as allocated and
+#: initialised: an access past a tensor's end lands in its neighbour. Every such command shown runs with caching off.
+SANITIZER = re.compile(r"compute-sanitizer\s+--tool\s+(?:memcheck|initcheck)")
+NO_CACHING = "PYTORCH_NO_CUDA_MEMORY_CACHING=1"
+
+
+def sanitizer_commands_without_no_caching(text: str) -> list[str]:
+    """Code lines and sentences of ``text`` that show a memcheck/initcheck run without :data:`NO_CACHING`."""
+    code = [line for block in re.findall(r"```.*?```", text, flags=re.S) for line in block.splitlines()]
+    return [s for s in code + sentences(text) if SANITIZER.search(s) and NO_CACHING not in s]
+
+
+@pytest.mark.parametrize("path", learner_files(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_memcheck_commands_turn_pytorchs_caching_allocator_off(path: Path):
+    found = sanitizer_commands_without_no_caching(prose(path))
+    assert not found, f"{path.relative_to(ROOT)}: memcheck without {NO_CACHING}:\n" + "\n".join(found)
+
+
+def test_the_memcheck_rule_finds_a_bare_command():
+    assert sanitizer_commands_without_no_caching("```bash\ncompute-sanitizer --tool memcheck python -m pytest\n```")
+    assert sanitizer_commands_without_no_caching("Run `compute-sanitizer --tool initcheck python x.py` first.")
+    assert not sanitizer_commands_without_no_caching(f"```bash\n{NO_CACHING} compute-sanitizer --tool memcheck x\n```")
+    assert not sanitizer_commands_without_no_caching("```bash\ncompute-sanitizer --tool racecheck python x.py\n```")
