@@ -412,7 +412,7 @@ print("GPU results recorded:", bench.latest_gpu_results(root="../results") or "n
 #
 # The 8-byte offset catches it: its pointer is a multiple of 8, so the wrong check accepts it while the declaration
 # says *out*. The 4-byte offset does not: it fails `% 8` and `% 16` alike, so both predicates send it to the
-# fallback. That is why the 8-byte point was added.
+# fallback. That is why the boundary points include the 8-byte offset.
 # </details>
 
 # %% [markdown]
