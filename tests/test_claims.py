@@ -7,6 +7,8 @@ The ledger is ``docs/claims.toml``. Each ``[[claim]]`` ties a sentence of learne
   package) and ``quote``: the quoted text must be in that file of the installed package;
 * ``[[claim.cites]]`` with ``url`` and ``quote``: a vendor document, checked for form only (nothing is fetched);
 * ``[[claim.cites]]`` with ``test`` (``tests/test_x.py::test_name``): a kit test that asserts the sentence;
+* ``[[claim.cites]]`` with ``file`` (a kit file: ``constraints.txt``, a module) and ``quote``: what the kit pins or
+  does, in the file that decides it;
 * ``[[claim.cites]]`` with ``printed`` (and optionally ``notebook``): text that a code cell of the notebook
   (``file`` itself when it is one) prints in its saved outputs.
 
@@ -191,6 +193,10 @@ def evidence_problems(claim: Claim, root_of=package_root) -> list[str]:
         elif "url" in cite:
             if not re.fullmatch(r"https://[\w.-]+\.[a-z]{2,}/\S*", cite["url"]) or len(quote) < 12:
                 out.append(f"{claim.id}: a vendor citation needs an https URL and a quote of a few words")
+        elif "file" in cite:
+            kit_source = ROOT / cite["file"]
+            if not kit_source.is_file() or not quote or quote not in flat(kit_source.read_text()):
+                out.append(f"{cite['file']} does not say {quote!r}: reread {claim.id!r}")
         elif "test" in cite:
             path, _, name = cite["test"].partition("::")
             test_file = ROOT / path
@@ -204,7 +210,7 @@ def evidence_problems(claim: Claim, root_of=package_root) -> list[str]:
             elif not quote or quote not in flat(printed(notebook)):
                 out.append(f"{notebook.name} no longer prints {quote!r}: reread {claim.id!r}")
         else:
-            out.append(f"{claim.id}: a citation names a package, a url, a test or printed text ({cite})")
+            out.append(f"{claim.id}: a citation names a package, a url, a kit file, a test or printed text ({cite})")
     return out
 
 
@@ -278,7 +284,7 @@ def test_a_changed_quote_or_sentence_fails_and_names_what_to_reread(tmp_path: Pa
     gone = Claim(claim.file, "a sentence the kit never wrote", (cite,))
     assert "no longer says" in evidence_problems(gone, lambda _: fake_pkg)[0]
     for bad in ({"url": "http://example.com", "quote": "twelve chars long"}, {"test": "tests/test_claims.py::nope"},
-                {"printed": "x"}):
+                {"printed": "x"}, {"file": "constraints.txt", "quote": "torch==0.1"}, {"nothing": "x"}):
         assert evidence_problems(Claim(claim.file, "[pinned]", (bad,))), bad
 
 
