@@ -110,11 +110,13 @@ def printed(path: Path) -> str:
 
 
 def sentences(text: str) -> list[str]:
-    """``text``'s sentences, whitespace collapsed: fenced code left out, list items and table rows apart."""
+    """``text``'s sentences, whitespace collapsed: fenced code and headings left out (a heading names a topic, it
+    states nothing), list items and table rows apart."""
     text = re.sub(r"```.*?```", " ", text, flags=re.S)
+    text = re.sub(r"^\s*#{1,6} .*$", " ", text, flags=re.M)
     out = []
     for block in re.split(r"\n\s*\n|\n(?=\s*(?:[-*|>]|\d+\.)\s)", text):
-        out += [s for s in re.split(r"(?<=[.!?:])\s+(?=[A-Z`*(\[])", flat(block)) if s]
+        out += [s for s in re.split(r"(?<=[.!?])\s+(?=[A-Z`*(\[])", flat(block)) if s]
     return out
 
 
