@@ -21,7 +21,7 @@
 #
 # **What you need**: lessons 02-04; this CPU (GPU figures come from recorded runs, never from it).
 #
-# **Time**: about 35 minutes.
+# **Time**: about 40 minutes.
 #
 # **What you will learn**
 # - why the benchmark cases are *declared before* anything is measured, including cases where the fast path is

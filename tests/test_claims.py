@@ -57,7 +57,7 @@ MENTION = re.compile(
     r"|\b(?:torch|PyTorch|Triton|vLLM|CUDA)\s+\d+\.\d+"
     r"|\bsm_\d+|\b[HAB]\d00\b"
     rf"|\b(?:{_SUBJECTS})(?:'s)?\s+(?:[a-z]+\s+){{0,2}}?(?:{_VERBS})\b"
-    r"|\bTriton(?:'s)?\s+(?:is|does|has|compiles|builds|caches|launches|runs|reads|gives|interpreter)\b")
+    r"|\bTriton(?:'s)?\s+(?:is|does|has|compiles|builds|caches|launches|runs|reads|gives)\b")
 
 
 def flat(text: str) -> str:

@@ -4,8 +4,9 @@ exists, the interpreter's blind spots named where they matter, and the claims th
 * Learner-facing text (lessons, exercises, solutions, the README, ``docs/``, ``upstream/README.md``) speaks of the
   kit as it is: no issue numbers, no "before the rework", no "the kernel as it was", no "now", "no longer", "used
   to", "was fixed" or "a reviewer found" (unless the sentence names the commit or PR it compares with).
-* Every lesson opens with what the learner will do, what it needs and how long it takes (a time its length bears
-  out), and ends with what to read next (links that resolve).
+* Every lesson opens with what the learner will do, what it needs and how long it takes (its recorded cold run,
+  ``docs/lesson_times.json``, plus its words at the record's reading rates), and ends with what to read next (links
+  that resolve).
 * The one-hour fast track in ``00_setup`` names sections that exist and exercises that exist, in four steps that
   add up to an hour.
 * Lesson 02 lists what the interpreter cannot show, with the tool for each; the exercises that grade a kernel under
@@ -166,10 +167,6 @@ def _cells(path: Path):
     return nbformat.read(path, as_version=4).cells
 
 
-def _words(path: Path) -> int:
-    return sum(len(c.source.split()) for c in _cells(path))
-
-
 @pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.name)
 def test_every_lesson_opens_with_what_it_asks_and_ends_with_what_to_read_next(path):
     cells = _cells(path)
@@ -179,9 +176,6 @@ def test_every_lesson_opens_with_what_it_asks_and_ends_with_what_to_read_next(pa
         assert label in first.source, f"{path.name}: the first cell must say {label!r}"
     m = re.search(r"\*\*Time\*\*: about (\d+) minutes\.", first.source)
     assert m, f"{path.name}: the first cell must say '**Time**: about N minutes.'"
-    minutes, words = int(m.group(1)), _words(path)
-    # careful technical reading runs about 110 words a minute, cells run and outputs read included
-    assert words / 200 <= minutes <= words / 60 + 5, f"{path.name}: {minutes} minutes for {words} words"
 
     last = cells[-1]
     assert last.cell_type == "markdown" and last.source.startswith("## Read next"), f"{path.name}: {last.source[:80]}"
@@ -189,6 +183,66 @@ def test_every_lesson_opens_with_what_it_asks_and_ends_with_what_to_read_next(pa
     assert links, f"{path.name}: 'Read next' links nothing"
     for link in links:
         assert (path.parent / link).resolve().exists(), f"{path.name}: 'Read next' links a missing file {link}"
+
+
+@pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.name)
+def test_every_lessons_first_code_cell_opts_in_to_the_interpreter_and_says_so(path):
+    """What lesson 00 says of every lesson's first cell: it imports fastpath_lib, calls use_interpreter(), prints."""
+    first = next(c for c in _cells(path) if c.cell_type == "code")
+    assert "import fastpath_lib" in first.source and "fastpath_lib.use_interpreter()" in first.source, path.name
+    assert any(o.get("output_type") == "stream" and o.get("text", "").strip() for o in first.outputs), path.name
+
+
+#: A cold run of each lesson (tools/time_lessons.py) and the reading rates the stated times assume.
+TIMES = ROOT / "docs" / "lesson_times.json"
+#: Lessons whose stated time another change owns and the record contradicts: each must still be off (strict xfail),
+#: so the list only shrinks.
+TIMES_OWNED_ELSEWHERE = {"09_upstream_review"}
+
+
+def _lesson_words(path: Path) -> dict[str, int]:
+    out = {"markdown": 0, "code": 0, "output": 0}
+    for cell in _cells(path):
+        out["markdown" if cell.cell_type != "code" else "code"] += len(cell.source.split())
+        for o in cell.get("outputs", []):
+            text = o.get("text") or o.get("data", {}).get("text/plain", "")
+            out["output"] += len("".join(text).split())
+    return out
+
+
+def expected_minutes(path: Path, record: dict) -> float:
+    """Minutes a lesson takes: its recorded cold run plus its words at the record's reading rates."""
+    rate = record["reading_words_per_minute"]
+    words = _lesson_words(path)
+    return record["lessons"][path.stem]["wall_s"] / 60 + sum(words[k] / rate[k] for k in words)
+
+
+def stated_minutes(path: Path) -> int:
+    return int(re.search(r"\*\*Time\*\*: about (\d+) minutes\.", _cells(path)[0].source).group(1))
+
+
+@pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.xfail(strict=True, reason="owned elsewhere"))
+                                  if p.stem in TIMES_OWNED_ELSEWHERE else p for p in LESSONS], ids=lambda p: p.name)
+def test_each_lessons_stated_time_is_its_recorded_run_plus_reading(path):
+    import json
+
+    record = json.loads(TIMES.read_text())
+    assert path.stem in record["lessons"], f"{path.name} has no cold run in {TIMES.name}: run tools/time_lessons.py"
+    stated, expected = stated_minutes(path), expected_minutes(path, record)
+    assert stated % 5 == 0 and abs(stated - expected) <= max(5.0, 0.2 * expected), (
+        f"{path.name} says about {stated} minutes; its cold run and reading come to {expected:.0f}")
+
+
+def test_the_learners_page_gives_the_recorded_cold_runs():
+    import json
+
+    runs = {k: v["wall_s"] for k, v in json.loads(TIMES.read_text())["lessons"].items()}
+    text = " ".join((ROOT / "docs" / "learners.md").read_text().split())
+    m = re.search(r"took from (\d+) s \(lesson (\d\d)\) to (\d+) minutes \(lesson (\d\d)\b", text)
+    assert m, "docs/learners.md must give the fastest and slowest recorded cold run"
+    fastest, slowest = min(runs, key=runs.get), max(runs, key=runs.get)
+    assert (int(m.group(1)), m.group(2)) == (round(runs[fastest]), fastest[:2]), (m.group(0), fastest, runs[fastest])
+    assert (int(m.group(3)), m.group(4)) == (round(runs[slowest] / 60), slowest[:2]), (m.group(0), slowest)
 
 
 def test_lesson_times_add_up_to_the_course_length_the_front_door_gives():
