@@ -48,7 +48,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 LEDGER = ROOT / "docs" / "claims.toml"
 #: The most ``[[unchecked]]`` entries the ledger may hold; lower it as entries become claims.
-UNCHECKED_CEILING = 67
+UNCHECKED_CEILING = 61
 
 #: A version-sensitive mention of another project (see the module docstring).
 _SUBJECTS = r"PyTorch|vLLM|Inductor|Dynamo|ATen|nbgrader|Gradescope|JupyterLab|Jupyter|jupytext|compute-sanitizer"
@@ -125,8 +125,9 @@ def sentences(text: str) -> list[str]:
 
 
 def mentions(path: Path) -> list[str]:
-    """The sentences of ``path`` that name another project in a version-sensitive way."""
-    return [s for s in sentences(prose(path)) if MENTION.search(s)]
+    """The sentences of ``path`` that name another project in a version-sensitive way and state something (a
+    question, ending in ``?``, asks rather than states)."""
+    return [s for s in sentences(prose(path)) if MENTION.search(s) and not re.search(r"\?(?:\*\*)?$", s)]
 
 
 # --- the ledger ---------------------------------------------------------------------------------------------------
@@ -275,7 +276,7 @@ def test_every_mention_of_another_project_is_covered_or_listed_unchecked():
     assert len(unchecked) <= UNCHECKED_CEILING, f"{len(unchecked)} unchecked; the ceiling is {UNCHECKED_CEILING}"
 
 
-def test_the_finder_finds_version_sensitive_mentions_and_not_passing_names():
+def test_the_finder_finds_version_sensitive_mentions_and_not_passing_names(tmp_path: Path):
     found = ["Each call became `auto_functionalized_v2(fused_add_rms_norm_, ...)` under `torch.compile`.",
              "Triton builds a C launcher at first launch (3.6 does, 3.8 does not).",
              "torch 2.13's `torch/_native` overrides eager ATen ops.",
@@ -287,6 +288,10 @@ def test_the_finder_finds_version_sensitive_mentions_and_not_passing_names():
                "the torch reference in plain code"]
     for sentence in passing:
         assert not MENTION.search(sentence), sentence
+    page = tmp_path / "page.md"
+    page.write_text("## Promise 7: `torch.compile`\n\nWhy does `torch.compile` drop the call?\n"
+                    "**Which test of `torch.library.opcheck` reports it?**\n\n`torch.compile` traces the op. Done.\n")
+    assert mentions(page) == ["`torch.compile` traces the op."], mentions(page)
 
 
 def test_a_changed_quote_or_sentence_fails_and_names_what_to_reread(tmp_path: Path):
