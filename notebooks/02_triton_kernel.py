@@ -373,14 +373,15 @@ else:
 # | property | why a CPU run misses it | what catches it |
 # |---|---|---|
 # | races (two programs, or two threads, touching the same memory) | programs run one after another, each whole: nothing ever interleaves, so a race gives the same answer every run | `compute-sanitizer --tool racecheck` on a GPU for shared memory; for global memory, a design without races (the backward's per-program `dw` partials, overlapping in-place calls sent to the fallback) and the aliasing tests run on a GPU |
-# | `int32` offset overflow past 2³¹ elements | a CPU test cannot allocate real tensors that large (2³¹ bf16 elements are 4 GiB per tensor, far too slow for the interpreter to run routinely), so the small shapes it runs never reach the wrap. The offset arithmetic can be probed without the memory: a launch whose row stride lies, as exercise 02's check does (a stride that puts row 3 at 2³² + 8 elements, on tensors that hold row 0 only; the interpreter wraps `int32` as a GPU does, so an `int32` `row * row_stride` lands back inside them) | that probe, for the arithmetic; otherwise a GPU test with a real tensor that large under `compute-sanitizer --tool memcheck` (a wrapped offset lands outside the tensor); reading the kernel for the `int64` cast of the row index (knowledge check 2) |
+# | `int32` offset overflow past 2³¹ elements | a CPU test cannot allocate real tensors that large (2³¹ bf16 elements are 4 GiB per tensor, far too slow for the interpreter to run routinely), so the small shapes it runs never reach the wrap. The offset arithmetic can be probed without the memory: a launch whose row stride lies, as exercise 02's check does (a stride that puts row 3 at 2³² + 8 elements, on tensors that hold row 0 only; the interpreter wraps `int32` as a GPU does, so an `int32` `row * row_stride` lands back inside them) | that probe, for the arithmetic; otherwise a GPU test with a real tensor that large under `PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool memcheck` (a wrapped offset lands outside the tensor); reading the kernel for the `int64` cast of the row index (knowledge check 2) |
 # | timing | numpy on a CPU says nothing about a GPU's time | a GPU run: `triton.testing.do_bench`, the kit's `bench` and `evidence` commands, and a profiler (Nsight Systems for the timeline, Nsight Compute for one kernel) |
 # | occupancy | no SMs, no warps, no register file | the compiled-facts check (registers and shared memory per program, from code compiled for each GPU target on this CPU: `fastpath_lib.rmsnorm.compiled`, `tests/test_compiled.py`), and Nsight Compute's achieved occupancy on a GPU |
 # | register spills | the interpreter compiles nothing | the compiled-facts check (`ptxas -v` spill bytes, for every specialization the launchers use), and Nsight Compute's local-memory traffic on a GPU |
 #
 # Out-of-bounds accesses are not on the list: a CPU run does catch them here, through the guard bands and the
-# access watch of lesson 04, and `compute-sanitizer --tool memcheck` does on a GPU. The exercises that grade a
-# kernel under the interpreter (02, 08, 12) say which of these their checks cannot see.
+# access watch of lesson 04, and `compute-sanitizer --tool memcheck` does on a GPU (with
+# `PYTORCH_NO_CUDA_MEMORY_CACHING=1`, lesson 04). The exercises that grade a kernel under the interpreter (02, 08,
+# 12) say which of these their checks cannot see.
 #
 # ## Recap
 #

@@ -331,15 +331,18 @@ print("output guard intact after a stray write:", output_guard_intact(buf, prist
 #
 # Guard bands catch errors that land *next to* a view. On a GPU an out-of-bounds access may land anywhere — in
 # another tensor, or in memory the allocator has not handed out — and often gives no error at all. Before a GPU
-# PR, run the GPU tests under NVIDIA's compute-sanitizer:
+# PR, run the GPU tests under NVIDIA's compute-sanitizer, with PyTorch's caching allocator off
+# (`PYTORCH_NO_CUDA_MEMORY_CACHING=1`): the allocator carves many tensors out of one block, so an access past one
+# tensor's end lands in its neighbour, inside memory the sanitizer sees as allocated, and a reused block looks
+# initialised. With caching off every tensor is its own allocation:
 #
 # ```bash
 # # out-of-bounds and misaligned accesses
-# compute-sanitizer --tool memcheck  python -m pytest tests -m gpu -x
+# PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool memcheck  python -m pytest tests -m gpu -x
 # # shared-memory races
 # compute-sanitizer --tool racecheck python -m pytest tests -m gpu -x
 # # reads of uninitialised device memory
-# compute-sanitizer --tool initcheck python -m pytest tests -m gpu -x
+# PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool initcheck python -m pytest tests -m gpu -x
 # ```
 #
 # The interpreter cannot stand in for these: it runs programs one after another, so races never happen, and its
@@ -409,7 +412,7 @@ print("GPU results recorded:", bench.latest_gpu_results(root="../results") or "n
 #
 # The 8-byte offset catches it: its pointer is a multiple of 8, so the wrong check accepts it while the declaration
 # says *out*. The 4-byte offset does not: it fails `% 8` and `% 16` alike, so both predicates send it to the
-# fallback. That is why the 8-byte point was added.
+# fallback. That is why the boundary points include the 8-byte offset.
 # </details>
 
 # %% [markdown]

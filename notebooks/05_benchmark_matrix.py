@@ -21,7 +21,7 @@
 #
 # **What you need**: lessons 02-04; this CPU (GPU figures come from recorded runs, never from it).
 #
-# **Time**: about 35 minutes.
+# **Time**: about 40 minutes.
 #
 # **What you will learn**
 # - why the benchmark cases are *declared before* anything is measured, including cases where the fast path is
@@ -387,7 +387,7 @@ print("route of 2048x128 fp32 here:",
 #
 # 1. the GPU run confirms the loss: add a declared condition (say, a minimum width, with its boundary points and
 #    generated tests like every other condition) so narrow rows fall back;
-# 2. fix the kernel for narrow rows and measure again (keep the case; it now predicts the fix works);
+# 2. fix the kernel for narrow rows and measure again (keep the case; its prediction becomes that the fix works);
 # 3. revise the prediction *before* the GPU run, in its own commit, with the evidence that changed it;
 # 4. (dishonest) relabel the expected outcome after seeing the GPU numbers.
 #

@@ -190,8 +190,10 @@ print("routes during opcheck:", sorted(routes))  # how often opcheck calls the o
 # ## Functionalization under `torch.compile`
 #
 # The compiler's graphs are functional: no op in them writes its inputs. So `torch.compile` *functionalizes* the
-# in-place op: it calls it on copies (`auto_functionalized_v2`), takes the written values as outputs, and copies them
-# back into the caller's tensors after the graph. Here is a decoder-layer-shaped function (two sub-layers, each
+# in-place op. A mutable custom op without a `Functionalize` kernel is wrapped in `auto_functionalized_v2`, which
+# runs it on copies; the kit registers a `Functionalize` kernel for `fastpath::fused_add_rms_norm_`, which calls the
+# functional op `fastpath::fused_add_rms_norm` instead. Either way the written values become the graph's outputs
+# and are copied back into the caller's tensors after the graph. Here is a decoder-layer-shaped function (two sub-layers, each
 # ending in the in-place add + RMSNorm), compiled with `fullgraph=True` (no graph break), with a backend that prints
 # the graph after functionalization:
 
@@ -225,8 +227,8 @@ print("output equals eager:", torch.equal(got, eager),
       "| the caller's h written as in eager:", torch.equal(h_compiled, h_eager) and not torch.equal(h, h_eager))
 
 # %% [markdown]
-# Each call became `auto_functionalized_v2(fused_add_rms_norm_, ...)`, and the kernel still ran (the routes). The
-# write into the caller's `h` is no longer inside the graph: the compiled function returns the new value and
+# Each call became the functional op `fastpath.fused_add_rms_norm.default`, which returns the output and the new
+# residual, and the kernel still ran (the routes). The write into the caller's `h` is not inside the graph: the compiled function returns the new value and
 # AOTAutograd copies it into `h` afterwards, so the caller sees what eager mode shows. None of this works unless the
 # schema is honest: an undeclared write would be invisible to functionalization, and the compiled graph could read a
 # stale copy. (`tests/test_fused_ops.py` also compiles the functional form, with its Triton backward.)

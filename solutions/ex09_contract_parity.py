@@ -61,7 +61,8 @@ from fastpath_lib import exercises as ex
 
 # %% [markdown]
 # `torch.testing.assert_close` raises `AssertionError` with a clear diff, and checks dtypes too. Keep shapes small
-# (16 x 32 is eligible for the kit's fast path on any device), and give each assertion a message naming its promise.
+# (under the interpreter 16 x 32 is eligible for the kit's fast path; on CUDA the fast path starts at
+# `limits_for("cuda").min_rows` rows, 1024 by default), and give each assertion a message naming its promise.
 
 
 # %%

@@ -1,10 +1,12 @@
 """The course as a learner reads it: no project history, every lesson framed the same way, a one-hour path that
 exists, the interpreter's blind spots named where they matter, and the claims the kit's own data can contradict.
 
-* Learner-facing text (lessons, exercises, solutions, the README, ``docs/``) speaks of the kit as it is: no issue
-  numbers, no "before the rework", no "the kernel as it was".
-* Every lesson opens with what the learner will do, what it needs and how long it takes (a time its length bears
-  out), and ends with what to read next (links that resolve).
+* Learner-facing text (lessons, exercises, solutions, the README, ``docs/``, ``upstream/README.md``) speaks of the
+  kit as it is: no issue numbers, no "before the rework", no "the kernel as it was", no "now", "no longer", "used
+  to", "was fixed" or "a reviewer found" (unless the sentence names the commit or PR it compares with).
+* Every lesson opens with what the learner will do, what it needs and how long it takes (its recorded cold run,
+  ``docs/lesson_times.json``, plus its words at the record's reading rates), and ends with what to read next (links
+  that resolve).
 * The one-hour fast track in ``00_setup`` names sections that exist and exercises that exist, in four steps that
   add up to an hour.
 * Lesson 02 lists what the interpreter cannot show, with the tool for each; the exercises that grade a kernel under
@@ -29,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 LESSONS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 NOTEBOOKS = [*LESSONS, *sorted((ROOT / "solutions").glob("ex*.ipynb")),
              *sorted((ROOT / "exercises").glob("ex*.ipynb"))]
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "upstream" / "README.md"]
 
 
 def _markdown(path: Path) -> str:
@@ -62,12 +64,44 @@ HISTORY = [
 ]
 
 
+#: Words of change: a sentence that uses one speaks of what changed, which in a learner's text is the kit's past,
+#: unless the sentence names the change it is measured against (a commit, a PR, a patch, a refactor, an upgrade: the
+#: subject of lesson 07 and exercise 11). "now" counts where it stands between a subject and its verb ("the rule now
+#: refuses"), not where it starts a sentence ("Now run the cell") or ends one ("the tensors the grader builds now").
+CHANGE = [
+    (r"(?<=[\w`)] )(?<!\bright )(?<!\buntil )(?<!\bfor )(?<!\bby )(?<!\bfrom )(?<!\bjust )(?<!\band )(?<!\bor )"
+     r"(?<!\bbut )(?<!\bthen )now (?!that\b|on\b|and\b|or\b)[a-z]+", "'now' (what changed)"),
+    (r"\b[Nn]o longer\b|\b(?:not )?any ?more\b|\bany longer\b", "'no longer'"),
+    (r"(?<!\bis )(?<!\bare )(?<!\bbe )(?<!\bbeen )(?<!\bbeing )(?<!\bget )(?<!\bgets )\bused to\b", "'used to'"),
+    (r"\b(?:was|were|has been|have been|got)\s+(?:fixed|changed|removed|added|renamed|replaced|dropped|corrected|"
+     r"updated|moved)\b", "what was fixed or changed"),
+    (r"\b(?:reviewer|review|audit|reader|maintainer)s?(?:'s)?\s+(?:\w+\s+){0,2}?(?:found|noticed|caught|flagged|"
+     r"spotted|reported|pointed out)\b", "what a review found"),
+    (r"\b(?:previously|formerly|originally|until recently|these days)\b", "the past"),
+]
+#: What a sentence names when its change is the subject, not the kit's past.
+NAMED_CHANGE = re.compile(r"\b(?:commit|PR|pull request|patch|refactor|diff|rebase|upgrade|after it|before it"
+                          r"|(?:semantic|behaviou?r) change)\b", re.IGNORECASE)
+
+
+def _sentences(text: str) -> list[str]:
+    text = re.sub(r"```.*?```", " ", text, flags=re.S)
+    return [s for block in re.split(r"\n\s*\n|\n(?=\s*(?:[-*|>]|\d+\.)\s)", text)
+            for s in re.split(r"(?<=[.!?])\s+(?=[A-Z`*(\[])", " ".join(block.split())) if s]
+
+
 def history_phrases(text: str) -> list[str]:
     found = []
     flat = " ".join(text.split())
     for pattern, what in HISTORY:
         for m in re.finditer(pattern, flat, re.IGNORECASE):
             found.append(f"{what}: ...{flat[max(0, m.start() - 40):m.end() + 20]}...")
+    for sentence in _sentences(text):
+        if NAMED_CHANGE.search(sentence):
+            continue
+        for pattern, what in CHANGE:
+            if re.search(pattern, sentence, re.IGNORECASE if what != "'now' (what changed)" else 0):
+                found.append(f"{what}: {sentence}")
     return found
 
 
@@ -79,20 +113,50 @@ def test_the_history_finder_catches_the_phrases_the_review_found():
               "An earlier version of this lesson timed a whole tiny model",
               "see #123 for the discussion", "Before this rework every call built its reasons",
               "It was first declared when the forward gave each row its own program. The kernel was then changed",
-              "blocks as long as a time slice, which the kit used before, swung far"]
+              "blocks as long as a time slice, which the kit used before, swung far",
+              "The kernels now map any NaN to the canonical one before rounding",
+              "The rule now refuses such a pair, naming both placements",
+              "wrong results passed every test written with ordinary values, and a reviewer found them.",
+              "the write into `h` is no longer inside the graph", "That is why the 8-byte point was added.",
+              "The kit used to time a whole model.", "The kit previously timed a whole model."]
     for sentence in review:
         assert history_phrases(sentence), sentence
     fine = ["an unbacked token count (vllm-project/vllm#39358) must not be guarded",
             "Ask of each test: does it pass on the code as it was *before* the change?",
             "the predicate is checked before the kernel runs; a fix for a bug goes with its test",
-            "the write into `h` is no longer inside the graph", "rows 8 # of 16", "Issue a warning"]
+            "the write into `h` is not inside the graph", "rows 8 # of 16", "Issue a warning",
+            "Now run the cell below.", "Part (a) is asked about pairs of tensors the grader builds now.",
+            "That is a behaviour change, not a refactor: calls that used to run `F.rms_norm` may now take the Triton "
+            "route", "the tool is used to build the table", "right now the matrix has 30 cases"]
     for sentence in fine:
         assert not history_phrases(sentence), (sentence, history_phrases(sentence))
 
 
+#: History in text another change owns, found and not yet reworded: (file, a fragment of the sentence). An entry the
+#: finder no longer reports fails below: delete it (this list only shrinks).
+KNOWN_HISTORY = [
+    ("notebooks/09_upstream_review.ipynb", "what a maintainer now turns away"),
+    ("notebooks/09_upstream_review.ipynb", "and a reviewer found them"),
+    ("notebooks/09_upstream_review.ipynb", "The kernels now map any NaN"),
+    ("notebooks/09_upstream_review.ipynb", "`fastpath_lib.testing.EXTREMES` now names"),
+    ("notebooks/09_upstream_review.ipynb", "The rule now refuses such a pair"),
+]
+
+
+def _unknown_history(path: Path) -> list[str]:
+    known = [frag for file, frag in KNOWN_HISTORY if ROOT / file == path]
+    return [f for f in history_phrases(_markdown(path)) if not any(frag in f for frag in known)]
+
+
+def test_the_known_history_is_still_there_to_reword():
+    for file, frag in KNOWN_HISTORY:
+        assert any(frag in f for f in history_phrases(_markdown(ROOT / file))), (
+            f"{file} no longer reads {frag!r} as history: delete it from KNOWN_HISTORY")
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS + PAGES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_learner_text_speaks_of_the_kit_as_it_is(path):
-    found = history_phrases(_markdown(path))
+    found = _unknown_history(path)
     assert not found, f"{path.relative_to(ROOT)}: history belongs in git, not in a learner's text:\n" + \
         "\n".join(found)
 
@@ -101,10 +165,6 @@ def test_learner_text_speaks_of_the_kit_as_it_is(path):
 
 def _cells(path: Path):
     return nbformat.read(path, as_version=4).cells
-
-
-def _words(path: Path) -> int:
-    return sum(len(c.source.split()) for c in _cells(path))
 
 
 @pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.name)
@@ -116,9 +176,6 @@ def test_every_lesson_opens_with_what_it_asks_and_ends_with_what_to_read_next(pa
         assert label in first.source, f"{path.name}: the first cell must say {label!r}"
     m = re.search(r"\*\*Time\*\*: about (\d+) minutes\.", first.source)
     assert m, f"{path.name}: the first cell must say '**Time**: about N minutes.'"
-    minutes, words = int(m.group(1)), _words(path)
-    # careful technical reading runs about 110 words a minute, cells run and outputs read included
-    assert words / 200 <= minutes <= words / 60 + 5, f"{path.name}: {minutes} minutes for {words} words"
 
     last = cells[-1]
     assert last.cell_type == "markdown" and last.source.startswith("## Read next"), f"{path.name}: {last.source[:80]}"
@@ -126,6 +183,66 @@ def test_every_lesson_opens_with_what_it_asks_and_ends_with_what_to_read_next(pa
     assert links, f"{path.name}: 'Read next' links nothing"
     for link in links:
         assert (path.parent / link).resolve().exists(), f"{path.name}: 'Read next' links a missing file {link}"
+
+
+@pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.name)
+def test_every_lessons_first_code_cell_opts_in_to_the_interpreter_and_says_so(path):
+    """What lesson 00 says of every lesson's first cell: it imports fastpath_lib, calls use_interpreter(), prints."""
+    first = next(c for c in _cells(path) if c.cell_type == "code")
+    assert "import fastpath_lib" in first.source and "fastpath_lib.use_interpreter()" in first.source, path.name
+    assert any(o.get("output_type") == "stream" and o.get("text", "").strip() for o in first.outputs), path.name
+
+
+#: A cold run of each lesson (tools/time_lessons.py) and the reading rates the stated times assume.
+TIMES = ROOT / "docs" / "lesson_times.json"
+#: Lessons whose stated time another change owns and the record contradicts: each must still be off (strict xfail),
+#: so the list only shrinks.
+TIMES_OWNED_ELSEWHERE = {"09_upstream_review"}
+
+
+def _lesson_words(path: Path) -> dict[str, int]:
+    out = {"markdown": 0, "code": 0, "output": 0}
+    for cell in _cells(path):
+        out["markdown" if cell.cell_type != "code" else "code"] += len(cell.source.split())
+        for o in cell.get("outputs", []):
+            text = o.get("text") or o.get("data", {}).get("text/plain", "")
+            out["output"] += len("".join(text).split())
+    return out
+
+
+def expected_minutes(path: Path, record: dict) -> float:
+    """Minutes a lesson takes: its recorded cold run plus its words at the record's reading rates."""
+    rate = record["reading_words_per_minute"]
+    words = _lesson_words(path)
+    return record["lessons"][path.stem]["wall_s"] / 60 + sum(words[k] / rate[k] for k in words)
+
+
+def stated_minutes(path: Path) -> int:
+    return int(re.search(r"\*\*Time\*\*: about (\d+) minutes\.", _cells(path)[0].source).group(1))
+
+
+@pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.xfail(strict=True, reason="owned elsewhere"))
+                                  if p.stem in TIMES_OWNED_ELSEWHERE else p for p in LESSONS], ids=lambda p: p.name)
+def test_each_lessons_stated_time_is_its_recorded_run_plus_reading(path):
+    import json
+
+    record = json.loads(TIMES.read_text())
+    assert path.stem in record["lessons"], f"{path.name} has no cold run in {TIMES.name}: run tools/time_lessons.py"
+    stated, expected = stated_minutes(path), expected_minutes(path, record)
+    assert stated % 5 == 0 and abs(stated - expected) <= max(5.0, 0.2 * expected), (
+        f"{path.name} says about {stated} minutes; its cold run and reading come to {expected:.0f}")
+
+
+def test_the_learners_page_gives_the_recorded_cold_runs():
+    import json
+
+    runs = {k: v["wall_s"] for k, v in json.loads(TIMES.read_text())["lessons"].items()}
+    text = " ".join((ROOT / "docs" / "learners.md").read_text().split())
+    m = re.search(r"took from (\d+) s \(lesson (\d\d)\) to (\d+) minutes \(lesson (\d\d)\b", text)
+    assert m, "docs/learners.md must give the fastest and slowest recorded cold run"
+    fastest, slowest = min(runs, key=runs.get), max(runs, key=runs.get)
+    assert (int(m.group(1)), m.group(2)) == (round(runs[fastest]), fastest[:2]), (m.group(0), fastest, runs[fastest])
+    assert (int(m.group(3)), m.group(4)) == (round(runs[slowest] / 60), slowest[:2]), (m.group(0), slowest)
 
 
 def test_lesson_times_add_up_to_the_course_length_the_front_door_gives():

@@ -81,6 +81,39 @@ def test_commands_shown_exist(page: Path):
             assert (ROOT / tool).exists(), f"{page.name}: {tool} does not exist: {line}"
 
 
+def fence_problems(text: str) -> list[str]:
+    """Code fences that do not pair up: each block opens with ```` ```lang ```` and closes with a bare ```` ``` ````."""
+    out, open_at = [], None
+    for n, line in enumerate(text.splitlines(), 1):
+        m = re.match(r"\s*```(.*)$", line)
+        if not m:
+            continue
+        info = m.group(1).strip()
+        if open_at is None:
+            if not info:
+                out.append(f"line {n}: a block opens without a language (or its opening fence is missing)")
+            open_at = n
+        elif info:
+            out.append(f"line {n}: ```{info} opens a block inside the one opened at line {open_at}")
+        else:
+            open_at = None
+    if open_at is not None:
+        out.append(f"line {open_at}: the block opened here never closes")
+    return out
+
+
+@pytest.mark.parametrize("page", [README, *PAGES, ROOT / "upstream" / "README.md"], ids=lambda p: p.name)
+def test_code_fences_pair_up(page: Path):
+    problems = fence_problems(page.read_text())
+    assert not problems, f"{page.relative_to(ROOT)}: the page renders wrongly from here on:\n" + "\n".join(problems)
+
+
+def test_the_fence_check_finds_a_missing_opening_and_closing():
+    assert fence_problems("## Setting up\n\n./kit lab\n```\n\ntext\n\n```bash\n./kit test\n```\n")
+    assert fence_problems("```bash\n./kit lab\n")
+    assert not fence_problems("```bash\n./kit lab\n```\n\n```python\nx = 1\n```\n")
+
+
 def test_the_checks_find_a_broken_command_and_link(tmp_path: Path):
     page = tmp_path / "page.md"
     page.write_text("```bash\n./kit lob\n```\nSee [x](nowhere.md).\n")

@@ -6,8 +6,9 @@ compiler for Triton's launcher, a GPU that cannot launch or capture) should fail
 write nothing. The checks, in order (:func:`preflight`):
 
 * ``cuda``: a CUDA device is visible to torch and Triton's interpreter is off;
-* ``toolchain``: where this Triton builds a C launcher at a kernel's first launch (Triton 3.6 does, 3.8 does not:
-  its NVIDIA driver calls ``compile_module_from_src``), a host C compiler (``$CC``, ``gcc`` or ``clang``, Triton's own
+* ``toolchain``: where this Triton's NVIDIA driver builds C code with the host compiler on first use (Triton 3.6
+  its launcher, Triton 3.8 its ``driver.c`` utilities, which include ``Python.h``: both through
+  ``triton.runtime.build.compile_module_from_*``), a host C compiler (``$CC``, ``gcc`` or ``clang``, Triton's own
   order) and ``Python.h`` (in ``sysconfig``'s include folder, Triton's own scheme rule);
 * ``plan``: the step plan's minimums fit the budget with this preflight;
 * ``device``: in a child process with a time limit (a hung driver cannot hang the run): one JIT launch of the kit's
@@ -49,12 +50,12 @@ def _check(name: str, ok: bool, detail: str) -> Check:
 
 
 def needs_c_launcher() -> bool | None:
-    """Whether this Triton's NVIDIA driver builds a C launcher with the host compiler at first launch (``None`` when
-    the driver module cannot be found)."""
+    """Whether this Triton's NVIDIA driver builds C code with the host compiler on first use (its launcher in Triton
+    3.6, its ``driver.c`` utilities in 3.8; ``None`` when the driver module cannot be found)."""
     spec = importlib.util.find_spec("triton.backends.nvidia.driver")
     if spec is None or not spec.origin:
         return None
-    return "compile_module_from_src" in Path(spec.origin).read_text(errors="replace")
+    return "compile_module_from_" in Path(spec.origin).read_text(errors="replace")
 
 
 def toolchain(which=shutil.which, environ=None, include: str | None = None) -> Check:
@@ -75,7 +76,7 @@ def toolchain(which=shutil.which, environ=None, include: str | None = None) -> C
     if not header.is_file():
         problems.append(f"no Python.h in {include} (install the Python development headers)")
     if problems:
-        return _check("toolchain", False, "Triton builds a C launcher at a kernel's first launch and needs a C "
+        return _check("toolchain", False, "Triton builds C code at a kernel's first launch and needs a C "
                                           "compiler and Python.h: " + "; ".join(problems))
     return _check("toolchain", True, f"C compiler {cc}, {header}")
 
@@ -173,7 +174,7 @@ def preflight(budget_s: float, steps, *, timeout: float = PREFLIGHT_S, cuda: boo
         checks.append(_check("cuda", True, "a CUDA device is visible; Triton's interpreter is off"))
     launcher = needs_c_launcher() if launcher is None else launcher
     if launcher is False:
-        checks.append(_check("toolchain", True, "this Triton builds no C launcher at launch: no compiler needed"))
+        checks.append(_check("toolchain", True, "this Triton builds no C code at launch: no compiler needed"))
     else:
         checks.append(tools())
     ok_plan, line = fits(budget_s, steps, timeout)
