@@ -84,7 +84,8 @@ RENAMES = {
     "MAX_COLS": "MAX_COLS",
 }
 #: Phrases of the kit's text that point at the kit's own files or words (regular expressions).
-PHRASES = {r" \(see launch\.py\)": "", r"the predicate should have sent this to the \"\s*f\"fallback": "cond declines it",
+PHRASES = {r" \(see launch\.py\)": "",
+           r"the predicate should have sent this to the \"\s*f\"fallback": "cond declines it",
            r" \(the fused op's launcher uses it too\)": ""}
 
 #: The kernels' changes, per kernel: (anchor that must occur once, replacement). The forward also stores rstd, the
@@ -572,42 +573,37 @@ class TestRmsNormTritonOverride(TestCase):
             return fn()
 
     @parametrize("dtype", _DTYPES)
-    @parametrize("shape", [(16, 64), (3, 5, 128), (9, 16)])
     @parametrize("has_weight", [False, True])
-    def test_forward_and_backward_take_the_kernels(self, dtype, shape, has_weight):
+    def test_forward_and_backward_take_the_kernels(self, dtype, has_weight):
         fwd, bwd = self._spy("rms_norm_fwd"), self._spy("rms_norm_bwd")
-        n = shape[-1]
-        x = torch.randn(shape, dtype=dtype, requires_grad=True)
-        w = torch.randn(n, dtype=dtype, requires_grad=True) if has_weight else None
-        dy = torch.randn(shape, dtype=dtype)
+        x = torch.randn(3, 5, 64, dtype=dtype, requires_grad=True)
+        w = torch.randn(64, dtype=dtype, requires_grad=True) if has_weight else None
+        dy = torch.randn(3, 5, 64, dtype=dtype)
 
         def run():
-            y = F.rms_norm(x, [n], w, 1e-5)
+            y, rstd = torch.ops.aten._fused_rms_norm(x, [64], w, None)
             inputs = (x, w) if has_weight else (x,)
-            return (y, *torch.autograd.grad(y, inputs, dy))
+            return (y, rstd, *torch.autograd.grad(y, inputs, dy))
 
         actual = run()
         self.assertEqual((fwd.call_count, bwd.call_count), (1, 1))
         expected = self._aten(run)
         self.assertEqual((fwd.call_count, bwd.call_count), (1, 1))
         self.assertEqual(actual, expected)
-
-    @parametrize("dtype", _DTYPES)
-    def test_outputs_match_aten(self, dtype):
-        x = torch.randn(2, 8, 64, dtype=dtype)
-        w = torch.randn(64, dtype=dtype)
-        actual = torch.ops.aten._fused_rms_norm(x, [64], w, None)
-        expected = self._aten(lambda: torch.ops.aten._fused_rms_norm(x, [64], w, None))
-        self.assertEqual(actual, expected)
-        self.assertEqual(actual[1].shape, (2, 8, 1))
+        self.assertEqual(actual[1].shape, (3, 5, 1))
 
     def test_strided_rows(self):
-        fwd = self._spy("rms_norm_fwd")
-        x = torch.randn(16, 96)[:, :64]
+        fwd, bwd = self._spy("rms_norm_fwd"), self._spy("rms_norm_bwd")
+        x = torch.randn(16, 96)[:, :64].requires_grad_()
         w = torch.randn(64)
-        actual = F.rms_norm(x, [64], w)
-        self.assertEqual(fwd.call_count, 1)
-        self.assertEqual(actual, self._aten(lambda: F.rms_norm(x, [64], w)))
+
+        def run():
+            y = F.rms_norm(x, [64], w, 1e-6)
+            return y, *torch.autograd.grad(y, x, torch.ones_like(y))
+
+        actual = run()
+        self.assertEqual((fwd.call_count, bwd.call_count), (1, 1))
+        self.assertEqual(actual, self._aten(run))
 
     @parametrize(
         "case",
