@@ -40,6 +40,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "fastpath_lib"
 TARGET = ROOT / "upstream" / "pytorch_native_rms_norm_triton.patch"
+#: The PR description in PyTorch's template (``.github/PULL_REQUEST_TEMPLATE.md``), of the patch alone.
+NOTE = ROOT / "upstream" / "pytorch_native_pr_note.md"
+#: PyTorch's pull-request template: the issue line, then two boxes for the author to tick.
+PR_TEMPLATE_HEAD = "Fixes #ISSUE_NUMBER"
+PR_TEMPLATE_BOXES = ("[ ] I am familiar with [CONTRIBUTING.md](CONTRIBUTING.md).",
+                     "[ ] I ran `lintrunner -a`, and fixed all errors relevant to this change.")
 WIDTH = 88
 KERNEL_FILE = "torch/_native/ops/norm/triton_kernels.py"
 IMPL_FILE = "torch/_native/ops/norm/triton_impl.py"
@@ -263,11 +269,9 @@ from ... import triton_utils as tu
 
 
 _SUPPORTED_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
-# One program holds a whole row in registers; wider rows would spill.
 _MAX_COLS = 16384
 # Triton specializes pointers and sizes on 16-byte alignment for vector loads.
 _ALIGN_BYTES = 16
-# Triton's supported NVIDIA GPUs start at compute capability 8.0.
 _MIN_CAPABILITY = {MIN_CAPABILITY!r}
 # Below this many rows the launch costs more than the kernel saves. No GPU sweep
 # has measured the crossover against aten yet, so the bound is conservative.
@@ -294,8 +298,10 @@ def _is_supported(
         # The kernels are compiled and checked for NVIDIA targets only.
         if torch.version.hip is not None:
             return False
+        # Triton's supported NVIDIA GPUs start at compute capability 8.0.
         if not _capability_ok(input.get_device()):
             return False
+    # The kernels accumulate in fp32: fp64 would lose precision.
     if input.dtype not in _SUPPORTED_DTYPES:
         return False
     # The kernel reduces one row over the last dimension; multi-dim
@@ -306,6 +312,7 @@ def _is_supported(
     # Mirror aten's shape checks: on a mismatch aten raises its own error.
     if input.shape[-1] != n:
         return False
+    # The same for the weight; a weight in another float dtype is read as fp32.
     if weight is not None and (
         weight.ndim != 1
         or weight.shape[0] != n
@@ -316,13 +323,16 @@ def _is_supported(
     # Empty inputs have nothing to launch.
     if input.numel() == 0:
         return False
+    # One program holds a whole row in registers; wider rows would spill.
     if n > _MAX_COLS:
         return False
+    # Small calls are launch-bound: aten keeps them (see _MIN_ROWS).
     if input.numel() // n < _MIN_ROWS:
         return False
-    # The kernel loads each row as one contiguous block, and the weight too.
+    # The kernel loads each row as one contiguous block.
     if n > 1 and input.stride(-1) != 1:
         return False
+    # The kernels load the weight as one contiguous block too.
     if weight is not None and n > 1 and weight.stride(0) != 1:
         return False
     # aten keeps a channels-last input's strides in its output; the kernel
@@ -347,8 +357,10 @@ def _is_supported(
     is_cow = torch._C._is_cow_tensor  # pyrefly: ignore[missing-attribute]
     if is_cow(input) or (weight is not None and is_cow(weight)):
         return False
+    # Vector loads need 16-byte aligned data pointers.
     if input.data_ptr() % _ALIGN_BYTES:
         return False
+    # The same for the weight.
     if weight is not None and weight.numel() and weight.data_ptr() % _ALIGN_BYTES:
         return False
     return True
@@ -391,6 +403,7 @@ def _fused_rms_norm_backward_cond(
     weight: torch.Tensor | None,
     output_mask: list[bool],
 ) -> bool:
+    # The forward's conditions, on the forward's input and weight.
     if not _is_supported(input, normalized_shape, weight):
         return False
     # The kernel reads dy with x's vector width: same shape, dtype and device.
@@ -405,7 +418,9 @@ def _fused_rms_norm_backward_cond(
         return False
     # The launcher reads their data_ptr, which would materialize them.
     is_cow = torch._C._is_cow_tensor  # pyrefly: ignore[missing-attribute]
-    return not (is_cow(grad_out) or is_cow(rstd))
+    if is_cow(grad_out) or is_cow(rstd):
+        return False
+    return True
 
 
 def _fused_rms_norm_backward_impl(
@@ -878,22 +893,123 @@ def render(site: Path | None = None) -> str:
     return "".join(out)
 
 
+def refusals(impl_source: str) -> list[str]:
+    """What ``cond`` declines, and why: the comment above each ``return False`` of the impl file (the last comment
+    since the previous ``return``), one line each, in order. Raises when a refusal has no comment."""
+    out: list[str] = []
+    comment: list[str] = []
+    fresh = False  # the current comment block is still being read
+    for number, line in enumerate(impl_source.splitlines(), 1):
+        stripped = line.strip()
+        if stripped.startswith("# "):
+            comment = (comment if fresh else []) + [stripped[2:]]
+            fresh = True
+            continue
+        fresh = False
+        if stripped == "return False":
+            if not comment:
+                raise SystemExit(f"{IMPL_FILE}:{number}: a refusal without a comment saying why")
+            out.append(" ".join(comment))
+            comment = []
+        elif stripped.startswith(("return ", "def ")):
+            comment = []
+    return out
+
+
+def _counts(patch: str) -> list[tuple[str, int, int]]:
+    out = []
+    for chunk in patch.split("diff --git a/")[1:]:
+        lines = chunk.splitlines()
+        out.append((chunk.split(" ", 1)[0], sum(ln.startswith("+") and not ln.startswith("+++") for ln in lines),
+                    sum(ln.startswith("-") and not ln.startswith("---") for ln in lines)))
+    return out
+
+
+def render_note(patch: str | None = None) -> str:
+    """The PR description of the patch alone, in PyTorch's template, from the patch's own text."""
+    import torch
+    import triton
+
+    patch = render() if patch is None else patch
+    impl = "".join(ln[1:] + "\n" for ln in patch.split(f"diff --git a/{IMPL_FILE}", 1)[1].split("diff --git", 1)[0]
+                   .splitlines() if ln.startswith("+") and not ln.startswith("+++"))
+    min_rows = re.search(r"^_MIN_ROWS = (\d+)", impl, re.M).group(1)
+    files = [f"| `{f}` | +{a} -{r} |" for f, a, r in _counts(patch)]
+    why = [f"- {r}" for r in refusals(impl)]
+    return "\n".join([
+        "# [native] Triton overrides of aten::_fused_rms_norm and its backward", "",
+        PR_TEMPLATE_HEAD, "",
+        "Adds Triton kernels for `aten::_fused_rms_norm` and `aten::_fused_rms_norm_backward` to `torch/_native`, "
+        "registered through `triton_utils.register_op_override` for the CUDA key, as `ops/bmm_outer_product` "
+        "does. `cond` decides per call; where it declines, the call falls through to the next override or to "
+        "aten, so `F.rms_norm`'s results and errors outside the override's region are aten's.", "",
+        "## Summary", "",
+        "| file | lines |", "|---|---|", *files, "",
+        "- Forward: one program normalizes a tile of rows in fp32 and rounds once to the input dtype; it also "
+        "stores the fp32 `rstd` that `_fused_rms_norm` returns. Backward: reads that `rstd`, computes `dx` per row "
+        "and reduces `dw` deterministically (fixed row blocks into fp32 partial rows, summed in a fixed order).",
+        "- Order against quack: `ops/norm/__init__.py` registers quack's CuTeDSL overrides first, and the registry "
+        "runs the first override whose `cond` accepts a call. So on sm_90/sm_100 with `nvidia-cutlass-dsl` "
+        "installed quack keeps every call it accepts, and this override takes the calls quack declines, and all "
+        "eligible calls on other NVIDIA GPUs from sm_80 (and on sm_90/sm_100 without CuTeDSL). No measurement "
+        "compares the two where both apply, so the patch defers to quack; `TORCH_PYTHON_NATIVE_USER_GRAPH_ORDER_FN` "
+        "reorders them for anyone who measures otherwise.",
+        f"- The row threshold: calls with fewer than {min_rows} rows go to aten. No GPU sweep has measured where the "
+        "kernel starts to beat aten; the bound is conservative until one does.",
+        "- Compile and export see the override only through `native_decomp_table()`, as every `torch/_native` "
+        "override; not tested by this patch (on a FakeTensor `cond` reads a data pointer of 0, so the alignment "
+        "is decided again by the launcher at run time).",
+        *fold_note("What cond declines, and why (each refusal carries this comment in the code)", why), "",
+        "## Test Plan", "",
+        "```bash",
+        f"TRITON_INTERPRET=1 python {TEST_FILE}   # on a machine without CUDA",
+        "lintrunner -a",
+        "```", "",
+        "The tests register both overrides for the CPU key (the registry accepts it) and run the kernels under "
+        "Triton's interpreter: forward and backward through `F.rms_norm` and autograd, three dtypes, with and "
+        "without weight, strided rows, each counted as one launch of each kernel and compared with aten; nine "
+        "kinds of declined call (too few rows, unaligned width, transposed, fp64, two normalized dims, strided "
+        "weight, too wide, empty, copy-on-write) launch nothing and return aten's values; the registration order "
+        "against quack. aten has no CPU kernel for `_fused_rms_norm_backward` (its CPU forward is composite), so "
+        "the test supplies the backward formula there as the fallthrough. On a CUDA machine the class skips: tests "
+        "at the CUDA key, through the import-time registration, are still to be written.", "",
+        "## Test Result", "",
+        f"- CPU (torch {torch.__version__}, Triton {triton.__version__}, `TRITON_INTERPRET=1`): the tests above "
+        "pass; the patch applies to the 2.13 wheel's `torch/_native` (`git apply --check`, `patch -p1`); ruff at "
+        "`pyproject.toml`'s settings and `ruff format` at 88 columns report nothing. flake8 (B950), mypy and "
+        "pyrefly were not run.",
+        "- **GPU: unmeasured.** No GPU run of this patch exists yet: no speed-up is claimed, and the CUDA key's "
+        "registration (the `triton_utils` version and availability gates) has not run. Wanted before review: "
+        "`F.rms_norm` forward and backward against aten on sm_80/sm_89 (bf16/fp16, hidden 2048-8192, 1-16384 rows) "
+        "for the row threshold; on sm_90 with and without quack's override, to confirm the order.", "",
+        *PR_TEMPLATE_BOXES, ""])
+
+
+def fold_note(summary: str, lines: list[str]) -> list[str]:
+    """``lines`` folded in a ``<details>`` block, as the kit's notes fold long lists."""
+    return ["", "<details>", f"<summary>{summary}</summary>", "", *lines, "", "</details>"] if lines else []
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--check", action="store_true", help="exit 1 with a diff when the patch is out of date")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT))
-    new = render()
+    patch = render()
+    outputs = {TARGET: patch, NOTE: render_note(patch)}
     if args.check:
-        old = TARGET.read_text() if TARGET.exists() else ""
-        if old != new:
-            sys.stdout.writelines(difflib.unified_diff(old.splitlines(True), new.splitlines(True), str(TARGET),
-                                                       "generated"))
-            return 1
-        return 0
-    TARGET.parent.mkdir(exist_ok=True)
-    TARGET.write_text(new)
-    print(f"wrote {TARGET.relative_to(ROOT)}")
+        stale = 0
+        for path, new in outputs.items():
+            old = path.read_text() if path.exists() else ""
+            if old != new:
+                sys.stdout.writelines(difflib.unified_diff(old.splitlines(True), new.splitlines(True), str(path),
+                                                           "generated"))
+                stale = 1
+        return stale
+    for path, new in outputs.items():
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(new)
+        print(f"wrote {path.relative_to(ROOT)}")
     return 0
 
 
