@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib.util
 import io
+import re
 import shutil
 import subprocess
 import sys
@@ -53,6 +54,25 @@ def tree(tmp_path_factory) -> Path:
 
 def test_the_patch_is_what_the_generator_writes():
     assert make.TARGET.read_text() == make.render(), "python tools/make_pytorch_native.py"
+
+
+def test_the_note_is_the_patchs_in_pytorchs_template(tree):
+    note = make.NOTE.read_text()
+    assert note == make.render_note(make.TARGET.read_text()), "python tools/make_pytorch_native.py"
+    lines = note.splitlines()
+    assert lines[2] == make.PR_TEMPLATE_HEAD and lines[-len(make.PR_TEMPLATE_BOXES):] == list(make.PR_TEMPLATE_BOXES)
+    assert all(f"| `{rel}` |" in note for rel in make.CHANGED)
+    assert "**GPU: unmeasured.**" in note and not re.search(r"\d\.\d+x|speed-ups? (over|of|range)", note)
+    assert "fastpath" not in note.lower() and "fastpath" not in make.TARGET.read_text().lower()
+
+
+def test_every_refusal_of_cond_says_why(tree):
+    impl = (tree / make.IMPL_FILE).read_text()
+    why = make.refusals(impl)
+    assert len(why) == impl.count("return False") >= 15 and all(f"- {w}" in make.NOTE.read_text() for w in why)
+    with pytest.raises(SystemExit, match="a refusal without a comment"):
+        make.refusals("def cond(x):\n    # a reason\n    if x:\n        return False\n    if not x:\n"
+                      "        return False\n")
 
 
 @pytest.mark.parametrize("rel", make.CHANGED)
