@@ -189,3 +189,17 @@ def test_a_key_torch_refuses_leaves_nothing_behind():
     with pytest.raises(ValueError, match="dispatch_key='Meta'"):
         native_override.register("Meta")
     assert _kit_nodes() == []
+
+
+def test_the_declared_overrides_are_read_from_the_installed_sources(tmp_path, monkeypatch):
+    declared = native_override.declared_overrides()
+    assert {"file": "torch/_native/ops/norm/rmsnorm_impl.py", "dsl": "cutedsl", "op": "_fused_rms_norm",
+            "dispatch_key": "CUDA"} in declared
+    assert {d["dsl"] for d in declared} >= {"triton", "cutedsl", "native"}
+    fake = tmp_path / "torch"  # a tree with one Triton override, registered through the registry itself
+    (fake / "_native" / "ops" / "x").mkdir(parents=True)
+    (fake / "_native" / "ops" / "x" / "impl.py").write_text(
+        "from ... import registry\nregistry.register_op_override('triton', 'aten', 'mm', 'XPU', c, i)\n")
+    monkeypatch.setattr(torch, "__file__", str(fake / "__init__.py"))
+    assert native_override.declared_overrides() == [
+        {"file": "torch/_native/ops/x/impl.py", "dsl": "triton", "op": "mm", "dispatch_key": "XPU"}]

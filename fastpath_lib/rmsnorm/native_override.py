@@ -32,7 +32,9 @@ Calls the override takes are counted by :func:`fastpath_lib.record_routes` (rout
 
 from __future__ import annotations
 
+import ast
 import warnings
+from pathlib import Path
 
 import torch
 
@@ -40,7 +42,7 @@ from fastpath_lib import routing
 from fastpath_lib.rmsnorm.layout import as_rows
 from fastpath_lib.rmsnorm.predicate import PREDICATE, default_eps, eligible, runtime_eligible
 
-__all__ = ["BACKEND", "OPS", "Registration", "register", "registered_overrides"]
+__all__ = ["BACKEND", "OPS", "Registration", "register", "registered_overrides", "declared_overrides"]
 
 #: The backend (DSL) name the override is registered under: not torch's own ``"triton"``, so switching torch's
 #: Triton overrides off (``torch.backends.python_native.triton``) leaves the kit's alone, and the other way round.
@@ -126,6 +128,34 @@ def _reregister(registry, op: str, dispatch_key: str) -> None:
     off through ``torch.backends.python_native`` stay off); no graph left: ATen's kernel again."""
     registry._register_overrides_from_graph(op, dispatch_key, registry._graphs.get((op, dispatch_key), []),
                                             filter_state=registry._filter_state)
+
+
+def declared_overrides() -> list[dict[str, str]]:
+    """Every ``register_op_override(...)`` call in the installed torch's ``torch/_native/ops`` sources: the file, the
+    DSL it registers through, the op and the dispatch key (a variable's name where the source passes one).
+    What a CUDA build with the DSL installed registers at import; a CPU-only build registers only the ``native`` ones.
+
+    >>> any(d["op"] == "_fused_rms_norm" for d in declared_overrides())
+    True
+    """
+    ops_dir = Path(torch.__file__).parent / "_native" / "ops"
+    found = []
+    for path in sorted(ops_dir.rglob("*.py")) if ops_dir.is_dir() else []:
+        tree = ast.parse(path.read_text())
+        alias = {a.asname or a.name: a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr == "register_op_override"):
+                continue
+            module = alias.get(getattr(node.func.value, "id", ""), "")
+            args = [a.value if isinstance(a, ast.Constant) else ast.unparse(a) for a in node.args]
+            if module == "registry":  # (backend, lib, op, key, ...): the backend is the DSL
+                dsl, args = args[0], args[1:]
+            else:  # cutedsl_utils / triton_utils: (lib, op, key, ...)
+                dsl = module.removesuffix("_utils")
+            found.append({"file": path.relative_to(ops_dir.parents[2]).as_posix(), "dsl": dsl, "op": args[1],
+                          "dispatch_key": args[2]})
+    return found
 
 
 class Registration:
