@@ -9,12 +9,14 @@ ops (``torch/_native/registry.py``: ``register_op_override(..., cond=..., impl=.
 changes:
 
 * ``torch/_native/ops/norm/triton_kernels.py`` (new): the kit's forward and backward kernels and launch rule,
-  vendored by name from ``fastpath_lib/rmsnorm/kernels.py``, ``launch.py`` and ``layout.py`` (code kept, names made
-  private, docstrings cut to their first sentence), with two changes: the forward also stores ``rstd`` (which
-  ``aten::_fused_rms_norm`` returns), and the kit's bf16 conversions for Triton's CPU interpreter are Triton's own
-  casts (the interpreter's bf16 rounding is within the tolerances the tests use);
+  vendored by name from ``fastpath_lib/rmsnorm/kernels.py`` and ``launch.py`` (code kept, names made private,
+  docstrings cut to their first sentence), and launchers on ``[rows, cols]`` views. The kernels change in two ways:
+  the forward also stores ``rstd`` (which ``aten::_fused_rms_norm`` returns) and the backward reads it (the backward
+  op gets ``rstd``, not ``eps``); and the kit's bf16 conversions for Triton's CPU interpreter are Triton's own casts
+  (the interpreter's bf16 rounding is within the tolerances the tests use);
 * ``torch/_native/ops/norm/triton_impl.py`` (new): ``cond`` (the kit's predicate as it reads at a backend dispatch
-  key, every refusal commented) and ``impl`` for ``_fused_rms_norm`` and ``_fused_rms_norm_backward``;
+  key, every refusal commented; the row-stride rule vendored from ``fastpath_lib/rmsnorm/layout.py``) and ``impl``
+  for ``_fused_rms_norm`` and ``_fused_rms_norm_backward``;
 * ``torch/_native/ops/norm/__init__.py``: registers them after quack's CuTeDSL overrides, so quack keeps the calls
   its ``cond`` accepts (sm_90/sm_100 with ``nvidia-cutlass-dsl``) and Triton takes the rest;
 * ``test/python_native/test_rmsnorm_triton.py`` (new): tests in PyTorch's form (``TestCase``, ``run_tests``) that
@@ -69,7 +71,6 @@ RUFF_IGNORE = ("B007,B008,B017,B018,B023,B028,E402,C408,E501,E741,EXE001,F405,FU
 VENDORED = (
     ("rmsnorm/launch.py", ("MIN_ELEMENTS_PER_THREAD", "KERNELS", "_next_power_of_2", "launch_settings",
                            "forward_rows_per_program", "backward_max_rows", "backward_grid", "vector_elements")),
-    ("rmsnorm/layout.py", ("row_stride",)),
     ("rmsnorm/kernels.py", ("rms_norm_fwd_kernel", "rms_norm_bwd_kernel", "max_backward_programs")),
 )
 #: The kit's names and what the new file calls them (private, as the files beside it do).
@@ -82,7 +83,6 @@ RENAMES = {
     "backward_max_rows": "_backward_max_rows",
     "backward_grid": "_backward_grid",
     "vector_elements": "_vector_elements",
-    "row_stride": "row_stride",
     "rms_norm_fwd_kernel": "_rms_norm_fwd_kernel",
     "rms_norm_bwd_kernel": "_rms_norm_bwd_kernel",
     "max_backward_programs": "_max_backward_programs",
@@ -146,22 +146,10 @@ ALIGN_BYTES = {ALIGN_BYTES}
 
 LAUNCHERS = '''
 
-def as_rows(t: torch.Tensor) -> torch.Tensor:
-    """A ``[rows, cols]`` view of t; cond checked that its rows collapse."""
-    n = t.shape[-1]
-    if t.is_contiguous():
-        return t.view(-1, n)
-    stride = row_stride(t)
-    if stride is None:
-        raise ValueError("the leading dimensions do not collapse to one row stride")
-    return t.as_strided((t.numel() // n, n), (stride, 1))
-
-
 def rms_norm_fwd(
-    input: torch.Tensor, weight: torch.Tensor | None, eps: float
+    x: torch.Tensor, weight: torch.Tensor | None, eps: float
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Normalize input over its last dimension: ``(out, rstd)`` as aten returns them."""
-    x = as_rows(input)
+    """Normalize the rows of x (``[rows, cols]``, last dim contiguous): ``(out, rstd)``."""
     n_rows, n_cols = x.shape
     out = torch.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)
     rstd = torch.empty(n_rows, dtype=torch.float32, device=x.device)
@@ -190,21 +178,17 @@ def rms_norm_fwd(
         VEC=vec,
         num_warps=num_warps,
     )
-    return out.view(input.shape), rstd.view(*input.shape[:-1], 1)
+    return out, rstd
 
 
 def rms_norm_bwd(
-    grad_out: torch.Tensor,
-    input: torch.Tensor,
+    dy: torch.Tensor,
+    x: torch.Tensor,
     rstd: torch.Tensor,
     weight: torch.Tensor | None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """``(dx, dw)`` from the forward's rstd; dw is None without weight."""
-    x = as_rows(input)
+    """``(dx, dw)`` of the rows of x from the forward's ``rstd`` (one per row)."""
     n_rows, n_cols = x.shape
-    rstd = rstd.reshape(n_rows)
-    # upstream gradients are often expanded (stride 0): read them as rows
-    dy = grad_out.contiguous().view(n_rows, n_cols)
     dx = torch.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)
     rows_per_program, programs = _backward_grid(
         n_rows,
@@ -242,7 +226,7 @@ def rms_norm_bwd(
         num_warps=num_warps,
     )
     dw = partial.sum(0).to(weight.dtype) if weight is not None else None
-    return dx.view(input.shape), dw
+    return dx, dw
 '''
 
 
@@ -261,6 +245,7 @@ calls quack declines (for example a weight in another dtype).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 
 import torch
@@ -273,8 +258,8 @@ _MAX_COLS = 16384
 # Triton specializes pointers and sizes on 16-byte alignment for vector loads.
 _ALIGN_BYTES = 16
 _MIN_CAPABILITY = {MIN_CAPABILITY!r}
-# Below this many rows the launch costs more than the kernel saves. No GPU sweep
-# has measured the crossover against aten yet, so the bound is conservative.
+# Calls with fewer rows stay with aten: small calls are launch-bound, and no GPU
+# sweep has measured where the kernel starts to beat aten, so it is conservative.
 _MIN_ROWS = {DEFAULT_CUDA_MIN_ROWS}
 
 
@@ -283,10 +268,22 @@ def _capability_ok(device_index: int) -> bool:
     return torch.cuda.get_device_capability(device_index) >= _MIN_CAPABILITY
 
 
-def _row_stride(t: torch.Tensor) -> int | None:
-    from .triton_kernels import row_stride
+ROW_STRIDE
 
-    return row_stride(t)
+
+def _as_rows(t: torch.Tensor) -> torch.Tensor:
+    # cond checked that the leading dimensions collapse to one row stride
+    n = t.shape[-1]
+    if t.is_contiguous():
+        return t.view(-1, n)
+    return t.as_strided((t.numel() // n, n), (_row_stride(t), 1))
+
+
+def _on_device(t: torch.Tensor) -> contextlib.AbstractContextManager:
+    # Triton launches on the current CUDA device
+    if t.is_cuda and t.get_device() != torch.cuda.current_device():
+        return torch.cuda.device(t.device)
+    return contextlib.nullcontext()
 
 
 def _is_supported(
@@ -389,10 +386,9 @@ def _fused_rms_norm_impl(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     from .triton_kernels import rms_norm_fwd
 
-    if not input.is_cuda or input.get_device() == torch.cuda.current_device():
-        return rms_norm_fwd(input, weight, _eps(eps))
-    with torch.cuda.device(input.device):
-        return rms_norm_fwd(input, weight, _eps(eps))
+    with _on_device(input):
+        out, rstd = rms_norm_fwd(_as_rows(input), weight, _eps(eps))
+    return out.view(input.shape), rstd.view(*input.shape[:-1], 1)
 
 
 def _fused_rms_norm_backward_cond(
@@ -433,13 +429,14 @@ def _fused_rms_norm_backward_impl(
 ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
     from .triton_kernels import rms_norm_bwd
 
-    if not input.is_cuda or input.get_device() == torch.cuda.current_device():
-        grad_input, grad_weight = rms_norm_bwd(grad_out, input, rstd, weight)
-    else:
-        with torch.cuda.device(input.device):
-            grad_input, grad_weight = rms_norm_bwd(grad_out, input, rstd, weight)
+    # upstream gradients are often expanded (stride 0): read them as rows
+    dy = grad_out.contiguous().view(-1, input.shape[-1])
+    with _on_device(input):
+        grad_input, grad_weight = rms_norm_bwd(
+            dy, _as_rows(input), rstd.reshape(-1), weight
+        )
     return (
-        grad_input if output_mask[0] else None,
+        grad_input.view(input.shape) if output_mask[0] else None,
         grad_weight if output_mask[1] else None,
     )
 
@@ -857,6 +854,13 @@ def new_kernel_file() -> str:
     return _format(_fit_comments(text), KERNEL_FILE)
 
 
+def new_impl_file() -> str:
+    """``torch/_native/ops/norm/triton_impl.py``: cond and impl, with the kit's row-stride rule vendored."""
+    segment = _segments("rmsnorm/layout.py", ("row_stride",))["row_stride"]
+    row_stride = re.sub(r"\brow_stride\b", "_row_stride", segment)
+    return _format(_impl_file().replace("ROW_STRIDE\n", row_stride), IMPL_FILE)
+
+
 def torch_site() -> Path:
     """The installed torch package's folder (its parent holds ``torch/_native``)."""
     import torch
@@ -875,7 +879,7 @@ def patched_files(site: Path | None = None) -> dict[str, tuple[str, str]]:
                              f"{Path(__file__).name}\n{anchor}")
         files[rel][1] = files[rel][1].replace(anchor, replacement)
     files[KERNEL_FILE][1] = new_kernel_file()
-    files[IMPL_FILE][1] = _format(_impl_file(), IMPL_FILE)
+    files[IMPL_FILE][1] = new_impl_file()
     files[TEST_FILE][1] = _format(TESTS, TEST_FILE)
     return {rel: (old, new) for rel, (old, new) in files.items()}
 
