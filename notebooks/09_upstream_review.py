@@ -244,8 +244,8 @@ print("after the block:", native_override.registered_overrides())
 # patch is current, applies, passes ruff at PyTorch's settings and that its tests pass. The files it changes:
 
 # %% tags=["nbval-ignore-output"]
-patch = (runtime.ROOT / "upstream" / "pytorch_native_rms_norm_triton.patch").read_text()
-for chunk in patch.split("diff --git a/")[1:]:
+torch_patch = (runtime.ROOT / "upstream" / "pytorch_native_rms_norm_triton.patch").read_text()
+for chunk in torch_patch.split("diff --git a/")[1:]:
     lines = chunk.splitlines()
     added = sum(line.startswith("+") and not line.startswith("+++") for line in lines)
     removed = sum(line.startswith("-") and not line.startswith("---") for line in lines)
