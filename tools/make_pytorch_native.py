@@ -820,9 +820,11 @@ def ruff(args: list[str], text: str, filename: str) -> subprocess.CompletedProce
 
 def _format(text: str, filename: str) -> str:
     """isort-sorted (PyTorch's isort: torch first-party, two lines after imports) and formatted at 88 columns."""
-    # and the two findings PyTorch's rules have in the vendored code fixed the way ruff fixes them: itertools.pairwise
-    # for zip(lead, lead[1:]) (RUF007), range(n) for range(0, n) (PIE808)
-    res = ruff(["check", "--select", "I,RUF007,PIE808", "--fix", "--unsafe-fixes", "--exit-zero", "--quiet", "--config",
+    # and what PyTorch's linters find in the vendored code fixed the way ruff fixes it: itertools.pairwise for
+    # zip(lead, lead[1:]) (ruff's RUF007), range(n) for range(0, n) (PIE808), zip(..., strict=False) (flake8-bugbear's
+    # B905, which PyTorch's .flake8 does not ignore)
+    res = ruff(["check", "--select", "I,RUF007,PIE808,B905", "--fix", "--unsafe-fixes", "--exit-zero", "--quiet",
+                "--config",
                 "lint.isort.known-first-party = ['torch']", "--config", "lint.isort.lines-after-imports = 2",
                 "--config", "lint.isort.order-by-type = false"], text, filename)
     if res.returncode != 0 or not res.stdout:
@@ -980,8 +982,8 @@ def render_note(patch: str | None = None) -> str:
         "## Test Result", "",
         f"- CPU (torch {torch.__version__}, Triton {triton.__version__}, `TRITON_INTERPRET=1`): the tests above "
         "pass; the patch applies to the 2.13 wheel's `torch/_native` (`git apply --check`, `patch -p1`); ruff at "
-        "`pyproject.toml`'s settings and `ruff format` at 88 columns report nothing. flake8 (B950), mypy and "
-        "pyrefly were not run.",
+        "`pyproject.toml`'s settings and `ruff format` at 88 columns report nothing. flake8 at `.flake8`'s settings "
+        "was run by hand only; mypy and pyrefly were not run.",
         "- **GPU: unmeasured.** No GPU run of this patch exists yet: no speed-up is claimed, and the CUDA key's "
         "registration (the `triton_utils` version and availability gates) has not run. Wanted before review: "
         "`F.rms_norm` forward and backward against aten on sm_80/sm_89 (bf16/fp16, hidden 2048-8192, 1-16384 rows) "
