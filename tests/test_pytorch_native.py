@@ -203,3 +203,19 @@ def test_the_declared_overrides_are_read_from_the_installed_sources(tmp_path, mo
     monkeypatch.setattr(torch, "__file__", str(fake / "__init__.py"))
     assert native_override.declared_overrides() == [
         {"file": "torch/_native/ops/x/impl.py", "dsl": "triton", "op": "mm", "dispatch_key": "XPU"}]
+
+
+def test_the_patchs_cond_is_the_kits_predicate_on_every_boundary_point(patched_norm, monkeypatch):
+    """Every tensor boundary point the kit's predicate declares (its context changes aside: forced fallback, capture,
+    transforms and subclasses do not reach a backend key) gets the same answer from the patch's ``cond``."""
+    from fastpath_lib.boundary import boundary_points
+    from fastpath_lib.rmsnorm import limits, predicate
+
+    impl = importlib.import_module(f"{NORM}.triton_impl")
+    monkeypatch.setattr(impl, "_MIN_ROWS", limits.INTERPRETER_MIN_ROWS)
+    points = [p for p in boundary_points(device="cpu") if not p.context]
+    assert len(points) > 40
+    for p in points:
+        x, shape, w = p.spec.build(seed=1, device="cpu").args()
+        kit = predicate.eligible(x, shape, w, False) and predicate.runtime_eligible(x, w)
+        assert impl._fused_rms_norm_cond(x, list(shape), w, None) == kit == p.holds, p.id
