@@ -1003,7 +1003,8 @@ def render_note(patch: str | None = None) -> str:
         "- **GPU: unmeasured.** No GPU run of this patch exists yet: no speed-up is claimed, and neither the "
         "tests at the CUDA key nor its registration (the `triton_utils` version and availability gates) have run. "
         "Wanted before review: `F.rms_norm` forward and backward against aten on sm_80/sm_89 (bf16/fp16, hidden "
-        "2048-8192, 1-16384 rows) for the row threshold; on sm_90 with and without quack's override, to confirm the order.", "",
+        "2048-8192, 1-16384 rows) for the row threshold; on sm_90 with and without quack's override, to confirm "
+        "the order.", "",
         *PR_TEMPLATE_BOXES, ""])
 
 
