@@ -160,6 +160,8 @@ def _run(x, shape, w):
 CASES = {  # name: (input, normalized_shape, weight, inside the predicate)
     "16 rows": (lambda: torch.randn(16, 64), [64], lambda: torch.randn(64), True),
     "3-d, no weight": (lambda: torch.randn(2, 8, 32), [32], lambda: None, True),
+    "a row of zeros (eps alone sets its rstd)": (lambda: torch.cat([torch.randn(15, 64), torch.zeros(1, 64)]), [64],
+                                                 lambda: torch.randn(64), True),
     "4 rows (below the row threshold)": (lambda: torch.randn(4, 64), [64], lambda: torch.randn(64), False),
     "width 30 (rows not 16-byte aligned)": (lambda: torch.randn(16, 30), [30], lambda: torch.randn(30), False),
     "transposed": (lambda: torch.randn(64, 16).t(), [64], lambda: torch.randn(64), False),
