@@ -89,7 +89,9 @@ def _eps_of(input: torch.Tensor, rstd: torch.Tensor) -> float:
 
     ``rstd**-2 - mean(x**2)`` on the row with the largest ``rstd`` (the smallest ``mean(x**2) + eps``, where the
     recovered value is most precise: its error is about ``2**-23 * (mean(x**2) + eps)`` of that row, at most that
-    relative to any other row's). One row of ``input`` is read.
+    relative to any other row's). One row of ``input`` is read, and on CUDA the value is read back to the host: one
+    device synchronization per backward call, a price of trying the kit's kernels this way that the patch's kernel
+    (which reads ``rstd`` itself) does not pay.
     """
     flat = rstd.reshape(-1)
     i = int(flat.argmax())
