@@ -987,14 +987,15 @@ def render_note(patch: str | None = None) -> str:
         f"TRITON_INTERPRET=1 python {TEST_FILE}   # no CUDA: registered for the CPU key here",
         "lintrunner -a",
         "```", "",
-        "The tests register both overrides for the CPU key (the registry accepts it) and run the kernels under "
-        "Triton's interpreter: forward and backward through `F.rms_norm` and autograd, three dtypes, with and "
-        "without weight, strided rows, each counted as one launch of each kernel and compared with aten; nine "
-        "kinds of declined call (too few rows, unaligned width, transposed, fp64, two normalized dims, strided "
-        "weight, too wide, empty, copy-on-write) launch nothing and return aten's values; the registration order "
-        "against quack. aten has no CPU kernel for `_fused_rms_norm_backward` (its CPU forward is composite), so "
-        "the test supplies the backward formula there as the fallthrough. On a CUDA machine the same tests run at "
-        "the CUDA key, on the overrides registered at import, with quack's switched off.", "",
+        "Without CUDA the tests register both overrides for the CPU key (the registry accepts it) and run the"
+        " kernels under Triton's interpreter: forward and backward through `F.rms_norm` and autograd, three "
+        "dtypes, with and without weight, strided rows, each counted as one launch of each kernel and "
+        "compared with aten; nine kinds of declined call (too few rows, unaligned width, transposed, fp64, "
+        "two normalized dims, strided weight, too wide, empty, copy-on-write) launch nothing and return "
+        "aten's values; the registration order against quack. aten has no CPU kernel for "
+        "`_fused_rms_norm_backward` (its CPU forward is composite), so the test supplies the backward formula"
+        " there as the fallthrough. On a CUDA machine the same tests run at the CUDA key, on the overrides "
+        "registered at import, with quack's switched off.", "",
         "## Test Result", "",
         f"- CPU (torch {torch.__version__}, Triton {triton.__version__}, `TRITON_INTERPRET=1`): the tests above "
         "pass; the patch applies to the 2.13 wheel's `torch/_native` (`git apply --check`, `patch -p1`); ruff at "
