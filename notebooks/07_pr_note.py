@@ -108,10 +108,11 @@ Markdown(note)
 # its boundary points, every case, the environment, the mechanism) stay in the note, folded: nothing is dropped to
 # fit. The kit writes two forms: its own, and vLLM's PR template. Where a Triton kernel lands differs by ecosystem:
 # in vLLM, a file in `vllm/kernels/triton/` that a layer's `forward_cuda` selects (vLLM's form describes the patch
-# in `upstream/`: the files it changes, when the new path runs, how to turn it on and off); in PyTorch, nowhere in
-# eager ATen, which takes no Triton kernel (Triton code there is what Inductor generates), so the kit writes no
-# PyTorch form; a hand-written Triton kernel otherwise lands in a kernel library such as Liger-Kernel.
-# Lesson 09 reads the patch itself.
+# in `upstream/`: the files it changes, when the new path runs, how to turn it on and off). Lesson 09 reads the patch
+# itself. PyTorch takes DSL kernels into its eager ops through `torch/_native`: an override of an ATen op with a
+# `cond` (the eligibility predicate) and an `impl` (the fast path), ATen the fallthrough. The second cell below
+# lists the overrides the installed torch declares, read from its sources; the PyTorch note describes the kit's patch
+# there alone, so it is written with that patch (`upstream/pytorch_native_pr_note.md`), not from these results.
 
 # %% tags=["nbval-ignore-output"]
 from fastpath_lib.bench.note_brief import WORD_LIMIT, words_outside_details
@@ -123,6 +124,14 @@ for t, text in forms.items():
           f"{len(text.split()):5d} in all")
 purpose = forms["vllm"].split("## Purpose")[1].split("###")[0]
 Markdown(purpose)
+
+# %%
+from fastpath_lib.rmsnorm import native_override
+
+for d in native_override.declared_overrides():  # every register_op_override call in the installed torch/_native
+    print(f"{d['dsl']:8s} {d['op']:26s} {d['dispatch_key']:13s} {d['file']}")
+pytorch_note = (runtime.ROOT / "upstream" / "pytorch_native_pr_note.md").read_text()
+print("\n" + pytorch_note.split("## Summary")[0].strip())
 
 # %% [markdown]
 # ## Splitting the change into reviewable commits

@@ -22,7 +22,7 @@
 #
 # **What you will do**: run RMSNorm and the fused op on DTensors (a one-rank group on this CPU) and read the
 # placements of every result; then read where a kernel goes in vLLM and the patch the kit generates for it, the
-# way a vLLM maintainer reads it.
+# way a vLLM maintainer reads it; and where a kernel enters PyTorch's eager ops, and the patch the kit generates there.
 #
 # **What you need**: lessons 01-03 and 08; this CPU (`torch.distributed` with the `gloo` backend, no GPU).
 #
@@ -34,6 +34,8 @@
 # - why the row threshold applies per rank;
 # - where a kernel enters vLLM (a `CustomOp` layer's `forward_cuda`, an op registered with a fake implementation,
 #   a plugin loaded in every process), and why a compiler needs the registered op rather than a raw launch;
+# - where a kernel enters PyTorch's eager ops (`torch/_native`: an override with a `cond` and an `impl`, ATen the
+#   fallthrough), read from the installed torch, and how to try the kit's kernels there before proposing them;
 # - how a maintainer reads such a PR: the target's direction (its deprecations), its patterns, its linters at its
 #   settings, the decode path under CUDA graphs, what a plugin may not do at start-up, and the tests that only the
 #   reference's extremes would fail.
@@ -188,6 +190,62 @@ print("traced on FakeTensors:", [str(n.target) for n in graph.graph.nodes if n.o
 # %% tags=["nbval-ignore-output"]
 patch = (runtime.ROOT / "upstream" / "vllm_rms_norm_triton.patch").read_text()
 for chunk in patch.split("diff --git a/")[1:]:
+    lines = chunk.splitlines()
+    added = sum(line.startswith("+") and not line.startswith("+++") for line in lines)
+    removed = sum(line.startswith("-") and not line.startswith("---") for line in lines)
+    print(f"{chunk.split(' ', 1)[0]:48} +{added:<4} -{removed}")
+
+# %% [markdown]
+# ## Where a kernel enters PyTorch's eager ops
+#
+# torch 2.13 ships `torch/_native`, a registry that overrides eager ATen ops with kernels written in a DSL:
+# `register_op_override(backend, "aten", op, dispatch_key, cond, impl)`. `cond` has the op's own signature and
+# decides per call (an eligibility predicate), `impl` is the fast path, and when `cond` declines, the call goes to the
+# next override of that op, in registration order, or to ATen's kernel. Overrides sit at a backend dispatch key, below
+# autograd: ATen's derivative formula still runs, and it calls the backward op, which has its own override. What the
+# installed torch declares (read from its sources), what this process has registered, and the keys it refuses:
+
+# %%
+from torch._native import registry
+
+from fastpath_lib.rmsnorm import native_override
+
+for d in native_override.declared_overrides():
+    print(f"declared    {d['dsl']:8s} {d['op']:26s} {d['dispatch_key']:13s} {d['file']}")
+for (op, key), nodes in sorted(registry._graphs.items()):
+    print(f"registered  aten::{op} at {key}: {[n.dsl_name for n in nodes if n.active]}")
+print("refused keys:", sorted(registry._DISALLOWED_DISPATCH_KEYS))
+
+# %% [markdown]
+# `F.rms_norm` reaches `aten::_fused_rms_norm`, which quack's CuTeDSL RMSNorm overrides for the CUDA key: on sm_90
+# and sm_100, where `nvidia-cutlass-dsl` is installed, plain `F.rms_norm` may already run a kernel near the copy
+# ceiling, and that is the baseline a Triton kernel meets there. A wheel without CUDA or without the DSL registers only
+# what needs no DSL, as the list above shows for this machine.
+#
+# The kit's kernels enter the same way at run time, without patching torch: `native_override.register(key)` installs
+# the kit's predicate as `cond` and its launchers as `impl` (after torch's own overrides, so quack keeps its calls),
+# and removes them when the block ends. Plain `F.rms_norm` then takes the kit's kernel inside the predicate and ATen's
+# outside it (4 rows: below the row threshold):
+
+# %%
+with native_override.register(DEVICE.upper()), fastpath_lib.record_routes() as routes:
+    inside, outside = F.rms_norm(x, [64], w), F.rms_norm(x[:4], [64], w)
+    print("registered:", native_override.registered_overrides(), "| calls the kit's kernel took:", dict(routes))
+print("ATen's values:", torch.allclose(inside, F.rms_norm(x, [64], w), atol=1e-6),
+      torch.allclose(outside, F.rms_norm(x[:4], [64], w), atol=1e-6))
+print("after the block:", native_override.registered_overrides())
+
+# %% [markdown]
+# The change a learner proposes to PyTorch is that override in torch's own tree. `tools/make_pytorch_native.py`
+# writes it in `upstream/` from the kit's kernels: a patch against the installed `torch/_native/` that adds the kernels
+# (the forward also stores the `rstd` that `_fused_rms_norm` returns), a `cond` whose every refusal says why, the
+# registration after quack's, and tests in PyTorch's form that register the override for the CPU key and run under
+# Triton's interpreter; with it, the PR note in PyTorch's template. `tests/test_pytorch_native.py` checks that the
+# patch is current, applies, passes ruff at PyTorch's settings and that its tests pass. The files it changes:
+
+# %% tags=["nbval-ignore-output"]
+torch_patch = (runtime.ROOT / "upstream" / "pytorch_native_rms_norm_triton.patch").read_text()
+for chunk in torch_patch.split("diff --git a/")[1:]:
     lines = chunk.splitlines()
     added = sum(line.startswith("+") and not line.startswith("+++") for line in lines)
     removed = sum(line.startswith("-") and not line.startswith("---") for line in lines)
@@ -484,6 +542,9 @@ print("compare_extremes:", testing.compare_extremes(out, want, *reference.tolera
 #   replaces a layer is loaded in every process and must never raise.
 # - A compiler traces on FakeTensors: a kernel reaches a graph only through a registered op (with a fake
 #   implementation, or a `triton_op`), and run-time facts are decided inside it.
+# - In PyTorch 2.13 a kernel enters an eager ATen op through `torch/_native`: an override at a backend key with a
+#   `cond` and an `impl`, tried in registration order (quack's RMSNorm first for `_fused_rms_norm` on CUDA), ATen when
+#   every `cond` declines. `native_override.register` tries the kit's kernels there before a patch proposes them.
 # - A maintainer reads the target's direction first (vLLM deprecates its IR), then its own patterns and linters at its
 #   settings, then the path its users run by default: decode batches under CUDA graphs, where a fast path takes every
 #   call it can and otherwise runs what the target ran before.

@@ -12,7 +12,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from fastpath_lib import opspec
+from fastpath_lib import opspec, runtime
 from fastpath_lib.bench import cli
 from fastpath_lib.bench.report import NOTE_FILES, PR_TEXT_KEYS, TEMPLATES, pr_note
 from fastpath_lib.bench.schema import NOT_GPU
@@ -105,11 +105,12 @@ def test_each_template_has_its_sections_in_order(template):
         assert "#ISSUE_NUMBER" not in note
 
 
-def test_the_pytorch_form_is_dropped_with_the_reason():
+def test_the_pytorch_form_is_written_with_its_patch():
     df, env = _cpu_frame()
-    with pytest.raises(ValueError, match=r"'pytorch': the PyTorch form was dropped: PyTorch's eager ATen takes no "
-                                         r"Triton kernel"):
+    with pytest.raises(ValueError, match=r"'pytorch': the PyTorch form describes its patch alone .* "
+                                         r"upstream/pytorch_native_pr_note.md"):
         pr_note(df=df, env=env, template="pytorch")
+    assert (runtime.ROOT / "upstream" / "pytorch_native_pr_note.md").is_file()
     assert "pytorch" not in TEMPLATES and "pytorch" not in NOTE_FILES
 
 

@@ -30,7 +30,7 @@ from fastpath_lib.opspec import OpSpec
 __all__ = ["pr_note", "junit_counts", "Evidence", "SECTIONS", "PR_TEXT_KEYS", "TEMPLATES", "NOTE_FILES", "fmt",
            "host_mechanism", "compiled_section", "mechanism_table"]
 
-#: The note's forms: the kit's own sections, vLLM's PR template (no PyTorch form: ``templates.DROPPED`` says why).
+#: The note's forms: the kit's own sections, vLLM's PR template (the PyTorch form: ``templates.DROPPED`` says where).
 TEMPLATES = ("kit", "vllm")
 #: template -> the file ``bench --op`` writes its note to, beside the results.
 NOTE_FILES = {"kit": "pr_note.md", "vllm": "pr_note_vllm.md"}
@@ -59,8 +59,8 @@ def pr_note(results_dir: str | Path | None = None, *, df: pd.DataFrame | None = 
             op-specific sentence come from it.
         template: ``"kit"`` (the kit's sections, :data:`SECTIONS`) or ``"vllm"`` (vLLM's PR template: Purpose,
             Test Plan, Test Result, (Optional) Documentation Update, AI Assistance, its checklist; for an op vLLM
-            has, the patch in ``upstream/``); see :data:`TEMPLATES`. The PyTorch form was dropped (the error says
-            why).
+            has, the patch in ``upstream/``); see :data:`TEMPLATES`. The PyTorch form is written with its patch (the
+            error says where).
 
     Returns:
         Markdown text.

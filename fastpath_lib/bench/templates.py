@@ -14,8 +14,10 @@ What each project asks for (read from the projects, 2026):
   ``[Kernel]`` for compute kernels.
 - vLLM and PyTorch now ask contributors to disclose the use of AI tools: the form ends with that field, unticked.
 
-There is no PyTorch form (:data:`DROPPED`): PyTorch's eager ATen takes no Triton kernel, so a Triton RMSNorm has no
-file to change in PyTorch; it lands in vLLM (the patch the vLLM form describes) or in a Triton kernel library.
+The PyTorch form is not drawn from this evidence (:data:`DROPPED`): torch 2.13 takes Triton kernels into eager ATen
+through ``torch/_native`` (``register_op_override`` with a ``cond`` and an ``impl``), and the PyTorch note describes
+that patch alone (``upstream/pytorch_native_rms_norm_triton.patch``); ``tools/make_pytorch_native.py`` writes it
+with the patch, in PyTorch's template (``upstream/pytorch_native_pr_note.md``).
 
 The visible lines come from :mod:`fastpath_lib.bench.note_brief`, the full tables from the kit's sections, folded in
 ``<details>`` as in the kit's own form; the evidence is read through the attributes
@@ -42,11 +44,11 @@ VLLM_TEST = "tests/kernels/core/test_rms_norm_triton.py"
 HEADINGS = {
     "vllm": ("Purpose", "Test Plan", "Test Result", "(Optional) Documentation Update", "AI Assistance"),
 }
-#: Forms the kit no longer writes, and why (``pr_note`` raises with this).
+#: Forms ``pr_note`` does not write, and where they are (``pr_note`` raises with this).
 DROPPED = {
-    "pytorch": "the PyTorch form was dropped: PyTorch's eager ATen takes no Triton kernel, so a Triton RMSNorm has no "
-               "file to change in PyTorch; it lands in vLLM (template='vllm': the patch in upstream/) or in a Triton "
-               "kernel library such as Liger-Kernel, under that project's own template",
+    "pytorch": "the PyTorch form describes its patch alone (a torch/_native override of aten::_fused_rms_norm and "
+               "its backward): python tools/make_pytorch_native.py writes it with the patch, as "
+               "upstream/pytorch_native_pr_note.md",
 }
 #: The vLLM form's Limitations: what is true of the patch (one patch for both ops). The kit op's own lines (the spec's
 #: ``pr_text["limitations"]``, e.g. that ``fastpath_lib.rms_norm`` takes the fallback under CUDA-graph capture until
