@@ -106,7 +106,7 @@ class PartGrade:
 class NotebookGrade:
     path: str
     exercise: str | None
-    status: str  # "ok", "errors", "timeout", "unreadable", "unknown exercise", "kernel died", "tampered"
+    status: str  # "ok", "errors", "timeout", "unreadable", "unknown exercise", "kernel died", "tampered", DUPLICATE
     reason: str
     seconds: float
     parts: list[PartGrade]
@@ -372,6 +372,70 @@ def grade_notebook(path: str | Path, *, timeout: float = DEFAULT_TIMEOUT, kernel
                          "isolated (bwrap)" if isolated else "unisolated")  # sandbox.ISOLATED, UNISOLATED
 
 
+DUPLICATE = "another copy graded"
+
+
+def _exercise_of_file(path: Path) -> str | None:
+    """The exercise a notebook file is for, read as :func:`grade_notebook` reads it (``None`` when unreadable or not
+    an exercise's)."""
+    try:
+        nb = json.loads(Path(path).read_text(encoding="utf-8"))
+    except Exception:  # noqa: BLE001 - grade_notebook says why
+        nb = None
+    return _exercise_id(nb if isinstance(nb, dict) else None, Path(path))
+
+
+def _handed_out_name(ex: str) -> str | None:
+    original = NB.original_for(ex)
+    return original.name if original is not None else None
+
+
+def one_per_exercise(paths) -> tuple[list[Path], dict[Path, tuple[str, Path]]]:
+    """One notebook per exercise: ``(the notebooks to grade, {each other copy: (its exercise, the copy graded)})``.
+
+    A submission holds one answer per exercise, so two notebooks of one exercise (two copies of the same file, a
+    renamed copy) are one answer, graded once: the copy whose file name is the name the exercise hands out
+    (``ex01_reference.ipynb``), else the first by path. The copy is chosen before anything is graded, never by its
+    score. Notebooks of no exercise are all kept (each is reported as such).
+
+    >>> kept, others = one_per_exercise([Path("b/ex01_x.ipynb"), Path("a/ex01_y.ipynb"), Path("ex02_z.ipynb")])
+    >>> [str(p) for p in kept], {str(k): (e, str(v)) for k, (e, v) in others.items()}
+    (['a/ex01_y.ipynb', 'ex02_z.ipynb'], {'b/ex01_x.ipynb': ('ex01', 'a/ex01_y.ipynb')})
+    """
+    paths = [Path(p) for p in paths]
+    by_ex: dict[str, list[Path]] = {}
+    for p in paths:
+        ex = _exercise_of_file(p)
+        if ex is not None:
+            by_ex.setdefault(ex, []).append(p)
+    others: dict[Path, tuple[str, Path]] = {}
+    for ex, copies in by_ex.items():
+        if len(copies) > 1:
+            name = _handed_out_name(ex)
+            chosen = min(copies, key=lambda c: (c.name != name, str(c)))
+            others |= {c: (ex, chosen) for c in copies if c != chosen}
+    return [p for p in paths if p not in others], others
+
+
+def grade_notebooks(paths, **kwargs) -> list[NotebookGrade]:
+    """:func:`grade_notebook` for each of ``paths``, one grade per exercise (:func:`one_per_exercise`): each other
+    copy of an exercise is listed, without points, naming the copy that was graded and why."""
+    paths = [Path(p) for p in paths]
+    kept, others = one_per_exercise(paths)
+    graded = {p: grade_notebook(p, **kwargs) for p in kept}
+    out = []
+    for p in paths:
+        if p in graded:
+            out.append(graded[p])
+            continue
+        ex, chosen = others[p]
+        name = _handed_out_name(ex)
+        rule = f"the one named {name} as handed out" if chosen.name == name else "the first by path"
+        out.append(NotebookGrade(str(p), ex, DUPLICATE, f"one grade per exercise: {chosen} is the copy of {ex} "
+                                 f"graded ({rule}); this copy is not counted", 0.0, []))
+    return out
+
+
 def _missing(ex, reason):
     if ex is None:
         return []
@@ -467,8 +531,7 @@ def main(argv: list[str] | None = None) -> int:
 
         print(f"grade: {sandbox.refusal(why)} (nothing was graded)", file=sys.stderr)
         return 2
-    grades = [grade_notebook(p, timeout=args.timeout, kernel_name=args.kernel, isolation=isolation)
-              for p in notebooks]
+    grades = grade_notebooks(notebooks, timeout=args.timeout, kernel_name=args.kernel, isolation=isolation)
     total, maximum = sum(g.earned for g in grades), sum(g.points for g in grades)
     if fmt == "gradescope":
         from fastpath_lib.grading.report import gradescope
