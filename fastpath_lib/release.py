@@ -154,14 +154,22 @@ def _stub(rel: str, names: set[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _facade(lib: Path, source: str) -> str:
-    """The student's ``exercises.py``: each check imported from a grader-only module becomes a stand-in that says
-    the course's autograder runs it."""
+#: The student release's module of stand-ins for the checks it leaves out (``fastpath_lib/grading/held.py``).
+HELD_MODULE = "grading/held.py"
+
+
+def _facade(lib: Path, source: str) -> tuple[str, str | None]:
+    """The student's ``exercises.py`` and its :data:`HELD_MODULE` (``None`` when nothing is held): each check
+    imported from a grader-only module is imported instead from a stand-in there that says the course's autograder
+    runs it. The stand-ins live in a module of their own, as the checks do in the kit, so that whatever reads the
+    façade (the grader's sandbox writes the kernel's copy of it from each name's module) finds a module that is not
+    the façade itself."""
     from fastpath_lib.grading.registry import TITLES
 
     tree = ast.parse(source)
     lines = source.splitlines()
-    drop: list[tuple[int, int]] = []
+    held_module = "fastpath_lib." + HELD_MODULE[:-3].replace("/", ".")
+    swaps: list[tuple[int, int, str]] = []
     standins: list[str] = []
     for node in tree.body:
         if not (isinstance(node, ast.ImportFrom) and node.level == 0 and node.module):
@@ -171,24 +179,22 @@ def _facade(lib: Path, source: str) -> str:
             continue
         exercise = re.match(r"grading/checks/(ex\d\d)", rel)
         ex = exercise.group(1) if exercise else ""
-        standins += [f"{a.asname or a.name} = _held_by_autograder({a.name!r}, {ex!r}, {TITLES.get(ex, '')!r}, "
+        standins += [f"{a.name} = _held_by_autograder({a.name!r}, {ex!r}, {TITLES.get(ex, '')!r}, "
                      f"{GRADER_ONLY[rel]!r})" for a in node.names]
-        drop.append((node.lineno - 1, node.end_lineno))
-    if not drop:
-        return source
-    at = next((n.lineno - 1 for n in tree.body if isinstance(n, ast.Assign)
-               and any(isinstance(t, ast.Name) and t.id == "__all__" for t in n.targets)), len(lines))
-    lines[at:at] = _HELD.splitlines() + standins + ["", ""]
-    for start, end in sorted(drop, reverse=True):
-        del lines[start:end]
-    return "\n".join(lines) + "\n"
+        names = ", ".join(a.name + (f" as {a.asname}" if a.asname else "") for a in node.names)
+        swaps.append((node.lineno - 1, node.end_lineno, f"from {held_module} import {names}"))
+    if not swaps:
+        return source, None
+    for start, end, text in sorted(swaps, reverse=True):
+        lines[start:end] = [text]
+    return "\n".join(lines) + "\n", _HELD + "\n".join(standins) + "\n"
 
 
-_HELD = '''
+_HELD = '''"""Stand-ins for the checks this course release leaves out (written by ``python -m fastpath_lib release``):
+the course's autograder runs them. Calling one says so (with ``show=False`` it returns no results)."""
+
 
 def _held_by_autograder(name, exercise, title, what):
-    """A check this student release does not hold: calling it says so (with ``show=False`` it returns no results)."""
-
     def check(*args, show=True, **kwargs):
         text = (f"{exercise} · {title}: this check runs in your course's autograder only; the student release "
                 f"leaves it out ({what}). Submit the notebook to get its feedback.")
@@ -199,6 +205,7 @@ def _held_by_autograder(name, exercise, title, what):
 
     check.__name__ = check.__qualname__ = name
     return check
+
 
 '''
 
@@ -222,7 +229,10 @@ def _student_library(root: Path, dst: Path) -> list[str]:
             continue
         source = (lib / rel).read_text(encoding="utf-8")
         if rel == _FACADE:
-            source = _facade(lib, source)
+            source, held = _facade(lib, source)
+            if held is not None:
+                (dst / HELD_MODULE).parent.mkdir(parents=True, exist_ok=True)
+                (dst / HELD_MODULE).write_text(held, encoding="utf-8")
         for imported, name in _kit_imports(lib, source):
             if imported in GRADER_ONLY:
                 if name is None:

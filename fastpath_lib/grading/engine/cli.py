@@ -46,6 +46,7 @@ import ast
 import contextlib
 import dataclasses
 import importlib
+import importlib.util
 import json
 import re
 import shutil
@@ -158,6 +159,8 @@ def _check(session, name: str, args: str, kwargs: list[tuple[str, str]], learner
     try:
         values = [session.get(a) for a in _arguments(args)]
         named = {k: session.get(v) for k, v in kwargs}
+        if not _shipped(CHECKS[name]):  # a student release: the autograder runs it (held_parts says which parts)
+            return {"check": name, "results": [], "error": None}
         with sources.using(learner):
             results = check(name)(*values, **named, show=False)
         return {"check": name, "results": [r.to_dict() for r in results or []], "error": None}
@@ -174,9 +177,10 @@ def _execute(nb, workdir: str, timeout: float, kernel_name: str, check_ids: set,
     from nbclient import NotebookClient
     from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
-    # the exercise's check modules, imported before the clock starts
+    # the exercise's check modules, imported before the clock starts (those this copy of the kit holds)
     for name in sorted({CHECKS[n] for n in CHECKS if CHECKS[n].startswith(f"checks.{exercise}")}):
-        importlib.import_module(f"fastpath_lib.grading.{name}")
+        if _shipped(name):
+            importlib.import_module(f"fastpath_lib.grading.{name}")
 
     env, managers = _kernel_env(), {}
     if isolated:
@@ -235,6 +239,37 @@ def _first_error(nb) -> str:
     return ""
 
 
+#: The status of a notebook whose every check runs in the course's autograder only (a student release).
+HELD = "graded by the autograder only"
+
+
+def _shipped(module: str) -> bool:
+    """Whether this copy of the kit holds the check module ``module`` (``checks.ex04_boundary``): a course's
+    student release leaves out those that grade against faults or keys (:mod:`fastpath_lib.release`)."""
+    return importlib.util.find_spec(f"fastpath_lib.grading.{module}") is not None
+
+
+def held_parts(ex: str) -> tuple[str, ...]:
+    """The parts of ``ex`` this copy of the kit cannot grade, because the checks that grade them are left out (a
+    course's student release): every part when no check module of ``ex`` is here, else the parts that no check
+    module here names (a part is named by its check, ``passed("ex08", "evidence_package", ...)``). Empty in the
+    full kit and the autograder."""
+    modules = {CHECKS[n] for n in CHECKS if CHECKS[n].startswith(f"checks.{ex}")}
+    here = {m for m in modules if _shipped(m)}
+    if here == modules:
+        return ()
+    named: set[str] = set()
+    for m in here:
+        tree = ast.parse(Path(importlib.util.find_spec(f"fastpath_lib.grading.{m}").origin).read_text("utf-8"))
+        named |= {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+    return tuple(part for part, _ in EXERCISES[ex] if part not in named)
+
+
+def _held_grade(ex: str, part: str) -> PartGrade:
+    return PartGrade(ex, part, 0, 0, False, f"{HELD}: this copy of the kit (a course's student release) leaves out "
+                                            f"the check; submit the notebook to your course's autograder for it")
+
+
 def _parts(ex: str, run: _Run, static: list[tuple[str, str]], reassigned: bool) -> tuple[list[PartGrade], list[str]]:
     found: dict[str, dict] = {}
     produced_by: dict[str, set[str]] = {}
@@ -248,9 +283,12 @@ def _parts(ex: str, run: _Run, static: list[tuple[str, str]], reassigned: bool) 
             errors.append(f"{ans.get('check')}: {ans['error']}")
     evidence = list(dict.fromkeys(evidence))
     subjects = {r.get("subject") for r in found.values() if r.get("subject")}
-    parts = []
+    parts, held = [], held_parts(ex)
     for name, pts in EXERCISES[ex]:
         res = found.get(name)
+        if name in held and res is None:
+            parts.append(_held_grade(ex, name))
+            continue
         hits = [what for scope, what in evidence if scope == NB.ALL or name in produced_by.get(scope, ())]
         if hits:
             parts.append(PartGrade(ex, name, pts, 0, False, "tampered: " + "; ".join(hits)))
@@ -311,6 +349,10 @@ def grade_notebook(path: str | Path, *, timeout: float = DEFAULT_TIMEOUT, kernel
     if ex is None:
         reason = "not an exercise notebook (no metadata.fastpath.exercise and no exNN_ file name)"
         return NotebookGrade(str(path), None, "unknown exercise", reason, 0.0, [])
+    if len(held_parts(ex)) == len(EXERCISES[ex]):  # nothing here can grade it: say so, run nothing
+        return NotebookGrade(str(path), ex, HELD, "this copy of the kit (a course's student release) leaves out "
+                             f"{ex}'s checks; submit the notebook to your course's autograder", 0.0,
+                             [_held_grade(ex, part) for part, _ in EXERCISES[ex]], [], "not run")
     for cell in nb.cells:  # saved outputs must never count: only what runs now is graded
         if cell.get("cell_type") == "code":
             cell["outputs"] = []
@@ -483,7 +525,10 @@ def _print_table(grades: list[NotebookGrade], verbose: bool) -> None:
                 if not p.passed and "\n" in p.feedback:
                     print(f"  {p.part}:\n" + "\n".join("    " + x for x in p.feedback.splitlines()))
     total, maximum = sum(g.earned for g in grades), sum(g.points for g in grades)
-    print(f"score: {total}/{maximum}")
+    held = sum(pts for g in grades for p in g.parts if p.feedback.startswith(HELD) for part, pts in
+               EXERCISES.get(p.exercise, ()) if part == p.part)
+    print(f"score: {total}/{maximum}" + (f" ({held} more points are {HELD}: this copy leaves out their checks)"
+                                         if held else ""))
 
 
 def main(argv: list[str] | None = None) -> int:
