@@ -16,6 +16,7 @@ import nbformat
 import pytest
 
 from fastpath_lib import release as R
+from fastpath_lib.grading.registry import EXERCISES
 from fastpath_lib.runtime import ROOT
 
 PY = sys.executable
@@ -224,3 +225,37 @@ def test_a_notebook_of_another_exercise_is_reported_not_counted():
     assert [(x.exercise, x.status, x.points, x.earned) for x in out] == [("ex03", "not this assignment's", 0, 0),
                                                                        ("ex01", "missing", 3, 0)]
     assert assigned([g], ()) == [g]
+
+
+def test_the_student_folder_grades_honest_answers_as_the_autograder_does(out, tmp_path):
+    """Issue 41: in student/, the grader gave honest answers 8/32 where the autograder gave 32/32 (a circular import
+    in every notebook's first cell under the sandbox; exercise 04 "the sandbox could not start"). The same honest
+    notebooks (the solutions) are graded by the student folder's grader and by the autograder's ``./grade``, in the
+    sandbox where it starts here: every part the student folder can grade scores as in the autograder, and every
+    other part (its checks held back) says the autograder grades it, outside the student's score. Exercise 01 runs in
+    both; exercise 04, whose checks are all held back, is not run in the student folder. About 30 s (two kernels)."""
+    from fastpath_lib.grading.engine import cli, sandbox
+
+    isolation = "bwrap" if sandbox.problem() is None else "none"
+    answers = tmp_path / "answers"
+    answers.mkdir()
+    for name in ("ex01_reference.ipynb", "ex04_boundary_cases.ipynb"):
+        (answers / name).write_bytes((ROOT / "solutions" / name).read_bytes())
+
+    def grade(folder: Path, command: list[str], paths: list[Path]) -> dict:
+        env = dict(os.environ, PYTHONPATH=str(folder), TRITON_INTERPRET="1", FASTPATH_PYTHON=PY)
+        res = subprocess.run(command + ["--format", "json", "--isolation", isolation, *map(str, paths)], env=env,
+                             capture_output=True, text=True, timeout=600, cwd=folder)
+        assert res.returncode in (0, 1), res.stderr[-2000:]
+        return {(p["exercise"], p["part"]): (p["earned"], p["points"], p["feedback"], n["status"], n["reason"])
+                for n in json.loads(res.stdout)["notebooks"] for p in n["parts"]}
+
+    mine = grade(out / "student", [PY, "-m", "fastpath_lib", "grade"], sorted(answers.iterdir()))
+    theirs = grade(out / "autograder", [str(out / "autograder" / "grade")], [answers / "ex01_reference.ipynb"])
+    assert set(theirs) <= set(mine)
+    for key, (earned, points, _, status, reason) in theirs.items():
+        assert mine[key][:2] == (earned, points) == (points, points), (key, mine[key], reason)
+        assert mine[key][3] == status == "ok", (mine[key], reason)
+    held = {k: v for k, v in mine.items() if k not in theirs}
+    assert {k[1] for k in held} == {part for part, _ in EXERCISES["ex04"]}
+    assert all(v[:2] == (0, 0) and v[2].startswith(cli.HELD) and v[3] == cli.HELD for v in held.values()), held
