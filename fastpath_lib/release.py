@@ -34,6 +34,7 @@ import ast
 import re
 import shutil
 import sys
+import textwrap
 import zipfile
 from pathlib import Path
 
@@ -251,18 +252,91 @@ _PREFACE = """\
 # Course release: your copy of Fastpath Kit
 
 This folder is a course release made by `python -m fastpath_lib release`. It holds the lessons (`notebooks/`), the
-exercises (`exercises/`) and the library; it has no `solutions/` and no tests. Each exercise's check cell gives you
-advisory feedback as you work; your grade comes from your instructor's autograder, which restores the check cells and
-runs the checks on inputs it draws at grading time. These checks run in the autograder only, because they grade
-against faults or answer keys a release cannot show you: {held}.
+exercises (`exercises/`) and the library; it has no {absent}. Each exercise's check cell gives you advisory feedback
+as you work; your grade comes from your instructor's autograder, which restores the check cells and runs the checks
+on inputs it draws at grading time. These checks run in the autograder only, because they grade against faults or
+answer keys a release cannot show you: {held}. `./kit grade` grades the rest here and says which parts only the
+autograder grades.
 
-Set up and open JupyterLab with `./kit lab`. The kit's README follows; where it or the docs mention `solutions/`,
-`tests/` or `tools/`, those stay with the full kit ([docs/course-release.md](docs/course-release.md) says what a
-release holds).
+Set up and open JupyterLab with `./kit lab`; `./kit help` lists what this copy runs. The kit's README follows; where
+the lessons or the docs mention {absent}, those stay with the full kit ([docs/course-release.md](docs/course-release.md)
+says what a release holds).
 
 ---
 
 """
+
+#: A path in backquotes in prose (`` `solutions/` ``, `` `tests/test_x.py` ``) and a ``./kit`` command.
+_PATH = re.compile(r"`([\w.-]+)/[^`\s]*`")
+_KIT_COMMAND = re.compile(r"(?:^|`)\./kit ([a-z][\w-]*)")
+_CLAUSES = re.compile(r"(;\s+|(?<=[.!?])\s+)")
+
+
+def offered_commands(kit: Path) -> set[str]:
+    """The commands ``kit`` (a copy of ``./kit``) lists in its help: those whose files its folder holds."""
+    import subprocess
+
+    res = subprocess.run(["bash", str(kit), "help"], cwd=kit.parent, capture_output=True, text=True, timeout=60)
+    return set(re.findall(r"^#\s+\./kit ([a-z][\w-]*)", res.stdout, re.M))
+
+
+def _claims_absent(text: str, absent: set[str], commands: set[str]) -> bool:
+    return any(m.group(1) in absent for m in _PATH.finditer(text)) or any(
+        m.group(1) not in commands for m in _KIT_COMMAND.finditer(text))
+
+
+def without_absent(text: str, absent: set[str], commands: set[str]) -> str:
+    """``text`` (Markdown) less what points a learner at something the release does not hold: each clause (a
+    sentence, or a part of one after a semicolon) that names a folder of ``absent`` in backquotes, and each command
+    line (``./kit ...`` in a code block) or table row that names one or a ``./kit`` command not in ``commands``.
+
+    >>> without_absent("Grade with `./kit grade`; the solved\\nversions are in `solutions/`. Next.", {"solutions"},
+    ...                {"grade"})
+    'Grade with `./kit grade`. Next.'
+    >>> without_absent("```\\n./kit lab   # open\\n./kit test  # run\\n```", set(), {"lab"})
+    '```\\n./kit lab   # open\\n```'
+    """
+    lines = [x for x in text.split("\n") if not (x.startswith(("./kit ", "|")) and _claims_absent(x, absent, commands))]
+    out = []
+    for para in "\n".join(lines).split("\n\n"):
+        parts = _CLAUSES.split(para)
+        clauses, seps = parts[0::2], parts[1::2] + [""]
+        if any(x.lstrip().startswith(("```", "|")) for x in para.split("\n")):  # a table, code: lines only
+            out.append(para)
+            continue
+        keep = [not _claims_absent(c, absent, commands) for c in clauses]
+        text_out = ""
+        for i, (clause, sep) in enumerate(zip(clauses, seps)):
+            if keep[i]:
+                text_out += clause + sep
+            elif text_out.endswith("; "):  # "A; <dropped>." -> "A."
+                text_out = text_out[:-2] + (clause.rstrip()[-1] if clause.rstrip()[-1:] in ".!?:" else ".") + sep
+        out.append(text_out)
+    return "\n\n".join(out)
+
+
+def _tell_what_ships(out: Path, root: Path) -> set[str]:
+    """Rewrite the Markdown cells of the student folder's exercises (:func:`without_absent`: "the solved versions
+    are in `solutions/`") so that they name no folder of the checkout the release leaves out and no ``./kit``
+    command its ``./kit`` does not run; returns the folders left out (the checkout's folders the student folder
+    lacks). The lessons keep their text: where they cite a test or a tool as evidence, the README's preface says
+    those stay with the full kit."""
+    import nbformat
+
+    absent = {p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))
+              and not (out / p.name).exists()}
+    commands = offered_commands(out / "kit")
+    for path in sorted(out.glob("exercises/*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        changed = False
+        for cell in nb.cells:
+            if cell.get("cell_type") == "markdown":
+                new = without_absent(cell.source, absent, commands)
+                changed |= new != cell.source
+                cell.source = new
+        if changed:
+            nbformat.write(nb, path)
+    return absent
 
 
 def student(root: Path, out: Path) -> list[str]:
@@ -279,8 +353,12 @@ def student(root: Path, out: Path) -> list[str]:
     stubs = _student_library(root, out / "fastpath_lib")
     held = sorted({f"`ex.{name}`" for name, mod in CHECKS.items()
                    if f"grading/{mod.replace('.', '/')}.py" in GRADER_ONLY})
-    (out / "README.md").write_text(_PREFACE.format(held=", ".join(held)) + (root / "README.md").read_text("utf-8"),
-                                   encoding="utf-8")
+    absent = sorted(_tell_what_ships(out, root))
+    readme = without_absent((root / "README.md").read_text("utf-8"), set(absent), offered_commands(out / "kit"))
+    preface = _PREFACE.format(held=", ".join(held), absent=", ".join(f"`{a}/`" for a in absent))
+    preface = "\n\n".join(p if p.startswith(("#", "---")) else textwrap.fill(p, 118, break_on_hyphens=False)
+                           for p in preface.split("\n\n"))
+    (out / "README.md").write_text(preface + readme, encoding="utf-8")
     return stubs
 
 

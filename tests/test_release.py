@@ -259,3 +259,25 @@ def test_the_student_folder_grades_honest_answers_as_the_autograder_does(out, tm
     held = {k: v for k, v in mine.items() if k not in theirs}
     assert {k[1] for k in held} == {part for part, _ in EXERCISES["ex04"]}
     assert all(v[:2] == (0, 0) and v[2].startswith(cli.HELD) and v[3] == cli.HELD for v in held.values()), held
+
+
+def test_the_student_folder_tells_of_what_it_holds(out):
+    """Issue 41: the student folder told learners "the solved versions are in `solutions/`", listed `./kit test`
+    with no tests shipped, and installed vLLM "for the provider tests". Its README and exercises name no folder it
+    lacks and no command its ./kit does not run; its ./kit's help is the student folder's own."""
+    student = out / "student"
+    absent = {p.name for p in ROOT.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))
+              and not (student / p.name).exists()}
+    assert {"solutions", "tests", "tools"} <= absent
+    offered = R.offered_commands(student / "kit")
+    assert {"lab", "grade"} <= offered and not offered & {"test", "lessons", "release", "gpu-versions"}, offered
+    assert "test" in R.offered_commands(ROOT / "kit")
+    readme = (student / "README.md").read_text(encoding="utf-8")
+    texts = {"README.md": readme.split("\n---\n", 1)[1]} | {
+        p.name: "\n".join(c.source for c in nbformat.read(p, as_version=4).cells if c.cell_type == "markdown")
+        for p in sorted((student / "exercises").glob("ex*.ipynb"))}
+    for name, text in texts.items():
+        assert not re.findall(r"`(?:%s)/" % "|".join(absent), text), name
+        assert set(re.findall(r"(?:^|`)\./kit ([a-z][\w-]*)", text, re.M)) <= offered, name
+    assert "./kit lab" in readme and all(f"`{a}/`" in readme.split("\n---\n")[0] for a in absent)
+    assert "the solved" in (ROOT / "exercises/ex01_reference.ipynb").read_text()  # the kit's own keeps it
