@@ -281,3 +281,16 @@ def test_the_student_folder_tells_of_what_it_holds(out):
         assert set(re.findall(r"(?:^|`)\./kit ([a-z][\w-]*)", text, re.M)) <= offered, name
     assert "./kit lab" in readme and all(f"`{a}/`" in readme.split("\n---\n")[0] for a in absent)
     assert "the solved" in (ROOT / "exercises/ex01_reference.ipynb").read_text()  # the kit's own keeps it
+
+
+def test_a_part_is_held_when_no_check_here_names_it(monkeypatch):
+    """In-process: with exercise 08's evidence check left out (as a student release leaves it), only its part is
+    held; the other checks of exercise 08 name theirs. With every module here, nothing is held."""
+    from fastpath_lib.grading.engine import cli
+
+    assert all(cli.held_parts(ex) == () for ex in EXERCISES)
+    shipped = cli._shipped
+    monkeypatch.setattr(cli, "_shipped", lambda m: m != "checks.ex08_evidence" and shipped(m))
+    assert cli.held_parts("ex08") == ("evidence_package",)
+    monkeypatch.setattr(cli, "_shipped", lambda m: not m.startswith("checks.ex08") and shipped(m))
+    assert cli.held_parts("ex08") == tuple(part for part, _ in EXERCISES["ex08"])
