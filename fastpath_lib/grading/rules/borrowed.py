@@ -82,6 +82,10 @@ class Forbidden:
         return out
 
     @functools.cached_property
+    def _builtin_index(self) -> dict[str, str]:  # looked up at every C call a watched answer makes
+        return dict(self.builtins)
+
+    @functools.cached_property
     def _folders(self) -> tuple[str, ...]:
         return tuple(p + "/" for p in self._index if Path(p).is_dir())
 
@@ -103,9 +107,9 @@ class Forbidden:
         name = getattr(fn, "__name__", None)
         if isinstance(fn, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):  # torch.ops.aten.<op>[.overload]
             name = fn._qualified_op_name.split("::")[-1] if isinstance(fn, torch._ops.OpOverloadPacket) else fn._opname
-            why = dict(self.builtins).get(name)
+            why = self._builtin_index.get(name)
             return f"torch.ops {fn.__name__} ({why})" if why else None
-        why = dict(self.builtins).get(name) if name else None
+        why = self._builtin_index.get(name) if name else None
         if why is None:
             return None
         owner = getattr(fn, "__self__", None)
