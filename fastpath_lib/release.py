@@ -4,13 +4,16 @@ Two artefacts from one checkout (``otter assign`` writes the same pair, nbgrader
 
 * ``OUT/student/``: what a learner is handed. The lessons (``notebooks/``), the exercises (``exercises/``, each with
   its FILL ME IN cells and check cells), the library, and what runs them (``pyproject.toml``, ``constraints.txt``,
-  ``environment.yml``, ``kit``, ``data/`` with its notice, ``upstream/``, ``docs/``, JupyterLab's settings, the
-  README under a preface that says what the release leaves out). No ``solutions/``, no ``tests/``, and none of the
-  files of :data:`GRADER_ONLY`: the seeded faults, broken ops, answer keys and scenario keys a learner could grade
-  against offline. Their checks become stand-ins in the student's ``fastpath_lib/exercises.py`` that say the course's
-  autograder runs them; every other check runs in the check cell as advisory feedback (what a learner's own kernel
-  computes is never a verdict). A kept module that imports a plain constant from a grader-only file (the registry
-  takes exercise 04's category names from ``mutants.py``) gets a stub of that file holding only those constants.
+  ``environment.yml``, ``kit``, ``data/`` with its notice, ``upstream/``, ``docs/``, JupyterLab's settings,
+  ``check-cells/`` as the autograder has it, the README under a preface that says what the release leaves out). No
+  ``solutions/``, no ``tests/``, and none of the files of :data:`GRADER_ONLY`: the seeded faults, broken ops, answer
+  keys and scenario keys a learner could grade against offline. Their checks become stand-ins (in the student's
+  ``fastpath_lib/grading/held.py``, imported by its ``exercises.py``) that say the course's autograder runs them;
+  every other check runs in the check cell as advisory feedback (what a learner's own kernel computes is never a
+  verdict), and the student's grader grades as the autograder does the parts whose checks it holds. The README and
+  the exercises' text name nothing the folder lacks (:func:`without_absent`). A kept module that imports a plain
+  constant from a grader-only file (the registry takes exercise 04's category names from ``mutants.py``) gets a stub
+  of that file holding only those constants.
 * ``OUT/autograder/``, ``OUT/autograder.zip`` and ``OUT/gradescope/exNN.zip`` (the same, pinned to one exercise by
   its ``assignment.txt``): the grader, for the instructor's machine only. The whole library,
   the exercise notebooks as released in ``check-cells/`` (the grader restores every check cell from them, so a
@@ -254,7 +257,8 @@ _PREFACE = """\
 This folder is a course release made by `python -m fastpath_lib release`. It holds the lessons (`notebooks/`), the
 exercises (`exercises/`) and the library; it has no {absent}. Each exercise's check cell gives you advisory feedback
 as you work; your grade comes from your instructor's autograder, which restores the check cells and runs the checks
-on inputs it draws at grading time. These checks run in the autograder only, because they grade against faults or
+on inputs it draws at grading time; `check-cells/` holds the exercises as released, from which `./kit grade` restores
+the check cells as the autograder does. These checks run in the autograder only, because they grade against faults or
 answer keys a release cannot show you: {held}. `./kit grade` grades the rest here and says which parts only the
 autograder grades.
 
@@ -351,6 +355,7 @@ def student(root: Path, out: Path) -> list[str]:
         if (root / rel).exists():
             _copy(root / rel, out / rel)
     stubs = _student_library(root, out / "fastpath_lib")
+    _check_cells(root, out)  # the student's grader restores the check cells from them, as the autograder does
     held = sorted({f"`ex.{name}`" for name, mod in CHECKS.items()
                    if f"grading/{mod.replace('.', '/')}.py" in GRADER_ONLY})
     absent = sorted(_tell_what_ships(out, root))
@@ -374,10 +379,7 @@ def autograder(root: Path, out: Path) -> Path:
     for rel in _AUTOGRADER_FILES:
         if (root / rel).exists():
             _copy(root / rel, out / rel)
-    cells = out / CHECK_CELLS
-    cells.mkdir()
-    for nb in sorted((root / "exercises").glob("ex[0-9][0-9]_*.ipynb")):
-        shutil.copy2(nb, cells / nb.name)
+    cells = _check_cells(root, out)
     for path in sorted((root / _SCRIPTS).iterdir()):  # setup.sh, run_autograder, grade, README.md (modes kept)
         shutil.copy2(path, out / path.name)
     archive = out.with_suffix(".zip")
@@ -387,6 +389,16 @@ def autograder(root: Path, out: Path) -> Path:
     for nb in sorted(cells.glob("ex[0-9][0-9]_*.ipynb")):
         _zip(out, per / f"{nb.name[:4]}.zip", {"assignment.txt": nb.name[:4] + "\n"})
     return archive
+
+
+def _check_cells(root: Path, out: Path) -> Path:
+    """``out/check-cells/``: the exercise notebooks as released, whose check cells a grader restores into each
+    notebook it grades (:func:`fastpath_lib.grading.engine.notebook.original_for`)."""
+    cells = out / CHECK_CELLS
+    cells.mkdir()
+    for nb in sorted((root / "exercises").glob("ex[0-9][0-9]_*.ipynb")):
+        shutil.copy2(nb, cells / nb.name)
+    return cells
 
 
 def _zip(folder: Path, archive: Path, extra: dict[str, str] | None = None) -> None:

@@ -126,15 +126,25 @@ def _blank_checks(src: Path, dst: Path, replace=None) -> None:
     nbformat.write(nb, dst)
 
 
-def test_run_autograder_restores_the_check_cells_from_its_own_copy(out, tmp_path):
+@pytest.fixture(scope="module")
+def autograded(out, tmp_path_factory):
+    """An honest exercise 01 (the solution, its check cells emptied) and the results of the autograder's
+    ``run_autograder`` for it."""
+    tmp = tmp_path_factory.mktemp("autograded")
+    env = dict(os.environ, AUTOGRADER_ROOT=str(tmp), FASTPATH_PYTHON=PY, FASTPATH_ISOLATION="none")
+    _blank_checks(ROOT / "solutions/ex01_reference.ipynb", tmp / "submission/ex01_reference.ipynb")
+    res = subprocess.run([str(out / "autograder" / "run_autograder")], env=env, capture_output=True, text=True,
+                         timeout=600)
+    assert res.returncode == 0, res.stderr[-2000:]
+    return tmp / "submission/ex01_reference.ipynb", json.loads((tmp / "results/results.json").read_text())
+
+
+def test_run_autograder_restores_the_check_cells_from_its_own_copy(out, autograded, tmp_path):
     ag = out / "autograder"
     assert not (ag / "solutions").exists()
     env = dict(os.environ, AUTOGRADER_ROOT=str(tmp_path), FASTPATH_PYTHON=PY, FASTPATH_ISOLATION="none")
     # the solution with its check cells emptied grades as the solution does: full marks
-    _blank_checks(ROOT / "solutions/ex01_reference.ipynb", tmp_path / "submission/ex01_reference.ipynb")
-    res = subprocess.run([str(ag / "run_autograder")], env=env, capture_output=True, text=True, timeout=600)
-    assert res.returncode == 0, res.stderr[-2000:]
-    doc = json.loads((tmp_path / "results/results.json").read_text())
+    doc = autograded[1]
     assert (doc["score"], doc["extra_data"]["max_score"]) == (3, 3), doc["output"]
     assert "restored" in doc["output"] and "no solutions/" not in doc["output"]
 
@@ -227,38 +237,32 @@ def test_a_notebook_of_another_exercise_is_reported_not_counted():
     assert assigned([g], ()) == [g]
 
 
-def test_the_student_folder_grades_honest_answers_as_the_autograder_does(out, tmp_path):
+def test_the_student_folder_grades_honest_answers_as_the_autograder_does(out, autograded, tmp_path):
     """Issue 41: in student/, the grader gave honest answers 8/32 where the autograder gave 32/32 (a circular import
-    in every notebook's first cell under the sandbox; exercise 04 "the sandbox could not start"). The same honest
-    notebooks (the solutions) are graded by the student folder's grader and by the autograder's ``./grade``, in the
-    sandbox where it starts here: every part the student folder can grade scores as in the autograder, and every
-    other part (its checks held back) says the autograder grades it, outside the student's score. Exercise 01 runs in
-    both; exercise 04, whose checks are all held back, is not run in the student folder. About 30 s (two kernels)."""
+    in every notebook's first cell under the sandbox; exercise 04 "the sandbox could not start"). The honest notebook
+    the autograder graded (:func:`autograded`) is graded again by the student folder's grader, in the sandbox where
+    it starts here: every part scores as in the autograder, its check cells restored from the student's own
+    ``check-cells/``; exercise 04, whose checks the student folder does not hold, is not run, and its parts say the
+    autograder grades them, outside the student's score. One kernel, about 20 s."""
     from fastpath_lib.grading.engine import cli, sandbox
 
-    isolation = "bwrap" if sandbox.problem() is None else "none"
+    notebook, doc = autograded
     answers = tmp_path / "answers"
     answers.mkdir()
-    for name in ("ex01_reference.ipynb", "ex04_boundary_cases.ipynb"):
-        (answers / name).write_bytes((ROOT / "solutions" / name).read_bytes())
-
-    def grade(folder: Path, command: list[str], paths: list[Path]) -> dict:
-        env = dict(os.environ, PYTHONPATH=str(folder), TRITON_INTERPRET="1", FASTPATH_PYTHON=PY)
-        res = subprocess.run(command + ["--format", "json", "--isolation", isolation, *map(str, paths)], env=env,
-                             capture_output=True, text=True, timeout=600, cwd=folder)
-        assert res.returncode in (0, 1), res.stderr[-2000:]
-        return {(p["exercise"], p["part"]): (p["earned"], p["points"], p["feedback"], n["status"], n["reason"])
-                for n in json.loads(res.stdout)["notebooks"] for p in n["parts"]}
-
-    mine = grade(out / "student", [PY, "-m", "fastpath_lib", "grade"], sorted(answers.iterdir()))
-    theirs = grade(out / "autograder", [str(out / "autograder" / "grade")], [answers / "ex01_reference.ipynb"])
-    assert set(theirs) <= set(mine)
-    for key, (earned, points, _, status, reason) in theirs.items():
-        assert mine[key][:2] == (earned, points) == (points, points), (key, mine[key], reason)
-        assert mine[key][3] == status == "ok", (mine[key], reason)
-    held = {k: v for k, v in mine.items() if k not in theirs}
-    assert {k[1] for k in held} == {part for part, _ in EXERCISES["ex04"]}
-    assert all(v[:2] == (0, 0) and v[2].startswith(cli.HELD) and v[3] == cli.HELD for v in held.values()), held
+    (answers / notebook.name).write_bytes(notebook.read_bytes())
+    (answers / "ex04_boundary_cases.ipynb").write_bytes((ROOT / "solutions/ex04_boundary_cases.ipynb").read_bytes())
+    isolation = "bwrap" if sandbox.problem() is None else "none"
+    env = dict(os.environ, PYTHONPATH=str(out / "student"), TRITON_INTERPRET="1")
+    res = subprocess.run([PY, "-m", "fastpath_lib", "grade", "--format", "json", "--isolation", isolation,
+                          str(answers)], env=env, capture_output=True, text=True, timeout=600, cwd=out / "student")
+    assert res.returncode == 0, (res.stdout[-2000:], res.stderr[-2000:])
+    mine = {n["exercise"]: n for n in json.loads(res.stdout)["notebooks"]}
+    theirs = {t["name"]: (t["score"], t["max_score"]) for t in doc["tests"]}
+    assert {f"ex01 {p['part']}": (p["earned"], p["points"]) for p in mine["ex01"]["parts"]} == theirs
+    assert mine["ex01"]["status"] == "ok" and any("restored" in n for n in mine["ex01"]["notes"]), mine["ex01"]
+    held = mine["ex04"]
+    assert held["status"] == cli.HELD and [p["part"] for p in held["parts"]] == [p for p, _ in EXERCISES["ex04"]]
+    assert all(p["points"] == 0 and p["feedback"].startswith(cli.HELD) for p in held["parts"]), held
 
 
 def test_the_student_folder_tells_of_what_it_holds(out):
