@@ -474,7 +474,7 @@ def grade_notebooks(paths, **kwargs) -> list[NotebookGrade]:
         name = _handed_out_name(ex)
         rule = f"the one named {name} as handed out" if chosen.name == name else "the first by path"
         out.append(NotebookGrade(str(p), ex, DUPLICATE, f"one grade per exercise: {chosen} is the copy of {ex} "
-                                 f"graded ({rule}); this copy is not counted", 0.0, []))
+                                 f"graded ({rule}); this copy is not counted", 0.0, [], [], "not run"))
     return out
 
 
