@@ -9,11 +9,10 @@ Two artefacts from one checkout (``otter assign`` writes the same pair, nbgrader
   ``solutions/``, no ``tests/``, and none of the files of :data:`GRADER_ONLY`: the seeded faults, broken ops, answer
   keys and scenario keys a learner could grade against offline. Their checks become stand-ins (in the student's
   ``fastpath_lib/grading/held.py``, imported by its ``exercises.py``) that say the course's autograder runs them;
-  every other check runs in the check cell as advisory feedback (what a learner's own kernel computes is never a
-  verdict), and the student's grader grades as the autograder does the parts whose checks it holds. The README and
-  the exercises' text name nothing the folder lacks (:func:`without_absent`). A kept module that imports a plain
-  constant from a grader-only file (the registry takes exercise 04's category names from ``mutants.py``) gets a stub
-  of that file holding only those constants.
+  every other check runs in the check cell as advice, and the student's grader grades its parts as the autograder
+  does. The README and the exercises name nothing the folder lacks (:func:`without_absent`). A kept module that
+  imports a plain constant from a grader-only file (the registry takes exercise 04's category names from
+  ``mutants.py``) gets a stub of that file holding only those constants.
 * ``OUT/autograder/``, ``OUT/autograder.zip`` and ``OUT/gradescope/exNN.zip`` (the same, pinned to one exercise by
   its ``assignment.txt``): the grader, for the instructor's machine only. The whole library,
   the exercise notebooks as released in ``check-cells/`` (the grader restores every check cell from them, so a
@@ -36,6 +35,7 @@ import argparse
 import ast
 import re
 import shutil
+import subprocess
 import sys
 import textwrap
 import zipfile
@@ -158,16 +158,14 @@ def _stub(rel: str, names: set[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-#: The student release's module of stand-ins for the checks it leaves out (``fastpath_lib/grading/held.py``).
+#: The module of stand-ins for the checks a student release leaves out (:mod:`fastpath_lib.grading.held`).
 HELD_MODULE = "grading/held.py"
 
 
 def _facade(lib: Path, source: str) -> tuple[str, str | None]:
-    """The student's ``exercises.py`` and its :data:`HELD_MODULE` (``None`` when nothing is held): each check
-    imported from a grader-only module is imported instead from a stand-in there that says the course's autograder
-    runs it. The stand-ins live in a module of their own, as the checks do in the kit, so that whatever reads the
-    façade (the grader's sandbox writes the kernel's copy of it from each name's module) finds a module that is not
-    the façade itself."""
+    """The student's ``exercises.py`` and the lines of its :data:`HELD_MODULE` (``None``: nothing held). Each check
+    from a grader-only module comes instead from a stand-in there, in a module of its own as the checks are: the
+    grader's sandbox writes the kernel's façade from each name's module, which must not be the façade itself."""
     from fastpath_lib.grading.registry import TITLES
 
     tree = ast.parse(source)
@@ -181,9 +179,8 @@ def _facade(lib: Path, source: str) -> tuple[str, str | None]:
         rel = _module_file(lib, node.module)
         if rel not in GRADER_ONLY:
             continue
-        exercise = re.match(r"grading/checks/(ex\d\d)", rel)
-        ex = exercise.group(1) if exercise else ""
-        standins += [f"{a.name} = _held_by_autograder({a.name!r}, {ex!r}, {TITLES.get(ex, '')!r}, "
+        ex = m.group(1) if (m := re.match(r"grading/checks/(ex\d\d)", rel)) else ""
+        standins += [f"{a.name} = held_by_autograder({a.name!r}, {ex!r}, {TITLES.get(ex, '')!r}, "
                      f"{GRADER_ONLY[rel]!r})" for a in node.names]
         names = ", ".join(a.name + (f" as {a.asname}" if a.asname else "") for a in node.names)
         swaps.append((node.lineno - 1, node.end_lineno, f"from {held_module} import {names}"))
@@ -191,27 +188,7 @@ def _facade(lib: Path, source: str) -> tuple[str, str | None]:
         return source, None
     for start, end, text in sorted(swaps, reverse=True):
         lines[start:end] = [text]
-    return "\n".join(lines) + "\n", _HELD + "\n".join(standins) + "\n"
-
-
-_HELD = '''"""Stand-ins for the checks this course release leaves out (written by ``python -m fastpath_lib release``):
-the course's autograder runs them. Calling one says so (with ``show=False`` it returns no results)."""
-
-
-def _held_by_autograder(name, exercise, title, what):
-    def check(*args, show=True, **kwargs):
-        text = (f"{exercise} · {title}: this check runs in your course's autograder only; the student release "
-                f"leaves it out ({what}). Submit the notebook to get its feedback.")
-        if show:
-            print(text)
-            return None
-        return []
-
-    check.__name__ = check.__qualname__ = name
-    return check
-
-
-'''
+    return "\n".join(lines) + "\n", "\n".join(standins) + "\n"
 
 
 def _student_library(root: Path, dst: Path) -> list[str]:
@@ -225,6 +202,7 @@ def _student_library(root: Path, dst: Path) -> list[str]:
                   if p.is_file() and "__pycache__" not in p.parts and not p.name.endswith(".pyc"))
     kept = [rel for rel in kept if rel not in GRADER_ONLY]
     wanted: dict[str, set[str]] = {}
+    held = None
     for rel in kept:
         target = dst / rel
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -234,9 +212,6 @@ def _student_library(root: Path, dst: Path) -> list[str]:
         source = (lib / rel).read_text(encoding="utf-8")
         if rel == _FACADE:
             source, held = _facade(lib, source)
-            if held is not None:
-                (dst / HELD_MODULE).parent.mkdir(parents=True, exist_ok=True)
-                (dst / HELD_MODULE).write_text(held, encoding="utf-8")
         for imported, name in _kit_imports(lib, source):
             if imported in GRADER_ONLY:
                 if name is None:
@@ -248,6 +223,8 @@ def _student_library(root: Path, dst: Path) -> list[str]:
         shutil.copymode(lib / rel, target)
     for rel, names in wanted.items():
         (dst / rel).write_text(_stub(rel, names), encoding="utf-8")
+    if held is not None:
+        (dst / HELD_MODULE).write_text((lib / HELD_MODULE).read_text("utf-8") + "\n\n" + held, encoding="utf-8")
     return sorted(wanted)
 
 
@@ -255,12 +232,10 @@ _PREFACE = """\
 # Course release: your copy of Fastpath Kit
 
 This folder is a course release made by `python -m fastpath_lib release`. It holds the lessons (`notebooks/`), the
-exercises (`exercises/`) and the library; it has no {absent}. Each exercise's check cell gives you advisory feedback
-as you work; your grade comes from your instructor's autograder, which restores the check cells and runs the checks
-on inputs it draws at grading time; `check-cells/` holds the exercises as released, from which `./kit grade` restores
-the check cells as the autograder does. These checks run in the autograder only, because they grade against faults or
-answer keys a release cannot show you: {held}. `./kit grade` grades the rest here and says which parts only the
-autograder grades.
+exercises (`exercises/`) and the library; it has no {absent}. Each check cell gives you advisory feedback as you
+work; your grade comes from your instructor's autograder, which restores the check cells (as `./kit grade` does here,
+from `check-cells/`) and runs the checks on inputs it draws at grading time. These run in the autograder only, as
+they grade against faults or answer keys a release cannot show you: {held}; `./kit grade` grades the rest.
 
 Set up and open JupyterLab with `./kit lab`; `./kit help` lists what this copy runs. The kit's README follows; where
 the lessons or the docs mention {absent}, those stay with the full kit ([docs/course-release.md](docs/course-release.md)
@@ -270,7 +245,7 @@ says what a release holds).
 
 """
 
-#: A path in backquotes in prose (`` `solutions/` ``, `` `tests/test_x.py` ``) and a ``./kit`` command.
+#: A path in backquotes (`` `solutions/` ``, `` `tests/test_x.py` ``), a ``./kit`` command, a clause's end.
 _PATH = re.compile(r"`([\w.-]+)/[^`\s]*`")
 _KIT_COMMAND = re.compile(r"(?:^|`)\./kit ([a-z][\w-]*)")
 _CLAUSES = re.compile(r"(;\s+|(?<=[.!?])\s+)")
@@ -278,8 +253,6 @@ _CLAUSES = re.compile(r"(;\s+|(?<=[.!?])\s+)")
 
 def offered_commands(kit: Path) -> set[str]:
     """The commands ``kit`` (a copy of ``./kit``) lists in its help: those whose files its folder holds."""
-    import subprocess
-
     res = subprocess.run(["bash", str(kit), "help"], cwd=kit.parent, capture_output=True, text=True, timeout=60)
     return set(re.findall(r"^#\s+\./kit ([a-z][\w-]*)", res.stdout, re.M))
 
@@ -308,10 +281,9 @@ def without_absent(text: str, absent: set[str], commands: set[str]) -> str:
         if any(x.lstrip().startswith(("```", "|")) for x in para.split("\n")):  # a table, code: lines only
             out.append(para)
             continue
-        keep = [not _claims_absent(c, absent, commands) for c in clauses]
         text_out = ""
-        for i, (clause, sep) in enumerate(zip(clauses, seps)):
-            if keep[i]:
+        for clause, sep in zip(clauses, seps):
+            if not _claims_absent(clause, absent, commands):
                 text_out += clause + sep
             elif text_out.endswith("; "):  # "A; <dropped>." -> "A."
                 text_out = text_out[:-2] + (clause.rstrip()[-1] if clause.rstrip()[-1:] in ".!?:" else ".") + sep
@@ -332,14 +304,9 @@ def _tell_what_ships(out: Path, root: Path) -> set[str]:
     commands = offered_commands(out / "kit")
     for path in sorted(out.glob("exercises/*.ipynb")):
         nb = nbformat.read(path, as_version=4)
-        changed = False
-        for cell in nb.cells:
-            if cell.get("cell_type") == "markdown":
-                new = without_absent(cell.source, absent, commands)
-                changed |= new != cell.source
-                cell.source = new
-        if changed:
-            nbformat.write(nb, path)
+        for cell in (c for c in nb.cells if c.get("cell_type") == "markdown"):
+            cell.source = without_absent(cell.source, absent, commands)
+        nbformat.write(nb, path)
     return absent
 
 
@@ -392,8 +359,7 @@ def autograder(root: Path, out: Path) -> Path:
 
 
 def _check_cells(root: Path, out: Path) -> Path:
-    """``out/check-cells/``: the exercise notebooks as released, whose check cells a grader restores into each
-    notebook it grades (:func:`fastpath_lib.grading.engine.notebook.original_for`)."""
+    """``out/check-cells/``: the exercises as released, whose check cells a grader restores (``NB.original_for``)."""
     cells = out / CHECK_CELLS
     cells.mkdir()
     for nb in sorted((root / "exercises").glob("ex[0-9][0-9]_*.ipynb")):

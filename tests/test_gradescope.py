@@ -153,11 +153,11 @@ def test_copies_of_one_exercise_in_a_submission_count_once(tmp_path, monkeypatch
     """Issue 41: three copies of an honest 1/3 exercise 01 notebook in one Gradescope submission pinned to ex01 scored
     3/3. One copy is graded (the one named as handed out, chosen before grading) and the others are listed at 0/0,
     naming it."""
-    from fastpath_lib.grading.engine import autograde, cli
+    from fastpath_lib.grading.engine import autograde, cli, submission
 
     sub, res = tmp_path / "submission", tmp_path / "results"
     nb = {"cells": [], "metadata": {"fastpath": {"exercise": "ex01"}}, "nbformat": 4, "nbformat_minor": 5}
-    handed_out = cli._handed_out_name("ex01")
+    handed_out = submission.handed_out_name("ex01")
     names = ["a/ex01_copy.ipynb", "b/ex01_copy (2).ipynb", f"z/{handed_out}"]
     for name in names:
         (sub / name).parent.mkdir(parents=True, exist_ok=True)

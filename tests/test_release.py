@@ -244,7 +244,8 @@ def test_the_student_folder_grades_honest_answers_as_the_autograder_does(out, au
     it starts here: every part scores as in the autograder, its check cells restored from the student's own
     ``check-cells/``; exercise 04, whose checks the student folder does not hold, is not run, and its parts say the
     autograder grades them, outside the student's score. One kernel, about 20 s."""
-    from fastpath_lib.grading.engine import cli, sandbox
+    from fastpath_lib.grading.engine import sandbox
+    from fastpath_lib.grading.report.table import HELD
 
     notebook, doc = autograded
     answers = tmp_path / "answers"
@@ -261,8 +262,8 @@ def test_the_student_folder_grades_honest_answers_as_the_autograder_does(out, au
     assert {f"ex01 {p['part']}": (p["earned"], p["points"]) for p in mine["ex01"]["parts"]} == theirs
     assert mine["ex01"]["status"] == "ok" and any("restored" in n for n in mine["ex01"]["notes"]), mine["ex01"]
     held = mine["ex04"]
-    assert held["status"] == cli.HELD and [p["part"] for p in held["parts"]] == [p for p, _ in EXERCISES["ex04"]]
-    assert all(p["points"] == 0 and p["feedback"].startswith(cli.HELD) for p in held["parts"]), held
+    assert held["status"] == HELD and [p["part"] for p in held["parts"]] == [p for p, _ in EXERCISES["ex04"]]
+    assert all(p["points"] == 0 and p["feedback"].startswith(HELD) for p in held["parts"]), held
 
 
 def test_the_student_folder_tells_of_what_it_holds(out):
@@ -290,11 +291,11 @@ def test_the_student_folder_tells_of_what_it_holds(out):
 def test_a_part_is_held_when_no_check_here_names_it(monkeypatch):
     """In-process: with exercise 08's evidence check left out (as a student release leaves it), only its part is
     held; the other checks of exercise 08 name theirs. With every module here, nothing is held."""
-    from fastpath_lib.grading.engine import cli
+    from fastpath_lib.grading.engine import submission
 
-    assert all(cli.held_parts(ex) == () for ex in EXERCISES)
-    shipped = cli._shipped
-    monkeypatch.setattr(cli, "_shipped", lambda m: m != "checks.ex08_evidence" and shipped(m))
-    assert cli.held_parts("ex08") == ("evidence_package",)
-    monkeypatch.setattr(cli, "_shipped", lambda m: not m.startswith("checks.ex08") and shipped(m))
-    assert cli.held_parts("ex08") == tuple(part for part, _ in EXERCISES["ex08"])
+    assert all(submission.held_parts(ex) == () for ex in EXERCISES)
+    shipped = submission.shipped
+    monkeypatch.setattr(submission, "shipped", lambda m: m != "checks.ex08_evidence" and shipped(m))
+    assert submission.held_parts("ex08") == ("evidence_package",)
+    monkeypatch.setattr(submission, "shipped", lambda m: not m.startswith("checks.ex08") and shipped(m))
+    assert submission.held_parts("ex08") == tuple(part for part, _ in EXERCISES["ex08"])

@@ -19,7 +19,7 @@ process), for three layouts; in CI, ``grade FOLDER`` (or a release's ``./grade F
 
 A submission counts one notebook per exercise: where it holds several of one exercise, the copy named as the
 exercise hands it out (else the first by path) is graded, and each other copy is listed, not counted, naming the
-copy graded (:func:`fastpath_lib.grading.engine.cli.one_per_exercise`).
+copy graded (:func:`fastpath_lib.grading.engine.cli.grade_notebooks`; ``grade`` counts the same way).
 
 ``--exercises ex01,ex02`` (Gradescope and PrairieLearn; a release's per-exercise zips set it through their
 ``assignment.txt``) pins what the assignment is: a notebook of another exercise is reported and not counted, and an

@@ -59,7 +59,11 @@ from pathlib import Path
 from fastpath_lib import runtime
 from fastpath_lib.grading.engine import notebook as NB
 from fastpath_lib.grading.engine import remote, sources
-from fastpath_lib.grading.registry import CHECKS, EXERCISES, KIT_OPS, TITLES, check
+from fastpath_lib.grading.engine.submission import exercise_id as _exercise_id
+from fastpath_lib.grading.engine.submission import handed_out_name, held_parts, one_per_exercise
+from fastpath_lib.grading.engine.submission import shipped as _shipped
+from fastpath_lib.grading.registry import CHECKS, EXERCISES, KIT_OPS, check
+from fastpath_lib.grading.report.table import HELD, print_table
 
 __all__ = ["main", "grade_notebook", "NotebookGrade"]
 
@@ -121,15 +125,6 @@ class NotebookGrade:
     @property
     def points(self) -> int:
         return sum(p.points for p in self.parts)
-
-
-def _exercise_id(nb, path: Path) -> str | None:
-    meta = (nb.get("metadata", {}) if nb is not None else {}).get("fastpath", {}) if nb is not None else {}
-    ex = meta.get("exercise") if isinstance(meta, dict) else None
-    if ex in EXERCISES:
-        return ex
-    m = re.match(r"(ex\d\d)", path.name)
-    return m.group(1) if m and m.group(1) in EXERCISES else None
 
 
 def _kernel_env() -> dict:
@@ -237,32 +232,6 @@ def _first_error(nb) -> str:
             if out.get("output_type") == "error":
                 return f"cell {index} raised {out.get('ename')}: {str(out.get('evalue', ''))[:200]}"
     return ""
-
-
-#: The status of a notebook whose every check runs in the course's autograder only (a student release).
-HELD = "graded by the autograder only"
-
-
-def _shipped(module: str) -> bool:
-    """Whether this copy of the kit holds the check module ``module`` (``checks.ex04_boundary``): a course's
-    student release leaves out those that grade against faults or keys (:mod:`fastpath_lib.release`)."""
-    return importlib.util.find_spec(f"fastpath_lib.grading.{module}") is not None
-
-
-def held_parts(ex: str) -> tuple[str, ...]:
-    """The parts of ``ex`` this copy of the kit cannot grade, because the checks that grade them are left out (a
-    course's student release): every part when no check module of ``ex`` is here, else the parts that no check
-    module here names (a part is named by its check, ``passed("ex08", "evidence_package", ...)``). Empty in the
-    full kit and the autograder."""
-    modules = {CHECKS[n] for n in CHECKS if CHECKS[n].startswith(f"checks.{ex}")}
-    here = {m for m in modules if _shipped(m)}
-    if here == modules:
-        return ()
-    named: set[str] = set()
-    for m in here:
-        tree = ast.parse(Path(importlib.util.find_spec(f"fastpath_lib.grading.{m}").origin).read_text("utf-8"))
-        named |= {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
-    return tuple(part for part, _ in EXERCISES[ex] if part not in named)
 
 
 def _held_grade(ex: str, part: str) -> PartGrade:
@@ -414,54 +383,13 @@ def grade_notebook(path: str | Path, *, timeout: float = DEFAULT_TIMEOUT, kernel
                          "isolated (bwrap)" if isolated else "unisolated")  # sandbox.ISOLATED, UNISOLATED
 
 
+#: The status of a copy of an exercise that another copy in the same submission stands for.
 DUPLICATE = "another copy graded"
-
-
-def _exercise_of_file(path: Path) -> str | None:
-    """The exercise a notebook file is for, read as :func:`grade_notebook` reads it (``None`` when unreadable or not
-    an exercise's)."""
-    try:
-        nb = json.loads(Path(path).read_text(encoding="utf-8"))
-    except Exception:  # noqa: BLE001 - grade_notebook says why
-        nb = None
-    return _exercise_id(nb if isinstance(nb, dict) else None, Path(path))
-
-
-def _handed_out_name(ex: str) -> str | None:
-    original = NB.original_for(ex)
-    return original.name if original is not None else None
-
-
-def one_per_exercise(paths) -> tuple[list[Path], dict[Path, tuple[str, Path]]]:
-    """One notebook per exercise: ``(the notebooks to grade, {each other copy: (its exercise, the copy graded)})``.
-
-    A submission holds one answer per exercise, so two notebooks of one exercise (two copies of the same file, a
-    renamed copy) are one answer, graded once: the copy whose file name is the name the exercise hands out
-    (``ex01_reference.ipynb``), else the first by path. The copy is chosen before anything is graded, never by its
-    score. Notebooks of no exercise are all kept (each is reported as such).
-
-    >>> kept, others = one_per_exercise([Path("b/ex01_x.ipynb"), Path("a/ex01_y.ipynb"), Path("ex02_z.ipynb")])
-    >>> [str(p) for p in kept], {str(k): (e, str(v)) for k, (e, v) in others.items()}
-    (['a/ex01_y.ipynb', 'ex02_z.ipynb'], {'b/ex01_x.ipynb': ('ex01', 'a/ex01_y.ipynb')})
-    """
-    paths = [Path(p) for p in paths]
-    by_ex: dict[str, list[Path]] = {}
-    for p in paths:
-        ex = _exercise_of_file(p)
-        if ex is not None:
-            by_ex.setdefault(ex, []).append(p)
-    others: dict[Path, tuple[str, Path]] = {}
-    for ex, copies in by_ex.items():
-        if len(copies) > 1:
-            name = _handed_out_name(ex)
-            chosen = min(copies, key=lambda c: (c.name != name, str(c)))
-            others |= {c: (ex, chosen) for c in copies if c != chosen}
-    return [p for p in paths if p not in others], others
 
 
 def grade_notebooks(paths, **kwargs) -> list[NotebookGrade]:
     """:func:`grade_notebook` for each of ``paths``, one grade per exercise (:func:`one_per_exercise`): each other
-    copy of an exercise is listed, without points, naming the copy that was graded and why."""
+    copy of an exercise is listed, without points, naming the copy graded and why; it is not run."""
     paths = [Path(p) for p in paths]
     kept, others = one_per_exercise(paths)
     graded = {p: grade_notebook(p, **kwargs) for p in kept}
@@ -471,7 +399,7 @@ def grade_notebooks(paths, **kwargs) -> list[NotebookGrade]:
             out.append(graded[p])
             continue
         ex, chosen = others[p]
-        name = _handed_out_name(ex)
+        name = handed_out_name(ex)
         rule = f"the one named {name} as handed out" if chosen.name == name else "the first by path"
         out.append(NotebookGrade(str(p), ex, DUPLICATE, f"one grade per exercise: {chosen} is the copy of {ex} "
                                  f"graded ({rule}); this copy is not counted", 0.0, [], [], "not run"))
@@ -492,43 +420,6 @@ def _expand(paths: list[str]) -> list[Path]:
         else:
             out.append(p)
     return out
-
-
-def _first_line(text: str, width: int = 70) -> str:
-    line = text.strip().splitlines()[0] if text.strip() else ""
-    return line if len(line) <= width else line[: width - 1] + "…"
-
-
-def _print_table(grades: list[NotebookGrade], verbose: bool) -> None:
-    rows = [("exercise", "part", "points", "passed", "feedback")]
-    for g in grades:
-        if not g.parts:
-            rows.append((Path(g.path).name, "-", "0/0", "no", _first_line(g.reason)))
-        for p in g.parts:
-            rows.append((p.exercise, p.part, f"{p.earned}/{p.points}", "yes" if p.passed else "no",
-                         _first_line(p.feedback)))
-    widths = [max(len(r[i]) for r in rows) for i in range(4)]
-    for i, r in enumerate(rows):
-        print("  ".join(c.ljust(w) for c, w in zip(r[:4], widths)) + "  " + r[4])
-        if i == 0:
-            print("  ".join("-" * w for w in widths) + "  " + "-" * 8)
-    print()
-    for g in grades:
-        title = TITLES.get(g.exercise or "", "")
-        status = g.status + (f": {g.reason}" if g.reason else "")
-        print(f"{Path(g.path).name}: {g.earned}/{g.points} ({title}; {g.seconds:.1f} s; {status}; kernel "
-              f"{g.isolation})")
-        for note in g.notes:
-            print(f"  note: {note}")
-        if verbose:
-            for p in g.parts:
-                if not p.passed and "\n" in p.feedback:
-                    print(f"  {p.part}:\n" + "\n".join("    " + x for x in p.feedback.splitlines()))
-    total, maximum = sum(g.earned for g in grades), sum(g.points for g in grades)
-    held = sum(pts for g in grades for p in g.parts if p.feedback.startswith(HELD) for part, pts in
-               EXERCISES.get(p.exercise, ()) if part == p.part)
-    print(f"score: {total}/{maximum}" + (f" ({held} more points are {HELD}: this copy leaves out their checks)"
-                                         if held else ""))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -596,7 +487,7 @@ def main(argv: list[str] | None = None) -> int:
                                          "parts": [dataclasses.asdict(p) for p in g.parts]} for g in grades]},
                          indent=2))
     else:
-        _print_table(grades, args.verbose)
+        print_table(grades, args.verbose)
     if any(g.status == NOT_GRADED for g in grades):
         return 2
     return 0 if total == maximum else 1
