@@ -4,13 +4,15 @@ Two artefacts from one checkout (``otter assign`` writes the same pair, nbgrader
 
 * ``OUT/student/``: what a learner is handed. The lessons (``notebooks/``), the exercises (``exercises/``, each with
   its FILL ME IN cells and check cells), the library, and what runs them (``pyproject.toml``, ``constraints.txt``,
-  ``environment.yml``, ``kit``, ``data/`` with its notice, ``upstream/``, ``docs/``, JupyterLab's settings, the
-  README under a preface that says what the release leaves out). No ``solutions/``, no ``tests/``, and none of the
-  files of :data:`GRADER_ONLY`: the seeded faults, broken ops, answer keys and scenario keys a learner could grade
-  against offline. Their checks become stand-ins in the student's ``fastpath_lib/exercises.py`` that say the course's
-  autograder runs them; every other check runs in the check cell as advisory feedback (what a learner's own kernel
-  computes is never a verdict). A kept module that imports a plain constant from a grader-only file (the registry
-  takes exercise 04's category names from ``mutants.py``) gets a stub of that file holding only those constants.
+  ``environment.yml``, ``kit``, ``data/`` with its notice, ``upstream/``, ``docs/``, JupyterLab's settings,
+  ``check-cells/`` as the autograder has it, the README under a preface that says what the release leaves out). No
+  ``solutions/``, no ``tests/``, and none of the files of :data:`GRADER_ONLY`: the seeded faults, broken ops, answer
+  keys and scenario keys a learner could grade against offline. Their checks become stand-ins (in the student's
+  ``fastpath_lib/grading/held.py``, imported by its ``exercises.py``) that say the course's autograder runs them;
+  every other check runs in the check cell as advice, and the student's grader grades its parts as the autograder
+  does. The README and the exercises name nothing the folder lacks (:func:`without_absent`). A kept module that
+  imports a plain constant from a grader-only file (the registry takes exercise 04's category names from
+  ``mutants.py``) gets a stub of that file holding only those constants.
 * ``OUT/autograder/``, ``OUT/autograder.zip`` and ``OUT/gradescope/exNN.zip`` (the same, pinned to one exercise by
   its ``assignment.txt``): the grader, for the instructor's machine only. The whole library,
   the exercise notebooks as released in ``check-cells/`` (the grader restores every check cell from them, so a
@@ -33,7 +35,9 @@ import argparse
 import ast
 import re
 import shutil
+import subprocess
 import sys
+import textwrap
 import zipfile
 from pathlib import Path
 
@@ -154,14 +158,20 @@ def _stub(rel: str, names: set[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _facade(lib: Path, source: str) -> str:
-    """The student's ``exercises.py``: each check imported from a grader-only module becomes a stand-in that says
-    the course's autograder runs it."""
+#: The module of stand-ins for the checks a student release leaves out (:mod:`fastpath_lib.grading.held`).
+HELD_MODULE = "grading/held.py"
+
+
+def _facade(lib: Path, source: str) -> tuple[str, str | None]:
+    """The student's ``exercises.py`` and the lines of its :data:`HELD_MODULE` (``None``: nothing held). Each check
+    from a grader-only module comes instead from a stand-in there, in a module of its own as the checks are: the
+    grader's sandbox writes the kernel's façade from each name's module, which must not be the façade itself."""
     from fastpath_lib.grading.registry import TITLES
 
     tree = ast.parse(source)
     lines = source.splitlines()
-    drop: list[tuple[int, int]] = []
+    held_module = "fastpath_lib." + HELD_MODULE[:-3].replace("/", ".")
+    swaps: list[tuple[int, int, str]] = []
     standins: list[str] = []
     for node in tree.body:
         if not (isinstance(node, ast.ImportFrom) and node.level == 0 and node.module):
@@ -169,38 +179,16 @@ def _facade(lib: Path, source: str) -> str:
         rel = _module_file(lib, node.module)
         if rel not in GRADER_ONLY:
             continue
-        exercise = re.match(r"grading/checks/(ex\d\d)", rel)
-        ex = exercise.group(1) if exercise else ""
-        standins += [f"{a.asname or a.name} = _held_by_autograder({a.name!r}, {ex!r}, {TITLES.get(ex, '')!r}, "
+        ex = m.group(1) if (m := re.match(r"grading/checks/(ex\d\d)", rel)) else ""
+        standins += [f"{a.name} = held_by_autograder({a.name!r}, {ex!r}, {TITLES.get(ex, '')!r}, "
                      f"{GRADER_ONLY[rel]!r})" for a in node.names]
-        drop.append((node.lineno - 1, node.end_lineno))
-    if not drop:
-        return source
-    at = next((n.lineno - 1 for n in tree.body if isinstance(n, ast.Assign)
-               and any(isinstance(t, ast.Name) and t.id == "__all__" for t in n.targets)), len(lines))
-    lines[at:at] = _HELD.splitlines() + standins + ["", ""]
-    for start, end in sorted(drop, reverse=True):
-        del lines[start:end]
-    return "\n".join(lines) + "\n"
-
-
-_HELD = '''
-
-def _held_by_autograder(name, exercise, title, what):
-    """A check this student release does not hold: calling it says so (with ``show=False`` it returns no results)."""
-
-    def check(*args, show=True, **kwargs):
-        text = (f"{exercise} · {title}: this check runs in your course's autograder only; the student release "
-                f"leaves it out ({what}). Submit the notebook to get its feedback.")
-        if show:
-            print(text)
-            return None
-        return []
-
-    check.__name__ = check.__qualname__ = name
-    return check
-
-'''
+        names = ", ".join(a.name + (f" as {a.asname}" if a.asname else "") for a in node.names)
+        swaps.append((node.lineno - 1, node.end_lineno, f"from {held_module} import {names}"))
+    if not swaps:
+        return source, None
+    for start, end, text in sorted(swaps, reverse=True):
+        lines[start:end] = [text]
+    return "\n".join(lines) + "\n", "\n".join(standins) + "\n"
 
 
 def _student_library(root: Path, dst: Path) -> list[str]:
@@ -214,6 +202,7 @@ def _student_library(root: Path, dst: Path) -> list[str]:
                   if p.is_file() and "__pycache__" not in p.parts and not p.name.endswith(".pyc"))
     kept = [rel for rel in kept if rel not in GRADER_ONLY]
     wanted: dict[str, set[str]] = {}
+    held = None
     for rel in kept:
         target = dst / rel
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -222,7 +211,7 @@ def _student_library(root: Path, dst: Path) -> list[str]:
             continue
         source = (lib / rel).read_text(encoding="utf-8")
         if rel == _FACADE:
-            source = _facade(lib, source)
+            source, held = _facade(lib, source)
         for imported, name in _kit_imports(lib, source):
             if imported in GRADER_ONLY:
                 if name is None:
@@ -234,6 +223,8 @@ def _student_library(root: Path, dst: Path) -> list[str]:
         shutil.copymode(lib / rel, target)
     for rel, names in wanted.items():
         (dst / rel).write_text(_stub(rel, names), encoding="utf-8")
+    if held is not None:
+        (dst / HELD_MODULE).write_text((lib / HELD_MODULE).read_text("utf-8") + "\n\n" + held, encoding="utf-8")
     return sorted(wanted)
 
 
@@ -241,18 +232,82 @@ _PREFACE = """\
 # Course release: your copy of Fastpath Kit
 
 This folder is a course release made by `python -m fastpath_lib release`. It holds the lessons (`notebooks/`), the
-exercises (`exercises/`) and the library; it has no `solutions/` and no tests. Each exercise's check cell gives you
-advisory feedback as you work; your grade comes from your instructor's autograder, which restores the check cells and
-runs the checks on inputs it draws at grading time. These checks run in the autograder only, because they grade
-against faults or answer keys a release cannot show you: {held}.
+exercises (`exercises/`) and the library; it has no {absent}. Each check cell gives you advisory feedback as you
+work; your grade comes from your instructor's autograder, which restores the check cells (as `./kit grade` does here,
+from `check-cells/`) and runs the checks on inputs it draws at grading time. These run in the autograder only, as
+they grade against faults or answer keys a release cannot show you: {held}; `./kit grade` grades the rest.
 
-Set up and open JupyterLab with `./kit lab`. The kit's README follows; where it or the docs mention `solutions/`,
-`tests/` or `tools/`, those stay with the full kit ([docs/course-release.md](docs/course-release.md) says what a
-release holds).
+Set up and open JupyterLab with `./kit lab`; `./kit help` lists what this copy runs. The kit's README follows; where
+the lessons or the docs mention {absent}, those stay with the full kit ([docs/course-release.md](docs/course-release.md)
+says what a release holds).
 
 ---
 
 """
+
+#: A path in backquotes (`` `solutions/` ``, `` `tests/test_x.py` ``), a ``./kit`` command, a clause's end.
+_PATH = re.compile(r"`([\w.-]+)/[^`\s]*`")
+_KIT_COMMAND = re.compile(r"(?:^|`)\./kit ([a-z][\w-]*)")
+_CLAUSES = re.compile(r"(;\s+|(?<=[.!?])\s+)")
+
+
+def offered_commands(kit: Path) -> set[str]:
+    """The commands ``kit`` (a copy of ``./kit``) lists in its help: those whose files its folder holds."""
+    res = subprocess.run(["bash", str(kit), "help"], cwd=kit.parent, capture_output=True, text=True, timeout=60)
+    return set(re.findall(r"^#\s+\./kit ([a-z][\w-]*)", res.stdout, re.M))
+
+
+def _claims_absent(text: str, absent: set[str], commands: set[str]) -> bool:
+    return any(m.group(1) in absent for m in _PATH.finditer(text)) or any(
+        m.group(1) not in commands for m in _KIT_COMMAND.finditer(text))
+
+
+def without_absent(text: str, absent: set[str], commands: set[str]) -> str:
+    """``text`` (Markdown) less what points a learner at something the release does not hold: each clause (a
+    sentence, or a part of one after a semicolon) that names a folder of ``absent`` in backquotes, and each command
+    line (``./kit ...`` in a code block) or table row that names one or a ``./kit`` command not in ``commands``.
+
+    >>> without_absent("Grade with `./kit grade`; the solved\\nversions are in `solutions/`. Next.", {"solutions"},
+    ...                {"grade"})
+    'Grade with `./kit grade`. Next.'
+    >>> without_absent("```\\n./kit lab   # open\\n./kit test  # run\\n```", set(), {"lab"})
+    '```\\n./kit lab   # open\\n```'
+    """
+    lines = [x for x in text.split("\n") if not (x.startswith(("./kit ", "|")) and _claims_absent(x, absent, commands))]
+    out = []
+    for para in "\n".join(lines).split("\n\n"):
+        parts = _CLAUSES.split(para)
+        clauses, seps = parts[0::2], parts[1::2] + [""]
+        if any(x.lstrip().startswith(("```", "|")) for x in para.split("\n")):  # a table, code: lines only
+            out.append(para)
+            continue
+        text_out = ""
+        for clause, sep in zip(clauses, seps):
+            if not _claims_absent(clause, absent, commands):
+                text_out += clause + sep
+            elif text_out.endswith("; "):  # "A; <dropped>." -> "A."
+                text_out = text_out[:-2] + (clause.rstrip()[-1] if clause.rstrip()[-1:] in ".!?:" else ".") + sep
+        out.append(text_out)
+    return "\n\n".join(out)
+
+
+def _tell_what_ships(out: Path, root: Path) -> set[str]:
+    """Rewrite the Markdown cells of the student folder's exercises (:func:`without_absent`: "the solved versions
+    are in `solutions/`") so that they name no folder of the checkout the release leaves out and no ``./kit``
+    command its ``./kit`` does not run; returns the folders left out (the checkout's folders the student folder
+    lacks). The lessons keep their text: where they cite a test or a tool as evidence, the README's preface says
+    those stay with the full kit."""
+    import nbformat
+
+    absent = {p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))
+              and not (out / p.name).exists()}
+    commands = offered_commands(out / "kit")
+    for path in sorted(out.glob("exercises/*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        for cell in (c for c in nb.cells if c.get("cell_type") == "markdown"):
+            cell.source = without_absent(cell.source, absent, commands)
+        nbformat.write(nb, path)
+    return absent
 
 
 def student(root: Path, out: Path) -> list[str]:
@@ -267,10 +322,15 @@ def student(root: Path, out: Path) -> list[str]:
         if (root / rel).exists():
             _copy(root / rel, out / rel)
     stubs = _student_library(root, out / "fastpath_lib")
+    _check_cells(root, out)  # the student's grader restores the check cells from them, as the autograder does
     held = sorted({f"`ex.{name}`" for name, mod in CHECKS.items()
                    if f"grading/{mod.replace('.', '/')}.py" in GRADER_ONLY})
-    (out / "README.md").write_text(_PREFACE.format(held=", ".join(held)) + (root / "README.md").read_text("utf-8"),
-                                   encoding="utf-8")
+    absent = sorted(_tell_what_ships(out, root))
+    readme = without_absent((root / "README.md").read_text("utf-8"), set(absent), offered_commands(out / "kit"))
+    preface = _PREFACE.format(held=", ".join(held), absent=", ".join(f"`{a}/`" for a in absent))
+    preface = "\n\n".join(p if p.startswith(("#", "---")) else textwrap.fill(p, 118, break_on_hyphens=False)
+                           for p in preface.split("\n\n"))
+    (out / "README.md").write_text(preface + readme, encoding="utf-8")
     return stubs
 
 
@@ -286,10 +346,7 @@ def autograder(root: Path, out: Path) -> Path:
     for rel in _AUTOGRADER_FILES:
         if (root / rel).exists():
             _copy(root / rel, out / rel)
-    cells = out / CHECK_CELLS
-    cells.mkdir()
-    for nb in sorted((root / "exercises").glob("ex[0-9][0-9]_*.ipynb")):
-        shutil.copy2(nb, cells / nb.name)
+    cells = _check_cells(root, out)
     for path in sorted((root / _SCRIPTS).iterdir()):  # setup.sh, run_autograder, grade, README.md (modes kept)
         shutil.copy2(path, out / path.name)
     archive = out.with_suffix(".zip")
@@ -299,6 +356,15 @@ def autograder(root: Path, out: Path) -> Path:
     for nb in sorted(cells.glob("ex[0-9][0-9]_*.ipynb")):
         _zip(out, per / f"{nb.name[:4]}.zip", {"assignment.txt": nb.name[:4] + "\n"})
     return archive
+
+
+def _check_cells(root: Path, out: Path) -> Path:
+    """``out/check-cells/``: the exercises as released, whose check cells a grader restores (``NB.original_for``)."""
+    cells = out / CHECK_CELLS
+    cells.mkdir()
+    for nb in sorted((root / "exercises").glob("ex[0-9][0-9]_*.ipynb")):
+        shutil.copy2(nb, cells / nb.name)
+    return cells
 
 
 def _zip(folder: Path, archive: Path, extra: dict[str, str] | None = None) -> None:

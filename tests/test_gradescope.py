@@ -147,3 +147,36 @@ def test_write_validates_and_writes_json(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="expected number"):
         gs.write(_grades(), bad)
     assert not bad.exists()
+
+
+def test_copies_of_one_exercise_in_a_submission_count_once(tmp_path, monkeypatch):
+    """Issue 41: three copies of an honest 1/3 exercise 01 notebook in one Gradescope submission pinned to ex01 scored
+    3/3. One copy is graded (the one named as handed out, chosen before grading) and the others are listed at 0/0,
+    naming it."""
+    from fastpath_lib.grading.engine import autograde, cli, submission
+
+    sub, res = tmp_path / "submission", tmp_path / "results"
+    nb = {"cells": [], "metadata": {"fastpath": {"exercise": "ex01"}}, "nbformat": 4, "nbformat_minor": 5}
+    handed_out = submission.handed_out_name("ex01")
+    names = ["a/ex01_copy.ipynb", "b/ex01_copy (2).ipynb", f"z/{handed_out}"]
+    for name in names:
+        (sub / name).parent.mkdir(parents=True, exist_ok=True)
+        (sub / name).write_text(json.dumps(nb), encoding="utf-8")
+    graded = []
+
+    def one_of_three(path, **kw):  # an honest notebook that earns 1 of ex01's 3 points, whichever copy
+        graded.append(path.name)
+        return NotebookGrade(str(path), "ex01", "ok", "", 1.0, [PartGrade("ex01", part, pts, pts * (i == 0), i == 0,
+                                                                          "") for i, (part, pts) in
+                                                                 enumerate(EXERCISES["ex01"])])
+
+    monkeypatch.setattr(cli, "grade_notebook", one_of_three)
+    assert autograde.main(["gradescope", "--submission", str(sub), "--results", str(res), "--exercises", "ex01",
+                           "--isolation", "none"]) == 0
+    doc = json.loads((res / "results.json").read_text())
+    assert graded == [handed_out], graded  # the others were never run
+    assert doc["score"] == EXERCISES["ex01"][0][1]  # one copy's first part, once
+    assert doc["extra_data"]["max_score"] == sum(p for _, p in EXERCISES["ex01"])
+    dup = [n for n in doc["extra_data"]["notebooks"] if n["status"] == cli.DUPLICATE]
+    assert len(dup) == 2 and all(f"z/{handed_out}" in n["reason"] and "as handed out" in n["reason"] for n in dup)
+    assert gs.validate(doc) == []

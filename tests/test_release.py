@@ -16,6 +16,7 @@ import nbformat
 import pytest
 
 from fastpath_lib import release as R
+from fastpath_lib.grading.registry import EXERCISES
 from fastpath_lib.runtime import ROOT
 
 PY = sys.executable
@@ -125,15 +126,25 @@ def _blank_checks(src: Path, dst: Path, replace=None) -> None:
     nbformat.write(nb, dst)
 
 
-def test_run_autograder_restores_the_check_cells_from_its_own_copy(out, tmp_path):
+@pytest.fixture(scope="module")
+def autograded(out, tmp_path_factory):
+    """An honest exercise 01 (the solution, its check cells emptied) and the results of the autograder's
+    ``run_autograder`` for it."""
+    tmp = tmp_path_factory.mktemp("autograded")
+    env = dict(os.environ, AUTOGRADER_ROOT=str(tmp), FASTPATH_PYTHON=PY, FASTPATH_ISOLATION="none")
+    _blank_checks(ROOT / "solutions/ex01_reference.ipynb", tmp / "submission/ex01_reference.ipynb")
+    res = subprocess.run([str(out / "autograder" / "run_autograder")], env=env, capture_output=True, text=True,
+                         timeout=600)
+    assert res.returncode == 0, res.stderr[-2000:]
+    return tmp / "submission/ex01_reference.ipynb", json.loads((tmp / "results/results.json").read_text())
+
+
+def test_run_autograder_restores_the_check_cells_from_its_own_copy(out, autograded, tmp_path):
     ag = out / "autograder"
     assert not (ag / "solutions").exists()
     env = dict(os.environ, AUTOGRADER_ROOT=str(tmp_path), FASTPATH_PYTHON=PY, FASTPATH_ISOLATION="none")
     # the solution with its check cells emptied grades as the solution does: full marks
-    _blank_checks(ROOT / "solutions/ex01_reference.ipynb", tmp_path / "submission/ex01_reference.ipynb")
-    res = subprocess.run([str(ag / "run_autograder")], env=env, capture_output=True, text=True, timeout=600)
-    assert res.returncode == 0, res.stderr[-2000:]
-    doc = json.loads((tmp_path / "results/results.json").read_text())
+    doc = autograded[1]
     assert (doc["score"], doc["extra_data"]["max_score"]) == (3, 3), doc["output"]
     assert "restored" in doc["output"] and "no solutions/" not in doc["output"]
 
@@ -224,3 +235,67 @@ def test_a_notebook_of_another_exercise_is_reported_not_counted():
     assert [(x.exercise, x.status, x.points, x.earned) for x in out] == [("ex03", "not this assignment's", 0, 0),
                                                                        ("ex01", "missing", 3, 0)]
     assert assigned([g], ()) == [g]
+
+
+def test_the_student_folder_grades_honest_answers_as_the_autograder_does(out, autograded, tmp_path):
+    """Issue 41: in student/, the grader gave honest answers 8/32 where the autograder gave 32/32 (a circular import
+    in every notebook's first cell under the sandbox; exercise 04 "the sandbox could not start"). The honest notebook
+    the autograder graded (:func:`autograded`) is graded again by the student folder's grader, in the sandbox where
+    it starts here: every part scores as in the autograder, its check cells restored from the student's own
+    ``check-cells/``; exercise 04, whose checks the student folder does not hold, is not run, and its parts say the
+    autograder grades them, outside the student's score. One kernel, about 20 s."""
+    from fastpath_lib.grading.engine import sandbox
+    from fastpath_lib.grading.report.table import HELD
+
+    notebook, doc = autograded
+    answers = tmp_path / "answers"
+    answers.mkdir()
+    (answers / notebook.name).write_bytes(notebook.read_bytes())
+    (answers / "ex04_boundary_cases.ipynb").write_bytes((ROOT / "solutions/ex04_boundary_cases.ipynb").read_bytes())
+    isolation = "bwrap" if sandbox.problem() is None else "none"
+    env = dict(os.environ, PYTHONPATH=str(out / "student"), TRITON_INTERPRET="1")
+    res = subprocess.run([PY, "-m", "fastpath_lib", "grade", "--format", "json", "--isolation", isolation,
+                          str(answers)], env=env, capture_output=True, text=True, timeout=600, cwd=out / "student")
+    assert res.returncode == 0, (res.stdout[-2000:], res.stderr[-2000:])
+    mine = {n["exercise"]: n for n in json.loads(res.stdout)["notebooks"]}
+    theirs = {t["name"]: (t["score"], t["max_score"]) for t in doc["tests"]}
+    assert {f"ex01 {p['part']}": (p["earned"], p["points"]) for p in mine["ex01"]["parts"]} == theirs
+    assert mine["ex01"]["status"] == "ok" and any("restored" in n for n in mine["ex01"]["notes"]), mine["ex01"]
+    held = mine["ex04"]
+    assert held["status"] == HELD and [p["part"] for p in held["parts"]] == [p for p, _ in EXERCISES["ex04"]]
+    assert all(p["points"] == 0 and p["feedback"].startswith(HELD) for p in held["parts"]), held
+
+
+def test_the_student_folder_tells_of_what_it_holds(out):
+    """Issue 41: the student folder told learners "the solved versions are in `solutions/`", listed `./kit test`
+    with no tests shipped, and installed vLLM "for the provider tests". Its README and exercises name no folder it
+    lacks and no command its ./kit does not run; its ./kit's help is the student folder's own."""
+    student = out / "student"
+    absent = {p.name for p in ROOT.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))
+              and not (student / p.name).exists()}
+    assert {"solutions", "tests", "tools"} <= absent
+    offered = R.offered_commands(student / "kit")
+    assert {"lab", "grade"} <= offered and not offered & {"test", "lessons", "release", "gpu-versions"}, offered
+    assert "test" in R.offered_commands(ROOT / "kit")
+    readme = (student / "README.md").read_text(encoding="utf-8")
+    texts = {"README.md": readme.split("\n---\n", 1)[1]} | {
+        p.name: "\n".join(c.source for c in nbformat.read(p, as_version=4).cells if c.cell_type == "markdown")
+        for p in sorted((student / "exercises").glob("ex*.ipynb"))}
+    for name, text in texts.items():
+        assert not re.findall(r"`(?:%s)/" % "|".join(absent), text), name
+        assert set(re.findall(r"(?:^|`)\./kit ([a-z][\w-]*)", text, re.M)) <= offered, name
+    assert "./kit lab" in readme and all(f"`{a}/`" in readme.split("\n---\n")[0] for a in absent)
+    assert "the solved" in (ROOT / "exercises/ex01_reference.ipynb").read_text()  # the kit's own keeps it
+
+
+def test_a_part_is_held_when_no_check_here_names_it(monkeypatch):
+    """In-process: with exercise 08's evidence check left out (as a student release leaves it), only its part is
+    held; the other checks of exercise 08 name theirs. With every module here, nothing is held."""
+    from fastpath_lib.grading.engine import submission
+
+    assert all(submission.held_parts(ex) == () for ex in EXERCISES)
+    shipped = submission.shipped
+    monkeypatch.setattr(submission, "shipped", lambda m: m != "checks.ex08_evidence" and shipped(m))
+    assert submission.held_parts("ex08") == ("evidence_package",)
+    monkeypatch.setattr(submission, "shipped", lambda m: not m.startswith("checks.ex08") and shipped(m))
+    assert submission.held_parts("ex08") == tuple(part for part, _ in EXERCISES["ex08"])

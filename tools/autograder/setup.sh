@@ -9,7 +9,13 @@ apt-get install -y -qq python3 python3-venv python3-pip >/dev/null
 apt-get install -y -qq bubblewrap >/dev/null || echo "setup.sh: no bubblewrap; the learner's kernel runs unisolated" >&2
 python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
-# the CPU build of torch (PyPI's Linux torch is the multi-GB CUDA build); grading runs in Triton's interpreter
+# the CPU build of torch (PyPI's Linux torch is the multi-GB CUDA build); grading runs in Triton's interpreter.
+# FASTPATH_TORCH_INDEX names another index (as for ./kit); where the index cannot be reached, the pinned torch comes
+# from pip's own index settings with the rest (PIP_INDEX_URL and pip.conf are honoured as usual).
 TORCH=$(grep -E '^torch==' constraints.txt)
-.venv/bin/python -m pip install -q --index-url https://download.pytorch.org/whl/cpu "$TORCH"
+INDEX=${FASTPATH_TORCH_INDEX:-cpu}
+[ "$INDEX" != cpu ] || INDEX=https://download.pytorch.org/whl/cpu
+if ! .venv/bin/python -m pip install -q --retries 1 --timeout 30 --index-url "$INDEX" "$TORCH"; then
+  echo "setup.sh: could not install $TORCH from $INDEX; going on with pip's own index settings" >&2
+fi
 .venv/bin/python -m pip install -q -c constraints.txt -e . nbclient nbformat ipykernel jupyter_client

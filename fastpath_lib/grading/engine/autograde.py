@@ -17,6 +17,10 @@ process), for three layouts; in CI, ``grade FOLDER`` (or a release's ``./grade F
   ``DIR/<student>/<assignment>/results.json`` (each notebook's parts and feedback). ``DIR`` defaults to
   ``autograded/`` beside ``SUBMITTED``, as nbgrader names its folder.
 
+A submission counts one notebook per exercise: where it holds several of one exercise, the copy named as the
+exercise hands it out (else the first by path) is graded, and each other copy is listed, not counted, naming the
+copy graded (:func:`fastpath_lib.grading.engine.cli.grade_notebooks`; ``grade`` counts the same way).
+
 ``--exercises ex01,ex02`` (Gradescope and PrairieLearn; a release's per-exercise zips set it through their
 ``assignment.txt``) pins what the assignment is: a notebook of another exercise is reported and not counted, and an
 assigned exercise without a notebook is listed part by part at zero, so the maximum score is always the assignment's.
@@ -48,10 +52,11 @@ def notebooks_in(folder: Path) -> list[Path]:
 
 def _grade(paths, args):
     from fastpath_lib import runtime
-    from fastpath_lib.grading.engine.cli import grade_notebook
+    from fastpath_lib.grading.engine.cli import grade_notebooks
 
     runtime.use_interpreter()  # as grade does: without CUDA the grader's own launches run in Triton's interpreter
-    return [grade_notebook(p, timeout=args.timeout, kernel_name=args.kernel, isolation=args.isolation) for p in paths]
+    # one grade per exercise: a second copy of an exercise in one submission is listed, not counted
+    return grade_notebooks(paths, timeout=args.timeout, kernel_name=args.kernel, isolation=args.isolation)
 
 
 def _exercises(text: str | None) -> tuple[str, ...]:

@@ -46,6 +46,7 @@ import ast
 import contextlib
 import dataclasses
 import importlib
+import importlib.util
 import json
 import re
 import shutil
@@ -58,7 +59,11 @@ from pathlib import Path
 from fastpath_lib import runtime
 from fastpath_lib.grading.engine import notebook as NB
 from fastpath_lib.grading.engine import remote, sources
-from fastpath_lib.grading.registry import CHECKS, EXERCISES, KIT_OPS, TITLES, check
+from fastpath_lib.grading.engine.submission import exercise_id as _exercise_id
+from fastpath_lib.grading.engine.submission import handed_out_name, held_parts, one_per_exercise
+from fastpath_lib.grading.engine.submission import shipped as _shipped
+from fastpath_lib.grading.registry import CHECKS, EXERCISES, KIT_OPS, check
+from fastpath_lib.grading.report.table import HELD, print_table
 
 __all__ = ["main", "grade_notebook", "NotebookGrade"]
 
@@ -106,7 +111,7 @@ class PartGrade:
 class NotebookGrade:
     path: str
     exercise: str | None
-    status: str  # "ok", "errors", "timeout", "unreadable", "unknown exercise", "kernel died", "tampered"
+    status: str  # "ok", "errors", "timeout", "unreadable", "unknown exercise", "kernel died", "tampered", DUPLICATE
     reason: str
     seconds: float
     parts: list[PartGrade]
@@ -120,15 +125,6 @@ class NotebookGrade:
     @property
     def points(self) -> int:
         return sum(p.points for p in self.parts)
-
-
-def _exercise_id(nb, path: Path) -> str | None:
-    meta = (nb.get("metadata", {}) if nb is not None else {}).get("fastpath", {}) if nb is not None else {}
-    ex = meta.get("exercise") if isinstance(meta, dict) else None
-    if ex in EXERCISES:
-        return ex
-    m = re.match(r"(ex\d\d)", path.name)
-    return m.group(1) if m and m.group(1) in EXERCISES else None
 
 
 def _kernel_env() -> dict:
@@ -158,6 +154,8 @@ def _check(session, name: str, args: str, kwargs: list[tuple[str, str]], learner
     try:
         values = [session.get(a) for a in _arguments(args)]
         named = {k: session.get(v) for k, v in kwargs}
+        if not _shipped(CHECKS[name]):  # a student release: the autograder runs it (held_parts says which parts)
+            return {"check": name, "results": [], "error": None}
         with sources.using(learner):
             results = check(name)(*values, **named, show=False)
         return {"check": name, "results": [r.to_dict() for r in results or []], "error": None}
@@ -174,9 +172,10 @@ def _execute(nb, workdir: str, timeout: float, kernel_name: str, check_ids: set,
     from nbclient import NotebookClient
     from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
-    # the exercise's check modules, imported before the clock starts
+    # the exercise's check modules, imported before the clock starts (those this copy of the kit holds)
     for name in sorted({CHECKS[n] for n in CHECKS if CHECKS[n].startswith(f"checks.{exercise}")}):
-        importlib.import_module(f"fastpath_lib.grading.{name}")
+        if _shipped(name):
+            importlib.import_module(f"fastpath_lib.grading.{name}")
 
     env, managers = _kernel_env(), {}
     if isolated:
@@ -235,6 +234,11 @@ def _first_error(nb) -> str:
     return ""
 
 
+def _held_grade(ex: str, part: str) -> PartGrade:
+    return PartGrade(ex, part, 0, 0, False, f"{HELD}: this copy of the kit (a course's student release) leaves out "
+                                            f"the check; submit the notebook to your course's autograder for it")
+
+
 def _parts(ex: str, run: _Run, static: list[tuple[str, str]], reassigned: bool) -> tuple[list[PartGrade], list[str]]:
     found: dict[str, dict] = {}
     produced_by: dict[str, set[str]] = {}
@@ -248,9 +252,12 @@ def _parts(ex: str, run: _Run, static: list[tuple[str, str]], reassigned: bool) 
             errors.append(f"{ans.get('check')}: {ans['error']}")
     evidence = list(dict.fromkeys(evidence))
     subjects = {r.get("subject") for r in found.values() if r.get("subject")}
-    parts = []
+    parts, held = [], held_parts(ex)
     for name, pts in EXERCISES[ex]:
         res = found.get(name)
+        if name in held and res is None:
+            parts.append(_held_grade(ex, name))
+            continue
         hits = [what for scope, what in evidence if scope == NB.ALL or name in produced_by.get(scope, ())]
         if hits:
             parts.append(PartGrade(ex, name, pts, 0, False, "tampered: " + "; ".join(hits)))
@@ -311,6 +318,10 @@ def grade_notebook(path: str | Path, *, timeout: float = DEFAULT_TIMEOUT, kernel
     if ex is None:
         reason = "not an exercise notebook (no metadata.fastpath.exercise and no exNN_ file name)"
         return NotebookGrade(str(path), None, "unknown exercise", reason, 0.0, [])
+    if len(held_parts(ex)) == len(EXERCISES[ex]):  # nothing here can grade it: say so, run nothing
+        return NotebookGrade(str(path), ex, HELD, "this copy of the kit (a course's student release) leaves out "
+                             f"{ex}'s checks; submit the notebook to your course's autograder", 0.0,
+                             [_held_grade(ex, part) for part, _ in EXERCISES[ex]], [], "not run")
     for cell in nb.cells:  # saved outputs must never count: only what runs now is graded
         if cell.get("cell_type") == "code":
             cell["outputs"] = []
@@ -372,6 +383,29 @@ def grade_notebook(path: str | Path, *, timeout: float = DEFAULT_TIMEOUT, kernel
                          "isolated (bwrap)" if isolated else "unisolated")  # sandbox.ISOLATED, UNISOLATED
 
 
+#: The status of a copy of an exercise that another copy in the same submission stands for.
+DUPLICATE = "another copy graded"
+
+
+def grade_notebooks(paths, **kwargs) -> list[NotebookGrade]:
+    """:func:`grade_notebook` for each of ``paths``, one grade per exercise (:func:`one_per_exercise`): each other
+    copy of an exercise is listed, without points, naming the copy graded and why; it is not run."""
+    paths = [Path(p) for p in paths]
+    kept, others = one_per_exercise(paths)
+    graded = {p: grade_notebook(p, **kwargs) for p in kept}
+    out = []
+    for p in paths:
+        if p in graded:
+            out.append(graded[p])
+            continue
+        ex, chosen = others[p]
+        name = handed_out_name(ex)
+        rule = f"the one named {name} as handed out" if chosen.name == name else "the first by path"
+        out.append(NotebookGrade(str(p), ex, DUPLICATE, f"one grade per exercise: {chosen} is the copy of {ex} "
+                                 f"graded ({rule}); this copy is not counted", 0.0, [], [], "not run"))
+    return out
+
+
 def _missing(ex, reason):
     if ex is None:
         return []
@@ -386,40 +420,6 @@ def _expand(paths: list[str]) -> list[Path]:
         else:
             out.append(p)
     return out
-
-
-def _first_line(text: str, width: int = 70) -> str:
-    line = text.strip().splitlines()[0] if text.strip() else ""
-    return line if len(line) <= width else line[: width - 1] + "…"
-
-
-def _print_table(grades: list[NotebookGrade], verbose: bool) -> None:
-    rows = [("exercise", "part", "points", "passed", "feedback")]
-    for g in grades:
-        if not g.parts:
-            rows.append((Path(g.path).name, "-", "0/0", "no", _first_line(g.reason)))
-        for p in g.parts:
-            rows.append((p.exercise, p.part, f"{p.earned}/{p.points}", "yes" if p.passed else "no",
-                         _first_line(p.feedback)))
-    widths = [max(len(r[i]) for r in rows) for i in range(4)]
-    for i, r in enumerate(rows):
-        print("  ".join(c.ljust(w) for c, w in zip(r[:4], widths)) + "  " + r[4])
-        if i == 0:
-            print("  ".join("-" * w for w in widths) + "  " + "-" * 8)
-    print()
-    for g in grades:
-        title = TITLES.get(g.exercise or "", "")
-        status = g.status + (f": {g.reason}" if g.reason else "")
-        print(f"{Path(g.path).name}: {g.earned}/{g.points} ({title}; {g.seconds:.1f} s; {status}; kernel "
-              f"{g.isolation})")
-        for note in g.notes:
-            print(f"  note: {note}")
-        if verbose:
-            for p in g.parts:
-                if not p.passed and "\n" in p.feedback:
-                    print(f"  {p.part}:\n" + "\n".join("    " + x for x in p.feedback.splitlines()))
-    total, maximum = sum(g.earned for g in grades), sum(g.points for g in grades)
-    print(f"score: {total}/{maximum}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -467,8 +467,7 @@ def main(argv: list[str] | None = None) -> int:
 
         print(f"grade: {sandbox.refusal(why)} (nothing was graded)", file=sys.stderr)
         return 2
-    grades = [grade_notebook(p, timeout=args.timeout, kernel_name=args.kernel, isolation=isolation)
-              for p in notebooks]
+    grades = grade_notebooks(notebooks, timeout=args.timeout, kernel_name=args.kernel, isolation=isolation)
     total, maximum = sum(g.earned for g in grades), sum(g.points for g in grades)
     if fmt == "gradescope":
         from fastpath_lib.grading.report import gradescope
@@ -488,7 +487,7 @@ def main(argv: list[str] | None = None) -> int:
                                          "parts": [dataclasses.asdict(p) for p in g.parts]} for g in grades]},
                          indent=2))
     else:
-        _print_table(grades, args.verbose)
+        print_table(grades, args.verbose)
     if any(g.status == NOT_GRADED for g in grades):
         return 2
     return 0 if total == maximum else 1

@@ -49,12 +49,14 @@ import torch
 
 from fastpath_lib.grading.engine import remote, sources
 from fastpath_lib.grading.report.feedback import Fail
+from fastpath_lib.grading.rules import torch_families
 
 __all__ = ["Forbidden", "run", "reject_handed_back", "source_problem", "stray_import", "kit", "torch_op",
            "TORCH_RMS_NORM", "KIT_REFERENCE", "KIT_OP", "KIT_KERNELS", "code_of"]
 
 _KIT = Path(__file__).resolve().parents[2]
 _TORCH = Path(torch.__file__).resolve().parent
+_TORCH_OPS = torch._ops.__file__
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,6 +82,10 @@ class Forbidden:
         return out
 
     @functools.cached_property
+    def _builtin_index(self) -> dict[str, str]:  # looked up at every C call a watched answer makes
+        return dict(self.builtins)
+
+    @functools.cached_property
     def _folders(self) -> tuple[str, ...]:
         return tuple(p + "/" for p in self._index if Path(p).is_dir())
 
@@ -99,7 +105,11 @@ class Forbidden:
     def builtin(self, fn) -> str | None:
         """``"torch <name> (<why>)"`` when ``fn`` is a forbidden torch builtin, else ``None``."""
         name = getattr(fn, "__name__", None)
-        why = dict(self.builtins).get(name) if name else None
+        if isinstance(fn, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):  # torch.ops.aten.<op>[.overload]
+            name = fn._qualified_op_name.split("::")[-1] if isinstance(fn, torch._ops.OpOverloadPacket) else fn._opname
+            why = self._builtin_index.get(name)
+            return f"torch.ops {fn.__name__} ({why})" if why else None
+        why = self._builtin_index.get(name) if name else None
         if why is None:
             return None
         owner = getattr(fn, "__self__", None)
@@ -126,22 +136,35 @@ def kit(rel: str, *names: str, why: str) -> Forbidden:
 
 
 def torch_op(*names: str, why: str) -> Forbidden:
-    """torch's own functions and Tensor methods called ``names``, under their private aliases too (``_softmax``),
-    their Python wrappers in ``torch.nn.functional``, and the ``forward`` of the ``torch.nn`` module class of the same
-    name (``softmax``: ``torch.nn.Softmax``).
+    """torch's own functions and Tensor methods called ``names``. A name of a family of
+    :mod:`~fastpath_lib.grading.rules.torch_families` (``rms_norm``, ``softmax``) stands for its whole family as the
+    installed torch's registry has it: every operator that computes the same kind of thing, under every name
+    (``torch._fused_rms_norm``, ``torch.ops.aten._safe_softmax``, ``torch.nn.LayerNorm``). Any other name stands for
+    itself, its private alias (``_name``), its Python wrapper in ``torch.nn.functional`` and the ``forward`` of the
+    ``torch.nn`` module class of the same name.
 
-    >>> sorted(t[1] for t in torch_op("softmax", why="").targets)
-    ['Softmax.forward', '_softmax', 'softmax']
+    >>> forbidden = torch_op("softmax", why="")
+    >>> {"_safe_softmax", "log_softmax", "softmin"} <= dict(forbidden.builtins).keys()
+    True
+    >>> sorted(t[1] for t in torch_op("normalize", why="").targets) == sorted(
+    ...     q for _, q in torch_families.python_functions("normalization"))
+    True
+    >>> sorted(t[1] for t in torch_op("hardtanh", why="").targets)
+    ['Hardtanh.forward', '_hardtanh', 'hardtanh']
     """
     import torch.nn.modules as modules
 
-    aliases = tuple(dict.fromkeys(a for n in names for a in (n, f"_{n}")))
+    families = tuple(dict.fromkeys(f for n in names if (f := torch_families.family_of(n))))
+    alone = [n for n in names if not torch_families.family_of(n)]
+    aliases = tuple(dict.fromkeys(a for n in alone for a in (n, f"_{n}")))
     classes = {c.__name__.lower(): c for c in vars(torch.nn).values()
                if isinstance(c, type) and issubclass(c, torch.nn.Module) and c.__module__.startswith(modules.__name__)}
     forwards = tuple((sys.modules[c.__module__].__file__, f"{c.__name__}.forward", why)
-                     for n in names if (c := classes.get(n.replace("_", ""))) is not None)
-    return Forbidden(tuple((str(_TORCH / "nn" / "functional.py"), n, why) for n in aliases) + forwards,
-                     tuple((n, why) for n in aliases))
+                     for n in alone if (c := classes.get(n.replace("_", ""))) is not None)
+    in_family = tuple((file, qual, why) for f in families for file, qual in torch_families.python_functions(f))
+    family_names = tuple(sorted({n for f in families for n in torch_families.names(f)}))
+    return Forbidden(tuple((str(_TORCH / "nn" / "functional.py"), n, why) for n in aliases) + forwards + in_family,
+                     tuple((n, why) for n in aliases + family_names))
 
 
 TORCH_RMS_NORM = torch_op("rms_norm", why="the reference must not call the operator it checks")
@@ -308,6 +331,9 @@ def run(fn, args: tuple, forbidden: Forbidden, *, allow_none: bool = False, give
             launches.append(getattr(frame.f_locals.get("self"), "fn", None))
         elif event == "call" and not seen and not inside[0] and (name := forbidden.names(code)):
             seen.append(name)
+        elif event == "call" and not seen and not inside[0] and code.co_name == "__call__" \
+                and code.co_filename == _TORCH_OPS and (name := forbidden.builtin(frame.f_locals.get("self"))):
+            seen.append(name)  # torch.ops.aten.<op>(...): a Python __call__ around the operator
 
     previous = sys.getprofile()
     sys.setprofile(watch)
