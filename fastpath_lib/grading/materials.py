@@ -1,11 +1,11 @@
 """What the exercise notebooks show and hand to the learner's code: inputs, tables and texts, never an answer.
 
 The learner's kernel may import this module (in the grader's sandbox the façade's materials are handed to every
-exercise, :func:`fastpath_lib.grading.engine.sandbox.handouts`), so it holds material only, and imports the outcome
-words, never the outcome rule: exercise 03's changed
-spec, the operators exercise 08 knows (names only), the synthetic results of exercises 06 and 07, exercise 10's sweep
-and exercise 11's hunk texts. The rules that grade them (the expected classes, thresholds, the hunks' kinds) stay in the
-check modules; what one exercise is given as the answer of another lives in :mod:`fastpath_lib.grading.given`.
+exercise, :func:`fastpath_lib.grading.engine.sandbox.handouts`), so it holds material only and imports the outcome
+words, never the outcome rule: exercise 03's changed spec, the operators exercise 08 knows (names only), the synthetic
+results of exercises 06 and 07, exercise 10's sweep and exercise 11's hunk texts. The rules that grade them (the
+expected classes, thresholds, the hunks' kinds) stay in the check modules; what one exercise is given as the answer of
+another lives in :mod:`fastpath_lib.grading.given`.
 
 >>> [h["id"] for h in change_hunks(0)] == [h["id"] for h in change_hunks(0)]
 True

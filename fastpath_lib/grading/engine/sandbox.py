@@ -115,6 +115,7 @@ def _top_level_names(module: str, root: Path = runtime.ROOT) -> frozenset[str]:
     return frozenset(names)
 
 
+@functools.cache
 def _resolve(dotted_name: str, root: Path) -> str | None:
     """The module of the kit that ``a.b.c`` names, or that defines the object it names (``fastpath_lib.explain`` ->
     ``fastpath_lib.rmsnorm.op``); ``None`` for the package itself or a name that is not the kit's."""
@@ -135,7 +136,7 @@ def _resolve(dotted_name: str, root: Path) -> str | None:
             return None
         if isinstance(value, types.ModuleType):
             return value.__name__ if value.__name__ != PACKAGE else None
-        holders = [(parts[-1], m) for m in sorted(sys.modules) if m.split(".")[0] == PACKAGE]
+        holders = [(parts[-1], m) for m in sorted(m for m in sys.modules if m.startswith(PACKAGE))]
         return _defining_module(value, holders)
     return None
 
@@ -155,7 +156,8 @@ def given_cells(exercise: str, root: Path = runtime.ROOT) -> list[str]:
             and not any(marker in c.source for marker in ANSWER_MARKERS)]
 
 
-def given_names(exercise: str, root: Path = runtime.ROOT) -> tuple[set[str], set[str]]:
+@functools.cache
+def given_names(exercise: str, root: Path = runtime.ROOT) -> tuple[frozenset[str], frozenset[str]]:
     """``(names of the kit, names of the façade)`` the given cells of ``exercise`` import or read: ``import a.b``,
     ``from a import b`` (``a.b``), ``fastpath_lib.x`` read as an attribute; and ``ex.x`` for the façade imported as
     ``ex``."""
@@ -182,12 +184,13 @@ def given_names(exercise: str, root: Path = runtime.ROOT) -> tuple[set[str], set
             if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases:
                 full = f"{aliases[node.value.id]}.{node.attr}"
                 (facade.add(node.attr) if aliases[node.value.id] == FACADE else kit.add(full))
-    return kit, facade
+    return frozenset(kit), frozenset(facade)
 
 
-def _imports(module: str, root: Path) -> set[str]:
+@functools.cache
+def _imports(module: str, root: Path) -> frozenset[str]:
     """The modules of the kit ``module``'s source imports (anywhere in it: a function's import runs too) and the
-    non-Python files beside it that it names (``"capture.json"``), as ``("file", path)``."""
+    non-Python files beside it are found by :func:`_data_files`)."""
     path = _module_file(module, root)
     if path is None:
         return set()
@@ -203,7 +206,7 @@ def _imports(module: str, root: Path) -> set[str]:
                 base = ".".join(up + ([base] if base else []))
             out.add(base)
             out |= {f"{base}.{a.name}" for a in node.names}
-    return {m for m in out if m.split(".")[0] == PACKAGE and _module_file(m, root) is not None}
+    return frozenset(m for m in out if m.split(".")[0] == PACKAGE and _module_file(m, root) is not None)
 
 
 def closure(seeds, root: Path = runtime.ROOT) -> tuple[str, ...]:
@@ -231,8 +234,8 @@ def handouts(exercise: str | None, root: Path = runtime.ROOT) -> tuple[str, ...]
     from fastpath_lib import exercises
     from fastpath_lib.grading.registry import HANDOUTS
 
-    kit, read = given_names(exercise, root) if exercise else (set(), set())
-    seeds = {_resolve(name, root) for name in kit | set(HANDOUTS.get(exercise or "", ()))}
+    kit, read = given_names(exercise, root) if exercise else (frozenset(), frozenset())
+    seeds = {_resolve(name, root) for name in kit | frozenset(HANDOUTS.get(exercise or "", ()))}
     for name in exercises.__all__:
         value = getattr(exercises, name)
         if name.startswith("check_") or literal(value) is not None:
@@ -244,6 +247,7 @@ def handouts(exercise: str | None, root: Path = runtime.ROOT) -> tuple[str, ...]
     return tuple(sorted(m for m in seeds if m and m != FACADE and _module_file(m, root) is not None))
 
 
+@functools.cache
 def kernel_library(exercise: str | None, root: Path = runtime.ROOT, extra: tuple[str, ...] = ()) -> tuple[str, ...]:
     """The modules of the kit staged for the kernel of ``exercise`` (:func:`stage`): the import :func:`closure` of
     its :func:`handouts` and of ``extra`` (the grader's runner of a learner's Triton source, for its children)."""
@@ -333,14 +337,15 @@ def package_source(exercise: str | None, root: Path = runtime.ROOT) -> str:
     return "\n".join([*lines, _GETATTR]) + "\n"
 
 
-def _data_files(module: str, root: Path) -> list[Path]:
+@functools.cache
+def _data_files(module: str, root: Path) -> tuple[Path, ...]:
     """The non-Python files beside ``module``'s source that it names in a string (``"capture.json"``)."""
     path = _module_file(module, root)
     if path is None:
-        return []
+        return ()
     names = {n.value for n in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
              if isinstance(n, ast.Constant) and isinstance(n.value, str) and re.fullmatch(r"[\w.-]+\.\w+", n.value)}
-    return sorted(path.parent / n for n in names if not n.endswith(".py") and (path.parent / n).is_file())
+    return tuple(sorted(path.parent / n for n in names if not n.endswith(".py") and (path.parent / n).is_file()))
 
 
 def stage(exercise: str | None, dest: Path, root: Path = runtime.ROOT, extra: tuple[str, ...] = ()) -> Path:
@@ -538,9 +543,11 @@ def command(workdir: str, sockets: str, files: str, exercise: str | None = None,
     for mask in dict.fromkeys([root.resolve(), Path(__file__).resolve().parents[2]]):
         if mask.is_dir() and mask not in bound and _covered(mask, usr + bound):
             args += ["--tmpfs", str(mask)]
-            for path in bound:
-                if mask in path.parents:
+            again: list[Path] = []
+            for path in folders:
+                if mask in path.parents and not _covered(path, again):
                     args += ["--ro-bind", str(path), str(path)]
+                    again.append(path)
     for path in dict.fromkeys((workdir, sockets)):
         args += ["--bind", path, path]
     args += ["--ro-bind", str(library), str(library)]
