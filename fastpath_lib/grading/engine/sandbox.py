@@ -569,7 +569,8 @@ def kernel_env(env: dict) -> dict:
     """The kernel's environment in the sandbox: its home, temporary files and caches in its own ``/tmp`` (the
     grader's home is not in the sandbox)."""
     out = dict(env)
-    out.update(HOME="/tmp", TMPDIR="/tmp", IPYTHONDIR="/tmp/ipython", MPLCONFIGDIR="/tmp/matplotlib", XDG_CACHE_HOME="/tmp/cache",
+    out.update(HOME="/tmp", TMPDIR="/tmp", IPYTHONDIR="/tmp/ipython", MPLCONFIGDIR="/tmp/matplotlib",
+               XDG_CACHE_HOME="/tmp/cache",
                TRITON_CACHE_DIR="/tmp/triton", TORCHINDUCTOR_CACHE_DIR="/tmp/inductor")
     return out
 
