@@ -467,6 +467,33 @@ def test_the_autograder_grades_only_in_the_sandbox_and_its_results_say_why_not(t
     assert {p["feedback"] for p in doc["notebooks"][0]["parts"]} == {sandbox.refusal(sandbox.NOT_INSTALLED)}, doc
 
 
+def test_each_submission_is_graded_alone(tmp_path, monkeypatch):
+    """nbgrader's submitted/ tree: each notebook's kernel gets a working copy of its own with its learner's own data
+    files (a link to a classmate's file is not followed), and its sandbox binds nothing of submitted/."""
+    from fastpath_lib.grading.engine import autograde, cli
+
+    for who in ("ann", "bob"):
+        folder = tmp_path / "submitted" / who / "ex01"
+        folder.mkdir(parents=True)
+        (folder / "ex01_reference.ipynb").write_bytes(SOLUTION.read_bytes())
+        (folder / "notes.txt").write_text(f"{who}'s notes\n")
+    (tmp_path / "submitted/ann/ex01/bobs.txt").symlink_to(tmp_path / "submitted/bob/ex01/notes.txt")
+    seen = []
+
+    def execute(nb, workdir, *args, **kwargs):
+        files = args[-1] if len(args) > 6 else kwargs.get("files", "")
+        prefix = sandbox.command(workdir, workdir, files, "ex01")
+        binds = {prefix[i + 1] for i, a in enumerate(prefix) if a in ("--ro-bind", "--bind", "--ro-bind-try")}
+        seen.append(({p.name: p.read_text() for p in Path(workdir).iterdir() if p.suffix == ".txt"}, binds))
+        return cli._Run()
+
+    monkeypatch.setattr(sandbox, "problem", lambda: None)
+    monkeypatch.setattr(cli, "_execute", execute)
+    assert autograde.main(["nbgrader", str(tmp_path / "submitted")]) == 0
+    assert [texts for texts, _ in seen] == [{"notes.txt": "ann's notes\n"}, {"notes.txt": "bob's notes\n"}], seen
+    assert not any(str(tmp_path) in b for _, binds in seen for b in binds), seen
+
+
 @needs_bwrap
 def test_the_graders_run_of_a_learners_triton_source_is_sandboxed_too(tmp_path):
     """ex02 and ex08: the grader runs the learner's kernel source in a child of its own (kernel_run); while it
