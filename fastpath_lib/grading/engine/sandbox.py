@@ -143,12 +143,15 @@ def _resolve(dotted_name: str, root: Path) -> str | None:
 
 def given_cells(exercise: str, root: Path = runtime.ROOT) -> list[str]:
     """The code cells of ``exercise``'s notebook as the course hands it out, less the learner's answers and the
-    checks: read from the grader's own copy (a release's ``check-cells/``, else ``solutions/``)."""
+    checks: read from the grader's own copy (a release's ``check-cells/``), else the handed-out notebook
+    (``exercises/``: the kit and a student folder), else the solution."""
     import nbformat
 
     from fastpath_lib.grading.engine import notebook
 
-    path = notebook.original_for(exercise, root)
+    found = [*sorted((root / notebook.CHECK_CELLS).glob(f"{exercise}_*.ipynb")),
+             *sorted((root / "exercises").glob(f"{exercise}_*.ipynb")), notebook.solution_for(exercise, root)]
+    path = next((f for f in found if f is not None), None)
     if path is None:
         return []
     nb = nbformat.read(path, as_version=4)
