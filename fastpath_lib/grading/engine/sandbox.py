@@ -17,8 +17,8 @@ Its file system is an allow-list on an empty, read-only root; nothing else of th
   masked by an empty folder;
 * the kit as the exercise hands it out, staged by the grader (:func:`stage`) and named by ``PYTHONPATH``: the modules
   the given cells of the exercise's notebook import or read (:func:`given_names`), what the exercise's text offers
-  beyond them (:data:`~fastpath_lib.grading.registry.HANDOUTS`) and the modules of the façade's materials
-  (:func:`handouts`), with everything they import (:func:`closure`); the package's ``__init__`` and the façade
+  beyond them (:data:`~fastpath_lib.grading.registry.HANDOUTS`), the modules of the façade's materials and what the
+  grader's agent imports (:func:`handouts`), with everything they import (:func:`closure`); the package's ``__init__`` and the façade
   (``fastpath_lib/exercises.py``) generated from their public names (:func:`package_source`, :func:`facade_source`),
   a name whose module is not staged (the checks, the kit's operator in exercise 01) a stand-in that raises. No check,
   answer key or graded implementation is there to import, read or compile;
@@ -76,6 +76,8 @@ ANSWER_MARKERS = ("FILL ME IN", "# BEGIN SOLUTION")
 #: The floor module that holds what one exercise is given as the answer of another: handed out only where the
 #: notebook's given cells read one of its names.
 GIVEN_MODULE = f"{PACKAGE}.grading.given"
+#: The grader's agent, which runs as source text in the learner's kernel (:mod:`~fastpath_lib.grading.engine.runner`).
+AGENT = f"{PACKAGE}.grading.engine.runner"
 
 
 def _module_file(module: str, root: Path) -> Path | None:
@@ -233,12 +235,14 @@ def handouts(exercise: str | None, root: Path = runtime.ROOT) -> tuple[str, ...]
     """The modules of the kit that the kernel of ``exercise`` is handed, before their imports: what the given cells
     import or read (:func:`given_names`), what the exercise's text offers beyond them
     (:data:`~fastpath_lib.grading.registry.HANDOUTS`), and the modules that define the façade's materials (never a
-    check; :data:`GIVEN_MODULE` only where the given cells read one of its names)."""
+    check; :data:`GIVEN_MODULE` only where the given cells read one of its names), and what the grader's agent
+    (:data:`AGENT`) imports of the kit."""
     from fastpath_lib import exercises
     from fastpath_lib.grading.registry import HANDOUTS
 
     kit, read = given_names(exercise, root) if exercise else (frozenset(), frozenset())
     seeds = {_resolve(name, root) for name in kit | frozenset(HANDOUTS.get(exercise or "", ()))}
+    seeds |= _imports(AGENT, root)  # the grader's agent runs in the kernel: what it imports of the kit (CaseSpec)
     for name in exercises.__all__:
         value = getattr(exercises, name)
         if name.startswith("check_") or literal(value) is not None:
