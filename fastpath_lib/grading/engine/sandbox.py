@@ -18,11 +18,13 @@ Its file system is an allow-list on an empty, read-only root; nothing else of th
 * the kit as the exercise hands it out, staged by the grader (:func:`stage`) and named by ``PYTHONPATH``: the modules
   the given cells of the exercise's notebook import or read (:func:`given_names`), what the exercise's text offers
   beyond them (:data:`~fastpath_lib.grading.registry.HANDOUTS`), the modules of the façade's materials and what the
-  grader's agent imports (:func:`handouts`), with everything they import (:func:`closure`); the package's ``__init__`` and the façade
-  (``fastpath_lib/exercises.py``) generated from their public names (:func:`package_source`, :func:`facade_source`),
-  a name whose module is not staged (the checks, the kit's operator in exercise 01) a stand-in that raises. No check,
-  answer key or graded implementation is there to import, read or compile;
-* a ``/proc`` and a minimal ``/dev`` of its own, an empty ``/tmp`` of its own (``TMPDIR`` and the caches there);
+  grader's agent imports (:func:`handouts`), with everything they import (:func:`closure`); the package's
+  ``__init__`` and the façade (``fastpath_lib/exercises.py``) generated from their public names
+  (:func:`package_source`, :func:`facade_source`), a name whose module is not staged (the checks, the kit's operator
+  in exercise 01) a stand-in that raises. No check, answer key or graded implementation is there to import, read or
+  compile;
+* a ``/proc`` and a minimal ``/dev`` of its own, an empty ``/tmp`` of its own (``HOME``, ``TMPDIR`` and the caches
+  there);
 * two folders writable: the notebook's working copy and the folder of the kernel's sockets (jupyter_client's
   ``transport="ipc"``: TCP cannot cross the network namespace).
 
