@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("jupyter_client")  # the sandbox module starts kernels; the GPU machine's bare package set has none
-from fastpath_lib.grading.engine import sandbox  # noqa: E402
+from fastpath_lib.grading.engine import handout, sandbox  # noqa: E402
 from tests.processes import same, started  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -108,8 +108,8 @@ from fastpath_lib.cases import CaseSpec
 reached = []
 for name in reach["modules"]:
     try:
-        importlib.import_module(name)
-        reached.append(name)
+        if not hasattr(importlib.import_module(name), "_HIDDEN"):  # a stand-in module raises on every name
+            reached.append(name)
     except Exception:
         pass
 for chain in reach["chains"]:
@@ -202,16 +202,17 @@ def test_the_kernel_cannot_list_or_open_another_checkout_a_release_or_a_classmat
     """The file system is an allow-list: beside the graded copy there is nothing, wherever it lies; the root is an
     empty tmpfs; every mount is one the allow-list names; a venv inside a checkout is bound alone."""
     assert inside["seen"] == [] and all(v is None for v in inside["listed"].values()), inside["listed"]
-    assert inside["beside_work"] == ["files", "work"], inside["beside_work"]  # the grader's two folders, no sibling
+    assert inside["beside_work"] == ["work"], inside["beside_work"]  # the working copy alone, no sibling
     assert inside["root_fs"] == "tmpfs", inside["root_fs"]
     venv = Path(sys.prefix).resolve()
     if (venv.parent / "solutions").is_dir() or (venv.parent / ".git").exists():  # the kit's own .venv in a checkout
-        assert inside["beside_venv"] == [venv.name], inside["beside_venv"]
+        assert set(inside["beside_venv"]) <= {venv.name, "fastpath_lib"}, inside["beside_venv"]  # its kit: staged
     args = inside["prefix"]
     allowed = {"/", "/proc", "/tmp", "/usr", *(f"/etc/{n}" for n in sandbox.ETC)}
     allowed |= {args[i + 2] for i, a in enumerate(args) if a in ("--ro-bind", "--bind")}
     allowed |= {args[i + 1] for i, a in enumerate(args) if a == "--tmpfs"}
     named = {str(p) for p in sandbox.interpreter_paths()} | {str(Path(inside["base"]) / n) for n in ("work", "files")}
+    named.add(str(ROOT / "fastpath_lib"))  # the staged kit, where the grader's own package lies
     for mount in inside["mounts"]:
         assert mount in allowed or mount.startswith(("/dev", "/proc/")), mount  # bubblewrap's own /dev and /proc
         assert mount in {"/", "/proc", "/tmp", "/usr"} or mount.startswith(("/dev", "/proc/", "/etc/")) or any(
@@ -274,12 +275,13 @@ def test_each_kernel_is_handed_what_its_notebook_imports_and_no_graded_implement
         grader = [m for m in staged if m.startswith("fastpath_lib.grading.") and m.count(".") > 2]
         assert grader == [], (ex, grader)
         kit, _ = sandbox.given_names(ex)
-        imported = {n for n in kit if (ROOT / Path(*n.split("."))).with_suffix(".py").is_file()} - {sandbox.FACADE}
+        imported = {n for n in kit if (ROOT / Path(*n.split("."))).with_suffix(".py").is_file()} - {handout.FACADE}
         assert imported <= staged and {"fastpath_lib.runtime", "fastpath_lib.cases"} & staged, (ex, imported - staged)
         tree = sandbox.stage(ex, tmp_path / ex)
         texts = [p.read_text(encoding="utf-8") for p in tree.rglob("*.py")]
         for module, name in GRADED.get(ex, ()):
-            assert not (tree / Path(*module.split("."))).with_suffix(".py").exists(), (ex, module)
+            staged_file = (tree / Path(*module.split("."))).with_suffix(".py")  # absent, or a stand-in that raises
+            assert not staged_file.exists() or "_HIDDEN = {}" in staged_file.read_text(), (ex, module)
             mod = importlib.import_module(module)
             fns = [getattr(mod, name)] if name != "*" else [v for v in vars(mod).values() if inspect.isfunction(v)
                                                             and v.__module__ == module and v.__name__[0] != "_"]
@@ -288,6 +290,8 @@ def test_each_kernel_is_handed_what_its_notebook_imports_and_no_graded_implement
                 assert not any(head in t for t in texts), (ex, module, fn.__name__)
     assert {p.name for p in (tmp_path / "ex01" / "fastpath_lib" / "grading").iterdir()} == {"__init__.py",
                                                                                            "materials.py"}
+    assert "def rms_norm(*args, **kwargs):\n    raise RuntimeError" in (tmp_path / "ex01" / "fastpath_lib" / "rmsnorm" /
+                                                                        "op.py").read_text()  # a stand-in
 
 
 def test_a_venv_in_a_checkout_is_bound_alone_and_a_checkout_inside_a_bound_folder_is_masked(tmp_path, monkeypatch):

@@ -232,14 +232,15 @@ def command(workdir: str, sockets: str, files: str, exercise: str | None = None,
     is staged into ``files`` (:func:`stage`, a folder of the grader's bound read only) and named by ``PYTHONPATH``;
     ``grading``: modules of the grading package the process needs beyond the exercise's (the grader's runner of a
     learner's Triton source, :mod:`~fastpath_lib.grading.engine.kernel_run`, which holds no answer)."""
-    library = stage(exercise, Path(files) / "kit", root, grading)
+    library = stage(exercise, Path(files) / "kit", root, grading) / PACKAGE
+    package = root.resolve() / PACKAGE  # where the grader imports the kit from: the kernel's reports name its files
     # in its PID namespace the kernel's parent is bwrap's init (pid 1), which ipykernel's parent poller takes for "the
     # grader has exited": told its parent is pid 1 it polls nothing (and prints nothing), and --die-with-parent ends
     # it with the grader
     args = [shutil.which("bwrap") or "bwrap", *FLAGS, "--setenv", "JPY_PARENT_PID", "1",
-            "--setenv", "PYTHONPATH", str(library), *BASE, *system_binds()]
+            "--setenv", "PYTHONPATH", str(package.parent), *BASE, *system_binds()]
     usr = [Path("/usr")] if Path("/usr").is_dir() else []
-    folders = [p for p in sorted(set(interpreter_paths()) | set(_site_folders(library)),
+    folders = [p for p in sorted(set(interpreter_paths()) | set(_site_folders(library.parent)),
                                  key=lambda p: (len(p.parts), str(p))) if p.exists()]
     bound = []
     for path in folders:
@@ -258,7 +259,7 @@ def command(workdir: str, sockets: str, files: str, exercise: str | None = None,
                     again.append(path)
     for path in dict.fromkeys((workdir, sockets)):
         args += ["--bind", path, path]
-    args += ["--ro-bind", str(library), str(library)]
+    args += ["--ro-bind", str(library), str(package)]  # over the package where a bound folder holds it
     return [*args, "--remount-ro", "/", "--chdir", workdir]
 
 
