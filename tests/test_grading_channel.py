@@ -199,9 +199,11 @@ def _leaks(fn, items):
         except Exception:
             pass
     return out
-leaks = _leaks(lambda m: importlib.import_module("fastpath_lib." + m), %(modules)r)
-leaks += _leaks(lambda f: "def " in open(os.path.join(lib, f)).read(), %(files)r)
-leaks += _leaks(lambda f: "def " in open(os.path.join(staged, f)).read(), %(files)r)
+def _kit(text):  # a stand-in module (the package's names not handed out) raises on every name: not the kit's code
+    return "def " in text and "_HIDDEN = {}" not in text
+leaks = _leaks(lambda m: not hasattr(importlib.import_module("fastpath_lib." + m), "_HIDDEN"), %(modules)r)
+leaks += _leaks(lambda f: _kit(open(os.path.join(lib, f)).read()), %(files)r)
+leaks += _leaks(lambda f: _kit(open(os.path.join(staged, f)).read()), %(files)r)
 leaks += [os.path.relpath(p, d) for d in (lib, staged) for p in glob.glob(os.path.join(d, "**", "__pycache__",
           "*.pyc"), recursive=True) if os.path.basename(p).split(".")[0] in %(stems)r]
 leaks += _leaks(lambda n: getattr(ex, n)() or True, %(calls)r)
