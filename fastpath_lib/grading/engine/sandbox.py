@@ -15,14 +15,14 @@ Its file system is an allow-list on an empty, read-only root; nothing else of th
   imports and of ``ipykernel`` (:func:`_site_folders`). A virtual environment inside the kit's checkout is bound
   alone, never the checkout around it; a checkout, or the installed package, that lies inside a bound folder is
   masked by an empty folder;
-* the kit as the exercise hands it out, staged by the grader (:mod:`~fastpath_lib.grading.engine.handout`) and named
-  by ``PYTHONPATH``: the modules the given cells of the exercise's notebook import or read (:func:`given_names`), what
-  the exercise's text offers beyond them (:data:`~fastpath_lib.grading.registry.HANDOUTS`), the modules of the façade's
-  materials and what the grader's agent imports (:func:`handouts`), with everything they import (:func:`closure`); the
-  package's ``__init__`` and the façade (``fastpath_lib/exercises.py``) generated from their public names
-  (:func:`package_source`, :func:`facade_source`), a name whose module is not staged (the checks, the kit's operator in
-  exercise 01) a stand-in that raises. No check, answer key or graded implementation is there to import, read or
-  compile;
+* the kit as the exercise hands it out, staged by the grader (:mod:`~fastpath_lib.grading.engine.handout`) and bound
+  where the grader's own package lies: the modules the given cells of the exercise's notebook import or read
+  (:func:`given_names`), what the exercise's text offers beyond them (:data:`~fastpath_lib.grading.registry.HANDOUTS`),
+  the modules of the façade's materials and what the grader's agent imports (:func:`handouts`), with everything they
+  import (:func:`closure`); the package's ``__init__`` and the façade (``fastpath_lib/exercises.py``) generated from
+  their public names (:func:`package_source`, :func:`facade_source`), a name whose module is not staged (the checks, the
+  kit's operator in exercise 01) a stand-in that raises, from a stand-in module at that module's path for the package's
+  names. No check, answer key or graded implementation is there to import, read or compile;
 * a ``/proc`` and a minimal ``/dev`` of its own, an empty ``/tmp`` of its own (``HOME``, ``TMPDIR`` and the caches
   there);
 * two folders writable: the notebook's working copy and the folder of the kernel's sockets (jupyter_client's
@@ -229,7 +229,8 @@ def _covered(path: Path, folders) -> bool:
 def command(workdir: str, sockets: str, files: str, exercise: str | None = None,
             root: Path = runtime.ROOT, grading: tuple[str, ...] = ()) -> list[str]:
     """The ``bwrap`` prefix of the kernel's command line (see the module's docstring). The kit as the kernel sees it
-    is staged into ``files`` (:func:`stage`, a folder of the grader's bound read only) and named by ``PYTHONPATH``;
+    is staged into ``files`` (:func:`stage`, a folder of the grader's) and bound read only where the grader's own
+    package lies, so that a file the kernel reports is the kit's name for it; ``PYTHONPATH`` names its parent.
     ``grading``: modules of the grading package the process needs beyond the exercise's (the grader's runner of a
     learner's Triton source, :mod:`~fastpath_lib.grading.engine.kernel_run`, which holds no answer)."""
     library = stage(exercise, Path(files) / "kit", root, grading) / PACKAGE
