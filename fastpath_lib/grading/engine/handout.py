@@ -1,8 +1,8 @@
 """The kit as one exercise hands it out: what the grader stages for the learner's kernel in its sandbox.
 
 The learner's kernel imports no checkout of the kit. The grader writes a copy of the modules the exercise hands out
-into a folder of its own (:func:`stage`) and the sandbox (:mod:`fastpath_lib.grading.engine.sandbox`) names it by
-``PYTHONPATH``:
+into a folder of its own (:func:`stage`) and the sandbox (:mod:`fastpath_lib.grading.engine.sandbox`) binds it where
+the grader's own package lies:
 
 * what the given cells of the exercise's notebook (as the course hands it out: a release's ``check-cells/``, else
   ``exercises/``) import or read (:func:`given_names`): ``import a.b``, ``from a import b``, ``fastpath_lib.x``,
@@ -14,8 +14,9 @@ into a folder of its own (:func:`stage`) and the sandbox (:mod:`fastpath_lib.gra
 
 The package's ``__init__`` and the façade ``fastpath_lib/exercises.py`` are generated from their public names
 (:func:`package_source`, :func:`facade_source`): a plain constant is written out, a name whose module is staged is
-imported from it, anything else (the checks, the kit's operator in exercise 01) is a stand-in that raises. So no
-check, rule, answer key or graded implementation is there for the kernel to import, read or compile.
+imported from it, anything else (the checks, the kit's operator in exercise 01) is a stand-in that raises; a public
+name of the package comes from a stand-in module at its module's path (:func:`stand_in_modules`). So no check, rule,
+answer key or graded implementation is there for the kernel to import, read or compile.
 
 >>> "fastpath_lib.rmsnorm.limits" in kernel_library("ex01")  # exercise 01 asks for default_eps: not handed out
 False
