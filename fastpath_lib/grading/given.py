@@ -1,8 +1,8 @@
 """What one exercise is given as the answer of another: exercise 07 writes its note from exercise 06's classes.
 
-In the grader's sandbox the learner's kernel sees this module only in exercise 07
-(:func:`fastpath_lib.grading.engine.sandbox.kernel_modules`): elsewhere :func:`expected_classes` is exercise 06's answer
-key.
+In the grader's sandbox the learner's kernel is handed this module only where the notebook's given cells read one of
+its names (exercise 07: :func:`fastpath_lib.grading.engine.sandbox.handouts`): elsewhere :func:`expected_classes` is
+exercise 06's answer key.
 
 >>> from fastpath_lib.grading.materials import synthetic_results
 >>> expected_classes(synthetic_results())["c09_512x4096_fp16_small"]

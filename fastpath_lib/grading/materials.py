@@ -1,10 +1,11 @@
 """What the exercise notebooks show and hand to the learner's code: inputs, tables and texts, never an answer.
 
-The learner's kernel may import this module (in the grader's sandbox it is one of the few grading modules the kernel
-sees, :data:`fastpath_lib.grading.engine.sandbox.KERNEL_MODULES`), so it holds material only: exercise 03's changed
-spec, the operators exercise 08 knows (names only), the synthetic results of exercises 06 and 07, exercise 10's sweep
-and exercise 11's hunk texts. The rules that grade them (the expected classes, thresholds, the hunks' kinds) stay in the
-check modules; what one exercise is given as the answer of another lives in :mod:`fastpath_lib.grading.given`.
+The learner's kernel may import this module (in the grader's sandbox the façade's materials are handed to every
+exercise, :func:`fastpath_lib.grading.engine.sandbox.handouts`), so it holds material only and imports the outcome
+words, never the outcome rule: exercise 03's changed spec, the operators exercise 08 knows (names only), the synthetic
+results of exercises 06 and 07, exercise 10's sweep and exercise 11's hunk texts. The rules that grade them (the
+expected classes, thresholds, the hunks' kinds) stay in the check modules; what one exercise is given as the answer of
+another lives in :mod:`fastpath_lib.grading.given`.
 
 >>> [h["id"] for h in change_hunks(0)] == [h["id"] for h in change_hunks(0)]
 True
@@ -18,7 +19,7 @@ import random
 
 import torch
 
-from fastpath_lib.grading.vocabulary import LOSS, NEUTRAL, NOT_GPU, WIN
+from fastpath_lib.bench.schema import LOSS, NEUTRAL, NOT_GPU, WIN  # the words only: never the outcome rule
 
 __all__ = ["V2_MAX_COLS", "V2_ALIGN_BYTES", "V2_DTYPES", "KNOWN_OPS", "SYNTHETIC_LABEL", "RESULT_COLUMNS",
            "results_frame", "synthetic_results", "synthetic_environment", "harness", "interpreter_results",

@@ -12,7 +12,8 @@ import json
 
 from fastpath_lib.grading.rules.mutants import CATEGORIES
 
-__all__ = ["MIME", "EXERCISES", "TITLES", "CHECKS", "KIT_OPS", "Result", "points_of", "mutant_part", "check"]
+__all__ = ["MIME", "EXERCISES", "TITLES", "CHECKS", "KIT_OPS", "HANDOUTS", "Result", "points_of", "mutant_part",
+           "check"]
 
 #: MIME type of the machine-readable result a check displays next to its text.
 MIME = "application/vnd.fastpath.grade.v1+json"
@@ -76,6 +77,14 @@ CHECKS: dict[str, str] = {
 }
 #: The kit's ops the grader runs in its own process as correct controls (exercises 09 and 12): name -> where.
 KIT_OPS: dict[str, str] = {"rms_norm": "fastpath_lib", "fused_add_rms_norm_": "fastpath_lib"}
+
+#: What an exercise's text offers the learner's code beyond what its given cells import: exercise -> names of the
+#: kit. The grader's sandbox hands the learner's kernel these, the given cells' imports and the façade's materials,
+#: with what they import, and nothing else of the kit (:func:`fastpath_lib.grading.engine.sandbox.kernel_library`).
+HANDOUTS: dict[str, tuple[str, ...]] = {
+    "ex04": ("fastpath_lib.explain",),  # "`fastpath_lib.explain(*CaseSpec(...).build().args())` tells you the route"
+    "ex13": ("fastpath_lib.bench.CSV_COLUMNS",),  # "the columns of `fastpath_lib.bench.CSV_COLUMNS`"
+}
 
 
 def check(name: str):

@@ -346,8 +346,10 @@ def grade_notebook(path: str | Path, *, timeout: float = DEFAULT_TIMEOUT, kernel
         notes.append(sandbox.fallback_note(why))
     with tempfile.TemporaryDirectory(prefix="fastpath-grade-") as tmp, \
             tempfile.TemporaryDirectory(prefix="fastpath-sandbox-") as files:
-        for extra in path.parent.glob("*"):  # data files next to the notebook travel with the copy
-            if extra.is_file() and extra.suffix != ".ipynb" and extra.stat().st_size < 8 * 1024 * 1024:
+        for extra in path.parent.glob("*"):  # data files next to the notebook travel with the copy (never a link:
+            # it could name another learner's file)
+            if extra.is_file() and not extra.is_symlink() and extra.suffix != ".ipynb" and \
+                    extra.stat().st_size < 8 * 1024 * 1024:
                 shutil.copy2(extra, tmp)
         copy = Path(tmp) / path.name
         copy.write_bytes(raw)

@@ -16,8 +16,9 @@ process of its own (``python -m fastpath_lib.grading.engine.kernel_run``):
 
 The request is written by the grader and the answer read with ``torch.load(weights_only=True)``; the child's output
 is judged like any answer. While the grader grades in its sandbox (:func:`sandboxed`), the child runs in the same
-sandbox as the learner's notebook kernel (:func:`fastpath_lib.grading.engine.sandbox.command`: no checkout, no
-``solutions/``, no check or answer key, nobody without capabilities), with this module visible to it.
+sandbox as the learner's notebook kernel (:func:`fastpath_lib.grading.engine.sandbox.command`: the machine's
+libraries, the interpreter and the kit staged for the exercise, no checkout, no check or answer key, nobody without
+capabilities), this module staged with the kit.
 """
 
 from __future__ import annotations
