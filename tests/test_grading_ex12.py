@@ -265,7 +265,92 @@ def test_thin_tests_earn_only_the_categories_they_test_and_feedback_names_the_re
     assert by["passes_correct_ops"].passed and by["writes"].passed, [(r.part, r.feedback) for r in results]
     missed = [c for c in E.CATEGORIES if c != "writes"]
     assert not any(by[c].passed for c in missed)
-    assert all(by[c].feedback.startswith("survivors: ") and "_" not in by[c].feedback[11:] for c in missed), by
+    names = [fn.__name__.strip("_") for fns in M.BROKEN.values() for fn in fns]
+    assert all(by[c].feedback.startswith("survivors: ") and not any(n in by[c].feedback for n in names)
+               for c in missed), by
+
+
+#: A learner's tests, one promise per piece (no torch.compile: the declared-mutation category is left out).
+_PIECES = {
+    "helper": """
+def t(op_):
+    g = torch.Generator().manual_seed(3)
+    def run(x, r, w=None, eps=None):
+        mine, ref = (x.clone(), r.clone()), (x.clone(), r.clone())
+        got = op_(*mine, w, eps)
+        native_(*ref, w, eps)
+        return mine, ref, got
+    def near(a, b):
+        atol, rtol = tolerance(b.dtype)
+        torch.testing.assert_close(a, b, atol=atol, rtol=rtol)
+""",
+    "values": """
+    for dt in (torch.float32, torch.float16, torch.bfloat16):
+        for wdt in (dt, torch.bfloat16, torch.float32):
+            x, r = torch.randn(2, 16, 64, generator=g).to(dt)
+            mine, ref, got = run(x, r, (1 + 0.1 * torch.randn(64, generator=g)).to(wdt))
+            near(mine[0], ref[0])
+            RESIDUAL
+            assert got[0] is mine[0] and got[1] is mine[1], "returns"
+""",
+    "exact": """
+    ones = torch.ones(16, 64, dtype=torch.float16)
+    mine, _, _ = run(ones, torch.full_like(ones, 0.6 * 2 ** -10), None, 0.0)
+    assert torch.equal(mine[0], ones), "variance"
+""",
+    "raises": """
+    x, r = torch.randn(4, 64), torch.randn(4, 64)
+    x0, r0 = x.clone(), r.clone()
+    try:
+        op_(x, r, torch.ones(63))
+    except RuntimeError:
+        pass
+    else:
+        raise AssertionError("must raise")
+    assert torch.equal(x, x0) and torch.equal(r, r0), "wrote before raising"
+""",
+    "aliased": """
+    for make in (lambda b: (b, b), lambda b: (b[1:], b[:-1])):
+        b1, b2 = torch.randn(17, 64, generator=g), None
+        b2 = b1.clone()
+        op_(*make(b1), None, 1.0)
+        native_(*make(b2), None, 1.0)
+        near(b1, b2)
+""",
+}
+_BIT_FOR_BIT = "assert torch.equal(mine[1], ref[1]), 'residual'"
+_WITHIN = "near(mine[1], ref[1])"
+
+
+def _pieces_test(*names, residual=_BIT_FOR_BIT):
+    body = "".join(_PIECES[n] for n in ("helper", *names)).replace("RESIDUAL", residual)
+    cells = [_HEAD + "from fastpath_lib.fused.reference import tolerance\n", body]
+    with sources.using(cells):
+        results = ex.check_inplace_tests(_defined(cells, "t"), _kit_op(), show=False)
+    return {r.part: r for r in results}
+
+
+@pytest.mark.parametrize("pieces, residual, missing, fix", [
+    # in-place tests that never call the op with x and residual sharing memory: no aliasing credit
+    (("values", "exact", "raises"), _BIT_FOR_BIT, {"aliasing"}, "share memory"),
+    # the new residual compared within tolerance: no rounding credit
+    (("values", "exact", "raises", "aliased"), _WITHIN, {"residual_rounding"}, "bit for bit"),
+    # random inputs compared within tolerance, no exact answer: no variance credit
+    (("values", "raises", "aliased"), _BIT_FOR_BIT, {"variance"}, "exact output"),
+    # calls that must raise and nothing else: raises_cleanly only
+    (("raises",), _BIT_FOR_BIT, {"writes", "returns", "aliasing", "residual_rounding", "variance"},
+     "compare what x and residual hold"),
+])
+def test_each_category_is_credited_only_by_calls_of_its_kind_and_feedback_names_the_fix(pieces, residual, missing,
+                                                                                        fix):
+    """The same tests with one kind of call left out, or a residual compared within tolerance, lose exactly that
+    category; the feedback says what call or comparison catches it. (torch.compile is left out here: the
+    declared-mutation category is never earned; the solution's tests earn it in test_grading_checks.py.)"""
+    by = _pieces_test(*pieces, residual=residual)
+    lost = {c for c in E.CATEGORIES if not by[c].passed} - {"declared_mutation"}
+    assert by["passes_correct_ops"].passed and lost == missing, [(r.part, r.feedback[:90]) for r in by.values()]
+    named = "writes" if "writes" in missing else next(iter(missing))
+    assert fix in by[named].feedback, by[named].feedback
 
 
 def test_tests_copied_from_the_kits_tests_score_nothing():
