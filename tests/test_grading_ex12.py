@@ -112,7 +112,8 @@ PROBES = {
     "aliased buffers": lambda impl: all(
         _within(_aliased(impl, make), _aliased(native_, make), torch.float32)
         for make in (lambda b: (b, b, b), lambda b: (b, b[1:], b[:-1]))),
-    "an exact answer bit for bit": lambda impl: torch.equal(_constant_rows(impl), torch.ones(16, 64, dtype=torch.float16)),
+    "an exact answer bit for bit": lambda impl: torch.equal(_constant_rows(impl),
+                                                            torch.ones(16, 64, dtype=torch.float16)),
     "invalid calls: type and message": lambda impl: all(
         _raised(impl, make)[0] == _raised(native_, make)[0] for make in _invalid_calls()),
     "invalid calls: nothing written": lambda impl: all(_raised(impl, make)[1] for make in _invalid_calls()),
