@@ -152,6 +152,20 @@ def test_ex09_dropping_a_promise_loses_its_category(category):
     assert res["dtype"].passed
 
 
+def test_ex09_exceptions_compared_by_type_only_lose_the_category_and_feedback_names_the_message():
+    """The exercise asks for type and message: the solution's exception test with the message left out passes on a
+    correct op and lets through an op that raises F.rms_norm's type with a message of its own."""
+    src = next(c.source for c in jupytext.read(next((ROOT / "solutions").glob("ex09_*.py"))).cells
+               if "def my_contract_tests" in c.source)
+    assert "errors.append((type(e).__name__, str(e)))" in src
+    ns = {"torch": torch, "F": F}
+    exec(compile(src.replace("errors.append((type(e).__name__, str(e)))", "errors.append(type(e).__name__)"),
+                 "<ex09 type only>", "exec"), ns)
+    res = by_part(ex09(ns["my_contract_tests"]))
+    assert res["passes_correct_ops"].passed and res["dtype"].passed, res["passes_correct_ops"].feedback
+    assert not res["exceptions"].passed and "message" in res["exceptions"].feedback, res["exceptions"].feedback
+
+
 # --- ex10: the per-architecture row threshold ----------------------------------------------------------------------
 
 def test_ex10_solution_gets_full_marks():
