@@ -7,12 +7,10 @@ import linecache
 from pathlib import Path
 
 import pytest
-import torch
 
 jupytext = pytest.importorskip("jupytext")
 
 from fastpath_lib import exercises as ex  # noqa: E402
-from tests.solved import earned, solved  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
