@@ -7,10 +7,12 @@ import linecache
 from pathlib import Path
 
 import pytest
+import torch
 
 jupytext = pytest.importorskip("jupytext")
 
 from fastpath_lib import exercises as ex  # noqa: E402
+from tests.solved import solved  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -105,3 +107,82 @@ def test_each_operators_known_mistake_loses_the_kernel_with_its_fix_and_an_hones
     from fastpath_lib.grading.checks.ex08_capstone import _REGIMES
 
     assert not r.passed and any(fix in r.feedback for *_, fix in _REGIMES[op]), r.feedback
+
+
+# --- exercise 05: an honest LLM matrix, a case beyond the largest, rationales from one template --------------------
+
+def _llm_matrix():
+    """An ordinary LLM matrix written without the solution: 8 of its 13 cases are near the kit's predeclared cases
+    (lesson 05 shows those shapes, and they are every model's)."""
+    from fastpath_lib.cases import CaseSpec
+
+    bf16, f16, f32 = torch.bfloat16, torch.float16, torch.float32
+    return [
+        ("decode_1x4096_fp16", CaseSpec(1, 4096, f16), "fallback",
+         "one token per step: a single row sits below the row threshold"),
+        ("decode_8x4096_bf16", CaseSpec(8, 4096, bf16), "fallback",
+         "eight sequences decoding together are still too few rows to route"),
+        ("prefill_4096x4096_bf16", CaseSpec(4096, 4096, bf16), "win",
+         "a long prompt streams 32 MiB, memory bound, where fusing saves a pass"),
+        ("prefill_4096x4096_fp16", CaseSpec(4096, 4096, f16), "win",
+         "half precision prompt of the same size keeps the bandwidth argument"),
+        ("prefill_8192x8192_bf16", CaseSpec(8192, 8192, bf16), "win",
+         "a 70B-style hidden width doubles bytes per row and amortizes launch"),
+        ("batch_1024x4096_fp32", CaseSpec(1024, 4096, f32), "neutral",
+         "single precision at the threshold: the reference path is already near copy speed"),
+        ("small_1024x128_fp16", CaseSpec(1024, 128, f16), "neutral",
+         "narrow rows give each program too little work to beat the library"),
+        ("odd_1024x1000_bf16", CaseSpec(1024, 1000, bf16), "loss",
+         "a width that is no power of two wastes masked lanes in every block"),
+        ("slice_2048x4096_bf16", CaseSpec(2048, 4096, bf16, layout="row_slice", pad=64), "win",
+         "a view into a wider buffer is read in place without a copy"),
+        ("tiny_64x64_fp32", CaseSpec(64, 64, f32), "fallback",
+         "a toy input under the threshold never reaches the kernel at all"),
+        ("transposed_4096x512_fp16", CaseSpec(4096, 512, f16, layout="transposed"), "fallback",
+         "columns with a stride break the contiguous-row requirement"),
+        ("wide_128x65536_bf16", CaseSpec(128, 65536, bf16), "fallback",
+         "vocabulary-sized rows exceed what one program may hold"),
+        ("misaligned_2048x4095_fp16", CaseSpec(2048, 4095, f16), "fallback",
+         "an odd width leaves rows off the sixteen byte boundary"),
+    ]
+
+
+def test_an_llm_matrix_that_shares_the_kits_shapes_gets_full_marks():
+    from fastpath_lib.grading.checks import ex05_matrix
+
+    matrix = _llm_matrix()
+    assert len(ex05_matrix._kit_shaped(matrix, ex05_matrix._kit_cases())) >= 8  # what the old rule refused
+    results = ex.check_case_matrix(lambda: matrix, show=False)
+    assert all(r.passed for r in results), [(r.part, r.feedback) for r in results]
+
+
+def test_a_case_beyond_the_largest_costs_the_size_part_only_and_says_which():
+    from fastpath_lib.cases import CaseSpec
+
+    matrix = _llm_matrix() + [("prefill_16384x5120_bf16", CaseSpec(16384, 5120, torch.bfloat16), "win",
+                               "a long prompt at a 5120 hidden width moves the most bytes of all")]
+    by = {r.part: r for r in ex.check_case_matrix(lambda: matrix, show=False)}
+    assert not by["size_coverage"].passed and "prefill_16384x5120_bf16: 16384x5120 is beyond it" in \
+        by["size_coverage"].feedback, by["size_coverage"].feedback
+    assert by["layout_coverage"].passed and by["expectations"].passed, by
+
+
+@pytest.mark.parametrize("template", [
+    "{cid}: a {dtype} {layout} case of {rows}x{cols}, expected {exp}",
+    "I expect {exp} for this {dtype} case of shape {rows} by {cols} ({layout} layout)",
+])
+def test_rationales_from_one_template_over_the_cases_fields_lose_the_expectations_part(template):
+    """The solution's cases with each rationale one f-string over the case's own fields: no why, and the feedback
+    names the cases that share the template."""
+    own = ex_matrix_solution()
+    templated = [(cid, spec, exp, template.format(cid=cid, dtype=str(spec.dtype).replace("torch.", ""),
+                                                  layout=spec.layout, rows=spec.rows, cols=spec.cols, exp=exp))
+                 for cid, spec, exp, _ in own]
+    by = {r.part: r for r in ex.check_case_matrix(lambda: templated, show=False)}
+    fb = by["expectations"].feedback
+    assert not by["expectations"].passed and "the same rationale as" in fb and "say why" in fb, fb
+    assert by["size_coverage"].passed and by["layout_coverage"].passed
+
+
+def ex_matrix_solution():
+    return solved("ex05")["my_matrix"]()
