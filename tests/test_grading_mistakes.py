@@ -186,3 +186,58 @@ def test_rationales_from_one_template_over_the_cases_fields_lose_the_expectation
 
 def ex_matrix_solution():
     return solved("ex05")["my_matrix"]()
+
+
+# --- exercise 04: survivors named by the inputs they fail on -----------------------------------------------------------
+
+def _ex04_regime_cases():
+    """kernel mutant -> a case of the regime its feedback names (the wording is the mutant's own ``regime``)."""
+    from fastpath_lib.cases import CaseSpec
+
+    return {
+        "kernel_mean_over_block": CaseSpec(8, 48), "backward_mean_over_block": CaseSpec(8, 48),
+        "kernel_ignores_row_stride": CaseSpec(8, 64, layout="row_slice", pad=16),
+        "backward_ignores_row_stride": CaseSpec(8, 64, layout="row_slice", pad=16),
+        "kernel_unmasked_tail": CaseSpec(8, 40), "kernel_weight_always_applied": CaseSpec(8, 64, weight=None),
+        "kernel_eps_outside_sqrt": CaseSpec(8, 64, scale=1e-4),
+        "kernel_half_precision_squares": CaseSpec(8, 64, torch.float16, scale=300.0),
+        "launcher_eps_default_of_input_dtype": CaseSpec(8, 64, torch.float16, scale=1e-2),
+        "backward_drops_partial_row_block": CaseSpec(9, 64),
+    }
+
+
+def test_each_kernel_mutant_fails_on_the_regime_its_feedback_names_and_not_on_an_ordinary_case():
+    """The survivors' feedback names a kind of input; a case of that kind catches the mutant (every draw of the
+    backward's programs), an ordinary fp32 case of a power-of-two width does not."""
+    import random
+
+    from fastpath_lib.cases import CaseSpec
+    from fastpath_lib.grading.checks.ex04_boundary import _verdicts
+    from fastpath_lib.grading.rules import mutants as M
+
+    cases = _ex04_regime_cases()
+    assert set(cases) == set(M.KERNEL_MUTANTS)
+    for seed in range(2):
+        for m in M.drawn(random.Random(seed)):
+            if m.kind == "predicate":
+                continue
+            assert m.regime, m.name
+            caught, errors = _verdicts([cases[m.name]], (m,))
+            assert caught[m.name] and not errors, (m.name, m.regime, errors)
+            caught, errors = _verdicts([CaseSpec(8, 64)], (m,))
+            assert not caught[m.name] and not errors, (m.name, "caught by an ordinary case")
+
+
+def test_ex04_survivors_feedback_names_the_regime_of_each_surviving_category():
+    from fastpath_lib.cases import CaseSpec
+    from fastpath_lib.grading.rules import mutants as M
+
+    results = ex.check_boundary_cases(lambda: [CaseSpec(8, 64)], show=False)
+    for r in results:
+        if r.passed:
+            continue
+        category = next(c for c in M.CATEGORIES if c in r.feedback)
+        alive = M.by_category(category)
+        assert "differ from the correct code on" in r.feedback, r.feedback
+        assert any(m.regime in r.feedback for m in alive), r.feedback
+        assert not any(m.name in r.feedback for m in M.ALL), r.feedback  # a kind of input, never the mutant
