@@ -188,7 +188,7 @@ def ex_matrix_solution():
     return solved("ex05")["my_matrix"]()
 
 
-# --- exercise 04: survivors named by the inputs they fail on -----------------------------------------------------------
+# --- exercise 04: survivors named by the inputs they fail on ------------------------------------------------------
 
 def _ex04_regime_cases():
     """kernel mutant -> a case of the regime its feedback names (the wording is the mutant's own ``regime``)."""
