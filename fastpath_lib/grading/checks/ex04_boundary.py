@@ -20,6 +20,7 @@ import random
 import torch
 
 from fastpath_lib.cases import CaseSpec, output_guard_intact, poisoned_like
+from fastpath_lib.grading.checks.ex04_advice import MAX_CASES, MAX_ELEMENTS  # the exercise's limits, one source
 from fastpath_lib.grading.materials import device
 from fastpath_lib.grading.registry import Result, mutant_part
 from fastpath_lib.grading.report.feedback import Fail, call, case_label, graded
@@ -33,8 +34,6 @@ from fastpath_lib.testing import compare, reference_grads, reference_rms_norm
 
 __all__ = ["check_boundary_cases", "MAX_CASES", "MAX_ELEMENTS"]
 
-MAX_CASES = 24
-MAX_ELEMENTS = 8 * rms.MAX_COLS * 2
 
 _GENERATED = borrowed.kit("boundary.py", why="the kit's boundary generator writes them for you") + borrowed.kit(
     "eligibility.py", "Boundary.overrides", why="those are the predicate's own declared boundaries") + borrowed.kit(
