@@ -135,8 +135,8 @@ def advise_boundary_cases(my_cases, *, show: bool = True):
     if not show:
         return lines
     missing = sum(not a.ok for a in lines)
-    print("ex04 · advisory self-check (no points: the course's autograder grades your cases against seeded faults "
-          "this release does not hold)")
+    print("ex04 · advisory self-check, no points: the graded check runs in your course's autograder only, against "
+          "seeded faults this release does not hold")
     for a in lines:
         print(("ok       " if a.ok else "MISSING  ") + a.what + (f"  [{a.detail}]" if a.detail else ""))
     print("every property above holds" if not missing else f"{missing} of {len(lines)} properties missing")
