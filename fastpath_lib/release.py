@@ -65,6 +65,12 @@ GRADER_ONLY: dict[str, str] = {
     "release.py": "the release tool itself, which reads solutions/ and every grading file",
 }
 
+#: A held check whose stand-in in the student release is an advisory check that ships: check -> (module, function).
+#: Exercise 04's advice judges the cases against the predicate and the exercise's properties, never the seeded faults.
+ADVISORY: dict[str, tuple[str, str]] = {
+    "check_boundary_cases": ("fastpath_lib.grading.checks.ex04_advice", "advise_boundary_cases"),
+}
+
 #: What a learner is handed besides the library (paths relative to the checkout's root; folders are copied whole).
 STUDENT_FILES = ("notebooks", "exercises", "data", "upstream", "docs", "pyproject.toml", "constraints.txt",
                  "environment.yml", "kit", ".jupyter", ".gitignore")
@@ -180,7 +186,8 @@ def _facade(lib: Path, source: str) -> tuple[str, str | None]:
         if rel not in GRADER_ONLY:
             continue
         ex = m.group(1) if (m := re.match(r"grading/checks/(ex\d\d)", rel)) else ""
-        standins += [f"{a.name} = held_by_autograder({a.name!r}, {ex!r}, {TITLES.get(ex, '')!r}, "
+        standins += [f"from {ADVISORY[a.name][0]} import {ADVISORY[a.name][1]} as {a.name}" if a.name in ADVISORY
+                     else f"{a.name} = held_by_autograder({a.name!r}, {ex!r}, {TITLES.get(ex, '')!r}, "
                      f"{GRADER_ONLY[rel]!r})" for a in node.names]
         names = ", ".join(a.name + (f" as {a.asname}" if a.asname else "") for a in node.names)
         swaps.append((node.lineno - 1, node.end_lineno, f"from {held_module} import {names}"))

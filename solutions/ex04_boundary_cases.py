@@ -26,7 +26,8 @@
 # in). Your cases catch a mutant when some case gets a **different route** from the faulty predicate than from the
 # correct one, or a **wrong result** (or a write outside the output) from the faulty kernel, forward or backward.
 # Each category whose mutants you all catch is a point; the feedback names the categories (and sides) that still
-# have survivors, never the case that would catch them. The mutants are **drawn afresh at every check** (how far past
+# have survivors and the kind of input they differ on (e.g. "a width that is not a power of two"), never the case
+# that would catch them. The mutants are **drawn afresh at every check** (how far past
 # a limit, which modulus, which dtype or layout a too-strict predicate refuses): probe each limit exactly and one
 # step past it (the step that keeps every other condition met), and give an eligible case of each supported dtype
 # and layout; cases fitted to one draw need not catch the next.

@@ -26,14 +26,19 @@
 # more that needs the predicate:
 #
 # * at least 12 cases, unique ids, no case repeated, at least 8 distinct shapes; at least 2 **small** (<= 65536
-#   elements) and 2 **large** (>= 4096x4096 elements), and an **M=1 decode** case (one row);
+#   elements) and 2 **large** (>= 4096x4096 elements), an **M=1 decode** case (one row), and no case beyond the
+#   kit's largest (64M elements, e.g. 8192x8192);
 # * at least 2 **aligned** (16-byte pointer, row stride and width) and 2 **odd** cases (misaligned width, pointer or
 #   stride, or transposed); 2 **contiguous** and 1 supported **strided** case (row slice or step); fp32, fp16 and
 #   bf16;
 # * at least 1 case expected to **win**, 2 expected **not to improve** (neutral or loss) and 2 **fallback** cases;
-#   every case has a rationale of its own (at least four words, and not another case's words with other numbers:
-#   one template filled with each case's sizes says no why); and every expectation agrees with the predicate's route
-#   on a GPU (conservative row threshold 1024).
+#   every case has a rationale of its own (at least four words, and not another case's words with other numbers or
+#   the case's own id, dtype, layout and expectation: one template filled with each case's fields says no why); and
+#   every expectation agrees with the predicate's route on a GPU (conservative row threshold 1024).
+#
+# Each rule costs the part it belongs to (sizes, layouts and dtypes, expectations), nothing else. Your cases may be
+# lesson 05's shapes or any model's: what scores nothing is the kit's predeclared matrix handed back (its rationales
+# copied or reworded, or three quarters of its cases or more kept under new words).
 #
 # **How this works.** Fill in each cell marked `# FILL ME IN (roughly N lines)` (delete the `raise
 # NotImplementedError`), run it, then run the check below it: it prints `passed`, or a table of *yours vs expected*.

@@ -26,13 +26,16 @@
 # * the sections, as Markdown headings, each with at least a sentence: **Summary**, **Eligibility and fallback**,
 #   **Semantic evidence**, **Mechanism**, **Performance**, **Limitations**;
 # * the environment (`env["device"]`, `env["torch"]`, `env["triton"]`) and a **scope** statement (a `## Scope`
-#   section or a `Scope:` line): which calls take the fast path (dtypes, the column limit
+#   section, or a `Scope:` paragraph, which may wrap over several lines and ends at a blank line, a heading, a list
+#   or another `Label:`): which calls take the fast path (dtypes, the column limit
 #   `fastpath_lib.rmsnorm.predicate.MAX_COLS`) and what happens to the others;
 # * a performance table with one row per case id (first cell), its route and its class (win/neutral/loss/fallback,
 #   as in exercise 06): route and class must match the data; the note names its wins, neutral cases and losses,
-#   and says the data is synthetic;
+#   says nowhere that nothing is slower ("never slower", "no regressions") while the table has losses, unless the
+#   same sentence names them or its exceptions, and says the data is synthetic;
 # * how the numbers were measured, from `env["harness"]`: the timer, the warm-up (in ms), how the device is
-#   synchronized before a timing is read, the statistic (the median of how many samples) and its spread (q80 - q20),
+#   synchronized before a timing is read (in any words: synchronized, waits for the kernel to finish, CUDA events,
+#   or the record's own words), the statistic (the median of how many samples) and its spread (q80 - q20),
 #   and where the raw samples are;
 # * on data whose `env["device_kind"]` is not `"cuda"`: the words "not a GPU measurement", no speed-up claimed
 #   ("faster", "1.5x", "speed-up"; an honest "no speed-up is claimed" is fine) and no case marked a win or a loss.

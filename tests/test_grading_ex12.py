@@ -61,78 +61,116 @@ def test_expected_overlap_counts_bytes_not_elements():
 
 # --- part (b): the ops under test -------------------------------------------------------------------------------------
 
-def _run_on(impl, make, weight, eps=None):
-    buf, x, r = make()
-    try:
-        ret = M.Op(impl)(x, r, weight, eps)
-    except RuntimeError as exc:
-        return buf, None, exc
-    return buf, ret, None
+_G = torch.Generator().manual_seed(0)
+_X0, _R0 = torch.randn(2, 16, 64, generator=_G)
+_W = 1 + 0.1 * torch.randn(64, generator=_G)
+_DTYPES = ((torch.float32, torch.float32), (torch.float32, torch.bfloat16), (torch.float16, torch.float16),
+           (torch.float16, torch.bfloat16), (torch.bfloat16, torch.bfloat16), (torch.bfloat16, torch.float32))
 
 
-def test_every_broken_op_differs_from_the_composite_where_its_category_says_and_correct_ops_do_not():
-    """One eager probe per category; each subtle broken op fails its own category's probe only (so feedback names
-    the right category), and the correct routes pass them all. (Under torch.compile, the solution's tests catch the
-    declared-mutation op and pass the correct ones: tests/test_grading_checks.py.)"""
-    g = torch.Generator().manual_seed(0)
-    x0, r0 = torch.randn(2, 16, 64, generator=g)
-    w = 1 + 0.1 * torch.randn(64, generator=g)
-
-    def fresh():
-        return (None, x0.clone(), r0.clone())
-
-    def ref_of(make, weight, eps=None):
-        buf, x, r = make()
-        native_(x, r, weight, eps)
-        return buf, x, r
-
-    def writes(impl):
-        _, x, r = fresh()
-        M.Op(impl)(x, r, w)
-        want = native(x0, r0, w)
-        atol, rtol = tolerance(torch.float32)
-        return torch.allclose(x, want[0], atol=atol, rtol=rtol) and torch.equal(r, want[1])
-
-    def returns(impl):
-        _, x, r = fresh()
+def _calls(impl):
+    """(x, residual, returned, want_out, want_residual, dtype) of one ordinary call per input/weight dtype pair."""
+    for dt, wdt in _DTYPES:
+        x, r, w = _X0.to(dt), _R0.to(dt), _W.to(wdt)
+        want = native(x, r, w)
         ret = M.Op(impl)(x, r, w)
-        return ret[0] is x and ret[1] is r
+        yield x, r, ret, want[0], want[1], dt
 
-    def aliasing(impl):
-        base = torch.randn(17, 64, generator=torch.Generator().manual_seed(1))
-        make = lambda: (lambda b: (b, b[1:], b[:-1]))(base.clone())  # noqa: E731
-        return torch.allclose(_run_on(impl, make, w, 1.0)[0], ref_of(make, w, 1.0)[0], atol=1e-5, rtol=2e-6)
 
-    def residual_rounding(impl):
-        wb = w.to(torch.bfloat16)
-        _, ret, _ = _run_on(impl, fresh, wb)
-        return torch.equal(ret[1], native(x0, r0, wb)[1])
+def _within(got, want, dtype):
+    atol, rtol = tolerance(dtype)
+    return torch.allclose(got.double(), want.double(), atol=atol, rtol=rtol)
 
-    def variance(impl):
-        ones = torch.ones(16, 64, dtype=torch.float16)
-        _, ret, _ = _run_on(impl, lambda: (None, ones.clone(), torch.full_like(ones, 0.6 * 2 ** -10)), None, 0.0)
-        return torch.equal(ret[0], ones)
 
-    def raises_cleanly(impl):
-        buf, x, r = fresh()
-        try:
-            M.Op(impl)(x, r, torch.ones(63))
-        except RuntimeError:
-            return torch.equal(x, x0) and torch.equal(r, r0)
-        return False
+def _invalid_calls():
+    """Calls the contract refuses, each made afresh: (x, residual, weight)."""
+    return [lambda: (torch.randn(4, 8), torch.randn(4, 8), torch.ones(7)),
+            lambda: (torch.randn(1, 8), torch.randn(2, 8), None),
+            lambda: (torch.randn(4, 8, requires_grad=True), torch.randn(4, 8), None),
+            lambda: (torch.randn(4, 8), torch.randn(4, 8, requires_grad=True), None),
+            lambda: (torch.randn(4, 8), torch.zeros(4, 8, dtype=torch.int32), None),
+            lambda: (torch.randn(1, 8).expand(4, 8), torch.randn(4, 8), None)]
 
-    probes = {"writes": writes, "returns": returns, "aliasing": aliasing, "residual_rounding": residual_rounding,
-              "variance": variance, "raises_cleanly": raises_cleanly}
-    assert set(probes) | {"declared_mutation"} == set(M.BROKEN) == set(E.CATEGORIES)
+
+def _raised(impl, make):
+    x, r, w = make()
+    x0, r0 = x.detach().clone(), r.detach().clone()
+    try:
+        M.Op(impl)(x, r, w)
+    except RuntimeError as exc:
+        return (type(exc), str(exc)), torch.equal(x.detach(), x0) and torch.equal(r.detach(), r0)
+    return None, True
+
+
+#: One kind of call each: what a test made of only that kind of call sees of an op (True: the op looks correct).
+PROBES = {
+    "values within tolerance": lambda impl: all(
+        _within(x, wo, dt) and _within(r, wr, dt) for x, r, _, wo, wr, dt in _calls(impl)),
+    "returns the caller's tensors": lambda impl: all(
+        ret[0] is x and ret[1] is r for x, r, ret, *_ in _calls(impl)),
+    "residual bit for bit": lambda impl: all(torch.equal(r, wr) for _, r, _, _, wr, _ in _calls(impl)),
+    "aliased buffers": lambda impl: all(
+        _within(_aliased(impl, make), _aliased(native_, make), torch.float32)
+        for make in (lambda b: (b, b, b), lambda b: (b, b[1:], b[:-1]))),
+    "an exact answer bit for bit": lambda impl: torch.equal(_constant_rows(impl),
+                                                            torch.ones(16, 64, dtype=torch.float16)),
+    "invalid calls: type and message": lambda impl: all(
+        _raised(impl, make)[0] == _raised(native_, make)[0] for make in _invalid_calls()),
+    "invalid calls: nothing written": lambda impl: all(_raised(impl, make)[1] for make in _invalid_calls()),
+}
+#: category -> the probes its broken ops must fail, and fail alone (``writes`` ops are wrong on every call).
+OWN = {"returns": {"returns the caller's tensors"}, "aliasing": {"aliased buffers"},
+       "declared_mutation": set(),  # the composite in eager mode; it fails under torch.compile (test_grading_checks)
+       "residual_rounding": {"residual bit for bit"}, "variance": {"an exact answer bit for bit"},
+       "raises_cleanly": {"invalid calls: nothing written"}}
+
+
+def _aliased(impl, make):
+    buf = torch.randn(17, 64, generator=torch.Generator().manual_seed(1))
+    _, x, r = make(buf)
+    M.Op(impl)(x, r, _W, 1.0)
+    return buf
+
+
+def _constant_rows(impl):
+    ones = torch.ones(16, 64, dtype=torch.float16)  # 1 + 0.6 ulp: the residual rounds up, the fp32 sum does not
+    x = ones.clone()
+    M.Op(impl)(x, torch.full_like(ones, 0.6 * 2 ** -10), None, 0.0)
+    return x
+
+
+def test_each_broken_op_is_caught_only_by_calls_of_its_own_kind_and_correct_ops_by_none():
+    """A category is credited only through a broken op that differs from the composite in that category alone: six
+    invalid calls, random values within tolerance, a residual within tolerance, calls on separate buffers catch no op
+    of another category; each op of a category fails its own kind of call; the correct routes fail none."""
+    assert set(OWN) | {"writes"} == set(M.BROKEN) == set(E.CATEGORIES)
     for name, impl in M.CORRECT.items():
-        assert all(probe(impl) for probe in probes.values()), name
+        assert all(probe(impl) for probe in PROBES.values()), name
     for category, fns in M.BROKEN.items():
         for fn in fns:
-            caught = {c for c, probe in probes.items() if not probe(fn)}
-            if category in ("writes", "returns"):
-                assert category in caught, (fn.__name__, caught)
-            else:  # right on ordinary calls; the declared-mutation op is right in eager mode (it fails compiled)
-                assert caught == ({category} if category in probes else set()), (fn.__name__, caught)
+            caught = {p for p, probe in PROBES.items() if not probe(fn)}
+            if category == "writes":
+                assert "values within tolerance" in caught, (fn.__name__, caught)
+            else:
+                assert caught == OWN[category], (fn.__name__, caught)
+
+
+def test_the_rounding_and_variance_faults_hide_within_the_outputs_tolerance_on_random_inputs():
+    """Only a bit-for-bit comparison sees the toward-zero residual, only an exact answer the variance fault: on many
+    random draws of every dtype pair both stay within the contract's tolerance."""
+    rounding = M.BROKEN["residual_rounding"][1]
+    variance = M.BROKEN["variance"][0]
+    g = torch.Generator().manual_seed(5)
+    for _ in range(20):
+        for dt, wdt in _DTYPES:
+            x0, r0 = (torch.randn(2, 8, 64, generator=g) * 4).to(dt)
+            w = (1 + 0.3 * torch.randn(64, generator=g)).to(wdt)
+            want_out, want_res = native(x0, r0, w)
+            for fn in (rounding, variance):
+                x, r = x0.clone(), r0.clone()
+                M.Op(fn)(x, r, w)
+                assert _within(x, want_out, dt) and _within(r, want_res, dt), (fn.__name__, dt, wdt)
+
 
 def test_the_graded_parts_are_the_registered_ones():
     assert E.CATEGORIES == tuple(p for p, _ in EXERCISES["ex12"][2:])
@@ -228,7 +266,92 @@ def test_thin_tests_earn_only_the_categories_they_test_and_feedback_names_the_re
     assert by["passes_correct_ops"].passed and by["writes"].passed, [(r.part, r.feedback) for r in results]
     missed = [c for c in E.CATEGORIES if c != "writes"]
     assert not any(by[c].passed for c in missed)
-    assert all(by[c].feedback.startswith("survivors: ") and "_" not in by[c].feedback[11:] for c in missed), by
+    names = [fn.__name__.strip("_") for fns in M.BROKEN.values() for fn in fns]
+    assert all(by[c].feedback.startswith("survivors: ") and not any(n in by[c].feedback for n in names)
+               for c in missed), by
+
+
+#: A learner's tests, one promise per piece (no torch.compile: the declared-mutation category is left out).
+_PIECES = {
+    "helper": """
+def t(op_):
+    g = torch.Generator().manual_seed(3)
+    def run(x, r, w=None, eps=None):
+        mine, ref = (x.clone(), r.clone()), (x.clone(), r.clone())
+        got = op_(*mine, w, eps)
+        native_(*ref, w, eps)
+        return mine, ref, got
+    def near(a, b):
+        atol, rtol = tolerance(b.dtype)
+        torch.testing.assert_close(a, b, atol=atol, rtol=rtol)
+""",
+    "values": """
+    for dt in (torch.float32, torch.float16, torch.bfloat16):
+        for wdt in (dt, torch.bfloat16, torch.float32):
+            x, r = torch.randn(2, 16, 64, generator=g).to(dt)
+            mine, ref, got = run(x, r, (1 + 0.1 * torch.randn(64, generator=g)).to(wdt))
+            near(mine[0], ref[0])
+            RESIDUAL
+            assert got[0] is mine[0] and got[1] is mine[1], "returns"
+""",
+    "exact": """
+    ones = torch.ones(16, 64, dtype=torch.float16)
+    mine, _, _ = run(ones, torch.full_like(ones, 0.6 * 2 ** -10), None, 0.0)
+    assert torch.equal(mine[0], ones), "variance"
+""",
+    "raises": """
+    x, r = torch.randn(4, 64), torch.randn(4, 64)
+    x0, r0 = x.clone(), r.clone()
+    try:
+        op_(x, r, torch.ones(63))
+    except RuntimeError:
+        pass
+    else:
+        raise AssertionError("must raise")
+    assert torch.equal(x, x0) and torch.equal(r, r0), "wrote before raising"
+""",
+    "aliased": """
+    for make in (lambda b: (b, b), lambda b: (b[1:], b[:-1])):
+        b1, b2 = torch.randn(17, 64, generator=g), None
+        b2 = b1.clone()
+        op_(*make(b1), None, 1.0)
+        native_(*make(b2), None, 1.0)
+        near(b1, b2)
+""",
+}
+_BIT_FOR_BIT = "assert torch.equal(mine[1], ref[1]), 'residual'"
+_WITHIN = "near(mine[1], ref[1])"
+
+
+def _pieces_test(*names, residual=_BIT_FOR_BIT):
+    body = "".join(_PIECES[n] for n in ("helper", *names)).replace("RESIDUAL", residual)
+    cells = [_HEAD + "from fastpath_lib.fused.reference import tolerance\n", body]
+    with sources.using(cells):
+        results = ex.check_inplace_tests(_defined(cells, "t"), _kit_op(), show=False)
+    return {r.part: r for r in results}
+
+
+@pytest.mark.parametrize("pieces, residual, missing, fix", [
+    # in-place tests that never call the op with x and residual sharing memory: no aliasing credit
+    (("values", "exact", "raises"), _BIT_FOR_BIT, {"aliasing"}, "share memory"),
+    # the new residual compared within tolerance: no rounding credit
+    (("values", "exact", "raises", "aliased"), _WITHIN, {"residual_rounding"}, "bit for bit"),
+    # random inputs compared within tolerance, no exact answer: no variance credit
+    (("values", "raises", "aliased"), _BIT_FOR_BIT, {"variance"}, "exact output"),
+    # calls that must raise and nothing else: raises_cleanly only
+    (("raises",), _BIT_FOR_BIT, {"writes", "returns", "aliasing", "residual_rounding", "variance"},
+     "compare what x and residual hold"),
+])
+def test_each_category_is_credited_only_by_calls_of_its_kind_and_feedback_names_the_fix(pieces, residual, missing,
+                                                                                        fix):
+    """The same tests with one kind of call left out, or a residual compared within tolerance, lose exactly that
+    category; the feedback says what call or comparison catches it. (torch.compile is left out here: the
+    declared-mutation category is never earned; the solution's tests earn it in test_grading_checks.py.)"""
+    by = _pieces_test(*pieces, residual=residual)
+    lost = {c for c in E.CATEGORIES if not by[c].passed} - {"declared_mutation"}
+    assert by["passes_correct_ops"].passed and lost == missing, [(r.part, r.feedback[:90]) for r in by.values()]
+    named = "writes" if "writes" in missing else next(iter(missing))
+    assert fix in by[named].feedback, by[named].feedback
 
 
 def test_tests_copied_from_the_kits_tests_score_nothing():

@@ -152,6 +152,20 @@ def test_ex09_dropping_a_promise_loses_its_category(category):
     assert res["dtype"].passed
 
 
+def test_ex09_exceptions_compared_by_type_only_lose_the_category_and_feedback_names_the_message():
+    """The exercise asks for type and message: the solution's exception test with the message left out passes on a
+    correct op and lets through an op that raises F.rms_norm's type with a message of its own."""
+    src = next(c.source for c in jupytext.read(next((ROOT / "solutions").glob("ex09_*.py"))).cells
+               if "def my_contract_tests" in c.source)
+    assert "errors.append((type(e).__name__, str(e)))" in src
+    ns = {"torch": torch, "F": F}
+    exec(compile(src.replace("errors.append((type(e).__name__, str(e)))", "errors.append(type(e).__name__)"),
+                 "<ex09 type only>", "exec"), ns)
+    res = by_part(ex09(ns["my_contract_tests"]))
+    assert res["passes_correct_ops"].passed and res["dtype"].passed, res["passes_correct_ops"].feedback
+    assert not res["exceptions"].passed and "message" in res["exceptions"].feedback, res["exceptions"].feedback
+
+
 # --- ex10: the per-architecture row threshold ----------------------------------------------------------------------
 
 def test_ex10_solution_gets_full_marks():
@@ -496,3 +510,87 @@ def test_ex11_bad_answer_gets_no_points(name):
 def test_ex11_borrowed_and_forged_answers_are_named():
     assert "grader's own answer" in ex11(_via_grader_draw)[0].feedback
     assert "drawn afresh" in ex11(_recorded_ids())[0].feedback
+
+
+def _ex09_probes():
+    """One kind of call each: what a test made only of that kind of call sees of an op (True: it looks correct)."""
+    import torch.nn.functional as F
+
+    def same(got, want):  # values only (the dtype is the dtype probe's)
+        return torch.allclose(got.double(), want.double(), rtol=1e-3, atol=1e-4)
+
+    def dtype(op):
+        x = torch.randn(16, 32).half()
+        return op(x, [32]).dtype == F.rms_norm(x, [32]).dtype
+
+    def values_fp32(op):  # each probe computes F.rms_norm's answer first: an op that writes its input shows only
+        x, w = torch.randn(16, 32), torch.randn(32)  # to the aliasing probe
+        want = F.rms_norm(x, [32], w)
+        return same(op(x, [32], w), want)
+
+    def layout(op):
+        x = torch.randn(2, 4, 8, 16).to(memory_format=torch.channels_last)
+        return op(x, [16]).stride() == F.rms_norm(x, [16]).stride()
+
+    def aliasing(op):
+        x = torch.randn(16, 32)
+        before = x.clone()
+        y = op(x, [32])
+        return torch.equal(x, before) and y.untyped_storage().data_ptr() != x.untyped_storage().data_ptr()
+
+    def eps(op):
+        tiny = torch.full((16, 32), 1e-4).half()
+        wants = [F.rms_norm(tiny, [32], eps=e) for e in (None, 0.0, 1e-3)]
+        return all(same(op(tiny.clone(), [32], eps=e), w) for e, w in zip((None, 0.0, 1e-3), wants))
+
+    def autograd(op):
+        x, w, dy = torch.randn(16, 32, requires_grad=True), torch.randn(32, requires_grad=True), torch.randn(16, 32)
+        got = torch.autograd.grad(op(x, [32], w), (x, w), dy)
+        want = torch.autograd.grad(F.rms_norm(x, [32], w), (x, w), dy)
+        return all(same(a, b) for a, b in zip(got, want))
+
+    def forward_ad(op):
+        x, t, w = torch.randn(16, 32), torch.randn(16, 32), torch.randn(32)
+        want = torch.func.jvp(lambda a: F.rms_norm(a, [32], w), (x,), (t,))[1]
+        try:
+            got = torch.func.jvp(lambda a: op(a, [32], w), (x,), (t,))[1]
+        except Exception:  # noqa: BLE001 - an op without a jvp rule fails here
+            return False
+        return same(got, want)
+
+    def raised(fn, args):
+        try:
+            fn(*args)
+        except Exception as e:  # noqa: BLE001 - the type and message are what we compare
+            return type(e).__name__, str(e)
+        return None
+
+    def exceptions(op):
+        x = torch.randn(16, 32)
+        calls = ((x, [31]), (x, [32], torch.ones(31)), (x.double(), [32]))
+        return all(raised(op, a) == raised(F.rms_norm, a) for a in calls)
+
+    return {"dtype": dtype, "values": values_fp32, "layout": layout, "aliasing": aliasing, "eps": eps,
+            "autograd": autograd, "forward_ad": forward_ad, "exceptions": exceptions}
+
+
+def _looks_correct(probe, op) -> bool:
+    try:
+        return probe(op)
+    except Exception:  # noqa: BLE001 - a test fails when the op raises where F.rms_norm does not
+        return False
+
+
+def test_ex09_each_broken_op_is_caught_only_by_calls_of_its_own_kind():
+    """A category is credited only through an op that differs from F.rms_norm in that category alone: ordinary fp32
+    values catch no broken op, and each op fails its own category's kind of call and no other."""
+    import torch.nn.functional as F
+
+    from fastpath_lib.grading.checks import ex09_contract as g
+
+    probes = _ex09_probes()
+    assert all(p(F.rms_norm) for p in probes.values())
+    for category, fns in g.BROKEN.items():
+        for fn in fns:
+            caught = {name for name, p in probes.items() if not _looks_correct(p, g._Op(fn))}
+            assert caught == {category}, (category, getattr(fn, "__name__", fn), caught)

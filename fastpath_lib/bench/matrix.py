@@ -200,6 +200,17 @@ def rationale_words(text: str) -> str:
     return " ".join("".join(ch if ch.isalnum() else " " for ch in str(text).lower()).split())
 
 
+#: dtype -> the other names a rationale may give it
+_DTYPE_NAMES = {"float32": "fp32 f32 float single", "float16": "fp16 f16 half", "bfloat16": "bf16 bfloat",
+                "float64": "fp64 f64 double"}
+
+
+def _field_words(c: BenchCase) -> set[str]:
+    """The words a rationale gets from the case's own fields, not from a why."""
+    fields = f"{c.id} {c.dtype} {_DTYPE_NAMES.get(c.dtype, '')} {c.layout} {c.expected} {c.pass_} {c.family}"
+    return set(rationale_words(fields.replace("_", " ")).split())
+
+
 def coverage_rules(cases: list[BenchCase], *, passes: bool = True) -> list[Rule]:
     """Every rule a review-grade matrix meets, each with whether ``cases`` meets it: the kit's one source.
 
@@ -224,9 +235,11 @@ def coverage_rules(cases: list[BenchCase], *, passes: bool = True) -> list[Rule]
     dtypes = [d for d in ("float32", "float16", "bfloat16") if d not in {c.dtype for c in cases}]
     count = {o: sum(c.expected == o for c in cases) for o in OUTCOMES}
     texts = [rationale_words(c.rationale) for c in cases]
-    bad_why = [c.id for c, t in zip(cases, texts) if len(t.split()) < 4 or t in (rationale_words(c.id), c.expected)]
-    # the same words but for numbers is the same rationale: a template filled with each case's sizes says no why
-    gist = [" ".join(w for w in t.split() if not w.isdigit()) for t in texts]
+    # the same words but for numbers and the case's own fields (id, dtype, layout, expectation, pass) is the same
+    # rationale: one template filled with each case's fields says no why
+    gist = [" ".join(w for w in t.split() if not any(ch.isdigit() for ch in w) and w not in _field_words(c))
+            for c, t in zip(cases, texts)]
+    bad_why = [c.id for c, t, g in zip(cases, texts, gist) if len(t.split()) < 4 or not g]
     same_why = sorted({c.id for c, g in zip(cases, gist) if c.id not in bad_why and gist.count(g) > 1})
     gist_of = dict(zip((c.id for c in cases), gist))
     twins = {cid: ", ".join(c.id for c, g in zip(cases, gist) if c.id != cid and g == gist_of[cid]) for cid in same_why}
@@ -253,7 +266,8 @@ def coverage_rules(cases: list[BenchCase], *, passes: bool = True) -> list[Rule]
              f">= 2 cases outside the eligibility region (expected {FALLBACK}): {count[FALLBACK]}"),
         Rule("expectations", not bad_why and not same_why, "a rationale of its own for every case (at least four words)"
              + "".join(f"\n      {cid}: no rationale saying why" for cid in bad_why)
-             + "".join(f"\n      {cid}: the same rationale as {twins[cid]} (the same words but for numbers)"
+             + "".join(f"\n      {cid}: the same rationale as {twins[cid]} (the same words but for numbers and "
+                       f"the case's own id, dtype, layout and expectation: say why this case should do that)"
                        for cid in same_why)),
     ]
     if passes:

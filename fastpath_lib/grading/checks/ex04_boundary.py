@@ -4,9 +4,9 @@ The learner's cases must catch every seeded mutant of :mod:`fastpath_lib.grading
 loose or too strict, a faulty forward or backward kernel, wrong numerics. The mutants are drawn afresh at every check
 (:func:`~fastpath_lib.grading.rules.mutants.drawn`: how far past a limit, which modulus, which dtype), so cases fitted
 offline to a fixed list carry no guarantee; a case at each limit and one step past it catches every draw. One graded
-part per mutant *category*; feedback says which categories still have survivors (and, for the predicate, on which side),
-never which case would catch them, and never per mutant: neither the display nor the returned results give a per-mutant
-verdict that a search over cases could use.
+part per mutant *category*; feedback says which categories still have survivors (and, for the predicate, on which side)
+and the kinds of input on which the survivors differ from the correct code (a regime such as "a width that is not a
+power of two", never a case and never the mutant's name).
 
 Limits: at most :data:`MAX_CASES` cases of at most :data:`MAX_ELEMENTS` elements each, built from
 :class:`~fastpath_lib.cases.CaseSpec` by hand: generating them with the kit's boundary generator fails the check.
@@ -20,6 +20,7 @@ import random
 import torch
 
 from fastpath_lib.cases import CaseSpec, output_guard_intact, poisoned_like
+from fastpath_lib.grading.checks.ex04_advice import MAX_CASES, MAX_ELEMENTS  # the exercise's limits, one source
 from fastpath_lib.grading.materials import device
 from fastpath_lib.grading.registry import Result, mutant_part
 from fastpath_lib.grading.report.feedback import Fail, call, case_label, graded
@@ -33,8 +34,6 @@ from fastpath_lib.testing import compare, reference_grads, reference_rms_norm
 
 __all__ = ["check_boundary_cases", "MAX_CASES", "MAX_ELEMENTS"]
 
-MAX_CASES = 24
-MAX_ELEMENTS = 8 * rms.MAX_COLS * 2
 
 _GENERATED = borrowed.kit("boundary.py", why="the kit's boundary generator writes them for you") + borrowed.kit(
     "eligibility.py", "Boundary.overrides", why="those are the predicate's own declared boundaries") + borrowed.kit(
@@ -131,11 +130,14 @@ def _survivors(category: str, caught: dict[str, bool]) -> str | None:
     if not alive:
         return None
     sides = sorted({m.side for m in alive})
+    regimes = "; ".join(dict.fromkeys(m.regime for m in alive if m.regime))
+    where = f"; they differ from the correct code on {regimes}" if regimes else ""
     if sides == ["wrong result"]:
-        return f"{category} mutants that compute a wrong result on some eligible input"
+        return f"{category} mutants that compute a wrong result on some eligible input{where}"
     return f"{category} mutants that are {' and '.join(sides)}" + {
         "too loose": " (they accept a call the kit sends to the fallback)",
-        "too strict": " (they send an eligible call to the fallback)"}.get(sides[0] if len(sides) == 1 else "", "")
+        "too strict": " (they send an eligible call to the fallback)"}.get(sides[0] if len(sides) == 1 else "", "") \
+        + where
 
 
 def _grade(my_cases, rng=None) -> list[Result]:

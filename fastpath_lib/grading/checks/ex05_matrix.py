@@ -6,7 +6,8 @@ The rules are the benchmark's own (:func:`fastpath_lib.bench.matrix.coverage_rul
 three parts: sizes (enough distinct cases, small and large, an M=1 decode case), layouts and dtypes, and expectations
 (at least one expected win, cases expected not to improve, fallback exactly where the predicate rejects the case on a
 GPU, a rationale of its own for every case, not another case's words with other numbers). The kit's own predeclared
-matrix handed back, in whole or with its rationales copied or reworded, or its cases kept under new words, fails.
+matrix handed back, in whole or with its rationales copied or reworded, or most of its cases kept under new words,
+fails; a case beyond the kit's largest (64M elements) costs the size part only. Every rule is in the exercise's text.
 """
 
 from __future__ import annotations
@@ -101,10 +102,19 @@ def _entries(raw) -> list[tuple[str, CaseSpec, str, str]]:
         cid, spec, exp, why = e
         if exp not in OUTCOMES:
             raise Fail(f"{cid}: expected {exp!r}; use the kit's words: {', '.join(OUTCOMES)}")
-        if spec.rows * spec.cols > 64 * 1024 * 1024:
-            raise Fail(f"{cid}: {spec.rows}x{spec.cols} is beyond this kit's largest case (64M elements)")
         rows.append((str(cid), spec, exp, why if isinstance(why, str) else ""))
     return rows
+
+
+#: The most elements a case may have: the kit's largest predeclared cases (8192x8192, 16384x4096: 64M elements).
+LARGEST = 64 * 1024 * 1024
+
+
+def _within_largest(rows) -> str:
+    """The size rule of the largest case, as a coverage line (it costs the size part only)."""
+    over = [f"{cid}: {s.rows}x{s.cols}" for cid, s, _, _ in rows if s.rows * s.cols > LARGEST]
+    return ("ok  " if not over else "MISSING  ") + f"every case within this kit's largest ({LARGEST // 2 ** 20}M " \
+        "elements)" + "".join(f"\n      {o} is beyond it" for o in over)
 
 
 def _bench_cases(rows) -> list[BenchCase]:
@@ -124,12 +134,18 @@ def _lines(rules) -> list[str]:
     return [("ok  " if r.ok else "MISSING  ") + r.text for r in rules]
 
 
-def _reject_copies(rows) -> None:
-    """The kit's predeclared matrix handed back, in whole or in part, however its rationales are reworded.
+#: The share of the kit's predeclared cases a matrix holds (by id or parameters) from which it is the kit's matrix.
+COPIED_SHARE = 0.75
 
-    A rationale that is a kit rationale with a phrase added, words dropped or shuffled is copied; and a matrix in
-    which half the cases or more (and at least six) are kit cases, by id or by parameters (dtype, layout,
-    expectation, each dimension within a factor of two), is the kit's matrix whatever its words say.
+
+def _reject_copies(rows) -> None:
+    """The kit's predeclared matrix handed back, however its rationales are reworded.
+
+    A rationale that is a kit rationale with a phrase added, words dropped or shuffled is copied; and a matrix that
+    holds :data:`COPIED_SHARE` of the kit's cases or more, by id or by parameters (dtype, layout, expectation, each
+    dimension within a factor of two), is the kit's matrix whatever its words say. Sharing some of the kit's shapes
+    (lesson 05 shows them, and an LLM's shapes are everyone's) is no copy: the share is of the kit's matrix, not of
+    the learner's.
     """
     kit = _kit_cases()
     words = [str(c.get("rationale", "")) for c in kit]
@@ -139,10 +155,11 @@ def _reject_copies(rows) -> None:
                    f"(fastpath_lib/bench/cases.json), reworded or not: {', '.join(copied[:4])}; choose and explain "
                    f"your own cases")
     shaped = _kit_shaped(rows, kit)
-    if len(shaped) >= max(6, (len(rows) + 1) // 2):
-        raise Fail(f"{len(shaped)} of your {len(rows)} cases are the kit's predeclared cases (the same id, or the "
-                   f"same dtype, layout and expectation at a shape within a factor of two), e.g. "
-                   f"{', '.join(shaped[:4])}: a copied matrix with new words is still a copy; choose your own cases")
+    if kit and len(shaped) >= COPIED_SHARE * len(kit):
+        raise Fail(f"your matrix holds {len(shaped)} of the {len(kit)} cases of the kit's predeclared matrix (the "
+                   f"same id, or the same dtype, layout and expectation at a shape within a factor of two), e.g. "
+                   f"{', '.join(shaped[:4])}: that is the kit's matrix with new words; choose your own cases (sharing "
+                   f"some of its shapes is fine)")
 
 
 def _expectations(rows, rules) -> list[str]:
@@ -159,7 +176,7 @@ def _grade(my_matrix) -> list[Result]:
     rules = coverage_rules(_bench_cases(rows), passes=False)  # the benchmark's own rules (one source)
     by_topic = {t: [r for r in rules if r.topic == t] for t in ("size", "layout", "expectations")}
     results = []
-    for name, lines in zip(_PARTS, (_lines(by_topic["size"]), _lines(by_topic["layout"]),
+    for name, lines in zip(_PARTS, (_lines(by_topic["size"]) + [_within_largest(rows)], _lines(by_topic["layout"]),
                                     _expectations(rows, by_topic["expectations"]))):
         ok = all(line.startswith("ok") for line in lines)
         results.append(Result("ex05", name, points_of("ex05", name), ok, "\n".join(lines)))

@@ -9,7 +9,8 @@ project's PR template or a note written for another table scores nothing. Six pa
 outside ``<details>`` blocks, the kit's rule for its own notes; the feedback names the count); the environment
 metadata
 (device, torch and triton versions) and a scope statement (the region the fast path covers); a performance table
-whose rows agree with the data, route and class; the measurement method from ``env["harness"]`` (timer, warm-up,
+whose rows agree with the data, route and class, in a note that never says nothing is slower beside the
+table's own losses (:func:`_denies_losses`); the measurement method from ``env["harness"]`` (timer, warm-up,
 synchronization, the median of how many samples, the q80 - q20 spread, where the raw samples are; the drawn table
 comes with a drawn harness, so a method copied from the fixed one fails); and no speed-up claimed from non-GPU data,
 where an honest "no speed-up is claimed" is accepted.
@@ -188,11 +189,25 @@ def _method_gaps(note: str, h: dict) -> list[str]:
 
     need = {f"the warm-up ({h['warmup_ms']} ms)": said(r"warm", rf"\b{h['warmup_ms']}\s*ms\b"),
             f"the timer ({h['timer']})": h["timer"] in note,
-            "how the device is synchronized before a timing is read": said(r"synchron|\bsync"),
+            "how the device is synchronized before a timing is read": said(_SYNC.pattern) or _stated(h["sync"], note),
             f"the statistic (the median of {h['samples']} samples)": said(r"median", rf"\b{h['samples']}\b"),
             "the spread (q80 - q20)": said(r"spread", r"20", r"80"),
             f"where the raw samples are ({h['raw_samples']})": h["raw_samples"] in note}
     return [k for k, ok in need.items() if not ok]
+
+
+#: A statement of how the device is synchronized before a timing is read, in any words: synchronized, waits for the
+#: device or kernel to finish, blocks until, CPU calls return when done, CUDA events.
+_SYNC = re.compile(r"synchron|\bsync|\bwait(s|ed|ing)?\b[^.]*\b(device|gpu|kernel|finish\w*|complet\w*|done)\b|"
+                   r"\bblock(s|ed|ing)?\b[^.]*\buntil\b|\breturns?\b[^.]*\b(when|once|after)\b[^.]*"
+                   r"\b(done|finish\w*|complet\w*)\b|\bcuda events?\b", re.IGNORECASE)
+
+
+def _stated(fact: str, note: str) -> bool:
+    """Whether ``note`` gives the harness's own statement ``fact`` (its text after a ``label:``), spacing and case
+    aside."""
+    said = " ".join(fact.split(":", 1)[-1].split()).lower()
+    return bool(said) and said in " ".join(note.split()).lower()
 
 
 def _datasets():
@@ -201,10 +216,25 @@ def _datasets():
             ("CPU-shaped data", interpreter_results(), interpreter_environment()))
 
 
+_LABEL = re.compile(r"^\W*scope\W*:?\**\s*(.*)$", re.IGNORECASE)
+#: Where a labelled statement ends: a blank line, a heading, a list item, a table row, a tag or another ``Label:``.
+_STATEMENT_END = re.compile(r"^\s*($|#|[-*+]\s|\d+[.)]\s|\||<|\**[A-Z][\w /-]{0,30}\**:)")
+
+
 def _scope_text(note: str, sections: dict[str, str]) -> str:
+    """The scope sections' text, and each ``Scope:`` statement read whole, over the lines it wraps onto."""
     text = " ".join(body for head, body in sections.items() if "scope" in head)
-    for m in re.finditer(r"^\W*scope\W*:?\**\s*(.+)$", note, re.IGNORECASE | re.MULTILINE):
-        text += " " + m.group(1)
+    lines = note.splitlines()
+    for i, line in enumerate(lines):
+        m = _LABEL.match(line)
+        if not m or line.lstrip().startswith("#"):
+            continue
+        statement = [m.group(1)]
+        for more in lines[i + 1:]:
+            if _STATEMENT_END.match(more):
+                break
+            statement.append(more.strip())
+        text += " " + " ".join(statement)
     return text
 
 
@@ -282,6 +312,25 @@ def _judge_environment_and_scope(data, notes: dict[str, str]) -> None:
         raise Fail("\n".join(problems))
 
 
+#: A sentence that says nothing is slower: never slower, no regressions or slowdowns, without losses, always faster.
+_NO_LOSS = re.compile(r"\bnever\b[^.;]*\b(slower|regress\w*|los(e|es|ing|ses))\b|"
+                      r"\b(no|without|zero)\b[^.;]*\b(regressions?|slow-?downs?|loss(es)?|slower)\b|"
+                      r"\bnot\b[^.;]*\bslower\b|\balways\b[^.;]*\b(faster|wins?|ahead)\b", re.IGNORECASE)
+#: Words that make such a sentence a qualified one (it names its exceptions).
+_EXCEPT = re.compile(r"\b(except|but|apart from|other than|besides|outside|beyond|elsewhere|otherwise)\b",
+                     re.IGNORECASE)
+
+
+def _denies_losses(note: str, losses: list[str]) -> list[str]:
+    """The sentences of ``note`` that say nothing is slower (never slower, without regressions) while naming none of
+    the ``losses`` and no exception."""
+    out = []
+    for sentence in re.split(r"(?<=[.!?])\s+|\n", note):
+        if _NO_LOSS.search(sentence) and not _EXCEPT.search(sentence) and not any(c in sentence for c in losses):
+            out.append(sentence.strip())
+    return out
+
+
 def _judge_consistent(data, notes: dict[str, str]) -> None:
     problems = []
     for which, df, env in data[:2]:
@@ -303,6 +352,11 @@ def _judge_consistent(data, notes: dict[str, str]) -> None:
         for cls in TIMED_OUTCOMES:
             if cls in exp.values() and not re.search(rf"\b{cls}", note, re.IGNORECASE):
                 problems.append(f"{which}: the note never names its {cls} cases")
+        losses = [c for c, k in exp.items() if k == LOSS]
+        for sentence in (_denies_losses(note, losses) if losses else ()):
+            problems.append(f"{which}: the note says {sentence!r}, but the data has {len(losses)} "
+                            f"{'loss' if len(losses) == 1 else 'losses'} ({', '.join(losses)}): say where it is "
+                            "slower, as the table does")
         if env.get("synthetic") and "synthetic" not in note.lower():
             problems.append(f"{which}: the data is labelled synthetic; the note must say so")
     if problems:

@@ -20,7 +20,8 @@ from fastpath_lib.cases import CaseSpec
 from fastpath_lib.grading.engine import kernel_run, remote, sources
 from fastpath_lib.grading.materials import KNOWN_OPS, device
 from fastpath_lib.grading.registry import Result
-from fastpath_lib.grading.report.feedback import Fail, call, case_label, graded, hold, passed, table
+from fastpath_lib.grading.report.feedback import (Fail, call, case_label, describe_error, graded, hold, passed,
+                                                  table)
 from fastpath_lib.grading.rules import borrowed, kernel_source
 from fastpath_lib.testing import compare
 
@@ -51,6 +52,73 @@ _CASES = (CaseSpec(7, 33, weight=None), CaseSpec(5, 100, torch.float16, weight=N
           CaseSpec(6, 48, weight=None, layout="row_slice", pad=5), CaseSpec(1, 1, weight=None))
 
 
+def _one_large(v: float):
+    def fill(x):
+        x[..., 3] = v  # one logit per row far above the rest
+    return fill
+
+
+def _offset(v: float):
+    def fill(x):
+        x.add_(v)  # every element of the row shifted by v
+    return fill
+
+
+def _zero_row(x):
+    x[0] = 0
+
+
+def _scaled(v: float):
+    def fill(x):
+        x.mul_(v)
+    return fill
+
+
+#: op name -> the inputs where that operator's known mistakes show: ``(what, spec, fill, the fix it names)``, the input
+#: ``spec`` builds changed in place by ``fill``. Each is in the exercise's text. Softmax and log-softmax: logits whose
+#: ``exp`` overflows (one of 100 per row; rows around +-1000, beyond fp32's and fp64's ``exp`` range), which only a
+#: row max subtracted first survives. l2_normalize: a zero row (the norm clamped below by eps) and fp16 values whose
+#: squares overflow fp16 (squares summed in fp32). layer_norm: fp16 rows with a mean of 1000, where ``E[x^2] - E[x]^2``
+#: cancels in fp32 (the mean subtracted before squaring).
+_SHIFT = "subtract each row's max before exp"
+_REGIMES = {
+    "softmax": (("one logit of 100 per row", CaseSpec(4, 64, weight=None), _one_large(100.0), _SHIFT),
+                ("one logit of 100 per row", CaseSpec(4, 40, torch.float16, weight=None), _one_large(100.0), _SHIFT),
+                ("logits around 1000", CaseSpec(3, 50, weight=None), _offset(1000.0), _SHIFT),
+                ("logits around -1000", CaseSpec(3, 50, weight=None), _offset(-1000.0), _SHIFT)),
+    "l2_normalize": (("a zero row", CaseSpec(3, 64, weight=None), _zero_row,
+                      "clamp the norm below by eps (1e-12), as F.normalize does"),
+                     ("fp16 values near 300", CaseSpec(3, 64, torch.float16, weight=None), _scaled(300.0),
+                      "accumulate the squares in fp32")),
+    "layer_norm": (("rows with a mean of 1000", CaseSpec(3, 64, torch.float16, weight=None), _offset(1000.0),
+                    "subtract the mean before squaring (not E[x^2] - E[x]^2)"),),
+}
+_REGIMES["log_softmax"] = _REGIMES["softmax"]
+
+
+def _regime_cases(op_name: str, seed: int, device_=None) -> list[tuple[str, object]]:
+    """``(label, built case)`` for each of ``op_name``'s :data:`_REGIMES` (its pristine copies taken after the fill)."""
+    out = []
+    for what, spec, fill, fix in _REGIMES.get(op_name, ()):
+        built = spec.build(seed=seed, device=device_ or "cpu")
+        with torch.no_grad():
+            fill(built.x)
+        built.x_pristine = built.x_buffer.clone()
+        out.append((f"{case_label(spec)}, {what} (if wrong: {fix})", built))
+    return out
+
+
+def _run_case(fn, args, forbidden, **kw):
+    """``(what fn returned, None)``, or ``(None, what it raised)`` on one case: one case that raises (exp overflowing
+    into a warning the interpreter raises) is that case's row, not the whole part. A stub still raises."""
+    try:
+        return borrowed.run(fn, args, forbidden, **kw), None
+    except (Fail, NotImplementedError):
+        raise
+    except Exception as exc:  # noqa: BLE001 - one failing case is feedback
+        return None, f"raised {describe_error(exc)}"
+
+
 def _op(op_name: str):
     if op_name not in KNOWN_OPS:
         raise Fail(f"OP_NAME {op_name!r}: choose one of {sorted(KNOWN_OPS)} (the checks compare with the kit's "
@@ -78,15 +146,18 @@ def _subject(op_name) -> str:
 def _grade_reference(op_name: str, reference) -> list[Result]:
     ref, forbidden = _op(op_name)
     rows, bad = [], 0
-    for spec in _CASES + (_drawn_case(),):
-        x = spec.build(seed=8, device="cpu").x
-        y = borrowed.run(reference, (x,), forbidden)
-        if not isinstance(y, torch.Tensor) or y.dtype != torch.float64 or y.shape != x.shape:
+    cases = [(case_label(spec), spec.build(seed=8, device="cpu")) for spec in _CASES + (_drawn_case(),)]
+    for label, built in cases + _regime_cases(op_name, 8):
+        x = built.x
+        y, raised = _run_case(reference, (x,), forbidden)
+        if raised:
+            problem = raised
+        elif not isinstance(y, torch.Tensor) or y.dtype != torch.float64 or y.shape != x.shape:
             problem = "must return a float64 tensor of the input's shape"
         else:
             problem = compare(y, ref(x), torch.float64)
         bad += problem is not None
-        rows.append((case_label(spec), "ok" if problem is None else problem))
+        rows.append((label, "ok" if problem is None else problem))
     if bad:
         raise Fail(f"{bad} of {len(rows)} cases wrong\n" + table(rows, ("case", "yours vs expected")))
     return [passed("ex08", "reference")]
@@ -122,18 +193,19 @@ def _remote_launches(launch, forbidden, cases) -> list[tuple]:
 
 def _grade_kernel(op_name: str, launch) -> list[Result]:
     ref, forbidden = _op(op_name)
-    specs = _CASES + (_drawn_case(),)
-    cases = [spec.build(seed=9, device=device()) for spec in specs]
+    labelled = [(case_label(spec), spec.build(seed=9, device=device())) for spec in _CASES + (_drawn_case(),)]
+    labelled += _regime_cases(op_name, 9, device())
+    cases = [built for _, built in labelled]
     if remote.is_proxy(launch):
         answers = _remote_launches(launch, forbidden, cases)
     else:
         answers = []
         for built in cases:
             launched: list = []
-            y = borrowed.run(launch, (built.x,), forbidden, launches=launched)
-            answers.append((y, _own_kernels(launched), None))
+            y, raised = _run_case(launch, (built.x,), forbidden, launches=launched)
+            answers.append((y, _own_kernels(launched), raised))
     rows, bad = [], 0
-    for spec, built, (y, launched, problem) in zip(specs, cases, answers):
+    for (label, built), (y, launched, problem) in zip(labelled, answers):
         x = built.x
         if problem is None and not launched:
             problem = "no Triton kernel of yours was launched"
@@ -146,7 +218,7 @@ def _grade_kernel(op_name: str, launch) -> list[Result]:
         if problem is None and not built.inputs_untouched():
             problem = "modified the input"
         bad += problem is not None
-        rows.append((case_label(spec), "ok" if problem is None else problem))
+        rows.append((label, "ok" if problem is None else problem))
     if bad:
         raise Fail(f"{bad} of {len(rows)} cases wrong\n" + table(rows, ("case", "yours vs expected")))
     return [passed("ex08", "kernel")]

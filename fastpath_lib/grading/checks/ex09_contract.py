@@ -46,7 +46,9 @@ _WHAT = {
     "eps": "an op that uses another eps than F.rms_norm (the default, or one passed explicitly)",
     "autograd": "an op whose gradients (for the input or the weight) differ from F.rms_norm's",
     "forward_ad": "an op whose forward-mode derivative (torch.func.jvp, dual tensors) differs from F.rms_norm's",
-    "exceptions": "an op that raises where F.rms_norm raises something else, or raises where F.rms_norm does not",
+    "exceptions": "an op that raises where F.rms_norm raises something else (another type, or the same type with "
+                  "another message), or raises where F.rms_norm does not: for each argument a caller can get wrong, "
+                  "compare the type and the message side by side with F.rms_norm's",
 }
 _GRADER = borrowed.kit("grading", why="that is the grader's own machinery") + borrowed.kit(
     "rmsnorm/op.py", "rms_norm", why="compare with F.rms_norm, the owner of the contract, not with the kit's op")
@@ -165,6 +167,13 @@ def _new_error_type(x, ns, w, eps):
     return F.rms_norm(x, ns, w, eps)
 
 
+def _own_message(x, ns, w, eps):
+    """The type F.rms_norm raises for a weight of the wrong shape, with a message of its own."""
+    if isinstance(w, torch.Tensor) and not isinstance(ns, int) and tuple(w.shape) != tuple(ns):
+        raise RuntimeError(f"weight must have shape {list(ns)}")
+    return F.rms_norm(x, ns, w, eps)
+
+
 def _raises_outside_region(x, ns, w, eps):
     if isinstance(x, torch.Tensor) and x.dtype == torch.float64:
         raise TypeError("fast path: float64 is not supported")
@@ -179,7 +188,7 @@ BROKEN = {
     "eps": (_eps_1e5, _eps_own_dtype, _eps_zero_is_default),
     "autograd": (_weight_detached, _noisy_backward),
     "forward_ad": (_function_op(_ZeroTangent), _function_op(_NoJvp)),
-    "exceptions": (_new_error_type, _raises_outside_region),
+    "exceptions": (_new_error_type, _own_message, _raises_outside_region),
 }
 
 

@@ -58,13 +58,22 @@ __all__ = ["check_overlaps", "check_inplace_tests", "OpServer", "overlap_cases",
 CATEGORIES = tuple(M.BROKEN)
 _PARTS = ("passes_correct_ops",) + CATEGORIES
 _WHAT = {
-    "writes": "an op that writes the wrong result into x or residual, or leaves one of them alone",
-    "returns": "an op that does not return the caller's own x and residual",
-    "aliasing": "an op that is right on separate buffers but not when x and residual share memory",
-    "declared_mutation": "an op whose declared schema does not say it writes its inputs (see it under torch.compile)",
-    "residual_rounding": "an op whose new residual is not the fp32 sum rounded once to x's dtype",
-    "variance": "an op whose mean square is not taken from the fp32 sum",
-    "raises_cleanly": "an op that has written something by the time it raises",
+    "writes": "an op that writes the wrong result into x or residual, or leaves one of them alone: after an ordinary "
+              "call, compare what x and residual hold with what the composite leaves",
+    "returns": "an op that does not return the caller's own x and residual: check the returned tensors with `is`",
+    "aliasing": "an op that is right on separate buffers but not when x and residual share memory: call it with x "
+                "and residual one tensor, and with overlapping views of one buffer, and compare the buffer with what "
+                "the composite leaves in a copy of it",
+    "declared_mutation": "an op whose declared schema does not say it writes its inputs: run it under "
+                         "torch.compile(..., backend=\"aot_eager\", fullgraph=True) and check what it wrote",
+    "residual_rounding": "an op whose new residual is not the fp32 sum rounded once to x's dtype, by less than the "
+                         "output's tolerance: compare the new residual bit for bit (torch.equal), with a weight of "
+                         "another dtype than x's too",
+    "variance": "an op whose mean square is not taken from the fp32 sum, by less than the output's tolerance on "
+                "random inputs: choose an input whose exact output you know, where the rounded and the fp32 sum "
+                "give different answers, and compare bit for bit",
+    "raises_cleanly": "an op that has written something by the time it raises: after a call that must raise, check "
+                      "that x and residual still hold what they held",
 }
 _ROOT = Path(__file__).resolve().parents[3]
 _KIT_TESTS = ("tests/test_fused_contract.py", "tests/test_fused_ops.py", "tests/test_vllm_providers.py")

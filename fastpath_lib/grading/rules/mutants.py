@@ -52,6 +52,8 @@ class Mutant:
         check: the faulty check of a predicate mutant.
         code: the ``MUTANT`` constexpr of a kernel mutant (see :mod:`fastpath_lib.grading.rules.mutant_kernels`).
         programs: for a backward kernel mutant, the number of programs its launcher starts (0: the default).
+        regime: the inputs on which the mutant differs from the correct one, as feedback names them while it
+            survives (a kind of input, never a case).
     """
 
     name: str
@@ -62,6 +64,7 @@ class Mutant:
     check: object = None
     code: int = 0
     programs: int = 0  # backward kernel mutants: the number of programs (0: the launcher's default)
+    regime: str = ""
 
 
 def _cols(c) -> int:
@@ -120,9 +123,25 @@ def _dtype_no_bf16(c):
     return None if c.input.dtype in (torch.float16, torch.float32) else "dtype"
 
 
-def _predicate(name, category, side, condition, check):
-    return Mutant(name, category, "predicate", side, condition, check)
+#: predicate condition -> the inputs where a mutant of it shows (at a limit, one step past it, each kind)
+_CONDITION_REGIMES = {
+    "min_rows": "row counts at the row threshold and one below it",
+    "cols": "widths at the column limit and one step past it",
+    "row_stride": "eligible strided inputs (row slices, every other row, a batch) and ineligible ones",
+    "last_dim_contiguous": "inputs whose last dim is not contiguous (a transposed view)",
+    "input_alignment": "inputs whose pointer is aligned to 16 bytes and ones misaligned by a few bytes",
+    "row_stride_alignment": "row strides that keep 16-byte alignment and ones that break it",
+    "weight_alignment": "weights whose pointer is misaligned",
+    "dtype": "every supported dtype (fp16, bf16, fp32) and an unsupported one (fp64)",
+}
 
+
+def _predicate(name, category, side, condition, check):
+    return Mutant(name, category, "predicate", side, condition, check, regime=_CONDITION_REGIMES[condition])
+
+
+_NOT_POW2 = "a width that is not a power of two"
+_STRIDED = "eligible inputs whose row stride differs from the width (row slices, every other row)"
 
 #: Every mutant, in the order feedback lists them.
 ALL: tuple[Mutant, ...] = (
@@ -139,16 +158,22 @@ ALL: tuple[Mutant, ...] = (
     _predicate("weight_alignment_ignored", "alignment", "too loose", "weight_alignment", _holds),
     _predicate("accepts_fp64", "dtype", "too loose", "dtype", _dtype_fp64),
     _predicate("rejects_bf16", "dtype", "too strict", "dtype", _dtype_no_bf16),
-    Mutant("kernel_mean_over_block", "forward kernel", "forward", code=1),
-    Mutant("kernel_ignores_row_stride", "forward kernel", "forward", code=2),
-    Mutant("kernel_unmasked_tail", "forward kernel", "forward", code=3),
-    Mutant("kernel_weight_always_applied", "forward kernel", "forward", code=5),
-    Mutant("kernel_eps_outside_sqrt", "numerics", "forward", code=4),
-    Mutant("kernel_half_precision_squares", "numerics", "forward", code=6),
-    Mutant("launcher_eps_default_of_input_dtype", "numerics", "forward", code=7),
-    Mutant("backward_mean_over_block", "backward kernel", "backward", code=1),
-    Mutant("backward_ignores_row_stride", "backward kernel", "backward", code=2),
-    Mutant("backward_drops_partial_row_block", "backward kernel", "backward", code=3),
+    Mutant("kernel_mean_over_block", "forward kernel", "forward", code=1, regime=_NOT_POW2),
+    Mutant("kernel_ignores_row_stride", "forward kernel", "forward", code=2, regime=_STRIDED),
+    Mutant("kernel_unmasked_tail", "forward kernel", "forward", code=3,
+           regime="a width that is not a multiple of 16 elements (checked for writes past the output)"),
+    Mutant("kernel_weight_always_applied", "forward kernel", "forward", code=5, regime="a call without a weight"),
+    Mutant("kernel_eps_outside_sqrt", "numerics", "forward", code=4,
+           regime="rows of tiny values, whose mean square is near eps or below it"),
+    Mutant("kernel_half_precision_squares", "numerics", "forward", code=6,
+           regime="fp16 or bf16 rows of large values or many columns, whose squares a half-precision sum rounds or "
+                  "overflows"),
+    Mutant("launcher_eps_default_of_input_dtype", "numerics", "forward", code=7,
+           regime="fp16 or bf16 rows of tiny values, where the default eps decides the result"),
+    Mutant("backward_mean_over_block", "backward kernel", "backward", code=1, regime=_NOT_POW2 + " (backward)"),
+    Mutant("backward_ignores_row_stride", "backward kernel", "backward", code=2, regime=_STRIDED + " (backward)"),
+    Mutant("backward_drops_partial_row_block", "backward kernel", "backward", code=3,
+           regime="an odd row count above a few rows (the backward's row blocks do not divide it)"),
 )
 
 #: The names, each defined once (above).

@@ -21,7 +21,8 @@ __all__ = ["category_result", "run_order", "remote_outcomes", "first_errors", "b
 
 def category_result(exercise: str, part: str, survivors: str | None, caught: str) -> Result:
     """The part of one fault category: passed with ``caught`` when ``survivors`` is ``None``, else failed with
-    ``survivors: ...`` (what the surviving mutants do, never which mutant or which input would catch it)."""
+    ``survivors: ...`` (what the surviving mutants do and the kind of input or comparison that shows it, never which
+    mutant)."""
     ok = survivors is None
     return Result(exercise, part, points_of(exercise, part), ok, caught if ok else f"survivors: {survivors}")
 
