@@ -183,8 +183,8 @@ def patch_note(ev) -> list[str]:
                "- On a GPU: not yet run; the benchmarks in the Test Plan are the data this PR waits for.", "",
                "## (Optional) Documentation Update", "",
                "None: no option is added and nothing changes by default.", ""]
-            + _ai_and_checklist(f"The test results' before/after comparison: unmeasured ({NOT_GPU} of the "
-                                "provider); the interpreter results above.", " "))
+            + _ai_and_checklist(f"The test results' before/after comparison: unmeasured ({NOT_GPU}); no GPU has "
+                                "timed the provider, the interpreter results are above.", " "))
 
 
 def _ai_and_checklist(result: str, done: str) -> list[str]:
