@@ -157,9 +157,10 @@ def patch_note(ev) -> list[str]:
             "Why: on CUDA the platform's default priority is `[\"native\"]` under Inductor (Inductor compiles the "
             "native function) and `[\"vllm_c\", \"native\"]` without it (`CudaPlatform.get_default_ir_op_priority`)."
             " A Triton provider is a third choice for that priority that keeps native's numerics: the kernel rounds "
-            "where native rounds (the normalized row to the weight's dtype, then the product), so in fp16 and bf16 "
-            "its outputs are native's bit for bit. Under Inductor the IR op stays in the graph, where vLLM's fusion "
-            "passes match it, and the lowering pass picks the provider from the node's fake tensors.", "",
+            "where native rounds (the normalized row to the weight's dtype, then the product), so only the fp32 sum "
+            "and square root, whose order and rounding differ between kernels, can move an output's last bit. "
+            "Under Inductor the IR op stays in the graph, where vLLM's fusion passes match it, and the lowering pass "
+            "picks the provider from the node's fake tensors.", "",
             f"- It takes a call with {PATCH_ACCEPTS}; any other call goes to the next provider in the priority.",
             "- Decode under CUDA graphs: no token-count threshold and nothing refused under capture.",
             "- To try it: `--kernel-config '{\"ir_op_priority\": {\"rms_norm\": [\"triton\"], "
@@ -178,7 +179,8 @@ def patch_note(ev) -> list[str]:
             + ["## Test Result", "",
                "- Under Triton's interpreter on a CPU (values, no timing; the kit's `tests/test_vllm_upstream.py`): "
                "the patch applies to vLLM 0.33.0's files, passes ruff and mypy at vLLM's settings, and its tests pass "
-               "with none skipped; at 4x4096 the fp16 and bf16 outputs equal native's bit for bit, with and without "
+               "with none skipped; at 4x4096 the fp16 and bf16 outputs equal native's (eager, CPU) bit for bit, with "
+               "and without "
                f"weight and residual, and fp32 is within vLLM's tolerance. Result: {_patch_checked(ev)}.",
                "- On a GPU: not yet run; the benchmarks in the Test Plan are the data this PR waits for.", "",
                "## (Optional) Documentation Update", "",
