@@ -69,27 +69,21 @@ def _run(body: str, opt_in: str | None, interpreter: str = "0") -> dict:
     return run_child(CONFIG + NO_CUDA + LOG + PRIORITY + OTHER + "extra = {}\n" + body + REPORT, env=env)
 
 
-def test_without_the_opt_in_it_imports_nothing_of_the_kit_and_registers_nothing():
-    """What every vLLM process pays with the kit installed and not asked for: no kit module, no provider, no log
-    line, the platform's priority untouched."""
+def test_not_asked_it_imports_nothing_and_asked_where_it_cannot_run_it_declines_once():
+    """What every vLLM process pays with the kit installed and not asked for: no kit module, no provider, no log line,
+    the platform's priority untouched. Then asked (``FASTPATH_VLLM=1``) on this host, where no CUDA platform and no
+    interpreter let the kernels run: nothing registered, one log line saying why, CUDA untouched (vLLM's platform
+    object answers, from NVML)."""
     out = _run(r'''
+import os
 import fastpath_vllm
+extra["not_asked"] = [fastpath_vllm.register(), fastpath_vllm.register(),
+                      sorted(m for m in sys.modules if m.startswith("fastpath_lib")), _log.getvalue()]
+os.environ["FASTPATH_VLLM"] = "1"
 first, second = fastpath_vllm.register(), fastpath_vllm.register()
 extra["priority"] = current_platform.get_default_ir_op_priority(None).rms_norm
-''', opt_in="0", interpreter="1")
-    assert out["first"] is out["second"] is False
-    assert out["kit"] == [] and out["providers"] == [False, False] and out["log"] == ""
-    assert out["priority"] == ["vllm_c", "native"]
-
-
-def test_with_the_opt_in_where_the_kernels_cannot_run_it_declines_once_without_touching_cuda():
-    """No CUDA platform here and no interpreter: nothing registered, one log line saying why, CUDA untouched
-    (vLLM's platform object answers, from NVML)."""
-    out = _run(r'''
-import fastpath_vllm
-first, second = fastpath_vllm.register(), fastpath_vllm.register()
-extra["priority"] = current_platform.get_default_ir_op_priority(None).rms_norm
-''', opt_in="1")
+''', opt_in="0")
+    assert out["not_asked"] == [False, False, [], ""]
     assert out["first"] is out["second"] is False and out["providers"] == [False, False]
     lines = out["log"].splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"INFO fastpath_kit: {OPT_IN}=1, but the kit's kernels cannot run "
@@ -98,9 +92,10 @@ extra["priority"] = current_platform.get_default_ir_op_priority(None).rms_norm
     assert out["priority"] == ["vllm_c", "native"]
 
 
-def test_with_the_opt_in_it_is_first_in_the_platforms_priority_and_says_so_once():
+def test_asked_it_is_first_in_the_platforms_priority_says_so_once_and_leaves_the_rmsnorm_slot():
     """Under the interpreter (the kernels can run): both providers registered once, first in the platform's default
-    for the two norm ops only, one log line; vLLM then dispatches a call the kit accepts to the provider."""
+    for the two norm ops only, one log line; vLLM then dispatches a call the kit accepts to the provider. Another
+    plugin's ``RMSNorm`` registers after it, and vLLM's layer is that plugin's."""
     out = _run(r'''
 import fastpath_vllm, torch
 from vllm import ir
@@ -110,31 +105,27 @@ extra["priority"] = [priority.rms_norm, priority.fused_add_rms_norm, priority.ge
 op = ir.ops.rms_norm
 op.set_default([p for p in priority.rms_norm if p != "vllm_c"])  # vllm_c needs vLLM's C library
 extra["picked"] = op.dispatch(torch.randn(8, 64), torch.ones(64), 1e-6).provider
+other_plugin()
+from vllm.model_executor.layers.layernorm import RMSNorm
+extra["layer"] = type(RMSNorm(64)).__name__
 ''', opt_in="1", interpreter="1")
     assert out["first"] is out["second"] is True and out["providers"] == [True, True]
     assert out["priority"] == [[PROVIDER, "vllm_c", "native"]] * 2 + [["triton", "native"]]
-    assert out["picked"] == PROVIDER
+    assert out["picked"] == PROVIDER and out["layer"] == "HardwareRMSNorm"
     assert out["log"].splitlines() == [f"INFO fastpath_kit: {OPT_IN}=1: provider {PROVIDER} first in the platform's "
                                        "default priority for vllm.ir rms_norm, fused_add_rms_norm"]
 
 
-@pytest.mark.parametrize("order", ["other plugin first", "kit first"])
-def test_another_plugins_rmsnorm_registers_before_or_after_it(order):
-    """The kit takes no out-of-tree slot: another plugin's ``RMSNorm`` registers in either order, and vLLM's layer
-    is that plugin's."""
-    kit_first = order == "kit first"
-    out = _run(f'''
+def test_another_plugins_rmsnorm_registered_first_stays_and_the_kit_still_registers():
+    """The other order: a hardware plugin's ``RMSNorm`` first, then the kit, which takes no out-of-tree slot."""
+    out = _run(r'''
 import fastpath_vllm
-if not {kit_first}:
-    other_plugin()
-first = fastpath_vllm.register()
-if {kit_first}:
-    other_plugin()
-second = fastpath_vllm.register()
+other_plugin()
+first, second = fastpath_vllm.register(), fastpath_vllm.register()
 from vllm.model_executor.layers.layernorm import RMSNorm
 extra["layer"] = type(RMSNorm(64)).__name__
 ''', opt_in="1", interpreter="1")
-    assert out["first"] is out["second"] is True
+    assert out["first"] is out["second"] is True and out["providers"] == [True, True]
     assert out["layer"] == "HardwareRMSNorm" and "Duplicate" not in out["stderr"]
 
 
