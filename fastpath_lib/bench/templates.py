@@ -170,7 +170,7 @@ def patch_note(ev) -> list[str]:
             claim, ""] + fold("The files the patch changes", files)
             + ["## Test Plan", "", "On a CUDA GPU, in vLLM's checkout at the release the patch is for:", "", "```bash",
                f"git apply {VLLM_PATCH.rsplit('/', 1)[1]}", f"pytest {VLLM_TEST} -v",
-               "pytest tests/compile/passes/ir/test_lowering.py -v   # parametrized over the supported providers",
+               "pytest tests/compile/passes/ir/test_lowering.py -v   # vLLM's: each of supported_providers()",
                "```", "", "The new tests launch the kernel where `supports_args` accepts (a spy on the launch), "
                "check that nothing is launched where it defers (strided rows, `variance_size`, 16385 wide), cover "
                "zero tokens, 3-D input, no weight and an fp32 weight, follow the layer through the priority, and "
