@@ -10,6 +10,7 @@ from vllm import ir
 from vllm.platforms import current_platform
 from vllm.triton_utils import HAS_TRITON, tl, triton
 
+# One program holds a row in registers; wider rows go to the next provider.
 _MAX_HIDDEN_SIZE = 16384
 _SUPPORTED_DTYPES = {torch.float16, torch.bfloat16, torch.float32}
 
