@@ -32,8 +32,9 @@
 # - what a contract for sharded inputs adds: the placements that run without communication, the placement of every
 #   result (gradients included), and what happens to every other placement;
 # - why the row threshold applies per rank;
-# - where a kernel enters vLLM (a `CustomOp` layer's `forward_cuda`, an op registered with a fake implementation,
-#   a plugin loaded in every process), and why a compiler needs the registered op rather than a raw launch;
+# - where a kernel enters vLLM (a provider of an IR op, chosen by the platform's priority; an op registered with a
+#   fake implementation; a plugin loaded in every process, acting only when asked), and why a compiler needs the
+#   registered op rather than a raw launch;
 # - where a kernel enters PyTorch's eager ops (`torch/_native`: an override with a `cond` and an `impl`, ATen the
 #   fallthrough), read from the installed torch, and how to try the kit's kernels there before proposing them;
 # - how a maintainer reads such a PR: the target's direction (its deprecations), its patterns, its linters at its
@@ -141,17 +142,18 @@ dist.destroy_process_group()
 # %% [markdown]
 # ## Where a kernel enters vLLM
 #
-# vLLM's norm is a layer, `RMSNorm` in `vllm/model_executor/layers/layernorm.py`, registered as a `CustomOp`
-# (`@CustomOp.register("rms_norm")`). A `CustomOp` picks its forward once, when it is built
-# (`CustomOp.dispatch_forward`): `forward_cuda` on an NVIDIA platform, or `forward_native` when the op is disabled.
-# Custom ops are off by default when Inductor compiles the model (`custom_ops` defaults to `"none"`), so the baseline
-# a vLLM reviewer compares with is Inductor's compiled native code, not an eager composite; `+rms_norm` in
-# `custom_ops` turns the layer's own forward on. A project outside vLLM replaces a layer with
-# `CustomOp.register_oot`, from a plugin that vLLM loads through the `vllm.general_plugins` entry point, in every
-# process it starts, possibly more than once: a plugin's register function must be idempotent, must never raise
-# and must not initialise CUDA. (These are read from the vLLM 0.33 wheel the kit pins. In that release the layer's
-# forward still calls vLLM's IR ops, and its kernel configuration says "vLLM IR is being removed ... Kernels will be
-# selected by the platform, as for other custom ops": the IR is not a target to write for.)
+# vLLM's norm is a layer, `RMSNorm` in `vllm/model_executor/layers/layernorm.py`, whose forward calls vLLM's IR ops
+# `rms_norm` and `fused_add_rms_norm` (`vllm/ir/ops/layernorm.py`: the native function is the contract). Each op has
+# providers, registered with `register_impl(name, supported=..., supports_args=...)` (`vllm_c`, vLLM's C kernel;
+# `oink`; `aiter`; and in `vllm/kernels/triton/` Triton kernels such as `activation.py`'s), and a priority list
+# chooses among them: the platform's default (`["native"]` on CUDA when Inductor compiles the model, which is vLLM's
+# default, `["vllm_c", "native"]` without Inductor). Under Inductor the IR op stays in the traced graph, where vLLM's
+# fusion passes (norm + quant, all-reduce + norm) match it, and a lowering pass then picks the provider. A project
+# outside vLLM adds a provider from a plugin that vLLM loads through the `vllm.general_plugins` entry point, in every
+# process it starts, possibly more than once: a plugin's register function must be idempotent, must never raise,
+# must not initialise CUDA, and must change nobody's vLLM unasked. (Read from the vLLM 0.33 wheel the kit pins. That
+# release deprecates the `ir_op_priority` *option*, "Kernels will be selected by the platform"; its Triton kernels
+# are still IR providers.)
 #
 # Whatever the layer, the kernel itself reaches a compiled graph only through a registered op: an opaque one with a
 # fake implementation (`direct_register_custom_op(..., fake_impl=...)` in vLLM, `torch.library.custom_op` and
@@ -181,11 +183,12 @@ print("traced on FakeTensors:", [str(n.target) for n in graph.graph.nodes if n.o
 # reads only what a FakeTensor knows.
 #
 # The change a learner proposes to vLLM cannot import the kit. `tools/make_upstream.py` generates it in `upstream/`,
-# a patch against the pinned vLLM release's files, from the kit's one implementation: the kernels are copied by name
-# into a new `vllm/kernels/triton/rms_norm.py` with a `triton_op` launcher (metadata checks only), and
-# `RMSNorm.forward_cuda` takes them where the platform and the call's metadata allow, vLLM's current path otherwise.
-# `tests/test_vllm_upstream.py` checks that it is current, applies, passes vLLM's ruff and mypy settings and computes
-# the reference's values. The files it changes, and its lines added and removed:
+# a patch against the pinned vLLM release's files, from the files written as vLLM would ship them under
+# `upstream/vllm/`: a new `vllm/kernels/triton/layernorm.py` with `"triton"` providers of both IR ops (one kernel, a
+# `triton_op` launcher, metadata checks only), imported beside `activation.py`, and its tests. No config field and no
+# layer change: the priority chooses the provider. `tests/test_vllm_upstream.py` checks that it is current, applies,
+# passes vLLM's ruff and mypy settings, and that its tests pass under the interpreter. The files it changes, and its
+# lines added and removed:
 
 # %% tags=["nbval-ignore-output"]
 patch = (runtime.ROOT / "upstream" / "vllm_rms_norm_triton.patch").read_text()
@@ -300,15 +303,16 @@ else:
     print(attribute_doc("config/kernel.py", "KernelConfig", "ir_op_priority"))
 
 # %% [markdown]
-# So a new IR provider is what a maintainer now turns away, however well it is written. The kit's IR providers are
-# kept, labelled deprecated, only while the pinned vLLM has its IR; the patch targets what stays: the `CustomOp`
-# layer's `forward_cuda`, and a kernel registered as an op.
+# What goes is the option, a second selector; what stays is the selection by the platform's priority. So the patch
+# adds a provider, and no option of its own: a `KernelConfig` field for one op, or a short-circuit in
+# `RMSNorm.forward_cuda`, would be a second selector in the release that moves selection to the platform, and a path
+# that puts its own op in the graph where the IR op was would silently turn vLLM's norm fusions off.
 #
 # ### 2. Its own patterns
 #
-# Next, the target's own code for the same kind of change. vLLM keeps Triton kernels of this kind (an op with its
-# launcher, selected by the platform) in `vllm/kernels/triton/`, and `activation.py` there is one kernel and its
-# launcher. The patch's new file should read like it: the same header,
+# Next, the target's own code for the same kind of change. vLLM keeps Triton providers in `vllm/kernels/triton/`,
+# and `activation.py` there is one kernel, its launcher and its `register_impl`. The patch's new file should read
+# like it: the same header,
 # the launcher a `torch.library.triton_op` that launches through `wrap_triton`, the platform asked through
 # `current_platform`, never `torch.cuda`:
 
@@ -325,9 +329,9 @@ FEATURES = {"SPDX header": lambda s: s.startswith("# SPDX-License-Identifier: Ap
             "launches via wrap_triton": lambda s: s.count("wrap_triton(_"),
             "asks current_platform": lambda s: "current_platform." in s,
             "touches torch.cuda": lambda s: "torch.cuda" in s,
-            "uses vllm.ir (deprecated)": lambda s: "from vllm import ir" in s,
+            "registers an IR provider": lambda s: s.count('register_impl(\n    "triton"'),
             "lines / longest": lambda s: f"{len(s.splitlines())} / {max(map(len, s.splitlines()))}"}
-files = {"the patch's rms_norm.py": new_file("vllm/kernels/triton/rms_norm.py")}
+files = {"the patch's layernorm.py": new_file("vllm/kernels/triton/layernorm.py")}
 if VLLM is not None:
     files["vLLM's activation.py"] = (VLLM / "kernels" / "triton" / "activation.py").read_text()
 print(f"{'':26}" + "".join(f"{name:>26}" for name in files))
@@ -335,8 +339,9 @@ for what, feature in FEATURES.items():
     print(f"{what:26}" + "".join(f"{feature(text)!s:>26}" for text in files.values()))
 
 # %% [markdown]
-# The new file is longer: it holds two kernels (the norm and the fused residual add) and the bf16 conversions the
-# interpreter needs. It does not use the IR, which `activation.py` still does in this release.
+# The new file is longer by its second op: one kernel serves the norm and the fused residual add (a constexpr), with
+# a launcher and a provider each. Nothing in it is there for the interpreter: the CPU evidence runs the code a GPU
+# runs, and the harness that makes the CPU stand in for CUDA (`tests/vllm_stand_ins.py`) stays in the kit.
 #
 # ### 3. Its linters, with its settings
 #
@@ -361,7 +366,7 @@ LINTERS = {"ruff check": ["ruff", "check", *SETTINGS, "--select", "E,F,UP,B,ISC,
            "ruff format": ["ruff", "format", "--check", *SETTINGS],
            "mypy": ["mypy", "--ignore-missing-imports", "--check-untyped-defs", "--follow-imports", "silent",
                     "--python-version", "3.10"]}
-NEW = "vllm/kernels/triton/rms_norm.py"
+NEW = "vllm/kernels/triton/layernorm.py"
 if VLLM is not None:  # the wheel's tree as links, with the new file added
     shutil.rmtree(TREE, ignore_errors=True)
     shutil.copytree(VLLM, TREE / "vllm", copy_function=os.symlink, ignore=shutil.ignore_patterns("__pycache__"))
@@ -405,29 +410,25 @@ else:
 # %% [markdown]
 # Decode steps are small batches, captured. A fast path that refuses small batches or capture, and runs an eager
 # multi-kernel composite there instead, makes every decode step slower than vLLM without it. The patch's
-# `forward_cuda` decides on the call's metadata alone, as vLLM's own Triton kernels do, and otherwise runs what vLLM
-# ran before, unchanged:
+# `supports_args` decides on the call's metadata alone, as vLLM's own Triton providers do; a call it refuses goes to
+# the next provider in the priority, unchanged:
 
 # %% tags=["nbval-ignore-output"]
-hunk = patch.split("+++ b/vllm/model_executor/layers/layernorm.py", 1)[1].split("\ndiff --git ", 1)[0]
-added = [line[1:] for line in hunk.splitlines() if line.startswith("+")]
-start = next(i for i, line in enumerate(added) if "if self.use_triton" in line)
-print("\n".join(added[start:start + 10]))
-fn = next(n for n in ast.parse(new_file(NEW)).body if getattr(n, "name", "") == "supports_rms_norm_triton")
+source = new_file(NEW)
+fn = next(n for n in ast.parse(source).body if getattr(n, "name", "") == "_supports_rms_norm")
+print(ast.get_source_segment(source, fn))
 reads = {ast.unparse(n) for n in ast.walk(fn) if isinstance(n, ast.Attribute) and ast.unparse(n.value) == "x"}
-reads |= {ast.unparse(n) for n in ast.walk(fn) if isinstance(n, ast.Subscript) and ast.unparse(n.value) == "x.shape"}
-print("\nwhat supports_rms_norm_triton reads of x:", sorted(reads))
-print("the new file or forward_cuda mention capture:", any("captur" in s.lower() for s in [new_file(NEW), *added]))
+print("\nwhat _supports_rms_norm reads of x:", sorted(reads))
+print("the new file mentions capture:", "captur" in source.lower())
 
 # %% [markdown]
-# No token count and no capture check: every decode batch the kernel can take, it takes. A call it does not take goes
-# on to `forward_native`, the line the unpatched `forward_cuda` ends with: vLLM's own dispatch. The new path runs only
-# with `rms_norm_backend="triton"` where the layer's `forward_cuda` is chosen (eager, or `+rms_norm` in `custom_ops`
-# with Inductor); its baselines are then `vllm_c` and, with custom ops off, Inductor's compiled native.
+# No token count and no capture check: every decode batch the kernel can take, it takes. It runs only where a
+# priority names `"triton"` (the patch names it in no default); its baselines are then what the platform runs by
+# default: Inductor's compiled native under Inductor, `vllm_c` without it.
 #
 # ### 5. What a plugin may not do at start-up
 #
-# Out of tree, the kit registers its layer from a `vllm.general_plugins` entry point. vLLM loads those in every
+# Out of tree, the kit adds its providers from a `vllm.general_plugins` entry point. vLLM loads those in every
 # process it starts (the API server, the engine, each worker) and calls each one without a `try`; from the wheel:
 
 # %%
@@ -440,48 +441,46 @@ else:
 
 # %% [markdown]
 # So a plugin that raises stops vLLM from starting, and one that initialises CUDA makes vLLM spawn its workers
-# instead of forking them (`vllm/utils/system_utils.py` logs why when it switches). `vllm_plugin.register()` must
-# never do either. The cell below defines a child that runs it twice in a fresh process where initialising CUDA
-# raises, with the pinned vLLM or with a vLLM whose `vllm.ir` cannot be imported (as after its removal). The child
-# gives the plugin's logger a handler (in vLLM, vLLM's logging configuration does), so
-# what the plugin logs is printed above each result:
+# instead of forking them (`vllm/utils/system_utils.py` logs why when it switches). And a plugin that acts on being
+# installed changes the numerics of every vLLM run on that machine, unasked. The kit's entry point,
+# `fastpath_vllm.register`, does nothing unless `FASTPATH_VLLM=1`, and then only where the kit's kernels can run. The
+# cell below defines a child that calls it twice in a fresh process where initialising CUDA raises, with the
+# variable unset or set. The child gives the plugin's logger a handler (in vLLM, vLLM's logging configuration does),
+# so what the plugin logs is printed above each result:
 
 # %%
 CHILD = """
-import logging, sys, torch
+import logging, os, sys, torch
 def refuse(*args, **kwargs):
     raise RuntimeError("the plugin initialised CUDA")
 for name in ("_lazy_init", "init", "get_device_capability", "get_device_properties", "current_device"):
     setattr(torch.cuda, name, refuse)
-class NoIR:
-    def find_spec(self, name, path=None, target=None):
-        if sys.argv[1] == "without IR" and name.startswith("vllm.ir"):
-            raise ImportError("cannot import name 'ir' from 'vllm'")
-sys.meta_path.insert(0, NoIR())
-from fastpath_lib import vllm_plugin
-sys.path.append(str(vllm_plugin.vllm_site()))
-log = logging.getLogger(vllm_plugin.LOGGER_NAME)
+os.environ["FASTPATH_VLLM"] = "1" if sys.argv[1] == "asked" else ""
+import fastpath_vllm
+log = logging.getLogger("vllm.plugins.fastpath_kit")
 log.setLevel(logging.INFO)
 log.addHandler(logging.StreamHandler(sys.stdout))
-print(f"{sys.argv[1]}: register() -> {vllm_plugin.register()}, again -> {vllm_plugin.register()},",
-      "CUDA initialised:", torch.cuda.is_initialized())
+print(f"{sys.argv[1]}: register() -> {fastpath_vllm.register()}, again -> {fastpath_vllm.register()},",
+      "kit modules imported:", sum(m.startswith("fastpath_lib") for m in sys.modules),
+      "| CUDA initialised:", torch.cuda.is_initialized())
 """
 
 # %% [markdown]
-# Each host in its own fresh process, as vLLM starts its processes:
+# Each case in its own fresh process, as vLLM starts its processes:
 
 # %% tags=["nbval-ignore-output"]
-for host in ("pinned", "without IR"):
-    res = subprocess.run([sys.executable, "-c", CHILD, host], env=runtime.child_env(TRITON_INTERPRET="0"),
-                         capture_output=True, text=True, check=False)
+for host in ("not asked", "asked"):
+    env = runtime.child_env(TRITON_INTERPRET="0", PYTHONPATH=os.pathsep.join([str(runtime.ROOT), str(SITE)]))
+    res = subprocess.run([sys.executable, "-c", CHILD, host], env=env, capture_output=True, text=True, check=False)
     print(res.stdout.strip() if res.returncode == 0 else res.stderr[-800:], end="\n\n")
 
 # %% [markdown]
-# `register()` returns whether any part registered, and says once per process what it skipped and why: here vLLM's
-# wheel is installed without its dependencies, so even the pinned vLLM's layers cannot import (`pydantic` is missing)
-# and only the deprecated IR providers register. Neither host saw an exception or a CUDA initialisation: `supported()`
-# asks vLLM's platform object, which reads NVML, never `torch.cuda` (`tests/test_vllm_plugin.py` runs the same checks
-# with vLLM's layers importable).
+# Not asked, it returns `False` having imported nothing of the kit: the entry point lives outside the `fastpath_lib`
+# package, whose import a vLLM that did not ask should not pay. Asked, on this GPU-less host it declines, says once
+# why, and registers nothing. Neither case saw an exception or a CUDA initialisation: the plugin asks vLLM's platform
+# object, which reads NVML, never `torch.cuda`. Where it can run it registers the kit's providers and puts them first
+# in the platform's default priority, with one log line; it never takes vLLM's single out-of-tree `RMSNorm` slot,
+# which a hardware plugin may need (`tests/test_vllm_plugin.py` runs these cases and both plugin orders).
 #
 # ### 6. Tests that only the reference's extremes reveal
 #
@@ -580,7 +579,9 @@ print("compare_extremes:", testing.compare_extremes(out, want, *reference.tolera
 # data. Register the kernel as an op: an opaque one with a fake
 # implementation (`direct_register_custom_op(..., fake_impl=...)` in vLLM, or `torch.library.custom_op` with
 # `register_fake`), or a `torch.library.triton_op` launching through `wrap_triton`; call the op from the forward, and
-# test it under `torch.compile(fullgraph=True)` as lesson 04 does.
+# test it under `torch.compile(fullgraph=True)` as lesson 04 does. In vLLM the forward calls the IR op, and the
+# kernel's op is a provider of it: the IR op stays in the graph for vLLM's fusion passes and lowering picks the
+# provider.
 # </details>
 
 # %% [markdown]

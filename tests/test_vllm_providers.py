@@ -47,7 +47,7 @@ def ir():
             ir = vp.load_vllm_ir()
     except ModuleNotFoundError as e:
         pytest.skip(f"vllm.ir cannot be imported ({e}): `./kit setup` installs {PIN}'s wheel without dependencies")
-    assert vp.register() is True
+    assert vp.register_providers() is True
     return ir
 
 
@@ -75,10 +75,10 @@ def _fake(mode, args):
 
 # --- registration --------------------------------------------------------------------------------------------------
 
-def test_register_adds_one_provider_per_op_and_is_idempotent(ir):
+def test_register_providers_adds_one_provider_per_op_and_is_idempotent(ir):
     ops = _ops(ir)
     before = {n: op.impls[vp.PROVIDER] for n, op in ops.items()}
-    assert vp.register() is True  # again: nothing changes, nothing raises
+    assert vp.register_providers() is True  # again: nothing changes, nothing raises
     for name, op in ops.items():
         impl = op.impls[vp.PROVIDER]
         assert impl is before[name] and impl.supported is vp.supported() is True  # the interpreter is on
@@ -87,9 +87,9 @@ def test_register_adds_one_provider_per_op_and_is_idempotent(ir):
         assert not impl.supports_all_args
 
 
-def test_register_does_nothing_without_vllm(monkeypatch):
+def test_register_providers_does_nothing_without_vllm(monkeypatch):
     monkeypatch.setitem(sys.modules, "vllm", None)  # "import of vllm halted": as if it were not installed
-    assert vp.register() is False
+    assert vp.register_providers() is False
 
 
 def test_the_plugin_is_declared_as_a_vllm_general_plugin():
@@ -97,7 +97,8 @@ def test_the_plugin_is_declared_as_a_vllm_general_plugin():
 
     meta = tomllib.loads((ROOT / "pyproject.toml").read_text())
     plugins = meta["project"]["entry-points"]["vllm.general_plugins"]
-    assert plugins == {"fastpath_kit": "fastpath_lib.vllm_plugin:register"}
+    assert plugins == {"fastpath_kit": "fastpath_vllm:register"}
+    assert meta["tool"]["setuptools"]["py-modules"] == ["fastpath_vllm"]  # installed beside the package
 
 
 def test_without_a_priority_vllm_never_calls_the_provider(ir):

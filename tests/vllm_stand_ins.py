@@ -53,3 +53,41 @@ def run_child(script: str, *args: str, env: dict | None = None, timeout: float =
     out = json.loads(res.stdout.strip().splitlines()[-1])
     out["stderr"] = res.stderr
     return out
+
+
+BF16 = r'''
+import numpy as _np
+import torch as _torch
+import triton.language as _tl
+import triton.runtime.interpreter as _interp
+_convert_float = _interp._convert_float
+def _torch_convert_float(input, input_dtype, output_dtype, rounding_mode):
+    if input_dtype == _tl.float32 and output_dtype == _tl.bfloat16:
+        wide = _torch.from_numpy(_np.ascontiguousarray(input).view(_np.float32))
+        return wide.to(_torch.bfloat16).view(_torch.int16).numpy().view(_np.uint16).reshape(input.shape)
+    if input_dtype == _tl.bfloat16 and output_dtype == _tl.float32:
+        return (_np.ascontiguousarray(input).view(_np.uint16).astype(_np.uint32) << 16).reshape(input.shape)
+    return _convert_float(input, input_dtype, output_dtype, rounding_mode)
+_interp._convert_float = _torch_convert_float
+'''
+"""Triton 3.8's interpreter converts fp32 to bf16 by truncation and widens bf16 subnormals wrongly; a GPU rounds to
+nearest even (``cvt.rn``), as torch does. This puts torch's conversions in the interpreter (the test harness's
+accommodation: the kernels under test stay as a GPU runs them)."""
+
+PLATFORM = r'''
+from vllm.platforms import current_platform as _platform
+_platform.is_cuda = lambda: True  # the providers' static check
+_platform.device_type = "cpu"  # the CPU stands in for the CUDA device
+'''
+"""The CPU stands in for the CUDA device: vLLM's platform object says CUDA, with the CPU's device type."""
+
+
+def install() -> None:
+    """Everything a vLLM test file needs to run its CUDA providers under the interpreter here, in this process."""
+    for script in (CONFIG, TRITON, BF16, PLATFORM):
+        exec(script, {"__name__": "vllm_stand_ins_script"})
+
+
+def pytest_configure(config) -> None:
+    """As a pytest plugin (``-p vllm_stand_ins``): :func:`install` before vLLM's test files are imported."""
+    install()

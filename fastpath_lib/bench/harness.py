@@ -31,7 +31,7 @@ from fastpath_lib.bench.host import measure_host
 from fastpath_lib.bench.matrix import BenchCase, load_cases
 from fastpath_lib.bench.metadata import environment, region
 from fastpath_lib.bench.opbench import not_run, providers_of, time_case
-from fastpath_lib.bench.report import pr_note
+from fastpath_lib.bench.report import NOTE_FILES, pr_note
 from fastpath_lib.bench.schema import CSV_COLUMNS, NOT_GPU, measurement_label
 from fastpath_lib.bench.sweep import threshold_sweep
 from fastpath_lib.bench.timing import copy_bandwidth, gpu_measurement, settings_for
@@ -77,8 +77,8 @@ def run_matrix(cases: list[BenchCase] | None = None, *, quick: bool = False, out
         cases: the cases to run (default :func:`~fastpath_lib.bench.load_cases`).
         quick: small shapes and short budgets (same case ids).
         out_dir: when given, write ``results.csv``, ``environment.json``, ``boundary.png``, ``boundary.csv``,
-            ``pr_note.md`` (plus ``threshold.csv``, ``replay.json``, ``compile_cost.json`` and, unless ``quick``, the
-            compiled kernels' facts ``compiled.json``, when ``analyses``) there,
+            ``pr_note.md`` and ``pr_note_vllm.md`` (plus ``threshold.csv``, ``replay.json``, ``compile_cost.json``
+            and, unless ``quick``, the compiled kernels' facts ``compiled.json``, when ``analyses``) there,
             through a staging folder renamed into place only when everything is written. It must not exist unless
             ``force``.
         progress: print progress lines on stderr.
@@ -165,7 +165,8 @@ def run_matrix(cases: list[BenchCase] | None = None, *, quick: bool = False, out
                     (staging / "compiled.json").write_text(json.dumps(facts["rows"], indent=2, default=str))
         env["wall_s"] = round(time.perf_counter() - t_start, 1)
         results.write(staging, df, env)
-        (staging / "pr_note.md").write_text(pr_note(df=df, env=env, **extras))
+        for template, name in NOTE_FILES.items():  # the kit's form and vLLM's
+            (staging / name).write_text(pr_note(df=df, env=env, template=template, **extras))
         results.finish(staging, out_dir, force=force)
         if log:
             log(f"wrote {out_dir} in {env['wall_s']}s")

@@ -212,7 +212,7 @@ def maintenance(ev: Evidence) -> list[str]:
 
 def run_limitations(ev: Evidence) -> list[str]:
     """The Limitations heading and what this run left out (no GPU, failed or skipped steps), without the op's own
-    lines: the vLLM form adds the patch's instead (:data:`~fastpath_lib.bench.templates.PATCH_LIMITATIONS`)."""
+    lines."""
     L = ["## Limitations", ""]
     if not ev.gpu:
         L.append("- No GPU measurement is attached: the performance claim is unmeasured.")

@@ -1,7 +1,10 @@
 """The PR note in the target project's own template: vLLM's (``pr_note(..., template="vllm")``).
 
-Both forms are filled from the same evidence as the kit's own (:class:`~fastpath_lib.bench.report.Evidence` and the
-bodies of the kit's sections), so they refuse the same claims: off a GPU they carry no speed-up figure, name the
+For an op the kit's vLLM patch provides (the spec's ``pr_text["vllm_op"]``), the vLLM form describes that patch
+alone (:func:`patch_note`): the change to vLLM, why, how vLLM chooses it, its tests and what is unmeasured; the kit
+op's tables describe another code path and stay in the kit's form. For any other op the vLLM form is filled from the
+same evidence as the kit's own (:class:`~fastpath_lib.bench.report.Evidence` and the bodies of the kit's sections).
+Both refuse the same claims: off a GPU they carry no speed-up figure, name the
 timings "not a GPU measurement" and mark the performance claim unmeasured; a checklist item the evidence does not
 support stays unticked.
 
@@ -19,22 +22,19 @@ through ``torch/_native`` (``register_op_override`` with a ``cond`` and an ``imp
 that patch alone (``upstream/pytorch_native_rms_norm_triton.patch``); ``tools/make_pytorch_native.py`` writes it
 with the patch, in PyTorch's template (``upstream/pytorch_native_pr_note.md``).
 
-The visible lines come from :mod:`fastpath_lib.bench.note_brief`, the full tables from the kit's sections, folded in
-``<details>`` as in the kit's own form; the evidence is read through the attributes
+In the second case the visible lines come from :mod:`fastpath_lib.bench.note_brief`, the full tables from the kit's
+sections, folded in ``<details>`` as in the kit's own form; the evidence is read through the attributes
 :class:`~fastpath_lib.bench.note_evidence.Evidence` has.
 """
 
 from __future__ import annotations
 
-from fastpath_lib.bench.note_brief import claim, counts_line, fold, measured_on, region, rerun, scope
+from fastpath_lib.bench.note_brief import claim, counts_line, fold, measured_on, rerun, scope
 from fastpath_lib.bench.note_evidence import qualified
-from fastpath_lib.bench.note_sections import run_limitations
 from fastpath_lib.bench.schema import NOT_GPU
-from fastpath_lib.rmsnorm.limits import MAX_COLS
 
-__all__ = ["render", "claim", "test_plan", "qualified", "synthetic_banner", "vllm_change", "vllm_baselines",
-           "patch_files", "HEADINGS", "DROPPED", "VLLM_PATCH", "VLLM_TEST", "TRITON_OP_UNDER_THE_INTERPRETER",
-           "PATCH_LIMITATIONS"]
+__all__ = ["render", "claim", "test_plan", "qualified", "synthetic_banner", "patch_note", "patch_files", "HEADINGS",
+           "DROPPED", "VLLM_PATCH", "VLLM_TEST", "PATCH_TITLE", "PATCH_ACCEPTS", "PATCH_BENCHMARKS"]
 
 #: The change the vLLM form proposes: a diff against the pinned vLLM release (``tools/make_upstream.py`` writes it).
 VLLM_PATCH = "upstream/vllm_rms_norm_triton.patch"
@@ -50,22 +50,19 @@ DROPPED = {
                "its backward): python tools/make_pytorch_native.py writes it with the patch, as "
                "upstream/pytorch_native_pr_note.md",
 }
-#: The vLLM form's Limitations: what is true of the patch (one patch for both ops). The kit op's own lines (the spec's
-#: ``pr_text["limitations"]``, e.g. that ``fastpath_lib.rms_norm`` takes the fallback under CUDA-graph capture until
-#: its capture test passed) describe its predicate, not the patch, and stay in the kit's form.
-PATCH_LIMITATIONS = [
-    "- The patch's Triton path refuses neither CUDA-graph capture nor small batches; other calls take `vllm_c`.",
-    *fold("Its capture test, its timings", [
-        "- Its CUDA-graph test (1-32 decode tokens captured and replayed) needs a CUDA GPU: no kit step runs it.",
-        "- The timings are the kit's own op (the kernels the patch vendors); the patched `forward_cuda` is untimed."]),
+#: The vLLM form's title, for an op the patch provides.
+PATCH_TITLE = "[Kernel] Triton providers of the vLLM IR ops rms_norm and fused_add_rms_norm"
+#: What the patch's ``supports_args`` accept (``vllm/kernels/triton/layernorm.py``, the file the patch adds).
+PATCH_ACCEPTS = ("a contiguous fp16, bf16 or fp32 `x` on the platform's device with a last dimension of 1 to 16384; "
+                 "the weight absent or a contiguous `[hidden_size]` of any of those dtypes; for the fused op a "
+                 "residual of `x`'s shape and dtype, contiguous; no `variance_size`")
+#: The GPU data a vLLM reviewer asks for before any priority names the provider.
+PATCH_BENCHMARKS = [
+    "- `benchmarks/kernels`-style timings in bf16 at hidden sizes 2048-8192: `triton` against `vllm_c` (custom ops "
+    "on, eager and under CUDA graphs, decode batches 1-256) and against Inductor's compiled `native` under vLLM's "
+    "default compile;",
+    "- an accuracy run of one model with `triton` first in the priority and without it.",
 ]
-#: What the kit measured of ``torch.library.triton_op`` under Triton's interpreter (the launcher the patch uses).
-TRITON_OP_UNDER_THE_INTERPRETER = (
-    "`torch.library.triton_op` + `wrap_triton` under Triton's interpreter (torch 2.13.0+cpu, Triton 3.8.0, CPU; "
-    "measured by the kit): eager calls, `torch.ops.vllm.*` calls and the in-place op (`mutates_args`) run and match "
-    "the reference; `torch.compile` over the op fails on the CPU (Dynamo's fake-tensor pass runs the interpreter's "
-    "launcher, which reads data pointers: \"Cannot access data pointer of Tensor (e.g. FakeTensor\"). On a GPU "
-    "Inductor traces `wrap_triton` into its graph instead; not run here.")
 
 
 def synthetic_banner(ev) -> list[str]:
@@ -140,56 +137,71 @@ def patch_files(root=None) -> list[tuple[str, int, int]]:
     return out
 
 
-def vllm_change(ev) -> list[str]:
-    """What the PR changes in vLLM, when the new path runs, how a user turns it on and off with vLLM's current
-    settings, and decode under CUDA graphs (vLLM 0.33's ``RMSNorm``, ``CustomOp`` and ``KernelConfig``)."""
-    op = ev.text("vllm_op")[0] if ev.text("vllm_op") else ""
-    if not op:
-        return [f"- vLLM: no vLLM op is named for `{ev.spec.name}` (the spec's `pr_text[\"vllm_op\"]`), so no change "
-                "to vLLM is proposed here."]
-    files = [f"- `{f}` (+{a} -{r})" for f, a, r in patch_files()]
-    return (["- The change: `" + VLLM_PATCH + "`, a diff against vLLM's release generated from the kit's kernels."]
-            + fold("The files the patch changes", files or [f"- `{VLLM_PATCH}` is not in this checkout."])
-            + ["- When it runs: `RMSNorm.forward_cuda` on CUDA with `rms_norm_backend=\"triton\"`, where the call's "
-               f"metadata allow (contiguous fp16/bf16/fp32 rows up to {MAX_COLS} wide, the weight in x's dtype); "
-               "otherwise, and by default (`\"auto\"`), vLLM's current path (`vllm_c`).",
-               "- On/off: `--kernel-config '{\"rms_norm_backend\": \"triton\"}'` (off: `\"auto\"`). Under Inductor, "
-               "vLLM's default, custom ops are off (Inductor compiles the native code): add "
-               "`--compilation-config '{\"custom_ops\": [\"+rms_norm\"]}'`.",
-               "- Decode under CUDA graphs: no row threshold and no refusal of capture (the test captures 1-32 "
-               "tokens)."])
-
-
-def _baseline_status(ev, name: str) -> str:
-    rows = ev.matrix[ev.matrix.provider == name] if len(ev.matrix) else ev.matrix
-    ok = rows[rows.status == "ok"] if len(rows) else rows
-    if len(ok):
-        return f"timed on {len(ok)} cases" + ("" if ev.gpu else " (off a GPU: no comparison drawn)")
-    if len(rows):
-        notes = sorted(set(rows.note.dropna().astype(str)))
-        return "not run" + (f" ({notes[0][:160]})" if notes else "")
-    return "not in this run"
-
-
-def vllm_baselines(ev) -> list[str]:
-    """The baselines a vLLM reviewer asks for, and whether this evidence has them."""
-    from fastpath_lib.opspec import COMPILED
-
-    return [f"- Baselines: `vllm_c` (custom ops on): {_baseline_status(ev, 'vllm_c')}; Inductor's native (custom "
-            f"ops off, `{COMPILED}`): {_baseline_status(ev, COMPILED)}; Liger-Kernel's RMSNorm (where installed): "
-            f"{_baseline_status(ev, 'liger')}; decode under CUDA graphs: "
-            + ("the capture step below." if ev.gpu else "unmeasured.")]
-
-
-def _vllm_checked(ev) -> list[str]:
-    """What the kit's own test of the patch checks, labelled, with its counts where the evidence carries them."""
+def _patch_checked(ev) -> str:
+    """The counts of the kit's test of the patch, where the evidence carries them."""
     tests = ev.tests if isinstance(ev.tests, dict) else {}
     counts = next((c for k, c in tests.items() if "vllm" in str(k) and isinstance(c, dict)), None)
-    got = (", ".join(f"{k} {v}" for k, v in counts.items()) if counts else
-           "not attached to this evidence")
-    return ["- The patch, checked by the kit's `pytest tests/test_vllm_upstream.py` (Triton interpreter on a CPU: "
-            "values, no timing): it applies, passes ruff and mypy at vLLM's settings, and its `forward_cuda` matches "
-            f"vLLM's native at 0-83 tokens. Result: {got}."]
+    return ", ".join(f"{k} {v}" for k, v in counts.items()) if counts else "not attached to this evidence"
+
+
+def patch_note(ev) -> list[str]:
+    """vLLM's form for an op the patch provides: the change to vLLM, why, how it is chosen, its tests and what is
+    unmeasured; nothing of the kit's own op (its tables, predicate or timings describe another code path)."""
+    files = [f"- `{f}` (+{a} -{r})" for f, a, r in patch_files()] or [f"- `{VLLM_PATCH}` is not in this checkout."]
+    claim = ("- Performance claim: unmeasured. No GPU has timed the provider: the timings in this evidence are the "
+             "kit's own op" + ("." if ev.gpu else f" ({NOT_GPU})."))
+    return ([f"# {PATCH_TITLE}", ""] + synthetic_banner(ev) + ["## Purpose", "",
+            "This PR adds `\"triton\"` providers of `vllm.ir.ops.rms_norm` and `vllm.ir.ops.fused_add_rms_norm` in a "
+            "new `vllm/kernels/triton/layernorm.py`, registered the way `vllm/kernels/triton/activation.py` registers "
+            "`gelu_and_mul_sparse`: `register_impl(\"triton\", supported=HAS_TRITON and current_platform.is_cuda(), "
+            "supports_args=...)`, one `@triton.jit` kernel launched through `torch.library.triton_op` and "
+            "`wrap_triton`. It adds no config field and changes no layer and no platform default.", "",
+            "Why: on CUDA the platform's default priority is `[\"native\"]` under Inductor (Inductor compiles the "
+            "native function) and `[\"vllm_c\", \"native\"]` without it (`CudaPlatform.get_default_ir_op_priority`)."
+            " A Triton provider is a third choice for that priority that keeps native's numerics: the kernel rounds "
+            "where native rounds (the normalized row to the weight's dtype, then the product), so only the fp32 sum "
+            "and square root, whose order and rounding differ between kernels, can move an output's last bit. "
+            "Under Inductor the IR op stays in the graph, where vLLM's fusion passes match it, and the lowering pass "
+            "picks the provider from the node's fake tensors.", "",
+            f"- It takes a call with {PATCH_ACCEPTS}; any other call goes to the next provider in the priority.",
+            "- Decode under CUDA graphs: no token-count threshold and nothing refused under capture.",
+            "- To try it: `--kernel-config '{\"ir_op_priority\": {\"rms_norm\": [\"triton\"], "
+            "\"fused_add_rms_norm\": [\"triton\"]}}'` (vLLM appends the platform's default). The option is "
+            "deprecated in 0.33; naming the provider in `CudaPlatform.get_default_ir_op_priority` is a follow-up "
+            "for where the benchmarks below say it wins.",
+            claim, ""] + fold("The files the patch changes", files)
+            + ["## Test Plan", "", "On a CUDA GPU, in vLLM's checkout at the release the patch is for:", "", "```bash",
+               f"git apply {VLLM_PATCH.rsplit('/', 1)[1]}", f"pytest {VLLM_TEST} -v",
+               "pytest tests/compile/passes/ir/test_lowering.py -v   # vLLM's: each of supported_providers()",
+               "```", "", "The new tests launch the kernel where `supports_args` accepts (a spy on the launch), "
+               "check that nothing is launched where it defers (strided rows, `variance_size`, 16385 wide), cover "
+               "zero tokens, 3-D input, no weight and an fp32 weight, follow the layer through the priority, and "
+               "trace the layer with Dynamo to find the IR op in the graph. Before a priority names the provider:",
+               ""] + PATCH_BENCHMARKS + [""]
+            + ["## Test Result", "",
+               "- Under Triton's interpreter on a CPU (values, no timing; the kit's `tests/test_vllm_upstream.py`): "
+               "the patch applies to vLLM 0.33.0's files, passes ruff and mypy at vLLM's settings, and its tests pass "
+               "with none skipped; at 4x4096 the fp16 and bf16 outputs equal native's (eager, CPU) bit for bit, with "
+               "and without "
+               f"weight and residual, and fp32 is within vLLM's tolerance. Result: {_patch_checked(ev)}.",
+               "- On a GPU: not yet run; the benchmarks in the Test Plan are the data this PR waits for.", "",
+               "## (Optional) Documentation Update", "",
+               "None: no option is added and nothing changes by default.", ""]
+            + _ai_and_checklist(f"The test results' before/after comparison: unmeasured ({NOT_GPU}); no GPU has "
+                                "timed the provider, the interpreter results are above.", " "))
+
+
+def _ai_and_checklist(result: str, done: str) -> list[str]:
+    return (["## AI Assistance", "",
+             "For the author to tick (the kit cannot know how the code was written):", "",
+             "- [ ] No AI tools were used for this change.",
+             "- [ ] AI tools were used: which, for what, and the author reviewed every line.", ""]
+            + ["---", "<details>", "<summary> Essential Elements of an Effective PR Description Checklist </summary>",
+               "", "- [x] The purpose of the PR: Purpose above.",
+               "- [x] The test plan, with the commands: Test Plan above.",
+               f"- [{done}] {result}",
+               "- [ ] (Optional) The necessary documentation update: see above.",
+               "- [ ] (Optional) Release notes update: left to the author.", "</details>"])
 
 
 def _results(ev, sections: dict) -> list[str]:
@@ -207,45 +219,24 @@ def _results(ev, sections: dict) -> list[str]:
 
 
 def _vllm(ev, sections: dict) -> list[str]:
+    if ev.text("vllm_op"):  # an op the patch provides: the note describes the patch alone
+        return patch_note(ev)
     done = "x" if ev.gpu and not ev.synthetic else " "  # a constructed table shows the format, it proves nothing
     result = (f"The test results, before and after: every case against {ev.baseline} above ({ev.label})." if ev.gpu
               else f"The test results' before/after comparison: unmeasured ({NOT_GPU}); the semantic results above.")
-    in_vllm = bool(ev.text("vllm_op"))
-    plan = (["On a CUDA GPU, in vLLM's checkout at the release the patch is for:", "", "```bash",
-             f"git apply {VLLM_PATCH.rsplit('/', 1)[1]}", f"pytest {VLLM_TEST} -v",
-             "pytest tests/kernels/core/test_layernorm.py -v   # the default path", "```", ""]
-            if in_vllm else [])
     kit_plan = test_plan(ev)
     kit_plan = kit_plan[:kit_plan.index("```bash") - 1] if "```bash" in kit_plan else kit_plan
     kit_plan = fold("The kit's tests behind it: contract and tolerances, boundary points, matrix", _flat(kit_plan))
-    maintain = _body(sections["maintenance"]) + (["", f"- {TRITON_OP_UNDER_THE_INTERPRETER}"] if in_vllm else [])
-    eligibility = ((["### Eligibility region and fallback"]
-                    + fold("The kit's own op's region (the patch's is under Purpose)", region(ev) + [""]
-                           + ev.text("eligibility")))
-                   if in_vllm else _sub("Eligibility region and fallback", sections["eligibility"]))
-    if in_vllm:  # the Limitations describe the patch, not the kit op's predicate
-        sections = dict(sections, limitations=run_limitations(ev) + PATCH_LIMITATIONS)
     return ([f"# [Kernel] {ev.title}", ""] + synthetic_banner(ev)
-            + ["## Purpose", ""] + ev.text("summary") + [""] + vllm_change(ev) + claim(ev) + scope(ev) + [""]
-            + eligibility
-            + ["## Test Plan", ""] + plan + kit_plan + [rerun(ev), ""]
-            + ["## Test Result", ""] + (_vllm_checked(ev) + vllm_baselines(ev) if in_vllm else [])
-            + _results(ev, sections)
+            + ["## Purpose", ""] + ev.text("summary") + [""] + claim(ev) + scope(ev) + [""]
+            + _sub("Eligibility region and fallback", sections["eligibility"])
+            + ["## Test Plan", ""] + kit_plan + [rerun(ev), ""]
+            + ["## Test Result", ""] + _results(ev, sections)
             + ["## (Optional) Documentation Update", "",
-               ("The option's docstring (`KernelConfig.rms_norm_backend`) documents it."
-                if in_vllm else f"None proposed by this draft: the fast path keeps the contract of "
-                f"`{qualified(ev.spec.reference)}` and adds no user-facing option."), ""]
-            + fold("What a maintainer needs to know", maintain)
-            + ["## AI Assistance", "",
-               "For the author to tick (the kit cannot know how the code was written):", "",
-               "- [ ] No AI tools were used for this change.",
-               "- [ ] AI tools were used: which, for what, and the author reviewed every line.", ""]
-            + ["---", "<details>", "<summary> Essential Elements of an Effective PR Description Checklist </summary>",
-               "", "- [x] The purpose of the PR: Purpose above.",
-               "- [x] The test plan, with the commands: Test Plan above.",
-               f"- [{done}] {result}",
-               "- [ ] (Optional) The necessary documentation update: see above.",
-               "- [ ] (Optional) Release notes update: left to the author.", "</details>"])
+               f"None proposed by this draft: the fast path keeps the contract of `{qualified(ev.spec.reference)}` "
+               "and adds no user-facing option.", ""]
+            + fold("What a maintainer needs to know", _body(sections["maintenance"]))
+            + _ai_and_checklist(result, done))
 
 
 _RENDER = {"vllm": _vllm}
