@@ -35,13 +35,13 @@ import argparse
 import ast
 import re
 import shutil
-import subprocess
 import sys
 import textwrap
 import zipfile
 from pathlib import Path
 
 from fastpath_lib import runtime
+from fastpath_lib.release_text import offered_commands, tell_what_ships, without_absent
 
 __all__ = ["GRADER_ONLY", "STUDENT_FILES", "CHECK_CELLS", "ReleaseError", "release", "student", "autograder",
            "solution_lines", "leaked_solution_lines", "main"]
@@ -84,6 +84,17 @@ CHECK_CELLS = "check-cells"
 #: What the autograder holds besides the library and the check cells (exercise 12's rule compares a learner's tests
 #: with the kit's own, in ``tests/``).
 _AUTOGRADER_FILES = ("pyproject.toml", "constraints.txt", "kit", "tests")
+
+
+
+def _modules(root: Path) -> tuple[str, ...]:
+    """The top-level modules ``pyproject.toml`` installs beside the package (``py-modules``): without them the
+    release's ``pip install -e .`` fails."""
+    import tomllib
+
+    setup = tomllib.loads((root / "pyproject.toml").read_text("utf-8")).get("tool", {}).get("setuptools", {})
+    return tuple(f"{m}.py" for m in setup.get("py-modules", ()))
+
 
 _FACADE = "exercises.py"
 _BEGIN = re.compile(r"^\s*# BEGIN SOLUTION\s*$")
@@ -252,71 +263,6 @@ says what a release holds).
 
 """
 
-#: A path in backquotes (`` `solutions/` ``, `` `tests/test_x.py` ``), a ``./kit`` command, a clause's end.
-_PATH = re.compile(r"`([\w.-]+)/[^`\s]*`")
-_KIT_COMMAND = re.compile(r"(?:^|`)\./kit ([a-z][\w-]*)")
-_CLAUSES = re.compile(r"(;\s+|(?<=[.!?])\s+)")
-
-
-def offered_commands(kit: Path) -> set[str]:
-    """The commands ``kit`` (a copy of ``./kit``) lists in its help: those whose files its folder holds."""
-    res = subprocess.run(["bash", str(kit), "help"], cwd=kit.parent, capture_output=True, text=True, timeout=60)
-    return set(re.findall(r"^#\s+\./kit ([a-z][\w-]*)", res.stdout, re.M))
-
-
-def _claims_absent(text: str, absent: set[str], commands: set[str]) -> bool:
-    return any(m.group(1) in absent for m in _PATH.finditer(text)) or any(
-        m.group(1) not in commands for m in _KIT_COMMAND.finditer(text))
-
-
-def without_absent(text: str, absent: set[str], commands: set[str]) -> str:
-    """``text`` (Markdown) less what points a learner at something the release does not hold: each clause (a
-    sentence, or a part of one after a semicolon) that names a folder of ``absent`` in backquotes, and each command
-    line (``./kit ...`` in a code block) or table row that names one or a ``./kit`` command not in ``commands``.
-
-    >>> without_absent("Grade with `./kit grade`; the solved\\nversions are in `solutions/`. Next.", {"solutions"},
-    ...                {"grade"})
-    'Grade with `./kit grade`. Next.'
-    >>> without_absent("```\\n./kit lab   # open\\n./kit test  # run\\n```", set(), {"lab"})
-    '```\\n./kit lab   # open\\n```'
-    """
-    lines = [x for x in text.split("\n") if not (x.startswith(("./kit ", "|")) and _claims_absent(x, absent, commands))]
-    out = []
-    for para in "\n".join(lines).split("\n\n"):
-        parts = _CLAUSES.split(para)
-        clauses, seps = parts[0::2], parts[1::2] + [""]
-        if any(x.lstrip().startswith(("```", "|")) for x in para.split("\n")):  # a table, code: lines only
-            out.append(para)
-            continue
-        text_out = ""
-        for clause, sep in zip(clauses, seps):
-            if not _claims_absent(clause, absent, commands):
-                text_out += clause + sep
-            elif text_out.endswith("; "):  # "A; <dropped>." -> "A."
-                text_out = text_out[:-2] + (clause.rstrip()[-1] if clause.rstrip()[-1:] in ".!?:" else ".") + sep
-        out.append(text_out)
-    return "\n\n".join(out)
-
-
-def _tell_what_ships(out: Path, root: Path) -> set[str]:
-    """Rewrite the Markdown cells of the student folder's exercises (:func:`without_absent`: "the solved versions
-    are in `solutions/`") so that they name no folder of the checkout the release leaves out and no ``./kit``
-    command its ``./kit`` does not run; returns the folders left out (the checkout's folders the student folder
-    lacks). The lessons keep their text: where they cite a test or a tool as evidence, the README's preface says
-    those stay with the full kit."""
-    import nbformat
-
-    absent = {p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))
-              and not (out / p.name).exists()}
-    commands = offered_commands(out / "kit")
-    for path in sorted(out.glob("exercises/*.ipynb")):
-        nb = nbformat.read(path, as_version=4)
-        for cell in (c for c in nb.cells if c.get("cell_type") == "markdown"):
-            cell.source = without_absent(cell.source, absent, commands)
-        nbformat.write(nb, path)
-    return absent
-
-
 def student(root: Path, out: Path) -> list[str]:
     """Write the student folder ``out`` from the checkout ``root``; returns the stubbed grader-only files."""
     from fastpath_lib.grading.registry import CHECKS
@@ -325,14 +271,14 @@ def student(root: Path, out: Path) -> list[str]:
         if not (root / rel).exists():
             raise ReleaseError(f"the checkout at {root} has no {rel}: run the release from a complete checkout")
     out.mkdir(parents=True)
-    for rel in STUDENT_FILES:
+    for rel in STUDENT_FILES + _modules(root):
         if (root / rel).exists():
             _copy(root / rel, out / rel)
     stubs = _student_library(root, out / "fastpath_lib")
     _check_cells(root, out)  # the student's grader restores the check cells from them, as the autograder does
     held = sorted({f"`ex.{name}`" for name, mod in CHECKS.items()
                    if f"grading/{mod.replace('.', '/')}.py" in GRADER_ONLY})
-    absent = sorted(_tell_what_ships(out, root))
+    absent = sorted(tell_what_ships(out, root))
     readme = without_absent((root / "README.md").read_text("utf-8"), set(absent), offered_commands(out / "kit"))
     preface = _PREFACE.format(held=", ".join(held), absent=", ".join(f"`{a}/`" for a in absent))
     preface = "\n\n".join(p if p.startswith(("#", "---")) else textwrap.fill(p, 118, break_on_hyphens=False)
@@ -350,7 +296,7 @@ def autograder(root: Path, out: Path) -> Path:
     path."""
     out.mkdir(parents=True)
     _copy(root / "fastpath_lib", out / "fastpath_lib")
-    for rel in _AUTOGRADER_FILES:
+    for rel in _AUTOGRADER_FILES + _modules(root):
         if (root / rel).exists():
             _copy(root / rel, out / rel)
     cells = _check_cells(root, out)
@@ -417,8 +363,8 @@ def solution_lines(root: Path) -> set[str]:
                                                                             for m in sandbox.kernel_modules(ex)})]
     for folder in public:
         for path in [folder] if folder.is_file() else folder.rglob("*"):
-            if path.is_file() and path.suffix in (".py", ".ipynb", ".md", ".json", ".csv"):
-                text = path.read_text(encoding="utf-8", errors="replace")
+            if path.is_file() and b"\0" not in (raw := path.read_bytes()):  # every text file (a .patch included)
+                text = raw.decode("utf-8", errors="replace")
                 lines = {x for x in lines if x not in text and x.replace('"', '\\"') not in text}
     return lines
 

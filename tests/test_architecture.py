@@ -31,7 +31,8 @@ PARTS = {
     "specs": ["rmsnorm.spec", "fused.op_spec"],
     "grading": ["grading", "grading.*", "exercises"],
     "widgets": ["widgets"],
-    "cli": ["cli", "__main__", "bench.cli", "grading.engine.cli", "grading.engine.autograde", "release"],
+    "cli": ["cli", "__main__", "bench.cli", "grading.engine.cli", "grading.engine.autograde", "release",
+            "release_text"],
 }
 #: part -> parts it may import (the whiteboard); every part may import the runtime.
 MAY_IMPORT = {

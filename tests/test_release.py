@@ -14,6 +14,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+import tomllib
 
 from fastpath_lib import release as R
 from fastpath_lib.grading.registry import EXERCISES
@@ -45,7 +46,8 @@ def _public_texts():
     """What every learner has, course or not: exercises, lessons, the library outside grading, the materials."""
     folders = [ROOT / "exercises", ROOT / "notebooks", ROOT / "upstream"]
     folders += [p for p in (ROOT / "fastpath_lib").iterdir() if p.name != "grading"]
-    files = [p for f in folders for p in ([f] if f.is_file() else f.rglob("*")) if p.suffix in (".py", ".ipynb")]
+    files = [p for f in folders for p in ([f] if f.is_file() else f.rglob("*"))  # every text file, a .patch too
+             if p.is_file() and b"\0" not in p.read_bytes()]
     files += [ROOT / "fastpath_lib/grading" / n for n in ("materials.py", "vocabulary.py", "given.py")]
     return [p.read_text(encoding="utf-8") for p in files]
 
@@ -56,6 +58,11 @@ def test_the_student_folder_holds_what_a_learner_runs_and_no_solution(out):
                 "pyproject.toml", "constraints.txt", "environment.yml", "README.md", "data/NOTICE.md"):
         assert (student / rel).is_file(), rel
     assert not (student / "solutions").exists() and not (student / "tests").exists()
+    # what pyproject.toml installs beside the package (its py-modules): `pip install -e .` needs each of them
+    modules = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"].get("py-modules", [])
+    assert modules, "pyproject.toml names no top-level module: this check has nothing to check"
+    for folder in (student, out / "autograder"):
+        assert [m for m in modules if not (folder / f"{m}.py").is_file()] == [], folder.name
     assert not list(student.rglob("*.pyc")) and not list(student.rglob("*.zip"))
     # every distinctive line of the solutions' FILL ME IN regions (grepped here, independently of the release's own
     # check): none is anywhere in the student folder

@@ -1,0 +1,78 @@
+"""The student release's text: what its Markdown may say, given what the release holds.
+
+A course release (:mod:`fastpath_lib.release`) leaves folders of the checkout out (``solutions/``, ``tests/``,
+``tools/``) and its ``./kit`` offers only the commands whose files it holds. The README and the exercises' Markdown
+lose each clause that points a learner at something the release does not hold, decided from the release itself.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+__all__ = ["offered_commands", "without_absent", "tell_what_ships"]
+
+#: A path in backquotes (`` `solutions/` ``, `` `tests/test_x.py` ``), a ``./kit`` command, a clause's end.
+_PATH = re.compile(r"`([\w.-]+)/[^`\s]*`")
+_KIT_COMMAND = re.compile(r"(?:^|`)\./kit ([a-z][\w-]*)")
+_CLAUSES = re.compile(r"(;\s+|(?<=[.!?])\s+)")
+
+
+def offered_commands(kit: Path) -> set[str]:
+    """The commands ``kit`` (a copy of ``./kit``) lists in its help: those whose files its folder holds."""
+    res = subprocess.run(["bash", str(kit), "help"], cwd=kit.parent, capture_output=True, text=True, timeout=60)
+    return set(re.findall(r"^#\s+\./kit ([a-z][\w-]*)", res.stdout, re.M))
+
+
+def _claims_absent(text: str, absent: set[str], commands: set[str]) -> bool:
+    return any(m.group(1) in absent for m in _PATH.finditer(text)) or any(
+        m.group(1) not in commands for m in _KIT_COMMAND.finditer(text))
+
+
+def without_absent(text: str, absent: set[str], commands: set[str]) -> str:
+    """``text`` (Markdown) less what points a learner at something the release does not hold: each clause (a
+    sentence, or a part of one after a semicolon) that names a folder of ``absent`` in backquotes, and each command
+    line (``./kit ...`` in a code block) or table row that names one or a ``./kit`` command not in ``commands``.
+
+    >>> without_absent("Grade with `./kit grade`; the solved\\nversions are in `solutions/`. Next.", {"solutions"},
+    ...                {"grade"})
+    'Grade with `./kit grade`. Next.'
+    >>> without_absent("```\\n./kit lab   # open\\n./kit test  # run\\n```", set(), {"lab"})
+    '```\\n./kit lab   # open\\n```'
+    """
+    lines = [x for x in text.split("\n") if not (x.startswith(("./kit ", "|")) and _claims_absent(x, absent, commands))]
+    out = []
+    for para in "\n".join(lines).split("\n\n"):
+        parts = _CLAUSES.split(para)
+        clauses, seps = parts[0::2], parts[1::2] + [""]
+        if any(x.lstrip().startswith(("```", "|")) for x in para.split("\n")):  # a table, code: lines only
+            out.append(para)
+            continue
+        text_out = ""
+        for clause, sep in zip(clauses, seps):
+            if not _claims_absent(clause, absent, commands):
+                text_out += clause + sep
+            elif text_out.endswith("; "):  # "A; <dropped>." -> "A."
+                text_out = text_out[:-2] + (clause.rstrip()[-1] if clause.rstrip()[-1:] in ".!?:" else ".") + sep
+        out.append(text_out)
+    return "\n\n".join(out)
+
+
+def tell_what_ships(out: Path, root: Path) -> set[str]:
+    """Rewrite the Markdown cells of the student folder's exercises (:func:`without_absent`: "the solved versions
+    are in `solutions/`") so that they name no folder of the checkout the release leaves out and no ``./kit``
+    command its ``./kit`` does not run; returns the folders left out (the checkout's folders the student folder
+    lacks). The lessons keep their text: where they cite a test or a tool as evidence, the README's preface says
+    those stay with the full kit."""
+    import nbformat
+
+    absent = {p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))
+              and not (out / p.name).exists()}
+    commands = offered_commands(out / "kit")
+    for path in sorted(out.glob("exercises/*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        for cell in (c for c in nb.cells if c.get("cell_type") == "markdown"):
+            cell.source = without_absent(cell.source, absent, commands)
+        nbformat.write(nb, path)
+    return absent
