@@ -78,7 +78,8 @@ DEFAULT_TEXT = {
     "route_differs": lambda spec: "differs",
     "maintenance": lambda spec: [
         "- Surface: the predicate's conditions above; everything else falls back.",
-        f"- New architectures: {{owner}} re-runs `python -m fastpath_lib bench --op {spec.name}` on the new GPU; "
+        f"- New architectures: {{owner}} re-runs `python -m fastpath_lib bench --op {opspec.reference_of(spec)}` on "
+        "the new GPU; "
         "until then the predeclared expectations are unverified there."],
     "limitations": lambda spec: ["- The matrix times the forward pass on contiguous inputs (what `bench --op` runs)."],
     "vllm_op": lambda spec: spec.name if spec.name in VLLM_IR_OPS else [],

@@ -27,8 +27,8 @@ from __future__ import annotations
 from fastpath_lib.bench.note_brief import claim, counts_line, fold, measured_on, region, rerun, scope
 from fastpath_lib.bench.note_evidence import qualified
 from fastpath_lib.bench.note_sections import run_limitations
+from fastpath_lib import opspec
 from fastpath_lib.bench.schema import NOT_GPU
-from fastpath_lib.rmsnorm.limits import MAX_COLS
 
 __all__ = ["render", "claim", "test_plan", "qualified", "synthetic_banner", "vllm_change", "vllm_baselines",
            "patch_files", "HEADINGS", "DROPPED", "VLLM_PATCH", "VLLM_TEST", "TRITON_OP_UNDER_THE_INTERPRETER",
@@ -101,8 +101,9 @@ def test_plan(ev) -> list[str]:
                  "value.")
     L.append("- Performance: the predeclared matrix (each expected outcome written before the run), timed against "
              f"{', '.join(f'`{b}`' for b in spec.baselines)}.")
-    return L + ["", "```bash", f"python -m fastpath_lib bench --op {spec.name} --out results/{spec.name}-DEVICE",
-                "python -m fastpath_lib evidence --out results/evidence-DEVICE   # on the GPU: every step, one folder",
+    ref = opspec.reference_of(spec)
+    return L + ["", "```bash", f"python -m fastpath_lib bench --op {ref} --out results/{spec.name}-DEVICE",
+                f"python -m fastpath_lib evidence --op {ref} --out results/evidence-DEVICE   # on the GPU: every step",
                 "```"]
 
 
@@ -138,6 +139,11 @@ def patch_files(root=None) -> list[tuple[str, int, int]]:
     return out
 
 
+def _max_cols(spec) -> str:
+    """The widest row the op's limits admit (``?`` when its spec gives no limits)."""
+    return str(getattr(spec.limits(None), "max_cols", "?")) if spec.limits else "?"
+
+
 def vllm_change(ev) -> list[str]:
     """What the PR changes in vLLM, when the new path runs, how a user turns it on and off with vLLM's current
     settings, and decode under CUDA graphs (vLLM 0.33's ``RMSNorm``, ``CustomOp`` and ``KernelConfig``)."""
@@ -149,7 +155,8 @@ def vllm_change(ev) -> list[str]:
     return (["- The change: `" + VLLM_PATCH + "`, a diff against vLLM's release generated from the kit's kernels."]
             + fold("The files the patch changes", files or [f"- `{VLLM_PATCH}` is not in this checkout."])
             + ["- When it runs: `RMSNorm.forward_cuda` on CUDA with `rms_norm_backend=\"triton\"`, where the call's "
-               f"metadata allow (contiguous fp16/bf16/fp32 rows up to {MAX_COLS} wide, the weight in x's dtype); "
+               f"metadata allow (contiguous fp16/bf16/fp32 rows up to {_max_cols(ev.spec)} wide, the weight "
+               "in x's dtype); "
                "otherwise, and by default (`\"auto\"`), vLLM's current path (`vllm_c`).",
                "- On/off: `--kernel-config '{\"rms_norm_backend\": \"triton\"}'` (off: `\"auto\"`). Under Inductor, "
                "vLLM's default, custom ops are off (Inductor compiles the native code): add "
