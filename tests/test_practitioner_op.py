@@ -1,0 +1,115 @@
+"""A practitioner's op unlike RMSNorm (``tests/absmax_op.py``: no weight, forward only, 3-d rows, its own
+Triton kernel) through every documented command, with no edit to the kit: ``bench --op module:SPEC --quick`` (the
+matrix and the host cost, both notes), ``evidence --op module:SPEC --dry-run``, the registration every child process
+of a run sees, the evidence steps under the interpreter, and the generated boundary tests. Its notes must hold no
+sentence about another op.
+
+Cost: one quick bench run and the per-op steps on tiny shapes, in this process (no child process, no compile).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from fastpath_lib import opspec
+from fastpath_lib.bench import cli, evidence, evidence_steps
+from fastpath_lib.bench.evidence_plan import all_steps
+from fastpath_lib.bench.report import NOTE_FILES
+from fastpath_lib.bench.step_process import StepContext
+from fastpath_lib.boundary import boundary_points, boundary_tests
+from tests import absmax_op as op
+
+REF = "tests.absmax_op:SPEC"
+#: Words that belong to another op: a note about the absmax scale must hold none of them.
+FOREIGN = re.compile(r"rms|weight|backward|F\.rms_norm|fused|residual", re.IGNORECASE)
+
+# the generated boundary tests, as a practitioner's test file has them: one line
+test_absmax_scale_boundaries = boundary_tests(op.SPEC)
+
+
+@pytest.fixture(scope="module")
+def registered():
+    opspec.load(REF)
+    yield op.SPEC
+    opspec.unregister(op.SPEC.name)
+
+
+@pytest.fixture(scope="module")
+def bench_folder(registered, tmp_path_factory):
+    """One quick bench run of the op (matrix and host cost), shared by the tests that read it."""
+    out = tmp_path_factory.mktemp("absmax") / "run"
+    assert cli.bench_main(["--op", REF, "--quick", "--out", str(out)]) == 0
+    return out
+
+
+def test_bench_runs_the_matrix_and_the_host_cost(bench_folder):
+    import pandas as pd
+
+    df = pd.read_csv(bench_folder / "results.csv")
+    assert {"tokens_fp16", "wide_fp32"} <= set(df.case_id) and "host_decode_fp16" in set(df.case_id)
+    env = json.loads((bench_folder / "environment.json").read_text())
+    assert env["op"] == "absmax_scale" and env["op_ref"] == REF
+
+
+@pytest.mark.parametrize("note", sorted(NOTE_FILES.values()))
+def test_every_sentence_of_its_notes_is_its_own(bench_folder, note):
+    text = (bench_folder / note).read_text()
+    foreign = [line for line in text.splitlines() if FOREIGN.search(line)]
+    assert not foreign, f"{note} speaks of another op:\n" + "\n".join(foreign[:12])
+    assert f"--op {REF}" in text  # the rerun command works in a fresh process
+
+
+def test_every_process_of_a_run_registers_the_op(registered, monkeypatch):
+    """``evidence --op module:SPEC`` exports the reference; a fresh registry (a child process's) registers the op
+    from it, so a step's ``opspec.get(NAME)`` finds it."""
+    monkeypatch.delenv(opspec.ENV_VAR, raising=False)
+    monkeypatch.setattr(evidence, "dry_run", lambda budget, steps: 0)
+    assert evidence.main(["--op", REF, "--dry-run"]) == 0
+    import os
+
+    assert REF in os.environ[opspec.ENV_VAR].split(",")
+    opspec.unregister("absmax_scale")  # as a child starts: nothing registered but the built-in ops
+    monkeypatch.setattr(opspec, "_declared_loaded", [])
+    assert "absmax_scale" in opspec.names() and opspec.get("absmax_scale") is op.SPEC
+
+
+def test_the_dry_run_plans_every_per_op_step_for_it(registered, capsys, monkeypatch):
+    monkeypatch.setattr(evidence_steps, "collect_tests", lambda: (True, "not collected here"))
+    steps = all_steps()
+    assert "absmax_scale_matrix" in [s.name for s in steps]
+    per_op = [s.name for s in steps if "absmax_scale" in s.ops]
+    assert {"absmax_scale_matrix", "sweep", "capture", "replay", "compile_cost", "compiled"} <= set(per_op)
+    from fastpath_lib.bench.preflight import PREFLIGHT_EST_S, PREFLIGHT_S
+
+    expect = sum(s.est_s for s in steps) + PREFLIGHT_EST_S
+    for budget in (expect + 1, expect - 1):  # the minimums fit both; the expected time fits only the first
+        assert sum(s.min_s for s in steps) + PREFLIGHT_S <= budget
+        evidence.dry_run(budget, steps, collect=False)
+        out = capsys.readouterr().out
+        assert ("dry run: the plan fits" in out) == (budget > expect), out[-600:]
+
+
+@pytest.mark.parametrize("step", ["matrix", "sweep", "replay", "compile_cost", "compiled_facts", "capture"])
+def test_each_evidence_step_runs_it_or_names_the_missing_field(registered, tmp_path, step, monkeypatch):
+    from fastpath_lib.bench import capture, opbench
+
+    quick = opbench.settings_for(True)  # the steps are under test here, not the timings: the shortest budgets
+    monkeypatch.setattr(opbench, "settings_for", lambda q: dict(quick, target_s=0.01, min_reps=3, max_reps=3))
+    target = capture.step if step == "capture" else getattr(evidence_steps, step)
+    ctx = StepContext(out=tmp_path, budget_s=25.0, started=__import__("time").monotonic(), op="absmax_scale")
+    ctx.write_json("copy_bandwidth.json", {"gbps": 10.0, "label": "copy (test)", "device_name": "cpu"})  # not timed
+    res = target(ctx)
+    assert res["status"] in ("ran", "skipped", "partial"), res
+    if res["status"] == "skipped":  # what the op leaves out is named as the spec's field
+        assert "OpSpec." in res["why"] and "not declared" in res["why"], res
+    assert "rms" not in json.dumps(res).lower(), res
+
+
+def test_the_boundary_points_use_its_case_class(registered):
+    points = boundary_points(spec=op.SPEC)
+    assert all(isinstance(p.spec, op.Case) for p in points)
+    assert {p.id for p in points} == {"dtype[bf16]", "dtype[fp64]", "cols[cols=max]", "cols[cols=max+1]",
+                                      "contiguous[transposed]"}
