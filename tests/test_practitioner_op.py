@@ -113,3 +113,36 @@ def test_the_boundary_points_use_its_case_class(registered):
     assert all(isinstance(p.spec, op.Case) for p in points)
     assert {p.id for p in points} == {"dtype[bf16]", "dtype[fp64]", "cols[cols=max]", "cols[cols=max+1]",
                                       "contiguous[transposed]"}
+
+
+def _doc_blocks() -> list[str]:
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "practitioners.md").read_text()
+    return re.findall(r"```python\n(.*?)```", text, re.S)
+
+
+def test_the_worked_example_in_the_docs_runs_as_written(monkeypatch, tmp_path):
+    """docs/practitioners.md's whole op (no weight, no backward) and its one-line test file, run as printed: the
+    generated boundary tests pass and a quick matrix times it."""
+    from fastpath_lib.bench import opbench
+    from fastpath_lib.boundary import check_point
+
+    module, test_file = _doc_blocks()[:2]
+    (tmp_path / "my_ops.py").write_text(module)
+    (tmp_path / "test_my_ops.py").write_text(test_file)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    spec = opspec.load("my_ops:SPEC")
+    try:
+        namespace: dict = {}
+        exec(compile(test_file, "test_my_ops.py", "exec"), namespace)
+        assert callable(namespace["test_row_absmax_boundaries"])
+        points = boundary_points(spec=spec)
+        assert len(points) == 3 and all(check_point(spec, p) is None for p in points), [check_point(spec, p)
+                                                                                        for p in points]
+        quick = opbench.settings_for(True)
+        monkeypatch.setattr(opbench, "settings_for", lambda q: dict(quick, target_s=0.01, min_reps=3, max_reps=3))
+        df = opbench.run_op(spec, quick=True)
+        assert set(df.case_id) == {"prefill_fp16", "toowide_fp32"} and set(df.status) <= {"ok", "skipped"}, df
+    finally:
+        opspec.unregister(spec.name)
