@@ -82,6 +82,8 @@ def test_the_dry_run_plans_every_per_op_step_for_it(registered, capsys, monkeypa
     assert "absmax_scale_matrix" in [s.name for s in steps]
     per_op = [s.name for s in steps if "absmax_scale" in s.ops]
     assert {"absmax_scale_matrix", "sweep", "capture", "replay", "compile_cost", "compiled"} <= set(per_op)
+    own = next(s for s in steps if s.name == "absmax_scale_matrix")  # its cost read from its spec
+    assert own.min_s >= evidence.START_S + 3 and "2 cases x 3 providers" in own.basis, own
     from fastpath_lib.bench.preflight import PREFLIGHT_EST_S, PREFLIGHT_S
 
     expect = sum(s.est_s for s in steps) + PREFLIGHT_EST_S

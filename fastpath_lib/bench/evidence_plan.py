@@ -185,7 +185,7 @@ def op_steps(name: str) -> tuple[Step, ...]:
     spec = opspec.get(name)
     cases = len(spec.matrix())
     providers = sum(b != opspec.COMPILED for b in spec.baselines) + 1 + (spec.fast is not None)
-    est = START_S + CELL_S * cases * providers
+    est = START_S + max(3.0, CELL_S * cases * providers)  # at least the few seconds every step's minimum covers
     needs = _CORE + ("fastpath_lib.opspec", "fastpath_lib.bench.opbench")
     return (Step(f"{name}_matrix", f"{name}: its predeclared matrix against its baselines (torch.compile in its own "
                  "step)", 30, _s("matrix"), _op_files(name, "results.csv", "environment.json", "boundary.png"),
