@@ -148,3 +148,25 @@ def test_the_worked_example_in_the_docs_runs_as_written(monkeypatch, tmp_path):
         assert set(df.case_id) == {"prefill_fp16", "toowide_fp32"} and set(df.status) <= {"ok", "skipped"}, df
     finally:
         opspec.unregister(spec.name)
+
+
+def test_the_capture_step_merges_each_declaring_ops_part(registered, tmp_path):
+    """An op that declares a capture test gets its part run within the step's time and written beside the others';
+    the verdict passes only when every op and path passed."""
+    import dataclasses
+    import time
+
+    from fastpath_lib.bench import capture
+
+    def part(ok):
+        return lambda deadline, log: {"cases": [{"op": "absmax_scale", "ok": ok}],
+                                      "declared": {"absmax_scale": {"eager": 1}},
+                                      "verdicts": {"absmax_scale": {"eager": {"passed": ok, "why": "w", "cases": 1}}}}
+
+    for ok, status in ((True, "ran"), (False, "failed")):
+        opspec.register(dataclasses.replace(op.SPEC, capture=part(ok)), replace=True)
+        ctx = StepContext(out=tmp_path, budget_s=20.0, started=time.monotonic(), op="absmax_scale")
+        res = capture.step(ctx)
+        data = json.loads((tmp_path / capture.RESULTS_NAME).read_text())
+        assert res["status"] == status and data["passed"] is ok and data["declared"] == {"absmax_scale": {"eager": 1}}
+    opspec.register(op.SPEC, replace=True)
