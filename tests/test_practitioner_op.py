@@ -170,3 +170,16 @@ def test_the_capture_step_merges_each_declaring_ops_part(registered, tmp_path):
         data = json.loads((tmp_path / capture.RESULTS_NAME).read_text())
         assert res["status"] == status and data["passed"] is ok and data["declared"] == {"absmax_scale": {"eager": 1}}
     opspec.register(op.SPEC, replace=True)
+
+
+def test_the_pr_note_step_drafts_its_note_beside_its_results(bench_folder, tmp_path):
+    import shutil
+    import time
+
+    shutil.copytree(bench_folder, tmp_path / "run")  # stands in for the default op's files too
+    shutil.copytree(bench_folder, tmp_path / "run" / "ops" / "absmax_scale")
+    ctx = StepContext(out=tmp_path / "run", budget_s=20.0, started=time.monotonic())
+    res = evidence_steps.pr_note(ctx)
+    note = (tmp_path / "run" / "ops" / "absmax_scale" / "pr_note.md").read_text()
+    assert res["status"] == "ran" and "ops/absmax_scale/pr_note.md" in res["why"], res
+    assert op.SPEC.title in note and not [line for line in note.splitlines() if FOREIGN.search(line)]

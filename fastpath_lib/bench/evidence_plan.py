@@ -150,8 +150,8 @@ def _steps_after_ops(both: str) -> tuple[Step, ...]:
              basis="estimate: a cold Inductor compile of a norm is 5-40 s on 16 cores (10 s typical); two forward "
                    "cases per op (smallest and largest), as many as the budget allows (the rest recorded as not "
                    "started, the step then partial)"),
-        Step("pr_note", "the PR note drafted from this folder, and what it lacks", 2, _s("pr_note"),
-             ("pr_note.md",), _CORE + ("fastpath_lib.bench.report",), min_s=8, est_s=8,
+        Step("pr_note", "the PR note of every op drafted from this folder, and what it lacks", 2, _s("pr_note"),
+             ("pr_note.md", "ops/NAME/pr_note.md"), _CORE + ("fastpath_lib.bench.report",), min_s=8, est_s=8,
              basis="measured: 7.4 s on the project's CPU machine (run_evidence with the host, compiled and PR-note "
                    "steps)"),
     )

@@ -434,13 +434,33 @@ def _op_folder(ctx: StepContext, name: str) -> Path:
 
 
 def pr_note(ctx: StepContext):
-    """The PR note, from this folder (and the manifest so far)."""
+    """The PR note, from this folder (and the manifest so far); each other op whose matrix wrote its results gets its
+    own beside them (``ops/NAME/pr_note.md``, the manifest read from this folder)."""
+    import json
+
+    from fastpath_lib import opspec
     from fastpath_lib.bench.report import pr_note as draft
 
     if not (ctx.out / "results.csv").exists():
         return {"status": "failed", "why": "no results.csv: the matrix step did not write any"}
     (ctx.out / "pr_note.md").write_text(draft(ctx.out, allow_incomplete=True))
-    return {"status": "ran"}
+    manifest = ctx.out / "manifest.json"
+    manifest = json.loads(manifest.read_text()) if manifest.exists() else None
+    drafted, missing, failed = [], [], []
+    for name in opspec.names()[1:]:
+        folder = ctx.out / "ops" / name
+        if not (folder / "environment.json").exists():  # its matrix did not run (host rows alone make no note)
+            missing.append(name)
+            continue
+        try:
+            (folder / "pr_note.md").write_text(draft(folder, spec=name, manifest=manifest, allow_incomplete=True))
+            drafted.append(f"ops/{name}/pr_note.md")
+        except Exception as exc:  # noqa: BLE001 - one op's note failing keeps the others'
+            failed.append(f"{name}: {type(exc).__name__}: {exc}"[:300])
+    why = "; ".join(part for part in ("also " + ", ".join(drafted) if drafted else "",
+                                      f"no matrix results for {', '.join(missing)}: no note" if missing else "",
+                                      "not drafted: " + " | ".join(failed) if failed else "") if part)
+    return {"status": "partial" if failed else "ran", "why": why}
 
 
 # --- dry-run helpers -----------------------------------------------------------------------------------------------
