@@ -1,10 +1,19 @@
-"""Boundary points generated from a predicate's declarations, not written by hand.
+"""Boundary points generated from a predicate's declarations, and the tests generated from them, for any op's spec.
 
-:func:`boundary_points` walks every condition of a predicate and every :class:`~fastpath_lib.eligibility.Boundary`
-it declares, applies the change to the eligible base case under the limits in force, and returns a
-:class:`BoundaryPoint`: either a *tensor* change (a new :class:`~fastpath_lib.cases.CaseSpec`, run through both
-routes) or a *context* change (forced fallback, capture, ``create_graph``, interpreter off, another architecture,
-forward-mode AD, a ``torch.func`` transform, a tensor subclass), checked on the predicate's context.
+:func:`boundary_points` walks every condition of an op's predicate and every
+:class:`~fastpath_lib.eligibility.Boundary` it declares, applies the change to the eligible base case under the
+limits in force, and returns a :class:`BoundaryPoint`: either a *tensor* change (a new case of the op's case class,
+``OpSpec.case_spec``, run through both routes) or a *context* change (forced fallback, capture, ``create_graph``,
+interpreter off, another architecture, forward-mode AD, a ``torch.func`` transform, a tensor subclass), checked on
+the predicate's context.
+
+:func:`check_point` checks one point, route and value; :func:`boundary_tests` turns every point of a spec into a
+pytest test, so a practitioner's test file is one line::
+
+    from fastpath_lib.boundary import boundary_tests
+    from my_ops import SPEC
+
+    test_my_op_boundaries = boundary_tests(SPEC)
 
 >>> pts = boundary_points()
 >>> any(p.condition == "min_rows" and p.label == "threshold-1" and not p.holds for p in pts)
@@ -16,10 +25,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from fastpath_lib import opspec
 from fastpath_lib.cases import CaseSpec
 from fastpath_lib.eligibility import Predicate
 
-__all__ = ["CONTEXT_KEYS", "BoundaryPoint", "boundary_points", "declared_points"]
+__all__ = ["CONTEXT_KEYS", "BoundaryPoint", "boundary_points", "declared_points", "check_point", "boundary_tests"]
 
 #: Overrides that change the execution context rather than the tensors.
 CONTEXT_KEYS = frozenset({"forced", "capturing", "create_graph", "interpret", "capability", "device_type",
@@ -50,15 +60,32 @@ class BoundaryPoint:
 
 
 def boundary_points(predicate: Predicate | None = None, base: dict[str, Any] | None = None,
-                    limits: Any = None, device: str | None = None) -> list[BoundaryPoint]:
-    """All declared boundary points of ``predicate`` (default: the RMSNorm predicate) under ``limits``.
+                    limits: Any = None, device: str | None = None, *,
+                    spec: opspec.OpSpec | None = None) -> list[BoundaryPoint]:
+    """All declared boundary points of an op's predicate under the limits in force.
+
+    Args:
+        predicate, base, limits: override the spec's ``predicate``, ``boundary_base`` and ``limits(device)``.
+        device: where the cases are built (``None``: the case class's default).
+        spec: the operator (default: :func:`fastpath_lib.opspec.default`); its ``case_spec`` builds the points'
+            cases (``None``: :class:`~fastpath_lib.cases.CaseSpec`).
 
     The base case's row count is raised to the row threshold when the threshold is above it, so that the base case
     is eligible on every device.
-    """
-    from fastpath_lib.rmsnorm import predicate as rms
 
-    return declared_points(predicate or rms.PREDICATE, base or rms.BASE_CASE, limits or rms.limits_for(device), device)
+    Raises:
+        ValueError: the spec leaves out what the points need (its predicate, base case or limits), naming the field.
+    """
+    spec = spec or opspec.default()
+    predicate = predicate or spec.predicate
+    base = base or spec.boundary_base
+    if limits is None and spec.limits is not None:
+        limits = spec.limits(device)
+    missing = [name for name, v in (("predicate", predicate), ("boundary_base", base), ("limits", limits)) if v is None]
+    if missing:
+        raise ValueError(f"{spec.name}: boundary points need {', '.join(f'OpSpec.{m}' for m in missing)}, "
+                         f"{opspec.NOT_DECLARED}")
+    return declared_points(predicate, base, limits, device, spec_type=spec.case_spec or CaseSpec)
 
 
 def declared_points(predicate: Predicate, base: dict[str, Any], limits: Any, device: str | None = None, *,
@@ -87,3 +114,97 @@ def declared_points(predicate: Predicate, base: dict[str, Any], limits: Any, dev
             spec = spec_type(**{**base, **tensor, **({"device": device} if device else {})})
             points.append(point_type(cond.name, b.label, b.holds, spec, ctx))
     return points
+
+
+def _outputs(value) -> list:
+    return list(value) if isinstance(value, (tuple, list)) else [value]
+
+
+def _close(spec: opspec.OpSpec, got, want, dtype) -> str | None:
+    """Why ``got`` is not ``want`` within the spec's tolerances for ``dtype`` (``None``: it is)."""
+    import torch
+
+    got, want = _outputs(got), _outputs(want)
+    if len(got) != len(want):
+        return f"{len(got)} outputs, the reference gives {len(want)}"
+    for i, ((atol, rtol), g, w) in enumerate(zip(spec.output_tolerances(dtype, len(want)), got, want)):
+        if not isinstance(w, torch.Tensor):
+            continue
+        if g.shape != w.shape or g.dtype != w.dtype:
+            return f"output {i}: {tuple(g.shape)} {g.dtype}, the reference gives {tuple(w.shape)} {w.dtype}"
+        try:
+            torch.testing.assert_close(g, w, atol=atol, rtol=rtol, equal_nan=True)
+        except AssertionError as exc:
+            return f"output {i}: {str(exc).splitlines()[0]}"
+    return None
+
+
+def check_point(spec: opspec.OpSpec, point: BoundaryPoint, *, device: str | None = None, seed: int = 7) -> str | None:
+    """Check one boundary point of ``spec``: why it fails, or ``None``.
+
+    The predicate is asked on the point's call (its context overrides applied to the spec's ``context``): the
+    point's condition must hold exactly when the point says so. A point that changes only the tensors is also run:
+    the dispatched ``function`` must take the route the predicate decides (``route``; the fallback wherever the
+    condition fails) and give the ``reference``'s value within the spec's tolerances, or, where the reference
+    refuses the call, raise the same exception type; where the fast route can take the inputs
+    (``fast_unsupported`` says so, or the predicate holds), ``fast`` must give that value too.
+    """
+    case = point.spec if device is None else dataclasses.replace(point.spec, device=device)
+    args = spec.args(case.build(seed=seed))
+    if spec.context is not None:
+        call = spec.context(*args)
+        if point.context:
+            try:
+                call = dataclasses.replace(call, **point.context)
+            except TypeError as exc:
+                return f"{point.id}: the context {type(call).__name__} cannot take {sorted(point.context)}: {exc}"
+        holds = point.condition not in spec.predicate.evaluate(call).failed
+        if holds != point.holds:
+            return f"{point.id}: the condition {'holds' if holds else 'fails'}, the point says it " \
+                   f"{'holds' if point.holds else 'fails'}"
+        decision = spec.predicate.evaluate(call)
+    else:
+        decision = None
+    if point.context:
+        return None  # a context change is checked on the predicate's context
+    route = spec.route(*args)
+    if decision is not None and route != ("triton" if decision.eligible else "fallback"):
+        return f"{point.id}: dispatched to {route}, the predicate says {decision.route} ({decision.reasons})"
+    if not point.holds and route != "fallback":
+        return f"{point.id}: outside its condition but took {route}"
+    try:
+        want = spec.reference(*args)
+    except Exception as exc:  # noqa: BLE001 - an invalid call: the dispatched one must refuse it the same way
+        try:
+            spec.function(*args)
+        except type(exc):
+            return None
+        except Exception as other:  # noqa: BLE001
+            return f"{point.id}: the reference raises {type(exc).__name__}, the op {type(other).__name__}"
+        return f"{point.id}: the reference raises {type(exc).__name__}, the op returns"
+    dtype = args[0].dtype
+    problem = _close(spec, spec.function(*args), want, dtype)
+    if problem is None and spec.fast is not None:
+        runs = spec.fast_unsupported(*args) is None if spec.fast_unsupported is not None else route == "triton"
+        problem = _close(spec, spec.fast(*args), want, dtype) if runs else None
+        problem = f"fast route: {problem}" if problem else None
+    return f"{point.id}: {problem}" if problem else None
+
+
+def boundary_tests(spec: opspec.OpSpec, *, device: str | None = None):
+    """A pytest test over every boundary point of ``spec`` (:func:`boundary_points`), one parametrized case per
+    point (its id: ``condition[label]``), each :func:`check_point`: route and value.
+
+    Bind it to a name starting with ``test`` in a test module: ``test_my_op_boundaries = boundary_tests(SPEC)``.
+    """
+    import pytest
+
+    points = boundary_points(spec=spec, device=device)
+
+    @pytest.mark.parametrize("point", points, ids=[p.id for p in points])
+    def test_boundary_point(point):
+        problem = check_point(spec, point, device=device)
+        assert problem is None, problem
+
+    test_boundary_point.__name__ = f"test_{spec.name}_boundaries"
+    return test_boundary_point

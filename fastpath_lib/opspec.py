@@ -8,8 +8,12 @@ targets. An :class:`OpSpec` names each of those pieces for one operator; the gen
 bench --op NAME``) take a spec instead of knowing an operator.
 
 RMSNorm is registered first, by name (its spec is imported on first use: :mod:`fastpath_lib.rmsnorm.spec`), then
-fused residual-add + RMSNorm (:mod:`fastpath_lib.fused.op_spec`). A practitioner registers their own op with
-:func:`register` and gets the same pipeline.
+fused residual-add + RMSNorm (:mod:`fastpath_lib.fused.op_spec`). A practitioner's own op reaches every command and
+every process a run starts in one of three ways: ``--op module:SPEC`` (:func:`load`; the command also puts the
+reference in :data:`ENV_VAR`, which its child processes inherit), the environment variable itself
+(``FASTPATH_OPS=module:SPEC[,module:SPEC...]``), or an installed package's entry point in the group
+:data:`ENTRY_POINTS` (``[project.entry-points."fastpath_lib.ops"] my_op = "my_pkg.my_op:SPEC"``). Each is read the
+first time the registry is asked (:func:`get`, :func:`names`). :func:`register` registers in this process only.
 
 Nothing here imports the rest of the kit: the spec holds the operator's own callables.
 
@@ -26,8 +30,11 @@ import importlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["OpCase", "HostCase", "OpSpec", "KernelBuild", "COMPILED", "compiled", "BaselineUnavailable", "register",
-           "unregister", "get", "names", "source", "NOT_DECLARED"]
+from fastpath_lib.opparts import Axes, HostCase, KernelBuild, OpCase
+
+__all__ = ["OpCase", "HostCase", "OpSpec", "Axes", "KernelBuild", "COMPILED", "compiled", "BaselineUnavailable",
+           "register", "unregister", "get", "names", "source", "default", "load", "reference_of", "lazy", "export",
+           "ENV_VAR", "ENTRY_POINTS", "NOT_DECLARED"]
 
 #: The baseline name that means ``torch.compile`` of the composite: the bench resets dynamo before each case, times
 #: its first call (the compile) apart from the samples, and skips it in ``--quick`` off CUDA (as the harness does).
@@ -51,6 +58,26 @@ def compiled(composite: Callable) -> Callable:
     return call
 
 
+class lazy:  # noqa: N801 - used like a module
+    """A module imported on the first attribute read (a spec names its compiler or record without importing it:
+    importing a spec compiles nothing and imports no Triton).
+
+    >>> lazy("json").dumps([1])
+    '[1]'
+    """
+
+    def __init__(self, module: str):
+        self._name = module
+
+    def __getattr__(self, attr: str):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        return getattr(importlib.import_module(self._name), attr)
+
+    def __repr__(self) -> str:
+        return f"lazy({self._name!r})"
+
+
 #: What a step of the pipeline says when the op's spec leaves out a field it needs (a result, never a crash).
 NOT_DECLARED = "not declared by the op's spec"
 
@@ -58,145 +85,6 @@ NOT_DECLARED = "not declared by the op's spec"
 class BaselineUnavailable(RuntimeError):
     """Raised by a baseline that cannot run on this machine (e.g. vLLM's CUDA kernel without vLLM or a GPU): the
     bench records its rows as skipped, with the message as the reason."""
-
-
-@dataclasses.dataclass(frozen=True)
-class OpCase:
-    """One predeclared matrix case of a row-wise operator: a ``rows x cols`` input of ``dtype`` (contiguous unless
-    ``layout`` says otherwise), timed forward or forward+backward.
-
-    Args:
-        id: unique case id.
-        rows, cols: the declared shape (the full run's).
-        dtype: ``"float16"``, ``"bfloat16"`` or ``"float32"``.
-        expected: the predicted outcome on a CUDA GPU (``win``, ``neutral``, ``loss`` or ``fallback``).
-        rationale: one line saying why.
-        quick: the ``--quick`` shape (default: the declared one).
-        pass_: ``"forward"``, or ``"backward"`` (every provider runs forward then backward: ``torch.autograd.grad``
-            of the output, or the spec's ``fast_backward``).
-        layout, pad, offset: how the input is laid out (:class:`~fastpath_lib.cases.CaseSpec`'s fields).
-        family: the case's group in the results (default: the op's name).
-        quick_pad: ``pad`` in ``--quick`` (default: ``pad``).
-    """
-
-    id: str
-    rows: int
-    cols: int
-    dtype: str
-    expected: str
-    rationale: str
-    quick: tuple[int, int] | None = None
-    pass_: str = "forward"
-    layout: str = "contiguous"
-    pad: int = 0
-    offset: int = 0
-    family: str = ""
-    quick_pad: int | None = None
-
-    def dims(self, quick: bool = False) -> tuple[int, int]:
-        """``(rows, cols)`` to run."""
-        return tuple(self.quick) if quick and self.quick else (self.rows, self.cols)
-
-    @classmethod
-    def from_entry(cls, entry: Mapping[str, Any]) -> OpCase:
-        """A case-file entry (the predeclared matrix's JSON format, ``fastpath_lib/bench/cases.json``: ``id``,
-        ``shape``, ``dtype``, ``expected``, ``rationale``, optional ``family``, ``layout``, ``pad``, ``offset``,
-        ``pass`` and ``quick`` with ``shape``/``pad``) as a case.
-
-        >>> OpCase.from_entry({"id": "b", "shape": [8, 64], "dtype": "float32", "expected": "win", "rationale": "r",
-        ...                    "pass": "backward", "quick": {"shape": [2, 64]}}).dims(True)
-        (2, 64)
-        """
-        quick = entry.get("quick") or {}
-        return cls(str(entry["id"]), *(int(v) for v in entry["shape"]), str(entry["dtype"]), str(entry["expected"]),
-                   str(entry["rationale"]), tuple(int(v) for v in quick["shape"]) if "shape" in quick else None,
-                   pass_=str(entry.get("pass", "forward")), layout=str(entry.get("layout", "contiguous")),
-                   pad=int(entry.get("pad", 0)), offset=int(entry.get("offset", 0)),
-                   family=str(entry.get("family", "")), quick_pad=int(quick["pad"]) if "pad" in quick else None)
-
-    def pad_for(self, quick: bool = False) -> int:
-        """``pad`` to run."""
-        return self.quick_pad if quick and self.quick_pad is not None else self.pad
-
-    @property
-    def plain(self) -> bool:
-        """A forward case of a contiguous, unpadded, aligned input (what a sweep, a trace or a compile reads)."""
-        return self.pass_ == "forward" and self.layout == "contiguous" and not self.pad and not self.offset
-
-
-@dataclasses.dataclass(frozen=True)
-class HostCase:
-    """One call the host-overhead family times (:mod:`fastpath_lib.bench.ophost`): what the dispatch costs per call.
-
-    Args:
-        id: the rows' case id (``host_...``).
-        case: what builds the call: an object whose ``build(seed=, device=)`` gives what the spec's ``args`` takes
-            (an instance of the spec's ``case_spec``, e.g. ``CaseSpec(rows=1, cols=4096, dtype=torch.float16)``).
-        rationale: one line saying why.
-        eligible: ``False``: a fallback call, the public function timed against the spec's first baseline (held to
-            the family's target); ``True``: an eligible call, the public function against the fast route called
-            directly, with as many rows as the smallest eligible batch on the device (``spec.limits(device)
-            .min_rows``), measured on CUDA only (elsewhere the interpreter's own cost hides the dispatch).
-
-    >>> class Built:
-    ...     def build(self, seed=0, device=None): return (seed, device)
-    >>> HostCase("host_x", Built()).build("cpu", seed=3)
-    (3, 'cpu')
-    """
-
-    id: str
-    case: Any
-    rationale: str = ""
-    eligible: bool = False
-
-    def build(self, device=None, seed: int = 0):
-        """The case built on ``device`` (what the spec's ``args`` takes)."""
-        return self.case.build(seed=seed, device=device)
-
-
-@dataclasses.dataclass(frozen=True)
-class KernelBuild:
-    """One binary of any op's kernel to compile for a GPU target (what an :class:`OpSpec`'s ``kernels`` may list):
-    :func:`fastpath_lib.rmsnorm.compiled.facts` compiles it into the same row as RMSNorm's specializations (vector
-    width, registers, spills).
-
-    Args:
-        kernel: a short name (``"fused_forward"``).
-        source: ``"module:attribute"`` of the ``@triton.jit`` function.
-        signature: ``((argument, type), ...)`` in the kernel's argument order (``"*fp16"``, ``"i32"``,
-            ``"constexpr"``).
-        constexprs: ``((name, value), ...)``.
-        divisible: the arguments marked ``tt.divisibility = 16`` (the pointers of a 16-byte-aligned launch).
-        dtype, weight_dtype: torch names (``"bfloat16"``; ``None`` for no weight).
-        block, warps, rows_per_program: ``BLOCK_SIZE``, ``num_warps``, rows per program.
-        aligned: a 16-byte-aligned launch.
-        arch: compute capability as an integer (80, 90).
-        label: a readable id (set from the others when empty).
-
-    >>> KernelBuild("fwd", "m:k", (), (), (), "float16", "float16", 128, 4, 8, True, 90).label
-    'fwd float16 w=float16 block=128 warps=4 rows=8 aligned sm_90'
-    """
-
-    kernel: str
-    source: str
-    signature: tuple
-    constexprs: tuple
-    divisible: tuple
-    dtype: str
-    weight_dtype: str | None
-    block: int
-    warps: int
-    rows_per_program: int
-    aligned: bool
-    arch: int
-    int_div16: bool = False
-    label: str = ""
-
-    def __post_init__(self):
-        if not self.label:
-            object.__setattr__(self, "label", f"{self.kernel} {self.dtype} w={self.weight_dtype or 'none'} block="
-                               f"{self.block} warps={self.warps} rows={self.rows_per_program} "
-                               f"{'aligned' if self.aligned else 'misaligned'} sm_{self.arch}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -259,6 +147,31 @@ class OpSpec:
             the fast route is timed only where the predicate takes it.
         fast_backward: ``fast_backward(dy, *args)`` -> the fast route's forward then backward launched directly (what
             the bench times as ``triton`` in a backward case; ``None``: the fast route is not timed there).
+        axes: the widths the sweep and the serving trace use (:class:`Axes`; ``None``: read from the matrix,
+            :meth:`sweep_axes`).
+        lower_threshold: ``lower_threshold(rows)`` -> a context manager inside which the predicate's row threshold is
+            ``rows`` (the sweep times the dispatched call with it lowered to 1, so the call takes the fast route
+            wherever every other condition holds; ``None``: the sweep times the dispatched call as it dispatches).
+        thresholds: where the op records the row threshold a GPU sweep supports per architecture: an object with
+            ``THRESHOLDS_FILE`` and ``record(capability, min_rows, source, path=, **facts)`` (``None``: ``python -m
+            fastpath_lib threshold`` records nothing for the op).
+        capture: ``capture(deadline=, log=)`` -> the op's CUDA-graph capture test on this GPU: ``{"cases": rows,
+            "declared": {op: {path: n}}}`` (``None``: the evidence run's capture step says the spec does not declare
+            it).
+        compiler: what compiles ``kernels()`` for GPU targets without a GPU: an object with ``missing_tools()`` (why
+            it cannot run here, or ``None``), ``facts(builds, timeout=, workers=)`` (one dict per build: vector
+            width read from the PTX, registers, spills) and ``specializations(archs=)`` (every binary of the
+            eligible region); ``None``: no compiled facts.
+
+    Fields by section: the core is ``name``, ``function``, ``reference``, ``args``, ``route`` and ``baselines``
+    (with ``cases`` and ``tolerances``, ``bench --op`` runs); the predicate section (``predicate``,
+    ``boundary_base``, ``limits``, ``context``, ``case_spec``) gives boundary points and tests; the cost section
+    (``bytes_moved``, ``bytes_models``, ``fast``, ``fast_unsupported``, ``fast_backward``, ``specialization``,
+    ``kernels``, ``compiler``) the bandwidth, compile cost and compiled facts; the workload section
+    (``decoder_step``, ``calls_per_forward``, ``axes``, ``lower_threshold``, ``thresholds``, ``capture``,
+    ``host_cases``, ``host_forms``) the replay, trace, sweep, capture and host cost; the note section (``title``,
+    ``pr_text``, ``note``) the PR note's sentences. A step whose field is left out says which one
+    (:data:`NOT_DECLARED`).
     """
 
     name: str
@@ -288,6 +201,11 @@ class OpSpec:
     calls_per_forward: Callable[[int], int] | None = None
     fast_unsupported: Callable[..., str | None] | None = None
     fast_backward: Callable[..., Any] | None = None
+    axes: Axes | None = None
+    lower_threshold: Callable[[int], Any] | None = None
+    thresholds: Any = None
+    capture: Callable[..., dict] | None = None
+    compiler: Any = None
 
     def __post_init__(self):
         if not self.name or not self.name.replace("_", "").isalnum():
@@ -302,6 +220,28 @@ class OpSpec:
         if len(set(ids)) != len(ids):
             raise ValueError(f"{self.name}: case ids repeat: {sorted({i for i in ids if ids.count(i) > 1})}")
         return cases
+
+    def sweep_axes(self) -> Axes:
+        """The sweep's and the trace's widths: ``axes`` where the spec declares them, else read from the matrix:
+        the full widths of the cases expected to take the fast route (every case when none is), the ``--quick``
+        widths of those cases (the middle one), the narrowest ``--quick`` width off a GPU, and the most common full
+        width as the trace's hidden size.
+
+        >>> spec = OpSpec("t", abs, abs, tuple, str, baselines={"b": abs}, cases=[
+        ...     OpCase("a", 64, 1024, "float32", "win", "r", (4, 128)), OpCase("b", 8, 2048, "float32", "win", "r")])
+        >>> spec.sweep_axes()
+        Axes(widths=(1024, 2048), quick=(2048,), off_gpu=(128,), hidden=1024)
+        """
+        if self.axes is not None:
+            return self.axes
+        cases = self.matrix()
+        fast = [c for c in cases if c.expected != "fallback"] or cases
+        if not fast:
+            return Axes((), (), (), 0)
+        widths = tuple(sorted({c.cols for c in fast}))
+        quick = tuple(sorted({c.dims(True)[1] for c in fast}))
+        counts = [c.cols for c in fast]
+        return Axes(widths, (quick[len(quick) // 2],), (quick[0],), max(widths, key=counts.count))
 
     @property
     def baseline(self) -> tuple[str, Callable]:
@@ -325,6 +265,39 @@ class OpSpec:
         """Bytes ``implementation`` (a baseline's name, ``"fallback"`` or the fast route's ``"triton"``) moves."""
         model = self.bytes_models.get(implementation, self.bytes_moved)
         return model(rows, cols, dtype, pass_) if model is not None else float("nan")
+
+
+#: The environment variable naming further ops for every process that reads the registry: ``module:SPEC`` references,
+#: comma-separated (``--op module:SPEC`` adds to it, so a command's child processes register the op too).
+ENV_VAR = "FASTPATH_OPS"
+#: The entry-point group an installed package registers its ops in (each entry point names an :class:`OpSpec`).
+ENTRY_POINTS = "fastpath_lib.ops"
+_declared_loaded: list[str] = []
+
+
+def _load_declared() -> None:
+    """Register the ops :data:`ENV_VAR` and the :data:`ENTRY_POINTS` group name (once per process per reference)."""
+    import os
+
+    refs = [r for r in os.environ.get(ENV_VAR, "").split(",") if r.strip()]
+    if "entry_points" not in _declared_loaded:
+        _declared_loaded.append("entry_points")
+        from importlib.metadata import entry_points
+
+        refs += [ep.value for ep in entry_points(group=ENTRY_POINTS)]
+    for ref in refs:
+        if ref.strip() not in _declared_loaded:
+            _declared_loaded.append(ref.strip())
+            load(ref.strip())
+
+
+def export(ref: str) -> None:
+    """Add ``module:SPEC`` to :data:`ENV_VAR` (once), so every child process this one starts registers the op."""
+    import os
+
+    refs = [r for r in os.environ.get(ENV_VAR, "").split(",") if r]
+    if ref not in refs:
+        os.environ[ENV_VAR] = ",".join([*refs, ref])
 
 
 #: The ops registered by name: name -> ``"module:attribute"`` of the spec, imported on first use.
@@ -358,6 +331,9 @@ def get(name: str) -> OpSpec:
     """
     entry = _REGISTRY.get(name)
     if entry is None:
+        _load_declared()
+        entry = _REGISTRY.get(name)
+    if entry is None:
         raise KeyError(f"no op named {name!r}; registered: {', '.join(names())}")
     if isinstance(entry, str):
         module, attr = entry.split(":")
@@ -366,8 +342,63 @@ def get(name: str) -> OpSpec:
 
 
 def names() -> list[str]:
-    """The registered op names, in registration order."""
+    """The registered op names, in registration order (the ops :data:`ENV_VAR` and :data:`ENTRY_POINTS` declare
+    included)."""
+    _load_declared()
     return list(_REGISTRY)
+
+
+def default() -> OpSpec:
+    """The first registered op: what the kit's commands run when no ``--op`` names another.
+
+    >>> default().name == names()[0]
+    True
+    """
+    return get(names()[0])
+
+
+def load(ref: str) -> OpSpec:
+    """The op ``ref`` names: a registered name, or ``"module:attribute"`` of a spec, imported (the module's folder
+    on ``sys.path`` or the current directory) and registered under its name (again with the same spec is a no-op).
+
+    This is how ``--op`` reads its value in every command and in every child process a run starts: a child given
+    ``--op module:SPEC`` imports the module itself, so the op is registered there too.
+
+    Raises:
+        KeyError: no op of that name; ``ImportError`` / ``AttributeError``: the module or the attribute is missing;
+        TypeError: the attribute is not an :class:`OpSpec`.
+
+    >>> load("fastpath_lib.rmsnorm.spec:SPEC") is get("rms_norm")
+    True
+    """
+    if ":" not in ref:
+        return get(ref)
+    import os
+    import sys
+
+    module, attr = ref.strip().split(":", 1)
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.append(os.getcwd())
+    spec = getattr(importlib.import_module(module), attr)
+    if not isinstance(spec, OpSpec):
+        raise TypeError(f"{ref} is a {type(spec).__name__}, not an OpSpec")
+    if _REGISTRY.get(spec.name) is not spec:
+        known = spec.name in _REGISTRY and get(spec.name) is spec
+        if not known:
+            register(spec, replace=spec.name in _REGISTRY and spec.name not in _BUILT_IN)
+    return spec
+
+
+def reference_of(spec: OpSpec) -> str:
+    """What ``--op`` must say for a fresh process to find ``spec``: its registered name for a built-in op, else
+    ``"module:attribute"`` (:func:`source`), else the name (the op is then known only where it was registered).
+
+    >>> reference_of(get("rms_norm"))
+    'rms_norm'
+    """
+    if spec.name in _BUILT_IN and _REGISTRY.get(spec.name) is spec:
+        return spec.name
+    return source(spec) or spec.name
 
 
 def source(spec: OpSpec) -> str | None:

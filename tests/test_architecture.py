@@ -20,7 +20,7 @@ MAX_LINES = 500
 PARTS = {
     "eligibility": ["eligibility"],
     "runtime": ["runtime"],
-    "spec": ["opspec"],
+    "spec": ["opspec", "opparts"],
     "predicate": ["rmsnorm.predicate", "rmsnorm.layout", "rmsnorm.limits", "rmsnorm.thresholds", "rmsnorm.capture",
                   "fused.predicate", "fused.reference"],
     "kernels": ["rmsnorm.kernels", "rmsnorm.launch", "rmsnorm.compiled", "fused.kernels", "fused.launch"],
@@ -28,7 +28,7 @@ PARTS = {
            "__init__", "fused.op", "fused", "vllm_plugin"],
     "support": ["cases", "boundary", "testing", "selftest", "traffic", "fused.cases", "fused.spec", "rmsnorm.cost"],
     "bench": ["bench", "bench.*"],
-    "specs": ["rmsnorm.spec", "fused.op_spec"],
+    "specs": ["rmsnorm.spec", "fused.op_spec", "rmsnorm.graph_capture"],
     "grading": ["grading", "grading.*", "exercises"],
     "widgets": ["widgets"],
     "cli": ["cli", "__main__", "bench.cli", "grading.engine.cli", "grading.engine.autograde", "release",
@@ -42,11 +42,11 @@ MAY_IMPORT = {
     "predicate": {"eligibility"},
     "kernels": {"predicate"},
     "op": {"predicate", "kernels", "eligibility"},
-    "support": {"predicate", "eligibility", "kernels"},
+    "support": {"predicate", "eligibility", "kernels", "spec"},
     "bench": {"op", "kernels", "predicate", "support", "eligibility", "spec"},
-    # an op's spec holds its own cost model (``rmsnorm.cost``, the fused op's in its spec): from bench only the
-    # outcome words, so no arrow runs back up from a spec to the timers that read it
-    "specs": {"op", "kernels", "predicate", "support", "eligibility", "spec", "bench:outcome"},
+    # an op's spec and what it hands the pipeline (its capture test) may use bench's public API: bench imports no op
+    # package (test_bench_imports_no_op_package), so no arrow runs back
+    "specs": {"op", "kernels", "predicate", "support", "eligibility", "spec", "bench"},
     "grading": {"predicate", "support", "eligibility", "bench:outcome"},  # bench: only BENCH_OUTCOME
     "widgets": {"op", "predicate", "support", "eligibility"},
     "cli": {"*"},
@@ -135,6 +135,61 @@ def test_part_imports_only_what_the_whiteboard_allows(mod):
             continue
         pytest.fail(f"fastpath_lib/{MODULES[mod].relative_to(PKG)}:{line}: the {part} part imports "
                     f"fastpath_lib.{target} ({tpart}); the whiteboard allows {sorted(allowed) or 'nothing'}")
+
+
+def _defines_a_spec(path: Path) -> bool:
+    """Whether a module binds a module-level name to ``OpSpec(...)`` (an op's registered spec)."""
+    for node in ast.parse(path.read_text()).body:
+        call = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
+        if isinstance(call, ast.Call) and getattr(call.func, "id", getattr(call.func, "attr", None)) == "OpSpec":
+            return True
+    return False
+
+
+#: The op packages: the subpackages of fastpath_lib holding a module that defines an op's spec (read from the source,
+#: so a new op package is covered without being listed here).
+OP_PACKAGES = sorted({m.split(".")[0] for m, p in MODULES.items() if "." in m and _defines_a_spec(p)})
+
+
+def _code_strings(mod: str) -> list[tuple[str, int]]:
+    """Imports inside string constants that are Python code (a probe a child process runs): ``(module, line)``."""
+    out = []
+    for node in ast.walk(ast.parse(MODULES[mod].read_text())):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and "import" in node.value:
+            try:
+                tree = ast.parse(node.value)
+            except SyntaxError:
+                continue
+            for sub in ast.walk(tree):
+                names = [a.name for a in sub.names] if isinstance(sub, ast.Import) else \
+                    [f"{sub.module}.{a.name}" for a in sub.names] if isinstance(sub, ast.ImportFrom) and sub.module \
+                    else []
+                out += [(t, node.lineno) for n in names if (t := _resolve(n))]
+    return out
+
+
+def _op_package_imports(mod: str, graph=None) -> list[str]:
+    """Where a module imports an op package (a module inside one, or the package ``fastpath_lib`` itself, whose
+    ``__init__`` imports them), at module level, inside a function, or in a probe's code string."""
+    edges = [(t, line) for t, _, line in (graph or GRAPH)[mod]] + _code_strings(mod)
+    return [f"line {line}: fastpath_lib.{t}" for t, line in edges
+            if t == "__init__" or t.split(".")[0] in OP_PACKAGES]
+
+
+@pytest.mark.parametrize("mod", sorted(m for m in MODULES if _part(m) == "bench"))
+def test_bench_imports_no_op_package(mod):
+    """The bench knows ops only through their registered specs (the whiteboard's bench row): no bench module imports
+    an op package, not even inside a function or in the code a child process runs."""
+    found = _op_package_imports(mod)
+    assert not found, f"fastpath_lib/{MODULES[mod].relative_to(PKG)} imports an op package: " + "; ".join(found)
+
+
+def test_the_op_package_rule_can_fail():
+    """The op packages are found from the source, and a planted import of one (or of the package) is reported."""
+    assert {"rmsnorm", "fused"} <= set(OP_PACKAGES), OP_PACKAGES
+    planted = dict(GRAPH, **{"bench.report": [("rmsnorm.limits", "MAX_COLS", 3), ("__init__", "", 4)]})
+    assert _op_package_imports("bench.report", planted) == ["line 3: fastpath_lib.rmsnorm.limits",
+                                                             "line 4: fastpath_lib.__init__"]
 
 
 def test_no_import_cycle():

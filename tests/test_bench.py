@@ -717,6 +717,9 @@ def test_compiled_facts_of_the_matrix_widths_need_no_gpu():
     assert res["archs"] == ["sm_90"] and {r["kernel"] for r in rows} == {"forward", "backward"}
     assert {r["block"] for r in rows} == {128} and {r["dtype"] for r in rows} == {"float16", "bfloat16", "float32"}
     assert all(r["registers"] > 0 and r["arch"] == "sm_90" for r in rows)
+    # the vector width is the one read from the PTX (16-byte accesses on 128-wide aligned rows), in elements
+    size = {"float16": 2, "bfloat16": 2, "float32": 4}
+    assert all(r["vector_bytes"] == 16 and r["vec"] == 16 // size[r["dtype"]] for r in rows if r["kernel"] == "forward")
     note = bench.pr_note(df=synthetic_results(), env=SYNTHETIC_GPU_ENV, compiled=rows)
     assert "| forward | sm_90 | float16 |" in note and "not GPU measurements" in note
 

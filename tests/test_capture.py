@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from fastpath_lib.bench import capture as step
+from fastpath_lib.rmsnorm import graph_capture as step
 from fastpath_lib.bench import evidence
 from fastpath_lib.rmsnorm import capture, predicate
 

@@ -46,10 +46,13 @@ def test_plan_fits_its_budget_with_every_minimum_met_and_every_step_exists():
                      "replay", "compile_cost", "compiled", "host", "compiled_baselines", "pr_note"]
     assert max(i for i, n in enumerate(names) if n.endswith("matrix")) < names.index("host")  # after every matrix
     assert evidence.DEFAULT_BUDGET_S == 420
-    from fastpath_lib.bench.preflight import PREFLIGHT_S
+    from fastpath_lib.bench.preflight import PREFLIGHT_EST_S, PREFLIGHT_S
 
-    ok, line = evidence.fits(420, STEPS, PREFLIGHT_S)
+    ok, line = evidence.fits(420, STEPS, PREFLIGHT_S, PREFLIGHT_EST_S)
     assert ok, line
+    expect = sum(s.est_s for s in STEPS) + PREFLIGHT_EST_S  # the minimums fit, the expected time does not: no fit
+    ok, line = evidence.fits(expect - 1, STEPS, 0.0, PREFLIGHT_EST_S)
+    assert sum(s.min_s for s in STEPS) <= expect - 1 and not ok and "expected time does NOT fit" in line, line
     for s in STEPS:  # a fixed minimum that covers a step's start, and where its expected cost comes from
         assert s.min_s >= evidence.START_S + 3 and s.est_s and s.basis.split(":")[0] in ("measured", "estimate"), s
         module, func = s.target.split(":")

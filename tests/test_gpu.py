@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 import fastpath_lib
-from fastpath_lib.bench.capture import capture_from_results, run_capture
+from fastpath_lib.rmsnorm.graph_capture import capture_from_results, run_capture
 from fastpath_lib.cases import CaseSpec
 from fastpath_lib.rmsnorm import capture, limits
 from fastpath_lib.rmsnorm import predicate as P

@@ -153,7 +153,7 @@ def test_sweep_of_a_spec_without_a_fast_route_says_so():
 def test_an_ops_sweep_is_not_recorded_as_rmsnorms_threshold(tmp_path):
     (tmp_path / "environment.json").write_text(json.dumps({"op": "fused_add_rms_norm"}))
     (tmp_path / "threshold.csv").write_text(",".join(sweep.SWEEP_COLUMNS) + "\n")
-    with pytest.raises(ValueError, match="RMSNorm's row threshold"):
+    with pytest.raises(ValueError, match="declares no thresholds record"):
         sweep.threshold_from_results(tmp_path)
 
 

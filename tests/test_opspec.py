@@ -129,7 +129,9 @@ def test_a_registered_op_gets_a_quick_matrix_plot_and_results_folder(softmax_op,
     printed = capsys.readouterr().out
     assert "narrow_fp32" in printed and "2 of 2 predeclared cases run" in printed
     loaded, lenv = results.load_results(out)
-    assert lenv["op"] == "row_softmax_test" and set(loaded["case_id"]) == {"narrow_fp32", "wide_fp16"}
+    matrix = loaded[loaded["family"] != "host-overhead"]  # every bench run also times the op's host cost
+    assert lenv["op"] == "row_softmax_test" and set(matrix["case_id"]) == {"narrow_fp32", "wide_fp16"}
+    assert "host-overhead" in set(loaded["family"]) and "host time per call" in printed
     assert (out / "boundary.png").stat().st_size > 0
 
 
@@ -163,7 +165,10 @@ def test_rms_norm_is_registered_first_with_the_kits_own_pieces():
     spec = opspec.get("rms_norm")
     assert opspec.names()[0] == "rms_norm"
     assert spec.function is fastpath_lib.rms_norm and spec.reference is F.rms_norm
-    assert spec.predicate is rms.PREDICATE and spec.tolerances is TOLERANCES and spec.bytes_moved is bytes_moved
+    from fastpath_lib.rmsnorm import cost
+
+    assert spec.predicate is rms.PREDICATE and spec.tolerances is TOLERANCES and spec.bytes_moved is cost.bytes_moved
+    assert bytes_moved(8, 64, torch.float16, "backward") == cost.bytes_moved(8, 64, torch.float16, "backward")
     assert spec.baseline == ("F.rms_norm", F.rms_norm)
     declared = load_cases()
     cases = spec.matrix()

@@ -9,14 +9,15 @@ maintenance cost (:func:`compile_cost`), run-to-run drift (:func:`compare`) and 
 ``python -m fastpath_lib evidence`` runs all of it on a GPU in one time-boxed command (:mod:`.evidence`).
 
 Modules, one job each: ``schema`` (what a result means: the columns, the unit, the outcome words, the labels, the
-GPU-run rule), ``matrix`` (the declared cases), ``timing``, ``metadata`` (``environment.json``), ``harness`` (running
-the matrix), ``hostmethod`` (the one host-timing method), ``ophost`` (any op's host cost), ``host`` (RMSNorm's host
-cost and the host tables), ``vllmhost`` (vLLM's dispatch with the kit's provider, in a child process), ``sweep``
-(the row threshold), ``workload`` (decoder replay, compile cost, compiled facts), ``trace`` (a serving trace weighted
-by call counts), ``buildcost`` (ahead-of-time compile time and cache bytes), ``analysis`` (table arithmetic),
-``plot``, ``results`` (folders, and which one is the recorded GPU run), ``reading`` (the names the lessons import from
-results and host), ``peer`` (a peer's published GPU data, read critically), ``drift``, ``report`` (the PR note),
-``evidence``, ``evidence_plan`` (its steps and budgets), ``preflight`` (what refuses a run that cannot succeed) and
+GPU-run rule), ``matrix`` (the declared cases), ``timing``, ``metadata`` (``environment.json``), ``harness``
+(running the matrix), ``hostmethod`` (the one host-timing method), ``ophost`` (any op's host cost), ``host`` (the
+default op's host cost and the host tables), ``capture`` (the capture step over each op's declared capture test),
+``vllmhost`` (vLLM's dispatch with the kit's provider, in a child process), ``sweep`` (the row threshold),
+``workload`` (decoder replay, compile cost, compiled facts), ``trace`` (a serving trace weighted by call counts),
+``buildcost`` (ahead-of-time compile time and cache bytes), ``analysis`` (table arithmetic), ``plot``, ``results``
+(folders, and which one is the recorded GPU run), ``reading`` (the names the lessons import from results and host),
+``peer`` (a peer's published GPU data, read critically), ``drift``, ``report`` (the PR note), ``evidence``,
+``evidence_plan`` (its steps and budgets), ``preflight`` (what refuses a run that cannot succeed) and
 ``evidence_steps`` (the one-command GPU run) with ``pytest_deadline``, and ``cli``.
 Importing the package (or one of its modules) imports no other module of it: each public name, and each module
 read as an attribute (``bench.matrix``), is imported from its module on first use (PEP 562), so a module an

@@ -4,7 +4,7 @@ Every specialization (kernel x dtype x block x warps x rows per program x weight
 binary, compiled by Triton's JIT on first use in every process with an empty cache: a one-off cost users see as a
 slower first step, and bytes in the kernel cache. On a GPU :func:`fastpath_lib.bench.compile_cost` measures that in a
 fresh process. This module measures the part that needs no GPU: :func:`aot_build_cost` compiles some specializations
-for a real target (``sm_90`` by default) into an empty Triton cache with :mod:`fastpath_lib.rmsnorm.compiled`, and
+for a real target (``sm_90`` by default) into an empty Triton cache with the op's compiler (``OpSpec.compiler``), and
 reports the compile seconds per specialization on *this* machine's CPU and the bytes the cache holds afterwards
 (cubin, PTX, the IRs and metadata). These are compile-time facts, not GPU measurements.
 """
@@ -15,24 +15,32 @@ import os
 import tempfile
 from pathlib import Path
 
+from fastpath_lib import opspec
 from fastpath_lib.bench.schema import NOT_GPU
 
 __all__ = ["aot_build_cost", "region_specializations"]
 
 
-def region_specializations(archs=(80, 90)) -> int:
-    """How many distinct binaries the whole eligible region can launch (every width, dtype, weight, kernel)."""
-    from fastpath_lib.rmsnorm import compiled
+def _compiler(spec):
+    spec = spec or opspec.default()
+    if spec.compiler is None:
+        raise RuntimeError(f"{spec.name}: compiler (OpSpec.compiler) is {opspec.NOT_DECLARED}")
+    return spec.compiler
 
-    return len(compiled.specializations(archs=archs))
+
+def region_specializations(archs=(80, 90), *, spec: opspec.OpSpec | None = None) -> int:
+    """How many distinct binaries the whole eligible region of ``spec`` (default: the default op) can launch (every
+    width, dtype, weight, kernel): its compiler's ``specializations(archs=...)``."""
+    return len(_compiler(spec).specializations(archs=archs))
 
 
-def aot_build_cost(specs, *, timeout: float = 600) -> dict:
+def aot_build_cost(specs, *, timeout: float = 600, spec: opspec.OpSpec | None = None) -> dict:
     """Compile ``specs`` for their GPU targets into an empty Triton cache; time it and weigh the cache.
 
     Args:
-        specs: :class:`fastpath_lib.rmsnorm.compiled.Specialization` objects.
+        specs: builds the op's compiler takes (its ``kernels()``' items).
         timeout: seconds for the compile subprocesses.
+        spec: the operator whose compiler builds them (default: the default op).
 
     Returns:
         ``{"per_specialization": [{"label", "compile_s", "registers", "spills", "load_bytes"}...],
@@ -45,8 +53,7 @@ def aot_build_cost(specs, *, timeout: float = 600) -> dict:
         ``TRITON_CACHE_DIR`` points at a temporary folder for the duration of the call only, so the compile is cold
         and the bytes are this call's; the previous value is restored.
     """
-    from fastpath_lib.rmsnorm import compiled
-
+    compiled = _compiler(spec)
     specs = list(specs)
     why = compiled.missing_tools()
     if why:
@@ -68,7 +75,8 @@ def aot_build_cost(specs, *, timeout: float = 600) -> dict:
         return {"per_specialization": [], "total_compile_s": None, "cache_bytes": None, "cubin_bytes": None,
                 "files": 0, "note": "already compiled earlier in this process: not measured again (use a fresh "
                                     "process)"}
-    per = [{"label": s.label(), "compile_s": r["compile_s"], "registers": r["registers"], "spills": r["spills"],
+    per = [{"label": s.label() if callable(s.label) else s.label, "compile_s": r["compile_s"],
+            "registers": r["registers"], "spills": r["spills"],
             "load_bytes": r["load_bytes"]} for s, r in zip(specs, rows)]
     return {"per_specialization": per, "total_compile_s": round(sum(p["compile_s"] for p in per), 4),
             "cache_bytes": size, "cubin_bytes": cubin, "files": len(files),

@@ -50,11 +50,15 @@ def _load_cases(path: str | None, only: str | None):
     return cases, declared
 
 
-def print_host(df: pd.DataFrame, baseline: str = "F.rms_norm") -> None:
-    """The host-overhead table, with the fallback's target against ``baseline``, then vLLM's dispatch where the rows
+def print_host(df: pd.DataFrame, baseline: str | None = None) -> None:
+    """The host-overhead table, with the fallback's target against ``baseline`` (default: the default op's first
+    baseline), then vLLM's dispatch where the rows
     hold it (:func:`fastpath_lib.bench.vllmhost.vllm_table`)."""
+    from fastpath_lib import opspec
     from fastpath_lib.bench.host import TARGET_RATIO, host_table
     from fastpath_lib.bench.vllmhost import LABEL, vllm_table
+
+    baseline = baseline or opspec.default().baseline[0]
 
     t = host_table(df)
     if len(t):
@@ -86,14 +90,21 @@ def bench_main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-analyses", action="store_true", help="skip the threshold sweep, replay and compile cost")
     p.add_argument("--only", help="comma-separated case ids to run (a subset of the matrix)")
     p.add_argument("--family", choices=("all", "matrix", "host"), default="all",
-                   help="the predeclared matrix, the host-overhead family, or both (default; for an --op other "
-                        "than rms_norm 'all' is its matrix and 'host' its host-overhead family)")
-    p.add_argument("--op", default="rms_norm",
+                   help="the predeclared matrix, the host-overhead family, or both (default)")
+    p.add_argument("--op", default=None,
                    help="the registered operator (fastpath_lib.opspec.names()) whose matrix to run, or "
-                        "MODULE:ATTRIBUTE naming an OpSpec to register first (default: rms_norm, the full pipeline)")
+                        "MODULE:ATTRIBUTE naming an OpSpec to register first (default: the first registered op, "
+                        "the full pipeline with its case file and analyses)")
     args = p.parse_args(argv)
-    if args.op != "rms_norm":
-        return _bench_op(args)
+    from fastpath_lib import opspec
+
+    if args.op is not None:
+        try:
+            spec = opspec.load(args.op)
+        except (ImportError, AttributeError, KeyError, ValueError, TypeError) as exc:
+            return fail(f"--op {args.op}: {exc}")
+        if spec is not opspec.default():
+            return _bench_op(args, spec)
     from fastpath_lib import bench
     from fastpath_lib.bench.schema import NOT_GPU
 
@@ -145,11 +156,10 @@ def _with_host_rows(spec, df: pd.DataFrame, quick: bool) -> pd.DataFrame:
     return out
 
 
-def _bench_op(args) -> int:
-    """``bench --op NAME``: another registered operator's matrix, timed and classified; with ``--out``, written with
-    the boundary plot and the PR note in the kit's form and vLLM's template (:data:`NOTE_FILES`)."""
-    import importlib
-
+def _bench_op(args, spec) -> int:
+    """``bench --op NAME``: another registered operator's matrix and its host-overhead family (``--family`` picks
+    one), timed and classified; with ``--out``, written with the boundary plot and the PR note in the kit's form and
+    vLLM's template (:data:`NOTE_FILES`)."""
     from fastpath_lib import opspec
     from fastpath_lib.bench import results
     from fastpath_lib.bench.analysis import coverage_line, summary_table
@@ -158,15 +168,7 @@ def _bench_op(args) -> int:
     from fastpath_lib.bench.schema import NOT_GPU
 
     if args.cases or args.no_analyses:
-        return fail(f"--op {args.op}: --cases and --no-analyses apply to rms_norm only")
-    try:
-        if ":" in args.op:
-            module, attr = args.op.split(":", 1)
-            spec = opspec.register(getattr(importlib.import_module(module), attr), replace=True)
-        else:
-            spec = opspec.get(args.op)
-    except (ImportError, AttributeError, KeyError, ValueError) as exc:
-        return fail(f"--op {args.op}: {exc}")
+        return fail(f"--op {args.op}: --cases and --no-analyses apply to {opspec.names()[0]} (the default op) only")
     only = [w for w in args.only.split(",") if w] if args.only else None
     unknown = sorted(set(only or []) - {c.id for c in spec.matrix()})
     if unknown:
@@ -181,14 +183,15 @@ def _bench_op(args) -> int:
         only = []
     df = run_op(spec, quick=args.quick, only=only)
     env = df.attrs["environment"]
-    if args.family == "host":
-        df = _with_host_rows(spec, df, args.quick)
-    else:
+    env["op_ref"] = opspec.reference_of(spec) if ":" not in args.op else args.op
+    if args.family != "host":
         print(_show(summary_table(df, gpu=env["gpu_measurement"])))
         print(f"\n{spec.name}: {coverage_line(df, env)}")
+    if args.family != "matrix":
+        df = _with_host_rows(spec, df, args.quick)
     if not env["gpu_measurement"]:
         print(f"\n{NOT_GPU.upper()}: CPU / Triton-interpreter timings; outcomes read unmeasured"
-              + ("; host time per call is a CPU measurement." if args.family == "host" else "."))
+              + ("; host time per call is a CPU measurement." if args.family != "matrix" else "."))
     if staging is not None:
         results.write(staging, df, env)
         for template, name in NOTE_FILES.items():

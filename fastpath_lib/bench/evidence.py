@@ -1,13 +1,13 @@
 """GPU evidence in one command: ``python -m fastpath_lib evidence --out DIR [--budget-s 420] [--with sanitizer]
-[--dry-run] [--force]``.
+[--op MODULE:SPEC] [--dry-run] [--force]``.
 
 On a CUDA machine with only torch, triton, numpy, pandas, matplotlib, pytest and hypothesis installed (``PYTHONPATH=.``
-from a plain checkout), it first runs a preflight of at most 60 s (:mod:`~fastpath_lib.bench.preflight`: CUDA, the
-host compiler and ``Python.h`` Triton 3.6's launcher needs, one JIT launch, one CUDA-graph capture, free memory, the
-plan against the budget) that refuses, with its reasons, a run that cannot succeed, and then, in order
-(:data:`STEPS`, :mod:`~fastpath_lib.bench.evidence_plan`): the self-test; the ``gpu`` tests and the core tests on CUDA
-with JUnit XML; RMSNorm's predeclared matrix (with the copy bandwidth); every op's row-threshold sweep (host-inclusive
-time of the dispatched call, every admitted dtype) with RMSNorm's proposal; the CUDA-graph capture test; every other
+from a plain checkout), it first runs a preflight of at most 60 s (:mod:`~fastpath_lib.bench.preflight`: CUDA, the host
+compiler and ``Python.h`` Triton 3.6's launcher needs, one JIT launch, one CUDA-graph capture, free memory, the plan
+against the budget) that refuses, with its reasons, a run that cannot succeed, and then, in order (:data:`STEPS`,
+:mod:`~fastpath_lib.bench.evidence_plan`): the self-test; the ``gpu`` tests and the core tests on CUDA with JUnit XML;
+the default op's predeclared matrix (RMSNorm's, with the copy bandwidth); every op's row-threshold sweep (host-inclusive
+time of the dispatched call, every admitted dtype) with its proposal; every op's CUDA-graph capture test; every other
 registered operator's matrix (:func:`op_steps`, under ``ops/NAME/``); every op's workload replay, compile cost and
 compiled facts (one step per job, every op in it); after all the matrices, the host overhead of every op; the
 ``torch.compile`` baselines on a few cases; the PR note. ``--with sanitizer`` adds ``compute-sanitizer --tool memcheck``
@@ -28,7 +28,11 @@ missing (``complete`` and ``missing`` in the manifest); the lessons, the PR note
 Ctrl-C or SIGTERM stops the current step, records it, and still finishes the folder. Exit status: 0 when no step
 failed, 1 when any did, 2 for bad usage or a refused preflight (its reasons, one line each; nothing is written).
 ``--dry-run`` prints the plan with each step's minimum, expected cost (measured or estimated, and how) and budget,
-whether it fits, and checks that everything the steps need imports; it runs anywhere.
+whether its minimums and its expected time fit, and checks that everything the steps need imports; it runs anywhere.
+
+An operator of the practitioner's own joins the run with ``--op MODULE:SPEC`` (or ``FASTPATH_OPS``, or an installed
+entry point: :mod:`fastpath_lib.opspec`): every step's process registers it too, its matrix gets a step of its own,
+and every per-op step runs it where its spec declares what that step needs, saying which field is missing otherwise.
 
 The run opts in to nothing: Triton's interpreter is never used (a set ``TRITON_INTERPRET`` is refused), so every
 timing is a GPU measurement.
@@ -277,7 +281,8 @@ def dry_run(budget_s: float = DEFAULT_BUDGET_S, steps=STEPS, *, collect: bool = 
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m fastpath_lib evidence --out DIR [--budget-s 420] [--with sanitizer] [--dry-run] [--force]``."""
+    """``python -m fastpath_lib evidence --out DIR [--budget-s 420] [--with sanitizer] [--op MODULE:SPEC] [--dry-run]
+    [--force]``."""
     p = argparse.ArgumentParser(prog="python -m fastpath_lib evidence", description=__doc__.split("\n\n")[0])
     p.add_argument("--out", help="the folder to write (must not exist unless --force)")
     p.add_argument("--budget-s", type=float, default=DEFAULT_BUDGET_S,
@@ -286,10 +291,23 @@ def main(argv: list[str] | None = None) -> int:
                    help="add a step left out of the default plan (repeatable)")
     p.add_argument("--dry-run", action="store_true", help="print the plan and check imports; runs anywhere")
     p.add_argument("--force", action="store_true", help="replace an existing folder")
+    p.add_argument("--op", action="append", default=[], metavar="MODULE:SPEC",
+                   help="also run an operator: a registered name or MODULE:ATTRIBUTE naming an OpSpec (repeatable; "
+                        "every step's process registers it too)")
     args = p.parse_args(argv)
     if args.budget_s <= 0:
         print("error: --budget-s must be positive", file=sys.stderr)
         return 2
+    from fastpath_lib import opspec
+
+    for ref in args.op:
+        try:
+            opspec.load(ref)
+        except (ImportError, AttributeError, KeyError, ValueError, TypeError) as exc:
+            print(f"error: --op {ref}: {exc}", file=sys.stderr)
+            return 2
+        if ":" in ref:  # every step's process (a child) reads it and registers the op itself
+            opspec.export(ref)
     steps = all_steps(tuple(args.with_))
     if args.dry_run:
         return dry_run(args.budget_s, steps)

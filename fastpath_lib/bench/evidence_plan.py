@@ -62,18 +62,22 @@ def _s(name: str) -> str:
     return f"{_STEPS_MODULE}:{name}"
 
 
-_CORE = ("torch", "triton", "numpy", "fastpath_lib", "fastpath_lib.rmsnorm.kernels", _STEPS_MODULE)
-_RMS = "rms_norm"
+_CORE = ("torch", "triton", "numpy", "fastpath_lib", "fastpath_lib.opspec", _STEPS_MODULE)
 #: The ``op`` key of the shared steps in :func:`budget_split`.
 SHARED = "shared"
 #: Every step's process starts Python, imports torch and the kit and starts CUDA before its work: measured 6 s on the
 #: project's shared 2-core CPU machine (``python -c "import torch, fastpath_lib, ...evidence_steps, ...opbench"``,
 #: busy), estimated 5 s on the GPU machine with CUDA's start; every minimum below includes it.
 START_S = 5.0
+#: Seconds one case of one provider takes in a matrix step on the GPU machine (do_bench's 25 + 100 ms, the check, the
+#: profile; the fused op's 13 cases x 5 providers were estimated at 35 s with the start).
+CELL_S = 0.45
 _START = f"{START_S:.0f} s process start, torch import and CUDA start (measured 6 s on the project's CPU machine)"
 
 
-def _steps_before_ops() -> tuple[Step, ...]:
+def _steps_before_ops(primary: str, every: str) -> tuple[Step, ...]:
+    """The shared steps, the default op's matrix (``primary``) and the steps every op runs in one job (``every``: the
+    registered ops, comma-separated)."""
     return (
         Step("selftest", "self-test: the kernels on CUDA against the float64 reference", 10, _s("selftest"),
              ("selftest.txt",), _CORE + ("fastpath_lib.selftest",), min_s=15, est_s=15,
@@ -86,18 +90,18 @@ def _steps_before_ops() -> tuple[Step, ...]:
              30, _s("core_tests"), ("tests/core.xml",), _CORE + ("pytest", "hypothesis"), min_s=30, est_s=40,
              basis="estimate: collection (measured 6 s on the project's CPU machine), then as many tests as the "
                    "budget allows (stops between tests; the manifest says collected vs run)"),
-        Step("matrix", "RMSNorm's predeclared matrix (inputs built on the device once per case, one profiler "
+        Step("matrix", f"{primary}'s predeclared matrix (inputs built on the device once per case, one profiler "
              "session per case; the copy bandwidth first; torch.compile in its own step)", 40, _s("matrix"),
              ("results.csv", "environment.json", "boundary.png", "boundary.csv", "copy_bandwidth.json",
               "nvidia_smi.json"), _CORE + ("pandas", "matplotlib", "fastpath_lib.bench.opbench"),
-             op=_RMS, min_s=30, est_s=35,
+             op=primary, min_s=30, est_s=35,
              basis=f"estimate: {_START}; 17 cases x 3 providers at do_bench's 25 + 100 ms, ~1.3 s a case with its "
                    "check, its profile and the graph timing of microsecond calls; cases past the deadline are "
                    "recorded as not run (the step is then partial)"),
         Step("sweep", "the row-threshold sweep of every op: host-inclusive time of the dispatched call against the "
              "baseline (blocks of back-to-back calls, each ending in a sync), every admitted dtype; RMSNorm's "
              "proposal", 25, _s("sweep"), ("threshold.csv", "threshold_proposal.json", "ops/NAME/threshold.csv"),
-             _CORE + ("fastpath_lib.bench.sweep", "fastpath_lib.bench.hostmethod"), op=f"{_RMS},fused_add_rms_norm",
+             _CORE + ("fastpath_lib.bench.sweep", "fastpath_lib.bench.hostmethod"), op=every,
              min_s=30, est_s=40,
              basis=f"estimate: {_START}; RMSNorm 15 row counts x 3 widths x 3 dtypes, the fused op 8 x 1 x 3, each "
                    "point 2 x 16 blocks of ~4 ms (~0.16 s with its inputs): ~26 s, plus first launches of kernel "
@@ -106,14 +110,13 @@ def _steps_before_ops() -> tuple[Step, ...]:
         Step("capture", "CUDA-graph capture of every op at the boundary shapes, eager and through its custom op (what "
              "compile graphs and vLLM call), replayed on new data against the reference; a verdict per op and path",
              15, "fastpath_lib.bench.capture:step", ("capture_test.json",), _CORE + ("fastpath_lib.bench.capture",),
-             op=f"{_RMS},fused_add_rms_norm", min_s=30, est_s=40,
+             op=every, min_s=30, est_s=40,
              basis=f"estimate: {_START}; 40 captures (RMSNorm's 12 and the fused op's 8, by each of two paths) with "
                    "their warm-ups, under 1 s each once the matrix has compiled the kernels"),
     )
 
 
-def _steps_after_ops() -> tuple[Step, ...]:
-    both = f"{_RMS},fused_add_rms_norm"
+def _steps_after_ops(both: str) -> tuple[Step, ...]:
     return (
         Step("replay", "workload replay of every op (a small decoder, norms swapped; the fused op's serving trace)",
              8, _s("replay"), ("replay.json", "ops/NAME/replay.json"), _CORE + ("fastpath_lib.bench.workload",
@@ -128,7 +131,7 @@ def _steps_after_ops() -> tuple[Step, ...]:
                    "the probe's time limit is caught and recorded"),
         Step("compiled", "compile-time facts of every op's kernels (vector width, registers, spills)", 5,
              _s("compiled_facts"), ("compiled.json", "ops/NAME/compiled.json"),
-             _CORE + ("fastpath_lib.rmsnorm.compiled",), op=both, min_s=20, est_s=25,
+             _CORE + ("fastpath_lib.bench.workload",), op=both, min_s=20, est_s=25,
              basis="measured: RMSNorm's 116 specializations for sm_80 and sm_90 in 38 s, the fused op's 72 in 58 s, "
                    "one worker on the project's busy 2-core CPU machine (no GPU needed): ~100 core-seconds, about "
                    f"8 s on the GPU machine's 15 workers, plus {_START}"),
@@ -147,8 +150,8 @@ def _steps_after_ops() -> tuple[Step, ...]:
              basis="estimate: a cold Inductor compile of a norm is 5-40 s on 16 cores (10 s typical); two forward "
                    "cases per op (smallest and largest), as many as the budget allows (the rest recorded as not "
                    "started, the step then partial)"),
-        Step("pr_note", "the PR note drafted from this folder, and what it lacks", 2, _s("pr_note"),
-             ("pr_note.md",), _CORE + ("fastpath_lib.bench.report",), min_s=8, est_s=8,
+        Step("pr_note", "the PR note of every op drafted from this folder, and what it lacks", 2, _s("pr_note"),
+             ("pr_note.md", "ops/NAME/pr_note.md"), _CORE + ("fastpath_lib.bench.report",), min_s=8, est_s=8,
              basis="measured: 7.4 s on the project's CPU machine (run_evidence with the host, compiled and PR-note "
                    "steps)"),
     )
@@ -171,15 +174,24 @@ def _op_files(name: str, *files: str) -> tuple[str, ...]:
 
 
 def op_steps(name: str) -> tuple[Step, ...]:
-    """The step of its own a registered operator other than RMSNorm gets: its predeclared matrix against every
+    """The step of its own a registered operator other than the default op gets: its predeclared matrix against every
     baseline (but ``torch.compile``), written under ``ops/NAME/``. Its sweep, replay, capture, compile cost, compiled
     facts and compiled baselines run inside the shared step of the same job (one process per job: every process
-    start costs its torch import and CUDA start)."""
+    start costs its torch import and CUDA start). The expected time is read from the spec: its cases times its
+    providers (every baseline but ``torch.compile``, the dispatched call, the fast route where it has one) at
+    :data:`CELL_S` each."""
+    from fastpath_lib import opspec
+
+    spec = opspec.get(name)
+    cases = len(spec.matrix())
+    providers = sum(b != opspec.COMPILED for b in spec.baselines) + 1 + (spec.fast is not None)
+    est = START_S + max(3.0, CELL_S * cases * providers)  # at least the few seconds every step's minimum covers
     needs = _CORE + ("fastpath_lib.opspec", "fastpath_lib.bench.opbench")
     return (Step(f"{name}_matrix", f"{name}: its predeclared matrix against its baselines (torch.compile in its own "
                  "step)", 30, _s("matrix"), _op_files(name, "results.csv", "environment.json", "boundary.png"),
-                 needs, op=name, min_s=30, est_s=35,
-                 basis=f"estimate: {_START}; 13 cases x 5 providers at do_bench's 25 + 100 ms, ~2 s a case"),)
+                 needs, op=name, min_s=min(30.0, est), est_s=round(est),
+                 basis=f"estimate: {_START}; {cases} cases x {providers} providers at do_bench's 25 + 100 ms with "
+                       f"the check, ~{CELL_S} s each"),)
 
 
 def all_steps(with_: tuple[str, ...] = ()) -> tuple[Step, ...]:
@@ -191,11 +203,12 @@ def all_steps(with_: tuple[str, ...] = ()) -> tuple[Step, ...]:
     unknown = [n for n in with_ if n not in OPTIONAL]
     if unknown:
         raise ValueError(f"no optional step {unknown}; there are: {', '.join(OPTIONAL)}")
-    head = _steps_before_ops()
+    names = opspec.names()
+    head = _steps_before_ops(names[0], ",".join(names))
     extra = tuple(OPTIONAL[n][0] for n in with_)
     tests = [i for i, s in enumerate(head) if s.name.endswith("_tests")][-1] + 1
-    ops = tuple(s for n in opspec.names() if n != _RMS for s in op_steps(n))
-    return (*head[:tests], *extra, *head[tests:], *ops, *_steps_after_ops())
+    ops = tuple(s for n in names[1:] for s in op_steps(n))
+    return (*head[:tests], *extra, *head[tests:], *ops, *_steps_after_ops(",".join(names)))
 
 
 #: The plan at import (the ops registered by name in :mod:`fastpath_lib.opspec`).
@@ -240,18 +253,20 @@ def plan(budget_s: float, steps=STEPS) -> list[tuple[Step, float]]:
 
 def fits(budget_s: float, steps=STEPS, preflight_s: float = 0.0, preflight_est_s: float | None = None
          ) -> tuple[bool, str]:
-    """Whether the plan fits ``budget_s``: every step's minimum after the preflight's limit (``preflight_s``), and the
-    expected total (the preflight's expected ``preflight_est_s``, default its limit), with what is left over.
+    """Whether the plan fits ``budget_s``: every step's minimum after the preflight's limit (``preflight_s``) and the
+    expected total (the preflight's expected ``preflight_est_s``, default its limit) both within it; the line says
+    each, with what is left over.
 
     >>> fits(420)[0]
     True
     """
     need = sum(s.min_s for s in steps) + preflight_s
     expect = sum(s.est_s or s.min_s for s in steps) + (preflight_s if preflight_est_s is None else preflight_est_s)
-    ok = need <= budget_s
+    ok = need <= budget_s and expect <= budget_s
     line = (f"{need:.0f} s of minimums ({len(steps)} steps{f', preflight {preflight_s:.0f} s' if preflight_s else ''}"
-            f") {'fit' if ok else 'do NOT fit'} {budget_s:.0f} s; expected {expect:.0f} s "
-            f"({budget_s - expect:+.0f} s left over)")
+            f") {'fit' if need <= budget_s else 'do NOT fit'} {budget_s:.0f} s; expected {expect:.0f} s "
+            f"({budget_s - expect:+.0f} s left over"
+            + ("" if expect <= budget_s else ": the expected time does NOT fit; raise --budget-s") + ")")
     return ok, line
 
 

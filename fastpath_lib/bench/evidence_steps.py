@@ -27,12 +27,16 @@ from fastpath_lib import runtime
 from fastpath_lib.bench.step_process import StepContext, child_main  # noqa: F401 - a step's context and process
 from fastpath_lib.runtime import ROOT, child_env
 
-__all__ = ["StepContext", "child_main", "find_sanitizer", "collect_tests", "CORE_TESTS", "PRIMARY", "selftest",
+__all__ = ["StepContext", "child_main", "find_sanitizer", "collect_tests", "CORE_TESTS", "primary", "selftest",
            "gpu_tests", "core_tests", "sanitizer", "matrix", "host", "sweep", "replay", "compile_cost",
            "compiled_facts", "compiled_baselines", "pr_note", "STATUSES"]
 
-#: The operator whose files sit at the top of the evidence folder (each other op's under ``ops/NAME/``).
-PRIMARY = "rms_norm"
+def primary() -> str:
+    """The operator whose files sit at the top of the evidence folder: the default op, the first registered (each
+    other op's under ``ops/NAME/``)."""
+    from fastpath_lib import opspec
+
+    return opspec.names()[0]
 
 #: The core tests the evidence run repeats on CUDA (those present in the checkout).
 CORE_TESTS = ("tests/test_predicate.py", "tests/test_boundaries.py", "tests/test_contract.py",
@@ -168,22 +172,22 @@ def _copy(ctx: StepContext):
 
 
 def _spec(ctx: StepContext):
-    """The operator the step serves (``ctx.op``; RMSNorm when none is named)."""
+    """The operator the step serves (``ctx.op``; the default op when none is named)."""
     from fastpath_lib import opspec
 
-    return opspec.get(ctx.op or PRIMARY)
+    return opspec.get(ctx.op or primary())
 
 
 def _home(ctx: StepContext, spec) -> tuple[Path, str]:
-    """Where ``spec``'s files go and their names' prefix: the staging folder itself for RMSNorm, ``ops/NAME/``
-    (created) for any other op."""
-    if spec.name == PRIMARY:
+    """Where ``spec``'s files go and their names' prefix: the staging folder itself for the default op,
+    ``ops/NAME/`` (created) for any other op."""
+    if spec.name == primary():
         return ctx.out, ""
     return _op_folder(ctx, spec.name), f"ops/{spec.name}/"
 
 
 def _named(spec, why) -> str:
-    return why if spec.name == PRIMARY else f"{spec.name}: {why}"
+    return why if spec.name == primary() else f"{spec.name}: {why}"
 
 
 #: Step statuses from best to worst: a step of several ops reports the worst of its parts.
@@ -198,7 +202,7 @@ def _each_op(ctx: StepContext, part) -> dict:
 
     from fastpath_lib import opspec
 
-    names = ctx.ops or (PRIMARY,)
+    names = ctx.ops or (primary(),)
     parts = {}
     for i, name in enumerate(names):
         share = (ctx.deadline - time.monotonic()) / (len(names) - i)
@@ -251,7 +255,7 @@ def _smi(ctx: StepContext, step: str, when: str) -> None:
 
     f = ctx.out / "nvidia_smi.json"
     data = json.loads(f.read_text()) if f.exists() else {}
-    data.setdefault(f"{step}{'@' + ctx.op if ctx.op and ctx.op != PRIMARY else ''}", {})[when] = gpu_state()
+    data.setdefault(f"{step}{'@' + ctx.op if ctx.op and ctx.op != primary() else ''}", {})[when] = gpu_state()
     ctx.write_json("nvidia_smi.json", data)
 
 
@@ -282,7 +286,7 @@ def host(ctx: StepContext):
         folder = _home(ctx, spec)[0]
         csv = folder / "results.csv"
         results.write_table(folder, pd.concat([pd.read_csv(csv), rows], ignore_index=True) if csv.exists() else rows)
-        if name == PRIMARY and not (ctx.out / "environment.json").exists():  # no matrix ran: name the declared
+        if name == primary() and not (ctx.out / "environment.json").exists():  # no matrix ran: name the declared
             from fastpath_lib.bench.matrix import load_cases
 
             env = environment()
@@ -302,20 +306,18 @@ def host(ctx: StepContext):
 def sweep(ctx: StepContext):
     """Every op's row sweep (``ctx.ops``): its dispatched call against its first baseline across row counts and
     every admitted dtype, host time included (:func:`fastpath_lib.bench.sweep.threshold_sweep`), and the proposal.
-    RMSNorm's is the full sweep (its proposal is what ``thresholds.json`` records); another op's is the quick sweep,
-    into ``ops/NAME/``. "partial" when the deadline cut a sweep short (no threshold is proposed from it)."""
+    An op whose spec records its threshold (``OpSpec.thresholds``) gets the full sweep (its proposal is what that
+    record keeps); another op the quick sweep. "partial" when the deadline cut a sweep short (no threshold is proposed
+    from it)."""
     from fastpath_lib import opspec
     from fastpath_lib.bench.sweep import threshold_sweep
 
     _smi(ctx, "sweep", "before")
 
     def one(spec, deadline):
-        if spec.name == PRIMARY:
-            table = threshold_sweep(deadline=deadline)
-        elif spec.fast is None:
-            return {"status": "skipped", "why": f"{spec.name}: its fast route is {opspec.NOT_DECLARED}"}
-        else:
-            table = threshold_sweep(spec=spec, quick=True, deadline=deadline)
+        if spec.fast is None:
+            return {"status": "skipped", "why": f"{spec.name}: its fast route (OpSpec.fast) is {opspec.NOT_DECLARED}"}
+        table = threshold_sweep(spec=spec, quick=spec.thresholds is None, deadline=deadline)
         folder, prefix = _home(ctx, spec)
         table.to_csv(folder / "threshold.csv", index=False)
         proposal = table.attrs["proposal"]
@@ -340,7 +342,7 @@ def replay(ctx: StepContext):
     _smi(ctx, "replay", "before")
 
     def one(spec, deadline):
-        if spec.name == PRIMARY:
+        if spec.name == primary():
             res = run()
             ctx.write_json("replay.json", res)
             return {"status": "ran", "why": f"logits agree: {res.get('logits_close')}"}
@@ -365,7 +367,7 @@ def compile_cost(ctx: StepContext):
     from fastpath_lib.bench.workload import compile_cost as run
 
     def one(spec, deadline):
-        res = run(spec=None if spec.name == PRIMARY else spec, timeout=max(5.0, deadline - time.monotonic()))
+        res = run(spec=None if spec.name == primary() else spec, timeout=max(5.0, deadline - time.monotonic()))
         if res.get("declared") is False:
             return {"status": "skipped", "why": _named(spec, res["note"])}
         ctx.write_json(f"{_home(ctx, spec)[1]}compile_cost.json", res)
@@ -379,32 +381,16 @@ def compile_cost(ctx: StepContext):
 
 def compiled_facts(ctx: StepContext):
     """Facts read from every op's compiled kernels (``ctx.ops``: vector width, registers, spills), compiled for their
-    GPU targets: RMSNorm's for the matrix's widths on sm_80, sm_90 and this GPU's architecture, another op's for its
-    spec's ``kernels``."""
-    from fastpath_lib.rmsnorm import compiled
+    GPU targets by the op's ``compiler``: its spec's ``kernels`` for sm_80, sm_90 and this GPU's architecture."""
+    from fastpath_lib.bench.workload import compiled_facts as facts
 
     workers = max(1, (os.cpu_count() or 2) - 1)
 
     def one(spec, deadline):
-        left = max(5.0, deadline - time.monotonic())
-        if spec.name == PRIMARY:
-            from fastpath_lib.bench.workload import compiled_facts as facts
-
-            res = facts(timeout=left, workers=workers)
-            if res.get("skipped"):
-                return {"status": "skipped", "why": res["skipped"]}
-            rows, archs = res["rows"], res["archs"]
-        else:
-            if spec.kernels is None:
-                return {"status": "skipped", "why": f"{spec.name} names no kernels to compile"}
-            why = compiled.missing_tools()
-            if why:
-                return {"status": "skipped", "why": why}
-            builds = spec.kernels()
-            rows = compiled.facts(builds, timeout=left, workers=workers)
-            for b, r in zip(builds, rows):
-                r["label"] = b.label
-            archs = sorted({r["arch"] for r in rows})
+        res = facts(spec=spec, timeout=max(5.0, deadline - time.monotonic()), workers=workers)
+        if res.get("skipped"):
+            return {"status": "skipped", "why": _named(spec, res["skipped"])}
+        rows, archs = res["rows"], res["archs"]
         ctx.write_json(f"{_home(ctx, spec)[1]}compiled.json", rows)
         spills = sum(1 for r in rows if r.get("spills"))
         return {"status": "ran", "why": _named(spec, f"{len(rows)} specializations for {', '.join(archs)}, "
@@ -448,13 +434,33 @@ def _op_folder(ctx: StepContext, name: str) -> Path:
 
 
 def pr_note(ctx: StepContext):
-    """The PR note, from this folder (and the manifest so far)."""
+    """The PR note, from this folder (and the manifest so far); each other op whose matrix wrote its results gets its
+    own beside them (``ops/NAME/pr_note.md``, the manifest read from this folder)."""
+    import json
+
+    from fastpath_lib import opspec
     from fastpath_lib.bench.report import pr_note as draft
 
     if not (ctx.out / "results.csv").exists():
         return {"status": "failed", "why": "no results.csv: the matrix step did not write any"}
     (ctx.out / "pr_note.md").write_text(draft(ctx.out, allow_incomplete=True))
-    return {"status": "ran"}
+    manifest = ctx.out / "manifest.json"
+    manifest = json.loads(manifest.read_text()) if manifest.exists() else None
+    drafted, missing, failed = [], [], []
+    for name in opspec.names()[1:]:
+        folder = ctx.out / "ops" / name
+        if not (folder / "environment.json").exists():  # its matrix did not run (host rows alone make no note)
+            missing.append(name)
+            continue
+        try:
+            (folder / "pr_note.md").write_text(draft(folder, spec=name, manifest=manifest, allow_incomplete=True))
+            drafted.append(f"ops/{name}/pr_note.md")
+        except Exception as exc:  # noqa: BLE001 - one op's note failing keeps the others'
+            failed.append(f"{name}: {type(exc).__name__}: {exc}"[:300])
+    why = "; ".join(part for part in ("also " + ", ".join(drafted) if drafted else "",
+                                      f"no matrix results for {', '.join(missing)}: no note" if missing else "",
+                                      "not drafted: " + " | ".join(failed) if failed else "") if part)
+    return {"status": "partial" if failed else "ran", "why": why}
 
 
 # --- dry-run helpers -----------------------------------------------------------------------------------------------

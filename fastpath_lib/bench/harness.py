@@ -36,7 +36,6 @@ from fastpath_lib.bench.schema import CSV_COLUMNS, NOT_GPU, measurement_label
 from fastpath_lib.bench.sweep import threshold_sweep
 from fastpath_lib.bench.timing import copy_bandwidth, gpu_measurement, settings_for
 from fastpath_lib.bench.workload import compile_cost, compiled_facts, replay
-from fastpath_lib.rmsnorm.predicate import limits_for
 
 __all__ = ["PROVIDERS", "CSV_COLUMNS", "run_matrix", "matrix_environment"]
 
@@ -55,7 +54,8 @@ def matrix_environment(settings: dict, *, copy_gbps: float, copy_label: str, pro
     env["gpu_measurement"] = gpu
     env["measurement_label"] = measurement_label(env)
     env["declared_cases"] = list(declared)
-    env["region"] = region(limits_for(runtime.kernel_device()))
+    limits = opspec.default().limits
+    env["region"] = region(limits(runtime.kernel_device())) if limits is not None else None
     return env
 
 
@@ -119,7 +119,7 @@ def run_matrix(cases: list[BenchCase] | None = None, *, quick: bool = False, out
     write_to = staging if staging is not None else folder
     if write_to is not None:  # first, so a run cut in the middle still says what was declared and where it ran
         (Path(write_to) / "environment.json").write_text(json.dumps(env, indent=2, default=str) + "\n")
-    spec = opspec.get("rms_norm")
+    spec = opspec.default()
     impls = providers_of(spec)
     device = "cuda" if runtime.cuda_available() else "cpu"
     ops = [opspec.OpCase.from_entry(c.to_json()) for c in cases]  # a case file's entries as the spec's cases

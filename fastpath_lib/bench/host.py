@@ -27,8 +27,8 @@ __all__ = ["TARGET_RATIO", "NOT_MEASURED", "spec", "fallback_cases", "measure_ho
 
 
 def spec() -> opspec.OpSpec:
-    """RMSNorm's registered spec (imported on first use)."""
-    return opspec.get("rms_norm")
+    """The default op's registered spec (RMSNorm's; imported on first use)."""
+    return opspec.default()
 
 
 def fallback_cases() -> list[opspec.HostCase]:
@@ -58,10 +58,10 @@ _BASELINE_NOTE = re.compile(r"baseline: ([^;]+)")
 
 
 def _baseline_name(row) -> str:
-    """The baseline a fallback row was timed against, from its note (rows recorded before notes named it: RMSNorm's
-    ``F.rms_norm``)."""
+    """The baseline a fallback row was timed against, from its note (rows recorded before notes named it: the default
+    op's first baseline, RMSNorm's ``F.rms_norm``)."""
     m = _BASELINE_NOTE.search(str(getattr(row, "note", "") or ""))
-    return m.group(1).strip() if m else "F.rms_norm"
+    return m.group(1).strip() if m else spec().baseline[0]
 
 
 def host_table(df: pd.DataFrame) -> pd.DataFrame:
@@ -112,28 +112,34 @@ def host_table(df: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=cols).set_index("case")
 
 
-def host_plot(table: pd.DataFrame, *, machine: str = "", gpu: bool = False, fontsize: int = 11):
-    """Per-call host time of ``F.rms_norm`` and of the dispatched op, side by side, one pair of bars per case.
+def host_plot(table: pd.DataFrame, *, machine: str = "", gpu: bool = False, fontsize: int = 11,
+              op: opspec.OpSpec | None = None):
+    """Per-call host time of an op's first baseline and of the dispatched op, side by side, one pair of bars per case
+    (``op``: default :func:`fastpath_lib.opspec.default`, ``F.rms_norm`` against ``fastpath_lib.rms_norm``).
 
     Args:
         table: :func:`~fastpath_lib.bench.host.host_table`'s table; its fallback cases are drawn (the eligible
-            case compares with the launcher, not ``F.rms_norm``: read it in the table), unmeasured ones left out.
+            case compares with the launcher, not the baseline: read it in the table), unmeasured ones left out.
         machine: what it was measured on (goes in the title).
         gpu: whether the calls ran on a CUDA device (the title says which kind of time this is).
+        op: whose baseline and public function the bars name.
 
     Returns:
         a matplotlib ``Figure``; each pair is labelled with its ratio and the target.
     """
     from matplotlib.figure import Figure
 
-    t = table[(table["ratio_to"] == "F.rms_norm") & table["baseline_us"].notna() & table["dispatched_us"].notna()]
+    op = op or spec()
+    base, fn = op.baseline[0], op.function
+    public = f"{fn.__module__.split('.')[0]}.{fn.__name__}"
+    t = table[(table["ratio_to"] == base) & table["baseline_us"].notna() & table["dispatched_us"].notna()]
     fig = Figure(figsize=(10, 1.8 + 0.9 * max(1, len(t))), layout="constrained")
     ax = fig.add_subplot(1, 1, 1)
     ys = list(range(len(t)))[::-1]
     h = 0.38
-    ax.barh([y + h / 2 for y in ys], t["baseline_us"], height=h, color="tab:gray", label="F.rms_norm")
+    ax.barh([y + h / 2 for y in ys], t["baseline_us"], height=h, color="tab:gray", label=base)
     ax.barh([y - h / 2 for y in ys], t["dispatched_us"], height=h, color="tab:blue",
-            label="fastpath_lib.rms_norm (dispatch + fallback)")
+            label=f"{public} (dispatch + fallback)")
     for y, r in zip(ys, t.itertuples()):
         if not math.isnan(float(r.ratio)):
             ax.text(r.dispatched_us, y - h / 2, f"  {float(r.ratio):.2f}x", va="center", fontsize=fontsize - 1)
@@ -144,7 +150,7 @@ def host_plot(table: pd.DataFrame, *, machine: str = "", gpu: bool = False, font
     ax.set_xlim(0, float(max(t["dispatched_us"].max(), t["baseline_us"].max())) * 1.25 if len(t) else 1)
     kind = "CUDA calls, host side" if gpu else "CPU host time"
     ax.set_title(f"Dispatch cost on the fallback route ({kind}{', ' + machine if machine else ''})\n"
-                 f"labels: dispatched / F.rms_norm; target at most {TARGET_RATIO}x", fontsize=fontsize)
+                 f"labels: dispatched / {base}; target at most {TARGET_RATIO}x", fontsize=fontsize)
     fig.legend(*ax.get_legend_handles_labels(), loc="outside lower center", ncol=2, fontsize=fontsize - 1)
     ax.grid(True, axis="x", alpha=0.3)
     return fig

@@ -21,15 +21,17 @@ import torch
 
 from fastpath_lib.bench.schema import FALLBACK, LOSS, NEUTRAL, OUTCOMES, WIN
 from fastpath_lib.cases import CaseSpec
-from fastpath_lib.rmsnorm.limits import ALIGN_BYTES
 
 __all__ = ["OUTCOMES", "PASSES", "BENCH_LAYOUTS", "DEFAULT_CASES", "BenchCase", "load_cases", "check_coverage",
-           "coverage_rules", "rationale_words", "Rule", "aligned", "SMALL_ELEMENTS", "LARGE_ELEMENTS",
+           "coverage_rules", "rationale_words", "Rule", "aligned", "ALIGN_BYTES", "SMALL_ELEMENTS", "LARGE_ELEMENTS",
            "STRIDED_LAYOUTS"]
 
 PASSES = ("forward", "backward")
 BENCH_LAYOUTS = ("contiguous", "row_slice", "step", "transposed", "batched", "permuted")
 DEFAULT_CASES = Path(__file__).with_name("cases.json")
+#: The widest global access a GPU thread makes (a 16-byte vector): a case is aligned when its pointer, row stride and
+#: width are multiples of it.
+ALIGN_BYTES = 16
 _DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "float64": torch.float64}
 
 

@@ -121,6 +121,9 @@ def _passes(r: dict, total: float, launches: float = 1.0) -> str:
     """``total`` in passes over ``rows x cols`` plus the weight read once per launch (``5 + 2 w``), when exact."""
     es = torch.empty((), dtype=getattr(torch, str(r["dtype"]))).element_size()
     act, w = int(r["rows"]) * int(r["cols"]) * es, int(r["cols"]) * es
+    whole = total / act if act else math.nan
+    if whole == whole and whole == round(whole) and whole > 0:  # whole passes: nothing read once per launch
+        return f"{whole:.0f}"
     k = (total - launches * w) / act if act else math.nan
     if not (k == k and k == round(k) and k > 0):
         return "—"
@@ -145,9 +148,8 @@ def traffic_section(df: pd.DataFrame, *, baseline: str | None = None) -> list[st
     if show_base:
         head[5:5] = [f"{name} model", "passes"]
     L = [f"Traffic {COUNTED_LABEL} (one call per case, every masked-in load and store; distinct bytes per launch, "
-         "summed over the call's launches; passes over rows x cols plus the weight read once per launch):", "",
-         "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    notes = []
+         "summed over the call's launches; PASSES):", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    notes, vector = [], False
     for _, row in disp.iterrows():
         r = row.to_dict()
         counted, requested, launches = _num(r["counted_bytes"]), _num(r.get("requested_bytes")), _num(
@@ -160,12 +162,18 @@ def traffic_section(df: pd.DataFrame, *, baseline: str | None = None) -> list[st
         if show_base:
             b = _num(base.get(r["case_id"]))
             cells[5:5] = [_int(b), _passes(r, b)]
+        vector = vector or any(str(c).endswith(" w") for c in cells)
         L.append("| " + " | ".join(str(c) for c in cells) + " |")
         if "scratch" in why:
             notes.append(r["case_id"])
+    L[0] = L[0].replace("PASSES", "passes over rows x cols" + (", plus w, a vector one row wide (the weight) read "
+                                                               "once per launch" if vector else ""))
+    backward = bool((disp["pass"] == "backward").any())
+    reread = [part for part, present in (("the weight is re-read by every program", vector),
+                                         ("the backward reads each row twice", backward)) if present]
     L += ["", "Requested counts every lane each time a program asks for it; distinct counts each byte once per "
-          "launch. The weight is re-read by every program (and the backward reads each row twice): logical traffic, "
-          "served by cache on a GPU, so the distinct count is the one to set against the model and the bandwidth."]
+          "launch" + (f"; {' and '.join(reread)}: logical traffic, served by cache on a GPU" if reread else "")
+          + ". The distinct count is the one to set against the model and the bandwidth."]
     if notes:
         L.append(f"The backward's count ({', '.join(notes)}) includes the kernel's fp32 partial-dw scratch: each "
                  "program writes its share of dw to its own fp32 row, which torch.sum reduces after the launch; the "

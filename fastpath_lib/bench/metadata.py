@@ -150,8 +150,8 @@ def region(limits) -> dict | None:
     ``limits`` is what an op's ``OpSpec.limits(device)`` returns: read for ``max_cols`` (``None`` without one: nothing
     recorded), ``min_rows`` (1 without one) and ``source``.
 
-    >>> from fastpath_lib.rmsnorm.limits import Limits
-    >>> region(Limits(min_rows=8))
+    >>> from types import SimpleNamespace
+    >>> region(SimpleNamespace(min_rows=8, max_cols=16384, source="interpreter"))
     {'min_rows': 8, 'max_cols': 16384, 'source': 'interpreter'}
     """
     max_cols = getattr(limits, "max_cols", None)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 
+from fastpath_lib import opspec
 from fastpath_lib.bench.analysis import coverage_line, outcome_counts
 from fastpath_lib.bench.note_evidence import Evidence
 from fastpath_lib.bench.schema import FALLBACK, LOSS, NOT_GPU, OUTCOMES, UNMEASURED, WIN
@@ -123,8 +124,9 @@ def scope(ev: Evidence) -> list[str]:
 
 def rerun(ev: Evidence) -> str:
     """The commands that rerun this evidence."""
-    return (f"- Test: `python -m fastpath_lib bench --op {ev.spec.name} --out DIR` (this matrix); on a GPU, "
-            "`python -m fastpath_lib evidence --out DIR` (every step).")
+    ref = opspec.reference_of(ev.spec)
+    return (f"- Test: `python -m fastpath_lib bench --op {ref} --out DIR` (this matrix); on a GPU, "
+            f"`python -m fastpath_lib evidence --op {ref} --out DIR` (every step).")
 
 
 def _cell(v) -> str:

@@ -78,7 +78,8 @@ DEFAULT_TEXT = {
     "route_differs": lambda spec: "differs",
     "maintenance": lambda spec: [
         "- Surface: the predicate's conditions above; everything else falls back.",
-        f"- New architectures: {{owner}} re-runs `python -m fastpath_lib bench --op {spec.name}` on the new GPU; "
+        f"- New architectures: {{owner}} re-runs `python -m fastpath_lib bench --op {opspec.reference_of(spec)}` on "
+        "the new GPU; "
         "until then the predeclared expectations are unverified there."],
     "limitations": lambda spec: ["- The matrix times the forward pass on contiguous inputs (what `bench --op` runs)."],
     "vllm_op": lambda spec: spec.name if spec.name in VLLM_IR_OPS else [],
@@ -106,7 +107,7 @@ class Evidence:
     spec: OpSpec | None = None
 
     def __post_init__(self):
-        self.spec = self.spec or opspec.get("rms_norm")
+        self.spec = self.spec or opspec.default()
         unknown = sorted(set(self.spec.pr_text) - set(PR_TEXT_KEYS))
         if unknown:
             raise ValueError(f"{self.spec.name}: unknown pr_text keys {unknown}; known: {', '.join(PR_TEXT_KEYS)}")
@@ -143,10 +144,11 @@ class Evidence:
 
 
 def spec_of(spec: OpSpec | str | None, env: dict) -> OpSpec:
-    """The op the note is about: ``spec`` (a spec or a registered name), else the op the results name, else RMSNorm."""
+    """The op the note is about: ``spec`` (a spec or a registered name), else the op the results name, else the default
+    op."""
     if isinstance(spec, OpSpec):
         return spec
-    name = spec or env.get("op") or "rms_norm"
+    name = spec or env.get("op") or opspec.names()[0]
     try:
         return opspec.get(name)
     except KeyError as exc:

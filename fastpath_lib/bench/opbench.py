@@ -131,6 +131,9 @@ def not_run(spec: OpSpec, case: OpCase, providers, *, quick: bool, gpu: bool,
 def op_environment(spec: OpSpec, cases: list[OpCase], settings: dict, gpu: bool) -> dict:
     """``environment.json`` of an op's matrix run: the machine, the harness settings, the op and its cases."""
     providers = providers_of(spec)
+    settings = dict(settings)
+    if not any(c.pass_ == "backward" for c in cases):  # a forward-only matrix has no backward mode to record
+        settings.pop("backward_mode", None)
     env = environment(dict(settings, providers=list(providers), cases=len(cases)))
     env["gpu_measurement"] = gpu
     env["measurement_label"] = measurement_label(env)

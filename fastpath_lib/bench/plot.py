@@ -7,33 +7,43 @@ import re
 import numpy as np
 import pandas as pd
 
+from fastpath_lib import opspec
 from fastpath_lib.bench.analysis import boundary_table
 from fastpath_lib.bench.schema import NOT_GPU, is_gpu_measurement, matrix_rows, measurement_label
-from fastpath_lib.rmsnorm.predicate import CUDA_MIN_ROWS, DEFAULT_CUDA_MIN_ROWS, INTERPRETER_MIN_ROWS, MAX_COLS
 
 __all__ = ["boundary_plot", "min_rows_for", "region_of"]
 
 
-def min_rows_for(env: dict | None, gpu: bool) -> int:
-    """The row threshold that applied to a run: the recorded one for its architecture, else the default.
+def _limits(env: dict, gpu: bool):
+    """The limits the run's op (``env["op"]``, a folder without one: the default op) gives for its device and
+    architecture, asked of its spec; ``None`` when its spec declares none."""
+    spec = opspec.get(env.get("op") or opspec.names()[0])
+    if spec.limits is None:
+        return None
+    if not gpu or env.get("interpreter"):
+        return spec.limits("cpu")
+    m = re.fullmatch(r"sm_(\d+)(\d)", str(env.get("compute_capability") or ""))
+    return spec.limits("cuda", interpret=False, capability=(int(m.group(1)), int(m.group(2))) if m else (0, 0))
 
-    >>> min_rows_for({"compute_capability": "sm_99"}, gpu=True) == DEFAULT_CUDA_MIN_ROWS
+
+def min_rows_for(env: dict | None, gpu: bool) -> int:
+    """The row threshold that applied to a run: the one its op's spec gives for its architecture (the recorded one,
+    else the op's default).
+
+    >>> spec = opspec.default()
+    >>> min_rows_for({"compute_capability": "sm_99"}, gpu=True) == spec.limits("cuda", interpret=False,
+    ...                                                                          capability=(9, 9)).min_rows
     True
-    >>> min_rows_for(None, gpu=False) == INTERPRETER_MIN_ROWS
+    >>> min_rows_for(None, gpu=False) == spec.limits("cpu").min_rows
     True
     """
-    env = env or {}
-    if not gpu or env.get("interpreter"):
-        return INTERPRETER_MIN_ROWS
-    m = re.fullmatch(r"sm_(\d+)(\d)", str(env.get("compute_capability") or ""))
-    cap = (int(m.group(1)), int(m.group(2))) if m else None
-    return CUDA_MIN_ROWS.get(cap, DEFAULT_CUDA_MIN_ROWS)
+    return _limits(env or {}, gpu).min_rows
 
 
 def region_of(env: dict | None, gpu: bool) -> tuple[int, int] | None:
     """``(min_rows, max_cols)`` of the region a run dispatched on: what its ``environment.json`` recorded as ``region``
-    (any op whose spec gives limits); for an RMSNorm folder written before the record, the threshold recorded for its
-    architecture (:func:`min_rows_for`) and :data:`MAX_COLS`; else ``None`` (no region drawn).
+    (any op whose spec gives limits); for a folder of the default op written before the record, the limits its spec
+    gives for the run's architecture (:func:`min_rows_for`); else ``None`` (no region drawn).
 
     >>> region_of({"op": "x", "region": {"min_rows": 8, "max_cols": 4096}}, gpu=False)
     (8, 4096)
@@ -44,8 +54,9 @@ def region_of(env: dict | None, gpu: bool) -> tuple[int, int] | None:
     recorded = env.get("region")
     if isinstance(recorded, dict) and recorded.get("min_rows") and recorded.get("max_cols"):
         return int(recorded["min_rows"]), int(recorded["max_cols"])
-    if env.get("op", "rms_norm") == "rms_norm":
-        return min_rows_for(env, gpu), MAX_COLS
+    if env.get("op", opspec.names()[0]) == opspec.names()[0]:
+        limits = _limits(env, gpu)
+        return (limits.min_rows, limits.max_cols) if limits is not None else None
     return None
 
 
@@ -86,7 +97,8 @@ def boundary_plot(df: pd.DataFrame, ax=None, *, env: dict | None = None):
     min_rows, max_cols = region or (1, 16)  # no region: the axes' own floor (16 columns, the y axis starts there)
     rows_max = max([*table["rows"].tolist(), min_rows * 4]) * 2 if len(table) else 1 << 16
     cols_max = max([*table["cols"].tolist(), max_cols]) * 2 if len(table) else 1 << 16
-    op, baseline = env.get("op", "rms_norm"), env.get("baseline", "F.rms_norm")
+    op = env.get("op") or opspec.names()[0]
+    baseline = env.get("baseline") or (opspec.get(op).baseline[0] if op in opspec.names() else "the baseline")
     if region:
         ax.add_patch(Rectangle((min_rows, 1), rows_max - min_rows, max_cols - 1, facecolor="tab:green", alpha=0.08,
                                edgecolor="tab:green", linestyle="--",

@@ -86,35 +86,42 @@ import json, sys, time
 import torch
 out = {}
 t0 = time.monotonic()
+
+
+def outputs(y):
+    return [t for t in (y if isinstance(y, (tuple, list)) else (y,)) if isinstance(t, torch.Tensor)]
+
+
+def error(y, ref):
+    return max((a.double() - b.double()).abs().max().item() for a, b in zip(outputs(y), outputs(ref)))
+
+
 try:
-    from fastpath_lib.rmsnorm import kernels
-    from fastpath_lib.testing import reference_rms_norm
-    x = torch.randn(64, 256, device="cuda", dtype=torch.float32)
-    w = torch.randn(256, device="cuda", dtype=torch.float32)
-    y = kernels.forward(x, w, 1e-6)
+    from fastpath_lib import opspec
+    from fastpath_lib.bench.trace import call_args
+    spec = opspec.default()
+    args = call_args(spec, 64, 256, torch.float32, "cuda")
+    y = spec.fast(*args)
     torch.cuda.synchronize()
-    ref = reference_rms_norm(x, (256,), w, 1e-6)
-    err = (y.double() - ref.double()).abs().max().item()
-    out["jit"] = {"ok": err < 1e-4, "detail": f"one launch of the forward kernel, max error {err:.2e} "
+    err = error(y, spec.reference(*args))
+    out["jit"] = {"ok": err < 1e-4, "detail": f"one launch of {spec.name}'s fast route, max error {err:.2e} "
                   f"({time.monotonic() - t0:.1f} s with its compile)"}
 except Exception as exc:
     out["jit"] = {"ok": False, "detail": f"{type(exc).__name__}: {exc}"[:600]}
 try:
-    xs = torch.randn(64, 256, device="cuda")
-    ws = torch.randn(256, device="cuda")
+    args = call_args(spec, 64, 256, torch.float32, "cuda", seed=1)
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
-        kernels.forward(xs, ws, 1e-6)
+        spec.fast(*args)
     torch.cuda.current_stream().wait_stream(side)
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):
-        ys = kernels.forward(xs, ws, 1e-6)
-    new = torch.randn(64, 256, device="cuda")
-    xs.copy_(new)
+        ys = spec.fast(*args)
+    args[0].copy_(torch.randn_like(args[0]))
     g.replay()
     torch.cuda.synchronize()
-    err = (ys.double() - reference_rms_norm(new, (256,), ws, 1e-6).double()).abs().max().item()
+    err = error(ys, spec.reference(*args))
     out["capture"] = {"ok": err < 1e-4, "detail": f"captured, replayed on new data, max error {err:.2e}"}
 except Exception as exc:
     out["capture"] = {"ok": False, "detail": f"{type(exc).__name__}: {exc}"[:600]}
@@ -177,7 +184,7 @@ def preflight(budget_s: float, steps, *, timeout: float = PREFLIGHT_S, cuda: boo
         checks.append(_check("toolchain", True, "this Triton builds no C code at launch: no compiler needed"))
     else:
         checks.append(tools())
-    ok_plan, line = fits(budget_s, steps, timeout)
+    ok_plan, line = fits(budget_s, steps, timeout, min(timeout, PREFLIGHT_EST_S))
     checks.append(_check("plan", ok_plan, line))
     if checks[0]["ok"]:
         left = max(5.0, timeout - (time.monotonic() - t0))

@@ -1,24 +1,27 @@
 """The row-threshold sweep: an op's dispatched call against its baseline across row counts and dtypes, host time
 included, and the proposal it makes.
 
-The op is an :class:`~fastpath_lib.opspec.OpSpec` (default RMSNorm: ``fastpath_lib.rms_norm`` against
-``F.rms_norm``). What a row threshold decides is whether an eager call of the *dispatched* op is worth taking the fast
-route, and small eager calls are host-bound: the dispatch's checks and the launch (10-25 us) are part of the cost. So
-each point is timed the way the host family is (:func:`~fastpath_lib.bench.hostmethod.fastest_blocks`: blocks of
-back-to-back calls, each block ending in a device synchronization, the providers interleaved), not as device time
-with an L2 flush between repetitions (which lets the host run ahead and hides the dispatch). The dispatched call runs
-with the row threshold lowered (:func:`fastpath_lib.rmsnorm.predicate.row_threshold`), so it takes the fast route
-wherever every other condition holds, and each row records the route it took. Every dtype the op's predeclared cases
-admit to the fast route is swept.
+The op is an :class:`~fastpath_lib.opspec.OpSpec` (default: the first registered op, RMSNorm's ``fastpath_lib.rms_norm``
+against ``F.rms_norm``), swept along its own widths (``OpSpec.sweep_axes``). What a row threshold decides is whether an
+eager call of the *dispatched* op is worth taking the fast route, and small eager calls are host-bound: the dispatch's
+checks and the launch (10-25 us) are part of the cost. So each point is timed the way the host family is
+(:func:`~fastpath_lib.bench.hostmethod.fastest_blocks`: blocks of back-to-back calls, each block ending in a device
+synchronization, the providers interleaved), not as device time with an L2 flush between repetitions (which lets the
+host run ahead and hides the dispatch). The dispatched call runs with the row threshold lowered where the spec says how
+(``OpSpec.lower_threshold``), so it takes the fast route wherever every other condition holds; an op that declares no
+way runs as it dispatches. Each row records the route it took. Every dtype the op's predeclared cases admit to the fast
+route is swept.
 
-The proposal is what :mod:`fastpath_lib.rmsnorm.thresholds` records for an architecture (``python -m fastpath_lib
-threshold RESULTS_DIR`` writes it with the folder it came from): RMSNorm's row threshold, so only a sweep of RMSNorm is
-recorded there (another op's sweep says where its own crossover lies).
+The proposal is what the op's thresholds record (``OpSpec.thresholds``; RMSNorm's ``thresholds.json``) keeps for an
+architecture (``python -m fastpath_lib threshold RESULTS_DIR`` writes it with the folder it came from); an op without
+one says where its own crossover lies and records nothing.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import re
 import time
 from pathlib import Path
 
@@ -39,9 +42,6 @@ from fastpath_lib.bench.schema import (
 )
 from fastpath_lib.bench.timing import gpu_measurement, quantile
 from fastpath_lib.bench.trace import call_args
-from fastpath_lib.rmsnorm import thresholds
-from fastpath_lib.rmsnorm.predicate import row_threshold
-from fastpath_lib.rmsnorm.thresholds import parse_arch
 
 __all__ = ["threshold_sweep", "propose", "sweep_dtypes", "SWEEP_COLUMNS", "threshold_from_results",
            "record_threshold"]
@@ -49,6 +49,18 @@ __all__ = ["threshold_sweep", "propose", "sweep_dtypes", "SWEEP_COLUMNS", "thres
 #: Columns of ``threshold.csv``.
 SWEEP_COLUMNS = ["cols", "rows", "dtype", "provider", "case_id", "status", "route", "expected", "q20_us", "median_us",
                  "q80_us", "min_us", "samples_us", "number", "timer", "gpu_measurement", "device_name"]
+
+
+def parse_arch(name: str) -> tuple[int, int]:
+    """``"sm_90"`` -> ``(9, 0)``; ``ValueError`` for anything else.
+
+    >>> parse_arch("sm_90")
+    (9, 0)
+    """
+    m = re.fullmatch(r"sm_(\d+)(\d)", str(name))
+    if not m:
+        raise ValueError(f"architecture {name!r} is not of the form sm_XY (e.g. sm_90)")
+    return int(m.group(1)), int(m.group(2))
 
 
 def sweep_dtypes(spec: opspec.OpSpec) -> list[torch.dtype]:
@@ -65,10 +77,12 @@ def threshold_sweep(rows=None, cols=None, dtype: torch.dtype | None = None, *, d
 
     Args:
         rows: row counts (default: powers of two, 1..16384 on a GPU, every other one with ``quick``; 8 and 16 off it).
-        cols: row widths (default: 2048, 4096, 8192 on a GPU, 4096 with ``quick``; 256 off it).
+        cols: row widths (default: the op's ``sweep_axes()``: ``widths`` on a GPU, ``quick`` with ``quick``,
+            ``off_gpu`` off it).
         dtype: sweep this one dtype only.
         dtypes: input dtypes (default: :func:`sweep_dtypes`, every dtype the op admits).
-        spec: the operator (default: RMSNorm); its arguments are :func:`~fastpath_lib.bench.trace.call_args`'s (built
+        spec: the operator (default: :func:`fastpath_lib.opspec.default`); its arguments are
+            :func:`~fastpath_lib.bench.trace.call_args`'s (built
             on the device), provider ``baseline`` for ``spec.baseline`` and ``dispatched`` for ``spec.function``
             (with the route it took).
         quick: fewer points.
@@ -86,14 +100,15 @@ def threshold_sweep(rows=None, cols=None, dtype: torch.dtype | None = None, *, d
     Note:
         Off a GPU the fast route runs in the interpreter: the sweep exercises the pipeline but proposes no threshold.
     """
-    spec = spec or opspec.get("rms_norm")
+    spec = spec or opspec.default()
     base_name, base_fn = spec.baseline
     gpu = gpu_measurement()
     cuda = runtime.cuda_available()
     if rows is None:
         rows = [2 ** k for k in range(0, 15, 2 if quick else 1)] if gpu else [8, 16]
     if cols is None:
-        cols = ((4096,) if quick else (2048, 4096, 8192)) if gpu else (256,)
+        axes = spec.sweep_axes()
+        cols = (axes.quick if quick else axes.widths) if gpu else axes.off_gpu
     dtypes = [dtype] if dtype is not None else list(dtypes) if dtypes is not None else sweep_dtypes(spec)
     blocks = blocks or (16 if gpu else 3)
     block_s = block_s or (0.004 if gpu else 0.001)
@@ -102,7 +117,8 @@ def threshold_sweep(rows=None, cols=None, dtype: torch.dtype | None = None, *, d
     sync = torch.cuda.synchronize if cuda else None
     planned = len(cols) * len(dtypes) * len(rows) if spec.fast is not None else 0
     records, run = [], 0
-    with row_threshold(1), silenced(), torch.no_grad():
+    lowered = spec.lower_threshold(1) if spec.lower_threshold is not None else contextlib.nullcontext()
+    with lowered, silenced(), torch.no_grad():
         for c in cols if spec.fast is not None else ():
             for dtype in dtypes:
                 for r in rows:
@@ -132,12 +148,13 @@ def threshold_sweep(rows=None, cols=None, dtype: torch.dtype | None = None, *, d
                                 dtypes=[str(d).replace("torch.", "") for d in dtypes], device_name=name,
                                 timer=HOST_TIMER)
     if spec.fast is None:
-        df.attrs["proposal"]["reason"] = f"{spec.name}: its fast route is {opspec.NOT_DECLARED}: nothing to sweep"
+        df.attrs["proposal"]["reason"] = (f"{spec.name}: its fast route (OpSpec.fast) is {opspec.NOT_DECLARED}: "
+                                          "nothing to sweep")
     return df
 
 
 def propose(table: pd.DataFrame, *, capability: tuple[int, int] | None, complete: bool = True,
-            widths: list[int] | None = None, baseline: str = "F.rms_norm") -> dict:
+            widths: list[int] | None = None, baseline: str = "the baseline") -> dict:
     """The row threshold a classified sweep supports.
 
     Per width and dtype, the smallest swept row count from which the dispatched call, on the fast route, never loses
@@ -226,8 +243,10 @@ def threshold_from_results(results_dir: str | Path) -> dict:
         if not (d / name).is_file():
             raise ValueError(f"{d} has no {name}: not a results folder with a threshold sweep")
     env = json.loads((d / "environment.json").read_text())
-    if env.get("op", "rms_norm") != "rms_norm":
-        raise ValueError(f"{d} holds a sweep of {env['op']}: thresholds.json records RMSNorm's row threshold")
+    op = env.get("op") or opspec.names()[0]  # a folder without an op is the default op's
+    if op not in opspec.names() or opspec.get(op).thresholds is None:
+        raise ValueError(f"{d} holds a sweep of {op}: its spec declares no thresholds record (OpSpec.thresholds), "
+                         "so no row threshold is recorded for it")
     if env.get("synthetic"):
         raise ValueError(f"{d} holds synthetic data: no threshold is recorded from it")
     table = pd.read_csv(d / "threshold.csv")
@@ -239,7 +258,7 @@ def threshold_from_results(results_dir: str | Path) -> dict:
     if stored and stored.get("proposed_min_rows") != out["proposed_min_rows"]:
         raise ValueError(f"{d}/threshold_proposal.json says {stored.get('proposed_min_rows')} but threshold.csv "
                          f"supports {out['proposed_min_rows']}")
-    out.update(source=str(d), device_name=env.get("device_name"), git_commit=env.get("git_commit"),
+    out.update(op=op, source=str(d), device_name=env.get("device_name"), git_commit=env.get("git_commit"),
                timestamp=env.get("timestamp"), swept_widths=sorted(int(c) for c in set(table["cols"])),
                missing=missing)
     return out
@@ -251,7 +270,7 @@ def record_threshold(results_dir: str | Path, *, path: str | Path | None = None,
 
     Args:
         results_dir: the results folder.
-        path: the thresholds file (default :data:`fastpath_lib.rmsnorm.thresholds.THRESHOLDS_FILE`).
+        path: the thresholds file (default: the op's ``OpSpec.thresholds.THRESHOLDS_FILE``).
         root: the checkout the ``source`` is written relative to (default: the kit's root, when the folder is
             inside it).
         write: ``False`` only computes it.
@@ -271,6 +290,7 @@ def record_threshold(results_dir: str | Path, *, path: str | Path | None = None,
     info["source"] = source
     info["written"] = None
     if write:
+        thresholds = opspec.get(info["op"]).thresholds
         target = Path(path) if path is not None else thresholds.THRESHOLDS_FILE
         thresholds.record(info["capability"], info["proposed_min_rows"], source, path=target,
                           device_name=info["device_name"], git_commit=info["git_commit"],

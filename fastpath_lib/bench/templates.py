@@ -29,6 +29,7 @@ sections, folded in ``<details>`` as in the kit's own form; the evidence is read
 
 from __future__ import annotations
 
+from fastpath_lib import opspec
 from fastpath_lib.bench.note_brief import claim, counts_line, fold, measured_on, rerun, scope
 from fastpath_lib.bench.note_evidence import qualified
 from fastpath_lib.bench.schema import NOT_GPU
@@ -100,8 +101,9 @@ def test_plan(ev) -> list[str]:
                  "value.")
     L.append("- Performance: the predeclared matrix (each expected outcome written before the run), timed against "
              f"{', '.join(f'`{b}`' for b in spec.baselines)}.")
-    return L + ["", "```bash", f"python -m fastpath_lib bench --op {spec.name} --out results/{spec.name}-DEVICE",
-                "python -m fastpath_lib evidence --out results/evidence-DEVICE   # on the GPU: every step, one folder",
+    ref = opspec.reference_of(spec)
+    return L + ["", "```bash", f"python -m fastpath_lib bench --op {ref} --out results/{spec.name}-DEVICE",
+                f"python -m fastpath_lib evidence --op {ref} --out results/evidence-DEVICE   # on the GPU: every step",
                 "```"]
 
 

@@ -1,5 +1,5 @@
-"""Timing: the timer settings, one timed callable, the copy bandwidth and launch counts (``bytes_moved`` is RMSNorm's
-bytes model, :mod:`fastpath_lib.rmsnorm.cost`, re-exported here for the callers that import it from the bench).
+"""Timing: the timer settings, one timed callable, the copy bandwidth and launch counts (``bytes_moved`` is the default
+op's bytes model, read from its spec, for the callers that import it from the bench).
 
 On CUDA the timer is ``triton.testing.do_bench`` (L2 flushed before every repetition, one input set: the flush
 already empties L2, so rotating several sets would only cost their build), and a call whose device time is a few
@@ -16,12 +16,21 @@ import math
 
 import torch
 
-from fastpath_lib import runtime
-from fastpath_lib.rmsnorm.cost import bytes_moved  # re-exported: RMSNorm's bytes model lives beside its spec
+from fastpath_lib import opspec, runtime
 
 __all__ = ["HarnessSettings", "gpu_measurement", "settings_for", "time_callable", "timed_fields", "quantile",
            "copy_bandwidth", "bytes_moved", "count_launches", "count_launches_each", "split_by_window",
            "COMPILE_SKIPPED", "compile_skipped", "first_call_s", "CUDAGRAPH_BELOW_US", "CUDAGRAPH_TIMER"]
+
+def bytes_moved(rows: int, cols: int, dtype, pass_: str = "forward", **options) -> int:
+    """The default op's bytes model (``opspec.default().bytes_moved``, the op beside its spec): the minimum bytes a
+    ``rows x cols`` call of ``dtype`` moves in ``pass_``; ``options`` go to the model.
+
+    >>> bytes_moved(4, 8, torch.float16) == opspec.default().bytes_moved(4, 8, torch.float16, "forward")
+    True
+    """
+    return opspec.default().bytes_moved(rows, cols, dtype, pass_, **options)
+
 
 #: Why ``torch.compile`` is not timed in a quick run off CUDA (every runner's skipped row says this).
 COMPILE_SKIPPED = "torch.compile skipped in --quick on CPU: inductor's C++ build outlasts the quick budget"

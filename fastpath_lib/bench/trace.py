@@ -5,8 +5,8 @@ makes two kinds of norm calls: a *prefill* forward normalizes every prompt token
 a few calls per request), and every *decode* step normalizes one new token per sequence (``batch`` rows, once per
 generated token). :func:`serving_trace` writes such a trace down from the model's shape (two norms per layer and a
 final one per forward); :func:`replay_trace` times each distinct call once, for an operator's first baseline and its
-dispatched function side by side (:class:`~fastpath_lib.opspec.OpSpec`; default RMSNorm: ``F.rms_norm`` and
-``fastpath_lib.rms_norm``), and weights by the count. An op that adds the residual before the norm (fused residual-add
+dispatched function side by side (:class:`~fastpath_lib.opspec.OpSpec`; default: the first registered op), and
+weights by the count. An op that adds the residual before the norm (fused residual-add
 + RMSNorm) sits at the same places of the model, less one: vLLM's first norm of the first layer has no residual yet,
 so that call is the plain norm. Its spec says so (``OpSpec.calls_per_forward``), and the trace counts its calls.
 
@@ -57,20 +57,23 @@ class TraceCall:
         return f"{self.rows}x{self.cols}"
 
 
-def serving_trace(*, hidden: int = 4096, layers: int = 32, batch: int = 1, prompt_tokens: int = 512,
+def serving_trace(*, hidden: int | None = None, layers: int = 32, batch: int = 1, prompt_tokens: int = 512,
                   decode_steps: int = 128, dtype: torch.dtype = torch.bfloat16,
                   spec: opspec.OpSpec | None = None) -> list[TraceCall]:
-    """The calls of ``spec``'s op (default RMSNorm) in serving ``batch`` requests: one prefill forward, then
-    ``decode_steps`` decode forwards.
+    """The calls of ``spec``'s op (default: :func:`fastpath_lib.opspec.default`) in serving ``batch`` requests: one
+    prefill forward, then ``decode_steps`` decode forwards.
 
-    Each forward calls RMSNorm ``2 * layers + 1`` times (before attention and before the MLP in every layer, and
-    once before the LM head); another op's spec gives its own count (``OpSpec.calls_per_forward``). Defaults: a
-    Llama-2-7B-like shape (hidden 4096, 32 layers), one request of 512 prompt tokens and 128 generated tokens, bf16.
+    Each forward calls the op ``OpSpec.calls_per_forward(layers)`` times (when the spec leaves it out: ``2 * layers +
+    1``, a norm before attention and before the MLP in every layer and once before the LM head). Each call's row is
+    ``hidden`` wide (default: the spec's ``sweep_axes().hidden``). Defaults: 32 layers (Llama-2-7B-like), one request
+    of 512 prompt tokens and 128 generated tokens, bf16.
 
     Returns:
         one :class:`TraceCall` per distinct call (prefill: ``batch * prompt_tokens`` rows; decode: ``batch`` rows).
     """
-    count = spec.calls_per_forward if spec is not None else None
+    spec = spec or opspec.default()
+    hidden = hidden or spec.sweep_axes().hidden
+    count = spec.calls_per_forward
     per_forward = count(layers) if count else 2 * layers + 1
     return [TraceCall("prefill", batch * prompt_tokens, hidden, dtype, per_forward),
             TraceCall("decode", batch, hidden, dtype, per_forward * decode_steps)]
@@ -98,7 +101,7 @@ def replay_trace(trace: list[TraceCall], *, spec: opspec.OpSpec | None = None, q
 
     Args:
         trace: the calls (:func:`serving_trace`).
-        spec: the operator (default: RMSNorm, ``F.rms_norm`` against ``fastpath_lib.rms_norm``).
+        spec: the operator (default: :func:`fastpath_lib.opspec.default`).
         quick: fewer timing rounds.
         rounds: override the blocks of :func:`~fastpath_lib.bench.hostmethod.fastest_blocks`.
 
@@ -114,7 +117,7 @@ def replay_trace(trace: list[TraceCall], *, spec: opspec.OpSpec | None = None, q
         Without a GPU measurement (no CUDA, or the interpreter), Triton-route rows are ``not measured`` and the
         label says what the measured times are: CPU time, not a GPU measurement.
     """
-    spec = spec or opspec.get("rms_norm")
+    spec = spec or opspec.default()
     base_name, base = spec.baseline
     gpu = gpu_measurement()
     dev = "cuda" if runtime.cuda_available() else "cpu"

@@ -177,14 +177,14 @@ def _measure(request: dict) -> dict:
     import vllm
 
     device = "cuda" if runtime.cuda_available() else "cpu"
-    from fastpath_lib.rmsnorm.limits import limits_for
+    from fastpath_lib import opspec
 
     checks = {"rms_norm": vp.rms_norm_supports_args, "fused_add_rms_norm": vp.fused_add_rms_norm_supports_args}
     rows = []
     for name in request["ops"]:
         op = getattr(ir.ops, name)
         for kind, (tokens, hidden, dtype, _) in INPUTS.items():
-            tokens = tokens if tokens is not None else limits_for(device).min_rows
+            tokens = tokens if tokens is not None else opspec.get(name).limits(device).min_rows
             args = op.generate_inputs(num_tokens=tokens, hidden_size=hidden, dtype=getattr(torch, dtype),
                                       device=device)
             check = checks[name]

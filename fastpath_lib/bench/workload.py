@@ -1,8 +1,9 @@
 """Workload replay (a tiny Llama-style decoder with the norms swapped) and the maintenance cost of the kernels.
 
-Both take an operator (:class:`~fastpath_lib.opspec.OpSpec`): without one they are RMSNorm's (the norm modules
-swapped, the full benchmark matrix's specializations, backward included); with one, the decoder does every norm as
-the op's ``decoder_step`` and the compile cost launches the op's ``fast`` route per ``specialization`` of its matrix.
+Both take an operator (:class:`~fastpath_lib.opspec.OpSpec`): without one they are the default op's (RMSNorm's: the
+decoder's norm modules call its ``function``; the case file's specializations, backward included); with one, the
+decoder does every norm as the op's ``decoder_step`` and the compile cost launches the op's ``fast`` route per
+``specialization`` of its matrix.
 A spec that leaves out the field a part needs gets a result saying so (:data:`~fastpath_lib.opspec.NOT_DECLARED`).
 """
 
@@ -22,12 +23,11 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-import fastpath_lib
 from fastpath_lib import opspec, runtime
 from fastpath_lib.bench.matrix import load_cases
 from fastpath_lib.bench.schema import FALLBACK, GPU_LABEL, NOT_GPU
 from fastpath_lib.bench.timing import gpu_measurement, settings_for, time_callable
-from fastpath_lib.rmsnorm import cost
+from fastpath_lib.routing import record_routes
 
 __all__ = ["TinyDecoder", "replay", "compile_cost", "specializations", "op_specializations", "compiled_facts"]
 
@@ -60,6 +60,18 @@ class _Block(nn.Module):
         n, residual = step(delta, residual, self.attn_norm.weight, self.attn_norm.eps)
         n, residual = step(self._attend(n), residual, self.mlp_norm.weight, self.mlp_norm.eps)
         return self._mlp(n), residual
+
+
+def norm_module(fn):
+    """A ``torch.nn.RMSNorm`` whose forward is ``fn(x, normalized_shape, weight, eps)`` (an op with
+    ``F.rms_norm``'s signature, e.g. the default op's ``function``)."""
+
+    class Norm(nn.RMSNorm):
+        def forward(self, x):
+            return fn(x, self.normalized_shape, self.weight, self.eps)
+
+    Norm.__qualname__ = Norm.__name__ = f"Norm[{getattr(fn, '__name__', 'op')}]"
+    return Norm
 
 
 class TinyDecoder(nn.Module):
@@ -99,7 +111,8 @@ def replay(*, spec: opspec.OpSpec | None = None, quick: bool = False, settings: 
     """Run a small decoder forward with the baseline's norms and with the fast path's (same weights).
 
     Args:
-        spec: the operator (default: RMSNorm, ``torch.nn.RMSNorm`` modules swapped for ``fastpath_lib.RMSNorm``);
+        spec: the operator (default: the default op with ``F.rms_norm``'s signature, ``torch.nn.RMSNorm`` modules
+            swapped for modules calling its ``function``);
             with a spec, every norm of the decoder is its ``decoder_step`` (:class:`TinyDecoder`'s ``step``), with
             the first baseline and with ``spec.function``.
         quick: tiny sizes.
@@ -122,12 +135,13 @@ def replay(*, spec: opspec.OpSpec | None = None, quick: bool = False, settings: 
     cuda = runtime.cuda_available()
     gpu = gpu_measurement()
     dev = "cuda" if cuda else "cpu"
-    out = {"op": spec.name if spec else "rms_norm", "gpu_measurement": gpu,
+    default = opspec.default()
+    out = {"op": spec.name if spec else default.name, "gpu_measurement": gpu,
            "label": GPU_LABEL if gpu else f"{NOT_GPU} (CPU / Triton interpreter)",
            "device_name": torch.cuda.get_device_name() if cuda else "cpu"}
     if spec is not None and spec.decoder_step is None:
-        return dict(out, declared=False, note=f"decoder_step (where the op sits in a decoder) is {opspec.NOT_DECLARED}:"
-                                              " no workload replay")
+        return dict(out, declared=False, note=f"OpSpec.decoder_step (where the op sits in a decoder) is "
+                                              f"{opspec.NOT_DECLARED}: no workload replay")
     batch = batch or (8 if gpu else 2)
     seq = seq or ((128 if quick else 512) if gpu else 8)
     dim = dim or (4096 if gpu else 64)
@@ -138,7 +152,7 @@ def replay(*, spec: opspec.OpSpec | None = None, quick: bool = False, settings: 
     sizes = dict(dim=dim, layers=layers, heads=max(1, dim // 128) if gpu else 4, hidden=dim * 2)
     with torch.device(dev):  # built where it runs: initialising 670M parameters on the host would eat the budget
         base = TinyDecoder(**sizes, norm_cls=nn.RMSNorm).to(dtype).eval()
-        fast = TinyDecoder(**sizes, norm_cls=fastpath_lib.RMSNorm).to(dtype).eval() if spec is None else base
+        fast = TinyDecoder(**sizes, norm_cls=norm_module(default.function)).to(dtype).eval() if spec is None else base
     if spec is None:
         fast.load_state_dict(base.state_dict())
     tokens = [torch.randint(0, 256, (batch, seq), device=dev, generator=None) for _ in range(settings["input_sets"])]
@@ -148,7 +162,7 @@ def replay(*, spec: opspec.OpSpec | None = None, quick: bool = False, settings: 
     if spec is None:
         models = {"baseline": base, "fastpath": fast}
         norms = {"baseline": lambda h: F.rms_norm(h, (dim,), w),
-                 "fastpath": lambda h: fastpath_lib.rms_norm(h, (dim,), w)}
+                 "fastpath": lambda h: default.function(h, (dim,), w)}
         checked, routes = fast, None
     else:
         residual = torch.randn(batch * seq, dim, device=dev, dtype=dtype)
@@ -174,7 +188,7 @@ def replay(*, spec: opspec.OpSpec | None = None, quick: bool = False, settings: 
 
     out.update({"baseline": spec.baseline[0] if spec else "torch.nn.RMSNorm", "batch": batch, "seq": seq, "dim": dim,
                 "layers": layers, "dtype": str(dtype).replace("torch.", ""), "norm_calls_per_forward": n_norms})
-    with torch.no_grad(), fastpath_lib.record_routes() as recorded:
+    with torch.no_grad(), record_routes() as recorded:
         out["logits_close"] = bool(torch.allclose(models["baseline"](tokens[0]).float(),
                                                   checked(tokens[0]).float(), atol=5e-2, rtol=5e-2))
     out["fast_model_routes"] = dict(recorded if routes is None else routes)
@@ -201,21 +215,22 @@ def specializations(cases, quick: bool = False) -> list[dict]:
 
     A specialization is one compiled binary: kernel x dtype x BLOCK_SIZE x num_warps x HAS_WEIGHT x ROWS_PER_PROGRAM
     x VEC (x the 16-byte-alignment flags Triton derives from the pointers, which the predicate fixes to aligned):
-    :func:`fastpath_lib.rmsnorm.cost.binary`. The backward's rows per program depend on the row count and the GPU's
-    multiprocessor count: off a GPU that is ``None`` (unknown).
+    the default op's ``specialization(rows, cols, dtype, kernel, sms)`` (RMSNorm's cost model). The backward's rows
+    per program depend on the row count and the GPU's multiprocessor count: off a GPU that is ``None`` (unknown).
 
     Returns:
         one dict per specialization, with the case ids that use it and the shape of the first (``rows``, ``cols``,
         ``layout``, ``pad``), which the compile-cost probe launches.
     """
     sms = torch.cuda.get_device_properties(0).multi_processor_count if runtime.cuda_available() else None
+    binary = opspec.default().specialization
     found: dict[tuple, dict] = {}
     for c in cases:
         if c.expected == FALLBACK:
             continue
         rows, cols, pad = c.dims(quick)
         for kern in ("fwd",) + (("bwd",) if c.pass_ == "backward" else ()):
-            key = cost.binary(kern, rows, cols, c.dtype, sms)
+            key = binary(rows, cols, c.dtype, kern, sms)
             if key is None:
                 break
             found.setdefault(tuple(key.values()), dict(key, rows=rows, cols=cols, layout=c.layout, pad=pad,
@@ -245,37 +260,30 @@ def op_specializations(spec: opspec.OpSpec, quick: bool = False) -> list[dict] |
 
 _PROBE = r"""
 import importlib, json, sys, time, torch
-import fastpath_lib
-specs, where = json.loads(sys.argv[1]), (sys.argv[2] if len(sys.argv) > 2 else None)
-
-
-def rms_norm_call(s):
-    from fastpath_lib.rmsnorm import kernels
-    dt, r, c = getattr(torch, s["dtype"]), s["rows"], s["cols"]
-    if s["layout"] == "row_slice":
-        x = torch.randn(r, c + s["pad"], device="cuda", dtype=dt)[:, :c]
-    elif s["layout"] == "step":
-        x = torch.randn(2 * r, c, device="cuda", dtype=dt)[::2]
-    else:
-        x = torch.randn(r, c, device="cuda", dtype=dt)
-    w = torch.randn(c, device="cuda", dtype=dt)
-    dy = torch.randn(r, c, device="cuda", dtype=dt)
-    if s["kernel"] == "fwd":
-        return lambda: kernels.forward(x, w, 1e-6)
-    return lambda: kernels.backward(dy, x, w, 1e-6)
+specs, where = json.loads(sys.argv[1]), sys.argv[2]
+module, attr = where.split(":")
+spec = getattr(importlib.import_module(module), attr)
 
 
 def op_call(s):
     from fastpath_lib.bench.trace import call_args
-    module, attr = where.split(":")
-    spec = getattr(importlib.import_module(module), attr)
-    args = call_args(spec, s["rows"], s["cols"], getattr(torch, s["dtype"]), "cuda")
-    return lambda: spec.fast(*args)
+    from fastpath_lib.cases import CaseSpec
+    dt = getattr(torch, s["dtype"])
+    if s.get("layout", "contiguous") == "contiguous":
+        args = call_args(spec, s["rows"], s["cols"], dt, "cuda")
+    else:
+        case = (spec.case_spec or CaseSpec)(rows=s["rows"], cols=s["cols"], dtype=dt, layout=s["layout"],
+                                            pad=s.get("pad", 0), device="cuda")
+        args = spec.args(case.build())
+    if s.get("kernel", "fwd") == "fwd":
+        return lambda: spec.fast(*args)
+    dy = torch.randn_like(args[0])
+    return lambda: spec.fast_backward(dy, *args)
 
 
 out = []
 for s in specs:
-    call = op_call(s) if where else rms_norm_call(s)
+    call = op_call(s)
     times = []
     for _ in range(2):
         torch.cuda.synchronize(); t = time.perf_counter()
@@ -291,9 +299,10 @@ def compile_cost(cases=None, *, spec: opspec.OpSpec | None = None, quick: bool =
     """Triton JIT compile time per specialization, how many the matrix triggers, and the kernel cache on disk.
 
     Args:
-        cases: RMSNorm's benchmark matrix (default: the kit's); ignored with ``spec``.
-        spec: an operator (default: RMSNorm over its benchmark matrix, backward cases included): its matrix's
-            ``specialization`` dicts, each launched through its ``fast`` route.
+        cases: the default op's case file (default: the kit's); ignored with ``spec``.
+        spec: an operator (default: the default op over its case file, backward cases included, each binary
+            launched through its ``fast`` or ``fast_backward`` route): its matrix's ``specialization`` dicts, each
+            launched through its ``fast`` route.
         quick: use quick shapes.
         timeout: seconds for the probe subprocess.
 
@@ -309,27 +318,27 @@ def compile_cost(cases=None, *, spec: opspec.OpSpec | None = None, quick: bool =
     if spec is None:
         specs = specializations(load_cases() if cases is None else cases, quick)
         probe = [{k: s[k] for k in ("kernel", "dtype", "rows", "cols", "layout", "pad")} for s in specs]
-        where = []
+        where = [opspec.source(opspec.default())]
     else:
         specs = op_specializations(spec, quick)
         if specs is None:
             return {"op": spec.name, "specializations": None, "list": [], "compiles": False, "declared": False,
-                    "note": f"specialization (the binaries its fast route compiles) is {opspec.NOT_DECLARED}"}
+                    "note": f"OpSpec.specialization (the binaries its fast route compiles) is {opspec.NOT_DECLARED}"}
         probe = [{k: s[k] for k in ("dtype", "rows", "cols")} for s in specs]
         where = [opspec.source(spec)]
-    out = {"op": spec.name if spec else "rms_norm", "specializations": len(specs), "list": specs,
+    out = {"op": (spec or opspec.default()).name, "specializations": len(specs), "list": specs,
            "device_name": torch.cuda.get_device_name() if runtime.cuda_available() else "cpu"}
     if not gpu_measurement():
         out.update(compiles=False, note="Triton interpreter / no CUDA: kernels are not compiled, so there is no "
                    "compile time or cache to measure; the count above is what a GPU run would compile")
         return out
     if where == [None]:
-        out.update(compiles=True, error=f"no imported module holds the spec of {spec.name} at module level: a fresh "
+        out.update(compiles=True, error=f"no imported module holds the spec of {out['op']} at module level: a fresh "
                                         "process cannot find it to launch its kernels")
         return out
     with tempfile.TemporaryDirectory() as cache:
         env = dict(os.environ, TRITON_CACHE_DIR=cache)
-        if where:  # the probe imports the spec's module from where this process did (a test's folder, say)
+        if spec is not None:  # the probe imports the spec's module from where this process did (a test's folder)
             env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
         try:
             res = subprocess.run([sys.executable, "-c", _PROBE, json.dumps(probe), *where], env=env,
@@ -348,40 +357,65 @@ def compile_cost(cases=None, *, spec: opspec.OpSpec | None = None, quick: bool =
     return out
 
 
-def compiled_facts(cases=None, *, archs=None, timeout: float = 900, workers: int | None = None) -> dict:
-    """Compile-time facts (vector width, registers, spills) of the kernel specializations the matrix's widths use.
+def _accepts(fn, name: str) -> bool:
+    import inspect
+
+    try:
+        return name in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def _element_bytes(dtype: str) -> int:
+    return torch.empty((), dtype=getattr(torch, str(dtype).replace("torch.", ""))).element_size()
+
+
+def compiled_facts(cases=None, *, spec: opspec.OpSpec | None = None, archs=None, timeout: float = 900,
+                   workers: int | None = None) -> dict:
+    """Compile-time facts (vector width, registers, spills) of an op's kernel specializations, compiled for GPU
+    targets by its ``compiler`` (no GPU needed).
 
     Args:
-        cases: the matrix (default: the kit's); every width that fits a row is compiled, forward and backward, for the
-            three dtypes with a weight of the input's dtype.
-        archs: compute capabilities as integers (default: 80 and 90, plus this GPU's).
+        cases: the matrix whose widths to compile (default: the op's own choice, ``kernels()``'s default): every
+            width that fits a row (the op's ``limits``), passed to ``kernels(widths=...)`` where it takes them.
+        spec: the operator (default: :func:`fastpath_lib.opspec.default`): its ``kernels`` and ``compiler``.
+        archs: compute capabilities as integers (default: 80 and 90, plus this GPU's), passed to
+            ``kernels(archs=...)`` where it takes them.
         timeout: seconds for the compiles.
-        workers: compile processes (default: the compiled module's choice).
+        workers: compile processes (default: the compiler's choice).
 
     Returns:
-        ``{"rows": [...], "archs": [...]}`` (one dict per specialization, :func:`fastpath_lib.rmsnorm.compiled.
-        facts_table`'s columns), or ``{"rows": [], "skipped": reason}`` when nothing can be compiled here.
+        ``{"rows": [...], "archs": [...]}``, one dict per specialization (the compiler's ``facts_table`` columns where
+        it has one, else its rows, with the build's ``label``); ``vec`` is the measured vector width, the widest
+        global access in the PTX in elements (``vector_bytes`` in bytes), never a constant of the launcher; or
+        ``{"rows": [], "skipped": reason}`` when nothing can be compiled here or the spec leaves out what it needs.
 
     Note:
         Compiled ahead of time for the targets, with or without a GPU: compile-time facts, not measurements.
     """
-    try:
-        from fastpath_lib.rmsnorm import compiled
-    except ImportError as exc:
-        return {"rows": [], "skipped": f"no compile-facts module ({exc})"}
-    why = compiled.missing_tools()
+    spec = spec or opspec.default()
+    for field in ("kernels", "compiler"):
+        if getattr(spec, field) is None:
+            return {"rows": [], "skipped": f"{field} (OpSpec.{field}) is {opspec.NOT_DECLARED}: nothing to compile"}
+    why = spec.compiler.missing_tools()
     if why:
         return {"rows": [], "skipped": why}
-    from fastpath_lib.rmsnorm.predicate import MAX_COLS
-
-    cases = load_cases() if cases is None else cases
     if archs is None:
         archs = {80, 90}
         if runtime.cuda_available():
             major, minor = torch.cuda.get_device_capability()
             archs.add(10 * major + minor)
-    archs = sorted(archs)
-    widths = sorted({c.shape[1] for c in cases if c.shape[1] <= MAX_COLS})
-    specs = compiled.specializations(widths, archs=tuple(archs), weights=("same",))
-    rows = compiled.facts(specs, timeout=timeout, workers=workers)
-    return {"rows": compiled.facts_table(rows).to_dict("records"), "archs": [f"sm_{a}" for a in archs]}
+    kwargs = {"archs": tuple(sorted(archs))} if _accepts(spec.kernels, "archs") else {}
+    if cases is not None and _accepts(spec.kernels, "widths"):
+        max_cols = getattr(spec.limits(None), "max_cols", None) if spec.limits else None
+        kwargs["widths"] = sorted({c.shape[1] for c in cases if max_cols is None or c.shape[1] <= max_cols})
+    builds = list(spec.kernels(**kwargs))
+    raw = spec.compiler.facts(builds, timeout=timeout, workers=workers)
+    table = getattr(spec.compiler, "facts_table", None)
+    rows = table(raw).to_dict("records") if table is not None else [dict(r) for r in raw]
+    for build, r, row in zip(builds, raw, rows):
+        label = build.label
+        row["label"] = label() if callable(label) else label
+        row["vector_bytes"] = max(r.get("load_bytes_max") or 0, r.get("store_bytes_max") or 0)
+        row["vec"] = row["vector_bytes"] // _element_bytes(r["dtype"]) if row["vector_bytes"] else None
+    return {"rows": rows, "archs": sorted({r["arch"] for r in raw}) or [f"sm_{a}" for a in sorted(archs)]}

@@ -49,9 +49,11 @@ from fastpath_lib.fused.op import explain, fused_add_rms_norm, fused_add_rms_nor
 from fastpath_lib.fused.predicate import BASE_CASE, PREDICATE, make_call
 from fastpath_lib.fused.spec import FUSED_SPEC
 from fastpath_lib.bench.schema import FALLBACK, NEUTRAL, WIN
-from fastpath_lib.opspec import COMPILED, BaselineUnavailable, HostCase, KernelBuild, OpCase, OpSpec, compiled
+from fastpath_lib.opspec import COMPILED, BaselineUnavailable, HostCase, KernelBuild, OpCase, OpSpec, compiled, lazy
 from fastpath_lib.rmsnorm.limits import MAX_COLS, limits_for
 from fastpath_lib.rmsnorm.op import rms_norm
+from fastpath_lib.rmsnorm.predicate import row_threshold
+from fastpath_lib.rmsnorm.spec import AXES
 
 __all__ = ["SPEC", "EPS", "HOST_CASES", "matrix_cases", "unfused_eager", "compiled_native", "add_then_kit_rms_norm",
            "vllm_c", "specializations", "forward_binary", "fused_bytes", "unfused_bytes", "vllm_c_bytes"]
@@ -244,6 +246,12 @@ def forward_binary(rows: int, cols: int, dtype) -> dict | None:
             "VEC": launch.vector_elements(size, cols, (cols,), (0,))}
 
 
+def _capture(**kwargs) -> dict:
+    from fastpath_lib.rmsnorm import graph_capture
+
+    return graph_capture.capture_op("fused_add_rms_norm", **kwargs)
+
+
 #: The calls the host-overhead family times (:mod:`fastpath_lib.bench.ophost`), each in the functional and the in-place
 #: form: vLLM's decode calls, below the row threshold, against the unfused pair (and the in-place composite).
 HOST_CASES = (
@@ -271,7 +279,13 @@ SPEC = OpSpec(
     baselines={"unfused_eager": unfused_eager, COMPILED: compiled_native,
                "add_then_kit_rms_norm": add_then_kit_rms_norm, "vllm_c": vllm_c},
     kernels=specializations,
+    compiler=lazy("fastpath_lib.rmsnorm.compiled"),
     specialization=forward_binary,
+    # where vLLM's fused op sits: RMSNorm's widths; its row threshold is RMSNorm's (the sweep lowers that one), and
+    # its sweep proposes nothing to record (thresholds.json holds RMSNorm's)
+    axes=AXES,
+    lower_threshold=row_threshold,
+    capture=_capture,
     decoder_step=lambda fn, delta, residual, weight, eps: fn(delta, residual, weight, eps),
     # vLLM's Llama: every norm but layer 0's input norm (no residual yet: the plain norm) adds the residual, the LM
     # head's norm included

@@ -18,13 +18,13 @@ import torch
 import torch.nn.functional as F
 
 from fastpath_lib.cases import CaseSpec
-from fastpath_lib.opspec import COMPILED, HostCase, OpCase, OpSpec, compiled
+from fastpath_lib.opspec import COMPILED, Axes, HostCase, OpCase, OpSpec, compiled, lazy
 from fastpath_lib.rmsnorm import cost
 from fastpath_lib.rmsnorm import predicate as rms
 from fastpath_lib.rmsnorm.op import explain, rms_norm
 from fastpath_lib.testing import TOLERANCES
 
-__all__ = ["SPEC", "PR_TEXT", "HOST_CASES", "matrix_cases", "compiled_rms_norm", "LAUNCHER_NEEDS",
+__all__ = ["SPEC", "PR_TEXT", "HOST_CASES", "AXES", "matrix_cases", "compiled_rms_norm", "LAUNCHER_NEEDS",
            "launcher_unsupported"]
 
 _CASES_FILE = Path(__file__).resolve().parents[1] / "bench" / "cases.json"
@@ -77,10 +77,24 @@ def launcher_unsupported(x, normalized_shape, weight=None, eps=None) -> str | No
     return "; ".join(needed) or None
 
 
-def _kernels() -> list:
+def _kernels(widths=None, archs=(80, 90)) -> list:
+    """The specializations compiled for GPU targets: at ``widths`` (default: the matrix's widths that fit a row),
+    forward and backward, the three dtypes, a weight of the input's dtype, for ``archs``."""
     from fastpath_lib.rmsnorm import compiled
 
-    return compiled.specializations()
+    if widths is None:
+        widths = sorted({c.cols for c in matrix_cases() if c.cols <= rms.MAX_COLS})
+    return compiled.specializations(widths, archs=tuple(archs), weights=("same",))
+
+
+def _capture(**kwargs) -> dict:
+    from fastpath_lib.rmsnorm import graph_capture
+
+    return graph_capture.capture_op("rms_norm", **kwargs)
+
+
+#: The widths RMSNorm's sweep times (Llama-family hidden sizes) and the serving trace's hidden size (Llama-2-7B).
+AXES = Axes(widths=(2048, 4096, 8192), quick=(4096,), off_gpu=(256,), hidden=4096)
 
 
 def _decoder_step(fn, delta, residual, weight, eps):
@@ -166,11 +180,18 @@ SPEC = OpSpec(
     bytes_moved=cost.bytes_moved,
     baselines={"F.rms_norm": F.rms_norm, COMPILED: compiled_rms_norm},
     kernels=_kernels,
-    specialization=lambda rows, cols, dtype: cost.binary("fwd", rows, cols, dtype),
+    compiler=lazy("fastpath_lib.rmsnorm.compiled"),
+    # the forward binary (what the compile cost of any op counts); RMSNorm's own compile cost also asks for the
+    # backward's (``kernel="bwd"``, with the GPU's multiprocessor count)
+    specialization=lambda rows, cols, dtype, kernel="fwd", sms=None: cost.binary(kernel, rows, cols, dtype, sms),
     decoder_step=_decoder_step,
     fast_unsupported=launcher_unsupported,
     fast_backward=_fast_backward,
     host_cases=HOST_CASES,
+    axes=AXES,
+    lower_threshold=rms.row_threshold,
+    thresholds=lazy("fastpath_lib.rmsnorm.thresholds"),
+    capture=_capture,
     title="RMSNorm: Triton fast path behind an eligibility predicate",
     pr_text=PR_TEXT,
 )

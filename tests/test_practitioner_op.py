@@ -1,0 +1,185 @@
+"""A practitioner's op unlike RMSNorm (``tests/absmax_op.py``: no weight, forward only, 3-d rows, its own
+Triton kernel) through every documented command, with no edit to the kit: ``bench --op module:SPEC --quick`` (the
+matrix and the host cost, both notes), ``evidence --op module:SPEC --dry-run``, the registration every child process
+of a run sees, the evidence steps under the interpreter, and the generated boundary tests. Its notes must hold no
+sentence about another op.
+
+Cost: one quick bench run and the per-op steps on tiny shapes, in this process (no child process, no compile).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from fastpath_lib import opspec
+from fastpath_lib.bench import cli, evidence, evidence_steps
+from fastpath_lib.bench.evidence_plan import all_steps
+from fastpath_lib.bench.report import NOTE_FILES
+from fastpath_lib.bench.step_process import StepContext
+from fastpath_lib.boundary import boundary_points, boundary_tests
+from tests import absmax_op as op
+
+REF = "tests.absmax_op:SPEC"
+#: Words that belong to another op: a note about the absmax scale must hold none of them.
+FOREIGN = re.compile(r"rms|weight|backward|F\.rms_norm|fused|residual", re.IGNORECASE)
+
+# the generated boundary tests, as a practitioner's test file has them: one line
+test_absmax_scale_boundaries = boundary_tests(op.SPEC)
+
+
+@pytest.fixture(scope="module")
+def registered():
+    opspec.load(REF)
+    yield op.SPEC
+    opspec.unregister(op.SPEC.name)
+
+
+@pytest.fixture(scope="module")
+def bench_folder(registered, tmp_path_factory):
+    """One quick bench run of the op (matrix and host cost), shared by the tests that read it."""
+    out = tmp_path_factory.mktemp("absmax") / "run"
+    assert cli.bench_main(["--op", REF, "--quick", "--out", str(out)]) == 0
+    return out
+
+
+def test_bench_runs_the_matrix_and_the_host_cost(bench_folder):
+    import pandas as pd
+
+    df = pd.read_csv(bench_folder / "results.csv")
+    assert {"tokens_fp16", "wide_fp32"} <= set(df.case_id) and "host_decode_fp16" in set(df.case_id)
+    env = json.loads((bench_folder / "environment.json").read_text())
+    assert env["op"] == "absmax_scale" and env["op_ref"] == REF
+
+
+@pytest.mark.parametrize("note", sorted(NOTE_FILES.values()))
+def test_every_sentence_of_its_notes_is_its_own(bench_folder, note):
+    text = (bench_folder / note).read_text()
+    foreign = [line for line in text.splitlines() if FOREIGN.search(line)]
+    assert not foreign, f"{note} speaks of another op:\n" + "\n".join(foreign[:12])
+    assert f"--op {REF}" in text  # the rerun command works in a fresh process
+
+
+def test_every_process_of_a_run_registers_the_op(registered, monkeypatch):
+    """``evidence --op module:SPEC`` exports the reference; a fresh registry (a child process's) registers the op
+    from it, so a step's ``opspec.get(NAME)`` finds it."""
+    monkeypatch.delenv(opspec.ENV_VAR, raising=False)
+    monkeypatch.setattr(evidence, "dry_run", lambda budget, steps: 0)
+    assert evidence.main(["--op", REF, "--dry-run"]) == 0
+    import os
+
+    assert REF in os.environ[opspec.ENV_VAR].split(",")
+    opspec.unregister("absmax_scale")  # as a child starts: nothing registered but the built-in ops
+    monkeypatch.setattr(opspec, "_declared_loaded", [])
+    assert "absmax_scale" in opspec.names() and opspec.get("absmax_scale") is op.SPEC
+
+
+def test_the_dry_run_plans_every_per_op_step_for_it(registered, capsys, monkeypatch):
+    monkeypatch.setattr(evidence_steps, "collect_tests", lambda: (True, "not collected here"))
+    steps = all_steps()
+    assert "absmax_scale_matrix" in [s.name for s in steps]
+    per_op = [s.name for s in steps if "absmax_scale" in s.ops]
+    assert {"absmax_scale_matrix", "sweep", "capture", "replay", "compile_cost", "compiled"} <= set(per_op)
+    own = next(s for s in steps if s.name == "absmax_scale_matrix")  # its cost read from its spec
+    assert own.min_s >= evidence.START_S + 3 and "2 cases x 3 providers" in own.basis, own
+    from fastpath_lib.bench.preflight import PREFLIGHT_EST_S, PREFLIGHT_S
+
+    expect = sum(s.est_s for s in steps) + PREFLIGHT_EST_S
+    for budget in (expect + 1, expect - 1):  # the minimums fit both; the expected time fits only the first
+        assert sum(s.min_s for s in steps) + PREFLIGHT_S <= budget
+        evidence.dry_run(budget, steps, collect=False)
+        out = capsys.readouterr().out
+        assert ("dry run: the plan fits" in out) == (budget > expect), out[-600:]
+
+
+@pytest.mark.parametrize("step", ["matrix", "sweep", "replay", "compile_cost", "compiled_facts", "capture"])
+def test_each_evidence_step_runs_it_or_names_the_missing_field(registered, tmp_path, step, monkeypatch):
+    from fastpath_lib.bench import capture, opbench
+
+    quick = opbench.settings_for(True)  # the steps are under test here, not the timings: the shortest budgets
+    monkeypatch.setattr(opbench, "settings_for", lambda q: dict(quick, target_s=0.01, min_reps=3, max_reps=3))
+    target = capture.step if step == "capture" else getattr(evidence_steps, step)
+    ctx = StepContext(out=tmp_path, budget_s=25.0, started=__import__("time").monotonic(), op="absmax_scale")
+    ctx.write_json("copy_bandwidth.json", {"gbps": 10.0, "label": "copy (test)", "device_name": "cpu"})  # not timed
+    res = target(ctx)
+    assert res["status"] in ("ran", "skipped", "partial"), res
+    if res["status"] == "skipped":  # what the op leaves out is named as the spec's field
+        assert "OpSpec." in res["why"] and "not declared" in res["why"], res
+    assert "rms" not in json.dumps(res).lower(), res
+
+
+def test_the_boundary_points_use_its_case_class(registered):
+    points = boundary_points(spec=op.SPEC)
+    assert all(isinstance(p.spec, op.Case) for p in points)
+    assert {p.id for p in points} == {"dtype[bf16]", "dtype[fp64]", "cols[cols=max]", "cols[cols=max+1]",
+                                      "contiguous[transposed]"}
+
+
+def _doc_blocks() -> list[str]:
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "practitioners.md").read_text()
+    return re.findall(r"```python\n(.*?)```", text, re.S)
+
+
+def test_the_worked_example_in_the_docs_runs_as_written(monkeypatch, tmp_path):
+    """docs/practitioners.md's whole op (no weight, no backward) and its one-line test file, run as printed: the
+    generated boundary tests pass and a quick matrix times it."""
+    from fastpath_lib.bench import opbench
+    from fastpath_lib.boundary import check_point
+
+    module, test_file = _doc_blocks()[:2]
+    (tmp_path / "my_ops.py").write_text(module)
+    (tmp_path / "test_my_ops.py").write_text(test_file)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    spec = opspec.load("my_ops:SPEC")
+    try:
+        namespace: dict = {}
+        exec(compile(test_file, "test_my_ops.py", "exec"), namespace)
+        assert callable(namespace["test_row_absmax_boundaries"])
+        points = boundary_points(spec=spec)
+        assert len(points) == 3 and all(check_point(spec, p) is None for p in points), [check_point(spec, p)
+                                                                                        for p in points]
+        quick = opbench.settings_for(True)
+        monkeypatch.setattr(opbench, "settings_for", lambda q: dict(quick, target_s=0.01, min_reps=3, max_reps=3))
+        df = opbench.run_op(spec, quick=True)
+        assert set(df.case_id) == {"prefill_fp16", "toowide_fp32"} and set(df.status) <= {"ok", "skipped"}, df
+    finally:
+        opspec.unregister(spec.name)
+
+
+def test_the_capture_step_merges_each_declaring_ops_part(registered, tmp_path):
+    """An op that declares a capture test gets its part run within the step's time and written beside the others';
+    the verdict passes only when every op and path passed."""
+    import dataclasses
+    import time
+
+    from fastpath_lib.bench import capture
+
+    def part(ok):
+        return lambda deadline, log: {"cases": [{"op": "absmax_scale", "ok": ok}],
+                                      "declared": {"absmax_scale": {"eager": 1}},
+                                      "verdicts": {"absmax_scale": {"eager": {"passed": ok, "why": "w", "cases": 1}}}}
+
+    for ok, status in ((True, "ran"), (False, "failed")):
+        opspec.register(dataclasses.replace(op.SPEC, capture=part(ok)), replace=True)
+        ctx = StepContext(out=tmp_path, budget_s=20.0, started=time.monotonic(), op="absmax_scale")
+        res = capture.step(ctx)
+        data = json.loads((tmp_path / capture.RESULTS_NAME).read_text())
+        assert res["status"] == status and data["passed"] is ok and data["declared"] == {"absmax_scale": {"eager": 1}}
+    opspec.register(op.SPEC, replace=True)
+
+
+def test_the_pr_note_step_drafts_its_note_beside_its_results(bench_folder, tmp_path):
+    import shutil
+    import time
+
+    shutil.copytree(bench_folder, tmp_path / "run")  # stands in for the default op's files too
+    shutil.copytree(bench_folder, tmp_path / "run" / "ops" / "absmax_scale")
+    ctx = StepContext(out=tmp_path / "run", budget_s=20.0, started=time.monotonic())
+    res = evidence_steps.pr_note(ctx)
+    note = (tmp_path / "run" / "ops" / "absmax_scale" / "pr_note.md").read_text()
+    assert res["status"] == "ran" and "ops/absmax_scale/pr_note.md" in res["why"], res
+    assert op.SPEC.title in note and not [line for line in note.splitlines() if FOREIGN.search(line)]
