@@ -26,7 +26,7 @@
 #
 # **What you need**: lessons 01-03 and 08; this CPU (`torch.distributed` with the `gloo` backend, no GPU).
 #
-# **Time**: about 25 minutes.
+# **Time**: about 45 minutes.
 #
 # **What you will learn**
 # - what a contract for sharded inputs adds: the placements that run without communication, the placement of every
@@ -221,8 +221,8 @@ print("refused keys:", sorted(registry._DISALLOWED_DISPATCH_KEYS))
 
 # %% [markdown]
 # `F.rms_norm` reaches `aten::_fused_rms_norm`, which quack's CuTeDSL RMSNorm overrides for the CUDA key: on sm_90
-# and sm_100, where `nvidia-cutlass-dsl` is installed, plain `F.rms_norm` may already run a kernel near the copy
-# ceiling, and that is the baseline a Triton kernel meets there. A wheel without CUDA or without the DSL registers only
+# and sm_100, where `nvidia-cutlass-dsl` is installed, plain `F.rms_norm` may already run quack's kernel, and that
+# is the baseline a Triton kernel meets there. A wheel without CUDA or without the DSL registers only
 # what needs no DSL, as the list above shows for this machine.
 #
 # The kit's kernels enter the same way at run time, without patching torch: `native_override.register(key)` installs
@@ -239,7 +239,7 @@ print("ATen's values:", torch.allclose(inside, F.rms_norm(x, [64], w), atol=1e-6
 print("after the block:", native_override.registered_overrides())
 
 # %% [markdown]
-# The change a learner proposes to PyTorch is that override in torch's own tree. `tools/make_pytorch_native.py`
+# The change a learner proposes upstream is that override, in torch's own tree. `tools/make_pytorch_native.py`
 # writes it in `upstream/` from the kit's kernels: a patch against the installed `torch/_native/` that adds the kernels
 # (the forward also stores the `rstd` that `_fused_rms_norm` returns), a `cond` whose every refusal says why, the
 # registration after quack's, and tests in PyTorch's form that register the override for the CPU key and run under
@@ -484,10 +484,10 @@ for host in ("not asked", "asked"):
 #
 # ### 6. Tests that only the reference's extremes reveal
 #
-# Two silent wrong results passed every test written with ordinary values, and a reviewer found them. The first is
-# in rounding. Under the interpreter the kernels round fp32 to bf16 on the bits: add `0x7FFF` plus the lowest kept
-# bit, keep the top half. A NaN whose mantissa is all ones (what a buffer filled with `0xFF` holds) carries into the
-# sign bit, and the NaN becomes a zero:
+# Two kinds of silent wrong result pass every test written with ordinary values. The first is in rounding. Under the
+# interpreter the kit's kernels round fp32 to bf16 on the bits: add `0x7FFF` plus the lowest kept bit, keep the top
+# half. That bare rounding, done on a NaN whose mantissa is all ones (what a buffer filled with `0xFF` holds),
+# carries into the sign bit, and the NaN becomes a zero:
 
 # %%
 bits = 0x7FFFFFFF  # an fp32 NaN with an all-ones mantissa
@@ -497,9 +497,9 @@ as_bf16 = torch.tensor(top, dtype=torch.int32).to(torch.int16).view(torch.bfloat
 print(f"fp32 {bits:#010x} (NaN) + 0x7fff + {lowest_kept} -> top half {top:#06x} = bf16 {as_bf16}")
 
 # %% [markdown]
-# In a normalization one NaN makes the whole row's `rstd` NaN with the same bits, so a whole row of the output came
-# out as zeros where the reference gives NaNs: a diverging model that looks fine. The kernels now map any NaN to the
-# canonical one before rounding (`round_to` in `fastpath_lib/rmsnorm/kernels.py`). The same row through the fused
+# In a normalization one NaN makes the whole row's `rstd` NaN with the same bits, so a whole row of the output comes
+# out as zeros where the reference gives NaNs: a diverging model that looks fine. So the kit's kernels map any NaN to
+# the canonical one before rounding (`round_to` in `fastpath_lib/rmsnorm/kernels.py`). The same row through the fused
 # op, compared with the reference as the kit's tests compare extremes (NaN-ness and sign exactly):
 
 # %%
@@ -516,17 +516,17 @@ print("routes", dict(routes), "| NaNs in row 3: kernel", int(out[3].isnan().sum(
 print("compare_extremes:", testing.compare_extremes(out, want, *reference.tolerance(xs.dtype)) or "they match")
 
 # %% [markdown]
-# Tests built on `torch.nan` alone never saw it: that NaN is the canonical one. `fastpath_lib.testing.EXTREMES` now
+# Tests built on `torch.nan` alone cannot see it: that NaN is the canonical one. `fastpath_lib.testing.EXTREMES`
 # names the values at a dtype's edges (NaNs with payloads, all-ones and signalling mantissas, negative NaNs, `-0.0`,
 # subnormals, infinities, the largest finite values), and `tests/test_extremes.py` runs both ops on them, every
 # dtype pair and route; `tests/test_fused_contract.py::test_a_nan_of_any_bits_stays_nan` keeps this case.
 #
-# The second is in placement. On two ranks, `torch.ops.fastpath.fused_add_rms_norm_` with `x` a `Shard(0)` DTensor
-# and `residual` a `Replicate()` one returned without error and left the caller's residual unchanged: the sharding
-# rule asked for other placements, DTensor redistributed a copy of `residual`, and the op wrote the copy (DTensor
-# protects only the first argument of an in-place op from that). The extreme here is a placement pair no ordinary
-# test used. The rule now refuses such a pair, naming both placements, and `fastpath_lib.fused_add_rms_norm_` writes
-# back into any placements. On two gloo ranks,
+# The second is in placement. When a sharding rule asks an in-place op for placements other than the caller's,
+# DTensor redistributes a copy of each argument but the first, and the op writes the copy and returns without error,
+# the caller's tensor unchanged (DTensor protects only the first argument of an in-place op from that): on two ranks,
+# `x` a `Shard(0)` DTensor and `residual` a `Replicate()` one is such a pair for the fused op. The extreme here is a
+# placement pair no ordinary test uses. The kit's rule refuses such a pair, naming both placements, and
+# `fastpath_lib.fused_add_rms_norm_` writes back into any placements. On two gloo ranks,
 # `tests/test_sharding.py::test_in_place_on_every_placement_pair_writes_the_callers_tensors_or_raises` runs every
 # pair through both entry points and checks the caller's tensors after each call.
 
@@ -537,16 +537,16 @@ print("compare_extremes:", testing.compare_extremes(out, want, *reference.tolera
 #   replicated weight), the placement of every result (`dw` is a partial sum), and what happens to every other
 #   placement (a hidden-dim shard is gathered first; the in-place form takes the composite).
 # - The row threshold applies to the local shard, on every rank.
-# - In vLLM a kernel enters through a `CustomOp` layer's forward, chosen once when the layer is built; a plugin that
-#   replaces a layer is loaded in every process and must never raise.
+# - In vLLM a kernel enters as a provider of an IR op that the layer's forward calls, chosen by the platform's
+#   priority; a plugin that adds one is loaded in every process and must never raise.
 # - A compiler traces on FakeTensors: a kernel reaches a graph only through a registered op (with a fake
 #   implementation, or a `triton_op`), and run-time facts are decided inside it.
 # - In PyTorch 2.13 a kernel enters an eager ATen op through `torch/_native`: an override at a backend key with a
 #   `cond` and an `impl`, tried in registration order (quack's RMSNorm first for `_fused_rms_norm` on CUDA), ATen when
 #   every `cond` declines. `native_override.register` tries the kit's kernels there before a patch proposes them.
-# - A maintainer reads the target's direction first (vLLM deprecates its IR), then its own patterns and linters at its
-#   settings, then the path its users run by default: decode batches under CUDA graphs, where a fast path takes every
-#   call it can and otherwise runs what the target ran before.
+# - A maintainer reads the target's direction first (vLLM deprecates the option that selects IR providers), then its
+#   own patterns and linters at its settings, then the path its users run by default: decode batches under CUDA
+#   graphs, where a fast path takes every call it can and otherwise runs what the target ran before.
 # - A plugin runs in every process of its host, without a `try`: it never raises and never initialises CUDA.
 # - Silent wrong results hide at the extremes: a NaN with an all-ones mantissa, an in-place call on a placement pair
 #   no ordinary test used. Tests compare against the reference on those values and pairs.

@@ -134,13 +134,7 @@ def test_the_history_finder_catches_the_phrases_the_review_found():
 
 #: History in text another change owns, found and not yet reworded: (file, a fragment of the sentence). An entry the
 #: finder no longer reports fails below: delete it (this list only shrinks).
-KNOWN_HISTORY = [
-    ("notebooks/09_upstream_review.ipynb", "what a maintainer now turns away"),
-    ("notebooks/09_upstream_review.ipynb", "and a reviewer found them"),
-    ("notebooks/09_upstream_review.ipynb", "The kernels now map any NaN"),
-    ("notebooks/09_upstream_review.ipynb", "`fastpath_lib.testing.EXTREMES` now names"),
-    ("notebooks/09_upstream_review.ipynb", "The rule now refuses such a pair"),
-]
+KNOWN_HISTORY: list[tuple[str, str]] = []
 
 
 def _unknown_history(path: Path) -> list[str]:
@@ -197,7 +191,7 @@ def test_every_lessons_first_code_cell_opts_in_to_the_interpreter_and_says_so(pa
 TIMES = ROOT / "docs" / "lesson_times.json"
 #: Lessons whose stated time another change owns and the record contradicts: each must still be off (strict xfail),
 #: so the list only shrinks.
-TIMES_OWNED_ELSEWHERE = {"09_upstream_review"}
+TIMES_OWNED_ELSEWHERE: set[str] = set()
 
 
 def _lesson_words(path: Path) -> dict[str, int]:
