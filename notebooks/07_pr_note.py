@@ -107,12 +107,13 @@ Markdown(note)
 # that reruns the evidence, and, off a GPU, "not a GPU measurement" said once. The full tables (every condition with
 # its boundary points, every case, the environment, the mechanism) stay in the note, folded: nothing is dropped to
 # fit. The kit writes two forms: its own, and vLLM's PR template. Where a Triton kernel lands differs by ecosystem:
-# in vLLM, a file in `vllm/kernels/triton/` that a layer's `forward_cuda` selects (vLLM's form describes the patch
-# in `upstream/`: the files it changes, when the new path runs, how to turn it on and off). Lesson 09 reads the patch
-# itself. PyTorch takes DSL kernels into its eager ops through `torch/_native`: an override of an ATen op with a
-# `cond` (the eligibility predicate) and an `impl` (the fast path), ATen the fallthrough. The second cell below
-# lists the overrides the installed torch declares, read from its sources; the PyTorch note describes the kit's patch
-# there alone, so it is written with that patch (`upstream/pytorch_native_pr_note.md`), not from these results.
+# in vLLM, a provider of an IR op, in a file in `vllm/kernels/triton/`, that the platform's priority selects (vLLM's
+# form describes the patch in `upstream/`: the files it changes, when the new path runs, how to turn it on and off).
+# Lesson 09 reads the patch itself. PyTorch takes DSL kernels into its eager ops through `torch/_native`: an override
+# of an ATen op with a `cond` (the eligibility predicate) and an `impl` (the fast path), ATen the fallthrough. The
+# second cell below lists the override calls in the installed torch's sources (where a call passes a variable for the
+# op or the key, the table shows the variable's name); the PyTorch note describes the kit's patch there alone, so it
+# is written with that patch (`upstream/pytorch_native_pr_note.md`), not from these results.
 
 # %% tags=["nbval-ignore-output"]
 from fastpath_lib.bench.note_brief import WORD_LIMIT, words_outside_details
@@ -140,8 +141,9 @@ print("\n" + pytorch_note.split("## Summary")[0].strip())
 # change of behaviour or a change of structure, never both:
 #
 # 1. **Tests that pin today's behaviour** — contract tests of the public op against `F.rms_norm` (values, dtypes,
-#    exceptions, autocast, gradients, compile). They pass before any fast path exists, so they prove the later
-#    commits keep the contract. (Tests go *before* or *with* the change they check, never after it.)
+#    exceptions, autocast, gradients, compile). They pass before any fast path exists, so they show, on the cases
+#    they run, that the later commits keep the contract. (Tests go *before* or *with* the change they check, never
+#    after it.)
 # 2. **Semantic change: the op** — the custom op, the predicate and the kernels behind the fallback, *with* their
 #    tests: the generated boundary tests on both routes, guard bands, `opcheck`, the GPU tests for
 #    compute-sanitizer.

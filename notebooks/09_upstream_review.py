@@ -206,7 +206,8 @@ for chunk in patch.split("diff --git a/")[1:]:
 # decides per call (an eligibility predicate), `impl` is the fast path, and when `cond` declines, the call goes to the
 # next override of that op, in registration order, or to ATen's kernel. Overrides sit at a backend dispatch key, below
 # autograd: ATen's derivative formula still runs, and it calls the backward op, which has its own override. What the
-# installed torch declares (read from its sources), what this process has registered, and the keys it refuses:
+# installed torch declares (its sources' override calls; where a call passes a variable for the op or the key, the
+# variable's name), what this process has registered, and the keys it refuses:
 
 # %%
 from torch._native import registry

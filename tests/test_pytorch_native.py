@@ -187,6 +187,13 @@ def test_registered_f_rms_norm_takes_the_kit_inside_the_predicate_and_aten_outsi
     assert str(torch.library.get_kernel("aten::_fused_rms_norm", "CPU")) == str(before)
 
 
+def test_the_pinned_torch_has_no_cpu_backward_and_a_composite_forward():
+    """Why the patch's tests register for ``CPU`` with the backward's formula as the fallthrough (upstream/README.md)."""
+    has = torch._C._dispatch_has_kernel_for_dispatch_key
+    assert not has("aten::_fused_rms_norm_backward", "CPU")
+    assert has("aten::_fused_rms_norm", "CompositeImplicitAutograd") and not has("aten::_fused_rms_norm", "CPU")
+
+
 def test_a_key_torch_refuses_leaves_nothing_behind():
     with pytest.raises(ValueError, match="dispatch_key='Meta'"):
         native_override.register("Meta")
