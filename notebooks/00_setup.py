@@ -113,12 +113,12 @@ with selftest.allow_sm75() as note:
 # %% [markdown]
 # ## The self-test
 #
-# Some Triton and numpy version pairs silently compute wrong results in interpreter mode. `selftest.run()`
-# launches the kit's own kernels (RMSNorm's and the fused residual-add + RMSNorm's) on small fixed inputs (odd and
-# power-of-two widths; fp32, fp16, bf16, without bf16 on a GPU older than sm_80) and compares forward, `dx` and `dw`
-# with the float64 reference. When a check fails, a minimal Triton probe with the
-# same primitives says whether the kit's kernels or the toolchain is at fault (`result.culprit`). The test suite runs
-# it first and stops when it fails.
+# The interpreter runs on numpy, so a Triton and numpy pair the kit was not tested with can compute wrong results
+# without an error. `selftest.run()` launches the kit's own kernels (RMSNorm's and the fused residual-add +
+# RMSNorm's) on small fixed inputs (odd and power-of-two widths; fp32, fp16, bf16, without bf16 on a GPU older than
+# sm_80) and compares forward, `dx` and `dw` with the float64 reference. When a check fails, a minimal Triton probe
+# with the same primitives says whether the kit's kernels or the toolchain is at fault (`result.culprit`). The test
+# suite runs it first and stops when it fails.
 
 # %%
 result = selftest.run()
@@ -169,7 +169,7 @@ print("mismatch vs reference:", compare(y, reference_rms_norm(x, [64], w), x.dty
 # | claim | question | lessons |
 # |---|---|---|
 # | **Semantic** | does the new path compute what the old one did, for every input it accepts? | 01, 02, 03, 04 |
-# | **Mechanism** | why is it faster: bytes moved, launches, GB/s against the device's ceiling? | 02, 05 |
+# | **Mechanism** | why is it faster: bytes moved, launches, GB/s against the measured copy bandwidth? | 02, 05 |
 # | **Performance** | on a predeclared matrix of ≥ 12 cases, with raw samples, environment metadata, and the neutral and losing cases? | 05, 06, 07 |
 #
 # Besides these lessons the kit has exercises (`exercises/`, graded by `python -m fastpath_lib grade`), the

@@ -102,7 +102,7 @@ print(f"channels-last in   : contiguous={ours.is_contiguous()}, stride {ours.str
 #
 # With `eps=None`, `F.rms_norm` uses the machine epsilon of the dtype it *computes* in: fp32's, also for fp16 and
 # bf16 inputs (not `torch.finfo(torch.float16).eps`). We check it live on inputs so small that `eps` dominates the
-# mean square: only one candidate matches.
+# mean square: for fp16 and bf16 only fp32's matches (for fp32 inputs the two candidates are the same number).
 
 # %%
 for dtype in (torch.float32, torch.float16, torch.bfloat16):
@@ -166,11 +166,13 @@ for name, args in bad_calls.items():
 # ## Promise 5 — autocast
 #
 # Autocast changes `F.rms_norm`'s output dtype on some devices and not on others, and the custom op must follow. The kit
-# decides where to register its policy from the torch version (`autocast_fp32_devices()`: CUDA from torch 2.12). A
+# decides where to register its policy from the torch version (`autocast_fp32_devices()`: CUDA, by a version check
+# from torch 2.12 on). A
 # version check is a claim, so test it live: ask this torch's dispatcher which autocast device types have a kernel for
-# `aten::rms_norm` (a private query), and run `F.rms_norm` under autocast on this device. Only CUDA matters for the op's
-# policy: on any other device a call fails the `device` condition and is `F.rms_norm` itself. Either way our output
-# dtype must equal `F.rms_norm`'s.
+# `aten::rms_norm` (a private query), and run `F.rms_norm` under autocast on this device. The kit registers its policy
+# for CUDA alone: on the CPU autocast has no `rms_norm` kernel (the list below), so a CPU call keeps its dtype as
+# `F.rms_norm`'s does, and on a device such as XPU a call fails the `device` condition and is `F.rms_norm` itself.
+# Either way our output dtype must equal `F.rms_norm`'s.
 
 # %%
 from fastpath_lib.rmsnorm.op import autocast_fp32_devices
@@ -337,9 +339,9 @@ print("vmap equals F.rms_norm's:", torch.equal(torch.func.vmap(ours)(xb), torch.
 # %% [markdown]
 # <details><summary>Answer guide</summary>
 #
-# Under CUDA autocast (torch 2.12 on) `rms_norm` runs in fp32, so its output dtype differs from the input's. A custom
-# op is opaque to autocast, so without a registered policy it would keep the input dtype and break parity with
-# `F.rms_norm`; with the same policy registered the kernel sees already-cast inputs.
+# Under CUDA autocast (in the pinned torch, as the live check shows) `rms_norm` runs in fp32, so its output dtype
+# differs from the input's. A custom op is opaque to autocast, so without a registered policy it would keep the input
+# dtype and break parity with `F.rms_norm`; with the same policy registered the kernel sees already-cast inputs.
 # </details>
 
 # %% [markdown]

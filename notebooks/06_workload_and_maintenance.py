@@ -143,13 +143,13 @@ print("logits agree:", torch.allclose(a, b, atol=1e-4, rtol=1e-4),
 # 2048 columns: 2048 (512 is neutral, but 1024 loses again). 8192 columns: 512. Threshold: max(2048, 512) = 2048.
 # "Never loses from here on" rather than "first win" keeps a noisy early win from setting it too low.
 #
-# What is recorded today, and where it comes from:
+# What is recorded, and where it comes from:
 
 # %% tags=["nbval-ignore-output"]
 from fastpath_lib.rmsnorm import thresholds
 from fastpath_lib.rmsnorm.limits import DEFAULT_CUDA_MIN_ROWS
 
-print("recorded thresholds:", thresholds.entries() or "none yet (no GPU sweep has been recorded)")
+print("recorded thresholds:", thresholds.entries() or "none (no GPU sweep is recorded)")
 print("every architecture without one uses the conservative default:",
       DEFAULT_CUDA_MIN_ROWS, "rows")
 print("this machine:", limits_for(DEVICE))
@@ -172,7 +172,7 @@ sweep[["cols", "rows", "dtype", "provider", "route", "median_us", "vs_baseline",
 #
 # ## 4. CI tests on every push, sweeps on a schedule
 #
-# Two workflows, two jobs. Correctness is cheap to check and must gate every change; performance needs a real GPU,
+# Two workflows. Correctness is cheap to check and must gate every change; performance needs a real GPU,
 # takes minutes and is noisy, so it runs on a schedule on a fixed machine and is compared run to run:
 
 # %% tags=["nbval-ignore-output"]
@@ -193,8 +193,8 @@ for name in ("ci", "gpu-sweep"):
 # | | CI (`ci.yml`) | scheduled sweep (`gpu-sweep.yml`) |
 # |---|---|---|
 # | when | every push and pull request | weekly, or by hand |
-# | where | a CPU runner (Triton's interpreter), kernels also compiled for sm_80/sm_90 ahead of time | a self-hosted GPU runner |
-# | proves | the contract, the boundary tests on both routes, the predicate, the lessons and exercises | speed: the matrix, the threshold sweep, host cost, workload, compile cost |
+# | where | a CPU runner (Triton's interpreter), kernels also compiled ahead of time for sm_75 to sm_120 | a self-hosted GPU runner |
+# | checks | the contract, the boundary tests on both routes, the predicate, the lessons and exercises | speed: the matrix, the threshold sweep, host cost, workload, compile cost |
 # | fails on | any test | a step that fails; drift is reported (`compare` against the newest committed run) |
 # | output | pass / fail | a results folder to review and commit, and the threshold the sweep supports (`--check`) |
 #
@@ -304,7 +304,7 @@ print("with force_fallback():", dict(routes))
 # | scheduled GPU time | the weekly sweep, and someone to read its drift report |
 # | owner | named in the PR; answers for regressions and for new architectures |
 #
-# ## 8. CUDA graphs: what a vLLM port gets today
+# ## 8. CUDA graphs: what a vLLM port gets
 #
 # vLLM does not run the model eagerly at every step. It captures the forward in CUDA graphs, once per batch size
 # (in tokens) in its `compilation_config.cudagraph_capture_sizes`: decode batches, and, with piecewise graphs
@@ -322,7 +322,7 @@ print(f"{cap.name}: {cap.requirement}\n  why: {cap.why}")
 print("  declared boundary points:", {b.label: "eligible" if b.holds else "fallback" for b in cap.boundaries})
 
 # %% [markdown]
-# So today every call made while a graph is being captured takes the fallback, and the graph records
+# So every call made while a graph is being captured takes the fallback, and the graph records
 # `F.rms_norm`'s kernel. The condition stays until a GPU run records a passing capture test for the architecture
 # (capture at the boundary shapes, replay with new data, compare with the reference); only then can a captured call
 # take the fast path there. For the request of section 1, with vLLM 0.33's default largest capture size (512 tokens,

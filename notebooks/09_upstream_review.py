@@ -105,7 +105,7 @@ print("routes on the local shard: forward", dict(fwd), "| backward", dict(bwd))
 print(fastpath_lib.explain(dx, [64], dw))
 
 # %% [markdown]
-# A hidden-dim shard. In torch 2.13 and 2.14 `F.rms_norm` raises on it (its decomposition adds `eps` in place to a
+# A hidden-dim shard. In torch 2.13 `F.rms_norm` raises on it (its decomposition adds `eps` in place to a
 # partial mean); through the rule DTensor gathers the rows first, and the result is the reference's:
 
 # %%
