@@ -88,12 +88,13 @@ print("unmet:", bench.check_coverage(cases))
 # traffic, and a Triton launch plus Python is not expected to beat it (a prediction the matrix's decode case tests on
 # a GPU). So the predicate sends M=1 to `F.rms_norm` (the `min_rows` condition).
 #
-# But the predicate itself runs on **every** call, including the ones it sends away. If deciding costs 60 us, the
-# fallback is 5x slower than calling `F.rms_norm` directly, which is the very small-row regression the predicate
-# exists to prevent. So the kit measures it: the host-overhead family times `fastpath_lib.rms_norm` and
-# `F.rms_norm` side by side on the fallback calls RMSNorm's spec declares (`HOST_CASES`), by the kit's one
-# host-timing method (`bench.hostmethod`: short blocks of consecutive calls, the two interleaved block by block, the
-# fastest block of each, so the table shows the op's cost rather than the machine's noise).
+# But the predicate itself runs on **every** call, including the ones it sends away. If deciding costs several times
+# what a small `F.rms_norm` call costs, the fallback is several times slower than calling `F.rms_norm` directly, which
+# is the very small-row regression the predicate exists to prevent. So the kit measures it: the host-overhead family
+# times `fastpath_lib.rms_norm` and `F.rms_norm` side by side on the fallback calls RMSNorm's spec declares
+# (`HOST_CASES`), by the kit's one host-timing method (`bench.hostmethod`: short blocks of consecutive calls, the two
+# interleaved block by block, the fastest block of each, so the table shows the op's cost rather than the machine's
+# noise).
 # This is **CPU host time on this machine**, a real measurement here; the target is at most 1.15x.
 
 # %% tags=["nbval-ignore-output"]
