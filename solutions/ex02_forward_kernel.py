@@ -19,8 +19,9 @@
 # # Exercise 02 — a fused residual-add RMSNorm kernel
 #
 # Lesson 02 built the kit's forward kernel. In a transformer block RMSNorm usually comes right after a residual add, and
-# fast implementations fuse the two (vLLM's `fused_add_rms_norm`): one pass reads `x` and the residual `r`, writes their
-# sum `h` (the next residual stream) and the normalized `y`, and saves each row's `rstd` for the backward. The kit's own
+# fast implementations fuse the two (vLLM's `fused_add_rms_norm`, for inference): one pass reads `x` and the residual
+# `r` and writes their sum `h` (the next residual stream) and the normalized `y`; the kernel here also saves each row's
+# `rstd` for a backward. The kit's own
 # fused op (`fastpath_lib.fused`, lesson 08) is not this kernel: it follows vLLM's contract and normalizes the unrounded
 # fp32 sum. This one follows the spec below; you write it. The check launches it with a grid of `(n_rows,)` and
 # `BLOCK_SIZE = next_power_of_2(n_cols)` on irregular shapes (7x33 row slice, 3x781 bf16, 1x1, every other row, tiny

@@ -53,12 +53,13 @@
 # Compare with the contract, `native` / `native_` from `fastpath_lib.fused.reference`, never with the kit's op.
 #
 # **How it is graded.** Part (a) is asked about pairs of tensors the grader builds now. Part (b) runs against three
-# correct ops (the kit's, the composite, and another route that differs from the composite in the output's last
-# bits), where it must pass, and against broken ops, one fault each, where it must fail. Feedback names the
-# categories with a broken op that got through, not the op. Tests that fail on a correct op earn nothing, and so do
-# tests that never fail. Keep shapes small: under the interpreter 16 rows are eligible for the kit's Triton route.
-# For aliasing use 16 x 1024, as lesson 08 does: at 64 columns one program normalizes all 16 rows, so `residual` =
-# `x` shifted by one row cannot show its race; at 1024 columns each row has its own program.
+# correct ops (the kit's, the composite, and another route that differs from the composite in the output's last bits),
+# where it must pass, and against broken ops, one fault each, where it must fail. Feedback names the categories with a
+# broken op that got through, not the op. Tests that fail on a correct op earn nothing, and so do tests that never fail,
+# or that copy the kit's own fused-op tests (three lines or more in common). Keep shapes small: under the interpreter 16
+# rows are eligible for the kit's Triton route. For aliasing use 16 x 1024, as lesson 08 does: at 64 columns one program
+# normalizes all 16 rows, so `residual` = `x` shifted by one row cannot show its race; at 1024 columns each row has its
+# own program.
 #
 # **How this works.** Fill in each cell marked `# FILL ME IN (roughly N lines)` (delete the `raise
 # NotImplementedError`), run it, then run the check below it: it prints `passed`, or what is missing.
