@@ -182,13 +182,13 @@ print("traced on FakeTensors:", [str(n.target) for n in graph.graph.nodes if n.o
 # decided inside the op on every call, which takes the composite when a check fails. A check that runs at trace time
 # reads only what a FakeTensor knows.
 #
-# The change a learner proposes to vLLM cannot import the kit. `tools/make_upstream.py` generates it in `upstream/`,
-# a patch against the pinned vLLM release's files, from the files written as vLLM would ship them under
-# `upstream/vllm/`: a new `vllm/kernels/triton/layernorm.py` with `"triton"` providers of both IR ops (one kernel, a
-# `triton_op` launcher for each op, metadata checks only), imported beside `activation.py`, and its tests. No config field and no
-# layer change: the priority chooses the provider. `tests/test_vllm_upstream.py` checks that it is current, applies,
-# passes vLLM's ruff and mypy settings, and that its tests pass under the interpreter. The files it changes, and its
-# lines added and removed:
+# The change a learner proposes to vLLM cannot import the kit. `tools/make_upstream.py` generates it in `upstream/`, a
+# patch against the pinned vLLM release's files, from the files written as vLLM would ship them under `upstream/vllm/`:
+# a new `vllm/kernels/triton/layernorm.py` with `"triton"` providers of both IR ops (one kernel, a `triton_op` launcher
+# for each op, metadata checks only), imported beside `activation.py`, and its tests. No config field and no layer
+# change: the priority chooses the provider. `tests/test_vllm_upstream.py` checks that it is current, applies, passes
+# vLLM's ruff and mypy settings, and that its tests pass under the interpreter. The files it changes, and its lines
+# added and removed:
 
 # %% tags=["nbval-ignore-output"]
 patch = (runtime.ROOT / "upstream" / "vllm_rms_norm_triton.patch").read_text()
