@@ -350,7 +350,7 @@ else:
 
     print("No GPU here: nothing measured (interpreter timings are not GPU measurements).")
     print("Recorded GPU results in results/:",
-          bench.latest_gpu_results(root="../results") or "none recorded yet")
+          bench.latest_gpu_results(root="../results") or "none committed")
 
 # %% [markdown]
 # ## What the numbers say

@@ -367,7 +367,7 @@ gpu = dataclasses.replace(make_call(x, [narrow.shape[1]]), device_type="cuda",
                           interpret=False, capability=(9, 0),
                           limits=limits_for("cuda", interpret=False, capability=(9, 0)))
 print("route on an sm_90 GPU:", PREDICATE.evaluate(gpu).route)
-print("GPU results recorded:", bench.latest_gpu_results(root="../results") or "none yet")
+print("GPU results committed:", bench.latest_gpu_results(root="../results") or "none")
 
 # %% [markdown]
 # So the region, as declared, contains a case its own author expected to be slower than `F.rms_norm`. If a GPU
