@@ -188,7 +188,7 @@ def test_registered_f_rms_norm_takes_the_kit_inside_the_predicate_and_aten_outsi
 
 
 def test_the_pinned_torch_has_no_cpu_backward_and_a_composite_forward():
-    """Why the patch's tests register for ``CPU`` with the backward's formula as the fallthrough (upstream/README.md)."""
+    """Why the patch's tests register for ``CPU``, the backward's formula the fallthrough (upstream/README.md)."""
     has = torch._C._dispatch_has_kernel_for_dispatch_key
     assert not has("aten::_fused_rms_norm_backward", "CPU")
     assert has("aten::_fused_rms_norm", "CompositeImplicitAutograd") and not has("aten::_fused_rms_norm", "CPU")
