@@ -220,6 +220,16 @@ def test_in_place_on_a_leaf_that_requires_grad_raises_as_torch_does(device):
     assert routes == {"triton": 1}
 
 
+def test_the_known_gap_a_direct_call_of_the_registered_op_writes_a_leaf_that_requires_grad():
+    """docs/reference.md's known gap: ``torch.ops.fastpath.fused_add_rms_norm_`` runs below autograd, so it writes a
+    leaf that requires grad without the error the public function raises. When torch closes the gap this fails:
+    reword the sentence."""
+    x, r = torch.randn(4, 64, requires_grad=True), torch.randn(4, 64)
+    before = x.detach().clone()
+    torch.ops.fastpath.fused_add_rms_norm_(x, r, None, None)
+    assert not torch.equal(x.detach(), before)
+
+
 def test_in_place_on_views_is_recorded_by_autograd(device):
     """On non-leaf views the in-place form keeps autograd's history: gradients equal the functional form's."""
     a0 = torch.randn(16, 64, device=device)
