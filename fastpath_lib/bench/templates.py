@@ -35,7 +35,8 @@ from fastpath_lib.bench.note_evidence import qualified
 from fastpath_lib.bench.schema import NOT_GPU
 
 __all__ = ["render", "claim", "test_plan", "qualified", "synthetic_banner", "patch_note", "patch_files", "HEADINGS",
-           "DROPPED", "VLLM_PATCH", "VLLM_TEST", "PATCH_TITLE", "PATCH_ACCEPTS", "PATCH_BENCHMARKS"]
+           "DROPPED", "VLLM_PATCH", "VLLM_TEST", "PATCH_TITLE", "PATCH_KERNEL", "patch_accepts",
+           "PATCH_BENCHMARKS"]
 
 #: The change the vLLM form proposes: a diff against the pinned vLLM release (``tools/make_upstream.py`` writes it).
 VLLM_PATCH = "upstream/vllm_rms_norm_triton.patch"
@@ -53,10 +54,24 @@ DROPPED = {
 }
 #: The vLLM form's title, for an op the patch provides.
 PATCH_TITLE = "[Kernel] Triton providers of the vLLM IR ops rms_norm and fused_add_rms_norm"
-#: What the patch's ``supports_args`` accept (``vllm/kernels/triton/layernorm.py``, the file the patch adds).
-PATCH_ACCEPTS = ("a contiguous fp16, bf16 or fp32 `x` on the platform's device with a last dimension of 1 to 16384; "
-                 "the weight absent or a contiguous `[hidden_size]` of any of those dtypes; for the fused op a "
-                 "residual of `x`'s shape and dtype, contiguous; no `variance_size`")
+#: The file the patch adds, as the kit keeps it (``upstream/vllm/`` holds the patch's new files at their vLLM paths).
+PATCH_KERNEL = "upstream/vllm/vllm/kernels/triton/layernorm.py"
+
+
+def patch_accepts(root=None) -> str:
+    """What the patch's ``supports_args`` accept, its width limit read from :data:`PATCH_KERNEL` itself."""
+    import re
+
+    from fastpath_lib import runtime
+
+    path = (root or runtime.ROOT) / PATCH_KERNEL
+    found = re.search(r"^_MAX_HIDDEN_SIZE = (\d+)$", path.read_text(), re.M) if path.is_file() else None
+    widest = found.group(1) if found else "(the patch's limit: its file is not in this checkout)"
+    return (f"a contiguous fp16, bf16 or fp32 `x` on the platform's device with a last dimension of 1 to {widest}; "
+            "the weight absent or a contiguous `[hidden_size]` of any of those dtypes; for the fused op a "
+            "residual of `x`'s shape and dtype, contiguous; no `variance_size`")
+
+
 #: The GPU data a vLLM reviewer asks for before any priority names the provider.
 PATCH_BENCHMARKS = [
     "- `benchmarks/kernels`-style timings in bf16 at hidden sizes 2048-8192: `triton` against `vllm_c` (custom ops "
@@ -165,7 +180,7 @@ def patch_note(ev) -> list[str]:
             "and square root, whose order and rounding differ between kernels, can move an output's last bit. "
             "Under Inductor the IR op stays in the graph, where vLLM's fusion passes match it, and the lowering pass "
             "picks the provider from the node's fake tensors.", "",
-            f"- It takes a call with {PATCH_ACCEPTS}; any other call goes to the next provider in the priority.",
+            f"- It takes a call with {patch_accepts()}; any other call goes to the next provider in the priority.",
             "- Decode under CUDA graphs: no token-count threshold and nothing refused under capture.",
             "- To try it: `--kernel-config '{\"ir_op_priority\": {\"rms_norm\": [\"triton\"], "
             "\"fused_add_rms_norm\": [\"triton\"]}}'` (vLLM appends the platform's default). The option is "

@@ -355,7 +355,7 @@ def _judge_consistent(data, notes: dict[str, str]) -> None:
         losses = [c for c, k in exp.items() if k == LOSS]
         for sentence in (_denies_losses(note, losses) if losses else ()):
             problems.append(f"{which}: the note says {sentence!r}, but the data has {len(losses)} "
-                            f"{'loss' if len(losses) == 1 else 'losses'} ({', '.join(losses)}): say where it is "
+                            f"{LOSS if len(losses) == 1 else LOSS + 'es'} ({', '.join(losses)}): say where it is "
                             "slower, as the table does")
         if env.get("synthetic") and "synthetic" not in note.lower():
             problems.append(f"{which}: the data is labelled synthetic; the note must say so")

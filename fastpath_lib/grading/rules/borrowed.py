@@ -66,13 +66,23 @@ class Forbidden:
     Args:
         targets: ``(file or folder, qualified name or "*", why)`` entries.
         builtins: ``(name, why)`` of torch's C functions and Tensor methods (``torch.softmax``, ``x.softmax``).
+        families: ``(family, why)`` of :mod:`~fastpath_lib.grading.rules.torch_families`: a builtin is forbidden
+            when its name is of the family as the registry stands at the call, so an operator registered after this
+            was built (``torch.onnx``'s, Inductor's, a ``torch/_native`` override's) is refused too.
     """
 
     targets: tuple[tuple[str, str, str], ...] = ()
     builtins: tuple[tuple[str, str], ...] = ()
+    families: tuple[tuple[str, str], ...] = ()
 
     def __add__(self, other: Forbidden) -> Forbidden:
-        return Forbidden(self.targets + other.targets, self.builtins + other.builtins)
+        return Forbidden(self.targets + other.targets, self.builtins + other.builtins, self.families + other.families)
+
+    def _family_why(self, name: str) -> str | None:
+        if not self.families:
+            return None
+        family = torch_families.family_of(name)
+        return next((why for f, why in self.families if f == family), None) if family else None
 
     @functools.cached_property
     def _index(self) -> dict[str, dict[str, str]]:
@@ -107,9 +117,9 @@ class Forbidden:
         name = getattr(fn, "__name__", None)
         if isinstance(fn, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):  # torch.ops.aten.<op>[.overload]
             name = fn._qualified_op_name.split("::")[-1] if isinstance(fn, torch._ops.OpOverloadPacket) else fn._opname
-            why = self._builtin_index.get(name)
+            why = self._builtin_index.get(name) or self._family_why(name)
             return f"torch.ops {fn.__name__} ({why})" if why else None
-        why = self._builtin_index.get(name) if name else None
+        why = (self._builtin_index.get(name) or self._family_why(name)) if name else None
         if why is None:
             return None
         owner = getattr(fn, "__self__", None)
@@ -164,7 +174,7 @@ def torch_op(*names: str, why: str) -> Forbidden:
     in_family = tuple((file, qual, why) for f in families for file, qual in torch_families.python_functions(f))
     family_names = tuple(sorted({n for f in families for n in torch_families.names(f)}))
     return Forbidden(tuple((str(_TORCH / "nn" / "functional.py"), n, why) for n in aliases) + forwards + in_family,
-                     tuple((n, why) for n in aliases + family_names))
+                     tuple((n, why) for n in aliases + family_names), tuple((f, why) for f in families))
 
 
 TORCH_RMS_NORM = torch_op("rms_norm", why="the reference must not call the operator it checks")
