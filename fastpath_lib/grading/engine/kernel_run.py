@@ -100,10 +100,7 @@ def run(text: str, entry: str, calls: list[tuple], *, timeout: float = 120.0) ->
         got = _in_child(tmp, "run", {"text": text, "entry": entry, "calls": cpu}, timeout)
         if isinstance(got, str):
             return Outcome([], got)
-        # a process of its own: the interpreter's patches of triton.language stay out of the compile
-        problem = _in_child(tmp, "compile", {"text": text, "seen": got.get("seen", [])}, timeout)
-    if isinstance(problem, dict):
-        problem = problem.get("compile_problem")
+    problem = got.get("compile_problem")
     return Outcome([Call(**c) for c in got["calls"]], problem)
 
 
@@ -112,7 +109,7 @@ def _in_child(tmp: str, mode: str, request: dict, timeout: float):
     req, res = os.path.join(tmp, f"{mode}-request.pt"), os.path.join(tmp, f"{mode}-result.pt")
     torch.save(request, req)
     kit_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-    env = dict(os.environ, TRITON_INTERPRET="1" if mode == "run" else "0", PYTHONPATH=os.pathsep.join(
+    env = dict(os.environ, TRITON_INTERPRET="0", PYTHONPATH=os.pathsep.join(
         [kit_root] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
     cmd = [sys.executable, "-m", "fastpath_lib.grading.engine.kernel_run", mode, req, res]
     sandbox = _SANDBOX.get()
@@ -283,12 +280,39 @@ def launch_traffic(launch) -> dict:
     return {name: {k: int(getattr(t, k, 0) or 0) for k in keys} for name, t in launch.tensors.items()}
 
 
-def _run_child(request: str, result: str) -> None:
+def _child(request: str, result: str) -> None:
+    """One process for both steps, torch imported once: a forked copy imports Triton with the interpreter on and
+    runs the calls (the interpreter's patches of ``triton.language`` stay in that copy), then this process imports
+    Triton with it off and compiles every kernel the run launched."""
+    req = torch.load(request, weights_only=True)
+    ran = result + ".run"
+    pid = os.fork()
+    if pid == 0:  # the interpreted run
+        code = 1
+        try:
+            os.environ["TRITON_INTERPRET"] = "1"  # read at each triton.jit: the kernels become InterpretedFunctions
+            _run_child(req, ran)
+            code = 0
+        finally:
+            os._exit(code)  # no atexit, no teardown of what the parent still uses
+    _, status = os.waitpid(pid, 0)
+    if not os.path.exists(ran):
+        raise SystemExit(f"the interpreted run ended without an answer (wait status {status})")
+    with open(ran, "rb") as fh:
+        got = torch.load(io.BytesIO(fh.read()), weights_only=True)
+    where = os.path.join(os.path.dirname(os.path.abspath(result)), "your_notebook_compiled.py")
+    try:
+        got["compile_problem"] = _compile_problem(req["text"], got.get("seen", []), where)
+    except Exception as exc:  # noqa: BLE001
+        got["compile_problem"] = f"the grader could not compile your kernels ({type(exc).__name__}: {str(exc)[:200]})"
+    _save(got, result)
+
+
+def _run_child(req: dict, result: str) -> None:
     from triton.runtime.interpreter import InterpretedFunction
 
     from fastpath_lib import traffic
 
-    req = torch.load(request, weights_only=True)
     where = os.path.join(os.path.dirname(os.path.abspath(result)), "your_notebook.py")
     ns = _exec(req["text"], where)
     seen: list = []
@@ -332,15 +356,5 @@ def _save(answer: dict, result: str) -> None:
         fh.write(buf.getvalue())
 
 
-def _compile_child(request: str, result: str) -> None:
-    req = torch.load(request, weights_only=True)
-    where = os.path.join(os.path.dirname(os.path.abspath(result)), "your_notebook_compiled.py")
-    try:
-        problem = _compile_problem(req["text"], req["seen"], where)
-    except Exception as exc:  # noqa: BLE001
-        problem = f"the grader could not compile your kernels ({type(exc).__name__}: {str(exc)[:200]})"
-    _save({"compile_problem": problem}, result)
-
-
 if __name__ == "__main__":
-    (_run_child if sys.argv[1] == "run" else _compile_child)(sys.argv[2], sys.argv[3])
+    _child(sys.argv[2], sys.argv[3])
