@@ -180,7 +180,9 @@ def patch_note(ev) -> list[str]:
                 "the layer with Dynamo to find the IR op in the graph. They pin native's numbers: in fp16 and bf16, "
                 "mixed weight dtypes included, every output whose rounding does not depend on rstd's last bits "
                 "equals native's bit for bit, the fused op's residual output everywhere; rows of zeros and tiny rows "
-                "with a large epsilon match native."]) + ["Before a priority names the provider:",
+                "with a large epsilon match native. The fused provider is registered `inplace=True`, as `vllm_c` "
+                "is: `maybe_inplace` writes into `x` and `x_residual`, the functional overload leaves them."])
+            + ["Before a priority names the provider:",
                ""] + PATCH_BENCHMARKS + [""]
             + ["## Test Result", "",
                "- Under Triton's interpreter on a CPU (values, no timing), the test harness converting fp32 to bf16 "

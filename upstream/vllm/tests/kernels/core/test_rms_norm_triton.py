@@ -179,6 +179,27 @@ def test_triton_provider_where_epsilon_dominates(
     _assert_close(out, ref, op, dtype)
 
 
+@torch.inference_mode()
+def test_fused_provider_is_in_place(launches: list[object]) -> None:
+    """maybe_inplace writes the output into x and the sum into x_residual; the
+    functional overload leaves its inputs as they were."""
+    torch.manual_seed(0)
+    op = ir.ops.fused_add_rms_norm
+    args = _args((7, 4096), torch.bfloat16, True, True)
+    x, residual = args[0].clone(), args[1].clone()
+    ref = op.impls["native"].impl_fn(*args)
+    with op.set_priority(["triton", "native"]):
+        out = op(*args)
+        assert torch.equal(args[0], x) and torch.equal(args[1], residual)
+        inplace = op.maybe_inplace(*args)
+    assert launches == [triton_layernorm._rms_norm_kernel] * 2
+    assert inplace[0].data_ptr() == args[0].data_ptr()
+    assert inplace[1].data_ptr() == args[1].data_ptr()
+    for got in (out, inplace):
+        assert torch.equal(got[1], ref[1])
+        _assert_close(got[0], ref[0], op, torch.bfloat16)
+
+
 def _deferred_args(case: str, add_residual: bool) -> tuple:
     hidden_size = 16385 if case == "too_wide" else 4096
     args = list(_args((7, hidden_size), torch.bfloat16, True, add_residual))
