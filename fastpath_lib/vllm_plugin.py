@@ -153,8 +153,10 @@ def rms_norm(x: Tensor, weight: Tensor | None, epsilon: float, variance_size: in
 
     The kit's kernel is ``F.rms_norm``'s fast path and rounds as ``F.rms_norm`` does, once: with a weight, about a
     quarter of fp16/bf16 outputs differ from native's by one unit in the last place (within vLLM's tolerance). The
-    kernel with native's rounding points is the one the kit's vLLM patch proposes (``upstream/vllm/``); the fused
-    provider's kernel rounds where native rounds."""
+    kernel with native's rounding points is the one the kit's vLLM patch proposes (``upstream/vllm/``); the plugin
+    does not load it because that file is vLLM's, written to be imported as ``vllm.kernels.triton.layernorm``, and
+    importing it registers vLLM's own provider name, ``"triton"``. The fused provider's kernel rounds where native
+    rounds."""
     assert variance_size is None
     return torch.ops.fastpath_vllm.rms_norm(x, weight, epsilon)
 
