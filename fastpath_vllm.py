@@ -17,7 +17,8 @@ def register() -> bool:
     """The ``vllm.general_plugins`` entry point. Never raises.
 
     Returns:
-        whether the kit's providers were registered (``False`` without ``FASTPATH_VLLM=1``, importing nothing).
+        whether the kit's providers are registered and first in the priority (``False`` without
+        ``FASTPATH_VLLM=1``, importing nothing).
     """
     if os.environ.get(OPT_IN) != "1":
         return False

@@ -4,21 +4,29 @@ kernels, registered only when a user asks.
 vLLM reaches it through ``fastpath_vllm.register`` (the ``vllm.general_plugins`` entry point in ``pyproject.toml``),
 which imports this module only with ``FASTPATH_VLLM=1`` in the environment. Then :func:`register`:
 
-* acts only where the kit's kernels can run (:func:`supported`: vLLM's platform object says CUDA with compute
-  capability 8.0 or newer, read through NVML, never ``torch.cuda``; the CPU under Triton's interpreter), and
-  otherwise registers nothing and logs once that it declined;
 * registers :data:`PROVIDER` for both IR ops (``register_impl(PROVIDER, supported=..., supports_args=...)``, as
-  vLLM's own ``vllm/kernels/triton/activation.py`` does) and puts it first in the platform's default priority
-  (``current_platform.get_default_ir_op_priority``), then logs once that it is active. vLLM appends the platform's
-  default to a priority the user sets (``--ir-op-priority``), so a user's list still comes first;
+  vLLM's own ``vllm/kernels/triton/activation.py`` does), ``supported`` where the kit's kernels can run
+  (:func:`supported`: vLLM's platform object says CUDA with compute capability 8.0 or newer, read through NVML,
+  never ``torch.cuda``; the CPU under Triton's interpreter). Registered in every process, so a priority that names it
+  (made by the engine process) skips it in a process where the kernels cannot run instead of failing vLLM's check
+  that every provider in a priority is registered;
+* where they can run, puts it first in the platform's default priority
+  (``current_platform.get_default_ir_op_priority``), then logs once that it is active; elsewhere logs once that it
+  declined. vLLM appends the platform's default to a priority the user sets (``--ir-op-priority``), so a user's list
+  still comes first. Putting a provider other than ``native`` first also turns on vLLM's norm fusion passes
+  (``enable_norm_fusion`` in ``vllm/config/vllm.py``: ``fuse_norm_quant`` at O1-O3 under Inductor);
 * takes no slot another plugin may need: no ``CustomOp.register_oot``, so a hardware plugin's out-of-tree
   ``RMSNorm`` registers before or after it.
 
 Which baseline the provider then replaces is vLLM's default for the run: under Inductor (vLLM's default compilation)
 the CUDA platform's priority is ``["native"]`` (Inductor compiles the native function; the IR op stays in the graph
 until vLLM's lowering pass picks a provider, so vLLM's fusion passes still see it), without Inductor
-``["vllm_c", "native"]`` (vLLM's C kernel). :func:`register` never raises into vLLM's start-up and never initialises
-CUDA; without vLLM it returns ``False``. Tested with :data:`TESTED_VLLM_VERSIONS`.
+``["vllm_c", "native"]`` (vLLM's C kernel). Under Inductor the token count is symbolic where the lowering pass
+asks, so the providers decline and native keeps every batch (:func:`rms_norm_supports_args`); the kit's kernels run
+where sizes are known: without Inductor, or in a graph compiled for one size. Inside the op, what only run time knows
+falls back to a function with native's rounding points, never to ``F.rms_norm`` (:func:`rms_norm`). :func:`register`
+never raises into vLLM's start-up and never initialises CUDA; without vLLM it returns ``False``. Tested with
+:data:`TESTED_VLLM_VERSIONS`.
 
 The kit's own code (lesson 08, the host-cost bench, the tests) registers the providers without touching any priority:
 :func:`register_providers`, or :func:`load_vllm_ir`.
@@ -35,6 +43,7 @@ import torch
 from torch import Tensor
 
 from fastpath_lib.fused.predicate import eligible as fused_eligible
+from fastpath_lib.rmsnorm import op as rms_op
 from fastpath_lib.rmsnorm.predicate import eligible as rms_eligible
 
 __all__ = ["PROVIDER", "TESTED_VLLM_VERSIONS", "OPT_IN", "IR_OPS", "LOGGER_NAME", "opted_in", "supported",
@@ -106,34 +115,64 @@ def why_unsupported() -> str | None:
         return f"vLLM's platform cannot say ({type(e).__name__}: {e})"
 
 
-# --- the providers: the kit's ops where its predicate accepts, vLLM's next provider otherwise ----------------------
+# --- the providers: the kit's kernels where the kit's predicate accepts, vLLM's native otherwise --------------------
+
+def _sized(x: Tensor) -> bool:
+    """Whether every size of ``x`` is known: plain ints, outside Dynamo (which hands a symbolic size over as an
+    int). Under Inductor vLLM's lowering pass asks ``supports_args`` with FakeTensors whose token count is symbolic:
+    the kit's row threshold cannot be decided there, so the providers decline and vLLM's next provider (Inductor's
+    compiled native by default) takes every batch size."""
+    return not torch.compiler.is_dynamo_compiling() and all(type(s) is int for s in x.shape)
+
 
 def rms_norm_supports_args(x: Tensor, weight: Tensor | None, epsilon: float, variance_size: int | None = None) -> bool:
-    """Per call, from metadata only: whole rows (``variance_size is None``), the weight in
-    x's dtype (vLLM's native rounds the normalized value to the weight's dtype, the kernel does not), and the kit's
-    static conditions."""
-    return (variance_size is None and (weight is None or weight.dtype == x.dtype)
+    """Per call, from metadata only: whole rows (``variance_size is None``), the weight in x's dtype, every size
+    known (:func:`_sized`), and the kit's static conditions, the row threshold included."""
+    return (variance_size is None and _sized(x) and (weight is None or weight.dtype == x.dtype)
             and rms_eligible(x, x.shape[-1:], weight, False))
 
 
+@torch.library.custom_op("fastpath_vllm::rms_norm", mutates_args=())
+def _rms_norm_op(x: Tensor, weight: Tensor | None, epsilon: float) -> Tensor:
+    if rms_op._now_eligible(x, [x.shape[-1]], weight, "custom_op"):
+        return torch.ops.fastpath.rms_norm(x, [x.shape[-1]], weight, epsilon)
+    from vllm import ir
+
+    return ir.ops.rms_norm.impls["native"].impl_fn(x, weight, epsilon).contiguous()
+
+
+@_rms_norm_op.register_fake
+def _(x, weight, epsilon):
+    return torch.empty_like(x, memory_format=torch.contiguous_format)
+
+
 def rms_norm(x: Tensor, weight: Tensor | None, epsilon: float, variance_size: int | None = None) -> Tensor:
-    """``torch.ops.fastpath.rms_norm``: the kernel where the run-time checks pass,
-    ``F.rms_norm`` inside otherwise."""
+    """``torch.ops.fastpath_vllm.rms_norm``: the kit's kernel where what only run time knows (pointer alignment, a
+    CUDA graph capture) lets it run, vLLM's native function inside the op otherwise (never ``F.rms_norm``, which
+    rounds once where native rounds the normalized row to the weight's dtype first).
+
+    The kit's kernel is ``F.rms_norm``'s fast path and rounds as ``F.rms_norm`` does, once: with a weight, about a
+    quarter of fp16/bf16 outputs differ from native's by one unit in the last place (within vLLM's tolerance). The
+    kernel with native's rounding points is the one the kit's vLLM patch proposes (``upstream/vllm/``); the plugin
+    does not load it because that file is vLLM's, written to be imported as ``vllm.kernels.triton.layernorm``, and
+    importing it registers vLLM's own provider name, ``"triton"``. The fused provider's kernel rounds where native
+    rounds."""
     assert variance_size is None
-    return torch.ops.fastpath.rms_norm(x, [x.shape[-1]], weight, epsilon)
+    return torch.ops.fastpath_vllm.rms_norm(x, weight, epsilon)
 
 
 def fused_add_rms_norm_supports_args(x: Tensor, x_residual: Tensor, weight: Tensor | None, epsilon: float,
                                      variance_size: int | None = None) -> bool:
-    """Per call, from metadata only: whole rows and the kit's static conditions of the
-    in-place form."""
-    return variance_size is None and fused_eligible(x, x_residual, weight, False, True)
+    """Per call, from metadata only: whole rows, every size known (:func:`_sized`), and the kit's static conditions
+    of the in-place form."""
+    return variance_size is None and _sized(x) and fused_eligible(x, x_residual, weight, False, True)
 
 
 def fused_add_rms_norm(x: Tensor, x_residual: Tensor, weight: Tensor | None, epsilon: float,
                        variance_size: int | None = None) -> tuple[Tensor, Tensor]:
     """``torch.ops.fastpath.fused_add_rms_norm_`` writes the output into ``x`` and the sum
-    into ``x_residual`` (the kernel where the run-time checks pass, the composite inside otherwise); returns
+    into ``x_residual`` (the kernel where the run-time checks pass, inside otherwise the composite of vLLM's native
+    formula, :func:`fastpath_lib.fused.reference.native`, with native's rounding points, as the kernel's); returns
     ``(x, x_residual)``."""
     assert variance_size is None
     torch.ops.fastpath.fused_add_rms_norm_(x, x_residual, weight, epsilon)
@@ -229,12 +268,17 @@ def register() -> bool:
         if version not in TESTED_VLLM_VERSIONS:
             _say_once("version", logging.WARNING, "fastpath_kit: tested with vLLM %s, this is %s",
                       ", ".join(TESTED_VLLM_VERSIONS), version)
+        # Registered in every process, supported or not: a priority that names the provider (the engine's, where
+        # the kernels can run) then skips it in a process where they cannot, as vLLM skips any unsupported provider,
+        # where an unregistered name would fail vLLM's assertion that every provider in a priority is registered.
+        registered = register_providers()
         why = why_unsupported()
         if why is not None:
             _say_once("declined", logging.INFO, "fastpath_kit: %s=1, but the kit's kernels cannot run here (%s): "
-                      "nothing registered", OPT_IN, why)
+                      "%s, not in the priority", OPT_IN, why,
+                      "providers registered as unsupported" if registered else "nothing registered")
             return False
-        if not register_providers():
+        if not registered:
             return False
         try:
             _put_first()

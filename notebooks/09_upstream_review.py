@@ -444,8 +444,8 @@ else:
 # So a plugin that raises stops vLLM from starting, and one that initialises CUDA makes vLLM spawn its workers
 # instead of forking them (`vllm/utils/system_utils.py` logs why when it switches). And a plugin that acts on being
 # installed changes the numerics of every vLLM run on that machine, unasked. The kit's entry point,
-# `fastpath_vllm.register`, does nothing unless `FASTPATH_VLLM=1`, and then only where the kit's kernels can run. The
-# cell below defines a child that calls it twice in a fresh process where initialising CUDA raises, with the
+# `fastpath_vllm.register`, does nothing unless `FASTPATH_VLLM=1`, and then acts only where the kit's kernels can
+# run. The cell below defines a child that calls it twice in a fresh process where initialising CUDA raises, with the
 # variable unset or set. The child gives the plugin's logger a handler (in vLLM, vLLM's logging configuration does),
 # so what the plugin logs is printed above each result:
 
@@ -477,11 +477,13 @@ for host in ("not asked", "asked"):
 
 # %% [markdown]
 # Not asked, it returns `False` having imported nothing of the kit: the entry point lives outside the `fastpath_lib`
-# package, whose import a vLLM that did not ask should not pay. Asked, on this GPU-less host it declines, says once
-# why, and registers nothing. Neither case saw an exception or a CUDA initialisation: the plugin asks vLLM's platform
-# object, which reads NVML, never `torch.cuda`. Where it can run it registers the kit's providers and puts them first
-# in the platform's default priority, with one log line; it never takes vLLM's single out-of-tree `RMSNorm` slot,
-# which a hardware plugin may need (`tests/test_vllm_plugin.py` runs these cases and both plugin orders).
+# package, whose import a vLLM that did not ask should not pay. Asked, on this GPU-less host it declines and says once
+# why; it still registers its providers, as unsupported and in no priority, because vLLM asserts that every provider
+# a priority names is registered, and the priority may come from a process where the kernels run. Neither case saw
+# an exception or a CUDA initialisation: the plugin asks vLLM's platform object, which reads NVML, never
+# `torch.cuda`. Where it can run it puts its providers first in the platform's default priority, with one log line;
+# it never takes vLLM's single out-of-tree `RMSNorm` slot, which a hardware plugin may need
+# (`tests/test_vllm_plugin.py` runs these cases and both plugin orders).
 #
 # ### 6. Tests that only the reference's extremes reveal
 #

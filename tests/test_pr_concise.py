@@ -140,6 +140,29 @@ def test_vllm_describes_the_patch_and_only_the_patch(notes):
     assert len(paragraphs) == len(set(paragraphs))
 
 
+def test_vllm_quotes_the_wheel_and_says_nothing_of_the_kits_tooling(notes):
+    """What the vLLM note says of vLLM is in the pinned wheel's files, word for word: the deprecation whole (IR and
+    option), the ``VLLM_USE_OINK_OPS`` baseline, the norm-fusion side effect. It names none of the kit's tools, and
+    says where its bit-for-bit result comes from (the interpreter, with the harness's fp32->bf16 conversion)."""
+    from fastpath_lib.vllm_plugin import vllm_site
+
+    _, by_form = notes
+    note = by_form["vllm"]
+    assert not re.search(r"\bkit\b|fastpath|not attached", note, re.I), re.search(r"\bkit\b|fastpath", note, re.I)
+    quote = re.search(r'says: "(Deprecated: vLLM IR is being removed, [^"]+)"', note).group(1)
+    assert "option will be removed in v0.34.0" in quote and "selected by the platform" in quote
+    assert "VLLM_USE_OINK_OPS" in note and "`fuse_norm_quant` at O1-O3" in note
+    assert "Triton's interpreter" in note and "converting fp32 to bf16 as a GPU does" in note
+    site = vllm_site() / "vllm"
+    if not (site / "config" / "kernel.py").is_file():
+        pytest.skip(f"vLLM's wheel is not in {site.parent}")
+    flat = " ".join((site / "config" / "kernel.py").read_text().split())
+    assert quote in flat
+    assert '["oink"] + default' in (site / "platforms" / "cuda.py").read_text()
+    fusion = (site / "config" / "vllm.py").read_text()
+    assert 'ir_op_priority.rms_norm[0] != "native"' in fusion and '"fuse_norm_quant": enable_norm_fusion' in fusion
+
+
 @pytest.mark.parametrize("markdown, words", [
     ("one two three", 3),
     ("a | --- | b", 2),  # table rules are not words

@@ -1,7 +1,8 @@
 """The kit's vLLM plugin changes nobody's vLLM unasked (``fastpath_vllm.register``, vLLM's entry point, and
 :func:`fastpath_lib.vllm_plugin.register`): without ``FASTPATH_VLLM=1`` it imports nothing of the kit and registers
-nothing; with it, it declines where the kit's kernels cannot run and otherwise puts its providers first in the
-platform's priority, logging once either way; it never initialises CUDA and never takes vLLM's single out-of-tree
+nothing; with it, it registers its providers in every process (unsupported where the kit's kernels cannot run, so
+a priority made in another process skips them there) and puts them first in the platform's priority only where the
+kernels run, logging once either way; it never initialises CUDA and never takes vLLM's single out-of-tree
 ``RMSNorm`` slot, so another plugin's ``RMSNorm`` registers before or after it.
 
 Each case runs in a fresh process, as vLLM runs plugins: vLLM's real ``ir``, ``custom_op.py`` and ``layernorm.py``
@@ -72,8 +73,9 @@ def _run(body: str, opt_in: str | None, interpreter: str = "0") -> dict:
 def test_not_asked_it_imports_nothing_and_asked_where_it_cannot_run_it_declines_once():
     """What every vLLM process pays with the kit installed and not asked for: no kit module, no provider, no log line,
     the platform's priority untouched. Then asked (``FASTPATH_VLLM=1``) on this host, where no CUDA platform and no
-    interpreter let the kernels run: nothing registered, one log line saying why, CUDA untouched (vLLM's platform
-    object answers, from NVML)."""
+    interpreter let the kernels run: the providers registered as unsupported and not in the priority, one log line
+    saying why, CUDA untouched (vLLM's platform object answers, from NVML). A priority that names the provider (the
+    engine's, where the kernels run) dispatches to native here instead of failing vLLM's registration check."""
     out = _run(r'''
 import os
 import fastpath_vllm
@@ -82,12 +84,22 @@ extra["not_asked"] = [fastpath_vllm.register(), fastpath_vllm.register(),
 os.environ["FASTPATH_VLLM"] = "1"
 first, second = fastpath_vllm.register(), fastpath_vllm.register()
 extra["priority"] = current_platform.get_default_ir_op_priority(None).rms_norm
-''', opt_in="0")
+# the engine's priority, made where the kernels run, reaches this process (a worker that declined)
+from vllm import ir
+extra["worker"] = []
+for name in ("rms_norm", "fused_add_rms_norm"):
+    op = getattr(ir.ops, name)
+    op.set_default([PROVIDER, "native"])
+    impl = op.dispatch(*op.generate_inputs(num_tokens=8, hidden_size=64, dtype=torch.float32))
+    extra["worker"].append([op.impls[PROVIDER].supported, impl.provider])
+'''.replace("PROVIDER", repr(PROVIDER)), opt_in="0")
     assert out["not_asked"] == [False, False, [], ""]
-    assert out["first"] is out["second"] is False and out["providers"] == [False, False]
+    assert out["first"] is out["second"] is False
+    assert out["providers"] == [True, True] and out["worker"] == [[False, "native"]] * 2
     lines = out["log"].splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"INFO fastpath_kit: {OPT_IN}=1, but the kit's kernels cannot run "
                                                    "here (vLLM's platform is "), lines
+    assert lines[0].endswith("providers registered as unsupported, not in the priority"), lines
     assert out["cuda"] is False and "initialised CUDA" not in out["stderr"]
     assert out["priority"] == ["vllm_c", "native"]
 

@@ -159,10 +159,10 @@ def test_the_forced_fallback_is_not_consulted():
 
 
 @pytest.mark.parametrize("name", ["rms_norm", "fused_add_rms_norm"])
-@pytest.mark.parametrize("hidden, dtype, want", [(64, torch.float32, True), (4096, torch.bfloat16, True),
-                                                 (12, torch.float16, False), (64, torch.float64, False)])
-def test_supports_args_is_a_plain_bool_on_an_unbacked_token_count(name, hidden, dtype, want):
-    """vLLM compiles with a symbolic token count (vllm-project/vllm#39358): no raise, no guard, a ``bool``."""
+@pytest.mark.parametrize("hidden, dtype", [(64, torch.float32), (4096, torch.bfloat16), (12, torch.float16)])
+def test_supports_args_declines_an_unbacked_token_count(name, hidden, dtype):
+    """vLLM compiles with a symbolic token count (vllm-project/vllm#39358): the kit's row threshold cannot be decided
+    from it, so a plain ``False`` (vLLM's next provider takes every size), no raise, no guard."""
     env = ShapeEnv()
     with FakeTensorMode(shape_env=env):
         tokens = env.create_unbacked_symint()
@@ -171,7 +171,10 @@ def test_supports_args_is_a_plain_bool_on_an_unbacked_token_count(name, hidden, 
         if name == "fused_add_rms_norm":
             args = (x, torch.empty(tokens, hidden, dtype=dtype), *args[1:])
         got = _supports(name, args)
-    assert type(got) is bool and got is want
+        sized = _supports(name, tuple(torch.empty(8, *a.shape[1:], dtype=dtype) if isinstance(a, torch.Tensor)
+                                      and a.dim() == 2 else a for a in args))
+    assert type(got) is bool and got is False
+    assert sized is (hidden != 12)  # the same call with a known count: the kit's verdict
     assert not env.guards
 
 
@@ -226,8 +229,9 @@ def test_lowering_wrapped_and_unwrapped_agrees_with_direct_dispatch(ir, name, to
         impl, gm = _lower(op, args)
         assert impl is direct
         if impl.provider == vp.PROVIDER:  # one opaque op, no kernel launch, in the traced graph
-            kit = [c for c in _calls(gm) if c.startswith("fastpath.")]
-            want_op = "fastpath.rms_norm.default" if name == "rms_norm" else "fastpath.fused_add_rms_norm_.default"
+            kit = [c for c in _calls(gm) if c.startswith(("fastpath.", "fastpath_vllm."))]
+            want_op = ("fastpath_vllm.rms_norm.default" if name == "rms_norm"
+                       else "fastpath.fused_add_rms_norm_.default")
             assert kit == [want_op]
             assert set(_calls(gm)) - set(kit) <= {"aten.clone.default"}, _calls(gm)
         _assert_close(op, gm(*_clone(op.apply_arg_defaults(args))), want)
@@ -284,10 +288,26 @@ def test_what_only_run_time_knows_takes_the_composite_inside_the_op(ir, what):
     _assert_close(op, got if what == "misaligned x" else got[0], want if what == "misaligned x" else want[0])
 
 
+def test_the_rms_norm_providers_run_time_fallback_is_vllms_native_bit_for_bit(ir):
+    """``supports_args`` accepts; the op sees a misaligned pointer and runs vLLM's native inside, whose bits differ
+    from ``F.rms_norm``'s (which rounds once) in bf16 with a weight."""
+    op = ir.ops.rms_norm
+    x, w, eps = op.generate_inputs(num_tokens=16, hidden_size=64, dtype=torch.bfloat16)
+    x = torch.cat([x.new_zeros(1), x.flatten()])[1:].view(16, 64)  # 2 bytes past a 16-byte boundary
+    want = op.impls["native"].impl_fn(x, w, eps)
+    assert not torch.equal(want, torch.nn.functional.rms_norm(x, (64,), w, eps))
+    with op.set_priority([vp.PROVIDER, "native"]):
+        assert op.dispatch(x, w, eps).provider == vp.PROVIDER
+        with fastpath_lib.record_routes() as routes:
+            got = op(x, w, eps)
+    assert routes == {} and torch.equal(got, want)
+
+
 @pytest.mark.parametrize("name", ["rms_norm", "fused_add_rms_norm"])
-def test_a_dynamic_token_count_compiles_once_and_takes_the_kits_op(ir, name):
+def test_a_dynamic_token_count_compiles_once_and_keeps_native(ir, name):
     """vLLM compiles with a symbolic token count: Dynamo traces dispatch and ``supports_args`` (the IR op unwrapped)
-    without guarding on the count, so 8, 17 and 40 tokens share one graph, whose op decides the rows at run time."""
+    without guarding on the count, so 8, 17 and 40 tokens share one graph, and the provider, which cannot decide the
+    row threshold there, leaves every size to native."""
     from torch._dynamo.testing import CompileCounter
 
     op, counter = _ops(ir)[name], CompileCounter()
@@ -297,6 +317,6 @@ def test_a_dynamic_token_count_compiles_once_and_takes_the_kits_op(ir, name):
             args = op.generate_inputs(num_tokens=tokens, hidden_size=64, dtype=torch.bfloat16)
             with fastpath_lib.record_routes() as routes:
                 got = compiled(*_clone(args))
-            assert routes == {"triton": 1}, tokens
+            assert routes == {}, tokens
             _assert_close(op, got, op.impls["native"].impl_fn(*_clone(args)))
     assert counter.frame_count == 1

@@ -162,7 +162,7 @@ for dtype in (torch.float16, torch.bfloat16, torch.float32):
     for name, args in (("rms_norm", (x, w, 1e-6)), ("rms_norm-no-weight", (x, None, 1e-6)),
                        ("fused_add_rms_norm", (x, r, w, 1e-6))):
         op = getattr(ir.ops, name.split("-")[0])
-        got, want = op.impls["triton"].impl_fn(*args), op.impls["native"].impl_fn(*args)
+        got, want = op.impls["triton"].func_impl_fn(*args), op.impls["native"].impl_fn(*args)
         got, want = (got, want) if isinstance(got, tuple) else ((got,), (want,))
         bits[f"{name}-{dtype}"] = [int((a != b).sum()) for a, b in zip(got, want)]
 print(json.dumps({"rc": int(rc), "outcomes": outcomes.seen, "bits": bits}))

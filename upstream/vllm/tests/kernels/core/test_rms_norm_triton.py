@@ -97,6 +97,109 @@ def test_triton_provider_with_a_float32_weight(
     _assert_close(out, ref, op, torch.bfloat16)
 
 
+def _rounded(
+    normalized: torch.Tensor, weight: torch.Tensor | None, dtype: torch.dtype
+) -> torch.Tensor:
+    """Native's roundings of a normalized row: to the weight's dtype, the
+    product in the weight's dtype, then to the output's dtype."""
+    normalized = normalized.float()
+    if weight is None:
+        return normalized.to(dtype)
+    return (normalized.to(weight.dtype) * weight).to(dtype)
+
+
+# Native's rounding points, away from ties: x, weight dtypes whose results are
+# rounded to 16 bits somewhere, so the last bits of rstd rarely decide them.
+ROUNDED_DTYPES = [
+    (torch.float16, torch.float16),
+    (torch.bfloat16, torch.bfloat16),
+    (torch.float16, None),
+    (torch.bfloat16, None),
+    (torch.float16, torch.bfloat16),
+    (torch.bfloat16, torch.float32),
+    (torch.float32, torch.bfloat16),
+]
+
+
+@pytest.mark.parametrize("dtype, weight_dtype", ROUNDED_DTYPES)
+@pytest.mark.parametrize("add_residual", [False, True])
+@torch.inference_mode()
+def test_triton_provider_rounds_where_native_rounds(
+    dtype: torch.dtype, weight_dtype: torch.dtype | None, add_residual: bool
+) -> None:
+    """Bit for bit native's values wherever the result does not depend on the
+    last bits of rstd (sum order, sqrt and division differ between kernels):
+    an element whose roundings give the same bits with rstd scaled by 1 -/+ 2**-16
+    must equal native's. The residual output is exact everywhere."""
+    torch.manual_seed(0)
+    op = _op(add_residual)
+    args = list(_args((16, 4096), dtype, weight_dtype is not None, add_residual))
+    if weight_dtype is not None:
+        args[-2] = args[-2].to(weight_dtype)
+    with op.set_priority(["triton", "native"]):
+        out = op(*args)
+    ref = op.impls["native"].impl_fn(*args)
+    if add_residual:
+        assert torch.equal(out[1], ref[1])
+        out, ref = out[0], ref[0]
+    x = args[0].double()
+    if add_residual:
+        x = x + args[1].double()
+    normalized = x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + EPSILON)
+    lower = _rounded(normalized * (1 - 2**-16), args[-2], dtype)
+    upper = _rounded(normalized * (1 + 2**-16), args[-2], dtype)
+    decided = lower == upper
+    assert decided.float().mean() > 0.9
+    assert torch.equal(out[decided], ref[decided])
+    assert torch.equal(ref[decided], lower[decided])
+
+
+@pytest.mark.parametrize("add_residual", [False, True])
+@pytest.mark.parametrize("dtype", DTYPES)
+@torch.inference_mode()
+def test_triton_provider_where_epsilon_dominates(
+    add_residual: bool, dtype: torch.dtype
+) -> None:
+    """A row of zeros normalizes to zeros, tiny rows to about x / sqrt(epsilon)."""
+    torch.manual_seed(0)
+    op = _op(add_residual)
+    x = torch.randn(4, 1024, dtype=dtype, device=DEVICE) * 1e-3
+    x[0] = 0
+    weight = torch.randn(1024, dtype=dtype, device=DEVICE)
+    args: tuple = (x, weight, 0.1)
+    if add_residual:
+        args = (x, torch.zeros_like(x), weight, 0.1)
+    with op.set_priority(["triton", "native"]):
+        out = op(*args)
+    ref = op.impls["native"].impl_fn(*args)
+    if add_residual:
+        assert torch.equal(out[1], ref[1])
+        out, ref = out[0], ref[0]
+    assert torch.equal(out[0], torch.zeros_like(out[0]))
+    _assert_close(out, ref, op, dtype)
+
+
+@torch.inference_mode()
+def test_fused_provider_is_in_place(launches: list[object]) -> None:
+    """maybe_inplace writes the output into x and the sum into x_residual; the
+    functional overload leaves its inputs as they were."""
+    torch.manual_seed(0)
+    op = ir.ops.fused_add_rms_norm
+    args = _args((7, 4096), torch.bfloat16, True, True)
+    x, residual = args[0].clone(), args[1].clone()
+    ref = op.impls["native"].impl_fn(*args)
+    with op.set_priority(["triton", "native"]):
+        out = op(*args)
+        assert torch.equal(args[0], x) and torch.equal(args[1], residual)
+        inplace = op.maybe_inplace(*args)
+    assert launches == [triton_layernorm._rms_norm_kernel] * 2
+    assert inplace[0].data_ptr() == args[0].data_ptr()
+    assert inplace[1].data_ptr() == args[1].data_ptr()
+    for got in (out, inplace):
+        assert torch.equal(got[1], ref[1])
+        _assert_close(got[0], ref[0], op, torch.bfloat16)
+
+
 def _deferred_args(case: str, add_residual: bool) -> tuple:
     hidden_size = 16385 if case == "too_wide" else 4096
     args = list(_args((7, hidden_size), torch.bfloat16, True, add_residual))

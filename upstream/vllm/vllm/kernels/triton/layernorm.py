@@ -125,14 +125,12 @@ def _rms_norm_triton_op(x: Tensor, weight: Tensor | None, epsilon: float) -> Ten
     return output
 
 
-@triton_op("vllm::fused_add_rms_norm_triton", mutates_args=())
+# In place: each program reads its row whole before it writes the row back.
+@triton_op("vllm::fused_add_rms_norm_triton", mutates_args=("x", "x_residual"))
 def _fused_add_rms_norm_triton_op(
     x: Tensor, x_residual: Tensor, weight: Tensor | None, epsilon: float
-) -> tuple[Tensor, Tensor]:
-    output = torch.empty_like(x)
-    residual_out = torch.empty_like(x)
-    _launch(x, x_residual, weight, epsilon, output, residual_out)
-    return output, residual_out
+) -> None:
+    _launch(x, x_residual, weight, epsilon, x, x_residual)
 
 
 _SUPPORTED = HAS_TRITON and current_platform.is_cuda()
@@ -149,7 +147,10 @@ def rms_norm_triton(
 
 
 @ir.ops.fused_add_rms_norm.register_impl(
-    "triton", supported=_SUPPORTED, supports_args=_supports_fused_add_rms_norm
+    "triton",
+    supported=_SUPPORTED,
+    supports_args=_supports_fused_add_rms_norm,
+    inplace=True,
 )
 def fused_add_rms_norm_triton(
     x: Tensor,
@@ -159,4 +160,5 @@ def fused_add_rms_norm_triton(
     variance_size: int | None = None,
 ) -> tuple[Tensor, Tensor]:
     assert variance_size is None
-    return _fused_add_rms_norm_triton_op(x, x_residual, weight, epsilon)
+    _fused_add_rms_norm_triton_op(x, x_residual, weight, epsilon)
+    return x, x_residual
