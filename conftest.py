@@ -212,10 +212,11 @@ def pytest_unconfigure(config):
 #: ``./kit test``): they start first, so that under ``--dist loadfile`` no long file begins when the other workers are
 #: nearly done. xdist keeps this order only with ``--no-loadscope-reorder`` (``./kit test`` passes it); by default it
 #: sorts files by their number of tests, and a file of seven one-minute tests then starts last.
-SLOW_FIRST = ("tests/test_grading.py", "tests/browser/", "tests/test_evidence.py", "tests/test_grading_kernel_run.py",
-              "tests/test_compiled.py", "tests/test_grading_integrity.py", "notebooks/05_benchmark_matrix.ipynb",
-              "tests/test_grading_checks.py", "tests/test_grading_honest.py", "tests/test_release.py",
-              "tests/test_grading_channel.py", "tests/test_grading_attacks.py", "tests/test_grading_sandbox.py",
+SLOW_FIRST = ("tests/test_grading_solutions.py", "tests/browser/", "tests/test_grading.py",
+              "tests/test_grading_kernel_run.py", "tests/test_evidence.py", "tests/test_compiled.py",
+              "tests/test_grading_integrity.py", "notebooks/05_benchmark_matrix.ipynb", "tests/test_grading_checks.py",
+              "tests/test_grading_honest.py", "tests/test_release.py", "tests/test_grading_channel.py",
+              "tests/test_grading_attacks.py", "tests/test_grading_sandbox.py", "tests/test_vllm_upstream.py",
               "tests/test_vllm_plugin.py", "tests/test_bench.py", "tests/test_pytest_config.py",
               "notebooks/07_pr_note.ipynb", "notebooks/09_upstream_review.ipynb")
 

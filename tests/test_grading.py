@@ -1,4 +1,5 @@
-"""The grading command and the checks: full marks on solutions/, zero on the untouched exercises/, broken notebooks
+"""The grading command and the checks: zero on the untouched exercises/ (full marks on solutions/ is
+test_grading_solutions.py, a file of its own so that it runs beside this one), broken notebooks
 (a raising cell, a hang, garbage) reported as failed parts, never as a crash, and the distributed check cells restored
 and run by the grader itself. Tampering is tested in test_grading_integrity.py, bad answers in
 test_grading_checks.py."""
@@ -37,14 +38,6 @@ def _by_part(grade):
 
 
 @pytest.fixture(scope="module")
-def solution_grades():
-    before = _digest(SOLUTIONS)
-    grades = [cli.grade_notebook(p, timeout=120) for p in SOLUTIONS]
-    assert _digest(SOLUTIONS) == before, "grading modified a graded notebook"
-    return grades
-
-
-@pytest.fixture(scope="module")
 def exercise_grades():
     before = _digest(EXERCISE_NBS)
     grades = [cli.grade_notebook(p, timeout=120) for p in EXERCISE_NBS]
@@ -56,16 +49,6 @@ def test_every_exercise_has_a_solution_and_an_exercise():
     ids = sorted(p.name[:4] for p in SOLUTIONS)
     assert ids == sorted(EXERCISES), ids
     assert [p.name for p in EXERCISE_NBS] == [p.name for p in SOLUTIONS]
-
-
-def test_solutions_get_full_marks(solution_grades):
-    failed = [(g.path, p.part, p.feedback) for g in solution_grades for p in g.parts if not p.passed]
-    assert not failed, failed
-    for g in solution_grades:
-        assert g.status == "ok", (g.path, g.reason)
-        assert [p.part for p in g.parts] == [n for n, _ in EXERCISES[g.exercise]]
-        assert g.earned == g.points > 0
-        assert g.isolation == (sandbox.ISOLATED if sandbox.available() else sandbox.UNISOLATED), (g.path, g.notes)
 
 
 def test_untouched_exercises_score_zero_on_every_part(exercise_grades):
