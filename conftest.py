@@ -168,7 +168,8 @@ def _patient_kernel_start() -> bool:
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
-    """Mark the first report of a notebook whose kernel needed more than one start (see :func:`_patient_kernel_start`)."""
+    """Mark the first report of a notebook whose kernel needed more than one start
+    (see :func:`_patient_kernel_start`)."""
     outcome = yield
     kernel = getattr(item.parent, "kernel", None)
     failures = getattr(kernel, "start_failures", None)
