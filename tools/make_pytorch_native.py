@@ -902,16 +902,14 @@ def patched_files(site: Path | None = None) -> dict[str, tuple[str, str]]:
 
 
 def render(site: Path | None = None) -> str:
-    """The whole patch, in git's format (``git apply`` and ``patch -p1`` take it)."""
-    out = []
-    for rel, (old, new) in patched_files(site).items():
-        out.append(f"diff --git a/{rel} b/{rel}\n")
-        if not old:
-            out.append("new file mode 100644\n")
-        body = list(difflib.unified_diff(old.splitlines(True), new.splitlines(True),
-                                         "/dev/null" if not old else f"a/{rel}", f"b/{rel}", n=3))
-        out += [line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in body]
-    return "".join(out)
+    """The whole patch, in git's format (``git apply`` and ``patch -p1`` take it), written as the vLLM patch's
+    generator writes its own (``make_upstream.git_diff``)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("make_upstream", Path(__file__).with_name("make_upstream.py"))
+    make_upstream = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(make_upstream)
+    return make_upstream.git_diff(patched_files(site))
 
 
 def refusals(impl_source: str) -> list[str]:

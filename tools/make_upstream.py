@@ -79,8 +79,14 @@ def patched_files(site: Path | None = None) -> dict[str, tuple[str, str]]:
 
 def render(site: Path | None = None) -> str:
     """The whole patch, in git's format (``git apply`` and ``patch -p1`` take it)."""
+    return git_diff(patched_files(site))
+
+
+def git_diff(files: dict[str, tuple[str, str]]) -> str:
+    """``{path: (old text, new text)}`` as a diff in git's format (an empty old text: a new file); the PyTorch
+    patch's generator writes its diff with it too."""
     out = []
-    for rel, (old, new) in patched_files(site).items():
+    for rel, (old, new) in files.items():
         out.append(f"diff --git a/{rel} b/{rel}\n")
         if not old:
             out.append("new file mode 100644\n")
