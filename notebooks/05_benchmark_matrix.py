@@ -459,11 +459,13 @@ None if why else compiled.facts_table(compiled.facts(specs))
 # vLLM does not decode eagerly: it captures the model's forward in CUDA graphs, for decode batches and, with
 # piecewise graphs, for every batch up to its capture size, and then *replays* the graph each step. A replay
 # launches the recorded kernels with no Python at all, so the dispatch's host cost is paid once per captured batch
-# size, at capture, not 65 times per token. And the kit's `cuda_graph_capture` condition sends every call made
-# during a capture to the fallback, so those graphs hold `F.rms_norm`'s kernel: in a vLLM port the fast path runs
-# only for the batches vLLM runs without a graph (larger than the capture size), until a GPU run records a passing
-# capture test for that architecture (lesson 06, section 8). The host cost still matters there for eager callers,
-# and a port's claim must say which of its batches are captured.
+# size, at capture, not 65 times per token. What those graphs hold depends on the route (lesson 09). The kit's patch
+# registers providers that refuse neither a capture nor any token count, so where the priority puts them first the
+# graphs hold the patch's kernel. The kit's plugin declines a symbolic token count (vLLM's lowering under Inductor),
+# so under Inductor, vLLM's default, native keeps every batch, captured or not. The kit's own op is where the
+# `cuda_graph_capture` condition applies: it sends every call made during a capture to the fallback, until a GPU run
+# records a passing capture test for that architecture (lesson 06, section 8). The host cost still matters for
+# eager callers, and a port's claim must say which of its batches are captured and which kernel runs in them.
 # </details>
 
 # %% [markdown]
