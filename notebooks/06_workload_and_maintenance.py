@@ -68,7 +68,8 @@ pd.DataFrame([{"phase": c.phase, "shape": c.shape, "dtype": str(c.dtype).removep
 
 # %% [markdown]
 # 99 % of the calls are decode calls of one row, which the fast path never takes. What matters is *time*, not
-# calls: a 512-row prefill norm moves 512 times the bytes of a decode norm. So the replay times each distinct call
+# calls: a 512-row prefill norm moves about 340 times the bytes of a decode norm (512 times the rows in and out,
+# and the weight read once by both). So the replay times each distinct call
 # once, for `F.rms_norm` and the dispatched op side by side, and multiplies by its count. Every total is the sum of
 # its rows, and each share is a row's part of that sum: nothing can exceed the whole.
 #
