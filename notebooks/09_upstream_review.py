@@ -158,8 +158,9 @@ dist.destroy_process_group()
 # fake implementation (`direct_register_custom_op(..., fake_impl=...)` in vLLM, `torch.library.custom_op` and
 # `register_fake` in torch), or a `torch.library.triton_op` whose launch goes through `wrap_triton`, which lets the
 # compiler see the kernel itself. A compiler traces a model on FakeTensors, which have shapes, dtypes and strides but
-# no data pointer, so a launcher that hands tensors to a kernel directly cannot run on them. Traced with `make_fx`
-# (the tracer vLLM's compilation passes use), the kit's raw forward launch fails, and the kit's op, an opaque one,
+# no data pointer, so a launcher that reads its tensors' data cannot run on them. Traced with `make_fx` on
+# FakeTensors (torch's tracer, which vLLM's compilation passes use on their own graphs; the model itself vLLM traces
+# with Dynamo), the kit's raw forward launch fails where it reads a data pointer, and the kit's op, an opaque one,
 # becomes one call in the graph:
 
 # %%
