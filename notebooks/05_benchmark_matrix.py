@@ -445,9 +445,9 @@ None if why else compiled.facts_table(compiled.facts(specs))
 # </details>
 
 # %% [markdown]
-# **2. The fallback costs a little more than `F.rms_norm` per call on the host (the host table's ratio; the kit's
-# target is at most 1.15x, and a run over it says so). Why does a reviewer care, when the GPU kernel is the same `F.rms_norm`? And does the same hold
-# when the op is ported into vLLM?**
+# **2. The fallback costs a little more than `F.rms_norm` per call on the host: the host table's ratio, where the
+# target is at most 1.15x and a run over it says so. Why does a reviewer care, when the GPU kernel is the same
+# `F.rms_norm`? And does the same hold when the op is ported into vLLM?**
 
 # %% [markdown]
 # <details><summary>Answer guide</summary>
