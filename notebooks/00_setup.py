@@ -38,8 +38,8 @@
 # The core of the method in one sitting: four steps, each a few sections of one lesson and the exercise that grades
 # it. Run this notebook first (the self-test below says whether Triton computes correctly here). For each step, open
 # the lesson, run all its cells (Run > Run All Cells), read the sections named, then do the exercise and run its
-# check cells. The full course, every lesson in order, takes about four hours; the fast track leaves out the
-# kernels, the contract in full, the workload and the second operator.
+# check cells. The full course, every lesson in order, takes about four and a half hours; the fast track leaves out
+# the kernels, the contract in full, the workload and the second operator.
 #
 # | step | read | then do | time |
 # |---|---|---|---|
@@ -80,8 +80,8 @@ _ = torch.manual_seed(0)
 
 # %% [markdown]
 # Either way Triton has a backend here: CUDA on a GPU, the interpreter on a CPU. The interpreter executes each
-# program instance with numpy, one after another: results are exact enough to test, but a 4096×4096 call takes
-# seconds, so the lessons keep shapes small on the CPU.
+# program instance with numpy, one after another: results are exact enough to test, but a call's time grows with
+# its programs (a 4096×4096 call is slow), so the lessons keep shapes small on the CPU.
 
 # %%
 print("Triton can run here:", runtime.interpreter_enabled() or runtime.cuda_available())
@@ -92,8 +92,8 @@ print("Triton can run here:", runtime.interpreter_enabled() or runtime.cuda_avai
 # Free hosted notebooks give you a Tesla T4: compute capability 7.5 (sm_75). Triton's supported NVIDIA GPUs start
 # at 8.0, so the kit's predicate refuses sm_75 and every dispatched call takes `F.rms_norm`: the lessons run, but the
 # cell above says that their timings measure the fallback. Install the kit there without replacing the notebook's
-# own torch and triton (their CUDA build matches the machine; `lesson_device()` names versions older than the ones
-# the kit is tested with): upload or clone the kit's folder, then
+# own torch and triton (their CUDA build matches the machine; `lesson_device()` names any that is older than the
+# versions the kit is tested with): upload or clone the kit's folder, then
 #
 # ```
 # %pip install --no-deps -e .

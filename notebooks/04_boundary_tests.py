@@ -373,7 +373,7 @@ print("GPU results committed:", bench.latest_gpu_results(root="../results") or "
 # So the region, as declared, contains a case its own author expected to be slower than `F.rms_norm`. If a GPU
 # confirms such a loss, the predicate is too wide for narrow rows, and there are two honest fixes: add a condition
 # (a minimum width, declared with its boundary points and set from a GPU sweep, like the row threshold), or change
-# the kernel so narrow rows cost less, and measure again. The kernel already fills its lanes at this width: the
+# the kernel so narrow rows cost less, and measure again. The kernel fills its lanes at this width: the
 # forward normalizes 8 rows of 128 columns per program, and lesson 02's compiled code shows 16-byte accesses there.
 # That is a compile-time fact, not a time: the prediction stays in the matrix until a GPU measurement confirms or
 # refutes it, and the PR note reports the case either way. The row threshold protects small *row counts*, never

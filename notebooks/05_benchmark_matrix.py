@@ -392,10 +392,12 @@ print("route of 2048x128 fp32 here:",
 # 3. revise the prediction *before* the GPU run, in its own commit, with the evidence that changed it;
 # 4. (dishonest) relabel the expected outcome after seeing the GPU numbers.
 #
-# The kit's kernel shows way 2. Given its own 4-warp program, a 128-column row would leave one element per thread,
-# with scalar loads and stores; the forward normalizes several narrow rows per program instead. The case keeps the
-# reason that still predicts a loss (the fixed cost per row against 512 bytes moved), and only a GPU run settles it.
-# The compiled code (for sm_90, built on this CPU, no GPU needed) shows what the tiles of rows change:
+# The kit's kernel is built with narrow rows in mind: given its own 4-warp program, a 128-column row would leave one
+# element per thread, with scalar loads and stores, so the forward normalizes several narrow rows per program. That
+# is not way 2: the case's declared prediction is still a loss, for a reason the tiling leaves standing (the fixed
+# cost per row against 512 bytes moved). No way out is taken yet: a GPU run confirms the loss (way 1) or refutes it,
+# and a changed prediction before that run is way 3, in its own commit. The compiled code (for sm_90, built on this
+# CPU, no GPU needed) shows what the tiles of rows change:
 
 # %% tags=["nbval-ignore-output"]
 from fastpath_lib.rmsnorm import compiled
@@ -443,9 +445,9 @@ None if why else compiled.facts_table(compiled.facts(specs))
 # </details>
 
 # %% [markdown]
-# **2. The fallback costs a little more than `F.rms_norm` per call on the host (the host table's ratio, within the
-# kit's target). Why does a reviewer care, when the GPU kernel is the same `F.rms_norm`? And does the same hold
-# when the op is ported into vLLM?**
+# **2. The fallback costs a little more than `F.rms_norm` per call on the host: the host table's ratio, where the
+# target is at most 1.15x and a run over it says so. Why does a reviewer care, when the GPU kernel is the same
+# `F.rms_norm`? And does the same hold when the op is ported into vLLM?**
 
 # %% [markdown]
 # <details><summary>Answer guide</summary>
@@ -459,11 +461,13 @@ None if why else compiled.facts_table(compiled.facts(specs))
 # vLLM does not decode eagerly: it captures the model's forward in CUDA graphs, for decode batches and, with
 # piecewise graphs, for every batch up to its capture size, and then *replays* the graph each step. A replay
 # launches the recorded kernels with no Python at all, so the dispatch's host cost is paid once per captured batch
-# size, at capture, not 65 times per token. And the kit's `cuda_graph_capture` condition sends every call made
-# during a capture to the fallback, so those graphs hold `F.rms_norm`'s kernel: in a vLLM port the fast path runs
-# only for the batches vLLM runs without a graph (larger than the capture size), until a GPU run records a passing
-# capture test for that architecture (lesson 06, section 8). The host cost still matters there for eager callers,
-# and a port's claim must say which of its batches are captured.
+# size, at capture, not 65 times per token. What those graphs hold depends on the route (lesson 09). The kit's patch
+# registers providers that refuse neither a capture nor any token count, so where the priority puts them first the
+# graphs hold the patch's kernel. The kit's plugin declines a symbolic token count (vLLM's lowering under Inductor),
+# so under Inductor, vLLM's default, native keeps every batch, captured or not. The kit's own op is where the
+# `cuda_graph_capture` condition applies: it sends every call made during a capture to the fallback, until a GPU run
+# records a passing capture test for that architecture (lesson 06, section 8). The host cost still matters for
+# eager callers, and a port's claim must say which of its batches are captured and which kernel runs in them.
 # </details>
 
 # %% [markdown]

@@ -68,7 +68,8 @@ pd.DataFrame([{"phase": c.phase, "shape": c.shape, "dtype": str(c.dtype).removep
 
 # %% [markdown]
 # 99 % of the calls are decode calls of one row, which the fast path never takes. What matters is *time*, not
-# calls: a 512-row prefill norm moves 512 times the bytes of a decode norm. So the replay times each distinct call
+# calls: a 512-row prefill norm moves about 340 times the bytes of a decode norm (512 times the rows in and out,
+# and the weight read once by both). So the replay times each distinct call
 # once, for `F.rms_norm` and the dispatched op side by side, and multiplies by its count. Every total is the sum of
 # its rows, and each share is a row's part of that sum: nothing can exceed the whole.
 #
@@ -304,7 +305,7 @@ print("with force_fallback():", dict(routes))
 # | scheduled GPU time | the weekly sweep, and someone to read its drift report |
 # | owner | named in the PR; answers for regressions and for new architectures |
 #
-# ## 8. CUDA graphs: what a vLLM port gets
+# ## 8. CUDA graphs: the kit's op and the vLLM routes
 #
 # vLLM does not run the model eagerly at every step. It captures the forward in CUDA graphs, once per batch size
 # (in tokens) in its `compilation_config.cudagraph_capture_sizes`: decode batches, and, with piecewise graphs
@@ -322,33 +323,41 @@ print(f"{cap.name}: {cap.requirement}\n  why: {cap.why}")
 print("  declared boundary points:", {b.label: "eligible" if b.holds else "fallback" for b in cap.boundaries})
 
 # %% [markdown]
-# So every call made while a graph is being captured takes the fallback, and the graph records
+# So every call of the kit's op made while a graph is being captured takes the fallback, and the graph records
 # `F.rms_norm`'s kernel. The condition stays until a GPU run records a passing capture test for the architecture
 # (capture at the boundary shapes, replay with new data, compare with the reference); only then can a captured call
-# take the fast path there. For the request of section 1, with vLLM 0.33's default largest capture size (512 tokens,
-# 1024 on data-center Blackwell GPUs, lower when `max_num_seqs` is small; read your own configuration):
+# take the fast path there.
+#
+# The condition belongs to the kit's op. The kit's two vLLM routes (lesson 09) decide otherwise. The patch registers
+# providers that refuse neither a capture nor any token count: where the priority puts them first, the graphs hold
+# the patch's kernel. The plugin's providers decline a symbolic token count (vLLM's lowering under Inductor), so
+# under Inductor, vLLM's default, native keeps every batch, captured or not; where sizes are known, the plugin's op
+# applies the condition above and falls back to vLLM's native function. For the request of section 1, with vLLM
+# 0.33's default largest capture size (512 tokens, 1024 on data-center Blackwell GPUs, lower when `max_num_seqs` is
+# small; read your own configuration):
 
 # %%
 CAPTURE_SIZE = 512  # tokens: the largest batch vLLM captures by default; yours is in cudagraph_capture_sizes
 graphed = sum(c.count for c in calls if c.rows <= CAPTURE_SIZE)
 total = sum(c.count for c in calls)
-print(f"{graphed} of {total} norm calls are graph replays (rows <= {CAPTURE_SIZE}): all on the fallback")
-print(f"{total - graphed} run outside a graph, where the predicate decides per call")
+print(f"{graphed} of {total} norm calls are graph replays (rows <= {CAPTURE_SIZE}): the kit's op holds its fallback")
+print(f"{total - graphed} run outside a graph, where the kit's predicate decides per call")
 
 # %% [markdown]
 # What this means for a port:
 #
 # - **Which calls are captured**: every decode step, and with piecewise graphs every batch of up to the largest
-#   capture size. Only batches above it (long prefills, large mixed batches) run outside a graph and can take the
-#   fast path; with the conservative default threshold of section 3 above vLLM's usual largest capture size, that
-#   is where its region lies anyway.
+#   capture size. For the kit's op, only batches above it (long prefills, large mixed batches) run outside a graph
+#   and can take the fast path; with the conservative default threshold of section 3 above vLLM's usual largest
+#   capture size, that is where its region lies anyway. The patch's kernel runs in the captured batches too.
 # - **What the replay counts**: section 1's replay times eager calls, so for captured calls it counts a dispatch the
 #   graph never runs (the predicate runs when a graph is built, not when it is replayed) and the route an eager
 #   call takes, not the fallback kernel the graph holds. Read its `dispatch_extra_total_us` as an eager-serving
-#   figure (a plain PyTorch or `transformers` generate loop); for a vLLM port, weight only the calls above the
-#   capture size.
-# - **What to claim**: a port's PR says which of its batches are captured, and claims no speed-up for them until
-#   the capture test has passed on that architecture and the graphs are captured again.
+#   figure (a plain PyTorch or `transformers` generate loop); for the kit's op under capture, weight only the calls
+#   above the capture size.
+# - **What to claim**: a port's PR says which of its batches are captured and which kernel runs in them. The kit's
+#   op claims no speed-up for captured calls until the capture test has passed on that architecture and the graphs
+#   are captured again; the patch's kernel runs in them, so its GPU measurements must include them.
 #
 # ## Recap
 #
@@ -356,7 +365,8 @@ print(f"{total - graphed} run outside a graph, where the predicate decides per c
 # - The row threshold comes from a recorded GPU sweep and names the folder it came from.
 # - Correctness gates every push; performance runs on a schedule, on a GPU, and is compared run to run.
 # - Compile time, binary size, the off switch, re-tuning and an owner are part of the change's price.
-# - Under CUDA graphs (vLLM) every captured call takes the fallback until a GPU run records a passing capture test.
+# - Under CUDA graphs every captured call of the kit's op takes the fallback until a GPU run records a passing
+#   capture test; in vLLM the patch's providers refuse no capture, and the plugin under Inductor takes no batch.
 #
 # ## Knowledge check
 #

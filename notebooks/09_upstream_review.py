@@ -152,15 +152,15 @@ dist.destroy_process_group()
 # outside vLLM adds a provider from a plugin that vLLM loads through the `vllm.general_plugins` entry point, in every
 # process it starts, possibly more than once: a plugin's register function must be idempotent, must never raise,
 # must not initialise CUDA, and must change nobody's vLLM unasked. (Read from the vLLM 0.33 wheel the kit pins. That
-# release deprecates the `ir_op_priority` *option*, "Kernels will be selected by the platform"; its Triton kernels
-# are still IR providers.)
+# release is removing the IR itself, providers included: section 1 reads its notice.)
 #
 # Whatever the layer, the kernel itself reaches a compiled graph only through a registered op: an opaque one with a
 # fake implementation (`direct_register_custom_op(..., fake_impl=...)` in vLLM, `torch.library.custom_op` and
 # `register_fake` in torch), or a `torch.library.triton_op` whose launch goes through `wrap_triton`, which lets the
 # compiler see the kernel itself. A compiler traces a model on FakeTensors, which have shapes, dtypes and strides but
-# no data pointer, so a launcher that hands tensors to a kernel directly cannot run on them. Traced with `make_fx`
-# (the tracer vLLM's compilation passes use), the kit's raw forward launch fails, and the kit's op, an opaque one,
+# no data pointer, so a launcher that reads its tensors' data cannot run on them. Traced with `make_fx` on
+# FakeTensors (torch's tracer, which vLLM's compilation passes use on their own graphs; the model itself vLLM traces
+# with Dynamo), the kit's raw forward launch fails where it reads a data pointer, and the kit's op, an opaque one,
 # becomes one call in the graph:
 
 # %%
@@ -304,10 +304,13 @@ else:
     print(attribute_doc("config/kernel.py", "KernelConfig", "ir_op_priority"))
 
 # %% [markdown]
-# What goes is the option, a second selector; what stays is the selection by the platform's priority. So the patch
-# adds a provider, and no option of its own: a `KernelConfig` field for one op, or a short-circuit in
-# `RMSNorm.forward_cuda`, would be a second selector in the release that moves selection to the platform, and a path
-# that puts its own op in the graph where the IR op was would silently turn vLLM's norm fusions off.
+# What goes is the IR itself, not only the option: "vLLM IR is being removed", and kernels will be selected "as for
+# other custom ops". An IR provider therefore targets a subsystem on its way out. It serves the pinned release, and
+# whether new IR providers land before the IR goes is for the IR's maintainers to decide; the PR note says so rather
+# than leave a reviewer to find it. Within that window the patch adds a provider and no option of its own: a
+# `KernelConfig` field for one op, or a short-circuit in `RMSNorm.forward_cuda`, would be one more selector beside the
+# one being removed, and a path that puts its own op in the graph where the IR op was would silently turn vLLM's norm
+# fusions off.
 #
 # ### 2. Its own patterns
 #
@@ -547,7 +550,7 @@ print("compare_extremes:", testing.compare_extremes(out, want, *reference.tolera
 # - In PyTorch 2.13 a kernel enters an eager ATen op through `torch/_native`: an override at a backend key with a
 #   `cond` and an `impl`, tried in registration order (quack's RMSNorm first for `_fused_rms_norm` on CUDA), ATen when
 #   every `cond` declines. `native_override.register` tries the kit's kernels there before a patch proposes them.
-# - A maintainer reads the target's direction first (vLLM deprecates the option that selects IR providers), then its
+# - A maintainer reads the target's direction first (vLLM 0.33 is removing the IR the patch's providers join), then its
 #   own patterns and linters at its settings, then the path its users run by default: decode batches under CUDA
 #   graphs, where a fast path takes every call it can and otherwise runs what the target ran before.
 # - A plugin runs in every process of its host, without a `try`: it never raises and never initialises CUDA.

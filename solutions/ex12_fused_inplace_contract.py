@@ -73,8 +73,8 @@
 # `torch.compile`.
 #
 # **Why `aot_eager`, not Inductor.** On a CPU with torch 2.13, Inductor fails on the in-place composite itself, so
-# a test that compiles with the default backend fails on every correct op. The smallest program we found that
-# fails the same way (two in-place writes, the second reading a reduction of the value the first wrote):
+# a test that compiles with the default backend fails on every correct op. A small program fails the same way (two
+# in-place writes, the second reading a reduction of the value the first wrote):
 #
 # ```python
 # def f(x, r):
@@ -84,8 +84,8 @@
 # torch.compile(f)(torch.randn(16, 64), torch.randn(16, 64))  # InductorError: KeyError: 'buf1'
 # ```
 #
-# Without the reduction (`x.copy_(s * 2)`) it compiles, and so does the functional composite `native`. That is an
-# upstream bug report's reproduction; here, compile with `aot_eager`.
+# Without the reduction (`x.copy_(s * 2)`) it compiles, and so does the functional composite `native`. Such a
+# program is what a bug report to PyTorch carries; in these tests, compile with `aot_eager`.
 
 # %%
 import torch
