@@ -119,6 +119,29 @@ def my_contract_tests(op):
         raise AssertionError("fails from the third run on")
 """
 
+#: torch's own RMSNorm reached by names built at run time: no source rule reads them; the kernel's agent watches the
+#: call (an operator through ``torch.ops``, and a module's Python ``forward``)
+RUN_TIME_OPERATOR = """
+import functools
+import torch
+def my_reference(x, normalized_shape, weight=None, eps=None):
+    eps = my_default_eps(x.dtype) if eps is None else eps
+    op = functools.reduce(getattr, ["ops", "aten", "_fused_" + "rms" + "_norm"], torch)
+    ns = [normalized_shape] if isinstance(normalized_shape, int) else list(normalized_shape)
+    return op(x.double(), ns, None if weight is None else weight.double(), eps)[0]
+"""
+RUN_TIME_MODULE = """
+import torch
+def my_reference(x, normalized_shape, weight=None, eps=None):
+    eps = my_default_eps(x.dtype) if eps is None else eps
+    m = getattr(torch.nn, "RMS" + "Norm")(normalized_shape, eps=eps, elementwise_affine=weight is not None,
+                                          dtype=torch.float64)
+    with torch.no_grad():
+        if weight is not None:
+            m.weight.copy_(weight.double())
+        return m(x.double())
+"""
+
 
 def _notebook(tmp_path, folder: str, exercise: str, source: str, *, before_check: str | None = None) -> Path:
     (path,) = (ROOT / folder).glob(f"{exercise}_*.ipynb")
@@ -144,6 +167,8 @@ def graded(tmp_path_factory):
         "tracer and audit hook": ("exercises", "ex03", TRACER, None),
         "event hook and thread": ("exercises", "ex05", HOOK_AND_THREAD, None),
         "watch off, kit reference": ("solutions", "ex01", WATCH_OFF_REFERENCE, "check_reference"),
+        "torch's operator by a run-time name": ("solutions", "ex01", RUN_TIME_OPERATOR, "check_reference"),
+        "torch's module by a run-time name": ("solutions", "ex01", RUN_TIME_MODULE, "check_reference"),
         "watch off, grader's classes": ("solutions", "ex06", WATCH_OFF_CLASSIFY, "check_classification"),
         "forged channel": ("exercises", "ex10", FORGED_CHANNEL % (str(marker), PROMPT, PROMPT), None),
         "tests inspect the op": ("solutions", "ex09", INSPECTING_TESTS, "check_contract_tests"),
@@ -171,6 +196,14 @@ def test_attack_scores_zero_on_every_part(graded, name):
 def test_watch_switched_off_before_the_kit_reference_scores_zero_on_that_part(graded):
     by = _by_part(graded["watch off, kit reference"])
     assert by["reference"].earned == 0 and "reference_rms_norm" in by["reference"].feedback, by["reference"]
+    assert by["default_eps"].passed, by["default_eps"].feedback  # the learner's own answer still counts
+
+
+@pytest.mark.parametrize("name, called", [("torch's operator by a run-time name", "torch.ops _fused_rms_norm"),
+                                          ("torch's module by a run-time name", "RMSNorm.forward")])
+def test_torchs_rms_norm_by_a_run_time_name_scores_zero_on_the_reference(graded, name, called):
+    by = _by_part(graded[name])
+    assert by["reference"].earned == 0 and called in by["reference"].feedback, by["reference"]
     assert by["default_eps"].passed, by["default_eps"].feedback  # the learner's own answer still counts
 
 

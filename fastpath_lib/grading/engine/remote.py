@@ -371,10 +371,11 @@ class Session:
         """The value of one argument of a check cell, evaluated in the notebook's namespace."""
         return self.request(("get", expr), expr.strip())["ok"]
 
-    def call(self, fn: Proxy, args: tuple, kwargs: dict):
+    def call(self, fn: Proxy, args: tuple, kwargs: dict, forbidden: tuple | None = None):
         """``fn(*args, **kwargs)`` in the kernel; the argument tensors the check declared as outputs (:func:`outputs`)
-        are updated as the call left them."""
-        request = ("call", fn, tuple(args), dict(kwargs))
+        are updated as the call left them. ``forbidden``: ``(targets, builtins, given)`` the kernel's agent watches the
+        call for (:func:`fastpath_lib.grading.engine.runner._watched`)."""
+        request = ("call", fn, tuple(args), dict(kwargs)) + ((forbidden,) if forbidden else ())
         self.requests += 1
         packed = _SHARED["_pack"](request, self._ref_of, ())
         found = self._execute(_dumps(packed))

@@ -18,7 +18,8 @@ answered as a reference (its type name, repr and code location), which the grade
 An exception is answered as its type name, message and the line that raised it.
 
 Requests: ``("get", expr)`` evaluates an argument of the check cell in the notebook's namespace; ``("call", fn, args,
-kwargs)`` calls a held object and answers, besides what it returned, the tensors of the arguments the call changed
+kwargs[, forbidden])`` calls a held object (watching for the check's forbidden functions, :func:`_watched`) and
+answers, besides what it returned, the tensors of the arguments the call changed
 (what a learner's Triton kernel launches is never reported from here: the grader measures it,
 :mod:`fastpath_lib.grading.engine.kernel_run`); ``("getattr", obj, name)``, ``("getitem",
 obj, key)``, ``("list", obj)``; ``("tests", fn, stub)`` calls ``fn`` on a fresh stub of the op under test.
@@ -258,11 +259,59 @@ def _changed(tensors, before):
             else t.detach() for t, b in zip(tensors, before)]
 
 
-def _call(fn, args, kwargs):
+def _call(fn, args, kwargs, forbidden=None):
     tensors = _tensors(args, kwargs)
     before = [_storage_bytes(t).clone() for t in tensors]
-    out = fn(*args, **kwargs)
+    out = _watched(fn, args, kwargs, forbidden) if forbidden else fn(*args, **kwargs)
     return {"ok": _pack(out, _by_value_or_ref, same=tensors), "args": _pack(_changed(tensors, before), _ref)}
+
+
+def _watched(fn, args, kwargs, forbidden):
+    """``fn(*args, **kwargs)``, watched here as the grader watches a call in its own process, so a name built at run
+    time is the same call: ``forbidden`` is ``(targets, builtins, given)``: ``(file, qualified name or "*")`` of
+    Python functions, names of torch's C functions, Tensor methods and ``torch.ops`` operators, and the handed-out
+    helpers whose own calls are not watched. The first forbidden one called raises, naming it."""
+    import sys
+
+    import torch
+
+    def holds(table, code):  # table: file -> qualified names, built once (the watch sees every call)
+        quals = table.get(code.co_filename, ())
+        return getattr(code, "co_qualname", code.co_name) in quals or "*" in quals
+
+    files, given = ({f: {q for g, q in pairs if g == f} for f, _ in pairs} for pairs in (forbidden[0], forbidden[2]))
+    names, seen, inside = set(forbidden[1]), [], [0]
+
+    def watch(frame, event, arg):
+        if event in ("call", "return") and given and holds(given, frame.f_code):
+            inside[0] += 1 if event == "call" else -1  # what a handed-out helper calls is not the answer's
+            return
+        if seen or inside[0]:
+            return
+        if event == "c_call":
+            owner, name = getattr(arg, "__self__", None), getattr(arg, "__name__", None)
+            if name in names and (isinstance(owner, torch.Tensor) or str(getattr(arg, "__module__", "")).startswith(
+                    "torch") or str(getattr(owner, "__name__", "")).startswith("torch")):
+                seen.append(f"torch {name}")
+        elif event == "call":
+            code = frame.f_code
+            if holds(files, code):
+                seen.append(getattr(code, "co_qualname", code.co_name))
+            elif code.co_name == "__call__" and code.co_filename == torch._ops.__file__:
+                op = frame.f_locals.get("self")
+                name = getattr(op, "_opname", None) or str(getattr(op, "_qualified_op_name", "")).split("::")[-1]
+                if name in names:
+                    seen.append(f"torch.ops {name}")
+
+    previous = sys.getprofile()
+    sys.setprofile(watch)
+    try:
+        out = fn(*args, **kwargs)
+    finally:
+        sys.setprofile(previous)
+    if seen:
+        raise PermissionError(f"your code calls {seen[0]}: write it yourself")
+    return out
 
 
 def _error(name, message):

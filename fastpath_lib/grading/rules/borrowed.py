@@ -293,8 +293,12 @@ def source_problem(root: str, forbidden: Forbidden, given: Forbidden | None = No
     return None
 
 
-def _remote_run(fn, args: tuple, allow_none: bool):
-    out = remote.session(fn).call(fn, args, {})
+def _remote_run(fn, args: tuple, allow_none: bool, forbidden: Forbidden, given: Forbidden | None):
+    # the kernel's agent watches the call as run() does here: a name built at run time is the same call there
+    watched = (tuple((file, qual) for file, qual, _why in forbidden.targets),
+               tuple(n for n, _why in forbidden.builtins),
+               tuple((file, qual) for file, qual, _why in (given.targets if given is not None else ())))
+    out = remote.session(fn).call(fn, args, {}, forbidden=watched)
     if out is None and not allow_none:
         raise Fail("your function returned None (is the stub still in place?)")
     return out
@@ -323,7 +327,7 @@ def run(fn, args: tuple, forbidden: Forbidden, *, allow_none: bool = False, give
         if launches is not None:  # the learner's kernel reports nothing but return values
             raise TypeError("launches of a function in the learner's kernel are measured by the grader "
                             "(fastpath_lib.grading.engine.kernel_run), never reported by the kernel")
-        return _remote_run(fn, args, allow_none)
+        return _remote_run(fn, args, allow_none, forbidden, given)
     seen: list[str] = []
     inside = [0]
 
