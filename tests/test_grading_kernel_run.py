@@ -4,6 +4,8 @@ exercise 02 graded on memory: each input element read once, each output written 
 
 from __future__ import annotations
 
+import ast
+
 import torch
 
 from fastpath_lib import runtime
@@ -208,4 +210,7 @@ def test_what_a_kernel_launches_is_read_from_the_source_never_reported_by_the_ke
 
     assert kernel_source.launches_kernel(OP, "op") and not kernel_source.launches_kernel(OP, "op_for_show")
     assert "launches" not in inspect.signature(remote.Session.call).parameters
-    assert "setprofile" not in (remote.AGENT.read_text())  # the agent watches nothing for the grader
+    # the agent reports no fact the grader credits: its one watch (_watched) can only refuse a call, never grant one
+    agent = ast.parse(remote.AGENT.read_text())
+    watching = [f.name for f in agent.body if isinstance(f, ast.FunctionDef) and "setprofile" in ast.unparse(f)]
+    assert watching == ["_watched"], watching
