@@ -5,14 +5,27 @@ alignment condition's evidence). What is compared is code, never the source
 paths the PTX names.
 
 Compile-time facts from Triton's ahead-of-time compiler and ptxas; nothing here runs on or measures a GPU.
+
+The facts of every binary these tests read are recorded in ``tests/data/compiled_facts.json`` under a key: the Triton
+and ptxas versions, Triton's own cache key of each kernel compiled, the code that reads facts off a binary, and the
+list of binaries. Where the key is this checkout's, the tests read the record and compile a fresh sample of it, which
+must give the same facts; where it is not, they compile everything (minutes on a cold Triton cache) and
+``test_the_record_is_of_this_code`` fails until the record is written again: ``FASTPATH_RECORD=1 python -m pytest
+tests/test_compiled.py``.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
+import inspect
 import json
+import os
+import random
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -53,19 +66,151 @@ TARGET_BUILDS = [
 ]
 
 
+def _marked_sample():
+    """A sample across kernels, dtypes, both architectures and the block range, for the integer-mark test."""
+    return [s for s in ALIGNED if s.block in (16, 256, 4096, 16384) and s.weight_dtype == s.dtype
+            and s.rows_per_program in (1, 4) and (s.kernel == "forward" or s.arch == 90)]
+
+
+MARKED = [dataclasses.replace(s, int_div16=True) for s in _marked_sample()]
+#: RMSNorm's fp32 backward at the widest block with 2 and 4 rows per program (what the launcher does not pick).
+LOOPED = [dataclasses.replace(s, rows_per_program=r) for s in compiled.specializations(
+    [MAX_COLS], archs=(86, 89, 120), dtypes=("float32",), kernels=("backward",), weights=("same",)) for r in (2, 4)]
+#: The fused backward one step wider than its limit, at the launcher's warps on every target and at 32 on sm_80.
+WIDE = op_spec.specializations([2 * BACKWARD_MAX_COLS], archs=compiled.TARGETS, dtypes=("bfloat16",),
+                               kernels=("backward",))
+WIDE += [dataclasses.replace(b, warps=32, label="") for b in WIDE if b.arch == 80]
+#: Every binary whose facts the tests read, in the record's order.
+RECORDED = list(dict.fromkeys([*ALIGNED, *MISALIGNED, *TARGET_BUILDS, *MARKED, *LOOPED, *WIDE]))
+RECORD = ROOT / "tests" / "data" / "compiled_facts.json"
+#: Row fields that say how this run got a fact (its cache, its clock), not what the binary is.
+HOW = ("compile_s", "from_cache", "ptxas_log", "cubin_registers")
+#: The code that turns a binary into facts: a change to it is a change of every fact.
+_READERS = (compiled._compile_one, compiled._access_bytes, compiled._parse_ptxas_log, compiled._ptxas_rerun,
+            compiled._cubin_registers, compiled._signature, compiled.code_sha256, compiled._kept)
+_KEYS = """
+import json, sys
+import triton
+out = {}
+for source in json.loads(sys.stdin.read()):
+    module, name = source.split(":")
+    out[source] = getattr(__import__(module, fromlist=["_"]), name).cache_key
+print(json.dumps(out))
+"""
+
+
+def _id(spec) -> str:
+    return json.dumps(dataclasses.asdict(spec), sort_keys=True)
+
+
+def _source(spec) -> str:
+    if getattr(spec, "source", None):
+        return spec.source
+    return "fastpath_lib.rmsnorm.kernels:" + ("rms_norm_fwd_kernel" if spec.kernel == "forward" else
+                                                "rms_norm_bwd_kernel")
+
+
+@functools.cache
+def _key() -> dict:
+    """What the recorded facts follow from, read from this checkout and this Triton."""
+    import triton
+
+    sources = sorted({_source(s) for s in RECORDED})
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # Triton's key is a compiled function's
+    env["PYTHONPATH"] = str(ROOT)
+    proc = subprocess.run([sys.executable, "-c", _KEYS], input=json.dumps(sources), env=env, cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    ptxas = subprocess.run([compiled.tool_path("ptxas"), "--version"], capture_output=True, text=True, timeout=60)
+    readers = hashlib.sha256("".join(inspect.getsource(f) for f in _READERS).encode()).hexdigest()
+    binaries = hashlib.sha256("\n".join(_id(s) for s in RECORDED).encode()).hexdigest()
+    return {"triton": triton.__version__, "ptxas": ptxas.stdout.strip().splitlines()[-1],
+            "kernels": json.loads(proc.stdout), "readers": readers, "binaries": binaries}
+
+
+@functools.cache
+def _record() -> dict | None:
+    """The recorded rows by binary, or ``None`` when the record is missing, of another key, or being written."""
+    if os.environ.get("FASTPATH_RECORD") or not RECORD.exists():
+        return None
+    data = json.loads(RECORD.read_text())
+    if data["key"] != _key():
+        return None
+    return {_id(s): dict(zip(data["columns"], row)) for s, row in zip(RECORDED, data["rows"])}
+
+
+def _facts(specs) -> list[dict]:
+    """The facts of ``specs``: recorded, or compiled here when the record is not of this code."""
+    rows = _record()
+    if rows is not None and all(_id(s) in rows for s in specs):
+        return [dict(rows[_id(s)]) for s in specs]
+    return compiled.facts(specs)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _write_record():
+    """``FASTPATH_RECORD=1``: compile every recorded binary and write the record (after the module's tests)."""
+    yield
+    if os.environ.get("FASTPATH_RECORD"):
+        rows = compiled.facts(RECORDED)
+        RECORD.parent.mkdir(exist_ok=True)
+        columns = sorted(rows[0])
+        lines = ",\n".join(json.dumps([r[c] for c in columns]) for r in rows)
+        RECORD.write_text(f'{{"key": {json.dumps(_key(), indent=1, sort_keys=True)},\n"columns": '
+                          f'{json.dumps(columns)},\n"rows": [\n{lines}\n]}}\n')
+
+
 @pytest.fixture(scope="module")
 def aligned_facts():
-    return compiled.facts(ALIGNED)
+    return _facts(ALIGNED)
 
 
 @pytest.fixture(scope="module")
 def target_facts():
-    return compiled.facts(TARGET_BUILDS)
+    return _facts(TARGET_BUILDS)
 
 
 @pytest.fixture(scope="module")
 def misaligned_facts():
-    return compiled.facts(MISALIGNED)
+    return _facts(MISALIGNED)
+
+
+def test_the_record_is_of_this_code():
+    """The record's key is this checkout's (under the Triton CI installs; under another the facts were compiled here,
+    and the record is not read)."""
+    import triton
+
+    if os.environ.get("FASTPATH_RECORD"):
+        pytest.skip("writing the record")
+    assert RECORD.exists(), "no tests/data/compiled_facts.json: FASTPATH_RECORD=1 python -m pytest tests/test_compiled.py"
+    data = json.loads(RECORD.read_text())
+    if data["key"]["triton"] != triton.__version__:
+        pytest.skip(f"the record is of Triton {data['key']['triton']}; this is {triton.__version__}: the tests "
+                    "compiled every binary here")
+    differ = sorted(k for k in _key() if _key()[k] != data["key"].get(k))
+    assert not differ, (f"tests/data/compiled_facts.json is not of this code ({', '.join(differ)} differ): write it "
+                        "again with FASTPATH_RECORD=1 python -m pytest tests/test_compiled.py")
+
+
+def test_a_fresh_sample_compiles_to_the_recorded_facts():
+    """Twelve recorded binaries, one from each of twelve (kernel, dtype, target) classes drawn at random, compiled
+    now: every fact is the recorded one. The seed is in the failure message (``FASTPATH_SAMPLE_SEED`` replays it)."""
+    rows = _record()
+    if rows is None:
+        pytest.skip("the record is not of this code (see test_the_record_is_of_this_code): every fact was compiled")
+    seed = int(os.environ.get("FASTPATH_SAMPLE_SEED") or random.SystemRandom().randrange(2**32))
+    rng = random.Random(seed)
+    classes: dict[tuple, list] = {}
+    for spec in RECORDED:
+        classes.setdefault((spec.kernel, spec.dtype, spec.arch), []).append(spec)
+    picked = [rng.choice(classes[c]) for c in rng.sample(sorted(classes), 12)]
+    compiled._cache.clear()
+    fresh = compiled.facts(picked)
+    differ = [(s.label() if callable(s.label) else s.label,
+               {k: (rows[_id(s)][k], f[k]) for k in f if k not in HOW and rows[_id(s)].get(k) != f[k]})
+              for s, f in zip(picked, fresh)]
+    differ = [d for d in differ if d[1]]
+    assert not differ, f"seed {seed}: (binary, {{fact: (recorded, compiled now)}}): {differ}"
 
 
 def _by(rows, **match):
@@ -202,12 +347,9 @@ def test_fp32_backward_at_16384_columns_spills_with_more_than_one_row():
     or 4 rows the loop carries dw, and the compiled kernel spills on sm_86, sm_89 and sm_120 (Triton 3.8). When a
     Triton release stops that on every target, this fails: lift the limit (the scratch is one fp32 row per row)."""
     assert launch.backward_max_rows(MAX_COLS, 4) == 1 and launch.backward_max_rows(MAX_COLS, 2) is None
-    looped = [dataclasses.replace(s, rows_per_program=r) for s in compiled.specializations(
-        [MAX_COLS], archs=(86, 89, 120), dtypes=("float32",), kernels=("backward",), weights=("same",))
-        for r in (2, 4)]
     assert {s.rows_per_program for s in compiled.specializations([MAX_COLS], archs=(86,), dtypes=("float32",),
                                                                  kernels=("backward",))} == {1}
-    rows = compiled.facts(looped)
+    rows = _facts(LOOPED)
     spilling = {(r["arch"], r["rows_per_program"], r["spills"]) for r in rows if r["spills"]}
     assert {a for a, _, _ in spilling} == {"sm_86", "sm_89", "sm_120"}, f"(arch, rows, bytes): {sorted(spilling)}"
 
@@ -216,10 +358,7 @@ def test_fused_backward_spills_above_its_width_limit():
     """Why BACKWARD_MAX_COLS is the fused predicate's limit: one step wider the backward spills on every target at
     the launcher's 16 warps, and at 32 (the most a program has; sm_80 here, every target when measured). When a
     Triton release stops that, this fails: raise the limit."""
-    wide = op_spec.specializations([2 * BACKWARD_MAX_COLS], archs=compiled.TARGETS, dtypes=("bfloat16",),
-                                   kernels=("backward",))
-    wide += [dataclasses.replace(b, warps=32, label="") for b in wide if b.arch == 80]
-    rows = compiled.facts(wide)
+    rows = _facts(WIDE)
     assert {(r["warps"], r["arch"]) for r in rows} == {(16, f"sm_{a}") for a in compiled.TARGETS} | {(32, "sm_80")}
     assert all(r["spills"] > 0 for r in rows), [(r["arch"], r["warps"], r["spills"]) for r in rows]
 
@@ -273,11 +412,10 @@ def test_triton_marking_the_integers_changes_nothing(aligned_facts):
     changes nothing in the code: the PTX is the same, so the facts above hold for both."""
     # a sample across kernels, dtypes, both architectures and the block range (each is a fresh compile: the mark
     # changes Triton's cache key)
-    sample = [s for s in ALIGNED if s.block in (16, 256, 4096, 16384) and s.weight_dtype == s.dtype
-              and s.rows_per_program in (1, 4) and (s.kernel == "forward" or s.arch == 90)]
+    sample = _marked_sample()
     assert len(sample) >= 30 and {(s.kernel, s.dtype) for s in sample} == {(k, d) for k in launch.KERNELS
                                                                              for d in compiled.DTYPES}
-    marked = compiled.facts([dataclasses.replace(s, int_div16=True) for s in sample])
+    marked = _facts(MARKED)
     facts_of = dict(zip(ALIGNED, aligned_facts))
     differ = [s.label() for s, m in zip(sample, marked) if m["ptx_sha256"] != facts_of[s]["ptx_sha256"]]
     assert all(m["int_div16"] for m in marked) and not differ, differ
@@ -327,7 +465,7 @@ def test_access_width_parser():
 
 
 def test_facts_table_and_markdown(aligned_facts):
-    rows = compiled.facts(ALIGNED[:3])
+    rows = _facts(ALIGNED[:3])
     table = compiled.facts_table(rows)
     assert list(table.columns)[:4] == ["kernel", "arch", "dtype", "weight"]
     assert len(table) == 3 and table["registers"].tolist() == [r["registers"] for r in rows]
