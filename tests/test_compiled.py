@@ -182,7 +182,8 @@ def test_the_record_is_of_this_code():
 
     if os.environ.get("FASTPATH_RECORD"):
         pytest.skip("writing the record")
-    assert RECORD.exists(), "no tests/data/compiled_facts.json: FASTPATH_RECORD=1 python -m pytest tests/test_compiled.py"
+    assert RECORD.exists(), ("no tests/data/compiled_facts.json: write it with FASTPATH_RECORD=1 python -m pytest "
+                             "tests/test_compiled.py")
     data = json.loads(RECORD.read_text())
     if data["key"]["triton"] != triton.__version__:
         pytest.skip(f"the record is of Triton {data['key']['triton']}; this is {triton.__version__}: the tests "
