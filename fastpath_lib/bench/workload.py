@@ -202,11 +202,11 @@ def _op_cases(cases):
 
 def op_specializations(spec: opspec.OpSpec, quick: bool = False, cases=None) -> list[dict] | None:
     """The distinct binaries an op's matrix (or ``cases``) compiles: its ``specialization`` of every case expected to
-    take the fast route (``None`` when the spec declares none), each with the case ids that use it and the shape,
-    dtype and layout of the first, which the compile-cost probe launches (a contiguous case first where one has the
-    binary). A backward case adds the backward's binaries where the spec declares ``fast_backward`` and its
-    ``specialization`` takes a ``kernel`` argument (``kernel="bwd"``, and ``sms=`` the GPU's multiprocessor count
-    where it takes one: ``None`` off a GPU).
+    take the fast route (``None`` when the spec declares none), each with the case ids that use it, the shape, dtype
+    and layout of the first (a contiguous case first where one has the binary) and ``launch``, the route the
+    compile-cost probe calls on that case (``"fast"``, or ``"fast_backward"``). A backward case adds the backward's
+    binaries where the spec declares ``fast_backward`` and its ``specialization`` takes a ``kernel`` argument
+    (``kernel="bwd"``, and ``sms=`` the GPU's multiprocessor count where it takes one: ``None`` off a GPU).
     """
     if spec.specialization is None:
         return None
@@ -225,9 +225,10 @@ def op_specializations(spec: opspec.OpSpec, quick: bool = False, cases=None) -> 
             key = spec.specialization(rows, cols, dtype, **extra)
             if key is None:
                 break
+            launch = "fast" if kern == "fwd" else "fast_backward"
             found.setdefault(json.dumps(key, sort_keys=True, default=str),
                              dict(key, rows=rows, cols=cols, dtype=c.dtype, layout=c.layout, pad=c.pad_for(quick),
-                                  kernel=kern, cases=[]))["cases"].append(c.id)
+                                  launch=launch, cases=[]))["cases"].append(c.id)
     return list(found.values())
 
 
@@ -248,7 +249,7 @@ def op_call(s):
         case = (spec.case_spec or CaseSpec)(rows=s["rows"], cols=s["cols"], dtype=dt, layout=s["layout"],
                                             pad=s.get("pad", 0), device="cuda")
         args = spec.args(case.build())
-    if s.get("kernel", "fwd") == "fwd":
+    if s["launch"] == "fast":
         return lambda: spec.fast(*args)
     dy = torch.randn_like(args[0])
     return lambda: spec.fast_backward(dy, *args)
@@ -294,7 +295,7 @@ def compile_cost(cases=None, *, spec: opspec.OpSpec | None = None, quick: bool =
     if specs is None:
         return {"op": spec.name, "specializations": None, "list": [], "compiles": False, "declared": False,
                 "note": f"OpSpec.specialization (the binaries its fast route compiles) is {opspec.NOT_DECLARED}"}
-    probe = [{k: s[k] for k in ("kernel", "dtype", "rows", "cols", "layout", "pad")} for s in specs]
+    probe = [{k: s[k] for k in ("launch", "dtype", "rows", "cols", "layout", "pad")} for s in specs]
     where = [opspec.source(spec)]
     out = {"op": spec.name, "specializations": len(specs), "list": specs,
            "device_name": torch.cuda.get_device_name() if runtime.cuda_available() else "cpu"}
