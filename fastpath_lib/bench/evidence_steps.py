@@ -196,9 +196,9 @@ STATUSES = ("ran", "skipped", "partial", "failed")
 
 
 def _each_op(ctx: StepContext, part) -> dict:
-    """Run ``part(spec, deadline)`` for every op the step serves (``ctx.ops``, RMSNorm when none), each with an equal
-    share of the time still left, one op's exception recorded without losing the others'; the step's status is the
-    worst of the parts (:data:`STATUSES`), its ``why`` theirs joined, its ``details`` per op."""
+    """Run ``part(spec, deadline)`` for every op the step serves (``ctx.ops``, the default op when none), each with an
+    equal share of the time still left, one op's exception recorded without losing the others'; the step's status is
+    the worst of the parts (:data:`STATUSES`), its ``why`` theirs joined, its ``details`` per op."""
     import traceback
 
     from fastpath_lib import opspec
@@ -222,8 +222,8 @@ def _each_op(ctx: StepContext, part) -> dict:
 
 def matrix(ctx: StepContext):
     """An operator's predeclared matrix (``ctx.op``) against its baselines (``torch.compile`` left to the
-    compiled-baselines step) on the generic runner, ``results.csv`` rewritten after every case: RMSNorm's into the
-    staging folder, any other op's into ``ops/NAME/``. "partial" when the deadline left cases not run."""
+    compiled-baselines step) on the generic runner, ``results.csv`` rewritten after every case: the default op's into
+    the staging folder, any other op's into ``ops/NAME/``. "partial" when the deadline left cases not run."""
     from fastpath_lib.bench import results
     from fastpath_lib.bench.analysis import coverage_line
     from fastpath_lib.bench.opbench import run_op
@@ -262,8 +262,9 @@ def _smi(ctx: StepContext, step: str, when: str) -> None:
 
 def host(ctx: StepContext):
     """The host-overhead family of every registered operator (:func:`fastpath_lib.opspec.names`), after all their
-    matrices: RMSNorm's rows appended to ``results.csv``, another op's to ``ops/NAME/results.csv``; each op's rows
-    include vLLM's dispatch where the op is a vLLM IR op (:mod:`fastpath_lib.bench.vllmhost`)."""
+    matrices: the default op's rows appended to ``results.csv``, another op's to ``ops/NAME/results.csv``; each op's
+    rows include vLLM's dispatch where its spec names the vLLM IR op it provides (:mod:`fastpath_lib.bench.vllmhost`).
+    """
     import pandas as pd
 
     import fastpath_lib.bench.results as results
@@ -288,10 +289,8 @@ def host(ctx: StepContext):
         csv = folder / "results.csv"
         results.write_table(folder, pd.concat([pd.read_csv(csv), rows], ignore_index=True) if csv.exists() else rows)
         if name == primary() and not (ctx.out / "environment.json").exists():  # no matrix ran: name the declared
-            from fastpath_lib.bench.matrix import load_cases
-
             env = environment()
-            env["declared_cases"] = [c.id for c in load_cases()]
+            env["declared_cases"] = [c.id for c in spec.matrix()]
             ctx.write_json("environment.json", env)
         t = host_table(classify(rows))
         ctx.log(t.to_string())
