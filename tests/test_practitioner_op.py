@@ -229,3 +229,16 @@ def test_replay_and_compile_cost_run_it_from_its_spec_even_as_the_default_op(reg
         assert saved["trace"]["totals"]["calls"] > 0
     else:  # its one forward case expected fast, at full size: one binary
         assert [(s["cases"], s["BLOCK_SIZE"], s["dtype"]) for s in saved["list"]] == [(["tokens_fp16"], 256, "float16")]
+
+
+def test_naming_a_vllm_ir_op_the_kits_patch_does_not_provide_proposes_no_patch(bench_folder):
+    """vLLM has ``gelu_and_mul_sparse``; the kit's vLLM patch provides other IR ops: the vLLM form stays the op's own
+    and says that no patch is generated, with no sentence about another op."""
+    import dataclasses
+
+    from fastpath_lib.bench.report import pr_note
+
+    spec = dataclasses.replace(op.SPEC, pr_text={**op.SPEC.pr_text, "vllm_op": "gelu_and_mul_sparse"})
+    note = pr_note(bench_folder, spec=spec, template="vllm")
+    assert "`vllm.ir.ops.gelu_and_mul_sparse`; no vLLM patch is generated" in note and op.SPEC.title in note
+    assert not [line for line in note.splitlines() if FOREIGN.search(line)], note[:2000]
