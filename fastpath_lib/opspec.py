@@ -131,6 +131,9 @@ class OpSpec:
             (:func:`fastpath_lib.bench.workload.compile_cost`) counts the distinct dicts over the matrix's cases
             expected to take the fast route and, on CUDA, calls ``fast`` on the first case of each twice in a fresh
             process with an empty Triton cache (``None`` here: the compile cost says the spec does not declare it).
+            A ``specialization`` that also takes ``kernel`` (and ``sms``, the GPU's multiprocessor count) gives the
+            backward's binaries for ``kernel="bwd"``: with ``fast_backward`` declared, the compile cost counts those
+            of the backward cases too and launches them through ``fast_backward``.
         decoder_step: ``decoder_step(fn, delta, residual, weight, eps)`` -> ``(normed, new_residual)``: how ``fn``
             (``function`` or a baseline: the same signature) does a pre-norm decoder block's residual add and norm
             (``residual + delta``, normalized with ``weight``: where vLLM calls ``fused_add_rms_norm``). The workload

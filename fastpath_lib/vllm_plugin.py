@@ -49,7 +49,7 @@ from fastpath_lib.rmsnorm.predicate import eligible as rms_eligible
 __all__ = ["PROVIDER", "TESTED_VLLM_VERSIONS", "OPT_IN", "IR_OPS", "LOGGER_NAME", "opted_in", "supported",
            "why_unsupported",
            "rms_norm_supports_args", "rms_norm", "fused_add_rms_norm_supports_args", "fused_add_rms_norm",
-           "register_providers", "register", "vllm_site", "load_vllm_ir"]
+           "register_providers", "register", "vllm_site", "load_vllm_ir", "providers"]
 
 #: vLLM releases this plugin was tested with (the kit's pin, ``constraints.txt``). Another version is tried too, with
 #: a warning.
@@ -58,8 +58,6 @@ TESTED_VLLM_VERSIONS = ("0.33.0",)
 PROVIDER = "fastpath_triton"
 #: The environment variable that turns the plugin on (``1``): :data:`fastpath_vllm.OPT_IN`.
 OPT_IN = "FASTPATH_VLLM"
-#: The IR ops the kit provides, each with its provider's function, ``supports_args`` and ``inplace``.
-IR_OPS = ("rms_norm", "fused_add_rms_norm")
 #: The logger's name: under vLLM's ``vllm`` logger, so vLLM's handlers and ``VLLM_LOGGING_LEVEL`` apply to it.
 LOGGER_NAME = "vllm.plugins.fastpath_kit"
 
@@ -183,9 +181,14 @@ class _Skip(Exception):
     """Registration does not fit this vLLM (the message says why)."""
 
 
-def _providers() -> dict:
+def providers() -> dict:
+    """The vLLM IR ops the kit provides: IR op name -> ``(provider function, supports_args, inplace)``."""
     return {"rms_norm": (rms_norm, rms_norm_supports_args, False),
             "fused_add_rms_norm": (fused_add_rms_norm, fused_add_rms_norm_supports_args, True)}
+
+
+#: The names of the IR ops the kit provides (:func:`providers`).
+IR_OPS = tuple(providers())
 
 
 def _register_providers() -> None:
@@ -197,7 +200,7 @@ def _register_providers() -> None:
     import fastpath_lib.rmsnorm.op  # noqa: F401  (registers torch.ops.fastpath.rms_norm)
 
     ok = supported()
-    for name, (fn, check, inplace) in _providers().items():
+    for name, (fn, check, inplace) in providers().items():
         op = getattr(ir.ops, name, None)
         if op is None:
             raise _Skip(f"vllm.ir.ops has no {name}")

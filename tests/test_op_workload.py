@@ -92,6 +92,20 @@ def test_fused_op_compile_cost_counts_its_forward_binaries():
     assert "odd_4096x4095_fp16" not in {c for s in cc["list"] for c in s["cases"]}  # a predicted fallback
 
 
+def test_compile_cost_adds_the_backward_binaries_where_the_spec_declares_fast_backward():
+    """RMSNorm's spec declares ``fast_backward`` and a ``specialization`` taking ``kernel``: its backward cases add
+    their backward binaries, launched through ``fast_backward``; the same spec without it counts forward binaries
+    only (nothing here reads the op by name)."""
+    spec = opspec.get("rms_norm")
+    cc = workload.compile_cost(spec=spec)
+    bwd = [s for s in cc["list"] if s["launch"] == "fast_backward"]
+    backward_cases = {c.id for c in spec.matrix() if c.pass_ == "backward" and c.expected != "fallback"}
+    assert bwd and {s["kernel"] for s in bwd} == {"bwd"} and {c for s in bwd for c in s["cases"]} <= backward_cases
+    fwd_only = workload.compile_cost(spec=dataclasses.replace(spec, fast_backward=None))
+    assert {s["launch"] for s in fwd_only["list"]} == {"fast"}
+    assert fwd_only["specializations"] == cc["specializations"] - len(bwd)
+
+
 def test_trace_replay_times_the_ops_function_against_its_baseline(third):
     calls = [trace.TraceCall("decode", 2, 64, torch.float32, 30), trace.TraceCall("prefill", 8, 256, torch.float32, 3)]
     df = trace.replay_trace(calls, spec=third, quick=True, rounds=1)

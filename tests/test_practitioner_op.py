@@ -183,3 +183,62 @@ def test_the_pr_note_step_drafts_its_note_beside_its_results(bench_folder, tmp_p
     note = (tmp_path / "run" / "ops" / "absmax_scale" / "pr_note.md").read_text()
     assert res["status"] == "ran" and "ops/absmax_scale/pr_note.md" in res["why"], res
     assert op.SPEC.title in note and not [line for line in note.splitlines() if FOREIGN.search(line)]
+
+
+def _binary(rows, cols, dtype):
+    """The absmax kernel's binary: one per dtype and block (its launcher's one rule); ``None`` past one block."""
+    import triton
+
+    return {"kernel": "absmax_scale_kernel", "dtype": str(dtype)[6:], "BLOCK_SIZE": triton.next_power_of_2(cols)} \
+        if cols <= op.MAX_COLS else None
+
+
+def _step(fn, delta, residual, weight, eps):
+    """Where the scale sits in a pre-norm decoder, as a practitioner might place it: on the residual stream."""
+    s = residual + delta
+    return fn(s), s
+
+
+#: The op with the two fields the replay and the compile cost read (module level: a fresh process finds it).
+DECLARING = __import__("dataclasses").replace(op.SPEC, specialization=_binary, decoder_step=_step)
+
+
+@pytest.mark.parametrize("step", ["replay", "compile_cost"])
+def test_replay_and_compile_cost_run_it_from_its_spec_even_as_the_default_op(registered, tmp_path, step, monkeypatch):
+    """With the fields declared, the step runs the op through them, also where the op is the default op (its files at
+    the top of the folder): the step reads no op by name."""
+    import time
+
+    from fastpath_lib.bench import workload
+
+    opspec.register(DECLARING, replace=True)
+    monkeypatch.setattr(evidence_steps, "primary", lambda: "absmax_scale")
+    quick = workload.settings_for(True)
+    monkeypatch.setattr(workload, "settings_for", lambda q: dict(quick, target_s=0.01, min_reps=3, max_reps=3))
+    try:
+        res = getattr(evidence_steps, step)(StepContext(out=tmp_path, budget_s=25.0, started=time.monotonic(),
+                                                        op="absmax_scale"))
+    finally:
+        opspec.register(op.SPEC, replace=True)
+    saved = json.loads((tmp_path / f"{step}.json").read_text())
+    assert res["status"] == "ran" and saved["op"] == "absmax_scale", res
+    assert not re.search(r"\brms|fused", json.dumps([res, saved]), re.IGNORECASE), res  # the decoder's "norms" aside
+    if step == "replay":  # every norm of the decoder was its step, each call routed by its predicate
+        assert saved["baseline"] == "torch_eager" and saved["logits_close"], saved
+        assert saved["fast_model_routes"] == {"triton": saved["norm_calls_per_forward"]}
+        assert saved["trace"]["totals"]["calls"] > 0
+    else:  # its one forward case expected fast, at full size: one binary
+        assert [(s["cases"], s["BLOCK_SIZE"], s["dtype"]) for s in saved["list"]] == [(["tokens_fp16"], 256, "float16")]
+
+
+def test_naming_a_vllm_ir_op_the_kits_patch_does_not_provide_proposes_no_patch(bench_folder):
+    """vLLM has ``gelu_and_mul_sparse``; the kit's vLLM patch provides other IR ops: the vLLM form stays the op's own
+    and says that no patch is generated, with no sentence about another op."""
+    import dataclasses
+
+    from fastpath_lib.bench.report import pr_note
+
+    spec = dataclasses.replace(op.SPEC, pr_text={**op.SPEC.pr_text, "vllm_op": "gelu_and_mul_sparse"})
+    note = pr_note(bench_folder, spec=spec, template="vllm")
+    assert "`vllm.ir.ops.gelu_and_mul_sparse`; no vLLM patch is generated" in note and op.SPEC.title in note
+    assert not [line for line in note.splitlines() if FOREIGN.search(line)], note[:2000]

@@ -18,20 +18,40 @@ from fastpath_lib.bench.analysis import classify
 from fastpath_lib.bench.schema import HOST_FAMILY
 from fastpath_lib.vllm_plugin import PROVIDER, vllm_site
 
+#: The vLLM IR ops the registered ops provide, as their specs name them (RMSNorm's and the fused op's).
+VLLM_OPS = tuple(vllmhost.vllm_ops().values())
+
 
 def _vllm_importable() -> bool:
     return importlib.util.find_spec("vllm") is not None or (vllm_site() / "vllm" / "ir").is_dir()
 
 
+#: Two ops whose specs name a vLLM IR op the kit cannot time: one vLLM's registry lacks, one the kit's provider
+#: module provides no provider for (vLLM 0.33 has ``gelu_and_mul_sparse``; the kit provides only its norms).
+STRANGERS = {"ghost_op": "no_such_ir_op", "gelu_like_op": "gelu_and_mul_sparse"}
+
+
 @pytest.fixture(scope="module")
 def measured():
-    """Both ops, a few short blocks each (the child imports vLLM once)."""
-    return pd.DataFrame(vllmhost.measure_vllm_host(rounds=5))
+    """Both ops, a few short blocks each, and :data:`STRANGERS` (the child imports vLLM once)."""
+    from fastpath_lib import opspec
+
+    for name, ir_op in STRANGERS.items():
+        opspec.register(opspec.OpSpec(name, abs, abs, tuple, str, baselines={"b": abs}, pr_text={"vllm_op": ir_op}))
+    try:
+        rows = vllmhost.measure_vllm_host(rounds=5)
+    finally:
+        for name in STRANGERS:
+            opspec.unregister(name)
+    strange = [any(f"_{v}_" in r["case_id"] for v in STRANGERS.values()) for r in rows]
+    return (pd.DataFrame([r for r, s in zip(rows, strange) if not s]),
+            pd.DataFrame([r for r, s in zip(rows, strange) if s]))
 
 
 def test_rows_per_op_input_and_side_in_the_host_family(measured):
+    measured = measured[0]
     assert set(measured.family) == {HOST_FAMILY}
-    want = {(f"vllm_{op}_{kind}", p) for op in vllmhost.VLLM_OPS for kind in vllmhost.INPUTS
+    want = {(f"vllm_{op}_{kind}", p) for op in VLLM_OPS for kind in vllmhost.INPUTS
             for p in vllmhost.PROVIDERS}
     assert set(zip(measured.case_id, measured.provider)) == want and len(measured) == len(want)
     if not _vllm_importable():
@@ -39,6 +59,7 @@ def test_rows_per_op_input_and_side_in_the_host_family(measured):
 
 
 def test_the_check_and_both_dispatches_are_timed_where_vllm_imports(measured):
+    measured = measured[0]
     if not _vllm_importable():
         pytest.skip(f"vLLM's wheel is not in {vllm_site()} (./kit setup installs it): the rows say skipped instead")
     assert (measured.status == "ok").all(), measured[["case_id", "provider", "note"]]
@@ -47,7 +68,7 @@ def test_the_check_and_both_dispatches_are_timed_where_vllm_imports(measured):
         samples = json.loads(r.samples_us)
         assert len(samples) == 5 and r.min_us == pytest.approx(min(samples), abs=1e-4) and r.min_us > 0
     t = vllmhost.vllm_table(classify(measured))
-    for op in vllmhost.VLLM_OPS:
+    for op in VLLM_OPS:
         rej, acc = t.loc[f"vllm_{op}_reject"], t.loc[f"vllm_{op}_accept"]
         assert (rej.verdict, rej.picked) == ("rejected", "native"), op  # a decode token: below the row threshold
         assert (acc.verdict, acc.picked) == ("accepted", PROVIDER), op
@@ -80,12 +101,34 @@ def test_a_failing_or_slow_child_gives_skipped_rows_with_the_reason(monkeypatch,
     broken = pd.DataFrame(vllmhost.measure_vllm_host(["rms_norm"], rounds=1))
     assert (broken.status == "skipped").all()
     assert broken.note.str.endswith("failed: ImportError: simulated breakage").all()
-    assert vllmhost.measure_vllm_host(["not_a_vllm_op"]) == []
+    assert vllmhost.measure_vllm_host([]) == []
+
+
+def test_the_ops_timed_are_those_whose_spec_names_a_vllm_ir_op_vllm_has_and_the_kit_provides(measured):
+    """Which ops are timed comes from their specs (``pr_text["vllm_op"]``), vLLM's own registry of IR ops and the
+    kit's provider module: an op vLLM lacks or the kit provides no provider for gets skipped rows saying which."""
+    from fastpath_lib import opspec
+
+    assert vllmhost.vllm_ops(["rms_norm", "fused_add_rms_norm"]) == {"rms_norm": "rms_norm",
+                                                                     "fused_add_rms_norm": "fused_add_rms_norm"}
+    spec = opspec.OpSpec("no_vllm_op", abs, abs, tuple, str, baselines={"b": abs})
+    opspec.register(spec)
+    try:
+        assert vllmhost.vllm_ops([spec.name]) == {} and vllmhost.measure_vllm_host([spec.name]) == []
+    finally:
+        opspec.unregister(spec.name)
+    rows = measured[1]
+    assert len(rows) == len(STRANGERS) * len(vllmhost.INPUTS) * len(vllmhost.PROVIDERS)
+    assert (rows.status == "skipped").all(), rows[["case_id", "status"]]
+    if _vllm_importable():
+        notes = dict(zip(rows.case_id.str.extract(r"vllm_(.*)_(?:reject|accept)")[0], rows.note))
+        assert "has no IR op no_such_ir_op" in notes["no_such_ir_op"], notes
+        assert "provides no gelu_and_mul_sparse" in notes["gelu_and_mul_sparse"], notes
 
 
 def _synthetic() -> pd.DataFrame:
     rows = []
-    for op in vllmhost.VLLM_OPS:
+    for op in VLLM_OPS:
         for kind, (verdict, picked) in {"reject": ("rejected", "native"), "accept": ("accepted", PROVIDER)}.items():
             for p, us in zip(vllmhost.PROVIDERS, (1.0, 3.0, 0.5)):
                 timing = {"best_us": us, "samples_us": [us, us + 1], "number": 10, "blocks": 2, "warmup": 1}
@@ -104,7 +147,7 @@ def test_the_cli_and_the_pr_note_show_vllms_dispatch_labelled_cpu_host_time(monk
     monkeypatch.setattr(vllmhost.subprocess, "run", lambda *a, **k: Done())
     df = classify(pd.DataFrame(vllmhost.measure_vllm_host()))
     t = vllmhost.vllm_table(df)
-    assert list(t.index) == [f"vllm_{op}_{k}" for op in vllmhost.VLLM_OPS for k in ("reject", "accept")]
+    assert list(t.index) == [f"vllm_{op}_{k}" for op in VLLM_OPS for k in ("reject", "accept")]
     assert (t.added_us == 2.5).all() and (t.supports_args_us == 1.0).all()
     cli.print_host(df)
     out = capsys.readouterr().out

@@ -118,13 +118,14 @@ def _steps_before_ops(primary: str, every: str) -> tuple[Step, ...]:
 
 def _steps_after_ops(both: str) -> tuple[Step, ...]:
     return (
-        Step("replay", "workload replay of every op (a small decoder, norms swapped; the fused op's serving trace)",
-             8, _s("replay"), ("replay.json", "ops/NAME/replay.json"), _CORE + ("fastpath_lib.bench.workload",
-                                                                              "fastpath_lib.bench.trace"),
+        Step("replay", "workload replay of every op declaring its decoder step (a small decoder, every norm that step; "
+             "its serving trace)", 8, _s("replay"), ("replay.json", "ops/NAME/replay.json"),
+             _CORE + ("fastpath_lib.bench.workload", "fastpath_lib.bench.trace"),
              op=both, min_s=15, est_s=20,
-             basis=f"estimate: {_START}; a 4-layer dim-4096 decoder at 8 x 512 tokens and the fused op's quick "
-                   "replay, a few seconds each"),
-        Step("compile_cost", "compile cost per kernel specialization of every op (fresh process, empty cache)", 8,
+             basis=f"estimate: {_START}; per op, a 4-layer dim-4096 decoder at 8 x 512 tokens and its quick serving "
+                   "trace, a few seconds each"),
+        Step("compile_cost", "compile cost per kernel specialization of every op declaring its binaries (fresh "
+             "process, empty cache)", 8,
              _s("compile_cost"), ("compile_cost.json", "ops/NAME/compile_cost.json"),
              _CORE + ("fastpath_lib.bench.workload",), op=both, min_s=20, est_s=30,
              basis=f"estimate: {_START}; ~30 specializations at 0.3-1 s of JIT compile each in a fresh process; "

@@ -7,8 +7,9 @@ that stopped early at its deadline: its details say what it collected and what i
 run's staging folder (``ctx.out``) as soon as it has them, so a later cut keeps what finished. A step of one job
 (matrix, sweep, replay, compile cost, compiled facts, compiled baselines) is one function for every registered
 operator: it reads the op(s) from ``ctx.op`` (a job's step serves every op in one process, :func:`_each_op`; the
-matrix is a step per op) and their specs from the registry, and writes RMSNorm's files at the top of the folder, any
-other op's under ``ops/NAME/``.
+matrix is a step per op) and their specs from the registry, and writes the default op's files (the first registered)
+at the top of the folder, any other op's under ``ops/NAME/``. A step whose op's spec leaves out a field it needs is
+skipped for that op, the field named (:data:`fastpath_lib.opspec.NOT_DECLARED`).
 """
 
 from __future__ import annotations
@@ -195,9 +196,9 @@ STATUSES = ("ran", "skipped", "partial", "failed")
 
 
 def _each_op(ctx: StepContext, part) -> dict:
-    """Run ``part(spec, deadline)`` for every op the step serves (``ctx.ops``, RMSNorm when none), each with an equal
-    share of the time still left, one op's exception recorded without losing the others'; the step's status is the
-    worst of the parts (:data:`STATUSES`), its ``why`` theirs joined, its ``details`` per op."""
+    """Run ``part(spec, deadline)`` for every op the step serves (``ctx.ops``, the default op when none), each with an
+    equal share of the time still left, one op's exception recorded without losing the others'; the step's status is
+    the worst of the parts (:data:`STATUSES`), its ``why`` theirs joined, its ``details`` per op."""
     import traceback
 
     from fastpath_lib import opspec
@@ -221,8 +222,8 @@ def _each_op(ctx: StepContext, part) -> dict:
 
 def matrix(ctx: StepContext):
     """An operator's predeclared matrix (``ctx.op``) against its baselines (``torch.compile`` left to the
-    compiled-baselines step) on the generic runner, ``results.csv`` rewritten after every case: RMSNorm's into the
-    staging folder, any other op's into ``ops/NAME/``. "partial" when the deadline left cases not run."""
+    compiled-baselines step) on the generic runner, ``results.csv`` rewritten after every case: the default op's into
+    the staging folder, any other op's into ``ops/NAME/``. "partial" when the deadline left cases not run."""
     from fastpath_lib.bench import results
     from fastpath_lib.bench.analysis import coverage_line
     from fastpath_lib.bench.opbench import run_op
@@ -261,8 +262,9 @@ def _smi(ctx: StepContext, step: str, when: str) -> None:
 
 def host(ctx: StepContext):
     """The host-overhead family of every registered operator (:func:`fastpath_lib.opspec.names`), after all their
-    matrices: RMSNorm's rows appended to ``results.csv``, another op's to ``ops/NAME/results.csv``; each op's rows
-    include vLLM's dispatch where the op is a vLLM IR op (:mod:`fastpath_lib.bench.vllmhost`)."""
+    matrices: the default op's rows appended to ``results.csv``, another op's to ``ops/NAME/results.csv``; each op's
+    rows include vLLM's dispatch where its spec names the vLLM IR op it provides (:mod:`fastpath_lib.bench.vllmhost`).
+    """
     import pandas as pd
 
     import fastpath_lib.bench.results as results
@@ -287,10 +289,8 @@ def host(ctx: StepContext):
         csv = folder / "results.csv"
         results.write_table(folder, pd.concat([pd.read_csv(csv), rows], ignore_index=True) if csv.exists() else rows)
         if name == primary() and not (ctx.out / "environment.json").exists():  # no matrix ran: name the declared
-            from fastpath_lib.bench.matrix import load_cases
-
             env = environment()
-            env["declared_cases"] = [c.id for c in load_cases()]
+            env["declared_cases"] = [c.id for c in spec.matrix()]
             ctx.write_json("environment.json", env)
         t = host_table(classify(rows))
         ctx.log(t.to_string())
@@ -334,27 +334,26 @@ def sweep(ctx: StepContext):
 
 
 def replay(ctx: StepContext):
-    """Every op's workload replay (``ctx.ops``): RMSNorm's small decoder with its norm modules swapped; another op's
-    serving trace weighted by call counts and the small decoder with every norm done by its ``decoder_step``, both
-    quick, into ``ops/NAME/replay.json``."""
+    """Every op's workload replay (``ctx.ops``) where its spec declares where the op sits in a decoder
+    (``OpSpec.decoder_step``): the small decoder with every norm done by that step
+    (:func:`fastpath_lib.bench.workload.replay`) and the serving trace weighted by call counts
+    (:func:`fastpath_lib.bench.trace.serving_trace`, quick), into its ``replay.json``; an op whose spec leaves the
+    field out is skipped with the field named."""
+    from fastpath_lib.bench.trace import replay_trace, serving_trace
     from fastpath_lib.bench.workload import replay as run
 
     _smi(ctx, "replay", "before")
 
     def one(spec, deadline):
-        if spec.name == primary():
-            res = run()
-            ctx.write_json("replay.json", res)
-            return {"status": "ran", "why": f"logits agree: {res.get('logits_close')}"}
-        from fastpath_lib.bench.trace import replay_trace, serving_trace
-
-        res = run(spec=spec, quick=True)
+        res = run(spec=spec)
+        if res.get("declared") is False:
+            return {"status": "skipped", "why": f"{spec.name}: {res['note']}"}
         table = replay_trace(serving_trace(spec=spec), spec=spec, quick=True)
         res["trace"] = {"rows": table.to_dict("records"), "totals": table.attrs["totals"]}
         ctx.write_json(f"{_home(ctx, spec)[1]}replay.json", res)
-        decoder = f"logits agree: {res['logits_close']}" if "logits_close" in res else res["note"]
-        return {"status": "ran", "why": f"{spec.name}: {decoder}; trace: {table.attrs['totals']['measured_calls']} "
-                                        f"of {table.attrs['totals']['calls']} calls measured"}
+        return {"status": "ran", "why": f"{spec.name}: logits agree: {res['logits_close']}; trace: "
+                                        f"{table.attrs['totals']['measured_calls']} of "
+                                        f"{table.attrs['totals']['calls']} calls measured"}
 
     res = _each_op(ctx, one)
     _smi(ctx, "replay", "after")
@@ -362,19 +361,21 @@ def replay(ctx: StepContext):
 
 
 def compile_cost(ctx: StepContext):
-    """Every op's compile time per kernel specialization (``ctx.ops``; RMSNorm's over its whole matrix, backward
-    included) in a fresh process with an empty cache."""
+    """Every op's compile time per kernel specialization (``ctx.ops``) where its spec declares the binaries its fast
+    route compiles (``OpSpec.specialization``; backward binaries where it declares ``fast_backward`` too), over its
+    whole matrix, in a fresh process with an empty cache; an op whose spec leaves the field out is skipped with the
+    field named."""
     from fastpath_lib.bench.workload import compile_cost as run
 
     def one(spec, deadline):
-        res = run(spec=None if spec.name == primary() else spec, timeout=max(5.0, deadline - time.monotonic()))
+        res = run(spec=spec, timeout=max(5.0, deadline - time.monotonic()))
         if res.get("declared") is False:
-            return {"status": "skipped", "why": _named(spec, res["note"])}
+            return {"status": "skipped", "why": f"{spec.name}: {res['note']}"}
         ctx.write_json(f"{_home(ctx, spec)[1]}compile_cost.json", res)
         if res.get("error"):
             last = (res["error"].strip().splitlines() or [""])[-1]
-            return {"status": "failed", "why": _named(spec, f"the compile probe failed: {last}")}
-        return {"status": "ran", "why": _named(spec, f"{res['specializations']} specializations")}
+            return {"status": "failed", "why": f"{spec.name}: the compile probe failed: {last}"}
+        return {"status": "ran", "why": f"{spec.name}: {res['specializations']} specializations"}
 
     return _each_op(ctx, one)
 

@@ -16,7 +16,7 @@ from fastpath_lib import opspec
 from fastpath_lib.bench.schema import matrix_rows
 from fastpath_lib.opspec import OpSpec
 
-__all__ = ["Evidence", "PR_TEXT_KEYS", "DEFAULT_TEXT", "VLLM_IR_OPS", "fmt", "junit_counts", "qualified", "read_json",
+__all__ = ["Evidence", "PR_TEXT_KEYS", "DEFAULT_TEXT", "fmt", "junit_counts", "qualified", "read_json",
            "spec_of"]
 
 
@@ -60,10 +60,6 @@ def _default_eligibility(spec: OpSpec) -> list[str]:
     return L + [spec.predicate.markdown_table(spec.limits(None) if spec.limits else None)]
 
 
-#: The ``vllm.ir`` ops (the fields of vLLM 0.33's ``IrOpPriorityConfig``) that a kit op of the same name provides: the
-#: default of the ``vllm_op`` key.
-VLLM_IR_OPS = ("rms_norm", "fused_add_rms_norm")
-
 #: ``OpSpec.pr_text`` keys -> the sentence used when a spec leaves the key out (built from its other fields).
 DEFAULT_TEXT = {
     "noun": lambda spec: spec.name,
@@ -82,7 +78,7 @@ DEFAULT_TEXT = {
         "the new GPU; "
         "until then the predeclared expectations are unverified there."],
     "limitations": lambda spec: ["- The matrix times the forward pass on contiguous inputs (what `bench --op` runs)."],
-    "vllm_op": lambda spec: spec.name if spec.name in VLLM_IR_OPS else [],
+    "vllm_op": lambda spec: [],  # the vLLM IR op the op provides: only where its spec names one
 }
 #: The keys an :class:`~fastpath_lib.opspec.OpSpec`'s ``pr_text`` may set.
 PR_TEXT_KEYS = tuple(DEFAULT_TEXT)

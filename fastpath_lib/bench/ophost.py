@@ -14,9 +14,10 @@ most :data:`MAX_HOST_ROWS` rows):
 * an eligible call (``HostCase.eligible``), on CUDA only: the public function against the fast route called directly
   (the spec's ``fast``), so the difference is the host time the route adds before its launch. Off CUDA the eligible
   route runs in Triton's interpreter, whose own cost hides the dispatch: those rows say :data:`NOT_MEASURED`;
-* for an op that is also a vLLM IR op (:data:`fastpath_lib.bench.vllmhost.VLLM_OPS`), vLLM's ``dispatch`` with the
-  kit's provider first against vLLM's native path, and the provider's ``supports_args`` alone, measured in a child
-  process (:mod:`fastpath_lib.bench.vllmhost`; rows skipped with the reason where vLLM cannot be imported).
+* for an op whose spec names the vLLM IR op it provides (``pr_text["vllm_op"]``,
+  :func:`fastpath_lib.bench.vllmhost.vllm_op`), vLLM's ``dispatch`` with the kit's provider first against vLLM's
+  native path, and the provider's ``supports_args`` alone, measured in a child process
+  (:mod:`fastpath_lib.bench.vllmhost`; rows skipped with the reason where vLLM cannot be imported).
 
 Every side is timed by the kit's one host-timing method (:mod:`fastpath_lib.bench.hostmethod`: interleaved fixed
 blocks, the fastest block of each side). Host time is a real measurement on a CPU too; rows carry
@@ -176,6 +177,6 @@ def measure_host_op(spec: OpSpec, *, quick: bool = False, rounds: int | None = N
     if vllm:
         from fastpath_lib.bench import vllmhost
 
-        if spec.name in vllmhost.VLLM_OPS:
+        if vllmhost.vllm_op(spec):
             out += vllmhost.measure_vllm_host([spec.name], quick=quick, rounds=rounds, log=log)
     return out

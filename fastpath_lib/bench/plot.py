@@ -42,22 +42,27 @@ def min_rows_for(env: dict | None, gpu: bool) -> int:
 
 def region_of(env: dict | None, gpu: bool) -> tuple[int, int] | None:
     """``(min_rows, max_cols)`` of the region a run dispatched on: what its ``environment.json`` recorded as ``region``
-    (any op whose spec gives limits); for a folder of the default op written before the record, the limits its spec
-    gives for the run's architecture (:func:`min_rows_for`); else ``None`` (no region drawn).
+    (any op whose spec gives limits); for a folder written before the record, the limits the spec of its op (a
+    registered one; the default op where the folder names none) gives for the run's architecture
+    (:func:`min_rows_for`), where they have both; else ``None`` (no region drawn).
 
     >>> region_of({"op": "x", "region": {"min_rows": 8, "max_cols": 4096}}, gpu=False)
     (8, 4096)
     >>> region_of({"op": "another_op"}, gpu=False) is None
+    True
+    >>> lim = opspec.get("fused_add_rms_norm").limits("cpu")  # a registered op, not the default: its spec's limits
+    >>> region_of({"op": "fused_add_rms_norm"}, gpu=False) == (lim.min_rows, lim.max_cols)
     True
     """
     env = env or {}
     recorded = env.get("region")
     if isinstance(recorded, dict) and recorded.get("min_rows") and recorded.get("max_cols"):
         return int(recorded["min_rows"]), int(recorded["max_cols"])
-    if env.get("op", opspec.names()[0]) == opspec.names()[0]:
-        limits = _limits(env, gpu)
-        return (limits.min_rows, limits.max_cols) if limits is not None else None
-    return None
+    if (env.get("op") or opspec.names()[0]) not in opspec.names():
+        return None
+    limits = _limits(env, gpu)
+    lo, hi = getattr(limits, "min_rows", None), getattr(limits, "max_cols", None)
+    return (int(lo), int(hi)) if lo and hi else None
 
 
 def boundary_plot(df: pd.DataFrame, ax=None, *, env: dict | None = None):

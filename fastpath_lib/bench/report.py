@@ -55,7 +55,7 @@ def pr_note(results_dir: str | Path | None = None, *, df: pd.DataFrame | None = 
         owner: who maintains the kernel when new architectures arrive.
         allow_incomplete: read a folder still being written (the evidence command's last step).
         spec: the operator (an :class:`~fastpath_lib.opspec.OpSpec` or a registered name; default: the op the
-            results name in ``environment.json``'s ``op``, else ``rms_norm``): the title, the baseline and every
+            results name in ``environment.json``'s ``op``, else the default op): the title, the baseline and every
             op-specific sentence come from it.
         template: ``"kit"`` (the kit's sections, :data:`SECTIONS`) or ``"vllm"`` (vLLM's PR template: Purpose,
             Test Plan, Test Result, (Optional) Documentation Update, AI Assistance, its checklist; for an op vLLM

@@ -1,9 +1,11 @@
 """The PR note in the target project's own template: vLLM's (``pr_note(..., template="vllm")``).
 
-For an op the kit's vLLM patch provides (the spec's ``pr_text["vllm_op"]``), the vLLM form describes that patch
-alone (:func:`patch_note`): the change to vLLM, why, how vLLM chooses it, its tests and what is unmeasured; the kit
-op's tables describe another code path and stay in the kit's form. For any other op the vLLM form is filled from the
-same evidence as the kit's own (:class:`~fastpath_lib.bench.report.Evidence` and the bodies of the kit's sections).
+For an op whose spec names a vLLM IR op the kit's vLLM patch provides (the spec's ``pr_text["vllm_op"]``, one of
+:func:`patch_ops`), the vLLM form describes that patch alone (:func:`patch_note`): the change to vLLM, why, how vLLM
+chooses it, its tests and what is unmeasured; the kit op's tables describe another code path and stay in the kit's
+form. For any other op the vLLM form is filled from the same evidence as the kit's own
+(:class:`~fastpath_lib.bench.report.Evidence` and the bodies of the kit's sections); one naming a vLLM IR op the patch
+does not provide says that no patch is generated for it.
 Both refuse the same claims: off a GPU they carry no speed-up figure, name the
 timings "not a GPU measurement" and mark the performance claim unmeasured; a checklist item the evidence does not
 support stays unticked.
@@ -35,7 +37,7 @@ from fastpath_lib.bench.note_evidence import qualified
 from fastpath_lib.bench.schema import NOT_GPU
 
 __all__ = ["render", "claim", "test_plan", "qualified", "synthetic_banner", "patch_note", "patch_files", "HEADINGS",
-           "DROPPED", "VLLM_PATCH", "VLLM_TEST", "PATCH_TITLE", "PATCH_KERNEL", "patch_accepts",
+           "DROPPED", "VLLM_PATCH", "VLLM_TEST", "PATCH_TITLE", "PATCH_KERNEL", "patch_accepts", "patch_ops",
            "PATCH_BENCHMARKS"]
 
 #: The change the vLLM form proposes: a diff against the pinned vLLM release (``tools/make_upstream.py`` writes it).
@@ -137,6 +139,18 @@ def _flat(lines: list[str]) -> list[str]:
 
 def _sub(title: str, lines: list[str]) -> list[str]:
     return [f"### {title}", ""] + _body(lines) + [""]
+
+
+def patch_ops(root=None) -> tuple[str, ...]:
+    """The vLLM IR ops the patch provides, read from :data:`PATCH_KERNEL` itself (each
+    ``@ir.ops.NAME.register_impl(``); empty without the file."""
+    import re
+
+    from fastpath_lib import runtime
+
+    path = (root or runtime.ROOT) / PATCH_KERNEL
+    text = path.read_text() if path.is_file() else ""
+    return tuple(dict.fromkeys(re.findall(r"^@ir\.ops\.(\w+)\.register_impl\(", text, re.M)))
 
 
 def patch_files(root=None) -> list[tuple[str, int, int]]:
@@ -241,8 +255,11 @@ def _results(ev, sections: dict) -> list[str]:
 
 
 def _vllm(ev, sections: dict) -> list[str]:
-    if ev.text("vllm_op"):  # an op the patch provides: the note describes the patch alone
+    ir_op = next(iter(ev.text("vllm_op")), None)  # the vLLM IR op the spec says the op provides
+    if ir_op in patch_ops():  # an op the patch provides: the note describes the patch alone
         return patch_note(ev)
+    no_patch = ([f"The op provides `vllm.ir.ops.{ir_op}`; no vLLM patch is generated for it (the kit's vLLM patch does "
+                 "not provide that IR op).", ""] if ir_op else [])
     done = "x" if ev.gpu and not ev.synthetic else " "  # a constructed table shows the format, it proves nothing
     result = (f"The test results, before and after: every case against {ev.baseline} above ({ev.label})." if ev.gpu
               else f"The test results' before/after comparison: unmeasured ({NOT_GPU}); the semantic results above.")
@@ -250,7 +267,7 @@ def _vllm(ev, sections: dict) -> list[str]:
     kit_plan = kit_plan[:kit_plan.index("```bash") - 1] if "```bash" in kit_plan else kit_plan
     kit_plan = fold("The kit's tests behind it: contract and tolerances, boundary points, matrix", _flat(kit_plan))
     return ([f"# [Kernel] {ev.title}", ""] + synthetic_banner(ev)
-            + ["## Purpose", ""] + ev.text("summary") + [""] + claim(ev) + scope(ev) + [""]
+            + ["## Purpose", ""] + ev.text("summary") + [""] + no_patch + claim(ev) + scope(ev) + [""]
             + _sub("Eligibility region and fallback", sections["eligibility"])
             + ["## Test Plan", ""] + kit_plan + [rerun(ev), ""]
             + ["## Test Result", ""] + _results(ev, sections)

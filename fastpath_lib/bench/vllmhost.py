@@ -2,10 +2,11 @@
 
 vLLM calls ``ir_op.dispatch(*args)`` on its hot path (every eager call of an IR op, and again on FakeTensors when its
 lowering pass lowers a compiled graph); with the kit's provider first in the priority list, every such call runs the
-provider's ``supports_args`` (:mod:`fastpath_lib.vllm_plugin`) before it picks an implementation. For each of the two
-IR ops the kit provides (:data:`VLLM_OPS`) and each input of :data:`INPUTS` (a decode token the check rejects, the
-smallest batch it accepts), this module times, with the kit's one host-timing method
-(:func:`~fastpath_lib.bench.hostmethod.fastest_blocks`: interleaved fixed blocks, the fastest block of each side):
+provider's ``supports_args`` (:mod:`fastpath_lib.vllm_plugin`) before it picks an implementation. For each registered
+op whose spec names the vLLM IR op it provides (:func:`vllm_op`: its ``pr_text["vllm_op"]``) and each input of
+:data:`INPUTS` (a decode token the check rejects, the smallest batch it accepts), this module times, with the kit's
+one host-timing method (:func:`~fastpath_lib.bench.hostmethod.fastest_blocks`: interleaved fixed blocks, the fastest
+block of each side):
 
 * ``supports_args``: the provider's check alone;
 * ``vllm_dispatch``: ``op.dispatch(*args)`` with the priority ``[PROVIDER, "native"]``;
@@ -15,7 +16,9 @@ Only the choice is timed, never the chosen implementation (a kernel under the in
 interpreter). The difference between the two dispatches is what the kit's provider adds to every call vLLM makes.
 Importing vLLM sets environment variables and patches Inductor (``vllm/env_override.py``), so the timing runs in a
 child process (:func:`measure_vllm_host` starts one running :func:`child_main`); where vLLM cannot be
-imported (or the child fails) the rows are ``status="skipped"`` with the reason, never an error.
+imported (or the child fails) the rows are ``status="skipped"`` with the reason, never an error; so are an op's rows
+where vLLM's registry (``vllm.ir.op.IrOp.registry``) has no IR op of that name, or the kit's provider module
+(:func:`fastpath_lib.vllm_plugin.providers`) provides none for it.
 
 These are host times: no kernel runs, and on a CPU they are **CPU host time, not a GPU measurement**. Rows carry
 ``family="host-overhead"`` beside the op's host-overhead family; :func:`vllm_table` reads them. Times in microseconds.
@@ -34,10 +37,33 @@ from fastpath_lib.bench.hostmethod import fastest_blocks, host_blocks, silenced,
 from fastpath_lib.bench.schema import HOST_FAMILY, NOT_GPU, empty_row, host_rows
 from fastpath_lib.bench.timing import gpu_measurement
 
-__all__ = ["VLLM_OPS", "INPUTS", "PROVIDERS", "LABEL", "TIMEOUT_S", "measure_vllm_host", "vllm_table", "child_main"]
+__all__ = ["vllm_op", "vllm_ops", "INPUTS", "PROVIDERS", "LABEL", "TIMEOUT_S", "measure_vllm_host", "vllm_table",
+           "child_main"]
 
-#: The vLLM IR ops the kit provides (``vllm.ir.ops.NAME``), each the kit's op of the same name.
-VLLM_OPS = ("rms_norm", "fused_add_rms_norm")
+
+
+def vllm_op(spec) -> str | None:
+    """The vLLM IR op (``vllm.ir.ops.NAME``) ``spec``'s op provides: its ``pr_text["vllm_op"]`` (a name, or a callable
+    returning one); ``None`` where the spec names none.
+
+    >>> from fastpath_lib import opspec
+    >>> vllm_op(opspec.OpSpec("t", abs, abs, tuple, str, baselines={"b": abs}, pr_text={"vllm_op": "t_ir"}))
+    't_ir'
+    """
+    name = spec.pr_text.get("vllm_op")
+    name = name() if callable(name) else name
+    if isinstance(name, (list, tuple)):  # pr_text's lines form
+        name = name[0] if name else None
+    return name or None
+
+
+def vllm_ops(names=None) -> dict[str, str]:
+    """Kit op name -> the vLLM IR op it provides, for ``names`` (default: every registered op,
+    :func:`fastpath_lib.opspec.names`); an op whose spec names none is left out."""
+    from fastpath_lib import opspec
+
+    found = {n: vllm_op(opspec.get(n)) for n in (opspec.names() if names is None else names)}
+    return {n: v for n, v in found.items() if v}
 #: The inputs: kind -> (tokens, hidden size, dtype, rationale); ``tokens=None`` is the smallest batch the kit's check
 #: accepts on the device (its row threshold). Built by vLLM's own input generator (``op.generate_inputs``).
 INPUTS = {
@@ -79,27 +105,30 @@ def _skipped(ops, why: str) -> list[dict]:
             for p in PROVIDERS]
 
 
-def measure_vllm_host(ops=VLLM_OPS, *, quick: bool = False, rounds: int | None = None, log=None,
+def measure_vllm_host(ops=None, *, quick: bool = False, rounds: int | None = None, log=None,
                       timeout: float = TIMEOUT_S) -> list[dict]:
     """Time ``supports_args`` and vLLM's ``dispatch`` for ``ops`` in a child process.
 
     Args:
-        ops: names in :data:`VLLM_OPS`.
+        ops: registered op names (default: every registered op); those whose spec names a vLLM IR op
+            (:func:`vllm_ops`) are timed, under that IR op's name.
         quick: fewer calls per block; rounds: override the number of blocks
             (:func:`~fastpath_lib.bench.hostmethod.host_blocks`).
         log: ``callable(str)`` for progress lines.
         timeout: seconds for the child.
 
     Returns:
-        per op, input and side (:data:`PROVIDERS`) one row (``case_id="vllm_<op>_<reject|accept>"``); ``route`` is the
-        implementation the dispatch picked (``supports_args``' row: ``accepted`` or ``rejected``). Where vLLM cannot be
-        imported, or the child fails or overruns, every row has ``status="skipped"`` and says why in ``note``.
+        per op, input and side (:data:`PROVIDERS`) one row (``case_id="vllm_<IR op>_<reject|accept>"``); ``route`` is
+        the implementation the dispatch picked (``supports_args``' row: ``accepted`` or ``rejected``). Where vLLM
+        cannot be imported, or the child fails or overruns, every row has ``status="skipped"`` and says why in
+        ``note``; so has every row of an op vLLM's registry or the kit's provider module lacks.
     """
-    ops = [o for o in ops if o in VLLM_OPS]
+    pairs = vllm_ops(ops)
+    ops = list(pairs.values())
     if not ops:
         return []
     blocks, number = host_blocks(quick, rounds)
-    request = json.dumps({"ops": ops, "blocks": blocks, "number": number})
+    request = json.dumps({"ops": pairs, "blocks": blocks, "number": number})
     env = runtime.child_env(TRITON_INTERPRET="1" if runtime.interpreter_enabled() else "0")
     try:
         res = subprocess.run([sys.executable, "-c", _CHILD, request], env=env, cwd=runtime.ROOT, capture_output=True,
@@ -114,7 +143,7 @@ def measure_vllm_host(ops=VLLM_OPS, *, quick: bool = False, rounds: int | None =
         return _skipped(ops, f"the vLLM timing process failed: {last[:300]}")
     if answer.get("skipped"):
         return _skipped(ops, answer["skipped"])
-    out = []
+    out = [r for op, why in answer.get("skipped_ops", {}).items() for r in _skipped([op], why)]
     for r in answer["rows"]:
         rows = _row(r["op"], r["kind"], r["provider"], r["rows"], status="ok", route=r["route"],
                     **timing_fields(r["timing"]))
@@ -171,7 +200,7 @@ def _measure(request: dict) -> dict:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            ir = vp.load_vllm_ir()
+            vp.load_vllm_ir()
     except ModuleNotFoundError as e:
         return {"skipped": f"vllm.ir cannot be imported ({e})"}
     import vllm
@@ -179,15 +208,23 @@ def _measure(request: dict) -> dict:
     device = "cuda" if runtime.cuda_available() else "cpu"
     from fastpath_lib import opspec
 
-    checks = {"rms_norm": vp.rms_norm_supports_args, "fused_add_rms_norm": vp.fused_add_rms_norm_supports_args}
-    rows = []
-    for name in request["ops"]:
-        op = getattr(ir.ops, name)
+    from vllm.ir.op import IrOp
+
+    provided = vp.providers()
+    rows, skipped = [], {}
+    for kit_op, name in request["ops"].items():
+        op = IrOp.registry.get(name)  # what this vLLM has: its own registry of IR ops
+        if op is None:
+            skipped[name] = f"vLLM {vllm.__version__} has no IR op {name} (vllm.ir.op.IrOp.registry)"
+            continue
+        if name not in provided:
+            skipped[name] = f"the kit's vLLM provider module (fastpath_lib.vllm_plugin) provides no {name}"
+            continue
+        check = provided[name][1]  # the provider's supports_args
         for kind, (tokens, hidden, dtype, _) in INPUTS.items():
-            tokens = tokens if tokens is not None else opspec.get(name).limits(device).min_rows
+            tokens = tokens if tokens is not None else opspec.get(kit_op).limits(device).min_rows
             args = op.generate_inputs(num_tokens=tokens, hidden_size=hidden, dtype=getattr(torch, dtype),
                                       device=device)
-            check = checks[name]
             fns = {"supports_args": lambda a=args, c=check: c(*a), "vllm_dispatch": lambda a=args, o=op: o.dispatch(*a),
                    "vllm_native": lambda a=args, o=op: o.dispatch(*a)}
             around = {"vllm_dispatch": lambda o=op: o.set_priority([vp.PROVIDER, "native"]),
@@ -200,7 +237,7 @@ def _measure(request: dict) -> dict:
                 res = fastest_blocks(fns, blocks=request["blocks"], number=request["number"], around=around)
             rows += [{"op": name, "kind": kind, "provider": p, "rows": tokens, "route": route[p], "timing": res[p]}
                      for p in PROVIDERS]
-    return {"rows": rows, "vllm": f"vLLM {vllm.__version__}, provider {vp.PROVIDER}"}
+    return {"rows": rows, "skipped_ops": skipped, "vllm": f"vLLM {vllm.__version__}, provider {vp.PROVIDER}"}
 
 
 def child_main(argv: list[str]) -> int:

@@ -1,9 +1,8 @@
 """Workload replay (a tiny Llama-style decoder with the norms swapped) and the maintenance cost of the kernels.
 
-Both take an operator (:class:`~fastpath_lib.opspec.OpSpec`): without one they are the default op's (RMSNorm's: the
-decoder's norm modules call its ``function``; the case file's specializations, backward included); with one, the
-decoder does every norm as the op's ``decoder_step`` and the compile cost launches the op's ``fast`` route per
-``specialization`` of its matrix.
+Both take an operator (:class:`~fastpath_lib.opspec.OpSpec`; without one, the default op) and read it only through
+its spec: the decoder does every norm as the op's ``decoder_step``, and the compile cost launches the op's ``fast``
+route (a backward binary: its ``fast_backward``) once per ``specialization`` of its matrix.
 A spec that leaves out the field a part needs gets a result saying so (:data:`~fastpath_lib.opspec.NOT_DECLARED`).
 """
 
@@ -24,10 +23,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from fastpath_lib import opspec, runtime
-from fastpath_lib.bench.matrix import load_cases
 from fastpath_lib.bench.schema import FALLBACK, GPU_LABEL, NOT_GPU
 from fastpath_lib.bench.timing import gpu_measurement, settings_for, time_callable
-from fastpath_lib.routing import record_routes
 
 __all__ = ["TinyDecoder", "replay", "compile_cost", "specializations", "op_specializations", "compiled_facts"]
 
@@ -60,18 +57,6 @@ class _Block(nn.Module):
         n, residual = step(delta, residual, self.attn_norm.weight, self.attn_norm.eps)
         n, residual = step(self._attend(n), residual, self.mlp_norm.weight, self.mlp_norm.eps)
         return self._mlp(n), residual
-
-
-def norm_module(fn):
-    """A ``torch.nn.RMSNorm`` whose forward is ``fn(x, normalized_shape, weight, eps)`` (an op with
-    ``F.rms_norm``'s signature, e.g. the default op's ``function``)."""
-
-    class Norm(nn.RMSNorm):
-        def forward(self, x):
-            return fn(x, self.normalized_shape, self.weight, self.eps)
-
-    Norm.__qualname__ = Norm.__name__ = f"Norm[{getattr(fn, '__name__', 'op')}]"
-    return Norm
 
 
 class TinyDecoder(nn.Module):
@@ -111,10 +96,8 @@ def replay(*, spec: opspec.OpSpec | None = None, quick: bool = False, settings: 
     """Run a small decoder forward with the baseline's norms and with the fast path's (same weights).
 
     Args:
-        spec: the operator (default: the default op with ``F.rms_norm``'s signature, ``torch.nn.RMSNorm`` modules
-            swapped for modules calling its ``function``);
-            with a spec, every norm of the decoder is its ``decoder_step`` (:class:`TinyDecoder`'s ``step``), with
-            the first baseline and with ``spec.function``.
+        spec: the operator (default: the default op): every norm of the decoder is its ``decoder_step``
+            (:class:`TinyDecoder`'s ``step``), once with its first baseline and once with its ``function``.
         quick: tiny sizes.
         settings: harness settings.
         batch, seq, dim, layers, dtype: override the defaults (CUDA: 8 x 512 tokens, dim 4096, 4 layers, bf16;
@@ -135,11 +118,11 @@ def replay(*, spec: opspec.OpSpec | None = None, quick: bool = False, settings: 
     cuda = runtime.cuda_available()
     gpu = gpu_measurement()
     dev = "cuda" if cuda else "cpu"
-    default = opspec.default()
-    out = {"op": spec.name if spec else default.name, "gpu_measurement": gpu,
+    spec = spec or opspec.default()
+    out = {"op": spec.name, "gpu_measurement": gpu,
            "label": GPU_LABEL if gpu else f"{NOT_GPU} (CPU / Triton interpreter)",
            "device_name": torch.cuda.get_device_name() if cuda else "cpu"}
-    if spec is not None and spec.decoder_step is None:
+    if spec.decoder_step is None:
         return dict(out, declared=False, note=f"OpSpec.decoder_step (where the op sits in a decoder) is "
                                               f"{opspec.NOT_DECLARED}: no workload replay")
     batch = batch or (8 if gpu else 2)
@@ -152,31 +135,22 @@ def replay(*, spec: opspec.OpSpec | None = None, quick: bool = False, settings: 
     sizes = dict(dim=dim, layers=layers, heads=max(1, dim // 128) if gpu else 4, hidden=dim * 2)
     with torch.device(dev):  # built where it runs: initialising 670M parameters on the host would eat the budget
         base = TinyDecoder(**sizes, norm_cls=nn.RMSNorm).to(dtype).eval()
-        fast = TinyDecoder(**sizes, norm_cls=norm_module(default.function)).to(dtype).eval() if spec is None else base
-    if spec is None:
-        fast.load_state_dict(base.state_dict())
     tokens = [torch.randint(0, 256, (batch, seq), device=dev, generator=None) for _ in range(settings["input_sets"])]
     n_norms = 2 * layers + 1
     hidden = [torch.randn(batch * seq, dim, device=dev, dtype=dtype) for _ in range(settings["input_sets"])]
     w = torch.randn(dim, device=dev, dtype=dtype)
-    if spec is None:
-        models = {"baseline": base, "fastpath": fast}
-        norms = {"baseline": lambda h: F.rms_norm(h, (dim,), w),
-                 "fastpath": lambda h: default.function(h, (dim,), w)}
-        checked, routes = fast, None
-    else:
-        residual = torch.randn(batch * seq, dim, device=dev, dtype=dtype)
-        steps = {"baseline": functools.partial(spec.decoder_step, spec.baseline[1]),
-                 "fastpath": functools.partial(spec.decoder_step, spec.function)}
-        models = {k: functools.partial(base, step=st) for k, st in steps.items()}
-        norms = {k: (lambda h, st=st: st(h, residual, w, None)) for k, st in steps.items()}
-        routes = collections.Counter()
+    residual = torch.randn(batch * seq, dim, device=dev, dtype=dtype)
+    steps = {"baseline": functools.partial(spec.decoder_step, spec.baseline[1]),
+             "fastpath": functools.partial(spec.decoder_step, spec.function)}
+    models = {k: functools.partial(base, step=st) for k, st in steps.items()}
+    norms = {k: (lambda h, st=st: st(h, residual, w, None)) for k, st in steps.items()}
+    routes = collections.Counter()
 
-        def counted(*args):
-            routes[spec.route(*args)] += 1
-            return spec.function(*args)
+    def counted(*args):
+        routes[spec.route(*args)] += 1
+        return spec.function(*args)
 
-        checked = functools.partial(base, step=functools.partial(spec.decoder_step, counted))
+    checked = functools.partial(base, step=functools.partial(spec.decoder_step, counted))
 
     def rot(items):
         state = {"i": 0}
@@ -186,12 +160,12 @@ def replay(*, spec: opspec.OpSpec | None = None, quick: bool = False, settings: 
             return items[state["i"] % len(items)]
         return nxt
 
-    out.update({"baseline": spec.baseline[0] if spec else "torch.nn.RMSNorm", "batch": batch, "seq": seq, "dim": dim,
+    out.update({"baseline": spec.baseline[0], "batch": batch, "seq": seq, "dim": dim,
                 "layers": layers, "dtype": str(dtype).replace("torch.", ""), "norm_calls_per_forward": n_norms})
-    with torch.no_grad(), record_routes() as recorded:
+    with torch.no_grad():
         out["logits_close"] = bool(torch.allclose(models["baseline"](tokens[0]).float(),
                                                   checked(tokens[0]).float(), atol=5e-2, rtol=5e-2))
-    out["fast_model_routes"] = dict(recorded if routes is None else routes)
+    out["fast_model_routes"] = dict(routes)
     # Off a GPU the fast-path model's norms run in Triton's interpreter: timing them would only say how slow the
     # interpreter is (its norms alone would take longer than the baseline's whole forward), so they are not timed.
     with torch.no_grad():
@@ -210,51 +184,51 @@ def replay(*, spec: opspec.OpSpec | None = None, quick: bool = False, settings: 
     return out
 
 
-def specializations(cases, quick: bool = False) -> list[dict]:
-    """The distinct Triton specializations the matrix's eligible cases trigger, each with a case that launches it.
-
-    A specialization is one compiled binary: kernel x dtype x BLOCK_SIZE x num_warps x HAS_WEIGHT x ROWS_PER_PROGRAM
-    x VEC (x the 16-byte-alignment flags Triton derives from the pointers, which the predicate fixes to aligned):
-    the default op's ``specialization(rows, cols, dtype, kernel, sms)`` (RMSNorm's cost model). The backward's rows
-    per program depend on the row count and the GPU's multiprocessor count: off a GPU that is ``None`` (unknown).
-
-    Returns:
-        one dict per specialization, with the case ids that use it and the shape of the first (``rows``, ``cols``,
-        ``layout``, ``pad``), which the compile-cost probe launches.
+def specializations(cases, quick: bool = False, spec: opspec.OpSpec | None = None) -> list[dict]:
+    """The distinct binaries the eligible cases of a case file trigger (the default op's case file:
+    :func:`~fastpath_lib.bench.matrix.load_cases`), read by ``spec``'s ``specialization`` (default: the default op):
+    :func:`op_specializations` of those cases.
     """
-    sms = torch.cuda.get_device_properties(0).multi_processor_count if runtime.cuda_available() else None
-    binary = opspec.default().specialization
-    found: dict[tuple, dict] = {}
-    for c in cases:
-        if c.expected == FALLBACK:
-            continue
-        rows, cols, pad = c.dims(quick)
-        for kern in ("fwd",) + (("bwd",) if c.pass_ == "backward" else ()):
-            key = binary(rows, cols, c.dtype, kern, sms)
-            if key is None:
-                break
-            found.setdefault(tuple(key.values()), dict(key, rows=rows, cols=cols, layout=c.layout, pad=pad,
-                                                       cases=[]))["cases"].append(c.id)
-    return list(found.values())
+    return op_specializations(spec or opspec.default(), quick, _op_cases(cases))
 
 
-def op_specializations(spec: opspec.OpSpec, quick: bool = False) -> list[dict] | None:
-    """The distinct binaries an op's matrix compiles: its ``specialization`` of every case expected to take the fast
-    route (``None`` when the spec declares none), each with the case ids that use it and the shape and dtype of the
-    first, which the compile-cost probe launches. Only forward cases of contiguous, aligned inputs are read (what
-    ``specialization`` describes).
+def _op_cases(cases):
+    """Cases as :class:`~fastpath_lib.opspec.OpCase` rows (a case file's :class:`~fastpath_lib.bench.matrix.BenchCase`
+    through its JSON entry); ``None`` stays ``None`` (the op's own matrix)."""
+    if cases is None:
+        return None
+    return [c if isinstance(c, opspec.OpCase) else opspec.OpCase.from_entry(c.to_json()) for c in cases]
+
+
+def op_specializations(spec: opspec.OpSpec, quick: bool = False, cases=None) -> list[dict] | None:
+    """The distinct binaries an op's matrix (or ``cases``) compiles: its ``specialization`` of every case expected to
+    take the fast route (``None`` when the spec declares none), each with the case ids that use it, the shape, dtype
+    and layout of the first (a contiguous case first where one has the binary) and ``launch``, the route the
+    compile-cost probe calls on that case (``"fast"``, or ``"fast_backward"``). A backward case adds the backward's
+    binaries where the spec declares ``fast_backward`` and its ``specialization`` takes a ``kernel`` argument
+    (``kernel="bwd"``, and ``sms=`` the GPU's multiprocessor count where it takes one: ``None`` off a GPU).
     """
     if spec.specialization is None:
         return None
+    backward = spec.fast_backward is not None and _accepts(spec.specialization, "kernel")
+    sms = torch.cuda.get_device_properties(0).multi_processor_count if runtime.cuda_available() else None
     found: dict[str, dict] = {}
-    for c in spec.matrix():
-        if c.expected == FALLBACK or not c.plain:
+    cases = spec.matrix() if cases is None else cases
+    for c in sorted(cases, key=lambda c: not c.plain):  # stable: a binary's first case is a contiguous one if any
+        if c.expected == FALLBACK:
             continue
         rows, cols = c.dims(quick)
-        key = spec.specialization(rows, cols, getattr(torch, c.dtype))
-        if key is not None:
+        dtype = getattr(torch, c.dtype)
+        for kern in ("fwd", "bwd") if backward and c.pass_ == "backward" else ("fwd",):
+            extra = {"kernel": kern, **({"sms": sms} if _accepts(spec.specialization, "sms") else {})} \
+                if backward else {}
+            key = spec.specialization(rows, cols, dtype, **extra)
+            if key is None:
+                break
+            launch = "fast" if kern == "fwd" else "fast_backward"
             found.setdefault(json.dumps(key, sort_keys=True, default=str),
-                             dict(key, rows=rows, cols=cols, dtype=c.dtype, cases=[]))["cases"].append(c.id)
+                             dict(key, rows=rows, cols=cols, dtype=c.dtype, layout=c.layout, pad=c.pad_for(quick),
+                                  launch=launch, cases=[]))["cases"].append(c.id)
     return list(found.values())
 
 
@@ -275,7 +249,7 @@ def op_call(s):
         case = (spec.case_spec or CaseSpec)(rows=s["rows"], cols=s["cols"], dtype=dt, layout=s["layout"],
                                             pad=s.get("pad", 0), device="cuda")
         args = spec.args(case.build())
-    if s.get("kernel", "fwd") == "fwd":
+    if s["launch"] == "fast":
         return lambda: spec.fast(*args)
     dy = torch.randn_like(args[0])
     return lambda: spec.fast_backward(dy, *args)
@@ -299,10 +273,11 @@ def compile_cost(cases=None, *, spec: opspec.OpSpec | None = None, quick: bool =
     """Triton JIT compile time per specialization, how many the matrix triggers, and the kernel cache on disk.
 
     Args:
-        cases: the default op's case file (default: the kit's); ignored with ``spec``.
-        spec: an operator (default: the default op over its case file, backward cases included, each binary
-            launched through its ``fast`` or ``fast_backward`` route): its matrix's ``specialization`` dicts, each
-            launched through its ``fast`` route.
+        cases: the cases to read (default: the op's matrix; a case file's
+            :class:`~fastpath_lib.bench.matrix.BenchCase` rows are read through their JSON entries).
+        spec: the operator (default: the default op): its ``specialization`` dicts of the cases expected to take the
+            fast route (:func:`op_specializations`), each launched through its ``fast`` route, a backward binary
+            through its ``fast_backward``.
         quick: use quick shapes.
         timeout: seconds for the probe subprocess.
 
@@ -315,18 +290,14 @@ def compile_cost(cases=None, *, spec: opspec.OpSpec | None = None, quick: bool =
     Note:
         Under the interpreter (or without CUDA) no compile happens: the result says so and records no times.
     """
-    if spec is None:
-        specs = specializations(load_cases() if cases is None else cases, quick)
-        probe = [{k: s[k] for k in ("kernel", "dtype", "rows", "cols", "layout", "pad")} for s in specs]
-        where = [opspec.source(opspec.default())]
-    else:
-        specs = op_specializations(spec, quick)
-        if specs is None:
-            return {"op": spec.name, "specializations": None, "list": [], "compiles": False, "declared": False,
-                    "note": f"OpSpec.specialization (the binaries its fast route compiles) is {opspec.NOT_DECLARED}"}
-        probe = [{k: s[k] for k in ("dtype", "rows", "cols")} for s in specs]
-        where = [opspec.source(spec)]
-    out = {"op": (spec or opspec.default()).name, "specializations": len(specs), "list": specs,
+    spec = spec or opspec.default()
+    specs = op_specializations(spec, quick, _op_cases(cases))
+    if specs is None:
+        return {"op": spec.name, "specializations": None, "list": [], "compiles": False, "declared": False,
+                "note": f"OpSpec.specialization (the binaries its fast route compiles) is {opspec.NOT_DECLARED}"}
+    probe = [{k: s[k] for k in ("launch", "dtype", "rows", "cols", "layout", "pad")} for s in specs]
+    where = [opspec.source(spec)]
+    out = {"op": spec.name, "specializations": len(specs), "list": specs,
            "device_name": torch.cuda.get_device_name() if runtime.cuda_available() else "cpu"}
     if not gpu_measurement():
         out.update(compiles=False, note="Triton interpreter / no CUDA: kernels are not compiled, so there is no "
@@ -338,8 +309,8 @@ def compile_cost(cases=None, *, spec: opspec.OpSpec | None = None, quick: bool =
         return out
     with tempfile.TemporaryDirectory() as cache:
         env = dict(os.environ, TRITON_CACHE_DIR=cache)
-        if spec is not None:  # the probe imports the spec's module from where this process did (a test's folder)
-            env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+        # the probe imports the spec's module from where this process did (a practitioner's or a test's folder)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
         try:
             res = subprocess.run([sys.executable, "-c", _PROBE, json.dumps(probe), *where], env=env,
                                  capture_output=True, text=True, timeout=timeout, cwd=runtime.ROOT)

@@ -161,6 +161,7 @@ PR_TEXT = {
     "maintenance": _maintenance,
     "limitations": ["- CUDA-graph capture takes the fallback (not yet verified under capture).",
                     "- Multi-dim normalization, fp64 and rows wider than the maximum use the reference."],
+    "vllm_op": "rms_norm",  # the vLLM IR op it provides (fastpath_lib.vllm_plugin)
 }
 
 
