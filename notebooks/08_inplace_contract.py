@@ -302,8 +302,8 @@ prec
 # The eager pair differs from the native function too (on the random rows, on more elements than the rounded-variance
 # mistake), and the column beside it says why: `F.rms_norm` of the fp32 sum matches the native function, so the
 # difference is not `F.rms_norm`'s arithmetic but *which sum it normalizes*: the eager pair can only normalize the
-# rounded `h`. (Exercise 02's kernel computes the same as the eager pair, by its spec; it is a different contract from
-# this op's, and the table is the measure of the difference.)
+# rounded `h`. (Exercise 02's kernel rounds where the eager pair rounds, by its spec, and differs from it only in the
+# last bits of `rstd`; it is a different contract from this op's, and the table is the measure of the difference.)
 #
 # A weight other than ones adds a second difference: the native function rounds the normalized value to
 # the weight's dtype before it multiplies, `F.rms_norm` multiplies in fp32 and rounds once. Measured with a random

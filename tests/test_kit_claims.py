@@ -1,0 +1,111 @@
+"""Sentences of the learner-facing text about the kit's own behaviour, asserted against what the kit does.
+
+Each test here is cited by a ``[[claim]]`` of ``docs/claims.toml`` (a ``test`` citation) beside the sentence it
+asserts, so rewording the sentence or changing the behaviour fails one of the two.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+# --- exercise 02: the spec rounds where the eager pair rounds ------------------------------------------------------
+
+def ex02_spec() -> str:
+    """The plain-torch spec exercise 02 shows (its ``## The spec`` cell), as code."""
+    text = (ROOT / "solutions" / "ex02_forward_kernel.py").read_text()
+    block = re.search(r"^# ## The spec.*?^# ```python\n(.*?)^# ```", text, flags=re.S | re.M).group(1)
+    return "\n".join(line.removeprefix("# ").split("  #")[0] for line in block.splitlines())
+
+
+def spec_against_eager_pair(dtype: torch.dtype, cols: int, rows: int = 64) -> tuple[bool, int, float]:
+    """Run exercise 02's spec row by row and ``F.rms_norm(x + r)``: (``h`` equal to ``x + r``, the number of
+    ``y`` elements that differ, the largest relative difference in units of ``dtype``'s epsilon)."""
+    g = torch.Generator().manual_seed(cols)
+    x, r = (torch.randn(rows, cols, generator=g).to(dtype) for _ in range(2))
+    w = (torch.rand(cols, generator=g) + 0.5).to(dtype)
+    eps = torch.finfo(torch.float32).eps
+    code = compile(ex02_spec(), "ex02 spec", "exec")
+    hs, ys = [], []
+    for i in range(rows):
+        scope = {"torch": torch, "x_row": x[i], "r_row": r[i], "w": w, "eps": eps}
+        exec(code, scope)
+        hs.append(scope["h"])
+        ys.append(scope["y_row"])
+    h, y = torch.stack(hs), torch.stack(ys)
+    want = F.rms_norm(x + r, [cols], w, eps)
+    rel = ((y.float() - want.float()).abs() / want.float().abs().clamp_min(1e-30)).max().item()
+    return torch.equal(h, x + r), int((y != want).sum()), rel / torch.finfo(dtype).eps
+
+
+def test_exercise_02s_spec_differs_from_the_eager_pair_only_in_the_last_bits_of_rstd():
+    """ex02: "its `h` is `x + r` bit for bit ... In fp16 and bf16 that moves a rare element by one rounding step
+    (at most 1 in 10,000); in fp32 it moves about one element in ten, each by less than 4 fp32 epsilons relative"."""
+    assert "1 / torch.sqrt" in ex02_spec() and ".to(x_row.dtype)" in ex02_spec()
+    for cols in (33, 781, 4096):
+        for dtype in (torch.float16, torch.bfloat16):
+            same_h, differ, rel = spec_against_eager_pair(dtype, cols)
+            assert same_h, (dtype, cols)
+            assert differ <= 64 * cols / 10_000 and rel <= 1.0, (dtype, cols, differ, rel)
+        same_h, differ, rel = spec_against_eager_pair(torch.float32, cols)
+        assert same_h and 0.05 < differ / (64 * cols) < 0.2 and rel < 4.0, (cols, differ, rel)
+
+
+# --- lesson 03: where the predicate leaves for the host family's fallback calls --------------------------------------
+
+def _return_line(fn, *args) -> int:
+    """The line of ``fn``'s source (1 = its ``def``) from which ``fn(*args)`` returned."""
+    import sys
+
+    code, seen = fn.__code__, []
+
+    def trace(frame, event, arg):
+        if frame.f_code is code:
+            if event == "return":
+                seen.append(frame.f_lineno)
+            return trace
+        return None
+
+    sys.settrace(trace)
+    try:
+        fn(*args)
+    finally:
+        sys.settrace(None)
+    return seen[-1] - code.co_firstlineno + 1
+
+
+def _line_after(fn, text: str) -> int:
+    """The line (1 = the ``def``) after the first one of ``fn``'s source that contains ``text``."""
+    import inspect
+
+    lines = inspect.getsource(fn).splitlines()
+    return next(i for i, line in enumerate(lines, 1) if text in line) + 1
+
+
+def test_lesson_03_fallback_calls_leave_at_the_size_tests_and_without_the_interpreter_at_the_first_line():
+    """03: "Under the interpreter a CPU call gets past the predicate's first line, and each fallback call timed here
+    and in the host family leaves at its size tests ...; a CPU tensor without the interpreter leaves at the first
+    line"."""
+    from fastpath_lib import runtime
+    from fastpath_lib.bench import host
+    from fastpath_lib.rmsnorm.predicate import eligible
+
+    size_tests = _line_after(eligible, "if sized and (numel < LEAST_MIN_ROWS")
+    first = _line_after(eligible, "if forced or type(input) not in PLAIN_TYPES")
+    cases = host.fallback_cases()
+    assert len(cases) == 4
+    kept = runtime.interpreter_enabled()
+    try:
+        for interpreted, line in ((True, size_tests), (False, first)):
+            runtime._reset_for_tests(interpreted)
+            for case in cases:
+                x, ns, w = case.build("cpu").args()
+                assert _return_line(eligible, x, ns, w, False) == line, (case.id, interpreted)
+    finally:
+        runtime._reset_for_tests(kept)
