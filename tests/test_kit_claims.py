@@ -109,3 +109,60 @@ def test_lesson_03_fallback_calls_leave_at_the_size_tests_and_without_the_interp
                 assert _return_line(eligible, x, ns, w, False) == line, (case.id, interpreted)
     finally:
         runtime._reset_for_tests(kept)
+
+
+# --- a count the text gives is the count of what follows it -------------------------------------------------------
+
+#: A count a sentence gives: a number word or a digit (not "four and a half", which measures).
+#: A digit counts only outside a name ("lesson 07", "exercise 12"); a count is followed by what it counts.
+COUNT = re.compile(r"(?<![Ll]esson )(?<![Ee]xercise )\b(one|two|three|four|five|six|seven|eight|nine|ten|eleven|"
+                   r"twelve|\d+)\b(?! and a half)(?=\s+[\w*`])", re.IGNORECASE)
+NUMBERS = {w: i for i, w in enumerate("zero one two three four five six seven eight nine ten eleven twelve".split())}
+#: A sentence that ends in a colon, then a table or a list.
+INTRODUCED = re.compile(r"([^\n.:]*):\s*\n(?:\s*\n)?((?:\|.*\n)+|(?:(?:[-*]|\d+\.) .*\n(?:(?: {2,}|\t).*\n)*)+)")
+
+
+def counted_lists(text: str) -> list[tuple[tuple[int, ...], int, str]]:
+    """Each sentence that counts what the table or list right after it holds: (its counts, the rows or items, the
+    sentence). The sentence counts right when its first count, or all its counts together ("three honest ways out,
+    and one dishonest one"), are the rows or items; a sentence whose counts start at one does not count the list."""
+    out = []
+    for m in INTRODUCED.finditer(text + "\n"):
+        counts = tuple(int(c) if c.isdigit() else NUMBERS[c.lower()] for c in COUNT.findall(m.group(1)))
+        if not counts or counts[0] < 2:
+            continue
+        block = m.group(2)
+        if block.lstrip().startswith("|"):
+            rows = [line for line in block.splitlines() if not re.fullmatch(r"\s*\|[\s|:-]*\|\s*", line)]
+            items = len(rows) - 1  # the header row
+        else:
+            items = len(re.findall(r"^(?:[-*]|\d+\.) ", block, re.M))
+        out.append((counts, items, " ".join(m.group(1).split())))
+    return out
+
+
+def counts_right(counts: tuple[int, ...], items: int) -> bool:
+    return items in (counts[0], sum(counts))
+
+
+def test_the_count_finder_reads_tables_and_lists():
+    table = "It writes three things:\n\n| path | who |\n|---|---|\n| a | b |\n| c | d |\n| e | f |\n| g | h |\n"
+    assert counted_lists(table) == [((3,), 4, "It writes three things")]
+    assert not counts_right((3,), 4)
+    (found,) = counted_lists("There are three honest ways, and one dishonest one:\n- a\n  more of a\n- b\n- c\n- d\n")
+    assert found[:2] == ((3, 1), 4) and counts_right(*found[:2])
+    assert counted_lists("one of them:\n- a\n- b\n") == []
+    assert counted_lists("about four and a half hours, in order:\n1. a\n2. b\n") == []
+
+
+def test_every_count_before_a_table_or_list_in_the_learner_text_is_its_length():
+    import sys
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    from test_claims import learner_files, prose
+
+    found = [(p, *c) for p in learner_files() for c in counted_lists(prose(p))]
+    wrong = [f"{p.relative_to(ROOT)}: {said!r} is followed by {items}" for p, counts, items, said in found
+             if not counts_right(counts, items)]
+    assert not wrong, "\n".join(wrong)
+    assert len(found) >= 5  # the finder finds the kit's counted tables and lists
