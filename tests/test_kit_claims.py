@@ -114,9 +114,11 @@ def test_lesson_03_fallback_calls_leave_at_the_size_tests_and_without_the_interp
 # --- a count the text gives is the count of what follows it -------------------------------------------------------
 
 #: A count a sentence gives: a number word or a digit (not "four and a half", which measures).
-#: A digit counts only outside a name ("lesson 07", "exercise 12"); a count is followed by what it counts.
+#: A digit counts only outside a name ("lesson 07", "exercise 12"); a count is followed by what it counts, and a
+#: quantity of a unit ("five hours", "four and a half hours", "8 GiB") measures rather than counts.
 COUNT = re.compile(r"(?<![Ll]esson )(?<![Ee]xercise )\b(one|two|three|four|five|six|seven|eight|nine|ten|eleven|"
-                   r"twelve|\d+)\b(?! and a half)(?=\s+[\w*`])", re.IGNORECASE)
+                   r"twelve|\d+)\b(?!\s+(?:and a half\s+)?(?:hours?|minutes?|seconds?|days?|bytes?|[KMG]i?B)\b)"
+                   r"(?=\s+[\w*`])", re.IGNORECASE)
 NUMBERS = {w: i for i, w in enumerate("zero one two three four five six seven eight nine ten eleven twelve".split())}
 #: A sentence that ends in a colon, then a table or a list.
 INTRODUCED = re.compile(r"([^\n.:]*):\s*\n(?:\s*\n)?((?:\|.*\n)+|(?:(?:[-*]|\d+\.) .*\n(?:(?: {2,}|\t).*\n)*)+)")
@@ -153,6 +155,7 @@ def test_the_count_finder_reads_tables_and_lists():
     assert found[:2] == ((3, 1), 4) and counts_right(*found[:2])
     assert counted_lists("one of them:\n- a\n- b\n") == []
     assert counted_lists("about four and a half hours, in order:\n1. a\n2. b\n") == []
+    assert counted_lists("about five hours, in order:\n1. a\n2. b\n") == []
 
 
 def test_every_count_before_a_table_or_list_in_the_learner_text_is_its_length():
