@@ -1,7 +1,8 @@
 """Sentences of the learner-facing text about the kit's own behaviour, asserted against what the kit does.
 
-Each test here is cited by a ``[[claim]]`` of ``docs/claims.toml`` (a ``test`` citation) beside the sentence it
-asserts, so rewording the sentence or changing the behaviour fails one of the two.
+Each test that asserts a sentence is cited by a ``[[claim]]`` of ``docs/claims.toml`` (a ``test`` citation), so
+rewording the sentence or changing the behaviour fails one of the two; the count rule covers every sentence that
+counts the table or list after it.
 """
 
 from __future__ import annotations
