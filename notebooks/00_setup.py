@@ -38,7 +38,7 @@
 # The core of the method in one sitting: four steps, each a few sections of one lesson and the exercise that grades
 # it. Run this notebook first (the self-test below says whether Triton computes correctly here). For each step, open
 # the lesson, run all its cells (Run > Run All Cells), read the sections named, then do the exercise and run its
-# check cells. The full course, every lesson in order, takes about four and a half hours; the fast track leaves out
+# check cells. The full course, every lesson in order, takes about five hours; the fast track leaves out
 # the kernels, the contract in full, the workload and the second operator.
 #
 # | step | read | then do | time |
@@ -56,7 +56,7 @@
 # ```
 #
 # On this CPU nothing is timed as a GPU would time it: step 3's quick run shows the format of the evidence, and the
-# note step 4 drafts from it says so.
+# note step 4 drafts from its own quick run says so.
 
 # %% [markdown]
 # ## Where are we running?

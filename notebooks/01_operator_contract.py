@@ -209,7 +209,8 @@ print("dw mismatch:", compare(w.grad, ref_dw, w.dtype, grad=True))
 
 # %% [markdown]
 # Higher-order gradients (`create_graph=True`) are part of the contract too. The Triton backward is not itself
-# differentiable, so the op differentiates the reference instead — the predicate's `grad_order` condition:
+# differentiable, so the op differentiates `F.rms_norm` (the fallback) instead — the predicate's `grad_order`
+# condition, and the route printed below:
 
 # %%
 with fastpath_lib.record_routes("backward") as routes:

@@ -22,7 +22,7 @@
 # **What you need**: lessons 00 and 01, and Triton's programming model (a program per tile, `tl.load`, masks); this
 # CPU.
 #
-# **Time**: about 35 minutes.
+# **Time**: about 40 minutes.
 #
 # **What you will learn**
 # - why a fused RMSNorm can be faster than the composite version: the bytes each one moves;
@@ -245,11 +245,10 @@ print(inspect.getsource(kernels.rms_norm_bwd_kernel.fn))
 #   multiprocessor, except fp32 rows of 16384 columns (`BLOCK_SIZE` 16384, 32 warps), which get **one row per
 #   program** (`launch.backward_max_rows`). With 2 or 4 rows the loop carries the 16384-wide `dw_acc` from row to
 #   row, and compiled that way the kernel spills to local memory on some targets; with one row it spills on none of
-#   sm_75, sm_80, sm_86, sm_89, sm_90 and sm_120 with the pinned Triton 3.8 (an older Triton, 3.6, still spills a
-#   few bytes in a few wide specializations). Spills are counted by compiling for those targets on a CPU-only
-#   machine (`fastpath_lib.rmsnorm.compiled`, `tests/test_compiled.py`); the price of one row per program is not
-#   measured on a GPU either: one fp32 partial row per input row, so the scratch is as large as the fp32 input, written by the kernel
-#   and read back by the sum;
+#   sm_75, sm_80, sm_86, sm_89, sm_90 and sm_120 with the pinned Triton 3.8. Spills are counted by compiling for
+#   those targets on a CPU-only machine (`fastpath_lib.rmsnorm.compiled`, `tests/test_compiled.py`); the price of
+#   one row per program is not measured on a GPU either: one fp32 partial row per input row, so the scratch is as
+#   large as the fp32 input, written by the kernel and read back by the sum;
 # - the launcher sums the partial rows with `torch.sum` in a fixed order: no atomics, so the same input gives
 #   the same bits every run (deterministic-algorithms mode keeps the fast path).
 

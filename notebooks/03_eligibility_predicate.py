@@ -252,9 +252,10 @@ print(f"reasons on every call would add {timed['explain()']['best_us']:.1f} us p
 # %% [markdown]
 # Run the cell twice and compare: a short block fits between two preemptions, and the fastest of many blocks is one
 # nothing interfered with, so the ratio moves far less than single calls' times do on a busy machine (blocks as long
-# as a scheduler's time slice would swing with the machine's load). Under the interpreter every CPU call is checked in
-# full, so the ratio includes the whole predicate; a CPU tensor without the interpreter leaves at the predicate's
-# first line. What a reviewer asks for is the GPU host's ratio (the evidence run's host step), not this CPU's.
+# as a scheduler's time slice would swing with the machine's load). Under the interpreter a CPU call gets past the
+# predicate's first line, and each fallback call timed here and in the host family leaves at its size tests (too few
+# rows, a strided last dimension), so the ratio includes those tests; a CPU tensor without the interpreter leaves at
+# the first line. What a reviewer asks for is the GPU host's ratio (the evidence run's host step), not this CPU's.
 #
 # `python -m fastpath_lib bench --family host` prints the kit's own table for four fallback calls (M=1 fp16, M=1
 # bf16 with an fp32 weight, a 4×2048 fp32 batch, a transposed input). Others make the same choice in other ways:
@@ -300,7 +301,7 @@ route_explorer()
 # - Some limits protect correctness, some protect speed; the row threshold comes from a GPU sweep (conservative
 #   until one is recorded).
 # - Modes and tensor kinds with their own rules in `F.rms_norm` (forward AD, `torch.func`, nested, channels-last)
-#   take the fallback, so they behave exactly as the reference.
+#   take the fallback, which is `F.rms_norm` itself, so they behave exactly as `F.rms_norm`.
 # - The dispatch decides with booleans (`eligible`, `runtime_eligible`); reasons are built only on demand.
 #
 # ## Knowledge check

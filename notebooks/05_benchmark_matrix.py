@@ -357,7 +357,7 @@ sp["speedup"].unstack("mode")[["forward", "backward", "full"]].round(2)
 # - *Which baseline?* `huggingface` is the eager `LlamaRMSNorm`: an fp32 upcast, a square, a mean, a multiply and
 #   casts, each its own kernel, reading and writing the row many times. Its flat GB/s in the table against our
 #   minimal byte count is what that many passes look like. So the forward's ratio measures fusion against no
-#   fusion, not this kernel against a fused `F.rms_norm` or `torch.compile` of the reference, which are the
+#   fusion, not this kernel against a fused `F.rms_norm` or `torch.compile` of `F.rms_norm`, which are the
 #   baselines our matrix uses.
 # - *One shape family.* M is fixed at 2048: no decode rows (M=1..64), no small batches, nothing near a dispatch
 #   boundary, so nothing about where the fast path stops paying. One dtype, one GPU.

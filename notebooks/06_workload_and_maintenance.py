@@ -271,7 +271,7 @@ with tempfile.TemporaryDirectory() as cache:
 #
 # - **`F.rms_norm` itself** is the baseline of every case; the fast path is only worth its cost where it beats it by
 #   more than the noise band, which only a GPU run shows.
-# - **`torch.compile`** of the reference generates a fused Triton kernel too, with no new code to maintain. The
+# - **`torch.compile`** of `F.rms_norm` generates a fused Triton kernel on a GPU too, with no new code to maintain. The
 #   matrix's `compiled` provider measures it on the GPU, and the PR note's "Why not" section reports it. If it
 #   matches the fast path, the honest answer is "compile it" (for code that can be compiled: eager callers and
 #   graph breaks are the remaining argument).

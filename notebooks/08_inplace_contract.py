@@ -192,10 +192,13 @@ print("routes during opcheck:", sorted(routes))  # how often opcheck calls the o
 # The compiler's graphs are functional: no op in them writes its inputs. So `torch.compile` *functionalizes* the
 # in-place op. A mutable custom op without a `Functionalize` kernel is wrapped in `auto_functionalized_v2`, which
 # runs it on copies; the kit registers a `Functionalize` kernel for `fastpath::fused_add_rms_norm_`, which calls the
-# functional op `fastpath::fused_add_rms_norm` instead. Either way the written values become the graph's outputs
-# and are copied back into the caller's tensors after the graph. Here is a decoder-layer-shaped function (two sub-layers, each
-# ending in the in-place add + RMSNorm), compiled with `fullgraph=True` (no graph break), with a backend that prints
-# the graph after functionalization:
+# functional op `fastpath::fused_add_rms_norm` instead. Either way the graph computes the written values as new
+# tensors; how they reach the caller's tensors is AOTAutograd's choice, by `keep_inference_input_mutations`. Its
+# default, `False`, which the backend below keeps, returns them as graph outputs and copies them into the caller's
+# tensors after the graph; the default Inductor backend sets it to `True` for inference graphs, which keep the
+# mutation in the graph as a `copy_()` into the input at the graph's end. Here is a decoder-layer-shaped function
+# (two sub-layers, each ending in the in-place add + RMSNorm), compiled with `fullgraph=True` (no graph break), with
+# a backend that prints the graph after functionalization:
 
 # %%
 from torch._dynamo.backends.common import aot_autograd
@@ -228,8 +231,9 @@ print("output equals eager:", torch.equal(got, eager),
 
 # %% [markdown]
 # Each call became the functional op `fastpath.fused_add_rms_norm.default`, which returns the output and the new
-# residual, and the kernel still ran (the routes). The write into the caller's `h` is not inside the graph: the compiled function returns the new value and
-# AOTAutograd copies it into `h` afterwards, so the caller sees what eager mode shows. None of this works unless the
+# residual, and the kernel still ran (the routes). With this backend the write into the caller's `h` is not inside
+# the graph: the compiled function returns the new value and AOTAutograd copies it into `h` afterwards, so the caller
+# sees what eager mode shows. None of this works unless the
 # schema is honest: an undeclared write would be invisible to functionalization, and the compiled graph could read a
 # stale copy. (`tests/test_fused_ops.py` also compiles the functional form, with its Triton backward.)
 #
@@ -302,8 +306,8 @@ prec
 # The eager pair differs from the native function too (on the random rows, on more elements than the rounded-variance
 # mistake), and the column beside it says why: `F.rms_norm` of the fp32 sum matches the native function, so the
 # difference is not `F.rms_norm`'s arithmetic but *which sum it normalizes*: the eager pair can only normalize the
-# rounded `h`. (Exercise 02's kernel computes the same as the eager pair, by its spec; it is a different contract from
-# this op's, and the table is the measure of the difference.)
+# rounded `h`. (Exercise 02's kernel rounds where the eager pair rounds, by its spec, and differs from it only in the
+# last bits of `rstd`; it is a different contract from this op's, and the table is the measure of the difference.)
 #
 # A weight other than ones adds a second difference: the native function rounds the normalized value to
 # the weight's dtype before it multiplies, `F.rms_norm` multiplies in fp32 and rounds once. Measured with a random

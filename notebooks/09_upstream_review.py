@@ -221,10 +221,13 @@ for (op, key), nodes in sorted(registry._graphs.items()):
 print("refused keys:", sorted(registry._DISALLOWED_DISPATCH_KEYS))
 
 # %% [markdown]
-# `F.rms_norm` reaches `aten::_fused_rms_norm`, which quack's CuTeDSL RMSNorm overrides for the CUDA key: on sm_90
-# and sm_100, where `nvidia-cutlass-dsl` is installed, plain `F.rms_norm` may already run quack's kernel, and that
-# is the baseline a Triton kernel meets there. A wheel without CUDA or without the DSL registers only
-# what needs no DSL, as the list above shows for this machine.
+# `F.rms_norm` reaches `aten::_fused_rms_norm`, which quack's CuTeDSL RMSNorm overrides for the CUDA key. torch
+# registers that override only where `nvidia-cutlass-dsl` and `apache-tvm-ffi` are installed and the DSL's version is
+# one `cutedsl_utils` lists as known-good (`TORCH_NATIVE_SKIP_VERSION_CHECK=1` waives the version); its `cond` then
+# takes calls on GPUs whose compute capability's major version is 9 or 10 (sm_90, sm_100, sm_103) in fp16, bf16 or
+# fp32 with a weight of the input's dtype, among other shape conditions. There plain `F.rms_norm` may already run
+# quack's kernel, and that is the baseline a Triton kernel meets. A wheel without CUDA or without those packages
+# registers only what needs no DSL, as the list above shows for this machine.
 #
 # The kit's kernels enter the same way at run time, without patching torch: `native_override.register(key)` installs
 # the kit's predicate as `cond` and its launchers as `impl` (after torch's own overrides, so quack keeps its calls),

@@ -128,7 +128,7 @@ ex.check_readiness("test_report", read_report)
 # `table` is the text of a `results.csv` (the columns of `fastpath_lib.bench.CSV_COLUMNS`; read it with
 # `csv.DictReader` or `pandas.read_csv(io.StringIO(table))`). Each case has three rows, one per `provider`:
 # `"baseline"` (`F.rms_norm`), `"dispatched"` (the fast path, with the `route` it took) and `"compiled"`
-# (`torch.compile` of the reference, `status` `"skipped"` where it did not run). Return
+# (`torch.compile` of `F.rms_norm`, `status` `"skipped"` where it did not run). Return
 # `{"suspect": [case ids], "beats_compiled": [case ids], "verdict": ...}`:
 #
 # * `suspect`: cases whose dispatched row cannot be right. Either its `bytes_moved` is not lesson 05's bytes model

@@ -17,7 +17,7 @@ longer says, or a quote the pinned package no longer has, fails and names the se
 ledger was checked against (``[pinned]``) must be the installed versions, so a version bump fails here first.
 
 Coverage: a sentence of learner-facing text (every lesson's and exercise's markdown, the README, ``docs/*.md``,
-``upstream/README.md``) that names another project in a version-sensitive way must be covered by a claim (its
+``upstream/*.md``) that names another project in a version-sensitive way must be covered by a claim (its
 ``says`` lies inside the sentence) or be listed under ``[[unchecked]]``. A *version-sensitive* mention is what
 :data:`MENTION` finds: a dotted API name (```torch.library.custom_op```, ```tl.load```, ```vllm.ir```), a path
 inside one of the packages (``torch/_native/registry.py``), a version (``Triton 3.8``), a GPU architecture or part
@@ -72,7 +72,7 @@ def flat(text: str) -> str:
 # --- the learner-facing text --------------------------------------------------------------------------------------
 
 def learner_files() -> list[Path]:
-    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "upstream" / "README.md",
+    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "upstream").glob("*.md")),
             *sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")), *sorted((ROOT / "exercises").glob("ex*.ipynb"))]
 
 

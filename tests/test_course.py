@@ -12,7 +12,8 @@ exists, the interpreter's blind spots named where they matter, and the claims th
 * Lesson 02 lists what the interpreter cannot show, with the tool for each; the exercises that grade a kernel under
   the interpreter say what they cannot grade.
 * The fused op's rounding has one account: the eager pair differs from the contract because it normalizes the
-  rounded sum (``F.rms_norm`` of the fp32 sum matches it), and exercise 02's spec is that eager pair.
+  rounded sum (``F.rms_norm`` of the fp32 sum matches it), and exercise 02's spec rounds where that eager pair
+  rounds (``tests/test_kit_claims.py`` measures how far apart the two are, per dtype).
 * Lesson 07's claim that the kit's neutral and losing cases are all inside the region holds for the matrix.
 """
 
@@ -192,6 +193,8 @@ TIMES = ROOT / "docs" / "lesson_times.json"
 #: Lessons whose stated time another change owns and the record contradicts: each must still be off (strict xfail),
 #: so the list only shrinks.
 TIMES_OWNED_ELSEWHERE: set[str] = set()
+#: How far a stated time (a multiple of 5 minutes) may be from the record: the nearest multiple is at most 2.5 away.
+STATED_SLACK_MIN = 3.0
 
 
 def _lesson_words(path: Path) -> dict[str, int]:
@@ -223,7 +226,8 @@ def test_each_lessons_stated_time_is_its_recorded_run_plus_reading(path):
     record = json.loads(TIMES.read_text())
     assert path.stem in record["lessons"], f"{path.name} has no cold run in {TIMES.name}: run tools/time_lessons.py"
     stated, expected = stated_minutes(path), expected_minutes(path, record)
-    assert stated % 5 == 0 and abs(stated - expected) <= max(5.0, 0.2 * expected), (
+    # the nearest multiple of 5, with half a minute either side of the midpoint so that a few words do not flip it
+    assert stated % 5 == 0 and abs(stated - expected) <= STATED_SLACK_MIN, (
         f"{path.name} says about {stated} minutes; its cold run and reading come to {expected:.0f}")
 
 
@@ -342,19 +346,6 @@ def test_the_eager_pair_differs_from_the_contract_because_it_normalizes_the_roun
     of_rounded_sum = F.rms_norm(x + r, [256], w, eps)
     assert torch.equal(of_fp32_sum, want)  # F.rms_norm's arithmetic is not the cause
     assert (of_rounded_sum != want).float().mean() > 0.05  # which sum is normalized is
-
-
-def test_exercise_02s_spec_is_the_eager_pair():
-    g = torch.Generator().manual_seed(0)
-    for dtype in (torch.bfloat16, torch.float16, torch.float32):
-        x, r = (torch.randn(7, 781, generator=g).to(dtype) for _ in range(2))
-        w = (torch.rand(781, generator=g) + 0.5).to(dtype)
-        h = x + r
-        hf = h.float()
-        rstd = 1 / torch.sqrt((hf * hf).mean(-1, keepdim=True) + 1e-6)  # the spec of solutions/ex02, one eps
-        assert torch.equal((hf * rstd * w.float()).to(dtype), F.rms_norm(h, [781], w, 1e-6)), dtype
-    spec = _markdown(ROOT / "solutions" / "ex02_forward_kernel.ipynb")
-    assert "rstd = 1 / torch.sqrt((hf * hf).mean() + eps)" in spec and "F.rms_norm(x + r" in spec
 
 
 def test_lesson_08_prints_the_rounding_account_it_gives():

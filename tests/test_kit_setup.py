@@ -7,6 +7,7 @@ torch-index install when told to), so nothing is downloaded or installed.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -194,6 +195,9 @@ def test_a_copy_without_tests_offers_no_test_command(kit_env):
     gone = {"test", "lessons", "release", "gpu-versions"}
     assert all(f"./kit {c}" in full for c in gone) and not any(f"./kit {c}" in mine for c in gone), mine
     assert "./kit lab" in mine and "./kit grade" in mine and "triton 3.6" not in mine  # gpu-versions' second line
+    said = re.search(r"the help of the student's `\./kit` lists ((?:`\w[\w-]*`(?:, | and ))+`\w[\w-]*`)",
+                     " ".join((ROOT / "docs" / "course-release.md").read_text().split()))
+    assert said and re.findall(r"`([\w-]+)`", said.group(1)) == re.findall(r"^#   \./kit ([\w-]+)", mine, re.M), mine
     res = subprocess.run(["bash", str(copy / "kit"), "test"], env=env, capture_output=True, text=True, timeout=60)
     assert res.returncode == 2 and "needs tests" in res.stderr, res.stderr
     assert not Path(env["KIT_LOG"]).exists()  # nothing set up, nothing installed

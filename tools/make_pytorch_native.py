@@ -968,9 +968,11 @@ def render_note(patch: str | None = None) -> str:
         "stores the fp32 `rstd` that `_fused_rms_norm` returns. Backward: reads that `rstd`, computes `dx` per row "
         "and reduces `dw` deterministically (fixed row blocks into fp32 partial rows, summed in a fixed order).",
         "- Order against quack: `ops/norm/__init__.py` registers quack's CuTeDSL overrides first, and the registry "
-        "runs the first override whose `cond` accepts a call. So on sm_90/sm_100 with `nvidia-cutlass-dsl` "
-        "installed quack keeps every call it accepts, and this override takes the calls quack declines, and all "
-        "eligible calls on other NVIDIA GPUs from sm_80 (and on sm_90/sm_100 without CuTeDSL). No measurement "
+        "runs the first override whose `cond` accepts a call. quack's is registered where `nvidia-cutlass-dsl` and "
+        "`apache-tvm-ffi` are installed and the DSL's version is one `cutedsl_utils` lists as known-good; there "
+        "quack keeps every call its `cond` accepts (compute capability 9.x or 10.x, a weight of the input's dtype, "
+        "among others), and this override takes the calls quack declines, and all eligible calls on other NVIDIA "
+        "GPUs from sm_80. No measurement "
         "compares the two where both apply, so the patch defers to quack; `TORCH_PYTHON_NATIVE_USER_GRAPH_ORDER_FN` "
         "reorders them for anyone who measures otherwise.",
         f"- The row threshold: calls with fewer than {min_rows} rows go to aten. No GPU sweep has measured where the "
@@ -998,7 +1000,7 @@ def render_note(patch: str | None = None) -> str:
         f"- CPU (torch {torch.__version__}, Triton {triton.__version__}, `TRITON_INTERPRET=1`): the tests above "
         "pass; the patch applies to the 2.13 wheel's `torch/_native` (`git apply --check`, `patch -p1`); ruff at "
         "`pyproject.toml`'s settings and `ruff format` at 88 columns report nothing. flake8 at `.flake8`'s settings "
-        "was run by hand only; mypy and pyrefly were not run.",
+        "(not among the kit's packages), mypy and pyrefly are not run on it.",
         "- **GPU: unmeasured.** No GPU run of this patch exists yet: no speed-up is claimed, and neither the "
         "tests at the CUDA key nor its registration (the `triton_utils` version and availability gates) have run. "
         "Wanted before review: `F.rms_norm` forward and backward against aten on sm_80/sm_89 (bf16/fp16, hidden "

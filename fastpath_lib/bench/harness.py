@@ -8,7 +8,8 @@ Each case is timed by :func:`fastpath_lib.bench.opbench.time_case` with RMSNorm'
 * ``triton`` — the kernel launchers of :mod:`fastpath_lib.rmsnorm.kernels` called directly, bypassing the predicate
   (skipped, with the predicate's reason, where the kernel itself cannot take the input);
 * ``dispatched`` — :func:`fastpath_lib.rms_norm`, predicate included: what users get;
-* ``compiled`` — ``torch.compile`` of the reference (compile time recorded separately, excluded from the samples).
+* ``compiled`` — ``torch.compile`` of the op's composite (``F.rms_norm`` for RMSNorm; compile time recorded
+  separately, excluded from the samples).
 
 A ``backward`` case times forward+backward of each provider; every repetition takes the next of several freshly drawn
 random input sets (never zeros). :func:`run_matrix` adds what a results folder needs around the cases: the copy

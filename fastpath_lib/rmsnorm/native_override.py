@@ -22,7 +22,8 @@ Nothing is registered at import. :func:`register` installs the override for one 
   patch's kernel stores it instead). ``_fused_rms_norm_backward`` gets ``rstd``, not ``eps``; the kit's backward
   kernel recomputes ``rstd`` from ``eps``, so the backward recovers ``eps`` from the saved ``rstd`` (one row read);
 * on a ``"CUDA"`` key the registry tries overrides in registration order: torch's own (quack's CuTeDSL RMSNorm on
-  sm_90/sm_100 where ``nvidia-cutlass-dsl`` is installed) run first, the kit's where they decline;
+  compute capability 9.x/10.x where its CuTeDSL packages are installed at a known-good version) run first, the
+  kit's where they decline;
 * on the ``"CPU"`` key (Triton's interpreter) torch 2.13 has no ``_fused_rms_norm_backward`` kernel: its CPU
   ``_fused_rms_norm`` is a composite, and an override there turns on ATen's autograd formula, which calls the
   backward. :func:`register` then installs the reference formula as that fallthrough, and removes it with the rest.

@@ -7,7 +7,7 @@ In words: the Triton kernels run when **all** of these hold, and ``torch.nn.func
   higher-order graph is requested (``create_graph=True`` takes the differentiable fallback); no forward-mode AD level
   is active (dual tensors) and no ``torch.func`` transform (vmap, grad, vjp, jvp, jacrev, jacfwd, hessian,
   functional_call under grad) is running: ``F.rms_norm`` has its own rules for all of them, so those calls behave
-  exactly as the reference;
+  exactly as ``F.rms_norm``;
 * *tensor kind*: input and weight are plain strided tensors (``torch.Tensor`` or ``nn.Parameter``; the fake and
   functional tensors that ``torch.compile`` and ``torch.export`` trace with count as plain): nested and sparse inputs
   and ``__torch_dispatch__`` subclasses take the fallback, which they already support; a DTensor is decided on the
@@ -432,7 +432,7 @@ PREDICATE = Predicate("rmsnorm", [
               (Boundary("fp32", {"dtype": torch.float32}, True), Boundary("fp16", {"dtype": torch.float16}, True),
                Boundary("bf16", {"dtype": torch.bfloat16}, True), Boundary("fp64", {"dtype": torch.float64}, False))),
     Condition("weight_dtype", "weight absent, or fp16, bf16 or fp32", _check_weight_dtype, "dtype",
-              "the kernel reads the weight as fp32; fp64 weights keep the reference's precision in the fallback",
+              "the kernel reads the weight as fp32; fp64 weights keep `F.rms_norm`'s fp64 precision in the fallback",
               (Boundary("no weight", {"weight": None}, True), Boundary("fp32 weight", {"weight": torch.float32}, True),
                Boundary("fp16 weight", {"weight": torch.float16}, True),
                Boundary("fp64 weight", {"weight": torch.float64}, False))),
@@ -441,7 +441,7 @@ PREDICATE = Predicate("rmsnorm", [
               (Boundary("valid", {}, True), Boundary("weight shape mismatch", {"weight_cols": -1}, False),
                Boundary("normalized_shape mismatch", {"normalized_shape": "wrong"}, False))),
     Condition("normalized_dims", "normalized over the last dimension only", _check_norm_dims, "shape",
-              "the kernel reduces one row; multi-dim normalization is left to the reference",
+              "the kernel reduces one row; multi-dim normalization is left to `F.rms_norm`",
               (Boundary("1 dim", {}, True), Boundary("2 dims", {"norm_dims": 2}, False))),
     Condition("cols", f"row width <= {MAX_COLS} columns", _check_cols, "shape",
               "one program holds a whole row in registers; wider rows would spill",
@@ -449,7 +449,7 @@ PREDICATE = Predicate("rmsnorm", [
                Boundary("cols=max+16B", lambda lim: {"cols": lim.max_cols + 4, "rows": lim.min_rows}, False),
                Boundary("cols=max+1", lambda lim: {"cols": lim.max_cols + 1, "rows": lim.min_rows}, False))),
     Condition("non_empty", "at least one element", _check_non_empty, "shape",
-              "nothing to launch; the reference handles empty tensors",
+              "nothing to launch; `F.rms_norm` handles empty tensors",
               (Boundary("rows=0", {"rows": 0}, False), Boundary("cols=0", {"cols": 0}, False))),
     Condition("min_rows", "rows >= the row threshold for the architecture", _check_min_rows, "shape",
               "below it the launch overhead outweighs the saving (protects the baseline on small calls)",
