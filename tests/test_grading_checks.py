@@ -32,38 +32,8 @@ def feedback(results) -> str:
     return "\n".join(f"{r.part}: {r.feedback}" for r in results)
 
 
-# --- the solutions pass, so a failing answer below fails for its own reason -----------------------------------------
-
-SOLUTION_CALLS = {
-    "ex01": lambda s: ex.check_default_eps(s["my_default_eps"], show=False) + ex.check_reference(
-        s["my_reference"], show=False),
-    "ex02": lambda s: ex.check_add_rms_norm_kernel(s["my_add_rms_norm_fwd"], show=False)
-    + ex.check_backward_with_saved_rstd(s["my_backward"], show=False),
-    "ex03": lambda s: ex.check_dtype_condition(s["check_dtype"], show=False)
-    + ex.check_cols_condition(s["check_cols"], show=False)
-    + ex.check_alignment_condition(s["check_alignment"], show=False)
-    + ex.check_v2_predicate(s["make_v2_predicate"], show=False),
-    "ex04": lambda s: ex.check_boundary_cases(s["my_boundary_cases"], show=False),
-    "ex05": lambda s: ex.check_case_matrix(s["my_matrix"], show=False),
-    "ex06": lambda s: ex.check_classification(s["my_classify"], show=False),
-    "ex07": lambda s: ex.check_pr_note(s["write_pr_note"], show=False),
-    "ex08": lambda s: ex.check_capstone_reference(s["OP_NAME"], s["reference"], show=False)
-    + ex.check_capstone_kernel(s["OP_NAME"], s["launch"], show=False)
-    + ex.check_capstone_predicate(s["make_predicate"], lambda x: x, s["BASE"], show=False)
-    + ex.check_capstone_dispatch(s["OP_NAME"], s["softmax"], s["make_predicate"], lambda x: x, show=False)
-    + ex.check_capstone_evidence(s["make_predicate"], lambda x: x, s["capstone_matrix"], s["plot_points"], show=False),
-    "ex09": lambda s: ex.check_contract_tests(s["my_contract_tests"], _kit_op(), show=False),
-    "ex10": lambda s: ex.check_threshold(s["choose_threshold"], show=False),
-    "ex11": lambda s: ex.check_commit_plan(s["plan_commits"], show=False),
-    "ex12": lambda s: ex.check_overlaps(s["overlaps"], show=False) + ex.check_inplace_tests(
-        s["my_inplace_tests"], _fused_op(), show=False),
-    "ex13": lambda s: [r for part, fn in _EX13_FUNCTIONS for r in ex.check_readiness(part, s[fn], show=False)],
-}
-#: exercise 13's parts and the solution's function for each (more bad answers: tests/test_grading_ex13.py)
-_EX13_FUNCTIONS = (("route_conditions", "failed_conditions"), ("test_report", "read_report"),
-                   ("results_table", "read_results"), ("review_comments", "answer_review"),
-                   ("maintenance_cost", "maintenance_cost"), ("contract_change", "migration"))
-
+# --- the solutions pass (each solution notebook's check cells under nbval show every part passed, and
+# tests/test_grading_solutions.py grades them in the grader), so a failing answer below fails for its own reason -----
 
 def _kit_op():
     import fastpath_lib
@@ -75,13 +45,6 @@ def _fused_op():
     import fastpath_lib
 
     return fastpath_lib.fused_add_rms_norm_
-
-
-@pytest.mark.parametrize("exercise", sorted(EXERCISES))
-def test_solution_functions_get_full_marks(exercise):
-    results = SOLUTION_CALLS[exercise](solved(exercise))
-    assert [r.part for r in results] == [p for p, _ in EXERCISES[exercise]]
-    assert all(r.passed for r in results), feedback(results)
 
 
 # --- borrowed, trivial and forged answers ---------------------------------------------------------------------------
