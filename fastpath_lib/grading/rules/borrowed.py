@@ -52,7 +52,7 @@ from fastpath_lib.grading.report.feedback import Fail
 from fastpath_lib.grading.rules import torch_families
 
 __all__ = ["Forbidden", "run", "reject_handed_back", "source_problem", "stray_import", "kit", "torch_op",
-           "TORCH_RMS_NORM", "KIT_REFERENCE", "KIT_OP", "KIT_KERNELS", "code_of"]
+           "TORCH_RMS_NORM", "KIT_REFERENCE", "KIT_OP", "KIT_KERNELS", "code_of", "absent", "MARKER", "is_marker"]
 
 _KIT = Path(__file__).resolve().parents[2]
 _TORCH = Path(torch.__file__).resolve().parent
@@ -183,6 +183,40 @@ KIT_REFERENCE = kit("testing.py", "reference_rms_norm", "reference_grads", "_ref
 KIT_OP = kit("rmsnorm/op.py", why="that is the kit's own operator") + kit("rmsnorm/module.py",
                                                                          why="that is the kit's own operator")
 KIT_KERNELS = kit("rmsnorm/kernels.py", why="those are the kit's own kernels")
+
+
+#: What an absent torch operator returns in the grader's kernel of an exercise whose checks accept it where the
+#: learner's code may call torch's operator (exercise 08's fallback route): every element this value, exact in every
+#: floating dtype (a power of two inside float16's range), and the result of none of the exercises' operators (a
+#: softmax lies in [0, 1], a log-softmax row holds a value >= -log(n), a normalized or layer-normed row of equal
+#: values is +-1/sqrt(n) or 0).
+MARKER = -1024.0
+
+
+def is_marker(y) -> bool:
+    """Whether ``y`` is what an absent torch operator returned (:data:`MARKER` in every element)."""
+    return isinstance(y, torch.Tensor) and y.is_floating_point() and y.numel() > 0 and bool((y == MARKER).all())
+
+
+def absent(exercise: str, *forbidden: Forbidden, marker: bool = False) -> dict:
+    """What the grader's preamble (:mod:`fastpath_lib.grading.engine.absent`) removes from a process that runs the
+    learner's code for ``exercise`` (``"ex01"``): every operator of the torch families ``forbidden`` names, as the
+    installed registry has them, and torch's Python functions of those families. A check module declares it as
+    ``ABSENT``; with ``marker`` the absent operators return :data:`MARKER` (a check that accepts torch's operator on
+    some cases recognises it there), else they raise.
+
+    >>> spec = absent("ex01", TORCH_RMS_NORM)
+    >>> {"rms_norm", "_fused_rms_norm", "native_layer_norm"} <= spec["ops"].keys(), "softmax" in spec["ops"]
+    (True, False)
+    """
+    whys: dict[str, str] = {}
+    for f in forbidden:
+        for family, why in f.families:
+            whys.setdefault(family, why)
+    ops = {n: why for fam, why in whys.items() for n in sorted(torch_families.operators(fam))}
+    python = sorted({p for fam in whys for p in torch_families.python_functions(fam)})
+    return {"ops": ops, "python": [list(p) for p in python], "exercise": f"exercise {exercise.removeprefix('ex')}",
+            "marker": MARKER if marker else None}
 
 
 def _code_of(fn):
