@@ -172,10 +172,13 @@ def _execute(nb, workdir: str, timeout: float, kernel_name: str, check_ids: set,
     from nbclient import NotebookClient
     from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
-    # the exercise's check modules, imported before the clock starts (those this copy of the kit holds)
-    for name in sorted({CHECKS[n] for n in CHECKS if CHECKS[n].startswith(f"checks.{exercise}")}):
-        if _shipped(name):
-            importlib.import_module(f"fastpath_lib.grading.{name}")
+    from fastpath_lib.grading.engine import kernel_run
+
+    # the exercise's check modules, imported before the clock starts (those this copy of the kit holds), and what
+    # their checks declare absent from the processes that run the learner's code (ABSENT)
+    absent = _absent([importlib.import_module(f"fastpath_lib.grading.{name}")
+                      for name in sorted({CHECKS[n] for n in CHECKS if CHECKS[n].startswith(f"checks.{exercise}")})
+                      if _shipped(name)])
 
     env, managers = _kernel_env(), {}
     if isolated:
@@ -190,8 +193,15 @@ def _execute(nb, workdir: str, timeout: float, kernel_name: str, check_ids: set,
     deadline = time.monotonic() + timeout
     run = _Run()
     try:
-        with client.setup_kernel(env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL):  # not the report's
+        with client.setup_kernel(env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL), \
+                kernel_run.lacking(absent):  # not the report's output; the grader's children lack them too
             session = remote.Session(client, deadline, _kit_ops())
+            if absent:
+                try:
+                    session.prepare(absent)
+                except remote.RemoteError as exc:  # graded without it would grade what the checks forbid
+                    run.status, run.reason = "errors", str(exc)
+                    return run
             session.start()
             for index, cell in enumerate(nb.cells):
                 if cell.get("cell_type") != "code":
@@ -218,6 +228,20 @@ def _execute(nb, workdir: str, timeout: float, kernel_name: str, check_ids: set,
         run.status = "kernel died" if not isinstance(exc, remote.RemoteTimeout) else "timeout"
         run.reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     return run
+
+
+def _absent(modules) -> dict | None:
+    """One spec of :func:`fastpath_lib.grading.engine.absent.install` for what the check ``modules`` declare absent
+    (their ``ABSENT``: :func:`fastpath_lib.grading.rules.borrowed.absent`), or ``None`` when none declares any."""
+    specs = [spec for m in modules if (spec := getattr(m, "ABSENT", None))]
+    if not specs:
+        return None
+    merged = {"ops": {}, "python": [], "exercise": specs[0]["exercise"], "marker": None}
+    for spec in specs:
+        merged["ops"] = {**spec["ops"], **merged["ops"]}
+        merged["python"] += [p for p in spec["python"] if p not in merged["python"]]
+        merged["marker"] = merged["marker"] if merged["marker"] is not None else spec.get("marker")
+    return merged
 
 
 def _kit_ops() -> dict:

@@ -198,12 +198,12 @@ def is_marker(y) -> bool:
     return isinstance(y, torch.Tensor) and y.is_floating_point() and y.numel() > 0 and bool((y == MARKER).all())
 
 
-def absent(exercise: str, *forbidden: Forbidden, marker: bool = False) -> dict:
+def absent(exercise: str, *forbidden: Forbidden, marker: bool = False, why: str | None = None) -> dict:
     """What the grader's preamble (:mod:`fastpath_lib.grading.engine.absent`) removes from a process that runs the
     learner's code for ``exercise`` (``"ex01"``): every operator of the torch families ``forbidden`` names, as the
     installed registry has them, and torch's Python functions of those families. A check module declares it as
     ``ABSENT``; with ``marker`` the absent operators return :data:`MARKER` (a check that accepts torch's operator on
-    some cases recognises it there), else they raise.
+    some cases recognises it there), else they raise. ``why`` (default: each family's own) is what the refusal says.
 
     >>> spec = absent("ex01", TORCH_RMS_NORM)
     >>> {"rms_norm", "_fused_rms_norm", "native_layer_norm"} <= spec["ops"].keys(), "softmax" in spec["ops"]
@@ -211,8 +211,8 @@ def absent(exercise: str, *forbidden: Forbidden, marker: bool = False) -> dict:
     """
     whys: dict[str, str] = {}
     for f in forbidden:
-        for family, why in f.families:
-            whys.setdefault(family, why)
+        for family, own in f.families:
+            whys.setdefault(family, why or own)
     ops = {n: why for fam, why in whys.items() for n in sorted(torch_families.operators(fam))}
     python = sorted({p for fam in whys for p in torch_families.python_functions(fam)})
     return {"ops": ops, "python": [list(p) for p in python], "exercise": f"exercise {exercise.removeprefix('ex')}",
