@@ -108,8 +108,9 @@ def _dispatcher(spec):
                 warnings.simplefilter("ignore")  # "Overriding a previously registered kernel": that is the point
                 libs[ns].impl(rest, key, kernel, False)
             done += 1
+    incref = ctypes.PyDLL(None).Py_IncRef  # a handle of its own: ctypes.pythonapi keeps no resolved function
     for lib in libs.values():
-        ctypes.pythonapi.Py_IncRef(ctypes.py_object(lib))  # alive for the process's life; no object refers to it
+        incref(ctypes.py_object(lib))  # alive for the process's life; no object refers to it
     libs.clear()
     return done
 

@@ -310,17 +310,22 @@ def source_problem(root: str, forbidden: Forbidden, given: Forbidden | None = No
                 f"copy of the kit's own): import what is installed by its name, and write the answer yourself")
     names = sources.names_used(src)
     attrs = sources.attributes_used(src)
-    resolved = [obj for name in sorted(names) if (obj := _resolve(name)) is not None]
+    resolved = [(name, obj) for name in sorted(names) if (obj := _resolve(name)) is not None]
     # an attribute read on any name that may stand for a module the source reaches (``R = T; R.f``)
-    resolved += [getattr(m, a) for m in resolved if isinstance(m, types.ModuleType) for a in sorted(attrs)
+    resolved += [(f"{name}.{a}", getattr(m, a)) for name, m in resolved if isinstance(m, types.ModuleType)
+                 for a in sorted(attrs)
                  if isinstance(getattr(m, a, None), (types.FunctionType, types.BuiltinFunctionType))]
-    for obj in (o for top in resolved for o in _held(top)):
-        code = _code_of(obj)
-        if code is not None and given is not None and given.names(code):
-            continue
-        hit = (forbidden.names(code) if code is not None else None) or forbidden.builtin(obj)
-        if hit:
-            return f"your code calls {hit}: write it yourself"
+    for name, top in resolved:
+        for obj in _held(top):
+            code = _code_of(obj)
+            if code is not None and given is not None and given.names(code):
+                continue
+            hit = (forbidden.names(code) if code is not None else None) or forbidden.builtin(obj)
+            if hit and obj is not top and type(top) in (dict, list, tuple, set, frozenset):
+                # a table (``F.__dict__``, a decomposition table): the table is what the code reads
+                return f"your code reads {name}, which holds {hit}: write it yourself"
+            if hit:
+                return f"your code calls {hit}: write it yourself"
     for n, why in forbidden.builtins:
         if n in attrs:
             return f"your code calls torch {n} ({why}): write it yourself"
