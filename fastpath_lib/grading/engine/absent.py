@@ -49,9 +49,9 @@ def _first_tensor(args, kwargs):
     return None
 
 
-def _refusal(name, why, exercise, marker, one_tensor):
+def _refusal(name, why, exercise, marker, one_tensor, dtype_at=None):
     """The callable that stands for ``name``: raises, or returns the marker where ``one_tensor`` (the operator
-    returns one tensor and writes none)."""
+    returns one tensor and writes none), in the dtype its ``dtype`` argument (at ``dtype_at``) asks for."""
     import torch
 
     text = _message(name, why, exercise)
@@ -60,7 +60,8 @@ def _refusal(name, why, exercise, marker, one_tensor):
         like = _first_tensor(args, kwargs) if marker is not None and one_tensor else None
         if like is None or not like.is_floating_point():
             raise RuntimeError(text)
-        dtype = kwargs.get("dtype") if isinstance(kwargs.get("dtype"), torch.dtype) else like.dtype
+        asked = args[dtype_at] if dtype_at is not None and dtype_at < len(args) else kwargs.get("dtype")
+        dtype = asked if isinstance(asked, torch.dtype) else like.dtype
         return torch.full(like.shape, marker, dtype=dtype, device=like.device)
     return refuse
 
@@ -97,10 +98,12 @@ def _dispatcher(spec):
         if name not in spec["ops"]:
             continue
         try:
-            one = _one_tensor(torch._C._get_schema(f"{ns}::{name}", overload))
+            schema = torch._C._get_schema(f"{ns}::{name}", overload)
+            one = _one_tensor(schema)
+            dtype_at = next((i for i, a in enumerate(schema.arguments) if a.name == "dtype"), None)
         except RuntimeError:  # an operator registered without a schema
-            one = False
-        kernel = _refusal(name, spec["ops"][name], spec["exercise"], spec.get("marker"), one)
+            one, dtype_at = False, None
+        kernel = _refusal(name, spec["ops"][name], spec["exercise"], spec.get("marker"), one, dtype_at)
         if ns not in libs:
             libs[ns] = torch._C._dispatch_library("IMPL", ns, "")
         for key in _keys(full):
