@@ -18,7 +18,9 @@ The request is written by the grader and the answer read with ``torch.load(weigh
 is judged like any answer. While the grader grades in its sandbox (:func:`sandboxed`), the child runs in the same
 sandbox as the learner's notebook kernel (:func:`fastpath_lib.grading.engine.sandbox.command`: the machine's
 libraries, the interpreter and the kit staged for the exercise, no checkout, no check or answer key, nobody without
-capabilities), this module staged with the kit.
+capabilities), this module staged with the kit. For an exercise whose checks declare torch operators absent
+(:func:`lacking`), the child installs :mod:`~fastpath_lib.grading.engine.absent` before the learner's program, as the
+notebook's kernel does.
 """
 
 from __future__ import annotations
