@@ -250,6 +250,20 @@ def _hook(files, refused_codes):
     sys.addaudithook(hook)
 
 
+def merge(specs):
+    """One spec for several (the check modules of one exercise each declare theirs; ``None``: none declared), or
+    ``None``."""
+    specs = [s for s in specs if s]
+    if not specs:
+        return None
+    out = {"ops": {}, "python": [], "exercise": specs[0]["exercise"], "marker": None}
+    for spec in specs:
+        out["ops"] = {**spec["ops"], **out["ops"]}
+        out["python"] += [p for p in spec["python"] if p not in out["python"]]
+        out["marker"] = out["marker"] if out["marker"] is not None else spec.get("marker")
+    return out
+
+
 def install(spec):
     """Make the operators of ``spec`` absent from this process (see the module's docstring). Returns
     ``{"kernels": registrations, "functions": Python functions replaced, "no_exec": why no seccomp filter or None}``."""

@@ -58,11 +58,12 @@ from pathlib import Path
 
 from fastpath_lib import runtime
 from fastpath_lib.grading.engine import notebook as NB
-from fastpath_lib.grading.engine import remote, sources
+from fastpath_lib.grading.engine import absent, kernel_run, remote, sources
 from fastpath_lib.grading.engine.submission import exercise_id as _exercise_id
 from fastpath_lib.grading.engine.submission import handed_out_name, held_parts, one_per_exercise
 from fastpath_lib.grading.engine.submission import shipped as _shipped
 from fastpath_lib.grading.registry import CHECKS, EXERCISES, KIT_OPS, check
+from fastpath_lib.grading.registry import absent as registry_absent
 from fastpath_lib.grading.report.table import HELD, print_table
 
 __all__ = ["main", "grade_notebook", "NotebookGrade"]
@@ -172,14 +173,7 @@ def _execute(nb, workdir: str, timeout: float, kernel_name: str, check_ids: set,
     from nbclient import NotebookClient
     from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
-    from fastpath_lib.grading.engine import kernel_run
-
-    # the exercise's check modules, imported before the clock starts (those this copy of the kit holds), and what
-    # their checks declare absent from the processes that run the learner's code (ABSENT)
-    absent = _absent([importlib.import_module(f"fastpath_lib.grading.{name}")
-                      for name in sorted({CHECKS[n] for n in CHECKS if CHECKS[n].startswith(f"checks.{exercise}")})
-                      if _shipped(name)])
-
+    lacks = absent.merge(registry_absent(exercise))  # the exercise's check modules, imported before the clock starts
     env, managers = _kernel_env(), {}
     if isolated:
         from fastpath_lib.grading.engine import sandbox
@@ -194,14 +188,11 @@ def _execute(nb, workdir: str, timeout: float, kernel_name: str, check_ids: set,
     run = _Run()
     try:
         with client.setup_kernel(env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL), \
-                kernel_run.lacking(absent):  # not the report's output; the grader's children lack them too
+                kernel_run.lacking(lacks):  # not the report's output; the grader's children lack them too
             session = remote.Session(client, deadline, _kit_ops())
-            if absent:
-                try:
-                    session.prepare(absent)
-                except remote.RemoteError as exc:  # graded without it would grade what the checks forbid
-                    run.status, run.reason = "errors", str(exc)
-                    return run
+            if lacks and (why := session.prepare(lacks)):  # without it the checks would grade what they forbid
+                run.status, run.reason = "errors", why
+                return run
             session.start()
             for index, cell in enumerate(nb.cells):
                 if cell.get("cell_type") != "code":
@@ -228,20 +219,6 @@ def _execute(nb, workdir: str, timeout: float, kernel_name: str, check_ids: set,
         run.status = "kernel died" if not isinstance(exc, remote.RemoteTimeout) else "timeout"
         run.reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     return run
-
-
-def _absent(modules) -> dict | None:
-    """One spec of :func:`fastpath_lib.grading.engine.absent.install` for what the check ``modules`` declare absent
-    (their ``ABSENT``: :func:`fastpath_lib.grading.rules.borrowed.absent`), or ``None`` when none declares any."""
-    specs = [spec for m in modules if (spec := getattr(m, "ABSENT", None))]
-    if not specs:
-        return None
-    merged = {"ops": {}, "python": [], "exercise": specs[0]["exercise"], "marker": None}
-    for spec in specs:
-        merged["ops"] = {**spec["ops"], **merged["ops"]}
-        merged["python"] += [p for p in spec["python"] if p not in merged["python"]]
-        merged["marker"] = merged["marker"] if merged["marker"] is not None else spec.get("marker")
-    return merged
 
 
 def _kit_ops() -> dict:

@@ -245,10 +245,10 @@ class Session:
         self._agent = (f"exec(compile({AGENT.read_text(encoding='utf-8')!r}, '<fastpath grader agent>', 'exec'), "
                        f"{{'__name__': '<fastpath grader agent>'}})")
 
-    def prepare(self, spec: dict) -> None:
+    def prepare(self, spec: dict) -> str | None:
         """Before the learner's first cell: run the preamble (:mod:`~fastpath_lib.grading.engine.absent`) in the
-        kernel, one silent execute request, so that the operators ``spec`` names are absent from it; raises
-        :class:`RemoteError` when the kernel could not install it."""
+        kernel, one silent execute request, so that the operators ``spec`` names are absent from it; returns why
+        the kernel could not install it, or ``None``."""
         from jupyter_core.utils import run_sync
 
         name = "<fastpath grader preamble>"
@@ -259,8 +259,8 @@ class Session:
                                                              allow_stdin=False, timeout=left)
         content = reply.get("content", {})
         if content.get("status") != "ok":
-            raise RemoteError(f"the grader could not prepare the kernel: {content.get('ename')}: "
-                              f"{str(content.get('evalue', ''))[:300]}")
+            return f"the grader could not prepare the kernel: {content.get('ename')}: {content.get('evalue')!s:.300}"
+        return None
 
     def start(self) -> None:
         """Check that the agent answers (before the learner's first cell)."""
