@@ -256,6 +256,15 @@ def my_reference(x, normalized_shape, weight=None, eps=None):
 import torch.nn.functional as F
 F.rms_norm(torch.ones(2, 4), (4,))  # a scratch cell comparing with torch's own: it fails alone, saying why
 '''
+#: exercise 08's reference through torch's softmax, out of the watch's sight: the kernel's absent softmax answers the
+#: marker, which the reference part names
+ABSENT_CAPSTONE = """
+import sys
+import torch
+def reference(x):
+    sys.setprofile(None)
+    return list(map(getattr(torch, "soft" + "max"), [x.detach().double()], [-1]))[0]
+"""
 ABSENT_ATTACK_NAMES = ("map", "partial", "setprofile", "thread", "subprocess", "fork_exec", "gc", "ctypes", "proc_mem",
                        "reload", "table", "redispatch", "boxed", "module", "compile")
 
@@ -287,6 +296,7 @@ def graded(tmp_path_factory):
         "torch's operator by a run-time name": ("solutions", "ex01", RUN_TIME_OPERATOR, "check_reference"),
         "torch's module by a run-time name": ("solutions", "ex01", RUN_TIME_MODULE, "check_reference"),
         "absent operators": ("solutions", "ex01", ABSENT_ATTACKS, "check_reference"),
+        "absent softmax": ("exercises", "ex08", ABSENT_CAPSTONE, "check_capstone_reference"),
         "watch off, grader's classes": ("solutions", "ex06", WATCH_OFF_CLASSIFY, "check_classification"),
         "forged channel": ("exercises", "ex10", FORGED_CHANNEL % (str(marker), PROMPT, PROMPT), None),
         "tests inspect the op": ("solutions", "ex09", INSPECTING_TESTS, "check_contract_tests"),
@@ -334,6 +344,12 @@ def test_torchs_operator_is_absent_from_the_kernel_by_every_path(graded):
     assert by["default_eps"].passed, by["default_eps"].feedback  # the learner's own answer still counts
     # the scratch call of torch's operator failed alone, saying why
     assert "torch's rms_norm is not available while exercise 01 is graded" in g.reason, g.reason
+
+
+def test_torchs_softmax_answers_the_marker_the_capstone_reference_names(graded):
+    by = _by_part(graded["absent softmax"])
+    assert by["reference"].earned == 0, by["reference"]
+    assert "what torch's softmax returns while exercise 08 is graded" in by["reference"].feedback, by["reference"]
 
 
 def test_watch_switched_off_before_the_graders_classes_scores_zero(graded):
@@ -417,6 +433,12 @@ def test_inspection_is_found(source):
     # an object the answer reads, filled in place in another cell
     (["import torch.nn.functional as F", "box = [None]\nbox[0] = F.rms_norm", "def mine(*a):\n    return box[0](*a)"],
      "rms_norm"),
+    # a table of torch's functions the answer indexes: the feedback names the table it reads
+    (["import torch.nn.functional as F", "def mine(*a):\n    return F.__dict__['rms_norm'](*a)"],
+     "reads torch.nn.functional.__dict__, which holds"),
+    (["import torch, torch._decomp as D", "def mine(x, ns, w, eps):\n    aten = torch.ops.aten\n"
+      "    return D.decomposition_table[aten.native_layer_norm.default](x, ns, w, None, eps)[0]"],
+     "reads torch._decomp.decomposition_table, which holds"),
     # a module's functions called in other cells are not the answer's
     (["import torch", "def mine(x, ns, w, eps):\n    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)",
       "y = torch.nn.functional.rms_norm(torch.ones(2, 4), [4])"], None),
