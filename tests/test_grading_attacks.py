@@ -119,8 +119,8 @@ def my_contract_tests(op):
         raise AssertionError("fails from the third run on")
 """
 
-#: torch's own RMSNorm reached by names built at run time: no source rule reads them; the kernel's agent watches the
-#: call (an operator through ``torch.ops``, and a module's Python ``forward``)
+#: torch's own RMSNorm reached by names built at run time: no source rule reads them; the kernel lacks the operator
+#: (through ``torch.ops``) and the module's Python ``forward``, and the refusal names them
 RUN_TIME_OPERATOR = """
 import functools
 import torch
@@ -327,7 +327,7 @@ def test_watch_switched_off_before_the_kit_reference_scores_zero_on_that_part(gr
     assert by["default_eps"].passed, by["default_eps"].feedback  # the learner's own answer still counts
 
 
-@pytest.mark.parametrize("name, called", [("torch's operator by a run-time name", "torch.ops _fused_rms_norm"),
+@pytest.mark.parametrize("name, called", [("torch's operator by a run-time name", "torch's _fused_rms_norm"),
                                           ("torch's module by a run-time name", "RMSNorm.forward")])
 def test_torchs_rms_norm_by_a_run_time_name_scores_zero_on_the_reference(graded, name, called):
     by = _by_part(graded[name])
