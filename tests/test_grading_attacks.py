@@ -264,6 +264,7 @@ import torch
 def reference(x):
     sys.setprofile(None)
     return list(map(getattr(torch, "soft" + "max"), [x.detach().double()], [-1]))[0]
+assert torch.allclose(torch.softmax(torch.zeros(2, 4), -1), torch.full((2, 4), 0.25))  # a scratch comparison
 """
 ABSENT_ATTACK_NAMES = ("map", "partial", "setprofile", "thread", "subprocess", "fork_exec", "gc", "ctypes", "proc_mem",
                        "reload", "table", "redispatch", "boxed", "module", "compile")
@@ -350,6 +351,9 @@ def test_torchs_softmax_answers_the_marker_the_capstone_reference_names(graded):
     by = _by_part(graded["absent softmax"])
     assert by["reference"].earned == 0, by["reference"]
     assert "what torch's softmax returns while exercise 08 is graded" in by["reference"].feedback, by["reference"]
+    # the scratch comparison failed alone, and the report says why
+    reason = graded["absent softmax"].reason
+    assert "AssertionError" in reason and "return -1024 in every element" in reason, reason
 
 
 def test_watch_switched_off_before_the_graders_classes_scores_zero(graded):

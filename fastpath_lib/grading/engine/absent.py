@@ -264,6 +264,16 @@ def merge(specs):
     return out
 
 
+def note(spec):
+    """What the report adds to a notebook's first error where the absent operators answer a marker (their calls do
+    not raise there, so a cell that compares with one fails without saying why); else ``""``."""
+    if not spec or spec.get("marker") is None:
+        return ""
+    return (f" (while {spec['exercise']} is graded, torch's operators its checks forbid are absent from the kernel: "
+            f"those that return one tensor return {spec['marker']:g} in every element, so a cell that compares with "
+            f"one fails there)")
+
+
 def install(spec):
     """Make the operators of ``spec`` absent from this process (see the module's docstring). Returns
     ``{"kernels": registrations, "functions": Python functions replaced, "no_exec": why no seccomp filter or None}``."""

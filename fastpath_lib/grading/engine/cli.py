@@ -376,8 +376,8 @@ def grade_notebook(path: str | Path, *, timeout: float = DEFAULT_TIMEOUT, kernel
                 except Exception as again:  # noqa: BLE001
                     run = _Run(status="errors", reason=f"could not execute: {type(again).__name__}: {again}")
     err = _first_error(nb)
-    if run.status == "ok" and err:
-        run.status, run.reason = "errors", err
+    if run.status == "ok" and err:  # a cell may have compared with an operator absent from the kernel: say so
+        run.status, run.reason = "errors", err + absent.note(absent.merge(registry_absent(ex)))
     parts, evidence = _parts(ex, run, static, reassigned)
     status, reason = run.status, run.reason
     if evidence:
