@@ -270,9 +270,7 @@ def _watched(fn, args, kwargs, forbidden):
     """``fn(*args, **kwargs)``, watched here as the grader watches a call in its own process, so a name built at run
     time is the same call: ``forbidden`` is ``(targets, builtins, given)``: ``(file, qualified name or "*")`` of
     Python functions, names of torch's C functions, Tensor methods and ``torch.ops`` operators, and the handed-out
-    helpers whose own calls are not watched. The first forbidden one called raises, naming it. The watch shares the
-    process with the learner's code, which can switch it off: it names a plain call in the feedback, and what holds
-    for torch's operators an exercise forbids is their absence (:mod:`fastpath_lib.grading.engine.absent`)."""
+    helpers whose own calls are not watched. The first forbidden one called raises, naming it."""
     import sys
 
     import torch

@@ -19,8 +19,9 @@ plots, scratch cells) is not the answer. This is a rule about what the answer is
 operator it checks), not a defence: no list of names stops code that hides a call in Python (a string built at run
 time, a copy of the kit's source); against that the grader has its sandbox (the kernel reaches no solution, answer
 key or check), behaviour on inputs drawn at grading time, and for torch's operators an exercise forbids, their absence
-from the processes that run the learner's code (:func:`absent`, :mod:`fastpath_lib.grading.engine.absent`). The kernel reports no launches: where a check needs
-them, the grader runs the learner's kernel itself (:mod:`fastpath_lib.grading.engine.kernel_run`).
+from the processes that run the learner's code (:func:`absent`, :mod:`fastpath_lib.grading.engine.absent`). The
+kernel reports no launches: where a check needs them, the grader runs the learner's kernel itself
+(:mod:`fastpath_lib.grading.engine.kernel_run`).
 
 Note:
     In a notebook this is advisory feedback, not a sandbox: code the learner runs in other threads is not watched,
