@@ -84,6 +84,16 @@ def test_what_an_honest_answer_uses_stays(probed):
         assert probed[name][0] == "value", (name, probed[name])
 
 
+def test_the_registration_handle_is_not_tracked_by_the_garbage_collector():
+    """The preamble keeps its dispatcher handles alive by a reference no object holds: a handle that the collector
+    tracked would be listed by a walk of its objects (which the preamble refuses too)."""
+    import gc
+
+    handle = torch._C._dispatch_library("IMPL", "aten", "")
+    assert not gc.is_tracked(handle)
+    del handle
+
+
 def _forbiddens(obj, depth=0):
     if isinstance(obj, borrowed.Forbidden):
         yield obj
