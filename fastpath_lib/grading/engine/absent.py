@@ -118,19 +118,19 @@ def _dispatcher(spec):
     return done
 
 
-_PLACEHOLDER = "__fastpath_refusal__"
+_REFUSAL = "_fastpath_refusal"
 
 
 def _template(n):
-    """A code object ``(*args, **kwargs) -> <placeholder>.__call__(args, kwargs)`` with ``n`` free variables (a
-    function's code can be replaced only by code with as many); the placeholder is a constant, replaced by the
-    refusal in each copy."""
+    """A code object ``(*args, _fastpath_refusal, **kwargs) -> _fastpath_refusal(*args, **kwargs)`` with ``n`` free
+    variables (a function's code can be replaced only by code with as many); each function whose code it becomes
+    holds its refusal as that keyword's default."""
     names = [f"_free{i}" for i in range(n)]
     src = "def _outer():\n" + "".join(f"    {v} = None\n" for v in names)
-    src += "    def _absent(*args, **kwargs):\n"
+    src += f"    def _absent(*args, {_REFUSAL}=None, **kwargs):\n"
     if names:
         src += "        (" + ", ".join(names) + ",)\n"
-    src += f"        return {_PLACEHOLDER!r}.__call__(args, kwargs)\n    return _absent\n"
+    src += f"        return {_REFUSAL}(*args, **kwargs)\n    return _absent\n"
     outer = next(c for c in compile(src, "<fastpath absent>", "exec").co_consts if hasattr(c, "co_code"))
     return next(c for c in outer.co_consts if hasattr(c, "co_code"))
 
@@ -174,9 +174,9 @@ def _python(spec):
         refusal = _refusal(code.co_qualname, why, spec["exercise"], spec.get("marker"), True)
         n = len(code.co_freevars)
         tmpl = templates.get(n) or templates.setdefault(n, _template(n))
-        consts = tuple(refusal if c == _PLACEHOLDER else c for c in tmpl.co_consts)
-        fn.__code__ = tmpl.replace(co_consts=consts, co_name=code.co_name, co_qualname=code.co_qualname,
+        fn.__code__ = tmpl.replace(co_name=code.co_name, co_qualname=code.co_qualname,
                                    co_filename=code.co_filename, co_firstlineno=code.co_firstlineno)
+        fn.__kwdefaults__ = {_REFUSAL: refusal}
         files.add(code.co_filename)
     return files
 
@@ -284,9 +284,8 @@ def install(spec):
 
     kernels = _dispatcher(spec)
     files = _python(spec)
-    refused = {id(o) for o in gc.get_objects() if type(o) is types.FunctionType and o.__code__.co_consts
-               and any(getattr(c, "__qualname__", "").endswith("_refusal.<locals>.refuse")
-                       for c in o.__code__.co_consts)}
+    refused = {id(o) for o in gc.get_objects() if type(o) is types.FunctionType
+               and _REFUSAL in (o.__kwdefaults__ or {})}
     no_exec = _no_exec()
     _hook(frozenset(files), frozenset(refused))
     return {"kernels": kernels, "functions": len(refused), "no_exec": no_exec}
