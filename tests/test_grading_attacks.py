@@ -119,8 +119,8 @@ def my_contract_tests(op):
         raise AssertionError("fails from the third run on")
 """
 
-#: torch's own RMSNorm reached by names built at run time: no source rule reads them; the kernel's agent watches the
-#: call (an operator through ``torch.ops``, and a module's Python ``forward``)
+#: torch's own RMSNorm reached by names built at run time: no source rule reads them; the kernel lacks the operator
+#: (through ``torch.ops``) and the module's Python ``forward``, and the refusal names them
 RUN_TIME_OPERATOR = """
 import functools
 import torch
@@ -141,6 +141,133 @@ def my_reference(x, normalized_shape, weight=None, eps=None):
             m.weight.copy_(weight.double())
         return m(x.double())
 """
+
+
+#: torch's RMSNorm (and what would undo its absence) reached by every path the grader's preamble closes
+#: (:mod:`fastpath_lib.grading.engine.absent`), names built at run time so that only the kernel can refuse them: each
+#: attack returns torch's answer, or (for a step toward undoing the absence) the learner's own once the step
+#: succeeded, so one attack that gets through makes the reference pass
+ABSENT_ATTACKS = r'''
+import functools, gc, importlib, os, subprocess, sys, threading
+import torch
+_T = torch
+_NAME = "rms" + "_norm"
+_FUSED = "_fused_" + _NAME
+
+def _op():
+    return getattr(_T, _NAME)
+
+def _child(x, ns, w, eps):  # a fresh Python, without the grader's preamble, computes torch's own and prints it
+    code = ("import sys, torch; a = torch.load(sys.stdin.buffer); "
+            "torch.save(getattr(torch, %r)(*a), sys.stdout.buffer)" % _NAME)
+    import io
+    buf = io.BytesIO(); torch.save((x, ns, w, eps), buf)
+    out = subprocess.run([sys.executable, "-c", code], input=buf.getvalue(), capture_output=True, check=True)
+    return torch.load(io.BytesIO(out.stdout))
+
+def _fork_exec(x, ns, w, eps):  # the same child, started below subprocess's audit event
+    import _posixsubprocess
+    r, wr = os.pipe()
+    pid = _posixsubprocess.fork_exec([sys.executable, "-c", "import sys; sys.exit(7)"], [os.fsencode(sys.executable)],
+                                     True, (), None, None, -1, -1, -1, -1, -1, -1, r, wr, True, False, -1, None, None,
+                                     None, -1, None, False)
+    os.close(wr); os.close(r)
+    _, status = os.waitpid(pid, 0)
+    if os.waitstatus_to_exitcode(status) == 7:
+        return _own(x, ns, w, eps)  # a fresh interpreter ran: the rest is _child's
+    raise PermissionError("the child did not start")
+
+def _threaded(x, ns, w, eps):
+    got = []
+    t = threading.Thread(target=lambda: got.append(_op()(x, ns, w, eps)))
+    t.start(); t.join()
+    if not got:
+        raise RuntimeError("refused in the thread")
+    return got[0]
+
+def _gc_walk(x, ns, w, eps):
+    gc.get_objects()
+    return _own(x, ns, w, eps)  # found: the rest (patching the refusal) is a matter of time
+
+def _ctypes(x, ns, w, eps):
+    import ctypes
+    ctypes.CDLL(None).getpid()  # a library's function, looked up now
+    return _own(x, ns, w, eps)
+
+def _proc_mem(x, ns, w, eps):
+    open("/proc/self/mem", "rb").close()
+    return _own(x, ns, w, eps)
+
+def _reload(x, ns, w, eps):
+    mod = importlib.import_module("torch._decomp.decomp" + "ositions")
+    fresh = importlib.reload(mod)
+    return getattr(fresh, "native_layer" + "_norm")(x, ns, w, None, eps)[0]
+
+def _table(x, ns, w, eps):
+    D = importlib.import_module("torch._decomp")
+    fn = getattr(D, "decomposition" + "_table")[getattr(_T.ops.aten, "native_layer" + "_norm").default]
+    return fn(x, ns, w, None, eps)[0]
+
+def _redispatch(x, ns, w, eps):
+    ks = _T._C.DispatchKeySet(_T._C.DispatchKey.CPU)
+    return getattr(_T.ops.aten, _FUSED).default.redispatch(ks, x, ns, w, eps)[0]
+
+def _boxed(x, ns, w, eps):
+    handle = _T._C._dispatch_find_schema_or_throw("aten::" + _NAME, "")
+    return _T._C._dispatch_call_boxed(handle, x, ns, w, eps)
+
+def _module(x, ns, w, eps):
+    m = getattr(_T.nn, "RMS" + "Norm")(ns, eps=eps, elementwise_affine=False, dtype=x.dtype)
+    return m(x) if w is None else m(x) * w
+
+def _compiled(x, ns, w, eps):
+    return _T.compile(lambda a: _op()(a, ns, w, eps), backend="eager")(x)
+
+def _own(x, ns, w, eps):  # the learner's own math: what an escaped attack gets to return
+    dims = tuple(range(-len(ns), 0))
+    y = x * torch.rsqrt((x * x).mean(dims, keepdim=True) + eps)
+    return y if w is None else y * w
+
+ATTACKS = {
+    "map": lambda x, ns, w, eps: list(map(_op(), [x], [ns], [w], [eps]))[0],
+    "partial": lambda x, ns, w, eps: functools.partial(_op(), x, ns, w, eps)(),
+    "setprofile": lambda x, ns, w, eps: (sys.setprofile(None), _op()(x, ns, w, eps))[1],
+    "thread": _threaded, "subprocess": _child, "fork_exec": _fork_exec, "gc": _gc_walk, "ctypes": _ctypes,
+    "proc_mem": _proc_mem, "reload": _reload, "table": _table, "redispatch": _redispatch, "boxed": _boxed,
+    "module": _module, "compile": _compiled,
+}
+
+def my_reference(x, normalized_shape, weight=None, eps=None):
+    sys.setprofile(None)
+    eps = my_default_eps(x.dtype) if eps is None else eps
+    ns = [normalized_shape] if isinstance(normalized_shape, int) else list(normalized_shape)
+    x64, w64 = x.double(), None if weight is None else weight.double()
+    refused = []
+    for name, attack in ATTACKS.items():
+        try:
+            y = attack(x64, ns, w64, eps)
+        except Exception:
+            refused.append(name)
+            continue
+        if isinstance(y, torch.Tensor):
+            return y  # escaped: torch's own answer, or the learner's own after a step the grader should refuse
+    raise RuntimeError("refused: " + " ".join(refused))
+
+import torch.nn.functional as F
+F.rms_norm(torch.ones(2, 4), (4,))  # a scratch cell comparing with torch's own: it fails alone, saying why
+'''
+#: exercise 08's reference through torch's softmax, out of the watch's sight: the kernel's absent softmax answers the
+#: marker, which the reference part names
+ABSENT_CAPSTONE = """
+import sys
+import torch
+def reference(x):
+    sys.setprofile(None)
+    return list(map(getattr(torch, "soft" + "max"), [x.detach().double()], [-1]))[0]
+assert torch.allclose(torch.softmax(torch.zeros(2, 4), -1), torch.full((2, 4), 0.25))  # a scratch comparison
+"""
+ABSENT_ATTACK_NAMES = ("map", "partial", "setprofile", "thread", "subprocess", "fork_exec", "gc", "ctypes", "proc_mem",
+                       "reload", "table", "redispatch", "boxed", "module", "compile")
 
 
 def _notebook(tmp_path, folder: str, exercise: str, source: str, *, before_check: str | None = None) -> Path:
@@ -169,6 +296,8 @@ def graded(tmp_path_factory):
         "watch off, kit reference": ("solutions", "ex01", WATCH_OFF_REFERENCE, "check_reference"),
         "torch's operator by a run-time name": ("solutions", "ex01", RUN_TIME_OPERATOR, "check_reference"),
         "torch's module by a run-time name": ("solutions", "ex01", RUN_TIME_MODULE, "check_reference"),
+        "absent operators": ("solutions", "ex01", ABSENT_ATTACKS, "check_reference"),
+        "absent softmax": ("exercises", "ex08", ABSENT_CAPSTONE, "check_capstone_reference"),
         "watch off, grader's classes": ("solutions", "ex06", WATCH_OFF_CLASSIFY, "check_classification"),
         "forged channel": ("exercises", "ex10", FORGED_CHANNEL % (str(marker), PROMPT, PROMPT), None),
         "tests inspect the op": ("solutions", "ex09", INSPECTING_TESTS, "check_contract_tests"),
@@ -199,12 +328,32 @@ def test_watch_switched_off_before_the_kit_reference_scores_zero_on_that_part(gr
     assert by["default_eps"].passed, by["default_eps"].feedback  # the learner's own answer still counts
 
 
-@pytest.mark.parametrize("name, called", [("torch's operator by a run-time name", "torch.ops _fused_rms_norm"),
+@pytest.mark.parametrize("name, called", [("torch's operator by a run-time name", "torch's _fused_rms_norm"),
                                           ("torch's module by a run-time name", "RMSNorm.forward")])
 def test_torchs_rms_norm_by_a_run_time_name_scores_zero_on_the_reference(graded, name, called):
     by = _by_part(graded[name])
     assert by["reference"].earned == 0 and called in by["reference"].feedback, by["reference"]
     assert by["default_eps"].passed, by["default_eps"].feedback  # the learner's own answer still counts
+
+
+def test_torchs_operator_is_absent_from_the_kernel_by_every_path(graded):
+    g = graded["absent operators"]
+    by = _by_part(g)
+    feedback = by["reference"].feedback
+    assert by["reference"].earned == 0 and "refused: " in feedback, feedback
+    assert feedback.split("refused: ", 1)[1].split(" (line")[0].split() == list(ABSENT_ATTACK_NAMES), feedback
+    assert by["default_eps"].passed, by["default_eps"].feedback  # the learner's own answer still counts
+    # the scratch call of torch's operator failed alone, saying why
+    assert "torch's rms_norm is not available while exercise 01 is graded" in g.reason, g.reason
+
+
+def test_torchs_softmax_answers_the_marker_the_capstone_reference_names(graded):
+    by = _by_part(graded["absent softmax"])
+    assert by["reference"].earned == 0, by["reference"]
+    assert "what torch's softmax returns while exercise 08 is graded" in by["reference"].feedback, by["reference"]
+    # the scratch comparison failed alone, and the report says why
+    reason = graded["absent softmax"].reason
+    assert "AssertionError" in reason and "return -1024 in every element" in reason, reason
 
 
 def test_watch_switched_off_before_the_graders_classes_scores_zero(graded):
@@ -288,6 +437,12 @@ def test_inspection_is_found(source):
     # an object the answer reads, filled in place in another cell
     (["import torch.nn.functional as F", "box = [None]\nbox[0] = F.rms_norm", "def mine(*a):\n    return box[0](*a)"],
      "rms_norm"),
+    # a table of torch's functions the answer indexes: the feedback names the table it reads
+    (["import torch.nn.functional as F", "def mine(*a):\n    return F.__dict__['rms_norm'](*a)"],
+     "reads torch.nn.functional.__dict__, which holds"),
+    (["import torch, torch._decomp as D", "def mine(x, ns, w, eps):\n    aten = torch.ops.aten\n"
+      "    return D.decomposition_table[aten.native_layer_norm.default](x, ns, w, None, eps)[0]"],
+     "reads torch._decomp.decomposition_table, which holds"),
     # a module's functions called in other cells are not the answer's
     (["import torch", "def mine(x, ns, w, eps):\n    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)",
       "y = torch.nn.functional.rms_norm(torch.ones(2, 4), [4])"], None),

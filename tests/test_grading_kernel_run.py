@@ -157,6 +157,16 @@ def test_torch_compute_in_the_backward_launcher_is_not_a_kernel():
     assert not here.passed and "computes with torch outside your kernel" in here.feedback, here.feedback
 
 
+def test_the_child_lacks_the_operators_the_exercise_declares_absent():
+    """The grader's run of the learner's source installs the kernel's preamble first: torch's operator, reached by a
+    name built at run time, raises there as in the notebook's kernel."""
+    text = "import functools\nimport torch\n\ndef peek(x):\n    op = getattr(torch, 'rms' + '_norm')\n" \
+           "    return functools.partial(op, x, (x.shape[-1],))()\n"
+    with kernel_run.lacking(ex02_kernel.ABSENT):
+        (call,) = kernel_run.run(text, "peek", [(None, [torch.randn(2, 8)], {})]).calls
+    assert call.error and "torch's rms_norm is not available while exercise 02 is graded" in call.error[1], call
+
+
 def test_memory_faults_are_named_with_tensor_offsets_and_mask():
     if not runtime.interpreter_enabled():
         return  # counted only where the interpreter runs the kernel

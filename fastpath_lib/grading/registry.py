@@ -13,7 +13,7 @@ import json
 from fastpath_lib.grading.rules.mutants import CATEGORIES
 
 __all__ = ["MIME", "EXERCISES", "TITLES", "CHECKS", "KIT_OPS", "HANDOUTS", "Result", "points_of", "mutant_part",
-           "check"]
+           "check", "absent"]
 
 #: MIME type of the machine-readable result a check displays next to its text.
 MIME = "application/vnd.fastpath.grade.v1+json"
@@ -85,6 +85,21 @@ HANDOUTS: dict[str, tuple[str, ...]] = {
     "ex04": ("fastpath_lib.explain",),  # "`fastpath_lib.explain(*CaseSpec(...).build().args())` tells you the route"
     "ex13": ("fastpath_lib.bench.CSV_COLUMNS",),  # "the columns of `fastpath_lib.bench.CSV_COLUMNS`"
 }
+
+
+def absent(exercise: str) -> list[dict]:
+    """What the check modules of ``exercise`` that this copy of the kit holds declare absent from the processes
+    that run the learner's code (their ``ABSENT``: :func:`fastpath_lib.grading.rules.borrowed.absent`), each module
+    imported here."""
+    import importlib
+
+    out = []
+    for module in sorted({m for m in CHECKS.values() if m.startswith(f"checks.{exercise}")}):
+        try:
+            out.append(getattr(importlib.import_module(f"fastpath_lib.grading.{module}"), "ABSENT", None))
+        except ModuleNotFoundError:  # a course's student release leaves it out
+            continue
+    return [spec for spec in out if spec]
 
 
 def check(name: str):

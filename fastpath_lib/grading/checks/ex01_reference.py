@@ -19,11 +19,14 @@ from fastpath_lib.grading.rules import borrowed
 from fastpath_lib.rmsnorm import predicate as rms
 from fastpath_lib.testing import compare, reference_rms_norm
 
-__all__ = ["check_default_eps", "check_reference", "FIXED_CASES"]
+__all__ = ["check_default_eps", "check_reference", "FIXED_CASES", "ABSENT"]
 
 _DEFAULT_EPS = borrowed.kit("rmsnorm/limits.py", "default_eps", why="that is the kit's own rule") + borrowed.kit(
     "testing.py", "_eps_for", why="that is the kit's own rule")
 _REFERENCE = borrowed.KIT_REFERENCE + borrowed.TORCH_RMS_NORM + borrowed.KIT_OP + borrowed.KIT_KERNELS + _DEFAULT_EPS
+#: torch's operators the grader's kernel lacks while this exercise is graded (every normalization operator): a
+#: reference that calls one gets its refusal, however it reaches it
+ABSENT = borrowed.absent("ex01", _REFERENCE)
 
 #: (label, spec, eps): each catches one mistake.
 FIXED_CASES = (

@@ -26,7 +26,7 @@ from fastpath_lib.grading.rules import borrowed, kernel_source
 from fastpath_lib.testing import compare
 
 __all__ = ["check_capstone_reference", "check_capstone_kernel", "check_capstone_predicate", "check_capstone_dispatch",
-           "KNOWN_OPS"]
+           "KNOWN_OPS", "ABSENT"]
 
 
 def _f64(x):
@@ -47,6 +47,16 @@ assert set(_REFERENCES) == set(KNOWN_OPS), "materials.KNOWN_OPS names the operat
 
 _KIT = (borrowed.kit("grading", why="that is the grader's own answer") + borrowed.KIT_KERNELS
         + borrowed.kit("rmsnorm/op.py", why="that is the kit's own operator"))
+#: op name -> what an answer for it must not call
+_FORBIDDEN = {op: _KIT + borrowed.torch_op(*names, why=f"that is torch's own {op}") for op, (_, names) in
+              _REFERENCES.items()}
+#: torch's operators the grader's kernel (and its runs of the learner's kernel) lack while this exercise is graded: the
+#: families of every operator a notebook may choose. The learner's fallback route calls torch's operator honestly, so
+#: there an absent operator returns :data:`~fastpath_lib.grading.rules.borrowed.MARKER`, which the dispatch part
+#: accepts on the fallback route only; the reference, the kernel and the Triton route need true values.
+ABSENT = borrowed.absent("ex08", *_FORBIDDEN.values(), marker=True,
+                         why="the reference and the Triton route compute the operator themselves, and the checks "
+                             "accept what the absent operator returns on the fallback route only")
 _CASES = (CaseSpec(7, 33, weight=None), CaseSpec(5, 100, torch.float16, weight=None),
           CaseSpec(3, 781, torch.bfloat16, weight=None, scale=4.0),
           CaseSpec(6, 48, weight=None, layout="row_slice", pad=5), CaseSpec(1, 1, weight=None))
@@ -123,8 +133,15 @@ def _op(op_name: str):
     if op_name not in KNOWN_OPS:
         raise Fail(f"OP_NAME {op_name!r}: choose one of {sorted(KNOWN_OPS)} (the checks compare with the kit's "
                    f"reference for it)")
-    ref, names = _REFERENCES[op_name]
-    return ref, _KIT + borrowed.torch_op(*names, why=f"that is torch's own {op_name}")
+    return _REFERENCES[op_name][0], _FORBIDDEN[op_name]
+
+
+def _borrowed(y, op_name: str) -> str | None:
+    """Why ``y`` is what torch's operator returns in the grader's kernel, where it is absent, or ``None``."""
+    if not borrowed.is_marker(y):
+        return None
+    return (f"every element is {borrowed.MARKER:g}, what torch's {op_name} returns while exercise 08 is graded (the "
+            f"grader's kernel lacks it: only the fallback route may call it): compute it yourself")
 
 
 def _drawn_case() -> CaseSpec:
@@ -155,7 +172,7 @@ def _grade_reference(op_name: str, reference) -> list[Result]:
         elif not isinstance(y, torch.Tensor) or y.dtype != torch.float64 or y.shape != x.shape:
             problem = "must return a float64 tensor of the input's shape"
         else:
-            problem = compare(y, ref(x), torch.float64)
+            problem = _borrowed(y, op_name) or compare(y, ref(x), torch.float64)
         bad += problem is not None
         rows.append((label, "ok" if problem is None else problem))
     if bad:
@@ -212,7 +229,7 @@ def _grade_kernel(op_name: str, launch) -> list[Result]:
         elif problem is None and not isinstance(y, torch.Tensor):
             problem = f"returned {type(y).__name__}, expected a tensor"
         elif problem is None:
-            problem = compare(y, ref(x.cpu()), x.dtype)
+            problem = _borrowed(y, op_name) or compare(y, ref(x.cpu()), x.dtype)
         if problem is None and y.dtype != x.dtype:
             problem = f"output dtype {str(y.dtype).replace('torch.', '')}, expected the input's"
         if problem is None and not built.inputs_untouched():
@@ -338,7 +355,9 @@ def _grade_dispatch(op_name: str, op, make_predicate, make_ctx) -> list[Result]:
             problem = "says triton, but no Triton kernel of yours was launched"
         if problem is None and route != "triton" and launched:
             problem = f"says {route}, but a Triton kernel was launched"
-        problem = problem or compare(y, expected, x.dtype)
+        # the fallback's call of torch's operator, absent from the grader's kernel, answers the marker there
+        fallback = route == exp_route != "triton" and borrowed.is_marker(y) and y.shape == x.shape
+        problem = problem or (None if fallback else _borrowed(y, op_name) or compare(y, expected, x.dtype))
         bad += problem is not None
         rows.append((spec.label(), route, "ok" if problem is None else problem))
     if bad:

@@ -58,11 +58,12 @@ from pathlib import Path
 
 from fastpath_lib import runtime
 from fastpath_lib.grading.engine import notebook as NB
-from fastpath_lib.grading.engine import remote, sources
+from fastpath_lib.grading.engine import absent, kernel_run, remote, sources
 from fastpath_lib.grading.engine.submission import exercise_id as _exercise_id
 from fastpath_lib.grading.engine.submission import handed_out_name, held_parts, one_per_exercise
 from fastpath_lib.grading.engine.submission import shipped as _shipped
 from fastpath_lib.grading.registry import CHECKS, EXERCISES, KIT_OPS, check
+from fastpath_lib.grading.registry import absent as registry_absent
 from fastpath_lib.grading.report.table import HELD, print_table
 
 __all__ = ["main", "grade_notebook", "NotebookGrade"]
@@ -172,11 +173,7 @@ def _execute(nb, workdir: str, timeout: float, kernel_name: str, check_ids: set,
     from nbclient import NotebookClient
     from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
-    # the exercise's check modules, imported before the clock starts (those this copy of the kit holds)
-    for name in sorted({CHECKS[n] for n in CHECKS if CHECKS[n].startswith(f"checks.{exercise}")}):
-        if _shipped(name):
-            importlib.import_module(f"fastpath_lib.grading.{name}")
-
+    lacks = absent.merge(registry_absent(exercise))  # the exercise's check modules, imported before the clock starts
     env, managers = _kernel_env(), {}
     if isolated:
         from fastpath_lib.grading.engine import sandbox
@@ -190,8 +187,12 @@ def _execute(nb, workdir: str, timeout: float, kernel_name: str, check_ids: set,
     deadline = time.monotonic() + timeout
     run = _Run()
     try:
-        with client.setup_kernel(env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL):  # not the report's
+        with client.setup_kernel(env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL), \
+                kernel_run.lacking(lacks):  # not the report's output; the grader's children lack them too
             session = remote.Session(client, deadline, _kit_ops())
+            if lacks and (why := session.prepare(lacks)):  # without it the checks would grade what they forbid
+                run.status, run.reason = "errors", why
+                return run
             session.start()
             for index, cell in enumerate(nb.cells):
                 if cell.get("cell_type") != "code":
@@ -375,8 +376,8 @@ def grade_notebook(path: str | Path, *, timeout: float = DEFAULT_TIMEOUT, kernel
                 except Exception as again:  # noqa: BLE001
                     run = _Run(status="errors", reason=f"could not execute: {type(again).__name__}: {again}")
     err = _first_error(nb)
-    if run.status == "ok" and err:
-        run.status, run.reason = "errors", err
+    if run.status == "ok" and err:  # a cell may have compared with an operator absent from the kernel: say so
+        run.status, run.reason = "errors", err + absent.note(absent.merge(registry_absent(ex)))
     parts, evidence = _parts(ex, run, static, reassigned)
     status, reason = run.status, run.reason
     if evidence:

@@ -18,7 +18,9 @@ The request is written by the grader and the answer read with ``torch.load(weigh
 is judged like any answer. While the grader grades in its sandbox (:func:`sandboxed`), the child runs in the same
 sandbox as the learner's notebook kernel (:func:`fastpath_lib.grading.engine.sandbox.command`: the machine's
 libraries, the interpreter and the kit staged for the exercise, no checkout, no check or answer key, nobody without
-capabilities), this module staged with the kit.
+capabilities), this module staged with the kit. For an exercise whose checks declare torch operators absent
+(:func:`lacking`), the child installs :mod:`~fastpath_lib.grading.engine.absent` before the learner's program, as the
+notebook's kernel does.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from collections.abc import Callable
 
 import torch
 
-__all__ = ["Outcome", "Call", "run", "sandboxed", "launch_traffic", "copy_back", "torch_ops", "GPU_TARGET"]
+__all__ = ["Outcome", "Call", "run", "sandboxed", "lacking", "launch_traffic", "copy_back", "torch_ops", "GPU_TARGET"]
 
 #: The compute capability the frontend compiles for (the predicate's oldest admitted architecture).
 GPU_TARGET = 80
@@ -59,6 +61,22 @@ def sandboxed(sandbox: Callable[[str, dict], tuple[list[str], dict]]):
         yield
     finally:
         _SANDBOX.reset(token)
+
+
+#: the spec of :func:`fastpath_lib.grading.engine.absent.install` the child installs first (``None``: none)
+_ABSENT: contextvars.ContextVar[dict | None] = contextvars.ContextVar("fastpath_kernel_run_absent", default=None)
+
+
+@contextlib.contextmanager
+def lacking(spec: dict | None):
+    """Start every child meanwhile with the torch operators ``spec`` names absent
+    (:mod:`~fastpath_lib.grading.engine.absent`), installed before any of the learner's code runs, as in the
+    notebook's kernel of the same exercise."""
+    token = _ABSENT.set(spec)
+    try:
+        yield
+    finally:
+        _ABSENT.reset(token)
 
 
 @dataclasses.dataclass
@@ -97,7 +115,7 @@ def run(text: str, entry: str, calls: list[tuple], *, timeout: float = 120.0) ->
     """
     cpu = [(grid, [_cpu(a) for a in args], {k: _cpu(v) for k, v in kwargs.items()}) for grid, args, kwargs in calls]
     with tempfile.TemporaryDirectory(prefix="fastpath-kernel-") as tmp:
-        got = _in_child(tmp, "run", {"text": text, "entry": entry, "calls": cpu}, timeout)
+        got = _in_child(tmp, "run", {"text": text, "entry": entry, "calls": cpu, "absent": _ABSENT.get()}, timeout)
         if isinstance(got, str):
             return Outcome([], got)
     problem = got.get("compile_problem")
@@ -285,6 +303,10 @@ def _child(request: str, result: str) -> None:
     runs the calls (the interpreter's patches of ``triton.language`` stay in that copy), then this process imports
     Triton with it off and compiles every kernel the run launched."""
     req = torch.load(request, weights_only=True)
+    if req.get("absent"):  # before the learner's program: in the run and in the compile step alike
+        from fastpath_lib.grading.engine import absent
+
+        absent.install(req["absent"])
     ran = result + ".run"
     pid = os.fork()
     if pid == 0:  # the interpreted run

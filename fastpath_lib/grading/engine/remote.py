@@ -38,6 +38,8 @@ __all__ = ["Proxy", "Session", "RemoteError", "RemoteTimeout", "InputWritten", "
            "outputs", "serve_op", "pack", "unpack", "session", "root", "code"]
 
 AGENT = Path(__file__).with_name("runner.py")
+#: The preamble that makes an exercise's forbidden torch operators absent from the kernel (:meth:`Session.prepare`).
+PREAMBLE = Path(__file__).with_name("absent.py")
 
 
 class RemoteError(Exception):
@@ -242,6 +244,23 @@ class Session:
         self.forged = 0  # answers refused: a second answer to one request
         self._agent = (f"exec(compile({AGENT.read_text(encoding='utf-8')!r}, '<fastpath grader agent>', 'exec'), "
                        f"{{'__name__': '<fastpath grader agent>'}})")
+
+    def prepare(self, spec: dict) -> str | None:
+        """Before the learner's first cell: run the preamble (:mod:`~fastpath_lib.grading.engine.absent`) in the
+        kernel, one silent execute request, so that the operators ``spec`` names are absent from it; returns why
+        the kernel could not install it, or ``None``."""
+        from jupyter_core.utils import run_sync
+
+        name = "<fastpath grader preamble>"
+        code = (f"exec(compile({PREAMBLE.read_text(encoding='utf-8')!r}, {name!r}, 'exec'), "
+                f"{{'__name__': {name!r}, '_FASTPATH_SPEC': {spec!r}}})")
+        left = max(1.0, self.deadline - time.monotonic())
+        reply = run_sync(self.client.kc.execute_interactive)(code, silent=True, store_history=False,
+                                                             allow_stdin=False, timeout=left)
+        content = reply.get("content", {})
+        if content.get("status") != "ok":
+            return f"the grader could not prepare the kernel: {content.get('ename')}: {content.get('evalue')!s:.300}"
+        return None
 
     def start(self) -> None:
         """Check that the agent answers (before the learner's first cell)."""

@@ -18,8 +18,10 @@ import no module the grader cannot find as installed. Only that code is read: th
 plots, scratch cells) is not the answer. This is a rule about what the answer is (the reference must not call the
 operator it checks), not a defence: no list of names stops code that hides a call in Python (a string built at run
 time, a copy of the kit's source); against that the grader has its sandbox (the kernel reaches no solution, answer
-key or check) and behaviour on inputs drawn at grading time. The kernel reports no launches: where a check needs
-them, the grader runs the learner's kernel itself (:mod:`fastpath_lib.grading.engine.kernel_run`).
+key or check), behaviour on inputs drawn at grading time, and for torch's operators an exercise forbids, their absence
+from the processes that run the learner's code (:func:`absent`, :mod:`fastpath_lib.grading.engine.absent`). The
+kernel reports no launches: where a check needs them, the grader runs the learner's kernel itself
+(:mod:`fastpath_lib.grading.engine.kernel_run`).
 
 Note:
     In a notebook this is advisory feedback, not a sandbox: code the learner runs in other threads is not watched,
@@ -52,7 +54,7 @@ from fastpath_lib.grading.report.feedback import Fail
 from fastpath_lib.grading.rules import torch_families
 
 __all__ = ["Forbidden", "run", "reject_handed_back", "source_problem", "stray_import", "kit", "torch_op",
-           "TORCH_RMS_NORM", "KIT_REFERENCE", "KIT_OP", "KIT_KERNELS", "code_of"]
+           "TORCH_RMS_NORM", "KIT_REFERENCE", "KIT_OP", "KIT_KERNELS", "code_of", "absent", "MARKER", "is_marker"]
 
 _KIT = Path(__file__).resolve().parents[2]
 _TORCH = Path(torch.__file__).resolve().parent
@@ -185,6 +187,40 @@ KIT_OP = kit("rmsnorm/op.py", why="that is the kit's own operator") + kit("rmsno
 KIT_KERNELS = kit("rmsnorm/kernels.py", why="those are the kit's own kernels")
 
 
+#: What an absent torch operator returns in the grader's kernel of an exercise whose checks accept it where the
+#: learner's code may call torch's operator (exercise 08's fallback route): every element this value, exact in every
+#: floating dtype (a power of two inside float16's range), and the result of none of the exercises' operators (a
+#: softmax lies in [0, 1], a log-softmax row holds a value >= -log(n), a normalized or layer-normed row of equal
+#: values is +-1/sqrt(n) or 0).
+MARKER = -1024.0
+
+
+def is_marker(y) -> bool:
+    """Whether ``y`` is what an absent torch operator returned (:data:`MARKER` in every element)."""
+    return isinstance(y, torch.Tensor) and y.is_floating_point() and y.numel() > 0 and bool((y == MARKER).all())
+
+
+def absent(exercise: str, *forbidden: Forbidden, marker: bool = False, why: str | None = None) -> dict:
+    """What the grader's preamble (:mod:`fastpath_lib.grading.engine.absent`) removes from a process that runs the
+    learner's code for ``exercise`` (``"ex01"``): every operator of the torch families ``forbidden`` names, as the
+    installed registry has them, and torch's Python functions of those families. A check module declares it as
+    ``ABSENT``; with ``marker`` the absent operators return :data:`MARKER` (a check that accepts torch's operator on
+    some cases recognises it there), else they raise. ``why`` (default: each family's own) is what the refusal says.
+
+    >>> spec = absent("ex01", TORCH_RMS_NORM)
+    >>> {"rms_norm", "_fused_rms_norm", "native_layer_norm"} <= spec["ops"].keys(), "softmax" in spec["ops"]
+    (True, False)
+    """
+    whys: dict[str, str] = {}
+    for f in forbidden:
+        for family, own in f.families:
+            whys.setdefault(family, why or own)
+    ops = {n: why for fam, why in whys.items() for n in sorted(torch_families.operators(fam))}
+    python = sorted({p for fam in whys for p in torch_families.python_functions(fam)})
+    return {"ops": ops, "python": [list(p) for p in python], "exercise": f"exercise {exercise.removeprefix('ex')}",
+            "marker": MARKER if marker else None}
+
+
 def _code_of(fn):
     if remote.is_proxy(fn):
         where = remote.code(fn)
@@ -276,17 +312,22 @@ def source_problem(root: str, forbidden: Forbidden, given: Forbidden | None = No
                 f"copy of the kit's own): import what is installed by its name, and write the answer yourself")
     names = sources.names_used(src)
     attrs = sources.attributes_used(src)
-    resolved = [obj for name in sorted(names) if (obj := _resolve(name)) is not None]
+    resolved = [(name, obj) for name in sorted(names) if (obj := _resolve(name)) is not None]
     # an attribute read on any name that may stand for a module the source reaches (``R = T; R.f``)
-    resolved += [getattr(m, a) for m in resolved if isinstance(m, types.ModuleType) for a in sorted(attrs)
+    resolved += [(f"{name}.{a}", getattr(m, a)) for name, m in resolved if isinstance(m, types.ModuleType)
+                 for a in sorted(attrs)
                  if isinstance(getattr(m, a, None), (types.FunctionType, types.BuiltinFunctionType))]
-    for obj in (o for top in resolved for o in _held(top)):
-        code = _code_of(obj)
-        if code is not None and given is not None and given.names(code):
-            continue
-        hit = (forbidden.names(code) if code is not None else None) or forbidden.builtin(obj)
-        if hit:
-            return f"your code calls {hit}: write it yourself"
+    for name, top in resolved:
+        for obj in _held(top):
+            code = _code_of(obj)
+            if code is not None and given is not None and given.names(code):
+                continue
+            hit = (forbidden.names(code) if code is not None else None) or forbidden.builtin(obj)
+            if hit and obj is not top and type(top) in (dict, list, tuple, set, frozenset):
+                # a table (``F.__dict__``, a decomposition table): the table is what the code reads
+                return f"your code reads {name}, which holds {hit}: write it yourself"
+            if hit:
+                return f"your code calls {hit}: write it yourself"
     for n, why in forbidden.builtins:
         if n in attrs:
             return f"your code calls torch {n} ({why}): write it yourself"

@@ -46,7 +46,7 @@ import re
 
 import torch
 
-__all__ = ["FAMILIES", "registry_ops", "family_of", "names", "python_functions", "REDUCTIONS"]
+__all__ = ["FAMILIES", "registry_ops", "family_of", "names", "operators", "python_functions", "REDUCTIONS"]
 
 #: what each family computes, as feedback says it
 FAMILIES = {
@@ -178,6 +178,11 @@ def names(family: str) -> frozenset[str]:
     found |= {c.__name__ for c in vars(torch.nn).values()
               if isinstance(c, type) and issubclass(c, torch.nn.Module) and family_of(c.__name__) == family}
     return frozenset(found)
+
+
+def operators(family: str) -> frozenset[str]:
+    """The registry names (no namespace, no overload) of the installed torch's operators in ``family``."""
+    return frozenset(n for n in registry_ops() if _family_of_registry(n) == family)
 
 
 def python_functions(family: str) -> tuple[tuple[str, str], ...]:

@@ -1,0 +1,131 @@
+"""The grader's preamble (:mod:`fastpath_lib.grading.engine.absent`): what it removes, what it keeps, and which
+exercises get it. It cannot be undone in a process, so it is installed in one short child; the attacks on it in a
+graded notebook are in tests/test_grading_attacks.py."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+import torch
+
+from fastpath_lib.grading.checks import ex08_capstone
+from fastpath_lib.grading.registry import CHECKS
+from fastpath_lib.grading.report.feedback import Fail
+from fastpath_lib.grading.rules import borrowed
+
+ROOT = Path(__file__).resolve().parents[1]
+
+PROBE = r"""
+import functools, gc, json, sys
+import torch
+import torch.nn.functional as F
+from fastpath_lib.grading.checks import ex08_capstone
+from fastpath_lib.grading.engine import absent
+
+spec = ex08_capstone.ABSENT
+got = {"installed": absent.install(spec)}
+x = torch.randn(3, 8, dtype=torch.float16)
+
+def probe(name, fn):
+    try:
+        y = fn()
+    except Exception as exc:
+        got[name] = [type(exc).__name__, str(exc)[:300]]
+        return
+    got[name] = ["marker" if isinstance(y, torch.Tensor) and bool((y == spec["marker"]).all())
+                 and y.shape == x.shape else "value", str(getattr(y, "dtype", ""))]
+
+probe("softmax", lambda: torch.softmax(x, -1))
+probe("softmax_dtype", lambda: torch.softmax(x, -1, dtype=torch.float64))
+probe("log_softmax_map", lambda: list(map(torch.log_softmax, [x], [-1]))[0])
+probe("layer_norm", lambda: F.layer_norm(x.float(), (8,)).to(x.dtype))
+probe("normalize", lambda: F.normalize(x, dim=-1))
+probe("rms_norm_partial", lambda: functools.partial(torch.rms_norm, x, (8,))())
+probe("native_layer_norm", lambda: torch.native_layer_norm(x.float(), (8,), None, None, 1e-5))
+probe("own_softmax", lambda: (lambda e: e / e.sum(-1, keepdim=True))((x.float() - x.float().amax(-1, True)).exp()))
+probe("logsumexp", lambda: x.float().logsumexp(-1))
+probe("vector_norm", lambda: torch.linalg.vector_norm(x.float(), dim=-1))
+probe("gc", lambda: gc.get_referrers(torch.softmax))
+gc.collect()
+probe("after_collect", lambda: torch.softmax(x, -1))
+print(json.dumps(got))
+"""
+
+
+@pytest.fixture(scope="module")
+def probed():
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    done = subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True, text=True, timeout=120,
+                          check=False, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_absent_operators_answer_the_marker_where_the_exercise_accepts_it(probed):
+    for name in ("softmax", "log_softmax_map", "layer_norm", "normalize", "rms_norm_partial", "after_collect"):
+        assert probed[name][0] == "marker", (name, probed[name])
+    assert probed["softmax"][1] == "torch.float16" and probed["softmax_dtype"][1] == "torch.float64", probed
+    # an operator returning several tensors has no marker: it raises, saying why
+    kind, text = probed["native_layer_norm"]
+    assert kind == "RuntimeError" and "is not available while exercise 08 is graded" in text, probed
+    assert probed["gc"][0] == "PermissionError", probed
+    assert probed["installed"]["kernels"] > 100 and probed["installed"]["functions"] > 20, probed
+
+
+def test_what_an_honest_answer_uses_stays(probed):
+    for name in ("own_softmax", "logsumexp", "vector_norm"):
+        assert probed[name][0] == "value", (name, probed[name])
+
+
+def test_the_registration_handle_is_not_tracked_by_the_garbage_collector():
+    """The preamble keeps its dispatcher handles alive by a reference no object holds: a handle that the collector
+    tracked would be listed by a walk of its objects (which the preamble refuses too)."""
+    import gc
+
+    handle = torch._C._dispatch_library("IMPL", "aten", "")
+    assert not gc.is_tracked(handle)
+    del handle
+
+
+def _forbiddens(obj, depth=0):
+    if isinstance(obj, borrowed.Forbidden):
+        yield obj
+    elif depth < 2 and isinstance(obj, dict):
+        for v in obj.values():
+            yield from _forbiddens(v, depth + 1)
+
+
+def test_every_check_that_forbids_a_torch_family_declares_it_absent():
+    """Read from the checks' own ``Forbidden`` declarations: an exercise whose checks forbid a family of torch
+    operators declares it ``ABSENT`` (and no other does)."""
+    declared = {}
+    for module in sorted(set(CHECKS.values())):
+        mod = importlib.import_module(f"fastpath_lib.grading.{module}")
+        families = {f for obj in vars(mod).values() if not isinstance(obj, types.ModuleType)
+                    for forbidden in _forbiddens(obj) for f, _ in forbidden.families}
+        spec = getattr(mod, "ABSENT", None)
+        if families:
+            assert spec, f"{module} forbids {families} and declares nothing ABSENT"
+            expected = set().union(*(borrowed.absent("ex", *[borrowed.torch_op(f, why="")])["ops"] for f in
+                                     ("rms_norm" if f == "normalization" else f for f in families)))
+            assert expected <= spec["ops"].keys(), module
+        else:
+            assert not spec, f"{module} declares ABSENT without forbidding a torch family"
+        declared[module] = bool(spec)
+    assert declared["checks.ex01_reference"] and declared["checks.ex08_capstone"], declared
+
+
+def test_the_capstone_names_the_marker_outside_the_fallback():
+    """A reference that returns what the absent operator answers fails, saying so (the dispatch part accepts it on
+    the fallback route only: the solution's fallback, graded in tests/test_grading_solutions.py)."""
+    with pytest.raises(Fail, match="what torch's softmax returns while exercise 08 is graded"):
+        ex08_capstone._grade_reference("softmax", lambda x: torch.full(x.shape, borrowed.MARKER, dtype=torch.float64))
+    assert borrowed.is_marker(torch.full((2, 3), borrowed.MARKER, dtype=torch.bfloat16))
+    assert not borrowed.is_marker(torch.softmax(torch.randn(2, 3), -1))
