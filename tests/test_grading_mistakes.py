@@ -228,6 +228,38 @@ def test_each_kernel_mutant_fails_on_the_regime_its_feedback_names_and_not_on_an
             assert not caught[m.name] and not errors, (m.name, "caught by an ordinary case")
 
 
+def test_each_predicate_mutant_fails_on_the_regime_its_feedback_names_and_not_on_an_ordinary_case():
+    """A predicate mutant's feedback names its condition's kind of input; the boundary points the predicate declares
+    for that condition catch every draw of it, the eligible base case alone catches none, and every condition of the
+    predicate has a regime (a condition added later has one or this fails)."""
+    import random
+
+    from fastpath_lib import boundary
+    from fastpath_lib.cases import CaseSpec
+    from fastpath_lib.grading.checks.ex04_boundary import _verdicts
+    from fastpath_lib.grading.rules import mutants as M
+    from fastpath_lib.rmsnorm.predicate import PREDICATE
+
+    points = [p for p in boundary.boundary_points() if not p.context]
+    assert {m.condition for m in M.ALL if m.kind == "predicate"} <= {c.name for c in PREDICATE.conditions}
+    base = CaseSpec(4 * max(p.spec.rows for p in points if p.holds), 64)  # fp32, 256-byte rows: well inside
+    seen = set()
+    for seed in range(3):
+        for m in M.drawn(random.Random(seed)):
+            if m.kind != "predicate":
+                continue
+            seen.add(m.condition)
+            assert m.regime == M._CONDITION_REGIMES[m.condition], m.name
+            own = [p.spec for p in points if p.condition == m.condition]
+            caught, errors = _verdicts(own, (m,))
+            assert caught[m.name] and not errors, (seed, m.name, m.regime, errors)
+            if m.condition in ("input_alignment", "dtype"):
+                continue  # regimes that hold every eligible case (a 16-byte-aligned pointer, a supported dtype)
+            caught, errors = _verdicts([base], (m,))
+            assert not caught[m.name] and not errors, (seed, m.name, "caught by the eligible base case alone")
+    assert seen == {m.condition for m in M.ALL if m.kind == "predicate"}
+
+
 def test_ex04_survivors_feedback_names_the_regime_of_each_surviving_category():
     from fastpath_lib.cases import CaseSpec
     from fastpath_lib.grading.rules import mutants as M

@@ -430,7 +430,8 @@ PREDICATE = Predicate("rmsnorm", [
     Condition("dtype", "input dtype fp16, bf16 or fp32", _check_dtype, "dtype",
               "the kernel accumulates in fp32; fp64 would lose precision and complex is not written",
               (Boundary("fp32", {"dtype": torch.float32}, True), Boundary("fp16", {"dtype": torch.float16}, True),
-               Boundary("bf16", {"dtype": torch.bfloat16}, True), Boundary("fp64", {"dtype": torch.float64}, False))),
+               Boundary("bf16", {"dtype": torch.bfloat16}, True),
+               Boundary("fp64", {"dtype": torch.float64, "weight": None}, False))),  # no weight: fails dtype alone
     Condition("weight_dtype", "weight absent, or fp16, bf16 or fp32", _check_weight_dtype, "dtype",
               "the kernel reads the weight as fp32; fp64 weights keep `F.rms_norm`'s fp64 precision in the fallback",
               (Boundary("no weight", {"weight": None}, True), Boundary("fp32 weight", {"weight": torch.float32}, True),
