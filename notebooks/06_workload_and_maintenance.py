@@ -200,7 +200,7 @@ for name in ("ci", "gpu-sweep"):
 # |---|---|---|
 # | when | every push and pull request | weekly, or by hand |
 # | where | a CPU runner (Triton's interpreter), kernels also compiled ahead of time for sm_75 to sm_120 | a self-hosted GPU runner |
-# | checks | the contract, the boundary tests on both routes, the predicate, the lessons and exercises | speed: the matrix, the threshold sweep, host cost, workload, compile cost |
+# | checks | the contract, the boundary tests on both routes, the predicate, the lessons and exercises (`test`); the evidence command's plan and CPU-testable parts under the GPU machine's package set and versions (the other two jobs) | speed: the matrix, the threshold sweep, host cost, workload, compile cost |
 # | fails on | any test | a step that fails; drift is reported (`compare` against the newest committed run) |
 # | output | pass / fail | a results folder to review and commit, and the threshold the sweep supports (`--check`) |
 #
