@@ -220,7 +220,8 @@ def test_lesson_00s_fast_track_and_the_lessons_it_says_it_leaves_out_are_every_l
 # --- a part of another lesson that the text names is in that lesson -----------------------------------------------
 
 #: "the access watch of lesson 04", "lesson 02's compiled code": a named part of another lesson.
-XREF = re.compile(r"\b((?:[\w`.-]+\s+)?[\w`.-]+)\s+of\s+lesson\s+(\d\d)\b(?!'s)|\blesson\s+(\d\d)'s\s+([\w`.-]+(?:\s+[\w`.-]+)?)")
+XREF = re.compile(r"\b((?:[\w`.-]+\s+)?[\w`.-]+)\s+of\s+lesson\s+(\d\d)\b(?!'s)"
+                  r"|\blesson\s+(\d\d)'s\s+([\w`.-]+(?:\s+[\w`.-]+)?)")
 _XREF_STOP = {"the", "that", "this", "what", "which", "with", "from", "their", "under", "into"}
 
 
