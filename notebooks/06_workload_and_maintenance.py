@@ -86,7 +86,7 @@ replayed
 # The decode rows' totals are one request's worth. What carries over to a GPU host is the decode row's extra per
 # call (`dispatched_us - baseline_us`, printed below): the dispatch's own Python, paid on every one of the 8320
 # decode calls (lesson 05, section 2, says why only the extra carries over). It is the quantity lesson 05's host table
-# measures for the same 1x4096 call, so compare the two: each time here is the fastest of fewer, longer blocks than
+# measures for a 1x4096 decode call (fp16 there, bf16 here), so compare the two: each time here is the fastest of fewer, longer blocks than
 # the host table's, so a loaded machine raises both columns, and the extra with them, more than it moves lesson 05's.
 
 # %% tags=["nbval-ignore-output"]
