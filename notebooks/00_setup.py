@@ -38,8 +38,9 @@
 # The core of the method in one sitting: four steps, each a few sections of one lesson and the exercise that grades
 # it. Run this notebook first (the self-test below says whether Triton computes correctly here). For each step, open
 # the lesson, run all its cells (Run > Run All Cells), read the sections named, then do the exercise and run its
-# check cells. The full course, every lesson in order, takes about five hours; the fast track leaves out
-# the kernels, the contract in full, the workload and the second operator.
+# check cells. The full course, every lesson in order, takes about five hours; the fast track leaves out lessons
+# 01, 02, 06, 08 and 09 (the contract in full, the kernels, the workload, the second operator and the upstream
+# forms).
 #
 # | step | read | then do | time |
 # |---|---|---|---|
@@ -62,7 +63,9 @@
 # ## Where are we running?
 #
 # The first cell of every lesson imports `fastpath_lib`, opts in to Triton's interpreter with
-# `fastpath_lib.use_interpreter()`, and prints one line naming the mode and versions. Without CUDA,
+# `fastpath_lib.use_interpreter()`, and prints the mode, the versions and where the tensors run, a line each
+# (`runtime.lesson_device()`: more lines where the versions or the GPU are older than the kit's tested ones).
+# Without CUDA,
 # `use_interpreter()` sets `TRITON_INTERPRET=1` before any kernel is imported (Triton reads it when a kernel is
 # decorated), so the kernels run in Triton's CPU interpreter; on a CUDA machine it does nothing. Importing the library
 # itself changes no process-wide state: without the opt-in, every CPU call takes `F.rms_norm` and `explain` names the

@@ -377,8 +377,8 @@ else:
 # | occupancy | no SMs, no warps, no register file | the compiled-facts check (registers and shared memory per program, from code compiled for each GPU target on this CPU: `fastpath_lib.rmsnorm.compiled`, `tests/test_compiled.py`), and Nsight Compute's achieved occupancy on a GPU |
 # | register spills | the interpreter compiles nothing | the compiled-facts check (`ptxas -v` spill bytes, for every specialization the launchers use), and Nsight Compute's local-memory traffic on a GPU |
 #
-# Out-of-bounds accesses are not on the list: a CPU run does catch them here, through the guard bands and the
-# access watch of lesson 04, and `compute-sanitizer --tool memcheck` does on a GPU (with
+# Out-of-bounds accesses are not on the list: a CPU run does catch them here, through the access watch above
+# (`traffic.watch()`) and the guard bands of lesson 04, and `compute-sanitizer --tool memcheck` does on a GPU (with
 # `PYTORCH_NO_CUDA_MEMORY_CACHING=1`, lesson 04). The exercises that grade a kernel under the interpreter (02, 08,
 # 12) say which of these their checks cannot see.
 #

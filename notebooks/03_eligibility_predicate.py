@@ -257,8 +257,8 @@ print(f"reasons on every call would add {timed['explain()']['best_us']:.1f} us p
 # rows, a strided last dimension), so the ratio includes those tests; a CPU tensor without the interpreter leaves at
 # the first line. What a reviewer asks for is the GPU host's ratio (the evidence run's host step), not this CPU's.
 #
-# `python -m fastpath_lib bench --family host` prints the kit's own table for four fallback calls (M=1 fp16, M=1
-# bf16 with an fp32 weight, a 4×2048 fp32 batch, a transposed input). Others make the same choice in other ways:
+# `python -m fastpath_lib bench --family host` prints the kit's own table for this call and the host family's other
+# calls ([docs/benchmarks.md](../docs/benchmarks.md#benchmarks) lists them). Others make the same choice in other ways:
 # vLLM's `CustomOp` picks its forward once, when a module is built, and SDPA checks its conditions in C++.
 
 # %% [markdown]

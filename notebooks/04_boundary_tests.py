@@ -59,9 +59,11 @@ R = limits_for(DEVICE).min_rows
 # ## Boundary points from the predicate
 #
 # Every condition declares its boundary as small changes to an eligible base case (16×64 fp32 with a weight, rows
-# raised to the threshold). `boundary_points()` applies each change under the limits in force. A *tensor* point
-# changes the inputs; a *context* point changes the execution state (forced, capture, `create_graph`, interpreter
-# off, another GPU architecture).
+# raised to the threshold). `boundary_points()` applies each change under the limits in force. A *tensor* point is
+# built as tensors and run through both routes; a *context* point replaces a field of the call context the predicate
+# reads instead: the execution state (forced, capture, `create_graph`, forward AD, a functorch transform,
+# interpreter off, another GPU architecture) or the input's kind (a nested tensor, a DTensor, a sparse layout). The
+# section after the table lists every context point.
 
 # %%
 points = boundary_points(device=DEVICE)
@@ -433,8 +435,9 @@ print("GPU results committed:", bench.latest_gpu_results(root="../results") or "
 # <details><summary>Answer guide</summary>
 #
 # Measure it on a GPU, with the rest of the matrix. If the loss is real, either narrow the predicate (a declared
-# minimum-width condition with boundary points, set from a sweep) or change the kernel so narrow rows use its lanes,
-# and measure again; either way the PR note reports the case. Merging a region that is known to contain a loss,
+# minimum-width condition with boundary points, set from a sweep) or change the kernel so narrow rows cost less (it
+# already fills its lanes at this width: what is left is the fixed cost per row, lesson 05), and measure again;
+# either way the PR note reports the case. Merging a region that is known to contain a loss,
 # without saying so, is the regression the predicate exists to prevent.
 # </details>
 

@@ -166,9 +166,15 @@ print(f"reasons built every call: {CALLS_PER_TOKEN * why_us:+6.0f} us more ({why
 # The last line above is what building the reasons on every call would add. The design rule from lesson 03 keeps it
 # off the dispatch: decide with booleans,
 # cheapest and most decisive conditions first, call `F.rms_norm` directly when one fails, and build the
-# human-readable reasons only when someone asks (`explain()`). Each time above is the fastest of many short
-# interleaved blocks, so a busy machine moves them less than it moves single calls; if one still reads `OVER`, run
-# the cell again before concluding anything.
+# human-readable reasons only when someone asks (`explain()`).
+#
+# How to read the host table's `ratio`: it is the dispatched call's time over `F.rms_norm`'s on the same fallback
+# call, so `ratio - 1` is the dispatch's extra as a share of a norm computed on this CPU (`the dispatch's extra`
+# above is the M=1 row's, in microseconds per token), and `verdict` compares the ratio with the kit's target. Each time is the
+# fastest of many short interleaved blocks, so load moves a ratio less than it moves single calls, but not to zero:
+# a ratio near the target can read `within` on one run and `OVER` on the next, so read the ratio, not the verdict
+# alone. On a GPU host `F.rms_norm` is a launch rather than a CPU norm, so the same extra is a different share
+# there; the evidence run's host step (section 3) measures it.
 #
 # ## 3. GPU evidence: the newest recorded GPU run
 #
@@ -195,8 +201,8 @@ else:
 # To see what a run records, run part of the matrix here. Without a GPU this uses `--quick` shapes (much smaller
 # than declared: the interpreter is slow) on 10 of the 17 cases, so every timing below is **not a GPU measurement**,
 # every observed outcome reads *unmeasured*, and the shape actually run is shown beside the declared one. (The
-# `torch.compile` provider is left out here: it compiles every case first, which is slow on a CPU. The evidence run
-# includes it.)
+# `torch.compile` provider is left out here: it compiles every case first, which is slow on a CPU. What the GPU
+# evidence run times it on is in [docs/benchmarks.md](../docs/benchmarks.md#gpu-evidence).)
 
 # %% tags=["nbval-ignore-output"]
 PICK = ["decode_m1_fp16", "decode_b4_bf16", "batch_1024_fp16", "decode_b64_bf16",
@@ -228,8 +234,9 @@ df[["case_id", "provider", "rows", "cols", "declared_shape", "route", "status", 
 # **Performance.** `bench.summary_table` puts expected beside observed per case. On GPU data `observed` is *win*,
 # *neutral*, *loss* or *fallback* (from the measured ratio and a noise band taken from the run itself) and a
 # speed-up column appears. Here `observed` reads *unmeasured* for every Triton-route case and there is no speed-up
-# column. Note `decode_b64_bf16`: declared 64x4096, it ran as 16x256, which is above the interpreter's row
-# threshold (8), so at this shape it took the Triton route; its declared shape would not.
+# column. Note `decode_b64_bf16`: declared 64x4096, it ran as 16x256, and both are above the interpreter's row
+# threshold (8), so it took the Triton route here; the matrix declares a fallback for it because a GPU's
+# conservative row threshold, used until a sweep is recorded, is above 64 rows.
 
 # %% tags=["nbval-ignore-output"]
 bench.summary_table(df)

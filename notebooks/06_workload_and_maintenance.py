@@ -83,11 +83,16 @@ print(tot["label"], f"| {tot['measured_calls']} of {tot['calls']} calls measured
 replayed
 
 # %% [markdown]
-# The decode rows' totals are one request's worth. The column that carries over to a GPU host is
-# `dispatch_extra_total_us`: the dispatch's own Python, paid on every one of the 8320 decode calls.
+# The decode rows' totals are one request's worth. What carries over to a GPU host is the decode row's extra per
+# call (`dispatched_us - baseline_us`, printed below): the dispatch's own Python, paid on every one of the 8320
+# decode calls (lesson 05, section 2, says why only the extra carries over). It is the quantity lesson 05's host table
+# measures for a 1x4096 decode call (fp16 there, bf16 here), so compare the two: each time here is the fastest of fewer, longer blocks than
+# the host table's, so a loaded machine raises both columns, and the extra with them, more than it moves lesson 05's.
 
 # %% tags=["nbval-ignore-output"]
 dec = replayed.set_index("phase").loc["decode"]
+print(f"decode, per call: F.rms_norm {dec.baseline_us:.1f} us, dispatched {dec.dispatched_us:.1f} us, "
+      f"the dispatch's extra {dec.dispatched_us - dec.baseline_us:.1f} us")
 print(f"decode: {dec.calls} calls; "
       f"dispatch adds {dec.dispatch_extra_total_us / 1e3:.2f} ms per request "
       f"({dec.dispatch_extra_total_us / 128:.1f} us per generated token)")
@@ -195,7 +200,7 @@ for name in ("ci", "gpu-sweep"):
 # |---|---|---|
 # | when | every push and pull request | weekly, or by hand |
 # | where | a CPU runner (Triton's interpreter), kernels also compiled ahead of time for sm_75 to sm_120 | a self-hosted GPU runner |
-# | checks | the contract, the boundary tests on both routes, the predicate, the lessons and exercises | speed: the matrix, the threshold sweep, host cost, workload, compile cost |
+# | checks | the contract, the boundary tests on both routes, the predicate, the lessons and exercises (`test`); the evidence command's plan and CPU-testable parts under the GPU machine's package set and versions (the other two jobs) | speed: the matrix, the threshold sweep, host cost, workload, compile cost |
 # | fails on | any test | a step that fails; drift is reported (`compare` against the newest committed run) |
 # | output | pass / fail | a results folder to review and commit, and the threshold the sweep supports (`--check`) |
 #
@@ -240,8 +245,10 @@ if len(per):
 # %% [markdown]
 # The cache is what a new process reads. Compile the first of them in a fresh process into an empty cache, then
 # again in another fresh process with the same cache: the second finds the binary on disk (`from_cache`: Triton ran
-# no ptxas for it, and the kit reads the register count it kept beside the binary) and takes less time, most of
-# what is left being Triton's own start-up:
+# no ptxas for it, and the kit reads the register count it kept beside the binary) and takes less time. The time is
+# the `triton.compile` call alone; in a fresh process a cache hit still loads the NVIDIA backend and hashes Triton's
+# own files, `libtriton` included, for the cache key (`triton/runtime/cache.py`, `triton_key`) before it reads the
+# binary:
 
 # %% tags=["nbval-ignore-output"]
 import dataclasses
@@ -272,7 +279,9 @@ with tempfile.TemporaryDirectory() as cache:
 # - **`F.rms_norm` itself** is the baseline of every case; the fast path is only worth its cost where it beats it by
 #   more than the noise band, which only a GPU run shows.
 # - **`torch.compile`** of `F.rms_norm` generates a fused Triton kernel on a GPU too, with no new code to maintain. The
-#   matrix's `compiled` provider measures it on the GPU, and the PR note's "Why not" section reports it. If it
+#   GPU evidence run times it on the op's smallest and largest eligible forward cases
+#   ([docs/benchmarks.md](../docs/benchmarks.md#gpu-evidence) owns the list of what that run includes), and the PR
+#   note's "Why not" section reports those cases. If it
 #   matches the fast path, the honest answer is "compile it" (for code that can be compiled: eager callers and
 #   graph breaks are the remaining argument).
 # - **An existing kernel** (Liger-Kernel, Apex, vLLM's) costs a dependency, its own contract (does it raise

@@ -48,7 +48,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 LEDGER = ROOT / "docs" / "claims.toml"
 #: The most ``[[unchecked]]`` entries the ledger may hold; lower it as entries become claims.
-UNCHECKED_CEILING = 21
+UNCHECKED_CEILING = 20
 
 #: A version-sensitive mention of another project (see the module docstring).
 _SUBJECTS = r"PyTorch|vLLM|Inductor|Dynamo|ATen|nbgrader|Gradescope|JupyterLab|Jupyter|jupytext|compute-sanitizer"

@@ -170,3 +170,160 @@ def test_every_count_before_a_table_or_list_in_the_learner_text_is_its_length():
              if not counts_right(counts, items)]
     assert not wrong, "\n".join(wrong)
     assert len(found) >= 5  # the finder finds the kit's counted tables and lists
+
+
+# --- lesson 00: what the first cell prints, and what the fast track leaves out ------------------------------------
+
+def _lesson_source(nn: str) -> str:
+    """Lesson ``nn``'s text source with the comment marks of its markdown lines taken off."""
+    return re.sub(r"^# ?", "", next((ROOT / "notebooks").glob(f"{nn}_*.py")).read_text(), flags=re.M)
+
+
+def test_every_lessons_first_cell_prints_the_mode_the_versions_and_where_the_tensors_run_a_line_each(capsys):
+    """00: "prints the mode, the versions and where the tensors run, a line each (`runtime.lesson_device()`: more
+    lines where the versions or the GPU are older than the kit's tested ones)"."""
+    import json
+
+    from fastpath_lib import runtime
+
+    said = " ".join(_lesson_source("00").split())
+    assert "prints the mode, the versions and where the tensors run, a line each" in said
+    kinds = ("mode: ", "versions: ", "tensors on the ")
+    kept = runtime.interpreter_enabled()
+    try:
+        for interpreted in (True, False):
+            runtime._reset_for_tests(interpreted)
+            assert runtime.lesson_device() == "cpu"
+            lines = capsys.readouterr().out.splitlines()
+            assert len(lines) == len(kinds) and all(map(str.startswith, lines, kinds)), lines
+    finally:
+        runtime._reset_for_tests(kept)
+    for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):  # as saved, on this kit's CPU run
+        first = next(c for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code")
+        assert "runtime.lesson_device()" in "".join(first["source"]), path.name
+        lines = "".join("".join(o.get("text", "")) for o in first["outputs"]).splitlines()
+        assert len(lines) == len(kinds) and all(map(str.startswith, lines, kinds)), (path.name, lines)
+
+
+def test_lesson_00s_fast_track_and_the_lessons_it_says_it_leaves_out_are_every_lesson():
+    """00: "the fast track leaves out lessons 01, 02, 06, 08 and 09 (...)": with the lessons its table links, every
+    lesson after 00, each once."""
+    text = " ".join(_lesson_source("00").split())
+    track = text.split("## The one-hour fast track", 1)[1].split("## ", 1)[0]
+    left_out = re.search(r"the fast track leaves out lessons ([\d, and]+)", track).group(1)
+    named = re.findall(r"\d\d", left_out)
+    linked = re.findall(r"\[lesson (\d\d)\]\(\1_", track)
+    every = sorted(p.name[:2] for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.py") if not p.name.startswith("00"))
+    assert sorted(named + linked) == every, (named, linked)
+
+
+# --- a part of another lesson that the text names is in that lesson -----------------------------------------------
+
+#: "the access watch of lesson 04", "lesson 02's compiled code": a named part of another lesson.
+XREF = re.compile(r"\b((?:[\w`.-]+\s+)?[\w`.-]+)\s+of\s+lesson\s+(\d\d)\b(?!'s)"
+                  r"|\blesson\s+(\d\d)'s\s+([\w`.-]+(?:\s+[\w`.-]+)?)")
+_XREF_STOP = {"the", "that", "this", "what", "which", "with", "from", "their", "under", "into"}
+
+
+def xref_misses(text: str, lesson_text) -> list[str]:
+    """Each cross-reference in ``text`` that names a part (two words or more, such as "access watch") whose words
+    ``lesson_text(NN)`` does not contain; a single word ("the style of lesson 03") names no part and is skipped."""
+    out = []
+    for m in XREF.finditer(" ".join(text.split())):
+        phrase, nn = (m.group(1), m.group(2)) if m.group(2) else (m.group(4), m.group(3))
+        words = [w.strip("`.").lower() for w in re.split(r"[\s-]+", phrase)]
+        words = [w for w in words if len(w) > 3 and w not in _XREF_STOP]
+        if len(words) >= 2:
+            target = " ".join(lesson_text(nn).lower().split())
+            missing = [w for w in words if w.rstrip("s") not in target]
+            if missing:
+                out.append(f"{phrase!r} of lesson {nn}: lesson {nn} never says {missing}")
+    return out
+
+
+def test_the_cross_reference_finder_reads_both_forms():
+    lessons = {"04": "guard bands around each input", "02": "the compiled code shows"}.__getitem__
+    assert xref_misses("through the access watch of lesson 04, and", lessons) == [
+        "'access watch' of lesson 04: lesson 04 never says ['access', 'watch']"]
+    assert xref_misses("the guard bands of lesson 04 and lesson 02's compiled code", lessons) == []
+    assert len(xref_misses("lesson 02's register table", lessons)) == 1
+    assert xref_misses("in the style of lesson 04", lessons) == []
+
+
+def test_every_part_of_a_lesson_the_learner_text_names_is_in_that_lesson():
+    import sys
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    from test_claims import learner_files, prose
+
+    bad = [f"{p.relative_to(ROOT)}: {m}" for p in learner_files() for m in xref_misses(prose(p), _lesson_source)]
+    assert not bad, "\n".join(bad)
+
+
+# --- what CI runs: ci.yml's jobs, each named where the text says what ./kit test is -------------------------------
+
+def test_the_ci_jobs_the_text_names_are_ci_ymls_and_kit_test_is_its_test_job():
+    """README, docs/learners.md, docs/contributing.md and ``kit``: "`./kit test` ... CI's `test` job"; contributing
+    names every other job of ci.yml, which `./kit test` does not run."""
+    import sys
+
+    import yaml
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    from test_claims import learner_files, prose
+
+    jobs = yaml.safe_load((ROOT / ".github" / "workflows" / "ci.yml").read_text())["jobs"]
+    runs = {job: " ".join(s.get("run", "") for s in spec["steps"]) for job, spec in jobs.items()}
+    texts = {str(p.relative_to(ROOT)): prose(p) for p in learner_files()} | {"kit": (ROOT / "kit").read_text()}
+    named = {(f, j) for f, t in texts.items() for j in re.findall(r"CI's `?([\w-]+)`? job", t)}
+    assert {f for f, _ in named} >= {"README.md", "docs/learners.md", "docs/contributing.md", "kit"}, named
+    assert all(j in jobs for _, j in named), named
+    kit_test = {j for t in texts.values() for j in re.findall(r"\./kit test\b[^\n]*?CI's `?([\w-]+)`? job", t)}
+    assert kit_test == {"test"} and "./kit test" in runs["test"], kit_test
+    assert "./kit test" in (ROOT / ".ci" / "run").read_text()
+    assert not [f for f, t in texts.items() if re.search(r"what CI runs|which is what CI runs", t)]
+    contributing = " ".join(texts["docs/contributing.md"].split())
+    assert all(f"`{job}`" in contributing for job in jobs), list(jobs)
+    assert all("./kit test" not in run for job, run in runs.items() if job != "test")
+
+
+# --- lesson 06: the replay's blocks against the host table's ------------------------------------------------------
+
+def test_lesson_06s_replay_times_fewer_longer_blocks_than_lesson_05s_host_table(monkeypatch):
+    """06: "each time here is the fastest of fewer, longer blocks than the host table's" (lesson 05 runs the host
+    family quick)."""
+    from fastpath_lib.bench import hostmethod, trace
+
+    seen = {}
+
+    def fake(fns, **kw):
+        seen.update(kw)
+        return {k: {"best_us": 1.0} for k in fns}
+
+    monkeypatch.setattr(trace, "fastest_blocks", fake)
+    trace.replay_trace([trace.TraceCall("decode", 1, 4096, torch.bfloat16, 1)])
+    blocks, calls = hostmethod.host_blocks(True, None)
+    one_call_s = 100e-6  # a fallback call on a CPU takes less than this
+    assert seen["blocks"] < blocks and seen["number"] is None and seen["block_s"] > calls * one_call_s, seen
+    assert "fewer, longer blocks than the host table's" in " ".join(_lesson_source("06").split())
+
+
+def test_lesson_06s_saved_decode_times_agree_with_lesson_05s_host_table():
+    """06 tells the reader to compare its decode row with lesson 05's host table: the saved runs of both are taken on
+    a machine quiet enough that the two agree (within a factor of two), so neither shows a load outlier as the
+    dispatch's cost. Re-execute the lesson that disagrees when the machine is quiet."""
+    import json
+
+    def printed(nn: str) -> str:
+        path = next((ROOT / "notebooks").glob(f"{nn}_*.ipynb"))
+        return "".join("".join(o.get("text", "")) for c in json.loads(path.read_text())["cells"]
+                       for o in c.get("outputs", []))
+
+    five, six = printed("05"), printed("06")
+    calls = int(re.search(r"(\d+) norm calls per decoded token", five).group(1))
+    base5 = float(re.search(r"F\.rms_norm directly\s*:\s*([\d.]+) us", five).group(1)) / calls
+    extra5 = float(re.search(r"the dispatch's extra\s*:\s*\+?([\d.]+) us", five).group(1)) / calls
+    base6, extra6 = map(float, re.search(r"decode, per call: F\.rms_norm ([\d.]+) us, dispatched [\d.]+ us, "
+                                         r"the dispatch's extra ([\d.]+) us", six).groups())
+    for name, a, b in (("F.rms_norm", base5, base6), ("the dispatch's extra", extra5, extra6)):
+        assert 0.5 <= b / a <= 2.0, f"{name}: {a:.1f} us per call in lesson 05, {b:.1f} us in lesson 06"
