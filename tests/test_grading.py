@@ -179,6 +179,21 @@ def test_hanging_notebook_times_out_and_keeps_earlier_parts(tmp_path):
     assert g.seconds < 60
 
 
+@pytest.mark.skipif(not sandbox.available(), reason="needs the sandbox (bwrap)")
+def test_a_cell_that_breaks_the_run_is_the_notebooks_error_and_never_reruns_it_outside_the_sandbox(tmp_path):
+    """An attacker's finding: an output nbformat refuses raised out of the run, which read as "the sandbox could not
+    start", and --isolation auto ran the notebook again unisolated, where it read solutions/. Once the notebook's code
+    has run in the sandbox, what breaks the run is the notebook's error."""
+    def breaks(nb):
+        i = next(i for i, c in enumerate(nb.cells) if "check_default_eps" in c.source)
+        nb.cells.insert(i + 1, nbformat.v4.new_code_cell("display({'text/plain': 123}, raw=True)"))
+
+    g = cli.grade_notebook(_mutated(tmp_path, "ex01_reference.ipynb", breaks), timeout=120, isolation="auto")
+    assert g.isolation == sandbox.ISOLATED and not g.notes, (g.isolation, g.notes)
+    assert g.status == "errors" and "broke the run" in g.reason, (g.status, g.reason)
+    assert _by_part(g)["default_eps"].passed and not _by_part(g)["reference"].passed
+
+
 def test_unreadable_notebook_is_a_failed_exercise(tmp_path):
     bad = tmp_path / "ex03_predicate.ipynb"
     bad.write_text("{ this is not json")

@@ -29,15 +29,12 @@ The verdict is computed in the grader's own process; the learner's kernel only p
 What the verdict holds against, and what is out of scope: :data:`THREAT_MODEL` (``grade --help``). Where bubblewrap
 runs, the kernel runs in a sandbox (:mod:`fastpath_lib.grading.engine.sandbox`); the report says "unisolated" elsewhere.
 
-Every registered part of the notebook's exercise is listed; a part whose check never ran (the notebook hung or the
-kernel died before it) is reported as failed ("check did not run"), with the first error of the notebook.
+Every registered part of the notebook's exercise is listed; a part whose check never ran (the notebook hung, the kernel
+died) is reported as failed ("check did not run"), with the notebook's first error.
 
-``--format gradescope`` prints (or with ``--output PATH`` writes) Gradescope's autograder ``results.json``
-(:mod:`fastpath_lib.grading.report.gradescope`), validated against its documented format; ``--json`` is ``--format
-json``.
-
-Exit status: 0 when every graded part passed, 1 when some did not, 2 on a usage error.
-"""
+``--format gradescope`` prints (``--output PATH``: writes) Gradescope's ``results.json``, validated against its
+documented format (:mod:`fastpath_lib.grading.report.gradescope`); ``--json`` is ``--format json``. Exit status: 0
+when every graded part passed, 1 when some did not, 2 on a usage error."""
 
 from __future__ import annotations
 
@@ -213,6 +210,9 @@ def _execute(nb, workdir: str, timeout: float, kernel_name: str, check_ids: set,
                 except DeadKernelError as exc:
                     run.status, run.reason = "kernel died", f"the kernel died in cell {index}: {exc}"
                     return run
+                except Exception as exc:  # noqa: BLE001 - its code ran: never a reason to rerun it unsandboxed
+                    run.status, run.reason = "errors", f"cell {index} broke the run: {type(exc).__name__}: {exc}"
+                    return run
             if session.timed_out:
                 run.status, run.reason = "timeout", f"a check ran past the notebook's {timeout:g} s limit"
     except (CellTimeoutError, DeadKernelError, remote.RemoteTimeout) as exc:  # raised while starting or cleaning up
@@ -360,7 +360,7 @@ def grade_notebook(path: str | Path, *, timeout: float = DEFAULT_TIMEOUT, kernel
             children = kernel_run.sandboxed(sandbox.for_children(ex, files)) if isolated else contextlib.nullcontext()
             with children:  # the grader's runs of the learner's Triton source are sandboxed like the kernel
                 run = _execute(nb, tmp, timeout, kernel_name, ids, ex, learner, isolated, files)
-        except Exception as exc:  # noqa: BLE001 - e.g. no such kernel
+        except Exception as exc:  # noqa: BLE001 - no such kernel, or one that did not start: no learner code has run
             run = _Run(status="errors", reason=f"could not execute: {type(exc).__name__}: {exc}")
             if isolated:  # the sandbox could not start this kernel: bwrap refuses, auto says why and goes on without
                 from fastpath_lib.grading.engine import sandbox
