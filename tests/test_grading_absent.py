@@ -55,6 +55,26 @@ probe("vector_norm", lambda: torch.linalg.vector_norm(x.float(), dim=-1))
 probe("gc", lambda: gc.get_referrers(torch.softmax))
 gc.collect()
 probe("after_collect", lambda: torch.softmax(x, -1))
+
+def native(name):  # an import of a native bridge, or of an extension module from a folder the process can write
+    import importlib, os, shutil, tempfile
+    if name == "own_extension":
+        folder = tempfile.mkdtemp()
+        src = importlib.util.find_spec("_json").origin  # any extension module, copied where the learner could write
+        shutil.copy(src, os.path.join(folder, os.path.basename(src)))
+        sys.path.insert(0, folder)
+        sys.modules.pop("_json", None)
+        return importlib.import_module("_json")
+    if name == "subinterpreter":
+        import _xxsubinterpreters
+        return _xxsubinterpreters.create()
+    if name == "cffi":
+        import cffi
+        return cffi.FFI()  # loads its backend
+    return importlib.import_module(name)
+
+for name in ("cffi", "_testcapi", "subinterpreter", "own_extension"):
+    probe(name, lambda name=name: native(name))
 print(json.dumps(got))
 """
 
@@ -77,6 +97,15 @@ def test_absent_operators_answer_the_marker_where_the_exercise_accepts_it(probed
     assert kind == "RuntimeError" and "is not available while exercise 08 is graded" in text, probed
     assert probed["gc"][0] == "PermissionError", probed
     assert probed["installed"]["kernels"] > 100 and probed["installed"]["functions"] > 20, probed
+
+
+def test_native_code_that_would_pass_the_dispatcher_is_refused(probed):
+    """cffi's backend (a library's functions called by address: torch's CPU kernels by their symbols, with no
+    dispatcher and no audit event), the C-API test modules, a new interpreter (it has no audit hook) and an extension
+    module from a folder the process can write are refused."""
+    for name in ("cffi", "_testcapi", "own_extension"):
+        assert probed[name][0] == "PermissionError", (name, probed[name])
+    assert probed["subinterpreter"] == ["RuntimeError", "interpreter creation failed"], probed  # the hook's refusal
 
 
 def test_what_an_honest_answer_uses_stays(probed):

@@ -27,7 +27,11 @@ shape filled with it, which the exercise's checks recognise).
 import sys
 
 #: The audit events that start a process.
-_SPAWN = ("subprocess.Popen", "os.exec", "os.posix_spawn", "os.spawn", "os.system", "os.startfile", "pty.spawn")
+_SPAWN = ("subprocess.Popen", "os.exec", "os.posix_spawn", "os.spawn", "os.system", "os.startfile", "pty.spawn",
+          "cpython.PyInterpreterState_New")  # a new interpreter has no audit hook
+#: Extension modules that load a library and call its functions by address with no audit event (``ctypes``'s are
+#: audited and refused) or hand Python code the C API: through them a call reaches torch's kernels past the dispatcher.
+_NATIVE_BRIDGES = ("_cffi_backend", "_testcapi", "_testinternalcapi", "_testmultiphase", "_testsinglephase")
 _ERRNO_EPERM = 1
 
 
@@ -228,13 +232,23 @@ def _hook(files, refused_codes):
     import os
     import re
 
+    import sysconfig
+    from importlib.machinery import EXTENSION_SUFFIXES
+
     mem = re.compile(r"^/proc/[^/]+/(task/[^/]+/)?mem$")
+    suffixes = tuple(EXTENSION_SUFFIXES)  # extension modules load only from the interpreter's installed folders
+    installed = tuple(os.path.join(os.path.realpath(sysconfig.get_path(k)), "") for k in
+                      ("stdlib", "platstdlib", "purelib", "platlib"))
 
     def hook(event, args):
         if event.startswith("ctypes.") or event in ("gc.get_objects", "gc.get_referrers", "gc.get_referents") \
                 or event in _SPAWN:
             raise PermissionError(f"{event} is not available while this exercise is graded (the grader's kernel "
                                   f"lacks torch's operators the exercise forbids, and keeps lacking them)")
+        if event == "import" and len(args) > 1 and isinstance(args[1], str) and args[1].endswith(suffixes) and (
+                str(args[0]).split(".")[-1] in _NATIVE_BRIDGES or not os.path.realpath(args[1]).startswith(installed)):
+            raise PermissionError(f"importing {args[0]} ({args[1]}) is not available while this exercise is graded: "
+                                  "native code from it reaches torch's kernels past the grader's refusals")
         if event == "open" and args and isinstance(args[0], (str, bytes)):
             path = os.fsdecode(args[0])
             if "mem" in path and mem.match(os.path.realpath(path)):
