@@ -213,3 +213,9 @@ def test_grade_takes_a_folders_exnn_notebooks_and_exits_2_without_the_sandbox(tm
     err = capsys.readouterr().err
     assert "grade: not graded: the sandbox could not start because" in err
     assert "2 on a usage error or when the sandbox cannot start" in text
+    taken = []
+    monkeypatch.setattr(cli, "grade_notebooks", lambda *a, isolation, **k: taken.append(isolation) or [])
+    cli.main([str(tmp_path)])
+    assert taken == ["auto"], "instructors.md: without --isolation (or --format gradescope) grade takes auto"
+    assert "(or `--format gradescope`) `grade` takes `--isolation auto`" in " ".join(
+        (ROOT / "docs" / "instructors.md").read_text().split())
