@@ -22,8 +22,9 @@
 # where the fast path should not help. Choose at least 12 cases and say what you expect of each, in the kit's words
 # (`ex.OUTCOMES`, the words of the benchmark's classification): `"win"`, `"neutral"`, `"loss"` or `"fallback"`, with
 # a one-line rationale of your own. Nothing is timed here; the check applies the benchmark's own coverage rules
-# (`fastpath_lib.bench.matrix.coverage_rules`, the rules the kit's predeclared matrix meets in lesson 05), and one
-# more that needs the predicate:
+# (`fastpath_lib.bench.matrix.coverage_rules`, the rules the kit's predeclared matrix meets in lesson 05, less the
+# one on forward and backward cases: yours are forward only) and two of its own (no case beyond the kit's largest,
+# and expectations that agree with the predicate):
 #
 # * at least 12 cases, unique ids, no case repeated, at least 8 distinct shapes; at least 2 **small** (<= 65536
 #   elements) and 2 **large** (>= 4096x4096 elements), an **M=1 decode** case (one row), and no case beyond the

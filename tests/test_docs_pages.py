@@ -124,3 +124,98 @@ def test_the_checks_find_a_broken_command_and_link(tmp_path: Path):
     page.write_text("`python -m fastpath_lib grade --no-such-flag x`\n")
     with pytest.raises(AssertionError, match="takes no --no-such-flag"):
         test_commands_shown_exist(page)
+
+
+AUTOGRADER = ROOT / "tools" / "autograder"
+SPAN = re.compile(r"`([^`\s]+)`")
+KIT_PATH = re.compile(r"^(?:\./)?[\w.-]+(?:/[\w.-]+)+/?$")
+
+
+def _script_command(script: Path) -> str:
+    """The command a shipped shell script ends by running (its ``exec`` line, continuation lines joined)."""
+    text = re.sub(r"\\\n\s*", " ", script.read_text())
+    return next(" ".join(line.split()) for line in text.splitlines() if line.startswith("exec "))
+
+
+def _shown_commands(text: str) -> list[str]:
+    """Every command a page shows in code (fenced blocks, continuation lines joined; inline spans)."""
+    blocks = [re.sub(r"\\\n\s*", " ", b) for b in re.findall(r"```(?:bash|sh|shell)\n(.*?)```", text, re.S)]
+    return [" ".join(line.split()) for b in blocks for line in b.splitlines()] + re.findall(r"`([^`\n]+)`", text)
+
+
+def run_autograder_problems(pages: list[Path]) -> list[str]:
+    """Every command a page shows for Gradescope's run (one that names ``/autograder/`` or ``$AG/`` and runs
+    ``fastpath_lib``) must be the one ``tools/autograder/run_autograder`` runs, and course-release.md must show it."""
+    shipped = _script_command(AUTOGRADER / "run_autograder")
+    out = []
+    for page in pages:
+        for cmd in _shown_commands(page.read_text()):
+            if "fastpath_lib" in cmd and re.search(r"/autograder/|\$AG/", cmd) and cmd != shipped:
+                out.append(f"{page.name} shows {cmd!r}; run_autograder runs {shipped!r}")
+    if not any(cmd == shipped for cmd in _shown_commands((ROOT / "docs" / "course-release.md").read_text())):
+        out.append(f"course-release.md does not show run_autograder's command {shipped!r}")
+    return out
+
+
+def test_the_run_autograder_command_the_docs_show_is_the_scripts(tmp_path: Path):
+    assert not run_autograder_problems([README, *PAGES]), run_autograder_problems([README, *PAGES])
+    page = tmp_path / "page.md"
+    page.write_text("runs `python -m fastpath_lib grade --format gradescope /autograder/submission/`\n")
+    assert run_autograder_problems([page]), "a command other than the script's is not noticed"
+
+
+def missing_kit_paths(pages: list[Path]) -> list[str]:
+    """Paths in code spans whose first folder is one of the kit's (its root, ``fastpath_lib/``, the autograder's
+    folder) and that do not exist there. Paths the upstream notes name are another project's tree, not the kit's."""
+    roots = (ROOT, ROOT / "fastpath_lib", AUTOGRADER)
+    upstream = {s for note in (ROOT / "upstream").glob("*.md") for s in SPAN.findall(note.read_text())}
+    out = []
+    for page in pages:
+        for span in SPAN.findall(page.read_text()):
+            path = span.removeprefix("./")
+            if not KIT_PATH.match(span) or span in upstream:
+                continue
+            if any((r / path.split("/")[0]).exists() for r in roots) and not any((r / path).exists() for r in roots):
+                out.append(f"{page.name} names {span}, which is not in the kit")
+    return out
+
+
+def test_every_kit_path_the_docs_name_exists(tmp_path: Path):
+    assert not missing_kit_paths([README, *PAGES]), missing_kit_paths([README, *PAGES])
+    page = tmp_path / "page.md"
+    page.write_text("| `grading/rules/ex04_boundary.py` | `grading/checks/ex04_boundary.py` | `OUT/student/` |\n")
+    assert missing_kit_paths([page]) == ["page.md names grading/rules/ex04_boundary.py, which is not in the kit"]
+
+
+def test_setup_sh_says_what_run_autograder_does_without_bubblewrap():
+    """run_autograder grades only in the sandbox by default; setup.sh's message for a missing bubblewrap says so."""
+    shipped = _script_command(AUTOGRADER / "run_autograder")
+    default = re.search(r'--isolation "\$\{FASTPATH_ISOLATION:-(\w+)\}"', shipped)
+    message = next(line for line in (AUTOGRADER / "setup.sh").read_text().splitlines() if "no bubblewrap" in line)
+    assert default and default.group(1) == "bwrap"
+    assert "not graded" in message and "unisolated" not in message.split("FASTPATH_ISOLATION")[0], message
+
+
+def test_grade_takes_a_folders_exnn_notebooks_and_exits_2_without_the_sandbox(tmp_path: Path, monkeypatch, capsys):
+    """course-release.md: given a folder, grade takes the exNN notebooks directly in it; it exits 2, grading
+    nothing, when --isolation bwrap cannot start the sandbox."""
+    from fastpath_lib.grading.engine import cli
+
+    for name in ("ex01_reference.ipynb", "mine.ipynb", "sub/ex02_kernel.ipynb"):
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text("{}")
+    assert cli._expand([str(tmp_path)]) == [tmp_path / "ex01_reference.ipynb"]
+    text = " ".join((ROOT / "docs" / "course-release.md").read_text().split())
+    assert "whose names start `exNN` (`ex01_reference.ipynb`), not subfolders or other names" in text
+    monkeypatch.setattr(cli, "_sandbox_problem", lambda isolation: (False, "bubblewrap (bwrap) is not installed"))
+    monkeypatch.setattr(cli, "grade_notebooks", lambda *a, **k: pytest.fail("graded without the sandbox"))
+    assert cli.main(["--isolation", "bwrap", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "grade: not graded: the sandbox could not start because" in err
+    assert "2 on a usage error or when the sandbox cannot start" in text
+    taken = []
+    monkeypatch.setattr(cli, "grade_notebooks", lambda *a, isolation, **k: taken.append(isolation) or [])
+    cli.main([str(tmp_path)])
+    assert taken == ["auto"], "instructors.md: without --isolation (or --format gradescope) grade takes auto"
+    assert "(or `--format gradescope`) `grade` takes `--isolation auto`" in " ".join(
+        (ROOT / "docs" / "instructors.md").read_text().split())

@@ -6,7 +6,7 @@ cd "$(dirname "$0")"
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq python3 python3-venv python3-pip >/dev/null
-apt-get install -y -qq bubblewrap >/dev/null || echo "setup.sh: no bubblewrap; the learner's kernel runs unisolated" >&2
+apt-get install -y -qq bubblewrap >/dev/null || echo "setup.sh: no bubblewrap; run_autograder reports every notebook \"not graded\" (FASTPATH_ISOLATION=auto grades without the sandbox)" >&2
 python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 # the CPU build of torch (PyPI's Linux torch is the multi-GB CUDA build); grading runs in Triton's interpreter.
