@@ -495,7 +495,7 @@ for host in ("not asked", "asked"):
 #
 # Two kinds of silent wrong result pass every test written with ordinary values. The first is in rounding. Under the
 # interpreter the kit's kernels round fp32 to bf16 on the bits: add `0x7FFF` plus the lowest kept bit, keep the top
-# half. That bare rounding, done on a NaN whose mantissa is all ones (what a buffer filled with `0xFF` holds),
+# half. That bare rounding, done on the positive NaN whose mantissa is all ones (`0x7FFFFFFF`),
 # carries into the sign bit, and the NaN becomes a zero:
 
 # %%
@@ -600,8 +600,9 @@ print("compare_extremes:", testing.compare_extremes(out, want, *reference.tolera
 # %% [markdown]
 # <details><summary>Answer guide</summary>
 #
-# `float("nan")` is the canonical NaN. A rounding done on the bits (add `0x7FFF` plus the lowest kept bit) carries a
-# NaN whose mantissa is all ones into the sign bit and produces `-0.0`; one NaN makes a whole row's `rstd` that NaN,
+# `float("nan")` is the canonical NaN. A rounding done on the bits (add `0x7FFF` plus the lowest kept bit) carries the
+# positive NaN whose mantissa is all ones (`0x7FFFFFFF`) into the sign bit and produces `-0.0` (a negative one,
+# `0xFFFFFFFF`, carries past bit 31 and gives `+0.0`): a zero either way; one NaN makes a whole row's `rstd` that NaN,
 # so the row comes out as zeros. Test against the reference on the dtype's extremes, NaNs of every bit pattern
 # included (`fastpath_lib.testing.EXTREMES`), and compare NaN-ness and sign exactly, not only values within a
 # tolerance.
