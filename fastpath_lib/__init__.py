@@ -11,8 +11,10 @@ Public API (names other parts of the kit rely on):
   and in place.
 * :func:`use_interpreter` — opt in to Triton's CPU interpreter on a machine without CUDA.
 
-Importing this package changes no process-wide state: without CUDA and without the opt-in (``use_interpreter()`` or
-``TRITON_INTERPRET=1`` set before the first kernel is imported) every call takes the fallback.
+Importing this package registers its own operators (the ``fastpath::`` namespace) with torch's dispatcher and changes
+nothing else process-wide: no torch operator, no environment variable, not Triton's mode. Without CUDA and without the
+opt-in (``use_interpreter()`` or ``TRITON_INTERPRET=1`` set before the first kernel is imported) every call takes the
+fallback.
 """
 
 from fastpath_lib.eligibility import Decision

@@ -1,10 +1,11 @@
 """Where the kit is running: CUDA or Triton's CPU interpreter, and the versions that matter.
 
-Importing :mod:`fastpath_lib` changes no process-wide state. Running the Triton kernels on a CPU through Triton's
-interpreter is an explicit opt-in: call :func:`use_interpreter` (the lessons' first cell, the test suite and ``./kit``
-do), or set ``TRITON_INTERPRET=1`` yourself, before the first kernel is imported. Triton reads that variable when a
-kernel is *decorated* (``triton.jit``), and :mod:`fastpath_lib.rmsnorm.kernels` is only imported on the first
-Triton-route call. Without the opt-in, a CPU call takes the fallback with the ``device`` reason.
+Importing :mod:`fastpath_lib` registers the kit's own ``fastpath::`` operators with torch's dispatcher and changes
+nothing else process-wide (no torch operator, no environment variable, not Triton's mode). Running the Triton kernels on
+a CPU through Triton's interpreter is an explicit opt-in: call :func:`use_interpreter` (the lessons' first cell, the
+test suite and ``./kit`` do), or set ``TRITON_INTERPRET=1`` yourself, before the first kernel is imported. Triton reads
+that variable when a kernel is *decorated* (``triton.jit``), and :mod:`fastpath_lib.rmsnorm.kernels` is only imported on
+the first Triton-route call. Without the opt-in, a CPU call takes the fallback with the ``device`` reason.
 
 The mode is read once (on first use) and kept, so the dispatch's hot path never reads the environment.
 

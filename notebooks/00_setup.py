@@ -68,8 +68,10 @@
 # Without CUDA,
 # `use_interpreter()` sets `TRITON_INTERPRET=1` before any kernel is imported (Triton reads it when a kernel is
 # decorated), so the kernels run in Triton's CPU interpreter; on a CUDA machine it does nothing. Importing the library
-# itself changes no process-wide state: without the opt-in, every CPU call takes `F.rms_norm` and `explain` names the
-# `device` condition. The output of this cell changes from machine to machine, so the notebook tests ignore it.
+# itself registers its own operators (the `fastpath::` namespace) with torch's dispatcher and changes nothing else
+# process-wide: no torch operator, no environment variable, not Triton's mode. Without the opt-in, every CPU call takes
+# `F.rms_norm` and `explain` names the `device` condition. The output of this cell changes from machine to machine, so
+# the notebook tests ignore it.
 
 # %% tags=["nbval-ignore-output"]
 import torch
@@ -92,11 +94,13 @@ print("Triton can run here:", runtime.interpreter_enabled() or runtime.cuda_avai
 # %% [markdown]
 # ## On a hosted T4 (Colab, Kaggle)
 #
-# Free hosted notebooks give you a Tesla T4: compute capability 7.5 (sm_75). Triton's supported NVIDIA GPUs start
-# at 8.0, so the kit's predicate refuses sm_75 and every dispatched call takes `F.rms_norm`: the lessons run, but the
-# cell above says that their timings measure the fallback. Install the kit there without replacing the notebook's
-# own torch and triton (their CUDA build matches the machine; `lesson_device()` names any that is older than the
-# versions the kit is tested with): upload or clone the kit's folder, then
+# Free hosted notebooks give you a Tesla T4: compute capability 7.5 (sm_75). Triton's supported NVIDIA GPUs start at
+# 8.0, so the kit's predicate refuses sm_75 and every dispatched call takes `F.rms_norm`: the lessons run, but the lines
+# `lesson_device()` prints in the first code cell (under "Where are we running?") say that their timings measure the
+# fallback. The cell just above still prints `True` there (it asks only whether CUDA or the interpreter is present), but
+# by default the kit's predicate sends no call to Triton on sm_75. Install the kit there without replacing the
+# notebook's own torch and triton (their CUDA build matches the machine; `lesson_device()` names any that is older than
+# the versions the kit is tested with): upload or clone the kit's folder, then
 #
 # ```
 # %pip install --no-deps -e .
@@ -167,7 +171,9 @@ print("mismatch vs reference:", compare(y, reference_rms_norm(x, [64], w), x.dty
 # %% [markdown]
 # ## The three claims
 #
-# A reviewer of a performance PR checks three claims, and each lesson produces evidence for one of them:
+# A reviewer of a performance PR checks three claims. The table names the lessons that produce evidence for each:
+# lessons 02 and 05 serve two claims, and lessons 00 (setup), 08 (the in-place fused op's contract) and 09 (the
+# upstream review) none of the three.
 #
 # | claim | question | lessons |
 # |---|---|---|

@@ -397,6 +397,21 @@ def test_lesson_01s_tolerance_sentence_matches_the_table():
     assert "one unit in the last place (the dtype's machine epsilon) for fp16 and bf16. For fp32 it is wider" in prose
 
 
+# --- lesson 00: which lessons give evidence for which claim ------------------------------------------------------
+
+def test_lesson_00s_sentence_on_the_three_claims_says_what_its_table_shows():
+    prose = " ".join(_markdown(next(p for p in LESSONS if p.name.startswith("00_"))).split())
+    rows = re.findall(r"\| \*\*(\w+)\*\* \|[^|]*\| ([\d, ]+) \|", prose)
+    assert [claim for claim, _ in rows] == ["Semantic", "Mechanism", "Performance"], rows
+    claims_of = {p.name[:2]: [c for c, lessons in rows if p.name[:2] in lessons.split(", ")] for p in LESSONS}
+    two = [n for n, c in claims_of.items() if len(c) == 2]
+    none = [n for n, c in claims_of.items() if not c]
+    assert not [n for n, c in claims_of.items() if len(c) > 2]
+    said = re.search(r"lessons ([\d and,]+?) serve two claims, and lessons (.+?) none of the three", prose)
+    assert said, "the sentence before the table names the lessons that serve two claims and those that serve none"
+    assert re.findall(r"\d\d", said[1]) == two and re.findall(r"\b\d\d\b", said[2]) == none, (said[0], two, none)
+
+
 # --- lesson 05: what the peer's CSV shows -------------------------------------------------------------------------
 
 def test_lesson_05s_reading_of_the_peers_forward_holds_in_the_csv():

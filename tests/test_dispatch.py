@@ -188,9 +188,25 @@ def test_eager_inference_launches_without_the_custom_op(device, monkeypatch):
     assert routes == {"triton": 1}
 
 
+# Importing the kit registers its own ops (the ``fastpath::`` namespace) with torch's dispatcher and nothing else:
+# every operator whose dispatcher entry (schema and kernel per dispatch key, ``_dispatch_dump``) it adds or changes is
+# in that namespace, so no torch op's kernel is replaced; the environment is unchanged (so is Triton's mode,
+# TRITON_INTERPRET); and sympy (torch's symbolic shapes, about 0.7 s) loads only when a tracer needs it.
+_IMPORT_PROBE = """
+import os, sys, torch
+def dispatcher():
+    return {op: torch._C._dispatch_dump(op) for op in torch._C._dispatch_get_all_op_names()}
+before, env = dispatcher(), dict(os.environ)
+import fastpath_lib
+after = dispatcher()
+changed = {op for op in before.keys() | after.keys() if before.get(op) != after.get(op)}
+print(os.environ.get('TRITON_INTERPRET'), dict(os.environ) == env, 'sympy' in sys.modules,
+      sorted({op.split('::')[0] for op in changed}))
+"""
+
+
 @pytest.mark.parametrize("code, expected", [
-    # and it stays cheap to start: sympy (torch's symbolic shapes, about 0.7 s) loads only when a tracer needs it
-    ("import os, sys, fastpath_lib; print(os.environ.get('TRITON_INTERPRET'), 'sympy' in sys.modules)", "None False"),
+    (_IMPORT_PROBE, "None True False ['fastpath']"),
     ("import os, fastpath_lib.bench, fastpath_lib.exercises; print(os.environ.get('TRITON_INTERPRET'))", "None"),
 ])
 def test_import_changes_no_process_state(code, expected):
