@@ -223,8 +223,10 @@ print("backward route with create_graph=True:", routes,
 # ## Promise 7 — `torch.compile`
 #
 # `fastpath::rms_norm` is a `torch.library.custom_op` with a fake implementation, so `torch.compile(fullgraph=True)`
-# traces it without a graph break. The shape, dtype and stride conditions are decided while tracing (they become
-# guards); what only run time knows, the data pointers' alignment, is checked when the compiled graph runs.
+# traces it without a graph break. The shape, dtype and stride conditions on static sizes are decided while tracing
+# (they become guards). When the compiled graph runs, the op decides again on the real tensors what only run time
+# knows: the data pointers' alignment and whether a CUDA graph is being captured (`runtime_eligible`), and any size the
+# tracer held symbolically (`torch.compile(dynamic=True)`, `torch.export`'s dynamic dims).
 
 # %%
 compiled = torch.compile(lambda a, b: fastpath_lib.rms_norm(a, [64], b), fullgraph=True)
