@@ -98,7 +98,7 @@ print("Triton can run here:", runtime.interpreter_enabled() or runtime.cuda_avai
 # 8.0, so the kit's predicate refuses sm_75 and every dispatched call takes `F.rms_norm`: the lessons run, but the lines
 # `lesson_device()` prints in the first code cell (under "Where are we running?") say that their timings measure the
 # fallback. The cell just above still prints `True` there (it asks only whether CUDA or the interpreter is present), but
-# by default the kit's predicate sends no call to Triton on sm_75. Install the kit there without replacing the
+# by default the kit's predicate sends no call to Triton on a T4. Install the kit there without replacing the
 # notebook's own torch and triton (their CUDA build matches the machine; `lesson_device()` names any that is older than
 # the versions the kit is tested with): upload or clone the kit's folder, then
 #

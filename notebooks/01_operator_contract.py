@@ -226,7 +226,7 @@ print("backward route with create_graph=True:", routes,
 # traces it without a graph break. The shape, dtype and stride conditions on static sizes are decided while tracing
 # (they become guards). When the compiled graph runs, the op decides again on the real tensors what only run time
 # knows: the data pointers' alignment and whether a CUDA graph is being captured (`runtime_eligible`), and any size the
-# tracer held symbolically (`torch.compile(dynamic=True)`, `torch.export`'s dynamic dims).
+# tracer held symbolically (a compile with `dynamic=True`, an export's dynamic dims).
 
 # %%
 compiled = torch.compile(lambda a, b: fastpath_lib.rms_norm(a, [64], b), fullgraph=True)
