@@ -430,6 +430,18 @@ def test_lesson_05s_reading_of_the_peers_forward_holds_in_the_csv():
     assert "20-80 % bands that never overlap" in prose and "reaching its highest GB/s at 32768 columns" in prose
 
 
+def test_lesson_05s_reading_of_the_peers_full_mode_holds_in_the_csv():
+    from fastpath_lib.bench import peer
+
+    liger_us = peer.peer_speedups(peer.load_peer()).set_index(["mode", "cols"])["liger_us"]
+    flat = liger_us.loc["full"].loc[:8192]
+    alone = liger_us["forward", 1024] + liger_us["backward", 1024]
+    # "stays flat from 1024 to 8192 columns, at nearly three times what its forward and backward timed alone add up to"
+    assert flat.max() / flat.min() < 1.1 and 2.5 <= flat.min() / alone and flat.max() / alone < 3, (flat, alone)
+    prose = " ".join(_markdown(next(p for p in LESSONS if p.name.startswith("05_"))).split())
+    assert "stays flat from 1024 to 8192 columns, at nearly three times what its forward and backward" in prose
+
+
 # --- "N of the M cases": counts the lessons type, against the matrix ----------------------------------------------
 
 def test_case_counts_in_the_lessons_prose_are_the_matrix_s():
