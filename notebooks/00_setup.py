@@ -171,9 +171,9 @@ print("mismatch vs reference:", compare(y, reference_rms_norm(x, [64], w), x.dty
 # %% [markdown]
 # ## The three claims
 #
-# A reviewer of a performance PR checks three claims. The table names the lessons that produce evidence for each:
-# lessons 02 and 05 serve two claims, and lessons 00 (setup), 08 (the in-place fused op's contract) and 09 (the
-# upstream review) none of the three.
+# A reviewer of a performance PR checks three claims. Lessons 02 and 05 serve two claims, and lessons 00 (setup), 08
+# (the in-place fused op's contract) and 09 (the upstream review) none of the three.
+# The table names the lessons that produce evidence for each of the three claims:
 #
 # | claim | question | lessons |
 # |---|---|---|

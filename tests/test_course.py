@@ -407,7 +407,7 @@ def test_lesson_00s_sentence_on_the_three_claims_says_what_its_table_shows():
     two = [n for n, c in claims_of.items() if len(c) == 2]
     none = [n for n, c in claims_of.items() if not c]
     assert not [n for n, c in claims_of.items() if len(c) > 2]
-    said = re.search(r"lessons ([\d and,]+?) serve two claims, and lessons (.+?) none of the three", prose)
+    said = re.search(r"[Ll]essons ([\d and,]+?) serve two claims, and lessons (.+?) none of the three", prose)
     assert said, "the sentence before the table names the lessons that serve two claims and those that serve none"
     assert re.findall(r"\d\d", said[1]) == two and re.findall(r"\b\d\d\b", said[2]) == none, (said[0], two, none)
 
