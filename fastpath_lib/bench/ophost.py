@@ -134,7 +134,7 @@ def _fallback(spec: OpSpec, case: HostCase, device: str, gpu: bool, blocks: int,
         if log:
             ratio = res["dispatched"]["best_us"] / res["baseline"]["best_us"]
             log(f"  {cid}: {bname} {res['baseline']['best_us']:.2f} us, dispatched {res['dispatched']['best_us']:.2f} "
-                f"us, ratio {ratio:.2f} (target <= {TARGET_RATIO})")
+                f"us, ratio {ratio_text(ratio)} (target <= {TARGET_RATIO})")
     return out
 
 
