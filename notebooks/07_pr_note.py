@@ -94,9 +94,9 @@ print("cells saying 'not measured':", note.count("not measured"),
 
 # %% [markdown]
 # The draft, rendered. Check that it names the hardware, that every predeclared case is accounted for (open the
-# folded tables), and that off a GPU no speed-up is claimed: the Performance section lists each case's route and the
-# outcome expected on a GPU (observed: unmeasured), the timing method, and the fallback's host cost per call against
-# its target, which a CPU does measure.
+# folded tables), and that off a GPU no speed-up is claimed: the Performance section lists each case's route, the
+# outcome expected on a GPU and the outcome observed (*unmeasured* where a kernel runs), the timing method, and the
+# fallback's host cost per call against its target, which a CPU does measure.
 
 # %% tags=["nbval-ignore-output"]
 Markdown(note)
