@@ -415,8 +415,8 @@ pd.DataFrame(model).round(3)
 # spec's bytes models, not typed). The models count passes, not temporaries: `unfused_eager` is given the pair's
 # five passes, a lower bound for the eager chain (the prefill case says "5 or more"). `vllm_c` is timed as vLLM's
 # functional overload calls it: clones of `x` and the residual (four passes), then its kernel in place (four more),
-# so its column is about twice the fused one. Inside a compiled vLLM model the clones of donated inputs are removed, and
-# its kernel moves the four passes of `MiB fused`:
+# so its column is about twice the fused one. vLLM's `RMSNorm` layer calls the op's `maybe_inplace` overload, which
+# runs the kernel in place without the clones: four passes, those of `MiB fused`:
 
 # %%
 from fastpath_lib import opspec
