@@ -49,9 +49,11 @@ from fastpath_lib.bench import reading
 # ## Drafting the note from the results
 #
 # The note is generated from results: the predeclared matrix, the environment, the raw samples, the host-overhead
-# family and the classification. Nothing in it is typed by hand, so nothing can drift from what was measured. The
-# source is the newest recorded GPU run in `results/` when there is one. Without one, the draft comes from a quick
-# run of 3 of the 17 cases on this machine, and the note must say so: *not a GPU measurement*.
+# family and the classification. Every measured number and every verdict in it is read from those results; the
+# sentences about the op come from its spec, which reads its limits, row thresholds and capture record
+# (`capture.json`) when the note is drafted. No number is typed into the note, so none can drift from what was
+# measured. The source is the newest recorded GPU run in `results/` when there is one. Without one, the draft comes
+# from a quick run of 3 of the 17 cases on this machine, and the note must say so: *not a GPU measurement*.
 
 # %% tags=["nbval-ignore-output"]
 rec = reading.recorded_gpu_run()
@@ -92,8 +94,9 @@ print("cells saying 'not measured':", note.count("not measured"),
 
 # %% [markdown]
 # The draft, rendered. Check that it names the hardware, that every predeclared case is accounted for (open the
-# folded tables), and that off a GPU no speed-up is claimed: the Performance section lists routes and expectations
-# only.
+# folded tables), and that off a GPU no speed-up is claimed: the Performance section lists each case's route, the
+# outcome expected on a GPU and the outcome observed (*unmeasured* where a kernel runs), the timing method, and the
+# fallback's host cost per call against its target, which a CPU does measure.
 
 # %% tags=["nbval-ignore-output"]
 Markdown(note)

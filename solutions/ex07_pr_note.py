@@ -25,9 +25,10 @@
 #
 # * the sections, as Markdown headings, each with at least a sentence: **Summary**, **Eligibility and fallback**,
 #   **Semantic evidence**, **Mechanism**, **Performance**, **Limitations**;
-# * the environment (`env["device"]`, `env["torch"]`, `env["triton"]`) and a **scope** statement (a `## Scope`
-#   section, or a `Scope:` paragraph, which may wrap over several lines and ends at a blank line, a heading, a list
-#   or another `Label:`): which calls take the fast path (dtypes, the column limit
+# * the environment (`env["device_name"]`, or `env["device"]` where no name is recorded, `env["torch"]`,
+#   `env["triton"]`: the keys of the environment record lessons 05 and 07 show) and a **scope** statement (a
+#   `## Scope` section, or a `Scope:` paragraph, which may wrap over several lines and ends at a blank line, a
+#   heading, a list or another `Label:`): which calls take the fast path (dtypes, the column limit
 #   `fastpath_lib.rmsnorm.predicate.MAX_COLS`) and what happens to the others;
 # * a performance table with one row per case id (first cell), its route and its class (win/neutral/loss/fallback,
 #   as in exercise 06): route and class must match the data; the note names its wins, neutral cases and losses,
@@ -37,7 +38,7 @@
 #   synchronized before a timing is read (in any words: synchronized, waits for the kernel to finish, CUDA events,
 #   or the record's own words), the statistic (the median of how many samples) and its spread (q80 - q20),
 #   and where the raw samples are;
-# * on data whose `env["device_kind"]` is not `"cuda"`: the words "not a GPU measurement", no speed-up claimed
+# * on data whose `env["device"]` is not `"cuda"` (the CPU-interpreter-shaped table): the words "not a GPU measurement", no speed-up claimed
 #   ("faster", "1.5x", "speed-up"; an honest "no speed-up is claimed" is fine) and no case marked a win or a loss.
 # * concision: at most 600 words outside `<details>` blocks (the kit's rule for its own notes): keep the summary, the
 #   scope, the counts and the claim in sight, and fold full tables in `<details><summary>...</summary> ... </details>`
@@ -68,11 +69,11 @@ env
 # %%
 def write_pr_note(results, env) -> str:
     # BEGIN SOLUTION
-    gpu = env.get("device_kind") == "cuda"
+    gpu = env.get("device") == "cuda"
     classes = ex.expected_classes(results) if gpu else {c: "not measured" for c in results["case_id"]}
     lines = ["## Summary",
              "A Triton RMSNorm fast path behind an eligibility predicate; F.rms_norm is the fallback.",
-             f"Data: {env.get('device')}, torch {env.get('torch')}, triton {env.get('triton')}. {env.get('note', '')}",
+             f"Data: {env.get('device_name') or env.get('device')}, torch {env.get('torch')}, triton {env.get('triton')}. {env.get('note', '')}",
              "", "## Scope",
              f"The fast path covers fp16, bf16 and fp32 inputs of at most {MAX_COLS} columns whose rows are "
              "contiguous and 16-byte aligned; every other call runs the fallback, F.rms_norm, unchanged.", ""]

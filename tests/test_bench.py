@@ -18,6 +18,7 @@ import fastpath_lib  # noqa: F401  (the interpreter opt-in is made by tests/conf
 from fastpath_lib import bench
 from fastpath_lib.bench import cli, hostmethod, ophost, results, schema
 from fastpath_lib.bench import host as bench_host
+from fastpath_lib.bench import note_sections
 from fastpath_lib.bench import report as bench_report
 from fastpath_lib.bench import sweep as bench_sweep
 from fastpath_lib.bench import workload as bench_workload
@@ -517,6 +518,16 @@ def test_host_rows_are_classified_on_a_cpu_but_kept_out_of_the_matrix_counts():
     assert "4 of 4 predeclared cases run" in note
     assert "host_a 1.20x" in note and "**over the target: host_a**" in note
     assert "| host_eligible |" in note and bench_host.NOT_MEASURED in note
+
+
+@pytest.mark.parametrize("ratio", [1.154, 1.1504, 1.147, 1.1496, 1.15])
+def test_note_prints_a_host_ratio_near_the_target_on_its_side_of_it(ratio):
+    # 1.154 and 1.147 both read 1.15 at two decimals: the note's digits must show the verdict beside them
+    ev = bench_report.Evidence(df=bench.classify(_host_rows(ratio)), env={}, gpu=False, synthetic=False, label="")
+    line = "\n".join(note_sections.host_performance(ev))
+    shown = float(line.split("host_a ")[1].split("x")[0])
+    assert (shown > bench_host.TARGET_RATIO) == (ratio > bench_host.TARGET_RATIO)
+    assert shown == pytest.approx(ratio, abs=1e-4) and ("over the target: host_a" in line) == (ratio > 1.15)
 
 
 def test_measure_host_runs_side_by_side_on_this_machine():

@@ -780,7 +780,7 @@ def test_ex07_accepts_an_honest_no_claim_note():
 
     def honest(df, env):
         note = base(df, env)
-        if env["device_kind"] != "cuda":
+        if env["device"] != "cuda":
             note += ("\nNo speed-up is claimed. We make no speed-up claims from interpreter data, and nothing here "
                      "shows the kernel is faster.\n")
         return note

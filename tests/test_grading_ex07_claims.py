@@ -30,7 +30,7 @@ def _losses(df):
 
 def _summary_adds(sentence):
     def edit(note, df, env):
-        if env.get("device_kind") != "cuda":  # no speed claim on CPU data (another part)
+        if env.get("device") != "cuda":  # no speed claim on CPU data (another part)
             return note
         assert _losses(df), "every GPU-shaped table has a loss"
         return note.replace("## Summary\n", f"## Summary\n{sentence(df)}\n", 1)
@@ -62,7 +62,7 @@ def test_synchronization_stated_without_the_label_is_found():
     return when done (the CPU record's own words, no label)."""
     def edit(note, df, env):
         h = env["harness"]
-        said = ("Each timing is read from CUDA events once the kernel has finished." if env.get("device_kind") == "cuda"
+        said = ("Each timing is read from CUDA events once the kernel has finished." if env.get("device") == "cuda"
                 else h["sync"].split(":", 1)[1].strip().capitalize() + ".")
         return note.replace(f"Synchronization: {h['sync']}.", said)
     r = _by_part(ex.check_pr_note(_edited(edit), show=False))

@@ -43,7 +43,7 @@ def test_a_method_written_for_the_fixed_environment_fails():
     fixed = ex.synthetic_environment()["harness"]
 
     def write(df, env):
-        return _note()(df, dict(env, harness=fixed) if env.get("device_kind") == "cuda" else env)
+        return _note()(df, dict(env, harness=fixed) if env.get("device") == "cuda" else env)
 
     r = _by_part(ex.check_pr_note(write, show=False))
     assert not r["measurement_method"].passed and "drawn" in r["measurement_method"].feedback

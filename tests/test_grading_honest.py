@@ -43,7 +43,7 @@ def my_classify(row) -> str:
 NOTE = r'''
 def write_pr_note(results, env) -> str:
     """The note, written from the table: what took the fast path, what it measured, and how."""
-    timed = env.get("device_kind") == "cuda"
+    timed = env.get("device") == "cuda"
     columns = ("case_id", "route", "baseline_median_us", "candidate_median_us")
 
     def verdict(row):
@@ -62,7 +62,7 @@ def write_pr_note(results, env) -> str:
     out = [
         "## Summary",
         f"This PR routes eligible RMSNorm calls to a Triton kernel and everything else to F.rms_norm. Measured on "
-        f"{env['device']} with torch {env['torch']} and triton {env['triton']}.",
+        f"{env['device_name'] or env['device']} with torch {env['torch']} and triton {env['triton']}.",
         "",
         "## Scope",
         f"Inputs in fp16, bf16 or fp32 with at most {MAX_COLS} columns, contiguous rows and 16-byte alignment take the "

@@ -202,7 +202,8 @@ def test_further_baselines_are_compared_on_a_gpu_only(l2_op):
 
 
 #: A sentence saying a captured call takes the fallback (true of the kit's ops until their capture test passed).
-CAPTURE_FALLBACK = re.compile(r"captur[^.\n]*takes the fallback|fallback[^.\n]*under[^.\n]*captur", re.I)
+CAPTURE_FALLBACK = re.compile(r"captur[^.\n]*takes (the fallback|`F\.rms_norm`)|fallback[^.\n]*under[^.\n]*captur",
+                              re.I)
 
 
 @pytest.mark.parametrize("op", ["rms_norm", "fused_add_rms_norm"])
@@ -216,9 +217,24 @@ def test_the_vllm_form_says_what_is_true_of_the_patch_under_capture(op):
     assert not CAPTURE_FALLBACK.search(vllm), CAPTURE_FALLBACK.search(vllm)
     assert "no token-count threshold and nothing refused under capture" in vllm
     kit = pr_note(df=df, env=env, template="kit", spec=spec)
-    own = [line for line in spec.pr_text.get("limitations", []) if CAPTURE_FALLBACK.search(line)]
+    limits = spec.pr_text.get("limitations", [])
+    own = [line for line in (limits() if callable(limits) else limits) if CAPTURE_FALLBACK.search(line)]
     assert all(line in kit for line in own) and (op != "rms_norm" or own)
     cases = spec.cases() if callable(spec.cases) else spec.cases
     for case in cases:
         if CAPTURE_FALLBACK.search(case.rationale):
             assert "the kit's op" in case.rationale and "vLLM's CUDA-graph capture" not in case.rationale, case.id
+
+
+def test_the_kit_notes_capture_limitation_follows_capture_json(monkeypatch):
+    """The kit form's capture sentence is read from the record the ``cuda_graph_capture`` condition reads: with no
+    passed test every captured call takes ``F.rms_norm``; with one, the note names where the fast path runs."""
+    from fastpath_lib.rmsnorm import capture
+
+    df, env = _cpu_frame()
+    monkeypatch.setattr(capture, "VERIFIED", frozenset())
+    none = pr_note(df=df, env=env, template="kit", spec=opspec.get("rms_norm")).split("## Limitations")[1]
+    assert "takes `F.rms_norm` on every architecture" in none and "the reference" not in none
+    monkeypatch.setattr(capture, "VERIFIED", frozenset({((9, 0), "rms_norm", "eager")}))
+    passed = pr_note(df=df, env=env, template="kit", spec=opspec.get("rms_norm")).split("## Limitations")[1]
+    assert "sm_90 (eager)" in passed and "on every architecture" not in passed

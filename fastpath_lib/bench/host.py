@@ -20,10 +20,11 @@ import re
 import pandas as pd
 
 from fastpath_lib import opspec
-from fastpath_lib.bench.ophost import NOT_MEASURED, TARGET_RATIO, host_cases, measure_host_op
+from fastpath_lib.bench.ophost import NOT_MEASURED, TARGET_RATIO, host_cases, measure_host_op, ratio_text
 from fastpath_lib.bench.schema import host_rows
 
-__all__ = ["TARGET_RATIO", "NOT_MEASURED", "spec", "fallback_cases", "measure_host", "host_table", "host_plot"]
+__all__ = ["TARGET_RATIO", "NOT_MEASURED", "ratio_text", "spec", "fallback_cases", "measure_host", "host_table",
+           "host_plot"]
 
 
 def spec() -> opspec.OpSpec:

@@ -9,7 +9,7 @@ import math
 from pathlib import Path
 
 from fastpath_lib.bench.analysis import coverage_line
-from fastpath_lib.bench.host import TARGET_RATIO, host_table
+from fastpath_lib.bench.host import TARGET_RATIO, host_table, ratio_text
 from fastpath_lib.bench.mechanism import traffic_section
 from fastpath_lib.bench.note_brief import (
     claim,
@@ -142,7 +142,7 @@ def host_verdict(ev: Evidence) -> list[str]:
     if not len(over):
         return [f"- Host cost on the fallback route: within the target ({target}) on all {len(fb)} cases."]
     return [f"- Host cost on the fallback route: **over the target ({target})** on "
-            + ", ".join(f"{cid} ({fmt(r['ratio'], '.2f')}x)" for cid, r in over.iterrows()) + "."]
+            + ", ".join(f"{cid} ({ratio_text(r['ratio'])}x)" for cid, r in over.iterrows()) + "."]
 
 
 def host_performance(ev: Evidence) -> list[str]:
@@ -152,7 +152,7 @@ def host_performance(ev: Evidence) -> list[str]:
         return ["- Host cost on the fallback route: not measured in this run."]
     over = fb[fb["verdict"] == "OVER"]
     return [f"- Host cost on the fallback route (dispatched / {ev.baseline} per call, target <= {TARGET_RATIO}x): "
-            + ", ".join(f"{cid} {fmt(r['ratio'], '.2f')}x" for cid, r in fb.iterrows()) + "; "
+            + ", ".join(f"{cid} {ratio_text(r['ratio'])}x" for cid, r in fb.iterrows()) + "; "
             + (f"**over the target: {', '.join(over.index)}**" if len(over) else "all within the target") + "."]
 
 

@@ -37,13 +37,34 @@ from fastpath_lib.bench.timing import gpu_measurement
 from fastpath_lib.cases import CaseSpec
 from fastpath_lib.opspec import NOT_DECLARED, HostCase, OpSpec
 
-__all__ = ["MAX_HOST_ROWS", "TARGET_RATIO", "NOT_MEASURED", "host_cases", "measure_host_op"]
+__all__ = ["MAX_HOST_ROWS", "TARGET_RATIO", "NOT_MEASURED", "host_cases", "measure_host_op", "ratio_text"]
 
 #: The largest matrix case a spec without ``host_cases`` has timed: decode batches, where the device work is
 #: microseconds.
 MAX_HOST_ROWS = 16
 #: The dispatched op may cost at most this multiple of its baseline per call on the fallback route.
 TARGET_RATIO = 1.15
+
+
+def ratio_text(ratio: float, target: float = TARGET_RATIO, decimals: int = 2) -> str:
+    """``ratio`` with enough decimals (``decimals`` at least, 6 at most) that its side of ``target`` shows: a ratio
+    over the target never prints as the target, nor one under it (``—`` when not measured).
+
+    >>> ratio_text(1.154), ratio_text(1.147), ratio_text(1.15), ratio_text(1.1504), ratio_text(1.3), ratio_text(None)
+    ('1.154', '1.147', '1.15', '1.1504', '1.30', '—')
+    """
+    try:
+        r = float(ratio)
+    except (TypeError, ValueError):
+        return "—"
+    if r != r:
+        return "—"
+    d = decimals
+    while d < 6 and r != target and f"{r:.{d}f}" == f"{target:.{d}f}":
+        d += 1
+    return f"{r:.{d}f}"
+
+
 #: What the eligible rows say off CUDA.
 NOT_MEASURED = "not measured: the interpreter's cost hides it"
 
@@ -113,7 +134,7 @@ def _fallback(spec: OpSpec, case: HostCase, device: str, gpu: bool, blocks: int,
         if log:
             ratio = res["dispatched"]["best_us"] / res["baseline"]["best_us"]
             log(f"  {cid}: {bname} {res['baseline']['best_us']:.2f} us, dispatched {res['dispatched']['best_us']:.2f} "
-                f"us, ratio {ratio:.2f} (target <= {TARGET_RATIO})")
+                f"us, ratio {ratio_text(ratio)} (target <= {TARGET_RATIO})")
     return out
 
 

@@ -73,12 +73,15 @@ def synthetic_results():
 
 
 def synthetic_environment() -> dict:
-    """The environment record that goes with :func:`synthetic_results` (it names itself synthetic)."""
+    """The environment record that goes with :func:`synthetic_results` (it names itself synthetic), with the keys of
+    the kit's record (:func:`fastpath_lib.bench.metadata.environment`): ``device`` (``"cuda"``: GPU-shaped data),
+    ``device_name``, and ``gpu_measurement`` false (invented numbers are no measurement)."""
     from fastpath_lib import runtime
 
     v = runtime.versions()
-    return {"device_kind": "cuda", "device": "synthetic GPU (teaching data)", "torch": v["torch"],
-            "triton": v["triton"], "synthetic": True, "note": SYNTHETIC_LABEL, "harness": harness()}
+    return {"device": "cuda", "device_name": "synthetic GPU (teaching data)", "gpu_measurement": False,
+            "torch": v["torch"], "triton": v["triton"], "synthetic": True, "note": SYNTHETIC_LABEL,
+            "harness": harness()}
 
 
 def harness(warmup_ms: int = 50, samples: int = 100, raw: str = "raw_samples.csv") -> dict:
@@ -99,7 +102,7 @@ def interpreter_results():
 def interpreter_environment() -> dict:
     """The environment record of :func:`interpreter_results`."""
     env = synthetic_environment()
-    env.update(device_kind="cpu", device="Triton CPU interpreter", note=NOT_GPU,
+    env.update(device="cpu", device_name=None, note=NOT_GPU,
                harness=dict(harness(warmup_ms=5, samples=9, raw="interpreter_raw.csv"), timer="time.perf_counter",
                             sync="none: CPU calls return when done"))
     return env

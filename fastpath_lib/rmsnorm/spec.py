@@ -117,14 +117,35 @@ def _eligibility() -> list[str]:
             "Modes that keep the fast path: " + "; ".join(f"**{k}** ({v})" for k, v in rms.ALLOWED_MODES.items()) + "."]
 
 
-def _maintenance() -> list[str]:
+def _dtypes() -> str:
     names = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32"}
-    dtypes = "/".join(names.get(str(d).replace("torch.", ""), str(d)) for d in rms.SUPPORTED_DTYPES)
+    return "/".join(names.get(str(d).replace("torch.", ""), str(d)) for d in rms.SUPPORTED_DTYPES)
+
+
+def _maintenance() -> list[str]:
+    dtypes = _dtypes()
     return [f"- Surface: {dtypes}, {_arch(rms.MIN_CAPABILITY)} and newer, rows <= {rms.MAX_COLS} columns wide; "
             "everything else falls back.",
             "- Fallback: `force_fallback()` / `FASTPATH_FORCE_FALLBACK=1` switch the fast path off at run time.",
             "- New architectures: {owner} re-runs the GPU sweep and records the row threshold for the arch "
             "(`python -m fastpath_lib threshold RESULTS_DIR`); until then the conservative default applies."]
+
+
+def _limitations() -> list[str]:
+    """The PR note's limitations: the capture record (``capture.json``, what the ``cuda_graph_capture`` condition
+    reads) and the surface's edges, read when the note is drafted."""
+    from fastpath_lib.rmsnorm import capture
+
+    passed = sorted((_arch(cap), path) for cap, op, path in capture.VERIFIED if op == "rms_norm")
+    if passed:
+        where = ", ".join(f"{arch} ({path})" for arch, path in passed)
+        graphs = (f"- CUDA-graph capture takes the fast path only where its recorded capture test passed "
+                  f"(`capture.json`: {where}); elsewhere a captured call takes `F.rms_norm`.")
+    else:
+        graphs = ("- CUDA-graph capture takes `F.rms_norm` on every architecture: `capture.json` records no passed "
+                  "capture test.")
+    return [graphs, f"- Normalization over more than the last dimension, dtypes other than {_dtypes()} and rows wider "
+                    f"than {rms.MAX_COLS} columns take `F.rms_norm`."]
 
 
 #: The calls the host-overhead family times (:mod:`fastpath_lib.bench.ophost`): four fallback calls against
@@ -159,8 +180,7 @@ PR_TEXT = {
                 "`--quick`; `evidence` always).",
     "route_differs": "differs (the interpreter's row threshold)",
     "maintenance": _maintenance,
-    "limitations": ["- CUDA-graph capture takes the fallback (not yet verified under capture).",
-                    "- Multi-dim normalization, fp64 and rows wider than the maximum use the reference."],
+    "limitations": _limitations,
     "vllm_op": "rms_norm",  # the vLLM IR op it provides (fastpath_lib.vllm_plugin)
 }
 

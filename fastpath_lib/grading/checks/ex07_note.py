@@ -174,7 +174,7 @@ def _route_cell(cells: list[str], header: list[str]) -> str | None:
 def _drawn_environment() -> dict:
     env = synthetic_environment()
     rng = random.SystemRandom()
-    env["device"] = f"synthetic GPU no. {rng.randint(2, 99)} (drawn by the check)"
+    env["device_name"] = f"synthetic GPU no. {rng.randint(2, 99)} (drawn by the check)"
     env["harness"] = harness(warmup_ms=rng.choice((10, 25, 75, 100)), samples=rng.randint(20, 400),
                              raw=f"raw_{rng.randint(1000, 9999)}.csv")
     return env
@@ -292,7 +292,7 @@ def _judge_environment_and_scope(data, notes: dict[str, str]) -> None:
     problems = []
     for which, _df, env in data:
         note = notes[which]
-        for key in ("device", "torch", "triton"):
+        for key in ("device_name" if env.get("device_name") else "device", "torch", "triton"):
             if str(env[key]) not in note:
                 problems.append(f"{which}: the note does not give the environment's {key} ({env[key]!r})")
         scope = _scope_text(note, _sections(note))
