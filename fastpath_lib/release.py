@@ -42,6 +42,7 @@ from pathlib import Path
 
 from fastpath_lib import runtime
 from fastpath_lib.release_text import offered_commands, tell_what_ships, without_absent
+from fastpath_lib.runtime import parse_source
 
 __all__ = ["GRADER_ONLY", "STUDENT_FILES", "CHECK_CELLS", "ReleaseError", "release", "student", "autograder",
            "solution_lines", "leaked_solution_lines", "main"]
@@ -141,7 +142,7 @@ def _kit_imports(lib: Path, source: str) -> list[tuple[str, str | None]]:
     """``(file imported, name taken from it or None for the whole module)`` for each import of the kit in
     ``source`` (module level and inside functions alike)."""
     out = []
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(parse_source(source)):
         if isinstance(node, ast.Import):
             out += [(f, None) for a in node.names if (f := _module_file(lib, a.name))]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
@@ -185,7 +186,7 @@ def _facade(lib: Path, source: str) -> tuple[str, str | None]:
     grader's sandbox writes the kernel's façade from each name's module, which must not be the façade itself."""
     from fastpath_lib.grading.registry import TITLES
 
-    tree = ast.parse(source)
+    tree = parse_source(source)
     lines = source.splitlines()
     held_module = "fastpath_lib." + HELD_MODULE[:-3].replace("/", ".")
     swaps: list[tuple[int, int, str]] = []

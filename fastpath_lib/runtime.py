@@ -26,8 +26,8 @@ from pathlib import Path
 
 import torch
 
-__all__ = ["use_interpreter", "interpreter_enabled", "cuda_available", "kernel_device", "lesson_device", "describe",
-           "versions", "ENV", "ROOT", "child_env", "stop_process_group"]
+__all__ = ["parse_source", "use_interpreter", "interpreter_enabled", "cuda_available", "kernel_device",
+           "lesson_device", "describe", "versions", "ENV", "ROOT", "child_env", "stop_process_group"]
 
 ENV = "TRITON_INTERPRET"
 #: The checkout the kit runs from (the folder holding ``fastpath_lib/``): results, tests and tools live here.
@@ -197,3 +197,19 @@ def stop_process_group(proc: subprocess.Popen, grace_s: float = 5.0) -> None:
             return
         except subprocess.TimeoutExpired:
             continue
+
+
+def parse_source(source: str, *args, **kwargs):
+    """``ast.parse(source, ...)``, parsed again once where CPython 3.11 (before 3.11.8) raises its spurious
+    ``SystemError: AST constructor recursion depth mismatch`` (CPython gh-106905: code a finalizer runs during the
+    tree's construction, such as an asyncio task's log when the collector frees it, moves the depth it checks)."""
+    import ast
+    import gc
+
+    try:
+        return ast.parse(source, *args, **kwargs)
+    except SystemError as exc:
+        if "AST constructor recursion depth mismatch" not in str(exc):
+            raise
+        gc.collect()  # the finalizers run now, not inside the second parse
+        return ast.parse(source, *args, **kwargs)

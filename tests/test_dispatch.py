@@ -277,3 +277,26 @@ def test_torch_below_2_12_takes_the_branch_without_an_autocast_rule():
     assert res.stdout.split("\n")[-2] == "() False False {'triton': 1} True", res.stdout
     if op_module._torch_version() >= (2, 12):  # and this process's torch took the other branch
         assert op_module.autocast_fp32_devices() == ("cuda",) and op_module._CUDA_AUTOCAST
+
+
+def test_parse_source_parses_again_after_cpythons_spurious_recursion_depth_error(monkeypatch):
+    """CPython 3.11 before 3.11.8 can raise ``SystemError: AST constructor recursion depth mismatch`` when a finalizer
+    runs during the tree's construction (gh-106905; seen once in the suite, in the grader's handout step): the kit's
+    parse runs the collector and parses again; any other SystemError is raised."""
+    import ast
+
+    from fastpath_lib import runtime
+
+    real, calls = ast.parse, []
+
+    def flaky(source, *args, **kwargs):
+        calls.append(source)
+        if len(calls) == 1:
+            raise SystemError("AST constructor recursion depth mismatch (before=159, after=209)")
+        return real(source, *args, **kwargs)
+
+    monkeypatch.setattr(ast, "parse", flaky)
+    assert isinstance(runtime.parse_source("x = 1"), ast.Module) and len(calls) == 2
+    monkeypatch.setattr(ast, "parse", lambda *a, **k: (_ for _ in ()).throw(SystemError("another")))
+    with pytest.raises(SystemError, match="another"):
+        runtime.parse_source("x = 1")

@@ -37,6 +37,7 @@ import types
 from pathlib import Path
 
 from fastpath_lib import runtime
+from fastpath_lib.runtime import parse_source
 
 __all__ = ["PACKAGE", "FACADE", "ANSWER_MARKERS", "GIVEN_MODULE", "AGENT", "given_cells", "given_names", "closure",
            "handouts", "kernel_library", "kernel_modules", "literal", "facade_source", "package_source",
@@ -82,7 +83,7 @@ def _top_level_names(module: str, root: Path = runtime.ROOT) -> frozenset[str]:
     if path is None:
         return frozenset()
     names = set()
-    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+    for node in parse_source(path.read_text(encoding="utf-8")).body:
         targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
             node, (ast.AnnAssign, ast.AugAssign)) else []
         names |= {t.id for t in targets if isinstance(t, ast.Name)}
@@ -178,7 +179,7 @@ def _imports(module: str, root: Path) -> frozenset[str]:
         return set()
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     out = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(parse_source(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
             out |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom):
@@ -304,7 +305,7 @@ def facade_source(exercise: str | None, root: Path = runtime.ROOT) -> str:
 def _package_names(root: Path = runtime.ROOT) -> tuple[tuple[tuple[str, str], ...], str]:
     """``((public name, its module), ...)`` and ``__version__`` of the package, read from its ``__init__.py``'s
     source (the grader never needs to import the package's operator to say what it holds)."""
-    tree = ast.parse(_module_file(PACKAGE, root).read_text(encoding="utf-8"))
+    tree = parse_source(_module_file(PACKAGE, root).read_text(encoding="utf-8"))
     where = {a.asname or a.name: node.module for node in tree.body if isinstance(node, ast.ImportFrom)
              for a in node.names}
     values = {t.id: node.value for node in tree.body if isinstance(node, ast.Assign) for t in node.targets
@@ -349,7 +350,7 @@ def _data_files(module: str, root: Path) -> tuple[Path, ...]:
     path = _module_file(module, root)
     if path is None:
         return ()
-    names = {n.value for n in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+    names = {n.value for n in ast.walk(parse_source(path.read_text(encoding="utf-8")))
              if isinstance(n, ast.Constant) and isinstance(n.value, str) and re.fullmatch(r"[\w.-]+\.\w+", n.value)}
     return tuple(sorted(path.parent / n for n in names if not n.endswith(".py") and (path.parent / n).is_file()))
 

@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 
 import torch
+from fastpath_lib.runtime import parse_source
 
 __all__ = ["Proxy", "Session", "RemoteError", "RemoteTimeout", "InputWritten", "is_proxy", "answered_error",
            "outputs", "serve_op", "pack", "unpack", "session", "root", "code"]
@@ -140,7 +141,7 @@ def _agent_functions(*names: str) -> dict:
     import the agent (its text runs its ``_serve`` when executed as the agent); so the grader compiles just the
     definitions it shares with the agent, and both sides run the same code.
     """
-    tree = ast.parse(AGENT.read_text(encoding="utf-8"), str(AGENT))
+    tree = parse_source(AGENT.read_text(encoding="utf-8"), str(AGENT))
     keep = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom)) or (isinstance(n, ast.Assign) and all(
         isinstance(t, ast.Name) and t.id in ("PROMPT", "BY_VALUE", "_PLAIN") for t in n.targets))]
     defs = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name in names]
@@ -157,7 +158,7 @@ _SHARED = _agent_functions("_tensors", "_pack", "_unpack", "_op_result", "_dumps
 #: The tensors of a call's arguments, in the order the agent answers them: the agent's own walk.
 _tensors = _SHARED["_tensors"]
 _dumps, _loads, _changed, _storage_bytes = (_SHARED[k] for k in ("_dumps", "_loads", "_changed", "_storage_bytes"))
-PROMPT = ast.literal_eval(next(n.value for n in ast.parse(AGENT.read_text(encoding="utf-8")).body
+PROMPT = ast.literal_eval(next(n.value for n in parse_source(AGENT.read_text(encoding="utf-8")).body
                                if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "PROMPT"))
 
 

@@ -64,6 +64,7 @@ from fastpath_lib.grading.engine.handout import (
     package_source,
     stage,
 )
+from fastpath_lib.runtime import parse_source
 
 __all__ = ["FLAGS", "BASE", "ETC", "ANSWER_MARKERS", "given_cells", "given_names", "closure", "handouts",
            "kernel_library", "kernel_modules", "facade_source", "package_source", "stage", "system_binds",
@@ -204,7 +205,7 @@ def _site_folders(library: Path) -> list[Path]:
 
     names = {"ipykernel", "torch"}
     for path in library.rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(parse_source(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Import):
                 names |= {a.name.split(".")[0] for a in node.names}
             elif isinstance(node, ast.ImportFrom) and not node.level and node.module:

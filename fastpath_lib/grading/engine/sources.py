@@ -18,6 +18,7 @@ import ast
 import contextlib
 import re
 import sys
+from fastpath_lib.runtime import parse_source
 
 __all__ = ["using", "learner_cells", "latest_runs", "learner_source", "names_used", "attributes_used", "closure_source",
            "jit_functions", "parse", "parse_cells", "dotted", "DYNAMIC", "star_modules"]
@@ -119,12 +120,12 @@ def parse(source: str) -> ast.Module | None:
     help lines) parses as the code IPython runs for it: ``get_ipython().run_line_magic(...)``, a :data:`DYNAMIC`
     use."""
     try:
-        return ast.parse(source)
+        return parse_source(source)
     except SyntaxError:
         pass
     transformed = _ipython(source)
     try:
-        return ast.parse(transformed) if transformed is not None else None
+        return parse_source(transformed) if transformed is not None else None
     except SyntaxError:
         return None
 
@@ -157,7 +158,7 @@ def _swallowed(source: str, tree: ast.Module) -> bool:
     """Whether IPython reads the whole text as one cell magic (``%%time`` heading the first chunk) though it holds
     further chunks."""
     try:
-        ast.parse(source)
+        parse_source(source)
         return False
     except SyntaxError:
         pass

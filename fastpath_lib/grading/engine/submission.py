@@ -19,6 +19,7 @@ from pathlib import Path
 
 from fastpath_lib.grading.engine import notebook as NB
 from fastpath_lib.grading.registry import CHECKS, EXERCISES
+from fastpath_lib.runtime import parse_source
 
 __all__ = ["exercise_id", "exercise_of_file", "handed_out_name", "one_per_exercise", "shipped", "held_parts"]
 
@@ -91,6 +92,6 @@ def held_parts(ex: str) -> tuple[str, ...]:
         return ()
     named: set[str] = set()
     for m in here:
-        tree = ast.parse(Path(importlib.util.find_spec(f"fastpath_lib.grading.{m}").origin).read_text("utf-8"))
+        tree = parse_source(Path(importlib.util.find_spec(f"fastpath_lib.grading.{m}").origin).read_text("utf-8"))
         named |= {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
     return tuple(part for part, _ in EXERCISES[ex] if part not in named)

@@ -52,6 +52,7 @@ import torch
 from fastpath_lib.grading.engine import remote, sources
 from fastpath_lib.grading.report.feedback import Fail
 from fastpath_lib.grading.rules import torch_families
+from fastpath_lib.runtime import parse_source
 
 __all__ = ["Forbidden", "run", "reject_handed_back", "source_problem", "stray_import", "kit", "torch_op",
            "TORCH_RMS_NORM", "KIT_REFERENCE", "KIT_OP", "KIT_KERNELS", "code_of", "absent", "MARKER", "is_marker"]
@@ -292,7 +293,7 @@ def _held(obj, depth: int = 0):
 
 def _root_names(root: str) -> set[str]:
     try:
-        tree = ast.parse(root.strip(), mode="eval")
+        tree = parse_source(root.strip(), mode="eval")
     except SyntaxError:
         return set()
     return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
