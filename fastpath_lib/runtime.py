@@ -200,9 +200,10 @@ def stop_process_group(proc: subprocess.Popen, grace_s: float = 5.0) -> None:
 
 
 def parse_source(source: str, *args, **kwargs):
-    """``ast.parse(source, ...)``, parsed again once where CPython 3.11 (before 3.11.8) raises its spurious
-    ``SystemError: AST constructor recursion depth mismatch`` (CPython gh-106905: code a finalizer runs during the
-    tree's construction, such as an asyncio task's log when the collector frees it, moves the depth it checks)."""
+    """``ast.parse(source, ...)``, parsed again once where CPython raises its spurious ``SystemError: AST
+    constructor recursion depth mismatch`` (CPython gh-106905; seen here with Python 3.11.7, in a process whose
+    leftover asyncio task logged from a finalizer: code a finalizer runs during the tree's construction can move the
+    depth the constructor checks)."""
     import ast
     import gc
 

@@ -280,9 +280,9 @@ def test_torch_below_2_12_takes_the_branch_without_an_autocast_rule():
 
 
 def test_parse_source_parses_again_after_cpythons_spurious_recursion_depth_error(monkeypatch):
-    """CPython 3.11 before 3.11.8 can raise ``SystemError: AST constructor recursion depth mismatch`` when a finalizer
-    runs during the tree's construction (gh-106905; seen once in the suite, in the grader's handout step): the kit's
-    parse runs the collector and parses again; any other SystemError is raised."""
+    """CPython 3.11 can raise ``SystemError: AST constructor recursion depth mismatch`` spuriously (gh-106905; seen
+    once in the suite with 3.11.7, in the grader's handout step): the kit's parse runs the collector and parses again;
+    any other SystemError is raised."""
     import ast
 
     from fastpath_lib import runtime
