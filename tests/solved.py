@@ -29,3 +29,20 @@ def solved(exercise: str) -> dict:
 def earned(results) -> int:
     """Points earned over a check's results."""
     return sum(r.earned for r in results)
+
+
+def digest(paths) -> dict:
+    """Each file's sha256, to show that grading read a notebook and never wrote it."""
+    import hashlib
+
+    return {p: hashlib.sha256(Path(p).read_bytes()).hexdigest() for p in paths}
+
+
+def grade_unchanged(paths, timeout: float = 120) -> list:
+    """Each notebook graded by the grader (its kernel in the sandbox where it starts), none of them modified."""
+    from fastpath_lib.grading.engine import cli
+
+    before = digest(paths)
+    grades = [cli.grade_notebook(p, timeout=timeout) for p in paths]
+    assert digest(paths) == before, "grading modified a graded notebook"
+    return grades

@@ -7,7 +7,6 @@ test_grading_checks.py."""
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
 from pathlib import Path
 
@@ -23,14 +22,11 @@ from fastpath_lib.grading.engine import cli, sandbox  # noqa: E402
 from fastpath_lib.grading.engine.notebook import CHECK_TAG, calls  # noqa: E402
 from fastpath_lib.grading.registry import EXERCISES, MIME, Result  # noqa: E402
 from fastpath_lib.grading.rules import mutants  # noqa: E402
+from tests.solved import digest, grade_unchanged  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTIONS = sorted((ROOT / "solutions").glob("ex[0-9][0-9]_*.ipynb"))
 EXERCISE_NBS = sorted((ROOT / "exercises").glob("ex[0-9][0-9]_*.ipynb"))
-
-
-def _digest(paths):
-    return {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in paths}
 
 
 def _by_part(grade):
@@ -39,10 +35,7 @@ def _by_part(grade):
 
 @pytest.fixture(scope="module")
 def exercise_grades():
-    before = _digest(EXERCISE_NBS)
-    grades = [cli.grade_notebook(p, timeout=120) for p in EXERCISE_NBS]
-    assert _digest(EXERCISE_NBS) == before, "grading modified a graded notebook"
-    return grades
+    return grade_unchanged(EXERCISE_NBS)
 
 
 def test_every_exercise_has_a_solution_and_an_exercise():
@@ -211,12 +204,12 @@ def test_cli_json_and_exit_status(tmp_path, capsys):
                 c.source = source[c.get("id")]
 
     path = _exercise_with(tmp_path, "ex01_reference.ipynb", solve_part_one)
-    before = _digest([path])
+    before = digest([path])
     rc = cli.main([str(path), "--json", "--timeout", "120"])
     out = json.loads(capsys.readouterr().out)
     assert rc == 1 and out["score"] == 1 and out["max"] == 3
     assert "not implemented" in out["notebooks"][0]["parts"][1]["feedback"]
-    assert _digest([path]) == before
+    assert digest([path]) == before
     assert cli.main([str(tmp_path / "missing.ipynb")]) == 2
 
 
