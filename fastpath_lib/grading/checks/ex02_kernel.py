@@ -11,8 +11,9 @@ Triton's interpreter every load and store is counted (:mod:`fastpath_lib.traffic
 once, each output element written once, nothing outside the tensors; and one more launch, whose row stride puts row 3 at
 ``2**32 + 8`` elements on tensors that hold row 0 only, shows a row offset computed in int32 (it wraps back inside them;
 :func:`overflow_problem`). Feedback says which rule failed: wrong values, or right values and the memory rule, or int32
-offsets. The stretch backward's launcher may run no torch operator but those that allocate, lay out, convert and sum the
-partial ``dw`` rows (counted as it runs, :data:`_HOST_OPS`). In the grader the kernel runs as data
+offsets. The stretch backward's launcher may run no torch operator but those that allocate, view, copy and sum the
+partial ``dw`` rows (:mod:`~fastpath_lib.grading.engine.host_ops` with :data:`_LAUNCHER_SUMS`: recorded as it runs in
+the notebook, refused at torch's dispatcher in the grader). In the grader the kernel runs as data
 (:mod:`fastpath_lib.grading.engine.kernel_run`): its source from the notebook, compiled by Triton's frontend for a GPU,
 run in the grader's own process on the grader's inputs.
 
@@ -33,7 +34,7 @@ import random
 import torch
 
 from fastpath_lib.cases import CaseSpec, output_guard_intact, poisoned_like
-from fastpath_lib.grading.engine import kernel_run, remote, sources
+from fastpath_lib.grading.engine import host_ops, kernel_run, remote, sources
 from fastpath_lib.grading.materials import device
 from fastpath_lib.grading.registry import Result
 from fastpath_lib.grading.report.feedback import Fail, case_label, graded, passed, table
@@ -341,19 +342,15 @@ def _backward_cases():
     return out
 
 
-#: The torch operators a launcher runs to allocate, lay out, convert and sum the kernel's partial results: anything
-#: else it runs is torch computing the answer, whatever the source looks like (a value laundered through a builtin,
-#: ``max([t]) * 2``, is still ``aten.mul``).
-_HOST_OPS = frozenset({
-    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "zeros", "zeros_like", "new_zeros",
-    "ones", "ones_like", "new_ones", "full", "full_like", "new_full", "fill_", "zero_", "copy_", "_to_copy", "clone",
-    "set_", "view", "_unsafe_view", "_reshape_alias", "reshape", "alias", "detach", "t", "transpose", "permute",
-    "expand", "as_strided", "slice", "select", "squeeze", "unsqueeze", "sum", "lift_fresh", "lift_fresh_copy",
-    "_local_scalar_dense", "split", "unbind", "resolve_conj", "resolve_neg", "contiguous", "flatten"})
+#: What exercise 02's backward launcher computes with torch beyond allocating, viewing and copying
+#: (:mod:`~fastpath_lib.grading.engine.host_ops`): the sum of the kernel's partial dw rows. Anything else it runs is
+#: torch computing the answer, whatever the source looks like (a value laundered through a builtin, ``max([t]) * 2``,
+#: is still ``aten.mul``).
+_LAUNCHER_SUMS = ("sum",)
 
 
 def _torch_compute(ops) -> str | None:
-    computed = sorted(set(ops) - _HOST_OPS)
+    computed = sorted(set(ops) - host_ops.allowed_names(_LAUNCHER_SUMS))
     if not computed:
         return None
     return (f"my_backward computes with torch outside your kernel (it ran torch's {', '.join(computed[:4])}): the "
@@ -368,7 +365,7 @@ def _grade_backward(my_backward) -> list[Result]:
         _source_rule(launcher_problem, my_backward, "my_backward")  # before anything of it runs
         name = _name(my_backward, "my_backward")
         outcome = kernel_run.run(kernel_source.program(sources.learner_source(), name), name,
-                                 [(None, list(args), {}) for _, _, args, _ in cases])
+                                 [(None, list(args), {}) for _, _, args, _ in cases], allow=_LAUNCHER_SUMS)
         if outcome.compile_problem:
             raise Fail(outcome.compile_problem)
         answers = []
@@ -377,7 +374,7 @@ def _grade_backward(my_backward) -> list[Result]:
                 raise Fail(f"my_backward raised {call.error[0]}: {call.error[1]}")
             out = tuple(v.to(device()) if isinstance(v, torch.Tensor) else v for v in call.out) \
                 if isinstance(call.out, tuple) else call.out
-            answers.append((out, call.launches, call.oob, call.torch_ops))
+            answers.append((out, call.launches, call.oob, ()))  # there torch's other operators raise
     else:
         answers = []
         for _, _, args, _ in cases:

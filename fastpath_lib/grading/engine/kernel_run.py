@@ -87,8 +87,6 @@ class Call:
     args: list = dataclasses.field(default_factory=list)
     error: tuple[str, str] | None = None
     launches: list[str] = dataclasses.field(default_factory=list)  # kernel names, in order
-    #: the torch operators (aten names) the call ran outside its kernel launches, each once, sorted
-    torch_ops: list[str] = dataclasses.field(default_factory=list)
     #: per launch, argument name -> {"loaded_distinct", "stored_distinct", "loaded_requested", "stored_requested",
     #: "max_loads_per_byte", "max_stores_per_byte", "nbytes"}
     traffic: list[dict] = dataclasses.field(default_factory=list)
@@ -104,7 +102,7 @@ class Outcome:
     compile_problem: str | None = None
 
 
-def run(text: str, entry: str, calls: list[tuple], *, timeout: float = 120.0) -> Outcome:
+def run(text: str, entry: str, calls: list[tuple], *, allow: tuple[str, ...] = (), timeout: float = 120.0) -> Outcome:
     """Run ``calls`` of ``entry`` in ``text`` (a program built by
     :func:`~fastpath_lib.grading.rules.kernel_source.program`) in a fresh process under the interpreter, then compile
     every kernel it launched for a GPU target.
@@ -112,10 +110,13 @@ def run(text: str, entry: str, calls: list[tuple], *, timeout: float = 120.0) ->
     Args:
         calls: ``(grid, args, kwargs)``; ``grid`` ``None`` calls ``entry(*args, **kwargs)`` (a launcher), a tuple
             launches it (``entry[grid](*args, **kwargs)``). Tensors travel as CPU copies.
+        allow: torch operators (``aten`` names) the exercise asks the launcher to run beyond allocating, viewing
+            and copying (:mod:`~fastpath_lib.grading.engine.host_ops`): every other one raises there.
     """
     cpu = [(grid, [_cpu(a) for a in args], {k: _cpu(v) for k, v in kwargs.items()}) for grid, args, kwargs in calls]
     with tempfile.TemporaryDirectory(prefix="fastpath-kernel-") as tmp:
-        got = _in_child(tmp, "run", {"text": text, "entry": entry, "calls": cpu, "absent": _ABSENT.get()}, timeout)
+        got = _in_child(tmp, "run", {"text": text, "entry": entry, "calls": cpu, "absent": _ABSENT.get(),
+                                     "allow": list(allow)}, timeout)
         if isinstance(got, str):
             return Outcome([], got)
     problem = got.get("compile_problem")
@@ -195,31 +196,23 @@ class _Recorded:
             names = list(self._kernel.arg_names)
             bound = dict(zip(names, args)) | kwargs
             self._seen.append([self._name, {k: _describe(v) for k, v in bound.items()}])
-            _LAUNCHING.append(self._name)  # what the interpreter runs for the kernel is not the host's torch
-            try:
-                return launch(*args, **kwargs)
-            finally:
-                _LAUNCHING.pop()
+            return launch(*args, **kwargs)
         return record
 
     def __call__(self, *args, **kwargs):  # a jit function called from another one
         return self._kernel(*args, **kwargs)
 
 
-_LAUNCHING: list[str] = []
-
-
 def torch_ops(ops: set):
-    """A dispatch mode (a context manager) that adds the name of each torch operator run inside it, outside a launch
-    of the grader's recorded kernels, to ``ops`` (``aten.mul`` as ``"mul"``). Where kernels run in the interpreter
-    without the grader's recording, the operators it runs to launch them (``copy_``, ``new_empty``, ``set_``) show
-    too."""
+    """A dispatch mode (a context manager) that adds the name of each torch operator run inside it to ``ops``
+    (``aten.mul`` as ``"mul"``), as the notebook's own check sees a launcher run; the operators Triton's interpreter
+    runs to launch a kernel (``copy_``, ``new_empty``, ``set_``) show too. The grader's child needs none: there an
+    operator outside :mod:`~fastpath_lib.grading.engine.host_ops`'s allow-list raises."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
     class _Ops(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            if not _LAUNCHING:
-                ops.add(func.overloadpacket.__name__)
+            ops.add(func.overloadpacket.__name__)
             return func(*args, **(kwargs or {}))
     return _Ops()
 
@@ -334,9 +327,15 @@ def _run_child(req: dict, result: str) -> None:
     from triton.runtime.interpreter import InterpretedFunction
 
     from fastpath_lib import traffic
+    from fastpath_lib.grading.engine import host_ops
 
+    # after the grader's imports, before any of the learner's program (its module-level code included)
+    host_ops.install(req.get("allow", ()), guarded=bool(req.get("absent")))
     where = os.path.join(os.path.dirname(os.path.abspath(result)), "your_notebook.py")
-    ns = _exec(req["text"], where)
+    try:
+        ns, failed = _exec(req["text"], where), None
+    except Exception as exc:  # noqa: BLE001 - the program's own top-level code raised: every call's answer
+        ns, failed = {}, exc
     seen: list = []
     for name in [k for k, v in ns.items() if isinstance(v, InterpretedFunction)]:
         ns[name] = _Recorded(ns[name], name, seen)
@@ -344,13 +343,12 @@ def _run_child(req: dict, result: str) -> None:
     for grid, args, kwargs in req["calls"]:
         call: dict = {"args": args}
         before = len(seen)
-        ops: set = set()
         try:
+            if failed is not None:
+                raise failed
             with traffic.watch() as t:
                 target = ns[req["entry"]]
-                with torch_ops(ops):
-                    call["out"] = target[tuple(grid)](*args, **kwargs) if grid is not None else \
-                        target(*args, **kwargs)
+                call["out"] = target[tuple(grid)](*args, **kwargs) if grid is not None else target(*args, **kwargs)
         except Exception as exc:  # noqa: BLE001 - the learner's exception is an answer
             call["error"] = (type(exc).__name__, str(exc).strip()[:500])
             t = None
@@ -359,7 +357,6 @@ def _run_child(req: dict, result: str) -> None:
             call["oob"] = [str(o) for o in t.oob]
             call["oob_accesses"] = int(t.oob_accesses)
         call["launches"] = [name for name, _ in seen[before:]]
-        call["torch_ops"] = sorted(ops)
         calls.append(call)
     _save({"calls": calls, "seen": seen}, result)
 
