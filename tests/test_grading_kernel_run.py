@@ -224,3 +224,77 @@ def test_what_a_kernel_launches_is_read_from_the_source_never_reported_by_the_ke
     agent = ast.parse(remote.AGENT.read_text())
     watching = [f.name for f in agent.body if isinstance(f, ast.FunctionDef) and "setprofile" in ast.unparse(f)]
     assert watching == ["_watched"], watching
+
+
+#: A copy kernel and launchers of exercise 08's kind: two compute the answer with torch after launching it (the
+#: attacks that scored, torch reached through an alias the launcher rule does not track and with the dispatch modes
+#: switched off), one allocates, views, copies and launches as an honest launcher does.
+HOST = '''
+import torch
+import triton
+import triton.language as tl
+
+@triton.jit
+def copy_kernel(X, Y, xs, ys, n, B: tl.constexpr):
+    row = tl.program_id(0)
+    c = tl.arange(0, B)
+    tl.store(Y + row * ys + c, tl.load(X + row * xs + c, mask=c < n), mask=c < n)
+
+def launcher(x2d, how):
+    y = torch.empty(x2d.shape, dtype=x2d.dtype, device=x2d.device)
+    b = triton.next_power_of_2(x2d.shape[1])
+    copy_kernel[(x2d.shape[0],)](x2d, y, x2d.stride(0), y.stride(0), x2d.shape[1], B=b)
+    m = [torch][0]
+    if how == "alias":
+        xf = m.Tensor.float(x2d)
+        e = m.exp(m.sub(xf, m.amax(xf, -1, True)))
+        return m.div(e, m.sum(e, -1, True)).to(x2d.dtype)
+    if how == "modes off":
+        with m.utils._python_dispatch._disable_current_modes():
+            e = m.exp(x2d.float())
+            return (e / e.sum(-1, keepdim=True)).to(x2d.dtype)
+    flat = x2d.t().contiguous().t().reshape(-1).view(x2d.shape).to(torch.float16).float()
+    z = torch.zeros_like(flat).new_empty(flat.shape).fill_(0.0)
+    z.copy_(flat.expand(x2d.shape).unsqueeze(0).squeeze(0).clone())
+    out = torch.empty_like(y)
+    copy_kernel[(x2d.shape[0],)](y, out, y.stride(0), out.stride(0), x2d.shape[1], B=b)
+    return out
+'''
+
+
+def test_a_launcher_computes_nothing_with_torch_in_the_grader_by_any_path():
+    """Red-team finding: a copy kernel whose launcher computed softmax with torch's other operators scored exercise
+    08's kernel part (``m = [torch][0]; m.exp(...)``) and exercise 02's backward (the dispatch modes switched off).
+    In the grader's child every operator outside the allow-list refuses at the dispatcher; an honest launcher's
+    allocations, views, copies and launches still run."""
+    from fastpath_lib.grading.checks import ex08_capstone
+
+    x = torch.randn(3, 40)
+    with kernel_run.lacking(ex08_capstone.ABSENT):  # as the grader runs exercise 08
+        alias, off, honest = kernel_run.run(HOST, "launcher", [(None, [x, how], {}) for how in
+                                                               ("alias", "modes off", "honest")]).calls
+    for call, op in ((alias, "amax"), (off, "exp")):
+        assert call.error and call.error[0] == "RuntimeError", call
+        assert f"computes with torch outside your kernel (it runs torch's {op})" in call.error[1], call.error
+    assert honest.error is None and torch.equal(honest.out, x), honest
+    assert honest.launches == ["copy_kernel", "copy_kernel"]
+
+
+def test_the_allow_list_is_what_the_registry_says_computes_nothing():
+    from fastpath_lib.grading.engine import host_ops
+
+    kinds = host_ops.operators(("sum",))
+    kind = {name: kinds[name][0] for name in kinds}
+    for name in ("aten::empty.memory_format", "aten::new_empty", "aten::empty_like", "aten::zeros"):
+        assert kind[name] == "factory", name
+    for name in ("aten::view", "aten::as_strided", "aten::set_.source_Storage_storage_offset", "aten::transpose.int"):
+        assert kind[name] == "view", name
+    for name in ("aten::copy_", "aten::_to_copy", "aten::clone", "aten::_unsafe_view"):
+        assert kind[name] == "copy", name
+    assert kind["aten::sum.dim_IntList"] == "asked for"
+    assert kind["aten::reshape"] == kind["aten::rms_norm"] == "decomposition"  # each operator it runs is judged
+    for name in ("aten::exp", "aten::mul.Tensor", "aten::_softmax", "aten::amax", "aten::_local_scalar_dense",
+                 "aten::equal", "aten::randn", "prims::exp"):
+        assert kind[name] is None, name
+    assert host_ops.operators()["aten::sum.dim_IntList"][0] is None  # asked for by exercise 02's backward only
+    assert {"copy_", "new_empty", "set_", "empty"} <= host_ops.allowed_names()  # what the interpreter runs to launch
