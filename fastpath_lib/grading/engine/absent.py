@@ -288,6 +288,15 @@ def note(spec):
             f"one fails there)")
 
 
+def guard():
+    """Step 3 alone (the ``execve`` filter and the audit hook), for a process that declares no operator absent and
+    keeps other refusals from being undone (:mod:`~fastpath_lib.grading.engine.host_ops`). Returns why no seccomp
+    filter, or ``None``."""
+    no_exec = _no_exec()
+    _hook(frozenset(), frozenset())
+    return no_exec
+
+
 def install(spec):
     """Make the operators of ``spec`` absent from this process (see the module's docstring). Returns
     ``{"kernels": registrations, "functions": Python functions replaced, "no_exec": why no seccomp filter or None}``."""

@@ -173,8 +173,7 @@ def install(allow=(), guarded: bool = False) -> int:
     if not guarded:
         from fastpath_lib.grading.engine import absent
 
-        absent._no_exec()
-        absent._hook(frozenset(), frozenset())  # no walk of the garbage collector's objects reaches the handles
+        absent.guard()  # no walk of the garbage collector's objects reaches the handles
     held = tuple(libs.values())
     libs.clear()
     sys.addaudithook(lambda event, args, _held=held: None)  # the handles' one reference, beyond every code's reach
