@@ -9,7 +9,10 @@ process of its own (``python -m fastpath_lib.grading.engine.kernel_run``):
 
 1. the program runs under Triton's interpreter on the grader's inputs (CPU copies), each call inside
    :func:`fastpath_lib.traffic.watch`: per launch and tensor argument the distinct and requested bytes, and every
-   out-of-bounds access (dropped, so a wrong kernel corrupts nothing), with its program id, offsets and mask;
+   out-of-bounds access (dropped, so a wrong kernel corrupts nothing), with its program id, offsets and mask. In that
+   process torch only allocates, views, copies and reads shapes (:mod:`~fastpath_lib.grading.engine.host_ops`,
+   installed after the grader's imports and before the program's text runs): every other operator refuses at the
+   dispatcher, so the computation is the kernel's;
 2. every kernel launched is compiled by Triton's own frontend for a GPU target (sm_80), with the argument types of
    its launches, and no GPU: a kernel body that escapes to Python (an ``import``, a call to a plain Python function)
    does not compile ("unsupported AST node type: Import", "Cannot access global variable ...") and fails the part.
