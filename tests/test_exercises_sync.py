@@ -116,6 +116,7 @@ def test_a_stub_without_its_return_form_is_found(tmp_path):
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
         "def my_matrix():\n    # FILL ME IN (roughly 3 lines)\n    raise NotImplementedError\n\n\n"
         "def given():\n    return 1\n\n\n"
-        "def told():\n    \"\"\"Return a list.\"\"\"\n    # FILL ME IN (roughly 1 line)\n    raise NotImplementedError\n")])
+        "def told():\n    \"\"\"Return a list.\"\"\"\n"
+        "    # FILL ME IN (roughly 1 line)\n    raise NotImplementedError\n")])
     nbformat.write(nb, tmp_path / "ex99_x.ipynb")
     assert _stub_problems([tmp_path / "ex99_x.ipynb"]) == ["ex99_x.ipynb: my_matrix ('')"]
