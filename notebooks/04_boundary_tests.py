@@ -95,8 +95,8 @@ ctx_df
 #
 # For each tensor point: the declared outcome must match `explain`; the dispatched call must take the route
 # `explain` named and the forced call (`force_fallback()`) the fallback, each counted by `record_routes`; both
-# outputs must match the float64 reference; and the poisoned input buffers must be bit-for-bit unchanged. Invalid calls must raise
-# `F.rms_norm`'s exception type. Small shapes: a few seconds under the interpreter.
+# outputs must match the float64 reference; and the poisoned input buffers must be bit-for-bit unchanged. Invalid
+# calls must raise `F.rms_norm`'s exception type. Small shapes: a few seconds under the interpreter.
 #
 # One point calls `F.rms_norm` with an fp32 input and an fp16 weight. Torch's fused CPU kernel needs the two dtypes
 # to match (as for a bf16 input with an fp32 weight), so torch warns, with a path on this machine, and computes the
