@@ -19,7 +19,11 @@ Pass ``show=False`` to get the :class:`~fastpath_lib.grading.registry.Result` li
 """
 
 from fastpath_lib.grading.checks.ex01_reference import check_default_eps, check_reference
-from fastpath_lib.grading.checks.ex02_kernel import check_add_rms_norm_kernel, check_backward_with_saved_rstd
+from fastpath_lib.grading.checks.ex02_kernel import (
+    MEMORY_RULE,
+    check_add_rms_norm_kernel,
+    check_backward_with_saved_rstd,
+)
 from fastpath_lib.grading.checks.ex03_predicate import (
     check_alignment_condition,
     check_cols_condition,
@@ -71,5 +75,5 @@ __all__ = [
     "KINDS", "check_overlaps", "check_inplace_tests", "check_readiness", "check_capstone_evidence",
     "synthetic_results", "synthetic_environment", "interpreter_results", "interpreter_environment",
     "expected_classes", "row_stride", "device", "SYNTHETIC_LABEL", "OUTCOMES", "KNOWN_OPS",
-    "V2_MAX_COLS", "V2_ALIGN_BYTES", "V2_DTYPES",
+    "V2_MAX_COLS", "V2_ALIGN_BYTES", "V2_DTYPES", "MEMORY_RULE",
 ]

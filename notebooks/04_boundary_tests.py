@@ -94,9 +94,9 @@ ctx_df
 # ## Tensor points: both routes against the reference
 #
 # For each tensor point: the declared outcome must match `explain`; the dispatched call must take the route
-# `explain` named (`record_routes`); the forced fallback must take the fallback; both outputs must match the
-# float64 reference; and the poisoned input buffers must be bit-for-bit unchanged. Invalid calls must raise
-# `F.rms_norm`'s exception type. Small shapes: a few seconds under the interpreter.
+# `explain` named and the forced call (`force_fallback()`) the fallback, each counted by `record_routes`; both
+# outputs must match the float64 reference; and the poisoned input buffers must be bit-for-bit unchanged. Invalid
+# calls must raise `F.rms_norm`'s exception type. Small shapes: a few seconds under the interpreter.
 #
 # One point calls `F.rms_norm` with an fp32 input and an fp16 weight. Torch's fused CPU kernel needs the two dtypes
 # to match (as for a bf16 input with an fp32 weight), so torch warns, with a path on this machine, and computes the
@@ -127,12 +127,13 @@ def run_point(p):
         return {**row, "dispatched": raised, "fallback": "-"}
     with fastpath_lib.record_routes() as routes:
         y = fastpath_lib.rms_norm(x, ns, w)
-    with fastpath_lib.force_fallback():
+    with fastpath_lib.force_fallback(), fastpath_lib.record_routes() as fb_routes:
         y_fb = fastpath_lib.rms_norm(x, ns, w)
     ref = reference_rms_norm(x, ns, w)
     ok = lambda out: compare(out, ref, x.dtype) or "ok"
     return {**row, "dispatched": ok(y) if routes == {d.route: 1} else f"route {routes}",
-            "fallback": ok(y_fb), "inputs untouched": case.inputs_untouched()}
+            "fallback": ok(y_fb) if fb_routes == {"fallback": 1} else f"route {fb_routes}",
+            "inputs untouched": case.inputs_untouched()}
 
 
 # %%

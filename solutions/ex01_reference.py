@@ -45,7 +45,7 @@ from fastpath_lib.cases import CaseSpec
 
 # %%
 def my_default_eps(dtype: torch.dtype) -> float:
-    """F.rms_norm's eps when eps=None, for an input of `dtype`."""
+    """Return the eps F.rms_norm uses when eps=None, for an input of `dtype` (a float)."""
     # BEGIN SOLUTION
     opmath = torch.float64 if dtype == torch.float64 else torch.float32
     return torch.finfo(opmath).eps
@@ -71,7 +71,8 @@ ex.check_default_eps(my_default_eps)
 
 # %%
 def my_reference(x, normalized_shape, weight=None, eps=None):
-    """RMSNorm in float64 from the definition."""
+    """Return RMSNorm of `x` over its last `normalized_shape` dims, from the definition: a float64 tensor of
+    `x`'s shape."""
     # BEGIN SOLUTION
     eps = my_default_eps(x.dtype) if eps is None else float(eps)
     x64 = x.detach().to(torch.float64)

@@ -31,8 +31,9 @@
 # `triton.language` only, and no cell may call an op that already is the answer (`F.rms_norm`, the kit's op or kernels).
 #
 # **What this check cannot grade.** It runs your kernel in Triton's CPU interpreter, on small shapes: it grades the
-# values, the masks and the memory your kernel reads and writes, not races, timing, occupancy or register spills
-# (lesson 02, "What the interpreter cannot show", names the tool for each). It does grade `int32` offset overflow past
+# values, the masks and the memory your kernel reads and writes (the memory rule, printed below the spec), not
+# races, timing, occupancy or register spills (lesson 02, "What the interpreter cannot show", names the tool for
+# each). It does grade `int32` offset overflow past
 # 2³¹ elements without allocating them: one launch says a row stride that puts row 3 at 2³² + 8 elements, on tensors
 # that hold only row 0; a `row * row_stride` computed in int32 wraps (the interpreter wraps as a GPU does) and lands
 # back inside them. Compute row offsets in int64 (`tl.program_id(0).to(tl.int64)`).
@@ -71,6 +72,15 @@ import triton.language as tl
 # lesson 08 measures how many outputs the two differ on. Both are honest contracts; a kernel states which one it
 # matches, and here the check holds you to this one.
 #
+# The check also counts every load and store of one call (Triton's interpreter, `fastpath_lib.traffic`) and holds
+# the kernel to the memory rule that the next cell prints from the check. A kernel with every value right that
+# breaks it fails: the rounded `h` that `y` normalizes is the value already in registers (`h.to(tl.float32)`), not
+# a load of `H` after storing it.
+
+# %%
+print("\n".join(f"- {clause}" for clause in ex.MEMORY_RULE))
+
+# %% [markdown]
 # ## Part 1: the fused kernel
 
 # %%
@@ -90,6 +100,7 @@ def my_add_rms_norm_fwd(
     eps,  # added to the mean square
     BLOCK_SIZE: tl.constexpr,  # power of two >= n_cols
 ):
+    """One program per row: writes the row of H and of Y and its RSTD (a kernel returns nothing)."""
     # BEGIN SOLUTION
     row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK_SIZE)
@@ -125,6 +136,7 @@ ex.check_add_rms_norm_kernel(my_add_rms_norm_fwd)
 @triton.jit
 def my_rms_norm_bwd(DY_ptr, H_ptr, W_ptr, RSTD_ptr, DH_ptr, DW_ptr, DY_row_stride, H_row_stride,
                     n_cols, HAS_WEIGHT: tl.constexpr, BLOCK_SIZE: tl.constexpr):
+    """One program per row: writes the row of DH and, with a weight, its row of the fp32 DW partial buffer."""
     # BEGIN SOLUTION
     row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK_SIZE)
@@ -143,6 +155,7 @@ def my_rms_norm_bwd(DY_ptr, H_ptr, W_ptr, RSTD_ptr, DH_ptr, DW_ptr, DY_row_strid
 
 
 def my_backward(dy2d, h2d, weight, rstd):
+    """Return `(dh, dw)`: `dh` in `h2d`'s dtype and shape, `dw` in the weight's dtype (`None` without a weight)."""
     # BEGIN SOLUTION
     n_rows, n_cols = h2d.shape
     dy2d = dy2d.contiguous()

@@ -48,6 +48,7 @@ from fastpath_lib.rmsnorm.predicate import PREDICATE
 # ```python
 # dtype_ok = x.dtype in (torch.float16, torch.bfloat16)
 # cols_ok = x.shape[-1] <= 8192
+# rows = math.prod(x.shape[:-1])  # rows of the last dim: the product of the leading dims
 # stride = ex.row_stride(x)  # elements between rows; None if the dims do not collapse
 # align_ok = x.data_ptr() % 32 == 0 and (
 #     rows <= 1 or stride is None or stride * x.element_size() % 32 == 0)
@@ -56,6 +57,8 @@ from fastpath_lib.rmsnorm.predicate import PREDICATE
 
 # %%
 def check_dtype(c):
+    """Return `None` when the input's dtype meets the v2 spec, else a reason naming the actual value and the required
+    one."""
     # BEGIN SOLUTION
     if c.input.dtype in ex.V2_DTYPES:
         return None
@@ -69,6 +72,8 @@ ex.check_dtype_condition(check_dtype)
 
 # %%
 def check_cols(c):
+    """Return `None` when the row width meets the v2 spec, else a reason naming the actual value and the required
+    one."""
     # BEGIN SOLUTION
     n = c.input.shape[-1] if c.input.dim() else 1
     return None if n <= ex.V2_MAX_COLS else f"{n} columns, need <= {ex.V2_MAX_COLS}"
@@ -81,6 +86,8 @@ ex.check_cols_condition(check_cols)
 
 # %%
 def check_alignment(c):
+    """Return `None` when the data pointer and the row stride meets the v2 spec, else a reason naming the actual value and the required
+    one."""
     # BEGIN SOLUTION
     x, a = c.input, ex.V2_ALIGN_BYTES
     if x.data_ptr() % a:
@@ -105,6 +112,7 @@ ex.check_alignment_condition(check_alignment)
 
 # %%
 def make_v2_predicate():
+    """Return a `Predicate` with the three conditions above (`Condition(name, requirement, check, category)`)."""
     # BEGIN SOLUTION
     return Predicate("rmsnorm_v2", [
         Condition("dtype", "input fp16 or bf16", check_dtype, "dtype"),

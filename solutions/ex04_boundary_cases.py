@@ -61,6 +61,7 @@ Markdown(PREDICATE.markdown_table())  # the conditions your cases probe
 
 # %%
 def my_boundary_cases():
+    """Return a list of `CaseSpec`: the boundary cases."""
     # BEGIN SOLUTION
     f16 = torch.float16
     return [

@@ -21,7 +21,10 @@
 # A reviewer trusts a benchmark whose cases were chosen *before* the numbers were seen, and that includes cases
 # where the fast path should not help. Choose at least 12 cases and say what you expect of each, in the kit's words
 # (`ex.OUTCOMES`, the words of the benchmark's classification): `"win"`, `"neutral"`, `"loss"` or `"fallback"`, with
-# a one-line rationale of your own. Nothing is timed here; the check applies the benchmark's own coverage rules
+# a one-line rationale of your own. `my_matrix()` returns them as a list of 4-tuples
+# `(case_id, CaseSpec, expected, rationale)`: a str id, a `CaseSpec` object (not a dict of its fields), one of those
+# words, and the sentence, e.g. `("llama_4096x4096_bf16", CaseSpec(4096, 4096, torch.bfloat16), "win", "...")`.
+# Nothing is timed here; the check applies the benchmark's own coverage rules
 # (`fastpath_lib.bench.matrix.coverage_rules`, the rules the kit's predeclared matrix meets in lesson 05, less the
 # one on forward and backward cases: yours are forward only) and two of its own (no case beyond the kit's largest,
 # and expectations that agree with the predicate):
@@ -57,6 +60,8 @@ from fastpath_lib.cases import CaseSpec
 
 # %%
 def my_matrix():
+    """Return a list of 4-tuples `(case_id, CaseSpec, expected, rationale)`: `case_id` a str, `expected` one of
+    `ex.OUTCOMES`, `rationale` a sentence of your own."""
     # BEGIN SOLUTION
     bf16, f16, f32 = torch.bfloat16, torch.float16, torch.float32
     return [

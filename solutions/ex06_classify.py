@@ -21,13 +21,15 @@
 # > **The table below is a SYNTHETIC teaching dataset**: invented numbers in the shape of a results table, so the
 # > classification rules can be practised without a GPU. They are *not measurements* of any device.
 #
-# Classify each case as `win`, `neutral`, `loss` or `fallback`:
+# Classify each case as `win`, `neutral`, `loss` or `fallback`. `my_classify(row)` gets one row of the table, with
+# the columns `route`, `baseline_median_us`, `baseline_spread_us`, `candidate_median_us` and `candidate_spread_us`
+# (and `case_id`), all times in µs:
 #
-# * a case whose route is `fallback` is `"fallback"`, whatever its timings;
-# * otherwise `ratio = candidate_median / baseline_median`, and the **noise band** is the larger relative 20-80 %
-#   spread of the two sample sets: `max(baseline_spread / baseline_median, candidate_spread / candidate_median)`
-#   (a spread is `q80 - q20`); `ratio < 1 - band` is a win, `ratio > 1 + band` a loss, anything inside the band
-#   neutral. This is the rule `fastpath_lib.bench` applies to real runs.
+# * a case whose `route` is `"fallback"` is `"fallback"`, whatever its timings;
+# * otherwise `ratio = row["candidate_median_us"] / row["baseline_median_us"]`, and the **noise band** is the larger
+#   relative 20-80 % spread of the two sample sets: `max(row["baseline_spread_us"] / row["baseline_median_us"],
+#   row["candidate_spread_us"] / row["candidate_median_us"])` (a spread is `q80 - q20`); `ratio < 1 - band` is a
+#   win, `ratio > 1 + band` a loss, anything inside the band neutral. This is the rule `fastpath_lib.bench` applies to real runs.
 #
 # The check classifies this table and one it draws afresh each time, with points just inside and just outside the
 # noise band (the band set by the baseline's spread in some, the candidate's in others): a rule with another band,
@@ -52,7 +54,7 @@ results
 
 # %%
 def my_classify(row) -> str:
-    """'win' | 'neutral' | 'loss' | 'fallback' for one row of the table."""
+    """Return 'win', 'neutral', 'loss' or 'fallback' for one row of the table."""
     # BEGIN SOLUTION
     if row["route"] == "fallback":
         return "fallback"

@@ -31,7 +31,8 @@
 #   heading, a list or another `Label:`): which calls take the fast path (dtypes, the column limit
 #   `fastpath_lib.rmsnorm.predicate.MAX_COLS`) and what happens to the others;
 # * a performance table with one row per case id (first cell), its route and its class (win/neutral/loss/fallback,
-#   as in exercise 06): route and class must match the data; the note names its wins, neutral cases and losses,
+#   as in exercise 06), under the **Performance** heading (folded in `<details>` there, or open): every case id
+#   appears in that section, and route and class must match the data; the note names its wins, neutral cases and losses,
 #   says nowhere that nothing is slower ("never slower", "no regressions") while the table has losses, unless the
 #   same sentence names them or its exceptions, and says the data is synthetic;
 # * how the numbers were measured, from `env["harness"]`: the timer, the warm-up (in ms), how the device is
@@ -68,6 +69,7 @@ env
 
 # %%
 def write_pr_note(results, env) -> str:
+    """Return the PR note as one markdown str."""
     # BEGIN SOLUTION
     gpu = env.get("device") == "cuda"
     classes = ex.expected_classes(results) if gpu else {c: "not measured" for c in results["case_id"]}

@@ -32,8 +32,9 @@
 # input: a write into it fails the case).
 #
 # The reference and the kernel checks run irregular shapes and the inputs where each operator's known mistakes show:
-# for `softmax` and `log_softmax`, one logit of 100 per row and rows around +1000 and -1000 (`exp` overflows fp32
-# there); for `l2_normalize`, a zero row (F.normalize clamps the norm below by 1e-12) and fp16 values near 300 (their
+# for `softmax` and `log_softmax`, one logit of 100 per row (`exp(100)` overflows fp32) and rows around +1000 and
+# -1000 (`exp(1000)` overflows fp32 and fp64 alike, and `exp(-1000)` underflows to 0 in both, so a naive sum is 0:
+# only a row max subtracted first survives, in the float64 reference too); for `l2_normalize`, a zero row (F.normalize clamps the norm below by 1e-12) and fp16 values near 300 (their
 # squares overflow fp16); for `layer_norm`, fp16 rows with a mean of 1000 (where `E[x^2] - E[x]^2` cancels in fp32).
 #
 # **What these checks cannot grade.** Your kernel runs in Triton's CPU interpreter, on small shapes: the checks
@@ -61,7 +62,7 @@ OP_NAME = "softmax"
 
 # %%
 def reference(x):
-    """Your operator in float64 over the last dim."""
+    """Return your operator of `x` over the last dim, computed in float64: a float64 tensor of `x`'s shape."""
     # BEGIN SOLUTION
     x64 = x.detach().to(torch.float64)
     e = torch.exp(x64 - x64.amax(-1, keepdim=True))
@@ -76,6 +77,7 @@ ex.check_capstone_reference(OP_NAME, reference)
 # %%
 @triton.jit
 def softmax_kernel(X_ptr, Y_ptr, X_row_stride, Y_row_stride, n_cols, BLOCK_SIZE: tl.constexpr):
+    """One program per row: writes the row's softmax into Y (a kernel returns nothing)."""
     # BEGIN SOLUTION
     row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK_SIZE)
@@ -111,6 +113,7 @@ MAX_COLS = 8192
 
 
 def make_predicate():
+    """Return a `Predicate` over the input tensor: one `Condition` per rule of your fast path."""
     # BEGIN SOLUTION
     def dtype(x):
         ok = x.dtype in (torch.float16, torch.bfloat16, torch.float32)
@@ -159,8 +162,9 @@ ex.check_capstone_dispatch(OP_NAME, softmax, make_predicate, lambda x: x)
 # benchmark matrix *before* measuring: at least 8 cases as `(case_id, CaseSpec fields, expectation)`, with
 # expectation `win`, `neutral`, `loss` or `fallback`. The check routes each case with your predicate: `fallback`
 # exactly where it sends a case to the fallback, at least 3 cases on the fast path and 2 on the fallback (rejected by
-# 2 different conditions), eligible sizes from launch-bound (<= 4096 elements) to memory-bound (>= 2**20), and at
-# least one eligible case where you expect no win. Then give the boundary plot's points: for the check's timings
+# 2 different conditions), eligible sizes from launch-bound (<= 4096 elements) to memory-bound (>= 2**20), no case
+# above 2**24 elements (the check builds every case on this machine), and at least one eligible case where you
+# expect no win. Then give the boundary plot's points: for the check's timings
 # `[{"case_id", "rows", "cols", "route", "baseline_us", "candidate_us", "gpu_measurement"}, ...]`, return
 # `{"triton": [(rows, speedup), ...], "fallback": [...]}` with `speedup = baseline_us / candidate_us`, GPU
 # measurements only, each case on the side of the route it took.
@@ -168,6 +172,8 @@ ex.check_capstone_dispatch(OP_NAME, softmax, make_predicate, lambda x: x)
 
 # %%
 def capstone_matrix():
+    """Return a list of 3-tuples `(case_id, fields, expectation)`: `fields` a dict of `CaseSpec` fields
+    (`{"rows": 8, "cols": 64}`), `expectation` one of `ex.OUTCOMES`."""
     # BEGIN SOLUTION
     return [("launch_bound_8x64", {"rows": 8, "cols": 64}, "loss"),
             ("decode_1x4096", {"rows": 1, "cols": 4096, "dtype": torch.bfloat16}, "neutral"),
@@ -181,6 +187,7 @@ def capstone_matrix():
 
 
 def plot_points(results):
+    """Return `{"triton": [(rows, speedup), ...], "fallback": [...]}` from the GPU-measured rows of `results`."""
     # BEGIN SOLUTION
     sides = {"triton": [], "fallback": []}
     for r in results:

@@ -59,7 +59,8 @@ sweep[sweep["arch"] == sweep["arch"].iloc[0]].head(12)
 
 # %%
 def choose_threshold(df) -> dict:
-    """{arch: min_rows, or None when some width still loses at its largest swept row count}."""
+    """Return `{arch: min_rows}`, with `None` as an arch's value when some width still loses at its largest swept
+    row count."""
     # BEGIN SOLUTION
     out = {}
     for arch, by_arch in df.groupby("arch", sort=False):

@@ -38,8 +38,8 @@
 # condition's names, the function moved, the model's class and file, the numbers and the wording change; what each
 # hunk does stays). Build the plan from what each hunk's file and diff show, never from ids or descriptions written
 # down. Feedback names the rule a plan breaks and how often,
-# not the hunk. A plan earns points once it keeps both of the first two rules: one behaviour change per commit, and
-# every commit green.
+# not the hunk. A plan earns points once it keeps the second and third rules above: one behaviour change per commit,
+# and every commit green. The first rule, refactors apart from behaviour, is graded as a part of its own.
 #
 # **How this works.** Fill in each cell marked `# FILL ME IN (roughly N lines)` (delete the `raise
 # NotImplementedError`), run it, then run the check below it: it prints `passed`, or the rules your plan breaks.
@@ -57,7 +57,8 @@ for h in hunks:
 
 # %%
 def what(hunk) -> str:
-    """What one hunk does, read from its file and its diff (names, numbers and wording change at every draw)."""
+    """Return what one hunk does, read from its file and its diff (names, numbers and wording change at every
+    draw)."""
     # BEGIN SOLUTION
     file, diff = hunk["file"], hunk["diff"]
     added = [line[1:] for line in diff.splitlines() if line.startswith("+")]
@@ -83,7 +84,7 @@ def what(hunk) -> str:
     return "simplify"  # 1-D inputs no longer return early: behaviour
     # END SOLUTION
 def plan_commits(hunks) -> list[dict]:
-    """The commits in order, each a dict:
+    """Return the commits in order, each a dict:
     {"kind": "refactor" | "test" | "behaviour" | "docs", "message": str, "hunks": [ids]}."""
     # BEGIN SOLUTION
     plan = [  # (kind, message, what its hunks do)

@@ -107,7 +107,7 @@ from fastpath_lib.fused.reference import native, native_, tolerance
 
 # %%
 def overlaps(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Whether ``a`` and ``b`` may share memory (byte ranges of one storage that intersect)."""
+    """Return whether ``a`` and ``b`` may share memory (byte ranges of one storage that intersect), a bool."""
     # BEGIN SOLUTION
     if a.numel() == 0 or b.numel() == 0 or a.untyped_storage().data_ptr() != b.untyped_storage().data_ptr():
         return False

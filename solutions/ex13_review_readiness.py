@@ -67,6 +67,7 @@ print("max columns:", MAX_COLS, "| minimum compute capability:", MIN_CAPABILITY)
 
 # %%
 def failed_conditions(call, capture) -> list:
+    """Return the names of the conditions the call fails, as a list (empty when it takes the fast path)."""
     # BEGIN SOLUTION
     cuda = call["device"] == "cuda"
     arch = f"sm_{call['capability'][0]}{call['capability'][1]}" if cuda and call["capability"] else None
@@ -101,6 +102,7 @@ ex.check_readiness("route_conditions", failed_conditions)
 
 # %%
 def read_report(report, claims) -> dict:
+    """Return `{claim id: verdict}`, each verdict one of `"supported"`, `"contradicted"`, `"untested"`."""
     # BEGIN SOLUTION
     cases = [(c.get("classname"), c.get("name"), {child.tag for child in c})
              for c in ET.fromstring(report).iter("testcase")]
@@ -147,6 +149,7 @@ ex.check_readiness("test_report", read_report)
 
 # %%
 def read_results(table) -> dict:
+    """Return `{"suspect": [case ids], "beats_compiled": [case ids], "verdict": str}`."""
     # BEGIN SOLUTION
     size = {"float16": 2, "bfloat16": 2, "float32": 4}
     cases = {}
@@ -203,6 +206,7 @@ ex.check_readiness("results_table", read_results)
 
 # %%
 def answer_review(comments, cases) -> dict:
+    """Return `{comment id: action}`, each action one of the actions above."""
     # BEGIN SOLUTION
     by_id = {c["case_id"]: c for c in cases}
     answers = {}
@@ -243,11 +247,15 @@ ex.check_readiness("review_comments", answer_review)
 # Return the PR's cost lines: `{"saved_share", "unmeasured_calls", "binaries", "cold_start_s", "cubin_bytes",
 # "switch", "owner"}`: the share of the measured baseline total the fast path saves (totals over the measured rows
 # only), how many calls those totals leave out, how many distinct binaries the calls need, the seconds a fresh
-# process spends compiling them, their size, the kit's way off the fast path without a code change (its environment
-# variable or function), and the person who answers for it (an `@handle` or an e-mail address).
+# process spends compiling them, their size, the kit's way off the fast path without a code change (a str, written
+# as a reader would use it: the environment variable with its value, `"FASTPATH_FORCE_FALLBACK=1"`, or the
+# function's call, `"force_fallback()"` or `"fastpath_lib.force_fallback()"`), and the person who answers for it
+# (an `@handle` or an e-mail address).
 
 # %%
 def maintenance_cost(replay, build) -> dict:
+    """Return a dict with the keys `saved_share`, `unmeasured_calls`, `binaries`, `cold_start_s`, `cubin_bytes`,
+    `switch` and `owner`."""
     # BEGIN SOLUTION
     measured = [r for r in replay if r["status"] == "ok"]
     base = sum(r["baseline_total_us"] for r in measured)
@@ -284,6 +292,7 @@ ex.check_readiness("maintenance_cost", maintenance_cost)
 
 # %%
 def migration(change, calls) -> dict:
+    """Return `{"own_commit": bool, "affected": [call ids], "pin": {call id: eps}, "justification": str}`."""
     # BEGIN SOLUTION
     new = change["default_eps"]
     old = {c["id"]: 2.0 ** -52 if c["dtype"] == "float64" else 2.0 ** -23 for c in calls}

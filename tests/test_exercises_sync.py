@@ -62,3 +62,61 @@ def test_every_solution_has_work_and_every_exercise_has_no_solution_code():
         assert "# FILL ME IN (roughly" in text and "BEGIN SOLUTION" not in text, p
         assert all(not c.get("outputs") and c.get("execution_count") is None for c in nb.cells
                    if c.cell_type == "code"), p
+
+
+#: a stub's docstring says what comes back: a value (``Return ...``), an error (``Raise ...``) or, for a kernel,
+#: what it writes
+_SAYS_RESULT = r"\b(returns?|raises?|writes?)\b"
+
+
+def _stubs(src: str):
+    """``(name, docstring)`` of each function whose own body holds a ``# FILL ME IN`` stub."""
+    import ast
+    import re
+
+    tree = ast.parse(src)
+    lines = src.splitlines()
+    stub_lines = {i + 1 for i, line in enumerate(lines) if re.match(r"\s*# FILL ME IN", line)}
+    for fn in ast.walk(tree):
+        if not isinstance(fn, ast.FunctionDef):
+            continue
+        inner = [n for n in ast.walk(fn) if isinstance(n, ast.FunctionDef) and n is not fn]
+        own = {k for k in stub_lines if fn.lineno <= k <= fn.end_lineno}
+        own -= {k for n in inner for k in range(n.lineno, n.end_lineno + 1)}
+        if own:
+            yield fn.name, ast.get_docstring(fn) or ""
+
+
+def _stub_problems(notebooks) -> list[str]:
+    import re
+
+    found = []
+    for path in notebooks:
+        for cell in nbformat.read(path, as_version=4).cells:
+            if cell.cell_type == "code" and "FILL ME IN" in cell.source:
+                found += [f"{path.name}: {name} ({doc[:60]!r})" for name, doc in _stubs(cell.source)
+                          if not re.search(_SAYS_RESULT, doc, re.IGNORECASE)]
+    return found
+
+
+def test_every_stub_says_what_it_returns():
+    """A learner fills in a function from its stub: its docstring names what it returns (``Return a list of
+    4-tuples (case_id, CaseSpec, expected, rationale)``), so the form is never learnt from the check's error."""
+    notebooks = sorted((ROOT / "exercises").glob("ex*.ipynb"))
+    graded = set()
+    for path in notebooks:
+        for cell in nbformat.read(path, as_version=4).cells:
+            if cell.cell_type == "code" and "FILL ME IN" in cell.source:
+                graded |= {name for name, _ in _stubs(cell.source)}
+    assert len(graded) >= 25, sorted(graded)  # every exercise's stubs are read (ex02's kernel and launcher included)
+    assert not _stub_problems(notebooks), _stub_problems(notebooks)
+
+
+def test_a_stub_without_its_return_form_is_found(tmp_path):
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        "def my_matrix():\n    # FILL ME IN (roughly 3 lines)\n    raise NotImplementedError\n\n\n"
+        "def given():\n    return 1\n\n\n"
+        "def told():\n    \"\"\"Return a list.\"\"\"\n"
+        "    # FILL ME IN (roughly 1 line)\n    raise NotImplementedError\n")])
+    nbformat.write(nb, tmp_path / "ex99_x.ipynb")
+    assert _stub_problems([tmp_path / "ex99_x.ipynb"]) == ["ex99_x.ipynb: my_matrix ('')"]

@@ -167,8 +167,8 @@ def rms_norm_bwd_kernel(
     cols = tl.arange(0, BLOCK_SIZE)
     mask = cols < n_cols
     dw_acc = tl.zeros((BLOCK_SIZE,), dtype=tl.float32)
-    # a constexpr trip count with a row mask: the Triton 3.6 interpreter cannot loop over runtime scalar bounds
-    # with numpy 2, and power-of-two buckets keep the number of specializations small
+    # a constexpr trip count with a row mask: Triton 3.6's interpreter (the kit's floor, triton>=3.6) cannot loop
+    # over runtime scalar bounds with numpy 2 (3.8's can), and power-of-two buckets keep the specializations few
     for i in range(0, ROWS_PER_PROGRAM):
         row = pid * ROWS_PER_PROGRAM + i
         m = mask & (row < n_rows)

@@ -14,7 +14,7 @@ import torch
 
 from fastpath_lib.cases import CaseSpec
 from fastpath_lib.grading.registry import Result
-from fastpath_lib.grading.report.feedback import Fail, dtype_name, graded, passed, table
+from fastpath_lib.grading.report.feedback import Fail, dtype_name, graded, passed, real, table
 from fastpath_lib.grading.rules import borrowed
 from fastpath_lib.rmsnorm import predicate as rms
 from fastpath_lib.testing import compare, reference_rms_norm
@@ -58,7 +58,7 @@ def _grade_default_eps(my_default_eps) -> list[Result]:
     for d in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
         yours = borrowed.run(my_default_eps, (d,), _DEFAULT_EPS)
         exp = rms.default_eps(d)
-        ok = isinstance(yours, (float, int)) and not isinstance(yours, bool) and float(yours) == exp
+        ok = real(yours) == exp
         bad += not ok
         rows.append((dtype_name(d), yours, exp, "ok" if ok else "WRONG"))
     if bad:

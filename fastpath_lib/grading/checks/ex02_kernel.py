@@ -44,7 +44,7 @@ from fastpath_lib.rmsnorm import predicate as rms
 from fastpath_lib.testing import compare, reference_grads
 
 __all__ = ["check_add_rms_norm_kernel", "check_backward_with_saved_rstd", "add_rms_norm_spec", "memory_problem",
-           "overflow_problem", "ABSENT"]
+           "overflow_problem", "ABSENT", "MEMORY_RULE"]
 
 _FORBIDDEN = borrowed.KIT_KERNELS + borrowed.KIT_OP + borrowed.KIT_REFERENCE + borrowed.TORCH_RMS_NORM
 #: torch's operators the grader's kernel and its runs of the learner's kernel lack while this exercise is graded
@@ -112,6 +112,16 @@ def _launch_args(x, r, w, h, y, rstd, eps) -> tuple:
 
 #: The forward kernel's tensor arguments, in order: read, read, read, written, written, written.
 _ROLES = ("x", "residual", "weight", "h", "y", "rstd")
+#: The memory rule :func:`memory_problem` holds the forward kernel to, one clause per limit it checks; exercise 02
+#: prints it, and the feedback quotes it.
+MEMORY_RULE = (
+    "one launch per call",
+    "each element of x and of the residual read once, each element of the weight at most once per program",
+    "no input written",
+    "each element of h, y and rstd written once and never read back (normalize the h kept in registers, not a load "
+    "of H)",
+    "nothing outside the tensors read or written",
+)
 
 
 def _times(n: int) -> str:
@@ -119,10 +129,8 @@ def _times(n: int) -> str:
 
 
 def memory_problem(launches: list[dict], oob: list[str], programs: int) -> str | None:
-    """Why one call's counted traffic is not the bytes model's, or ``None``: one launch; each element of x, the
-    residual and the weight read (the weight at most once per program, the others once), each element of h, y and
-    rstd written once, no output read back, nothing outside the tensors. The budget is the model's: the bytes of
-    the three inputs plus the three outputs, each once.
+    """Why one call's counted traffic breaks :data:`MEMORY_RULE`, or ``None``. The budget is the bytes model's: the
+    bytes of the three inputs plus the three outputs, each once.
 
     Args:
         launches: per launch, argument name -> byte counts
@@ -305,9 +313,8 @@ def _grade_kernel(my_kernel) -> list[Result]:
         raise Fail(f"{wrong} of {len(rows)} cases give wrong values\n" + table(rows, ("case", "yours vs expected")))
     memory = [v[1] for v in verdicts if v is not None]
     if memory:
-        raise Fail(f"every value is right, but the memory rule fails (each input element read once, each output "
-                   f"element written once, nothing outside the tensors) on {len(memory)} of {len(rows)} cases: "
-                   f"{memory[0]}\n" + table(rows, ("case", "yours vs the memory rule")))
+        raise Fail(f"every value is right, but the memory rule fails ({'; '.join(MEMORY_RULE)}) on {len(memory)} "
+                   f"of {len(rows)} cases: {memory[0]}\n" + table(rows, ("case", "yours vs the memory rule")))
     problem = overflow_problem(probed, row_bytes) if probed else None
     if problem:
         raise Fail(f"every value and every access is right on the cases, but {problem}")

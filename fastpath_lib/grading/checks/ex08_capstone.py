@@ -86,10 +86,11 @@ def _scaled(v: float):
 
 #: op name -> the inputs where that operator's known mistakes show: ``(what, spec, fill, the fix it names)``, the input
 #: ``spec`` builds changed in place by ``fill``. Each is in the exercise's text. Softmax and log-softmax: logits whose
-#: ``exp`` overflows (one of 100 per row; rows around +-1000, beyond fp32's and fp64's ``exp`` range), which only a
-#: row max subtracted first survives. l2_normalize: a zero row (the norm clamped below by eps) and fp16 values whose
-#: squares overflow fp16 (squares summed in fp32). layer_norm: fp16 rows with a mean of 1000, where ``E[x^2] - E[x]^2``
-#: cancels in fp32 (the mean subtracted before squaring).
+#: ``exp`` leaves its range (one of 100 per row: ``exp(100)`` overflows fp32; rows around +-1000: ``exp(1000)``
+#: overflows fp32 and fp64, ``exp(-1000)`` underflows to 0 in both), which only a row max subtracted first
+#: survives. l2_normalize: a zero row (the norm clamped below by eps) and fp16 values whose squares overflow fp16
+#: (squares summed in fp32). layer_norm: fp16 rows with a mean of 1000, where ``E[x^2] - E[x]^2`` cancels in fp32 (the
+#: mean subtracted before squaring).
 _SHIFT = "subtract each row's max before exp"
 _REGIMES = {
     "softmax": (("one logit of 100 per row", CaseSpec(4, 64, weight=None), _one_large(100.0), _SHIFT),

@@ -49,7 +49,8 @@ def _cases(matrix) -> list[tuple[str, dict, str, CaseSpec]]:
         except TypeError as exc:
             raise Fail(f"{cid}: {fields} are not CaseSpec fields ({exc})") from None
         if spec.rows * spec.cols > _MAX_ELEMENTS:
-            raise Fail(f"{cid}: {spec.rows * spec.cols} elements; keep cases under {_MAX_ELEMENTS} on this machine")
+            raise Fail(f"{cid}: {spec.rows * spec.cols} elements; keep cases at or under 2**24 = {_MAX_ELEMENTS} "
+                       "on this machine")
         out.append((cid, fields, expect, spec))
     return out
 

@@ -24,6 +24,7 @@ Note:
 from __future__ import annotations
 
 import inspect
+import numbers
 
 import torch
 import torch.nn.functional as F
@@ -155,21 +156,22 @@ class _NoJvp(_ZeroTangent):
 
 def _function_op(fn):
     def impl(x, ns, w, eps):
-        if not isinstance(x, torch.Tensor) or isinstance(ns, int):
+        if not isinstance(x, torch.Tensor) or isinstance(ns, numbers.Integral):
             return F.rms_norm(x, ns, w, eps)
         return fn.apply(x, tuple(ns), w, eps)
     return impl
 
 
 def _new_error_type(x, ns, w, eps):
-    if isinstance(x, torch.Tensor) and not isinstance(ns, int) and tuple(x.shape[x.dim() - len(ns):]) != tuple(ns):
+    if (isinstance(x, torch.Tensor) and not isinstance(ns, numbers.Integral)
+            and tuple(x.shape[x.dim() - len(ns):]) != tuple(ns)):
         raise ValueError(f"normalized_shape {list(ns)} does not match the input")
     return F.rms_norm(x, ns, w, eps)
 
 
 def _own_message(x, ns, w, eps):
     """The type F.rms_norm raises for a weight of the wrong shape, with a message of its own."""
-    if isinstance(w, torch.Tensor) and not isinstance(ns, int) and tuple(w.shape) != tuple(ns):
+    if isinstance(w, torch.Tensor) and not isinstance(ns, numbers.Integral) and tuple(w.shape) != tuple(ns):
         raise RuntimeError(f"weight must have shape {list(ns)}")
     return F.rms_norm(x, ns, w, eps)
 

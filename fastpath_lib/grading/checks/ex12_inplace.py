@@ -46,7 +46,7 @@ import torch
 
 from fastpath_lib.grading.engine import remote, sources
 from fastpath_lib.grading.registry import Result, points_of
-from fastpath_lib.grading.report.feedback import Fail, describe_error, graded
+from fastpath_lib.grading.report.feedback import Fail, describe_error, graded, truth
 from fastpath_lib.grading.rules import borrowed
 from fastpath_lib.grading.rules import fused_mutants as M
 from fastpath_lib.grading.rules.mutation import broken_op_results, first_errors, inspection, remote_outcomes
@@ -163,6 +163,15 @@ def _private_names(fn) -> str | None:
     return None
 
 
+def _as_bool(got):
+    """The learner's answer as a bool (numpy's ``bool_`` and a 0-d bool tensor count), its exception, or a
+    ``TypeError`` saying what came back instead."""
+    if isinstance(got, Exception):
+        return got
+    b = truth(got)
+    return b if b is not None else TypeError(f"returned {type(got).__name__}, not a bool")
+
+
 def _overlap_answers(fn, recipes):
     if remote.is_proxy(fn):  # each pair built here and sent with its shared storage; the pair stays read only
         borrowed.reject_handed_back(fn, _OVERLAP_FORBIDDEN)
@@ -173,8 +182,7 @@ def _overlap_answers(fn, recipes):
                     got = fn(*M.build_pair(recipe))
             except Exception as exc:  # noqa: BLE001 - one failing case is feedback
                 got = exc
-            out.append(got if type(got) is bool or isinstance(got, Exception) else
-                       TypeError(f"returned {type(got).__name__}, not a bool"))
+            out.append(_as_bool(got))
         return out
     out = []
     for recipe in recipes:
@@ -185,8 +193,7 @@ def _overlap_answers(fn, recipes):
             raise
         except Exception as exc:  # noqa: BLE001 - one failing case is feedback
             got = exc
-        out.append(got if type(got) is bool or isinstance(got, Exception) else
-                   TypeError(f"returned {type(got).__name__}, not a bool"))
+        out.append(_as_bool(got))
     return out
 
 

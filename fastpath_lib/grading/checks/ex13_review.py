@@ -20,7 +20,7 @@ import math
 import random
 import re
 
-from fastpath_lib.grading.report.feedback import Fail, graded, part
+from fastpath_lib.grading.report.feedback import Fail, graded, part, real, truth
 from fastpath_lib.grading.rules import borrowed
 from fastpath_lib.grading.rules.ex13_scenarios import ACTIONS, SWITCHES, VERDICTS, draw, expected
 
@@ -45,10 +45,8 @@ _SHOWN = 4  # mismatches listed in the feedback
 
 
 def _close(a, b, rel=1e-6) -> bool:
-    try:
-        return math.isclose(float(a), float(b), rel_tol=rel, abs_tol=1e-9)
-    except (TypeError, ValueError):
-        return False
+    a = real(a)  # any real number: a numpy or 0-d tensor result counts, a bool does not
+    return a is not None and math.isclose(a, float(b), rel_tol=rel, abs_tol=1e-9)
 
 
 def _brief(obj, limit=200) -> str:
@@ -102,8 +100,8 @@ def _grade_one(name: str, fn, sc):
         return _per_id(_run(fn, sc["comments"], sc["cases"]), want, ACTIONS, "answer_review")
     if name == "maintenance_cost":
         out = _mapping(_run(fn, sc["replay"], sc["build"]), (*want, "switch", "owner"), "maintenance_cost")
-        ok = all(out[k] == want[k] if k in ("unmeasured_calls", "binaries", "cubin_bytes") else _close(out[k], want[k])
-                 for k in want)
+        ok = all(real(out[k]) == want[k] if k in ("unmeasured_calls", "binaries", "cubin_bytes")
+                 else _close(out[k], want[k]) for k in want)
         if out["switch"] not in SWITCHES:
             raise Fail(f"switch {out['switch']!r} is not the kit's way off the fast path without a code change "
                        f"(one of {list(SWITCHES)})")
@@ -114,7 +112,7 @@ def _grade_one(name: str, fn, sc):
         aff = _as_set(out["affected"], "affected")
         pin = out["pin"] if isinstance(out["pin"], dict) else {}
         pins_ok = set(pin) == set(want["pin"]) and all(_close(pin[k], v, 1e-9) for k, v in want["pin"].items())
-        ok = out["own_commit"] is True and aff == want["affected"] and pins_ok and _justified(
+        ok = truth(out["own_commit"]) is True and aff == want["affected"] and pins_ok and _justified(
             out["justification"], sc["change"]["default_eps"])
         yours = {"own_commit": out["own_commit"], "affected": sorted(aff), "pin": pin}
         return yours, {"own_commit": True, "affected": sorted(want["affected"]), "pin": want["pin"],

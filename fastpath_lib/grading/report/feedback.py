@@ -13,6 +13,7 @@ every named part with that feedback. A learner's own exception never escapes a c
 
 from __future__ import annotations
 
+import numbers
 import os
 import sysconfig
 import traceback
@@ -23,7 +24,8 @@ from fastpath_lib.grading.engine.remote import RemoteError
 from fastpath_lib.grading.registry import Result, points_of
 
 #: checks score through :func:`graded`; the display of results (``_emit``) is private to this module.
-__all__ = ["Fail", "graded", "part", "passed", "call", "describe_error", "table", "dtype_name", "case_label", "hold"]
+__all__ = ["Fail", "graded", "part", "passed", "call", "describe_error", "table", "dtype_name", "case_label", "hold",
+           "real", "truth"]
 
 
 class Fail(Exception):
@@ -148,8 +150,60 @@ def call(fn, *args):
     return out
 
 
+def _item(v):
+    """A scalar's own value: ``v.item()`` for a numpy scalar, a 0-d array or a 0-d tensor (also when ``v`` comes over
+    the answer channel), else ``v``."""
+    try:
+        if not isinstance(v, (numbers.Number, str)) and getattr(v, "ndim", None) == 0:
+            return v.item()
+    except Exception:  # noqa: BLE001 - an object that only looks like a scalar is not one
+        pass
+    return v
+
+
+def real(v) -> float | None:
+    """``v`` as a float when it is a real number in any type honest code returns (a Python ``int`` or ``float``, a
+    numpy scalar, a 0-d array or tensor); ``None`` for anything else, bools included (``True`` is no count).
+
+    >>> import numpy as np
+    >>> real(np.int64(1024)), real(16), real(True), real("16")
+    (1024.0, 16.0, None, None)
+    """
+    v = _item(v)
+    return float(v) if isinstance(v, numbers.Real) and not isinstance(v, bool) else None
+
+
+def truth(v) -> bool | None:
+    """``v`` as a bool when it is one in any type honest code returns (``bool``, numpy's ``bool_``, a 0-d bool
+    tensor); ``None`` for anything else, numbers included.
+
+    >>> import numpy as np
+    >>> truth(np.bool_(True)), truth(False), truth(1)
+    (True, False, None)
+    """
+    v = _item(v)
+    return v if isinstance(v, bool) else None
+
+
+def _shown(yours, expected) -> tuple:
+    """The two cells as text, each with its type when the texts agree but the types do not (``1024 (int64)`` against
+    ``1024 (int)``): a row marked different never shows two identical texts."""
+    a, b = str(yours), str(expected)
+    if a == b and type(yours) is not type(expected):
+        return f"{a} ({type(yours).__name__})", f"{b} ({type(expected).__name__})"
+    return a, b
+
+
 def table(rows: list[tuple], header: tuple) -> str:
-    """A plain-text table with a rule under the header."""
+    """A plain-text table with a rule under the header. Where the header has a ``yours`` and an ``expected`` column,
+    two cells whose texts agree but whose types differ show their types."""
+    rows = [tuple(r) for r in rows]
+    if "yours" in header and "expected" in header:
+        i, j = header.index("yours"), header.index("expected")
+        for k, r in enumerate(rows):
+            cells = list(r)
+            cells[i], cells[j] = _shown(r[i], r[j])
+            rows[k] = tuple(cells)
     cells = [tuple(str(c) for c in header)] + [tuple(str(c) for c in r) for r in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells]
