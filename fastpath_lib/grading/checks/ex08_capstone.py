@@ -3,10 +3,11 @@
 The learner picks one operator of :data:`KNOWN_OPS` (``OP_NAME``) and every check compares against the *kit's*
 float64 reference for it, never against the learner's own. The kernel check and the dispatch check watch the calls:
 the Triton route must really launch the learner's Triton kernel (not the kit's, and not torch's op under a Triton
-label), and the fallback must not claim Triton. The predicate check counts a category only when one of its
-conditions rejects a declared boundary point that every condition of the other categories accepts, so one condition
-copied under three categories counts once. Each result names the operator it was checked for; the grader requires
-the same operator in every part.
+label), and the fallback must not claim Triton; in the grader the Triton route's values must be what the launcher the
+op calls computes when the grader runs it with the learner's kernel in its own child. The predicate check counts a
+category only when one of its conditions rejects a declared boundary point that every condition of the other
+categories accepts, so one condition copied under three categories counts once. Each result names the operator it
+was checked for; the grader requires the same operator in every part.
 """
 
 from __future__ import annotations
