@@ -270,14 +270,16 @@ def test_a_launcher_computes_nothing_with_torch_in_the_grader_by_any_path():
     from fastpath_lib.grading.checks import ex08_capstone
 
     x = torch.randn(3, 40)
+    text = HOST + "\ndef plain(x2d):\n    return launcher(x2d, 'honest')\n"
     with kernel_run.lacking(ex08_capstone.ABSENT):  # as the grader runs exercise 08
-        alias, off, honest = kernel_run.run(HOST, "launcher", [(None, [x, how], {}) for how in
-                                                               ("alias", "modes off", "honest")]).calls
+        alias, off, honest, plain = kernel_run.run(text, "launcher", [(None, [x, how], {}) for how in (
+            "alias", "modes off", "honest")] + [(None, [x], {}, "plain")]).calls  # a call may name its own entry
     for call, op in ((alias, "amax"), (off, "exp")):
         assert call.error and call.error[0] == "RuntimeError", call
         assert f"computes with torch outside your kernel (it runs torch's {op})" in call.error[1], call.error
-    assert honest.error is None and torch.equal(honest.out, x), honest
-    assert honest.launches == ["copy_kernel", "copy_kernel"]
+    for call in (honest, plain):
+        assert call.error is None and torch.equal(call.out, x), call
+        assert call.launches == ["copy_kernel", "copy_kernel"]
 
 
 def test_the_allow_list_is_what_the_registry_says_computes_nothing():
