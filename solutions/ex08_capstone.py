@@ -26,10 +26,11 @@
 #
 # 1. a float64 reference written from the definition (not by calling torch's op); 2. a small Triton kernel (one
 # program per row), which the checks watch being launched; 3. a predicate whose conditions *declare* their
-# boundaries, which the check verifies; 4. a dispatching op that takes the predicate's route and really runs your
-# kernel on the Triton route (the check calls it on inputs of 5 to 16 rows and on two the fast path must refuse, so
-# a row threshold such as lesson 03's 8 under the interpreter leaves a case on each route; the op only reads its
-# input: a write into it fails the case).
+# boundaries, which the check verifies; 4. a dispatching op that takes the predicate's route and on the Triton route
+# returns what your launcher `launch(x)` returns (the grader runs `launch` and your kernel itself on the same input
+# and compares; the check calls the op on inputs of 5 to 16 rows and on two the fast path must refuse, so a row
+# threshold such as lesson 03's 8 under the interpreter leaves a case on each route; the op only reads its input: a
+# write into it fails the case).
 #
 # The reference and the kernel checks run irregular shapes and the inputs where each operator's known mistakes show:
 # for `softmax` and `log_softmax`, one logit of 100 per row (`exp(100)` overflows fp32) and rows around +1000 and

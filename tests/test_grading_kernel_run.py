@@ -270,14 +270,16 @@ def test_a_launcher_computes_nothing_with_torch_in_the_grader_by_any_path():
     from fastpath_lib.grading.checks import ex08_capstone
 
     x = torch.randn(3, 40)
+    text = HOST + "\ndef plain(x2d):\n    return launcher(x2d, 'honest')\n"
     with kernel_run.lacking(ex08_capstone.ABSENT):  # as the grader runs exercise 08
-        alias, off, honest = kernel_run.run(HOST, "launcher", [(None, [x, how], {}) for how in
-                                                               ("alias", "modes off", "honest")]).calls
+        alias, off, honest, plain = kernel_run.run(text, "launcher", [(None, [x, how], {}) for how in (
+            "alias", "modes off", "honest")] + [(None, [x], {}, "plain")]).calls  # a call may name its own entry
     for call, op in ((alias, "amax"), (off, "exp")):
         assert call.error and call.error[0] == "RuntimeError", call
         assert f"computes with torch outside your kernel (it runs torch's {op})" in call.error[1], call.error
-    assert honest.error is None and torch.equal(honest.out, x), honest
-    assert honest.launches == ["copy_kernel", "copy_kernel"]
+    for call in (honest, plain):
+        assert call.error is None and torch.equal(call.out, x), call
+        assert call.launches == ["copy_kernel", "copy_kernel"]
 
 
 def test_the_allow_list_is_what_the_registry_says_computes_nothing():
@@ -298,3 +300,74 @@ def test_the_allow_list_is_what_the_registry_says_computes_nothing():
         assert kind[name] is None, name
     assert host_ops.operators()["aten::sum.dim_IntList"][0] is None  # asked for by exercise 02's backward only
     assert {"copy_", "new_empty", "set_", "empty"} <= host_ops.allowed_names()  # what the interpreter runs to launch
+
+
+#: Exercise 08's op, its launcher and a softmax kernel, as a notebook has them; the op hands the Triton route to
+#: ``launch``.
+SOFTMAX_OP = '''
+import torch
+import triton
+import triton.language as tl
+
+@triton.jit
+def softmax_kernel(X, Y, xs, ys, n, B: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    c = tl.arange(0, B)
+    x = tl.load(X + row * xs + c, mask=c < n, other=-float("inf")).to(tl.float32)
+    e = tl.exp(x - tl.max(x, axis=0))
+    tl.store(Y + row * ys + c, (e / tl.sum(e, axis=0)).to(Y.dtype.element_ty), mask=c < n)
+
+def launch(x2d):
+    y = torch.empty(x2d.shape, dtype=x2d.dtype, device=x2d.device)
+    softmax_kernel[(x2d.shape[0],)](x2d, y, x2d.stride(0), y.stride(0), x2d.shape[1],
+                                    B=triton.next_power_of_2(x2d.shape[1]))
+    return y
+
+def softmax(x):
+    if x.is_contiguous() and x.dtype in (torch.float32, torch.float16):
+        return launch(x), "triton"
+    return torch.softmax(x, dim=-1), "torch"
+'''
+#: the same notebook whose kernel only copies: the attacks' kernel, whose op got its values some other way
+COPY_OP = SOFTMAX_OP.replace("(e / tl.sum(e, axis=0))", "x")
+
+
+class _Kernel:
+    """The learner's kernel as the grader's session sees it, for an op that answers softmax's values on both routes,
+    whatever the source's kernel computes (an ``exec`` rebinding ``launch``, or cffi, in the notebook)."""
+
+    def call(self, fn, args, kwargs, forbidden=None):
+        (x,) = args
+        route = "triton" if x.is_contiguous() and x.dtype in (torch.float32, torch.float16) else "torch"
+        return torch.softmax(x.double(), dim=-1).to(x.dtype), route
+
+
+class _Predicate:
+    """The predicate the op above follows."""
+
+    def evaluate(self, x):
+        import types
+
+        fast = x.is_contiguous() and x.dtype in (torch.float32, torch.float16)
+        return types.SimpleNamespace(route="triton" if fast else "torch", eligible=fast, reasons=[])
+
+
+def test_ex08_dispatch_credits_the_triton_route_with_the_values_its_launcher_computes_in_the_grader():
+    """Red-team finding: an op whose Triton route computed its values some other way (``launch`` rebound by ``exec``
+    to torch's CPU softmax through cffi, with or without a launch) scored the dispatch part, credited from the source
+    and the values. In the grader the Triton route's values are compared with what the op's launcher and kernel
+    compute in the grader's own child on the same input."""
+    from fastpath_lib.grading.checks import ex08_capstone
+
+    op = remote.Proxy(_Kernel(), {"__fastpath_ref__": 0, "type": "function", "repr": "softmax"}, "softmax")
+    assert kernel_source.launchers_called(SOFTMAX_OP, "softmax") == ["launch"]
+    results = {}
+    for name, source in (("honest", SOFTMAX_OP), ("copy", COPY_OP)):
+        with sources.using([source]), kernel_run.lacking(ex08_capstone.ABSENT):
+            (results[name],) = ex08_capstone.check_capstone_dispatch("softmax", op, _Predicate, lambda x: x,
+                                                                     show=False)
+    assert results["honest"].passed, results["honest"].feedback
+    copied = results["copy"]
+    assert not copied.passed and copied.feedback.count("values your kernel does not compute in the grader") == 4, \
+        copied.feedback
+    assert "launch(x) there:" in copied.feedback, copied.feedback

@@ -3,10 +3,11 @@
 The learner picks one operator of :data:`KNOWN_OPS` (``OP_NAME``) and every check compares against the *kit's*
 float64 reference for it, never against the learner's own. The kernel check and the dispatch check watch the calls:
 the Triton route must really launch the learner's Triton kernel (not the kit's, and not torch's op under a Triton
-label), and the fallback must not claim Triton. The predicate check counts a category only when one of its
-conditions rejects a declared boundary point that every condition of the other categories accepts, so one condition
-copied under three categories counts once. Each result names the operator it was checked for; the grader requires
-the same operator in every part.
+label), and the fallback must not claim Triton; in the grader the Triton route's values must be what the launcher the
+op calls computes when the grader runs it with the learner's kernel in its own child. The predicate check counts a
+category only when one of its conditions rejects a declared boundary point that every condition of the other
+categories accepts, so one condition copied under three categories counts once. Each result names the operator it
+was checked for; the grader requires the same operator in every part.
 """
 
 from __future__ import annotations
@@ -328,10 +329,58 @@ def _dispatch_call(op, x, watch, launched, in_grader):
     return out, None
 
 
+def _launcher_values(op, xs: list) -> list[list[tuple]]:
+    """In the grader: each launcher ``op`` calls (:func:`~fastpath_lib.grading.rules.kernel_source.launchers_called`)
+    run as data on each of ``xs`` (:mod:`~fastpath_lib.grading.engine.kernel_run`, one child for all), per x
+    ``[(launcher, y, what went wrong or None), ...]``: the values the learner's kernel computes there."""
+    source, root = sources.learner_source(), remote.root(op)
+    names = kernel_source.launchers_called(source, root)
+    if not names or not xs:
+        return [[] for _ in xs]
+    for name in names:  # before anything of it runs
+        problem = kernel_source.launcher_problem(source, name)
+        if problem:
+            raise Fail(f"your op's Triton route calls {name}: {problem}")
+    outcome = kernel_run.run(kernel_source.program(source, *names), names[0],
+                             [(None, [x], {}, name) for x in xs for name in names])
+    if outcome.compile_problem:
+        raise Fail(outcome.compile_problem)
+    ran = iter(outcome.calls)
+    out = []
+    for _ in xs:
+        row = []
+        for name in names:
+            c = next(ran)
+            problem = f"raised {c.error[0]}: {c.error[1]}" if c.error else (c.oob[0] if c.oob else None)
+            if problem is None and not c.launches:
+                problem = "launched no Triton kernel"
+            row.append((name, c.out if isinstance(c.out, torch.Tensor) else None, problem))
+        out.append(row)
+    return out
+
+
+def _route_problem(y, x, ran: list[tuple]) -> str | None:
+    """Why ``y``, the op's Triton-route answer on ``x``, is not what one of its launchers computes on ``x`` in the
+    grader (``ran``: :func:`_launcher_values`'s row for ``x``), or ``None``."""
+    if not ran:
+        return ("says triton, but calls no launcher of yours (a function that launches your Triton kernel): the "
+                "grader runs the launcher itself, and the Triton route returns what it returns")
+    why = []
+    for name, theirs, problem in ran:
+        if problem is None and theirs is None:
+            problem = "returned no tensor"
+        problem = problem or compare(y, theirs.to(torch.float64), x.dtype)
+        if problem is None:
+            return None
+        why.append(f"{name}(x) there: {problem}")
+    return ("your op's Triton route returns values your kernel does not compute in the grader (the grader runs "
+            "your launcher and kernel on the same input; " + "; ".join(why) + ")")
+
+
 def _grade_dispatch(op_name: str, op, make_predicate, make_ctx) -> list[Result]:
     ref, forbidden = _op(op_name)
     pred = call(make_predicate)
-    rows, bad, routes, why = [], 0, set(), []
+    rows, routes, why, answers = [], set(), [], []
     in_grader = remote.is_proxy(op)
     launches_in_source = in_grader and kernel_source.launches_kernel(sources.learner_source(), remote.root(op))
     for spec in _DISPATCH_CASES:
@@ -359,8 +408,14 @@ def _grade_dispatch(op_name: str, op, make_predicate, make_ctx) -> list[Result]:
         # the fallback's call of torch's operator, absent from the grader's kernel, answers the marker there
         fallback = route == exp_route != "triton" and borrowed.is_marker(y) and y.shape == x.shape
         problem = problem or (None if fallback else _borrowed(y, op_name) or compare(y, expected, x.dtype))
-        bad += problem is not None
-        rows.append((spec.label(), route, "ok" if problem is None else problem))
+        rows.append([spec.label(), route, problem])
+        answers.append((x, y))
+    if in_grader:  # the Triton route's values are the ones the learner's launcher and kernel compute in the grader
+        triton = [i for i, (_, route, problem) in enumerate(rows) if problem is None and route == "triton"]
+        for i, ran in zip(triton, _launcher_values(op, [answers[i][0] for i in triton])):
+            rows[i][2] = _route_problem(answers[i][1], answers[i][0], ran)
+    bad = sum(problem is not None for *_, problem in rows)
+    rows = [(label, route, "ok" if problem is None else problem) for label, route, problem in rows]
     if bad:
         raise Fail(f"{bad} of {len(rows)} cases wrong\n" + table(rows, ("case", "route", "yours vs expected")))
     if len(routes) < 2:
@@ -373,6 +428,8 @@ def _grade_dispatch(op_name: str, op, make_predicate, make_ctx) -> list[Result]:
 
 def check_capstone_dispatch(op_name: str, op, make_predicate, make_ctx, *, show: bool = True):
     """``op(x) -> (y, route)`` takes the predicate's route, really launches your kernel on the Triton route, and
-    matches the kit's reference for ``op_name`` on both routes."""
+    matches the kit's reference for ``op_name`` on both routes. In the grader the Triton route's ``y`` must be what
+    the launcher ``op`` calls (``launch(x)``) returns when the grader runs it and your kernel as data on the same
+    ``x`` (:mod:`~fastpath_lib.grading.engine.kernel_run`)."""
     return graded("ex08", ("dispatch",), _grade_dispatch, op_name, op, make_predicate, make_ctx, show=show,
                   subject=_subject(op_name))

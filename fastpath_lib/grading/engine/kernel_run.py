@@ -112,11 +112,13 @@ def run(text: str, entry: str, calls: list[tuple], *, allow: tuple[str, ...] = (
 
     Args:
         calls: ``(grid, args, kwargs)``; ``grid`` ``None`` calls ``entry(*args, **kwargs)`` (a launcher), a tuple
-            launches it (``entry[grid](*args, **kwargs)``). Tensors travel as CPU copies.
+            launches it (``entry[grid](*args, **kwargs)``). Tensors travel as CPU copies. A fourth item names
+            another function of ``text`` that call enters instead of ``entry``.
         allow: torch operators (``aten`` names) the exercise asks the launcher to run beyond allocating, viewing
             and copying (:mod:`~fastpath_lib.grading.engine.host_ops`): every other one raises there.
     """
-    cpu = [(grid, [_cpu(a) for a in args], {k: _cpu(v) for k, v in kwargs.items()}) for grid, args, kwargs in calls]
+    cpu = [(grid, [_cpu(a) for a in args], {k: _cpu(v) for k, v in kwargs.items()}, *(rest[:1] or [entry]))
+           for grid, args, kwargs, *rest in calls]
     with tempfile.TemporaryDirectory(prefix="fastpath-kernel-") as tmp:
         got = _in_child(tmp, "run", {"text": text, "entry": entry, "calls": cpu, "absent": _ABSENT.get(),
                                      "allow": list(allow)}, timeout)
@@ -343,14 +345,14 @@ def _run_child(req: dict, result: str) -> None:
     for name in [k for k, v in ns.items() if isinstance(v, InterpretedFunction)]:
         ns[name] = _Recorded(ns[name], name, seen)
     calls = []
-    for grid, args, kwargs in req["calls"]:
+    for grid, args, kwargs, *entry in req["calls"]:
         call: dict = {"args": args}
         before = len(seen)
         try:
             if failed is not None:
                 raise failed
             with traffic.watch() as t:
-                target = ns[req["entry"]]
+                target = ns[entry[0] if entry else req["entry"]]
                 call["out"] = target[tuple(grid)](*args, **kwargs) if grid is not None else target(*args, **kwargs)
         except Exception as exc:  # noqa: BLE001 - the learner's exception is an answer
             call["error"] = (type(exc).__name__, str(exc).strip()[:500])

@@ -42,7 +42,7 @@ import builtins
 
 from fastpath_lib.grading.engine.sources import dotted, parse_cells
 
-__all__ = ["kernel_problem", "launcher_problem", "launches_kernel", "program", "still_a_stub"]
+__all__ = ["kernel_problem", "launcher_problem", "launches_kernel", "launchers_called", "program", "still_a_stub"]
 
 #: Names that reach code without naming it, or change what a name means for everyone.
 _DYNAMIC = frozenset({"setattr", "delattr", "exec", "eval", "compile", "globals", "vars", "locals", "__import__",
@@ -370,10 +370,10 @@ def launcher_problem(source: str, name: str) -> str | None:
 _PROGRAM_MODULES = ("triton", "torch", "math")
 
 
-def program(source: str, entry: str) -> str:
-    """The Python text the grader runs for the learner's ``entry``
+def program(source: str, entry: str, *more: str) -> str:
+    """The Python text the grader runs for the learner's ``entry`` (and ``more`` entries)
     (:mod:`~fastpath_lib.grading.engine.kernel_run`): the source's imports of triton, torch and math, its top-level
-    constants written as literals (``BLOCK = 1024``, ``N: tl.constexpr = 64``), and ``entry`` with the functions it
+    constants written as literals (``BLOCK = 1024``, ``N: tl.constexpr = 64``), and each entry with the functions it
     reaches by name (``@triton.jit`` functions first). Nothing else of the notebook runs there.
     Call it after :func:`kernel_problem` or :func:`launcher_problem` passed.
 
@@ -409,7 +409,8 @@ def program(source: str, entry: str) -> str:
                 except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
                     continue
                 lines.append(ast.unparse(node))
-    defs = _reached(src, entry)  # the kernel (or launcher) and what it reaches: the jit functions first
+    # each entry (a kernel or a launcher) and what it reaches: the jit functions first
+    defs = list({id(d): d for e in (entry, *more) for d in _reached(src, e)}.values())
     lines += [ast.unparse(d) for d in sorted(defs, key=lambda d: d.name not in src.kernels)]
     return "\n".join(dict.fromkeys(lines))
 
@@ -421,6 +422,26 @@ def launches_kernel(source: str, name: str) -> bool:
     reach = [f for f in _reached(src, name) if f.name not in src.kernels]
     return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Subscript) and isinstance(n.func.value, ast.Name)
                and n.func.value.id in src.kernels for f in reach for n in ast.walk(f))
+
+
+def launchers_called(source: str, name: str) -> list[str]:
+    """The source's host functions that the function ``name`` calls by name and that launch one of the source's
+    ``@triton.jit`` kernels (:func:`launches_kernel`): the launchers whose result a dispatching op's Triton route
+    returns.
+
+    >>> src = "import triton\\n@triton.jit\\ndef k(X):\\n    pass\\n" \\
+    ...       "def launch(x):\\n    k[(1,)](x)\\n    return x\\ndef pick(x):\\n    return True\\n" \\
+    ...       "def op(x):\\n    return (launch(x), 'triton') if pick(x) else (x, 'torch')\\n"
+    >>> launchers_called(src, "op")
+    ['launch']
+    """
+    src = _Source(source)
+    own = {d.name: d for t in src.trees for d in t.body if isinstance(d, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    if name not in own:
+        return []
+    called = dict.fromkeys(n.func.id for n in ast.walk(own[name]) if isinstance(n, ast.Call)
+                           and isinstance(n.func, ast.Name) and n.func.id in own and n.func.id != name)
+    return [f for f in called if f not in src.kernels and launches_kernel(source, f)]
 
 
 def still_a_stub(source: str, name: str) -> bool:
