@@ -157,14 +157,40 @@ def test_torch_compute_in_the_backward_launcher_is_not_a_kernel():
     assert not here.passed and "computes with torch outside your kernel" in here.feedback, here.feedback
 
 
+#: module-level code (a default argument's expression) that walks up the stack to whatever frame holds the run's
+#: results and rewrites them: the program's text runs again for the compile step
+TAMPERS = """
+import sys
+
+def _tamper():
+    f = sys._getframe()
+    while f is not None:
+        got = f.f_locals.get("got")
+        if isinstance(got, dict):
+            for call in got.get("calls", []):
+                call.update(out=None, error=("Tampered", "rewritten by the compile step"))
+        f = f.f_back
+    return 0
+
+def keep(x, _done=_tamper()):
+    return x
+"""
+
+
 def test_the_child_lacks_the_operators_the_exercise_declares_absent():
     """The grader's run of the learner's source installs the kernel's preamble first: torch's operator, reached by a
-    name built at run time, raises there as in the notebook's kernel."""
+    name built at run time, raises there as in the notebook's kernel. The compile step runs the program's text again
+    in a process of its own: its module-level code cannot reach the run's recorded results."""
     text = "import functools\nimport torch\n\ndef peek(x):\n    op = getattr(torch, 'rms' + '_norm')\n" \
-           "    return functools.partial(op, x, (x.shape[-1],))()\n"
+           "    return functools.partial(op, x, (x.shape[-1],))()\n" + TAMPERS
+    assert kernel_source.launcher_problem(TAMPERS, "keep")  # the static rules refuse it; the process holds anyway
+    x = torch.randn(2, 8)
     with kernel_run.lacking(ex02_kernel.ABSENT):
-        (call,) = kernel_run.run(text, "peek", [(None, [torch.randn(2, 8)], {})]).calls
+        out = kernel_run.run(text, "peek", [(None, [x], {}), (None, [x], {}, "keep")])
+    call, kept = out.calls
     assert call.error and "torch's rms_norm is not available while exercise 02 is graded" in call.error[1], call
+    assert kept.error is None and torch.equal(kept.out, x), kept
+    assert out.compile_problem is None, out.compile_problem
 
 
 def test_memory_faults_are_named_with_tensor_offsets_and_mask():

@@ -16,6 +16,8 @@ process of its own (``python -m fastpath_lib.grading.engine.kernel_run``):
 2. every kernel launched is compiled by Triton's own frontend for a GPU target (sm_80), with the argument types of
    its launches, and no GPU: a kernel body that escapes to Python (an ``import``, a call to a plain Python function)
    does not compile ("unsupported AST node type: Import", "Cannot access global variable ...") and fails the part.
+   The program's text runs again for this step, with torch's operators (the absent ones aside), in a forked process
+   of its own that hands back only its answer: the process that holds the run's results runs none of it.
 
 The request is written by the grader and the answer read with ``torch.load(weights_only=True)``; the child's output
 is judged like any answer. While the grader grades in its sandbox (:func:`sandboxed`), the child runs in the same
@@ -298,8 +300,9 @@ def launch_traffic(launch) -> dict:
 
 def _child(request: str, result: str) -> None:
     """One process for both steps, torch imported once: a forked copy imports Triton with the interpreter on and
-    runs the calls (the interpreter's patches of ``triton.language`` stay in that copy), then this process imports
-    Triton with it off and compiles every kernel the run launched."""
+    runs the calls (the interpreter's patches of ``triton.language`` stay in that copy), then, once it has ended,
+    another forked copy imports Triton with it off and compiles every kernel the run launched. This process, which
+    holds the run's results, runs none of the program's text."""
     req = torch.load(request, weights_only=True)
     if req.get("absent"):  # before the learner's program: in the run and in the compile step alike
         from fastpath_lib.grading.engine import absent
@@ -321,11 +324,40 @@ def _child(request: str, result: str) -> None:
     with open(ran, "rb") as fh:
         got = torch.load(io.BytesIO(fh.read()), weights_only=True)
     where = os.path.join(os.path.dirname(os.path.abspath(result)), "your_notebook_compiled.py")
-    try:
-        got["compile_problem"] = _compile_problem(req["text"], got.get("seen", []), where)
-    except Exception as exc:  # noqa: BLE001
-        got["compile_problem"] = f"the grader could not compile your kernels ({type(exc).__name__}: {str(exc)[:200]})"
+    got["compile_problem"] = _compiled_apart(req["text"], got.get("seen", []), where)
     _save(got, result)
+
+
+def _compiled_apart(text: str, seen: list, where: str) -> str | None:
+    """:func:`_compile_problem` in a forked process of its own, which hands back only its answer (a sentence or
+    ``None``, as JSON through a pipe): the program's text runs there, never in the process that holds the run's
+    results."""
+    import json
+
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the compile step
+        os.close(read_end)
+        try:
+            try:
+                problem = _compile_problem(text, seen, where)
+            except Exception as exc:  # noqa: BLE001
+                problem = f"the grader could not compile your kernels ({type(exc).__name__}: {str(exc)[:200]})"
+            with os.fdopen(write_end, "w", encoding="utf-8") as fh:
+                fh.write(json.dumps(problem))
+        finally:
+            os._exit(0)  # no atexit, no teardown
+    os.close(write_end)
+    with os.fdopen(read_end, "r", encoding="utf-8") as fh:
+        said = fh.read(64 * 1024)
+    _, status = os.waitpid(pid, 0)
+    try:
+        problem = json.loads(said)
+    except ValueError:
+        problem = 0
+    if problem is None or isinstance(problem, str):
+        return problem
+    return f"the grader could not compile your kernels (the compile step ended without an answer, wait status {status})"
 
 
 def _run_child(req: dict, result: str) -> None:
