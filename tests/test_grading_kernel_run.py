@@ -321,6 +321,12 @@ def test_the_allow_list_is_what_the_registry_says_computes_nothing():
         assert kind[name] == "copy", name
     assert kind["aten::sum.dim_IntList"] == "asked for"
     assert kind["aten::reshape"] == kind["aten::rms_norm"] == "decomposition"  # each operator it runs is judged
+    assert kind["aten::sym_size.int"] == kind["aten::numel"] == "decomposition"
+    assert kind["aten::_nnz"] == "integers"
+    # a value read back or a random draw is refused whatever its kernels, a decomposition's included
+    for name in ("aten::item", "aten::dropout", "aten::rrelu", "aten::scaled_dot_product_attention"):
+        assert kind[name] is None and "CompositeImplicitAutograd" in kinds[name][1], (name, kinds[name])
+    assert "item" not in host_ops.allowed_names() and "dropout" not in host_ops.allowed_names()
     for name in ("aten::exp", "aten::mul.Tensor", "aten::_softmax", "aten::amax", "aten::_local_scalar_dense",
                  "aten::equal", "aten::randn", "prims::exp"):
         assert kind[name] is None, name

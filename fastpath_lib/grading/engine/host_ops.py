@@ -7,8 +7,9 @@ outside the allow-list (:func:`operators`) refuses at the dispatcher, as :mod:`~
 refuses an exercise's forbidden families. For every overload, in every namespace, a refusing kernel is registered at
 every dispatch key that has a kernel of torch's. No Python-level switch undoes it: turning the dispatch modes off
 (``torch.utils._python_dispatch._disable_current_modes``), an alias of ``torch``, ``torch.ops``, ``redispatch`` and
-``torch.compile`` all reach the same registrations. The handles stay alive in a closure of an audit hook, which no code
-can remove or list. While the grader grades, :mod:`~fastpath_lib.grading.engine.absent`'s preamble is already in the
+``torch.compile`` all reach the same registrations. The handles' one reference is a default argument of an audit hook
+(a function no code can remove or list; gc-tracked, so the refusal of walks of the garbage collector's objects keeps
+it out of reach). While the grader grades, :mod:`~fastpath_lib.grading.engine.absent`'s preamble is already in the
 process and its audit hook refuses walks of the garbage collector's objects; otherwise :func:`install` adds that
 hook and the ``execve`` filter itself.
 
@@ -21,15 +22,17 @@ An operator is allowed when its schema or tags say it computes nothing from the 
 - **copies**: :data:`COPIES` (a tensor's values written elsewhere as they are, or in another dtype: what Triton's
   interpreter runs to move a launch's arguments, and what ``.to``, ``.contiguous``, ``.clone`` and ``.reshape`` run)
   and the ``view_copy`` operators;
-- **shapes**: an operator that returns only integers (``sym_size``, ``stride``, ``numel``);
+- **integers**: an operator with a kernel of its own that returns only integers (``_nnz``, ``sparse_dim``,
+  ``q_zero_point``);
 - **decompositions**: an operator whose only kernel of torch's is ``CompositeImplicitAutograd``
-  (``reshape``, ``softmax``, ``rms_norm``) runs as the operators it is written with, each refused or allowed on its
-  own;
+  (``reshape``, ``softmax``, ``rms_norm``, and ``sym_size``, ``stride``, ``numel``) runs as the operators it is
+  written with, each refused or allowed on its own;
 - and the operators an exercise's own launcher is asked to run (``allow``: exercise 02's backward sums the kernel's
   partial ``dw`` rows with ``sum``).
 
-A value-reading operator such as ``item`` or ``equal`` (tagged ``data_dependent_output``) and a random one (``randn``,
-tagged ``nondeterministic_seeded``) are refused like any computation.
+An operator that reads a value back (``item``, ``equal``: tagged ``data_dependent_output``) or draws at random
+(``randn``, ``dropout``: tagged ``nondeterministic_seeded``) is refused whatever its kernels, a decomposition's
+included, unless the exercise asks for it.
 """
 
 import functools
@@ -83,13 +86,13 @@ def _kind(ns, name, overload, schema, keys, factories, allow) -> str | None:
 
     if name in allow:
         return "asked for"
+    found = torch._C._get_operation_overload(f"{ns}::{name}", overload) if schema is not None else None
+    tags = found[-1] if found else ()
+    if torch.Tag.data_dependent_output in tags or torch.Tag.nondeterministic_seeded in tags:
+        return None  # a value read back or a random draw, whatever kernel it has (``item``, ``dropout``)
     if keys and all(k.startswith(_WRAPPERS) for k in keys):
         return "decomposition"
     if schema is None:
-        return None
-    found = torch._C._get_operation_overload(f"{ns}::{name}", overload)
-    tags = found[-1] if found else ()
-    if torch.Tag.data_dependent_output in tags or torch.Tag.nondeterministic_seeded in tags:
         return None
     rets = schema.returns
     if rets and any(_is_tensor(r.type) for r in rets):
@@ -106,7 +109,7 @@ def _kind(ns, name, overload, schema, keys, factories, allow) -> str | None:
     if name in COPIES or torch.Tag.view_copy in tags:
         return "copy"
     if rets and all(str(r.type) in _INTEGERS for r in rets):
-        return "shape"
+        return "integers"
     return None
 
 
