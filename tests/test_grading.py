@@ -187,6 +187,23 @@ def test_a_cell_that_breaks_the_run_is_the_notebooks_error_and_never_reruns_it_o
     assert _by_part(g)["default_eps"].passed and not _by_part(g)["reference"].passed
 
 
+def test_data_files_left_out_of_the_working_copy_are_named_in_the_notes(tmp_path):
+    """A data file beside the notebook travels with its working copy; a link, or a file over the limit, stays behind
+    and the report says so (a cell that reads it fails only in the grader)."""
+    (tmp_path / "nb").mkdir()
+    (tmp_path / "nb" / "ex01_reference.ipynb").write_text("{}")
+    (tmp_path / "nb" / "small.csv").write_text("a,b\n1,2\n")
+    with open(tmp_path / "nb" / "big.pt", "wb") as fh:
+        fh.truncate(cli.DATA_FILE_LIMIT)
+    (tmp_path / "nb" / "link.csv").symlink_to(tmp_path / "nb" / "small.csv")
+    (tmp_path / "copy").mkdir()
+    notes = cli._copy_data_files(tmp_path / "nb", tmp_path / "copy")
+    assert sorted(p.name for p in (tmp_path / "copy").iterdir()) == ["small.csv"]
+    assert len(notes) == 2, notes
+    assert notes[0].startswith("big.pt was not copied") and "8.0 MiB" in notes[0], notes
+    assert notes[1].startswith("link.csv was not copied") and "a link" in notes[1], notes
+
+
 def test_unreadable_notebook_is_a_failed_exercise(tmp_path):
     bad = tmp_path / "ex03_predicate.ipynb"
     bad.write_text("{ this is not json")
