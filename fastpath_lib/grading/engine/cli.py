@@ -291,7 +291,7 @@ def _sandbox_problem(isolation: str) -> tuple[bool, str | None]:
     return isolation != "none" and why is None, why
 
 
-#: the largest data file beside a notebook that travels with its working copy
+#: a data file beside a notebook of this size or more stays out of its working copy (the report names it)
 DATA_FILE_LIMIT = 8 * 1024 * 1024
 
 
