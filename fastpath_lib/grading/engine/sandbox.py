@@ -33,7 +33,8 @@ inside), :func:`problem` says why in words a learner can act on; ``--isolation b
 to grade (:func:`refusal`), and ``--isolation auto`` (self-study) grades without isolation and says so and why
 (:func:`fallback_note`).
 
-``./kit setup`` installs bubblewrap where ``apt-get`` can (optional, as for the browser check's Chromium).
+``./kit grade`` and ``./kit test`` install Debian's bubblewrap where it is missing, when run as root with ``apt-get``
+(optional, as ``./kit test`` does for the browser check's Chromium); ``./kit setup`` does not.
 """
 
 from __future__ import annotations
