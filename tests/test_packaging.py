@@ -38,6 +38,31 @@ def test_every_dependency_is_pinned():
     assert "torch==2.13.0\n" in (ROOT / "constraints.txt").read_text()  # the CPU build on disk, not a CUDA download
 
 
+def test_the_python_floor_is_what_the_pins_need():
+    """``requires-python`` is the highest floor among the pinned packages' own ``Requires-Python`` (read from the
+    installed ones at their pinned versions), so pip refuses an interpreter the pins cannot install on."""
+    import importlib.metadata
+
+    floors = {}
+    for line in (ROOT / "constraints.txt").read_text().splitlines():
+        if "==" not in line or line.lstrip().startswith("#"):
+            continue
+        name, version = _name(line), line.split("==", 1)[1].split(";")[0].strip()
+        try:
+            meta = importlib.metadata.metadata(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        if meta["Version"] != version:
+            continue
+        for floor in re.findall(r">=\s*(\d+)\.(\d+)", meta.get("Requires-Python") or ""):
+            floors[name] = max(floors.get(name, (0, 0)), tuple(map(int, floor)))
+    assert floors, "no pinned package installed at its pin"
+    need = max(floors.values())
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["requires-python"]
+    assert declared == f">={need[0]}.{need[1]}", (declared, {k: v for k, v in floors.items() if v == need})
+    assert f"python={need[0]}.{need[1]}" in (ROOT / "environment.yml").read_text()
+
+
 def test_ci_runs_the_readme_test_command():
     readme = (ROOT / "README.md").read_text()
     assert "./kit test" in readme and "./kit lab" in readme
