@@ -19,6 +19,7 @@ import torch  # noqa: E402
 from fastpath_lib import exercises as ex  # noqa: E402
 from fastpath_lib.cases import CaseSpec  # noqa: E402
 from fastpath_lib.grading.engine import cli, sandbox  # noqa: E402
+from fastpath_lib.grading.engine import notebook as NB  # noqa: E402
 from fastpath_lib.grading.engine.notebook import CHECK_TAG, calls  # noqa: E402
 from fastpath_lib.grading.registry import EXERCISES, MIME, Result  # noqa: E402
 from fastpath_lib.grading.rules import mutants  # noqa: E402
@@ -194,10 +195,10 @@ def test_data_files_left_out_of_the_working_copy_are_named_in_the_notes(tmp_path
     (tmp_path / "nb" / "ex01_reference.ipynb").write_text("{}")
     (tmp_path / "nb" / "small.csv").write_text("a,b\n1,2\n")
     with open(tmp_path / "nb" / "big.pt", "wb") as fh:
-        fh.truncate(cli.DATA_FILE_LIMIT)
+        fh.truncate(NB.DATA_FILE_LIMIT)
     (tmp_path / "nb" / "link.csv").symlink_to(tmp_path / "nb" / "small.csv")
     (tmp_path / "copy").mkdir()
-    notes = cli._copy_data_files(tmp_path / "nb", tmp_path / "copy")
+    notes = NB.copy_data_files(tmp_path / "nb", tmp_path / "copy")
     assert sorted(p.name for p in (tmp_path / "copy").iterdir()) == ["small.csv"]
     assert len(notes) == 2, notes
     assert notes[0].startswith("big.pt was not copied") and "8.0 MiB" in notes[0], notes

@@ -46,7 +46,6 @@ import importlib
 import importlib.util
 import json
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -291,29 +290,6 @@ def _sandbox_problem(isolation: str) -> tuple[bool, str | None]:
     return isolation != "none" and why is None, why
 
 
-#: a data file beside a notebook of this size or more stays out of its working copy (the report names it)
-DATA_FILE_LIMIT = 8 * 1024 * 1024
-
-
-def _copy_data_files(folder: Path, into: Path) -> list[str]:
-    """Copy the data files beside a notebook (``folder``'s plain files, other notebooks aside) into its working copy's
-    folder ``into``; a link (it could name another learner's file) and a file of :data:`DATA_FILE_LIMIT` or more stay
-    behind, each named in the returned notes."""
-    notes = []
-    for extra in sorted(folder.glob("*")):
-        if extra.suffix == ".ipynb" or not (extra.is_file() or extra.is_symlink()):
-            continue
-        if extra.is_symlink():
-            notes.append(f"{extra.name} was not copied beside the graded notebook: it is a link")
-        elif extra.stat().st_size >= DATA_FILE_LIMIT:
-            size = extra.stat().st_size / 2 ** 20
-            notes.append(f"{extra.name} was not copied beside the graded notebook: it holds {size:.1f} MiB, over "
-                         f"the grader's {DATA_FILE_LIMIT >> 20} MiB limit")
-        else:
-            shutil.copy2(extra, into)
-    return notes
-
-
 def _refused(path: Path, ex: str, why: str, notes: list[str], t0: float) -> NotebookGrade:
     from fastpath_lib.grading.engine import sandbox
 
@@ -370,7 +346,7 @@ def grade_notebook(path: str | Path, *, timeout: float = DEFAULT_TIMEOUT, kernel
         notes.append(sandbox.fallback_note(why))
     with tempfile.TemporaryDirectory(prefix="fastpath-grade-") as tmp, \
             tempfile.TemporaryDirectory(prefix="fastpath-sandbox-") as files:
-        notes.extend(_copy_data_files(path.parent, Path(tmp)))
+        notes.extend(NB.copy_data_files(path.parent, Path(tmp)))
         copy = Path(tmp) / path.name
         copy.write_bytes(raw)
         try:

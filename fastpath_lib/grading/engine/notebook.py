@@ -22,13 +22,14 @@ from __future__ import annotations
 import ast
 import copy
 import re
+import shutil
 from pathlib import Path
 
 from fastpath_lib import runtime
 from fastpath_lib.grading.engine.sources import dotted, parse
 
 __all__ = ["CHECK_TAG", "ROOT", "CHECK_CELLS", "ALL", "solution_for", "original_for", "check_cells", "restore", "calls",
-           "static_evidence", "assignments"]
+           "static_evidence", "assignments", "DATA_FILE_LIMIT", "copy_data_files"]
 
 CHECK_TAG = "grader-check"
 #: The kit's checkout: ``solutions/`` holds the distributed check cells.
@@ -249,3 +250,26 @@ def assignments(sources: list[str], name: str) -> int:
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                 n += sum(isinstance(t, ast.Name) and t.id == name for t in targets)
     return n
+
+
+#: a data file beside a notebook of this size or more stays out of its working copy (the report names it)
+DATA_FILE_LIMIT = 8 * 1024 * 1024
+
+
+def copy_data_files(folder: Path, into: Path) -> list[str]:
+    """Copy the data files beside a notebook (``folder``'s plain files, other notebooks aside) into its working copy's
+    folder ``into``; a link (it could name another learner's file) and a file of :data:`DATA_FILE_LIMIT` or more stay
+    behind, each named in the returned notes."""
+    notes = []
+    for extra in sorted(folder.glob("*")):
+        if extra.suffix == ".ipynb" or not (extra.is_file() or extra.is_symlink()):
+            continue
+        if extra.is_symlink():
+            notes.append(f"{extra.name} was not copied beside the graded notebook: it is a link")
+        elif extra.stat().st_size >= DATA_FILE_LIMIT:
+            size = extra.stat().st_size / 2 ** 20
+            notes.append(f"{extra.name} was not copied beside the graded notebook: it holds {size:.1f} MiB, over "
+                         f"the grader's {DATA_FILE_LIMIT >> 20} MiB limit")
+        else:
+            shutil.copy2(extra, into)
+    return notes
