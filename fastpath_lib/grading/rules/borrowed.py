@@ -33,7 +33,7 @@ Note:
 ...     run(lambda x: F.rms_norm(x, [2]), (torch.ones(1, 2),), TORCH_RMS_NORM)
 ... except Fail as exc:
 ...     print(exc)
-your code calls torch.nn.functional.rms_norm (the reference must not call the operator it checks): write it yourself
+your code calls torch.nn.functional.rms_norm (the graded code must not call the operator it computes): write it yourself
 """
 
 from __future__ import annotations
@@ -180,7 +180,7 @@ def torch_op(*names: str, why: str) -> Forbidden:
                      tuple((n, why) for n in aliases + family_names), tuple((f, why) for f in families))
 
 
-TORCH_RMS_NORM = torch_op("rms_norm", why="the reference must not call the operator it checks")
+TORCH_RMS_NORM = torch_op("rms_norm", why="the graded code must not call the operator it computes")
 KIT_REFERENCE = kit("testing.py", "reference_rms_norm", "reference_grads", "_ref_graph",
                     why="that is the kit's own reference")
 KIT_OP = kit("rmsnorm/op.py", why="that is the kit's own operator") + kit("rmsnorm/module.py",
