@@ -6,6 +6,7 @@ does; the solution's source keeps full marks."""
 from __future__ import annotations
 
 import linecache
+import re
 
 import pytest
 
@@ -210,3 +211,47 @@ def test_an_object_that_only_answers_a_launch_is_not_a_kernel():
         '    def __getitem__(self, grid):\n        return lambda *a, **k: self.run(*a, **k)\n'))
     (r,) = _kernel(ns)
     assert not r.passed and "expected a @triton.jit kernel, got _Answers" in r.feedback, r.feedback
+
+
+_DEFINED = "import triton\nimport triton.language as tl\nimport torch\n"
+
+
+@pytest.mark.parametrize("definition, words", [
+    ("@triton.jit\ndef k(X, B: tl.constexpr = (lambda: 0)()):\n    tl.store(X, 0)", "parameter B of k has the default"),
+    ("@triton.jit\ndef k(X, *, B=torch.zeros(1)):\n    tl.store(X, 0)", "parameter B of k has the default"),
+    ("@triton.jit\ndef k(X, B: print('hi') = 0):\n    tl.store(X, 0)", "parameter B of k has the annotation"),
+    ("@triton.jit\ndef k(X) -> [0 for _ in ()]:\n    tl.store(X, 0)", "return of k has the annotation"),
+    ("@triton.jit\ndef k(X: tuple[print('hi')]):\n    tl.store(X, 0)", "parameter X of k has the annotation"),
+    ("@triton.jit(debug=print('hi'))\ndef k(X):\n    tl.store(X, 0)", "decorated with triton.jit(debug=print"),
+    # an uncalled helper reached by name: its default is defined with the program all the same
+    ("@triton.jit\ndef k(X, B: tl.constexpr):\n    if B < 0:\n        h(X)\n    tl.store(X, 0)\n"
+     "@triton.jit\ndef h(X, D: tl.constexpr = (lambda: 0)()):\n    tl.store(X, 0)", "parameter D of h has the default"),
+])
+def test_defining_a_kernel_runs_nothing_of_the_learners(definition, words):
+    """The grader's child runs the program's text (:func:`program`) before any check: a default, an annotation or a
+    decorator argument of a copied function would be the learner's host code running there."""
+    problem = kernel_problem(_DEFINED + definition, "k")
+    assert problem and words in problem, problem
+    with pytest.raises(ValueError, match=re.escape(words.split(" has")[0])):
+        program(_DEFINED + definition, "k")
+
+
+@pytest.mark.parametrize("definition, words", [
+    ("def launch(x, d=(lambda: torch)()):\n    k[(1,)](x)\n    return x", "parameter d of launch has the default"),
+    ("def launch(x):\n    k[(1,)](x)\n    return h(x)\n@staticmethod\ndef h(x):\n    return x", "decorated"),
+])
+def test_defining_a_launcher_runs_nothing_of_the_learners(definition, words):
+    src = _DEFINED + "@triton.jit\ndef k(X):\n    tl.store(X, 0)\n" + definition
+    problem = launcher_problem(src, "launch")
+    assert problem and words in problem, problem
+
+
+def test_definitions_keep_literal_defaults_constexpr_annotations_and_jit_options():
+    src = _DEFINED + ("N: tl.constexpr = 64\nM: print('hi') = 3\n"
+                      "@triton.jit(do_not_specialize=['n'])\ndef k(X, n, B: tl.constexpr = 128, F: 'hint' = -1.5,"
+                      " *, G=(1, None, True)):\n    tl.store(X, 0)\n"
+                      "def launch(x: torch.Tensor | None, scale: float = 1.0) -> tuple[torch.Tensor, int]:\n"
+                      "    k[(1,)](x, 1)\n    return x")
+    assert kernel_problem(src, "k") is None and launcher_problem(src, "launch") is None
+    text = program(src, "launch")
+    assert "N: tl.constexpr = 64" in text and "print" not in text, text  # a constant's annotation is defined too
