@@ -23,14 +23,33 @@ from fastpath_lib.grading.rules import borrowed
 ROOT = Path(__file__).resolve().parents[1]
 
 PROBE = r"""
-import functools, gc, json, sys
+import functools, gc, importlib, json, sys
 import torch
 import torch.nn.functional as F
 from fastpath_lib.grading.checks import ex08_capstone
 from fastpath_lib.grading.engine import absent
 
 spec = ex08_capstone.ABSENT
-got = {"installed": absent.install(spec)}
+import torch._C
+def entry_points():  # TorchScript's executors past the dispatcher, by their families' names, in torch._C and below
+    out, todo, seen = [], [torch._C], set()
+    while todo:
+        m = todo.pop()
+        if id(m) in seen:
+            continue
+        seen.add(id(m))
+        for k, v in list(vars(m).items()):
+            low = k.lower()
+            if type(v) is type(torch) and v.__name__.startswith("torch._C."):
+                todo.append(v)
+            if "static_module" in low or "staticmodule" in low or low == "_te" or low.startswith(
+                    ("_jit_set_", "_jit_override_", "_jit_pass_")) and ("fuse" in low or "fusion" in low or any(
+                    w in low.split("_") for w in ("te", "texpr", "llga", "nvfuser", "mkldnn"))):
+                out.append(f"{m.__name__}.{k}")
+    return out + [n for n in sys.modules if n.startswith("torch._C._te")]
+got = {"executors_before": entry_points()}
+got["installed"] = absent.install(spec)
+got["executors_after"] = entry_points()
 x = torch.randn(3, 8, dtype=torch.float16)
 
 def probe(name, fn):
@@ -73,6 +92,11 @@ def native(name):  # an import of a native bridge, or of an extension module fro
         return cffi.FFI()  # loads its backend
     return importlib.import_module(name)
 
+SOFTMAX = "def f(x):\n    return torch._softmax(x, -1, False)\n"
+probe("static_runtime", lambda: torch._C._jit_to_static_module(torch.jit.CompilationUnit(SOFTMAX).f.graph)(x))
+probe("tensorexpr", lambda: importlib.import_module("torch._C._te"))
+probe("interpreter", lambda: torch.jit.CompilationUnit(SOFTMAX).f(x))
+probe("fuser_on_cpu", lambda: torch.jit.fuser("fuser1").__enter__())
 for name in ("cffi", "_testcapi", "subinterpreter", "own_extension"):
     probe(name, lambda name=name: native(name))
 print(json.dumps(got))
@@ -106,6 +130,20 @@ def test_native_code_that_would_pass_the_dispatcher_is_refused(probed):
     for name in ("cffi", "_testcapi", "own_extension"):
         assert probed[name][0] == "PermissionError", (name, probed[name])
     assert probed["subinterpreter"] == ["RuntimeError", "interpreter creation failed"], probed  # the hook's refusal
+
+
+def test_torchscripts_executors_past_the_dispatcher_are_gone(probed):
+    """Static Runtime, the TensorExpr compiler and the fusers run torch's kernels without the dispatcher (Static
+    Runtime's out variants call them directly): after the preamble no Python name reaches them, and a TorchScript
+    graph runs in the interpreter, whose operators go through the dispatcher (the marker)."""
+    before, after = probed["executors_before"], probed["executors_after"]
+    assert "torch._C._jit_to_static_module" in before and "torch._C._te" in before, before
+    assert after == [], after
+    assert probed["installed"]["executors"] >= len(before) - sum(n.startswith("torch._C._te.") for n in before)
+    assert probed["static_runtime"][0] == "AttributeError" and "_jit_to_static_module" in probed["static_runtime"][1]
+    assert probed["tensorexpr"][0] == "ModuleNotFoundError", probed["tensorexpr"]
+    assert probed["fuser_on_cpu"][0] == "AttributeError", probed["fuser_on_cpu"]
+    assert probed["interpreter"][0] == "marker", probed["interpreter"]
 
 
 def test_what_an_honest_answer_uses_stays(probed):

@@ -185,6 +185,62 @@ def _python(spec):
     return files
 
 
+#: TorchScript's graph executors besides its interpreter, which run torch's kernels without the dispatcher: Static
+#: Runtime (its out variants call ``at::cpu``/``at::native`` directly), the TensorExpr compiler (NNC: its own IR
+#: evaluator and code generators) and the fusers that hand a graph's nodes to one (TensorExpr, nvFuser, oneDNN
+#: Graph, and the pass that rewrites frozen graphs to oneDNN operators of the JIT's own). Each is recognised by its
+#: family's words in the name of an attribute of ``torch._C`` or of one of its submodules: a submodule of the words
+#: goes whole; of the JIT's switches and passes (``_jit_set_*``, ``_jit_override_*``, ``_jit_pass_*``), those whose
+#: name has the words.
+_EXECUTORS = {"Static Runtime": ("staticmodule", "staticruntime"), "TensorExpr": ("te", "texpr", "tensorexpr"),
+              "fusers": ("fuse", "fuser", "fusion", "nvfuser", "llga", "onednn", "mkldnn")}
+_JIT_SWITCHES = ("_jit_set_", "_jit_override_", "_jit_pass_", "_jit_texpr_set_")
+
+
+def executors(root=None) -> list[tuple[object, str]]:
+    """``(module, attribute)`` for every executor entry point (:data:`_EXECUTORS`) under ``root`` (``torch._C``)
+    and its submodules."""
+    import types
+
+    if root is None:
+        import torch
+
+        root = torch._C
+    words = [w for family in _EXECUTORS.values() for w in family]
+    found, todo, seen = [], [root], set()
+    while todo:
+        module = todo.pop()
+        if id(module) in seen:
+            continue
+        seen.add(id(module))
+        for name in list(vars(module)):
+            value = vars(module)[name]
+            squeezed = name.lower().replace("_", "")
+            parts = name.lower().strip("_").split("_")
+            if isinstance(value, types.ModuleType):
+                if any(w in parts for w in words):
+                    found.append((module, name))
+                elif value.__name__.startswith(root.__name__ + "."):
+                    todo.append(value)
+            elif any(w in squeezed for w in _EXECUTORS["Static Runtime"]) or (
+                    name.startswith(_JIT_SWITCHES) and any(w in parts for w in words)):
+                found.append((module, name))
+    return found
+
+
+def _no_executors() -> int:
+    """Remove every executor entry point (:func:`executors`) from ``torch._C``, its submodules and ``sys.modules``:
+    no Python reference to one remains (walks of the garbage collector's objects are refused, :func:`_hook`).
+    Returns how many."""
+    gone = executors()
+    for module, name in gone:
+        value = vars(module)[name]
+        delattr(module, name)
+        if getattr(value, "__name__", None) in sys.modules and sys.modules[value.__name__] is value:
+            del sys.modules[value.__name__]
+    return len(gone)
+
+
 #: seccomp: ``(audit arch, seccomp syscall, execve, execveat)`` per machine
 _SECCOMP = {"x86_64": (0xC000003E, 317, 59, 322), "aarch64": (0xC00000B7, 277, 221, 281)}
 
@@ -292,6 +348,7 @@ def guard():
     """Step 3 alone (the ``execve`` filter and the audit hook), for a process that declares no operator absent and
     keeps other refusals from being undone (:mod:`~fastpath_lib.grading.engine.host_ops`). Returns why no seccomp
     filter, or ``None``."""
+    _no_executors()
     no_exec = _no_exec()
     _hook(frozenset(), frozenset())
     return no_exec
@@ -309,9 +366,10 @@ def install(spec):
     files = _python(spec)
     refused = {id(o) for o in gc.get_objects() if type(o) is types.FunctionType
                and _REFUSAL in (o.__kwdefaults__ or {})}
+    executors_gone = _no_executors()
     no_exec = _no_exec()
     _hook(frozenset(files), frozenset(refused))
-    return {"kernels": kernels, "functions": len(refused), "no_exec": no_exec}
+    return {"kernels": kernels, "functions": len(refused), "executors": executors_gone, "no_exec": no_exec}
 
 
 if __name__ == "<fastpath grader preamble>":
