@@ -196,3 +196,13 @@ def test_the_capstone_names_the_marker_outside_the_fallback():
         ex08_capstone._grade_reference("softmax", lambda x: torch.full(x.shape, borrowed.MARKER, dtype=torch.float64))
     assert borrowed.is_marker(torch.full((2, 3), borrowed.MARKER, dtype=torch.bfloat16))
     assert not borrowed.is_marker(torch.softmax(torch.randn(2, 3), -1))
+
+
+def test_operators_registered_with_torchscript_alone_run_past_the_dispatcher():
+    """What the preamble leaves (docs/grading-sandbox.md): an operator TorchScript registers outside the dispatcher
+    runs without it, so a dispatcher refusal does not reach it; ``prim::MKLDNNLayerNorm`` computes LayerNorm on
+    oneDNN tensors."""
+    assert not any(n.startswith("prim::MKLDNNLayerNorm") for n in torch._C._dispatch_get_all_op_names())
+    x, w, b = torch.randn(3, 8), torch.randn(8), torch.randn(8)
+    y = torch.ops.prim.MKLDNNLayerNorm(x.to_mkldnn(), [8], w.to_mkldnn(), b.to_mkldnn(), 1e-5, False)
+    torch.testing.assert_close(y.to_dense(), torch.layer_norm(x, [8], w, b, 1e-5))
