@@ -45,6 +45,7 @@ import ast
 import builtins
 
 from fastpath_lib.grading.engine.sources import dotted, parse_cells
+from fastpath_lib.grading.rules.definitions import definition_problem, literal, type_expression
 
 __all__ = ["kernel_problem", "launcher_problem", "launches_kernel", "launchers_called", "program", "still_a_stub"]
 
@@ -202,73 +203,13 @@ def _kernel_body_problem(src: _Source, fn: ast.FunctionDef) -> str | None:
     return None
 
 
-def _literal(e) -> bool:
-    """Whether ``e`` is a constant written out (a number, a string, ``None``, ``True``, a tuple of them, ...):
-    evaluating it runs no code."""
-    try:
-        ast.literal_eval(e)
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-        return False
-    return True
-
-
-def _type_expression(e) -> bool:
-    """Whether ``e`` is an annotation made of literals and names (``tl.constexpr``, ``torch.Tensor``, ``float``),
-    subscripted or joined with ``|`` (``tuple[torch.Tensor, int]``, ``torch.Tensor | None``): evaluating it reads
-    names and calls only the types' own ``[]`` and ``|``, none of the learner's code (the program it is defined in
-    holds only imports, literal constants and functions)."""
-    if _literal(e) or dotted(e):
-        return True
-    if isinstance(e, ast.Subscript):
-        return _type_expression(e.value) and _type_expression(e.slice)
-    if isinstance(e, ast.BinOp) and isinstance(e.op, ast.BitOr):
-        return _type_expression(e.left) and _type_expression(e.right)
-    if isinstance(e, (ast.Tuple, ast.List)):
-        return all(_type_expression(x) for x in e.elts)
-    return False
-
-
-def _short(e) -> str:
-    text = ast.unparse(e)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _definition_time_problem(src: _Source, fn: ast.FunctionDef) -> str | None:
-    """What of the learner's ``def fn`` runs when the definition runs (a decorator, a default, an annotation), beyond
-    literals, types named as annotations (:func:`_type_expression`), and ``@triton.jit`` (its options literals) over
-    a kernel."""
-    a = fn.args
-    positional = a.posonlyargs + a.args
-    defaults = list(zip(positional[len(positional) - len(a.defaults):], a.defaults)) + [
-        (x, d) for x, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None]
-    for param, default in defaults:
-        if not _literal(default):
-            return (f"the parameter {param.arg} of {fn.name} has the default {_short(default)}: a default is a "
-                    f"constant written out (a number, a string, None, True/False), since the grader runs nothing "
-                    f"else of your code while it defines your functions")
-    params = [x for x in positional + a.kwonlyargs + [a.vararg, a.kwarg] if x is not None]
-    notes = [(f"the parameter {x.arg} of {fn.name}", x.annotation) for x in params if x.annotation is not None]
-    for where, note in notes + ([(f"the return of {fn.name}", fn.returns)] if fn.returns else []):
-        if not _type_expression(note):
-            return (f"{where} has the annotation {_short(note)}: an annotation is a constant or a type by name "
-                    f"(tl.constexpr, torch.Tensor, tuple[int, int]), since the grader runs nothing else of your "
-                    f"code while it defines your functions")
-    for dec in fn.decorator_list:
-        options = not isinstance(dec, ast.Call) or not dec.args and all(
-            k.arg is not None and _literal(k.value) for k in dec.keywords)
-        if not (fn.name in src.kernels and len(fn.decorator_list) == 1 and src.is_jit(dec) and options):
-            return (f"{fn.name} is decorated with {_short(dec)}: define a kernel under @triton.jit (its options "
-                    f"constants) and under nothing else, a host function under no decorator")
-    return None
-
-
 def _definition(source: str, name: str, missing: str) -> tuple[_Source, ast.FunctionDef, list] | str:
     """The learner's source, its function ``name`` and every binding of ``name``; or the problem: a rule the whole
     source breaks, else ``missing`` where the source defines no function ``name``."""
     src = _Source(source)
     reached = _reached(src, name)
     problem = src.global_problem(reached) or next(
-        (p for p in map(lambda f: _definition_time_problem(src, f), reached) if p), None)
+        (p for p in map(lambda f: definition_problem(f, src.is_jit), reached) if p), None)
     if problem:
         return problem
     binds = src.bindings(name)
@@ -434,16 +375,15 @@ def launcher_problem(source: str, name: str) -> str | None:
     return None
 
 
-
 def program(source: str, entry: str, *more: str) -> str:
     """The Python text the grader runs for the learner's ``entry`` (and ``more`` entries)
     (:mod:`~fastpath_lib.grading.engine.kernel_run`): the source's imports of triton, torch and math, its top-level
     constants written as literals (``BLOCK = 1024``, ``N: tl.constexpr = 64``), and each entry with the functions it
     reaches by name (``@triton.jit`` functions first). Nothing else of the notebook runs there, and nothing of the
-    learner's runs while the program's text defines its functions: their defaults are literals, their annotations
-    literals or types by name, their one decorator ``@triton.jit`` (:func:`kernel_problem`). Raises ``ValueError``
-    where a definition breaks that (the rules refuse it first).
-    Call it after :func:`kernel_problem` or :func:`launcher_problem` passed.
+    learner's runs while the program's text defines its functions
+    (:func:`~fastpath_lib.grading.rules.definitions.definition_problem`: literal defaults, annotations that name
+    types, a kernel's lone ``@triton.jit``). Raises ``ValueError`` where a definition breaks that (the rules refuse it
+    first). Call it after :func:`kernel_problem` or :func:`launcher_problem` passed.
 
     >>> print(program("import triton\\nimport os\\nN = 4\\n@triton.jit\\ndef k(X):\\n    pass", "k"))
     import triton
@@ -473,12 +413,12 @@ def program(source: str, entry: str, *more: str) -> str:
                         and len(value.args) == 1:
                     value = value.args[0]
                 note = getattr(node, "annotation", None)
-                if _literal(value) and (note is None or _type_expression(note)):
+                if literal(value) and (note is None or type_expression(note)):
                     lines.append(ast.unparse(node))
     # each entry (a kernel or a launcher) and what it reaches: the jit functions first
     defs = list({id(d): d for e in (entry, *more) for d in _reached(src, e)}.values())
     for d in defs:  # the rules passed: this holds; checked again, as nothing else keeps the learner's code out
-        problem = _definition_time_problem(src, d)
+        problem = definition_problem(d, src.is_jit)
         if problem:
             raise ValueError(problem)
     lines += [ast.unparse(d) for d in sorted(defs, key=lambda d: d.name not in src.kernels)]
