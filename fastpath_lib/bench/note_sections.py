@@ -21,6 +21,7 @@ from fastpath_lib.bench.note_brief import (
     region,
     rerun,
     scope,
+    wrong,
 )
 from fastpath_lib.bench.note_evidence import Evidence, fmt, junit_counts
 from fastpath_lib.bench.note_tables import case_table, compiled_section, host_mechanism, mechanism_table
@@ -33,7 +34,7 @@ __all__ = ["SECTIONS", "summary", "eligibility", "semantic", "mechanism", "perfo
 
 
 def summary(ev: Evidence) -> list[str]:
-    return (["## Summary", ""] + ev.text("summary") + ["", measured_on(ev)]
+    return (["## Summary", ""] + wrong(ev) + ev.text("summary") + ["", measured_on(ev)]
             + fold("Environment (environment.json)", environment_table(ev))
             + [counts_line(ev)] + claim(ev) + scope(ev) + [rerun(ev)])
 

@@ -32,7 +32,7 @@ sections, folded in ``<details>`` as in the kit's own form; the evidence is read
 from __future__ import annotations
 
 from fastpath_lib import opspec
-from fastpath_lib.bench.note_brief import claim, counts_line, fold, measured_on, rerun, scope
+from fastpath_lib.bench.note_brief import claim, counts_line, fold, measured_on, rerun, scope, wrong
 from fastpath_lib.bench.note_evidence import qualified
 from fastpath_lib.bench.schema import NOT_GPU
 
@@ -267,7 +267,7 @@ def _vllm(ev, sections: dict) -> list[str]:
     kit_plan = kit_plan[:kit_plan.index("```bash") - 1] if "```bash" in kit_plan else kit_plan
     kit_plan = fold("The kit's tests behind it: contract and tolerances, boundary points, matrix", _flat(kit_plan))
     return ([f"# [Kernel] {ev.title}", ""] + synthetic_banner(ev)
-            + ["## Purpose", ""] + ev.text("summary") + [""] + no_patch + claim(ev) + scope(ev) + [""]
+            + ["## Purpose", ""] + wrong(ev) + ev.text("summary") + [""] + no_patch + claim(ev) + scope(ev) + [""]
             + _sub("Eligibility region and fallback", sections["eligibility"])
             + ["## Test Plan", ""] + kit_plan + [rerun(ev), ""]
             + ["## Test Result", ""] + _results(ev, sections)
