@@ -231,16 +231,32 @@ def test_replay_and_compile_cost_run_it_from_its_spec_even_as_the_default_op(reg
         assert [(s["cases"], s["BLOCK_SIZE"], s["dtype"]) for s in saved["list"]] == [(["tokens_fp16"], 256, "float16")]
 
 
-def test_naming_a_vllm_ir_op_the_kits_patch_does_not_provide_proposes_no_patch(bench_folder):
-    """vLLM has ``gelu_and_mul_sparse``; the kit's vLLM patch provides other IR ops: the vLLM form stays the op's own
-    and says that no patch is generated, with no sentence about another op."""
+@pytest.mark.parametrize("found", ["absent", "provided", "unchecked"])
+def test_naming_a_vllm_ir_op_the_kits_patch_does_not_provide_proposes_no_patch(bench_folder, found):
+    """The kit's vLLM patch provides other IR ops: the vLLM form stays the op's own, says that no patch is generated,
+    and says what the run's vLLM dispatch rows found in vLLM's registry (``IrOp.registry``): the op provides the IR
+    op only where vLLM has it, with no sentence about another op."""
     import dataclasses
 
+    import pandas as pd
+
+    from fastpath_lib.bench import vllmhost
     from fastpath_lib.bench.report import pr_note
 
-    spec = dataclasses.replace(op.SPEC, pr_text={**op.SPEC.pr_text, "vllm_op": "gelu_and_mul_sparse"})
-    note = pr_note(bench_folder, spec=spec, template="vllm")
-    assert "`vllm.ir.ops.gelu_and_mul_sparse`; no vLLM patch is generated" in note and op.SPEC.title in note
+    name = "gelu_and_mul_sparse"
+    spec = dataclasses.replace(op.SPEC, pr_text={**op.SPEC.pr_text, "vllm_op": name})
+    df = pd.read_csv(bench_folder / "results.csv")
+    env = json.loads((bench_folder / "environment.json").read_text())
+    vrows = {"absent": vllmhost._skipped([name], f"vLLM 0.33.0 has no IR op {name} (vllm.ir.op.IrOp.registry)"),
+             "provided": [dict(r, status="ok", note="", min_us=1.0, rows=r["rows"] or 8)
+                          for r in vllmhost._skipped([name], "")],
+             "unchecked": []}[found]
+    note = pr_note(df=pd.concat([df, pd.DataFrame(vrows)], ignore_index=True), env=env, spec=spec, template="vllm")
+    assert "no vLLM patch is generated" in note and op.SPEC.title in note
+    provides = f"The op provides `vllm.ir.ops.{name}`" in note
+    assert provides == (found == "provided"), note[:1500]
+    assert (f"vLLM 0.33.0 has no IR op {name}" in note) == (found == "absent")
+    assert ("was not checked" in note) == (found == "unchecked")
     assert not [line for line in note.splitlines() if FOREIGN.search(line)], note[:2000]
 
 
@@ -366,3 +382,18 @@ def test_without_cuda_or_the_interpreter_nothing_claims_the_kernel_ran(monkeypat
     env = dict(json.loads((bench_folder / "environment.json").read_text()), interpreter=False)
     note = pr_note(df=pd.read_csv(bench_folder / "results.csv"), env=env, spec=op.SPEC)
     assert "no Triton kernel ran" in note and "Triton interpreter)" not in note
+
+
+def test_the_limitations_name_the_layouts_the_matrix_ran(bench_folder):
+    """The note's sentence on what the matrix timed is read off the cases run: a strided case is named as such."""
+    import pandas as pd
+
+    from fastpath_lib.bench.report import pr_note
+
+    df = pd.read_csv(bench_folder / "results.csv")
+    env = json.loads((bench_folder / "environment.json").read_text())
+    plain = pr_note(df=df, env=env, spec=op.SPEC)
+    assert "the forward pass on `contiguous` inputs (the layouts of its 2 cases run)" in plain
+    df.loc[df.case_id == "wide_fp32", "layout"] = "transposed"
+    strided = pr_note(df=df, env=env, spec=op.SPEC, template="vllm")
+    assert "the forward pass on `contiguous` and `transposed` inputs" in strided

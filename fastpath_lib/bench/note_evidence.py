@@ -60,7 +60,20 @@ def _default_eligibility(spec: OpSpec) -> list[str]:
     return L + [spec.predicate.markdown_table(spec.limits(None) if spec.limits else None)]
 
 
-#: ``OpSpec.pr_text`` keys -> the sentence used when a spec leaves the key out (built from its other fields).
+def _default_limitations(ev) -> list[str]:
+    """What the matrix timed, read off the cases the run ran: their passes and their layouts."""
+    m = ev.matrix if ev is not None else None
+    if m is None or not len(m):
+        return ["- The matrix timed no case in this run."]
+    m = m.drop_duplicates("case_id")
+    passes = " and ".join(f"the {p} pass" for p in dict.fromkeys(m["pass"].astype(str)))
+    layouts = " and ".join(f"`{v}`" for v in dict.fromkeys(m["layout"].astype(str)))
+    return [f"- The matrix times {passes} on {layouts} inputs (the layouts of its {len(m)} cases run); other "
+            "layouts take their route but are not timed."]
+
+
+#: ``OpSpec.pr_text`` keys -> the sentence used when a spec leaves the key out (built from its other fields; the
+#: limitations from the run's results too).
 DEFAULT_TEXT = {
     "noun": lambda spec: spec.name,
     "summary": lambda spec: (f"`{qualified(spec.function)}` keeps the contract of its reference "
@@ -77,7 +90,7 @@ DEFAULT_TEXT = {
         f"- New architectures: {{owner}} re-runs `python -m fastpath_lib bench --op {opspec.reference_of(spec)}` on "
         "the new GPU; "
         "until then the predeclared expectations are unverified there."],
-    "limitations": lambda spec: ["- The matrix times the forward pass on contiguous inputs (what `bench --op` runs)."],
+    "limitations": lambda spec, ev=None: _default_limitations(ev),
     "vllm_op": lambda spec: [],  # the vLLM IR op the op provides: only where its spec names one
 }
 #: The keys an :class:`~fastpath_lib.opspec.OpSpec`'s ``pr_text`` may set.
@@ -111,7 +124,8 @@ class Evidence:
     def text(self, key: str) -> list[str]:
         """The spec's lines for ``key`` (its ``pr_text``, else the default), ``{owner}`` filled in."""
         v = self.spec.pr_text.get(key)
-        v = DEFAULT_TEXT[key](self.spec) if v is None else v() if callable(v) else v
+        v = (DEFAULT_TEXT[key](self.spec, self) if key == "limitations" else DEFAULT_TEXT[key](self.spec)) \
+            if v is None else v() if callable(v) else v
         return [line.replace("{owner}", self.owner) for line in ([v] if isinstance(v, str) else v)]
 
     @property
