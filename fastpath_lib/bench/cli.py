@@ -213,6 +213,7 @@ def _bench_op(args, spec) -> int:
     if not env["gpu_measurement"]:
         print(f"\n{NOT_GPU.upper()}: {cpu_mode(env)} timings; outcomes read unmeasured"
               + ("; host time per call is a CPU measurement." if args.family != "matrix" else "."))
+    print_not_run(spec)
     if staging is not None:
         results.write(staging, df, env)
         for template, name in NOTE_FILES.items():
@@ -222,6 +223,16 @@ def _bench_op(args, spec) -> int:
         print(f"wrote {out}: results.csv, environment.json, {plot}PR notes {', '.join(NOTE_FILES.values())} "
               "(the kit's form and vLLM's template)")
     return _wrong_exit(df)
+
+
+def print_not_run(spec) -> None:
+    """The analyses ``bench --op`` leaves out, each with why: the spec field it needs, or the evidence step that runs
+    it (:data:`~fastpath_lib.bench.note_evidence.ANALYSES`)."""
+    from fastpath_lib.bench.note_evidence import ANALYSES, not_run
+
+    print("\nanalyses bench --op does not run (no such file in the folder):")
+    for file, (what, _, _) in ANALYSES.items():
+        print(f"  {file} ({what}): not run: {not_run(spec, file)}")
 
 
 def _wrong_exit(df: pd.DataFrame) -> int:

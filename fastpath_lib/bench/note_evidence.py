@@ -17,7 +17,33 @@ from fastpath_lib.bench.schema import matrix_rows
 from fastpath_lib.opspec import OpSpec
 
 __all__ = ["Evidence", "PR_TEXT_KEYS", "DEFAULT_TEXT", "fmt", "junit_counts", "qualified", "read_json",
-           "spec_of"]
+           "spec_of", "ANALYSES", "not_run"]
+
+#: The per-op analyses a results folder can hold beside the matrix: file -> (what it is, the evidence step that runs
+#: it, the :class:`~fastpath_lib.opspec.OpSpec` fields it needs). ``bench --op`` runs the matrix and the host cost
+#: only; the GPU evidence run runs these for every op whose spec declares their fields.
+ANALYSES = {
+    "threshold.csv": ("the row-threshold sweep", "sweep", ("fast",)),
+    "replay.json": ("the workload replay", "replay", ("decoder_step",)),
+    "compile_cost.json": ("the compile cost per kernel specialization", "compile_cost", ("specialization",)),
+    "compiled.json": ("the compiled-code facts", "compiled", ("kernels", "compiler")),
+}
+
+
+def not_run(spec: OpSpec, file: str) -> str:
+    """Why the analysis that writes ``file`` (a key of :data:`ANALYSES`) was not run: the spec fields it needs that
+    ``spec`` leaves out, each named, or else the evidence step that runs it.
+
+    >>> not_run(opspec.OpSpec("x", abs, abs, tuple, str, baselines={"b": abs}), "replay.json")
+    "decoder_step (OpSpec.decoder_step) is not declared by the op's spec"
+    """
+    what, step, fields = ANALYSES[file]
+    missing = [f for f in fields if getattr(spec, f, None) is None]
+    if missing:
+        return ", ".join(f"{f} (OpSpec.{f})" for f in missing) + \
+            f" {'is' if len(missing) == 1 else 'are'} {opspec.NOT_DECLARED}"
+    return (f"the GPU evidence run's `{step}` step runs it "
+            f"(`python -m fastpath_lib evidence --op {opspec.reference_of(spec)} --out DIR`)")
 
 
 def junit_counts(path: str | Path) -> dict:
@@ -83,7 +109,8 @@ DEFAULT_TEXT = {
     "mechanism": lambda spec: ("Bytes moved per call come from the op's bytes model (`OpSpec.bytes_moved`)."
                                if spec.bytes_moved else "The op declares no bytes model: no bandwidth is derived."),
     "host": lambda spec: "Host cost of the dispatch: not measured in this run.",
-    "compiled": lambda spec: "Compiled code (vector width, registers, spills): not recorded in this run.",
+    "compiled": lambda spec: ("Compiled code (vector width, registers, spills): not recorded in this run: "
+                              f"{not_run(spec, 'compiled.json')}."),
     "route_differs": lambda spec: "differs",
     "maintenance": lambda spec: [
         "- Surface: the predicate's conditions above; everything else falls back.",
