@@ -397,3 +397,21 @@ def test_the_limitations_name_the_layouts_the_matrix_ran(bench_folder):
     df.loc[df.case_id == "wide_fp32", "layout"] = "transposed"
     strided = pr_note(df=df, env=env, spec=op.SPEC, template="vllm")
     assert "the forward pass on `contiguous` and `transposed` inputs" in strided
+
+
+def test_each_analysis_it_lacks_names_the_field_it_needs(bench_folder, capsys):
+    """bench --op's output and the note say why each absent analysis did not run: the spec field it needs, or (the
+    field declared) the evidence step that runs it."""
+    import dataclasses
+
+    from fastpath_lib.bench.report import pr_note
+
+    cli.print_not_run(op.SPEC)
+    out = capsys.readouterr().out
+    assert "replay.json (the workload replay): not run: decoder_step (OpSpec.decoder_step) is not declared" in out
+    assert "compiled.json (the compiled-code facts): not run: kernels (OpSpec.kernels), compiler" in out
+    note = pr_note(bench_folder, spec=op.SPEC)
+    assert "Not run: decoder_step (OpSpec.decoder_step) is not declared by the op's spec." in note
+    assert "specialization (OpSpec.specialization) is not declared" in note
+    declared = pr_note(bench_folder, spec=dataclasses.replace(op.SPEC, decoder_step=_step))
+    assert "Not run: the GPU evidence run's `replay` step runs it" in declared
