@@ -415,3 +415,24 @@ def test_each_analysis_it_lacks_names_the_field_it_needs(bench_folder, capsys):
     assert "specialization (OpSpec.specialization) is not declared" in note
     declared = pr_note(bench_folder, spec=dataclasses.replace(op.SPEC, decoder_step=_step))
     assert "Not run: the GPU evidence run's `replay` step runs it" in declared
+
+
+def test_a_folder_s_note_loads_the_op_its_environment_names(bench_folder, tmp_path):
+    """pr_note(DIR) in a process where the op is not registered loads it from environment.json's ``op_ref``."""
+    import shutil
+
+    from fastpath_lib.bench.report import pr_note
+
+    folder = tmp_path / "run"
+    shutil.copytree(bench_folder, folder)
+    opspec.unregister(op.SPEC.name)  # as in a fresh process
+    try:
+        assert op.SPEC.title in pr_note(folder, template="vllm")
+        assert op.SPEC.name in opspec.names()
+        env = json.loads((folder / "environment.json").read_text())
+        (folder / "environment.json").write_text(json.dumps(dict(env, op_ref="tests.no_such_module:SPEC")))
+        opspec.unregister(op.SPEC.name)
+        with pytest.raises(ValueError, match="op_ref"):
+            pr_note(folder)
+    finally:
+        opspec.register(op.SPEC, replace=True)

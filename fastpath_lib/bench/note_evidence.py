@@ -181,12 +181,22 @@ class Evidence:
 
 
 def spec_of(spec: OpSpec | str | None, env: dict) -> OpSpec:
-    """The op the note is about: ``spec`` (a spec or a registered name), else the op the results name, else the default
-    op."""
+    """The op the note is about: ``spec`` (a spec or a registered name), else the op the results name (registered, or
+    loaded from the ``module:attribute`` reference ``environment.json`` records as ``op_ref``, as ``--op`` does), else
+    the default op."""
     if isinstance(spec, OpSpec):
         return spec
     name = spec or env.get("op") or opspec.names()[0]
     try:
         return opspec.get(name)
     except KeyError as exc:
+        ref = env.get("op_ref") if spec is None else None
+        if ref and ":" in str(ref):
+            try:
+                loaded = opspec.load(str(ref))
+            except (ImportError, AttributeError, TypeError, ValueError) as err:
+                raise ValueError(f"the note's op: {exc.args[0]}; loading {ref} (environment.json's op_ref): {err} "
+                                 "(pass spec= an OpSpec)") from None
+            if loaded.name == name:
+                return loaded
         raise ValueError(f"the note's op: {exc.args[0]} (pass spec= an OpSpec)") from None

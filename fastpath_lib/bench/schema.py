@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
-__all__ = ["TIME_UNIT", "CSV_COLUMNS", "cpu_mode", "OWN_ROUTES", "TIME_COLUMNS", "HOST_FAMILY", "NOT_GPU",
+__all__ = ["TIME_UNIT", "CSV_COLUMNS", "cpu_mode", "shape_text", "OWN_ROUTES", "TIME_COLUMNS", "HOST_FAMILY", "NOT_GPU",
            "GPU_LABEL", "SYNTHETIC_LABEL",
            "WIN", "NEUTRAL", "LOSS", "FALLBACK", "UNMEASURED", "REFERENCE", "OUTCOMES", "TIMED_OUTCOMES",
            "AT_BASELINE", "OBSERVED", "INCOMPLETE_MARKER", "INCOMPLETE_STATUSES", "manifest_gaps", "folder_state",
@@ -173,6 +173,19 @@ def is_gpu_run_folder(folder: str | Path) -> bool:
     except (OSError, ValueError):  # no table, or one without the flag: the environment alone decides
         rows = None
     return isinstance(env, dict) and counts_as_gpu_run(env, rows)
+
+
+def shape_text(rows, cols, declared=None) -> str:
+    """``ROWSxCOLS`` with whole numbers (a table read back from CSV holds floats), or the declared shape where the row
+    count is missing (a skipped row).
+
+    >>> shape_text(8.0, 4096), shape_text(float("nan"), 4096, "Nx4096")
+    ('8x4096', 'Nx4096')
+    """
+    try:
+        return f"{int(rows)}x{int(cols)}"
+    except (TypeError, ValueError):
+        return str(declared) if isinstance(declared, str) and declared else f"?x{cols}"
 
 
 def cpu_mode(env: dict | None) -> str:
