@@ -92,6 +92,8 @@ def test_the_dry_run_plans_every_per_op_step_for_it(registered, capsys, monkeypa
         evidence.dry_run(budget, steps, collect=False)
         out = capsys.readouterr().out
         assert ("dry run: the plan fits" in out) == (budget > expect), out[-600:]
+    assert "op absmax_scale: step replay skips it: decoder_step (OpSpec.decoder_step) is not declared" in out
+    assert "op rms_norm: every per-op step runs it" in out
 
 
 @pytest.mark.parametrize("step", ["matrix", "sweep", "replay", "compile_cost", "compiled_facts", "capture"])

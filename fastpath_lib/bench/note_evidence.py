@@ -17,7 +17,7 @@ from fastpath_lib.bench.schema import matrix_rows
 from fastpath_lib.opspec import OpSpec
 
 __all__ = ["Evidence", "PR_TEXT_KEYS", "DEFAULT_TEXT", "fmt", "junit_counts", "qualified", "read_json",
-           "spec_of", "ANALYSES", "not_run"]
+           "spec_of", "ANALYSES", "not_run", "steps_skipping"]
 
 #: The per-op analyses a results folder can hold beside the matrix: file -> (what it is, the evidence step that runs
 #: it, the :class:`~fastpath_lib.opspec.OpSpec` fields it needs). ``bench --op`` runs the matrix and the host cost
@@ -27,7 +27,14 @@ ANALYSES = {
     "replay.json": ("the workload replay", "replay", ("decoder_step",)),
     "compile_cost.json": ("the compile cost per kernel specialization", "compile_cost", ("specialization",)),
     "compiled.json": ("the compiled-code facts", "compiled", ("kernels", "compiler")),
+    "capture_test.json": ("the CUDA-graph capture test", "capture", ("capture",)),
 }
+
+
+def steps_skipping(spec: OpSpec) -> dict[str, str]:
+    """evidence step -> why it skips ``spec`` (the fields it needs that the spec leaves out, :data:`ANALYSES`)."""
+    return {step: not_run(spec, file) for file, (_, step, fields) in ANALYSES.items()
+            if any(getattr(spec, f, None) is None for f in fields)}
 
 
 def not_run(spec: OpSpec, file: str) -> str:
