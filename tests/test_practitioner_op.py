@@ -340,7 +340,7 @@ def test_a_wrong_fast_route_fails_bench_and_heads_both_notes(short_timing, tmp_p
         body = (out / name).read_text().split("## ", 2)[1]  # the first section: Summary, or vLLM's Purpose
         first_line = body.splitlines()[2]
         assert first_line.startswith("**1 of 2 cases wrong"), (name, first_line)
-    assert "wrong 1." in (out / "pr_note.md").read_text()
+    assert "**wrong 1**." in (out / "pr_note.md").read_text()
 
 
 def test_an_out_of_bounds_store_fails_the_generated_tests_and_bench(short_timing):

@@ -172,11 +172,12 @@ def measured_on(ev: Evidence) -> str:
 
 def counts_line(ev: Evidence) -> str:
     """How many predeclared cases ran, and the dispatched outcomes (off a GPU: unmeasured and fallback only), with
-    the cases the op got wrong (:func:`~fastpath_lib.bench.analysis.wrong_cases`)."""
+    the cases the op got wrong where there are any (:func:`~fastpath_lib.bench.analysis.wrong_cases`)."""
     counts = outcome_counts(ev.df)
     shown = OUTCOMES if ev.gpu else (UNMEASURED, FALLBACK)
     return (f"- {coverage_line(ev.df, ev.env)}; dispatched outcomes against {ev.baseline}: "
-            + ", ".join(f"{k} {counts[k]}" for k in shown) + f", wrong {len(wrong_cases(ev.df))}.")
+            + ", ".join(f"{k} {counts[k]}" for k in shown)
+            + (f", **wrong {len(wrong_cases(ev.df))}**." if wrong_cases(ev.df) else "."))
 
 
 def wrong(ev: Evidence) -> list[str]:
