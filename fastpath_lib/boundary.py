@@ -29,7 +29,8 @@ from fastpath_lib import opspec
 from fastpath_lib.cases import CaseSpec
 from fastpath_lib.eligibility import Predicate
 
-__all__ = ["CONTEXT_KEYS", "BoundaryPoint", "boundary_points", "declared_points", "check_point", "boundary_tests"]
+__all__ = ["CONTEXT_KEYS", "BoundaryPoint", "boundary_points", "declared_points", "check_point", "boundary_tests",
+           "unrunnable"]
 
 #: Overrides that change the execution context rather than the tensors.
 CONTEXT_KEYS = frozenset({"forced", "capturing", "create_graph", "interpret", "capability", "device_type",
@@ -193,18 +194,46 @@ def check_point(spec: opspec.OpSpec, point: BoundaryPoint, *, device: str | None
 
 def boundary_tests(spec: opspec.OpSpec, *, device: str | None = None):
     """A pytest test over every boundary point of ``spec`` (:func:`boundary_points`), one parametrized case per
-    point (its id: ``condition[label]``), each :func:`check_point`: route and value.
+    point (its id: ``condition[label]``), each :func:`check_point`: route and value, and, under Triton's interpreter,
+    every kernel the point runs watched by the interpreter's traffic checker (:func:`fastpath_lib.traffic.watch`): a
+    point fails on any out-of-bounds access.
 
-    Bind it to a name starting with ``test`` in a test module: ``test_my_op_boundaries = boundary_tests(SPEC)``.
+    Bind it to a name starting with ``test`` in a test module: ``test_my_op_boundaries = boundary_tests(SPEC)``. On a
+    machine without CUDA the kernels must run in Triton's interpreter, which Triton decides when a kernel is
+    decorated: call :func:`fastpath_lib.use_interpreter` before the op's module is imported (or set
+    ``TRITON_INTERPRET=1``). Without CUDA or the interpreter every point fails and says so: no kernel would run, and
+    the points would only compare the fallback with the reference.
     """
     import pytest
+
+    from fastpath_lib import runtime
 
     points = boundary_points(spec=spec, device=device)
 
     @pytest.mark.parametrize("point", points, ids=[p.id for p in points])
     def test_boundary_point(point):
-        problem = check_point(spec, point, device=device)
+        from fastpath_lib import traffic
+
+        problem = unrunnable()
+        if problem is None and runtime.interpreter_enabled() and not traffic._active:  # an outer watch checks it
+            with traffic.watch() as seen:
+                problem = check_point(spec, point, device=device)
+            if problem is None and seen.oob_accesses:
+                problem = f"{point.id}: out-of-bounds access under the interpreter's traffic checker\n{seen.report()}"
+        elif problem is None:
+            problem = check_point(spec, point, device=device)
         assert problem is None, problem
 
     test_boundary_point.__name__ = f"test_{spec.name}_boundaries"
     return test_boundary_point
+
+
+def unrunnable() -> str | None:
+    """Why no Triton kernel can run in this process (no CUDA device and Triton's interpreter off), or ``None``."""
+    from fastpath_lib import runtime
+
+    if runtime.cuda_available() or runtime.interpreter_enabled():
+        return None
+    return ("no CUDA device and Triton's interpreter is off: no Triton kernel would run, every call would take the "
+            "fallback; call fastpath_lib.use_interpreter() before importing the op's module (or set "
+            f"{runtime.ENV}=1), or run on a GPU")

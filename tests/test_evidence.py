@@ -523,6 +523,8 @@ def test_preflight_without_cuda_refuses_and_says_why(tmp_path):
     assert text.startswith("error: the evidence preflight refused") and "  cuda: no CUDA device" in text
     ok, checks = preflight(420, STEPS, cuda=True, interpreter=True, probe=_no_probe, launcher=False)
     assert not ok and "TRITON_INTERPRET" in _failed(checks)["cuda"]
+    ok, checks = preflight(420, STEPS, cuda=False, interpreter=True, probe=_no_probe, launcher=False)
+    assert "no CUDA device" in _failed(checks)["cuda"] and "TRITON_INTERPRET is set" in _failed(checks)["cuda"]
 
 
 def test_preflight_runs_the_device_checks_and_refuses_each_failure():

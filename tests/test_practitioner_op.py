@@ -92,6 +92,8 @@ def test_the_dry_run_plans_every_per_op_step_for_it(registered, capsys, monkeypa
         evidence.dry_run(budget, steps, collect=False)
         out = capsys.readouterr().out
         assert ("dry run: the plan fits" in out) == (budget > expect), out[-600:]
+    assert "op absmax_scale: step replay skips it: decoder_step (OpSpec.decoder_step) is not declared" in out
+    assert "op rms_norm: every per-op step runs it" in out
 
 
 @pytest.mark.parametrize("step", ["matrix", "sweep", "replay", "compile_cost", "compiled_facts", "capture"])
@@ -231,14 +233,208 @@ def test_replay_and_compile_cost_run_it_from_its_spec_even_as_the_default_op(reg
         assert [(s["cases"], s["BLOCK_SIZE"], s["dtype"]) for s in saved["list"]] == [(["tokens_fp16"], 256, "float16")]
 
 
-def test_naming_a_vllm_ir_op_the_kits_patch_does_not_provide_proposes_no_patch(bench_folder):
-    """vLLM has ``gelu_and_mul_sparse``; the kit's vLLM patch provides other IR ops: the vLLM form stays the op's own
-    and says that no patch is generated, with no sentence about another op."""
+@pytest.mark.parametrize("found", ["absent", "provided", "unchecked"])
+def test_naming_a_vllm_ir_op_the_kits_patch_does_not_provide_proposes_no_patch(bench_folder, found):
+    """The kit's vLLM patch provides other IR ops: the vLLM form stays the op's own, says that no patch is generated,
+    and says what the run's vLLM dispatch rows found in vLLM's registry (``IrOp.registry``): the op provides the IR
+    op only where vLLM has it, with no sentence about another op."""
+    import dataclasses
+
+    import pandas as pd
+
+    from fastpath_lib.bench import vllmhost
+    from fastpath_lib.bench.report import pr_note
+
+    name = "gelu_and_mul_sparse"
+    spec = dataclasses.replace(op.SPEC, pr_text={**op.SPEC.pr_text, "vllm_op": name})
+    df = pd.read_csv(bench_folder / "results.csv")
+    env = json.loads((bench_folder / "environment.json").read_text())
+    vrows = {"absent": vllmhost._skipped([name], f"vLLM 0.33.0 has no IR op {name} (vllm.ir.op.IrOp.registry)"),
+             "provided": [dict(r, status="ok", note="", min_us=1.0, rows=r["rows"] or 8)
+                          for r in vllmhost._skipped([name], "")],
+             "unchecked": []}[found]
+    note = pr_note(df=pd.concat([df, pd.DataFrame(vrows)], ignore_index=True), env=env, spec=spec, template="vllm")
+    assert "no vLLM patch is generated" in note and op.SPEC.title in note
+    provides = f"The op provides `vllm.ir.ops.{name}`" in note
+    assert provides == (found == "provided"), note[:1500]
+    assert (f"vLLM 0.33.0 has no IR op {name}" in note) == (found == "absent")
+    assert ("was not checked" in note) == (found == "unchecked")
+    assert not [line for line in note.splitlines() if FOREIGN.search(line)], note[:2000]
+
+
+# --- the op with planted faults: what the generated tests, bench and the note must catch --------------------------
+
+def _wrong_fast(x):
+    """The Triton route 2% off."""
+    return op.fast(x) * 1.02
+
+
+def _wrong(x):
+    return _wrong_fast(x) if op.route(x) == "triton" else op.reference(x)
+
+
+#: The op with a wrong fast route (``--op tests.test_practitioner_op:WRONG``).
+WRONG = __import__("dataclasses").replace(op.SPEC, name="absmax_wrong", function=_wrong, fast=_wrong_fast)
+
+
+def _oob_kernel_source():
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def oob_kernel(X_ptr, Y_ptr, n_cols, BLOCK_SIZE: tl.constexpr):
+        """The absmax kernel with its store mask one lane too wide."""
+        row = tl.program_id(0)
+        cols = tl.arange(0, BLOCK_SIZE)
+        x = tl.load(X_ptr + row * n_cols + cols, mask=cols < n_cols, other=0.0).to(tl.float32)
+        peak = tl.max(tl.abs(x), axis=0)
+        tl.store(Y_ptr + row * n_cols + cols, (x / tl.where(peak > 0, peak, 1.0)).to(Y_ptr.dtype.element_ty),
+                 mask=cols <= n_cols)
+
+    return oob_kernel
+
+
+def _oob_fast(x):
+    import torch
+    import triton
+
+    y = torch.empty_like(x)
+    n = x.shape[-1]
+    _oob_kernel_source()[(x.numel() // n,)](x, y, n, BLOCK_SIZE=2 * triton.next_power_of_2(n))
+    return y
+
+
+def _oob(x):
+    return _oob_fast(x) if op.route(x) == "triton" else op.reference(x)
+
+
+OOB = __import__("dataclasses").replace(op.SPEC, name="absmax_oob", function=_oob, fast=_oob_fast)
+
+
+@pytest.fixture
+def short_timing(monkeypatch):
+    from fastpath_lib.bench import opbench
+
+    quick = opbench.settings_for(True)  # what the run reports is under test here, not the timings
+    monkeypatch.setattr(opbench, "settings_for", lambda q: dict(quick, target_s=0.01, min_reps=3, max_reps=3))
+
+
+def test_a_wrong_fast_route_fails_bench_and_heads_both_notes(short_timing, tmp_path):
+    """The wrong route's rows are errors; the baseline (the reference itself) is timed as usual; bench exits 1; both
+    notes open with how many cases are wrong."""
+    import pandas as pd
+
+    out = tmp_path / "wrong"
+    try:
+        assert cli.bench_main(["--op", "tests.test_practitioner_op:WRONG", "--quick", "--family", "matrix",
+                               "--out", str(out)]) == 1
+    finally:
+        opspec.unregister(WRONG.name)
+    df = pd.read_csv(out / "results.csv").set_index(["case_id", "provider"])
+    assert df.loc[("tokens_fp16", "dispatched"), "status"] == "error" == df.loc[("tokens_fp16", "triton"), "status"]
+    assert "differs from the reference" in df.loc[("tokens_fp16", "dispatched"), "note"]
+    base = df.loc[("tokens_fp16", "baseline")]
+    assert base.status == "ok" and base.median_us > 0, base
+    assert df.loc[("wide_fp32", "dispatched"), "status"] == "ok"  # the fallback case is right
+    for name in NOTE_FILES.values():
+        body = (out / name).read_text().split("## ", 2)[1]  # the first section: Summary, or vLLM's Purpose
+        first_line = body.splitlines()[2]
+        assert first_line.startswith("**1 of 2 cases wrong"), (name, first_line)
+    assert "**wrong 1**." in (out / "pr_note.md").read_text()
+
+
+def test_an_out_of_bounds_store_fails_the_generated_tests_and_bench(short_timing):
+    from fastpath_lib.bench import opbench
+
+    point = next(p for p in boundary_points(spec=OOB) if p.id == "cols[cols=max]")
+    with pytest.raises(AssertionError, match="out-of-bounds access"):
+        boundary_tests(OOB)(point)
+    df = opbench.run_op(OOB, quick=True, only=["tokens_fp16"])
+    row = df[df.provider == "dispatched"].iloc[0]
+    assert row.status == "error" and "out-of-bounds" in row.note and row.median_us > 0, row.to_dict()
+    from fastpath_lib.bench.analysis import wrong_cases
+
+    assert list(wrong_cases(df)) == ["tokens_fp16"]
+
+
+def test_without_cuda_or_the_interpreter_nothing_claims_the_kernel_ran(monkeypatch, bench_folder, tmp_path):
+    """The generated tests fail saying no kernel would run; bench refuses an explicit TRITON_INTERPRET=0; the note
+    of a run without the interpreter says no Triton kernel ran."""
+    import sys
+
+    import pandas as pd
+
+    from fastpath_lib import runtime
+    from fastpath_lib.bench.report import pr_note
+
+    point = boundary_points(spec=op.SPEC)[0]
+    monkeypatch.setattr(runtime, "cuda_available", lambda: False)
+    monkeypatch.setattr(runtime, "_interpret", False)
+    monkeypatch.setattr(runtime, "_opted_in", False)
+    with pytest.raises(AssertionError, match="no Triton kernel would run"):
+        boundary_tests(op.SPEC)(point)
+    monkeypatch.setenv(runtime.ENV, "0")
+    assert cli.bench_main(["--op", REF, "--quick", "--out", str(tmp_path / "off")]) == 2
+    assert not (tmp_path / "off").exists()
+    # unset, the command opts in as ./kit does (before any kernel is imported: Triton decides then)
+    monkeypatch.delenv(runtime.ENV)
+    monkeypatch.setattr(runtime, "_interpret", None)
+    monkeypatch.delitem(sys.modules, runtime._KERNELS)
+    assert cli.interpreter_or_refuse() is None and runtime.interpreter_enabled()
+    env = dict(json.loads((bench_folder / "environment.json").read_text()), interpreter=False)
+    note = pr_note(df=pd.read_csv(bench_folder / "results.csv"), env=env, spec=op.SPEC)
+    assert "no Triton kernel ran" in note and "Triton interpreter)" not in note
+
+
+def test_the_limitations_name_the_layouts_the_matrix_ran(bench_folder):
+    """The note's sentence on what the matrix timed is read off the cases run: a strided case is named as such."""
+    import pandas as pd
+
+    from fastpath_lib.bench.report import pr_note
+
+    df = pd.read_csv(bench_folder / "results.csv")
+    env = json.loads((bench_folder / "environment.json").read_text())
+    plain = pr_note(df=df, env=env, spec=op.SPEC)
+    assert "the forward pass on `contiguous` inputs (the layouts of its 2 cases run)" in plain
+    df.loc[df.case_id == "wide_fp32", "layout"] = "transposed"
+    strided = pr_note(df=df, env=env, spec=op.SPEC, template="vllm")
+    assert "the forward pass on `contiguous` and `transposed` inputs" in strided
+
+
+def test_each_analysis_it_lacks_names_the_field_it_needs(bench_folder, capsys):
+    """bench --op's output and the note say why each absent analysis did not run: the spec field it needs, or (the
+    field declared) the evidence step that runs it."""
     import dataclasses
 
     from fastpath_lib.bench.report import pr_note
 
-    spec = dataclasses.replace(op.SPEC, pr_text={**op.SPEC.pr_text, "vllm_op": "gelu_and_mul_sparse"})
-    note = pr_note(bench_folder, spec=spec, template="vllm")
-    assert "`vllm.ir.ops.gelu_and_mul_sparse`; no vLLM patch is generated" in note and op.SPEC.title in note
-    assert not [line for line in note.splitlines() if FOREIGN.search(line)], note[:2000]
+    cli.print_not_run(op.SPEC)
+    out = capsys.readouterr().out
+    assert "replay.json (the workload replay): not run: decoder_step (OpSpec.decoder_step) is not declared" in out
+    assert "compiled.json (the compiled-code facts): not run: kernels (OpSpec.kernels), compiler" in out
+    note = pr_note(bench_folder, spec=op.SPEC)
+    assert "Not run: decoder_step (OpSpec.decoder_step) is not declared by the op's spec." in note
+    assert "specialization (OpSpec.specialization) is not declared" in note
+    declared = pr_note(bench_folder, spec=dataclasses.replace(op.SPEC, decoder_step=_step))
+    assert "Not run: the GPU evidence run's `replay` step runs it" in declared
+
+
+def test_a_folder_s_note_loads_the_op_its_environment_names(bench_folder, tmp_path):
+    """pr_note(DIR) in a process where the op is not registered loads it from environment.json's ``op_ref``."""
+    import shutil
+
+    from fastpath_lib.bench.report import pr_note
+
+    folder = tmp_path / "run"
+    shutil.copytree(bench_folder, folder)
+    opspec.unregister(op.SPEC.name)  # as in a fresh process
+    try:
+        assert op.SPEC.title in pr_note(folder, template="vllm")
+        assert op.SPEC.name in opspec.names()
+        env = json.loads((folder / "environment.json").read_text())
+        (folder / "environment.json").write_text(json.dumps(dict(env, op_ref="tests.no_such_module:SPEC")))
+        opspec.unregister(op.SPEC.name)
+        with pytest.raises(ValueError, match="op_ref"):
+            pr_note(folder)
+    finally:
+        opspec.register(op.SPEC, replace=True)

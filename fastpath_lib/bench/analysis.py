@@ -28,6 +28,7 @@ from fastpath_lib.bench.schema import (
     LOSS,
     NEUTRAL,
     OBSERVED,
+    OWN_ROUTES,
     REFERENCE,
     TIMED_OUTCOMES,
     UNMEASURED,
@@ -37,7 +38,7 @@ from fastpath_lib.bench.schema import (
 )
 
 __all__ = ["noise_band", "outcome", "classify", "summary_table", "boundary_table", "outcome_counts",
-           "coverage_line", "over_copy_bandwidth"]
+           "coverage_line", "over_copy_bandwidth", "wrong_cases"]
 
 
 def noise_band(q20: float, median: float, q80: float, base_q20: float, base_median: float, base_q80: float) -> float:
@@ -149,6 +150,16 @@ def outcome_counts(df: pd.DataFrame) -> dict[str, int]:
     disp = disp[disp["provider"] == "dispatched"]
     counts = disp["observed"].value_counts().to_dict() if len(disp) else {}
     return {k: int(counts.get(k, 0)) for k in OBSERVED}
+
+
+def wrong_cases(df) -> dict[str, str]:
+    """case id -> why, for the matrix cases whose own routes (:data:`OWN_ROUTES`) gave an error: a result that
+    differs from the reference, or an interpreter count with out-of-bounds accesses or unexplained bytes."""
+    m = matrix_rows(df)
+    if not len(m) or "status" not in m.columns:
+        return {}
+    bad = m[m["provider"].isin(OWN_ROUTES) & (m["status"].astype(str) == "error")]
+    return {str(r.case_id): f"{r.provider}: {r.note}" for r in bad.drop_duplicates("case_id").itertuples()}
 
 
 def coverage_line(df: pd.DataFrame, env: dict | None = None) -> str:

@@ -13,7 +13,7 @@ import time
 
 import pandas as pd
 
-__all__ = ["bench_main", "compare_main", "threshold_main", "fail"]
+__all__ = ["bench_main", "compare_main", "threshold_main", "fail", "interpreter_or_refuse"]
 
 
 def fail(msg: str, code: int = 2) -> int:
@@ -76,6 +76,24 @@ def print_host(df: pd.DataFrame, baseline: str | None = None) -> None:
         print(_show(v))
 
 
+def interpreter_or_refuse() -> str | None:
+    """Opt in to Triton's interpreter on a machine without CUDA, as ``./kit`` does (``TRITON_INTERPRET=1`` unless
+    the variable is set): call before any op's module is imported (Triton decides a kernel's mode when it is
+    decorated). Returns why the run is refused (no CUDA and the interpreter set off: no Triton kernel would run), or
+    ``None``."""
+    import os
+
+    from fastpath_lib import runtime
+
+    if runtime.ENV not in os.environ:
+        runtime.use_interpreter()
+    if not (runtime.cuda_available() or runtime.interpreter_enabled()):
+        return (f"no CUDA device and {runtime.ENV}={os.environ.get(runtime.ENV)}: no Triton kernel would run, so "
+                f"every call would take the fallback; unset {runtime.ENV} (the command then runs the kernels in "
+                "Triton's interpreter) or run on a GPU")
+    return None
+
+
 def bench_main(argv: list[str] | None = None) -> int:
     """Run the matrix (and the host-overhead family) into a results folder and print the summary tables.
 
@@ -96,6 +114,9 @@ def bench_main(argv: list[str] | None = None) -> int:
                         "MODULE:ATTRIBUTE naming an OpSpec to register first (default: the first registered op, "
                         "the full pipeline with its case file and analyses)")
     args = p.parse_args(argv)
+    refused = interpreter_or_refuse()
+    if refused:
+        return fail(refused)
     from fastpath_lib import opspec
 
     if args.op is not None:
@@ -106,7 +127,7 @@ def bench_main(argv: list[str] | None = None) -> int:
         if spec is not opspec.default():
             return _bench_op(args, spec)
     from fastpath_lib import bench
-    from fastpath_lib.bench.schema import NOT_GPU
+    from fastpath_lib.bench.schema import NOT_GPU, cpu_mode
 
     if args.family == "host" and not args.out:
         df = bench.classify(pd.DataFrame(bench.measure_host(quick=args.quick)))
@@ -134,13 +155,13 @@ def bench_main(argv: list[str] | None = None) -> int:
         print(f"\n{coverage_line(df, env)}")
     print_host(df)
     if not env["gpu_measurement"]:
-        print(f"\n{NOT_GPU.upper()}: CPU / Triton-interpreter timings; matrix outcomes read unmeasured and no "
+        print(f"\n{NOT_GPU.upper()}: {cpu_mode(env)} timings; matrix outcomes read unmeasured and no "
               "speed-up is claimed (host time per call is a CPU measurement).")
     from pathlib import Path
 
     written = ", ".join(sorted(p.name for p in Path(args.out).iterdir()))
     print(f"\nwrote {args.out} ({written}) in {time.perf_counter() - t0:.0f} s")
-    return 0
+    return _wrong_exit(df)
 
 
 def _with_host_rows(spec, df: pd.DataFrame, quick: bool) -> pd.DataFrame:
@@ -165,7 +186,7 @@ def _bench_op(args, spec) -> int:
     from fastpath_lib.bench.analysis import coverage_line, summary_table
     from fastpath_lib.bench.opbench import run_op
     from fastpath_lib.bench.report import NOTE_FILES, pr_note
-    from fastpath_lib.bench.schema import NOT_GPU
+    from fastpath_lib.bench.schema import NOT_GPU, cpu_mode
 
     if args.cases or args.no_analyses:
         return fail(f"--op {args.op}: --cases and --no-analyses apply to {opspec.names()[0]} (the default op) only")
@@ -190,8 +211,9 @@ def _bench_op(args, spec) -> int:
     if args.family != "matrix":
         df = _with_host_rows(spec, df, args.quick)
     if not env["gpu_measurement"]:
-        print(f"\n{NOT_GPU.upper()}: CPU / Triton-interpreter timings; outcomes read unmeasured"
+        print(f"\n{NOT_GPU.upper()}: {cpu_mode(env)} timings; outcomes read unmeasured"
               + ("; host time per call is a CPU measurement." if args.family != "matrix" else "."))
+    print_not_run(spec)
     if staging is not None:
         results.write(staging, df, env)
         for template, name in NOTE_FILES.items():
@@ -200,7 +222,30 @@ def _bench_op(args, spec) -> int:
         plot = "boundary.png (the dispatch-boundary plot), " if (out / "boundary.png").exists() else ""
         print(f"wrote {out}: results.csv, environment.json, {plot}PR notes {', '.join(NOTE_FILES.values())} "
               "(the kit's form and vLLM's template)")
-    return 0
+    return _wrong_exit(df)
+
+
+def print_not_run(spec) -> None:
+    """The analyses ``bench --op`` leaves out, each with why: the spec field it needs, or the evidence step that runs
+    it (:data:`~fastpath_lib.bench.note_evidence.ANALYSES`)."""
+    from fastpath_lib.bench.note_evidence import ANALYSES, not_run
+
+    print("\nanalyses bench --op does not run (no such file in the folder):")
+    for file, (what, _, _) in ANALYSES.items():
+        print(f"  {file} ({what}): not run: {not_run(spec, file)}")
+
+
+def _wrong_exit(df: pd.DataFrame) -> int:
+    """1, with one line per case, when the op's own routes gave an error (a result that differs from the reference,
+    an out-of-bounds access, bytes the kit cannot explain); else 0."""
+    from fastpath_lib.bench.analysis import wrong_cases
+
+    bad = wrong_cases(df)
+    for case, why in bad.items():
+        print(f"WRONG: {case}: {why}", file=sys.stderr)
+    if bad:
+        print(f"error: {len(bad)} cases wrong: the op's own route is not ready to time or review", file=sys.stderr)
+    return 1 if bad else 0
 
 
 def compare_main(argv: list[str] | None = None) -> int:

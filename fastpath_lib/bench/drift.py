@@ -24,7 +24,7 @@ def compare(old_dir: str | Path, new_dir: str | Path) -> pd.DataFrame:
     Returns:
         columns ``case_id, provider, old_us, new_us, drift_pct, old_observed, new_observed, changed, old_band,
         new_band``; ``attrs`` carry ``environment_differences`` (device, versions, commit), ``only_old`` and
-        ``only_new`` case ids.
+        ``only_new`` (``case_id/provider`` of the rows only one folder has).
 
     Raises:
         FileNotFoundError, ValueError: a folder is missing or is not a results folder (one line each, from
@@ -45,6 +45,7 @@ def compare(old_dir: str | Path, new_dir: str | Path) -> pd.DataFrame:
     out = out[["case_id", "provider", "old_us", "new_us", "drift_pct", "old_observed", "new_observed", "changed",
                "old_band", "new_band"]]
     out.attrs["environment_differences"] = {k: (eo.get(k), en.get(k)) for k in ENV_KEYS if eo.get(k) != en.get(k)}
-    out.attrs["only_old"] = sorted(set(m.loc[m["_merge"] == "left_only", "case_id"]))
-    out.attrs["only_new"] = sorted(set(m.loc[m["_merge"] == "right_only", "case_id"]))
+    for side, which in (("only_old", "left_only"), ("only_new", "right_only")):  # case/provider rows one side lacks
+        one = m[m["_merge"] == which]
+        out.attrs[side] = sorted(set(one["case_id"].astype(str) + "/" + one["provider"].astype(str)))
     return out

@@ -256,6 +256,13 @@ def dry_run(budget_s: float = DEFAULT_BUDGET_S, steps=STEPS, *, collect: bool = 
     out("budget split (manifest.json's budget_split): " + "; ".join(
         f"{op} {e['share']:.0%} ({e['nominal_s']:.0f} s)"
         for op, e in budget_split(budget_s - PREFLIGHT_S, steps).items()))
+    from fastpath_lib import opspec
+    from fastpath_lib.bench.note_evidence import steps_skipping
+
+    for name in opspec.names():  # what each per-op step will do with each op, from its spec's fields
+        skips = steps_skipping(opspec.get(name))
+        out(f"op {name}: " + ("every per-op step runs it" if not skips else
+                              "; ".join(f"step {step} skips it: {why}" for step, why in skips.items())))
     left_out = [n for n in OPTIONAL if n not in {s.name for s in steps}]
     for n in left_out:
         out(f"left out by default: {n}: {OPTIONAL[n][1]}")

@@ -21,7 +21,7 @@ import pandas as pd
 
 from fastpath_lib import opspec
 from fastpath_lib.bench.ophost import NOT_MEASURED, TARGET_RATIO, host_cases, measure_host_op, ratio_text
-from fastpath_lib.bench.schema import host_rows
+from fastpath_lib.bench.schema import host_rows, shape_text
 
 __all__ = ["TARGET_RATIO", "NOT_MEASURED", "ratio_text", "spec", "fallback_cases", "measure_host", "host_table",
            "host_plot"]
@@ -103,7 +103,8 @@ def host_table(df: pd.DataFrame) -> pd.DataFrame:
             if isinstance(msg, str) and msg:
                 who.setdefault(msg, []).append(name)
         warned = " | ".join(f"{' and '.join(names)}: {msg}" for msg, names in who.items())
-        rows.append({"case": cid, "shape": f"{d.rows}x{d.cols}", "dtype": d.dtype, "layout": d.layout,
+        shape = shape_text(d.rows, d.cols, getattr(d, "declared_shape", None))
+        rows.append({"case": cid, "shape": shape, "dtype": d.dtype, "layout": d.layout,
                      "route": d.route, "baseline_us": t("baseline"), "dispatched_us": t("dispatched"),
                      "launcher_us": t("triton"), "ratio": ratio,
                      "ratio_to": "launcher" if eligible else base,

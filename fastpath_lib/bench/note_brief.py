@@ -12,12 +12,12 @@ from __future__ import annotations
 import re
 
 from fastpath_lib import opspec
-from fastpath_lib.bench.analysis import coverage_line, outcome_counts
+from fastpath_lib.bench.analysis import coverage_line, outcome_counts, wrong_cases
 from fastpath_lib.bench.note_evidence import Evidence
-from fastpath_lib.bench.schema import FALLBACK, LOSS, NOT_GPU, OUTCOMES, UNMEASURED, WIN
+from fastpath_lib.bench.schema import FALLBACK, LOSS, NOT_GPU, OUTCOMES, UNMEASURED, WIN, cpu_mode
 
 __all__ = ["WORD_LIMIT", "SHOWN", "words_outside_details", "fold", "first", "region", "scope", "rerun",
-           "environment_table", "claim", "measured_on", "counts_line"]
+           "environment_table", "claim", "measured_on", "counts_line", "wrong"]
 
 #: The most words a PR note may show outside ``<details>`` blocks.
 WORD_LIMIT = 600
@@ -149,8 +149,8 @@ def environment_table(ev: Evidence) -> list[str]:
 def claim(ev) -> list[str]:
     """The performance claim: the range of speed-ups on the winning cases of a GPU run, *unmeasured* otherwise."""
     if not ev.gpu:
-        return [f"- **Performance claim: unmeasured.** The attached timings are {NOT_GPU} (CPU / Triton "
-                "interpreter): they show the routes and the harness, not GPU speed, and no speed-up is claimed."]
+        return [f"- **Performance claim: unmeasured.** The attached timings are {NOT_GPU} ({cpu_mode(ev.env)}): "
+                "they show the routes and the harness, not GPU speed, and no speed-up is claimed."]
     wins = ev.dispatched[ev.dispatched.observed == WIN]
     if not len(wins):
         return [f"- Performance ({ev.label}): no predeclared case beats {ev.baseline}; every case is listed below."]
@@ -171,8 +171,22 @@ def measured_on(ev: Evidence) -> str:
 
 
 def counts_line(ev: Evidence) -> str:
-    """How many predeclared cases ran, and the dispatched outcomes (off a GPU: unmeasured and fallback only)."""
+    """How many predeclared cases ran, and the dispatched outcomes (off a GPU: unmeasured and fallback only), with
+    the cases the op got wrong where there are any (:func:`~fastpath_lib.bench.analysis.wrong_cases`)."""
     counts = outcome_counts(ev.df)
     shown = OUTCOMES if ev.gpu else (UNMEASURED, FALLBACK)
     return (f"- {coverage_line(ev.df, ev.env)}; dispatched outcomes against {ev.baseline}: "
-            + ", ".join(f"{k} {counts[k]}" for k in shown) + ".")
+            + ", ".join(f"{k} {counts[k]}" for k in shown)
+            + (f", **wrong {len(wrong_cases(ev.df))}**." if wrong_cases(ev.df) else "."))
+
+
+def wrong(ev: Evidence) -> list[str]:
+    """The note's first lines when the op's own routes gave errors: how many cases are wrong, which, and why (the
+    first); empty when none is."""
+    bad = wrong_cases(ev.df)
+    if not bad:
+        return []
+    n = len(ev.matrix.drop_duplicates("case_id")) if len(ev.matrix) else len(bad)
+    case, why = next(iter(bad.items()))
+    return [f"**{len(bad)} of {n} cases wrong: not ready for review.** The op's own route gives an error on "
+            f"{first(list(bad))} ({case}: {why}).", ""]

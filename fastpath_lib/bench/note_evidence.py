@@ -17,7 +17,40 @@ from fastpath_lib.bench.schema import matrix_rows
 from fastpath_lib.opspec import OpSpec
 
 __all__ = ["Evidence", "PR_TEXT_KEYS", "DEFAULT_TEXT", "fmt", "junit_counts", "qualified", "read_json",
-           "spec_of"]
+           "spec_of", "ANALYSES", "not_run", "steps_skipping"]
+
+#: The per-op analyses a results folder can hold beside the matrix: file -> (what it is, the evidence step that runs
+#: it, the :class:`~fastpath_lib.opspec.OpSpec` fields it needs). ``bench --op`` runs the matrix and the host cost
+#: only; the GPU evidence run runs these for every op whose spec declares their fields.
+ANALYSES = {
+    "threshold.csv": ("the row-threshold sweep", "sweep", ("fast",)),
+    "replay.json": ("the workload replay", "replay", ("decoder_step",)),
+    "compile_cost.json": ("the compile cost per kernel specialization", "compile_cost", ("specialization",)),
+    "compiled.json": ("the compiled-code facts", "compiled", ("kernels", "compiler")),
+    "capture_test.json": ("the CUDA-graph capture test", "capture", ("capture",)),
+}
+
+
+def steps_skipping(spec: OpSpec) -> dict[str, str]:
+    """evidence step -> why it skips ``spec`` (the fields it needs that the spec leaves out, :data:`ANALYSES`)."""
+    return {step: not_run(spec, file) for file, (_, step, fields) in ANALYSES.items()
+            if any(getattr(spec, f, None) is None for f in fields)}
+
+
+def not_run(spec: OpSpec, file: str) -> str:
+    """Why the analysis that writes ``file`` (a key of :data:`ANALYSES`) was not run: the spec fields it needs that
+    ``spec`` leaves out, each named, or else the evidence step that runs it.
+
+    >>> not_run(opspec.OpSpec("x", abs, abs, tuple, str, baselines={"b": abs}), "replay.json")
+    "decoder_step (OpSpec.decoder_step) is not declared by the op's spec"
+    """
+    what, step, fields = ANALYSES[file]
+    missing = [f for f in fields if getattr(spec, f, None) is None]
+    if missing:
+        return ", ".join(f"{f} (OpSpec.{f})" for f in missing) + \
+            f" {'is' if len(missing) == 1 else 'are'} {opspec.NOT_DECLARED}"
+    return (f"the GPU evidence run's `{step}` step runs it "
+            f"(`python -m fastpath_lib evidence --op {opspec.reference_of(spec)} --out DIR`)")
 
 
 def junit_counts(path: str | Path) -> dict:
@@ -60,7 +93,20 @@ def _default_eligibility(spec: OpSpec) -> list[str]:
     return L + [spec.predicate.markdown_table(spec.limits(None) if spec.limits else None)]
 
 
-#: ``OpSpec.pr_text`` keys -> the sentence used when a spec leaves the key out (built from its other fields).
+def _default_limitations(ev) -> list[str]:
+    """What the matrix timed, read off the cases the run ran: their passes and their layouts."""
+    m = ev.matrix if ev is not None else None
+    if m is None or not len(m):
+        return ["- The matrix timed no case in this run."]
+    m = m.drop_duplicates("case_id")
+    passes = " and ".join(f"the {p} pass" for p in dict.fromkeys(m["pass"].astype(str)))
+    layouts = " and ".join(f"`{v}`" for v in dict.fromkeys(m["layout"].astype(str)))
+    return [f"- The matrix times {passes} on {layouts} inputs (the layouts of its {len(m)} cases run); other "
+            "layouts take their route but are not timed."]
+
+
+#: ``OpSpec.pr_text`` keys -> the sentence used when a spec leaves the key out (built from its other fields; the
+#: limitations from the run's results too).
 DEFAULT_TEXT = {
     "noun": lambda spec: spec.name,
     "summary": lambda spec: (f"`{qualified(spec.function)}` keeps the contract of its reference "
@@ -70,14 +116,15 @@ DEFAULT_TEXT = {
     "mechanism": lambda spec: ("Bytes moved per call come from the op's bytes model (`OpSpec.bytes_moved`)."
                                if spec.bytes_moved else "The op declares no bytes model: no bandwidth is derived."),
     "host": lambda spec: "Host cost of the dispatch: not measured in this run.",
-    "compiled": lambda spec: "Compiled code (vector width, registers, spills): not recorded in this run.",
+    "compiled": lambda spec: ("Compiled code (vector width, registers, spills): not recorded in this run: "
+                              f"{not_run(spec, 'compiled.json')}."),
     "route_differs": lambda spec: "differs",
     "maintenance": lambda spec: [
         "- Surface: the predicate's conditions above; everything else falls back.",
         f"- New architectures: {{owner}} re-runs `python -m fastpath_lib bench --op {opspec.reference_of(spec)}` on "
         "the new GPU; "
         "until then the predeclared expectations are unverified there."],
-    "limitations": lambda spec: ["- The matrix times the forward pass on contiguous inputs (what `bench --op` runs)."],
+    "limitations": lambda spec, ev=None: _default_limitations(ev),
     "vllm_op": lambda spec: [],  # the vLLM IR op the op provides: only where its spec names one
 }
 #: The keys an :class:`~fastpath_lib.opspec.OpSpec`'s ``pr_text`` may set.
@@ -111,7 +158,8 @@ class Evidence:
     def text(self, key: str) -> list[str]:
         """The spec's lines for ``key`` (its ``pr_text``, else the default), ``{owner}`` filled in."""
         v = self.spec.pr_text.get(key)
-        v = DEFAULT_TEXT[key](self.spec) if v is None else v() if callable(v) else v
+        v = (DEFAULT_TEXT[key](self.spec, self) if key == "limitations" else DEFAULT_TEXT[key](self.spec)) \
+            if v is None else v() if callable(v) else v
         return [line.replace("{owner}", self.owner) for line in ([v] if isinstance(v, str) else v)]
 
     @property
@@ -140,12 +188,22 @@ class Evidence:
 
 
 def spec_of(spec: OpSpec | str | None, env: dict) -> OpSpec:
-    """The op the note is about: ``spec`` (a spec or a registered name), else the op the results name, else the default
-    op."""
+    """The op the note is about: ``spec`` (a spec or a registered name), else the op the results name (registered, or
+    loaded from the ``module:attribute`` reference ``environment.json`` records as ``op_ref``, as ``--op`` does), else
+    the default op."""
     if isinstance(spec, OpSpec):
         return spec
     name = spec or env.get("op") or opspec.names()[0]
     try:
         return opspec.get(name)
     except KeyError as exc:
+        ref = env.get("op_ref") if spec is None else None
+        if ref and ":" in str(ref):
+            try:
+                loaded = opspec.load(str(ref))
+            except (ImportError, AttributeError, TypeError, ValueError) as err:
+                raise ValueError(f"the note's op: {exc.args[0]}; loading {ref} (environment.json's op_ref): {err} "
+                                 "(pass spec= an OpSpec)") from None
+            if loaded.name == name:
+                return loaded
         raise ValueError(f"the note's op: {exc.args[0]} (pass spec= an OpSpec)") from None

@@ -21,11 +21,13 @@ from fastpath_lib.bench.note_brief import (
     region,
     rerun,
     scope,
+    wrong,
 )
-from fastpath_lib.bench.note_evidence import Evidence, fmt, junit_counts
+from fastpath_lib.bench.note_evidence import Evidence, fmt, junit_counts, not_run
 from fastpath_lib.bench.note_tables import case_table, compiled_section, host_mechanism, mechanism_table
 from fastpath_lib.bench.note_workload import workload
 from fastpath_lib.bench.schema import FALLBACK, NOT_GPU, OUTCOMES
+from fastpath_lib.opspec import COMPILED
 
 __all__ = ["SECTIONS", "summary", "eligibility", "semantic", "mechanism", "performance", "workload", "alternatives",
            "maintenance", "limitations", "run_limitations", "copy_ceiling", "host_performance", "host_verdict",
@@ -33,7 +35,7 @@ __all__ = ["SECTIONS", "summary", "eligibility", "semantic", "mechanism", "perfo
 
 
 def summary(ev: Evidence) -> list[str]:
-    return (["## Summary", ""] + ev.text("summary") + ["", measured_on(ev)]
+    return (["## Summary", ""] + wrong(ev) + ev.text("summary") + ["", measured_on(ev)]
             + fold("Environment (environment.json)", environment_table(ev))
             + [counts_line(ev)] + claim(ev) + scope(ev) + [rerun(ev)])
 
@@ -169,7 +171,9 @@ def alternatives(ev: Evidence) -> list[str]:
     elif len(ok):
         L.append(f"torch.compile ran on {len(ok)} cases here; off a GPU no comparison is drawn.")
     else:
-        reasons = sorted(set(comp.note.dropna().astype(str))) if len(comp) else ["not run"]
+        reasons = sorted(set(comp.note.dropna().astype(str))) if len(comp) else [
+            f"not run: the spec declares no `{COMPILED}` baseline (OpSpec.baselines)"
+            if COMPILED not in ev.spec.baselines else "not run"]
         L.append("The torch.compile baseline was not measured: " + "; ".join(reasons) + ".")
     others = other_baselines(ev)
     return L + ([""] + others if others else [])
@@ -207,6 +211,8 @@ def maintenance(ev: Evidence) -> list[str]:
                      f"{cc.get('cache_bytes', 0) / 2**20:.1f} MiB on disk.")
         else:
             L.append(f"- {cc.get('note') or cc.get('error', 'compile cost not measured')}.")
+    else:
+        L.append(f"- Compile cost per kernel specialization: not run: {not_run(ev.spec, 'compile_cost.json')}.")
     return L + ev.text("maintenance")
 
 

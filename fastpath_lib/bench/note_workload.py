@@ -4,7 +4,7 @@ is stated only from GPU measurements, and a trace total only where every row is 
 from __future__ import annotations
 
 from fastpath_lib.bench.note_brief import fold
-from fastpath_lib.bench.note_evidence import Evidence, fmt
+from fastpath_lib.bench.note_evidence import Evidence, fmt, not_run
 from fastpath_lib.bench.schema import NOT_GPU
 
 __all__ = ["workload", "trace_lines"]
@@ -14,7 +14,7 @@ def workload(ev: Evidence) -> list[str]:
     L = ["## Workload replay", ""]
     replay = ev.replay
     if not replay:
-        return L + ["Not run."]
+        return L + [f"Not run: {not_run(ev.spec, 'replay.json')}."]
     label = f" ({replay.get('label', ev.label)})" if replay.get("gpu_measurement") else ""
     L.append(f"Tiny decoder, {replay['layers']} layers, dim {replay['dim']}, {replay['batch']}x{replay['seq']} tokens, "
              f"{replay['dtype']}{label}. Logits agree: {replay.get('logits_close')}.")

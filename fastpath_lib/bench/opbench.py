@@ -28,9 +28,9 @@ import torch
 
 from fastpath_lib import runtime
 from fastpath_lib.bench.analysis import classify
-from fastpath_lib.bench.mechanism import count_call
+from fastpath_lib.bench.mechanism import count_call, explain
 from fastpath_lib.bench.metadata import environment, region
-from fastpath_lib.bench.schema import empty_row, measurement_label
+from fastpath_lib.bench.schema import OWN_ROUTES, empty_row, measurement_label
 from fastpath_lib.bench.timing import (
     COMPILE_SKIPPED,
     compile_skipped,
@@ -45,7 +45,7 @@ from fastpath_lib.opspec import COMPILED, BaselineUnavailable, OpCase, OpSpec
 from fastpath_lib.routing import record_routes
 
 __all__ = ["run_op", "time_case", "time_compiled", "pick_compiled_cases", "not_run", "op_environment", "providers_of",
-           "compare_outputs", "COMPILED_STEP_NOTE", "device_name"]
+           "compare_outputs", "COMPILED_STEP_NOTE", "device_name", "unexplained_traffic"]
 
 #: The note of a compiled-baseline row the evidence run's matrix leaves to its own step.
 COMPILED_STEP_NOTE = ("not run in the matrix step: torch.compile baselines are timed in the evidence run's "
@@ -105,6 +105,20 @@ def _check(spec: OpSpec, fn, args: tuple, dtype: torch.dtype, *, grad: bool = Fa
     with torch.no_grad():
         want = spec.reference(*args)
     return compare_outputs(spec, got, want, dtype)
+
+
+def unexplained_traffic(row: dict, *, bytes_model: bool = True) -> str | None:
+    """Why a row's interpreter count is an error (out-of-bounds accesses; with ``bytes_model``, counted bytes the
+    op's bytes model and :func:`~fastpath_lib.bench.mechanism.explain` cannot account for), or ``None`` (not
+    counted, or explained)."""
+    oob = row.get("oob_accesses")
+    if oob is not None and oob == oob and oob > 0:
+        return f"{oob:.0f} out-of-bounds accesses under the interpreter's traffic checker"
+    model = row.get("bytes_moved")
+    if not bytes_model or model is None or model != model or row.get("counted_bytes") is None:
+        return None
+    explained, why = explain(row)
+    return None if explained else f"counted by the interpreter: {why}"
 
 
 def _detached(v):
@@ -225,12 +239,18 @@ def time_case(spec: OpSpec, case: OpCase, providers: dict[str, str], *, quick: b
         return dict(shared, bytes_moved=nbytes), nbytes
 
     bad = _check(spec, spec.function, first, dtype) if check else None
-    if bad:
-        return [_row(spec, case, p, quick, gpu, first[0], status="error", note=f"differs from the reference: {bad}",
-                     **common(impl)[0]) for p, impl in providers.items() if p in ("baseline", "dispatched")]
     out, timed = [], {}
     for provider, impl in providers.items():
         kw, nbytes = common(impl)
+        wrong = None  # the op's own routes are checked against the reference; a wrong one is not timed
+        if provider == "dispatched":
+            wrong = bad
+        elif provider == "triton" and check and route == "triton" and spec.fast_unsupported is None:
+            wrong = bad if bwd else _check(spec, spec.fast, first, dtype)
+        if wrong:
+            out.append(_row(spec, case, provider, quick, gpu, first[0], status="error",
+                            note=f"differs from the reference: {wrong}", **kw))
+            continue
         notes = [f"baseline: {base_name}"] if provider == "baseline" else []
         if nbytes < base_bytes:
             notes.append(f"saves {base_bytes - nbytes:.0f} bytes against {base_name}")
@@ -281,9 +301,13 @@ def time_case(spec: OpSpec, case: OpCase, providers: dict[str, str], *, quick: b
             continue
         med = timing["median_us"]
         gbps = nbytes / (med * 1e-6) / 1e9 if med > 0 else math.nan
-        out.append(_row(spec, case, provider, quick, gpu, first[0], status="ok", note="; ".join(notes),
-                        compile_s=compile_s, gbps=gbps, pct_copy_bw=100 * gbps / copy_gbps if copy_gbps > 0
-                        else math.nan, **timing, **kw))
+        row = _row(spec, case, provider, quick, gpu, first[0], status="ok", note="; ".join(notes),
+                   compile_s=compile_s, gbps=gbps, pct_copy_bw=100 * gbps / copy_gbps if copy_gbps > 0
+                   else math.nan, **timing, **kw)
+        traffic = unexplained_traffic(row, bytes_model=provider in OWN_ROUTES)
+        if traffic:  # timed, but not ok: the kernel touched memory the op's bytes model cannot account for
+            row.update(status="error", note="; ".join([traffic, *notes]))
+        out.append(row)
         timed[provider] = (call, out[-1])
         if log:
             log(f"  {case.id} {provider:<22} median {med:.4g} us  route={route}")
@@ -321,8 +345,10 @@ def run_op(spec: OpSpec, *, quick: bool = True, only: list[str] | None = None, s
             :data:`COMPILED_STEP_NOTE`; the evidence run times it in its own step, :func:`time_compiled`).
 
     Returns:
-        a classified DataFrame (``attrs["environment"]`` set); a case whose public function disagrees with the
-        reference (or writes into its inputs) gets ``status="error"`` rows and is not timed.
+        a classified DataFrame (``attrs["environment"]`` set). A public function (``dispatched``) or fast route
+        (``triton``) that disagrees with the reference (or writes into its inputs) gets a ``status="error"`` row and
+        is not timed; the baselines are timed all the same. A row whose interpreter count shows out-of-bounds
+        accesses or bytes the bytes model cannot explain is timed and marked ``status="error"``.
     """
     import pandas as pd
 

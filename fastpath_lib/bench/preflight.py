@@ -171,12 +171,11 @@ def preflight(budget_s: float, steps, *, timeout: float = PREFLIGHT_S, cuda: boo
     cuda = runtime.cuda_available() if cuda is None else cuda
     interpreter = runtime.interpreter_enabled() if interpreter is None else interpreter
     checks = []
-    if not cuda:
-        checks.append(_check("cuda", False, "no CUDA device (torch.cuda.is_available() is False): the evidence run "
-                                            "measures the kernels on a CUDA GPU"))
-    elif interpreter:
-        checks.append(_check("cuda", False, "TRITON_INTERPRET is set: the evidence run measures the compiled kernels "
-                                            "on CUDA; unset it"))
+    if not cuda or interpreter:  # each failing half named: a run without CUDA may have the interpreter set too
+        why = (["no CUDA device (torch.cuda.is_available() is False): the evidence run measures the kernels on a "
+                "CUDA GPU"] if not cuda else []) + (["TRITON_INTERPRET is set: the evidence run measures the compiled "
+                                                     "kernels on CUDA; unset it"] if interpreter else [])
+        checks.append(_check("cuda", False, "; ".join(why)))
     else:
         checks.append(_check("cuda", True, "a CUDA device is visible; Triton's interpreter is off"))
     launcher = needs_c_launcher() if launcher is None else launcher

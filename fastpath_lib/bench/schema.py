@@ -21,7 +21,8 @@ from pathlib import Path
 
 import pandas as pd
 
-__all__ = ["TIME_UNIT", "CSV_COLUMNS", "TIME_COLUMNS", "HOST_FAMILY", "NOT_GPU", "GPU_LABEL", "SYNTHETIC_LABEL",
+__all__ = ["TIME_UNIT", "CSV_COLUMNS", "cpu_mode", "shape_text", "OWN_ROUTES", "TIME_COLUMNS", "HOST_FAMILY", "NOT_GPU",
+           "GPU_LABEL", "SYNTHETIC_LABEL",
            "WIN", "NEUTRAL", "LOSS", "FALLBACK", "UNMEASURED", "REFERENCE", "OUTCOMES", "TIMED_OUTCOMES",
            "AT_BASELINE", "OBSERVED", "INCOMPLETE_MARKER", "INCOMPLETE_STATUSES", "manifest_gaps", "folder_state",
            "matrix_rows", "host_rows", "is_gpu_measurement", "counts_as_gpu_run", "is_gpu_run_folder",
@@ -49,6 +50,11 @@ TIME_COLUMNS = ("median_us", "q20_us", "q80_us", "mean_us", "min_us")
 HOST_FAMILY = "host-overhead"
 
 #: The label every timing that is not a GPU measurement carries.
+#: The providers that run the op's own code (its public function and its fast route): a wrong result or an
+#: unexplained memory access there is the op's error.
+OWN_ROUTES = ("dispatched", "triton")
+
+
 NOT_GPU = "not a GPU measurement"
 #: The label of a GPU measurement.
 GPU_LABEL = "GPU measurement"
@@ -167,6 +173,33 @@ def is_gpu_run_folder(folder: str | Path) -> bool:
     except (OSError, ValueError):  # no table, or one without the flag: the environment alone decides
         rows = None
     return isinstance(env, dict) and counts_as_gpu_run(env, rows)
+
+
+def shape_text(rows, cols, declared=None) -> str:
+    """``ROWSxCOLS`` with whole numbers (a table read back from CSV holds floats), or the declared shape where the row
+    count is missing (a skipped row).
+
+    >>> shape_text(8.0, 4096), shape_text(float("nan"), 4096, "Nx4096")
+    ('8x4096', 'Nx4096')
+    """
+    try:
+        return f"{int(rows)}x{int(cols)}"
+    except (TypeError, ValueError):
+        return str(declared) if isinstance(declared, str) and declared else f"?x{cols}"
+
+
+def cpu_mode(env: dict | None) -> str:
+    """What ran in a CPU run, from its environment record: the Triton route in Triton's interpreter, or (interpreter
+    off) no kernel at all.
+
+    >>> cpu_mode({"interpreter": True})
+    'CPU / Triton interpreter'
+    >>> cpu_mode({"interpreter": False})
+    "CPU, Triton's interpreter off: no Triton kernel ran, every call took the fallback"
+    """
+    if (env or {}).get("interpreter"):
+        return "CPU / Triton interpreter"
+    return "CPU, Triton's interpreter off: no Triton kernel ran, every call took the fallback"
 
 
 def measurement_label(env: dict | None, df: pd.DataFrame | None = None) -> str:

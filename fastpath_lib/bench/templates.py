@@ -32,13 +32,13 @@ sections, folded in ``<details>`` as in the kit's own form; the evidence is read
 from __future__ import annotations
 
 from fastpath_lib import opspec
-from fastpath_lib.bench.note_brief import claim, counts_line, fold, measured_on, rerun, scope
+from fastpath_lib.bench.note_brief import claim, counts_line, fold, measured_on, rerun, scope, wrong
 from fastpath_lib.bench.note_evidence import qualified
 from fastpath_lib.bench.schema import NOT_GPU
 
 __all__ = ["render", "claim", "test_plan", "qualified", "synthetic_banner", "patch_note", "patch_files", "HEADINGS",
            "DROPPED", "VLLM_PATCH", "VLLM_TEST", "PATCH_TITLE", "PATCH_KERNEL", "patch_accepts", "patch_ops",
-           "PATCH_BENCHMARKS"]
+           "PATCH_BENCHMARKS", "vllm_ir_line"]
 
 #: The change the vLLM form proposes: a diff against the pinned vLLM release (``tools/make_upstream.py`` writes it).
 VLLM_PATCH = "upstream/vllm_rms_norm_triton.patch"
@@ -254,12 +254,32 @@ def _results(ev, sections: dict) -> list[str]:
             + _sub("Limitations (not covered, or unmeasured)", sections["limitations"]))
 
 
+def vllm_ir_line(ev, ir_op: str) -> str:
+    """What the run found of the vLLM IR op the spec names (``pr_text["vllm_op"]``), read off its vLLM dispatch rows
+    (vLLM's own registry, ``vllm.ir.op.IrOp.registry``, asked in the timing process): provided, absent from this
+    vLLM, or not checked; and that the kit generates no vLLM patch for it."""
+    rows = ev.df[ev.df["case_id"].astype(str).str.startswith(f"vllm_{ir_op}_")] if "case_id" in ev.df else ev.df[:0]
+    notes = [n for n in rows.get("note", []) if isinstance(n, str) and n]
+    absent = [n for n in notes if "has no IR op" in n]
+    if absent:
+        what = absent[0].removeprefix("skipped: ")
+        found = f"The spec names `vllm.ir.ops.{ir_op}`, but {what}: the op provides no vLLM IR op"
+    elif any("provides no" in n for n in notes):
+        found = (f"vLLM has `vllm.ir.ops.{ir_op}`, but the kit's vLLM provider module (fastpath_lib.vllm_plugin) "
+                 "registers no implementation of it")
+    elif len(rows) and (rows["status"] == "ok").any():
+        found = f"The op provides `vllm.ir.ops.{ir_op}` (vLLM's registry has it)"
+    else:
+        why = notes[0] if notes else "no vLLM dispatch was timed"
+        found = f"The spec names `vllm.ir.ops.{ir_op}`; whether vLLM has that IR op was not checked ({why})"
+    return f"{found}; no vLLM patch is generated for it (the kit's vLLM patch does not provide that IR op)."
+
+
 def _vllm(ev, sections: dict) -> list[str]:
     ir_op = next(iter(ev.text("vllm_op")), None)  # the vLLM IR op the spec says the op provides
     if ir_op in patch_ops():  # an op the patch provides: the note describes the patch alone
         return patch_note(ev)
-    no_patch = ([f"The op provides `vllm.ir.ops.{ir_op}`; no vLLM patch is generated for it (the kit's vLLM patch does "
-                 "not provide that IR op).", ""] if ir_op else [])
+    no_patch = [vllm_ir_line(ev, ir_op), ""] if ir_op else []
     done = "x" if ev.gpu and not ev.synthetic else " "  # a constructed table shows the format, it proves nothing
     result = (f"The test results, before and after: every case against {ev.baseline} above ({ev.label})." if ev.gpu
               else f"The test results' before/after comparison: unmeasured ({NOT_GPU}); the semantic results above.")
@@ -267,7 +287,7 @@ def _vllm(ev, sections: dict) -> list[str]:
     kit_plan = kit_plan[:kit_plan.index("```bash") - 1] if "```bash" in kit_plan else kit_plan
     kit_plan = fold("The kit's tests behind it: contract and tolerances, boundary points, matrix", _flat(kit_plan))
     return ([f"# [Kernel] {ev.title}", ""] + synthetic_banner(ev)
-            + ["## Purpose", ""] + ev.text("summary") + [""] + no_patch + claim(ev) + scope(ev) + [""]
+            + ["## Purpose", ""] + wrong(ev) + ev.text("summary") + [""] + no_patch + claim(ev) + scope(ev) + [""]
             + _sub("Eligibility region and fallback", sections["eligibility"])
             + ["## Test Plan", ""] + kit_plan + [rerun(ev), ""]
             + ["## Test Result", ""] + _results(ev, sections)

@@ -34,7 +34,7 @@ import pandas as pd
 
 from fastpath_lib import runtime
 from fastpath_lib.bench.hostmethod import fastest_blocks, host_blocks, silenced, timing_fields
-from fastpath_lib.bench.schema import HOST_FAMILY, NOT_GPU, empty_row, host_rows
+from fastpath_lib.bench.schema import HOST_FAMILY, NOT_GPU, empty_row, host_rows, shape_text
 from fastpath_lib.bench.timing import gpu_measurement
 
 __all__ = ["vllm_op", "vllm_ops", "INPUTS", "PROVIDERS", "LABEL", "TIMEOUT_S", "measure_vllm_host", "vllm_table",
@@ -179,7 +179,8 @@ def vllm_table(df: pd.DataFrame) -> pd.DataFrame:
             return float(by[p].min_us) if ok else float("nan")
 
         op, kind = str(cid)[len("vllm_"):].rsplit("_", 1)
-        out.append({"case": cid, "op": op, "input": kind, "shape": f"{first.rows}x{first.cols}", "dtype": first.dtype,
+        shape = shape_text(first.rows, first.cols, getattr(first, "declared_shape", None))
+        out.append({"case": cid, "op": op, "input": kind, "shape": shape, "dtype": first.dtype,
                     "verdict": str(by["supports_args"].route) if ok else "—",
                     "picked": str(by["vllm_dispatch"].route) if ok else "—", "supports_args_us": t("supports_args"),
                     "dispatch_us": t("vllm_dispatch"), "native_us": t("vllm_native"),
