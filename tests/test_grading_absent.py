@@ -206,3 +206,21 @@ def test_operators_registered_with_torchscript_alone_run_past_the_dispatcher():
     x, w, b = torch.randn(3, 8), torch.randn(8), torch.randn(8)
     y = torch.ops.prim.MKLDNNLayerNorm(x.to_mkldnn(), [8], w.to_mkldnn(), b.to_mkldnn(), 1e-5, False)
     torch.testing.assert_close(y.to_dense(), torch.layer_norm(x, [8], w, b, 1e-5))
+
+
+def test_what_family_operators_past_the_dispatcher_compute_on_is_absent_with_them():
+    """Where a family has members TorchScript runs past the dispatcher, the operators that bring data into the
+    tensors they take are absent too: ``to_mkldnn`` (and every operator named for oneDNN tensors) in exercises 01 and
+    02, so ``MKLDNNLayerNorm`` has nothing to normalize; an empty oneDNN tensor takes no data from a dense one."""
+    from fastpath_lib.grading.checks import ex01_reference, ex02_kernel
+    from fastpath_lib.grading.rules import torch_families
+
+    past = torch_families.jit_only("normalization")
+    assert {"MKLDNNLayerNorm", "MKLDNNLayerNorm_"} <= past, past
+    for spec in (ex01_reference.ABSENT, ex02_kernel.ABSENT, ex08_capstone.ABSENT):  # each lacks the norm family
+        assert {"to_mkldnn", "mkldnn_linear", "_mkldnn_reshape"} <= spec["ops"].keys()
+        assert "MKLDNNLayerNorm" in spec["ops"]["to_mkldnn"]
+        assert not any(n.startswith("_is_mkldnn") for n in spec["ops"])  # queries carry no data
+    assert not torch_families.layout_entries(torch_families.jit_only("softmax"))  # none past the dispatcher
+    with pytest.raises(RuntimeError, match="between mkldnn layout and dense"):
+        torch.empty(3, 8, layout=torch._mkldnn).copy_(torch.randn(3, 8))

@@ -217,6 +217,9 @@ def absent(exercise: str, *forbidden: Forbidden, marker: bool = False, why: str 
         for family, own in f.families:
             whys.setdefault(family, why or own)
     ops = {n: why for fam, why in whys.items() for n in sorted(torch_families.operators(fam))}
+    past = sorted({n for fam in whys for n in torch_families.jit_only(fam)})  # no dispatcher refusal reaches them
+    for n in sorted(torch_families.layout_entries(past)):
+        ops.setdefault(n, f"the tensors TorchScript's {', '.join(past)} compute on, past the dispatcher")
     python = sorted({p for fam in whys for p in torch_families.python_functions(fam)})
     return {"ops": ops, "python": [list(p) for p in python], "exercise": f"exercise {exercise.removeprefix('ex')}",
             "marker": MARKER if marker else None}

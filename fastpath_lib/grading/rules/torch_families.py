@@ -46,7 +46,8 @@ import re
 
 import torch
 
-__all__ = ["FAMILIES", "registry_ops", "family_of", "names", "operators", "python_functions", "REDUCTIONS"]
+__all__ = ["FAMILIES", "registry_ops", "family_of", "names", "operators", "python_functions", "REDUCTIONS",
+           "jit_only", "layout_entries"]
 
 #: what each family computes, as feedback says it
 FAMILIES = {
@@ -188,3 +189,23 @@ def operators(family: str) -> frozenset[str]:
 def python_functions(family: str) -> tuple[tuple[str, str], ...]:
     """``(file, qualified name)`` of the Python functions of the installed torch in ``family``."""
     return _python_members()[family]
+
+
+def jit_only(family: str) -> frozenset[str]:
+    """The operators of ``family`` that TorchScript registers outside the dispatcher (``prim::MKLDNNLayerNorm``): a
+    refusal registered at the dispatcher does not reach them."""
+    dispatched = {n.split("::", 1)[-1].split(".")[0] for n in torch._C._dispatch_get_all_op_names()}
+    return frozenset(n for n in operators(family) if n not in dispatched)
+
+
+#: the tensor layouts whose name an operator's name carries (``MKLDNNLayerNorm`` computes on oneDNN tensors)
+_LAYOUT_WORDS = ("mkldnn",)
+
+
+def layout_entries(names) -> frozenset[str]:
+    """The dispatcher operators that bring data into the tensor layouts ``names`` compute on (each operator named
+    for the layout: ``to_mkldnn``, ``mkldnn_linear``, ...; not the queries ``_is_mkldnn_*``): with them absent, an
+    operator past the dispatcher that takes only such tensors has nothing to compute on."""
+    words = {w for n in names for w in _LAYOUT_WORDS if w in n.lower()}
+    dispatched = {n.split("::", 1)[-1].split(".")[0] for n in torch._C._dispatch_get_all_op_names()}
+    return frozenset(n for n in dispatched if any(w in n.lower() for w in words) and not n.startswith("_is_"))
