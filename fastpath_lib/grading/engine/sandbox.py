@@ -269,7 +269,8 @@ def command(workdir: str, sockets: str, files: str, exercise: str | None = None,
 def for_children(exercise: str | None, files: str):
     """``(folder, env) -> (prefix, env)`` for the grader's children that run the learner's Triton source
     (:func:`fastpath_lib.grading.engine.kernel_run.sandboxed`): the kernel's view of ``exercise``, with
-    ``engine/kernel_run.py`` staged, ``folder`` writable; their staged kit goes in folders under ``files``."""
+    :mod:`~fastpath_lib.grading.engine.kernel_run` and the kit's modules it imports (their import closure, as for the
+    kernel's own handouts) staged, ``folder`` writable; their staged kit goes in folders under ``files``."""
     def prefix(folder: str, env: dict) -> tuple[list[str], dict]:
         own = tempfile.mkdtemp(prefix="child-", dir=files)
         return command(folder, folder, own, exercise, grading=(f"{PACKAGE}.grading.engine.kernel_run",)), \
