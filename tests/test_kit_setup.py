@@ -225,3 +225,23 @@ def test_the_autograders_setup_falls_back_to_pips_index(kit_env, fails):
     assert first.endswith(f"--index-url https://download.pytorch.org/whl/cpu {pin}")
     assert log.index(first) < next(i for i, x in enumerate(log) if "-c constraints.txt -e ." in x)
     assert ("going on with pip's own index settings" in res.stderr) == bool(fails), res.stderr
+
+
+@pytest.mark.parametrize("apt", ["exit 100", 'echo "apt-get $*" >> "$KIT_LOG"'])
+def test_the_browser_step_never_stops_the_run(kit_env, apt):
+    """``./kit test`` as root installs Debian's chromium where it is missing; where apt-get fails (offline, no such
+    package) the run goes on to pytest and the browser test skips with its reason. The kit's ``browser`` function,
+    taken from the script, runs under the script's ``set -euo pipefail`` with a Chromium path that is missing."""
+    tmp, env = kit_env
+    _fake(tmp, "id", 'if [ "$1" = -u ]; then echo 0; else exec /usr/bin/id "$@"; fi')
+    _fake(tmp, "apt-get", apt)
+    text = (ROOT / "kit").read_text()
+    func = re.search(r"^browser\(\) \{.*?^\}$", text, re.M | re.S).group(0)
+    kit_path = re.search(r"^CHROMIUM=(\S+)", text, re.M).group(1)
+    browser_test = re.search(r'^CHROMIUM = Path\("([^"]+)"\)', (ROOT / "tests/browser/conftest.py").read_text(), re.M)
+    assert browser_test and kit_path == browser_test.group(1)  # the kit installs the browser the test launches
+    script = f"set -euo pipefail\n{func}\nCHROMIUM={tmp}/no-chromium\nbrowser\necho went-on\n"
+    res = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=30)
+    assert res.returncode == 0 and res.stdout.strip() == "went-on", (res.returncode, res.stdout, res.stderr)
+    assert "installing Debian's chromium" in res.stderr
+    assert ("could not install chromium; the browser test will be skipped" in res.stderr) == apt.startswith("exit")
