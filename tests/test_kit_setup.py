@@ -72,6 +72,7 @@ def test_cpu_index_installs_the_pinned_torch_first(kit_env):
     idx = next(i for i, line in enumerate(log) if "--index-url" in line)
     assert log[idx].endswith(f"--index-url https://download.pytorch.org/whl/cpu {pin}")
     assert idx < next(i for i, line in enumerate(log) if "-e .[dev]" in line)
+    assert not any("uninstall" in line for line in log)  # a fresh set-up has no torch to replace
     assert (tmp / "venv" / ".kit-torch-index").read_text().strip() == "cpu"
     # the same setting again, or none (issue 41: leaving it out on a later command rebuilt everything): nothing is
     # redone; another index is a new set-up
@@ -80,8 +81,27 @@ def test_cpu_index_installs_the_pinned_torch_first(kit_env):
         res, log = _setup(env, **again)
         assert res.returncode == 0 and log == [], (again, log)
     res, log = _setup(env, FASTPATH_TORCH_INDEX="https://wheels.example/simple")
-    assert any("--index-url https://wheels.example/simple" in line for line in log)
+    assert _reinstalled_from(log, "https://wheels.example/simple"), log
+    assert "the installed torch came from cpu; reinstalling it" in res.stderr
     assert (tmp / "venv" / ".kit-torch-index").read_text().strip() == "https://wheels.example/simple"
+
+
+def _reinstalled_from(log: list[str], url: str) -> bool:
+    """The set-up uninstalled torch, then installed it from ``url``, before the rest."""
+    marks = [next((i for i, line in enumerate(log) if mark in line), -1)
+             for mark in ("-m pip uninstall -y -q torch", f"--index-url {url}", "-e .[dev]")]
+    return -1 not in marks and marks == sorted(marks)
+
+
+def test_naming_an_index_after_a_default_setup_replaces_its_torch(kit_env):
+    """pip keeps an installed torch of the pinned version whatever index it came from, so ``FASTPATH_TORCH_INDEX=cpu``
+    after a set-up from PyPI (the CUDA build) uninstalls that torch before it installs the CPU build."""
+    tmp, env = kit_env
+    assert _setup(env)[0].returncode == 0
+    Path(env["KIT_LOG"]).unlink()
+    res, log = _setup(env, FASTPATH_TORCH_INDEX="cpu")
+    assert res.returncode == 0 and _reinstalled_from(log, "https://download.pytorch.org/whl/cpu"), (log, res.stderr)
+    assert (tmp / "venv" / ".kit-torch-index").read_text().strip() == "cpu"
 
 
 def test_an_unreachable_index_does_not_break_setup(kit_env):
