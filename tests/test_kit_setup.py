@@ -247,6 +247,25 @@ def test_the_autograders_setup_falls_back_to_pips_index(kit_env, fails):
     assert ("going on with pip's own index settings" in res.stderr) == bool(fails), res.stderr
 
 
+@pytest.mark.parametrize("uid", ["0", "1000"])
+def test_the_autograders_setup_runs_apt_get_only_as_root(kit_env, uid):
+    """course-release.md: in CI or a shell, ``./setup.sh`` once. As root (Gradescope's image build) it installs Python
+    and bubblewrap with apt-get; as another user it sets up with the ``python3`` on PATH and says so."""
+    tmp, env = kit_env
+    folder = tmp / "autograder"
+    folder.mkdir()
+    for src in (ROOT / "tools/autograder/setup.sh", ROOT / "constraints.txt"):
+        shutil.copy2(src, folder / src.name)
+    _fake(tmp, "apt-get", 'echo "apt-get $*" >> "$KIT_LOG"')
+    _fake(tmp, "id", f'if [ "$1" = -u ]; then echo {uid}; else exec /usr/bin/id "$@"; fi')
+    res = subprocess.run(["bash", str(folder / "setup.sh")], env=env, capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    log = Path(env["KIT_LOG"]).read_text().splitlines()
+    assert any(x.startswith("apt-get install -y -qq python3") for x in log) == (uid == "0"), log
+    assert ("using the python3 on PATH" in res.stderr) == (uid != "0"), res.stderr
+    assert any("-c constraints.txt -e ." in x for x in log), log
+
+
 @pytest.mark.parametrize("apt", ["exit 100", 'echo "apt-get $*" >> "$KIT_LOG"'])
 def test_the_browser_step_never_stops_the_run(kit_env, apt):
     """``./kit test`` as root installs Debian's chromium where it is missing; where apt-get fails (offline, no such
