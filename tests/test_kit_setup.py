@@ -284,3 +284,17 @@ def test_the_browser_step_never_stops_the_run(kit_env, apt):
     assert res.returncode == 0 and res.stdout.strip() == "went-on", (res.returncode, res.stdout, res.stderr)
     assert "installing Debian's chromium" in res.stderr
     assert ("could not install chromium; the browser test will be skipped" in res.stderr) == apt.startswith("exit")
+
+
+def test_the_help_names_every_lesson_that_imports_vllm():
+    """``./kit help`` says who imports ``.venv/vllm-site``; every lesson whose source imports vLLM or the kit's vLLM
+    parts (``vllm_plugin``, ``bench.vllmhost``) is named there, so trimming the set-up loses nothing unannounced."""
+    text = (ROOT / "kit").read_text()
+    said = re.search(r"in \.venv/vllm-site \((.*?)\)\.", " ".join(line.lstrip("# ") for line in text.splitlines()))
+    users = re.compile(r"^\s*(?:from|import) (?:vllm\b|fastpath_lib(?:\.bench)?\.vllm(?:host|_plugin)\b|"
+                       r"fastpath_lib(?:\.bench)? import .*\bvllm(?:host|_plugin)\b)", re.M)
+    lessons = sorted(p.name[:2] for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.py") if users.search(p.read_text()))
+    assert said and lessons, (said, lessons)
+    named = set(re.findall(r"lessons? (\d\d)", said.group(1)))
+    assert set(lessons) <= named, (lessons, said.group(1))
+    assert all(word in said.group(1) for word in ("bench", "evidence", "provider tests")), said.group(1)
