@@ -219,3 +219,16 @@ def test_grade_takes_a_folders_exnn_notebooks_and_exits_2_without_the_sandbox(tm
     assert taken == ["auto"], "instructors.md: without --isolation (or --format gradescope) grade takes auto"
     assert "(or `--format gradescope`) `grade` takes `--isolation auto`" in " ".join(
         (ROOT / "docs" / "instructors.md").read_text().split())
+
+
+def test_instructors_threat_model_and_grade_help_read_answers_the_same_way():
+    """instructors.md gives its threat model as "also in `grade --help`": the two name the same reader of answers,
+    and the grader's code reads them with it."""
+    from fastpath_lib.grading.engine.cli import THREAT_MODEL
+
+    reader = "torch's restricted unpickler (torch.load(weights_only=True))"
+    page = " ".join((ROOT / "docs" / "instructors.md").read_text().replace("`", "").split())
+    assert "also in grade --help" in page and reader in page
+    assert reader in " ".join(THREAT_MODEL.split())
+    for engine in ("runner.py", "kernel_run.py"):
+        assert "weights_only=True)" in (ROOT / "fastpath_lib" / "grading" / "engine" / engine).read_text(), engine
