@@ -23,8 +23,11 @@ exit 0
 """
 
 FAKE_PYTHON3 = """#!/bin/sh
-# python3 -m venv DIR: make DIR/bin/python the logging fake
-if [ "$1" = -m ] && [ "$2" = venv ]; then mkdir -p "$3/bin"; cp "$FAKE_PY" "$3/bin/python"; exit 0; fi
+# python3 -m venv [--clear] DIR: make DIR/bin/python the logging fake (--clear: logged, DIR emptied first)
+if [ "$1" = -m ] && [ "$2" = venv ]; then
+  if [ "$3" = --clear ]; then echo "venv --clear" >> "$KIT_LOG"; rm -rf "$4"; shift; fi
+  mkdir -p "$3/bin"; cp "$FAKE_PY" "$3/bin/python"; exit 0
+fi
 exec /usr/bin/env python3 "$@"
 """
 
@@ -298,3 +301,20 @@ def test_the_help_names_every_lesson_that_imports_vllm():
     named = set(re.findall(r"lessons? (\d\d)", said.group(1)))
     assert set(lessons) <= named, (lessons, said.group(1))
     assert all(word in said.group(1) for word in ("bench", "evidence", "provider tests")), said.group(1)
+
+
+def test_gpu_versions_rebuilds_its_venv_for_another_torch_index(kit_env):
+    """``./kit gpu-versions`` takes FASTPATH_TORCH_INDEX as set-up does; a new index (or pin) makes a fresh venv, so the
+    torch installed from the old index does not satisfy the pin and stay."""
+    tmp, env = kit_env
+    env = dict(env, FASTPATH_GPU_VENV=str(tmp / "gpu"))
+    runs = []
+    for index in ("cpu", "cpu", "https://wheels.example/simple"):
+        Path(env["KIT_LOG"]).unlink(missing_ok=True)
+        res = subprocess.run(["bash", str(ROOT / "kit"), "gpu-versions", "-k", "nothing"], cwd=ROOT,
+                             env=dict(env, FASTPATH_TORCH_INDEX=index), capture_output=True, text=True, timeout=120)
+        assert res.returncode == 0, res.stderr
+        runs.append(Path(env["KIT_LOG"]).read_text().splitlines())
+    first, again, other = runs
+    assert first[0] == "venv --clear" and "venv --clear" not in again, (first, again)
+    assert other[0] == "venv --clear" and any("--index-url https://wheels.example/simple" in x for x in other), other
