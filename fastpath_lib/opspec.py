@@ -10,7 +10,8 @@ bench --op NAME``) take a spec instead of knowing an operator.
 RMSNorm is registered first, by name (its spec is imported on first use: :mod:`fastpath_lib.rmsnorm.spec`), then
 fused residual-add + RMSNorm (:mod:`fastpath_lib.fused.op_spec`). A practitioner's own op reaches every command and
 every process a run starts in one of three ways: ``--op module:SPEC`` (:func:`load`; the command also puts the
-reference in :data:`ENV_VAR`, which its child processes inherit), the environment variable itself
+reference in :data:`ENV_VAR`, which its child processes inherit, and ``load`` puts the module's folder on their
+``PYTHONPATH``), the environment variable itself
 (``FASTPATH_OPS=module:SPEC[,module:SPEC...]``), or an installed package's entry point in the group
 :data:`ENTRY_POINTS` (``[project.entry-points."fastpath_lib.ops"] my_op = "my_pkg.my_op:SPEC"``). Each is read the
 first time the registry is asked (:func:`get`, :func:`names`). :func:`register` registers in this process only.
@@ -363,6 +364,7 @@ def default() -> OpSpec:
 def load(ref: str) -> OpSpec:
     """The op ``ref`` names: a registered name, or ``"module:attribute"`` of a spec, imported (the module's folder
     on ``sys.path`` or the current directory) and registered under its name (again with the same spec is a no-op).
+    The module's folder goes on ``PYTHONPATH``, so the processes this one starts import it from any working directory.
 
     This is how ``--op`` reads its value in every command and in every child process a run starts: a child given
     ``--op module:SPEC`` imports the module itself, so the op is registered there too.
@@ -383,6 +385,7 @@ def load(ref: str) -> OpSpec:
     if os.getcwd() not in sys.path and "" not in sys.path:
         sys.path.append(os.getcwd())
     spec = getattr(importlib.import_module(module), attr)
+    _carry_to_children(module)
     if not isinstance(spec, OpSpec):
         raise TypeError(f"{ref} is a {type(spec).__name__}, not an OpSpec")
     if _REGISTRY.get(spec.name) is not spec:
@@ -390,6 +393,29 @@ def load(ref: str) -> OpSpec:
         if not known:
             register(spec, replace=spec.name in _REGISTRY and spec.name not in _BUILT_IN)
     return spec
+
+
+def _carry_to_children(module: str) -> None:
+    """Put the folder ``module`` was imported from on ``PYTHONPATH`` (once, last), so every process this one starts
+    imports it too, whatever that process's working directory (the evidence run's steps start in the kit's folder,
+    the op's module may lie in the practitioner's). The interpreter's own installation is left out: a child finds an
+    installed package there itself."""
+    import os
+    import sys
+    from pathlib import Path
+
+    top = sys.modules[module.split(".")[0]]
+    if getattr(top, "__path__", None):  # a package: the folder above it
+        root = Path(next(iter(top.__path__))).resolve().parent
+    elif getattr(top, "__file__", None):
+        root = Path(top.__file__).resolve().parent
+    else:
+        return
+    if any(root.is_relative_to(Path(p).resolve()) for p in {sys.prefix, sys.base_prefix, sys.exec_prefix}):
+        return
+    entries = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if str(root) not in entries:
+        os.environ["PYTHONPATH"] = os.pathsep.join([*entries, str(root)])
 
 
 def reference_of(spec: OpSpec) -> str:

@@ -8,9 +8,9 @@ Tolerances (``atol``, ``rtol``) for comparing a route's output, in its own dtype
 routes round the result to the input dtype once, after computing in fp32, so the error budget is half a unit in the
 last place of the output dtype (relative ``2**-11`` for fp16, ``2**-8`` for bf16, ``2**-24`` for fp32) plus the fp32
 accumulation error of the mean square over at most ``MAX_COLS`` terms (relative about ``1e-6`` in practice, well below
-``1e-5``). ``rtol`` is one unit in the last place of the dtype (twice the rounding budget), ``atol`` covers outputs
-near zero where rtol gives no room. Gradients sum ``cols`` products (and ``dw`` sums over ``rows``), so their
-tolerances allow four times more.
+``1e-5``). ``rtol`` is one unit in the last place for fp16 and bf16 (twice the rounding budget) and, for fp32, twice
+the accumulation error (about 17 fp32 units); ``atol`` covers outputs near zero where rtol gives no room.
+Gradients sum ``cols`` products (and ``dw`` sums over ``rows``), so their tolerances allow four times more.
 
 Note:
     The reference squares in float64, the routes (and ``F.rms_norm``) in fp32: for fp32 inputs beyond about 1e19 the

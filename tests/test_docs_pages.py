@@ -219,3 +219,26 @@ def test_grade_takes_a_folders_exnn_notebooks_and_exits_2_without_the_sandbox(tm
     assert taken == ["auto"], "instructors.md: without --isolation (or --format gradescope) grade takes auto"
     assert "(or `--format gradescope`) `grade` takes `--isolation auto`" in " ".join(
         (ROOT / "docs" / "instructors.md").read_text().split())
+
+
+def test_instructors_threat_model_and_grade_help_read_answers_the_same_way():
+    """instructors.md gives its threat model as "also in `grade --help`": the two name the same reader of answers,
+    and the grader's code reads them with it."""
+    from fastpath_lib.grading.engine.cli import THREAT_MODEL
+
+    reader = "torch's restricted unpickler (torch.load(weights_only=True))"
+    page = " ".join((ROOT / "docs" / "instructors.md").read_text().replace("`", "").split())
+    assert "also in grade --help" in page and reader in page
+    assert reader in " ".join(THREAT_MODEL.split())
+    for engine in ("runner.py", "kernel_run.py"):
+        assert "weights_only=True)" in (ROOT / "fastpath_lib" / "grading" / "engine" / engine).read_text(), engine
+
+
+def test_instructors_name_every_exercise_whose_kernel_source_is_read():
+    """instructors.md: "Where an exercise asks for a Triton kernel (ex02, and ex08's kernel), the grader reads the
+    learner's source": the exercises named are those whose checks read a kernel's source (``kernel_source``)."""
+    checks = ROOT / "fastpath_lib" / "grading" / "checks"
+    readers = {p.name[:4] for p in checks.glob("ex[0-9][0-9]_*.py") if "kernel_source" in p.read_text()}
+    page = " ".join((ROOT / "docs" / "instructors.md").read_text().split())
+    said = re.search(r"Where an exercise asks for a Triton kernel \(([^)]*)\), the grader reads the learner's", page)
+    assert readers and said and set(re.findall(r"ex\d\d", said.group(1))) == readers, (readers, said)

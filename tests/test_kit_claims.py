@@ -327,3 +327,58 @@ def test_lesson_06s_saved_decode_times_agree_with_lesson_05s_host_table():
                                          r"the dispatch's extra ([\d.]+) us", six).groups())
     for name, a, b in (("F.rms_norm", base5, base6), ("the dispatch's extra", extra5, extra6)):
         assert 0.5 <= b / a <= 2.0, f"{name}: {a:.1f} us per call in lesson 05, {b:.1f} us in lesson 06"
+
+
+# --- docs/reference.md: the relative tolerance in units of the last place ----------------------------------------
+
+def test_the_relative_tolerance_is_one_unit_for_fp16_and_bf16_and_the_stated_count_for_fp32():
+    """reference.md: "The relative tolerance is one unit in the last place for fp16 and bf16 ...; for fp32 ... `2e-6`
+    is about 17 fp32 units"."""
+    from fastpath_lib.testing import TOLERANCES
+
+    text = " ".join((ROOT / "docs" / "reference.md").read_text().split())
+    said = re.search(r"for fp32 .*? `([\d.e-]+)` is about (\d+) fp32 units", text)
+    assert said, "reference.md no longer states fp32's tolerance in units"
+    for dtype in (torch.float16, torch.bfloat16):
+        assert TOLERANCES[dtype][1] == torch.finfo(dtype).eps, dtype
+    rtol = TOLERANCES[torch.float32][1]
+    assert float(said.group(1)) == rtol and round(rtol / torch.finfo(torch.float32).eps) == int(said.group(2))
+
+
+# --- docs/grading-sandbox.md: host accessors read a tensor past torch's dispatcher ---------------------------------
+
+def test_host_accessors_read_a_tensors_values_without_a_dispatched_op_that_reads_them():
+    """grading-sandbox.md: "`Tensor.numpy`, `Tensor.tolist`, `__array__`, `__dlpack__` and pickling (or
+    `torch.save`) of a tensor read its memory directly", without torch's dispatcher: under a dispatch mode that records
+    every op, each gives back the tensor's values and the dispatcher sees at most ``detach`` (a view, no read)."""
+    import io
+    import pickle
+
+    import numpy as np
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Seen(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.ops: set[str] = set()
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.ops.add(str(func))
+            return func(*args, **(kwargs or {}))
+
+    t = torch.arange(6.0).reshape(2, 3)
+
+    def saved():
+        buf = io.BytesIO()
+        torch.save(t, buf)
+        return buf.getvalue()
+
+    reads = {"numpy": lambda: t.numpy(), "tolist": lambda: t.tolist(), "__array__": lambda: t.__array__(),
+             "__dlpack__": lambda: t.__dlpack__(), "pickle": lambda: pickle.dumps(t), "torch.save": saved}
+    back = {"numpy": np.asarray, "tolist": np.asarray, "__array__": np.asarray, "__dlpack__": torch.from_dlpack,
+            "pickle": pickle.loads, "torch.save": lambda b: torch.load(io.BytesIO(b), weights_only=True)}
+    for name, read in reads.items():
+        with Seen() as seen:
+            got = read()
+        assert seen.ops <= {"aten.detach.default"}, (name, seen.ops)
+        assert torch.equal(torch.as_tensor(np.asarray(back[name](got))), t), name

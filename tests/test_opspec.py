@@ -271,3 +271,37 @@ def test_compiled_baseline_is_built_on_first_call_and_matches_its_composite(monk
     torch.testing.assert_close(base(x, y), composite(x, y))
     torch.testing.assert_close(base(y, x), composite(y, x))
     assert built == [{"dynamic": False}]
+
+
+def test_an_op_module_outside_the_kit_reaches_every_child_of_evidence(tmp_path, monkeypatch):
+    """docs/practitioners.md runs ``evidence --op my_ops:SPEC`` from the folder that holds ``my_ops.py``; the run's
+    children start in the kit's folder (``cwd=ROOT``), so they import the module only if its folder is on their
+    ``PYTHONPATH``. A child started as the evidence run starts its steps (``runtime.child_env()``, ``cwd=ROOT``) finds
+    the module; the child imports nothing but ``importlib`` (no torch)."""
+    import os
+    import subprocess
+    import sys
+
+    from fastpath_lib import runtime
+    from fastpath_lib.bench import evidence
+
+    folder = tmp_path / "practitioner"
+    folder.mkdir()
+    (folder / "carried_op_mod.py").write_text(
+        "import dataclasses\nfrom tests.absmax_op import SPEC as _BASE\n"
+        "SPEC = dataclasses.replace(_BASE, name='carried_op')\n")
+    monkeypatch.chdir(folder)
+    monkeypatch.setenv("PYTHONPATH", "")  # restored afterwards, as FASTPATH_OPS is
+    monkeypatch.delenv(opspec.ENV_VAR, raising=False)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(folder))])
+    monkeypatch.setattr(evidence, "dry_run", lambda budget, steps: 0)
+    try:
+        assert evidence.main(["--op", "carried_op_mod:SPEC", "--dry-run"]) == 0
+        probe = "import importlib.util, sys; sys.exit(importlib.util.find_spec('carried_op_mod') is None)"
+        res = subprocess.run([sys.executable, "-c", probe], cwd=runtime.ROOT, env=runtime.child_env(), timeout=60)
+        entries = runtime.child_env()["PYTHONPATH"].split(os.pathsep)
+        assert res.returncode == 0 and str(folder) in entries, entries
+        assert not any(p.startswith(sys.prefix) for p in entries)  # nothing of the interpreter's own installation
+    finally:
+        opspec.unregister("carried_op")
+        sys.modules.pop("carried_op_mod", None)

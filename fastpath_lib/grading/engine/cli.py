@@ -14,8 +14,9 @@ The verdict is computed in the grader's own process; the learner's kernel only p
 2. it runs the learner's cells in order in the kernel; in place of each check cell it calls that check *in its own
    process* (:func:`fastpath_lib.grading.registry.check`, imported from disk by the grader), on stand-ins for the
    check cell's arguments (:mod:`fastpath_lib.grading.engine.remote`): calling one asks the kernel to call the learner's
-   function on inputs the check draws now, and the answer comes back on the kernel's stdin channel, read without
-   unpickling anything the kernel wrote. Data the learner built (cases, matrices) is copied the same way;
+   function on inputs the check draws now, and the answer comes back on the kernel's stdin channel, read with
+   torch's restricted unpickler (``torch.load(weights_only=True)``: no class outside torch's allow-list). Data the
+   learner built (cases, matrices) is copied the same way;
 3. borrowed answers are judged from the learner's source as read from the file, resolved in the grader's process
    (:mod:`fastpath_lib.grading.rules.borrowed`; an import of a module the grader cannot find there, such as a kit file
    put on ``sys.path`` under another name, is refused), and from behaviour; the ops exercise 09's and exercise 12's
@@ -74,9 +75,10 @@ threat model (for instructors):
   learner's code returns, and holds nothing the grader keeps: no expected value, no table of which op is which,
   no verdict (exercises 09 and 12: the ops under test run in the grader, reached through stubs). The agent in the
   kernel shares it with the learner's code, so whatever it answers counts as the learner's own answer: a second
-  answer to one request is refused, and answers are read without unpickling. Held against: patched modules,
-  tracers, hooks, threads, a replaced or impersonated agent, tests that fingerprint the op or count runs, writes
-  into a check's inputs (a failure where the check declares its outputs), source that replaces the kit's
+  answer to one request is refused, and answers are read with torch's restricted unpickler
+  (torch.load(weights_only=True)), which constructs no class outside torch's allow-list. Held against: patched
+  modules, tracers, hooks, threads, a replaced or impersonated agent, tests that fingerprint the op or count runs,
+  writes into a check's inputs (a failure where the check declares its outputs), source that replaces the kit's
   functions or reads solutions/.
   In the sandbox (bubblewrap; docs/grading-sandbox.md) the kernel runs as nobody with no capability, in its own
   PID namespace and /proc, and sees no solutions/, no tests/, no .git, no network and a /tmp of its own; of the
