@@ -267,7 +267,7 @@ PREDICATE = Predicate("fused_add_rms_norm", [
                    "cols": BACKWARD_MAX_COLS, "rows": lim.min_rows, "requires_grad": True, "inplace": False}, True),
                Boundary(f"cols={BACKWARD_MAX_COLS}+16B, x requires grad", lambda lim: {
                    "cols": BACKWARD_MAX_COLS + 4, "rows": lim.min_rows, "requires_grad": True, "inplace": False},
-                        False))),
+                        False)), speed=True),
     *(_R[n] for n in ("non_empty", "min_rows", "last_dim_contiguous", "memory_format", "row_stride",
                       "weight_contiguous")),
     Condition("residual_layout", "residual last dim contiguous, rows one stride apart", _check_residual_layout,
@@ -280,7 +280,8 @@ PREDICATE = Predicate("fused_add_rms_norm", [
               _check_residual_alignment, "alignment", "the residual is loaded and stored with 16-byte vectors",
               (Boundary("residual offset 16 bytes", {"residual_offset": 4}, True),
                Boundary("residual offset 4 bytes", {"residual_offset": 1}, False),
-               Boundary("residual slice, stride 66", {"residual_layout": "row_slice", "residual_pad": 2}, False))),
+               Boundary("residual slice, stride 66", {"residual_layout": "row_slice", "residual_pad": 2}, False)),
+              speed=True),
     Condition("no_overlap", "in-place form: x, residual and weight share no memory", _check_overlap, "aliasing",
               "programs run rows in parallel: a write to x or residual must not land where another program reads",
               (Boundary("separate buffers", {}, True),
