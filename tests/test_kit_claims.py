@@ -390,3 +390,26 @@ def test_lesson_06s_saved_decode_times_agree_with_lesson_05s_host_table():
                                          r"the dispatch's extra ([\d.]+) us", six).groups())
     for name, a, b in (("F.rms_norm", base5, base6), ("the dispatch's extra", extra5, extra6)):
         assert 0.5 <= b / a <= 2.0, f"{name}: {a:.1f} us per call in lesson 05, {b:.1f} us in lesson 06"
+
+
+# --- lesson 05 and exercise 05: the rules that grade a learner's matrix --------------------------------------------
+
+def test_exercise_05_grades_with_the_benchmarks_rules_less_the_passes_one_and_two_of_its_own():
+    """05: "Exercise 05 grades your forward-only matrix with this list less its rule on forward and backward cases,
+    and two rules of its own"; ex05: "less the one on forward and backward cases ... and two of its own"."""
+    import sys
+
+    from fastpath_lib import bench
+    from fastpath_lib.grading.checks import ex05_matrix
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    from solved import solved
+
+    said = " ".join(_lesson_source("05").split())
+    assert "with this list less its rule on forward and backward cases, and two rules of its own" in said
+    full = bench.matrix.coverage_rules(bench.load_cases())
+    forward = bench.matrix.coverage_rules(bench.load_cases(), passes=False)
+    assert [r.topic for r in full if r not in forward] == ["passes"] and len(full) == len(forward) + 1
+    results = ex05_matrix._grade(solved("ex05")["my_matrix"])
+    lines = [line for r in results for line in r.feedback.splitlines() if not line.startswith(" ")]
+    assert all(r.passed for r in results) and len(lines) == len(forward) + 2, lines
