@@ -413,3 +413,19 @@ def test_exercise_05_grades_with_the_benchmarks_rules_less_the_passes_one_and_tw
     results = ex05_matrix._grade(solved("ex05")["my_matrix"])
     lines = [line for r in results for line in r.feedback.splitlines() if not line.startswith(" ")]
     assert all(r.passed for r in results) and len(lines) == len(forward) + 2, lines
+
+
+# --- lesson 02: which backward rows get one row per program --------------------------------------------------------
+
+def test_lesson_02s_one_row_per_program_is_every_fp32_row_wider_than_8192_columns():
+    """02: "except fp32 rows wider than 8192 columns (`BLOCK_SIZE` 16384, 32 warps), which get one row per program"."""
+    from fastpath_lib.rmsnorm import launch
+    from fastpath_lib.rmsnorm.predicate import MAX_COLS
+
+    said = " ".join(_lesson_source("02").split())
+    assert "except fp32 rows wider than 8192 columns (`BLOCK_SIZE` 16384, 32 warps), which get **one row per" in said
+    for cols in range(1, MAX_COLS + 1):
+        one_row = {size for size in (2, 4) if launch.backward_max_rows(cols, size) == 1}
+        assert one_row == ({4} if cols > 8192 else set()), (cols, one_row)
+        if cols > 8192:
+            assert launch.launch_settings(cols, "backward") == (16384, 32), cols
