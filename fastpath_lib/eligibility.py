@@ -25,7 +25,7 @@ import dataclasses
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-__all__ = ["UNKNOWN", "SPEED_PREDICTION", "Boundary", "Condition", "Decision", "Predicate"]
+__all__ = ["UNKNOWN", "SPEED_PREDICTION", "Boundary", "Condition", "Decision", "Predicate", "for_speed"]
 
 #: Prefix of a reason whose answer cannot be known yet (fake tensors at trace time).
 UNKNOWN = "unknown until run time: "
@@ -87,6 +87,12 @@ class Condition:
         True
         """
         return f"{self.why}; {SPEED_PREDICTION}" if self.speed else self.why
+
+
+def for_speed(condition: Condition) -> Condition:
+    """``condition`` marked as kept for speed (:attr:`Condition.speed`), as a declaration reads it:
+    ``for_speed(Condition(...))``."""
+    return dataclasses.replace(condition, speed=True)
 
 
 @dataclasses.dataclass(frozen=True)
