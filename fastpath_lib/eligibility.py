@@ -25,10 +25,13 @@ import dataclasses
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-__all__ = ["UNKNOWN", "Boundary", "Condition", "Decision", "Predicate"]
+__all__ = ["UNKNOWN", "SPEED_PREDICTION", "Boundary", "Condition", "Decision", "Predicate", "for_speed"]
 
 #: Prefix of a reason whose answer cannot be known yet (fake tensors at trace time).
 UNKNOWN = "unknown until run time: "
+#: What every speed condition's ``why`` ends with (:attr:`Condition.explained`): its cost is predicted, not measured.
+SPEED_PREDICTION = ("a speed condition: that the kernel is slower than the fallback outside it is a prediction until a "
+                    "GPU run measures it")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,8 +64,10 @@ class Condition:
         check: ``check(ctx) -> None | str``; ``None`` when the condition holds, otherwise the reason without the
             name (it is prefixed automatically).
         category: the review category (device, architecture, dtype, shape, stride, alignment, mode).
-        why: why the condition exists.
+        why: why the condition exists: what it protects, in facts about the code (no timing).
         boundaries: declared boundary points, see :class:`Boundary`.
+        speed: the condition keeps calls off the kernel for speed, not for correctness or semantics; its
+            :attr:`explained` text then says the cost is a prediction (:data:`SPEED_PREDICTION`).
     """
 
     name: str
@@ -71,6 +76,23 @@ class Condition:
     category: str = "other"
     why: str = ""
     boundaries: tuple[Boundary, ...] = ()
+    speed: bool = False
+
+    @property
+    def explained(self) -> str:
+        """``why`` as docs, lessons and PR notes show it: a speed condition's ends with :data:`SPEED_PREDICTION`.
+
+        >>> c = Condition("rows", "rows >= 8", lambda ctx: None, why="a small call moves few bytes", speed=True)
+        >>> c.explained == "a small call moves few bytes; " + SPEED_PREDICTION
+        True
+        """
+        return f"{self.why}; {SPEED_PREDICTION}" if self.speed else self.why
+
+
+def for_speed(condition: Condition) -> Condition:
+    """``condition`` marked as kept for speed (:attr:`Condition.speed`), as a declaration reads it:
+    ``for_speed(Condition(...))``."""
+    return dataclasses.replace(condition, speed=True)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -149,7 +171,7 @@ class Predicate:
         for c in self.conditions:
             pts = ", ".join(f"{b.label} ({'in' if b.holds else 'out'})" for b in c.boundaries)
             rows.append({"condition": c.name, "category": c.category, "requirement": c.requirement,
-                         "why": c.why, "boundary points": pts})
+                         "why": c.explained, "boundary points": pts})
         return rows
 
     def markdown_table(self, limits: Any = None) -> str:

@@ -17,11 +17,11 @@
 # # 00 · Setup: the kit, the two ways it runs, and a self-test
 #
 # **What you will do**: check that Triton computes correct results on this machine, make a first call and see its
-# route, and choose between the one-hour fast track and the full course.
+# route, and choose between the fast track and the full course.
 #
 # **What you need**: Python, PyTorch and a little Triton; the kit set up by `./kit lab` (no GPU needed).
 #
-# **Time**: about 10 minutes.
+# **Time**: about 15 minutes.
 #
 # **What you will learn**
 # - how Fastpath Kit runs the same Triton kernels on a GPU *and* on a laptop CPU (Triton's interpreter);
@@ -33,21 +33,22 @@
 # `fastpath_lib`; no library code is copied into them.
 
 # %% [markdown]
-# ## The one-hour fast track
+# ## The fast track
 #
-# The core of the method in one sitting: four steps, each a few sections of one lesson and the exercise that grades
-# it. Run this notebook first (the self-test below says whether Triton computes correctly here). For each step, open
-# the lesson, run all its cells (Run > Run All Cells), read the sections named, then do the exercise and run its
-# check cells. The full course, every lesson in order, takes about five hours; the fast track leaves out lessons
-# 01, 02, 06, 08 and 09 (the contract in full, the kernels, the workload, the second operator and the upstream
-# forms).
+# The core of the method: four steps, each a few sections of one lesson and the exercise that grades it. Run this
+# notebook first (the self-test below says whether Triton computes correctly here). For each step, open the lesson, run
+# all its cells (Run > Run All Cells), read the sections named, then do the exercise and run its check cells. The *run
+# and read* column is the lesson's recorded cold run plus the sections named, at the kit's reading rates
+# (`docs/lesson_times.json`); nothing measures the exercises, so no time is given for them. The full course, every
+# lesson in order, takes about five hours; the fast track leaves out lessons 01, 02, 06, 08 and 09 (the contract in
+# full, the kernels, the workload, the second operator and the upstream forms).
 #
-# | step | read | then do | time |
+# | step | read | then do | run and read |
 # |---|---|---|---|
-# | 1. **Declare the region**: a predicate whose conditions each say why a call falls back | [lesson 03](03_eligibility_predicate.ipynb): "The conditions", "`explain()` inside and outside the boundary" | [exercise 03](../exercises/ex03_predicate.ipynb) | 15 min |
-# | 2. **Test its edges**: boundary points generated from the predicate, both routes at each | [lesson 04](04_boundary_tests.ipynb): "Boundary points from the predicate", "Tensor points: both routes against the reference" | [exercise 04](../exercises/ex04_boundary_cases.ipynb) | 15 min |
+# | 1. **Declare the region**: a predicate whose conditions each say why a call falls back | [lesson 03](03_eligibility_predicate.ipynb): "The conditions", "`explain()` inside and outside the boundary" | [exercise 03](../exercises/ex03_predicate.ipynb) | 10 min |
+# | 2. **Test its edges**: boundary points generated from the predicate, both routes at each | [lesson 04](04_boundary_tests.ipynb): "Boundary points from the predicate", "Tensor points: both routes against the reference" | [exercise 04](../exercises/ex04_boundary_cases.ipynb) | 10 min |
 # | 3. **Run the predeclared matrix**: cases and expected outcomes declared before anything is timed | [lesson 05](05_benchmark_matrix.ipynb): "1. Predeclare", "4. The format, on this machine: a quick run" | [exercise 05](../exercises/ex05_case_matrix.ipynb) | 15 min |
-# | 4. **Write the note**: wins, neutral cases, losses, and the scope they justify | [lesson 07](07_pr_note.ipynb): "Drafting the note from the results", "Reading the draft as a reviewer" | [exercise 07](../exercises/ex07_pr_note.ipynb) | 15 min |
+# | 4. **Write the note**: wins, neutral cases, losses, and the scope they justify | [lesson 07](07_pr_note.ipynb): "Drafting the note from the results", "Reading the draft as a reviewer" | [exercise 07](../exercises/ex07_pr_note.ipynb) | 5 min |
 #
 # At the end, grade the four exercises (a score table):
 #
@@ -92,24 +93,28 @@ _ = torch.manual_seed(0)
 print("Triton can run here:", runtime.interpreter_enabled() or runtime.cuda_available())
 
 # %% [markdown]
-# ## On a hosted T4 (Colab, Kaggle)
+# ## On a hosted GPU older than sm_80 (Colab, Kaggle)
 #
-# Free hosted notebooks give you a Tesla T4: compute capability 7.5 (sm_75). Triton's supported NVIDIA GPUs start at
-# 8.0, so the kit's predicate refuses sm_75 and every dispatched call takes `F.rms_norm`: the lessons run, but the lines
-# `lesson_device()` prints in the first code cell (under "Where are we running?") say that their timings measure the
-# fallback. The cell just above still prints `True` there (it asks only whether CUDA or the interpreter is present), but
-# by default the kit's predicate sends no call to Triton on a T4. Install the kit there without replacing the
-# notebook's own torch and triton (their CUDA build matches the machine; `lesson_device()` names any that is older than
-# the versions the kit is tested with): upload or clone the kit's folder, then
+# Free hosted notebooks offer a Tesla T4 (Colab, Kaggle), compute capability 7.5 (sm_75), and on Kaggle also a Tesla
+# P100, compute capability 6.0 (sm_60). Triton's supported NVIDIA GPUs start at 8.0, so the kit's predicate refuses
+# both and every dispatched call takes `F.rms_norm`: the lessons run, but the lines `lesson_device()` prints in the
+# first code cell (under "Where are we running?") say that their timings measure the fallback. The cell just above
+# still prints `True` there (it asks only whether CUDA or the interpreter is present), but by default the kit's
+# predicate sends no call to Triton on such a GPU. Upload or clone the kit's folder, then install the kit alone
+# (`--no-deps`: the notebook keeps its own torch, triton, numpy, pandas and matplotlib, whose CUDA build matches the
+# machine; `lesson_device()` names any that is older than the versions the kit is tested with), and the packages the
+# lessons import beyond those:
 #
 # ```
 # %pip install --no-deps -e .
+# %pip install hypothesis ipywidgets pyyaml
 # ```
 #
 # The kernels do compile for sm_75 (`tests/test_compiled.py` compiles both ops' kernels for it, spill-free). To run
-# them there, opt in for a block: `selftest.allow_sm75()` runs the self-test on the T4 first and then admits fp16
+# them on a T4, opt in for a block: `selftest.allow_sm75()` runs the self-test on the T4 first and then admits fp16
 # and fp32 (never bf16) inside its `with` block only. Those calls are outside Triton's support matrix and
-# unmeasured: no sweep set their row threshold. On any other machine the block changes nothing, as here:
+# unmeasured: no sweep set their row threshold. On any other GPU (a P100 included) or machine the block changes
+# nothing, as here:
 
 # %% tags=["nbval-ignore-output"]
 from fastpath_lib import selftest
@@ -171,15 +176,18 @@ print("mismatch vs reference:", compare(y, reference_rms_norm(x, [64], w), x.dty
 # %% [markdown]
 # ## The three claims
 #
-# A reviewer of a performance PR checks three claims. Lessons 02 and 05 serve two claims, and lessons 00 (setup), 08
-# (the in-place fused op's contract) and 09 (the upstream review) none of the three.
+# A reviewer of a performance PR checks three claims. Lessons 02 and 05 serve two claims, lesson 08 (the second
+# operator, the in-place fused residual-add + RMSNorm: its contract, mechanism and predeclared matrix) all three, and
+# lesson 00 (setup) none of the three.
 # The table names the lessons that produce evidence for each of the three claims:
 #
 # | claim | question | lessons |
 # |---|---|---|
-# | **Semantic** | does the new path compute what the old one did, for every input it accepts? | 01, 02, 03, 04 |
-# | **Mechanism** | why is it faster: bytes moved, launches, GB/s against the measured copy bandwidth? | 02, 05 |
-# | **Performance** | on a predeclared matrix of ≥ 12 cases, with raw samples, environment metadata, and the neutral and losing cases? | 05, 06, 07 |
+# | **Semantic** | does the new path compute what the old one did, for every input it accepts? | 01, 02, 03, 04, 08, 09 |
+# | **Mechanism** | why is it faster: bytes moved, launches, GB/s against the measured copy bandwidth? | 02, 05, 08 |
+# | **Performance** | on a predeclared matrix of ≥ 12 cases, with raw samples, environment metadata, and the neutral and losing cases? | 05, 06, 07, 08 |
+#
+# Lesson 09's evidence is semantic: the same results on sharded inputs (DTensor).
 #
 # Besides these lessons the kit has exercises (`exercises/`, graded by `python -m fastpath_lib grade`), the
 # benchmark CLI (`python -m fastpath_lib bench`) and the test suite (`./kit test`).
@@ -233,5 +241,5 @@ print("mismatch vs reference:", compare(y, reference_rms_norm(x, [64], w), x.dty
 # %% [markdown]
 # ## Read next
 #
-# - In a hurry: the one-hour fast track above, step 1.
+# - In a hurry: the fast track above, step 1.
 # - [Lesson 01](01_operator_contract.ipynb): the full course, from the contract a fast path must keep.

@@ -242,7 +242,7 @@ print(inspect.getsource(kernels.rms_norm_bwd_kernel.fn))
 # - it accumulates `dy * n` into `dw_acc` in fp32 registers, and writes it once into *its own* row of an fp32
 #   partial buffer;
 # - the launcher picks the row block (`launch.backward_grid`): power-of-two blocks for at most 4 programs per
-#   multiprocessor, except fp32 rows of 16384 columns (`BLOCK_SIZE` 16384, 32 warps), which get **one row per
+#   multiprocessor, except fp32 rows wider than 8192 columns (`BLOCK_SIZE` 16384, 32 warps), which get **one row per
 #   program** (`launch.backward_max_rows`). With 2 or 4 rows the loop carries the 16384-wide `dw_acc` from row to
 #   row, and compiled that way the kernel spills to local memory on some targets; with one row it spills on none of
 #   sm_75, sm_80, sm_86, sm_89, sm_90 and sm_120 with the pinned Triton 3.8. Spills are counted by compiling for

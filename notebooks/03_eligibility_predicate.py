@@ -72,11 +72,21 @@ conditions
 conditions.groupby('category', sort=False).size()
 
 # %% [markdown]
-# Some conditions protect **correctness** (device, dtype, arguments, normalized dims, strides, columns), some
-# protect **speed** (row threshold, alignment: the kernel would be correct, and is predicted to be slower than the
-# baseline, a prediction a GPU measurement confirms or corrects), and
-# some are **modes** and **tensor kinds** that `F.rms_norm` serves with its own rules (forced fallback, CUDA graph
-# capture, higher-order gradients, forward-mode AD, `torch.func` transforms; nested, sparse and DTensor inputs).
+# What each condition protects, read from the same declarations: the **mode** and **tensor kind** conditions hand
+# calls to `F.rms_norm`'s own rules, the conditions marked `speed` keep calls the kernel is predicted to serve slower
+# than the baseline (a prediction a GPU measurement confirms or corrects, which is why their *why* ends with that
+# clause), and the rest protect **correctness** or what the kernels support:
+
+# %%
+protects = {}
+for c in PREDICATE.conditions:
+    kind = ("mode or tensor kind" if c.category in ("mode", "tensor kind") else
+            "speed (predicted)" if c.speed else "correctness or support")
+    protects.setdefault(kind, []).append(c.name)
+for kind, names in protects.items():
+    print(f"{kind}: {', '.join(names)}")
+
+# %% [markdown]
 # Modes that do *not* force the fallback are declared too, each with the reason it is safe:
 
 # %%

@@ -73,8 +73,9 @@ pd.DataFrame([dataclasses.asdict(c) for c in cases])[["id", "family", "shape", "
 # %% [markdown]
 # The coverage rules are the reviewer's first question turned into code: does the matrix have at least 12 cases,
 # small and large, aligned and odd, and does it include expected neutral, losing and fallback cases, not only wins?
-# `bench.matrix.coverage_rules` lists each rule with whether the matrix meets it (exercise 05 grades your matrix with
-# the same list), and `check_coverage` returns the unmet ones: an empty list means none.
+# `bench.matrix.coverage_rules` lists each rule with whether the matrix meets it, and `check_coverage` returns the
+# unmet ones: an empty list means none. Exercise 05 grades your forward-only matrix with this list less its rule on
+# forward and backward cases, and two rules of its own (its instructions list them).
 
 # %%
 display(pd.DataFrame([dataclasses.asdict(r) for r in bench.matrix.coverage_rules(cases)]))

@@ -176,6 +176,34 @@ def test_bytes_moved_counts_each_tensor_once():
     assert bytes_moved(4, 8, fastpath_lib_dtype("float32"), "backward") == (2 * 32 + 8) * 4 + (3 * 32 + 16) * 4
 
 
+#: A byte figure in a case's rationale: "8 MiB of input", "16 MiB moved per call", "128 KiB per pass".
+_BYTE_FIGURE = re.compile(r"(\d+(?:\.\d+)?) (KiB|MiB|GiB) (of input|(?:moved )?per call|per pass)")
+
+
+def test_a_rationales_byte_figure_is_its_cases_size():
+    """Every registered op's matrix, and exercise 05's solved one: a rationale's input or per-pass figure is one pass
+    over the input (rows x cols of its dtype), and its per-call figure is the op's bytes model of that case, each to
+    the unit it is given in."""
+    from fastpath_lib import opspec
+    from solved import solved
+
+    cases = []  # (where, rows, cols, dtype, pass, rationale, bytes model)
+    for op in opspec.names():
+        spec = opspec.get(op)
+        cases += [(f"{op}:{c.id}", c.rows, c.cols, getattr(torch, c.dtype), c.pass_, c.rationale, spec.bytes_moved)
+                  for c in (spec.cases() if callable(spec.cases) else spec.cases)]
+    cases += [(f"ex05:{cid}", c.rows, c.cols, c.dtype, "forward", why, opspec.default().bytes_moved)
+              for cid, c, _, why in solved("ex05")["my_matrix"]()]
+    found = 0
+    for where, rows, cols, dtype, pass_, rationale, model in cases:
+        for value, unit, what in _BYTE_FIGURE.findall(rationale):
+            size = 1 << {"KiB": 10, "MiB": 20, "GiB": 30}[unit]
+            want = model(rows, cols, dtype, pass_) if "call" in what else rows * cols * dtype.itemsize
+            assert round(want / size, 1) == float(value), (where, f"{value} {unit} {what}", want / size)
+            found += 1
+    assert found >= 3, found  # the finder reads the figures
+
+
 def fastpath_lib_dtype(name):
     import torch
 

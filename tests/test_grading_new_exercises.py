@@ -200,6 +200,27 @@ def test_ex10_expected_is_the_kits_sweep_rule(seed):
         ex.sweep_table(seed + 100))
 
 
+def test_ex10_sweeps_only_architectures_whose_threshold_the_predicate_reads(monkeypatch):
+    """The answer guide says an architecture the sweep gives no threshold takes the conservative default, so the Triton
+    route still runs there: true in every draw, since each drawn architecture is admitted by default and reads its
+    own entry of ``CUDA_MIN_ROWS`` (sm_75, inside ``allow_sm75()``, would read none)."""
+    import types
+
+    from fastpath_lib.rmsnorm import limits as L
+
+    guide = " ".join((ROOT / "solutions" / "ex10_row_threshold.py").read_text().replace("#", " ").split())
+    assert f"the predicate takes its conservative default (`min_rows={L.DEFAULT_CUDA_MIN_ROWS}`), so the Triton route " \
+           "still runs" in guide
+    for arch in sorted({a for seed in range(20) for a in ex.sweep_table(seed)["arch"]}):
+        cap = (int(arch[3:-1]), int(arch[-1]))  # "sm_120" -> (12, 0)
+        call = types.SimpleNamespace(device_type="cuda", interpret=False, capability=cap, limits=L.Limits(),
+                                     input=None, weight=None)
+        assert L.check_arch(call) is None, arch
+        assert L.limits_for("cuda", interpret=False, capability=cap).min_rows == L.DEFAULT_CUDA_MIN_ROWS, arch
+        monkeypatch.setitem(L.CUDA_MIN_ROWS, cap, 4096)
+        assert L.limits_for("cuda", interpret=False, capability=cap).min_rows == 4096, arch
+
+
 def _first_non_loss(df):  # forgets "never a loss at any larger size"
     out = {}
     for arch, a in df.groupby("arch"):

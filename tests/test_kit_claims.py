@@ -209,12 +209,75 @@ def test_lesson_00s_fast_track_and_the_lessons_it_says_it_leaves_out_are_every_l
     """00: "the fast track leaves out lessons 01, 02, 06, 08 and 09 (...)": with the lessons its table links, every
     lesson after 00, each once."""
     text = " ".join(_lesson_source("00").split())
-    track = text.split("## The one-hour fast track", 1)[1].split("## ", 1)[0]
+    track = text.split("## The fast track", 1)[1].split("## ", 1)[0]
     left_out = re.search(r"the fast track leaves out lessons ([\d, and]+)", track).group(1)
     named = re.findall(r"\d\d", left_out)
     linked = re.findall(r"\[lesson (\d\d)\]\(\1_", track)
     every = sorted(p.name[:2] for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.py") if not p.name.startswith("00"))
     assert sorted(named + linked) == every, (named, linked)
+
+
+def _imports(source: str, *, top_level: bool) -> set[str]:
+    """The absolute module names ``source`` imports: anywhere (a lesson's cells all run), or at module level only."""
+    import ast
+
+    tree = ast.parse(source)
+    nodes = tree.body if top_level else list(ast.walk(tree))
+    return {a.name for n in nodes if isinstance(n, ast.Import) for a in n.names} | {
+        n.module for n in nodes if isinstance(n, ast.ImportFrom) and n.level == 0 and n.module}
+
+
+def lesson_distributions() -> dict[str, set[str]]:
+    """Distribution -> the lessons or kit modules importing it: what the lessons' code imports outside the standard
+    library, directly or through the module-level imports of the ``fastpath_lib`` modules it imports."""
+    import importlib.metadata
+    import importlib.util
+    import sys
+
+    dist_of = importlib.metadata.packages_distributions()
+    todo = [(m, p.name) for p in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.py"))
+            for m in _imports(p.read_text(), top_level=False)]
+    seen, out = set(), {}
+    while todo:
+        name, by = todo.pop()
+        top = name.split(".")[0]
+        if top == "fastpath_lib":
+            parts = name.split(".")
+            for i in range(1, len(parts) + 1):
+                mod = ".".join(parts[:i])
+                spec = None if mod in seen else importlib.util.find_spec(mod)
+                seen.add(mod)
+                if spec and spec.origin and spec.origin.endswith(".py"):
+                    todo += [(m, mod) for m in _imports(Path(spec.origin).read_text(), top_level=True)]
+        elif top not in sys.stdlib_module_names and top != "__future__":
+            for dist in dist_of.get(top, [top]):
+                out.setdefault(dist.lower(), set()).add(by)
+    return out
+
+
+def test_the_hosted_install_lines_install_what_the_lessons_import():
+    """00: "install the kit alone (`--no-deps`: the notebook keeps its own torch, triton, numpy, pandas and
+    matplotlib ...), and the packages the lessons import beyond those": the second line names exactly the
+    distributions the lessons import that are neither the kit's dependencies nor the notebook kernel's own
+    (ipykernel's requirements), and the kit's ``dev`` extra installs each of them too."""
+    import importlib.metadata
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    name = re.compile(r"[A-Za-z0-9_.-]+")
+    deps = {name.match(r)[0].lower() for r in project["dependencies"]}
+    dev = {name.match(r)[0].lower() for r in project["optional-dependencies"]["dev"]}
+    kernel = {name.match(r)[0].lower() for r in importlib.metadata.requires("ipykernel") or [] if "extra ==" not in r}
+    imported = lesson_distributions()
+    assert {"torch", "hypothesis"} <= set(imported), imported  # the finder reads the lessons
+    need = set(imported) - deps - kernel
+    text = " ".join(_lesson_source("00").split())
+    lines = re.search(r"``` %pip install --no-deps -e \. %pip install ([\w -]+?) ```", text)
+    assert lines, "lesson 00 gives the hosted install as two %pip lines"
+    assert set(lines[1].split()) == need, ({k: sorted(imported[k]) for k in need}, lines[1])
+    assert need <= dev, f"not in pyproject's dev extra: {need - dev}"
+    kept = re.search(r"the notebook keeps its own ([\w, ]+?), whose", text)
+    assert kept and set(re.findall(r"\w+", kept[1])) - {"and"} == deps, (kept and kept[1], deps)
 
 
 # --- a part of another lesson that the text names is in that lesson -----------------------------------------------
@@ -382,3 +445,41 @@ def test_host_accessors_read_a_tensors_values_without_a_dispatched_op_that_reads
             got = read()
         assert seen.ops <= {"aten.detach.default"}, (name, seen.ops)
         assert torch.equal(torch.as_tensor(np.asarray(back[name](got))), t), name
+
+# --- lesson 05 and exercise 05: the rules that grade a learner's matrix --------------------------------------------
+
+def test_exercise_05_grades_with_the_benchmarks_rules_less_the_passes_one_and_two_of_its_own():
+    """05: "Exercise 05 grades your forward-only matrix with this list less its rule on forward and backward cases,
+    and two rules of its own"; ex05: "less the one on forward and backward cases ... and two of its own"."""
+    import sys
+
+    from fastpath_lib import bench
+    from fastpath_lib.grading.checks import ex05_matrix
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    from solved import solved
+
+    said = " ".join(_lesson_source("05").split())
+    assert "with this list less its rule on forward and backward cases, and two rules of its own" in said
+    full = bench.matrix.coverage_rules(bench.load_cases())
+    forward = bench.matrix.coverage_rules(bench.load_cases(), passes=False)
+    assert [r.topic for r in full if r not in forward] == ["passes"] and len(full) == len(forward) + 1
+    results = ex05_matrix._grade(solved("ex05")["my_matrix"])
+    lines = [line for r in results for line in r.feedback.splitlines() if not line.startswith(" ")]
+    assert all(r.passed for r in results) and len(lines) == len(forward) + 2, lines
+
+
+# --- lesson 02: which backward rows get one row per program --------------------------------------------------------
+
+def test_lesson_02s_one_row_per_program_is_every_fp32_row_wider_than_8192_columns():
+    """02: "except fp32 rows wider than 8192 columns (`BLOCK_SIZE` 16384, 32 warps), which get one row per program"."""
+    from fastpath_lib.rmsnorm import launch
+    from fastpath_lib.rmsnorm.predicate import MAX_COLS
+
+    said = " ".join(_lesson_source("02").split())
+    assert "except fp32 rows wider than 8192 columns (`BLOCK_SIZE` 16384, 32 warps), which get **one row per" in said
+    for cols in range(1, MAX_COLS + 1):
+        one_row = {size for size in (2, 4) if launch.backward_max_rows(cols, size) == 1}
+        assert one_row == ({4} if cols > 8192 else set()), (cols, one_row)
+        if cols > 8192:
+            assert launch.launch_settings(cols, "backward") == (16384, 32), cols

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import pytest
 import torch
 
 import fastpath_lib
-from fastpath_lib import routing
+from fastpath_lib import opspec, routing
 from fastpath_lib.boundary import boundary_points
 from fastpath_lib.cases import CaseSpec
-from fastpath_lib.eligibility import UNKNOWN, Boundary, Condition, Predicate
+from fastpath_lib.eligibility import SPEED_PREDICTION, UNKNOWN, Boundary, Condition, Predicate
 from fastpath_lib.rmsnorm import predicate as P
 
 POINTS = boundary_points()
@@ -33,6 +34,27 @@ def test_every_condition_declares_boundaries_on_both_sides():
         sides = {b.holds for b in cond.boundaries}
         assert sides == {True, False} or cond.name == "non_empty", f"{cond.name} declares only {sides}"
         assert cond.why and cond.requirement, cond.name
+
+
+#: Words of a time cost: a ``why`` that uses one gives a reason of speed.
+_SPEED_WORDS = re.compile(r"\b(?:slow|faster|overhead|outweigh|spill|latency|launch-bound|sav(?:e|es|ing))\w*", re.I)
+#: A comparison of times, which only the shared prediction clause may make.
+_TIMED = re.compile(r"\b(?:slower|faster|outweighs?|launch-bound)\b", re.I)
+
+
+@pytest.mark.parametrize("op", opspec.names())
+def test_a_reason_of_speed_is_shown_as_a_prediction(op):
+    """A ``why`` states what the condition protects in facts about the code, never a time comparison; a condition
+    whose reason is speed is marked ``speed``, and the text every table shows (lesson 03, docs/reference.md, the PR
+    notes) then ends with the one clause that calls its cost a prediction until a GPU run measures it."""
+    conditions = opspec.get(op).predicate.conditions
+    for cond in conditions:
+        assert not _TIMED.search(cond.why), f"{cond.name}'s why states a time comparison as a fact: {cond.why!r}"
+        if _SPEED_WORDS.search(cond.why):
+            assert cond.speed, f"{cond.name}'s why gives a reason of speed; mark it speed=True: {cond.why!r}"
+    rows = {r["condition"]: r["why"] for r in opspec.get(op).predicate.table()}
+    assert {c.name for c in conditions if rows[c.name].endswith(SPEED_PREDICTION)} == \
+        {c.name for c in conditions if c.speed} != set()
 
 
 @pytest.mark.parametrize("point", POINTS, ids=[p.id for p in POINTS])

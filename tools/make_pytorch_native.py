@@ -259,8 +259,9 @@ _MAX_COLS = 16384
 # Triton specializes pointers and sizes on 16-byte alignment for vector loads.
 _ALIGN_BYTES = 16
 _MIN_CAPABILITY = {MIN_CAPABILITY!r}
-# Calls with fewer rows stay with aten: small calls are launch-bound, and no GPU
-# sweep has measured where the kernel starts to beat aten, so it is conservative.
+# Calls with fewer rows stay with aten: they move few bytes, so the kernel has
+# little traffic to save. No GPU sweep has measured where the kernel starts to
+# beat aten, so the value is a conservative prediction.
 _MIN_ROWS = {DEFAULT_CUDA_MIN_ROWS}
 
 
@@ -321,10 +322,12 @@ def _is_supported(
     # Empty inputs have nothing to launch.
     if input.numel() == 0:
         return False
-    # One program holds a whole row in registers; wider rows would spill.
+    # One program holds a whole row in registers: wider rows stay with aten,
+    # since the register pressure they bring is predicted (not measured) to
+    # cost speed.
     if n > _MAX_COLS:
         return False
-    # Small calls are launch-bound: aten keeps them (see _MIN_ROWS).
+    # Small calls stay with aten, a speed prediction (see _MIN_ROWS).
     if input.numel() // n < _MIN_ROWS:
         return False
     # The kernel loads each row as one contiguous block.

@@ -37,7 +37,7 @@ import dataclasses
 import torch
 from torch._subclasses.fake_tensor import is_fake
 
-from fastpath_lib.eligibility import UNKNOWN, Boundary, Condition, Predicate
+from fastpath_lib.eligibility import UNKNOWN, Boundary, Condition, Predicate, for_speed
 from fastpath_lib.rmsnorm import predicate as rms
 from fastpath_lib.rmsnorm.layout import PLAIN_TYPES, decided, row_stride, rows_cols, tensor_kind
 from fastpath_lib.rmsnorm.limits import ALIGN_BYTES
@@ -259,15 +259,15 @@ PREDICATE = Predicate("fused_add_rms_norm", [
                Boundary("residual fp16, x fp32", {"residual_dtype": torch.float16}, False),
                Boundary("residual one row short (broadcasts)", {"residual_rows": 1}, False))),
     _R["cols"],
-    Condition("backward_cols", f"row width <= {BACKWARD_MAX_COLS} columns while autograd records", _check_backward_cols,
-              "shape", "the backward holds a row, its gradient and a dw share per program: wider rows spill registers "
-              "on every GPU target compiled for (the forward does not)",
+    for_speed(Condition("backward_cols", f"row width <= {BACKWARD_MAX_COLS} columns while autograd records",
+              _check_backward_cols, "shape", "the backward holds a row, its gradient and a dw share per program: "
+              "wider rows spill registers on every GPU target compiled for (the forward does not)",
               (Boundary("cols=max, no grad", lambda lim: {"cols": lim.max_cols, "rows": lim.min_rows}, True),
                Boundary(f"cols={BACKWARD_MAX_COLS}, x requires grad", lambda lim: {
                    "cols": BACKWARD_MAX_COLS, "rows": lim.min_rows, "requires_grad": True, "inplace": False}, True),
                Boundary(f"cols={BACKWARD_MAX_COLS}+16B, x requires grad", lambda lim: {
                    "cols": BACKWARD_MAX_COLS + 4, "rows": lim.min_rows, "requires_grad": True, "inplace": False},
-                        False))),
+                        False)))),
     *(_R[n] for n in ("non_empty", "min_rows", "last_dim_contiguous", "memory_format", "row_stride",
                       "weight_contiguous")),
     Condition("residual_layout", "residual last dim contiguous, rows one stride apart", _check_residual_layout,
@@ -276,11 +276,11 @@ PREDICATE = Predicate("fused_add_rms_norm", [
                Boundary("residual row slice", {"residual_layout": "row_slice", "residual_pad": 4}, True),
                Boundary("residual transposed", {"residual_layout": "transposed"}, False))),
     *(_R[n] for n in ("input_alignment", "row_stride_alignment", "weight_alignment")),
-    Condition("residual_alignment", f"residual pointer and row stride multiples of {ALIGN_BYTES} bytes",
+    for_speed(Condition("residual_alignment", f"residual pointer and row stride multiples of {ALIGN_BYTES} bytes",
               _check_residual_alignment, "alignment", "the residual is loaded and stored with 16-byte vectors",
               (Boundary("residual offset 16 bytes", {"residual_offset": 4}, True),
                Boundary("residual offset 4 bytes", {"residual_offset": 1}, False),
-               Boundary("residual slice, stride 66", {"residual_layout": "row_slice", "residual_pad": 2}, False))),
+               Boundary("residual slice, stride 66", {"residual_layout": "row_slice", "residual_pad": 2}, False)))),
     Condition("no_overlap", "in-place form: x, residual and weight share no memory", _check_overlap, "aliasing",
               "programs run rows in parallel: a write to x or residual must not land where another program reads",
               (Boundary("separate buffers", {}, True),

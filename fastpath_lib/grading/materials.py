@@ -112,7 +112,9 @@ def interpreter_environment() -> dict:
 SWEEP_LABEL = "SYNTHETIC sweep drawn from a seed by fastpath_lib (teaching data): invented numbers, not a measurement"
 SWEEP_COLUMNS = ["arch", "cols", "rows", "baseline_us", "baseline_q20_us", "baseline_q80_us", "fastpath_us",
                  "fastpath_q20_us", "fastpath_q80_us"]
-_ARCHS = ("sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120")
+#: Architectures a sweep may set a row threshold for: those the predicate admits by default (``MIN_CAPABILITY`` on),
+#: where it reads ``CUDA_MIN_ROWS``. sm_75 is not one: inside ``allow_sm75()`` it always takes the default.
+_ARCHS = ("sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120")
 _ROWS = tuple(2 ** k for k in range(3, 15))  # 8 .. 16384
 
 

@@ -12,9 +12,10 @@ compiled.facts_markdown())"``):
 * the backward keeps a ``dw`` accumulator beside the row, and gets 32 warps from 8192 columns on: with 16 warps its
   threads spilled to local memory (at 16384 columns they needed more than the 128 registers a thread of a 512-thread
   program can have; at 8192, fp32 on sm_80, ptxas kept to 64 registers and spilled 16 bytes);
-* the backward's fp32 rows of 16384 columns get one row per program (:func:`backward_max_rows`): with 2 or 4 rows
-  the loop carries ``dw`` and spilled 32 to 60 bytes on sm_86, sm_89 and sm_120; with one row no target spills. Its
-  price is one fp32 partial-``dw`` row per input row (scratch as large as the input), not measured on a GPU;
+* the backward's fp32 rows of the 16384 block (wider than 8192 columns) get one row per program
+  (:func:`backward_max_rows`): with 2 or 4 rows the loop carries ``dw`` and spilled 32 to 60 bytes on sm_86, sm_89
+  and sm_120; with one row no target spills. Its price is one fp32 partial-``dw`` row per input row (scratch as large
+  as the input), not measured on a GPU;
 * the forward normalizes several narrow rows per program, so every thread holds at least 8 elements: a 16-byte
   vector of fp16/bf16, two of fp32. One 128-column row per 4-warp program gave each thread one element, loaded and
   stored with 2-byte scalar accesses;

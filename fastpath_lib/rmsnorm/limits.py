@@ -29,7 +29,7 @@ MIN_CAPABILITY = (8, 0)
 INTERPRETER_MIN_ROWS = 8
 #: Row threshold per CUDA architecture, from recorded GPU sweeps (``thresholds.json``, each entry with its source).
 CUDA_MIN_ROWS: dict[tuple[int, int], int] = thresholds.load()
-#: Used for architectures without a recorded sweep: conservative, so small launch-bound calls keep the old path.
+#: Used for architectures without a recorded sweep: conservative, so small launch-bound calls keep F.rms_norm.
 DEFAULT_CUDA_MIN_ROWS = 1024
 #: The smallest row threshold any device has: fewer rows fall back whatever the device (the dispatch tests it before
 #: it reads the device's own threshold).

@@ -49,7 +49,7 @@ import torch.autograd.forward_ad as _fwad
 from torch._subclasses.fake_tensor import is_fake
 
 from fastpath_lib import runtime
-from fastpath_lib.eligibility import UNKNOWN, Boundary, Condition, Predicate
+from fastpath_lib.eligibility import UNKNOWN, Boundary, Condition, Predicate, for_speed
 from fastpath_lib.rmsnorm import capture
 from fastpath_lib.rmsnorm.layout import (PLAIN_TYPES, decided, functorch_transform, row_stride, tensor_kind,
                                          traced_rows)
@@ -444,19 +444,19 @@ PREDICATE = Predicate("rmsnorm", [
     Condition("normalized_dims", "normalized over the last dimension only", _check_norm_dims, "shape",
               "the kernel reduces one row; multi-dim normalization is left to `F.rms_norm`",
               (Boundary("1 dim", {}, True), Boundary("2 dims", {"norm_dims": 2}, False))),
-    Condition("cols", f"row width <= {MAX_COLS} columns", _check_cols, "shape",
-              "one program holds a whole row in registers; wider rows would spill",
+    for_speed(Condition("cols", f"row width <= {MAX_COLS} columns", _check_cols, "shape",
+              "one program holds a whole row in registers; no eligible width spills, and the launch rule stops here",
               (Boundary("cols=max", lambda lim: {"cols": lim.max_cols, "rows": lim.min_rows}, True),
                Boundary("cols=max+16B", lambda lim: {"cols": lim.max_cols + 4, "rows": lim.min_rows}, False),
-               Boundary("cols=max+1", lambda lim: {"cols": lim.max_cols + 1, "rows": lim.min_rows}, False))),
+               Boundary("cols=max+1", lambda lim: {"cols": lim.max_cols + 1, "rows": lim.min_rows}, False)))),
     Condition("non_empty", "at least one element", _check_non_empty, "shape",
               "nothing to launch; `F.rms_norm` handles empty tensors",
               (Boundary("rows=0", {"rows": 0}, False), Boundary("cols=0", {"cols": 0}, False))),
-    Condition("min_rows", "rows >= the row threshold for the architecture", _check_min_rows, "shape",
-              "below it the launch overhead outweighs the saving (protects the baseline on small calls)",
+    for_speed(Condition("min_rows", "rows >= the row threshold for the architecture", _check_min_rows, "shape",
+              "protects small calls, which move few bytes; a GPU sweep sets the threshold per architecture",
               (Boundary("threshold-1", lambda lim: {"rows": lim.min_rows - 1}, False),
                Boundary("threshold", lambda lim: {"rows": lim.min_rows}, True),
-               Boundary("threshold+1", lambda lim: {"rows": lim.min_rows + 1}, True))),
+               Boundary("threshold+1", lambda lim: {"rows": lim.min_rows + 1}, True)))),
     Condition("last_dim_contiguous", "last dimension has stride 1", _check_last_contig, "stride",
               "the kernel loads each row as one contiguous block",
               (Boundary("contiguous", {}, True), Boundary("transposed", {"layout": "transposed"}, False))),
@@ -474,26 +474,26 @@ PREDICATE = Predicate("rmsnorm", [
               "the kernels load the weight as one contiguous block, like a row",
               (Boundary("contiguous weight", {}, True), Boundary("every other element", {"weight_step": 2}, False),
                Boundary("expanded from one value (stride 0)", {"weight_step": 0}, False))),
-    Condition("input_alignment", f"input data pointer a multiple of {ALIGN_BYTES} bytes", _check_input_align,
-              "alignment", "Triton specialises on 16-byte alignment for vector loads; misaligned inputs are slower",
+    for_speed(Condition("input_alignment", f"input data pointer a multiple of {ALIGN_BYTES} bytes", _check_input_align,
+              "alignment", "Triton specializes a pointer that is a multiple of 16 bytes, and the kernel then loads and "
+              "stores 16-byte vectors; a misaligned launch compiles to scalar accesses",
               (Boundary("offset 0", {"offset": 0}, True), Boundary("offset 16 bytes", {"offset": 4}, True),
-               Boundary("offset 8 bytes", {"offset": 2}, False), Boundary("offset 4 bytes", {"offset": 1}, False))),
-    Condition("row_stride_alignment", f"row stride and row width multiples of {ALIGN_BYTES} bytes",
+               Boundary("offset 8 bytes", {"offset": 2}, False), Boundary("offset 4 bytes", {"offset": 1}, False)))),
+    for_speed(Condition("row_stride_alignment", f"row stride and row width multiples of {ALIGN_BYTES} bytes",
               _check_stride_align, "alignment",
-              "every row must start aligned and end on a whole vector: the launcher then tells Triton the stride and "
+              "when every row starts aligned and ends on a whole vector, the launcher tells Triton the stride and "
               "width are multiples of a 16-byte vector, and the kernel loads and stores 16 bytes at a time",
               (Boundary("cols=15", {"cols": 15}, False), Boundary("cols=16", {"cols": 16}, True),
-               Boundary("cols=24 (not a power of two)", {"cols": 24}, True),
-               Boundary("cols=17", {"cols": 17}, False), Boundary("fp16 cols=8", {"cols": 8, "dtype": torch.float16},
-                                                                  True),
+               Boundary("cols=24 (not a power of two)", {"cols": 24}, True), Boundary("cols=17", {"cols": 17}, False),
+               Boundary("fp16 cols=8", {"cols": 8, "dtype": torch.float16}, True),
                Boundary("fp16 cols=12", {"cols": 12, "dtype": torch.float16}, False),
                Boundary("slice, stride 66", {"layout": "row_slice", "pad": 2}, False),
                Boundary("slice, stride 68", {"layout": "row_slice", "pad": 4}, True),
-               Boundary("slice of width 62, stride 64", {"layout": "row_slice", "cols": 62, "pad": 2}, False))),
-    Condition("weight_alignment", f"weight data pointer a multiple of {ALIGN_BYTES} bytes", _check_weight_align,
-              "alignment", "the weight is loaded with vector loads too",
+               Boundary("slice of width 62, stride 64", {"layout": "row_slice", "cols": 62, "pad": 2}, False)))),
+    for_speed(Condition("weight_alignment", f"weight data pointer a multiple of {ALIGN_BYTES} bytes",
+              _check_weight_align, "alignment", "the weight is loaded with vector loads too",
               (Boundary("weight offset 0", {"weight_offset": 0}, True),
-               Boundary("weight offset 4 bytes", {"weight_offset": 1}, False))),
+               Boundary("weight offset 4 bytes", {"weight_offset": 1}, False)))),
 ])
 
 
