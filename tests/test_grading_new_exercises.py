@@ -209,8 +209,8 @@ def test_ex10_sweeps_only_architectures_whose_threshold_the_predicate_reads(monk
     from fastpath_lib.rmsnorm import limits as L
 
     guide = " ".join((ROOT / "solutions" / "ex10_row_threshold.py").read_text().replace("#", " ").split())
-    assert f"the predicate takes its conservative default (`min_rows={L.DEFAULT_CUDA_MIN_ROWS}`), so the Triton route " \
-           "still runs" in guide
+    default = f"the predicate takes its conservative default (`min_rows={L.DEFAULT_CUDA_MIN_ROWS}`)"
+    assert f"{default}, so the Triton route still runs" in guide
     for arch in sorted({a for seed in range(20) for a in ex.sweep_table(seed)["arch"]}):
         cap = (int(arch[3:-1]), int(arch[-1]))  # "sm_120" -> (12, 0)
         call = types.SimpleNamespace(device_type="cuda", interpret=False, capability=cap, limits=L.Limits(),
