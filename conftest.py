@@ -215,13 +215,16 @@ def pytest_unconfigure(config):
 #: sorts files by their number of tests, and a file of seven one-minute tests then starts last. test_compiled.py
 #: comes second: on a cold Triton cache it compiles for about 200 CPU-s (about 20 s warm), work that fills the cores
 #: while the other workers wait on kernel starts.
-SLOW_FIRST = ("tests/test_grading_solutions.py", "tests/browser/", "tests/test_grading.py",
-              "tests/test_grading_kernel_run.py", "tests/test_evidence.py",
-              "tests/test_grading_integrity.py", "notebooks/05_benchmark_matrix.ipynb", "tests/test_grading_checks.py",
-              "tests/test_compiled.py",
-              "tests/test_grading_honest.py", "tests/test_release.py", "tests/test_grading_channel.py",
-              "tests/test_grading_attacks.py", "tests/test_grading_sandbox.py", "tests/test_vllm_upstream.py",
-              "tests/test_vllm_plugin.py", "tests/test_bench.py", "tests/test_pytest_config.py",
+SLOW_FIRST = ("tests/grading/test_grading_solutions.py", "tests/browser/", "tests/grading/test_grading.py",
+              "tests/grading/test_grading_kernel_run.py", "tests/bench/test_evidence.py",
+              "tests/grading/test_grading_integrity.py", "notebooks/05_benchmark_matrix.ipynb",
+              "tests/grading/test_grading_checks.py",
+              "tests/rmsnorm/test_compiled.py",
+              "tests/grading/test_grading_honest.py", "tests/course/test_release.py",
+              "tests/grading/test_grading_channel.py",
+              "tests/grading/test_grading_attacks.py", "tests/grading/test_grading_sandbox.py",
+              "tests/upstream/test_vllm_upstream.py",
+              "tests/upstream/test_vllm_plugin.py", "tests/bench/test_bench.py", "tests/kit/test_pytest_config.py",
               "notebooks/07_pr_note.ipynb", "notebooks/09_upstream_review.ipynb")
 
 

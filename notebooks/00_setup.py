@@ -110,7 +110,7 @@ print("Triton can run here:", runtime.interpreter_enabled() or runtime.cuda_avai
 # %pip install hypothesis ipywidgets pyyaml
 # ```
 #
-# The kernels do compile for sm_75 (`tests/test_compiled.py` compiles both ops' kernels for it, spill-free). To run
+# The kernels do compile for sm_75 (`tests/rmsnorm/test_compiled.py` compiles both ops' kernels for it, spill-free). To run
 # them on a T4, opt in for a block: `selftest.allow_sm75()` runs the self-test on the T4 first and then admits fp16
 # and fp32 (never bf16) inside its `with` block only. Those calls are outside Triton's support matrix and
 # unmeasured: no sweep set their row threshold. On any other GPU (a P100 included) or machine the block changes

@@ -280,15 +280,15 @@ print("vmap equals F.rms_norm's:", torch.equal(torch.func.vmap(ours)(xb), torch.
 #
 # | promise | checked by |
 # |---|---|
-# | fp16/bf16/fp32 in, same dtype out, `F.rms_norm`'s strides | promise 1; `tests/test_contract.py` |
+# | fp16/bf16/fp32 in, same dtype out, `F.rms_norm`'s strides | promise 1; `tests/rmsnorm/test_contract.py` |
 # | default eps = fp32 machine epsilon for fp16/bf16/fp32 | promise 2 |
 # | no aliasing; inputs untouched | promise 3; guard bands (lesson 04) |
 # | same exception type and message | promise 4 |
 # | autocast policy = `F.rms_norm`'s | promise 5 |
 # | gradients, including higher order | promise 6 |
 # | `torch.compile(fullgraph=True)` | promise 7; `opcheck` (lesson 04) |
-# | forward-mode AD, `torch.func` transforms | promise 8; `tests/test_contract_modes.py` |
-# | nested, sparse, DTensor inputs; channels-last strides | `tests/test_contract_modes.py`; lesson 03 |
+# | forward-mode AD, `torch.func` transforms | promise 8; `tests/rmsnorm/test_contract_modes.py` |
+# | nested, sparse, DTensor inputs; channels-last strides | `tests/rmsnorm/test_contract_modes.py`; lesson 03 |
 #
 # ## Recap
 #

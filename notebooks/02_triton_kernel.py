@@ -125,7 +125,7 @@ print(inspect.getsource(kernels.rms_norm_fwd_kernel.fn))
 # - `to_fp32` and `round_to` (defined above the kernel) are Triton's own conversions on a GPU. Triton 3.8's
 #   interpreter is not faithful to them for bf16 (it truncates fp32 to bf16 and widens bf16 subnormals to wrong
 #   values), so there they work on the bits, a NaN of any bits kept a NaN: what runs here computes what the GPU
-#   computes, down to NaN payloads and subnormals (`tests/test_extremes.py`).
+#   computes, down to NaN payloads and subnormals (`tests/rmsnorm/test_extremes.py`).
 #
 # Why tiles of rows: with one row per program, a 128-column row in a 4-warp program (128 threads) would give each
 # thread one element, loaded and stored with 2-byte scalar accesses. With 8 rows per program each thread holds 8
@@ -246,7 +246,7 @@ print(inspect.getsource(kernels.rms_norm_bwd_kernel.fn))
 #   program** (`launch.backward_max_rows`). With 2 or 4 rows the loop carries the 16384-wide `dw_acc` from row to
 #   row, and compiled that way the kernel spills to local memory on some targets; with one row it spills on none of
 #   sm_75, sm_80, sm_86, sm_89, sm_90 and sm_120 with the pinned Triton 3.8. Spills are counted by compiling for
-#   those targets on a CPU-only machine (`fastpath_lib.rmsnorm.compiled`, `tests/test_compiled.py`); the price of
+#   those targets on a CPU-only machine (`fastpath_lib.rmsnorm.compiled`, `tests/rmsnorm/test_compiled.py`); the price of
 #   one row per program is not measured on a GPU either: one fp32 partial row per input row, so the scratch is as
 #   large as the fp32 input, written by the kernel and read back by the sum;
 # - the launcher sums the partial rows with `torch.sum` in a fixed order: no atomics, so the same input gives
@@ -374,7 +374,7 @@ else:
 # | races (two programs, or two threads, touching the same memory) | programs run one after another, each whole: nothing ever interleaves, so a race gives the same answer every run | `compute-sanitizer --tool racecheck` on a GPU for shared memory; for global memory, a design without races (the backward's per-program `dw` partials, overlapping in-place calls sent to the fallback) and the aliasing tests run on a GPU |
 # | `int32` offset overflow past 2³¹ elements | a CPU test cannot allocate real tensors that large (2³¹ bf16 elements are 4 GiB per tensor, far too slow for the interpreter to run routinely), so the small shapes it runs never reach the wrap. The offset arithmetic can be probed without the memory: a launch whose row stride lies, as exercise 02's check does (a stride that puts row 3 at 2³² + 8 elements, on tensors that hold row 0 only; the interpreter wraps `int32` as a GPU does, so an `int32` `row * row_stride` lands back inside them) | that probe, for the arithmetic; otherwise a GPU test with a real tensor that large under `PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool memcheck` (a wrapped offset lands outside the tensor); reading the kernel for the `int64` cast of the row index (knowledge check 2) |
 # | timing | numpy on a CPU says nothing about a GPU's time | a GPU run: `triton.testing.do_bench`, the kit's `bench` and `evidence` commands, and a profiler (Nsight Systems for the timeline, Nsight Compute for one kernel) |
-# | occupancy | no SMs, no warps, no register file | the compiled-facts check (registers and shared memory per program, from code compiled for each GPU target on this CPU: `fastpath_lib.rmsnorm.compiled`, `tests/test_compiled.py`), and Nsight Compute's achieved occupancy on a GPU |
+# | occupancy | no SMs, no warps, no register file | the compiled-facts check (registers and shared memory per program, from code compiled for each GPU target on this CPU: `fastpath_lib.rmsnorm.compiled`, `tests/rmsnorm/test_compiled.py`), and Nsight Compute's achieved occupancy on a GPU |
 # | register spills | the interpreter compiles nothing | the compiled-facts check (`ptxas -v` spill bytes, for every specialization the launchers use), and Nsight Compute's local-memory traffic on a GPU |
 #
 # Out-of-bounds accesses are not on the list: a CPU run does catch them here, through the access watch above

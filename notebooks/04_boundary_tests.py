@@ -272,7 +272,7 @@ print("fast path equals F.rms_norm:", torch.allclose(y, base, atol=1e-5, rtol=2e
 # The boundary points test each limit; hypothesis draws cases from everywhere else — widths, dtypes, weights,
 # layouts, offsets, magnitudes — and checks every one against the reference. `derandomize=True` makes the draw the
 # same on every run (a notebook's output must not change); the test suite runs more examples
-# (`tests/test_hypothesis.py`).
+# (`tests/rmsnorm/test_hypothesis.py`).
 
 # %%
 from hypothesis import given, settings, strategies as st

@@ -235,7 +235,7 @@ print("output equals eager:", torch.equal(got, eager),
 # the graph: the compiled function returns the new value and AOTAutograd copies it into `h` afterwards, so the caller
 # sees what eager mode shows. None of this works unless the
 # schema is honest: an undeclared write would be invisible to functionalization, and the compiled graph could read a
-# stale copy. (`tests/test_fused_ops.py` also compiles the functional form, with its Triton backward.)
+# stale copy. (`tests/fused/test_fused_ops.py` also compiles the functional form, with its Triton backward.)
 #
 # ## An intermediate's precision is part of the contract
 #

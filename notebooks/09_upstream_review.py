@@ -74,7 +74,7 @@ ROWS = 2 * limits_for(DEVICE).min_rows  # eligible on every device
 #
 # The kit's rule is `fastpath_lib/rmsnorm/sharding.py` (`register_sharding` on both ops and their backwards).
 # Registering it is process-wide, so importing the kit does not: the first DTensor call does. A one-rank group here
-# (`tests/test_sharding.py` runs two ranks):
+# (`tests/rmsnorm/test_sharding.py` runs two ranks):
 
 # %%
 import tempfile
@@ -186,7 +186,7 @@ print("traced on FakeTensors:", [str(n.target) for n in graph.graph.nodes if n.o
 # patch against the pinned vLLM release's files, from the files written as vLLM would ship them under `upstream/vllm/`:
 # a new `vllm/kernels/triton/layernorm.py` with `"triton"` providers of both IR ops (one kernel, a `triton_op` launcher
 # for each op, metadata checks only), imported beside `activation.py`, and its tests. No config field and no layer
-# change: the priority chooses the provider. `tests/test_vllm_upstream.py` checks that it is current, applies, passes
+# change: the priority chooses the provider. `tests/upstream/test_vllm_upstream.py` checks that it is current, applies, passes
 # vLLM's ruff and mypy settings, and that its tests pass under the interpreter. The files it changes, and its lines
 # added and removed:
 
@@ -247,7 +247,7 @@ print("after the block:", native_override.registered_overrides())
 # writes it in `upstream/` from the kit's kernels: a patch against the installed `torch/_native/` that adds the kernels
 # (the forward also stores the `rstd` that `_fused_rms_norm` returns), a `cond` whose every refusal says why, the
 # registration after quack's, and tests in PyTorch's form that register the override for the CPU key and run under
-# Triton's interpreter; with it, the PR note in PyTorch's template. `tests/test_pytorch_native.py` checks that the
+# Triton's interpreter; with it, the PR note in PyTorch's template. `tests/rmsnorm/test_pytorch_native.py` checks that the
 # patch is current, applies, passes ruff at PyTorch's settings and that its tests pass. The files it changes:
 
 # %% tags=["nbval-ignore-output"]
@@ -489,7 +489,7 @@ for host in ("not asked", "asked"):
 # an exception or a CUDA initialisation: the plugin asks vLLM's platform object, which reads NVML, never
 # `torch.cuda`. Where it can run it puts its providers first in the platform's default priority, with one log line;
 # it never takes vLLM's single out-of-tree `RMSNorm` slot, which a hardware plugin may need
-# (`tests/test_vllm_plugin.py` runs these cases and both plugin orders).
+# (`tests/upstream/test_vllm_plugin.py` runs these cases and both plugin orders).
 #
 # ### 6. Tests that only the reference's extremes reveal
 #
@@ -527,8 +527,8 @@ print("compare_extremes:", testing.compare_extremes(out, want, *reference.tolera
 # %% [markdown]
 # Tests built on `torch.nan` alone cannot see it: that NaN is the canonical one. `fastpath_lib.testing.EXTREMES`
 # names the values at a dtype's edges (NaNs with payloads, all-ones and signalling mantissas, negative NaNs, `-0.0`,
-# subnormals, infinities, the largest finite values), and `tests/test_extremes.py` runs both ops on them, every
-# dtype pair and route; `tests/test_fused_contract.py::test_a_nan_of_any_bits_stays_nan` keeps this case.
+# subnormals, infinities, the largest finite values), and `tests/rmsnorm/test_extremes.py` runs both ops on them, every
+# dtype pair and route; `tests/fused/test_fused_contract.py::test_a_nan_of_any_bits_stays_nan` keeps this case.
 #
 # The second is in placement. When a sharding rule asks an in-place op for placements other than the caller's,
 # DTensor redistributes a copy of each argument but the first, and the op writes the copy and returns without error,
@@ -536,7 +536,7 @@ print("compare_extremes:", testing.compare_extremes(out, want, *reference.tolera
 # `x` a `Shard(0)` DTensor and `residual` a `Replicate()` one is such a pair for the fused op. The extreme here is a
 # placement pair no ordinary test uses. The kit's rule refuses such a pair, naming both placements, and
 # `fastpath_lib.fused_add_rms_norm_` writes back into any placements. On two gloo ranks,
-# `tests/test_sharding.py::test_in_place_on_every_placement_pair_writes_the_callers_tensors_or_raises` runs every
+# `tests/rmsnorm/test_sharding.py::test_in_place_on_every_placement_pair_writes_the_callers_tensors_or_raises` runs every
 # pair through both entry points and checks the caller's tensors after each call.
 
 # %% [markdown]

@@ -231,7 +231,7 @@ def test_rms_norm_backward_and_layout_cases_run_through_the_generic_matrix():
     assert pd.isna(s["route_backward"]) and s["pass"] == "forward"
 
 
-# --- fused residual-add + RMSNorm through its spec (issue 18 item 4; its matrix in tests/test_fused_bench.py) --------
+# --- fused residual-add + RMSNorm through its spec (issue 18 item 4; its matrix in tests/fused/test_fused_bench.py) --
 
 def test_fused_op_is_registered_second_with_its_own_pieces(capsys):
     from fastpath_lib.fused.cases import FusedCaseSpec

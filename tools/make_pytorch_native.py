@@ -24,7 +24,7 @@ changes:
   override for the ``CPU`` key and run the kernels under Triton's interpreter (``TRITON_INTERPRET=1``).
 
 Nothing in the result names the kit. The generated files are formatted with ``ruff format`` at 88 columns (black's
-width, PyTorch's formatter). ``tests/test_pytorch_native.py`` checks that the patch is current, applies to the
+width, PyTorch's formatter). ``tests/rmsnorm/test_pytorch_native.py`` checks that the patch is current, applies to the
 installed files, passes ruff at PyTorch's settings (:data:`RUFF_SELECT`, :data:`RUFF_IGNORE`), and that its tests pass
 here.
 """

@@ -16,8 +16,8 @@ The patch is a unified diff (``git apply`` / ``patch -p1``) against the files of
 No config field and no change to a layer: the platform's priority (``get_default_ir_op_priority``) or the
 ``ir_op_priority`` option chooses the provider, and under Inductor the IR op stays in the graph for vLLM's fusion
 passes. The new files are written as vLLM would ship them, under ``upstream/vllm/`` at vLLM's paths; nothing in them
-names the kit. ``tests/test_vllm_upstream.py`` checks that the patch is current, applies, passes ruff and mypy with
-vLLM's settings, and runs its tests under Triton's interpreter on the CPU.
+names the kit. ``tests/upstream/test_vllm_upstream.py`` checks that the patch is current, applies, passes ruff and mypy
+with vLLM's settings, and runs its tests under Triton's interpreter on the CPU.
 """
 
 from __future__ import annotations

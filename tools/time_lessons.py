@@ -8,7 +8,7 @@ without CUDA), with empty Triton, Inductor and mypy caches (a learner's first ru
 notebook. The record keeps, per lesson: the wall seconds, the kernel's CPU seconds (user + system, its children
 included: on a busy machine the wall time grows and the CPU time much less), the slowest cells, the words a reader
 reads (markdown, code, printed output) and the machine's one-minute load when the run started. Run it on a quiet
-machine, one lesson at a time; ``tests/test_course.py`` checks each lesson's stated time against the record.
+machine, one lesson at a time; ``tests/course/test_course.py`` checks each lesson's stated time against the record.
 """
 
 from __future__ import annotations

@@ -152,7 +152,7 @@ def run_evidence(out_dir: str | Path, *, budget_s: float = DEFAULT_BUDGET_S, ste
         log: ``callable(str)`` for progress lines (default: stderr).
         preflight: the preflight's checks (:func:`fastpath_lib.bench.preflight.preflight`), kept in the manifest.
         clock, runner: the run's clock and ``runner(step, staging, budget) -> manifest entry`` (default: each step in
-            its own process); the rehearsal passes a simulated clock and steps (``tests/evidence_fakes.py``).
+            its own process); the rehearsal passes a simulated clock and steps (``tests/bench/evidence_fakes.py``).
 
     Returns:
         ``(exit_status, folder)``: 0 when no step failed, 1 otherwise (130 when interrupted).

@@ -40,8 +40,8 @@ def primary() -> str:
     return opspec.names()[0]
 
 #: The core tests the evidence run repeats on CUDA (those present in the checkout).
-CORE_TESTS = ("tests/test_predicate.py", "tests/test_boundaries.py", "tests/test_contract.py",
-              "tests/test_contract_modes.py", "tests/test_hypothesis.py")
+CORE_TESTS = ("tests/rmsnorm/test_predicate.py", "tests/test_boundaries.py", "tests/rmsnorm/test_contract.py",
+              "tests/rmsnorm/test_contract_modes.py", "tests/rmsnorm/test_hypothesis.py")
 
 
 # --- steps ----------------------------------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """What a result means, in one place: the columns of ``results.csv``, its time unit, the row families, the outcome
 words, the measurement labels, the one rule for "is this a GPU measurement", and which results folder counts as a
-recorded GPU run. Every other module imports these; none spells them again (``tests/test_bench.py`` greps for copies).
+recorded GPU run. Every other module imports these; none spells them again (``tests/bench/test_bench.py`` greps for
+copies).
 
 Every table the kit writes or prints times in **microseconds** (:data:`TIME_UNIT`): ``results.csv`` (``median_us``,
 ``samples_us``, ...), the summary table, the PR note, the host-overhead table and the exercises' synthetic tables.

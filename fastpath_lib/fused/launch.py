@@ -6,8 +6,8 @@ The fused backward holds more per row than RMSNorm's (the sum ``x + r`` and the 
 spilled it: 56 bytes at 8192 columns, fp16 and bf16, 4 rows per program, on sm_86 and sm_89 (Triton 3.8). With the
 forward's 16 warps (128 registers a thread) it compiles spill-free on every target from sm_75 to sm_120. Above 8192
 columns it spills at any warp count, so calls autograd records stop there
-(:data:`fastpath_lib.fused.predicate.BACKWARD_MAX_COLS`). Compile-time facts, from ``tests/test_compiled.py``; no
-GPU timed the change. Imports neither Triton nor the kernels.
+(:data:`fastpath_lib.fused.predicate.BACKWARD_MAX_COLS`). Compile-time facts, from ``tests/rmsnorm/test_compiled.py``;
+no GPU timed the change. Imports neither Triton nor the kernels.
 
 >>> launch_settings(8192, "backward"), launch_settings(4096, "backward")
 ((8192, 16), (4096, 8))

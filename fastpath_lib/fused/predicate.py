@@ -46,7 +46,8 @@ __all__ = ["FusedCall", "make_call", "eligible", "runtime_eligible", "overlaps",
            "BASE_CASE", "RMSNORM_CONDITIONS", "PER_CALL", "STATIC", "BACKWARD_MAX_COLS"]
 
 _CHANNELS_LAST = {4: torch.channels_last, 5: torch.channels_last_3d}
-#: The widest row of a call autograd records: wider, the backward kernel spills registers (``tests/test_compiled.py``).
+#: The widest row of a call autograd records: wider, the backward kernel spills registers
+#: (``tests/rmsnorm/test_compiled.py``).
 BACKWARD_MAX_COLS = 8192
 
 

@@ -1,7 +1,7 @@
 """Grading of the exercise notebooks: ``python -m fastpath_lib grade PATH... [--format table|json|gradescope]``.
 
 The package is laid out in four rooms over a floor. A room imports the rooms listed after it and the floor, never
-one listed before it, with two seams left, each named in ``tests/test_architecture.py`` (``ROOM_SEAMS``): feedback
+one listed before it, with two seams left, each named in ``tests/kit/test_architecture.py`` (``ROOM_SEAMS``): feedback
 reads the answer channel's error type (``report`` -> ``engine.remote``), and the registry takes exercise 04's
 category names from its mutants (floor -> ``rules.mutants``), which the student release stubs.
 

@@ -36,7 +36,7 @@ removes the three 32-register spills and the 4096-column one on 3.6, but raised 
 specializations the rule had then (fp32 at 16384 still with 2 and 4 rows; the 4096-column one from 64 to 113, halving
 the programs a multiprocessor holds), left fp32 at 16384 with 2 or more rows spilling, and made Triton 3.8 spill there
 too (an explicit ``.maxnreg 64`` is not the same as ptxas's own cap for 1024 threads). Those were compiled, not timed,
-so the rule stays as it is until a GPU run says otherwise; ``tests/test_compiled.py`` lists them there.
+so the rule stays as it is until a GPU run says otherwise; ``tests/rmsnorm/test_compiled.py`` lists them there.
 """
 
 from __future__ import annotations

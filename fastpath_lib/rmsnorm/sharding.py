@@ -259,7 +259,7 @@ def register() -> None:
 
     The ops must be defined first (importing :mod:`fastpath_lib` defines them). DTensor caches a rule's answer per
     input placements and per flattened non-tensor arguments, so ``normalized_shape``'s length, which decides the
-    leading dims, is part of the key (``tests/test_sharding.py`` checks it).
+    leading dims, is part of the key (``tests/rmsnorm/test_sharding.py`` checks it).
     """
     global _registered
     if _registered:

@@ -40,7 +40,7 @@ __all__ = ["check_pr_note", "SECTIONS", "WORD_LIMIT", "words_outside_details", "
            "claims_speedup"]
 
 #: The most words a note may show outside ``<details>`` blocks (the kit's own rule for its PR notes, restated here and
-#: tied to it by ``tests/test_pr_concise.py``: the grader imports nothing of the kit's note).
+#: tied to it by ``tests/bench/test_pr_concise.py``: the grader imports nothing of the kit's note).
 WORD_LIMIT = 600
 
 #: section -> pattern its heading must match

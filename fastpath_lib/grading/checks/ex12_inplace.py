@@ -76,7 +76,8 @@ _WHAT = {
                       "that x and residual still hold what they held",
 }
 _ROOT = Path(__file__).resolve().parents[3]
-_KIT_TESTS = ("tests/test_fused_contract.py", "tests/test_fused_ops.py", "tests/test_vllm_providers.py")
+_KIT_TESTS = ("tests/fused/test_fused_contract.py", "tests/fused/test_fused_ops.py",
+              "tests/upstream/test_vllm_providers.py")
 
 _PRIVATE_OVERLAP = borrowed.Forbidden(builtins=(
     ("_overlaps", "torch's own overlap check is the answer"),

@@ -77,7 +77,7 @@ ISOLATED = "isolated (bwrap)"
 UNISOLATED = "unisolated"
 NOT_RUN = "not run"  # --isolation bwrap, and the sandbox could not start: not graded
 
-#: bubblewrap's isolation, each flag tested from inside the sandbox (``tests/test_grading_sandbox.py``).
+#: bubblewrap's isolation, each flag tested from inside the sandbox (``tests/grading/test_grading_sandbox.py``).
 FLAGS = (
     "--unshare-user", "--uid", "65534", "--gid", "65534",  # nobody, in a user namespace of its own (not root)
     "--unshare-pid",  # a process tree of its own: /proc/<pid>/root reaches no process outside the sandbox

@@ -1,7 +1,7 @@
 """Which teachable item of the lessons is graded where: item -> lesson -> exercise part -> check.
 
 The table is data (:data:`ITEMS`); the README's copy is rendered from it (:func:`markdown_table`) and
-``tests/test_seed_coverage.py`` keeps the two the same, checks that every named part is registered
+``tests/course/test_seed_coverage.py`` keeps the two the same, checks that every named part is registered
 (:data:`~fastpath_lib.grading.registry.EXERCISES`) and that at least :data:`MIN_GRADED` items are graded.
 
 >>> graded = [i for i in ITEMS if i.parts]

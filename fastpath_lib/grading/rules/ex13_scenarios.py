@@ -112,14 +112,15 @@ def _route_expected(sc: dict) -> frozenset:
 _CLAIMS = (
     ("tests.test_boundaries", "test_boundary_point", "both routes match the float64 reference at every declared "
      "boundary point", False),
-    ("tests.test_contract", "test_fake_impl", "register_fake gives the real op's dtype, shape and strides", False),
-    ("tests.test_contract", "test_opcheck", "the custom op passes torch.library.opcheck", False),
-    ("tests.test_dispatch", "test_compiled_fullgraph", "torch.compile(fullgraph=True) matches eager across the row "
-     "threshold, with no graph break", False),
+    ("tests.rmsnorm.test_contract", "test_fake_impl", "register_fake gives the real op's dtype, shape and strides",
+     False),
+    ("tests.rmsnorm.test_contract", "test_opcheck", "the custom op passes torch.library.opcheck", False),
+    ("tests.rmsnorm.test_dispatch", "test_compiled_fullgraph", "torch.compile(fullgraph=True) matches eager across "
+     "the row threshold, with no graph break", False),
     ("tests.test_boundaries", "test_non_finite", "NaN and inf inputs give F.rms_norm's NaN and inf", False),
     ("tests.test_traffic", "test_guard_band", "no read or write outside the tensors (guard bands, interpreter)", False),
-    ("tests.test_contract_modes", "test_deterministic", "two runs of the same call are bitwise equal", False),
-    ("tests.test_contract_modes", "test_autocast", "under autocast the output dtype is F.rms_norm's", False),
+    ("tests.rmsnorm.test_contract_modes", "test_deterministic", "two runs of the same call are bitwise equal", False),
+    ("tests.rmsnorm.test_contract_modes", "test_autocast", "under autocast the output dtype is F.rms_norm's", False),
     ("tests.test_gpu", "test_sanitizer", "compute-sanitizer finds no out-of-bounds access, race or uninitialised "
      "read", True),
     ("tests.test_gpu", "test_cuda_graph_capture", "captured calls replay to the reference", True),
@@ -158,7 +159,7 @@ def _report_case(rng: random.Random, how: list) -> dict:
             cases.append((module, f"{prefix}_{rng.choice(('matches', 'holds', 'ok', 'case'))}{k}"
                                   f"[{rng.choice(_PARAMS)}]", res))
         if shape == "supported":  # the same name in another module, failing: not this claim's test
-            cases.append(("tests.test_vllm_providers", f"{prefix}_provider[{rng.choice(_PARAMS)}]", "failed"))
+            cases.append(("tests.upstream.test_vllm_providers", f"{prefix}_provider[{rng.choice(_PARAMS)}]", "failed"))
         claims.append({"id": f"T{i + 1}", "claim": text, "module": module, "tests": prefix,
                        "gpu_only": gpu})
     rng.shuffle(cases)
