@@ -49,7 +49,7 @@ def test_the_lessons_linters_run_at_the_generators_settings(cells):
 
 def test_the_tests_the_lesson_names_exist(cells):
     prose = "\n".join(c.source for c in cells if c.cell_type == "markdown")
-    named = re.findall(r"`(tests/test_\w+\.py)::(test_\w+)`", prose)
+    named = re.findall(r"`(tests/(?:\w+/)*test_\w+\.py)::(test_\w+)`", prose)
     assert len(named) >= 2, named
     for path, name in named:
         assert re.search(rf"^def {name}\(", (ROOT / path).read_text(), re.MULTILINE), f"{path} has no {name}"
