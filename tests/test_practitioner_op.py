@@ -438,3 +438,29 @@ def test_a_folder_s_note_loads_the_op_its_environment_names(bench_folder, tmp_pa
             pr_note(folder)
     finally:
         opspec.register(op.SPEC, replace=True)
+
+
+def _launchable(x):
+    """The fast route's own limit (what ``fast_unsupported`` declares): one block per row."""
+    return None if x.shape[-1] <= 2 * op.MAX_COLS else f"{x.shape[-1]} columns, more than one block"
+
+
+#: A right public function with a wrong fast route that the spec times outside the predicate (``fast_unsupported``).
+WRONG_OUTSIDE = __import__("dataclasses").replace(op.SPEC, name="absmax_wrong_outside", fast=_wrong_fast,
+                                                  fast_unsupported=_launchable)
+
+
+def test_a_wrong_fast_route_is_never_timed_where_fast_unsupported_lets_it_run(short_timing):
+    """Every ``triton`` row that would be timed is checked first, inside the predicate (``tokens_fp16``) and outside
+    it (``wide_fp32``, which the predicate turns down and ``fast_unsupported`` lets run); the public function stays
+    right and is timed."""
+    from fastpath_lib.bench import opbench
+    from fastpath_lib.bench.analysis import wrong_cases
+
+    df = opbench.run_op(WRONG_OUTSIDE, quick=True).set_index(["case_id", "provider"])
+    for case in ("tokens_fp16", "wide_fp32"):
+        row = df.loc[(case, "triton")]
+        assert row.status == "error" and "differs from the reference" in row.note, row.to_dict()
+        assert not row.median_us > 0, row.to_dict()  # not timed
+        assert df.loc[(case, "dispatched"), "status"] == "ok"
+    assert sorted(wrong_cases(df.reset_index())) == ["tokens_fp16", "wide_fp32"]

@@ -217,7 +217,9 @@ def time_case(spec: OpSpec, case: OpCase, providers: dict[str, str], *, quick: b
         gpu: the run's GPU-measurement flag, carried into every row.
         settings: harness settings (:func:`~fastpath_lib.bench.timing.settings_for`).
         device: where the inputs are built.
-        check: check the public function against the reference first (a case that fails is not timed).
+        check: check the public function, and the fast route wherever its row is to be timed (inside the predicate
+            or, through ``fast_unsupported``, outside it; in a backward case its forward), against the reference
+            first (a row that fails is not timed).
         log: ``callable(str)`` for one line per timed provider.
         copy_gbps: the run's copy bandwidth, for ``pct_copy_bw`` (NaN: none measured).
     """
@@ -242,14 +244,9 @@ def time_case(spec: OpSpec, case: OpCase, providers: dict[str, str], *, quick: b
     out, timed = [], {}
     for provider, impl in providers.items():
         kw, nbytes = common(impl)
-        wrong = None  # the op's own routes are checked against the reference; a wrong one is not timed
-        if provider == "dispatched":
-            wrong = bad
-        elif provider == "triton" and check and route == "triton" and spec.fast_unsupported is None:
-            wrong = bad if bwd else _check(spec, spec.fast, first, dtype)
-        if wrong:
+        if provider == "dispatched" and bad:  # the op's own routes are checked; a wrong one is not timed
             out.append(_row(spec, case, provider, quick, gpu, first[0], status="error",
-                            note=f"differs from the reference: {wrong}", **kw))
+                            note=f"differs from the reference: {bad}", **kw))
             continue
         notes = [f"baseline: {base_name}"] if provider == "baseline" else []
         if nbytes < base_bytes:
@@ -268,6 +265,13 @@ def time_case(spec: OpSpec, case: OpCase, providers: dict[str, str], *, quick: b
             skip = COMPILE_SKIPPED
         if skip:
             out.append(_row(spec, case, provider, quick, gpu, first[0], status="skipped", note=skip, **kw))
+            continue
+        # the fast route is checked wherever it is about to be timed, inside the predicate or outside it (a spec
+        # declaring ``fast_unsupported`` times it outside): every timed row of the op's own routes was checked first
+        wrong = _check(spec, spec.fast, first, dtype) if provider == "triton" and check else None
+        if wrong:
+            out.append(_row(spec, case, provider, quick, gpu, first[0], status="error",
+                            note=f"differs from the reference: {wrong}", **kw))
             continue
         fn, compile_s = impls[impl], None
         it = iter(range(1 << 62))
