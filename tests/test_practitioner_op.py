@@ -464,3 +464,30 @@ def test_a_wrong_fast_route_is_never_timed_where_fast_unsupported_lets_it_run(sh
         assert not row.median_us > 0, row.to_dict()  # not timed
         assert df.loc[(case, "dispatched"), "status"] == "ok"
     assert sorted(wrong_cases(df.reset_index())) == ["tokens_fp16", "wide_fp32"]
+
+
+def _gated(x):
+    """A gated activation, ``silu(x[..., :d]) * x[..., d:]``: its output is half its input's width."""
+    import torch.nn.functional as F
+
+    d = x.shape[-1] // 2
+    return (F.silu(x[..., :d].float()) * x[..., d:].float()).to(x.dtype)
+
+
+#: An op whose output is not its input's shape, with a backward case (autograd records: the composite runs).
+GATED = __import__("dataclasses").replace(
+    op.SPEC, name="gated_test", function=_gated, reference=_gated, route=lambda x: "fallback", fast=None,
+    predicate=None, context=None, boundary_base=None, limits=None, host_cases=(), baselines={"torch_eager": _gated},
+    cases=[opspec.OpCase("train_fp32", 8, 256, "float32", "fallback", "autograd records: the composite runs",
+                         quick=(4, 64), pass_="backward")])
+
+
+def test_a_backward_case_takes_the_gradient_of_the_op_s_output_shape(short_timing):
+    """The incoming gradient is built from the op's output (half the input's width here), so every provider runs
+    forward then backward and is timed."""
+    from fastpath_lib.bench import opbench
+
+    df = opbench.run_op(GATED, quick=True).set_index("provider")
+    for provider in ("baseline", "dispatched"):
+        row = df.loc[provider]
+        assert row.status == "ok" and row.median_us > 0 and row["pass"] == "backward", row.to_dict()

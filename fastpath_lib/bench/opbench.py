@@ -167,10 +167,20 @@ def _grad_inputs(args: tuple) -> tuple:
     return tuple(a for a in args if isinstance(a, torch.Tensor) and a.is_floating_point())
 
 
+def _incoming_gradient(spec: OpSpec, args: tuple, gen: torch.Generator):
+    """The incoming gradient of a backward case's call: one tensor per output of the op (the reference run once,
+    untimed, gives each output's shape, dtype and device), drawn from ``gen``; a tuple where the op returns one."""
+    with torch.no_grad():
+        out = spec.reference(*(a.detach() if isinstance(a, torch.Tensor) else a for a in args))
+    dy = tuple(torch.randn(tuple(o.shape), generator=gen, dtype=torch.float32).to(o.device, o.dtype)
+               for o in _as_tuple(out))
+    return dy if isinstance(out, (tuple, list)) else dy[0]
+
+
 def _input_sets(spec: OpSpec, case: OpCase, quick: bool, n: int, device: str) -> list[tuple[tuple, object]]:
     """``n`` freshly built ``(args, dy)`` of a case (``dy``: ``None`` forward; for a backward case, the incoming
-    gradient, shaped like the first argument, drawn from one generator seeded 1234, and every floating-point tensor
-    argument a leaf that requires grad)."""
+    gradient, shaped like the op's output (:func:`_incoming_gradient`), drawn from one generator seeded 1234, and every
+    floating-point tensor argument a leaf that requires grad)."""
     rows, cols = case.dims(quick)
     make = spec.case_spec or CaseSpec
     built = make(rows=rows, cols=cols, dtype=getattr(torch, case.dtype), device=device, layout=case.layout,
@@ -181,8 +191,7 @@ def _input_sets(spec: OpSpec, case: OpCase, quick: bool, n: int, device: str) ->
     gen, out = torch.Generator(device="cpu").manual_seed(1234), []
     for args in sets:
         args = tuple(a.detach().requires_grad_(True) if any(a is g for g in _grad_inputs(args)) else a for a in args)
-        x = args[0]
-        out.append((args, torch.randn(tuple(x.shape), generator=gen, dtype=torch.float32).to(x.device, x.dtype)))
+        out.append((args, _incoming_gradient(spec, args, gen)))
     return out
 
 
