@@ -13,6 +13,8 @@ import json
 import re
 
 import pytest
+import triton
+import triton.language as tl
 
 from fastpath_lib import opspec
 from fastpath_lib.bench import cli, evidence, evidence_steps
@@ -20,6 +22,7 @@ from fastpath_lib.bench.evidence_plan import all_steps
 from fastpath_lib.bench.report import NOTE_FILES
 from fastpath_lib.bench.step_process import StepContext
 from fastpath_lib.boundary import boundary_points, boundary_tests
+from fastpath_lib.triton_casts import round_to, to_fp32
 from tests import absmax_op as op
 
 REF = "tests.absmax_op:SPEC"
@@ -147,7 +150,8 @@ def test_the_worked_example_in_the_docs_runs_as_written(monkeypatch, tmp_path):
         quick = opbench.settings_for(True)
         monkeypatch.setattr(opbench, "settings_for", lambda q: dict(quick, target_s=0.01, min_reps=3, max_reps=3))
         df = opbench.run_op(spec, quick=True)
-        assert set(df.case_id) == {"prefill_fp16", "toowide_fp32"} and set(df.status) <= {"ok", "skipped"}, df
+        assert set(df.case_id) == {"prefill_fp16", "prefill_bf16", "toowide_fp32"}
+        assert set(df.status) <= {"ok", "skipped"}, df[["case_id", "provider", "status", "note"]]
     finally:
         opspec.unregister(spec.name)
 
@@ -491,3 +495,52 @@ def test_a_backward_case_takes_the_gradient_of_the_op_s_output_shape(short_timin
     for provider in ("baseline", "dispatched"):
         row = df.loc[provider]
         assert row.status == "ok" and row.median_us > 0 and row["pass"] == "backward", row.to_dict()
+
+
+# --- bf16 under the interpreter: a plain cast truncates, fastpath_lib.triton_casts rounds as the GPU does ------------
+
+@triton.jit
+def _absmax_bf16_kernel(X_ptr, Y_ptr, n_cols, BLOCK_SIZE: tl.constexpr, CASTS: tl.constexpr):
+    """The absmax kernel converting with the kit's casts (``CASTS``) or with Triton's own (as on a GPU)."""
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_SIZE)
+    mask = cols < n_cols
+    x = tl.load(X_ptr + row * n_cols + cols, mask=mask, other=0.0)
+    x = to_fp32(x) if CASTS else x.to(tl.float32)
+    peak = tl.max(tl.abs(x), axis=0)
+    y = x / tl.where(peak > 0, peak, 1.0)
+    y = round_to(y, Y_ptr.dtype.element_ty) if CASTS else y.to(Y_ptr.dtype.element_ty)
+    tl.store(Y_ptr + row * n_cols + cols, y, mask=mask)
+
+
+def _bf16_spec(casts: bool):
+    import dataclasses
+
+    import torch
+
+    def fast(x):
+        y = torch.empty_like(x)
+        n = x.shape[-1]
+        _absmax_bf16_kernel[(x.numel() // n,)](x, y, n, BLOCK_SIZE=triton.next_power_of_2(n), CASTS=casts)
+        return y
+
+    def function(x):
+        return fast(x) if op.route(x) == "triton" else op.reference(x)
+
+    return dataclasses.replace(
+        op.SPEC, name=f"absmax_bf16_{casts}", function=function, fast=fast, tolerances={torch.bfloat16: (0.0, 0.0)},
+        host_cases=(), cases=[opspec.OpCase("tokens_bf16", 8, 256, "bfloat16", "win", "bitwise: one rounding, as "
+                                            "torch's", quick=(4, 64))])
+
+
+def test_a_bf16_kernel_matches_torch_under_the_interpreter_with_the_kit_s_casts_and_bench_says_so(short_timing):
+    """With plain casts, the bf16 kernel differs from torch under the interpreter (it truncates) and bench's note names
+    the casts to use; with ``fastpath_lib.triton_casts`` the same kernel matches torch bit for bit."""
+    from fastpath_lib.bench import opbench
+
+    plain = opbench.run_op(_bf16_spec(False), quick=True).set_index("provider")
+    for provider in ("dispatched", "triton"):
+        assert plain.loc[provider, "status"] == "error", plain.loc[provider].to_dict()
+        assert "fastpath_lib.triton_casts" in plain.loc[provider, "note"] and "truncates" in plain.loc[provider, "note"]
+    kit = opbench.run_op(_bf16_spec(True), quick=True).set_index("provider")
+    assert (kit.loc[["dispatched", "triton"], "status"] == "ok").all(), kit[["status", "note"]]

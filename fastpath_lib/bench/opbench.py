@@ -89,6 +89,12 @@ def compare_outputs(spec: OpSpec, got, want, dtype: torch.dtype) -> str | None:
     return None
 
 
+#: What a bf16 value mismatch under the interpreter adds: the kernel may be right and the interpreter's cast wrong.
+INTERPRETER_BF16 = ("; under Triton's interpreter this may be its bf16 rounding, not the kernel (its fp32-to-bf16 "
+                    "cast truncates where a GPU rounds to nearest even): convert with fastpath_lib.triton_casts "
+                    "(to_fp32 on loads, round_to on stores) and run it again")
+
+
 def _check(spec: OpSpec, fn, args: tuple, dtype: torch.dtype, *, grad: bool = False) -> str | None:
     """``None`` when ``fn(*args)`` matches the reference and leaves its inputs unchanged, else why not.
 
@@ -105,6 +111,13 @@ def _check(spec: OpSpec, fn, args: tuple, dtype: torch.dtype, *, grad: bool = Fa
     with torch.no_grad():
         want = spec.reference(*args)
     return compare_outputs(spec, got, want, dtype)
+
+
+def _own_route_wrong(why: str, dtype: torch.dtype) -> str:
+    """The note of the op's own route (``dispatched``, ``triton``) that differs from the reference: ``why``, and for
+    a bf16 value that differs under the interpreter, :data:`INTERPRETER_BF16`."""
+    hint = INTERPRETER_BF16 if "max error" in why and dtype == torch.bfloat16 and runtime.interpreter_enabled() else ""
+    return f"differs from the reference: {why}{hint}"
 
 
 def unexplained_traffic(row: dict, *, bytes_model: bool = True) -> str | None:
@@ -255,7 +268,7 @@ def time_case(spec: OpSpec, case: OpCase, providers: dict[str, str], *, quick: b
         kw, nbytes = common(impl)
         if provider == "dispatched" and bad:  # the op's own routes are checked; a wrong one is not timed
             out.append(_row(spec, case, provider, quick, gpu, first[0], status="error",
-                            note=f"differs from the reference: {bad}", **kw))
+                            note=_own_route_wrong(bad, dtype), **kw))
             continue
         notes = [f"baseline: {base_name}"] if provider == "baseline" else []
         if nbytes < base_bytes:
@@ -280,7 +293,7 @@ def time_case(spec: OpSpec, case: OpCase, providers: dict[str, str], *, quick: b
         wrong = _check(spec, spec.fast, first, dtype) if provider == "triton" and check else None
         if wrong:
             out.append(_row(spec, case, provider, quick, gpu, first[0], status="error",
-                            note=f"differs from the reference: {wrong}", **kw))
+                            note=_own_route_wrong(wrong, dtype), **kw))
             continue
         fn, compile_s = impls[impl], None
         it = iter(range(1 << 62))
