@@ -544,3 +544,64 @@ def test_a_bf16_kernel_matches_torch_under_the_interpreter_with_the_kit_s_casts_
         assert "fastpath_lib.triton_casts" in plain.loc[provider, "note"] and "truncates" in plain.loc[provider, "note"]
     kit = opbench.run_op(_bf16_spec(True), quick=True).set_index("provider")
     assert (kit.loc[["dispatched", "triton"], "status"] == "ok").all(), kit[["status", "note"]]
+
+
+# --- an op vLLM has outside its IR: the note says what vLLM has, read from vLLM's source ----------------------------
+
+_LAYER_SOURCE = '''
+import torch
+from vllm.model_executor.custom_op import CustomOp as Op
+
+
+@Op.register("gate_and_mul")
+class GateAndMul(Op):
+    def __init__(self):
+        self.op = torch.ops._C.gate_and_mul
+
+    def forward_native(self, x):
+        return x
+'''
+
+_OTHER_REGISTRY = '''
+from vllm.model_executor.hw_agnostic.custom_op import CustomOp
+
+
+@CustomOp.register("gate_and_mul")
+class GateAndMulElsewhere(CustomOp):
+    pass
+'''
+
+
+def _vllm_tree(tmp_path):
+    root = tmp_path / "vllm"
+    (root / "model_executor" / "a_hw_agnostic").mkdir(parents=True)  # read first: another CustomOp, not vLLM's
+    (root / "model_executor" / "a_hw_agnostic" / "act.py").write_text(_OTHER_REGISTRY)
+    (root / "model_executor" / "act.py").write_text(_LAYER_SOURCE)
+    return root
+
+
+def test_the_vllm_note_of_an_op_outside_vllm_s_ir_names_its_custom_op_layer_and_kernel(bench_folder, tmp_path):
+    """vLLM's registry has no IR op of the spec's name: the note quotes the spec's name as given and says what vLLM
+    has for it, the layer registered with vLLM's own ``CustomOp.register`` (read from the source, not another class
+    of that name) and the ``torch.ops._C`` kernel it calls; a name with no layer says so."""
+    import dataclasses
+
+    import pandas as pd
+
+    from fastpath_lib.bench import vllm_source, vllmhost
+    from fastpath_lib.bench.report import pr_note
+
+    root = _vllm_tree(tmp_path)
+    assert vllm_source.custom_op_layer("gate_and_mul", root) == {
+        "layer": "GateAndMul", "file": "vllm/model_executor/act.py", "c_ops": ["gate_and_mul"], "native": True}
+    assert vllm_source.custom_op_layer("no_such_op", root) is None
+    assert "nor a CustomOp layer registered as no_such_op" in vllm_source.layer_sentence("no_such_op", root)
+    name = "gate_and_mul"
+    spec = dataclasses.replace(op.SPEC, pr_text={**op.SPEC.pr_text, "vllm_op": name})
+    why = f"vLLM 0.33.0 has no IR op {name} (vllm.ir.op.IrOp.registry); {vllm_source.layer_sentence(name, root)}"
+    df = pd.concat([pd.read_csv(bench_folder / "results.csv"), pd.DataFrame(vllmhost._skipped([name], why))],
+                   ignore_index=True)
+    note = pr_note(df=df, env=json.loads((bench_folder / "environment.json").read_text()), spec=spec, template="vllm")
+    assert f"The spec names the vLLM op `{name}`" in note and f"`vllm.ir.ops.{name}`" not in note, note[:2000]
+    assert ("the CustomOp layer `GateAndMul` (`vllm/model_executor/act.py`" in note
+            and "`torch.ops._C.gate_and_mul`" in note), note[:2000]
