@@ -605,3 +605,26 @@ def test_the_vllm_note_of_an_op_outside_vllm_s_ir_names_its_custom_op_layer_and_
     assert f"The spec names the vLLM op `{name}`" in note and f"`vllm.ir.ops.{name}`" not in note, note[:2000]
     assert ("the CustomOp layer `GateAndMul` (`vllm/model_executor/act.py`" in note
             and "`torch.ops._C.gate_and_mul`" in note), note[:2000]
+
+
+def test_row_counts_read_as_whole_numbers_where_the_table_holds_a_missing_one(bench_folder):
+    """A skipped row with no row count (vLLM's, say) turns the column to floats: every shape the notes, the mechanism
+    table, the boundary table and the plot's key print stays ``ROWSxCOLS`` in whole numbers."""
+    import pandas as pd
+
+    from fastpath_lib.bench import vllmhost
+    from fastpath_lib.bench.analysis import boundary_table
+    from fastpath_lib.bench.plot import boundary_plot
+    from fastpath_lib.bench.report import pr_note
+
+    df = pd.read_csv(bench_folder / "results.csv")
+    df = pd.concat([df, pd.DataFrame(vllmhost._skipped(["some_ir_op"], "not here"))], ignore_index=True)
+    assert df["rows"].dtype == float  # what a run's table holds
+    env = json.loads((bench_folder / "environment.json").read_text())
+    floats = re.compile(r"\d\.0x\d")
+    for template in ("kit", "vllm"):
+        note = pr_note(df=df, env=env, spec=op.SPEC, template=template)
+        assert "2x8192" in note and not floats.search(note), floats.search(note)
+    assert boundary_table(df)["rows"].dtype.kind == "i"
+    key = "\n".join(t.get_text() for t in boundary_plot(df, env=env).axes[0].texts)
+    assert "ran 4x64" in key and not floats.search(key), key
