@@ -628,3 +628,20 @@ def test_row_counts_read_as_whole_numbers_where_the_table_holds_a_missing_one(be
     assert boundary_table(df)["rows"].dtype.kind == "i"
     key = "\n".join(t.get_text() for t in boundary_plot(df, env=env).axes[0].texts)
     assert "ran 4x64" in key and not floats.search(key), key
+
+
+def test_generic_sentences_fit_the_run_and_the_op(bench_folder, registered, capsys):
+    """The PyTorch form's refusal names no other op; bench without ``--out`` speaks of no folder; compare of two CPU
+    runs says that neither is a GPU measurement."""
+    import pandas as pd
+
+    from fastpath_lib.bench.report import pr_note
+
+    df, env = pd.read_csv(bench_folder / "results.csv"), json.loads((bench_folder / "environment.json").read_text())
+    with pytest.raises(ValueError, match="drafts no PyTorch form") as refused:
+        pr_note(df=df, env=env, spec=op.SPEC, template="pytorch")
+    assert not FOREIGN.search(str(refused.value)), refused.value
+    assert cli.bench_main(["--op", REF, "--quick", "--family", "host"]) == 0
+    assert "folder" not in capsys.readouterr().out
+    assert cli.compare_main([str(bench_folder), str(bench_folder)]) == 0
+    assert "NOT A GPU MEASUREMENT: neither folder is a GPU measurement" in capsys.readouterr().out

@@ -50,8 +50,8 @@ HEADINGS = {
 }
 #: Forms ``pr_note`` does not write, and where they are (``pr_note`` raises with this).
 DROPPED = {
-    "pytorch": "the PyTorch form describes its patch alone (a torch/_native override of aten::_fused_rms_norm and "
-               "its backward): python tools/make_pytorch_native.py writes it with the patch, as "
+    "pytorch": "pr_note drafts no PyTorch form, for any op: the kit's PyTorch form is the note of its own "
+               "torch/_native patch, which python tools/make_pytorch_native.py writes with the patch, as "
                "upstream/pytorch_native_pr_note.md",
 }
 #: The vLLM form's title, for an op the patch provides.
