@@ -534,16 +534,22 @@ def _bf16_spec(casts: bool):
 
 
 def test_a_bf16_kernel_matches_torch_under_the_interpreter_with_the_kit_s_casts_and_bench_says_so(short_timing):
-    """With plain casts, the bf16 kernel differs from torch under the interpreter (it truncates) and bench's note names
-    the casts to use; with ``fastpath_lib.triton_casts`` the same kernel matches torch bit for bit."""
+    """With plain casts, the bf16 kernel differs from torch under the interpreter (it truncates) and bench's note and
+    the generated boundary test name the casts to use; with ``fastpath_lib.triton_casts`` the same kernel matches torch
+    bit for bit."""
     from fastpath_lib.bench import opbench
+    from fastpath_lib.boundary import check_point
 
-    plain = opbench.run_op(_bf16_spec(False), quick=True).set_index("provider")
+    plain_spec, kit_spec = _bf16_spec(False), _bf16_spec(True)
+    plain = opbench.run_op(plain_spec, quick=True).set_index("provider")
     for provider in ("dispatched", "triton"):
         assert plain.loc[provider, "status"] == "error", plain.loc[provider].to_dict()
         assert "fastpath_lib.triton_casts" in plain.loc[provider, "note"] and "truncates" in plain.loc[provider, "note"]
-    kit = opbench.run_op(_bf16_spec(True), quick=True).set_index("provider")
+    kit = opbench.run_op(kit_spec, quick=True).set_index("provider")
     assert (kit.loc[["dispatched", "triton"], "status"] == "ok").all(), kit[["status", "note"]]
+    point = next(p for p in boundary_points(spec=plain_spec) if p.id == "dtype[bf16]")
+    assert "fastpath_lib.triton_casts" in (check_point(plain_spec, point) or "")
+    assert check_point(kit_spec, point) is None
 
 
 # --- an op vLLM has outside its IR: the note says what vLLM has, read from vLLM's source ----------------------------

@@ -89,12 +89,6 @@ def compare_outputs(spec: OpSpec, got, want, dtype: torch.dtype) -> str | None:
     return None
 
 
-#: What a bf16 value mismatch under the interpreter adds: the kernel may be right and the interpreter's cast wrong.
-INTERPRETER_BF16 = ("; under Triton's interpreter this may be its bf16 rounding, not the kernel (its fp32-to-bf16 "
-                    "cast truncates where a GPU rounds to nearest even): convert with fastpath_lib.triton_casts "
-                    "(to_fp32 on loads, round_to on stores) and run it again")
-
-
 def _check(spec: OpSpec, fn, args: tuple, dtype: torch.dtype, *, grad: bool = False) -> str | None:
     """``None`` when ``fn(*args)`` matches the reference and leaves its inputs unchanged, else why not.
 
@@ -115,9 +109,8 @@ def _check(spec: OpSpec, fn, args: tuple, dtype: torch.dtype, *, grad: bool = Fa
 
 def _own_route_wrong(why: str, dtype: torch.dtype) -> str:
     """The note of the op's own route (``dispatched``, ``triton``) that differs from the reference: ``why``, and for
-    a bf16 value that differs under the interpreter, :data:`INTERPRETER_BF16`."""
-    hint = INTERPRETER_BF16 if "max error" in why and dtype == torch.bfloat16 and runtime.interpreter_enabled() else ""
-    return f"differs from the reference: {why}{hint}"
+    a bf16 value that differs under the interpreter, :func:`fastpath_lib.runtime.bf16_rounding_hint`."""
+    return f"differs from the reference: {why}" + (runtime.bf16_rounding_hint(dtype) if "max error" in why else "")
 
 
 def unexplained_traffic(row: dict, *, bytes_model: bool = True) -> str | None:
