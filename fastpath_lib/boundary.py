@@ -25,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from fastpath_lib import opspec
+from fastpath_lib import opspec, runtime
 from fastpath_lib.cases import CaseSpec
 from fastpath_lib.eligibility import Predicate
 
@@ -136,7 +136,7 @@ def _close(spec: opspec.OpSpec, got, want, dtype) -> str | None:
         try:
             torch.testing.assert_close(g, w, atol=atol, rtol=rtol, equal_nan=True)
         except AssertionError as exc:
-            return f"output {i}: {str(exc).splitlines()[0]}"
+            return f"output {i}: {str(exc).splitlines()[0]}{runtime.bf16_rounding_hint(dtype)}"
     return None
 
 

@@ -148,9 +148,11 @@ class OpSpec:
         fast_unsupported: ``fast_unsupported(*args)`` -> why ``fast`` called directly cannot take those arguments
             (``None``: it can). Given, the bench times the fast route wherever it can run, the predicate's speed and
             policy conditions (a row threshold, say) aside, so the table shows what the predicate turns down; ``None``:
-            the fast route is timed only where the predicate takes it.
+            the fast route is timed only where the predicate takes it. Either way its value is checked against the
+            reference before it is timed.
         fast_backward: ``fast_backward(dy, *args)`` -> the fast route's forward then backward launched directly (what
-            the bench times as ``triton`` in a backward case; ``None``: the fast route is not timed there).
+            the bench times as ``triton`` in a backward case; ``None``: the fast route is not timed there). ``dy`` is
+            shaped like the op's output (a tuple, one per output, where the reference returns a tuple).
         axes: the widths the sweep and the serving trace use (:class:`Axes`; ``None``: read from the matrix,
             :meth:`sweep_axes`).
         lower_threshold: ``lower_threshold(rows)`` -> a context manager inside which the predicate's row threshold is

@@ -13,6 +13,8 @@ import json
 import re
 
 import pytest
+import triton
+import triton.language as tl
 
 from fastpath_lib import opspec
 from fastpath_lib.bench import cli, evidence, evidence_steps
@@ -20,6 +22,7 @@ from fastpath_lib.bench.evidence_plan import all_steps
 from fastpath_lib.bench.report import NOTE_FILES
 from fastpath_lib.bench.step_process import StepContext
 from fastpath_lib.boundary import boundary_points, boundary_tests
+from fastpath_lib.triton_casts import round_to, to_fp32
 from tests import absmax_op as op
 
 REF = "tests.absmax_op:SPEC"
@@ -147,7 +150,8 @@ def test_the_worked_example_in_the_docs_runs_as_written(monkeypatch, tmp_path):
         quick = opbench.settings_for(True)
         monkeypatch.setattr(opbench, "settings_for", lambda q: dict(quick, target_s=0.01, min_reps=3, max_reps=3))
         df = opbench.run_op(spec, quick=True)
-        assert set(df.case_id) == {"prefill_fp16", "toowide_fp32"} and set(df.status) <= {"ok", "skipped"}, df
+        assert set(df.case_id) == {"prefill_fp16", "prefill_bf16", "toowide_fp32"}
+        assert set(df.status) <= {"ok", "skipped"}, df[["case_id", "provider", "status", "note"]]
     finally:
         opspec.unregister(spec.name)
 
@@ -438,3 +442,212 @@ def test_a_folder_s_note_loads_the_op_its_environment_names(bench_folder, tmp_pa
             pr_note(folder)
     finally:
         opspec.register(op.SPEC, replace=True)
+
+
+def _launchable(x):
+    """The fast route's own limit (what ``fast_unsupported`` declares): one block per row."""
+    return None if x.shape[-1] <= 2 * op.MAX_COLS else f"{x.shape[-1]} columns, more than one block"
+
+
+#: A right public function with a wrong fast route that the spec times outside the predicate (``fast_unsupported``).
+WRONG_OUTSIDE = __import__("dataclasses").replace(op.SPEC, name="absmax_wrong_outside", fast=_wrong_fast,
+                                                  fast_unsupported=_launchable)
+
+
+def test_a_wrong_fast_route_is_never_timed_where_fast_unsupported_lets_it_run(short_timing):
+    """Every ``triton`` row that would be timed is checked first, inside the predicate (``tokens_fp16``) and outside
+    it (``wide_fp32``, which the predicate turns down and ``fast_unsupported`` lets run); the public function stays
+    right and is timed."""
+    from fastpath_lib.bench import opbench
+    from fastpath_lib.bench.analysis import wrong_cases
+
+    df = opbench.run_op(WRONG_OUTSIDE, quick=True).set_index(["case_id", "provider"])
+    for case in ("tokens_fp16", "wide_fp32"):
+        row = df.loc[(case, "triton")]
+        assert row.status == "error" and "differs from the reference" in row.note, row.to_dict()
+        assert not row.median_us > 0, row.to_dict()  # not timed
+        assert df.loc[(case, "dispatched"), "status"] == "ok"
+    assert sorted(wrong_cases(df.reset_index())) == ["tokens_fp16", "wide_fp32"]
+
+
+def _gated(x):
+    """A gated activation, ``silu(x[..., :d]) * x[..., d:]``: its output is half its input's width."""
+    import torch.nn.functional as F
+
+    d = x.shape[-1] // 2
+    return (F.silu(x[..., :d].float()) * x[..., d:].float()).to(x.dtype)
+
+
+#: An op whose output is not its input's shape, with a backward case (autograd records: the composite runs).
+GATED = __import__("dataclasses").replace(
+    op.SPEC, name="gated_test", function=_gated, reference=_gated, route=lambda x: "fallback", fast=None,
+    predicate=None, context=None, boundary_base=None, limits=None, host_cases=(), baselines={"torch_eager": _gated},
+    cases=[opspec.OpCase("train_fp32", 8, 256, "float32", "fallback", "autograd records: the composite runs",
+                         quick=(4, 64), pass_="backward")])
+
+
+def test_a_backward_case_takes_the_gradient_of_the_op_s_output_shape(short_timing):
+    """The incoming gradient is built from the op's output (half the input's width here), so every provider runs
+    forward then backward and is timed."""
+    from fastpath_lib.bench import opbench
+
+    df = opbench.run_op(GATED, quick=True).set_index("provider")
+    for provider in ("baseline", "dispatched"):
+        row = df.loc[provider]
+        assert row.status == "ok" and row.median_us > 0 and row["pass"] == "backward", row.to_dict()
+
+
+# --- bf16 under the interpreter: a plain cast truncates, fastpath_lib.triton_casts rounds as the GPU does ------------
+
+@triton.jit
+def _absmax_bf16_kernel(X_ptr, Y_ptr, n_cols, BLOCK_SIZE: tl.constexpr, CASTS: tl.constexpr):
+    """The absmax kernel converting with the kit's casts (``CASTS``) or with Triton's own (as on a GPU)."""
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_SIZE)
+    mask = cols < n_cols
+    x = tl.load(X_ptr + row * n_cols + cols, mask=mask, other=0.0)
+    x = to_fp32(x) if CASTS else x.to(tl.float32)
+    peak = tl.max(tl.abs(x), axis=0)
+    y = x / tl.where(peak > 0, peak, 1.0)
+    y = round_to(y, Y_ptr.dtype.element_ty) if CASTS else y.to(Y_ptr.dtype.element_ty)
+    tl.store(Y_ptr + row * n_cols + cols, y, mask=mask)
+
+
+def _bf16_spec(casts: bool):
+    import dataclasses
+
+    import torch
+
+    def fast(x):
+        y = torch.empty_like(x)
+        n = x.shape[-1]
+        _absmax_bf16_kernel[(x.numel() // n,)](x, y, n, BLOCK_SIZE=triton.next_power_of_2(n), CASTS=casts)
+        return y
+
+    def function(x):
+        return fast(x) if op.route(x) == "triton" else op.reference(x)
+
+    return dataclasses.replace(
+        op.SPEC, name=f"absmax_bf16_{casts}", function=function, fast=fast, tolerances={torch.bfloat16: (0.0, 0.0)},
+        host_cases=(), cases=[opspec.OpCase("tokens_bf16", 8, 256, "bfloat16", "win", "bitwise: one rounding, as "
+                                            "torch's", quick=(4, 64))])
+
+
+def test_a_bf16_kernel_matches_torch_under_the_interpreter_with_the_kit_s_casts_and_bench_says_so(short_timing):
+    """With plain casts, the bf16 kernel differs from torch under the interpreter (it truncates) and bench's note and
+    the generated boundary test name the casts to use; with ``fastpath_lib.triton_casts`` the same kernel matches torch
+    bit for bit."""
+    from fastpath_lib.bench import opbench
+    from fastpath_lib.boundary import check_point
+
+    plain_spec, kit_spec = _bf16_spec(False), _bf16_spec(True)
+    plain = opbench.run_op(plain_spec, quick=True).set_index("provider")
+    for provider in ("dispatched", "triton"):
+        assert plain.loc[provider, "status"] == "error", plain.loc[provider].to_dict()
+        assert "fastpath_lib.triton_casts" in plain.loc[provider, "note"] and "truncates" in plain.loc[provider, "note"]
+    kit = opbench.run_op(kit_spec, quick=True).set_index("provider")
+    assert (kit.loc[["dispatched", "triton"], "status"] == "ok").all(), kit[["status", "note"]]
+    point = next(p for p in boundary_points(spec=plain_spec) if p.id == "dtype[bf16]")
+    assert "fastpath_lib.triton_casts" in (check_point(plain_spec, point) or "")
+    assert check_point(kit_spec, point) is None
+
+
+# --- an op vLLM has outside its IR: the note says what vLLM has, read from vLLM's source ----------------------------
+
+_LAYER_SOURCE = '''
+import torch
+from vllm.model_executor.custom_op import CustomOp as Op
+
+
+@Op.register("gate_and_mul")
+class GateAndMul(Op):
+    def __init__(self):
+        self.op = torch.ops._C.gate_and_mul
+
+    def forward_native(self, x):
+        return x
+'''
+
+_OTHER_REGISTRY = '''
+from vllm.model_executor.hw_agnostic.custom_op import CustomOp
+
+
+@CustomOp.register("gate_and_mul")
+class GateAndMulElsewhere(CustomOp):
+    pass
+'''
+
+
+def _vllm_tree(tmp_path):
+    root = tmp_path / "vllm"
+    (root / "model_executor" / "a_hw_agnostic").mkdir(parents=True)  # read first: another CustomOp, not vLLM's
+    (root / "model_executor" / "a_hw_agnostic" / "act.py").write_text(_OTHER_REGISTRY)
+    (root / "model_executor" / "act.py").write_text(_LAYER_SOURCE)
+    return root
+
+
+def test_the_vllm_note_of_an_op_outside_vllm_s_ir_names_its_custom_op_layer_and_kernel(bench_folder, tmp_path):
+    """vLLM's registry has no IR op of the spec's name: the note quotes the spec's name as given and says what vLLM
+    has for it, the layer registered with vLLM's own ``CustomOp.register`` (read from the source, not another class
+    of that name) and the ``torch.ops._C`` kernel it calls; a name with no layer says so."""
+    import dataclasses
+
+    import pandas as pd
+
+    from fastpath_lib.bench import vllm_source, vllmhost
+    from fastpath_lib.bench.report import pr_note
+
+    root = _vllm_tree(tmp_path)
+    assert vllm_source.custom_op_layer("gate_and_mul", root) == {
+        "layer": "GateAndMul", "file": "vllm/model_executor/act.py", "c_ops": ["gate_and_mul"], "native": True}
+    assert vllm_source.custom_op_layer("no_such_op", root) is None
+    assert "nor a CustomOp layer registered as no_such_op" in vllm_source.layer_sentence("no_such_op", root)
+    name = "gate_and_mul"
+    spec = dataclasses.replace(op.SPEC, pr_text={**op.SPEC.pr_text, "vllm_op": name})
+    why = f"vLLM 0.33.0 has no IR op {name} (vllm.ir.op.IrOp.registry); {vllm_source.layer_sentence(name, root)}"
+    df = pd.concat([pd.read_csv(bench_folder / "results.csv"), pd.DataFrame(vllmhost._skipped([name], why))],
+                   ignore_index=True)
+    note = pr_note(df=df, env=json.loads((bench_folder / "environment.json").read_text()), spec=spec, template="vllm")
+    assert f"The spec names the vLLM op `{name}`" in note and f"`vllm.ir.ops.{name}`" not in note, note[:2000]
+    assert ("the CustomOp layer `GateAndMul` (`vllm/model_executor/act.py`" in note
+            and "`torch.ops._C.gate_and_mul`" in note), note[:2000]
+
+
+def test_row_counts_read_as_whole_numbers_where_the_table_holds_a_missing_one(bench_folder):
+    """A skipped row with no row count (vLLM's, say) turns the column to floats: every shape the notes, the mechanism
+    table, the boundary table and the plot's key print stays ``ROWSxCOLS`` in whole numbers."""
+    import pandas as pd
+
+    from fastpath_lib.bench import vllmhost
+    from fastpath_lib.bench.analysis import boundary_table
+    from fastpath_lib.bench.plot import boundary_plot
+    from fastpath_lib.bench.report import pr_note
+
+    df = pd.read_csv(bench_folder / "results.csv")
+    df = pd.concat([df, pd.DataFrame(vllmhost._skipped(["some_ir_op"], "not here"))], ignore_index=True)
+    assert df["rows"].dtype == float  # what a run's table holds
+    env = json.loads((bench_folder / "environment.json").read_text())
+    floats = re.compile(r"\d\.0x\d")
+    for template in ("kit", "vllm"):
+        note = pr_note(df=df, env=env, spec=op.SPEC, template=template)
+        assert "2x8192" in note and not floats.search(note), floats.search(note)
+    assert boundary_table(df)["rows"].dtype.kind == "i"
+    key = "\n".join(t.get_text() for t in boundary_plot(df, env=env).axes[0].texts)
+    assert "ran 4x64" in key and not floats.search(key), key
+
+
+def test_generic_sentences_fit_the_run_and_the_op(bench_folder, registered, capsys):
+    """The PyTorch form's refusal names no other op; bench without ``--out`` speaks of no folder; compare of two CPU
+    runs says that neither is a GPU measurement."""
+    import pandas as pd
+
+    from fastpath_lib.bench.report import pr_note
+
+    df, env = pd.read_csv(bench_folder / "results.csv"), json.loads((bench_folder / "environment.json").read_text())
+    with pytest.raises(ValueError, match="drafts no PyTorch form") as refused:
+        pr_note(df=df, env=env, spec=op.SPEC, template="pytorch")
+    assert not FOREIGN.search(str(refused.value)), refused.value
+    assert cli.bench_main(["--op", REF, "--quick", "--family", "host"]) == 0
+    assert "folder" not in capsys.readouterr().out
+    assert cli.compare_main([str(bench_folder), str(bench_folder)]) == 0
+    assert "NOT A GPU MEASUREMENT: neither folder is a GPU measurement" in capsys.readouterr().out

@@ -35,6 +35,7 @@ from fastpath_lib.bench.schema import (
     WIN,
     is_gpu_measurement,
     matrix_rows,
+    shape_text,
 )
 
 __all__ = ["noise_band", "outcome", "classify", "summary_table", "boundary_table", "outcome_counts",
@@ -180,7 +181,7 @@ def coverage_line(df: pd.DataFrame, env: dict | None = None) -> str:
 
 
 def _shape(r) -> str:
-    return f"{r.rows}x{r.cols}"
+    return shape_text(r.rows, r.cols)
 
 
 def _declared(r) -> str:
@@ -223,6 +224,11 @@ def summary_table(df: pd.DataFrame, *, gpu: bool | None = None) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=cols).set_index("case")
 
 
+def _whole(n):
+    """A row or column count as a whole number (a column that holds a missing count holds floats), NaN kept."""
+    return int(n) if isinstance(n, (int, float)) and math.isfinite(n) else n
+
+
 def boundary_table(df: pd.DataFrame) -> pd.DataFrame:
     """The dispatch boundary as a table: per matrix case, rows, cols, route, and the time ratios to the baseline.
 
@@ -239,9 +245,10 @@ def boundary_table(df: pd.DataFrame) -> pd.DataFrame:
         if d is None:
             continue
         t = by.get("triton")
-        out.append({"case_id": cid, "rows": d.rows, "cols": d.cols, "dtype": d.dtype, "layout": d.layout,
-                    "route": d.route, "in_region": d.route == "triton", "speedup_dispatched": d.speedup,
-                    "speedup_triton": t.speedup if t is not None else math.nan, "vs_baseline": d.vs_baseline})
+        out.append({"case_id": cid, "rows": _whole(d.rows), "cols": _whole(d.cols), "dtype": d.dtype,
+                    "layout": d.layout, "route": d.route, "in_region": d.route == "triton",
+                    "speedup_dispatched": d.speedup, "speedup_triton": t.speedup if t is not None else math.nan,
+                    "vs_baseline": d.vs_baseline})
     cols = ["case_id", "rows", "cols", "dtype", "layout", "route", "in_region", "speedup_dispatched",
             "speedup_triton", "vs_baseline"]
     return pd.DataFrame(out, columns=cols).sort_values(["cols", "rows"], kind="stable").reset_index(drop=True)

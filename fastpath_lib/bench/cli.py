@@ -213,7 +213,7 @@ def _bench_op(args, spec) -> int:
     if not env["gpu_measurement"]:
         print(f"\n{NOT_GPU.upper()}: {cpu_mode(env)} timings; outcomes read unmeasured"
               + ("; host time per call is a CPU measurement." if args.family != "matrix" else "."))
-    print_not_run(spec)
+    print_not_run(spec, folder=staging is not None)
     if staging is not None:
         results.write(staging, df, env)
         for template, name in NOTE_FILES.items():
@@ -225,12 +225,13 @@ def _bench_op(args, spec) -> int:
     return _wrong_exit(df)
 
 
-def print_not_run(spec) -> None:
+def print_not_run(spec, *, folder: bool = True) -> None:
     """The analyses ``bench --op`` leaves out, each with why: the spec field it needs, or the evidence step that runs
-    it (:data:`~fastpath_lib.bench.note_evidence.ANALYSES`)."""
+    it (:data:`~fastpath_lib.bench.note_evidence.ANALYSES`); ``folder``: the run writes a results folder (``--out``),
+    which then lacks their files."""
     from fastpath_lib.bench.note_evidence import ANALYSES, not_run
 
-    print("\nanalyses bench --op does not run (no such file in the folder):")
+    print("\nanalyses bench --op does not run" + (" (no such file in the folder):" if folder else ":"))
     for file, (what, _, _) in ANALYSES.items():
         print(f"  {file} ({what}): not run: {not_run(spec, file)}")
 
@@ -254,6 +255,7 @@ def compare_main(argv: list[str] | None = None) -> int:
     ``python -m fastpath_lib compare OLD_DIR NEW_DIR``
     """
     from fastpath_lib.bench.drift import compare
+    from fastpath_lib.bench.schema import NOT_GPU, UNMEASURED
 
     p = argparse.ArgumentParser(prog="python -m fastpath_lib compare", description=compare_main.__doc__)
     p.add_argument("old")
@@ -264,6 +266,12 @@ def compare_main(argv: list[str] | None = None) -> int:
     except (FileNotFoundError, ValueError) as exc:
         return fail(str(exc))
     print(_show(diff, index=False))
+    not_gpu = diff.attrs["not_gpu"]
+    if not_gpu:  # drift between CPU timings says nothing of a GPU
+        print(f"{NOT_GPU.upper()}: " + ("neither folder is a GPU measurement: the drift is between CPU timings and "
+                                        f"says nothing of a GPU; outcomes read {UNMEASURED}" if len(not_gpu) == 2
+                                        else f"the {not_gpu[0]} folder is {NOT_GPU}: its timings are a CPU's and "
+                                        f"its outcomes read {UNMEASURED}"))
     for k, (a, b) in diff.attrs["environment_differences"].items():
         print(f"environment differs: {k}: {a} -> {b}")
     for side in ("only_old", "only_new"):

@@ -7,6 +7,7 @@ from pathlib import Path
 import pandas as pd
 
 from fastpath_lib.bench.results import load_results
+from fastpath_lib.bench.schema import is_gpu_measurement
 
 __all__ = ["compare", "ENV_KEYS"]
 
@@ -24,7 +25,8 @@ def compare(old_dir: str | Path, new_dir: str | Path) -> pd.DataFrame:
     Returns:
         columns ``case_id, provider, old_us, new_us, drift_pct, old_observed, new_observed, changed, old_band,
         new_band``; ``attrs`` carry ``environment_differences`` (device, versions, commit), ``only_old`` and
-        ``only_new`` (``case_id/provider`` of the rows only one folder has).
+        ``only_new`` (``case_id/provider`` of the rows only one folder has) and ``not_gpu`` (``old``, ``new``: the
+        folders that are not a GPU measurement, whose outcomes read unmeasured and whose drift says nothing of a GPU).
 
     Raises:
         FileNotFoundError, ValueError: a folder is missing or is not a results folder (one line each, from
@@ -45,6 +47,7 @@ def compare(old_dir: str | Path, new_dir: str | Path) -> pd.DataFrame:
     out = out[["case_id", "provider", "old_us", "new_us", "drift_pct", "old_observed", "new_observed", "changed",
                "old_band", "new_band"]]
     out.attrs["environment_differences"] = {k: (eo.get(k), en.get(k)) for k in ENV_KEYS if eo.get(k) != en.get(k)}
+    out.attrs["not_gpu"] = [side for side, df in (("old", old), ("new", new)) if not is_gpu_measurement(df)]
     for side, which in (("only_old", "left_only"), ("only_new", "right_only")):  # case/provider rows one side lacks
         one = m[m["_merge"] == which]
         out.attrs[side] = sorted(set(one["case_id"].astype(str) + "/" + one["provider"].astype(str)))

@@ -30,6 +30,7 @@ import pandas as pd
 import torch
 
 from fastpath_lib import runtime
+from fastpath_lib.bench.schema import shape_text
 
 __all__ = ["COUNT_COLUMNS", "SCRATCH_ARGS", "COUNTED_LABEL", "count_call", "explain", "unexplained",
            "traffic_section"]
@@ -155,7 +156,7 @@ def traffic_section(df: pd.DataFrame, *, baseline: str | None = None) -> list[st
         counted, requested, launches = _num(r["counted_bytes"]), _num(r.get("requested_bytes")), _num(
             r.get("launches_per_call"))
         ok, why = explain(r)
-        cells = [r["case_id"], r["pass"], f"{r['rows']}x{r['cols']}", _int(launches), _int(r["bytes_moved"]),
+        cells = [r["case_id"], r["pass"], shape_text(r["rows"], r["cols"]), _int(launches), _int(r["bytes_moved"]),
                  _int(counted), _passes(r, counted - _num(r.get("scratch_bytes") or 0), launches),
                  _int(requested), f"{requested / counted:.2f}" if counted else "—", _int(r.get("oob_accesses")),
                  why if ok else f"**{why}**"]

@@ -14,7 +14,7 @@ import re
 from fastpath_lib import opspec
 from fastpath_lib.bench.analysis import coverage_line, outcome_counts, wrong_cases
 from fastpath_lib.bench.note_evidence import Evidence
-from fastpath_lib.bench.schema import FALLBACK, LOSS, NOT_GPU, OUTCOMES, UNMEASURED, WIN, cpu_mode
+from fastpath_lib.bench.schema import FALLBACK, LOSS, NOT_GPU, OUTCOMES, UNMEASURED, WIN, cpu_mode, shape_text
 
 __all__ = ["WORD_LIMIT", "SHOWN", "words_outside_details", "fold", "first", "region", "scope", "rerun",
            "environment_table", "claim", "measured_on", "counts_line", "wrong"]
@@ -111,7 +111,7 @@ def scope(ev: Evidence) -> list[str]:
     if not len(losses):
         L = ["- Scope: no loss inside the region, so the data calls for no restriction of it."]
     else:
-        named = first([f"{r.case_id} ({r.rows}x{r.cols} {r.dtype}"
+        named = first([f"{r.case_id} ({shape_text(r.rows, r.cols)} {r.dtype}"
                        + (", predeclared)" if r.expected == LOSS else ", **not predeclared**)")
                        for r in losses.itertuples()])
         L = [f"- Scope: {len(losses)} loss{'es' if len(losses) != 1 else ''} inside the region: {named}; the "

@@ -10,7 +10,7 @@ import math
 from fastpath_lib.bench.analysis import summary_table
 from fastpath_lib.bench.host import NOT_MEASURED, host_table
 from fastpath_lib.bench.note_evidence import Evidence, fmt
-from fastpath_lib.bench.schema import FALLBACK, NOT_GPU
+from fastpath_lib.bench.schema import FALLBACK, NOT_GPU, shape_text
 from fastpath_lib.bench.vllmhost import LABEL, vllm_table
 from fastpath_lib.vllm_plugin import PROVIDER
 
@@ -32,7 +32,7 @@ def mechanism_table(ev: Evidence) -> list[str]:
         counted = isinstance(n, (int, float)) and math.isfinite(n)
         launches = fmt(r.launches_per_call, ".1f") if ev.gpu or counted else "not counted"
         nbytes = fmt(r.bytes_moved, ",.0f")
-        L.append(f"| {r.case_id} | {r.rows}x{r.cols} | {nbytes} | {gbps} | {pct} | {launches} |")
+        L.append(f"| {r.case_id} | {shape_text(r.rows, r.cols)} | {nbytes} | {gbps} | {pct} | {launches} |")
     if not ev.gpu:
         L += ["", f"(No bandwidth is reported: these timings are {NOT_GPU}. Launches off a GPU are the Triton launches "
               "the interpreter ran in one call.)"]

@@ -107,6 +107,12 @@ def _check(spec: OpSpec, fn, args: tuple, dtype: torch.dtype, *, grad: bool = Fa
     return compare_outputs(spec, got, want, dtype)
 
 
+def _own_route_wrong(why: str, dtype: torch.dtype) -> str:
+    """The note of the op's own route (``dispatched``, ``triton``) that differs from the reference: ``why``, and for
+    a bf16 value that differs under the interpreter, :func:`fastpath_lib.runtime.bf16_rounding_hint`."""
+    return f"differs from the reference: {why}" + (runtime.bf16_rounding_hint(dtype) if "max error" in why else "")
+
+
 def unexplained_traffic(row: dict, *, bytes_model: bool = True) -> str | None:
     """Why a row's interpreter count is an error (out-of-bounds accesses; with ``bytes_model``, counted bytes the
     op's bytes model and :func:`~fastpath_lib.bench.mechanism.explain` cannot account for), or ``None`` (not
@@ -167,10 +173,20 @@ def _grad_inputs(args: tuple) -> tuple:
     return tuple(a for a in args if isinstance(a, torch.Tensor) and a.is_floating_point())
 
 
+def _incoming_gradient(spec: OpSpec, args: tuple, gen: torch.Generator):
+    """The incoming gradient of a backward case's call: one tensor per output of the op (the reference run once,
+    untimed, gives each output's shape, dtype and device), drawn from ``gen``; a tuple where the op returns one."""
+    with torch.no_grad():
+        out = spec.reference(*(a.detach() if isinstance(a, torch.Tensor) else a for a in args))
+    dy = tuple(torch.randn(tuple(o.shape), generator=gen, dtype=torch.float32).to(o.device, o.dtype)
+               for o in _as_tuple(out))
+    return dy if isinstance(out, (tuple, list)) else dy[0]
+
+
 def _input_sets(spec: OpSpec, case: OpCase, quick: bool, n: int, device: str) -> list[tuple[tuple, object]]:
     """``n`` freshly built ``(args, dy)`` of a case (``dy``: ``None`` forward; for a backward case, the incoming
-    gradient, shaped like the first argument, drawn from one generator seeded 1234, and every floating-point tensor
-    argument a leaf that requires grad)."""
+    gradient, shaped like the op's output (:func:`_incoming_gradient`), drawn from one generator seeded 1234, and every
+    floating-point tensor argument a leaf that requires grad)."""
     rows, cols = case.dims(quick)
     make = spec.case_spec or CaseSpec
     built = make(rows=rows, cols=cols, dtype=getattr(torch, case.dtype), device=device, layout=case.layout,
@@ -181,8 +197,7 @@ def _input_sets(spec: OpSpec, case: OpCase, quick: bool, n: int, device: str) ->
     gen, out = torch.Generator(device="cpu").manual_seed(1234), []
     for args in sets:
         args = tuple(a.detach().requires_grad_(True) if any(a is g for g in _grad_inputs(args)) else a for a in args)
-        x = args[0]
-        out.append((args, torch.randn(tuple(x.shape), generator=gen, dtype=torch.float32).to(x.device, x.dtype)))
+        out.append((args, _incoming_gradient(spec, args, gen)))
     return out
 
 
@@ -217,7 +232,9 @@ def time_case(spec: OpSpec, case: OpCase, providers: dict[str, str], *, quick: b
         gpu: the run's GPU-measurement flag, carried into every row.
         settings: harness settings (:func:`~fastpath_lib.bench.timing.settings_for`).
         device: where the inputs are built.
-        check: check the public function against the reference first (a case that fails is not timed).
+        check: check the public function, and the fast route wherever its row is to be timed (inside the predicate
+            or, through ``fast_unsupported``, outside it; in a backward case its forward), against the reference
+            first (a row that fails is not timed).
         log: ``callable(str)`` for one line per timed provider.
         copy_gbps: the run's copy bandwidth, for ``pct_copy_bw`` (NaN: none measured).
     """
@@ -242,14 +259,9 @@ def time_case(spec: OpSpec, case: OpCase, providers: dict[str, str], *, quick: b
     out, timed = [], {}
     for provider, impl in providers.items():
         kw, nbytes = common(impl)
-        wrong = None  # the op's own routes are checked against the reference; a wrong one is not timed
-        if provider == "dispatched":
-            wrong = bad
-        elif provider == "triton" and check and route == "triton" and spec.fast_unsupported is None:
-            wrong = bad if bwd else _check(spec, spec.fast, first, dtype)
-        if wrong:
+        if provider == "dispatched" and bad:  # the op's own routes are checked; a wrong one is not timed
             out.append(_row(spec, case, provider, quick, gpu, first[0], status="error",
-                            note=f"differs from the reference: {wrong}", **kw))
+                            note=_own_route_wrong(bad, dtype), **kw))
             continue
         notes = [f"baseline: {base_name}"] if provider == "baseline" else []
         if nbytes < base_bytes:
@@ -268,6 +280,13 @@ def time_case(spec: OpSpec, case: OpCase, providers: dict[str, str], *, quick: b
             skip = COMPILE_SKIPPED
         if skip:
             out.append(_row(spec, case, provider, quick, gpu, first[0], status="skipped", note=skip, **kw))
+            continue
+        # the fast route is checked wherever it is about to be timed, inside the predicate or outside it (a spec
+        # declaring ``fast_unsupported`` times it outside): every timed row of the op's own routes was checked first
+        wrong = _check(spec, spec.fast, first, dtype) if provider == "triton" and check else None
+        if wrong:
+            out.append(_row(spec, case, provider, quick, gpu, first[0], status="error",
+                            note=_own_route_wrong(wrong, dtype), **kw))
             continue
         fn, compile_s = impls[impl], None
         it = iter(range(1 << 62))

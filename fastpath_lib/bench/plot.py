@@ -9,7 +9,7 @@ import pandas as pd
 
 from fastpath_lib import opspec
 from fastpath_lib.bench.analysis import boundary_table
-from fastpath_lib.bench.schema import NOT_GPU, is_gpu_measurement, matrix_rows, measurement_label
+from fastpath_lib.bench.schema import NOT_GPU, is_gpu_measurement, matrix_rows, measurement_label, shape_text
 
 __all__ = ["boundary_plot", "min_rows_for", "region_of"]
 
@@ -126,7 +126,7 @@ def boundary_plot(df: pd.DataFrame, ax=None, *, env: dict | None = None):
     order = {c: i for i, c in enumerate(env.get("declared_cases") or [])}  # numbered as the matrix declares them
     ranked = sorted(table.itertuples(), key=lambda r: order.get(r.case_id, len(order)))
     for n, r in enumerate(ranked, start=1):
-        run = f"{r.rows}x{r.cols}"
+        run = shape_text(r.rows, r.cols)
         key.append(f"{n:>2}  " + (r.case_id if declared.get(r.case_id, run) == run else f"{r.case_id} (ran {run})"))
         spot = (round(4 * np.log2(max(r.rows, 1))), round(4 * np.log2(max(r.cols, 1))))
         spots.setdefault(spot, [r.rows, r.cols, []])[2].append(str(n))

@@ -50,8 +50,8 @@ HEADINGS = {
 }
 #: Forms ``pr_note`` does not write, and where they are (``pr_note`` raises with this).
 DROPPED = {
-    "pytorch": "the PyTorch form describes its patch alone (a torch/_native override of aten::_fused_rms_norm and "
-               "its backward): python tools/make_pytorch_native.py writes it with the patch, as "
+    "pytorch": "pr_note drafts no PyTorch form, for any op: the kit's PyTorch form is the note of its own "
+               "torch/_native patch, which python tools/make_pytorch_native.py writes with the patch, as "
                "upstream/pytorch_native_pr_note.md",
 }
 #: The vLLM form's title, for an op the patch provides.
@@ -257,13 +257,14 @@ def _results(ev, sections: dict) -> list[str]:
 def vllm_ir_line(ev, ir_op: str) -> str:
     """What the run found of the vLLM IR op the spec names (``pr_text["vllm_op"]``), read off its vLLM dispatch rows
     (vLLM's own registry, ``vllm.ir.op.IrOp.registry``, asked in the timing process): provided, absent from this
-    vLLM, or not checked; and that the kit generates no vLLM patch for it."""
+    vLLM's IR (with what that vLLM has for it instead, its CustomOp layer and the ``torch.ops._C`` kernel it calls,
+    :mod:`fastpath_lib.bench.vllm_source`), or not checked; and that the kit generates no vLLM patch for it."""
     rows = ev.df[ev.df["case_id"].astype(str).str.startswith(f"vllm_{ir_op}_")] if "case_id" in ev.df else ev.df[:0]
     notes = [n for n in rows.get("note", []) if isinstance(n, str) and n]
     absent = [n for n in notes if "has no IR op" in n]
     if absent:
         what = absent[0].removeprefix("skipped: ")
-        found = f"The spec names `vllm.ir.ops.{ir_op}`, but {what}: the op provides no vLLM IR op"
+        found = f"The spec names the vLLM op `{ir_op}`: {what}; the op provides no vLLM IR op"
     elif any("provides no" in n for n in notes):
         found = (f"vLLM has `vllm.ir.ops.{ir_op}`, but the kit's vLLM provider module (fastpath_lib.vllm_plugin) "
                  "registers no implementation of it")
@@ -271,7 +272,7 @@ def vllm_ir_line(ev, ir_op: str) -> str:
         found = f"The op provides `vllm.ir.ops.{ir_op}` (vLLM's registry has it)"
     else:
         why = notes[0] if notes else "no vLLM dispatch was timed"
-        found = f"The spec names `vllm.ir.ops.{ir_op}`; whether vLLM has that IR op was not checked ({why})"
+        found = f"The spec names the vLLM op `{ir_op}`; whether vLLM has it was not checked ({why})"
     return f"{found}; no vLLM patch is generated for it (the kit's vLLM patch does not provide that IR op)."
 
 

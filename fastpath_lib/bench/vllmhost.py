@@ -17,8 +17,9 @@ interpreter). The difference between the two dispatches is what the kit's provid
 Importing vLLM sets environment variables and patches Inductor (``vllm/env_override.py``), so the timing runs in a
 child process (:func:`measure_vllm_host` starts one running :func:`child_main`); where vLLM cannot be
 imported (or the child fails) the rows are ``status="skipped"`` with the reason, never an error; so are an op's rows
-where vLLM's registry (``vllm.ir.op.IrOp.registry``) has no IR op of that name, or the kit's provider module
-(:func:`fastpath_lib.vllm_plugin.providers`) provides none for it.
+where vLLM's registry (``vllm.ir.op.IrOp.registry``) has no IR op of that name (the reason then says what vLLM has
+for it instead, read from its source: :func:`fastpath_lib.bench.vllm_source.layer_sentence`), or the kit's provider
+module (:func:`fastpath_lib.vllm_plugin.providers`) provides none for it.
 
 These are host times: no kernel runs, and on a CPU they are **CPU host time, not a GPU measurement**. Rows carry
 ``family="host-overhead"`` beside the op's host-overhead family; :func:`vllm_table` reads them. Times in microseconds.
@@ -194,9 +195,12 @@ def _measure(request: dict) -> dict:
     """In the child: import vLLM, register the kit's providers, time each side; a JSON-able answer."""
     import warnings
 
+    from pathlib import Path
+
     import torch
 
     from fastpath_lib import vllm_plugin as vp
+    from fastpath_lib.bench.vllm_source import layer_sentence
 
     try:
         with warnings.catch_warnings():
@@ -215,8 +219,9 @@ def _measure(request: dict) -> dict:
     rows, skipped = [], {}
     for kit_op, name in request["ops"].items():
         op = IrOp.registry.get(name)  # what this vLLM has: its own registry of IR ops
-        if op is None:
-            skipped[name] = f"vLLM {vllm.__version__} has no IR op {name} (vllm.ir.op.IrOp.registry)"
+        if op is None:  # what it has instead, read from its source: a CustomOp layer, or nothing
+            skipped[name] = (f"vLLM {vllm.__version__} has no IR op {name} (vllm.ir.op.IrOp.registry); "
+                             + layer_sentence(name, Path(vllm.__file__).parent))
             continue
         if name not in provided:
             skipped[name] = f"the kit's vLLM provider module (fastpath_lib.vllm_plugin) provides no {name}"

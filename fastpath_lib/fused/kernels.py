@@ -34,12 +34,11 @@ from fastpath_lib.rmsnorm.kernels import (
     max_backward_programs,
     on_device,
     quiet,
-    round_to,
-    to_fp32,
     vector_elements,
 )
 from fastpath_lib.rmsnorm.layout import as_rows
 from fastpath_lib.rmsnorm.limits import default_eps
+from fastpath_lib.triton_casts import round_to, to_fp32
 
 __all__ = ["fused_add_rms_norm_fwd_kernel", "fused_add_rms_norm_bwd_kernel", "forward", "backward", "run", "run_"]
 

@@ -40,7 +40,6 @@ imported (:mod:`fastpath_lib.runtime` does that). The launchers assume the calle
 from __future__ import annotations
 
 import contextlib
-import os
 
 import numpy as np
 import torch
@@ -55,50 +54,11 @@ from fastpath_lib.rmsnorm.launch import (
     launch_settings,
     vector_elements,
 )
+from fastpath_lib.triton_casts import INTERPRETED, round_to, to_fp32
 
 __all__ = ["rms_norm_fwd_kernel", "rms_norm_bwd_kernel", "forward", "backward", "launch_settings",
            "forward_rows_per_program", "backward_grid", "backward_max_rows", "vector_elements", "KERNELS",
            "max_backward_programs", "on_device", "quiet", "INTERPRETED", "to_fp32", "round_to"]
-
-
-#: Whether these kernels run in Triton's CPU interpreter: ``TRITON_INTERPRET`` as Triton reads it when it decorates
-#: them (this module's import). A constexpr, so a compiled kernel keeps one branch of :func:`to_fp32` and
-#: :func:`round_to`.
-INTERPRETED = tl.constexpr(os.environ.get("TRITON_INTERPRET", "0").lower() in ("1", "true", "on"))
-
-
-@triton.jit
-def to_fp32(v):
-    """``v`` (fp16, bf16 or fp32) widened to fp32, exactly.
-
-    On a GPU this is Triton's own conversion. Triton 3.8's interpreter widens a bf16 subnormal to a wrong value (to
-    zero, or to another subnormal), so there a bf16 value is widened on its bits: they are the top half of the fp32
-    of the same value.
-    """
-    if v.dtype == tl.bfloat16 and INTERPRETED:
-        return (v.to(tl.uint16, bitcast=True).to(tl.uint32) << 16).to(tl.float32, bitcast=True)
-    else:
-        return v.to(tl.float32)
-
-
-@triton.jit
-def round_to(v, ty: tl.constexpr):
-    """fp32 ``v`` rounded to ``ty`` to nearest even, as torch rounds; NaN stays NaN and inf stays inf.
-
-    On a GPU this is Triton's own conversion (``cvt.rn``: round to nearest even, any NaN to a NaN). Triton 3.8's
-    interpreter is not faithful to it for bf16: its default cast truncates, its ``"rtne"`` one rounds ties up and
-    carries no overflow of the mantissa into the exponent, and both flush or mangle subnormals. So under the
-    interpreter the rounding is done on the bits, as torch's ``round_to_nearest_even`` does: a NaN becomes the
-    canonical ``0x7FC0`` first (adding ``0x7FFF`` to a NaN whose mantissa is all ones carries into the sign bit and
-    leaves ``-0.0``: a whole row normalized to zeros), then ``0x7FFF`` plus the lowest kept bit is added and the top
-    16 bits are reinterpreted as bf16, with no float conversion at all.
-    """
-    if ty == tl.bfloat16 and INTERPRETED:
-        bits = v.to(tl.uint32, bitcast=True)
-        bits = tl.where(v != v, 0x7FC00000, bits + 0x7FFF + ((bits >> 16) & 1))
-        return (bits >> 16).to(tl.uint16).to(tl.bfloat16, bitcast=True)
-    else:
-        return v.to(ty)
 
 
 @triton.jit

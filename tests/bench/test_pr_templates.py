@@ -108,7 +108,7 @@ def test_each_template_has_its_sections_in_order(template):
 
 def test_the_pytorch_form_is_written_with_its_patch():
     df, env = _cpu_frame()
-    with pytest.raises(ValueError, match=r"'pytorch': the PyTorch form describes its patch alone .* "
+    with pytest.raises(ValueError, match=r"'pytorch': pr_note drafts no PyTorch form, for any op: .* "
                                          r"upstream/pytorch_native_pr_note.md"):
         pr_note(df=df, env=env, template="pytorch")
     assert (runtime.ROOT / "upstream" / "pytorch_native_pr_note.md").is_file()

@@ -23,7 +23,8 @@ PARTS = {
     "spec": ["opspec", "opparts"],
     "predicate": ["rmsnorm.predicate", "rmsnorm.layout", "rmsnorm.limits", "rmsnorm.thresholds", "rmsnorm.capture",
                   "fused.predicate", "fused.reference"],
-    "kernels": ["rmsnorm.kernels", "rmsnorm.launch", "rmsnorm.compiled", "fused.kernels", "fused.launch"],
+    "kernels": ["rmsnorm.kernels", "rmsnorm.launch", "rmsnorm.compiled", "fused.kernels", "fused.launch",
+                "triton_casts"],
     "op": ["rmsnorm.op", "rmsnorm.module", "rmsnorm.sharding", "rmsnorm.native_override", "rmsnorm", "routing",
            "__init__", "fused.op", "fused", "vllm_plugin"],
     "support": ["cases", "boundary", "testing", "selftest", "traffic", "fused.cases", "fused.spec", "rmsnorm.cost"],
@@ -54,11 +55,13 @@ MAY_IMPORT = {
 #: the pieces of bench that grading may use: the outcome words and the GPU-run rule (schema), the outcome rule
 #: (analysis) and the matrix's coverage rule (matrix), one source each.
 BENCH_OUTCOME = {"bench.schema", "bench.analysis", "bench.matrix"}
-#: the modules that import Triton (patterns): each operator's kernels, the ahead-of-time compiler, the self-test's
-#: probe kernel, the interpreter's traffic checker, the bench timers (``triton.testing``), and the grading kernels
-#: (mutants, exercise 02's check, the grader's run of a learner's kernel as data).
-TRITON_IMPORTERS = {"*.kernels", "rmsnorm.compiled", "selftest", "traffic", "bench.ophost", "bench.timing",
-                    "grading.rules.mutant_kernels", "grading.checks.ex02_kernel", "grading.engine.kernel_run"}
+#: the modules that import Triton (patterns): each operator's kernels and the casts any op's kernel may use, the
+#: ahead-of-time compiler, the self-test's probe kernel, the interpreter's traffic checker, the bench timers
+#: (``triton.testing``), and the grading kernels (mutants, exercise 02's check, the grader's run of a learner's kernel
+#: as data).
+TRITON_IMPORTERS = {"*.kernels", "triton_casts", "rmsnorm.compiled", "selftest", "traffic", "bench.ophost",
+                    "bench.timing", "grading.rules.mutant_kernels", "grading.checks.ex02_kernel",
+                    "grading.engine.kernel_run"}
 
 
 def _modules() -> dict[str, Path]:

@@ -546,8 +546,9 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 from fastpath_lib.fused import kernels as fused
 from fastpath_lib.rmsnorm import kernels as rms
+from fastpath_lib import triton_casts
 if sys.argv[1] == "interpreter-branch":
-    rms.INTERPRETED = tl.constexpr(True)
+    triton_casts.INTERPRETED = tl.constexpr(True)
 found = {}
 for fn in (rms.rms_norm_fwd_kernel, fused.fused_add_rms_norm_fwd_kernel):
     for x, w in (("bf16", "bf16"), ("fp32", "bf16"), ("bf16", "fp32")):
