@@ -198,12 +198,15 @@ def _on(capability, dtype=torch.float16, weight=True, wdtype=None):
     return dataclasses.replace(P.make_call(x, [64], w), device_type="cuda", interpret=False, capability=capability)
 
 
-def test_sm75_is_refused_with_the_true_reason(fake_t4):
+def test_gpus_older_than_sm80_are_refused_with_the_true_reason(fake_t4):
+    """The T4 (sm_75) and older GPUs, the P100 (sm_60) among them, are refused by the architecture condition alone."""
     (reason,) = P.PREDICATE.evaluate(_on((7, 5))).reasons
     assert reason.startswith("architecture: sm_75, need sm_80 or newer") and "compute capability 8.0+" in reason
     assert "allow_sm75()" in reason
-    (reason,) = P.PREDICATE.evaluate(_on((7, 0))).reasons
-    assert "compute capability 8.0+" in reason and "allow_sm75" not in reason  # the opt-in is for sm_75 alone
+    for old in ((7, 0), (6, 0)):
+        (reason,) = P.PREDICATE.evaluate(_on(old)).reasons
+        assert reason.startswith(f"architecture: sm_{old[0]}{old[1]}, need sm_80 or newer"), reason
+        assert "compute capability 8.0+" in reason and "allow_sm75" not in reason  # the opt-in is for sm_75 alone
 
 
 def test_allow_sm75_admits_fp16_and_fp32_inside_the_block_only(fake_t4):
