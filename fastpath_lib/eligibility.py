@@ -66,8 +66,10 @@ class Condition:
         category: the review category (device, architecture, dtype, shape, stride, alignment, mode).
         why: why the condition exists: what it protects, in facts about the code (no timing).
         boundaries: declared boundary points, see :class:`Boundary`.
-        speed: the condition keeps calls off the kernel for speed, not for correctness or semantics; its
-            :attr:`explained` text then says the cost is a prediction (:data:`SPEED_PREDICTION`).
+        speed: the condition keeps calls off the kernel for speed, not for correctness or semantics: the kernel runs,
+            correct, on both sides of it, and is predicted slower outside (a limit outside which no kernel launches
+            bounds what the kernels support, and is not one); its :attr:`explained` text then says the cost is a
+            prediction (:data:`SPEED_PREDICTION`).
     """
 
     name: str

@@ -95,15 +95,17 @@ print("Triton can run here:", runtime.interpreter_enabled() or runtime.cuda_avai
 # %% [markdown]
 # ## On a hosted GPU older than sm_80 (Colab, Kaggle)
 #
-# Free hosted notebooks offer a Tesla T4 (Colab, Kaggle), compute capability 7.5 (sm_75), and on Kaggle also a Tesla
-# P100, compute capability 6.0 (sm_60). Triton's supported NVIDIA GPUs start at 8.0, so the kit's predicate refuses
-# both and every dispatched call takes `F.rms_norm`: the lessons run, but the lines `lesson_device()` prints in the
-# first code cell (under "Where are we running?") say that their timings measure the fallback. The cell just above
-# still prints `True` there (it asks only whether CUDA or the interpreter is present), but by default the kit's
-# predicate sends no call to Triton on such a GPU. Upload or clone the kit's folder, then install the kit alone
-# (`--no-deps`: the notebook keeps its own torch, triton, numpy, pandas and matplotlib, whose CUDA build matches the
-# machine; `lesson_device()` names any that is older than the versions the kit is tested with), and the packages the
-# lessons import beyond those:
+# Colab and Kaggle notebooks offer a Tesla T4 (Kaggle's default GPU), compute capability 7.5 (sm_75). Triton's supported
+# NVIDIA GPUs start at 8.0, so the kit's predicate refuses the T4 and every dispatched call takes `F.rms_norm`: the
+# lessons run, but the lines `lesson_device()` prints in the first code cell (under "Where are we running?") say that
+# their timings measure the fallback. The cell just above still prints `True` there (it asks only whether CUDA or the
+# interpreter is present), but by default the kit's predicate sends no call to Triton on such a GPU. The predicate
+# refuses an older GPU such as a Tesla P100 (sm_60) the same way, but whether the lessons run there at all is up to the
+# host's PyTorch build: a build without sm_60 kernels, such as Kaggle's default one, fails at the first CUDA operation,
+# `F.rms_norm` included. Choose the T4. Upload or clone the kit's folder, then install the kit alone (`--no-deps`: the
+# notebook keeps its own torch, triton, numpy, pandas and matplotlib, whose CUDA build matches the machine;
+# `lesson_device()` names any that is older than the versions the kit is tested with), and the packages the lessons
+# import beyond those:
 #
 # ```
 # %pip install --no-deps -e .
@@ -113,8 +115,7 @@ print("Triton can run here:", runtime.interpreter_enabled() or runtime.cuda_avai
 # The kernels do compile for sm_75 (`tests/rmsnorm/test_compiled.py` compiles both ops' kernels for it, spill-free). To run
 # them on a T4, opt in for a block: `selftest.allow_sm75()` runs the self-test on the T4 first and then admits fp16
 # and fp32 (never bf16) inside its `with` block only. Those calls are outside Triton's support matrix and
-# unmeasured: no sweep set their row threshold. On any other GPU (a P100 included) or machine the block changes
-# nothing, as here:
+# unmeasured: no sweep set their row threshold. On any other GPU or machine the block changes nothing, as here:
 
 # %% tags=["nbval-ignore-output"]
 from fastpath_lib import selftest

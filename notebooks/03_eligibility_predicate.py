@@ -52,39 +52,47 @@ from fastpath_lib.cases import CaseSpec
 from fastpath_lib.rmsnorm.predicate import ALLOWED_MODES, PREDICATE, limits_for
 
 LIMITS = limits_for(DEVICE)
-pd.set_option("display.max_colwidth", 120)
+pd.set_option("display.max_colwidth", None)  # every reason in full
 
 # %% [markdown]
 # ## The conditions
 #
 # `PREDICATE.table()` lists every condition with its category, the rule in words, why it exists, and the boundary
 # points it declares (each marked *in* or *out*). The tests and the PR note's scope section are generated from
-# these same declarations.
+# these same declarations. The table below adds a `kind` column, what each condition protects, read from the same
+# declarations:
+#
+# - `mode`: the **mode** and **tensor kind** conditions hand calls to `F.rms_norm`'s own rules;
+# - `speed`: the kernel runs on both sides of the condition, correct on both, and is predicted to serve the calls
+#   outside it slower than the baseline (a prediction a GPU measurement confirms or corrects);
+# - `support`: the rest, what Triton and the kernels support and what a correct result needs; outside `cols`, for
+#   one, no kernel launches at all (the launch rule has no block for a row wider than `MAX_COLS`).
+#
+# The docs and the PR note end every speed condition's *why* with one clause saying its cost is a prediction; the
+# table shows each *why* without it, and the clause once, under the table.
 
 # %%
+from IPython.display import display
+from fastpath_lib.eligibility import SPEED_PREDICTION
+
+
+def kind(condition):
+    if condition.category in ("mode", "tensor kind"):
+        return "mode"
+    return "speed" if condition.speed else "support"
+
+
 conditions = pd.DataFrame(PREDICATE.table())
-conditions
+conditions.insert(1, "kind", [kind(c) for c in PREDICATE.conditions])
+conditions["why"] = [c.why for c in PREDICATE.conditions]
+display(conditions)
+print(f"Every speed condition's why ends: {SPEED_PREDICTION}.")
 
 # %% [markdown]
 # The categories a reviewer will ask about, and how many conditions each has:
 
 # %%
 conditions.groupby('category', sort=False).size()
-
-# %% [markdown]
-# What each condition protects, read from the same declarations: the **mode** and **tensor kind** conditions hand
-# calls to `F.rms_norm`'s own rules, the conditions marked `speed` keep calls the kernel is predicted to serve slower
-# than the baseline (a prediction a GPU measurement confirms or corrects, which is why their *why* ends with that
-# clause), and the rest protect **correctness** or what the kernels support:
-
-# %%
-protects = {}
-for c in PREDICATE.conditions:
-    kind = ("mode or tensor kind" if c.category in ("mode", "tensor kind") else
-            "speed (predicted)" if c.speed else "correctness or support")
-    protects.setdefault(kind, []).append(c.name)
-for kind, names in protects.items():
-    print(f"{kind}: {', '.join(names)}")
 
 # %% [markdown]
 # Modes that do *not* force the fallback are declared too, each with the reason it is safe:

@@ -322,9 +322,8 @@ def _is_supported(
     # Empty inputs have nothing to launch.
     if input.numel() == 0:
         return False
-    # One program holds a whole row in registers: wider rows stay with aten,
-    # since the register pressure they bring is predicted (not measured) to
-    # cost speed.
+    # One program holds a whole row in registers, and the launch rule takes
+    # widths up to _MAX_COLS (a wider row raises): wider rows stay with aten.
     if n > _MAX_COLS:
         return False
     # Small calls stay with aten, a speed prediction (see _MIN_ROWS).

@@ -148,6 +148,30 @@ def ledger() -> dict:
     return tomllib.loads(LEDGER.read_text())
 
 
+#: The keys of a citation, one set per kind of evidence (the module docstring): a citation carries exactly one.
+CITE_KEYS = (frozenset({"package", "path", "quote"}), frozenset({"url", "quote"}), frozenset({"file", "quote"}),
+             frozenset({"test"}), frozenset({"printed"}), frozenset({"printed", "notebook"}))
+#: The keys of each kind of entry: a sentence (``file`` and ``says``) and, for claims and refuted ones, its evidence.
+ENTRY_KEYS = {"claim": frozenset({"file", "says", "cites"}), "refuted": frozenset({"file", "says", "cites"}),
+              "unchecked": frozenset({"file", "says"})}
+
+
+def shape_problems(entries: dict) -> list[str]:
+    """Entries of the parsed ledger ``entries`` whose keys are not those of their kind: a ``[[claim]]`` header left
+    out makes TOML add the next sentence's ``file`` and ``says`` to the citation above it, which then names a
+    sentence it is not evidence for, and that sentence goes unchecked."""
+    out = [f"unknown table [{k}]" for k in entries if k not in ENTRY_KEYS and k != "pinned"]
+    for kind, keys in ENTRY_KEYS.items():
+        for entry in entries.get(kind, []):
+            name = f"[[{kind}]] {entry.get('file')}: {str(entry.get('says'))[:60]!r}"
+            if set(entry) != keys:
+                out.append(f"{name} has keys {sorted(entry)}, a [[{kind}]] has {sorted(keys)}")
+            out += [f"{name} cites {cite}: its keys are none of a citation's {[sorted(k) for k in CITE_KEYS]} (a "
+                    f"missing [[claim]] header puts the next entry's file and says here)"
+                    for cite in entry.get("cites", []) if frozenset(cite) not in CITE_KEYS]
+    return out
+
+
 def claims() -> list[Claim]:
     return [Claim(c["file"], c["says"], tuple(c.get("cites", ()))) for c in ledger().get("claim", [])]
 
@@ -231,6 +255,21 @@ def test_the_ledger_was_checked_against_the_installed_versions():
         assert installed.split("+")[0] == version, (
             f"{package} {installed} is installed; the ledger's quotes were checked against {version}: run "
             f"tests/course/test_claims.py, reread every sentence whose quote fails, then set [pinned] {package}")
+
+
+def test_each_entry_has_the_keys_of_its_kind():
+    problems = shape_problems(ledger())
+    assert not problems, "\n".join(problems)
+
+
+def test_a_missing_claim_header_is_found():
+    whole = ('[[claim]]\nfile = "a.md"\nsays = "one"\n[[claim.cites]]\ntest = "tests/t.py::t"\n\n'
+             '[[claim]]\nfile = "b.md"\nsays = "two"\n[[claim.cites]]\npackage = "torch"\npath = "p.py"\nquote = "q"\n')
+    assert shape_problems(tomllib.loads(whole)) == []
+    headless = tomllib.loads(whole.replace('\n\n[[claim]]\nfile = "b.md"', '\n\nfile = "b.md"'))
+    (problem,) = shape_problems(headless)
+    assert "a.md" in problem and "'file'" in problem and "'says'" in problem, problem
+    assert shape_problems({"claim": [{"file": "a", "says": "b"}], "unchecked": [{"file": "a", "says": "b", "x": 1}]})
 
 
 @pytest.mark.parametrize("claim", claims(), ids=lambda c: c.id)

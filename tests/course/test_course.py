@@ -315,6 +315,20 @@ def test_the_fast_track_names_sections_and_exercises_that_exist_and_gives_their_
     assert header.split("\n")[0].split("|")[-2].strip() == "run and read", header.split("\n")[0]
 
 
+def fast_track_times_outside_lesson_00(readme: str) -> list[str]:
+    """The times the README's fast-track passage (from "**The fast track**" to "**The full course**") states: lesson
+    00 owns the fast track's times, and the README links to it rather than repeat them."""
+    passage = readme.split("**The fast track**", 1)[1].split("**The full course**", 1)[0]
+    return re.findall(r"\b\d+(?:\.\d+)?\s*(?:min(?:ute)?s?|h(?:ours?)?)\b", passage)
+
+
+def test_the_readme_leaves_the_fast_tracks_times_to_lesson_00():
+    readme = (ROOT / "README.md").read_text()
+    assert not fast_track_times_outside_lesson_00(readme), fast_track_times_outside_lesson_00(readme)
+    assert "(notebooks/00_setup.ipynb)" in readme.split("**The full course**", 1)[0], "link lesson 00's fast track"
+    assert fast_track_times_outside_lesson_00("**The fast track** ... 15 minutes a step ... **The full course**")
+
+
 def test_the_fast_track_grades_the_exercises_it_names():
     setup, rows = _fast_track_rows()
     named = {Path(re.search(r"\]\(([^)]+\.ipynb)\)", row.split("|")[3]).group(1)).name for row in rows}

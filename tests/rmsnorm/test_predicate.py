@@ -36,8 +36,6 @@ def test_every_condition_declares_boundaries_on_both_sides():
         assert cond.why and cond.requirement, cond.name
 
 
-#: Words of a time cost: a ``why`` that uses one gives a reason of speed.
-_SPEED_WORDS = re.compile(r"\b(?:slow|faster|overhead|outweigh|spill|latency|launch-bound|sav(?:e|es|ing))\w*", re.I)
 #: A comparison of times, which only the shared prediction clause may make.
 _TIMED = re.compile(r"\b(?:slower|faster|outweighs?|launch-bound)\b", re.I)
 
@@ -45,16 +43,61 @@ _TIMED = re.compile(r"\b(?:slower|faster|outweighs?|launch-bound)\b", re.I)
 @pytest.mark.parametrize("op", opspec.names())
 def test_a_reason_of_speed_is_shown_as_a_prediction(op):
     """A ``why`` states what the condition protects in facts about the code, never a time comparison; a condition
-    whose reason is speed is marked ``speed``, and the text every table shows (lesson 03, docs/reference.md, the PR
-    notes) then ends with the one clause that calls its cost a prediction until a GPU run measures it."""
+    marked ``speed`` shows, in the text every table shows (lesson 03, docs/reference.md, the PR notes), its ``why``
+    ending with the one clause that calls its cost a prediction until a GPU run measures it."""
     conditions = opspec.get(op).predicate.conditions
     for cond in conditions:
         assert not _TIMED.search(cond.why), f"{cond.name}'s why states a time comparison as a fact: {cond.why!r}"
-        if _SPEED_WORDS.search(cond.why):
-            assert cond.speed, f"{cond.name}'s why gives a reason of speed; mark it speed=True: {cond.why!r}"
     rows = {r["condition"]: r["why"] for r in opspec.get(op).predicate.table()}
     assert {c.name for c in conditions if rows[c.name].endswith(SPEED_PREDICTION)} == \
         {c.name for c in conditions if c.speed} != set()
+
+
+def kernel_refusals(spec, device) -> list[str]:
+    """The declared boundary points outside ``spec``'s speed conditions where its kernels take no call, with why: the
+    launch rule has no binary at the point's shape (``spec.specialization`` gives ``None`` or raises), or, where the
+    spec declares ``fast_unsupported``, the launcher refuses the point's tensors as built."""
+    limits = spec.limits(device)
+    base = {**spec.boundary_base, "rows": max(spec.boundary_base["rows"], limits.min_rows)}
+    speed = [c for c in spec.predicate.conditions if c.speed]
+    out = []
+    for cond in speed:
+        for b in (b for b in cond.boundaries if not b.holds):
+            case = {**base, **b.overrides(limits)}
+            try:
+                binary, why = spec.specialization(case["rows"], case["cols"], case["dtype"]), "no binary"
+            except ValueError as exc:
+                binary, why = None, str(exc)
+            if binary is None:
+                out.append(f"{cond.name}[{b.label}]: the launch rule at {case['rows']}x{case['cols']}: {why}")
+    if spec.fast_unsupported is not None:
+        names = {c.name for c in speed}
+        for p in boundary_points(spec=spec, device=device):
+            if p.condition in names and not p.holds and not p.context:
+                refused = spec.fast_unsupported(*spec.args(p.spec.build(seed=0)))
+                out += [f"{p.id}: fast_unsupported: {refused}"] if refused else []
+    return out
+
+
+@pytest.mark.parametrize("op", opspec.names())
+def test_a_speed_condition_has_a_kernel_on_both_sides(op, device):
+    """A condition is marked ``speed`` only where the kernel runs outside it too: there the fast route is predicted
+    slower than the baseline, a claim a GPU run can measure by timing both. A condition outside which the kernels take
+    no call (the launch rule has no binary, or the launcher refuses the tensors) bounds what the kernels support, and
+    is not a speed condition: no run can time a kernel that does not launch."""
+    problems = kernel_refusals(opspec.get(op), device)
+    assert not problems, "speed conditions outside which no kernel runs (mark them as support, not speed):\n" + \
+        "\n".join(problems)
+
+
+def test_the_kernel_check_finds_a_width_the_launch_rule_refuses(device):
+    """Marked speed, ``cols`` would be found twice at each wider point: no binary, and the launcher refuses it."""
+    spec = opspec.get("rms_norm")
+    marked = Predicate(P.PREDICATE.name, [dataclasses.replace(c, speed=c.speed or c.name == "cols")
+                                        for c in P.PREDICATE.conditions])
+    found = kernel_refusals(dataclasses.replace(spec, predicate=marked), device)
+    assert {f.split(":")[0] for f in found} == {"cols[cols=max+16B]", "cols[cols=max+1]"}, found
+    assert sum("launch rule" in f for f in found) == 2 and sum("fast_unsupported" in f for f in found) == 2, found
 
 
 @pytest.mark.parametrize("point", POINTS, ids=[p.id for p in POINTS])
@@ -198,12 +241,15 @@ def _on(capability, dtype=torch.float16, weight=True, wdtype=None):
     return dataclasses.replace(P.make_call(x, [64], w), device_type="cuda", interpret=False, capability=capability)
 
 
-def test_sm75_is_refused_with_the_true_reason(fake_t4):
+def test_gpus_older_than_sm80_are_refused_with_the_true_reason(fake_t4):
+    """The T4 (sm_75) and older GPUs, the P100 (sm_60) among them, are refused by the architecture condition alone."""
     (reason,) = P.PREDICATE.evaluate(_on((7, 5))).reasons
     assert reason.startswith("architecture: sm_75, need sm_80 or newer") and "compute capability 8.0+" in reason
     assert "allow_sm75()" in reason
-    (reason,) = P.PREDICATE.evaluate(_on((7, 0))).reasons
-    assert "compute capability 8.0+" in reason and "allow_sm75" not in reason  # the opt-in is for sm_75 alone
+    for old in ((7, 0), (6, 0)):
+        (reason,) = P.PREDICATE.evaluate(_on(old)).reasons
+        assert reason.startswith(f"architecture: sm_{old[0]}{old[1]}, need sm_80 or newer"), reason
+        assert "compute capability 8.0+" in reason and "allow_sm75" not in reason  # the opt-in is for sm_75 alone
 
 
 def test_allow_sm75_admits_fp16_and_fp32_inside_the_block_only(fake_t4):
