@@ -408,7 +408,8 @@ def test_ex08_dispatch_credits_the_triton_route_with_the_values_its_launcher_com
 #: Launchers that read the input's values on the host and compute exercise 08's softmax in Python, then let a copy
 #: kernel write the answer (the attacks that scored the kernel part): by ``tolist()`` (reached through a name the
 #: source rules do not follow as a tensor, so they pass), and by NumPy's array interface over ``data_ptr()``, at
-#: offset 0 and past it. Each ``answer`` element is written with ``select`` and ``fill_`` (a view and a copy: allowed operators).
+#: offset 0 and past it. Each ``answer`` element is written with ``select`` and ``fill_`` (a view and a copy:
+#: allowed operators).
 READS_VALUES = '''
 import torch
 import triton
@@ -472,7 +473,8 @@ def by_offset(x2d):
     return written(x2d, softmax_rows(numpy.asarray(Interface(x2d[:1])).tolist() + rest))
 '''
 #: What an honest launcher does with shapes alone: a grid function, scalars and strides from shapes, a helper,
-#: ``empty_like``, a view (a column-major tensor's row) and a tuple returned, a write into its input, and a kernel launched twice.
+#: ``empty_like``, a view (a column-major tensor's row) and a tuple returned, a write into its input, and a kernel
+#: launched twice.
 SHAPES = '''
 import torch
 import triton
@@ -489,13 +491,15 @@ def block(x):
 
 def pair(x2d):
     y = torch.empty_like(x2d)
-    scale[lambda meta: (x2d.shape[0],)](x2d, y, x2d.stride(0), y.stride(0), x2d.stride(1), y.stride(1), x2d.shape[-1], 2.0, B=block(x2d))
+    scale[lambda meta: (triton.cdiv(x2d.shape[0] * meta["B"], meta["B"]),)](x2d, y, x2d.stride(0), y.stride(0), x2d.stride(1), y.stride(1),
+                                                                             x2d.shape[-1], 2.0, B=block(x2d))
     z = y.t().contiguous().t()
     scale[(x2d.shape[0],)](y, z, y.stride(0), z.stride(0), y.stride(1), z.stride(1), x2d.shape[-1], 3.0, B=block(x2d))
     return z[0], (y, z.t())
 
 def in_place(x2d):
-    scale[(x2d.shape[0],)](x2d, x2d, x2d.stride(0), x2d.stride(0), x2d.stride(1), x2d.stride(1), x2d.shape[-1], 2.0, B=block(x2d))
+    scale[(x2d.shape[0],)](x2d, x2d, x2d.stride(0), x2d.stride(0), x2d.stride(1), x2d.stride(1), x2d.shape[-1], 2.0,
+                           B=block(x2d))
 
 def made(x2d):
     src = torch.tensor([[1.0, 2.0]])
