@@ -491,8 +491,8 @@ def block(x):
 
 def pair(x2d):
     y = torch.empty_like(x2d)
-    scale[lambda meta: (triton.cdiv(x2d.shape[0] * meta["B"], meta["B"]),)](x2d, y, x2d.stride(0), y.stride(0), x2d.stride(1), y.stride(1),
-                                                                             x2d.shape[-1], 2.0, B=block(x2d))
+    grid = lambda meta: (triton.cdiv(x2d.shape[0] * meta["B"], meta["B"]),)
+    scale[grid](x2d, y, x2d.stride(0), y.stride(0), x2d.stride(1), y.stride(1), x2d.shape[-1], 2.0, B=block(x2d))
     z = y.t().contiguous().t()
     scale[(x2d.shape[0],)](y, z, y.stride(0), z.stride(0), y.stride(1), z.stride(1), x2d.shape[-1], 3.0, B=block(x2d))
     return z[0], (y, z.t())
