@@ -549,3 +549,21 @@ def test_ex08_kernel_part_gives_no_credit_to_values_read_on_the_host():
         (result,) = ex08_capstone.check_capstone_kernel("softmax", _proxy("launch"), show=False)
     assert not result.passed, result.feedback
     assert "your launcher read a tensor's values" in result.feedback, result.feedback
+
+
+def test_a_record_names_only_operators_and_the_replay_defines_only_kernels():
+    """What the replay's process runs of a record (written by a process that runs the learner's code): torch
+    operator overloads, by name, and nothing else reachable from ``torch.ops``; of the program's text, its imports,
+    literal constants and kernels."""
+    assert kernel_run._operator("aten::_to_copy", "default") is torch.ops.aten._to_copy.default
+    assert kernel_run._operator("aten::empty", "memory_format") is torch.ops.aten.empty.memory_format
+    for full, overload in (("load_library::x", "y"), ("aten::__class__", "default"), ("aten::empty", "__call__"),
+                           ("import_module::os", "system"), ("aten::empty", "memory_format.x")):
+        try:
+            kernel_run._operator(full, overload)
+        except (ValueError, AttributeError, RuntimeError):
+            continue
+        raise AssertionError(f"{full}.{overload} was resolved")
+    kept = kernel_run._definitions(KERNEL + "LIMIT = 4\nDONE = _tamper()\n" + TAMPERS)
+    assert "@triton.jit" in kept and "def fwd(" in kept and "LIMIT = 4" in kept, kept
+    assert "_tamper" not in kept and "def keep" not in kept and "import sys" in kept, kept

@@ -5,19 +5,25 @@ kernel itself (that it is pure Triton, which kernels a launcher launches, how of
 grader measures on the kernel's *source*, as read from the notebook file
 (:func:`fastpath_lib.grading.rules.kernel_source.program`: the learner's ``@triton.jit`` functions, and for a launcher
 the host functions it reaches, under the static rules of :mod:`~fastpath_lib.grading.rules.kernel_source`), in a fresh
-process of its own (``python -m fastpath_lib.grading.engine.kernel_run``):
+process of its own (``python -m fastpath_lib.grading.engine.kernel_run``), in three steps, each in a forked copy of it
+(:func:`_child`):
 
-1. the program runs under Triton's interpreter on the grader's inputs (CPU copies), each call inside
-   :func:`fastpath_lib.traffic.watch`: per launch and tensor argument the distinct and requested bytes, and every
-   out-of-bounds access (dropped, so a wrong kernel corrupts nothing), with its program id, offsets and mask. In that
-   process torch only allocates, views, copies and reads shapes (:mod:`~fastpath_lib.grading.engine.host_ops`,
-   installed after the grader's imports and before the program's text runs): every other operator refuses at the
-   dispatcher, so the computation is the kernel's;
-2. every kernel launched is compiled by Triton's own frontend for a GPU target (sm_80), with the argument types of
-   its launches, and no GPU: a kernel body that escapes to Python (an ``import``, a call to a plain Python function)
-   does not compile ("unsupported AST node type: Import", "Cannot access global variable ...") and fails the part.
-   The program's text runs again for this step, with torch's operators (the absent ones aside), in a forked process
-   of its own that hands back only its answer: the process that holds the run's results runs none of it.
+1. **record**: the program runs, and each call on tensors that hold no values (``device="meta"``, with the inputs'
+   shapes, dtypes, strides and shared storages): what a launcher allocates, views and copies (the torch operators it
+   runs) and each kernel it launches, with its grid and arguments, is recorded (:class:`_Recorder`). A launcher that
+   reads a value fails there, with :data:`VALUE_READ`. In that process torch only allocates, views, copies and reads
+   shapes (:mod:`~fastpath_lib.grading.engine.host_ops`, installed after the grader's imports and before the
+   program's text runs): every other operator refuses at the dispatcher, so the computation is the kernel's. The
+   process holds no value of the inputs: the child read them into memory no fork gets, and removed their file;
+2. **compile**: every kernel the record launches is compiled by Triton's own frontend for a GPU target (sm_80), with
+   the argument types of its launches, and no GPU: a kernel body that escapes to Python (an ``import``, a call to a
+   plain Python function) does not compile ("unsupported AST node type: Import", "Cannot access global variable
+   ...") and fails the part;
+3. **replay**: on the real inputs (CPU copies), each record's operators and launches, and nothing else of the
+   learner's: the process defines only the program's kernels. Each call runs inside :func:`fastpath_lib.traffic.watch`:
+   per launch and tensor argument the distinct and requested bytes, and every out-of-bounds access (dropped, so a
+   wrong kernel corrupts nothing), with its program id, offsets and mask. What the record says the launcher returned,
+   built by the replay, is the call's answer; the arguments as the replay left them come back too.
 
 The request is written by the grader and the answer read with ``torch.load(weights_only=True)``; the child's output
 is judged like any answer. While the grader grades in its sandbox (:func:`sandboxed`), the child runs in the same
@@ -42,7 +48,8 @@ from collections.abc import Callable
 
 import torch
 
-__all__ = ["Outcome", "Call", "run", "sandboxed", "lacking", "launch_traffic", "copy_back", "torch_ops", "GPU_TARGET"]
+__all__ = ["Outcome", "Call", "run", "sandboxed", "lacking", "launch_traffic", "copy_back", "torch_ops", "GPU_TARGET",
+           "VALUE_READ"]
 
 #: The compute capability the frontend compiles for (the predicate's oldest admitted architecture).
 GPU_TARGET = 80
@@ -109,8 +116,9 @@ class Outcome:
 
 def run(text: str, entry: str, calls: list[tuple], *, allow: tuple[str, ...] = (), timeout: float = 120.0) -> Outcome:
     """Run ``calls`` of ``entry`` in ``text`` (a program built by
-    :func:`~fastpath_lib.grading.rules.kernel_source.program`) in a fresh process under the interpreter, then compile
-    every kernel it launched for a GPU target.
+    :func:`~fastpath_lib.grading.rules.kernel_source.program`) in a fresh process: recorded on tensors that hold no
+    values, every kernel the records launch compiled for a GPU target, and the records replayed on the inputs under
+    the interpreter (see the module's docstring).
 
     Args:
         calls: ``(grid, args, kwargs)``; ``grid`` ``None`` calls ``entry(*args, **kwargs)`` (a launcher), a tuple
@@ -187,7 +195,7 @@ VALUE_READ = ("your launcher read a tensor's values ({why}): in the grader a lau
 _TENSOR = "__fastpath_tensor__"
 
 
-class Refused(Exception):
+class _Refused(Exception):
     """What a launcher did that its record cannot hold (a tensor made from Python values, an argument of another
     kind than tensors, numbers, strings, dtypes and None)."""
 
@@ -270,7 +278,7 @@ class _Recorder:
             return self.refs[id(t)]
         base = self.storages.get(t.untyped_storage()._cdata)
         if base is None or self.kept[base].dtype != t.dtype:
-            raise Refused(f"it used a {t.device.type} tensor the grader did not see it receive or make (made from "
+            raise _Refused(f"it used a {t.device.type} tensor the grader did not see it receive or make (made from "
                           f"Python values, or with the recording switched off): a launcher's tensors are its inputs, "
                           f"what it allocates and views of them")
         self.steps.append({"op": "aten::as_strided", "overload": "default",
@@ -285,7 +293,7 @@ class _Recorder:
         if isinstance(v, torch.UntypedStorage):
             found = self.storages.get(v._cdata)
             if found is None:
-                raise Refused("it used a storage of no tensor the grader saw")
+                raise _Refused("it used a storage of no tensor the grader saw")
             return {"storage": found}
         if isinstance(v, torch.device):
             return {"device": str(v)}
@@ -305,7 +313,7 @@ class _Recorder:
 
         if isinstance(v, tl.dtype):
             return {"tl": v.name}
-        raise Refused(f"it passed a {type(v).__name__}, which the grader does not replay: a launcher passes "
+        raise _Refused(f"it passed a {type(v).__name__}, which the grader does not replay: a launcher passes "
                       f"tensors, numbers, strings, dtypes and None")
 
     def mode(self):
@@ -332,7 +340,7 @@ class _Recorder:
             grid = grid(inspect.getcallargs(kernel.fn, *args, **kwargs))
         if type(grid) not in (tuple, list) or not 1 <= len(grid) <= 3 or \
                 not all(type(g) is int and g >= 0 for g in grid):
-            raise Refused(f"its grid for {name} is {grid!r}, not up to three numbers")
+            raise _Refused(f"its grid for {name} is {grid!r}, not up to three numbers")
         bound = dict(zip(kernel.arg_names, args)) | kwargs
         self.steps.append({"launch": name, "grid": list(grid), "args": self.encode(list(args)),
                            "kwargs": {k: self.encode(v) for k, v in kwargs.items()},
@@ -389,12 +397,27 @@ class _Replay:
 
     def step(self, s: dict) -> None:
         if "launch" in s:
-            kernel = self.kernels[s["launch"]]
-            kernel[tuple(s["grid"])](*self.decode(s["args"]), **{k: self.decode(v) for k, v in s["kwargs"].items()})
+            kernel, grid = self.kernels[s["launch"]], tuple(s["grid"])
+            if not 1 <= len(grid) <= 3 or not all(type(g) is int and g >= 0 for g in grid):
+                raise ValueError(f"the record's grid is {grid!r}")
+            kernel[grid](*self.decode(s["args"]), **{k: self.decode(v) for k, v in s["kwargs"].items()})
             return
-        ns, name = s["op"].split("::")
-        func = getattr(getattr(getattr(torch.ops, ns), name), s["overload"])
-        self.bind(s["out"], func(*self.decode(s["args"]), **{k: self.decode(v) for k, v in s["kwargs"].items()}))
+        self.bind(s["out"], _operator(s["op"], s["overload"])(*self.decode(s["args"]),
+                                                               **{k: self.decode(v) for k, v in s["kwargs"].items()}))
+
+
+def _operator(full: str, overload: str):
+    """The torch operator overload ``ns::name.overload``, and nothing else a record could name."""
+    import re
+
+    ns, _, name = full.partition("::")
+    if not all(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", w) and not w.startswith("__") for w in (ns, name, overload)):
+        raise ValueError(f"the record names no operator: {full!r}.{overload!r}")
+    space = getattr(torch.ops, ns)
+    func = getattr(getattr(space, name), overload) if isinstance(space, torch._ops._OpNamespace) else None
+    if not isinstance(func, torch._ops.OpOverload):
+        raise ValueError(f"the record names no operator: {full!r}.{overload!r}")
+    return func
 
 
 class _Recorded:
@@ -731,7 +754,7 @@ def _recorded(recorder: _Recorder, target, grid, args, kwargs) -> dict:
         with recorder.mode():
             out = target[tuple(grid)](*args, **kwargs) if grid is not None else target(*args, **kwargs)
         return {"steps": recorder.steps, "out": recorder.encode(out)}
-    except Refused as exc:
+    except _Refused as exc:
         return {"error": ["Refused", f"the grader cannot replay your launcher: {exc}"]}
     except Exception as exc:  # noqa: BLE001 - the learner's exception is an answer
         text = str(exc).strip()
@@ -767,13 +790,13 @@ def _replay(req: dict, records: list, inputs: list, path: str) -> None:
         t = None
         try:
             if "error" in record:
-                raise Refused(*record["error"][1:])
+                raise _Refused(*record["error"][1:])
             replay = _Replay(_leaves([args, kwargs], []), "cpu", kernels)
             with traffic.watch() as t:
                 for step in record["steps"]:
                     replay.step(step)
                 call["out"] = replay.decode(record["out"])
-        except Refused as exc:
+        except _Refused as exc:
             call["error"] = (str(record["error"][0]), str(exc)[:1000])
         except Exception as exc:  # noqa: BLE001 - the learner's exception is an answer
             call["error"] = (type(exc).__name__, str(exc).strip()[:500])
