@@ -5,6 +5,7 @@ exercise 02 graded on memory: each input element read once, each output written 
 from __future__ import annotations
 
 import ast
+import os
 
 import torch
 
@@ -474,7 +475,8 @@ def by_offset(x2d):
 '''
 #: What an honest launcher does with shapes alone: a grid function, scalars and strides from shapes, a helper,
 #: ``empty_like``, a view (a column-major tensor's row) and a tuple returned, a write into its input, and a kernel
-#: launched twice.
+#: launched twice; a launcher that leaves a process behind and lists the child's folder; one that launches with a
+#: tensor made from Python values.
 SHAPES = '''
 import torch
 import triton
@@ -501,6 +503,20 @@ def in_place(x2d):
     scale[(x2d.shape[0],)](x2d, x2d, x2d.stride(0), x2d.stride(0), x2d.stride(1), x2d.stride(1), x2d.shape[-1], 2.0,
                            B=block(x2d))
 
+def lingers(x2d, where):
+    import os
+    import time
+
+    if os.fork() == 0:  # a process of its own, left behind to read what comes after the record
+        with open(where + ".part", "w") as fh:
+            fh.write(str(os.getpid()))
+        os.replace(where + ".part", where)
+        time.sleep(600)
+    while not os.path.exists(where):
+        time.sleep(0.01)
+    folder = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    raise LookupError(repr(sorted(os.listdir(folder))))
+
 def made(x2d):
     src = torch.tensor([[1.0, 2.0]])
     scale[(1,)](src, x2d, 2, x2d.stride(0), 1, 1, 2, 1.0, B=2)
@@ -508,7 +524,7 @@ def made(x2d):
 '''
 
 
-def test_a_launcher_runs_on_tensors_that_hold_no_values_and_its_record_is_replayed():
+def test_a_launcher_runs_on_tensors_that_hold_no_values_and_its_record_is_replayed(tmp_path):
     """Red-team finding: a launcher that read the input's values on the host (``tolist()``, NumPy's array interface
     over ``data_ptr()``) and let a copy kernel write the answer scored exercise 08's kernel part. In the
     grader a launcher runs on tensors that hold no values, and what it allocated, viewed, copied and launched is
@@ -516,16 +532,17 @@ def test_a_launcher_runs_on_tensors_that_hold_no_values_and_its_record_is_replay
     from fastpath_lib.grading.checks import ex08_capstone
 
     x = torch.randn(3, 40)
+    left = tmp_path / "left.pid"
     text = BY_POINTER + SHAPES.split("import triton.language as tl", 1)[1]
     before = x.clone()
     wrote = torch.randn(4, 40)[1:]  # a view: the replay writes into the grader's storage at its offset
     was = wrote.clone()
     with kernel_run.lacking(ex08_capstone.ABSENT):
         outcome = kernel_run.run(text, "pair", [(None, [x], {}), (None, [wrote], {}, "in_place"),
-                                                (None, [x], {}, "made")]
+                                                (None, [x], {}, "made"), (None, [x, str(left)], {}, "lingers")]
                                  + [(None, [x], {}, name) for name in ("launch", "by_numpy", "by_offset")])
     assert outcome.compile_problem is None, outcome.compile_problem
-    pair, in_place, made, *reads = outcome.calls
+    pair, in_place, made, lingers, *reads = outcome.calls
     assert pair.error is None and pair.launches == ["scale", "scale"], pair
     flat, (y, zt) = pair.out
     assert torch.equal(y, before * 2) and torch.equal(zt, (before * 6).t()) and torch.equal(flat, before[0] * 6)
@@ -533,6 +550,14 @@ def test_a_launcher_runs_on_tensors_that_hold_no_values_and_its_record_is_replay
     assert zt.stride() == (3, 1)  # the layout the launcher made: a column-major z, transposed back
     assert in_place.error is None and in_place.out is None and torch.equal(in_place.args[0], was * 2), in_place
     assert made.error and "made from Python values" in made.error[1], made
+    # the record's process sees the request, never the values' file; what it leaves ends with the record step
+    assert lingers.error and "request.pt" in lingers.error[1] and "values" not in lingers.error[1], lingers.error
+    try:
+        os.kill(int(left.read_text()), 0)
+    except ProcessLookupError:
+        pass
+    else:
+        raise AssertionError("a process the launcher left outlived the record step")
     for call, why in zip(reads, ("Cannot copy out of meta tensor", "data is NULL", "its process ended")):
         assert call.error and call.error[0] == "Refused" and call.out is None, call
         assert "your launcher read a tensor's values" in call.error[1] and why in call.error[1], call.error

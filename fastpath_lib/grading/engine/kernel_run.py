@@ -546,12 +546,12 @@ def launch_traffic(launch) -> dict:
 
 
 def _prctl(option: int, value: int) -> None:
+    """``prctl(option, value)`` on Linux (raises where it fails); nothing elsewhere."""
     import ctypes
 
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
-    except (OSError, AttributeError):  # not Linux: the record's process is apart all the same
-        pass
+    libc = ctypes.CDLL(None, use_errno=True)
+    if hasattr(libc, "prctl") and libc.prctl(option, value, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), f"prctl({option}, {value}) failed")
 
 
 def _end_strays() -> None:
@@ -623,13 +623,18 @@ def _child(request: str, result: str, values: str) -> None:
        :func:`fastpath_lib.traffic.watch`; the program's host functions are not even defined there
        (:func:`_definitions`).
     """
+    _prctl(4, 0)  # PR_SET_DUMPABLE 0: no process of this user reads this one's memory or files (/proc/<pid>/mem)
+    _prctl(36, 1)  # PR_SET_CHILD_SUBREAPER: what the record's process leaves is this one's to end
     req = torch.load(request, weights_only=True)
     if req.get("absent"):  # before the learner's program: in every step alike
         from fastpath_lib.grading.engine import absent
 
         absent.install(req["absent"])
-    _prctl(4, 0)  # PR_SET_DUMPABLE 0: no process of this user reads this one's memory or files (/proc/<pid>/mem)
-    _prctl(36, 1)  # PR_SET_CHILD_SUBREAPER: what the record's process leaves is this one's to end
+    from fastpath_lib.grading.engine import host_ops
+
+    # after the grader's imports, before any of the learner's program (its module-level code included): the record's
+    # and the replay's processes inherit it
+    host_ops.install(req.get("allow", ()), guarded=bool(req.get("absent")))
     held, size = _held_apart(values)
     work = tempfile.mkdtemp(dir=os.path.dirname(os.path.abspath(result)))
     recorded = os.path.join(work, "record.pt")
@@ -715,12 +720,8 @@ def _record(req: dict, path: str) -> None:
     os.environ["TRITON_INTERPRET"] = "1"  # before Triton's import: its kernels (and triton.language's) interpreted
     from triton.runtime.interpreter import InterpretedFunction
 
-    from fastpath_lib.grading.engine import host_ops
-
     with contextlib.suppress(OSError):
         os.close(0)
-    # after the grader's imports, before any of the learner's program (its module-level code included)
-    host_ops.install(req.get("allow", ()), guarded=bool(req.get("absent")))
     current: list[_Recorder] = []
 
     def on_launch(name, kernel, grid, args, kwargs):
@@ -771,9 +772,7 @@ def _replay(req: dict, records: list, inputs: list, path: str) -> None:
     from triton.runtime.interpreter import InterpretedFunction
 
     from fastpath_lib import traffic
-    from fastpath_lib.grading.engine import host_ops
 
-    host_ops.install(req.get("allow", ()), guarded=bool(req.get("absent")))
     seen: list = []
 
     def on_launch(name, kernel, grid, args, kwargs):
