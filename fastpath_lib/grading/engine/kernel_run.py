@@ -242,6 +242,8 @@ def _shapes_only(args, kwargs) -> tuple:
                     "stride": list(v.stride()), "offset": int(v.storage_offset())}
         if type(v) in (list, tuple):
             return type(v)(shape(x) for x in v)
+        if type(v) is dict:
+            return {k: shape(x) for k, x in v.items()}
         return v
     return shape(args), {k: shape(v) for k, v in kwargs.items()}
 
@@ -649,8 +651,9 @@ def _child(request: str, result: str, values: str) -> None:
         records.append(record if type(record) is dict else {"error": ["Refused", VALUE_READ.format(
             why=f"the grader's process running it ended, wait status {status}")]})
     work = tempfile.mkdtemp(dir=os.path.dirname(os.path.abspath(result)))  # nothing of the record's there
-    seen = [[s.get("launch"), s.get("described")] for r in records for s in r.get("steps", ()) if "launch" in s]
-    problem = _compiled_apart(req["text"], seen, os.path.join(work, "your_notebook_compiled.py"))
+    seen = [[[s.get("launch"), s.get("described")] for s in r.get("steps", ()) if "launch" in s] for r in records]
+    problem = _compiled_apart(req["text"], [s for per_call in seen for s in per_call],
+                              os.path.join(work, "your_notebook_compiled.py"))
     got: dict = {"calls": [{"error": ("CompileError", problem)} for _ in records], "seen": []}
     if problem is None:
         inputs = torch.load(io.BytesIO(held[:size]), weights_only=True)
@@ -660,8 +663,9 @@ def _child(request: str, result: str, values: str) -> None:
         if not os.path.exists(ran):
             raise SystemExit(f"the replay ended without an answer (wait status {status})")
         got = _load(ran)
-        if [[n, d] for n, d in got.get("seen", [])] != seen:
-            problem = "the grader's replay of your launcher launched other kernels than its record"
+        for call, mine, recorded in zip(got["calls"], got.pop("seen"), seen):  # a call that raised stopped early
+            if mine != (recorded if call.get("error") is None else recorded[:len(mine)]):
+                problem = "the grader's replay of your launcher launched other kernels than its record"
     got["compile_problem"] = problem
     with contextlib.suppress(OSError):
         os.unlink(result)
@@ -711,6 +715,8 @@ def _meta(described, recorder: _Recorder, storages: dict):
         return t
     if type(described) in (list, tuple):
         return type(described)(_meta(x, recorder, storages) for x in described)
+    if type(described) is dict:
+        return {k: _meta(x, recorder, storages) for k, x in described.items()}
     return described
 
 
@@ -767,7 +773,7 @@ def _recorded(recorder: _Recorder, target, grid, args, kwargs) -> dict:
 
 def _replay(req: dict, records: list, inputs: list, path: str) -> None:
     """Step 3 of :func:`_child`: each record run on its call's real inputs; ``{"calls": [...], "seen": [...]}``
-    written to ``path``."""
+    (per call, each launch's kernel and arguments as the compile step reads them) written to ``path``."""
     os.environ["TRITON_INTERPRET"] = "1"
     from triton.runtime.interpreter import InterpretedFunction
 
@@ -782,7 +788,7 @@ def _replay(req: dict, records: list, inputs: list, path: str) -> None:
     ns = _exec(_definitions(req["text"]), os.path.join(os.path.dirname(path), "your_kernels.py"))
     kernels = {k: _Recorded(v, k, on_launch) for k, v in ns.items() if isinstance(v, InterpretedFunction)}
     ns.update(kernels)  # a kernel's calls of the others, by global name
-    calls = []
+    calls, by_call = [], []
     for record, (args, kwargs) in zip(records, inputs):
         call: dict = {"args": args}
         before = len(seen)
@@ -806,7 +812,8 @@ def _replay(req: dict, records: list, inputs: list, path: str) -> None:
             call["oob_accesses"] = int(t.oob_accesses)
         call["launches"] = [name for name, _ in seen[before:]]
         calls.append(call)
-    _save({"calls": calls, "seen": seen}, path)
+        by_call.append(seen[before:])
+    _save({"calls": calls, "seen": by_call}, path)
 
 
 def _save(answer: dict, result: str) -> None:
