@@ -324,6 +324,10 @@ class _Recorder:
         recorder = self
 
         class _Record(TorchDispatchMode):
+            @classmethod
+            def _should_skip_dynamo(cls):  # nothing here runs under torch.compile: its import is not paid for
+                return False
+
             def __torch_dispatch__(self, func, types, args=(), kwargs=None):
                 kwargs = kwargs or {}
                 step = {"op": func._schema.name, "overload": func._overloadname,
@@ -597,6 +601,9 @@ def _held_apart(path: str):
 
 def _forked(work: Callable[[], None]) -> int:
     """Run ``work`` in a forked copy of this process; its wait status."""
+    import gc
+
+    gc.freeze()  # the copy's collector leaves what it inherits alone: no page of it is copied for a collection
     pid = os.fork()
     if pid == 0:
         code = 1
