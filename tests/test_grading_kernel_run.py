@@ -11,7 +11,7 @@ import torch
 
 from fastpath_lib import runtime
 from fastpath_lib.grading.checks import ex02_kernel
-from fastpath_lib.grading.engine import kernel_run, remote, sources
+from fastpath_lib.grading.engine import kernel_run, remote, replay, sources
 from fastpath_lib.grading.rules import kernel_source
 
 KERNEL = '''
@@ -580,15 +580,15 @@ def test_a_record_names_only_operators_and_the_replay_defines_only_kernels():
     """What the replay's process runs of a record (written by a process that runs the learner's code): torch
     operator overloads, by name, and nothing else reachable from ``torch.ops``; of the program's text, its imports,
     literal constants and kernels."""
-    assert kernel_run._operator("aten::_to_copy", "default") is torch.ops.aten._to_copy.default
-    assert kernel_run._operator("aten::empty", "memory_format") is torch.ops.aten.empty.memory_format
+    assert replay.operator("aten::_to_copy", "default") is torch.ops.aten._to_copy.default
+    assert replay.operator("aten::empty", "memory_format") is torch.ops.aten.empty.memory_format
     for full, overload in (("load_library::x", "y"), ("aten::__class__", "default"), ("aten::empty", "__call__"),
                            ("import_module::os", "system"), ("aten::empty", "memory_format.x")):
         try:
-            kernel_run._operator(full, overload)
+            replay.operator(full, overload)
         except (ValueError, AttributeError, RuntimeError):
             continue
         raise AssertionError(f"{full}.{overload} was resolved")
-    kept = kernel_run._definitions(KERNEL + "LIMIT = 4\nDONE = _tamper()\n" + TAMPERS)
+    kept = replay.definitions(KERNEL + "LIMIT = 4\nDONE = _tamper()\n" + TAMPERS)
     assert "@triton.jit" in kept and "def fwd(" in kept and "LIMIT = 4" in kept, kept
     assert "_tamper" not in kept and "def keep" not in kept and "import sys" in kept, kept
