@@ -5,12 +5,13 @@ exercise 02 graded on memory: each input element read once, each output written 
 from __future__ import annotations
 
 import ast
+import os
 
 import torch
 
 from fastpath_lib import runtime
 from fastpath_lib.grading.checks import ex02_kernel
-from fastpath_lib.grading.engine import kernel_run, remote, sources
+from fastpath_lib.grading.engine import kernel_run, remote, replay, sources
 from fastpath_lib.grading.rules import kernel_source
 
 KERNEL = '''
@@ -403,3 +404,191 @@ def test_ex08_dispatch_credits_the_triton_route_with_the_values_its_launcher_com
     assert not copied.passed and copied.feedback.count("values your kernel does not compute in the grader") == 4, \
         copied.feedback
     assert "launch(x) there:" in copied.feedback, copied.feedback
+
+
+#: Launchers that read the input's values on the host and compute exercise 08's softmax in Python, then let a copy
+#: kernel write the answer (the attacks that scored the kernel part): by ``tolist()`` (reached through a name the
+#: source rules do not follow as a tensor, so they pass), and by NumPy's array interface over ``data_ptr()``, at
+#: offset 0 and past it. Each ``answer`` element is written with ``select`` and ``fill_`` (a view and a copy:
+#: allowed operators).
+READS_VALUES = '''
+import torch
+import triton
+import triton.language as tl
+
+@triton.jit
+def copy_kernel(X, Y, xs, ys, n, B: tl.constexpr):
+    row = tl.program_id(0)
+    c = tl.arange(0, B)
+    tl.store(Y + row * ys + c, tl.load(X + row * xs + c, mask=c < n), mask=c < n)
+
+def softmax_rows(rows):
+    out = []
+    for row in rows:
+        top = max(row)
+        e = [2.718281828459045 ** (v - top) for v in row]
+        total = 0.0
+        for v in e:
+            total = total + v
+        out.append([v / total for v in e])
+    return out
+
+def written(x2d, rows):
+    answer = torch.empty(x2d.shape, dtype=torch.float32, device=x2d.device)
+    slot = min([answer])
+    for i, row in enumerate(rows):
+        line = slot.select(0, i)
+        for j, v in enumerate(row):
+            cell = line.select(0, j)
+            cell.fill_(v)
+    y = torch.empty(x2d.shape, dtype=x2d.dtype, device=x2d.device)
+    copy_kernel[(x2d.shape[0],)](answer, y, answer.stride(0), y.stride(0), x2d.shape[1],
+                                 B=triton.next_power_of_2(x2d.shape[1]))
+    return y
+
+def launch(x2d):
+    held = min([x2d])
+    out = []
+    for row in held.tolist():
+        top = max(row)
+        e = [2.718281828459045 ** (v - top) for v in row]
+        total = 0.0
+        for v in e:
+            total = total + v
+        out.append([v / total for v in e])
+    return written(x2d, out)
+'''
+BY_POINTER = READS_VALUES + '''
+import numpy
+
+class Interface:
+    def __init__(self, t):
+        self.__array_interface__ = {"shape": tuple(t.shape), "typestr": "<f4", "data": (t.data_ptr(), True),
+                                    "strides": tuple(4 * s for s in t.stride()), "version": 3}
+
+def by_numpy(x2d):
+    return written(x2d, softmax_rows(numpy.asarray(Interface(x2d)).tolist()))
+
+def by_offset(x2d):
+    rest = numpy.asarray(Interface(x2d[1:])).tolist()
+    return written(x2d, softmax_rows(numpy.asarray(Interface(x2d[:1])).tolist() + rest))
+'''
+#: What an honest launcher does with shapes alone: a grid function, scalars and strides from shapes, a helper,
+#: ``empty_like``, a view (a column-major tensor's row) and a tuple returned, a write into its input, and a kernel
+#: launched twice; a launcher that leaves a process behind and lists the child's folder; one that launches with a
+#: tensor made from Python values.
+SHAPES = '''
+import torch
+import triton
+import triton.language as tl
+
+@triton.jit
+def scale(X, Y, xs, ys, xc, yc, n, f, B: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    c = tl.arange(0, B)
+    tl.store(Y + row * ys + c * yc, tl.load(X + row * xs + c * xc, mask=c < n) * f, mask=c < n)
+
+def block(x):
+    return triton.next_power_of_2(x.shape[-1])
+
+def pair(x2d):
+    y = torch.empty_like(x2d)
+    grid = lambda meta: (triton.cdiv(x2d.shape[0] * meta["B"], meta["B"]),)
+    scale[grid](x2d, y, x2d.stride(0), y.stride(0), x2d.stride(1), y.stride(1), x2d.shape[-1], 2.0, B=block(x2d))
+    z = y.t().contiguous().t()
+    scale[(x2d.shape[0],)](y, z, y.stride(0), z.stride(0), y.stride(1), z.stride(1), x2d.shape[-1], 3.0, B=block(x2d))
+    return z[0], (y, z.t())
+
+def in_place(x2d):
+    scale[(x2d.shape[0],)](x2d, x2d, x2d.stride(0), x2d.stride(0), x2d.stride(1), x2d.stride(1), x2d.shape[-1], 2.0,
+                           B=block(x2d))
+
+def lingers(x2d, where):
+    import os
+    import time
+
+    if os.fork() == 0:  # a process of its own, left behind to read what comes after the record
+        with open(where + ".part", "w") as fh:
+            fh.write(str(os.getpid()))
+        os.replace(where + ".part", where)
+        time.sleep(600)
+    while not os.path.exists(where):
+        time.sleep(0.01)
+    folder = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    raise LookupError(repr(sorted(os.listdir(folder))))
+
+def made(x2d):
+    src = torch.tensor([[1.0, 2.0]])
+    scale[(1,)](src, x2d, 2, x2d.stride(0), 1, 1, 2, 1.0, B=2)
+    return x2d
+'''
+
+
+def test_a_launcher_runs_on_tensors_that_hold_no_values_and_its_record_is_replayed(tmp_path):
+    """Red-team finding: a launcher that read the input's values on the host (``tolist()``, NumPy's array interface
+    over ``data_ptr()``) and let a copy kernel write the answer scored exercise 08's kernel part. In the
+    grader a launcher runs on tensors that hold no values, and what it allocated, viewed, copied and launched is
+    replayed on the inputs by a process that runs none of its host code. Honest launchers replay exactly."""
+    from fastpath_lib.grading.checks import ex08_capstone
+
+    x = torch.randn(3, 40)
+    left = tmp_path / "left.pid"
+    text = BY_POINTER + SHAPES.split("import triton.language as tl", 1)[1]
+    before = x.clone()
+    wrote = torch.randn(4, 40)[1:]  # a view: the replay writes into the grader's storage at its offset
+    was = wrote.clone()
+    with kernel_run.lacking(ex08_capstone.ABSENT):
+        outcome = kernel_run.run(text, "pair", [(None, [x], {}), (None, [wrote], {}, "in_place"),
+                                                (None, [x], {}, "made"), (None, [x, str(left)], {}, "lingers")]
+                                 + [(None, [x], {}, name) for name in ("launch", "by_numpy", "by_offset")])
+    assert outcome.compile_problem is None, outcome.compile_problem
+    pair, in_place, made, lingers, *reads = outcome.calls
+    assert pair.error is None and pair.launches == ["scale", "scale"], pair
+    flat, (y, zt) = pair.out
+    assert torch.equal(y, before * 2) and torch.equal(zt, (before * 6).t()) and torch.equal(flat, before[0] * 6)
+    assert flat.stride() == (3,)
+    assert zt.stride() == (3, 1)  # the layout the launcher made: a column-major z, transposed back
+    assert in_place.error is None and in_place.out is None and torch.equal(in_place.args[0], was * 2), in_place
+    assert made.error and "made from Python values" in made.error[1], made
+    # the record's process sees the request, never the values' file; what it leaves ends with the record step
+    assert lingers.error and "request.pt" in lingers.error[1] and "values" not in lingers.error[1], lingers.error
+    try:
+        os.kill(int(left.read_text()), 0)
+    except ProcessLookupError:
+        pass
+    else:
+        raise AssertionError("a process the launcher left outlived the record step")
+    for call, why in zip(reads, ("Cannot copy out of meta tensor", "data is NULL", "its process ended")):
+        assert call.error and call.error[0] == "Refused" and call.out is None, call
+        assert "your launcher read a tensor's values" in call.error[1] and why in call.error[1], call.error
+        assert "a launcher only shapes, allocates and launches" in call.error[1], call.error
+    assert torch.equal(x, before)
+
+
+def test_ex08_kernel_part_gives_no_credit_to_values_read_on_the_host():
+    """The ``tolist()`` launcher passes the source rules; the grader runs it on tensors that hold no values."""
+    from fastpath_lib.grading.checks import ex08_capstone
+
+    assert kernel_source.launcher_problem(READS_VALUES, "launch") is None  # what the source rules let through
+    with sources.using([READS_VALUES]), kernel_run.lacking(ex08_capstone.ABSENT):
+        (result,) = ex08_capstone.check_capstone_kernel("softmax", _proxy("launch"), show=False)
+    assert not result.passed, result.feedback
+    assert "your launcher read a tensor's values" in result.feedback, result.feedback
+
+
+def test_a_record_names_only_operators_and_the_replay_defines_only_kernels():
+    """What the replay's process runs of a record (written by a process that runs the learner's code): torch
+    operator overloads, by name, and nothing else reachable from ``torch.ops``; of the program's text, its imports,
+    literal constants and kernels."""
+    assert replay.operator("aten::_to_copy", "default") is torch.ops.aten._to_copy.default
+    assert replay.operator("aten::empty", "memory_format") is torch.ops.aten.empty.memory_format
+    for full, overload in (("load_library::x", "y"), ("aten::__class__", "default"), ("aten::empty", "__call__"),
+                           ("import_module::os", "system"), ("aten::empty", "memory_format.x")):
+        try:
+            replay.operator(full, overload)
+        except (ValueError, AttributeError, RuntimeError):
+            continue
+        raise AssertionError(f"{full}.{overload} was resolved")
+    kept = replay.definitions(KERNEL + "LIMIT = 4\nDONE = _tamper()\n" + TAMPERS)
+    assert "@triton.jit" in kept and "def fwd(" in kept and "LIMIT = 4" in kept, kept
+    assert "_tamper" not in kept and "def keep" not in kept and "import sys" in kept, kept

@@ -58,10 +58,10 @@ BENCH_OUTCOME = {"bench.schema", "bench.analysis", "bench.matrix"}
 #: the modules that import Triton (patterns): each operator's kernels and the casts any op's kernel may use, the
 #: ahead-of-time compiler, the self-test's probe kernel, the interpreter's traffic checker, the bench timers
 #: (``triton.testing``), and the grading kernels (mutants, exercise 02's check, the grader's run of a learner's kernel
-#: as data).
+#: as data and its launcher's record and replay).
 TRITON_IMPORTERS = {"*.kernels", "triton_casts", "rmsnorm.compiled", "selftest", "traffic", "bench.ophost",
                     "bench.timing", "grading.rules.mutant_kernels", "grading.checks.ex02_kernel",
-                    "grading.engine.kernel_run"}
+                    "grading.engine.kernel_run", "grading.engine.replay"}
 
 
 def _modules() -> dict[str, Path]:
