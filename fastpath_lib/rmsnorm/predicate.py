@@ -32,10 +32,8 @@ Two ways to evaluate the same rules, side by side in this module:
 * :data:`PREDICATE` (through :func:`fastpath_lib.explain`) runs every named condition and says why each one fails.
   A hypothesis test proves the two agree on every case it draws.
 
-Modes that keep the fast path, with why: autograd (a Triton backward), ``torch.compile`` and ``torch.export``
-(static conditions become guards; the opaque op decides alignment and symbolic sizes at run time, so one graph covers
-a dynamic range; ``explain()`` on fake tensors reports those as unknown), deterministic algorithms (both kernels are
-bitwise deterministic), autocast (the op carries ``F.rms_norm``'s policy).
+The modes that keep the fast path (autograd, ``torch.compile`` and ``torch.export``, deterministic algorithms,
+autocast), each with why, are in ``docs/reference.md``.
 
 This module imports torch only, never Triton: it is tested on any machine.
 """
