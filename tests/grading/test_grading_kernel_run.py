@@ -6,13 +6,17 @@ from __future__ import annotations
 
 import ast
 import os
+from pathlib import Path
 
+import nbformat
 import torch
 
 from fastpath_lib import runtime
 from fastpath_lib.grading.checks import ex02_kernel
 from fastpath_lib.grading.engine import kernel_run, remote, replay, sources
 from fastpath_lib.grading.rules import kernel_source
+
+ROOT = Path(__file__).resolve().parents[2]
 
 KERNEL = '''
 import triton
@@ -592,3 +596,99 @@ def test_a_record_names_only_operators_and_the_replay_defines_only_kernels():
     kept = replay.definitions(KERNEL + "LIMIT = 4\nDONE = _tamper()\n" + TAMPERS)
     assert "@triton.jit" in kept and "def fwd(" in kept and "LIMIT = 4" in kept, kept
     assert "_tamper" not in kept and "def keep" not in kept and "import sys" in kept, kept
+
+
+#: Honest launchers written unlike the solutions' (each doubles its input into a new tensor), and what a launcher
+#: reads of the device in the record step.
+HONEST = '''
+import torch
+import triton
+import triton.language as tl
+
+@triton.jit
+def twice(X, Y, xs, ys, n, B: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    c = tl.arange(0, B)
+    tl.store(Y + row * ys + c, tl.load(X + row * xs + c, mask=c < n) * 2, mask=c < n)
+
+def into(x2d, y):
+    twice[(x2d.shape[0],)](x2d, y, x2d.stride(0), y.stride(0), x2d.shape[1], B=triton.next_power_of_2(x2d.shape[1]))
+    return y
+
+def empty_like(x):
+    return into(x, torch.empty_like(x))
+
+def empty_as(x):
+    return into(x, torch.empty(x.shape, dtype=x.dtype, device=x.device))
+
+def reshaped(x):
+    x2 = x.reshape(-1, x.shape[-1])
+    return into(x2, torch.empty_like(x2)).reshape(x.shape)
+
+def viewed(x):
+    x2 = x.contiguous().view(-1, x.size(-1))
+    return into(x2, x2.new_empty(x2.shape)).view(x.shape)
+
+def grid_of_meta(x):
+    y = torch.zeros_like(x)
+    n = x.shape[-1]
+    twice[lambda meta: (triton.cdiv(x.numel(), n),)](x, y, x.stride(0), y.stride(0), n,
+                                                     B=max(16, triton.next_power_of_2(n)))
+    return y
+
+def strided(x):
+    assert x.dim() == 2 and x.stride(-1) == 1
+    y = torch.empty_strided(tuple(x.shape), (x.shape[1], 1), dtype=x.dtype, device=str(x.device))
+    return into(x, y)
+
+def in_fp32(x):
+    xf = x.to(torch.float32)
+    return into(xf, torch.empty_like(xf)).to(x.dtype)
+
+def aligned(x):
+    if x.data_ptr() % 16:
+        x = x.contiguous()
+    return into(x, torch.empty_like(x))
+
+def device(x):
+    return x.is_cuda, str(x.device), x[1:].data_ptr()
+
+def item(x):
+    return x[0, 0].item()
+
+def tolist(x):
+    return x.tolist()
+'''
+
+
+def test_honest_launchers_unlike_the_solution_replay_to_their_values_and_the_exercises_state_the_rule():
+    """Issue 41 ("no honest answer refused", "no unstated rule zeroes an exercise"): launchers written unlike the
+    solutions' (``empty_like``, ``torch.empty(..., device=x.device)``, ``reshape``, ``new_empty``, a grid of
+    ``meta``, ``empty_strided``, a dtype round trip, an alignment test on ``data_ptr()``) replay to their values, in
+    one child. What a launcher reads of the device there (``is_cuda``, ``device``, ``data_ptr()``) and what it must
+    not read (values) is what exercises 02 and 08 tell the learner."""
+    from fastpath_lib.grading.checks import ex08_capstone
+
+    x = torch.randn(5, 33)
+    rows = torch.randn(10, 33)[::2]  # every other row: row stride 66
+    deep = torch.randn(2, 3, 33, dtype=torch.float16)
+    honest = [("empty_like", x), ("empty_as", rows), ("reshaped", deep), ("viewed", deep), ("grid_of_meta", x),
+              ("strided", rows), ("in_fp32", deep[0]), ("aligned", x[:, 1:])]
+    with kernel_run.lacking(ex08_capstone.ABSENT):
+        *calls, device, item, tolist = kernel_run.run(HONEST, "into", [(None, [t], {}, name) for name, t in honest]
+                                                      + [(None, [x], {}, name) for name in ("device", "item",
+                                                                                             "tolist")]).calls
+    for (name, t), call in zip(honest, calls):
+        assert call.error is None and call.launches == ["twice"], (name, call)
+        assert call.out.shape == t.shape and torch.equal(call.out, t * 2), (name, call.out)
+    is_cuda, where, offset = device.out
+    assert device.error is None and offset == x.stride(0) * x.element_size(), device
+    for call in (item, tolist):
+        assert call.error and call.out is None, call
+    for exercise in ("ex02", "ex08"):
+        (path,) = (ROOT / "exercises").glob(f"{exercise}_*.ipynb")
+        text = " ".join(" ".join(c.source.split()) for c in nbformat.read(path, as_version=4).cells
+                        if c.cell_type == "markdown")
+        for said in ('device="meta"', f"`.device` is `{where}`", f"`.is_cuda` is `{is_cuda}`",
+                     "`.data_ptr()` is the view's byte offset from address 0", "`.item()`", "`.tolist()`"):
+            assert said in text, (exercise, said)
