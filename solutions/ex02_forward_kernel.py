@@ -132,10 +132,10 @@ ex.check_add_rms_norm_kernel(my_add_rms_norm_fwd)
 # it gives the wrong gradients. `my_backward` only allocates, launches and sums the partial `dw` rows: the
 # gradients are computed in your kernel, not with torch arithmetic around it. The grader runs `my_backward` on tensors
 # that hold no values (`device="meta"`, with your inputs' shapes, dtypes and strides) and replays what it allocated,
-# viewed, launched and summed on the real inputs: it may read shapes, dtypes and strides, allocate, make views and
-# launch kernels, but not read values (`.item()`, `.tolist()`, `.numpy()`, memory through `data_ptr()`) or branch on
-# the device (there a tensor's `.device` is `meta`, its `.is_cuda` is `False` and its `.data_ptr()` is the view's byte
-# offset from address 0).
+# copied, viewed, launched and summed on the real inputs: it may read shapes, dtypes and strides, allocate, copy
+# (`.contiguous()`, `.to(dtype)`), make views, launch kernels and sum the partial `dw` rows, but not read values
+# (`.item()`, `.tolist()`, `.numpy()`, memory through `data_ptr()`) or branch on the device (there a tensor's `.device`
+# is `meta`, its `.is_cuda` is `False` and its `.data_ptr()` is the view's byte offset from address 0).
 
 # %%
 @triton.jit

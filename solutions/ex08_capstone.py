@@ -33,11 +33,11 @@
 # write into it fails the case).
 #
 # **Your launcher in the grader.** The grader runs `launch` on tensors that hold no values (`device="meta"`, with your
-# input's shapes, dtypes and strides) and replays what it allocated, viewed and launched on the real input: `launch`
-# may read shapes, dtypes and strides, allocate (`torch.empty_like(x)`, `torch.empty(..., device=x.device)`), make
-# views and launch kernels, but not read values (`.item()`, `.tolist()`, `.numpy()`, memory through `data_ptr()`) or
-# compute with torch. Nor may it branch on the device: there a tensor's `.device` is `meta`, its `.is_cuda` is `False`
-# and its `.data_ptr()` is the view's byte offset from address 0.
+# input's shapes, dtypes and strides) and replays what it allocated, copied, viewed and launched on the real input:
+# `launch` may read shapes, dtypes and strides, allocate (`torch.empty_like(x)`, `torch.empty(..., device=x.device)`),
+# copy (`.contiguous()`, `.to(dtype)`), make views and launch kernels, but not read values (`.item()`, `.tolist()`,
+# `.numpy()`, memory through `data_ptr()`) or compute with torch. Nor may it branch on the device: there a tensor's
+# `.device` is `meta`, its `.is_cuda` is `False` and its `.data_ptr()` is the view's byte offset from address 0.
 #
 # The reference and the kernel checks run irregular shapes and the inputs where each operator's known mistakes show:
 # for `softmax` and `log_softmax`, one logit of 100 per row (`exp(100)` overflows fp32) and rows around +1000 and

@@ -690,5 +690,6 @@ def test_honest_launchers_unlike_the_solution_replay_to_their_values_and_the_exe
         text = " ".join(" ".join(c.source.split()) for c in nbformat.read(path, as_version=4).cells
                         if c.cell_type == "markdown")
         for said in ('device="meta"', f"`.device` is `{where}`", f"`.is_cuda` is `{is_cuda}`",
-                     "`.data_ptr()` is the view's byte offset from address 0", "`.item()`", "`.tolist()`"):
+                     "`.data_ptr()` is the view's byte offset from address 0", "`.item()`", "`.tolist()`",
+                     "`.contiguous()`", "`.to(dtype)`"):  # the copies in_fp32 and aligned replay
             assert said in text, (exercise, said)
