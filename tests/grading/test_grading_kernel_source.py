@@ -139,6 +139,10 @@ KERNEL_HEAD = "import triton\nimport triton.language as tl\nimport numpy as np\n
     ("@triton.jit\ndef k(X):\n    tl.store(X, np.sqrt(tl.load(X)))", "reads np"),
     ("@triton.jit\ndef k(X):\n    tl.store(X, triton.testing.torch.rsqrt(tl.load(X)))", "reads triton"),
     ("@triton.jit\ndef k(X):\n    tl.store(X, tl.load(X).__class__)", "private attribute"),
+    # the interpreter's NumPy array behind a value, or the compiler's IR: Python computing in a kernel body
+    ("@triton.jit\ndef k(X):\n    v = tl.load(X)\n    v.handle.data.fill(0)\n    tl.store(X, v)", "reads handle"),
+    ("@triton.jit\ndef k(X):\n    if isinstance(X.handle, tl.core.ir.value):\n        pass\n    tl.store(X, 1.0)",
+     "reads handle"),
     ("@triton.jit\ndef k(X):\n    def f(v):\n        return v\n    tl.store(X, f(tl.load(X)))", "defines or imports"),
     ("@triton.jit\ndef k(X):\n    tl.load(X)", "stores nothing"),
     ("def k(X):\n    tl.store(X, tl.load(X))", "under @triton.jit"),

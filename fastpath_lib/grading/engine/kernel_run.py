@@ -217,6 +217,9 @@ def _signature(fn, described: dict):
             sig[p.name] = "fp32"
         elif kind == "bool":
             sig[p.name] = "i1"
+        elif p.name in described and value is not None:  # a dtype, string or tuple: refused
+            raise TypeError(f"the parameter {p.name} is not a tl.constexpr and takes a {value!r}: a runtime "
+                            f"parameter takes a tensor or a number; annotate it tl.constexpr")
         else:
             sig[p.name], const[(i,)] = "constexpr", value
     return sig, const

@@ -293,11 +293,17 @@ def definitions(text: str) -> str:
             return False
         return True
 
+    def literal_or_constexpr(node) -> bool:  # the same constants kernel_source.program writes: tl.constexpr(lit) too
+        if isinstance(node, ast.Call) and len(node.args) == 1 and not node.keywords and \
+                ast.unparse(node.func) in ("tl.constexpr", "triton.language.constexpr", "constexpr"):
+            return literal(node.args[0])
+        return literal(node)
+
     kept = []
     for node in ast.parse(text).body:
         if isinstance(node, (ast.Import, ast.ImportFrom)) or isinstance(node, ast.FunctionDef) and \
                 node.decorator_list or isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None \
-                and literal(node.value):
+                and literal_or_constexpr(node.value):
             kept.append(ast.unparse(node))
     return "\n".join(kept) + "\n"
 

@@ -58,6 +58,8 @@ _REFLECTIVE = frozenset({"__dict__", "__globals__", "__code__", "__builtins__", 
                          "__wrapped__", "f_globals", "f_locals", "f_back", "user_ns", "__getattribute__"})
 #: Builtins a kernel body may call (Triton's frontend accepts these).
 _KERNEL_BUILTINS = frozenset({"range", "min", "max", "int", "float", "bool", "len", "print", "isinstance"})
+#: Attributes that reach the compiler's IR or the interpreter's NumPy arrays behind a Triton value.
+_KERNEL_INTERNALS = frozenset({"handle", "core", "ir", "semantic", "builder"})
 #: Builtins a launcher may call.
 _HOST_BUILTINS = frozenset({"range", "len", "int", "float", "bool", "isinstance", "tuple", "list", "dict", "max",
                             "min", "print", "zip", "enumerate", "divmod", "abs", "round", "type", "str", "repr"})
@@ -190,6 +192,9 @@ def _kernel_body_problem(src: _Source, fn: ast.FunctionDef) -> str | None:
                 return f"your kernel {fn.name} defines or imports something inside it: a kernel body only computes"
             if isinstance(n, ast.Attribute) and n.attr.startswith("_"):
                 return f"your kernel {fn.name} reads the private attribute {n.attr}"
+            if isinstance(n, ast.Attribute) and n.attr in _KERNEL_INTERNALS:
+                return (f"your kernel {fn.name} reads {n.attr}, the compiler's or the interpreter's own object "
+                        f"behind a value: a kernel body computes with triton.language")
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id not in local:
                 target = src.resolve(n.id)
                 ok = n.id in src.kernels or n.id in constexpr or target.startswith("triton.language") or (
