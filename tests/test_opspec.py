@@ -292,7 +292,8 @@ def test_an_op_module_outside_the_kit_reaches_every_child_of_evidence(tmp_path, 
         "SPEC = dataclasses.replace(_BASE, name='carried_op')\n")
     monkeypatch.chdir(folder)
     monkeypatch.setenv("PYTHONPATH", "")  # restored afterwards, as FASTPATH_OPS is
-    monkeypatch.delenv(opspec.ENV_VAR, raising=False)
+    monkeypatch.setenv(opspec.ENV_VAR, "")  # recorded, so the value the command sets is undone afterwards (a bare
+    monkeypatch.delenv(opspec.ENV_VAR)  # delenv of an unset variable records nothing: later processes inherited it)
     monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(folder))])
     monkeypatch.setattr(evidence, "dry_run", lambda budget, steps: 0)
     try:
