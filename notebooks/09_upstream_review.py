@@ -190,7 +190,7 @@ print("traced on FakeTensors:", [str(n.target) for n in graph.graph.nodes if n.o
 # vLLM's ruff and mypy settings, and that its tests pass under the interpreter. The files it changes, and its lines
 # added and removed:
 
-# %% tags=["nbval-ignore-output"]
+# %%
 patch = (runtime.ROOT / "upstream" / "vllm_rms_norm_triton.patch").read_text()
 for chunk in patch.split("diff --git a/")[1:]:
     lines = chunk.splitlines()
@@ -250,7 +250,7 @@ print("after the block:", native_override.registered_overrides())
 # Triton's interpreter; with it, the PR note in PyTorch's template. `tests/rmsnorm/test_pytorch_native.py` checks that the
 # patch is current, applies, passes ruff at PyTorch's settings and that its tests pass. The files it changes:
 
-# %% tags=["nbval-ignore-output"]
+# %%
 torch_patch = (runtime.ROOT / "upstream" / "pytorch_native_rms_norm_triton.patch").read_text()
 for chunk in torch_patch.split("diff --git a/")[1:]:
     lines = chunk.splitlines()
@@ -420,7 +420,7 @@ else:
 # `supports_args` decides on the call's metadata alone, as vLLM's own Triton providers do; a call it refuses goes to
 # the next provider in the priority, unchanged:
 
-# %% tags=["nbval-ignore-output"]
+# %%
 source = new_file(NEW)
 fn = next(n for n in ast.parse(source).body if getattr(n, "name", "") == "_supports_rms_norm")
 print(ast.get_source_segment(source, fn))
@@ -508,7 +508,7 @@ print(f"fp32 {bits:#010x} (NaN) + 0x7fff + {lowest_kept} -> top half {top:#06x} 
 # %% [markdown]
 # In a normalization one NaN makes the whole row's `rstd` NaN with the same bits, so a whole row of the output comes
 # out as zeros where the reference gives NaNs: a diverging model that looks fine. So the kit's kernels map any NaN to
-# the canonical one before rounding (`round_to` in `fastpath_lib/rmsnorm/kernels.py`). The same row through the fused
+# the canonical one before rounding (`round_to` in `fastpath_lib/triton_casts.py`). The same row through the fused
 # op, compared with the reference as the kit's tests compare extremes (NaN-ness and sign exactly):
 
 # %%

@@ -6,6 +6,7 @@ command does not take fails here, not in a reader's terminal.
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import re
 from pathlib import Path
@@ -242,3 +243,32 @@ def test_instructors_name_every_exercise_whose_kernel_source_is_read():
     page = " ".join((ROOT / "docs" / "instructors.md").read_text().split())
     said = re.search(r"Where an exercise asks for a Triton kernel \(([^)]*)\), the grader reads the learner's", page)
     assert readers and said and set(re.findall(r"ex\d\d", said.group(1))) == readers, (readers, said)
+
+
+NAME_IN_FILE = re.compile(r"`([A-Za-z_][A-Za-z0-9_]*)` (?:in|from) `((?:fastpath_lib|tools|tests)/[\w/]+\.py)`")
+LEARNER_TEXT = [README, *PAGES, *sorted((ROOT / "notebooks").glob("*.py")), *sorted((ROOT / "solutions").glob("*.py"))]
+
+
+def misplaced_names(pages: list[Path]) -> list[str]:
+    """"`name` in `path.py`": the file defines ``name`` at its top level (a def, a class or an assignment), not
+    only imports it, so a reader who opens the file finds it."""
+    out = []
+    for page in pages:
+        for name, rel in NAME_IN_FILE.findall(page.read_text()):
+            target = ROOT / rel
+            tree = ast.parse(target.read_text()) if target.exists() else None
+            defined = tree is not None and any(
+                getattr(node, "name", None) == name
+                or any(getattr(t, "id", None) == name for t in getattr(node, "targets", [getattr(node, "target", None)]))
+                for node in tree.body)
+            if not defined:
+                out.append(f"{page.name} says `{name}` is in {rel}, which does not define it")
+    return out
+
+
+def test_a_name_the_text_places_in_a_file_is_defined_there(tmp_path: Path):
+    assert not misplaced_names(LEARNER_TEXT), misplaced_names(LEARNER_TEXT)
+    page = tmp_path / "page.md"
+    page.write_text("(`round_to` in `fastpath_lib/rmsnorm/kernels.py`) and `round_to` in `fastpath_lib/triton_casts.py`\n")
+    assert misplaced_names([page]) == [
+        "page.md says `round_to` is in fastpath_lib/rmsnorm/kernels.py, which does not define it"]
