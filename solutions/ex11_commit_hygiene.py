@@ -23,7 +23,7 @@
 #
 # * each commit is **either** a change of behaviour **or** a change of structure (a refactor), never both: a hunk
 #   that only restructures code goes in a `"refactor"` commit, and a `"refactor"` commit holds nothing else: no
-#   behaviour, no test, no docs;
+#   behaviour change, no new test, no docs;
 # * each commit holds **one** behaviour change, with the tests that check it, so it can be reviewed, bisected and
 #   reverted on its own: tests go before or with the change they check, never after; docs go with or after the
 #   change they describe, never before; a `"test"` commit holds only tests, a `"docs"` commit only docs, and a

@@ -131,7 +131,7 @@ RULES = {
                               'a hunk that only restructures code goes in a `"refactor"` commit'),
     "refactor_only": Rule("refactors_apart",
                           "a commit labelled refactor changes behaviour (or adds tests or docs of a change)",
-                          'a `"refactor"` commit holds nothing else: no behaviour, no test, no docs'),
+                          'a `"refactor"` commit holds nothing else: no behaviour change, no new test, no docs'),
     "one_change": Rule("one_change_per_commit", "a commit holds more than one behaviour change",
                        "each commit holds **one** behaviour change"),
     "kind": Rule("one_change_per_commit", "a {kind} commit holds a hunk that is not {kind}",
