@@ -62,7 +62,7 @@ ex.check_default_eps(my_default_eps)
 # The definition in plain torch, for `normalized_shape` of length `k` (the last `k` dims):
 #
 # ```python
-# y = x / torch.sqrt(x.pow(2).mean(dims=last_k_dims, keepdim=True) + eps) * weight
+# y = x / torch.sqrt(x.pow(2).mean(dim=last_k_dims, keepdim=True) + eps) * weight
 # ```
 #
 # Requirements: compute and return **float64** (whatever the input dtype), use `my_default_eps(x.dtype)` when

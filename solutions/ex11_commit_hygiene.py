@@ -18,12 +18,19 @@
 # %% [markdown]
 # # Exercise 11 — commit hygiene: one behaviour change per commit, every commit green
 #
-# A reviewer reads a pull request one commit at a time. Lesson 07 gave the rules that make that possible:
+# A reviewer reads a pull request one commit at a time. These rules make that possible (lesson 07 teaches them; the
+# words after each colon are what the check holds a plan to, all of it):
 #
-# * each commit is **either** a change of behaviour **or** a change of structure (a refactor), never both;
+# * each commit is **either** a change of behaviour **or** a change of structure (a refactor), never both: a hunk
+#   that only restructures code goes in a `"refactor"` commit, and a `"refactor"` commit holds nothing else: no
+#   behaviour change, no new test, no docs;
 # * each commit holds **one** behaviour change, with the tests that check it, so it can be reviewed, bisected and
-#   reverted on its own (tests go before or with the change they check, never after);
-# * **every commit builds and passes the tests** on its own, not only the last one.
+#   reverted on its own: tests go before or with the change they check, never after; docs go with or after the
+#   change they describe, never before; a `"test"` commit holds only tests, a `"docs"` commit only docs, and a
+#   `"behaviour"` commit its one change with its tests and docs;
+# * **every commit builds and passes the tests** on its own, not only the last one: no hunk comes before a hunk it
+#   uses, hunks that only work together go in one commit, and a test of a new behaviour goes with it, not before
+#   (it fails there).
 #
 # Below are the hunks of one piece of work (lesson 03's row-width condition, with what prepares, follows and
 # documents it). Sort them into an ordered list of commits,

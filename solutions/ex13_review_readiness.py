@@ -136,8 +136,8 @@ ex.check_readiness("test_report", read_report)
 # * `suspect`: cases whose dispatched row cannot be right. Either its `bytes_moved` is not lesson 05's bytes model
 #   for its `pass` (each input read once, each output written once; a forward reads x and the weight and writes y;
 #   a `"backward"` row times forward and backward, which also reads dy, x and the weight and writes dx and dw), or
-#   its achieved bandwidth, `bytes_moved / median_us` in GB/s (`1e9` bytes per second), is above the run's
-#   `copy_gbps` (no kernel copies faster than a copy: the timer missed the kernel).
+#   its achieved bandwidth in GB/s, `bytes_moved / (median_us * 1e-6) / 1e9` (bytes per second over `1e9`), is
+#   above the run's `copy_gbps` (no kernel copies faster than a copy: the timer missed the kernel).
 # * `beats_compiled`: only where the table is a GPU measurement (`gpu_measurement` true on every row: the text
 #   `"True"` as `csv` reads it): the cases, not suspect,
 #   whose dispatched call took the `"triton"` route and **wins** (by `outcome`) against both the baseline and the

@@ -104,3 +104,70 @@ def test_ex11_names_its_gates_by_the_bullets_that_state_them():
     named = [bullets[_ORDINALS.index(w)] for w in said.groups()]
     words = {"one_change_per_commit": "**one** behaviour change", "every_commit_green": "every commit builds"}
     assert [words[g] in b for g, b in zip(_GATES, named)] == [True, True], named
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_ex11_states_every_rule_its_check_holds_in_the_bullet_of_its_part():
+    """Every rule of the check (``RULES``: the check reports a breach through it only) is in the exercise's words, in
+    the bullet of the part it fails: the gates' bullets by the sentence that names them, refactors_apart's by the one
+    that names its rule (reader 12b F3: docs before their change, and a commit's kind, gated every point unstated)."""
+    from fastpath_lib.grading.checks.ex11_commits import _GATES, RULES
+
+    text = _markdown("ex11")
+    bullets = re.findall(r"^\* (.+?)(?=^\*|^\n|\Z)", text.split("\n\n", 2)[2], re.M | re.S)
+    gates = re.search(r"earns points once it keeps the (\w+) and (\w+) rules", text)
+    own = re.search(r"The (\w+) rule, refactors apart from behaviour, is graded as a part of its own", text)
+    assert gates and own and len(bullets) == 3, (gates, own, bullets)
+    bullet_of = dict(zip((*_GATES, "refactors_apart"), (*gates.groups(), own.group(1))))
+    unstated = {key: r.stated for key, r in RULES.items()
+                if _flat(r.stated) not in _flat(bullets[_ORDINALS.index(bullet_of[r.part])])}
+    assert not unstated, unstated
+
+
+def test_ex11s_check_reports_a_breach_only_through_its_rules():
+    """A plan breaking the docs rule is told the rule's own words: the table the instructions are checked against is
+    the one the check reads."""
+    from fastpath_lib.grading.checks import ex11_commits as C
+
+    good = [("test", ["pin_test"]), ("refactor", ["rename", "rename_test"]), ("refactor", ["move_out", "move_in"]),
+            ("behaviour", ["condition", "condition_test", "readme"]), ("behaviour", ["simplify"]),
+            ("behaviour", ["route", "route_test"]), ("docs", ["changelog"])]
+    assert not any(C._violations(good).values())
+    early = [good[6], *good[:6]]  # the changelog before the condition it describes
+    assert C._violations(early)["one_change_per_commit"] == [f"{C.RULES['docs_early'].broken} (1x)"]
+
+
+def test_ex04_names_everything_its_check_refuses_to_be_called():
+    """Each module (and function) the check refuses an answer for calling (``_GENERATED``) is named in the
+    instructions, with what the refusal costs (reader 12b F2)."""
+    from fastpath_lib.grading.checks.ex04_boundary import _GENERATED
+    from fastpath_lib.grading.rules.borrowed import _module_of
+
+    text = _flat(_markdown("ex04"))
+    named = {f"`{_module_of(file)}`" for file, _, _ in _GENERATED.targets}
+    named |= {f"`{qual}`" for _, qual, _ in _GENERATED.targets if qual != "*"}
+    assert len(named) >= 3 and not {n for n in named if n not in text}, {n for n in named if n not in text}
+    assert "fails every part of the check" in text
+
+
+def test_ex13s_bandwidth_formula_as_written_is_the_graders():
+    """The code-formatted bandwidth in part 3, evaluated on the rows of drawn tables, is the grader's number (reader
+    12b F4: ``bytes_moved / median_us`` is MB/s, a thousand times the GB/s it was compared with)."""
+    import csv
+    import io
+    import random
+
+    from fastpath_lib.grading.rules.ex13_scenarios import achieved_gbps, draw
+
+    formulas = [f for f in re.findall(r"`([^`]+)`", _markdown("ex13")) if "bytes_moved" in f and "median_us" in f]
+    assert formulas
+    rows = [r for sc in draw("results_table", random.Random(3)) for r in csv.DictReader(io.StringIO(sc["csv"]))
+            if r["provider"] == "dispatched"]  # the rows the rule reads
+    assert len(rows) >= 4
+    for formula in formulas:
+        for r in rows:
+            got = eval(formula, {"bytes_moved": int(r["bytes_moved"]), "median_us": float(r["median_us"])})
+            assert math.isclose(got, achieved_gbps(r), rel_tol=1e-12), (formula, r)

@@ -35,7 +35,7 @@ from fastpath_lib.grading.registry import Result, points_of
 from fastpath_lib.grading.report.feedback import Fail, graded
 from fastpath_lib.grading.rules import borrowed
 
-__all__ = ["check_commit_plan"]
+__all__ = ["check_commit_plan", "Rule", "RULES"]
 
 _PARTS = ("one_change_per_commit", "every_commit_green", "refactors_apart")
 #: Parts a plan must pass before any part earns points.
@@ -109,39 +109,85 @@ def _plan(plan_commits, drawn) -> list[tuple[str, list[str]]]:
     return out
 
 
+@dataclasses.dataclass(frozen=True)
+class Rule:
+    """One rule the check holds a plan to.
+
+    Args:
+        part: the graded part a breach fails.
+        broken: what the feedback says when a plan breaks it (``{kind}``: the commit's kind).
+        stated: the exercise's own words for it, in the bullet of its part
+            (``tests/course/test_exercise_instructions.py`` finds them there).
+    """
+
+    part: str
+    broken: str
+    stated: str
+
+
+#: Every rule of :func:`_violations`, by key: the check reports a breach only through this table.
+RULES = {
+    "restructure_apart": Rule("refactors_apart", "a hunk that changes no behaviour is outside a refactor commit",
+                              'a hunk that only restructures code goes in a `"refactor"` commit'),
+    "refactor_only": Rule("refactors_apart",
+                          "a commit labelled refactor changes behaviour (or adds tests or docs of a change)",
+                          'a `"refactor"` commit holds nothing else: no behaviour change, no new test, no docs'),
+    "one_change": Rule("one_change_per_commit", "a commit holds more than one behaviour change",
+                       "each commit holds **one** behaviour change"),
+    "kind": Rule("one_change_per_commit", "a {kind} commit holds a hunk that is not {kind}",
+                 'a `"test"` commit holds only tests, a `"docs"` commit only docs, and a `"behaviour"` commit '
+                 'its one change with its tests and docs'),
+    "tests_late": Rule("one_change_per_commit",
+                       "a behaviour change lands without its tests (they come in a later commit)",
+                       "tests go before or with the change they check, never after"),
+    "docs_early": Rule("one_change_per_commit", "docs describe a change that a later commit makes",
+                       "docs go with or after the change they describe, never before"),
+    "test_early": Rule("every_commit_green",
+                       "a test of a new behaviour is committed before that behaviour (it fails there)",
+                       "a test of a new behaviour goes with it, not before (it fails there)"),
+    "uses": Rule("every_commit_green", "a hunk is committed before a hunk it uses",
+                 "no hunk comes before a hunk it uses"),
+    "together": Rule("every_commit_green", "hunks that only work together are split (a commit in between fails)",
+                     "hunks that only work together go in one commit"),
+}
+assert {r.part for r in RULES.values()} == set(_PARTS), "every part is graded by a rule of RULES"
+
+
 def _violations(plan) -> dict[str, list[str]]:
     """part -> the rules the plan breaks (one line per rule, with a count)."""
     at = {k: i for i, (_, keys) in enumerate(plan) for k in keys}
     kind_of = {k: kind for kind, keys in plan for k in keys}
     counts: dict[str, dict[str, int]] = {p: {} for p in _PARTS}
 
-    def bad(p, rule):
-        counts[p][rule] = counts[p].get(rule, 0) + 1
+    def bad(key, **fields):
+        rule = RULES[key]
+        text = rule.broken.format(**fields)
+        counts[rule.part][text] = counts[rule.part].get(text, 0) + 1
 
     allowed = {"refactor": {"refactor"}, "test": {"test", "pin"}, "docs": {"docs"},
                "behaviour": {"behaviour", "test", "pin", "docs"}}
     for _kind, keys in plan:  # one behaviour change per commit: a hunk belongs to the change it makes, tests or
         changes = {_BY_KEY[k].of or k for k in keys if _BY_KEY[k].nature != "refactor"}  # documents
         if len(changes) > 1:
-            bad("one_change_per_commit", "a commit holds more than one behaviour change")
+            bad("one_change")
     for h in _HUNKS:
         kind, i = kind_of[h.key], at[h.key]
         if h.nature == "refactor" and kind != "refactor":
-            bad("refactors_apart", "a hunk that changes no behaviour is outside a refactor commit")
+            bad("restructure_apart")
         elif h.nature != "refactor" and kind == "refactor":
-            bad("refactors_apart", "a commit labelled refactor changes behaviour (or adds tests or docs of a change)")
+            bad("refactor_only")
         elif h.nature not in allowed[kind]:
-            bad("one_change_per_commit", f"a {kind} commit holds a hunk that is not {kind}")
+            bad("kind", kind=kind)
         if h.nature in ("test", "pin") and at[h.of] < i:
-            bad("one_change_per_commit", "a behaviour change lands without its tests (they come in a later commit)")
+            bad("tests_late")
         if h.nature == "test" and at[h.of] > i:
-            bad("every_commit_green", "a test of a new behaviour is committed before that behaviour (it fails there)")
+            bad("test_early")
         if h.nature == "docs" and at[h.of] > i:
-            bad("one_change_per_commit", "docs describe a change that a later commit makes")
+            bad("docs_early")
         if any(at[u] > i for u in h.uses):
-            bad("every_commit_green", "a hunk is committed before a hunk it uses")
+            bad("uses")
         if any(at[t] != i for t in h.together):
-            bad("every_commit_green", "hunks that only work together are split (a commit in between fails)")
+            bad("together")
     return {p: [f"{rule} ({n}x)" for rule, n in c.items()] for p, c in counts.items()}
 
 

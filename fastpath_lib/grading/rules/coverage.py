@@ -63,9 +63,10 @@ ITEMS: tuple[Item, ...] = (
          (("ex03", "dtype_condition"), ("ex03", "cols_condition"), ("ex03", "alignment_condition")),
          "check_dtype_condition, check_cols_condition, check_alignment_condition"),
     Item("the predicate as named conditions, all evaluated", ("03",), (("ex03", "predicate"),), "check_v2_predicate"),
-    Item("boundary points generated from the predicate", ("04",),
+    Item("boundary cases at each of the predicate's limits", ("04",),
          tuple(("ex04", mutant_part(c)) for c in ("shape limits", "layout", "alignment", "dtype")),
-         "check_boundary_cases"),
+         "check_boundary_cases", note="lesson 04 generates them from the predicate's declarations; ex04 grades cases "
+         "the learner writes and refuses an answer that calls the generator"),
     Item("both routes against the reference: kernel faults caught", ("04",),
          tuple(("ex04", mutant_part(c)) for c in ("forward kernel", "numerics", "backward kernel")),
          "check_boundary_cases"),
@@ -83,7 +84,8 @@ ITEMS: tuple[Item, ...] = (
          "check_pr_note"),
     Item("the per-architecture row threshold from a sweep", ("06",),
          (("ex10", "thresholds"), ("ex10", "no_threshold")), "check_threshold"),
-    Item("reviewable commits: one behaviour change each, every commit green, refactors apart", ("07",),
+    Item("reviewable commits: one behaviour change each (its tests with or before it, its docs with or after it), "
+         "every commit green, refactors apart", ("07",),
          _all("ex11"), "check_commit_plan"),
     Item("the workflow on a second operator (capstone)", ("02", "03", "04"),
          tuple(("ex08", p) for p in ("reference", "kernel", "predicate_declarations", "dispatch")),

@@ -24,7 +24,8 @@ from fastpath_lib.bench.schema import CSV_COLUMNS, empty_row
 from fastpath_lib.grading.vocabulary import WIN, outcome
 from fastpath_lib.rmsnorm.limits import INTERPRETER_MIN_ROWS, MAX_COLS, MIN_CAPABILITY
 
-__all__ = ["draw", "expected", "ELEMENT_BYTES", "VERDICTS", "ACTIONS", "SWITCHES", "old_default_eps", "model_bytes"]
+__all__ = ["draw", "expected", "ELEMENT_BYTES", "VERDICTS", "ACTIONS", "SWITCHES", "old_default_eps", "model_bytes",
+           "achieved_gbps"]
 
 ELEMENT_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}
 _FAST_DTYPES = ("float16", "bfloat16", "float32")
@@ -264,6 +265,12 @@ def _num(v):
     return float(v) if v not in ("", None) else math.nan
 
 
+def achieved_gbps(row: dict) -> float:
+    """A results row's achieved bandwidth in GB/s: its ``bytes_moved`` per second of its ``median_us``, over ``1e9``
+    (exercise 13 part 3 gives this formula; a test evaluates the exercise's text against it)."""
+    return int(row["bytes_moved"]) / (_num(row["median_us"]) * 1e-6) / 1e9
+
+
 def _results_expected(sc: dict) -> dict:
     rows = list(csv.DictReader(io.StringIO(sc["csv"])))
     by = {}
@@ -275,7 +282,7 @@ def _results_expected(sc: dict) -> dict:
         d = p["dispatched"]
         nbytes = int(d["bytes_moved"])
         if nbytes != model_bytes(int(d["rows"]), int(d["cols"]), d["dtype"], d["pass"]) or \
-                nbytes / (_num(d["median_us"]) * 1e-6) / 1e9 > _num(d["copy_gbps"]):
+                achieved_gbps(d) > _num(d["copy_gbps"]):
             suspect.add(cid)
             continue
         if not gpu or d["route"] != "triton" or any(p[k]["status"] != "ok" for k in p):
