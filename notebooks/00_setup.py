@@ -104,7 +104,7 @@ print("Triton can run here:", runtime.interpreter_enabled() or runtime.cuda_avai
 # host's PyTorch build: a build without sm_60 kernels, such as Kaggle's default one, fails at the first CUDA operation,
 # `F.rms_norm` included. Choose the T4. Upload or clone the kit's folder, then install the kit alone (`--no-deps`: the
 # notebook keeps its own torch, triton, numpy, pandas and matplotlib, whose CUDA build matches the machine;
-# `lesson_device()` names torch or triton where either is older than the versions the kit is tested with), and the packages the lessons
+# `lesson_device()` names torch or triton if older than the kit is tested with), and the packages the lessons
 # import beyond those:
 #
 # ```
