@@ -897,3 +897,24 @@ def test_an_error_raised_by_the_check_itself_is_not_blamed_on_the_learner(tmp_pa
     assert "not in a line of yours" in r.feedback
     remote = answered_error(["ValueError", "bad shape"])  # raised in the learner's kernel, no line named
     assert feedback.describe_error(remote).startswith("your code raised ValueError: bad shape")
+
+
+def test_ex08_reference_and_kernel_inputs_are_drawn_at_every_check(monkeypatch):
+    """The reference and kernel parts grade values drawn at each check (the same shapes and regimes each time), so a
+    reference or kernel fitted to published inputs cannot pass; both parts take their inputs from that one draw."""
+    from fastpath_lib.grading.checks import ex08_capstone
+
+    first, second = (ex08_capstone._inputs("softmax", "cpu") for _ in range(2))
+    fixed = len(first) - len(ex08_capstone._regime_cases("softmax", 0)) - 1  # the drawn shape differs by design
+    assert [label for label, _ in first[:fixed]] == [label for label, _ in second[:fixed]]
+    assert any(not torch.equal(a.x, b.x) for (_, a), (_, b) in zip(first[:fixed], second[:fixed]))
+    drawn = []
+    real = ex08_capstone._inputs
+    monkeypatch.setattr(ex08_capstone, "_inputs", lambda *a: drawn.append(a) or real(*a))
+
+    def refuses(x):
+        raise NotImplementedError
+
+    ex.check_capstone_reference("softmax", refuses, show=False)
+    ex.check_capstone_kernel("softmax", refuses, show=False)
+    assert [op for op, _ in drawn] == ["softmax", "softmax"], drawn

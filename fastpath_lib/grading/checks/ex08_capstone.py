@@ -151,6 +151,14 @@ def _drawn_case() -> CaseSpec:
     return CaseSpec(rng.randint(2, 9), rng.randint(5, 300), rng.choice((torch.float32, torch.float16)), weight=None)
 
 
+def _inputs(op_name: str, device_) -> list[tuple[str, object]]:
+    """The labelled inputs of the reference and kernel parts: the fixed shapes, one drawn shape and the op's regime
+    cases, their values drawn at each check (a seed from ``SystemRandom``), so no answer can be fitted to them."""
+    seed = random.SystemRandom().randrange(1 << 20)
+    return ([(case_label(spec), spec.build(seed=seed, device=device_)) for spec in _CASES + (_drawn_case(),)]
+            + _regime_cases(op_name, seed, device_))
+
+
 def _own_kernels(launched: list) -> list:
     """The launched kernels that are not the kit's."""
     kit = borrowed.KIT_KERNELS + borrowed.kit("grading", why="")
@@ -165,8 +173,7 @@ def _subject(op_name) -> str:
 def _grade_reference(op_name: str, reference) -> list[Result]:
     ref, forbidden = _op(op_name)
     rows, bad = [], 0
-    cases = [(case_label(spec), spec.build(seed=8, device="cpu")) for spec in _CASES + (_drawn_case(),)]
-    for label, built in cases + _regime_cases(op_name, 8):
+    for label, built in _inputs(op_name, "cpu"):
         x = built.x
         y, raised = _run_case(reference, (x,), forbidden)
         if raised:
@@ -212,8 +219,7 @@ def _remote_launches(launch, forbidden, cases) -> list[tuple]:
 
 def _grade_kernel(op_name: str, launch) -> list[Result]:
     ref, forbidden = _op(op_name)
-    labelled = [(case_label(spec), spec.build(seed=9, device=device())) for spec in _CASES + (_drawn_case(),)]
-    labelled += _regime_cases(op_name, 9, device())
+    labelled = _inputs(op_name, device())
     cases = [built for _, built in labelled]
     if remote.is_proxy(launch):
         answers = _remote_launches(launch, forbidden, cases)
