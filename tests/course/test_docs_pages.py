@@ -259,7 +259,8 @@ def misplaced_names(pages: list[Path]) -> list[str]:
             tree = ast.parse(target.read_text()) if target.exists() else None
             defined = tree is not None and any(
                 getattr(node, "name", None) == name
-                or any(getattr(t, "id", None) == name for t in getattr(node, "targets", [getattr(node, "target", None)]))
+                or any(getattr(t, "id", None) == name
+                       for t in getattr(node, "targets", [getattr(node, "target", None)]))
                 for node in tree.body)
             if not defined:
                 out.append(f"{page.name} says `{name}` is in {rel}, which does not define it")
@@ -269,6 +270,7 @@ def misplaced_names(pages: list[Path]) -> list[str]:
 def test_a_name_the_text_places_in_a_file_is_defined_there(tmp_path: Path):
     assert not misplaced_names(LEARNER_TEXT), misplaced_names(LEARNER_TEXT)
     page = tmp_path / "page.md"
-    page.write_text("(`round_to` in `fastpath_lib/rmsnorm/kernels.py`) and `round_to` in `fastpath_lib/triton_casts.py`\n")
+    page.write_text("(`round_to` in `fastpath_lib/rmsnorm/kernels.py`) and "
+                    "`round_to` in `fastpath_lib/triton_casts.py`\n")
     assert misplaced_names([page]) == [
         "page.md says `round_to` is in fastpath_lib/rmsnorm/kernels.py, which does not define it"]
