@@ -51,10 +51,32 @@ _WRAPPERS = ("debug", "Tracer", "Autograd", "ADInplaceOrView", "Functionalize", 
 _INTEGERS = {"int", "SymInt", "int[]", "SymInt[]"}
 
 
-def message(name: str) -> str:
-    """The feedback of a refused operator ``name``."""
+#: The feedback of a launcher that reads a tensor's values (``{why}``: what it ran), in the grader's record step and
+#: wherever an operator that reads values back (``item``, ``equal``) is refused.
+VALUE_READ = ("your launcher read a tensor's values ({why}): in the grader a launcher only shapes, allocates and "
+              "launches; it runs on tensors that hold no values (device 'meta', with the inputs' shapes, dtypes and "
+              "strides), and the grader replays what it allocated and launched on the real inputs")
+
+
+def message(name: str, reads_values: bool = False) -> str:
+    """The feedback of a refused operator ``name`` (``reads_values``: one that reads values back, such as ``item``)."""
+    if reads_values:
+        return VALUE_READ.format(why=f"torch's {name}")
     return (f"your launcher computes with torch outside your kernel (it runs torch's {name}): in the grader a "
             f"launcher only allocates, views, copies and launches; the computation is your Triton kernel's")
+
+
+def reads_values(full_name: str) -> bool:
+    """Whether ``ns::name.overload`` reads its tensors' values back (torch tags it ``data_dependent_output``)."""
+    import torch
+
+    ns, rest = full_name.split("::", 1)
+    name, _, overload = rest.partition(".")
+    try:
+        found = torch._C._get_operation_overload(f"{ns}::{name}", overload)
+    except RuntimeError:
+        return False
+    return bool(found) and torch.Tag.data_dependent_output in found[-1]
 
 
 def _keys(full_name):
@@ -144,8 +166,8 @@ def allowed_names(allow=()) -> frozenset:
                      if why is not None and full.startswith("aten::"))
 
 
-def _refusal(name):
-    text = message(name)
+def _refusal(name, reads: bool = False):
+    text = message(name, reads)
 
     def refuse(*args, **kwargs):
         raise RuntimeError(text)
@@ -165,7 +187,7 @@ def install(allow=(), guarded: bool = False) -> int:
         if why is not None or not keys:
             continue
         ns, rest = full.split("::", 1)
-        kernel = _refusal(rest.partition(".")[0])
+        kernel = _refusal(rest.partition(".")[0], reads_values(full))
         if ns not in libs:
             libs[ns] = torch._C._dispatch_library("IMPL", ns, "")
         for key in keys:

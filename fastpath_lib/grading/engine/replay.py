@@ -17,6 +17,8 @@ from collections.abc import Callable
 
 import torch
 
+from fastpath_lib.grading.engine.host_ops import VALUE_READ
+
 __all__ = ["VALUE_READ", "Refused", "Recorder", "Replay", "Recorded", "TRITON_TYPES", "describe", "leaves",
            "shapes_only", "operator", "definitions", "meta", "recorded", "prctl", "end_strays", "held_apart",
            "forked"]
@@ -26,11 +28,6 @@ TRITON_TYPES = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "f
                 torch.int8: "i8", torch.int16: "i16", torch.int32: "i32", torch.int64: "i64", torch.uint8: "u8",
                 torch.bool: "i1"}
 
-
-#: The feedback of a launcher whose run on tensors that hold no values failed for want of them.
-VALUE_READ = ("your launcher read a tensor's values ({why}): in the grader a launcher only shapes, allocates and "
-              "launches; it runs on tensors that hold no values (device 'meta', with the inputs' shapes, dtypes and "
-              "strides), and the grader replays what it allocated and launched on the real inputs")
 _TENSOR = "__fastpath_tensor__"
 
 
