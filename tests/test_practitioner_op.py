@@ -497,6 +497,59 @@ def test_a_backward_case_takes_the_gradient_of_the_op_s_output_shape(short_timin
         assert row.status == "ok" and row.median_us > 0 and row["pass"] == "backward", row.to_dict()
 
 
+class _GatedWrongBackward(__import__("torch").autograd.Function):
+    """The gated activation with a wrong backward: the gradient of the gate half is dropped."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return _gated(x)
+
+    @staticmethod
+    def backward(ctx, dy):
+        import torch
+
+        (x,) = ctx.saved_tensors
+        with torch.enable_grad():
+            leaf = x.detach().requires_grad_(True)
+            (dx,) = torch.autograd.grad(_gated(leaf), leaf, dy)
+        return torch.cat([torch.zeros_like(dx[..., : x.shape[-1] // 2]), dx[..., x.shape[-1] // 2:]], -1)
+
+
+def _wrong_fast_backward(dy, x):
+    """The fast route's forward then backward, with the gradient scaled by 1.5."""
+    import torch
+
+    leaf = x.detach().requires_grad_(True)
+    with torch.enable_grad():
+        (dx,) = torch.autograd.grad(_gated(leaf), leaf, dy)
+    return (1.5 * dx,)
+
+
+#: The gated op with a right forward and a wrong backward on both of its own routes: the public function's autograd
+#: and the fast route's launcher (timed outside the predicate through ``fast_unsupported``).
+GATED_WRONG_BACKWARD = __import__("dataclasses").replace(
+    GATED, name="gated_wrong_backward", function=_GatedWrongBackward.apply, fast=_gated,
+    fast_backward=_wrong_fast_backward, fast_unsupported=lambda x: None)
+
+
+def test_a_wrong_backward_is_refused_untimed_naming_the_input_and_its_error(short_timing):
+    """A backward case compares each own route's gradients with the reference's before timing: the public function
+    (autograd of a wrong ``backward``) and the fast route (``fast_backward``) both differ, so both rows are errors,
+    untimed, naming the input and the max error; the baseline (the reference) is timed."""
+    from fastpath_lib.bench import opbench
+    from fastpath_lib.bench.analysis import wrong_cases
+
+    df = opbench.run_op(GATED_WRONG_BACKWARD, quick=True).set_index("provider")
+    for provider in ("dispatched", "triton"):
+        row = df.loc[provider]
+        assert row.status == "error" and not row.median_us > 0, row.to_dict()
+        assert re.search(r"differs from the reference: gradient of x: max error [0-9.e+-]+ over atol", row.note), \
+            row.note
+    assert df.loc["baseline", "status"] == "ok"
+    assert list(wrong_cases(df.reset_index())) == ["train_fp32"]
+
+
 # --- bf16 under the interpreter: a plain cast truncates, fastpath_lib.triton_casts rounds as the GPU does ------------
 
 @triton.jit

@@ -45,7 +45,7 @@ from fastpath_lib.opspec import COMPILED, BaselineUnavailable, OpCase, OpSpec
 from fastpath_lib.routing import record_routes
 
 __all__ = ["run_op", "time_case", "time_compiled", "pick_compiled_cases", "not_run", "op_environment", "providers_of",
-           "compare_outputs", "COMPILED_STEP_NOTE", "device_name", "unexplained_traffic"]
+           "compare_outputs", "compare_gradients", "COMPILED_STEP_NOTE", "device_name", "unexplained_traffic"]
 
 #: The note of a compiled-baseline row the evidence run's matrix leaves to its own step.
 COMPILED_STEP_NOTE = ("not run in the matrix step: torch.compile baselines are timed in the evidence run's "
@@ -105,6 +105,61 @@ def _check(spec: OpSpec, fn, args: tuple, dtype: torch.dtype, *, grad: bool = Fa
     with torch.no_grad():
         want = spec.reference(*args)
     return compare_outputs(spec, got, want, dtype)
+
+
+def _arg_names(spec: OpSpec, n: int) -> list[str]:
+    """The names of the reference's first ``n`` parameters (``argument i`` where its signature cannot be read)."""
+    import inspect
+
+    try:
+        params = [p.name for p in inspect.signature(spec.reference).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        params = []
+    return [params[i] if i < len(params) else f"argument {i}" for i in range(n)]
+
+
+def _gradients(fn, args: tuple, dy) -> tuple:
+    """The gradients of ``fn(*args)``'s output(s) against ``dy``, one per floating-point tensor argument (``None``
+    where the output does not depend on it)."""
+    with torch.enable_grad():
+        return tuple(torch.autograd.grad(fn(*args), _grad_inputs(args), dy, allow_unused=True))
+
+
+def compare_gradients(spec: OpSpec, got, args: tuple, dy, dtype: torch.dtype) -> str | None:
+    """``None`` when ``got`` (a route's gradients, one per floating-point tensor argument of ``args``; ``None``
+    entries dropped) matches the reference's gradients by autograd within :meth:`~fastpath_lib.opspec.OpSpec.
+    grad_tolerance`, else why not, naming the input."""
+    fresh = tuple(a.detach().clone().requires_grad_(True) if any(a is g for g in _grad_inputs(args)) else a
+                  for a in args)
+    try:
+        want = _gradients(spec.reference, fresh, dy)
+    except Exception as exc:  # noqa: BLE001 - a reference without a gradient cannot vouch for a route's
+        return f"the reference has no gradient to check it against ({type(exc).__name__}: {exc})"[:300]
+    got = [g for g in _as_tuple(got) if g is not None]
+    names = [n for n, a in zip(_arg_names(spec, len(args)), args) if any(a is g for g in _grad_inputs(args))]
+    pairs = [(n, w) for n, w in zip(names, want) if w is not None]
+    if len(got) != len(pairs):
+        return f"{len(got)} gradients, the reference gives {len(pairs)} ({', '.join(n for n, _ in pairs)})"
+    atol, rtol = spec.grad_tolerance(dtype)
+    for g, (name, w) in zip(got, pairs):
+        if g.shape != w.shape or g.dtype != w.dtype:
+            return f"gradient of {name}: {tuple(g.shape)} {g.dtype}, reference {tuple(w.shape)} {w.dtype}"
+        if not torch.allclose(g.float(), w.float(), atol=atol, rtol=rtol, equal_nan=True):
+            err = (g.float() - w.float()).abs().max().item()
+            rule = "bitwise" if atol == rtol == 0 else f"atol {atol:.3g}, rtol {rtol:.3g}"
+            return f"gradient of {name}: max error {err:.3g} over {rule}"
+    return None
+
+
+def _check_backward(spec: OpSpec, fn, args: tuple, dy, dtype: torch.dtype, *, launcher: bool = False) -> str | None:
+    """``None`` when the gradients of a backward case's route match the reference's, else why not: ``fn`` by
+    autograd, or with ``launcher`` the spec's ``fast_backward(dy, *args)``."""
+    try:
+        got = spec.fast_backward(dy, *args) if launcher else _gradients(fn, args, dy)
+    except Exception as exc:  # noqa: BLE001 - a backward that raises is a wrong route, recorded as its row
+        return f"its backward raised {type(exc).__name__}: {exc}"[:300]
+    return compare_gradients(spec, got, args, dy, dtype)
 
 
 def _own_route_wrong(why: str, dtype: torch.dtype) -> str:
@@ -212,7 +267,10 @@ def _reasons(spec: OpSpec, args: tuple) -> str:
 def _route_backward(spec: OpSpec, args: tuple, dy) -> str:
     """The route the public function's backward took for one call, as :func:`fastpath_lib.record_routes` saw it."""
     with record_routes("backward") as seen:
-        torch.autograd.grad(spec.function(*args), _grad_inputs(args), dy)
+        try:
+            torch.autograd.grad(spec.function(*args), _grad_inputs(args), dy)
+        except Exception:  # noqa: BLE001 - the gradient check records why (:func:`_check_backward`)
+            return "?"
     return seen.most_common(1)[0][0] if seen else "?"
 
 
@@ -256,6 +314,8 @@ def time_case(spec: OpSpec, case: OpCase, providers: dict[str, str], *, quick: b
         return dict(shared, bytes_moved=nbytes), nbytes
 
     bad = _check(spec, spec.function, first, dtype) if check else None
+    if check and bwd and not bad:  # a backward case checks the gradients too, before anything is timed
+        bad = _check_backward(spec, spec.function, first, sets[0][1], dtype)
     out, timed = [], {}
     for provider, impl in providers.items():
         kw, nbytes = common(impl)
@@ -284,6 +344,8 @@ def time_case(spec: OpSpec, case: OpCase, providers: dict[str, str], *, quick: b
         # the fast route is checked wherever it is about to be timed, inside the predicate or outside it (a spec
         # declaring ``fast_unsupported`` times it outside): every timed row of the op's own routes was checked first
         wrong = _check(spec, spec.fast, first, dtype) if provider == "triton" and check else None
+        if provider == "triton" and check and bwd and not wrong:
+            wrong = _check_backward(spec, spec.fast, first, sets[0][1], dtype, launcher=True)
         if wrong:
             out.append(_row(spec, case, provider, quick, gpu, first[0], status="error",
                             note=_own_route_wrong(wrong, dtype), **kw))
