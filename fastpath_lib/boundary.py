@@ -30,7 +30,7 @@ from fastpath_lib.cases import CaseSpec
 from fastpath_lib.eligibility import Predicate
 
 __all__ = ["CONTEXT_KEYS", "BoundaryPoint", "boundary_points", "declared_points", "check_point", "boundary_tests",
-           "unrunnable"]
+           "unrunnable", "BoundaryCoverageWarning"]
 
 #: Overrides that change the execution context rather than the tensors.
 CONTEXT_KEYS = frozenset({"forced", "capturing", "create_graph", "interpret", "capability", "device_type",
@@ -203,12 +203,21 @@ def boundary_tests(spec: opspec.OpSpec, *, device: str | None = None):
     decorated: call :func:`fastpath_lib.use_interpreter` before the op's module is imported (or set
     ``TRITON_INTERPRET=1``). Without CUDA or the interpreter every point fails and says so: no kernel would run, and
     the points would only compare the fallback with the reference.
+
+    A predicate condition that declares no boundary point is probed by no test: generating the tests then warns
+    (:class:`BoundaryCoverageWarning`, naming those conditions), in the module that calls this, and fails nothing.
     """
+    import warnings
+
     import pytest
 
     from fastpath_lib import runtime
 
     points = boundary_points(spec=spec, device=device)
+    if spec.unprobed_conditions():  # said where the tests are generated: the module collecting them warns
+        warnings.warn(f"{spec.name}: conditions with no boundary point: {', '.join(spec.unprobed_conditions())} "
+                      "(no generated test probes them; declare a Boundary for each)", BoundaryCoverageWarning,
+                      stacklevel=2)
 
     @pytest.mark.parametrize("point", points, ids=[p.id for p in points])
     def test_boundary_point(point):
@@ -226,6 +235,11 @@ def boundary_tests(spec: opspec.OpSpec, *, device: str | None = None):
 
     test_boundary_point.__name__ = f"test_{spec.name}_boundaries"
     return test_boundary_point
+
+
+class BoundaryCoverageWarning(UserWarning):
+    """Warned by :func:`boundary_tests` for a predicate whose conditions declare no boundary point (the tests are
+    generated all the same)."""
 
 
 def unrunnable() -> str | None:

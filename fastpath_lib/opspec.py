@@ -35,7 +35,7 @@ from fastpath_lib.opparts import Axes, HostCase, KernelBuild, OpCase
 
 __all__ = ["OpCase", "HostCase", "OpSpec", "Axes", "KernelBuild", "COMPILED", "compiled", "BaselineUnavailable",
            "register", "unregister", "get", "names", "source", "default", "load", "reference_of", "lazy", "export",
-           "ENV_VAR", "ENTRY_POINTS", "NOT_DECLARED"]
+           "ENV_VAR", "ENTRY_POINTS", "NOT_DECLARED", "MIN_CASES"]
 
 #: The baseline name that means ``torch.compile`` of the composite: the bench resets dynamo before each case, times
 #: its first call (the compile) apart from the samples, and skips it in ``--quick`` off CUDA (as the harness does).
@@ -78,6 +78,10 @@ class lazy:  # noqa: N801 - used like a module
     def __repr__(self) -> str:
         return f"lazy({self._name!r})"
 
+
+#: The fewest cases a predeclared matrix is to have (the kit's coverage rule: :func:`fastpath_lib.bench.matrix.
+#: coverage_rules`); an op's shorter matrix runs, and ``bench``, its notes and :meth:`OpSpec.coverage_gaps` say so.
+MIN_CASES = 12
 
 #: What a step of the pipeline says when the op's spec leaves out a field it needs (a result, never a crash).
 NOT_DECLARED = "not declared by the op's spec"
@@ -254,6 +258,24 @@ class OpSpec:
         quick = tuple(sorted({c.dims(True)[1] for c in fast}))
         counts = [c.cols for c in fast]
         return Axes(widths, (quick[len(quick) // 2],), (quick[0],), max(widths, key=counts.count))
+
+    def unprobed_conditions(self) -> list[str]:
+        """The names of the predicate's conditions that declare no boundary point (no generated test probes them)."""
+        return [c.name for c in self.predicate.conditions if not c.boundaries] if self.predicate is not None else []
+
+    def coverage_gaps(self) -> list[str]:
+        """Where the spec falls short of the evidence the kit asks for: a matrix of fewer than :data:`MIN_CASES`
+        cases, and predicate conditions with no boundary point (empty: none).
+
+        >>> OpSpec("t", abs, abs, tuple, str, baselines={"b": abs}).coverage_gaps()
+        ['0 cases (the kit asks for at least 12)']
+        """
+        n, gaps = len(self.matrix()), []
+        if n < MIN_CASES:
+            gaps.append(f"{n} cases (the kit asks for at least {MIN_CASES})")
+        if self.unprobed_conditions():
+            gaps.append(f"conditions with no boundary point: {', '.join(self.unprobed_conditions())}")
+        return gaps
 
     @property
     def baseline(self) -> tuple[str, Callable]:

@@ -21,7 +21,7 @@ from fastpath_lib.bench import cli, evidence, evidence_steps
 from fastpath_lib.bench.evidence_plan import all_steps
 from fastpath_lib.bench.report import NOTE_FILES
 from fastpath_lib.bench.step_process import StepContext
-from fastpath_lib.boundary import boundary_points, boundary_tests
+from fastpath_lib.boundary import BoundaryCoverageWarning, boundary_points, boundary_tests
 from fastpath_lib.triton_casts import round_to, to_fp32
 from tests import absmax_op as op
 
@@ -29,8 +29,10 @@ REF = "tests.absmax_op:SPEC"
 #: Words that belong to another op: a note about the absmax scale must hold none of them.
 FOREIGN = re.compile(r"rms|weight|backward|F\.rms_norm|fused|residual", re.IGNORECASE)
 
-# the generated boundary tests, as a practitioner's test file has them: one line
-test_absmax_scale_boundaries = boundary_tests(op.SPEC)
+# the generated boundary tests, as a practitioner's test file has them: one line (its `device` condition declares
+# no boundary point, so generating them warns, naming it)
+with pytest.warns(BoundaryCoverageWarning, match=r"absmax_scale: conditions with no boundary point: device \("):
+    test_absmax_scale_boundaries = boundary_tests(op.SPEC)
 
 
 @pytest.fixture(scope="module")
@@ -43,8 +45,14 @@ def registered():
 @pytest.fixture(scope="module")
 def bench_folder(registered, tmp_path_factory):
     """One quick bench run of the op (matrix and host cost), shared by the tests that read it."""
+    import contextlib
+    import io
+
     out = tmp_path_factory.mktemp("absmax") / "run"
-    assert cli.bench_main(["--op", REF, "--quick", "--out", str(out)]) == 0
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert cli.bench_main(["--op", REF, "--quick", "--out", str(out)]) == 0
+    (out.parent / "bench.out").write_text(printed.getvalue())  # what bench printed, for the tests that read it
     return out
 
 
@@ -55,6 +63,23 @@ def test_bench_runs_the_matrix_and_the_host_cost(bench_folder):
     assert {"tokens_fp16", "wide_fp32"} <= set(df.case_id) and "host_decode_fp16" in set(df.case_id)
     env = json.loads((bench_folder / "environment.json").read_text())
     assert env["op"] == "absmax_scale" and env["op_ref"] == REF
+
+
+def test_bench_and_the_notes_warn_of_a_short_matrix_and_of_conditions_no_boundary_point_probes(bench_folder):
+    """The op's 2 cases and its `device` condition (no boundary point) are warned of, read from its spec, in bench's
+    output and in the notes (summary and eligibility); an op with neither gap (RMSNorm) gets no such warning."""
+    n = len(op.SPEC.matrix())
+    printed = (bench_folder.parent / "bench.out").read_text()
+    assert f"warning: absmax_scale: {n} cases (the kit asks for at least {opspec.MIN_CASES})" in printed, printed
+    assert "warning: absmax_scale: conditions with no boundary point: device" in printed, printed
+    note = (bench_folder / "pr_note.md").read_text()
+    head, elig = note.split("## Eligibility region and fallback")
+    assert f"{n} cases (the kit asks for at least {opspec.MIN_CASES})" in head.split("## Summary")[1]
+    assert "conditions with no boundary point: device**" in elig.split("\n## ")[0]
+    vllm = (bench_folder / "pr_note_vllm.md").read_text()
+    assert "conditions with no boundary point: device" in vllm and f"{n} cases (the kit asks for at least" in vllm
+    rms = opspec.get("rms_norm")
+    assert rms.coverage_gaps() == [] and len(rms.matrix()) >= opspec.MIN_CASES
 
 
 @pytest.mark.parametrize("note", sorted(NOTE_FILES.values()))
@@ -142,7 +167,8 @@ def test_the_worked_example_in_the_docs_runs_as_written(monkeypatch, tmp_path):
     spec = opspec.load("my_ops:SPEC")
     try:
         namespace: dict = {}
-        exec(compile(test_file, "test_my_ops.py", "exec"), namespace)
+        with pytest.warns(BoundaryCoverageWarning, match="conditions with no boundary point: device"):
+            exec(compile(test_file, "test_my_ops.py", "exec"), namespace)
         assert callable(namespace["test_row_absmax_boundaries"])
         points = boundary_points(spec=spec)
         assert len(points) == 3 and all(check_point(spec, p) is None for p in points), [check_point(spec, p)
