@@ -75,7 +75,9 @@ def boundary_points(predicate: Predicate | None = None, base: dict[str, Any] | N
     is eligible on every device.
 
     Raises:
-        ValueError: the spec leaves out what the points need (its predicate, base case or limits), naming the field.
+        ValueError: the spec leaves out what the points need (its predicate, base case or limits), naming the field;
+            or a boundary (or the base case) names a field the case class lacks, naming the condition, the
+            boundary, the field and the fix (``OpSpec.case_spec``).
     """
     spec = spec or opspec.default()
     predicate = predicate or spec.predicate
@@ -106,15 +108,41 @@ def declared_points(predicate: Predicate, base: dict[str, Any], limits: Any, dev
     """
     base = dict(base)
     base["rows"] = max(base.get("rows", 1), getattr(limits, "min_rows", 1))
+    fix = "declare OpSpec.case_spec, a case class with that field"
+    unknown = _not_fields(spec_type, base)
+    if unknown:
+        raise ValueError(f"OpSpec.boundary_base names {_fields_text(unknown)} of {spec_type.__name__}; {fix}")
     points = []
     for cond in predicate.conditions:
         for b in cond.boundaries:
             change = b.overrides(limits)
             ctx = {k: v for k, v in change.items() if k in context_keys}
             tensor = {k: v for k, v in change.items() if k not in context_keys}
+            unknown = _not_fields(spec_type, tensor)
+            if unknown:  # said before the case class's own TypeError, which names no condition
+                raise ValueError(f"{cond.name}[{b.label}]: the boundary changes {_fields_text(unknown)} of "
+                                 f"{spec_type.__name__}; {fix}")
             spec = spec_type(**{**base, **tensor, **({"device": device} if device else {})})
             points.append(point_type(cond.name, b.label, b.holds, spec, ctx))
     return points
+
+
+def _not_fields(spec_type: type, keys) -> list[str]:
+    """The ``keys`` ``spec_type(...)`` does not take (none where its signature takes ``**kwargs`` or cannot be
+    read)."""
+    import inspect
+
+    try:
+        params = inspect.signature(spec_type).parameters
+    except (TypeError, ValueError):
+        return []
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return []
+    return [k for k in keys if k not in params]
+
+
+def _fields_text(names: list[str]) -> str:
+    return " and ".join(f"`{n}`" for n in names) + (" which are not fields" if len(names) > 1 else ", not a field")
 
 
 def _outputs(value) -> list:

@@ -147,6 +147,26 @@ def test_the_boundary_points_use_its_case_class(registered):
                                       "contiguous[transposed]"}
 
 
+def test_a_boundary_naming_a_field_the_case_class_lacks_names_the_condition_the_field_and_the_fix():
+    """A boundary that sets `requires_grad`, on a spec whose case class (the kit's default, ``CaseSpec``) has no such
+    field, is refused with the condition, the boundary's label, the field and ``OpSpec.case_spec``; so is a base case
+    naming one; the op's own case class (which takes the fields it declares) gives the points."""
+    import dataclasses
+
+    from fastpath_lib.eligibility import Boundary, Condition, Predicate
+
+    grad = Condition("no_grad", "no autograd recording", lambda call: None, "autograd",
+                     boundaries=(Boundary("requires grad", {"requires_grad": True}, False),))
+    spec = dataclasses.replace(op.SPEC, case_spec=None, predicate=Predicate("p", [*op.PREDICATE.conditions, grad]))
+    with pytest.raises(ValueError, match=r"^no_grad\[requires grad\]: the boundary changes `requires_grad`, not a "
+                                         r"field of CaseSpec; declare OpSpec\.case_spec"):
+        boundary_points(spec=spec)
+    with pytest.raises(ValueError, match=r"^OpSpec\.boundary_base names `seq`, not a field of Case; declare "
+                                         r"OpSpec\.case_spec"):
+        boundary_points(spec=dataclasses.replace(op.SPEC, boundary_base={**op.SPEC.boundary_base, "seq": 2}))
+    assert len(boundary_points(spec=op.SPEC)) == sum(len(c.boundaries) for c in op.PREDICATE.conditions)
+
+
 def _doc_blocks() -> list[str]:
     from pathlib import Path
 
