@@ -9,7 +9,12 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["OpCase", "HostCase", "KernelBuild", "Axes"]
+__all__ = ["OpCase", "HostCase", "KernelBuild", "Axes", "MIN_CASES"]
+
+
+#: The fewest cases a predeclared matrix is to have (the kit's coverage rule: :func:`fastpath_lib.bench.matrix.
+#: coverage_rules`); an op's shorter matrix runs, and ``bench``, its notes and ``OpSpec.coverage_gaps()`` say so.
+MIN_CASES = 12
 
 
 @dataclasses.dataclass(frozen=True)

@@ -31,10 +31,11 @@ import importlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from fastpath_lib.opparts import Axes, HostCase, KernelBuild, OpCase
+from fastpath_lib.opparts import MIN_CASES, Axes, HostCase, KernelBuild, OpCase
 
 __all__ = ["OpCase", "HostCase", "OpSpec", "Axes", "KernelBuild", "COMPILED", "compiled", "BaselineUnavailable",
-           "register", "unregister", "get", "names", "source", "default", "load", "reference_of", "lazy", "export",
+           "register", "unregister", "get", "names", "built_in", "source", "default", "load", "reference_of", "lazy",
+           "export",
            "ENV_VAR", "ENTRY_POINTS", "NOT_DECLARED", "MIN_CASES"]
 
 #: The baseline name that means ``torch.compile`` of the composite: the bench resets dynamo before each case, times
@@ -78,10 +79,6 @@ class lazy:  # noqa: N801 - used like a module
     def __repr__(self) -> str:
         return f"lazy({self._name!r})"
 
-
-#: The fewest cases a predeclared matrix is to have (the kit's coverage rule: :func:`fastpath_lib.bench.matrix.
-#: coverage_rules`); an op's shorter matrix runs, and ``bench``, its notes and :meth:`OpSpec.coverage_gaps` say so.
-MIN_CASES = 12
 
 #: What a step of the pipeline says when the op's spec leaves out a field it needs (a result, never a crash).
 NOT_DECLARED = "not declared by the op's spec"
@@ -270,12 +267,9 @@ class OpSpec:
         >>> OpSpec("t", abs, abs, tuple, str, baselines={"b": abs}).coverage_gaps()
         ['0 cases (the kit asks for at least 12)']
         """
-        n, gaps = len(self.matrix()), []
-        if n < MIN_CASES:
-            gaps.append(f"{n} cases (the kit asks for at least {MIN_CASES})")
-        if self.unprobed_conditions():
-            gaps.append(f"conditions with no boundary point: {', '.join(self.unprobed_conditions())}")
-        return gaps
+        n, unprobed = len(self.matrix()), self.unprobed_conditions()
+        return ([f"{n} cases (the kit asks for at least {MIN_CASES})"] if n < MIN_CASES else []) + (
+            [f"conditions with no boundary point: {', '.join(unprobed)}"] if unprobed else [])
 
     @property
     def baseline(self) -> tuple[str, Callable]:
@@ -388,6 +382,11 @@ def get(name: str) -> OpSpec:
         module, attr = entry.split(":")
         entry = _REGISTRY[name] = getattr(importlib.import_module(module), attr)
     return entry
+
+
+def built_in() -> tuple[str, ...]:
+    """The ops the kit registers by name (its own; the evidence plan's fixed estimates are theirs)."""
+    return tuple(_BUILT_IN)
 
 
 def names() -> list[str]:

@@ -124,6 +124,30 @@ def test_the_dry_run_plans_every_per_op_step_for_it(registered, capsys, monkeypa
     assert "op rms_norm: every per-op step runs it" in out
 
 
+def test_the_plan_counts_its_cost_in_every_shared_step_that_runs_it_read_from_its_spec(registered, monkeypatch):
+    """Each shared step that runs the op (not those that skip it) expects the op's cost on top of the kit's own ops',
+    read from its spec (the full sweep, with ``thresholds``, costs more than the quick one); the dry run's line says
+    what the sweep does for an op without ``thresholds``, ``axes`` or ``lower_threshold``."""
+    import dataclasses
+
+    from fastpath_lib.bench import evidence_plan
+
+    with_op = {s.name: s for s in all_steps()}
+    kit_only = opspec.built_in()
+    monkeypatch.setattr(opspec, "built_in", lambda: (*kit_only, "absmax_scale"))  # as if its cost were in the figures
+    base = {s.name: s for s in all_steps()}
+    costs = evidence_plan.op_costs(op.SPEC)
+    assert {"sweep", "host", "pr_note"} <= set(costs) and not {"replay", "compile_cost", "capture"} & set(costs)
+    for name, (seconds, what) in costs.items():
+        assert seconds > 0 and with_op[name].est_s == round(base[name].est_s + seconds), name
+        assert f"absmax_scale: {what}" in with_op[name].basis
+    full = evidence_plan.op_costs(dataclasses.replace(op.SPEC, thresholds=object()))
+    assert full["sweep"][0] > costs["sweep"][0]
+    line = evidence_plan.sweep_line(dataclasses.replace(op.SPEC, axes=None))
+    assert "the quick sweep (OpSpec.thresholds not declared" in line and "OpSpec.axes not declared" in line
+    assert "OpSpec.lower_threshold not declared" in line
+
+
 @pytest.mark.parametrize("step", ["matrix", "sweep", "replay", "compile_cost", "compiled_facts", "capture"])
 def test_each_evidence_step_runs_it_or_names_the_missing_field(registered, tmp_path, step, monkeypatch):
     from fastpath_lib.bench import capture, opbench
