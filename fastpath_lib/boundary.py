@@ -30,7 +30,7 @@ from fastpath_lib.cases import CaseSpec
 from fastpath_lib.eligibility import Predicate
 
 __all__ = ["CONTEXT_KEYS", "BoundaryPoint", "boundary_points", "declared_points", "check_point", "boundary_tests",
-           "unrunnable"]
+           "unrunnable", "BoundaryCoverageWarning"]
 
 #: Overrides that change the execution context rather than the tensors.
 CONTEXT_KEYS = frozenset({"forced", "capturing", "create_graph", "interpret", "capability", "device_type",
@@ -75,7 +75,9 @@ def boundary_points(predicate: Predicate | None = None, base: dict[str, Any] | N
     is eligible on every device.
 
     Raises:
-        ValueError: the spec leaves out what the points need (its predicate, base case or limits), naming the field.
+        ValueError: the spec leaves out what the points need (its predicate, base case or limits), naming the field;
+            or a boundary (or the base case) names a field the case class lacks, naming the condition, the
+            boundary, the field and the fix (``OpSpec.case_spec``).
     """
     spec = spec or opspec.default()
     predicate = predicate or spec.predicate
@@ -106,15 +108,41 @@ def declared_points(predicate: Predicate, base: dict[str, Any], limits: Any, dev
     """
     base = dict(base)
     base["rows"] = max(base.get("rows", 1), getattr(limits, "min_rows", 1))
+    fix = "declare OpSpec.case_spec, a case class with that field"
+    unknown = _not_fields(spec_type, base)
+    if unknown:
+        raise ValueError(f"OpSpec.boundary_base names {_fields_text(unknown)} of {spec_type.__name__}; {fix}")
     points = []
     for cond in predicate.conditions:
         for b in cond.boundaries:
             change = b.overrides(limits)
             ctx = {k: v for k, v in change.items() if k in context_keys}
             tensor = {k: v for k, v in change.items() if k not in context_keys}
+            unknown = _not_fields(spec_type, tensor)
+            if unknown:  # said before the case class's own TypeError, which names no condition
+                raise ValueError(f"{cond.name}[{b.label}]: the boundary changes {_fields_text(unknown)} of "
+                                 f"{spec_type.__name__}; {fix}")
             spec = spec_type(**{**base, **tensor, **({"device": device} if device else {})})
             points.append(point_type(cond.name, b.label, b.holds, spec, ctx))
     return points
+
+
+def _not_fields(spec_type: type, keys) -> list[str]:
+    """The ``keys`` ``spec_type(...)`` does not take (none where its signature takes ``**kwargs`` or cannot be
+    read)."""
+    import inspect
+
+    try:
+        params = inspect.signature(spec_type).parameters
+    except (TypeError, ValueError):
+        return []
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return []
+    return [k for k in keys if k not in params]
+
+
+def _fields_text(names: list[str]) -> str:
+    return " and ".join(f"`{n}`" for n in names) + (" which are not fields" if len(names) > 1 else ", not a field")
 
 
 def _outputs(value) -> list:
@@ -203,12 +231,21 @@ def boundary_tests(spec: opspec.OpSpec, *, device: str | None = None):
     decorated: call :func:`fastpath_lib.use_interpreter` before the op's module is imported (or set
     ``TRITON_INTERPRET=1``). Without CUDA or the interpreter every point fails and says so: no kernel would run, and
     the points would only compare the fallback with the reference.
+
+    A predicate condition that declares no boundary point is probed by no test: generating the tests then warns
+    (:class:`BoundaryCoverageWarning`, naming those conditions), in the module that calls this, and fails nothing.
     """
+    import warnings
+
     import pytest
 
     from fastpath_lib import runtime
 
     points = boundary_points(spec=spec, device=device)
+    if spec.unprobed_conditions():  # said where the tests are generated: the module collecting them warns
+        warnings.warn(f"{spec.name}: conditions with no boundary point: {', '.join(spec.unprobed_conditions())} "
+                      "(no generated test probes them; declare a Boundary for each)", BoundaryCoverageWarning,
+                      stacklevel=2)
 
     @pytest.mark.parametrize("point", points, ids=[p.id for p in points])
     def test_boundary_point(point):
@@ -226,6 +263,11 @@ def boundary_tests(spec: opspec.OpSpec, *, device: str | None = None):
 
     test_boundary_point.__name__ = f"test_{spec.name}_boundaries"
     return test_boundary_point
+
+
+class BoundaryCoverageWarning(UserWarning):
+    """Warned by :func:`boundary_tests` for a predicate whose conditions declare no boundary point (the tests are
+    generated all the same)."""
 
 
 def unrunnable() -> str | None:

@@ -9,7 +9,12 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["OpCase", "HostCase", "KernelBuild", "Axes"]
+__all__ = ["OpCase", "HostCase", "KernelBuild", "Axes", "MIN_CASES"]
+
+
+#: The fewest cases a predeclared matrix is to have (the kit's coverage rule: :func:`fastpath_lib.bench.matrix.
+#: coverage_rules`); an op's shorter matrix runs, and ``bench``, its notes and ``OpSpec.coverage_gaps()`` say so.
+MIN_CASES = 12
 
 
 @dataclasses.dataclass(frozen=True)
@@ -26,7 +31,8 @@ class OpCase:
         quick: the ``--quick`` shape (default: the declared one).
         pass_: ``"forward"``, or ``"backward"`` (every provider runs forward then backward: ``torch.autograd.grad``
             of the output, or the spec's ``fast_backward``; the incoming gradient ``dy`` has the shape and dtype of
-            each output of the reference, which may differ from the input's).
+            each output of the reference, which may differ from the input's; before timing, the public function's
+            and the fast route's gradients are checked against the reference's, ``OpSpec.grad_tolerances``).
         layout, pad, offset: how the input is laid out (:class:`~fastpath_lib.cases.CaseSpec`'s fields).
         family: the case's group in the results (default: the op's name).
         quick_pad: ``pad`` in ``--quick`` (default: ``pad``).

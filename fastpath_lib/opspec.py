@@ -31,11 +31,12 @@ import importlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from fastpath_lib.opparts import Axes, HostCase, KernelBuild, OpCase
+from fastpath_lib.opparts import MIN_CASES, Axes, HostCase, KernelBuild, OpCase
 
 __all__ = ["OpCase", "HostCase", "OpSpec", "Axes", "KernelBuild", "COMPILED", "compiled", "BaselineUnavailable",
-           "register", "unregister", "get", "names", "source", "default", "load", "reference_of", "lazy", "export",
-           "ENV_VAR", "ENTRY_POINTS", "NOT_DECLARED"]
+           "register", "unregister", "get", "names", "built_in", "source", "default", "load", "reference_of", "lazy",
+           "export",
+           "ENV_VAR", "ENTRY_POINTS", "NOT_DECLARED", "MIN_CASES"]
 
 #: The baseline name that means ``torch.compile`` of the composite: the bench resets dynamo before each case, times
 #: its first call (the compile) apart from the samples, and skips it in ``--quick`` off CUDA (as the harness does).
@@ -106,6 +107,9 @@ class OpSpec:
         context: ``context(*args)`` -> the predicate's context for a call (what ``predicate.evaluate`` takes).
         tolerances: dtype -> ``(atol, rtol)`` of ``function`` against ``reference``; for an op returning a tuple,
             either one pair for every output or a tuple of pairs, one per output (``(0.0, 0.0)``: bitwise).
+        grad_tolerances: dtype -> ``(atol, rtol)`` of the gradients (of every floating-point tensor argument) that a
+            backward case's routes give, against the reference's gradients by autograd; a dtype not here gets four
+            times its loosest output tolerance (a gradient sums products over a row; :meth:`grad_tolerance`).
         cases: the predeclared matrix (a sequence of :class:`OpCase`, or a callable returning one).
         bytes_moved: ``bytes_moved(rows, cols, dtype, pass_)`` -> the bytes a call of the fast route must move at least.
         baselines: name -> callable with ``function``'s signature; the first is *the* baseline outcomes compare to,
@@ -152,7 +156,9 @@ class OpSpec:
             reference before it is timed.
         fast_backward: ``fast_backward(dy, *args)`` -> the fast route's forward then backward launched directly (what
             the bench times as ``triton`` in a backward case; ``None``: the fast route is not timed there). ``dy`` is
-            shaped like the op's output (a tuple, one per output, where the reference returns a tuple).
+            shaped like the op's output (a tuple, one per output, where the reference returns a tuple). It returns
+            the gradients of the floating-point tensor arguments, in order (``None`` entries are dropped: a gradient
+            the call does not give), which the bench checks against the reference's before timing it.
         axes: the widths the sweep and the serving trace use (:class:`Axes`; ``None``: read from the matrix,
             :meth:`sweep_axes`).
         lower_threshold: ``lower_threshold(rows)`` -> a context manager inside which the predicate's row threshold is
@@ -170,11 +176,11 @@ class OpSpec:
             eligible region); ``None``: no compiled facts.
 
     Fields by section: the core is ``name``, ``function``, ``reference``, ``args``, ``route`` and ``baselines``
-    (with ``cases`` and ``tolerances``, ``bench --op`` runs); the predicate section (``predicate``,
-    ``boundary_base``, ``limits``, ``context``, ``case_spec``) gives boundary points and tests; the cost section
-    (``bytes_moved``, ``bytes_models``, ``fast``, ``fast_unsupported``, ``fast_backward``, ``specialization``,
-    ``kernels``, ``compiler``) the bandwidth, compile cost and compiled facts; the workload section
-    (``decoder_step``, ``calls_per_forward``, ``axes``, ``lower_threshold``, ``thresholds``, ``capture``,
+    (with ``cases``, ``tolerances`` and, for backward cases, ``grad_tolerances``, ``bench --op`` runs); the predicate
+    section (``predicate``, ``boundary_base``, ``limits``, ``context``, ``case_spec``) gives boundary points and
+    tests; the cost section (``bytes_moved``, ``bytes_models``, ``fast``, ``fast_unsupported``, ``fast_backward``,
+    ``specialization``, ``kernels``, ``compiler``) the bandwidth, compile cost and compiled facts; the workload
+    section (``decoder_step``, ``calls_per_forward``, ``axes``, ``lower_threshold``, ``thresholds``, ``capture``,
     ``host_cases``, ``host_forms``) the replay, trace, sweep, capture and host cost; the note section (``title``,
     ``pr_text``, ``note``) the PR note's sentences. A step whose field is left out says which one
     (:data:`NOT_DECLARED`).
@@ -212,6 +218,7 @@ class OpSpec:
     thresholds: Any = None
     capture: Callable[..., dict] | None = None
     compiler: Any = None
+    grad_tolerances: Mapping[Any, tuple[float, float]] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self):
         if not self.name or not self.name.replace("_", "").isalnum():
@@ -249,6 +256,21 @@ class OpSpec:
         counts = [c.cols for c in fast]
         return Axes(widths, (quick[len(quick) // 2],), (quick[0],), max(widths, key=counts.count))
 
+    def unprobed_conditions(self) -> list[str]:
+        """The names of the predicate's conditions that declare no boundary point (no generated test probes them)."""
+        return [c.name for c in self.predicate.conditions if not c.boundaries] if self.predicate is not None else []
+
+    def coverage_gaps(self) -> list[str]:
+        """Where the spec falls short of the evidence the kit asks for: a matrix of fewer than :data:`MIN_CASES`
+        cases, and predicate conditions with no boundary point (empty: none).
+
+        >>> OpSpec("t", abs, abs, tuple, str, baselines={"b": abs}).coverage_gaps()
+        ['0 cases (the kit asks for at least 12)']
+        """
+        n, unprobed = len(self.matrix()), self.unprobed_conditions()
+        return ([f"{n} cases (the kit asks for at least {MIN_CASES})"] if n < MIN_CASES else []) + (
+            [f"conditions with no boundary point: {', '.join(unprobed)}"] if unprobed else [])
+
     @property
     def baseline(self) -> tuple[str, Callable]:
         """The first baseline, ``(name, callable)``."""
@@ -266,6 +288,21 @@ class OpSpec:
         if len(per) != outputs:
             raise ValueError(f"{self.name}: {len(per)} tolerance pairs for {dtype}, but {outputs} outputs")
         return per
+
+    def grad_tolerance(self, dtype) -> tuple[float, float]:
+        """``(atol, rtol)`` of every gradient for ``dtype``: ``grad_tolerances[dtype]`` where declared, else four times
+        the loosest of the dtype's output tolerances.
+
+        >>> spec = OpSpec("t", abs, abs, tuple, str, baselines={"b": abs}, tolerances={"f": ((1, 2), (3, 0))},
+        ...               grad_tolerances={"g": (5, 6)})
+        >>> spec.grad_tolerance("f"), spec.grad_tolerance("g"), spec.grad_tolerance("h")
+        ((12, 8), (5, 6), (0.0, 0.0))
+        """
+        if dtype in self.grad_tolerances:
+            return tuple(self.grad_tolerances[dtype])
+        tol = self.tolerances.get(dtype, (0.0, 0.0))
+        pairs = list(tol) if tol and isinstance(tol[0], (tuple, list)) else [tol]
+        return 4 * max(a for a, _ in pairs), 4 * max(r for _, r in pairs)
 
     def bytes_for(self, implementation: str, rows: int, cols: int, dtype, pass_: str = "forward") -> float:
         """Bytes ``implementation`` (a baseline's name, ``"fallback"`` or the fast route's ``"triton"``) moves."""
@@ -345,6 +382,11 @@ def get(name: str) -> OpSpec:
         module, attr = entry.split(":")
         entry = _REGISTRY[name] = getattr(importlib.import_module(module), attr)
     return entry
+
+
+def built_in() -> tuple[str, ...]:
+    """The ops the kit registers by name (its own; the evidence plan's fixed estimates are theirs)."""
+    return tuple(_BUILT_IN)
 
 
 def names() -> list[str]:

@@ -21,7 +21,7 @@ from fastpath_lib.bench import cli, evidence, evidence_steps
 from fastpath_lib.bench.evidence_plan import all_steps
 from fastpath_lib.bench.report import NOTE_FILES
 from fastpath_lib.bench.step_process import StepContext
-from fastpath_lib.boundary import boundary_points, boundary_tests
+from fastpath_lib.boundary import BoundaryCoverageWarning, boundary_points, boundary_tests
 from fastpath_lib.triton_casts import round_to, to_fp32
 from tests import absmax_op as op
 
@@ -29,8 +29,10 @@ REF = "tests.absmax_op:SPEC"
 #: Words that belong to another op: a note about the absmax scale must hold none of them.
 FOREIGN = re.compile(r"rms|weight|backward|F\.rms_norm|fused|residual", re.IGNORECASE)
 
-# the generated boundary tests, as a practitioner's test file has them: one line
-test_absmax_scale_boundaries = boundary_tests(op.SPEC)
+# the generated boundary tests, as a practitioner's test file has them: one line (its `device` condition declares
+# no boundary point, so generating them warns, naming it)
+with pytest.warns(BoundaryCoverageWarning, match=r"absmax_scale: conditions with no boundary point: device \("):
+    test_absmax_scale_boundaries = boundary_tests(op.SPEC)
 
 
 @pytest.fixture(scope="module")
@@ -43,8 +45,14 @@ def registered():
 @pytest.fixture(scope="module")
 def bench_folder(registered, tmp_path_factory):
     """One quick bench run of the op (matrix and host cost), shared by the tests that read it."""
+    import contextlib
+    import io
+
     out = tmp_path_factory.mktemp("absmax") / "run"
-    assert cli.bench_main(["--op", REF, "--quick", "--out", str(out)]) == 0
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert cli.bench_main(["--op", REF, "--quick", "--out", str(out)]) == 0
+    (out.parent / "bench.out").write_text(printed.getvalue())  # what bench printed, for the tests that read it
     return out
 
 
@@ -55,6 +63,23 @@ def test_bench_runs_the_matrix_and_the_host_cost(bench_folder):
     assert {"tokens_fp16", "wide_fp32"} <= set(df.case_id) and "host_decode_fp16" in set(df.case_id)
     env = json.loads((bench_folder / "environment.json").read_text())
     assert env["op"] == "absmax_scale" and env["op_ref"] == REF
+
+
+def test_bench_and_the_notes_warn_of_a_short_matrix_and_of_conditions_no_boundary_point_probes(bench_folder):
+    """The op's 2 cases and its `device` condition (no boundary point) are warned of, read from its spec, in bench's
+    output and in the notes (summary and eligibility); an op with neither gap (RMSNorm) gets no such warning."""
+    n = len(op.SPEC.matrix())
+    printed = (bench_folder.parent / "bench.out").read_text()
+    assert f"warning: absmax_scale: {n} cases (the kit asks for at least {opspec.MIN_CASES})" in printed, printed
+    assert "warning: absmax_scale: conditions with no boundary point: device" in printed, printed
+    note = (bench_folder / "pr_note.md").read_text()
+    head, elig = note.split("## Eligibility region and fallback")
+    assert f"{n} cases (the kit asks for at least {opspec.MIN_CASES})" in head.split("## Summary")[1]
+    assert "conditions with no boundary point: device**" in elig.split("\n## ")[0]
+    vllm = (bench_folder / "pr_note_vllm.md").read_text()
+    assert "conditions with no boundary point: device" in vllm and f"{n} cases (the kit asks for at least" in vllm
+    rms = opspec.get("rms_norm")
+    assert rms.coverage_gaps() == [] and len(rms.matrix()) >= opspec.MIN_CASES
 
 
 @pytest.mark.parametrize("note", sorted(NOTE_FILES.values()))
@@ -99,6 +124,30 @@ def test_the_dry_run_plans_every_per_op_step_for_it(registered, capsys, monkeypa
     assert "op rms_norm: every per-op step runs it" in out
 
 
+def test_the_plan_counts_its_cost_in_every_shared_step_that_runs_it_read_from_its_spec(registered, monkeypatch):
+    """Each shared step that runs the op (not those that skip it) expects the op's cost on top of the kit's own ops',
+    read from its spec (the full sweep, with ``thresholds``, costs more than the quick one); the dry run's line says
+    what the sweep does for an op without ``thresholds``, ``axes`` or ``lower_threshold``."""
+    import dataclasses
+
+    from fastpath_lib.bench import evidence_plan
+
+    with_op = {s.name: s for s in all_steps()}
+    kit_only = opspec.built_in()
+    monkeypatch.setattr(opspec, "built_in", lambda: (*kit_only, "absmax_scale"))  # as if its cost were in the figures
+    base = {s.name: s for s in all_steps()}
+    costs = evidence_plan.op_costs(op.SPEC)
+    assert {"sweep", "host", "pr_note"} <= set(costs) and not {"replay", "compile_cost", "capture"} & set(costs)
+    for name, (seconds, what) in costs.items():
+        assert seconds > 0 and with_op[name].est_s == round(base[name].est_s + seconds), name
+        assert f"absmax_scale: {what}" in with_op[name].basis
+    full = evidence_plan.op_costs(dataclasses.replace(op.SPEC, thresholds=object()))
+    assert full["sweep"][0] > costs["sweep"][0]
+    line = evidence_plan.sweep_line(dataclasses.replace(op.SPEC, axes=None))
+    assert "the quick sweep (OpSpec.thresholds not declared" in line and "OpSpec.axes not declared" in line
+    assert "OpSpec.lower_threshold not declared" in line
+
+
 @pytest.mark.parametrize("step", ["matrix", "sweep", "replay", "compile_cost", "compiled_facts", "capture"])
 def test_each_evidence_step_runs_it_or_names_the_missing_field(registered, tmp_path, step, monkeypatch):
     from fastpath_lib.bench import capture, opbench
@@ -122,6 +171,26 @@ def test_the_boundary_points_use_its_case_class(registered):
                                       "contiguous[transposed]"}
 
 
+def test_a_boundary_naming_a_field_the_case_class_lacks_names_the_condition_the_field_and_the_fix():
+    """A boundary that sets `requires_grad`, on a spec whose case class (the kit's default, ``CaseSpec``) has no such
+    field, is refused with the condition, the boundary's label, the field and ``OpSpec.case_spec``; so is a base case
+    naming one; the op's own case class (which takes the fields it declares) gives the points."""
+    import dataclasses
+
+    from fastpath_lib.eligibility import Boundary, Condition, Predicate
+
+    grad = Condition("no_grad", "no autograd recording", lambda call: None, "autograd",
+                     boundaries=(Boundary("requires grad", {"requires_grad": True}, False),))
+    spec = dataclasses.replace(op.SPEC, case_spec=None, predicate=Predicate("p", [*op.PREDICATE.conditions, grad]))
+    with pytest.raises(ValueError, match=r"^no_grad\[requires grad\]: the boundary changes `requires_grad`, not a "
+                                         r"field of CaseSpec; declare OpSpec\.case_spec"):
+        boundary_points(spec=spec)
+    with pytest.raises(ValueError, match=r"^OpSpec\.boundary_base names `seq`, not a field of Case; declare "
+                                         r"OpSpec\.case_spec"):
+        boundary_points(spec=dataclasses.replace(op.SPEC, boundary_base={**op.SPEC.boundary_base, "seq": 2}))
+    assert len(boundary_points(spec=op.SPEC)) == sum(len(c.boundaries) for c in op.PREDICATE.conditions)
+
+
 def _doc_blocks() -> list[str]:
     from pathlib import Path
 
@@ -142,7 +211,8 @@ def test_the_worked_example_in_the_docs_runs_as_written(monkeypatch, tmp_path):
     spec = opspec.load("my_ops:SPEC")
     try:
         namespace: dict = {}
-        exec(compile(test_file, "test_my_ops.py", "exec"), namespace)
+        with pytest.warns(BoundaryCoverageWarning, match="conditions with no boundary point: device"):
+            exec(compile(test_file, "test_my_ops.py", "exec"), namespace)
         assert callable(namespace["test_row_absmax_boundaries"])
         points = boundary_points(spec=spec)
         assert len(points) == 3 and all(check_point(spec, p) is None for p in points), [check_point(spec, p)
@@ -351,8 +421,10 @@ def test_an_out_of_bounds_store_fails_the_generated_tests_and_bench(short_timing
     from fastpath_lib.bench import opbench
 
     point = next(p for p in boundary_points(spec=OOB) if p.id == "cols[cols=max]")
+    with pytest.warns(BoundaryCoverageWarning):  # its `device` condition has no boundary point
+        generated = boundary_tests(OOB)
     with pytest.raises(AssertionError, match="out-of-bounds access"):
-        boundary_tests(OOB)(point)
+        generated(point)
     df = opbench.run_op(OOB, quick=True, only=["tokens_fp16"])
     row = df[df.provider == "dispatched"].iloc[0]
     assert row.status == "error" and "out-of-bounds" in row.note and row.median_us > 0, row.to_dict()
@@ -375,8 +447,10 @@ def test_without_cuda_or_the_interpreter_nothing_claims_the_kernel_ran(monkeypat
     monkeypatch.setattr(runtime, "cuda_available", lambda: False)
     monkeypatch.setattr(runtime, "_interpret", False)
     monkeypatch.setattr(runtime, "_opted_in", False)
+    with pytest.warns(BoundaryCoverageWarning):  # its `device` condition has no boundary point
+        generated = boundary_tests(op.SPEC)
     with pytest.raises(AssertionError, match="no Triton kernel would run"):
-        boundary_tests(op.SPEC)(point)
+        generated(point)
     monkeypatch.setenv(runtime.ENV, "0")
     assert cli.bench_main(["--op", REF, "--quick", "--out", str(tmp_path / "off")]) == 2
     assert not (tmp_path / "off").exists()
@@ -495,6 +569,59 @@ def test_a_backward_case_takes_the_gradient_of_the_op_s_output_shape(short_timin
     for provider in ("baseline", "dispatched"):
         row = df.loc[provider]
         assert row.status == "ok" and row.median_us > 0 and row["pass"] == "backward", row.to_dict()
+
+
+class _GatedWrongBackward(__import__("torch").autograd.Function):
+    """The gated activation with a wrong backward: the gradient of the gate half is dropped."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return _gated(x)
+
+    @staticmethod
+    def backward(ctx, dy):
+        import torch
+
+        (x,) = ctx.saved_tensors
+        with torch.enable_grad():
+            leaf = x.detach().requires_grad_(True)
+            (dx,) = torch.autograd.grad(_gated(leaf), leaf, dy)
+        return torch.cat([torch.zeros_like(dx[..., : x.shape[-1] // 2]), dx[..., x.shape[-1] // 2:]], -1)
+
+
+def _wrong_fast_backward(dy, x):
+    """The fast route's forward then backward, with the gradient scaled by 1.5."""
+    import torch
+
+    leaf = x.detach().requires_grad_(True)
+    with torch.enable_grad():
+        (dx,) = torch.autograd.grad(_gated(leaf), leaf, dy)
+    return (1.5 * dx,)
+
+
+#: The gated op with a right forward and a wrong backward on both of its own routes: the public function's autograd
+#: and the fast route's launcher (timed outside the predicate through ``fast_unsupported``).
+GATED_WRONG_BACKWARD = __import__("dataclasses").replace(
+    GATED, name="gated_wrong_backward", function=_GatedWrongBackward.apply, fast=_gated,
+    fast_backward=_wrong_fast_backward, fast_unsupported=lambda x: None)
+
+
+def test_a_wrong_backward_is_refused_untimed_naming_the_input_and_its_error(short_timing):
+    """A backward case compares each own route's gradients with the reference's before timing: the public function
+    (autograd of a wrong ``backward``) and the fast route (``fast_backward``) both differ, so both rows are errors,
+    untimed, naming the input and the max error; the baseline (the reference) is timed."""
+    from fastpath_lib.bench import opbench
+    from fastpath_lib.bench.analysis import wrong_cases
+
+    df = opbench.run_op(GATED_WRONG_BACKWARD, quick=True).set_index("provider")
+    for provider in ("dispatched", "triton"):
+        row = df.loc[provider]
+        assert row.status == "error" and not row.median_us > 0, row.to_dict()
+        assert re.search(r"differs from the reference: gradient of x: max error [0-9.e+-]+ over atol", row.note), \
+            row.note
+    assert df.loc["baseline", "status"] == "ok"
+    assert list(wrong_cases(df.reset_index())) == ["train_fp32"]
 
 
 # --- bf16 under the interpreter: a plain cast truncates, fastpath_lib.triton_casts rounds as the GPU does ------------

@@ -208,6 +208,8 @@ def _bench_op(args, spec) -> int:
     if args.family != "host":
         print(_show(summary_table(df, gpu=env["gpu_measurement"])))
         print(f"\n{spec.name}: {coverage_line(df, env)}")
+    for gap in spec.coverage_gaps():  # the spec's shortfalls, on every run (the notes say them too)
+        print(f"warning: {spec.name}: {gap}")
     if args.family != "matrix":
         df = _with_host_rows(spec, df, args.quick)
     if not env["gpu_measurement"]:

@@ -65,6 +65,7 @@ from fastpath_lib.bench.evidence_plan import (
     fits,
     op_steps,
     plan,
+    sweep_line,
 )
 from fastpath_lib.bench.schema import INCOMPLETE_MARKER, manifest_gaps
 from fastpath_lib.runtime import ROOT, child_env, stop_process_group
@@ -260,9 +261,11 @@ def dry_run(budget_s: float = DEFAULT_BUDGET_S, steps=STEPS, *, collect: bool = 
     from fastpath_lib.bench.note_evidence import steps_skipping
 
     for name in opspec.names():  # what each per-op step will do with each op, from its spec's fields
-        skips = steps_skipping(opspec.get(name))
+        spec = opspec.get(name)
+        skips = steps_skipping(spec)
         out(f"op {name}: " + ("every per-op step runs it" if not skips else
-                              "; ".join(f"step {step} skips it: {why}" for step, why in skips.items())))
+                              "; ".join(f"step {step} skips it: {why}" for step, why in skips.items()))
+            + ("" if "sweep" in skips else f"; {sweep_line(spec)}"))
     left_out = [n for n in OPTIONAL if n not in {s.name for s in steps}]
     for n in left_out:
         out(f"left out by default: {n}: {OPTIONAL[n][1]}")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 
 __all__ = ["Step", "STEPS", "OPTIONAL", "DEFAULT_BUDGET_S", "SHARED", "START_S", "STATUSES", "all_steps", "op_steps",
+           "op_costs", "sweep_line", "UNIT_S",
            "allot", "plan", "fits", "budget_split"]
 
 DEFAULT_BUDGET_S = 420.0
@@ -195,10 +196,86 @@ def op_steps(name: str) -> tuple[Step, ...]:
                        f"the check, ~{CELL_S} s each"),)
 
 
+#: What one unit of a shared per-op step costs for an op beyond the kit's own (whose costs each step's fixed estimate
+#: covers), from that step's basis: a sweep point (2 x 16 blocks of ~4 ms with its inputs), a host case (both built-in
+#: ops' 7 cases and one form in 7.8 s), a compile-cost binary (0.3-1 s of JIT compile; its probe a fresh process),
+#: a compiled-facts build (~100 core-seconds for 188 builds, 15 workers), a torch.compile case (a cold Inductor compile,
+#: 10 s typical), a replay (a small decoder and a quick trace, a few seconds), a capture test (no count in the spec)
+#: and a note.
+UNIT_S = {"sweep": 0.16, "host": 1.0, "compile_cost": 1.0, "compiled": 0.04, "compiled_baselines": 10.0,
+          "replay": 5.0, "capture": 10.0, "pr_note": 2.0}
+
+
+def op_costs(spec) -> dict[str, tuple[float, str]]:
+    """step -> ``(expected seconds, what they count)`` of each shared step that runs ``spec`` (a step whose field the
+    spec leaves out skips it: no cost), read from the spec: its sweep grid, host cases, binaries, builds and cases."""
+    from fastpath_lib import opspec
+    from fastpath_lib.bench.note_evidence import steps_skipping
+    from fastpath_lib.bench.opbench import pick_compiled_cases
+    from fastpath_lib.bench.ophost import host_cases
+    from fastpath_lib.bench.sweep import sweep_grid
+    from fastpath_lib.bench.workload import op_specializations
+
+    skips, out = steps_skipping(spec), {}
+
+    def add(step, n, what):
+        out[step] = (n * UNIT_S[step], f"{what} at ~{UNIT_S[step]:g} s")
+
+    if "sweep" not in skips:
+        rows, cols, dtypes = sweep_grid(spec, quick=spec.thresholds is None, gpu=True)
+        add("sweep", len(rows) * len(cols) * len(dtypes),
+            f"{len(rows)} row counts x {len(cols)} widths x {len(dtypes)} dtypes")
+    add("host", len(host_cases(spec)) + len(spec.host_forms), f"{len(host_cases(spec))} host cases")
+    if "compile_cost" not in skips:
+        n = len(op_specializations(spec) or [])
+        out["compile_cost"] = (START_S + n * UNIT_S["compile_cost"], f"{n} binaries at ~{UNIT_S['compile_cost']:g} s "
+                                                                     "in a fresh process")
+    if "compiled" not in skips:
+        add("compiled", len(spec.kernels()), f"{len(spec.kernels())} builds")
+    if opspec.COMPILED in spec.baselines:
+        add("compiled_baselines", len(pick_compiled_cases(spec)), f"{len(pick_compiled_cases(spec))} cold compiles")
+    for step in ("replay", "capture"):
+        if step not in skips:
+            add(step, 1, "one run")
+    add("pr_note", 1, "its two notes")
+    return out
+
+
+def _with_costs(step: Step, costs: dict[str, dict[str, tuple[float, str]]]) -> Step:
+    """``step`` with the cost of every op beyond the kit's own that it runs added to its expected seconds and
+    basis."""
+    extra = [(name, *c[step.name]) for name, c in costs.items() if step.name in c]
+    if not extra:
+        return step
+    return dataclasses.replace(step, est_s=round((step.est_s or step.min_s) + sum(s for _, s, _ in extra)),
+                               basis=step.basis + "; plus " + "; ".join(f"{name}: {what}, {s:.0f} s"
+                                                                        for name, s, what in extra))
+
+
+def sweep_line(spec) -> str:
+    """What the evidence run's sweep does for ``spec``, from its fields: the full or the quick sweep (``thresholds``),
+    its grid, where its widths come from (``axes``), whether it lowers the row threshold (``lower_threshold``)."""
+    from fastpath_lib.bench.sweep import sweep_grid
+
+    quick = spec.thresholds is None
+    rows, cols, dtypes = sweep_grid(spec, quick=quick, gpu=True)
+    parts = [("the quick sweep (OpSpec.thresholds not declared: no threshold is recorded)" if quick
+              else "the full sweep, its proposal recorded (OpSpec.thresholds)")
+             + f", {len(rows)} row counts x width {', '.join(map(str, cols))} x {len(dtypes)} dtypes",
+             "widths from OpSpec.axes" if spec.axes is not None else
+             "widths read from its matrix (OpSpec.axes not declared: " + ("its middle --quick width" if quick else
+                                                                           "its fast cases' widths") + ")",
+             "the row threshold lowered to 1 (OpSpec.lower_threshold)" if spec.lower_threshold is not None else
+             "the dispatched call timed as it dispatches (OpSpec.lower_threshold not declared: no lower threshold "
+             "can be found)"]
+    return "sweep: " + "; ".join(parts)
+
+
 def all_steps(with_: tuple[str, ...] = ()) -> tuple[Step, ...]:
     """The plan for every operator registered now (:func:`fastpath_lib.opspec.names`): the shared and RMSNorm's
     steps, each other op's :func:`op_steps`, then the steps every op shares by job, the host step, the compiled
-    baselines and the PR note; ``with_`` adds :data:`OPTIONAL` steps (after the tests)."""
+    baselines and the PR note; ``with_`` adds :data:`OPTIONAL` steps (after the tests). A shared step's expected
+    seconds are the kit's own ops' plus, for each other op it runs, :func:`op_costs` from that op's spec."""
     from fastpath_lib import opspec
 
     unknown = [n for n in with_ if n not in OPTIONAL]
@@ -209,7 +286,9 @@ def all_steps(with_: tuple[str, ...] = ()) -> tuple[Step, ...]:
     extra = tuple(OPTIONAL[n][0] for n in with_)
     tests = [i for i, s in enumerate(head) if s.name.endswith("_tests")][-1] + 1
     ops = tuple(s for n in names[1:] for s in op_steps(n))
-    return (*head[:tests], *extra, *head[tests:], *ops, *_steps_after_ops(",".join(names)))
+    costs = {n: op_costs(opspec.get(n)) for n in names if n not in opspec.built_in()}
+    steps = (*head[:tests], *extra, *head[tests:], *ops, *_steps_after_ops(",".join(names)))
+    return tuple(_with_costs(s, costs) for s in steps)
 
 
 #: The plan at import (the ops registered by name in :mod:`fastpath_lib.opspec`).

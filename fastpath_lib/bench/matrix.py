@@ -21,6 +21,7 @@ import torch
 
 from fastpath_lib.bench.schema import FALLBACK, LOSS, NEUTRAL, OUTCOMES, WIN
 from fastpath_lib.cases import CaseSpec
+from fastpath_lib.opspec import MIN_CASES
 
 __all__ = ["OUTCOMES", "PASSES", "BENCH_LAYOUTS", "DEFAULT_CASES", "BenchCase", "load_cases", "check_coverage",
            "coverage_rules", "rationale_words", "Rule", "aligned", "ALIGN_BYTES", "SMALL_ELEMENTS", "LARGE_ELEMENTS",
@@ -246,7 +247,7 @@ def coverage_rules(cases: list[BenchCase], *, passes: bool = True) -> list[Rule]
     gist_of = dict(zip((c.id for c in cases), gist))
     twins = {cid: ", ".join(c.id for c, g in zip(cases, gist) if c.id != cid and g == gist_of[cid]) for cid in same_why}
     rules = [
-        Rule("size", n >= 12, f">= 12 cases: {n}"),
+        Rule("size", n >= MIN_CASES, f">= {MIN_CASES} cases: {n}"),
         Rule("size", len({c.id for c in cases}) == n, "unique case ids"),
         Rule("size", len(set(specs)) == n, f"no case repeated: {n - len(set(specs))} repeats"),
         Rule("size", len({c.shape for c in cases}) >= 8, f">= 8 distinct shapes (rows x cols): "

@@ -17,7 +17,7 @@ from fastpath_lib.bench.note_evidence import Evidence
 from fastpath_lib.bench.schema import FALLBACK, LOSS, NOT_GPU, OUTCOMES, UNMEASURED, WIN, cpu_mode, shape_text
 
 __all__ = ["WORD_LIMIT", "SHOWN", "words_outside_details", "fold", "first", "region", "scope", "rerun",
-           "environment_table", "claim", "measured_on", "counts_line", "wrong"]
+           "environment_table", "claim", "measured_on", "counts_line", "short_matrix", "wrong"]
 
 #: The most words a PR note may show outside ``<details>`` blocks.
 WORD_LIMIT = 600
@@ -178,6 +178,14 @@ def counts_line(ev: Evidence) -> str:
     return (f"- {coverage_line(ev.df, ev.env)}; dispatched outcomes against {ev.baseline}: "
             + ", ".join(f"{k} {counts[k]}" for k in shown)
             + (f", **wrong {len(wrong_cases(ev.df))}**." if wrong_cases(ev.df) else "."))
+
+
+def short_matrix(ev: Evidence) -> list[str]:
+    """A warning line when the op's predeclared matrix has fewer cases than the kit asks for (:data:`~fastpath_lib.
+    opspec.MIN_CASES`); empty otherwise."""
+    n = len(ev.spec.matrix())
+    return [f"- **Warning: {n} cases (the kit asks for at least {opspec.MIN_CASES})**: the matrix may miss where "
+            "the fast path loses or is neutral."] if n < opspec.MIN_CASES else []
 
 
 def wrong(ev: Evidence) -> list[str]:

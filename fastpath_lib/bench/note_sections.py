@@ -21,6 +21,7 @@ from fastpath_lib.bench.note_brief import (
     region,
     rerun,
     scope,
+    short_matrix,
     wrong,
 )
 from fastpath_lib.bench.note_evidence import Evidence, fmt, junit_counts, not_run
@@ -37,12 +38,15 @@ __all__ = ["SECTIONS", "summary", "eligibility", "semantic", "mechanism", "perfo
 def summary(ev: Evidence) -> list[str]:
     return (["## Summary", ""] + wrong(ev) + ev.text("summary") + ["", measured_on(ev)]
             + fold("Environment (environment.json)", environment_table(ev))
-            + [counts_line(ev)] + claim(ev) + scope(ev) + [rerun(ev)])
+            + [counts_line(ev)] + short_matrix(ev) + claim(ev) + scope(ev) + [rerun(ev)])
 
 
 def eligibility(ev: Evidence) -> list[str]:
     n = len(ev.spec.predicate.conditions) if ev.spec.predicate is not None else 0
-    return (["## Eligibility region and fallback", ""] + region(ev) + [""]
+    unprobed = ev.spec.unprobed_conditions()
+    gap = [f"- **Warning: conditions with no boundary point: {', '.join(unprobed)}**: no generated boundary test "
+           "probes them.", ""] if unprobed else []
+    return (["## Eligibility region and fallback", ""] + region(ev) + [""] + gap
             + fold(f"The {n} conditions: requirement, reason, boundary points", ev.text("eligibility")))
 
 

@@ -11,7 +11,8 @@ and :func:`fastpath_lib.bench.harness.run_matrix` builds a results folder around
 
 Before anything is timed, each case's public function is checked against the spec's reference with the spec's
 tolerance, output by output for an op returning a tuple (a bitwise output has ``(0, 0)``), and must leave its inputs
-as they were (a call that mutates its inputs cannot be timed honestly on rotating input sets). Each baseline is
+as they were (a call that mutates its inputs cannot be timed honestly on rotating input sets); in a backward case its
+gradients, and the fast route's, must match the reference's (:mod:`fastpath_lib.bench.opcheck`). Each baseline is
 checked too; a baseline that departs from the contract is timed and says so in its note (it is a comparison point,
 not the contract). Each row carries the bytes of its own implementation (:meth:`~fastpath_lib.opspec.OpSpec.
 bytes_for`), so GB/s and the bytes a fusion saves read off the table; off CUDA, a call that launches Triton kernels
@@ -30,6 +31,13 @@ from fastpath_lib import runtime
 from fastpath_lib.bench.analysis import classify
 from fastpath_lib.bench.mechanism import count_call, explain
 from fastpath_lib.bench.metadata import environment, region
+from fastpath_lib.bench.opcheck import (
+    as_tuple,
+    check_backward,
+    check_call,
+    compare_outputs,
+    grad_inputs,
+)
 from fastpath_lib.bench.schema import OWN_ROUTES, empty_row, measurement_label
 from fastpath_lib.bench.timing import (
     COMPILE_SKIPPED,
@@ -69,44 +77,6 @@ def providers_of(spec: OpSpec) -> dict[str, str]:
     return out
 
 
-def _as_tuple(v) -> tuple:
-    return tuple(v) if isinstance(v, (tuple, list)) else (v,)
-
-
-def compare_outputs(spec: OpSpec, got, want, dtype: torch.dtype) -> str | None:
-    """``None`` when every output of ``got`` matches ``want`` within the spec's tolerance for it, else why not."""
-    got, want = _as_tuple(got), _as_tuple(want)
-    if len(got) != len(want):
-        return f"{len(got)} outputs, the reference returns {len(want)}"
-    for i, (g, w, (atol, rtol)) in enumerate(zip(got, want, spec.output_tolerances(dtype, len(want)))):
-        which = f"output {i}: " if len(want) > 1 else ""
-        if g.shape != w.shape or g.dtype != w.dtype:
-            return f"{which}{tuple(g.shape)} {g.dtype}, reference {tuple(w.shape)} {w.dtype}"
-        if not torch.allclose(g.float(), w.float(), atol=atol, rtol=rtol, equal_nan=True):
-            err = (g.float() - w.float()).abs().max().item()
-            rule = "bitwise" if atol == rtol == 0 else f"atol {atol}, rtol {rtol}"
-            return f"{which}max error {err:.3g} over {rule}"
-    return None
-
-
-def _check(spec: OpSpec, fn, args: tuple, dtype: torch.dtype, *, grad: bool = False) -> str | None:
-    """``None`` when ``fn(*args)`` matches the reference and leaves its inputs unchanged, else why not.
-
-    ``grad``: call ``fn`` with autograd on, as a backward case times it (a compiled baseline checked under
-    ``no_grad`` would compile a second graph: one cold compile more per backward case)."""
-    before = [a.detach().clone() if isinstance(a, torch.Tensor) else None for a in args]
-    with torch.enable_grad() if grad else torch.no_grad():
-        got = fn(*args)
-    got = tuple(_detached(g) for g in got) if isinstance(got, (tuple, list)) else _detached(got)
-    changed = [i for i, (a, b) in enumerate(zip(args, before))
-               if b is not None and not torch.allclose(a, b, rtol=0, atol=0, equal_nan=True)]
-    if changed:
-        return f"it wrote into its input(s) {changed}: an in-place call cannot be timed on rotating inputs"
-    with torch.no_grad():
-        want = spec.reference(*args)
-    return compare_outputs(spec, got, want, dtype)
-
-
 def _own_route_wrong(why: str, dtype: torch.dtype) -> str:
     """The note of the op's own route (``dispatched``, ``triton``) that differs from the reference: ``why``, and for
     a bf16 value that differs under the interpreter, :func:`fastpath_lib.runtime.bf16_rounding_hint`."""
@@ -125,10 +95,6 @@ def unexplained_traffic(row: dict, *, bytes_model: bool = True) -> str | None:
         return None
     explained, why = explain(row)
     return None if explained else f"counted by the interpreter: {why}"
-
-
-def _detached(v):
-    return v.detach() if isinstance(v, torch.Tensor) else v
 
 
 def _row(spec: OpSpec, case: OpCase, provider: str, quick: bool, gpu: bool, ran: torch.Tensor, **kw) -> dict:
@@ -168,18 +134,13 @@ def op_environment(spec: OpSpec, cases: list[OpCase], settings: dict, gpu: bool)
     return env
 
 
-def _grad_inputs(args: tuple) -> tuple:
-    """The floating-point tensor arguments of a call: what a backward case differentiates."""
-    return tuple(a for a in args if isinstance(a, torch.Tensor) and a.is_floating_point())
-
-
 def _incoming_gradient(spec: OpSpec, args: tuple, gen: torch.Generator):
     """The incoming gradient of a backward case's call: one tensor per output of the op (the reference run once,
     untimed, gives each output's shape, dtype and device), drawn from ``gen``; a tuple where the op returns one."""
     with torch.no_grad():
         out = spec.reference(*(a.detach() if isinstance(a, torch.Tensor) else a for a in args))
     dy = tuple(torch.randn(tuple(o.shape), generator=gen, dtype=torch.float32).to(o.device, o.dtype)
-               for o in _as_tuple(out))
+               for o in as_tuple(out))
     return dy if isinstance(out, (tuple, list)) else dy[0]
 
 
@@ -196,7 +157,7 @@ def _input_sets(spec: OpSpec, case: OpCase, quick: bool, n: int, device: str) ->
         return [(args, None) for args in sets]
     gen, out = torch.Generator(device="cpu").manual_seed(1234), []
     for args in sets:
-        args = tuple(a.detach().requires_grad_(True) if any(a is g for g in _grad_inputs(args)) else a for a in args)
+        args = tuple(a.detach().requires_grad_(True) if any(a is g for g in grad_inputs(args)) else a for a in args)
         out.append((args, _incoming_gradient(spec, args, gen)))
     return out
 
@@ -212,7 +173,10 @@ def _reasons(spec: OpSpec, args: tuple) -> str:
 def _route_backward(spec: OpSpec, args: tuple, dy) -> str:
     """The route the public function's backward took for one call, as :func:`fastpath_lib.record_routes` saw it."""
     with record_routes("backward") as seen:
-        torch.autograd.grad(spec.function(*args), _grad_inputs(args), dy)
+        try:
+            torch.autograd.grad(spec.function(*args), grad_inputs(args), dy)
+        except Exception:  # noqa: BLE001 - the gradient check records why (:func:`check_backward`)
+            return "?"
     return seen.most_common(1)[0][0] if seen else "?"
 
 
@@ -255,7 +219,9 @@ def time_case(spec: OpSpec, case: OpCase, providers: dict[str, str], *, quick: b
         nbytes = spec.bytes_for(which, rows, cols, dtype, case.pass_)
         return dict(shared, bytes_moved=nbytes), nbytes
 
-    bad = _check(spec, spec.function, first, dtype) if check else None
+    bad = check_call(spec, spec.function, first, dtype) if check else None
+    if check and bwd and not bad:  # a backward case checks the gradients too, before anything is timed
+        bad = check_backward(spec, spec.function, first, sets[0][1], dtype)
     out, timed = [], {}
     for provider, impl in providers.items():
         kw, nbytes = common(impl)
@@ -283,7 +249,9 @@ def time_case(spec: OpSpec, case: OpCase, providers: dict[str, str], *, quick: b
             continue
         # the fast route is checked wherever it is about to be timed, inside the predicate or outside it (a spec
         # declaring ``fast_unsupported`` times it outside): every timed row of the op's own routes was checked first
-        wrong = _check(spec, spec.fast, first, dtype) if provider == "triton" and check else None
+        wrong = check_call(spec, spec.fast, first, dtype) if provider == "triton" and check else None
+        if provider == "triton" and check and bwd and not wrong:
+            wrong = check_backward(spec, spec.fast, first, sets[0][1], dtype, launcher=True)
         if wrong:
             out.append(_row(spec, case, provider, quick, gpu, first[0], status="error",
                             note=_own_route_wrong(wrong, dtype), **kw))
@@ -298,14 +266,14 @@ def time_case(spec: OpSpec, case: OpCase, providers: dict[str, str], *, quick: b
                     return fn(*args)
             if provider == "triton":
                 return spec.fast_backward(dy, *args)
-            return torch.autograd.grad(fn(*args), _grad_inputs(args), dy)
+            return torch.autograd.grad(fn(*args), grad_inputs(args), dy)
 
         try:
             if impl == COMPILED:
                 torch._dynamo.reset()  # one compile per case, never the recompile limit's eager fallback
                 compile_s = first_call_s(call)
             if impl in spec.baselines:
-                differs = _check(spec, fn, first, dtype, grad=bwd and impl == COMPILED)
+                differs = check_call(spec, fn, first, dtype, grad=bwd and impl == COMPILED)
                 if differs:
                     notes.append(f"departs from the contract ({differs}); timed as a comparison point")
             timing = timed_fields(call, settings)

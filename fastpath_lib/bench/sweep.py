@@ -43,7 +43,7 @@ from fastpath_lib.bench.schema import (
 from fastpath_lib.bench.timing import gpu_measurement, quantile
 from fastpath_lib.bench.trace import call_args
 
-__all__ = ["threshold_sweep", "propose", "sweep_dtypes", "SWEEP_COLUMNS", "threshold_from_results",
+__all__ = ["threshold_sweep", "sweep_grid", "propose", "sweep_dtypes", "SWEEP_COLUMNS", "threshold_from_results",
            "record_threshold"]
 
 #: Columns of ``threshold.csv``.
@@ -68,6 +68,15 @@ def sweep_dtypes(spec: opspec.OpSpec) -> list[torch.dtype]:
     matrix's order: every one of them is swept."""
     names = [c.dtype for c in spec.matrix() if c.expected != FALLBACK]
     return [getattr(torch, n) for n in dict.fromkeys(names)]
+
+
+def sweep_grid(spec: opspec.OpSpec, *, quick: bool, gpu: bool) -> tuple[list[int], tuple[int, ...], list]:
+    """The row counts, widths and dtypes :func:`threshold_sweep` sweeps by default: powers of two, 1..16384 on a GPU
+    (every other one with ``quick``), 8 and 16 off it; the op's ``sweep_axes()`` widths (``quick`` with ``quick``,
+    ``off_gpu`` off a GPU); :func:`sweep_dtypes`."""
+    rows = [2 ** k for k in range(0, 15, 2 if quick else 1)] if gpu else [8, 16]
+    axes = spec.sweep_axes()
+    return rows, (axes.quick if quick else axes.widths) if gpu else axes.off_gpu, sweep_dtypes(spec)
 
 
 def threshold_sweep(rows=None, cols=None, dtype: torch.dtype | None = None, *, dtypes=None,
@@ -104,12 +113,10 @@ def threshold_sweep(rows=None, cols=None, dtype: torch.dtype | None = None, *, d
     base_name, base_fn = spec.baseline
     gpu = gpu_measurement()
     cuda = runtime.cuda_available()
-    if rows is None:
-        rows = [2 ** k for k in range(0, 15, 2 if quick else 1)] if gpu else [8, 16]
-    if cols is None:
-        axes = spec.sweep_axes()
-        cols = (axes.quick if quick else axes.widths) if gpu else axes.off_gpu
-    dtypes = [dtype] if dtype is not None else list(dtypes) if dtypes is not None else sweep_dtypes(spec)
+    grid = sweep_grid(spec, quick=quick, gpu=gpu)
+    rows = grid[0] if rows is None else rows
+    cols = grid[1] if cols is None else cols
+    dtypes = [dtype] if dtype is not None else list(dtypes) if dtypes is not None else grid[2]
     blocks = blocks or (16 if gpu else 3)
     block_s = block_s or (0.004 if gpu else 0.001)
     dev = "cuda" if cuda else "cpu"

@@ -32,7 +32,7 @@ sections, folded in ``<details>`` as in the kit's own form; the evidence is read
 from __future__ import annotations
 
 from fastpath_lib import opspec
-from fastpath_lib.bench.note_brief import claim, counts_line, fold, measured_on, rerun, scope, wrong
+from fastpath_lib.bench.note_brief import claim, counts_line, fold, measured_on, rerun, scope, short_matrix, wrong
 from fastpath_lib.bench.note_evidence import qualified
 from fastpath_lib.bench.schema import NOT_GPU
 
@@ -245,7 +245,8 @@ def _results(ev, sections: dict) -> list[str]:
     kit's sections, whose full tables are folded)."""
     summary = _body(sections["summary"])
     env = summary[summary.index("<details>"):summary.index("</details>") + 1] if "<details>" in summary else []
-    return ([measured_on(ev)] + env + [counts_line(ev), ""] + _sub("Semantic evidence", sections["semantic"])
+    return ([measured_on(ev)] + env + [counts_line(ev)] + short_matrix(ev) + [""]
+            + _sub("Semantic evidence", sections["semantic"])
             + _sub("Every predeclared case", sections["performance"]) + _sub("Mechanism", sections["mechanism"])
             + ["### Workload replay"] + fold("End to end: the kit's decoder replay and serving trace", _flat(
                 _body(sections["workload"])))
