@@ -3,8 +3,10 @@ words, the measurement labels, the one rule for "is this a GPU measurement", and
 recorded GPU run. Every other module imports these; none spells them again (``tests/bench/test_bench.py`` greps for
 copies).
 
-Every table the kit writes or prints times in **microseconds** (:data:`TIME_UNIT`): ``results.csv`` (``median_us``,
-``samples_us``, ...), the summary table, the PR note, the host-overhead table and the exercises' synthetic tables.
+Every table the kit writes or prints gives a time's unit in its column's name (:data:`UNIT_SUFFIXES`): a call's time in
+**microseconds** (:data:`TIME_UNIT`; ``median_us``, ``samples_us``, ...: ``results.csv``, the summary table, the PR
+note, the host-overhead table and the exercises' synthetic tables), a compile time in **seconds** (``compile_s``,
+and ``total_compile_s`` in the compile-cost table).
 
 A results table holds two kinds of rows, told apart by ``family``: the predeclared matrix's cases (``bench/cases.json``)
 and the host-overhead family (:data:`HOST_FAMILY`, per-call host time of the dispatch, :mod:`fastpath_lib.bench.host`).
@@ -44,6 +46,8 @@ CSV_COLUMNS = [
     "graph_median_us", "do_bench_median_us",
 ]
 
+#: The unit of a column whose name ends so.
+UNIT_SUFFIXES = {"_us": "microseconds", "_s": "seconds"}
 #: Columns holding times (microseconds).
 TIME_COLUMNS = ("median_us", "q20_us", "q80_us", "mean_us", "min_us")
 

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 import warnings
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -790,3 +791,18 @@ def test_importing_bench_or_one_of_its_modules_imports_no_other_module_of_it():
     assert bench.matrix is sys.modules["fastpath_lib.bench.matrix"]
     with pytest.raises(AttributeError, match="no attribute 'nothing_here'"):
         bench.nothing_here  # noqa: B018
+
+
+def test_a_time_columns_unit_is_in_its_name_and_the_benchmarks_page_names_each_unit():
+    """Every column the kit writes that holds a time ends with a unit suffix of ``schema.UNIT_SUFFIXES`` (a call's
+    time in microseconds, a compile time in seconds), and docs/benchmarks.md names each suffix with its unit."""
+    import re
+
+    from fastpath_lib.bench import buildcost, schema
+
+    written = set(schema.CSV_COLUMNS) | set(re.findall(r'"(\w+_s)"', Path(buildcost.__file__).read_text()))
+    timed = [c for c in written if re.search(r"median|mean|min|q\d\d|samples|compile", c) and c != "timer"]
+    assert timed and all(c.endswith(tuple(schema.UNIT_SUFFIXES)) for c in timed), timed
+    page = " ".join((Path(__file__).parents[2] / "docs" / "benchmarks.md").read_text().split())
+    for suffix, unit in schema.UNIT_SUFFIXES.items():
+        assert re.search(rf"\*\*{unit}\*\* \(`{suffix}`", page), (suffix, unit)
