@@ -221,6 +221,66 @@ def test_a_python_escape_in_a_kernel_body_does_not_compile_for_a_gpu():
         assert out.compile_problem and says in out.compile_problem, out.compile_problem
 
 
+#: A kernel that calls Triton in each way a kernel body does (the kit's jit helpers, a tensor method, tl.math,
+#: libdevice, the frontend's min and range, static_range), and the calls a body makes to reach Python.
+CALLS = '''
+@triton.jit
+def calls(X, Y, n, B: tl.constexpr):
+    c = tl.arange(0, B)
+    x = to_fp32(tl.load(X + c, mask=c < n, other=0.0))
+    for i in range(0, min(n, 4)):
+        x = x + tl.math.rsqrt(tl.abs(x) + 1.0) + tl.extra.cuda.libdevice.exp(x * 0.0)
+    for i in tl.static_range(2):
+        x = tl.where(x > i, x, x * 2)
+    ESCAPE
+    tl.store(Y + c, round_to(x, Y.dtype.element_ty).to(Y.dtype.element_ty), mask=c < n)
+'''
+
+
+def test_the_compile_step_refuses_every_call_of_a_kernel_body_that_is_not_tritons(tmp_path):
+    """Issue 41 (attack 7, A1): Triton's frontend calls a plain Python function a kernel body reaches
+    (``tl.random.tl.builtins.eval(...)``, names the static rules once let through); the compile step refuses each
+    call whose callee is not Triton's language, by what it resolves to, and names the call and its line; the kit's
+    own kernels and helpers compile. One fresh process (the interpreter's runs in this one leave Triton's language
+    unfit for its frontend), no kernel run."""
+    import json
+    import subprocess
+    import sys
+
+    kit = ast.parse((ROOT / "fastpath_lib" / "rmsnorm" / "kernels.py").read_text())
+    text = (ROOT / "fastpath_lib" / "triton_casts.py").read_text() + "\n".join(
+        ast.unparse(d) for d in kit.body if isinstance(d, ast.FunctionDef) and d.decorator_list) + "\n" + CALLS
+    ints = {"HAS_WEIGHT": ["bool", True], "ROWS_PER_PROGRAM": ["int", 2], "BLOCK_SIZE": ["int", 64],
+            "VEC": ["int", 4], "eps": ["float", 1e-6]}
+    seen = [["calls", {"X": ["tensor", "*fp32"], "Y": ["tensor", "*bf16"], "n": ["int", 8], "B": ["int", 8]}]]
+    kernels = seen + [[k, {p: ["tensor", "*fp32" if p.startswith("DW") else "*bf16"] if p.endswith("_ptr") else
+                           ints.get(p, ["int", 64]) for p in ks}] for k, ks in (
+        ("rms_norm_fwd_kernel", ("X_ptr", "W_ptr", "Y_ptr", "X_row_stride", "Y_row_stride", "n_rows", "n_cols", "eps",
+                                 "HAS_WEIGHT", "ROWS_PER_PROGRAM", "BLOCK_SIZE", "VEC")),
+        ("rms_norm_bwd_kernel", ("DY_ptr", "X_ptr", "W_ptr", "DX_ptr", "DW_partial_ptr", "DY_row_stride",
+                                 "X_row_stride", "DX_row_stride", "n_rows", "n_cols", "eps", "ROWS_PER_PROGRAM",
+                                 "HAS_WEIGHT", "BLOCK_SIZE", "VEC")))]
+    escapes = (("tl.random.tl.builtins.eval('lambda v: v')(x)", "tl.random.tl.builtins.eval", "builtins.eval"),
+               ("tl.extra.pkgutil.importlib.import_module('os')", "tl.extra.pkgutil.importlib.import_module",
+                "importlib.import_module"),
+               ("tl.core.builtin(tl.abs)", "tl.core.builtin", "triton.language.core.builtin"),
+               ("x.handle.get_type()", "x.handle.get_type", "get_type"),
+               ("getattr(x, 'to')(tl.float32)", "getattr", "builtins.getattr"),
+               ("with tl.random.tl.builtins.open('/dev/null'):\n        pass", "tl.random.tl.builtins.open",
+                "io.open"))
+    jobs = [(text.replace("ESCAPE", ""), kernels)] + [(text.replace("ESCAPE", e), seen) for e, _, _ in escapes]
+    script = ("import json, sys\nfrom fastpath_lib.grading.engine import kernel_run\n"
+              "print(json.dumps([kernel_run._compile_problem(t, s, f'{sys.argv[1]}/{i}.py') "
+              "for i, (t, s) in enumerate(json.load(sys.stdin))]))")
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], input=json.dumps(jobs), text=True,
+                          capture_output=True, check=True, env=dict(os.environ, TRITON_INTERPRET="0"))
+    honest, *problems = json.loads(done.stdout.splitlines()[-1])
+    assert honest is None, honest
+    for (escape, called, what), problem in zip(escapes, problems):
+        assert problem and f"calls {called}(...) (line " in problem and what in problem and "not Triton's" in \
+            problem, (escape, problem)
+
+
 OP = '''
 import torch
 import triton

@@ -7,8 +7,11 @@ file before it ran) with :mod:`ast`; each returns a sentence saying what is wron
 
 * :func:`kernel_problem`: the name the check launches is bound once, by a ``def`` under a lone ``@triton.jit``
   whose ``triton`` comes from an import; every ``@triton.jit`` body of the source reads only its parameters, its
-  own locals, ``triton.language``, the source's other kernels and a few builtins (no other module, no helper
-  function, no dunder attribute, nothing defined inside it), and the kernel stores something.
+  own locals, the names ``triton.language`` publishes (:func:`_outside_language`: ``tl.load``, ``tl.math.rsqrt``;
+  not ``tl.core``, nor a module reached through another, ``tl.random.tl``), the source's other kernels and a few
+  builtins (no other module, no helper function, no dunder attribute, nothing defined inside it), and the kernel
+  stores something. The grader's compile step reads the calls again, on what they resolve to
+  (:func:`fastpath_lib.grading.engine.kernel_run.callee_problem`).
 * :func:`launcher_problem`: a host function (and the source's functions it calls) launches one of the source's
   kernels (``kernel[grid](...)``) and computes nothing itself: torch calls only allocate (``torch.empty``, ...),
   tensor methods only reshape, convert or reduce the kernel's partial results (``.contiguous()``, ``.to()``,
@@ -58,7 +61,8 @@ _REFLECTIVE = frozenset({"__dict__", "__globals__", "__code__", "__builtins__", 
                          "__wrapped__", "f_globals", "f_locals", "f_back", "user_ns", "__getattribute__"})
 #: Builtins a kernel body may call (Triton's frontend accepts these).
 _KERNEL_BUILTINS = frozenset({"range", "min", "max", "int", "float", "bool", "len", "print", "isinstance"})
-#: Attributes that reach the compiler's IR or the interpreter's NumPy arrays behind a Triton value.
+#: Attributes that reach the compiler's IR or the interpreter's NumPy arrays behind a Triton value (names under
+#: ``triton.language`` are read by :func:`_outside_language`).
 _KERNEL_INTERNALS = frozenset({"handle", "core", "ir", "semantic", "builder"})
 #: Builtins a launcher may call.
 _HOST_BUILTINS = frozenset({"range", "len", "int", "float", "bool", "isinstance", "tuple", "list", "dict", "max",
@@ -175,6 +179,47 @@ def _reached(src: _Source, name: str) -> list:
     return reach
 
 
+def _language_object(obj) -> bool:
+    """Whether ``obj`` is an object of Triton's language: a ``@triton.jit`` or constexpr function, a function
+    ``triton.language`` marks as a builtin, a dtype, a constexpr, a class of ``triton.language``, or a plain
+    constant."""
+    import triton.language as tl
+    from triton.runtime.jit import JITCallable
+
+    return isinstance(obj, (JITCallable, tl.dtype, tl.constexpr, int, float, str)) or getattr(
+        obj, tl.core.TRITON_BUILTIN, False) is True or isinstance(obj, type) and obj.__module__.startswith(
+        "triton.language")
+
+
+def _outside_language(path: str) -> str | None:
+    """The first prefix of ``path`` (a dotted name under ``triton.language``) that leaves Triton's language, else
+    ``None``. From a module the next name is one it publishes (in its ``__all__``: ``tl.math``, ``tl.load``,
+    ``tl.extra.cuda``; not ``tl.core`` or ``tl.random``) or, for a module that publishes no list (``tl.math``,
+    ``libdevice``), a language object (:func:`_language_object`) that is not a module (not ``tl.math.core``); past
+    a module, the attributes are the object's own.
+
+    >>> _outside_language("triton.language.math.rsqrt") is None
+    True
+    >>> _outside_language("triton.language.random.tl.builtins.eval")
+    'triton.language.random'
+    """
+    import types
+
+    import triton.language as tl
+
+    obj, where = tl, "triton.language"
+    for part in path.split(".")[2:]:
+        if not isinstance(obj, types.ModuleType):
+            return None
+        published = getattr(obj, "__all__", None)
+        nxt = getattr(obj, part, None)
+        if not {part, f"{obj.__name__}.{part}"} & set(published) if published is not None else (
+                isinstance(nxt, types.ModuleType) or not _language_object(nxt)):
+            return f"{where}.{part}"
+        obj, where = nxt, f"{where}.{part}"
+    return None
+
+
 def _kernel_body_problem(src: _Source, fn: ast.FunctionDef) -> str | None:
     a = fn.args
     local = {x.arg for x in a.posonlyargs + a.args + a.kwonlyargs + [a.vararg, a.kwarg] if x is not None}
@@ -186,7 +231,16 @@ def _kernel_body_problem(src: _Source, fn: ast.FunctionDef) -> str | None:
                   and src.resolve(dotted(n.value.func)) == "triton.language.constexpr"
                   for t in n.targets if isinstance(t, ast.Name)}
     for stmt in fn.body:
+        inner = {id(n.value) for n in ast.walk(stmt) if isinstance(n, ast.Attribute)}
         for n in ast.walk(stmt):
+            path = src.resolve(dotted(n)) if isinstance(n, (ast.Name, ast.Attribute)) and id(n) not in inner \
+                and not (isinstance(n, ast.Name) and n.id in local) else ""
+            if path.startswith("triton.language.") and not path.startswith("triton.language._"):
+                outside = _outside_language(path)
+                if outside:
+                    return (f"your kernel {fn.name} reads {ast.unparse(n)}, and {outside} is not a name "
+                            f"triton.language publishes for kernels: a kernel body uses triton.language's "
+                            f"functions, types and constants")
             if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda, ast.Import,
                               ast.ImportFrom, ast.Global, ast.Nonlocal)):
                 return f"your kernel {fn.name} defines or imports something inside it: a kernel body only computes"
