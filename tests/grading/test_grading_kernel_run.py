@@ -10,6 +10,7 @@ from pathlib import Path
 
 import nbformat
 import torch
+import triton.language as tl
 
 from fastpath_lib import runtime
 from fastpath_lib.grading.checks import ex02_kernel
@@ -231,7 +232,7 @@ def calls(X, Y, n, B: tl.constexpr):
     for i in range(0, min(n, 4)):
         x = x + tl.math.rsqrt(tl.abs(x) + 1.0) + tl.extra.cuda.libdevice.exp(x * 0.0)
     for i in tl.static_range(2):
-        x = tl.where(x > i, x, x * 2)
+        x = tl.where(x > i, x, x * 2) + tl.max(x, axis=0) + tl.sigmoid(x) * tl.constexpr(2)
     ESCAPE
     tl.store(Y + c, round_to(x, Y.dtype.element_ty).to(Y.dtype.element_ty), mask=c < n)
 '''
@@ -269,16 +270,64 @@ def test_the_compile_step_refuses_every_call_of_a_kernel_body_that_is_not_triton
                ("with tl.random.tl.builtins.open('/dev/null'):\n        pass", "tl.random.tl.builtins.open",
                 "io.open"))
     jobs = [(text.replace("ESCAPE", ""), kernels)] + [(text.replace("ESCAPE", e), seen) for e, _, _ in escapes]
+    # attack 7, A3: a branch on a dtype argument is compiled with the dtype the replay passes, so the frontend reads it
+    jobs.append((text.replace("ESCAPE", "") + "\n@triton.jit\ndef dt(X, DT: tl.constexpr):\n    if DT == tl.float32:\n"
+                 "        tl.extra.pkgutil.importlib.import_module('os')\n    tl.store(X, 1.0)\n",
+                 [["dt", {"X": replay.describe(torch.empty(1)), "DT": replay.describe(tl.float32)}]]))
     script = ("import json, sys\nfrom fastpath_lib.grading.engine import kernel_run\n"
               "print(json.dumps([kernel_run._compile_problem(t, s, f'{sys.argv[1]}/{i}.py') "
               "for i, (t, s) in enumerate(json.load(sys.stdin))]))")
     done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], input=json.dumps(jobs), text=True,
                           capture_output=True, check=True, env=dict(os.environ, TRITON_INTERPRET="0"))
-    honest, *problems = json.loads(done.stdout.splitlines()[-1])
+    honest, *problems, branch = json.loads(done.stdout.splitlines()[-1])
     assert honest is None, honest
+    assert branch and "calls tl.extra.pkgutil.importlib.import_module(...) (line 3 of dt" in branch, branch
     for (escape, called, what), problem in zip(escapes, problems):
         assert problem and f"calls {called}(...) (line " in problem and what in problem and "not Triton's" in \
             problem, (escape, problem)
+
+
+def _takes(X, V, C: tl.constexpr):  # a kernel's parameters, for the compile step's signature (never run)
+    pass
+
+
+def test_the_compile_step_binds_each_argument_to_the_value_the_replay_passes():
+    """Issue 41 (attack 7, A3): a ``tl.float32`` argument reached the compile step as its repr text and the replay as
+    the dtype, so ``if DT == tl.float32:`` was a branch the frontend never read. For each kind of argument a launcher
+    may pass, the value the compile step binds (:func:`kernel_run._signature` on the record's description) equals,
+    with its type, the one the replay passes (the record's encoding, decoded); any other value is refused while the
+    launcher is recorded, before anything compiles. In process."""
+    import math
+
+    from triton.runtime.jit import JITFunction
+
+    jit = JITFunction(_takes)
+    for v in (True, False, 0, -3, 2 ** 40, 1.5, -0.0, math.inf, math.nan, "relu", "", None, tl.float32,
+              tl.bfloat16, tl.float16, tl.int64, tl.int1):
+        replayed = replay.Replay([], "cpu", {}).decode(replay.Recorder().encode(v))
+        _, const = kernel_run._signature(jit, {"X": ["tensor", "*fp32"], "C": replay.describe(v)})
+        compiled = const[(2,)]
+        assert type(compiled) is type(replayed) is type(v), (v, compiled, replayed)
+        assert compiled == replayed or compiled != compiled and replayed != replayed, (v, compiled, replayed)
+        if type(v) in (int, float):  # a runtime parameter: typed by the value
+            sig, _ = kernel_run._signature(jit, {"X": ["tensor", "*fp32"], "V": replay.describe(v)})
+            assert sig["V"] in ("i1", "i32", "i64", "fp32"), sig
+    for v in (torch.float32, (1, 2), [1], torch.device("cpu"), tl.pointer_type(tl.float32), 1j, tl.constexpr(4)):
+        try:
+            said = replay.describe(v)
+        except replay.Refused as exc:
+            assert "compile step and its replay both take as themselves" in str(exc), exc
+        else:
+            raise AssertionError(f"{v!r} described as {said}")
+    recorder = replay.Recorder()
+    t = torch.empty(4, device="meta")
+    recorder.number(t)
+    try:
+        recorder.launch("k", jit, (1,), (t, 1), {"C": torch.float32})
+    except replay.Refused as exc:
+        assert "torch.float32" in str(exc), exc
+    else:
+        raise AssertionError("a torch dtype argument was recorded")
 
 
 OP = '''

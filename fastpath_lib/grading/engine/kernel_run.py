@@ -205,9 +205,13 @@ def torch_ops(ops: set):
 
 
 def _signature(fn, described: dict):
+    """``fn``'s signature and constexpr values for Triton's frontend, from its launch's arguments as
+    :func:`~fastpath_lib.grading.engine.replay.describe` described them: each constexpr is the value the replay
+    passes (:func:`~fastpath_lib.grading.engine.replay.bound`), a parameter left out its default."""
     sig, const = {}, {}
     for i, p in enumerate(fn.params):
         kind, value = described.get(p.name, ["value", p.default if p.has_default else None])
+        value = replay.bound([kind, value])
         if p.is_constexpr:
             sig[p.name], const[(i,)] = "constexpr", value
         elif kind == "tensor":
@@ -218,7 +222,7 @@ def _signature(fn, described: dict):
             sig[p.name] = "fp32"
         elif kind == "bool":
             sig[p.name] = "i1"
-        elif p.name in described and value is not None:  # a dtype, string or tuple: refused
+        elif p.name in described and value is not None:  # a dtype or a string: refused
             raise TypeError(f"the parameter {p.name} is not a tl.constexpr and takes a {value!r}: a runtime "
                             f"parameter takes a tensor or a number; annotate it tl.constexpr")
         else:
@@ -229,7 +233,8 @@ def _signature(fn, described: dict):
 def callee_problem(fn) -> str | None:
     """Why ``fn``, a function a kernel body calls (the object Triton's frontend resolved the call to), is not
     Triton's language; ``None`` where it is: a ``@triton.jit`` function, a function ``triton.language`` marks as a
-    builtin (``tl.load``, ``tl.sum``, a tensor's ``.to``), a constexpr function of ``triton.language``, or one of the
+    builtin (``tl.load``, ``tl.sum``, a tensor's ``.to``), a constexpr function or a class of ``triton.language``
+    (``tl.constexpr``), or one of the
     Python builtins the frontend itself provides a kernel (``range``, ``min``, ``max``, ``len``, ``int``,
     ``float``, ``isinstance``, ``print``; not ``getattr``, ``hasattr`` or ``list``, which reach attributes by name or
     build Python objects)."""
@@ -241,6 +246,8 @@ def callee_problem(fn) -> str | None:
     if isinstance(target, JITFunction) or getattr(fn, core.TRITON_BUILTIN, False) is True:
         return None
     if isinstance(target, ConstexprFunction) and getattr(target.fn, "__module__", "").startswith("triton.language"):
+        return None
+    if isinstance(fn, type) and fn.__module__.startswith("triton.language"):  # tl.constexpr(4), tl.static_range(2)
         return None
     if any(fn is b for name, b in CodeGenerator.builtin_namespace.items()
            if name not in ("getattr", "hasattr", "list")):
@@ -263,8 +270,9 @@ class NotTriton(Exception):
 def _only_triton_calls():
     """Triton's frontend, meanwhile, refuses each call of a kernel body (a call, or the context manager a ``with``
     makes) whose callee is not Triton's language (:func:`callee_problem`), before making it: the frontend itself
-    calls any plain Python function it meets. An operator (``a + b``, ``a == b``, ``a[i]``) is the operands' own
-    method, as in any Python."""
+    calls any plain Python function it meets. The calls read are those of the program's functions (Triton's own,
+    ``tl.max`` or ``tl.sigmoid``, are the language). An operator (``a + b``, ``a == b``, ``a[i]``) is the operands'
+    own method, as in any Python."""
     import ast
 
     from triton.compiler import code_generator
@@ -281,12 +289,15 @@ def _only_triton_calls():
                             f"functions and your @triton.jit functions")
 
     def checked_call(self, node, fn, args, kws):
-        if isinstance(node, ast.Call):
+        if isinstance(node, ast.Call) and not ours(self):
             refuse(self, node, fn)
         return call_function(self, node, fn, args, kws)
 
+    def ours(self) -> bool:  # a function of Triton's own (tl.max, tl.sigmoid): its calls are the language's
+        return getattr(self.jit_fn, "__module__", "").startswith("triton.")
+
     def checked_with(self, node):
-        for item in node.items:
+        for item in node.items if not ours(self) else ():
             call = item.context_expr
             if not isinstance(call, ast.Call):
                 raise NotTriton(f"your kernel {self.jit_fn.__name__} enters {ast.unparse(call)} (line {call.lineno}): "
@@ -523,7 +534,7 @@ def _replay(req: dict, records: list, inputs: list, path: str) -> None:
                     again.step(step)
                 call["out"] = again.decode(record["out"])
         except replay.Refused as exc:
-            call["error"] = (str(record["error"][0]), str(exc)[:1000])
+            call["error"] = (str(record.get("error", ["Refused"])[0]), str(exc)[:1000])
         except Exception as exc:  # noqa: BLE001 - the learner's exception is an answer
             call["error"] = (type(exc).__name__, str(exc).strip()[:500])
             t = None
