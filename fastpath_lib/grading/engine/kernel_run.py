@@ -17,9 +17,11 @@ process of its own (``python -m fastpath_lib.grading.engine.kernel_run``), in th
    program's text runs): every other operator refuses at the dispatcher, so the computation is the kernel's. The
    process holds no value of the inputs: the child read them into memory no fork gets, and removed their file;
 2. **compile**: every kernel the record launches is compiled by Triton's own frontend for a GPU target (sm_80), with
-   the argument types of its launches, and no GPU: a kernel body that escapes to Python (an ``import``, a call to a
-   plain Python function) does not compile ("unsupported AST node type: Import", "Cannot access global variable
-   ...") and fails the part;
+   the argument types of its launches and the values the replay passes
+   (:func:`~fastpath_lib.grading.engine.replay.bound`), and no GPU: a kernel body that escapes to Python (an
+   ``import``, a call of anything but Triton's language, reached by any name: :func:`callee_problem`) does not
+   compile ("unsupported AST node type: Import", "... calls tl.random.tl.builtins.eval(...) ...: that is
+   builtins.eval, a Python function, not Triton's") and fails the part;
 3. **replay**: on the real inputs (CPU copies), each record's operators and launches, and nothing else of the
    learner's: the process defines only the program's kernels. Each call runs inside :func:`fastpath_lib.traffic.watch`:
    per launch and tensor argument the distinct and requested bytes, and every out-of-bounds access (dropped, so a
