@@ -223,14 +223,18 @@ def test_a_python_escape_in_a_kernel_body_does_not_compile_for_a_gpu():
 
 
 #: A kernel that calls Triton in each way a kernel body does (the kit's jit helpers, a tensor method, tl.math,
-#: libdevice, the frontend's min and range, static_range), and the calls a body makes to reach Python.
+#: libdevice by both its paths, the frontend's min and range, static_range, tl.max, tl.constexpr), and the calls a
+#: body makes to reach Python.
 CALLS = '''
+from triton.language.extra import libdevice
+
 @triton.jit
 def calls(X, Y, n, B: tl.constexpr):
     c = tl.arange(0, B)
     x = to_fp32(tl.load(X + c, mask=c < n, other=0.0))
     for i in range(0, min(n, 4)):
-        x = x + tl.math.rsqrt(tl.abs(x) + 1.0) + tl.extra.cuda.libdevice.exp(x * 0.0)
+        x = x + tl.math.rsqrt(tl.abs(x) + 1.0) + tl.extra.cuda.libdevice.exp(x * 0.0) + libdevice.exp(x * 0.0)
+        x = tl.core.add(x, 1.0)
     for i in tl.static_range(2):
         x = tl.where(x > i, x, x * 2) + tl.max(x, axis=0) + tl.sigmoid(x) * tl.constexpr(2)
     ESCAPE
