@@ -223,8 +223,8 @@ def test_a_python_escape_in_a_kernel_body_does_not_compile_for_a_gpu():
 
 
 #: A kernel that calls Triton in each way a kernel body does (the kit's jit helpers, a tensor method, tl.math,
-#: libdevice by both its paths, the frontend's min and range, static_range, tl.max, tl.constexpr), and the calls a
-#: body makes to reach Python.
+#: libdevice by both its paths, the frontend's min and range, static_range, tl.max, tl.constexpr, a dtype's method,
+#: tl.cumsum and tl.rand, whose own bodies call Triton's helpers), and the calls a body makes to reach Python.
 CALLS = '''
 from triton.language.extra import libdevice
 
@@ -235,6 +235,8 @@ def calls(X, Y, n, B: tl.constexpr):
     for i in range(0, min(n, 4)):
         x = x + tl.math.rsqrt(tl.abs(x) + 1.0) + tl.extra.cuda.libdevice.exp(x * 0.0) + libdevice.exp(x * 0.0)
         x = tl.core.add(x, 1.0)
+    if Y.dtype.element_ty.is_bf16() and not x.dtype.is_int():
+        x = tl.cumsum(x, 0) + tl.rand(0, c)
     for i in tl.static_range(2):
         x = tl.where(x > i, x, x * 2) + tl.max(x, axis=0) + tl.sigmoid(x) * tl.constexpr(2)
     ESCAPE

@@ -236,10 +236,10 @@ def callee_problem(fn) -> str | None:
     """Why ``fn``, a function a kernel body calls (the object Triton's frontend resolved the call to), is not
     Triton's language; ``None`` where it is: a ``@triton.jit`` function, a function ``triton.language`` marks as a
     builtin (``tl.load``, ``tl.sum``, a tensor's ``.to``), a constexpr function or a class of ``triton.language``
-    (``tl.constexpr``), or one of the
-    Python builtins the frontend itself provides a kernel (``range``, ``min``, ``max``, ``len``, ``int``,
-    ``float``, ``isinstance``, ``print``; not ``getattr``, ``hasattr`` or ``list``, which reach attributes by name or
-    build Python objects)."""
+    (``tl.constexpr``), a method of one of its types on a value (``X.dtype.element_ty.is_fp16()``), or one of the
+    Python builtins the frontend itself provides a kernel (``range``, ``min``, ``max``, ``len``, ``int``, ``float``,
+    ``isinstance``, ``print``; not ``getattr``, ``hasattr`` or ``list``, which reach attributes by name or build
+    Python objects). Triton's own functions (``tl.max``, ``tl.rand``) call nothing else."""
     from triton.compiler.code_generator import BoundJITMethod, CodeGenerator
     from triton.language import core
     from triton.runtime.jit import BoundConstexprFunction, ConstexprFunction, JITFunction
@@ -250,6 +250,9 @@ def callee_problem(fn) -> str | None:
     if isinstance(target, ConstexprFunction) and getattr(target.fn, "__module__", "").startswith("triton.language"):
         return None
     if isinstance(fn, type) and fn.__module__.startswith("triton.language"):  # tl.constexpr(4), tl.static_range(2)
+        return None
+    if isinstance(getattr(fn, "__self__", None), (core.base_type, core.base_value)) and getattr(
+            getattr(fn, "__func__", None), "__module__", "").startswith("triton.language"):  # X.dtype.is_fp16()
         return None
     if any(fn is b for name, b in CodeGenerator.builtin_namespace.items()
            if name not in ("getattr", "hasattr", "list")):
@@ -272,9 +275,8 @@ class NotTriton(Exception):
 def _only_triton_calls():
     """Triton's frontend, meanwhile, refuses each call of a kernel body (a call, or the context manager a ``with``
     makes) whose callee is not Triton's language (:func:`callee_problem`), before making it: the frontend itself
-    calls any plain Python function it meets. The calls read are those of the program's functions (Triton's own,
-    ``tl.max`` or ``tl.sigmoid``, are the language). An operator (``a + b``, ``a == b``, ``a[i]``) is the operands'
-    own method, as in any Python."""
+    calls any plain Python function it meets. The calls of Triton's own functions (``tl.max``) are read too. An
+    operator (``a + b``, ``a == b``, ``a[i]``) is the operands' own method, as in any Python."""
     import ast
 
     from triton.compiler import code_generator
@@ -291,15 +293,12 @@ def _only_triton_calls():
                             f"functions and your @triton.jit functions")
 
     def checked_call(self, node, fn, args, kws):
-        if isinstance(node, ast.Call) and not ours(self):
+        if isinstance(node, ast.Call):
             refuse(self, node, fn)
         return call_function(self, node, fn, args, kws)
 
-    def ours(self) -> bool:  # a function of Triton's own (tl.max, tl.sigmoid): its calls are the language's
-        return getattr(self.jit_fn, "__module__", "").startswith("triton.")
-
     def checked_with(self, node):
-        for item in node.items if not ours(self) else ():
+        for item in node.items:
             call = item.context_expr
             if not isinstance(call, ast.Call):
                 raise NotTriton(f"your kernel {self.jit_fn.__name__} enters {ast.unparse(call)} (line {call.lineno}): "
