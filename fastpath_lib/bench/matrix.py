@@ -23,9 +23,9 @@ from fastpath_lib.bench.schema import FALLBACK, LOSS, NEUTRAL, OUTCOMES, WIN
 from fastpath_lib.cases import CaseSpec
 from fastpath_lib.opspec import MIN_CASES
 
-__all__ = ["OUTCOMES", "PASSES", "BENCH_LAYOUTS", "DEFAULT_CASES", "BenchCase", "load_cases", "check_coverage",
-           "coverage_rules", "rationale_words", "Rule", "aligned", "ALIGN_BYTES", "SMALL_ELEMENTS", "LARGE_ELEMENTS",
-           "STRIDED_LAYOUTS"]
+__all__ = ["OUTCOMES", "PASSES", "BENCH_LAYOUTS", "DEFAULT_CASES", "COMMON_WORDS", "SAME_RATIONALE", "BenchCase",
+           "load_cases", "check_coverage", "coverage_rules", "rationale_words", "Rule", "aligned", "ALIGN_BYTES",
+           "SMALL_ELEMENTS", "LARGE_ELEMENTS", "STRIDED_LAYOUTS"]
 
 PASSES = ("forward", "backward")
 BENCH_LAYOUTS = ("contiguous", "row_slice", "step", "transposed", "batched", "permuted")
@@ -208,6 +208,13 @@ _DTYPE_NAMES = {"float32": "fp32 f32 float single", "float16": "fp16 f16 half", 
                 "float64": "fp64 f64 double"}
 
 
+#: Words too common to tell two rationales apart.
+COMMON_WORDS = frozenset("a an the of to in on and or is are be it its at by for with from as so but no not".split())
+
+#: The share of its words (Jaccard) from which a rationale is another case's: half.
+SAME_RATIONALE = 0.5
+
+
 def _field_words(c: BenchCase) -> set[str]:
     """The words a rationale gets from the case's own fields, not from a why."""
     fields = f"{c.id} {c.dtype} {_DTYPE_NAMES.get(c.dtype, '')} {c.layout} {c.expected} {c.pass_} {c.family}"
@@ -238,14 +245,16 @@ def coverage_rules(cases: list[BenchCase], *, passes: bool = True) -> list[Rule]
     dtypes = [d for d in ("float32", "float16", "bfloat16") if d not in {c.dtype for c in cases}]
     count = {o: sum(c.expected == o for c in cases) for o in OUTCOMES}
     texts = [rationale_words(c.rationale) for c in cases]
-    # the same words but for numbers and the case's own fields (id, dtype, layout, expectation, pass) is the same
-    # rationale: one template filled with each case's fields says no why
-    gist = [" ".join(w for w in t.split() if not any(ch.isdigit() for ch in w) and w not in _field_words(c))
+    # a rationale's gist: its words but for numbers, the case's own fields (id, dtype, layout, expectation, pass) and
+    # the commonest words. Two rationales whose gists share half their words or more (one template filled with each
+    # case's fields, or with a word or two changed per case) are the same rationale: it says no why of its own
+    gist = [{w for w in t.split() if not any(ch.isdigit() for ch in w) and w not in _field_words(c)} - COMMON_WORDS
             for c, t in zip(cases, texts)]
     bad_why = [c.id for c, t, g in zip(cases, texts, gist) if len(t.split()) < 4 or not g]
-    same_why = sorted({c.id for c, g in zip(cases, gist) if c.id not in bad_why and gist.count(g) > 1})
-    gist_of = dict(zip((c.id for c in cases), gist))
-    twins = {cid: ", ".join(c.id for c, g in zip(cases, gist) if c.id != cid and g == gist_of[cid]) for cid in same_why}
+    twins = {c.id: ", ".join(d.id for d, h in zip(cases, gist) if d.id != c.id and d.id not in bad_why
+                             and len(g & h) >= SAME_RATIONALE * len(g | h))
+             for c, g in zip(cases, gist) if c.id not in bad_why}
+    same_why = sorted(cid for cid, twin in twins.items() if twin)
     rules = [
         Rule("size", n >= MIN_CASES, f">= {MIN_CASES} cases: {n}"),
         Rule("size", len({c.id for c in cases}) == n, "unique case ids"),
@@ -269,9 +278,9 @@ def coverage_rules(cases: list[BenchCase], *, passes: bool = True) -> list[Rule]
              f">= 2 cases outside the eligibility region (expected {FALLBACK}): {count[FALLBACK]}"),
         Rule("expectations", not bad_why and not same_why, "a rationale of its own for every case (at least four words)"
              + "".join(f"\n      {cid}: no rationale saying why" for cid in bad_why)
-             + "".join(f"\n      {cid}: the same rationale as {twins[cid]} (the same words but for numbers and "
-                       f"the case's own id, dtype, layout and expectation: say why this case should do that)"
-                       for cid in same_why)),
+             + "".join(f"\n      {cid}: the same rationale as {twins[cid]} (half its words or more are the same, "
+                       f"leaving out numbers, the case's own id, dtype, layout and expectation and the commonest "
+                       f"words: say why this case should do that)" for cid in same_why)),
     ]
     if passes:
         have = {c.pass_ for c in cases}

@@ -383,7 +383,7 @@ ANSWERS = {
     "ex05 borrowed: the kit's matrix copied from its file": lambda: ex.check_case_matrix(_kit_matrix_from_json,
                                                                                         show=False),
     "ex05 borrowed: the kit's matrix, a phrase before each rationale": lambda: ex.check_case_matrix(
-        _kit_matrix_reworded(lambda i, why: f"In my own words, I expect that {why}"), show=False),
+        _kit_matrix_reworded(lambda i, why: f"I expect that {why}"), show=False),
     "ex05 borrowed: the kit's matrix, each rationale's words shuffled": lambda: ex.check_case_matrix(
         _kit_matrix_reworded(_shuffled_words), show=False),
     "ex05 borrowed: the kit's matrix, rationales rewritten": lambda: ex.check_case_matrix(

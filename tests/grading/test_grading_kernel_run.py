@@ -10,6 +10,7 @@ from pathlib import Path
 
 import nbformat
 import torch
+import triton.language as tl
 
 from fastpath_lib import runtime
 from fastpath_lib.grading.checks import ex02_kernel
@@ -219,6 +220,120 @@ def test_a_python_escape_in_a_kernel_body_does_not_compile_for_a_gpu():
                                                              torch.empty(2, 8), torch.empty(2), 8, 8, 8, 8, 8,
                                                              1e-6], {"BLOCK_SIZE": 8})])
         assert out.compile_problem and says in out.compile_problem, out.compile_problem
+
+
+#: A kernel that calls Triton in each way a kernel body does (the kit's jit helpers, a tensor method, tl.math,
+#: libdevice by both its paths, the frontend's min and range, static_range, tl.max, tl.constexpr, a dtype's method,
+#: tl.cumsum and tl.rand, whose own bodies call Triton's helpers), and the calls a body makes to reach Python.
+CALLS = '''
+from triton.language.extra import libdevice
+
+@triton.jit
+def calls(X, Y, n, B: tl.constexpr):
+    c = tl.arange(0, B)
+    x = to_fp32(tl.load(X + c, mask=c < n, other=0.0))
+    for i in range(0, min(n, 4)):
+        x = x + tl.math.rsqrt(tl.abs(x) + 1.0) + tl.extra.cuda.libdevice.exp(x * 0.0) + libdevice.exp(x * 0.0)
+        x = tl.core.add(x, 1.0)
+    if Y.dtype.element_ty.is_bf16() and not x.dtype.is_int():
+        x = tl.cumsum(x, 0) + tl.rand(0, c)
+    for i in tl.static_range(2):
+        x = tl.where(x > i, x, x * 2) + tl.max(x, axis=0) + tl.sigmoid(x) * tl.constexpr(2)
+    ESCAPE
+    tl.store(Y + c, round_to(x, Y.dtype.element_ty).to(Y.dtype.element_ty), mask=c < n)
+'''
+
+
+def test_the_compile_step_refuses_every_call_of_a_kernel_body_that_is_not_tritons(tmp_path):
+    """Issue 41 (attack 7, A1): Triton's frontend calls a plain Python function a kernel body reaches
+    (``tl.random.tl.builtins.eval(...)``, names the static rules once let through); the compile step refuses each
+    call whose callee is not Triton's language, by what it resolves to, and names the call and its line; the kit's
+    own kernels and helpers compile. One fresh process (the interpreter's runs in this one leave Triton's language
+    unfit for its frontend), no kernel run."""
+    import json
+    import subprocess
+    import sys
+
+    kit = ast.parse((ROOT / "fastpath_lib" / "rmsnorm" / "kernels.py").read_text())
+    text = (ROOT / "fastpath_lib" / "triton_casts.py").read_text() + "\n".join(
+        ast.unparse(d) for d in kit.body if isinstance(d, ast.FunctionDef) and d.decorator_list) + "\n" + CALLS
+    ints = {"HAS_WEIGHT": ["bool", True], "ROWS_PER_PROGRAM": ["int", 2], "BLOCK_SIZE": ["int", 64],
+            "VEC": ["int", 4], "eps": ["float", 1e-6]}
+    seen = [["calls", {"X": ["tensor", "*fp32"], "Y": ["tensor", "*bf16"], "n": ["int", 8], "B": ["int", 8]}]]
+    kernels = seen + [[k, {p: ["tensor", "*fp32" if p.startswith("DW") else "*bf16"] if p.endswith("_ptr") else
+                           ints.get(p, ["int", 64]) for p in ks}] for k, ks in (
+        ("rms_norm_fwd_kernel", ("X_ptr", "W_ptr", "Y_ptr", "X_row_stride", "Y_row_stride", "n_rows", "n_cols", "eps",
+                                 "HAS_WEIGHT", "ROWS_PER_PROGRAM", "BLOCK_SIZE", "VEC")),
+        ("rms_norm_bwd_kernel", ("DY_ptr", "X_ptr", "W_ptr", "DX_ptr", "DW_partial_ptr", "DY_row_stride",
+                                 "X_row_stride", "DX_row_stride", "n_rows", "n_cols", "eps", "ROWS_PER_PROGRAM",
+                                 "HAS_WEIGHT", "BLOCK_SIZE", "VEC")))]
+    escapes = (("tl.random.tl.builtins.eval('lambda v: v')(x)", "tl.random.tl.builtins.eval", "builtins.eval"),
+               ("tl.extra.pkgutil.importlib.import_module('os')", "tl.extra.pkgutil.importlib.import_module",
+                "importlib.import_module"),
+               ("tl.core.builtin(tl.abs)", "tl.core.builtin", "triton.language.core.builtin"),
+               ("x.handle.get_type()", "x.handle.get_type", "get_type"),
+               ("getattr(x, 'to')(tl.float32)", "getattr", "builtins.getattr"),
+               ("with tl.random.tl.builtins.open('/dev/null'):\n        pass", "tl.random.tl.builtins.open",
+                "io.open"))
+    jobs = [(text.replace("ESCAPE", ""), kernels)] + [(text.replace("ESCAPE", e), seen) for e, _, _ in escapes]
+    # attack 7, A3: a branch on a dtype argument is compiled with the dtype the replay passes, so the frontend reads it
+    jobs.append((text.replace("ESCAPE", "") + "\n@triton.jit\ndef dt(X, DT: tl.constexpr):\n    if DT == tl.float32:\n"
+                 "        tl.extra.pkgutil.importlib.import_module('os')\n    tl.store(X, 1.0)\n",
+                 [["dt", {"X": replay.describe(torch.empty(1)), "DT": replay.describe(tl.float32)}]]))
+    script = ("import json, sys\nfrom fastpath_lib.grading.engine import kernel_run\n"
+              "print(json.dumps([kernel_run._compile_problem(t, s, f'{sys.argv[1]}/{i}.py') "
+              "for i, (t, s) in enumerate(json.load(sys.stdin))]))")
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], input=json.dumps(jobs), text=True,
+                          capture_output=True, check=True, env=dict(os.environ, TRITON_INTERPRET="0"))
+    honest, *problems, branch = json.loads(done.stdout.splitlines()[-1])
+    assert honest is None, honest
+    assert branch and "calls tl.extra.pkgutil.importlib.import_module(...) (line 3 of dt" in branch, branch
+    for (escape, called, what), problem in zip(escapes, problems):
+        assert problem and f"calls {called}(...) (line " in problem and what in problem and "not Triton's" in \
+            problem, (escape, problem)
+
+
+def _takes(X, V, C: tl.constexpr):  # a kernel's parameters, for the compile step's signature (never run)
+    pass
+
+
+def test_the_compile_step_binds_each_argument_to_the_value_the_replay_passes():
+    """Issue 41 (attack 7, A3): a ``tl.float32`` argument reached the compile step as its repr text and the replay as
+    the dtype, so ``if DT == tl.float32:`` was a branch the frontend never read. For each kind of argument a launcher
+    may pass, the value the compile step binds (:func:`kernel_run._signature` on the record's description) equals,
+    with its type, the one the replay passes (the record's encoding, decoded); any other value is refused while the
+    launcher is recorded, before anything compiles. In process."""
+    import math
+
+    from triton.runtime.jit import JITFunction
+
+    jit = JITFunction(_takes)
+    for v in (True, False, 0, -3, 2 ** 40, 1.5, -0.0, math.inf, math.nan, "relu", "", None, tl.float32,
+              tl.bfloat16, tl.float16, tl.int64, tl.int1):
+        replayed = replay.Replay([], "cpu", {}).decode(replay.Recorder().encode(v))
+        _, const = kernel_run._signature(jit, {"X": ["tensor", "*fp32"], "C": replay.describe(v)})
+        compiled = const[(2,)]
+        assert type(compiled) is type(replayed) is type(v), (v, compiled, replayed)
+        assert compiled == replayed or compiled != compiled and replayed != replayed, (v, compiled, replayed)
+        if type(v) in (int, float):  # a runtime parameter: typed by the value
+            sig, _ = kernel_run._signature(jit, {"X": ["tensor", "*fp32"], "V": replay.describe(v)})
+            assert sig["V"] in ("i1", "i32", "i64", "fp32"), sig
+    for v in (torch.float32, (1, 2), [1], torch.device("cpu"), tl.pointer_type(tl.float32), 1j, tl.constexpr(4)):
+        try:
+            said = replay.describe(v)
+        except replay.Refused as exc:
+            assert "compile step and its replay both take as themselves" in str(exc), exc
+        else:
+            raise AssertionError(f"{v!r} described as {said}")
+    recorder = replay.Recorder()
+    t = torch.empty(4, device="meta")
+    recorder.number(t)
+    try:
+        recorder.launch("k", jit, (1,), (t, 1), {"C": torch.float32})
+    except replay.Refused as exc:
+        assert "torch.float32" in str(exc), exc
+    else:
+        raise AssertionError("a torch dtype argument was recorded")
 
 
 OP = '''

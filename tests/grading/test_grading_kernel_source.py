@@ -143,6 +143,21 @@ KERNEL_HEAD = "import triton\nimport triton.language as tl\nimport numpy as np\n
     ("@triton.jit\ndef k(X):\n    v = tl.load(X)\n    v.handle.data.fill(0)\n    tl.store(X, v)", "reads handle"),
     ("@triton.jit\ndef k(X):\n    if isinstance(X.handle, tl.core.ir.value):\n        pass\n    tl.store(X, 1.0)",
      "reads handle"),
+    # issue 41 (attack 7, A1): modules reached under names not their own (another module's import of them), and
+    # objects of triton.language's modules that are not Triton's language
+    ("@triton.jit\ndef k(X):\n    v = tl.load(X)\n    tl.random.tl.builtins.eval('lambda v: v')(v)\n    tl.store(X, v)",
+     "and triton.language.random.tl is not Triton's language"),
+    ("@triton.jit\ndef k(X):\n    tl.extra.pkgutil.importlib.import_module('os')\n    tl.store(X, 1.0)",
+     "and triton.language.extra.pkgutil is not"),
+    ("@triton.jit\ndef k(X):\n    tl.store(X, tl.math.core.add(tl.load(X), 1.0))", "triton.language.math.core is not"),
+    ("@triton.jit\ndef k(X):\n    tl.store(X, triton.language.core.builtins.abs(tl.load(X)))",
+     "triton.language.core.builtins is not"),
+    ("@triton.jit\ndef k(X):\n    tl.standard.jit(tl.abs)\n    tl.store(X, 1.0)",
+     "triton.language.standard.jit is not"),
+    ("@triton.jit\ndef k(X):\n    tl.extra.module_from_spec(tl.extra.spec)\n    tl.store(X, 1.0)",
+     "triton.language.extra.module_from_spec is not"),
+    ("from triton.language.random import tl as lang\n@triton.jit\ndef k(X):\n"
+     "    tl.store(X, lang.add(tl.load(X), 1.0))", "triton.language.random.tl is not"),
     ("@triton.jit\ndef k(X):\n    def f(v):\n        return v\n    tl.store(X, f(tl.load(X)))", "defines or imports"),
     ("@triton.jit\ndef k(X):\n    tl.load(X)", "stores nothing"),
     ("def k(X):\n    tl.store(X, tl.load(X))", "under @triton.jit"),
@@ -164,6 +179,18 @@ def test_kernel_rules_read_the_kernel_not_the_notebook_around_it(other):
     source = KERNEL_HEAD + "@triton.jit\ndef k(X):\n    tl.store(X, tl.load(X))\n\n" + other
     assert kernel_problem(source, "k") is None
     assert other.splitlines()[-1] not in program(source, "k")
+
+
+def test_kernel_rules_accept_what_triton_language_publishes():
+    """Each name ``triton.language`` publishes for kernels, in its own submodules too (``tl.math``, libdevice)."""
+    src = KERNEL_HEAD + ("from triton.language.extra import libdevice\n"
+                         "@triton.jit\ndef k(X, n):\n    c = tl.arange(0, 16)\n    v = tl.load(X + c, mask=c < n)\n"
+                         "    v = tl.math.rsqrt(v) + tl.extra.cuda.libdevice.exp(v) + triton.language.sqrt(v)\n"
+                         "    v = libdevice.exp(v) + tl.extra.libdevice.log(v) + tl.core.add(v, 1.0)\n"
+                         "    v = tl.maximum(v, 0.0, propagate_nan=tl.PropagateNan.ALL).to(tl.float32)\n"
+                         "    for i in tl.static_range(2):\n        v = tl.where(c < tl.cdiv(n, 2), v, v * 2)\n"
+                         "    tl.store(X + c, v.to(X.dtype.element_ty), mask=c < n)")
+    assert kernel_problem(src, "k") is None
 
 
 def test_kernel_rules_accept_helpers_that_are_kernels_and_constexpr_globals():

@@ -184,6 +184,23 @@ def test_rationales_from_one_template_over_the_cases_fields_lose_the_expectation
     assert by["size_coverage"].passed and by["layout_coverage"].passed
 
 
+@pytest.mark.parametrize("template", ["no reason given here {word}",
+                                      "{word}: the same words fill this case, {rows} rows"])
+def test_rationales_from_one_template_with_a_word_changed_per_case_lose_the_expectations_part(template):
+    """Issue 41 (attack 7, A2): a template with one word changed per case (``no reason given here alpha``, ``...
+    bravo``) had rationales that differed, so each was "of its own". Half the words of another case's rationale or
+    more (leaving out numbers, the case's fields and the commonest words) is the same rationale."""
+    words = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november".split()
+    own = ex_matrix_solution()
+    templated = [(cid, spec, exp, template.format(word=w, rows=spec.rows))
+                 for (cid, spec, exp, _), w in zip(own, words)]
+    by = {r.part: r for r in ex.check_case_matrix(lambda: templated, show=False)}
+    fb = by["expectations"].feedback
+    assert not by["expectations"].passed and f"{own[0][0]}: the same rationale as {own[1][0]}" in fb and \
+        "half its words or more" in fb, fb
+    assert by["size_coverage"].passed and by["layout_coverage"].passed
+
+
 def ex_matrix_solution():
     return solved("ex05")["my_matrix"]()
 

@@ -5,9 +5,10 @@
 The rules are the benchmark's own (:func:`fastpath_lib.bench.matrix.coverage_rules`, which the kit's matrix meets), in
 three parts: sizes (enough distinct cases, small and large, an M=1 decode case), layouts and dtypes, and expectations
 (at least one expected win, cases expected not to improve, fallback exactly where the predicate rejects the case on a
-GPU, a rationale of its own for every case, not another case's words with other numbers). The kit's own predeclared
-matrix handed back, in whole or with its rationales copied or reworded, or most of its cases kept under new words,
-fails; a case beyond the kit's largest (64M elements) costs the size part only. Every rule is in the exercise's text.
+GPU, a rationale of its own for every case: no other case's rationale shares half its words, leaving out numbers and
+the case's own fields). The kit's own predeclared matrix handed back, in whole or with its rationales copied or
+reworded, or most of its cases kept under new words, fails; a case beyond the kit's largest (64M elements) costs the
+size part only. Every rule is in the exercise's text.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import dataclasses
 import json
 from pathlib import Path
 
-from fastpath_lib.bench.matrix import BenchCase, coverage_rules, rationale_words
+from fastpath_lib.bench.matrix import COMMON_WORDS, BenchCase, coverage_rules, rationale_words
 from fastpath_lib.cases import CaseSpec
 from fastpath_lib.grading.registry import Result, points_of
 from fastpath_lib.grading.report.feedback import Fail, graded
@@ -53,12 +54,10 @@ def _kit_cases() -> list[dict]:
         return []
 
 
-#: Words too common to tell two rationales apart.
-_COMMON = frozenset("a an the of to in on and or is are be it its at by for with from as so but no not".split())
 
 
 def _words(text: str) -> set[str]:
-    return set(rationale_words(text).split()) - _COMMON
+    return set(rationale_words(text).split()) - COMMON_WORDS
 
 
 def _close_rationale(mine: str, kit: list[str]) -> bool:

@@ -17,9 +17,11 @@ process of its own (``python -m fastpath_lib.grading.engine.kernel_run``), in th
    program's text runs): every other operator refuses at the dispatcher, so the computation is the kernel's. The
    process holds no value of the inputs: the child read them into memory no fork gets, and removed their file;
 2. **compile**: every kernel the record launches is compiled by Triton's own frontend for a GPU target (sm_80), with
-   the argument types of its launches, and no GPU: a kernel body that escapes to Python (an ``import``, a call to a
-   plain Python function) does not compile ("unsupported AST node type: Import", "Cannot access global variable
-   ...") and fails the part;
+   the argument types of its launches and the values the replay passes
+   (:func:`~fastpath_lib.grading.engine.replay.bound`), and no GPU: a kernel body that escapes to Python (an
+   ``import``, a call of anything but Triton's language, reached by any name: :func:`callee_problem`) does not
+   compile ("unsupported AST node type: Import", "... calls tl.random.tl.builtins.eval(...) ...: that is
+   builtins.eval, a Python function, not Triton's") and fails the part;
 3. **replay**: on the real inputs (CPU copies), each record's operators and launches, and nothing else of the
    learner's: the process defines only the program's kernels. Each call runs inside :func:`fastpath_lib.traffic.watch`:
    per launch and tensor argument the distinct and requested bytes, and every out-of-bounds access (dropped, so a
@@ -51,7 +53,8 @@ import torch
 
 from fastpath_lib.grading.engine import replay
 
-__all__ = ["Outcome", "Call", "run", "sandboxed", "lacking", "launch_traffic", "copy_back", "torch_ops", "GPU_TARGET"]
+__all__ = ["Outcome", "Call", "NotTriton", "run", "sandboxed", "lacking", "launch_traffic", "copy_back", "torch_ops",
+           "callee_problem", "GPU_TARGET"]
 
 #: The compute capability the frontend compiles for (the predicate's oldest admitted architecture).
 GPU_TARGET = 80
@@ -204,9 +207,13 @@ def torch_ops(ops: set):
 
 
 def _signature(fn, described: dict):
+    """``fn``'s signature and constexpr values for Triton's frontend, from its launch's arguments as
+    :func:`~fastpath_lib.grading.engine.replay.describe` described them: each constexpr is the value the replay
+    passes (:func:`~fastpath_lib.grading.engine.replay.bound`), a parameter left out its default."""
     sig, const = {}, {}
     for i, p in enumerate(fn.params):
         kind, value = described.get(p.name, ["value", p.default if p.has_default else None])
+        value = replay.bound([kind, value])
         if p.is_constexpr:
             sig[p.name], const[(i,)] = "constexpr", value
         elif kind == "tensor":
@@ -217,7 +224,7 @@ def _signature(fn, described: dict):
             sig[p.name] = "fp32"
         elif kind == "bool":
             sig[p.name] = "i1"
-        elif p.name in described and value is not None:  # a dtype, string or tuple: refused
+        elif p.name in described and value is not None:  # a dtype or a string: refused
             raise TypeError(f"the parameter {p.name} is not a tl.constexpr and takes a {value!r}: a runtime "
                             f"parameter takes a tensor or a number; annotate it tl.constexpr")
         else:
@@ -225,8 +232,89 @@ def _signature(fn, described: dict):
     return sig, const
 
 
+def callee_problem(fn) -> str | None:
+    """Why ``fn``, a function a kernel body calls (the object Triton's frontend resolved the call to), is not
+    Triton's language; ``None`` where it is: a ``@triton.jit`` function, a function ``triton.language`` marks as a
+    builtin (``tl.load``, ``tl.sum``, a tensor's ``.to``), a constexpr function or a class of ``triton.language``
+    (``tl.constexpr``), a method of one of its types on a value (``X.dtype.element_ty.is_fp16()``), or one of the
+    Python builtins the frontend itself provides a kernel (``range``, ``min``, ``max``, ``len``, ``int``, ``float``,
+    ``isinstance``, ``print``; not ``getattr``, ``hasattr`` or ``list``, which reach attributes by name or build
+    Python objects). Triton's own functions (``tl.max``, ``tl.rand``) call nothing else."""
+    from triton.compiler.code_generator import BoundJITMethod, CodeGenerator
+    from triton.language import core
+    from triton.runtime.jit import BoundConstexprFunction, ConstexprFunction, JITFunction
+
+    target = fn.__func__ if isinstance(fn, (BoundJITMethod, BoundConstexprFunction)) else fn
+    if isinstance(target, JITFunction) or getattr(fn, core.TRITON_BUILTIN, False) is True:
+        return None
+    if isinstance(target, ConstexprFunction) and getattr(target.fn, "__module__", "").startswith("triton.language"):
+        return None
+    if isinstance(fn, type) and fn.__module__.startswith("triton.language"):  # tl.constexpr(4), tl.static_range(2)
+        return None
+    if isinstance(getattr(fn, "__self__", None), (core.base_type, core.base_value)) and getattr(
+            getattr(fn, "__func__", None), "__module__", "").startswith("triton.language"):  # X.dtype.is_fp16()
+        return None
+    if any(fn is b for name, b in CodeGenerator.builtin_namespace.items()
+           if name not in ("getattr", "hasattr", "list")):
+        return None
+    where = getattr(fn, "__module__", None) or type(fn).__module__
+    what = getattr(fn, "__qualname__", None) or type(fn).__qualname__
+    return f"{where}.{what}, a Python {'function' if callable(fn) else 'object'}, not Triton's"
+
+
+class NotTriton(Exception):
+    """A kernel body's call of something that is not Triton's language (:func:`callee_problem`), met by Triton's
+    frontend: ``why`` says which call, where."""
+
+    def __init__(self, why: str):
+        super().__init__(why)
+        self.why = why
+
+
+@contextlib.contextmanager
+def _only_triton_calls():
+    """Triton's frontend, meanwhile, refuses each call of a kernel body (a call, or the context manager a ``with``
+    makes) whose callee is not Triton's language (:func:`callee_problem`), before making it: the frontend itself
+    calls any plain Python function it meets. The calls of Triton's own functions (``tl.max``) are read too. An
+    operator (``a + b``, ``a == b``, ``a[i]``) is the operands' own method, as in any Python."""
+    import ast
+
+    from triton.compiler import code_generator
+
+    gen = code_generator.CodeGenerator
+    call_function, visit_with = gen.call_Function, gen.visit_With
+
+    def refuse(self, node, fn) -> None:
+        problem = callee_problem(fn)
+        if problem is not None:
+            name = self.jit_fn.__name__
+            raise NotTriton(f"your kernel {name} calls {ast.unparse(node.func)}(...) (line {node.lineno} of {name}, "
+                            f"its def the first): that is {problem}; a kernel body calls only triton.language's "
+                            f"functions and your @triton.jit functions")
+
+    def checked_call(self, node, fn, args, kws):
+        if isinstance(node, ast.Call):
+            refuse(self, node, fn)
+        return call_function(self, node, fn, args, kws)
+
+    def checked_with(self, node):
+        for item in node.items:
+            call = item.context_expr
+            if not isinstance(call, ast.Call):
+                raise NotTriton(f"your kernel {self.jit_fn.__name__} enters {ast.unparse(call)} (line {call.lineno}): "
+                                f"a kernel body's with statement enters what a triton.language call makes")
+            refuse(self, call, code_generator._unwrap_if_constexpr(self.visit(call.func)))
+        return visit_with(self, node)
+    gen.call_Function, gen.visit_With = checked_call, checked_with
+    try:
+        yield
+    finally:
+        gen.call_Function, gen.visit_With = call_function, visit_with
+
+
 def _frontend(fn, sig: dict, const: dict) -> None:
-    """Triton's frontend (the code generator) for ``fn`` on a CUDA target: the step that refuses Python escapes."""
+    """Triton's frontend (the code generator) for ``fn`` on a CUDA target: the step that refuses Python escapes
+    (:func:`_only_triton_calls`)."""
     from triton._C.libtriton import ir
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -239,7 +327,8 @@ def _frontend(fn, sig: dict, const: dict) -> None:
     context = ir.context()
     ir.load_dialects(context)
     backend.load_dialects(context)
-    src.make_ir(target, options, backend.get_codegen_implementation(options), backend.get_module_map(), context)
+    with _only_triton_calls():
+        src.make_ir(target, options, backend.get_codegen_implementation(options), backend.get_module_map(), context)
 
 
 def _exec(text: str, where: str) -> dict:
@@ -263,6 +352,11 @@ def _compile_problem(text: str, seen: list, where: str) -> str | None:
         try:
             _frontend(ns[name], *_signature(ns[name], described))
         except Exception as exc:  # noqa: BLE001 - Triton's own words are the feedback
+            cause = exc
+            while cause is not None and not isinstance(cause, NotTriton):
+                cause = cause.__cause__ or cause.__context__
+            if cause is not None:
+                return f"{cause.why} (Triton's frontend, sm_{GPU_TARGET})"
             lines = [s for s in str(exc).strip().splitlines() if s.strip()]
             why = next((s for s in reversed(lines) if "Error" in s or "unsupported" in s.lower()), lines[-1] if lines
                        else type(exc).__name__)
@@ -441,7 +535,7 @@ def _replay(req: dict, records: list, inputs: list, path: str) -> None:
                     again.step(step)
                 call["out"] = again.decode(record["out"])
         except replay.Refused as exc:
-            call["error"] = (str(record["error"][0]), str(exc)[:1000])
+            call["error"] = (str(record.get("error", ["Refused"])[0]), str(exc)[:1000])
         except Exception as exc:  # noqa: BLE001 - the learner's exception is an answer
             call["error"] = (type(exc).__name__, str(exc).strip()[:500])
             t = None

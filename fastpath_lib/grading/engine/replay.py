@@ -19,7 +19,7 @@ import torch
 
 from fastpath_lib.grading.engine.host_ops import VALUE_READ
 
-__all__ = ["VALUE_READ", "Refused", "Recorder", "Replay", "Recorded", "TRITON_TYPES", "describe", "leaves",
+__all__ = ["VALUE_READ", "Refused", "Recorder", "Replay", "Recorded", "TRITON_TYPES", "describe", "bound", "leaves",
            "shapes_only", "operator", "definitions", "meta", "recorded", "prctl", "end_strays", "held_apart",
            "forked"]
 
@@ -36,17 +36,40 @@ class Refused(Exception):
     kind than tensors, numbers, strings, dtypes and None)."""
 
 
+#: What a kernel's argument that is not a tensor may be, by its exact type: each is described as itself.
+_PLAIN = {bool: "bool", int: "int", float: "float", str: "value", type(None): "value"}
+
+
 def describe(v):
-    """A launch argument as the compile step needs it: a tensor's Triton pointer type, else its value."""
+    """A kernel launch's argument as the compile step needs it: a tensor's Triton pointer type, else a description
+    from which :func:`bound` makes a value equal to ``v`` (of its type), the value the replay passes: a bool, an
+    int, a float, a string, ``None`` or a ``triton.language`` dtype (by its name). Raises :class:`Refused` for any
+    other value (a torch dtype, a tuple, ...): the compile step would compile with another value than the replay
+    runs with."""
     if isinstance(v, torch.Tensor):
         return ["tensor", "*" + TRITON_TYPES.get(v.dtype, "fp32")]
-    if isinstance(v, bool):
-        return ["bool", v]
-    if isinstance(v, int):
-        return ["int", v]
-    if isinstance(v, float):
-        return ["float", v]
-    return ["value", v if v is None or isinstance(v, str) else repr(v)]
+    import triton.language as tl
+
+    said = [_PLAIN[type(v)], v] if type(v) in _PLAIN else ["dtype", v.name] if type(v) is tl.dtype else None
+    try:
+        same = said is not None and type(bound(said)) is type(v) and (bound(said) == v or v != v)
+    except (ValueError, TypeError, AssertionError):
+        same = False
+    if not same:
+        raise Refused(f"it passes {v!r} ({type(v).__name__}) to a kernel: a kernel's argument is a tensor, a bool, "
+                      f"an int, a float, a string, None or a triton.language dtype (tl.float32), values the "
+                      f"grader's compile step and its replay both take as themselves")
+    return said
+
+
+def bound(described):
+    """The value :func:`describe` described (a tensor's description stays its pointer type)."""
+    kind, value = described
+    if kind == "dtype":
+        import triton.language as tl
+
+        return tl.dtype(value)
+    return value
 
 
 def leaves(v, out: list) -> list:
