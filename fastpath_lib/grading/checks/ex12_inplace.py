@@ -49,7 +49,7 @@ from fastpath_lib.grading.registry import Result, points_of
 from fastpath_lib.grading.report.feedback import Fail, describe_error, graded, truth
 from fastpath_lib.grading.rules import borrowed
 from fastpath_lib.grading.rules import fused_mutants as M
-from fastpath_lib.grading.rules.mutation import broken_op_results, first_errors, inspection, remote_outcomes
+from fastpath_lib.grading.rules.mutation import INSPECTS, broken_op_results, first_errors, inspection, remote_outcomes
 
 __all__ = ["check_overlaps", "check_inplace_tests", "OpServer", "overlap_cases", "expected_overlap", "copied_lines",
            "CATEGORIES"]
@@ -286,8 +286,7 @@ def _source_problem(tests) -> str | None:
         return problem
     seen = inspection(src) or _watching(src)
     if seen:
-        return (f"your tests read {seen}: a contract test calls the op and checks what it returns, writes or "
-                f"raises; it does not inspect the op")
+        return f"your tests read {seen}: {INSPECTS}"
     copied = copied_lines(src)
     if len(copied) >= 3:
         return f"{len(copied)} lines of your tests are the kit's own tests' lines (e.g. {copied[0]!r}): write your own"
