@@ -34,9 +34,14 @@ from fastpath_lib.grading.engine import remote, sources
 from fastpath_lib.grading.registry import Result
 from fastpath_lib.grading.report.feedback import Fail, graded
 from fastpath_lib.grading.rules import borrowed
-from fastpath_lib.grading.rules.mutation import INSPECTS, broken_op_results, first_errors, inspection, remote_outcomes
+from fastpath_lib.grading.rules.mutation import (INSPECTS, broken_op_results, first_errors, inspection,
+                                                 inspection_stated, remote_outcomes)
 
-__all__ = ["check_contract_tests", "CATEGORIES", "variants", "OpServer", "BROKEN"]
+__all__ = ["check_contract_tests", "CATEGORIES", "variants", "OpServer", "BROKEN", "STATED"]
+
+#: The wording of the rules this check refuses tests by (besides forbidden calls): the exercise states each
+#: (``tests/course/test_exercise_instructions.py``).
+STATED = inspection_stated()
 
 #: The promise categories, one graded part each (after ``passes_correct_ops``).
 CATEGORIES = ("dtype", "layout", "aliasing", "eps", "autograd", "forward_ad", "exceptions")

@@ -24,7 +24,7 @@ from fastpath_lib.grading.report.feedback import Fail, graded, part, real, truth
 from fastpath_lib.grading.rules import borrowed
 from fastpath_lib.grading.rules.ex13_scenarios import ACTIONS, SWITCHES, VERDICTS, draw, expected
 
-__all__ = ["check_readiness", "PARTS", "JUSTIFICATION_RULE", "JUSTIFICATION_WORDS"]
+__all__ = ["check_readiness", "PARTS", "JUSTIFICATION_RULE", "JUSTIFICATION_WORDS", "STATED"]
 
 #: The parts, in the notebook's order (the registry's ``ex13`` entry lists the same names).
 PARTS = ("route_conditions", "test_report", "results_table", "review_comments", "maintenance_cost",
@@ -122,11 +122,13 @@ def _grade_one(name: str, fn, sc):
 
 #: How many words a justification has at least.
 JUSTIFICATION_WORDS = 10
-#: How a justification names the new default, in the exercise's words (``tests/course/test_exercise_instructions.py``
-#: finds them in its part 6).
+#: How a justification names the new default, in the exercise's words.
 JUSTIFICATION_RULE = (f"at least {JUSTIFICATION_WORDS} words, naming the new default as a number (any spelling "
                       f"Python reads as that value, such as `1e-5`, `1e-05` or `0.00001`, or that value rounded to the "
                       f"digits you write, such as `1.19e-07`) or as a power of two (`2**-23`)")
+#: The wording of the rules this check holds answers to beyond forbidden calls: the exercise states each
+#: (``tests/course/test_exercise_instructions.py``).
+STATED = (JUSTIFICATION_RULE,)
 _NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 _POWER = re.compile(r"2\s*(?:\*\*|\^)\s*\(?\s*-\s*(\d+)\s*\)?")
 

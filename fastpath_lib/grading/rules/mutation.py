@@ -17,7 +17,7 @@ from fastpath_lib.grading.registry import Result, points_of
 from fastpath_lib.grading.report.feedback import describe_error
 
 __all__ = ["category_result", "run_order", "remote_outcomes", "first_errors", "broken_op_results", "inspection",
-           "INSPECTS", "TENSOR_STATE", "inspecting_names"]
+           "INSPECTS", "TENSOR_STATE", "inspecting_names", "inspection_stated"]
 
 
 def category_result(exercise: str, part: str, survivors: str | None, caught: str) -> Result:
@@ -89,6 +89,8 @@ _INSPECTING_ATTRS = frozenset({"__closure__", "__code__", "__globals__", "__wrap
                                "__kwdefaults__", "__reduce__", "__reduce_ex__", "__getstate__", "__slots__",
                                "__class__", "f_locals", "f_globals", "f_back", "co_code", "co_consts", "co_name"})
 _INSPECTING_NAMES = frozenset({"inspect", "gc", "dis", "vars", "dir", "ctypes", "sys._getframe"})
+#: Read off a bare name (``op.__name__``), the name an object was defined under, not what it returns.
+_NAME_ATTR = "__name__"
 
 
 def _tensor_state() -> frozenset[str]:
@@ -111,7 +113,13 @@ INSPECTS = ("a contract test calls the op and checks what it returns, writes or 
 
 def inspecting_names() -> list[str]:
     """Every attribute and name :func:`inspection` refuses, as an exercise names them."""
-    return sorted(_INSPECTING_ATTRS | _INSPECTING_NAMES)
+    return sorted(_INSPECTING_ATTRS | _INSPECTING_NAMES | {_NAME_ATTR})
+
+
+def inspection_stated() -> tuple[str, ...]:
+    """What an exercise applying :func:`inspection` states: the rule (:data:`INSPECTS`), each name it refuses, and
+    that a tensor's own state is allowed (``x._version``)."""
+    return (INSPECTS, *(f"`{n}`" for n in inspecting_names()), "`x._version`")
 
 
 def inspection(source: str) -> str | None:
@@ -144,7 +152,7 @@ def inspection(source: str) -> str | None:
             if isinstance(node, ast.Attribute) and (node.attr in _INSPECTING_ATTRS or (
                     node.attr.startswith("_") and not node.attr.startswith("__") and not library
                     and node.attr not in TENSOR_STATE) or (
-                    node.attr == "__name__" and isinstance(node.value, ast.Name))):
+                    node.attr == _NAME_ATTR and isinstance(node.value, ast.Name))):
                 return f"{ast.unparse(node)}"
             if isinstance(node, (ast.Name, ast.Attribute)) and ast.unparse(node) in _INSPECTING_NAMES:
                 return ast.unparse(node)
