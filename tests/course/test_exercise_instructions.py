@@ -225,3 +225,28 @@ def test_the_checks_that_refuse_by_rule_state_their_rules():
     """The exercises whose checks apply a rule beyond forbidden calls declare its wording (``STATED``), so the test
     above has something to find."""
     assert all(getattr(m, "STATED", ()) for e in ("ex09", "ex11", "ex12", "ex13") for m in _check_modules(e))
+
+
+def test_ex04s_route_snippet_routes_as_the_check_whatever_the_devices_threshold(monkeypatch):
+    """The route the exercise tells the learner to read is the one its check judges by, also where ``explain`` applies
+    another row threshold (a GPU's, simulated here: reader 13b F6)."""
+
+    from fastpath_lib.cases import CaseSpec
+    from fastpath_lib.grading.checks.ex04_boundary import _exercise_call
+    from fastpath_lib.rmsnorm import predicate
+    from fastpath_lib.rmsnorm.limits import DEFAULT_CUDA_MIN_ROWS, limits_for
+
+    text = _markdown("ex04")
+    (snippet,) = [b for b in re.findall(r"```python\n(.*?)```", text, re.S) if "CaseSpec(" in b]
+    assert "on a GPU it applies CUDA's row threshold" in _flat(text)
+    gpu = predicate.Limits(min_rows=DEFAULT_CUDA_MIN_ROWS, source="a GPU's threshold")
+    monkeypatch.setattr(predicate, "limits_for", lambda *a, **k: gpu)
+    for rows, cols in ((8, 64), (7, 64), (16, 48)):
+        ns: dict = {"CaseSpec": CaseSpec}
+        *setup, last = snippet.replace("CaseSpec(8, 64)", f"CaseSpec({rows}, {cols})").strip().splitlines()
+        exec("\n".join(setup), ns)
+        route = eval(last, ns)
+        args = CaseSpec(rows, cols).build().args()
+        assert route == predicate.PREDICATE.evaluate(_exercise_call(*args)).route, (rows, cols)
+    assert route == "triton" and predicate.PREDICATE.evaluate(predicate.make_call(*args)).route == "fallback"
+    assert limits_for("cpu").min_rows == predicate.Limits().min_rows  # on a CPU explain's limits are the check's
