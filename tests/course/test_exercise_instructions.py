@@ -230,7 +230,6 @@ def test_the_checks_that_refuse_by_rule_state_their_rules():
 def test_ex04s_route_snippet_routes_as_the_check_whatever_the_devices_threshold(monkeypatch):
     """The route the exercise tells the learner to read is the one its check judges by, also where ``explain`` applies
     another row threshold (a GPU's, simulated here: reader 13b F6)."""
-
     from fastpath_lib.cases import CaseSpec
     from fastpath_lib.grading.checks.ex04_boundary import _exercise_call
     from fastpath_lib.rmsnorm import predicate
