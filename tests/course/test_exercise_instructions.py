@@ -186,7 +186,9 @@ def _unstated_refusals(exercise: str, text: str) -> list[str]:
     by its name (its members are the family's), a torch builtin by its name."""
     from fastpath_lib.grading.rules.borrowed import Forbidden, _module_of
 
-    refusals = [v for m in _check_modules(exercise) for v in vars(m).values() if isinstance(v, Forbidden)]
+    # ``_GIVEN``: what a check hands the learner's code (its ``given``), an exception to a refusal, not one
+    refusals = [v for m in _check_modules(exercise) for k, v in vars(m).items()
+                if isinstance(v, Forbidden) and k != "_GIVEN"]
     whole = {_module_of(file) for f in refusals for file, qual, _ in f.targets if qual == "*"}
 
     def named(module: str) -> bool:
