@@ -41,7 +41,8 @@ from fastpath_lib.cases import CaseSpec
 #
 # The spec, from PyTorch's docs: when `eps` is `None`, `F.rms_norm` uses `torch.finfo(dtype).eps` of the dtype
 # *it computes in*. fp16 and bf16 inputs are computed in fp32 (the "opmath" type); fp64 stays fp64. Write
-# `my_default_eps(dtype)`.
+# `my_default_eps(dtype)` from that rule: an answer that calls the kit's own (`fastpath_lib.rmsnorm.limits`'s
+# `default_eps`, or `fastpath_lib.testing`'s `_eps_for`) fails the part.
 
 # %%
 def my_default_eps(dtype: torch.dtype) -> float:
@@ -68,6 +69,14 @@ ex.check_default_eps(my_default_eps)
 # Requirements: compute and return **float64** (whatever the input dtype), use `my_default_eps(x.dtype)` when
 # `eps is None` (and keep an explicit `eps=0.0`!), multiply by the weight only when there is one, and never modify
 # the input.
+#
+# Write it from the definition: the part fails when your reference calls any operator of torch's *normalization*
+# family (every operator that returns its input rescaled by a statistic of itself, under every name the installed
+# torch has: `F.rms_norm`, `F.layer_norm`, `F.group_norm`, `F.normalize`, `torch._fused_rms_norm`, `torch.nn.RMSNorm`,
+# ...), or the kit's own code for it: its reference (`fastpath_lib.testing`'s `reference_rms_norm`, `reference_grads`
+# and `_ref_graph`), its operator (`fastpath_lib.rmsnorm.op`, `fastpath_lib.rmsnorm.module`), its kernels
+# (`fastpath_lib.rmsnorm.kernels`) or its default eps (`default_eps`, `_eps_for`, as in part 1). Reductions that return
+# a norm are not in the family: `x.pow(2).mean(...)`, `torch.linalg.vector_norm` and `torch.norm` are yours to use.
 
 # %%
 def my_reference(x, normalized_shape, weight=None, eps=None):

@@ -63,7 +63,19 @@ Markdown(PREDICATE.markdown_table())  # the conditions your cases probe
 #
 # `CaseSpec(rows, cols, dtype, weight="same"|None|dtype, layout, pad, offset, weight_offset, scale)`; layouts are
 # `contiguous`, `batched`, `row_slice` (row stride `cols + pad`), `step` (every other row), `transposed`,
-# `permuted`. `fastpath_lib.explain(*CaseSpec(...).build().args())` tells you the route of a case.
+# `permuted`.
+#
+# The check judges every case under the interpreter's limits above, on any machine. `fastpath_lib.explain(*CaseSpec(
+# ...).build().args())` tells you a case's route under the limits of the machine it runs on: on a CPU these are the
+# same; on a GPU it applies CUDA's row threshold (your GPU's recorded sweep, or 1024 rows without one), so a case of 8
+# rows that the check counts as eligible goes to the fallback there. The route under the check's limits, on any
+# machine:
+#
+# ```python
+# import dataclasses
+# from fastpath_lib.rmsnorm.predicate import PREDICATE, Limits, make_call
+# PREDICATE.evaluate(dataclasses.replace(make_call(*CaseSpec(8, 64).build().args()), limits=Limits())).route
+# ```
 
 # %%
 def my_boundary_cases():

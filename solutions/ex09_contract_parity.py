@@ -42,9 +42,23 @@
 # **How it is graded.** Your tests run against the kit's op and against `F.rms_norm` (they must pass on both), and
 # against broken ops the grader builds, each breaking one promise (each must make your tests fail). Feedback names the
 # categories with a broken op that got through, not the op. Tests that fail on a correct op earn nothing, and so do
-# tests that never fail. Keep shapes small: on a CPU the kit's op runs its Triton kernels in the interpreter. In the
-# grader the ops run in the grader's process and `op` forwards each call there: it has first derivatives (backward,
-# `torch.func.jvp`, dual tensors), not second ones, and no `vmap`.
+# tests that never fail.
+#
+# Tests score nothing on every part, in the check below as in the grader, when they use the grader's code
+# (`fastpath_lib.grading`), when they call the kit's op (`fastpath_lib.rmsnorm.op`'s `rms_norm`, that is
+# `fastpath_lib.rms_norm`), or when they inspect the op instead of calling it: a contract test calls the op and checks
+# what it returns, writes or raises; it does not inspect the op. Inspecting is reading a private attribute (`op._impl`)
+# other than an imported module's (`torch._dynamo`) or a tensor's own state (below); reading an attribute `__class__`,
+# `__closure__`, `__code__`, `__defaults__`, `__dict__`, `__func__`, `__getstate__`, `__globals__`, `__kwdefaults__`,
+# `__module__`, `__qualname__`, `__reduce__`, `__reduce_ex__`, `__self__`, `__slots__`, `__wrapped__`, `cell_contents`,
+# `co_code`, `co_consts`, `co_name`, `f_back`, `f_globals` or `f_locals`, or the `__name__` of a name (`op.__name__`);
+# or using `inspect`, `gc`, `dis`, `ctypes`, `sys._getframe`, `dir` or `vars`. A tensor's own state is not the op:
+# `x._version` (the version counter lesson 08 reads to see a write), `x._base` and torch's other data attributes of a
+# tensor are yours to read.
+#
+# Keep shapes small: on a CPU the kit's op runs its Triton kernels in the interpreter. In the grader the ops run in the
+# grader's process and `op` forwards each call there: it has first derivatives (backward, `torch.func.jvp`, dual
+# tensors), not second ones, and no `vmap`.
 #
 # **How this works.** Fill in each cell marked `# FILL ME IN (roughly N lines)` (delete the `raise
 # NotImplementedError`), run it, then run the check below it: it prints `passed`, or what is missing.

@@ -35,7 +35,9 @@
 # Below are the hunks of one piece of work (lesson 03's row-width condition, with what prepares, follows and
 # documents it). Sort them into an ordered list of commits,
 # `plan_commits(hunks) -> [{"kind": ..., "message": ..., "hunks": [ids]}, ...]`, where `kind` is `"refactor"` (no
-# behaviour change), `"behaviour"`, `"test"` (tests only) or `"docs"`.
+# behaviour change), `"behaviour"`, `"test"` (tests only) or `"docs"`, and `message` is a sentence of at least 2 words
+# that says what the commit does (a plan with a shorter one scores nothing, as does one that calls the grader's code,
+# `fastpath_lib.grading`).
 #
 # Decide each hunk from its diff, as a reviewer would: what does the code do after it that it did not do before, and
 # which test would fail, or could not even be imported, if the commit stopped right after this hunk? A description

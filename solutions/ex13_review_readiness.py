@@ -25,6 +25,14 @@
 # that can occur occurs in every draw, so write the rule, not the answers to the examples shown here. The lesson
 # each part comes from is named in its heading.
 #
+# A part fails when its function calls what the part asks you to do yourself: the grader's own rule and check
+# (`fastpath_lib.grading.rules.ex13_scenarios`, `fastpath_lib.grading.checks.ex13_review`), the bytes model
+# (`bytes_moved` of `fastpath_lib.bench.timing` and of `fastpath_lib.rmsnorm.cost`), the predicate's functions
+# (`fastpath_lib.rmsnorm.predicate`: its constants, such as `MAX_COLS`, are yours to import), the capture reader
+# (`fastpath_lib.rmsnorm.capture`), or the kit's reading of a results table (`classify`, `summary_table`,
+# `boundary_table` and `outcome_counts` of `fastpath_lib.bench.analysis`: its `outcome` and `noise_band` are yours to
+# use).
+#
 # **How this works.** Fill in each cell marked `# FILL ME IN (roughly N lines)` (delete the `raise
 # NotImplementedError`), run it, then run the check below it: it prints `passed`, or the scenarios where your
 # answer differs from the lesson's rule. `python -m fastpath_lib grade exercises/` runs all notebooks in a fresh
@@ -286,9 +294,11 @@ ex.check_readiness("maintenance_cost", maintenance_cost)
 # A proposal changes the default `eps` (today `F.rms_norm`'s: the machine epsilon of the compute dtype, fp32's
 # `2**-23` for fp16/bf16/fp32 inputs and fp64's `2**-52` for fp64) to `change["default_eps"]`. `calls` lists the
 # callers: `{"id", "dtype", "eps"}` (`eps` is `None` where the caller relies on the default). Return
-# `{"own_commit", "affected", "pin", "justification"}`: whether the change goes in a commit of its own (apart from
-# the fast path), the ids of the callers whose output changes, for each of them the `eps` to pass to keep today's
-# output, and a justification of a sentence or two that names the new default.
+# `{"own_commit", "affected", "pin", "justification"}`: whether the change goes in a commit of its own (apart from the
+# fast path), the ids of the callers whose output changes, for each of them the `eps` to pass to keep today's output,
+# and a justification of a sentence or two: at least 10 words, naming the new default as a number (any spelling Python
+# reads as that value, such as `1e-5`, `1e-05` or `0.00001`, or that value rounded to the digits you write, such as
+# `1.19e-07`) or as a power of two (`2**-23`).
 
 # %%
 def migration(change, calls) -> dict:

@@ -82,7 +82,9 @@ KIT_OPS: dict[str, str] = {"rms_norm": "fastpath_lib", "fused_add_rms_norm_": "f
 #: kit. The grader's sandbox hands the learner's kernel these, the given cells' imports and the façade's materials,
 #: with what they import, and nothing else of the kit (:func:`fastpath_lib.grading.engine.sandbox.kernel_library`).
 HANDOUTS: dict[str, tuple[str, ...]] = {
-    "ex04": ("fastpath_lib.explain",),  # "`fastpath_lib.explain(*CaseSpec(...).build().args())` tells you the route"
+    # "`fastpath_lib.explain(*CaseSpec(...).build().args())`", and the route under the check's limits
+    "ex04": ("fastpath_lib.explain", "fastpath_lib.rmsnorm.predicate.PREDICATE",
+             "fastpath_lib.rmsnorm.predicate.Limits", "fastpath_lib.rmsnorm.predicate.make_call"),
     "ex13": ("fastpath_lib.bench.CSV_COLUMNS",),  # "the columns of `fastpath_lib.bench.CSV_COLUMNS`"
 }
 

@@ -171,3 +171,83 @@ def test_ex13s_bandwidth_formula_as_written_is_the_graders():
         for r in rows:
             got = eval(formula, {"bytes_moved": int(r["bytes_moved"]), "median_us": float(r["median_us"])})
             assert math.isclose(got, achieved_gbps(r), rel_tol=1e-12), (formula, r)
+
+
+def _check_modules(exercise: str) -> list:
+    import importlib
+
+    return [importlib.import_module(f"fastpath_lib.grading.checks.{p.stem}")
+            for p in sorted((ROOT / "fastpath_lib/grading/checks").glob(f"{exercise}_*.py"))]
+
+
+def _unstated_refusals(exercise: str, text: str) -> list[str]:
+    """What the exercise's checks refuse an answer for calling (every ``Forbidden`` of its check modules) that
+    ``text`` does not name: a kit module (or a package above it refused whole) and the function of it, a torch family
+    by its name (its members are the family's), a torch builtin by its name."""
+    from fastpath_lib.grading.rules.borrowed import Forbidden, _module_of
+
+    # ``_GIVEN``: what a check hands the learner's code (its ``given``), an exception to a refusal, not one
+    refusals = [v for m in _check_modules(exercise) for k, v in vars(m).items()
+                if isinstance(v, Forbidden) and k != "_GIVEN"]
+    whole = {_module_of(file) for f in refusals for file, qual, _ in f.targets if qual == "*"}
+
+    def named(module: str) -> bool:
+        return f"`{module}`" in text or f"`{module}." in text
+
+    def covered(module: str) -> bool:
+        parts = module.split(".")
+        return any(".".join(parts[:i]) in whole and named(".".join(parts[:i])) for i in range(2, len(parts) + 1))
+
+    missing = []
+    for f in refusals:
+        missing += [f"torch's {family} family" for family, _ in f.families if f"*{family}* family" not in text]
+        for file, qual, _ in f.targets:
+            module = _module_of(file)
+            if (module.startswith("torch") and f.families) or covered(module):
+                continue
+            if not named(module) or (qual != "*" and f"`{qual}`" not in text and f"{module}.{qual}`" not in text):
+                missing.append(module if qual == "*" else f"{module}.{qual}")
+        missing += [name for name, _ in f.builtins if not f.families and name not in text]
+    return sorted(set(missing))
+
+
+@pytest.mark.parametrize("exercise", ["ex01", "ex04", "ex09", "ex11", "ex12", "ex13"])
+def test_every_refusal_of_an_exercises_check_is_stated_in_its_text(exercise):
+    """What a check refuses is in the exercise's words (reader 13b F1-F3, F5): every function its rules refuse an
+    answer for calling (read from the check modules' ``Forbidden`` values), and every wording a rule module gives its
+    refusals (the modules' ``STATED``: the inspection rule of 09 and 12, with each name it refuses; exercise 11's
+    commit message; exercise 13's justification)."""
+    text = _flat(_markdown(exercise))
+    stated = [s for m in _check_modules(exercise) for s in getattr(m, "STATED", ())]
+    unstated = [s for s in stated if _flat(s) not in text] + _unstated_refusals(exercise, text)
+    assert not unstated, unstated
+
+
+def test_the_checks_that_refuse_by_rule_state_their_rules():
+    """The exercises whose checks apply a rule beyond forbidden calls declare its wording (``STATED``), so the test
+    above has something to find."""
+    assert all(getattr(m, "STATED", ()) for e in ("ex09", "ex11", "ex12", "ex13") for m in _check_modules(e))
+
+
+def test_ex04s_route_snippet_routes_as_the_check_whatever_the_devices_threshold(monkeypatch):
+    """The route the exercise tells the learner to read is the one its check judges by, also where ``explain`` applies
+    another row threshold (a GPU's, simulated here: reader 13b F6)."""
+    from fastpath_lib.cases import CaseSpec
+    from fastpath_lib.grading.checks.ex04_boundary import _exercise_call
+    from fastpath_lib.rmsnorm import predicate
+    from fastpath_lib.rmsnorm.limits import DEFAULT_CUDA_MIN_ROWS, limits_for
+
+    text = _markdown("ex04")
+    (snippet,) = [b for b in re.findall(r"```python\n(.*?)```", text, re.S) if "CaseSpec(" in b]
+    assert "on a GPU it applies CUDA's row threshold" in _flat(text)
+    gpu = predicate.Limits(min_rows=DEFAULT_CUDA_MIN_ROWS, source="a GPU's threshold")
+    monkeypatch.setattr(predicate, "limits_for", lambda *a, **k: gpu)
+    for rows, cols in ((8, 64), (7, 64), (16, 48)):
+        ns: dict = {"CaseSpec": CaseSpec}
+        *setup, last = snippet.replace("CaseSpec(8, 64)", f"CaseSpec({rows}, {cols})").strip().splitlines()
+        exec("\n".join(setup), ns)
+        route = eval(last, ns)
+        args = CaseSpec(rows, cols).build().args()
+        assert route == predicate.PREDICATE.evaluate(_exercise_call(*args)).route, (rows, cols)
+    assert route == "triton" and predicate.PREDICATE.evaluate(predicate.make_call(*args)).route == "fallback"
+    assert limits_for("cpu").min_rows == predicate.Limits().min_rows  # on a CPU explain's limits are the check's

@@ -463,3 +463,28 @@ def test_the_op_channel_keeps_autograd_state_and_grad_mode():
         r = torch.randn(*x.shape)
         answer = remote.serve_op({"kind": "call", "args": remote.pack((x, r)), "grad": grad}, run)
         assert (answer["error"] is None) if refused is None else refused in answer["error"][1], answer["error"]
+
+
+def test_through_the_stub_a_write_moves_the_callers_version_counter_and_a_read_does_not():
+    """Lesson 08 reads ``x._version`` to see an op's writes: in the grader the op writes the grader's copies, and the
+    stub (the agent's own ``_op``, its channel answered here by :func:`remote.serve_op`) moves the counters of the
+    kernel's tensors the op wrote, and only theirs (reader 13b F1)."""
+    from fastpath_lib.fused.reference import native_
+
+    agent = remote._agent_functions("_op", "_tensors", "_pack", "_unpack", "_dumps", "_loads", "_no_object",
+                                    "_error", "_op_result")
+    op = agent["_op"]
+
+    def stub(run):
+        op.__globals__["_ask"] = lambda kind, data: remote._dumps(remote.serve_op(remote._loads(data), run))
+        return lambda *args: op("call", args)[0]
+
+    x, r = torch.randn(4, 8), torch.randn(4, 8)
+    want = [t.clone() for t in native_(x.clone(), r.clone())]
+    versions = (x._version, r._version)
+    stub(lambda kind, args, message: native_(*args))(x, r)
+    assert x._version > versions[0] and r._version > versions[1]
+    assert torch.equal(x, want[0]) and torch.equal(r, want[1])
+    versions = (x._version, r._version)
+    stub(lambda kind, args, message: args[0] + args[1])(x, r)  # reads both, writes neither
+    assert (x._version, r._version) == versions

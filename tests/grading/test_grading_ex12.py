@@ -255,6 +255,19 @@ def test_borrowed_and_trivial_tests_score_nothing(body, said):
     assert earned(results) == 0 and said in results[0].feedback, [r.feedback for r in results]
 
 
+def test_tests_reading_the_version_counters_lesson_08_reads_are_graded_not_refused():
+    """``x._version`` is how lesson 08 sees an in-place write: tests built on it are contract tests (reader 13b F1),
+    graded by what they catch; the op's own private attributes stay refused (the case above)."""
+    body = ("def t(op_):\n    x, r = torch.randn(16, 64), torch.randn(16, 64)\n    x0, r0 = x.clone(), r.clone()\n"
+            "    v = (x._version, r._version)\n    op_(x, r)\n"
+            "    assert x._version > v[0] and r._version > v[1], 'the op writes x and residual'\n"
+            "    torch.testing.assert_close(r, x0 + r0)")
+    cells = [_HEAD, body]
+    with sources.using(cells):
+        results = {r.part: r for r in ex.check_inplace_tests(_defined(cells, "t"), _kit_op(), show=False)}
+    assert results["passes_correct_ops"].passed and results["writes"].passed, [r.feedback for r in results.values()]
+
+
 def test_thin_tests_earn_only_the_categories_they_test_and_feedback_names_the_rest():
     """Values on one ordinary fp32 call (output within tolerance, residual bit for bit) catch the gross faults only;
     every other category is named as having a survivor, without naming the op."""

@@ -399,3 +399,18 @@ def test_the_grader_scores_borrowed_and_constant_parts_zero(tmp_path):
     got = {p.part: p.earned for p in g.parts}
     assert got == {"route_conditions": 0, "test_report": 0, "results_table": 0, "review_comments": 2,
                    "maintenance_cost": 2, "contract_change": 1}, [(p.part, p.feedback) for p in g.parts]
+
+
+@pytest.mark.parametrize("new, written, named", [
+    (1e-05, "1e-5", True), (1e-05, "1e-05", True), (1e-05, "0.00001", True), (1e-05, "1.0e-5", True),
+    (2.0 ** -23, "1.19e-07", True), (2.0 ** -23, "1.1920928955078125e-07", True), (2.0 ** -23, "2**-23", True),
+    (2.0 ** -23, "2 ** (-23)", True), (1e-05, "1e-6", False), (2.0 ** -23, "1.2e-06", False),
+    (2.0 ** -23, "2**-22", False)])
+def test_part_6_takes_the_new_default_in_any_spelling_of_its_value(new, written, named):
+    """The justification names the value, compared as a number (reader 13b F5: ``1e-5`` for ``1e-05`` and ``1.19e-07``
+    for ``2**-23`` were refused as text)."""
+    from fastpath_lib.grading.checks.ex13_review import JUSTIFICATION_WORDS, _justified
+
+    text = f"We change the default eps to {written} because fp16 callers need a smaller floor for their tiny rows."
+    assert _justified(text, new) is named
+    assert JUSTIFICATION_WORDS > 5 and not _justified(f"The default becomes {written} now.", new)  # too short

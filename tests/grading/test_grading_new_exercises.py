@@ -105,6 +105,32 @@ def test_ex09_borrowed_answers_are_named():
     assert "grader's own machinery" in ex09(_with_grader_ops)[0].feedback
 
 
+_EX09_PROBES = {
+    # a tensor's version counter (lesson 08's probe): the op leaves its input unwritten; fp32 values on top
+    "version": "import torch\nimport torch.nn.functional as F\ndef t(op):\n    x = torch.randn(16, 32)\n"
+               "    v = x._version\n    y = op(x, [32])\n    assert x._version == v, 'the op wrote its input'\n"
+               "    torch.testing.assert_close(y, F.rms_norm(x, [32]))",
+    "class": "import torch\ndef t(op):\n    try:\n        op(torch.randn(4, 8), [9])\n    except Exception as e:\n"
+             "        assert e.__class__ is RuntimeError",
+}
+
+
+@pytest.mark.parametrize("probe, refused", [("version", False), ("class", True)])
+def test_ex09_notebook_check_applies_the_graders_inspection_rule(probe, refused):
+    """The notebook's check refuses what the grader refuses (reader 13b F2: ``passed`` here, 0 in the grader), and a
+    tensor's ``_version`` is no inspection of the op (F1)."""
+    from fastpath_lib.grading.engine import sources
+    from fastpath_lib.grading.rules.mutation import INSPECTS
+
+    cells = [_EX09_PROBES[probe]]
+    ns: dict = {}
+    exec(compile(cells[0], "<learner>", "exec"), ns)
+    with sources.using(cells):
+        results = by_part(ex09(ns["t"]))
+    said = results["passes_correct_ops"].feedback
+    assert (INSPECTS in said) is refused and results["passes_correct_ops"].passed is not refused, said
+
+
 def test_ex09_check_needs_the_kit_op_as_its_second_argument():
     results = ex09(solved("ex09")["my_contract_tests"], kit_op=F.rms_norm)
     assert earned(results) == 0 and "kit's op" in results[0].feedback

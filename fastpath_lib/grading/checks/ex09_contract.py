@@ -13,7 +13,8 @@ each run hands the tests a fresh stub of the same source (:mod:`fastpath_lib.gra
 and the backward and forward-mode derivative of a differentiable call, is answered here by that run's op
 (:class:`OpServer`, :meth:`fastpath_lib.grading.engine.remote.Session.run_tests`). Each correct op runs twice, all runs
 in an order drawn at grading time; the kernel holds no table of ops, sees no op's code and learns only what the calls
-return, write and raise. Tests that read the op's attributes, code or identity (:func:`inspection`) score nothing.
+return, write and raise. Tests that read the op's attributes, code or identity (:func:`inspection`) score nothing,
+in the notebook's check as in the grader.
 The stub has first derivatives only (its backward and jvp are not themselves differentiable).
 
 Note:
@@ -33,9 +34,14 @@ from fastpath_lib.grading.engine import remote, sources
 from fastpath_lib.grading.registry import Result
 from fastpath_lib.grading.report.feedback import Fail, graded
 from fastpath_lib.grading.rules import borrowed
-from fastpath_lib.grading.rules.mutation import broken_op_results, first_errors, inspection, remote_outcomes
+from fastpath_lib.grading.rules.mutation import (INSPECTS, broken_op_results, first_errors, inspection,
+                                                 inspection_stated, remote_outcomes)
 
-__all__ = ["check_contract_tests", "CATEGORIES", "variants", "OpServer", "BROKEN"]
+__all__ = ["check_contract_tests", "CATEGORIES", "variants", "OpServer", "BROKEN", "STATED"]
+
+#: The wording of the rules this check refuses tests by (besides forbidden calls): the exercise states each
+#: (``tests/course/test_exercise_instructions.py``).
+STATED = inspection_stated()
 
 #: The promise categories, one graded part each (after ``passes_correct_ops``).
 CATEGORIES = ("dtype", "layout", "aliasing", "eps", "autograd", "forward_ad", "exceptions")
@@ -260,14 +266,19 @@ def _remote_outcomes(tests, kit_op) -> dict[str, list[BaseException | None]]:
     """Variant -> what the learner's tests raised on each run of it, the runs in an order drawn now."""
     kit_op = _kit_op_given(kit_op)
     borrowed.reject_handed_back(tests, _GRADER, _GIVEN)
-    seen = inspection(sources.closure_source(remote.root(tests)))
-    if seen:
-        raise Fail(f"your tests read {seen}: a contract test calls the op and checks what it returns or raises, "
-                   f"it does not inspect the op")
+    _refuse_inspection(remote.root(tests))
     impls = {"kit": remote.session(tests).kit_op("rms_norm"), "torch": F.rms_norm} | {
         f"{c}:{i}": fn for c, fns in BROKEN.items() for i, fn in enumerate(fns)}
     servers = {v: (lambda impl=impls[v]: OpServer(impl)) for v in impls}
     return remote_outcomes(tests, "rms_norm", servers, variants() + ["kit", "torch"])
+
+
+def _refuse_inspection(root: str) -> None:
+    """:class:`Fail` when the tests named ``root`` inspect the op (:func:`inspection`), in the notebook as in the
+    grader."""
+    seen = inspection(sources.closure_source(root)) if root else None
+    if seen:
+        raise Fail(f"your tests read {seen}: {INSPECTS}")
 
 
 def _grade(tests, kit_op) -> list[Result]:
@@ -275,6 +286,7 @@ def _grade(tests, kit_op) -> list[Result]:
         first = first_errors(_remote_outcomes(tests, kit_op))
     else:
         kit_op = _kit_op_given(kit_op)
+        _refuse_inspection(getattr(tests, "__name__", ""))
         impls = {"kit": kit_op, "torch": F.rms_norm} | {f"{c}:{i}": fn for c, fns in BROKEN.items()
                                                          for i, fn in enumerate(fns)}
 

@@ -35,12 +35,18 @@ from fastpath_lib.grading.registry import Result, points_of
 from fastpath_lib.grading.report.feedback import Fail, graded
 from fastpath_lib.grading.rules import borrowed
 
-__all__ = ["check_commit_plan", "Rule", "RULES"]
+__all__ = ["check_commit_plan", "Rule", "RULES", "STATED"]
 
 _PARTS = ("one_change_per_commit", "every_commit_green", "refactors_apart")
 #: Parts a plan must pass before any part earns points.
 _GATES = ("one_change_per_commit", "every_commit_green")
 _GRADER = borrowed.kit("grading", why="that is the grader's own answer")
+#: How many words a commit's message has at least, and the rule in the exercise's words.
+MESSAGE_WORDS = 2
+MESSAGE_RULE = f"a sentence of at least {MESSAGE_WORDS} words that says what the commit does"
+#: The wording of the rules this check holds a plan to beyond :data:`RULES` (whose ``stated`` its own test finds):
+#: the exercise states each (``tests/course/test_exercise_instructions.py``).
+STATED = (MESSAGE_RULE,)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,8 +96,8 @@ def _plan(plan_commits, drawn) -> list[tuple[str, list[str]]]:
             raise Fail(f"commit {n}: a commit is a dict with 'kind', 'message' and 'hunks', got {c!r:.80}")
         if c["kind"] not in KINDS:
             raise Fail(f"commit {n}: kind {c['kind']!r}; one of {', '.join(KINDS)}")
-        if not isinstance(c["message"], str) or len(c["message"].split()) < 2:
-            raise Fail(f"commit {n}: a commit needs a message that says what it does")
+        if not isinstance(c["message"], str) or len(c["message"].split()) < MESSAGE_WORDS:
+            raise Fail(f"commit {n}: a commit's message is {MESSAGE_RULE}")
         if not isinstance(c["hunks"], (list, tuple)) or not c["hunks"]:
             raise Fail(f"commit {n}: no hunks (an empty commit)")
         unknown = [h for h in c["hunks"] if h not in key_of]

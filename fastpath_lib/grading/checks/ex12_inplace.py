@@ -49,7 +49,8 @@ from fastpath_lib.grading.registry import Result, points_of
 from fastpath_lib.grading.report.feedback import Fail, describe_error, graded, truth
 from fastpath_lib.grading.rules import borrowed
 from fastpath_lib.grading.rules import fused_mutants as M
-from fastpath_lib.grading.rules.mutation import broken_op_results, first_errors, inspection, remote_outcomes
+from fastpath_lib.grading.rules.mutation import (INSPECTS, broken_op_results, first_errors, inspection,
+                                                 inspection_stated, remote_outcomes)
 
 __all__ = ["check_overlaps", "check_inplace_tests", "OpServer", "overlap_cases", "expected_overlap", "copied_lines",
            "CATEGORIES"]
@@ -256,6 +257,14 @@ _WATCHERS = ("TorchFunctionMode", "TorchDispatchMode", "__torch_function__", "__
              "torch.autograd.profiler", "torch.fx", "make_fx", "torch.export", "torch.jit", "setprofile", "settrace",
              "traceback", "torch.ops.fastpath")
 _GRAPH_ATTRS = frozenset({"graph", "code", "print_readable", "nodes", "graph_module", "tb_frame", "f_code"})
+#: A ``torch.compile`` backend that is not a literal: a function of the learner's sees the traced graph.
+_BACKEND_STATED = "a `torch.compile` backend that is not a literal string"
+#: Names of the kit's own tests (modules, and the fused-op tests' functions by prefix).
+_KIT_TEST_MODULES, _KIT_TEST_PREFIX = ("tests", "conftest", "runpy"), "test_fused"
+#: The wording of the rules this check refuses tests by (besides forbidden calls): the exercise states each
+#: (``tests/course/test_exercise_instructions.py``).
+STATED = (*inspection_stated(), *(f"`{w}`" for w in _WATCHERS), *(f"`.{a}`" for a in sorted(_GRAPH_ATTRS)),
+          _BACKEND_STATED, *(f"`{m}`" for m in _KIT_TEST_MODULES), f"`{_KIT_TEST_PREFIX}*`")
 
 
 def _watching(src: str) -> str | None:
@@ -277,8 +286,8 @@ def _source_problem(tests) -> str | None:
     root = remote.root(tests) if remote.is_proxy(tests) else getattr(tests, "__name__", "")
     src = sources.closure_source(root) if root else ""
     names = sources.names_used(src)
-    kit_tests = sorted(n for n in names if n.split(".")[0] in ("tests", "conftest", "runpy")
-                       or n.split(".")[-1].startswith("test_fused"))
+    kit_tests = sorted(n for n in names if n.split(".")[0] in _KIT_TEST_MODULES
+                       or n.split(".")[-1].startswith(_KIT_TEST_PREFIX))
     if kit_tests:  # before the general rules, which refuse the import of a checkout's folder without naming it
         return f"your tests use {kit_tests[0]}: the kit's own tests are not yours to hand in; write your own"
     problem = borrowed.source_problem(root, _TESTS_FORBIDDEN, _GIVEN) if root else None
@@ -286,8 +295,7 @@ def _source_problem(tests) -> str | None:
         return problem
     seen = inspection(src) or _watching(src)
     if seen:
-        return (f"your tests read {seen}: a contract test calls the op and checks what it returns, writes or "
-                f"raises; it does not inspect the op")
+        return f"your tests read {seen}: {INSPECTS}"
     copied = copied_lines(src)
     if len(copied) >= 3:
         return f"{len(copied)} lines of your tests are the kit's own tests' lines (e.g. {copied[0]!r}): write your own"

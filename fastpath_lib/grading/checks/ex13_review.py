@@ -24,7 +24,7 @@ from fastpath_lib.grading.report.feedback import Fail, graded, part, real, truth
 from fastpath_lib.grading.rules import borrowed
 from fastpath_lib.grading.rules.ex13_scenarios import ACTIONS, SWITCHES, VERDICTS, draw, expected
 
-__all__ = ["check_readiness", "PARTS"]
+__all__ = ["check_readiness", "PARTS", "JUSTIFICATION_RULE", "JUSTIFICATION_WORDS", "STATED"]
 
 #: The parts, in the notebook's order (the registry's ``ex13`` entry lists the same names).
 PARTS = ("route_conditions", "test_report", "results_table", "review_comments", "maintenance_cost",
@@ -120,13 +120,44 @@ def _grade_one(name: str, fn, sc):
     raise Fail(f"exercise 13 has no part {name!r}")
 
 
+#: How many words a justification has at least.
+JUSTIFICATION_WORDS = 10
+#: How a justification names the new default, in the exercise's words.
+JUSTIFICATION_RULE = (f"at least {JUSTIFICATION_WORDS} words, naming the new default as a number (any spelling "
+                      f"Python reads as that value, such as `1e-5`, `1e-05` or `0.00001`, or that value rounded to the "
+                      f"digits you write, such as `1.19e-07`) or as a power of two (`2**-23`)")
+#: The wording of the rules this check holds answers to beyond forbidden calls: the exercise states each
+#: (``tests/course/test_exercise_instructions.py``).
+STATED = (JUSTIFICATION_RULE,)
+_NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+_POWER = re.compile(r"2\s*(?:\*\*|\^)\s*\(?\s*-\s*(\d+)\s*\)?")
+
+
+def _names_value(text: str, value: float) -> bool:
+    """Whether ``text`` writes ``value``: a number that reads as it, or as it rounded to the significant digits the
+    number is written with (``1.19e-07`` for ``2**-23``), or ``2**-N``.
+
+    >>> [_names_value(t, 1e-05) for t in ("eps 1e-5", "eps 1e-05", "eps 0.00001", "eps 1.0e-5", "eps 1e-6")]
+    [True, True, True, True, False]
+    >>> [_names_value(t, 2.0**-23) for t in ("1.19e-07", "1.1920928955078125e-07", "2 ** -23", "2**(-23)", "1.2e-06")]
+    [True, True, True, True, False]
+    """
+    if any(2.0 ** -int(n) == value for n in _POWER.findall(text)):
+        return True
+    for written in _NUMBER.findall(text):
+        got = float(written)
+        digits = len(re.split(r"[eE]", written)[0].lstrip("+-").replace(".", "").lstrip("0")) or 1
+        if got == value or (got != 0 and float(f"{value:.{digits - 1}e}") == got):
+            return True
+    return False
+
+
 def _justified(text, new_eps: float) -> bool:
-    """A justification of a sentence or two that names the new default (as written by repr, str or :g)."""
-    if not isinstance(text, str) or len(re.findall(r"[A-Za-z]+", text)) < 10:
+    """A justification of :data:`JUSTIFICATION_WORDS` words or more that names the new default
+    (:data:`JUSTIFICATION_RULE`)."""
+    if not isinstance(text, str) or len(re.findall(r"[A-Za-z]+", text)) < JUSTIFICATION_WORDS:
         return False
-    forms = {repr(new_eps), str(new_eps), f"{new_eps:g}", f"{new_eps:.0e}", f"2**-{round(-math.log2(new_eps))}",
-             f"2 ** -{round(-math.log2(new_eps))}"}
-    return any(f in text for f in forms)
+    return _names_value(text, new_eps)
 
 
 def _owner_problem(owners: set) -> str | None:

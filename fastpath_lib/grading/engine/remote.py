@@ -214,12 +214,15 @@ def serve_op(message: dict, run) -> dict:
     """The grader's answer to one call of an op it holds (``message`` from the agent's stub): ``run(kind, args,
     message)`` runs the op on the grader's own tensors (rebuilt from the message, shared storage kept shared); the
     answer carries what it returned (an argument as the caller's own tensor), the arguments' tensors it changed and
-    the exception it raised. The tensors keep the caller's autograd state (a leaf that requires grad stays one, so an
-    in-place op refuses it here as it would in the kernel) and the op runs in the caller's grad mode, when the stub
-    says it (``message["grad"]``)."""
+    the exception it raised, and which of the arguments' tensors it wrote (their version counters moved, ``"written"``:
+    the stub moves the caller's, so a test reading ``x._version`` sees the writes as it would in its own process).
+    The tensors keep the caller's autograd state (a leaf that requires grad stays one, so an in-place op refuses it
+    here as it would in the kernel) and the op runs in the caller's grad mode, when the stub says it
+    (``message["grad"]``)."""
     args = unpack(message["args"], autograd=True)
     tensors = _tensors(args, {})
     before = [_storage_bytes(t).clone() for t in tensors]
+    versions = [t._version for t in tensors]
     out, error, call = None, None, None
     grad = message.get("grad")
     try:
@@ -228,7 +231,8 @@ def serve_op(message: dict, run) -> dict:
         out, call = got if isinstance(got, tuple) and len(got) == 2 and isinstance(got[1], dict) else (got, None)
     except Exception as exc:  # noqa: BLE001 - the op's exception is part of its behaviour
         error = [type(exc).__name__, str(exc)]
-    answer = {"ok": pack(out, same=tensors), "args": pack(_changed(tensors, before)), "error": error}
+    answer = {"ok": pack(out, same=tensors), "args": pack(_changed(tensors, before)), "error": error,
+              "written": [i for i, (t, v) in enumerate(zip(tensors, versions)) if t._version != v]}
     if call is not None:
         answer["call"] = call["id"]
     return answer

@@ -330,7 +330,8 @@ def _no_object(v):
 
 def _op(kind, args, **extra):
     """One call of the op under test, run by the grader: the argument tensors are sent, the grader's writes into them
-    copied back, its exception raised here; returns what it returned (an argument tensor as the caller's own)."""
+    copied back (the version counters of those it wrote moved, as a write moves them), its exception raised here;
+    returns what it returned (an argument tensor as the caller's own)."""
     import torch
 
     tensors = _tensors(args, {})
@@ -344,6 +345,9 @@ def _op(kind, args, **extra):
         if new is not None and t.untyped_storage().nbytes() == new.untyped_storage().nbytes():
             with torch.no_grad():
                 t.untyped_storage().copy_(new.untyped_storage())
+    for i in answer.get("written") or ():
+        if isinstance(i, int) and 0 <= i < len(tensors) and not tensors[i].is_inference():
+            torch.autograd.graph.increment_version(tensors[i])
     if answer.get("error"):
         raise _error(*answer["error"][:2])
     return got, answer.get("call")

@@ -16,7 +16,8 @@ from fastpath_lib.grading.engine import remote, sources
 from fastpath_lib.grading.registry import Result, points_of
 from fastpath_lib.grading.report.feedback import describe_error
 
-__all__ = ["category_result", "run_order", "remote_outcomes", "first_errors", "broken_op_results", "inspection"]
+__all__ = ["category_result", "run_order", "remote_outcomes", "first_errors", "broken_op_results", "inspection",
+           "INSPECTS", "TENSOR_STATE", "inspecting_names", "inspection_stated"]
 
 
 def category_result(exercise: str, part: str, survivors: str | None, caught: str) -> Result:
@@ -88,6 +89,37 @@ _INSPECTING_ATTRS = frozenset({"__closure__", "__code__", "__globals__", "__wrap
                                "__kwdefaults__", "__reduce__", "__reduce_ex__", "__getstate__", "__slots__",
                                "__class__", "f_locals", "f_globals", "f_back", "co_code", "co_consts", "co_name"})
 _INSPECTING_NAMES = frozenset({"inspect", "gc", "dis", "vars", "dir", "ctypes", "sys._getframe"})
+#: Read off a bare name (``op.__name__``), the name an object was defined under, not what it returns.
+_NAME_ATTR = "__name__"
+
+
+def _tensor_state() -> frozenset[str]:
+    import torch
+
+    return frozenset(a for a, v in vars(torch._C.TensorBase).items()
+                     if a.startswith("_") and not a.startswith("__") and not callable(v))
+
+
+#: The private attributes torch keeps on every tensor of its state (its version counter ``_version``, the tensor it
+#: views ``_base``, ...): reading them off a tensor the op was handed or returned tests what the op writes and
+#: aliases (lesson 08 reads ``_version``), not the op. Derived from torch's tensor type: its data attributes, no
+#: method.
+TENSOR_STATE = _tensor_state()
+
+#: The rule :func:`inspection` applies, in the words of the exercises that apply it (09 and 12; the refusal's
+#: feedback ends with it, and ``tests/course/test_exercise_instructions.py`` finds it in their text).
+INSPECTS = ("a contract test calls the op and checks what it returns, writes or raises; it does not inspect the op")
+
+
+def inspecting_names() -> list[str]:
+    """Every attribute and name :func:`inspection` refuses, as an exercise names them."""
+    return sorted(_INSPECTING_ATTRS | _INSPECTING_NAMES | {_NAME_ATTR})
+
+
+def inspection_stated() -> tuple[str, ...]:
+    """What an exercise applying :func:`inspection` states: the rule (:data:`INSPECTS`), each name it refuses, and
+    that a tensor's own state is allowed (``x._version``)."""
+    return (INSPECTS, *(f"`{n}`" for n in inspecting_names()), "`x._version`")
 
 
 def inspection(source: str) -> str | None:
@@ -102,6 +134,12 @@ def inspection(source: str) -> str | None:
     returns (each run of the grader hands the tests a fresh op, in an order drawn then: an identity tells nothing):
 
     >>> inspection("import torch\\ndef t(op):\\n    torch._dynamo.reset()\\n    assert id(op(x)) == id(x)")
+
+    A tensor's own state (:data:`TENSOR_STATE`: ``x._version``, ``x._base``) is what the op wrote or aliased:
+
+    >>> inspection("def t(op):\\n    v = x._version\\n    op(x)\\n    assert x._version > v")
+    >>> inspection("def t(op):\\n    assert op._impl is None")
+    'op._impl'
     """
     import ast
 
@@ -112,8 +150,9 @@ def inspection(source: str) -> str | None:
         for node in ast.walk(tree):
             library = (sources.dotted(node) or "").split(".")[0] in modules
             if isinstance(node, ast.Attribute) and (node.attr in _INSPECTING_ATTRS or (
-                    node.attr.startswith("_") and not node.attr.startswith("__") and not library) or (
-                    node.attr == "__name__" and isinstance(node.value, ast.Name))):
+                    node.attr.startswith("_") and not node.attr.startswith("__") and not library
+                    and node.attr not in TENSOR_STATE) or (
+                    node.attr == _NAME_ATTR and isinstance(node.value, ast.Name))):
                 return f"{ast.unparse(node)}"
             if isinstance(node, (ast.Name, ast.Attribute)) and ast.unparse(node) in _INSPECTING_NAMES:
                 return ast.unparse(node)
