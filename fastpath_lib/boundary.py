@@ -22,10 +22,11 @@ True
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from typing import Any
 
-from fastpath_lib import opspec, runtime
+from fastpath_lib import launches, opspec, runtime
 from fastpath_lib.cases import CaseSpec
 from fastpath_lib.eligibility import Predicate
 
@@ -173,10 +174,12 @@ def check_point(spec: opspec.OpSpec, point: BoundaryPoint, *, device: str | None
 
     The predicate is asked on the point's call (its context overrides applied to the spec's ``context``): the
     point's condition must hold exactly when the point says so. A point that changes only the tensors is also run:
-    the dispatched ``function`` must take the route the predicate decides (``route``; the fallback wherever the
-    condition fails) and give the ``reference``'s value within the spec's tolerances, or, where the reference
-    refuses the call, raise the same exception type; where the fast route can take the inputs
-    (``fast_unsupported`` says so, or the predicate holds), ``fast`` must give that value too.
+    the spec's ``route`` must report the route the predicate decides (the fallback wherever the condition fails);
+    the dispatched ``function`` must take that route, read from what the call launched (:func:`fastpath_lib.launches.
+    observe`: a Triton route launches a Triton kernel, the fallback launches none; wherever a Triton kernel can run)
+    and give the ``reference``'s value within the spec's tolerances, or, where the reference refuses the call, raise
+    the same exception type; where the fast route can take the inputs (``fast_unsupported`` says so, or the
+    predicate holds), ``fast`` must give that value too.
     """
     case = point.spec if device is None else dataclasses.replace(point.spec, device=device)
     args = spec.args(case.build(seed=seed))
@@ -212,7 +215,14 @@ def check_point(spec: opspec.OpSpec, point: BoundaryPoint, *, device: str | None
             return f"{point.id}: the reference raises {type(exc).__name__}, the op {type(other).__name__}"
         return f"{point.id}: the reference raises {type(exc).__name__}, the op returns"
     dtype = args[0].dtype
-    problem = _close(spec, spec.function(*args), want, dtype)
+    watching = launches.observable()
+    with launches.observe() if watching else contextlib.nullcontext([]) as seen:
+        got = spec.function(*args)
+    if watching:  # the route the call took, from what it launched, against the predicate's
+        drift = launches.mismatch(decision.route if decision is not None else route, seen)
+        if drift:
+            return f"{point.id}: {drift}"
+    problem = _close(spec, got, want, dtype)
     if problem is None and spec.fast is not None:
         runs = spec.fast_unsupported(*args) is None if spec.fast_unsupported is not None else route == "triton"
         problem = _close(spec, spec.fast(*args), want, dtype) if runs else None

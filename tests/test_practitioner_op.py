@@ -433,6 +433,54 @@ def test_an_out_of_bounds_store_fails_the_generated_tests_and_bench(short_timing
     assert list(wrong_cases(df)) == ["tokens_fp16"]
 
 
+def _drifted(x):
+    """A dispatch whose own width rule is one column short of the predicate's (``<`` where it says ``<=``)."""
+    return op.fast(x) if op.route(x) == "triton" and x.shape[-1] < op.MAX_COLS else op.reference(x)
+
+
+def _always_fast(x):
+    """A dispatch that launches the kernel on every input it can take (a contiguous copy of a strided one)."""
+    return op.fast(x.contiguous()) if x.dtype in op.DTYPES and x.shape[-1] <= op.MAX_COLS else op.reference(x)
+
+
+#: The op with a dispatch that drifted from its predicate, each with ``route`` left to the kit (derived from the
+#: predicate, as the docs' example writes it): a route report alone cannot tell them from the op.
+DRIFTED = __import__("dataclasses").replace(op.SPEC, name="absmax_drifted", function=_drifted, route=None)
+ALWAYS_FAST = __import__("dataclasses").replace(op.SPEC, name="absmax_always_fast", function=_always_fast, route=None)
+
+
+@pytest.mark.parametrize("spec, point_id, said", [
+    (DRIFTED, "cols[cols=max]", "the predicate says triton, the call launched no Triton kernel: it took the fallback"),
+    (ALWAYS_FAST, "contiguous[transposed]",
+     "the predicate says fallback, the call launched absmax_scale_kernel: it took the Triton route")],
+    ids=["drifted", "always_fast"])
+def test_the_generated_tests_read_the_route_from_what_the_call_launched(spec, point_id, said):
+    """Both drifted dispatches give the reference's values and a ``route`` that agrees with the predicate; the point
+    fails on the route the call took, naming the point, the predicate's route and what was launched. The op itself
+    passes the same point."""
+    from fastpath_lib.boundary import check_point
+
+    point = next(p for p in boundary_points(spec=spec) if p.id == point_id)
+    assert spec.route(*spec.args(point.spec.build(seed=7))) == ("triton" if point.holds else "fallback")
+    assert check_point(spec, point) == f"{point_id}: {said}"
+    assert check_point(op.SPEC, point) is None
+
+
+def test_bench_marks_a_dispatched_row_whose_route_is_not_the_predicate_s(short_timing):
+    """The dispatched call that falls back where the predicate says triton is an error row, untimed, its route column
+    the route it took; the fast route called directly is right and timed."""
+    from fastpath_lib.bench import opbench
+
+    drifted = __import__("dataclasses").replace(DRIFTED, cases=[opspec.OpCase(
+        "edge_fp32", 2, op.MAX_COLS, "float32", "win", "exactly the widest row", quick=(2, op.MAX_COLS))])
+    df = opbench.run_op(drifted, quick=True).set_index("provider")
+    row = df.loc["dispatched"]
+    assert row.status == "error" and not row.median_us > 0, row.to_dict()
+    assert row.note == ("route: the predicate says triton, the call launched no Triton kernel: it took the "
+                        "fallback") and row.route == "fallback"
+    assert df.loc["triton", "status"] == "ok"
+
+
 def test_without_cuda_or_the_interpreter_nothing_claims_the_kernel_ran(monkeypatch, bench_folder, tmp_path):
     """The generated tests fail saying no kernel would run; bench refuses an explicit TRITON_INTERPRET=0; the note
     of a run without the interpreter says no Triton kernel ran."""

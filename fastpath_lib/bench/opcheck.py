@@ -5,8 +5,11 @@ case, its gradients of every floating-point tensor argument against the referenc
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 
+from fastpath_lib import launches
 from fastpath_lib.opspec import OpSpec
 
 __all__ = ["as_tuple", "detached", "grad_inputs", "compare_outputs", "check_call", "arg_names", "gradients",
@@ -33,14 +36,19 @@ def compare_outputs(spec: OpSpec, got, want, dtype: torch.dtype) -> str | None:
     return None
 
 
-def check_call(spec: OpSpec, fn, args: tuple, dtype: torch.dtype, *, grad: bool = False) -> str | None:
+def check_call(spec: OpSpec, fn, args: tuple, dtype: torch.dtype, *, grad: bool = False,
+               launched: list | None = None) -> str | None:
     """``None`` when ``fn(*args)`` matches the reference and leaves its inputs unchanged, else why not.
 
     ``grad``: call ``fn`` with autograd on, as a backward case times it (a compiled baseline checked under
-    ``no_grad`` would compile a second graph: one cold compile more per backward case)."""
+    ``no_grad`` would compile a second graph: one cold compile more per backward case). ``launched``: a list the
+    names of the Triton kernels ``fn``'s call launched are added to (:func:`fastpath_lib.launches.observe`)."""
     before = [a.detach().clone() if isinstance(a, torch.Tensor) else None for a in args]
-    with torch.enable_grad() if grad else torch.no_grad():
+    watch = launches.observe() if launched is not None else contextlib.nullcontext([])
+    with torch.enable_grad() if grad else torch.no_grad(), watch as seen:
         got = fn(*args)
+    if launched is not None:
+        launched.extend(seen)
     got = tuple(detached(g) for g in got) if isinstance(got, (tuple, list)) else detached(got)
     changed = [i for i, (a, b) in enumerate(zip(args, before))
                if b is not None and not torch.allclose(a, b, rtol=0, atol=0, equal_nan=True)]
