@@ -24,6 +24,7 @@ from fastpath_lib.bench.step_process import StepContext
 from fastpath_lib.boundary import BoundaryCoverageWarning, boundary_points, boundary_tests
 from fastpath_lib.triton_casts import round_to, to_fp32
 from tests import absmax_op as op
+from tests import bias_square_op as sq
 
 REF = "tests.absmax_op:SPEC"
 #: Words that belong to another op: a note about the absmax scale must hold none of them.
@@ -479,6 +480,33 @@ def test_bench_marks_a_dispatched_row_whose_route_is_not_the_predicate_s(short_t
     assert row.note == ("route: the predicate says triton, the call launched no Triton kernel: it took the "
                         "fallback") and row.route == "fallback"
     assert df.loc["triton", "status"] == "ok"
+
+
+def _wrong_backward_fast(dy, x, b):
+    """``fast_backward`` with the derivative's factor 1 instead of 2."""
+    sq.forward(x, b)
+    return sq.backward(dy, x, 1.0)
+
+
+@pytest.mark.parametrize("wrong, said", [
+    (dict(function=lambda x, b: sq.with_scale(1.0)(x, b) if sq.PREDICATE.evaluate((x, b)).eligible
+          else sq.reference(x, b)), "gradients: gradient of x: max error"),
+    (dict(fast_backward=_wrong_backward_fast), "fast route's gradients (fast_backward): gradient of x: max error")],
+    ids=["public_function", "fast_backward"])
+def test_the_generated_tests_compare_gradients_where_the_spec_declares_a_backward(wrong, said):
+    """Every point the predicate takes compares the gradients too, at the spec's gradient tolerance: a wrong backward
+    (the public function's autograd, or the spec's ``fast_backward``) fails each such point, naming the input; the
+    points it turns down, and the op itself, pass."""
+    from fastpath_lib.boundary import check_point
+
+    spec = __import__("dataclasses").replace(sq.SPEC, **wrong)
+    points = boundary_points(spec=spec)
+    failed = {p.id: check_point(spec, p) for p in points}
+    taken = {p.id for p in points if p.holds}
+    assert taken == {"dtype[fp16]", "cols[cols=max]"}
+    assert all(failed[i].startswith(f"{i}: {said}") for i in taken), failed
+    assert all(failed[p.id] is None for p in points if not p.holds), failed
+    assert [check_point(sq.SPEC, p) for p in points] == [None] * len(points)
 
 
 def test_without_cuda_or_the_interpreter_nothing_claims_the_kernel_ran(monkeypatch, bench_folder, tmp_path):

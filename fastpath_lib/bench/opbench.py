@@ -33,7 +33,6 @@ from fastpath_lib.bench.analysis import classify
 from fastpath_lib.bench.mechanism import count_call, explain
 from fastpath_lib.bench.metadata import environment, region
 from fastpath_lib.bench.opcheck import (
-    as_tuple,
     check_backward,
     check_call,
     compare_outputs,
@@ -50,6 +49,7 @@ from fastpath_lib.bench.timing import (
     timed_fields,
 )
 from fastpath_lib.cases import CaseSpec
+from fastpath_lib.gradcheck import incoming_gradient, leaves
 from fastpath_lib.opspec import COMPILED, BaselineUnavailable, OpCase, OpSpec
 from fastpath_lib.routing import record_routes
 
@@ -135,20 +135,10 @@ def op_environment(spec: OpSpec, cases: list[OpCase], settings: dict, gpu: bool)
     return env
 
 
-def _incoming_gradient(spec: OpSpec, args: tuple, gen: torch.Generator):
-    """The incoming gradient of a backward case's call: one tensor per output of the op (the reference run once,
-    untimed, gives each output's shape, dtype and device), drawn from ``gen``; a tuple where the op returns one."""
-    with torch.no_grad():
-        out = spec.reference(*(a.detach() if isinstance(a, torch.Tensor) else a for a in args))
-    dy = tuple(torch.randn(tuple(o.shape), generator=gen, dtype=torch.float32).to(o.device, o.dtype)
-               for o in as_tuple(out))
-    return dy if isinstance(out, (tuple, list)) else dy[0]
-
-
 def _input_sets(spec: OpSpec, case: OpCase, quick: bool, n: int, device: str) -> list[tuple[tuple, object]]:
     """``n`` freshly built ``(args, dy)`` of a case (``dy``: ``None`` forward; for a backward case, the incoming
-    gradient, shaped like the op's output (:func:`_incoming_gradient`), drawn from one generator seeded 1234, and every
-    floating-point tensor argument a leaf that requires grad)."""
+    gradient, shaped like the op's output (:func:`fastpath_lib.gradcheck.incoming_gradient`), drawn from one generator
+    seeded 1234, and every floating-point tensor argument a leaf that requires grad)."""
     rows, cols = case.dims(quick)
     make = spec.case_spec or CaseSpec
     built = make(rows=rows, cols=cols, dtype=getattr(torch, case.dtype), device=device, layout=case.layout,
@@ -158,8 +148,8 @@ def _input_sets(spec: OpSpec, case: OpCase, quick: bool, n: int, device: str) ->
         return [(args, None) for args in sets]
     gen, out = torch.Generator(device="cpu").manual_seed(1234), []
     for args in sets:
-        args = tuple(a.detach().requires_grad_(True) if any(a is g for g in grad_inputs(args)) else a for a in args)
-        out.append((args, _incoming_gradient(spec, args, gen)))
+        args = leaves(args)
+        out.append((args, incoming_gradient(spec, args, gen)))
     return out
 
 
