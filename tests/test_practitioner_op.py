@@ -509,6 +509,24 @@ def test_the_generated_tests_compare_gradients_where_the_spec_declares_a_backwar
     assert [check_point(sq.SPEC, p) for p in points] == [None] * len(points)
 
 
+def test_the_notes_of_an_op_with_a_backward_and_a_bias_say_nothing_of_a_weight(short_timing):
+    """Both notes of an op with a backward and a per-column vector that is no weight: the counted-traffic table names
+    the vector by the op's own argument (``bias``), in whole passes plus ``w`` for the forward and the backward, and no
+    sentence speaks of a weight, a residual, RMSNorm or rows read twice (the op declares no ``pr_text["traffic"]``)."""
+    from fastpath_lib.bench import opbench
+    from fastpath_lib.bench.report import pr_note
+
+    df = opbench.run_op(sq.SPEC, quick=True, only=["rows_fp32", "train_fp32"])
+    assert set(df.status) == {"ok"}, df[["case_id", "provider", "status", "note"]]
+    for template in NOTE_FILES:
+        note = pr_note(df=df, env=df.attrs["environment"], spec=sq.SPEC, template=template)
+        assert "plus w, a vector one row wide (`bias`), counted once per launch that reads it" in note, template
+        assert "| rows_fp32 | forward | 4x64 | 1 |" in note and "| 2 + w |" in note and "| 5 + w |" in note
+        foreign = [line for line in note.splitlines()
+                   if re.search(r"weight|residual|rms|reads each row twice", line, re.IGNORECASE)]
+        assert not foreign, (template, foreign)
+
+
 def test_without_cuda_or_the_interpreter_nothing_claims_the_kernel_ran(monkeypatch, bench_folder, tmp_path):
     """The generated tests fail saying no kernel would run; bench refuses an explicit TRITON_INTERPRET=0; the note
     of a run without the interpreter says no Triton kernel ran."""

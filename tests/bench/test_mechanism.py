@@ -48,8 +48,13 @@ def test_the_table_puts_model_and_count_side_by_side_with_the_unfused_model_besi
             _row("f", "dispatched", rows=8, cols=128, dtype="float16", model=4 * act + w, counted=4 * act + w,
                  requested=4 * act + 8 * w),
             _row("fb", "dispatched", rows=8, cols=128, dtype="float16", model=4 * act + w)]  # fallback: not counted
-    lines = mechanism.traffic_section(pd.DataFrame(rows, columns=CSV_COLUMNS), baseline="unfused_eager")
+    lines = mechanism.traffic_section(pd.DataFrame(rows, columns=CSV_COLUMNS), baseline="unfused_eager",
+                                      vectors=["weight"], rereads=["the weight is re-read by every program"])
     text = "\n".join(lines)
+    assert "plus w, a vector one row wide (`weight`)" in lines[0]
+    assert "the weight is re-read by every program: logical traffic, served by cache on a GPU" in text
+    plain = "\n".join(mechanism.traffic_section(pd.DataFrame(rows, columns=CSV_COLUMNS)))  # the op declares neither
+    assert "served by cache" not in plain and "a vector one row wide, counted once per launch" in plain
     assert "counted by the Triton interpreter" in lines[0] and "unfused_eager model" in lines[2]
     (row,) = [line for line in lines if line.startswith("| f |")]
     cells = [c.strip() for c in row.strip("|").split("|")]
