@@ -102,7 +102,8 @@ def explain(row) -> tuple[bool, str]:
         if counted - model == scratch - dw:
             return True, (f"the fp32 partial-dw scratch ({scratch:,.0f} bytes, reduced by torch.sum) in place of the "
                           f"dw the model writes ({dw:,})")
-    return False, f"{counted - model:+,.0f} bytes the kit cannot explain"
+    return False, (f"the bytes model says {model:,.0f}, the interpreter counted {counted:,.0f} "
+                   f"({counted - model:+,.0f} bytes the kit cannot explain)")
 
 
 def _counted(df: pd.DataFrame) -> pd.DataFrame:

@@ -32,7 +32,8 @@ def test_explain_accepts_equal_counts_and_the_backward_scratch_and_nothing_else(
     assert ok and "partial-dw scratch (8,192 bytes" in why and "(1,024)" in why
     assert mechanism.explain(_row(pass_="backward", model=84992, counted=92160 + 2, scratch=8192))[0] is False
     assert mechanism.explain(_row(pass_="forward", model=84992, counted=92160, scratch=8192))[0] is False
-    assert mechanism.explain(_row(model=100, counted=102)) == (False, "+2 bytes the kit cannot explain")
+    assert mechanism.explain(_row(model=100, counted=102)) == (
+        False, "the bytes model says 100, the interpreter counted 102 (+2 bytes the kit cannot explain)")
     assert mechanism.explain(_row(model=100)) == (True, "not counted")
 
 
@@ -71,7 +72,7 @@ def test_the_table_names_the_backward_scratch_and_bolds_what_it_cannot_explain()
     text = "\n".join(mechanism.traffic_section(pd.DataFrame(rows, columns=CSV_COLUMNS)))
     assert "| bwd | backward | 16x512 | 2 | 84,992 | 92,160 | 5 + 2 w | 172,032 | 1.87 | 0 |" in text
     assert "The backward's count (bwd) includes the kernel's fp32 partial-dw scratch" in text
-    assert "**+2 bytes the kit cannot explain**" in text
+    assert "**the bytes model says 100, the interpreter counted 102 (+2 bytes the kit cannot explain)**" in text
 
 
 def test_count_call_is_empty_off_the_interpreter_and_for_calls_without_triton(monkeypatch):
