@@ -134,7 +134,7 @@ def _passes(r: dict, total: float) -> str:
 
 
 def traffic_section(df: pd.DataFrame, *, baseline: str | None = None, vectors: list[str] | None = None,
-                    rereads: list[str] | None = None) -> list[str]:
+                    rereads: list[str] | None = None, backward_rereads: list[str] | None = None) -> list[str]:
     """The PR note's counted-traffic table (markdown lines): for every dispatched row that ran a Triton kernel, the
     model beside the count, the requested-to-distinct ratio, the launches, the out-of-bounds lanes and why a count
     differs from its model; ``[]`` when no row was counted (a GPU run). The baseline's own model sits beside it
@@ -142,7 +142,8 @@ def traffic_section(df: pd.DataFrame, *, baseline: str | None = None, vectors: l
 
     ``vectors``: the names of the op's arguments one row wide (:func:`vector_arguments`), which the table's ``w``
     stands for; ``rereads``: the op's own sentences on why it requests more than it reads (``OpSpec.pr_text
-    ["traffic"]``); none is said where the op declares none.
+    ["traffic"]``), and ``backward_rereads`` those of its backward (``pr_text["traffic_backward"]``, said where a
+    backward row was counted); none is said where the op declares none.
     """
     disp = _counted(df[df["provider"] == "dispatched"]) if "provider" in df.columns else df.iloc[0:0]
     if not len(disp):
@@ -178,7 +179,8 @@ def traffic_section(df: pd.DataFrame, *, baseline: str | None = None, vectors: l
     L[0] = L[0].replace("PASSES", "passes over rows x cols" + (
         f", plus w, a vector one row wide{f' ({named})' if named else ''}, counted once per launch that reads it"
         if vector else ""))
-    reread = list(rereads or [])
+    backward = bool((disp["pass"] == "backward").any())
+    reread = list(rereads or []) + list(backward_rereads or [] if backward else [])
     L += ["", "Requested counts every lane each time a program asks for it; distinct counts each byte once per "
           "launch" + (f"; {' and '.join(reread)}: logical traffic, served by cache on a GPU" if reread else "")
           + ". The distinct count is the one to set against the model and the bandwidth."]

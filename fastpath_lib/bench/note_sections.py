@@ -93,7 +93,7 @@ def copy_ceiling(ev: Evidence) -> str:
 def mechanism(ev: Evidence) -> list[str]:
     """Why resource use changes (the op's own sentences) and the tables that back it, folded."""
     counted = traffic_section(ev.df, baseline=ev.baseline, vectors=vector_arguments(ev.spec),
-                              rereads=ev.text("traffic"))
+                              rereads=ev.text("traffic"), backward_rereads=ev.text("traffic_backward"))
     full = ([" ".join(ev.text("mechanism")), "", copy_ceiling(ev), ""] + mechanism_table(ev) + [""]
             + (counted + [""] if counted else []) + host_mechanism(ev) + [""] + compiled_section(ev))
     return ["## Mechanism", ""] + fold("Why resource use changes: bytes moved, copy ceiling, host cost, compiled code",

@@ -54,6 +54,8 @@ def test_the_table_puts_model_and_count_side_by_side_with_the_unfused_model_besi
     text = "\n".join(lines)
     assert "plus w, a vector one row wide (`weight`)" in lines[0]
     assert "the weight is re-read by every program: logical traffic, served by cache on a GPU" in text
+    assert "reads each row twice" not in "\n".join(mechanism.traffic_section(  # no backward row counted here
+        pd.DataFrame(rows, columns=CSV_COLUMNS), backward_rereads=["the backward reads each row twice"]))
     plain = "\n".join(mechanism.traffic_section(pd.DataFrame(rows, columns=CSV_COLUMNS)))  # the op declares neither
     assert "served by cache" not in plain and "a vector one row wide, counted once per launch" in plain
     assert "counted by the Triton interpreter" in lines[0] and "unfused_eager model" in lines[2]
@@ -69,8 +71,10 @@ def test_the_table_puts_model_and_count_side_by_side_with_the_unfused_model_besi
 def test_the_table_names_the_backward_scratch_and_bolds_what_it_cannot_explain():
     rows = [_row("bwd", pass_="backward", model=84992, counted=92160, scratch=8192, requested=172032, launches=2.0),
             _row("odd", model=100, counted=102, requested=102)]
-    text = "\n".join(mechanism.traffic_section(pd.DataFrame(rows, columns=CSV_COLUMNS)))
+    text = "\n".join(mechanism.traffic_section(pd.DataFrame(rows, columns=CSV_COLUMNS),
+                                                backward_rereads=["the backward reads each row twice"]))
     assert "| bwd | backward | 16x512 | 2 | 84,992 | 92,160 | 5 + 2 w | 172,032 | 1.87 | 0 |" in text
+    assert "the backward reads each row twice: logical traffic" in text
     assert "The backward's count (bwd) includes the kernel's fp32 partial-dw scratch" in text
     assert "**the bytes model says 100, the interpreter counted 102 (+2 bytes the kit cannot explain)**" in text
 
