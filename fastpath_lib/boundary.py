@@ -22,15 +22,16 @@ True
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from typing import Any
 
-from fastpath_lib import opspec, runtime
+from fastpath_lib import launches, opspec, runtime
 from fastpath_lib.cases import CaseSpec
 from fastpath_lib.eligibility import Predicate
 
 __all__ = ["CONTEXT_KEYS", "BoundaryPoint", "boundary_points", "declared_points", "check_point", "boundary_tests",
-           "unrunnable", "BoundaryCoverageWarning"]
+           "unrunnable", "BoundaryCoverageWarning", "has_backward"]
 
 #: Overrides that change the execution context rather than the tensors.
 CONTEXT_KEYS = frozenset({"forced", "capturing", "create_graph", "interpret", "capability", "device_type",
@@ -173,10 +174,15 @@ def check_point(spec: opspec.OpSpec, point: BoundaryPoint, *, device: str | None
 
     The predicate is asked on the point's call (its context overrides applied to the spec's ``context``): the
     point's condition must hold exactly when the point says so. A point that changes only the tensors is also run:
-    the dispatched ``function`` must take the route the predicate decides (``route``; the fallback wherever the
-    condition fails) and give the ``reference``'s value within the spec's tolerances, or, where the reference
-    refuses the call, raise the same exception type; where the fast route can take the inputs
-    (``fast_unsupported`` says so, or the predicate holds), ``fast`` must give that value too.
+    the spec's ``route`` must report the route the predicate decides (the fallback wherever the condition fails);
+    the dispatched ``function`` must take that route, read from what the call launched (:func:`fastpath_lib.launches.
+    observe`: a Triton route launches a Triton kernel, the fallback launches none; wherever a Triton kernel can run)
+    and give the ``reference``'s value within the spec's tolerances, or, where the reference refuses the call, raise
+    the same exception type; where the fast route can take the inputs (``fast_unsupported`` says so, or the
+    predicate holds), ``fast`` must give that value too. For a spec that declares a backward (:func:`has_backward`),
+    each point the predicate takes also compares gradients with the reference's within ``OpSpec.grad_tolerance``, as
+    the bench's backward cases do: the public function's by autograd and, where the fast route can take the inputs,
+    ``fast_backward``'s.
     """
     case = point.spec if device is None else dataclasses.replace(point.spec, device=device)
     args = spec.args(case.build(seed=seed))
@@ -212,17 +218,52 @@ def check_point(spec: opspec.OpSpec, point: BoundaryPoint, *, device: str | None
             return f"{point.id}: the reference raises {type(exc).__name__}, the op {type(other).__name__}"
         return f"{point.id}: the reference raises {type(exc).__name__}, the op returns"
     dtype = args[0].dtype
-    problem = _close(spec, spec.function(*args), want, dtype)
+    watching = launches.observable()
+    with launches.observe() if watching else contextlib.nullcontext([]) as seen:
+        got = spec.function(*args)
+    if watching:  # the route the call took, from what it launched, against the predicate's
+        drift = launches.mismatch(decision.route if decision is not None else route, seen)
+        if drift:
+            return f"{point.id}: {drift}"
+    problem = _close(spec, got, want, dtype)
+    runs = spec.fast_unsupported(*args) is None if spec.fast_unsupported is not None else route == "triton"
     if problem is None and spec.fast is not None:
-        runs = spec.fast_unsupported(*args) is None if spec.fast_unsupported is not None else route == "triton"
         problem = _close(spec, spec.fast(*args), want, dtype) if runs else None
         problem = f"fast route: {problem}" if problem else None
+    if problem is None and route == "triton" and has_backward(spec):
+        problem = _gradients(spec, args, dtype, seed, launcher=runs)
     return f"{point.id}: {problem}" if problem else None
+
+
+def has_backward(spec: opspec.OpSpec) -> bool:
+    """Whether ``spec`` declares a backward: a ``fast_backward``, or a backward case in its matrix."""
+    return spec.fast_backward is not None or any(c.pass_ == "backward" for c in spec.matrix())
+
+
+def _gradients(spec: opspec.OpSpec, args: tuple, dtype, seed: int, *, launcher: bool) -> str | None:
+    """Why the gradients of a call differ from the reference's (:func:`fastpath_lib.gradcheck.check_backward`, the
+    bench's check): the public function's by autograd, and with ``launcher`` the spec's ``fast_backward``."""
+    import torch
+
+    from fastpath_lib import gradcheck
+
+    if not gradcheck.grad_inputs(args):
+        return None
+    args = gradcheck.leaves(args)
+    dy = gradcheck.incoming_gradient(spec, args, torch.Generator(device="cpu").manual_seed(seed))
+    problem = gradcheck.check_backward(spec, spec.function, args, dy, dtype)
+    if problem:
+        return f"gradients: {problem}"
+    if launcher and spec.fast_backward is not None:
+        problem = gradcheck.check_backward(spec, spec.function, args, dy, dtype, launcher=True)
+        return f"fast route's gradients (fast_backward): {problem}" if problem else None
+    return None
 
 
 def boundary_tests(spec: opspec.OpSpec, *, device: str | None = None):
     """A pytest test over every boundary point of ``spec`` (:func:`boundary_points`), one parametrized case per
-    point (its id: ``condition[label]``), each :func:`check_point`: route and value, and, under Triton's interpreter,
+    point (its id: ``condition[label]``), each :func:`check_point`: route, value and, for an op with a backward,
+    gradients, and, under Triton's interpreter,
     every kernel the point runs watched by the interpreter's traffic checker (:func:`fastpath_lib.traffic.watch`): a
     point fails on any out-of-bounds access.
 

@@ -41,7 +41,8 @@ class Boundary:
     Args:
         label: short name shown in test ids and tables, e.g. ``"cols=limit+1"``.
         change: overrides applied to the predicate's eligible base case. Either a dict, or a callable taking the
-            limits in force (a mapping) and returning the dict, for boundaries that depend on the device.
+            limits in force (what ``OpSpec.limits(device)`` returns: a dataclass, a namespace, any object) and
+            returning the dict, for boundaries that depend on the device.
         holds: whether the condition should hold for the changed case.
     """
 

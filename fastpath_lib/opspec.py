@@ -7,14 +7,13 @@ targets. An :class:`OpSpec` names each of those pieces for one operator; the gen
 (:func:`fastpath_lib.boundary.boundary_points`, :func:`fastpath_lib.bench.opbench.run_op`, ``python -m fastpath_lib
 bench --op NAME``) take a spec instead of knowing an operator.
 
-RMSNorm is registered first, by name (its spec is imported on first use: :mod:`fastpath_lib.rmsnorm.spec`), then
-fused residual-add + RMSNorm (:mod:`fastpath_lib.fused.op_spec`). A practitioner's own op reaches every command and
-every process a run starts in one of three ways: ``--op module:SPEC`` (:func:`load`; the command also puts the
-reference in :data:`ENV_VAR`, which its child processes inherit, and ``load`` puts the module's folder on their
-``PYTHONPATH``), the environment variable itself
-(``FASTPATH_OPS=module:SPEC[,module:SPEC...]``), or an installed package's entry point in the group
-:data:`ENTRY_POINTS` (``[project.entry-points."fastpath_lib.ops"] my_op = "my_pkg.my_op:SPEC"``). Each is read the
-first time the registry is asked (:func:`get`, :func:`names`). :func:`register` registers in this process only.
+RMSNorm is registered first, by name (its spec is imported on first use: :mod:`fastpath_lib.rmsnorm.spec`), then fused
+residual-add + RMSNorm (:mod:`fastpath_lib.fused.op_spec`). A practitioner's own op reaches every command and every
+process a run starts in one of three ways: ``--op module:SPEC`` (:func:`load`; the command also puts the reference in
+:data:`ENV_VAR`, which its child processes inherit, and ``load`` puts the module's folder on their ``PYTHONPATH``), the
+environment variable itself (``FASTPATH_OPS=module:SPEC[,module:SPEC...]``), or an installed package's entry point in
+the group :data:`ENTRY_POINTS` (``[project.entry-points."fastpath_lib.ops"] my_op = "my_pkg.my_op:SPEC"``). Each is read
+the first time the registry is asked (:func:`get`, :func:`names`). :func:`register` registers in this process only.
 
 Nothing here imports the rest of the kit: the spec holds the operator's own callables.
 
@@ -35,8 +34,7 @@ from fastpath_lib.opparts import MIN_CASES, Axes, HostCase, KernelBuild, OpCase
 
 __all__ = ["OpCase", "HostCase", "OpSpec", "Axes", "KernelBuild", "COMPILED", "compiled", "BaselineUnavailable",
            "register", "unregister", "get", "names", "built_in", "source", "default", "load", "reference_of", "lazy",
-           "export",
-           "ENV_VAR", "ENTRY_POINTS", "NOT_DECLARED", "MIN_CASES"]
+           "export", "ENV_VAR", "ENTRY_POINTS", "NOT_DECLARED", "MIN_CASES"]
 
 #: The baseline name that means ``torch.compile`` of the composite: the bench resets dynamo before each case, times
 #: its first call (the compile) apart from the samples, and skips it in ``--quick`` off CUDA (as the harness does).
@@ -99,7 +97,8 @@ class OpSpec:
         reference: the contract, in plain torch, with ``function``'s signature.
         args: ``args(built)`` -> the positional arguments of ``function`` for a
             :class:`~fastpath_lib.cases.BuiltCase` (a row-wise input built by the kit's case machinery).
-        route: ``route(*args)`` -> ``"triton"`` or ``"fallback"``: the route ``function`` takes for those arguments.
+        route: ``route(*args)`` -> the route (``"triton"``, ``"fallback"``) the predicate decides (``None``: derived
+            from ``predicate`` and ``context``); the route taken is read from the call's launches (:mod:`.launches`).
         fast: the fast route called directly, with ``function``'s arguments (``None``: none to time on its own).
         predicate: the :class:`~fastpath_lib.eligibility.Predicate` deciding the route.
         boundary_base: the eligible base case (``CaseSpec`` fields) the predicate's boundary points change.
@@ -190,7 +189,7 @@ class OpSpec:
     function: Callable
     reference: Callable
     args: Callable[[Any], tuple]
-    route: Callable[..., str]
+    route: Callable[..., str] | None = None
     fast: Callable | None = None
     predicate: Any = None
     boundary_base: Mapping[str, Any] | None = None
@@ -225,6 +224,10 @@ class OpSpec:
             raise ValueError(f"an op name is letters, digits and underscores: {self.name!r}")
         if not self.baselines:
             raise ValueError(f"{self.name}: at least one baseline is needed (outcomes are read against the first)")
+        if self.route is None and (self.predicate is None or self.context is None):
+            raise ValueError(f"{self.name}: OpSpec.route, or OpSpec.predicate and OpSpec.context to derive it from")
+        if self.route is None:  # derived from the predicate: the route it decides
+            object.__setattr__(self, "route", lambda *a, p=self.predicate, c=self.context: p.evaluate(c(*a)).route)
 
     def matrix(self) -> list[OpCase]:
         """The predeclared cases, checked: unique ids."""
@@ -409,7 +412,6 @@ def load(ref: str) -> OpSpec:
     """The op ``ref`` names: a registered name, or ``"module:attribute"`` of a spec, imported (the module's folder
     on ``sys.path`` or the current directory) and registered under its name (again with the same spec is a no-op).
     The module's folder goes on ``PYTHONPATH``, so the processes this one starts import it from any working directory.
-
     This is how ``--op`` reads its value in every command and in every child process a run starts: a child given
     ``--op module:SPEC`` imports the module itself, so the op is registered there too.
 

@@ -24,6 +24,7 @@ from fastpath_lib.bench.step_process import StepContext
 from fastpath_lib.boundary import BoundaryCoverageWarning, boundary_points, boundary_tests
 from fastpath_lib.triton_casts import round_to, to_fp32
 from tests import absmax_op as op
+from tests import bias_square_op as sq
 
 REF = "tests.absmax_op:SPEC"
 #: Words that belong to another op: a note about the absmax scale must hold none of them.
@@ -431,6 +432,99 @@ def test_an_out_of_bounds_store_fails_the_generated_tests_and_bench(short_timing
     from fastpath_lib.bench.analysis import wrong_cases
 
     assert list(wrong_cases(df)) == ["tokens_fp16"]
+
+
+def _drifted(x):
+    """A dispatch whose own width rule is one column short of the predicate's (``<`` where it says ``<=``)."""
+    return op.fast(x) if op.route(x) == "triton" and x.shape[-1] < op.MAX_COLS else op.reference(x)
+
+
+def _always_fast(x):
+    """A dispatch that launches the kernel on every input it can take (a contiguous copy of a strided one)."""
+    return op.fast(x.contiguous()) if x.dtype in op.DTYPES and x.shape[-1] <= op.MAX_COLS else op.reference(x)
+
+
+#: The op with a dispatch that drifted from its predicate, each with ``route`` left to the kit (derived from the
+#: predicate, as the docs' example writes it): a route report alone cannot tell them from the op.
+DRIFTED = __import__("dataclasses").replace(op.SPEC, name="absmax_drifted", function=_drifted, route=None)
+ALWAYS_FAST = __import__("dataclasses").replace(op.SPEC, name="absmax_always_fast", function=_always_fast, route=None)
+
+
+@pytest.mark.parametrize("spec, point_id, said", [
+    (DRIFTED, "cols[cols=max]", "the predicate says triton, the call launched no Triton kernel: it took the fallback"),
+    (ALWAYS_FAST, "contiguous[transposed]",
+     "the predicate says fallback, the call launched absmax_scale_kernel: it took the Triton route")],
+    ids=["drifted", "always_fast"])
+def test_the_generated_tests_read_the_route_from_what_the_call_launched(spec, point_id, said):
+    """Both drifted dispatches give the reference's values and a ``route`` that agrees with the predicate; the point
+    fails on the route the call took, naming the point, the predicate's route and what was launched. The op itself
+    passes the same point."""
+    from fastpath_lib.boundary import check_point
+
+    point = next(p for p in boundary_points(spec=spec) if p.id == point_id)
+    assert spec.route(*spec.args(point.spec.build(seed=7))) == ("triton" if point.holds else "fallback")
+    assert check_point(spec, point) == f"{point_id}: {said}"
+    assert check_point(op.SPEC, point) is None
+
+
+def test_bench_marks_a_dispatched_row_whose_route_is_not_the_predicate_s(short_timing):
+    """The dispatched call that falls back where the predicate says triton is an error row, untimed, its route column
+    the route it took; the fast route called directly is right and timed."""
+    from fastpath_lib.bench import opbench
+
+    drifted = __import__("dataclasses").replace(DRIFTED, cases=[opspec.OpCase(
+        "edge_fp32", 2, op.MAX_COLS, "float32", "win", "exactly the widest row", quick=(2, op.MAX_COLS))])
+    df = opbench.run_op(drifted, quick=True).set_index("provider")
+    row = df.loc["dispatched"]
+    assert row.status == "error" and not row.median_us > 0, row.to_dict()
+    assert row.note == ("route: the predicate says triton, the call launched no Triton kernel: it took the "
+                        "fallback") and row.route == "fallback"
+    assert df.loc["triton", "status"] == "ok"
+
+
+def _wrong_backward_fast(dy, x, b):
+    """``fast_backward`` with the derivative's factor 1 instead of 2."""
+    sq.forward(x, b)
+    return sq.backward(dy, x, 1.0)
+
+
+@pytest.mark.parametrize("wrong, said", [
+    (dict(function=lambda x, b: sq.with_scale(1.0)(x, b) if sq.PREDICATE.evaluate((x, b)).eligible
+          else sq.reference(x, b)), "gradients: gradient of x: max error"),
+    (dict(fast_backward=_wrong_backward_fast), "fast route's gradients (fast_backward): gradient of x: max error")],
+    ids=["public_function", "fast_backward"])
+def test_the_generated_tests_compare_gradients_where_the_spec_declares_a_backward(wrong, said):
+    """Every point the predicate takes compares the gradients too, at the spec's gradient tolerance: a wrong backward
+    (the public function's autograd, or the spec's ``fast_backward``) fails each such point, naming the input; the
+    points it turns down, and the op itself, pass."""
+    from fastpath_lib.boundary import check_point
+
+    spec = __import__("dataclasses").replace(sq.SPEC, **wrong)
+    points = boundary_points(spec=spec)
+    failed = {p.id: check_point(spec, p) for p in points}
+    taken = {p.id for p in points if p.holds}
+    assert taken == {"dtype[fp16]", "cols[cols=max]"}
+    assert all(failed[i].startswith(f"{i}: {said}") for i in taken), failed
+    assert all(failed[p.id] is None for p in points if not p.holds), failed
+    assert [check_point(sq.SPEC, p) for p in points] == [None] * len(points)
+
+
+def test_the_notes_of_an_op_with_a_backward_and_a_bias_say_nothing_of_a_weight(short_timing):
+    """Both notes of an op with a backward and a per-column vector that is no weight: the counted-traffic table names
+    the vector by the op's own argument (``bias``), in whole passes plus ``w`` for the forward and the backward, and no
+    sentence speaks of a weight, a residual, RMSNorm or rows read twice (the op declares no ``pr_text["traffic"]``)."""
+    from fastpath_lib.bench import opbench
+    from fastpath_lib.bench.report import pr_note
+
+    df = opbench.run_op(sq.SPEC, quick=True, only=["rows_fp32", "train_fp32"])
+    assert set(df.status) == {"ok"}, df[["case_id", "provider", "status", "note"]]
+    for template in NOTE_FILES:
+        note = pr_note(df=df, env=df.attrs["environment"], spec=sq.SPEC, template=template)
+        assert "plus w, a vector one row wide (`bias`), counted once per launch that reads it" in note, template
+        assert "| rows_fp32 | forward | 4x64 | 1 |" in note and "| 2 + w |" in note and "| 5 + w |" in note
+        foreign = [line for line in note.splitlines()
+                   if re.search(r"weight|residual|rms|reads each row twice", line, re.IGNORECASE)]
+        assert not foreign, (template, foreign)
 
 
 def test_without_cuda_or_the_interpreter_nothing_claims_the_kernel_ran(monkeypatch, bench_folder, tmp_path):

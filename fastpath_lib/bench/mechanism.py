@@ -5,7 +5,7 @@ of a Triton kernel runs in Python, and :func:`fastpath_lib.traffic.watch` sees e
 provider's call once more under the checker (never inside a timed loop) and returns the results columns it fills:
 
 * ``counted_bytes``: per launch, distinct bytes loaded plus distinct bytes stored, summed over the call's launches;
-* ``requested_bytes``: the bytes every masked-in lane asked for (a weight re-read by every program counts each time);
+* ``requested_bytes``: the bytes every masked-in lane asked for (a vector re-read by every program counts each time);
 * ``scratch_bytes``: the part of ``counted_bytes`` that went to the kernels' own scratch (:data:`SCRATCH_ARGS`, the
   backward's fp32 partial-``dw`` rows, written by the kernel and reduced by ``torch.sum``);
 * ``oob_accesses``: masked-in lanes outside the tensor their access belongs to (dropped, not executed);
@@ -33,7 +33,7 @@ from fastpath_lib import runtime
 from fastpath_lib.bench.schema import shape_text
 
 __all__ = ["COUNT_COLUMNS", "SCRATCH_ARGS", "COUNTED_LABEL", "count_call", "explain", "unexplained",
-           "traffic_section"]
+           "traffic_section", "vector_arguments"]
 
 #: The results columns :func:`count_call` fills (``launches_per_call`` and ``launches_note`` are shared with CUDA's
 #: profiler count).
@@ -102,7 +102,8 @@ def explain(row) -> tuple[bool, str]:
         if counted - model == scratch - dw:
             return True, (f"the fp32 partial-dw scratch ({scratch:,.0f} bytes, reduced by torch.sum) in place of the "
                           f"dw the model writes ({dw:,})")
-    return False, f"{counted - model:+,.0f} bytes the kit cannot explain"
+    return False, (f"the bytes model says {model:,.0f}, the interpreter counted {counted:,.0f} "
+                   f"({counted - model:+,.0f} bytes the kit cannot explain)")
 
 
 def _counted(df: pd.DataFrame) -> pd.DataFrame:
@@ -118,24 +119,31 @@ def unexplained(df: pd.DataFrame) -> pd.DataFrame:
     return rows.loc[bad]
 
 
-def _passes(r: dict, total: float, launches: float = 1.0) -> str:
-    """``total`` in passes over ``rows x cols`` plus the weight read once per launch (``5 + 2 w``), when exact."""
+def _passes(r: dict, total: float) -> str:
+    """``total`` in whole passes over ``rows x cols`` plus ``m`` vectors one row wide (``5 + 2 w``), when exact (``m``
+    below the row count, so the split is unique)."""
     es = torch.empty((), dtype=getattr(torch, str(r["dtype"]))).element_size()
     act, w = int(r["rows"]) * int(r["cols"]) * es, int(r["cols"]) * es
-    whole = total / act if act else math.nan
-    if whole == whole and whole == round(whole) and whole > 0:  # whole passes: nothing read once per launch
-        return f"{whole:.0f}"
-    k = (total - launches * w) / act if act else math.nan
-    if not (k == k and k == round(k) and k > 0):
+    if not (act and total == total and total > 0 and total == round(total)):
         return "—"
-    return f"{k:.0f} + w" if launches == 1 else f"{k:.0f} + {launches:.0f} w"
+    k, rest = divmod(int(total), act)
+    m, left = divmod(rest, w)
+    if left or k <= 0 or m >= int(r["rows"]):
+        return "—"
+    return f"{k}" if not m else f"{k} + w" if m == 1 else f"{k} + {m} w"
 
 
-def traffic_section(df: pd.DataFrame, *, baseline: str | None = None) -> list[str]:
+def traffic_section(df: pd.DataFrame, *, baseline: str | None = None, vectors: list[str] | None = None,
+                    rereads: list[str] | None = None, backward_rereads: list[str] | None = None) -> list[str]:
     """The PR note's counted-traffic table (markdown lines): for every dispatched row that ran a Triton kernel, the
     model beside the count, the requested-to-distinct ratio, the launches, the out-of-bounds lanes and why a count
     differs from its model; ``[]`` when no row was counted (a GPU run). The baseline's own model sits beside it
     where it differs (an unfused pair against a fusion).
+
+    ``vectors``: the names of the op's arguments one row wide (:func:`vector_arguments`), which the table's ``w``
+    stands for; ``rereads``: the op's own sentences on why it requests more than it reads (``OpSpec.pr_text
+    ["traffic"]``), and ``backward_rereads`` those of its backward (``pr_text["traffic_backward"]``, said where a
+    backward row was counted); none is said where the op declares none.
     """
     disp = _counted(df[df["provider"] == "dispatched"]) if "provider" in df.columns else df.iloc[0:0]
     if not len(disp):
@@ -157,7 +165,7 @@ def traffic_section(df: pd.DataFrame, *, baseline: str | None = None) -> list[st
             r.get("launches_per_call"))
         ok, why = explain(r)
         cells = [r["case_id"], r["pass"], shape_text(r["rows"], r["cols"]), _int(launches), _int(r["bytes_moved"]),
-                 _int(counted), _passes(r, counted - _num(r.get("scratch_bytes") or 0), launches),
+                 _int(counted), _passes(r, counted - _num(r.get("scratch_bytes") or 0)),
                  _int(requested), f"{requested / counted:.2f}" if counted else "—", _int(r.get("oob_accesses")),
                  why if ok else f"**{why}**"]
         if show_base:
@@ -167,11 +175,12 @@ def traffic_section(df: pd.DataFrame, *, baseline: str | None = None) -> list[st
         L.append("| " + " | ".join(str(c) for c in cells) + " |")
         if "scratch" in why:
             notes.append(r["case_id"])
-    L[0] = L[0].replace("PASSES", "passes over rows x cols" + (", plus w, a vector one row wide (the weight) read "
-                                                               "once per launch" if vector else ""))
+    named = " or ".join(f"`{v}`" for v in vectors or [])
+    L[0] = L[0].replace("PASSES", "passes over rows x cols" + (
+        f", plus w, a vector one row wide{f' ({named})' if named else ''}, counted once per launch that reads it"
+        if vector else ""))
     backward = bool((disp["pass"] == "backward").any())
-    reread = [part for part, present in (("the weight is re-read by every program", vector),
-                                         ("the backward reads each row twice", backward)) if present]
+    reread = list(rereads or []) + list(backward_rereads or [] if backward else [])
     L += ["", "Requested counts every lane each time a program asks for it; distinct counts each byte once per "
           "launch" + (f"; {' and '.join(reread)}: logical traffic, served by cache on a GPU" if reread else "")
           + ". The distinct count is the one to set against the model and the bandwidth."]
@@ -180,3 +189,19 @@ def traffic_section(df: pd.DataFrame, *, baseline: str | None = None) -> list[st
                  "program writes its share of dw to its own fp32 row, which torch.sum reduces after the launch; the "
                  "model leaves that scratch out by design (it is the kernel's cost, not the problem's).")
     return L
+
+
+def vector_arguments(spec) -> list[str]:
+    """The names of ``spec``'s arguments that are one row wide (a 1-d tensor of ``cols`` elements: a weight, a bias),
+    read from a small case its case class builds on the CPU (the reference's parameter names); ``[]`` where the case
+    cannot be built there."""
+    from fastpath_lib.cases import CaseSpec
+    from fastpath_lib.gradcheck import arg_names
+
+    cols = 8
+    try:
+        args = spec.args((spec.case_spec or CaseSpec)(rows=2, cols=cols, device="cpu").build(seed=0))
+    except Exception:  # noqa: BLE001 - a case class that cannot build on the CPU: the note names no vector
+        return []
+    return [n for n, a in zip(arg_names(spec, len(args)), args)
+            if isinstance(a, torch.Tensor) and a.dim() == 1 and a.shape[0] == cols]

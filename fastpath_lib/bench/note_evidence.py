@@ -115,6 +115,8 @@ DEFAULT_TEXT = {
     "eligibility": _default_eligibility,
     "mechanism": lambda spec: ("Bytes moved per call come from the op's bytes model (`OpSpec.bytes_moved`)."
                                if spec.bytes_moved else "The op declares no bytes model: no bandwidth is derived."),
+    "traffic": lambda spec: [],  # why the op requests more bytes than it reads (the counted-traffic table)
+    "traffic_backward": lambda spec: [],  # the same for its backward, said where a backward row was counted
     "host": lambda spec: "Host cost of the dispatch: not measured in this run.",
     "compiled": lambda spec: ("Compiled code (vector width, registers, spills): not recorded in this run: "
                               f"{not_run(spec, 'compiled.json')}."),

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from fastpath_lib.bench.analysis import coverage_line
 from fastpath_lib.bench.host import TARGET_RATIO, host_table, ratio_text
-from fastpath_lib.bench.mechanism import traffic_section
+from fastpath_lib.bench.mechanism import traffic_section, vector_arguments
 from fastpath_lib.bench.note_brief import (
     claim,
     counts_line,
@@ -92,7 +92,8 @@ def copy_ceiling(ev: Evidence) -> str:
 
 def mechanism(ev: Evidence) -> list[str]:
     """Why resource use changes (the op's own sentences) and the tables that back it, folded."""
-    counted = traffic_section(ev.df, baseline=ev.baseline)
+    counted = traffic_section(ev.df, baseline=ev.baseline, vectors=vector_arguments(ev.spec),
+                              rereads=ev.text("traffic"), backward_rereads=ev.text("traffic_backward"))
     full = ([" ".join(ev.text("mechanism")), "", copy_ceiling(ev), ""] + mechanism_table(ev) + [""]
             + (counted + [""] if counted else []) + host_mechanism(ev) + [""] + compiled_section(ev))
     return ["## Mechanism", ""] + fold("Why resource use changes: bytes moved, copy ceiling, host cost, compiled code",

@@ -9,15 +9,16 @@ the summary table, the boundary plot and the results folders read them. RMSNorm'
 here: :func:`time_case` times one case (forward, or forward+backward for a ``backward`` case, on the case's layout),
 and :func:`fastpath_lib.bench.harness.run_matrix` builds a results folder around it.
 
-Before anything is timed, each case's public function is checked against the spec's reference with the spec's
-tolerance, output by output for an op returning a tuple (a bitwise output has ``(0, 0)``), and must leave its inputs
-as they were (a call that mutates its inputs cannot be timed honestly on rotating input sets); in a backward case its
-gradients, and the fast route's, must match the reference's (:mod:`fastpath_lib.bench.opcheck`). Each baseline is
-checked too; a baseline that departs from the contract is timed and says so in its note (it is a comparison point,
-not the contract). Each row carries the bytes of its own implementation (:meth:`~fastpath_lib.opspec.OpSpec.
-bytes_for`), so GB/s and the bytes a fusion saves read off the table; off CUDA, a call that launches Triton kernels
-is run once more, untimed, under the interpreter's traffic checker (:func:`~fastpath_lib.bench.mechanism.count_call`:
-counted bytes, out-of-bounds lanes, launches per call).
+Before anything is timed, each case's public function is checked against the spec's reference with the spec's tolerance,
+output by output for an op returning a tuple (a bitwise output has ``(0, 0)``), must take the route the predicate
+decides (read from the Triton kernels the call launched, :mod:`fastpath_lib.launches`: the row's ``route`` is the route
+taken), and must leave its inputs as they were (a call that mutates its inputs cannot be timed honestly on rotating
+input sets); in a backward case its gradients, and the fast route's, must match the reference's
+(:mod:`fastpath_lib.bench.opcheck`). Each baseline is checked too; a baseline that departs from the contract is timed
+and says so in its note (it is a comparison point, not the contract). Each row carries the bytes of its own
+implementation (:meth:`~fastpath_lib.opspec.OpSpec.bytes_for`), so GB/s and the bytes a fusion saves read off the
+table; off CUDA, a call that launches Triton kernels is run once more, untimed, under the interpreter's traffic checker
+(:func:`~fastpath_lib.bench.mechanism.count_call`: counted bytes, out-of-bounds lanes, launches per call).
 """
 
 from __future__ import annotations
@@ -27,12 +28,11 @@ import time
 
 import torch
 
-from fastpath_lib import runtime
+from fastpath_lib import launches, runtime
 from fastpath_lib.bench.analysis import classify
 from fastpath_lib.bench.mechanism import count_call, explain
 from fastpath_lib.bench.metadata import environment, region
 from fastpath_lib.bench.opcheck import (
-    as_tuple,
     check_backward,
     check_call,
     compare_outputs,
@@ -49,6 +49,7 @@ from fastpath_lib.bench.timing import (
     timed_fields,
 )
 from fastpath_lib.cases import CaseSpec
+from fastpath_lib.gradcheck import incoming_gradient, leaves
 from fastpath_lib.opspec import COMPILED, BaselineUnavailable, OpCase, OpSpec
 from fastpath_lib.routing import record_routes
 
@@ -134,20 +135,10 @@ def op_environment(spec: OpSpec, cases: list[OpCase], settings: dict, gpu: bool)
     return env
 
 
-def _incoming_gradient(spec: OpSpec, args: tuple, gen: torch.Generator):
-    """The incoming gradient of a backward case's call: one tensor per output of the op (the reference run once,
-    untimed, gives each output's shape, dtype and device), drawn from ``gen``; a tuple where the op returns one."""
-    with torch.no_grad():
-        out = spec.reference(*(a.detach() if isinstance(a, torch.Tensor) else a for a in args))
-    dy = tuple(torch.randn(tuple(o.shape), generator=gen, dtype=torch.float32).to(o.device, o.dtype)
-               for o in as_tuple(out))
-    return dy if isinstance(out, (tuple, list)) else dy[0]
-
-
 def _input_sets(spec: OpSpec, case: OpCase, quick: bool, n: int, device: str) -> list[tuple[tuple, object]]:
     """``n`` freshly built ``(args, dy)`` of a case (``dy``: ``None`` forward; for a backward case, the incoming
-    gradient, shaped like the op's output (:func:`_incoming_gradient`), drawn from one generator seeded 1234, and every
-    floating-point tensor argument a leaf that requires grad)."""
+    gradient, shaped like the op's output (:func:`fastpath_lib.gradcheck.incoming_gradient`), drawn from one generator
+    seeded 1234, and every floating-point tensor argument a leaf that requires grad)."""
     rows, cols = case.dims(quick)
     make = spec.case_spec or CaseSpec
     built = make(rows=rows, cols=cols, dtype=getattr(torch, case.dtype), device=device, layout=case.layout,
@@ -157,8 +148,8 @@ def _input_sets(spec: OpSpec, case: OpCase, quick: bool, n: int, device: str) ->
         return [(args, None) for args in sets]
     gen, out = torch.Generator(device="cpu").manual_seed(1234), []
     for args in sets:
-        args = tuple(a.detach().requires_grad_(True) if any(a is g for g in grad_inputs(args)) else a for a in args)
-        out.append((args, _incoming_gradient(spec, args, gen)))
+        args = leaves(args)
+        out.append((args, incoming_gradient(spec, args, gen)))
     return out
 
 
@@ -211,23 +202,26 @@ def time_case(spec: OpSpec, case: OpCase, providers: dict[str, str], *, quick: b
     base_name = spec.baseline[0]
     base_bytes = spec.bytes_for(base_name, rows, cols, dtype, case.pass_)
     impls = {**spec.baselines, "dispatched": spec.function, "triton": spec.fast}
-    shared = dict(route=route, route_backward=_route_backward(spec, first, sets[0][1]) if bwd else None,
+    seen = [] if check and launches.observable() else None  # the route the call took, from what it launched
+    bad = check_call(spec, spec.function, first, dtype, launched=seen) if check else None
+    drift = launches.mismatch(route, seen) if seen is not None else None
+    if check and bwd and not bad:  # a backward case checks the gradients too, before anything is timed
+        bad = check_backward(spec, spec.function, first, sets[0][1], dtype)
+    taken = launches.taken(seen) if seen is not None else route
+    shared = dict(route=taken, route_backward=_route_backward(spec, first, sets[0][1]) if bwd else None,
                   reasons=_reasons(spec, first), copy_gbps=copy_gbps, input_sets=len(sets))
 
     def common(impl):
-        which = "fallback" if impl == "dispatched" and route == "fallback" else impl
+        which = "fallback" if impl == "dispatched" and taken == "fallback" else impl
         nbytes = spec.bytes_for(which, rows, cols, dtype, case.pass_)
         return dict(shared, bytes_moved=nbytes), nbytes
 
-    bad = check_call(spec, spec.function, first, dtype) if check else None
-    if check and bwd and not bad:  # a backward case checks the gradients too, before anything is timed
-        bad = check_backward(spec, spec.function, first, sets[0][1], dtype)
     out, timed = [], {}
     for provider, impl in providers.items():
         kw, nbytes = common(impl)
-        if provider == "dispatched" and bad:  # the op's own routes are checked; a wrong one is not timed
-            out.append(_row(spec, case, provider, quick, gpu, first[0], status="error",
-                            note=_own_route_wrong(bad, dtype), **kw))
+        if provider == "dispatched" and (drift or bad):  # the op's own routes are checked; a wrong one is not timed
+            note = "; ".join(([f"route: {drift}"] if drift else []) + ([_own_route_wrong(bad, dtype)] if bad else []))
+            out.append(_row(spec, case, provider, quick, gpu, first[0], status="error", note=note, **kw))
             continue
         notes = [f"baseline: {base_name}"] if provider == "baseline" else []
         if nbytes < base_bytes:
@@ -333,9 +327,10 @@ def run_op(spec: OpSpec, *, quick: bool = True, only: list[str] | None = None, s
 
     Returns:
         a classified DataFrame (``attrs["environment"]`` set). A public function (``dispatched``) or fast route
-        (``triton``) that disagrees with the reference (or writes into its inputs) gets a ``status="error"`` row and
-        is not timed; the baselines are timed all the same. A row whose interpreter count shows out-of-bounds
-        accesses or bytes the bytes model cannot explain is timed and marked ``status="error"``.
+        (``triton``) that disagrees with the reference (or writes into its inputs), or a public function that takes
+        another route than the predicate's, gets a ``status="error"`` row and is not timed; the baselines are timed all
+        the same. A row whose interpreter count shows out-of-bounds accesses or bytes the bytes model cannot explain is
+        timed and marked ``status="error"``.
     """
     import pandas as pd
 

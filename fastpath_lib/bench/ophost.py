@@ -139,7 +139,7 @@ def _fallback(spec: OpSpec, case: HostCase, device: str, gpu: bool, blocks: int,
 
 
 def _eligible(spec: OpSpec, case: HostCase, device: str, gpu: bool, blocks: int, number: int, log) -> list[dict]:
-    rows = spec.limits(device).min_rows if spec.limits is not None else case.case.rows
+    rows = getattr(spec.limits(device), "min_rows", case.case.rows) if spec.limits is not None else case.case.rows
     sized = dataclasses.replace(case.case, rows=rows)
     providers = ("baseline", "triton", "dispatched")
     if not gpu or spec.fast is None:

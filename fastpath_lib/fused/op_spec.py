@@ -291,7 +291,8 @@ SPEC = OpSpec(
     # head's norm included
     calls_per_forward=lambda layers: 2 * layers,
     title="Fused residual-add + RMSNorm: one Triton pass behind an eligibility predicate (vLLM's contract)",
-    pr_text={"vllm_op": "fused_add_rms_norm"},  # the vLLM IR op it provides (fastpath_lib.vllm_plugin)
+    pr_text={"vllm_op": "fused_add_rms_norm",  # the vLLM IR op it provides (fastpath_lib.vllm_plugin)
+             "traffic": "the weight is re-read by every program"},
     case_spec=FusedCaseSpec,
     bytes_models={"unfused_eager": unfused_bytes, COMPILED: fused_bytes, "add_then_kit_rms_norm": unfused_bytes,
                   "vllm_c": vllm_c_bytes, "fallback": unfused_bytes},

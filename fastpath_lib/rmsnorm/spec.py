@@ -182,6 +182,8 @@ PR_TEXT = {
                  "dx and an fp32 partial dw reduced in a fixed order, and reads each row a second time (served from "
                  "cache or not: unmeasured). Bytes moved are counted as each input read once and each output written "
                  "once (the minimum any implementation must move).",
+    "traffic": "the weight is re-read by every program",
+    "traffic_backward": "the backward reads each row twice",
     "host": "Host cost of the dispatch: not measured in this run (`python -m fastpath_lib bench --family host`).",
     "compiled": "Compiled code (vector width, registers, spills): not recorded in this run (`bench` records it unless "
                 "`--quick`; `evidence` always).",

@@ -32,7 +32,8 @@ def test_explain_accepts_equal_counts_and_the_backward_scratch_and_nothing_else(
     assert ok and "partial-dw scratch (8,192 bytes" in why and "(1,024)" in why
     assert mechanism.explain(_row(pass_="backward", model=84992, counted=92160 + 2, scratch=8192))[0] is False
     assert mechanism.explain(_row(pass_="forward", model=84992, counted=92160, scratch=8192))[0] is False
-    assert mechanism.explain(_row(model=100, counted=102)) == (False, "+2 bytes the kit cannot explain")
+    assert mechanism.explain(_row(model=100, counted=102)) == (
+        False, "the bytes model says 100, the interpreter counted 102 (+2 bytes the kit cannot explain)")
     assert mechanism.explain(_row(model=100)) == (True, "not counted")
 
 
@@ -48,8 +49,15 @@ def test_the_table_puts_model_and_count_side_by_side_with_the_unfused_model_besi
             _row("f", "dispatched", rows=8, cols=128, dtype="float16", model=4 * act + w, counted=4 * act + w,
                  requested=4 * act + 8 * w),
             _row("fb", "dispatched", rows=8, cols=128, dtype="float16", model=4 * act + w)]  # fallback: not counted
-    lines = mechanism.traffic_section(pd.DataFrame(rows, columns=CSV_COLUMNS), baseline="unfused_eager")
+    lines = mechanism.traffic_section(pd.DataFrame(rows, columns=CSV_COLUMNS), baseline="unfused_eager",
+                                      vectors=["weight"], rereads=["the weight is re-read by every program"])
     text = "\n".join(lines)
+    assert "plus w, a vector one row wide (`weight`)" in lines[0]
+    assert "the weight is re-read by every program: logical traffic, served by cache on a GPU" in text
+    assert "reads each row twice" not in "\n".join(mechanism.traffic_section(  # no backward row counted here
+        pd.DataFrame(rows, columns=CSV_COLUMNS), backward_rereads=["the backward reads each row twice"]))
+    plain = "\n".join(mechanism.traffic_section(pd.DataFrame(rows, columns=CSV_COLUMNS)))  # the op declares neither
+    assert "served by cache" not in plain and "a vector one row wide, counted once per launch" in plain
     assert "counted by the Triton interpreter" in lines[0] and "unfused_eager model" in lines[2]
     (row,) = [line for line in lines if line.startswith("| f |")]
     cells = [c.strip() for c in row.strip("|").split("|")]
@@ -63,10 +71,12 @@ def test_the_table_puts_model_and_count_side_by_side_with_the_unfused_model_besi
 def test_the_table_names_the_backward_scratch_and_bolds_what_it_cannot_explain():
     rows = [_row("bwd", pass_="backward", model=84992, counted=92160, scratch=8192, requested=172032, launches=2.0),
             _row("odd", model=100, counted=102, requested=102)]
-    text = "\n".join(mechanism.traffic_section(pd.DataFrame(rows, columns=CSV_COLUMNS)))
+    text = "\n".join(mechanism.traffic_section(pd.DataFrame(rows, columns=CSV_COLUMNS),
+                                                backward_rereads=["the backward reads each row twice"]))
     assert "| bwd | backward | 16x512 | 2 | 84,992 | 92,160 | 5 + 2 w | 172,032 | 1.87 | 0 |" in text
+    assert "the backward reads each row twice: logical traffic" in text
     assert "The backward's count (bwd) includes the kernel's fp32 partial-dw scratch" in text
-    assert "**+2 bytes the kit cannot explain**" in text
+    assert "**the bytes model says 100, the interpreter counted 102 (+2 bytes the kit cannot explain)**" in text
 
 
 def test_count_call_is_empty_off_the_interpreter_and_for_calls_without_triton(monkeypatch):

@@ -27,7 +27,8 @@ PARTS = {
                 "triton_casts"],
     "op": ["rmsnorm.op", "rmsnorm.module", "rmsnorm.sharding", "rmsnorm.native_override", "rmsnorm", "routing",
            "__init__", "fused.op", "fused", "vllm_plugin"],
-    "support": ["cases", "boundary", "testing", "selftest", "traffic", "fused.cases", "fused.spec", "rmsnorm.cost"],
+    "support": ["cases", "boundary", "testing", "selftest", "traffic", "launches", "gradcheck", "fused.cases",
+                "fused.spec", "rmsnorm.cost"],
     "bench": ["bench", "bench.*"],
     "specs": ["rmsnorm.spec", "fused.op_spec", "rmsnorm.graph_capture"],
     "grading": ["grading", "grading.*", "exercises"],
@@ -56,10 +57,10 @@ MAY_IMPORT = {
 #: (analysis) and the matrix's coverage rule (matrix), one source each.
 BENCH_OUTCOME = {"bench.schema", "bench.analysis", "bench.matrix"}
 #: the modules that import Triton (patterns): each operator's kernels and the casts any op's kernel may use, the
-#: ahead-of-time compiler, the self-test's probe kernel, the interpreter's traffic checker, the bench timers
-#: (``triton.testing``), and the grading kernels (mutants, exercise 02's check, the grader's run of a learner's kernel
-#: as data and its launcher's record and replay).
-TRITON_IMPORTERS = {"*.kernels", "triton_casts", "rmsnorm.compiled", "selftest", "traffic", "bench.ophost",
+#: ahead-of-time compiler, the self-test's probe kernel, the interpreter's traffic checker, the launch observer (the
+#: route a call took), the bench timers (``triton.testing``), and the grading kernels (mutants, exercise 02's check,
+#: the grader's run of a learner's kernel as data and its launcher's record and replay).
+TRITON_IMPORTERS = {"*.kernels", "triton_casts", "rmsnorm.compiled", "selftest", "traffic", "launches", "bench.ophost",
                     "bench.timing", "grading.rules.mutant_kernels", "grading.checks.ex02_kernel",
                     "grading.engine.kernel_run", "grading.engine.replay"}
 

@@ -1,0 +1,97 @@
+"""A route's gradients against its reference's, for any op's spec: the check the bench's backward cases
+(:mod:`fastpath_lib.bench.opcheck`) and the generated boundary tests (:func:`fastpath_lib.boundary.check_point`) share.
+
+:func:`gradients` differentiates a call against an incoming gradient (:func:`incoming_gradient`, shaped like the
+reference's output); :func:`compare_gradients` holds a route's gradients of every floating-point tensor argument
+against the reference's by autograd within :meth:`~fastpath_lib.opspec.OpSpec.grad_tolerance`, naming the input that
+differs; :func:`check_backward` checks the public function by autograd or, as a launcher, the spec's
+``fast_backward``.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from fastpath_lib.opspec import OpSpec
+
+__all__ = ["as_tuple", "grad_inputs", "leaves", "arg_names", "incoming_gradient", "gradients", "compare_gradients",
+           "check_backward"]
+
+
+def as_tuple(v) -> tuple:
+    return tuple(v) if isinstance(v, (tuple, list)) else (v,)
+
+
+def grad_inputs(args: tuple) -> tuple:
+    """The floating-point tensor arguments of a call: what a backward case differentiates."""
+    return tuple(a for a in args if isinstance(a, torch.Tensor) and a.is_floating_point())
+
+
+def arg_names(spec: OpSpec, n: int) -> list[str]:
+    """The names of the reference's first ``n`` parameters (``argument i`` where its signature cannot be read)."""
+    import inspect
+
+    try:
+        params = [p.name for p in inspect.signature(spec.reference).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        params = []
+    return [params[i] if i < len(params) else f"argument {i}" for i in range(n)]
+
+
+def gradients(fn, args: tuple, dy) -> tuple:
+    """The gradients of ``fn(*args)``'s output(s) against ``dy``, one per floating-point tensor argument (``None``
+    where the output does not depend on it)."""
+    with torch.enable_grad():
+        return tuple(torch.autograd.grad(fn(*args), grad_inputs(args), dy, allow_unused=True))
+
+
+def compare_gradients(spec: OpSpec, got, args: tuple, dy, dtype: torch.dtype) -> str | None:
+    """``None`` when ``got`` (a route's gradients, one per floating-point tensor argument of ``args``; ``None``
+    entries dropped) matches the reference's gradients by autograd within :meth:`~fastpath_lib.opspec.OpSpec.
+    grad_tolerance`, else why not, naming the input."""
+    fresh = tuple(a.detach().clone().requires_grad_(True) if any(a is g for g in grad_inputs(args)) else a
+                  for a in args)
+    try:
+        want = gradients(spec.reference, fresh, dy)
+    except Exception as exc:  # noqa: BLE001 - a reference without a gradient cannot vouch for a route's
+        return f"the reference has no gradient to check it against ({type(exc).__name__}: {exc})"[:300]
+    got = [g for g in as_tuple(got) if g is not None]
+    names = [n for n, a in zip(arg_names(spec, len(args)), args) if any(a is g for g in grad_inputs(args))]
+    pairs = [(n, w) for n, w in zip(names, want) if w is not None]
+    if len(got) != len(pairs):
+        return f"{len(got)} gradients, the reference gives {len(pairs)} ({', '.join(n for n, _ in pairs)})"
+    atol, rtol = spec.grad_tolerance(dtype)
+    for g, (name, w) in zip(got, pairs):
+        if g.shape != w.shape or g.dtype != w.dtype:
+            return f"gradient of {name}: {tuple(g.shape)} {g.dtype}, reference {tuple(w.shape)} {w.dtype}"
+        if not torch.allclose(g.float(), w.float(), atol=atol, rtol=rtol, equal_nan=True):
+            err = (g.float() - w.float()).abs().max().item()
+            rule = "bitwise" if atol == rtol == 0 else f"atol {atol:.3g}, rtol {rtol:.3g}"
+            return f"gradient of {name}: max error {err:.3g} over {rule}"
+    return None
+
+
+def check_backward(spec: OpSpec, fn, args: tuple, dy, dtype: torch.dtype, *, launcher: bool = False) -> str | None:
+    """``None`` when the gradients of a backward case's route match the reference's, else why not: ``fn`` by
+    autograd, or with ``launcher`` the spec's ``fast_backward(dy, *args)``."""
+    try:
+        got = spec.fast_backward(dy, *args) if launcher else gradients(fn, args, dy)
+    except Exception as exc:  # noqa: BLE001 - a backward that raises is a wrong route, recorded as its row
+        return f"its backward raised {type(exc).__name__}: {exc}"[:300]
+    return compare_gradients(spec, got, args, dy, dtype)
+
+def leaves(args: tuple) -> tuple:
+    """``args`` with each floating-point tensor argument a fresh leaf that requires grad (what a backward
+    differentiates)."""
+    return tuple(a.detach().requires_grad_(True) if any(a is g for g in grad_inputs(args)) else a for a in args)
+
+
+def incoming_gradient(spec: OpSpec, args: tuple, gen: torch.Generator):
+    """The incoming gradient of a call: one tensor per output of the op (the reference run once, untimed, gives each
+    output's shape, dtype and device), drawn from ``gen``; a tuple where the op returns one."""
+    with torch.no_grad():
+        out = spec.reference(*(a.detach() if isinstance(a, torch.Tensor) else a for a in args))
+    dy = tuple(torch.randn(tuple(o.shape), generator=gen, dtype=torch.float32).to(o.device, o.dtype)
+               for o in as_tuple(out))
+    return dy if isinstance(out, (tuple, list)) else dy[0]
