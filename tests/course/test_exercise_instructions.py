@@ -188,9 +188,9 @@ def _unstated_refusals(exercise: str, text: str) -> list[str]:
     by its name (its members are the family's), a torch builtin by its name."""
     from fastpath_lib.grading.rules.borrowed import Forbidden, _module_of
 
-    # ``_GIVEN``: what a check hands the learner's code (its ``given``), an exception to a refusal, not one; a table
-    # of refusals (exercise 08's, one per operator a learner may choose) is each of its refusals
-    values = [v for m in _check_modules(exercise) for k, v in vars(m).items() if k != "_GIVEN"]
+    # what a check hands the learner's code is a ``Given``, no refusal; a table of refusals (exercise 08's, one per
+    # operator a learner may choose) is each of its refusals
+    values = [v for m in _check_modules(exercise) for v in vars(m).values()]
     refusals = [f for v in values for f in (v.values() if isinstance(v, dict) else (v,)) if isinstance(f, Forbidden)]
     whole = {_module_of(file) for f in refusals for file, qual, _ in f.targets if qual == "*"}
 
