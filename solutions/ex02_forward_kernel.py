@@ -28,7 +28,14 @@
 # values, a residual that is itself a row slice, and a shape drawn at each run), writes every output inside a poisoned
 # buffer, and compares with the plain-torch spec below. Under Triton's CPU interpreter this takes a few seconds. The
 # grader also reads your source: what it launches must be your own `@triton.jit` function, whose body uses
-# `triton.language` only, and no cell may call an op that already is the answer (`F.rms_norm`, the kit's op or kernels).
+# `triton.language` only.
+#
+# **Compute it yourself.** No cell may call what already is the answer, and a part whose code calls it fails: any
+# operator of torch's *normalization* family (every operator that returns its input rescaled by a statistic of itself,
+# under every name the installed torch has: `F.rms_norm`, `F.layer_norm`, `torch.nn.RMSNorm`, ...), the kit's
+# operator (`fastpath_lib.rmsnorm.op`, `fastpath_lib.rmsnorm.module`), its kernels (`fastpath_lib.rmsnorm.kernels`) or
+# its reference (`fastpath_lib.testing`'s `reference_rms_norm`, `reference_grads` and `_ref_graph`): the check
+# compares your kernel with the spec, so a call to one of them would be graded against itself.
 #
 # **What this check cannot grade.** It runs your kernel in Triton's CPU interpreter, on small shapes: it grades the
 # values, the masks and the memory your kernel reads and writes (the memory rule, printed below the spec), not

@@ -26,6 +26,11 @@
 # of cases, compare the decisions with the spec, and check that each reason names both values and no value that
 # is not the case's own or the rule's (a reason listing every number or dtype names the actual one by chance).
 #
+# Write them from the spec below. The grader's own code for this rule is not yours to call: a part whose conditions
+# or predicate call the check's decisions (`fastpath_lib.grading.checks.ex03_predicate`, what your decisions are
+# compared with) or the grader's faulty predicates (`fastpath_lib.grading.rules.mutants`, one of which is a 32-byte
+# alignment condition) fails.
+#
 # **How this works.** Fill in each cell marked `# FILL ME IN (roughly N lines)` (delete the `raise
 # NotImplementedError`), run it, then run the check below it: it prints `passed`, or a table of *yours vs expected*.
 # `python -m fastpath_lib grade exercises/` runs all notebooks in a fresh kernel and prints your score; the solved

@@ -43,7 +43,10 @@
 #
 # Each rule costs the part it belongs to (sizes, layouts and dtypes, expectations), nothing else. Your cases may be
 # lesson 05's shapes or any model's: what scores nothing is the kit's predeclared matrix handed back (its rationales
-# copied or reworded, or three quarters of its cases or more kept under new words).
+# copied or reworded, or three quarters of its cases or more kept under new words), and a `my_matrix` that calls the
+# kit's benchmark code (`fastpath_lib.bench`, where its matrix and the rules above live) or the grader's
+# (`fastpath_lib.grading`): the cases and their expectations are yours to choose, and the rules are the check's to
+# apply.
 #
 # **How this works.** Fill in each cell marked `# FILL ME IN (roughly N lines)` (delete the `raise
 # NotImplementedError`), run it, then run the check below it: it prints `passed`, or a table of *yours vs expected*.

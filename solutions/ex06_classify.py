@@ -29,7 +29,11 @@
 # * otherwise `ratio = row["candidate_median_us"] / row["baseline_median_us"]`, and the **noise band** is the larger
 #   relative 20-80 % spread of the two sample sets: `max(row["baseline_spread_us"] / row["baseline_median_us"],
 #   row["candidate_spread_us"] / row["candidate_median_us"])` (a spread is `q80 - q20`); `ratio < 1 - band` is a
-#   win, `ratio > 1 + band` a loss, anything inside the band neutral. This is the rule `fastpath_lib.bench` applies to real runs.
+#   win, `ratio > 1 + band` a loss, anything inside the band neutral. This is the rule `fastpath_lib.bench` applies to
+#   real runs.
+#
+# Write the rule yourself: a `my_classify` that calls the kit's benchmark code (`fastpath_lib.bench`, which holds this
+# rule) or the grader's (`fastpath_lib.grading`, which holds the expected classes) fails every part.
 #
 # The check classifies this table and one it draws afresh each time, with points just inside and just outside the
 # noise band (the band set by the baseline's spread in some, the candidate's in others): a rule with another band,

@@ -49,6 +49,11 @@
 # median times, and says in a few sentences (40 words or more) what the data shows. A skeleton of headings, or a
 # project's PR template left unfilled, scores nothing.
 #
+# Write the note yourself: a `write_pr_note` that calls the kit's benchmark code (`fastpath_lib.bench`, which writes
+# the kit's own PR note) or the grader's check (`fastpath_lib.grading.checks.ex07_note`) fails every part. What the
+# exercise hands you is yours to call: `ex.expected_classes` (exercise 06's rule), `ex.synthetic_results` and
+# `ex.synthetic_environment`.
+#
 # **How this works.** Fill in each cell marked `# FILL ME IN (roughly N lines)` (delete the `raise
 # NotImplementedError`), run it, then run the check below it: it prints `passed`, or a table of *yours vs expected*.
 # `python -m fastpath_lib grade exercises/` runs all notebooks in a fresh kernel and prints your score; the solved

@@ -33,7 +33,9 @@
 # * the architecture's `min_rows` is the **largest** crossover over its widths, and `None` when some width still loses
 #   at its largest swept row count (no threshold can be proposed from that sweep).
 #
-# The check runs your function on this table and on two tables drawn afresh.
+# The check runs your function on this table and on two tables drawn afresh. The crossover and the maximum are yours to
+# write: a `choose_threshold` that calls the kit's sweep code (`fastpath_lib.bench.sweep`, which chooses the kit's own
+# thresholds) or the grader's (`fastpath_lib.grading`, which holds the expected ones) fails every part.
 #
 # **How this works.** Fill in each cell marked `# FILL ME IN (roughly N lines)` (delete the `raise
 # NotImplementedError`), run it, then run the check below it: it prints `passed`, or a table of *yours vs expected*.

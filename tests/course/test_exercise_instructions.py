@@ -13,6 +13,8 @@ import nbformat
 import pytest
 import torch
 
+from fastpath_lib.grading.registry import EXERCISES
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -180,15 +182,22 @@ def _check_modules(exercise: str) -> list:
             for p in sorted((ROOT / "fastpath_lib/grading/checks").glob(f"{exercise}_*.py"))]
 
 
+def _refusals(exercise: str) -> list:
+    """Every ``Forbidden`` of the exercise's check modules. What a check hands the learner's code is a ``Given``, no
+    refusal; a table of refusals (exercise 08's, one per operator a learner may choose) is each of its refusals."""
+    from fastpath_lib.grading.rules.borrowed import Forbidden
+
+    values = [v for m in _check_modules(exercise) for v in vars(m).values()]
+    return [f for v in values for f in (v.values() if isinstance(v, dict) else (v,)) if isinstance(f, Forbidden)]
+
+
 def _unstated_refusals(exercise: str, text: str) -> list[str]:
     """What the exercise's checks refuse an answer for calling (every ``Forbidden`` of its check modules) that
     ``text`` does not name: a kit module (or a package above it refused whole) and the function of it, a torch family
     by its name (its members are the family's), a torch builtin by its name."""
-    from fastpath_lib.grading.rules.borrowed import Forbidden, _module_of
+    from fastpath_lib.grading.rules.borrowed import _module_of
 
-    # ``_GIVEN``: what a check hands the learner's code (its ``given``), an exception to a refusal, not one
-    refusals = [v for m in _check_modules(exercise) for k, v in vars(m).items()
-                if isinstance(v, Forbidden) and k != "_GIVEN"]
+    refusals = _refusals(exercise)
     whole = {_module_of(file) for f in refusals for file, qual, _ in f.targets if qual == "*"}
 
     def named(module: str) -> bool:
@@ -211,7 +220,7 @@ def _unstated_refusals(exercise: str, text: str) -> list[str]:
     return sorted(set(missing))
 
 
-@pytest.mark.parametrize("exercise", ["ex01", "ex04", "ex09", "ex11", "ex12", "ex13"])
+@pytest.mark.parametrize("exercise", sorted(EXERCISES))
 def test_every_refusal_of_an_exercises_check_is_stated_in_its_text(exercise):
     """What a check refuses is in the exercise's words (reader 13b F1-F3, F5): every function its rules refuse an
     answer for calling (read from the check modules' ``Forbidden`` values), and every wording a rule module gives its
@@ -251,3 +260,31 @@ def test_ex04s_route_snippet_routes_as_the_check_whatever_the_devices_threshold(
         assert route == predicate.PREDICATE.evaluate(_exercise_call(*args)).route, (rows, cols)
     assert route == "triton" and predicate.PREDICATE.evaluate(predicate.make_call(*args)).route == "fallback"
     assert limits_for("cpu").min_rows == predicate.Limits().min_rows  # on a CPU explain's limits are the check's
+
+
+
+_FAMILY = re.compile(r"\*(\w+)\* family \(([^()]*)\)")
+
+
+def _refused_by(forbidden, call: str) -> str | None:
+    from fastpath_lib.grading.engine import sources
+    from fastpath_lib.grading.rules.borrowed import source_problem
+
+    with sources.using(["import torch\nimport torch.nn.functional as F", f"def mine(x):\n    return {call}(x)"]):
+        return source_problem("mine", forbidden)
+
+
+@pytest.mark.parametrize("exercise", sorted(EXERCISES))
+def test_the_torch_names_an_exercise_gives_of_a_family_are_refused_as_it_says(exercise):
+    """The torch functions an exercise names as members of a refused family (``*softmax* family (`torch.softmax`,
+    ...)``) are refused by its check's family, and the ones it names as outside it (``not in the family: `torch.norm`
+    ...``) are not: the evidence of those sentences in docs/claims.toml."""
+    text = _flat(_markdown(exercise))
+    refusals = _refusals(exercise)
+    for family, inside in _FAMILY.findall(text):
+        (forbidden, *_) = [f for f in refusals if family in dict(f.families)]
+        named = re.findall(r"`((?:F|torch)\.[\w.]+)`", inside)
+        assert named and not [n for n in named if not _refused_by(forbidden, n)], (family, named)
+    for outside in re.findall(r"not in the family: (.*?)\.(?:\s|$)", text):
+        named = re.findall(r"`(torch\.[\w.]+)`", outside)
+        assert named and not [n for n in named if any(_refused_by(f, n) for f in refusals)], named

@@ -62,7 +62,7 @@ _NEGATION = re.compile(r"\b(no|not|never|without|none|nothing|unmeasured|cannot|
                        re.IGNORECASE)
 _FORBIDDEN = borrowed.kit("bench", why="that is the kit's own PR note") + borrowed.kit(
     "grading/checks/ex07_note.py", why="that is the grader's own answer")
-_GIVEN = borrowed.kit("grading/given.py", "expected_classes", why="given") + borrowed.kit(
+_GIVEN = borrowed.given("grading/given.py", "expected_classes", why="given") + borrowed.given(
     "grading/materials.py", "synthetic_results", "synthetic_environment", why="given")
 
 

@@ -60,8 +60,8 @@ _WHAT = {
 _GRADER = borrowed.kit("grading", why="that is the grader's own machinery") + borrowed.kit(
     "rmsnorm/op.py", "rms_norm", why="compare with F.rms_norm, the owner of the contract, not with the kit's op")
 #: The op under test, and the parts of the broken ops that autograd calls after the op returned.
-_GIVEN = borrowed.kit("grading/checks/ex09_contract.py", "_Op.__call__", "_ZeroTangent.backward", "_ZeroTangent.jvp",
-                      "_noisy_backward.<locals>.<lambda>", why="the op under test")
+_GIVEN = borrowed.given("grading/checks/ex09_contract.py", "_Op.__call__", "_ZeroTangent.backward",
+                        "_ZeroTangent.jvp", "_noisy_backward.<locals>.<lambda>", why="the op under test")
 
 
 class _Op:

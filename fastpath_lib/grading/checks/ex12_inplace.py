@@ -93,7 +93,7 @@ _TESTS_FORBIDDEN = (borrowed.kit("grading", why="that is the grader's own machin
                     + borrowed.kit("fused/kernels.py", why="those are the kit's own kernels")
                     + borrowed.kit("fused/predicate.py", why="that is the kit's own predicate"))
 #: The op under test and the functions it runs (a correct op may be the kit's own).
-_GIVEN = borrowed.kit("grading/rules/fused_mutants.py", why="the op under test")
+_GIVEN = borrowed.given("grading/rules/fused_mutants.py", why="the op under test")
 
 
 # --- part (a): the overlap condition ----------------------------------------------------------------------------------

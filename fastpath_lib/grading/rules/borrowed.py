@@ -54,8 +54,9 @@ from fastpath_lib.grading.report.feedback import Fail
 from fastpath_lib.grading.rules import torch_families
 from fastpath_lib.runtime import parse_source
 
-__all__ = ["Forbidden", "run", "reject_handed_back", "source_problem", "stray_import", "kit", "torch_op",
-           "TORCH_RMS_NORM", "KIT_REFERENCE", "KIT_OP", "KIT_KERNELS", "code_of", "absent", "MARKER", "is_marker"]
+__all__ = ["Forbidden", "Given", "given", "run", "reject_handed_back", "source_problem", "stray_import", "kit",
+           "torch_op", "TORCH_RMS_NORM", "KIT_REFERENCE", "KIT_OP", "KIT_KERNELS", "code_of", "absent", "MARKER",
+           "is_marker"]
 
 _KIT = Path(__file__).resolve().parents[2]
 _TORCH = Path(torch.__file__).resolve().parent
@@ -141,6 +142,31 @@ def _module_of(filename: str) -> str:
             continue
         return ".".join((prefix, *rel.parts))
     return p.stem
+
+
+@dataclasses.dataclass(frozen=True)
+class Given:
+    """Functions a check hands the learner's code (the op under test, a helper the exercise gives out): calls made
+    from inside them are not watched. An exception to a refusal, not one: it is no :class:`Forbidden`."""
+
+    functions: Forbidden
+
+    def __add__(self, other: Given) -> Given:
+        return Given(self.functions + other.functions)
+
+    @property
+    def targets(self) -> tuple[tuple[str, str, str], ...]:
+        return self.functions.targets
+
+    def names(self, code) -> str | None:
+        """``"<name> (<what it is>)"`` when ``code`` belongs to a given function, else ``None``."""
+        return self.functions.names(code)
+
+
+def given(rel: str, *names: str, why: str) -> Given:
+    """Functions of the kit's file ``rel`` (relative to ``fastpath_lib/``; no names means all of them) that a check
+    hands the learner's code; ``why`` says what they are."""
+    return Given(kit(rel, *names, why=why))
 
 
 def kit(rel: str, *names: str, why: str) -> Forbidden:
@@ -247,7 +273,7 @@ def code_of(fn):
     return _code_of(fn)
 
 
-def reject_handed_back(fn, forbidden: Forbidden, given: Forbidden | None = None) -> None:
+def reject_handed_back(fn, forbidden: Forbidden, given: Given | None = None) -> None:
     """Fail when ``fn`` (a function, method, ``functools.partial`` or Triton kernel) is a forbidden function; in the
     grader, also when the learner's source for ``fn`` names one (:func:`source_problem`)."""
     code = _code_of(fn)
@@ -302,7 +328,7 @@ def _root_names(root: str) -> set[str]:
     return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
 
 
-def source_problem(root: str, forbidden: Forbidden, given: Forbidden | None = None) -> str | None:
+def source_problem(root: str, forbidden: Forbidden, given: Given | None = None) -> str | None:
     """Why the learner's source borrows the answer called ``root`` (an argument of the check cell), or ``None``.
 
     Reads only the code ``root`` can reach by name in :func:`fastpath_lib.grading.engine.sources.learner_source` (its
@@ -338,7 +364,7 @@ def source_problem(root: str, forbidden: Forbidden, given: Forbidden | None = No
     return None
 
 
-def _remote_run(fn, args: tuple, allow_none: bool, forbidden: Forbidden, given: Forbidden | None):
+def _remote_run(fn, args: tuple, allow_none: bool, forbidden: Forbidden, given: Given | None):
     # the kernel's agent watches the call as run() does here: a name built at run time is the same call there
     watched = (tuple((file, qual) for file, qual, _why in forbidden.targets),
                tuple(n for n, _why in forbidden.builtins),
@@ -354,7 +380,7 @@ def _is_launch(code) -> bool:
     return qual in ("JITFunction.run", "InterpretedFunction.run") and "triton" in code.co_filename
 
 
-def run(fn, args: tuple, forbidden: Forbidden, *, allow_none: bool = False, given: Forbidden | None = None,
+def run(fn, args: tuple, forbidden: Forbidden, *, allow_none: bool = False, given: Given | None = None,
         launches: list | None = None):
     """``fn(*args)`` as :func:`~fastpath_lib.grading.report.feedback.call` does (``None`` fails unless ``allow_none``),
     failing with :class:`Fail` when ``fn`` is, or calls, a forbidden function.
