@@ -286,3 +286,26 @@ def test_definitions_keep_literal_defaults_constexpr_annotations_and_jit_options
     assert kernel_problem(src, "k") is None and launcher_problem(src, "launch") is None
     text = program(src, "launch")
     assert "N: tl.constexpr = 64" in text and "print" not in text, text  # a constant's annotation is defined too
+
+
+def test_the_replays_kernels_keep_only_what_the_frontend_visited():
+    """Issue 41 (attack 8): :func:`replay.definitions` with the compile step's visited nodes: an unvisited statement
+    or conditional-expression branch raises, a docstring is ``pass``; a kernel text with a second ``def`` line (which
+    Triton's interpreter would run instead) is refused. In process."""
+    import ast
+
+    from fastpath_lib.grading.engine import replay
+
+    src = ("import triton\n@triton.jit\ndef k(X, B: tl.constexpr):\n    '''doc\ndef k(X):'''\n    x = 1 if B else 2\n"
+           "    if B:\n        tl.store(X, x)\n    else:\n        tl.store(X, 0)\n")
+    fn = ast.parse(src).body[1]
+    paths = replay.node_paths(fn)
+    skipped = {id(fn.body[1].value.orelse), id(fn.body[2].orelse[0])}
+    visited = {p for n, p in paths.items() if n not in skipped}
+    text = replay.definitions(src, {"k": sorted(visited)})
+    body = ast.parse(text).body[1].body
+    assert isinstance(body[0], ast.Pass) and "tl.store(X, x)" in text, text
+    assert "never compiled (line 4 of k" in ast.unparse(body[1]) and ast.unparse(body[1]).startswith("x = 1 if B"), text
+    assert isinstance(body[2].orelse[0], ast.Raise) and "line 8 of k" in ast.unparse(body[2].orelse[0]), text
+    with pytest.raises(ValueError, match="besides its own def line"):
+        replay.definitions(src)
