@@ -158,6 +158,13 @@ KERNEL_HEAD = "import triton\nimport triton.language as tl\nimport numpy as np\n
      "triton.language.extra.module_from_spec is not"),
     ("from triton.language.random import tl as lang\n@triton.jit\ndef k(X):\n"
      "    tl.store(X, lang.add(tl.load(X), 1.0))", "triton.language.random.tl is not"),
+    # issue 41 (attack 8, B1): a function's own attributes are Python's, past any language object but a dtype,
+    # a constexpr or a published class
+    ("@triton.jit\ndef k(X):\n    tl.target_info.is_cuda.get_capture_scope()['__builtins__']['eval']('0')\n"
+     "    tl.store(X, 1.0)", "triton.language.target_info.is_cuda.get_capture_scope is not"),
+    ("@triton.jit\ndef k(X):\n    tl.store(X, tl.sigmoid.fn(tl.load(X)))", "triton.language.sigmoid.fn is not"),
+    ("@triton.jit\ndef k(X):\n    tl.store(X, tl.load(X) + len(tl.PropagateNan.name))",
+     "triton.language.PropagateNan.name is not"),
     ("@triton.jit\ndef k(X):\n    def f(v):\n        return v\n    tl.store(X, f(tl.load(X)))", "defines or imports"),
     ("@triton.jit\ndef k(X):\n    tl.load(X)", "stores nothing"),
     ("def k(X):\n    tl.store(X, tl.load(X))", "under @triton.jit"),
@@ -188,6 +195,7 @@ def test_kernel_rules_accept_what_triton_language_publishes():
                          "    v = tl.math.rsqrt(v) + tl.extra.cuda.libdevice.exp(v) + triton.language.sqrt(v)\n"
                          "    v = libdevice.exp(v) + tl.extra.libdevice.log(v) + tl.core.add(v, 1.0)\n"
                          "    v = tl.maximum(v, 0.0, propagate_nan=tl.PropagateNan.ALL).to(tl.float32)\n"
+                         "    v = v + tl.float32.primitive_bitwidth + tl.float16.is_fp16()\n"
                          "    for i in tl.static_range(2):\n        v = tl.where(c < tl.cdiv(n, 2), v, v * 2)\n"
                          "    tl.store(X + c, v.to(X.dtype.element_ty), mask=c < n)")
     assert kernel_problem(src, "k") is None
