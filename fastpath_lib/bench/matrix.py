@@ -23,9 +23,9 @@ from fastpath_lib.bench.schema import FALLBACK, LOSS, NEUTRAL, OUTCOMES, WIN
 from fastpath_lib.cases import CaseSpec
 from fastpath_lib.opspec import MIN_CASES
 
-__all__ = ["OUTCOMES", "PASSES", "BENCH_LAYOUTS", "DEFAULT_CASES", "COMMON_WORDS", "SAME_RATIONALE", "BenchCase",
-           "load_cases", "check_coverage", "coverage_rules", "rationale_words", "Rule", "aligned", "ALIGN_BYTES",
-           "SMALL_ELEMENTS", "LARGE_ELEMENTS", "STRIDED_LAYOUTS"]
+__all__ = ["OUTCOMES", "PASSES", "BENCH_LAYOUTS", "DEFAULT_CASES", "COMMON_WORDS", "SAME_RATIONALE", "OWN_WORDS",
+           "BenchCase", "load_cases", "check_coverage", "coverage_rules", "rationale_words", "Rule", "aligned",
+           "ALIGN_BYTES", "SMALL_ELEMENTS", "LARGE_ELEMENTS", "STRIDED_LAYOUTS"]
 
 PASSES = ("forward", "backward")
 BENCH_LAYOUTS = ("contiguous", "row_slice", "step", "transposed", "batched", "permuted")
@@ -214,6 +214,9 @@ COMMON_WORDS = frozenset("a an the of to in on and or is are be it its at by for
 #: The share of its words (Jaccard) from which a rationale is another case's: half.
 SAME_RATIONALE = 0.5
 
+#: The fewest words a rationale says of its own: not numbers, the case's own fields or the commonest words.
+OWN_WORDS = 3
+
 
 def _field_words(c: BenchCase) -> set[str]:
     """The words a rationale gets from the case's own fields, not from a why."""
@@ -250,7 +253,7 @@ def coverage_rules(cases: list[BenchCase], *, passes: bool = True) -> list[Rule]
     # case's fields, or with a word or two changed per case) are the same rationale: it says no why of its own
     gist = [{w for w in t.split() if not any(ch.isdigit() for ch in w) and w not in _field_words(c)} - COMMON_WORDS
             for c, t in zip(cases, texts)]
-    bad_why = [c.id for c, t, g in zip(cases, texts, gist) if len(t.split()) < 4 or not g]
+    bad_why = [c.id for c, t, g in zip(cases, texts, gist) if len(t.split()) < 4 or len(g) < OWN_WORDS]
     twins = {c.id: ", ".join(d.id for d, h in zip(cases, gist) if d.id != c.id and d.id not in bad_why
                              and len(g & h) >= SAME_RATIONALE * len(g | h))
              for c, g in zip(cases, gist) if c.id not in bad_why}
@@ -276,8 +279,11 @@ def coverage_rules(cases: list[BenchCase], *, passes: bool = True) -> list[Rule]
              f">= 2 cases expected not to improve ({NEUTRAL} or {LOSS}): {count[NEUTRAL] + count[LOSS]}"),
         Rule("expectations", count[FALLBACK] >= 2,
              f">= 2 cases outside the eligibility region (expected {FALLBACK}): {count[FALLBACK]}"),
-        Rule("expectations", not bad_why and not same_why, "a rationale of its own for every case (at least four words)"
-             + "".join(f"\n      {cid}: no rationale saying why" for cid in bad_why)
+        Rule("expectations", not bad_why and not same_why, f"a rationale of its own for every case (at least four "
+             f"words, {OWN_WORDS} of them its own)"
+             + "".join(f"\n      {cid}: no rationale saying why (fewer than {OWN_WORDS} words of its own, leaving out "
+                       f"numbers, the case's own id, dtype, layout and expectation and the commonest words)"
+                       for cid in bad_why)
              + "".join(f"\n      {cid}: the same rationale as {twins[cid]} (half its words or more are the same, "
                        f"leaving out numbers, the case's own id, dtype, layout and expectation and the commonest "
                        f"words: say why this case should do that)" for cid in same_why)),

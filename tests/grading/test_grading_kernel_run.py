@@ -808,3 +808,57 @@ def test_honest_launchers_unlike_the_solution_replay_to_their_values_and_the_exe
                      "`.data_ptr()` is the view's byte offset from address 0", "`.item()`", "`.tolist()`",
                      "`.contiguous()`", "`.to(dtype)`"):  # the copies in_fp32 and aligned replay
             assert said in text, (exercise, said)
+
+
+#: issue 41, attack 8: B1, a block Triton's GPU frontend never visits (a zero-trip static loop's ``else:``), which the
+#: interpreter runs on every launch; B2, a second ``def`` line in a docstring, from which the interpreter would run
+#: another function than the one compiled. Each real kernel copies the row; each hidden part writes 7s.
+UNCOMPILED = '''
+import torch
+import triton
+import triton.language as tl
+
+@triton.jit
+def copy_else(X, Y, n, B: tl.constexpr):
+    c = tl.arange(0, B)
+    x = tl.load(X + c, mask=c < n, other=0.0)
+    for i in tl.static_range(0):
+        pass
+    else:
+        x = x * 0.0 + 7.0
+    tl.store(Y + c, x, mask=c < n)
+
+@triton.jit
+def copy_doc(X, Y, n, B: tl.constexpr):
+    """Copies a row.
+def copy_doc(X, Y, n, B: tl.constexpr):
+    tl.store(Y + tl.arange(0, B), tl.full((B,), 7.0, tl.float32))
+    return 0 if 1 else """
+    c = tl.arange(0, B)
+    tl.store(Y + c, tl.load(X + c, mask=c < n, other=0.0), mask=c < n)
+
+def by_else(x):
+    y = torch.empty_like(x)
+    copy_else[(1,)](x, y, x.numel(), B=8)
+    return y
+
+def by_doc(x):
+    y = torch.empty_like(x)
+    copy_doc[(1,)](x, y, x.numel(), B=8)
+    return y
+'''
+
+
+def test_the_replay_runs_only_what_the_compile_step_compiled():
+    """Issue 41 (attack 8, B1/B2): the replay's kernels are the compiled ones: a statement the GPU frontend never
+    visited fails the launch (and the part, with its line), and a docstring's ``def`` line is not in the replay's
+    program, so the interpreter runs the function that compiled. Both pass the source rules. One child."""
+    for name in ("copy_else", "copy_doc"):
+        assert kernel_source.kernel_problem(UNCOMPILED, name) is None, name
+    x = torch.arange(8, dtype=torch.float32)
+    outcome = kernel_run.run(UNCOMPILED, "by_doc", [(None, [x], {}), (None, [x], {}, "by_else")])
+    doc, forelse = outcome.calls
+    assert doc.error is None and torch.equal(doc.out, x), doc  # the real body: a copy, not the docstring's 7s
+    assert forelse.out is None and forelse.error, forelse
+    assert outcome.compile_problem and "Triton's GPU compiler never compiled (line 7 of copy_else" in \
+        outcome.compile_problem, outcome.compile_problem

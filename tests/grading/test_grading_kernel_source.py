@@ -158,6 +158,13 @@ KERNEL_HEAD = "import triton\nimport triton.language as tl\nimport numpy as np\n
      "triton.language.extra.module_from_spec is not"),
     ("from triton.language.random import tl as lang\n@triton.jit\ndef k(X):\n"
      "    tl.store(X, lang.add(tl.load(X), 1.0))", "triton.language.random.tl is not"),
+    # issue 41 (attack 8, B1): a function's own attributes are Python's, past any language object but a dtype,
+    # a constexpr or a published class
+    ("@triton.jit\ndef k(X):\n    tl.target_info.is_cuda.get_capture_scope()['__builtins__']['eval']('0')\n"
+     "    tl.store(X, 1.0)", "triton.language.target_info.is_cuda.get_capture_scope is not"),
+    ("@triton.jit\ndef k(X):\n    tl.store(X, tl.sigmoid.fn(tl.load(X)))", "triton.language.sigmoid.fn is not"),
+    ("@triton.jit\ndef k(X):\n    tl.store(X, tl.load(X) + len(tl.PropagateNan.name))",
+     "triton.language.PropagateNan.name is not"),
     ("@triton.jit\ndef k(X):\n    def f(v):\n        return v\n    tl.store(X, f(tl.load(X)))", "defines or imports"),
     ("@triton.jit\ndef k(X):\n    tl.load(X)", "stores nothing"),
     ("def k(X):\n    tl.store(X, tl.load(X))", "under @triton.jit"),
@@ -188,6 +195,7 @@ def test_kernel_rules_accept_what_triton_language_publishes():
                          "    v = tl.math.rsqrt(v) + tl.extra.cuda.libdevice.exp(v) + triton.language.sqrt(v)\n"
                          "    v = libdevice.exp(v) + tl.extra.libdevice.log(v) + tl.core.add(v, 1.0)\n"
                          "    v = tl.maximum(v, 0.0, propagate_nan=tl.PropagateNan.ALL).to(tl.float32)\n"
+                         "    v = v + tl.float32.primitive_bitwidth + tl.float16.is_fp16()\n"
                          "    for i in tl.static_range(2):\n        v = tl.where(c < tl.cdiv(n, 2), v, v * 2)\n"
                          "    tl.store(X + c, v.to(X.dtype.element_ty), mask=c < n)")
     assert kernel_problem(src, "k") is None
@@ -286,3 +294,26 @@ def test_definitions_keep_literal_defaults_constexpr_annotations_and_jit_options
     assert kernel_problem(src, "k") is None and launcher_problem(src, "launch") is None
     text = program(src, "launch")
     assert "N: tl.constexpr = 64" in text and "print" not in text, text  # a constant's annotation is defined too
+
+
+def test_the_replays_kernels_keep_only_what_the_frontend_visited():
+    """Issue 41 (attack 8): :func:`replay.definitions` with the compile step's visited nodes: an unvisited statement
+    or conditional-expression branch raises, a docstring is ``pass``; a kernel text with a second ``def`` line (which
+    Triton's interpreter would run instead) is refused. In process."""
+    import ast
+
+    from fastpath_lib.grading.engine import replay
+
+    src = ("import triton\n@triton.jit\ndef k(X, B: tl.constexpr):\n    '''doc\ndef k(X):'''\n    x = 1 if B else 2\n"
+           "    if B:\n        tl.store(X, x)\n    else:\n        tl.store(X, 0)\n")
+    fn = ast.parse(src).body[1]
+    paths = replay.node_paths(fn)
+    skipped = {id(fn.body[1].value.orelse), id(fn.body[2].orelse[0])}
+    visited = {p for n, p in paths.items() if n not in skipped}
+    text = replay.definitions(src, {"k": sorted(visited)})
+    body = ast.parse(text).body[1].body
+    assert isinstance(body[0], ast.Pass) and "tl.store(X, x)" in text, text
+    assert "never compiled (line 4 of k" in ast.unparse(body[1]) and ast.unparse(body[1]).startswith("x = 1 if B"), text
+    assert isinstance(body[2].orelse[0], ast.Raise) and "line 8 of k" in ast.unparse(body[2].orelse[0]), text
+    with pytest.raises(ValueError, match="besides its own def line"):
+        replay.definitions(src)

@@ -180,7 +180,20 @@ def test_rationales_from_one_template_over_the_cases_fields_lose_the_expectation
                  for cid, spec, exp, _ in own]
     by = {r.part: r for r in ex.check_case_matrix(lambda: templated, show=False)}
     fb = by["expectations"].feedback
-    assert not by["expectations"].passed and "the same rationale as" in fb and "say why" in fb, fb
+    assert not by["expectations"].passed and ("the same rationale as" in fb and "say why" in fb or
+                                              "fewer than 3 words of its own" in fb), fb
+    assert by["size_coverage"].passed and by["layout_coverage"].passed
+
+
+def test_rationales_of_one_word_each_lose_the_expectations_part():
+    """Issue 41 (attack 8, B4): each rationale the case's size and one word of its own (``4096 by 4096 alpha``): no
+    two share a word, and none says why. A rationale keeps at least three words of its own."""
+    words = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november".split()
+    own = ex_matrix_solution()
+    one_word = [(cid, spec, exp, f"{spec.rows} by {spec.cols} {w}") for (cid, spec, exp, _), w in zip(own, words)]
+    by = {r.part: r for r in ex.check_case_matrix(lambda: one_word, show=False)}
+    fb = by["expectations"].feedback
+    assert not by["expectations"].passed and f"{own[0][0]}: no rationale saying why (fewer than 3 words" in fb, fb
     assert by["size_coverage"].passed and by["layout_coverage"].passed
 
 

@@ -44,6 +44,7 @@ import contextvars
 import dataclasses
 import io
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -312,7 +313,40 @@ def _only_triton_calls():
         gen.call_Function, gen.visit_With = call_function, visit_with
 
 
-def _frontend(fn, sig: dict, const: dict) -> None:
+#: The ``__name__`` of the namespace the program's text runs in (:func:`_exec`): its functions' ``__module__``.
+_LEARNER = "__fastpath_learner__"
+
+
+@contextlib.contextmanager
+def _visits(into: dict):
+    """Triton's frontend, meanwhile, adds to ``into[name]`` the path (:func:`~fastpath_lib.grading.engine.replay.
+    node_paths`) of each node of the program's function ``name`` it visits: what it compiled. A statement it never
+    visits (the ``else:`` of a loop it unrolls to nothing, a branch a constexpr decides) compiles to nothing, and the
+    replay runs none (:func:`~fastpath_lib.grading.engine.replay.compiled_only`)."""
+    import ast
+
+    from triton.compiler import code_generator
+
+    gen = code_generator.CodeGenerator
+    visit = gen.visit
+
+    def visiting(self, node):
+        if isinstance(node, ast.FunctionDef) and not hasattr(self, "_fastpath_paths"):
+            mine = getattr(getattr(self.jit_fn, "fn", None), "__module__", None) == _LEARNER
+            self._fastpath_paths = (replay.node_paths(node), into.setdefault(self.jit_fn.__name__, set()), node) \
+                if mine else None
+        paths = getattr(self, "_fastpath_paths", None)
+        if paths is not None and id(node) in paths[0]:
+            paths[1].add(paths[0][id(node)])
+        return visit(self, node)
+    gen.visit = visiting
+    try:
+        yield
+    finally:
+        gen.visit = visit
+
+
+def _frontend(fn, sig: dict, const: dict, visited: dict | None = None) -> None:
     """Triton's frontend (the code generator) for ``fn`` on a CUDA target: the step that refuses Python escapes
     (:func:`_only_triton_calls`)."""
     from triton._C.libtriton import ir
@@ -327,7 +361,7 @@ def _frontend(fn, sig: dict, const: dict) -> None:
     context = ir.context()
     ir.load_dialects(context)
     backend.load_dialects(context)
-    with _only_triton_calls():
+    with _only_triton_calls(), _visits({} if visited is None else visited):
         src.make_ir(target, options, backend.get_codegen_implementation(options), backend.get_module_map(), context)
 
 
@@ -335,12 +369,14 @@ def _exec(text: str, where: str) -> dict:
     """The program's namespace: its text written to ``where`` first (Triton reads a kernel's source from its file)."""
     with open(where, "w", encoding="utf-8") as fh:
         fh.write(text)
-    ns: dict = {"__name__": "__fastpath_learner__", "__file__": where}
+    ns: dict = {"__name__": _LEARNER, "__file__": where}
     exec(compile(text, where, "exec"), ns)  # noqa: S102 - the learner's kernels and launcher, under the static rules
     return ns
 
 
-def _compile_problem(text: str, seen: list, where: str) -> str | None:
+def _compile_problem(text: str, seen: list, where: str, visited: dict | None = None) -> str | None:
+    """Why a kernel the record launches does not compile for a GPU (``None`` when all do); ``visited`` (name -> set)
+    takes the nodes the frontend visited in each of the program's functions (:func:`_visits`)."""
     os.environ["TRITON_INTERPRET"] = "0"  # read at each triton.jit: the kernels below are JITFunctions
     ns = _exec(text, where)  # this process holds no value: the record's text runs whole, as Triton's errors name it
     done = set()
@@ -350,7 +386,7 @@ def _compile_problem(text: str, seen: list, where: str) -> str | None:
             continue
         done.add(key)
         try:
-            _frontend(ns[name], *_signature(ns[name], described))
+            _frontend(ns[name], *_signature(ns[name], described), visited)
         except Exception as exc:  # noqa: BLE001 - Triton's own words are the feedback
             cause = exc
             while cause is not None and not isinstance(cause, NotTriton):
@@ -419,17 +455,25 @@ def _child(request: str, result: str, values: str) -> None:
             why=f"the grader's process running it ended, wait status {status}")]})
     work = tempfile.mkdtemp(dir=os.path.dirname(os.path.abspath(result)))  # nothing of the record's there
     seen = [[[s.get("launch"), s.get("described")] for s in r.get("steps", ()) if "launch" in s] for r in records]
-    problem = _compiled_apart(req["text"], [s for per_call in seen for s in per_call],
-                              os.path.join(work, "your_notebook_compiled.py"))
+    problem, visited = _compiled_apart(req["text"], [s for per_call in seen for s in per_call],
+                                       os.path.join(work, "your_notebook_compiled.py"))
+    if problem is None:  # the replay's program: what the compile step compiled, and nothing else of the kernels
+        try:
+            program = replay.definitions(req["text"], visited)
+        except ValueError as exc:
+            problem = str(exc)
     got: dict = {"calls": [{"error": ("CompileError", problem)} for _ in records], "seen": []}
     if problem is None:
         inputs = torch.load(io.BytesIO(held[:size]), weights_only=True)
         held.close()
         ran = os.path.join(work, "replay.pt")
-        status = replay.forked(lambda: _replay(req, records, inputs, ran))
+        status = replay.forked(lambda: _replay(program, records, inputs, ran))
         if not os.path.exists(ran):
             raise SystemExit(f"the replay ended without an answer (wait status {status})")
         got = _load(ran)
+        said = [re.search(r"your kernel runs code under the interpreter .*? for a GPU", str(c["error"][1]))
+                for c in got["calls"] if c.get("error")]
+        problem = next((m.group(0) for m in said if m), None)  # a launch ran what the compile step never compiled
         for call, mine, recorded in zip(got["calls"], got.pop("seen"), seen):  # a call that raised stopped early
             if mine != (recorded if call.get("error") is None else recorded[:len(mine)]):
                 problem = "the grader's replay of your launcher launched other kernels than its record"
@@ -439,9 +483,9 @@ def _child(request: str, result: str, values: str) -> None:
     _save(got, result)
 
 
-def _compiled_apart(text: str, seen: list, where: str) -> str | None:
+def _compiled_apart(text: str, seen: list, where: str) -> tuple[str | None, dict]:
     """:func:`_compile_problem` in a forked process of its own, which hands back only its answer (a sentence or
-    ``None``, as JSON through a pipe)."""
+    ``None``, and the nodes the frontend visited in each of the program's functions, as JSON through a pipe)."""
     import json
 
     read_end, write_end = os.pipe()
@@ -449,25 +493,28 @@ def _compiled_apart(text: str, seen: list, where: str) -> str | None:
     if pid == 0:  # the compile step
         os.close(read_end)
         try:
+            visited: dict = {}
             try:
-                problem = _compile_problem(text, seen, where)
+                problem = _compile_problem(text, seen, where, visited)
             except Exception as exc:  # noqa: BLE001
                 problem = f"the grader could not compile your kernels ({type(exc).__name__}: {str(exc)[:200]})"
             with os.fdopen(write_end, "w", encoding="utf-8") as fh:
-                fh.write(json.dumps(problem))
+                fh.write(json.dumps({"problem": problem, "visited": {k: sorted(v) for k, v in visited.items()}}))
         finally:
             os._exit(0)  # no atexit, no teardown
     os.close(write_end)
     with os.fdopen(read_end, "r", encoding="utf-8") as fh:
-        said = fh.read(64 * 1024)
+        said = fh.read(64 * 1024 * 1024)
     _, status = os.waitpid(pid, 0)
     try:
-        problem = json.loads(said)
-    except ValueError:
-        problem = 0
-    if problem is None or isinstance(problem, str):
-        return problem
-    return f"the grader could not compile your kernels (the compile step ended without an answer, wait status {status})"
+        answer = json.loads(said)
+        problem, visited = answer["problem"], answer["visited"]
+        if not (problem is None or isinstance(problem, str)) or type(visited) is not dict:
+            raise ValueError(answer)
+    except (ValueError, TypeError, KeyError):
+        return (f"the grader could not compile your kernels (the compile step ended without an answer, wait status "
+                f"{status})"), {}
+    return problem, visited
 
 
 def _record(req: dict, path: str) -> None:
@@ -504,9 +551,11 @@ def _record(req: dict, path: str) -> None:
                     f"tensor with no values points near address zero")]}, f"{path}.{i}")
 
 
-def _replay(req: dict, records: list, inputs: list, path: str) -> None:
-    """Step 3 of :func:`_child`: each record run on its call's real inputs; ``{"calls": [...], "seen": [...]}``
-    (per call, each launch's kernel and arguments as the compile step reads them) written to ``path``."""
+def _replay(program: str, records: list, inputs: list, path: str) -> None:
+    """Step 3 of :func:`_child`: each record run on its call's real inputs, with the kernels of ``program``
+    (:func:`~fastpath_lib.grading.engine.replay.definitions` with what the compile step visited);
+    ``{"calls": [...], "seen": [...]}`` (per call, each launch's kernel and arguments as the compile step reads them)
+    written to ``path``."""
     os.environ["TRITON_INTERPRET"] = "1"
     from triton.runtime.interpreter import InterpretedFunction
 
@@ -518,7 +567,7 @@ def _replay(req: dict, records: list, inputs: list, path: str) -> None:
         bound = dict(zip(kernel.arg_names, args)) | kwargs
         seen.append([name, {k: replay.describe(v) for k, v in bound.items()}])
         return kernel[grid](*args, **kwargs)
-    ns = _exec(replay.definitions(req["text"]), os.path.join(os.path.dirname(path), "your_kernels.py"))
+    ns = _exec(program, os.path.join(os.path.dirname(path), "your_kernels.py"))
     kernels = {k: replay.Recorded(v, k, on_launch) for k, v in ns.items() if isinstance(v, InterpretedFunction)}
     ns.update(kernels)  # a kernel's calls of the others, by global name
     calls, by_call = [], []

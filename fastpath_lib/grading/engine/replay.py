@@ -20,7 +20,8 @@ import torch
 from fastpath_lib.grading.engine.host_ops import VALUE_READ
 
 __all__ = ["VALUE_READ", "Refused", "Recorder", "Replay", "Recorded", "TRITON_TYPES", "describe", "bound", "leaves",
-           "shapes_only", "operator", "definitions", "meta", "recorded", "prctl", "end_strays", "held_apart",
+           "shapes_only", "operator", "definitions", "node_paths", "compiled_only", "NOT_COMPILED", "meta", "recorded",
+           "prctl", "end_strays", "held_apart",
            "forked"]
 
 #: Triton's name of each torch dtype's element type (a tensor argument's pointer type, for the compile step).
@@ -301,9 +302,85 @@ class Recorded:
         return self._kernel(*args, **kwargs)
 
 
-def definitions(text: str) -> str:
+#: What the replay raises where a kernel runs a statement (or a branch of a conditional expression) that Triton's
+#: GPU frontend never visited while the compile step compiled it.
+NOT_COMPILED = ("your kernel runs code under the interpreter that Triton's GPU compiler never compiled (line {line} of "
+                "{name}, its def the first): the grader runs only what the compile step compiled for a GPU")
+
+
+def node_paths(fn) -> dict:
+    """``id(node) -> path`` for every node of the function definition ``fn`` (an ``ast.FunctionDef``), the path its
+    fields and indices from ``fn`` (``"body/3/orelse/0"``): the same in any parse of the same function's text, so
+    the compile step's parse and the replay's agree on which node is which."""
+    import ast
+
+    out: dict = {}
+
+    def walk(node, path: str) -> None:
+        out[id(node)] = path
+        for field, value in ast.iter_fields(node):
+            if isinstance(value, list):
+                for i, item in enumerate(value):
+                    if isinstance(item, ast.AST):
+                        walk(item, f"{path}/{field}/{i}")
+            elif isinstance(value, ast.AST):
+                walk(value, f"{path}/{field}")
+    walk(fn, "")
+    return out
+
+
+def compiled_only(fn, visited: set):
+    """``fn`` (an ``ast.FunctionDef`` of a ``@triton.jit`` function) as the replay runs it: each statement of its body
+    whose path (:func:`node_paths`) is not in ``visited`` (the nodes Triton's GPU frontend visited, in every
+    compilation of it) raises :data:`NOT_COMPILED` instead, and so does each branch of a conditional expression
+    (``a if C else b``, ``a and b``) the frontend did not visit; a statement that is a constant (a docstring) is
+    ``pass``. What the frontend left out on a constexpr decision the interpreter leaves out too, so an honest kernel
+    runs as compiled; code only the interpreter would run fails the launch."""
+    import ast
+
+    paths = node_paths(fn)
+
+    def message(node) -> ast.Constant:
+        return ast.Constant(NOT_COMPILED.format(line=node.lineno - fn.lineno + 1, name=fn.name))
+
+    def fails(node):
+        if isinstance(node, ast.stmt):
+            return ast.Raise(exc=ast.Call(ast.Name("RuntimeError", ast.Load()), [message(node)], []), cause=None)
+        throw = ast.parse("(_ for _ in ()).throw", mode="eval").body
+        return ast.Call(throw, [ast.Call(ast.Name("RuntimeError", ast.Load()), [message(node)], [])], [])
+
+    class _Compiled(ast.NodeTransformer):
+        def visit(self, node):
+            if node is fn:
+                return self._body(node)
+            if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+                return ast.Pass()
+            if isinstance(node, ast.stmt) and paths.get(id(node)) not in visited:
+                return fails(node)
+            if isinstance(node, ast.IfExp):
+                node.body, node.orelse = (self.visit(b) if paths.get(id(b)) in visited else fails(b)
+                                          for b in (node.body, node.orelse))
+                node.test = self.visit(node.test)
+                return node
+            if isinstance(node, ast.BoolOp):
+                node.values = [self.visit(v) if paths.get(id(v)) in visited else fails(v) for v in node.values]
+                return node
+            return self.generic_visit(node)
+
+        def _body(self, node):
+            node.body = [self.visit(stmt) for stmt in node.body]
+            return node
+    out = _Compiled().visit(fn)
+    return ast.fix_missing_locations(out)
+
+
+def definitions(text: str, visited: dict | None = None) -> str:
     """The part of the program's text that defines its kernels: its imports, its constants written as literals and
-    its decorated (``@triton.jit``) functions; the host functions are left out, and nothing else of it runs."""
+    its decorated (``@triton.jit``) functions; the host functions are left out, and nothing else of it runs. With
+    ``visited`` (function name -> the paths of the nodes Triton's GPU frontend visited, from the compile step), each
+    decorated function is :func:`compiled_only`. Raises ``ValueError`` where a function's text holds another line
+    than its own that starts with ``def `` (Triton's interpreter runs a function from the last such line of its
+    source)."""
     import ast
 
     def literal(node) -> bool:
@@ -321,9 +398,17 @@ def definitions(text: str) -> str:
 
     kept = []
     for node in ast.parse(text).body:
-        if isinstance(node, (ast.Import, ast.ImportFrom)) or isinstance(node, ast.FunctionDef) and \
-                node.decorator_list or isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None \
-                and literal_or_constexpr(node.value):
+        if isinstance(node, ast.FunctionDef) and node.decorator_list:
+            if visited is not None:
+                node = compiled_only(node, set(visited.get(node.name, ())))
+            written = ast.unparse(node)
+            if sum(line.strip().startswith("def ") for line in written.splitlines()) != 1:
+                raise ValueError(f"your kernel {node.name}'s text holds a line starting with 'def ' besides its own "
+                                 f"def line (in a string): Triton's interpreter would run another function than the "
+                                 f"one compiled; write no line break inside a kernel's strings")
+            kept.append(written)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)) or isinstance(node, (ast.Assign, ast.AnnAssign)) and \
+                node.value is not None and literal_or_constexpr(node.value):
             kept.append(ast.unparse(node))
     return "\n".join(kept) + "\n"
 

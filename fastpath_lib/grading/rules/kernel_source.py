@@ -200,8 +200,10 @@ def _outside_language(path: str) -> str | None:
     ``tl.PropagateNan``), one of its own submodules (reached under its own name: ``tl.math``,
     ``tl.extra.cuda.libdevice``), or a language object (:func:`_language_object`) that is not a module; a module
     reached under another name is not its own (``tl.random.tl``, the ``triton.language.core`` that
-    ``triton.language.random`` imports as ``tl``; ``tl.extra.pkgutil``). Past a module, the attributes are the
-    object's own.
+    ``triton.language.random`` imports as ``tl``; ``tl.extra.pkgutil``). Past a module, the next name is an attribute
+    of a dtype, a constexpr or a class ``triton.language`` publishes (``tl.float32.primitive_bitwidth``,
+    ``tl.PropagateNan.ALL``) that is a language object or a member of that class; a function's attributes
+    (``tl.sigmoid.fn``, ``tl.target_info.is_cuda.get_capture_scope``) are Python's, not the language's.
 
     >>> _outside_language("triton.language.extra.cuda.libdevice.rsqrt") is None
     True
@@ -214,9 +216,14 @@ def _outside_language(path: str) -> str | None:
 
     obj, where = tl, "triton.language"
     for part in path.split(".")[2:]:
-        if not isinstance(obj, types.ModuleType):
-            return None
         nxt = getattr(obj, part, None)
+        if not isinstance(obj, types.ModuleType):
+            cls = isinstance(obj, type)  # a class triton.language publishes (tl.PropagateNan)
+            if not (cls or isinstance(obj, (tl.dtype, tl.constexpr))) or not (
+                    _language_object(nxt) or cls and isinstance(nxt, obj)):
+                return f"{where}.{part}"
+            obj, where = nxt, f"{where}.{part}"
+            continue
         own = isinstance(nxt, types.ModuleType) and nxt.__name__ == f"{obj.__name__}.{part}"
         published = {part, f"{obj.__name__}.{part}"} & set(getattr(obj, "__all__", ()))
         if not (own or published or not isinstance(nxt, types.ModuleType) and _language_object(nxt)):
