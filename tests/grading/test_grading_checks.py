@@ -902,6 +902,8 @@ def test_an_error_raised_by_the_check_itself_is_not_blamed_on_the_learner(tmp_pa
 def test_ex08_reference_and_kernel_inputs_are_drawn_at_every_check(monkeypatch):
     """The reference and kernel parts grade values drawn at each check (the same shapes and regimes each time), so a
     reference or kernel fitted to published inputs cannot pass; both parts take their inputs from that one draw."""
+    import random
+
     from fastpath_lib.grading.checks import ex08_capstone
 
     first, second = (ex08_capstone._inputs("softmax", "cpu") for _ in range(2))
@@ -918,3 +920,14 @@ def test_ex08_reference_and_kernel_inputs_are_drawn_at_every_check(monkeypatch):
     ex.check_capstone_reference("softmax", refuses, show=False)
     ex.check_capstone_kernel("softmax", refuses, show=False)
     assert [op for op, _ in drawn] == ["softmax", "softmax"], drawn
+    seeds = []  # the dispatch part draws its inputs' values at each check too
+
+    class Drawing(random.SystemRandom):
+        def randrange(self, *a):
+            seeds.append(super().randrange(*a))
+            return seeds[-1]
+
+    monkeypatch.setattr(ex08_capstone.random, "SystemRandom", Drawing)
+    s = solved("ex08")
+    ex.check_capstone_dispatch("softmax", s["softmax"], s["make_predicate"], lambda x: x, show=False)
+    assert seeds, "the dispatch part built its inputs without a draw"
