@@ -37,9 +37,9 @@
 #   bf16;
 # * at least 1 case expected to **win**, 2 expected **not to improve** (neutral or loss) and 2 **fallback** cases;
 #   every case has a rationale of its own (at least four words; leaving out numbers, the case's own id, dtype, layout
-#   and expectation and the commonest words such as "the", at least three words remain, and no other case's
-#   rationale shares half of them or more: one template filled with each case's fields, or with a word or two changed
-#   per case, says no why); and
+#   and expectation and the commonest words such as "the", at least three words remain, and with no other case's
+#   rationale do they share half or more of the words the two hold together: one template filled with each case's
+#   fields, or with a word or two changed per case, says no why); and
 #   every expectation agrees with the predicate's route on a GPU (conservative row threshold 1024).
 #
 # Each rule costs the part it belongs to (sizes, layouts and dtypes, expectations), nothing else. Your cases may be

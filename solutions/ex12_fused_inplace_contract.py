@@ -61,8 +61,9 @@
 # where it must pass, and against broken ops, one fault each, where it must fail. Feedback names the categories with a
 # broken op that got through, not the op. Tests that fail on a correct op earn nothing, and so do tests that never fail,
 # or that copy the kit's own fused-op tests (three lines or more in common). Tests also score nothing on every part of
-# (b) when they import the kit's tests (`tests`, `conftest`, `runpy`, a `test_fused*` function), call the kit's fused op
-# or its parts (`fastpath_lib.fused.op`, `fastpath_lib.fused.kernels`, `fastpath_lib.fused.predicate`) or the grader's
+# (b) when they import the kit's tests (the modules `tests`, `conftest` or `runpy`, or a `test_fused*` function from a
+# module; your own names are yours), call the kit's fused op or its parts (`fastpath_lib.fused.op`,
+# `fastpath_lib.fused.kernels`, `fastpath_lib.fused.predicate`) or the grader's
 # code (`fastpath_lib.grading`), or inspect the op instead of calling it: a contract test calls the op and checks what
 # it returns, writes or raises; it does not inspect the op. Inspecting is reading a private attribute (`op_._impl`)
 # other than an imported module's (`torch._dynamo`) or a tensor's own state (below); reading an attribute `__class__`,

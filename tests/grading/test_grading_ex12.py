@@ -444,3 +444,16 @@ def test_the_exercises_inductor_reproduction_still_says_what_torch_does():
     torch._dynamo.reset()
     exec(compile(code.replace("s.sum(-1, keepdim=True) * s", "s * 2"), "without the reduction", "exec"),
          {"torch": torch})  # it compiles without the reduction, as the text says
+
+
+def test_a_learners_own_names_like_the_kits_tests_are_not_an_import_of_them():
+    """The kit's tests are refused when imported (reader 14 F3): a local ``tests`` list and a helper named
+    ``test_fused_alias`` are the learner's own and are graded by what they catch."""
+    body = ("def test_fused_alias(op_):\n    x, r = torch.randn(16, 64), torch.randn(16, 64)\n"
+            "    x0, r0 = x.clone(), r.clone()\n    op_(x, r)\n    torch.testing.assert_close(r, x0 + r0)\n"
+            "def t(op_):\n    tests = [test_fused_alias]\n    for one in tests:\n        one(op_)")
+    cells = [_HEAD, body]
+    with sources.using(cells):
+        results = {r.part: r for r in ex.check_inplace_tests(_defined(cells, "t"), _kit_op(), show=False)}
+    assert results["passes_correct_ops"].passed, [r.feedback for r in results.values()]
+    assert not any("kit's own tests" in r.feedback for r in results.values()), [r.feedback for r in results.values()]

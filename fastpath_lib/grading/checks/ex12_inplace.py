@@ -282,11 +282,25 @@ def _watching(src: str) -> str | None:
     return hit[0] if hit else None
 
 
+def _imported(src: str) -> set[str]:
+    """The modules ``src`` imports and the names it imports from them (``a.b``, ``a.b.name``): a learner's own
+    variable or function of the same name is not an import of the kit's tests."""
+    import ast
+
+    out = set()
+    for tree in sources.parse_cells(src):
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                out |= {a.name for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                out |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
+    return out
+
+
 def _source_problem(tests) -> str | None:
     root = remote.root(tests) if remote.is_proxy(tests) else getattr(tests, "__name__", "")
     src = sources.closure_source(root) if root else ""
-    names = sources.names_used(src)
-    kit_tests = sorted(n for n in names if n.split(".")[0] in _KIT_TEST_MODULES
+    kit_tests = sorted(n for n in _imported(src) if n.split(".")[0] in _KIT_TEST_MODULES
                        or n.split(".")[-1].startswith(_KIT_TEST_PREFIX))
     if kit_tests:  # before the general rules, which refuse the import of a checkout's folder without naming it
         return f"your tests use {kit_tests[0]}: the kit's own tests are not yours to hand in; write your own"
