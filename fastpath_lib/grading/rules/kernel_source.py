@@ -12,7 +12,7 @@ file before it ran) with :mod:`ast`; each returns a sentence saying what is wron
   reached under another name, ``tl.random.tl``), the source's other kernels and a few builtins (no other module, no
   helper function, no dunder attribute, nothing defined inside it), and the kernel stores something. The grader's
   compile step reads the calls again, on what they resolve to
-  (:func:`fastpath_lib.grading.engine.kernel_run.callee_problem`).
+  (:func:`fastpath_lib.grading.engine.compile_check.callee_problem`).
 * :func:`launcher_problem`: a host function (and the source's functions it calls) launches one of the source's
   kernels (``kernel[grid](...)``) and computes nothing itself: torch calls only allocate (``torch.empty``, ...),
   tensor methods only reshape, convert or reduce the kernel's partial results (``.contiguous()``, ``.to()``,

@@ -18,7 +18,7 @@ def language_object(obj) -> bool:
     ran interpreted kernels), a dtype, a constexpr, a plain constant, or a function or class defined in
     ``triton.language`` (``libdevice``'s declarations, which the compiler maps to the target's; the compile step
     refuses a call of one that is not Triton's language,
-    :func:`~fastpath_lib.grading.engine.kernel_run.callee_problem`)."""
+    :func:`~fastpath_lib.grading.engine.compile_check.callee_problem`)."""
     import triton.language as tl
     from triton.runtime.jit import JITCallable
 
