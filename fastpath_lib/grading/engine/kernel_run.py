@@ -53,7 +53,7 @@ from collections.abc import Callable
 
 import torch
 
-from fastpath_lib.grading.engine import compile_check, replay
+from fastpath_lib.grading.engine import compile_check, forks, replay
 
 __all__ = ["Outcome", "Call", "run", "sandboxed", "lacking", "launch_traffic", "copy_back", "torch_ops"]
 
@@ -229,8 +229,8 @@ def _child(request: str, result: str, values: str) -> None:
        :func:`fastpath_lib.traffic.watch`; the program's host functions are not even defined there
        (:func:`~fastpath_lib.grading.engine.replay.definitions`).
     """
-    replay.prctl(4, 0)  # PR_SET_DUMPABLE 0: no process of this user reads this one's memory or files (/proc/<pid>/mem)
-    replay.prctl(36, 1)  # PR_SET_CHILD_SUBREAPER: what the record's process leaves is this one's to end
+    forks.prctl(4, 0)  # PR_SET_DUMPABLE 0: no process of this user reads this one's memory or files (/proc/<pid>/mem)
+    forks.prctl(36, 1)  # PR_SET_CHILD_SUBREAPER: what the record's process leaves is this one's to end
     req = torch.load(request, weights_only=True)
     if req.get("absent"):  # before the learner's program: in every step alike
         from fastpath_lib.grading.engine import absent
@@ -241,11 +241,11 @@ def _child(request: str, result: str, values: str) -> None:
     # after the grader's imports, before any of the learner's program (its module-level code included): the record's
     # and the replay's processes inherit it
     host_ops.install(req.get("allow", ()), guarded=bool(req.get("absent")))
-    held, size = replay.held_apart(values)
+    held, size = forks.held_apart(values)
     work = tempfile.mkdtemp(dir=os.path.dirname(os.path.abspath(result)))
     recorded = os.path.join(work, "record.pt")
-    status = replay.forked(lambda: _record(req, recorded))
-    replay.end_strays()
+    status = forks.forked(lambda: _record(req, recorded))
+    forks.end_strays()
     records = []
     for i in range(len(req["calls"])):
         try:  # the record's process wrote it: read as an answer, never trusted
@@ -268,7 +268,7 @@ def _child(request: str, result: str, values: str) -> None:
         inputs = torch.load(io.BytesIO(held[:size]), weights_only=True)
         held.close()
         ran = os.path.join(work, "replay.pt")
-        status = replay.forked(lambda: _replay(program, records, inputs, ran))
+        status = forks.forked(lambda: _replay(program, records, inputs, ran))
         if not os.path.exists(ran):
             raise SystemExit(f"the replay ended without an answer (wait status {status})")
         got = _load(ran)
@@ -312,7 +312,7 @@ def _record(req: dict, path: str) -> None:
             else:
                 record = replay.recorded(current[0], ns[entry[0] if entry else req["entry"]], grid, args, kwargs)
             _save(record, f"{path}.{i}")
-        status = replay.forked(one)
+        status = forks.forked(one)
         if not os.path.exists(f"{path}.{i}"):
             _save({"error": ["Refused", replay.VALUE_READ.format(
                 why=f"its process ended, wait status {status}: a read of memory through data_ptr(), which on a "
