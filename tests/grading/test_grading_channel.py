@@ -23,8 +23,9 @@ ROOT = Path(__file__).resolve().parents[2]
 # --- without a kernel ------------------------------------------------------------------------------------------------
 
 
-def test_the_agent_imports_no_check_module():
-    tree = ast.parse(remote.AGENT.read_text(encoding="utf-8"))
+@pytest.mark.parametrize("text", remote.AGENT_TEXTS, ids=lambda p: p.name)
+def test_the_agent_imports_no_check_module(text):
+    tree = ast.parse(text.read_text(encoding="utf-8"))
     names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     names |= {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     assert not [n for n in names if n.startswith("fastpath_lib") and n != "fastpath_lib.cases"], names

@@ -14,7 +14,7 @@ import triton.language as tl
 
 from fastpath_lib import runtime
 from fastpath_lib.grading.checks import ex02_kernel
-from fastpath_lib.grading.engine import kernel_run, remote, replay, sources
+from fastpath_lib.grading.engine import compile_check, kernel_run, remote, replay, sources
 from fastpath_lib.grading.rules import kernel_source
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -280,8 +280,8 @@ def test_the_compile_step_refuses_every_call_of_a_kernel_body_that_is_not_triton
     jobs.append((text.replace("ESCAPE", "") + "\n@triton.jit\ndef dt(X, DT: tl.constexpr):\n    if DT == tl.float32:\n"
                  "        tl.extra.pkgutil.importlib.import_module('os')\n    tl.store(X, 1.0)\n",
                  [["dt", {"X": replay.describe(torch.empty(1)), "DT": replay.describe(tl.float32)}]]))
-    script = ("import json, sys\nfrom fastpath_lib.grading.engine import kernel_run\n"
-              "print(json.dumps([kernel_run._compile_problem(t, s, f'{sys.argv[1]}/{i}.py') "
+    script = ("import json, sys\nfrom fastpath_lib.grading.engine import compile_check\n"
+              "print(json.dumps([compile_check._compile_problem(t, s, f'{sys.argv[1]}/{i}.py') "
               "for i, (t, s) in enumerate(json.load(sys.stdin))]))")
     done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], input=json.dumps(jobs), text=True,
                           capture_output=True, check=True, env=dict(os.environ, TRITON_INTERPRET="0"))
@@ -300,7 +300,7 @@ def _takes(X, V, C: tl.constexpr):  # a kernel's parameters, for the compile ste
 def test_the_compile_step_binds_each_argument_to_the_value_the_replay_passes():
     """Issue 41 (attack 7, A3): a ``tl.float32`` argument reached the compile step as its repr text and the replay as
     the dtype, so ``if DT == tl.float32:`` was a branch the frontend never read. For each kind of argument a launcher
-    may pass, the value the compile step binds (:func:`kernel_run._signature` on the record's description) equals,
+    may pass, the value the compile step binds (:func:`compile_check._signature` on the record's description) equals,
     with its type, the one the replay passes (the record's encoding, decoded); any other value is refused while the
     launcher is recorded, before anything compiles. In process."""
     import math
@@ -311,12 +311,12 @@ def test_the_compile_step_binds_each_argument_to_the_value_the_replay_passes():
     for v in (True, False, 0, -3, 2 ** 40, 1.5, -0.0, math.inf, math.nan, "relu", "", None, tl.float32,
               tl.bfloat16, tl.float16, tl.int64, tl.int1):
         replayed = replay.Replay([], "cpu", {}).decode(replay.Recorder().encode(v))
-        _, const = kernel_run._signature(jit, {"X": ["tensor", "*fp32"], "C": replay.describe(v)})
+        _, const = compile_check._signature(jit, {"X": ["tensor", "*fp32"], "C": replay.describe(v)})
         compiled = const[(2,)]
         assert type(compiled) is type(replayed) is type(v), (v, compiled, replayed)
         assert compiled == replayed or compiled != compiled and replayed != replayed, (v, compiled, replayed)
         if type(v) in (int, float):  # a runtime parameter: typed by the value
-            sig, _ = kernel_run._signature(jit, {"X": ["tensor", "*fp32"], "V": replay.describe(v)})
+            sig, _ = compile_check._signature(jit, {"X": ["tensor", "*fp32"], "V": replay.describe(v)})
             assert sig["V"] in ("i1", "i32", "i64", "fp32"), sig
     for v in (torch.float32, (1, 2), [1], torch.device("cpu"), tl.pointer_type(tl.float32), 1j, tl.constexpr(4)):
         try:

@@ -9,8 +9,8 @@ still have a broken op that slipped through, never which op or which input would
 both correct ops pass, and a function that never fails scores nothing.
 
 In the grader (``python -m fastpath_lib grade``) the ops run in the grader's process, never in the learner's kernel:
-each run hands the tests a fresh stub of the same source (:mod:`fastpath_lib.grading.engine.runner`) whose every call,
-and the backward and forward-mode derivative of a differentiable call, is answered here by that run's op
+each run hands the tests a fresh stub of the same source (:mod:`~fastpath_lib.grading.engine.runner_stubs`) whose
+every call, and the backward and forward-mode derivative of a differentiable call, is answered here by that run's op
 (:class:`OpServer`, :meth:`fastpath_lib.grading.engine.remote.Session.run_tests`). Each correct op runs twice, all runs
 in an order drawn at grading time; the kernel holds no table of ops, sees no op's code and learns only what the calls
 return, write and raise. Tests that read the op's attributes, code or identity (:func:`inspection`) score nothing,

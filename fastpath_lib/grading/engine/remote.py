@@ -39,6 +39,9 @@ __all__ = ["Proxy", "Session", "RemoteError", "RemoteTimeout", "InputWritten", "
            "outputs", "serve_op", "pack", "unpack", "session", "root", "code"]
 
 AGENT = Path(__file__).with_name("runner.py")
+#: The agent's texts, executed in this order in one namespace of the kernel: the ops under test's stubs, then the
+#: agent, which serves the request.
+AGENT_TEXTS = (Path(__file__).with_name("runner_stubs.py"), AGENT)
 #: The preamble that makes an exercise's forbidden torch operators absent from the kernel (:meth:`Session.prepare`).
 PREAMBLE = Path(__file__).with_name("absent.py")
 
@@ -247,8 +250,10 @@ class Session:
         self.timed_out = False
         self.requests = 0
         self.forged = 0  # answers refused: a second answer to one request
-        self._agent = (f"exec(compile({AGENT.read_text(encoding='utf-8')!r}, '<fastpath grader agent>', 'exec'), "
-                       f"{{'__name__': '<fastpath grader agent>'}})")
+        # one namespace for the agent's texts, bound to no name of the notebook's
+        self._agent = ("(lambda ns: [exec(compile(t, '<fastpath grader agent>', 'exec'), ns) for t in "
+                       f"{tuple(p.read_text(encoding='utf-8') for p in AGENT_TEXTS)!r}] and None)"
+                       "({'__name__': '<fastpath grader agent>'})")
 
     def prepare(self, spec: dict) -> str | None:
         """Before the learner's first cell: run the preamble (:mod:`~fastpath_lib.grading.engine.absent`) in the

@@ -4,15 +4,12 @@
 :class:`Recorder` records what a launcher does on ``meta`` tensors (:func:`meta`, from :func:`shapes_only`'s
 descriptions): each torch operator it runs and each kernel it launches, every tensor named by its number.
 :class:`Replay` runs a record's operators (:func:`operator`: torch operator overloads only) and launches on the real
-tensors. A launcher that reads a value fails while it is recorded, with :data:`VALUE_READ`. The processes that
-hold no value: :func:`held_apart` keeps the values' bytes in memory no fork gets, :func:`forked` runs a step in a
-forked copy, :func:`end_strays` ends what a step left behind.
+tensors. A launcher that reads a value fails while it is recorded, with :data:`VALUE_READ`. The processes the steps
+run in, which hold no value, are made by :mod:`~fastpath_lib.grading.engine.forks`.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
 from collections.abc import Callable
 
 import torch
@@ -20,9 +17,7 @@ import torch
 from fastpath_lib.grading.engine.host_ops import VALUE_READ
 
 __all__ = ["VALUE_READ", "Refused", "Recorder", "Replay", "Recorded", "TRITON_TYPES", "describe", "bound", "leaves",
-           "shapes_only", "operator", "definitions", "node_paths", "compiled_only", "NOT_COMPILED", "meta", "recorded",
-           "prctl", "end_strays", "held_apart",
-           "forked"]
+           "shapes_only", "operator", "definitions", "node_paths", "compiled_only", "NOT_COMPILED", "meta", "recorded"]
 
 #: Triton's name of each torch dtype's element type (a tensor argument's pointer type, for the compile step).
 TRITON_TYPES = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32", torch.float64: "fp64",
@@ -446,67 +441,3 @@ def recorded(recorder: Recorder, target, grid, args, kwargs) -> dict:
         if "meta" in text.lower() or "null" in text.lower():
             return {"error": ["Refused", VALUE_READ.format(why=f"{type(exc).__name__}: {text[:200]}")]}
         return {"error": [type(exc).__name__, text[:500]]}
-
-
-def prctl(option: int, value: int) -> None:
-    """``prctl(option, value)`` on Linux (raises where it fails); nothing elsewhere."""
-    import ctypes
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    if hasattr(libc, "prctl") and libc.prctl(option, value, 0, 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), f"prctl({option}, {value}) failed")
-
-
-def end_strays() -> None:
-    """Kill every process left by the record's (it ended; this process is their subreaper): none outlives it to
-    read the values the replay is given."""
-    import signal
-
-    for _ in range(100):
-        strays = []
-        for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
-            if entry.isdigit():
-                try:
-                    with open(f"/proc/{entry}/stat", encoding="utf-8", errors="replace") as fh:
-                        if int(fh.read().rpartition(")")[2].split()[1]) == os.getpid():
-                            strays.append(int(entry))
-                except (OSError, ValueError, IndexError):
-                    continue
-        if not strays:
-            return
-        for pid in strays:
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
-        for pid in strays:
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(pid, 0)
-
-
-def held_apart(path: str):
-    """The values file's bytes, in memory that no forked process has (``MADV_DONTFORK``); the file is removed."""
-    import mmap
-
-    size = os.path.getsize(path)
-    held = mmap.mmap(-1, max(size, 1))
-    with contextlib.suppress(AttributeError, OSError):
-        held.madvise(mmap.MADV_DONTFORK)
-    with open(path, "rb", buffering=0) as fh:
-        fh.readinto(memoryview(held)[:size])
-    os.unlink(path)
-    return held, size
-
-
-def forked(work: Callable[[], None]) -> int:
-    """Run ``work`` in a forked copy of this process; its wait status."""
-    import gc
-
-    gc.freeze()  # the copy's collector leaves what it inherits alone: no page of it is copied for a collection
-    pid = os.fork()
-    if pid == 0:
-        code = 1
-        try:
-            work()
-            code = 0
-        finally:
-            os._exit(code)  # no atexit, no teardown of what the parent still uses
-    return os.waitpid(pid, 0)[1]

@@ -7,11 +7,12 @@ file before it ran) with :mod:`ast`; each returns a sentence saying what is wron
 
 * :func:`kernel_problem`: the name the check launches is bound once, by a ``def`` under a lone ``@triton.jit``
   whose ``triton`` comes from an import; every ``@triton.jit`` body of the source reads only its parameters, its
-  own locals, Triton's language under ``triton.language`` (:func:`_outside_language`: ``tl.load``,
-  ``tl.math.rsqrt``; not a module reached under another name, ``tl.random.tl``), the source's other kernels and a few
-  builtins (no other module, no helper function, no dunder attribute, nothing defined inside it), and the kernel
-  stores something. The grader's compile step reads the calls again, on what they resolve to
-  (:func:`fastpath_lib.grading.engine.kernel_run.callee_problem`).
+  own locals, Triton's language under ``triton.language``
+  (:func:`~fastpath_lib.grading.rules.language_names.outside_language`: ``tl.load``, ``tl.math.rsqrt``; not a module
+  reached under another name, ``tl.random.tl``), the source's other kernels and a few builtins (no other module, no
+  helper function, no dunder attribute, nothing defined inside it), and the kernel stores something. The grader's
+  compile step reads the calls again, on what they resolve to
+  (:func:`fastpath_lib.grading.engine.compile_check.callee_problem`).
 * :func:`launcher_problem`: a host function (and the source's functions it calls) launches one of the source's
   kernels (``kernel[grid](...)``) and computes nothing itself: torch calls only allocate (``torch.empty``, ...),
   tensor methods only reshape, convert or reduce the kernel's partial results (``.contiguous()``, ``.to()``,
@@ -49,6 +50,7 @@ import builtins
 
 from fastpath_lib.grading.engine.sources import dotted, parse_cells
 from fastpath_lib.grading.rules.definitions import definition_problem, literal, type_expression
+from fastpath_lib.grading.rules.language_names import outside_language
 
 __all__ = ["kernel_problem", "launcher_problem", "launches_kernel", "launchers_called", "program", "still_a_stub"]
 
@@ -62,7 +64,8 @@ _REFLECTIVE = frozenset({"__dict__", "__globals__", "__code__", "__builtins__", 
 #: Builtins a kernel body may call (Triton's frontend accepts these).
 _KERNEL_BUILTINS = frozenset({"range", "min", "max", "int", "float", "bool", "len", "print", "isinstance"})
 #: Attributes that reach the compiler's IR or the interpreter's NumPy arrays behind a Triton value (a name under
-#: ``triton.language`` is read by :func:`_outside_language` instead).
+#: ``triton.language`` is read by
+#: :func:`~fastpath_lib.grading.rules.language_names.outside_language` instead).
 _KERNEL_INTERNALS = frozenset({"handle", "core", "ir", "semantic", "builder"})
 #: Builtins a launcher may call.
 _HOST_BUILTINS = frozenset({"range", "len", "int", "float", "bool", "isinstance", "tuple", "list", "dict", "max",
@@ -179,59 +182,6 @@ def _reached(src: _Source, name: str) -> list:
     return reach
 
 
-def _language_object(obj) -> bool:
-    """Whether ``obj`` is an object of Triton's language: a ``@triton.jit`` or constexpr function, a function
-    ``triton.language`` marks as a builtin (or the stand-in Triton's interpreter leaves for one in a process that
-    ran interpreted kernels), a dtype, a constexpr, a plain constant, or a function or class defined in
-    ``triton.language`` (``libdevice``'s declarations, which the compiler maps to the target's; the compile step
-    refuses a call of one that is not Triton's language, :func:`~fastpath_lib.grading.engine.kernel_run.
-    callee_problem`)."""
-    import triton.language as tl
-    from triton.runtime.jit import JITCallable
-
-    return isinstance(obj, (JITCallable, tl.dtype, tl.constexpr, int, float, str)) or getattr(
-        obj, tl.core.TRITON_BUILTIN, False) is True or callable(obj) and getattr(obj, "__module__", None) is not None \
-        and (obj.__module__.startswith("triton.language") or obj.__module__ == "triton.runtime.interpreter")
-
-
-def _outside_language(path: str) -> str | None:
-    """The first prefix of ``path`` (a dotted name under ``triton.language``) that leaves Triton's language, else
-    ``None``. From a module the next name is one it publishes (in its ``__all__``: ``tl.load``,
-    ``tl.PropagateNan``), one of its own submodules (reached under its own name: ``tl.math``,
-    ``tl.extra.cuda.libdevice``), or a language object (:func:`_language_object`) that is not a module; a module
-    reached under another name is not its own (``tl.random.tl``, the ``triton.language.core`` that
-    ``triton.language.random`` imports as ``tl``; ``tl.extra.pkgutil``). Past a module, the next name is an attribute
-    of a dtype, a constexpr or a class ``triton.language`` publishes (``tl.float32.primitive_bitwidth``,
-    ``tl.PropagateNan.ALL``) that is a language object or a member of that class; a function's attributes
-    (``tl.sigmoid.fn``, ``tl.target_info.is_cuda.get_capture_scope``) are Python's, not the language's.
-
-    >>> _outside_language("triton.language.extra.cuda.libdevice.rsqrt") is None
-    True
-    >>> _outside_language("triton.language.random.tl.builtins.eval")
-    'triton.language.random.tl'
-    """
-    import types
-
-    import triton.language as tl
-
-    obj, where = tl, "triton.language"
-    for part in path.split(".")[2:]:
-        nxt = getattr(obj, part, None)
-        if not isinstance(obj, types.ModuleType):
-            cls = isinstance(obj, type)  # a class triton.language publishes (tl.PropagateNan)
-            if not (cls or isinstance(obj, (tl.dtype, tl.constexpr))) or not (
-                    _language_object(nxt) or cls and isinstance(nxt, obj)):
-                return f"{where}.{part}"
-            obj, where = nxt, f"{where}.{part}"
-            continue
-        own = isinstance(nxt, types.ModuleType) and nxt.__name__ == f"{obj.__name__}.{part}"
-        published = {part, f"{obj.__name__}.{part}"} & set(getattr(obj, "__all__", ()))
-        if not (own or published or not isinstance(nxt, types.ModuleType) and _language_object(nxt)):
-            return f"{where}.{part}"
-        obj, where = nxt, f"{where}.{part}"
-    return None
-
-
 def _kernel_body_problem(src: _Source, fn: ast.FunctionDef) -> str | None:
     a = fn.args
     local = {x.arg for x in a.posonlyargs + a.args + a.kwonlyargs + [a.vararg, a.kwarg] if x is not None}
@@ -248,7 +198,7 @@ def _kernel_body_problem(src: _Source, fn: ast.FunctionDef) -> str | None:
             path = src.resolve(dotted(n)) if isinstance(n, (ast.Name, ast.Attribute)) and id(n) not in inner \
                 and not (isinstance(n, ast.Name) and n.id in local) else ""
             if path.startswith("triton.language.") and not path.startswith("triton.language._"):
-                outside = _outside_language(path)
+                outside = outside_language(path)
                 if outside:
                     return (f"your kernel {fn.name} reads {ast.unparse(n)}, and {outside} is not Triton's "
                             f"language (a module of its own, or a function, type or constant of triton.language): a "
