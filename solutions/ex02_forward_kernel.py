@@ -31,14 +31,17 @@
 # `triton.language` only.
 #
 # **Your kernel in the grader.** The grader compiles every kernel your code launches with Triton's compiler for a GPU
-# (sm_80) before it runs any of them under the interpreter, and a part fails when that step refuses one: a kernel's
-# body may call only `triton.language` (`tl.load`, `tl.sum`, a tensor's `.to`, ...), your own `@triton.jit`
-# functions and the Python builtins Triton compiles (`range`, `min`, `max`, `len`, `int`, `float`, `isinstance`,
-# `print`), and read only names `triton.language` publishes; each argument a kernel is launched with is a tensor, a
-# bool, an int, a float, `None`, or a string or `tl` dtype given to a `tl.constexpr` parameter (not a tuple or a
-# torch dtype); its text holds one `def` line, its own. Code the compiler never compiled (the `else:` of a loop that
-# runs zero times, say) fails the part if the interpreter runs it. The check in this notebook runs your kernel directly,
-# without that compile step: `python -m fastpath_lib grade` gives the grader's verdict.
+# (sm_80) before it runs any of them under the interpreter, and a part fails when that step refuses one: a kernel's body
+# may call only `triton.language` (`tl.load`, `tl.sum`, a tensor's `.to`, ...), your own `@triton.jit` functions and the
+# Python builtins Triton compiles (`range`, `min`, `max`, `len`, `int`, `float`, `isinstance`, `print`), and read only
+# its parameters, its own variables, module constants declared `tl.constexpr` (`EPS: tl.constexpr = 1e-6`; a plain
+# `EPS = 1e-6` is refused) and what `triton.language` publishes; each argument a kernel is launched with is a tensor, a
+# bool, an int, a float, `None`, or a string or `tl` dtype given to a `tl.constexpr` parameter (not a tuple or a torch
+# dtype); its text holds one `def` line, its own. A kernel is defined once, under `@triton.jit` alone (not
+# `@triton.autotune` or `@triton.heuristics`), defines and imports nothing inside it, reads no `_private` attribute and
+# stores its output with `tl.store`. Code the compiler never compiled (the `else:` of a loop that runs zero times, say)
+# fails the part if the interpreter runs it. The check in this notebook runs your kernel directly, without that compile
+# step: `python -m fastpath_lib grade` gives the grader's verdict.
 #
 # **Compute it yourself.** No cell may call what already is the answer, and a part whose code calls it fails: any
 # operator of torch's *normalization* family (every operator that returns its input rescaled by a statistic of itself,
