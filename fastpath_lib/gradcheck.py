@@ -14,8 +14,20 @@ import torch
 
 from fastpath_lib.opspec import OpSpec
 
-__all__ = ["as_tuple", "grad_inputs", "leaves", "arg_names", "incoming_gradient", "gradients", "compare_gradients",
-           "check_backward"]
+__all__ = ["tensor_mismatch", "as_tuple", "grad_inputs", "leaves", "arg_names", "incoming_gradient", "gradients",
+           "compare_gradients", "check_backward"]
+
+
+def tensor_mismatch(got: torch.Tensor, want: torch.Tensor, atol: float, rtol: float, tolerance: str) -> str | None:
+    """Why ``got`` is not ``want`` (another shape or dtype; a value outside ``atol``/``rtol``, said as ``tolerance``,
+    or "bitwise" when both are 0), or ``None``: the one comparison of an op's outputs and gradients with the
+    reference's."""
+    if got.shape != want.shape or got.dtype != want.dtype:
+        return f"{tuple(got.shape)} {got.dtype}, reference {tuple(want.shape)} {want.dtype}"
+    if not torch.allclose(got.float(), want.float(), atol=atol, rtol=rtol, equal_nan=True):
+        err = (got.float() - want.float()).abs().max().item()
+        return f"max error {err:.3g} over {'bitwise' if atol == rtol == 0 else tolerance}"
+    return None
 
 
 def as_tuple(v) -> tuple:
@@ -63,12 +75,9 @@ def compare_gradients(spec: OpSpec, got, args: tuple, dy, dtype: torch.dtype) ->
         return f"{len(got)} gradients, the reference gives {len(pairs)} ({', '.join(n for n, _ in pairs)})"
     atol, rtol = spec.grad_tolerance(dtype)
     for g, (name, w) in zip(got, pairs):
-        if g.shape != w.shape or g.dtype != w.dtype:
-            return f"gradient of {name}: {tuple(g.shape)} {g.dtype}, reference {tuple(w.shape)} {w.dtype}"
-        if not torch.allclose(g.float(), w.float(), atol=atol, rtol=rtol, equal_nan=True):
-            err = (g.float() - w.float()).abs().max().item()
-            rule = "bitwise" if atol == rtol == 0 else f"atol {atol:.3g}, rtol {rtol:.3g}"
-            return f"gradient of {name}: max error {err:.3g} over {rule}"
+        problem = tensor_mismatch(g, w, atol, rtol, f"atol {atol:.3g}, rtol {rtol:.3g}")
+        if problem:
+            return f"gradient of {name}: {problem}"
     return None
 
 

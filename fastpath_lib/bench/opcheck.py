@@ -11,7 +11,8 @@ import contextlib
 import torch
 
 from fastpath_lib import launches
-from fastpath_lib.gradcheck import arg_names, as_tuple, check_backward, compare_gradients, grad_inputs, gradients
+from fastpath_lib.gradcheck import (arg_names, as_tuple, check_backward, compare_gradients, grad_inputs, gradients,
+                                    tensor_mismatch)
 from fastpath_lib.opspec import OpSpec
 
 __all__ = ["as_tuple", "detached", "grad_inputs", "compare_outputs", "check_call", "arg_names", "gradients",
@@ -24,13 +25,9 @@ def compare_outputs(spec: OpSpec, got, want, dtype: torch.dtype) -> str | None:
     if len(got) != len(want):
         return f"{len(got)} outputs, the reference returns {len(want)}"
     for i, (g, w, (atol, rtol)) in enumerate(zip(got, want, spec.output_tolerances(dtype, len(want)))):
-        which = f"output {i}: " if len(want) > 1 else ""
-        if g.shape != w.shape or g.dtype != w.dtype:
-            return f"{which}{tuple(g.shape)} {g.dtype}, reference {tuple(w.shape)} {w.dtype}"
-        if not torch.allclose(g.float(), w.float(), atol=atol, rtol=rtol, equal_nan=True):
-            err = (g.float() - w.float()).abs().max().item()
-            rule = "bitwise" if atol == rtol == 0 else f"atol {atol}, rtol {rtol}"
-            return f"{which}max error {err:.3g} over {rule}"
+        problem = tensor_mismatch(g, w, atol, rtol, f"atol {atol}, rtol {rtol}")
+        if problem:
+            return (f"output {i}: " if len(want) > 1 else "") + problem
     return None
 
 
