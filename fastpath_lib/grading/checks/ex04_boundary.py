@@ -57,6 +57,8 @@ def _kernel_problem(y, expected, dtype, buf, pristine, built, *, grad=False) -> 
 
 
 def _kernel_verdicts(built, x, ns, w, caught: dict, errors: list, mutants: tuple) -> None:
+    if not any(m.kind in ("forward", "backward") and not caught[m.name] for m in mutants):
+        return  # no kernel mutant left to catch: the references below would go unused
     x2d = as_rows(x)
     expected = reference_rms_norm(x, ns, w, None)
     g = torch.Generator().manual_seed(6)
