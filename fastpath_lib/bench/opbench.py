@@ -78,10 +78,10 @@ def providers_of(spec: OpSpec) -> dict[str, str]:
     return out
 
 
-def _own_route_wrong(why: str, dtype: torch.dtype) -> str:
-    """The note of the op's own route (``dispatched``, ``triton``) that differs from the reference: ``why``, and for
-    a bf16 value that differs under the interpreter, :func:`fastpath_lib.runtime.bf16_rounding_hint`."""
-    return f"differs from the reference: {why}" + (runtime.bf16_rounding_hint(dtype) if "max error" in why else "")
+def _own_route_wrong(why: str) -> str:
+    """The note of the op's own route (``dispatched``, ``triton``) that differs from the reference: ``why`` (with
+    :func:`fastpath_lib.gradcheck.rounding_hint` where the interpreter's bf16 cast can be the cause)."""
+    return f"differs from the reference: {why}"
 
 
 def unexplained_traffic(row: dict, *, bytes_model: bool = True) -> str | None:
@@ -220,7 +220,7 @@ def time_case(spec: OpSpec, case: OpCase, providers: dict[str, str], *, quick: b
     for provider, impl in providers.items():
         kw, nbytes = common(impl)
         if provider == "dispatched" and (drift or bad):  # the op's own routes are checked; a wrong one is not timed
-            note = "; ".join(([f"route: {drift}"] if drift else []) + ([_own_route_wrong(bad, dtype)] if bad else []))
+            note = "; ".join(([f"route: {drift}"] if drift else []) + ([_own_route_wrong(bad)] if bad else []))
             out.append(_row(spec, case, provider, quick, gpu, first[0], status="error", note=note, **kw))
             continue
         notes = [f"baseline: {base_name}"] if provider == "baseline" else []
@@ -248,7 +248,7 @@ def time_case(spec: OpSpec, case: OpCase, providers: dict[str, str], *, quick: b
             wrong = check_backward(spec, spec.fast, first, sets[0][1], dtype, launcher=True)
         if wrong:
             out.append(_row(spec, case, provider, quick, gpu, first[0], status="error",
-                            note=_own_route_wrong(wrong, dtype), **kw))
+                            note=_own_route_wrong(wrong), **kw))
             continue
         fn, compile_s = impls[impl], None
         it = iter(range(1 << 62))
