@@ -236,6 +236,32 @@ def test_boundary_plot_writes_a_png(tmp_path):
     assert table.set_index("case_id").loc["syn_fallback", "in_region"] == False  # noqa: E712
 
 
+def test_boundary_plot_draws_cases_at_one_point_side_by_side_each_numbered():
+    """Three cases at one shape (two on the Triton route, one falling back: another layout, say) and one elsewhere:
+    every marker lies at least a marker's width from every other in the drawn axes, the three in a row centred on
+    their shape, and each marker carries its own number (no list of numbers mixing routes)."""
+    import numpy as np
+
+    from fastpath_lib.bench import plot
+
+    rows = []
+    for cid, route in (("a_triton", "triton"), ("b_fallback", "fallback"), ("c_triton", "triton"),
+                       ("far", "triton")):
+        shape = (64, 4096) if cid == "far" else (8, 64)
+        rows += [_row(cid, p, 1.0, route=route, rows=shape[0], cols=shape[1]) for p in ("baseline", "dispatched")]
+    ax = bench.boundary_plot(pd.DataFrame(rows, columns=CSV_COLUMNS), env=SYNTHETIC_CPU_ENV).axes[0]
+    markers = {c.get_label(): ax.transData.transform(c.get_offsets()) for c in ax.collections}
+    assert sorted(markers) == ["route: fallback", "route: triton"] and len(markers["route: fallback"]) == 1
+    px = np.concatenate(list(markers.values()))
+    width = plot.MARKER_SIZE ** 0.5 * ax.figure.dpi / 72
+    gaps = [np.hypot(*(p - q)) for i, p in enumerate(px) for q in px[i + 1:]]
+    assert len(px) == 4 and min(gaps) >= width, gaps
+    shared = px[np.isclose(px[:, 1], ax.transData.transform((8, 64))[1])]
+    assert len(shared) == 3 and np.allclose(shared.mean(axis=0), ax.transData.transform((8, 64)))
+    numbers = sorted(t.get_text() for t in ax.texts if "\n" not in t.get_text())
+    assert numbers == ["1", "2", "3", "4"], numbers
+
+
 def test_pr_note_lists_every_outcome_for_gpu_data():
     note = bench.pr_note(df=synthetic_results(), env=SYNTHETIC_GPU_ENV, tests={"tests": 10, "failures": 0})
     assert "SYNTHETIC" in note
