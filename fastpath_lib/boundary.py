@@ -22,11 +22,10 @@ True
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 from typing import Any
 
-from fastpath_lib import launches, opspec, runtime
+from fastpath_lib import launches, opspec
 from fastpath_lib.cases import CaseSpec
 from fastpath_lib.eligibility import Predicate
 
@@ -150,9 +149,12 @@ def _outputs(value) -> list:
     return list(value) if isinstance(value, (tuple, list)) else [value]
 
 
-def _close(spec: opspec.OpSpec, got, want, dtype) -> str | None:
-    """Why ``got`` is not ``want`` within the spec's tolerances for ``dtype`` (``None``: it is)."""
+def _close(spec: opspec.OpSpec, got, want, dtype, launched=None) -> str | None:
+    """Why ``got`` is not ``want`` within the spec's tolerances for ``dtype`` (``None``: it is; ``launched``: the
+    kernels the call launched, for :func:`fastpath_lib.gradcheck.rounding_hint`)."""
     import torch
+
+    from fastpath_lib.gradcheck import rounding_hint
 
     got, want = _outputs(got), _outputs(want)
     if len(got) != len(want):
@@ -165,7 +167,7 @@ def _close(spec: opspec.OpSpec, got, want, dtype) -> str | None:
         try:
             torch.testing.assert_close(g, w, atol=atol, rtol=rtol, equal_nan=True)
         except AssertionError as exc:
-            return f"output {i}: {str(exc).splitlines()[0]}{runtime.bf16_rounding_hint(dtype)}"
+            return f"output {i}: {str(exc).splitlines()[0]}{rounding_hint(g, w, atol, rtol, launched)}"
     return None
 
 
@@ -218,17 +220,18 @@ def check_point(spec: opspec.OpSpec, point: BoundaryPoint, *, device: str | None
             return f"{point.id}: the reference raises {type(exc).__name__}, the op {type(other).__name__}"
         return f"{point.id}: the reference raises {type(exc).__name__}, the op returns"
     dtype = args[0].dtype
-    watching = launches.observable()
-    with launches.observe() if watching else contextlib.nullcontext([]) as seen:
+    with launches.watch() as seen:
         got = spec.function(*args)
-    if watching:  # the route the call took, from what it launched, against the predicate's
+    if seen is not None:  # the route the call took, from what it launched, against the predicate's
         drift = launches.mismatch(decision.route if decision is not None else route, seen)
         if drift:
             return f"{point.id}: {drift}"
-    problem = _close(spec, got, want, dtype)
+    problem = _close(spec, got, want, dtype, seen)
     runs = spec.fast_unsupported(*args) is None if spec.fast_unsupported is not None else route == "triton"
-    if problem is None and spec.fast is not None:
-        problem = _close(spec, spec.fast(*args), want, dtype) if runs else None
+    if problem is None and spec.fast is not None and runs:
+        with launches.watch() as seen:
+            fast = spec.fast(*args)
+        problem = _close(spec, fast, want, dtype, seen)
         problem = f"fast route: {problem}" if problem else None
     if problem is None and route == "triton" and has_backward(spec):
         problem = _gradients(spec, args, dtype, seed, launcher=runs)

@@ -5,28 +5,60 @@
 reference's output); :func:`compare_gradients` holds a route's gradients of every floating-point tensor argument
 against the reference's by autograd within :meth:`~fastpath_lib.opspec.OpSpec.grad_tolerance`, naming the input that
 differs; :func:`check_backward` checks the public function by autograd or, as a launcher, the spec's
-``fast_backward``.
+``fast_backward``. A bf16 value that differs under Triton's interpreter gets :func:`rounding_hint` where the
+interpreter's cast can be the cause.
 """
 
 from __future__ import annotations
 
 import torch
 
+from fastpath_lib import launches, runtime
 from fastpath_lib.opspec import OpSpec
 
-__all__ = ["tensor_mismatch", "as_tuple", "grad_inputs", "leaves", "arg_names", "incoming_gradient", "gradients",
-           "compare_gradients", "check_backward"]
+__all__ = ["CASTS_REACH", "rounding_hint", "tensor_mismatch", "as_tuple", "grad_inputs", "leaves", "arg_names",
+           "incoming_gradient", "gradients", "compare_gradients", "check_backward"]
 
 
-def tensor_mismatch(got: torch.Tensor, want: torch.Tensor, atol: float, rtol: float, tolerance: str) -> str | None:
+#: How many of the interpreter's casts a bf16 result may have been through (the store's, and one before it): each
+#: moves a value by less than one unit in the last place.
+CASTS_REACH = 2
+
+
+def rounding_hint(got: torch.Tensor, want: torch.Tensor, atol: float, rtol: float,
+                  launched: launches.Launched | None) -> str:
+    """``"; "`` and :data:`fastpath_lib.runtime.INTERPRETER_BF16` where Triton's interpreter's bf16 cast can be why
+    ``got`` differs from ``want``, else ``""``.
+
+    It can be only for a bf16 value under the interpreter, from a call seen to launch a Triton kernel (``launched``,
+    from :func:`fastpath_lib.launches.observe`; ``None``: not observed) that converts with Triton's own casts (none of
+    its device calls is :mod:`fastpath_lib.triton_casts`'), and only where every element is within its tolerance plus
+    :data:`CASTS_REACH` units in the last place of its value: the interpreter's cast truncates, moving each value it
+    rounds toward zero by less than one ulp, at most ``eps * |v|`` (``torch.finfo(torch.bfloat16).eps``; ``tiny`` for
+    a subnormal). An error past that reach is the kernel's, whatever its casts."""
+    if got.dtype != torch.bfloat16 or not runtime.interpreter_enabled() or not launched:
+        return ""
+    if launches.converts_with_casts(launched):
+        return ""
+    g, w = got.detach().float(), want.detach().float()
+    fin = torch.finfo(torch.bfloat16)
+    size = torch.maximum(torch.maximum(g.abs(), w.abs()), torch.tensor(fin.tiny, device=g.device))
+    reach = atol + rtol * w.abs() + CASTS_REACH * fin.eps * size
+    inside = ((g - w).abs() <= reach) | (g.isnan() & w.isnan())
+    return f"; {runtime.INTERPRETER_BF16}" if bool(inside.all()) else ""
+
+
+def tensor_mismatch(got: torch.Tensor, want: torch.Tensor, atol: float, rtol: float, tolerance: str,
+                    launched: launches.Launched | None = None) -> str | None:
     """Why ``got`` is not ``want`` (another shape or dtype; a value outside ``atol``/``rtol``, said as ``tolerance``,
-    or "bitwise" when both are 0), or ``None``: the one comparison of an op's outputs and gradients with the
-    reference's."""
+    or "bitwise" when both are 0, with :func:`rounding_hint` for the call's ``launched`` kernels), or ``None``: the
+    one comparison of an op's outputs and gradients with the reference's."""
     if got.shape != want.shape or got.dtype != want.dtype:
         return f"{tuple(got.shape)} {got.dtype}, reference {tuple(want.shape)} {want.dtype}"
     if not torch.allclose(got.float(), want.float(), atol=atol, rtol=rtol, equal_nan=True):
         err = (got.float() - want.float()).abs().max().item()
-        return f"max error {err:.3g} over {'bitwise' if atol == rtol == 0 else tolerance}"
+        return (f"max error {err:.3g} over {'bitwise' if atol == rtol == 0 else tolerance}"
+                f"{rounding_hint(got, want, atol, rtol, launched)}")
     return None
 
 
@@ -58,10 +90,12 @@ def gradients(fn, args: tuple, dy) -> tuple:
         return tuple(torch.autograd.grad(fn(*args), grad_inputs(args), dy, allow_unused=True))
 
 
-def compare_gradients(spec: OpSpec, got, args: tuple, dy, dtype: torch.dtype) -> str | None:
+def compare_gradients(spec: OpSpec, got, args: tuple, dy, dtype: torch.dtype,
+                      launched: launches.Launched | None = None) -> str | None:
     """``None`` when ``got`` (a route's gradients, one per floating-point tensor argument of ``args``; ``None``
     entries dropped) matches the reference's gradients by autograd within :meth:`~fastpath_lib.opspec.OpSpec.
-    grad_tolerance`, else why not, naming the input."""
+    grad_tolerance`, else why not, naming the input (``launched``: the kernels the route's backward launched, for
+    :func:`rounding_hint`)."""
     fresh = tuple(a.detach().clone().requires_grad_(True) if any(a is g for g in grad_inputs(args)) else a
                   for a in args)
     try:
@@ -75,7 +109,7 @@ def compare_gradients(spec: OpSpec, got, args: tuple, dy, dtype: torch.dtype) ->
         return f"{len(got)} gradients, the reference gives {len(pairs)} ({', '.join(n for n, _ in pairs)})"
     atol, rtol = spec.grad_tolerance(dtype)
     for g, (name, w) in zip(got, pairs):
-        problem = tensor_mismatch(g, w, atol, rtol, f"atol {atol:.3g}, rtol {rtol:.3g}")
+        problem = tensor_mismatch(g, w, atol, rtol, f"atol {atol:.3g}, rtol {rtol:.3g}", launched)
         if problem:
             return f"gradient of {name}: {problem}"
     return None
@@ -85,10 +119,11 @@ def check_backward(spec: OpSpec, fn, args: tuple, dy, dtype: torch.dtype, *, lau
     """``None`` when the gradients of a backward case's route match the reference's, else why not: ``fn`` by
     autograd, or with ``launcher`` the spec's ``fast_backward(dy, *args)``."""
     try:
-        got = spec.fast_backward(dy, *args) if launcher else gradients(fn, args, dy)
+        with launches.watch() as seen:
+            got = spec.fast_backward(dy, *args) if launcher else gradients(fn, args, dy)
     except Exception as exc:  # noqa: BLE001 - a backward that raises is a wrong route, recorded as its row
         return f"its backward raised {type(exc).__name__}: {exc}"[:300]
-    return compare_gradients(spec, got, args, dy, dtype)
+    return compare_gradients(spec, got, args, dy, dtype, seen)
 
 def leaves(args: tuple) -> tuple:
     """``args`` with each floating-point tensor argument a fresh leaf that requires grad (what a backward

@@ -7,7 +7,10 @@ method). :func:`observe` wraps both methods while its block runs and records the
 ``warmup`` compile launches nothing and is not recorded); :func:`taken` reads the route from that record: ``"triton"``
 when the call launched a Triton kernel, ``"fallback"`` when it launched none. The generated boundary tests
 (:func:`fastpath_lib.boundary.check_point`) and the bench's dispatched row (:mod:`fastpath_lib.bench.opbench`) compare
-that route with the predicate's, so a dispatch that drifts from its predicate fails there.
+that route with the predicate's, so a dispatch that drifts from its predicate fails there. Under the interpreter a
+kernel's calls of other ``@triton.jit`` functions are Python calls (``InterpretedFunction.__call__``), and
+:func:`observe` records those too (:attr:`Launched.calls`): :func:`converts_with_casts` reads from them whether a
+launch converted with :mod:`fastpath_lib.triton_casts`.
 
 >>> import torch
 >>> from fastpath_lib import launches
@@ -25,11 +28,23 @@ from collections.abc import Iterator
 
 from fastpath_lib import runtime
 
-__all__ = ["observe", "taken", "observable", "mismatch"]
+__all__ = ["Launched", "observe", "taken", "observable", "mismatch", "watch", "converts_with_casts"]
 
 _lock = threading.Lock()
-_active: list[list[str]] = []
+_active: list[Launched] = []
 _saved: dict = {}
+#: the module whose device functions convert bf16 as a GPU does under the interpreter too
+CASTS_MODULE = "fastpath_lib.triton_casts"
+
+
+class Launched(list):
+    """The names of the Triton kernels a block launched, in launch order (a list), and in :attr:`calls` the device
+    functions (``module.name``) those kernels called, as the interpreter runs them (empty when compiled for a GPU,
+    where a device function is inlined)."""
+
+    def __init__(self, *args) -> None:
+        super().__init__(*args)
+        self.calls: list[str] = []
 
 
 def observable() -> bool:
@@ -45,6 +60,21 @@ def _owners() -> list[type]:
     return [JITFunction, InterpretedFunction]
 
 
+def _name(fn) -> str:
+    return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__name__', type(fn).__name__)}"
+
+
+def _hooked_call(original):
+    def __call__(self, *args, **kwargs):  # a device function called by an interpreted kernel
+        name = _name(getattr(self, "fn", None))
+        with _lock:
+            for seen in _active:
+                seen.calls.append(name)
+        return original(self, *args, **kwargs)
+
+    return __call__
+
+
 def _hooked(original):
     def run(self, *args, grid, warmup, **kwargs):
         if not warmup:
@@ -58,15 +88,20 @@ def _hooked(original):
 
 
 @contextlib.contextmanager
-def observe() -> Iterator[list[str]]:
-    """Record the Triton kernels launched inside the block, by name, in launch order (blocks nest; each sees the
-    launches inside it). The launch methods are restored when the outermost block ends, also on error."""
-    seen: list[str] = []
+def observe() -> Iterator[Launched]:
+    """Record the Triton kernels launched inside the block, by name, in launch order, and the device functions they
+    call under the interpreter (:class:`Launched`; blocks nest, each sees the launches inside it). The launch methods
+    are restored when the outermost block ends, also on error."""
+    from triton.runtime.interpreter import InterpretedFunction
+
+    seen = Launched()
     with _lock:
         if not _active:
             for owner in _owners():
-                _saved[owner] = owner.__dict__["run"]
-                owner.run = _hooked(_saved[owner])
+                _saved[(owner, "run")] = owner.__dict__["run"]
+                owner.run = _hooked(_saved[(owner, "run")])
+            _saved[(InterpretedFunction, "__call__")] = InterpretedFunction.__dict__["__call__"]
+            InterpretedFunction.__call__ = _hooked_call(_saved[(InterpretedFunction, "__call__")])
         _active.append(seen)
     try:
         yield seen
@@ -74,9 +109,21 @@ def observe() -> Iterator[list[str]]:
         with _lock:
             _active.remove(seen)
             if not _active:
-                for owner, original in _saved.items():
-                    owner.run = original
+                for (owner, method), original in _saved.items():
+                    setattr(owner, method, original)
                 _saved.clear()
+
+
+def watch():
+    """:func:`observe` where a Triton kernel can run (:func:`observable`), else a block that observes nothing (it
+    yields ``None``)."""
+    return observe() if observable() else contextlib.nullcontext(None)
+
+
+def converts_with_casts(seen: Launched) -> bool:
+    """Whether the kernels of ``seen`` called a device function of :mod:`fastpath_lib.triton_casts` (its ``to_fp32``
+    or ``round_to``), as the interpreter ran them."""
+    return any(name.startswith(CASTS_MODULE + ".") for name in seen.calls)
 
 
 def taken(seen: list[str]) -> str:

@@ -28,7 +28,7 @@ import torch
 
 __all__ = ["parse_source", "use_interpreter", "interpreter_enabled", "cuda_available", "kernel_device",
            "lesson_device", "describe", "versions", "ENV", "ROOT", "child_env", "stop_process_group",
-           "INTERPRETER_BF16", "bf16_rounding_hint"]
+           "INTERPRETER_BF16"]
 
 ENV = "TRITON_INTERPRET"
 #: The checkout the kit runs from (the folder holding ``fastpath_lib/``): results, tests and tools live here.
@@ -92,16 +92,10 @@ def interpreter_enabled() -> bool:
 
 
 #: What a bf16 value that differs from the reference under the interpreter may be: the interpreter's cast, not the
-#: kernel (``fastpath_lib.triton_casts`` says why).
+#: kernel (``fastpath_lib.triton_casts`` says why; ``fastpath_lib.gradcheck.rounding_hint`` says where it can be).
 INTERPRETER_BF16 = ("under Triton's interpreter this may be its bf16 rounding, not the kernel (its fp32-to-bf16 cast "
                     "truncates where a GPU rounds to nearest even): convert with fastpath_lib.triton_casts (to_fp32 on "
                     "loads, round_to on stores) and run it again")
-
-
-def bf16_rounding_hint(dtype) -> str:
-    """``"; "`` and :data:`INTERPRETER_BF16` for a bf16 value under the interpreter, else ``""``: what a value check
-    adds to a bf16 result that differs from its reference."""
-    return f"; {INTERPRETER_BF16}" if str(dtype) == "torch.bfloat16" and interpreter_enabled() else ""
 
 
 def _reset_for_tests(value: bool | None = None) -> None:

@@ -255,7 +255,7 @@ def test_fused_op_is_registered_second_with_its_own_pieces(capsys):
     spec = opspec.get("fused_add_rms_norm")
     assert spec.function is fastpath_lib.fused_add_rms_norm and spec.reference is FUSED_SPEC.reference
     assert spec.fast is FUSED_SPEC.fast_route and spec.case_spec is FusedCaseSpec
-    assert list(spec.baselines) == ["unfused_eager", opspec.COMPILED, "add_then_kit_rms_norm", "vllm_c"]
+    assert list(spec.baselines) == ["unfused_eager", opspec.COMPILED, "vllm_c"]
     assert set(spec.bytes_models) == {*spec.baselines, "fallback"}
     with pytest.raises(ValueError, match="2 tolerance pairs"):
         spec.output_tolerances(torch.float16, 1)

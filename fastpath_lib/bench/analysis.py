@@ -39,7 +39,7 @@ from fastpath_lib.bench.schema import (
 )
 
 __all__ = ["noise_band", "outcome", "classify", "summary_table", "boundary_table", "outcome_counts",
-           "coverage_line", "over_copy_bandwidth", "wrong_cases"]
+           "coverage_line", "over_copy_bandwidth", "wrong_cases", "baseline_errors"]
 
 
 def noise_band(q20: float, median: float, q80: float, base_q20: float, base_median: float, base_q80: float) -> float:
@@ -161,6 +161,17 @@ def wrong_cases(df) -> dict[str, str]:
         return {}
     bad = m[m["provider"].isin(OWN_ROUTES) & (m["status"].astype(str) == "error")]
     return {str(r.case_id): f"{r.provider}: {r.note}" for r in bad.drop_duplicates("case_id").itertuples()}
+
+
+def baseline_errors(df) -> list[str]:
+    """``"CASE: PROVIDER: why"`` for each matrix row of a baseline (a provider outside :data:`OWN_ROUTES`) that gave
+    an error: one that differs from the reference (:func:`fastpath_lib.bench.opbench.baseline_differs`, not timed) or
+    one that raised."""
+    m = matrix_rows(df)
+    if not len(m) or "status" not in m.columns:
+        return []
+    bad = m[~m["provider"].isin(OWN_ROUTES) & (m["status"].astype(str) == "error")]
+    return [f"{r.case_id}: {r.provider}: {r.note}" for r in bad.itertuples()]
 
 
 def coverage_line(df: pd.DataFrame, env: dict | None = None) -> str:

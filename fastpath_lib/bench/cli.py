@@ -240,9 +240,12 @@ def print_not_run(spec, *, folder: bool = True) -> None:
 
 def _wrong_exit(df: pd.DataFrame) -> int:
     """1, with one line per case, when the op's own routes gave an error (a result that differs from the reference,
-    an out-of-bounds access, bytes the kit cannot explain); else 0."""
-    from fastpath_lib.bench.analysis import wrong_cases
+    an out-of-bounds access, bytes the kit cannot explain); else 0. A baseline that gave an error (one that differs
+    from the reference is not timed) gets a line too: the op's own routes decide the exit status."""
+    from fastpath_lib.bench.analysis import baseline_errors, wrong_cases
 
+    for line in baseline_errors(df):
+        print(f"BASELINE NOT TIMED: {line}", file=sys.stderr)
     bad = wrong_cases(df)
     for case, why in bad.items():
         print(f"WRONG: {case}: {why}", file=sys.stderr)

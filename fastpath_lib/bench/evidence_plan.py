@@ -187,11 +187,12 @@ def op_steps(name: str) -> tuple[Step, ...]:
     spec = opspec.get(name)
     cases = len(spec.matrix())
     providers = sum(b != opspec.COMPILED for b in spec.baselines) + 1 + (spec.fast is not None)
-    est = START_S + max(3.0, CELL_S * cases * providers)  # at least the few seconds every step's minimum covers
+    # at least the few seconds every step's minimum covers; whole seconds, so the minimum never exceeds the estimate
+    est = round(START_S + max(3.0, CELL_S * cases * providers))
     needs = _CORE + ("fastpath_lib.opspec", "fastpath_lib.bench.opbench")
     return (Step(f"{name}_matrix", f"{name}: its predeclared matrix against its baselines (torch.compile in its own "
                  "step)", 30, _s("matrix"), _op_files(name, "results.csv", "environment.json", "boundary.png"),
-                 needs, op=name, min_s=min(30.0, est), est_s=round(est),
+                 needs, op=name, min_s=min(30.0, est), est_s=est,
                  basis=f"estimate: {_START}; {cases} cases x {providers} providers at do_bench's 25 + 100 ms with "
                        f"the check, ~{CELL_S} s each"),)
 

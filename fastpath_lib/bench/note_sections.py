@@ -32,7 +32,7 @@ from fastpath_lib.opspec import COMPILED
 
 __all__ = ["SECTIONS", "summary", "eligibility", "semantic", "mechanism", "performance", "workload", "alternatives",
            "maintenance", "limitations", "run_limitations", "copy_ceiling", "host_performance", "host_verdict",
-           "other_baselines"]
+           "other_baselines", "refused_baselines"]
 
 
 def summary(ev: Evidence) -> list[str]:
@@ -180,8 +180,23 @@ def alternatives(ev: Evidence) -> list[str]:
             f"not run: the spec declares no `{COMPILED}` baseline (OpSpec.baselines)"
             if COMPILED not in ev.spec.baselines else "not run"]
         L.append("The torch.compile baseline was not measured: " + "; ".join(reasons) + ".")
-    others = other_baselines(ev)
+    others = other_baselines(ev) + refused_baselines(ev)
     return L + ([""] + others if others else [])
+
+
+def refused_baselines(ev: Evidence) -> list[str]:
+    """One line per baseline (but ``torch.compile``'s, whose line above gives its rows' notes) with an error row: the
+    cases where it was not timed because it differs from the reference or raised
+    (:func:`fastpath_lib.bench.opbench.baseline_differs`)."""
+    m = ev.matrix
+    names = {("baseline" if i == 0 else n): n for i, n in enumerate(ev.spec.baselines) if n != COMPILED}
+    L = []
+    for provider, name in names.items():
+        bad = m[(m.provider == provider) & (m.status == "error")]
+        if len(bad):
+            L.append(f"- `{name}` was not timed on {', '.join(map(str, bad.case_id))}: it differs from the reference "
+                     "there, or raised (results.csv's notes say how); those cases have no comparison with it.")
+    return L
 
 
 def other_baselines(ev: Evidence) -> list[str]:

@@ -14,11 +14,13 @@ output by output for an op returning a tuple (a bitwise output has ``(0, 0)``), 
 decides (read from the Triton kernels the call launched, :mod:`fastpath_lib.launches`: the row's ``route`` is the route
 taken), and must leave its inputs as they were (a call that mutates its inputs cannot be timed honestly on rotating
 input sets); in a backward case its gradients, and the fast route's, must match the reference's
-(:mod:`fastpath_lib.bench.opcheck`). Each baseline is checked too; a baseline that departs from the contract is timed
-and says so in its note (it is a comparison point, not the contract). Each row carries the bytes of its own
-implementation (:meth:`~fastpath_lib.opspec.OpSpec.bytes_for`), so GB/s and the bytes a fusion saves read off the
-table; off CUDA, a call that launches Triton kernels is run once more, untimed, under the interpreter's traffic checker
-(:func:`~fastpath_lib.bench.mechanism.count_call`: counted bytes, out-of-bounds lanes, launches per call).
+(:mod:`fastpath_lib.bench.opcheck`). Each baseline is checked the same way before it is timed (:func:`baseline_differs`:
+its outputs at the op's tolerances and, in a backward case, its gradients): one that disagrees with the reference
+computes something else, so it is not timed and its row is an error naming the baseline and the case. Each row
+carries the bytes of its own implementation (:meth:`~fastpath_lib.opspec.OpSpec.bytes_for`), so GB/s and the bytes a
+fusion saves read off the table; off CUDA, a call that launches Triton kernels is run once more, untimed, under the
+interpreter's traffic checker (:func:`~fastpath_lib.bench.mechanism.count_call`: counted bytes, out-of-bounds lanes,
+launches per call).
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ from fastpath_lib.opspec import COMPILED, BaselineUnavailable, OpCase, OpSpec
 from fastpath_lib.routing import record_routes
 
 __all__ = ["run_op", "time_case", "time_compiled", "pick_compiled_cases", "not_run", "op_environment", "providers_of",
-           "compare_outputs", "COMPILED_STEP_NOTE", "device_name", "unexplained_traffic"]
+           "compare_outputs", "COMPILED_STEP_NOTE", "device_name", "unexplained_traffic", "baseline_differs"]
 
 #: The note of a compiled-baseline row the evidence run's matrix leaves to its own step.
 COMPILED_STEP_NOTE = ("not run in the matrix step: torch.compile baselines are timed in the evidence run's "
@@ -78,10 +80,28 @@ def providers_of(spec: OpSpec) -> dict[str, str]:
     return out
 
 
-def _own_route_wrong(why: str, dtype: torch.dtype) -> str:
-    """The note of the op's own route (``dispatched``, ``triton``) that differs from the reference: ``why``, and for
-    a bf16 value that differs under the interpreter, :func:`fastpath_lib.runtime.bf16_rounding_hint`."""
-    return f"differs from the reference: {why}" + (runtime.bf16_rounding_hint(dtype) if "max error" in why else "")
+def _own_route_wrong(why: str) -> str:
+    """The note of the op's own route (``dispatched``, ``triton``) that differs from the reference: ``why`` (with
+    :func:`fastpath_lib.gradcheck.rounding_hint` where the interpreter's bf16 cast can be the cause)."""
+    return f"differs from the reference: {why}"
+
+
+def baseline_differs(spec: OpSpec, case: OpCase, name: str, fn, inputs: tuple, dtype: torch.dtype) -> str | None:
+    """Why baseline ``name`` cannot be timed on ``case`` (``None``: it can): on the case's first input set
+    ``(args, dy)``, its outputs must match the spec's reference within the op's tolerances and leave its inputs as
+    they were, and in a backward case its gradients by autograd must match the reference's within
+    :meth:`~fastpath_lib.opspec.OpSpec.grad_tolerance`, the checks the op's own routes pass. A baseline that computes
+    another function makes its time no comparison. A compiled baseline is called with autograd on in a backward case,
+    as its timed call is (one compile per case). :class:`~fastpath_lib.opspec.BaselineUnavailable` passes through."""
+    args, dy = inputs
+    bwd = case.pass_ == "backward"
+    why = check_call(spec, fn, args, dtype, grad=bwd and name == COMPILED)
+    if why is None and bwd:
+        why = check_backward(spec, fn, args, dy, dtype)
+    if why is None:
+        return None
+    return (f"baseline {name} differs from the reference ({spec.name}'s contract) in case {case.id}: {why}; not timed: "
+            "a baseline that computes something else is no comparison")
 
 
 def unexplained_traffic(row: dict, *, bytes_model: bool = True) -> str | None:
@@ -220,7 +240,7 @@ def time_case(spec: OpSpec, case: OpCase, providers: dict[str, str], *, quick: b
     for provider, impl in providers.items():
         kw, nbytes = common(impl)
         if provider == "dispatched" and (drift or bad):  # the op's own routes are checked; a wrong one is not timed
-            note = "; ".join(([f"route: {drift}"] if drift else []) + ([_own_route_wrong(bad, dtype)] if bad else []))
+            note = "; ".join(([f"route: {drift}"] if drift else []) + ([_own_route_wrong(bad)] if bad else []))
             out.append(_row(spec, case, provider, quick, gpu, first[0], status="error", note=note, **kw))
             continue
         notes = [f"baseline: {base_name}"] if provider == "baseline" else []
@@ -248,7 +268,7 @@ def time_case(spec: OpSpec, case: OpCase, providers: dict[str, str], *, quick: b
             wrong = check_backward(spec, spec.fast, first, sets[0][1], dtype, launcher=True)
         if wrong:
             out.append(_row(spec, case, provider, quick, gpu, first[0], status="error",
-                            note=_own_route_wrong(wrong, dtype), **kw))
+                            note=_own_route_wrong(wrong), **kw))
             continue
         fn, compile_s = impls[impl], None
         it = iter(range(1 << 62))
@@ -266,10 +286,11 @@ def time_case(spec: OpSpec, case: OpCase, providers: dict[str, str], *, quick: b
             if impl == COMPILED:
                 torch._dynamo.reset()  # one compile per case, never the recompile limit's eager fallback
                 compile_s = first_call_s(call)
-            if impl in spec.baselines:
-                differs = check_call(spec, fn, first, dtype, grad=bwd and impl == COMPILED)
+            if impl in spec.baselines:  # checked like the op's own routes: a baseline computing another function
+                differs = baseline_differs(spec, case, impl, fn, sets[0], dtype)  # is no comparison, not timed
                 if differs:
-                    notes.append(f"departs from the contract ({differs}); timed as a comparison point")
+                    out.append(_row(spec, case, provider, quick, gpu, first[0], status="error", note=differs, **kw))
+                    continue
             timing = timed_fields(call, settings)
             if impl != COMPILED:  # once more, outside the timed loop: the interpreter's count (CPU only)
                 timing.update(count_call(call))
@@ -329,8 +350,9 @@ def run_op(spec: OpSpec, *, quick: bool = True, only: list[str] | None = None, s
         a classified DataFrame (``attrs["environment"]`` set). A public function (``dispatched``) or fast route
         (``triton``) that disagrees with the reference (or writes into its inputs), or a public function that takes
         another route than the predicate's, gets a ``status="error"`` row and is not timed; the baselines are timed all
-        the same. A row whose interpreter count shows out-of-bounds accesses or bytes the bytes model cannot explain is
-        timed and marked ``status="error"``.
+        the same, each one that agrees with the reference (:func:`baseline_differs`; one that does not gets a
+        ``status="error"`` row, untimed). A row whose interpreter count shows out-of-bounds accesses or bytes the
+        bytes model cannot explain is timed and marked ``status="error"``.
     """
     import pandas as pd
 
@@ -349,6 +371,9 @@ def run_op(spec: OpSpec, *, quick: bool = True, only: list[str] | None = None, s
     by_case: dict[str, list[dict]] = {c.id: [] for c in cases}
     order = list(providers)
 
+    def own_wrong(cid: str) -> bool:  # the op's own route gave an error: the case gets no compiled row
+        return any(r["status"] == "error" and r["provider"] in OWN_ROUTES for r in by_case[cid])
+
     def table():
         return [r for c in cases for r in sorted(by_case[c.id], key=lambda r: order.index(r["provider"]))]
 
@@ -362,14 +387,14 @@ def run_op(spec: OpSpec, *, quick: bool = True, only: list[str] | None = None, s
         (Path(folder) / "environment.json").write_text(json.dumps(env, indent=2, default=str) + "\n")
     for n, subset in enumerate(passes):
         for case in cases:
-            if not subset or (n and any(r["status"] == "error" for r in by_case[case.id])):
+            if not subset or (n and own_wrong(case.id)):
                 continue
             if deadline is not None and time.monotonic() > deadline:
                 by_case[case.id] += not_run(spec, case, subset, quick=quick, gpu=gpu)
                 continue
             by_case[case.id] += time_case(spec, case, subset, quick=quick, gpu=gpu, settings=settings,
                                           device=runtime.kernel_device(), check=n == 0, log=log, copy_gbps=copy_gbps)
-            if n == 0 and left_out and not any(r["status"] == "error" for r in by_case[case.id]):
+            if n == 0 and left_out and not own_wrong(case.id):
                 by_case[case.id] += [dict(r, status="skipped") for r in
                                      not_run(spec, case, left_out, quick=quick, gpu=gpu, note=COMPILED_STEP_NOTE)]
             if folder is not None:

@@ -6,8 +6,6 @@ case, its gradients of every floating-point tensor argument against the referenc
 
 from __future__ import annotations
 
-import contextlib
-
 import torch
 
 from fastpath_lib import launches
@@ -19,13 +17,15 @@ __all__ = ["as_tuple", "detached", "grad_inputs", "compare_outputs", "check_call
            "compare_gradients", "check_backward"]
 
 
-def compare_outputs(spec: OpSpec, got, want, dtype: torch.dtype) -> str | None:
-    """``None`` when every output of ``got`` matches ``want`` within the spec's tolerance for it, else why not."""
+def compare_outputs(spec: OpSpec, got, want, dtype: torch.dtype,
+                    launched: launches.Launched | None = None) -> str | None:
+    """``None`` when every output of ``got`` matches ``want`` within the spec's tolerance for it, else why not
+    (``launched``: the kernels the call launched, for :func:`fastpath_lib.gradcheck.rounding_hint`)."""
     got, want = as_tuple(got), as_tuple(want)
     if len(got) != len(want):
         return f"{len(got)} outputs, the reference returns {len(want)}"
     for i, (g, w, (atol, rtol)) in enumerate(zip(got, want, spec.output_tolerances(dtype, len(want)))):
-        problem = tensor_mismatch(g, w, atol, rtol, f"atol {atol}, rtol {rtol}")
+        problem = tensor_mismatch(g, w, atol, rtol, f"atol {atol}, rtol {rtol}", launched)
         if problem:
             return (f"output {i}: " if len(want) > 1 else "") + problem
     return None
@@ -39,10 +39,9 @@ def check_call(spec: OpSpec, fn, args: tuple, dtype: torch.dtype, *, grad: bool 
     ``no_grad`` would compile a second graph: one cold compile more per backward case). ``launched``: a list the
     names of the Triton kernels ``fn``'s call launched are added to (:func:`fastpath_lib.launches.observe`)."""
     before = [a.detach().clone() if isinstance(a, torch.Tensor) else None for a in args]
-    watch = launches.observe() if launched is not None else contextlib.nullcontext([])
-    with torch.enable_grad() if grad else torch.no_grad(), watch as seen:
+    with torch.enable_grad() if grad else torch.no_grad(), launches.watch() as seen:
         got = fn(*args)
-    if launched is not None:
+    if launched is not None and seen is not None:
         launched.extend(seen)
     got = tuple(detached(g) for g in got) if isinstance(got, (tuple, list)) else detached(got)
     changed = [i for i, (a, b) in enumerate(zip(args, before))
@@ -51,7 +50,7 @@ def check_call(spec: OpSpec, fn, args: tuple, dtype: torch.dtype, *, grad: bool 
         return f"it wrote into its input(s) {changed}: an in-place call cannot be timed on rotating inputs"
     with torch.no_grad():
         want = spec.reference(*args)
-    return compare_outputs(spec, got, want, dtype)
+    return compare_outputs(spec, got, want, dtype, seen)
 
 
 def detached(v):

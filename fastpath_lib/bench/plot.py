@@ -77,9 +77,10 @@ def boundary_plot(df: pd.DataFrame, ax=None, *, env: dict | None = None):
     Returns:
         the matplotlib ``Figure``.
 
-    Each point is numbered; the key beside the plot names its case and, where the run used another shape than the
-    declared one (``--quick``), the shape it ran. Cases within a quarter octave of each other share one number list.
-    The row threshold that applied is drawn as a vertical line.
+    Each case's marker is numbered; the key beside the plot names its case and, where the run used another shape
+    than the declared one (``--quick``), the shape it ran. Cases at one point (within a quarter octave of each other
+    in rows and in columns) are drawn side by side in a row centred on it, a fixed number of points apart, each with
+    its own number and route marker (:func:`_spread`). The row threshold that applied is drawn as a vertical line.
 
     Note:
         For CPU / interpreter data no ratio is drawn: the markers show the routes only and the title says "not a GPU
@@ -109,19 +110,14 @@ def boundary_plot(df: pd.DataFrame, ax=None, *, env: dict | None = None):
                                edgecolor="tab:green", linestyle="--",
                                label=f"eligible: rows >= {min_rows}, cols <= {max_cols} (+ the predicate's other "
                                      "conditions)"))
-    sp = table["speedup_dispatched"].astype(float).to_numpy()
-    logs = np.log2(np.where(np.isfinite(sp) & (sp > 0), sp, 1.0))
-    lim = max(1.0, float(np.nanmax(np.abs(logs))) if len(logs) else 1.0)
-    sc = None
-    for route, marker in (("triton", "o"), ("fallback", "X")):
-        m = (table["route"] == route).to_numpy()
-        if m.any():
-            sc = ax.scatter(table["rows"][m], table["cols"][m], c=logs[m], cmap="coolwarm_r", vmin=-lim, vmax=lim,
-                            marker=marker, s=90, edgecolors="black", label=f"route: {route}")
     if region and min_rows > 1:
         ax.axvline(min_rows, color="tab:green", linewidth=2, label=f"row threshold: {min_rows} rows")
+    ax.set_xscale("log", base=2)  # the scales and limits first: the markers at one point are spread in points
+    ax.set_yscale("log", base=2)
+    ax.set_xlim(0.5, rows_max)
+    ax.set_ylim(16, cols_max)
     declared = _declared_shapes(df)
-    spots: dict[tuple, list] = {}  # cases in the same quarter-octave share one label
+    spots: dict[tuple, list] = {}  # the cases at one point of the plot (the same quarter octave in rows and cols)
     key = []
     order = {c: i for i, c in enumerate(env.get("declared_cases") or [])}  # numbered as the matrix declares them
     ranked = sorted(table.itertuples(), key=lambda r: order.get(r.case_id, len(order)))
@@ -129,22 +125,27 @@ def boundary_plot(df: pd.DataFrame, ax=None, *, env: dict | None = None):
         run = shape_text(r.rows, r.cols)
         key.append(f"{n:>2}  " + (r.case_id if declared.get(r.case_id, run) == run else f"{r.case_id} (ran {run})"))
         spot = (round(4 * np.log2(max(r.rows, 1))), round(4 * np.log2(max(r.cols, 1))))
-        spots.setdefault(spot, [r.rows, r.cols, []])[2].append(str(n))
-    for rows, cols, numbers in spots.values():
-        lines = [",".join(numbers[i:i + 3]) for i in range(0, len(numbers), 3)]  # short lines: clear of neighbours
-        one = len(lines) == 1  # one line above-right of the point; a block of lines below-right, clear of the title
-        ax.annotate(",\n".join(lines), (rows, cols), fontsize=9, fontweight="bold", ha="left",
-                    va="bottom" if one else "top", xytext=(5, 4 if one else -6), textcoords="offset points")
+        spots.setdefault(spot, []).append((n, r))
+    placed = _spread(ax, list(spots.values()))
+    sp = np.array([float(r.speedup_dispatched) for _, r, _ in placed])
+    logs = np.log2(np.where(np.isfinite(sp) & (sp > 0), sp, 1.0))
+    lim = max(1.0, float(np.nanmax(np.abs(logs))) if len(logs) else 1.0)
+    sc = None
+    for route, marker in (("triton", "o"), ("fallback", "X")):
+        m = np.array([r.route == route for _, r, _ in placed], dtype=bool)
+        if m.any():
+            xy = np.array([at for _, _, at in placed])[m]
+            sc = ax.scatter(xy[:, 0], xy[:, 1], c=logs[m], cmap="coolwarm_r", vmin=-lim, vmax=lim, marker=marker,
+                            s=MARKER_SIZE, edgecolors="black", label=f"route: {route}")
+    for n, _, at in placed:  # each marker's number just above-right of it
+        ax.annotate(str(n), at, fontsize=9, fontweight="bold", ha="left", va="bottom", xytext=(4, 4),
+                    textcoords="offset points")
     if key:
         ax.text(1.02, 1.0, "\n".join(key), transform=ax.transAxes, fontsize=8, family="monospace", va="top",
                 ha="left")
     if sc is not None and gpu:
         cb = fig.colorbar(sc, ax=ax, orientation="horizontal", fraction=0.05, pad=0.12)
         cb.set_label("log2(baseline time / dispatched time)", fontsize=10)
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log", base=2)
-    ax.set_xlim(0.5, rows_max)
-    ax.set_ylim(16, cols_max)
     ax.set_xlabel("rows M (log scale)", fontsize=11)
     ax.set_ylabel("row width N, columns (log scale)", fontsize=11)
     ax.tick_params(labelsize=10)
@@ -156,6 +157,34 @@ def boundary_plot(df: pd.DataFrame, ax=None, *, env: dict | None = None):
     ax.set_title(f"Dispatch boundary: speed-up of {op} over {baseline}\n({label})", fontsize=11)
     ax.legend(loc="lower left", fontsize=9)
     return fig
+
+
+#: The markers' area (points squared, matplotlib's ``s``); markers at one point sit :data:`MARKER_GAP` points apart
+#: beyond their width.
+MARKER_SIZE = 90
+MARKER_GAP = 6
+
+
+def _spread(ax, groups: list[list[tuple]]) -> list[tuple]:
+    """``(number, case, (rows, cols))`` for every case of ``groups`` (the cases at one point of the plot, each a
+    list of ``(number, case)``): a lone case at its own shape; the cases sharing a point side by side in a row
+    centred on the point (the geometric mean of their shapes), one marker width and :data:`MARKER_GAP` points apart,
+    in number order, so a fallback marker never hides an in-region one. The spacing is fixed in points on the axes'
+    final scales and limits (set before this), so it reads the same at any size."""
+    step_px = (MARKER_SIZE ** 0.5 + MARKER_GAP) * ax.figure.dpi / 72
+    out = []
+    for group in groups:
+        if len(group) == 1:
+            n, r = group[0]
+            out.append((n, r, (r.rows, r.cols)))
+            continue
+        centre = (float(np.exp2(np.mean([np.log2(max(r.rows, 1)) for _, r in group]))),
+                  float(np.exp2(np.mean([np.log2(max(r.cols, 1)) for _, r in group]))))
+        cx, cy = ax.transData.transform(centre)
+        for i, (n, r) in enumerate(group):
+            x, y = ax.transData.inverted().transform((cx + (i - (len(group) - 1) / 2) * step_px, cy))
+            out.append((n, r, (float(x), float(y))))
+    return out
 
 
 def _declared_shapes(df: pd.DataFrame) -> dict[str, str]:

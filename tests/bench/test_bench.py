@@ -236,6 +236,32 @@ def test_boundary_plot_writes_a_png(tmp_path):
     assert table.set_index("case_id").loc["syn_fallback", "in_region"] == False  # noqa: E712
 
 
+def test_boundary_plot_draws_cases_at_one_point_side_by_side_each_numbered():
+    """Three cases at one shape (two on the Triton route, one falling back: another layout, say) and one elsewhere:
+    every marker lies at least a marker's width from every other in the drawn axes, the three in a row centred on
+    their shape, and each marker carries its own number (no list of numbers mixing routes)."""
+    import numpy as np
+
+    from fastpath_lib.bench import plot
+
+    rows = []
+    for cid, route in (("a_triton", "triton"), ("b_fallback", "fallback"), ("c_triton", "triton"),
+                       ("far", "triton")):
+        shape = (64, 4096) if cid == "far" else (8, 64)
+        rows += [_row(cid, p, 1.0, route=route, rows=shape[0], cols=shape[1]) for p in ("baseline", "dispatched")]
+    ax = bench.boundary_plot(pd.DataFrame(rows, columns=CSV_COLUMNS), env=SYNTHETIC_CPU_ENV).axes[0]
+    markers = {c.get_label(): ax.transData.transform(c.get_offsets()) for c in ax.collections}
+    assert sorted(markers) == ["route: fallback", "route: triton"] and len(markers["route: fallback"]) == 1
+    px = np.concatenate(list(markers.values()))
+    width = plot.MARKER_SIZE ** 0.5 * ax.figure.dpi / 72
+    gaps = [np.hypot(*(p - q)) for i, p in enumerate(px) for q in px[i + 1:]]
+    assert len(px) == 4 and min(gaps) >= width, gaps
+    shared = px[np.isclose(px[:, 1], ax.transData.transform((8, 64))[1])]
+    assert len(shared) == 3 and np.allclose(shared.mean(axis=0), ax.transData.transform((8, 64)))
+    numbers = sorted(t.get_text() for t in ax.texts if "\n" not in t.get_text())
+    assert numbers == ["1", "2", "3", "4"], numbers
+
+
 def test_pr_note_lists_every_outcome_for_gpu_data():
     note = bench.pr_note(df=synthetic_results(), env=SYNTHETIC_GPU_ENV, tests={"tests": 10, "failures": 0})
     assert "SYNTHETIC" in note
@@ -806,3 +832,83 @@ def test_a_time_columns_unit_is_in_its_name_and_the_benchmarks_page_names_each_u
     page = " ".join((Path(__file__).parents[2] / "docs" / "benchmarks.md").read_text().split())
     for suffix, unit in schema.UNIT_SUFFIXES.items():
         assert re.search(rf"\*\*{unit}\*\* \(`{suffix}`", page), (suffix, unit)
+
+
+# --- baselines are checked against the reference before they are timed ---------------------------------------------
+
+def _checked_baselines():
+    """The bias-square test op with three baselines: the reference, one 1% off, and one whose forward is right but
+    whose gradient of ``x`` is half the true one."""
+    import dataclasses
+
+    from tests import bias_square_op as sq
+
+    class HalfGrad(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, b):
+            ctx.save_for_backward(x)
+            return sq.reference(x, b)
+
+        @staticmethod
+        def backward(ctx, dy):
+            (x,) = ctx.saved_tensors
+            return dy * x, dy.sum(0)
+
+    baselines = {"eager": sq.reference, "scaled": lambda x, b: sq.reference(x, b) * 1.01,
+                 "half_grad": HalfGrad.apply}
+    return dataclasses.replace(sq.SPEC, baselines=baselines)
+
+
+def test_a_baseline_that_differs_from_the_reference_is_not_timed_and_its_row_says_which_and_where(capsys):
+    """Forward: the 1%-off baseline is an untimed error naming itself, the case and the error; the one with a wrong
+    gradient is timed (a forward case checks outputs). Backward: the wrong gradient is an untimed error naming the
+    input. The reference as a baseline is timed in both; bench prints each refused baseline and exits 0 (the op's own
+    routes decide)."""
+    from fastpath_lib.bench import opbench
+
+    spec = _checked_baselines()
+    providers = {"baseline": "eager", "scaled": "scaled", "half_grad": "half_grad"}
+    settings = dict(opbench.settings_for(True), target_s=0.01, min_reps=3, max_reps=3, input_sets=2)
+    rows = []
+    for case in spec.matrix()[:2]:  # rows_fp32 (forward), train_fp32 (backward)
+        rows += opbench.time_case(spec, case, providers, quick=True, gpu=False, settings=settings, device="cpu",
+                                  check=False)
+    by = {(r["case_id"], r["provider"]): r for r in rows}
+    assert [c.pass_ for c in spec.matrix()[:2]] == ["forward", "backward"]
+    for cid in ("rows_fp32", "train_fp32"):
+        assert by[(cid, "baseline")]["status"] == "ok" and by[(cid, "baseline")]["median_us"] > 0
+        scaled = by[(cid, "scaled")]
+        assert scaled["status"] == "error" and scaled["median_us"] is None, scaled
+        assert re.search(rf"baseline scaled differs from the reference \(bias_square's contract\) in case {cid}: "
+                         r"max error [0-9.e+-]+ over atol", scaled["note"]), scaled["note"]
+    assert by[("rows_fp32", "half_grad")]["status"] == "ok" and by[("rows_fp32", "half_grad")]["median_us"] > 0
+    half = by[("train_fp32", "half_grad")]
+    assert half["status"] == "error" and half["median_us"] is None
+    assert "baseline half_grad differs" in half["note"] and "gradient of x: max error" in half["note"], half["note"]
+    assert cli._wrong_exit(pd.DataFrame(rows, columns=CSV_COLUMNS)) == 0
+    printed = capsys.readouterr().err.splitlines()
+    assert [ln.split(": ")[1:3] for ln in printed] == [["rows_fp32", "scaled"], ["train_fp32", "scaled"],
+                                                        ["train_fp32", "half_grad"]], printed
+    assert all(ln.startswith("BASELINE NOT TIMED: ") for ln in printed)
+    env = opbench.op_environment(spec, spec.matrix()[:2], settings, gpu=False)
+    note = bench_report.pr_note(df=pd.DataFrame(rows, columns=CSV_COLUMNS), env=env, spec=spec)
+    assert "`scaled` was not timed on rows_fp32, train_fp32: it differs from the reference" in note
+    assert "`half_grad` was not timed on train_fp32:" in note and "`eager` was not timed" not in note
+
+
+def test_a_refused_baseline_leaves_the_case_s_other_baselines_to_run(monkeypatch):
+    """A case whose only error is a refused baseline still gets its compiled baseline's row (skipped in --quick off
+    CUDA, or timed): only an error of the op's own routes leaves torch.compile out of a case."""
+    import dataclasses
+
+    from fastpath_lib import opspec
+    from fastpath_lib.bench import opbench
+
+    quick = opbench.settings_for(True)
+    monkeypatch.setattr(opbench, "settings_for", lambda q: dict(quick, target_s=0.01, min_reps=3, max_reps=3))
+    base = _checked_baselines()
+    spec = dataclasses.replace(base, baselines={"eager": base.baselines["eager"], "scaled": base.baselines["scaled"],
+                                                opspec.COMPILED: opspec.compiled(base.reference)})
+    df = opbench.run_op(spec, quick=True, only=["rows_fp32"]).set_index("provider")
+    assert df.loc["scaled", "status"] == "error" and df.loc["dispatched", "status"] == "ok"
+    assert opspec.COMPILED in df.index, list(df.index)
