@@ -548,6 +548,38 @@ def test_ex03_honest_reasons_unlike_the_solutions_pass():
     assert all(r.passed for r in results), feedback(results)
 
 
+def _reference_with_default(eps_of):
+    """A reference from the definition, written unlike the solution's, whose default eps is ``eps_of(dtype)``."""
+    def reference(x, ns, w=None, eps=None):
+        eps = eps_of(x.dtype) if eps is None else eps
+        x64 = x.to(torch.float64)
+        dims = list(range(x.dim() - len(ns), x.dim()))
+        y = x64 / (x64.square().sum(dims, keepdim=True) / x64[(0,) * (x.dim() - len(ns))].numel() + eps).sqrt()
+        return y if w is None else y * w.to(torch.float64)
+    return reference
+
+
+#: default eps rules right for some dtypes only (attack round 9, C4), and the rule written otherwise than the solution
+_EX01_EPS = {
+    "fp32's for every dtype": (False, lambda d: torch.finfo(torch.float32).eps),
+    "the input dtype's": (False, lambda d: torch.finfo(d).eps),
+    "fp16 promoted, bf16 not": (False, lambda d: torch.finfo(torch.float32 if d == torch.float16 else d).eps),
+    "promoted with fp32": (True, lambda d: torch.finfo(torch.promote_types(d, torch.float32)).eps),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_EX01_EPS))
+def test_ex01_a_default_eps_right_for_some_dtypes_only_loses_the_reference(name):
+    """The reference is graded over its whole domain: every floating dtype, float64 included, with eps=None on values
+    where the default eps moves the result; the fixed cases alone decide (the drawn ones add to them)."""
+    honest, eps_of = _EX01_EPS[name]
+    (r,) = ex.check_reference(_reference_with_default(eps_of), show=False)
+    assert r.passed == honest, r.feedback
+    if not honest:  # a fixed case with the default eps is among those that differ
+        assert any("eps=None" in line and not line.startswith("drawn") and not line.rstrip().endswith(" ok")
+                   for line in r.feedback.splitlines()), r.feedback
+
+
 def _ex03_rule_on(rule, reads):
     """A condition of ``rule`` written as the solution's, but reading its quantity the way ``reads(x)`` does
     (``(width,)`` for cols, ``(rows, row stride)`` for alignment)."""
