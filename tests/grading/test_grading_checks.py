@@ -622,7 +622,7 @@ _EX03_MISREAD = {
 }
 #: the same rules read off the right quantity in other ways than the solution's
 _EX03_HONEST = {
-    "cols from normalized_shape": ("cols", lambda x: (x.size(-1),)),
+    "cols from size(-1)": ("cols", lambda x: (x.size(-1),)),
     "rows as a product": ("alignment", lambda x: (__import__("math").prod(x.shape[:-1]), ex.row_stride(x))),
     "rows as numel over width": ("alignment", lambda x: (x.numel() // x.size(-1), ex.row_stride(x))),
 }
