@@ -23,8 +23,9 @@
 # Write the three conditions as small named checks in the style of lesson 03: each takes the call context `c`
 # (`c.input`, `c.weight`, `c.normalized_shape`) and returns `None` when it holds, or a reason naming the actual
 # and the required value (`"input float32, need float16 or bfloat16"`). The checks probe your conditions on a set
-# of cases, compare the decisions with the spec, and check that each reason names both values and no value that
-# is not the case's own or the rule's (a reason listing every number or dtype names the actual one by chance).
+# of cases (1-D, 2-D and 3-D inputs, one row and many, row slices, leading strides unlike the row stride), compare
+# the decisions with the spec, and check that each reason names both values and no value that is not the case's
+# own or the rule's (a reason listing every number or dtype names the actual one by chance).
 #
 # Write them from the spec below. The grader's own code for this rule is not yours to call: a part whose conditions
 # or predicate call the check's decisions (`fastpath_lib.grading.checks.ex03_predicate`, what your decisions are

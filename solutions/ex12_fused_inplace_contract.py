@@ -120,11 +120,12 @@ from fastpath_lib.fused.reference import native, native_, tolerance
 # %% [markdown]
 # ## (a) When do two tensors overlap?
 #
-# Two views of different storages never share memory. Within one storage, think of each view as the range of bytes
-# between its first and its last element, and mind the views whose strides are not the usual ones (a row expanded
-# with stride 0, a transposed view) and views of another dtype. A conservative answer is allowed where two
-# interleaved views share no element (the left and right column halves of one buffer): it only costs the fast path,
-# never correctness. Where two views share a byte, or where their bytes are apart, the answer is fixed.
+# Two views of different storages never share memory. Within one storage, think of each view as the range of bytes from
+# its first element's first byte to its last element's last byte, and mind the views whose strides are not the usual
+# ones (a row expanded with stride 0, a transposed view) and views of another dtype, narrower or wider (a `uint8` view,
+# an `int64` view). A conservative answer is allowed where two interleaved views share no element (the left and right
+# column halves of one buffer): it only costs the fast path, never correctness. Where two views share a byte, or where
+# their bytes are apart, the answer is fixed.
 
 
 # %%

@@ -548,6 +548,102 @@ def test_ex03_honest_reasons_unlike_the_solutions_pass():
     assert all(r.passed for r in results), feedback(results)
 
 
+def _reference_with_default(eps_of):
+    """A reference from the definition, written unlike the solution's, whose default eps is ``eps_of(dtype)``."""
+    def reference(x, ns, w=None, eps=None):
+        eps = eps_of(x.dtype) if eps is None else eps
+        x64 = x.to(torch.float64)
+        dims = list(range(x.dim() - len(ns), x.dim()))
+        y = x64 / (x64.square().sum(dims, keepdim=True) / x64[(0,) * (x.dim() - len(ns))].numel() + eps).sqrt()
+        return y if w is None else y * w.to(torch.float64)
+    return reference
+
+
+#: default eps rules right for some dtypes only (attack round 9, C4), and the rule written otherwise than the solution
+_EX01_EPS = {
+    "fp32's for every dtype": (False, lambda d: torch.finfo(torch.float32).eps),
+    "the input dtype's": (False, lambda d: torch.finfo(d).eps),
+    "fp16 promoted, bf16 not": (False, lambda d: torch.finfo(torch.float32 if d == torch.float16 else d).eps),
+    "promoted with fp32": (True, lambda d: torch.finfo(torch.promote_types(d, torch.float32)).eps),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_EX01_EPS))
+def test_ex01_a_default_eps_right_for_some_dtypes_only_loses_the_reference(name):
+    """The reference is graded over its whole domain: every floating dtype, float64 included, with eps=None on values
+    where the default eps moves the result; the fixed cases alone decide (the drawn ones add to them)."""
+    honest, eps_of = _EX01_EPS[name]
+    (r,) = ex.check_reference(_reference_with_default(eps_of), show=False)
+    assert r.passed == honest, r.feedback
+    if not honest:  # a fixed case with the default eps is among those that differ
+        assert any("eps=None" in line and not line.startswith("drawn") and not line.rstrip().endswith(" ok")
+                   for line in r.feedback.splitlines()), r.feedback
+
+
+def _ex03_rule_on(rule, reads):
+    """A condition of ``rule`` written as the solution's, but reading its quantity the way ``reads(x)`` does
+    (``(width,)`` for cols, ``(rows, row stride)`` for alignment)."""
+    def cols(c):
+        n = reads(c.input)[0]
+        return None if n <= ex.V2_MAX_COLS else f"{n} columns, need <= {ex.V2_MAX_COLS}"
+
+    def alignment(c):
+        x, a = c.input, ex.V2_ALIGN_BYTES
+        if x.data_ptr() % a:
+            return f"data pointer {x.data_ptr() % a} bytes past a {a}-byte boundary, need 0"
+        rows, stride = reads(x)
+        if rows > 1 and stride is not None and stride * x.element_size() % a:
+            return f"row stride {stride * x.element_size()} bytes, need a multiple of {a}"
+        return None
+    return {"cols": cols, "alignment": alignment}[rule]
+
+
+def _ex03_predicate_with(rule, condition):
+    s = solved("ex03")
+    from fastpath_lib.rmsnorm.predicate import PREDICATE
+
+    conds = {"dtype": s["check_dtype"], "cols": s["check_cols"], "alignment": s["check_alignment"], rule: condition}
+    return lambda: Predicate("v2", [
+        Condition("dtype", "fp16 or bf16", conds["dtype"], "dtype"),
+        Condition("cols", "<= 8192", conds["cols"], "shape"),
+        PREDICATE["non_empty"], PREDICATE["last_dim_contiguous"], PREDICATE["row_stride"],
+        Condition("alignment", "32 bytes", conds["alignment"], "alignment")])
+
+
+#: conditions that read their quantity off another one, each right on one-row 2-D inputs (attack round 9, C2)
+_EX03_MISREAD = {
+    "cols from numel": ("cols", lambda x: (x.numel(),)),
+    "cols from shape[1]": ("cols", lambda x: (x.shape[1] if x.dim() > 1 else x.shape[-1],)),
+    "cols from shape[0]": ("cols", lambda x: (x.shape[0],)),
+    "rows shape[0], stride(0)": ("alignment", lambda x: (x.shape[0] if x.dim() > 1 else 1,
+                                                         x.stride(0) if x.dim() > 1 else None)),
+    "stride(-2)": ("alignment", lambda x: (x.numel() // x.shape[-1], x.stride(-2) if x.dim() > 1 else None)),
+    "rows shape[0]": ("alignment", lambda x: (x.shape[0] if x.dim() > 1 else 1, ex.row_stride(x))),
+}
+#: the same rules read off the right quantity in other ways than the solution's
+_EX03_HONEST = {
+    "cols from size(-1)": ("cols", lambda x: (x.size(-1),)),
+    "rows as a product": ("alignment", lambda x: (__import__("math").prod(x.shape[:-1]), ex.row_stride(x))),
+    "rows as numel over width": ("alignment", lambda x: (x.numel() // x.size(-1), ex.row_stride(x))),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_EX03_MISREAD) + sorted(_EX03_HONEST))
+def test_ex03_a_condition_reading_another_quantity_loses_its_part_and_the_predicate(name):
+    """The probes span 1-D to 3-D inputs, many rows and leading strides unlike the row stride, in pairs that differ in
+    one quantity: a rule read off the element count, ``shape[0]``/``shape[1]`` or ``stride(0)``/``stride(-2)`` decides
+    one of a pair wrongly, in its own part and in the predicate; the right quantity read another way passes both."""
+    rule, reads = {**_EX03_MISREAD, **_EX03_HONEST}[name]
+    cond = _ex03_rule_on(rule, reads)
+    results = (getattr(ex, f"check_{rule}_condition")(cond, show=False)
+               + ex.check_v2_predicate(_ex03_predicate_with(rule, cond), show=False))
+    if name in _EX03_HONEST:
+        assert all(r.passed for r in results), feedback(results)
+    else:
+        assert not any(r.passed for r in results), feedback(results)
+        assert "<-- differs" in results[0].feedback, results[0].feedback
+
+
 def test_ex04_feedback_names_categories_never_mutants():
     results = ex.check_boundary_cases(lambda: [CaseSpec(8, 64), CaseSpec(16, 64, layout="transposed")], show=False)
     assert [r.part for r in results] == [f"{c} mutants" for c in mutants.CATEGORIES]

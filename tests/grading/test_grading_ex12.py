@@ -59,6 +59,53 @@ def test_expected_overlap_counts_bytes_not_elements():
     assert E.expected_overlap(buf.reshape(-1)[:8], buf.reshape(-1)[8:]) is False  # adjacent
 
 
+def _span_overlaps(lo_hi):
+    """An overlap rule comparing the closed intervals ``lo_hi(t)`` of two views of one storage."""
+    def overlaps(a, b):
+        if a.untyped_storage().data_ptr() != b.untyped_storage().data_ptr() or 0 in (a.numel(), b.numel()):
+            return False
+        (a0, a1), (b0, b1) = lo_hi(a), lo_hi(b)
+        return a0 <= b1 and b0 <= a1
+    return overlaps
+
+
+def _last(t):
+    return sum((n - 1) * s for n, s in zip(t.shape, t.stride()))
+
+
+def _byte_sets(a, b):
+    """Honest and unlike the solution: the bytes of each view, enumerated (exact; interleaved views share none)."""
+    def addresses(t):
+        idx = torch.as_strided(torch.arange(t.untyped_storage().nbytes()), t.shape, t.stride(), t.storage_offset())
+        return {t.untyped_storage().data_ptr() + int(i) * t.element_size() + k
+                for i in idx.reshape(-1).tolist() for k in range(t.element_size())}
+    return bool(addresses(a) & addresses(b))
+
+
+_OVERLAP_RULES = {  # name -> (passes, rule): mistakes that only views of another element size show, and honest rules
+    "span to the last element's first byte": (False, _span_overlaps(
+        lambda t: (t.data_ptr(), t.data_ptr() + _last(t) * t.element_size()))),
+    "element offsets, not bytes": (False, _span_overlaps(
+        lambda t: (t.storage_offset(), t.storage_offset() + _last(t)))),
+    "one byte past the last": (False, _span_overlaps(
+        lambda t: (t.data_ptr(), t.data_ptr() + (_last(t) + 1) * t.element_size()))),
+    "span to the last byte": (True, _span_overlaps(
+        lambda t: (t.data_ptr(), t.data_ptr() + (_last(t) + 1) * t.element_size() - 1))),
+    "bytes enumerated": (True, _byte_sets),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_OVERLAP_RULES))
+def test_an_overlap_rule_wrong_only_across_element_sizes_loses_the_part_on_every_draw(name):
+    """The pairs include views of narrower and wider element sizes, two by two differing in one byte (a byte inside
+    an element or just past it): a span ending at the last element's first byte, element offsets compared across
+    dtypes, or a span one byte too long answer one of a pair wrongly on every draw; right rules pass every draw."""
+    passes, rule = _OVERLAP_RULES[name]
+    for _ in range(3):
+        (r,) = ex.check_overlaps(rule, show=False)
+        assert r.passed == passes, r.feedback
+
+
 # --- part (b): the ops under test -------------------------------------------------------------------------------------
 
 _G = torch.Generator().manual_seed(0)

@@ -4,6 +4,10 @@ The learner's reference must match the kit's float64 reference on fixed cases th
 default of fp16, an explicit ``eps=0.0``, two normalized dims, a row slice) and on cases drawn afresh at every call,
 so answers recorded from the kit's reference beforehand do not pass. Handing back, or calling, the kit's reference,
 its operator or ``F.rms_norm`` fails the part: the reference must be independent of both routes.
+
+The cases span the reference's domain, not the fast path's: every floating dtype ``F.rms_norm`` takes (float64
+included), each with ``eps=None`` on values small enough that the default eps moves the result (mean square near the
+dtype's default eps), so a default eps that is right for some dtypes only decides a case wrongly.
 """
 
 from __future__ import annotations
@@ -28,10 +32,21 @@ _REFERENCE = borrowed.KIT_REFERENCE + borrowed.TORCH_RMS_NORM + borrowed.KIT_OP 
 #: reference that calls one gets its refusal, however it reaches it
 ABSENT = borrowed.absent("ex01", _REFERENCE)
 
+#: the dtypes ``F.rms_norm`` takes, each graded with its default eps where it matters
+DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+
+def _eps_scale(dtype: torch.dtype) -> float:
+    """A value scale at which the default eps of ``dtype`` moves the result: a mean square near that eps."""
+    return rms.default_eps(dtype) ** 0.5
+
+
 #: (label, spec, eps): each catches one mistake.
 FIXED_CASES = (
     ("7x33 fp32, eps=None", CaseSpec(7, 33), None),
     ("7x33 fp16 tiny values, eps=None", CaseSpec(7, 33, torch.float16, scale=1e-3), None),
+    ("5x24 bf16 tiny values, eps=None", CaseSpec(5, 24, torch.bfloat16, scale=1e-3), None),
+    ("6x16 fp64 values ~1e-8, eps=None", CaseSpec(6, 16, torch.float64, scale=1e-8), None),
     ("5x20 bf16 no weight, eps=1e-5", CaseSpec(5, 20, torch.bfloat16, weight=None), 1e-5),
     ("6x16 fp32 values ~1e-4, eps=None", CaseSpec(6, 16, scale=1e-4), None),
     ("6x16 fp32 values ~1e-4, eps=0.0", CaseSpec(6, 16, scale=1e-4), 0.0),
@@ -40,14 +55,13 @@ FIXED_CASES = (
 )
 
 
-def _fresh_cases(n: int = 2):
-    """Cases drawn at each call: a recorded answer cannot know them."""
+def _fresh_cases():
+    """Cases drawn at each call, one of each dtype: a recorded answer cannot know them."""
     rng = random.SystemRandom()
     out = []
-    for _ in range(n):
-        dtype = rng.choice((torch.float32, torch.float16, torch.bfloat16))
+    for dtype in DTYPES:
         spec = CaseSpec(rng.randint(2, 9), rng.randint(3, 40), dtype, weight=rng.choice(("same", None)),
-                        scale=rng.choice((1.0, 1e-3, 30.0)))
+                        scale=rng.choice((1.0, _eps_scale(dtype), 30.0)))
         eps = rng.choice((None, 1e-4))
         out.append((f"drawn now: {spec.label()} scale={spec.scale:g}, eps={eps}", spec, eps, rng.randrange(2 ** 31)))
     return out
@@ -55,14 +69,14 @@ def _fresh_cases(n: int = 2):
 
 def _grade_default_eps(my_default_eps) -> list[Result]:
     rows, bad = [], 0
-    for d in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
+    for d in DTYPES:
         yours = borrowed.run(my_default_eps, (d,), _DEFAULT_EPS)
         exp = rms.default_eps(d)
         ok = real(yours) == exp
         bad += not ok
         rows.append((dtype_name(d), yours, exp, "ok" if ok else "WRONG"))
     if bad:
-        raise Fail(f"{bad} of 4 dtypes wrong (hint: F.rms_norm computes fp16/bf16 in fp32)\n"
+        raise Fail(f"{bad} of {len(DTYPES)} dtypes wrong (hint: F.rms_norm computes fp16/bf16 in fp32)\n"
                    + table(rows, ("dtype", "yours", "expected", "")))
     return [passed("ex01", "default_eps")]
 

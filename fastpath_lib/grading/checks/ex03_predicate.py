@@ -7,10 +7,19 @@ element size) or the rule's: a reason such as ``"no"`` fails the part, and so do
 dtype so as to name the actual one by chance. The assembled predicate must route mixed probes as the spec says, with
 each rule in a condition of its own. The kit's v1 conditions decide differently on the probes, and calling the grader's
 own rule from a condition fails the part.
+
+The probes are drawn over the inputs the op takes, not over the few a test usually writes: 1-D, 2-D and 3-D inputs,
+one row and many, rows sliced out of wider ones, and leading strides unlike the row stride (a batch dimension, a size-1
+dimension). They come in pairs that differ in one quantity only (the same width with more rows or more dimensions, the
+same shape with another row stride, the same rows with another stride on a size-1 dimension), so a condition that reads
+its rule off another quantity (the element count, ``shape[0]`` or ``shape[1]``, ``stride(0)`` or ``stride(-2)``) decides
+one of a pair as the spec does not.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import re
 
 import torch
@@ -145,21 +154,68 @@ def _reason_problem(name: str, c, why: str) -> str | None:
     return problem
 
 
-def _probe(spec: CaseSpec, seed: int = 0):
+@dataclasses.dataclass(frozen=True)
+class _View:
+    """A probe input of any rank: ``shape`` with ``strides`` (in elements; ``None``: contiguous), ``offset`` elements
+    into a buffer of its own, and a weight of the input's dtype (or ``weight``)."""
+
+    shape: tuple[int, ...]
+    dtype: torch.dtype = torch.float16
+    strides: tuple[int, ...] | None = None
+    offset: int = 0
+    weight: torch.dtype | None = None
+
+    def label(self) -> str:
+        out = "x".join(map(str, self.shape)) + (" (1-d) " if len(self.shape) == 1 else " ")
+        out += str(self.dtype).replace("torch.", "")
+        out += f" strides {self.strides}" if self.strides else ""
+        out += f" off{self.offset}" if self.offset else ""
+        return out + (" w" + str(self.weight).replace("torch.", "") if self.weight else "")
+
+    def build(self):
+        st = self.strides or torch.empty(self.shape, device="meta").stride()
+        n = self.offset + 1 + sum((k - 1) * s for k, s in zip(self.shape, st))
+        buf = torch.randn(n, device=device()).to(self.dtype)
+        w = torch.ones(self.shape[-1], dtype=self.weight or self.dtype, device=device())
+        return rms.make_call(buf.as_strided(self.shape, st, self.offset), (self.shape[-1],), w)
+
+
+def _sliced(shape: tuple[int, ...], row: int, dtype=torch.float16, **kw) -> _View:
+    """``shape`` cut out of rows ``row`` elements apart (``x[..., :cols]`` of a wider input): its leading dims
+    collapse to that row stride."""
+    lead = [math.prod(shape[i + 1:-1]) * row for i in range(len(shape) - 1)]
+    return _View(shape, dtype, (*lead, 1), **kw)
+
+
+def _probe(spec, seed: int = 0):
+    if isinstance(spec, _View):
+        return spec.build()
     x, ns, w = spec.build(seed=seed, device=device()).args()
     return rms.make_call(x, ns, w)
+
+
+def _label(spec) -> str:
+    return spec.label() if isinstance(spec, _View) else case_label(spec)
 
 
 _F16, _B16, _F32 = torch.float16, torch.bfloat16, torch.float32
 _PROBES = {
     "dtype": (CaseSpec(8, 16, _F16), CaseSpec(8, 16, _B16), CaseSpec(8, 16, _F32), CaseSpec(8, 16, torch.float64),
-              CaseSpec(8, 16, _F16, weight=_F32)),
+              CaseSpec(8, 16, _F16, weight=_F32), CaseSpec(8, 16, _F32, weight=_F16), _View((16,), _B16),
+              _View((16,), _F32), _View((2, 4, 16), _F16), _View((2, 4, 16), _F32)),
+    # the same width with more rows or more dims, and the same rows wider, 1-D to 3-D
     "cols": (CaseSpec(1, 8192, _F16), CaseSpec(1, 8193, _F16), CaseSpec(1, 8208, _B16), CaseSpec(8, 16, _F16),
-             CaseSpec(1, rms.MAX_COLS, _F16)),
+             CaseSpec(1, rms.MAX_COLS, _F16), _View((8192,)), _View((8193,)), _View((4, 8192)), _View((8200, 16)),
+             _View((2, 4, 8192), _B16), _View((2, 4, 8193), _B16), _View((3, 1, 8208))),
+    # the same shape with another row stride or pointer, one row and many, leading strides unlike the row stride
     "alignment": (CaseSpec(8, 16, _F16), CaseSpec(8, 8, _F16), CaseSpec(8, 24, _F16), CaseSpec(8, 32, _B16),
                   CaseSpec(8, 16, _F16, offset=8), CaseSpec(8, 16, _F16, offset=16), CaseSpec(8, 16, _B16, offset=2),
                   CaseSpec(8, 16, _F16, layout="row_slice", pad=8), CaseSpec(8, 20, _F16, layout="row_slice", pad=12),
-                  CaseSpec(8, 16, _F16, layout="step"), CaseSpec(1, 24, _F16), CaseSpec(8, 8, _F32)),
+                  CaseSpec(8, 16, _F16, layout="step"), CaseSpec(1, 24, _F16), CaseSpec(8, 8, _F32),
+                  _View((24,)), _View((24,), offset=8), _sliced((1, 24), 40), _sliced((2, 24), 40),
+                  _sliced((2, 4, 24), 40), _sliced((2, 4, 24), 48), _sliced((1, 4, 24), 40), _sliced((1, 4, 24), 48),
+                  _View((1, 1, 24), strides=(40, 40, 1)), _View((4, 1, 16), strides=(160, 20, 1)),
+                  _View((4, 1, 16), strides=(160, 16, 1)), _View((4, 1, 16), strides=(40, 40, 1))),
 }
 
 
@@ -177,15 +233,15 @@ def _grade_condition(name: str, fn) -> list[Result]:
             gap = _reason_problem(name, c, why)
             if gap:
                 got = why if len(why) <= 160 else why[:150] + f"... ({len(why)} characters)"
-                vague.append(f"{case_label(spec)}: {gap} (got {got!r})")
-        rows.append((case_label(spec), hold(yours), hold(exp), "" if yours == exp else "<-- differs", why or ""))
+                vague.append(f"{_label(spec)}: {gap} (got {got!r})")
+        rows.append((_label(spec), hold(yours), hold(exp), "" if yours == exp else "<-- differs", why or ""))
     if bad:
         raise Fail(f"{bad} of {len(rows)} probe cases decided differently\n"
                    + table(rows, ("case", "yours", "expected", "", "your reason")))
     if vague:
         raise Fail("every decision is right, but a reason must name the actual and the required value, and no value "
                    "that is not the case's:\n"
-                   + "\n".join(vague))
+                   + "\n".join(vague[:5]) + (f"\n... and {len(vague) - 5} more cases" if len(vague) > 5 else ""))
     return [passed("ex03", f"{name}_condition")]
 
 
@@ -208,7 +264,8 @@ def check_alignment_condition(fn, *, show: bool = True):
 _MIXED = (CaseSpec(16, 64, _F16), CaseSpec(16, 64, _F32), CaseSpec(16, 8200, _B16), CaseSpec(16, 64, _F16,
           layout="transposed"), CaseSpec(16, 8, _F16), CaseSpec(16, 64, _B16, offset=4),
           CaseSpec(16, 64, _B16, layout="row_slice", pad=16), CaseSpec(0, 64, _F16), CaseSpec(16, 64, _F16,
-          layout="permuted"))
+          layout="permuted"), _View((16, 1024)), _View((2, 4, 8208), _B16), _sliced((2, 4, 24), 40),
+          _sliced((1, 4, 24), 40), _sliced((2, 4, 24), 48), _View((64,)), _View((4, 1, 16), strides=(160, 20, 1)))
 #: probes that break exactly one v2 rule: each rule must be a condition of its own
 _ONE_RULE = {"dtype": CaseSpec(16, 64, _F32), "cols": CaseSpec(16, 8208, _B16),
              "alignment": CaseSpec(16, 64, _B16, offset=4)}
@@ -227,7 +284,7 @@ def _grade_v2_predicate(make_predicate) -> list[Result]:
                   and (x.shape[-1] <= 1 or x.stride(-1) == 1) and row_stride(x) is not None)
         exp = "triton" if exp_ok else "fallback"
         bad += d.route != exp
-        rows.append((spec.label(), d.route, exp, "" if d.route == exp else "<-- differs"))
+        rows.append((_label(spec), d.route, exp, "" if d.route == exp else "<-- differs"))
     if bad:
         raise Fail(f"{bad} of {len(rows)} routes differ\n" + table(rows, ("case", "yours", "expected", "")))
     failing = {rule: tuple(pred.evaluate(_probe(spec)).failed) for rule, spec in _ONE_RULE.items()}

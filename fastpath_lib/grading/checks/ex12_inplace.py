@@ -100,14 +100,27 @@ _GIVEN = borrowed.given("grading/rules/fused_mutants.py", why="the op under test
 
 def overlap_cases(rng: random.Random) -> list[tuple[str, dict]]:
     """``(label, recipe)`` pairs for :func:`fastpath_lib.grading.rules.fused_mutants.build_pair`, sizes drawn from
-    ``rng``."""
+    ``rng``.
+
+    The pairs span what ``overlaps`` is asked about: views of one storage in any element size (bytes, the buffer's
+    own, wider ones), shapes, strides and offsets, and separate storages. Sharing is decided on bytes, and the pairs
+    come two by two differing in one quantity only (one byte inside an element, or the byte just past it; an element
+    of a wider view holding the buffer's element, or ending just before it), so a rule on elements instead of bytes,
+    or on an element's first byte instead of its last, answers one of the two wrongly.
+    """
     rows, cols = rng.randrange(6, 12), rng.choice((8, 16, 24))
     dtype = rng.choice((torch.float32, torch.float16))
     k = rng.randrange(2, rows - 3)
     n = rows * cols
     cut = rng.randrange(cols, n - cols)
     half = rng.randrange(2, cols - 2)
-    other = torch.int16 if dtype == torch.float16 else torch.int32
+    other = rng.choice((torch.uint8, torch.int64))  # another element size than the buffer's, narrower or wider
+    size = dtype.itemsize
+    j = rng.randrange(n - 1)  # an element of the buffer, and a byte inside it past its first
+    inside = j * size + rng.randrange(1, size)
+    per = 8 // size  # the buffer's elements in one int64 element, the last of which is the buffer's element last
+    m = rng.randrange(n // per - 1)
+    last = (m + 1) * per - 1
 
     def case(label, a, b, buffers=(0, 0)):
         return label, {"rows": rows, "cols": cols, "dtype": dtype, "a": (buffers[0], a), "b": (buffers[1], b)}
@@ -130,6 +143,14 @@ def overlap_cases(rng: random.Random) -> list[tuple[str, dict]]:
         case("even rows and odd rows", [("rows", 0, rows, 2)], [("rows", 1, rows, 2)]),
         case("left and right column halves", [("cols", 0, half, 1)], [("cols", half, cols, 1)]),
         case("a slice of a separate buffer at the same offsets", [("rows", 0, k, 1)], [("rows", 0, k, 1)], (0, 1)),
+        case("one element and a byte inside it (a uint8 view)", [("flat", j, j + 1)],
+             [("view", torch.uint8), ("flat", inside, inside + 1)]),
+        case("one element and the byte just past it (a uint8 view)", [("flat", j, j + 1)],
+             [("view", torch.uint8), ("flat", (j + 1) * size, (j + 1) * size + 1)]),
+        case("an element of an int64 view and the last element it holds", [("view", torch.int64), ("flat", m, m + 1)],
+             [("flat", last, last + 1)]),
+        case("an element of an int64 view and the element just past it", [("view", torch.int64), ("flat", m, m + 1)],
+             [("flat", last + 1, last + 2)]),
     ]
 
 
