@@ -21,8 +21,9 @@
 # Six parts, each about an artefact a reviewer of the fast path reads: the kit's `capture.json` beside a call, a
 # pytest report against the claims of a PR note, a results table in `results.csv`'s schema, review comments on the
 # PR note, the maintenance costs of lesson 06, and a change of the default `eps`. Each part asks for a small
-# function; its check draws new artefacts every time it runs (new numbers, new ids, shuffled), and every answer
-# that can occur occurs in every draw, so write the rule, not the answers to the examples shown here. The lesson
+# function; its check draws new artefacts every time it runs (new numbers, new ids, shuffled), with every verdict,
+# every action and every failing condition in every draw, so write the rule, not the answers to the examples shown
+# here. The lesson
 # each part comes from is named in its heading.
 #
 # A part fails when its function calls what the part asks you to do yourself: the grader's own rule and check
