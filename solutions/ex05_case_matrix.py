@@ -30,11 +30,12 @@
 # and expectations that agree with the predicate):
 #
 # * at least 12 cases, unique ids, no case repeated, at least 8 distinct shapes; at least 2 **small** (<= 65536
-#   elements) and 2 **large** (>= 4096x4096 elements), an **M=1 decode** case (one row), and no case beyond the
-#   kit's largest (64M elements, e.g. 8192x8192);
+#   elements) and 2 **large** (>= 4096x4096 elements), an **M=1 decode** case (one row), no case beyond the
+#   kit's largest (64M elements, e.g. 8192x8192), and none empty (an input without rows or columns cannot be timed);
 # * at least 2 **aligned** (16-byte pointer, row stride and width) and 2 **odd** cases (misaligned width, pointer or
 #   stride, or transposed); 2 **contiguous** and 1 supported **strided** case (row slice or step); fp32, fp16 and
-#   bf16;
+#   bf16; every case in a dtype and layout the benchmark times (those three dtypes and float64; any `CaseSpec` layout
+#   but `channels_last`);
 # * at least 1 case expected to **win**, 2 expected **not to improve** (neutral or loss) and 2 **fallback** cases;
 #   every case has a rationale of its own (at least four words; leaving out every word with a digit in it (`16`,
 #   `fp8`, `h100`), the case's own id, dtype (and its other names: `half`, `float`, `single`, `bfloat`), layout and
