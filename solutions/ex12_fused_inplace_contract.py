@@ -35,8 +35,10 @@
 # the tensors' public attributes (`untyped_storage()`, `data_ptr()`, `shape`, `stride()`, `element_size()`).
 #
 # Part (a) scores nothing when `overlaps` calls the kit's own overlap rule (`fastpath_lib.fused.predicate`,
-# `fastpath_lib.fused.op`, `fastpath_lib.rmsnorm.predicate`), the grader's code (`fastpath_lib.grading`) or torch's own
-# overlap checks (`torch._C._overlaps`, `torch._debug_has_internal_overlap`).
+# `fastpath_lib.fused.op`, `fastpath_lib.rmsnorm.predicate`), the grader's code (`fastpath_lib.grading`), torch's own
+# overlap checks (`torch._C._overlaps`, `torch._debug_has_internal_overlap`) or numpy's (`shares_memory`,
+# `may_share_memory`), or reads any other private name: anything under `torch._`, or a `_`-attribute other than a
+# tensor's own state (as in part (b), `x._base` and `x._version` are yours to read).
 #
 # **Part (b).** Write `my_inplace_tests(op_)`: it calls `op_` (an op with the in-place form's signature) and raises
 # `AssertionError` on the first promise it breaks:
