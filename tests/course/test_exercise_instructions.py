@@ -155,6 +155,13 @@ def test_ex04_names_everything_its_check_refuses_to_be_called():
     assert "fails every part of the check" in text
 
 
+def test_ex04_states_its_limits_on_the_cases():
+    """The number of cases and the elements of each that ex04's check refuses beyond (reader 16b F8)."""
+    from fastpath_lib.grading.checks.ex04_advice import MAX_CASES, MAX_ELEMENTS
+
+    assert f"At most {MAX_CASES} cases, each of at most {MAX_ELEMENTS:,} elements" in _flat(_markdown("ex04"))
+
+
 def test_ex05_names_what_the_benchmark_cannot_time():
     """A case the benchmark refuses (a ``CaseSpec`` layout it does not time, an empty shape) costs a part of ex05:
     the text names each such layout and the empty input (reader 16b F9)."""
