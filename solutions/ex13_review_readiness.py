@@ -259,7 +259,8 @@ ex.check_readiness("review_comments", answer_review)
 # process spends compiling them, their size, the kit's way off the fast path without a code change (a str, written
 # as a reader would use it: the environment variable with its value, `"FASTPATH_FORCE_FALLBACK=1"`, or the
 # function's call, `"force_fallback()"` or `"fastpath_lib.force_fallback()"`), and the person who answers for it
-# (an `@handle` or an e-mail address).
+# (one named person, the same in every answer: an `@handle` or an e-mail address, not a team or a placeholder such
+# as `@owner` or `@tbd`).
 
 # %%
 def maintenance_cost(replay, build) -> dict:
