@@ -254,7 +254,8 @@ This folder is a course release made by `python -m fastpath_lib release`. It hol
 exercises (`exercises/`) and the library; it has no {absent}. Each check cell gives you advisory feedback as you
 work; your grade comes from your instructor's autograder, which restores the check cells (as `./kit grade` does here,
 from `check-cells/`) and runs the checks on inputs it draws at grading time. These run in the autograder only, as
-they grade against faults or answer keys a release cannot show you: {held}; `./kit grade` grades the rest.
+they grade against faults or answer keys a release cannot show you: {held} ({advisory} gives advice in its cell, no
+points); `./kit grade` grades the rest.
 
 Set up and open JupyterLab with `./kit lab`; `./kit help` lists what this copy runs. The kit's README follows; where
 the lessons or the docs mention {absent}, those stay with the full kit ([docs/course-release.md](docs/course-release.md)
@@ -276,12 +277,15 @@ def student(root: Path, out: Path) -> list[str]:
         if (root / rel).exists():
             _copy(root / rel, out / rel)
     stubs = _student_library(root, out / "fastpath_lib")
-    _check_cells(root, out)  # the student's grader restores the check cells from them, as the autograder does
-    held = sorted({f"`ex.{name}`" for name, mod in CHECKS.items()
-                   if f"grading/{mod.replace('.', '/')}.py" in GRADER_ONLY})
-    absent = sorted(tell_what_ships(out, root))
+    held_checks = {name: name in ADVISORY for name, mod in CHECKS.items()
+                   if f"grading/{mod.replace('.', '/')}.py" in GRADER_ONLY}
+    held = sorted(f"`ex.{name}`" for name in held_checks)
+    absent = sorted(tell_what_ships(out, root, held_checks))
+    # the student's grader restores the check cells from the exercises as released, as the autograder does
+    _check_cells(out / "exercises", out)
     readme = without_absent((root / "README.md").read_text("utf-8"), set(absent), offered_commands(out / "kit"))
-    preface = _PREFACE.format(held=", ".join(held), absent=", ".join(f"`{a}/`" for a in absent))
+    preface = _PREFACE.format(held=", ".join(held), absent=", ".join(f"`{a}/`" for a in absent),
+                              advisory=" and ".join(f"`ex.{n}`" for n in sorted(ADVISORY)))
     preface = "\n\n".join(p if p.startswith(("#", "---")) else textwrap.fill(p, 118, break_on_hyphens=False)
                            for p in preface.split("\n\n"))
     (out / "README.md").write_text(preface + readme, encoding="utf-8")
@@ -300,7 +304,7 @@ def autograder(root: Path, out: Path) -> Path:
     for rel in _AUTOGRADER_FILES + _modules(root):
         if (root / rel).exists():
             _copy(root / rel, out / rel)
-    cells = _check_cells(root, out)
+    cells = _check_cells(root / "exercises", out)
     for path in sorted((root / _SCRIPTS).iterdir()):  # setup.sh, run_autograder, grade, README.md (modes kept)
         shutil.copy2(path, out / path.name)
     archive = out.with_suffix(".zip")
@@ -312,11 +316,12 @@ def autograder(root: Path, out: Path) -> Path:
     return archive
 
 
-def _check_cells(root: Path, out: Path) -> Path:
-    """``out/check-cells/``: the exercises as released, whose check cells a grader restores (``NB.original_for``)."""
+def _check_cells(exercises: Path, out: Path) -> Path:
+    """``out/check-cells/``: the exercises of the folder ``exercises``, whose check cells a grader restores
+    (``NB.original_for``)."""
     cells = out / CHECK_CELLS
     cells.mkdir()
-    for nb in sorted((root / "exercises").glob("ex[0-9][0-9]_*.ipynb")):
+    for nb in sorted(exercises.glob("ex[0-9][0-9]_*.ipynb")):
         shutil.copy2(nb, cells / nb.name)
     return cells
 

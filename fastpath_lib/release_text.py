@@ -11,7 +11,7 @@ import re
 import subprocess
 from pathlib import Path
 
-__all__ = ["offered_commands", "without_absent", "tell_what_ships"]
+__all__ = ["offered_commands", "without_absent", "where_checks_run", "tell_what_ships", "HOW"]
 
 #: A path in backquotes (`` `solutions/` ``, `` `tests/test_x.py` ``), a ``./kit`` command, a clause's end.
 _PATH = re.compile(r"`([\w.-]+)/[^`\s]*`")
@@ -59,12 +59,38 @@ def without_absent(text: str, absent: set[str], commands: set[str]) -> str:
     return "\n\n".join(out)
 
 
-def tell_what_ships(out: Path, root: Path) -> set[str]:
+#: The paragraph of each exercise that says what its check cells do.
+HOW = "**How this works.**"
+
+
+def where_checks_run(held: dict[str, bool], code: str) -> str:
+    """The sentence a released exercise adds to its :data:`HOW` paragraph for the checks of ``held`` (check name ->
+    whether its stand-in gives advice) that ``code`` calls; ``""`` when it calls none.
+
+    >>> where_checks_run({"check_readiness": False, "check_boundary_cases": True}, "ex.check_readiness(fn)")
+    "In this release `ex.check_readiness` runs in your course's autograder only: its cell says so, and the \
+autograder does what this exercise says of that check."
+    """
+    called = [n for n in sorted(held) if re.search(rf"\bex\.{n}\(", code)]
+    if not called:
+        return ""
+    names = " and ".join(f"`ex.{n}`" for n in called)
+    if all(held[n] for n in called):
+        return (f"In this release {names} gives advice, no points: your course's autograder grades this exercise, "
+                f"as this exercise says its check does.")
+    one = len(called) == 1
+    return (f"In this release {names} {'runs' if one else 'run'} in your course's autograder only: "
+            f"{'its cell says' if one else 'their cells say'} so, and the autograder does what this exercise says "
+            f"of {'that check' if one else 'those checks'}.")
+
+
+def tell_what_ships(out: Path, root: Path, held: dict[str, bool] | None = None) -> set[str]:
     """Rewrite the Markdown cells of the student folder's exercises (:func:`without_absent`: "the solved versions
     are in `solutions/`") so that they name no folder of the checkout the release leaves out and no ``./kit``
-    command its ``./kit`` does not run; returns the folders left out (the checkout's folders the student folder
-    lacks). The lessons keep their text: where they cite a test or a tool as evidence, the README's preface says
-    those stay with the full kit."""
+    command its ``./kit`` does not run, and say which of their checks the autograder holds (:func:`where_checks_run`,
+    ``held``: check name -> whether its stand-in gives advice). Returns the folders left out (the checkout's folders
+    the student folder lacks). The lessons and the docs keep their text: where they cite a test or a tool as
+    evidence, the README's preface says those stay with the full kit."""
     import nbformat
 
     absent = {p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))
@@ -72,7 +98,12 @@ def tell_what_ships(out: Path, root: Path) -> set[str]:
     commands = offered_commands(out / "kit")
     for path in sorted(out.glob("exercises/*.ipynb")):
         nb = nbformat.read(path, as_version=4)
+        told = where_checks_run(held or {}, "\n".join(c.source for c in nb.cells if c.get("cell_type") == "code"))
         for cell in (c for c in nb.cells if c.get("cell_type") == "markdown"):
             cell.source = without_absent(cell.source, absent, commands)
+            if told and HOW in cell.source:
+                head, tail = cell.source.split(HOW, 1)
+                para, sep, rest = tail.partition("\n\n")
+                cell.source = head + HOW + para.rstrip() + " " + told + sep + rest
         nbformat.write(nb, path)
     return absent

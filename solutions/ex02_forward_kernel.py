@@ -31,17 +31,10 @@
 # `triton.language` only.
 #
 # **Your kernel in the grader.** The grader compiles every kernel your code launches with Triton's compiler for a GPU
-# (sm_80) before it runs any of them under the interpreter, and a part fails when that step refuses one: a kernel's body
-# may call only `triton.language` (`tl.load`, `tl.sum`, a tensor's `.to`, ...), your own `@triton.jit` functions and the
-# Python builtins Triton compiles (`range`, `min`, `max`, `len`, `int`, `float`, `isinstance`, `print`), and read only
-# its parameters, its own variables, module constants declared `tl.constexpr` (`EPS: tl.constexpr = 1e-6`; a plain
-# `EPS = 1e-6` is refused) and what `triton.language` publishes; each argument a kernel is launched with is a tensor, a
-# bool, an int, a float, `None`, or a string or `tl` dtype given to a `tl.constexpr` parameter (not a tuple or a torch
-# dtype); its text holds one `def` line, its own. A kernel is defined once, under `@triton.jit` alone (not
-# `@triton.autotune` or `@triton.heuristics`), defines and imports nothing inside it, reads no `_private` attribute and
-# stores its output with `tl.store`. Code the compiler never compiled (the `else:` of a loop that runs zero times, say)
-# fails the part if the interpreter runs it. The check in this notebook runs your kernel directly, without that compile
-# step: `python -m fastpath_lib grade` gives the grader's verdict.
+# (sm_80) before it runs any of them under the interpreter, and a part fails when that step refuses one ([a kernel in
+# the grader](../docs/reference.md#a-kernel-in-the-grader-exercises-02-and-08) lists what its body may call and read,
+# what it may be launched with and how it is defined, for exercises 02 and 08 alike). The check in this notebook runs
+# your kernel directly, without that compile step: `python -m fastpath_lib grade` gives the grader's verdict.
 #
 # **Compute it yourself.** No cell may call what already is the answer, and a part whose code calls it fails: any
 # operator of torch's *normalization* family (every operator that returns its input rescaled by a statistic of itself,
@@ -50,13 +43,15 @@
 # its reference (`fastpath_lib.testing`'s `reference_rms_norm`, `reference_grads` and `_ref_graph`): the check
 # compares your kernel with the spec, so a call to one of them would be graded against itself.
 #
-# **What this check cannot grade.** It runs your kernel in Triton's CPU interpreter, on small shapes: it grades the
-# values, the masks and the memory your kernel reads and writes (the memory rule, printed below the spec), not
-# races, timing, occupancy or register spills (lesson 02, "What the interpreter cannot show", names the tool for
+# **What this check cannot grade.** The grader runs your kernel in Triton's CPU interpreter, on small shapes: it
+# grades the values, the masks and the memory your kernel reads and writes (the memory rule, printed below the spec),
+# not races, timing, occupancy or register spills (lesson 02, "What the interpreter cannot show", names the tool for
 # each). It does grade `int32` offset overflow past
 # 2³¹ elements without allocating them: one launch says a row stride that puts row 3 at 2³² + 8 elements, on tensors
 # that hold only row 0; a `row * row_stride` computed in int32 wraps (the interpreter wraps as a GPU does) and lands
-# back inside them. Compute row offsets in int64 (`tl.program_id(0).to(tl.int64)`).
+# back inside them. Compute row offsets in int64 (`tl.program_id(0).to(tl.int64)`). On a CPU the check in this
+# notebook does the same; on a GPU it runs the compiled kernel and checks its values only, and the memory rule and
+# the overflow launch are checked by `python -m fastpath_lib grade`.
 #
 # **How this works.** Fill in each cell marked `# FILL ME IN (roughly N lines)` (delete the `raise
 # NotImplementedError`), run it, then run the check below it: it prints `passed`, or a table of *yours vs expected*.
@@ -92,8 +87,9 @@ import triton.language as tl
 # lesson 08 measures how many outputs the two differ on. Both are honest contracts; a kernel states which one it
 # matches, and here the check holds you to this one.
 #
-# The check also counts every load and store of one call (Triton's interpreter, `fastpath_lib.traffic`) and holds
-# the kernel to the memory rule that the next cell prints from the check. A kernel with every value right that
+# The check also counts every load and store of one call (Triton's interpreter, `fastpath_lib.traffic`; on a GPU,
+# `python -m fastpath_lib grade` does) and holds the kernel to the memory rule that the next cell prints from the
+# check. A kernel with every value right that
 # breaks it fails: the rounded `h` that `y` normalizes is the value already in registers (`h.to(tl.float32)`), not
 # a load of `H` after storing it.
 

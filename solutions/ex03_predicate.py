@@ -38,6 +38,7 @@
 # versions are in `solutions/`.
 
 # %%
+import math
 import torch
 import fastpath_lib
 # no CUDA: run the kernels in Triton's CPU interpreter (a no-op on a GPU)
@@ -92,7 +93,7 @@ ex.check_cols_condition(check_cols)
 
 # %%
 def check_alignment(c):
-    """Return `None` when the data pointer and the row stride meets the v2 spec, else a reason naming the actual value and the required
+    """Return `None` when the data pointer and the row stride meet the v2 spec, else a reason naming the actual value and the required
     one."""
     # BEGIN SOLUTION
     x, a = c.input, ex.V2_ALIGN_BYTES
@@ -110,7 +111,7 @@ ex.check_alignment_condition(check_alignment)
 
 
 # %% [markdown]
-# ## Part 4: the v2 predicate
+# ## The v2 predicate
 #
 # Assemble the predicate: your three conditions plus the unchanged `non_empty`, `last_dim_contiguous` and
 # `row_stride` conditions of the kit's predicate (`PREDICATE["non_empty"]` etc.), each with a requirement in words

@@ -30,10 +30,10 @@
 # that would catch them. The mutants are **drawn afresh at every check** (how far past
 # a limit, which modulus, which dtype or layout a too-strict predicate refuses): probe each limit exactly and one
 # step past it (the step that keeps every other condition met), and give an eligible case of each supported dtype
-# and layout; cases fitted to one draw need not catch the next.
+# and layout, with a weight and without one (`weight=None`); cases fitted to one draw need not catch the next.
 #
 # Limits in force here (the interpreter's, on any machine): `min_rows = 8`, `max_cols = 16384`, alignment 16 bytes.
-# At most 24 cases, each small.
+# At most 24 cases, each of at most 262,144 elements (rows x cols); more fails every part of the check.
 #
 # **Write the cases yourself.** Lesson 04 generated its boundary points from the predicate's declarations; here you
 # choose them, from the conditions in the table below, so that each case says which limit it probes and why. An

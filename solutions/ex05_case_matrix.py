@@ -30,19 +30,19 @@
 # and expectations that agree with the predicate):
 #
 # * at least 12 cases, unique ids, no case repeated, at least 8 distinct shapes; at least 2 **small** (<= 65536
-#   elements) and 2 **large** (>= 4096x4096 elements), an **M=1 decode** case (one row), and no case beyond the
-#   kit's largest (64M elements, e.g. 8192x8192);
+#   elements) and 2 **large** (>= 4096x4096 elements), an **M=1 decode** case (one row), no case beyond the
+#   kit's largest (64M elements, e.g. 8192x8192), and none empty (an input without rows or columns cannot be timed);
 # * at least 2 **aligned** (16-byte pointer, row stride and width) and 2 **odd** cases (misaligned width, pointer or
 #   stride, or transposed); 2 **contiguous** and 1 supported **strided** case (row slice or step); fp32, fp16 and
-#   bf16;
+#   bf16; every case in a dtype and layout the benchmark times (those three dtypes and float64; any `CaseSpec` layout
+#   but `channels_last`);
 # * at least 1 case expected to **win**, 2 expected **not to improve** (neutral or loss) and 2 **fallback** cases;
-#   every case has a rationale of its own (at least four words; leaving out every word with a digit in it (`16`,
-#   `fp8`, `h100`), the case's own id, dtype (and its other names: `half`, `float`, `single`, `bfloat`), layout and
-#   expectation, the words `forward` and `exercise`, and the commonest words such as "the", at least three words
-#   remain, and with no other case's
-#   rationale do they share half or more of the words the two hold together: one template filled with each case's
-#   fields, or with a word or two changed per case, says no why); and
-#   every expectation agrees with the predicate's route on a GPU (conservative row threshold 1024).
+#   every expectation agrees with the predicate's route on a GPU (conservative row threshold 1024);
+# * **rationales** (part of the expectations): each at least four words. Remove every word with a digit in it (`16`,
+#   `fp8`, `h100`), the words of the case's own id, dtype (with `half`, `float`, `single`, `bfloat`), layout and
+#   expectation, `forward`, `exercise` and the commonest words (`the`, `of`, ...). At least three words must remain,
+#   and no two cases' remaining words may overlap by half or more (shared / all of the two): one template filled
+#   with each case's fields, or with a word or two changed per case, says no why.
 #
 # Each rule costs the part it belongs to (sizes, layouts and dtypes, expectations), nothing else. Your cases may be
 # lesson 05's shapes or any model's: what scores nothing is the kit's predeclared matrix handed back (a single

@@ -28,9 +28,9 @@
 # program per row), which the checks watch being launched; 3. a predicate whose conditions *declare* their
 # boundaries, which the check verifies; 4. a dispatching op that takes the predicate's route and on the Triton route
 # returns what your launcher `launch(x)` returns (the grader runs `launch` and your kernel itself on the same input
-# and compares; the check calls the op on inputs of 5 to 16 rows and on two the fast path must refuse, so a row
-# threshold such as lesson 03's 8 under the interpreter leaves a case on each route; the op only reads its input: a
-# write into it fails the case).
+# and compares; the check calls the op on inputs of 5 to 16 rows, among them a transposed and a float64 input: the
+# op must take your predicate's route on each, and the cases must reach both routes, as a row threshold of at most 16
+# such as lesson 03's 8 under the interpreter does; the op only reads its input: a write into it fails the case).
 #
 # **Your launcher in the grader.** The grader runs `launch` on tensors that hold no values (`device="meta"`, with your
 # input's shapes, dtypes and strides) and replays what it allocated, copied, viewed and launched on the real input:
@@ -40,17 +40,10 @@
 # `.device` is `meta`, its `.is_cuda` is `False` and its `.data_ptr()` is the view's byte offset from address 0.
 #
 # **Your kernel in the grader.** The grader compiles every kernel your code launches with Triton's compiler for a GPU
-# (sm_80) before it runs any of them under the interpreter, and a part fails when that step refuses one: a kernel's body
-# may call only `triton.language` (`tl.load`, `tl.sum`, a tensor's `.to`, ...), your own `@triton.jit` functions and the
-# Python builtins Triton compiles (`range`, `min`, `max`, `len`, `int`, `float`, `isinstance`, `print`), and read only
-# its parameters, its own variables, module constants declared `tl.constexpr` (`EPS: tl.constexpr = 1e-6`; a plain
-# `EPS = 1e-6` is refused) and what `triton.language` publishes; each argument a kernel is launched with is a tensor, a
-# bool, an int, a float, `None`, or a string or `tl` dtype given to a `tl.constexpr` parameter (not a tuple or a torch
-# dtype); its text holds one `def` line, its own. A kernel is defined once, under `@triton.jit` alone (not
-# `@triton.autotune` or `@triton.heuristics`), defines and imports nothing inside it, reads no `_private` attribute and
-# stores its output with `tl.store`. Code the compiler never compiled (the `else:` of a loop that runs zero times, say)
-# fails the part if the interpreter runs it. The check in this notebook runs your kernel directly, without that compile
-# step and without these rules on your kernel and launcher: `python -m fastpath_lib grade` gives the grader's verdict.
+# (sm_80) before it runs any of them under the interpreter, and a part fails when that step refuses one ([a kernel in
+# the grader](../docs/reference.md#a-kernel-in-the-grader-exercises-02-and-08), as in exercise 02). The check in this
+# notebook runs your kernel directly, without that compile step and without these rules on your kernel and launcher:
+# `python -m fastpath_lib grade` gives the grader's verdict.
 #
 # **What the checks refuse.** The reference, the launcher and the op's Triton route compute the operator themselves:
 # a part fails when they call torch's own operator, for `softmax` and `log_softmax` any operator of torch's *softmax*
@@ -68,8 +61,9 @@
 # only a row max subtracted first survives, in the float64 reference too); for `l2_normalize`, a zero row (F.normalize clamps the norm below by 1e-12) and fp16 values near 300 (their
 # squares overflow fp16); for `layer_norm`, fp16 rows with a mean of 1000 (where `E[x^2] - E[x]^2` cancels in fp32).
 #
-# **What these checks cannot grade.** Your kernel runs in Triton's CPU interpreter, on small shapes: the checks
-# grade its values and its route, not races, `int32` offset overflow past 2³¹ elements, timing, occupancy or
+# **What these checks cannot grade.** In the grader your kernel runs in Triton's CPU interpreter (so do the checks
+# in this notebook on a CPU; on a GPU they launch it compiled), on small shapes: the checks grade its values and its
+# route, not races, `int32` offset overflow past 2³¹ elements, timing, occupancy or
 # register spills (lesson 02, "What the interpreter cannot show").
 #
 # **How this works.** Fill in each cell marked `# FILL ME IN (roughly N lines)` (delete the `raise
@@ -133,7 +127,8 @@ ex.check_capstone_kernel(OP_NAME, launch)
 # ## The predicate
 #
 # The context is the input tensor itself. Each condition declares boundaries as changes to `BASE` (CaseSpec
-# fields) and whether it should then hold; the check builds each point and runs your condition on it. Cover at
+# fields) and whether it should then hold; the check builds each point and runs your condition on it. `BASE` itself
+# must take the fast path under your predicate: each boundary is a change from an eligible case. Cover at
 # least three categories, each condition with a point where it holds and one where it fails. A category counts
 # when one of its conditions rejects a declared point that every condition of the other categories accepts: one
 # condition copied under three categories counts once.

@@ -75,8 +75,10 @@ from fastpath_lib import exercises as ex
 
 # %% [markdown]
 # `torch.testing.assert_close` raises `AssertionError` with a clear diff, and checks dtypes too. Keep shapes small
-# (under the interpreter 16 x 32 is eligible for the kit's fast path; on CUDA the fast path starts at
-# `limits_for("cuda").min_rows` rows, 1024 by default), and give each assertion a message naming its promise.
+# (under the interpreter 16 x 32 is eligible for the kit's fast path; on a GPU without the interpreter it starts at
+# 1024 rows unless a recorded sweep sets that GPU's own threshold:
+# `fastpath_lib.rmsnorm.limits.limits_for("cuda", interpret=False).min_rows`), and give each assertion a message
+# naming its promise.
 
 
 # %%

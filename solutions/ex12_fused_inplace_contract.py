@@ -35,8 +35,10 @@
 # the tensors' public attributes (`untyped_storage()`, `data_ptr()`, `shape`, `stride()`, `element_size()`).
 #
 # Part (a) scores nothing when `overlaps` calls the kit's own overlap rule (`fastpath_lib.fused.predicate`,
-# `fastpath_lib.fused.op`, `fastpath_lib.rmsnorm.predicate`), the grader's code (`fastpath_lib.grading`) or torch's own
-# overlap checks (`torch._C._overlaps`, `torch._debug_has_internal_overlap`).
+# `fastpath_lib.fused.op`, `fastpath_lib.rmsnorm.predicate`), the grader's code (`fastpath_lib.grading`), torch's own
+# overlap checks (`torch._C._overlaps`, `torch._debug_has_internal_overlap`) or numpy's (`shares_memory`,
+# `may_share_memory`), or reads any other private name: anything under `torch._`, or a `_`-attribute other than a
+# tensor's own state (as in part (b), `x._base` and `x._version` are yours to read).
 #
 # **Part (b).** Write `my_inplace_tests(op_)`: it calls `op_` (an op with the in-place form's signature) and raises
 # `AssertionError` on the first promise it breaks:
@@ -59,25 +61,28 @@
 # **How it is graded.** Part (a) is asked about pairs of tensors the grader builds now. Part (b) runs against three
 # correct ops (the kit's, the composite, and another route that differs from the composite in the output's last bits),
 # where it must pass, and against broken ops, one fault each, where it must fail. Feedback names the categories with a
-# broken op that got through, not the op. Tests that fail on a correct op earn nothing, and so do tests that never fail,
-# or that copy the kit's own fused-op tests (three lines or more in common). Tests also score nothing on every part of
-# (b) when they import the kit's tests (the modules `tests`, `conftest` or `runpy`, or a `test_fused*` function from a
-# module; your own names are yours), call the kit's fused op or its parts (`fastpath_lib.fused.op`,
-# `fastpath_lib.fused.kernels`, `fastpath_lib.fused.predicate`) or the grader's
-# code (`fastpath_lib.grading`), or inspect the op instead of calling it: a contract test calls the op and checks what
-# it returns, writes or raises; it does not inspect the op. Inspecting is reading a private attribute (`op_._impl`)
-# other than an imported module's (`torch._dynamo`) or a tensor's own state (below); reading an attribute `__class__`,
-# `__closure__`, `__code__`, `__defaults__`, `__dict__`, `__func__`, `__getstate__`, `__globals__`, `__kwdefaults__`,
-# `__module__`, `__qualname__`, `__reduce__`, `__reduce_ex__`, `__self__`, `__slots__`, `__wrapped__`, `cell_contents`,
-# `co_code`, `co_consts`, `co_name`, `f_back`, `f_globals` or `f_locals`, or the `__name__` of a name (`op_.__name__`);
-# using `inspect`, `gc`, `dis`, `ctypes`, `sys._getframe`, `dir` or `vars`; or watching the op run instead of judging
-# what it leaves: any name containing `TorchFunctionMode`, `TorchDispatchMode`, `__torch_function__`,
-# `__torch_dispatch__`, `torch.profiler`, `torch.autograd.profiler`, `torch.fx`, `make_fx`, `torch.export`, `torch.jit`,
-# `setprofile`, `settrace`, `traceback` or `torch.ops.fastpath`, an attribute `.code`, `.f_code`, `.graph`,
-# `.graph_module`, `.nodes`, `.print_readable` or `.tb_frame`, or a `torch.compile` backend that is not a literal
-# string. A tensor's own state is not the op: `x._version` (the version counter lesson 08 reads to see a write),
-# `x._base` and torch's other data attributes of a tensor are yours to read. The check below applies these rules as the
-# grader does.
+# broken op that got through, not the op. Your tests score nothing on every part of (b) when they:
+#
+# * fail on a correct op, or never fail;
+# * share three lines or more with the kit's own fused-op tests, or import the kit's tests (the modules `tests`,
+#   `conftest` or `runpy`, or a `test_fused*` function from a module; your own names are yours);
+# * call the kit's fused op or its parts (`fastpath_lib.fused.op`, `fastpath_lib.fused.kernels`,
+#   `fastpath_lib.fused.predicate`) or the grader's code (`fastpath_lib.grading`);
+# * inspect the op instead of calling it: a contract test calls the op and checks what it returns, writes or raises;
+#   it does not inspect the op. Inspecting is reading a private attribute (`op_._impl`) other than an imported
+#   module's (`torch._dynamo`) or a tensor's own state (below); reading an attribute `__class__`, `__closure__`,
+#   `__code__`, `__defaults__`, `__dict__`, `__func__`, `__getstate__`, `__globals__`, `__kwdefaults__`, `__module__`,
+#   `__qualname__`, `__reduce__`, `__reduce_ex__`, `__self__`, `__slots__`, `__wrapped__`, `cell_contents`,
+#   `co_code`, `co_consts`, `co_name`, `f_back`, `f_globals` or `f_locals`, or the `__name__` of a name
+#   (`op_.__name__`); using `inspect`, `gc`, `dis`, `ctypes`, `sys._getframe`, `dir` or `vars`;
+# * watch the op run instead of judging what it leaves: any name containing `TorchFunctionMode`, `TorchDispatchMode`,
+#   `__torch_function__`, `__torch_dispatch__`, `torch.profiler`, `torch.autograd.profiler`, `torch.fx`, `make_fx`,
+#   `torch.export`, `torch.jit`, `setprofile`, `settrace`, `traceback` or `torch.ops.fastpath`, an attribute `.code`,
+#   `.f_code`, `.graph`, `.graph_module`, `.nodes`, `.print_readable` or `.tb_frame`, or a `torch.compile` backend
+#   that is not a literal string.
+#
+# A tensor's own state is not the op: `x._version` (the version counter lesson 08 reads to see a write), `x._base` and
+# torch's other data attributes of a tensor are yours to read. The check below applies these rules as the grader does.
 #
 # Keep shapes small: under the interpreter 16 rows are eligible for the kit's Triton route. For aliasing use 16 x 1024,
 # as lesson 08 does: at 64 columns one program normalizes all 16 rows, so `residual` = `x` shifted by one row cannot

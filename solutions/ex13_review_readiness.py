@@ -21,8 +21,9 @@
 # Six parts, each about an artefact a reviewer of the fast path reads: the kit's `capture.json` beside a call, a
 # pytest report against the claims of a PR note, a results table in `results.csv`'s schema, review comments on the
 # PR note, the maintenance costs of lesson 06, and a change of the default `eps`. Each part asks for a small
-# function; its check draws new artefacts every time it runs (new numbers, new ids, shuffled), and every answer
-# that can occur occurs in every draw, so write the rule, not the answers to the examples shown here. The lesson
+# function; its check draws new artefacts every time it runs (new numbers, new ids, shuffled), with every verdict,
+# every action and every failing condition in every draw, so write the rule, not the answers to the examples shown
+# here. The lesson
 # each part comes from is named in its heading.
 #
 # A part fails when its function calls what the part asks you to do yourself: the grader's own rule and check
@@ -258,7 +259,8 @@ ex.check_readiness("review_comments", answer_review)
 # process spends compiling them, their size, the kit's way off the fast path without a code change (a str, written
 # as a reader would use it: the environment variable with its value, `"FASTPATH_FORCE_FALLBACK=1"`, or the
 # function's call, `"force_fallback()"` or `"fastpath_lib.force_fallback()"`), and the person who answers for it
-# (an `@handle` or an e-mail address).
+# (one named person, the same in every answer: an `@handle` or an e-mail address, not a team or a placeholder such
+# as `@owner` or `@tbd`).
 
 # %%
 def maintenance_cost(replay, build) -> dict:

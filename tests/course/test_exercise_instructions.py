@@ -155,6 +155,25 @@ def test_ex04_names_everything_its_check_refuses_to_be_called():
     assert "fails every part of the check" in text
 
 
+def test_ex04_states_its_limits_on_the_cases():
+    """The number of cases and the elements of each that ex04's check refuses beyond (reader 16b F8)."""
+    from fastpath_lib.grading.checks.ex04_advice import MAX_CASES, MAX_ELEMENTS
+
+    assert f"At most {MAX_CASES} cases, each of at most {MAX_ELEMENTS:,} elements" in _flat(_markdown("ex04"))
+
+
+def test_ex05_names_what_the_benchmark_cannot_time():
+    """A case the benchmark refuses (a ``CaseSpec`` layout it does not time, an empty shape) costs a part of ex05:
+    the text names each such layout and the empty input (reader 16b F9)."""
+    from fastpath_lib.bench.matrix import BENCH_LAYOUTS
+    from fastpath_lib.cases import LAYOUTS
+
+    text = _flat(_markdown("ex05"))
+    untimed = [la for la in LAYOUTS if la not in BENCH_LAYOUTS]
+    assert untimed and all(f"but `{la}`" in text for la in untimed), untimed
+    assert "none empty (an input without rows or columns cannot be timed)" in text
+
+
 def test_ex13s_bandwidth_formula_as_written_is_the_graders():
     """The code-formatted bandwidth in part 3, evaluated on the rows of drawn tables, is the grader's number (reader
     12b F4: ``bytes_moved / median_us`` is MB/s, a thousand times the GB/s it was compared with)."""

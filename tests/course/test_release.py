@@ -293,6 +293,31 @@ def test_the_student_folder_tells_of_what_it_holds(out):
         assert set(re.findall(r"(?:^|`)\./kit ([a-z][\w-]*)", text, re.M)) <= offered, name
     assert "./kit lab" in readme and all(f"`{a}/`" in readme.split("\n---\n")[0] for a in absent)
     assert "the solved" in (ROOT / "exercises/ex01_reference.ipynb").read_text()  # the kit's own keeps it
+    # check-cells/ is the exercises as released (reader 16b F18), so it names nothing the folder lacks either
+    for p in sorted((student / "exercises").glob("ex*.ipynb")):
+        assert (student / R.CHECK_CELLS / p.name).read_bytes() == p.read_bytes(), p.name
+
+
+def test_each_released_exercise_says_which_of_its_checks_the_autograder_holds(out):
+    """Reader 16b F1: an exercise whose check the release holds says so where it tells what its check prints; the
+    exercise 04 stand-in gives advice, no points; an exercise whose checks all ship says nothing of it."""
+    from fastpath_lib.grading.registry import CHECKS
+    from fastpath_lib.release_text import HOW
+
+    held = {n for n, mod in CHECKS.items() if f"grading/{mod.replace('.', '/')}.py" in R.GRADER_ONLY}
+    told = {}
+    for p in sorted((out / "student/exercises").glob("ex*.ipynb")):
+        nb = nbformat.read(p, as_version=4)
+        code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+        (how,) = [c.source.split(HOW, 1)[1].split("\n\n")[0] for c in nb.cells
+                  if c.cell_type == "markdown" and HOW in c.source]
+        calls = {n for n in held if f"ex.{n}(" in code}
+        assert all(f"`ex.{n}`" in how for n in calls) and ("In this release" in how) == bool(calls), (p.name, how)
+        told[p.name[:4]] = how
+    assert "gives advice, no points" in told["ex04"] and "autograder only" in told["ex13"]
+    assert "In this release" not in told["ex01"] and "gives advice" not in told["ex09"]
+    assert "`ex.check_boundary_cases` gives advice in its cell, no points" in " ".join(
+        (out / "student/README.md").read_text(encoding="utf-8").split())
 
 
 def test_a_part_is_held_when_no_check_here_names_it(monkeypatch):

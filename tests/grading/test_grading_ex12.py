@@ -257,6 +257,22 @@ def test_borrowed_and_trivial_overlaps_score_nothing(cells, said):
     assert r.earned == 0 and said in r.feedback, r.feedback
 
 
+@pytest.mark.parametrize("read", ["a._base", "b._version", "a.untyped_storage()._cdata"])
+def test_overlaps_may_read_a_tensors_own_state(read):
+    """A tensor's own state (``x._base``), which part (b) lets tests read, is no borrowed answer in part (a) either
+    (reader 16b F2); a private name that is not a tensor's state still is."""
+    cell = jupytext.reads((ROOT / "solutions/ex12_fused_inplace_contract.py").read_text(),
+                          fmt="py:percent").cells[4].source
+    cell = cell.replace('    """Return whether', f'    _ = {read}\n    """Return whether', 1)
+    with sources.using([cell]):
+        (r,) = ex.check_overlaps(_defined([cell], "overlaps"), show=False)
+    assert r.passed, r.feedback
+    cell = cell.replace(f"_ = {read}", "_ = a._is_view()")
+    with sources.using([cell]):
+        (r,) = ex.check_overlaps(_defined([cell], "overlaps"), show=False)
+    assert not r.passed and "_is_view" in r.feedback, r.feedback
+
+
 def test_the_solutions_overlaps_is_yours_not_borrowed():
     with sources.using([jupytext.reads((ROOT / "solutions/ex12_fused_inplace_contract.py").read_text(),
                                        fmt="py:percent").cells[4].source]):

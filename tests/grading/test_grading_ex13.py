@@ -227,8 +227,8 @@ def _forward_bytes_always(table):
 #: plausible wrong rules, each one the lessons warn about
 WRONG = {
     "route_conditions": [
-        _mod("route_conditions", lambda a, out: [c for c in out if c != "cuda_graph_capture"]),
-        _mod("route_conditions", lambda a, out: [c for c in out if c != "architecture"]),
+        *[_mod("route_conditions", lambda a, out, cond=cond: [c for c in out if c != cond])  # one condition ignored
+          for cond in S.ROUTE_CONDITIONS],
         # a recorded entry taken as a pass, whatever it says
         lambda call, cap: _sol("route_conditions")(call, {k: dict(v, passed=True) if isinstance(v, dict) else v
                                                           for k, v in cap.items()}),
@@ -297,6 +297,16 @@ def test_every_answer_of_a_small_answer_space_occurs_in_every_draw():
         costs = _answers("maintenance_cost", seed)
         assert {c["cold_start_s"] == 0 for c in costs} == {True, False}, seed
         assert {c["unmeasured_calls"] == 0 for c in costs} == {True, False}, seed
+
+
+def test_every_route_condition_fails_alone_in_every_draw():
+    """Part 1: in every draw each condition fails in some call, in one call as the only failure, and one call takes
+    the fast path; so an answer that ignores any one condition fails every draw, not only by chance."""
+    for seed in range(300):
+        answers = [S.expected("route_conditions", sc) for sc in S.draw("route_conditions", random.Random(seed))]
+        assert frozenset() in answers, seed
+        for cond in S.ROUTE_CONDITIONS:
+            assert frozenset({cond}) in answers, (seed, cond)  # where an answer that ignores cond is wrong
 
 
 def test_every_way_a_claim_goes_untested_occurs_in_every_draw():

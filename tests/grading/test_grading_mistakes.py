@@ -167,6 +167,23 @@ def test_a_case_beyond_the_largest_costs_the_size_part_only_and_says_which():
     assert by["layout_coverage"].passed and by["expectations"].passed, by
 
 
+@pytest.mark.parametrize("case, part, says", [
+    (("empty_0x64_fp32", (0, 64), "contiguous"), "size_coverage", "shape (0, 64) must be [rows, cols] with both >= 1"),
+    (("nhwc_64x64_fp16", (64, 64), "channels_last"), "layout_coverage", "layout 'channels_last' not in"),
+])
+def test_a_case_the_benchmark_cannot_time_costs_its_own_part_only(case, part, says):
+    """Reader 16b F9: an empty input (the predicate's ``non_empty`` fallback) or a layout the benchmark does not time
+    costs the part its rule belongs to (sizes; layouts and dtypes), and the feedback names the case."""
+    from fastpath_lib.cases import CaseSpec
+
+    cid, (rows, cols), layout = case
+    matrix = _llm_matrix() + [(cid, CaseSpec(rows, cols, torch.float16, layout=layout), "fallback",
+                               "nothing here the kernel could ever be asked to touch")]
+    by = {r.part: r for r in ex.check_case_matrix(lambda: matrix, show=False)}
+    assert not by[part].passed and says in by[part].feedback and cid in by[part].feedback, by[part].feedback
+    assert all(r.passed for p, r in by.items() if p != part), by
+
+
 @pytest.mark.parametrize("template", [
     "{cid}: a {dtype} {layout} case of {rows}x{cols}, expected {exp}",
     "I expect {exp} for this {dtype} case of shape {rows} by {cols} ({layout} layout)",

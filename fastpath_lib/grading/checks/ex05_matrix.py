@@ -7,8 +7,9 @@ three parts: sizes (enough distinct cases, small and large, an M=1 decode case),
 (at least one expected win, cases expected not to improve, fallback exactly where the predicate rejects the case on a
 GPU, a rationale of its own for every case: no other case's rationale shares half its words, leaving out numbers and
 the case's own fields). The kit's own predeclared matrix handed back, in whole or with its rationales copied or
-reworded, or most of its cases kept under new words, fails; a case beyond the kit's largest (64M elements) costs the
-size part only. Every rule is in the exercise's text.
+reworded, or most of its cases kept under new words, fails; a case beyond the kit's largest (64M elements) or an
+empty one costs the size part only, and a dtype or layout the benchmark does not time the layout part only. Every rule
+is in the exercise's text.
 """
 
 from __future__ import annotations
@@ -116,17 +117,37 @@ def _within_largest(rows) -> str:
         "elements)" + "".join(f"\n      {o} is beyond it" for o in over)
 
 
-def _bench_cases(rows) -> list[BenchCase]:
-    """The learner's entries as benchmark cases, so the benchmark's own coverage rules apply to them unchanged."""
-    out = []
+#: Each field a benchmark case validates, the part its rule belongs to, and a value it accepts.
+_FIELDS = {"shape": ("size", (1, 64)), "dtype": ("layout", "float32"), "layout": ("layout", "contiguous")}
+
+
+def _bench_case(cid: str, spec: CaseSpec, exp: str, why: str, **fields) -> BenchCase:
+    mine = {"shape": (spec.rows, spec.cols), "dtype": str(spec.dtype).replace("torch.", ""), "layout": spec.layout}
+    return BenchCase(id=cid, family="exercise", pass_="forward", expected=exp, rationale=why.strip() or "-",
+                     pad=spec.pad, offset=spec.offset, **(mine | fields))
+
+
+def _bench_cases(rows) -> tuple[list[BenchCase], dict[str, list[str]]]:
+    """The learner's entries as benchmark cases, so the benchmark's own coverage rules apply to them unchanged, and
+    per part the cases the benchmark cannot time (an empty shape, a dtype or layout it does not time): each such
+    field costs its own part, and the case takes a value the benchmark accepts for the other parts' rules."""
+    out, bad = [], {"size": [], "layout": []}
     for cid, spec, exp, why in rows:
-        try:
-            out.append(BenchCase(id=cid, family="exercise", shape=(spec.rows, spec.cols),
-                                 dtype=str(spec.dtype).replace("torch.", ""), layout=spec.layout, pass_="forward",
-                                 expected=exp, rationale=why.strip() or "-", pad=spec.pad, offset=spec.offset))
-        except ValueError as exc:
-            raise Fail(str(exc)) from None
-    return out
+        good = {f: v for f, (_, v) in _FIELDS.items()}
+        fixes = {}
+        for field, (topic, _) in _FIELDS.items():
+            try:
+                _bench_case(cid, spec, exp, why, **{f: v for f, v in good.items() if f != field})
+            except ValueError as exc:
+                bad[topic].append(str(exc))
+                fixes[field] = good[field]
+        out.append(_bench_case(cid, spec, exp, why, **fixes))
+    return out, bad
+
+
+def _timeable(bad: list[str], rule: str) -> list[str]:
+    """A benchmark case's own rule (``BenchCase`` refuses such a case), as a coverage line where a case breaks it."""
+    return ["MISSING  " + rule + "".join(f"\n      {b}" for b in bad)] if bad else []
 
 
 def _lines(rules) -> list[str]:
@@ -172,11 +193,15 @@ def _expectations(rows, rules) -> list[str]:
 def _grade(my_matrix) -> list[Result]:
     rows = _entries(list(borrowed.run(my_matrix, (), _BORROWED)))
     _reject_copies(rows)
-    rules = coverage_rules(_bench_cases(rows), passes=False)  # the benchmark's own rules (one source)
+    cases, untimeable = _bench_cases(rows)
+    rules = coverage_rules(cases, passes=False)  # the benchmark's own rules (one source)
     by_topic = {t: [r for r in rules if r.topic == t] for t in ("size", "layout", "expectations")}
+    size = _lines(by_topic["size"]) + [_within_largest(rows)] + _timeable(
+        untimeable["size"], "every case has a row and a column or more (an empty input cannot be timed)")
+    layout = _lines(by_topic["layout"]) + _timeable(
+        untimeable["layout"], "every case in a dtype and a layout the benchmark times")
     results = []
-    for name, lines in zip(_PARTS, (_lines(by_topic["size"]) + [_within_largest(rows)], _lines(by_topic["layout"]),
-                                    _expectations(rows, by_topic["expectations"]))):
+    for name, lines in zip(_PARTS, (size, layout, _expectations(rows, by_topic["expectations"]))):
         ok = all(line.startswith("ok") for line in lines)
         results.append(Result("ex05", name, points_of("ex05", name), ok, "\n".join(lines)))
     return results

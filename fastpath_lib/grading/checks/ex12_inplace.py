@@ -5,9 +5,10 @@
 row ranges, a row expanded with stride 0, a transposed view, a view of another dtype, strided views with gaps, two
 separate buffers. Where the two share an element it must say ``True``; where their byte ranges do not even intersect
 it must say ``False``; interleaved views that share no element (column halves, even and odd rows) may go either way
-(the kit's own check is conservative there). It must be written with tensors' public attributes: the kit's predicate,
-torch's private overlap helpers (``torch._C._overlaps``, ``torch._debug_has_internal_overlap``), any other private
-name and numpy's ``shares_memory`` score nothing.
+(the kit's own check is conservative there). It must be written with tensors' public attributes and their own state
+(:data:`~fastpath_lib.grading.rules.mutation.TENSOR_STATE`: ``x._base``, as in the tests part): the kit's predicate,
+torch's private overlap helpers (``torch._C._overlaps``, ``torch._debug_has_internal_overlap``), any other name under
+``torch._`` or private attribute, and numpy's ``shares_memory`` score nothing.
 
 ``my_inplace_tests(op_)`` raises on the first promise of :func:`fastpath_lib.fused_add_rms_norm_` that ``op_`` breaks.
 It runs against three correct ops (the kit's, the composite :func:`fastpath_lib.fused.reference.native_` and another
@@ -49,8 +50,8 @@ from fastpath_lib.grading.registry import Result, points_of
 from fastpath_lib.grading.report.feedback import Fail, describe_error, graded, truth
 from fastpath_lib.grading.rules import borrowed
 from fastpath_lib.grading.rules import fused_mutants as M
-from fastpath_lib.grading.rules.mutation import (INSPECTS, broken_op_results, first_errors, inspection,
-                                                 inspection_stated, remote_outcomes)
+from fastpath_lib.grading.rules.mutation import (INSPECTS, TENSOR_STATE, broken_op_results, first_errors,
+                                                 inspection, inspection_stated, remote_outcomes)
 
 __all__ = ["check_overlaps", "check_inplace_tests", "OpServer", "overlap_cases", "expected_overlap", "copied_lines",
            "CATEGORIES"]
@@ -83,6 +84,9 @@ _KIT_TESTS = ("tests/fused/test_fused_contract.py", "tests/fused/test_fused_ops.
 _PRIVATE_OVERLAP = borrowed.Forbidden(builtins=(
     ("_overlaps", "torch's own overlap check is the answer"),
     ("_debug_has_internal_overlap", "torch's own overlap check is the answer")))
+#: numpy's overlap answers, and the wording of part (a)'s private-name rule (the exercise states both).
+_NUMPY_OVERLAP = ("shares_memory", "may_share_memory")
+_PRIVATE_STATED = "anything under `torch._`, or a `_`-attribute other than a tensor's own state"
 _OVERLAP_FORBIDDEN = (borrowed.kit("fused/predicate.py", why="that is the kit's own overlap check")
                       + borrowed.kit("fused/op.py", why="the kit's op and its explain() run the kit's overlap check")
                       + borrowed.kit("rmsnorm/predicate.py", why="that is the kit's own predicate")
@@ -177,12 +181,13 @@ def _private_names(fn) -> str | None:
     root = remote.root(fn) if remote.is_proxy(fn) else getattr(fn, "__name__", "")
     src = sources.closure_source(root) if root else ""
     names = sources.names_used(src)
-    hit = sorted(n for n in names if n.startswith("torch._")
-                 or n.split(".")[-1] in ("shares_memory", "may_share_memory"))  # numpy's answer too
-    attrs = sorted(a for a in sources.attributes_used(src) if a.startswith("_") and not a.startswith("__"))
+    hit = sorted(n for n in names if n.startswith("torch._") or n.split(".")[-1] in _NUMPY_OVERLAP)
+    attrs = sorted(a for a in sources.attributes_used(src) if a.startswith("_") and not a.startswith("__")
+                   and a not in TENSOR_STATE)  # a tensor's own state (x._base) is the tensor's, as in part (b)
     if hit or attrs:
         return (f"your overlaps uses {(hit + attrs)[0]}: write it yourself, with tensors' public attributes "
-                f"(data_ptr, untyped_storage, stride, storage_offset, element_size, shape)")
+                f"(data_ptr, untyped_storage, stride, storage_offset, element_size, shape) and their own state "
+                f"(x._base)")
     return None
 
 
@@ -285,7 +290,8 @@ _KIT_TEST_MODULES, _KIT_TEST_PREFIX = ("tests", "conftest", "runpy"), "test_fuse
 #: The wording of the rules this check refuses tests by (besides forbidden calls): the exercise states each
 #: (``tests/course/test_exercise_instructions.py``).
 STATED = (*inspection_stated(), *(f"`{w}`" for w in _WATCHERS), *(f"`.{a}`" for a in sorted(_GRAPH_ATTRS)),
-          _BACKEND_STATED, *(f"`{m}`" for m in _KIT_TEST_MODULES), f"`{_KIT_TEST_PREFIX}*`")
+          _BACKEND_STATED, *(f"`{m}`" for m in _KIT_TEST_MODULES), f"`{_KIT_TEST_PREFIX}*`", _PRIVATE_STATED,
+          *(f"`{n}`" for n in _NUMPY_OVERLAP))
 
 
 def _watching(src: str) -> str | None:

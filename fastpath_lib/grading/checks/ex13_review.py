@@ -4,10 +4,10 @@
 (:mod:`~fastpath_lib.grading.rules.ex13_scenarios`: a call and the kit's ``capture.json``, a pytest JUnit report and the
 claims of a PR note, a ``results.csv`` table, review comments on a PR note, lesson 06's replay and build tables, a
 change of the default ``eps`` and its callers), and compares each answer with the grader's rule. A part passes when
-every scenario is answered right; every answer of a small answer space occurs in every draw, so a function that
-returns one constant, or answers recorded for the examples the notebook shows, fails. The grader's own rules (the
-scenario module) and the kit's answers (the predicate and ``capture.json``'s reader, the bytes model, the results
-classifier) may not be called.
+every scenario is answered right; every answer of a small answer space, and each of part 1's conditions failing
+alone, occurs in every draw, so a function that returns one constant, ignores a condition or answers recorded for the
+examples the notebook shows fails. The grader's own rules (the scenario module) and the kit's answers (the predicate
+and ``capture.json``'s reader, the bytes model, the results classifier) may not be called.
 
 >>> [r.passed for r in check_readiness("review_comments", lambda comments, cases: {}, show=False)]
 [False]

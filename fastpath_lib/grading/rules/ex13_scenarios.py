@@ -5,7 +5,8 @@ Each scenario is an artefact of the kit's own shape, not a table of phrases: a c
 ``results.csv``'s schema (lessons 02, 05 and 06), review comments on a PR note with its case table (lesson 07), the
 workload replay and build-cost tables of lesson 06, and a proposed change of the default ``eps`` with its callers
 (lesson 07). Every part whose answers come from a small set draws its scenarios so that each answer occurs in every
-draw, by construction: no constant answer passes.
+draw, by construction (part 1: a call that fails each condition alone, one that fails none): no constant answer
+passes, nor one that ignores a condition.
 
 >>> calls = draw("route_conditions", random.Random(0))
 >>> all(isinstance(expected("route_conditions", c), frozenset) for c in calls)
@@ -24,11 +25,13 @@ from fastpath_lib.bench.schema import CSV_COLUMNS, empty_row
 from fastpath_lib.grading.vocabulary import WIN, outcome
 from fastpath_lib.rmsnorm.limits import INTERPRETER_MIN_ROWS, MAX_COLS, MIN_CAPABILITY
 
-__all__ = ["draw", "expected", "ELEMENT_BYTES", "VERDICTS", "ACTIONS", "SWITCHES", "old_default_eps", "model_bytes",
-           "achieved_gbps"]
+__all__ = ["draw", "expected", "ELEMENT_BYTES", "ROUTE_CONDITIONS", "VERDICTS", "ACTIONS", "SWITCHES",
+           "old_default_eps", "model_bytes", "achieved_gbps"]
 
 ELEMENT_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}
 _FAST_DTYPES = ("float16", "bfloat16", "float32")
+#: The predicate's conditions a call can fail (part 1), in ``explain()``'s order.
+ROUTE_CONDITIONS = ("forced", "cuda_graph_capture", "device", "architecture", "dtype", "cols", "min_rows")
 #: What a test report says of one claim (part 2).
 VERDICTS = ("supported", "contradicted", "untested")
 #: What a reviewer's comment is answered with (lesson 07: more evidence, not a defence of the work done).
@@ -94,6 +97,20 @@ def _route_call(rng: random.Random, kind: str, verified: bool | None = None) -> 
     return {"call": call, "capture": capture}
 
 
+def _failing_only(rng: random.Random, cond: str | None) -> dict:
+    """A call that fails the condition ``cond`` and no other (``None``: a call that takes the fast path)."""
+    kind = {"cuda_graph_capture": "capture", "architecture": "sm75"}.get(cond, rng.choice(("cuda", "cpu")))
+    sc = _route_call(rng, kind, verified=rng.choice((False, None)) if cond else True)
+    c = sc["call"]
+    c.update(interpreter=c["device"] == "cpu", rows=rng.choice([r for r in (8, 512, 2048, 8192) if r >= c["min_rows"]]),
+             cols=rng.choice((64, 1000, 4096, MAX_COLS)))
+    c["capability"] = rng.choice(([8, 0], [8, 6], [9, 0], [10, 0])) if kind == "cuda" else c["capability"]
+    c.update({"forced": {"forced": True}, "device": {"interpreter": not c["interpreter"]},
+              "dtype": {"dtype": "float64"}, "cols": {"cols": MAX_COLS + 1 + rng.randint(0, MAX_COLS)},
+              "min_rows": {"rows": rng.choice([r for r in (1, 7, 64, 128) if r < c["min_rows"]])}}.get(cond, {}))
+    return sc
+
+
 def _route_expected(sc: dict) -> frozenset:
     c, capture = sc["call"], sc["capture"]
     cuda = c["device"] == "cuda"
@@ -104,6 +121,7 @@ def _route_expected(sc: dict) -> frozenset:
               "architecture": cuda and not c["interpreter"] and tuple(c["capability"]) < MIN_CAPABILITY,
               "dtype": c["dtype"] not in _FAST_DTYPES, "cols": c["cols"] > MAX_COLS,
               "min_rows": c["rows"] < c["min_rows"]}
+    assert tuple(failed) == ROUTE_CONDITIONS
     return frozenset(k for k, v in failed.items() if v)
 
 
@@ -444,10 +462,11 @@ def _contract_expected(case: dict) -> dict:
 
 def draw(part: str, rng: random.Random) -> list:
     """The scenarios the check hands the learner's function for ``part``, drawn with ``rng``."""
-    if part == "route_conditions":  # captured calls on an architecture with a passed, a failed and no capture test
+    if part == "route_conditions":  # captured calls with a passed, a failed and no capture test; each fail alone
         kinds = [("sm75", None)] * 3 + [("capture", True), ("capture", False), ("capture", None)]
-        kinds += [("capture", rng.choice((True, False, None))), ("cuda", None), ("cuda", None)] + [("any", None)] * 8
-        return [_route_call(rng, *k) for k in rng.sample(kinds, len(kinds))]
+        kinds += [("capture", rng.choice((True, False, None))), ("cuda", None), ("cuda", None)] + [("any", None)] * 6
+        calls = [_route_call(rng, *k) for k in kinds] + [_failing_only(rng, c) for c in ROUTE_CONDITIONS + (None,)]
+        return rng.sample(calls, len(calls))
     if part == "test_report":  # every verdict, each way a claim goes untested, in every draw
         hows = [["supported", "supported", "failed", "error", "all_skipped", "partly_skipped"],
                 ["supported", "error", "xfail", "missing", "failed", "all_skipped"]]
