@@ -1,0 +1,261 @@
+"""Exercise 07: what a PR note asserts, read so that each assertion can be held against the table it was written from.
+
+A note is read as **statements**: its paragraphs and list items (each joined over the lines it wraps onto; headings,
+table rows and HTML tags are not prose), split into sentences, each cut into **clauses** at ``;``. In a clause
+
+* a **case** is named by its case id; the text from the id to the next case id or the clause's end is what the
+  clause says about that case (its segment);
+* a **figure** is a number with a unit (``us``, ``µs``, ``ms``, ``x``, ``×``, ``%``), or a number paired with one
+  (``9.0 vs 9.8 us``); in a case's segment it is that case's, and must be one of :func:`figures` within the rounding
+  of the digits written;
+* an **outcome** is claimed for the cases the clause names by its words (:data:`OUTCOME_WORDS`): a neutral word
+  decides; else words of one outcome only (a negated word, "not slower", counts for none; a clause mixing two
+  outcomes claims none);
+* a **count** is a number before an outcome word ("4 wins", "2 losses", "3 neutral cases").
+
+Counting words, case ids or keywords proves nothing here: a sentence earns something only through what it asserts
+about a case or a figure, and every assertion is checked.
+
+>>> [round(f, 2) for f in figures({"baseline_median_us": 40.0, "candidate_median_us": 47.0,
+...                                 "baseline_spread_us": 0.4, "candidate_spread_us": 0.5})][:5]
+[40.0, 47.0, 0.4, 0.5, 7.0]
+>>> [(v, d) for v, d, _ in figures_in("from 40 to 47 us (1.18x, +17.5 %), shape 2048 x 2048")]
+[(40.0, 0), (47.0, 0), (1.18, 2), (17.5, 1)]
+>>> outcome_of("c05 is slower (9.8 vs 9.0 us), outside the noise band"), outcome_of("c03: 1% faster, within noise")
+('loss', 'neutral')
+>>> outcome_of("c01 is faster and c12 is slower"), outcome_of("c09 is not slower")
+(None, None)
+>>> count_claims("4 wins, 3 neutral cases and two losses; 16384 columns fall back")
+[('win', 4), ('neutral', 3), ('loss', 2)]
+>>> column_limits("fp16 inputs of at most 16,384 columns; cols <= 8192 or the 4096-column limit; c11 has 32768 columns")
+[16384, 8192, 4096]
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+from fastpath_lib.grading.vocabulary import FALLBACK, LOSS, NEUTRAL, WIN
+
+__all__ = ["Mention", "statements", "clauses", "mentions", "figures", "figures_in", "is_figure", "outcome_of",
+           "count_claims", "column_limits", "dtypes_named", "case_dtype", "case_shape", "OUTCOME_WORDS", "stated",
+           "method_facts"]
+
+#: outcome -> the words that claim it (neutral words decide a clause: "1% faster, within the noise" is neutral).
+OUTCOME_WORDS = {
+    NEUTRAL: r"\bneutral\b|\b(within|inside) (the )?noise\b|\bno (clear |measurable |significant |real )?"
+             r"(difference|change)\b|\bon par\b|\bunchanged\b|\bindistinguishable\b|\bti(e|es|ed)\b",
+    WIN: r"\bwins?\b|\bwon\b|\bwinning\b|\bfaster\b|\bquicker\b|\bspeed-?ups?\b|\bspeeds? up\b",
+    LOSS: r"\bloss(es)?\b|\blos(e|es|ing|t)\b|\bslower\b|\bregress\w*|\bslow-?downs?\b",
+    FALLBACK: r"\bfall(s|ing)?[ -]?back\b|\bfell back\b|\bfallbacks?\b",
+}
+_NEGATION = re.compile(r"\b(not|no|never|without|none|nor|neither)\b|n't\b", re.IGNORECASE)
+_NUM = r"[-+−]?\d+(?:\.\d+)?"
+#: A unit that makes a number a figure: a time, a ratio (not a shape's "x": ``4096 x 4096``), a percentage.
+_UNIT = r"(?:us|µs|μs|usec|microseconds?|ms|milliseconds?|%|percent|[x×](?!\s*\d))(?!\w)"
+_PAIR = r"(?:vs\.?|versus|→|->|=>|to|/|and|or|±|\+/-)"
+_FIGURE = re.compile(rf"(?<![\w.])({_NUM})(?:\s*({_UNIT})|\s*{_PAIR}\s*(?={_NUM}\s*{_UNIT}))", re.IGNORECASE)
+_BLOCK = re.compile(r"^([-*+]|\d+[.)])\s")
+_NUMBER_WORDS = ("zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
+                 "sixteen seventeen eighteen nineteen twenty").split()
+_COUNT_WORDS = {WIN: r"wins?|won", NEUTRAL: r"neutral", LOSS: r"loss(?:es)?|lose|lost",
+                FALLBACK: r"fallbacks?|falls? back|fell back"}
+_COUNT = re.compile(rf"(?<![\w.])(\d+|{'|'.join(_NUMBER_WORDS)})\s+(?:of\s+(?:the\s+)?\d+\s+)?"
+                    r"(?:(?:eligible|timed|measured|triton|other|remaining|more)\s+)?(?:cases?\s+(?:are\s+|were\s+)?)?"
+                    rf"({'|'.join(f'(?P<{k}>{w})' for k, w in _COUNT_WORDS.items())})\b", re.IGNORECASE)
+_BOUND = (r"(?:at most|up to|no more than|not more than|<=|≤|<|max(?:imum)?(?: of)?|limit(?: of)?|wider than|more than|"
+          r"over|beyond|above|exceed(?:s|ing)?|larger than|greater than|within|under|below|fewer than|less than)")
+_INT = r"(\d{1,3}(?:,\d{3})+|\d+)(?![\w.,]\d)"
+#: A column limit: a bound and a number of columns (``at most 16384 columns``, ``cols <= 16384``, ``the 16384-column
+#: limit``); a case's width (``32768 columns``) has no bound and is none.
+_LIMITS = (re.compile(rf"{_BOUND}\s+(?:\w+\s+)?{_INT}\s*-?\s*(?:columns?|cols?|elements?)\b", re.IGNORECASE),
+           re.compile(rf"\b(?:columns?|cols|width|hidden size|last dim\w*)\s*(?:of\s+)?{_BOUND}\s*{_INT}", re.IGNORECASE),
+           re.compile(rf"(?<![\w.]){_INT}[- ]columns? (?:limit|cap|bound|maximum)\b", re.IGNORECASE))
+_DTYPES = {"float16": r"\bfp16\b|\bfloat16\b|\bhalf\b", "bfloat16": r"\bbf16\b|\bbfloat16\b",
+           "float32": r"\bfp32\b|\bfloat32\b|\bsingle\b"}
+
+
+def statements(note: str) -> list[str]:
+    """The note's prose, sentence by sentence: paragraphs and list items, each joined over the lines it wraps onto;
+    headings and table rows are left out and HTML tags read as spaces."""
+    blocks: list[list[str]] = []
+    fresh = True
+    for line in note.splitlines():
+        s = line.strip()
+        if not s or s.startswith("|") or re.match(r"#{1,6}\s", s):
+            fresh = True
+            continue
+        if fresh or _BLOCK.match(s) or s.startswith("<"):
+            blocks.append([])
+        blocks[-1].append(s)
+        fresh = False
+    out = []
+    for block in blocks:
+        text = " ".join(re.sub(r"<[^>]*>", " ", " ".join(block)).split())
+        out += [s for s in re.split(r"(?<=[.!?])\s+", text) if s.strip()]
+    return out
+
+
+def clauses(note: str) -> list[str]:
+    """Every statement's clauses: cut at ``;``."""
+    return [c for s in statements(note) for c in s.split(";") if c.strip()]
+
+
+def _claimed(clause: str, outcome: str) -> bool:
+    """Whether ``clause`` has a word of ``outcome`` that no negation in the three words before it takes back."""
+    for m in re.finditer(OUTCOME_WORDS[outcome], clause, re.IGNORECASE):
+        before = " ".join(clause[:m.start()].split()[-3:])
+        if outcome == NEUTRAL or not _NEGATION.search(before):
+            return True
+    return False
+
+
+def outcome_of(clause: str) -> str | None:
+    """The outcome ``clause`` claims for the cases it names: neutral if it says so, else the one outcome its words
+    name (none where they name two, or none)."""
+    if _claimed(clause, NEUTRAL):
+        return NEUTRAL
+    named = [k for k in (WIN, LOSS, FALLBACK) if _claimed(clause, k)]
+    return named[0] if len(named) == 1 else None
+
+
+@dataclasses.dataclass(frozen=True)
+class Mention:
+    """A case named in a clause: the clause, what it says about the case (``segment``) and the outcome it claims."""
+
+    case: str
+    clause: str
+    segment: str
+    outcome: str | None
+
+
+def _id_pattern(ids) -> re.Pattern:
+    alternatives = "|".join(re.escape(str(c)) for c in sorted(ids, key=lambda c: -len(str(c))))
+    return re.compile(rf"(?<![\w])({alternatives})(?![\w])")
+
+
+def mentions(note: str, ids) -> list[Mention]:
+    """Each case id of ``ids`` named in the note's prose, with its segment and the outcome its clause claims."""
+    pattern, out = _id_pattern(ids), []
+    for clause in clauses(note):
+        found = list(pattern.finditer(clause))
+        if not found:
+            continue
+        outcome = outcome_of(clause)
+        for m, nxt in zip(found, found[1:] + [None]):
+            out.append(Mention(m.group(1), clause, clause[m.end():nxt.start() if nxt else len(clause)], outcome))
+    return out
+
+
+def figures_in(text: str) -> list[tuple[float, int, str]]:
+    """``(value, decimals written, text)`` of each figure in ``text`` (sign dropped)."""
+    out = []
+    for m in _FIGURE.finditer(text):
+        raw = m.group(1).replace("−", "-")
+        out.append((abs(float(raw)), len(raw.split(".")[1]) if "." in raw else 0, m.group(0).strip()))
+    return out
+
+
+def figures(row, extra=()) -> list[float]:
+    """A case's figures: its medians and spreads and the difference of its medians (in µs and in ms), their ratio
+    either way, each ratio's distance from 1 and each spread over its median (as fractions and in percent), and
+    ``extra`` (numbers of the method that may be given beside a case, such as the warm-up)."""
+    b, c = float(row["baseline_median_us"]), float(row["candidate_median_us"])
+    bs, cs = float(row["baseline_spread_us"]), float(row["candidate_spread_us"])
+    times = [b, c, bs, cs, abs(b - c)]
+    rel = []
+    if b > 0 and c > 0:
+        rel = [c / b, b / c, abs(c / b - 1), abs(b / c - 1), bs / b, cs / c]
+    return times + [t / 1000 for t in times] + rel + [100 * r for r in rel] + [float(x) for x in extra]
+
+
+def is_figure(value: float, decimals: int, values) -> bool:
+    """Whether ``value``, written with ``decimals`` decimals, is one of ``values`` to within one unit of its last
+    digit (rounded or cut)."""
+    return any(abs(value - v) <= 10.0 ** -decimals + 1e-9 for v in values if v == v)
+
+
+def count_claims(text: str) -> list[tuple[str, int]]:
+    """``(outcome, n)`` for each count in ``text`` ("4 wins", "two losses", "3 neutral cases")."""
+    out = []
+    for m in _COUNT.finditer(text):
+        word = m.group(1).lower()
+        n = int(word) if word.isdigit() else _NUMBER_WORDS.index(word)
+        out.append((next(k for k in _COUNT_WORDS if m.group(k)), n))
+    return out
+
+
+def column_limits(text: str) -> list[int]:
+    """Each column limit ``text`` states, in the order written."""
+    found = sorted((m.start(), int(m.group(1).replace(",", ""))) for p in _LIMITS for m in p.finditer(text))
+    return [n for _, n in found]
+
+
+def dtypes_named(text: str) -> set[str]:
+    """The dtypes (``float16``, ``bfloat16``, ``float32``) that ``text`` names, by any of their usual names."""
+    return {d for d, p in _DTYPES.items() if re.search(p, text, re.IGNORECASE)}
+
+
+def case_dtype(case_id: str) -> str | None:
+    """The dtype a case id names (``c03_1024x8192_fp32``: ``float32``), if any."""
+    words = " ".join(re.split(r"[_\W]+", case_id))
+    return next((d for d, p in _DTYPES.items() if re.search(p, words, re.IGNORECASE)), None)
+
+
+def case_shape(case_id: str) -> tuple[int, int] | None:
+    """``(rows, columns)`` of a case id's shape (``c03_1024x8192_fp32``: ``(1024, 8192)``), if it has one."""
+    m = re.search(r"(\d+)x(\d+)", case_id)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+#: A statement of how the device is synchronized before a timing is read, in any words: synchronized, waits for the
+#: device or kernel to finish, blocks until, CPU calls return when done, CUDA events.
+_SYNC = re.compile(r"synchron|\bsync|\bwait(s|ed|ing)?\b[^.]*\b(device|gpu|kernel|finish\w*|complet\w*|done)\b|"
+                   r"\bblock(s|ed|ing)?\b[^.]*\buntil\b|\breturns?\b[^.]*\b(when|once|after)\b[^.]*"
+                   r"\b(done|finish\w*|complet\w*)\b|\bcuda events?\b", re.IGNORECASE)
+#: What a synchronization guards: the timing (its reading, its measurement) or the kernel it waits for.
+_GUARDED = re.compile(r"\btim(e|es|ed|er|ers|ing|ings)\b|\bread\w*|\bmeasur\w*|\bkernels?\b|\blaunch\w*",
+                      re.IGNORECASE)
+_SAMPLES = r"(?:samples?|runs?|timings?|times|repetitions|reps|measurements|iterations|trials|calls)"
+
+
+def stated(fact: str, text: str) -> bool:
+    """Whether ``text`` gives the record's own statement ``fact`` (its text after a ``label:``), spacing and case
+    aside."""
+    said = " ".join(fact.split(":", 1)[-1].split()).lower()
+    return bool(said) and said in " ".join(text.split()).lower()
+
+
+def method_facts(note: str, h: dict) -> dict[str, bool]:
+    """Each fact of the method record ``h`` (the environment's ``harness``) -> whether a sentence of ``note`` states
+    it: the timer in a sentence about timing, the warm-up as a warm-up of so many ms, the synchronization with what it
+    guards (or in the record's own words), the statistic with its sample count, the spread's quantiles joined as a
+    range (``q80 - q20``, ``20th to 80th percentile``), the raw samples' file with what it holds."""
+    sents = statements(note)
+    timer, raw, w, n = h["timer"], h["raw_samples"], re.escape(str(h["warmup_ms"])), re.escape(str(h["samples"]))
+    hi, lo = (sorted(re.findall(r"\d+", h["spread"]), key=int) or ["20", "80"])[::-1][:2]
+
+    def any_sentence(test) -> bool:
+        return any(test(s) for s in sents)
+
+    def ranged(s: str) -> bool:
+        return bool(re.search(rf"q{hi}\s*[-−–]\s*q{lo}\b|q{lo}\s*(?:-|–|to|and)\s*q{hi}\b|(?<![\w.]){lo}\s*(?:%|th)?\s*"
+                              rf"(?:-|–|to|and)\s*(?:the\s+)?{hi}\s*(?:%|th)?(?!\d)", s, re.IGNORECASE))
+
+    return {
+        "timer": any_sentence(lambda s: timer in s and bool(re.search(
+            r"\btim(e|es|ed|er|ing|ings)\b|\bmeasur\w*|\bclock\w*", s.replace(timer, " "), re.IGNORECASE))),
+        "warmup": any_sentence(lambda s: bool(re.search(
+            rf"warm\w*[\s-]*up\w*\W+(?:\w+\W+){{0,3}}?{w}\s*ms\b|(?<![\w.]){w}\s*ms\b\W+(?:\w+\W+){{0,2}}?warm\w*[\s-]*up",
+            s, re.IGNORECASE))),
+        "sync": any_sentence(lambda s: bool(_SYNC.search(s)) and bool(_GUARDED.search(_SYNC.sub(" ", s))))
+        or stated(h["sync"], note),
+        "statistic": any_sentence(lambda s: bool(re.search(rf"\b{re.escape(h['statistic'])}\b", s, re.IGNORECASE))
+                                  and bool(re.search(rf"(?<![\w.]){n}\s+(?:\w+\s+){{0,2}}?{_SAMPLES}\b", s,
+                                                     re.IGNORECASE))),
+        "spread": any_sentence(ranged),
+        "raw": any_sentence(lambda s: raw in s and bool(re.search(
+            r"\braw\b|\bsamples?\b|\bstored\b|\bsaved\b|\bwritten\b|\bkept\b|\brecorded\b|\blogged\b|\bfiles?\b",
+            s.replace(raw, " "), re.IGNORECASE))),
+    }
