@@ -78,19 +78,32 @@ def write_pr_note(results, env) -> str:
     # BEGIN SOLUTION
     gpu = env.get("device") == "cuda"
     classes = ex.expected_classes(results) if gpu else {c: "not measured" for c in results["case_id"]}
+    rows = {r["case_id"]: r for _, r in results.iterrows()}
+
+    def measured(cid):  # a case with its own numbers: both medians, and on a GPU the change in percent
+        b, c = rows[cid]["baseline_median_us"], rows[cid]["candidate_median_us"]
+        change = f", {100 * (c / b - 1):+.1f} %" if gpu else ""
+        return f"{cid} ({b:.4g} -> {c:.4g} us{change})"
+
     lines = ["## Summary",
              "A Triton RMSNorm fast path behind an eligibility predicate; F.rms_norm is the fallback.",
-             f"Data: {env.get('device_name') or env.get('device')}, torch {env.get('torch')}, triton {env.get('triton')}. {env.get('note', '')}",
-             "", "## Scope",
-             f"The fast path covers fp16, bf16 and fp32 inputs of at most {MAX_COLS} columns whose rows are "
-             "contiguous and 16-byte aligned; every other call runs the fallback, F.rms_norm, unchanged.", ""]
+             f"Data: {env.get('device_name') or env.get('device')}, torch {env.get('torch')}, triton {env.get('triton')}. {env.get('note', '')}"]
     if gpu:
-        for cls in ("win", "neutral", "loss", "fallback"):
-            ids = [c for c, k in classes.items() if k == cls]
-            lines.append(f"- {cls}: {', '.join(ids) or 'none'}")
+        ids = {k: [c for c, v in classes.items() if v == k] for k in ("win", "neutral", "loss", "fallback")}
+        lines.append(f"Of {len(results)} cases: {len(ids['win'])} wins, {len(ids['neutral'])} neutral, "
+                     f"{len(ids['loss'])} losses, {len(ids['fallback'])} fallback.")
+        for k, say in (("win", "win"), ("neutral", "neutral (within the noise)"), ("loss", "loss")):
+            if ids[k]:
+                lines.append(f"- {say}: {', '.join(measured(c) for c in ids[k])}")
+        if ids["fallback"]:
+            lines.append(f"- fallback (F.rms_norm on both sides): {', '.join(ids['fallback'])}")
     else:
         lines.append("These timings are not a GPU measurement; no speed-up is claimed from them.")
-    lines += ["", "## Eligibility and fallback", "Every ineligible call runs F.rms_norm (see the predicate table).",
+        lines += [f"- {measured(c)} under the interpreter" for c in rows]
+    lines += ["", "## Scope",
+              f"The fast path covers fp16, bf16 and fp32 inputs of at most {MAX_COLS} columns whose rows are "
+              "contiguous and 16-byte aligned; every other call runs the fallback, F.rms_norm, unchanged.",
+              "", "## Eligibility and fallback", "Every ineligible call runs F.rms_norm (see the predicate table).",
               "", "## Semantic evidence", "Both routes match the float64 reference within the tolerance table.",
               "", "## Mechanism", "One read and one write of each row; one launch per call.", "",
               "## Performance", f"{len(results)} cases; every one in the table below.", "",

@@ -39,8 +39,9 @@ import re
 from fastpath_lib.grading.vocabulary import FALLBACK, LOSS, NEUTRAL, WIN
 
 __all__ = ["Mention", "statements", "clauses", "mentions", "figures", "figures_in", "is_figure", "outcome_of",
-           "count_claims", "column_limits", "dtypes_named", "case_dtype", "case_shape", "OUTCOME_WORDS", "stated",
-           "method_facts"]
+           "count_claims", "id_pattern", "column_limits", "dtypes_named", "case_dtype", "case_shape", "OUTCOME_WORDS",
+           "stated", "method_facts", "sections", "words_outside_details", "table_rows", "route_cell", "scope_text",
+           "claims_speedup"]
 
 #: outcome -> the words that claim it (neutral words decide a clause: "1% faster, within the noise" is neutral).
 OUTCOME_WORDS = {
@@ -70,7 +71,8 @@ _INT = r"(\d{1,3}(?:,\d{3})+|\d+)(?![\w.,]\d)"
 #: A column limit: a bound and a number of columns (``at most 16384 columns``, ``cols <= 16384``, ``the 16384-column
 #: limit``); a case's width (``32768 columns``) has no bound and is none.
 _LIMITS = (re.compile(rf"{_BOUND}\s+(?:\w+\s+)?{_INT}\s*-?\s*(?:columns?|cols?|elements?)\b", re.IGNORECASE),
-           re.compile(rf"\b(?:columns?|cols|width|hidden size|last dim\w*)\s*(?:of\s+)?{_BOUND}\s*{_INT}", re.IGNORECASE),
+           re.compile(rf"\b(?:columns?|cols|width|hidden size|last dim\w*)\s*(?:of\s+)?{_BOUND}\s*{_INT}",
+                      re.IGNORECASE),
            re.compile(rf"(?<![\w.]){_INT}[- ]columns? (?:limit|cap|bound|maximum)\b", re.IGNORECASE))
 _DTYPES = {"float16": r"\bfp16\b|\bfloat16\b|\bhalf\b", "bfloat16": r"\bbf16\b|\bbfloat16\b",
            "float32": r"\bfp32\b|\bfloat32\b|\bsingle\b"}
@@ -130,14 +132,14 @@ class Mention:
     outcome: str | None
 
 
-def _id_pattern(ids) -> re.Pattern:
+def id_pattern(ids) -> re.Pattern:
     alternatives = "|".join(re.escape(str(c)) for c in sorted(ids, key=lambda c: -len(str(c))))
     return re.compile(rf"(?<![\w])({alternatives})(?![\w])")
 
 
 def mentions(note: str, ids) -> list[Mention]:
     """Each case id of ``ids`` named in the note's prose, with its segment and the outcome its clause claims."""
-    pattern, out = _id_pattern(ids), []
+    pattern, out = id_pattern(ids), []
     for clause in clauses(note):
         found = list(pattern.finditer(clause))
         if not found:
@@ -259,3 +261,107 @@ def method_facts(note: str, h: dict) -> dict[str, bool]:
             r"\braw\b|\bsamples?\b|\bstored\b|\bsaved\b|\bwritten\b|\bkept\b|\brecorded\b|\blogged\b|\bfiles?\b",
             s.replace(raw, " "), re.IGNORECASE))),
     }
+
+
+def sections(note: str) -> dict[str, str]:
+    """Heading (lower case) -> the text under it, up to the next heading."""
+    out, head, body = {}, None, []
+    for line in note.splitlines():
+        m = re.match(r"^#{1,6}\s+(.+)$", line)
+        if m:
+            if head is not None:
+                out[head] = "\n".join(body)
+            head, body = m.group(1).strip().lower(), []
+        elif head is not None:
+            body.append(line)
+    if head is not None:
+        out[head] = "\n".join(body)
+    return out
+
+
+_TAG = re.compile(r"<(/?)(details|summary)\b[^>]*>", re.IGNORECASE)
+
+
+def words_outside_details(markdown: str) -> int:
+    """Words a reader sees with every ``<details>`` block folded (its ``<summary>`` counts, its body does not; a block
+    never closed folds nothing); a word is a whitespace-separated token with a letter or a digit in it."""
+    visible, depth, pos, opened, in_summary = [], 0, 0, 0, False
+    for m in _TAG.finditer(markdown):
+        closing, tag = m.group(1) == "/", m.group(2).lower()
+        if depth == 0 or (depth == 1 and in_summary):
+            visible.append(markdown[pos:m.start()])
+        if tag == "details":
+            if not closing:
+                depth += 1
+                opened = m.start() if depth == 1 else opened
+            elif depth:
+                depth -= 1
+        elif depth == 1:
+            in_summary = not closing
+        pos = m.end()
+    visible.append(markdown[pos:] if depth == 0 else markdown[opened:])
+    return sum(1 for tok in " ".join(visible).split() if re.search(r"[A-Za-z0-9]", tok))
+
+
+def table_rows(note: str) -> dict[str, tuple[list[str], list[str]]]:
+    """Markdown table rows keyed by their first cell (backticks and emphasis stripped): ``(cells, header)``."""
+    out, header = {}, None
+    for line in note.splitlines() + [""]:
+        if not line.strip().startswith("|"):
+            header = None
+            continue
+        cells = [c.strip().strip("`*").strip() for c in line.strip().strip("|").split("|")]
+        if header is None:
+            header = [c.lower() for c in cells]
+        elif not all(set(c) <= set("-: ") for c in cells):
+            out.setdefault(cells[0], (cells, header))
+    return out
+
+
+def route_cell(cells: list[str], header: list[str]) -> str | None:
+    """The row's route: the cell under a "route" header, else any cell naming one."""
+    if "route" in header and header.index("route") < len(cells):
+        return cells[header.index("route")].lower()
+    return next((c.lower() for c in cells if c.lower() in ("triton", "fallback")), None)
+
+
+_LABEL = re.compile(r"^\W*scope\W*:?\**\s*(.*)$", re.IGNORECASE)
+#: Where a labelled statement ends: a blank line, a heading, a list item, a table row, a tag or another ``Label:``.
+_STATEMENT_END = re.compile(r"^\s*($|#|[-*+]\s|\d+[.)]\s|\||<|\**[A-Z][\w /-]{0,30}\**:)")
+
+
+def scope_text(note: str, sections: dict[str, str]) -> str:
+    """The scope sections' text, and each ``Scope:`` statement read whole, over the lines it wraps onto."""
+    text = "\n\n".join(body for head, body in sections.items() if "scope" in head)
+    lines = note.splitlines()
+    for i, line in enumerate(lines):
+        m = _LABEL.match(line)
+        if not m or line.lstrip().startswith("#"):
+            continue
+        statement = [m.group(1)]
+        for more in lines[i + 1:]:
+            if _STATEMENT_END.match(more):
+                break
+            statement.append(more.strip())
+        text += "\n\n" + " ".join(statement)
+    return text
+
+
+#: A speed-up claim: a multiplier ("1.4x", "2 ×"; a shape such as "4096 x 4096" is not one), or its words.
+_SPEEDUP = re.compile(r"(?<![x×]\s)(?<![x×])\b\d+(\.\d+)?\s*(x|×)(?!\w|\s*\d)|\bfaster\b|\bquicker\b|"
+                      r"\bspeed-?ups?\b|\bspeeds? up\b|\baccelerat\w*", re.IGNORECASE)
+#: Words that make a sentence about a speed-up something other than a claim: a negation, or a condition (whether a
+#: GPU run shows one is a question, not a claim).
+_UNCLAIMED = re.compile(r"\b(no|not|never|without|none|nothing|unmeasured|cannot|whether|if|unless|until)\b|n't\b",
+                       re.IGNORECASE)
+
+
+def claims_speedup(sentence: str) -> bool:
+    """Whether a sentence claims a speed-up: a multiplier or a speed word, neither negated nor conditional. A shape is
+    not a multiplier.
+
+    >>> [claims_speedup(s) for s in ("The kernel is 1.4x faster.", "A 4096 x 4096 input took 9 s.",
+    ...                              "No speed-up is claimed.", "Whether it is faster needs a GPU run.")]
+    [True, False, False, False]
+    """
+    return bool(_SPEEDUP.search(sentence)) and not _UNCLAIMED.search(sentence)
