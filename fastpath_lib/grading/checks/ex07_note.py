@@ -71,15 +71,19 @@ SECTION_RULE = "a sentence of its own (5 words or more, said in no other section
 VERSION_RULE = "each version after its name (`torch 2.5.1`, `triton==3.1.0`)"
 LIMIT_RULE = (f"the column limit as a bound on columns (`at most {rms.MAX_COLS} columns`, `cols <= {rms.MAX_COLS}`, "
               f"`the {rms.MAX_COLS}-column limit`)")
+_COVERED = [str(d).replace("torch.", "") for d in rms.SUPPORTED_DTYPES]
+DTYPE_RULE = (f"each dtype the fast path covers ({', '.join(_COVERED[:-1])} and {_COVERED[-1]}: the predicate's "
+              "`SUPPORTED_DTYPES`), by any of its usual names (`fp16`, `float16`, `half`)")
+FALLBACK_RULE = "a sentence that says the other calls run the fallback (`F.rms_norm`)"
 FIGURE_RULE = ("a number with a unit (`us`, `µs`, `ms`, `x`, `×` or `%`), or paired with one (`9.0 vs 9.8 us`), after "
                "a case id and before the next case id or the end of its clause is a figure of that case")
 FIGURES_ARE = ("its medians, its spreads, the difference of its medians, their ratio either way and the change in "
                "percent, to the rounding of the digits written")
-OUTCOME_RULE = ("a clause (a sentence, or its part between two `;`) that names cases claims an outcome for them by its "
+OUTCOME_RULE = ("A clause (a sentence, or its part between two `;`) that names cases claims an outcome for them by its "
                 "words: neutral (`neutral`, `within the noise`) if it says so, else the one outcome its words name: "
                 "win (`faster`, `wins`), loss (`slower`, `loses`, `regression`) or fallback (`falls back`); a negated "
                 "word (`not slower`) claims nothing, nor does a clause whose words name two outcomes")
-COUNT_RULE = "a number before an outcome word (`4 wins`, `2 losses`, `3 neutral cases`) is a count"
+COUNT_RULE = "A number before an outcome word (`4 wins`, `2 losses`, `3 neutral cases`) is a count"
 SUMMARY_RULE = ("the **Summary** says, for each of win, neutral and loss that the table has, how many (a count) or "
                 "which cases (an outcome claim)")
 NAMED_RULE = ("each loss and each neutral case is named outside the table, in a clause that claims its outcome, with "
@@ -89,8 +93,8 @@ METHOD_RULE = ("each in a sentence that states it: the timer in a sentence about
                "statistic with its sample count (`the median of N samples`), the spread as a range of quantiles "
                "(`q80 - q20`, `20th to 80th percentile`) and the raw samples' file with what it holds (`Raw samples: "
                "FILE`)")
-STATED = (SUBSTANCE_RULE, SECTION_RULE, VERSION_RULE, LIMIT_RULE, FIGURE_RULE, FIGURES_ARE, OUTCOME_RULE, COUNT_RULE,
-          SUMMARY_RULE, NAMED_RULE, METHOD_RULE)
+STATED = (SUBSTANCE_RULE, SECTION_RULE, VERSION_RULE, LIMIT_RULE, DTYPE_RULE, FALLBACK_RULE, FIGURE_RULE, FIGURES_ARE,
+          OUTCOME_RULE, COUNT_RULE, SUMMARY_RULE, NAMED_RULE, METHOD_RULE)
 _PLACEHOLDER = re.compile(r"\b(todo|tbd|fill me in|lorem ipsum|xxx)\b|^\W*$", re.IGNORECASE)
 _FORBIDDEN = borrowed.kit("bench", why="that is the kit's own PR note") + borrowed.kit(
     "grading/checks/ex07_note.py", why="that is the grader's own answer") + borrowed.kit(
@@ -224,10 +228,6 @@ def _version_given(lib: str, version: str, note: str) -> bool:
                           note, re.IGNORECASE))
 
 
-def _dtype_names(dtypes) -> list[str]:
-    return [str(d).replace("torch.", "") for d in dtypes]
-
-
 def _scope_problems(scope: str, df) -> list[str]:
     """How a scope statement strays from the fast path's region as the predicate and the table's routes give it."""
     triton = [str(c) for c, route in zip(df["case_id"], df["route"]) if route == "triton"]
@@ -241,17 +241,16 @@ def _scope_problems(scope: str, df) -> list[str]:
                    + (f", and {wider[0]} ({claims.case_shape(wider[0])[1]} columns) takes the Triton route in this "
                       "table" if wider else ""))
     named = claims.dtypes_named(scope)
-    for d in _dtype_names(rms.SUPPORTED_DTYPES):
+    for d in _COVERED:
         if d not in named:
             routed = [c for c in triton if claims.case_dtype(c) == d]
-            out.append(f"the scope statement does not name {d} among the dtypes the fast path covers"
-                       + (f" ({routed[0]} takes the Triton route in this table)" if routed else ""))
+            out.append(f"the scope statement does not name {d} ({DTYPE_RULE})"
+                       + (f"; {routed[0]} takes the Triton route in this table" if routed else ""))
     others = re.compile(r"\b(other|others|rest|else|outside|ineligible|remaining|beyond|wider|larger|unsupported|"
                         r"otherwise|fail\w*)\b", re.IGNORECASE)
     if not any(re.search(r"fallback|fall\w* back|f\.rms_norm", s, re.IGNORECASE) and others.search(s)
                for s in claims.statements(scope)):
-        out.append("the scope statement does not name what happens outside it (a sentence that says the other calls "
-                   "run the fallback, F.rms_norm)")
+        out.append(f"the scope statement does not name what happens outside it ({FALLBACK_RULE})")
     return out
 
 
