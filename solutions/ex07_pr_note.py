@@ -28,14 +28,15 @@
 # **How the note is read.** Its prose (paragraphs and list items, each read whole over the lines it wraps onto;
 # headings, table rows and HTML tags are not prose) is read sentence by sentence, and a case is named by its case id. In
 # it, a number with a unit (`us`, `µs`, `ms`, `x`, `×` or `%`), or paired with one (`9.0 vs 9.8 us`), after a case id
-# and before the next case id or the end of its clause is a figure of that case, and it must be one of the case's
-# figures: its medians, its spreads, the difference of its medians, their ratio either way and the change in percent, to
-# the rounding of the digits written (the warm-up and the spread's quantiles may stand beside a case too; a number in a
-# case's table row must be one of its figures, its shape, the sample count, the warm-up or `MAX_COLS`). A clause (a
-# sentence, or its part between two `;`) that names cases claims an outcome for them by its words: neutral (`neutral`,
-# `within the noise`) if it says so, else the one outcome its words name: win (`faster`, `wins`), loss (`slower`,
-# `loses`, `regression`) or fallback (`falls back`); a negated word (`not slower`) claims nothing, nor does a clause
-# whose words name two outcomes. A number before an outcome word (`4 wins`, `2 losses`, `3 neutral cases`) is a count.
+# and before the next case id or the end of its clause is a figure of that case (after a bound or an approximation,
+# `under 10 %`, `about 9 us`, it is none), and it must be one of the case's figures: its medians, its spreads, the
+# difference of its medians, their ratio either way and the change in percent, to the rounding of the digits written
+# (the warm-up and the spread's quantiles may stand beside a case too; a number in a case's table row must be one of its
+# figures, its shape, the sample count, the warm-up or `MAX_COLS`). A clause (a sentence, or its part between two `;`)
+# that names cases claims an outcome for them by its words: neutral (`neutral`, `within the noise`) if it says so, else
+# the one outcome its words name: win (`faster`, `wins`), loss (`slower`, `loses`, `regression`) or fallback (`falls
+# back`); a negated word (`not slower`) claims nothing, nor does a clause whose words name two outcomes. A number before
+# an outcome word (`4 wins`, `2 losses`, `3 neutral cases`) is a count.
 #
 # Every part is judged only on a note with substance, on each table: sentences (outside tables) that name at least 2
 # of the table's cases, each with a figure of its own. A skeleton of headings, a project's PR template left unfilled,

@@ -76,7 +76,8 @@ DTYPE_RULE = (f"each dtype the fast path covers ({', '.join(_COVERED[:-1])} and 
               "`SUPPORTED_DTYPES`), by any of its usual names (`fp16`, `float16`, `half`)")
 FALLBACK_RULE = "a sentence that says the other calls run the fallback (`F.rms_norm`)"
 FIGURE_RULE = ("a number with a unit (`us`, `µs`, `ms`, `x`, `×` or `%`), or paired with one (`9.0 vs 9.8 us`), after "
-               "a case id and before the next case id or the end of its clause is a figure of that case")
+               "a case id and before the next case id or the end of its clause is a figure of that case (after a bound "
+               "or an approximation, `under 10 %`, `about 9 us`, it is none)")
 FIGURES_ARE = ("its medians, its spreads, the difference of its medians, their ratio either way and the change in "
                "percent, to the rounding of the digits written")
 OUTCOME_RULE = ("A clause (a sentence, or its part between two `;`) that names cases claims an outcome for them by its "
@@ -235,11 +236,14 @@ def _scope_problems(scope: str, df) -> list[str]:
     limits = claims.column_limits(scope)
     if not limits:
         out.append(f"the scope statement gives no column limit ({LIMIT_RULE})")
+    widths = {str(c): (claims.case_shape(str(c)) or (0, 0))[1] for c in df["case_id"]}
     for n in sorted(set(limits) - {rms.MAX_COLS}):
-        wider = [c for c in triton if (claims.case_shape(c) or (0, 0))[1] > n]
+        wider = [c for c in triton if widths[c] > n]
+        falls = [c for c in widths if c not in triton and rms.MAX_COLS < widths[c] <= n]
+        seen = (f", and {wider[0]} ({widths[wider[0]]} columns) takes the Triton route in this table" if wider else
+                f", and {falls[0]} ({widths[falls[0]]} columns) falls back in this table" if falls else "")
         out.append(f"the scope statement gives a column limit of {n}; the fast path's is {rms.MAX_COLS} (`MAX_COLS`)"
-                   + (f", and {wider[0]} ({claims.case_shape(wider[0])[1]} columns) takes the Triton route in this "
-                      "table" if wider else ""))
+                   + seen)
     named = claims.dtypes_named(scope)
     for d in _COVERED:
         if d not in named:

@@ -25,7 +25,15 @@ about a case or a figure, and every assertion is checked.
 ('loss', 'neutral')
 >>> outcome_of("c01 is faster and c12 is slower"), outcome_of("c09 is not slower")
 (None, None)
->>> count_claims("4 wins, 3 neutral cases and two losses; 16384 columns fall back")
+>>> outcome_of("c07 looks faster, but its noise band is wider than that")
+'neutral'
+>>> outcome_of("c12 is slower, well beyond its noise")
+'loss'
+>>> outcome_of("c05 is slower by 9 % with 2 % noise"), outcome_of("c05 is not within the noise: 9 % slower")
+('loss', 'loss')
+>>> [v for v, _, _ in figures_in("c05 loses under 10 %, about 0.8 us, < 1 %; c10 (1,250.5 -> 1,240 us)")]
+[1250.5, 1240.0]
+>>> count_claims("4 wins, 3 neutral cases and two losses; 16384 columns fall back; rows above 16384 fall back")
 [('win', 4), ('neutral', 3), ('loss', 2)]
 >>> column_limits("fp16 inputs of at most 16,384 columns; cols <= 8192 or the 4096-column limit; c11 has 32768 columns")
 [16384, 8192, 4096]
@@ -45,14 +53,20 @@ __all__ = ["Mention", "statements", "clauses", "mentions", "figures", "figures_i
 
 #: outcome -> the words that claim it (neutral words decide a clause: "1% faster, within the noise" is neutral).
 OUTCOME_WORDS = {
-    NEUTRAL: r"\bneutral\b|\b(within|inside) (the )?noise\b|\bno (clear |measurable |significant |real )?"
-             r"(difference|change)\b|\bon par\b|\bunchanged\b|\bindistinguishable\b|\bti(e|es|ed)\b",
+    NEUTRAL: r"\bneutral\b|\b(within|inside|in|under|below) (the |its |their )?(\w+ )?noise\b|\bnoise( band)? "
+             r"(swallows|covers|hides|dominates|exceeds|is (wider|larger|bigger|greater) than)\b|\bno (clear |"
+             r"measurable |significant |real )?(difference|change)\b|\bon par\b|\bunchanged\b|\bindistinguishable\b|"
+             r"\bti(e|es|ed)\b",
     WIN: r"\bwins?\b|\bwon\b|\bwinning\b|\bfaster\b|\bquicker\b|\bspeed-?ups?\b|\bspeeds? up\b",
     LOSS: r"\bloss(es)?\b|\blos(e|es|ing|t)\b|\bslower\b|\bregress\w*|\bslow-?downs?\b",
     FALLBACK: r"\bfall(s|ing)?[ -]?back\b|\bfell back\b|\bfallbacks?\b",
 }
 _NEGATION = re.compile(r"\b(not|no|never|without|none|nor|neither)\b|n't\b", re.IGNORECASE)
-_NUM = r"[-+−]?\d+(?:\.\d+)?"
+#: A bound or an approximation before a number: the number is no figure ("under 10 %", "about 9 us", "above 16384").
+_BOUNDED = re.compile(r"(\b(less|more|fewer|greater|larger|smaller|wider|narrower) than|\b(under|over|below|above|"
+                      r"beyond|within|nearly|almost|about|around|roughly|approximately|up to)|\bat (most|least)|"
+                      r"[~≈≤≥]|(?<![-=])[<>]=?)\s*$", re.IGNORECASE)
+_NUM = r"[-+−]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"
 #: A unit that makes a number a figure: a time, a ratio (not a shape's "x": ``4096 x 4096``), a percentage.
 _UNIT = r"(?:us|µs|μs|usec|microseconds?|ms|milliseconds?|%|percent|[x×](?!\s*\d))(?!\w)"
 _PAIR = r"(?:vs\.?|versus|→|->|=>|to|/|and|or|±|\+/-)"
@@ -105,10 +119,11 @@ def clauses(note: str) -> list[str]:
 
 
 def _claimed(clause: str, outcome: str) -> bool:
-    """Whether ``clause`` has a word of ``outcome`` that no negation in the three words before it takes back."""
+    """Whether ``clause`` has a word of ``outcome`` that no negation in the three words before it takes back ("no
+    clear difference" is neutral: its own "no" is part of the words)."""
     for m in re.finditer(OUTCOME_WORDS[outcome], clause, re.IGNORECASE):
         before = " ".join(clause[:m.start()].split()[-3:])
-        if outcome == NEUTRAL or not _NEGATION.search(before):
+        if not _NEGATION.search(before):
             return True
     return False
 
@@ -144,7 +159,7 @@ def mentions(note: str, ids) -> list[Mention]:
         found = list(pattern.finditer(clause))
         if not found:
             continue
-        outcome = outcome_of(clause)
+        outcome = outcome_of(pattern.sub(" ", clause))  # the words of the clause, not of its case ids
         for m, nxt in zip(found, found[1:] + [None]):
             out.append(Mention(m.group(1), clause, clause[m.end():nxt.start() if nxt else len(clause)], outcome))
     return out
@@ -154,7 +169,9 @@ def figures_in(text: str) -> list[tuple[float, int, str]]:
     """``(value, decimals written, text)`` of each figure in ``text`` (sign dropped)."""
     out = []
     for m in _FIGURE.finditer(text):
-        raw = m.group(1).replace("−", "-")
+        if _BOUNDED.search(text[:m.start()]):
+            continue
+        raw = m.group(1).replace("−", "-").replace(",", "")
         out.append((abs(float(raw)), len(raw.split(".")[1]) if "." in raw else 0, m.group(0).strip()))
     return out
 
@@ -182,6 +199,8 @@ def count_claims(text: str) -> list[tuple[str, int]]:
     """``(outcome, n)`` for each count in ``text`` ("4 wins", "two losses", "3 neutral cases")."""
     out = []
     for m in _COUNT.finditer(text):
+        if _BOUNDED.search(text[:m.start()]):
+            continue
         word = m.group(1).lower()
         n = int(word) if word.isdigit() else _NUMBER_WORDS.index(word)
         out.append((next(k for k in _COUNT_WORDS if m.group(k)), n))
