@@ -35,8 +35,10 @@
 # figures, its shape, the sample count, the warm-up or `MAX_COLS`). A clause (a sentence, or its part between two `;`)
 # that names cases claims an outcome for them by its words: neutral (`neutral`, `within the noise`) if it says so, else
 # the one outcome its words name: win (`faster`, `wins`), loss (`slower`, `loses`, `regression`) or fallback (`falls
-# back`); a negated word (`not slower`) claims nothing, nor does a clause whose words name two outcomes. A number before
-# an outcome word (`4 wins`, `2 losses`, `3 neutral cases`) is a count.
+# back`); a negated word (`not slower`) claims nothing; a clause whose words name two outcomes is read in parts, cut
+# before an outcome word that follows a comma, `and`, `but` or `while` (`c01 wins, while c05 and c12 lose`), and where
+# it cannot be cut it claims nothing. A number before an outcome word (`4 wins`, `2 losses`, `3 neutral cases`) is a
+# count.
 #
 # Every part is judged only on a note with substance, on each table: sentences (outside tables) that name at least 2
 # of the table's cases, each with a figure of its own. A skeleton of headings, a project's PR template left unfilled,

@@ -83,7 +83,9 @@ FIGURES_ARE = ("its medians, its spreads, the difference of its medians, their r
 OUTCOME_RULE = ("A clause (a sentence, or its part between two `;`) that names cases claims an outcome for them by its "
                 "words: neutral (`neutral`, `within the noise`) if it says so, else the one outcome its words name: "
                 "win (`faster`, `wins`), loss (`slower`, `loses`, `regression`) or fallback (`falls back`); a negated "
-                "word (`not slower`) claims nothing, nor does a clause whose words name two outcomes")
+                "word (`not slower`) claims nothing; a clause whose words name two outcomes is read in parts, cut "
+                "before an outcome word that follows a comma, `and`, `but` or `while` (`c01 wins, while c05 and c12 "
+                "lose`), and where it cannot be cut it claims nothing")
 COUNT_RULE = "A number before an outcome word (`4 wins`, `2 losses`, `3 neutral cases`) is a count"
 SUMMARY_RULE = ("the **Summary** says, for each of win, neutral and loss that the table has, how many (a count) or "
                 "which cases (an outcome claim)")

@@ -46,7 +46,7 @@ import re
 
 from fastpath_lib.grading.vocabulary import FALLBACK, LOSS, NEUTRAL, WIN
 
-__all__ = ["Mention", "statements", "clauses", "mentions", "figures", "figures_in", "is_figure", "outcome_of",
+__all__ = ["Mention", "statements", "clauses", "parts", "mentions", "figures", "figures_in", "is_figure", "outcome_of",
            "count_claims", "id_pattern", "column_limits", "dtypes_named", "case_dtype", "case_shape", "OUTCOME_WORDS",
            "stated", "method_facts", "sections", "words_outside_details", "table_rows", "route_cell", "scope_text",
            "claims_speedup"]
@@ -137,6 +137,41 @@ def outcome_of(clause: str) -> str | None:
     return named[0] if len(named) == 1 else None
 
 
+#: Where a clause that names two outcomes is read in parts: before a comma, ``and``, ``but``, ``while`` or ``whereas``
+#: whose next words (past case ids and linking words) are an outcome's ("wins on c01, loses on c12"; "neutral" itself,
+#: not a noise phrase, which qualifies what comes before it: "1 % faster, within the noise").
+_LINKING = r"the|a|an|it|its|and|but|while|whereas|is|are|was|were|stays?|remains?|looks?|seems?|runs?|gets?|#+"
+_PART = re.compile(rf"(?:,|\s+(?:and|but|while|whereas))\s+(?=(?:(?:{_LINKING})[\s,]+)*(?:"
+                   + "|".join((OUTCOME_WORDS[WIN], OUTCOME_WORDS[LOSS], OUTCOME_WORDS[FALLBACK], r"\bneutral\b"))
+                   + "))", re.IGNORECASE)
+
+
+def parts(clause: str) -> list[tuple[int, str]]:
+    """``(start, text)`` of each part ``clause`` is read in (its case ids written as ``#``): cut before each outcome
+    word that follows a comma or a conjunction; a part that names no outcome is read with the next, a part that names
+    no case with the one before (it qualifies it: "faster, but neutral within its noise").
+
+    >>> [p for _, p in parts("Wins on ### (1.5x), neutral on ### and ###")]
+    ['Wins on ### (1.5x)', ', neutral on ### and ###']
+    >>> [p for _, p in parts("### and ### win, while ### loses")]
+    ['### and ### win', ', while ### loses']
+    >>> [p for _, p in parts("### is slower and ### is neutral")]
+    ['### is slower', ' and ### is neutral']
+    >>> [p for _, p in parts("### is faster, but neutral within its noise")]
+    ['### is faster, but neutral within its noise']
+    """
+    cuts = [0, *(m.start() for m in _PART.finditer(clause)), len(clause)]
+    pieces = [[a, b] for a, b in zip(cuts, cuts[1:]) if b > a]
+    for i in range(len(pieces) - 2, -1, -1):  # a part that names no outcome is read with the next
+        if not any(_claimed(clause[pieces[i][0]:pieces[i][1]], k) for k in OUTCOME_WORDS):
+            start = pieces.pop(i)[0]
+            pieces[i][0] = start
+    for i in range(len(pieces) - 1, 0, -1):  # a part that names no case is read with the one before
+        if "#" not in clause[pieces[i][0]:pieces[i][1]]:
+            pieces[i - 1][1] = pieces.pop(i)[1]
+    return [(a, clause[a:b]) for a, b in pieces]
+
+
 @dataclasses.dataclass(frozen=True)
 class Mention:
     """A case named in a clause: the clause, what it says about the case (``segment``) and the outcome it claims."""
@@ -153,14 +188,17 @@ def id_pattern(ids) -> re.Pattern:
 
 
 def mentions(note: str, ids) -> list[Mention]:
-    """Each case id of ``ids`` named in the note's prose, with its segment and the outcome its clause claims."""
+    """Each case id of ``ids`` named in the note's prose, with its segment and the outcome its clause (or the part of
+    it the id is in, :func:`parts`) claims."""
     pattern, out = id_pattern(ids), []
     for clause in clauses(note):
         found = list(pattern.finditer(clause))
         if not found:
             continue
-        outcome = outcome_of(pattern.sub(" ", clause))  # the words of the clause, not of its case ids
+        blank = pattern.sub(lambda m: "#" * len(m.group(0)), clause)  # the clause's words, not its case ids'
+        pieces = [(a, a + len(text), outcome_of(text)) for a, text in parts(blank)]
         for m, nxt in zip(found, found[1:] + [None]):
+            outcome = next((k for a, b, k in pieces if a <= m.start() < b), None)
             out.append(Mention(m.group(1), clause, clause[m.end():nxt.start() if nxt else len(clause)], outcome))
     return out
 
