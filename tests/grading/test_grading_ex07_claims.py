@@ -127,9 +127,12 @@ def _replace(old, new):
     # a neutral case (inside its noise band) called a win
     ("## Summary\n", "## Summary\nc07_4096x4096_bf16_noisy is faster: 200 -> 160 us.\n",
      "c07_4096x4096_bf16_noisy: the note calls it win"),
+    # the same, in a clause that names two outcomes (read in parts)
+    ("## Summary\n", "## Summary\nIt is faster on c07_4096x4096_bf16_noisy (200 -> 160 us) but slower on "
+     "c05_1024x128_fp16 (9 -> 9.8 us).\n", "c07_4096x4096_bf16_noisy: the note calls it win"),
     # every lower median counted as a win
     ("3 wins", "6 wins", "counts 6 win cases, the data has 3"),
-], ids=["sentence figure", "table figure", "outcome claim", "count"])
+], ids=["sentence figure", "table figure", "outcome claim", "outcome claim in a part", "count"])
 def test_a_claim_the_data_contradicts_loses_consistency_and_is_told_which(old, new, told):
     _only_fails(_replace(old, new), "consistent_with_data", f"{FIXED}, " if "count" not in told else FIXED, told)
 
@@ -182,3 +185,10 @@ def test_an_outcome_called_from_cpu_data_loses_no_claims():
     fb = r["no_claims_from_cpu_data"].feedback
     assert not r["no_claims_from_cpu_data"].passed and "calls c01_4096x4096_bf16 a win from non-GPU data" in fb, fb
     assert all(x.passed for k, x in r.items() if k != "no_claims_from_cpu_data")
+
+
+def test_a_clause_of_two_outcomes_read_in_parts_keeps_an_honest_notes_marks():
+    r = _by_part(ex.check_pr_note(_on_fixed_table(_replace("## Summary\n", (
+        "## Summary\nIt is faster on c01_4096x4096_bf16 (210 -> 140 us) but slower on c05_1024x128_fp16 (9 -> 9.8 "
+        "us), while c03_1024x8192_fp32 is neutral.\n"))), show=False))
+    assert all(x.passed for x in r.values()), {k: x.feedback for k, x in r.items() if not x.passed}
