@@ -120,20 +120,23 @@ def _beside(env) -> list[float]:
     return [float(h["warmup_ms"]), *map(float, re.findall(r"\d+", h["spread"]))]
 
 
-def _with_figures(note: str, df, env) -> set[str]:
+def _own_figure(m: claims.Mention, row) -> bool:
+    """Whether mention ``m`` gives its case a figure of the case's own (a method's number beside it is none)."""
+    return any(claims.is_figure(v, d, claims.figures(row)) for v, d, _ in claims.figures_in(m.segment))
+
+
+def _with_figures(note: str, df) -> set[str]:
     """The cases the note's sentences name with a figure of their own."""
-    rows, beside = _rows(df), _beside(env)
-    return {m.case for m in claims.mentions(note, rows)
-            if any(claims.is_figure(v, d, claims.figures(rows[m.case], beside)) for v, d, _ in
-                   claims.figures_in(m.segment))}
+    rows = _rows(df)
+    return {m.case for m in claims.mentions(note, rows) if _own_figure(m, rows[m.case])}
 
 
-def substance_gaps(note: str, df, env) -> list[str]:
+def substance_gaps(note: str, df) -> list[str]:
     """What a note lacks to be judged at all on table ``df``: sentences that name at least :data:`NAMED_WITH_FIGURES`
     of the table's cases (all of a shorter table), each with a figure of its own. A skeleton of headings, a project's
     template, a note of filler or keyword lines, or a note written for another table has none; a real note, however
     short, says what some of its cases measured."""
-    need, named = min(NAMED_WITH_FIGURES, len(df)), _with_figures(note, df, env)
+    need, named = min(NAMED_WITH_FIGURES, len(df)), _with_figures(note, df)
     if len(named) >= need:
         return []
     return [f"it names {len(named)} of this table's {len(df)} cases with a figure of their own (at least {need}: "
@@ -178,8 +181,8 @@ def _notes(write_pr_note, data) -> dict[str, str]:
 def _substance(data, notes: dict[str, str]) -> None:
     """No part is judged on a note without substance (:func:`substance_gaps`)."""
     problems = []
-    for which, df, env in data:
-        gaps = substance_gaps(notes[which], df, env)
+    for which, df, _env in data:
+        gaps = substance_gaps(notes[which], df)
         if gaps:
             problems.append(f"{which}: " + "; ".join(gaps))
     if problems:
@@ -345,11 +348,9 @@ def _claim_problems(which: str, note: str, df, env) -> list[str]:
     missing = [k for k in TIMED_OUTCOMES if tally[k] and k not in said]
     if missing:
         out.append(f"{which}: the summary does not say where the fast path is {' or '.join(missing)} ({SUMMARY_RULE})")
-    beside = _beside(env)
     for cid, k in exp.items():
-        if k in (LOSS, NEUTRAL) and not any(
-                m.case == cid and m.outcome == k and any(claims.is_figure(v, d, claims.figures(rows[cid], beside))
-                                                         for v, d, _ in claims.figures_in(m.segment)) for m in found):
+        if k in (LOSS, NEUTRAL) and not any(m.case == cid and m.outcome == k and _own_figure(m, rows[cid])
+                                            for m in found):
             out.append(f"{which}, {cid}: {k} in the data, and not named so with a figure of its own ({NAMED_RULE})")
     return out
 
