@@ -1,5 +1,10 @@
-"""Exercise 07: a summary that denies the table's own losses loses consistent_with_data; an honest note that states
-its synchronization in other words, or wraps its Scope: statement over several lines, keeps its marks."""
+"""Exercise 07 holds what a note asserts against its data (issue 41, B3 and the PR-note mistake): a summary that
+denies the table's own losses, a wrong figure for a case, a neutral case called a win, a wrong count, losses left
+unnamed each lose consistent_with_data; an old or contradicted column limit, a dtype left out, a version without its
+name lose environment_and_scope; a keyword method loses measurement_method; one sentence said in two sections loses
+sections; an outcome called from CPU data loses no_claims_from_cpu_data; each is told what to fix, and only its part
+fails. An honest note that states its synchronization in other words, wraps its Scope: statement over several lines,
+or says two outcomes in one clause keeps its marks. In-process: each test runs the check (about 0.2 s)."""
 
 import pytest
 
