@@ -28,17 +28,17 @@
 # **How the note is read.** Its prose (paragraphs and list items, each read whole over the lines it wraps onto;
 # headings, table rows and HTML tags are not prose) is read sentence by sentence, and a case is named by its case id. In
 # it, a number with a unit (`us`, `µs`, `ms`, `x`, `×` or `%`), or paired with one (`9.0 vs 9.8 us`), after a case id
-# and before the next case id or the end of its clause is a figure of that case (after a bound or an approximation,
-# `under 10 %`, `about 9 us`, it is none), and it must be one of the case's figures: its medians, its spreads, the
-# difference of its medians, their ratio either way and the change in percent, to the rounding of the digits written
-# (the warm-up and the spread's quantiles may stand beside a case too; a number in a case's table row must be one of its
-# figures, its shape, the sample count, the warm-up or `MAX_COLS`). A clause (a sentence, or its part between two `;`)
-# that names cases claims an outcome for them by its words: neutral (`neutral`, `within the noise`) if it says so, else
-# the one outcome its words name: win (`faster`, `wins`), loss (`slower`, `loses`, `regression`) or fallback (`falls
-# back`); a negated word (`not slower`) claims nothing; a clause whose words name two outcomes is read in parts, cut
-# before an outcome word that follows a comma, `and`, `but` or `while` (`c01 wins, while c05 and c12 lose`), and where
-# it cannot be cut it claims nothing. A number before an outcome word (`4 wins`, `2 losses`, `3 neutral cases`) is a
-# count.
+# and before the next case id, a `;` or the end of its sentence is a figure of that case (after a bound or an
+# approximation, `under 10 %`, `about 9 us`, it is none), and it must be one of the case's figures: its medians, its
+# spreads, the difference of its medians, their ratio either way and the change in percent, to the rounding of the
+# digits written (the warm-up and the spread's quantiles may stand beside a case too; a number in a case's table row
+# must be one of its figures, its shape, the sample count, the warm-up or `MAX_COLS`). A sentence that names cases
+# claims an outcome for them by its words: neutral (`neutral`, `within the noise`) if it says so, else the one outcome
+# its words name: win (`faster`, `wins`), loss (`slower`, `loses`, `regression`) or fallback (`falls back`); a negated
+# word (`not slower`) claims nothing; a sentence whose words name two outcomes is read in parts, cut before an outcome
+# word that follows a comma, a `;`, `and`, `but` or `while` (`c01 wins, while c05 and c12 lose`), and where it cannot be
+# cut it claims nothing. A number before an outcome word (`4 wins`, `2 losses`, `3 neutral cases`), or after one (`wins
+# on 4 cases`), is a count.
 #
 # Every part is judged only on a note with substance, on each table: sentences (outside tables) that name at least 2
 # of the table's cases, each with a figure of its own. A skeleton of headings, a project's PR template left unfilled,
@@ -60,8 +60,8 @@
 #   there, or open), where every case id appears and route and class match the data; every figure the note gives a
 #   case is that case's, every outcome it claims for a case is the case's class, and every count is the data's; the
 #   **Summary** says, for each of win, neutral and loss that the table has, how many (a count) or which cases (an
-#   outcome claim); each loss and each neutral case is named outside the table, in a clause that claims its outcome,
-#   with a figure of its own; the note says nowhere that nothing is slower ("never slower", "no regressions") while
+#   outcome claim); each loss and each neutral case is named outside the table, in a sentence that claims its
+#   outcome, with a figure of its own; the note says nowhere that nothing is slower ("never slower", "no regressions") while
 #   the table has losses, unless the same sentence names them or its exceptions, and says the data is synthetic;
 # * how the numbers were measured, from `env["harness"]`: the timer, the warm-up (in ms), how the device is
 #   synchronized before a timing is read (in any words: synchronized, waits for the kernel to finish, CUDA events,

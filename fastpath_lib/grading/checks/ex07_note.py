@@ -76,21 +76,22 @@ DTYPE_RULE = (f"each dtype the fast path covers ({', '.join(_COVERED[:-1])} and 
               "`SUPPORTED_DTYPES`), by any of its usual names (`fp16`, `float16`, `half`)")
 FALLBACK_RULE = "a sentence that says the other calls run the fallback (`F.rms_norm`)"
 FIGURE_RULE = ("a number with a unit (`us`, `µs`, `ms`, `x`, `×` or `%`), or paired with one (`9.0 vs 9.8 us`), after "
-               "a case id and before the next case id or the end of its clause is a figure of that case (after a bound "
-               "or an approximation, `under 10 %`, `about 9 us`, it is none)")
+               "a case id and before the next case id, a `;` or the end of its sentence is a figure of that case "
+               "(after a bound or an approximation, `under 10 %`, `about 9 us`, it is none)")
 FIGURES_ARE = ("its medians, its spreads, the difference of its medians, their ratio either way and the change in "
                "percent, to the rounding of the digits written")
-OUTCOME_RULE = ("A clause (a sentence, or its part between two `;`) that names cases claims an outcome for them by its "
-                "words: neutral (`neutral`, `within the noise`) if it says so, else the one outcome its words name: "
-                "win (`faster`, `wins`), loss (`slower`, `loses`, `regression`) or fallback (`falls back`); a negated "
-                "word (`not slower`) claims nothing; a clause whose words name two outcomes is read in parts, cut "
-                "before an outcome word that follows a comma, `and`, `but` or `while` (`c01 wins, while c05 and c12 "
-                "lose`), and where it cannot be cut it claims nothing")
-COUNT_RULE = "A number before an outcome word (`4 wins`, `2 losses`, `3 neutral cases`) is a count"
+OUTCOME_RULE = ("A sentence that names cases claims an outcome for them by its words: neutral (`neutral`, `within the "
+                "noise`) if it says so, else the one outcome its words name: win (`faster`, `wins`), loss (`slower`, "
+                "`loses`, `regression`) or fallback (`falls back`); a negated word (`not slower`) claims nothing; a "
+                "sentence whose words name two outcomes is read in parts, cut before an outcome word that follows a "
+                "comma, a `;`, `and`, `but` or `while` (`c01 wins, while c05 and c12 lose`), and where it cannot be "
+                "cut it claims nothing")
+COUNT_RULE = ("A number before an outcome word (`4 wins`, `2 losses`, `3 neutral cases`), or after one (`wins on 4 "
+              "cases`), is a count")
 SUMMARY_RULE = ("the **Summary** says, for each of win, neutral and loss that the table has, how many (a count) or "
                 "which cases (an outcome claim)")
-NAMED_RULE = ("each loss and each neutral case is named outside the table, in a clause that claims its outcome, with "
-              "a figure of its own")
+NAMED_RULE = ("each loss and each neutral case is named outside the table, in a sentence that claims its outcome, "
+              "with a figure of its own")
 METHOD_RULE = ("each in a sentence that states it: the timer in a sentence about timing, the warm-up as `a warm-up of "
                "N ms`, the synchronization with what it guards (`synchronized before each timing is read`), the "
                "statistic with its sample count (`the median of N samples`), the spread as a range of quantiles "
@@ -336,7 +337,7 @@ def _claim_problems(which: str, note: str, df, env) -> list[str]:
     found = claims.mentions(note, rows)
     for m in found:
         if m.outcome and m.outcome != exp[m.case]:
-            out.append(f"{which}, {m.case}: the note calls it {m.outcome} ({m.clause.strip()!r}), the data says "
+            out.append(f"{which}, {m.case}: the note calls it {m.outcome} ({m.sentence.strip()!r}), the data says "
                        f"{exp[m.case]}")
     tally = collections.Counter(exp.values())
     blanked = re.sub(claims.id_pattern(rows).pattern, "CASE", "\n".join(claims.statements(note)))
@@ -418,7 +419,7 @@ def _judge_no_cpu_claims(data, notes: dict[str, str]) -> None:
     if wins:
         problems.append(f"the table marks {wins} as wins or losses from non-GPU data")
     said = [m for m in claims.mentions(note, _rows(df)) if m.outcome in (WIN, LOSS)]
-    problems += [f"calls {m.case} a {m.outcome} from non-GPU data: {m.clause.strip()!r}" for m in said]
+    problems += [f"calls {m.case} a {m.outcome} from non-GPU data: {m.sentence.strip()!r}" for m in said]
     if problems:
         raise Fail("\n".join(problems))
 

@@ -1,17 +1,18 @@
 """Exercise 07: what a PR note asserts, read so that each assertion can be held against the table it was written from.
 
 A note is read as **statements**: its paragraphs and list items (each joined over the lines it wraps onto; headings,
-table rows and HTML tags are not prose), split into sentences, each cut into **clauses** at ``;``. In a clause
+table rows and HTML tags are not prose), split into sentences. In a sentence
 
-* a **case** is named by its case id; the text from the id to the next case id or the clause's end is what the
-  clause says about that case (its segment);
+* a **case** is named by its case id; the text from the id to the next case id, ``;`` or the sentence's end is what
+  the sentence says about that case (its segment);
 * a **figure** is a number with a unit (``us``, ``µs``, ``ms``, ``x``, ``×``, ``%``), or a number paired with one
   (``9.0 vs 9.8 us``); in a case's segment it is that case's, and must be one of :func:`figures` within the rounding
   of the digits written;
-* an **outcome** is claimed for the cases the clause names by its words (:data:`OUTCOME_WORDS`): a neutral word
-  decides; else words of one outcome only (a negated word, "not slower", counts for none; a clause mixing two
-  outcomes claims none);
-* a **count** is a number before an outcome word ("4 wins", "2 losses", "3 neutral cases").
+* an **outcome** is claimed for the cases the sentence names by its words (:data:`OUTCOME_WORDS`): a neutral word
+  decides; else words of one outcome only (a negated word, "not slower", counts for none); a sentence that names two
+  outcomes is read in :func:`parts`;
+* a **count** is a number before an outcome word ("4 wins", "2 losses", "3 neutral cases"), or after one ("wins on 4
+  cases").
 
 Counting words, case ids or keywords proves nothing here: a sentence earns something only through what it asserts
 about a case or a figure, and every assertion is checked.
@@ -35,6 +36,8 @@ about a case or a figure, and every assertion is checked.
 [1250.5, 1240.0]
 >>> count_claims("4 wins, 3 neutral cases and two losses; 16384 columns fall back; rows above 16384 fall back")
 [('win', 4), ('neutral', 3), ('loss', 2)]
+>>> count_claims("It wins on 3 cases, ties on 4 and loses on 2; it loses on 1000 x 128 and on 4096-column rows")
+[('win', 3), ('neutral', 4), ('loss', 2)]
 >>> column_limits("fp16 inputs of at most 16,384 columns; cols <= 8192 or the 4096-column limit; c11 has 32768 columns")
 [16384, 8192, 4096]
 """
@@ -46,12 +49,13 @@ import re
 
 from fastpath_lib.grading.vocabulary import FALLBACK, LOSS, NEUTRAL, WIN
 
-__all__ = ["Mention", "statements", "clauses", "parts", "mentions", "figures", "figures_in", "is_figure", "outcome_of",
+__all__ = ["Mention", "statements", "parts", "mentions", "figures", "figures_in", "is_figure", "outcome_of",
            "count_claims", "id_pattern", "column_limits", "dtypes_named", "case_dtype", "case_shape", "OUTCOME_WORDS",
            "stated", "method_facts", "sections", "words_outside_details", "table_rows", "route_cell", "scope_text",
            "claims_speedup"]
 
-#: outcome -> the words that claim it (neutral words decide a clause: "1% faster, within the noise" is neutral).
+#: outcome -> the words that claim it (neutral words decide a sentence or part: "1% faster, within the noise" is
+#: neutral).
 OUTCOME_WORDS = {
     NEUTRAL: r"\bneutral\b|\b(within|inside|in|under|below) (the |its |their )?(\w+ )?noise\b|\bnoise( band)? "
              r"(swallows|covers|hides|dominates|exceeds|is (wider|larger|bigger|greater) than)\b|\bno (clear |"
@@ -79,6 +83,12 @@ _COUNT_WORDS = {WIN: r"wins?|won", NEUTRAL: r"neutral", LOSS: r"loss(?:es)?|lose
 _COUNT = re.compile(rf"(?<![\w.])(\d+|{'|'.join(_NUMBER_WORDS)})\s+(?:of\s+(?:the\s+)?\d+\s+)?"
                     r"(?:(?:eligible|timed|measured|triton|other|remaining|more)\s+)?(?:cases?\s+(?:are\s+|were\s+)?)?"
                     rf"({'|'.join(f'(?P<{k}>{w})' for k, w in _COUNT_WORDS.items())})\b", re.IGNORECASE)
+#: A count with its outcome first: "wins on 4 cases", "ties on 3", "loses in 2", "falls back for 3".
+_VERB_COUNT = {WIN: r"wins?|won", NEUTRAL: r"ties?|tied|is neutral|neutral", LOSS: r"loses?|lost",
+               FALLBACK: r"falls? back|fell back"}
+_COUNT_AFTER = re.compile(rf"\b({'|'.join(f'(?P<{k}>{w})' for k, w in _VERB_COUNT.items())})\s+(?:on|in|for)\s+"
+                          rf"(\d+|{'|'.join(_NUMBER_WORDS)})\b(?![.,]\d|\s*(?:[%×x-]|[uµ]s\b|ms\b|col|row|elem))",
+                          re.IGNORECASE)
 _BOUND = (r"(?:at most|up to|no more than|not more than|<=|≤|<|max(?:imum)?(?: of)?|limit(?: of)?|wider than|more than|"
           r"over|beyond|above|exceed(?:s|ing)?|larger than|greater than|within|under|below|fewer than|less than)")
 _INT = r"(\d{1,3}(?:,\d{3})+|\d+)(?![\w.,]\d)"
@@ -113,14 +123,9 @@ def statements(note: str) -> list[str]:
     return out
 
 
-def clauses(note: str) -> list[str]:
-    """Every statement's clauses: cut at ``;``."""
-    return [c for s in statements(note) for c in s.split(";") if c.strip()]
-
-
 def _claimed(clause: str, outcome: str) -> bool:
-    """Whether ``clause`` has a word of ``outcome`` that no negation in the three words before it takes back ("no
-    clear difference" is neutral: its own "no" is part of the words)."""
+    """Whether ``clause`` (a sentence or a part of one) has a word of ``outcome`` that no negation in the three words
+    before it takes back ("no clear difference" is neutral: its own "no" is part of the words)."""
     for m in re.finditer(OUTCOME_WORDS[outcome], clause, re.IGNORECASE):
         before = " ".join(clause[:m.start()].split()[-3:])
         if not _NEGATION.search(before):
@@ -137,11 +142,12 @@ def outcome_of(clause: str) -> str | None:
     return named[0] if len(named) == 1 else None
 
 
-#: Where a clause that names two outcomes is read in parts: before a comma, ``and``, ``but``, ``while`` or ``whereas``
+#: Where a sentence that names two outcomes is read in parts: before a comma, ``;``, ``and``, ``but``, ``while`` or
+#: ``whereas``
 #: whose next words (past case ids and linking words) are an outcome's ("wins on c01, loses on c12"; "neutral" itself,
 #: not a noise phrase, which qualifies what comes before it: "1 % faster, within the noise").
 _LINKING = r"the|a|an|it|its|and|but|while|whereas|is|are|was|were|stays?|remains?|looks?|seems?|runs?|gets?|#+"
-_PART = re.compile(rf"(?:,|\s+(?:and|but|while|whereas))\s+(?=(?:(?:{_LINKING})[\s,]+)*(?:"
+_PART = re.compile(rf"(?:[,;]|\s+(?:and|but|while|whereas))\s+(?=(?:(?:{_LINKING}|\([^()]*\))\s+)*(?:"
                    + "|".join((OUTCOME_WORDS[WIN], OUTCOME_WORDS[LOSS], OUTCOME_WORDS[FALLBACK], r"\bneutral\b"))
                    + "))", re.IGNORECASE)
 
@@ -174,10 +180,10 @@ def parts(clause: str) -> list[tuple[int, str]]:
 
 @dataclasses.dataclass(frozen=True)
 class Mention:
-    """A case named in a clause: the clause, what it says about the case (``segment``) and the outcome it claims."""
+    """A case named in a sentence: the sentence, what it says about the case (``segment``) and the outcome it claims."""
 
     case: str
-    clause: str
+    sentence: str
     segment: str
     outcome: str | None
 
@@ -188,18 +194,20 @@ def id_pattern(ids) -> re.Pattern:
 
 
 def mentions(note: str, ids) -> list[Mention]:
-    """Each case id of ``ids`` named in the note's prose, with its segment and the outcome its clause (or the part of
-    it the id is in, :func:`parts`) claims."""
+    """Each case id of ``ids`` named in the note's prose: its sentence, its segment (up to the next case id, ``;`` or
+    the sentence's end) and the outcome the sentence (or the part of it the id is in, :func:`parts`) claims."""
     pattern, out = id_pattern(ids), []
-    for clause in clauses(note):
-        found = list(pattern.finditer(clause))
+    for sentence in statements(note):
+        found = list(pattern.finditer(sentence))
         if not found:
             continue
-        blank = pattern.sub(lambda m: "#" * len(m.group(0)), clause)  # the clause's words, not its case ids'
+        blank = pattern.sub(lambda m: "#" * len(m.group(0)), sentence)  # the sentence's words, not its case ids'
         pieces = [(a, a + len(text), outcome_of(text)) for a, text in parts(blank)]
         for m, nxt in zip(found, found[1:] + [None]):
+            end = nxt.start() if nxt else len(sentence)
+            semi = sentence.find(";", m.end(), end)
             outcome = next((k for a, b, k in pieces if a <= m.start() < b), None)
-            out.append(Mention(m.group(1), clause, clause[m.end():nxt.start() if nxt else len(clause)], outcome))
+            out.append(Mention(m.group(1), sentence, sentence[m.end():semi if semi >= 0 else end], outcome))
     return out
 
 
@@ -234,15 +242,14 @@ def is_figure(value: float, decimals: int, values) -> bool:
 
 
 def count_claims(text: str) -> list[tuple[str, int]]:
-    """``(outcome, n)`` for each count in ``text`` ("4 wins", "two losses", "3 neutral cases")."""
-    out = []
+    """``(outcome, n)`` for each count in ``text`` ("4 wins", "two losses", "3 neutral cases", "wins on 4 cases")."""
+    found = []
     for m in _COUNT.finditer(text):
-        if _BOUNDED.search(text[:m.start()]):
-            continue
-        word = m.group(1).lower()
-        n = int(word) if word.isdigit() else _NUMBER_WORDS.index(word)
-        out.append((next(k for k in _COUNT_WORDS if m.group(k)), n))
-    return out
+        if not _BOUNDED.search(text[:m.start()]):
+            found.append((m.start(), next(k for k in _COUNT_WORDS if m.group(k)), m.group(1).lower()))
+    for m in _COUNT_AFTER.finditer(text):
+        found.append((m.start(), next(k for k in _VERB_COUNT if m.group(k)), m.groups()[-1].lower()))
+    return [(k, int(w) if w.isdigit() else _NUMBER_WORDS.index(w)) for _, k, w in sorted(found)]
 
 
 def column_limits(text: str) -> list[int]:
@@ -310,7 +317,7 @@ def method_facts(note: str, h: dict) -> dict[str, bool]:
             s, re.IGNORECASE))),
         "sync": any_sentence(lambda s: bool(_SYNC.search(s)) and bool(_GUARDED.search(_SYNC.sub(" ", s))))
         or stated(h["sync"], note),
-        "statistic": any_sentence(lambda s: bool(re.search(rf"\b{re.escape(h['statistic'])}\b", s, re.IGNORECASE))
+        "statistic": any_sentence(lambda s: bool(re.search(rf"\b{re.escape(h['statistic'])}s?\b", s, re.IGNORECASE))
                                   and bool(re.search(rf"(?<![\w.]){n}\s+(?:\w+\s+){{0,2}}?{_SAMPLES}\b", s,
                                                      re.IGNORECASE))),
         "spread": any_sentence(ranged),
