@@ -21,38 +21,66 @@
 # Write a function that turns a results table and its environment record into the PR note of lesson 07. The
 # check calls it three times: on the synthetic GPU-shaped table of exercise 06 (the environment says it is
 # synthetic), on a GPU-shaped table it draws at random (new case ids and numbers: write from the data, not for one
-# table), and on a CPU-interpreter-shaped table. It looks for
+# table), and on a CPU-interpreter-shaped table. It grades the note by what it asserts, each assertion held against
+# the table and the environment record it was given: a keyword, a count of words or a sentence tied to no case and no
+# figure earns nothing.
 #
-# * the sections, as Markdown headings, each with at least a sentence: **Summary**, **Eligibility and fallback**,
-#   **Semantic evidence**, **Mechanism**, **Performance**, **Limitations**;
+# **How the note is read.** Its prose (paragraphs and list items, each read whole over the lines it wraps onto;
+# headings, table rows and HTML tags are not prose) is read sentence by sentence, and a case is named by its case id. In
+# it, a number with a unit (`us`, `µs`, `ms`, `x`, `×` or `%`), or paired with one (`9.0 vs 9.8 us`), after a case id
+# and before the next case id, a `;` or the end of its sentence is a figure of that case (after a bound or an
+# approximation, `under 10 %`, `about 9 us`, it is none), and it must be one of the case's figures: its medians, its
+# spreads, the difference of its medians, their ratio either way and the change in percent, to the rounding of the
+# digits written (the warm-up and the spread's quantiles may stand beside a case too; a number in a case's table row
+# must be one of its figures, its shape, the sample count, the warm-up or `MAX_COLS`). A sentence that names cases
+# claims an outcome for them by its words: neutral (`neutral`, `within the noise`) if it says so, else the one outcome
+# its words name: win (`faster`, `wins`), loss (`slower`, `loses`, `regression`) or fallback (`falls back`); a negated
+# word (`not slower`) claims nothing; a sentence whose words name two outcomes is read in parts, cut before an outcome
+# word that follows a comma, a `;`, `and`, `but` or `while` (`c01 wins, while c05 and c12 lose`), and where it cannot be
+# cut it claims nothing. A number before an outcome word (`4 wins`, `2 losses`, `3 neutral cases`), or after one (`wins
+# on 4 cases`), is a count.
+#
+# Every part is judged only on a note with substance, on each table: sentences (outside tables) that name at least 2
+# of the table's cases, each with a figure of its own. A skeleton of headings, a project's PR template left unfilled,
+# or lines of filler and keywords score nothing. Then the check looks for
+#
+# * the sections, as Markdown headings, each with a sentence of its own (5 words or more, said in no other section):
+#   **Summary**, **Eligibility and fallback**, **Semantic evidence**, **Mechanism**, **Performance**, **Limitations**;
 # * the environment (`env["device_name"]`, or `env["device"]` where no name is recorded, `env["torch"]`,
-#   `env["triton"]`: the keys of the environment record lessons 05 and 07 show) and a **scope** statement (a
-#   `## Scope` section, or a `Scope:` paragraph, which may wrap over several lines and ends at a blank line, a
-#   heading, a list or another `Label:`): which calls take the fast path (dtypes, the column limit
-#   `fastpath_lib.rmsnorm.predicate.MAX_COLS`) and what happens to the others;
-# * a performance table with one row per case id (first cell), its route and its class (win/neutral/loss/fallback,
-#   as in exercise 06), under the **Performance** heading (folded in `<details>` there, or open): every case id
-#   appears in that section, and route and class must match the data; the note names its wins, neutral cases and losses,
-#   says nowhere that nothing is slower ("never slower", "no regressions") while the table has losses, unless the
-#   same sentence names them or its exceptions, and says the data is synthetic;
+#   `env["triton"]`: the keys of the environment record lessons 05 and 07 show; each version after its name (`torch
+#   2.5.1`, `triton==3.1.0`)) and a **scope** statement (a `## Scope` section, or a `Scope:` paragraph, which may wrap
+#   over several lines and ends at a blank line, a heading, a list or another `Label:`): which calls take the fast
+#   path, with the column limit as a bound on columns (`at most 16384 columns`, `cols <= 16384`, `the 16384-column
+#   limit`), which is `fastpath_lib.rmsnorm.predicate.MAX_COLS` (a case of the table that takes the Triton route with
+#   more columns contradicts a smaller limit), each dtype the fast path covers (float16, bfloat16 and float32: the
+#   predicate's `SUPPORTED_DTYPES`), by any of its usual names (`fp16`, `float16`, `half`), and a sentence that says
+#   the other calls run the fallback (`F.rms_norm`);
+# * a note consistent with the data: a performance table with one row per case id (first cell), its route and its
+#   class (win/neutral/loss/fallback, as in exercise 06), under the **Performance** heading (folded in `<details>`
+#   there, or open), where every case id appears and route and class match the data; every figure the note gives a
+#   case is that case's, every outcome it claims for a case is the case's class, and every count is the data's; the
+#   **Summary** says, for each of win, neutral and loss that the table has, how many (a count) or which cases (an
+#   outcome claim); each loss and each neutral case is named outside the table, in a sentence that claims its
+#   outcome, with a figure of its own; the note says nowhere that nothing is slower ("never slower", "no regressions") while
+#   the table has losses, unless the same sentence names them or its exceptions, and says the data is synthetic;
 # * how the numbers were measured, from `env["harness"]`: the timer, the warm-up (in ms), how the device is
 #   synchronized before a timing is read (in any words: synchronized, waits for the kernel to finish, CUDA events,
-#   or the record's own words), the statistic (the median of how many samples) and its spread (q80 - q20),
-#   and where the raw samples are;
-# * on data whose `env["device"]` is not `"cuda"` (the CPU-interpreter-shaped table): the words "not a GPU measurement", no speed-up claimed
-#   ("faster", "1.5x", "speed-up"; an honest "no speed-up is claimed" is fine) and no case marked a win or a loss.
+#   or the record's own words), the statistic (the median of how many samples), its spread (q80 - q20) and where the
+#   raw samples are, each in a sentence that states it: the timer in a sentence about timing, the warm-up as `a
+#   warm-up of N ms`, the synchronization with what it guards (`synchronized before each timing is read`), the
+#   statistic with its sample count (`the median of N samples`), the spread as a range of quantiles (`q80 - q20`,
+#   `20th to 80th percentile`) and the raw samples' file with what it holds (`Raw samples: FILE`);
+# * on data whose `env["device"]` is not `"cuda"` (the CPU-interpreter-shaped table): the words "not a GPU
+#   measurement", no speed-up claimed ("faster", "1.5x", "speed-up"; an honest "no speed-up is claimed" is fine) and
+#   no case marked or called a win or a loss.
 # * concision: at most 600 words outside `<details>` blocks (the kit's rule for its own notes): keep the summary, the
 #   scope, the counts and the claim in sight, and fold full tables in `<details><summary>...</summary> ... </details>`
 #   (leave a blank line after `<summary>` so the Markdown inside renders). The feedback gives your word count.
 #
-# Every part is judged only on a note with substance, on each table: it names the table's cases, states some of its
-# median times, and says in a few sentences (40 words or more) what the data shows. A skeleton of headings, or a
-# project's PR template left unfilled, scores nothing.
-#
 # Write the note yourself: a `write_pr_note` that calls the kit's benchmark code (`fastpath_lib.bench`, which writes
-# the kit's own PR note) or the grader's check (`fastpath_lib.grading.checks.ex07_note`) fails every part. What the
-# exercise hands you is yours to call: `ex.expected_classes` (exercise 06's rule), `ex.synthetic_results` and
-# `ex.synthetic_environment`.
+# the kit's own PR note), the grader's check (`fastpath_lib.grading.checks.ex07_note`) or its reading of a note
+# (`fastpath_lib.grading.rules.ex07_claims`) fails every part. What the exercise hands you is yours to call:
+# `ex.expected_classes` (exercise 06's rule), `ex.synthetic_results` and `ex.synthetic_environment`.
 #
 # **How this works.** Fill in each cell marked `# FILL ME IN (roughly N lines)` (delete the `raise
 # NotImplementedError`), run it, then run the check below it: it prints `passed`, or a table of *yours vs expected*.
@@ -78,19 +106,32 @@ def write_pr_note(results, env) -> str:
     # BEGIN SOLUTION
     gpu = env.get("device") == "cuda"
     classes = ex.expected_classes(results) if gpu else {c: "not measured" for c in results["case_id"]}
+    rows = {r["case_id"]: r for _, r in results.iterrows()}
+
+    def measured(cid):  # a case with its own numbers: both medians, and on a GPU the change in percent
+        b, c = rows[cid]["baseline_median_us"], rows[cid]["candidate_median_us"]
+        change = f", {100 * (c / b - 1):+.1f} %" if gpu else ""
+        return f"{cid} ({b:.4g} -> {c:.4g} us{change})"
+
     lines = ["## Summary",
              "A Triton RMSNorm fast path behind an eligibility predicate; F.rms_norm is the fallback.",
-             f"Data: {env.get('device_name') or env.get('device')}, torch {env.get('torch')}, triton {env.get('triton')}. {env.get('note', '')}",
-             "", "## Scope",
-             f"The fast path covers fp16, bf16 and fp32 inputs of at most {MAX_COLS} columns whose rows are "
-             "contiguous and 16-byte aligned; every other call runs the fallback, F.rms_norm, unchanged.", ""]
+             f"Data: {env.get('device_name') or env.get('device')}, torch {env.get('torch')}, triton {env.get('triton')}. {env.get('note', '')}"]
     if gpu:
-        for cls in ("win", "neutral", "loss", "fallback"):
-            ids = [c for c, k in classes.items() if k == cls]
-            lines.append(f"- {cls}: {', '.join(ids) or 'none'}")
+        ids = {k: [c for c, v in classes.items() if v == k] for k in ("win", "neutral", "loss", "fallback")}
+        lines.append(f"Of {len(results)} cases: {len(ids['win'])} wins, {len(ids['neutral'])} neutral, "
+                     f"{len(ids['loss'])} losses, {len(ids['fallback'])} fallback.")
+        for k, say in (("win", "win"), ("neutral", "neutral (within the noise)"), ("loss", "loss")):
+            if ids[k]:
+                lines.append(f"- {say}: {', '.join(measured(c) for c in ids[k])}")
+        if ids["fallback"]:
+            lines.append(f"- fallback (F.rms_norm on both sides): {', '.join(ids['fallback'])}")
     else:
         lines.append("These timings are not a GPU measurement; no speed-up is claimed from them.")
-    lines += ["", "## Eligibility and fallback", "Every ineligible call runs F.rms_norm (see the predicate table).",
+        lines += [f"- {measured(c)} under the interpreter" for c in rows]
+    lines += ["", "## Scope",
+              f"The fast path covers fp16, bf16 and fp32 inputs of at most {MAX_COLS} columns whose rows are "
+              "contiguous and 16-byte aligned; every other call runs the fallback, F.rms_norm, unchanged.",
+              "", "## Eligibility and fallback", "Every ineligible call runs F.rms_norm (see the predicate table).",
               "", "## Semantic evidence", "Both routes match the float64 reference within the tolerance table.",
               "", "## Mechanism", "One read and one write of each row; one launch per call.", "",
               "## Performance", f"{len(results)} cases; every one in the table below.", "",

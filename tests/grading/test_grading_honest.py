@@ -58,11 +58,17 @@ def write_pr_note(results, env) -> str:
 
     rows = list(results.itertuples(index=False))
     kinds = {row.case_id: verdict(row) for row in rows}
+    times = {row.case_id: f"{row.case_id} ({row.baseline_median_us} vs {row.candidate_median_us} us)" for row in rows}
     h = env["harness"]
     out = [
         "## Summary",
         f"This PR routes eligible RMSNorm calls to a Triton kernel and everything else to F.rms_norm. Measured on "
         f"{env['device_name'] or env['device']} with torch {env['torch']} and triton {env['triton']}.",
+    ]
+    if timed:
+        out.append("Of the table's cases: " + ", ".join(
+            f"{sum(k == kind for k in kinds.values())} {kind} cases" for kind in ("win", "neutral", "loss")) + ".")
+    out += [
         "",
         "## Scope",
         f"Inputs in fp16, bf16 or fp32 with at most {MAX_COLS} columns, contiguous rows and 16-byte alignment take the "
@@ -82,10 +88,11 @@ def write_pr_note(results, env) -> str:
     if timed:
         for kind in ("win", "neutral", "loss", "fallback"):
             named = [c for c, k in kinds.items() if k == kind]
-            out.append(f"* {kind} cases ({len(named)}): {', '.join(named) if named else 'none'}.")
+            out.append(f"* {kind} cases ({len(named)}): {', '.join(times[c] for c in named) if named else 'none'}.")
     else:
         out.append("These timings are not a GPU measurement; no speed-up is claimed from them. Under the CPU "
                    "interpreter a 4096 x 4096 input took about 9 s, which says how slow the interpreter is.")
+        out += [f"* {times[row.case_id]} under the interpreter." for row in rows]
     out += ["", "<details><summary>All cases</summary>", "",
             "| " + " | ".join(c.replace("_", " ") for c in columns[:1]) + " | route | baseline us | candidate us "
             "| class |", "|---|---|---|---|---|"]

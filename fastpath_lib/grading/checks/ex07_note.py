@@ -1,23 +1,30 @@
-"""Exercise 07: the PR note, written from a results table and its environment record.
+"""Exercise 07: the PR note, written from a results table and its environment record, graded by what it asserts.
 
 ``write_pr_note(results_df, env) -> str`` is called on the synthetic GPU-shaped table of exercise 06, on a table
 drawn afresh at every call (so a note written for the fixed table alone does not pass), and on CPU-interpreter-shaped
-data. Every part is judged only on a note with substance, on each table (:func:`substance_gaps`: it names the
-table's cases, gives its timings and says in sentences what they show), so a skeleton of headings, a copy of a
-project's PR template or a note written for another table scores nothing. Six parts: the sections, each with content
-(the performance section lists the cases of the table it was given); concision (at most :data:`WORD_LIMIT` words
-outside ``<details>`` blocks, the kit's rule for its own notes; the feedback names the count); the environment
-metadata
-(device, torch and triton versions) and a scope statement (the region the fast path covers); a performance table
-whose rows agree with the data, route and class, in a note that never says nothing is slower beside the
-table's own losses (:func:`_denies_losses`); the measurement method from ``env["harness"]`` (timer, warm-up,
-synchronization, the median of how many samples, the q80 - q20 spread, where the raw samples are; the drawn table
-comes with a drawn harness, so a method copied from the fixed one fails); and no speed-up claimed from non-GPU data,
-where an honest "no speed-up is claimed" is accepted.
+data. The note is read as :mod:`~fastpath_lib.grading.rules.ex07_claims` reads it (statements, the cases they name,
+the figures and outcomes they give them, counts, column limits, method facts), and each assertion is held against
+the table and the environment record the note was written from. No count of words, case ids, numbers or keywords
+earns anything: a keyword line or a filler sentence asserts nothing, so it meets none of the rules below, and every
+rule is stated in the exercise (:data:`STATED`).
+
+Every part is judged only on a note with substance on each table (:func:`substance_gaps`: sentences that name at
+least two of its cases, each with a figure of its own). Six parts: the sections, each with a sentence of its own, the
+performance section listing every case; concision (at most :data:`WORD_LIMIT` words outside ``<details>`` blocks, the
+kit's rule for its own notes); the environment (device, ``torch`` and ``triton`` versions after their names) and a
+scope statement whose column limit is the predicate's (a Triton-routed case wider than the stated limit contradicts
+it), which names every dtype the fast path covers and says where the other calls go; consistency with the data (the
+performance table's routes and classes, every figure given for a case, every outcome claimed for a case and every
+count of an outcome, a summary that says where the fast path wins, is neutral and loses, each loss and neutral case
+named with a figure of its own, no "never slower" beside the table's losses, synthetic data called synthetic); the
+measurement method of ``env["harness"]``, each fact stated as a fact (the drawn table comes with a drawn harness, so a
+method copied from the fixed one fails); and no speed-up claimed from non-GPU data, where an honest "no speed-up is
+claimed" is accepted.
 """
 
 from __future__ import annotations
 
+import collections
 import random
 import re
 
@@ -33,11 +40,13 @@ from fastpath_lib.grading.materials import (
 from fastpath_lib.grading.registry import Result
 from fastpath_lib.grading.report.feedback import Fail, graded, part
 from fastpath_lib.grading.rules import borrowed
-from fastpath_lib.grading.vocabulary import LOSS, NOT_GPU, OUTCOMES, TIMED_OUTCOMES, WIN
+from fastpath_lib.grading.rules import ex07_claims as claims
+from fastpath_lib.grading.rules.ex07_claims import claims_speedup, words_outside_details
+from fastpath_lib.grading.vocabulary import LOSS, NEUTRAL, NOT_GPU, OUTCOMES, TIMED_OUTCOMES, WIN
 from fastpath_lib.rmsnorm import predicate as rms
 
 __all__ = ["check_pr_note", "SECTIONS", "WORD_LIMIT", "words_outside_details", "substance_gaps",
-           "claims_speedup"]
+           "claims_speedup", "STATED"]
 
 #: The most words a note may show outside ``<details>`` blocks (the kit's own rule for its PR notes, restated here and
 #: tied to it by ``tests/bench/test_pr_concise.py``: the grader imports nothing of the kit's note).
@@ -52,123 +61,87 @@ SECTIONS = {
     "performance": r"performance",
     "limitations": r"limitation",
 }
+#: How few cases a note names with their figures, on each table, and still has substance.
+NAMED_WITH_FIGURES = 2
+#: The rules a note is held to, in the exercise's words: each refusal quotes the rule it applies, and the exercise
+#: states every one (``tests/course/test_exercise_instructions.py``).
+SUBSTANCE_RULE = (f"sentences (outside tables) that name at least {NAMED_WITH_FIGURES} of the table's cases, each "
+                  "with a figure of its own")
+SECTION_RULE = "a sentence of its own (5 words or more, said in no other section)"
+VERSION_RULE = "each version after its name (`torch 2.5.1`, `triton==3.1.0`)"
+LIMIT_RULE = (f"the column limit as a bound on columns (`at most {rms.MAX_COLS} columns`, `cols <= {rms.MAX_COLS}`, "
+              f"`the {rms.MAX_COLS}-column limit`)")
+_COVERED = [str(d).replace("torch.", "") for d in rms.SUPPORTED_DTYPES]
+DTYPE_RULE = (f"each dtype the fast path covers ({', '.join(_COVERED[:-1])} and {_COVERED[-1]}: the predicate's "
+              "`SUPPORTED_DTYPES`), by any of its usual names (`fp16`, `float16`, `half`)")
+FALLBACK_RULE = "a sentence that says the other calls run the fallback (`F.rms_norm`)"
+FIGURE_RULE = ("a number with a unit (`us`, `µs`, `ms`, `x`, `×` or `%`), or paired with one (`9.0 vs 9.8 us`), after "
+               "a case id and before the next case id, a `;` or the end of its sentence is a figure of that case "
+               "(after a bound or an approximation, `under 10 %`, `about 9 us`, it is none)")
+FIGURES_ARE = ("its medians, its spreads, the difference of its medians, their ratio either way and the change in "
+               "percent, to the rounding of the digits written")
+OUTCOME_RULE = ("A sentence that names cases claims an outcome for them by its words: neutral (`neutral`, `within the "
+                "noise`) if it says so, else the one outcome its words name: win (`faster`, `wins`), loss (`slower`, "
+                "`loses`, `regression`) or fallback (`falls back`); a negated word (`not slower`) claims nothing; a "
+                "sentence whose words name two outcomes is read in parts, cut before an outcome word that follows a "
+                "comma, a `;`, `and`, `but` or `while` (`c01 wins, while c05 and c12 lose`), and where it cannot be "
+                "cut it claims nothing")
+COUNT_RULE = ("A number before an outcome word (`4 wins`, `2 losses`, `3 neutral cases`), or after one (`wins on 4 "
+              "cases`), is a count")
+SUMMARY_RULE = ("the **Summary** says, for each of win, neutral and loss that the table has, how many (a count) or "
+                "which cases (an outcome claim)")
+NAMED_RULE = ("each loss and each neutral case is named outside the table, in a sentence that claims its outcome, "
+              "with a figure of its own")
+METHOD_RULE = ("each in a sentence that states it: the timer in a sentence about timing, the warm-up as `a warm-up of "
+               "N ms`, the synchronization with what it guards (`synchronized before each timing is read`), the "
+               "statistic with its sample count (`the median of N samples`), the spread as a range of quantiles "
+               "(`q80 - q20`, `20th to 80th percentile`) and the raw samples' file with what it holds (`Raw samples: "
+               "FILE`)")
+STATED = (SUBSTANCE_RULE, SECTION_RULE, VERSION_RULE, LIMIT_RULE, DTYPE_RULE, FALLBACK_RULE, FIGURE_RULE, FIGURES_ARE,
+          OUTCOME_RULE, COUNT_RULE, SUMMARY_RULE, NAMED_RULE, METHOD_RULE)
 _PLACEHOLDER = re.compile(r"\b(todo|tbd|fill me in|lorem ipsum|xxx)\b|^\W*$", re.IGNORECASE)
-#: A speed-up claim: a multiplier ("1.4x", "2 ×"; a shape such as "4096 x 4096" is not one), or its words.
-_SPEEDUP = re.compile(r"(?<![x×]\s)(?<![x×])\b\d+(\.\d+)?\s*(x|×)(?!\w|\s*\d)|\bfaster\b|\bquicker\b|"
-                      r"\bspeed-?ups?\b|\bspeeds? up\b|\baccelerat\w*", re.IGNORECASE)
-#: Words that make a sentence about a speed-up something other than a claim: a negation, or a condition (whether a
-#: GPU run shows one is a question, not a claim).
-_NEGATION = re.compile(r"\b(no|not|never|without|none|nothing|unmeasured|cannot|whether|if|unless|until)\b|n't\b",
-                       re.IGNORECASE)
 _FORBIDDEN = borrowed.kit("bench", why="that is the kit's own PR note") + borrowed.kit(
-    "grading/checks/ex07_note.py", why="that is the grader's own answer")
+    "grading/checks/ex07_note.py", why="that is the grader's own answer") + borrowed.kit(
+    "grading/rules/ex07_claims.py", why="that is the grader's own reading of a note")
 _GIVEN = borrowed.given("grading/given.py", "expected_classes", why="given") + borrowed.given(
     "grading/materials.py", "synthetic_results", "synthetic_environment", why="given")
-
-
-def _sections(note: str) -> dict[str, str]:
-    """Heading (lower case) -> the text under it, up to the next heading."""
-    out, head, body = {}, None, []
-    for line in note.splitlines():
-        m = re.match(r"^#{1,6}\s+(.+)$", line)
-        if m:
-            if head is not None:
-                out[head] = "\n".join(body)
-            head, body = m.group(1).strip().lower(), []
-        elif head is not None:
-            body.append(line)
-    if head is not None:
-        out[head] = "\n".join(body)
-    return out
 
 
 def _words(text: str) -> int:
     return len(re.findall(r"[A-Za-z0-9]+", text))
 
 
-_TAG = re.compile(r"<(/?)(details|summary)\b[^>]*>", re.IGNORECASE)
+def _rows(df) -> dict:
+    return {str(r["case_id"]): r for _, r in df.iterrows()}
 
 
-def words_outside_details(markdown: str) -> int:
-    """Words a reader sees with every ``<details>`` block folded (its ``<summary>`` counts, its body does not; a block
-    never closed folds nothing); a word is a whitespace-separated token with a letter or a digit in it."""
-    visible, depth, pos, opened, in_summary = [], 0, 0, 0, False
-    for m in _TAG.finditer(markdown):
-        closing, tag = m.group(1) == "/", m.group(2).lower()
-        if depth == 0 or (depth == 1 and in_summary):
-            visible.append(markdown[pos:m.start()])
-        if tag == "details":
-            if not closing:
-                depth += 1
-                opened = m.start() if depth == 1 else opened
-            elif depth:
-                depth -= 1
-        elif depth == 1:
-            in_summary = not closing
-        pos = m.end()
-    visible.append(markdown[pos:] if depth == 0 else markdown[opened:])
-    return sum(1 for tok in " ".join(visible).split() if re.search(r"[A-Za-z0-9]", tok))
+def _beside(env) -> list[float]:
+    """Numbers of the method a sentence may give beside a case (the warm-up, the spread's quantiles)."""
+    h = env["harness"]
+    return [float(h["warmup_ms"]), *map(float, re.findall(r"\d+", h["spread"]))]
 
 
-_NUMBER = re.compile(r"(?<![\w.])(\d+)(?:\.(\d+))?(?![\w.]\d)")
+def _own_figure(m: claims.Mention, row) -> bool:
+    """Whether mention ``m`` gives its case a figure of the case's own (a method's number beside it is none)."""
+    return any(claims.is_figure(v, d, claims.figures(row)) for v, d, _ in claims.figures_in(m.segment))
 
 
-def _timings_given(note: str, df) -> int:
-    """How many of the table's median times the note states (to the digits it prints, at least 3 significant)."""
-    found = []
-    for m in _NUMBER.finditer(note):
-        digits = (m.group(1) + (m.group(2) or "")).lstrip("0")
-        if len(digits) >= 3:
-            found.append((float(m.group(0)), len(m.group(2) or "")))
-    values = {float(v) for col in ("baseline_median_us", "candidate_median_us") for v in df[col] if v == v}
-    return sum(any(abs(x - v) <= 0.5 * 10 ** -d + 1e-9 for x, d in found) for v in values)
-
-
-def _prose_words(note: str) -> int:
-    """Words in sentences: outside headings, tables and HTML tags."""
-    lines = [ln for ln in note.splitlines() if not re.match(r"\s*(#|\|)", ln)]
-    return _words(re.sub(r"<[^>]*>", " ", "\n".join(lines)))
+def _with_figures(note: str, df) -> set[str]:
+    """The cases the note's sentences name with a figure of their own."""
+    rows = _rows(df)
+    return {m.case for m in claims.mentions(note, rows) if _own_figure(m, rows[m.case])}
 
 
 def substance_gaps(note: str, df) -> list[str]:
-    """What a note lacks to be judged at all on table ``df``: it names at least 3 of the table's cases (all of a
-    shorter table), states at least 2 of its median times, and has at least 40 words of prose. A skeleton of
-    headings, a project's template, or a note written for another table has none of these; a real note, however
-    short, has all three."""
-    ids = [str(c) for c in df["case_id"]]
-    named, need = sum(c in note for c in ids), min(3, len(ids))
-    gaps = []
-    if named < need:
-        gaps.append(f"it names {named} of this table's {len(ids)} cases (at least {need})")
-    timings = _timings_given(note, df)
-    if timings < 2:
-        gaps.append(f"it states {timings} of the table's median times (at least 2)")
-    prose = _prose_words(note)
-    if prose < 40:
-        gaps.append(f"it has {prose} words of prose (at least 40: say in sentences what the data shows)")
-    return gaps
-
-
-def _table_rows(note: str) -> dict[str, tuple[list[str], list[str]]]:
-    """Markdown table rows keyed by their first cell (backticks and emphasis stripped): ``(cells, header)``."""
-    out, header = {}, None
-    for line in note.splitlines() + [""]:
-        if not line.strip().startswith("|"):
-            header = None
-            continue
-        cells = [c.strip().strip("`*").strip() for c in line.strip().strip("|").split("|")]
-        if header is None:
-            header = [c.lower() for c in cells]
-        elif not all(set(c) <= set("-: ") for c in cells):
-            out.setdefault(cells[0], (cells, header))
-    return out
-
-
-def _route_cell(cells: list[str], header: list[str]) -> str | None:
-    """The row's route: the cell under a "route" header, else any cell naming one."""
-    if "route" in header and header.index("route") < len(cells):
-        return cells[header.index("route")].lower()
-    return next((c.lower() for c in cells if c.lower() in ("triton", "fallback")), None)
+    """What a note lacks to be judged at all on table ``df``: sentences that name at least :data:`NAMED_WITH_FIGURES`
+    of the table's cases (all of a shorter table), each with a figure of its own. A skeleton of headings, a project's
+    template, a note of filler or keyword lines, or a note written for another table has none; a real note, however
+    short, says what some of its cases measured."""
+    need, named = min(NAMED_WITH_FIGURES, len(df)), _with_figures(note, df)
+    if len(named) >= need:
+        return []
+    return [f"it names {len(named)} of this table's {len(df)} cases with a figure of their own (at least {need}: "
+            f"{SUBSTANCE_RULE})"]
 
 
 def _drawn_environment() -> dict:
@@ -180,62 +153,19 @@ def _drawn_environment() -> dict:
     return env
 
 
-def _method_gaps(note: str, h: dict) -> list[str]:
-    """What the note leaves out of how the numbers were measured (the environment's ``harness``)."""
-    sentences = [s for s in re.split(r"(?<=[.!?;])\s+|\n", note) if s.strip()]
-
-    def said(*patterns) -> bool:
-        return any(all(re.search(p, s, re.IGNORECASE) for p in patterns) for s in sentences)
-
-    need = {f"the warm-up ({h['warmup_ms']} ms)": said(r"warm", rf"\b{h['warmup_ms']}\s*ms\b"),
-            f"the timer ({h['timer']})": h["timer"] in note,
-            "how the device is synchronized before a timing is read": said(_SYNC.pattern) or _stated(h["sync"], note),
-            f"the statistic (the median of {h['samples']} samples)": said(r"median", rf"\b{h['samples']}\b"),
-            "the spread (q80 - q20)": said(r"spread", r"20", r"80"),
-            f"where the raw samples are ({h['raw_samples']})": h["raw_samples"] in note}
-    return [k for k, ok in need.items() if not ok]
-
-
-#: A statement of how the device is synchronized before a timing is read, in any words: synchronized, waits for the
-#: device or kernel to finish, blocks until, CPU calls return when done, CUDA events.
-_SYNC = re.compile(r"synchron|\bsync|\bwait(s|ed|ing)?\b[^.]*\b(device|gpu|kernel|finish\w*|complet\w*|done)\b|"
-                   r"\bblock(s|ed|ing)?\b[^.]*\buntil\b|\breturns?\b[^.]*\b(when|once|after)\b[^.]*"
-                   r"\b(done|finish\w*|complet\w*)\b|\bcuda events?\b", re.IGNORECASE)
-
-
-def _stated(fact: str, note: str) -> bool:
-    """Whether ``note`` gives the harness's own statement ``fact`` (its text after a ``label:``), spacing and case
-    aside."""
-    said = " ".join(fact.split(":", 1)[-1].split()).lower()
-    return bool(said) and said in " ".join(note.split()).lower()
+#: fact of the method record -> what the note must state of it (formatted with the record).
+_METHOD = {"timer": "the timer ({timer}) in a sentence about timing",
+           "warmup": "the warm-up ({warmup_ms} ms) as a warm-up of so many ms",
+           "sync": "how the device is synchronized before a timing is read",
+           "statistic": "the statistic with its sample count (the {statistic} of {samples} samples)",
+           "spread": "the spread ({spread}) as a range of quantiles",
+           "raw": "where the raw samples are ({raw_samples}), with what the file holds"}
 
 
 def _datasets():
     return (("GPU-shaped data", synthetic_results(), synthetic_environment()),
             ("a GPU-shaped table drawn now", drawn_results(), _drawn_environment()),
             ("CPU-shaped data", interpreter_results(), interpreter_environment()))
-
-
-_LABEL = re.compile(r"^\W*scope\W*:?\**\s*(.*)$", re.IGNORECASE)
-#: Where a labelled statement ends: a blank line, a heading, a list item, a table row, a tag or another ``Label:``.
-_STATEMENT_END = re.compile(r"^\s*($|#|[-*+]\s|\d+[.)]\s|\||<|\**[A-Z][\w /-]{0,30}\**:)")
-
-
-def _scope_text(note: str, sections: dict[str, str]) -> str:
-    """The scope sections' text, and each ``Scope:`` statement read whole, over the lines it wraps onto."""
-    text = " ".join(body for head, body in sections.items() if "scope" in head)
-    lines = note.splitlines()
-    for i, line in enumerate(lines):
-        m = _LABEL.match(line)
-        if not m or line.lstrip().startswith("#"):
-            continue
-        statement = [m.group(1)]
-        for more in lines[i + 1:]:
-            if _STATEMENT_END.match(more):
-                break
-            statement.append(more.strip())
-        text += " " + " ".join(statement)
-    return text
 
 
 def _notes(write_pr_note, data) -> dict[str, str]:
@@ -252,7 +182,7 @@ def _notes(write_pr_note, data) -> dict[str, str]:
 def _substance(data, notes: dict[str, str]) -> None:
     """No part is judged on a note without substance (:func:`substance_gaps`)."""
     problems = []
-    for which, df, _ in data:
+    for which, df, _env in data:
         gaps = substance_gaps(notes[which], df)
         if gaps:
             problems.append(f"{which}: " + "; ".join(gaps))
@@ -272,42 +202,85 @@ def _judge_concise(data, notes: dict[str, str]) -> str:
     return f"every note keeps at most {WORD_LIMIT} words outside <details> blocks"
 
 
+def _own_sentences(found: dict[str, str]) -> dict[str, list[str]]:
+    """Heading -> the sentences of its section that say something (5 words or more, no placeholder) and are said in
+    no other section."""
+    said = {h: {" ".join(s.lower().split()) for s in claims.statements(b)
+                if _words(s) >= 5 and not _PLACEHOLDER.search(s.strip())} for h, b in found.items()}
+    seen = collections.Counter(s for sentences in said.values() for s in sentences)
+    return {h: [s for s in sentences if seen[s] == 1] for h, sentences in said.items()}
+
+
 def _judge_sections(data, notes: dict[str, str]) -> None:
     problems = []
     for which, df, _env in data:
-        found = _sections(notes[which])
+        found = claims.sections(notes[which])
+        own = _own_sentences(found)
         for name, pat in SECTIONS.items():
-            bodies = [b for h, b in found.items() if re.search(pat, h)]
-            if not bodies:
+            heads = [h for h in found if re.search(pat, h)]
+            if not heads:
                 problems.append(f"{which}: no '## ...' heading for {name}")
-            elif not any(_words(b) >= 5 and not _PLACEHOLDER.search(b.strip()) for b in bodies):
-                problems.append(f"{which}: the {name} section is empty (say something in at least a sentence)")
-            elif name == "performance" and not any(all(str(c) in b for c in df["case_id"]) for b in bodies):
+            elif not any(own[h] for h in heads):
+                problems.append(f"{which}: the {name} section says nothing of its own ({SECTION_RULE})")
+            elif name == "performance" and not any(all(str(c) in found[h] for c in df["case_id"]) for h in heads):
                 problems.append(f"{which}: the performance section does not list this table's cases")
     if problems:
         raise Fail("missing or empty sections\n" + "\n".join(problems))
 
 
+def _version_given(lib: str, version: str, note: str) -> bool:
+    """Whether ``note`` gives ``version`` after the name ``lib`` (``torch 2.5.1``, ``PyTorch 2.5.1``,
+    ``triton==3.1.0``, ``triton version 3.1.0``)."""
+    return bool(re.search(rf"(?<![\w.])(?:py)?{lib}\W{{0,3}}(?:version\W{{0,2}}|v)?{re.escape(version)}(?!\w|\.\d)",
+                          note, re.IGNORECASE))
+
+
+def _scope_problems(scope: str, df) -> list[str]:
+    """How a scope statement strays from the fast path's region as the predicate and the table's routes give it."""
+    triton = [str(c) for c, route in zip(df["case_id"], df["route"]) if route == "triton"]
+    out = []
+    limits = claims.column_limits(scope)
+    if not limits:
+        out.append(f"the scope statement gives no column limit ({LIMIT_RULE})")
+    widths = {str(c): (claims.case_shape(str(c)) or (0, 0))[1] for c in df["case_id"]}
+    for n in sorted(set(limits) - {rms.MAX_COLS}):
+        wider = [c for c in triton if widths[c] > n]
+        falls = [c for c in widths if c not in triton and rms.MAX_COLS < widths[c] <= n]
+        seen = (f", and {wider[0]} ({widths[wider[0]]} columns) takes the Triton route in this table" if wider else
+                f", and {falls[0]} ({widths[falls[0]]} columns) falls back in this table" if falls else "")
+        out.append(f"the scope statement gives a column limit of {n}; the fast path's is {rms.MAX_COLS} (`MAX_COLS`)"
+                   + seen)
+    named = claims.dtypes_named(scope)
+    for d in _COVERED:
+        if d not in named:
+            routed = [c for c in triton if claims.case_dtype(c) == d]
+            out.append(f"the scope statement does not name {d} ({DTYPE_RULE})"
+                       + (f"; {routed[0]} takes the Triton route in this table" if routed else ""))
+    others = re.compile(r"\b(other|others|rest|else|outside|ineligible|remaining|beyond|wider|larger|unsupported|"
+                        r"otherwise|fail\w*)\b", re.IGNORECASE)
+    if not any(re.search(r"fallback|fall\w* back|f\.rms_norm", s, re.IGNORECASE) and others.search(s)
+               for s in claims.statements(scope)):
+        out.append(f"the scope statement does not name what happens outside it ({FALLBACK_RULE})")
+    return out
+
+
 def _judge_environment_and_scope(data, notes: dict[str, str]) -> None:
     problems = []
-    for which, _df, env in data:
+    for which, df, env in data:
         note = notes[which]
-        for key in ("device_name" if env.get("device_name") else "device", "torch", "triton"):
-            if str(env[key]) not in note:
-                problems.append(f"{which}: the note does not give the environment's {key} ({env[key]!r})")
-        scope = _scope_text(note, _sections(note))
-        if _words(scope) < 12:
-            problems.append(f"{which}: no scope statement (a 'Scope' section or a 'Scope:' line of a sentence "
-                            f"or two: which calls take the fast path, and what happens to the rest)")
+        device = "device_name" if env.get("device_name") else "device"
+        if str(env[device]) not in note:
+            problems.append(f"{which}: the note does not give the environment's {device} ({env[device]!r})")
+        for lib in ("torch", "triton"):
+            if not _version_given(lib, str(env[lib]), note):
+                problems.append(f"{which}: the note does not give the environment's {lib} version ({env[lib]!r}): "
+                                f"{VERSION_RULE}")
+        scope = claims.scope_text(note, claims.sections(note))
+        if not scope.strip():
+            problems.append(f"{which}: no scope statement (a 'Scope' section or a 'Scope:' paragraph of a sentence "
+                            "or two: which calls take the fast path, and what happens to the rest)")
         else:
-            low = scope.lower()
-            need = {f"the column limit ({rms.MAX_COLS})": str(rms.MAX_COLS) in scope,
-                    "the dtypes it covers": bool(re.search(r"fp16|float16|half", low))
-                    and bool(re.search(r"bf16|bfloat16", low)),
-                    "what happens outside it (the fallback)": "fallback" in low or "f.rms_norm" in low}
-            gaps = [k for k, ok in need.items() if not ok]
-            if gaps:
-                problems.append(f"{which}: the scope statement does not name " + ", ".join(gaps))
+            problems += [f"{which}: {p}" for p in _scope_problems(scope, df)]
     if problems:
         raise Fail("\n".join(problems))
 
@@ -331,28 +304,84 @@ def _denies_losses(note: str, losses: list[str]) -> list[str]:
     return out
 
 
+def _figure_text(row) -> str:
+    b, c = row["baseline_median_us"], row["candidate_median_us"]
+    return (f"medians {b} and {c} us, spreads {row['baseline_spread_us']} and {row['candidate_spread_us']} us, "
+            f"ratio {c / b:.3g}" if b and c else f"medians {b} and {c} us")
+
+
+def _figure_problems(which: str, note: str, df, env) -> list[str]:
+    """Every number the note gives for a case, in a sentence or in the case's table row, that is not that case's."""
+    rows, beside, out = _rows(df), _beside(env), []
+    for m in claims.mentions(note, rows):
+        known = claims.figures(rows[m.case], beside)
+        out += [f"{which}, {m.case}: the note gives it {raw!r}, none of its figures ({_figure_text(rows[m.case])})"
+                for v, d, raw in claims.figures_in(m.segment) if not claims.is_figure(v, d, known)]
+    h = env["harness"]
+    for cid, (cells, _header) in claims.table_rows(note).items():
+        if cid not in rows:
+            continue
+        known = claims.figures(rows[cid], [*beside, *(claims.case_shape(cid) or ()), h["samples"], rms.MAX_COLS])
+        for cell in cells[1:]:
+            m = re.fullmatch(r"([-+−]?\d+(?:\.(\d+))?)\s*(?:us|µs|μs|ms|x|×|%)?", cell, re.IGNORECASE)
+            if m and not claims.is_figure(abs(float(m.group(1).replace("−", "-"))), len(m.group(2) or ""), known):
+                out.append(f"{which}, {cid}: its table row gives {cell!r}, none of its figures "
+                           f"({_figure_text(rows[cid])})")
+    return list(dict.fromkeys(out))
+
+
+def _claim_problems(which: str, note: str, df, env) -> list[str]:
+    """Outcome claims and counts the data contradicts; outcomes the summary leaves out; losses and neutral cases not
+    named with their outcome and a figure of their own."""
+    exp, rows, out = expected_classes(df), _rows(df), []
+    found = claims.mentions(note, rows)
+    for m in found:
+        if m.outcome and m.outcome != exp[m.case]:
+            out.append(f"{which}, {m.case}: the note calls it {m.outcome} ({m.sentence.strip()!r}), the data says "
+                       f"{exp[m.case]}")
+    tally = collections.Counter(exp.values())
+    blanked = re.sub(claims.id_pattern(rows).pattern, "CASE", "\n".join(claims.statements(note)))
+    for k, n in dict.fromkeys(claims.count_claims(blanked)):
+        if n != tally[k]:
+            out.append(f"{which}: the note counts {n} {k} cases, the data has {tally[k]} ({COUNT_RULE})")
+    summary = "\n\n".join(b for h, b in claims.sections(note).items() if re.search(SECTIONS["summary"], h))
+    said = {k for k, _ in claims.count_claims(summary)} | {m.outcome for m in claims.mentions(summary, rows)}
+    missing = [k for k in TIMED_OUTCOMES if tally[k] and k not in said]
+    if missing:
+        out.append(f"{which}: the summary does not say where the fast path is {' or '.join(missing)} ({SUMMARY_RULE})")
+    for cid, k in exp.items():
+        if k in (LOSS, NEUTRAL) and not any(m.case == cid and m.outcome == k and _own_figure(m, rows[cid])
+                                            for m in found):
+            out.append(f"{which}, {cid}: {k} in the data, and not named so with a figure of its own ({NAMED_RULE})")
+    return out
+
+
+def _table_problems(which: str, note: str, df) -> list[str]:
+    """The performance table's rows against the data: one per case, its route and its class."""
+    exp, routes, rows, out = expected_classes(df), dict(zip(df["case_id"], df["route"])), claims.table_rows(note), []
+    for cid, cls in exp.items():
+        if cid not in rows:
+            out.append(f"{which}, {cid}: not in the performance table")
+            continue
+        cells = [c.lower() for c in rows[cid][0]]
+        route = claims.route_cell(cells, rows[cid][1])
+        claimed = [k for k in OUTCOMES if k in cells[1:] and (k != route or cells.count(k) > 1)]
+        if route != routes[cid]:
+            out.append(f"{which}, {cid}: the row gives route {route or 'none'}, the data {routes[cid]}")
+        if claimed != [cls]:
+            out.append(f"{which}, {cid}: the table says {claimed or 'no class'}, the data says {cls}")
+    return out
+
+
 def _judge_consistent(data, notes: dict[str, str]) -> None:
     problems = []
-    for which, df, env in data[:2]:
+    for which, df, env in data:
         note = notes[which]
-        exp = expected_classes(df)
-        routes = dict(zip(df["case_id"], df["route"]))
-        rows = _table_rows(note)
-        for cid, cls in exp.items():
-            if cid not in rows:
-                problems.append(f"{which}, {cid}: not in the performance table")
-                continue
-            cells = [c.lower() for c in rows[cid][0]]
-            route = _route_cell(cells, rows[cid][1])
-            claimed = [k for k in OUTCOMES if k in cells[1:] and (k != route or cells.count(k) > 1)]
-            if route != routes[cid]:
-                problems.append(f"{which}, {cid}: the row gives route {route or 'none'}, the data {routes[cid]}")
-            if claimed != [cls]:
-                problems.append(f"{which}, {cid}: the table says {claimed or 'no class'}, the data says {cls}")
-        for cls in TIMED_OUTCOMES:
-            if cls in exp.values() and not re.search(rf"\b{cls}", note, re.IGNORECASE):
-                problems.append(f"{which}: the note never names its {cls} cases")
-        losses = [c for c, k in exp.items() if k == LOSS]
+        problems += _figure_problems(which, note, df, env)
+        if env.get("device") != "cuda":  # no outcome on non-GPU data (no_claims_from_cpu_data)
+            continue
+        problems += _table_problems(which, note, df) + _claim_problems(which, note, df, env)
+        losses = [c for c, k in expected_classes(df).items() if k == LOSS]
         for sentence in (_denies_losses(note, losses) if losses else ()):
             problems.append(f"{which}: the note says {sentence!r}, but the data has {len(losses)} "
                             f"{LOSS if len(losses) == 1 else LOSS + 'es'} ({', '.join(losses)}): say where it is "
@@ -360,28 +389,21 @@ def _judge_consistent(data, notes: dict[str, str]) -> None:
         if env.get("synthetic") and "synthetic" not in note.lower():
             problems.append(f"{which}: the data is labelled synthetic; the note must say so")
     if problems:
-        raise Fail(f"{len(problems)} inconsistencies with the data\n" + "\n".join(problems))
+        rules = [f"{FIGURE_RULE}; a case's figures are {FIGURES_ARE}" if "none of its figures" in p else
+                 OUTCOME_RULE if "the note calls it" in p else "" for p in problems]
+        raise Fail(f"{len(problems)} inconsistencies with the data\n" + "\n".join(problems)
+                   + "".join(f"\n(how the note is read: {r})" for r in dict.fromkeys(rules) if r))
 
 
 def _judge_method(data, notes: dict[str, str]) -> None:
     problems = []
     for which, _df, env in data:
-        gaps = _method_gaps(notes[which], env["harness"])
+        h = env["harness"]
+        gaps = [_METHOD[k].format(**h) for k, ok in claims.method_facts(notes[which], h).items() if not ok]
         if gaps:
             problems.append(f"{which}: the note does not give " + "; ".join(gaps))
     if problems:
-        raise Fail("how the numbers were measured is missing\n" + "\n".join(problems))
-
-
-def claims_speedup(sentence: str) -> bool:
-    """Whether a sentence claims a speed-up: a multiplier or a speed word, neither negated nor conditional. A shape is
-    not a multiplier.
-
-    >>> [claims_speedup(s) for s in ("The kernel is 1.4x faster.", "A 4096 x 4096 input took 9 s.",
-    ...                              "No speed-up is claimed.", "Whether it is faster needs a GPU run.")]
-    [True, False, False, False]
-    """
-    return bool(_SPEEDUP.search(sentence)) and not _NEGATION.search(sentence)
+        raise Fail(f"how the numbers were measured is missing (give {METHOD_RULE})\n" + "\n".join(problems))
 
 
 def _judge_no_cpu_claims(data, notes: dict[str, str]) -> None:
@@ -393,9 +415,11 @@ def _judge_no_cpu_claims(data, notes: dict[str, str]) -> None:
     for sentence in re.split(r"(?<=[.!?;])\s+|\n", note):
         if claims_speedup(sentence):
             problems.append(f"claims a speed-up from non-GPU data: {sentence.strip()!r}")
-    wins = [c for c, (cells, _) in _table_rows(note).items() if {WIN, LOSS} & {x.lower() for x in cells}]
+    wins = [c for c, (cells, _) in claims.table_rows(note).items() if {WIN, LOSS} & {x.lower() for x in cells}]
     if wins:
         problems.append(f"the table marks {wins} as wins or losses from non-GPU data")
+    said = [m for m in claims.mentions(note, _rows(df)) if m.outcome in (WIN, LOSS)]
+    problems += [f"calls {m.case} a {m.outcome} from non-GPU data: {m.sentence.strip()!r}" for m in said]
     if problems:
         raise Fail("\n".join(problems))
 

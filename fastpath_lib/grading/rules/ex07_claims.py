@@ -1,0 +1,431 @@
+"""Exercise 07: what a PR note asserts, read so that each assertion can be held against the table it was written from.
+
+A note is read as **statements**: its paragraphs and list items (each joined over the lines it wraps onto; headings,
+table rows and HTML tags are not prose), split into sentences. In a sentence
+
+* a **case** is named by its case id; the text from the id to the next case id, ``;`` or the sentence's end is what
+  the sentence says about that case (its segment);
+* a **figure** is a number with a unit (``us``, ``µs``, ``ms``, ``x``, ``×``, ``%``), or a number paired with one
+  (``9.0 vs 9.8 us``); in a case's segment it is that case's, and must be one of :func:`figures` within the rounding
+  of the digits written;
+* an **outcome** is claimed for the cases the sentence names by its words (:data:`OUTCOME_WORDS`): a neutral word
+  decides; else words of one outcome only (a negated word, "not slower", counts for none); a sentence that names two
+  outcomes is read in :func:`parts`;
+* a **count** is a number before an outcome word ("4 wins", "2 losses", "3 neutral cases"), or after one ("wins on 4
+  cases").
+
+Counting words, case ids or keywords proves nothing here: a sentence earns something only through what it asserts
+about a case or a figure, and every assertion is checked.
+
+>>> [round(f, 2) for f in figures({"baseline_median_us": 40.0, "candidate_median_us": 47.0,
+...                                 "baseline_spread_us": 0.4, "candidate_spread_us": 0.5})][:5]
+[40.0, 47.0, 0.4, 0.5, 7.0]
+>>> [(v, d) for v, d, _ in figures_in("from 40 to 47 us (1.18x, +17.5 %), shape 2048 x 2048")]
+[(40.0, 0), (47.0, 0), (1.18, 2), (17.5, 1)]
+>>> outcome_of("c05 is slower (9.8 vs 9.0 us), outside the noise band"), outcome_of("c03: 1% faster, within noise")
+('loss', 'neutral')
+>>> outcome_of("c01 is faster and c12 is slower"), outcome_of("c09 is not slower")
+(None, None)
+>>> outcome_of("c07 looks faster, but its noise band is wider than that")
+'neutral'
+>>> outcome_of("c12 is slower, well beyond its noise")
+'loss'
+>>> outcome_of("c05 is slower by 9 % with 2 % noise"), outcome_of("c05 is not within the noise: 9 % slower")
+('loss', 'loss')
+>>> [v for v, _, _ in figures_in("c05 loses under 10 %, about 0.8 us, < 1 %; c10 (1,250.5 -> 1,240 us)")]
+[1250.5, 1240.0]
+>>> count_claims("4 wins, 3 neutral cases and two losses; 16384 columns fall back; rows above 16384 fall back")
+[('win', 4), ('neutral', 3), ('loss', 2)]
+>>> count_claims("It wins on 3 cases, ties on 4 and loses on 2; it loses on 1000 x 128 and on 4096-column rows")
+[('win', 3), ('neutral', 4), ('loss', 2)]
+>>> column_limits("fp16 inputs of at most 16,384 columns; cols <= 8192 or the 4096-column limit; c11 has 32768 columns")
+[16384, 8192, 4096]
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+from fastpath_lib.grading.vocabulary import FALLBACK, LOSS, NEUTRAL, WIN
+
+__all__ = ["Mention", "statements", "parts", "mentions", "figures", "figures_in", "is_figure", "outcome_of",
+           "count_claims", "id_pattern", "column_limits", "dtypes_named", "case_dtype", "case_shape", "OUTCOME_WORDS",
+           "stated", "method_facts", "sections", "words_outside_details", "table_rows", "route_cell", "scope_text",
+           "claims_speedup"]
+
+#: outcome -> the words that claim it (neutral words decide a sentence or part: "1% faster, within the noise" is
+#: neutral).
+OUTCOME_WORDS = {
+    NEUTRAL: r"\bneutral\b|\b(within|inside|in|under|below) (the |its |their )?(\w+ )?noise\b|\bnoise( band)? "
+             r"(swallows|covers|hides|dominates|exceeds|is (wider|larger|bigger|greater) than)\b|\bno (clear |"
+             r"measurable |significant |real )?(difference|change)\b|\bon par\b|\bunchanged\b|\bindistinguishable\b|"
+             r"\bti(e|es|ed)\b",
+    WIN: r"\bwins?\b|\bwon\b|\bwinning\b|\bfaster\b|\bquicker\b|\bspeed-?ups?\b|\bspeeds? up\b",
+    LOSS: r"\bloss(es)?\b|\blos(e|es|ing|t)\b|\bslower\b|\bregress\w*|\bslow-?downs?\b",
+    FALLBACK: r"\bfall(s|ing)?[ -]?back\b|\bfell back\b|\bfallbacks?\b",
+}
+_NEGATION = re.compile(r"\b(not|no|never|without|none|nor|neither)\b|n't\b", re.IGNORECASE)
+#: A bound or an approximation before a number: the number is no figure ("under 10 %", "about 9 us", "above 16384").
+_BOUNDED = re.compile(r"(\b(less|more|fewer|greater|larger|smaller|wider|narrower) than|\b(under|over|below|above|"
+                      r"beyond|within|nearly|almost|about|around|roughly|approximately|up to)|\bat (most|least)|"
+                      r"[~≈≤≥]|(?<![-=])[<>]=?)\s*$", re.IGNORECASE)
+_NUM = r"[-+−]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"
+#: A unit that makes a number a figure: a time, a ratio (not a shape's "x": ``4096 x 4096``), a percentage.
+_UNIT = r"(?:us|µs|μs|usec|microseconds?|ms|milliseconds?|%|percent|[x×](?!\s*\d))(?!\w)"
+_PAIR = r"(?:vs\.?|versus|→|->|=>|to|/|and|or|±|\+/-)"
+_FIGURE = re.compile(rf"(?<![\w.])({_NUM})(?:\s*({_UNIT})|\s*{_PAIR}\s*(?={_NUM}\s*{_UNIT}))", re.IGNORECASE)
+_BLOCK = re.compile(r"^([-*+]|\d+[.)])\s")
+_NUMBER_WORDS = ("zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
+                 "sixteen seventeen eighteen nineteen twenty").split()
+_COUNT_WORDS = {WIN: r"wins?|won", NEUTRAL: r"neutral", LOSS: r"loss(?:es)?|lose|lost",
+                FALLBACK: r"fallbacks?|falls? back|fell back"}
+_COUNT = re.compile(rf"(?<![\w.])(\d+|{'|'.join(_NUMBER_WORDS)})\s+(?:of\s+(?:the\s+)?\d+\s+)?"
+                    r"(?:(?:eligible|timed|measured|triton|other|remaining|more)\s+)?(?:cases?\s+(?:are\s+|were\s+)?)?"
+                    rf"({'|'.join(f'(?P<{k}>{w})' for k, w in _COUNT_WORDS.items())})\b", re.IGNORECASE)
+#: A count with its outcome first: "wins on 4 cases", "ties on 3", "loses in 2", "falls back for 3".
+_VERB_COUNT = {WIN: r"wins?|won", NEUTRAL: r"ties?|tied|is neutral|neutral", LOSS: r"loses?|lost",
+               FALLBACK: r"falls? back|fell back"}
+_COUNT_AFTER = re.compile(rf"\b({'|'.join(f'(?P<{k}>{w})' for k, w in _VERB_COUNT.items())})\s+(?:on|in|for)\s+"
+                          rf"(\d+|{'|'.join(_NUMBER_WORDS)})\b(?![.,]\d|\s*(?:[%×x-]|[uµ]s\b|ms\b|col|row|elem))",
+                          re.IGNORECASE)
+_BOUND = (r"(?:at most|up to|no more than|not more than|<=|≤|<|max(?:imum)?(?: of)?|limit(?: of)?|wider than|more than|"
+          r"over|beyond|above|exceed(?:s|ing)?|larger than|greater than|within|under|below|fewer than|less than)")
+_INT = r"(\d{1,3}(?:,\d{3})+|\d+)(?![\w.,]\d)"
+#: A column limit: a bound and a number of columns (``at most 16384 columns``, ``cols <= 16384``, ``the 16384-column
+#: limit``); a case's width (``32768 columns``) has no bound and is none.
+_LIMITS = (re.compile(rf"{_BOUND}\s+(?:\w+\s+)?{_INT}\s*-?\s*(?:columns?|cols?|elements?)\b", re.IGNORECASE),
+           re.compile(rf"\b(?:columns?|cols|width|hidden size|last dim\w*)\s*(?:of\s+)?{_BOUND}\s*{_INT}",
+                      re.IGNORECASE),
+           re.compile(rf"(?<![\w.]){_INT}[- ]columns? (?:limit|cap|bound|maximum)\b", re.IGNORECASE))
+_DTYPES = {"float16": r"\bfp16\b|\bfloat16\b|\bhalf\b", "bfloat16": r"\bbf16\b|\bbfloat16\b",
+           "float32": r"\bfp32\b|\bfloat32\b|\bsingle\b"}
+
+
+def statements(note: str) -> list[str]:
+    """The note's prose, sentence by sentence: paragraphs and list items, each joined over the lines it wraps onto;
+    headings and table rows are left out and HTML tags read as spaces."""
+    blocks: list[list[str]] = []
+    fresh = True
+    for line in note.splitlines():
+        s = line.strip()
+        if not s or s.startswith("|") or re.match(r"#{1,6}\s", s):
+            fresh = True
+            continue
+        if fresh or _BLOCK.match(s) or s.startswith("<"):
+            blocks.append([])
+        blocks[-1].append(s)
+        fresh = False
+    out = []
+    for block in blocks:
+        text = " ".join(re.sub(r"<[^>]*>", " ", " ".join(block)).split())
+        out += [s for s in re.split(r"(?<=[.!?])\s+", text) if s.strip()]
+    return out
+
+
+def _claimed(clause: str, outcome: str) -> bool:
+    """Whether ``clause`` (a sentence or a part of one) has a word of ``outcome`` that no negation in the three words
+    before it takes back ("no clear difference" is neutral: its own "no" is part of the words)."""
+    for m in re.finditer(OUTCOME_WORDS[outcome], clause, re.IGNORECASE):
+        before = " ".join(clause[:m.start()].split()[-3:])
+        if not _NEGATION.search(before):
+            return True
+    return False
+
+
+def outcome_of(clause: str) -> str | None:
+    """The outcome ``clause`` claims for the cases it names: neutral if it says so, else the one outcome its words
+    name (none where they name two, or none)."""
+    if _claimed(clause, NEUTRAL):
+        return NEUTRAL
+    named = [k for k in (WIN, LOSS, FALLBACK) if _claimed(clause, k)]
+    return named[0] if len(named) == 1 else None
+
+
+#: Where a sentence that names two outcomes is read in parts: before a comma, ``;``, ``and``, ``but``, ``while`` or
+#: ``whereas``
+#: whose next words (past case ids and linking words) are an outcome's ("wins on c01, loses on c12"; "neutral" itself,
+#: not a noise phrase, which qualifies what comes before it: "1 % faster, within the noise").
+_LINKING = r"the|a|an|it|its|and|but|while|whereas|is|are|was|were|stays?|remains?|looks?|seems?|runs?|gets?|#+"
+_PART = re.compile(rf"(?:[,;]|\s+(?:and|but|while|whereas))\s+(?=(?:(?:{_LINKING}|\([^()]*\))\s+)*(?:"
+                   + "|".join((OUTCOME_WORDS[WIN], OUTCOME_WORDS[LOSS], OUTCOME_WORDS[FALLBACK], r"\bneutral\b"))
+                   + "))", re.IGNORECASE)
+
+
+def parts(clause: str) -> list[tuple[int, str]]:
+    """``(start, text)`` of each part ``clause`` is read in (its case ids written as ``#``): cut before each outcome
+    word that follows a comma or a conjunction; a part that names no outcome is read with the next, a part that names
+    no case with the one before (it qualifies it: "faster, but neutral within its noise").
+
+    >>> [p for _, p in parts("Wins on ### (1.5x), neutral on ### and ###")]
+    ['Wins on ### (1.5x)', ', neutral on ### and ###']
+    >>> [p for _, p in parts("### and ### win, while ### loses")]
+    ['### and ### win', ', while ### loses']
+    >>> [p for _, p in parts("### is slower and ### is neutral")]
+    ['### is slower', ' and ### is neutral']
+    >>> [p for _, p in parts("### is faster, but neutral within its noise")]
+    ['### is faster, but neutral within its noise']
+    """
+    cuts = [0, *(m.start() for m in _PART.finditer(clause)), len(clause)]
+    pieces = [[a, b] for a, b in zip(cuts, cuts[1:]) if b > a]
+    for i in range(len(pieces) - 2, -1, -1):  # a part that names no outcome is read with the next
+        if not any(_claimed(clause[pieces[i][0]:pieces[i][1]], k) for k in OUTCOME_WORDS):
+            start = pieces.pop(i)[0]
+            pieces[i][0] = start
+    for i in range(len(pieces) - 1, 0, -1):  # a part that names no case is read with the one before
+        if "#" not in clause[pieces[i][0]:pieces[i][1]]:
+            pieces[i - 1][1] = pieces.pop(i)[1]
+    return [(a, clause[a:b]) for a, b in pieces]
+
+
+@dataclasses.dataclass(frozen=True)
+class Mention:
+    """A case named in a sentence: the sentence, what it says about the case (``segment``) and the outcome it claims."""
+
+    case: str
+    sentence: str
+    segment: str
+    outcome: str | None
+
+
+def id_pattern(ids) -> re.Pattern:
+    alternatives = "|".join(re.escape(str(c)) for c in sorted(ids, key=lambda c: -len(str(c))))
+    return re.compile(rf"(?<![\w])({alternatives})(?![\w])")
+
+
+def mentions(note: str, ids) -> list[Mention]:
+    """Each case id of ``ids`` named in the note's prose: its sentence, its segment (up to the next case id, ``;`` or
+    the sentence's end) and the outcome the sentence (or the part of it the id is in, :func:`parts`) claims."""
+    pattern, out = id_pattern(ids), []
+    for sentence in statements(note):
+        found = list(pattern.finditer(sentence))
+        if not found:
+            continue
+        blank = pattern.sub(lambda m: "#" * len(m.group(0)), sentence)  # the sentence's words, not its case ids'
+        pieces = [(a, a + len(text), outcome_of(text)) for a, text in parts(blank)]
+        for m, nxt in zip(found, found[1:] + [None]):
+            end = nxt.start() if nxt else len(sentence)
+            semi = sentence.find(";", m.end(), end)
+            outcome = next((k for a, b, k in pieces if a <= m.start() < b), None)
+            out.append(Mention(m.group(1), sentence, sentence[m.end():semi if semi >= 0 else end], outcome))
+    return out
+
+
+def figures_in(text: str) -> list[tuple[float, int, str]]:
+    """``(value, decimals written, text)`` of each figure in ``text`` (sign dropped)."""
+    out = []
+    for m in _FIGURE.finditer(text):
+        if _BOUNDED.search(text[:m.start()]):
+            continue
+        raw = m.group(1).replace("−", "-").replace(",", "")
+        out.append((abs(float(raw)), len(raw.split(".")[1]) if "." in raw else 0, m.group(0).strip()))
+    return out
+
+
+def figures(row, extra=()) -> list[float]:
+    """A case's figures: its medians and spreads and the difference of its medians (in µs and in ms), their ratio
+    either way, each ratio's distance from 1 and each spread over its median (as fractions and in percent), and
+    ``extra`` (numbers of the method that may be given beside a case, such as the warm-up)."""
+    b, c = float(row["baseline_median_us"]), float(row["candidate_median_us"])
+    bs, cs = float(row["baseline_spread_us"]), float(row["candidate_spread_us"])
+    times = [b, c, bs, cs, abs(b - c)]
+    rel = []
+    if b > 0 and c > 0:
+        rel = [c / b, b / c, abs(c / b - 1), abs(b / c - 1), bs / b, cs / c]
+    return times + [t / 1000 for t in times] + rel + [100 * r for r in rel] + [float(x) for x in extra]
+
+
+def is_figure(value: float, decimals: int, values) -> bool:
+    """Whether ``value``, written with ``decimals`` decimals, is one of ``values`` to within one unit of its last
+    digit (rounded or cut)."""
+    return any(abs(value - v) <= 10.0 ** -decimals + 1e-9 for v in values if v == v)
+
+
+def count_claims(text: str) -> list[tuple[str, int]]:
+    """``(outcome, n)`` for each count in ``text`` ("4 wins", "two losses", "3 neutral cases", "wins on 4 cases")."""
+    found = []
+    for m in _COUNT.finditer(text):
+        if not _BOUNDED.search(text[:m.start()]):
+            found.append((m.start(), next(k for k in _COUNT_WORDS if m.group(k)), m.group(1).lower()))
+    for m in _COUNT_AFTER.finditer(text):
+        found.append((m.start(), next(k for k in _VERB_COUNT if m.group(k)), m.groups()[-1].lower()))
+    return [(k, int(w) if w.isdigit() else _NUMBER_WORDS.index(w)) for _, k, w in sorted(found)]
+
+
+def column_limits(text: str) -> list[int]:
+    """Each column limit ``text`` states, in the order written."""
+    found = sorted((m.start(), int(m.group(1).replace(",", ""))) for p in _LIMITS for m in p.finditer(text))
+    return [n for _, n in found]
+
+
+def dtypes_named(text: str) -> set[str]:
+    """The dtypes (``float16``, ``bfloat16``, ``float32``) that ``text`` names, by any of their usual names."""
+    return {d for d, p in _DTYPES.items() if re.search(p, text, re.IGNORECASE)}
+
+
+def case_dtype(case_id: str) -> str | None:
+    """The dtype a case id names (``c03_1024x8192_fp32``: ``float32``), if any."""
+    words = " ".join(re.split(r"[_\W]+", case_id))
+    return next((d for d, p in _DTYPES.items() if re.search(p, words, re.IGNORECASE)), None)
+
+
+def case_shape(case_id: str) -> tuple[int, int] | None:
+    """``(rows, columns)`` of a case id's shape (``c03_1024x8192_fp32``: ``(1024, 8192)``), if it has one."""
+    m = re.search(r"(\d+)x(\d+)", case_id)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+#: A statement of how the device is synchronized before a timing is read, in any words: synchronized, waits for the
+#: device or kernel to finish, blocks until, CPU calls return when done, CUDA events.
+_SYNC = re.compile(r"synchron|\bsync|\bwait(s|ed|ing)?\b[^.]*\b(device|gpu|kernel|finish\w*|complet\w*|done)\b|"
+                   r"\bblock(s|ed|ing)?\b[^.]*\buntil\b|\breturns?\b[^.]*\b(when|once|after)\b[^.]*"
+                   r"\b(done|finish\w*|complet\w*)\b|\bcuda events?\b", re.IGNORECASE)
+#: What a synchronization guards: the timing (its reading, its measurement) or the kernel it waits for.
+_GUARDED = re.compile(r"\btim(e|es|ed|er|ers|ing|ings)\b|\bread\w*|\bmeasur\w*|\bkernels?\b|\blaunch\w*",
+                      re.IGNORECASE)
+_SAMPLES = r"(?:samples?|runs?|timings?|times|repetitions|reps|measurements|iterations|trials|calls)"
+
+
+def stated(fact: str, text: str) -> bool:
+    """Whether ``text`` gives the record's own statement ``fact`` (its text after a ``label:``), spacing and case
+    aside."""
+    said = " ".join(fact.split(":", 1)[-1].split()).lower()
+    return bool(said) and said in " ".join(text.split()).lower()
+
+
+def method_facts(note: str, h: dict) -> dict[str, bool]:
+    """Each fact of the method record ``h`` (the environment's ``harness``) -> whether a sentence of ``note`` states
+    it: the timer in a sentence about timing, the warm-up as a warm-up of so many ms, the synchronization with what it
+    guards (or in the record's own words), the statistic with its sample count, the spread's quantiles joined as a
+    range (``q80 - q20``, ``20th to 80th percentile``), the raw samples' file with what it holds."""
+    sents = statements(note)
+    timer, raw, w, n = h["timer"], h["raw_samples"], re.escape(str(h["warmup_ms"])), re.escape(str(h["samples"]))
+    hi, lo = (sorted(re.findall(r"\d+", h["spread"]), key=int) or ["20", "80"])[::-1][:2]
+
+    def any_sentence(test) -> bool:
+        return any(test(s) for s in sents)
+
+    def ranged(s: str) -> bool:
+        return bool(re.search(rf"q{hi}\s*[-−–]\s*q{lo}\b|q{lo}\s*(?:-|–|to|and)\s*q{hi}\b|(?<![\w.]){lo}\s*(?:%|th)?\s*"
+                              rf"(?:-|–|to|and)\s*(?:the\s+)?{hi}\s*(?:%|th)?(?!\d)", s, re.IGNORECASE))
+
+    return {
+        "timer": any_sentence(lambda s: timer in s and bool(re.search(
+            r"\btim(e|es|ed|er|ing|ings)\b|\bmeasur\w*|\bclock\w*", s.replace(timer, " "), re.IGNORECASE))),
+        "warmup": any_sentence(lambda s: bool(re.search(
+            rf"warm\w*[\s-]*up\w*\W+(?:\w+\W+){{0,3}}?{w}\s*ms\b|(?<![\w.]){w}\s*ms\b\W+(?:\w+\W+){{0,2}}?warm\w*[\s-]*up",
+            s, re.IGNORECASE))),
+        "sync": any_sentence(lambda s: bool(_SYNC.search(s)) and bool(_GUARDED.search(_SYNC.sub(" ", s))))
+        or stated(h["sync"], note),
+        "statistic": any_sentence(lambda s: bool(re.search(rf"\b{re.escape(h['statistic'])}s?\b", s, re.IGNORECASE))
+                                  and bool(re.search(rf"(?<![\w.]){n}\s+(?:\w+\s+){{0,2}}?{_SAMPLES}\b", s,
+                                                     re.IGNORECASE))),
+        "spread": any_sentence(ranged),
+        "raw": any_sentence(lambda s: raw in s and bool(re.search(
+            r"\braw\b|\bsamples?\b|\bstored\b|\bsaved\b|\bwritten\b|\bkept\b|\brecorded\b|\blogged\b|\bfiles?\b",
+            s.replace(raw, " "), re.IGNORECASE))),
+    }
+
+
+def sections(note: str) -> dict[str, str]:
+    """Heading (lower case) -> the text under it, up to the next heading."""
+    out, head, body = {}, None, []
+    for line in note.splitlines():
+        m = re.match(r"^#{1,6}\s+(.+)$", line)
+        if m:
+            if head is not None:
+                out[head] = "\n".join(body)
+            head, body = m.group(1).strip().lower(), []
+        elif head is not None:
+            body.append(line)
+    if head is not None:
+        out[head] = "\n".join(body)
+    return out
+
+
+_TAG = re.compile(r"<(/?)(details|summary)\b[^>]*>", re.IGNORECASE)
+
+
+def words_outside_details(markdown: str) -> int:
+    """Words a reader sees with every ``<details>`` block folded (its ``<summary>`` counts, its body does not; a block
+    never closed folds nothing); a word is a whitespace-separated token with a letter or a digit in it."""
+    visible, depth, pos, opened, in_summary = [], 0, 0, 0, False
+    for m in _TAG.finditer(markdown):
+        closing, tag = m.group(1) == "/", m.group(2).lower()
+        if depth == 0 or (depth == 1 and in_summary):
+            visible.append(markdown[pos:m.start()])
+        if tag == "details":
+            if not closing:
+                depth += 1
+                opened = m.start() if depth == 1 else opened
+            elif depth:
+                depth -= 1
+        elif depth == 1:
+            in_summary = not closing
+        pos = m.end()
+    visible.append(markdown[pos:] if depth == 0 else markdown[opened:])
+    return sum(1 for tok in " ".join(visible).split() if re.search(r"[A-Za-z0-9]", tok))
+
+
+def table_rows(note: str) -> dict[str, tuple[list[str], list[str]]]:
+    """Markdown table rows keyed by their first cell (backticks and emphasis stripped): ``(cells, header)``."""
+    out, header = {}, None
+    for line in note.splitlines() + [""]:
+        if not line.strip().startswith("|"):
+            header = None
+            continue
+        cells = [c.strip().strip("`*").strip() for c in line.strip().strip("|").split("|")]
+        if header is None:
+            header = [c.lower() for c in cells]
+        elif not all(set(c) <= set("-: ") for c in cells):
+            out.setdefault(cells[0], (cells, header))
+    return out
+
+
+def route_cell(cells: list[str], header: list[str]) -> str | None:
+    """The row's route: the cell under a "route" header, else any cell naming one."""
+    if "route" in header and header.index("route") < len(cells):
+        return cells[header.index("route")].lower()
+    return next((c.lower() for c in cells if c.lower() in ("triton", "fallback")), None)
+
+
+_LABEL = re.compile(r"^\W*scope\W*:?\**\s*(.*)$", re.IGNORECASE)
+#: Where a labelled statement ends: a blank line, a heading, a list item, a table row, a tag or another ``Label:``.
+_STATEMENT_END = re.compile(r"^\s*($|#|[-*+]\s|\d+[.)]\s|\||<|\**[A-Z][\w /-]{0,30}\**:)")
+
+
+def scope_text(note: str, sections: dict[str, str]) -> str:
+    """The scope sections' text, and each ``Scope:`` statement read whole, over the lines it wraps onto."""
+    text = "\n\n".join(body for head, body in sections.items() if "scope" in head)
+    lines = note.splitlines()
+    for i, line in enumerate(lines):
+        m = _LABEL.match(line)
+        if not m or line.lstrip().startswith("#"):
+            continue
+        statement = [m.group(1)]
+        for more in lines[i + 1:]:
+            if _STATEMENT_END.match(more):
+                break
+            statement.append(more.strip())
+        text += "\n\n" + " ".join(statement)
+    return text
+
+
+#: A speed-up claim: a multiplier ("1.4x", "2 ×"; a shape such as "4096 x 4096" is not one), or its words.
+_SPEEDUP = re.compile(r"(?<![x×]\s)(?<![x×])\b\d+(\.\d+)?\s*(x|×)(?!\w|\s*\d)|\bfaster\b|\bquicker\b|"
+                      r"\bspeed-?ups?\b|\bspeeds? up\b|\baccelerat\w*", re.IGNORECASE)
+#: Words that make a sentence about a speed-up something other than a claim: a negation, or a condition (whether a
+#: GPU run shows one is a question, not a claim).
+_UNCLAIMED = re.compile(r"\b(no|not|never|without|none|nothing|unmeasured|cannot|whether|if|unless|until)\b|n't\b",
+                       re.IGNORECASE)
+
+
+def claims_speedup(sentence: str) -> bool:
+    """Whether a sentence claims a speed-up: a multiplier or a speed word, neither negated nor conditional. A shape is
+    not a multiplier.
+
+    >>> [claims_speedup(s) for s in ("The kernel is 1.4x faster.", "A 4096 x 4096 input took 9 s.",
+    ...                              "No speed-up is claimed.", "Whether it is faster needs a GPU run.")]
+    [True, False, False, False]
+    """
+    return bool(_SPEEDUP.search(sentence)) and not _UNCLAIMED.search(sentence)
