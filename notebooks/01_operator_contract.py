@@ -288,7 +288,8 @@ print("vmap equals F.rms_norm's:", torch.equal(torch.func.vmap(ours)(xb), torch.
 # | gradients, including higher order | promise 6 |
 # | `torch.compile(fullgraph=True)` | promise 7; `opcheck` (lesson 04) |
 # | forward-mode AD, `torch.func` transforms | promise 8; `tests/rmsnorm/test_contract_modes.py` |
-# | nested, sparse, DTensor inputs; channels-last strides | `tests/rmsnorm/test_contract_modes.py`; lesson 03 |
+# | nested, sparse inputs; channels-last strides | `tests/rmsnorm/test_contract_modes.py`; lesson 03 |
+# | DTensor inputs | `tests/rmsnorm/test_sharding.py`; lesson 09 |
 #
 # ## Recap
 #
