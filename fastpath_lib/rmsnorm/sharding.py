@@ -26,8 +26,8 @@ placed alike (:func:`fused_forward_rule`, :func:`fused_backward_rule`); its in-p
 a redistributed copy back into its arguments: elsewhere it takes the composite, as before.
 
 Registering a rule is process-wide (DTensor keeps one table of rules), so importing the kit does not do it:
-:func:`register` runs on the first DTensor call or ``explain`` of either op (or explicitly, before calling ``torch.ops.fastpath``
-ops on DTensors yourself), and registers all five ops. Only the kit's own ops get a rule.
+:func:`register` runs on the first DTensor call or ``explain`` of either op (or explicitly, before calling
+``torch.ops.fastpath`` ops on DTensors yourself), and registers all five ops. Only the kit's own ops get a rule.
 
 Note:
     This module imports ``torch.distributed.tensor`` only inside :func:`register`; a process that never made a
