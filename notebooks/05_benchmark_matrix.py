@@ -203,7 +203,8 @@ else:
 #
 # To see what a run records, run part of the matrix here. Without a GPU this uses `--quick` shapes (much smaller
 # than declared: the interpreter is slow) on 10 of the 17 cases, so every timing below is **not a GPU measurement**,
-# every observed outcome reads *unmeasured*, and the shape actually run is shown beside the declared one. (The
+# every Triton-route case's observed outcome reads *unmeasured* (a fallback case's reads *fallback*), and the shape
+# actually run is shown beside the declared one. (The
 # `torch.compile` provider is left out here: it compiles every case first, which is slow on a CPU. What the GPU
 # evidence run times it on is in [docs/benchmarks.md](../docs/benchmarks.md#gpu-evidence).)
 
