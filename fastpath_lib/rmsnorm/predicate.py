@@ -496,6 +496,3 @@ PREDICATE = Predicate("rmsnorm", [
               (Boundary("weight offset 0", {"weight_offset": 0}, True),
                Boundary("weight offset 4 bytes", {"weight_offset": 1}, False)))),
 ])
-
-
-
