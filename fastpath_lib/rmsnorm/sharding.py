@@ -30,8 +30,8 @@ Registering a rule is process-wide (DTensor keeps one table of rules), so import
 ``torch.ops.fastpath`` ops on DTensors yourself), and registers all five ops. Only the kit's own ops get a rule.
 
 Note:
-    This module imports ``torch.distributed.tensor`` only inside :func:`register`; a process that never made a
-    DTensor never loads it, and :func:`is_dtensor` answers without importing it.
+    This module imports ``torch.distributed.tensor`` only inside the functions a DTensor call reaches; a process
+    that never made a DTensor never loads it, and :func:`is_dtensor` answers without importing it.
 """
 
 from __future__ import annotations
