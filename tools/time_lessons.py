@@ -4,13 +4,14 @@
     python tools/time_lessons.py notebooks/04_boundary_tests.ipynb   # these (the others keep their record)
 
 Each lesson runs top to bottom in a fresh ``python3`` kernel, as ``./kit lessons`` runs it (the interpreter opted in
-without CUDA), with empty Triton, Inductor and mypy caches (a learner's first run), and nothing is saved into the
-notebook. The record keeps, per lesson: the digest of the code it ran (:func:`code_digest`), the wall seconds, the
-kernel's CPU seconds (user + system, its children included: on a busy machine the wall time grows and the CPU time
-much less), the slowest cells, the words a reader reads (markdown, code, printed output) and the machine's one-minute
-load when the run started. Run it on a quiet
-machine, one lesson at a time; ``tests/course/test_course.py`` checks each lesson's stated time against the record,
-and that each lesson's code is still the code its run ran (a lesson whose code changed is run again).
+without CUDA), with empty Triton, Inductor and mypy caches and an empty temporary directory (``TMPDIR``: what a
+lesson keeps under ``tempfile.gettempdir()``, lesson 09's vLLM tree and mypy cache, starts empty), as a learner's
+first run, and nothing is saved into the notebook. The record keeps, per lesson: the digest of the code it ran
+(:func:`code_digest`), the wall seconds, the kernel's CPU seconds (user + system, its children included: on a busy
+machine the wall time grows and the CPU time much less), the slowest cells, the words a reader reads (markdown,
+code, printed output) and the machine's one-minute load when the run started. Run it on a quiet machine, one lesson
+at a time; ``tests/course/test_course.py`` checks each lesson's stated time against the record, and that each
+lesson's code is still the code its run ran (a lesson whose code changed is run again).
 """
 
 from __future__ import annotations
@@ -74,8 +75,9 @@ def time_lesson(path: Path) -> dict:
     with tempfile.TemporaryDirectory(prefix="lesson-times-") as tmp:
         env = kernel_env()
         for var, sub in (("TRITON_CACHE_DIR", "triton"), ("TORCHINDUCTOR_CACHE_DIR", "inductor"),
-                         ("MYPY_CACHE_DIR", "mypy")):
+                         ("MYPY_CACHE_DIR", "mypy"), ("TMPDIR", "tmp")):
             env[var] = str(Path(tmp) / sub)
+        (Path(tmp) / "tmp").mkdir()  # what a lesson keeps under tempfile.gettempdir() starts empty
         load = os.getloadavg()[0]
         cpu0, t0 = _children_cpu(), time.perf_counter()
         client = NotebookClient(nb, timeout=900, kernel_name="python3", record_timing=True,
