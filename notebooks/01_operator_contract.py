@@ -344,8 +344,9 @@ print("vmap equals F.rms_norm's:", torch.equal(torch.func.vmap(ours)(xb), torch.
 # <details><summary>Answer guide</summary>
 #
 # Under CUDA autocast `rms_norm` runs in fp32 in the pinned torch, so its output dtype differs from the input's. The
-# live check shows that CUDA's autocast has an `rms_norm` kernel; on a GPU its last lines print the fp32 outputs. A custom op is opaque to autocast, so without a registered policy it would keep the input
-# dtype and break parity with `F.rms_norm`; with the same policy registered the kernel sees already-cast inputs.
+# live check shows that CUDA's autocast has an `rms_norm` kernel; on a GPU its last lines print the fp32 outputs. A
+# custom op is opaque to autocast, so without a registered policy it would keep the input dtype and break parity with
+# `F.rms_norm`; with the same policy registered the kernel sees already-cast inputs.
 # </details>
 
 # %% [markdown]

@@ -73,8 +73,8 @@ ROWS = 2 * limits_for(DEVICE).min_rows  # eligible on every device
 #   DTensor does that from the rule, at a communication cost the rule makes visible.
 #
 # The kit's rule is `fastpath_lib/rmsnorm/sharding.py` (`register_sharding` on both ops and their backwards).
-# Registering it is process-wide, so importing the kit does not: the first DTensor call (or `explain`) does. A one-rank group here
-# (`tests/rmsnorm/test_sharding.py` runs two ranks):
+# Registering it is process-wide, so importing the kit does not: the first DTensor call (or `explain`) does. A
+# one-rank group here (`tests/rmsnorm/test_sharding.py` runs two ranks):
 
 # %%
 import tempfile
