@@ -234,9 +234,10 @@ print("mismatch vs reference:", compare(y, reference_rms_norm(x, [64], w), x.dty
 # <details><summary>Answer guide</summary>
 #
 # The semantic claim: the interpreter runs the same kernels, so parity with the float64 reference and with
-# `F.rms_norm` is checked for real (GPU-only hazards such as races still need compute-sanitizer on a GPU). The
-# mechanism can be argued from bytes moved and from the code compiled for a GPU target (lesson 02), but its GB/s and
-# the performance claim need a GPU measurement.
+# `F.rms_norm` is checked for real. Hazards only a GPU shows still need a GPU: `compute-sanitizer --tool racecheck`
+# for races in shared memory, a race-free design and the aliasing tests for global memory (lesson 02 lists each
+# hazard with what checks it). The mechanism can be argued from bytes moved and from the code compiled for a GPU
+# target (lesson 02), but its GB/s and the performance claim need a GPU measurement.
 # </details>
 
 # %% [markdown]

@@ -288,7 +288,8 @@ print("vmap equals F.rms_norm's:", torch.equal(torch.func.vmap(ours)(xb), torch.
 # | gradients, including higher order | promise 6 |
 # | `torch.compile(fullgraph=True)` | promise 7; `opcheck` (lesson 04) |
 # | forward-mode AD, `torch.func` transforms | promise 8; `tests/rmsnorm/test_contract_modes.py` |
-# | nested, sparse, DTensor inputs; channels-last strides | `tests/rmsnorm/test_contract_modes.py`; lesson 03 |
+# | nested, sparse inputs; channels-last strides | `tests/rmsnorm/test_contract_modes.py`; lesson 03 |
+# | DTensor inputs | `tests/rmsnorm/test_sharding.py`; lesson 09 |
 #
 # ## Recap
 #
@@ -342,9 +343,10 @@ print("vmap equals F.rms_norm's:", torch.equal(torch.func.vmap(ours)(xb), torch.
 # %% [markdown]
 # <details><summary>Answer guide</summary>
 #
-# Under CUDA autocast (in the pinned torch, as the live check shows) `rms_norm` runs in fp32, so its output dtype
-# differs from the input's. A custom op is opaque to autocast, so without a registered policy it would keep the input
-# dtype and break parity with `F.rms_norm`; with the same policy registered the kernel sees already-cast inputs.
+# Under CUDA autocast `rms_norm` runs in fp32 in the pinned torch, so its output dtype differs from the input's. The
+# live check shows that CUDA's autocast has an `rms_norm` kernel; on a GPU its last lines print the fp32 outputs. A
+# custom op is opaque to autocast, so without a registered policy it would keep the input dtype and break parity with
+# `F.rms_norm`; with the same policy registered the kernel sees already-cast inputs.
 # </details>
 
 # %% [markdown]

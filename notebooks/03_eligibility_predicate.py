@@ -178,8 +178,10 @@ with FakeTensorMode():
 # ## Modes and tensor kinds: what `F.rms_norm` serves with its own rules
 #
 # Forward-mode AD (dual tensors), `torch.func` transforms (vmap, grad, vjp, jvp, jacrev, jacfwd, hessian), tensor
-# kinds other than plain strided tensors (nested, sparse, DTensor) and channels-last inputs all take the fallback:
+# kinds other than plain strided tensors (nested, sparse) and channels-last inputs all take the fallback:
 # `F.rms_norm` already has exact tangents, batching rules, kernels for those kinds and keeps channels-last strides.
+# A DTensor is different: the op's sharding rule runs the op on each rank's local shard, and the route is decided on
+# that shard (lesson 09).
 # One example of each (under `vmap`, `explain` runs inside the transform, on the per-sample view):
 
 # %%

@@ -128,8 +128,10 @@ reading.host_plot(host_t, machine=here["device_name"] or here["cpu_model"],
 
 # %% [markdown]
 # The same run timed the kit's vLLM provider (`fastpath_lib/vllm_plugin.py` registers it). vLLM calls `dispatch` on
-# every call of an IR op, and with the kit's provider first in the priority list each call runs the provider's
-# `supports_args` before vLLM picks an implementation. The rows come from a child process (importing vLLM patches
+# every eager call of an IR op, and with the kit's provider first in the priority list each such call runs the
+# provider's `supports_args` before vLLM picks an implementation. A model vLLM compiles with Inductor pays it once
+# per graph node instead: vLLM's IR lowering pass calls `dispatch` on the node's fake arguments while compiling, and
+# the compiled graph runs the chosen implementation. The rows come from a child process (importing vLLM patches
 # Inductor), on a decode token the check rejects and the smallest batch it accepts: the check alone, `dispatch` with
 # the kit's provider first, and `dispatch` with native only (`added_us` is the difference). Only the choice is timed,
 # no kernel runs: CPU host time, not a GPU measurement. Where vLLM's wheel is missing, each row says why instead.
@@ -201,7 +203,8 @@ else:
 #
 # To see what a run records, run part of the matrix here. Without a GPU this uses `--quick` shapes (much smaller
 # than declared: the interpreter is slow) on 10 of the 17 cases, so every timing below is **not a GPU measurement**,
-# every observed outcome reads *unmeasured*, and the shape actually run is shown beside the declared one. (The
+# every Triton-route case's observed outcome reads *unmeasured* (a fallback case's reads *fallback*), and the shape
+# actually run is shown beside the declared one. (The
 # `torch.compile` provider is left out here: it compiles every case first, which is slow on a CPU. What the GPU
 # evidence run times it on is in [docs/benchmarks.md](../docs/benchmarks.md#gpu-evidence).)
 

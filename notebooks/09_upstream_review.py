@@ -73,8 +73,8 @@ ROWS = 2 * limits_for(DEVICE).min_rows  # eligible on every device
 #   DTensor does that from the rule, at a communication cost the rule makes visible.
 #
 # The kit's rule is `fastpath_lib/rmsnorm/sharding.py` (`register_sharding` on both ops and their backwards).
-# Registering it is process-wide, so importing the kit does not: the first DTensor call does. A one-rank group here
-# (`tests/rmsnorm/test_sharding.py` runs two ranks):
+# Registering it is process-wide, so importing the kit does not: the first DTensor call (or `explain`) does. A
+# one-rank group here (`tests/rmsnorm/test_sharding.py` runs two ranks):
 
 # %%
 import tempfile
@@ -106,7 +106,9 @@ print(fastpath_lib.explain(dx, [64], dw))
 
 # %% [markdown]
 # A hidden-dim shard. In torch 2.13 `F.rms_norm` raises on it (its decomposition adds `eps` in place to a
-# partial mean); through the rule DTensor gathers the rows first, and the result is the reference's:
+# partial mean); through the rule DTensor gathers the rows first, and the result is the reference's. The route is
+# decided on the gathered shard each rank's call receives, and `explain()` finds that shard with DTensor's own
+# sharding propagation, without communication:
 
 # %%
 hidden, rw = distribute_tensor(x, mesh, [Shard(1)]), distribute_tensor(w, mesh, [Replicate()])
@@ -115,9 +117,10 @@ try:
     print("F.rms_norm on a hidden-dim shard: runs")
 except RuntimeError as e:
     print("F.rms_norm on a hidden-dim shard raises:", str(e).splitlines()[0][:110])
-got = fastpath_lib.rms_norm(hidden, [64], rw)
+with fastpath_lib.record_routes() as routes:
+    got = fastpath_lib.rms_norm(hidden, [64], rw)
 print("the kit's op:", got.placements, "| matches F.rms_norm on the full tensor:",
-      torch.allclose(got.full_tensor(), F.rms_norm(x, [64], w), atol=1e-5))
+      torch.allclose(got.full_tensor(), F.rms_norm(x, [64], w), atol=1e-5), "| routes", dict(routes))
 print(fastpath_lib.explain(hidden, [64], rw))
 
 # %% [markdown]

@@ -4,16 +4,20 @@
     python tools/time_lessons.py notebooks/04_boundary_tests.ipynb   # these (the others keep their record)
 
 Each lesson runs top to bottom in a fresh ``python3`` kernel, as ``./kit lessons`` runs it (the interpreter opted in
-without CUDA), with empty Triton, Inductor and mypy caches (a learner's first run), and nothing is saved into the
-notebook. The record keeps, per lesson: the wall seconds, the kernel's CPU seconds (user + system, its children
-included: on a busy machine the wall time grows and the CPU time much less), the slowest cells, the words a reader
-reads (markdown, code, printed output) and the machine's one-minute load when the run started. Run it on a quiet
-machine, one lesson at a time; ``tests/course/test_course.py`` checks each lesson's stated time against the record.
+without CUDA), with empty Triton, Inductor and mypy caches and an empty temporary directory (``TMPDIR``: what a
+lesson keeps under ``tempfile.gettempdir()``, lesson 09's vLLM tree and mypy cache, starts empty), as a learner's
+first run, and nothing is saved into the notebook. The record keeps, per lesson: the digest of the code it ran
+(:func:`code_digest`), the wall seconds, the kernel's CPU seconds (user + system, its children included: on a busy
+machine the wall time grows and the CPU time much less), the slowest cells, the words a reader reads (markdown,
+code, printed output) and the machine's one-minute load when the run started. Run it on a quiet machine, one lesson
+at a time; ``tests/course/test_course.py`` checks each lesson's stated time against the record, and that each
+lesson's code is still the code its run ran (a lesson whose code changed is run again).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import resource
@@ -40,6 +44,20 @@ def words(nb) -> dict[str, int]:
     return out
 
 
+def code_digest(nb) -> str:
+    """What a cold run of ``nb`` depends on in the notebook: its code cells' sources, in order (SHA-256, hex).
+
+    Markdown and saved outputs are left out: they change the reading time, which is computed from the notebook as it
+    is, not the run.
+    """
+    h = hashlib.sha256()
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            h.update(cell.source.encode())
+            h.update(b"\0")
+    return h.hexdigest()
+
+
 def _children_cpu() -> float:
     r = resource.getrusage(resource.RUSAGE_CHILDREN)
     return r.ru_utime + r.ru_stime
@@ -57,8 +75,9 @@ def time_lesson(path: Path) -> dict:
     with tempfile.TemporaryDirectory(prefix="lesson-times-") as tmp:
         env = kernel_env()
         for var, sub in (("TRITON_CACHE_DIR", "triton"), ("TORCHINDUCTOR_CACHE_DIR", "inductor"),
-                         ("MYPY_CACHE_DIR", "mypy")):
+                         ("MYPY_CACHE_DIR", "mypy"), ("TMPDIR", "tmp")):
             env[var] = str(Path(tmp) / sub)
+        (Path(tmp) / "tmp").mkdir()  # what a lesson keeps under tempfile.gettempdir() starts empty
         load = os.getloadavg()[0]
         cpu0, t0 = _children_cpu(), time.perf_counter()
         client = NotebookClient(nb, timeout=900, kernel_name="python3", record_timing=True,
@@ -73,7 +92,8 @@ def time_lesson(path: Path) -> dict:
             start, end = (datetime.fromisoformat(ex[k].replace("Z", "+00:00"))
                           for k in ("iopub.execute_input", "shell.execute_reply"))
             cells.append((i, round((end - start).total_seconds(), 1)))
-    return {"wall_s": round(wall, 1), "cpu_s": round(cpu, 1), "load_1min": round(load, 2),
+    return {"code_digest": code_digest(saved), "wall_s": round(wall, 1), "cpu_s": round(cpu, 1),
+            "load_1min": round(load, 2),
             "slowest_cells": sorted(cells, key=lambda c: -c[1])[:3], "words": words(saved),
             "measured": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
 

@@ -24,7 +24,6 @@ called on DTensors placed otherwise raises, naming the placements: DTensor would
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import numbers
 
@@ -61,11 +60,10 @@ def explain(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor | None
     True
     """
     if type(x) not in PLAIN_TYPES and sharding.takes_fused(x, residual, weight, eps, _state.forced, inplace):
-        local = sharding.local_shards(x, weight, residual)  # a DTensor: this rank's shards, where the rule keeps them
-        if local is None:
-            call = make_call(x, residual, weight, eps, inplace=inplace, forced=_state.forced)
-            return PREDICATE.evaluate(dataclasses.replace(call, kind=sharding.redistributed_kind(x, weight)))
-        x, weight, residual = local
+        op = torch.ops.fastpath.fused_add_rms_norm_ if inplace else torch.ops.fastpath.fused_add_rms_norm
+        # a DTensor: what this rank's call of the op receives (its shards, redistributed where the rule says)
+        x, residual, weight, _ = sharding.local_args(op.default, (x, residual, weight,
+                                                                  None if eps is None else float(eps)))
     return PREDICATE.evaluate(make_call(x, residual, weight, eps, inplace=inplace, forced=_state.forced))
 
 

@@ -77,7 +77,9 @@ def explain(input: torch.Tensor, normalized_shape, weight: torch.Tensor | None =
         and ``reasons`` (one per failed condition, with the actual and the required value).
 
     Note:
-        Safe on fake and meta tensors: conditions that need a data pointer report "unknown until run time".
+        Safe on fake and meta tensors: conditions that need a data pointer report "unknown until run time". On a
+        DTensor, the predicate runs on what this rank's call of the op receives
+        (:func:`~fastpath_lib.rmsnorm.sharding.local_args`).
 
     >>> import torch
     >>> explain(torch.randn(16, 64).t(), [16]).route

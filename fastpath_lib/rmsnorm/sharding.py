@@ -17,7 +17,8 @@ on the normalized dim (``Shard(-1)``, where ``F.rms_norm`` raises in torch 2.13 
 weight is gathered. The output then has the rule's placement, not the input's: a DTensor's value is the global
 tensor, its placement a layout. The local calls are ordinary calls of the op, so each rank decides its own route
 with the predicate on its local shard (rows, alignment, device), falls back inside the op where it fails, and
-records it with :func:`fastpath_lib.record_routes`.
+records it with :func:`fastpath_lib.record_routes`; :func:`explain` finds that shard with DTensor's own sharding
+propagation, without communication, so ``fastpath_lib.explain`` on a DTensor says the route this rank's call takes.
 
 The fused residual-add + RMSNorm (:mod:`fastpath_lib.fused.op`) gets the same rule with ``x`` and ``residual``
 placed alike (:func:`fused_forward_rule`, :func:`fused_backward_rule`); its in-place form
@@ -25,27 +26,26 @@ placed alike (:func:`fused_forward_rule`, :func:`fused_backward_rule`); its in-p
 a redistributed copy back into its arguments: elsewhere it takes the composite, as before.
 
 Registering a rule is process-wide (DTensor keeps one table of rules), so importing the kit does not do it:
-:func:`register` runs on the first DTensor call of either op (or explicitly, before calling ``torch.ops.fastpath``
-ops on DTensors yourself), and registers all five ops. Only the kit's own ops get a rule.
+:func:`register` runs on the first DTensor call or ``explain`` of either op (or explicitly, before calling
+``torch.ops.fastpath`` ops on DTensors yourself), and registers all five ops. Only the kit's own ops get a rule.
 
 Note:
-    This module imports ``torch.distributed.tensor`` only inside :func:`register`; a process that never made a
-    DTensor never loads it, and :func:`is_dtensor` answers without importing it.
+    This module imports ``torch.distributed.tensor`` only inside the functions a DTensor call reaches; a process
+    that never made a DTensor never loads it, and :func:`is_dtensor` answers without importing it.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import numbers
 import sys
 
 import torch
 import torch.autograd.forward_ad as _fwad
 
-from fastpath_lib.eligibility import UNKNOWN, Decision
+from fastpath_lib.eligibility import Decision
 from fastpath_lib.rmsnorm.predicate import PREDICATE, make_call
 
-__all__ = ["OPS", "is_dtensor", "takes", "takes_fused", "local_shards", "explain", "redistributed_kind", "register",
+__all__ = ["OPS", "is_dtensor", "takes", "takes_fused", "local_shards", "local_args", "explain", "register",
            "registered", "like", "placed_like", "forward_rule", "backward_rule", "fused_forward_rule",
            "fused_inplace_rule", "fused_backward_rule", "rms_norm"]
 
@@ -134,26 +134,42 @@ def local_shards(input, weight, *more):
     return input.to_local(), (None if weight is None else weight.to_local()), *(m.to_local() for m in more)
 
 
-def explain(input, normalized_shape, weight, eps, forced: bool) -> Decision:
-    """The decision for a DTensor call :func:`takes` accepted: the predicate on this rank's local shards.
+def local_args(op, args) -> tuple:
+    """``args`` as each call of ``op`` on this rank receives them, found without communication.
 
-    Where the rule redistributes first, the local tensors are not known before the op runs: ``tensor_kind`` says so
-    as "unknown until run time", and the op decides on each rank when it runs.
+    DTensor's sharding propagation (the one that runs the call, with the rules registered) picks each DTensor
+    argument's placements. An argument it keeps is its local tensor; one it redistributes reaches the op as the
+    redistribution's result, a new contiguous tensor of the local shape the new placements give this rank: here a new
+    tensor of that shape, dtype and device stands for it (allocated, as the redistribution allocates it). Other
+    arguments are returned as they are.
     """
-    local = local_shards(input, weight)
-    if local is not None:
-        return PREDICATE.evaluate(make_call(local[0], normalized_shape, local[1], eps, forced=forced))
-    return PREDICATE.evaluate(dataclasses.replace(make_call(input, normalized_shape, weight, eps, forced=forced),
-                                                  kind=redistributed_kind(input, weight)))
+    register()
+    from torch.distributed.tensor import DTensor
+    from torch.distributed.tensor._utils import compute_local_shape_and_global_offset
+
+    dispatcher = DTensor._op_dispatcher
+    info = dispatcher.unwrap_to_op_info(op, tuple(args), {})
+    dispatcher.sharding_propagator.propagate(info)
+    sharding_out = info.output_sharding
+    target = info.flat_args_schema
+    if sharding_out.needs_redistribute and sharding_out.redistribute_schema is not None:
+        target = sharding_out.redistribute_schema.args_schema
+    local = []
+    for arg, spec, local_arg, to in zip(args, info.flat_args_schema, info.local_args, target):
+        if not is_dtensor(arg) or spec == to:
+            local.append(local_arg if is_dtensor(arg) else arg)
+            continue
+        shape, _ = compute_local_shape_and_global_offset(to.shape, to.mesh, to.placements)
+        local.append(torch.empty(shape, dtype=local_arg.dtype, device=local_arg.device))
+    return tuple(local)
 
 
-def redistributed_kind(input, weight) -> str:
-    """The ``tensor_kind`` of a DTensor call whose placements the rule changes: unknown until the op runs."""
-    placed = ", ".join(repr(p) for p in input.placements)
-    if weight is not None:
-        placed += f" (weight {', '.join(repr(p) for p in weight.placements)})"
-    return f"{UNKNOWN}DTensor placed {placed}, which the sharding rule redistributes before each rank's local " \
-           f"tensor is checked"
+def explain(input, normalized_shape, weight, eps, forced: bool) -> Decision:
+    """The decision for a DTensor call :func:`takes` accepted: the predicate on what this rank's call of the op
+    receives (:func:`local_args`), its local shards or, where the rule redistributes, the redistributed ones."""
+    x, _, w, _ = local_args(torch.ops.fastpath.rms_norm.default, (input, list(normalized_shape), weight,
+                                                                  None if eps is None else float(eps)))
+    return PREDICATE.evaluate(make_call(x, normalized_shape, w, eps, forced=forced))
 
 
 def _leading_dims(input_spec, normalized_shape) -> range:

@@ -231,6 +231,27 @@ def test_each_lessons_stated_time_is_its_recorded_run_plus_reading(path):
         f"{path.name} says about {stated} minutes; its cold run and reading come to {expected:.0f}")
 
 
+def _time_lessons():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("time_lessons", ROOT / "tools" / "time_lessons.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.name)
+def test_each_lessons_recorded_cold_run_ran_its_code_as_it_is(path):
+    """A lesson's recorded run is of its code as it is: the record keeps the digest of the code cells it ran, and a
+    lesson whose code changed since (a cell added, removed or edited) must be run again."""
+    import json
+
+    record = json.loads(TIMES.read_text())["lessons"].get(path.stem, {})
+    digest = _time_lessons().code_digest(nbformat.read(path, as_version=4))
+    assert record.get("code_digest") == digest, (
+        f"{path.name}'s code is not the code its cold run in {TIMES.name} ran: run tools/time_lessons.py {path.name}")
+
+
 def test_the_learners_page_gives_the_recorded_cold_runs():
     import json
 

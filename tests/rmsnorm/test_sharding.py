@@ -152,6 +152,26 @@ def _entries_into_sharding(x, r, w, mesh, out):
     out["entries_into_sharding"] = sorted(callers)
 
 
+def _routes_agree(x, w, mesh, out):
+    """What :func:`fastpath_lib.explain` says and the route the call takes, on placements the rule redistributes
+    (the input's hidden dim, a partial input) and keeps, at 16 rows and at 15 (a partial input's reduce-scatter
+    leaves rank 1 seven rows, under the interpreter's threshold of 8)."""
+    from torch.distributed.tensor import DTensor, Partial, Replicate, Shard, distribute_tensor
+
+    import fastpath_lib
+
+    for rows in (ROWS, ROWS - 1):
+        for name, p in (("S0", Shard(0)), ("S1", Shard(1)), ("P", Partial())):
+            xs = x[:rows]
+            dx = (DTensor.from_local(xs.clone() / WORLD, mesh, [p], run_check=False) if name == "P"
+                  else distribute_tensor(xs, mesh, [p]))
+            dw = distribute_tensor(w, mesh, [Replicate()])
+            said = fastpath_lib.explain(dx, [COLS], dw)
+            with fastpath_lib.record_routes() as fwd:
+                fastpath_lib.rms_norm(dx, [COLS], dw)
+            out[f"agree {name} rows={rows}"] = {"explain": said.route, "reasons": said.reasons, "taken": dict(fwd)}
+
+
 def _rank(rank: int, path: str) -> None:
     import fastpath_lib
     from fastpath_lib.rmsnorm import sharding
@@ -172,6 +192,7 @@ def _rank(rank: int, path: str) -> None:
         _fused_case("fused_rows", x, r, w, Shard(0), mesh, out)
         _fused_case("fused_hidden", x, r, w, Shard(1), mesh, out, residual_used=False)
         _inplace_pairs(x, r, w, mesh, out)
+        _routes_agree(x, w, mesh, out)
         _entries_into_sharding(x, r, w, mesh, out)
         # the rule is cached per normalized_shape: Shard(1) of [4, 8, 16] is a row shard for [16], not for [8, 16]
         x3 = torch.randn(4, 8, 16)
@@ -220,8 +241,20 @@ def test_other_placements_are_redistributed_and_match_the_reference(ranks, case)
         c = r[case]
         assert max(c["out_err"], c["dx_err"], c["dw_err"]) < 1e-5, c
         assert c["forward_comms"] > 0 and c["forward_routes"] == {"triton": 1}, c
-        assert c["decision"]["route"] == "fallback", c["decision"]
-        assert c["decision"]["reasons"][0].startswith("tensor_kind: unknown until run time: DTensor placed"), c
+        assert c["decision"]["route"] == "triton", c["decision"]
+
+
+def test_explain_on_a_dtensor_says_the_route_each_ranks_call_takes(ranks):
+    """Kept or redistributed, ``explain`` decides on what the rank's call of the op receives; where a partial input's
+    reduce-scatter leaves rank 1 under the row threshold, the two ranks take (and are told) different routes."""
+    for r in ranks:
+        cases = {k: v for k, v in r.items() if k.startswith("agree ")}
+        assert len(cases) == 6, sorted(cases)
+        for name, c in cases.items():
+            assert c["taken"] == {c["explain"]: 1}, (name, c)
+    assert ranks[0]["agree P rows=15"]["explain"] == "triton", ranks[0]["agree P rows=15"]
+    assert ranks[1]["agree P rows=15"]["explain"] == "fallback", ranks[1]["agree P rows=15"]
+    assert any(reason.startswith("min_rows: ") for reason in ranks[1]["agree P rows=15"]["reasons"]), ranks[1]
 
 
 def test_hidden_dim_shard_where_f_rms_norm_raises_in_torch_2_13_and_2_14(ranks):
@@ -251,7 +284,7 @@ def test_fused_row_shard_runs_both_forms_on_the_local_shards(ranks):
 def test_fused_hidden_dim_shard_is_redistributed_and_in_place_takes_the_composite(ranks):
     for r in ranks:
         c = r["fused_hidden"]
-        assert c["forward_comms"] > 0 and c["forward_routes"] == {"triton": 1}, c
+        assert c["forward_comms"] > 0 and c["forward_routes"] == {"triton": 1} and c["route"] == "triton", c
         assert c["inplace_routes"] == {"fallback": 1} and c["inplace_placement"] == "(Shard(dim=1),)", c
         assert max(c["err"], c["inplace_err"]) < 1e-5, c
 
