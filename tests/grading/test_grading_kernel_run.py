@@ -862,3 +862,83 @@ def test_the_replay_runs_only_what_the_compile_step_compiled():
     assert forelse.out is None and forelse.error, forelse
     assert outcome.compile_problem and "Triton's GPU compiler never compiled (line 7 of copy_else" in \
         outcome.compile_problem, outcome.compile_problem
+
+
+#: issue 41, attack 9 (C1): code below statement level that Triton's GPU frontend never evaluates: a comprehension's
+#: ``if`` (its visit_ListComp never visits ``ifs``) and a ``tl.static_assert`` message (visited only when the
+#: assertion fails). Each kernel copies the row on a GPU; each hidden part writes the row plus 7. The honest kernel
+#: holds what honest kernels write there: messages (a constant, an f-string of constexprs), a comprehension over a
+#: constexpr tuple, conditional expressions and ``and``/``or`` a constexpr decides, loops, a jit helper.
+BELOW_STATEMENTS = '''
+import torch
+import triton
+import triton.language as tl
+
+@triton.jit
+def scale(v, K: tl.constexpr):
+    return v * K
+
+@triton.jit
+def honest(X, Y, n, B: tl.constexpr, K: tl.constexpr):
+    """Triples a row."""
+    tl.static_assert(B >= 8, "B holds a row")
+    tl.static_assert(B % 4 == 0, f"B={B} is a multiple of {4:d}")
+    c = tl.arange(0, B)
+    x = tl.load(X + c, mask=c < n, other=0.0)
+    parts = [x * s for s in (1.0, 2.0)]
+    x = parts[0] + parts[1] if K > 1 else parts[0]
+    y = x if K > 1 and B > 4 else x * 0.0
+    y = y if (K < 1 or B > 4) else y * 0.0
+    for i in tl.static_range(2):
+        y = y + 0.0
+    for i in range(0, n // n):
+        y = scale(y, 1)
+    tl.store(Y + c, -(-y), mask=c < n)
+
+@triton.jit
+def by_if(X, Y, n, B: tl.constexpr):
+    c = tl.arange(0, B)
+    x = tl.load(X + c, mask=c < n, other=0.0)
+    tl.store(Y + c, x, mask=c < n)
+    seen = [x for s in (1,) if tl.store(Y + c, x + 7.0, mask=c < n) is None]
+
+@triton.jit
+def by_message(X, Y, n, B: tl.constexpr):
+    c = tl.arange(0, B)
+    x = tl.load(X + c, mask=c < n, other=0.0)
+    tl.store(Y + c, x, mask=c < n)
+    tl.static_assert(B > 0, tl.store(Y + c, x + 7.0, mask=c < n))
+
+def triple(x):
+    y = torch.empty_like(x)
+    honest[(1,)](x, y, x.numel(), B=8, K=2)
+    return y
+
+def copy_if(x):
+    y = torch.empty_like(x)
+    by_if[(1,)](x, y, x.numel(), B=8)
+    return y
+
+def copy_message(x):
+    y = torch.empty_like(x)
+    by_message[(1,)](x, y, x.numel(), B=8)
+    return y
+'''
+
+
+def test_the_replay_runs_only_what_the_frontend_compiled_below_statement_level():
+    """Issue 41 (attack 9, C1): the replay gates expressions, not statements only: a comprehension's ``if`` the GPU
+    frontend never visited fails the launch with its line; a ``tl.static_assert`` message, never evaluated by the
+    frontend, is its text in the replay (the row is copied, as on a GPU); an honest kernel's messages,
+    comprehensions and constexpr-decided expressions run as compiled. All three pass the source rules. One child."""
+    for name in ("honest", "by_if", "by_message"):
+        assert kernel_source.kernel_problem(BELOW_STATEMENTS, name) is None, name
+    x = torch.arange(8, dtype=torch.float32)
+    outcome = kernel_run.run(BELOW_STATEMENTS, "triple", [(None, [x], {}), (None, [x], {}, "copy_message"),
+                                                          (None, [x], {}, "copy_if")])
+    honest, message, comprehension = outcome.calls
+    assert honest.error is None and torch.equal(honest.out, 3 * x), honest
+    assert message.error is None and torch.equal(message.out, x), message
+    assert comprehension.out is None and comprehension.error, comprehension
+    assert outcome.compile_problem and "Triton's GPU compiler never compiled (line 5 of by_if" in \
+        outcome.compile_problem, outcome.compile_problem
