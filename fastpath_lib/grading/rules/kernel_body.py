@@ -7,23 +7,44 @@ from __future__ import annotations
 import ast
 
 from fastpath_lib.grading.engine.sources import dotted
-from fastpath_lib.grading.rules.language_names import outside_language
+from fastpath_lib.grading.rules.language_names import compiled_kinds, outside_language, published_attributes
 
 __all__ = ["body_problem"]
 
 #: Builtins a kernel body may call (Triton's frontend accepts these).
 _KERNEL_BUILTINS = frozenset({"range", "min", "max", "int", "float", "bool", "len", "print", "isinstance"})
-#: Attributes that reach the compiler's IR or the interpreter's NumPy arrays behind a Triton value (a name under
-#: ``triton.language`` is read by
-#: :func:`~fastpath_lib.grading.rules.language_names.outside_language` instead).
-_KERNEL_INTERNALS = frozenset({"handle", "core", "ir", "semantic", "builder"})
+
+def _language(path: str) -> bool:
+    """Whether ``path`` (a dotted name, resolved) names Triton's language itself: ``triton.language`` or a public
+    name under it (:func:`~fastpath_lib.grading.rules.language_names.outside_language` reads those)."""
+    return path == "triton.language" or path.startswith("triton.language.") and not path.startswith(
+        "triton.language._")
+
+
+def _unpublished(src, n: ast.Attribute, local: set) -> ast.Attribute | None:
+    """The first attribute of the chain ``n`` ends (``a.b.c``: ``.b`` before ``.c``) read past a value and published
+    by no value of Triton's language (:func:`~fastpath_lib.grading.rules.language_names.published_attributes`), else
+    ``None``. A chain from an imported name is a dotted name, read by the other rules (Triton's language by
+    :func:`~fastpath_lib.grading.rules.language_names.outside_language`, any other module refused)."""
+    chain = []
+    while isinstance(n, ast.Attribute):
+        chain.append(n)
+        n = n.value
+    if isinstance(n, ast.Name) and n.id in src.imports and n.id not in local:
+        return None
+    return next((a for a in reversed(chain) if not _language(src.resolve(dotted(a)))
+                 and a.attr not in published_attributes()), None)
 
 
 def body_problem(src, fn: ast.FunctionDef) -> str | None:
     """Why the body of ``fn``, a ``@triton.jit`` function of the learner's source ``src`` (the source as
     :mod:`~fastpath_lib.grading.rules.kernel_source` reads it: its imports, trees and kernels), is not a kernel body:
     it reads something else than its parameters, its own variables, the source's ``tl.constexpr`` constants and other
-    kernels, Triton's language and the builtins the frontend provides, or defines or imports something."""
+    kernels, Triton's language and the builtins the frontend provides; past a value (a parameter, a variable, what a
+    call returns) an attribute no value of Triton's language publishes
+    (:func:`~fastpath_lib.grading.rules.language_names.published_attributes`); syntax Triton's frontend does not
+    compile (:func:`~fastpath_lib.grading.rules.language_names.compiled_kinds`: a generator expression, a lambda);
+    or it defines or imports something."""
     a = fn.args
     local = {x.arg for x in a.posonlyargs + a.args + a.kwonlyargs + [a.vararg, a.kwarg] if x is not None}
     local |= {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
@@ -38,7 +59,7 @@ def body_problem(src, fn: ast.FunctionDef) -> str | None:
         for n in ast.walk(stmt):
             path = src.resolve(dotted(n)) if isinstance(n, (ast.Name, ast.Attribute)) and id(n) not in inner \
                 and not (isinstance(n, ast.Name) and n.id in local) else ""
-            if path.startswith("triton.language.") and not path.startswith("triton.language._"):
+            if _language(path):
                 outside = outside_language(path)
                 if outside:
                     return (f"your kernel {fn.name} reads {ast.unparse(n)}, and {outside} is not Triton's "
@@ -47,12 +68,16 @@ def body_problem(src, fn: ast.FunctionDef) -> str | None:
             if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda, ast.Import,
                               ast.ImportFrom, ast.Global, ast.Nonlocal)):
                 return f"your kernel {fn.name} defines or imports something inside it: a kernel body only computes"
-            if isinstance(n, ast.Attribute) and n.attr.startswith("_"):
-                return f"your kernel {fn.name} reads the private attribute {n.attr}"
-            if isinstance(n, ast.Attribute) and n.attr in _KERNEL_INTERNALS and \
-                    not src.resolve(dotted(n)).startswith("triton.language."):
-                return (f"your kernel {fn.name} reads {n.attr}, the compiler's or the interpreter's own object "
-                        f"behind a value: a kernel body computes with triton.language")
+            if isinstance(n, (ast.stmt, ast.expr)) and type(n).__name__ not in compiled_kinds():
+                code = ast.unparse(n).splitlines()[0][:60]
+                return (f"your kernel {fn.name} holds {code} (an ast.{type(n).__name__}, line "
+                        f"{n.lineno - fn.lineno + 1} of {fn.name}, its def the first), which Triton's compiler does "
+                        f"not compile: a kernel body is code Triton compiles for a GPU")
+            unpublished = _unpublished(src, n, local) if isinstance(n, ast.Attribute) else None
+            if unpublished is not None:
+                return (f"your kernel {fn.name} reads {unpublished.attr} of {ast.unparse(unpublished.value)[:80]}, "
+                        f"which no value of Triton's language publishes: past a value, a kernel body reads what "
+                        f"tensors, dtypes and constexprs publish (x.dtype, x.shape, x.to(...), X.dtype.element_ty)")
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id not in local:
                 target = src.resolve(n.id)
                 ok = n.id in src.kernels or n.id in constexpr or target.startswith("triton.language") or (

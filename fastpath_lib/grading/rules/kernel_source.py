@@ -10,7 +10,8 @@ file before it ran) with :mod:`ast`; each returns a sentence saying what is wron
   own locals, Triton's language under ``triton.language``
   (:func:`~fastpath_lib.grading.rules.language_names.outside_language`: ``tl.load``, ``tl.math.rsqrt``; not a module
   reached under another name, ``tl.random.tl``), the source's other kernels and a few builtins (no other module, no
-  helper function, no dunder attribute, nothing defined inside it), and the kernel stores something. The grader's
+  helper function, nothing defined inside it), past a value only what Triton's language values publish, in syntax
+  Triton compiles (:mod:`~fastpath_lib.grading.rules.kernel_body`), and the kernel stores something. The grader's
   compile step reads the calls again, on what they resolve to
   (:func:`fastpath_lib.grading.engine.compile_check.callee_problem`).
 * :func:`launcher_problem`: a host function (and the source's functions it calls) launches one of the source's
