@@ -209,8 +209,8 @@ def test_kernel_rules_accept_what_triton_language_publishes():
                          "    tl.store(X + c, v.to(X.dtype.element_ty), mask=c < n)")
     assert kernel_problem(src, "k") is None
     # what its values publish, past a name or an expression: a tensor's, a dtype's, a pointer type's, a constexpr's
-    values = src.replace("    tl.store(X + c,", "    m = v.shape[0] + v.numel + X.dtype.element_ty.primitive_bitwidth + "
-                         "(v * 2).dtype.is_fp32() + tl.load(X).to(tl.float16).T.dtype.itemsize\n"
+    values = src.replace("    tl.store(X + c,", "    m = v.shape[0] + v.numel + X.dtype.element_ty.primitive_bitwidth"
+                         " + (v * 2).dtype.is_fp32() + tl.load(X).to(tl.float16).T.dtype.itemsize\n"
                          "    tl.store(X + c,")
     assert "v.numel" in values and kernel_problem(values, "k") is None
 
