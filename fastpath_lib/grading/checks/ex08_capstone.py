@@ -213,6 +213,8 @@ def _remote_launches(launch, forbidden, cases) -> list[tuple]:
         kernel_run.copy_back([built.x], ran.args)
         y = ran.out.to(built.x.device) if isinstance(ran.out, torch.Tensor) else ran.out
         error = f"raised {ran.error[0]}: {ran.error[1]}" if ran.error else None
+        if ran.races:  # the values a racing kernel gives on a GPU are not the interpreter's
+            raise Fail(ran.races[0])
         out.append((y, ran.launches, error or (ran.oob[0] if ran.oob else None)))
     return out
 
@@ -227,7 +229,11 @@ def _grade_kernel(op_name: str, launch) -> list[Result]:
         answers = []
         for built in cases:
             launched: list = []
-            y, raised = _run_case(launch, (built.x,), forbidden, launches=launched)
+            raced: list = []
+            with kernel_run.races(raced):
+                y, raised = _run_case(launch, (built.x,), forbidden, launches=launched)
+            if raced:
+                raise Fail(raced[0])
             answers.append((y, _own_kernels(launched), raised))
     rows, bad = [], 0
     for (label, built), (y, launched, problem) in zip(labelled, answers):
@@ -357,6 +363,8 @@ def _launcher_values(op, xs: list) -> list[list[tuple]]:
         row = []
         for name in names:
             c = next(ran)
+            if c.races:
+                raise Fail(f"your op's Triton route calls {name}: {c.races[0]}")
             problem = f"raised {c.error[0]}: {c.error[1]}" if c.error else (c.oob[0] if c.oob else None)
             if problem is None and not c.launches:
                 problem = "launched no Triton kernel"
