@@ -163,6 +163,28 @@ def test_torch_compute_in_the_backward_launcher_is_not_a_kernel():
     assert not here.passed and "computes with torch outside your kernel" in here.feedback, here.feedback
 
 
+#: issue 41, attack 9 (C6): every program adds its dw share into one fp32 row with a plain load and store: the exact
+#: sum in Triton's interpreter, which runs the programs one after another; lost updates on a GPU
+RACY = BACKWARD.replace("        tl.store(DW + row * n_cols + cols, dy * n, mask=mask)",
+                        "        tl.store(DW + cols, tl.load(DW + cols, mask=mask) + dy * n, mask=mask)").replace(
+    "partial = torch.empty((n_rows, n_cols)", "partial = torch.zeros((n_cols,)").replace("partial.sum(0)", "partial")
+
+
+def test_a_backward_whose_programs_race_on_dw_is_refused_in_the_grader_and_the_notebook():
+    """Issue 41 (attack 9, C6): the racing backward gives right values under the interpreter and passes the source
+    rules; the grader's replay (and the in-notebook check, where the interpreter runs it) names the race and both
+    fixes. The honest backward (per-program partial rows) passes in the test above. One child."""
+    assert RACY != BACKWARD and kernel_source.launcher_problem(RACY, "my_backward") is None
+    with sources.using([RACY]):
+        (graded,) = ex02_kernel.check_backward_with_saved_rstd(_proxy("my_backward"), show=False)
+    ns: dict = {}
+    exec(compile(RACY, "<backward>", "exec"), ns)  # noqa: S102 - the test's own launcher, in the check cell
+    (here,) = ex02_kernel.check_backward_with_saved_rstd(ns["my_backward"], show=False)
+    for r in (graded, here) if runtime.interpreter_enabled() else (graded,):
+        assert not r.passed and "data race in bwd" in r.feedback and "element 0 of DW" in r.feedback, r.feedback
+        assert "tl.atomic_add" in r.feedback and "partial" in r.feedback, r.feedback
+
+
 #: module-level code (a default argument's expression) that walks up the stack to whatever frame holds the run's
 #: results and rewrites them: the program's text runs again for the compile step
 TAMPERS = """
