@@ -717,6 +717,48 @@ def test_ex08_kernel_part_gives_no_credit_to_values_read_on_the_host():
     assert "your launcher read a tensor's values" in result.feedback, result.feedback
 
 
+#: issue 41, attack 9 (C6) in exercise 08: one scratch row shared by every program (the row's exponentials stored,
+#: then loaded back): the exact softmax in Triton's interpreter, a race on a GPU
+SHARED_SCRATCH = """
+import torch
+import triton
+import triton.language as tl
+
+@triton.jit
+def softmax_kernel(X_ptr, Y_ptr, S_ptr, X_row_stride, Y_row_stride, n_cols, BLOCK_SIZE: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK_SIZE)
+    mask = cols < n_cols
+    x = tl.load(X_ptr + row * X_row_stride + cols, mask=mask, other=-float("inf")).to(tl.float32)
+    tl.store(S_ptr + cols, tl.exp(x - tl.max(x, axis=0)), mask=mask)
+    e = tl.load(S_ptr + cols, mask=mask, other=0.0)
+    tl.store(Y_ptr + row * Y_row_stride + cols, (e / tl.sum(e, axis=0)).to(Y_ptr.dtype.element_ty), mask=mask)
+
+def launch(x2d):
+    y = torch.empty(x2d.shape, dtype=x2d.dtype, device=x2d.device)
+    scratch = torch.empty((x2d.shape[1],), dtype=torch.float32, device=x2d.device)
+    softmax_kernel[(x2d.shape[0],)](x2d, y, scratch, x2d.stride(0), y.stride(0), x2d.shape[1],
+                                    BLOCK_SIZE=triton.next_power_of_2(x2d.shape[1]))
+    return y
+"""
+
+
+def test_ex08_kernel_part_refuses_a_kernel_whose_programs_share_a_scratch_row():
+    """Issue 41 (attack 9, C6): exercise 08's kernel check refuses a launch in which one program loads bytes another
+    stored (the in-notebook check, where Triton's interpreter runs it; the grader reads the same races from its
+    replay, as exercise 02's backward shows). In process, no child."""
+    from fastpath_lib.grading.checks import ex08_capstone
+
+    if not runtime.interpreter_enabled():
+        return  # watched only where the interpreter runs the kernel
+    assert kernel_source.launcher_problem(SHARED_SCRATCH, "launch") is None
+    ns: dict = {}
+    exec(compile(SHARED_SCRATCH, "<ex08>", "exec"), ns)  # noqa: S102 - the test's own launcher, in the check cell
+    (result,) = ex08_capstone.check_capstone_kernel("softmax", ns["launch"], show=False)
+    assert not result.passed and "data race in softmax_kernel" in result.feedback, result.feedback
+    assert "element 0 of S_ptr" in result.feedback and "tl.atomic_add" in result.feedback, result.feedback
+
+
 def test_a_record_names_only_operators_and_the_replay_defines_only_kernels():
     """What the replay's process runs of a record (written by a process that runs the learner's code): torch
     operator overloads, by name, and nothing else reachable from ``torch.ops``; of the program's text, its imports,
