@@ -40,8 +40,13 @@
 # dtype); its text holds one `def` line, its own. A kernel is defined once, under `@triton.jit` alone (not
 # `@triton.autotune` or `@triton.heuristics`), defines and imports nothing inside it, reads no `_private` attribute and
 # stores its output with `tl.store`. Code the compiler never compiled (the `else:` of a loop that runs zero times, say)
-# fails the part if the interpreter runs it. The check in this notebook runs your kernel directly, without that compile
-# step: `python -m fastpath_lib grade` gives the grader's verdict.
+# fails the part if the interpreter runs it. The part fails too on a comprehension's `if` (the compiler ignores it), a
+# generator expression, an attribute no value of `triton.language` publishes (`x.dtype`, `x.shape` and `x.to` are
+# published, `x.handle` is not) and, in this notebook too where the interpreter runs your kernel, a data race: a byte
+# one program of a launch writes and another program of that launch reads or writes, not both with atomics (accumulate
+# with `tl.atomic_add`, or let each program write a partial row of its own and sum the rows afterwards, as the
+# backward's `DW` partial buffer does). The check in this notebook runs your kernel directly, without that compile step:
+# `python -m fastpath_lib grade` gives the grader's verdict.
 #
 # **Compute it yourself.** No cell may call what already is the answer, and a part whose code calls it fails: any
 # operator of torch's *normalization* family (every operator that returns its input rescaled by a statistic of itself,

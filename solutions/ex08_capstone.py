@@ -49,8 +49,13 @@
 # dtype); its text holds one `def` line, its own. A kernel is defined once, under `@triton.jit` alone (not
 # `@triton.autotune` or `@triton.heuristics`), defines and imports nothing inside it, reads no `_private` attribute and
 # stores its output with `tl.store`. Code the compiler never compiled (the `else:` of a loop that runs zero times, say)
-# fails the part if the interpreter runs it. The check in this notebook runs your kernel directly, without that compile
-# step and without these rules on your kernel and launcher: `python -m fastpath_lib grade` gives the grader's verdict.
+# fails the part if the interpreter runs it. The part fails too on a comprehension's `if` (the compiler ignores it), a
+# generator expression, an attribute no value of `triton.language` publishes (`x.dtype`, `x.shape` and `x.to` are
+# published, `x.handle` is not) and, in this notebook too where the interpreter runs your kernel, a data race: a byte
+# one program of a launch writes and another program of that launch reads or writes, not both with atomics (accumulate
+# with `tl.atomic_add`, or let each program write a partial buffer of its own and reduce the partials afterwards). The
+# check in this notebook runs your kernel directly, without that compile step and without these rules on your kernel and
+# launcher: `python -m fastpath_lib grade` gives the grader's verdict.
 #
 # **What the checks refuse.** The reference, the launcher and the op's Triton route compute the operator themselves:
 # a part fails when they call torch's own operator, for `softmax` and `log_softmax` any operator of torch's *softmax*

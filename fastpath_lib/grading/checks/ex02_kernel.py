@@ -38,17 +38,19 @@ from fastpath_lib.grading.engine import host_ops, kernel_run, remote, sources
 from fastpath_lib.grading.materials import device
 from fastpath_lib.grading.registry import Result
 from fastpath_lib.grading.report.feedback import Fail, case_label, graded, passed, table
-from fastpath_lib.grading.rules import borrowed, kernel_source
+from fastpath_lib.grading.rules import borrowed, kernel_body, kernel_source
 from fastpath_lib.grading.rules.kernel_source import kernel_problem, launcher_problem
 from fastpath_lib.rmsnorm import predicate as rms
 from fastpath_lib.testing import compare, reference_grads
 
 __all__ = ["check_add_rms_norm_kernel", "check_backward_with_saved_rstd", "add_rms_norm_spec", "memory_problem",
-           "overflow_problem", "ABSENT", "MEMORY_RULE"]
+           "overflow_problem", "ABSENT", "MEMORY_RULE", "STATED"]
 
 _FORBIDDEN = borrowed.KIT_KERNELS + borrowed.KIT_OP + borrowed.KIT_REFERENCE + borrowed.TORCH_RMS_NORM
 #: torch's operators the grader's kernel and its runs of the learner's kernel lack while this exercise is graded
 ABSENT = borrowed.absent("ex02", _FORBIDDEN)
+#: the rules beyond forbidden calls this check applies, in the exercise's words
+STATED = (kernel_body.PUBLISHED_RULE, kernel_run.RACE_RULE)
 
 
 def add_rms_norm_spec(x: torch.Tensor, r: torch.Tensor, w: torch.Tensor, eps: float | None = None):

@@ -23,11 +23,11 @@ from fastpath_lib.grading.materials import KNOWN_OPS, device
 from fastpath_lib.grading.registry import Result
 from fastpath_lib.grading.report.feedback import (Fail, call, case_label, describe_error, graded, hold, passed,
                                                   table)
-from fastpath_lib.grading.rules import borrowed, kernel_source
+from fastpath_lib.grading.rules import borrowed, kernel_body, kernel_source
 from fastpath_lib.testing import compare
 
 __all__ = ["check_capstone_reference", "check_capstone_kernel", "check_capstone_predicate", "check_capstone_dispatch",
-           "KNOWN_OPS", "ABSENT"]
+           "KNOWN_OPS", "ABSENT", "STATED"]
 
 
 def _f64(x):
@@ -58,6 +58,8 @@ _FORBIDDEN = {op: _KIT + borrowed.torch_op(*names, why=f"that is torch's own {op
 ABSENT = borrowed.absent("ex08", *_FORBIDDEN.values(), marker=True,
                          why="the reference and the Triton route compute the operator themselves, and the checks "
                              "accept what the absent operator returns on the fallback route only")
+#: the rules beyond forbidden calls the kernel and dispatch parts apply in the grader, in the exercise's words
+STATED = (kernel_body.PUBLISHED_RULE, kernel_run.RACE_RULE)
 _CASES = (CaseSpec(7, 33, weight=None), CaseSpec(5, 100, torch.float16, weight=None),
           CaseSpec(3, 781, torch.bfloat16, weight=None, scale=4.0),
           CaseSpec(6, 48, weight=None, layout="row_slice", pad=5), CaseSpec(1, 1, weight=None))

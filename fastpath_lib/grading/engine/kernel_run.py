@@ -57,7 +57,13 @@ import torch
 
 from fastpath_lib.grading.engine import compile_check, forks, replay
 
-__all__ = ["Outcome", "Call", "run", "sandboxed", "lacking", "launch_traffic", "copy_back", "torch_ops", "races"]
+__all__ = ["Outcome", "Call", "run", "sandboxed", "lacking", "launch_traffic", "copy_back", "torch_ops", "races",
+           "RACE_RULE"]
+
+#: What the checks that run a learner's kernel refuse as a data race (:class:`fastpath_lib.traffic.Race`), in the
+#: exercises' words (each such exercise states it: ``STATED`` of its check module).
+RACE_RULE = ("a byte one program of a launch writes and another program of that launch reads or writes, not both with "
+             "atomics")
 
 #: ``(folder, env) -> (command prefix, env)``: the sandbox the child runs in (:func:`sandboxed`); ``None``: none.
 _SANDBOX: contextvars.ContextVar[Callable[[str, dict], tuple[list[str], dict]] | None] = contextvars.ContextVar(

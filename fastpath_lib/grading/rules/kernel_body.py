@@ -9,7 +9,11 @@ import ast
 from fastpath_lib.grading.engine.sources import dotted
 from fastpath_lib.grading.rules.language_names import compiled_kinds, outside_language, published_attributes
 
-__all__ = ["body_problem"]
+__all__ = ["body_problem", "PUBLISHED_RULE"]
+
+#: The attribute rule (:func:`~fastpath_lib.grading.rules.language_names.published_attributes`) in the exercises'
+#: words (each exercise whose check applies it states it: ``STATED`` of its check module).
+PUBLISHED_RULE = "an attribute no value of `triton.language` publishes"
 
 #: Builtins a kernel body may call (Triton's frontend accepts these).
 _KERNEL_BUILTINS = frozenset({"range", "min", "max", "int", "float", "bool", "len", "print", "isinstance"})
