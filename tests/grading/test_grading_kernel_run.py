@@ -230,6 +230,21 @@ def test_memory_faults_are_named_with_tensor_offsets_and_mask():
     assert "out-of-bounds load" in oob.feedback and "W" in oob.feedback and "mask:" in oob.feedback, oob.feedback
 
 
+def test_a_forward_whose_programs_race_on_the_weight_is_refused_before_its_values():
+    """Issue 41 (attack 9, C6): each program stores the weight back after loading it: the values stay right under
+    the interpreter, but on a GPU one program's store races the others' loads. The race is named first, with both
+    fixes. In process (the notebook's check, where the interpreter runs the kernel; the grader reads the same races
+    from its replay)."""
+    if not runtime.interpreter_enabled():
+        return  # watched only where the interpreter runs the kernel
+    racy = KERNEL.replace("    w = tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)\n",
+                          "    w = tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)\n"
+                          "    tl.store(W + cols, w.to(W.dtype.element_ty), mask=mask)\n")
+    r = _in_process(racy)
+    assert racy != KERNEL and not r.passed and "data race in fwd" in r.feedback, r.feedback
+    assert "element 0 of W" in r.feedback and "tl.atomic_add" in r.feedback, r.feedback
+
+
 def test_a_python_escape_in_a_kernel_body_does_not_compile_for_a_gpu():
     """The static rules refuse these too; the frontend is the grader's second, Triton's own, reading."""
     helper = "def double(v):\n    return v * 2\n"
