@@ -12,17 +12,19 @@ every lane and its mask. :func:`watch` listens to them (opt-in: importing this m
 
 Public API (kept stable):
 
-* ``watch(on_oob="mask", max_records=50) -> Traffic``, a context manager. ``on_oob``: ``"mask"`` records an
+* ``watch(on_oob="mask", max_records=50, races=False) -> Traffic``, a context manager. ``on_oob``: ``"mask"`` records an
   out-of-bounds lane and drops it from the access (a load reads ``other`` there, a store writes nothing), so a wrong
   kernel cannot corrupt memory and every bad access of the run is reported; ``"raise"`` raises
   :class:`OutOfBoundsError` at the first one, before it happens. Nesting is refused (``RuntimeError``); every hook is
   restored on exit, also on error. Off the interpreter it raises ``RuntimeError`` (compiled kernels are not visible).
+  ``races=True`` also finds each launch's data races (:class:`Race`).
 * ``Traffic``: ``launches`` (list of :class:`Launch`, in order), ``counted_bytes``, ``requested_bytes``,
   ``oob`` (the kept :class:`OutOfBounds` records, at most ``max_records``), ``oob_accesses`` (every out-of-bounds
-  lane, also those past ``max_records``), ``report()``.
+  lane, also those past ``max_records``), ``races`` (with ``races=True``), ``report()``.
 * ``Launch``: ``kernel`` (name), ``grid`` (3-tuple), ``tensors`` (argument name -> :class:`TensorTraffic`, in the
   kernel's argument order; accesses that hit no argument at all are filed under ``"<no tensor>"``), ``oob``,
-  ``oob_accesses``, ``counted_bytes`` (distinct loaded + distinct stored over its tensors), ``requested_bytes``.
+  ``oob_accesses``, ``races``, ``counted_bytes`` (distinct loaded + distinct stored over its tensors),
+  ``requested_bytes``.
 * ``TensorTraffic``: ``name``, ``dtype``, ``shape``, ``stride``, ``nbytes`` (numel x element size),
   ``loaded_requested`` / ``stored_requested`` (bytes asked for by masked-in lanes, repeats included),
   ``loaded_distinct`` / ``stored_distinct`` (distinct bytes), ``max_loads_per_byte`` / ``max_stores_per_byte``
@@ -34,6 +36,11 @@ Public API (kept stable):
   first element, or from the first masked-in lane's address when the access belongs to no tensor), ``mask`` (the
   block's mask), ``bad`` (the lanes out of bounds), ``count``; ``str()`` says it all
   in the manner of Triton-Puzzles-Lite.
+* ``Race``: a byte of one launch that one program writes (a store or an atomic) and another program reads or writes,
+  not both with atomics: ``kernel``, ``launch``, ``tensor``, ``offset`` (element offset of the first such byte),
+  ``writer`` / ``other`` (program ids) and what each did, ``count`` (bytes that race); ``str()`` names both fixes.
+  Triton's interpreter runs a launch's programs one after another, so a race gives the sequential answer there; on a
+  GPU they run at once.
 
 An access belongs to the tensor argument holding most of its masked-in lanes (an argument's elements are the bytes its
 shape and strides address); its masked-in lanes outside that tensor's elements are out of bounds. So an off-by-one
@@ -68,7 +75,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["watch", "Traffic", "Launch", "TensorTraffic", "OutOfBounds", "OutOfBoundsError", "hooks_missing",
+from fastpath_lib.traffic_records import ATOMIC, LOAD, STORE, OutOfBounds, OutOfBoundsError, Race, RaceTally
+
+__all__ = ["watch", "Traffic", "Launch", "TensorTraffic", "OutOfBounds", "OutOfBoundsError", "Race", "hooks_missing",
            "NO_TENSOR"]
 
 #: the key under which a launch files accesses that hit none of its tensor arguments
@@ -84,43 +93,6 @@ _HOOKS = (
     ("executor", "_init_args_hst", ("self", "args_dev", "kwargs")),
 )
 _active: list[Traffic] = []
-
-
-class OutOfBoundsError(RuntimeError):
-    """A masked-in lane outside the tensor its access belongs to (``watch(on_oob="raise")``); ``.record`` holds it."""
-
-    def __init__(self, record: OutOfBounds):
-        super().__init__(str(record))
-        self.record = record
-
-
-@dataclass
-class OutOfBounds:
-    """One load or store of one program with masked-in lanes outside the tensor it belongs to."""
-
-    kernel: str
-    launch: int
-    program: tuple[int, int, int]
-    op: str
-    tensor: str | None
-    where: str
-    offsets: np.ndarray
-    mask: np.ndarray
-    bad: np.ndarray
-
-    @property
-    def count(self) -> int:
-        """Out-of-bounds lanes of this access."""
-        return int(self.bad.sum())
-
-    def __str__(self) -> str:
-        what = f"{self.tensor}" if self.tensor else "a pointer into no tensor argument"
-        fmt = dict(threshold=64, edgeitems=4, max_line_width=100)
-        return (f"out-of-bounds {self.op} in {self.kernel} (launch {self.launch}), program id {self.program}: "
-                f"{self.count} masked-in lane(s) of {what} {self.where}, at offsets "
-                f"{np.array2string(self.offsets[self.bad], **fmt)}\n"
-                f"  offsets: {np.array2string(self.offsets, **fmt)}\n"
-                f"  mask:    {np.array2string(self.mask.astype(int), **fmt)}")
 
 
 @dataclass
@@ -169,7 +141,9 @@ class Launch:
     tensors: dict[str, TensorTraffic] = field(default_factory=dict)
     oob: list[OutOfBounds] = field(default_factory=list)
     oob_accesses: int = 0
+    races: list[Race] = field(default_factory=list)
     _extents: list = field(default_factory=list, repr=False)
+    _tally: RaceTally | None = field(default=None, repr=False)
 
     @property
     def counted_bytes(self) -> int:
@@ -189,6 +163,8 @@ class Traffic:
     launches: list[Launch] = field(default_factory=list)
     oob: list[OutOfBounds] = field(default_factory=list)
     oob_accesses: int = 0
+    find_races: bool = False
+    races: list[Race] = field(default_factory=list)
 
     @property
     def counted_bytes(self) -> int:
@@ -212,7 +188,7 @@ class Traffic:
                                                                          t.stored_requested)) if requested]
                 if parts:
                     lines.append(f"  {t.name:<16} {t.dtype:<9} {str(list(t.shape)):<12} " + ", ".join(parts))
-        lines += [str(r) for r in self.oob]
+        lines += [str(r) for r in self.oob + self.races]
         if self.oob_accesses > sum(r.count for r in self.oob):
             lines.append(f"... {self.oob_accesses} out-of-bounds lanes in all (records kept: {len(self.oob)})")
         return "\n".join(lines)
@@ -300,6 +276,7 @@ class _Recorder:
     def begin(self, executor) -> None:
         fn = getattr(executor, "fn", None)
         self.launch = Launch(getattr(fn, "__name__", "kernel"), len(self.traffic.launches))
+        self.launch._tally = RaceTally() if self.traffic.find_races else None
         self.traffic.launches.append(self.launch)
 
     def args(self, executor, args_hst, kwargs_hst) -> None:
@@ -314,11 +291,20 @@ class _Recorder:
         launch.grid = tuple(int(g) for g in getattr(self.builder, "grid_dim", (1, 1, 1)))
         for t in launch.tensors.values():
             t._close()
-        launch._extents = []
+        race = launch._tally.race(launch.kernel, launch.index, launch.grid, self._element) if launch._tally else None
+        launch.races += [race] if race else []
+        self.traffic.races += launch.races
+        launch._extents, launch._tally = [], None
         self.launch = None
 
-    def access(self, op: str, ptrs, mask, check: bool = True) -> np.ndarray | None:
-        """Count one load or store; returns the mask to execute with (``None``: unchanged)."""
+    def _element(self, byte: int) -> tuple[str, int] | None:
+        """The launch's tensor argument whose elements' span holds ``byte``, and the byte's element offset in it."""
+        return next(((e.name, (byte - e.ptr) // e.esize) for e in self.launch._extents
+                     if e.ptr <= byte < e.ptr + e.span * e.esize), None)
+
+    def access(self, op: str, ptrs, mask, check: bool = True, atomic: bool = False) -> np.ndarray | None:
+        """Count one load or store (of an atomic: its store carries ``atomic``, its load is not tallied for races);
+        returns the mask to execute with (``None``: unchanged)."""
         launch = self.launch
         if launch is None:
             return None
@@ -336,6 +322,11 @@ class _Recorder:
             owner, inside = self._owner(sel, size)
         target = launch._extents[owner].traffic if owner is not None else launch.tensors.setdefault(
             NO_TENSOR, TensorTraffic(NO_TENSOR, "?", (), (), 0))
+        if launch._tally is not None and not (atomic and op == "load"):  # the lanes that run: in bounds
+            gx, gy, _ = (int(g) for g in self.builder.grid_dim)
+            x, y, z = (int(i) for i in self.builder.grid_idx)
+            launch._tally.add(sel[inside], size, x + gx * (y + gy * z),
+                              ATOMIC if atomic else STORE if op == "store" else LOAD)
         key = "loaded_requested" if op == "load" else "stored_requested"
         setattr(target, key, getattr(target, key) + sel.size * size)
         ext = launch._extents[owner] if owner is not None else None
@@ -395,13 +386,15 @@ class _Recorder:
 
 
 @contextlib.contextmanager
-def watch(on_oob: str = "mask", max_records: int = 50):
+def watch(on_oob: str = "mask", max_records: int = 50, races: bool = False):
     """Count every Triton load and store in the block, per launch and tensor argument; yields a :class:`Traffic`.
 
     Args:
         on_oob: ``"mask"`` (record an out-of-bounds lane and skip it) or ``"raise"`` (:class:`OutOfBoundsError`
             before the access).
         max_records: out-of-bounds records kept in full (all are counted in ``oob_accesses``).
+        races: find each launch's data races (:class:`Race`: a byte one program writes and another reads or writes,
+            not both with atomics), kept in ``races``; off by default, as it keeps every accessed byte of a launch.
 
     Raises:
         RuntimeError: off Triton's interpreter, inside another ``watch`` block, or when this Triton's interpreter
@@ -426,7 +419,7 @@ def watch(on_oob: str = "mask", max_records: int = 50):
 
     targets = _targets()
     builder, executor = targets["builder"], targets["executor"]
-    traffic = Traffic(on_oob=on_oob, max_records=max_records)
+    traffic = Traffic(on_oob=on_oob, max_records=max_records, find_races=races)
     rec = _Recorder(traffic, builder)
     orig = {name: getattr(executor, name) for name in ("__call__", "_init_args_hst")}
     load, store = builder.create_masked_load, builder.create_masked_store
@@ -442,13 +435,13 @@ def watch(on_oob: str = "mask", max_records: int = 50):
         return store(ptrs, value, masked(mask, rec.access("store", ptrs, mask)), *args, **kwargs)
 
     def hooked_rmw(op, ptr, val, mask, *args, **kwargs):  # an atomic reads and writes: counted as both
-        rec.access("load", ptr, mask, check=False)
-        return rmw(op, ptr, val, masked(mask, rec.access("store", ptr, mask)), *args, **kwargs)
+        rec.access("load", ptr, mask, check=False, atomic=True)
+        return rmw(op, ptr, val, masked(mask, rec.access("store", ptr, mask, atomic=True)), *args, **kwargs)
 
     def hooked_cas(ptr, cmp, val, *args, **kwargs):  # no mask to drop a lane from: an out-of-bounds lane raises
-        rec.access("load", ptr, None, check=False)
+        rec.access("load", ptr, None, check=False, atomic=True)
         n = traffic.oob_accesses
-        rec.access("store", ptr, None)
+        rec.access("store", ptr, None, atomic=True)
         if traffic.oob_accesses > n:
             raise OutOfBoundsError(traffic.oob[-1]) if traffic.oob else RuntimeError("out-of-bounds atomic_cas")
         return cas(ptr, cmp, val, *args, **kwargs)

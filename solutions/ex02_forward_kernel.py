@@ -33,7 +33,12 @@
 # **Your kernel in the grader.** The grader compiles every kernel your code launches with Triton's compiler for a GPU
 # (sm_80) before it runs any of them under the interpreter, and a part fails when that step refuses one ([a kernel in
 # the grader](../docs/reference.md#a-kernel-in-the-grader-exercises-02-and-08) lists what its body may call and read,
-# what it may be launched with and how it is defined, for exercises 02 and 08 alike). The check in this notebook runs
+# what it may be launched with and how it is defined, for exercises 02 and 08 alike). The part fails too on a
+# comprehension's `if` (the compiler ignores it), a generator expression, an attribute no value of `triton.language`
+# publishes (`x.dtype`, `x.shape` and `x.to` are published, `x.handle` is not) and, in this notebook too where the
+# interpreter runs your kernel, a data race: a byte one program of a launch writes and another program of that launch
+# reads or writes, not both with atomics (accumulate with `tl.atomic_add`, or let each program write a partial row of
+# its own and sum the rows afterwards, as the backward's `DW` partial buffer does). The check in this notebook runs
 # your kernel directly, without that compile step: `python -m fastpath_lib grade` gives the grader's verdict.
 #
 # **Compute it yourself.** No cell may call what already is the answer, and a part whose code calls it fails: any

@@ -41,9 +41,14 @@
 #
 # **Your kernel in the grader.** The grader compiles every kernel your code launches with Triton's compiler for a GPU
 # (sm_80) before it runs any of them under the interpreter, and a part fails when that step refuses one ([a kernel in
-# the grader](../docs/reference.md#a-kernel-in-the-grader-exercises-02-and-08), as in exercise 02). The check in this
-# notebook runs your kernel directly, without that compile step and without these rules on your kernel and launcher:
-# `python -m fastpath_lib grade` gives the grader's verdict.
+# the grader](../docs/reference.md#a-kernel-in-the-grader-exercises-02-and-08), as in exercise 02). The part fails too
+# on a comprehension's `if` (the compiler ignores it), a generator expression, an attribute no value of
+# `triton.language` publishes (`x.dtype`, `x.shape` and `x.to` are published, `x.handle` is not) and, in this notebook
+# too where the interpreter runs your kernel, a data race: a byte one program of a launch writes and another program of
+# that launch reads or writes, not both with atomics (accumulate with `tl.atomic_add`, or let each program write a
+# partial buffer of its own and reduce the partials afterwards). The check in this notebook runs your kernel directly,
+# without that compile step and without these rules on your kernel and launcher: `python -m fastpath_lib grade` gives
+# the grader's verdict.
 #
 # **What the checks refuse.** The reference, the launcher and the op's Triton route compute the operator themselves:
 # a part fails when they call torch's own operator, for `softmax` and `log_softmax` any operator of torch's *softmax*

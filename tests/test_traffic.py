@@ -143,14 +143,14 @@ def test_the_kits_kernels_stay_in_bounds_and_count_the_model(weight):
     r = torch.randn(9, 124, requires_grad=True)
     w = torch.randn(124, requires_grad=True) if weight else None
     row, wb = 9 * 124 * 4, 124 * 4 if weight else 0
-    with traffic.watch() as t:
+    with traffic.watch(races=True) as t:
         rms_norm(x, (124,), w).sum().backward()
         y, s = fused_add_rms_norm(x, r, w)
         (y.sum() + s.sum()).backward()
     assert [launch.kernel for launch in t.launches] == ["rms_norm_fwd_kernel", "rms_norm_bwd_kernel",
                                                          "fused_add_rms_norm_fwd_kernel",
                                                          "fused_add_rms_norm_bwd_kernel"]
-    assert t.oob_accesses == 0, t.report()
+    assert t.oob_accesses == 0 and t.races == [], t.report()  # the backward's dw: one partial row per program
     fwd, bwd, ffwd, fbwd = (launch.counted_bytes for launch in t.launches)
     assert fwd == 2 * row + wb and ffwd == 4 * row + wb
     partial = t.launches[1].tensors["DW_partial_ptr"].stored_distinct
@@ -233,3 +233,50 @@ def test_atomics_count_as_a_read_and_a_write_and_are_bounds_checked(bins, oob):
                                                                                                   distinct)
     assert t.oob_accesses == oob and all(r.op == "store" and r.tensor == "H_ptr" for r in t.oob)
     assert h.sum().item() == 20 - oob
+
+
+@triton.jit
+def sum_rows(X_ptr, S_ptr, n_cols, HOW: tl.constexpr, BLOCK: tl.constexpr):
+    """s += x[row] over the rows, one program per row: a plain load and store of one row (HOW 0), an atomic add (1),
+    an atomic add that program 1 reads back (2), or a partial row per program (3)."""
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(X_ptr + row * n_cols + cols, mask=mask)
+    if HOW == 0:
+        tl.store(S_ptr + cols, tl.load(S_ptr + cols, mask=mask) + x, mask=mask)
+    elif HOW == 3:
+        tl.store(S_ptr + row * n_cols + cols, x, mask=mask)
+    else:
+        tl.atomic_add(S_ptr + cols, x, mask=mask)
+        if HOW == 2 and row == 1:
+            tl.store(X_ptr + row * n_cols + cols, tl.load(S_ptr + cols, mask=mask), mask=mask)
+
+
+@interpreter
+@pytest.mark.parametrize("how, race", [
+    (0, "program id (0, 0, 0) stores element 0 of S_ptr and program id (1, 0, 0) loads it"),
+    (1, None),
+    (2, "updates atomically element 0 of S_ptr and program id (1, 0, 0) loads it"),
+    (3, None),
+])
+def test_a_byte_one_program_writes_and_another_touches_is_a_race_unless_both_are_atomic(how, race):
+    """Issue 41 (attack 9, C6): Triton's interpreter runs a launch's programs one after another, so a plain
+    read-modify-write of one buffer by every program gives the exact sum there and loses updates on a GPU. With
+    ``races=True`` each launch's first racing byte is named, with both fixes (an atomic, per-program partial rows);
+    atomics alone, and rows of their own, do not race. Off by default."""
+    x = torch.arange(12, dtype=torch.float32).reshape(4, 3)
+    s = torch.zeros(4 * 3 if how == 3 else 3)
+    with traffic.watch(races=True) as t:
+        sum_rows[(4,)](x.clone(), s, 3, HOW=how, BLOCK=4)
+    assert (s.reshape(-1, 3).sum(0) if how == 3 else s).tolist() == x.sum(0).tolist()  # right values, sequentially
+    if race is None:
+        assert t.races == [] and t.launches[0].races == [], t.report()
+        return
+    (found,) = t.races
+    assert t.launches[0].races == [found] and found.count == 12 and found.tensor == "S_ptr", found
+    assert race in str(found) and "tl.atomic_add" in str(found) and "partial" in str(found), str(found)
+    assert str(found) in t.report()
+    with traffic.watch() as t:
+        sum_rows[(4,)](x.clone(), torch.zeros(3), 3, HOW=how, BLOCK=4)
+    assert t.races == []

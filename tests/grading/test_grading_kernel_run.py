@@ -163,6 +163,28 @@ def test_torch_compute_in_the_backward_launcher_is_not_a_kernel():
     assert not here.passed and "computes with torch outside your kernel" in here.feedback, here.feedback
 
 
+#: issue 41, attack 9 (C6): every program adds its dw share into one fp32 row with a plain load and store: the exact
+#: sum in Triton's interpreter, which runs the programs one after another; lost updates on a GPU
+RACY = BACKWARD.replace("        tl.store(DW + row * n_cols + cols, dy * n, mask=mask)",
+                        "        tl.store(DW + cols, tl.load(DW + cols, mask=mask) + dy * n, mask=mask)").replace(
+    "partial = torch.empty((n_rows, n_cols)", "partial = torch.zeros((n_cols,)").replace("partial.sum(0)", "partial")
+
+
+def test_a_backward_whose_programs_race_on_dw_is_refused_in_the_grader_and_the_notebook():
+    """Issue 41 (attack 9, C6): the racing backward gives right values under the interpreter and passes the source
+    rules; the grader's replay (and the in-notebook check, where the interpreter runs it) names the race and both
+    fixes. The honest backward (per-program partial rows) passes in the test above. One child."""
+    assert RACY != BACKWARD and kernel_source.launcher_problem(RACY, "my_backward") is None
+    with sources.using([RACY]):
+        (graded,) = ex02_kernel.check_backward_with_saved_rstd(_proxy("my_backward"), show=False)
+    ns: dict = {}
+    exec(compile(RACY, "<backward>", "exec"), ns)  # noqa: S102 - the test's own launcher, in the check cell
+    (here,) = ex02_kernel.check_backward_with_saved_rstd(ns["my_backward"], show=False)
+    for r in (graded, here) if runtime.interpreter_enabled() else (graded,):
+        assert not r.passed and "data race in bwd" in r.feedback and "element 0 of DW" in r.feedback, r.feedback
+        assert "tl.atomic_add" in r.feedback and "partial" in r.feedback, r.feedback
+
+
 #: module-level code (a default argument's expression) that walks up the stack to whatever frame holds the run's
 #: results and rewrites them: the program's text runs again for the compile step
 TAMPERS = """
@@ -206,6 +228,21 @@ def test_memory_faults_are_named_with_tensor_offsets_and_mask():
     assert "h (H): the kernel reads back" in back.feedback, back.feedback
     oob = _in_process(PAST_THE_END)
     assert "out-of-bounds load" in oob.feedback and "W" in oob.feedback and "mask:" in oob.feedback, oob.feedback
+
+
+def test_a_forward_whose_programs_race_on_the_weight_is_refused_before_its_values():
+    """Issue 41 (attack 9, C6): each program stores the weight back after loading it: the values stay right under
+    the interpreter, but on a GPU one program's store races the others' loads. The race is named first, with both
+    fixes. In process (the notebook's check, where the interpreter runs the kernel; the grader reads the same races
+    from its replay)."""
+    if not runtime.interpreter_enabled():
+        return  # watched only where the interpreter runs the kernel
+    racy = KERNEL.replace("    w = tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)\n",
+                          "    w = tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)\n"
+                          "    tl.store(W + cols, w.to(W.dtype.element_ty), mask=mask)\n")
+    r = _in_process(racy)
+    assert racy != KERNEL and not r.passed and "data race in fwd" in r.feedback, r.feedback
+    assert "element 0 of W" in r.feedback and "tl.atomic_add" in r.feedback, r.feedback
 
 
 def test_a_python_escape_in_a_kernel_body_does_not_compile_for_a_gpu():
@@ -695,6 +732,48 @@ def test_ex08_kernel_part_gives_no_credit_to_values_read_on_the_host():
     assert "your launcher read a tensor's values" in result.feedback, result.feedback
 
 
+#: issue 41, attack 9 (C6) in exercise 08: one scratch row shared by every program (the row's exponentials stored,
+#: then loaded back): the exact softmax in Triton's interpreter, a race on a GPU
+SHARED_SCRATCH = """
+import torch
+import triton
+import triton.language as tl
+
+@triton.jit
+def softmax_kernel(X_ptr, Y_ptr, S_ptr, X_row_stride, Y_row_stride, n_cols, BLOCK_SIZE: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK_SIZE)
+    mask = cols < n_cols
+    x = tl.load(X_ptr + row * X_row_stride + cols, mask=mask, other=-float("inf")).to(tl.float32)
+    tl.store(S_ptr + cols, tl.exp(x - tl.max(x, axis=0)), mask=mask)
+    e = tl.load(S_ptr + cols, mask=mask, other=0.0)
+    tl.store(Y_ptr + row * Y_row_stride + cols, (e / tl.sum(e, axis=0)).to(Y_ptr.dtype.element_ty), mask=mask)
+
+def launch(x2d):
+    y = torch.empty(x2d.shape, dtype=x2d.dtype, device=x2d.device)
+    scratch = torch.empty((x2d.shape[1],), dtype=torch.float32, device=x2d.device)
+    softmax_kernel[(x2d.shape[0],)](x2d, y, scratch, x2d.stride(0), y.stride(0), x2d.shape[1],
+                                    BLOCK_SIZE=triton.next_power_of_2(x2d.shape[1]))
+    return y
+"""
+
+
+def test_ex08_kernel_part_refuses_a_kernel_whose_programs_share_a_scratch_row():
+    """Issue 41 (attack 9, C6): exercise 08's kernel check refuses a launch in which one program loads bytes another
+    stored (the in-notebook check, where Triton's interpreter runs it; the grader reads the same races from its
+    replay, as exercise 02's backward shows). In process, no child."""
+    from fastpath_lib.grading.checks import ex08_capstone
+
+    if not runtime.interpreter_enabled():
+        return  # watched only where the interpreter runs the kernel
+    assert kernel_source.launcher_problem(SHARED_SCRATCH, "launch") is None
+    ns: dict = {}
+    exec(compile(SHARED_SCRATCH, "<ex08>", "exec"), ns)  # noqa: S102 - the test's own launcher, in the check cell
+    (result,) = ex08_capstone.check_capstone_kernel("softmax", ns["launch"], show=False)
+    assert not result.passed and "data race in softmax_kernel" in result.feedback, result.feedback
+    assert "element 0 of S_ptr" in result.feedback and "tl.atomic_add" in result.feedback, result.feedback
+
+
 def test_a_record_names_only_operators_and_the_replay_defines_only_kernels():
     """What the replay's process runs of a record (written by a process that runs the learner's code): torch
     operator overloads, by name, and nothing else reachable from ``torch.ops``; of the program's text, its imports,
@@ -861,4 +940,84 @@ def test_the_replay_runs_only_what_the_compile_step_compiled():
     assert doc.error is None and torch.equal(doc.out, x), doc  # the real body: a copy, not the docstring's 7s
     assert forelse.out is None and forelse.error, forelse
     assert outcome.compile_problem and "Triton's GPU compiler never compiled (line 7 of copy_else" in \
+        outcome.compile_problem, outcome.compile_problem
+
+
+#: issue 41, attack 9 (C1): code below statement level that Triton's GPU frontend never evaluates: a comprehension's
+#: ``if`` (its visit_ListComp never visits ``ifs``) and a ``tl.static_assert`` message (visited only when the
+#: assertion fails). Each kernel copies the row on a GPU; each hidden part writes the row plus 7. The honest kernel
+#: holds what honest kernels write there: messages (a constant, an f-string of constexprs), a comprehension over a
+#: constexpr tuple, conditional expressions and ``and``/``or`` a constexpr decides, loops, a jit helper.
+BELOW_STATEMENTS = '''
+import torch
+import triton
+import triton.language as tl
+
+@triton.jit
+def scale(v, K: tl.constexpr):
+    return v * K
+
+@triton.jit
+def honest(X, Y, n, B: tl.constexpr, K: tl.constexpr):
+    """Triples a row."""
+    tl.static_assert(B >= 8, "B holds a row")
+    tl.static_assert(B % 4 == 0, f"B={B} is a multiple of {4:d}")
+    c = tl.arange(0, B)
+    x = tl.load(X + c, mask=c < n, other=0.0)
+    parts = [x * s for s in (1.0, 2.0)]
+    x = parts[0] + parts[1] if K > 1 else parts[0]
+    y = x if K > 1 and B > 4 else x * 0.0
+    y = y if (K < 1 or B > 4) else y * 0.0
+    for i in tl.static_range(2):
+        y = y + 0.0
+    for i in range(0, n // n):
+        y = scale(y, 1)
+    tl.store(Y + c, -(-y), mask=c < n)
+
+@triton.jit
+def by_if(X, Y, n, B: tl.constexpr):
+    c = tl.arange(0, B)
+    x = tl.load(X + c, mask=c < n, other=0.0)
+    tl.store(Y + c, x, mask=c < n)
+    seen = [x for s in (1,) if tl.store(Y + c, x + 7.0, mask=c < n) is None]
+
+@triton.jit
+def by_message(X, Y, n, B: tl.constexpr):
+    c = tl.arange(0, B)
+    x = tl.load(X + c, mask=c < n, other=0.0)
+    tl.store(Y + c, x, mask=c < n)
+    tl.static_assert(B > 0, tl.store(Y + c, x + 7.0, mask=c < n))
+
+def triple(x):
+    y = torch.empty_like(x)
+    honest[(1,)](x, y, x.numel(), B=8, K=2)
+    return y
+
+def copy_if(x):
+    y = torch.empty_like(x)
+    by_if[(1,)](x, y, x.numel(), B=8)
+    return y
+
+def copy_message(x):
+    y = torch.empty_like(x)
+    by_message[(1,)](x, y, x.numel(), B=8)
+    return y
+'''
+
+
+def test_the_replay_runs_only_what_the_frontend_compiled_below_statement_level():
+    """Issue 41 (attack 9, C1): the replay gates expressions, not statements only: a comprehension's ``if`` the GPU
+    frontend never visited fails the launch with its line; a ``tl.static_assert`` message, never evaluated by the
+    frontend, is its text in the replay (the row is copied, as on a GPU); an honest kernel's messages,
+    comprehensions and constexpr-decided expressions run as compiled. All three pass the source rules. One child."""
+    for name in ("honest", "by_if", "by_message"):
+        assert kernel_source.kernel_problem(BELOW_STATEMENTS, name) is None, name
+    x = torch.arange(8, dtype=torch.float32)
+    outcome = kernel_run.run(BELOW_STATEMENTS, "triple", [(None, [x], {}), (None, [x], {}, "copy_message"),
+                                                          (None, [x], {}, "copy_if")])
+    honest, message, comprehension = outcome.calls
+    assert honest.error is None and torch.equal(honest.out, 3 * x), honest
+    assert message.error is None and torch.equal(message.out, x), message
+    assert comprehension.out is None and comprehension.error, comprehension
+    assert outcome.compile_problem and "Triton's GPU compiler never compiled (line 5 of by_if" in \
         outcome.compile_problem, outcome.compile_problem

@@ -138,7 +138,7 @@ KERNEL_HEAD = "import triton\nimport triton.language as tl\nimport numpy as np\n
     ("@triton.jit\ndef k(X):\n    tl.store(X, helper(tl.load(X)))\ndef helper(v):\n    return v", "reads helper"),
     ("@triton.jit\ndef k(X):\n    tl.store(X, np.sqrt(tl.load(X)))", "reads np"),
     ("@triton.jit\ndef k(X):\n    tl.store(X, triton.testing.torch.rsqrt(tl.load(X)))", "reads triton"),
-    ("@triton.jit\ndef k(X):\n    tl.store(X, tl.load(X).__class__)", "private attribute"),
+    ("@triton.jit\ndef k(X):\n    tl.store(X, tl.load(X).__class__)", "reads __class__ of tl.load(X), which no value"),
     # the interpreter's NumPy array behind a value, or the compiler's IR: Python computing in a kernel body
     ("@triton.jit\ndef k(X):\n    v = tl.load(X)\n    v.handle.data.fill(0)\n    tl.store(X, v)", "reads handle"),
     ("@triton.jit\ndef k(X):\n    if isinstance(X.handle, tl.core.ir.value):\n        pass\n    tl.store(X, 1.0)",
@@ -165,6 +165,15 @@ KERNEL_HEAD = "import triton\nimport triton.language as tl\nimport numpy as np\n
     ("@triton.jit\ndef k(X):\n    tl.store(X, tl.sigmoid.fn(tl.load(X)))", "triton.language.sigmoid.fn is not"),
     ("@triton.jit\ndef k(X):\n    tl.store(X, tl.load(X) + len(tl.PropagateNan.name))",
      "triton.language.PropagateNan.name is not"),
+    # issue 41 (attack 9, C1): past a value (what an expression gives, not only a name) only what Triton's language
+    # values publish; syntax Triton's frontend does not compile (a generator expression) is refused
+    ("@triton.jit\ndef k(X):\n    v = tl.load(X)\n    s = [v for c in (1,) if (g for g in range(1)).gi_frame."
+     "f_builtins['eval']('0') is None]\n    tl.store(X, v)", "reads gi_frame of (g for g in range(1)), which no value"),
+    ("@triton.jit\ndef k(X):\n    tl.store(X, tl.load(X).handle)", "reads handle of tl.load(X)"),
+    ("@triton.jit\ndef k(X):\n    tl.store(X, tl.load(X).to(tl.float32).real)", "reads real of tl.load(X).to("),
+    ("@triton.jit\ndef k(X):\n    g = (v for v in (1, 2))\n    tl.store(X, 1.0)",
+     "holds (v for v in (1, 2)) (an ast.GeneratorExp, line 2 of k"),
+    ("@triton.jit\ndef k(X):\n    tl.store(X, {1: tl.load(X)}[1])", "(an ast.Dict, line 2 of k"),
     ("@triton.jit\ndef k(X):\n    def f(v):\n        return v\n    tl.store(X, f(tl.load(X)))", "defines or imports"),
     ("@triton.jit\ndef k(X):\n    tl.load(X)", "stores nothing"),
     ("def k(X):\n    tl.store(X, tl.load(X))", "under @triton.jit"),
@@ -199,6 +208,11 @@ def test_kernel_rules_accept_what_triton_language_publishes():
                          "    for i in tl.static_range(2):\n        v = tl.where(c < tl.cdiv(n, 2), v, v * 2)\n"
                          "    tl.store(X + c, v.to(X.dtype.element_ty), mask=c < n)")
     assert kernel_problem(src, "k") is None
+    # what its values publish, past a name or an expression: a tensor's, a dtype's, a pointer type's, a constexpr's
+    values = src.replace("    tl.store(X + c,", "    m = v.shape[0] + v.numel + X.dtype.element_ty.primitive_bitwidth"
+                         " + (v * 2).dtype.is_fp32() + tl.load(X).to(tl.float16).T.dtype.itemsize\n"
+                         "    tl.store(X + c,")
+    assert "v.numel" in values and kernel_problem(values, "k") is None
 
 
 def test_kernel_rules_accept_helpers_that_are_kernels_and_constexpr_globals():

@@ -38,17 +38,19 @@ from fastpath_lib.grading.engine import host_ops, kernel_run, remote, sources
 from fastpath_lib.grading.materials import device
 from fastpath_lib.grading.registry import Result
 from fastpath_lib.grading.report.feedback import Fail, case_label, graded, passed, table
-from fastpath_lib.grading.rules import borrowed, kernel_source
+from fastpath_lib.grading.rules import borrowed, kernel_body, kernel_source
 from fastpath_lib.grading.rules.kernel_source import kernel_problem, launcher_problem
 from fastpath_lib.rmsnorm import predicate as rms
 from fastpath_lib.testing import compare, reference_grads
 
 __all__ = ["check_add_rms_norm_kernel", "check_backward_with_saved_rstd", "add_rms_norm_spec", "memory_problem",
-           "overflow_problem", "ABSENT", "MEMORY_RULE"]
+           "overflow_problem", "ABSENT", "MEMORY_RULE", "STATED"]
 
 _FORBIDDEN = borrowed.KIT_KERNELS + borrowed.KIT_OP + borrowed.KIT_REFERENCE + borrowed.TORCH_RMS_NORM
 #: torch's operators the grader's kernel and its runs of the learner's kernel lack while this exercise is graded
 ABSENT = borrowed.absent("ex02", _FORBIDDEN)
+#: the rules beyond forbidden calls this check applies, in the exercise's words
+STATED = (kernel_body.PUBLISHED_RULE, kernel_run.RACE_RULE)
 
 
 def add_rms_norm_spec(x: torch.Tensor, r: torch.Tensor, w: torch.Tensor, eps: float | None = None):
@@ -186,8 +188,9 @@ def _forward_cases(seed: int):
     return out
 
 
-def _in_process(kernel, c: dict) -> tuple[list[dict], list[str]]:
-    """Launch the learner's kernel object here (the in-notebook check); its traffic where the interpreter runs it."""
+def _in_process(kernel, c: dict) -> tuple[list[dict], list[str], list[str]]:
+    """Launch the learner's kernel object here (the in-notebook check); its traffic, out-of-bounds accesses and data
+    races where the interpreter runs it."""
     import numpy as np
 
     from fastpath_lib import runtime, traffic
@@ -197,10 +200,10 @@ def _in_process(kernel, c: dict) -> tuple[list[dict], list[str]]:
     with np.errstate(all="ignore"):
         if not (runtime.interpreter_enabled() and c["x"].device.type == "cpu"):
             kernel[grid](*args, **kwargs)
-            return [], []  # compiled for a GPU: no traffic to count here
-        with traffic.watch() as t:
+            return [], [], []  # compiled for a GPU: no traffic to count here
+        with traffic.watch(races=True) as t:
             kernel[grid](*args, **kwargs)
-    return [launch_traffic(launch) for launch in t.launches], [str(o) for o in t.oob]
+    return [launch_traffic(launch) for launch in t.launches], [str(o) for o in t.oob], [str(r) for r in t.races]
 
 
 def _probe_in_process(kernel, probe) -> list[dict] | None:
@@ -219,8 +222,11 @@ def _probe_in_process(kernel, probe) -> list[dict] | None:
     return [launch_traffic(launch) for launch in t.launches]
 
 
-def _judge(c: dict, launches, oob, counted: bool) -> tuple[str, str] | None:
-    """``("values" | "memory", what is wrong)``, or ``None`` when the case is right."""
+def _judge(c: dict, launches, oob, counted: bool, races=()) -> tuple[str, str] | None:
+    """``("race" | "values" | "memory", what is wrong)``, or ``None`` when the case is right: a data race first, as
+    the values a racing kernel gives on a GPU are not the interpreter's."""
+    if races:
+        return "race", races[0]
     x, r, w, h, y, rstd, eps = (c[k] for k in ("x", "r", "w", "h", "y", "rstd", "eps"))
     eh, _, _ = add_rms_norm_spec(x, r, w, eps)
     problem = compare(h, eh.to(torch.float64), x.dtype)
@@ -298,16 +304,19 @@ def _grade_kernel(my_kernel) -> list[Result]:
             if call.error:
                 raise Fail(f"your kernel raised {call.error[0]}: {call.error[1]}")
             kernel_run.copy_back(launch[1], call.args)
-            measured.append((call.traffic, call.oob, True))
+            measured.append((call.traffic, call.oob, True, call.races))
         probed = outcome.calls[-1].traffic if len(outcome.calls) > len(launches) else None
     else:
         measured = []
         for c in cases:
-            counted, oob = _in_process(my_kernel, c)
-            measured.append((counted, oob, bool(counted) or bool(oob)))
+            counted, oob, races = _in_process(my_kernel, c)
+            measured.append((counted, oob, bool(counted) or bool(oob), races))
         probed = _probe_in_process(my_kernel, probe)
     verdicts = [_judge(c, *m) for c, m in zip(cases, measured)]
     rows = [(c["label"], v[1] if v else "ok") for c, v in zip(cases, verdicts)]
+    raced = [v[1] for v in verdicts if v is not None and v[0] == "race"]
+    if raced:
+        raise Fail(raced[0])
     wrong = sum(v is not None and v[0] == "values" for v in verdicts)
     if wrong:
         raise Fail(f"{wrong} of {len(rows)} cases give wrong values\n" + table(rows, ("case", "yours vs expected")))
@@ -381,17 +390,21 @@ def _grade_backward(my_backward) -> list[Result]:
                 raise Fail(f"my_backward raised {call.error[0]}: {call.error[1]}")
             out = tuple(v.to(device()) if isinstance(v, torch.Tensor) else v for v in call.out) \
                 if isinstance(call.out, tuple) else call.out
-            answers.append((out, call.launches, call.oob, ()))  # there torch's other operators raise
+            answers.append((out, call.launches, call.oob, (), call.races))  # there torch's other operators raise
     else:
         answers = []
         for _, _, args, _ in cases:
             launched: list = []
             ops: set = set()
-            with kernel_run.torch_ops(ops):
+            raced: list = []
+            with kernel_run.torch_ops(ops), kernel_run.races(raced):
                 out = borrowed.run(my_backward, args, _FORBIDDEN, launches=launched)
-            answers.append((out, [f for f in launched if f is not None], [], ops))
+            answers.append((out, [f for f in launched if f is not None], [], ops, raced))
     rows, bad = [], 0
-    for (spec, eps, (dy, h, w, _rstd), ns), (out, launched, oob, ops) in zip(cases, answers):
+    raced = [r for *_, races in answers for r in races]
+    if raced:  # the values a racing kernel gives on a GPU are not the interpreter's
+        raise Fail(raced[0])
+    for (spec, eps, (dy, h, w, _rstd), ns), (out, launched, oob, ops, _) in zip(cases, answers):
         if not launched:
             raise Fail("my_backward launched no Triton kernel: the backward is a kernel of yours")
         problem = _torch_compute(ops)

@@ -23,11 +23,11 @@ from fastpath_lib.grading.materials import KNOWN_OPS, device
 from fastpath_lib.grading.registry import Result
 from fastpath_lib.grading.report.feedback import (Fail, call, case_label, describe_error, graded, hold, passed,
                                                   table)
-from fastpath_lib.grading.rules import borrowed, kernel_source
+from fastpath_lib.grading.rules import borrowed, kernel_body, kernel_source
 from fastpath_lib.testing import compare
 
 __all__ = ["check_capstone_reference", "check_capstone_kernel", "check_capstone_predicate", "check_capstone_dispatch",
-           "KNOWN_OPS", "ABSENT"]
+           "KNOWN_OPS", "ABSENT", "STATED"]
 
 
 def _f64(x):
@@ -58,6 +58,8 @@ _FORBIDDEN = {op: _KIT + borrowed.torch_op(*names, why=f"that is torch's own {op
 ABSENT = borrowed.absent("ex08", *_FORBIDDEN.values(), marker=True,
                          why="the reference and the Triton route compute the operator themselves, and the checks "
                              "accept what the absent operator returns on the fallback route only")
+#: the rules beyond forbidden calls the kernel and dispatch parts apply in the grader, in the exercise's words
+STATED = (kernel_body.PUBLISHED_RULE, kernel_run.RACE_RULE)
 _CASES = (CaseSpec(7, 33, weight=None), CaseSpec(5, 100, torch.float16, weight=None),
           CaseSpec(3, 781, torch.bfloat16, weight=None, scale=4.0),
           CaseSpec(6, 48, weight=None, layout="row_slice", pad=5), CaseSpec(1, 1, weight=None))
@@ -213,6 +215,8 @@ def _remote_launches(launch, forbidden, cases) -> list[tuple]:
         kernel_run.copy_back([built.x], ran.args)
         y = ran.out.to(built.x.device) if isinstance(ran.out, torch.Tensor) else ran.out
         error = f"raised {ran.error[0]}: {ran.error[1]}" if ran.error else None
+        if ran.races:  # the values a racing kernel gives on a GPU are not the interpreter's
+            raise Fail(ran.races[0])
         out.append((y, ran.launches, error or (ran.oob[0] if ran.oob else None)))
     return out
 
@@ -227,7 +231,11 @@ def _grade_kernel(op_name: str, launch) -> list[Result]:
         answers = []
         for built in cases:
             launched: list = []
-            y, raised = _run_case(launch, (built.x,), forbidden, launches=launched)
+            raced: list = []
+            with kernel_run.races(raced):
+                y, raised = _run_case(launch, (built.x,), forbidden, launches=launched)
+            if raced:
+                raise Fail(raced[0])
             answers.append((y, _own_kernels(launched), raised))
     rows, bad = [], 0
     for (label, built), (y, launched, problem) in zip(labelled, answers):
@@ -357,6 +365,8 @@ def _launcher_values(op, xs: list) -> list[list[tuple]]:
         row = []
         for name in names:
             c = next(ran)
+            if c.races:
+                raise Fail(f"your op's Triton route calls {name}: {c.races[0]}")
             problem = f"raised {c.error[0]}: {c.error[1]}" if c.error else (c.oob[0] if c.oob else None)
             if problem is None and not c.launches:
                 problem = "launched no Triton kernel"

@@ -135,15 +135,18 @@ _LEARNER = "__fastpath_learner__"
 @contextlib.contextmanager
 def _visits(into: dict):
     """Triton's frontend, meanwhile, adds to ``into[name]`` the path (:func:`~fastpath_lib.grading.engine.replay.
-    node_paths`) of each node of the program's function ``name`` it visits: what it compiled. A statement it never
-    visits (the ``else:`` of a loop it unrolls to nothing, a branch a constexpr decides) compiles to nothing, and the
-    replay runs none (:func:`~fastpath_lib.grading.engine.replay.compiled_only`)."""
+    node_paths`) of each node of the program's function ``name`` it visits: what it compiled. What it never visits
+    (the ``else:`` of a loop it unrolls to nothing, a branch a constexpr decides, a comprehension's ``if``) compiles
+    to nothing, and the replay runs none of it (:func:`~fastpath_lib.grading.engine.replay.compiled_only`). The
+    message of a ``tl.static_assert`` that holds, which the frontend never evaluates, is added as
+    :data:`~fastpath_lib.grading.engine.replay.MESSAGE` and its path: the replay passes its text instead."""
     import ast
 
     from triton.compiler import code_generator
 
     gen = code_generator.CodeGenerator
-    visit = gen.visit
+    visit, table = gen.visit, gen.statically_implemented_functions
+    kept = dict(table)
 
     def visiting(self, node):
         if isinstance(node, ast.FunctionDef) and not hasattr(self, "_fastpath_paths"):
@@ -154,11 +157,21 @@ def _visits(into: dict):
         if paths is not None and id(node) in paths[0]:
             paths[1].add(paths[0][id(node)])
         return visit(self, node)
+
+    def held(self, node):  # tl.static_assert: raises where it fails
+        out = gen.execute_static_assert(self, node)
+        paths = getattr(self, "_fastpath_paths", None)
+        if paths is not None and len(node.args) == 2 and id(node.args[1]) in paths[0]:
+            paths[1].add(replay.MESSAGE + paths[0][id(node.args[1])])
+        return out
     gen.visit = visiting
+    table.update({fn: held for fn, how in kept.items() if how is gen.execute_static_assert})
     try:
         yield
     finally:
         gen.visit = visit
+        table.clear()
+        table.update(kept)
 
 
 def _frontend(fn, sig: dict, const: dict, visited: dict | None = None) -> None:

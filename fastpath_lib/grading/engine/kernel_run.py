@@ -25,9 +25,11 @@ process of its own (``python -m fastpath_lib.grading.engine.kernel_run``), in th
    builtins.eval, a Python function, not Triton's") and fails the part;
 3. **replay**: on the real inputs (CPU copies), each record's operators and launches, and nothing else of the
    learner's: the process defines only the program's kernels. Each call runs inside :func:`fastpath_lib.traffic.watch`:
-   per launch and tensor argument the distinct and requested bytes, and every out-of-bounds access (dropped, so a
-   wrong kernel corrupts nothing), with its program id, offsets and mask. What the record says the launcher returned,
-   built by the replay, is the call's answer; the arguments as the replay left them come back too.
+   per launch and tensor argument the distinct and requested bytes, every out-of-bounds access (dropped, so a
+   wrong kernel corrupts nothing), with its program id, offsets and mask, and every data race (a byte one program
+   writes and another reads or writes, not both with atomics: :class:`fastpath_lib.traffic.Race`). What the record
+   says the launcher returned, built by the replay, is the call's answer; the arguments as the replay left them come
+   back too.
 
 The request is written by the grader and the answer read with ``torch.load(weights_only=True)``; the child's output
 is judged like any answer. While the grader grades in its sandbox (:func:`sandboxed`), the child runs in the same
@@ -55,7 +57,13 @@ import torch
 
 from fastpath_lib.grading.engine import compile_check, forks, replay
 
-__all__ = ["Outcome", "Call", "run", "sandboxed", "lacking", "launch_traffic", "copy_back", "torch_ops"]
+__all__ = ["Outcome", "Call", "run", "sandboxed", "lacking", "launch_traffic", "copy_back", "torch_ops", "races",
+           "RACE_RULE"]
+
+#: What the checks that run a learner's kernel refuse as a data race (:class:`fastpath_lib.traffic.Race`), in the
+#: exercises' words (each such exercise states it: ``STATED`` of its check module).
+RACE_RULE = ("a byte one program of a launch writes and another program of that launch reads or writes, not both with "
+             "atomics")
 
 #: ``(folder, env) -> (command prefix, env)``: the sandbox the child runs in (:func:`sandboxed`); ``None``: none.
 _SANDBOX: contextvars.ContextVar[Callable[[str, dict], tuple[list[str], dict]] | None] = contextvars.ContextVar(
@@ -103,6 +111,7 @@ class Call:
     traffic: list[dict] = dataclasses.field(default_factory=list)
     oob: list[str] = dataclasses.field(default_factory=list)  # each out-of-bounds access, as the checker words it
     oob_accesses: int = 0
+    races: list[str] = dataclasses.field(default_factory=list)  # each launch's data race, as the checker words it
 
 
 @dataclasses.dataclass
@@ -200,6 +209,23 @@ def torch_ops(ops: set):
             ops.add(func.overloadpacket.__name__)
             return func(*args, **(kwargs or {}))
     return _Ops()
+
+
+@contextlib.contextmanager
+def races(found: list):
+    """Meanwhile, where Triton's interpreter runs this process's kernels (the in-notebook checks on a CPU), the data
+    races of each launch (:class:`fastpath_lib.traffic.Race`, as its ``str``) are added to ``found``, as the grader's
+    replay finds them; elsewhere, and inside another watch, nothing is watched."""
+    from fastpath_lib import runtime, traffic
+
+    if not runtime.interpreter_enabled() or traffic._active:
+        yield
+        return
+    with traffic.watch(races=True) as t:
+        try:
+            yield
+        finally:
+            found += [str(r) for r in t.races]
 
 
 def launch_traffic(launch) -> dict:
@@ -347,7 +373,7 @@ def _replay(program: str, records: list, inputs: list, path: str) -> None:
             if "error" in record:
                 raise replay.Refused(*record["error"][1:])
             again = replay.Replay(replay.leaves([args, kwargs], []), "cpu", kernels)
-            with traffic.watch() as t:
+            with traffic.watch(races=True) as t:
                 for step in record["steps"]:
                     again.step(step)
                 call["out"] = again.decode(record["out"])
@@ -360,6 +386,7 @@ def _replay(program: str, records: list, inputs: list, path: str) -> None:
             call["traffic"] = [launch_traffic(launch) for launch in t.launches]
             call["oob"] = [str(o) for o in t.oob]
             call["oob_accesses"] = int(t.oob_accesses)
+            call["races"] = [str(r) for r in t.races]
         call["launches"] = [name for name, _ in seen[before:]]
         calls.append(call)
         by_call.append(seen[before:])

@@ -17,7 +17,8 @@ import torch
 from fastpath_lib.grading.engine.host_ops import VALUE_READ
 
 __all__ = ["VALUE_READ", "Refused", "Recorder", "Replay", "Recorded", "TRITON_TYPES", "describe", "bound", "leaves",
-           "shapes_only", "operator", "definitions", "node_paths", "compiled_only", "NOT_COMPILED", "meta", "recorded"]
+           "shapes_only", "operator", "definitions", "node_paths", "compiled_only", "NOT_COMPILED", "MESSAGE", "meta",
+           "recorded"]
 
 #: Triton's name of each torch dtype's element type (a tensor argument's pointer type, for the compile step).
 TRITON_TYPES = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32", torch.float64: "fp64",
@@ -297,10 +298,15 @@ class Recorded:
         return self._kernel(*args, **kwargs)
 
 
-#: What the replay raises where a kernel runs a statement (or a branch of a conditional expression) that Triton's
-#: GPU frontend never visited while the compile step compiled it.
+#: What the replay raises where a kernel runs code (a statement, or any expression in it) that Triton's GPU frontend
+#: never visited while the compile step compiled it.
 NOT_COMPILED = ("your kernel runs code under the interpreter that Triton's GPU compiler never compiled (line {line} of "
                 "{name}, its def the first): the grader runs only what the compile step compiled for a GPU")
+
+
+#: What marks, among the paths the compile step visited, the message of a ``tl.static_assert`` that held (the
+#: frontend never evaluates it): the replay passes the message's text instead (:func:`compiled_only`).
+MESSAGE = "message:"
 
 
 def node_paths(fn) -> dict:
@@ -325,15 +331,35 @@ def node_paths(fn) -> dict:
 
 
 def compiled_only(fn, visited: set):
-    """``fn`` (an ``ast.FunctionDef`` of a ``@triton.jit`` function) as the replay runs it: each statement of its body
-    whose path (:func:`node_paths`) is not in ``visited`` (the nodes Triton's GPU frontend visited, in every
-    compilation of it) raises :data:`NOT_COMPILED` instead, and so does each branch of a conditional expression
-    (``a if C else b``, ``a and b``) the frontend did not visit; a statement that is a constant (a docstring) is
-    ``pass``. What the frontend left out on a constexpr decision the interpreter leaves out too, so an honest kernel
-    runs as compiled; code only the interpreter would run fails the launch."""
+    """``fn`` (an ``ast.FunctionDef`` of a ``@triton.jit`` function) as the replay runs it: what Triton's GPU frontend
+    compiled, at every level. Each statement of its body whose path (:func:`node_paths`) is not in ``visited`` (the
+    nodes the frontend visited, in every compilation of it) raises :data:`NOT_COMPILED` instead, and so does each
+    expression the frontend neither visited nor took apart (visited none of its parts): the ``if`` of a
+    comprehension, the branch of ``a if C else b`` or ``a and b`` a constexpr decides, an expression in a branch it
+    never reached. The parts of an expression the frontend reads itself count as compiled: a compiled f-string's
+    constant text, the call of a ``for`` loop's ``range`` and of a ``with`` whose callee and arguments it visited.
+    The message of a ``tl.static_assert`` that held (:data:`MESSAGE`), which the frontend never evaluates, is its
+    text, a constant; a statement that is a constant (a docstring) is ``pass``. Each raise fires only where the
+    interpreter evaluates it: what the frontend left out on a constexpr decision the interpreter leaves out too, so
+    an honest kernel runs as compiled, and code only the interpreter would run fails the launch."""
     import ast
 
-    paths = node_paths(fn)
+    paths, originals = node_paths(fn), list(ast.walk(fn))  # the originals kept alive: their ids stay theirs
+    messages = {p.removeprefix(MESSAGE) for p in visited if p.startswith(MESSAGE)}
+    # an operator or a context (Load, Store) is one object shared by every node of its kind: never a node's own part
+    shared = (ast.expr_context, ast.operator, ast.boolop, ast.cmpop, ast.unaryop)
+    compiled = {id(n) for n in originals if paths[id(n)] in visited and not isinstance(n, shared)}
+    for node in ast.walk(fn):  # the constant text of a compiled f-string: the frontend reads it, never visits it
+        if isinstance(node, ast.JoinedStr) and id(node) in compiled:
+            compiled |= {id(v) for v in node.values if isinstance(v, ast.Constant)}
+    reached = set(compiled)  # the nodes the frontend visited, or one of whose parts it visited
+
+    def mark(node) -> bool:
+        inside = [mark(child) for child in ast.iter_child_nodes(node) if not isinstance(child, shared)]
+        if any(inside):
+            reached.add(id(node))
+        return id(node) in reached
+    mark(fn)
 
     def message(node) -> ast.Constant:
         return ast.Constant(NOT_COMPILED.format(line=node.lineno - fn.lineno + 1, name=fn.name))
@@ -347,26 +373,21 @@ def compiled_only(fn, visited: set):
     class _Compiled(ast.NodeTransformer):
         def visit(self, node):
             if node is fn:
-                return self._body(node)
+                node.body = [self.visit(stmt) for stmt in node.body]
+                return node
             if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
                 return ast.Pass()
-            if isinstance(node, ast.stmt) and paths.get(id(node)) not in visited:
+            if isinstance(node, ast.stmt) and id(node) not in compiled:
                 return fails(node)
-            if isinstance(node, ast.IfExp):
-                node.body, node.orelse = (self.visit(b) if paths.get(id(b)) in visited else fails(b)
-                                          for b in (node.body, node.orelse))
-                node.test = self.visit(node.test)
-                return node
-            if isinstance(node, ast.BoolOp):
-                node.values = [self.visit(v) if paths.get(id(v)) in visited else fails(v) for v in node.values]
-                return node
+            if isinstance(node, ast.expr) and paths.get(id(node)) in messages:
+                return ast.Constant(ast.unparse(node))
+            if isinstance(node, ast.expr) and id(node) not in reached and not isinstance(
+                    getattr(node, "ctx", None), (ast.Store, ast.Del)):
+                return fails(node)
             return self.generic_visit(node)
-
-        def _body(self, node):
-            node.body = [self.visit(stmt) for stmt in node.body]
-            return node
-    out = _Compiled().visit(fn)
-    return ast.fix_missing_locations(out)
+    out = ast.fix_missing_locations(_Compiled().visit(fn))
+    del originals
+    return out
 
 
 def definitions(text: str, visited: dict | None = None) -> str:

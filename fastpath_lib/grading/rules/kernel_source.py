@@ -10,7 +10,8 @@ file before it ran) with :mod:`ast`; each returns a sentence saying what is wron
   own locals, Triton's language under ``triton.language``
   (:func:`~fastpath_lib.grading.rules.language_names.outside_language`: ``tl.load``, ``tl.math.rsqrt``; not a module
   reached under another name, ``tl.random.tl``), the source's other kernels and a few builtins (no other module, no
-  helper function, no dunder attribute, nothing defined inside it), and the kernel stores something. The grader's
+  helper function, nothing defined inside it), past a value only what Triton's language values publish, in syntax
+  Triton compiles (:mod:`~fastpath_lib.grading.rules.kernel_body`), and the kernel stores something. The grader's
   compile step reads the calls again, on what they resolve to
   (:func:`fastpath_lib.grading.engine.compile_check.callee_problem`).
 * :func:`launcher_problem`: a host function (and the source's functions it calls) launches one of the source's
@@ -50,7 +51,7 @@ import builtins
 
 from fastpath_lib.grading.engine.sources import dotted, parse_cells
 from fastpath_lib.grading.rules.definitions import definition_problem, literal, type_expression
-from fastpath_lib.grading.rules.language_names import outside_language
+from fastpath_lib.grading.rules.kernel_body import body_problem
 
 __all__ = ["kernel_problem", "launcher_problem", "launches_kernel", "launchers_called", "program", "still_a_stub"]
 
@@ -61,12 +62,6 @@ _DYNAMIC = frozenset({"setattr", "delattr", "exec", "eval", "compile", "globals"
 #: Attributes that reach or rewrite code and namespaces.
 _REFLECTIVE = frozenset({"__dict__", "__globals__", "__code__", "__builtins__", "__closure__", "__func__",
                          "__wrapped__", "f_globals", "f_locals", "f_back", "user_ns", "__getattribute__"})
-#: Builtins a kernel body may call (Triton's frontend accepts these).
-_KERNEL_BUILTINS = frozenset({"range", "min", "max", "int", "float", "bool", "len", "print", "isinstance"})
-#: Attributes that reach the compiler's IR or the interpreter's NumPy arrays behind a Triton value (a name under
-#: ``triton.language`` is read by
-#: :func:`~fastpath_lib.grading.rules.language_names.outside_language` instead).
-_KERNEL_INTERNALS = frozenset({"handle", "core", "ir", "semantic", "builder"})
 #: Builtins a launcher may call.
 _HOST_BUILTINS = frozenset({"range", "len", "int", "float", "bool", "isinstance", "tuple", "list", "dict", "max",
                             "min", "print", "zip", "enumerate", "divmod", "abs", "round", "type", "str", "repr"})
@@ -182,49 +177,6 @@ def _reached(src: _Source, name: str) -> list:
     return reach
 
 
-def _kernel_body_problem(src: _Source, fn: ast.FunctionDef) -> str | None:
-    a = fn.args
-    local = {x.arg for x in a.posonlyargs + a.args + a.kwonlyargs + [a.vararg, a.kwarg] if x is not None}
-    local |= {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-    top = [n for t in src.trees for n in t.body]
-    constexpr = {n.target.id for n in top if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)
-                 and src.resolve(dotted(n.annotation)) == "triton.language.constexpr"}
-    constexpr |= {t.id for n in top if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call)
-                  and src.resolve(dotted(n.value.func)) == "triton.language.constexpr"
-                  for t in n.targets if isinstance(t, ast.Name)}
-    for stmt in fn.body:
-        inner = {id(n.value) for n in ast.walk(stmt) if isinstance(n, ast.Attribute)}
-        for n in ast.walk(stmt):
-            path = src.resolve(dotted(n)) if isinstance(n, (ast.Name, ast.Attribute)) and id(n) not in inner \
-                and not (isinstance(n, ast.Name) and n.id in local) else ""
-            if path.startswith("triton.language.") and not path.startswith("triton.language._"):
-                outside = outside_language(path)
-                if outside:
-                    return (f"your kernel {fn.name} reads {ast.unparse(n)}, and {outside} is not Triton's "
-                            f"language (a module of its own, or a function, type or constant of triton.language): a "
-                            f"kernel body uses triton.language's functions, types and constants")
-            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda, ast.Import,
-                              ast.ImportFrom, ast.Global, ast.Nonlocal)):
-                return f"your kernel {fn.name} defines or imports something inside it: a kernel body only computes"
-            if isinstance(n, ast.Attribute) and n.attr.startswith("_"):
-                return f"your kernel {fn.name} reads the private attribute {n.attr}"
-            if isinstance(n, ast.Attribute) and n.attr in _KERNEL_INTERNALS and \
-                    not src.resolve(dotted(n)).startswith("triton.language."):
-                return (f"your kernel {fn.name} reads {n.attr}, the compiler's or the interpreter's own object "
-                        f"behind a value: a kernel body computes with triton.language")
-            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id not in local:
-                target = src.resolve(n.id)
-                ok = n.id in src.kernels or n.id in constexpr or target.startswith("triton.language") or (
-                    n.id in _KERNEL_BUILTINS and n.id not in src.imports)
-                if target == "triton":  # triton.language.x, reached through "triton"
-                    parent = next((p for p in ast.walk(stmt) if isinstance(p, ast.Attribute) and p.value is n), None)
-                    ok = parent is not None and parent.attr == "language"
-                if not ok:
-                    return (f"your kernel {fn.name} reads {n.id}: a kernel body uses triton.language, its parameters, "
-                            f"its own variables and your other @triton.jit functions, nothing else")
-    return None
-
-
 def _definition(source: str, name: str, missing: str) -> tuple[_Source, ast.FunctionDef, list] | str:
     """The learner's source, its function ``name`` and every binding of ``name``; or the problem: a rule the whole
     source breaks, else ``missing`` where the source defines no function ``name``."""
@@ -257,7 +209,7 @@ def kernel_problem(source: str, name: str) -> str | None:
         return f"{name} must be defined under @triton.jit, and under nothing else"
     reached = [k for k in _reached(src, name) if k.name in src.kernels]  # it and the jit functions it calls
     for kernel in reached:
-        problem = _kernel_body_problem(src, kernel)
+        problem = body_problem(src, kernel)
         if problem:
             return problem
     if not any(isinstance(n, ast.Call) and src.resolve(dotted(n.func)) == "triton.language.store"

@@ -1,0 +1,95 @@
+"""The rule a ``@triton.jit`` function's body is held to (:func:`body_problem`), for
+:func:`~fastpath_lib.grading.rules.kernel_source.kernel_problem`: what a kernel body may read and contain.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from fastpath_lib.grading.engine.sources import dotted
+from fastpath_lib.grading.rules.language_names import compiled_kinds, outside_language, published_attributes
+
+__all__ = ["body_problem", "PUBLISHED_RULE"]
+
+#: The attribute rule (:func:`~fastpath_lib.grading.rules.language_names.published_attributes`) in the exercises'
+#: words (each exercise whose check applies it states it: ``STATED`` of its check module).
+PUBLISHED_RULE = "an attribute no value of `triton.language` publishes"
+
+#: Builtins a kernel body may call (Triton's frontend accepts these).
+_KERNEL_BUILTINS = frozenset({"range", "min", "max", "int", "float", "bool", "len", "print", "isinstance"})
+
+def _language(path: str) -> bool:
+    """Whether ``path`` (a dotted name, resolved) names Triton's language itself: ``triton.language`` or a public
+    name under it (:func:`~fastpath_lib.grading.rules.language_names.outside_language` reads those)."""
+    return path == "triton.language" or path.startswith("triton.language.") and not path.startswith(
+        "triton.language._")
+
+
+def _unpublished(src, n: ast.Attribute, local: set) -> ast.Attribute | None:
+    """The first attribute of the chain ``n`` ends (``a.b.c``: ``.b`` before ``.c``) read past a value and published
+    by no value of Triton's language (:func:`~fastpath_lib.grading.rules.language_names.published_attributes`), else
+    ``None``. A chain from an imported name is a dotted name, read by the other rules (Triton's language by
+    :func:`~fastpath_lib.grading.rules.language_names.outside_language`, any other module refused)."""
+    chain = []
+    while isinstance(n, ast.Attribute):
+        chain.append(n)
+        n = n.value
+    if isinstance(n, ast.Name) and n.id in src.imports and n.id not in local:
+        return None
+    return next((a for a in reversed(chain) if not _language(src.resolve(dotted(a)))
+                 and a.attr not in published_attributes()), None)
+
+
+def body_problem(src, fn: ast.FunctionDef) -> str | None:
+    """Why the body of ``fn``, a ``@triton.jit`` function of the learner's source ``src`` (the source as
+    :mod:`~fastpath_lib.grading.rules.kernel_source` reads it: its imports, trees and kernels), is not a kernel body:
+    it reads something else than its parameters, its own variables, the source's ``tl.constexpr`` constants and other
+    kernels, Triton's language and the builtins the frontend provides; past a value (a parameter, a variable, what a
+    call returns) an attribute no value of Triton's language publishes
+    (:func:`~fastpath_lib.grading.rules.language_names.published_attributes`); syntax Triton's frontend does not
+    compile (:func:`~fastpath_lib.grading.rules.language_names.compiled_kinds`: a generator expression, a lambda);
+    or it defines or imports something."""
+    a = fn.args
+    local = {x.arg for x in a.posonlyargs + a.args + a.kwonlyargs + [a.vararg, a.kwarg] if x is not None}
+    local |= {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    top = [n for t in src.trees for n in t.body]
+    constexpr = {n.target.id for n in top if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)
+                 and src.resolve(dotted(n.annotation)) == "triton.language.constexpr"}
+    constexpr |= {t.id for n in top if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call)
+                  and src.resolve(dotted(n.value.func)) == "triton.language.constexpr"
+                  for t in n.targets if isinstance(t, ast.Name)}
+    for stmt in fn.body:
+        inner = {id(n.value) for n in ast.walk(stmt) if isinstance(n, ast.Attribute)}
+        for n in ast.walk(stmt):
+            path = src.resolve(dotted(n)) if isinstance(n, (ast.Name, ast.Attribute)) and id(n) not in inner \
+                and not (isinstance(n, ast.Name) and n.id in local) else ""
+            if _language(path):
+                outside = outside_language(path)
+                if outside:
+                    return (f"your kernel {fn.name} reads {ast.unparse(n)}, and {outside} is not Triton's "
+                            f"language (a module of its own, or a function, type or constant of triton.language): a "
+                            f"kernel body uses triton.language's functions, types and constants")
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda, ast.Import,
+                              ast.ImportFrom, ast.Global, ast.Nonlocal)):
+                return f"your kernel {fn.name} defines or imports something inside it: a kernel body only computes"
+            if isinstance(n, (ast.stmt, ast.expr)) and type(n).__name__ not in compiled_kinds():
+                code = ast.unparse(n).splitlines()[0][:60]
+                return (f"your kernel {fn.name} holds {code} (an ast.{type(n).__name__}, line "
+                        f"{n.lineno - fn.lineno + 1} of {fn.name}, its def the first), which Triton's compiler does "
+                        f"not compile: a kernel body is code Triton compiles for a GPU")
+            unpublished = _unpublished(src, n, local) if isinstance(n, ast.Attribute) else None
+            if unpublished is not None:
+                return (f"your kernel {fn.name} reads {unpublished.attr} of {ast.unparse(unpublished.value)[:80]}, "
+                        f"which no value of Triton's language publishes: past a value, a kernel body reads what "
+                        f"tensors, dtypes and constexprs publish (x.dtype, x.shape, x.to(...), X.dtype.element_ty)")
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id not in local:
+                target = src.resolve(n.id)
+                ok = n.id in src.kernels or n.id in constexpr or target.startswith("triton.language") or (
+                    n.id in _KERNEL_BUILTINS and n.id not in src.imports)
+                if target == "triton":  # triton.language.x, reached through "triton"
+                    parent = next((p for p in ast.walk(stmt) if isinstance(p, ast.Attribute) and p.value is n), None)
+                    ok = parent is not None and parent.attr == "language"
+                if not ok:
+                    return (f"your kernel {fn.name} reads {n.id}: a kernel body uses triton.language, its parameters, "
+                            f"its own variables and your other @triton.jit functions, nothing else")
+    return None
