@@ -298,9 +298,13 @@ ex.check_readiness("maintenance_cost", maintenance_cost)
 # callers: `{"id", "dtype", "eps"}` (`eps` is `None` where the caller relies on the default). Return
 # `{"own_commit", "affected", "pin", "justification"}`: whether the change goes in a commit of its own (apart from the
 # fast path), the ids of the callers whose output changes, for each of them the `eps` to pass to keep today's output,
-# and a justification of a sentence or two: at least 10 words, naming the new default as a number (any spelling Python
-# reads as that value, such as `1e-5`, `1e-05` or `0.00001`, or that value rounded to the digits you write, such as
-# `1.19e-07`) or as a power of two (`2**-23`).
+# and a justification of a sentence or two for the reviewer: a justification that states what the change does to
+# these callers: the new default; today's default of the callers it changes (each of their old values, the values
+# `pin` holds); and which callers change, by naming every affected id or by their count written as a number (`3` or
+# `three`). Write each eps as a number (any spelling Python reads as that value, such as `1e-5`, `1e-05` or
+# `0.00001`, or that value rounded to the digits you write, such as `1.19e-07`) or as a power of two (`2**-23`). The
+# check reads these facts and not the wording: there is no word count, and a justification without them (whatever
+# its length) loses the part.
 
 # %%
 def migration(change, calls) -> dict:
@@ -309,8 +313,10 @@ def migration(change, calls) -> dict:
     new = change["default_eps"]
     old = {c["id"]: 2.0 ** -52 if c["dtype"] == "float64" else 2.0 ** -23 for c in calls}
     pin = {c["id"]: old[c["id"]] for c in calls if c["eps"] is None and old[c["id"]] != new}
-    why = (f"The default eps becomes {new!r} to match the checkpoints' training setting; this changes the output "
-           f"of every listed caller that relies on the default, and passing the pinned eps keeps it unchanged.")
+    today = " and ".join(f"{v:.3g}" for v in sorted(set(pin.values()), reverse=True))
+    why = (f"Moving the default eps from the machine epsilon of the compute dtype ({today} for these callers) to "
+           f"{new:g} changes the output of the {len(pin)} callers that rely on the default ({', '.join(sorted(pin))}); "
+           f"each of them passes its old eps explicitly, so its output stays as it is.")
     return {"own_commit": True, "affected": sorted(pin), "pin": pin, "justification": why}
     # END SOLUTION
 

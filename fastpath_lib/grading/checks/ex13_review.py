@@ -24,7 +24,7 @@ from fastpath_lib.grading.report.feedback import Fail, graded, part, real, truth
 from fastpath_lib.grading.rules import borrowed
 from fastpath_lib.grading.rules.ex13_scenarios import ACTIONS, SWITCHES, VERDICTS, draw, expected
 
-__all__ = ["check_readiness", "PARTS", "JUSTIFICATION_RULE", "JUSTIFICATION_WORDS", "STATED"]
+__all__ = ["check_readiness", "PARTS", "JUSTIFICATION_RULE", "STATED"]
 
 #: The parts, in the notebook's order (the registry's ``ex13`` entry lists the same names).
 PARTS = ("route_conditions", "test_report", "results_table", "review_comments", "maintenance_cost",
@@ -112,25 +112,32 @@ def _grade_one(name: str, fn, sc):
         aff = _as_set(out["affected"], "affected")
         pin = out["pin"] if isinstance(out["pin"], dict) else {}
         pins_ok = set(pin) == set(want["pin"]) and all(_close(pin[k], v, 1e-9) for k, v in want["pin"].items())
-        ok = truth(out["own_commit"]) is True and aff == want["affected"] and pins_ok and _justified(
-            out["justification"], sc["change"]["default_eps"])
-        yours = {"own_commit": out["own_commit"], "affected": sorted(aff), "pin": pin}
-        return yours, {"own_commit": True, "affected": sorted(want["affected"]), "pin": want["pin"],
-                       "justification": "a few sentences naming the new default"}, ok
+        misses = _unstated_facts(out["justification"], sc["change"]["default_eps"], want["pin"])
+        ok = truth(out["own_commit"]) is True and aff == want["affected"] and pins_ok and not misses
+        yours = {"justification misses": misses, "own_commit": out["own_commit"], "affected": sorted(aff),
+                 "pin": pin}
+        return yours, {"justification misses": [], "own_commit": True, "affected": sorted(want["affected"]),
+                       "pin": want["pin"]}, ok
     raise Fail(f"exercise 13 has no part {name!r}")
 
 
-#: How many words a justification has at least.
-JUSTIFICATION_WORDS = 10
-#: How a justification names the new default, in the exercise's words.
-JUSTIFICATION_RULE = (f"at least {JUSTIFICATION_WORDS} words, naming the new default as a number (any spelling "
-                      f"Python reads as that value, such as `1e-5`, `1e-05` or `0.00001`, or that value rounded to the "
-                      f"digits you write, such as `1.19e-07`) or as a power of two (`2**-23`)")
+#: What a justification states, each fact checked against the scenario; the check reads these facts, not the wording.
+JUSTIFICATION_RULE = ("a justification that states what the change does to these callers: the new default; today's "
+                      "default of the callers it changes (each of their old values, the values `pin` holds); and which "
+                      "callers change, by naming every affected id or by their count written as a number (`3` or "
+                      "`three`). Write each eps as a number (any spelling Python reads as that value, such as `1e-5`, "
+                      "`1e-05` or `0.00001`, or that value rounded to the digits you write, such as `1.19e-07`) or as "
+                      "a power of two (`2**-23`). The check reads these facts and not the wording: there is no word "
+                      "count, and a justification without them (whatever its length) loses the part")
 #: The wording of the rules this check holds answers to beyond forbidden calls: the exercise states each
 #: (``tests/course/test_exercise_instructions.py``).
 STATED = (JUSTIFICATION_RULE,)
 _NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 _POWER = re.compile(r"2\s*(?:\*\*|\^)\s*\(?\s*-\s*(\d+)\s*\)?")
+#: A whole number standing alone (not part of a decimal, an exponent, an id or a power of two).
+_COUNT = re.compile(r"(?<![\w.*^+-])\d+(?![\w.]|\s*(?:\*\*|\^))")
+_COUNT_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",
+                "twelve")
 
 
 def _names_value(text: str, value: float) -> bool:
@@ -152,12 +159,28 @@ def _names_value(text: str, value: float) -> bool:
     return False
 
 
-def _justified(text, new_eps: float) -> bool:
-    """A justification of :data:`JUSTIFICATION_WORDS` words or more that names the new default
-    (:data:`JUSTIFICATION_RULE`)."""
-    if not isinstance(text, str) or len(re.findall(r"[A-Za-z]+", text)) < JUSTIFICATION_WORDS:
-        return False
-    return _names_value(text, new_eps)
+def _names_count(text: str, n: int) -> bool:
+    """Whether ``text`` writes the whole number ``n`` on its own, in digits or as a word.
+
+    >>> [_names_count(t, 3) for t in ("3 callers", "three callers", "call3 and 2**-23", "eps 1e-3", "0.3")]
+    [True, True, False, False, False]
+    """
+    words = {w.lower() for w in re.findall(r"[A-Za-z]+", text)}
+    return any(int(d) == n for d in _COUNT.findall(text)) or (n < len(_COUNT_WORDS) and _COUNT_WORDS[n] in words)
+
+
+def _unstated_facts(text, new_eps: float, pin: dict) -> list[str]:
+    """The facts of :data:`JUSTIFICATION_RULE` that ``text`` does not state for this scenario (``pin``: the grader's
+    affected callers, each with today's default)."""
+    if not isinstance(text, str):
+        return [f"a justification is a str, got {type(text).__name__}"]
+    misses = [] if _names_value(text, new_eps) else [f"the new default {new_eps!r}"]
+    misses += [f"today's default {old!r} of the callers it changes" for old in sorted(set(pin.values()))
+               if not _names_value(text, old)]
+    named = all(re.search(rf"(?<!\w){re.escape(str(k))}(?!\w)", text) for k in pin)
+    if not named and not _names_count(text, len(pin)):
+        misses.append(f"which callers change (every affected id, or their count, {len(pin)})")
+    return misses
 
 
 def _owner_problem(owners: set) -> str | None:
