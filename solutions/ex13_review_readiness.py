@@ -248,7 +248,7 @@ ex.check_readiness("review_comments", answer_review)
 # `replay` is lesson 06's replay table for one request (`trace.replay_trace`'s rows): `{"phase", "shape", "dtype",
 # "calls", "route", "status", "baseline_us", "dispatched_us", "baseline_total_us", "dispatched_total_us", ...}`;
 # rows whose `status` is not `"ok"` were not measured (their times are `None`). `build` is `{"calls", "binaries",
-# "warm_disk_cache"}`: each call `{"pass", "dtype", "cols"}` needs the forward binary for its dtype and block size
+# "warm_disk_cache", "kernel_file", "codeowners"}`: each call `{"pass", "dtype", "cols"}` needs the forward binary for its dtype and block size
 # (the next power of two >= `cols`), and a `"backward"` call the backward binary too; `binaries` lists every
 # `{"kernel", "dtype", "block", "compile_s", "cubin_bytes"}`. With a warm on-disk cache, a fresh process loads the
 # binaries an earlier one compiled: nothing compiles.
@@ -258,9 +258,13 @@ ex.check_readiness("review_comments", answer_review)
 # only), how many calls those totals leave out, how many distinct binaries the calls need, the seconds a fresh
 # process spends compiling them, their size, the kit's way off the fast path without a code change (a str, written
 # as a reader would use it: the environment variable with its value, `"FASTPATH_FORCE_FALLBACK=1"`, or the
-# function's call, `"force_fallback()"` or `"fastpath_lib.force_fallback()"`), and the person who answers for it
-# (one named person, the same in every answer: an `@handle` or an e-mail address, not a team or a placeholder such
-# as `@owner` or `@tbd`).
+# function's call, `"force_fallback()"` or `"fastpath_lib.force_fallback()"`), and the person who answers for it:
+# the person the scenario's CODEOWNERS file names for the kernel's file: `build["codeowners"]` read for
+# `build["kernel_file"]` as GitHub reads it (a line starting with `#` is a comment; every other line is a pattern and
+# a handle; `*` matches every file, `*.EXT` every file whose name ends in `.EXT`, `/DIR/` every file under the
+# directory `DIR` at the repository's root; the last line that matches the file names its owner, not the first one
+# nor the most specific one). The check compares your owner with that handle: no other name, however plausible, is
+# the owner.
 
 # %%
 def maintenance_cost(replay, build) -> dict:
@@ -277,12 +281,19 @@ def maintenance_cost(replay, build) -> dict:
         if c["pass"] == "backward":
             need.add(("backward", c["dtype"], block))
     used = [b for b in build["binaries"] if (b["kernel"], b["dtype"], b["block"]) in need]
+    path, owner = build["kernel_file"], None
+    for line in build["codeowners"].splitlines():
+        if line.strip() and not line.lstrip().startswith("#"):
+            pattern, handle = line.split()[:2]
+            if (pattern == "*" or (pattern.startswith("*.") and path.endswith(pattern[1:]))
+                    or (pattern.startswith("/") and path.startswith(pattern[1:]))):
+                owner = handle  # the last matching line wins
     return {"saved_share": (base - fast) / base,
             "unmeasured_calls": sum(r["calls"] for r in replay if r["status"] != "ok"),
             "binaries": len(need),
             "cold_start_s": 0.0 if build["warm_disk_cache"] else sum(b["compile_s"] for b in used),
             "cubin_bytes": sum(b["cubin_bytes"] for b in used),
-            "switch": "FASTPATH_FORCE_FALLBACK=1", "owner": "@rmsnorm-fastpath-maintainer"}
+            "switch": "FASTPATH_FORCE_FALLBACK=1", "owner": owner}
     # END SOLUTION
 
 

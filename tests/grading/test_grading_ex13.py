@@ -225,6 +225,22 @@ def _forward_bytes_always(table):
     return out
 
 
+def _owner_by(build, pick):
+    """The owner of the kernel's file by ``pick(matching lines)``, the lines as ``(pattern, handle)``."""
+    path, lines = build["kernel_file"], [ln.split() for ln in build["codeowners"].splitlines() if ln[:1] not in "#"]
+    hits = [(p, h) for p, h in lines if p == "*" or path.endswith(p[1:]) or path.startswith(p[1:])]
+    return pick(hits)
+
+
+def _first_match(hits):
+    return hits[0][1]
+
+
+def _deepest_directory(hits):
+    """The most specific directory line (a common misreading: GitHub takes the last matching line)."""
+    return max((p.count("/"), i, h) for i, (p, h) in enumerate(hits))[2]
+
+
 #: plausible wrong rules, each one the lessons warn about
 WRONG = {
     "route_conditions": [
@@ -261,6 +277,9 @@ WRONG = {
         _mod("maintenance_cost", lambda a, out: dict(out, owner="@TBD")),
         _mod("maintenance_cost", lambda a, out: dict(out, owner="@oncall-" + str(len(a[0][1]["shape"])) + str(
             a[0][0]["calls"] % 7))),
+        _mod("maintenance_cost", lambda a, out: dict(out, owner="@qq")),  # round 9, C5: any handle
+        _mod("maintenance_cost", lambda a, out: dict(out, owner=_owner_by(a[1], _first_match))),
+        _mod("maintenance_cost", lambda a, out: dict(out, owner=_owner_by(a[1], _deepest_directory))),
         _mod("maintenance_cost", lambda a, out: dict(out, switch="revert the PR")),
         _mod("maintenance_cost", lambda a, out: dict(out, unmeasured_calls=0)),
     ],
@@ -298,6 +317,9 @@ def test_every_answer_of_a_small_answer_space_occurs_in_every_draw():
         costs = _answers("maintenance_cost", seed)
         assert {c["cold_start_s"] == 0 for c in costs} == {True, False}, seed
         assert {c["unmeasured_calls"] == 0 for c in costs} == {True, False}, seed
+        builds = [sc["build"] for sc in S.draw("maintenance_cost", random.Random(seed))]
+        for pick in (_first_match, _deepest_directory):  # each misreading of CODEOWNERS errs in every draw
+            assert any(_owner_by(b, pick) != c["owner"] for b, c in zip(builds, costs)), (seed, pick)
 
 
 def test_every_route_condition_fails_alone_in_every_draw():

@@ -24,7 +24,7 @@ from fastpath_lib.grading.report.feedback import Fail, graded, part, real, truth
 from fastpath_lib.grading.rules import borrowed
 from fastpath_lib.grading.rules.ex13_scenarios import ACTIONS, SWITCHES, VERDICTS, draw, expected
 
-__all__ = ["check_readiness", "PARTS", "JUSTIFICATION_RULE", "STATED"]
+__all__ = ["check_readiness", "PARTS", "JUSTIFICATION_RULE", "OWNER_RULE", "STATED"]
 
 #: The parts, in the notebook's order (the registry's ``ex13`` entry lists the same names).
 PARTS = ("route_conditions", "test_report", "results_table", "review_comments", "maintenance_cost",
@@ -38,9 +38,6 @@ _FORBIDDEN = borrowed.kit("grading/rules/ex13_scenarios.py", why="that is the gr
     "rmsnorm/capture.py", why="the part asks you to read capture.json yourself") + borrowed.kit(
     "bench/analysis.py", "classify", "summary_table", "boundary_table", "outcome_counts",
     why="that is the kit's reading of a results table; use outcome and noise_band")
-_PLACEHOLDER_OWNER = re.compile(r"^@?(owner|someone|somebody|team|the[-_ ]?team|tbd|todo|maintainers?|nobody|me|"
-                                r"name|handle|user|x+)$", re.IGNORECASE)
-_OWNER = re.compile(r"^@[A-Za-z0-9][\w.-]{1,38}$|^[\w.+-]+@[\w-]+(\.[\w-]+)+$")
 _SHOWN = 4  # mismatches listed in the feedback
 
 
@@ -99,13 +96,13 @@ def _grade_one(name: str, fn, sc):
     if name == "review_comments":
         return _per_id(_run(fn, sc["comments"], sc["cases"]), want, ACTIONS, "answer_review")
     if name == "maintenance_cost":
-        out = _mapping(_run(fn, sc["replay"], sc["build"]), (*want, "switch", "owner"), "maintenance_cost")
-        ok = all(real(out[k]) == want[k] if k in ("unmeasured_calls", "binaries", "cubin_bytes")
-                 else _close(out[k], want[k]) for k in want)
+        out = _mapping(_run(fn, sc["replay"], sc["build"]), (*want, "switch"), "maintenance_cost")
+        ok = all(out[k] == want[k] if k == "owner" else real(out[k]) == want[k]
+                 if k in ("unmeasured_calls", "binaries", "cubin_bytes") else _close(out[k], want[k]) for k in want)
         if out["switch"] not in SWITCHES:
             raise Fail(f"switch {out['switch']!r} is not the kit's way off the fast path without a code change "
                        f"(one of {list(SWITCHES)})")
-        return {k: out[k] for k in want}, {k: round(v, 6) for k, v in want.items()}, ok
+        return {k: out[k] for k in want}, {k: v if k == "owner" else round(v, 6) for k, v in want.items()}, ok
     if name == "contract_change":
         out = _mapping(_run(fn, sc["change"], sc["calls"]), ("own_commit", "affected", "pin", "justification"),
                        "migration")
@@ -129,9 +126,16 @@ JUSTIFICATION_RULE = ("a justification that states what the change does to these
                       "`1e-05` or `0.00001`, or that value rounded to the digits you write, such as `1.19e-07`) or as "
                       "a power of two (`2**-23`). The check reads these facts and not the wording: there is no word "
                       "count, and a justification without them (whatever its length) loses the part")
+#: Whom part 5 takes as the owner: the scenario's CODEOWNERS file is the only thing that says who owns the code.
+OWNER_RULE = ("the person the scenario's CODEOWNERS file names for the kernel's file: `build[\"codeowners\"]` read "
+              "for `build[\"kernel_file\"]` as GitHub reads it (a line starting with `#` is a comment; every other "
+              "line is a pattern and a handle; `*` matches every file, `*.EXT` every file whose name ends in `.EXT`, "
+              "`/DIR/` every file under the directory `DIR` at the repository's root; the last line that matches the "
+              "file names its owner, not the first one nor the most specific one). The check compares your owner "
+              "with that handle: no other name, however plausible, is the owner")
 #: The wording of the rules this check holds answers to beyond forbidden calls: the exercise states each
 #: (``tests/course/test_exercise_instructions.py``).
-STATED = (JUSTIFICATION_RULE,)
+STATED = (JUSTIFICATION_RULE, OWNER_RULE)
 _NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 _POWER = re.compile(r"2\s*(?:\*\*|\^)\s*\(?\s*-\s*(\d+)\s*\)?")
 #: A whole number standing alone (not part of a decimal, an exponent, an id or a power of two).
@@ -183,16 +187,6 @@ def _unstated_facts(text, new_eps: float, pin: dict) -> list[str]:
     return misses
 
 
-def _owner_problem(owners: set) -> str | None:
-    if len(owners) != 1:
-        return f"one named owner answers for the fast path; yours: {sorted(map(str, owners))}"
-    (owner,) = owners
-    if not isinstance(owner, str) or not _OWNER.match(owner.strip()) or _PLACEHOLDER_OWNER.match(owner.strip()):
-        return (f"owner {owner!r} is not a named person: give an @handle or an e-mail address (not a team or a "
-                f"placeholder)")
-    return None
-
-
 def _describe(name: str, sc) -> str:
     """The scenario, short enough for feedback (a report or a table: what to find in it)."""
     if name == "test_report":
@@ -210,10 +204,6 @@ def _grade(name: str, fn, rng) -> list:
             yours, want, ok = _grade_one(name, fn, sc)
             if not ok:
                 wrong.append((sc, yours, want))
-        if name == "maintenance_cost" and not wrong:
-            owners = {str(_run(fn, sc["replay"], sc["build"]).get("owner")) for sc in scenarios}
-            if problem := _owner_problem(owners):
-                raise Fail(problem)
         if wrong:
             lines = [f"{len(wrong)} of {len(scenarios)} scenarios answered differently "
                      "(scenarios drawn by this check):"]
