@@ -248,7 +248,7 @@ ex.check_readiness("review_comments", answer_review)
 # `replay` is lesson 06's replay table for one request (`trace.replay_trace`'s rows): `{"phase", "shape", "dtype",
 # "calls", "route", "status", "baseline_us", "dispatched_us", "baseline_total_us", "dispatched_total_us", ...}`;
 # rows whose `status` is not `"ok"` were not measured (their times are `None`). `build` is `{"calls", "binaries",
-# "warm_disk_cache"}`: each call `{"pass", "dtype", "cols"}` needs the forward binary for its dtype and block size
+# "warm_disk_cache", "kernel_file", "codeowners"}`: each call `{"pass", "dtype", "cols"}` needs the forward binary for its dtype and block size
 # (the next power of two >= `cols`), and a `"backward"` call the backward binary too; `binaries` lists every
 # `{"kernel", "dtype", "block", "compile_s", "cubin_bytes"}`. With a warm on-disk cache, a fresh process loads the
 # binaries an earlier one compiled: nothing compiles.
@@ -258,9 +258,13 @@ ex.check_readiness("review_comments", answer_review)
 # only), how many calls those totals leave out, how many distinct binaries the calls need, the seconds a fresh
 # process spends compiling them, their size, the kit's way off the fast path without a code change (a str, written
 # as a reader would use it: the environment variable with its value, `"FASTPATH_FORCE_FALLBACK=1"`, or the
-# function's call, `"force_fallback()"` or `"fastpath_lib.force_fallback()"`), and the person who answers for it
-# (one named person, the same in every answer: an `@handle` or an e-mail address, not a team or a placeholder such
-# as `@owner` or `@tbd`).
+# function's call, `"force_fallback()"` or `"fastpath_lib.force_fallback()"`), and the person who answers for it:
+# the person the scenario's CODEOWNERS file names for the kernel's file: `build["codeowners"]` read for
+# `build["kernel_file"]` as GitHub reads it (a line starting with `#` is a comment; every other line is a pattern and
+# a handle; `*` matches every file, `*.EXT` every file whose name ends in `.EXT`, `/DIR/` every file under the
+# directory `DIR` at the repository's root; the last line that matches the file names its owner, not the first one
+# nor the most specific one). The check compares your owner with that handle: no other name, however plausible, is
+# the owner.
 
 # %%
 def maintenance_cost(replay, build) -> dict:
@@ -277,12 +281,19 @@ def maintenance_cost(replay, build) -> dict:
         if c["pass"] == "backward":
             need.add(("backward", c["dtype"], block))
     used = [b for b in build["binaries"] if (b["kernel"], b["dtype"], b["block"]) in need]
+    path, owner = build["kernel_file"], None
+    for line in build["codeowners"].splitlines():
+        if line.strip() and not line.lstrip().startswith("#"):
+            pattern, handle = line.split()[:2]
+            if (pattern == "*" or (pattern.startswith("*.") and path.endswith(pattern[1:]))
+                    or (pattern.startswith("/") and path.startswith(pattern[1:]))):
+                owner = handle  # the last matching line wins
     return {"saved_share": (base - fast) / base,
             "unmeasured_calls": sum(r["calls"] for r in replay if r["status"] != "ok"),
             "binaries": len(need),
             "cold_start_s": 0.0 if build["warm_disk_cache"] else sum(b["compile_s"] for b in used),
             "cubin_bytes": sum(b["cubin_bytes"] for b in used),
-            "switch": "FASTPATH_FORCE_FALLBACK=1", "owner": "@rmsnorm-fastpath-maintainer"}
+            "switch": "FASTPATH_FORCE_FALLBACK=1", "owner": owner}
     # END SOLUTION
 
 
@@ -298,9 +309,13 @@ ex.check_readiness("maintenance_cost", maintenance_cost)
 # callers: `{"id", "dtype", "eps"}` (`eps` is `None` where the caller relies on the default). Return
 # `{"own_commit", "affected", "pin", "justification"}`: whether the change goes in a commit of its own (apart from the
 # fast path), the ids of the callers whose output changes, for each of them the `eps` to pass to keep today's output,
-# and a justification of a sentence or two: at least 10 words, naming the new default as a number (any spelling Python
-# reads as that value, such as `1e-5`, `1e-05` or `0.00001`, or that value rounded to the digits you write, such as
-# `1.19e-07`) or as a power of two (`2**-23`).
+# and a justification of a sentence or two for the reviewer: a justification that states what the change does to
+# these callers: the new default; today's default of the callers it changes (each of their old values, the values
+# `pin` holds); and which callers change, by naming every affected id or by their count written as a number (`3` or
+# `three`). Write each eps as a number (any spelling Python reads as that value, such as `1e-5`, `1e-05` or
+# `0.00001`, or that value rounded to the digits you write, such as `1.19e-07`) or as a power of two (`2**-23`). The
+# check reads these facts and not the wording: there is no word count, and a justification without them (whatever
+# its length) loses the part.
 
 # %%
 def migration(change, calls) -> dict:
@@ -309,8 +324,10 @@ def migration(change, calls) -> dict:
     new = change["default_eps"]
     old = {c["id"]: 2.0 ** -52 if c["dtype"] == "float64" else 2.0 ** -23 for c in calls}
     pin = {c["id"]: old[c["id"]] for c in calls if c["eps"] is None and old[c["id"]] != new}
-    why = (f"The default eps becomes {new!r} to match the checkpoints' training setting; this changes the output "
-           f"of every listed caller that relies on the default, and passing the pinned eps keeps it unchanged.")
+    today = " and ".join(f"{v:.3g}" for v in sorted(set(pin.values()), reverse=True))
+    why = (f"Moving the default eps from the machine epsilon of the compute dtype ({today} for these callers) to "
+           f"{new:g} changes the output of the {len(pin)} callers that rely on the default ({', '.join(sorted(pin))}); "
+           f"each of them passes its old eps explicitly, so its output stays as it is.")
     return {"own_commit": True, "affected": sorted(pin), "pin": pin, "justification": why}
     # END SOLUTION
 

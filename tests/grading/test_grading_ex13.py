@@ -6,6 +6,7 @@ import copy
 import csv
 import io
 import json
+import math
 import random
 import tempfile
 from pathlib import Path
@@ -224,6 +225,22 @@ def _forward_bytes_always(table):
     return out
 
 
+def _owner_by(build, pick):
+    """The owner of the kernel's file by ``pick(matching lines)``, the lines as ``(pattern, handle)``."""
+    path, lines = build["kernel_file"], [ln.split() for ln in build["codeowners"].splitlines() if ln[:1] not in "#"]
+    hits = [(p, h) for p, h in lines if p == "*" or path.endswith(p[1:]) or path.startswith(p[1:])]
+    return pick(hits)
+
+
+def _first_match(hits):
+    return hits[0][1]
+
+
+def _deepest_directory(hits):
+    """The most specific directory line (a common misreading: GitHub takes the last matching line)."""
+    return max((p.count("/"), i, h) for i, (p, h) in enumerate(hits))[2]
+
+
 #: plausible wrong rules, each one the lessons warn about
 WRONG = {
     "route_conditions": [
@@ -260,6 +277,9 @@ WRONG = {
         _mod("maintenance_cost", lambda a, out: dict(out, owner="@TBD")),
         _mod("maintenance_cost", lambda a, out: dict(out, owner="@oncall-" + str(len(a[0][1]["shape"])) + str(
             a[0][0]["calls"] % 7))),
+        _mod("maintenance_cost", lambda a, out: dict(out, owner="@qq")),  # round 9, C5: any handle
+        _mod("maintenance_cost", lambda a, out: dict(out, owner=_owner_by(a[1], _first_match))),
+        _mod("maintenance_cost", lambda a, out: dict(out, owner=_owner_by(a[1], _deepest_directory))),
         _mod("maintenance_cost", lambda a, out: dict(out, switch="revert the PR")),
         _mod("maintenance_cost", lambda a, out: dict(out, unmeasured_calls=0)),
     ],
@@ -297,6 +317,9 @@ def test_every_answer_of_a_small_answer_space_occurs_in_every_draw():
         costs = _answers("maintenance_cost", seed)
         assert {c["cold_start_s"] == 0 for c in costs} == {True, False}, seed
         assert {c["unmeasured_calls"] == 0 for c in costs} == {True, False}, seed
+        builds = [sc["build"] for sc in S.draw("maintenance_cost", random.Random(seed))]
+        for pick in (_first_match, _deepest_directory):  # each misreading of CODEOWNERS errs in every draw
+            assert any(_owner_by(b, pick) != c["owner"] for b, c in zip(builds, costs)), (seed, pick)
 
 
 def test_every_route_condition_fails_alone_in_every_draw():
@@ -419,8 +442,49 @@ def test_the_grader_scores_borrowed_and_constant_parts_zero(tmp_path):
 def test_part_6_takes_the_new_default_in_any_spelling_of_its_value(new, written, named):
     """The justification names the value, compared as a number (reader 13b F5: ``1e-5`` for ``1e-05`` and ``1.19e-07``
     for ``2**-23`` were refused as text)."""
-    from fastpath_lib.grading.checks.ex13_review import JUSTIFICATION_WORDS, _justified
+    from fastpath_lib.grading.checks.ex13_review import _unstated_facts
 
-    text = f"We change the default eps to {written} because fp16 callers need a smaller floor for their tiny rows."
-    assert _justified(text, new) is named
-    assert JUSTIFICATION_WORDS > 5 and not _justified(f"The default becomes {written} now.", new)  # too short
+    text = f"We change the default eps from 2**-52 to {written} for call1."
+    assert (not _unstated_facts(text, new, {"call1": 2.0 ** -52})) is named
+
+
+def _with_justification(write):
+    """The solution's answer with the justification ``write(change, calls, pin)`` writes."""
+    return _mod("contract_change", lambda a, out: dict(out, justification=write(*a, out["pin"])))
+
+
+def _olds(pin, spell):
+    return " or ".join(spell(v) for v in sorted(set(pin.values())))
+
+
+_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
+#: justifications that state the scenario's facts, each worded its own way
+HONEST = [
+    lambda ch, calls, pin: (f"Callers {', '.join(sorted(pin))} pass no eps, so their output moves when the default "
+                            f"goes from {_olds(pin, lambda v: f'2**-{-int(math.log2(v))}')} to {ch['default_eps']}; "
+                            f"pinning their old value keeps it."),
+    lambda ch, calls, pin: (f"{_WORDS[len(pin)]} of the {len(calls)} call sites rely on the default eps and see it "
+                            f"change: "
+                            f"{_olds(pin, lambda v: f'{v:.4e}')} today, {ch['default_eps']:.2e} after the change. "
+                            f"They get an explicit eps in the same PR."),
+]
+#: justifications that do not state the scenario's facts
+UNSTATED = [
+    lambda ch, calls, pin: " ".join(["lorem"] * 10) + f" {ch['default_eps']!r}",  # round 9, C5
+    lambda ch, calls, pin: (f"The default eps becomes {ch['default_eps']!r} to match the training setting; every "
+                            f"caller relying on the default changes, and pinning keeps the output."),  # no old, no who
+    lambda ch, calls, pin: (f"Callers {', '.join(sorted(pin))} change from 2**-23 to {ch['default_eps']!r}."),  # fp64
+    lambda ch, calls, pin: (f"{len(pin) + 1} callers change from {_olds(pin, repr)} to {ch['default_eps']!r}."),
+]
+
+
+def test_part_6_passes_justifications_that_state_the_scenarios_facts_in_any_words():
+    for i, write in enumerate(HONEST):
+        assert all(_passes("contract_change", _with_justification(write), s) for s in range(8)), i
+
+
+def test_part_6_refuses_justifications_that_do_not_state_them():
+    for i, write in enumerate(UNSTATED):
+        assert not any(_passes("contract_change", _with_justification(write), s) for s in SEEDS), i
+    (r,) = ex.check_readiness("contract_change", _with_justification(UNSTATED[0]), show=False, seed=0)
+    assert "justification misses" in r.feedback and "today's default" in r.feedback, r.feedback

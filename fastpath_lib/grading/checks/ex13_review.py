@@ -24,7 +24,7 @@ from fastpath_lib.grading.report.feedback import Fail, graded, part, real, truth
 from fastpath_lib.grading.rules import borrowed
 from fastpath_lib.grading.rules.ex13_scenarios import ACTIONS, SWITCHES, VERDICTS, draw, expected
 
-__all__ = ["check_readiness", "PARTS", "JUSTIFICATION_RULE", "JUSTIFICATION_WORDS", "STATED"]
+__all__ = ["check_readiness", "PARTS", "JUSTIFICATION_RULE", "OWNER_RULE", "STATED"]
 
 #: The parts, in the notebook's order (the registry's ``ex13`` entry lists the same names).
 PARTS = ("route_conditions", "test_report", "results_table", "review_comments", "maintenance_cost",
@@ -38,9 +38,6 @@ _FORBIDDEN = borrowed.kit("grading/rules/ex13_scenarios.py", why="that is the gr
     "rmsnorm/capture.py", why="the part asks you to read capture.json yourself") + borrowed.kit(
     "bench/analysis.py", "classify", "summary_table", "boundary_table", "outcome_counts",
     why="that is the kit's reading of a results table; use outcome and noise_band")
-_PLACEHOLDER_OWNER = re.compile(r"^@?(owner|someone|somebody|team|the[-_ ]?team|tbd|todo|maintainers?|nobody|me|"
-                                r"name|handle|user|x+)$", re.IGNORECASE)
-_OWNER = re.compile(r"^@[A-Za-z0-9][\w.-]{1,38}$|^[\w.+-]+@[\w-]+(\.[\w-]+)+$")
 _SHOWN = 4  # mismatches listed in the feedback
 
 
@@ -99,38 +96,52 @@ def _grade_one(name: str, fn, sc):
     if name == "review_comments":
         return _per_id(_run(fn, sc["comments"], sc["cases"]), want, ACTIONS, "answer_review")
     if name == "maintenance_cost":
-        out = _mapping(_run(fn, sc["replay"], sc["build"]), (*want, "switch", "owner"), "maintenance_cost")
-        ok = all(real(out[k]) == want[k] if k in ("unmeasured_calls", "binaries", "cubin_bytes")
-                 else _close(out[k], want[k]) for k in want)
+        out = _mapping(_run(fn, sc["replay"], sc["build"]), (*want, "switch"), "maintenance_cost")
+        ok = all(out[k] == want[k] if k == "owner" else real(out[k]) == want[k]
+                 if k in ("unmeasured_calls", "binaries", "cubin_bytes") else _close(out[k], want[k]) for k in want)
         if out["switch"] not in SWITCHES:
             raise Fail(f"switch {out['switch']!r} is not the kit's way off the fast path without a code change "
                        f"(one of {list(SWITCHES)})")
-        return {k: out[k] for k in want}, {k: round(v, 6) for k, v in want.items()}, ok
+        return {k: out[k] for k in want}, {k: v if k == "owner" else round(v, 6) for k, v in want.items()}, ok
     if name == "contract_change":
         out = _mapping(_run(fn, sc["change"], sc["calls"]), ("own_commit", "affected", "pin", "justification"),
                        "migration")
         aff = _as_set(out["affected"], "affected")
         pin = out["pin"] if isinstance(out["pin"], dict) else {}
         pins_ok = set(pin) == set(want["pin"]) and all(_close(pin[k], v, 1e-9) for k, v in want["pin"].items())
-        ok = truth(out["own_commit"]) is True and aff == want["affected"] and pins_ok and _justified(
-            out["justification"], sc["change"]["default_eps"])
-        yours = {"own_commit": out["own_commit"], "affected": sorted(aff), "pin": pin}
-        return yours, {"own_commit": True, "affected": sorted(want["affected"]), "pin": want["pin"],
-                       "justification": "a few sentences naming the new default"}, ok
+        misses = _unstated_facts(out["justification"], sc["change"]["default_eps"], want["pin"])
+        ok = truth(out["own_commit"]) is True and aff == want["affected"] and pins_ok and not misses
+        yours = {"justification misses": misses, "own_commit": out["own_commit"], "affected": sorted(aff),
+                 "pin": pin}
+        return yours, {"justification misses": [], "own_commit": True, "affected": sorted(want["affected"]),
+                       "pin": want["pin"]}, ok
     raise Fail(f"exercise 13 has no part {name!r}")
 
 
-#: How many words a justification has at least.
-JUSTIFICATION_WORDS = 10
-#: How a justification names the new default, in the exercise's words.
-JUSTIFICATION_RULE = (f"at least {JUSTIFICATION_WORDS} words, naming the new default as a number (any spelling "
-                      f"Python reads as that value, such as `1e-5`, `1e-05` or `0.00001`, or that value rounded to the "
-                      f"digits you write, such as `1.19e-07`) or as a power of two (`2**-23`)")
+#: What a justification states, each fact checked against the scenario; the check reads these facts, not the wording.
+JUSTIFICATION_RULE = ("a justification that states what the change does to these callers: the new default; today's "
+                      "default of the callers it changes (each of their old values, the values `pin` holds); and which "
+                      "callers change, by naming every affected id or by their count written as a number (`3` or "
+                      "`three`). Write each eps as a number (any spelling Python reads as that value, such as `1e-5`, "
+                      "`1e-05` or `0.00001`, or that value rounded to the digits you write, such as `1.19e-07`) or as "
+                      "a power of two (`2**-23`). The check reads these facts and not the wording: there is no word "
+                      "count, and a justification without them (whatever its length) loses the part")
+#: Whom part 5 takes as the owner: the scenario's CODEOWNERS file is the only thing that says who owns the code.
+OWNER_RULE = ("the person the scenario's CODEOWNERS file names for the kernel's file: `build[\"codeowners\"]` read "
+              "for `build[\"kernel_file\"]` as GitHub reads it (a line starting with `#` is a comment; every other "
+              "line is a pattern and a handle; `*` matches every file, `*.EXT` every file whose name ends in `.EXT`, "
+              "`/DIR/` every file under the directory `DIR` at the repository's root; the last line that matches the "
+              "file names its owner, not the first one nor the most specific one). The check compares your owner "
+              "with that handle: no other name, however plausible, is the owner")
 #: The wording of the rules this check holds answers to beyond forbidden calls: the exercise states each
 #: (``tests/course/test_exercise_instructions.py``).
-STATED = (JUSTIFICATION_RULE,)
+STATED = (JUSTIFICATION_RULE, OWNER_RULE)
 _NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 _POWER = re.compile(r"2\s*(?:\*\*|\^)\s*\(?\s*-\s*(\d+)\s*\)?")
+#: A whole number standing alone (not part of a decimal, an exponent, an id or a power of two).
+_COUNT = re.compile(r"(?<![\w.*^+-])\d+(?![\w.]|\s*(?:\*\*|\^))")
+_COUNT_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",
+                "twelve")
 
 
 def _names_value(text: str, value: float) -> bool:
@@ -152,22 +163,28 @@ def _names_value(text: str, value: float) -> bool:
     return False
 
 
-def _justified(text, new_eps: float) -> bool:
-    """A justification of :data:`JUSTIFICATION_WORDS` words or more that names the new default
-    (:data:`JUSTIFICATION_RULE`)."""
-    if not isinstance(text, str) or len(re.findall(r"[A-Za-z]+", text)) < JUSTIFICATION_WORDS:
-        return False
-    return _names_value(text, new_eps)
+def _names_count(text: str, n: int) -> bool:
+    """Whether ``text`` writes the whole number ``n`` on its own, in digits or as a word.
+
+    >>> [_names_count(t, 3) for t in ("3 callers", "three callers", "call3 and 2**-23", "eps 1e-3", "0.3")]
+    [True, True, False, False, False]
+    """
+    words = {w.lower() for w in re.findall(r"[A-Za-z]+", text)}
+    return any(int(d) == n for d in _COUNT.findall(text)) or (n < len(_COUNT_WORDS) and _COUNT_WORDS[n] in words)
 
 
-def _owner_problem(owners: set) -> str | None:
-    if len(owners) != 1:
-        return f"one named owner answers for the fast path; yours: {sorted(map(str, owners))}"
-    (owner,) = owners
-    if not isinstance(owner, str) or not _OWNER.match(owner.strip()) or _PLACEHOLDER_OWNER.match(owner.strip()):
-        return (f"owner {owner!r} is not a named person: give an @handle or an e-mail address (not a team or a "
-                f"placeholder)")
-    return None
+def _unstated_facts(text, new_eps: float, pin: dict) -> list[str]:
+    """The facts of :data:`JUSTIFICATION_RULE` that ``text`` does not state for this scenario (``pin``: the grader's
+    affected callers, each with today's default)."""
+    if not isinstance(text, str):
+        return [f"a justification is a str, got {type(text).__name__}"]
+    misses = [] if _names_value(text, new_eps) else [f"the new default {new_eps!r}"]
+    misses += [f"today's default {old!r} of the callers it changes" for old in sorted(set(pin.values()))
+               if not _names_value(text, old)]
+    named = all(re.search(rf"(?<!\w){re.escape(str(k))}(?!\w)", text) for k in pin)
+    if not named and not _names_count(text, len(pin)):
+        misses.append(f"which callers change (every affected id, or their count, {len(pin)})")
+    return misses
 
 
 def _describe(name: str, sc) -> str:
@@ -187,10 +204,6 @@ def _grade(name: str, fn, rng) -> list:
             yours, want, ok = _grade_one(name, fn, sc)
             if not ok:
                 wrong.append((sc, yours, want))
-        if name == "maintenance_cost" and not wrong:
-            owners = {str(_run(fn, sc["replay"], sc["build"]).get("owner")) for sc in scenarios}
-            if problem := _owner_problem(owners):
-                raise Fail(problem)
         if wrong:
             lines = [f"{len(wrong)} of {len(scenarios)} scenarios answered differently "
                      "(scenarios drawn by this check):"]

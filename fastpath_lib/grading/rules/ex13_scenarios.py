@@ -26,7 +26,7 @@ from fastpath_lib.grading.vocabulary import WIN, outcome
 from fastpath_lib.rmsnorm.limits import INTERPRETER_MIN_ROWS, MAX_COLS, MIN_CAPABILITY
 
 __all__ = ["draw", "expected", "ELEMENT_BYTES", "ROUTE_CONDITIONS", "VERDICTS", "ACTIONS", "SWITCHES",
-           "old_default_eps", "model_bytes", "achieved_gbps"]
+           "old_default_eps", "model_bytes", "achieved_gbps", "codeowner"]
 
 ELEMENT_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}
 _FAST_DTYPES = ("float16", "bfloat16", "float32")
@@ -417,14 +417,54 @@ def _block(cols: int) -> int:
     return 1 << max(0, math.ceil(math.log2(cols)))
 
 
-def _build(rng: random.Random, warm: bool) -> dict:
+def _build(rng: random.Random, warm: bool, last: str) -> dict:
     dtypes = rng.sample(_FAST_DTYPES, 2)
     calls = [{"pass": rng.choice(("forward", "backward")), "dtype": rng.choice(dtypes),
               "cols": rng.choice((768, 1000, 1024, 3000, 4096, 5120))} for _ in range(rng.randint(4, 7))]
     table = [{"kernel": p, "dtype": d, "block": b, "compile_s": round(rng.uniform(0.05, 0.9), 3),
               "cubin_bytes": rng.randint(20, 90) * 1024}
              for p in ("forward", "backward") for d in _FAST_DTYPES for b in (1024, 2048, 4096, 8192)]
-    return {"calls": calls, "binaries": table, "warm_disk_cache": warm}
+    path = rng.choice(_KERNEL_FILES)
+    return {"calls": calls, "binaries": table, "warm_disk_cache": warm, "kernel_file": path,
+            "codeowners": _codeowners(rng, path, last)}
+
+
+#: The kernel files of the kit's fast path and of its upstream patches (``upstream/*.patch``).
+_KERNEL_FILES = ("fastpath_lib/rmsnorm/kernels.py", "vllm/kernels/triton/layernorm.py",
+                 "torch/_native/ops/norm/triton_kernels.py")
+_HANDLES = ("@ada-l", "@grace-h", "@kwame-n", "@mei-w", "@ravi-s", "@sofia-m", "@tomas-k", "@yuki-t", "@amara-o",
+            "@lars-b", "@noor-a", "@chen-j", "@ines-p", "@omar-f")
+
+
+def _codeowners(rng: random.Random, path: str, last: str) -> str:
+    """A CODEOWNERS file in which the line that owns ``path`` (the last that matches it) is, by ``last``: its
+    directory's line, after the top directory's (``"dir"``); a ``*.py`` line after both (``"ext"``); or the top
+    directory's line, after its own directory's (``"top"``). Lines that match other files sit anywhere."""
+    dirs = path.split("/")[:-1]
+    h = rng.sample(_HANDLES, 7)
+    every, top, own = f"* {h[0]}", f"/{dirs[0]}/ {h[1]}", f"/{'/'.join(dirs)}/ {h[2]}"
+    lines = {"dir": [every, top, own], "ext": [every, top, own, f"*.py {h[3]}"], "top": [every, own, top]}[last]
+    for other in (f"/{dirs[0]}/benchmarks/ {h[4]}", f"*.md {h[5]}", f"/docs/ {h[6]}"):
+        lines.insert(rng.randint(1, len(lines)), other)
+    return "# Each line: a pattern and the person who owns the files it matches.\n" + "\n".join(lines) + "\n"
+
+
+def codeowner(codeowners: str, path: str) -> str | None:
+    """The owner GitHub reads from ``codeowners`` for ``path``: the last line whose pattern matches it (``*`` every
+    file, ``*.EXT`` a file ending in ``.EXT``, ``/DIR/`` every file under ``DIR``).
+
+    >>> codeowner("* @a\\n/vllm/ @b\\n*.md @c\\n", "vllm/kernels/triton/layernorm.py")
+    '@b'
+    """
+    owner = None
+    for line in codeowners.splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        pattern, handle = line.split()[:2]
+        if (pattern == "*" or (pattern.startswith("*.") and path.endswith(pattern[1:]))
+                or (pattern.startswith("/") and pattern.endswith("/") and path.startswith(pattern[1:]))):
+            owner = handle
+    return owner
 
 
 def _cost_expected(sc: dict) -> dict:
@@ -439,7 +479,8 @@ def _cost_expected(sc: dict) -> dict:
     return {"saved_share": (b - sum(r["dispatched_total_us"] for r in ok)) / b,
             "unmeasured_calls": sum(r["calls"] for r in sc["replay"] if r["status"] != "ok"),
             "binaries": len(need), "cold_start_s": 0.0 if sc["build"]["warm_disk_cache"] else
-            sum(r["compile_s"] for r in used), "cubin_bytes": sum(r["cubin_bytes"] for r in used)}
+            sum(r["compile_s"] for r in used), "cubin_bytes": sum(r["cubin_bytes"] for r in used),
+            "owner": codeowner(sc["build"]["codeowners"], sc["build"]["kernel_file"])}
 
 
 # ---- 6. contract_change: a new default eps and its callers ---------------------------------------------------------
@@ -483,7 +524,9 @@ def draw(part: str, rng: random.Random) -> list:
         return scs
     if part == "maintenance_cost":
         flags = rng.sample([(True, False), (False, True), (False, rng.random() < 0.5)], 3)
-        return [{"replay": _replay(rng, unmeasured), "build": _build(rng, warm)} for warm, unmeasured in flags]
+        lasts = rng.sample(("dir", "ext", "top"), 3)  # each way the last matching line falls, in every draw
+        return [{"replay": _replay(rng, unmeasured), "build": _build(rng, warm, last)}
+                for (warm, unmeasured), last in zip(flags, lasts)]
     if part == "contract_change":
         news = [rng.choice((1e-6, 1e-5)), 2.0 ** -23, rng.choice((1e-6, 1e-5, 2.0 ** -23))]
         return [_contract_case(rng, n) for n in rng.sample(news, 3)]
