@@ -60,11 +60,11 @@ BENCH_OUTCOME = {"bench.schema", "bench.analysis", "bench.matrix"}
 #: ahead-of-time compiler, the self-test's probe kernel, the interpreter's traffic checker, the launch observer (the
 #: route a call took), the bench timers (``triton.testing``), and the grading kernels (mutants, exercise 02's check,
 #: the grader's allow-list of Triton's language names, its run of a learner's kernel as data, that run's compile step
-#: and its launcher's record and replay).
+#: and its launcher's record and replay, and its bf16 arithmetic in the interpreter as on a GPU).
 TRITON_IMPORTERS = {"*.kernels", "triton_casts", "rmsnorm.compiled", "selftest", "traffic", "launches", "bench.ophost",
                     "bench.timing", "grading.rules.mutant_kernels", "grading.rules.language_names",
                     "grading.checks.ex02_kernel", "grading.engine.kernel_run", "grading.engine.compile_check",
-                    "grading.engine.replay"}
+                    "grading.engine.replay", "grading.engine.bf16_arith"}
 
 
 def _modules() -> dict[str, Path]:

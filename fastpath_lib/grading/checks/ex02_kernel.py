@@ -34,7 +34,7 @@ import random
 import torch
 
 from fastpath_lib.cases import CaseSpec, output_guard_intact, poisoned_like
-from fastpath_lib.grading.engine import host_ops, kernel_run, remote, sources
+from fastpath_lib.grading.engine import bf16_arith, host_ops, kernel_run, remote, sources
 from fastpath_lib.grading.materials import device
 from fastpath_lib.grading.registry import Result
 from fastpath_lib.grading.report.feedback import Fail, case_label, graded, passed, table
@@ -274,6 +274,7 @@ def overflow_problem(launches: list[dict], row_bytes: int) -> str | None:
     return None
 
 
+@bf16_arith.as_on_gpu()  # the interpreter's bf16 arithmetic is not the learner's
 def _grade_kernel(my_kernel) -> list[Result]:
     borrowed.reject_handed_back(my_kernel, _FORBIDDEN)
     in_grader = remote.is_proxy(my_kernel)
@@ -364,6 +365,7 @@ def _torch_compute(ops) -> str | None:
             f"launcher allocates, launches and sums the partial dw rows; the gradients come from your kernel")
 
 
+@bf16_arith.as_on_gpu()
 def _grade_backward(my_backward) -> list[Result]:
     cases = _backward_cases()
     in_grader = remote.is_proxy(my_backward)

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from fastpath_lib.cases import CaseSpec
-from fastpath_lib.grading.engine import kernel_run, remote, sources
+from fastpath_lib.grading.engine import bf16_arith, kernel_run, remote, sources
 from fastpath_lib.grading.materials import KNOWN_OPS, device
 from fastpath_lib.grading.registry import Result
 from fastpath_lib.grading.report.feedback import (Fail, call, case_label, describe_error, graded, hold, passed,
@@ -217,6 +217,7 @@ def _remote_launches(launch, forbidden, cases) -> list[tuple]:
     return out
 
 
+@bf16_arith.as_on_gpu()  # the interpreter's bf16 arithmetic is not the learner's
 def _grade_kernel(op_name: str, launch) -> list[Result]:
     ref, forbidden = _op(op_name)
     labelled = _inputs(op_name, device())
@@ -383,6 +384,7 @@ def _route_problem(y, x, ran: list[tuple]) -> str | None:
             "your launcher and kernel on the same input; " + "; ".join(why) + ")")
 
 
+@bf16_arith.as_on_gpu()
 def _grade_dispatch(op_name: str, op, make_predicate, make_ctx) -> list[Result]:
     ref, forbidden = _op(op_name)
     pred = call(make_predicate)

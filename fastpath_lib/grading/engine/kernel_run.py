@@ -328,7 +328,9 @@ def _replay(program: str, records: list, inputs: list, path: str) -> None:
     from triton.runtime.interpreter import InterpretedFunction
 
     from fastpath_lib import traffic
+    from fastpath_lib.grading.engine import bf16_arith
 
+    bf16_arith.install()  # this process replays the learner's kernels only: bf16 arithmetic as on a GPU
     seen: list = []
 
     def on_launch(name, kernel, grid, args, kwargs):
