@@ -69,8 +69,10 @@
 # squares overflow fp16); for `layer_norm`, fp16 rows with a mean of 1000 (where `E[x^2] - E[x]^2` cancels in fp32).
 #
 # **What these checks cannot grade.** Your kernel runs in Triton's CPU interpreter, on small shapes: the checks
-# grade its values and its route, not races, `int32` offset overflow past 2³¹ elements, timing, occupancy or
-# register spills (lesson 02, "What the interpreter cannot show").
+# grade its values and its route, not races, timing, occupancy or register spills (lesson 02, "What the interpreter
+# cannot show"). The kernel check does grade `int32` row offsets: it runs `launch` once more on 3 rows of 16 columns with
+# the last program of its launch (one program per row) run as row 2²⁸ + 2, past 2³¹ elements, where an offset computed
+# in int32 wraps back to row 2 (compute it in int64: `tl.program_id(0).to(tl.int64)`).
 #
 # **How this works.** Fill in each cell marked `# FILL ME IN (roughly N lines)` (delete the `raise
 # NotImplementedError`), run it, then run the check below it: it prints `passed`, or a table of *yours vs expected*.

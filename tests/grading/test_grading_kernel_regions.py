@@ -1,5 +1,6 @@
 """A learner's kernel graded where it matters and as a GPU runs it (issue 41, attack round 9): bf16 arithmetic in a
-kernel means what it means on a GPU (C9)."""
+kernel means what it means on a GPU (C9); every kernel part shows row offsets computed in int32, by its launcher's
+launch run at a row past 2**31 elements (C7)."""
 
 from __future__ import annotations
 
@@ -7,12 +8,13 @@ import numpy as np
 import pytest
 import torch
 
-from fastpath_lib import runtime
-from fastpath_lib.grading.engine import bf16_arith, sources
+from fastpath_lib import interpreted, runtime
+from fastpath_lib.grading.checks import ex02_kernel, ex08_capstone
+from fastpath_lib.grading.engine import far_rows, kernel_run, sources
 
-from tests.grading.test_grading_kernel_run import KERNEL, _graded, _in_process  # noqa: E402
+from tests.grading.test_grading_kernel_run import BACKWARD, KERNEL, _graded, _in_process, _proxy  # noqa: E402
 
-interpreted = pytest.mark.skipif(not runtime.interpreter_enabled(), reason="Triton's interpreter only")
+interpreter_only = pytest.mark.skipif(not runtime.interpreter_enabled(), reason="Triton's interpreter only")
 
 #: the sum taken in the input dtype (one correctly rounded add, as the spec's ``h = x + r``): right on a GPU, bit
 #: pattern arithmetic under Triton's interpreter (attack 9, C9)
@@ -41,10 +43,10 @@ def ops(A, B, OUT, F, N: tl.constexpr):
 '''
 
 
-@interpreted
+@interpreter_only
 def test_bf16_arithmetic_in_a_kernel_is_what_a_gpu_computes_in_the_grader():
     """Triton's interpreter adds, multiplies and orders bf16 as 16-bit integers (1.5 + 2.0 is NaN) and truncates
-    its fp32-to-bf16 casts; under :func:`bf16_arith.as_on_gpu` each is the correctly rounded operation on the values,
+    its fp32-to-bf16 casts; under :func:`interpreted.as_on_gpu` each is the correctly rounded operation on the values,
     torch's, on the values where rounding shows (subnormals, signed zeros, infinities, NaN); outside it the
     interpreter is as it was."""
     ns: dict = {}
@@ -62,7 +64,7 @@ def test_bf16_arithmetic_in_a_kernel_is_what_a_gpu_computes_in_the_grader():
         with np.errstate(all="ignore"):
             ns["ops"][(1,)](a, b, out, f, N=64)
         return out, f
-    with bf16_arith.as_on_gpu():
+    with interpreted.as_on_gpu():
         out, f = run()
     assert torch.equal(out.view(torch.int16), expected.view(torch.int16)) or torch.allclose(
         out.float(), expected.float(), rtol=0, atol=0, equal_nan=True), (out - expected).abs().max()
@@ -79,3 +81,90 @@ def test_an_honest_kernel_adding_in_bf16_scores_in_the_grader_and_its_notebook()
         r = check(NATIVE_ADD)
         assert r.passed, r.feedback
     assert sources  # the sources the graded check reads (test_grading_kernel_run._graded)
+
+
+SOFTMAX = """
+import torch
+import triton
+import triton.language as tl
+
+@triton.jit
+def softmax_kernel(X_ptr, Y_ptr, X_row_stride, Y_row_stride, n_cols, BLOCK_SIZE: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK_SIZE)
+    mask = cols < n_cols
+    x = tl.load(X_ptr + row * X_row_stride + cols, mask=mask, other=-float("inf")).to(tl.float32)
+    e = tl.exp(x - tl.max(x, axis=0))
+    tl.store(Y_ptr + row * Y_row_stride + cols, (e / tl.sum(e, axis=0)).to(Y_ptr.dtype.element_ty), mask=mask)
+
+def launch(x2d):
+    y = torch.empty(x2d.shape, dtype=x2d.dtype, device=x2d.device)
+    softmax_kernel[(x2d.shape[0],)](x2d, y, x2d.stride(0), y.stride(0), x2d.shape[1],
+                                    BLOCK_SIZE=triton.next_power_of_2(x2d.shape[1]))
+    return y
+"""
+#: the row offset in int32 (attack 9, C7): right on every input the grader can allocate
+INT32 = "tl.program_id(0).to(tl.int64)", "tl.program_id(0)"
+
+
+def _launcher(source: str, name: str):
+    ns: dict = {}
+    exec(compile(source, f"<{name}>", "exec"), ns)  # noqa: S102 - the test's own launcher, in the check cell
+    return ns[name]
+
+
+def _backward(source: str, here: bool):
+    if here:
+        return ex02_kernel.check_backward_with_saved_rstd(_launcher(source, "my_backward"), show=False)[0]
+    with sources.using([source]):
+        return ex02_kernel.check_backward_with_saved_rstd(_proxy("my_backward"), show=False)[0]
+
+
+def _capstone_kernel(source: str, here: bool):
+    if here:
+        return ex08_capstone.check_capstone_kernel("softmax", _launcher(source, "launch"), show=False)[0]
+    with sources.using([source]), kernel_run.lacking(ex08_capstone.ABSENT):
+        return ex08_capstone.check_capstone_kernel("softmax", _proxy("launch"), show=False)[0]
+
+
+def test_row_offsets_in_int32_fail_every_kernel_part_not_only_the_forward():
+    """Attack 9, C7: ex02's backward and ex08's kernel with ``row = tl.program_id(0)`` (int32 row offsets, wrong past
+    2**31 elements) scored full marks: only the forward had the overflow probe. The launcher's launch now runs one
+    program at row 2**28 + 2 of 16 columns, on tensors of three rows; the int64 launchers still pass, in the grader
+    (the replay's child) and in the notebook (the interpreter here)."""
+    assert BACKWARD.count(INT32[0]) == 1 and SOFTMAX.count(INT32[0]) == 1
+    wheres = [False] + ([True] if runtime.interpreter_enabled() else [])
+    for part, source in ((_backward, BACKWARD), (_capstone_kernel, SOFTMAX)):
+        for here in wheres:
+            bad = part(source.replace(*INT32), here)
+            assert not bad.passed and "row offsets wrap in int32" in bad.feedback, (part, here, bad.feedback)
+            assert "tl.program_id(0).to(tl.int64)" in bad.feedback and "every case is right" in bad.feedback
+    for here in wheres:
+        good = _capstone_kernel(SOFTMAX, here)
+        assert good.passed, good.feedback
+    assert _backward(BACKWARD, True).passed  # the grader's run of it: test_grading_kernel_run (its honest launcher)
+
+
+@interpreter_only
+def test_the_far_program_runs_in_place_of_the_last_row_only_in_launches_of_that_many_programs():
+    """The probe's interpreter hook: a launch of three programs runs programs 0, 1 and FAR, with
+    ``tl.num_programs(0)`` FAR + 1; a launch of another size runs as it is; outside the block nothing is changed."""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def ids(OUT, N):
+        pid = tl.program_id(0).to(tl.int64)
+        tl.store(OUT + pid % 4 + 4 * (pid >= N), pid)
+        tl.store(OUT + 8 + pid % 4, tl.num_programs(0).to(tl.int64))
+
+    def run(grid):
+        out = torch.full((12,), -1, dtype=torch.int64)
+        ids[(grid,)](out, 3)
+        return out.tolist()
+    with interpreted.far_programs(far_rows.RUNS[1]):
+        three, two = run(3), run(2)
+    far = far_rows.FAR
+    assert three[:2] == [0, 1] and three[4 + far % 4] == far and three[8] == far + 1, three
+    assert two[:2] == [0, 1] and two[8:10] == [2, 2], two
+    assert run(3)[:3] == [0, 1, 2]

@@ -33,8 +33,9 @@ import random
 
 import torch
 
+from fastpath_lib import interpreted
 from fastpath_lib.cases import CaseSpec, output_guard_intact, poisoned_like
-from fastpath_lib.grading.engine import bf16_arith, host_ops, kernel_run, remote, sources
+from fastpath_lib.grading.engine import far_rows, host_ops, kernel_run, remote, sources
 from fastpath_lib.grading.materials import device
 from fastpath_lib.grading.registry import Result
 from fastpath_lib.grading.report.feedback import Fail, case_label, graded, passed, table
@@ -274,7 +275,7 @@ def overflow_problem(launches: list[dict], row_bytes: int) -> str | None:
     return None
 
 
-@bf16_arith.as_on_gpu()  # the interpreter's bf16 arithmetic is not the learner's
+@interpreted.as_on_gpu()  # the interpreter's bf16 arithmetic is not the learner's
 def _grade_kernel(my_kernel) -> list[Result]:
     borrowed.reject_handed_back(my_kernel, _FORBIDDEN)
     in_grader = remote.is_proxy(my_kernel)
@@ -365,7 +366,7 @@ def _torch_compute(ops) -> str | None:
             f"launcher allocates, launches and sums the partial dw rows; the gradients come from your kernel")
 
 
-@bf16_arith.as_on_gpu()
+@interpreted.as_on_gpu()
 def _grade_backward(my_backward) -> list[Result]:
     cases = _backward_cases()
     in_grader = remote.is_proxy(my_backward)
@@ -373,12 +374,15 @@ def _grade_backward(my_backward) -> list[Result]:
         borrowed.reject_handed_back(my_backward, _FORBIDDEN)
         _source_rule(launcher_problem, my_backward, "my_backward")  # before anything of it runs
         name = _name(my_backward, "my_backward")
+        probes, programs = far_rows.calls(_far_args(), len(cases))
         outcome = kernel_run.run(kernel_source.program(sources.learner_source(), name), name,
-                                 [(None, list(args), {}) for _, _, args, _ in cases], allow=_LAUNCHER_SUMS)
+                                 [(None, list(args), {}) for _, _, args, _ in cases] + probes, allow=_LAUNCHER_SUMS,
+                                 programs=programs)
         if outcome.compile_problem:
             raise Fail(outcome.compile_problem)
+        far = far_rows.verdict(outcome.calls[len(cases):])
         answers = []
-        for call in outcome.calls:
+        for call in outcome.calls[:len(cases)]:
             if call.error:
                 raise Fail(f"my_backward raised {call.error[0]}: {call.error[1]}")
             out = tuple(v.to(device()) if isinstance(v, torch.Tensor) else v for v in call.out) \
@@ -392,6 +396,7 @@ def _grade_backward(my_backward) -> list[Result]:
             with kernel_run.torch_ops(ops):
                 out = borrowed.run(my_backward, args, _FORBIDDEN, launches=launched)
             answers.append((out, [f for f in launched if f is not None], [], ops))
+        far = None  # judged after the cases, on what they showed
     rows, bad = [], 0
     for (spec, eps, (dy, h, w, _rstd), ns), (out, launched, oob, ops) in zip(cases, answers):
         if not launched:
@@ -412,9 +417,22 @@ def _grade_backward(my_backward) -> list[Result]:
         rows.append((case_label(spec), "ok" if problem is None else problem))
     if bad:
         raise Fail(f"{bad} of {len(rows)} cases wrong\n" + table(rows, ("case", "yours vs expected")))
+    far = far if in_grader else far_rows.in_process(my_backward, _far_args())
+    if far:
+        raise Fail(f"every case is right, but {far}")
     if not in_grader:
         _source_rule(launcher_problem, my_backward, "my_backward")
     return [passed("ex02", "backward_with_saved_rstd (stretch)")]
+
+
+def _far_args() -> list:
+    """The backward's arguments for the int32 row-offset probe (:mod:`~fastpath_lib.grading.engine.far_rows`):
+    fp32 ``dy``, ``h``, a weight and ``rstd`` of :data:`~fastpath_lib.grading.engine.far_rows.ROWS` rows."""
+    g = torch.Generator().manual_seed(random.SystemRandom().randrange(1 << 20))
+    h = far_rows.inputs(generator=g)
+    rstd = torch.rsqrt(h.pow(2).mean(-1) + 0.1)
+    return [far_rows.inputs(generator=g).to(device()), h.to(device()), torch.ones(far_rows.COLS, device=device()),
+            rstd.to(device())]
 
 
 def check_backward_with_saved_rstd(my_backward, *, show: bool = True):

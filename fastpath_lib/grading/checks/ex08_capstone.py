@@ -17,8 +17,9 @@ import random
 import torch
 import torch.nn.functional as F
 
+from fastpath_lib import interpreted
 from fastpath_lib.cases import CaseSpec
-from fastpath_lib.grading.engine import bf16_arith, kernel_run, remote, sources
+from fastpath_lib.grading.engine import far_rows, kernel_run, remote, sources
 from fastpath_lib.grading.materials import KNOWN_OPS, device
 from fastpath_lib.grading.registry import Result
 from fastpath_lib.grading.report.feedback import (Fail, call, case_label, describe_error, graded, hold, passed,
@@ -194,9 +195,10 @@ def check_capstone_reference(op_name: str, reference, *, show: bool = True):
     return graded("ex08", ("reference",), _grade_reference, op_name, reference, show=show, subject=_subject(op_name))
 
 
-def _remote_launches(launch, forbidden, cases) -> list[tuple]:
+def _remote_launches(launch, forbidden, cases) -> tuple[list[tuple], str | None]:
     """In the grader: ``launch`` run as data (:mod:`~fastpath_lib.grading.engine.kernel_run`) on each case's input,
-    ``(y, names of the kernels it launched, problem)`` per case."""
+    ``(y, names of the kernels it launched, problem)`` per case; and the int32 row-offset probe's verdict
+    (:mod:`~fastpath_lib.grading.engine.far_rows`)."""
     borrowed.reject_handed_back(launch, forbidden)
     source, root = sources.learner_source(), remote.root(launch)
     if kernel_source.still_a_stub(source, root):
@@ -204,8 +206,9 @@ def _remote_launches(launch, forbidden, cases) -> list[tuple]:
     problem = kernel_source.launcher_problem(source, root)  # before anything of it runs
     if problem:
         raise Fail(problem)
+    probes, programs = far_rows.calls([far_rows.inputs().to(device())], len(cases))
     outcome = kernel_run.run(kernel_source.program(source, root), root,
-                             [(None, [c.x], {}) for c in cases])
+                             [(None, [c.x], {}) for c in cases] + probes, programs=programs)
     if outcome.compile_problem:
         raise Fail(outcome.compile_problem)
     out = []
@@ -214,16 +217,17 @@ def _remote_launches(launch, forbidden, cases) -> list[tuple]:
         y = ran.out.to(built.x.device) if isinstance(ran.out, torch.Tensor) else ran.out
         error = f"raised {ran.error[0]}: {ran.error[1]}" if ran.error else None
         out.append((y, ran.launches, error or (ran.oob[0] if ran.oob else None)))
-    return out
+    return out, far_rows.verdict(outcome.calls[len(cases):])
 
 
-@bf16_arith.as_on_gpu()  # the interpreter's bf16 arithmetic is not the learner's
+@interpreted.as_on_gpu()  # the interpreter's bf16 arithmetic is not the learner's
 def _grade_kernel(op_name: str, launch) -> list[Result]:
     ref, forbidden = _op(op_name)
     labelled = _inputs(op_name, device())
     cases = [built for _, built in labelled]
+    far = None
     if remote.is_proxy(launch):
-        answers = _remote_launches(launch, forbidden, cases)
+        answers, far = _remote_launches(launch, forbidden, cases)
     else:
         answers = []
         for built in cases:
@@ -247,6 +251,9 @@ def _grade_kernel(op_name: str, launch) -> list[Result]:
         rows.append((label, "ok" if problem is None else problem))
     if bad:
         raise Fail(f"{bad} of {len(rows)} cases wrong\n" + table(rows, ("case", "yours vs expected")))
+    far = far if remote.is_proxy(launch) else far_rows.in_process(launch, [far_rows.inputs().to(device())])
+    if far:
+        raise Fail(f"every case is right, but {far}")
     return [passed("ex08", "kernel")]
 
 
@@ -384,7 +391,7 @@ def _route_problem(y, x, ran: list[tuple]) -> str | None:
             "your launcher and kernel on the same input; " + "; ".join(why) + ")")
 
 
-@bf16_arith.as_on_gpu()
+@interpreted.as_on_gpu()
 def _grade_dispatch(op_name: str, op, make_predicate, make_ctx) -> list[Result]:
     ref, forbidden = _op(op_name)
     pred = call(make_predicate)

@@ -1,4 +1,8 @@
-"""bf16 arithmetic in Triton's interpreter as a GPU does it, while the grader runs a learner's kernel.
+"""Two scoped changes to Triton's interpreter for running someone else's kernel as a GPU would run it: bf16
+arithmetic on the values (:func:`as_on_gpu`, :func:`install`) and a launch's programs run as far rows
+(:func:`far_programs`, for :mod:`fastpath_lib.grading.engine.far_rows`' int32 probe). The grader uses both while it
+runs a learner's kernel; they live outside the grader so that a check watching the learner's calls for the grader's
+code does not see them.
 
 Triton 3.8's interpreter holds a bf16 value as its 16 bits in a ``numpy.uint16`` (``triton/runtime/interpreter.py``,
 ``_get_np_dtype``) and runs its arithmetic on those integers: ``a + b`` of two bf16 blocks adds bit patterns (1.5 +
@@ -11,7 +15,7 @@ nearest even (NaN stays NaN). For ``+``, ``-``, ``*`` and ``/`` that is the corr
 more than twice bf16's precision), the one a GPU gives.
 
 What it patches (private API of the pinned Triton, tested against it in
-``tests/grading/test_grading_kernel_run.py``): the interpreter's builder's ``binary_op``, ``unary_op``,
+``tests/grading/test_grading_kernel_regions.py``): the interpreter's builder's ``binary_op``, ``unary_op``,
 ``ternary_op`` (all but ``tl.where``, which only selects bits), ``create_fma``, ``create_dot``, ``cast_impl`` and
 ``create_fp_to_fp``, as attributes of its one instance (``interpreter_builder``), restored on exit. Loads, stores,
 bitcasts and selects move bits and are left alone, so ``fastpath_lib.triton_casts``' conversions on the bits compute
@@ -24,7 +28,7 @@ import contextlib
 
 import numpy as np
 
-__all__ = ["as_on_gpu", "install", "widen", "narrow"]
+__all__ = ["as_on_gpu", "install", "widen", "narrow", "far_programs", "install_far", "select_far"]
 
 
 def widen(bits: np.ndarray) -> np.ndarray:
@@ -138,3 +142,50 @@ def _patches():
     if not all(callable(getattr(cls, name, None)) for name in patches):
         return None
     return b, patches
+
+
+_SELECTED: list = [None]  # the program ids of the current call (:func:`select`), or None: every launch as it is
+
+
+def install_far() -> None:
+    """Hook the interpreter's builder once (the grader's replay process): each launch of ``len(ids)`` programs runs
+    the programs :func:`select_far` chose, every other launch as it is."""
+    from triton.runtime import interpreter as it
+
+    b = it.interpreter_builder
+    cls = type(b)
+    state = {"ids": None}
+
+    def set_grid_dim(x, y, z):
+        ids = _SELECTED[0]
+        state["ids"] = ids if ids is not None and x == len(ids) else None
+        return cls.set_grid_dim(b, max(ids) + 1 if state["ids"] else x, y, z)
+
+    def set_grid_idx(x, y, z):
+        ids = state["ids"]
+        return cls.set_grid_idx(b, ids[x] if ids else x, y, z)
+    b.__dict__.update(set_grid_dim=set_grid_dim, set_grid_idx=set_grid_idx)
+
+
+def select_far(ids: tuple[int, ...] | None) -> None:
+    """The programs each launch of ``len(ids)`` programs runs from now on (``None``: every launch as it is)."""
+    _SELECTED[0] = tuple(ids) if ids is not None else None
+
+
+@contextlib.contextmanager
+def far_programs(ids: tuple[int, ...] | None):
+    """While active, each launch of ``len(ids)`` programs runs programs ``ids`` in its place, with
+    ``tl.num_programs(0)`` ``max(ids) + 1`` (``None``: as it is); the hooked builder is restored on exit."""
+    from triton.runtime import interpreter as it
+
+    b = it.interpreter_builder
+    before = {k: b.__dict__[k] for k in ("set_grid_dim", "set_grid_idx") if k in b.__dict__}
+    install_far()
+    select_far(ids)
+    try:
+        yield
+    finally:
+        select_far(None)
+        for k in ("set_grid_dim", "set_grid_idx"):
+            b.__dict__.pop(k, None)
+        b.__dict__.update(before)
