@@ -30,7 +30,8 @@
 # returns what your launcher `launch(x)` returns (the grader runs `launch` and your kernel itself on the same input
 # and compares; the check calls the op on inputs of 5 to 16 rows and on two the fast path must refuse, so a row
 # threshold such as lesson 03's 8 under the interpreter leaves a case on each route; the op only reads its input: a
-# write into it fails the case).
+# write into it fails the case). The dispatch check also calls the op at the widest and the narrowest width your
+# predicate admits (found from the predicate itself, up to 65536 columns), each at the fewest rows it admits there.
 #
 # **Your launcher in the grader.** The grader runs `launch` on tensors that hold no values (`device="meta"`, with your
 # input's shapes, dtypes and strides) and replays what it allocated, copied, viewed and launched on the real input:

@@ -1,6 +1,7 @@
 """A learner's kernel graded where it matters and as a GPU runs it (issue 41, attack round 9): bf16 arithmetic in a
 kernel means what it means on a GPU (C9); every kernel part shows row offsets computed in int32, by its launcher's
-launch run at a row past 2**31 elements (C7)."""
+launch run at a row past 2**31 elements (C7); ex08's dispatch part runs the fast path at the extremes of the region
+the learner's own predicate admits (C8)."""
 
 from __future__ import annotations
 
@@ -168,3 +169,67 @@ def test_the_far_program_runs_in_place_of_the_last_row_only_in_launches_of_that_
     assert three[:2] == [0, 1] and three[4 + far % 4] == far and three[8] == far + 1, three
     assert two[:2] == [0, 1] and two[8:10] == [2, 2], two
     assert run(3)[:3] == [0, 1, 2]
+
+
+CAPSTONE = SOFTMAX + """
+from fastpath_lib.eligibility import Boundary, Condition, Predicate
+
+MAX_COLS = 8192
+
+def make_predicate():
+    def cols(x):
+        return None if 0 < x.shape[-1] <= MAX_COLS else f"{x.shape[-1]} columns"
+
+    def layout(x):
+        ok = x.dim() == 2 and x.stride(-1) == 1 and x.dtype in (torch.float16, torch.bfloat16, torch.float32)
+        return None if ok else "not a 2-d fp16/bf16/fp32 row-major tensor"
+
+    return Predicate("softmax", [
+        Condition("cols", "1..8192 columns", cols, "shape",
+                  boundaries=(Boundary("cols=max", {"cols": MAX_COLS}, True),
+                              Boundary("cols=max+1", {"cols": MAX_COLS + 1}, False))),
+        Condition("layout", "2-d, stride 1, fp16/bf16/fp32", layout, "stride",
+                  boundaries=(Boundary("row slice", {"layout": "row_slice", "pad": 3}, True),
+                              Boundary("transposed", {"layout": "transposed"}, False)))])
+
+def softmax(x):
+    d = make_predicate().evaluate(x)
+    return (launch(x), d.route) if d.eligible else (torch.softmax(x, dim=-1), d.route)
+"""
+#: attack 9, C8: the launcher caps its block ("registers") while the predicate admits 8192 columns: every row wider
+#: than 1024 comes out wrong, and no input of the checks was wider than 781 columns
+CAPPED = CAPSTONE.replace("BLOCK_SIZE=triton.next_power_of_2(x2d.shape[1]))",
+                          "BLOCK_SIZE=min(triton.next_power_of_2(x2d.shape[1]), 1024))")
+
+
+@interpreter_only
+def test_the_dispatch_part_runs_the_fast_path_at_the_widest_width_the_predicate_admits():
+    """Attack 9, C8: the capped launcher scored 7/7. The dispatch part finds, from the learner's predicate, the
+    widest width it admits (8192 here, exactly) and the narrowest, each at its fewest rows, and calls the op there;
+    the honest notebook passes."""
+    assert CAPPED != CAPSTONE
+    results = {}
+    for name, source in (("honest", CAPSTONE), ("capped", CAPPED)):
+        ns: dict = {}
+        exec(compile(source, f"<{name}>", "exec"), ns)  # noqa: S102 - the test's own notebook
+        (results[name],) = ex08_capstone.check_capstone_dispatch("softmax", ns["softmax"], ns["make_predicate"],
+                                                                 lambda x: x, show=False)
+    assert results["honest"].passed, results["honest"].feedback
+    capped = results["capped"]
+    assert not capped.passed and "1 of 8 cases wrong" in capped.feedback, capped.feedback
+    assert "1x8192 float32" in capped.feedback and "the widest width your predicate admits" in capped.feedback
+
+
+def test_the_region_is_the_predicates_own():
+    """The extremes come from the predicate: a width limit found exactly by bisection, a row threshold as the fewest
+    rows, an unbounded width probed at MAX_COLS; every point returned is admitted."""
+    from fastpath_lib.cases import CaseSpec
+    from fastpath_lib.grading.rules import region
+
+    def limited(spec):
+        return 3 <= spec.cols <= 5000 and spec.rows >= 4
+    got = dict(region.extremes(limited, CaseSpec(8, 48, weight=None)))
+    wide, narrow = got["the widest width your predicate admits"], got["the narrowest width your predicate admits"]
+    assert (wide.rows, wide.cols, narrow.rows, narrow.cols) == (4, 5000, 4, 3)
+    (_, unbounded), _ = region.extremes(lambda spec: True, CaseSpec(8, 48, weight=None))
+    assert (unbounded.rows, unbounded.cols) == (1, region.MAX_COLS)

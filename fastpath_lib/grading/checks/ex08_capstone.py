@@ -24,7 +24,7 @@ from fastpath_lib.grading.materials import KNOWN_OPS, device
 from fastpath_lib.grading.registry import Result
 from fastpath_lib.grading.report.feedback import (Fail, call, case_label, describe_error, graded, hold, passed,
                                                   table)
-from fastpath_lib.grading.rules import borrowed, kernel_source
+from fastpath_lib.grading.rules import borrowed, kernel_source, region
 from fastpath_lib.testing import compare
 
 __all__ = ["check_capstone_reference", "check_capstone_kernel", "check_capstone_predicate", "check_capstone_dispatch",
@@ -392,6 +392,17 @@ def _route_problem(y, x, ran: list[tuple]) -> str | None:
 
 
 @interpreted.as_on_gpu()
+def _dispatch_cases(pred, make_ctx, seed: int) -> list[tuple[str, CaseSpec]]:
+    """``(label, spec)``: :data:`_DISPATCH_CASES`, then the extremes of the region ``pred`` admits
+    (:func:`~fastpath_lib.grading.rules.region.extremes`: its widest and narrowest width, at its fewest rows), found
+    from the first of those cases it sends to the fast path."""
+    def admits(spec: CaseSpec) -> bool:
+        return pred.evaluate(make_ctx(spec.build(seed=seed, device=device()).x)).route == "triton"
+    fixed = [(spec.label(), spec) for spec in _DISPATCH_CASES]
+    base = next((spec for spec in _DISPATCH_CASES if admits(spec)), None)
+    return fixed + ([(f"{spec.label()}, {what}", spec) for what, spec in region.extremes(admits, base)] if base else [])
+
+
 def _grade_dispatch(op_name: str, op, make_predicate, make_ctx) -> list[Result]:
     ref, forbidden = _op(op_name)
     pred = call(make_predicate)
@@ -399,12 +410,12 @@ def _grade_dispatch(op_name: str, op, make_predicate, make_ctx) -> list[Result]:
     in_grader = remote.is_proxy(op)
     launches_in_source = in_grader and kernel_source.launches_kernel(sources.learner_source(), remote.root(op))
     seed = random.SystemRandom().randrange(1 << 20)  # the values drawn at each check, as the kernel part's
-    for spec in _DISPATCH_CASES:
+    for label, spec in _dispatch_cases(pred, make_ctx, seed):
         x = spec.build(seed=seed, device=device()).x
         expected = ref(x.cpu())  # from what the grader drew, before the op sees it
         decision = pred.evaluate(make_ctx(x))
         exp_route = decision.route
-        why.append((spec.label(), exp_route, "; ".join(map(str, decision.reasons))))
+        why.append((label, exp_route, "; ".join(map(str, decision.reasons))))
         launched: list = []
         # in the grader the source is read whole: the fallback's own torch op is allowed there
         watch = forbidden if exp_route == "triton" and not in_grader else _KIT
@@ -424,7 +435,7 @@ def _grade_dispatch(op_name: str, op, make_predicate, make_ctx) -> list[Result]:
         # the fallback's call of torch's operator, absent from the grader's kernel, answers the marker there
         fallback = route == exp_route != "triton" and borrowed.is_marker(y) and y.shape == x.shape
         problem = problem or (None if fallback else _borrowed(y, op_name) or compare(y, expected, x.dtype))
-        rows.append([spec.label(), route, problem])
+        rows.append([label, route, problem])
         answers.append((x, y))
     if in_grader:  # the Triton route's values are the ones the learner's launcher and kernel compute in the grader
         triton = [i for i, (_, route, problem) in enumerate(rows) if problem is None and route == "triton"]
@@ -444,7 +455,8 @@ def _grade_dispatch(op_name: str, op, make_predicate, make_ctx) -> list[Result]:
 
 def check_capstone_dispatch(op_name: str, op, make_predicate, make_ctx, *, show: bool = True):
     """``op(x) -> (y, route)`` takes the predicate's route, really launches your kernel on the Triton route, and
-    matches the kit's reference for ``op_name`` on both routes. In the grader the Triton route's ``y`` must be what
+    matches the kit's reference for ``op_name`` on both routes, on fixed shapes and at the extremes of the region the
+    predicate admits (:func:`~fastpath_lib.grading.rules.region.extremes`). In the grader the Triton route's ``y`` must be what
     the launcher ``op`` calls (``launch(x)``) returns when the grader runs it and your kernel as data on the same
     ``x`` (:mod:`~fastpath_lib.grading.engine.kernel_run`)."""
     return graded("ex08", ("dispatch",), _grade_dispatch, op_name, op, make_predicate, make_ctx, show=show,
