@@ -1,19 +1,19 @@
-"""Exercise 02: a fused residual-add RMSNorm kernel, and (stretch) its backward from the saved ``rstd``.
-
-Lesson 02 shows the kit's forward kernel; this exercise asks for a kernel the kit does not contain, the fused ``h = x +
-residual; y = rms_norm(h) * w`` of transformer blocks (vLLM's ``fused_add_rms_norm``), which also stores ``h`` (the next
-residual stream) and each row's ``rstd`` for the backward. The check launches it on irregular shapes and compares all
-three outputs with a plain-torch spec; handing back the kit's kernels fails. From the learner's source
+"""Exercise 02: a fused residual-add RMSNorm kernel, and (stretch) its backward from the saved ``rstd``. Lesson 02 shows
+the kit's forward kernel; this exercise asks for a kernel the kit does not contain, the fused ``h = x + residual; y =
+rms_norm(h) * w`` of transformer blocks (vLLM's ``fused_add_rms_norm``), which also stores ``h`` (the next residual
+stream) and each row's ``rstd`` for the backward. The check launches it on irregular shapes and compares all three
+outputs with a plain-torch spec; handing back the kit's kernels fails. From the learner's source
 (:mod:`fastpath_lib.grading.rules.kernel_source`), the kernel must be their own ``@triton.jit`` function doing the work,
 and the stretch backward must launch one and compute nothing in torch; an object that only answers a launch, or a launch
 for show, scores nothing. The kernel is graded on memory too, as GPU-Puzzles does (:func:`memory_problem`): under
 Triton's interpreter every load and store is counted (:mod:`fastpath_lib.traffic`), and each input element must be read
 once, each output element written once, nothing outside the tensors; and one more launch, whose row stride puts row 3 at
 ``2**32 + 8`` elements on tensors that hold row 0 only, shows a row offset computed in int32 (it wraps back inside them;
-:func:`overflow_problem`). Feedback says which rule failed: wrong values, or right values and the memory rule, or int32
-offsets. The stretch backward's launcher may run no torch operator but those that allocate, view, copy and sum the
-partial ``dw`` rows (:mod:`~fastpath_lib.grading.engine.host_ops` with :data:`_LAUNCHER_SUMS`: recorded as it runs in
-the notebook, refused at torch's dispatcher in the grader). In the grader the kernel runs as data
+:func:`overflow_problem`); the stretch backward's launcher gets the same probe through its own launch
+(:mod:`~fastpath_lib.grading.engine.far_rows`). Feedback says which rule failed: wrong values, or right values and the
+memory rule, or int32 offsets. The stretch backward's launcher may run no torch operator but those that allocate, view,
+copy and sum the partial ``dw`` rows (:mod:`~fastpath_lib.grading.engine.host_ops` with :data:`_LAUNCHER_SUMS`: recorded
+as it runs in the notebook, refused at torch's dispatcher in the grader). In the grader the kernel runs as data
 (:mod:`fastpath_lib.grading.engine.kernel_run`): its source from the notebook, compiled by Triton's frontend for a GPU,
 run in the grader's own process on the grader's inputs.
 

@@ -7,7 +7,10 @@ label), and the fallback must not claim Triton; in the grader the Triton route's
 op calls computes when the grader runs it with the learner's kernel in its own child. The predicate check counts a
 category only when one of its conditions rejects a declared boundary point that every condition of the other
 categories accepts, so one condition copied under three categories counts once. Each result names the operator it
-was checked for; the grader requires the same operator in every part.
+was checked for; the grader requires the same operator in every part. The kernel part runs the int32 row-offset
+probe (:mod:`~fastpath_lib.grading.engine.far_rows`); the dispatch part calls the op at the extremes of the region
+the predicate admits (:mod:`~fastpath_lib.grading.rules.region`). Both run bf16 arithmetic as a GPU does
+(:func:`fastpath_lib.interpreted.as_on_gpu`).
 """
 
 from __future__ import annotations
@@ -456,8 +459,8 @@ def _grade_dispatch(op_name: str, op, make_predicate, make_ctx) -> list[Result]:
 def check_capstone_dispatch(op_name: str, op, make_predicate, make_ctx, *, show: bool = True):
     """``op(x) -> (y, route)`` takes the predicate's route, really launches your kernel on the Triton route, and
     matches the kit's reference for ``op_name`` on both routes, on fixed shapes and at the extremes of the region the
-    predicate admits (:func:`~fastpath_lib.grading.rules.region.extremes`). In the grader the Triton route's ``y`` must be what
-    the launcher ``op`` calls (``launch(x)``) returns when the grader runs it and your kernel as data on the same
-    ``x`` (:mod:`~fastpath_lib.grading.engine.kernel_run`)."""
+    predicate admits (:func:`~fastpath_lib.grading.rules.region.extremes`). In the grader the Triton route's ``y``
+    must be what the launcher ``op`` calls (``launch(x)``) returns when the grader runs it and your kernel as data on
+    the same ``x`` (:mod:`~fastpath_lib.grading.engine.kernel_run`)."""
     return graded("ex08", ("dispatch",), _grade_dispatch, op_name, op, make_predicate, make_ctx, show=show,
                   subject=_subject(op_name))
