@@ -140,10 +140,10 @@ def test_row_offsets_in_int32_fail_every_kernel_part_not_only_the_forward():
             bad = part(source.replace(*INT32), here)
             assert not bad.passed and "row offsets wrap in int32" in bad.feedback, (part, here, bad.feedback)
             assert "tl.program_id(0).to(tl.int64)" in bad.feedback and "every case is right" in bad.feedback
-    for here in wheres:
-        good = _capstone_kernel(SOFTMAX, here)
-        assert good.passed, good.feedback
-    assert _backward(BACKWARD, True).passed  # the grader's run of it: test_grading_kernel_run (its honest launcher)
+    # the int64 launchers pass where the probe runs as data; in the notebook the solutions' own cells pass
+    # (test_grading_checks), and the backward's honest launcher passes in the grader (test_grading_kernel_run)
+    good = _capstone_kernel(SOFTMAX, False)
+    assert good.passed, good.feedback
 
 
 @interpreter_only
