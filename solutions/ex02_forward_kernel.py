@@ -54,9 +54,11 @@
 # each). It does grade `int32` offset overflow past
 # 2³¹ elements without allocating them: one launch says a row stride that puts row 3 at 2³² + 8 elements, on tensors
 # that hold only row 0; a `row * row_stride` computed in int32 wraps (the interpreter wraps as a GPU does) and lands
-# back inside them. Compute row offsets in int64 (`tl.program_id(0).to(tl.int64)`). On a CPU the check in this
-# notebook does the same; on a GPU it runs the compiled kernel and checks its values only, and the memory rule and
-# the overflow launch are checked by `python -m fastpath_lib grade`.
+# back inside them; the backward's launcher runs once more on 3 rows of 16 columns with its launch's last program run as
+# row 2²⁸ + 2 (past 2³¹ elements), where an int32 row offset wraps back to row 2. Compute row offsets in int64
+# (`tl.program_id(0).to(tl.int64)`). On a CPU the check in this notebook does the same; on a GPU it runs the
+# compiled kernel and checks its values only, and the memory rule and the overflow launches are checked by
+# `python -m fastpath_lib grade`.
 #
 # **How this works.** Fill in each cell marked `# FILL ME IN (roughly N lines)` (delete the `raise
 # NotImplementedError`), run it, then run the check below it: it prints `passed`, or a table of *yours vs expected*.

@@ -31,6 +31,8 @@
 # and compares; the check calls the op on inputs of 5 to 16 rows, among them a transposed and a float64 input: the
 # op must take your predicate's route on each, and the cases must reach both routes, as a row threshold of at most 16
 # such as lesson 03's 8 under the interpreter does; the op only reads its input: a write into it fails the case).
+# The dispatch check also calls the op at the widest and the narrowest width your predicate admits (found from the
+# predicate itself, up to 65536 columns), each at the fewest rows it admits there.
 #
 # **Your launcher in the grader.** The grader runs `launch` on tensors that hold no values (`device="meta"`, with your
 # input's shapes, dtypes and strides) and replays what it allocated, copied, viewed and launched on the real input:
@@ -66,10 +68,12 @@
 # only a row max subtracted first survives, in the float64 reference too); for `l2_normalize`, a zero row (F.normalize clamps the norm below by 1e-12) and fp16 values near 300 (their
 # squares overflow fp16); for `layer_norm`, fp16 rows with a mean of 1000 (where `E[x^2] - E[x]^2` cancels in fp32).
 #
-# **What these checks cannot grade.** In the grader your kernel runs in Triton's CPU interpreter (so do the checks
-# in this notebook on a CPU; on a GPU they launch it compiled), on small shapes: the checks grade its values and its
-# route, not races, `int32` offset overflow past 2³¹ elements, timing, occupancy or
-# register spills (lesson 02, "What the interpreter cannot show").
+# **What these checks cannot grade.** In the grader your kernel runs in Triton's CPU interpreter (so do the checks in
+# this notebook on a CPU; on a GPU they launch it compiled), on small shapes: the checks grade its values, its route,
+# data races between its programs and `int32` row offsets, not timing, occupancy or register spills (lesson 02, "What
+# the interpreter cannot show"). The kernel check grades `int32` row offsets by running `launch` once more on 3 rows of
+# 16 columns with the last program of its launch (one program per row) run as row 2²⁸ + 2, past 2³¹ elements, where an
+# offset computed in int32 wraps back to row 2 (compute it in int64: `tl.program_id(0).to(tl.int64)`).
 #
 # **How this works.** Fill in each cell marked `# FILL ME IN (roughly N lines)` (delete the `raise
 # NotImplementedError`), run it, then run the check below it: it prints `passed`, or a table of *yours vs expected*.

@@ -557,7 +557,8 @@ def test_ex08_dispatch_credits_the_triton_route_with_the_values_its_launcher_com
                                                                      show=False)
     assert results["honest"].passed, results["honest"].feedback
     copied = results["copy"]
-    assert not copied.passed and copied.feedback.count("values your kernel does not compute in the grader") == 4, \
+    # the four fixed cases on the fast path and the two extremes of the region the predicate admits (widest, narrowest)
+    assert not copied.passed and copied.feedback.count("values your kernel does not compute in the grader") == 6, \
         copied.feedback
     assert "launch(x) there:" in copied.feedback, copied.feedback
 

@@ -27,7 +27,8 @@ PARTS = {
                 "triton_casts"],
     "op": ["rmsnorm.op", "rmsnorm.module", "rmsnorm.sharding", "rmsnorm.native_override", "rmsnorm", "routing",
            "__init__", "fused.op", "fused", "vllm_plugin"],
-    "support": ["cases", "boundary", "testing", "selftest", "traffic", "traffic_records", "launches", "gradcheck",
+    "support": ["cases", "boundary", "testing", "selftest", "traffic", "traffic_records", "interpreted", "launches",
+                "gradcheck",
                 "fused.cases", "fused.spec", "rmsnorm.cost"],
     "bench": ["bench", "bench.*"],
     "specs": ["rmsnorm.spec", "fused.op_spec", "rmsnorm.graph_capture"],
@@ -60,9 +61,9 @@ BENCH_OUTCOME = {"bench.schema", "bench.analysis", "bench.matrix"}
 #: ahead-of-time compiler, the self-test's probe kernel, the interpreter's traffic checker, the launch observer (the
 #: route a call took), the bench timers (``triton.testing``), and the grading kernels (mutants, exercise 02's check,
 #: the grader's allow-list of Triton's language names, its run of a learner's kernel as data, that run's compile step
-#: and its launcher's record and replay).
-TRITON_IMPORTERS = {"*.kernels", "triton_casts", "rmsnorm.compiled", "selftest", "traffic", "launches", "bench.ophost",
-                    "bench.timing", "grading.rules.mutant_kernels", "grading.rules.language_names",
+#: and its launcher's record and replay), and the interpreter's bf16 arithmetic and far programs as a GPU runs them.
+TRITON_IMPORTERS = {"*.kernels", "triton_casts", "interpreted", "rmsnorm.compiled", "selftest", "traffic", "launches",
+                    "bench.ophost", "bench.timing", "grading.rules.mutant_kernels", "grading.rules.language_names",
                     "grading.checks.ex02_kernel", "grading.engine.kernel_run", "grading.engine.compile_check",
                     "grading.engine.replay"}
 

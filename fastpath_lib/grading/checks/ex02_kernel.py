@@ -1,19 +1,19 @@
-"""Exercise 02: a fused residual-add RMSNorm kernel, and (stretch) its backward from the saved ``rstd``.
-
-Lesson 02 shows the kit's forward kernel; this exercise asks for a kernel the kit does not contain, the fused ``h = x +
-residual; y = rms_norm(h) * w`` of transformer blocks (vLLM's ``fused_add_rms_norm``), which also stores ``h`` (the next
-residual stream) and each row's ``rstd`` for the backward. The check launches it on irregular shapes and compares all
-three outputs with a plain-torch spec; handing back the kit's kernels fails. From the learner's source
+"""Exercise 02: a fused residual-add RMSNorm kernel, and (stretch) its backward from the saved ``rstd``. Lesson 02 shows
+the kit's forward kernel; this exercise asks for a kernel the kit does not contain, the fused ``h = x + residual; y =
+rms_norm(h) * w`` of transformer blocks (vLLM's ``fused_add_rms_norm``), which also stores ``h`` (the next residual
+stream) and each row's ``rstd`` for the backward. The check launches it on irregular shapes and compares all three
+outputs with a plain-torch spec; handing back the kit's kernels fails. From the learner's source
 (:mod:`fastpath_lib.grading.rules.kernel_source`), the kernel must be their own ``@triton.jit`` function doing the work,
 and the stretch backward must launch one and compute nothing in torch; an object that only answers a launch, or a launch
 for show, scores nothing. The kernel is graded on memory too, as GPU-Puzzles does (:func:`memory_problem`): under
 Triton's interpreter every load and store is counted (:mod:`fastpath_lib.traffic`), and each input element must be read
 once, each output element written once, nothing outside the tensors; and one more launch, whose row stride puts row 3 at
 ``2**32 + 8`` elements on tensors that hold row 0 only, shows a row offset computed in int32 (it wraps back inside them;
-:func:`overflow_problem`). Feedback says which rule failed: wrong values, or right values and the memory rule, or int32
-offsets. The stretch backward's launcher may run no torch operator but those that allocate, view, copy and sum the
-partial ``dw`` rows (:mod:`~fastpath_lib.grading.engine.host_ops` with :data:`_LAUNCHER_SUMS`: recorded as it runs in
-the notebook, refused at torch's dispatcher in the grader). In the grader the kernel runs as data
+:func:`overflow_problem`); the stretch backward's launcher gets the same probe through its own launch
+(:mod:`~fastpath_lib.grading.engine.far_rows`). Feedback says which rule failed: wrong values, or right values and the
+memory rule, or int32 offsets. The stretch backward's launcher may run no torch operator but those that allocate, view,
+copy and sum the partial ``dw`` rows (:mod:`~fastpath_lib.grading.engine.host_ops` with :data:`_LAUNCHER_SUMS`: recorded
+as it runs in the notebook, refused at torch's dispatcher in the grader). In the grader the kernel runs as data
 (:mod:`fastpath_lib.grading.engine.kernel_run`): its source from the notebook, compiled by Triton's frontend for a GPU,
 run in the grader's own process on the grader's inputs.
 
@@ -33,8 +33,9 @@ import random
 
 import torch
 
+from fastpath_lib import interpreted
 from fastpath_lib.cases import CaseSpec, output_guard_intact, poisoned_like
-from fastpath_lib.grading.engine import host_ops, kernel_run, remote, sources
+from fastpath_lib.grading.engine import far_rows, host_ops, kernel_run, remote, sources
 from fastpath_lib.grading.materials import device
 from fastpath_lib.grading.registry import Result
 from fastpath_lib.grading.report.feedback import Fail, case_label, graded, passed, table
@@ -280,6 +281,7 @@ def overflow_problem(launches: list[dict], row_bytes: int) -> str | None:
     return None
 
 
+@interpreted.as_on_gpu()  # the interpreter's bf16 arithmetic is not the learner's
 def _grade_kernel(my_kernel) -> list[Result]:
     borrowed.reject_handed_back(my_kernel, _FORBIDDEN)
     in_grader = remote.is_proxy(my_kernel)
@@ -373,6 +375,7 @@ def _torch_compute(ops) -> str | None:
             f"launcher allocates, launches and sums the partial dw rows; the gradients come from your kernel")
 
 
+@interpreted.as_on_gpu()
 def _grade_backward(my_backward) -> list[Result]:
     cases = _backward_cases()
     in_grader = remote.is_proxy(my_backward)
@@ -380,12 +383,15 @@ def _grade_backward(my_backward) -> list[Result]:
         borrowed.reject_handed_back(my_backward, _FORBIDDEN)
         _source_rule(launcher_problem, my_backward, "my_backward")  # before anything of it runs
         name = _name(my_backward, "my_backward")
+        probes, programs = far_rows.calls(_far_args(), len(cases))
         outcome = kernel_run.run(kernel_source.program(sources.learner_source(), name), name,
-                                 [(None, list(args), {}) for _, _, args, _ in cases], allow=_LAUNCHER_SUMS)
+                                 [(None, list(args), {}) for _, _, args, _ in cases] + probes, allow=_LAUNCHER_SUMS,
+                                 programs=programs)
         if outcome.compile_problem:
             raise Fail(outcome.compile_problem)
+        far = far_rows.verdict(outcome.calls[len(cases):])
         answers = []
-        for call in outcome.calls:
+        for call in outcome.calls[:len(cases)]:
             if call.error:
                 raise Fail(f"my_backward raised {call.error[0]}: {call.error[1]}")
             out = tuple(v.to(device()) if isinstance(v, torch.Tensor) else v for v in call.out) \
@@ -400,6 +406,7 @@ def _grade_backward(my_backward) -> list[Result]:
             with kernel_run.torch_ops(ops), kernel_run.races(raced):
                 out = borrowed.run(my_backward, args, _FORBIDDEN, launches=launched)
             answers.append((out, [f for f in launched if f is not None], [], ops, raced))
+        far = None  # judged after the cases, on what they showed
     rows, bad = [], 0
     raced = [r for *_, races in answers for r in races]
     if raced:  # the values a racing kernel gives on a GPU are not the interpreter's
@@ -423,9 +430,22 @@ def _grade_backward(my_backward) -> list[Result]:
         rows.append((case_label(spec), "ok" if problem is None else problem))
     if bad:
         raise Fail(f"{bad} of {len(rows)} cases wrong\n" + table(rows, ("case", "yours vs expected")))
+    far = far if in_grader else far_rows.in_process(my_backward, _far_args())
+    if far:
+        raise Fail(f"every case is right, but {far}")
     if not in_grader:
         _source_rule(launcher_problem, my_backward, "my_backward")
     return [passed("ex02", "backward_with_saved_rstd (stretch)")]
+
+
+def _far_args() -> list:
+    """The backward's arguments for the int32 row-offset probe (:mod:`~fastpath_lib.grading.engine.far_rows`):
+    fp32 ``dy``, ``h``, a weight and ``rstd`` of :data:`~fastpath_lib.grading.engine.far_rows.ROWS` rows."""
+    g = torch.Generator().manual_seed(random.SystemRandom().randrange(1 << 20))
+    h = far_rows.inputs(generator=g)
+    rstd = torch.rsqrt(h.pow(2).mean(-1) + 0.1)
+    return [far_rows.inputs(generator=g).to(device()), h.to(device()), torch.ones(far_rows.COLS, device=device()),
+            rstd.to(device())]
 
 
 def check_backward_with_saved_rstd(my_backward, *, show: bool = True):

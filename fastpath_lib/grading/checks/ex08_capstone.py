@@ -7,7 +7,10 @@ label), and the fallback must not claim Triton; in the grader the Triton route's
 op calls computes when the grader runs it with the learner's kernel in its own child. The predicate check counts a
 category only when one of its conditions rejects a declared boundary point that every condition of the other
 categories accepts, so one condition copied under three categories counts once. Each result names the operator it
-was checked for; the grader requires the same operator in every part.
+was checked for; the grader requires the same operator in every part. The kernel part runs the int32 row-offset
+probe (:mod:`~fastpath_lib.grading.engine.far_rows`); the dispatch part calls the op at the extremes of the region
+the predicate admits (:mod:`~fastpath_lib.grading.rules.region`). Both run bf16 arithmetic as a GPU does
+(:func:`fastpath_lib.interpreted.as_on_gpu`).
 """
 
 from __future__ import annotations
@@ -17,13 +20,14 @@ import random
 import torch
 import torch.nn.functional as F
 
+from fastpath_lib import interpreted
 from fastpath_lib.cases import CaseSpec
-from fastpath_lib.grading.engine import kernel_run, remote, sources
+from fastpath_lib.grading.engine import far_rows, kernel_run, remote, sources
 from fastpath_lib.grading.materials import KNOWN_OPS, device
 from fastpath_lib.grading.registry import Result
 from fastpath_lib.grading.report.feedback import (Fail, call, case_label, describe_error, graded, hold, passed,
                                                   table)
-from fastpath_lib.grading.rules import borrowed, kernel_body, kernel_source
+from fastpath_lib.grading.rules import borrowed, kernel_body, kernel_source, region
 from fastpath_lib.testing import compare
 
 __all__ = ["check_capstone_reference", "check_capstone_kernel", "check_capstone_predicate", "check_capstone_dispatch",
@@ -196,9 +200,10 @@ def check_capstone_reference(op_name: str, reference, *, show: bool = True):
     return graded("ex08", ("reference",), _grade_reference, op_name, reference, show=show, subject=_subject(op_name))
 
 
-def _remote_launches(launch, forbidden, cases) -> list[tuple]:
+def _remote_launches(launch, forbidden, cases) -> tuple[list[tuple], str | None]:
     """In the grader: ``launch`` run as data (:mod:`~fastpath_lib.grading.engine.kernel_run`) on each case's input,
-    ``(y, names of the kernels it launched, problem)`` per case."""
+    ``(y, names of the kernels it launched, problem)`` per case; and the int32 row-offset probe's verdict
+    (:mod:`~fastpath_lib.grading.engine.far_rows`)."""
     borrowed.reject_handed_back(launch, forbidden)
     source, root = sources.learner_source(), remote.root(launch)
     if kernel_source.still_a_stub(source, root):
@@ -206,8 +211,9 @@ def _remote_launches(launch, forbidden, cases) -> list[tuple]:
     problem = kernel_source.launcher_problem(source, root)  # before anything of it runs
     if problem:
         raise Fail(problem)
+    probes, programs = far_rows.calls([far_rows.inputs().to(device())], len(cases))
     outcome = kernel_run.run(kernel_source.program(source, root), root,
-                             [(None, [c.x], {}) for c in cases])
+                             [(None, [c.x], {}) for c in cases] + probes, programs=programs)
     if outcome.compile_problem:
         raise Fail(outcome.compile_problem)
     out = []
@@ -218,15 +224,17 @@ def _remote_launches(launch, forbidden, cases) -> list[tuple]:
         if ran.races:  # the values a racing kernel gives on a GPU are not the interpreter's
             raise Fail(ran.races[0])
         out.append((y, ran.launches, error or (ran.oob[0] if ran.oob else None)))
-    return out
+    return out, far_rows.verdict(outcome.calls[len(cases):])
 
 
+@interpreted.as_on_gpu()  # the interpreter's bf16 arithmetic is not the learner's
 def _grade_kernel(op_name: str, launch) -> list[Result]:
     ref, forbidden = _op(op_name)
     labelled = _inputs(op_name, device())
     cases = [built for _, built in labelled]
+    far = None
     if remote.is_proxy(launch):
-        answers = _remote_launches(launch, forbidden, cases)
+        answers, far = _remote_launches(launch, forbidden, cases)
     else:
         answers = []
         for built in cases:
@@ -254,6 +262,9 @@ def _grade_kernel(op_name: str, launch) -> list[Result]:
         rows.append((label, "ok" if problem is None else problem))
     if bad:
         raise Fail(f"{bad} of {len(rows)} cases wrong\n" + table(rows, ("case", "yours vs expected")))
+    far = far if remote.is_proxy(launch) else far_rows.in_process(launch, [far_rows.inputs().to(device())])
+    if far:
+        raise Fail(f"every case is right, but {far}")
     return [passed("ex08", "kernel")]
 
 
@@ -393,6 +404,18 @@ def _route_problem(y, x, ran: list[tuple]) -> str | None:
             "your launcher and kernel on the same input; " + "; ".join(why) + ")")
 
 
+@interpreted.as_on_gpu()
+def _dispatch_cases(pred, make_ctx, seed: int) -> list[tuple[str, CaseSpec]]:
+    """``(label, spec)``: :data:`_DISPATCH_CASES`, then the extremes of the region ``pred`` admits
+    (:func:`~fastpath_lib.grading.rules.region.extremes`: its widest and narrowest width, at its fewest rows), found
+    from the first of those cases it sends to the fast path."""
+    def admits(spec: CaseSpec) -> bool:
+        return pred.evaluate(make_ctx(spec.build(seed=seed, device=device()).x)).route == "triton"
+    fixed = [(spec.label(), spec) for spec in _DISPATCH_CASES]
+    base = next((spec for spec in _DISPATCH_CASES if admits(spec)), None)
+    return fixed + ([(f"{spec.label()}, {what}", spec) for what, spec in region.extremes(admits, base)] if base else [])
+
+
 def _grade_dispatch(op_name: str, op, make_predicate, make_ctx) -> list[Result]:
     ref, forbidden = _op(op_name)
     pred = call(make_predicate)
@@ -400,12 +423,12 @@ def _grade_dispatch(op_name: str, op, make_predicate, make_ctx) -> list[Result]:
     in_grader = remote.is_proxy(op)
     launches_in_source = in_grader and kernel_source.launches_kernel(sources.learner_source(), remote.root(op))
     seed = random.SystemRandom().randrange(1 << 20)  # the values drawn at each check, as the kernel part's
-    for spec in _DISPATCH_CASES:
+    for label, spec in _dispatch_cases(pred, make_ctx, seed):
         x = spec.build(seed=seed, device=device()).x
         expected = ref(x.cpu())  # from what the grader drew, before the op sees it
         decision = pred.evaluate(make_ctx(x))
         exp_route = decision.route
-        why.append((spec.label(), exp_route, "; ".join(map(str, decision.reasons))))
+        why.append((label, exp_route, "; ".join(map(str, decision.reasons))))
         launched: list = []
         # in the grader the source is read whole: the fallback's own torch op is allowed there
         watch = forbidden if exp_route == "triton" and not in_grader else _KIT
@@ -425,7 +448,7 @@ def _grade_dispatch(op_name: str, op, make_predicate, make_ctx) -> list[Result]:
         # the fallback's call of torch's operator, absent from the grader's kernel, answers the marker there
         fallback = route == exp_route != "triton" and borrowed.is_marker(y) and y.shape == x.shape
         problem = problem or (None if fallback else _borrowed(y, op_name) or compare(y, expected, x.dtype))
-        rows.append([spec.label(), route, problem])
+        rows.append([label, route, problem])
         answers.append((x, y))
     if in_grader:  # the Triton route's values are the ones the learner's launcher and kernel compute in the grader
         triton = [i for i, (_, route, problem) in enumerate(rows) if problem is None and route == "triton"]
@@ -445,8 +468,9 @@ def _grade_dispatch(op_name: str, op, make_predicate, make_ctx) -> list[Result]:
 
 def check_capstone_dispatch(op_name: str, op, make_predicate, make_ctx, *, show: bool = True):
     """``op(x) -> (y, route)`` takes the predicate's route, really launches your kernel on the Triton route, and
-    matches the kit's reference for ``op_name`` on both routes. In the grader the Triton route's ``y`` must be what
-    the launcher ``op`` calls (``launch(x)``) returns when the grader runs it and your kernel as data on the same
-    ``x`` (:mod:`~fastpath_lib.grading.engine.kernel_run`)."""
+    matches the kit's reference for ``op_name`` on both routes, on fixed shapes and at the extremes of the region the
+    predicate admits (:func:`~fastpath_lib.grading.rules.region.extremes`). In the grader the Triton route's ``y``
+    must be what the launcher ``op`` calls (``launch(x)``) returns when the grader runs it and your kernel as data on
+    the same ``x`` (:mod:`~fastpath_lib.grading.engine.kernel_run`)."""
     return graded("ex08", ("dispatch",), _grade_dispatch, op_name, op, make_predicate, make_ctx, show=show,
                   subject=_subject(op_name))

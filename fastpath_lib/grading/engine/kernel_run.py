@@ -122,7 +122,8 @@ class Outcome:
     compile_problem: str | None = None
 
 
-def run(text: str, entry: str, calls: list[tuple], *, allow: tuple[str, ...] = (), timeout: float = 120.0) -> Outcome:
+def run(text: str, entry: str, calls: list[tuple], *, allow: tuple[str, ...] = (), timeout: float = 120.0,
+        programs: dict[int, tuple[int, ...]] | None = None) -> Outcome:
     """Run ``calls`` of ``entry`` in ``text`` (a program built by
     :func:`~fastpath_lib.grading.rules.kernel_source.program`) in a fresh process: recorded on tensors that hold no
     values, every kernel the records launch compiled for a GPU target, and the records replayed on the inputs under
@@ -134,13 +135,16 @@ def run(text: str, entry: str, calls: list[tuple], *, allow: tuple[str, ...] = (
             another function of ``text`` that call enters instead of ``entry``.
         allow: torch operators (``aten`` names) the exercise asks the launcher to run beyond allocating, viewing
             and copying (:mod:`~fastpath_lib.grading.engine.host_ops`): every other one raises there.
+        programs: call index -> the programs each of its launches of that many programs runs instead
+            (:func:`fastpath_lib.interpreted.far_programs`, the int32 row-offset probe).
     """
     cpu = [(grid, [_cpu(a) for a in args], {k: _cpu(v) for k, v in kwargs.items()}, *(rest[:1] or [entry]))
            for grid, args, kwargs, *rest in calls]
     shapes = [(grid, *replay.shapes_only(args, kwargs), name) for grid, args, kwargs, name in cpu]
     with tempfile.TemporaryDirectory(prefix="fastpath-kernel-") as tmp:
         got = _in_child(tmp, {"text": text, "entry": entry, "calls": shapes, "absent": _ABSENT.get(),
-                              "allow": list(allow)}, [(args, kwargs) for _, args, kwargs, _ in cpu], timeout)
+                              "allow": list(allow), "programs": dict(programs or {})},
+                       [(args, kwargs) for _, args, kwargs, _ in cpu], timeout)
         if isinstance(got, str):
             return Outcome([], got)
     problem = got.get("compile_problem")
@@ -294,7 +298,7 @@ def _child(request: str, result: str, values: str) -> None:
         inputs = torch.load(io.BytesIO(held[:size]), weights_only=True)
         held.close()
         ran = os.path.join(work, "replay.pt")
-        status = forks.forked(lambda: _replay(program, records, inputs, ran))
+        status = forks.forked(lambda: _replay(program, records, inputs, ran, req.get("programs") or {}))
         if not os.path.exists(ran):
             raise SystemExit(f"the replay ended without an answer (wait status {status})")
         got = _load(ran)
@@ -345,7 +349,7 @@ def _record(req: dict, path: str) -> None:
                     f"tensor with no values points near address zero")]}, f"{path}.{i}")
 
 
-def _replay(program: str, records: list, inputs: list, path: str) -> None:
+def _replay(program: str, records: list, inputs: list, path: str, far: dict | None = None) -> None:
     """Step 3 of :func:`_child`: each record run on its call's real inputs, with the kernels of ``program``
     (:func:`~fastpath_lib.grading.engine.replay.definitions` with what the compile step visited);
     ``{"calls": [...], "seen": [...]}`` (per call, each launch's kernel and arguments as the compile step reads them)
@@ -353,8 +357,10 @@ def _replay(program: str, records: list, inputs: list, path: str) -> None:
     os.environ["TRITON_INTERPRET"] = "1"
     from triton.runtime.interpreter import InterpretedFunction
 
-    from fastpath_lib import traffic
+    from fastpath_lib import interpreted, traffic
 
+    interpreted.install()  # this process replays the learner's kernels only: bf16 arithmetic as on a GPU
+    interpreted.install_far()
     seen: list = []
 
     def on_launch(name, kernel, grid, args, kwargs):
@@ -365,7 +371,8 @@ def _replay(program: str, records: list, inputs: list, path: str) -> None:
     kernels = {k: replay.Recorded(v, k, on_launch) for k, v in ns.items() if isinstance(v, InterpretedFunction)}
     ns.update(kernels)  # a kernel's calls of the others, by global name
     calls, by_call = [], []
-    for record, (args, kwargs) in zip(records, inputs):
+    for i, (record, (args, kwargs)) in enumerate(zip(records, inputs)):
+        interpreted.select_far((far or {}).get(i))  # the int32 row-offset probe's programs (grading.engine.far_rows)
         call: dict = {"args": args}
         before = len(seen)
         t = None
