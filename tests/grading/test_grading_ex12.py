@@ -211,6 +211,17 @@ def test_each_broken_op_is_caught_only_by_calls_of_its_own_kind_and_correct_ops_
         assert category == "writes" or alone == OWN[category], (category, alone)
 
 
+def test_the_undeclared_op_drops_its_write_under_torch_compile_and_raises_nothing():
+    """The declared-mutation op, as the check hands it out, compiles and loses its write: a test earns the category by
+    checking what was written, not because compiling the op raises (it would if the op were first registered while
+    traced, and a test that compiles and checks nothing would catch it)."""
+    impl = M.impls()["declared_mutation:0"]
+    x, r = _X0.clone(), _R0.clone()
+    torch._dynamo.reset()
+    torch.compile(lambda a, b: M.Op(impl)(a, b, _W), backend="aot_eager", fullgraph=True)(x, r)
+    assert torch.equal(x, _X0) and torch.equal(r, _R0)
+
+
 def test_the_rounding_and_variance_faults_hide_within_the_outputs_tolerance_on_random_inputs():
     """Only a bit-for-bit comparison sees the toward-zero residual, only an exact answer the variance fault: on many
     random draws of every dtype pair both stay within the contract's tolerance."""
