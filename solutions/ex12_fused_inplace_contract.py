@@ -46,7 +46,8 @@
 # * **writes**: what ends up in `x` and in `residual` (the new residual bit for bit, the output within the
 #   tolerance of `fastpath_lib.fused.reference.tolerance(dtype)`);
 # * **returns**: what the call returns, and whether it is the caller's own memory;
-# * **aliasing**: calls where `x` and `residual` are one tensor, or overlapping views of one buffer: the op must
+# * **aliasing**: calls where `x` and `residual` are one tensor, and calls on views of one buffer whose rows are
+#   shifted by one (`x = b[1:]`, `residual = b[:-1]`; each of the two has a broken op that only it shows): the op must
 #   leave memory as the composite does (the residual bit for bit, the output within tolerance, as for **writes**);
 # * **declared_mutation**: an op is also used under `torch.compile`, where what the schema declares decides what
 #   survives. Use `torch.compile(fn, backend="aot_eager", fullgraph=True)`: it functionalizes as Inductor does,

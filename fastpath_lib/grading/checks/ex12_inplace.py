@@ -64,8 +64,9 @@ _WHAT = {
               "call, compare what x and residual hold with what the composite leaves",
     "returns": "an op that does not return the caller's own x and residual: check the returned tensors with `is`",
     "aliasing": "an op that is right on separate buffers but not when x and residual share memory: call it with x "
-                "and residual one tensor, and with overlapping views of one buffer, and compare the buffer with what "
-                "the composite leaves in a copy of it",
+                "and residual one tensor, and with views of one buffer whose rows are shifted by one (x = b[1:], "
+                "residual = b[:-1]; an op that writes each row before reading the next is wrong only there), and "
+                "compare the buffer with what the composite leaves in a copy of it",
     "declared_mutation": "an op whose declared schema does not say it writes its inputs: run it under "
                          "torch.compile(..., backend=\"aot_eager\", fullgraph=True) and check what it wrote",
     "residual_rounding": "an op whose new residual is not the fp32 sum rounded once to x's dtype, by less than the "
@@ -368,19 +369,20 @@ def _local_run(tests, impl) -> BaseException | None:
 class OpServer:
     """One run's op under test, in the grader: each call of the kernel's stub answered by ``impl`` on the grader's own
     tensors. A call from a compiled graph (the stub's registered op, whose schema declares the writes) runs the op as
-    that graph would: an op whose own schema declares no write (``undeclared``) is dropped there, as functionalization
-    drops it."""
+    that graph would (:func:`fastpath_lib.grading.rules.fused_mutants.compiled`): an op whose own schema declares no
+    write is dropped there, as functionalization drops it."""
 
-    def __init__(self, impl, undeclared: bool = False):
-        self.op, self.undeclared = M.Op(impl), undeclared
+    def __init__(self, impl):
+        graph = M.compiled(impl)
+        self.op, self.graph = M.Op(impl), (M.Op(graph) if graph is not None else None)
 
     def __call__(self, message: dict) -> dict:
         return remote.serve_op(message, self._run)
 
     def _run(self, kind, args, message):
         if message.get("compiled"):
-            if not self.undeclared:
-                self.op(*args)
+            if self.graph is not None:
+                self.graph(*args)
             return None
         return self.op(*args)
 
@@ -395,7 +397,7 @@ def _grade_tests(tests, kit_op) -> list[Result]:
         raise Fail(problem)
     if remote.is_proxy(tests):
         known = M.impls() | {"kit": remote.session(tests).kit_op("fused_add_rms_norm_")}
-        servers = {v: (lambda v=v: OpServer(known[v], v.startswith("declared_mutation:"))) for v in known}
+        servers = {v: (lambda v=v: OpServer(known[v])) for v in known}
         runs = M.variants() + list(M.CORRECT)  # the kit's op once: it is the slowest to compile
         first = first_errors(remote_outcomes(tests, "fused_add_rms_norm_", servers, runs))
     else:

@@ -9,7 +9,10 @@ return. The faults, by graded category (never named to a learner while one survi
 * *writes*: the sum written into ``x`` and the output into ``residual``; ``x`` left alone;
 * *returns*: copies returned instead of the caller's own ``x`` and ``residual`` (the same values);
 * *aliasing*: results written ``x`` first and the residual re-read afterwards; results written ``x`` first (both
-  right unless the two share memory: an aliased buffer ends holding the sum, not the output);
+  right unless the two share memory: an aliased buffer ends holding the sum, not the output); one row after another on
+  the live buffers (right when x is residual, wrong only on views whose rows are shifted, ``x = b[1:]``,
+  ``residual = b[:-1]``); ``x`` first only when x is residual (partial overlap sent to the composite): each regime of
+  shared memory has an op only it shows;
 * *declared_mutation*: a ``torch.library`` custom op declared ``mutates_args=()`` that writes anyway: the composite
   in eager mode, wrong under ``torch.compile`` (functionalization trusts the schema and the write is lost);
 * *residual_rounding*: the new residual rounded through the weight's dtype before x's; the new residual rounded
@@ -29,6 +32,7 @@ kernel never holds them. :func:`build_pair` builds exercise 12's overlap cases f
 
 from __future__ import annotations
 
+import itertools
 import numbers
 
 import torch
@@ -37,7 +41,7 @@ from fastpath_lib.fused import reference
 from fastpath_lib.fused.reference import native, native_
 from fastpath_lib.rmsnorm.limits import default_eps
 
-__all__ = ["CORRECT", "BROKEN", "variants", "impls", "Op", "build_pair"]
+__all__ = ["CORRECT", "BROKEN", "variants", "impls", "compiled", "Op", "build_pair"]
 
 
 def _eps(x, eps):
@@ -128,6 +132,35 @@ def _writes_x_first(x, residual, weight, eps):
     def write(x, residual, out, new):
         x.copy_(out)
         residual.copy_(new)
+    return _inplace(x, residual, weight, eps, write=write)
+
+
+def _rows_in_order(x, residual, weight, eps):
+    """One row after another on the live buffers, each row read, normalized and written before the next row is read
+    (a kernel with one program per row whose programs run in order, as Triton's interpreter runs them). Right on
+    separate buffers and when x is residual (a row reads only itself); wrong where a row of ``x`` is another row of
+    ``residual`` (``x = b[1:]``, ``residual = b[:-1]``): the next row reads a row already written. Eager calls only:
+    under ``torch.compile`` it is the composite (:func:`compiled`; a traced loop over rows costs seconds a compile)."""
+    if torch.compiler.is_compiling():
+        return _inplace(x, residual, weight, eps)
+
+    def write(x, residual, out, new):
+        for row in itertools.product(*map(range, x.shape[:-1])):
+            row_out, row_new = native(x[row], residual[row], weight, eps)  # from what the buffers hold now
+            residual[row].copy_(row_new)
+            x[row].copy_(row_out)
+    return _inplace(x, residual, weight, eps, write=write)
+
+
+def _x_first_when_same(x, residual, weight, eps):
+    """Partial overlap sent to the composite and one memory taken as safe (torch's own in-place ops accept an input
+    that is exactly the output and refuse a partial overlap), where a fast path writes ``x`` first: right on separate
+    buffers and on partially overlapping views, wrong when x is residual (the memory ends holding the sum)."""
+    def write(x, residual, out, new):
+        same = x is residual if torch.compiler.is_compiling() else (  # a traced graph compares no data pointers
+            (x.data_ptr(), x.stride()) == (residual.data_ptr(), residual.stride()))
+        for t, value in ((x, out), (residual, new)) if same else ((residual, new), (x, out)):
+            t.copy_(value)
     return _inplace(x, residual, weight, eps, write=write)
 
 
@@ -230,12 +263,21 @@ CORRECT = {"composite": _composite, "other_route": _other_route}
 BROKEN = {
     "writes": (_swapped, _x_untouched),
     "returns": (_returns_copies,),
-    "aliasing": (_rereads_residual, _writes_x_first),
+    "aliasing": (_rereads_residual, _writes_x_first, _rows_in_order, _x_first_when_same),
     "declared_mutation": (_undeclared,),
     "residual_rounding": (_residual_via_weight_dtype, _residual_toward_zero),
     "variance": (_variance_of_rounded,),
     "raises_cleanly": (_writes_before_raising,),
 }
+
+
+def compiled(impl):
+    """What a ``torch.compile`` graph of ``impl`` runs (``None``: nothing, the write dropped): the grader answers a
+    compiled call of the stub with it, as :class:`Op` under ``torch.compile`` runs."""
+    for fn, graph in ((_undeclared, None), (_rows_in_order, _composite)):
+        if impl is fn:
+            return graph
+    return impl
 
 
 def variants() -> list[str]:
@@ -244,7 +286,10 @@ def variants() -> list[str]:
 
 
 def impls() -> dict:
-    """variant -> implementation (``kit`` is not here: it is the check cell's own argument)."""
+    """variant -> implementation (``kit`` is not here: it is the check cell's own argument). The undeclared custom op
+    is registered here, before any call: a compiled graph cannot register it, and an op that raises under
+    ``torch.compile`` would be caught by any test that compiles, whatever it checks."""
+    _undeclared_op()
     return dict(CORRECT) | {f"{c}:{i}": fn for c, fns in BROKEN.items() for i, fn in enumerate(fns)}
 
 
