@@ -296,7 +296,7 @@ def boundary_tests(spec: opspec.OpSpec, *, device: str | None = None):
         from fastpath_lib import traffic
 
         problem = unrunnable()
-        if problem is None and runtime.interpreter_enabled() and not traffic._active:  # an outer watch checks it
+        if problem is None and runtime.interpreter_enabled() and not traffic.watching():  # an outer watch checks it
             with traffic.watch() as seen:
                 problem = check_point(spec, point, device=device)
             if problem is None and seen.oob_accesses:

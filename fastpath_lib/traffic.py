@@ -95,6 +95,11 @@ _HOOKS = (
 _active: list[Traffic] = []
 
 
+def watching() -> bool:
+    """Whether a :func:`watch` block is open in this process (a second one would be refused)."""
+    return bool(_active)
+
+
 @dataclass
 class TensorTraffic:
     """What one launch loaded from and stored to one tensor argument (bytes)."""

@@ -222,7 +222,7 @@ def races(found: list):
     replay finds them; elsewhere, and inside another watch, nothing is watched."""
     from fastpath_lib import runtime, traffic
 
-    if not runtime.interpreter_enabled() or traffic._active:
+    if not runtime.interpreter_enabled() or traffic.watching():
         yield
         return
     with traffic.watch(races=True) as t:
