@@ -62,6 +62,7 @@ GRADER_ONLY: dict[str, str] = {
     "grading/rules/fused_mutants.py": "exercise 12's broken in-place ops",
     "grading/checks/ex12_inplace.py": "exercise 12's checks, which run the tests against the broken ops",
     "grading/rules/ex13_scenarios.py": "exercise 13's scenario keys (what each drawn scenario expects)",
+    "grading/rules/ex13_cost.py": "exercise 13's part 5 key (the expected maintenance cost and owner of a scenario)",
     "grading/checks/ex13_review.py": "exercise 13's check, which grades against the scenario keys",
     "release.py": "the release tool itself, which reads solutions/ and every grading file",
 }
