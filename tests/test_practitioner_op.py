@@ -872,3 +872,28 @@ def test_generic_sentences_fit_the_run_and_the_op(bench_folder, registered, caps
     assert "folder" not in capsys.readouterr().out
     assert cli.compare_main([str(bench_folder), str(bench_folder)]) == 0
     assert "NOT A GPU MEASUREMENT: neither folder is a GPU measurement" in capsys.readouterr().out
+
+
+def test_a_host_row_that_was_not_timed_names_the_op_s_own_baseline(registered, capsys):
+    """prac13 F7: a declared fallback host case whose call takes the Triton route here is not timed; its row named the
+    default op's baseline (``ratio_to F.rms_norm``). It names the op's first baseline, in the table, bench's printout
+    and the note."""
+    import dataclasses
+
+    import pandas as pd
+    import torch
+
+    from fastpath_lib.bench import ophost
+    from fastpath_lib.bench.analysis import classify
+    from fastpath_lib.bench.host import host_table
+    from fastpath_lib.bench.report import Evidence, host_mechanism
+
+    spec = dataclasses.replace(op.SPEC, host_cases=(opspec.HostCase(
+        "host_narrow_fp16", op.Case(rows=2, cols=64, dtype=torch.float16), "declared fallback, eligible here"),))
+    rows = classify(pd.DataFrame(ophost.measure_host_op(spec, rounds=1, vllm=False)))
+    assert set(rows.status) == {"not measured"}, rows[["provider", "status", "note"]]
+    assert host_table(rows, spec).loc["host_narrow_fp16", "ratio_to"] == "torch_eager"
+    cli.print_host(rows, spec)
+    note = "\n".join(host_mechanism(Evidence(df=rows, env={}, gpu=False, synthetic=False, label="", spec=spec)))
+    for text in (capsys.readouterr().out, note):
+        assert "torch_eager" in text and not FOREIGN.search(text), text

@@ -135,8 +135,8 @@ def performance(ev: Evidence) -> list[str]:
 
 
 def _host_fallback(ev: Evidence):
-    t = host_table(ev.df)
-    return t[t["ratio_to"] == ev.baseline] if len(t) else t
+    t = host_table(ev.df, ev.spec)
+    return t[(t["ratio_to"] == ev.baseline) & t["ratio"].notna()] if len(t) else t
 
 
 def host_verdict(ev: Evidence) -> list[str]:
