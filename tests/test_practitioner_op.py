@@ -897,3 +897,24 @@ def test_a_host_row_that_was_not_timed_names_the_op_s_own_baseline(registered, c
     note = "\n".join(host_mechanism(Evidence(df=rows, env={}, gpu=False, synthetic=False, label="", spec=spec)))
     for text in (capsys.readouterr().out, note):
         assert "torch_eager" in text and not FOREIGN.search(text), text
+
+
+def test_default_host_cases_are_built_as_the_matrix_declares_them(registered):
+    """prac13 F8: a spec without ``host_cases`` times its decode-sized fallback cases; one declared transposed was
+    built contiguous (layout, pad and offset dropped), took the fast route and was never timed. Each is built as
+    declared, and its rows say the layout, pad and offset timed."""
+    import dataclasses
+
+    import pandas as pd
+
+    from fastpath_lib.bench import ophost
+
+    strided = opspec.OpCase("decode_t_fp16", 4, 64, "float16", "fallback", "a transposed decode batch: strided",
+                            layout="transposed", pad=3, offset=2)
+    spec = dataclasses.replace(op.SPEC, host_cases=(), cases=[*op.SPEC.matrix(), strided])
+    (case,) = [c for c in ophost.host_cases(spec) if c.id == "host_decode_t_fp16"]
+    assert (case.case.layout, case.case.pad, case.case.offset) == ("transposed", 3, 2)
+    assert not case.build("cpu").x.is_contiguous()
+    rows = pd.DataFrame(ophost.measure_host_op(dataclasses.replace(spec, host_cases=(case,)), rounds=1, vllm=False))
+    assert (rows.status == "ok").all() and (rows.route == "fallback").all(), rows[["route", "status", "note"]]
+    assert set(zip(rows.layout, rows.pad, rows.offset)) == {("transposed", 3, 2)}

@@ -48,7 +48,7 @@ from fastpath_lib.bench.timing import (
     settings_for,
     timed_fields,
 )
-from fastpath_lib.cases import CaseSpec
+from fastpath_lib.bench.ophost import case_input
 from fastpath_lib.gradcheck import incoming_gradient, leaves
 from fastpath_lib.opspec import COMPILED, BaselineUnavailable, OpCase, OpSpec
 from fastpath_lib.routing import record_routes
@@ -139,10 +139,7 @@ def _input_sets(spec: OpSpec, case: OpCase, quick: bool, n: int, device: str) ->
     """``n`` freshly built ``(args, dy)`` of a case (``dy``: ``None`` forward; for a backward case, the incoming
     gradient, shaped like the op's output (:func:`fastpath_lib.gradcheck.incoming_gradient`), drawn from one generator
     seeded 1234, and every floating-point tensor argument a leaf that requires grad)."""
-    rows, cols = case.dims(quick)
-    make = spec.case_spec or CaseSpec
-    built = make(rows=rows, cols=cols, dtype=getattr(torch, case.dtype), device=device, layout=case.layout,
-                 pad=case.pad_for(quick), offset=case.offset)
+    built = case_input(spec, case, quick=quick, device=device)
     sets = [spec.args(built.build(seed=100 + i)) for i in range(max(1, n))]
     if case.pass_ != "backward":
         return [(args, None) for args in sets]
