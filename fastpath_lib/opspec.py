@@ -125,7 +125,8 @@ class OpSpec:
             ``"fallback"`` for the dispatched call that took the fallback; a name not here moves ``bytes_moved``.
         note: what the matrix times and what it leaves out (``environment.json`` carries it).
         host_cases: the calls the host-overhead family times (a sequence of :class:`HostCase`; empty: the matrix's
-            cases expected to fall back at a decode size, :func:`fastpath_lib.bench.ophost.host_cases`).
+            cases expected to fall back at a decode size, built as declared, :func:`fastpath_lib.bench.ophost.
+            host_cases`; an eligible call is timed only where one is declared, ``HostCase(..., eligible=True)``).
         host_forms: name -> ``(composite, public)``: further forms the host-overhead family times on the same
             fallback calls (e.g. an in-place form against the in-place composite; :mod:`fastpath_lib.bench.ophost`).
         specialization: ``specialization(rows, cols, dtype)`` -> the compiled binary (or binaries) a call of ``fast``
