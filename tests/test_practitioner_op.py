@@ -918,3 +918,30 @@ def test_default_host_cases_are_built_as_the_matrix_declares_them(registered):
     rows = pd.DataFrame(ophost.measure_host_op(dataclasses.replace(spec, host_cases=(case,)), rounds=1, vllm=False))
     assert (rows.status == "ok").all() and (rows.route == "fallback").all(), rows[["route", "status", "note"]]
     assert set(zip(rows.layout, rows.pad, rows.offset)) == {("transposed", 3, 2)}
+
+
+def test_the_notes_rerun_command_reruns_the_run_they_describe(bench_folder):
+    """prac13 F9: the notes printed ``bench --op REF --out DIR`` (this matrix) for a ``--quick`` or ``--only`` run,
+    a command that runs another matrix. The command carries the run's own ``--quick`` (environment.json's harness),
+    ``--only`` and ``--family`` (the rows it holds), and the line names the generated boundary tests."""
+    import pandas as pd
+
+    from fastpath_lib.bench.note_brief import bench_command
+    from fastpath_lib.bench.report import Evidence, pr_note
+
+    df, env = pd.read_csv(bench_folder / "results.csv"), json.loads((bench_folder / "environment.json").read_text())
+    whole = f"python -m fastpath_lib bench --op {REF} --out DIR --quick"
+    for template in ("kit", "vllm"):
+        note = pr_note(df=df, env=env, spec=op.SPEC, template=template)
+        assert f"`{whole}` (this run)" in note, template
+        assert f'`test_absmax_scale_boundaries = boundary_tests(opspec.load("{REF}"))`' in note, template
+
+    def command(rows, **changed):
+        return bench_command(Evidence(df=rows, env={**env, **changed}, gpu=False, synthetic=False, label="",
+                                      spec=op.SPEC))
+
+    assert command(df) == whole
+    one = df[df.case_id == "tokens_fp16"]
+    assert command(one) == f"{whole} --only tokens_fp16 --family matrix"
+    assert command(df[df.family == "host-overhead"], harness={}) == whole.replace(" --quick", " --family host")
+    assert opspec.load(REF) is op.SPEC  # the boundary line's reference loads the op
