@@ -945,3 +945,34 @@ def test_the_notes_rerun_command_reruns_the_run_they_describe(bench_folder):
     assert command(one) == f"{whole} --only tokens_fp16 --family matrix"
     assert command(df[df.family == "host-overhead"], harness={}) == whole.replace(" --quick", " --family host")
     assert opspec.load(REF) is op.SPEC  # the boundary line's reference loads the op
+
+
+def _zero_row_fault(x):
+    """The kit's absmax kernel, then a planted fault on an all-zero row (prac13 F15: a quantizer whose zero-row guard
+    is gone): every other row is right, so random inputs never show it."""
+    y = op.fast(x)
+    zero = x.abs().amax(-1) == 0
+    return y.masked_fill(zero.unsqueeze(-1), float("nan"))
+
+
+def test_the_generated_tests_run_the_value_regimes_a_random_input_never_draws():
+    """prac13 F15: every generated input was random normal, so a wrong result on an all-zero row passed every test.
+    The generated tests run the eligible base case with each of the spec's value regimes (default: a zero row, a row
+    of equal values, a row of extreme values) written into its first row; a spec may declare its own or none."""
+    import dataclasses
+
+    from fastpath_lib.boundary import check_point, value_points
+
+    points = value_points(op.SPEC)
+    assert [p.id for p in points] == ["values[zero row]", "values[equal values]", "values[extreme values]"]
+    assert all(check_point(op.SPEC, p) is None for p in points), [check_point(op.SPEC, p) for p in points]
+    faulty = dataclasses.replace(op.SPEC, fast=_zero_row_fault,
+                                 function=lambda x: _zero_row_fault(x) if op.route(x) == "triton" else op.reference(x))
+    said = {p.label: check_point(faulty, p) for p in points}
+    assert said["zero row"] and said["zero row"].startswith("values[zero row]: output 0"), said
+    assert said["equal values"] is None and said["extreme values"] is None, said
+    assert all(check_point(faulty, p) is None for p in boundary_points(spec=faulty))  # random rows: all pass
+    own = dataclasses.replace(op.SPEC, value_regimes={"ones": lambda row: row.fill_(1.0)})
+    assert [p.id for p in value_points(own)] == ["values[ones]"]
+    assert value_points(dataclasses.replace(op.SPEC, value_regimes={})) == []
+    assert len(boundary_points(op.SPEC)) == len(boundary_points(spec=op.SPEC))  # the spec given first (prac13 F6)
