@@ -976,3 +976,18 @@ def test_the_generated_tests_run_the_value_regimes_a_random_input_never_draws():
     assert [p.id for p in value_points(own)] == ["values[ones]"]
     assert value_points(dataclasses.replace(op.SPEC, value_regimes={})) == []
     assert len(boundary_points(op.SPEC)) == len(boundary_points(spec=op.SPEC))  # the spec given first (prac13 F6)
+
+
+def test_explain_gives_the_route_and_reasons_of_any_op_from_its_own_case_class(registered, capsys):
+    """prac13 F3: ``explain`` built RMSNorm's case and asked RMSNorm's predicate whatever the op. With ``--op`` it
+    builds the op's case class from its base case, the given fields changed, and asks the op's predicate."""
+    from fastpath_lib.cli import explain_main
+
+    assert explain_main(["--op", REF, "--cols", "8192", "--dtype", "fp16"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(op.Case(cols=8192, dtype=op.torch.float16).label()) and "route=fallback" in out
+    assert "8192 columns, more than 4096" in out and not FOREIGN.search(out), out
+    assert explain_main(["--op", REF]) == 0 and "route=triton" in capsys.readouterr().out  # its base case
+    assert explain_main(["--op", REF, "--no-weight"]) == 2  # its case class has no weight
+    assert "its case class Case cannot build this case" in capsys.readouterr().err
+    assert explain_main(["--op", "no_such_module:SPEC"]) == 2 and "No module named" in capsys.readouterr().err
