@@ -122,6 +122,9 @@ def test_the_dry_run_plans_every_per_op_step_for_it(registered, capsys, monkeypa
         out = capsys.readouterr().out
         assert ("dry run: the plan fits" in out) == (budget > expect), out[-600:]
     assert "op absmax_scale: step replay skips it: decoder_step (OpSpec.decoder_step) is not declared" in out
+    # prac13 F4: every step that skips it is listed, compiled_baselines (no `compiled` baseline) among them
+    assert ("step compiled_baselines skips it: a `compiled` entry in baselines (OpSpec.baselines) is not declared"
+            in out), out[-1500:]
     assert "op rms_norm: every per-op step runs it" in out
 
 

@@ -28,7 +28,6 @@ from fastpath_lib.bench.note_evidence import Evidence, fmt, junit_counts, not_ru
 from fastpath_lib.bench.note_tables import case_table, compiled_section, host_mechanism, mechanism_table
 from fastpath_lib.bench.note_workload import workload
 from fastpath_lib.bench.schema import FALLBACK, NOT_GPU, OUTCOMES
-from fastpath_lib.opspec import COMPILED
 
 __all__ = ["SECTIONS", "summary", "eligibility", "semantic", "mechanism", "performance", "workload", "alternatives",
            "maintenance", "limitations", "run_limitations", "copy_ceiling", "host_performance", "host_verdict",
@@ -177,9 +176,8 @@ def alternatives(ev: Evidence) -> list[str]:
         L.append(f"torch.compile ran on {len(ok)} cases here; off a GPU no comparison is drawn.")
     else:
         reasons = sorted(set(comp.note.dropna().astype(str))) if len(comp) else [
-            f"not run: the spec declares no `{COMPILED}` baseline (OpSpec.baselines)"
-            if COMPILED not in ev.spec.baselines else "not run"]
-        L.append("The torch.compile baseline was not measured: " + "; ".join(reasons) + ".")
+            not_run(ev.spec, "results.csv (compiled rows)")]
+        L.append("The torch.compile baseline was not measured (" + "; ".join(reasons) + ").")
     others = other_baselines(ev)
     return L + ([""] + others if others else [])
 
