@@ -994,3 +994,29 @@ def test_explain_gives_the_route_and_reasons_of_any_op_from_its_own_case_class(r
     assert explain_main(["--op", REF, "--no-weight"]) == 2  # its case class has no weight
     assert "its case class Case cannot build this case" in capsys.readouterr().err
     assert explain_main(["--op", "no_such_module:SPEC"]) == 2 and "No module named" in capsys.readouterr().err
+
+
+def _deprecated_baseline(x):
+    import warnings
+
+    warnings.warn("this composite is deprecated", UserWarning, stacklevel=2)
+    return op.reference(x)
+
+
+def test_a_baseline_s_warning_is_recorded_in_its_matrix_row_not_printed(short_timing):
+    """prac13 F5: a baseline's warning (ATen's deprecated quantize_per_channel) was printed on stderr in the matrix
+    and its rows' ``warnings`` column stayed empty. One call's warnings are recorded in the row; none escapes."""
+    import dataclasses
+    import warnings
+
+    from fastpath_lib.bench import opbench
+
+    spec = dataclasses.replace(op.SPEC, baselines={**op.SPEC.baselines, "deprecated": _deprecated_baseline})
+    with warnings.catch_warnings(record=True) as escaped:
+        warnings.simplefilter("always")
+        df = opbench.run_op(spec, quick=True, only=["tokens_fp16"])
+    by = df.set_index("provider")
+    assert by.loc["deprecated", "status"] == "ok", by[["status", "warnings"]]
+    assert by.loc["deprecated", "warnings"] == "this composite is deprecated", by[["status", "warnings"]]
+    assert not by.loc["baseline", "warnings"], by.loc["baseline", "warnings"]
+    assert not [str(w.message) for w in escaped if "deprecated" in str(w.message)]

@@ -30,6 +30,7 @@ import torch
 
 from fastpath_lib import launches, runtime
 from fastpath_lib.bench.analysis import classify
+from fastpath_lib.bench.hostmethod import silenced, warnings_of
 from fastpath_lib.bench.mechanism import count_call, explain
 from fastpath_lib.bench.metadata import environment, region
 from fastpath_lib.bench.opcheck import (
@@ -200,10 +201,11 @@ def time_case(spec: OpSpec, case: OpCase, providers: dict[str, str], *, quick: b
     base_bytes = spec.bytes_for(base_name, rows, cols, dtype, case.pass_)
     impls = {**spec.baselines, "dispatched": spec.function, "triton": spec.fast}
     seen = [] if check and launches.observable() else None  # the route the call took, from what it launched
-    bad = check_call(spec, spec.function, first, dtype, launched=seen) if check else None
-    drift = launches.mismatch(route, seen) if seen is not None else None
-    if check and bwd and not bad:  # a backward case checks the gradients too, before anything is timed
-        bad = check_backward(spec, spec.function, first, sets[0][1], dtype)
+    with silenced():  # what a provider warns is recorded in its row (warnings_of), never printed
+        bad = check_call(spec, spec.function, first, dtype, launched=seen) if check else None
+        drift = launches.mismatch(route, seen) if seen is not None else None
+        if check and bwd and not bad:  # a backward case checks the gradients too, before anything is timed
+            bad = check_backward(spec, spec.function, first, sets[0][1], dtype)
     taken = launches.taken(seen) if seen is not None else route
     shared = dict(route=taken, route_backward=_route_backward(spec, first, sets[0][1]) if bwd else None,
                   reasons=_reasons(spec, first), copy_gbps=copy_gbps, input_sets=len(sets))
@@ -263,13 +265,15 @@ def time_case(spec: OpSpec, case: OpCase, providers: dict[str, str], *, quick: b
             if impl == COMPILED:
                 torch._dynamo.reset()  # one compile per case, never the recompile limit's eager fallback
                 compile_s = first_call_s(call)
-            if impl in spec.baselines:
-                differs = check_call(spec, fn, first, dtype, grad=bwd and impl == COMPILED)
-                if differs:
-                    notes.append(f"departs from the contract ({differs}); timed as a comparison point")
-            timing = timed_fields(call, settings)
-            if impl != COMPILED:  # once more, outside the timed loop: the interpreter's count (CPU only)
-                timing.update(count_call(call))
+            warned = warnings_of(call)  # one call's warnings, recorded in the row; every later call is silenced
+            with silenced():
+                if impl in spec.baselines:
+                    differs = check_call(spec, fn, first, dtype, grad=bwd and impl == COMPILED)
+                    if differs:
+                        notes.append(f"departs from the contract ({differs}); timed as a comparison point")
+                timing = timed_fields(call, settings)
+                if impl != COMPILED:  # once more, outside the timed loop: the interpreter's count (CPU only)
+                    timing.update(count_call(call))
         except BaselineUnavailable as exc:  # cannot run here (no vLLM, no GPU): the row says why
             out.append(_row(spec, case, provider, quick, gpu, first[0], status="skipped", note=str(exc)[:500], **kw))
             continue
@@ -279,7 +283,7 @@ def time_case(spec: OpSpec, case: OpCase, providers: dict[str, str], *, quick: b
             continue
         med = timing["median_us"]
         gbps = nbytes / (med * 1e-6) / 1e9 if med > 0 else math.nan
-        row = _row(spec, case, provider, quick, gpu, first[0], status="ok", note="; ".join(notes),
+        row = _row(spec, case, provider, quick, gpu, first[0], status="ok", note="; ".join(notes), warnings=warned,
                    compile_s=compile_s, gbps=gbps, pct_copy_bw=100 * gbps / copy_gbps if copy_gbps > 0
                    else math.nan, **timing, **kw)
         traffic = unexplained_traffic(row, bytes_model=provider in OWN_ROUTES)
