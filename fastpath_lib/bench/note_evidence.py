@@ -113,10 +113,19 @@ def _default_limitations(ev) -> list[str]:
     if m is None or not len(m):
         return ["- The matrix timed no case in this run."]
     m = m.drop_duplicates("case_id")
-    passes = " and ".join(f"the {p} pass" for p in dict.fromkeys(m["pass"].astype(str)))
-    layouts = " and ".join(f"`{v}`" for v in dict.fromkeys(m["layout"].astype(str)))
+    passes = _series([f"the {p} pass" for p in dict.fromkeys(m["pass"].astype(str))])
+    layouts = _series([f"`{v}`" for v in dict.fromkeys(m["layout"].astype(str))])
     return [f"- The matrix times {passes} on {layouts} inputs (the layouts of its {len(m)} cases run); other "
             "layouts take their route but are not timed."]
+
+
+def _series(items: list[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``.
+
+    >>> _series(["a"]), _series(["a", "b"]), _series(["a", "b", "c"])
+    ('a', 'a and b', 'a, b and c')
+    """
+    return " and ".join(items) if len(items) < 3 else f"{', '.join(items[:-1])} and {items[-1]}"
 
 
 #: ``OpSpec.pr_text`` keys -> the sentence used when a spec leaves the key out (built from its other fields; the
