@@ -1020,3 +1020,24 @@ def test_a_baseline_s_warning_is_recorded_in_its_matrix_row_not_printed(short_ti
     assert by.loc["deprecated", "warnings"] == "this composite is deprecated", by[["status", "warnings"]]
     assert not by.loc["baseline", "warnings"], by.loc["baseline", "warnings"]
     assert not [str(w.message) for w in escaped if "deprecated" in str(w.message)]
+
+
+def test_a_vllm_op_that_is_only_a_custom_ops_binding_is_named_from_the_pinned_vllm(tmp_path):
+    """prac13 F14: vLLM has most quantization kernels neither as an IR op nor as a CustomOp layer but as a binding in
+    ``vllm/_custom_ops.py`` (``scaled_int8_quant``); the note said only what vLLM lacks. It names the binding, its
+    line and the ``torch.ops._C`` kernels it calls, read from the source (a fake tree here; the pinned vLLM below)."""
+    from fastpath_lib import vllm_plugin
+    from fastpath_lib.bench import vllm_source
+
+    root = _vllm_tree(tmp_path)
+    (root / "_custom_ops.py").write_text("import torch\n\n\ndef int8_rows(x):\n    return torch.ops._C.int8_rows(x)\n")
+    said = vllm_source.layer_sentence("int8_rows", root)
+    assert said.startswith("nor a CustomOp layer registered as int8_rows"), said
+    assert ("it has int8_rows as the function `vllm._custom_ops.int8_rows` (`vllm/_custom_ops.py`, line 4), which "
+            "calls vLLM's compiled kernel `torch.ops._C.int8_rows`") in said, said
+    assert vllm_source.custom_ops_function("no_such_op", root) is None
+    pinned = vllm_plugin.vllm_site() / "vllm"
+    if not (pinned / "_custom_ops.py").is_file():
+        pytest.skip(f"the pinned vLLM is not installed at {pinned} (./kit setup installs it)")
+    found = vllm_source.custom_ops_function("scaled_int8_quant", pinned)
+    assert found and "dynamic_scaled_int8_quant" in found["c_ops"], found
