@@ -588,7 +588,8 @@ def test_each_analysis_it_lacks_names_the_field_it_needs(bench_folder, capsys):
     assert "replay.json (the workload replay): not run: decoder_step (OpSpec.decoder_step) is not declared" in out
     assert "compiled.json (the compiled-code facts): not run: kernels (OpSpec.kernels), compiler" in out
     note = pr_note(bench_folder, spec=op.SPEC)
-    assert "Not run: decoder_step (OpSpec.decoder_step) is not declared by the op's spec." in note
+    assert ("Not run: decoder_step (OpSpec.decoder_step) is not declared by the op's spec; the replay runs a small "
+            "decoder with the op as its every normalization step, so it fits normalization ops only.") in note
     assert "specialization (OpSpec.specialization) is not declared" in note
     declared = pr_note(bench_folder, spec=dataclasses.replace(op.SPEC, decoder_step=_step))
     assert "Not run: the GPU evidence run's `replay` step runs it" in declared
