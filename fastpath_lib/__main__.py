@@ -7,8 +7,8 @@ import importlib
 import sys
 
 COMMANDS = {
-    "selftest": ("fastpath_lib.cli", "selftest_main", "check that Triton computes correctly here"),
-    "explain": ("fastpath_lib.cli", "explain_main", "print the route and reasons for a shape/dtype/layout"),
+    "selftest": ("fastpath_lib.cli", "selftest_main", "check that Triton computes the kit's kernels correctly here"),
+    "explain": ("fastpath_lib.cli", "explain_main", "print the route and reasons for a case of any op (--op)"),
     "bench": ("fastpath_lib.bench.cli", "bench_main", "run the predeclared benchmark matrix into a results folder"),
     "compare": ("fastpath_lib.bench.cli", "compare_main", "per-case drift between two results folders"),
     "evidence": ("fastpath_lib.bench.evidence", "main", "the whole GPU evidence run, time-boxed, into one folder"),

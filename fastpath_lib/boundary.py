@@ -29,8 +29,8 @@ from fastpath_lib import launches, opspec
 from fastpath_lib.cases import CaseSpec
 from fastpath_lib.eligibility import Predicate
 
-__all__ = ["CONTEXT_KEYS", "BoundaryPoint", "boundary_points", "declared_points", "check_point", "boundary_tests",
-           "unrunnable", "BoundaryCoverageWarning", "has_backward"]
+__all__ = ["CONTEXT_KEYS", "VALUES", "BoundaryPoint", "boundary_points", "declared_points", "value_points",
+           "value_regimes", "check_point", "boundary_tests", "unrunnable", "BoundaryCoverageWarning", "has_backward"]
 
 #: Overrides that change the execution context rather than the tensors.
 CONTEXT_KEYS = frozenset({"forced", "capturing", "create_graph", "interpret", "capability", "device_type",
@@ -47,6 +47,8 @@ class BoundaryPoint:
         holds: whether the condition should hold.
         spec: the tensor case (the base case with the tensor overrides applied).
         context: execution-context overrides (see :data:`CONTEXT_KEYS`); empty for pure tensor changes.
+        values: the value regime written into the input's first row (a label of the spec's ``value_regimes``;
+            :func:`value_points`), or ``None``: random values.
     """
 
     condition: str
@@ -54,19 +56,58 @@ class BoundaryPoint:
     holds: bool
     spec: CaseSpec
     context: dict[str, Any]
+    values: str | None = None
 
     @property
     def id(self) -> str:
         return f"{self.condition}[{self.label}]"
 
 
-def boundary_points(predicate: Predicate | None = None, base: dict[str, Any] | None = None,
+#: The condition name of the value-regime points (:func:`value_points`).
+VALUES = "values"
+
+
+def value_regimes(spec: opspec.OpSpec) -> dict:
+    """``spec``'s value regimes: its ``value_regimes``, else :data:`fastpath_lib.cases.VALUE_REGIMES`."""
+    from fastpath_lib.cases import VALUE_REGIMES
+
+    return dict(VALUE_REGIMES if spec.value_regimes is None else spec.value_regimes)
+
+
+def value_points(spec: opspec.OpSpec | None = None, device: str | None = None) -> list[BoundaryPoint]:
+    """One point per value regime of ``spec`` (:func:`value_regimes`): its eligible base case (``boundary_base``, the
+    row count raised to the row threshold) with the regime written into the first row of its first floating-point
+    tensor argument, checked as a boundary point that holds (route and value against the reference; id
+    ``values[LABEL]``). Empty for a spec without a predicate's base case or limits (its boundary points say which)."""
+    spec = spec or opspec.default()
+    regimes = value_regimes(spec)
+    if not regimes or spec.boundary_base is None or spec.limits is None:
+        return []
+    limits = spec.limits(device)
+    base = dict(spec.boundary_base, rows=max(spec.boundary_base.get("rows", 1), getattr(limits, "min_rows", 1)))
+    case = (spec.case_spec or CaseSpec)(**base, **({"device": device} if device else {}))
+    return [BoundaryPoint(VALUES, label, True, case, {}, label) for label in regimes]
+
+
+def _write_regime(spec: opspec.OpSpec, label: str, args: tuple) -> None:
+    """Write the regime ``label`` into the first row of the first floating-point tensor of ``args``, in place."""
+    import torch
+
+    x = next((a for a in args if isinstance(a, torch.Tensor) and a.is_floating_point()), None)
+    if x is None or x.numel() == 0:
+        return
+    with torch.no_grad():
+        value_regimes(spec)[label](x[(0,) * (x.dim() - 1)] if x.dim() > 1 else x)
+
+
+def boundary_points(predicate: Predicate | opspec.OpSpec | None = None, base: dict[str, Any] | None = None,
                     limits: Any = None, device: str | None = None, *,
                     spec: opspec.OpSpec | None = None) -> list[BoundaryPoint]:
     """All declared boundary points of an op's predicate under the limits in force.
 
     Args:
-        predicate, base, limits: override the spec's ``predicate``, ``boundary_base`` and ``limits(device)``.
+        predicate, base, limits: override the spec's ``predicate``, ``boundary_base`` and ``limits(device)``
+            (an :class:`~fastpath_lib.opspec.OpSpec` given first is taken as ``spec``).
         device: where the cases are built (``None``: the case class's default).
         spec: the operator (default: :func:`fastpath_lib.opspec.default`); its ``case_spec`` builds the points'
             cases (``None``: :class:`~fastpath_lib.cases.CaseSpec`).
@@ -79,6 +120,8 @@ def boundary_points(predicate: Predicate | None = None, base: dict[str, Any] | N
             or a boundary (or the base case) names a field the case class lacks, naming the condition, the
             boundary, the field and the fix (``OpSpec.case_spec``).
     """
+    if isinstance(predicate, opspec.OpSpec):  # boundary_points(SPEC): the spec given first
+        spec, predicate = predicate, None
     spec = spec or opspec.default()
     predicate = predicate or spec.predicate
     base = base or spec.boundary_base
@@ -188,6 +231,8 @@ def check_point(spec: opspec.OpSpec, point: BoundaryPoint, *, device: str | None
     """
     case = point.spec if device is None else dataclasses.replace(point.spec, device=device)
     args = spec.args(case.build(seed=seed))
+    if point.values is not None:
+        _write_regime(spec, point.values, args)
     if spec.context is not None:
         call = spec.context(*args)
         if point.context:
@@ -264,11 +309,11 @@ def _gradients(spec: opspec.OpSpec, args: tuple, dtype, seed: int, *, launcher: 
 
 
 def boundary_tests(spec: opspec.OpSpec, *, device: str | None = None):
-    """A pytest test over every boundary point of ``spec`` (:func:`boundary_points`), one parametrized case per
-    point (its id: ``condition[label]``), each :func:`check_point`: route, value and, for an op with a backward,
-    gradients, and, under Triton's interpreter,
-    every kernel the point runs watched by the interpreter's traffic checker (:func:`fastpath_lib.traffic.watch`): a
-    point fails on any out-of-bounds access.
+    """A pytest test over every boundary point of ``spec`` (:func:`boundary_points`) and every value regime
+    (:func:`value_points`: by default a zero row, a row of equal values, a row of extreme values), one parametrized
+    case per point (its id: ``condition[label]``, ``values[label]``), each :func:`check_point`: route, value and, for
+    an op with a backward, gradients, and, under Triton's interpreter, every kernel the point runs watched by the
+    interpreter's traffic checker (:func:`fastpath_lib.traffic.watch`): a point fails on any out-of-bounds access.
 
     Bind it to a name starting with ``test`` in a test module: ``test_my_op_boundaries = boundary_tests(SPEC)``. On a
     machine without CUDA the kernels must run in Triton's interpreter, which Triton decides when a kernel is
@@ -285,7 +330,7 @@ def boundary_tests(spec: opspec.OpSpec, *, device: str | None = None):
 
     from fastpath_lib import runtime
 
-    points = boundary_points(spec=spec, device=device)
+    points = boundary_points(spec=spec, device=device) + value_points(spec, device)
     if spec.unprobed_conditions():  # said where the tests are generated: the module collecting them warns
         warnings.warn(f"{spec.name}: conditions with no boundary point: {', '.join(spec.unprobed_conditions())} "
                       "(no generated test probes them; declare a Boundary for each)", BoundaryCoverageWarning,

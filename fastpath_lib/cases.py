@@ -23,7 +23,8 @@ from typing import Any
 
 import torch
 
-__all__ = ["LAYOUTS", "CaseSpec", "BuiltCase", "poison", "poisoned_like", "guard_intact", "output_guard_intact"]
+__all__ = ["LAYOUTS", "VALUE_REGIMES", "CaseSpec", "BuiltCase", "poison", "poisoned_like", "guard_intact",
+           "output_guard_intact"]
 
 LAYOUTS = ("contiguous", "batched", "row_slice", "step", "transposed", "permuted", "channels_last")
 _SAME_SIZE_INT = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
@@ -41,6 +42,23 @@ def poison(n: int, dtype: torch.dtype, device) -> torch.Tensor:
     """
     return torch.full((n,), -1, dtype=_SAME_SIZE_INT[torch.empty(0, dtype=dtype).element_size()],
                       device=device).view(dtype)
+
+
+def _extremes(row: torch.Tensor) -> None:
+    """Alternating ``+m, -m`` with ``m`` half the dtype's largest finite value (a sum of two stays finite)."""
+    m = torch.finfo(row.dtype).max / 2
+    row.copy_(torch.tensor([m, -m], dtype=row.dtype, device=row.device).repeat((row.numel() + 1) // 2)[:row.numel()])
+
+
+#: The value regimes a floating-point row-wise op's contract covers besides random values, by label: each fills one
+#: row in place (what ``OpSpec.value_regimes`` defaults to; :func:`fastpath_lib.boundary.value_points`). A zero row
+#: (a scale, a norm or a maximum of zero), a row of equal values (no spread, a tie in every maximum) and a row at half
+#: the dtype's largest finite value, alternating in sign (overflow in an unscaled intermediate).
+VALUE_REGIMES = {
+    "zero row": lambda row: row.zero_(),
+    "equal values": lambda row: row.fill_(0.75),
+    "extreme values": _extremes,
+}
 
 
 @dataclasses.dataclass(frozen=True)

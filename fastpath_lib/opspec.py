@@ -2,8 +2,8 @@
 
 A fast path is reviewed with the same evidence whatever the operator: its contract (the public function against a
 reference), the predicate that decides the route, boundary points generated from the predicate's declarations, a
-predeclared case matrix timed against baselines, the bytes a call must move, and the kernels compiled for GPU
-targets. An :class:`OpSpec` names each of those pieces for one operator; the generic parts of the kit
+predeclared case matrix timed against baselines, the bytes a call must move, and the kernels compiled for GPU targets.
+An :class:`OpSpec` names each of those pieces for one operator; the generic parts of the kit
 (:func:`fastpath_lib.boundary.boundary_points`, :func:`fastpath_lib.bench.opbench.run_op`, ``python -m fastpath_lib
 bench --op NAME``) take a spec instead of knowing an operator.
 
@@ -124,8 +124,7 @@ class OpSpec:
         bytes_models: implementation name -> its own bytes model (``bytes_moved``'s signature): a baseline's name, or
             ``"fallback"`` for the dispatched call that took the fallback; a name not here moves ``bytes_moved``.
         note: what the matrix times and what it leaves out (``environment.json`` carries it).
-        host_cases: the calls the host-overhead family times (a sequence of :class:`HostCase`; empty: the matrix's
-            cases expected to fall back at a decode size, :func:`fastpath_lib.bench.ophost.host_cases`).
+        host_cases: the host-overhead calls (:class:`HostCase`; empty: :func:`fastpath_lib.bench.ophost.host_cases`).
         host_forms: name -> ``(composite, public)``: further forms the host-overhead family times on the same
             fallback calls (e.g. an in-place form against the in-place composite; :mod:`fastpath_lib.bench.ophost`).
         specialization: ``specialization(rows, cols, dtype)`` -> the compiled binary (or binaries) a call of ``fast``
@@ -169,20 +168,22 @@ class OpSpec:
         capture: ``capture(deadline=, log=)`` -> the op's CUDA-graph capture test on this GPU: ``{"cases": rows,
             "declared": {op: {path: n}}}`` (``None``: the evidence run's capture step says the spec does not declare
             it).
+        value_regimes: label -> ``fill(row)`` writing values the contract covers into the base case's first row, for
+            the generated tests (:func:`fastpath_lib.boundary.value_points`; ``None``: ``cases.VALUE_REGIMES``).
         compiler: what compiles ``kernels()`` for GPU targets without a GPU: an object with ``missing_tools()`` (why
             it cannot run here, or ``None``), ``facts(builds, timeout=, workers=)`` (one dict per build: vector
             width read from the PTX, registers, spills) and ``specializations(archs=)`` (every binary of the
             eligible region); ``None``: no compiled facts.
 
     Fields by section: the core is ``name``, ``function``, ``reference``, ``args``, ``route`` and ``baselines``
-    (with ``cases``, ``tolerances`` and, for backward cases, ``grad_tolerances``, ``bench --op`` runs); the predicate
-    section (``predicate``, ``boundary_base``, ``limits``, ``context``, ``case_spec``) gives boundary points and
-    tests; the cost section (``bytes_moved``, ``bytes_models``, ``fast``, ``fast_unsupported``, ``fast_backward``,
-    ``specialization``, ``kernels``, ``compiler``) the bandwidth, compile cost and compiled facts; the workload
-    section (``decoder_step``, ``calls_per_forward``, ``axes``, ``lower_threshold``, ``thresholds``, ``capture``,
-    ``host_cases``, ``host_forms``) the replay, trace, sweep, capture and host cost; the note section (``title``,
-    ``pr_text``, ``note``) the PR note's sentences. A step whose field is left out says which one
-    (:data:`NOT_DECLARED`).
+    (with ``cases``, ``tolerances`` and, for backward cases, ``grad_tolerances``, ``bench --op`` runs); the
+    predicate section (``predicate``, ``boundary_base``, ``limits``, ``context``, ``case_spec``, ``value_regimes``)
+    gives boundary points and tests; the cost section (``bytes_moved``, ``bytes_models``, ``fast``,
+    ``fast_unsupported``, ``fast_backward``, ``specialization``, ``kernels``, ``compiler``) the bandwidth, compile
+    cost and compiled facts; the workload section (``decoder_step``, ``calls_per_forward``, ``axes``,
+    ``lower_threshold``, ``thresholds``, ``capture``, ``host_cases``, ``host_forms``) the replay, trace, sweep,
+    capture and host cost; the note section (``title``, ``pr_text``, ``note``) the PR note's sentences. A step whose
+    field is left out says which one (:data:`NOT_DECLARED`).
     """
 
     name: str
@@ -218,6 +219,7 @@ class OpSpec:
     capture: Callable[..., dict] | None = None
     compiler: Any = None
     grad_tolerances: Mapping[Any, tuple[float, float]] = dataclasses.field(default_factory=dict)
+    value_regimes: Mapping[str, Callable[[Any], None]] | None = None
 
     def __post_init__(self):
         if not self.name or not self.name.replace("_", "").isalnum():
@@ -434,10 +436,8 @@ def load(ref: str) -> OpSpec:
     _carry_to_children(module)
     if not isinstance(spec, OpSpec):
         raise TypeError(f"{ref} is a {type(spec).__name__}, not an OpSpec")
-    if _REGISTRY.get(spec.name) is not spec:
-        known = spec.name in _REGISTRY and get(spec.name) is spec
-        if not known:
-            register(spec, replace=spec.name in _REGISTRY and spec.name not in _BUILT_IN)
+    if _REGISTRY.get(spec.name) is not spec and not (spec.name in _REGISTRY and get(spec.name) is spec):
+        register(spec, replace=spec.name in _REGISTRY and spec.name not in _BUILT_IN)
     return spec
 
 

@@ -122,6 +122,9 @@ def test_the_dry_run_plans_every_per_op_step_for_it(registered, capsys, monkeypa
         out = capsys.readouterr().out
         assert ("dry run: the plan fits" in out) == (budget > expect), out[-600:]
     assert "op absmax_scale: step replay skips it: decoder_step (OpSpec.decoder_step) is not declared" in out
+    # prac13 F4: every step that skips it is listed, compiled_baselines (no `compiled` baseline) among them
+    assert ("step compiled_baselines skips it: a `compiled` entry in baselines (OpSpec.baselines) is not declared"
+            in out), out[-1500:]
     assert "op rms_norm: every per-op step runs it" in out
 
 
@@ -585,7 +588,8 @@ def test_each_analysis_it_lacks_names_the_field_it_needs(bench_folder, capsys):
     assert "replay.json (the workload replay): not run: decoder_step (OpSpec.decoder_step) is not declared" in out
     assert "compiled.json (the compiled-code facts): not run: kernels (OpSpec.kernels), compiler" in out
     note = pr_note(bench_folder, spec=op.SPEC)
-    assert "Not run: decoder_step (OpSpec.decoder_step) is not declared by the op's spec." in note
+    assert ("Not run: decoder_step (OpSpec.decoder_step) is not declared by the op's spec; the replay runs a small "
+            "decoder with the op as its every normalization step, so it fits normalization ops only.") in note
     assert "specialization (OpSpec.specialization) is not declared" in note
     declared = pr_note(bench_folder, spec=dataclasses.replace(op.SPEC, decoder_step=_step))
     assert "Not run: the GPU evidence run's `replay` step runs it" in declared
@@ -872,3 +876,169 @@ def test_generic_sentences_fit_the_run_and_the_op(bench_folder, registered, caps
     assert "folder" not in capsys.readouterr().out
     assert cli.compare_main([str(bench_folder), str(bench_folder)]) == 0
     assert "NOT A GPU MEASUREMENT: neither folder is a GPU measurement" in capsys.readouterr().out
+
+
+def test_a_host_row_that_was_not_timed_names_the_op_s_own_baseline(registered, capsys):
+    """prac13 F7: a declared fallback host case whose call takes the Triton route here is not timed; its row named the
+    default op's baseline (``ratio_to F.rms_norm``). It names the op's first baseline, in the table, bench's printout
+    and the note."""
+    import dataclasses
+
+    import pandas as pd
+    import torch
+
+    from fastpath_lib.bench import ophost
+    from fastpath_lib.bench.analysis import classify
+    from fastpath_lib.bench.host import host_table
+    from fastpath_lib.bench.report import Evidence, host_mechanism
+
+    spec = dataclasses.replace(op.SPEC, host_cases=(opspec.HostCase(
+        "host_narrow_fp16", op.Case(rows=2, cols=64, dtype=torch.float16), "declared fallback, eligible here"),))
+    rows = classify(pd.DataFrame(ophost.measure_host_op(spec, rounds=1, vllm=False)))
+    assert set(rows.status) == {"not measured"}, rows[["provider", "status", "note"]]
+    assert host_table(rows, spec).loc["host_narrow_fp16", "ratio_to"] == "torch_eager"
+    cli.print_host(rows, spec)
+    note = "\n".join(host_mechanism(Evidence(df=rows, env={}, gpu=False, synthetic=False, label="", spec=spec)))
+    for text in (capsys.readouterr().out, note):
+        assert "torch_eager" in text and not FOREIGN.search(text), text
+
+
+def test_default_host_cases_are_built_as_the_matrix_declares_them(registered):
+    """prac13 F8: a spec without ``host_cases`` times its decode-sized fallback cases; one declared transposed was
+    built contiguous (layout, pad and offset dropped), took the fast route and was never timed. Each is built as
+    declared, and its rows say the layout, pad and offset timed."""
+    import dataclasses
+
+    import pandas as pd
+
+    from fastpath_lib.bench import ophost
+
+    strided = opspec.OpCase("decode_t_fp16", 4, 64, "float16", "fallback", "a transposed decode batch: strided",
+                            layout="transposed", pad=3, offset=2)
+    spec = dataclasses.replace(op.SPEC, host_cases=(), cases=[*op.SPEC.matrix(), strided])
+    (case,) = [c for c in ophost.host_cases(spec) if c.id == "host_decode_t_fp16"]
+    assert (case.case.layout, case.case.pad, case.case.offset) == ("transposed", 3, 2)
+    assert not case.build("cpu").x.is_contiguous()
+    rows = pd.DataFrame(ophost.measure_host_op(dataclasses.replace(spec, host_cases=(case,)), rounds=1, vllm=False))
+    assert (rows.status == "ok").all() and (rows.route == "fallback").all(), rows[["route", "status", "note"]]
+    assert set(zip(rows.layout, rows.pad, rows.offset)) == {("transposed", 3, 2)}
+
+
+def test_the_notes_rerun_command_reruns_the_run_they_describe(bench_folder):
+    """prac13 F9: the notes printed ``bench --op REF --out DIR`` (this matrix) for a ``--quick`` or ``--only`` run,
+    a command that runs another matrix. The command carries the run's own ``--quick`` (environment.json's harness),
+    ``--only`` and ``--family`` (the rows it holds), and the line names the generated boundary tests."""
+    import pandas as pd
+
+    from fastpath_lib.bench.note_brief import bench_command
+    from fastpath_lib.bench.report import Evidence, pr_note
+
+    df, env = pd.read_csv(bench_folder / "results.csv"), json.loads((bench_folder / "environment.json").read_text())
+    whole = f"python -m fastpath_lib bench --op {REF} --out DIR --quick"
+    for template in ("kit", "vllm"):
+        note = pr_note(df=df, env=env, spec=op.SPEC, template=template)
+        assert f"`{whole}` (this run)" in note, template
+        assert f'`test_absmax_scale_boundaries = boundary_tests(opspec.load("{REF}"))`' in note, template
+
+    def command(rows, **changed):
+        return bench_command(Evidence(df=rows, env={**env, **changed}, gpu=False, synthetic=False, label="",
+                                      spec=op.SPEC))
+
+    assert command(df) == whole
+    one = df[df.case_id == "tokens_fp16"]
+    assert command(one) == f"{whole} --only tokens_fp16 --family matrix"
+    assert command(df[df.family == "host-overhead"], harness={}) == whole.replace(" --quick", " --family host")
+    assert opspec.load(REF) is op.SPEC  # the boundary line's reference loads the op
+
+
+def _zero_row_fault(x):
+    """The kit's absmax kernel, then a planted fault on an all-zero row (prac13 F15: a quantizer whose zero-row guard
+    is gone): every other row is right, so random inputs never show it."""
+    y = op.fast(x)
+    zero = x.abs().amax(-1) == 0
+    return y.masked_fill(zero.unsqueeze(-1), float("nan"))
+
+
+def test_the_generated_tests_run_the_value_regimes_a_random_input_never_draws():
+    """prac13 F15: every generated input was random normal, so a wrong result on an all-zero row passed every test.
+    The generated tests run the eligible base case with each of the spec's value regimes (default: a zero row, a row
+    of equal values, a row of extreme values) written into its first row; a spec may declare its own or none."""
+    import dataclasses
+
+    from fastpath_lib.boundary import check_point, value_points
+
+    points = value_points(op.SPEC)
+    assert [p.id for p in points] == ["values[zero row]", "values[equal values]", "values[extreme values]"]
+    assert all(check_point(op.SPEC, p) is None for p in points), [check_point(op.SPEC, p) for p in points]
+    faulty = dataclasses.replace(op.SPEC, fast=_zero_row_fault,
+                                 function=lambda x: _zero_row_fault(x) if op.route(x) == "triton" else op.reference(x))
+    said = {p.label: check_point(faulty, p) for p in points}
+    assert said["zero row"] and said["zero row"].startswith("values[zero row]: output 0"), said
+    assert said["equal values"] is None and said["extreme values"] is None, said
+    assert all(check_point(faulty, p) is None for p in boundary_points(spec=faulty))  # random rows: all pass
+    own = dataclasses.replace(op.SPEC, value_regimes={"ones": lambda row: row.fill_(1.0)})
+    assert [p.id for p in value_points(own)] == ["values[ones]"]
+    assert value_points(dataclasses.replace(op.SPEC, value_regimes={})) == []
+    assert len(boundary_points(op.SPEC)) == len(boundary_points(spec=op.SPEC))  # the spec given first (prac13 F6)
+
+
+def test_explain_gives_the_route_and_reasons_of_any_op_from_its_own_case_class(registered, capsys):
+    """prac13 F3: ``explain`` built RMSNorm's case and asked RMSNorm's predicate whatever the op. With ``--op`` it
+    builds the op's case class from its base case, the given fields changed, and asks the op's predicate."""
+    from fastpath_lib.cli import explain_main
+
+    assert explain_main(["--op", REF, "--cols", "8192", "--dtype", "fp16"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(op.Case(cols=8192, dtype=op.torch.float16).label()) and "route=fallback" in out
+    assert "8192 columns, more than 4096" in out and not FOREIGN.search(out), out
+    assert explain_main(["--op", REF]) == 0 and "route=triton" in capsys.readouterr().out  # its base case
+    assert explain_main(["--op", REF, "--no-weight"]) == 2  # its case class has no weight
+    assert "its case class Case cannot build this case" in capsys.readouterr().err
+    assert explain_main(["--op", "no_such_module:SPEC"]) == 2 and "No module named" in capsys.readouterr().err
+
+
+def _deprecated_baseline(x):
+    import warnings
+
+    warnings.warn("this composite is deprecated", UserWarning, stacklevel=2)
+    return op.reference(x)
+
+
+def test_a_baseline_s_warning_is_recorded_in_its_matrix_row_not_printed(short_timing):
+    """prac13 F5: a baseline's warning (ATen's deprecated quantize_per_channel) was printed on stderr in the matrix
+    and its rows' ``warnings`` column stayed empty. One call's warnings are recorded in the row; none escapes."""
+    import dataclasses
+    import warnings
+
+    from fastpath_lib.bench import opbench
+
+    spec = dataclasses.replace(op.SPEC, baselines={**op.SPEC.baselines, "deprecated": _deprecated_baseline})
+    with warnings.catch_warnings(record=True) as escaped:
+        warnings.simplefilter("always")
+        df = opbench.run_op(spec, quick=True, only=["tokens_fp16"])
+    by = df.set_index("provider")
+    assert by.loc["deprecated", "status"] == "ok", by[["status", "warnings"]]
+    assert by.loc["deprecated", "warnings"] == "this composite is deprecated", by[["status", "warnings"]]
+    assert not by.loc["baseline", "warnings"], by.loc["baseline", "warnings"]
+    assert not [str(w.message) for w in escaped if "deprecated" in str(w.message)]
+
+
+def test_a_vllm_op_that_is_only_a_custom_ops_binding_is_named_from_the_pinned_vllm(tmp_path):
+    """prac13 F14: vLLM has most quantization kernels neither as an IR op nor as a CustomOp layer but as a binding in
+    ``vllm/_custom_ops.py`` (``scaled_int8_quant``); the note said only what vLLM lacks. It names the binding, its
+    line and the ``torch.ops._C`` kernels it calls, read from the source (a fake tree here; the pinned vLLM below)."""
+    from fastpath_lib import vllm_plugin
+    from fastpath_lib.bench import vllm_source
+
+    root = _vllm_tree(tmp_path)
+    (root / "_custom_ops.py").write_text("import torch\n\n\ndef int8_rows(x):\n    return torch.ops._C.int8_rows(x)\n")
+    said = vllm_source.layer_sentence("int8_rows", root)
+    assert said.startswith("nor a CustomOp layer registered as int8_rows"), said
+    assert ("it has int8_rows as the function `vllm._custom_ops.int8_rows` (`vllm/_custom_ops.py`, line 4), which "
+            "calls vLLM's compiled kernel `torch.ops._C.int8_rows`") in said, said
+    assert vllm_source.custom_ops_function("no_such_op", root) is None
+    pinned = vllm_plugin.vllm_site() / "vllm"
+    if not (pinned / "_custom_ops.py").is_file():
+        pytest.skip(f"the pinned vLLM is not installed at {pinned} (./kit setup installs it)")
+    found = vllm_source.custom_ops_function("scaled_int8_quant", pinned)
+    assert found and "dynamic_scaled_int8_quant" in found["c_ops"], found

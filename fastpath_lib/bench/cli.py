@@ -50,17 +50,17 @@ def _load_cases(path: str | None, only: str | None):
     return cases, declared
 
 
-def print_host(df: pd.DataFrame, baseline: str | None = None) -> None:
-    """The host-overhead table, with the fallback's target against ``baseline`` (default: the default op's first
-    baseline), then vLLM's dispatch where the rows
-    hold it (:func:`fastpath_lib.bench.vllmhost.vllm_table`)."""
+def print_host(df: pd.DataFrame, spec=None) -> None:
+    """The host-overhead table of ``spec``'s rows (default: the default op, the one ``bench`` runs without
+    ``--op``), with the fallback's target against its first baseline, then vLLM's dispatch where the rows hold it
+    (:func:`fastpath_lib.bench.vllmhost.vllm_table`)."""
     from fastpath_lib import opspec
     from fastpath_lib.bench.host import TARGET_RATIO, host_table
     from fastpath_lib.bench.vllmhost import LABEL, vllm_table
 
-    baseline = baseline or opspec.default().baseline[0]
-
-    t = host_table(df)
+    spec = spec or opspec.default()
+    baseline = spec.baseline[0]
+    t = host_table(df, spec)
     if len(t):
         print(f"\nhost time per call (us; fastest of many interleaved blocks; fallback target: dispatched <= "
               f"{TARGET_RATIO}x {baseline})")
@@ -171,7 +171,7 @@ def _with_host_rows(spec, df: pd.DataFrame, quick: bool) -> pd.DataFrame:
     from fastpath_lib.bench.ophost import measure_host_op
 
     host = classify(pd.DataFrame(measure_host_op(spec, quick=quick)))
-    print_host(host, spec.baseline[0])
+    print_host(host, spec)
     out = classify(pd.concat([df, host], ignore_index=True)) if len(df) else host
     out.attrs["environment"] = df.attrs["environment"]
     return out

@@ -210,7 +210,6 @@ UNIT_S = {"sweep": 0.16, "host": 1.0, "compile_cost": 1.0, "compiled": 0.04, "co
 def op_costs(spec) -> dict[str, tuple[float, str]]:
     """step -> ``(expected seconds, what they count)`` of each shared step that runs ``spec`` (a step whose field the
     spec leaves out skips it: no cost), read from the spec: its sweep grid, host cases, binaries, builds and cases."""
-    from fastpath_lib import opspec
     from fastpath_lib.bench.note_evidence import steps_skipping
     from fastpath_lib.bench.opbench import pick_compiled_cases
     from fastpath_lib.bench.ophost import host_cases
@@ -233,7 +232,7 @@ def op_costs(spec) -> dict[str, tuple[float, str]]:
                                                                      "in a fresh process")
     if "compiled" not in skips:
         add("compiled", len(spec.kernels()), f"{len(spec.kernels())} builds")
-    if opspec.COMPILED in spec.baselines:
+    if "compiled_baselines" not in skips:
         add("compiled_baselines", len(pick_compiled_cases(spec)), f"{len(pick_compiled_cases(spec))} cold compiles")
     for step in ("replay", "capture"):
         if step not in skips:

@@ -292,7 +292,7 @@ def host(ctx: StepContext):
             env = environment()
             env["declared_cases"] = [c.id for c in spec.matrix()]
             ctx.write_json("environment.json", env)
-        t = host_table(classify(rows))
+        t = host_table(classify(rows), spec)
         ctx.log(t.to_string())
         vt = vllm_table(rows)
         if len(vt):

@@ -58,15 +58,20 @@ def measure_host(*, quick: bool = False, log=None, rounds: int | None = None, vl
 _BASELINE_NOTE = re.compile(r"baseline: ([^;]+)")
 
 
-def _baseline_name(row) -> str:
-    """The baseline a fallback row was timed against, from its note (rows recorded before notes named it: the default
-    op's first baseline, RMSNorm's ``F.rms_norm``)."""
+def _baseline_name(row, spec: opspec.OpSpec | None) -> str:
+    """The baseline a fallback row was timed against: from its note (a timed row names it), else ``spec``'s first
+    baseline (a row that was not timed), else the word ``baseline``."""
     m = _BASELINE_NOTE.search(str(getattr(row, "note", "") or ""))
-    return m.group(1).strip() if m else spec().baseline[0]
+    return m.group(1).strip() if m else spec.baseline[0] if spec is not None else "baseline"
 
 
-def host_table(df: pd.DataFrame) -> pd.DataFrame:
+def host_table(df: pd.DataFrame, spec: opspec.OpSpec | None = None) -> pd.DataFrame:
     """One row per host-overhead case of any op: the times side by side and the ratio the target applies to.
+
+    Args:
+        df: result rows; the host-overhead ones are read.
+        spec: the op the rows are of; a row that was not timed (its call takes the fast route here) names its
+            first baseline in ``ratio_to`` (a timed row names the baseline it was timed against in its note).
 
     Returns:
         columns ``case, shape, dtype, layout, route, baseline_us, dispatched_us, launcher_us, ratio, ratio_to,
@@ -88,7 +93,7 @@ def host_table(df: pd.DataFrame) -> pd.DataFrame:
             return float(r.min_us) if r is not None and r.status == "ok" else math.nan
 
         eligible = "triton" in by
-        base = _baseline_name(by.get("baseline", d))
+        base = _baseline_name(by.get("baseline", d), spec)
         ref = t("triton") if eligible else t("baseline")
         ratio = t("dispatched") / ref if ref and not math.isnan(ref) else math.nan
         if d.status != "ok":

@@ -156,9 +156,7 @@ def traffic_section(df: pd.DataFrame, *, baseline: str | None = None, vectors: l
             "requested", "requested / distinct", "out of bounds", "count against model"]
     if show_base:
         head[5:5] = [f"{name} model", "passes"]
-    L = [f"Traffic {COUNTED_LABEL} (one call per case, every masked-in load and store; distinct bytes per launch, "
-         "summed over the call's launches; PASSES):", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    notes, vector = [], False
+    notes, vector, table = [], False, []
     for _, row in disp.iterrows():
         r = row.to_dict()
         counted, requested, launches = _num(r["counted_bytes"]), _num(r.get("requested_bytes")), _num(
@@ -172,13 +170,20 @@ def traffic_section(df: pd.DataFrame, *, baseline: str | None = None, vectors: l
             b = _num(base.get(r["case_id"]))
             cells[5:5] = [_int(b), _passes(r, b)]
         vector = vector or any(str(c).endswith(" w") for c in cells)
-        L.append("| " + " | ".join(str(c) for c in cells) + " |")
+        table.append(cells)
         if "scratch" in why:
             notes.append(r["case_id"])
     named = " or ".join(f"`{v}`" for v in vectors or [])
-    L[0] = L[0].replace("PASSES", "passes over rows x cols" + (
+    counts = [i for i, h in enumerate(head) if h == "passes"]
+    readable = any(cells[i] != "—" for cells in table for i in counts)  # no pass count reads off any row: no column
+    keep = [i for i in range(len(head)) if readable or i not in counts]
+    passes = "; passes over rows x cols" + (
         f", plus w, a vector one row wide{f' ({named})' if named else ''}, counted once per launch that reads it"
-        if vector else ""))
+        if vector else "") if readable else ""
+    L = [f"Traffic {COUNTED_LABEL} (one call per case, every masked-in load and store; distinct bytes per launch, "
+         f"summed over the call's launches{passes}):", "", "| " + " | ".join(head[i] for i in keep) + " |",
+         "|" + "---|" * len(keep)]
+    L += ["| " + " | ".join(str(cells[i]) for i in keep) + " |" for cells in table]
     backward = bool((disp["pass"] == "backward").any())
     reread = list(rereads or []) + list(backward_rereads or [] if backward else [])
     L += ["", "Requested counts every lane each time a program asks for it; distinct counts each byte once per "

@@ -14,9 +14,20 @@ import re
 from fastpath_lib import opspec
 from fastpath_lib.bench.analysis import coverage_line, outcome_counts, wrong_cases
 from fastpath_lib.bench.note_evidence import Evidence
-from fastpath_lib.bench.schema import FALLBACK, LOSS, NOT_GPU, OUTCOMES, UNMEASURED, WIN, cpu_mode, shape_text
+from fastpath_lib.bench.schema import (
+    FALLBACK,
+    LOSS,
+    NOT_GPU,
+    OUTCOMES,
+    UNMEASURED,
+    WIN,
+    cpu_mode,
+    host_rows,
+    shape_text,
+)
 
 __all__ = ["WORD_LIMIT", "SHOWN", "words_outside_details", "fold", "first", "region", "scope", "rerun",
+           "bench_command",
            "environment_table", "claim", "measured_on", "counts_line", "short_matrix", "wrong"]
 
 #: The most words a PR note may show outside ``<details>`` blocks.
@@ -123,10 +134,30 @@ def scope(ev: Evidence) -> list[str]:
 
 
 def rerun(ev: Evidence) -> str:
-    """The commands that rerun this evidence."""
+    """The commands that rerun this evidence: :func:`bench_command`, the generated boundary tests, the GPU run."""
     ref = opspec.reference_of(ev.spec)
-    return (f"- Test: `python -m fastpath_lib bench --op {ref} --out DIR` (this matrix); on a GPU, "
-            f"`python -m fastpath_lib evidence --op {ref} --out DIR` (every step).")
+    return (f"- Test: `{bench_command(ev)}` (this run); the boundary tests: `python -m pytest FILE`, FILE holding "
+            f"`test_{ev.spec.name}_boundaries = boundary_tests(opspec.load(\"{ref}\"))` (`fastpath_lib.boundary`); "
+            f"on a GPU, `python -m fastpath_lib evidence --op {ref} --out DIR` (every step).")
+
+
+def bench_command(ev: Evidence) -> str:
+    """The ``bench`` command that reruns the run ``ev`` holds: its op, and ``--quick`` (``environment.json``'s
+    recorded harness), ``--only`` (the matrix cases it ran, where fewer than the declared ones) and ``--family`` (the
+    families its rows hold), as that run was given them."""
+    args = [f"python -m fastpath_lib bench --op {opspec.reference_of(ev.spec)} --out DIR"]
+    if (ev.env.get("harness") or {}).get("quick"):
+        args.append("--quick")
+    ran = list(dict.fromkeys(ev.matrix.case_id.astype(str))) if "case_id" in ev.matrix.columns else []
+    declared = ev.env.get("declared_cases") or ran
+    if ran and set(ran) < set(declared):
+        args.append(f"--only {','.join(ran)}")
+    hosts = len(host_rows(ev.df)) > 0
+    if ran and not hosts:
+        args.append("--family matrix")
+    elif hosts and not ran:
+        args.append("--family host")
+    return " ".join(args)
 
 
 def _cell(v) -> str:

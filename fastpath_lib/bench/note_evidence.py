@@ -20,35 +20,49 @@ __all__ = ["Evidence", "PR_TEXT_KEYS", "DEFAULT_TEXT", "fmt", "junit_counts", "q
            "spec_of", "ANALYSES", "not_run", "steps_skipping"]
 
 #: The per-op analyses a results folder can hold beside the matrix: file -> (what it is, the evidence step that runs
-#: it, the :class:`~fastpath_lib.opspec.OpSpec` fields it needs). ``bench --op`` runs the matrix and the host cost
-#: only; the GPU evidence run runs these for every op whose spec declares their fields.
+#: it, what it needs of an :class:`~fastpath_lib.opspec.OpSpec`: a field name, which the spec must declare, or a
+#: ``(field, key)`` pair, an entry the spec's mapping field must hold). ``bench --op`` runs the matrix and the host
+#: cost only; the GPU evidence run runs these for every op whose spec declares what they need.
 ANALYSES = {
     "threshold.csv": ("the row-threshold sweep", "sweep", ("fast",)),
     "replay.json": ("the workload replay", "replay", ("decoder_step",)),
     "compile_cost.json": ("the compile cost per kernel specialization", "compile_cost", ("specialization",)),
     "compiled.json": ("the compiled-code facts", "compiled", ("kernels", "compiler")),
     "capture_test.json": ("the CUDA-graph capture test", "capture", ("capture",)),
+    "results.csv (compiled rows)": ("the torch.compile baseline", "compiled_baselines",
+                                    (("baselines", opspec.COMPILED),)),
 }
 
 
+def _missing(spec: OpSpec, needs) -> list[str]:
+    """What of ``needs`` (an :data:`ANALYSES` entry's third part) ``spec`` leaves out, each named."""
+    out = []
+    for need in needs:
+        if isinstance(need, tuple):
+            field, key = need
+            if key not in (getattr(spec, field, None) or {}):
+                out.append(f"a `{key}` entry in {field} (OpSpec.{field})")
+        elif getattr(spec, need, None) is None:
+            out.append(f"{need} (OpSpec.{need})")
+    return out
+
+
 def steps_skipping(spec: OpSpec) -> dict[str, str]:
-    """evidence step -> why it skips ``spec`` (the fields it needs that the spec leaves out, :data:`ANALYSES`)."""
-    return {step: not_run(spec, file) for file, (_, step, fields) in ANALYSES.items()
-            if any(getattr(spec, f, None) is None for f in fields)}
+    """evidence step -> why it skips ``spec`` (what it needs that the spec leaves out, :data:`ANALYSES`)."""
+    return {step: not_run(spec, file) for file, (_, step, needs) in ANALYSES.items() if _missing(spec, needs)}
 
 
 def not_run(spec: OpSpec, file: str) -> str:
-    """Why the analysis that writes ``file`` (a key of :data:`ANALYSES`) was not run: the spec fields it needs that
-    ``spec`` leaves out, each named, or else the evidence step that runs it.
+    """Why the analysis that writes ``file`` (a key of :data:`ANALYSES`) was not run: what it needs that ``spec``
+    leaves out, each named, or else the evidence step that runs it.
 
     >>> not_run(opspec.OpSpec("x", abs, abs, tuple, str, baselines={"b": abs}), "replay.json")
     "decoder_step (OpSpec.decoder_step) is not declared by the op's spec"
     """
-    what, step, fields = ANALYSES[file]
-    missing = [f for f in fields if getattr(spec, f, None) is None]
+    what, step, needs = ANALYSES[file]
+    missing = _missing(spec, needs)
     if missing:
-        return ", ".join(f"{f} (OpSpec.{f})" for f in missing) + \
-            f" {'is' if len(missing) == 1 else 'are'} {opspec.NOT_DECLARED}"
+        return ", ".join(missing) + f" {'is' if len(missing) == 1 else 'are'} {opspec.NOT_DECLARED}"
     return (f"the GPU evidence run's `{step}` step runs it "
             f"(`python -m fastpath_lib evidence --op {opspec.reference_of(spec)} --out DIR`)")
 
@@ -99,10 +113,19 @@ def _default_limitations(ev) -> list[str]:
     if m is None or not len(m):
         return ["- The matrix timed no case in this run."]
     m = m.drop_duplicates("case_id")
-    passes = " and ".join(f"the {p} pass" for p in dict.fromkeys(m["pass"].astype(str)))
-    layouts = " and ".join(f"`{v}`" for v in dict.fromkeys(m["layout"].astype(str)))
+    passes = _series([f"the {p} pass" for p in dict.fromkeys(m["pass"].astype(str))])
+    layouts = _series([f"`{v}`" for v in dict.fromkeys(m["layout"].astype(str))])
     return [f"- The matrix times {passes} on {layouts} inputs (the layouts of its {len(m)} cases run); other "
             "layouts take their route but are not timed."]
+
+
+def _series(items: list[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``.
+
+    >>> _series(["a"]), _series(["a", "b"]), _series(["a", "b", "c"])
+    ('a', 'a and b', 'a, b and c')
+    """
+    return " and ".join(items) if len(items) < 3 else f"{', '.join(items[:-1])} and {items[-1]}"
 
 
 #: ``OpSpec.pr_text`` keys -> the sentence used when a spec leaves the key out (built from its other fields; the

@@ -135,8 +135,8 @@ def performance(ev: Evidence) -> list[str]:
 
 
 def _host_fallback(ev: Evidence):
-    t = host_table(ev.df)
-    return t[t["ratio_to"] == ev.baseline] if len(t) else t
+    t = host_table(ev.df, ev.spec)
+    return t[(t["ratio_to"] == ev.baseline) & t["ratio"].notna()] if len(t) else t
 
 
 def host_verdict(ev: Evidence) -> list[str]:
@@ -177,9 +177,8 @@ def alternatives(ev: Evidence) -> list[str]:
         L.append(f"torch.compile ran on {len(ok)} cases here; off a GPU no comparison is drawn.")
     else:
         reasons = sorted(set(comp.note.dropna().astype(str))) if len(comp) else [
-            f"not run: the spec declares no `{COMPILED}` baseline (OpSpec.baselines)"
-            if COMPILED not in ev.spec.baselines else "not run"]
-        L.append("The torch.compile baseline was not measured: " + "; ".join(reasons) + ".")
+            not_run(ev.spec, "results.csv (compiled rows)")]
+        L.append("The torch.compile baseline was not measured (" + "; ".join(reasons) + ").")
     others = other_baselines(ev) + refused_baselines(ev)
     return L + ([""] + others if others else [])
 

@@ -42,7 +42,7 @@ def mechanism_table(ev: Evidence) -> list[str]:
 def host_mechanism(ev: Evidence) -> list[str]:
     """The host cost of the dispatch: per-call host time beside the baseline and beside the launcher, then vLLM's
     dispatch with the kit's provider against vLLM's native path (:func:`vllm_dispatch_table`)."""
-    t = host_table(ev.df)
+    t = host_table(ev.df, ev.spec)
     vllm = vllm_dispatch_table(ev)
     if not len(t):
         return vllm or ev.text("host")

@@ -14,7 +14,10 @@ def workload(ev: Evidence) -> list[str]:
     L = ["## Workload replay", ""]
     replay = ev.replay
     if not replay:
-        return L + [f"Not run: {not_run(ev.spec, 'replay.json')}."]
+        fits = "" if ev.spec.decoder_step is not None else (
+            "; the replay runs a small decoder with the op as its every normalization step, so it fits "
+            "normalization ops only")
+        return L + [f"Not run: {not_run(ev.spec, 'replay.json')}{fits}."]
     label = f" ({replay.get('label', ev.label)})" if replay.get("gpu_measurement") else ""
     L.append(f"Tiny decoder, {replay['layers']} layers, dim {replay['dim']}, {replay['batch']}x{replay['seq']} tokens, "
              f"{replay['dtype']}{label}. Logits agree: {replay.get('logits_close')}.")

@@ -32,6 +32,7 @@ import torch
 
 from fastpath_lib import launches, runtime
 from fastpath_lib.bench.analysis import classify
+from fastpath_lib.bench.hostmethod import silenced, warnings_of
 from fastpath_lib.bench.mechanism import count_call, explain
 from fastpath_lib.bench.metadata import environment, region
 from fastpath_lib.bench.opcheck import (
@@ -50,7 +51,7 @@ from fastpath_lib.bench.timing import (
     settings_for,
     timed_fields,
 )
-from fastpath_lib.cases import CaseSpec
+from fastpath_lib.bench.ophost import case_input
 from fastpath_lib.gradcheck import incoming_gradient, leaves
 from fastpath_lib.opspec import COMPILED, BaselineUnavailable, OpCase, OpSpec
 from fastpath_lib.routing import record_routes
@@ -159,10 +160,7 @@ def _input_sets(spec: OpSpec, case: OpCase, quick: bool, n: int, device: str) ->
     """``n`` freshly built ``(args, dy)`` of a case (``dy``: ``None`` forward; for a backward case, the incoming
     gradient, shaped like the op's output (:func:`fastpath_lib.gradcheck.incoming_gradient`), drawn from one generator
     seeded 1234, and every floating-point tensor argument a leaf that requires grad)."""
-    rows, cols = case.dims(quick)
-    make = spec.case_spec or CaseSpec
-    built = make(rows=rows, cols=cols, dtype=getattr(torch, case.dtype), device=device, layout=case.layout,
-                 pad=case.pad_for(quick), offset=case.offset)
+    built = case_input(spec, case, quick=quick, device=device)
     sets = [spec.args(built.build(seed=100 + i)) for i in range(max(1, n))]
     if case.pass_ != "backward":
         return [(args, None) for args in sets]
@@ -223,10 +221,11 @@ def time_case(spec: OpSpec, case: OpCase, providers: dict[str, str], *, quick: b
     base_bytes = spec.bytes_for(base_name, rows, cols, dtype, case.pass_)
     impls = {**spec.baselines, "dispatched": spec.function, "triton": spec.fast}
     seen = [] if check and launches.observable() else None  # the route the call took, from what it launched
-    bad = check_call(spec, spec.function, first, dtype, launched=seen) if check else None
-    drift = launches.mismatch(route, seen) if seen is not None else None
-    if check and bwd and not bad:  # a backward case checks the gradients too, before anything is timed
-        bad = check_backward(spec, spec.function, first, sets[0][1], dtype)
+    with silenced():  # what a provider warns is recorded in its row (warnings_of), never printed
+        bad = check_call(spec, spec.function, first, dtype, launched=seen) if check else None
+        drift = launches.mismatch(route, seen) if seen is not None else None
+        if check and bwd and not bad:  # a backward case checks the gradients too, before anything is timed
+            bad = check_backward(spec, spec.function, first, sets[0][1], dtype)
     taken = launches.taken(seen) if seen is not None else route
     shared = dict(route=taken, route_backward=_route_backward(spec, first, sets[0][1]) if bwd else None,
                   reasons=_reasons(spec, first), copy_gbps=copy_gbps, input_sets=len(sets))
@@ -286,14 +285,17 @@ def time_case(spec: OpSpec, case: OpCase, providers: dict[str, str], *, quick: b
             if impl == COMPILED:
                 torch._dynamo.reset()  # one compile per case, never the recompile limit's eager fallback
                 compile_s = first_call_s(call)
-            if impl in spec.baselines:  # checked like the op's own routes: a baseline computing another function
-                differs = baseline_differs(spec, case, impl, fn, sets[0], dtype)  # is no comparison, not timed
-                if differs:
-                    out.append(_row(spec, case, provider, quick, gpu, first[0], status="error", note=differs, **kw))
-                    continue
-            timing = timed_fields(call, settings)
-            if impl != COMPILED:  # once more, outside the timed loop: the interpreter's count (CPU only)
-                timing.update(count_call(call))
+            warned = warnings_of(call)  # one call's warnings, recorded in the row; every later call is silenced
+            with silenced():
+                if impl in spec.baselines:  # checked like the op's own routes: a baseline computing another
+                    differs = baseline_differs(spec, case, impl, fn, sets[0], dtype)  # function is no comparison
+                    if differs:
+                        out.append(_row(spec, case, provider, quick, gpu, first[0], status="error", note=differs,
+                                        warnings=warned, **kw))
+                        continue
+                timing = timed_fields(call, settings)
+                if impl != COMPILED:  # once more, outside the timed loop: the interpreter's count (CPU only)
+                    timing.update(count_call(call))
         except BaselineUnavailable as exc:  # cannot run here (no vLLM, no GPU): the row says why
             out.append(_row(spec, case, provider, quick, gpu, first[0], status="skipped", note=str(exc)[:500], **kw))
             continue
@@ -303,7 +305,7 @@ def time_case(spec: OpSpec, case: OpCase, providers: dict[str, str], *, quick: b
             continue
         med = timing["median_us"]
         gbps = nbytes / (med * 1e-6) / 1e9 if med > 0 else math.nan
-        row = _row(spec, case, provider, quick, gpu, first[0], status="ok", note="; ".join(notes),
+        row = _row(spec, case, provider, quick, gpu, first[0], status="ok", note="; ".join(notes), warnings=warned,
                    compile_s=compile_s, gbps=gbps, pct_copy_bw=100 * gbps / copy_gbps if copy_gbps > 0
                    else math.nan, **timing, **kw)
         traffic = unexplained_traffic(row, bytes_model=provider in OWN_ROUTES)

@@ -4,7 +4,7 @@ Outside its region the public op must cost what its baseline costs: on a GPU a d
 microseconds, so tens of microseconds of Python dispatch per call would be the very regression the predicate exists
 to prevent. :func:`measure_host_op` times, for an :class:`~fastpath_lib.opspec.OpSpec`, each of its host cases
 (:func:`host_cases`: the spec's ``host_cases``, else its predeclared cases expected to fall back at a decode size, at
-most :data:`MAX_HOST_ROWS` rows):
+most :data:`MAX_HOST_ROWS` rows, each built as the matrix declares it: shape, dtype, layout, pad and offset):
 
 * a fallback call: the public function against the spec's first baseline, and each of the spec's ``host_forms``
   (e.g. an in-place form against the in-place composite); the ratio is held to :data:`TARGET_RATIO`. An in-place pair
@@ -35,9 +35,9 @@ from fastpath_lib.bench.hostmethod import fastest_blocks, host_blocks, silenced,
 from fastpath_lib.bench.schema import FALLBACK, HOST_FAMILY, empty_row
 from fastpath_lib.bench.timing import gpu_measurement
 from fastpath_lib.cases import CaseSpec
-from fastpath_lib.opspec import NOT_DECLARED, HostCase, OpSpec
+from fastpath_lib.opspec import NOT_DECLARED, HostCase, OpCase, OpSpec
 
-__all__ = ["MAX_HOST_ROWS", "TARGET_RATIO", "NOT_MEASURED", "host_cases", "measure_host_op", "ratio_text"]
+__all__ = ["MAX_HOST_ROWS", "TARGET_RATIO", "NOT_MEASURED", "host_cases", "case_input", "measure_host_op", "ratio_text"]
 
 #: The largest matrix case a spec without ``host_cases`` has timed: decode batches, where the device work is
 #: microseconds.
@@ -74,9 +74,18 @@ def host_cases(spec: OpSpec) -> list[HostCase]:
     predeclared cases expected to fall back with at most :data:`MAX_HOST_ROWS` rows, at their declared shape."""
     if spec.host_cases:
         return list(spec.host_cases)
-    make = spec.case_spec or CaseSpec
-    return [HostCase(f"host_{c.id}", make(rows=c.rows, cols=c.cols, dtype=getattr(torch, c.dtype)), c.rationale)
+    return [HostCase(f"host_{c.id}", case_input(spec, c), c.rationale)
             for c in spec.matrix() if c.expected == FALLBACK and c.rows <= MAX_HOST_ROWS]
+
+
+def case_input(spec: OpSpec, case: OpCase, *, quick: bool = False, device=None):
+    """What builds ``case``'s inputs: an instance of ``spec``'s case class (``case_spec``, else
+    :class:`~fastpath_lib.cases.CaseSpec`) with the case's shape (``quick``: its ``--quick`` shape and pad), dtype,
+    layout, pad and offset, as declared."""
+    rows, cols = case.dims(quick)
+    make = spec.case_spec or CaseSpec
+    return make(rows=rows, cols=cols, dtype=getattr(torch, case.dtype), layout=case.layout, pad=case.pad_for(quick),
+                offset=case.offset, **({"device": device} if device is not None else {}))
 
 
 def _copy(args: tuple) -> tuple:
@@ -94,9 +103,9 @@ def _row(spec_case, case_id: str, rationale: str, provider: str, gpu: bool, **kw
     weight = getattr(c, "weight", "same")
     wd = f" ({str(weight).replace('torch.', '')} weight)" if weight not in ("same", None) else ""
     return empty_row(case_id=case_id, family=HOST_FAMILY, provider=provider, rows=c.rows, cols=c.cols,
-                     dtype=str(c.dtype).replace("torch.", ""), layout=getattr(c, "layout", "contiguous") + wd, pad=0,
-                     offset=0, declared_shape=f"{c.rows}x{c.cols}", rationale=rationale, gpu_measurement=gpu,
-                     **{"pass": "forward"}, **kw)
+                     dtype=str(c.dtype).replace("torch.", ""), layout=getattr(c, "layout", "contiguous") + wd,
+                     pad=getattr(c, "pad", 0), offset=getattr(c, "offset", 0), declared_shape=f"{c.rows}x{c.cols}",
+                     rationale=rationale, gpu_measurement=gpu, **{"pass": "forward"}, **kw)
 
 
 def _time(fns: dict, blocks: int, number: int, device: str) -> tuple[dict, dict]:

@@ -35,6 +35,7 @@ from fastpath_lib import opspec
 from fastpath_lib.bench.note_brief import claim, counts_line, fold, measured_on, rerun, scope, short_matrix, wrong
 from fastpath_lib.bench.note_evidence import qualified
 from fastpath_lib.bench.schema import NOT_GPU
+from fastpath_lib.boundary import value_regimes
 
 __all__ = ["render", "claim", "test_plan", "qualified", "synthetic_banner", "patch_note", "patch_files", "HEADINGS",
            "DROPPED", "VLLM_PATCH", "VLLM_TEST", "PATCH_TITLE", "PATCH_KERNEL", "patch_accepts", "patch_ops",
@@ -113,9 +114,10 @@ def test_plan(ev) -> list[str]:
          f"op's tolerances{'' if tol else ' (none declared)'}."] + fold("The op's tolerances, per dtype", tol)
     if spec.predicate is not None:
         conds = spec.predicate.conditions
+        regimes = len(value_regimes(spec)) if spec.boundary_base is not None and spec.limits is not None else 0
         L.append(f"- Eligibility: {sum(len(c.boundaries) for c in conds)} boundary points from the predicate's "
-                 f"{len(conds)} conditions (`fastpath_lib.boundary.boundary_points`), each checked for route and "
-                 "value.")
+                 f"{len(conds)} conditions" + (f" and {regimes} value regimes" if regimes else "")
+                 + " (`fastpath_lib.boundary.boundary_tests`), each checked for route and value.")
     L.append("- Performance: the predeclared matrix (each expected outcome written before the run), timed against "
              f"{', '.join(f'`{b}`' for b in spec.baselines)}.")
     ref = opspec.reference_of(spec)

@@ -6,7 +6,9 @@ run time by :mod:`fastpath_lib.bench.vllmhost`) and the layers registered with
 name, and its ``forward_cuda`` and the like call vLLM's compiled kernels through ``torch.ops._C``). Importing the
 module of a CustomOp layer needs vLLM's dependencies, so :func:`custom_op_layer` reads the layer from the source of
 the vLLM package instead: the class decorated with that registration (vLLM's own ``CustomOp``, imported from
-``vllm.model_executor.custom_op``), its file, and the ``torch.ops._C`` ops its body names.
+``vllm.model_executor.custom_op``), its file, and the ``torch.ops._C`` ops its body names. Many kernels (most of the
+quantization ones) have neither an IR op nor a layer, only a Python binding in ``vllm/_custom_ops.py``:
+:func:`custom_ops_function` reads that.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-__all__ = ["CUSTOM_OP_MODULE", "custom_op_layer", "layer_sentence"]
+__all__ = ["CUSTOM_OP_MODULE", "custom_op_layer", "custom_ops_function", "layer_sentence"]
 
 #: Where vLLM's ``CustomOp`` (and its ``register``) is defined: a layer registered with another class of that name
 #: (vLLM's hardware-agnostic copy, say) is not in the registry vLLM's model code reads.
@@ -49,22 +51,56 @@ def custom_op_layer(op: str, root) -> dict | None:
         names = _custom_op_names(tree)
         for node in tree.body:
             if isinstance(node, ast.ClassDef) and any(_registers(d, names, op) for d in node.decorator_list):
-                c_ops = {n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute)
-                         and ast.unparse(n.value) == "torch.ops._C"}
                 native = any(isinstance(f, ast.FunctionDef) and f.name == "forward_native" for f in node.body)
-                return {"layer": node.name, "file": path.relative_to(root.parent).as_posix(), "c_ops": sorted(c_ops),
+                return {"layer": node.name, "file": path.relative_to(root.parent).as_posix(), "c_ops": _c_ops(node),
                         "native": native}
     return None
 
 
+def _c_ops(node: ast.AST) -> list[str]:
+    """The names ``NAME`` of every ``torch.ops._C.NAME`` in ``node``, sorted."""
+    return sorted({n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute)
+                   and ast.unparse(n.value) == "torch.ops._C"})
+
+
+def custom_ops_function(op: str, root) -> dict | None:
+    """vLLM's Python binding ``op`` in ``_custom_ops.py`` (``vllm._custom_ops.NAME``, where most of vLLM's
+    quantization and activation kernels are called from; no CustomOp layer, no IR op), read from the vLLM package
+    folder ``root``; ``None``: it has none.
+
+    Returns:
+        ``{"function": op, "file": "vllm/_custom_ops.py", "line": its line, "c_ops": the ``torch.ops._C`` kernels its
+        body names}``.
+    """
+    path = Path(root) / "_custom_ops.py"
+    if not path.is_file():
+        return None
+    tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == op:
+            return {"function": op, "file": path.relative_to(Path(root).parent).as_posix(), "line": node.lineno,
+                    "c_ops": _c_ops(node)}
+    return None
+
+
+def _kernels(c_ops: list[str], owner: str) -> str:
+    named = ", ".join(f"`torch.ops._C.{c}`" for c in c_ops)
+    return (f", which calls vLLM's compiled kernel{'s' if len(c_ops) > 1 else ''} {named}" if c_ops
+            else f", whose {owner} names no `torch.ops._C` kernel")
+
+
 def layer_sentence(op: str, root) -> str:
-    """What the vLLM at ``root`` has as a CustomOp layer for ``op``, as a clause of the note's sentence."""
+    """What the vLLM at ``root`` has for ``op`` outside its IR, as a clause of the note's sentence: its CustomOp layer,
+    else its binding in ``_custom_ops.py`` (:func:`custom_ops_function`), else that it has neither."""
     found = custom_op_layer(op, root)
     if found is None:
-        return f"nor a CustomOp layer registered as {op} (`@CustomOp.register`, {CUSTOM_OP_MODULE})"
-    c_ops = ", ".join(f"`torch.ops._C.{c}`" for c in found["c_ops"])
-    kernels = (f", which calls vLLM's compiled kernel{'s' if len(found['c_ops']) > 1 else ''} {c_ops}" if c_ops
-               else ", whose class names no `torch.ops._C` kernel")
+        none = f"nor a CustomOp layer registered as {op} (`@CustomOp.register`, {CUSTOM_OP_MODULE})"
+        binding = custom_ops_function(op, root)
+        if binding is None:
+            return none
+        return (f"{none}; it has {op} as the function `vllm._custom_ops.{op}` (`{binding['file']}`, line "
+                f"{binding['line']}){_kernels(binding['c_ops'], 'body')}: what a comparison would be against")
+    kernels = _kernels(found["c_ops"], "class")
     native = " (its `forward_native` is the composite)" if found["native"] else ""
     return (f"it has {op} as the CustomOp layer `{found['layer']}` (`{found['file']}`, "
             f"`@CustomOp.register(\"{op}\")`){kernels}{native}")

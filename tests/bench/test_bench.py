@@ -607,8 +607,10 @@ def test_host_table_names_each_rows_baseline_from_its_note():
     df = _host_rows(1.1)
     df.loc[df.case_id == "host_b", "note"] = "fastest of 2 blocks of 50 calls; baseline: unfused_eager"
     t = bench.host_table(bench.classify(df))
-    assert t.loc["host_b", "ratio_to"] == "unfused_eager" and t.loc["host_a", "ratio_to"] == "F.rms_norm"
+    assert t.loc["host_b", "ratio_to"] == "unfused_eager" and t.loc["host_a", "ratio_to"] == "baseline"  # no op given
     assert t.loc["host_eligible", "ratio_to"] == "launcher"
+    t = bench.host_table(bench.classify(df), bench_host.spec())
+    assert t.loc["host_b", "ratio_to"] == "unfused_eager" and t.loc["host_a", "ratio_to"] == "F.rms_norm"
 
 
 def test_the_host_method_is_short_interleaved_blocks_by_default():

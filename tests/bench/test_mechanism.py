@@ -79,6 +79,15 @@ def test_the_table_names_the_backward_scratch_and_bolds_what_it_cannot_explain()
     assert "**the bytes model says 100, the interpreter counted 102 (+2 bytes the kit cannot explain)**" in text
 
 
+def test_a_table_whose_counts_read_as_no_whole_passes_has_no_passes_column():
+    """prac13 F6: an op with outputs of another dtype than its input (int8 values and fp32 scales) moves bytes that are
+    no whole number of passes over its rows; the column read "—" on every row under a caption that promised passes."""
+    rows = [_row("q", model=1000, counted=1000, requested=1000), _row("r", model=1001, counted=1001, requested=1001)]
+    lines = mechanism.traffic_section(pd.DataFrame(rows, columns=CSV_COLUMNS))
+    assert "passes" not in lines[0] and "passes" not in lines[2], lines[:3]
+    assert lines[4] == "| q | forward | 16x512 | 1 | 1,000 | 1,000 | 1,000 | 1.00 | 0 | = model |", lines[4]
+
+
 def test_count_call_is_empty_off_the_interpreter_and_for_calls_without_triton(monkeypatch):
     assert mechanism.count_call(lambda: torch.ones(3) + 1) == {} or not runtime.interpreter_enabled()
     monkeypatch.setattr(runtime, "interpreter_enabled", lambda: False)

@@ -188,6 +188,41 @@ def test_grade_reads_relative_paths_from_where_it_is_run(kit_env):
                                str(ROOT / "exercises")], run
 
 
+def test_bench_and_python_run_where_kit_is_run_and_lessons_and_release_read_paths_from_there(kit_env):
+    """prac13 F12: ``./kit bench --op my_ops:SPEC --out results/x`` from the op's folder looked for ``my_ops`` in the
+    kit's folder and would have written ``results/x`` into the kit's checkout (./kit changes into its own folder).
+    bench and python run in the caller's folder with their arguments as given (``opspec.load`` imports the module
+    from the working directory); lessons and release read their paths from there, a kit-only path stays the kit's."""
+    tmp, env = kit_env
+    assert _setup(env)[0].returncode == 0
+    logged = tmp / "venv" / "bin" / "python"
+    logged.write_text('#!/bin/sh\necho "$PWD | $*" >> "$KIT_LOG"\n')
+    logged.chmod(0o755)
+    work = tmp / "work"
+    work.mkdir()
+    (work / "mine.ipynb").touch()
+    calls = [["bench", "--op", "my_ops:SPEC", "--quick", "--out", "results/x"], ["python", "-m", "pytest", "t.py"],
+             ["lessons", "--timeout", "60", "mine.ipynb", "--root=kitcopy", "notebooks/00_setup.py"],
+             ["release", "out", "--force"]]
+    for call in calls:
+        Path(env["KIT_LOG"]).unlink(missing_ok=True)
+        res = subprocess.run(["bash", str(ROOT / "kit"), *call], cwd=work, env=env, capture_output=True, text=True,
+                             timeout=120)
+        assert res.returncode == 0, (call, res.stderr)
+        (run,) = Path(env["KIT_LOG"]).read_text().splitlines()
+        where, args = run.split(" | ")
+        if call[0] in ("bench", "python"):
+            assert where == str(work) and args.split()[-len(call) + 1:] == call[1:], run
+        else:
+            assert where == str(ROOT), run
+    assert args.split()[-2:] == [f"{work}/out", "--force"], run
+    Path(env["KIT_LOG"]).unlink()
+    subprocess.run(["bash", str(ROOT / "kit"), *calls[2]], cwd=work, env=env, capture_output=True, timeout=120)
+    (run,) = Path(env["KIT_LOG"]).read_text().splitlines()
+    assert run.split(" | ")[1].split()[1:] == ["--timeout", "60", f"{work}/mine.ipynb", f"--root={work}/kitcopy",
+                                              "notebooks/00_setup.py"], run
+
+
 @pytest.mark.parametrize("uid", ["0", "1000"])
 def test_lab_as_root_passes_allow_root_and_says_so(kit_env, uid):
     """Issue 41: ``./kit lab`` as root (a container) stopped at "Running as root is not recommended"."""
