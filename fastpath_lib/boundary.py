@@ -193,11 +193,12 @@ def _outputs(value) -> list:
 
 
 def _close(spec: opspec.OpSpec, got, want, dtype, launched=None) -> str | None:
-    """Why ``got`` is not ``want`` within the spec's tolerances for ``dtype`` (``None``: it is; ``launched``: the
-    kernels the call launched, for :func:`fastpath_lib.gradcheck.rounding_hint`)."""
+    """Why ``got`` is not ``want`` within the spec's tolerances for ``dtype`` (``None``: it is), output by output, in
+    the words of bench's check (:func:`fastpath_lib.gradcheck.tensor_mismatch`: the max error and the tolerance, and
+    :func:`~fastpath_lib.gradcheck.rounding_hint` for the ``launched`` kernels where the compared value is bf16)."""
     import torch
 
-    from fastpath_lib.gradcheck import rounding_hint
+    from fastpath_lib.gradcheck import tensor_mismatch
 
     got, want = _outputs(got), _outputs(want)
     if len(got) != len(want):
@@ -207,10 +208,9 @@ def _close(spec: opspec.OpSpec, got, want, dtype, launched=None) -> str | None:
             continue
         if g.shape != w.shape or g.dtype != w.dtype:
             return f"output {i}: {tuple(g.shape)} {g.dtype}, the reference gives {tuple(w.shape)} {w.dtype}"
-        try:
-            torch.testing.assert_close(g, w, atol=atol, rtol=rtol, equal_nan=True)
-        except AssertionError as exc:
-            return f"output {i}: {str(exc).splitlines()[0]}{rounding_hint(g, w, atol, rtol, launched)}"
+        problem = tensor_mismatch(g, w, atol, rtol, f"atol {atol}, rtol {rtol}", launched)
+        if problem:
+            return f"output {i}: {problem}"
     return None
 
 

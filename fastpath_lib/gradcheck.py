@@ -91,11 +91,11 @@ def gradients(fn, args: tuple, dy) -> tuple:
 
 
 def compare_gradients(spec: OpSpec, got, args: tuple, dy, dtype: torch.dtype,
-                      launched: launches.Launched | None = None) -> str | None:
+                      launched: launches.Launched | None = None, *, baseline: bool = False) -> str | None:
     """``None`` when ``got`` (a route's gradients, one per floating-point tensor argument of ``args``; ``None``
     entries dropped) matches the reference's gradients by autograd within :meth:`~fastpath_lib.opspec.OpSpec.
     grad_tolerance`, else why not, naming the input (``launched``: the kernels the route's backward launched, for
-    :func:`rounding_hint`)."""
+    :func:`rounding_hint`; ``baseline``: at the tolerance a baseline is held to)."""
     fresh = tuple(a.detach().clone().requires_grad_(True) if any(a is g for g in grad_inputs(args)) else a
                   for a in args)
     try:
@@ -107,7 +107,7 @@ def compare_gradients(spec: OpSpec, got, args: tuple, dy, dtype: torch.dtype,
     pairs = [(n, w) for n, w in zip(names, want) if w is not None]
     if len(got) != len(pairs):
         return f"{len(got)} gradients, the reference gives {len(pairs)} ({', '.join(n for n, _ in pairs)})"
-    atol, rtol = spec.grad_tolerance(dtype)
+    atol, rtol = spec.grad_tolerance(dtype, baseline=baseline)
     for g, (name, w) in zip(got, pairs):
         problem = tensor_mismatch(g, w, atol, rtol, f"atol {atol:.3g}, rtol {rtol:.3g}", launched)
         if problem:
@@ -115,15 +115,17 @@ def compare_gradients(spec: OpSpec, got, args: tuple, dy, dtype: torch.dtype,
     return None
 
 
-def check_backward(spec: OpSpec, fn, args: tuple, dy, dtype: torch.dtype, *, launcher: bool = False) -> str | None:
+def check_backward(spec: OpSpec, fn, args: tuple, dy, dtype: torch.dtype, *, launcher: bool = False,
+                   baseline: bool = False) -> str | None:
     """``None`` when the gradients of a backward case's route match the reference's, else why not: ``fn`` by
-    autograd, or with ``launcher`` the spec's ``fast_backward(dy, *args)``."""
+    autograd, or with ``launcher`` the spec's ``fast_backward(dy, *args)`` (``baseline``: ``fn`` is a baseline, held
+    to the baseline tolerances)."""
     try:
         with launches.watch() as seen:
             got = spec.fast_backward(dy, *args) if launcher else gradients(fn, args, dy)
     except Exception as exc:  # noqa: BLE001 - a backward that raises is a wrong route, recorded as its row
         return f"its backward raised {type(exc).__name__}: {exc}"[:300]
-    return compare_gradients(spec, got, args, dy, dtype, seen)
+    return compare_gradients(spec, got, args, dy, dtype, seen, baseline=baseline)
 
 def leaves(args: tuple) -> tuple:
     """``args`` with each floating-point tensor argument a fresh leaf that requires grad (what a backward

@@ -1,15 +1,19 @@
 """The parts an :class:`~fastpath_lib.opspec.OpSpec` is made of: its matrix cases (:class:`OpCase`), its host-cost
-calls (:class:`HostCase`), its kernel builds for GPU targets (:class:`KernelBuild`) and its sweep and trace widths
-(:class:`Axes`). :mod:`fastpath_lib.opspec` re-exports each; nothing here imports the rest of the kit.
+calls (:class:`HostCase`), its kernel builds for GPU targets (:class:`KernelBuild`), its sweep and trace widths
+(:class:`Axes`), the tolerances its baselines are checked at where they are looser than its own
+(:class:`BaselineTolerances`), and :class:`lazy`, a module a spec names without importing it.
+:mod:`fastpath_lib.opspec` re-exports each; nothing here imports the rest of the kit.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["OpCase", "HostCase", "KernelBuild", "Axes", "MIN_CASES"]
+__all__ = ["OpCase", "HostCase", "KernelBuild", "Axes", "BaselineTolerances", "MIN_CASES", "lazy", "per_output",
+           "tolerance_pairs"]
 
 
 #: The fewest cases a predeclared matrix is to have (the kit's coverage rule: :func:`fastpath_lib.bench.matrix.
@@ -176,3 +180,64 @@ class Axes:
     quick: tuple[int, ...]
     off_gpu: tuple[int, ...]
     hidden: int
+
+
+@dataclasses.dataclass(frozen=True)
+class BaselineTolerances:
+    """The tolerances an op's baselines are checked at before they are timed, where they are looser than the op's
+    own, and why (an :class:`OpSpec`'s ``baseline_tolerances``).
+
+    The check is there to refuse a baseline that computes another function: its time would be no comparison. A
+    mature implementation of the same function may still round an intermediate where the contract does not (vLLM's
+    CUDA kernel for fused residual-add + RMSNorm normalizes the sum rounded to the input dtype, the contract the fp32
+    sum) and so differ from the reference by more than the op's own routes may. Its bound is derived from that
+    rounding, not picked: the rounding's relative error (half the dtype's ``eps``), carried through what the op
+    computes from the rounded value, added to the op's tolerance.
+
+    Args:
+        tolerances: dtype -> ``(atol, rtol)``, or one pair per output (as ``OpSpec.tolerances``); a dtype not here
+            is held to the op's own tolerances. No pair may be tighter than the op's own for that output.
+        reason: which intermediate is rounded where, and how the bound follows from it (the PR note prints it).
+
+    >>> BaselineTolerances({"f": (1, 2)}, "").reason
+    Traceback (most recent call last):
+    ValueError: BaselineTolerances: say why the baselines are held to looser tolerances than the op (reason)
+    """
+
+    tolerances: Mapping[Any, Any]
+    reason: str
+
+    def __post_init__(self):
+        if not self.reason.strip():
+            raise ValueError("BaselineTolerances: say why the baselines are held to looser tolerances than the op "
+                             "(reason)")
+
+
+def per_output(tol) -> bool:
+    """A dtype's tolerance given as one ``(atol, rtol)`` pair per output (``((1e-3, 0), (0, 0))``)."""
+    return bool(tol) and isinstance(tol[0], (tuple, list))
+
+
+def tolerance_pairs(tol) -> list[tuple[float, float]]:
+    """A dtype's tolerance as a list of ``(atol, rtol)`` pairs: one per output, or the one pair."""
+    return [tuple(p) for p in tol] if per_output(tol) else [tuple(tol)]
+
+
+class lazy:  # noqa: N801 - used like a module
+    """A module imported on the first attribute read (a spec names its compiler or record without importing it:
+    importing a spec compiles nothing and imports no Triton).
+
+    >>> lazy("json").dumps([1])
+    '[1]'
+    """
+
+    def __init__(self, module: str):
+        self._name = module
+
+    def __getattr__(self, attr: str):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        return getattr(importlib.import_module(self._name), attr)
+
+    def __repr__(self) -> str:
+        return f"lazy({self._name!r})"

@@ -30,11 +30,12 @@ import importlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from fastpath_lib.opparts import MIN_CASES, Axes, HostCase, KernelBuild, OpCase
+from fastpath_lib.opparts import (MIN_CASES, Axes, BaselineTolerances, HostCase, KernelBuild, OpCase, lazy,
+                                  per_output, tolerance_pairs)
 
-__all__ = ["OpCase", "HostCase", "OpSpec", "Axes", "KernelBuild", "COMPILED", "compiled", "BaselineUnavailable",
-           "register", "unregister", "get", "names", "built_in", "source", "default", "load", "reference_of", "lazy",
-           "export", "ENV_VAR", "ENTRY_POINTS", "NOT_DECLARED", "MIN_CASES"]
+__all__ = ["OpCase", "HostCase", "OpSpec", "Axes", "KernelBuild", "BaselineTolerances", "COMPILED", "compiled",
+           "BaselineUnavailable", "register", "unregister", "get", "names", "built_in", "source", "default", "load",
+           "reference_of", "lazy", "export", "ENV_VAR", "ENTRY_POINTS", "NOT_DECLARED", "MIN_CASES"]
 
 #: The baseline name that means ``torch.compile`` of the composite: the bench resets dynamo before each case, times
 #: its first call (the compile) apart from the samples, and skips it in ``--quick`` off CUDA (as the harness does).
@@ -56,26 +57,6 @@ def compiled(composite: Callable) -> Callable:
     call.__name__ = call.__qualname__ = f"compiled_{getattr(composite, '__name__', 'composite')}"
     call.__doc__ = f"``torch.compile`` of ``{getattr(composite, '__qualname__', composite)}`` (built on first use)."
     return call
-
-
-class lazy:  # noqa: N801 - used like a module
-    """A module imported on the first attribute read (a spec names its compiler or record without importing it:
-    importing a spec compiles nothing and imports no Triton).
-
-    >>> lazy("json").dumps([1])
-    '[1]'
-    """
-
-    def __init__(self, module: str):
-        self._name = module
-
-    def __getattr__(self, attr: str):
-        if attr.startswith("__"):
-            raise AttributeError(attr)
-        return getattr(importlib.import_module(self._name), attr)
-
-    def __repr__(self) -> str:
-        return f"lazy({self._name!r})"
 
 
 #: What a step of the pipeline says when the op's spec leaves out a field it needs (a result, never a crash).
@@ -113,7 +94,11 @@ class OpSpec:
         bytes_moved: ``bytes_moved(rows, cols, dtype, pass_)`` -> the bytes a call of the fast route must move at least.
         baselines: name -> callable with ``function``'s signature; the first is *the* baseline outcomes compare to,
             every one is timed (the others are recorded rows, provider = their name; :data:`COMPILED` is
-            ``torch.compile`` of the composite).
+            ``torch.compile`` of the composite) where it agrees with ``reference`` at the baseline tolerances.
+        baseline_tolerances: the tolerances a baseline is checked at before it is timed, where they are looser than
+            ``tolerances`` (a :class:`BaselineTolerances`: per dtype, with the reason, e.g. a mature implementation
+            that rounds an intermediate the contract keeps in fp32); ``None``: the op's own ``tolerances``
+            (:meth:`output_tolerances` with ``baseline=True``; gradients: :meth:`grad_tolerance`).
         kernels: ``kernels()`` -> the specializations to compile ahead of time for GPU targets (``None``: none).
         title: one line naming the fast path (the PR note's title).
         pr_text: the PR note's op-specific sentences, by key (``fastpath_lib.bench.report.PR_TEXT_KEYS``: ``noun``,
@@ -176,14 +161,14 @@ class OpSpec:
             eligible region); ``None``: no compiled facts.
 
     Fields by section: the core is ``name``, ``function``, ``reference``, ``args``, ``route`` and ``baselines``
-    (with ``cases``, ``tolerances`` and, for backward cases, ``grad_tolerances``, ``bench --op`` runs); the
-    predicate section (``predicate``, ``boundary_base``, ``limits``, ``context``, ``case_spec``, ``value_regimes``)
-    gives boundary points and tests; the cost section (``bytes_moved``, ``bytes_models``, ``fast``,
-    ``fast_unsupported``, ``fast_backward``, ``specialization``, ``kernels``, ``compiler``) the bandwidth, compile
-    cost and compiled facts; the workload section (``decoder_step``, ``calls_per_forward``, ``axes``,
-    ``lower_threshold``, ``thresholds``, ``capture``, ``host_cases``, ``host_forms``) the replay, trace, sweep,
-    capture and host cost; the note section (``title``, ``pr_text``, ``note``) the PR note's sentences. A step whose
-    field is left out says which one (:data:`NOT_DECLARED`).
+    (with ``cases``, ``tolerances``, for backward cases ``grad_tolerances``, ``bench --op`` runs; baselines that round
+    differently, ``baseline_tolerances``); the predicate section (``predicate``, ``boundary_base``, ``limits``,
+    ``context``, ``case_spec``, ``value_regimes``) gives boundary points and tests; the cost section (``bytes_moved``,
+    ``bytes_models``, ``fast``, ``fast_unsupported``, ``fast_backward``, ``specialization``, ``kernels``,
+    ``compiler``) the bandwidth, compile cost and compiled facts; the workload section (``decoder_step``,
+    ``calls_per_forward``, ``axes``, ``lower_threshold``, ``thresholds``, ``capture``, ``host_cases``, ``host_forms``)
+    the replay, trace, sweep, capture and host cost; the note section (``title``, ``pr_text``, ``note``) the PR note's
+    sentences. A step whose field is left out says which one (:data:`NOT_DECLARED`).
     """
 
     name: str
@@ -220,6 +205,7 @@ class OpSpec:
     compiler: Any = None
     grad_tolerances: Mapping[Any, tuple[float, float]] = dataclasses.field(default_factory=dict)
     value_regimes: Mapping[str, Callable[[Any], None]] | None = None
+    baseline_tolerances: BaselineTolerances | None = None
 
     def __post_init__(self):
         if not self.name or not self.name.replace("_", "").isalnum():
@@ -228,6 +214,12 @@ class OpSpec:
             raise ValueError(f"{self.name}: at least one baseline is needed (outcomes are read against the first)")
         if self.route is None and (self.predicate is None or self.context is None):
             raise ValueError(f"{self.name}: OpSpec.route, or OpSpec.predicate and OpSpec.context to derive it from")
+        for dtype, tol in (self.baseline_tolerances.tolerances.items() if self.baseline_tolerances else ()):
+            n = max(len(tolerance_pairs(tol)), len(tolerance_pairs(self._declared(dtype, False))))
+            if any(b[0] < o[0] or b[1] < o[1] for b, o in zip(self.output_tolerances(dtype, n, baseline=True),
+                                                             self.output_tolerances(dtype, n))):
+                raise ValueError(f"{self.name}: baseline_tolerances for {dtype} are tighter than the op's own "
+                                 f"({tol} against {self._declared(dtype, False)}): never below the op's")
         if self.route is None:  # derived from the predicate: the route it decides
             object.__setattr__(self, "route", lambda *a, p=self.predicate, c=self.context: p.evaluate(c(*a)).route)
 
@@ -281,22 +273,31 @@ class OpSpec:
         """The first baseline, ``(name, callable)``."""
         return next(iter(self.baselines.items()))
 
-    def output_tolerances(self, dtype, outputs: int) -> list[tuple[float, float]]:
-        """``(atol, rtol)`` per output for ``dtype`` (``(0, 0)`` where the spec names none).
+    def _declared(self, dtype, baseline: bool):
+        """``dtype``'s declared tolerance (``(0, 0)``: none); with ``baseline``, ``baseline_tolerances``' first."""
+        looser = self.baseline_tolerances.tolerances if baseline and self.baseline_tolerances else {}
+        return looser.get(dtype, self.tolerances.get(dtype, (0.0, 0.0)))
 
-        >>> spec = OpSpec("t", abs, abs, tuple, str, baselines={"b": abs}, tolerances={"f": ((1, 2), (0, 0))})
+    def output_tolerances(self, dtype, outputs: int, *, baseline: bool = False) -> list[tuple[float, float]]:
+        """``(atol, rtol)`` per output for ``dtype`` (``(0, 0)`` where the spec names none); with ``baseline``, those
+        a baseline is checked at: ``baseline_tolerances``' where it names ``dtype``, else the op's own.
+
+        >>> spec = OpSpec("t", abs, abs, tuple, str, baselines={"b": abs}, tolerances={"f": ((1, 2), (0, 0))},
+        ...               baseline_tolerances=BaselineTolerances({"f": ((1, 4), (0, 0))}, "why"))
         >>> spec.output_tolerances("f", 2), spec.output_tolerances("g", 1)
         ([(1, 2), (0, 0)], [(0.0, 0.0)])
+        >>> spec.output_tolerances("f", 2, baseline=True), spec.output_tolerances("g", 1, baseline=True)
+        ([(1, 4), (0, 0)], [(0.0, 0.0)])
         """
-        tol = self.tolerances.get(dtype, (0.0, 0.0))
-        per = list(tol) if tol and isinstance(tol[0], (tuple, list)) else [tuple(tol)] * outputs
+        tol = self._declared(dtype, baseline)
+        per = tolerance_pairs(tol) if per_output(tol) else [tuple(tol)] * outputs
         if len(per) != outputs:
             raise ValueError(f"{self.name}: {len(per)} tolerance pairs for {dtype}, but {outputs} outputs")
         return per
 
-    def grad_tolerance(self, dtype) -> tuple[float, float]:
+    def grad_tolerance(self, dtype, *, baseline: bool = False) -> tuple[float, float]:
         """``(atol, rtol)`` of every gradient for ``dtype``: ``grad_tolerances[dtype]`` where declared, else four times
-        the loosest of the dtype's output tolerances.
+        the loosest of the dtype's output tolerances (with ``baseline``, of those a baseline is held to).
 
         >>> spec = OpSpec("t", abs, abs, tuple, str, baselines={"b": abs}, tolerances={"f": ((1, 2), (3, 0))},
         ...               grad_tolerances={"g": (5, 6)})
@@ -305,8 +306,7 @@ class OpSpec:
         """
         if dtype in self.grad_tolerances:
             return tuple(self.grad_tolerances[dtype])
-        tol = self.tolerances.get(dtype, (0.0, 0.0))
-        pairs = list(tol) if tol and isinstance(tol[0], (tuple, list)) else [tol]
+        pairs = tolerance_pairs(self._declared(dtype, baseline))
         return 4 * max(a for a, _ in pairs), 4 * max(r for _, r in pairs)
 
     def bytes_for(self, implementation: str, rows: int, cols: int, dtype, pass_: str = "forward") -> float:

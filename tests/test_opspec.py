@@ -169,6 +169,24 @@ def test_unknown_ops_and_bad_specs_say_so(capsys):
         dataclasses.replace(SOFTMAX, cases=[SOFTMAX.cases[0], SOFTMAX.cases[0]]).matrix()
 
 
+def test_baselines_are_held_to_the_ops_tolerances_unless_a_looser_bound_is_declared_with_its_reason():
+    """No ``baseline_tolerances``: a baseline gets the op's own; declared: those, for the dtypes it names (gradients:
+    four times the loosest, as the op's); tighter than the op's, or without a reason, is refused."""
+    f32, f16 = torch.float32, torch.float16
+    own = SOFTMAX.tolerances[f32]
+    assert SOFTMAX.output_tolerances(f32, 1, baseline=True) == SOFTMAX.output_tolerances(f32, 1) == [own]
+    looser = dataclasses.replace(SOFTMAX, baseline_tolerances=opspec.BaselineTolerances(
+        {f32: (own[0], 3 * own[1])}, "an intermediate rounded once more"))
+    assert looser.output_tolerances(f32, 1, baseline=True) == [(own[0], 3 * own[1])]
+    assert looser.output_tolerances(f32, 1) == [own]
+    assert looser.output_tolerances(f16, 1, baseline=True) == SOFTMAX.output_tolerances(f16, 1)  # not named: own
+    assert looser.grad_tolerance(f32, baseline=True) == (4 * own[0], 12 * own[1])
+    with pytest.raises(ValueError, match="tighter than the op's own"):
+        dataclasses.replace(SOFTMAX, baseline_tolerances=opspec.BaselineTolerances({f32: (own[0], own[1] / 2)}, "x"))
+    with pytest.raises(ValueError, match="reason"):
+        opspec.BaselineTolerances({f32: own}, " ")
+
+
 # --- RMSNorm through its spec ---------------------------------------------------------------------------------------
 
 def test_rms_norm_is_registered_first_with_the_kits_own_pieces():
@@ -255,7 +273,7 @@ def test_fused_op_is_registered_second_with_its_own_pieces(capsys):
     spec = opspec.get("fused_add_rms_norm")
     assert spec.function is fastpath_lib.fused_add_rms_norm and spec.reference is FUSED_SPEC.reference
     assert spec.fast is FUSED_SPEC.fast_route and spec.case_spec is FusedCaseSpec
-    assert list(spec.baselines) == ["unfused_eager", opspec.COMPILED, "vllm_c"]
+    assert list(spec.baselines) == ["unfused_eager", opspec.COMPILED, "add_then_kit_rms_norm", "vllm_c"]
     assert set(spec.bytes_models) == {*spec.baselines, "fallback"}
     with pytest.raises(ValueError, match="2 tolerance pairs"):
         spec.output_tolerances(torch.float16, 1)

@@ -777,6 +777,48 @@ def test_a_bf16_kernel_matches_torch_under_the_interpreter_with_the_kit_s_casts_
     assert check_point(kit_spec, point) is None
 
 
+@triton.jit
+def _int8_off_by_two_kernel(X_ptr, Q_ptr, n_cols, BLOCK_SIZE: tl.constexpr):
+    """Each row of bf16 ``x`` quantized to int8, ``trunc(100 * x / max|x|)``, stored two steps too high from 80 up."""
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_SIZE)
+    mask = cols < n_cols
+    x = tl.load(X_ptr + row * n_cols + cols, mask=mask, other=0.0).to(tl.float32)
+    peak = tl.max(tl.abs(x), axis=0)
+    q = (x / tl.where(peak > 0, peak, 1.0) * 100.0).to(tl.int8)
+    tl.store(Q_ptr + row * n_cols + cols, tl.where(q >= 80, q + 2, q), mask=mask)
+
+
+def test_a_wrong_int8_output_of_a_bf16_input_gets_its_error_and_tolerance_and_no_bf16_hint():
+    """A Triton kernel with plain casts, bf16 in and int8 out, two steps off on its largest values (within the reach
+    of the interpreter's bf16 truncation there, were the output bf16): the boundary point says the max error and the
+    tolerance, as bench does, and no bf16 rounding hint, because the compared value is int8 (prac13 F1)."""
+    import dataclasses
+
+    import torch
+
+    from fastpath_lib import runtime
+    from fastpath_lib.boundary import check_point
+
+    def fast(x):
+        q = torch.empty(x.shape, dtype=torch.int8, device=x.device)
+        n = x.shape[-1]
+        _int8_off_by_two_kernel[(x.numel() // n,)](x, q, n, BLOCK_SIZE=triton.next_power_of_2(n))
+        return q
+
+    def reference(x):
+        peak = x.float().abs().amax(-1, keepdim=True)
+        return (x.float() / torch.where(peak > 0, peak, 1.0) * 100.0).trunc().to(torch.int8)
+
+    spec = dataclasses.replace(op.SPEC, name="absmax_int8", function=lambda x: fast(x) if op.route(x) == "triton"
+                               else reference(x), fast=fast, reference=reference, baselines={"eager": reference},
+                               tolerances={torch.bfloat16: (1.0, 0.0)}, host_cases=())
+    point = next(p for p in boundary_points(spec=spec) if p.id == "dtype[bf16]")
+    said = check_point(spec, point)
+    assert said == "dtype[bf16]: output 0: max error 2 over atol 1.0, rtol 0.0", said
+    assert runtime.INTERPRETER_BF16 not in said
+
+
 # --- an op vLLM has outside its IR: the note says what vLLM has, read from vLLM's source ----------------------------
 
 _LAYER_SOURCE = '''

@@ -27,8 +27,8 @@ from fastpath_lib.bench.schema import (
 )
 
 __all__ = ["WORD_LIMIT", "SHOWN", "words_outside_details", "fold", "first", "region", "scope", "rerun",
-           "bench_command",
-           "environment_table", "claim", "measured_on", "counts_line", "short_matrix", "wrong"]
+           "bench_command", "environment_table", "claim", "measured_on", "counts_line", "short_matrix", "wrong",
+           "tolerance_text", "baseline_check"]
 
 #: The most words a PR note may show outside ``<details>`` blocks.
 WORD_LIMIT = 600
@@ -70,6 +70,38 @@ def fold(summary: str, lines: list[str]) -> list[str]:
     if not lines:
         return []
     return ["", "<details>", f"<summary>{summary}</summary>", "", *lines, "", "</details>", ""]
+
+
+def _dtype(d) -> str:
+    return str(d).replace("torch.", "")
+
+
+def tolerance_text(dtype, tol) -> str:
+    """One dtype's tolerance: one ``(atol, rtol)`` pair, or one pair per output of an op returning a tuple.
+
+    >>> tolerance_text("torch.float16", ((1e-3, 2e-3), (0.0, 0.0)))
+    'float16 output 0 atol 0.001, rtol 0.002, output 1 bitwise'
+    """
+    def pair(a, r):
+        return "bitwise" if a == r == 0 else f"atol {a:.3g}, rtol {r:.3g}"
+
+    if tol and isinstance(tol[0], (tuple, list)):
+        return f"{_dtype(dtype)} " + ", ".join(f"output {i} {pair(*p)}" for i, p in enumerate(tol))
+    return f"{_dtype(dtype)} {pair(*tol)}"
+
+
+def baseline_check(spec) -> list[str]:
+    """The tolerances the op's baselines were checked at before they were timed: the op's own, or the looser ones the
+    spec declares (``OpSpec.baseline_tolerances``), folded with their reason."""
+    line = ("- Baselines: each checked against the reference before it is timed (one that differs computes another "
+            "function and is not timed), at the op's tolerances")
+    looser = spec.baseline_tolerances
+    if looser is None:
+        return [line + "."]
+    named = ", ".join(_dtype(d) for d in looser.tolerances)
+    return [line + f" or, for {named}, at looser ones (below)."] + fold(
+        "The baselines' tolerances, and why", [f"- {tolerance_text(d, t)}" for d, t in looser.tolerances.items()]
+        + ["", f"Why: {looser.reason}."])
 
 
 def first(items: list[str], n: int = SHOWN) -> str:

@@ -12,6 +12,7 @@ from fastpath_lib.bench.analysis import coverage_line
 from fastpath_lib.bench.host import TARGET_RATIO, host_table, ratio_text
 from fastpath_lib.bench.mechanism import traffic_section, vector_arguments
 from fastpath_lib.bench.note_brief import (
+    baseline_check,
     claim,
     counts_line,
     environment_table,
@@ -180,7 +181,7 @@ def alternatives(ev: Evidence) -> list[str]:
             not_run(ev.spec, "results.csv (compiled rows)")]
         L.append("The torch.compile baseline was not measured (" + "; ".join(reasons) + ").")
     others = other_baselines(ev) + refused_baselines(ev)
-    return L + ([""] + others if others else [])
+    return L + ([""] + others if others else []) + [""] + baseline_check(ev.spec)
 
 
 def refused_baselines(ev: Evidence) -> list[str]:

@@ -15,8 +15,9 @@ decides (read from the Triton kernels the call launched, :mod:`fastpath_lib.laun
 taken), and must leave its inputs as they were (a call that mutates its inputs cannot be timed honestly on rotating
 input sets); in a backward case its gradients, and the fast route's, must match the reference's
 (:mod:`fastpath_lib.bench.opcheck`). Each baseline is checked the same way before it is timed (:func:`baseline_differs`:
-its outputs at the op's tolerances and, in a backward case, its gradients): one that disagrees with the reference
-computes something else, so it is not timed and its row is an error naming the baseline and the case. Each row
+its outputs and, in a backward case, its gradients, at the tolerances baselines are held to: the op's own, or the
+spec's ``baseline_tolerances`` where it declares looser ones and why): one that disagrees with the reference computes
+something else, so it is not timed and its row is an error naming the baseline and the case. Each row
 carries the bytes of its own implementation (:meth:`~fastpath_lib.opspec.OpSpec.bytes_for`), so GB/s and the bytes a
 fusion saves read off the table; off CUDA, a call that launches Triton kernels is run once more, untimed, under the
 interpreter's traffic checker (:func:`~fastpath_lib.bench.mechanism.count_call`: counted bytes, out-of-bounds lanes,
@@ -89,16 +90,18 @@ def _own_route_wrong(why: str) -> str:
 
 def baseline_differs(spec: OpSpec, case: OpCase, name: str, fn, inputs: tuple, dtype: torch.dtype) -> str | None:
     """Why baseline ``name`` cannot be timed on ``case`` (``None``: it can): on the case's first input set
-    ``(args, dy)``, its outputs must match the spec's reference within the op's tolerances and leave its inputs as
-    they were, and in a backward case its gradients by autograd must match the reference's within
-    :meth:`~fastpath_lib.opspec.OpSpec.grad_tolerance`, the checks the op's own routes pass. A baseline that computes
-    another function makes its time no comparison. A compiled baseline is called with autograd on in a backward case,
-    as its timed call is (one compile per case). :class:`~fastpath_lib.opspec.BaselineUnavailable` passes through."""
+    ``(args, dy)``, its outputs must match the spec's reference and leave its inputs as they were, and in a backward
+    case its gradients by autograd must match the reference's: the checks the op's own routes pass, at the tolerances
+    a baseline is held to (the op's own, or the spec's ``baseline_tolerances``:
+    :meth:`~fastpath_lib.opspec.OpSpec.output_tolerances` and :meth:`~fastpath_lib.opspec.OpSpec.grad_tolerance` with
+    ``baseline=True``). A baseline that computes another function makes its time no comparison. A compiled baseline
+    is called with autograd on in a backward case, as its timed call is (one compile per case).
+    :class:`~fastpath_lib.opspec.BaselineUnavailable` passes through."""
     args, dy = inputs
     bwd = case.pass_ == "backward"
-    why = check_call(spec, fn, args, dtype, grad=bwd and name == COMPILED)
+    why = check_call(spec, fn, args, dtype, grad=bwd and name == COMPILED, baseline=True)
     if why is None and bwd:
-        why = check_backward(spec, fn, args, dy, dtype)
+        why = check_backward(spec, fn, args, dy, dtype, baseline=True)
     if why is None:
         return None
     return (f"baseline {name} differs from the reference ({spec.name}'s contract) in case {case.id}: {why}; not timed: "

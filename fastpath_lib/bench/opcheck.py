@@ -18,13 +18,15 @@ __all__ = ["as_tuple", "detached", "grad_inputs", "compare_outputs", "check_call
 
 
 def compare_outputs(spec: OpSpec, got, want, dtype: torch.dtype,
-                    launched: launches.Launched | None = None) -> str | None:
+                    launched: launches.Launched | None = None, *, baseline: bool = False) -> str | None:
     """``None`` when every output of ``got`` matches ``want`` within the spec's tolerance for it, else why not
-    (``launched``: the kernels the call launched, for :func:`fastpath_lib.gradcheck.rounding_hint`)."""
+    (``launched``: the kernels the call launched, for :func:`fastpath_lib.gradcheck.rounding_hint`; ``baseline``:
+    at the tolerances a baseline is held to, :meth:`~fastpath_lib.opspec.OpSpec.output_tolerances`)."""
     got, want = as_tuple(got), as_tuple(want)
     if len(got) != len(want):
         return f"{len(got)} outputs, the reference returns {len(want)}"
-    for i, (g, w, (atol, rtol)) in enumerate(zip(got, want, spec.output_tolerances(dtype, len(want)))):
+    for i, (g, w, (atol, rtol)) in enumerate(zip(got, want, spec.output_tolerances(dtype, len(want),
+                                                                                      baseline=baseline))):
         problem = tensor_mismatch(g, w, atol, rtol, f"atol {atol}, rtol {rtol}", launched)
         if problem:
             return (f"output {i}: " if len(want) > 1 else "") + problem
@@ -32,12 +34,13 @@ def compare_outputs(spec: OpSpec, got, want, dtype: torch.dtype,
 
 
 def check_call(spec: OpSpec, fn, args: tuple, dtype: torch.dtype, *, grad: bool = False,
-               launched: list | None = None) -> str | None:
+               launched: list | None = None, baseline: bool = False) -> str | None:
     """``None`` when ``fn(*args)`` matches the reference and leaves its inputs unchanged, else why not.
 
     ``grad``: call ``fn`` with autograd on, as a backward case times it (a compiled baseline checked under
     ``no_grad`` would compile a second graph: one cold compile more per backward case). ``launched``: a list the
-    names of the Triton kernels ``fn``'s call launched are added to (:func:`fastpath_lib.launches.observe`)."""
+    names of the Triton kernels ``fn``'s call launched are added to (:func:`fastpath_lib.launches.observe`).
+    ``baseline``: ``fn`` is a baseline, checked at the tolerances baselines are held to."""
     before = [a.detach().clone() if isinstance(a, torch.Tensor) else None for a in args]
     with torch.enable_grad() if grad else torch.no_grad(), launches.watch() as seen:
         got = fn(*args)
@@ -50,7 +53,7 @@ def check_call(spec: OpSpec, fn, args: tuple, dtype: torch.dtype, *, grad: bool 
         return f"it wrote into its input(s) {changed}: an in-place call cannot be timed on rotating inputs"
     with torch.no_grad():
         want = spec.reference(*args)
-    return compare_outputs(spec, got, want, dtype, seen)
+    return compare_outputs(spec, got, want, dtype, seen, baseline=baseline)
 
 
 def detached(v):

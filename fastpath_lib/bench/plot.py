@@ -70,8 +70,8 @@ def boundary_plot(df: pd.DataFrame, ax=None, *, env: dict | None = None):
 
     Args:
         df: results (classified or not).
-        ax: a matplotlib Axes to draw into (default: a new Figure, no pyplot state, so it works headless; the key is
-            drawn to the right of the axes, so leave room there).
+        ax: a matplotlib Axes to draw into (default: a new Figure, no pyplot state, so it works headless; the key and
+            the legend are drawn to the right of the axes, so leave room there).
         env: the environment dict (decides the title label and the region drawn, :func:`region_of`).
 
     Returns:
@@ -81,6 +81,8 @@ def boundary_plot(df: pd.DataFrame, ax=None, *, env: dict | None = None):
     than the declared one (``--quick``), the shape it ran. Cases at one point (within a quarter octave of each other
     in rows and in columns) are drawn side by side in a row centred on it, a fixed number of points apart, each with
     its own number and route marker (:func:`_spread`). The row threshold that applied is drawn as a vertical line.
+    The axes span the cases plotted (and the region's edges), an octave beyond each extreme, so every case the
+    matrix ran is on the plot; the legend stands outside the axes, below the key, so it covers no marker.
 
     Note:
         For CPU / interpreter data no ratio is drawn: the markers show the routes only and the title says "not a GPU
@@ -100,22 +102,23 @@ def boundary_plot(df: pd.DataFrame, ax=None, *, env: dict | None = None):
     else:
         fig = ax.figure
     region = region_of(env, gpu)
-    min_rows, max_cols = region or (1, 16)  # no region: the axes' own floor (16 columns, the y axis starts there)
-    rows_max = max([*table["rows"].tolist(), min_rows * 4]) * 2 if len(table) else 1 << 16
-    cols_max = max([*table["cols"].tolist(), max_cols]) * 2 if len(table) else 1 << 16
+    min_rows, max_cols = region or (1, 1)  # no region: no edge to show
+    rows, cols = [max(int(v), 1) for v in table["rows"]], [max(int(v), 1) for v in table["cols"]]
+    rows_lim = (min([*rows, min_rows]) / 2, max([*rows, min_rows * 4]) * 2)  # an octave beyond the cases and edges
+    cols_lim = (min(cols or [max_cols]) / 2, max([*cols, max_cols]) * 2)
     op = env.get("op") or opspec.names()[0]
     baseline = env.get("baseline") or (opspec.get(op).baseline[0] if op in opspec.names() else "the baseline")
     if region:
-        ax.add_patch(Rectangle((min_rows, 1), rows_max - min_rows, max_cols - 1, facecolor="tab:green", alpha=0.08,
+        ax.add_patch(Rectangle((min_rows, 1), rows_lim[1] - min_rows, max_cols - 1, facecolor="tab:green", alpha=0.08,
                                edgecolor="tab:green", linestyle="--",
-                               label=f"eligible: rows >= {min_rows}, cols <= {max_cols} (+ the predicate's other "
+                               label=f"eligible: rows >= {min_rows}, cols <= {max_cols}\n(+ the predicate's other "
                                      "conditions)"))
     if region and min_rows > 1:
         ax.axvline(min_rows, color="tab:green", linewidth=2, label=f"row threshold: {min_rows} rows")
     ax.set_xscale("log", base=2)  # the scales and limits first: the markers at one point are spread in points
     ax.set_yscale("log", base=2)
-    ax.set_xlim(0.5, rows_max)
-    ax.set_ylim(16, cols_max)
+    ax.set_xlim(*rows_lim)
+    ax.set_ylim(*cols_lim)
     declared = _declared_shapes(df)
     spots: dict[tuple, list] = {}  # the cases at one point of the plot (the same quarter octave in rows and cols)
     key = []
@@ -155,7 +158,7 @@ def boundary_plot(df: pd.DataFrame, ax=None, *, env: dict | None = None):
     if label == NOT_GPU:
         label = f"CPU / Triton interpreter -- {NOT_GPU}: routes only"
     ax.set_title(f"Dispatch boundary: speed-up of {op} over {baseline}\n({label})", fontsize=11)
-    ax.legend(loc="lower left", fontsize=9)
+    ax.legend(loc="lower left", bbox_to_anchor=(1.02, 0.0), borderaxespad=0, fontsize=9)  # outside: covers no marker
     return fig
 
 

@@ -32,7 +32,8 @@ sections, folded in ``<details>`` as in the kit's own form; the evidence is read
 from __future__ import annotations
 
 from fastpath_lib import opspec
-from fastpath_lib.bench.note_brief import claim, counts_line, fold, measured_on, rerun, scope, short_matrix, wrong
+from fastpath_lib.bench.note_brief import (baseline_check, claim, counts_line, fold, measured_on, rerun, scope,
+                                           short_matrix, tolerance_text, wrong)
 from fastpath_lib.bench.note_evidence import qualified
 from fastpath_lib.bench.schema import NOT_GPU
 from fastpath_lib.boundary import value_regimes
@@ -92,24 +93,10 @@ def synthetic_banner(ev) -> list[str]:
             "it was measured.", ""]
 
 
-def _dtype(d) -> str:
-    return str(d).replace("torch.", "")
-
-
-def _tolerance(dtype, tol) -> str:
-    """One dtype's tolerance: one ``(atol, rtol)`` pair, or one pair per output of an op returning a tuple."""
-    def pair(a, r):
-        return "bitwise" if a == r == 0 else f"atol {a:.3g}, rtol {r:.3g}"
-
-    if tol and isinstance(tol[0], (tuple, list)):
-        return f"{_dtype(dtype)} " + ", ".join(f"output {i} {pair(*p)}" for i, p in enumerate(tol))
-    return f"{_dtype(dtype)} {pair(*tol)}"
-
-
 def test_plan(ev) -> list[str]:
     """What was tested and how to rerun it, from the spec: the contract, the boundary points, the matrix."""
     spec = ev.spec
-    tol = [f"- {_tolerance(d, t)}" for d, t in spec.tolerances.items()]
+    tol = [f"- {tolerance_text(d, t)}" for d, t in spec.tolerances.items()]
     L = [f"- Contract: `{qualified(spec.function)}` against its reference `{qualified(spec.reference)}` within the "
          f"op's tolerances{'' if tol else ' (none declared)'}."] + fold("The op's tolerances, per dtype", tol)
     if spec.predicate is not None:
@@ -120,6 +107,7 @@ def test_plan(ev) -> list[str]:
                  + " (`fastpath_lib.boundary.boundary_tests`), each checked for route and value.")
     L.append("- Performance: the predeclared matrix (each expected outcome written before the run), timed against "
              f"{', '.join(f'`{b}`' for b in spec.baselines)}.")
+    L += baseline_check(spec)
     ref = opspec.reference_of(spec)
     return L + ["", "```bash", f"python -m fastpath_lib bench --op {ref} --out results/{spec.name}-DEVICE",
                 f"python -m fastpath_lib evidence --op {ref} --out results/evidence-DEVICE   # on the GPU: every step",

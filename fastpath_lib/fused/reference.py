@@ -39,6 +39,19 @@ plus an ``atol`` for outputs near zero, as RMSNorm's table (:mod:`fastpath_lib.t
 it tests. The new residual is one fp32 addition rounded once, the same in every route: it must match **bitwise**.
 Gradients use RMSNorm's gradient tolerances against the float64 reference.
 
+Baselines that normalize the rounded sum (:data:`ROUNDED_SUM_TOLERANCES`, :func:`rounded_sum_tolerance`): an unfused
+pair (an add in x's dtype, then an RMSNorm) and vLLM's own CUDA kernel (``fused_add_rms_norm_kernel`` in vLLM's
+``csrc/layernorm_kernels.cu`` stores the sum in x's dtype and takes both the mean square and the scaled values from
+that stored sum) compute the same function with one more rounding: ``h = s`` rounded to x's dtype. Rounding to nearest
+gives ``h_i = s_i (1 + d_i)`` with ``|d_i| <= u``, ``u = eps / 2`` of the dtype. Then ``mean(h ** 2) + eps_norm`` lies
+within the factor ``(1 +- u) ** 2`` of ``mean(s ** 2) + eps_norm``, so its ``rsqrt`` is within ``[1 / (1 + u),
+1 / (1 - u)]`` of the contract's, and each normalized value ``h_i * rsqrt(...)`` within a relative ``(1 + u) / (1 - u)
+- 1 = 2u / (1 - u)`` (about one ``eps``) of the contract's ``n_i``. What follows (the rounding to the weight's dtype,
+the product, the rounding to x's dtype) is what the op's own routes do too, and the op's tolerance covers it. So such a
+baseline is held to the op's ``atol`` and the op's ``rtol`` plus ``2u / (1 - u)``: about two ulps where the op's own
+routes get one. Its new residual is ``h``, the contract's: bitwise. For fp32 inputs the sum is not rounded again (the
+contract's own sum is fp32): the op's tolerance.
+
 Torch only, no Triton.
 """
 
@@ -49,7 +62,7 @@ import torch
 from fastpath_lib.rmsnorm.limits import default_eps
 
 __all__ = ["native", "native_", "check_inplace", "reference_grads", "TOLERANCES", "GRAD_TOLERANCES",
-           "VLLM_TOLERANCES", "tolerance", "bytes_moved"]
+           "VLLM_TOLERANCES", "ROUNDED_SUM_TOLERANCES", "tolerance", "rounded_sum_tolerance", "bytes_moved"]
 
 #: dtype -> (atol, rtol) for the output, against :func:`native` (the new residual must match bitwise).
 TOLERANCES = {
@@ -66,6 +79,27 @@ VLLM_TOLERANCES = {torch.float16: (1e-2, 2e-3)}
 def tolerance(dtype: torch.dtype, *, grad: bool = False) -> tuple[float, float]:
     """``(atol, rtol)`` for ``dtype`` (other dtypes, which only the fallback serves: tight fp64 tolerances)."""
     return (GRAD_TOLERANCES if grad else TOLERANCES).get(dtype, (1e-10, 1e-10))
+
+
+def rounded_sum_tolerance(dtype: torch.dtype) -> tuple[float, float]:
+    """``(atol, rtol)`` of the output of an implementation that normalizes the sum rounded to ``dtype`` (module
+    docstring): the op's ``atol``, and its ``rtol`` plus the rounding's relative error carried through the
+    normalization, ``2u / (1 - u)`` with ``u = eps / 2`` (``u = 0`` for fp32: the contract's own sum).
+
+    >>> rounded_sum_tolerance(torch.bfloat16)[1] / torch.finfo(torch.bfloat16).eps  # about two ulps
+    2.003921568627451
+    >>> rounded_sum_tolerance(torch.float32) == tolerance(torch.float32)
+    True
+    """
+    atol, rtol = tolerance(dtype)
+    u = torch.finfo(dtype).eps / 2 if torch.finfo(dtype).eps > torch.finfo(torch.float32).eps else 0.0
+    return atol, rtol + 2 * u / (1 - u)
+
+
+#: dtype -> (atol, rtol) of the output of a baseline that normalizes the rounded sum (the dtypes whose sum is rounded
+#: again: fp16 and bf16); the new residual stays bitwise.
+ROUNDED_SUM_TOLERANCES = {d: rounded_sum_tolerance(d) for d in TOLERANCES
+                          if rounded_sum_tolerance(d) != tolerance(d)}
 
 
 def _eps(x: torch.Tensor, eps: float | None) -> float:

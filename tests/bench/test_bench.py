@@ -262,6 +262,36 @@ def test_boundary_plot_draws_cases_at_one_point_side_by_side_each_numbered():
     assert numbers == ["1", "2", "3", "4"], numbers
 
 
+def test_boundary_plot_shows_every_case_it_ran_and_its_legend_covers_none():
+    """A case narrower than any RMSNorm case (8 columns), four at 8x64 (the lower left corner) and one at 64x4096:
+    the axes span the cases plotted, so every marker and its number lie inside them, and the legend lies outside the
+    axes (where no marker is), inside the figure, without covering the key of cases beside them."""
+    import numpy as np
+
+    from fastpath_lib.bench import plot
+
+    shapes = {"narrow": (8, 8), "a": (8, 64), "b": (8, 64), "c": (8, 64), "d": (8, 64), "far": (64, 4096)}
+    rows = [_row(cid, p, 1.0, route="fallback" if cid == "narrow" else "triton", rows=r, cols=c)
+            for cid, (r, c) in shapes.items() for p in ("baseline", "dispatched")]
+    fig = bench.boundary_plot(pd.DataFrame(rows, columns=CSV_COLUMNS), env=SYNTHETIC_CPU_ENV)
+    fig.draw_without_rendering()
+    ax = fig.axes[0]
+    box = ax.get_window_extent()
+    markers = np.concatenate([ax.transData.transform(c.get_offsets()) for c in ax.collections
+                              if c.get_label().startswith("route: ")])
+    radius = plot.MARKER_SIZE ** 0.5 * fig.dpi / 72 / 2
+    assert len(markers) == len(shapes)
+    for x, y in markers:  # each marker whole inside the axes
+        assert box.x0 + radius <= x <= box.x1 - radius and box.y0 + radius <= y <= box.y1 - radius, ((x, y), box)
+    numbers = [t for t in ax.texts if t.get_text().isdigit()]
+    assert sorted(int(t.get_text()) for t in numbers) == list(range(1, len(shapes) + 1))
+    assert all(box.fully_contains(*t.get_window_extent().corners()[1]) for t in numbers)  # each number's corner
+    legend = ax.get_legend().get_window_extent()
+    assert not legend.overlaps(box) and fig.bbox.fully_contains(legend.x1, legend.y1), (legend, box, fig.bbox)
+    (key,) = [t for t in ax.texts if "\n" in t.get_text()]
+    assert not legend.overlaps(key.get_window_extent()), (legend, key.get_window_extent())
+
+
 def test_pr_note_lists_every_outcome_for_gpu_data():
     note = bench.pr_note(df=synthetic_results(), env=SYNTHETIC_GPU_ENV, tests={"tests": 10, "failures": 0})
     assert "SYNTHETIC" in note

@@ -191,6 +191,15 @@ def test_the_ops_own_sentences_and_bad_requests(l2_op):
         assert "One pass per row: read x, write y." in _first_section(note)
         assert "- fp32 only, on purpose." in note and "Ada re-runs" in note
         assert template == "kit" or "- float32 output 0 atol 1e-06, rtol 1e-05, output 1 bitwise" in note
+        assert ("- Baselines: each checked against the reference before it is timed (one that differs computes "
+                "another function and is not timed), at the op's tolerances.") in note, template
+    looser = dataclasses.replace(mine, baseline_tolerances=opspec.BaselineTolerances(
+        {torch.float32: ((1e-6, 2e-5), (0.0, 0.0))}, "its eager pair rounds the norm once more"))
+    for template in TEMPLATES:
+        note = pr_note(df=df, env=env, spec=looser, template=template)
+        assert "at the op's tolerances or, for float32, at looser ones (below)." in note, template
+        assert "- float32 output 0 atol 1e-06, rtol 2e-05, output 1 bitwise" in note, template
+        assert "Why: its eager pair rounds the norm once more." in note, template
     with pytest.raises(ValueError, match=r"unknown PR note template 'github'; choose one of: kit, vllm$"):
         pr_note(df=df, env=env, template="github")
     with pytest.raises(ValueError, match=r"unknown pr_text keys \['sumary'\]; known: " + ", ".join(PR_TEXT_KEYS)):

@@ -53,16 +53,17 @@ def test_matrix_is_declared_as_a_reviewer_needs_it():
 def test_quick_matrix_times_every_baseline_with_the_bytes_of_its_implementation():
     df = run_op(SPEC, quick=True, only=[DECODE, PREFILL], settings=FAST)
     by = _rows(df)
-    providers = {"baseline", "compiled", "vllm_c", "dispatched", "triton"}
+    providers = {"baseline", "compiled", "add_then_kit_rms_norm", "vllm_c", "dispatched", "triton"}
     assert {p for c, p in by if c == PREFILL} == providers == {p for c, p in by if c == DECODE}
     env = df.attrs["environment"]
-    assert env["baselines"] == ["unfused_eager", "compiled", "vllm_c"]
+    assert env["baselines"] == ["unfused_eager", "compiled", "add_then_kit_rms_norm", "vllm_c"]
     assert "in-place" in env["op_note"]
     for cid in (DECODE, PREFILL):
         rows, cols = next(c for c in SPEC.matrix() if c.id == cid).dims(True)
         esize = 2
         fused, unfused = _passes_bytes(rows, cols, 4, esize), _passes_bytes(rows, cols, 5, esize)
         assert by[(cid, "baseline")].bytes_moved == unfused and "unfused_eager" in by[(cid, "baseline")].note
+        assert by[(cid, "add_then_kit_rms_norm")].bytes_moved == unfused
         assert by[(cid, "compiled")].bytes_moved == fused
         assert by[(cid, "compiled")].status == "skipped" and "quick" in by[(cid, "compiled")].note  # CPU, quick
         assert by[(cid, "vllm_c")].bytes_moved == _passes_bytes(rows, cols, 8, esize)  # clones, then the kernel
@@ -70,7 +71,7 @@ def test_quick_matrix_times_every_baseline_with_the_bytes_of_its_implementation(
             assert by[(cid, "vllm_c")].status == "skipped"
             assert by[(cid, "vllm_c")].note == ("vllm_c not run: vLLM's CUDA kernel needs CUDA tensors (this run's "
                                                 "are on cpu)")
-        for p in ("baseline", "dispatched"):
+        for p in ("baseline", "add_then_kit_rms_norm", "dispatched"):
             assert by[(cid, p)].status == "ok" and by[(cid, p)].median_us > 0, (cid, p)
     # the dispatched call moves what its route moves: 5 passes on the fallback, 4 on the fused kernel
     assert by[(DECODE, "dispatched")].route == "fallback" and by[(DECODE, "triton")].status == "skipped"
@@ -82,6 +83,8 @@ def test_quick_matrix_times_every_baseline_with_the_bytes_of_its_implementation(
         for p in ("triton", "dispatched"):
             r = by[(PREFILL, p)]
             assert (r.counted_bytes, r.oob_accesses, r.launches_per_call) == (_passes_bytes(8, 128, 4, 2), 0, 1)
+        kit = by[(PREFILL, "add_then_kit_rms_norm")]  # the eager add is no Triton launch: only the norm is counted
+        assert (kit.counted_bytes, kit.launches_per_call) == (_passes_bytes(8, 128, 2, 2), 1)
         assert by[(PREFILL, "baseline")].counted_bytes != by[(PREFILL, "baseline")].counted_bytes  # NaN: no Triton
     assert by[(PREFILL, "triton")].gbps == pytest.approx(by[(PREFILL, "triton")].bytes_moved
                                                           / by[(PREFILL, "triton")].median_us / 1e3)
@@ -121,9 +124,60 @@ def test_a_wrong_output_or_an_input_written_is_caught_before_timing(wrong, why):
 
 
 def test_residual_tolerance_is_bitwise_and_the_output_one_ulp():
+    """The op's own routes: one ulp. Its baselines: the op's atol, its rtol plus one rounding of the sum to the dtype
+    (relative u = eps/2) carried through the normalization, 2u/(1-u); fp32's sum is not rounded again."""
     for dtype in (torch.float16, torch.bfloat16, torch.float32):
         out_tol, res_tol = SPEC.output_tolerances(dtype, 2)
         assert res_tol == (0.0, 0.0) and out_tol == fastpath_lib.fused.reference.TOLERANCES[dtype]
+        (atol, rtol), res_tol = SPEC.output_tolerances(dtype, 2, baseline=True)
+        u = torch.finfo(dtype).eps / 2 if dtype != torch.float32 else 0.0
+        assert res_tol == (0.0, 0.0) and (atol, rtol) == pytest.approx((out_tol[0], out_tol[1] + 2 * u / (1 - u)))
+
+
+def _vllm_rounding(x, residual, weight=None, eps=None):
+    """vLLM's CUDA kernel's rounding points (``fused_add_rms_norm_kernel``, csrc/layernorm_kernels.cu): the sum
+    stored in x's dtype, then mean square, scaling, weight and output from that rounded sum as the contract does."""
+    h = x + residual
+    return fastpath_lib.fused.reference.native(h, torch.zeros_like(h), weight, eps)
+
+
+def _not_normalized(x, residual, weight=None, eps=None):
+    """Another function: the sum times the weight, never normalized."""
+    h = x + residual
+    return (h * weight).to(x.dtype), h
+
+
+def _eps_too_large(x, residual, weight=None, eps=None):
+    """Another function: the contract with eps 0.1 in place of the call's 1e-6 (on rows whose mean square is about
+    2, a few percent; an eps error below the dtype's precision is no different function at that precision)."""
+    return fastpath_lib.fused.reference.native(x, residual, weight, 0.1)
+
+
+def test_baselines_that_round_the_sum_are_timed_and_another_function_is_refused():
+    """On every case of the quick matrix (its first input set, as the bench checks it), vLLM's rounding points pass
+    the baseline tolerances, though the op's own one-ulp tolerance would refuse them on wide rows; so does the kit's
+    unfused pair on the widest eligible row (the quick matrix test times it on two more cases). A baseline that does
+    not normalize, or uses another eps, is refused with its error (on the first case of each dtype)."""
+    from fastpath_lib.bench.opbench import _input_sets, baseline_differs
+
+    needs_the_bound, dtypes_seen = [], set()
+    for case in SPEC.matrix():
+        inputs, dtype = _input_sets(SPEC, case, True, 1, "cpu")[0], getattr(torch, case.dtype)
+        assert baseline_differs(SPEC, case, "vllm_rounding", _vllm_rounding, inputs, dtype) is None, case.id
+        got, want = _vllm_rounding(*inputs[0])[0], fastpath_lib.fused.reference.native(*inputs[0])[0]
+        atol, rtol = SPEC.output_tolerances(dtype, 2)[0]  # what the op's own routes are held to
+        if not torch.allclose(got.float(), want.float(), atol=atol, rtol=rtol):
+            needs_the_bound.append(case.id)
+        for wrong in (_not_normalized, _eps_too_large) if dtype not in dtypes_seen else ():
+            why = baseline_differs(SPEC, case, wrong.__name__, wrong, inputs, dtype)
+            assert why and f"baseline {wrong.__name__} differs" in why and "output 0: max error" in why, (case.id, why)
+        dtypes_seen.add(dtype)
+        if case.id == f"wide_2048x{MAX_COLS}_bf16":
+            kit = SPEC.baselines["add_then_kit_rms_norm"]
+            assert baseline_differs(SPEC, case, "add_then_kit_rms_norm", kit, inputs, dtype) is None
+    assert f"wide_2048x{MAX_COLS}_bf16" in needs_the_bound and "prefill_4096x5120_fp16" in needs_the_bound
+    assert not any("fp32" in c for c in needs_the_bound), needs_the_bound  # fp32: no second rounding
+    assert len(dtypes_seen) == 3
 
 
 def test_bytes_model_saves_one_pass():
