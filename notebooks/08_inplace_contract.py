@@ -29,7 +29,7 @@
 # **What you need**: lessons 01 (a contract), 03 (a predicate) and 05 (a predeclared matrix); this CPU (the kernels
 # run in Triton's interpreter). Exercise 12 grades what this lesson teaches.
 #
-# **Time**: about 35 minutes.
+# **Time**: about 40 minutes.
 #
 # **What you will learn**
 # - that the contract of an in-place op includes what it writes, what may alias, and what a caller observes after an
@@ -335,7 +335,7 @@ for name, fn in VARIANTS.items():
 
 # %% [markdown]
 # With a weight, the roundings after the normalization come into play: vLLM's kernel's rounding points and the
-# rounded-variance mistake now land outside the op's one-ulp tolerance on a few elements. Normalizing the rounded sum
+# rounded-variance mistake land outside the op's one-ulp tolerance on a few elements. Normalizing the rounded sum
 # `h` moves each normalized value by up to `2u / (1 - u)` relative (`u = eps / 2`: one rounding of `h`, carried
 # through its mean square), about one ulp more, before the same roundings as the native function. That is the bound
 # the bench holds the fused op's baselines to (the op's `rtol` plus that much: `OpSpec.baseline_tolerances`), while
