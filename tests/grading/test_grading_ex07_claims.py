@@ -197,3 +197,19 @@ def test_a_clause_of_two_outcomes_read_in_parts_keeps_an_honest_notes_marks():
         "## Summary\nIt is faster on c01_4096x4096_bf16 (210 -> 140 us) but slower on c05_1024x128_fp16 (9 -> 9.8 "
         "us), while c03_1024x8192_fp32 is neutral.\n"))), show=False))
     assert all(x.passed for x in r.values()), {k: x.feedback for k, x in r.items() if not x.passed}
+
+
+def test_a_subheading_inside_a_section_keeps_its_text_in_that_section():
+    """Learner 17, F4: ``### Per-case table`` under ``## Performance`` is part of the performance section (Markdown's
+    outline): the table under it is the section's, on every table."""
+    def edit(note, df, env):
+        assert "\n<details>" in note
+        return note.replace("\n<details>", "\n### Per-case table\n\n<details>", 1)
+    r = _by_part(ex.check_pr_note(_edited(edit), show=False))
+    assert all(x.passed for x in r.values()), {k: x.feedback for k, x in r.items() if not x.passed}
+
+
+def test_a_same_level_heading_ends_the_section():
+    """A ``## `` heading before the table ends the performance section: the table is no longer under it."""
+    _only_fails(_replace("\n<details>", "\n## Per-case table\n\n<details>"), "sections",
+                "the performance section does not list this table's cases")

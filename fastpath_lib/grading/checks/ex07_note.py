@@ -202,12 +202,17 @@ def _judge_concise(data, notes: dict[str, str]) -> str:
     return f"every note keeps at most {WORD_LIMIT} words outside <details> blocks"
 
 
-def _own_sentences(found: dict[str, str]) -> dict[str, list[str]]:
-    """Heading -> the sentences of its section that say something (5 words or more, no placeholder) and are said in
-    no other section."""
-    said = {h: {" ".join(s.lower().split()) for s in claims.statements(b)
+def _said(found: dict[str, str]) -> dict[str, set[str]]:
+    return {h: {" ".join(s.lower().split()) for s in claims.statements(b)
                 if _words(s) >= 5 and not _PLACEHOLDER.search(s.strip())} for h, b in found.items()}
-    seen = collections.Counter(s for sentences in said.values() for s in sentences)
+
+
+def _own_sentences(note: str) -> dict[str, list[str]]:
+    """Heading -> the sentences of its section (its subsections included) that say something (5 words or more, no
+    placeholder) and are said in no other section (a subsection's sentence is said once, in the subsection)."""
+    said = _said(claims.sections(note))
+    seen = collections.Counter(s for sentences in _said(claims.sections(note, nested=False)).values()
+                               for s in sentences)
     return {h: [s for s in sentences if seen[s] == 1] for h, sentences in said.items()}
 
 
@@ -215,7 +220,7 @@ def _judge_sections(data, notes: dict[str, str]) -> None:
     problems = []
     for which, df, _env in data:
         found = claims.sections(notes[which])
-        own = _own_sentences(found)
+        own = _own_sentences(notes[which])
         for name, pat in SECTIONS.items():
             heads = [h for h in found if re.search(pat, h)]
             if not heads:

@@ -367,19 +367,22 @@ def method_facts(note: str, h: dict) -> dict[str, bool]:
     }
 
 
-def sections(note: str) -> dict[str, str]:
-    """Heading (lower case) -> the text under it, up to the next heading."""
-    out, head, body = {}, None, []
-    for line in note.splitlines():
-        m = re.match(r"^#{1,6}\s+(.+)$", line)
-        if m:
-            if head is not None:
-                out[head] = "\n".join(body)
-            head, body = m.group(1).strip().lower(), []
-        elif head is not None:
-            body.append(line)
-    if head is not None:
-        out[head] = "\n".join(body)
+def sections(note: str, *, nested: bool = True) -> dict[str, str]:
+    r"""Heading (lower case) -> the text under it, up to the next heading of the same or a higher level (its
+    subsections are part of it, as in Markdown's outline); with ``nested=False``, up to the next heading of any level.
+
+    >>> sections("## Performance\nTimed.\n### Per-case table\n| c01 |\n## Method\nMedians.")["performance"]
+    'Timed.\n### Per-case table\n| c01 |'
+    >>> sections("## Performance\nTimed.\n### Per-case table\n| c01 |", nested=False)["performance"]
+    'Timed.'
+    """
+    lines = note.splitlines()
+    heads = [(i, len(m.group(1)), m.group(2).strip().lower())
+             for i, line in enumerate(lines) if (m := re.match(r"^(#{1,6})\s+(.+)$", line))]
+    out = {}
+    for k, (i, level, head) in enumerate(heads):
+        end = next((j for j, lv, _ in heads[k + 1:] if lv <= level or not nested), len(lines))
+        out[head] = "\n".join(lines[i + 1:end])
     return out
 
 
