@@ -1,7 +1,10 @@
 """Exercise 07 reads a count as a number bound to an outcome word, in either order (learner 17, F1, F2, F5): every
 honest summary below states the fixed table's counts (3 wins, 4 neutral, 2 losses, 3 fallback) in its own words and
-keeps full marks. A number bound to another noun ("two fallback runs") counts no cases. In-process: each test
+keeps full marks; the same summary with a wrong count loses consistent_with_data, and the feedback quotes the sentence
+the count was read from. A number bound to another noun ("two fallback runs") counts no cases. In-process: each test
 runs the check (about 0.2 s)."""
+
+import re
 
 import pytest
 
@@ -52,8 +55,22 @@ def test_an_honest_count_in_any_word_order_keeps_full_marks(summary):
     assert all(x.passed for x in r.values()), {k: x.feedback for k, x in r.items() if not x.passed}
 
 
+@pytest.mark.parametrize("summary", HONEST)
+def test_the_same_count_wrong_loses_consistency_and_quotes_its_sentence(summary):
+    wrong = re.sub(r"\b2\b", "5", summary, count=1)  # the loss count (no other number is a lone 2)
+    assert wrong != summary
+    r = _grade(wrong)["consistent_with_data"]
+    assert not r.passed and "counts 5 loss cases, the data has 2" in r.feedback and wrong in r.feedback, r.feedback
+
+
 def test_a_number_of_runs_beside_an_outcome_word_counts_no_cases():
     """F2: "two fallback runs" counts runs (baseline and candidate both on the fallback), not cases."""
     r = _grade("Of 12 cases: 3 wins, 4 neutral, 2 losses, 3 fallback. c10_4096x4096_fp16_transposed falls back; its "
                "timings (300 vs 240 us) compare two fallback runs.")
     assert all(x.passed for x in r.values()), {k: x.feedback for k, x in r.items() if not x.passed}
+
+
+def test_a_summary_with_no_count_is_told_what_was_read_from_each_sentence():
+    r = _grade("The fast path helps some shapes and hurts others.")["consistent_with_data"]
+    assert not r.passed and "the summary does not say where the fast path is win or neutral or loss" in r.feedback
+    assert "The fast path helps some shapes and hurts others.': no outcome count or claim" in r.feedback, r.feedback
