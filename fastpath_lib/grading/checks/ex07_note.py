@@ -443,7 +443,8 @@ def _judge_no_cpu_claims(data, notes: dict[str, str]) -> None:
     for sentence in re.split(r"(?<=[.!?;])\s+|\n", note):
         if claims_speedup(sentence):
             problems.append(f"claims a speed-up from non-GPU data: {sentence.strip()!r}")
-    wins = [c for c, (cells, _) in claims.table_rows(note).items() if {WIN, LOSS} & {x.lower() for x in cells}]
+    wins = [c for c, (cells, _) in claims.table_rows(note).items()
+            if any(claims.outcome_of(x) in (WIN, LOSS) for x in cells[1:])]  # in any words: "win (interpreter)"
     if wins:
         problems.append(f"the table marks {wins} as wins or losses from non-GPU data")
     said = [m for m in claims.mentions(note, _rows(df)) if m.outcome in (WIN, LOSS)]
