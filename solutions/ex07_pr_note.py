@@ -37,8 +37,12 @@
 # its words name: win (`faster`, `wins`), loss (`slower`, `loses`, `regression`) or fallback (`falls back`); a negated
 # word (`not slower`) claims nothing; a sentence whose words name two outcomes is read in parts, cut before an outcome
 # word that follows a comma, a `;`, `and`, `but` or `while` (`c01 wins, while c05 and c12 lose`), and where it cannot be
-# cut it claims nothing. A number before an outcome word (`4 wins`, `2 losses`, `3 neutral cases`), or after one (`wins
-# on 4 cases`), is a count.
+# cut it claims nothing. A number bound to an outcome word (any word above, `cases` or `of the cases` between them or
+# not) is a count, the number first (`4 wins`, `3 faster cases`, `3 cases are faster`, `3 are faster`) or the outcome
+# first (`wins on 4 cases`, `wins 3 cases`, `faster in 3 cases`, `within the noise on 4`); a number bound to another
+# noun (`two fallback runs`, `faster on 2 rows`, `loses 1 µs`) counts no cases. A list item is a sentence too:
+# `- Warm-up: 50 ms` states the warm-up. A wrong count is quoted with the sentence it was read from, and where the
+# summary gives no count or claim for an outcome, the feedback lists each of its sentences with what it took from it.
 #
 # Every part is judged only on a note with substance, on each table: sentences (outside tables) that name at least 2
 # of the table's cases, each with a figure of its own. A skeleton of headings, a project's PR template left unfilled,
@@ -46,6 +50,8 @@
 #
 # * the sections, as Markdown headings, each with a sentence of its own (5 words or more, said in no other section):
 #   **Summary**, **Eligibility and fallback**, **Semantic evidence**, **Mechanism**, **Performance**, **Limitations**;
+#   a section runs from its heading to the next heading of the same or a higher level: a `###` subheading inside `##
+#   Performance` is part of it;
 # * the environment (`env["device_name"]`, or `env["device"]` where no name is recorded, `env["torch"]`,
 #   `env["triton"]`: the keys of the environment record lessons 05 and 07 show; each version after its name (`torch
 #   2.5.1`, `triton==3.1.0`)) and a **scope** statement (a `## Scope` section, or a `Scope:` paragraph, which may wrap
@@ -72,7 +78,8 @@
 #   `20th to 80th percentile`) and the raw samples' file with what it holds (`Raw samples: FILE`);
 # * on data whose `env["device"]` is not `"cuda"` (the CPU-interpreter-shaped table): the words "not a GPU
 #   measurement", no speed-up claimed ("faster", "1.5x", "speed-up"; an honest "no speed-up is claimed" is fine) and
-#   no case marked or called a win or a loss.
+#   no case marked or called a win or a loss (a table cell is read as a sentence is: `win (interpreter)` marks a
+#   win; a class such as `not measured` marks none).
 # * concision: at most 600 words outside `<details>` blocks (the kit's rule for its own notes): keep the summary, the
 #   scope, the counts and the claim in sight, and fold full tables in `<details><summary>...</summary> ... </details>`
 #   (leave a blank line after `<summary>` so the Markdown inside renders). The feedback gives your word count.

@@ -1027,3 +1027,24 @@ def test_ex08_reference_and_kernel_inputs_are_drawn_at_every_check(monkeypatch):
     s = solved("ex08")
     ex.check_capstone_dispatch("softmax", s["softmax"], s["make_predicate"], lambda x: x, show=False)
     assert seeds, "the dispatch part built its inputs without a draw"
+
+
+@pytest.mark.parametrize("spell", [hex, str, lambda p: f"{p:_}", oct], ids=["hex", "decimal", "underscores", "octal"])
+def test_ex03_an_alignment_reason_names_the_pointer_in_any_spelling_python_reads(spell):
+    """Learner 17, F3: ``data_ptr 0x5603b6358650 is not 32-byte aligned`` names the actual value (the pointer, as the
+    learner's process sees its copy of the input) and the requirement."""
+    def alignment(c):
+        x, p = c.input, c.input.data_ptr() + 4096  # the grader's copy of the input lies elsewhere, aligned alike
+        if p % 32:
+            return f"data_ptr {spell(p)} is not 32-byte aligned"
+        st = ex.row_stride(x)
+        if x.numel() // max(x.shape[-1], 1) > 1 and st is not None and st * x.element_size() % 32:
+            return f"row stride {st * x.element_size()} bytes is not a multiple of 32"
+        return None
+    (r,) = ex.check_alignment_condition(alignment, show=False)
+    assert r.passed, r.feedback
+
+
+def test_ex03_a_reason_missing_one_value_says_which_in_plain_words():
+    (r,) = ex.check_cols_condition(lambda c: None if c.input.shape[-1] <= 8192 else "too wide for 8192", show=False)
+    assert "reason does not name the actual width" in r.feedback and "names no the" not in r.feedback, r.feedback

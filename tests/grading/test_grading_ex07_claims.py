@@ -197,3 +197,34 @@ def test_a_clause_of_two_outcomes_read_in_parts_keeps_an_honest_notes_marks():
         "## Summary\nIt is faster on c01_4096x4096_bf16 (210 -> 140 us) but slower on c05_1024x128_fp16 (9 -> 9.8 "
         "us), while c03_1024x8192_fp32 is neutral.\n"))), show=False))
     assert all(x.passed for x in r.values()), {k: x.feedback for k, x in r.items() if not x.passed}
+
+
+def test_a_subheading_inside_a_section_keeps_its_text_in_that_section():
+    """Learner 17, F4: ``### Per-case table`` under ``## Performance`` is part of the performance section (Markdown's
+    outline): the table under it is the section's, on every table."""
+    def edit(note, df, env):
+        assert "\n<details>" in note
+        return note.replace("\n<details>", "\n### Per-case table\n\n<details>", 1)
+    r = _by_part(ex.check_pr_note(_edited(edit), show=False))
+    assert all(x.passed for x in r.values()), {k: x.feedback for k, x in r.items() if not x.passed}
+
+
+def test_a_same_level_heading_ends_the_section():
+    """A ``## `` heading before the table ends the performance section: the table is no longer under it."""
+    _only_fails(_replace("\n<details>", "\n## Per-case table\n\n<details>"), "sections",
+                "the performance section does not list this table's cases")
+
+
+@pytest.mark.parametrize("cell, honest", [("unmeasured", True), ("not classified", True), ("win", False),
+                                          ("win (interpreter, not a GPU measurement)", False), ("slower", False)])
+def test_a_cpu_table_class_cell_marks_a_win_or_loss_in_any_words(cell, honest):
+    """Learner 17: on CPU data a class cell "win (interpreter, not a GPU measurement)" marks a win as "win" does."""
+    def edit(note, df, env):
+        if env.get("device") == "cuda":
+            return note
+        rows = [ln for ln in note.splitlines() if ln.startswith("| c0")]
+        assert rows, note
+        cells = rows[0].split("|")
+        return note.replace(rows[0], "|".join(cells[:-2] + [f" {cell} ", ""]), 1)
+    r = _by_part(ex.check_pr_note(_edited(edit), show=False))
+    assert r["no_claims_from_cpu_data"].passed == honest, r["no_claims_from_cpu_data"].feedback

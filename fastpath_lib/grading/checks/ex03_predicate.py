@@ -61,14 +61,26 @@ def _names(pattern: str, text: str) -> bool:
 
 
 def _number(n: int, text: str) -> bool:
-    return re.search(rf"(?<![\d.]){n}(?!\d)", text) is not None
+    """Whether ``text`` names ``n`` in any spelling Python reads (``8192``, ``8_192``, ``0x2000``, ``0o20000``,
+    ``0b10``, ``8192.0``)."""
+    return n in _values(text)
+
+
+def _values(text: str) -> list[float]:
+    """Each number ``text`` names, read as Python reads it (``int(tok, 0)`` for an integer literal with its base)."""
+    out = []
+    for tok in _NUMBER.findall(text):
+        tok = tok.replace("_", "")
+        out.append(float(int(tok, 0)) if tok[:2].lower() in ("0x", "0o", "0b") else float(tok))
+    return out
 
 
 #: dtype names a reason may be read for (``float`` and ``half`` alone are English words too, so they are not counted)
 _ANY_DTYPE = re.compile(r"(?<![\w.])(?:torch\.)?(float(?:8\w*|16|32|64)|fp(?:8|16|32|64)|bfloat16|bf16|double"
                         r"|u?int(?:8|16|32|64)|complex\d*|bool)(?!\w)", re.IGNORECASE)
 #: every run of digits counts (``a19999`` as much as ``19999``), a hexadecimal pointer as its value
-_NUMBER = re.compile(r"0x[0-9a-f]+|(?<![\d.])\d+(?:\.\d+)?", re.IGNORECASE)
+_NUMBER = re.compile(r"0x[0-9a-f]+(?:_[0-9a-f]+)*|0o[0-7]+(?:_[0-7]+)*|0b[01]+(?:_[01]+)*|(?<![\d.])\d+(?:_\d+)*"
+                     r"(?:\.\d+)?", re.IGNORECASE)
 
 
 def _own_values(name: str, c) -> set[int]:
@@ -100,17 +112,18 @@ def _own_values(name: str, c) -> set[int]:
     return out
 
 
+def _pointer_of(x, v: int) -> bool:
+    """Whether ``v`` is ``x``'s address as the learner's process sees it: its copy of the input lies elsewhere and
+    keeps the alignment."""
+    return v >= 1 << 16 and v % 64 == x.data_ptr() % 64
+
+
 def _strays(name: str, c, why: str) -> list[str]:
     """What the reason names that is not this case's nor the rule's: other numbers, other dtypes. A reason that lists
     every number (or every dtype) names the actual one by chance, not because it read it."""
-    own, stray, at = _own_values(name, c), {}, c.input.data_ptr() % 64  # a dict: ordered, and linear for 20k numbers
-
-    def pointer(v: int) -> bool:  # the input's address as the learner's process sees it: its copy keeps the alignment
-        return v >= 1 << 16 and v % 64 == at
-
-    for tok in _NUMBER.findall(why):
-        v = int(tok, 16) if tok.lower().startswith("0x") else float(tok)
-        if not (v == int(v) and (int(v) in own or pointer(int(v)))):
+    own, stray = _own_values(name, c), {}  # a dict: ordered, and linear for 20k numbers
+    for tok, v in zip(_NUMBER.findall(why), _values(why)):
+        if not (v == int(v) and (int(v) in own or _pointer_of(c.input, int(v)))):
             stray.setdefault(tok)
     mine = {c.input.dtype, *V2_DTYPES} | ({c.weight.dtype} if isinstance(c.weight, torch.Tensor) else set())
     for word in _ANY_DTYPE.findall(why):
@@ -140,13 +153,17 @@ def _reason_problem(name: str, c, why: str) -> str | None:
     else:
         off = x.data_ptr() % V2_ALIGN_BYTES
         st = row_stride(x)
-        actual = [off, x.data_ptr()] if off else [st * x.element_size(), st]
-        if not any(_number(v, why) for v in actual):
+        actual = [off] if off else [st * x.element_size(), st]
+        if not (any(_number(v, why) for v in actual)
+                or off and any(v == int(v) and _pointer_of(x, int(v)) for v in _values(why))):
             what = f"pointer offset {off} bytes" if off else f"row stride {st * x.element_size()} bytes"
             missing.append(f"the actual value ({what})")
         if not _number(V2_ALIGN_BYTES, why):
             missing.append(f"the required alignment ({V2_ALIGN_BYTES})")
-    problem = "reason names no " + " and no ".join(missing) if missing else None
+    problem = None
+    if missing:
+        problem = ("reason names neither " + " nor ".join(missing) if len(missing) > 1
+                   else f"reason does not name {missing[0]}")
     stray = _strays(name, c, why)
     if stray:
         shown = ", ".join(stray[:6]) + (f" and {len(stray) - 6} more" if len(stray) > 6 else "")

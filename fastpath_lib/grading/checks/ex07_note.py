@@ -67,6 +67,8 @@ NAMED_WITH_FIGURES = 2
 #: states every one (``tests/course/test_exercise_instructions.py``).
 SUBSTANCE_RULE = (f"sentences (outside tables) that name at least {NAMED_WITH_FIGURES} of the table's cases, each "
                   "with a figure of its own")
+OUTLINE_RULE = ("a section runs from its heading to the next heading of the same or a higher level: a `###` "
+                "subheading inside `## Performance` is part of it")
 SECTION_RULE = "a sentence of its own (5 words or more, said in no other section)"
 VERSION_RULE = "each version after its name (`torch 2.5.1`, `triton==3.1.0`)"
 LIMIT_RULE = (f"the column limit as a bound on columns (`at most {rms.MAX_COLS} columns`, `cols <= {rms.MAX_COLS}`, "
@@ -86,8 +88,10 @@ OUTCOME_RULE = ("A sentence that names cases claims an outcome for them by its w
                 "sentence whose words name two outcomes is read in parts, cut before an outcome word that follows a "
                 "comma, a `;`, `and`, `but` or `while` (`c01 wins, while c05 and c12 lose`), and where it cannot be "
                 "cut it claims nothing")
-COUNT_RULE = ("A number before an outcome word (`4 wins`, `2 losses`, `3 neutral cases`), or after one (`wins on 4 "
-              "cases`), is a count")
+COUNT_RULE = ("A number bound to an outcome word (any word above, `cases` or `of the cases` between them or not) is a "
+              "count, the number first (`4 wins`, `3 faster cases`, `3 cases are faster`, `3 are faster`) or the "
+              "outcome first (`wins on 4 cases`, `wins 3 cases`, `faster in 3 cases`, `within the noise on 4`); a "
+              "number bound to another noun (`two fallback runs`, `faster on 2 rows`, `loses 1 µs`) counts no cases")
 SUMMARY_RULE = ("the **Summary** says, for each of win, neutral and loss that the table has, how many (a count) or "
                 "which cases (an outcome claim)")
 NAMED_RULE = ("each loss and each neutral case is named outside the table, in a sentence that claims its outcome, "
@@ -97,8 +101,8 @@ METHOD_RULE = ("each in a sentence that states it: the timer in a sentence about
                "statistic with its sample count (`the median of N samples`), the spread as a range of quantiles "
                "(`q80 - q20`, `20th to 80th percentile`) and the raw samples' file with what it holds (`Raw samples: "
                "FILE`)")
-STATED = (SUBSTANCE_RULE, SECTION_RULE, VERSION_RULE, LIMIT_RULE, DTYPE_RULE, FALLBACK_RULE, FIGURE_RULE, FIGURES_ARE,
-          OUTCOME_RULE, COUNT_RULE, SUMMARY_RULE, NAMED_RULE, METHOD_RULE)
+STATED = (SUBSTANCE_RULE, OUTLINE_RULE, SECTION_RULE, VERSION_RULE, LIMIT_RULE, DTYPE_RULE, FALLBACK_RULE,
+          FIGURE_RULE, FIGURES_ARE, OUTCOME_RULE, COUNT_RULE, SUMMARY_RULE, NAMED_RULE, METHOD_RULE)
 _PLACEHOLDER = re.compile(r"\b(todo|tbd|fill me in|lorem ipsum|xxx)\b|^\W*$", re.IGNORECASE)
 _FORBIDDEN = borrowed.kit("bench", why="that is the kit's own PR note") + borrowed.kit(
     "grading/checks/ex07_note.py", why="that is the grader's own answer") + borrowed.kit(
@@ -202,12 +206,17 @@ def _judge_concise(data, notes: dict[str, str]) -> str:
     return f"every note keeps at most {WORD_LIMIT} words outside <details> blocks"
 
 
-def _own_sentences(found: dict[str, str]) -> dict[str, list[str]]:
-    """Heading -> the sentences of its section that say something (5 words or more, no placeholder) and are said in
-    no other section."""
-    said = {h: {" ".join(s.lower().split()) for s in claims.statements(b)
+def _said(found: dict[str, str]) -> dict[str, set[str]]:
+    return {h: {" ".join(s.lower().split()) for s in claims.statements(b)
                 if _words(s) >= 5 and not _PLACEHOLDER.search(s.strip())} for h, b in found.items()}
-    seen = collections.Counter(s for sentences in said.values() for s in sentences)
+
+
+def _own_sentences(note: str) -> dict[str, list[str]]:
+    """Heading -> the sentences of its section (its subsections included) that say something (5 words or more, no
+    placeholder) and are said in no other section (a subsection's sentence is said once, in the subsection)."""
+    said = _said(claims.sections(note))
+    seen = collections.Counter(s for sentences in _said(claims.sections(note, nested=False)).values()
+                               for s in sentences)
     return {h: [s for s in sentences if seen[s] == 1] for h, sentences in said.items()}
 
 
@@ -215,7 +224,7 @@ def _judge_sections(data, notes: dict[str, str]) -> None:
     problems = []
     for which, df, _env in data:
         found = claims.sections(notes[which])
-        own = _own_sentences(found)
+        own = _own_sentences(notes[which])
         for name, pat in SECTIONS.items():
             heads = [h for h in found if re.search(pat, h)]
             if not heads:
@@ -223,7 +232,9 @@ def _judge_sections(data, notes: dict[str, str]) -> None:
             elif not any(own[h] for h in heads):
                 problems.append(f"{which}: the {name} section says nothing of its own ({SECTION_RULE})")
             elif name == "performance" and not any(all(str(c) in found[h] for c in df["case_id"]) for h in heads):
-                problems.append(f"{which}: the performance section does not list this table's cases")
+                absent = [str(c) for c in df["case_id"] if not any(str(c) in found[h] for h in heads)]
+                problems.append(f"{which}: the performance section does not list this table's cases (not under it: "
+                                f"{', '.join(absent)}; {OUTLINE_RULE})")
     if problems:
         raise Fail("missing or empty sections\n" + "\n".join(problems))
 
@@ -330,6 +341,16 @@ def _figure_problems(which: str, note: str, df, env) -> list[str]:
     return list(dict.fromkeys(out))
 
 
+def _readings(text: str, rows) -> list[tuple[str, list[tuple[str, str]]]]:
+    """Each sentence of ``text`` with what was read from it: ``(outcome, "count N" or "claimed for CASE")``."""
+    ids, out = claims.id_pattern(rows), []
+    for sentence in claims.statements(text):
+        taken = [(c.outcome, f"count {c.n} (from {c.words!r})") for c in claims.counts_in(ids.sub("CASE", sentence))]
+        taken += [(m.outcome, f"claimed for {m.case}") for m in claims.mentions(sentence, rows) if m.outcome]
+        out.append((sentence, taken))
+    return out
+
+
 def _claim_problems(which: str, note: str, df, env) -> list[str]:
     """Outcome claims and counts the data contradicts; outcomes the summary leaves out; losses and neutral cases not
     named with their outcome and a figure of their own."""
@@ -339,16 +360,23 @@ def _claim_problems(which: str, note: str, df, env) -> list[str]:
         if m.outcome and m.outcome != exp[m.case]:
             out.append(f"{which}, {m.case}: the note calls it {m.outcome} ({m.sentence.strip()!r}), the data says "
                        f"{exp[m.case]}")
-    tally = collections.Counter(exp.values())
-    blanked = re.sub(claims.id_pattern(rows).pattern, "CASE", "\n".join(claims.statements(note)))
-    for k, n in dict.fromkeys(claims.count_claims(blanked)):
-        if n != tally[k]:
-            out.append(f"{which}: the note counts {n} {k} cases, the data has {tally[k]} ({COUNT_RULE})")
+    tally, ids = collections.Counter(exp.values()), claims.id_pattern(rows)
+    wrong = {}
+    for sentence in claims.statements(note):
+        for c in claims.counts_in(ids.sub("CASE", sentence)):
+            if c.n != tally[c.outcome]:
+                wrong.setdefault((c.outcome, c.n), sentence)
+    out += [f"{which}: the note counts {n} {k} cases, the data has {tally[k]} (read from {sentence!r}; {COUNT_RULE})"
+            for (k, n), sentence in wrong.items()]
     summary = "\n\n".join(b for h, b in claims.sections(note).items() if re.search(SECTIONS["summary"], h))
-    said = {k for k, _ in claims.count_claims(summary)} | {m.outcome for m in claims.mentions(summary, rows)}
+    read = _readings(summary, rows)
+    said = {k for _, taken in read for k, _ in taken}
     missing = [k for k in TIMED_OUTCOMES if tally[k] and k not in said]
     if missing:
-        out.append(f"{which}: the summary does not say where the fast path is {' or '.join(missing)} ({SUMMARY_RULE})")
+        shown = "\n".join(f"  {s!r}: " + ("; ".join(f"{k} {what}" for k, what in taken) if taken else
+                                          "no outcome count or claim") for s, taken in read) or "  (no sentences)"
+        out.append(f"{which}: the summary does not say where the fast path is {' or '.join(missing)} ({SUMMARY_RULE}"
+                   f"; {COUNT_RULE}). What was read from each sentence of the summary:\n{shown}")
     for cid, k in exp.items():
         if k in (LOSS, NEUTRAL) and not any(m.case == cid and m.outcome == k and _own_figure(m, rows[cid])
                                             for m in found):
@@ -415,7 +443,8 @@ def _judge_no_cpu_claims(data, notes: dict[str, str]) -> None:
     for sentence in re.split(r"(?<=[.!?;])\s+|\n", note):
         if claims_speedup(sentence):
             problems.append(f"claims a speed-up from non-GPU data: {sentence.strip()!r}")
-    wins = [c for c, (cells, _) in claims.table_rows(note).items() if {WIN, LOSS} & {x.lower() for x in cells}]
+    wins = [c for c, (cells, _) in claims.table_rows(note).items()
+            if any(claims.outcome_of(x) in (WIN, LOSS) for x in cells[1:])]  # in any words: "win (interpreter)"
     if wins:
         problems.append(f"the table marks {wins} as wins or losses from non-GPU data")
     said = [m for m in claims.mentions(note, _rows(df)) if m.outcome in (WIN, LOSS)]

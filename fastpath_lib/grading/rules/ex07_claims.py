@@ -11,8 +11,9 @@ table rows and HTML tags are not prose), split into sentences. In a sentence
 * an **outcome** is claimed for the cases the sentence names by its words (:data:`OUTCOME_WORDS`): a neutral word
   decides; else words of one outcome only (a negated word, "not slower", counts for none); a sentence that names two
   outcomes is read in :func:`parts`;
-* a **count** is a number before an outcome word ("4 wins", "2 losses", "3 neutral cases"), or after one ("wins on 4
-  cases").
+* a **count** is a number bound to an outcome word, before it ("4 wins", "3 faster cases", "3 cases are faster") or
+  after it ("wins on 4 cases", "wins 3 cases", "within the noise on 4"); a number bound to another noun ("two
+  fallback runs", "faster on 2 rows") counts no cases (:func:`counts_in`).
 
 Counting words, case ids or keywords proves nothing here: a sentence earns something only through what it asserts
 about a case or a figure, and every assertion is checked.
@@ -50,9 +51,9 @@ import re
 from fastpath_lib.grading.vocabulary import FALLBACK, LOSS, NEUTRAL, WIN
 
 __all__ = ["Mention", "statements", "parts", "mentions", "figures", "figures_in", "is_figure", "outcome_of",
-           "count_claims", "id_pattern", "column_limits", "dtypes_named", "case_dtype", "case_shape", "OUTCOME_WORDS",
-           "stated", "method_facts", "sections", "words_outside_details", "table_rows", "route_cell", "scope_text",
-           "claims_speedup"]
+           "count_claims", "counts_in", "Count", "id_pattern", "column_limits", "dtypes_named", "case_dtype",
+           "case_shape", "OUTCOME_WORDS", "stated", "method_facts", "sections", "words_outside_details", "table_rows",
+           "route_cell", "scope_text", "claims_speedup"]
 
 #: outcome -> the words that claim it (neutral words decide a sentence or part: "1% faster, within the noise" is
 #: neutral).
@@ -78,17 +79,22 @@ _FIGURE = re.compile(rf"(?<![\w.])({_NUM})(?:\s*({_UNIT})|\s*{_PAIR}\s*(?={_NUM}
 _BLOCK = re.compile(r"^([-*+]|\d+[.)])\s")
 _NUMBER_WORDS = ("zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
                  "sixteen seventeen eighteen nineteen twenty").split()
-_COUNT_WORDS = {WIN: r"wins?|won", NEUTRAL: r"neutral", LOSS: r"loss(?:es)?|lose|lost",
-                FALLBACK: r"fallbacks?|falls? back|fell back"}
-_COUNT = re.compile(rf"(?<![\w.])(\d+|{'|'.join(_NUMBER_WORDS)})\s+(?:of\s+(?:the\s+)?\d+\s+)?"
-                    r"(?:(?:eligible|timed|measured|triton|other|remaining|more)\s+)?(?:cases?\s+(?:are\s+|were\s+)?)?"
-                    rf"({'|'.join(f'(?P<{k}>{w})' for k, w in _COUNT_WORDS.items())})\b", re.IGNORECASE)
-#: A count with its outcome first: "wins on 4 cases", "ties on 3", "loses in 2", "falls back for 3".
-_VERB_COUNT = {WIN: r"wins?|won", NEUTRAL: r"ties?|tied|is neutral|neutral", LOSS: r"loses?|lost",
-               FALLBACK: r"falls? back|fell back"}
-_COUNT_AFTER = re.compile(rf"\b({'|'.join(f'(?P<{k}>{w})' for k, w in _VERB_COUNT.items())})\s+(?:on|in|for)\s+"
-                          rf"(\d+|{'|'.join(_NUMBER_WORDS)})\b(?![.,]\d|\s*(?:[%×x-]|[uµ]s\b|ms\b|col|row|elem))",
-                          re.IGNORECASE)
+_SAMPLES = r"(?:samples?|runs?|timings?|times|repetitions|reps|measurements|iterations|trials|calls)"
+#: What a number may count besides cases: what the harness counts (:data:`_SAMPLES`), a unit, a part of a shape.
+_OTHER_NOUN = rf"(?:{_SAMPLES}|{_UNIT}|rows?|columns?|cols?|elements?|bytes?|dim\w*|launch\w*|kernels?|paths?|routes?)"
+_N = rf"(?:\d+|{'|'.join(_NUMBER_WORDS)})(?![.,]\d)"
+_OUTCOME = "|".join(f"(?P<{k}>{w})" for k, w in OUTCOME_WORDS.items())
+#: A count, its number first: the number, what it counts of (``of the 9``, ``timed``, ``cases``, ``are``), the outcome
+#: ("4 wins", "3 faster cases", "3 cases are faster", "4 of the cases are within the noise").
+_COUNT_BEFORE = re.compile(
+    rf"(?<![\w.])(?<![x×] )(?<![x×])(?P<n>{_N})\s+(?:of\s+(?:the\s+|them\s+|these\s+)?(?:\d+\s+)?)?"
+    r"(?:(?:eligible|timed|measured|triton|other|remaining|more)\s+)?(?:cases?\s+)?(?:(?:are|were)\s+)?"
+    rf"(?:{_OUTCOME})(?!\s+{_OTHER_NOUN}\b)", re.IGNORECASE)
+#: A count, its outcome first: the outcome, a preposition or none, the number ("wins on 4 cases", "wins 3 cases",
+#: "faster in 3 cases", "within the noise on 4", "falls back for 3").
+_COUNT_AFTER = re.compile(
+    rf"(?:{_OUTCOME})\s+(?:(?:on|in|for|across|among)\s+)?(?P<n>{_N})(?![\w-]|\s*(?:[x×%/-]|{_UNIT}))"
+    rf"(?!\s+(?:\w+\s+)?{_OTHER_NOUN}\b)", re.IGNORECASE)
 _BOUND = (r"(?:at most|up to|no more than|not more than|<=|≤|<|max(?:imum)?(?: of)?|limit(?: of)?|wider than|more than|"
           r"over|beyond|above|exceed(?:s|ing)?|larger than|greater than|within|under|below|fewer than|less than)")
 _INT = r"(\d{1,3}(?:,\d{3})+|\d+)(?![\w.,]\d)"
@@ -241,15 +247,50 @@ def is_figure(value: float, decimals: int, values) -> bool:
     return any(abs(value - v) <= 10.0 ** -decimals + 1e-9 for v in values if v == v)
 
 
-def count_claims(text: str) -> list[tuple[str, int]]:
-    """``(outcome, n)`` for each count in ``text`` ("4 wins", "two losses", "3 neutral cases", "wins on 4 cases")."""
-    found = []
-    for m in _COUNT.finditer(text):
+@dataclasses.dataclass(frozen=True)
+class Count:
+    """A count the text claims: ``n`` cases of ``outcome``, read from ``words``."""
+
+    outcome: str
+    n: int
+    words: str
+
+
+def counts_in(text: str) -> list[Count]:
+    """Each count in ``text``, in the order written: a number bound to an outcome word of :data:`OUTCOME_WORDS`, either
+    before it ("4 wins", "3 faster cases", "3 cases are faster", "3 are faster") or after it ("wins on 4 cases", "wins
+    3 cases", "faster in 3 cases", "within the noise on 4"); a number after a bound ("more than 3 wins"), after a
+    negation of the outcome ("not faster in 3 cases") or bound to another noun (``2 fallback runs``, ``faster on 2
+    rows``, ``loses 1 us``, :data:`_OTHER_NOUN`) counts nothing.
+
+    >>> [(c.outcome, c.n) for c in counts_in("3 faster cases, 2 slower cases and 4 neutral cases; 3 are faster")]
+    [('win', 3), ('loss', 2), ('neutral', 4), ('win', 3)]
+    >>> [(c.outcome, c.n) for c in counts_in("wins on 3, is within the noise on 4 and loses on 2; wins 3 cases")]
+    [('win', 3), ('neutral', 4), ('loss', 2), ('win', 3)]
+    >>> counts_in("its timings (300 vs 240 us) compare two fallback runs; faster on 2 rows; loses 1 us")
+    []
+    """
+    found: dict[int, Count] = {}
+    for m in _COUNT_BEFORE.finditer(text):
         if not _BOUNDED.search(text[:m.start()]):
-            found.append((m.start(), next(k for k in _COUNT_WORDS if m.group(k)), m.group(1).lower()))
+            found.setdefault(m.start("n"), Count(_outcome_group(m), _number(m.group("n")), m.group(0)))
     for m in _COUNT_AFTER.finditer(text):
-        found.append((m.start(), next(k for k in _VERB_COUNT if m.group(k)), m.groups()[-1].lower()))
-    return [(k, int(w) if w.isdigit() else _NUMBER_WORDS.index(w)) for _, k, w in sorted(found)]
+        if not _NEGATION.search(" ".join(text[:m.start()].split()[-3:])):
+            found.setdefault(m.start("n"), Count(_outcome_group(m), _number(m.group("n")), m.group(0)))
+    return [found[k] for k in sorted(found)]
+
+
+def _outcome_group(m: re.Match) -> str:
+    return next(k for k in OUTCOME_WORDS if m.group(k))
+
+
+def _number(word: str) -> int:
+    return int(word) if word.isdigit() else _NUMBER_WORDS.index(word.lower())
+
+
+def count_claims(text: str) -> list[tuple[str, int]]:
+    """``(outcome, n)`` for each count in ``text`` (:func:`counts_in`)."""
+    return [(c.outcome, c.n) for c in counts_in(text)]
 
 
 def column_limits(text: str) -> list[int]:
@@ -283,7 +324,6 @@ _SYNC = re.compile(r"synchron|\bsync|\bwait(s|ed|ing)?\b[^.]*\b(device|gpu|kerne
 #: What a synchronization guards: the timing (its reading, its measurement) or the kernel it waits for.
 _GUARDED = re.compile(r"\btim(e|es|ed|er|ers|ing|ings)\b|\bread\w*|\bmeasur\w*|\bkernels?\b|\blaunch\w*",
                       re.IGNORECASE)
-_SAMPLES = r"(?:samples?|runs?|timings?|times|repetitions|reps|measurements|iterations|trials|calls)"
 
 
 def stated(fact: str, text: str) -> bool:
@@ -327,19 +367,22 @@ def method_facts(note: str, h: dict) -> dict[str, bool]:
     }
 
 
-def sections(note: str) -> dict[str, str]:
-    """Heading (lower case) -> the text under it, up to the next heading."""
-    out, head, body = {}, None, []
-    for line in note.splitlines():
-        m = re.match(r"^#{1,6}\s+(.+)$", line)
-        if m:
-            if head is not None:
-                out[head] = "\n".join(body)
-            head, body = m.group(1).strip().lower(), []
-        elif head is not None:
-            body.append(line)
-    if head is not None:
-        out[head] = "\n".join(body)
+def sections(note: str, *, nested: bool = True) -> dict[str, str]:
+    r"""Heading (lower case) -> the text under it, up to the next heading of the same or a higher level (its
+    subsections are part of it, as in Markdown's outline); with ``nested=False``, up to the next heading of any level.
+
+    >>> sections("## Performance\nTimed.\n### Per-case table\n| c01 |\n## Method\nMedians.")["performance"]
+    'Timed.\n### Per-case table\n| c01 |'
+    >>> sections("## Performance\nTimed.\n### Per-case table\n| c01 |", nested=False)["performance"]
+    'Timed.'
+    """
+    lines = note.splitlines()
+    heads = [(i, len(m.group(1)), m.group(2).strip().lower())
+             for i, line in enumerate(lines) if (m := re.match(r"^(#{1,6})\s+(.+)$", line))]
+    out = {}
+    for k, (i, level, head) in enumerate(heads):
+        end = next((j for j, lv, _ in heads[k + 1:] if lv <= level or not nested), len(lines))
+        out[head] = "\n".join(lines[i + 1:end])
     return out
 
 
