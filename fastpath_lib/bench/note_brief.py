@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 
 from fastpath_lib import opspec
+from fastpath_lib.reading import words_outside_details
 from fastpath_lib.bench.analysis import coverage_line, outcome_counts, wrong_cases
 from fastpath_lib.bench.note_evidence import Evidence
 from fastpath_lib.bench.schema import (
@@ -35,34 +36,6 @@ WORD_LIMIT = 600
 
 #: How many ids a visible list names before it says how many more the folded tables hold.
 SHOWN = 4
-
-_TAG = re.compile(r"<(/?)(details|summary)\b[^>]*>", re.IGNORECASE)
-
-
-def words_outside_details(markdown: str) -> int:
-    """Words a reader sees with every ``<details>`` block folded: its ``<summary>`` line counts, its body does not;
-    a block never closed folds nothing. A word is a whitespace-separated token with a letter or a digit in it (so a
-    table's ``|`` and ``---`` are not words).
-
-    >>> words_outside_details("Two words <details><summary>one</summary> hidden | text </details> and | three.")
-    5
-    """
-    visible, depth, pos, opened, in_summary = [], 0, 0, 0, False
-    for m in _TAG.finditer(markdown):
-        closing, tag = m.group(1) == "/", m.group(2).lower()
-        if depth == 0 or (depth == 1 and in_summary):
-            visible.append(markdown[pos:m.start()])
-        if tag == "details":
-            if not closing:
-                depth += 1
-                opened = m.start() if depth == 1 else opened
-            elif depth:
-                depth -= 1
-        elif depth == 1:
-            in_summary = not closing
-        pos = m.end()
-    visible.append(markdown[pos:] if depth == 0 else markdown[opened:])  # an unclosed block hides nothing
-    return sum(1 for tok in " ".join(visible).split() if re.search(r"[A-Za-z0-9]", tok))
 
 
 def fold(summary: str, lines: list[str]) -> list[str]:

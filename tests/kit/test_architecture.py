@@ -28,7 +28,7 @@ PARTS = {
     "op": ["rmsnorm.op", "rmsnorm.module", "rmsnorm.sharding", "rmsnorm.native_override", "rmsnorm", "routing",
            "__init__", "fused.op", "fused", "vllm_plugin"],
     "support": ["cases", "boundary", "testing", "selftest", "traffic", "traffic_records", "interpreted", "launches",
-                "gradcheck",
+                "reading", "gradcheck",
                 "fused.cases", "fused.spec", "rmsnorm.cost"],
     "bench": ["bench", "bench.*"],
     "specs": ["rmsnorm.spec", "fused.op_spec", "rmsnorm.graph_capture"],

@@ -48,6 +48,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
+from fastpath_lib.reading import words_outside_details
 from fastpath_lib.grading.vocabulary import FALLBACK, LOSS, NEUTRAL, WIN
 
 __all__ = ["Mention", "statements", "parts", "mentions", "figures", "figures_in", "is_figure", "outcome_of",
@@ -384,30 +385,6 @@ def sections(note: str, *, nested: bool = True) -> dict[str, str]:
         end = next((j for j, lv, _ in heads[k + 1:] if lv <= level or not nested), len(lines))
         out[head] = "\n".join(lines[i + 1:end])
     return out
-
-
-_TAG = re.compile(r"<(/?)(details|summary)\b[^>]*>", re.IGNORECASE)
-
-
-def words_outside_details(markdown: str) -> int:
-    """Words a reader sees with every ``<details>`` block folded (its ``<summary>`` counts, its body does not; a block
-    never closed folds nothing); a word is a whitespace-separated token with a letter or a digit in it."""
-    visible, depth, pos, opened, in_summary = [], 0, 0, 0, False
-    for m in _TAG.finditer(markdown):
-        closing, tag = m.group(1) == "/", m.group(2).lower()
-        if depth == 0 or (depth == 1 and in_summary):
-            visible.append(markdown[pos:m.start()])
-        if tag == "details":
-            if not closing:
-                depth += 1
-                opened = m.start() if depth == 1 else opened
-            elif depth:
-                depth -= 1
-        elif depth == 1:
-            in_summary = not closing
-        pos = m.end()
-    visible.append(markdown[pos:] if depth == 0 else markdown[opened:])
-    return sum(1 for tok in " ".join(visible).split() if re.search(r"[A-Za-z0-9]", tok))
 
 
 def table_rows(note: str) -> dict[str, tuple[list[str], list[str]]]:
