@@ -65,19 +65,23 @@ def _installed(name: str) -> bool:
         return False
 
 
-def missing_notebook_packages(path: Path) -> list[str]:
-    """The :data:`NOTEBOOK_PACKAGES` a module imports at its top level and this environment lacks."""
+def missing_notebook_packages(path: Path, _seen: frozenset = frozenset()) -> list[str]:
+    """The :data:`NOTEBOOK_PACKAGES` a module imports at its top level, itself or through the kit's own test modules
+    it imports from (``from tests.x import ...``), and this environment lacks."""
     try:
         tree = ast.parse(path.read_text(encoding="utf-8"))
     except (OSError, SyntaxError, UnicodeDecodeError):
         return []
-    names = []
+    names, missing = [], set()
     for node in tree.body:
         if isinstance(node, ast.Import):
             names += [a.name.split(".")[0] for a in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             names.append(node.module.split(".")[0])
-    return sorted({n for n in names if n in NOTEBOOK_PACKAGES and not _installed(n)})
+            helper = ROOT.joinpath(*node.module.split(".")).with_suffix(".py")
+            if node.module.startswith("tests.") and helper.is_file() and helper not in _seen:
+                missing.update(missing_notebook_packages(helper, _seen | {path}))
+    return sorted(missing | {n for n in names if n in NOTEBOOK_PACKAGES and not _installed(n)})
 
 
 def pytest_ignore_collect(collection_path, config):
