@@ -5,6 +5,7 @@ the learner's own predicate admits (C8)."""
 
 from __future__ import annotations
 
+import jupytext
 import numpy as np
 import pytest
 import torch
@@ -13,6 +14,7 @@ from fastpath_lib import interpreted, runtime
 from fastpath_lib.grading.checks import ex02_kernel, ex08_capstone
 from fastpath_lib.grading.engine import far_rows, kernel_run, sources
 
+from tests.solved import ROOT  # noqa: E402
 from tests.grading.test_grading_kernel_run import BACKWARD, KERNEL, _graded, _in_process, _proxy  # noqa: E402
 
 interpreter_only = pytest.mark.skipif(not runtime.interpreter_enabled(), reason="Triton's interpreter only")
@@ -84,26 +86,16 @@ def test_an_honest_kernel_adding_in_bf16_scores_in_the_grader_and_its_notebook()
     assert sources  # the sources the graded check reads (test_grading_kernel_run._graded)
 
 
-SOFTMAX = """
-import torch
-import triton
-import triton.language as tl
+def _solution_cell(exercise: str, defines: str) -> str:
+    """The source of the solution's code cell that defines ``defines``, its solution markers dropped."""
+    (path,) = (ROOT / "solutions").glob(f"{exercise}_*.py")
+    cell = next(c.source for c in jupytext.read(path).cells if c.cell_type == "code" and f"def {defines}(" in c.source)
+    return "\n".join(ln for ln in cell.splitlines() if ln.strip() not in ("# BEGIN SOLUTION", "# END SOLUTION"))
 
-@triton.jit
-def softmax_kernel(X_ptr, Y_ptr, X_row_stride, Y_row_stride, n_cols, BLOCK_SIZE: tl.constexpr):
-    row = tl.program_id(0).to(tl.int64)
-    cols = tl.arange(0, BLOCK_SIZE)
-    mask = cols < n_cols
-    x = tl.load(X_ptr + row * X_row_stride + cols, mask=mask, other=-float("inf")).to(tl.float32)
-    e = tl.exp(x - tl.max(x, axis=0))
-    tl.store(Y_ptr + row * Y_row_stride + cols, (e / tl.sum(e, axis=0)).to(Y_ptr.dtype.element_ty), mask=mask)
 
-def launch(x2d):
-    y = torch.empty(x2d.shape, dtype=x2d.dtype, device=x2d.device)
-    softmax_kernel[(x2d.shape[0],)](x2d, y, x2d.stride(0), y.stride(0), x2d.shape[1],
-                                    BLOCK_SIZE=triton.next_power_of_2(x2d.shape[1]))
-    return y
-"""
+#: the solution's kernel and launcher, as the grader reads a learner's cell
+SOFTMAX = ("import torch\nimport triton\nimport triton.language as tl\n\n"
+           + _solution_cell("ex08", "softmax_kernel") + "\n")
 #: the row offset in int32 (attack 9, C7): right on every input the grader can allocate
 INT32 = "tl.program_id(0).to(tl.int64)", "tl.program_id(0)"
 
