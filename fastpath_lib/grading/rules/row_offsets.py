@@ -24,8 +24,8 @@ compile-time constant (``tl.program_id(1) * BLOCK``, a column tile).
 ...     tl.store(X + row * stride + tl.arange(0, B), 0.0)
 ... ''')
 >>> fn = next(n for n in ast.walk(src.trees[0]) if isinstance(n, ast.FunctionDef))
->>> offset_problem(src, fn)[:60]
-'your kernel k computes row * stride in int32 (row comes from'
+>>> offset_problem(src, fn)[:62]
+'row offsets wrap in int32: your kernel k computes row * stride'
 >>> src = _Source(ast.unparse(src.trees[0]).replace("tl.program_id(0)", "tl.program_id(0).to(tl.int64)"))
 >>> offset_problem(src, next(n for n in ast.walk(src.trees[0]) if isinstance(n, ast.FunctionDef))) is None
 True
@@ -126,8 +126,9 @@ def offset_problem(src, fn: ast.FunctionDef) -> str | None:
         for pid, other in ((left, right), (right, left)):
             if _reads(src, pid, program, True) and _reads(src, other, runtime, True):
                 text = ast.unparse(n)[:80]
-                return (f"your kernel {fn.name} computes {text} in int32 ({ast.unparse(pid)[:40]} comes from "
-                        f"tl.program_id, {ast.unparse(other)[:40]} is known only at run time): past 2**31 elements "
-                        f"(a large KV cache, a long prefill) the product wraps, whatever the grid and the guards; "
-                        f"convert the program id to int64 first (tl.program_id(0).to(tl.int64))")
+                return (f"row offsets wrap in int32: your kernel {fn.name} computes {text} in int32 "
+                        f"({ast.unparse(pid)[:40]} comes from tl.program_id, {ast.unparse(other)[:40]} is known only "
+                        f"at run time); past 2**31 elements (a large KV cache, a long prefill) the product wraps, "
+                        f"whatever the grid and the guards: convert the program id to int64 first "
+                        f"(tl.program_id(0).to(tl.int64))")
     return None
