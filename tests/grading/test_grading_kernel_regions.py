@@ -176,7 +176,11 @@ LAYOUTS = {
     "offset converted where it is used": SOFTMAX.replace("tl.program_id(0).to(tl.int64)", "tl.program_id(0)").replace(
         "row * X_row_stride", "row.to(tl.int64) * X_row_stride").replace(
         "row * Y_row_stride", "tl.cast(row, tl.int64) * Y_row_stride"),
+    "converted on a line of its own": SOFTMAX.replace("row = tl.program_id(0).to(tl.int64)",
+                                                      "row = tl.program_id(0)\n    row = row.to(tl.int64)"),
 }
+#: honest forms with no int32 form of their own
+CONVERTED = ("offset converted where it is used", "converted on a line of its own")
 
 
 def test_row_offsets_in_int32_fail_in_every_layout_and_int64_passes_in_each():
@@ -187,8 +191,8 @@ def test_row_offsets_in_int32_fail_in_every_layout_and_int64_passes_in_each():
     for layout, source in LAYOUTS.items():
         assert source != SOFTMAX and compile(source, layout, "exec"), layout
         assert kernel_source.launcher_problem(source, "launch") is None, (layout, source)
-        if layout == "offset converted where it is used":
-            continue  # honest only: it has no int32 form of its own
+        if layout in CONVERTED:
+            continue
         bad = kernel_source.launcher_problem(_int32(source), "launch")
         assert bad and bad.startswith("row offsets wrap in int32") and "to(tl.int64)" in bad, (layout, bad)
         graded = _capstone_kernel(_int32(source), False)
@@ -199,7 +203,13 @@ def test_row_offsets_in_int32_fail_in_every_layout_and_int64_passes_in_each():
     assert guarded.count("n_rows") >= 4
     bad = _backward(guarded, False)
     assert not bad.passed and "row offsets wrap in int32" in bad.feedback, bad.feedback
-    # a product with a compile-time constant (a column tile) and values loaded from memory are not offsets to convert
+    # a product with a compile-time constant (a column tile) and values loaded from memory are not offsets to convert:
+    # the backward's rstd loaded at an int32 row (no product) times h
+    loaded = BACKWARD.replace("row = tl.program_id(0).to(tl.int64)", "row = tl.program_id(0)").replace(
+        "row * hs", "row.to(tl.int64) * hs").replace("row * dys", "row.to(tl.int64) * dys").replace(
+        "row * n_cols", "row.to(tl.int64) * n_cols")
+    assert "tl.load(RSTD + row)" in loaded and "n = h * rstd" in loaded
+    assert kernel_source.launcher_problem(loaded, "my_backward") is None
     tiles = LAYOUTS["grid (1, rows)"].replace("cols = tl.arange(0, BLOCK_SIZE)",
                                               "cols = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)")
     assert kernel_source.launcher_problem(tiles, "launch") is None
