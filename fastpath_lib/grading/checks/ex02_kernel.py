@@ -11,10 +11,11 @@ once, each output element written once, nothing outside the tensors; and one mor
 ``2**32 + 8`` elements on tensors that hold row 0 only, shows a row offset computed in int32 (it wraps back inside them;
 :func:`overflow_problem`); the stretch backward's launcher gets the same probe through its own launch
 (:mod:`~fastpath_lib.grading.engine.far_rows`); both probes move one program per row on axis 0, and the source rule
-:mod:`~fastpath_lib.grading.rules.row_offsets` refuses an int32 product of a program id in any grid. Feedback says which rule failed: wrong values, or right values and the
-memory rule, or int32 offsets. The stretch backward's launcher may run no torch operator but those that allocate, view,
-copy and sum the partial ``dw`` rows (:mod:`~fastpath_lib.grading.engine.host_ops` with :data:`_LAUNCHER_SUMS`: recorded
-as it runs in the notebook, refused at torch's dispatcher in the grader). In the grader the kernel runs as data
+:mod:`~fastpath_lib.grading.rules.row_offsets` refuses an int32 product of a program id in any grid. Feedback says which
+rule failed: wrong values, or right values and the memory rule, or int32 offsets. The stretch backward's launcher may
+run no torch operator but those that allocate, view, copy and sum the partial ``dw`` rows
+(:mod:`~fastpath_lib.grading.engine.host_ops` with :data:`_LAUNCHER_SUMS`: recorded as it runs in the notebook, refused
+at torch's dispatcher in the grader). In the grader the kernel runs as data
 (:mod:`fastpath_lib.grading.engine.kernel_run`): its source from the notebook, compiled by Triton's frontend for a GPU,
 run in the grader's own process on the grader's inputs.
 
