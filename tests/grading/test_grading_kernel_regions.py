@@ -164,7 +164,8 @@ def _two_rows(source: str) -> str:
 
 
 #: exercise 08's softmax in the layouts the far-row probe's one program per row on axis 0 does not move (attack 10,
-#: D1): a row-count guard (a), a 2-D grid read on axis 1 (b), two rows per program (c); their int64 forms are honest
+#: D1): a row-count guard (a), a 2-D grid read on axis 1 (b), two rows per program (c), an early return, the offset
+#: computed in a helper kernel; their int64 forms are honest
 LAYOUTS = {
     "guard": _guarded(SOFTMAX),
     "grid (1, rows)": SOFTMAX.replace("tl.program_id(0)", "tl.program_id(1)").replace(
@@ -176,6 +177,11 @@ LAYOUTS = {
     "offset converted where it is used": SOFTMAX.replace("tl.program_id(0).to(tl.int64)", "tl.program_id(0)").replace(
         "row * X_row_stride", "row.to(tl.int64) * X_row_stride").replace(
         "row * Y_row_stride", "tl.cast(row, tl.int64) * Y_row_stride"),
+    "a helper computes the offset": SOFTMAX.replace(
+        "@triton.jit\ndef softmax_kernel", "@triton.jit\ndef _at(P, row, stride):\n    return P + row * stride\n\n\n"
+        "@triton.jit\ndef softmax_kernel").replace(
+        "X_ptr + row * X_row_stride", "_at(X_ptr, row, X_row_stride)").replace(
+        "Y_ptr + row * Y_row_stride", "_at(Y_ptr, row, Y_row_stride)"),
     "converted on a line of its own": SOFTMAX.replace("row = tl.program_id(0).to(tl.int64)",
                                                       "row = tl.program_id(0)\n    row = row.to(tl.int64)"),
 }

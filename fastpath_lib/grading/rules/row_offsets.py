@@ -107,21 +107,32 @@ def _state(src, bindings, names: set[str], program_id: bool, line: int) -> set[s
     return names
 
 
-def offset_problem(src, fn: ast.FunctionDef) -> str | None:
+def offset_problem(src, fn: ast.FunctionDef, program_params: frozenset = frozenset(), depth: int = 0) -> str | None:
     """Why ``fn``, a ``@triton.jit`` function of the learner's source ``src`` (as
     :mod:`~fastpath_lib.grading.rules.kernel_source` reads it), computes an offset that wraps past 2**31 elements:
-    the first product of a value derived from ``tl.program_id`` in int32 and a value known only at run time."""
+    the first product of a value derived from ``tl.program_id`` in int32 and a value known only at run time, in
+    ``fn`` or in a ``@triton.jit`` function of the source it passes such a value to (``program_params``: the
+    parameters given one)."""
     a = fn.args
     params = [x for x in a.posonlyargs + a.args + a.kwonlyargs]
     runtime_params = {x.arg for x in params if x.annotation is None
-               or src.resolve(dotted(x.annotation)) != "triton.language.constexpr"}
+                      or src.resolve(dotted(x.annotation)) != "triton.language.constexpr"}
     bindings = _assignments(fn)
     for n in ast.walk(fn):
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in src.kernels and depth < 8:
+            program = _state(src, bindings, set(program_params), True, n.lineno)
+            callee = src.kernels[n.func.id]
+            names = [x.arg for x in callee.args.posonlyargs + callee.args.args]
+            given = {names[i] for i, v in enumerate(n.args) if i < len(names) and _reads(src, v, program, True)}
+            given |= {k.arg for k in n.keywords if k.arg and _reads(src, k.value, program, True)}
+            problem = given and offset_problem(src, callee, frozenset(given), depth + 1)
+            if problem:
+                return problem
         if not (isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mult)
                 or isinstance(n, ast.AugAssign) and isinstance(n.op, ast.Mult)):
             continue
         left, right = (n.left, n.right) if isinstance(n, ast.BinOp) else (n.target, n.value)
-        program = _state(src, bindings, set(), True, n.lineno)  # names holding an int32 program id or its products
+        program = _state(src, bindings, set(program_params), True, n.lineno)  # int32 program ids and their products
         runtime = _state(src, bindings, runtime_params, False, n.lineno) | program
         for pid, other in ((left, right), (right, left)):
             if _reads(src, pid, program, True) and _reads(src, other, runtime, True):
