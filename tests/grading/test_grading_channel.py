@@ -153,7 +153,7 @@ def graded(tmp_path_factory):
 def test_the_op_under_test_reaches_no_code_of_the_checks_and_the_kernel_holds_no_table(graded):
     by = {p.part: p for p in graded["snoop"].parts}
     text = by["passes_correct_ops"].feedback
-    assert "SNOOP [] {'_fastpath_refs': 'dict'}" in text, text
+    assert "SNOOP [] {'_fastpath_agent': 'function', '_fastpath_refs': 'dict'}" in text, text
     assert graded["snoop"].earned == 0
 
 

@@ -6,12 +6,13 @@ dtypes, lists, dicts, :class:`~fastpath_lib.cases.CaseSpec`) is copied; anything
 predicate object) becomes a :class:`Proxy`, and calling it, reading an attribute of it or indexing it asks the kernel
 again.
 
-Every request is one silent execute request whose code is the agent's whole text, the same every time; the request
-itself, the agent's answer and the calls of ops the grader holds travel on the kernel's stdin channel
-(:data:`fastpath_lib.grading.engine.runner.PROMPT`), as ``torch.save`` bytes of plain values read with
-``torch.load(weights_only=True)``: never unpickled as code. The grader takes exactly one answer per request: a second
-one (code in the notebook answering for the agent) makes the request fail. A learner's exception comes back as its
-type name, message and line, and is raised in the grader as an exception of that name.
+The agent's text runs once in the kernel, before the learner's first cell (:meth:`Session.start`); every request is then
+one short silent execute request that calls it, the same every time; the request itself, the agent's answer and the
+calls of ops the grader holds travel on the kernel's stdin channel (:data:`fastpath_lib.grading.engine.runner.PROMPT`),
+as ``torch.save`` bytes of plain values read with ``torch.load(weights_only=True)``: never unpickled as code. The grader
+takes exactly one answer per request: a second one (code in the notebook answering for the agent) makes the request
+fail. A learner's exception comes back as its type name, message and line, and is raised in the grader as an exception
+of that name.
 
 The agent shares the kernel with the learner's code, which can replace anything it runs on: what it answers is
 treated as the learner's own answer, nothing more. The kernel holds no secret of the grader's: ops under test run here
@@ -250,10 +251,13 @@ class Session:
         self.timed_out = False
         self.requests = 0
         self.forged = 0  # answers refused: a second answer to one request
-        # one namespace for the agent's texts, bound to no name of the notebook's
-        self._agent = ("(lambda ns: [exec(compile(t, '<fastpath grader agent>', 'exec'), ns) for t in "
-                       f"{tuple(p.read_text(encoding='utf-8') for p in AGENT_TEXTS)!r}] and None)"
-                       "({'__name__': '<fastpath grader agent>'})")
+        # installed once (:meth:`start`): the agent's texts in one namespace, bound to no name of the notebook's;
+        # each request is then a short execute request that calls the agent's ``_serve`` kept on the shell
+        self._install = ("(lambda ns: [exec(compile(t, '<fastpath grader agent>', 'exec'), ns) for t in "
+                         f"{tuple(p.read_text(encoding='utf-8') for p in AGENT_TEXTS)!r}] and None)"
+                         "({'__name__': '<fastpath grader agent>'})")
+        self._agent = ("exec(compile('import sys; sys.modules[\"IPython\"].get_ipython()._fastpath_agent()', "
+                       "'<fastpath grader agent>', 'exec'), {'__name__': '<fastpath grader request>'})")
 
     def prepare(self, spec: dict) -> str | None:
         """Before the learner's first cell: run the preamble (:mod:`~fastpath_lib.grading.engine.absent`) in the
@@ -273,7 +277,16 @@ class Session:
         return None
 
     def start(self) -> None:
-        """Check that the agent answers (before the learner's first cell)."""
+        """Install the agent and check that it answers (before the learner's first cell)."""
+        from jupyter_core.utils import run_sync
+
+        left = max(1.0, self.deadline - time.monotonic())
+        reply = run_sync(self.client.kc.execute_interactive)(self._install, silent=True, store_history=False,
+                                                             allow_stdin=False, timeout=left)
+        if reply.get("content", {}).get("status") != "ok":
+            content = reply.get("content", {})
+            raise RemoteError(f"the grader's agent could not be installed: {content.get('ename')}: "
+                              f"{content.get('evalue')!s:.300}")
         self.request(("get", "None"), "")
 
     def _reply(self, value: str) -> None:

@@ -1,9 +1,11 @@
 """The grader's agent inside the learner's kernel: it only *answers*, never judges, and holds nothing the grader keeps.
 
-:mod:`fastpath_lib.grading.engine.remote` executes this file's whole text for every request, as one silent execute
-request with ``allow_stdin``: nothing of the agent stays installed between requests (no module, no function a later cell
-could replace), and the request is not in the code the kernel runs. Every exchange travels on the kernel's stdin
-channel, as input requests whose prompt starts with :data:`PROMPT`, each answered by the grader:
+:mod:`fastpath_lib.grading.engine.remote` executes this file's text once, before the learner's first cell, as a silent
+execute request: it defines the agent in a namespace bound to no name of the notebook's and keeps :func:`_serve` on the
+shell (``_fastpath_agent``, like the references it holds, :func:`_refs`). Each request is then one short silent execute
+request, with ``allow_stdin``, that calls it; the request itself is not in the code the kernel runs. Every exchange
+travels on the kernel's stdin channel, as input requests whose prompt starts with :data:`PROMPT`, each answered by the
+grader:
 
 * ``fetch``: the grader replies the request;
 * ``op``: a call of an op that runs in the *grader's* process (the ops exercise 09's and 12's tests probe), which
@@ -404,4 +406,4 @@ def _serve():
 
 
 if __name__ == "<fastpath grader agent>":
-    _serve()
+    _shell()._fastpath_agent = _serve
