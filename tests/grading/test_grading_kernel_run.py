@@ -419,7 +419,7 @@ import triton.language as tl
 
 @triton.jit
 def copy_kernel(X, Y, xs, ys, n, B: tl.constexpr):
-    row = tl.program_id(0)
+    row = tl.program_id(0).to(tl.int64)
     c = tl.arange(0, B)
     tl.store(Y + row * ys + c, tl.load(X + row * xs + c, mask=c < n), mask=c < n)
 
@@ -575,7 +575,7 @@ import triton.language as tl
 
 @triton.jit
 def copy_kernel(X, Y, xs, ys, n, B: tl.constexpr):
-    row = tl.program_id(0)
+    row = tl.program_id(0).to(tl.int64)
     c = tl.arange(0, B)
     tl.store(Y + row * ys + c, tl.load(X + row * xs + c, mask=c < n), mask=c < n)
 
