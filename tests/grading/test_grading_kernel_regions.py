@@ -103,6 +103,12 @@ SOFTMAX = ("import torch\nimport triton\nimport triton.language as tl\n\n"
 INT32 = "tl.program_id(0).to(tl.int64)", "tl.program_id(0)"
 
 
+def _narrowed(source: str) -> str:
+    """``source`` with each row offset computed in int64 and narrowed to int32 before it is added: the source rule
+    (rules/row_offsets.py) sees no int32 product of a program id, the far row wraps as in int32."""
+    return re.sub(r"\brow \* (\w+)", r"(row * \1).to(tl.int32)", source)
+
+
 def _launcher(source: str, name: str):
     ns: dict = {}
     exec(compile(source, f"<{name}>", "exec"), ns)  # noqa: S102 - the test's own launcher, in the check cell
@@ -127,19 +133,20 @@ def test_row_offsets_in_int32_fail_every_kernel_part_not_only_the_forward():
     """Attack 9, C7: ex02's backward and ex08's kernel with ``row = tl.program_id(0)`` (int32 row offsets, wrong past
     2**31 elements) scored full marks: only the forward had the overflow probe. The launcher's launch now runs one
     program at row 2**28 + 2 of 16 columns, on tensors of three rows; the int64 launchers still pass, in the grader
-    (the replay's child) and in the notebook (the interpreter here)."""
+    (the replay's child) and in the notebook (the interpreter here). In the grader the source rule refuses an int32
+    program id before anything runs (test_row_offsets_in_int32_fail_in_every_layout_and_int64_passes_in_each), so
+    the grader's probe is given what the source rule passes: offsets computed in int64 and narrowed to int32."""
     assert BACKWARD.count(INT32[0]) == 1 and SOFTMAX.count(INT32[0]) == 1
     wheres = [False] + ([True] if runtime.interpreter_enabled() else [])
-    for part, source in ((_backward, BACKWARD), (_capstone_kernel, SOFTMAX)):
+    for part, source, launcher in ((_backward, BACKWARD, "my_backward"), (_capstone_kernel, SOFTMAX, "launch")):
+        narrowed = _narrowed(source)
+        assert narrowed.count(".to(tl.int32)") >= 2 and kernel_source.launcher_problem(narrowed, launcher) is None
         for here in wheres:
-            bad = part(source.replace(*INT32), here)
+            bad = part(source.replace(*INT32) if here else narrowed, here)
             assert not bad.passed and "row offsets wrap in int32" in bad.feedback, (part, here, bad.feedback)
-            assert "tl.program_id(0).to(tl.int64)" in bad.feedback
-            assert ("every case is right" in bad.feedback) == here, bad.feedback  # in the grader the source rule
-    # the int64 launchers pass where the probe runs as data; in the notebook the solutions' own cells pass
-    # (test_grading_checks), and the backward's honest launcher passes in the grader (test_grading_kernel_run)
-    good = _capstone_kernel(SOFTMAX, False)
-    assert good.passed, good.feedback
+            assert "tl.program_id(0).to(tl.int64)" in bad.feedback and "every case is right" in bad.feedback
+    # the int64 launchers pass: in the notebook the solutions' own cells (test_grading_checks), in the grader the
+    # backward's honest launcher (test_grading_kernel_run) and ex08's solution (test_grading's ex08 notebooks)
 
 
 def _int32(source: str) -> str:
