@@ -60,9 +60,9 @@
 # is read too, whatever their grid, guards and rows per program: it refuses a program id (`tl.program_id`, any axis)
 # multiplied in int32 by a value known only at run time (a stride, a row count, a width not passed as `tl.constexpr`).
 # Convert the program id first (`tl.program_id(1).to(tl.int64)`) or where it is multiplied (`row.to(tl.int64) *
-# stride`); a product with a `tl.constexpr` (`tl.program_id(1) * BLOCK_SIZE`, a column tile) stays int32. On a CPU the check in this notebook does the same; on a GPU it runs the
-# compiled kernel and checks its values only, and the memory rule and the overflow launches are checked by
-# `python -m fastpath_lib grade`.
+# stride`); a product with a `tl.constexpr` (`tl.program_id(1) * BLOCK_SIZE`, a column tile) stays int32. On a CPU the
+# check in this notebook does the same; on a GPU it runs the compiled kernel and checks its values only, and the memory
+# rule and the overflow launches are checked by `python -m fastpath_lib grade`.
 #
 # **How this works.** Fill in each cell marked `# FILL ME IN (roughly N lines)` (delete the `raise
 # NotImplementedError`), run it, then run the check below it: it prints `passed`, or a table of *yours vs expected*.
