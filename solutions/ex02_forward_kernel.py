@@ -56,9 +56,13 @@
 # that hold only row 0; a `row * row_stride` computed in int32 wraps (the interpreter wraps as a GPU does) and lands
 # back inside them; the backward's launcher runs once more on 3 rows of 16 columns with its launch's last program run as
 # row 2²⁸ + 2 (past 2³¹ elements), where an int32 row offset wraps back to row 2. Compute row offsets in int64
-# (`tl.program_id(0).to(tl.int64)`). On a CPU the check in this notebook does the same; on a GPU it runs the
-# compiled kernel and checks its values only, and the memory rule and the overflow launches are checked by
-# `python -m fastpath_lib grade`.
+# (`tl.program_id(0).to(tl.int64)`). Those launches move one program per row on axis 0, so the source of your kernels
+# is read too, whatever their grid, guards and rows per program: it refuses a program id (`tl.program_id`, any axis)
+# multiplied in int32 by a value known only at run time (a stride, a row count, a width not passed as `tl.constexpr`).
+# Convert the program id first (`tl.program_id(1).to(tl.int64)`) or where it is multiplied (`row.to(tl.int64) *
+# stride`); a product with a `tl.constexpr` (`tl.program_id(1) * BLOCK_SIZE`, a column tile) stays int32. On a CPU the
+# check in this notebook does the same; on a GPU it runs the compiled kernel and checks its values only, and the memory
+# rule and the overflow launches are checked by `python -m fastpath_lib grade`.
 #
 # **How this works.** Fill in each cell marked `# FILL ME IN (roughly N lines)` (delete the `raise
 # NotImplementedError`), run it, then run the check below it: it prints `passed`, or a table of *yours vs expected*.

@@ -73,7 +73,12 @@
 # data races between its programs and `int32` row offsets, not timing, occupancy or register spills (lesson 02, "What
 # the interpreter cannot show"). The kernel check grades `int32` row offsets by running `launch` once more on 3 rows of
 # 16 columns with the last program of its launch (one program per row) run as row 2²⁸ + 2, past 2³¹ elements, where an
-# offset computed in int32 wraps back to row 2 (compute it in int64: `tl.program_id(0).to(tl.int64)`).
+# offset computed in int32 wraps back to row 2 (compute it in int64: `tl.program_id(0).to(tl.int64)`). That launch moves
+# one program per row on axis 0, so the grader also reads your kernel's source, whatever its grid, guards and rows per
+# program: it refuses a program id (`tl.program_id`, any axis) multiplied in int32 by a value known only at run time (a
+# stride, a row count, a width not passed as `tl.constexpr`). Convert the program id first
+# (`tl.program_id(1).to(tl.int64)`) or where it is multiplied (`row.to(tl.int64) * stride`); a product with a
+# `tl.constexpr` (`tl.program_id(1) * BLOCK_SIZE`, a column tile) stays int32.
 #
 # **How this works.** Fill in each cell marked `# FILL ME IN (roughly N lines)` (delete the `raise
 # NotImplementedError`), run it, then run the check below it: it prints `passed`, or a table of *yours vs expected*.

@@ -5,6 +5,8 @@ the learner's own predicate admits (C8)."""
 
 from __future__ import annotations
 
+import re
+
 import jupytext
 import numpy as np
 import pytest
@@ -13,6 +15,7 @@ import torch
 from fastpath_lib import interpreted, runtime
 from fastpath_lib.grading.checks import ex02_kernel, ex08_capstone
 from fastpath_lib.grading.engine import far_rows, kernel_run, sources
+from fastpath_lib.grading.rules import kernel_source
 
 from tests.solved import ROOT  # noqa: E402
 from tests.grading.test_grading_kernel_run import BACKWARD, KERNEL, _graded, _in_process, _proxy  # noqa: E402
@@ -100,6 +103,12 @@ SOFTMAX = ("import torch\nimport triton\nimport triton.language as tl\n\n"
 INT32 = "tl.program_id(0).to(tl.int64)", "tl.program_id(0)"
 
 
+def _narrowed(source: str) -> str:
+    """``source`` with each row offset computed in int64 and narrowed to int32 before it is added: the source rule
+    (rules/row_offsets.py) sees no int32 product of a program id, the far row wraps as in int32."""
+    return re.sub(r"\brow \* (\w+)", r"(row * \1).to(tl.int32)", source)
+
+
 def _launcher(source: str, name: str):
     ns: dict = {}
     exec(compile(source, f"<{name}>", "exec"), ns)  # noqa: S102 - the test's own launcher, in the check cell
@@ -124,17 +133,101 @@ def test_row_offsets_in_int32_fail_every_kernel_part_not_only_the_forward():
     """Attack 9, C7: ex02's backward and ex08's kernel with ``row = tl.program_id(0)`` (int32 row offsets, wrong past
     2**31 elements) scored full marks: only the forward had the overflow probe. The launcher's launch now runs one
     program at row 2**28 + 2 of 16 columns, on tensors of three rows; the int64 launchers still pass, in the grader
-    (the replay's child) and in the notebook (the interpreter here)."""
+    (the replay's child) and in the notebook (the interpreter here). In the grader the source rule refuses an int32
+    program id before anything runs (test_row_offsets_in_int32_fail_in_every_layout_and_int64_passes_in_each), so
+    the grader's probe is given what the source rule passes: offsets computed in int64 and narrowed to int32."""
     assert BACKWARD.count(INT32[0]) == 1 and SOFTMAX.count(INT32[0]) == 1
     wheres = [False] + ([True] if runtime.interpreter_enabled() else [])
-    for part, source in ((_backward, BACKWARD), (_capstone_kernel, SOFTMAX)):
+    for part, source, launcher in ((_backward, BACKWARD, "my_backward"), (_capstone_kernel, SOFTMAX, "launch")):
+        narrowed = _narrowed(source)
+        assert narrowed.count(".to(tl.int32)") >= 2 and kernel_source.launcher_problem(narrowed, launcher) is None
         for here in wheres:
-            bad = part(source.replace(*INT32), here)
+            bad = part(source.replace(*INT32) if here else narrowed, here)
             assert not bad.passed and "row offsets wrap in int32" in bad.feedback, (part, here, bad.feedback)
             assert "tl.program_id(0).to(tl.int64)" in bad.feedback and "every case is right" in bad.feedback
-    # the int64 launchers pass where the probe runs as data; in the notebook the solutions' own cells pass
-    # (test_grading_checks), and the backward's honest launcher passes in the grader (test_grading_kernel_run)
-    good = _capstone_kernel(SOFTMAX, False)
+    # the int64 launchers pass: in the notebook the solutions' own cells (test_grading_checks), in the grader the
+    # backward's honest launcher (test_grading_kernel_run) and ex08's solution (test_grading's ex08 notebooks)
+
+
+def _int32(source: str) -> str:
+    """``source`` with every program id left in int32 (attack 10, D1's kernels)."""
+    return re.sub(r"(tl\.program_id\(\d\))\.to\(tl\.int64\)", r"\1", source)
+
+
+def _guarded(source: str) -> str:
+    """The solution's softmax given the row count and guarding ``row < n_rows`` (a persistent kernel's guard)."""
+    return (source.replace("Y_row_stride, n_cols,", "Y_row_stride, n_rows, n_cols,")
+            .replace("mask = cols < n_cols", "mask = (cols < n_cols) & (row < n_rows)")
+            .replace("y.stride(0), x2d.shape[1],", "y.stride(0), x2d.shape[0], x2d.shape[1],"))
+
+
+def _two_rows(source: str) -> str:
+    """:func:`_guarded` with two rows per program (a ``tl.static_range`` loop, half the programs)."""
+    head, _, body = _guarded(source).partition("    row = tl.program_id(0).to(tl.int64)\n")
+    body, _, tail = body.partition("\n\n\n")
+    loop = "    for r in tl.static_range(2):\n        row = tl.program_id(0).to(tl.int64) * 2 + r\n"
+    return (head + loop + "\n".join("    " + ln for ln in body.splitlines()) + "\n\n\n"
+            + tail.replace("[(x2d.shape[0],)]", "[(triton.cdiv(x2d.shape[0], 2),)]"))
+
+
+#: exercise 08's softmax in the layouts the far-row probe's one program per row on axis 0 does not move (attack 10,
+#: D1): a row-count guard (a), a 2-D grid read on axis 1 (b), two rows per program (c), an early return, the offset
+#: computed in a helper kernel; their int64 forms are honest
+LAYOUTS = {
+    "guard": _guarded(SOFTMAX),
+    "grid (1, rows)": SOFTMAX.replace("tl.program_id(0)", "tl.program_id(1)").replace(
+        "[(x2d.shape[0],)]", "[(1, x2d.shape[0])]"),
+    "two rows per program": _two_rows(SOFTMAX),
+    "early return": SOFTMAX.replace("Y_row_stride, n_cols,", "Y_row_stride, n_rows, n_cols,").replace(
+        "    cols = tl.arange", "    if row >= n_rows:\n        return\n    cols = tl.arange").replace(
+        "y.stride(0), x2d.shape[1],", "y.stride(0), x2d.shape[0], x2d.shape[1],"),
+    "offset converted where it is used": SOFTMAX.replace("tl.program_id(0).to(tl.int64)", "tl.program_id(0)").replace(
+        "row * X_row_stride", "row.to(tl.int64) * X_row_stride").replace(
+        "row * Y_row_stride", "tl.cast(row, tl.int64) * Y_row_stride"),
+    "a helper computes the offset": SOFTMAX.replace(
+        "@triton.jit\ndef softmax_kernel", "@triton.jit\ndef _at(P, row, stride):\n    return P + row * stride\n\n\n"
+        "@triton.jit\ndef softmax_kernel").replace(
+        "X_ptr + row * X_row_stride", "_at(X_ptr, row, X_row_stride)").replace(
+        "Y_ptr + row * Y_row_stride", "_at(Y_ptr, row, Y_row_stride)"),
+    "converted on a line of its own": SOFTMAX.replace("row = tl.program_id(0).to(tl.int64)",
+                                                      "row = tl.program_id(0)\n    row = row.to(tl.int64)"),
+}
+#: honest forms with no int32 form of their own
+CONVERTED = ("offset converted where it is used", "converted on a line of its own")
+
+
+def test_row_offsets_in_int32_fail_in_every_layout_and_int64_passes_in_each():
+    """Attack 10, D1: the far-row probe moves program 2 of a launch of one program per row on axis 0, so int32 row
+    offsets behind a ``row < n_rows`` guard (the kernel given the probe's row count, 3), on a 2-D grid, or two rows
+    per program scored full marks (ex08 7/7, ex02 4/4). The source rule (:mod:`~fastpath_lib.grading.rules.
+    row_offsets`) refuses each in the grader before anything runs; each layout's int64 form passes the rule."""
+    for layout, source in LAYOUTS.items():
+        assert source != SOFTMAX and compile(source, layout, "exec"), layout
+        assert kernel_source.launcher_problem(source, "launch") is None, (layout, source)
+        if layout in CONVERTED:
+            continue
+        bad = kernel_source.launcher_problem(_int32(source), "launch")
+        assert bad and bad.startswith("row offsets wrap in int32") and "to(tl.int64)" in bad, (layout, bad)
+        graded = _capstone_kernel(_int32(source), False)
+        assert not graded.passed and graded.feedback.count("row offsets wrap in int32") == 1, graded.feedback
+    guarded = _int32(BACKWARD.replace("n_cols, HAS_WEIGHT", "n_rows, n_cols, HAS_WEIGHT").replace(
+        "mask = cols < n_cols", "mask = (cols < n_cols) & (row < n_rows)").replace(
+        "h2d.stride(0), n_cols, HAS", "h2d.stride(0), n_rows, n_cols, HAS"))
+    assert guarded.count("n_rows") >= 4
+    bad = _backward(guarded, False)
+    assert not bad.passed and "row offsets wrap in int32" in bad.feedback, bad.feedback
+    # a product with a compile-time constant (a column tile) and values loaded from memory are not offsets to convert:
+    # the backward's rstd loaded at an int32 row (no product) times h
+    loaded = BACKWARD.replace("row = tl.program_id(0).to(tl.int64)", "row = tl.program_id(0)").replace(
+        "row * hs", "row.to(tl.int64) * hs").replace("row * dys", "row.to(tl.int64) * dys").replace(
+        "row * n_cols", "row.to(tl.int64) * n_cols")
+    assert "tl.load(RSTD + row)" in loaded and "n = h * rstd" in loaded
+    assert kernel_source.launcher_problem(loaded, "my_backward") is None
+    tiles = LAYOUTS["grid (1, rows)"].replace("cols = tl.arange(0, BLOCK_SIZE)",
+                                              "cols = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)")
+    assert kernel_source.launcher_problem(tiles, "launch") is None
+    # the two rows per program run right in the grader, as the solution's layout does
+    good = _capstone_kernel(LAYOUTS["two rows per program"], False)
     assert good.passed, good.feedback
 
 

@@ -87,6 +87,9 @@ TWO_PASS = KERNEL.replace("""    h = (x + r).to(H.dtype.element_ty)
 """)
 #: row offsets computed in int32: right on every case the check can allocate, wrong past 2**31 elements
 INT32_ROWS = KERNEL.replace("tl.program_id(0).to(tl.int64)", "tl.program_id(0)")
+#: a row offset computed in int64 and narrowed to int32 before it is added: no int32 product of a program id for the
+#: source rule (rules/row_offsets.py) to see, the same wrap past 2**31 elements
+NARROWED = KERNEL.replace("X + row * xs + cols", "X + (row * xs).to(tl.int32) + cols")
 
 
 def test_a_two_pass_kernel_is_told_the_memory_rule_it_breaks_and_where():
@@ -101,13 +104,21 @@ def test_a_two_pass_kernel_is_told_the_memory_rule_it_breaks_and_where():
 
 
 def test_row_offsets_computed_in_int32_are_caught_without_allocating_2_to_the_31():
-    """A kernel whose row * row_stride is int32 scored 4/4: the interpreter wraps int32 as a GPU does, so a launch
-    whose row stride puts row 3 at 2**32 + 8 elements shows it at element 8 of a four-row tensor."""
-    checks = [_graded] + ([_in_process] if runtime.interpreter_enabled() else [])
-    for check in checks:
-        r = check(INT32_ROWS)
+    """A kernel whose row * row_stride is int32 scored 4/4. The grader refuses it from its source before it runs,
+    naming the product (rules/row_offsets.py, any layout). The overflow launch decides what the source does not show:
+    the interpreter wraps int32 as a GPU does, so a launch whose row stride puts row 3 at 2**32 + 8 elements shows an
+    int64 offset narrowed to int32 at element 8 of a four-row tensor, in the grader and in the notebook (where the
+    launches run before the source rules, so an int32 product is told there by the launch)."""
+    graded = _graded(INT32_ROWS)
+    assert not graded.passed and "element 8" not in graded.feedback, graded.feedback
+    assert graded.feedback.startswith("row offsets wrap in int32: your kernel fwd computes row * "), graded.feedback
+    assert NARROWED != KERNEL and kernel_source.kernel_problem(NARROWED, "fwd") is None
+    checks = [(_graded, NARROWED)] + ([(_in_process, INT32_ROWS)] if runtime.interpreter_enabled() else [])
+    for check, source in checks:
+        r = check(source)
         assert not r.passed and "row offsets wrap in int32" in r.feedback and "element 8" in r.feedback, r.feedback
-        assert check(KERNEL).passed
+    if runtime.interpreter_enabled():
+        assert _in_process(KERNEL).passed  # the grader passes it: test_grader_runs_the_kernel_from_its_source_...
 
 
 BACKWARD = """
@@ -419,7 +430,7 @@ import triton.language as tl
 
 @triton.jit
 def copy_kernel(X, Y, xs, ys, n, B: tl.constexpr):
-    row = tl.program_id(0)
+    row = tl.program_id(0).to(tl.int64)
     c = tl.arange(0, B)
     tl.store(Y + row * ys + c, tl.load(X + row * xs + c, mask=c < n), mask=c < n)
 
@@ -575,7 +586,7 @@ import triton.language as tl
 
 @triton.jit
 def copy_kernel(X, Y, xs, ys, n, B: tl.constexpr):
-    row = tl.program_id(0)
+    row = tl.program_id(0).to(tl.int64)
     c = tl.arange(0, B)
     tl.store(Y + row * ys + c, tl.load(X + row * xs + c, mask=c < n), mask=c < n)
 

@@ -10,10 +10,12 @@ Triton's interpreter every load and store is counted (:mod:`fastpath_lib.traffic
 once, each output element written once, nothing outside the tensors; and one more launch, whose row stride puts row 3 at
 ``2**32 + 8`` elements on tensors that hold row 0 only, shows a row offset computed in int32 (it wraps back inside them;
 :func:`overflow_problem`); the stretch backward's launcher gets the same probe through its own launch
-(:mod:`~fastpath_lib.grading.engine.far_rows`). Feedback says which rule failed: wrong values, or right values and the
-memory rule, or int32 offsets. The stretch backward's launcher may run no torch operator but those that allocate, view,
-copy and sum the partial ``dw`` rows (:mod:`~fastpath_lib.grading.engine.host_ops` with :data:`_LAUNCHER_SUMS`: recorded
-as it runs in the notebook, refused at torch's dispatcher in the grader). In the grader the kernel runs as data
+(:mod:`~fastpath_lib.grading.engine.far_rows`); both probes move one program per row on axis 0, and the source rule
+:mod:`~fastpath_lib.grading.rules.row_offsets` refuses an int32 product of a program id in any grid. Feedback says which
+rule failed: wrong values, or right values and the memory rule, or int32 offsets. The stretch backward's launcher may
+run no torch operator but those that allocate, view, copy and sum the partial ``dw`` rows
+(:mod:`~fastpath_lib.grading.engine.host_ops` with :data:`_LAUNCHER_SUMS`: recorded as it runs in the notebook, refused
+at torch's dispatcher in the grader). In the grader the kernel runs as data
 (:mod:`fastpath_lib.grading.engine.kernel_run`): its source from the notebook, compiled by Triton's frontend for a GPU,
 run in the grader's own process on the grader's inputs.
 
@@ -39,7 +41,7 @@ from fastpath_lib.grading.engine import far_rows, host_ops, kernel_run, remote, 
 from fastpath_lib.grading.materials import device
 from fastpath_lib.grading.registry import Result
 from fastpath_lib.grading.report.feedback import Fail, case_label, graded, passed, table
-from fastpath_lib.grading.rules import borrowed, kernel_body, kernel_source
+from fastpath_lib.grading.rules import borrowed, kernel_body, kernel_source, row_offsets
 from fastpath_lib.grading.rules.kernel_source import kernel_problem, launcher_problem
 from fastpath_lib.rmsnorm import predicate as rms
 from fastpath_lib.testing import compare, reference_grads
@@ -51,7 +53,7 @@ _FORBIDDEN = borrowed.KIT_KERNELS + borrowed.KIT_OP + borrowed.KIT_REFERENCE + b
 #: torch's operators the grader's kernel and its runs of the learner's kernel lack while this exercise is graded
 ABSENT = borrowed.absent("ex02", _FORBIDDEN)
 #: the rules beyond forbidden calls this check applies, in the exercise's words
-STATED = (kernel_body.PUBLISHED_RULE, kernel_run.RACE_RULE)
+STATED = (kernel_body.PUBLISHED_RULE, kernel_run.RACE_RULE, row_offsets.INT64_RULE)
 
 
 def add_rms_norm_spec(x: torch.Tensor, r: torch.Tensor, w: torch.Tensor, eps: float | None = None):

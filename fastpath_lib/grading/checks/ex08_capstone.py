@@ -8,7 +8,8 @@ op calls computes when the grader runs it with the learner's kernel in its own c
 category only when one of its conditions rejects a declared boundary point that every condition of the other
 categories accepts, so one condition copied under three categories counts once. Each result names the operator it
 was checked for; the grader requires the same operator in every part. The kernel part runs the int32 row-offset
-probe (:mod:`~fastpath_lib.grading.engine.far_rows`); the dispatch part calls the op at the extremes of the region
+probe (:mod:`~fastpath_lib.grading.engine.far_rows`) and, in the grader, the int64 source rule on any layout
+(:mod:`~fastpath_lib.grading.rules.row_offsets`); the dispatch part calls the op at the extremes of the region
 the predicate admits (:mod:`~fastpath_lib.grading.rules.region`). Both run bf16 arithmetic as a GPU does
 (:func:`fastpath_lib.interpreted.as_on_gpu`).
 """
@@ -27,7 +28,7 @@ from fastpath_lib.grading.materials import KNOWN_OPS, device
 from fastpath_lib.grading.registry import Result
 from fastpath_lib.grading.report.feedback import (Fail, call, case_label, describe_error, graded, hold, passed,
                                                   table)
-from fastpath_lib.grading.rules import borrowed, kernel_body, kernel_source, region
+from fastpath_lib.grading.rules import borrowed, kernel_body, kernel_source, region, row_offsets
 from fastpath_lib.testing import compare
 
 __all__ = ["check_capstone_reference", "check_capstone_kernel", "check_capstone_predicate", "check_capstone_dispatch",
@@ -63,7 +64,7 @@ ABSENT = borrowed.absent("ex08", *_FORBIDDEN.values(), marker=True,
                          why="the reference and the Triton route compute the operator themselves, and the checks "
                              "accept what the absent operator returns on the fallback route only")
 #: the rules beyond forbidden calls the kernel and dispatch parts apply in the grader, in the exercise's words
-STATED = (kernel_body.PUBLISHED_RULE, kernel_run.RACE_RULE)
+STATED = (kernel_body.PUBLISHED_RULE, kernel_run.RACE_RULE, row_offsets.INT64_RULE)
 _CASES = (CaseSpec(7, 33, weight=None), CaseSpec(5, 100, torch.float16, weight=None),
           CaseSpec(3, 781, torch.bfloat16, weight=None, scale=4.0),
           CaseSpec(6, 48, weight=None, layout="row_slice", pad=5), CaseSpec(1, 1, weight=None))

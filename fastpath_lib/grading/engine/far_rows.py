@@ -10,7 +10,10 @@ per row, the exercises' layout), runs program :data:`FAR` in place of program 2,
 elements, so an offset computed in int32 wraps to row 2 of the probe's tensors, which no other program touches; in
 int64 it lies far past them (an access the interpreter's checker drops). The launch runs twice (:data:`RUNS`), once with
 program ``FAR + 1`` in that place (its int32 offset wraps to row 3, past the tensors: it touches nothing either way),
-and :func:`problem` compares the bytes each run touched, tensor by tensor.
+and :func:`problem` compares the bytes each run touched, tensor by tensor. The probe moves that one layout only; a
+kernel given the row count (``row < n_rows`` is false at program ``FAR``), a 2-D grid or several rows per program
+computes its row offsets where it does not reach, and the source rule
+:mod:`~fastpath_lib.grading.rules.row_offsets` refuses an int32 product of a program id in any layout.
 
 :func:`fastpath_lib.interpreted.far_programs` runs the programs (in the grader's replay process,
 :func:`~fastpath_lib.interpreted.install_far` and :func:`~fastpath_lib.interpreted.select_far`, one call at a time).

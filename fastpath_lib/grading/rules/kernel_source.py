@@ -11,7 +11,8 @@ file before it ran) with :mod:`ast`; each returns a sentence saying what is wron
   (:func:`~fastpath_lib.grading.rules.language_names.outside_language`: ``tl.load``, ``tl.math.rsqrt``; not a module
   reached under another name, ``tl.random.tl``), the source's other kernels and a few builtins (no other module, no
   helper function, nothing defined inside it), past a value only what Triton's language values publish, in syntax
-  Triton compiles (:mod:`~fastpath_lib.grading.rules.kernel_body`), and the kernel stores something. The grader's
+  Triton compiles (:mod:`~fastpath_lib.grading.rules.kernel_body`), no program id multiplied in int32 by a value known
+  only at run time (:mod:`~fastpath_lib.grading.rules.row_offsets`), and the kernel stores something. The grader's
   compile step reads the calls again, on what they resolve to
   (:func:`fastpath_lib.grading.engine.compile_check.callee_problem`).
 * :func:`launcher_problem`: a host function (and the source's functions it calls) launches one of the source's
@@ -52,6 +53,7 @@ import builtins
 from fastpath_lib.grading.engine.sources import dotted, parse_cells
 from fastpath_lib.grading.rules.definitions import definition_problem, literal, type_expression
 from fastpath_lib.grading.rules.kernel_body import body_problem
+from fastpath_lib.grading.rules.row_offsets import offset_problem
 
 __all__ = ["kernel_problem", "launcher_problem", "launches_kernel", "launchers_called", "program", "still_a_stub"]
 
@@ -209,7 +211,7 @@ def kernel_problem(source: str, name: str) -> str | None:
         return f"{name} must be defined under @triton.jit, and under nothing else"
     reached = [k for k in _reached(src, name) if k.name in src.kernels]  # it and the jit functions it calls
     for kernel in reached:
-        problem = body_problem(src, kernel)
+        problem = body_problem(src, kernel) or offset_problem(src, kernel)
         if problem:
             return problem
     if not any(isinstance(n, ast.Call) and src.resolve(dotted(n.func)) == "triton.language.store"
