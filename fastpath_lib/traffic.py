@@ -277,6 +277,7 @@ def _flat_tensors(names, values):
 class _Recorder:
     def __init__(self, traffic: Traffic, builder):
         self.traffic, self.builder, self.launch = traffic, builder, None
+        self._ran = None  # the last access the race tally counted: (mask, in bounds, lanes that ran, program)
 
     def begin(self, executor) -> None:
         fn = getattr(executor, "fn", None)
@@ -307,10 +308,12 @@ class _Recorder:
         return next(((e.name, (byte - e.ptr) // e.esize) for e in self.launch._extents
                      if e.ptr <= byte < e.ptr + e.span * e.esize), None)
 
-    def access(self, op: str, ptrs, mask, check: bool = True, atomic: bool = False) -> np.ndarray | None:
-        """Count one load or store (of an atomic: its store carries ``atomic``, its load is not tallied for races);
-        returns the mask to execute with (``None``: unchanged)."""
+    def access(self, op: str, ptrs, mask, check: bool = True, atomic: bool = False,
+               acquire: bool = False) -> np.ndarray | None:
+        """Count one load or store (of an atomic: its store carries ``atomic``, its load is not tallied for races;
+        ``acquire``: the atomic acquires its words first); returns the mask to execute with (``None``: unchanged)."""
         launch = self.launch
+        self._ran = None
         if launch is None:
             return None
         addrs = np.asarray(ptrs.data).astype(np.uint64)
@@ -330,8 +333,11 @@ class _Recorder:
         if launch._tally is not None and not (atomic and op == "load"):  # the lanes that run: in bounds
             gx, gy, _ = (int(g) for g in self.builder.grid_dim)
             x, y, z = (int(i) for i in self.builder.grid_idx)
-            launch._tally.add(sel[inside], size, x + gx * (y + gy * z),
-                              ATOMIC if atomic else STORE if op == "store" else LOAD)
+            program = x + gx * (y + gy * z)
+            if acquire:
+                launch._tally.acquire(sel[inside], program)
+            launch._tally.add(sel[inside], size, program, ATOMIC if atomic else STORE if op == "store" else LOAD)
+            self._ran = (m, inside, sel[inside], program)
         key = "loaded_requested" if op == "load" else "stored_requested"
         setattr(target, key, getattr(target, key) + sel.size * size)
         ext = launch._extents[owner] if owner is not None else None
@@ -349,6 +355,16 @@ class _Recorder:
         if inside.all() or not check:
             return None
         return self._out_of_bounds(op, addrs, m, sel, inside, owner, size)
+
+    def release(self, wrote=None) -> None:
+        """The atomic just counted (its store, by :meth:`access`) releases the words it wrote: all its lanes that ran,
+        or those of them where ``wrote`` (a ``tl.atomic_cas`` writes only where it found ``cmp``)."""
+        if self._ran is None or self.launch is None or self.launch._tally is None:
+            return
+        m, inside, lanes, program = self._ran
+        if wrote is not None:
+            lanes = lanes[np.broadcast_to(np.asarray(wrote, dtype=bool), m.shape)[m][inside]]
+        self.launch._tally.release(lanes, program)
 
     def _owner(self, sel: np.ndarray, size: int) -> tuple[int | None, np.ndarray]:
         """The tensor holding most lanes (the first on a tie), else the storage holding most, else none."""
@@ -388,6 +404,15 @@ class _Recorder:
             traffic.oob.append(record)
             launch.oob.append(record)
         return m & ~bad
+
+
+def _orders(sem, scope) -> tuple[bool, bool]:
+    """Whether an atomic of Triton's IR memory semantics ``sem`` and scope ``scope`` acquires and releases for the
+    other programs of its launch (an atomic of ``scope="cta"`` orders nothing across programs)."""
+    if getattr(scope, "name", str(scope)).upper().endswith("CTA"):
+        return False, False
+    name = getattr(sem, "name", str(sem)).upper()
+    return name.startswith("ACQUIRE"), name.endswith("RELEASE")
 
 
 @contextlib.contextmanager
@@ -439,17 +464,26 @@ def watch(on_oob: str = "mask", max_records: int = 50, races: bool = False):
     def hooked_store(ptrs, value, mask, *args, **kwargs):
         return store(ptrs, value, masked(mask, rec.access("store", ptrs, mask)), *args, **kwargs)
 
-    def hooked_rmw(op, ptr, val, mask, *args, **kwargs):  # an atomic reads and writes: counted as both
+    def hooked_rmw(op, ptr, val, mask, sem, scope):  # an atomic reads and writes: counted as both
+        acquire, release = _orders(sem, scope)
         rec.access("load", ptr, mask, check=False, atomic=True)
-        return rmw(op, ptr, val, masked(mask, rec.access("store", ptr, mask, atomic=True)), *args, **kwargs)
+        out = rmw(op, ptr, val, masked(mask, rec.access("store", ptr, mask, atomic=True, acquire=acquire)), sem,
+                  scope)
+        if release:
+            rec.release()
+        return out
 
-    def hooked_cas(ptr, cmp, val, *args, **kwargs):  # no mask to drop a lane from: an out-of-bounds lane raises
+    def hooked_cas(ptr, cmp, val, sem, scope):  # no mask to drop a lane from: an out-of-bounds lane raises
+        acquire, release = _orders(sem, scope)
         rec.access("load", ptr, None, check=False, atomic=True)
         n = traffic.oob_accesses
-        rec.access("store", ptr, None, atomic=True)
+        rec.access("store", ptr, None, atomic=True, acquire=acquire)
         if traffic.oob_accesses > n:
             raise OutOfBoundsError(traffic.oob[-1]) if traffic.oob else RuntimeError("out-of-bounds atomic_cas")
-        return cas(ptr, cmp, val, *args, **kwargs)
+        out = cas(ptr, cmp, val, sem, scope)
+        if release:
+            rec.release(np.asarray(out.data) == np.asarray(cmp.data))
+        return out
 
     def hooked_call(self, *args, **kwargs):
         rec.begin(self)
