@@ -37,10 +37,11 @@ Public API (kept stable):
   block's mask), ``bad`` (the lanes out of bounds), ``count``; ``str()`` says it all
   in the manner of Triton-Puzzles-Lite.
 * ``Race``: a byte of one launch that one program writes (a store or an atomic) and another program reads or writes,
-  not both with atomics: ``kernel``, ``launch``, ``tensor``, ``offset`` (element offset of the first such byte),
-  ``writer`` / ``other`` (program ids) and what each did, ``count`` (bytes that race); ``str()`` names both fixes.
-  Triton's interpreter runs a launch's programs one after another, so a race gives the sequential answer there; on a
-  GPU they run at once.
+  not both with atomics, where no atomic orders the two accesses (the first program releases a word after its access,
+  the second acquires it before its own: a lock, a counter; Triton's atomics acquire and release by default):
+  ``kernel``, ``launch``, ``tensor``, ``offset`` (element offset of the first such byte), ``writer`` / ``other``
+  (program ids) and what each did, ``count`` (bytes that race); ``str()`` names both fixes. Triton's interpreter runs
+  a launch's programs one after another, so a race gives the sequential answer there; on a GPU they run at once.
 
 An access belongs to the tensor argument holding most of its masked-in lanes (an argument's elements are the bytes its
 shape and strides address); its masked-in lanes outside that tensor's elements are out of bounds. So an off-by-one
@@ -424,7 +425,8 @@ def watch(on_oob: str = "mask", max_records: int = 50, races: bool = False):
             before the access).
         max_records: out-of-bounds records kept in full (all are counted in ``oob_accesses``).
         races: find each launch's data races (:class:`Race`: a byte one program writes and another reads or writes,
-            not both with atomics), kept in ``races``; off by default, as it keeps every accessed byte of a launch.
+            not both with atomics, unordered by any atomic release and acquire), kept in ``races``; off by default,
+            as it keeps every accessed byte of a launch.
 
     Raises:
         RuntimeError: off Triton's interpreter, inside another ``watch`` block, or when this Triton's interpreter
