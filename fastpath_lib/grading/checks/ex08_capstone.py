@@ -443,7 +443,12 @@ def _grade_dispatch(op_name: str, op, make_predicate, make_ctx) -> list[Result]:
         launched: list = []
         # in the grader the source is read whole: the fallback's own torch op is allowed there
         watch = forbidden if exp_route == "triton" and not in_grader else _KIT
-        out, problem = _dispatch_call(op, x, watch, launched, in_grader)
+        try:
+            out, problem = _dispatch_call(op, x, watch, launched, in_grader)
+        except remote.RemoteError:
+            if in_grader and exp_route == "triton":  # the grader's own run of the launchers says what it can
+                _launcher_values(op, [x])  # (an operation Triton's interpreter cannot run, in the replay's words)
+            raise
         if problem is None and not (isinstance(out, tuple) and len(out) == 2):
             raise Fail(f"op must return (y, route), got {type(out).__name__}")
         y, route = out if problem is None else (None, "?")
