@@ -1073,3 +1073,28 @@ def test_an_operation_the_interpreter_cannot_run_is_named_as_the_interpreters_ga
     assert xchg and "line 3 of by_xchg" in xchg and "Unsupported data type" in xchg and \
         "triton.language's own operations" in xchg, xchg
     assert said["by_own_raise"] is None
+
+
+class _RaisesLikeAutotune:
+    """The learner's kernel where the op's kernel is under ``@triton.autotune``: Triton's autotuner asks for a GPU
+    driver and raises (what the op raised in the notebook's kernel, attack 10's D6)."""
+
+    def call(self, fn, args, kwargs, forbidden=None):
+        raise RuntimeError("0 active drivers ([]). There should only be one.")
+
+
+def test_ex08_dispatch_refuses_a_kernel_the_rules_refuse_in_their_words_before_the_op_runs():
+    """Attack 10 (D6): a kernel under ``@triton.autotune`` fails the dispatch part with the kernel rule's sentence
+    (the op's launchers are held to the rules before the op runs), not with the error Triton's autotuner raises off a
+    GPU. In process: no child, the op never runs."""
+    from fastpath_lib.grading.checks import ex08_capstone
+
+    op = remote.Proxy(_RaisesLikeAutotune(), {"__fastpath_ref__": 0, "type": "function", "repr": "softmax"}, "softmax")
+    autotuned = SOFTMAX_OP.replace("@triton.jit\ndef softmax_kernel", "@triton.autotune(configs=[triton.Config({}, "
+                                   "num_warps=4)], key=['n'])\n@triton.jit\ndef softmax_kernel")
+    assert autotuned != SOFTMAX_OP
+    with sources.using([autotuned]):
+        (result,) = ex08_capstone.check_capstone_dispatch("softmax", op, _Predicate, lambda x: x, show=False)
+    assert not result.passed and result.feedback.startswith(
+        "your op's Triton route calls launch: softmax_kernel is decorated with triton.autotune") and \
+        "active drivers" not in result.feedback, result.feedback
