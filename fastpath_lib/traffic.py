@@ -76,7 +76,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from fastpath_lib.traffic_records import ATOMIC, LOAD, STORE, OutOfBounds, OutOfBoundsError, Race, RaceTally
+from fastpath_lib.traffic_records import (ATOMIC, LOAD, STORE, OutOfBounds, OutOfBoundsError, Race, RaceTally,
+                                          atomic_orders)
 
 __all__ = ["watch", "Traffic", "Launch", "TensorTraffic", "OutOfBounds", "OutOfBoundsError", "Race", "hooks_missing",
            "NO_TENSOR"]
@@ -278,7 +279,6 @@ def _flat_tensors(names, values):
 class _Recorder:
     def __init__(self, traffic: Traffic, builder):
         self.traffic, self.builder, self.launch = traffic, builder, None
-        self._ran = None  # the last access the race tally counted: (mask, in bounds, lanes that ran, program)
 
     def begin(self, executor) -> None:
         fn = getattr(executor, "fn", None)
@@ -310,11 +310,10 @@ class _Recorder:
                      if e.ptr <= byte < e.ptr + e.span * e.esize), None)
 
     def access(self, op: str, ptrs, mask, check: bool = True, atomic: bool = False,
-               acquire: bool = False) -> np.ndarray | None:
-        """Count one load or store (of an atomic: its store carries ``atomic``, its load is not tallied for races;
-        ``acquire``: the atomic acquires its words first); returns the mask to execute with (``None``: unchanged)."""
+               orders: tuple[bool, bool] = (False, False)) -> np.ndarray | None:
+        """Count one load or store (of an atomic: its store carries ``atomic`` and whether it acquires and releases,
+        ``orders``; its load is not tallied for races); returns the mask to execute with (``None``: unchanged)."""
         launch = self.launch
-        self._ran = None
         if launch is None:
             return None
         addrs = np.asarray(ptrs.data).astype(np.uint64)
@@ -334,11 +333,8 @@ class _Recorder:
         if launch._tally is not None and not (atomic and op == "load"):  # the lanes that run: in bounds
             gx, gy, _ = (int(g) for g in self.builder.grid_dim)
             x, y, z = (int(i) for i in self.builder.grid_idx)
-            program = x + gx * (y + gy * z)
-            if acquire:
-                launch._tally.acquire(sel[inside], program)
-            launch._tally.add(sel[inside], size, program, ATOMIC if atomic else STORE if op == "store" else LOAD)
-            self._ran = (m, inside, sel[inside], program)
+            launch._tally.add(sel[inside], size, x + gx * (y + gy * z),
+                              ATOMIC if atomic else STORE if op == "store" else LOAD, *orders)
         key = "loaded_requested" if op == "load" else "stored_requested"
         setattr(target, key, getattr(target, key) + sel.size * size)
         ext = launch._extents[owner] if owner is not None else None
@@ -356,16 +352,6 @@ class _Recorder:
         if inside.all() or not check:
             return None
         return self._out_of_bounds(op, addrs, m, sel, inside, owner, size)
-
-    def release(self, wrote=None) -> None:
-        """The atomic just counted (its store, by :meth:`access`) releases the words it wrote: all its lanes that ran,
-        or those of them where ``wrote`` (a ``tl.atomic_cas`` writes only where it found ``cmp``)."""
-        if self._ran is None or self.launch is None or self.launch._tally is None:
-            return
-        m, inside, lanes, program = self._ran
-        if wrote is not None:
-            lanes = lanes[np.broadcast_to(np.asarray(wrote, dtype=bool), m.shape)[m][inside]]
-        self.launch._tally.release(lanes, program)
 
     def _owner(self, sel: np.ndarray, size: int) -> tuple[int | None, np.ndarray]:
         """The tensor holding most lanes (the first on a tie), else the storage holding most, else none."""
@@ -405,15 +391,6 @@ class _Recorder:
             traffic.oob.append(record)
             launch.oob.append(record)
         return m & ~bad
-
-
-def _orders(sem, scope) -> tuple[bool, bool]:
-    """Whether an atomic of Triton's IR memory semantics ``sem`` and scope ``scope`` acquires and releases for the
-    other programs of its launch (an atomic of ``scope="cta"`` orders nothing across programs)."""
-    if getattr(scope, "name", str(scope)).upper().endswith("CTA"):
-        return False, False
-    name = getattr(sem, "name", str(sem)).upper()
-    return name.startswith("ACQUIRE"), name.endswith("RELEASE")
 
 
 @contextlib.contextmanager
@@ -467,24 +444,21 @@ def watch(on_oob: str = "mask", max_records: int = 50, races: bool = False):
         return store(ptrs, value, masked(mask, rec.access("store", ptrs, mask)), *args, **kwargs)
 
     def hooked_rmw(op, ptr, val, mask, sem, scope):  # an atomic reads and writes: counted as both
-        acquire, release = _orders(sem, scope)
         rec.access("load", ptr, mask, check=False, atomic=True)
-        out = rmw(op, ptr, val, masked(mask, rec.access("store", ptr, mask, atomic=True, acquire=acquire)), sem,
-                  scope)
-        if release:
-            rec.release()
-        return out
+        keep = rec.access("store", ptr, mask, atomic=True, orders=atomic_orders(sem, scope))
+        return rmw(op, ptr, val, masked(mask, keep), sem, scope)
 
     def hooked_cas(ptr, cmp, val, sem, scope):  # no mask to drop a lane from: an out-of-bounds lane raises
-        acquire, release = _orders(sem, scope)
+        acquire, release = atomic_orders(sem, scope)
         rec.access("load", ptr, None, check=False, atomic=True)
         n = traffic.oob_accesses
-        rec.access("store", ptr, None, atomic=True, acquire=acquire)
+        rec.access("store", ptr, None, atomic=True, orders=(acquire, False))
         if traffic.oob_accesses > n:
             raise OutOfBoundsError(traffic.oob[-1]) if traffic.oob else RuntimeError("out-of-bounds atomic_cas")
         out = cas(ptr, cmp, val, sem, scope)
-        if release:
-            rec.release(np.asarray(out.data) == np.asarray(cmp.data))
+        if release and rec.launch is not None and rec.launch._tally is not None:  # it wrote where it found cmp
+            rec.launch._tally.release_last(np.broadcast_to(np.asarray(out.data) == np.asarray(cmp.data),
+                                                           np.shape(ptr.data)))
         return out
 
     def hooked_call(self, *args, **kwargs):

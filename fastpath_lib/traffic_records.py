@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["OutOfBounds", "OutOfBoundsError", "Race", "RaceTally", "LOAD", "STORE", "ATOMIC"]
+__all__ = ["OutOfBounds", "OutOfBoundsError", "Race", "RaceTally", "LOAD", "STORE", "ATOMIC", "atomic_orders"]
 
 
 class OutOfBoundsError(RuntimeError):
@@ -87,6 +87,15 @@ class Race:
                 f"write its own partial buffer (a row of its own) and reduce the partials afterwards")
 
 
+def atomic_orders(sem, scope) -> tuple[bool, bool]:
+    """Whether an atomic of Triton's IR memory semantics ``sem`` and scope ``scope`` acquires and releases for the
+    other programs of its launch (an atomic of ``scope="cta"`` orders nothing across programs)."""
+    if getattr(scope, "name", str(scope)).upper().endswith("CTA"):
+        return False, False
+    name = getattr(sem, "name", str(sem)).upper()
+    return name.startswith("ACQUIRE"), name.endswith("RELEASE")
+
+
 def _join(views: list[np.ndarray]) -> np.ndarray:
     """The elementwise latest of vector clocks of different lengths (a missing program: -1, nothing of it known)."""
     out = np.full(max(v.size for v in views), -1, dtype=np.int64)
@@ -134,8 +143,11 @@ class RaceTally:
             return pos, np.zeros(addrs.shape, dtype=bool)
         return pos, self._words[np.minimum(pos, self._words.size - 1)] == addrs
 
-    def add(self, addrs: np.ndarray, size: int, program: int, how: int) -> None:
-        """One access: the first-byte addresses of its lanes (``size`` bytes each), by ``program`` (a linear id)."""
+    def add(self, addrs: np.ndarray, size: int, program: int, how: int, acquire: bool = False,
+            release: bool = False) -> None:
+        """One access: the first-byte addresses of its lanes (``size`` bytes each), by ``program`` (a linear id); an
+        atomic's (:data:`ATOMIC`) may ``acquire`` its words first (:meth:`acquire`) and ``release`` them after
+        (:meth:`release`)."""
         if not addrs.size:
             return
         addrs = addrs.astype(np.uint64)
@@ -143,11 +155,21 @@ class RaceTally:
         if how == STORE and self._words.size:  # a plain store of a word ends its release sequence
             pos, known = self._find(addrs)
             self._published[pos[known]] = 0
+        if acquire:
+            self.acquire(addrs, program)
         self.chunks.append((addrs, size, p, how, self._epoch[p], self._view[p]))
+        if release:
+            self.release(addrs, program)
+
+    def release_last(self, wrote: np.ndarray) -> None:
+        """The last access added, an atomic every lane of which ran (a ``tl.atomic_cas``: it has no mask), releases
+        the words of its lanes where ``wrote`` (a compare-and-swap writes only where it found ``cmp``)."""
+        addrs, _, p, *_ = self.chunks[-1]
+        self.release(addrs[np.asarray(wrote, dtype=bool).ravel()], self._linear[p])
 
     def acquire(self, addrs: np.ndarray, program: int) -> None:
-        """An atomic with acquire semantics by ``program`` reads the words at ``addrs``: it learns what they publish
-        (call before :meth:`add` of that atomic)."""
+        """An atomic with acquire semantics by ``program`` reads the words at ``addrs``: it learns what they
+        publish."""
         p = self._program(program)
         pos, known = self._find(np.unique(addrs.astype(np.uint64)))
         got = [self._views[int(s)] for s in np.unique(self._published[pos[known]]) if s]
@@ -159,8 +181,8 @@ class RaceTally:
                 self._view[p] = len(self._views) - 1
 
     def release(self, addrs: np.ndarray, program: int) -> None:
-        """An atomic with release semantics by ``program`` writes the words at ``addrs`` (call after :meth:`add` of
-        that atomic): each publishes, besides what it did, what the program knows and its accesses so far."""
+        """An atomic with release semantics by ``program`` writes the words at ``addrs``: each publishes, besides what
+        it did, what the program knows and its accesses so far."""
         p = self._program(program)
         addrs = np.unique(addrs.astype(np.uint64))
         if not addrs.size:

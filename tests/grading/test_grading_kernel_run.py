@@ -14,7 +14,7 @@ import triton.language as tl
 
 from fastpath_lib import runtime
 from fastpath_lib.grading.checks import ex02_kernel
-from fastpath_lib.grading.engine import compile_check, kernel_run, remote, replay, sources
+from fastpath_lib.grading.engine import compile_check, gaps, kernel_run, remote, replay, sources
 from fastpath_lib.grading.rules import kernel_source
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -1065,7 +1065,7 @@ def test_an_operation_the_interpreter_cannot_run_is_named_as_the_interpreters_ga
         try:
             ns[name][(1,)](torch.arange(8.0), torch.zeros(8), N=8)
         except Exception as exc:  # noqa: BLE001
-            said[name] = replay.interpreter_gap(exc, where, ns)
+            said[name] = gaps.interpreter_gap(exc, where, ns)
     assert said.keys() == {"by_libdevice", "by_xchg", "by_own_raise"}, said
     lib, xchg = said["by_libdevice"], said["by_xchg"]
     assert lib and lib.startswith("the grader could not run your kernel under Triton's interpreter: line 4 of "

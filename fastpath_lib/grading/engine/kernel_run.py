@@ -56,7 +56,7 @@ from collections.abc import Callable
 
 import torch
 
-from fastpath_lib.grading.engine import compile_check, forks, replay
+from fastpath_lib.grading.engine import compile_check, forks, gaps, replay
 
 __all__ = ["Outcome", "Call", "run", "sandboxed", "lacking", "launch_traffic", "copy_back", "torch_ops", "races",
            "RACE_RULE"]
@@ -308,7 +308,7 @@ def _child(request: str, result: str, values: str) -> None:
         got = _load(ran)
         # a launch ran what the compile step never compiled, or what Triton's interpreter cannot run: the part's
         said = [re.search(r"your kernel runs code under the interpreter .*? for a GPU|"
-                          + re.escape(replay.INTERPRETER_GAP.split(":")[0]) + ".*", str(c["error"][1]), re.S)
+                          + re.escape(gaps.INTERPRETER_GAP.split(":")[0]) + ".*", str(c["error"][1]), re.S)
                 for c in got["calls"] if c.get("error")]
         problem = next((m.group(0) for m in said if m), None)
         for call, mine, recorded in zip(got["calls"], got.pop("seen"), seen):  # a call that raised stopped early
@@ -394,7 +394,7 @@ def _replay(program: str, records: list, inputs: list, path: str, far: dict | No
         except replay.Refused as exc:
             call["error"] = (str(record.get("error", ["Refused"])[0]), str(exc)[:1000])
         except Exception as exc:  # noqa: BLE001 - the learner's exception is an answer
-            gap = replay.interpreter_gap(exc, where, ns)
+            gap = gaps.interpreter_gap(exc, where, ns)
             call["error"] = (type(exc).__name__, gap[:1500] if gap else str(exc).strip()[:500])
             t = None
         if t is not None and "error" not in call:
