@@ -28,9 +28,10 @@ process of its own (``python -m fastpath_lib.grading.engine.kernel_run``), in th
    per launch and tensor argument the distinct and requested bytes, every out-of-bounds access (dropped, so a
    wrong kernel corrupts nothing), with its program id, offsets and mask, and every data race (a byte one program
    writes and another reads or writes, not both with atomics and not ordered by an atomic release and acquire:
-   :class:`fastpath_lib.traffic.Race`). What the record
-   says the launcher returned, built by the replay, is the call's answer; the arguments as the replay left them come
-   back too.
+   :class:`fastpath_lib.traffic.Race`). What the record says the launcher returned, built by the replay, is the
+   call's answer; the arguments as the replay left them come back too. Where Triton's interpreter fails inside its
+   own code on a kernel the compile step compiled, the part fails with a sentence saying so
+   (:func:`~fastpath_lib.grading.engine.gaps.interpreter_gap`), not with the values.
 
 The request is written by the grader and the answer read with ``torch.load(weights_only=True)``; the child's output
 is judged like any answer. While the grader grades in its sandbox (:func:`sandboxed`), the child runs in the same
