@@ -37,10 +37,11 @@ Public API (kept stable):
   block's mask), ``bad`` (the lanes out of bounds), ``count``; ``str()`` says it all
   in the manner of Triton-Puzzles-Lite.
 * ``Race``: a byte of one launch that one program writes (a store or an atomic) and another program reads or writes,
-  not both with atomics: ``kernel``, ``launch``, ``tensor``, ``offset`` (element offset of the first such byte),
-  ``writer`` / ``other`` (program ids) and what each did, ``count`` (bytes that race); ``str()`` names both fixes.
-  Triton's interpreter runs a launch's programs one after another, so a race gives the sequential answer there; on a
-  GPU they run at once.
+  not both with atomics, where no atomic orders the two accesses (the first program releases a word after its access,
+  the second acquires it before its own: a lock, a counter; Triton's atomics acquire and release by default):
+  ``kernel``, ``launch``, ``tensor``, ``offset`` (element offset of the first such byte), ``writer`` / ``other``
+  (program ids) and what each did, ``count`` (bytes that race); ``str()`` names both fixes. Triton's interpreter runs
+  a launch's programs one after another, so a race gives the sequential answer there; on a GPU they run at once.
 
 An access belongs to the tensor argument holding most of its masked-in lanes (an argument's elements are the bytes its
 shape and strides address); its masked-in lanes outside that tensor's elements are out of bounds. So an off-by-one
@@ -75,7 +76,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from fastpath_lib.traffic_records import ATOMIC, LOAD, STORE, OutOfBounds, OutOfBoundsError, Race, RaceTally
+from fastpath_lib.traffic_records import (ATOMIC, LOAD, STORE, OutOfBounds, OutOfBoundsError, Race, RaceTally,
+                                          atomic_orders)
 
 __all__ = ["watch", "Traffic", "Launch", "TensorTraffic", "OutOfBounds", "OutOfBoundsError", "Race", "hooks_missing",
            "NO_TENSOR"]
@@ -307,9 +309,10 @@ class _Recorder:
         return next(((e.name, (byte - e.ptr) // e.esize) for e in self.launch._extents
                      if e.ptr <= byte < e.ptr + e.span * e.esize), None)
 
-    def access(self, op: str, ptrs, mask, check: bool = True, atomic: bool = False) -> np.ndarray | None:
-        """Count one load or store (of an atomic: its store carries ``atomic``, its load is not tallied for races);
-        returns the mask to execute with (``None``: unchanged)."""
+    def access(self, op: str, ptrs, mask, check: bool = True, atomic: bool = False,
+               orders: tuple[bool, bool] = (False, False)) -> np.ndarray | None:
+        """Count one load or store (of an atomic: its store carries ``atomic`` and whether it acquires and releases,
+        ``orders``; its load is not tallied for races); returns the mask to execute with (``None``: unchanged)."""
         launch = self.launch
         if launch is None:
             return None
@@ -331,7 +334,7 @@ class _Recorder:
             gx, gy, _ = (int(g) for g in self.builder.grid_dim)
             x, y, z = (int(i) for i in self.builder.grid_idx)
             launch._tally.add(sel[inside], size, x + gx * (y + gy * z),
-                              ATOMIC if atomic else STORE if op == "store" else LOAD)
+                              ATOMIC if atomic else STORE if op == "store" else LOAD, *orders)
         key = "loaded_requested" if op == "load" else "stored_requested"
         setattr(target, key, getattr(target, key) + sel.size * size)
         ext = launch._extents[owner] if owner is not None else None
@@ -399,7 +402,8 @@ def watch(on_oob: str = "mask", max_records: int = 50, races: bool = False):
             before the access).
         max_records: out-of-bounds records kept in full (all are counted in ``oob_accesses``).
         races: find each launch's data races (:class:`Race`: a byte one program writes and another reads or writes,
-            not both with atomics), kept in ``races``; off by default, as it keeps every accessed byte of a launch.
+            not both with atomics, unordered by any atomic release and acquire), kept in ``races``; off by default,
+            as it keeps every accessed byte of a launch.
 
     Raises:
         RuntimeError: off Triton's interpreter, inside another ``watch`` block, or when this Triton's interpreter
@@ -439,17 +443,23 @@ def watch(on_oob: str = "mask", max_records: int = 50, races: bool = False):
     def hooked_store(ptrs, value, mask, *args, **kwargs):
         return store(ptrs, value, masked(mask, rec.access("store", ptrs, mask)), *args, **kwargs)
 
-    def hooked_rmw(op, ptr, val, mask, *args, **kwargs):  # an atomic reads and writes: counted as both
+    def hooked_rmw(op, ptr, val, mask, sem, scope):  # an atomic reads and writes: counted as both
         rec.access("load", ptr, mask, check=False, atomic=True)
-        return rmw(op, ptr, val, masked(mask, rec.access("store", ptr, mask, atomic=True)), *args, **kwargs)
+        keep = rec.access("store", ptr, mask, atomic=True, orders=atomic_orders(sem, scope))
+        return rmw(op, ptr, val, masked(mask, keep), sem, scope)
 
-    def hooked_cas(ptr, cmp, val, *args, **kwargs):  # no mask to drop a lane from: an out-of-bounds lane raises
+    def hooked_cas(ptr, cmp, val, sem, scope):  # no mask to drop a lane from: an out-of-bounds lane raises
+        acquire, release = atomic_orders(sem, scope)
         rec.access("load", ptr, None, check=False, atomic=True)
         n = traffic.oob_accesses
-        rec.access("store", ptr, None, atomic=True)
+        rec.access("store", ptr, None, atomic=True, orders=(acquire, False))
         if traffic.oob_accesses > n:
             raise OutOfBoundsError(traffic.oob[-1]) if traffic.oob else RuntimeError("out-of-bounds atomic_cas")
-        return cas(ptr, cmp, val, *args, **kwargs)
+        out = cas(ptr, cmp, val, sem, scope)
+        if release and rec.launch is not None and rec.launch._tally is not None:  # it wrote where it found cmp
+            rec.launch._tally.release_last(np.broadcast_to(np.asarray(out.data) == np.asarray(cmp.data),
+                                                           np.shape(ptr.data)))
+        return out
 
     def hooked_call(self, *args, **kwargs):
         rec.begin(self)

@@ -37,9 +37,14 @@
 # comprehension's `if` (the compiler ignores it), a generator expression, an attribute no value of `triton.language`
 # publishes (`x.dtype`, `x.shape` and `x.to` are published, `x.handle` is not) and, in this notebook too where the
 # interpreter runs your kernel, a data race: a byte one program of a launch writes and another program of that launch
-# reads or writes, not both with atomics (accumulate with `tl.atomic_add`, or let each program write a partial row of
-# its own and sum the rows afterwards, as the backward's `DW` partial buffer does). The check in this notebook runs
-# your kernel directly, without that compile step: `python -m fastpath_lib grade` gives the grader's verdict.
+# reads or writes, not both with atomics and with no atomic ordering the two (the first program releasing a word after
+# its access and the second acquiring that word before its own, as a lock taken with `tl.atomic_cas` and released with
+# `tl.atomic_xchg` does, or a counter every program bumps with `tl.atomic_add`; Triton's atomics acquire and release by
+# default, `sem="acq_rel"`). Accumulate with `tl.atomic_add`, or let each program write a partial row of its own and sum
+# the rows afterwards, as the backward's `DW` partial buffer does. Since the grader compiles and runs your `@triton.jit`
+# function itself, a kernel is defined under `@triton.jit` alone (not under `@triton.autotune` or `@triton.heuristics`):
+# choose `BLOCK_SIZE` and `num_warps` in the launcher. The check in this notebook runs your kernel directly, without
+# that compile step: `python -m fastpath_lib grade` gives the grader's verdict.
 #
 # **Compute it yourself.** No cell may call what already is the answer, and a part whose code calls it fails: any
 # operator of torch's *normalization* family (every operator that returns its input rescaled by a statistic of itself,

@@ -47,10 +47,15 @@
 # on a comprehension's `if` (the compiler ignores it), a generator expression, an attribute no value of
 # `triton.language` publishes (`x.dtype`, `x.shape` and `x.to` are published, `x.handle` is not) and, in this notebook
 # too where the interpreter runs your kernel, a data race: a byte one program of a launch writes and another program of
-# that launch reads or writes, not both with atomics (accumulate with `tl.atomic_add`, or let each program write a
-# partial buffer of its own and reduce the partials afterwards). The check in this notebook runs your kernel directly,
-# without that compile step and without these rules on your kernel and launcher: `python -m fastpath_lib grade` gives
-# the grader's verdict.
+# that launch reads or writes, not both with atomics and with no atomic ordering the two (the first program releasing a
+# word after its access and the second acquiring that word before its own, as a lock taken with `tl.atomic_cas` and
+# released with `tl.atomic_xchg` does, or a counter every program bumps with `tl.atomic_add`; Triton's atomics acquire
+# and release by default, `sem="acq_rel"`). Accumulate with `tl.atomic_add`, or let each program write a partial buffer
+# of its own and reduce the partials afterwards. Since the grader compiles and runs your `@triton.jit` function itself,
+# a kernel is defined under `@triton.jit` alone (not under `@triton.autotune` or `@triton.heuristics`), and the kernel
+# part and the dispatch part both refuse another decorator: choose `BLOCK_SIZE` and `num_warps` in the launcher. The
+# check in this notebook runs your kernel directly, without that compile step and without these rules on your kernel and
+# launcher: `python -m fastpath_lib grade` gives the grader's verdict.
 #
 # **What the checks refuse.** The reference, the launcher and the op's Triton route compute the operator themselves:
 # a part fails when they call torch's own operator, for `softmax` and `log_softmax` any operator of torch's *softmax*

@@ -280,3 +280,60 @@ def test_a_byte_one_program_writes_and_another_touches_is_a_race_unless_both_are
     with traffic.watch() as t:
         sum_rows[(4,)](x.clone(), torch.zeros(3), 3, HOW=how, BLOCK=4)
     assert t.races == []
+
+
+@triton.jit
+def synced_sum(X_ptr, S_ptr, P_ptr, LOCK_ptr, n_cols, HOW: tl.constexpr, SEM: tl.constexpr, SCOPE: tl.constexpr,
+               BLOCK: tl.constexpr):
+    """s += x[row] over the rows, one program per row, with plain loads and stores of s and of the partial rows P:
+    under a lock taken with tl.atomic_cas and released with tl.atomic_xchg (HOW 0, Triton's layer-norm tutorial's
+    dw), or each program stores its row into P and bumps a counter with tl.atomic_add, and the last to bump it sums P
+    into s (HOW 1; HOW 2 stores the row after bumping). SEM and SCOPE are the atomics' memory semantics and scope."""
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(X_ptr + row * n_cols + cols, mask=mask)
+    if HOW == 0:
+        while tl.atomic_cas(LOCK_ptr, 0, 1, sem=SEM, scope=SCOPE) == 1:
+            pass
+        tl.store(S_ptr + cols, tl.load(S_ptr + cols, mask=mask) + x, mask=mask)
+        tl.atomic_xchg(LOCK_ptr, 0, sem=SEM, scope=SCOPE)
+    else:
+        if HOW == 1:
+            tl.store(P_ptr + row * n_cols + cols, x, mask=mask)
+        done = tl.atomic_add(LOCK_ptr, 1, sem=SEM, scope=SCOPE)
+        if HOW == 2:
+            tl.store(P_ptr + row * n_cols + cols, x, mask=mask)
+        if done == tl.num_programs(0) - 1:
+            acc = tl.zeros([BLOCK], dtype=tl.float32)
+            for r in range(tl.num_programs(0)):
+                acc += tl.load(P_ptr + r * n_cols + cols, mask=mask)
+            tl.store(S_ptr + cols, acc, mask=mask)
+
+
+@interpreter
+@pytest.mark.parametrize("how, sem, scope, race", [
+    (0, "acq_rel", "gpu", None),
+    (0, "relaxed", "gpu", ("program id (0, 0, 0) stores element 0 of S_ptr and program id (1, 0, 0) loads it", 12)),
+    (0, "acq_rel", "cta", ("program id (0, 0, 0) stores element 0 of S_ptr and program id (1, 0, 0) loads it", 12)),
+    (1, "acq_rel", "gpu", None),
+    (1, "relaxed", "gpu", ("program id (0, 0, 0) stores element 0 of P_ptr and program id (3, 0, 0) loads it", 36)),
+    (2, "acq_rel", "gpu", ("program id (0, 0, 0) stores element 0 of P_ptr and program id (3, 0, 0) loads it", 36)),
+])
+def test_accesses_an_atomic_acquire_and_release_order_do_not_race(how, sem, scope, race):
+    """Attack 10 (D2): the race rule is one of synchronization, not of access kinds. Plain loads and stores of one
+    buffer by every program are ordered, so no race, where a program releases a word (``tl.atomic_xchg``,
+    ``tl.atomic_add`` of the default ``sem="acq_rel"``) after them and the next acquires it before its own: a lock
+    (Triton's tutorial) or a last-program counter. The same kernels with relaxed atomics, atomics of one program's
+    scope (``"cta"``), or a partial row stored after the counter's release, race (the unsynchronized read-modify-write
+    of the test above stays a race too). Each byte racing counts (HOW 1 and 2: the rows of P but the last program's)."""
+    x = torch.arange(12, dtype=torch.float32).reshape(4, 3)
+    s, partial, lock = torch.zeros(3), torch.zeros(4, 3), torch.zeros(1, dtype=torch.int32)
+    with traffic.watch(races=True) as t:
+        synced_sum[(4,)](x, s, partial, lock, 3, HOW=how, SEM=sem, SCOPE=scope, BLOCK=4)
+    assert s.tolist() == x.sum(0).tolist()  # right values, sequentially
+    if race is None:
+        assert t.races == [], t.report()
+        return
+    (found,) = t.races  # rows 0-2 of P race with the last program's reads; its own row is program order
+    assert race[0] in str(found) and found.count == race[1], str(found)

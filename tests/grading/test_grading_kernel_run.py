@@ -14,7 +14,7 @@ import triton.language as tl
 
 from fastpath_lib import runtime
 from fastpath_lib.grading.checks import ex02_kernel
-from fastpath_lib.grading.engine import compile_check, kernel_run, remote, replay, sources
+from fastpath_lib.grading.engine import compile_check, gaps, kernel_run, remote, replay, sources
 from fastpath_lib.grading.rules import kernel_source
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -1033,3 +1033,79 @@ def test_the_replay_runs_only_what_the_frontend_compiled_below_statement_level()
     assert comprehension.out is None and comprehension.error, comprehension
     assert outcome.compile_problem and "Triton's GPU compiler never compiled (line 5 of by_if" in \
         outcome.compile_problem, outcome.compile_problem
+
+
+#: attack 10 (D3): kernels Triton's GPU compiler compiles and its interpreter cannot run (a libdevice function, a
+#: stub the interpreter leaves in place and that returns nothing; an fp32 tl.atomic_xchg, a type the interpreter's
+#: atomics lack), and one whose own line raises (as the replay's code the compile step never compiled does).
+GAPS = '''
+import triton
+import triton.language as tl
+from triton.language.extra import libdevice
+
+@triton.jit
+def by_libdevice(X, Y, N: tl.constexpr):
+    c = tl.arange(0, N)
+    e = libdevice.exp(tl.load(X + c))
+    tl.store(Y + c, e / tl.sum(e, axis=0))
+
+@triton.jit
+def by_xchg(X, Y, N: tl.constexpr):
+    c = tl.arange(0, N)
+    tl.atomic_xchg(Y + c, tl.load(X + c))
+
+@triton.jit
+def by_own_raise(X, Y, N: tl.constexpr):
+    c = tl.arange(0, N)
+    tl.store(Y + c, tl.load(X + c))
+    raise RuntimeError("raised by the kernel's own line")
+'''
+
+
+def test_an_operation_the_interpreter_cannot_run_is_named_as_the_interpreters_gap(tmp_path, monkeypatch):
+    """Attack 10 (D3): where Triton's interpreter fails inside its own code on a kernel the compile step compiled,
+    the replay says the grader could not run it there (the part fails with that sentence, not as wrong values), with
+    the line, and what to write instead where the kernel calls a function of a module of Triton's language the
+    interpreter does not run (read from the interpreter's own patching); an exception the kernel's own line raises is
+    the kernel's. In process, three launches."""
+    monkeypatch.setenv("TRITON_INTERPRET", "1")  # read at each triton.jit
+    where = str(tmp_path / "your_kernels.py")
+    ns = compile_check.exec_program(GAPS, where)
+    said = {}
+    for name in ("by_libdevice", "by_xchg", "by_own_raise"):
+        try:
+            ns[name][(1,)](torch.arange(8.0), torch.zeros(8), N=8)
+        except Exception as exc:  # noqa: BLE001
+            said[name] = gaps.interpreter_gap(exc, where, ns)
+    assert said.keys() == {"by_libdevice", "by_xchg", "by_own_raise"}, said
+    lib, xchg = said["by_libdevice"], said["by_xchg"]
+    assert lib and lib.startswith("the grader could not run your kernel under Triton's interpreter: line 4 of "
+                                  "by_libdevice") and "libdevice.exp (line 3)" in lib and "use tl.exp" in lib, lib
+    assert xchg and "line 3 of by_xchg" in xchg and "Unsupported data type" in xchg and \
+        "triton.language's own operations" in xchg, xchg
+    assert said["by_own_raise"] is None
+
+
+class _RaisesLikeAutotune:
+    """The learner's kernel where the op's kernel is under ``@triton.autotune``: Triton's autotuner asks for a GPU
+    driver and raises (what the op raised in the notebook's kernel, attack 10's D6)."""
+
+    def call(self, fn, args, kwargs, forbidden=None):
+        raise RuntimeError("0 active drivers ([]). There should only be one.")
+
+
+def test_ex08_dispatch_refuses_a_kernel_the_rules_refuse_in_their_words_before_the_op_runs():
+    """Attack 10 (D6): a kernel under ``@triton.autotune`` fails the dispatch part with the kernel rule's sentence
+    (the op's launchers are held to the rules before the op runs), not with the error Triton's autotuner raises off a
+    GPU. In process: no child, the op never runs."""
+    from fastpath_lib.grading.checks import ex08_capstone
+
+    op = remote.Proxy(_RaisesLikeAutotune(), {"__fastpath_ref__": 0, "type": "function", "repr": "softmax"}, "softmax")
+    autotuned = SOFTMAX_OP.replace("@triton.jit\ndef softmax_kernel", "@triton.autotune(configs=[triton.Config({}, "
+                                   "num_warps=4)], key=['n'])\n@triton.jit\ndef softmax_kernel")
+    assert autotuned != SOFTMAX_OP
+    with sources.using([autotuned]):
+        (result,) = ex08_capstone.check_capstone_dispatch("softmax", op, _Predicate, lambda x: x, show=False)
+    assert not result.passed and result.feedback.startswith(
+        "your op's Triton route calls launch: softmax_kernel is decorated with triton.autotune") and \
+        "active drivers" not in result.feedback, result.feedback

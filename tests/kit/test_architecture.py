@@ -65,7 +65,7 @@ BENCH_OUTCOME = {"bench.schema", "bench.analysis", "bench.matrix"}
 TRITON_IMPORTERS = {"*.kernels", "triton_casts", "interpreted", "rmsnorm.compiled", "selftest", "traffic", "launches",
                     "bench.ophost", "bench.timing", "grading.rules.mutant_kernels", "grading.rules.language_names",
                     "grading.checks.ex02_kernel", "grading.engine.kernel_run", "grading.engine.compile_check",
-                    "grading.engine.replay"}
+                    "grading.engine.replay", "grading.engine.gaps"}
 
 
 def _modules() -> dict[str, Path]:

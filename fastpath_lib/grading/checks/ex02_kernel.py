@@ -53,7 +53,7 @@ _FORBIDDEN = borrowed.KIT_KERNELS + borrowed.KIT_OP + borrowed.KIT_REFERENCE + b
 #: torch's operators the grader's kernel and its runs of the learner's kernel lack while this exercise is graded
 ABSENT = borrowed.absent("ex02", _FORBIDDEN)
 #: the rules beyond forbidden calls this check applies, in the exercise's words
-STATED = (kernel_body.PUBLISHED_RULE, kernel_run.RACE_RULE, row_offsets.INT64_RULE)
+STATED = (kernel_body.PUBLISHED_RULE, kernel_run.RACE_RULE, row_offsets.INT64_RULE, kernel_body.DECORATOR_RULE)
 
 
 def add_rms_norm_spec(x: torch.Tensor, r: torch.Tensor, w: torch.Tensor, eps: float | None = None):

@@ -64,7 +64,7 @@ ABSENT = borrowed.absent("ex08", *_FORBIDDEN.values(), marker=True,
                          why="the reference and the Triton route compute the operator themselves, and the checks "
                              "accept what the absent operator returns on the fallback route only")
 #: the rules beyond forbidden calls the kernel and dispatch parts apply in the grader, in the exercise's words
-STATED = (kernel_body.PUBLISHED_RULE, kernel_run.RACE_RULE, row_offsets.INT64_RULE)
+STATED = (kernel_body.PUBLISHED_RULE, kernel_run.RACE_RULE, row_offsets.INT64_RULE, kernel_body.DECORATOR_RULE)
 _CASES = (CaseSpec(7, 33, weight=None), CaseSpec(5, 100, torch.float16, weight=None),
           CaseSpec(3, 781, torch.bfloat16, weight=None, scale=4.0),
           CaseSpec(6, 48, weight=None, layout="row_slice", pad=5), CaseSpec(1, 1, weight=None))
@@ -355,18 +355,27 @@ def _dispatch_call(op, x, watch, launched, in_grader):
     return out, None
 
 
+def _launchers_ruled(op) -> list[str]:
+    """In the grader: the launchers ``op`` calls (:func:`~fastpath_lib.grading.rules.kernel_source.launchers_called`),
+    each held to the launcher and kernel rules; the first they refuse fails the part in the rules' words (checked
+    before the op runs: a kernel the rules refuse, under ``@triton.autotune`` say, may fail there in other words)."""
+    source, root = sources.learner_source(), remote.root(op)
+    names = kernel_source.launchers_called(source, root)
+    for name in names:
+        problem = kernel_source.launcher_problem(source, name)
+        if problem:
+            raise Fail(f"your op's Triton route calls {name}: {problem}")
+    return names
+
+
 def _launcher_values(op, xs: list) -> list[list[tuple]]:
     """In the grader: each launcher ``op`` calls (:func:`~fastpath_lib.grading.rules.kernel_source.launchers_called`)
     run as data on each of ``xs`` (:mod:`~fastpath_lib.grading.engine.kernel_run`, one child for all), per x
     ``[(launcher, y, what went wrong or None), ...]``: the values the learner's kernel computes there."""
-    source, root = sources.learner_source(), remote.root(op)
-    names = kernel_source.launchers_called(source, root)
+    source = sources.learner_source()
+    names = _launchers_ruled(op)
     if not names or not xs:
         return [[] for _ in xs]
-    for name in names:  # before anything of it runs
-        problem = kernel_source.launcher_problem(source, name)
-        if problem:
-            raise Fail(f"your op's Triton route calls {name}: {problem}")
     outcome = kernel_run.run(kernel_source.program(source, *names), names[0],
                              [(None, [x], {}, name) for x in xs for name in names])
     if outcome.compile_problem:
@@ -422,6 +431,8 @@ def _grade_dispatch(op_name: str, op, make_predicate, make_ctx) -> list[Result]:
     pred = call(make_predicate)
     rows, routes, why, answers = [], set(), [], []
     in_grader = remote.is_proxy(op)
+    if in_grader:
+        _launchers_ruled(op)
     launches_in_source = in_grader and kernel_source.launches_kernel(sources.learner_source(), remote.root(op))
     seed = random.SystemRandom().randrange(1 << 20)  # the values drawn at each check, as the kernel part's
     for label, spec in _dispatch_cases(pred, make_ctx, seed):
@@ -433,7 +444,12 @@ def _grade_dispatch(op_name: str, op, make_predicate, make_ctx) -> list[Result]:
         launched: list = []
         # in the grader the source is read whole: the fallback's own torch op is allowed there
         watch = forbidden if exp_route == "triton" and not in_grader else _KIT
-        out, problem = _dispatch_call(op, x, watch, launched, in_grader)
+        try:
+            out, problem = _dispatch_call(op, x, watch, launched, in_grader)
+        except remote.RemoteError:
+            if in_grader and exp_route == "triton":  # the grader's own run of the launchers says what it can
+                _launcher_values(op, [x])  # (an operation Triton's interpreter cannot run, in the replay's words)
+            raise
         if problem is None and not (isinstance(out, tuple) and len(out) == 2):
             raise Fail(f"op must return (y, route), got {type(out).__name__}")
         y, route = out if problem is None else (None, "?")

@@ -27,9 +27,11 @@ process of its own (``python -m fastpath_lib.grading.engine.kernel_run``), in th
    learner's: the process defines only the program's kernels. Each call runs inside :func:`fastpath_lib.traffic.watch`:
    per launch and tensor argument the distinct and requested bytes, every out-of-bounds access (dropped, so a
    wrong kernel corrupts nothing), with its program id, offsets and mask, and every data race (a byte one program
-   writes and another reads or writes, not both with atomics: :class:`fastpath_lib.traffic.Race`). What the record
-   says the launcher returned, built by the replay, is the call's answer; the arguments as the replay left them come
-   back too.
+   writes and another reads or writes, not both with atomics and not ordered by an atomic release and acquire:
+   :class:`fastpath_lib.traffic.Race`). What the record says the launcher returned, built by the replay, is the
+   call's answer; the arguments as the replay left them come back too. Where Triton's interpreter fails inside its
+   own code on a kernel the compile step compiled, the part fails with a sentence saying so
+   (:func:`~fastpath_lib.grading.engine.gaps.interpreter_gap`), not with the values.
 
 The request is written by the grader and the answer read with ``torch.load(weights_only=True)``; the child's output
 is judged like any answer. While the grader grades in its sandbox (:func:`sandboxed`), the child runs in the same
@@ -55,7 +57,7 @@ from collections.abc import Callable
 
 import torch
 
-from fastpath_lib.grading.engine import compile_check, forks, replay
+from fastpath_lib.grading.engine import compile_check, forks, gaps, replay
 
 __all__ = ["Outcome", "Call", "run", "sandboxed", "lacking", "launch_traffic", "copy_back", "torch_ops", "races",
            "RACE_RULE"]
@@ -63,7 +65,10 @@ __all__ = ["Outcome", "Call", "run", "sandboxed", "lacking", "launch_traffic", "
 #: What the checks that run a learner's kernel refuse as a data race (:class:`fastpath_lib.traffic.Race`), in the
 #: exercises' words (each such exercise states it: ``STATED`` of its check module).
 RACE_RULE = ("a byte one program of a launch writes and another program of that launch reads or writes, not both with "
-             "atomics")
+             "atomics and with no atomic ordering the two (the first program releasing a word after its access and "
+             "the second acquiring that word before its own, as a lock taken with `tl.atomic_cas` and released with "
+             "`tl.atomic_xchg` does, or a counter every program bumps with `tl.atomic_add`; Triton's atomics "
+             "acquire and release by default, `sem=\"acq_rel\"`)")
 
 #: ``(folder, env) -> (command prefix, env)``: the sandbox the child runs in (:func:`sandboxed`); ``None``: none.
 _SANDBOX: contextvars.ContextVar[Callable[[str, dict], tuple[list[str], dict]] | None] = contextvars.ContextVar(
@@ -302,9 +307,11 @@ def _child(request: str, result: str, values: str) -> None:
         if not os.path.exists(ran):
             raise SystemExit(f"the replay ended without an answer (wait status {status})")
         got = _load(ran)
-        said = [re.search(r"your kernel runs code under the interpreter .*? for a GPU", str(c["error"][1]))
+        # a launch ran what the compile step never compiled, or what Triton's interpreter cannot run: the part's
+        said = [re.search(r"your kernel runs code under the interpreter .*? for a GPU|"
+                          + re.escape(gaps.INTERPRETER_GAP.split(":")[0]) + ".*", str(c["error"][1]), re.S)
                 for c in got["calls"] if c.get("error")]
-        problem = next((m.group(0) for m in said if m), None)  # a launch ran what the compile step never compiled
+        problem = next((m.group(0) for m in said if m), None)
         for call, mine, recorded in zip(got["calls"], got.pop("seen"), seen):  # a call that raised stopped early
             if mine != (recorded if call.get("error") is None else recorded[:len(mine)]):
                 problem = "the grader's replay of your launcher launched other kernels than its record"
@@ -367,7 +374,8 @@ def _replay(program: str, records: list, inputs: list, path: str, far: dict | No
         bound = dict(zip(kernel.arg_names, args)) | kwargs
         seen.append([name, {k: replay.describe(v) for k, v in bound.items()}])
         return kernel[grid](*args, **kwargs)
-    ns = compile_check.exec_program(program, os.path.join(os.path.dirname(path), "your_kernels.py"))
+    where = os.path.join(os.path.dirname(path), "your_kernels.py")
+    ns = compile_check.exec_program(program, where)
     kernels = {k: replay.Recorded(v, k, on_launch) for k, v in ns.items() if isinstance(v, InterpretedFunction)}
     ns.update(kernels)  # a kernel's calls of the others, by global name
     calls, by_call = [], []
@@ -387,7 +395,8 @@ def _replay(program: str, records: list, inputs: list, path: str, far: dict | No
         except replay.Refused as exc:
             call["error"] = (str(record.get("error", ["Refused"])[0]), str(exc)[:1000])
         except Exception as exc:  # noqa: BLE001 - the learner's exception is an answer
-            call["error"] = (type(exc).__name__, str(exc).strip()[:500])
+            gap = gaps.interpreter_gap(exc, where, ns)
+            call["error"] = (type(exc).__name__, gap[:1500] if gap else str(exc).strip()[:500])
             t = None
         if t is not None and "error" not in call:
             call["traffic"] = [launch_traffic(launch) for launch in t.launches]

@@ -9,11 +9,15 @@ import ast
 from fastpath_lib.grading.engine.sources import dotted
 from fastpath_lib.grading.rules.language_names import compiled_kinds, outside_language, published_attributes
 
-__all__ = ["body_problem", "PUBLISHED_RULE"]
+__all__ = ["body_problem", "PUBLISHED_RULE", "DECORATOR_RULE"]
 
 #: The attribute rule (:func:`~fastpath_lib.grading.rules.language_names.published_attributes`) in the exercises'
 #: words (each exercise whose check applies it states it: ``STATED`` of its check module).
 PUBLISHED_RULE = "an attribute no value of `triton.language` publishes"
+
+#: How a kernel is defined, in the exercises' words (:func:`~fastpath_lib.grading.rules.definitions.definition_problem`
+#: refuses any other decorator over it): the grader compiles and replays the ``@triton.jit`` function itself.
+DECORATOR_RULE = "a kernel is defined under `@triton.jit` alone (not under `@triton.autotune` or `@triton.heuristics`)"
 
 #: Builtins a kernel body may call (Triton's frontend accepts these).
 _KERNEL_BUILTINS = frozenset({"range", "min", "max", "int", "float", "bool", "len", "print", "isinstance"})
