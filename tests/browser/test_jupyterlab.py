@@ -8,7 +8,7 @@ does (see ``conftest.py``: the kit's root, the kit's settings overrides), open n
 * the root: the file browser lists ``notebooks/``, ``exercises/`` and ``solutions/``, ``exercises/`` opens and lists
   every exercise, and no "Jupyter news" prompt appears;
 * every lesson: opens with its title rendered as a heading; the lessons other than 03 (below) are opened one after
-  another from the file browser of one JupyterLab page (the page the root test loaded), each with its kernel started
+  another from the file browser of the JupyterLab page the root test loaded, each with its kernel started
   and idle, and their saved outputs render: every cell shows the output of one in-order run, none an error or a
   failure text, every figure is saved with its image and every image decodes (lesson 05's dispatch-boundary plot
   among them), and saving from the browser writes the paired ``.py`` source too (jupytext), unchanged. They are
@@ -17,6 +17,8 @@ does (see ``conftest.py``: the kit's root, the kit's settings overrides), open n
 * every exercise: opens with its kernel idle, its title rendered as a heading (not a code block) and its
   ``# FILL ME IN`` cells present (opened inside the same JupyterLab page, from its file browser, then closed and its
   kernel shut down);
+* every test runs in that one page (JupyterLab loads once), opening its notebook from the file browser as a learner
+  does, and closes its tabs and shuts its kernels down when it is done;
 * exercise 01 as a learner does it: type a wrong answer into the first ``FILL ME IN`` cell, run it and its check (a
   *yours vs expected* table, not "passed"), then the right answer (``passed``);
 * lesson 03 (the predicate): clear outputs, run all cells in a fresh kernel, check every cell ran in order without an
@@ -161,10 +163,39 @@ def rendered_images(page) -> list[dict]:
         "els => els.map(e => ({w: e.naturalWidth, h: e.naturalHeight, complete: e.complete}))")
 
 
-def test_predicate_lesson_runs_renders_and_explorer_is_live(page, lab):
-    name = PREDICATE_LESSON
+def no_news_prompt(page, wait_s: float = 4.0) -> None:
+    """No "Jupyter news" toast appears (JupyterLab asks shortly after start unless the setting says otherwise)."""
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        if page.get_by_text(NEWS_PROMPT).count():
+            shot(page, "FAILED-news-prompt")
+            pytest.fail("JupyterLab shows the 'Jupyter news' prompt: the kit's overrides.json was not applied")
+        time.sleep(0.5)
+
+
+def test_lab_opens_at_the_kit_root_with_all_three_folders_and_no_news_prompt(desk_page, lab):
+    page = desk_page  # the page the lessons and exercises below open their notebooks in
+    page.goto(lab.lab_url())
+    items = page.locator(".jp-DirListing-content .jp-DirListing-itemText")
+    items.first.wait_for(state="visible", timeout=60_000)
+    names = set(items.all_inner_texts())
+    assert {"notebooks", "exercises", "solutions"} <= names, f"the file browser at the root lists {sorted(names)}"
+    no_news_prompt(page)
+    shot(page, "00-lab-root")
+
+    page.locator(".jp-DirListing-item", has_text="exercises").first.dblclick()
+    page.wait_for_function("() => [...document.querySelectorAll('.jp-DirListing-content .jp-DirListing-itemText')]"
+                           ".some(e => e.textContent.startsWith('ex01_'))")
+    listed = set(items.all_inner_texts())
+    assert {Path(e).name for e in EXERCISES} <= listed, f"exercises/ lists {sorted(listed)}"
+    assert len(EXERCISES) >= 8, EXERCISES
+    shot(page, "00-lab-exercises-folder")
+
+
+def test_predicate_lesson_runs_renders_and_explorer_is_live(desk_page, lab):
+    page, name = desk_page, PREDICATE_LESSON
     t0 = time.monotonic()
-    open_notebook(page, lab, name)
+    open_notebook(page, lab, name, in_app=True)
     check_title(page, name)
     run_all(page, name)
     ran_s = time.monotonic() - t0
@@ -268,35 +299,6 @@ def check_ran_cleanly(page, lab, name: str) -> dict:
     return nb
 
 
-def no_news_prompt(page, wait_s: float = 4.0) -> None:
-    """No "Jupyter news" toast appears (JupyterLab asks shortly after start unless the setting says otherwise)."""
-    deadline = time.monotonic() + wait_s
-    while time.monotonic() < deadline:
-        if page.get_by_text(NEWS_PROMPT).count():
-            shot(page, "FAILED-news-prompt")
-            pytest.fail("JupyterLab shows the 'Jupyter news' prompt: the kit's overrides.json was not applied")
-        time.sleep(0.5)
-
-
-def test_lab_opens_at_the_kit_root_with_all_three_folders_and_no_news_prompt(desk_page, lab):
-    page = desk_page  # the page the lessons and exercises below open their notebooks in
-    page.goto(lab.lab_url())
-    items = page.locator(".jp-DirListing-content .jp-DirListing-itemText")
-    items.first.wait_for(state="visible", timeout=60_000)
-    names = set(items.all_inner_texts())
-    assert {"notebooks", "exercises", "solutions"} <= names, f"the file browser at the root lists {sorted(names)}"
-    no_news_prompt(page)
-    shot(page, "00-lab-root")
-
-    page.locator(".jp-DirListing-item", has_text="exercises").first.dblclick()
-    page.wait_for_function("() => [...document.querySelectorAll('.jp-DirListing-content .jp-DirListing-itemText')]"
-                           ".some(e => e.textContent.startsWith('ex01_'))")
-    listed = set(items.all_inner_texts())
-    assert {Path(e).name for e in EXERCISES} <= listed, f"exercises/ lists {sorted(listed)}"
-    assert len(EXERCISES) >= 8, EXERCISES
-    shot(page, "00-lab-exercises-folder")
-
-
 @pytest.mark.parametrize("name", [n for n in LESSONS if n != PREDICATE_LESSON], ids=stem)
 def test_lesson_opens_and_its_saved_outputs_render(desk_page, lab, name):
     page = desk_page  # one JupyterLab page for the lessons (and exercises), each opened from the file browser
@@ -362,8 +364,9 @@ def answer_and_check(page, answer_cell, check_cell, lines: tuple[str, ...]) -> s
     pytest.fail(f"the check did not run: prompt {check_cell.locator('.jp-InputPrompt').inner_text()!r}")
 
 
-def test_exercise_cell_filled_wrong_then_right_gets_matching_feedback(page, lab):
-    open_notebook(page, lab, EX01)
+def test_exercise_cell_filled_wrong_then_right_gets_matching_feedback(desk_page, lab):
+    page = desk_page
+    open_notebook(page, lab, EX01, in_app=True)
     cells = page.locator(f"{PANEL} .jp-CodeCell")
     setup = cells.first
     setup.locator(".cm-content").click()
