@@ -356,9 +356,10 @@ for what, feature in FEATURES.items():
 # ### 3. Its linters, with its settings
 #
 # vLLM checks its code with ruff, at its own rules and column limit, and with mypy, at its own options; code that
-# passes the kit's settings can fail theirs. This cell places the new file in a copy of the wheel's tree (links to
-# its files), so that mypy sees the vLLM modules it imports. mypy analyses torch and those modules the first time,
-# which takes a while; its cache stays in the temporary folder for the next run.
+# passes the kit's settings can fail theirs. This cell places the new file in a copy of the wheel's tree (real
+# folders on the new file's path, links to everything else), so that mypy sees the vLLM modules it imports. mypy
+# analyses torch and those modules the first time, which takes a while; its cache stays in the temporary folder for
+# the next run.
 
 # %%
 import os
@@ -379,7 +380,13 @@ LINTERS = {"ruff check": ["ruff", "check", *SETTINGS, "--select", "E,F,UP,B,ISC,
 NEW = "vllm/kernels/triton/layernorm.py"
 if VLLM is not None:  # the wheel's tree as links, with the new file added
     shutil.rmtree(TREE, ignore_errors=True)
-    shutil.copytree(VLLM, TREE / "vllm", copy_function=os.symlink, ignore=shutil.ignore_patterns("__pycache__"))
+    on_path = Path(NEW).parts[1:-1]  # kernels, triton: real folders, so the new file lands in the copy only
+    for depth in range(len(on_path) + 1):
+        rel = Path(*on_path[:depth])
+        (TREE / "vllm" / rel).mkdir(parents=True)
+        for entry in (VLLM / rel).iterdir():
+            if entry.name != "__pycache__" and entry.name not in on_path[depth:depth + 1]:
+                (TREE / "vllm" / rel / entry.name).symlink_to(entry)
     (TREE / NEW).write_text(new_file(NEW))
 
 # %% [markdown]

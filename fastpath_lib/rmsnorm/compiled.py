@@ -227,8 +227,8 @@ def facts(specs, *, timeout: float = 900, workers: int | None = None) -> list[di
     (on a rerun, the count in Triton's own cubin from ``cuobjdump``, else ``None``), ``compile_s``, ``ptx_sha256`` (of
     the PTX's code, :func:`code_sha256`: equal hashes are the same code, wherever the kit sits).
 
-    Results are kept for the life of the process; only the missing ones are compiled, in ``workers`` subprocesses
-    (default: up to 2, one per CPU core) with ``TRITON_INTERPRET`` unset.
+    Results are kept for the life of the process; only the missing ones are compiled, with ``TRITON_INTERPRET`` unset,
+    in ``workers`` subprocesses (default: one per 8 specs, at most 2, one per core: each imports torch, ~3 CPU-s).
 
     Raises:
         RuntimeError: the compiler is missing (:func:`missing_tools`) or a specialization failed to compile; the
@@ -243,7 +243,7 @@ def facts(specs, *, timeout: float = 900, workers: int | None = None) -> list[di
         why = missing_tools()
         if why:
             raise RuntimeError(f"cannot compile for a GPU target here: {why}")
-        workers = max(1, min(workers or min(2, os.cpu_count() or 1), len(todo)))
+        workers = max(1, min(workers or min(2, os.cpu_count() or 1, -(-len(todo) // 8)), len(todo)))
         for spec, row in zip(todo, _run_workers(todo, workers, timeout)):
             _cache[spec] = row
     return [dict(_cache[s]) for s in specs]

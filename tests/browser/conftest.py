@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import secrets
 import shutil
 import socket
@@ -316,11 +317,18 @@ def desk(browser, lab):
 
 @pytest.fixture
 def desk_page(desk, lab, request):
-    """:func:`desk` for one test: afterwards its notebooks' tabs are closed (File > Close All Tabs) and their kernels
-    shut down, as with :func:`page`; on failure a screenshot named after the test is saved."""
+    """:func:`desk` for one test: afterwards its notebooks' tabs are closed (File > Close All Tabs; a notebook the test
+    changed without saving asks first, and its changes, the test's own, are discarded) and their kernels shut down,
+    as with :func:`page`; on failure a screenshot named after the test is saved."""
     def close_tabs():
         desk.get_by_role("menuitem", name="File", exact=True).click()
         desk.get_by_role("menuitem", name="Close All Tabs", exact=True).click()
+        discard = desk.locator(".jp-Dialog button", has_text=re.compile(r"^(Discard|Don't Save)$"))
+        deadline = time.monotonic() + 10
+        while desk.locator(".jp-NotebookPanel").count() and time.monotonic() < deadline:
+            if discard.count():
+                discard.first.click()
+            time.sleep(0.2)
         desk.wait_for_function("() => !document.querySelector('.jp-NotebookPanel')", timeout=10_000)
 
     with _test_on(desk, lab, request, close_tabs):

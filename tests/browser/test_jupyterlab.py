@@ -7,22 +7,24 @@ does (see ``conftest.py``: the kit's root, the kit's settings overrides), open n
 
 * the root: the file browser lists ``notebooks/``, ``exercises/`` and ``solutions/``, ``exercises/`` opens and lists
   every exercise, and no "Jupyter news" prompt appears;
-* every lesson: opens with its title rendered as a heading; the lessons other than 03 and 05 (below) are opened
-  one after another from the file browser of one JupyterLab page, each with its kernel started and idle, and their
-  saved outputs render: every cell shows the output of one in-order run, none an error or a failure text, every
-  image decodes, and saving from the browser writes the paired ``.py`` source too (jupytext), unchanged. They are
-  not run again here: nbval runs every lesson and compares each output with the saved one, and lessons 03 and 05
-  and exercise 01 run in this JupyterLab's kernels below (a run in the browser took a third of the suite's time);
+* every lesson: opens with its title rendered as a heading; the lessons other than 03 (below) are opened one after
+  another from the file browser of the JupyterLab page the root test loaded, each with its kernel started
+  and idle, and their saved outputs render: every cell shows the output of one in-order run, none an error or a
+  failure text, every figure is saved with its image and every image decodes (lesson 05's dispatch-boundary plot
+  among them), and saving from the browser writes the paired ``.py`` source too (jupytext), unchanged. They are
+  not run again here: nbval runs every lesson and compares each output with the saved one, and lesson 03 and
+  exercise 01 run in this JupyterLab's kernels below (a run in the browser took a third of the suite's time);
 * every exercise: opens with its kernel idle, its title rendered as a heading (not a code block) and its
-  ``# FILL ME IN`` cells present (one JupyterLab page for all of them, each opened inside it, then closed and its
+  ``# FILL ME IN`` cells present (opened inside the same JupyterLab page, from its file browser, then closed and its
   kernel shut down);
+* every test runs in that one page (JupyterLab loads once), opening its notebook from the file browser as a learner
+  does, and closes its tabs and shuts its kernels down when it is done;
 * exercise 01 as a learner does it: type a wrong answer into the first ``FILL ME IN`` cell, run it and its check (a
   *yours vs expected* table, not "passed"), then the right answer (``passed``);
 * lesson 03 (the predicate): clear outputs, run all cells in a fresh kernel, check every cell ran in order without an
   error, every image output renders as a decoded ``<img>``, the route explorer renders as controls, and changing a
   control (a dropdown, a number box, the mode) changes the displayed route and reasons, and changing it back restores
-  them;
-* lesson 05 (the benchmark matrix): the saved dispatch-boundary plot renders as an ``<img>`` in an output area.
+  them.
 
 Screenshots land in ``artifacts/browser/`` (git-ignored): the root, each lesson opened and after its run, each
 exercise opened, exercise 01's wrong and right feedback. Run with ``pytest -m browser tests/browser``.
@@ -42,7 +44,6 @@ pytestmark = pytest.mark.browser
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "artifacts" / "browser"
 PREDICATE_LESSON = "notebooks/03_eligibility_predicate.ipynb"
-BENCH_LESSON = "notebooks/05_benchmark_matrix.ipynb"
 LESSONS = sorted(p.relative_to(REPO).as_posix() for p in (REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 EXERCISES = sorted(p.relative_to(REPO).as_posix() for p in (REPO / "exercises").glob("ex[0-9][0-9]_*.ipynb"))
 NEWS_PROMPT = "official Jupyter news"
@@ -71,16 +72,15 @@ def stem(path: str) -> str:
 def open_notebook(page, lab, name: str, timeout_s: float = 120, in_app: bool = False) -> None:
     """Open ``name`` (a path from the kit's root) and wait until its kernel is started and idle (fails on a dialog).
 
-    With ``in_app``, when JupyterLab is already loaded in ``page`` and its file browser shows the notebook's folder,
-    the notebook is opened the way a learner opens the next one, by double-clicking it in the file browser, instead
-    of loading the whole application again."""
+    With ``in_app``, when JupyterLab is already loaded in ``page``, the notebook is opened the way a learner opens
+    the next one, from the file browser (:func:`show_folder`, then a double click), instead of loading the whole
+    application again."""
     if not (lab.root / name).is_file():
         pytest.fail(f"{name} does not exist")
     listed = page.locator(".jp-DirListing-item", has_text=Path(name).name)
-    crumbs = page.locator(".jp-BreadCrumbs")
-    folder = crumbs.first.inner_text() if crumbs.count() else ""
-    if in_app and listed.count() == 1 and Path(name).parent.name in folder:
-        listed.dblclick()
+    if in_app and page.locator(".jp-DirListing").count():
+        show_folder(page, Path(name).parent)
+        listed.first.dblclick()
     else:
         page.goto(lab.lab_url(name))
     page.wait_for_selector(f"{PANEL} .jp-Cell", timeout=timeout_s * 1000)
@@ -100,6 +100,17 @@ def open_notebook(page, lab, name: str, timeout_s: float = 120, in_app: bool = F
     shot(page, f"no-kernel-{stem(name)}")
     pytest.fail(f"{name}: the kernel did not start and go idle within {timeout_s:.0f} s; sessions: "
                 f"{lab.api('sessions')}\nserver log:\n{lab.log_tail()}")
+
+
+def show_folder(page, folder: Path) -> None:
+    """Show ``folder`` (a path from the kit's root) in the file browser as a learner gets there: the home crumb, then
+    a double click on each folder in turn (each waited for: the listing updates after the click)."""
+    if folder.name and folder.name in page.locator(".jp-BreadCrumbs").first.inner_text():
+        return  # already there
+    page.locator(".jp-BreadCrumbs-home").first.click()
+    for part in folder.parts:
+        text = page.locator(".jp-DirListing-itemText", has_text=re.compile(rf"^{re.escape(part)}$"))
+        page.locator(".jp-DirListing-item", has=text).first.dblclick()
 
 
 def prompts(page) -> list[str]:
@@ -152,10 +163,39 @@ def rendered_images(page) -> list[dict]:
         "els => els.map(e => ({w: e.naturalWidth, h: e.naturalHeight, complete: e.complete}))")
 
 
-def test_predicate_lesson_runs_renders_and_explorer_is_live(page, lab):
-    name = PREDICATE_LESSON
+def no_news_prompt(page, wait_s: float = 4.0) -> None:
+    """No "Jupyter news" toast appears (JupyterLab asks shortly after start unless the setting says otherwise)."""
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        if page.get_by_text(NEWS_PROMPT).count():
+            shot(page, "FAILED-news-prompt")
+            pytest.fail("JupyterLab shows the 'Jupyter news' prompt: the kit's overrides.json was not applied")
+        time.sleep(0.5)
+
+
+def test_lab_opens_at_the_kit_root_with_all_three_folders_and_no_news_prompt(desk_page, lab):
+    page = desk_page  # the page the lessons and exercises below open their notebooks in
+    page.goto(lab.lab_url())
+    items = page.locator(".jp-DirListing-content .jp-DirListing-itemText")
+    items.first.wait_for(state="visible", timeout=60_000)
+    names = set(items.all_inner_texts())
+    assert {"notebooks", "exercises", "solutions"} <= names, f"the file browser at the root lists {sorted(names)}"
+    no_news_prompt(page)
+    shot(page, "00-lab-root")
+
+    page.locator(".jp-DirListing-item", has_text="exercises").first.dblclick()
+    page.wait_for_function("() => [...document.querySelectorAll('.jp-DirListing-content .jp-DirListing-itemText')]"
+                           ".some(e => e.textContent.startsWith('ex01_'))")
+    listed = set(items.all_inner_texts())
+    assert {Path(e).name for e in EXERCISES} <= listed, f"exercises/ lists {sorted(listed)}"
+    assert len(EXERCISES) >= 8, EXERCISES
+    shot(page, "00-lab-exercises-folder")
+
+
+def test_predicate_lesson_runs_renders_and_explorer_is_live(desk_page, lab):
+    page, name = desk_page, PREDICATE_LESSON
     t0 = time.monotonic()
-    open_notebook(page, lab, name)
+    open_notebook(page, lab, name, in_app=True)
     check_title(page, name)
     run_all(page, name)
     ran_s = time.monotonic() - t0
@@ -230,26 +270,6 @@ def test_predicate_lesson_runs_renders_and_explorer_is_live(page, lab):
     print(f"\n{name}: opened and ran all cells in {ran_s:.0f} s; {len(p)} code cells, {len(imgs)} plots")
 
 
-def test_benchmark_lesson_boundary_plot_renders(page, lab):
-    name = BENCH_LESSON
-    open_notebook(page, lab, name)
-    check_title(page, name)
-    nb = json.loads((lab.root / name).read_text())
-    n_png = sum("image/png" in o.get("data", {}) for c in nb["cells"] for o in c.get("outputs", []))
-    assert n_png >= 1, f"{name}: the saved notebook has no image output (is it saved executed?)"
-    img = page.locator(f"{PANEL} .jp-OutputArea-output img").first
-    img.wait_for(state="visible")
-    imgs = rendered_images(page)
-    assert len(imgs) == n_png, f"{name}: {n_png} saved image outputs but {len(imgs)} <img> in the page"
-    assert all(i["complete"] and i["w"] > 0 and i["h"] > 0 for i in imgs), f"{name}: undecoded images: {imgs}"
-    bad = [t[:300] for t in output_texts(page) if any(f in t for f in FAILURE_TEXTS)]
-    assert not bad, f"{name}: saved outputs show failures: {bad}"
-    shot(img, "05-boundary-plot")
-    shot(page, "05-opened")
-    # not run again here: nbval runs the lesson (its quick matrix) and compares the plot cells' outputs with the saved
-    # ones (the figure's text; nbval skips image bytes), and lesson 03's run proves a run's plots render in this lab
-
-
 def check_title(page, name: str) -> str:
     """The notebook's first markdown cell renders an ``<h1>`` and no code block; returns the title."""
     first = page.locator(f"{PANEL} .jp-MarkdownCell").first
@@ -268,43 +288,18 @@ def check_ran_cleanly(page, lab, name: str) -> dict:
     assert p == [f"[{i}]:" for i in range(1, len(p) + 1)], f"{name}: cells did not all run in order: {p}"
     bad = [t[:300] for t in output_texts(page) if any(f in t for f in FAILURE_TEXTS)]
     assert not bad, f"{name}: outputs show failures: {bad}"
-    n_img = sum("image/png" in o.get("data", {}) or "image/svg+xml" in o.get("data", {})
-                for c in nb["cells"] for o in c.get("outputs", []))
+    outputs = [o for c in nb["cells"] for o in c.get("outputs", [])]
+    # a matplotlib figure's output holds its text ("<Figure size ...>") and its image: never the text alone
+    figures = [o["data"] for o in outputs if "".join(o.get("data", {}).get("text/plain", "")).startswith("<Figure")]
+    assert all("image/png" in d or "image/svg+xml" in d for d in figures), f"{name}: a figure saved without its image"
+    n_img = sum("image/png" in o.get("data", {}) or "image/svg+xml" in o.get("data", {}) for o in outputs)
     imgs = rendered_images(page)
     assert len(imgs) == n_img, f"{name}: {n_img} image outputs but {len(imgs)} <img> in the page"
     assert all(i["complete"] and i["w"] > 0 and i["h"] > 0 for i in imgs), f"{name}: undecoded images: {imgs}"
     return nb
 
 
-def no_news_prompt(page, wait_s: float = 4.0) -> None:
-    """No "Jupyter news" toast appears (JupyterLab asks shortly after start unless the setting says otherwise)."""
-    deadline = time.monotonic() + wait_s
-    while time.monotonic() < deadline:
-        if page.get_by_text(NEWS_PROMPT).count():
-            shot(page, "FAILED-news-prompt")
-            pytest.fail("JupyterLab shows the 'Jupyter news' prompt: the kit's overrides.json was not applied")
-        time.sleep(0.5)
-
-
-def test_lab_opens_at_the_kit_root_with_all_three_folders_and_no_news_prompt(page, lab):
-    page.goto(lab.lab_url())
-    items = page.locator(".jp-DirListing-content .jp-DirListing-itemText")
-    items.first.wait_for(state="visible", timeout=60_000)
-    names = set(items.all_inner_texts())
-    assert {"notebooks", "exercises", "solutions"} <= names, f"the file browser at the root lists {sorted(names)}"
-    no_news_prompt(page)
-    shot(page, "00-lab-root")
-
-    page.locator(".jp-DirListing-item", has_text="exercises").first.dblclick()
-    page.wait_for_function("() => [...document.querySelectorAll('.jp-DirListing-content .jp-DirListing-itemText')]"
-                           ".some(e => e.textContent.startsWith('ex01_'))")
-    listed = set(items.all_inner_texts())
-    assert {Path(e).name for e in EXERCISES} <= listed, f"exercises/ lists {sorted(listed)}"
-    assert len(EXERCISES) >= 8, EXERCISES
-    shot(page, "00-lab-exercises-folder")
-
-
-@pytest.mark.parametrize("name", [n for n in LESSONS if n not in (PREDICATE_LESSON, BENCH_LESSON)], ids=stem)
+@pytest.mark.parametrize("name", [n for n in LESSONS if n != PREDICATE_LESSON], ids=stem)
 def test_lesson_opens_and_its_saved_outputs_render(desk_page, lab, name):
     page = desk_page  # one JupyterLab page for the lessons (and exercises), each opened from the file browser
     t0 = time.monotonic()
@@ -369,8 +364,9 @@ def answer_and_check(page, answer_cell, check_cell, lines: tuple[str, ...]) -> s
     pytest.fail(f"the check did not run: prompt {check_cell.locator('.jp-InputPrompt').inner_text()!r}")
 
 
-def test_exercise_cell_filled_wrong_then_right_gets_matching_feedback(page, lab):
-    open_notebook(page, lab, EX01)
+def test_exercise_cell_filled_wrong_then_right_gets_matching_feedback(desk_page, lab):
+    page = desk_page
+    open_notebook(page, lab, EX01, in_app=True)
     cells = page.locator(f"{PANEL} .jp-CodeCell")
     setup = cells.first
     setup.locator(".cm-content").click()

@@ -517,6 +517,14 @@ def test_case_counts_in_the_lessons_prose_are_the_matrix_s():
             picks = [c.source for c in _cells(path) if c.cell_type == "code" and "bench.run_matrix(" in c.source]
             ids = {i for src in picks for i in re.findall(r'"(\w+)"', src) if i in {c.id for c in bench.load_cases()}}
             assert int(n) == len(ids), f"{path.name}: '{n} of the {m} cases', but its quick run picks {len(ids)}"
+            # "N of the M cases, at least one of each expected outcome (win, ...)": the picks cover every outcome the
+            # matrix declares, and the list names exactly those
+            for named in re.findall(rf"\b{n} of the {m} cases, at least one of each expected outcome \(([^)]*)\)",
+                                    prose):
+                declared = {c.expected for c in bench.load_cases()}
+                picked = {c.expected for c in bench.load_cases() if c.id in ids}
+                assert set(re.split(r",\s*", named)) == declared, f"{path.name}: names {named}, matrix has {declared}"
+                assert picked == declared, f"{path.name}: its quick run picks no {sorted(declared - picked)} case"
     assert seen >= 2
 
 

@@ -482,6 +482,23 @@ def test_a_specialization_that_does_not_compile_fails_naming_it():
         compiled.facts([spec])
 
 
+def test_a_few_specializations_compile_in_one_process(monkeypatch):
+    """Each worker process imports torch and Triton (about 3 CPU-s) and a compile takes about 0.3 s: a lesson's few
+    specializations compile in one process, a long list in at most two, and a caller's ``workers`` is kept."""
+    seen = []
+    monkeypatch.setattr(compiled, "missing_tools", lambda: None)
+    monkeypatch.setattr(compiled, "_run_workers", lambda todo, workers, timeout: seen.append(workers) or
+                        [{"n": i} for i in range(len(todo))])
+    monkeypatch.setattr(compiled, "_cache", {})
+    monkeypatch.setattr(os, "cpu_count", lambda: 16)
+    specs = compiled.specializations(archs=(80, 90))
+    assert len(specs) > 16
+    for n, workers in ((1, None), (2, None), (8, None), (9, None), (len(specs), None), (2, 2)):
+        compiled._cache.clear()
+        compiled.facts(specs[:n], workers=workers)
+    assert seen == [1, 1, 1, 2, 2, 2]
+
+
 def test_resource_facts_are_kept_beside_the_cached_binary(tmp_path, monkeypatch):
     """A warm compile loads Triton's cached binary without a ptxas log; the facts computed the first time are kept
     under the same cache key and read back instead of running ptxas again. A cache that cannot be written costs a
