@@ -264,8 +264,7 @@ def host(ctx: StepContext):
     """The host-overhead family of every registered operator (:func:`fastpath_lib.opspec.names`), after all their
     matrices: the default op's rows appended to ``results.csv``, another op's to ``ops/NAME/results.csv``; each op's
     rows include vLLM's dispatch where its spec names the vLLM IR op it provides (:mod:`fastpath_lib.bench.vllmhost`),
-    every op's timed in one child process (each start imports vLLM: seconds).
-    """
+    every op's timed in one child process (each start imports vLLM: seconds)."""
     import pandas as pd
 
     import fastpath_lib.bench.results as results
