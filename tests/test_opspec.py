@@ -100,6 +100,17 @@ SOFTMAX = opspec.OpSpec(
 
 
 @pytest.fixture
+def short_timing(monkeypatch):
+    """What a run reports is under test here, not its timings: the shortest harness budgets (three repetitions) and
+    three host blocks in place of the quick run's hundred."""
+    from fastpath_lib.bench import hostmethod, opbench
+
+    quick = opbench.settings_for(True)
+    monkeypatch.setattr(opbench, "settings_for", lambda q: dict(quick, target_s=0.01, min_reps=3, max_reps=3))
+    monkeypatch.setattr(hostmethod, "QUICK_BLOCKS", 3)
+
+
+@pytest.fixture
 def softmax_op():
     opspec.register(SOFTMAX)
     yield SOFTMAX
@@ -118,7 +129,7 @@ def test_a_registered_op_gets_generated_boundary_tests(softmax_op):
         torch.testing.assert_close(spec.function(*args), spec.reference(*args), atol=atol, rtol=rtol)
 
 
-def test_a_registered_op_gets_a_quick_matrix_plot_and_results_folder(softmax_op, tmp_path, capsys):
+def test_a_registered_op_gets_a_quick_matrix_plot_and_results_folder(softmax_op, short_timing, tmp_path, capsys):
     df = run_op(opspec.get("row_softmax_test"), quick=True)
     env = df.attrs["environment"]
     assert env["op"] == "row_softmax_test" and env["declared_cases"] == ["narrow_fp32", "wide_fp16"]
@@ -149,7 +160,7 @@ def test_a_registered_op_gets_a_quick_matrix_plot_and_results_folder(softmax_op,
     assert (out / "boundary.png").stat().st_size > 0
 
 
-def test_a_wrong_fast_route_is_caught_before_timing(softmax_op):
+def test_a_wrong_fast_route_is_caught_before_timing(softmax_op, short_timing):
     broken = dataclasses.replace(SOFTMAX, name="broken_softmax", function=lambda x: softmax(x) * 1.01)
     df = run_op(broken, quick=True, only=["narrow_fp32"]).set_index("provider")
     assert df.loc["dispatched", "status"] == "error" and "differs from the reference" in df.loc["dispatched", "note"]
@@ -215,7 +226,7 @@ def test_rms_norm_is_registered_first_with_the_kits_own_pieces():
         assert spec.route(*spec.args(built)) == fastpath_lib.explain(*built.args()).route
 
 
-def test_rms_norm_runs_through_the_generic_matrix():
+def test_rms_norm_runs_through_the_generic_matrix(short_timing):
     spec = opspec.get("rms_norm")
     case = min(spec.matrix(), key=lambda c: c.dims(True)[0] * c.dims(True)[1])
     df = run_op(spec, quick=True, only=[case.id])
@@ -225,7 +236,7 @@ def test_rms_norm_runs_through_the_generic_matrix():
     assert isinstance(df, pd.DataFrame) and df.attrs["environment"]["baseline"] == "F.rms_norm"
 
 
-def test_rms_norm_times_its_launcher_wherever_the_launcher_can_run():
+def test_rms_norm_times_its_launcher_wherever_the_launcher_can_run(short_timing):
     """RMSNorm's spec says when its launcher cannot take an input (``fast_unsupported``): the generic matrix then times
     the launcher below the row threshold too (the fallback's case, as RMSNorm's own harness does), and skips it, with
     the reason, where the kernel itself cannot run."""
@@ -243,7 +254,7 @@ def test_rms_norm_times_its_launcher_wherever_the_launcher_can_run():
     assert df.loc["triton", "status"] == "skipped" and df.loc["triton", "note"] == "launcher not run: stride: planted"
 
 
-def test_rms_norm_backward_and_layout_cases_run_through_the_generic_matrix():
+def test_rms_norm_backward_and_layout_cases_run_through_the_generic_matrix(short_timing):
     """A backward case times forward+backward of every provider (the launcher pair for ``triton``), with the
     backward's bytes and route; a layout case builds its own strides and padding and keeps them in the row."""
     from fastpath_lib.rmsnorm.cost import bytes_moved
@@ -265,7 +276,7 @@ def test_rms_norm_backward_and_layout_cases_run_through_the_generic_matrix():
 
 # --- fused residual-add + RMSNorm through its spec (issue 18 item 4; its matrix in tests/fused/test_fused_bench.py) --
 
-def test_fused_op_is_registered_second_with_its_own_pieces(capsys):
+def test_fused_op_is_registered_second_with_its_own_pieces(short_timing, capsys):
     from fastpath_lib.fused.cases import FusedCaseSpec
     from fastpath_lib.fused.spec import FUSED_SPEC
 

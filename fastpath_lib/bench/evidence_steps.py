@@ -263,8 +263,8 @@ def _smi(ctx: StepContext, step: str, when: str) -> None:
 def host(ctx: StepContext):
     """The host-overhead family of every registered operator (:func:`fastpath_lib.opspec.names`), after all their
     matrices: the default op's rows appended to ``results.csv``, another op's to ``ops/NAME/results.csv``; each op's
-    rows include vLLM's dispatch where its spec names the vLLM IR op it provides (:mod:`fastpath_lib.bench.vllmhost`).
-    """
+    rows include vLLM's dispatch where its spec names the vLLM IR op it provides (:mod:`fastpath_lib.bench.vllmhost`),
+    every op's timed in one child process (each start imports vLLM: seconds)."""
     import pandas as pd
 
     import fastpath_lib.bench.results as results
@@ -273,15 +273,19 @@ def host(ctx: StepContext):
     from fastpath_lib.bench.host import host_table
     from fastpath_lib.bench.metadata import environment
     from fastpath_lib.bench.ophost import measure_host_op
-    from fastpath_lib.bench.vllmhost import vllm_table
+    from fastpath_lib.bench.vllmhost import case_ids, measure_vllm_host, vllm_ops, vllm_table
 
     over, skipped = [], []
     _smi(ctx, "host", "before")
+    # the quick blocks (100 of 50 calls, hostmethod's measured-stable setting): a quarter of the full run's calls
+    ir_ops = vllm_ops()
+    timed = measure_vllm_host(list(ir_ops), quick=True, log=ctx.log)  # [] where no op names a vLLM IR op
     for name in opspec.names():
         spec = opspec.get(name)
         ctx.log(f"{name}:")
-        # the quick blocks (100 of 50 calls, hostmethod's measured-stable setting): a quarter of the full run's calls
-        rows = pd.DataFrame(measure_host_op(spec, quick=True, log=ctx.log))
+        theirs = case_ids(ir_ops[name]) if name in ir_ops else set()
+        rows = pd.DataFrame(measure_host_op(spec, quick=True, log=ctx.log, vllm=False)
+                            + [r for r in timed if r["case_id"] in theirs])
         if not len(rows):
             skipped.append(name)
             continue

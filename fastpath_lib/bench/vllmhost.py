@@ -38,8 +38,8 @@ from fastpath_lib.bench.hostmethod import fastest_blocks, host_blocks, silenced,
 from fastpath_lib.bench.schema import HOST_FAMILY, NOT_GPU, empty_row, host_rows, shape_text
 from fastpath_lib.bench.timing import gpu_measurement
 
-__all__ = ["vllm_op", "vllm_ops", "INPUTS", "PROVIDERS", "LABEL", "TIMEOUT_S", "measure_vllm_host", "vllm_table",
-           "child_main"]
+__all__ = ["vllm_op", "vllm_ops", "INPUTS", "PROVIDERS", "LABEL", "TIMEOUT_S", "case_ids", "measure_vllm_host",
+           "vllm_table", "child_main"]
 
 
 
@@ -88,6 +88,15 @@ _CHILD = "import sys; from fastpath_lib.bench.vllmhost import child_main; sys.ex
 
 def _case_id(op: str, kind: str) -> str:
     return f"vllm_{op}_{kind}"
+
+
+def case_ids(op: str) -> set[str]:
+    """The case ids of the rows :func:`measure_vllm_host` gives the vLLM IR op ``op``, one per input (:data:`INPUTS`).
+
+    >>> sorted(case_ids("rms_norm"))
+    ['vllm_rms_norm_accept', 'vllm_rms_norm_reject']
+    """
+    return {_case_id(op, kind) for kind in INPUTS}
 
 
 def _row(op: str, kind: str, provider: str, rows: int | None, **kw) -> dict:

@@ -427,7 +427,8 @@ def test_compile_cost_off_gpu_says_nothing_compiles():
 
 # --- one tiny real run ---------------------------------------------------------------------------------------------
 
-def test_tiny_end_to_end_bench_run(tmp_path, capsys):
+def test_tiny_end_to_end_bench_run(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(hostmethod, "QUICK_BLOCKS", 3)  # the host rows' cases are read here, not their timings
     out = tmp_path / "run"
     args = ["--out", str(out), "--quick", "--only", "decode_m1_fp16,odd_4096x4095_fp16", "--no-analyses"]
     assert cli.bench_main(args) == 0

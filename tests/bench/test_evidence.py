@@ -271,6 +271,8 @@ def test_real_steps_run_in_the_same_machinery(tmp_path):
     """The host and PR-note steps run here for real (host time is a CPU measurement); the rest need CUDA."""
     import pandas as pd
 
+    from fastpath_lib.bench import vllmhost
+
     out = tmp_path / "ev"
     steps = tuple(s for s in STEPS if s.name in ("host", "pr_note"))
     status, _ = run_evidence(out, budget_s=300, steps=steps, log=lambda m: None)
@@ -279,9 +281,12 @@ def test_real_steps_run_in_the_same_machinery(tmp_path):
     assert s["host"]["status"] == "ran" and "results.csv" in s["host"]["outputs"]
     fused = "ops/fused_add_rms_norm/results.csv"
     assert fused in s["host"]["outputs"]  # one step for every op, each op's rows in its own table
-    for table, first in (("results.csv", "host_decode_m1_fp16"), (fused, "host_decode_m1_4096_bf16")):
+    for table, first, op in (("results.csv", "host_decode_m1_fp16", "rms_norm"),
+                             (fused, "host_decode_m1_4096_bf16", "fused_add_rms_norm")):
         ids = set(pd.read_csv(out / table).case_id)
-        assert first in ids and {i for i in ids if i.startswith("vllm_")}, (table, ids)  # vLLM's rows (run or skipped)
+        # vLLM's rows (run or skipped), timed for every op in one child: each op's table holds its own IR op's
+        theirs = vllmhost.case_ids(vllmhost.vllm_ops()[op])
+        assert first in ids and {i for i in ids if i.startswith("vllm_")} == theirs, (table, ids)
     note = (out / "pr_note.md").read_text()
     assert "Host cost of the dispatch" in note and "host_decode_m1_fp16" in note
     assert "not recorded in this run" in note  # no compiled facts in this run, and the note says so

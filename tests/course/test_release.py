@@ -4,6 +4,7 @@ autograder that grades from its own copy of the check cells, with no ``solutions
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import os
 import re
@@ -36,12 +37,29 @@ def _texts(folder: Path):
             yield path, path.read_text(encoding="utf-8", errors="replace")
 
 
+def _joined(texts) -> str:
+    """``texts`` as one string to search, each apart from the next by a NUL, which no line searched for holds (text
+    files hold none): a line is in the joined string exactly when it is in one of ``texts``."""
+    return "\0".join(texts)
+
+
 def _distinct(lines, public_texts, width):
     """The stripped lines (at least ``width`` characters, no comments) found in none of ``public_texts``."""
     lines = {x.strip() for x in lines if len(x.strip()) >= width and not x.strip().startswith(("#", '"""'))}
-    return {x for x in lines if not any(x in t or x.replace('"', '\\"') in t for t in public_texts)}
+    assert not [x for x in lines if "\0" in x]
+    public = _joined(public_texts)
+    return {x for x in lines if not (x in public or x.replace('"', '\\"') in public)}
 
 
+def _found(lines, folder: Path) -> list[tuple[str, str]]:
+    """``(file, line)`` for each of ``lines`` in a file of ``folder`` (searched as one string first: most find none)."""
+    texts = list(_texts(folder))
+    every = _joined(t for _, t in texts)
+    lines = [x for x in lines if x in every]
+    return [(p.relative_to(folder).as_posix(), x) for p, t in texts for x in lines if x in t]
+
+
+@functools.cache
 def _public_texts():
     """What every learner has, course or not: exercises, lessons, the library outside grading, the materials."""
     folders = [ROOT / "exercises", ROOT / "notebooks", ROOT / "upstream"]
@@ -49,7 +67,7 @@ def _public_texts():
     files = [p for f in folders for p in ([f] if f.is_file() else f.rglob("*"))  # every text file, a .patch too
              if p.is_file() and b"\0" not in p.read_bytes()]
     files += [ROOT / "fastpath_lib/grading" / n for n in ("materials.py", "vocabulary.py", "given.py")]
-    return [p.read_text(encoding="utf-8") for p in files]
+    return tuple(p.read_text(encoding="utf-8") for p in files)
 
 
 def test_the_student_folder_holds_what_a_learner_runs_and_no_solution(out):
@@ -73,7 +91,7 @@ def test_the_student_folder_holds_what_a_learner_runs_and_no_solution(out):
                    for x in block.splitlines()]
     lines = _distinct(solved, _public_texts(), 24)
     assert len(lines) > 150  # the grep has something to find
-    found = [(p.relative_to(student).as_posix(), x) for p, t in _texts(student) for x in lines if x in t]
+    found = _found(lines, student)
     assert not found, found[:5]
 
 
@@ -81,13 +99,14 @@ def test_the_student_folder_holds_no_answer_key_or_hidden_check(out):
     student, lib = out / "student" / "fastpath_lib", ROOT / "fastpath_lib"
     kept = [p.read_text(encoding="utf-8") for p in student.rglob("*.py") if p.relative_to(student).as_posix()
             not in R.GRADER_ONLY]
+    public = [*_public_texts(), *kept]
     for rel in R.GRADER_ONLY:
         if (student / rel).exists():  # a stub: a docstring and plain constants, nothing else
             tree = ast.parse((student / rel).read_text(encoding="utf-8"))
             assert all(isinstance(n, ast.Assign) and ast.literal_eval(n.value) is not None for n in tree.body[1:]), rel
         # no distinctive line of a grader-only file (mutants, broken ops, answer keys, scenario keys) is in the folder
-        lines = _distinct((lib / rel).read_text(encoding="utf-8").splitlines(), _public_texts() + kept, 30)
-        found = [(p.name, x) for p, t in _texts(out / "student") for x in lines if x in t]
+        lines = _distinct((lib / rel).read_text(encoding="utf-8").splitlines(), public, 30)
+        found = _found(lines, out / "student")
         assert not found, (rel, found[:3])
     for rel in ("grading/rules/mutants.py", "grading/rules/mutant_kernels.py", "grading/checks/ex09_contract.py",
                 "grading/checks/ex11_commits.py", "grading/rules/fused_mutants.py", "grading/rules/ex13_scenarios.py"):

@@ -556,7 +556,7 @@ def test_code_hash_reads_code_not_paths():
 
 
 _BF16_ROUNDING = '''
-import json, re, sys
+import json, os, re, sys
 import triton
 import triton.language as tl
 from triton.backends.compiler import GPUTarget
@@ -564,19 +564,25 @@ from triton.compiler import ASTSource
 from fastpath_lib.fused import kernels as fused
 from fastpath_lib.rmsnorm import kernels as rms
 from fastpath_lib import triton_casts
-if sys.argv[1] == "interpreter-branch":
-    triton_casts.INTERPRETED = tl.constexpr(True)
 found = {}
-for fn in (rms.rms_norm_fwd_kernel, fused.fused_add_rms_norm_fwd_kernel):
-    for x, w in (("bf16", "bf16"), ("fp32", "bf16"), ("bf16", "fp32")):
-        sig = {n: ("*" + (w if n == "W_ptr" else x)) if n.endswith("_ptr") else "i32" for n in fn.arg_names}
-        const = {"HAS_WEIGHT": True, "ROWS_PER_PROGRAM": 1, "BLOCK_SIZE": 64, "VEC": 1}
-        sig.update(eps="fp32", **{k: "constexpr" for k in const})
-        ptx = triton.compile(ASTSource(fn, sig, const), target=GPUTarget("cuda", 90, 32),
-                             options={"num_warps": 4}).asm["ptx"]
-        found[f"{fn.__name__}: x {x}, weight {w}"] = {
-            "cvt": sorted(set(re.findall(r"cvt\\.\\w+\\.bf16\\.f32", ptx))),
-            "bits": "32767" in ptx or "2143289344" in ptx}
+# both branches in one process (a process start imports torch and Triton): the GPU's first, then the interpreter's,
+# each compiled into its own cache folder, so that no binary of one is read for the other (a kernel's cache key is
+# computed once per process, before INTERPRETED changes)
+for branch in ("gpu", "interpreter-branch"):
+    os.environ["TRITON_CACHE_DIR"] = os.path.join(sys.argv[1], branch)
+    if branch == "interpreter-branch":
+        triton_casts.INTERPRETED = tl.constexpr(True)
+    found[branch] = {}
+    for fn in (rms.rms_norm_fwd_kernel, fused.fused_add_rms_norm_fwd_kernel):
+        for x, w in (("bf16", "bf16"), ("fp32", "bf16"), ("bf16", "fp32")):
+            sig = {n: ("*" + (w if n == "W_ptr" else x)) if n.endswith("_ptr") else "i32" for n in fn.arg_names}
+            const = {"HAS_WEIGHT": True, "ROWS_PER_PROGRAM": 1, "BLOCK_SIZE": 64, "VEC": 1}
+            sig.update(eps="fp32", **{k: "constexpr" for k in const})
+            ptx = triton.compile(ASTSource(fn, sig, const), target=GPUTarget("cuda", 90, 32),
+                                 options={"num_warps": 4}).asm["ptx"]
+            found[branch][f"{fn.__name__}: x {x}, weight {w}"] = {
+                "cvt": sorted(set(re.findall(r"cvt\\.\\w+\\.bf16\\.f32", ptx))),
+                "bits": "32767" in ptx or "2143289344" in ptx}
 print(json.dumps(found))
 '''
 
@@ -590,14 +596,12 @@ def test_bf16_rounding_on_a_gpu_is_tritons_own_conversion(tmp_path):
     import sys
 
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env.update(PYTHONPATH=str(ROOT), TRITON_CACHE_DIR=str(tmp_path))
-    found = {}
-    for branch in ("gpu", "interpreter-branch"):
-        proc = subprocess.run([sys.executable, "-c", _BF16_ROUNDING, branch], cwd=ROOT, env=env, capture_output=True,
-                              text=True, timeout=600)
-        assert proc.returncode == 0, proc.stderr[-2000:]
-        found[branch] = json.loads(proc.stdout)
-    assert len(found["gpu"]) == 6
+    env.update(PYTHONPATH=str(ROOT))
+    proc = subprocess.run([sys.executable, "-c", _BF16_ROUNDING, str(tmp_path)], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    found = json.loads(proc.stdout)
+    assert len(found["gpu"]) == 6 and {p.name for p in tmp_path.iterdir()} == set(found)  # a cache folder each
     for case, gpu in found["gpu"].items():
         rounds = not case.startswith("rms_norm_fwd_kernel: x fp32")  # RMSNorm of fp32 x computes and stores fp32
         assert gpu == {"cvt": ["cvt.rn.bf16.f32"] if rounds else [], "bits": False}, (case, gpu)
