@@ -302,11 +302,12 @@ _ESCAPES = (("tl.random.tl.builtins.eval('lambda v: v')(x)", "tl.random.tl.built
             ("with tl.random.tl.builtins.open('/dev/null'):\n        pass", "tl.random.tl.builtins.open",
              "io.open"))
 
-#: Each way a module constant a kernel reads may be declared: the compile step and the source rule must agree on each.
-_GLOBALS = ("EPS = 1e-6", "EPS: tl.constexpr = 1e-6", "EPS = tl.constexpr(1e-6)",
-            "EPS: tl.constexpr = tl.constexpr(1e-6)")
-_READS_GLOBAL = ("import triton\nimport triton.language as tl\n{}\n"
-                 "@triton.jit\ndef k(X):\n    tl.store(X, tl.load(X) + EPS)\n")
+#: Kernels the compile step and the source rule must answer alike (``(module line, value the kernel adds)``): a module
+#: constant declared each way one may be, and the builtins Triton's frontend provides or lacks (``bool``).
+_AGREE = (("EPS = 1e-6", "EPS"), ("EPS: tl.constexpr = 1e-6", "EPS"), ("EPS = tl.constexpr(1e-6)", "EPS"),
+          ("EPS: tl.constexpr = tl.constexpr(1e-6)", "EPS"), ("", "bool(1)"), ("", "min(len((1, 2)), int(3.0))"))
+_KERNEL_ADDING = ("import triton\nimport triton.language as tl\n{}\n"
+                  "@triton.jit\ndef k(X):\n    tl.store(X, tl.load(X) + {})\n")
 
 
 @pytest.fixture(scope="module")
@@ -314,7 +315,7 @@ def frontend_answers(tmp_path_factory):
     """The compile step's answers (:func:`compile_check._compile_problem`) for the programs of the tests below, all
     in one fresh process (the interpreter's runs in this one leave Triton's language unfit for its frontend), no kernel
     run: the kit's kernels and :data:`CALLS`, CALLS with each of :data:`_ESCAPES`, a branch on a dtype argument, and
-    a kernel reading a module constant declared each way of :data:`_GLOBALS`."""
+    the kernels of :data:`_AGREE`."""
     import json
     import subprocess
     import sys
@@ -337,7 +338,7 @@ def frontend_answers(tmp_path_factory):
     jobs.append((text.replace("ESCAPE", "") + "\n@triton.jit\ndef dt(X, DT: tl.constexpr):\n    if DT == tl.float32:\n"
                  "        tl.extra.pkgutil.importlib.import_module('os')\n    tl.store(X, 1.0)\n",
                  [["dt", {"X": replay.describe(torch.empty(1)), "DT": replay.describe(tl.float32)}]]))
-    jobs += [(_READS_GLOBAL.format(g), [["k", {"X": ["tensor", "*fp32"]}]]) for g in _GLOBALS]
+    jobs += [(_KERNEL_ADDING.format(*a), [["k", {"X": ["tensor", "*fp32"]}]]) for a in _AGREE]
     script = ("import json, sys\nfrom fastpath_lib.grading.engine import compile_check\n"
               "print(json.dumps([compile_check._compile_problem(t, s, f'{sys.argv[1]}/{i}.py') "
               "for i, (t, s) in enumerate(json.load(sys.stdin))]))")
@@ -360,17 +361,17 @@ def test_the_compile_step_refuses_every_call_of_a_kernel_body_that_is_not_triton
             problem, (escape, problem)
 
 
-def test_the_source_rule_reads_a_module_constant_as_the_compile_step_does(frontend_answers):
+def test_the_source_rule_refuses_what_the_compile_step_refuses_and_only_that(frontend_answers):
     """Reader 18 F2-2: Triton's frontend reads a module constant by its value (``EPS = tl.constexpr(1e-6)``), not by
-    an annotation (``EPS: tl.constexpr = 1e-6`` fails the compile step); the kernel source rule, which the notebook's
-    check applies too, refuses and accepts the same declarations, so the notebook does not pass a kernel the grader
-    refuses."""
-    compiled = dict(zip(_GLOBALS, frontend_answers[-len(_GLOBALS):]))
-    assert compiled["EPS: tl.constexpr = 1e-6"] and "Cannot access global variable EPS" in \
-        compiled["EPS: tl.constexpr = 1e-6"], compiled
-    assert compiled["EPS = tl.constexpr(1e-6)"] is None, compiled
-    ruled = {g: kernel_source.kernel_problem(_READS_GLOBAL.format(g), "k") for g in _GLOBALS}
-    assert {g: p is None for g, p in ruled.items()} == {g: p is None for g, p in compiled.items()}, (ruled, compiled)
+    an annotation (``EPS: tl.constexpr = 1e-6`` fails the compile step), and provides ``min``, ``len``, ``int`` but
+    not ``bool``; the kernel source rule, which the notebook's check applies too, refuses and accepts the same
+    kernels, so the notebook does not pass a kernel the grader refuses."""
+    compiled = dict(zip(_AGREE, frontend_answers[-len(_AGREE):]))
+    assert "Cannot access global variable EPS" in (compiled[_AGREE[1]] or ""), compiled
+    assert "bool is not defined" in (compiled[_AGREE[4]] or ""), compiled
+    assert compiled[_AGREE[2]] is None and compiled[_AGREE[5]] is None, compiled
+    ruled = {a: kernel_source.kernel_problem(_KERNEL_ADDING.format(*a), "k") for a in _AGREE}
+    assert {a: p is None for a, p in ruled.items()} == {a: p is None for a, p in compiled.items()}, (ruled, compiled)
 
 
 def _takes(X, V, C: tl.constexpr):  # a kernel's parameters, for the compile step's signature (never run)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 
+from fastpath_lib.grading.engine.compile_check import kernel_builtins
 from fastpath_lib.grading.engine.sources import dotted
 from fastpath_lib.grading.rules.language_names import compiled_kinds, outside_language, published_attributes
 
@@ -19,8 +20,6 @@ PUBLISHED_RULE = "an attribute no value of `triton.language` publishes"
 #: refuses any other decorator over it): the grader compiles and replays the ``@triton.jit`` function itself.
 DECORATOR_RULE = "a kernel is defined under `@triton.jit` alone (not under `@triton.autotune` or `@triton.heuristics`)"
 
-#: Builtins a kernel body may call (Triton's frontend accepts these).
-_KERNEL_BUILTINS = frozenset({"range", "min", "max", "int", "float", "bool", "len", "print", "isinstance"})
 
 def _language(path: str) -> bool:
     """Whether ``path`` (a dotted name, resolved) names Triton's language itself: ``triton.language`` or a public
@@ -101,7 +100,7 @@ def body_problem(src, fn: ast.FunctionDef) -> str | None:
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id not in local:
                 target = src.resolve(n.id)
                 ok = n.id in src.kernels or n.id in constexpr or target.startswith("triton.language") or (
-                    n.id in _KERNEL_BUILTINS and n.id not in src.imports)
+                    n.id in kernel_builtins() and n.id not in src.imports)
                 if target == "triton":  # triton.language.x, reached through "triton"
                     parent = next((p for p in ast.walk(stmt) if isinstance(p, ast.Attribute) and p.value is n), None)
                     ok = parent is not None and parent.attr == "language"
