@@ -46,8 +46,9 @@
 # does. Since the grader compiles and runs your `@triton.jit` function itself, a kernel is defined under `@triton.jit`
 # alone (not under `@triton.autotune` or `@triton.heuristics`): choose `BLOCK_SIZE` and `num_warps` in the launcher.
 # The check in this notebook runs your kernel directly, without that compile step (what the compiler alone refuses,
-# a comprehension's `if` among it, is the grader's to find), and reads your source with the other rules of this
-# paragraph and the `int32` rule below, on a GPU too: `python -m fastpath_lib grade` gives the grader's verdict.
+# a comprehension's `if` among it, is the grader's to find), and reads your source with the generator-expression,
+# attribute and `@triton.jit` rules and the `int32` rule below, on a GPU too: `python -m fastpath_lib grade` gives the
+# grader's verdict.
 #
 # **Compute it yourself.** No cell may call what already is the answer, and a part whose code calls it fails: any
 # operator of torch's *normalization* family (every operator that returns its input rescaled by a statistic of itself,
@@ -75,9 +76,9 @@
 # memory rule, data races and the overflow launches are checked by `python -m fastpath_lib grade`.
 #
 # **How this works.** Fill in each cell marked `# FILL ME IN (roughly N lines)` (delete the `raise
-# NotImplementedError`), run it, then run the check below it: it prints `passed`, or a table of *yours vs expected*.
-# `python -m fastpath_lib grade exercises/` runs all notebooks in a fresh kernel and prints your score; the solved
-# versions are in `solutions/`.
+# NotImplementedError`), run it, then run the check below it: it prints `passed`, or why not (a table of *yours vs
+# expected* where values are wrong, else the rule your code breaks). `python -m fastpath_lib grade exercises/` runs all
+# notebooks in a fresh kernel and prints your score; the solved versions are in `solutions/`.
 
 # %%
 import torch

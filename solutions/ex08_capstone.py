@@ -93,9 +93,9 @@
 # `tl.constexpr` (`tl.program_id(1) * BLOCK_SIZE`, a column tile) stays int32.
 #
 # **How this works.** Fill in each cell marked `# FILL ME IN (roughly N lines)` (delete the `raise
-# NotImplementedError`), run it, then run the check below it: it prints `passed`, or a table of *yours vs expected*.
-# `python -m fastpath_lib grade exercises/` runs all notebooks in a fresh kernel and prints your score; the solved
-# versions are in `solutions/`.
+# NotImplementedError`), run it, then run the check below it: it prints `passed`, or why not (a table of *yours vs
+# expected* where values are wrong, else the rule your code breaks). `python -m fastpath_lib grade exercises/` runs all
+# notebooks in a fresh kernel and prints your score; the solved versions are in `solutions/`.
 
 # %%
 import torch
