@@ -15,7 +15,7 @@ Two artefacts from one checkout (``otter assign`` writes the same pair, nbgrader
   ``mutants.py``) gets a stub of that file holding only those constants.
 * ``OUT/autograder/``, ``OUT/autograder.zip`` and ``OUT/gradescope/exNN.zip`` (the same, pinned to one exercise by
   its ``assignment.txt``): the grader, for the instructor's machine only. The whole library,
-  the exercise notebooks as released in ``check-cells/`` (the grader restores every check cell from them, so a
+  the exercise notebooks in ``check-cells/``, with the check cells released (the grader restores each from them, so a
   submission's edited check cell changes nothing and no ``solutions/`` is needed:
   :func:`fastpath_lib.grading.engine.notebook.original_for`), Gradescope's ``setup.sh`` and ``run_autograder``, and
   ``grade`` for plain CI; :mod:`fastpath_lib.grading.engine.autograde` is the entry for Gradescope, PrairieLearn-style

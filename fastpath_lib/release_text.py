@@ -11,7 +11,7 @@ import re
 import subprocess
 from pathlib import Path
 
-__all__ = ["offered_commands", "without_absent", "where_checks_run", "tell_what_ships", "HOW"]
+__all__ = ["offered_commands", "without_absent", "where_checks_run", "tell_what_ships", "kit_folders", "HOW"]
 
 #: A path in backquotes (`` `solutions/` ``, `` `tests/test_x.py` ``), a ``./kit`` command, a clause's end.
 _PATH = re.compile(r"`([\w.-]+)/[^`\s]*`")
@@ -84,17 +84,40 @@ autograder does what this exercise says of that check."
             f"of {'that check' if one else 'those checks'}.")
 
 
+def kit_folders(root: Path) -> set[str]:
+    """The top-level folders of the checkout ``root`` that are the kit's: each but a hidden one (``.git``) and one
+    its ``.gitignore`` ignores, which running the kit makes (``artifacts/`` of a bench run, the ``*.egg-info/`` of an
+    editable install, a ``.venv/``). The ``.gitignore`` patterns that can name a top-level folder are read: no
+    ``/`` but a leading or a trailing one.
+
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     for name in ("solutions", "artifacts", "x.egg-info", "results"):
+    ...         (Path(d) / name).mkdir()
+    ...     _ = (Path(d) / ".gitignore").write_text("/artifacts/\\n*.egg-info/\\n/results/quick-*\\n")
+    ...     sorted(kit_folders(Path(d)))
+    ['results', 'solutions']
+    """
+    import fnmatch
+
+    ignore = root / ".gitignore"
+    lines = ignore.read_text("utf-8").splitlines() if ignore.exists() else []
+    patterns = [p.strip().strip("/") for p in lines if p.strip() and not p.startswith(("#", "!"))
+                and "/" not in p.strip().strip("/")]
+    return {p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))
+            and not any(fnmatch.fnmatchcase(p.name, pat) for pat in patterns)}
+
+
 def tell_what_ships(out: Path, root: Path, held: dict[str, bool] | None = None) -> set[str]:
     """Rewrite the Markdown cells of the student folder's exercises (:func:`without_absent`: "the solved versions
     are in `solutions/`") so that they name no folder of the checkout the release leaves out and no ``./kit``
     command its ``./kit`` does not run, and say which of their checks the autograder holds (:func:`where_checks_run`,
-    ``held``: check name -> whether its stand-in gives advice). Returns the folders left out (the checkout's folders
-    the student folder lacks). The lessons and the docs keep their text: where they cite a test or a tool as
-    evidence, the README's preface says those stay with the full kit."""
+    ``held``: check name -> whether its stand-in gives advice). Returns the folders left out (the kit's folders
+    the student folder lacks: :func:`kit_folders`, not what running the kit made). The lessons and the docs keep their
+    text: where they cite a test or a tool as evidence, the README's preface says those stay with the full kit."""
     import nbformat
 
-    absent = {p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))
-              and not (out / p.name).exists()}
+    absent = {name for name in kit_folders(root) if not (out / name).exists()}
     commands = offered_commands(out / "kit")
     for path in sorted(out.glob("exercises/*.ipynb")):
         nb = nbformat.read(path, as_version=4)

@@ -35,16 +35,20 @@
 # the grader](../docs/reference.md#a-kernel-in-the-grader-exercises-02-and-08) lists what its body may call and read,
 # what it may be launched with and how it is defined, for exercises 02 and 08 alike). The part fails too on a
 # comprehension's `if` (the compiler ignores it), a generator expression, an attribute no value of `triton.language`
-# publishes (`x.dtype`, `x.shape` and `x.to` are published, `x.handle` is not) and, in this notebook too where the
-# interpreter runs your kernel, a data race: a byte one program of a launch writes and another program of that launch
-# reads or writes, not both with atomics and with no atomic ordering the two (the first program releasing a word after
-# its access and the second acquiring that word before its own, as a lock taken with `tl.atomic_cas` and released with
-# `tl.atomic_xchg` does, or a counter every program bumps with `tl.atomic_add`; Triton's atomics acquire and release by
-# default, `sem="acq_rel"`). Accumulate with `tl.atomic_add`, or let each program write a partial row of its own and sum
-# the rows afterwards, as the backward's `DW` partial buffer does. Since the grader compiles and runs your `@triton.jit`
-# function itself, a kernel is defined under `@triton.jit` alone (not under `@triton.autotune` or `@triton.heuristics`):
-# choose `BLOCK_SIZE` and `num_warps` in the launcher. The check in this notebook runs your kernel directly, without
-# that compile step: `python -m fastpath_lib grade` gives the grader's verdict.
+# publishes (`x.dtype`, `x.shape` and `x.to` are published; `x.handle` is not: Triton sets it on every value, but it
+# holds the compiler's IR object, not the language's) and, in this notebook too where the interpreter runs your
+# kernel, a data race: a byte one program of a launch writes and another program of that launch reads or writes, not
+# both with atomics and with no atomic ordering the two (the first program releasing a word after its access and the
+# second acquiring that word before its own, as a lock taken with `tl.atomic_cas` and released with `tl.atomic_xchg`
+# does, or a counter every program bumps with `tl.atomic_add`; Triton's atomics acquire and release by default,
+# `sem="acq_rel"`, and one with `sem="relaxed"` or `scope="cta"` orders nothing). Accumulate with `tl.atomic_add`, or
+# let each program write a partial row of its own and sum the rows afterwards, as the backward's `DW` partial buffer
+# does. Since the grader compiles and runs your `@triton.jit` function itself, a kernel is defined under `@triton.jit`
+# alone (not under `@triton.autotune` or `@triton.heuristics`): choose `BLOCK_SIZE` and `num_warps` in the launcher.
+# The check in this notebook runs your kernel directly, without that compile step (what the compiler alone refuses,
+# a comprehension's `if` among it, is the grader's to find), and reads your source with the generator-expression,
+# attribute and `@triton.jit` rules and the `int32` rule below, on a GPU too: `python -m fastpath_lib grade` gives the
+# grader's verdict.
 #
 # **Compute it yourself.** No cell may call what already is the answer, and a part whose code calls it fails: any
 # operator of torch's *normalization* family (every operator that returns its input rescaled by a statistic of itself,
@@ -54,25 +58,27 @@
 # compares your kernel with the spec, so a call to one of them would be graded against itself.
 #
 # **What this check cannot grade.** The grader runs your kernel in Triton's CPU interpreter, on small shapes: it
-# grades the values, the masks and the memory your kernel reads and writes (the memory rule, printed below the spec),
-# not races, timing, occupancy or register spills (lesson 02, "What the interpreter cannot show", names the tool for
-# each). It does grade `int32` offset overflow past
+# grades the values, the masks, the memory your kernel reads and writes (the memory rule, printed below the spec) and
+# data races between its programs (above), not timing, occupancy or register spills (lesson 02, "What the interpreter
+# cannot show", names the tool for each). It does grade `int32` offset overflow past
 # 2³¹ elements without allocating them: one launch says a row stride that puts row 3 at 2³² + 8 elements, on tensors
 # that hold only row 0; a `row * row_stride` computed in int32 wraps (the interpreter wraps as a GPU does) and lands
-# back inside them; the backward's launcher runs once more on 3 rows of 16 columns with its launch's last program run as
-# row 2²⁸ + 2 (past 2³¹ elements), where an int32 row offset wraps back to row 2. Compute row offsets in int64
+# back inside them; the backward's launcher runs twice more on 3 rows of 16 columns, its launch's last program run
+# once as row 2²⁸ + 3 and once as row 2²⁸ + 2 (past 2³¹ elements), where an int32 row offset wraps back to row 3, past
+# the tensors, and to row 2, inside them: the check compares what the two runs touched. Compute row offsets in int64
 # (`tl.program_id(0).to(tl.int64)`). Those launches move one program per row on axis 0, so the source of your kernels
 # is read too, whatever their grid, guards and rows per program: it refuses a program id (`tl.program_id`, any axis)
 # multiplied in int32 by a value known only at run time (a stride, a row count, a width not passed as `tl.constexpr`).
 # Convert the program id first (`tl.program_id(1).to(tl.int64)`) or where it is multiplied (`row.to(tl.int64) *
 # stride`); a product with a `tl.constexpr` (`tl.program_id(1) * BLOCK_SIZE`, a column tile) stays int32. On a CPU the
-# check in this notebook does the same; on a GPU it runs the compiled kernel and checks its values only, and the memory
-# rule and the overflow launches are checked by `python -m fastpath_lib grade`.
+# check in this notebook does the same, but the compile step; on a GPU it runs the compiled kernel, checks its values
+# (and that it writes nothing outside its outputs and leaves its inputs as they were) and reads your source, and the
+# memory rule, data races and the overflow launches are checked by `python -m fastpath_lib grade`.
 #
 # **How this works.** Fill in each cell marked `# FILL ME IN (roughly N lines)` (delete the `raise
-# NotImplementedError`), run it, then run the check below it: it prints `passed`, or a table of *yours vs expected*.
-# `python -m fastpath_lib grade exercises/` runs all notebooks in a fresh kernel and prints your score; the solved
-# versions are in `solutions/`.
+# NotImplementedError`), run it, then run the check below it: it prints `passed`, or why not (a table of *yours vs
+# expected* where values are wrong, else the rule your code breaks). `python -m fastpath_lib grade exercises/` runs all
+# notebooks in a fresh kernel and prints your score; the solved versions are in `solutions/`.
 
 # %%
 import torch

@@ -45,17 +45,21 @@
 # (sm_80) before it runs any of them under the interpreter, and a part fails when that step refuses one ([a kernel in
 # the grader](../docs/reference.md#a-kernel-in-the-grader-exercises-02-and-08), as in exercise 02). The part fails too
 # on a comprehension's `if` (the compiler ignores it), a generator expression, an attribute no value of
-# `triton.language` publishes (`x.dtype`, `x.shape` and `x.to` are published, `x.handle` is not) and, in this notebook
-# too where the interpreter runs your kernel, a data race: a byte one program of a launch writes and another program of
-# that launch reads or writes, not both with atomics and with no atomic ordering the two (the first program releasing a
-# word after its access and the second acquiring that word before its own, as a lock taken with `tl.atomic_cas` and
-# released with `tl.atomic_xchg` does, or a counter every program bumps with `tl.atomic_add`; Triton's atomics acquire
-# and release by default, `sem="acq_rel"`). Accumulate with `tl.atomic_add`, or let each program write a partial buffer
-# of its own and reduce the partials afterwards. Since the grader compiles and runs your `@triton.jit` function itself,
-# a kernel is defined under `@triton.jit` alone (not under `@triton.autotune` or `@triton.heuristics`), and the kernel
-# part and the dispatch part both refuse another decorator: choose `BLOCK_SIZE` and `num_warps` in the launcher. The
-# check in this notebook runs your kernel directly, without that compile step and without these rules on your kernel and
-# launcher: `python -m fastpath_lib grade` gives the grader's verdict.
+# `triton.language` publishes (`x.dtype`, `x.shape` and `x.to` are published; `x.handle` is not: Triton sets it on
+# every value, but it holds the compiler's IR object, not the language's) and, in this notebook too where the
+# interpreter runs your kernel, a data race: a byte one program of a launch writes and another program of that launch
+# reads or writes, not both with atomics and with no atomic ordering the two (the first program releasing a word after
+# its access and the second acquiring that word before its own, as a lock taken with `tl.atomic_cas` and released with
+# `tl.atomic_xchg` does, or a counter every program bumps with `tl.atomic_add`; Triton's atomics acquire and release by
+# default, `sem="acq_rel"`, and one with `sem="relaxed"` or `scope="cta"` orders nothing). Accumulate with
+# `tl.atomic_add`, or let each program write a partial buffer of its own and reduce the partials afterwards. Since the
+# grader compiles and runs your `@triton.jit` function itself, a kernel is defined under `@triton.jit` alone (not under
+# `@triton.autotune` or `@triton.heuristics`), and the kernel part and the dispatch part both refuse another decorator:
+# choose `BLOCK_SIZE` and `num_warps` in the launcher. The checks in this notebook run your kernel and launcher
+# directly, without that compile step and without reading your source (the comprehension's `if`, the generator
+# expression, the attribute, the decorator and the `int32` product below are the grader's to find); where the
+# interpreter runs your kernel, the kernel check finds a data race here too. `python -m fastpath_lib grade` gives the
+# grader's verdict.
 #
 # **What the checks refuse.** The reference, the launcher and the op's Triton route compute the operator themselves:
 # a part fails when they call torch's own operator, for `softmax` and `log_softmax` any operator of torch's *softmax*
@@ -73,22 +77,25 @@
 # only a row max subtracted first survives, in the float64 reference too); for `l2_normalize`, a zero row (F.normalize clamps the norm below by 1e-12) and fp16 values near 300 (their
 # squares overflow fp16); for `layer_norm`, fp16 rows with a mean of 1000 (where `E[x^2] - E[x]^2` cancels in fp32).
 #
-# **What these checks cannot grade.** In the grader your kernel runs in Triton's CPU interpreter (so do the checks in
-# this notebook on a CPU; on a GPU they launch it compiled), on small shapes: the checks grade its values, its route,
-# data races between its programs and `int32` row offsets, not timing, occupancy or register spills (lesson 02, "What
-# the interpreter cannot show"). The kernel check grades `int32` row offsets by running `launch` once more on 3 rows of
-# 16 columns with the last program of its launch (one program per row) run as row 2²⁸ + 2, past 2³¹ elements, where an
-# offset computed in int32 wraps back to row 2 (compute it in int64: `tl.program_id(0).to(tl.int64)`). That launch moves
-# one program per row on axis 0, so the grader also reads your kernel's source, whatever its grid, guards and rows per
-# program: it refuses a program id (`tl.program_id`, any axis) multiplied in int32 by a value known only at run time (a
+# **What these checks cannot grade.** In the grader your kernel runs in Triton's CPU interpreter, on small shapes: the
+# grader's checks grade its values, its route, data races between its programs and `int32` row offsets, not timing,
+# occupancy or register spills (lesson 02, "What the interpreter cannot show"). On a CPU the checks in this notebook
+# run it in the interpreter too and grade its values, its route, data races and `int32` row offsets (by the launches
+# below; the source rules are the grader's); on a GPU they launch it compiled and check its values and route only. The
+# kernel check grades `int32` row offsets by running `launch` twice more on 3 rows of 16 columns with
+# the last program of its launch (one program per row) run once as row 2²⁸ + 3 and once as row 2²⁸ + 2, past 2³¹
+# elements, where an offset computed in int32 wraps back to row 3, past the tensors, and to row 2, inside them: it
+# compares what the two runs touched (compute the offset in int64: `tl.program_id(0).to(tl.int64)`). Those launches
+# move one program per row on axis 0, so the grader also reads your kernel's source, whatever its grid, guards and rows
+# per program: it refuses a program id (`tl.program_id`, any axis) multiplied in int32 by a value known only at run time (a
 # stride, a row count, a width not passed as `tl.constexpr`). Convert the program id first
 # (`tl.program_id(1).to(tl.int64)`) or where it is multiplied (`row.to(tl.int64) * stride`); a product with a
 # `tl.constexpr` (`tl.program_id(1) * BLOCK_SIZE`, a column tile) stays int32.
 #
 # **How this works.** Fill in each cell marked `# FILL ME IN (roughly N lines)` (delete the `raise
-# NotImplementedError`), run it, then run the check below it: it prints `passed`, or a table of *yours vs expected*.
-# `python -m fastpath_lib grade exercises/` runs all notebooks in a fresh kernel and prints your score; the solved
-# versions are in `solutions/`.
+# NotImplementedError`), run it, then run the check below it: it prints `passed`, or why not (a table of *yours vs
+# expected* where values are wrong, else the rule your code breaks). `python -m fastpath_lib grade exercises/` runs all
+# notebooks in a fresh kernel and prints your score; the solved versions are in `solutions/`.
 
 # %%
 import torch

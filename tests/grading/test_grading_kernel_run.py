@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 import nbformat
+import pytest
 import torch
 import triton.language as tl
 
@@ -292,12 +293,29 @@ def calls(X, Y, n, B: tl.constexpr):
 '''
 
 
-def test_the_compile_step_refuses_every_call_of_a_kernel_body_that_is_not_tritons(tmp_path):
-    """Issue 41 (attack 7, A1): Triton's frontend calls a plain Python function a kernel body reaches
-    (``tl.random.tl.builtins.eval(...)``, names the static rules once let through); the compile step refuses each
-    call whose callee is not Triton's language, by what it resolves to, and names the call and its line; the kit's
-    own kernels and helpers compile. One fresh process (the interpreter's runs in this one leave Triton's language
-    unfit for its frontend), no kernel run."""
+_ESCAPES = (("tl.random.tl.builtins.eval('lambda v: v')(x)", "tl.random.tl.builtins.eval", "builtins.eval"),
+            ("tl.extra.pkgutil.importlib.import_module('os')", "tl.extra.pkgutil.importlib.import_module",
+             "importlib.import_module"),
+            ("tl.core.builtin(tl.abs)", "tl.core.builtin", "triton.language.core.builtin"),
+            ("x.handle.get_type()", "x.handle.get_type", "get_type"),
+            ("getattr(x, 'to')(tl.float32)", "getattr", "builtins.getattr"),
+            ("with tl.random.tl.builtins.open('/dev/null'):\n        pass", "tl.random.tl.builtins.open",
+             "io.open"))
+
+#: Kernels the compile step and the source rule must answer alike (``(module line, value the kernel adds)``): a module
+#: constant declared each way one may be, and the builtins Triton's frontend provides or lacks (``bool``).
+_AGREE = (("EPS = 1e-6", "EPS"), ("EPS: tl.constexpr = 1e-6", "EPS"), ("EPS = tl.constexpr(1e-6)", "EPS"),
+          ("EPS: tl.constexpr = tl.constexpr(1e-6)", "EPS"), ("", "bool(1)"), ("", "min(len((1, 2)), int(3.0))"))
+_KERNEL_ADDING = ("import triton\nimport triton.language as tl\n{}\n"
+                  "@triton.jit\ndef k(X):\n    tl.store(X, tl.load(X) + {})\n")
+
+
+@pytest.fixture(scope="module")
+def frontend_answers(tmp_path_factory):
+    """The compile step's answers (:func:`compile_check._compile_problem`) for the programs of the tests below, all
+    in one fresh process (the interpreter's runs in this one leave Triton's language unfit for its frontend), no kernel
+    run: the kit's kernels and :data:`CALLS`, CALLS with each of :data:`_ESCAPES`, a branch on a dtype argument, and
+    the kernels of :data:`_AGREE`."""
     import json
     import subprocess
     import sys
@@ -315,30 +333,45 @@ def test_the_compile_step_refuses_every_call_of_a_kernel_body_that_is_not_triton
         ("rms_norm_bwd_kernel", ("DY_ptr", "X_ptr", "W_ptr", "DX_ptr", "DW_partial_ptr", "DY_row_stride",
                                  "X_row_stride", "DX_row_stride", "n_rows", "n_cols", "eps", "ROWS_PER_PROGRAM",
                                  "HAS_WEIGHT", "BLOCK_SIZE", "VEC")))]
-    escapes = (("tl.random.tl.builtins.eval('lambda v: v')(x)", "tl.random.tl.builtins.eval", "builtins.eval"),
-               ("tl.extra.pkgutil.importlib.import_module('os')", "tl.extra.pkgutil.importlib.import_module",
-                "importlib.import_module"),
-               ("tl.core.builtin(tl.abs)", "tl.core.builtin", "triton.language.core.builtin"),
-               ("x.handle.get_type()", "x.handle.get_type", "get_type"),
-               ("getattr(x, 'to')(tl.float32)", "getattr", "builtins.getattr"),
-               ("with tl.random.tl.builtins.open('/dev/null'):\n        pass", "tl.random.tl.builtins.open",
-                "io.open"))
-    jobs = [(text.replace("ESCAPE", ""), kernels)] + [(text.replace("ESCAPE", e), seen) for e, _, _ in escapes]
+    jobs = [(text.replace("ESCAPE", ""), kernels)] + [(text.replace("ESCAPE", e), seen) for e, _, _ in _ESCAPES]
     # attack 7, A3: a branch on a dtype argument is compiled with the dtype the replay passes, so the frontend reads it
     jobs.append((text.replace("ESCAPE", "") + "\n@triton.jit\ndef dt(X, DT: tl.constexpr):\n    if DT == tl.float32:\n"
                  "        tl.extra.pkgutil.importlib.import_module('os')\n    tl.store(X, 1.0)\n",
                  [["dt", {"X": replay.describe(torch.empty(1)), "DT": replay.describe(tl.float32)}]]))
+    jobs += [(_KERNEL_ADDING.format(*a), [["k", {"X": ["tensor", "*fp32"]}]]) for a in _AGREE]
     script = ("import json, sys\nfrom fastpath_lib.grading.engine import compile_check\n"
               "print(json.dumps([compile_check._compile_problem(t, s, f'{sys.argv[1]}/{i}.py') "
               "for i, (t, s) in enumerate(json.load(sys.stdin))]))")
-    done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], input=json.dumps(jobs), text=True,
-                          capture_output=True, check=True, env=dict(os.environ, TRITON_INTERPRET="0"))
-    honest, *problems, branch = json.loads(done.stdout.splitlines()[-1])
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path_factory.mktemp("frontend"))],
+                          input=json.dumps(jobs), text=True, capture_output=True, check=True,
+                          env=dict(os.environ, TRITON_INTERPRET="0"))
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def test_the_compile_step_refuses_every_call_of_a_kernel_body_that_is_not_tritons(frontend_answers):
+    """Issue 41 (attack 7, A1): Triton's frontend calls a plain Python function a kernel body reaches
+    (``tl.random.tl.builtins.eval(...)``, names the static rules once let through); the compile step refuses each
+    call whose callee is not Triton's language, by what it resolves to, and names the call and its line; the kit's
+    own kernels and helpers compile."""
+    honest, *problems, branch = frontend_answers[:len(_ESCAPES) + 2]
     assert honest is None, honest
     assert branch and "calls tl.extra.pkgutil.importlib.import_module(...) (line 3 of dt" in branch, branch
-    for (escape, called, what), problem in zip(escapes, problems):
+    for (escape, called, what), problem in zip(_ESCAPES, problems):
         assert problem and f"calls {called}(...) (line " in problem and what in problem and "not Triton's" in \
             problem, (escape, problem)
+
+
+def test_the_source_rule_refuses_what_the_compile_step_refuses_and_only_that(frontend_answers):
+    """Reader 18 F2-2: Triton's frontend reads a module constant by its value (``EPS = tl.constexpr(1e-6)``), not by
+    an annotation (``EPS: tl.constexpr = 1e-6`` fails the compile step), and provides ``min``, ``len``, ``int`` but
+    not ``bool``; the kernel source rule, which the notebook's check applies too, refuses and accepts the same
+    kernels, so the notebook does not pass a kernel the grader refuses."""
+    compiled = dict(zip(_AGREE, frontend_answers[-len(_AGREE):]))
+    assert "Cannot access global variable EPS" in (compiled[_AGREE[1]] or ""), compiled
+    assert "bool is not defined" in (compiled[_AGREE[4]] or ""), compiled
+    assert compiled[_AGREE[2]] is None and compiled[_AGREE[5]] is None, compiled
+    ruled = {a: kernel_source.kernel_problem(_KERNEL_ADDING.format(*a), "k") for a in _AGREE}
+    assert {a: p is None for a, p in ruled.items()} == {a: p is None for a, p in compiled.items()}, (ruled, compiled)
 
 
 def _takes(X, V, C: tl.constexpr):  # a kernel's parameters, for the compile step's signature (never run)

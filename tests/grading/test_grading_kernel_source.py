@@ -179,6 +179,10 @@ KERNEL_HEAD = "import triton\nimport triton.language as tl\nimport numpy as np\n
     ("def k(X):\n    tl.store(X, tl.load(X))", "under @triton.jit"),
     ("@triton.jit\n@functools.cache\ndef k(X):\n    tl.store(X, tl.load(X))", "under nothing else"),
     ("@triton.jit\ndef k(X):\n    tl.store(X, tl.load(X))\nk = [k]", "bound 2 times"),
+    # a module constant is read by its value (Triton's frontend refuses an annotated one: reader 18 F2-2)
+    ("EPS = 1e-6\n@triton.jit\ndef k(X):\n    tl.store(X, tl.load(X) + EPS)", "constexpr by value"),
+    ("EPS: tl.constexpr = 1e-6\n@triton.jit\ndef k(X):\n    tl.store(X, tl.load(X) + EPS)",
+     "annotated tl.constexpr but not made one"),
 ])
 def test_kernel_rules(source, words):
     problem = kernel_problem(KERNEL_HEAD + source, "k")
@@ -216,8 +220,9 @@ def test_kernel_rules_accept_what_triton_language_publishes():
 
 
 def test_kernel_rules_accept_helpers_that_are_kernels_and_constexpr_globals():
-    src = KERNEL_HEAD + ("BLOCK: tl.constexpr = 64\n@triton.jit\ndef sq(v):\n    return v * v\n@triton.jit\n"
-                         "def k(X, n):\n    c = tl.arange(0, BLOCK)\n    for i in range(2):\n"
+    src = KERNEL_HEAD + ("BLOCK = tl.constexpr(64)\nTWO: tl.constexpr = tl.constexpr(2)\n@triton.jit\n"
+                         "def sq(v):\n    return v * v\n@triton.jit\n"
+                         "def k(X, n):\n    c = tl.arange(0, BLOCK)\n    for i in range(TWO):\n"
                          "        tl.store(X + c, sq(tl.load(X + c, mask=c < n)), mask=c < min(n, BLOCK))")
     assert kernel_problem(src, "k") is None
 

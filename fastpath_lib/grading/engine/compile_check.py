@@ -11,14 +11,32 @@ come back too (:func:`~fastpath_lib.grading.engine.replay.compiled_only` keeps o
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 
 from fastpath_lib.grading.engine import replay
 
-__all__ = ["GPU_TARGET", "NotTriton", "callee_problem", "compiled_apart", "exec_program"]
+__all__ = ["GPU_TARGET", "NotTriton", "callee_problem", "compiled_apart", "exec_program", "kernel_builtins"]
 
 #: The compute capability the frontend compiles for (the predicate's oldest admitted architecture).
 GPU_TARGET = 80
+
+#: Builtins Triton's frontend provides a kernel that reach attributes by name or build Python objects: none is
+#: Triton's language (:func:`kernel_builtins`).
+_PYTHON_OBJECT_BUILTINS = ("getattr", "hasattr", "list")
+
+
+@functools.cache
+def kernel_builtins() -> frozenset[str]:
+    """The Python builtins a kernel body may call: those Triton's frontend provides a kernel
+    (``CodeGenerator.builtin_namespace``: ``range``, ``min``, ``max``, ``len``, ``int``, ``float``, ``isinstance``,
+    ``print``; not ``bool``, which it lacks) but ``getattr``, ``hasattr`` and ``list``. The compile step
+    (:func:`callee_problem`) and the source rule
+    (:func:`~fastpath_lib.grading.rules.kernel_body.body_problem`) read the same set."""
+    from triton.compiler.code_generator import CodeGenerator
+
+    return frozenset(CodeGenerator.builtin_namespace) - set(_PYTHON_OBJECT_BUILTINS)
+
 
 
 
@@ -70,8 +88,7 @@ def callee_problem(fn) -> str | None:
     if isinstance(getattr(fn, "__self__", None), (core.base_type, core.base_value)) and getattr(
             getattr(fn, "__func__", None), "__module__", "").startswith("triton.language"):  # X.dtype.is_fp16()
         return None
-    if any(fn is b for name, b in CodeGenerator.builtin_namespace.items()
-           if name not in ("getattr", "hasattr", "list")):
+    if any(fn is CodeGenerator.builtin_namespace[name] for name in kernel_builtins()):
         return None
     where = getattr(fn, "__module__", None) or type(fn).__module__
     what = getattr(fn, "__qualname__", None) or type(fn).__qualname__

@@ -68,7 +68,8 @@ RACE_RULE = ("a byte one program of a launch writes and another program of that 
              "atomics and with no atomic ordering the two (the first program releasing a word after its access and "
              "the second acquiring that word before its own, as a lock taken with `tl.atomic_cas` and released with "
              "`tl.atomic_xchg` does, or a counter every program bumps with `tl.atomic_add`; Triton's atomics "
-             "acquire and release by default, `sem=\"acq_rel\"`)")
+             "acquire and release by default, `sem=\"acq_rel\"`, and one with `sem=\"relaxed\"` or `scope=\"cta\"` "
+             "orders nothing)")
 
 #: ``(folder, env) -> (command prefix, env)``: the sandbox the child runs in (:func:`sandboxed`); ``None``: none.
 _SANDBOX: contextvars.ContextVar[Callable[[str, dict], tuple[list[str], dict]] | None] = contextvars.ContextVar(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 
+from fastpath_lib.grading.engine.compile_check import kernel_builtins
 from fastpath_lib.grading.engine.sources import dotted
 from fastpath_lib.grading.rules.language_names import compiled_kinds, outside_language, published_attributes
 
@@ -19,8 +20,6 @@ PUBLISHED_RULE = "an attribute no value of `triton.language` publishes"
 #: refuses any other decorator over it): the grader compiles and replays the ``@triton.jit`` function itself.
 DECORATOR_RULE = "a kernel is defined under `@triton.jit` alone (not under `@triton.autotune` or `@triton.heuristics`)"
 
-#: Builtins a kernel body may call (Triton's frontend accepts these).
-_KERNEL_BUILTINS = frozenset({"range", "min", "max", "int", "float", "bool", "len", "print", "isinstance"})
 
 def _language(path: str) -> bool:
     """Whether ``path`` (a dotted name, resolved) names Triton's language itself: ``triton.language`` or a public
@@ -44,24 +43,36 @@ def _unpublished(src, n: ast.Attribute, local: set) -> ast.Attribute | None:
                  and a.attr not in published_attributes()), None)
 
 
+def _constexpr_globals(src) -> tuple[set[str], set[str]]:
+    """The module constants of ``src`` a kernel body may read, those whose value is a ``tl.constexpr``
+    (``EPS = tl.constexpr(1e-6)``, annotated or not), and those only annotated ``tl.constexpr``
+    (``EPS: tl.constexpr = 1e-6``), which Triton's frontend refuses: it reads a global by its value, not by its
+    annotation (``CodeGenerator._is_constexpr_global`` in ``triton/compiler/code_generator.py``)."""
+    made, annotated = set(), set()
+    for n in (n for t in src.trees for n in t.body):
+        if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name) \
+                and src.resolve(dotted(n.annotation)) == "triton.language.constexpr":
+            annotated.add(n.target.id)
+        if isinstance(n, (ast.Assign, ast.AnnAssign)) and isinstance(n.value, ast.Call) \
+                and src.resolve(dotted(n.value.func)) == "triton.language.constexpr":
+            made |= {t.id for t in (n.targets if isinstance(n, ast.Assign) else [n.target]) if isinstance(t, ast.Name)}
+    return made, annotated - made
+
+
 def body_problem(src, fn: ast.FunctionDef) -> str | None:
     """Why the body of ``fn``, a ``@triton.jit`` function of the learner's source ``src`` (the source as
     :mod:`~fastpath_lib.grading.rules.kernel_source` reads it: its imports, trees and kernels), is not a kernel body:
-    it reads something else than its parameters, its own variables, the source's ``tl.constexpr`` constants and other
-    kernels, Triton's language and the builtins the frontend provides; past a value (a parameter, a variable, what a
-    call returns) an attribute no value of Triton's language publishes
+    it reads something else than its parameters, its own variables, the source's module constants whose value is a
+    ``tl.constexpr`` (:func:`_constexpr_globals`) and other kernels, Triton's language and the builtins the frontend
+    provides; past a value (a parameter, a variable, what a call returns) an attribute no value of Triton's language
+    publishes
     (:func:`~fastpath_lib.grading.rules.language_names.published_attributes`); syntax Triton's frontend does not
     compile (:func:`~fastpath_lib.grading.rules.language_names.compiled_kinds`: a generator expression, a lambda);
     or it defines or imports something."""
     a = fn.args
     local = {x.arg for x in a.posonlyargs + a.args + a.kwonlyargs + [a.vararg, a.kwarg] if x is not None}
     local |= {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-    top = [n for t in src.trees for n in t.body]
-    constexpr = {n.target.id for n in top if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)
-                 and src.resolve(dotted(n.annotation)) == "triton.language.constexpr"}
-    constexpr |= {t.id for n in top if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call)
-                  and src.resolve(dotted(n.value.func)) == "triton.language.constexpr"
-                  for t in n.targets if isinstance(t, ast.Name)}
+    constexpr, annotated = _constexpr_globals(src)
     for stmt in fn.body:
         inner = {id(n.value) for n in ast.walk(stmt) if isinstance(n, ast.Attribute)}
         for n in ast.walk(stmt):
@@ -89,11 +100,16 @@ def body_problem(src, fn: ast.FunctionDef) -> str | None:
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id not in local:
                 target = src.resolve(n.id)
                 ok = n.id in src.kernels or n.id in constexpr or target.startswith("triton.language") or (
-                    n.id in _KERNEL_BUILTINS and n.id not in src.imports)
+                    n.id in kernel_builtins() and n.id not in src.imports)
                 if target == "triton":  # triton.language.x, reached through "triton"
                     parent = next((p for p in ast.walk(stmt) if isinstance(p, ast.Attribute) and p.value is n), None)
                     ok = parent is not None and parent.attr == "language"
+                if not ok and n.id in annotated:
+                    return (f"your kernel {fn.name} reads {n.id}, a module constant annotated tl.constexpr but not "
+                            f"made one: Triton's compiler reads a module constant only when its value is a "
+                            f"constexpr, so write {n.id} = tl.constexpr(...)")
                 if not ok:
                     return (f"your kernel {fn.name} reads {n.id}: a kernel body uses triton.language, its parameters, "
-                            f"its own variables and your other @triton.jit functions, nothing else")
+                            f"its own variables, your other @triton.jit functions and module constants made constexpr "
+                            f"by value (EPS = tl.constexpr(1e-6)), nothing else")
     return None
