@@ -68,6 +68,62 @@ OUTCOME_WORDS = {
     FALLBACK: r"\bfall(s|ing)?[ -]?back\b|\bfell back\b|\bfallbacks?\b",
 }
 _NEGATION = re.compile(r"\b(not|no|never|without|none|nor|neither)\b|n't\b", re.IGNORECASE)
+#: What takes a clause's assertion of a word away, by kind: a word of negative polarity (a negation, or a degree that
+#: denies: "hardly", "anything but", "rather than"); a modal auxiliary (what could, would or should be is not what was
+#: measured; "would have been" is the counterfactual); a condition (an ``if``/``unless``/``whether`` clause, or one
+#: opened by ``had``/``were``: "had it been faster"). Each is read in the words of the clause before the word.
+_TAKEN_BACK = {
+    "negation": r"\b(not|no|never|without|none|nor|neither|hardly|scarcely|barely|nowhere)\b|n't\b|\banything but\b|"
+                r"\bfar from\b|\brather than\b|\binstead of\b",
+    "modality": r"\b(would|could|should|might|may|must|ought|shall|can)\b|'d\b",
+    "condition": r"\b(if|unless|whether|lest)\b|\bas though\b",
+}
+#: A condition opened by ``had`` or ``were`` before its subject ("had it been faster", "were the kernel faster").
+_INVERTED = re.compile(r"^\s*(had|were)\s+(it|they|this|that|these|those|the|we|#+)\b", re.IGNORECASE)
+_TAKEN_BACK_RE = re.compile("|".join(f"(?:{w})" for w in _TAKEN_BACK.values()), re.IGNORECASE)
+#: Where a clause begins: a mark that closes the clause before it (``, ; : ( ) [ ]``, a dash) or a conjunction.
+#: ("anything but" is a negation, not a conjunction).
+_CLAUSE_START = re.compile(r"[,;:()\[\]—–]|\s-\s|\b(and|(?<!anything )but|while|whereas|because|since|so|though|"
+                           r"although|yet)\b", re.IGNORECASE)
+#: An infinitive just before a word ("to be faster", "to win", "to have been clearly slower"): what another verb says of
+#: it, an assertion only where that verb reports a finding (:data:`_FINDING`) or the infinitive says what a case is
+#: ("the only case to win"); after any other verb (expected, hoped, meant, supposed, failed, tried, needs) it is not.
+_INFINITIVE = re.compile(r"\bto\s+(?:(?:be|have\s+been|become|stay|remain)\s+)?(?:\w+ly\s+)?$", re.IGNORECASE)
+_FINDING = re.compile(r"\bturn(s|ed|ing)?\s+out\b|\bprov(e|es|ed|en)\b|\bmanag(e|es|ed)\b|\bhappen(s|ed)?\b|"
+                      r"\bseem(s|ed)?\b|\bappear(s|ed)?\b|\b(is|are|was|were|been)\s+(found|shown|measured|observed|"
+                      r"confirmed|seen)\b|\b(only|first|last|sole|one)\b(?:\s+\w+)?\s+to\b", re.IGNORECASE)
+#: How many words of its clause before a word are read (a negation or a modal further back governs another verb: "not
+#: a measurement The kernel wins", two lines joined where the first ends without its full stop, keeps its win where a line ends without its full stop).
+_SCOPE_WORDS = 3
+
+
+#: Where a sentence ends: ``.``, ``!`` or ``?`` before a space or the text's end (closing quotes, brackets and emphasis
+#: aside); a decimal point is no end.
+_SENTENCE_END = re.compile(r"[.!?](?=[\"')\]*_`]*(\s|$))")
+
+
+def asserted(text: str, at: int) -> bool:
+    """Whether ``text`` asserts the word at ``at``: its sentence is no question (it ends with no ``?``), nothing in the words of
+    its clause before it takes the assertion back (:data:`_TAKEN_BACK`: "not faster", "hardly faster", "would be
+    faster", "if it were faster") and it is not an infinitive another verb hopes, expects or fails to make true
+    (:data:`_INFINITIVE`: "was expected to be faster", "failed to win").
+
+    >>> [asserted(s, s.index("faster")) for s in ("c05 is faster.", "c05 failed to be faster.",
+    ...  "c05 was expected to be faster.", "c05 is faster?", "c05 is anything but faster.", "c05 would be faster.",
+    ...  "c05 turned out to be faster.", "Without the cast, c05 is faster.", "c05 is faster? No.")]
+    [True, False, False, False, False, False, True, True, False]
+    """
+    end = _SENTENCE_END.search(text, at)
+    if (end.group(0) if end else text.rstrip()[-1:]) == "?":
+        return False
+    before = text[:at]
+    starts = [m.end() for m in _CLAUSE_START.finditer(before)]
+    clause = before[starts[-1] if starts else 0:]
+    words = clause.split()
+    near = " ".join(words[-_SCOPE_WORDS:])
+    if _TAKEN_BACK_RE.search(near) or _INVERTED.match(clause):
+        return False
+    return not _INFINITIVE.search(clause) or bool(_FINDING.search(clause))
 #: A bound or an approximation before a number: the number is no figure ("under 10 %", "about 9 us", "above 16384").
 _BOUNDED = re.compile(r"(\b(less|more|fewer|greater|larger|smaller|wider|narrower) than|\b(under|over|below|above|"
                       r"beyond|within|nearly|almost|about|around|roughly|approximately|up to)|\bat (most|least)|"
@@ -96,6 +152,14 @@ _COUNT_BEFORE = re.compile(
 _COUNT_AFTER = re.compile(
     rf"(?:{_OUTCOME})\s+(?:(?:on|in|for|across|among)\s+)?(?P<n>{_N})(?![\w-]|\s*(?:[x×%/-]|{_UNIT}))"
     rf"(?!\s+(?:\w+\s+)?{_OTHER_NOUN}\b)", re.IGNORECASE)
+#: A count of none: "no" before an outcome named as a thing ("no wins", "no regressions", "no slower cases"), the denial
+#: unrestricted (the clause ends there, or says "at all"): "no regression elsewhere" or "no losses on fp32" restrict it
+#: and count nothing; "no slower" (a comparison) is no count.
+_NOUNS = r"wins?|loss(?:es)?|regressions?|slow-?downs?|speed-?ups?|ties|fall-?backs?"
+_COUNT_NONE = re.compile(
+    rf"(?<![\w.])no\s+(?:(?:eligible|timed|measured|triton|other|remaining|clear|real)\s+)?"
+    rf"(?:{_OUTCOME})(?P<cases>\s+cases?)?(?:\s+(?:at all|whatsoever|anywhere))?"
+    r"(?=\s*(?:[.;,:!)]|$|\band\b|\bor\b))", re.IGNORECASE)
 _BOUND = (r"(?:at most|up to|no more than|not more than|<=|≤|<|max(?:imum)?(?: of)?|limit(?: of)?|wider than|more than|"
           r"over|beyond|above|exceed(?:s|ing)?|larger than|greater than|within|under|below|fewer than|less than)")
 _INT = r"(\d{1,3}(?:,\d{3})+|\d+)(?![\w.,]\d)"
@@ -131,13 +195,9 @@ def statements(note: str) -> list[str]:
 
 
 def _claimed(clause: str, outcome: str) -> bool:
-    """Whether ``clause`` (a sentence or a part of one) has a word of ``outcome`` that no negation in the three words
-    before it takes back ("no clear difference" is neutral: its own "no" is part of the words)."""
-    for m in re.finditer(OUTCOME_WORDS[outcome], clause, re.IGNORECASE):
-        before = " ".join(clause[:m.start()].split()[-3:])
-        if not _NEGATION.search(before):
-            return True
-    return False
+    """Whether ``clause`` (a sentence or a part of one) asserts a word of ``outcome`` (:func:`asserted`; "no clear
+    difference" is neutral: its own "no" is part of the words)."""
+    return any(asserted(clause, m.start()) for m in re.finditer(OUTCOME_WORDS[outcome], clause, re.IGNORECASE))
 
 
 def outcome_of(clause: str) -> str | None:
@@ -260,8 +320,9 @@ class Count:
 def counts_in(text: str) -> list[Count]:
     """Each count in ``text``, in the order written: a number bound to an outcome word of :data:`OUTCOME_WORDS`, either
     before it ("4 wins", "3 faster cases", "3 cases are faster", "3 are faster") or after it ("wins on 4 cases", "wins
-    3 cases", "faster in 3 cases", "within the noise on 4"); a number after a bound ("more than 3 wins"), after a
-    negation of the outcome ("not faster in 3 cases") or bound to another noun (``2 fallback runs``, ``faster on 2
+    3 cases", "faster in 3 cases", "within the noise on 4"), or "no" before an outcome named as a thing ("no wins",
+    :data:`_COUNT_NONE`); a number after a bound ("more than 3 wins"), a count its sentence does not assert ("not
+    faster in 3 cases", "expected to win 3", a question: :func:`asserted`) or a number bound to another noun (``2 fallback runs``, ``faster on 2
     rows``, ``loses 1 us``, :data:`_OTHER_NOUN`) counts nothing.
 
     >>> [(c.outcome, c.n) for c in counts_in("3 faster cases, 2 slower cases and 4 neutral cases; 3 are faster")]
@@ -270,14 +331,22 @@ def counts_in(text: str) -> list[Count]:
     [('win', 3), ('neutral', 4), ('loss', 2), ('win', 3)]
     >>> counts_in("its timings (300 vs 240 us) compare two fallback runs; faster on 2 rows; loses 1 us")
     []
+    >>> [(c.outcome, c.n) for c in counts_in("no wins at all; zero losses; no regression elsewhere; no slower")]
+    [('win', 0), ('loss', 0)]
+    >>> counts_in("We expected it to win 3 cases. Would 2 cases be slower? It fails to win on 3.")
+    []
     """
     found: dict[int, Count] = {}
     for m in _COUNT_BEFORE.finditer(text):
-        if not _BOUNDED.search(text[:m.start()]):
+        if not _BOUNDED.search(text[:m.start()]) and asserted(text, m.start(_outcome_group(m))):
             found.setdefault(m.start("n"), Count(_outcome_group(m), _number(m.group("n")), m.group(0)))
     for m in _COUNT_AFTER.finditer(text):
-        if not _NEGATION.search(" ".join(text[:m.start()].split()[-3:])):
+        if asserted(text, m.start()):
             found.setdefault(m.start("n"), Count(_outcome_group(m), _number(m.group("n")), m.group(0)))
+    for m in _COUNT_NONE.finditer(text):
+        named = m.group(_outcome_group(m))
+        if (m.group("cases") or re.fullmatch(_NOUNS, named, re.IGNORECASE)) and asserted(text, m.start()):
+            found.setdefault(m.start(), Count(_outcome_group(m), 0, m.group(0)))
     return [found[k] for k in sorted(found)]
 
 
