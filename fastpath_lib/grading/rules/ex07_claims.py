@@ -8,12 +8,14 @@ table rows and HTML tags are not prose), split into sentences. In a sentence
 * a **figure** is a number with a unit (``us``, ``µs``, ``ms``, ``x``, ``×``, ``%``), or a number paired with one
   (``9.0 vs 9.8 us``); in a case's segment it is that case's, and must be one of :func:`figures` within the rounding
   of the digits written;
-* an **outcome** is claimed for the cases the sentence names by its words (:data:`OUTCOME_WORDS`): a neutral word
-  decides; else words of one outcome only (a negated word, "not slower", counts for none); a sentence that names two
-  outcomes is read in :func:`parts`;
+* an **outcome** is claimed for the cases the sentence names by the words it asserts (:data:`OUTCOME_WORDS`,
+  :func:`~fastpath_lib.grading.rules.assertion.asserted`: "not slower", "was expected to be faster", "failed to win",
+  "would be faster" and "faster?" assert none): a neutral word decides; else words of one outcome only; a sentence
+  that names two outcomes is read in :func:`parts`;
 * a **count** is a number bound to an outcome word, before it ("4 wins", "3 faster cases", "3 cases are faster") or
-  after it ("wins on 4 cases", "wins 3 cases", "within the noise on 4"); a number bound to another noun ("two
-  fallback runs", "faster on 2 rows") counts no cases (:func:`counts_in`).
+  after it ("wins on 4 cases", "wins 3 cases", "within the noise on 4"), "no wins" a count of none, each where its
+  outcome word is asserted; a number bound to another noun ("two fallback runs", "faster on 2 rows") counts no cases
+  (:func:`counts_in`).
 
 Counting words, case ids or keywords proves nothing here: a sentence earns something only through what it asserts
 about a case or a figure, and every assertion is checked.
@@ -49,6 +51,7 @@ import dataclasses
 import re
 
 from fastpath_lib.reading import words_outside_details
+from fastpath_lib.grading.rules.assertion import asserted
 from fastpath_lib.grading.vocabulary import FALLBACK, LOSS, NEUTRAL, WIN
 
 __all__ = ["Mention", "statements", "parts", "mentions", "figures", "figures_in", "is_figure", "outcome_of",
@@ -67,63 +70,6 @@ OUTCOME_WORDS = {
     LOSS: r"\bloss(es)?\b|\blos(e|es|ing|t)\b|\bslower\b|\bregress\w*|\bslow-?downs?\b",
     FALLBACK: r"\bfall(s|ing)?[ -]?back\b|\bfell back\b|\bfallbacks?\b",
 }
-_NEGATION = re.compile(r"\b(not|no|never|without|none|nor|neither)\b|n't\b", re.IGNORECASE)
-#: What takes a clause's assertion of a word away, by kind: a word of negative polarity (a negation, or a degree that
-#: denies: "hardly", "anything but", "rather than"); a modal auxiliary (what could, would or should be is not what was
-#: measured; "would have been" is the counterfactual); a condition (an ``if``/``unless``/``whether`` clause, or one
-#: opened by ``had``/``were``: "had it been faster"). Each is read in the words of the clause before the word.
-_TAKEN_BACK = {
-    "negation": r"\b(not|no|never|without|none|nor|neither|hardly|scarcely|barely|nowhere)\b|n't\b|\banything but\b|"
-                r"\bfar from\b|\brather than\b|\binstead of\b",
-    "modality": r"\b(would|could|should|might|may|must|ought|shall|can)\b|'d\b",
-    "condition": r"\b(if|unless|whether|lest)\b|\bas though\b",
-}
-#: A condition opened by ``had`` or ``were`` before its subject ("had it been faster", "were the kernel faster").
-_INVERTED = re.compile(r"^\s*(had|were)\s+(it|they|this|that|these|those|the|we|#+)\b", re.IGNORECASE)
-_TAKEN_BACK_RE = re.compile("|".join(f"(?:{w})" for w in _TAKEN_BACK.values()), re.IGNORECASE)
-#: Where a clause begins: a mark that closes the clause before it (``, ; : ( ) [ ]``, a dash) or a conjunction.
-#: ("anything but" is a negation, not a conjunction).
-_CLAUSE_START = re.compile(r"[,;:()\[\]—–]|\s-\s|\b(and|(?<!anything )but|while|whereas|because|since|so|though|"
-                           r"although|yet)\b", re.IGNORECASE)
-#: An infinitive just before a word ("to be faster", "to win", "to have been clearly slower"): what another verb says of
-#: it, an assertion only where that verb reports a finding (:data:`_FINDING`) or the infinitive says what a case is
-#: ("the only case to win"); after any other verb (expected, hoped, meant, supposed, failed, tried, needs) it is not.
-_INFINITIVE = re.compile(r"\bto\s+(?:(?:be|have\s+been|become|stay|remain)\s+)?(?:\w+ly\s+)?$", re.IGNORECASE)
-_FINDING = re.compile(r"\bturn(s|ed|ing)?\s+out\b|\bprov(e|es|ed|en)\b|\bmanag(e|es|ed)\b|\bhappen(s|ed)?\b|"
-                      r"\bseem(s|ed)?\b|\bappear(s|ed)?\b|\b(is|are|was|were|been)\s+(found|shown|measured|observed|"
-                      r"confirmed|seen)\b|\b(only|first|last|sole|one)\b(?:\s+\w+)?\s+to\b", re.IGNORECASE)
-#: How many words of its clause before a word are read (a negation or a modal further back governs another verb: "not
-#: a measurement The kernel wins", two lines joined where the first ends without its full stop, keeps its win where a line ends without its full stop).
-_SCOPE_WORDS = 3
-
-
-#: Where a sentence ends: ``.``, ``!`` or ``?`` before a space or the text's end (closing quotes, brackets and emphasis
-#: aside); a decimal point is no end.
-_SENTENCE_END = re.compile(r"[.!?](?=[\"')\]*_`]*(\s|$))")
-
-
-def asserted(text: str, at: int) -> bool:
-    """Whether ``text`` asserts the word at ``at``: its sentence is no question (it ends with no ``?``), nothing in the words of
-    its clause before it takes the assertion back (:data:`_TAKEN_BACK`: "not faster", "hardly faster", "would be
-    faster", "if it were faster") and it is not an infinitive another verb hopes, expects or fails to make true
-    (:data:`_INFINITIVE`: "was expected to be faster", "failed to win").
-
-    >>> [asserted(s, s.index("faster")) for s in ("c05 is faster.", "c05 failed to be faster.",
-    ...  "c05 was expected to be faster.", "c05 is faster?", "c05 is anything but faster.", "c05 would be faster.",
-    ...  "c05 turned out to be faster.", "Without the cast, c05 is faster.", "c05 is faster? No.")]
-    [True, False, False, False, False, False, True, True, False]
-    """
-    end = _SENTENCE_END.search(text, at)
-    if (end.group(0) if end else text.rstrip()[-1:]) == "?":
-        return False
-    before = text[:at]
-    starts = [m.end() for m in _CLAUSE_START.finditer(before)]
-    clause = before[starts[-1] if starts else 0:]
-    words = clause.split()
-    near = " ".join(words[-_SCOPE_WORDS:])
-    if _TAKEN_BACK_RE.search(near) or _INVERTED.match(clause):
-        return False
-    return not _INFINITIVE.search(clause) or bool(_FINDING.search(clause))
 #: A bound or an approximation before a number: the number is no figure ("under 10 %", "about 9 us", "above 16384").
 _BOUNDED = re.compile(r"(\b(less|more|fewer|greater|larger|smaller|wider|narrower) than|\b(under|over|below|above|"
                       r"beyond|within|nearly|almost|about|around|roughly|approximately|up to)|\bat (most|least)|"
@@ -322,8 +268,8 @@ def counts_in(text: str) -> list[Count]:
     before it ("4 wins", "3 faster cases", "3 cases are faster", "3 are faster") or after it ("wins on 4 cases", "wins
     3 cases", "faster in 3 cases", "within the noise on 4"), or "no" before an outcome named as a thing ("no wins",
     :data:`_COUNT_NONE`); a number after a bound ("more than 3 wins"), a count its sentence does not assert ("not
-    faster in 3 cases", "expected to win 3", a question: :func:`asserted`) or a number bound to another noun (``2 fallback runs``, ``faster on 2
-    rows``, ``loses 1 us``, :data:`_OTHER_NOUN`) counts nothing.
+    faster in 3 cases", "expected to win 3", a question: :func:`asserted`) or a number bound to another noun
+    (``2 fallback runs``, ``faster on 2 rows``, ``loses 1 us``, :data:`_OTHER_NOUN`) counts nothing.
 
     >>> [(c.outcome, c.n) for c in counts_in("3 faster cases, 2 slower cases and 4 neutral cases; 3 are faster")]
     [('win', 3), ('loss', 2), ('neutral', 4), ('win', 3)]
