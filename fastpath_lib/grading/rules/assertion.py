@@ -6,6 +6,8 @@ expects, hopes or fails to make true, or in a question is not asserted, whatever
 ...  "c05 was expected to be faster.", "c05 is faster? No.", "c05 is anything but faster.", "c05 would be faster.",
 ...  "If c05 were faster, we would say so.", "c05 turned out to be faster.", "Without the cast, c05 is faster.")]
 [True, False, False, False, False, False, False, True, True]
+>>> [asserted(s, s.index("speed-up")) for s in ("We expected a 1.4x speed-up.", "It gives a 1.4x speed-up.")]
+[False, True]
 """
 
 from __future__ import annotations
@@ -15,13 +17,15 @@ import re
 __all__ = ["asserted"]
 
 #: What takes a clause's assertion of a word away, by kind: a word of negative polarity (a negation, or a degree that
-#: denies: "hardly", "anything but", "rather than"); a modal auxiliary (what could, would or should be is not what was
-#: measured; "would have been" is the counterfactual); a condition (an ``if``/``unless``/``whether`` clause, or one
-#: opened by ``had``/``were``: "had it been faster"). Each is read in the words of the clause before the word.
+#: denies: "hardly", "anything but", "rather than"); a modal (what could, would or should be, or what was expected or
+#: hoped for, is not what was measured; "would have been" is the counterfactual); a condition (an ``if``, ``unless``
+#: or ``whether`` clause, or one opened by ``had`` or ``were``: "had it been faster"). Each is read in the words of
+#: the clause before the word.
 _TAKEN_BACK = {
     "negation": r"\b(not|no|never|without|none|nor|neither|hardly|scarcely|barely|nowhere)\b|n't\b|\banything but\b|"
                 r"\bfar from\b|\brather than\b|\binstead of\b",
-    "modality": r"\b(would|could|should|might|may|must|ought|shall|can)\b|'d\b",
+    "modality": r"\b(would|could|should|might|may|must|ought|shall|can)\b|'d\b|\b(expect|hope|predict|anticipate|"
+                r"intend|plan|wish|want)(s|ed|d|ing)?\b",
     "condition": r"\b(if|unless|whether|lest)\b|\bas though\b",
 }
 #: A condition opened by ``had`` or ``were`` before its subject ("had it been faster", "were the kernel faster").
