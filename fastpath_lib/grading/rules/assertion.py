@@ -28,8 +28,9 @@ _TAKEN_BACK = {
                 r"intend|plan|wish|want)(s|ed|d|ing)?\b",
     "condition": r"\b(if|unless|whether|lest)\b|\bas though\b",
 }
-#: A condition opened by ``had`` or ``were`` before its subject ("had it been faster", "were the kernel faster").
-_INVERTED = re.compile(r"^\s*(had|were)\s+(it|they|this|that|these|those|the|we|#+)\b", re.IGNORECASE)
+#: A condition opened by ``had`` or ``were`` before its subject ("had it been faster", "were c05 faster"; a subject is a
+#: pronoun, an article or a case id).
+_INVERTED = re.compile(r"^\s*(had|were)\s+(it|they|this|that|these|those|the|we|\S*[\d#]\S*)(\s|$)", re.IGNORECASE)
 _TAKEN_BACK_RE = re.compile("|".join(f"(?:{w})" for w in _TAKEN_BACK.values()), re.IGNORECASE)
 #: Where a clause begins: a mark that closes the clause before it (``, ; : ( ) [ ]``, a dash) or a conjunction.
 #: ("anything but" is a negation, not a conjunction).
