@@ -87,14 +87,15 @@ OUTCOME_RULE = ("A sentence that names cases claims an outcome for them by its w
                 "`loses`, `regression`) or fallback (`falls back`); a word the sentence does not assert claims "
                 "nothing: negated (`not slower`, `hardly faster`), modal or expected (`would be faster`, `was "
                 "expected to be faster`), conditional (`if it were faster`), failed (`failed to win`) or asked "
-                "(`faster?`); a sentence whose words name two outcomes is read in parts, cut before an outcome word that follows a "
-                "comma, a `;`, `and`, `but` or `while` (`c01 wins, while c05 and c12 lose`), and where it cannot be "
-                "cut it claims nothing")
+                "(`faster?`); a sentence whose words name two outcomes is read in parts, cut before an outcome word "
+                "that follows a comma, a `;`, `and`, `but` or `while` (`c01 wins, while c05 and c12 lose`), and "
+                "where it cannot be cut it claims nothing")
 COUNT_RULE = ("A number bound to an outcome word (any word above, `cases` or `of the cases` between them or not) is a "
               "count, the number first (`4 wins`, `3 faster cases`, `3 cases are faster`, `3 are faster`) or the "
               "outcome first (`wins on 4 cases`, `wins 3 cases`, `faster in 3 cases`, `within the noise on 4`), "
               "`no wins` counts none where nothing restricts it (`no regression elsewhere` counts nothing), each "
-              "only where its sentence asserts it; a number bound to another noun (`two fallback runs`, `faster on 2 rows`, `loses 1 µs`) counts no cases")
+              "only where its sentence asserts it; a number bound to another noun (`two fallback runs`, `faster on 2 "
+              "rows`, `loses 1 µs`) counts no cases")
 SUMMARY_RULE = ("the **Summary** says, for each of win, neutral and loss that the table has, how many (a count) or "
                 "which cases (an outcome claim)")
 NAMED_RULE = ("each loss and each neutral case is named outside the table, in a sentence that claims its outcome, "
