@@ -125,8 +125,12 @@ JUSTIFICATION_RULE = ("a justification that states what the change does to these
                       "callers change, by naming every affected id or by their count written as a number (`3` or "
                       "`three`). Write each eps as a number (any spelling Python reads as that value, such as `1e-5`, "
                       "`1e-05` or `0.00001`, or that value rounded to the digits you write, such as `1.19e-07`) or as "
-                      "a power of two (`2**-23`). The check reads these facts and not the wording: there is no word "
-                      "count, and a justification without them (whatever its length) loses the part")
+                      "a power of two (`2**-23`). Each fact is read where a word binds it: the new default after `to`, "
+                      "`becomes` or `new` (or before `after`), each old value after `from`, `today's` or `old` (or "
+                      "before `today` or an arrow), the count before `callers` or `call sites`; an eps that is none "
+                      "of the scenario's (the new default, the callers' defaults and the eps they pass) is refused. "
+                      "The check reads these facts and not the wording: there is no word count, and a justification "
+                      "without them (whatever its length) loses the part")
 #: Whom part 5 takes as the owner: the scenario's CODEOWNERS file is the only thing that says who owns the code.
 OWNER_RULE = ("the person the scenario's CODEOWNERS file names for the kernel's file: `build[\"codeowners\"]` read "
               "for `build[\"kernel_file\"]` as GitHub reads it (a line starting with `#` is a comment; every other "
