@@ -90,7 +90,8 @@ def _grade(summary, *, cpu=""):
 
 
 def test_an_honest_note_that_says_what_a_loss_was_expected_to_be_keeps_full_marks():
-    r = _grade(f"{LOSS_CASE} was expected to be faster. Is {LOSS_CASE} faster? No.",
+    r = _grade(f"{LOSS_CASE} was expected to be faster. Is {LOSS_CASE} faster? No. The fast path was expected never "
+               "to be slower.",
                cpu="The kernel was expected to be faster; is it? Only a GPU run can say.")
     assert all(x.passed for x in r.values()), {k: x.feedback for k, x in r.items() if not x.passed}
 
@@ -98,6 +99,7 @@ def test_an_honest_note_that_says_what_a_loss_was_expected_to_be_keeps_full_mark
 @pytest.mark.parametrize("summary, told", [
     (f"{LOSS_CASE} turned out to be faster.", f"{LOSS_CASE}: the note calls it win"),
     ("There are no wins at all.", "counts 0 win cases, the data has 3"),
+    ("The fast path is never slower.", "say where it is slower"),
 ])
 def test_the_same_outcome_asserted_loses_consistency(summary, told):
     r = _grade(summary)

@@ -41,6 +41,7 @@ from fastpath_lib.grading.registry import Result
 from fastpath_lib.grading.report.feedback import Fail, graded, part
 from fastpath_lib.grading.rules import borrowed
 from fastpath_lib.grading.rules import ex07_claims as claims
+from fastpath_lib.grading.rules.assertion import asserted
 from fastpath_lib.grading.rules.ex07_claims import claims_speedup, words_outside_details
 from fastpath_lib.grading.vocabulary import LOSS, NEUTRAL, NOT_GPU, OUTCOMES, TIMED_OUTCOMES, WIN
 from fastpath_lib.rmsnorm import predicate as rms
@@ -311,10 +312,12 @@ _EXCEPT = re.compile(r"\b(except|but|apart from|other than|besides|outside|beyon
 
 def _denies_losses(note: str, losses: list[str]) -> list[str]:
     """The sentences of ``note`` that say nothing is slower (never slower, without regressions) while naming none of
-    the ``losses`` and no exception."""
+    the ``losses`` and no exception; a sentence that hopes or asks it (``was expected never to be slower``) says none
+    (:func:`~fastpath_lib.grading.rules.assertion.asserted`)."""
     out = []
     for sentence in re.split(r"(?<=[.!?])\s+|\n", note):
-        if _NO_LOSS.search(sentence) and not _EXCEPT.search(sentence) and not any(c in sentence for c in losses):
+        said = [m for m in _NO_LOSS.finditer(sentence) if asserted(sentence, m.start())]
+        if said and not _EXCEPT.search(sentence) and not any(c in sentence for c in losses):
             out.append(sentence.strip())
     return out
 
