@@ -24,7 +24,7 @@ from fastpath_lib.grading.report.feedback import Fail, graded, part, real, truth
 from fastpath_lib.grading.rules import borrowed
 from fastpath_lib.grading.rules.ex13_scenarios import ACTIONS, SWITCHES, VERDICTS, draw, expected, old_default_eps
 
-__all__ = ["check_readiness", "PARTS", "JUSTIFICATION_RULE", "OWNER_RULE", "STATED"]
+__all__ = ["check_readiness", "PARTS", "JUSTIFICATION_RULE", "OWNER_RULE", "STATED", "stated_eps"]
 
 #: The parts, in the notebook's order (the registry's ``ex13`` entry lists the same names).
 PARTS = ("route_conditions", "test_report", "results_table", "review_comments", "maintenance_cost",
