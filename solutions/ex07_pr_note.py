@@ -34,15 +34,18 @@
 # digits written (the warm-up and the spread's quantiles may stand beside a case too; a number in a case's table row
 # must be one of its figures, its shape, the sample count, the warm-up or `MAX_COLS`). A sentence that names cases
 # claims an outcome for them by its words: neutral (`neutral`, `within the noise`) if it says so, else the one outcome
-# its words name: win (`faster`, `wins`), loss (`slower`, `loses`, `regression`) or fallback (`falls back`); a negated
-# word (`not slower`) claims nothing; a sentence whose words name two outcomes is read in parts, cut before an outcome
-# word that follows a comma, a `;`, `and`, `but` or `while` (`c01 wins, while c05 and c12 lose`), and where it cannot be
-# cut it claims nothing. A number bound to an outcome word (any word above, `cases` or `of the cases` between them or
-# not) is a count, the number first (`4 wins`, `3 faster cases`, `3 cases are faster`, `3 are faster`) or the outcome
-# first (`wins on 4 cases`, `wins 3 cases`, `faster in 3 cases`, `within the noise on 4`); a number bound to another
-# noun (`two fallback runs`, `faster on 2 rows`, `loses 1 µs`) counts no cases. A list item is a sentence too:
-# `- Warm-up: 50 ms` states the warm-up. A wrong count is quoted with the sentence it was read from, and where the
-# summary gives no count or claim for an outcome, the feedback lists each of its sentences with what it took from it.
+# its words name: win (`faster`, `wins`), loss (`slower`, `loses`, `regression`) or fallback (`falls back`); a word the
+# sentence does not assert claims nothing: negated (`not slower`, `hardly faster`), modal or expected (`would be
+# faster`, `was expected to be faster`), conditional (`if it were faster`), failed (`failed to win`) or asked
+# (`faster?`); a sentence whose words name two outcomes is read in parts, cut before an outcome word that follows a
+# comma, a `;`, `and`, `but` or `while` (`c01 wins, while c05 and c12 lose`), and where it cannot be cut it claims
+# nothing. A number bound to an outcome word (any word above, `cases` or `of the cases` between them or not) is a count,
+# the number first (`4 wins`, `3 faster cases`, `3 cases are faster`, `3 are faster`) or the outcome first (`wins on 4
+# cases`, `wins 3 cases`, `faster in 3 cases`, `within the noise on 4`), `no wins` counts none where nothing restricts
+# it (`no regression elsewhere` counts nothing), each only where its sentence asserts it; a number bound to another noun
+# (`two fallback runs`, `faster on 2 rows`, `loses 1 µs`) counts no cases. A list item is a sentence too: `- Warm-up: 50
+# ms` states the warm-up. A wrong count is quoted with the sentence it was read from, and where the summary gives no
+# count or claim for an outcome, the feedback lists each of its sentences with what it took from it.
 #
 # Every part is judged only on a note with substance, on each table: sentences (outside tables) that name at least 2
 # of the table's cases, each with a figure of its own. A skeleton of headings, a project's PR template left unfilled,

@@ -304,18 +304,20 @@ ex.check_readiness("maintenance_cost", maintenance_cost)
 # %% [markdown]
 # ## 6. An intentional contract change, with its migration evidence (lesson 07) — 1 point
 #
-# A proposal changes the default `eps` (today `F.rms_norm`'s: the machine epsilon of the compute dtype, fp32's
-# `2**-23` for fp16/bf16/fp32 inputs and fp64's `2**-52` for fp64) to `change["default_eps"]`. `calls` lists the
-# callers: `{"id", "dtype", "eps"}` (`eps` is `None` where the caller relies on the default). Return
-# `{"own_commit", "affected", "pin", "justification"}`: whether the change goes in a commit of its own (apart from the
-# fast path), the ids of the callers whose output changes, for each of them the `eps` to pass to keep today's output,
-# and a justification of a sentence or two for the reviewer: a justification that states what the change does to
-# these callers: the new default; today's default of the callers it changes (each of their old values, the values
-# `pin` holds); and which callers change, by naming every affected id or by their count written as a number (`3` or
-# `three`). Write each eps as a number (any spelling Python reads as that value, such as `1e-5`, `1e-05` or
-# `0.00001`, or that value rounded to the digits you write, such as `1.19e-07`) or as a power of two (`2**-23`). The
-# check reads these facts and not the wording: there is no word count, and a justification without them (whatever
-# its length) loses the part.
+# A proposal changes the default `eps` (today `F.rms_norm`'s: the machine epsilon of the compute dtype, fp32's `2**-23`
+# for fp16/bf16/fp32 inputs and fp64's `2**-52` for fp64) to `change["default_eps"]`. `calls` lists the callers: `{"id",
+# "dtype", "eps"}` (`eps` is `None` where the caller relies on the default). Return `{"own_commit", "affected", "pin",
+# "justification"}`: whether the change goes in a commit of its own (apart from the fast path), the ids of the callers
+# whose output changes, for each of them the `eps` to pass to keep today's output, and a justification of a sentence or
+# two for the reviewer: a justification that states what the change does to these callers: the new default; today's
+# default of the callers it changes (each of their old values, the values `pin` holds); and which callers change, by
+# naming every affected id or by their count written as a number (`3` or `three`). Write each eps as a number (any
+# spelling Python reads as that value, such as `1e-5`, `1e-05` or `0.00001`, or that value rounded to the digits you
+# write, such as `1.19e-07`) or as a power of two (`2**-23`). Each fact is read where a word binds it: the new default
+# after `to`, `becomes` or `new` (or before `after`), each old value after `from`, `today's` or `old` (or before `today`
+# or an arrow), the count before `callers` or `call sites`; an eps that is none of the scenario's (the new default, the
+# callers' defaults and the eps they pass) is refused. The check reads these facts and not the wording: there is no word
+# count, and a justification without them (whatever its length) loses the part.
 
 # %%
 def migration(change, calls) -> dict:

@@ -467,6 +467,13 @@ HONEST = [
                             f"change: "
                             f"{_olds(pin, lambda v: f'{v:.4e}')} today, {ch['default_eps']:.2e} after the change. "
                             f"They get an explicit eps in the same PR."),
+    # each fact bound by other words: an arrow, "today" after the values, "becomes", "instead of", "pin ... to"
+    lambda ch, calls, pin: (f"eps {_olds(pin, lambda v: f'{v:.3g}')} -> {ch['default_eps']:g} for the {len(pin)} "
+                            f"callers that pass none."),
+    lambda ch, calls, pin: (f"The default, {_olds(pin, lambda v: f'{v:.3g}')} today, becomes {ch['default_eps']:g} for "
+                            f"{', '.join(sorted(pin))}."),
+    lambda ch, calls, pin: (f"The default is now {ch['default_eps']:g} instead of {_olds(pin, lambda v: f'{v:.3g}')}; "
+                            f"we pin {', '.join(sorted(pin))} to {_olds(pin, repr)} so their output stays."),
 ]
 #: justifications that do not state the scenario's facts
 UNSTATED = [
@@ -475,7 +482,36 @@ UNSTATED = [
                             f"caller relying on the default changes, and pinning keeps the output."),  # no old, no who
     lambda ch, calls, pin: (f"Callers {', '.join(sorted(pin))} change from 2**-23 to {ch['default_eps']!r}."),  # fp64
     lambda ch, calls, pin: (f"{len(pin) + 1} callers change from {_olds(pin, repr)} to {ch['default_eps']!r}."),
+    # attack round 10, D4: a dump of every value and count, bound to nothing
+    lambda ch, calls, pin: f"eps 1e-5 1e-6 1e-8 1.19e-07 2**-23 2**-52 {ch['default_eps']!r}; 0 1 2 3 4 5 6 7 8 9",
+    # D4: a false justification written with the scenario's numbers in the wrong roles
+    lambda ch, calls, pin: (f"The new default {_olds(pin, repr)} changes no caller: today {ch['default_eps']!r} "
+                            f"stays, {len(pin)} is the number of tests."),
+    # each fact written, one of them bound to nothing: the new default, today's, the count
+    lambda ch, calls, pin: f"Callers {', '.join(sorted(pin))} change from {_olds(pin, repr)}; {ch['default_eps']!r}.",
+    lambda ch, calls, pin: f"Callers {', '.join(sorted(pin))} move to {ch['default_eps']!r}; {_olds(pin, repr)}.",
+    lambda ch, calls, pin: (f"{len(pin)} is the number of tests; the default goes from {_olds(pin, repr)} to "
+                            f"{ch['default_eps']!r} for the callers that rely on it."),
+    # every fact stated, and an eps no caller has
+    lambda ch, calls, pin: (f"Callers {', '.join(sorted(pin))} change from {_olds(pin, repr)} to "
+                            f"{ch['default_eps']!r}; call1 moves to 3e-8."),
 ]
+
+
+@pytest.mark.parametrize("text, roles", [
+    ("The default moves from 2**-52 or 2**-23 to 1e-06.", {"new": ["1e-06"], "old": ["2**-52", "2**-23"]}),
+    ("1.19e-07 today, 1e-05 after the change.", {"new": ["1e-05"], "old": ["1.19e-07"]}),
+    ("2**-23 -> 1e-6", {"new": ["1e-6"], "old": ["2**-23"]}),
+    ("We pin call2 to 2**-52; the default becomes 1e-5.", {"new": ["1e-5"], "old": ["2**-52"]}),
+    ("eps 1e-5 1e-6 2**-23", {"new": [], "old": []}),
+    ("The new default 2**-23 changes no caller: today 1e-6 stays.", {"new": ["2**-23"], "old": ["1e-6"]}),
+])
+def test_part_6_reads_each_eps_as_the_fact_its_words_bind_it_to(text, roles):
+    """Attack round 10, D4: a value states the new default or today's only where a word binds it to that fact."""
+    from fastpath_lib.grading.checks.ex13_review import stated_eps
+
+    said = stated_eps(text)
+    assert {k: said[k] for k in roles} == roles, said
 
 
 def test_part_6_passes_justifications_that_state_the_scenarios_facts_in_any_words():

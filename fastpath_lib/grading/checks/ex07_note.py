@@ -41,6 +41,7 @@ from fastpath_lib.grading.registry import Result
 from fastpath_lib.grading.report.feedback import Fail, graded, part
 from fastpath_lib.grading.rules import borrowed
 from fastpath_lib.grading.rules import ex07_claims as claims
+from fastpath_lib.grading.rules.assertion import asserted
 from fastpath_lib.grading.rules.ex07_claims import claims_speedup, words_outside_details
 from fastpath_lib.grading.vocabulary import LOSS, NEUTRAL, NOT_GPU, OUTCOMES, TIMED_OUTCOMES, WIN
 from fastpath_lib.rmsnorm import predicate as rms
@@ -84,14 +85,18 @@ FIGURES_ARE = ("its medians, its spreads, the difference of its medians, their r
                "percent, to the rounding of the digits written")
 OUTCOME_RULE = ("A sentence that names cases claims an outcome for them by its words: neutral (`neutral`, `within the "
                 "noise`) if it says so, else the one outcome its words name: win (`faster`, `wins`), loss (`slower`, "
-                "`loses`, `regression`) or fallback (`falls back`); a negated word (`not slower`) claims nothing; a "
-                "sentence whose words name two outcomes is read in parts, cut before an outcome word that follows a "
-                "comma, a `;`, `and`, `but` or `while` (`c01 wins, while c05 and c12 lose`), and where it cannot be "
-                "cut it claims nothing")
+                "`loses`, `regression`) or fallback (`falls back`); a word the sentence does not assert claims "
+                "nothing: negated (`not slower`, `hardly faster`), modal or expected (`would be faster`, `was "
+                "expected to be faster`), conditional (`if it were faster`), failed (`failed to win`) or asked "
+                "(`faster?`); a sentence whose words name two outcomes is read in parts, cut before an outcome word "
+                "that follows a comma, a `;`, `and`, `but` or `while` (`c01 wins, while c05 and c12 lose`), and "
+                "where it cannot be cut it claims nothing")
 COUNT_RULE = ("A number bound to an outcome word (any word above, `cases` or `of the cases` between them or not) is a "
               "count, the number first (`4 wins`, `3 faster cases`, `3 cases are faster`, `3 are faster`) or the "
-              "outcome first (`wins on 4 cases`, `wins 3 cases`, `faster in 3 cases`, `within the noise on 4`); a "
-              "number bound to another noun (`two fallback runs`, `faster on 2 rows`, `loses 1 µs`) counts no cases")
+              "outcome first (`wins on 4 cases`, `wins 3 cases`, `faster in 3 cases`, `within the noise on 4`), "
+              "`no wins` counts none where nothing restricts it (`no regression elsewhere` counts nothing), each "
+              "only where its sentence asserts it; a number bound to another noun (`two fallback runs`, `faster on 2 "
+              "rows`, `loses 1 µs`) counts no cases")
 SUMMARY_RULE = ("the **Summary** says, for each of win, neutral and loss that the table has, how many (a count) or "
                 "which cases (an outcome claim)")
 NAMED_RULE = ("each loss and each neutral case is named outside the table, in a sentence that claims its outcome, "
@@ -307,10 +312,12 @@ _EXCEPT = re.compile(r"\b(except|but|apart from|other than|besides|outside|beyon
 
 def _denies_losses(note: str, losses: list[str]) -> list[str]:
     """The sentences of ``note`` that say nothing is slower (never slower, without regressions) while naming none of
-    the ``losses`` and no exception."""
+    the ``losses`` and no exception; a sentence that hopes or asks it (``was expected never to be slower``) says none
+    (:func:`~fastpath_lib.grading.rules.assertion.asserted`)."""
     out = []
     for sentence in re.split(r"(?<=[.!?])\s+|\n", note):
-        if _NO_LOSS.search(sentence) and not _EXCEPT.search(sentence) and not any(c in sentence for c in losses):
+        said = [m for m in _NO_LOSS.finditer(sentence) if asserted(sentence, m.start())]
+        if said and not _EXCEPT.search(sentence) and not any(c in sentence for c in losses):
             out.append(sentence.strip())
     return out
 

@@ -22,9 +22,9 @@ import re
 
 from fastpath_lib.grading.report.feedback import Fail, graded, part, real, truth
 from fastpath_lib.grading.rules import borrowed
-from fastpath_lib.grading.rules.ex13_scenarios import ACTIONS, SWITCHES, VERDICTS, draw, expected
+from fastpath_lib.grading.rules.ex13_scenarios import ACTIONS, SWITCHES, VERDICTS, draw, expected, old_default_eps
 
-__all__ = ["check_readiness", "PARTS", "JUSTIFICATION_RULE", "OWNER_RULE", "STATED"]
+__all__ = ["check_readiness", "PARTS", "JUSTIFICATION_RULE", "OWNER_RULE", "STATED", "stated_eps"]
 
 #: The parts, in the notebook's order (the registry's ``ex13`` entry lists the same names).
 PARTS = ("route_conditions", "test_report", "results_table", "review_comments", "maintenance_cost",
@@ -109,7 +109,8 @@ def _grade_one(name: str, fn, sc):
         aff = _as_set(out["affected"], "affected")
         pin = out["pin"] if isinstance(out["pin"], dict) else {}
         pins_ok = set(pin) == set(want["pin"]) and all(_close(pin[k], v, 1e-9) for k, v in want["pin"].items())
-        misses = _unstated_facts(out["justification"], sc["change"]["default_eps"], want["pin"])
+        held = [old_default_eps(c["dtype"]) for c in sc["calls"]] + [c["eps"] for c in sc["calls"] if c["eps"]]
+        misses = _unstated_facts(out["justification"], sc["change"]["default_eps"], want["pin"], held)
         ok = truth(out["own_commit"]) is True and aff == want["affected"] and pins_ok and not misses
         yours = {"justification misses": misses, "own_commit": out["own_commit"], "affected": sorted(aff),
                  "pin": pin}
@@ -124,8 +125,12 @@ JUSTIFICATION_RULE = ("a justification that states what the change does to these
                       "callers change, by naming every affected id or by their count written as a number (`3` or "
                       "`three`). Write each eps as a number (any spelling Python reads as that value, such as `1e-5`, "
                       "`1e-05` or `0.00001`, or that value rounded to the digits you write, such as `1.19e-07`) or as "
-                      "a power of two (`2**-23`). The check reads these facts and not the wording: there is no word "
-                      "count, and a justification without them (whatever its length) loses the part")
+                      "a power of two (`2**-23`). Each fact is read where a word binds it: the new default after `to`, "
+                      "`becomes` or `new` (or before `after`), each old value after `from`, `today's` or `old` (or "
+                      "before `today` or an arrow), the count before `callers` or `call sites`; an eps that is none "
+                      "of the scenario's (the new default, the callers' defaults and the eps they pass) is refused. "
+                      "The check reads these facts and not the wording: there is no word count, and a justification "
+                      "without them (whatever its length) loses the part")
 #: Whom part 5 takes as the owner: the scenario's CODEOWNERS file is the only thing that says who owns the code.
 OWNER_RULE = ("the person the scenario's CODEOWNERS file names for the kernel's file: `build[\"codeowners\"]` read "
               "for `build[\"kernel_file\"]` as GitHub reads it (a line starting with `#` is a comment; every other "
@@ -173,17 +178,98 @@ def _names_count(text: str, n: int) -> bool:
     return any(int(d) == n for d in _COUNT.findall(text)) or (n < len(_COUNT_WORDS) and _COUNT_WORDS[n] in words)
 
 
-def _unstated_facts(text, new_eps: float, pin: dict) -> list[str]:
+#: What says which fact an eps written in a justification is, read in the words before it (the last such word
+#: decides): the new default (``to``, ``becomes``, ``new``, ``now``, ``after``, an arrow) or today's (``from``,
+#: ``today``, ``old``, ``currently``, ``before``, ``was``, ``instead of``, ``machine epsilon``, and what a caller pins
+#: or keeps); ``to`` after a word of pinning (``pin``, ``keep``, ``pass``) gives the value a caller keeps, today's.
+_ROLE = re.compile(r"(?P<new>\bto\b|\bbecom\w*|\bnew\b|\bnow\b|\bwill be\b|\bafter\b|\binto\b|->|→|=>)|"
+                   r"(?P<old>\bfrom\b|\btoday\w*|\bold\b|\bcurrent\w*|\bprevious\w*|\bexisting\b|\bepsilon\b|"
+                   r"\bbefore\b|\bwas\b|\bwere\b|\bused to\b|\binstead of\b|\brather than\b|\bpin\w*|\bkeep\w*|"
+                   r"\bkept\b)",
+                   re.IGNORECASE)
+_PINNING = re.compile(r"\b(pin\w*|keep\w*|kept|pass\w*|explicit\w*)\b", re.IGNORECASE)
+#: Words after an eps that say which it is: ``today``, ``currently``, ``before``, an arrow (today's) or ``after``,
+#: ``going forward``, ``instead`` (the new one); read up to the next word of :data:`_ROLE` that binds what follows it.
+_ROLE_AFTER = re.compile(r"(?P<old>\btoday\b|\bcurrently\b|\bat present\b|\bbefore\b|->|→|=>)|"
+                         r"(?P<new>\bafter\b|\bfrom now on\b|\bgoing forward\b|\bafterwards\b|\binstead\b(?! of))",
+                         re.IGNORECASE)
+#: A number of callers: a whole number before ``callers``, ``call sites``, ``calls`` (up to two words between) or
+#: ``of the``.
+_CALLERS = re.compile(rf"(?<![\w.*^+-])(\d+|{'|'.join(_COUNT_WORDS)})\s+(?:(?:\w+\s+){{0,2}}"
+                      r"(?:callers?|call[- ]?sites?|calls?|sites?)\b|of\s+(?:the|them|these)\b)", re.IGNORECASE)
+_LISTED = re.compile(r"^\s*(?:,|and|or|/|,\s*and|,\s*or)?\s*$", re.IGNORECASE)
+_WINDOW = 60  # characters before a value (or a list of values) read for its role
+
+
+def _eps_written(text: str) -> list[tuple[int, int, float]]:
+    """``(start, end, value)`` of each eps written in ``text``: a power of two or a number with a point or an
+    exponent (a whole number is a count, not an eps)."""
+    powers = [(m.start(), m.start() + len(m.group(0).rstrip()), 2.0 ** -int(m.group(1)))
+              for m in _POWER.finditer(text)]
+    numbers = [(m.start(), m.end(), float(m.group(0))) for m in _NUMBER.finditer(text)
+               if re.search(r"[.eE]", m.group(0)) and not any(a <= m.start() < b for a, b, _ in powers)]
+    return sorted(powers + numbers)
+
+
+def stated_eps(text: str) -> dict[str, list[str]]:
+    """Each eps ``text`` writes, by the fact it states: ``"new"`` (the new default), ``"old"`` (today's) or ``"none"``
+    (no word binds it). A list (``2**-52 or 2**-23``, ``1e-5 and 1e-6``) takes the role of the words around it.
+
+    >>> stated_eps("The default moves from 2**-52 or 2**-23 to 1e-06; callers pin 2**-23 to keep it.")
+    {'new': ['1e-06'], 'old': ['2**-52', '2**-23', '2**-23'], 'none': []}
+    >>> stated_eps("1.19e-07 today, 1e-05 after the change. eps 1e-5 1e-8")
+    {'new': ['1e-05'], 'old': ['1.19e-07'], 'none': ['1e-5', '1e-8']}
+    """
+    found = _eps_written(text)
+    groups: list[list[tuple[int, int, float]]] = []
+    for v in found:
+        if groups and _LISTED.match(text[groups[-1][-1][1]:v[0]]):
+            groups[-1].append(v)
+        else:
+            groups.append([v])
+    out: dict[str, list[str]] = {"new": [], "old": [], "none": []}
+    prev = 0
+    for g in groups:
+        start, end = g[0][0], g[-1][1]
+        before = re.split(r"[.;:!?](?:\s|$)", text[max(prev, start - _WINDOW):start])[-1]
+        rest = re.split(r"[.;!?](?:\s|$)", text[end:end + _WINDOW])[0]
+        following = [m for m in _ROLE_AFTER.finditer(rest)
+                     if not any(c.lastgroup == "new" or c.group(0).lower() == "from"
+                                for c in _ROLE.finditer(rest[:m.start()]))]  # up to a word that binds what follows
+        cues = list(_ROLE.finditer(before))
+        if following and not rest[:following[0].start()].strip(" ()"):  # right after it: "1.19e-07 today"
+            role = following[0].lastgroup
+        elif cues:
+            role = cues[-1].lastgroup
+            if role == "new" and cues[-1].group(0).lower() == "to" and _PINNING.search(before[:cues[-1].start()]):
+                role = "old"
+        else:
+            role = following[0].lastgroup if following else "none"
+        out[role] += [text[a:b] for a, b, _ in g]
+        prev = end
+    return out
+
+
+def _unstated_facts(text, new_eps: float, pin: dict, held=()) -> list[str]:
     """The facts of :data:`JUSTIFICATION_RULE` that ``text`` does not state for this scenario (``pin``: the grader's
-    affected callers, each with today's default)."""
+    affected callers, each with today's default), and each eps it writes that the scenario does not hold (``held``:
+    every value of its callers, their defaults and the eps they pass)."""
     if not isinstance(text, str):
         return [f"a justification is a str, got {type(text).__name__}"]
-    misses = [] if _names_value(text, new_eps) else [f"the new default {new_eps!r}"]
-    misses += [f"today's default {old!r} of the callers it changes" for old in sorted(set(pin.values()))
-               if not _names_value(text, old)]
+    said = stated_eps(text)
+    new = " ".join(said["new"])
+    old = " ".join(said["old"])
+    misses = [] if _names_value(new, new_eps) else [f"the new default {new_eps!r} (written after `to`, `becomes` or "
+                                                    "`new`, or before `after`)"]
+    misses += [f"today's default {v!r} of the callers it changes (written after `from`, `today's` or `old`, or "
+               "before `today`)" for v in sorted(set(pin.values())) if not _names_value(old, v)]
     named = all(re.search(rf"(?<!\w){re.escape(str(k))}(?!\w)", text) for k in pin)
-    if not named and not _names_count(text, len(pin)):
-        misses.append(f"which callers change (every affected id, or their count, {len(pin)})")
+    counted = [m.group(1) for m in _CALLERS.finditer(text)]
+    if not named and not any(_names_count(n, len(pin)) for n in counted):
+        misses.append(f"which callers change (every affected id, or their count, {len(pin)}, before `callers`)")
+    values = [*pin.values(), new_eps, *held]
+    misses += [f"{w} is no eps of this scenario" for role in said.values() for w in role
+               if not any(_names_value(w, v) for v in values)]
     return misses
 
 

@@ -8,12 +8,14 @@ table rows and HTML tags are not prose), split into sentences. In a sentence
 * a **figure** is a number with a unit (``us``, ``µs``, ``ms``, ``x``, ``×``, ``%``), or a number paired with one
   (``9.0 vs 9.8 us``); in a case's segment it is that case's, and must be one of :func:`figures` within the rounding
   of the digits written;
-* an **outcome** is claimed for the cases the sentence names by its words (:data:`OUTCOME_WORDS`): a neutral word
-  decides; else words of one outcome only (a negated word, "not slower", counts for none); a sentence that names two
-  outcomes is read in :func:`parts`;
+* an **outcome** is claimed for the cases the sentence names by the words it asserts (:data:`OUTCOME_WORDS`,
+  :func:`~fastpath_lib.grading.rules.assertion.asserted`: "not slower", "was expected to be faster", "failed to win",
+  "would be faster" and "faster?" assert none): a neutral word decides; else words of one outcome only; a sentence
+  that names two outcomes is read in :func:`parts`;
 * a **count** is a number bound to an outcome word, before it ("4 wins", "3 faster cases", "3 cases are faster") or
-  after it ("wins on 4 cases", "wins 3 cases", "within the noise on 4"); a number bound to another noun ("two
-  fallback runs", "faster on 2 rows") counts no cases (:func:`counts_in`).
+  after it ("wins on 4 cases", "wins 3 cases", "within the noise on 4"), "no wins" a count of none, each where its
+  outcome word is asserted; a number bound to another noun ("two fallback runs", "faster on 2 rows") counts no cases
+  (:func:`counts_in`).
 
 Counting words, case ids or keywords proves nothing here: a sentence earns something only through what it asserts
 about a case or a figure, and every assertion is checked.
@@ -49,6 +51,7 @@ import dataclasses
 import re
 
 from fastpath_lib.reading import words_outside_details
+from fastpath_lib.grading.rules.assertion import asserted
 from fastpath_lib.grading.vocabulary import FALLBACK, LOSS, NEUTRAL, WIN
 
 __all__ = ["Mention", "statements", "parts", "mentions", "figures", "figures_in", "is_figure", "outcome_of",
@@ -67,7 +70,6 @@ OUTCOME_WORDS = {
     LOSS: r"\bloss(es)?\b|\blos(e|es|ing|t)\b|\bslower\b|\bregress\w*|\bslow-?downs?\b",
     FALLBACK: r"\bfall(s|ing)?[ -]?back\b|\bfell back\b|\bfallbacks?\b",
 }
-_NEGATION = re.compile(r"\b(not|no|never|without|none|nor|neither)\b|n't\b", re.IGNORECASE)
 #: A bound or an approximation before a number: the number is no figure ("under 10 %", "about 9 us", "above 16384").
 _BOUNDED = re.compile(r"(\b(less|more|fewer|greater|larger|smaller|wider|narrower) than|\b(under|over|below|above|"
                       r"beyond|within|nearly|almost|about|around|roughly|approximately|up to)|\bat (most|least)|"
@@ -96,6 +98,14 @@ _COUNT_BEFORE = re.compile(
 _COUNT_AFTER = re.compile(
     rf"(?:{_OUTCOME})\s+(?:(?:on|in|for|across|among)\s+)?(?P<n>{_N})(?![\w-]|\s*(?:[x×%/-]|{_UNIT}))"
     rf"(?!\s+(?:\w+\s+)?{_OTHER_NOUN}\b)", re.IGNORECASE)
+#: A count of none: "no" before an outcome named as a thing ("no wins", "no regressions", "no slower cases"), the denial
+#: unrestricted (the clause ends there, or says "at all"): "no regression elsewhere" or "no losses on fp32" restrict it
+#: and count nothing; "no slower" (a comparison) is no count.
+_NOUNS = r"wins?|loss(?:es)?|regressions?|slow-?downs?|speed-?ups?|ties|fall-?backs?"
+_COUNT_NONE = re.compile(
+    rf"(?<![\w.])no\s+(?:(?:eligible|timed|measured|triton|other|remaining|clear|real)\s+)?"
+    rf"(?:{_OUTCOME})(?P<cases>\s+cases?)?(?:\s+(?:at all|whatsoever|anywhere))?"
+    r"(?=\s*(?:[.;,:!)]|$|\band\b|\bor\b))", re.IGNORECASE)
 _BOUND = (r"(?:at most|up to|no more than|not more than|<=|≤|<|max(?:imum)?(?: of)?|limit(?: of)?|wider than|more than|"
           r"over|beyond|above|exceed(?:s|ing)?|larger than|greater than|within|under|below|fewer than|less than)")
 _INT = r"(\d{1,3}(?:,\d{3})+|\d+)(?![\w.,]\d)"
@@ -131,13 +141,9 @@ def statements(note: str) -> list[str]:
 
 
 def _claimed(clause: str, outcome: str) -> bool:
-    """Whether ``clause`` (a sentence or a part of one) has a word of ``outcome`` that no negation in the three words
-    before it takes back ("no clear difference" is neutral: its own "no" is part of the words)."""
-    for m in re.finditer(OUTCOME_WORDS[outcome], clause, re.IGNORECASE):
-        before = " ".join(clause[:m.start()].split()[-3:])
-        if not _NEGATION.search(before):
-            return True
-    return False
+    """Whether ``clause`` (a sentence or a part of one) asserts a word of ``outcome`` (:func:`asserted`; "no clear
+    difference" is neutral: its own "no" is part of the words)."""
+    return any(asserted(clause, m.start()) for m in re.finditer(OUTCOME_WORDS[outcome], clause, re.IGNORECASE))
 
 
 def outcome_of(clause: str) -> str | None:
@@ -260,9 +266,10 @@ class Count:
 def counts_in(text: str) -> list[Count]:
     """Each count in ``text``, in the order written: a number bound to an outcome word of :data:`OUTCOME_WORDS`, either
     before it ("4 wins", "3 faster cases", "3 cases are faster", "3 are faster") or after it ("wins on 4 cases", "wins
-    3 cases", "faster in 3 cases", "within the noise on 4"); a number after a bound ("more than 3 wins"), after a
-    negation of the outcome ("not faster in 3 cases") or bound to another noun (``2 fallback runs``, ``faster on 2
-    rows``, ``loses 1 us``, :data:`_OTHER_NOUN`) counts nothing.
+    3 cases", "faster in 3 cases", "within the noise on 4"), or "no" before an outcome named as a thing ("no wins",
+    :data:`_COUNT_NONE`); a number after a bound ("more than 3 wins"), a count its sentence does not assert ("not
+    faster in 3 cases", "expected to win 3", a question: :func:`asserted`) or a number bound to another noun
+    (``2 fallback runs``, ``faster on 2 rows``, ``loses 1 us``, :data:`_OTHER_NOUN`) counts nothing.
 
     >>> [(c.outcome, c.n) for c in counts_in("3 faster cases, 2 slower cases and 4 neutral cases; 3 are faster")]
     [('win', 3), ('loss', 2), ('neutral', 4), ('win', 3)]
@@ -270,14 +277,22 @@ def counts_in(text: str) -> list[Count]:
     [('win', 3), ('neutral', 4), ('loss', 2), ('win', 3)]
     >>> counts_in("its timings (300 vs 240 us) compare two fallback runs; faster on 2 rows; loses 1 us")
     []
+    >>> [(c.outcome, c.n) for c in counts_in("no wins at all; zero losses; no regression elsewhere; no slower")]
+    [('win', 0), ('loss', 0)]
+    >>> counts_in("We expected it to win 3 cases. Would 2 cases be slower? It fails to win on 3.")
+    []
     """
     found: dict[int, Count] = {}
     for m in _COUNT_BEFORE.finditer(text):
-        if not _BOUNDED.search(text[:m.start()]):
+        if not _BOUNDED.search(text[:m.start()]) and asserted(text, m.start(_outcome_group(m))):
             found.setdefault(m.start("n"), Count(_outcome_group(m), _number(m.group("n")), m.group(0)))
     for m in _COUNT_AFTER.finditer(text):
-        if not _NEGATION.search(" ".join(text[:m.start()].split()[-3:])):
+        if asserted(text, m.start()):
             found.setdefault(m.start("n"), Count(_outcome_group(m), _number(m.group("n")), m.group(0)))
+    for m in _COUNT_NONE.finditer(text):
+        named = m.group(_outcome_group(m))
+        if (m.group("cases") or re.fullmatch(_NOUNS, named, re.IGNORECASE)) and asserted(text, m.start()):
+            found.setdefault(m.start(), Count(_outcome_group(m), 0, m.group(0)))
     return [found[k] for k in sorted(found)]
 
 
@@ -441,11 +456,13 @@ _UNCLAIMED = re.compile(r"\b(no|not|never|without|none|nothing|unmeasured|cannot
 
 
 def claims_speedup(sentence: str) -> bool:
-    """Whether a sentence claims a speed-up: a multiplier or a speed word, neither negated nor conditional. A shape is
-    not a multiplier.
+    """Whether a sentence claims a speed-up: a multiplier or a speed word it asserts (:func:`asserted`: no question, no
+    modal, no infinitive hoped for), in a sentence neither negated nor conditional. A shape is not a multiplier.
 
     >>> [claims_speedup(s) for s in ("The kernel is 1.4x faster.", "A 4096 x 4096 input took 9 s.",
-    ...                              "No speed-up is claimed.", "Whether it is faster needs a GPU run.")]
-    [True, False, False, False]
+    ...                              "No speed-up is claimed.", "Whether it is faster needs a GPU run.",
+    ...                              "It was expected to be faster.", "Is it faster?",
+    ...                              "A GPU run may show a speed-up.")]
+    [True, False, False, False, False, False, False]
     """
-    return bool(_SPEEDUP.search(sentence)) and not _UNCLAIMED.search(sentence)
+    return any(asserted(sentence, m.start()) for m in _SPEEDUP.finditer(sentence)) and not _UNCLAIMED.search(sentence)
