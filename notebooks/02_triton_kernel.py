@@ -366,12 +366,12 @@ else:
 #
 # Everything in this lesson ran in Triton's CPU interpreter, which executes each program in turn as numpy array
 # operations. That checks the values, the masks and the bytes each launch touches. Five properties of a GPU kernel
-# are outside what such a run on real, small tensors catches (one of them a launch built for it can probe), and each
-# has a tool that does:
+# are outside what such a run on real, small tensors shows by its values (two of them a watch or a launch built for
+# them can probe), and each has a tool that does:
 #
 # | property | why a CPU run misses it | what catches it |
 # |---|---|---|
-# | races (two programs, or two threads, touching the same memory) | programs run one after another, each whole: nothing ever interleaves, so a race gives the same answer every run | `compute-sanitizer --tool racecheck` on a GPU for shared memory; for global memory, a design without races (the backward's per-program `dw` partials, overlapping in-place calls sent to the fallback) and the aliasing tests run on a GPU |
+# | races (two programs, or two threads, touching the same memory) | programs run one after another, each whole: nothing ever interleaves, so a race gives the same answer every run | between programs, on global memory: the access watch with `races=True` (`traffic.watch(races=True)`, which exercises 02 and 08 use) records which programs touch each byte and flags one that a program writes and another touches with no atomic ordering them; between the threads of one program, `compute-sanitizer --tool racecheck` on a GPU for shared memory; and a design without races (the backward's per-program `dw` partials, overlapping in-place calls sent to the fallback) and the aliasing tests run on a GPU |
 # | `int32` offset overflow past 2³¹ elements | a CPU test cannot allocate real tensors that large (2³¹ bf16 elements are 4 GiB per tensor, far too slow for the interpreter to run routinely), so the small shapes it runs never reach the wrap. The offset arithmetic can be probed without the memory: a launch whose row stride lies, as exercise 02's check does (a stride that puts row 3 at 2³² + 8 elements, on tensors that hold row 0 only; the interpreter wraps `int32` as a GPU does, so an `int32` `row * row_stride` lands back inside them) | that probe, for the arithmetic; otherwise a GPU test with a real tensor that large under `PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool memcheck` (a wrapped offset lands outside the tensor); reading the kernel for the `int64` cast of the row index (knowledge check 2) |
 # | timing | numpy on a CPU says nothing about a GPU's time | a GPU run: `triton.testing.do_bench`, the kit's `bench` and `evidence` commands, and a profiler (Nsight Systems for the timeline, Nsight Compute for one kernel) |
 # | occupancy | no SMs, no warps, no register file | the compiled-facts check (registers and shared memory per program, from code compiled for each GPU target on this CPU: `fastpath_lib.rmsnorm.compiled`, `tests/rmsnorm/test_compiled.py`), and Nsight Compute's achieved occupancy on a GPU |
@@ -392,8 +392,9 @@ else:
 # - Test on irregular shapes against the float64 reference; report GB/s from bytes moved, measured on a GPU only.
 # - Count before you time: the interpreter's distinct bytes match the model (the backward's fp32 scratch aside);
 #   requested bytes above them are re-reads a GPU serves from cache.
-# - Races, timing, occupancy and spills need a GPU or the compiled facts: a CPU run of the interpreter cannot show
-#   them. `int32` offset overflow at 2³¹ elements needs a tensor that large on a GPU, or a launch whose row stride
+# - Timing, occupancy and spills need a GPU or the compiled facts: a CPU run of the interpreter cannot show them.
+#   Races between programs show only to a watch of which program touches each byte (`traffic.watch(races=True)`);
+#   races inside a program need a GPU. `int32` offset overflow at 2³¹ elements needs a tensor that large on a GPU, or a launch whose row stride
 #   lies (exercise 02's check) to probe the arithmetic on the CPU.
 #
 # ## Knowledge check
