@@ -140,10 +140,19 @@ def statements(note: str) -> list[str]:
     return out
 
 
+#: The noun ``fallback`` as a thing, not a case's class: the route a case is compared with or that runs it ("slower
+#: than the fallback", "loses to its fallback", "F.rms_norm, the fallback"); "fallback cases", "c10: fallback" and
+#: "falls back" name the class.
+_ROUTE = re.compile(r"\b(the|its|their|than|against|vs\.?|versus)\s+fallbacks?\b(?!\s+cases?\b)", re.IGNORECASE)
+
+
 def _claimed(clause: str, outcome: str) -> bool:
     """Whether ``clause`` (a sentence or a part of one) asserts a word of ``outcome`` (:func:`asserted`; "no clear
-    difference" is neutral: its own "no" is part of the words)."""
-    return any(asserted(clause, m.start()) for m in re.finditer(OUTCOME_WORDS[outcome], clause, re.IGNORECASE))
+    difference" is neutral: its own "no" is part of the words); the fallback named as a route (:data:`_ROUTE`) is no
+    outcome."""
+    route = {m.end() for m in _ROUTE.finditer(clause)}
+    return any(asserted(clause, m.start()) and m.end() not in route
+               for m in re.finditer(OUTCOME_WORDS[outcome], clause, re.IGNORECASE))
 
 
 def outcome_of(clause: str) -> str | None:
@@ -156,13 +165,12 @@ def outcome_of(clause: str) -> str | None:
 
 
 #: Where a sentence that names two outcomes is read in parts: before a comma, ``;``, ``and``, ``but``, ``while`` or
-#: ``whereas``
-#: whose next words (past case ids and linking words) are an outcome's ("wins on c01, loses on c12"; "neutral" itself,
-#: not a noise phrase, which qualifies what comes before it: "1 % faster, within the noise").
+#: ``whereas`` whose next words (past case ids, linking words and parentheses) are an outcome's, whatever the outcome
+#: ("wins on c01, loses on c12"; "c01 wins, while c03 is within the noise"). A part that names no case qualifies the
+#: one before (:func:`parts`: "1 % faster, within the noise" is one part).
 _LINKING = r"the|a|an|it|its|and|but|while|whereas|is|are|was|were|stays?|remains?|looks?|seems?|runs?|gets?|#+"
 _PART = re.compile(rf"(?:[,;]|\s+(?:and|but|while|whereas))\s+(?=(?:(?:{_LINKING}|\([^()]*\))\s+)*(?:"
-                   + "|".join((OUTCOME_WORDS[WIN], OUTCOME_WORDS[LOSS], OUTCOME_WORDS[FALLBACK], r"\bneutral\b"))
-                   + "))", re.IGNORECASE)
+                   + "|".join(OUTCOME_WORDS.values()) + "))", re.IGNORECASE)
 
 
 def parts(clause: str) -> list[tuple[int, str]]:
@@ -178,6 +186,8 @@ def parts(clause: str) -> list[tuple[int, str]]:
     ['### is slower', ' and ### is neutral']
     >>> [p for _, p in parts("### is faster, but neutral within its noise")]
     ['### is faster, but neutral within its noise']
+    >>> [p for _, p in parts("### wins (1.5x), while ### is within the noise")]
+    ['### wins (1.5x)', ', while ### is within the noise']
     """
     cuts = [0, *(m.start() for m in _PART.finditer(clause)), len(clause)]
     pieces = [[a, b] for a, b in zip(cuts, cuts[1:]) if b > a]
