@@ -427,11 +427,11 @@ def table_rows(note: str) -> dict[str, tuple[list[str], list[str]]]:
     return out
 
 
-def route_cell(cells: list[str], header: list[str]) -> str | None:
-    """The row's route: the cell under a "route" header, else any cell naming one."""
+def route_cell(cells: list[str], header: list[str]) -> int | None:
+    """The index of the row's route: the cell under a "route" header, else the first cell naming one."""
     if "route" in header and header.index("route") < len(cells):
-        return cells[header.index("route")].lower()
-    return next((c.lower() for c in cells if c.lower() in ("triton", "fallback")), None)
+        return header.index("route")
+    return next((i for i, c in enumerate(cells) if c.lower() in ("triton", "fallback")), None)
 
 
 _LABEL = re.compile(r"^\W*scope\W*:?\**\s*(.*)$", re.IGNORECASE)
