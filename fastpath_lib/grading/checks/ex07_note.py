@@ -77,20 +77,28 @@ LIMIT_RULE = (f"the column limit as a bound on columns (`at most {rms.MAX_COLS} 
 _COVERED = [str(d).replace("torch.", "") for d in rms.SUPPORTED_DTYPES]
 DTYPE_RULE = (f"each dtype the fast path covers ({', '.join(_COVERED[:-1])} and {_COVERED[-1]}: the predicate's "
               "`SUPPORTED_DTYPES`), by any of its usual names (`fp16`, `float16`, `half`)")
-FALLBACK_RULE = "a sentence that says the other calls run the fallback (`F.rms_norm`)"
-FIGURE_RULE = ("a number with a unit (`us`, `µs`, `ms`, `x`, `×` or `%`), or paired with one (`9.0 vs 9.8 us`), after "
+FALLBACK_RULE = ("a sentence that says where the other calls go, the fallback, in any words (`fallback`, `falls back` "
+                 "or `F.rms_norm`: `calls that are not eligible run F.rms_norm`)")
+FIGURE_RULE = ("a number with a unit (`us`, `µs`, `ms`, `x`, `×` or `%`, or the unit's name: `microseconds`, "
+               "`percent`), or paired with one (`9.0 vs 9.8 us`), after "
                "a case id and before the next case id, a `;` or the end of its sentence is a figure of that case "
                "(after a bound or an approximation, `under 10 %`, `about 9 us`, it is none)")
-FIGURES_ARE = ("its medians, its spreads, the difference of its medians, their ratio either way and the change in "
-               "percent, to the rounding of the digits written")
+FIGURES_ARE = ("its medians, its spreads and the difference of its medians (in µs or ms), their ratio either way, the "
+               "change either way (as a fraction or in percent) and each spread as a share of its median, to within "
+               "one unit of the last digit written")
 OUTCOME_RULE = ("A sentence that names cases claims an outcome for them by its words: neutral (`neutral`, `within the "
-                "noise`) if it says so, else the one outcome its words name: win (`faster`, `wins`), loss (`slower`, "
-                "`loses`, `regression`) or fallback (`falls back`); a word the sentence does not assert claims "
+                "noise`, `ties`, `on par`, `unchanged`, `no clear difference`) if it says so, else the one outcome its "
+                "words name: win (`faster`, `wins`, `quicker`, `speed-up`), loss (`slower`, `loses`, `regression`, "
+                "`slowdown`) or fallback (`falls back`, `fallback`), where the noun `fallback` after `the`, `its`, "
+                "`their`, `than` or `vs` is the route, no outcome (`slower than the fallback` is a loss, `the "
+                "fallback cases` name the outcome); a word the sentence does not assert claims "
                 "nothing: negated (`not slower`, `hardly faster`), modal or expected (`would be faster`, `was "
                 "expected to be faster`), conditional (`if it were faster`), failed (`failed to win`) or asked "
-                "(`faster?`); a sentence whose words name two outcomes is read in parts, cut before an outcome word "
-                "that follows a comma, a `;`, `and`, `but` or `while` (`c01 wins, while c05 and c12 lose`), and "
-                "where it cannot be cut it claims nothing")
+                "(`faster?`); a sentence whose words name two outcomes is read in parts, cut before each outcome word, "
+                "a noise phrase too, that follows a comma, a `;`, `and`, `but`, `while` or `whereas` (case ids, "
+                "parentheses and words such as `is` may stand between): `c01 wins, while c05 and c12 lose`, `c01 "
+                "wins, while c03 is within the noise`; a part that names no case belongs to the part before (`c03 is "
+                "1 % faster, within the noise` is neutral), and where it cannot be cut it claims nothing")
 COUNT_RULE = ("A number bound to an outcome word (any word above, `cases` or `of the cases` between them or not) is a "
               "count, the number first (`4 wins`, `3 faster cases`, `3 cases are faster`, `3 are faster`) or the "
               "outcome first (`wins on 4 cases`, `wins 3 cases`, `faster in 3 cases`, `within the noise on 4`), "
@@ -99,6 +107,14 @@ COUNT_RULE = ("A number bound to an outcome word (any word above, `cases` or `of
               "rows`, `loses 1 µs`) counts no cases")
 SUMMARY_RULE = ("the **Summary** says, for each of win, neutral and loss that the table has, how many (a count) or "
                 "which cases (an outcome claim)")
+TABLE_RULE = ("a performance table with one row per case id (first cell), its route and its class (win/neutral/loss/"
+              "fallback, as in exercise 06), each cell read as a sentence is (`win (1.34x)` marks a win; no other cell "
+              "of the row may claim another outcome); a case's row is its row under the **Performance** heading, "
+              "else its first row anywhere")
+NO_LOSS_RULE = ("the note says nowhere that nothing is slower (a loss word after a word that denies every one, in one "
+                "clause: `never slower`, `nothing is slower`, `no regressions`, `without losses`; or `always faster`) "
+                "while the table has losses, unless the same sentence names a case or its exceptions (`except`, "
+                "`but`, `other than`, `elsewhere`)")
 NAMED_RULE = ("each loss and each neutral case is named outside the table, in a sentence that claims its outcome, "
               "with a figure of its own")
 METHOD_RULE = ("each in a sentence that states it: the timer in a sentence about timing, the warm-up as `a warm-up of "
@@ -107,7 +123,8 @@ METHOD_RULE = ("each in a sentence that states it: the timer in a sentence about
                "(`q80 - q20`, `20th to 80th percentile`) and the raw samples' file with what it holds (`Raw samples: "
                "FILE`)")
 STATED = (SUBSTANCE_RULE, OUTLINE_RULE, SECTION_RULE, VERSION_RULE, LIMIT_RULE, DTYPE_RULE, FALLBACK_RULE,
-          FIGURE_RULE, FIGURES_ARE, OUTCOME_RULE, COUNT_RULE, SUMMARY_RULE, NAMED_RULE, METHOD_RULE)
+          FIGURE_RULE, FIGURES_ARE, OUTCOME_RULE, COUNT_RULE, SUMMARY_RULE, TABLE_RULE, NO_LOSS_RULE, NAMED_RULE,
+          METHOD_RULE)
 _PLACEHOLDER = re.compile(r"\b(todo|tbd|fill me in|lorem ipsum|xxx)\b|^\W*$", re.IGNORECASE)
 _FORBIDDEN = borrowed.kit("bench", why="that is the kit's own PR note") + borrowed.kit(
     "grading/checks/ex07_note.py", why="that is the grader's own answer") + borrowed.kit(
@@ -423,12 +440,13 @@ def _judge_consistent(data, notes: dict[str, str]) -> None:
         for sentence in (_denies_losses(note, list(df["case_id"])) if losses else ()):
             problems.append(f"{which}: the note says {sentence!r}, but the data has {len(losses)} "
                             f"{LOSS if len(losses) == 1 else LOSS + 'es'} ({', '.join(losses)}): say where it is "
-                            "slower, as the table does")
+                            f"slower, as the table does ({NO_LOSS_RULE})")
         if env.get("synthetic") and "synthetic" not in note.lower():
             problems.append(f"{which}: the data is labelled synthetic; the note must say so")
     if problems:
         rules = [f"{FIGURE_RULE}; a case's figures are {FIGURES_ARE}" if "none of its figures" in p else
-                 OUTCOME_RULE if "the note calls it" in p else "" for p in problems]
+                 OUTCOME_RULE if "the note calls it" in p else TABLE_RULE if "the table says" in p else ""
+                 for p in problems]
         raise Fail(f"{len(problems)} inconsistencies with the data\n" + "\n".join(problems)
                    + "".join(f"\n(how the note is read: {r})" for r in dict.fromkeys(rules) if r))
 
