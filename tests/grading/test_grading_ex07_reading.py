@@ -110,10 +110,17 @@ HONEST = {
     "a class cell in more words": _replacing("| 40.0 | 47.0 | loss |", "| 40.0 | 47.0 | **loss** (17.5 % slower) |"),
     "a summary table before the performance table": _replacing("## Summary\n", (
         f"## Summary\n\n| case | candidate |\n|---|---|\n| {C12} | 47 us |\n\n")),
-    "'not a GPU measurement' wrapped": _replacing(
-        "These timings are not a GPU measurement; no speed-up is claimed from them.",
-        "These timings are not a GPU\nmeasurement, and no\nspeed-up is claimed from them.", gpu=False),
+    "'not a GPU measurement' wrapped": lambda note, gpu: note if gpu else _wrapped_cpu_note(note),
 }
+
+
+def _wrapped_cpu_note(note):
+    """The CPU note with its one "not a GPU measurement" wrapped over two lines (the environment's note, which the
+    solution's summary repeats, left out)."""
+    said = "These timings are not a GPU measurement; no speed-up is claimed from them."
+    assert note.count("not a GPU measurement") == 2 and said in note, note
+    note = note.replace(said, "These timings are not a GPU\nmeasurement, and no\nspeed-up is claimed from them.")
+    return note.replace(" not a GPU measurement", "")
 
 
 @pytest.mark.parametrize("edit", HONEST.values(), ids=HONEST.keys())
