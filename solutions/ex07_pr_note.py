@@ -34,24 +34,26 @@
 # ratio either way, the change either way (as a fraction or in percent) and each spread as a share of its median, to
 # within one unit of the last digit written (the warm-up and the spread's quantiles may stand beside a case too; a
 # number in a case's table row must be one of its figures, its shape, the sample count, the warm-up or `MAX_COLS`). A
-# sentence that names cases claims an outcome for them by its words: neutral (`neutral`, `within the noise`, `ties`, `on
-# par`, `unchanged`, `no clear difference`) if it says so, else the one outcome its words name: win (`faster`, `wins`,
-# `quicker`, `speed-up`), loss (`slower`, `loses`, `regression`, `slowdown`) or fallback (`falls back`, `fallback`),
-# where the noun `fallback` after `the`, `its`, `their`, `than` or `vs` is the route, no outcome (`slower than the
-# fallback` is a loss, `the fallback cases` name the outcome); a word the sentence does not assert claims nothing:
-# negated (`not slower`, `hardly faster`), modal or expected (`would be faster`, `was expected to be faster`),
-# conditional (`if it were faster`), failed (`failed to win`) or asked (`faster?`); a sentence whose words name two
-# outcomes is read in parts, cut before each outcome word, a noise phrase too, that follows a comma, a `;`, `and`,
-# `but`, `while` or `whereas` (case ids, parentheses and words such as `is` may stand between): `c01 wins, while c05 and
-# c12 lose`, `c01 wins, while c03 is within the noise`; a part that names no case belongs to the part before (`c03 is
-# 1 % faster, within the noise` is neutral), and where it cannot be cut it claims nothing. A number bound to an outcome
-# word (any word above, `cases` or `of the cases` between them or not) is a count, the number first (`4 wins`, `3 faster
-# cases`, `3 cases are faster`, `3 are faster`) or the outcome first (`wins on 4 cases`, `wins 3 cases`, `faster in 3
-# cases`, `within the noise on 4`), `no wins` counts none where nothing restricts it (`no regression elsewhere` counts
-# nothing), each only where its sentence asserts it; a number bound to another noun (`two fallback runs`, `faster on 2
-# rows`, `loses 1 µs`) counts no cases. A list item is a sentence too: `- Warm-up: 50 ms` states the warm-up. A wrong
-# count is quoted with the sentence it was read from, and where the summary gives no count or claim for an outcome, the
-# feedback lists each of its sentences with what it took from it.
+# sentence that names cases claims an outcome for them by its words, in any of their forms (`tied`, `won`, `losses`):
+# neutral (`neutral`; `within`, `inside`, `in`, `under` or `below` the noise; the noise `swallows`, `covers`, `hides`,
+# `dominates` or `exceeds` it, or `is wider than` it; `no clear difference`, `no change`, `on par`, `unchanged`,
+# `indistinguishable`, `ties`) if it says so, else the one outcome its words name: win (`faster`, `quicker`, `wins`,
+# `speed-up`, `speeds up`), loss (`slower`, `loses`, `loss`, `regression`, `slowdown`) or fallback (`falls back`, `fell
+# back`, `fallback`), where the noun `fallback` after `the`, `its`, `their`, `than`, `vs` or `against` is the route, no
+# outcome (`slower than the fallback` is a loss, `the fallback cases` name the outcome); a word the sentence does not
+# assert claims nothing: negated (`not slower`, `hardly faster`), modal or expected (`would be faster`, `was expected to
+# be faster`), conditional (`if it were faster`), failed (`failed to win`) or asked (`faster?`); a sentence whose words
+# name two outcomes is read in parts, cut before each outcome word, a noise phrase too, that follows a comma, a `;`,
+# `and`, `but`, `while` or `whereas` (case ids, parentheses and words such as `is` may stand between): `c01 wins, while
+# c05 and c12 lose`, `c01 wins, while c03 is within the noise`; a part that names no case belongs to the part before
+# (`c03 is 1 % faster, within the noise` is neutral), and where it cannot be cut it claims nothing. A number bound to an
+# outcome word (any word above, `cases` or `of the cases` between them or not) is a count, the number first (`4 wins`,
+# `3 faster cases`, `3 cases are faster`, `3 are faster`) or the outcome first (`wins on 4 cases`, `wins 3 cases`,
+# `faster in 3 cases`, `within the noise on 4`), `no wins` counts none where nothing restricts it (`no regression
+# elsewhere` counts nothing), each only where its sentence asserts it; a number bound to another noun (`two fallback
+# runs`, `faster on 2 rows`, `loses 1 µs`) counts no cases. A list item is a sentence too: `- Warm-up: 50 ms` states the
+# warm-up. A wrong count is quoted with the sentence it was read from, and where the summary gives no count or claim for
+# an outcome, the feedback lists each of its sentences with what it took from it.
 #
 # Every part is judged only on a note with substance, on each table: sentences (outside tables) that name at least 2 of
 # the table's cases, each with a figure of its own. A skeleton of headings, a project's PR template left unfilled, or

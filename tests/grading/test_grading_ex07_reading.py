@@ -2,7 +2,8 @@
 at the same points before every outcome phrase, and reads a word or a table cell by what it states (reader 18,
 F1-1 to F1-7): "slower than the fallback" is a loss, "c01 wins, while c03 is within the noise" a win and a neutral
 case, "c03 is not slower" no denial of the table's losses while "Nothing is slower" is one, a scope's fallback
-sentence may say so in any words, a class cell `win (1.34x)` marks a win. The readings are in-process string checks
+sentence may say so in any words, a class cell `win (1.34x)` marks a win, a device name or "not a GPU measurement"
+wrapped over two lines is given. The readings are in-process string checks
 (milliseconds); each graded note takes about 0.2 s."""
 
 import pytest
@@ -110,6 +111,8 @@ HONEST = {
     "a class cell in more words": _replacing("| 40.0 | 47.0 | loss |", "| 40.0 | 47.0 | **loss** (17.5 % slower) |"),
     "a summary table before the performance table": _replacing("## Summary\n", (
         f"## Summary\n\n| case | candidate |\n|---|---|\n| {C12} | 47 us |\n\n")),
+    "the device's name wrapped": _replacing("Data: synthetic GPU (teaching data),",
+                                            "Data: synthetic\nGPU (teaching data),"),
     "'not a GPU measurement' wrapped": lambda note, gpu: note if gpu else _wrapped_cpu_note(note),
 }
 

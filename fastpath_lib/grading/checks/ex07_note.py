@@ -86,12 +86,15 @@ FIGURE_RULE = ("a number with a unit (`us`, `µs`, `ms`, `x`, `×` or `%`, or th
 FIGURES_ARE = ("its medians, its spreads and the difference of its medians (in µs or ms), their ratio either way, the "
                "change either way (as a fraction or in percent) and each spread as a share of its median, to within "
                "one unit of the last digit written")
-OUTCOME_RULE = ("A sentence that names cases claims an outcome for them by its words: neutral (`neutral`, `within the "
-                "noise`, `ties`, `on par`, `unchanged`, `no clear difference`) if it says so, else the one outcome its "
-                "words name: win (`faster`, `wins`, `quicker`, `speed-up`), loss (`slower`, `loses`, `regression`, "
-                "`slowdown`) or fallback (`falls back`, `fallback`), where the noun `fallback` after `the`, `its`, "
-                "`their`, `than` or `vs` is the route, no outcome (`slower than the fallback` is a loss, `the "
-                "fallback cases` name the outcome); a word the sentence does not assert claims "
+OUTCOME_RULE = ("A sentence that names cases claims an outcome for them by its words, in any of their forms (`tied`, "
+                "`won`, `losses`): neutral (`neutral`; `within`, `inside`, `in`, `under` or `below` the noise; the "
+                "noise `swallows`, `covers`, `hides`, `dominates` or `exceeds` it, or `is wider than` it; `no clear "
+                "difference`, `no change`, `on par`, `unchanged`, `indistinguishable`, `ties`) if it says so, else the "
+                "one outcome its words name: win (`faster`, `quicker`, `wins`, `speed-up`, `speeds up`), loss "
+                "(`slower`, `loses`, `loss`, `regression`, `slowdown`) or fallback (`falls back`, `fell back`, "
+                "`fallback`), where the noun `fallback` after `the`, `its`, `their`, `than`, `vs` or `against` is "
+                "the route, no outcome (`slower than the fallback` is a loss, `the fallback cases` name the outcome); "
+                "a word the sentence does not assert claims "
                 "nothing: negated (`not slower`, `hardly faster`), modal or expected (`would be faster`, `was "
                 "expected to be faster`), conditional (`if it were faster`), failed (`failed to win`) or asked "
                 "(`faster?`); a sentence whose words name two outcomes is read in parts, cut before each outcome word, "
@@ -131,10 +134,6 @@ _FORBIDDEN = borrowed.kit("bench", why="that is the kit's own PR note") + borrow
     "grading/rules/ex07_claims.py", why="that is the grader's own reading of a note")
 _GIVEN = borrowed.given("grading/given.py", "expected_classes", why="given") + borrowed.given(
     "grading/materials.py", "synthetic_results", "synthetic_environment", why="given")
-
-
-def _words(text: str) -> int:
-    return len(re.findall(r"[A-Za-z0-9]+", text))
 
 
 def _rows(df) -> dict:
@@ -230,7 +229,8 @@ def _judge_concise(data, notes: dict[str, str]) -> str:
 
 def _said(found: dict[str, str]) -> dict[str, set[str]]:
     return {h: {" ".join(s.lower().split()) for s in claims.statements(b)
-                if _words(s) >= 5 and not _PLACEHOLDER.search(s.strip())} for h, b in found.items()}
+                if len(re.findall(r"[A-Za-z0-9]+", s)) >= 5 and not _PLACEHOLDER.search(s.strip())}
+            for h, b in found.items()}
 
 
 def _own_sentences(note: str) -> dict[str, list[str]]:
@@ -299,7 +299,7 @@ def _judge_environment_and_scope(data, notes: dict[str, str]) -> None:
     for which, df, env in data:
         note = notes[which]
         device = "device_name" if env.get("device_name") else "device"
-        if str(env[device]) not in note:
+        if " ".join(str(env[device]).split()) not in " ".join(note.split()):  # over a line break too
             problems.append(f"{which}: the note does not give the environment's {device} ({env[device]!r})")
         for lib in ("torch", "triton"):
             if not _version_given(lib, str(env[lib]), note):
@@ -322,8 +322,7 @@ _NO_LOSS = re.compile(r"\b(never|nothing|nowhere|none|without|zero|no(?!\s+slowe
                       r"\b(slower|regress\w*|los(e|es|ing|t)|loss(es)?|slow-?downs?)\b|"
                       r"\balways\b[^.;,:]*?\b(faster|wins?|ahead)\b", re.IGNORECASE)
 #: Words that make such a sentence a qualified one (it names its exceptions).
-_EXCEPT = re.compile(r"\b(except|but|apart from|other than|besides|outside|beyond|elsewhere|otherwise)\b",
-                     re.IGNORECASE)
+_EXCEPT = re.compile(r"\b(except|but|apart from|other than|besides|outside|beyond|elsewhere|otherwise)\b", re.I)
 
 
 def _denies_losses(note: str, ids) -> list[str]:
