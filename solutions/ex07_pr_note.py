@@ -46,14 +46,15 @@
 # name two outcomes is read in parts, cut before each outcome word, a noise phrase too, that follows a comma, a `;`,
 # `and`, `but`, `while` or `whereas` (case ids, parentheses and words such as `is` may stand between): `c01 wins, while
 # c05 and c12 lose`, `c01 wins, while c03 is within the noise`; a part that names no case belongs to the part before
-# (`c03 is 1 % faster, within the noise` is neutral), and where it cannot be cut it claims nothing. A number bound to an
-# outcome word (any word above, `cases` or `of the cases` between them or not) is a count, the number first (`4 wins`,
-# `3 faster cases`, `3 cases are faster`, `3 are faster`) or the outcome first (`wins on 4 cases`, `wins 3 cases`,
-# `faster in 3 cases`, `within the noise on 4`), `no wins` counts none where nothing restricts it (`no regression
-# elsewhere` counts nothing), each only where its sentence asserts it; a number bound to another noun (`two fallback
-# runs`, `faster on 2 rows`, `loses 1 µs`) counts no cases. A list item is a sentence too: `- Warm-up: 50 ms` states the
-# warm-up. A wrong count is quoted with the sentence it was read from, and where the summary gives no count or claim for
-# an outcome, the feedback lists each of its sentences with what it took from it.
+# (`c03 is 1 % faster, within the noise` is neutral), or where it opens the sentence to the part after (`within the
+# noise, c03 is faster`), and where it cannot be cut it claims nothing. A number bound to an outcome word (any word
+# above, `cases` or `of the cases` between them or not) is a count, the number first (`4 wins`, `3 faster cases`, `3
+# cases are faster`, `3 are faster`) or the outcome first (`wins on 4 cases`, `wins 3 cases`, `faster in 3 cases`,
+# `within the noise on 4`), `no wins` counts none where nothing restricts it (`no regression elsewhere` counts nothing),
+# each only where its sentence asserts it; a number bound to another noun (`two fallback runs`, `faster on 2 rows`,
+# `loses 1 µs`) counts no cases. A list item is a sentence too: `- Warm-up: 50 ms` states the warm-up. A wrong count is
+# quoted with the sentence it was read from, and where the summary gives no count or claim for an outcome, the feedback
+# lists each of its sentences with what it took from it.
 #
 # Every part is judged only on a note with substance, on each table: sentences (outside tables) that name at least 2 of
 # the table's cases, each with a figure of its own. A skeleton of headings, a project's PR template left unfilled, or

@@ -40,6 +40,8 @@ C01, C03, C05, C10, C12 = "c01_4096x4096_bf16", "c03_1024x8192_fp32", "c05_1024x
     # a part that names no case qualifies the one before
     (f"{C03} is 1 % faster, within the noise.", {C03: "neutral"}),
     (f"{C03} is faster, but within its noise.", {C03: "neutral"}),
+    (f"Within the noise, {C03} is faster.", {C03: "neutral"}),
+    (f"Neutral, inside the noise band: {C03} at 178 us.", {C03: "neutral"}),
 ])
 def test_an_outcome_is_read_from_what_the_words_state(sentence, read):
     assert {m.case: m.outcome for m in mentions(sentence, IDS)} == read

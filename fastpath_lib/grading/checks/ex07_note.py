@@ -101,7 +101,8 @@ OUTCOME_RULE = ("A sentence that names cases claims an outcome for them by its w
                 "a noise phrase too, that follows a comma, a `;`, `and`, `but`, `while` or `whereas` (case ids, "
                 "parentheses and words such as `is` may stand between): `c01 wins, while c05 and c12 lose`, `c01 "
                 "wins, while c03 is within the noise`; a part that names no case belongs to the part before (`c03 is "
-                "1 % faster, within the noise` is neutral), and where it cannot be cut it claims nothing")
+                "1 % faster, within the noise` is neutral), or where it opens the sentence to the part after (`within "
+                "the noise, c03 is faster`), and where it cannot be cut it claims nothing")
 COUNT_RULE = ("A number bound to an outcome word (any word above, `cases` or `of the cases` between them or not) is a "
               "count, the number first (`4 wins`, `3 faster cases`, `3 cases are faster`, `3 are faster`) or the "
               "outcome first (`wins on 4 cases`, `wins 3 cases`, `faster in 3 cases`, `within the noise on 4`), "
