@@ -6,12 +6,12 @@ table rows and HTML tags are not prose), split into sentences. In a sentence
 * a **case** is named by its case id; the text from the id to the next case id, ``;`` or the sentence's end is what
   the sentence says about that case (its segment);
 * a **figure** is a number with a unit (``us``, ``µs``, ``ms``, ``x``, ``×``, ``%``), or a number paired with one
-  (``9.0 vs 9.8 us``); in a case's segment it is that case's, and must be one of :func:`figures` within the rounding
-  of the digits written;
+  (``9.0 vs 9.8 us``); in a case's segment it is that case's, and must be one of :func:`figures` within one unit of
+  the last digit written (:func:`is_figure`);
 * an **outcome** is claimed for the cases the sentence names by the words it asserts (:data:`OUTCOME_WORDS`,
   :func:`~fastpath_lib.grading.rules.assertion.asserted`: "not slower", "was expected to be faster", "failed to win",
-  "would be faster" and "faster?" assert none): a neutral word decides; else words of one outcome only; a sentence
-  that names two outcomes is read in :func:`parts`;
+  "would be faster" and "faster?" assert none; the fallback named as a route, "slower than the fallback", is none): a
+  neutral word decides; else words of one outcome only; a sentence that names two outcomes is read in :func:`parts`;
 * a **count** is a number bound to an outcome word, before it ("4 wins", "3 faster cases", "3 cases are faster") or
   after it ("wins on 4 cases", "wins 3 cases", "within the noise on 4"), "no wins" a count of none, each where its
   outcome word is asserted; a number bound to another noun ("two fallback runs", "faster on 2 rows") counts no cases
