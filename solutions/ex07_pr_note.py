@@ -26,66 +26,82 @@
 # figure earns nothing.
 #
 # **How the note is read.** Its prose (paragraphs and list items, each read whole over the lines it wraps onto;
-# headings, table rows and HTML tags are not prose) is read sentence by sentence, and a case is named by its case id. In
-# it, a number with a unit (`us`, `µs`, `ms`, `x`, `×` or `%`), or paired with one (`9.0 vs 9.8 us`), after a case id
-# and before the next case id, a `;` or the end of its sentence is a figure of that case (after a bound or an
-# approximation, `under 10 %`, `about 9 us`, it is none), and it must be one of the case's figures: its medians, its
-# spreads, the difference of its medians, their ratio either way and the change in percent, to the rounding of the
-# digits written (the warm-up and the spread's quantiles may stand beside a case too; a number in a case's table row
-# must be one of its figures, its shape, the sample count, the warm-up or `MAX_COLS`). A sentence that names cases
-# claims an outcome for them by its words: neutral (`neutral`, `within the noise`) if it says so, else the one outcome
-# its words name: win (`faster`, `wins`), loss (`slower`, `loses`, `regression`) or fallback (`falls back`); a word the
-# sentence does not assert claims nothing: negated (`not slower`, `hardly faster`), modal or expected (`would be
-# faster`, `was expected to be faster`), conditional (`if it were faster`), failed (`failed to win`) or asked
-# (`faster?`); a sentence whose words name two outcomes is read in parts, cut before an outcome word that follows a
-# comma, a `;`, `and`, `but` or `while` (`c01 wins, while c05 and c12 lose`), and where it cannot be cut it claims
-# nothing. A number bound to an outcome word (any word above, `cases` or `of the cases` between them or not) is a count,
-# the number first (`4 wins`, `3 faster cases`, `3 cases are faster`, `3 are faster`) or the outcome first (`wins on 4
-# cases`, `wins 3 cases`, `faster in 3 cases`, `within the noise on 4`), `no wins` counts none where nothing restricts
-# it (`no regression elsewhere` counts nothing), each only where its sentence asserts it; a number bound to another noun
-# (`two fallback runs`, `faster on 2 rows`, `loses 1 µs`) counts no cases. A list item is a sentence too: `- Warm-up: 50
-# ms` states the warm-up. A wrong count is quoted with the sentence it was read from, and where the summary gives no
-# count or claim for an outcome, the feedback lists each of its sentences with what it took from it.
+# headings, table rows and HTML tags are not prose) is read sentence by sentence, everywhere, and a case is named by its
+# case id. In it, a number with a unit (`us`, `µs`, `ms`, `x`, `×` or `%`, or the unit's name: `microseconds`,
+# `percent`), or paired with one (`9.0 vs 9.8 us`), after a case id and before the next case id, a `;` or the end of its
+# sentence is a figure of that case (after a bound or an approximation, `under 10 %`, `about 9 us`, it is none), and it
+# must be one of the case's figures: its medians, its spreads and the difference of its medians (in µs or ms), their
+# ratio either way, the change either way (as a fraction or in percent) and each spread as a share of its median, to
+# within one unit of the last digit written (the warm-up and the spread's quantiles may stand beside a case too; a
+# number in a case's table row must be one of its figures, its shape, the sample count, the warm-up or `MAX_COLS`). A
+# sentence that names cases claims an outcome for them by its words, in any of their forms (`tied`, `won`, `losses`):
+# neutral (`neutral`; `within`, `inside`, `in`, `under` or `below` the noise; the noise `swallows`, `covers`, `hides`,
+# `dominates` or `exceeds` it, or `is wider than` it; `no clear difference`, `no change`, `on par`, `unchanged`,
+# `indistinguishable`, `ties`) if it says so, else the one outcome its words name: win (`faster`, `quicker`, `wins`,
+# `speed-up`, `speeds up`), loss (`slower`, `loses`, `loss`, `regression`, `slowdown`) or fallback (`falls back`, `fell
+# back`, `fallback`), where the noun `fallback` after `the`, `its`, `their`, `than`, `vs` or `against` is the route, no
+# outcome (`slower than the fallback` is a loss, `the fallback cases` name the outcome); a word the sentence does not
+# assert claims nothing: negated (`not slower`, `hardly faster`), modal or expected (`would be faster`, `was expected to
+# be faster`), conditional (`if it were faster`), failed (`failed to win`) or asked (`faster?`); a sentence whose words
+# name two outcomes is read in parts, cut before each outcome word, a noise phrase too, that follows a comma, a `;`,
+# `and`, `but`, `while` or `whereas` (case ids, parentheses and words such as `is` may stand between): `c01 wins, while
+# c05 and c12 lose`, `c01 wins, while c03 is within the noise`; a part that names no case belongs to the part before
+# (`c03 is 1 % faster, within the noise` is neutral), or where it opens the sentence to the part after (`within the
+# noise, c03 is faster`), and where it cannot be cut it claims nothing. A number bound to an outcome word (any word
+# above, `cases` or `of the cases` between them or not) is a count, the number first (`4 wins`, `3 faster cases`, `3
+# cases are faster`, `3 are faster`) or the outcome first (`wins on 4 cases`, `wins 3 cases`, `faster in 3 cases`,
+# `within the noise on 4`), `no wins` counts none where nothing restricts it (`no regression elsewhere` counts nothing),
+# each only where its sentence asserts it; a number bound to another noun (`two fallback runs`, `faster on 2 rows`,
+# `loses 1 µs`) counts no cases. A list item is a sentence too: `- Warm-up: 50 ms` states the warm-up. A wrong count is
+# quoted with the sentence it was read from, and where the summary gives no count or claim for an outcome, the feedback
+# lists each of its sentences with what it took from it.
 #
-# Every part is judged only on a note with substance, on each table: sentences (outside tables) that name at least 2
-# of the table's cases, each with a figure of its own. A skeleton of headings, a project's PR template left unfilled,
-# or lines of filler and keywords score nothing. Then the check looks for
+# Every part is judged only on a note with substance, on each table: sentences (outside tables) that name at least 2 of
+# the table's cases, each with a figure of its own. A skeleton of headings, a project's PR template left unfilled, or
+# lines of filler and keywords score nothing. Then the check looks for
 #
 # * the sections, as Markdown headings, each with a sentence of its own (5 words or more, said in no other section):
-#   **Summary**, **Eligibility and fallback**, **Semantic evidence**, **Mechanism**, **Performance**, **Limitations**;
-#   a section runs from its heading to the next heading of the same or a higher level: a `###` subheading inside `##
+#   **Summary**, **Eligibility and fallback**, **Semantic evidence**, **Mechanism**, **Performance**, **Limitations**; a
+#   section runs from its heading to the next heading of the same or a higher level: a `###` subheading inside `##
 #   Performance` is part of it;
 # * the environment (`env["device_name"]`, or `env["device"]` where no name is recorded, `env["torch"]`,
 #   `env["triton"]`: the keys of the environment record lessons 05 and 07 show; each version after its name (`torch
 #   2.5.1`, `triton==3.1.0`)) and a **scope** statement (a `## Scope` section, or a `Scope:` paragraph, which may wrap
-#   over several lines and ends at a blank line, a heading, a list or another `Label:`): which calls take the fast
-#   path, with the column limit as a bound on columns (`at most 16384 columns`, `cols <= 16384`, `the 16384-column
-#   limit`), which is `fastpath_lib.rmsnorm.predicate.MAX_COLS` (a case of the table that takes the Triton route with
-#   more columns contradicts a smaller limit), each dtype the fast path covers (float16, bfloat16 and float32: the
-#   predicate's `SUPPORTED_DTYPES`), by any of its usual names (`fp16`, `float16`, `half`), and a sentence that says
-#   the other calls run the fallback (`F.rms_norm`);
-# * a note consistent with the data: a performance table with one row per case id (first cell), its route and its
-#   class (win/neutral/loss/fallback, as in exercise 06), under the **Performance** heading (folded in `<details>`
-#   there, or open), where every case id appears and route and class match the data; every figure the note gives a
-#   case is that case's, every outcome it claims for a case is the case's class, and every count is the data's; the
-#   **Summary** says, for each of win, neutral and loss that the table has, how many (a count) or which cases (an
-#   outcome claim); each loss and each neutral case is named outside the table, in a sentence that claims its
-#   outcome, with a figure of its own; the note says nowhere that nothing is slower ("never slower", "no regressions") while
-#   the table has losses, unless the same sentence names them or its exceptions, and says the data is synthetic;
-# * how the numbers were measured, from `env["harness"]`: the timer, the warm-up (in ms), how the device is
-#   synchronized before a timing is read (in any words: synchronized, waits for the kernel to finish, CUDA events,
-#   or the record's own words), the statistic (the median of how many samples), its spread (q80 - q20) and where the
-#   raw samples are, each in a sentence that states it: the timer in a sentence about timing, the warm-up as `a
-#   warm-up of N ms`, the synchronization with what it guards (`synchronized before each timing is read`), the
-#   statistic with its sample count (`the median of N samples`), the spread as a range of quantiles (`q80 - q20`,
-#   `20th to 80th percentile`) and the raw samples' file with what it holds (`Raw samples: FILE`);
-# * on data whose `env["device"]` is not `"cuda"` (the CPU-interpreter-shaped table): the words "not a GPU
-#   measurement", no speed-up claimed ("faster", "1.5x", "speed-up"; an honest "no speed-up is claimed" is fine) and
-#   no case marked or called a win or a loss (a table cell is read as a sentence is: `win (interpreter)` marks a
-#   win; a class such as `not measured` marks none).
+#   over several lines and ends at a blank line, a heading, a list or another `Label:`): which calls take the fast path,
+#   with the column limit as a bound on columns (`at most 16384 columns`, `cols <= 16384`, `the 16384-column limit`),
+#   which is `fastpath_lib.rmsnorm.predicate.MAX_COLS` (a case of the table that takes the Triton route with more
+#   columns contradicts a smaller limit; every bound on columns in the scope, `above 4096 columns` too, is read as a
+#   column limit), each dtype the fast path covers (float16, bfloat16 and float32: the predicate's `SUPPORTED_DTYPES`),
+#   by any of its usual names (`fp16`, `float16`, `half`), and a sentence that says where the other calls go, the
+#   fallback, in any words (`fallback`, `falls back` or `F.rms_norm`: `calls that are not eligible run F.rms_norm`);
+# * a note consistent with the data: a performance table with one row per case id (first cell), its route and its class
+#   (win/neutral/loss/fallback, as in exercise 06), each cell read as a sentence is (`win (1.34x)` marks a win; no other
+#   cell of the row may claim another outcome); a case's row is its row under the **Performance** heading, else its
+#   first row anywhere; the table is folded in `<details>` there, or open, every case id appears under that heading, and
+#   route and class match the data; every figure the note gives a case is that case's, every outcome it claims for a
+#   case is the case's class, and every count is the data's; the **Summary** says, for each of win, neutral and loss
+#   that the table has, how many (a count) or which cases (an outcome claim); each loss and each neutral case is named
+#   outside the table, in a sentence that claims its outcome, with a figure of its own; the note says nowhere that
+#   nothing is slower (a loss word after a word that denies every one, in one clause: `never slower`, `nothing is
+#   slower`, `no regressions`, `without losses`; or `always faster`) while the table has losses, unless the same
+#   sentence names a case or its exceptions (`except`, `but`, `other than`, `elsewhere`); and the note says the data is
+#   synthetic (on the CPU-shaped data only the figures are held to the data; its outcomes are the CPU rule's, below);
+# * how the numbers were measured, from `env["harness"]`: the timer, the warm-up (in ms), how the device is synchronized
+#   before a timing is read (in any words: synchronized, waits for the kernel to finish, CUDA events, or the record's
+#   own words), the statistic (the median of how many samples), its spread (q80 - q20) and where the raw samples are,
+#   each in a sentence that states it: the timer in a sentence about timing, the warm-up as `a warm-up of N ms`, the
+#   synchronization with what it guards (`synchronized before each timing is read`), the statistic with its sample count
+#   (`the median of N samples`), the spread as a range of quantiles (`q80 - q20`, `20th to 80th percentile`) and the raw
+#   samples' file with what it holds (`Raw samples: FILE`);
+# * on data whose `env["device"]` is not `"cuda"` (the CPU-interpreter-shaped table): the words "not a GPU measurement"
+#   (on one line or wrapped), no speed-up claimed, in a sentence or a table row (its header too): a multiplier (`1.5x`,
+#   `0.92x`) or a speed word (`faster`, `speed-up`), unless its sentence negates it or makes it conditional (an honest
+#   "no speed-up is claimed" is fine), and no case marked or called a win or a loss (a table cell is read as a sentence
+#   is: `win (interpreter)` marks a win; a class such as `not measured` marks none).
 # * concision: at most 600 words outside `<details>` blocks (the kit's rule for its own notes): keep the summary, the
 #   scope, the counts and the claim in sight, and fold full tables in `<details><summary>...</summary> ... </details>`
-#   (leave a blank line after `<summary>` so the Markdown inside renders). The feedback gives your word count.
+#   (leave a blank line after `<summary>` so the Markdown inside renders). When a note is too long, the feedback gives
+#   each note's word count.
 #
 # Write the note yourself: a `write_pr_note` that calls the kit's benchmark code (`fastpath_lib.bench`, which writes
 # the kit's own PR note), the grader's check (`fastpath_lib.grading.checks.ex07_note`) or its reading of a note
@@ -93,7 +109,7 @@
 # `ex.expected_classes` (exercise 06's rule), `ex.synthetic_results` and `ex.synthetic_environment`.
 #
 # **How this works.** Fill in each cell marked `# FILL ME IN (roughly N lines)` (delete the `raise
-# NotImplementedError`), run it, then run the check below it: it prints `passed`, or a table of *yours vs expected*.
+# NotImplementedError`), run it, then run the check below it: it prints each part `passed`, or what it found wrong.
 # `python -m fastpath_lib grade exercises/` runs all notebooks in a fresh kernel and prints your score; the solved
 # versions are in `solutions/`.
 
@@ -106,7 +122,7 @@ from fastpath_lib import exercises as ex
 from fastpath_lib.cases import CaseSpec
 from fastpath_lib.rmsnorm.predicate import MAX_COLS
 results, env = ex.synthetic_results(), ex.synthetic_environment()
-classes = ex.expected_classes(results)  # exercise 06's rule (solve that one first)
+classes = ex.expected_classes(results)  # exercise 06's rule, given: the kit's own classification
 env
 
 

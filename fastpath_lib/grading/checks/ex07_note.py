@@ -43,7 +43,7 @@ from fastpath_lib.grading.rules import borrowed
 from fastpath_lib.grading.rules import ex07_claims as claims
 from fastpath_lib.grading.rules.assertion import asserted
 from fastpath_lib.grading.rules.ex07_claims import claims_speedup, words_outside_details
-from fastpath_lib.grading.vocabulary import LOSS, NEUTRAL, NOT_GPU, OUTCOMES, TIMED_OUTCOMES, WIN
+from fastpath_lib.grading.vocabulary import LOSS, NEUTRAL, NOT_GPU, TIMED_OUTCOMES, WIN
 from fastpath_lib.rmsnorm import predicate as rms
 
 __all__ = ["check_pr_note", "SECTIONS", "WORD_LIMIT", "words_outside_details", "substance_gaps",
@@ -77,20 +77,32 @@ LIMIT_RULE = (f"the column limit as a bound on columns (`at most {rms.MAX_COLS} 
 _COVERED = [str(d).replace("torch.", "") for d in rms.SUPPORTED_DTYPES]
 DTYPE_RULE = (f"each dtype the fast path covers ({', '.join(_COVERED[:-1])} and {_COVERED[-1]}: the predicate's "
               "`SUPPORTED_DTYPES`), by any of its usual names (`fp16`, `float16`, `half`)")
-FALLBACK_RULE = "a sentence that says the other calls run the fallback (`F.rms_norm`)"
-FIGURE_RULE = ("a number with a unit (`us`, `µs`, `ms`, `x`, `×` or `%`), or paired with one (`9.0 vs 9.8 us`), after "
+FALLBACK_RULE = ("a sentence that says where the other calls go, the fallback, in any words (`fallback`, `falls back` "
+                 "or `F.rms_norm`: `calls that are not eligible run F.rms_norm`)")
+FIGURE_RULE = ("a number with a unit (`us`, `µs`, `ms`, `x`, `×` or `%`, or the unit's name: `microseconds`, "
+               "`percent`), or paired with one (`9.0 vs 9.8 us`), after "
                "a case id and before the next case id, a `;` or the end of its sentence is a figure of that case "
                "(after a bound or an approximation, `under 10 %`, `about 9 us`, it is none)")
-FIGURES_ARE = ("its medians, its spreads, the difference of its medians, their ratio either way and the change in "
-               "percent, to the rounding of the digits written")
-OUTCOME_RULE = ("A sentence that names cases claims an outcome for them by its words: neutral (`neutral`, `within the "
-                "noise`) if it says so, else the one outcome its words name: win (`faster`, `wins`), loss (`slower`, "
-                "`loses`, `regression`) or fallback (`falls back`); a word the sentence does not assert claims "
+FIGURES_ARE = ("its medians, its spreads and the difference of its medians (in µs or ms), their ratio either way, the "
+               "change either way (as a fraction or in percent) and each spread as a share of its median, to within "
+               "one unit of the last digit written")
+OUTCOME_RULE = ("A sentence that names cases claims an outcome for them by its words, in any of their forms (`tied`, "
+                "`won`, `losses`): neutral (`neutral`; `within`, `inside`, `in`, `under` or `below` the noise; the "
+                "noise `swallows`, `covers`, `hides`, `dominates` or `exceeds` it, or `is wider than` it; `no clear "
+                "difference`, `no change`, `on par`, `unchanged`, `indistinguishable`, `ties`) if it says so, else the "
+                "one outcome its words name: win (`faster`, `quicker`, `wins`, `speed-up`, `speeds up`), loss "
+                "(`slower`, `loses`, `loss`, `regression`, `slowdown`) or fallback (`falls back`, `fell back`, "
+                "`fallback`), where the noun `fallback` after `the`, `its`, `their`, `than`, `vs` or `against` is "
+                "the route, no outcome (`slower than the fallback` is a loss, `the fallback cases` name the outcome); "
+                "a word the sentence does not assert claims "
                 "nothing: negated (`not slower`, `hardly faster`), modal or expected (`would be faster`, `was "
                 "expected to be faster`), conditional (`if it were faster`), failed (`failed to win`) or asked "
-                "(`faster?`); a sentence whose words name two outcomes is read in parts, cut before an outcome word "
-                "that follows a comma, a `;`, `and`, `but` or `while` (`c01 wins, while c05 and c12 lose`), and "
-                "where it cannot be cut it claims nothing")
+                "(`faster?`); a sentence whose words name two outcomes is read in parts, cut before each outcome word, "
+                "a noise phrase too, that follows a comma, a `;`, `and`, `but`, `while` or `whereas` (case ids, "
+                "parentheses and words such as `is` may stand between): `c01 wins, while c05 and c12 lose`, `c01 "
+                "wins, while c03 is within the noise`; a part that names no case belongs to the part before (`c03 is "
+                "1 % faster, within the noise` is neutral), or where it opens the sentence to the part after (`within "
+                "the noise, c03 is faster`), and where it cannot be cut it claims nothing")
 COUNT_RULE = ("A number bound to an outcome word (any word above, `cases` or `of the cases` between them or not) is a "
               "count, the number first (`4 wins`, `3 faster cases`, `3 cases are faster`, `3 are faster`) or the "
               "outcome first (`wins on 4 cases`, `wins 3 cases`, `faster in 3 cases`, `within the noise on 4`), "
@@ -99,6 +111,14 @@ COUNT_RULE = ("A number bound to an outcome word (any word above, `cases` or `of
               "rows`, `loses 1 µs`) counts no cases")
 SUMMARY_RULE = ("the **Summary** says, for each of win, neutral and loss that the table has, how many (a count) or "
                 "which cases (an outcome claim)")
+TABLE_RULE = ("a performance table with one row per case id (first cell), its route and its class (win/neutral/loss/"
+              "fallback, as in exercise 06), each cell read as a sentence is (`win (1.34x)` marks a win; no other cell "
+              "of the row may claim another outcome); a case's row is its row under the **Performance** heading, "
+              "else its first row anywhere")
+NO_LOSS_RULE = ("the note says nowhere that nothing is slower (a loss word after a word that denies every one, in one "
+                "clause: `never slower`, `nothing is slower`, `no regressions`, `without losses`; or `always faster`) "
+                "while the table has losses, unless the same sentence names a case or its exceptions (`except`, "
+                "`but`, `other than`, `elsewhere`)")
 NAMED_RULE = ("each loss and each neutral case is named outside the table, in a sentence that claims its outcome, "
               "with a figure of its own")
 METHOD_RULE = ("each in a sentence that states it: the timer in a sentence about timing, the warm-up as `a warm-up of "
@@ -107,17 +127,14 @@ METHOD_RULE = ("each in a sentence that states it: the timer in a sentence about
                "(`q80 - q20`, `20th to 80th percentile`) and the raw samples' file with what it holds (`Raw samples: "
                "FILE`)")
 STATED = (SUBSTANCE_RULE, OUTLINE_RULE, SECTION_RULE, VERSION_RULE, LIMIT_RULE, DTYPE_RULE, FALLBACK_RULE,
-          FIGURE_RULE, FIGURES_ARE, OUTCOME_RULE, COUNT_RULE, SUMMARY_RULE, NAMED_RULE, METHOD_RULE)
+          FIGURE_RULE, FIGURES_ARE, OUTCOME_RULE, COUNT_RULE, SUMMARY_RULE, TABLE_RULE, NO_LOSS_RULE, NAMED_RULE,
+          METHOD_RULE)
 _PLACEHOLDER = re.compile(r"\b(todo|tbd|fill me in|lorem ipsum|xxx)\b|^\W*$", re.IGNORECASE)
 _FORBIDDEN = borrowed.kit("bench", why="that is the kit's own PR note") + borrowed.kit(
     "grading/checks/ex07_note.py", why="that is the grader's own answer") + borrowed.kit(
     "grading/rules/ex07_claims.py", why="that is the grader's own reading of a note")
 _GIVEN = borrowed.given("grading/given.py", "expected_classes", why="given") + borrowed.given(
     "grading/materials.py", "synthetic_results", "synthetic_environment", why="given")
-
-
-def _words(text: str) -> int:
-    return len(re.findall(r"[A-Za-z0-9]+", text))
 
 
 def _rows(df) -> dict:
@@ -213,7 +230,8 @@ def _judge_concise(data, notes: dict[str, str]) -> str:
 
 def _said(found: dict[str, str]) -> dict[str, set[str]]:
     return {h: {" ".join(s.lower().split()) for s in claims.statements(b)
-                if _words(s) >= 5 and not _PLACEHOLDER.search(s.strip())} for h, b in found.items()}
+                if len(re.findall(r"[A-Za-z0-9]+", s)) >= 5 and not _PLACEHOLDER.search(s.strip())}
+            for h, b in found.items()}
 
 
 def _own_sentences(note: str) -> dict[str, list[str]]:
@@ -272,10 +290,7 @@ def _scope_problems(scope: str, df) -> list[str]:
             routed = [c for c in triton if claims.case_dtype(c) == d]
             out.append(f"the scope statement does not name {d} ({DTYPE_RULE})"
                        + (f"; {routed[0]} takes the Triton route in this table" if routed else ""))
-    others = re.compile(r"\b(other|others|rest|else|outside|ineligible|remaining|beyond|wider|larger|unsupported|"
-                        r"otherwise|fail\w*)\b", re.IGNORECASE)
-    if not any(re.search(r"fallback|fall\w* back|f\.rms_norm", s, re.IGNORECASE) and others.search(s)
-               for s in claims.statements(scope)):
+    if not re.search(r"fallback|fall\w* back|f\.rms_norm", scope, re.IGNORECASE):  # where the other calls go
         out.append(f"the scope statement does not name what happens outside it ({FALLBACK_RULE})")
     return out
 
@@ -285,7 +300,7 @@ def _judge_environment_and_scope(data, notes: dict[str, str]) -> None:
     for which, df, env in data:
         note = notes[which]
         device = "device_name" if env.get("device_name") else "device"
-        if str(env[device]) not in note:
+        if " ".join(str(env[device]).split()) not in " ".join(note.split()):  # over a line break too
             problems.append(f"{which}: the note does not give the environment's {device} ({env[device]!r})")
         for lib in ("torch", "triton"):
             if not _version_given(lib, str(env[lib]), note):
@@ -301,25 +316,24 @@ def _judge_environment_and_scope(data, notes: dict[str, str]) -> None:
         raise Fail("\n".join(problems))
 
 
-#: A sentence that says nothing is slower: never slower, no regressions or slowdowns, without losses, always faster.
-_NO_LOSS = re.compile(r"\bnever\b[^.;]*\b(slower|regress\w*|los(e|es|ing|ses))\b|"
-                      r"\b(no|without|zero)\b[^.;]*\b(regressions?|slow-?downs?|loss(es)?|slower)\b|"
-                      r"\bnot\b[^.;]*\bslower\b|\balways\b[^.;]*\b(faster|wins?|ahead)\b", re.IGNORECASE)
+#: A sentence that says nothing is slower: a loss word under a word that denies every one, in one clause ("never
+#: slower", "nothing is slower", "no regressions", "without losses", "zero slowdowns"), or "always faster"; "no slower"
+#: and "not slower" compare one thing.
+_NO_LOSS = re.compile(r"\b(never|nothing|nowhere|none|without|zero|no(?!\s+slower\b))\b[^.;,:]*?"
+                      r"\b(slower|regress\w*|los(e|es|ing|t)|loss(es)?|slow-?downs?)\b|"
+                      r"\balways\b[^.;,:]*?\b(faster|wins?|ahead)\b", re.IGNORECASE)
 #: Words that make such a sentence a qualified one (it names its exceptions).
-_EXCEPT = re.compile(r"\b(except|but|apart from|other than|besides|outside|beyond|elsewhere|otherwise)\b",
-                     re.IGNORECASE)
+_EXCEPT = re.compile(r"\b(except|but|apart from|other than|besides|outside|beyond|elsewhere|otherwise)\b", re.I)
 
 
-def _denies_losses(note: str, losses: list[str]) -> list[str]:
-    """The sentences of ``note`` that say nothing is slower (never slower, without regressions) while naming none of
-    the ``losses`` and no exception; a sentence that hopes or asks it (``was expected never to be slower``) says none
+def _denies_losses(note: str, ids) -> list[str]:
+    """The sentences of ``note`` (:func:`~fastpath_lib.grading.rules.ex07_claims.statements`) that say nothing is
+    slower (never slower, without regressions) while naming no case of ``ids`` (a sentence that names one speaks of
+    it) and no exception; a sentence that hopes or asks it (``was expected never to be slower``) says none
     (:func:`~fastpath_lib.grading.rules.assertion.asserted`)."""
-    out = []
-    for sentence in re.split(r"(?<=[.!?])\s+|\n", note):
-        said = [m for m in _NO_LOSS.finditer(sentence) if asserted(sentence, m.start())]
-        if said and not _EXCEPT.search(sentence) and not any(c in sentence for c in losses):
-            out.append(sentence.strip())
-    return out
+    named = claims.id_pattern(ids)
+    return [s for s in claims.statements(note) if any(asserted(s, m.start()) for m in _NO_LOSS.finditer(s))
+            and not _EXCEPT.search(s) and not named.search(s)]
 
 
 def _figure_text(row) -> str:
@@ -392,15 +406,21 @@ def _claim_problems(which: str, note: str, df, env) -> list[str]:
 
 
 def _table_problems(which: str, note: str, df) -> list[str]:
-    """The performance table's rows against the data: one per case, its route and its class."""
-    exp, routes, rows, out = expected_classes(df), dict(zip(df["case_id"], df["route"])), claims.table_rows(note), []
+    """The performance table's rows against the data: one per case, its route and its class, each cell read by what
+    it says as a sentence is (``win (1.34x)`` marks a win). A case's row is its row under the Performance heading, else
+    its first row anywhere (where the table stands is the sections part's to judge)."""
+    exp, routes = expected_classes(df), dict(zip(df["case_id"], df["route"]))
+    perf = "\n".join(b for h, b in claims.sections(note).items() if re.search(SECTIONS["performance"], h))
+    rows, out = {**claims.table_rows(note), **claims.table_rows(perf)}, []
     for cid, cls in exp.items():
         if cid not in rows:
             out.append(f"{which}, {cid}: not in the performance table")
             continue
-        cells = [c.lower() for c in rows[cid][0]]
-        route = claims.route_cell(cells, rows[cid][1])
-        claimed = [k for k in OUTCOMES if k in cells[1:] and (k != route or cells.count(k) > 1)]
+        cells, header = rows[cid]
+        at = claims.route_cell(cells, header)
+        route = cells[at].lower() if at is not None else None
+        claimed = list(dict.fromkeys(k for i, x in enumerate(cells) if i not in (0, at)
+                                     and (k := claims.outcome_of(x))))
         if route != routes[cid]:
             out.append(f"{which}, {cid}: the row gives route {route or 'none'}, the data {routes[cid]}")
         if claimed != [cls]:
@@ -417,15 +437,16 @@ def _judge_consistent(data, notes: dict[str, str]) -> None:
             continue
         problems += _table_problems(which, note, df) + _claim_problems(which, note, df, env)
         losses = [c for c, k in expected_classes(df).items() if k == LOSS]
-        for sentence in (_denies_losses(note, losses) if losses else ()):
+        for sentence in (_denies_losses(note, list(df["case_id"])) if losses else ()):
             problems.append(f"{which}: the note says {sentence!r}, but the data has {len(losses)} "
                             f"{LOSS if len(losses) == 1 else LOSS + 'es'} ({', '.join(losses)}): say where it is "
-                            "slower, as the table does")
+                            f"slower, as the table does ({NO_LOSS_RULE})")
         if env.get("synthetic") and "synthetic" not in note.lower():
             problems.append(f"{which}: the data is labelled synthetic; the note must say so")
     if problems:
         rules = [f"{FIGURE_RULE}; a case's figures are {FIGURES_ARE}" if "none of its figures" in p else
-                 OUTCOME_RULE if "the note calls it" in p else "" for p in problems]
+                 OUTCOME_RULE if "the note calls it" in p else TABLE_RULE if "the table says" in p else ""
+                 for p in problems]
         raise Fail(f"{len(problems)} inconsistencies with the data\n" + "\n".join(problems)
                    + "".join(f"\n(how the note is read: {r})" for r in dict.fromkeys(rules) if r))
 
@@ -445,9 +466,10 @@ def _judge_no_cpu_claims(data, notes: dict[str, str]) -> None:
     which, df, env = data[2]
     note = notes[which]
     problems = []
-    if NOT_GPU.lower() not in note.lower():
+    if " ".join(NOT_GPU.lower().split()) not in " ".join(note.lower().split()):  # wrapped over lines or not
         problems.append(f"on CPU data the note must say {NOT_GPU!r}")
-    for sentence in re.split(r"(?<=[.!?;])\s+|\n", note):
+    rows = [line.strip() for line in note.splitlines() if line.strip().startswith("|")]  # a header row too
+    for sentence in [c for s in claims.statements(note) for c in s.split(";")] + rows:
         if claims_speedup(sentence):
             problems.append(f"claims a speed-up from non-GPU data: {sentence.strip()!r}")
     wins = [c for c, (cells, _) in claims.table_rows(note).items()

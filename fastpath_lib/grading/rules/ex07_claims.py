@@ -6,12 +6,12 @@ table rows and HTML tags are not prose), split into sentences. In a sentence
 * a **case** is named by its case id; the text from the id to the next case id, ``;`` or the sentence's end is what
   the sentence says about that case (its segment);
 * a **figure** is a number with a unit (``us``, ``µs``, ``ms``, ``x``, ``×``, ``%``), or a number paired with one
-  (``9.0 vs 9.8 us``); in a case's segment it is that case's, and must be one of :func:`figures` within the rounding
-  of the digits written;
+  (``9.0 vs 9.8 us``); in a case's segment it is that case's, and must be one of :func:`figures` within one unit of
+  the last digit written (:func:`is_figure`);
 * an **outcome** is claimed for the cases the sentence names by the words it asserts (:data:`OUTCOME_WORDS`,
   :func:`~fastpath_lib.grading.rules.assertion.asserted`: "not slower", "was expected to be faster", "failed to win",
-  "would be faster" and "faster?" assert none): a neutral word decides; else words of one outcome only; a sentence
-  that names two outcomes is read in :func:`parts`;
+  "would be faster" and "faster?" assert none; the fallback named as a route, "slower than the fallback", is none): a
+  neutral word decides; else words of one outcome only; a sentence that names two outcomes is read in :func:`parts`;
 * a **count** is a number bound to an outcome word, before it ("4 wins", "3 faster cases", "3 cases are faster") or
   after it ("wins on 4 cases", "wins 3 cases", "within the noise on 4"), "no wins" a count of none, each where its
   outcome word is asserted; a number bound to another noun ("two fallback runs", "faster on 2 rows") counts no cases
@@ -140,10 +140,19 @@ def statements(note: str) -> list[str]:
     return out
 
 
+#: The noun ``fallback`` as a thing, not a case's class: the route a case is compared with or that runs it ("slower
+#: than the fallback", "loses to its fallback", "F.rms_norm, the fallback"); "fallback cases", "c10: fallback" and
+#: "falls back" name the class.
+_ROUTE = re.compile(r"\b(the|its|their|than|against|vs\.?|versus)\s+fallbacks?\b(?!\s+cases?\b)", re.IGNORECASE)
+
+
 def _claimed(clause: str, outcome: str) -> bool:
     """Whether ``clause`` (a sentence or a part of one) asserts a word of ``outcome`` (:func:`asserted`; "no clear
-    difference" is neutral: its own "no" is part of the words)."""
-    return any(asserted(clause, m.start()) for m in re.finditer(OUTCOME_WORDS[outcome], clause, re.IGNORECASE))
+    difference" is neutral: its own "no" is part of the words); the fallback named as a route (:data:`_ROUTE`) is no
+    outcome."""
+    route = {m.end() for m in _ROUTE.finditer(clause)}
+    return any(asserted(clause, m.start()) and m.end() not in route
+               for m in re.finditer(OUTCOME_WORDS[outcome], clause, re.IGNORECASE))
 
 
 def outcome_of(clause: str) -> str | None:
@@ -156,19 +165,19 @@ def outcome_of(clause: str) -> str | None:
 
 
 #: Where a sentence that names two outcomes is read in parts: before a comma, ``;``, ``and``, ``but``, ``while`` or
-#: ``whereas``
-#: whose next words (past case ids and linking words) are an outcome's ("wins on c01, loses on c12"; "neutral" itself,
-#: not a noise phrase, which qualifies what comes before it: "1 % faster, within the noise").
+#: ``whereas`` whose next words (past case ids, linking words and parentheses) are an outcome's, whatever the outcome
+#: ("wins on c01, loses on c12"; "c01 wins, while c03 is within the noise"). A part that names no case qualifies the
+#: one before (:func:`parts`: "1 % faster, within the noise" is one part).
 _LINKING = r"the|a|an|it|its|and|but|while|whereas|is|are|was|were|stays?|remains?|looks?|seems?|runs?|gets?|#+"
 _PART = re.compile(rf"(?:[,;]|\s+(?:and|but|while|whereas))\s+(?=(?:(?:{_LINKING}|\([^()]*\))\s+)*(?:"
-                   + "|".join((OUTCOME_WORDS[WIN], OUTCOME_WORDS[LOSS], OUTCOME_WORDS[FALLBACK], r"\bneutral\b"))
-                   + "))", re.IGNORECASE)
+                   + "|".join(OUTCOME_WORDS.values()) + "))", re.IGNORECASE)
 
 
 def parts(clause: str) -> list[tuple[int, str]]:
     """``(start, text)`` of each part ``clause`` is read in (its case ids written as ``#``): cut before each outcome
     word that follows a comma or a conjunction; a part that names no outcome is read with the next, a part that names
-    no case with the one before (it qualifies it: "faster, but neutral within its noise").
+    no case with the one before (it qualifies it: "faster, but neutral within its noise"), or the one after where it
+    opens the sentence ("within the noise, ### is faster").
 
     >>> [p for _, p in parts("Wins on ### (1.5x), neutral on ### and ###")]
     ['Wins on ### (1.5x)', ', neutral on ### and ###']
@@ -178,6 +187,10 @@ def parts(clause: str) -> list[tuple[int, str]]:
     ['### is slower', ' and ### is neutral']
     >>> [p for _, p in parts("### is faster, but neutral within its noise")]
     ['### is faster, but neutral within its noise']
+    >>> [p for _, p in parts("### wins (1.5x), while ### is within the noise")]
+    ['### wins (1.5x)', ', while ### is within the noise']
+    >>> [p for _, p in parts("Within the noise, ### is faster")]
+    ['Within the noise, ### is faster']
     """
     cuts = [0, *(m.start() for m in _PART.finditer(clause)), len(clause)]
     pieces = [[a, b] for a, b in zip(cuts, cuts[1:]) if b > a]
@@ -188,6 +201,9 @@ def parts(clause: str) -> list[tuple[int, str]]:
     for i in range(len(pieces) - 1, 0, -1):  # a part that names no case is read with the one before
         if "#" not in clause[pieces[i][0]:pieces[i][1]]:
             pieces[i - 1][1] = pieces.pop(i)[1]
+    if len(pieces) > 1 and "#" not in clause[pieces[0][0]:pieces[0][1]]:  # or, opening the sentence, the one after
+        pieces[1][0] = pieces[0][0]
+        del pieces[0]
     return [(a, clause[a:b]) for a, b in pieces]
 
 
@@ -417,11 +433,11 @@ def table_rows(note: str) -> dict[str, tuple[list[str], list[str]]]:
     return out
 
 
-def route_cell(cells: list[str], header: list[str]) -> str | None:
-    """The row's route: the cell under a "route" header, else any cell naming one."""
+def route_cell(cells: list[str], header: list[str]) -> int | None:
+    """The index of the row's route: the cell under a "route" header, else the first cell naming one."""
     if "route" in header and header.index("route") < len(cells):
-        return cells[header.index("route")].lower()
-    return next((c.lower() for c in cells if c.lower() in ("triton", "fallback")), None)
+        return header.index("route")
+    return next((i for i, c in enumerate(cells) if c.lower() in ("triton", "fallback")), None)
 
 
 _LABEL = re.compile(r"^\W*scope\W*:?\**\s*(.*)$", re.IGNORECASE)
