@@ -489,3 +489,29 @@ def test_through_the_stub_a_write_moves_the_callers_version_counter_and_a_read_d
     versions = (x._version, r._version)
     stub(lambda kind, args, message: args[0] + args[1])(x, r)  # reads both, writes neither
     assert (x._version, r._version) == versions
+
+
+def test_the_kernels_watch_refuses_a_call_into_a_forbidden_folder_as_the_grader_does(tmp_path):
+    """A folder target (``kit("bench")``) forbids every file under it in the grader (``Forbidden.names``); the
+    kernel's watch (the agent's own ``_watched``) applies the same rule to a name built at run time (attack11 F2)."""
+    from fastpath_lib.grading.rules import borrowed
+
+    folder = tmp_path / "kitpart"
+    folder.mkdir()
+    (folder / "helper.py").write_text("def helper(x):\n    return x + 1\n", encoding="utf-8")
+    spec = importlib.util.spec_from_file_location("kitpart_helper", folder / "helper.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    rule = borrowed.Forbidden(((str(folder), "*", "write it yourself"),))
+    assert rule.names(module.helper.__code__)  # the grader's rule: the folder holds the file
+    watched = remote._agent_functions("_watched")["_watched"]
+
+    def answer(x):
+        return getattr(module, "hel" + "per")(x)
+
+    targets = tuple((file, qual) for file, qual, _why in rule.targets)
+    with pytest.raises(PermissionError, match="helper"):
+        watched(answer, (1,), {}, (targets, (), ()))
+    assert watched(answer, (1,), {}, (((str(folder / "other.py"), "*"),), (), ())) == 2  # a sibling file is not it
+    given = ((str(folder), "*"),)  # a handed-out folder's own calls are not the answer's
+    assert watched(answer, (1,), {}, (targets, (), given)) == 2
