@@ -23,8 +23,11 @@ the CUDA platform's priority is ``["native"]`` (Inductor compiles the native fun
 until vLLM's lowering pass picks a provider, so vLLM's fusion passes still see it), without Inductor
 ``["vllm_c", "native"]`` (vLLM's C kernel). Under Inductor the token count is symbolic where the lowering pass
 asks, so the providers decline and native keeps every batch (:func:`rms_norm_supports_args`); the kit's kernels run
-where sizes are known: without Inductor, or in a graph compiled for one size. Inside the op, what only run time knows
-falls back to a function with native's rounding points, never to ``F.rms_norm`` (:func:`rms_norm`). :func:`register`
+where sizes are known: without Inductor, or in a graph compiled for one size. A call the kit's kernel cannot take runs
+what vLLM would have run without the kit: the next provider of the priority in effect that accepts it
+(:func:`next_provider`; ``vllm_c`` without Inductor), chosen by vLLM's own dispatch where ``supports_args`` can tell
+(an eager call: metadata, pointers, a CUDA graph capture), inside the kit's op where a compiled graph fixed the
+provider at trace time (:func:`rms_norm`). :func:`register`
 never raises into vLLM's start-up and never initialises CUDA; without vLLM it returns ``False``. Tested with
 :data:`TESTED_VLLM_VERSIONS`.
 
@@ -42,12 +45,16 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from fastpath_lib import routing, runtime
 from fastpath_lib.fused.predicate import eligible as fused_eligible
+from fastpath_lib.fused.predicate import runtime_eligible as fused_runtime_eligible
+from fastpath_lib.rmsnorm import capture
 from fastpath_lib.rmsnorm import op as rms_op
 from fastpath_lib.rmsnorm.predicate import eligible as rms_eligible
+from fastpath_lib.rmsnorm.predicate import runtime_eligible as rms_runtime_eligible
 
 __all__ = ["PROVIDER", "TESTED_VLLM_VERSIONS", "OPT_IN", "IR_OPS", "LOGGER_NAME", "opted_in", "supported",
-           "why_unsupported",
+           "why_unsupported", "next_provider",
            "rms_norm_supports_args", "rms_norm", "fused_add_rms_norm_supports_args", "fused_add_rms_norm",
            "register_providers", "register", "vllm_site", "load_vllm_ir", "providers"]
 
@@ -113,7 +120,7 @@ def why_unsupported() -> str | None:
         return f"vLLM's platform cannot say ({type(e).__name__}: {e})"
 
 
-# --- the providers: the kit's kernels where the kit's predicate accepts, vLLM's native otherwise --------------------
+# --- the providers: the kit's kernels where the kit's predicate accepts, the priority's next provider otherwise -----
 
 def _sized(x: Tensor) -> bool:
     """Whether every size of ``x`` is known: plain ints, outside Dynamo (which hands a symbolic size over as an
@@ -123,20 +130,67 @@ def _sized(x: Tensor) -> bool:
     return not torch.compiler.is_dynamo_compiling() and all(type(s) is int for s in x.shape)
 
 
+_REAL = (torch.Tensor, torch.nn.Parameter)
+
+
+def _real(*ts: Tensor | None) -> bool:
+    """Whether the tensors are real ones, whose data pointers are addresses: an eager call. A FakeTensor (vLLM's
+    lowering pass traces with them) reports a data pointer of 0 and knows of no capture: unknown, left to the op."""
+    return all(t is None or (type(t) in _REAL and not t.is_meta) for t in ts)
+
+
+def _capture_refused(x: Tensor) -> bool:
+    """Under Triton's interpreter the CPU stands in for the CUDA device (as in :func:`why_unsupported`): a CPU call
+    made while the current CUDA stream captures a graph is refused, as the kit's predicate refuses a captured CUDA
+    call until the capture test passes for the device (:mod:`fastpath_lib.rmsnorm.capture`; the CPU has none). On
+    CUDA the kit's ``runtime_eligible`` decides; this is ``False`` there."""
+    return x.is_cpu and runtime.interpreter_enabled() and capture.capturing(torch.device("cuda"))
+
+
+def _rms_runs_now(x: Tensor, weight: Tensor | None) -> bool:
+    """What only run time knows, on real tensors: pointers aligned, no capture the kit's ``custom_op`` path has not
+    passed (:func:`fastpath_lib.rmsnorm.predicate.runtime_eligible`)."""
+    return rms_runtime_eligible(x, weight, op="rms_norm", path="custom_op") and not _capture_refused(x)
+
+
+def _fused_runs_now(x: Tensor, x_residual: Tensor, weight: Tensor | None) -> bool:
+    """The same for the in-place fused form, plus no overlap of x, x_residual and weight."""
+    return fused_runtime_eligible(x, x_residual, weight, True, "custom_op") and not _capture_refused(x)
+
+
 def rms_norm_supports_args(x: Tensor, weight: Tensor | None, epsilon: float, variance_size: int | None = None) -> bool:
-    """Per call, from metadata only: whole rows (``variance_size is None``), the weight in x's dtype, every size
-    known (:func:`_sized`), and the kit's static conditions, the row threshold included."""
+    """Per call: whole rows (``variance_size is None``), the weight in x's dtype, every size known (:func:`_sized`),
+    the kit's static conditions, the row threshold included, and on real tensors (an eager call) what only run time
+    knows, so that vLLM's dispatch gives a call the kernel cannot take to the next provider of the priority: pointer
+    alignment, and a CUDA graph capture the kit's capture test has not passed. On FakeTensors (vLLM's lowering pass)
+    pointers and capture are unknown: the op decides them when the graph runs (:func:`rms_norm`)."""
     return (variance_size is None and _sized(x) and (weight is None or weight.dtype == x.dtype)
-            and rms_eligible(x, x.shape[-1:], weight, False))
+            and rms_eligible(x, x.shape[-1:], weight, False) and (not _real(x, weight) or _rms_runs_now(x, weight)))
+
+
+def next_provider(name: str, args: tuple):
+    """The implementation vLLM would have run for ``args`` without the kit: the first provider after
+    :data:`PROVIDER` in IR op ``name``'s priority in effect (``IrOp.get_priority()``: the list vLLM set with
+    ``set_default`` at worker start, or ``set_priority``, less unsupported providers) whose ``supports_args`` accepts
+    ``args``, as ``IrOp.dispatch`` picks; vLLM's ``native`` where the priority does not name the kit's provider (a
+    direct call) or nothing after it accepts. Returns vLLM's ``IrOpImpl``."""
+    from vllm import ir
+
+    op = getattr(ir.ops, name)
+    priority = op.get_priority()
+    if PROVIDER in priority:
+        for provider in priority[priority.index(PROVIDER) + 1:]:
+            impl = op.impls[provider]
+            if impl.supports_args(*args):
+                return impl
+    return op.impls["native"]
 
 
 @torch.library.custom_op("fastpath_vllm::rms_norm", mutates_args=())
 def _rms_norm_op(x: Tensor, weight: Tensor | None, epsilon: float) -> Tensor:
-    if rms_op._now_eligible(x, [x.shape[-1]], weight, "custom_op"):
+    if rms_op._now_eligible(x, [x.shape[-1]], weight, "custom_op") and not _capture_refused(x):
         return torch.ops.fastpath.rms_norm(x, [x.shape[-1]], weight, epsilon)
-    from vllm import ir
-
-    return ir.ops.rms_norm.impls["native"].impl_fn(x, weight, epsilon).contiguous()
+    return next_provider("rms_norm", (x, weight, epsilon)).impl_fn(x, weight, epsilon).contiguous()
 
 
 @_rms_norm_op.register_fake
@@ -146,8 +200,14 @@ def _(x, weight, epsilon):
 
 def rms_norm(x: Tensor, weight: Tensor | None, epsilon: float, variance_size: int | None = None) -> Tensor:
     """``torch.ops.fastpath_vllm.rms_norm``: the kit's kernel where what only run time knows (pointer alignment, a
-    CUDA graph capture) lets it run, vLLM's native function inside the op otherwise (never ``F.rms_norm``, which
-    rounds once where native rounds the normalized row to the weight's dtype first).
+    CUDA graph capture) lets it run, else, inside the op, the provider vLLM would have run without the kit
+    (:func:`next_provider`: ``vllm_c`` without Inductor).
+
+    An eager call the kernel cannot take never gets here: :func:`rms_norm_supports_args` declines it and vLLM's
+    dispatch picks the next provider. The op decides only in a graph vLLM's lowering pass traced with FakeTensors,
+    which fixed this provider for the graph's size: there the call runs the next provider's function eagerly. Under
+    Inductor that provider is ``native``, so the call runs native's eager function (several kernels), not the code
+    Inductor would have generated for it, which the traced graph no longer holds.
 
     The kit's kernel is ``F.rms_norm``'s fast path and rounds as ``F.rms_norm`` does, once: with a weight, about a
     quarter of fp16/bf16 outputs differ from native's by one unit in the last place (within vLLM's tolerance). The
@@ -161,19 +221,41 @@ def rms_norm(x: Tensor, weight: Tensor | None, epsilon: float, variance_size: in
 
 def fused_add_rms_norm_supports_args(x: Tensor, x_residual: Tensor, weight: Tensor | None, epsilon: float,
                                      variance_size: int | None = None) -> bool:
-    """Per call, from metadata only: whole rows, every size known (:func:`_sized`), and the kit's static conditions
-    of the in-place form."""
-    return variance_size is None and _sized(x) and fused_eligible(x, x_residual, weight, False, True)
+    """Per call: whole rows, every size known (:func:`_sized`), the kit's static conditions of the in-place form, and
+    on real tensors what only run time knows (pointer alignment, a capture the kit's test has not passed, x,
+    x_residual and weight sharing memory), as :func:`rms_norm_supports_args`."""
+    return (variance_size is None and _sized(x) and fused_eligible(x, x_residual, weight, False, True)
+            and (not _real(x, x_residual, weight) or _fused_runs_now(x, x_residual, weight)))
+
+
+@torch.library.custom_op("fastpath_vllm::fused_add_rms_norm_", mutates_args=("x", "x_residual"))
+def _fused_op(x: Tensor, x_residual: Tensor, weight: Tensor | None, epsilon: float) -> None:
+    if fused_eligible(x, x_residual, weight, routing.state.forced, True) and _fused_runs_now(x, x_residual, weight):
+        torch.ops.fastpath.fused_add_rms_norm_(x, x_residual, weight, epsilon)
+        return
+    impl = next_provider("fused_add_rms_norm", (x, x_residual, weight, epsilon))
+    if impl.inplace:
+        impl.impl_fn(x, x_residual, weight, epsilon)
+        return
+    out, residual = impl.impl_fn(x, x_residual, weight, epsilon)  # both computed before either is written
+    x_residual.copy_(residual)
+    x.copy_(out)
+
+
+@_fused_op.register_fake
+def _(x, x_residual, weight, epsilon):
+    return None
 
 
 def fused_add_rms_norm(x: Tensor, x_residual: Tensor, weight: Tensor | None, epsilon: float,
                        variance_size: int | None = None) -> tuple[Tensor, Tensor]:
-    """``torch.ops.fastpath.fused_add_rms_norm_`` writes the output into ``x`` and the sum
-    into ``x_residual`` (the kernel where the run-time checks pass, inside otherwise the composite of vLLM's native
-    formula, :func:`fastpath_lib.fused.reference.native`, with native's rounding points, as the kernel's); returns
-    ``(x, x_residual)``."""
+    """``torch.ops.fastpath_vllm.fused_add_rms_norm_`` writes the output into ``x`` and the sum into ``x_residual``:
+    the kit's kernel (``torch.ops.fastpath.fused_add_rms_norm_``, which rounds where native rounds) where the run-time
+    checks pass, else, inside the op, the provider vLLM would have run without the kit (:func:`next_provider`; a
+    functional one's results copied into ``x`` and ``x_residual``, as vLLM's ``vllm_c`` does on ROCm), as in
+    :func:`rms_norm`; returns ``(x, x_residual)``."""
     assert variance_size is None
-    torch.ops.fastpath.fused_add_rms_norm_(x, x_residual, weight, epsilon)
+    torch.ops.fastpath_vllm.fused_add_rms_norm_(x, x_residual, weight, epsilon)
     return x, x_residual
 
 

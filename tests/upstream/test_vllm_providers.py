@@ -10,7 +10,8 @@ plus ``torch.compile(fullgraph=True)`` with the IR op wrapped and unwrapped. Imp
 variables and patches Inductor for vLLM's own ops (``vllm/env_override.py``), in this test process only.
 
 The checks that need no ``vllm.ir`` (``supports_args`` against the kit's own verdict on every boundary point, on real
-tensors and on FakeTensors; ``register`` without vLLM) run everywhere.
+tensors, pointers included, and on FakeTensors, where pointers are unknown; ``register`` without vLLM) run
+everywhere.
 """
 
 from __future__ import annotations
@@ -132,8 +133,9 @@ def test_rms_norm_supports_args_is_the_kits_verdict_on_real_and_fake_tensors(poi
             fx, fw, _ = fake = _fake(mode, args)
             on_fakes = vp.rms_norm_supports_args(*fake)
             want = _knowable(rms_op.explain(fx, ns, fw, 1e-6))
-    assert vp.rms_norm_supports_args(*args) is on_fakes is want
-    assert on_fakes or not rms_op.explain(x, ns, w, 1e-6).eligible  # every eligible call is accepted
+    assert on_fakes is want  # pointers unknown: left to the op
+    # real tensors: the kit's whole verdict, pointers included (a call it refuses goes to vLLM's next provider)
+    assert vp.rms_norm_supports_args(*args) is rms_op.explain(x, ns, w, 1e-6).eligible
     assert vp.rms_norm_supports_args(x, w, 1e-6, x.shape[-1] // 2 or 1) is False
 
 
@@ -146,8 +148,8 @@ def test_fused_supports_args_is_the_kits_verdict_on_real_and_fake_tensors(point,
             fake = _fake(mode, args)
             on_fakes = vp.fused_add_rms_norm_supports_args(*fake)
             want = _knowable(fused_op.explain(*fake, inplace=True))
-    assert vp.fused_add_rms_norm_supports_args(*args) is on_fakes is want
-    assert on_fakes or not fused_op.explain(*args, inplace=True).eligible
+    assert on_fakes is want
+    assert vp.fused_add_rms_norm_supports_args(*args) is fused_op.explain(*args, inplace=True).eligible
     assert vp.fused_add_rms_norm_supports_args(*args, 3) is False
 
 
@@ -231,7 +233,7 @@ def test_lowering_wrapped_and_unwrapped_agrees_with_direct_dispatch(ir, name, to
         if impl.provider == vp.PROVIDER:  # one opaque op, no kernel launch, in the traced graph
             kit = [c for c in _calls(gm) if c.startswith(("fastpath.", "fastpath_vllm."))]
             want_op = ("fastpath_vllm.rms_norm.default" if name == "rms_norm"
-                       else "fastpath.fused_add_rms_norm_.default")
+                       else "fastpath_vllm.fused_add_rms_norm_.default")
             assert kit == [want_op]
             assert set(_calls(gm)) - set(kit) <= {"aten.clone.default"}, _calls(gm)
         _assert_close(op, gm(*_clone(op.apply_arg_defaults(args))), want)
@@ -246,7 +248,7 @@ def test_the_traced_in_place_provider_is_one_opaque_op_and_compiles_to_the_eager
     op = ir.ops.fused_add_rms_norm
     x, r, w, eps = op.generate_inputs(num_tokens=17, hidden_size=64, dtype=torch.bfloat16)
     gm = make_fx(vp.fused_add_rms_norm, tracing_mode="fake")(x, r, w, eps, None)
-    assert _calls(gm) == ["fastpath.fused_add_rms_norm_.default"]
+    assert _calls(gm) == ["fastpath_vllm.fused_add_rms_norm_.default"]
     eager = _clone((x, r))
     vp.fused_add_rms_norm(*eager, w, eps)
     cx, cr = _clone((x, r))
@@ -268,39 +270,155 @@ def test_the_functional_overload_clones_the_activations_of_an_in_place_provider(
     assert torch.equal(out2, out) and torch.equal(res2, res)
 
 
-@pytest.mark.parametrize("what", ["misaligned x", "x_residual is x"])
-def test_what_only_run_time_knows_takes_the_composite_inside_the_op(ir, what):
-    """``supports_args`` accepts; the op sees the pointers, takes the composite, and the result is native's."""
-    op = ir.ops.fused_add_rms_norm
-    x, r, w, eps = op.generate_inputs(num_tokens=16, hidden_size=64, dtype=torch.float32)
-    if what == "misaligned x":
-        x = torch.cat([x.new_zeros(1), x.flatten()])[1:].view(16, 64)  # 4 bytes past a 16-byte boundary
-    else:
-        r = x
-    want = op.impls["native"].impl_fn(*_clone((x, r)), w, eps)
-    with op.set_priority([vp.PROVIDER, "native"]):
-        assert op.dispatch(x, r, w, eps).provider == vp.PROVIDER
-        with fastpath_lib.record_routes(reasons=True) as routes:
-            got = op.maybe_inplace(x, r, w, eps)
-    assert routes == {"fallback": 1}
-    assert set(routes.reasons) == ({"input_alignment"} if what == "misaligned x" else {"no_overlap"})
-    # one buffer for both results: the composite writes the sum, then the output over it (its defined order)
-    _assert_close(op, got if what == "misaligned x" else got[0], want if what == "misaligned x" else want[0])
+# --- a call the kit's kernel cannot take runs what vLLM would have run without the kit -------------------------------
+
+NEXT = "kit_test_next"
 
 
-def test_the_rms_norm_providers_run_time_fallback_is_vllms_native_bit_for_bit(ir):
-    """``supports_args`` accepts; the op sees a misaligned pointer and runs vLLM's native inside, whose bits differ
-    from ``F.rms_norm``'s (which rounds once) in bf16 with a weight."""
-    op = ir.ops.rms_norm
-    x, w, eps = op.generate_inputs(num_tokens=16, hidden_size=64, dtype=torch.bfloat16)
-    x = torch.cat([x.new_zeros(1), x.flatten()])[1:].view(16, 64)  # 2 bytes past a 16-byte boundary
-    want = op.impls["native"].impl_fn(x, w, eps)
-    assert not torch.equal(want, torch.nn.functional.rms_norm(x, (64,), w, eps))
-    with op.set_priority([vp.PROVIDER, "native"]):
-        assert op.dispatch(x, w, eps).provider == vp.PROVIDER
+@pytest.fixture
+def recorder(ir):
+    """A stand-in provider second in the priority, as ``vllm_c`` is without Inductor (in place for the fused op, as
+    ``vllm_c``'s is): records each call, computes native's result. Removed from vLLM's registry afterwards."""
+    calls = []
+
+    def rms_norm(x: torch.Tensor, weight: torch.Tensor | None, epsilon: float,
+                 variance_size: int | None = None) -> torch.Tensor:
+        calls.append("rms_norm")
+        return ir.ops.rms_norm.impls["native"].impl_fn(x, weight, epsilon, variance_size)
+
+    def fused_add_rms_norm(x: torch.Tensor, x_residual: torch.Tensor, weight: torch.Tensor | None, epsilon: float,
+                           variance_size: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        calls.append("fused_add_rms_norm")
+        out, res = ir.ops.fused_add_rms_norm.impls["native"].impl_fn(x, x_residual, weight, epsilon, variance_size)
+        x_residual.copy_(res)
+        x.copy_(out)
+        return x, x_residual
+
+    ir.ops.rms_norm.register_impl(NEXT)(rms_norm)
+    ir.ops.fused_add_rms_norm.register_impl(NEXT, inplace=True)(fused_add_rms_norm)
+    yield calls
+    for op in _ops(ir).values():
+        del op.impls[NEXT]
+
+
+def _args(op, name, what):
+    """An eligible call (16 rows), or one only run time refuses: misaligned x, x_residual is x."""
+    args = op.generate_inputs(num_tokens=16, hidden_size=64, dtype=torch.bfloat16)
+    if what == "misaligned":  # 2 bytes past a 16-byte boundary
+        args = (torch.cat([args[0].new_zeros(1), args[0].flatten()])[1:].view(16, 64), *args[1:])
+    elif what == "x_residual is x":
+        args = (args[0], args[0], *args[2:])
+    return args
+
+
+def _copy(args):
+    """Copies that keep each tensor's offset from a 16-byte boundary (a clone is aligned) and which are the same."""
+    done = {}
+    for a in args:
+        if isinstance(a, torch.Tensor) and id(a) not in done:
+            off = a.data_ptr() % 16 // a.element_size()
+            done[id(a)] = torch.empty(a.numel() + off, dtype=a.dtype)[off:].view(a.shape).copy_(a)
+    return tuple(done.get(id(a), a) for a in args)
+
+
+def _traced(op, args):
+    """vLLM's lowering, emulated: dispatch on FakeTensors, and the chosen provider traced into a graph (the in-place
+    one as is: ``func_impl_fn``'s clones would realign the pointers this graph is to meet)."""
+    with FakeTensorMode() as mode:
+        impl = op.dispatch(*_fake(mode, args))
+    gm = make_fx(impl.impl_fn, tracing_mode="fake")(*op.apply_arg_defaults(args))
+    return impl, lambda *a: gm(*op.apply_arg_defaults(a))
+
+
+def _call(op, name, args):
+    """vLLM's eager call: the in-place overload for the fused op (what vLLM's layer calls), the functional one else."""
+    return op.maybe_inplace(*args) if name == "fused_add_rms_norm" else op(*args)
+
+
+CASES = [("rms_norm", "misaligned"), ("rms_norm", "captured"), ("fused_add_rms_norm", "misaligned"),
+         ("fused_add_rms_norm", "captured"), ("fused_add_rms_norm", "x_residual is x")]
+
+
+@pytest.mark.parametrize("name, what", CASES)
+def test_an_eager_call_the_kernel_cannot_take_goes_to_the_next_provider_by_vllms_dispatch(ir, recorder, monkeypatch,
+                                                                                         name, what):
+    """``supports_args`` sees the real pointers and the capture (simulated: ``torch.cuda.is_current_stream_capturing``
+    says yes; under the interpreter the CPU stands in for the device), declines, and vLLM's own dispatch runs the
+    priority's next provider: what vLLM would have run without the kit, not native inside the kit's op."""
+    op = _ops(ir)[name]
+    args = _args(op, name, what)
+    want = op.impls["native"].impl_fn(*_copy(args))
+    with op.set_priority([vp.PROVIDER, NEXT]):
+        assert op.dispatch(*args).provider == vp.PROVIDER or what != "captured"  # not capturing yet
+        if what == "captured":
+            monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
+        assert op.dispatch(*args).provider == NEXT
         with fastpath_lib.record_routes() as routes:
-            got = op(x, w, eps)
-    assert routes == {} and torch.equal(got, want)
+            got = _call(op, name, args)
+    assert recorder == [name] and routes == {}
+    _assert_close(op, got if what != "x_residual is x" else got[0], want if what != "x_residual is x" else want[0])
+
+
+@pytest.mark.parametrize("name, what", CASES)
+def test_in_a_traced_graph_the_kits_op_runs_the_next_provider_when_run_time_refuses(ir, recorder, monkeypatch, name,
+                                                                                    what):
+    """vLLM's lowering pass picks the kit's provider on FakeTensors, where pointers and capture are unknown; the graph
+    then meets the call at run time, and the kit's op runs the priority's next provider inside."""
+    op = _ops(ir)[name]
+    args = _args(op, name, what)
+    want = op.impls["native"].impl_fn(*_copy(args))
+    with op.set_priority([vp.PROVIDER, NEXT]):
+        if what == "captured":
+            monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
+        impl, gm = _traced(op, args)
+        assert impl.provider == vp.PROVIDER
+        with fastpath_lib.record_routes() as routes:
+            got = gm(*_copy(args))
+    assert recorder == [name] and routes == {}
+    _assert_close(op, got if what != "x_residual is x" else got[0], want if what != "x_residual is x" else want[0])
+
+
+@pytest.mark.parametrize("name", ["rms_norm", "fused_add_rms_norm"])
+def test_an_eligible_call_still_runs_the_kits_kernel_eager_and_traced(ir, recorder, name):
+    op = _ops(ir)[name]
+    args = _args(op, name, "eligible")
+    with op.set_priority([vp.PROVIDER, NEXT]):
+        assert op.dispatch(*args).provider == vp.PROVIDER
+        impl, gm = _traced(op, args)
+        with fastpath_lib.record_routes() as routes:
+            _call(op, name, _copy(args))
+            gm(*_copy(args))
+    assert impl.provider == vp.PROVIDER and routes == {"triton": 2} and recorder == []
+
+
+@pytest.mark.parametrize("name", ["rms_norm", "fused_add_rms_norm"])
+def test_with_only_native_behind_the_kit_native_runs_bit_for_bit(ir, name):
+    """The priority ``[kit, native]`` (vLLM's under Inductor, with the kit first): a misaligned call runs vLLM's
+    native, eager and in a traced graph, whose bits differ from ``F.rms_norm``'s (which rounds once) in bf16 with a
+    weight; the fused op's in-place form gets native's functional results copied in."""
+    op = _ops(ir)[name]
+    args = _args(op, name, "misaligned")
+    want = op.impls["native"].impl_fn(*_copy(args))
+    if name == "rms_norm":
+        assert not torch.equal(want, torch.nn.functional.rms_norm(args[0], (64,), args[1], args[2]))
+    with op.set_priority([vp.PROVIDER, "native"]):
+        assert op.dispatch(*args).provider == "native"
+        impl, gm = _traced(op, args)
+        with fastpath_lib.record_routes() as routes:
+            eager = _call(op, name, _copy(args))
+            traced = gm(*_copy(args))
+    assert impl.provider == vp.PROVIDER and routes == {}
+    for got in (eager, traced):
+        for g, w in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
+            assert torch.equal(g, w)
+
+
+def test_next_provider_is_native_where_the_priority_does_not_name_the_kit(ir):
+    op = ir.ops.rms_norm
+    args = op.generate_inputs(num_tokens=16, hidden_size=64, dtype=torch.float32)
+    assert vp.next_provider("rms_norm", args) is op.impls["native"]  # no priority: a direct call
+    with op.set_priority(["native"]):
+        assert vp.next_provider("rms_norm", args) is op.impls["native"]
 
 
 @pytest.mark.parametrize("name", ["rms_norm", "fused_add_rms_norm"])
