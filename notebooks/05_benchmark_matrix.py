@@ -478,7 +478,10 @@ None if why else compiled.facts_table(compiled.facts(specs))
 # graphs hold the patch's kernel. The kit's plugin declines a symbolic token count (vLLM's lowering under Inductor),
 # so under Inductor, vLLM's default, native keeps every batch, captured or not. The kit's own op is where the
 # `cuda_graph_capture` condition applies: it sends every call made during a capture to the fallback, until a GPU run
-# records a passing capture test for that architecture (lesson 06, section 8). The host cost still matters for
+# records a passing capture test for that architecture (lesson 06, section 8). The plugin applies the same condition
+# but hands a refused call to the next provider of vLLM's priority (vLLM's C kernel without Inductor), so its graphs
+# hold what they hold without the kit; the one exception, a graph traced for one size under Inductor, runs native's
+# eager function there (lesson 06, section 8). The host cost still matters for
 # eager callers, and a port's claim must say which of its batches are captured and which kernel runs in them.
 # </details>
 

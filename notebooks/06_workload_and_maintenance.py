@@ -340,10 +340,14 @@ print("  declared boundary points:", {b.label: "eligible" if b.holds else "fallb
 # The condition belongs to the kit's op. The kit's two vLLM routes (lesson 09) decide otherwise. The patch registers
 # providers that refuse neither a capture nor any token count: where the priority puts them first, the graphs hold
 # the patch's kernel. The plugin's providers decline a symbolic token count (vLLM's lowering under Inductor), so
-# under Inductor, vLLM's default, native keeps every batch, captured or not; where sizes are known, the plugin's op
-# applies the condition above and falls back to vLLM's native function. For the request of section 1, with vLLM
-# 0.33's default largest capture size (512 tokens, 1024 on data-center Blackwell GPUs, lower when `max_num_seqs` is
-# small; read your own configuration):
+# under Inductor, vLLM's default, native keeps every batch, captured or not. Where sizes are known, the plugin's
+# providers apply the condition above when vLLM dispatches a call, and a call they refuse runs the next provider of
+# vLLM's priority, what vLLM runs without the kit (its C kernel without Inductor), never an eager composite in its
+# place. Only in a graph that vLLM's lowering pass traced for one size, where the provider was fixed at trace
+# time, does the kit's op refuse at run time; it then runs that next provider's function itself, which under
+# Inductor is native's eager function (several kernels), not the code Inductor would have generated for it. For the
+# request of section 1, with vLLM 0.33's default largest capture size (512 tokens, 1024 on data-center Blackwell
+# GPUs, lower when `max_num_seqs` is small; read your own configuration):
 
 # %%
 CAPTURE_SIZE = 512  # tokens: the largest batch vLLM captures by default; yours is in cudagraph_capture_sizes
