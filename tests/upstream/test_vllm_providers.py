@@ -438,3 +438,12 @@ def test_a_dynamic_token_count_compiles_once_and_keeps_native(ir, name):
             assert routes == {}, tokens
             _assert_close(op, got, op.impls["native"].impl_fn(*_clone(args)))
     assert counter.frame_count == 1
+
+
+@pytest.mark.parametrize("what", ["eligible", "misaligned"])
+def test_the_plugins_ops_pass_opcheck_on_both_routes(ir, what):
+    """Schema and fake implementation agree with what each op does, the kernel's route and the next provider's."""
+    for name, op in (("rms_norm", torch.ops.fastpath_vllm.rms_norm), ("fused_add_rms_norm",
+                                                                      torch.ops.fastpath_vllm.fused_add_rms_norm_)):
+        args = _args(_ops(ir)[name], name, what)
+        torch.library.opcheck(op.default, args, test_utils=("test_schema", "test_faketensor"))
