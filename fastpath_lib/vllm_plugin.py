@@ -135,16 +135,19 @@ _REAL = (torch.Tensor, torch.nn.Parameter)
 
 def _real(*ts: Tensor | None) -> bool:
     """Whether the tensors are real ones, whose data pointers are addresses: an eager call. A FakeTensor (vLLM's
-    lowering pass traces with them) reports a data pointer of 0 and knows of no capture: unknown, left to the op."""
-    return all(t is None or (type(t) in _REAL and not t.is_meta) for t in ts)
+    lowering pass traces with them) reports a data pointer of 0 and knows of no capture: unknown, left to the op.
+    (A meta tensor's pointer is its byte offset, a real alignment; the static conditions refuse a meta ``x``.)"""
+    return all(t is None or type(t) in _REAL for t in ts)
 
 
 def _capture_refused(x: Tensor) -> bool:
     """Under Triton's interpreter the CPU stands in for the CUDA device (as in :func:`why_unsupported`): a CPU call
     made while the current CUDA stream captures a graph is refused, as the kit's predicate refuses a captured CUDA
-    call until the capture test passes for the device (:mod:`fastpath_lib.rmsnorm.capture`; the CPU has none). On
-    CUDA the kit's ``runtime_eligible`` decides; this is ``False`` there."""
-    return x.is_cpu and runtime.interpreter_enabled() and capture.capturing(torch.device("cuda"))
+    call until the capture test passes for the device (:mod:`fastpath_lib.rmsnorm.capture`; the CPU has none). No
+    capture without a CUDA context, so the capture query waits for one (on a CPU-only torch it raises, at a cost).
+    On CUDA the kit's ``runtime_eligible`` decides; this is ``False`` there."""
+    return (x.is_cpu and runtime.interpreter_enabled() and torch.cuda.is_initialized()
+            and capture.capturing(torch.device("cuda")))
 
 
 def _rms_runs_now(x: Tensor, weight: Tensor | None) -> bool:

@@ -335,6 +335,12 @@ def _call(op, name, args):
     return op.maybe_inplace(*args) if name == "fused_add_rms_norm" else op(*args)
 
 
+def _capturing(monkeypatch):
+    """A CUDA graph capture on the current stream, simulated: a CUDA context, and the stream says it captures."""
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
+
+
 CASES = [("rms_norm", "misaligned"), ("rms_norm", "captured"), ("fused_add_rms_norm", "misaligned"),
          ("fused_add_rms_norm", "captured"), ("fused_add_rms_norm", "x_residual is x")]
 
@@ -351,7 +357,7 @@ def test_an_eager_call_the_kernel_cannot_take_goes_to_the_next_provider_by_vllms
     with op.set_priority([vp.PROVIDER, NEXT]):
         assert op.dispatch(*args).provider == vp.PROVIDER or what != "captured"  # not capturing yet
         if what == "captured":
-            monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
+            _capturing(monkeypatch)
         assert op.dispatch(*args).provider == NEXT
         with fastpath_lib.record_routes() as routes:
             got = _call(op, name, args)
@@ -369,7 +375,7 @@ def test_in_a_traced_graph_the_kits_op_runs_the_next_provider_when_run_time_refu
     want = op.impls["native"].impl_fn(*_copy(args))
     with op.set_priority([vp.PROVIDER, NEXT]):
         if what == "captured":
-            monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
+            _capturing(monkeypatch)
         impl, gm = _traced(op, args)
         assert impl.provider == vp.PROVIDER
         with fastpath_lib.record_routes() as routes:
