@@ -137,7 +137,7 @@ def _real(*ts: Tensor | None) -> bool:
     """Whether the tensors are real ones, whose data pointers are addresses: an eager call. A FakeTensor (vLLM's
     lowering pass traces with them) reports a data pointer of 0 and knows of no capture: unknown, left to the op.
     (A meta tensor's pointer is its byte offset, a real alignment; the static conditions refuse a meta ``x``.)"""
-    return all(t is None or type(t) in _REAL for t in ts)
+    return not torch.compiler.is_dynamo_compiling() and all(t is None or type(t) in _REAL for t in ts)
 
 
 def _capture_refused(x: Tensor) -> bool:
@@ -189,11 +189,16 @@ def next_provider(name: str, args: tuple):
     return op.impls["native"]
 
 
-@torch.library.custom_op("fastpath_vllm::rms_norm", mutates_args=())
-def _rms_norm_op(x: Tensor, weight: Tensor | None, epsilon: float) -> Tensor:
+def _rms_norm_now(x: Tensor, weight: Tensor | None, epsilon: float) -> Tensor:
+    """The kit's kernel where what only run time knows lets it run, else the priority's next provider."""
     if rms_op._now_eligible(x, [x.shape[-1]], weight, "custom_op") and not _capture_refused(x):
         return torch.ops.fastpath.rms_norm(x, [x.shape[-1]], weight, epsilon)
     return next_provider("rms_norm", (x, weight, epsilon)).impl_fn(x, weight, epsilon).contiguous()
+
+
+@torch.library.custom_op("fastpath_vllm::rms_norm", mutates_args=())
+def _rms_norm_op(x: Tensor, weight: Tensor | None, epsilon: float) -> Tensor:
+    return _rms_norm_now(x, weight, epsilon)
 
 
 @_rms_norm_op.register_fake
@@ -219,6 +224,8 @@ def rms_norm(x: Tensor, weight: Tensor | None, epsilon: float, variance_size: in
     importing it registers vLLM's own provider name, ``"triton"``. The fused provider's kernel rounds where native
     rounds."""
     assert variance_size is None
+    if _real(x, weight):  # an eager call: the op's decision without its dispatch layer (host time per call)
+        return _rms_norm_now(x, weight, epsilon)
     return torch.ops.fastpath_vllm.rms_norm(x, weight, epsilon)
 
 
@@ -231,8 +238,8 @@ def fused_add_rms_norm_supports_args(x: Tensor, x_residual: Tensor, weight: Tens
             and (not _real(x, x_residual, weight) or _fused_runs_now(x, x_residual, weight)))
 
 
-@torch.library.custom_op("fastpath_vllm::fused_add_rms_norm_", mutates_args=("x", "x_residual"))
-def _fused_op(x: Tensor, x_residual: Tensor, weight: Tensor | None, epsilon: float) -> None:
+def _fused_now(x: Tensor, x_residual: Tensor, weight: Tensor | None, epsilon: float) -> None:
+    """The kit's kernel where what only run time knows lets it run, else the priority's next provider, in place."""
     if fused_eligible(x, x_residual, weight, routing.state.forced, True) and _fused_runs_now(x, x_residual, weight):
         torch.ops.fastpath.fused_add_rms_norm_(x, x_residual, weight, epsilon)
         return
@@ -243,6 +250,11 @@ def _fused_op(x: Tensor, x_residual: Tensor, weight: Tensor | None, epsilon: flo
     out, residual = impl.impl_fn(x, x_residual, weight, epsilon)  # both computed before either is written
     x_residual.copy_(residual)
     x.copy_(out)
+
+
+@torch.library.custom_op("fastpath_vllm::fused_add_rms_norm_", mutates_args=("x", "x_residual"))
+def _fused_op(x: Tensor, x_residual: Tensor, weight: Tensor | None, epsilon: float) -> None:
+    _fused_now(x, x_residual, weight, epsilon)
 
 
 @_fused_op.register_fake
@@ -258,7 +270,10 @@ def fused_add_rms_norm(x: Tensor, x_residual: Tensor, weight: Tensor | None, eps
     functional one's results copied into ``x`` and ``x_residual``, as vLLM's ``vllm_c`` does on ROCm), as in
     :func:`rms_norm`; returns ``(x, x_residual)``."""
     assert variance_size is None
-    torch.ops.fastpath_vllm.fused_add_rms_norm_(x, x_residual, weight, epsilon)
+    if _real(x, x_residual, weight):  # an eager call: the op's decision without its dispatch layer (host time)
+        _fused_now(x, x_residual, weight, epsilon)
+    else:
+        torch.ops.fastpath_vllm.fused_add_rms_norm_(x, x_residual, weight, epsilon)
     return x, x_residual
 
 
