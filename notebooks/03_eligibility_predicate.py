@@ -179,7 +179,8 @@ with FakeTensorMode():
 #
 # Forward-mode AD (dual tensors), `torch.func` transforms (vmap, grad, vjp, jvp, jacrev, jacfwd, hessian), tensor
 # kinds other than plain strided tensors (nested, sparse) and channels-last inputs all take the fallback:
-# `F.rms_norm` already has exact tangents, batching rules, kernels for those kinds and keeps channels-last strides.
+# `F.rms_norm` already has exact tangents and batching rules, handles nested tensors and keeps channels-last strides;
+# on a sparse input it raises its own error, and so does the fallback.
 # A DTensor is different: the op's sharding rule runs the op on each rank's local shard, and the route is decided on
 # that shard (lesson 09).
 # One example of each (under `vmap`, `explain` runs inside the transform, on the per-sample view):
