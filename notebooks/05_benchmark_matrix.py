@@ -432,7 +432,7 @@ None if why else compiled.facts_table(compiled.facts(specs))
 # cases fall where the author predicted, and does the note say what each means for the region (a cost accepted
 # inside it, or a condition to add)? Are the wins near the
 # bandwidth ceiling (mechanism) or suspiciously above it (caching, a missing synchronisation)? Does the fallback
-# cost what the baseline costs (host family)? Only then: how large are the wins.
+# stay within the host target of the baseline (host family)? Only then: how large are the wins.
 #
 # ## Recap
 #

@@ -26,8 +26,8 @@ In words: the Triton kernels run when **all** of these hold, and ``torch.nn.func
 Two ways to evaluate the same rules, side by side in this module:
 
 * :func:`eligible` and :func:`runtime_eligible` are the dispatch's decision: booleans only, cheapest and most decisive
-  first, short-circuiting, with no strings, environment reads or allocations. Calls outside the region cost what
-  ``F.rms_norm`` costs. :func:`eligible` holds the conditions a tracer turns into guards, but leaves a size the
+  first, short-circuiting, with no strings, environment reads or allocations. A call outside the region costs
+  ``F.rms_norm`` plus these booleans. :func:`eligible` holds the conditions a tracer turns into guards, but leaves a size the
   tracer holds symbolically (``torch.export``'s dynamic dims, ``compile(dynamic=True)``) to the op's run time;
   :func:`runtime_eligible` the two only run time knows (data-pointer alignment, CUDA-graph capture).
 * :data:`PREDICATE` (through :func:`fastpath_lib.explain`) runs every named condition and says why each one fails.
