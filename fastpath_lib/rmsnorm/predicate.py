@@ -27,8 +27,8 @@ Two ways to evaluate the same rules, side by side in this module:
 
 * :func:`eligible` and :func:`runtime_eligible` are the dispatch's decision: booleans only, cheapest and most decisive
   first, short-circuiting, with no strings, environment reads or allocations. A call outside the region costs
-  ``F.rms_norm`` plus these booleans. :func:`eligible` holds the conditions a tracer turns into guards, but leaves a size the
-  tracer holds symbolically (``torch.export``'s dynamic dims, ``compile(dynamic=True)``) to the op's run time;
+  ``F.rms_norm`` plus these booleans. :func:`eligible` holds the conditions a tracer turns into guards, but leaves a
+  size the tracer holds symbolically (``torch.export``'s dynamic dims, ``compile(dynamic=True)``) to the op's run time;
   :func:`runtime_eligible` the two only run time knows (data-pointer alignment, CUDA-graph capture).
 * :data:`PREDICATE` (through :func:`fastpath_lib.explain`) runs every named condition and says why each one fails.
   A hypothesis test proves the two agree on every case it draws.
@@ -412,9 +412,9 @@ PREDICATE = Predicate("rmsnorm", [
                Boundary("under grad", {"transform": "Grad"}, False),
                Boundary("under jvp", {"transform": "Jvp"}, False))),
     Condition("tensor_kind", "input and weight are plain strided tensors (of a DTensor: its local shards)",
-              _check_kind, "tensor kind", "the kernels read plain strided memory: nested tensors and __torch_dispatch__ "
-              "subclasses get F.rms_norm's own handling, a sparse layout F.rms_norm's own error; the op's sharding "
-              "rule runs a DTensor's local shard on each rank",
+              _check_kind, "tensor kind", "the kernels read plain strided memory: nested tensors and "
+              "__torch_dispatch__ subclasses get F.rms_norm's own handling, a sparse layout F.rms_norm's own "
+              "error; the op's sharding rule runs a DTensor's local shard on each rank",
               (Boundary("plain tensor", {}, True),
                Boundary("jagged nested", {"kind": "NestedTensor (a tensor subclass)"}, False),
                Boundary("DTensor", {"kind": "DTensor (a tensor subclass)"}, False),
