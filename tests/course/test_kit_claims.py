@@ -392,22 +392,6 @@ def test_lesson_06s_saved_decode_times_agree_with_lesson_05s_host_table():
         assert 0.5 <= b / a <= 2.0, f"{name}: {a:.1f} us per call in lesson 05, {b:.1f} us in lesson 06"
 
 
-# --- docs/reference.md: the relative tolerance in units of the last place ----------------------------------------
-
-def test_the_relative_tolerance_is_one_unit_for_fp16_and_bf16_and_the_stated_count_for_fp32():
-    """reference.md: "The relative tolerance is one unit in the last place for fp16 and bf16 ...; for fp32 ... `2e-6`
-    is about 17 fp32 units"."""
-    from fastpath_lib.testing import TOLERANCES
-
-    text = " ".join((ROOT / "docs" / "reference.md").read_text().split())
-    said = re.search(r"for fp32 .*? `([\d.e-]+)` is about (\d+) fp32 units", text)
-    assert said, "reference.md no longer states fp32's tolerance in units"
-    for dtype in (torch.float16, torch.bfloat16):
-        assert TOLERANCES[dtype][1] == torch.finfo(dtype).eps, dtype
-    rtol = TOLERANCES[torch.float32][1]
-    assert float(said.group(1)) == rtol and round(rtol / torch.finfo(torch.float32).eps) == int(said.group(2))
-
-
 # --- docs/grading-sandbox.md: host accessors read a tensor past torch's dispatcher ---------------------------------
 
 def test_host_accessors_read_a_tensors_values_without_a_dispatched_op_that_reads_them():
