@@ -60,7 +60,7 @@ from fastpath_lib.fused.cases import FusedCaseSpec
 from fastpath_lib.rmsnorm.limits import default_eps
 from fastpath_lib.rmsnorm.predicate import limits_for
 
-ROWS = 2 * limits_for(DEVICE).min_rows  # eligible on every device
+ROWS = 2 * limits_for(DEVICE).min_rows  # past the row threshold on any device
 
 # %% [markdown]
 # ## The contract, written down

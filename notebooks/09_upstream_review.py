@@ -55,7 +55,7 @@ import torch.nn.functional as F
 from fastpath_lib.fused import reference
 from fastpath_lib.rmsnorm.predicate import limits_for
 
-ROWS = 2 * limits_for(DEVICE).min_rows  # eligible on every device
+ROWS = 2 * limits_for(DEVICE).min_rows  # past the row threshold on any device
 
 # %% [markdown]
 # ## A sharded contract: RMSNorm on DTensors
