@@ -199,7 +199,7 @@ for name in ("ci", "gpu-sweep"):
 # | | CI (`ci.yml`) | scheduled sweep (`gpu-sweep.yml`) |
 # |---|---|---|
 # | when | every push and pull request | weekly, or by hand |
-# | where | a CPU runner (Triton's interpreter), kernels also compiled ahead of time for sm_75 to sm_120 | a self-hosted GPU runner |
+# | where | a CPU runner (Triton's interpreter), kernels also compiled ahead of time for sm_75, sm_80, sm_86, sm_89, sm_90 and sm_120 | a self-hosted GPU runner |
 # | checks | the contract, the boundary tests on both routes, the predicate, the lessons and exercises (`test`); the evidence command's plan and CPU-testable parts under the GPU machine's package set and versions (the other two jobs) | speed: the matrix, the threshold sweep, host cost, workload, compile cost |
 # | fails on | any test | a step that fails; drift is reported (`compare` against the newest committed run) |
 # | output | pass / fail | a results folder to review and commit, and the threshold the sweep supports (`--check`) |
