@@ -153,8 +153,9 @@ dist.destroy_process_group()
 # default, `["vllm_c", "native"]` without Inductor). Under Inductor the IR op stays in the traced graph, where vLLM's
 # fusion passes (norm + quant, all-reduce + norm) match it, and a lowering pass then picks the provider. A project
 # outside vLLM adds a provider from a plugin that vLLM loads through the `vllm.general_plugins` entry point, in every
-# process it starts, possibly more than once: a plugin's register function must be idempotent, must never raise,
-# must not initialise CUDA, and must change nobody's vLLM unasked. (Read from the vLLM 0.33 wheel the kit pins. That
+# process it starts, possibly more than once across them (a flag makes a second call in the same process return at
+# once, and vLLM's docstring asks that plugins load many times without causing issues): a plugin's register function
+# must be idempotent, must never raise, must not initialise CUDA, and must change nobody's vLLM unasked. (Read from the vLLM 0.33 wheel the kit pins. That
 # release is removing the IR itself, providers included: section 1 reads its notice.)
 #
 # Whatever the layer, the kernel itself reaches a compiled graph only through a registered op: an opaque one with a
@@ -350,8 +351,11 @@ for what, feature in FEATURES.items():
 
 # %% [markdown]
 # The new file is longer by its second op: one kernel serves the norm and the fused residual add (a constexpr), with
-# a launcher and a provider each. Nothing in it is there for the interpreter: the CPU evidence runs the code a GPU
-# runs, and the harness that makes the CPU stand in for CUDA (`tests/vllm_stand_ins.py`) stays in the kit.
+# a launcher and a provider each. Nothing in it is there for the interpreter: the CPU evidence runs the same source a
+# GPU runs, and the harness that makes the CPU stand in for CUDA (`tests/vllm_stand_ins.py`) stays in the kit. That
+# harness does change one thing the source executes: inside Triton's interpreter it converts fp32 to bf16 as torch
+# does, where the interpreter truncates (upstream/README.md says why), so the bf16 stores checked on this CPU round
+# as a GPU's do rather than as the interpreter's.
 #
 # ### 3. Its linters, with its settings
 #
