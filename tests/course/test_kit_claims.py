@@ -326,7 +326,7 @@ def test_every_part_of_a_lesson_the_learner_text_names_is_in_that_lesson():
 # --- what CI runs: ci.yml's jobs, each named where the text says what ./kit test is -------------------------------
 
 def test_the_ci_jobs_the_text_names_are_ci_ymls_and_kit_test_is_its_test_job():
-    """README, docs/learners.md, docs/contributing.md and ``kit``: "`./kit test` ... CI's `test` job"; contributing
+    """docs/learners.md, docs/contributing.md and ``kit``: "`./kit test` ... CI's `test` job"; contributing
     names every other job of ci.yml, which `./kit test` does not run."""
     import sys
 
@@ -339,7 +339,7 @@ def test_the_ci_jobs_the_text_names_are_ci_ymls_and_kit_test_is_its_test_job():
     runs = {job: " ".join(s.get("run", "") for s in spec["steps"]) for job, spec in jobs.items()}
     texts = {str(p.relative_to(ROOT)): prose(p) for p in learner_files()} | {"kit": (ROOT / "kit").read_text()}
     named = {(f, j) for f, t in texts.items() for j in re.findall(r"CI's `?([\w-]+)`? job", t)}
-    assert {f for f, _ in named} >= {"README.md", "docs/learners.md", "docs/contributing.md", "kit"}, named
+    assert {f for f, _ in named} >= {"docs/learners.md", "docs/contributing.md", "kit"}, named  # README links there
     assert all(j in jobs for _, j in named), named
     kit_test = {j for t in texts.values() for j in re.findall(r"\./kit test\b[^\n]*?CI's `?([\w-]+)`? job", t)}
     assert kit_test == {"test"} and "./kit test" in runs["test"], kit_test
