@@ -113,9 +113,10 @@ print("Triton can run here:", runtime.interpreter_enabled() or runtime.cuda_avai
 # ```
 #
 # The kernels do compile for sm_75 (`tests/rmsnorm/test_compiled.py` compiles both ops' kernels for it, spill-free for
-# every specialization the launchers use). To run them on a T4, opt in for a block: `selftest.allow_sm75()` runs the self-test on the T4 first and then admits fp16
-# and fp32 (never bf16) inside its `with` block only. Those calls are outside Triton's support matrix and
-# unmeasured: no sweep set their row threshold. On any other GPU or machine the block changes nothing, as here:
+# every specialization the launchers use). To run them on a T4, opt in for a block: `selftest.allow_sm75()` runs the
+# self-test on the T4 first and then admits fp16 and fp32 (never bf16) inside its `with` block only. Those calls are
+# outside Triton's support matrix and unmeasured: no sweep set their row threshold. On any other GPU or machine the
+# block changes nothing, as here:
 
 # %% tags=["nbval-ignore-output"]
 from fastpath_lib import selftest
@@ -234,11 +235,12 @@ print("mismatch vs reference:", compare(y, reference_rms_norm(x, [64], w), x.dty
 # %% [markdown]
 # <details><summary>Answer guide</summary>
 #
-# The semantic claim: the interpreter runs the same kernels, so parity with the float64 reference and with
-# `F.rms_norm` is checked for real. Races are split: between programs, on global memory, the access watch
+# The semantic claim: the interpreter runs the same kernels, so parity with the float64 reference and with `F.rms_norm`
+# is checked for real. Races are split: between programs, on global memory, the access watch
 # (`traffic.watch(races=True)`) flags them on this CPU; between the threads of one program, a GPU is needed:
-# `compute-sanitizer --tool racecheck` for races in shared memory (lesson 02 lists each hazard with what checks it). The mechanism can be argued from bytes moved and from the code compiled for a GPU
-# target (lesson 02), but its GB/s and the performance claim need a GPU measurement.
+# `compute-sanitizer --tool racecheck` for races in shared memory (lesson 02 lists each hazard with what checks it). The
+# mechanism can be argued from bytes moved and from the code compiled for a GPU target (lesson 02), but its GB/s and the
+# performance claim need a GPU measurement.
 # </details>
 
 # %% [markdown]
