@@ -86,11 +86,10 @@ replayed
 # The decode rows' totals are one request's worth. What carries over to a GPU host is the decode row's extra per
 # call (`dispatched_us - baseline_us`, printed below): the dispatch's own Python, paid on every one of the 8320
 # decode calls (lesson 05, section 2, says why only the extra carries over). It is the quantity lesson 05's host table
-# measures for a 1x4096 decode call (fp16 there, bf16 here), so compare the two: each time here is the fastest of
-# fewer, longer blocks than the host table's, so a loaded machine raises both columns, and the extra with them, more
-# than it moves lesson 05's (`fastpath_lib.bench.hostmethod` says by how much blocks this long swing). So the
-# request's total is printed to two significant figures, as an order of magnitude; lesson 05's host table is the
-# figure that carries over.
+# measures for a 1x4096 decode call (fp16 there, bf16 here), by the same method: each time here is the fastest of as
+# many blocks as the host table's, each about as long as its block of decode calls (`fastpath_lib.bench.hostmethod`
+# says why short blocks), so compare the two. The request's total multiplies a difference of two such times by the
+# call count, so it is printed to two significant figures, as an order of magnitude.
 
 # %% tags=["nbval-ignore-output"]
 dec = replayed.set_index("phase").loc["decode"]
