@@ -112,10 +112,11 @@ print("Triton can run here:", runtime.interpreter_enabled() or runtime.cuda_avai
 # %pip install hypothesis ipywidgets pyyaml
 # ```
 #
-# The kernels do compile for sm_75 (`tests/rmsnorm/test_compiled.py` compiles both ops' kernels for it, spill-free). To run
-# them on a T4, opt in for a block: `selftest.allow_sm75()` runs the self-test on the T4 first and then admits fp16
-# and fp32 (never bf16) inside its `with` block only. Those calls are outside Triton's support matrix and
-# unmeasured: no sweep set their row threshold. On any other GPU or machine the block changes nothing, as here:
+# The kernels do compile for sm_75 (`tests/rmsnorm/test_compiled.py` compiles both ops' kernels for it, spill-free for
+# every specialization the launchers use). To run them on a T4, opt in for a block: `selftest.allow_sm75()` runs the
+# self-test on the T4 first and then admits fp16 and fp32 (never bf16) inside its `with` block only. Those calls are
+# outside Triton's support matrix and unmeasured: no sweep set their row threshold. On any other GPU or machine the
+# block changes nothing, as here:
 
 # %% tags=["nbval-ignore-output"]
 from fastpath_lib import selftest
@@ -150,7 +151,8 @@ print(result)
 #
 # `fastpath_lib.rms_norm` has the signature of `torch.nn.functional.rms_norm`. Whether a call takes the Triton
 # route depends on the predicate; one of its limits, the row threshold, depends on the device (8 rows under the
-# interpreter, a per-architecture value on CUDA). We take twice the threshold so the call is eligible anywhere.
+# interpreter, a per-architecture value on CUDA). We take twice the threshold so the call is past the row
+# threshold on any device (on a GPU the predicate refuses, such as a T4, it still falls back).
 
 # %% tags=["nbval-ignore-output"]
 from fastpath_lib.rmsnorm.predicate import limits_for
@@ -233,11 +235,12 @@ print("mismatch vs reference:", compare(y, reference_rms_norm(x, [64], w), x.dty
 # %% [markdown]
 # <details><summary>Answer guide</summary>
 #
-# The semantic claim: the interpreter runs the same kernels, so parity with the float64 reference and with
-# `F.rms_norm` is checked for real. Hazards only a GPU shows still need a GPU: `compute-sanitizer --tool racecheck`
-# for races in shared memory, a race-free design and the aliasing tests for global memory (lesson 02 lists each
-# hazard with what checks it). The mechanism can be argued from bytes moved and from the code compiled for a GPU
-# target (lesson 02), but its GB/s and the performance claim need a GPU measurement.
+# The semantic claim: the interpreter runs the same kernels, so parity with the float64 reference and with `F.rms_norm`
+# is checked for real. Races are split: between programs, on global memory, the access watch
+# (`traffic.watch(races=True)`) flags them on this CPU; between the threads of one program, a GPU is needed:
+# `compute-sanitizer --tool racecheck` for races in shared memory (lesson 02 lists each hazard with what checks it). The
+# mechanism can be argued from bytes moved and from the code compiled for a GPU target (lesson 02), but its GB/s and the
+# performance claim need a GPU measurement.
 # </details>
 
 # %% [markdown]

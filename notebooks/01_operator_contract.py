@@ -48,7 +48,7 @@ import torch.nn.functional as F
 from fastpath_lib.rmsnorm.predicate import limits_for
 from fastpath_lib.testing import compare, reference_grads, reference_rms_norm
 
-ROWS = 2 * limits_for(DEVICE).min_rows  # eligible on every device
+ROWS = 2 * limits_for(DEVICE).min_rows  # past the row threshold on any device
 
 # %% [markdown]
 # ## The semantic reference
@@ -343,7 +343,8 @@ print("vmap equals F.rms_norm's:", torch.equal(torch.func.vmap(ours)(xb), torch.
 # %% [markdown]
 # <details><summary>Answer guide</summary>
 #
-# Under CUDA autocast `rms_norm` runs in fp32 in the pinned torch, so its output dtype differs from the input's. The
+# Under CUDA autocast `rms_norm` runs in fp32 in the pinned torch, so for an fp16 or bf16 input its output dtype
+# differs from the input's. The
 # live check shows that CUDA's autocast has an `rms_norm` kernel; on a GPU its last lines print the fp32 outputs. A
 # custom op is opaque to autocast, so without a registered policy it would keep the input dtype and break parity with
 # `F.rms_norm`; with the same policy registered the kernel sees already-cast inputs.

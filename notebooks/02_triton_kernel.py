@@ -364,8 +364,8 @@ else:
 #
 # ## What the interpreter cannot show
 #
-# Everything in this lesson ran in Triton's CPU interpreter, which executes each program in turn as numpy array
-# operations. That checks the values, the masks and the bytes each launch touches. Five properties of a GPU kernel
+# On a CPU every kernel *launch* in this lesson ran in Triton's interpreter, which executes each program in turn as
+# numpy array operations (the compiled-code cells compile for a GPU target without launching anything). That checks the values, the masks and the bytes each launch touches. Five properties of a GPU kernel
 # are outside what such a run on real, small tensors shows by its values (two of them a watch or a launch built for
 # them can probe), and each has a tool that does:
 #

@@ -44,7 +44,6 @@ DEVICE = runtime.lesson_device()  # "cuda" on a GPU, else "cpu"; prints the mode
 _ = torch.manual_seed(0)
 
 import dataclasses
-import textwrap
 import warnings
 import pandas as pd
 import torch.nn.functional as F
@@ -160,9 +159,9 @@ tensor_df
 #   widths (too strict), and a kernel whose mask is wrong when `BLOCK_SIZE` (32) exceeds the width (8 idle lanes).
 
 # %%
-new_points = ["input_alignment[offset 8 bytes]",
+catching_points = ["input_alignment[offset 8 bytes]",
               "row_stride_alignment[cols=24 (not a power of two)]"]
-tensor_df[tensor_df["id"].isin(new_points)]
+tensor_df[tensor_df["id"].isin(catching_points)]
 
 # %% [markdown]
 # ## Tiny magnitudes: a numerical edge the declarations do not cover
@@ -337,50 +336,30 @@ print("output guard intact after a stray write:", output_guard_intact(buf, prist
 # PR, run the GPU tests under NVIDIA's compute-sanitizer, with PyTorch's caching allocator off
 # (`PYTORCH_NO_CUDA_MEMORY_CACHING=1`): the allocator carves many tensors out of one block, so an access past one
 # tensor's end lands in its neighbour, inside memory the sanitizer sees as allocated, and a reused block looks
-# initialised. With caching off every tensor is its own allocation:
+# initialised. With caching off every tensor is its own allocation. `tools/sanitize_boundaries.py` launches both
+# kernels at every generated boundary point and nothing else (the evidence command runs it under memcheck, time-boxed);
+# the GPU tests (`-m gpu`) cover more calls and take longer. Run the script on every kernel change, the tests before a
+# PR:
 #
 # ```bash
-# # out-of-bounds and misaligned accesses
-# PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool memcheck  python -m pytest tests -m gpu -x
+# # out-of-bounds and misaligned accesses: the boundary points, then the GPU tests
+# PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool memcheck python tools/sanitize_boundaries.py
+# PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool memcheck python -m pytest tests -m gpu -x
 # # shared-memory races
 # compute-sanitizer --tool racecheck python -m pytest tests -m gpu -x
 # # reads of uninitialised device memory
 # PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool initcheck python -m pytest tests -m gpu -x
 # ```
 #
-# The interpreter cannot stand in for these: it runs programs one after another, so races never happen, and its
-# numpy arrays do not model GPU memory.
+# The interpreter stands in for part of this only. It runs programs one after another, so two programs never
+# interleave, but the access watch records which program touches each byte and flags a global-memory race between
+# programs all the same (`traffic.watch(races=True)`; lesson 02's table of what the interpreter cannot show owns the
+# list). Races between the threads of one program, in shared memory, and memory the allocator hands out need the GPU
+# tools above: the interpreter's numpy arrays do not model GPU memory.
 #
-# ## A predeclared loss inside the eligible region
-#
-# Boundary tests check that the routes *agree* at the points they run; they say nothing about speed. The benchmark
-# matrix (lesson 05) was declared before any run, and one of its cases predicts a **loss** for a call the predicate
-# accepts: narrow rows. We evaluate the predicate on that shape as an sm_90 GPU would (the context trick above; no
-# kernel runs):
-
-# %%
-from fastpath_lib import bench
-
-narrow = next(c for c in bench.load_cases() if c.id == "narrow_65536x128_fp32")
-print(f"{narrow.id}: {narrow.shape[0]}x{narrow.shape[1]} {narrow.dtype}, "
-      f"expected {narrow.expected!r}")
-print(textwrap.fill("rationale: " + narrow.rationale, 110))
-x = torch.empty(narrow.shape, dtype=torch.float32)  # only explain() looks at it
-gpu = dataclasses.replace(make_call(x, [narrow.shape[1]]), device_type="cuda",
-                          interpret=False, capability=(9, 0),
-                          limits=limits_for("cuda", interpret=False, capability=(9, 0)))
-print("route on an sm_90 GPU:", PREDICATE.evaluate(gpu).route)
-print("GPU results committed:", bench.latest_gpu_results(root="../results") or "none")
-
-# %% [markdown]
-# So the region, as declared, contains a case its own author expected to be slower than `F.rms_norm`. If a GPU
-# confirms such a loss, the predicate is too wide for narrow rows, and there are two honest fixes: add a condition
-# (a minimum width, declared with its boundary points and set from a GPU sweep, like the row threshold), or change
-# the kernel so narrow rows cost less, and measure again. The kernel fills its lanes at this width: the
-# forward normalizes 8 rows of 128 columns per program, and lesson 02's compiled code shows 16-byte accesses there.
-# That is a compile-time fact, not a time: the prediction stays in the matrix until a GPU measurement confirms or
-# refutes it, and the PR note reports the case either way. The row threshold protects small *row counts*, never
-# narrow rows.
+# Boundary tests check that the routes *agree* at the points they run; they say nothing about speed. A case the
+# predicate accepts and the benchmark matrix predicts to lose (narrow rows) is [lesson 05](05_benchmark_matrix.ipynb)'s,
+# section 6, with what an honest author does about it.
 #
 # ## Recap
 #
@@ -391,7 +370,7 @@ print("GPU results committed:", bench.latest_gpu_results(root="../results") or "
 # - `opcheck`, `torch.compile(fullgraph=True)`, autocast and non-finite inputs are part of the contract; tiny and
 #   huge magnitudes are compared with `F.rms_norm` where fp32 itself loses digits.
 # - Guard bands catch out-of-bounds accesses next to a view on a CPU; compute-sanitizer is still needed on a GPU.
-# - A predicted loss inside the region is a question for the predicate (or the kernel), answered by a GPU sweep.
+# - Routes that agree say nothing about speed: a predicted loss inside the region is lesson 05's question.
 #
 # ## Knowledge check
 #
@@ -427,19 +406,6 @@ print("GPU results committed:", bench.latest_gpu_results(root="../results") or "
 # The outputs are about 1e-16, inside `compare`'s absolute tolerance (1e-5), so even an all-zero output would pass.
 # Check the relative error (or scale the comparison), and compare with `F.rms_norm` where fp32 itself loses digits
 # (subnormal squares, overflow), since parity with `F.rms_norm` is the contract.
-# </details>
-
-# %% [markdown]
-# **4. The matrix predicts a loss for 65536×128 fp32, and the predicate admits it. What do you do before merging?**
-
-# %% [markdown]
-# <details><summary>Answer guide</summary>
-#
-# Measure it on a GPU, with the rest of the matrix. If the loss is real, either narrow the predicate (a declared
-# minimum-width condition with boundary points, set from a sweep) or change the kernel so narrow rows cost less (it
-# already fills its lanes at this width: what is left is the fixed cost per row, lesson 05), and measure again;
-# either way the PR note reports the case. Merging a region that is known to contain a loss,
-# without saying so, is the regression the predicate exists to prevent.
 # </details>
 
 # %% [markdown]

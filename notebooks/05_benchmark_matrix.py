@@ -432,7 +432,7 @@ None if why else compiled.facts_table(compiled.facts(specs))
 # cases fall where the author predicted, and does the note say what each means for the region (a cost accepted
 # inside it, or a condition to add)? Are the wins near the
 # bandwidth ceiling (mechanism) or suspiciously above it (caching, a missing synchronisation)? Does the fallback
-# cost what the baseline costs (host family)? Only then: how large are the wins.
+# stay within the host target of the baseline (host family)? Only then: how large are the wins.
 #
 # ## Recap
 #
@@ -465,23 +465,18 @@ None if why else compiled.facts_table(compiled.facts(specs))
 # <details><summary>Answer guide</summary>
 #
 # In an eager decode loop (a plain PyTorch or `transformers` generate loop) at M=1 the host time *is* the time: the
-# GPU is expected to finish a one-row norm faster than the CPU can issue the next call (an expectation: no GPU time
-# is measured in this kit), so the CPU issuing the call is the bottleneck. Every extra microsecond of Python is paid 65 times per decoded token in
-# a 32-layer model (two norms per layer plus the final one), by users who never take the fast path. Hence booleans
+# GPU is expected to finish a one-row norm faster than the CPU can issue the next call (an expectation: the kit's
+# evidence command measures GPU time, and no GPU run is recorded yet), so the CPU issuing the call is the bottleneck.
+# Every extra microsecond of Python is paid 65 times per decoded token in a 32-layer model (two norms per layer plus the final one), by users who never take the fast path. Hence booleans
 # first, `F.rms_norm` called directly on failure, reasons only on request.
 #
 # vLLM does not decode eagerly: it captures the model's forward in CUDA graphs, for decode batches and, with
 # piecewise graphs, for every batch up to its capture size, and then *replays* the graph each step. A replay
 # launches the recorded kernels with no Python at all, so the dispatch's host cost is paid once per captured batch
-# size, at capture, not 65 times per token. What those graphs hold depends on the route (lesson 09). The kit's patch
-# registers providers that refuse neither a capture nor any token count, so where the priority puts them first the
-# graphs hold the patch's kernel. The kit's plugin declines a symbolic token count (vLLM's lowering under Inductor),
-# so under Inductor, vLLM's default, native keeps every batch, captured or not. The kit's own op is where the
-# `cuda_graph_capture` condition applies: it sends every call made during a capture to the fallback, until a GPU run
-# records a passing capture test for that architecture (lesson 06, section 8). The plugin applies the same condition
-# but hands a refused call to the next provider of vLLM's priority (vLLM's C kernel without Inductor), so its graphs
-# hold what they hold without the kit; the one exception, a graph traced for one size under Inductor, runs native's
-# eager function there (lesson 06, section 8). The host cost still matters for
+# size, at capture, not 65 times per token. What those graphs hold depends on the route: the
+# kit's patch, its plugin and its own op each decide differently under capture, and [lesson
+# 06](06_workload_and_maintenance.ipynb), section 8, says which kernel each puts in the graphs. The host cost still
+# matters for
 # eager callers, and a port's claim must say which of its batches are captured and which kernel runs in them.
 # </details>
 

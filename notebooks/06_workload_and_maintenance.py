@@ -86,16 +86,20 @@ replayed
 # The decode rows' totals are one request's worth. What carries over to a GPU host is the decode row's extra per
 # call (`dispatched_us - baseline_us`, printed below): the dispatch's own Python, paid on every one of the 8320
 # decode calls (lesson 05, section 2, says why only the extra carries over). It is the quantity lesson 05's host table
-# measures for a 1x4096 decode call (fp16 there, bf16 here), so compare the two: each time here is the fastest of fewer, longer blocks than
-# the host table's, so a loaded machine raises both columns, and the extra with them, more than it moves lesson 05's.
+# measures for a 1x4096 decode call (fp16 there, bf16 here), by the same method: each time here is the fastest of as
+# many blocks as the host table's, each about as long as its block of decode calls (`fastpath_lib.bench.hostmethod`
+# says why short blocks), so compare the two. The request's total multiplies a difference of two such times by the
+# call count, so it is printed to two significant figures, as an order of magnitude.
 
 # %% tags=["nbval-ignore-output"]
 dec = replayed.set_index("phase").loc["decode"]
 print(f"decode, per call: F.rms_norm {dec.baseline_us:.1f} us, dispatched {dec.dispatched_us:.1f} us, "
       f"the dispatch's extra {dec.dispatched_us - dec.baseline_us:.1f} us")
+def two_figures(v: float) -> str:
+    return f"{float(f'{v:.2g}'):g}"
 print(f"decode: {dec.calls} calls; "
-      f"dispatch adds {dec.dispatch_extra_total_us / 1e3:.2f} ms per request "
-      f"({dec.dispatch_extra_total_us / 128:.1f} us per generated token)")
+      f"dispatch adds about {two_figures(dec.dispatch_extra_total_us / 1e3)} ms per request "
+      f"(about {two_figures(dec.dispatch_extra_total_us / 128)} us per generated token)")
 pd.Series({k: round(v, 1) if isinstance(v, float) else v for k, v in tot.items()},
           name="totals over the measured rows").to_frame()
 
@@ -199,7 +203,7 @@ for name in ("ci", "gpu-sweep"):
 # | | CI (`ci.yml`) | scheduled sweep (`gpu-sweep.yml`) |
 # |---|---|---|
 # | when | every push and pull request | weekly, or by hand |
-# | where | a CPU runner (Triton's interpreter), kernels also compiled ahead of time for sm_75 to sm_120 | a self-hosted GPU runner |
+# | where | a CPU runner (Triton's interpreter), kernels also compiled ahead of time for sm_75, sm_80, sm_86, sm_89, sm_90 and sm_120 | a self-hosted GPU runner |
 # | checks | the contract, the boundary tests on both routes, the predicate, the lessons and exercises (`test`); the evidence command's plan and CPU-testable parts under the GPU machine's package set and versions (the other two jobs) | speed: the matrix, the threshold sweep, host cost, workload, compile cost |
 # | fails on | any test | a step that fails; drift is reported (`compare` against the newest committed run) |
 # | output | pass / fail | a results folder to review and commit, and the threshold the sweep supports (`--check`) |

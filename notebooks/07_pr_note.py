@@ -112,9 +112,8 @@ Markdown(note)
 # fit. The kit writes two forms: its own, and vLLM's PR template. Where a Triton kernel lands differs by ecosystem:
 # in vLLM, a provider of an IR op, in a file in `vllm/kernels/triton/`, that the platform's priority selects (vLLM's
 # form describes the patch in `upstream/`: the files it changes, when the new path runs, how to turn it on and off).
-# Lesson 09 reads the patch itself. PyTorch takes DSL kernels into its eager ops through `torch/_native`: an override
-# of an ATen op with a `cond` (the eligibility predicate) and an `impl` (the fast path), ATen the fallthrough. The
-# second cell below lists the override calls in the installed torch's sources (where a call passes a variable for the
+# Lesson 09 reads the patch itself. PyTorch takes DSL kernels into its eager ops through `torch/_native` (lesson 09
+# reads how). The second cell below lists the override calls in the installed torch's sources (where a call passes a variable for the
 # op or the key, the table shows the variable's name); the PyTorch note describes the kit's patch there alone, so it
 # is written with that patch (`upstream/pytorch_native_pr_note.md`), not from these results.
 

@@ -60,7 +60,7 @@ from fastpath_lib.fused.cases import FusedCaseSpec
 from fastpath_lib.rmsnorm.limits import default_eps
 from fastpath_lib.rmsnorm.predicate import limits_for
 
-ROWS = 2 * limits_for(DEVICE).min_rows  # eligible on every device
+ROWS = 2 * limits_for(DEVICE).min_rows  # past the row threshold on any device
 
 # %% [markdown]
 # ## The contract, written down
@@ -244,8 +244,10 @@ print("output equals eager:", torch.equal(got, eager),
 # pair (`h = x + residual`, then `F.rms_norm(h)`) can only see the rounded sum. Is that a difference anyone could
 # observe? Below, against the native function: a variant that normalizes `s` but takes the mean square of the
 # rounded residual (the plausible mistake of a kernel author), `F.rms_norm` of the fp32 sum, the eager pair, which
-# normalizes the rounded sum, and the rounding points of vLLM's own CUDA kernel (its `fused_add_rms_norm_kernel`
-# stores the sum in x's dtype and normalizes what it stored, then rounds as the native function does). The weight is
+# normalizes the rounded sum, and a model of the rounding points of vLLM's own CUDA kernel (the "vLLM kernel" column:
+# `vllm_kernel_points` stores the sum in x's dtype and normalizes what it stored, then rounds as the native function
+# does). The model is written from `fused_add_rms_norm_kernel` in `csrc/layernorm_kernels.cu` on vLLM's main branch;
+# the pinned 0.33.0 wheel ships no CUDA source, so nothing here reads or runs that kernel. The weight is
 # all ones, so the product with the weight rounds nothing; the rows are random bf16 and fp16, and a bf16 row built so
 # that every element's sum rounds the same way (`1 + 0.005` rounds up to the next bf16 value).
 

@@ -55,7 +55,7 @@ import torch.nn.functional as F
 from fastpath_lib.fused import reference
 from fastpath_lib.rmsnorm.predicate import limits_for
 
-ROWS = 2 * limits_for(DEVICE).min_rows  # eligible on every device
+ROWS = 2 * limits_for(DEVICE).min_rows  # past the row threshold on any device
 
 # %% [markdown]
 # ## A sharded contract: RMSNorm on DTensors
@@ -147,15 +147,16 @@ dist.destroy_process_group()
 #
 # vLLM's norm is a layer, `RMSNorm` in `vllm/model_executor/layers/layernorm.py`, whose forward calls vLLM's IR ops
 # `rms_norm` and `fused_add_rms_norm` (`vllm/ir/ops/layernorm.py`: the native function is the contract). Each op has
-# providers, registered with `register_impl(name, supported=..., supports_args=...)` (`vllm_c`, vLLM's C kernel;
-# `oink`; `aiter`; and in `vllm/kernels/triton/` Triton kernels such as `activation.py`'s), and a priority list
-# chooses among them: the platform's default (`["native"]` on CUDA when Inductor compiles the model, which is vLLM's
-# default, `["vllm_c", "native"]` without Inductor). Under Inductor the IR op stays in the traced graph, where vLLM's
-# fusion passes (norm + quant, all-reduce + norm) match it, and a lowering pass then picks the provider. A project
-# outside vLLM adds a provider from a plugin that vLLM loads through the `vllm.general_plugins` entry point, in every
-# process it starts, possibly more than once: a plugin's register function must be idempotent, must never raise,
-# must not initialise CUDA, and must change nobody's vLLM unasked. (Read from the vLLM 0.33 wheel the kit pins. That
-# release is removing the IR itself, providers included: section 1 reads its notice.)
+# providers, registered with `register_impl(name, supported=..., supports_args=...)` (`vllm_c`, vLLM's C kernel; `oink`;
+# `aiter`; and in `vllm/kernels/triton/` Triton kernels such as `activation.py`'s), and a priority list chooses among
+# them: the platform's default (`["native"]` on CUDA when Inductor compiles the model, which is vLLM's default,
+# `["vllm_c", "native"]` without Inductor). Under Inductor the IR op stays in the traced graph, where vLLM's fusion
+# passes (norm + quant, all-reduce + norm) match it, and a lowering pass then picks the provider. A project outside vLLM
+# adds a provider from a plugin that vLLM loads through the `vllm.general_plugins` entry point, once in every process it
+# starts (a flag makes a second call in the same process return at once; vLLM's docstring asks that plugins load many
+# times without causing issues): a plugin's register function must be idempotent, must never raise, must not initialise
+# CUDA, and must change nobody's vLLM unasked. (Read from the vLLM 0.33 wheel the kit pins. That release is removing the
+# IR itself, providers included: section 1 reads its notice.)
 #
 # Whatever the layer, the kernel itself reaches a compiled graph only through a registered op: an opaque one with a
 # fake implementation (`direct_register_custom_op(..., fake_impl=...)` in vLLM, `torch.library.custom_op` and
@@ -350,8 +351,11 @@ for what, feature in FEATURES.items():
 
 # %% [markdown]
 # The new file is longer by its second op: one kernel serves the norm and the fused residual add (a constexpr), with
-# a launcher and a provider each. Nothing in it is there for the interpreter: the CPU evidence runs the code a GPU
-# runs, and the harness that makes the CPU stand in for CUDA (`tests/vllm_stand_ins.py`) stays in the kit.
+# a launcher and a provider each. Nothing in it is there for the interpreter: the CPU evidence runs the same source a
+# GPU runs, and the harness that makes the CPU stand in for CUDA (`tests/vllm_stand_ins.py`) stays in the kit. That
+# harness does change one thing the source executes: inside Triton's interpreter it converts fp32 to bf16 as torch
+# does, where the interpreter truncates (upstream/README.md says why), so the bf16 stores checked on this CPU round
+# as a GPU's do rather than as the interpreter's.
 #
 # ### 3. Its linters, with its settings
 #

@@ -1,14 +1,14 @@
 """How the kit times host cost per call, in one place: interleaved fixed blocks, the minimum of each side.
 
 Host time per call swings from one moment to the next on a shared machine (other processes, caches, frequency). On a
-2-core machine the best of a few ``torch.utils.benchmark.Timer.blocked_autorange`` medians printed 1.14-1.38x for
-the same fallback call from one run to the next, while interleaved blocks gave 1.08x: a median over a few long runs
-swings with the machine, the fastest of many short blocks taken for both sides in the same minutes is the time each
-one needs when nothing interferes. Short is the point: with other processes keeping both cores busy (load 5 on 2
-cores), 40 blocks of 1000 or of 300 calls (15 or 4.5 ms at 15 us a call, as long as a scheduler's time slice) put the
-M=1 fallback's ratio anywhere between 0.55x and 2.06x over three runs each, while 200 blocks of 100 calls, 100 of 100
-or 100 of 50 read 1.064-1.075x on every run: a block that fits between two preemptions is one that nothing
-interfered with.
+2-core machine the best of a few ``torch.utils.benchmark.Timer.blocked_autorange`` medians reads 1.14-1.38x for the
+same fallback call from one run to the next, where interleaved blocks read 1.08x: a median over a few long runs swings
+with the machine, the fastest of many short blocks taken for both sides in the same minutes is the time each one needs
+when nothing interferes. Short is the point: with other processes keeping both cores busy (load 5 on 2 cores), 40
+blocks of 1000 or of 300 calls (15 or 4.5 ms at 15 us a call, as long as a scheduler's time slice) put the M=1
+fallback's ratio anywhere between 0.55x and 2.06x over three runs each, where 200 blocks of 100 calls, 100 of 100 or
+100 of 50 read 1.064-1.075x on every run: a block that fits between two preemptions is one that nothing interfered
+with.
 
 So every host-cost measurement of the kit (the host-overhead family of every op, :mod:`fastpath_lib.bench.ophost`;
 vLLM's dispatch, :mod:`fastpath_lib.bench.vllmhost`; the host-cost cells of lessons 03 and 05) takes its numbers from

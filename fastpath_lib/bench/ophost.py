@@ -1,10 +1,11 @@
 """The host-overhead family of any registered operator: what its dispatch costs per call.
 
-Outside its region the public op must cost what its baseline costs: on a GPU a decode step's norm runs in a few
-microseconds, so tens of microseconds of Python dispatch per call would be the very regression the predicate exists
-to prevent. :func:`measure_host_op` times, for an :class:`~fastpath_lib.opspec.OpSpec`, each of its host cases
-(:func:`host_cases`: the spec's ``host_cases``, else its predeclared cases expected to fall back at a decode size, at
-most :data:`MAX_HOST_ROWS` rows, each built as the matrix declares it: shape, dtype, layout, pad and offset):
+Outside its region the public op must cost little more than its baseline (at most :data:`TARGET_RATIO` times its host
+time): on a GPU a decode step's norm runs in a few microseconds, so tens of microseconds of Python dispatch per call
+would be the very regression the predicate exists to prevent. :func:`measure_host_op` times, for an
+:class:`~fastpath_lib.opspec.OpSpec`, each of its host cases (:func:`host_cases`: the spec's ``host_cases``, else
+its predeclared cases expected to fall back at a decode size, at most :data:`MAX_HOST_ROWS` rows, each built as
+the matrix declares it: shape, dtype, layout, pad and offset):
 
 * a fallback call: the public function against the spec's first baseline, and each of the spec's ``host_forms``
   (e.g. an in-place form against the in-place composite); the ratio is held to :data:`TARGET_RATIO`. An in-place pair

@@ -14,7 +14,10 @@ The totals are sums of the rows they summarize (``calls x time per call``), so t
 part can exceed the whole. On a CPU, rows whose route is the Triton kernel run in the interpreter and are *not
 measured* (their times would say nothing about a GPU); rows on the fallback route are timed for real: that time is
 the baseline on the CPU plus the dispatch's host cost, and the dispatch's extra is what the same Python costs on a
-GPU host. Times in microseconds.
+GPU host. Each row is timed by the kit's host method (:mod:`fastpath_lib.bench.hostmethod`): as many interleaved
+blocks as the host table's, each about as long as the host table's block of decode calls (:data:`HOST_CALL_S` per
+call), so a larger call gets fewer calls per block and no block outlasts a preemption-free slice. Times in
+microseconds.
 
 >>> [(c.phase, c.rows, c.count) for c in serving_trace(layers=2, prompt_tokens=16, decode_steps=4)]
 [('prefill', 16, 5), ('decode', 1, 20)]
@@ -30,7 +33,7 @@ import pandas as pd
 import torch
 
 from fastpath_lib import opspec, runtime
-from fastpath_lib.bench.hostmethod import fastest_blocks
+from fastpath_lib.bench.hostmethod import fastest_blocks, host_blocks
 from fastpath_lib.bench.schema import GPU_LABEL, NOT_GPU
 from fastpath_lib.bench.timing import gpu_measurement
 from fastpath_lib.cases import BuiltCase, CaseSpec
@@ -95,6 +98,10 @@ def call_args(spec: opspec.OpSpec, rows: int, cols: int, dtype: torch.dtype, dev
     return spec.args(BuiltCase(case, x, (cols,), w, x, w, x, w))
 
 
+#: About a decode fallback call's host time on a CPU: a row's blocks aim at the host table's calls per block times this.
+HOST_CALL_S = 15e-6
+
+
 def replay_trace(trace: list[TraceCall], *, spec: opspec.OpSpec | None = None, quick: bool = False,
                  rounds: int | None = None) -> pd.DataFrame:
     """Time each call of ``trace`` for ``spec``'s first baseline and its function and weight it by its count.
@@ -102,7 +109,7 @@ def replay_trace(trace: list[TraceCall], *, spec: opspec.OpSpec | None = None, q
     Args:
         trace: the calls (:func:`serving_trace`).
         spec: the operator (default: :func:`fastpath_lib.opspec.default`).
-        quick: fewer timing rounds.
+        quick: fewer timing rounds (the host method's quick blocks).
         rounds: override the blocks of :func:`~fastpath_lib.bench.hostmethod.fastest_blocks`.
 
     Returns:
@@ -121,7 +128,7 @@ def replay_trace(trace: list[TraceCall], *, spec: opspec.OpSpec | None = None, q
     base_name, base = spec.baseline
     gpu = gpu_measurement()
     dev = "cuda" if runtime.cuda_available() else "cpu"
-    rounds = rounds or (6 if quick else 20)
+    blocks, calls_per_block = host_blocks(quick, rounds)
     sync = torch.cuda.synchronize if dev == "cuda" else None
     rows = []
     for call in trace:
@@ -134,8 +141,8 @@ def replay_trace(trace: list[TraceCall], *, spec: opspec.OpSpec | None = None, q
         else:
             with torch.no_grad():
                 res = fastest_blocks({"baseline": lambda a=args: base(*a),
-                                      "dispatched": lambda a=args: spec.function(*a)}, blocks=rounds, number=None,
-                                     warmup=20, sync=sync, block_s=0.005 if quick else 0.02)
+                                      "dispatched": lambda a=args: spec.function(*a)}, blocks=blocks, number=None,
+                                     warmup=20, sync=sync, block_s=calls_per_block * HOST_CALL_S)
             b, d = res["baseline"]["best_us"], res["dispatched"]["best_us"]
             row.update(status="ok", baseline_us=b, dispatched_us=d, baseline_total_us=b * call.count,
                        dispatched_total_us=d * call.count, dispatch_extra_total_us=(d - b) * call.count)

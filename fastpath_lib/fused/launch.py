@@ -2,12 +2,12 @@
 forward's warps.
 
 The fused backward holds more per row than RMSNorm's (the sum ``x + r`` and the incoming residual gradient beside
-``dy``, the weight and its ``dw`` share), so RMSNorm's 32 warps from 8192 columns (at most 64 registers a thread)
-spilled it: 56 bytes at 8192 columns, fp16 and bf16, 4 rows per program, on sm_86 and sm_89 (Triton 3.8). With the
-forward's 16 warps (128 registers a thread) it compiles spill-free on every target from sm_75 to sm_120. Above 8192
-columns it spills at any warp count, so calls autograd records stop there
+``dy``, the weight and its ``dw`` share), so RMSNorm's 32 warps from 8192 columns (at most 64 registers a thread) spill
+it: 56 bytes at 8192 columns, fp16 and bf16, 4 rows per program, on sm_86 and sm_89 (Triton 3.8). With the forward's 16
+warps (128 registers a thread) it compiles spill-free on each of sm_75, sm_80, sm_86, sm_89, sm_90 and sm_120. Above
+8192 columns it spills at any warp count, so calls autograd records stop there
 (:data:`fastpath_lib.fused.predicate.BACKWARD_MAX_COLS`). Compile-time facts, from ``tests/rmsnorm/test_compiled.py``;
-no GPU timed the change. Imports neither Triton nor the kernels.
+no GPU has timed either setting. Imports neither Triton nor the kernels.
 
 >>> launch_settings(8192, "backward"), launch_settings(4096, "backward")
 ((8192, 16), (4096, 8))

@@ -16,10 +16,10 @@ architecture, dtype, width, rows, strides, alignment. What the fused op adds:
   test is on byte ranges of one storage, so interleaved but element-disjoint views (column halves of one buffer)
   count as overlapping: conservative, and correct. Rows of ``x`` or ``residual`` that share memory with each other
   (a row expanded with stride 0) count too: ``copy_`` refuses to write them, and so does the in-place form;
-* *backward_cols*: a call autograd records (grad mode on, an input requires grad) has at most
-  :data:`BACKWARD_MAX_COLS` columns: the backward kernel holds the row sum, the gradients and its ``dw`` share per
-  program, and at 16384 columns it spills registers on every target compiled for (sm_75 to sm_120, at 16 warps and
-  at 32, the most a program has); the forward does not, so calls without autograd keep the fast path to ``MAX_COLS``;
+* *backward_cols*: a call autograd records (grad mode on, an input requires grad) has at most :data:`BACKWARD_MAX_COLS`
+  columns: the backward kernel holds the row sum, the gradients and its ``dw`` share per program, and at 16384 columns
+  it spills registers on every target compiled for (sm_75, sm_80, sm_86, sm_89, sm_90, sm_120, at 16 warps and at 32,
+  the most a program has); the forward does not, so calls without autograd keep the fast path to ``MAX_COLS``;
 * *inplace_autograd*: the in-place form with an input that requires grad (grad mode on) takes the composite, which
   raises on a leaf that requires grad before it writes anything and records the in-place ops on views as PyTorch
   does; so does an in-place call on an inference tensor outside inference mode (the composite raises PyTorch's

@@ -22,9 +22,10 @@ Backward, with ``n = x * rstd`` and ``g = dy * w`` (all in fp32)::
 
 The backward reads each row twice: a first read for the two row sums (asking the cache to keep the row), a second one
 for ``dx`` and ``dw``, so that between rows only the ``dw`` accumulator stays in registers. Holding ``x``, ``dy``,
-``w`` and ``dw`` of a 16384-wide row at once, 16 warps needed more registers than a thread has and the compiled kernel
-spilled to local memory; with the second read and 32 warps for rows of 8192 columns and more, no specialization
-spills (:mod:`fastpath_lib.rmsnorm.compiled` reads these facts from the code compiled for sm_80 and sm_90).
+``w`` and ``dw`` of a 16384-wide row at once, 16 warps would need more registers than a thread has and the compiled
+kernel would spill to local memory; with the second read and 32 warps for rows of 8192 columns and more, no
+specialization spills (:mod:`fastpath_lib.rmsnorm.compiled` reads these facts from the code compiled for sm_80 and
+sm_90).
 
 Block size, warps and rows per program come from one rule, :mod:`fastpath_lib.rmsnorm.launch` (re-exported here).
 
@@ -212,7 +213,7 @@ def backward(dy2d: torch.Tensor, x2d: torch.Tensor, weight: torch.Tensor | None,
     n_rows, n_cols = x2d.shape
     dy2d = dy2d if dy2d.stride(-1) == 1 else dy2d.contiguous()
     dx = torch.empty((n_rows, n_cols), dtype=x2d.dtype, device=x2d.device) if dx_out is None else dx_out
-    # fp32 at 16384 columns: one row per program (backward_max_rows), since a loop carrying dw spilled registers on
+    # fp32 at 16384 columns: one row per program (backward_max_rows), since a loop carrying dw spills registers on
     # sm_86/sm_89/sm_120; the fp32 partial-dw scratch then has one row per input row
     rows_per_program, programs = backward_grid(n_rows, max_backward_programs(x2d),
                                                backward_max_rows(n_cols, x2d.element_size()))

@@ -10,33 +10,33 @@ compiled.facts_markdown())"``):
 
 * wider rows get more warps, so each thread holds at most 16 elements of a row (32 in the forward at 16384 columns);
 * the backward keeps a ``dw`` accumulator beside the row, and gets 32 warps from 8192 columns on: with 16 warps its
-  threads spilled to local memory (at 16384 columns they needed more than the 128 registers a thread of a 512-thread
-  program can have; at 8192, fp32 on sm_80, ptxas kept to 64 registers and spilled 16 bytes);
+  threads spill to local memory (at 16384 columns they need more than the 128 registers a thread of a 512-thread
+  program can have; at 8192, fp32 on sm_80, ptxas keeps to 64 registers and spills 16 bytes);
 * the backward's fp32 rows of the 16384 block (wider than 8192 columns) get one row per program
-  (:func:`backward_max_rows`): with 2 or 4 rows the loop carries ``dw`` and spilled 32 to 60 bytes on sm_86, sm_89
+  (:func:`backward_max_rows`): with 2 or 4 rows the loop carries ``dw`` and spills 32 to 60 bytes on sm_86, sm_89
   and sm_120; with one row no target spills. Its price is one fp32 partial-``dw`` row per input row (scratch as large
   as the input), not measured on a GPU;
 * the forward normalizes several narrow rows per program, so every thread holds at least 8 elements: a 16-byte
-  vector of fp16/bf16, two of fp32. One 128-column row per 4-warp program gave each thread one element, loaded and
-  stored with 2-byte scalar accesses;
+  vector of fp16/bf16, two of fp32. One 128-column row per 4-warp program would give each thread one element, loaded
+  and stored with 2-byte scalar accesses;
 * ``VEC`` (:func:`vector_elements`) tells the kernels that a launch is 16-byte aligned. Triton sees by itself that a
   pointer is 16-byte aligned, but of an integer argument it only knows whether it is a multiple of 16 *elements*, so
-  an eligible fp32 row of width 100 (400 bytes, every row on a 16-byte boundary) or an fp16 row of width 24 compiled
-  to scalar accesses. The launcher checks the alignment itself (tests also launch the kernels on misaligned layouts)
-  and passes ``VEC``; the kernels turn it into ``tl.multiple_of`` hints on the row strides and the width.
+  an eligible fp32 row of width 100 (400 bytes, every row on a 16-byte boundary) or an fp16 row of width 24 compiles
+  to scalar accesses without it. The launcher checks the alignment itself (tests also launch the kernels on misaligned
+  layouts) and passes ``VEC``; the kernels turn it into ``tl.multiple_of`` hints on the row strides and the width.
 
 The rule is spill-free with the Triton CI installs (3.8) on all six targets the compiled-code facts cover (sm_75,
 sm_80, sm_86, sm_89, sm_90, sm_120). Triton 3.6 (ptxas 12.8, the GPU machine's) spills 8 to 16 bytes in 4 of its
 specializations for sm_80 and sm_90 (forward bf16 at 8192 columns on sm_80; backward fp16/bf16 at 8192, 1 row per
-program, on sm_80; backward bf16 at 4096, 2 rows, on sm_90); the 24 to 88 bytes it spilled in fp32 at 16384 with 2 or
-4 rows went with the one-row limit (1 row: none, on 3.6 too). Other warp counts remove two of them (forward 8192 at 8
-or 32 warps, backward 4096 at 16) but not the others: the backward at 8192 with 16 warps spills elsewhere. Nor does a
-register budget: ``maxnreg`` set to the whole register file per program (255, 128, 64 registers at 8, 16, 32 warps)
-removes the three 32-register spills and the 4096-column one on 3.6, but raised the register count of 243 of the 592
-specializations the rule had then (fp32 at 16384 still with 2 and 4 rows; the 4096-column one from 64 to 113, halving
-the programs a multiprocessor holds), left fp32 at 16384 with 2 or more rows spilling, and made Triton 3.8 spill there
-too (an explicit ``.maxnreg 64`` is not the same as ptxas's own cap for 1024 threads). Those were compiled, not timed,
-so the rule stays as it is until a GPU run says otherwise; ``tests/rmsnorm/test_compiled.py`` lists them there.
+program, on sm_80; backward bf16 at 4096, 2 rows, on sm_90); fp32 at 16384 spills 24 to 88 bytes there with 2 or 4
+rows and none with the one-row limit. Other warp counts remove two of them (forward 8192 at 8 or 32 warps, backward
+4096 at 16) but not the others: the backward at 8192 with 16 warps spills elsewhere. Nor does a register budget:
+``maxnreg`` set to the whole register file per program (255, 128, 64 registers at 8, 16, 32 warps) removes the three
+32-register spills and the 4096-column one on 3.6, but raises the register count of many specializations (the
+4096-column one from 64 to 113, halving the programs a multiprocessor holds), leaves fp32 at 16384 with 2 or more rows
+spilling, and makes Triton 3.8 spill there too (an explicit ``.maxnreg 64`` is not the same as ptxas's own cap for 1024
+threads). These are compile-time facts, not times, so the rule stays as it is until a GPU run says otherwise;
+``tests/rmsnorm/test_compiled.py`` lists the 3.6 spills.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ def launch_settings(n_cols: int, kernel: str = "forward") -> tuple[int, int]:
     Args:
         n_cols: the row width (at most ``MAX_COLS``).
         kernel: ``"forward"`` or ``"backward"``. They differ at the widest rows only: the backward keeps a ``dw``
-            accumulator beside each row and gets 32 warps from 8192 columns on, where 16 warps spilled registers
+            accumulator beside each row and gets 32 warps from 8192 columns on, where 16 warps spill registers
             to local memory.
 
     Raises:
@@ -97,14 +97,14 @@ def backward_max_rows(n_cols: int, element_size: int) -> int | None:
     """The most rows one backward program may own at this width and element size, or ``None`` for no limit.
 
     fp32 rows of the widest block (16384 columns, 32 warps) get one row per program. With 2 or more rows the loop
-    carries the 16384-wide ``dw`` accumulator from row to row, and the compiled kernel spilled to local memory on
+    carries the 16384-wide ``dw`` accumulator from row to row, and the compiled kernel spills to local memory on
     three of the six targets the compiled-code facts cover (Triton 3.8: 32 bytes on sm_86 and sm_89 at 4 rows, 60 and
     52 bytes on sm_120 at 2 and 4 rows); one row per program (no loop) spills on none of sm_75, sm_80, sm_86, sm_89,
-    sm_90, sm_120. Kernel-source changes (a one-stage loop, no eviction hints, a reordered ``dx``) and 16 warps did
-    not remove those spills. The price: one fp32 partial-``dw`` row per input row, so the scratch the backward writes
+    sm_90, sm_120. Neither a one-stage loop, nor dropping the eviction hints, nor a reordered ``dx``, nor 16 warps
+    removes those spills. The price: one fp32 partial-``dw`` row per input row, so the scratch the backward writes
     and ``torch.sum`` reads back is as large as the fp32 input itself (``n_rows x 16384 x 4`` bytes) where other
     widths have at most ``4 * multiprocessors`` rows. Spills counted by compiling for the six targets; neither cost is
-    measured on a GPU. fp16/bf16 rows, and every narrower block, did not spill with 1, 2 or 4 rows: no limit there.
+    measured on a GPU. fp16/bf16 rows, and every narrower block, spill with none of 1, 2 or 4 rows: no limit there.
 
     >>> backward_max_rows(16384, 4), backward_max_rows(9000, 4), backward_max_rows(16384, 2), backward_max_rows(8192, 4)
     (1, 1, None, None)

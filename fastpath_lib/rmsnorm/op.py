@@ -1,8 +1,9 @@
 """The public RMSNorm operator: a front door that decides cheaply, and a ``torch.library.custom_op`` for compile.
 
 :func:`rms_norm` evaluates :func:`~fastpath_lib.rmsnorm.predicate.eligible` (booleans, cheapest and most decisive
-first) and calls ``torch.nn.functional.rms_norm`` directly when it fails: a call outside the region costs what the
-baseline costs, and the fallback is the reference itself (values, strides, errors, autograd, forward-mode AD,
+first) and calls ``torch.nn.functional.rms_norm`` directly when it fails: a call outside the region costs the
+baseline plus that decision (held to :data:`~fastpath_lib.bench.ophost.TARGET_RATIO` of the baseline's host time by
+the host family), and the fallback is the reference itself (values, strides, errors, autograd, forward-mode AD,
 ``torch.func`` transforms, subclasses). Reasons are computed only when asked (:func:`explain`,
 ``record_routes(reasons=True)``).
 

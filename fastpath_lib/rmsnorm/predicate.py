@@ -9,9 +9,10 @@ In words: the Triton kernels run when **all** of these hold, and ``torch.nn.func
   functional_call under grad) is running: ``F.rms_norm`` has its own rules for all of them, so those calls behave
   exactly as ``F.rms_norm``;
 * *tensor kind*: input and weight are plain strided tensors (``torch.Tensor`` or ``nn.Parameter``; the fake and
-  functional tensors that ``torch.compile`` and ``torch.export`` trace with count as plain): nested and sparse inputs
-  and ``__torch_dispatch__`` subclasses take the fallback, which they already support; a DTensor is decided on the
-  local shard that the op's sharding rule (:mod:`~fastpath_lib.rmsnorm.sharding`) hands each rank;
+  functional tensors that ``torch.compile`` and ``torch.export`` trace with count as plain): nested inputs and
+  ``__torch_dispatch__`` subclasses take the fallback, which handles them, and a sparse input takes it too and raises
+  ``F.rms_norm``'s own error; a DTensor is decided on the local shard that the op's sharding rule
+  (:mod:`~fastpath_lib.rmsnorm.sharding`) hands each rank;
 * *device*: the input is on CUDA, or on the CPU while Triton's interpreter is on (``use_interpreter()``);
 * *architecture*: on CUDA, compute capability 8.0 (Ampere) or newer; sm_75 fp16/fp32 inside ``allow_sm75()``;
 * *dtype*: input fp16, bf16 or fp32; weight absent or one of those three (the output is always the input's dtype);
@@ -25,9 +26,9 @@ In words: the Triton kernels run when **all** of these hold, and ``torch.nn.func
 Two ways to evaluate the same rules, side by side in this module:
 
 * :func:`eligible` and :func:`runtime_eligible` are the dispatch's decision: booleans only, cheapest and most decisive
-  first, short-circuiting, with no strings, environment reads or allocations. Calls outside the region cost what
-  ``F.rms_norm`` costs. :func:`eligible` holds the conditions a tracer turns into guards, but leaves a size the
-  tracer holds symbolically (``torch.export``'s dynamic dims, ``compile(dynamic=True)``) to the op's run time;
+  first, short-circuiting, with no strings, environment reads or allocations. A call outside the region costs
+  ``F.rms_norm`` plus these booleans. :func:`eligible` holds the conditions a tracer turns into guards, but leaves a
+  size the tracer holds symbolically (``torch.export``'s dynamic dims, ``compile(dynamic=True)``) to the op's run time;
   :func:`runtime_eligible` the two only run time knows (data-pointer alignment, CUDA-graph capture).
 * :data:`PREDICATE` (through :func:`fastpath_lib.explain`) runs every named condition and says why each one fails.
   A hypothesis test proves the two agree on every case it draws.
@@ -411,8 +412,9 @@ PREDICATE = Predicate("rmsnorm", [
                Boundary("under grad", {"transform": "Grad"}, False),
                Boundary("under jvp", {"transform": "Jvp"}, False))),
     Condition("tensor_kind", "input and weight are plain strided tensors (of a DTensor: its local shards)",
-              _check_kind, "tensor kind", "nested, sparse and __torch_dispatch__ subclasses have F.rms_norm support, "
-              "not kernels; the op's sharding rule runs a DTensor's local shard on each rank",
+              _check_kind, "tensor kind", "the kernels read plain strided memory: nested tensors and "
+              "__torch_dispatch__ subclasses get F.rms_norm's own handling, a sparse layout F.rms_norm's own "
+              "error; the op's sharding rule runs a DTensor's local shard on each rank",
               (Boundary("plain tensor", {}, True),
                Boundary("jagged nested", {"kind": "NestedTensor (a tensor subclass)"}, False),
                Boundary("DTensor", {"kind": "DTensor (a tensor subclass)"}, False),

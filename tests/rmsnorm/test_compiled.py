@@ -1,8 +1,8 @@
 """The kernels compiled for real GPUs on this machine: every RMSNorm specialization for sm_80 and sm_90, and both ops'
-kernels at a wide and a mid width for every target (sm_75 to sm_120). They compile, no eligible one spills on any
-target, the forward loads and stores 16 bytes at a time at every eligible width, and a misaligned launch does not (the
-alignment condition's evidence). What is compared is code, never the source
-paths the PTX names.
+kernels at a wide and a mid width for every target (sm_75, sm_80, sm_86, sm_89, sm_90, sm_120). They compile, no
+eligible one spills on any target, the forward loads and stores 16 bytes at a time at every eligible width, and a
+misaligned launch does not (the alignment condition's evidence). What is compared is code, never the source paths the
+PTX names.
 
 Compile-time facts from Triton's ahead-of-time compiler and ptxas; nothing here runs on or measures a GPU.
 
@@ -328,8 +328,9 @@ def test_no_eligible_specialization_spills(aligned_facts, request):
 
 
 def test_both_ops_compile_for_every_target_without_spills(aligned_facts, target_facts, request):
-    """Both ops' kernels, forward and backward, compile for every target (sm_75 to sm_120) at the widest eligible width
-    and a mid one (the fused backward's widest is BACKWARD_MAX_COLS), spill-free, the forwards with 16-byte accesses."""
+    """Both ops' kernels, forward and backward, compile for every target (``compiled.TARGETS``) at the widest eligible
+    width and a mid one (the fused backward's widest is BACKWARD_MAX_COLS), spill-free, the forwards with 16-byte
+    accesses."""
     for b in TARGET_BUILDS[len(TARGET_BUILDS) - len(FUSED_BUILDS):]:  # the fused launcher's own rule
         assert (b.block, b.warps) == fused_launch.launch_settings(b.block, b.kernel.split("_")[1]), b.label
     rows = target_facts + [r for r in aligned_facts if r["block"] in (MID, MAX_COLS) and r["weight"] != "none"]

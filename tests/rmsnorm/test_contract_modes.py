@@ -15,6 +15,7 @@ import torch.nn.functional as F
 import fastpath_lib
 from fastpath_lib.cases import CaseSpec
 from fastpath_lib.rmsnorm.op import _rms_norm_op
+from fastpath_lib.rmsnorm.predicate import PREDICATE
 from fastpath_lib.testing import compare, reference_rms_norm
 
 ours, ref = fastpath_lib.rms_norm, F.rms_norm
@@ -145,6 +146,8 @@ def test_sparse_input_raises_like_reference(device):
     with pytest.raises(type(want.value)):
         ours(x, [32])
     assert "tensor_kind" in fastpath_lib.explain(x, [32]).failed
+    why = next(c.why for c in PREDICATE.conditions if c.name == "tensor_kind")
+    assert "a sparse layout F.rms_norm's own error" in why, why  # the declared reason says what this test shows
 
 
 def test_dtensor_on_one_rank_gloo_group(tmp_path):
