@@ -1,0 +1,160 @@
+"""The grader's tamper evidence in the learner's kernel: what switches off or sidesteps the agent's call watch,
+recorded by an audit hook and sealed into every answer (:func:`_evidence`).
+
+This text runs in the learner's kernel after :mod:`~fastpath_lib.grading.engine.runner`'s, in the same namespace
+(:class:`fastpath_lib.grading.engine.remote.Session` executes the agent's texts in order), where the grader asks for
+it; like the agent, it imports nothing of the grader. The grader reads the record
+(:meth:`fastpath_lib.grading.engine.remote.Session.evidence`) and reports the parts it touches "tampered".
+"""
+# ruff: noqa: F821 - _WATCH_EVENTS and the agent's functions are runner.py's, defined in the same namespace
+
+import sys
+import types
+
+
+def _evidence(namespace):
+    """Install the tamper evidence: an audit hook (no code can remove one) that records what in the kernel switches
+    off or sidesteps the call watch (:func:`_watched`) or the agent, and seals the record into every answer.
+
+    It records, with the place in the notebook's code (the innermost frame outside the interpreter's and the
+    installed packages' files and the agent's code):
+
+    * ``sys.setprofile`` and ``sys.settrace`` (also raised from C: through ``map``, by ``ctypes``'s
+      ``PyEval_SetProfile``/``PyEval_SetTrace``, in any thread), made by any code but the watch's own (``_watched``'s
+      code object, by identity: a copy of its text is other code). No library's own call is excused: one that a
+      learner's code can call could switch the watch off for it (none that grading an honest notebook runs calls
+      them: torch only in its debugging tools, IPython in its debugger and profiling magics, dynamo not at all: it
+      replaces the frame evaluation function, which raises no event and leaves the profile function alone);
+    * ``ctypes`` events and walks of the garbage collector's objects whose caller (past ``ctypes``'s own frames) is
+      the notebook's code, as the agent's record is in the kernel's memory; a library's own use (triton loads its
+      driver through ``ctypes`` when imported) is excused, as the library's code chooses what it loads;
+    * a thread started while a call is watched (the watch sees the call that starts it; the new thread's calls are
+      unwatched), the watch run by other code than the agent, a new code, defaults or keyword defaults of the agent's
+      functions, and a name of the agent's namespace bound to another object than when it was installed;
+    * code that imitates the agent's own events (``fastpath.*``) from elsewhere.
+
+    The seal: the grader's key (:meth:`fastpath_lib.grading.engine.remote.Session.start`, before the learner's first
+    cell) stays in this hook's closure; each answer carries the record since the previous answer, its number and a
+    keyed hash (BLAKE2b) of both, the grader's number for the request and the answer. Code that answers for the agent
+    cannot seal, the record cannot be dropped from an answer, and an answer sealed for a request the grader did not
+    make leaves a gap in the numbers.
+
+    What it cannot see: Python code can read and write anything in its own process, so code that reaches this hook's
+    closure (a garbage collector walk or ``ctypes``, themselves recorded, refused outright where the exercise makes
+    operators absent, :mod:`~fastpath_lib.grading.engine.absent`) can empty the record before the next answer; code
+    in a file of an installed package's name (a file name is only a name) has its ``ctypes`` use excused (what ctypes
+    can do to the watch still raises the events above); a thread started before the call whose work the call waits
+    for, and reads of the agent's frames (``sys._getframe``, ``f_back``), are not recorded; nor is a change inside an
+    object the agent runs on outside its namespace (``torch.save``, the shell's kernel): those give the learner's code
+    a say in what an answer holds, never a seal of the grader's.
+    The hook calls no code the notebook can replace (the builtins and methods it uses are taken at installation) and
+    never raises, so no traceback exposes its frame.
+    """
+    import hashlib
+    import os
+    import sysconfig
+
+    getframe, blake, join, bjoin, startswith, same = sys._getframe, hashlib.blake2b, "".join, b"".join, \
+        str.startswith, str.__eq__
+    number, size, kind, ident, to_bytes = int.__repr__, len, type, id, int.to_bytes
+    function, missing = types.FunctionType, object()
+    roots = [sysconfig.get_path(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")]
+    library = tuple({os.path.join(p, "") for r in roots for p in (r, os.path.realpath(r))}) + ("<frozen ",)
+    ctypes_dir = tuple({os.path.join(p, "ctypes", "") for r in roots[:2] for p in (r, os.path.realpath(r))})
+    watch_events, heap_events = _WATCH_EVENTS, _HEAP_EVENTS
+    snapshot = dict(namespace)
+    names = {id(f): n for n, f in snapshot.items() if type(f) is function}
+    codes = {id(f.__code__): f.__code__ for f in snapshot.values() if type(f) is function}
+    watched, serve, answer = (snapshot[n].__code__ for n in ("_watched", "_serve", "_answer"))
+    state = {"key": None, "seq": 0, "depth": 0}
+    pending = []
+
+    def agent(code):
+        return codes.get(ident(code)) is code
+
+    def notebook(code):
+        name = code.co_filename
+        return not (agent(code) or startswith(name, library) or same(name, "<fastpath grader agent>"))
+
+    def where(frame):
+        while frame is not None and not notebook(frame.f_code):
+            frame = frame.f_back
+        if frame is None:
+            return "outside the notebook's code"
+        qual = frame.f_code.co_qualname
+        return join(["in a cell" if same(qual, "<module>") else join(["in ", qual]), " (line ",
+                     number(frame.f_lineno), ")"])
+
+    def note(text, frame, why=""):
+        entry = join(["W" if state["depth"] > 0 else "N", "your code ", text, " ", where(frame), why])
+        if entry not in pending and size(pending) < 64:
+            pending.append(entry)
+
+    def seal(frame, args):
+        if frame.f_code is not serve or frame.f_globals is not namespace or state["key"] is None or size(args) != 3 \
+                or kind(args[0]) is not bytes or kind(args[1]) is not bytes or kind(args[2]) is not list:
+            return note("imitates the grader's agent (fastpath.seal)", frame)
+        changed = [n for n, v in snapshot.items() if namespace.get(n, missing) is not v]
+        if changed:
+            note(join(["replaced the grader's agent's ", ", ".join(changed)]), frame)
+        state["seq"] += 1
+        record = "\n".join(pending).encode("utf-8", "replace")
+        del pending[:]
+        message = bjoin([to_bytes(state["seq"], 8, "big"), args[0], to_bytes(size(args[1]), 8, "big"), args[1],
+                         record])
+        args[2].append((state["seq"], record, blake(message, key=state["key"], digest_size=32).hexdigest()))
+
+    def hook(event, args):  # its caller's frame is the one that raised the event (react's getframe(2))
+        try:
+            react(event, args)
+        except BaseException:  # noqa: BLE001, S110 - an exception would carry this frame to the notebook
+            pass
+
+    def react(event, args):
+        if event in watch_events:
+            frame = getframe(2)
+            if frame.f_code is watched and state["depth"] == 1:
+                return  # the watch's own switch on and off
+            if same(event, "sys.setprofile"):
+                note("switched off the grader's call watch (sys.setprofile)", frame)
+            else:
+                note("installed a tracer (sys.settrace)", frame, ", whose code the grader's call watch does not see")
+        elif startswith(event, "ctypes."):
+            frame = getframe(2)
+            while frame is not None and startswith(frame.f_code.co_filename, ctypes_dir):
+                frame = frame.f_back
+            if frame is not None and notebook(frame.f_code):
+                note(join(["reached into the interpreter through ctypes (", event, ")"]), frame)
+        elif event in heap_events:
+            frame = getframe(2)
+            if notebook(frame.f_code):
+                note(join(["walked the garbage collector's objects (", event, ")"]), frame,
+                     ", where the grader's agent keeps its record")
+        elif same(event, "object.__setattr__"):
+            if size(args) > 1 and ident(args[0]) in names:
+                note(join(["replaced the ", args[1] if kind(args[1]) is str else "?", " of the grader's agent's ",
+                           names[ident(args[0])]]), getframe(2))
+        elif startswith(event, "fastpath."):
+            frame = getframe(2)
+            if same(event, "fastpath.seal"):
+                seal(frame, args)
+            elif frame.f_code is not watched and frame.f_code is not answer:
+                note(join(["imitates the grader's agent (", event, ")"]), frame)
+            elif same(event, "fastpath.key") and frame.f_code is answer and state["key"] is None \
+                    and kind(args[0]) is bytes:
+                state["key"] = args[0]
+            elif same(event, "fastpath.watch") and frame.f_code is watched:
+                state["depth"] += 1 if args[0] == 1 else -1
+                if state["depth"] > 1:
+                    note("ran the grader's call watch itself (_watched)", frame)
+            elif same(event, "fastpath.tamper") and frame.f_code is watched:
+                note(args[0], args[1], args[2])
+            else:
+                note(join(["imitates the grader's agent (", event, ")"]), frame)
+
+    sys.addaudithook(hook)
+
+
+
+if __name__ == "<fastpath grader agent>" and globals().get("_FASTPATH_TAMPER"):
+    _evidence(globals())
