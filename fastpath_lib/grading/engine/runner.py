@@ -303,12 +303,10 @@ def _watched(fn, args, kwargs, forbidden):
     files, given = (table(pairs) for pairs in (forbidden[0], forbidden[2]))
     names, seen, inside = set(forbidden[1]), [], [0]
 
-    threads = []
-
     def watch(frame, event, arg):
         if event == "c_call" and getattr(arg, "__name__", None) in ("start_new_thread", "start_joinable_thread") \
-                and getattr(arg, "__module__", None) == "_thread":
-            threads.append(frame)  # a new thread's calls are not watched (a profile function is the thread's own)
+                and getattr(arg, "__module__", None) == "_thread":  # a new thread's calls are unwatched: evidence
+            _audit("fastpath.tamper", "started a thread", frame, ", whose calls the grader's call watch does not see")
         if event in ("call", "return") and given[0] and holds(given, frame.f_code):
             inside[0] += 1 if event == "call" else -1  # what a handed-out helper calls is not the answer's
             return
@@ -336,8 +334,6 @@ def _watched(fn, args, kwargs, forbidden):
         out = fn(*args, **kwargs)
     finally:
         _setprofile(previous)
-        for frame in threads[:1]:
-            _audit("fastpath.tamper", "started a thread", frame, ", whose calls the grader's call watch does not see")
         _audit("fastpath.watch", -1)
     if seen:
         raise PermissionError(f"your code calls {seen[0]}: write it yourself")

@@ -66,8 +66,9 @@ def _evidence(namespace):
     names = {id(f): n for n, f in snapshot.items() if type(f) is function}
     codes = {id(f.__code__): f.__code__ for f in snapshot.values() if type(f) is function}
     watched, serve, answer = (snapshot[n].__code__ for n in ("_watched", "_serve", "_answer"))
+    watch = next(c for c in watched.co_consts if kind(c) is types.CodeType and c.co_name == "watch")
     state = {"key": None, "seq": 0, "depth": 0}
-    pending = []
+    pending, noted = [], {}
 
     def agent(code):
         return codes.get(ident(code)) is code
@@ -85,10 +86,12 @@ def _evidence(namespace):
         return join(["in a cell" if same(qual, "<module>") else join(["in ", qual]), " (line ",
                      number(frame.f_lineno), ")"])
 
-    def note(text, frame, why=""):
-        entry = join(["W" if state["depth"] > 0 else "N", "your code ", text, " ", where(frame), why])
-        if entry not in pending and size(pending) < 64:
-            pending.append(entry)
+    def note(text, frame=None, why=""):
+        place = "" if frame is None else join([" ", where(frame)])
+        first = join(["W" if state["depth"] > 0 else "N", "your code ", text, place.split(" (line")[0]])
+        if first not in noted and size(pending) < 64:  # once an answer per place (a function, a cell)
+            noted[first] = None
+            pending.append(join([first[:1], "your code ", text, place, why]))
 
     def seal(frame, args):
         if frame.f_code is not serve or frame.f_globals is not namespace or state["key"] is None or size(args) != 3 \
@@ -96,10 +99,11 @@ def _evidence(namespace):
             return note("imitates the grader's agent (fastpath.seal)", frame)
         changed = [n for n, v in snapshot.items() if namespace.get(n, missing) is not v]
         if changed:
-            note(join(["replaced the grader's agent's ", ", ".join(changed)]), frame)
+            note(join(["replaced the grader's agent's ", ", ".join(changed)]))
         state["seq"] += 1
         record = "\n".join(pending).encode("utf-8", "replace")
         del pending[:]
+        noted.clear()
         message = bjoin([to_bytes(state["seq"], 8, "big"), args[0], to_bytes(size(args[1]), 8, "big"), args[1],
                          record])
         args[2].append((state["seq"], record, blake(message, key=state["key"], digest_size=32).hexdigest()))
@@ -138,7 +142,7 @@ def _evidence(namespace):
             frame = getframe(2)
             if same(event, "fastpath.seal"):
                 seal(frame, args)
-            elif frame.f_code is not watched and frame.f_code is not answer:
+            elif frame.f_code is not watched and frame.f_code is not answer and frame.f_code is not watch:
                 note(join(["imitates the grader's agent (", event, ")"]), frame)
             elif same(event, "fastpath.key") and frame.f_code is answer and state["key"] is None \
                     and kind(args[0]) is bytes:
@@ -147,7 +151,7 @@ def _evidence(namespace):
                 state["depth"] += 1 if args[0] == 1 else -1
                 if state["depth"] > 1:
                     note("ran the grader's call watch itself (_watched)", frame)
-            elif same(event, "fastpath.tamper") and frame.f_code is watched:
+            elif same(event, "fastpath.tamper") and frame.f_code is watch:
                 note(args[0], args[1], args[2])
             else:
                 note(join(["imitates the grader's agent (", event, ")"]), frame)
