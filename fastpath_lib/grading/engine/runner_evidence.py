@@ -21,10 +21,11 @@ def _evidence(namespace):
 
     * ``sys.setprofile`` and ``sys.settrace`` (also raised from C: through ``map``, by ``ctypes``'s
       ``PyEval_SetProfile``/``PyEval_SetTrace``, in any thread), made by any code but the watch's own (``_watched``'s
-      code object, by identity: a copy of its text is other code). No library's own call is excused: one that a
-      learner's code can call could switch the watch off for it (none that grading an honest notebook runs calls
-      them: torch only in its debugging tools, IPython in its debugger and profiling magics, dynamo not at all: it
-      replaces the frame evaluation function, which raises no event and leaves the profile function alone);
+      code object, by identity, while it runs: a copy of its text is other code). No library's own call is excused:
+      one that a learner's code can call could switch the watch off for it (none that grading an honest notebook runs
+      calls them: torch only in its debugging tools, IPython in its debugger and profiling magics, dynamo not at all:
+      it replaces the frame evaluation function, which raises no event and leaves the profile function alone; Triton's
+      interpreter and ipykernel not at all);
     * ``ctypes`` events and walks of the garbage collector's objects whose caller (past ``ctypes``'s own frames) is
       the notebook's code, as the agent's record is in the kernel's memory; a library's own use (triton loads its
       driver through ``ctypes`` when imported) is excused, as the library's code chooses what it loads;
