@@ -270,7 +270,7 @@ ABSENT_ATTACK_NAMES = ("map", "partial", "setprofile", "thread", "subprocess", "
                        "reload", "table", "redispatch", "boxed", "module", "compile")
 
 
-#: The attacks graded without the kernel's tamper evidence, so that the defence each test below proves acts alone.
+#: The attacks graded without the kernel's tamper evidence, so that the defence each test below proves holds alone.
 TAMPER_EVIDENCE_OFF = ("watch off, kit reference", "absent operators", "absent softmax", "watch off, grader's classes",
                        "forged channel")
 
@@ -311,7 +311,8 @@ def graded(tmp_path_factory):
     out = {}
     for i, (name, (folder, ex, src, before)) in enumerate(cases.items()):
         (tmp / str(i)).mkdir()
-        # the kernel's tamper evidence would report these "tampered" first: each defence they prove holds alone
+        # these switch the watch off or answer for the agent: graded without the kernel's tamper evidence (which
+        # reports the absent operators' attacks "tampered" first), the defence each test proves is the one that acts
         # (test_grading_tamper.py shows the evidence reports each way of switching the watch off)
         alone = name in TAMPER_EVIDENCE_OFF
         out[name] = cli.grade_notebook(_notebook(tmp / str(i), folder, ex, src, before_check=before), timeout=180,
