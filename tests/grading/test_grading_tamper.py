@@ -230,6 +230,26 @@ def test_each_switch_off_is_recorded_with_its_place(agent):
     assert all(w.endswith("while check_x ran") for w in got), got
 
 
+def test_a_thread_started_before_the_call_that_works_for_it_is_recorded(agent):
+    import queue
+
+    jobs, done = queue.Queue(), queue.Queue()
+
+    def worker():
+        while (job := jobs.get()) is not None:
+            done.put(job())
+
+    t = threading.Thread(target=worker)
+    t.start()
+    try:
+        got = _reported(agent, lambda: (jobs.put(lambda: 1), done.get())[1])
+    finally:
+        jobs.put(None)
+        t.join()
+    assert [w.split(" (line")[0] for w in got] == ["your code runs a thread beside the grader's call in " +
+                                                   worker.__qualname__], got
+
+
 def test_a_switch_off_outside_a_watched_call_marks_the_notebook(agent):
     agent.session.evidence.clear()
     sys.setprofile(None)

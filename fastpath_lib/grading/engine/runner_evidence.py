@@ -30,8 +30,10 @@ def _evidence(namespace):
       the notebook's code, as the agent's record is in the kernel's memory; a library's own use (triton loads its
       driver through ``ctypes`` when imported) is excused, as the library's code chooses what it loads;
     * a thread started while a call is watched (the watch sees the call that starts it; the new thread's calls are
-      unwatched), the watch run by other code than the agent, a new code, defaults or keyword defaults of the agent's
-      functions, and a name of the agent's namespace bound to another object than when it was installed;
+      unwatched), and a thread whose stack holds the notebook's code when a watched call starts or ends (one started
+      earlier that the call hands its work to), the watch run by other code than the agent, a new code, defaults or
+      keyword defaults of the agent's functions, and a name of the agent's namespace bound to another object than when
+      it was installed;
     * code that imitates the agent's own events (``fastpath.*``) from elsewhere.
 
     The seal: the grader's key (:meth:`fastpath_lib.grading.engine.remote.Session.start`, before the learner's first
@@ -42,12 +44,14 @@ def _evidence(namespace):
 
     What it cannot see: Python code can read and write anything in its own process, so code that reaches this hook's
     closure (a garbage collector walk or ``ctypes``, themselves recorded, refused outright where the exercise makes
-    operators absent, :mod:`~fastpath_lib.grading.engine.absent`) can empty the record before the next answer; code
-    in a file of an installed package's name (a file name is only a name) has its ``ctypes`` use excused (what ctypes
-    can do to the watch still raises the events above); a thread started before the call whose work the call waits
-    for, and reads of the agent's frames (``sys._getframe``, ``f_back``), are not recorded; nor is a change inside an
-    object the agent runs on outside its namespace (``torch.save``, the shell's kernel): those give the learner's code
-    a say in what an answer holds, never a seal of the grader's.
+    operators absent, :mod:`~fastpath_lib.grading.engine.absent`) can empty the record before the next answer; code in a
+    file of an installed package's name (a file name is only a name) has its ``ctypes`` use excused (what ctypes can do
+    to the watch still raises the events above); a thread started before the call that shows none of the notebook's code
+    when the call starts and ends (an idle worker of a thread pool the notebook made, which the call hands work to), and
+    reads of the agent's frames (``sys._getframe``, ``f_back``: the learner's function can reach the watch's list of
+    the forbidden calls it saw, and empty it), are not recorded; nor is a change inside an object the agent runs on
+    outside its namespace (``torch.save``, the shell's kernel): those give the learner's code a say in what an answer
+    holds, never a seal of the grader's.
     The hook calls no code the notebook can replace (the builtins and methods it uses are taken at installation) and
     never raises, so no traceback exposes its frame.
     """
@@ -59,6 +63,7 @@ def _evidence(namespace):
         str.startswith, str.__eq__
     number, size, kind, ident, to_bytes = int.__repr__, len, type, id, int.to_bytes
     function, missing = types.FunctionType, object()
+    frames, thread = sys._current_frames, __import__("_thread").get_ident
     roots = [sysconfig.get_path(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")]
     library = tuple({os.path.join(p, "") for r in roots for p in (r, os.path.realpath(r))}) + ("<frozen ",)
     ctypes_dir = tuple({os.path.join(p, "ctypes", "") for r in roots[:2] for p in (r, os.path.realpath(r))})
@@ -70,6 +75,7 @@ def _evidence(namespace):
     watch = next(c for c in watched.co_consts if kind(c) is types.CodeType and c.co_name == "watch")
     state = {"key": None, "seq": 0, "depth": 0}
     pending, noted = [], {}
+    outside = "outside the notebook's code"
 
     def agent(code):
         return codes.get(ident(code)) is code
@@ -82,7 +88,7 @@ def _evidence(namespace):
         while frame is not None and not notebook(frame.f_code):
             frame = frame.f_back
         if frame is None:
-            return "outside the notebook's code"
+            return outside
         qual = frame.f_code.co_qualname
         return join(["in a cell" if same(qual, "<module>") else join(["in ", qual]), " (line ",
                      number(frame.f_lineno), ")"])
@@ -114,6 +120,13 @@ def _evidence(namespace):
             react(event, args)
         except BaseException:  # noqa: BLE001, S110 - an exception would carry this frame to the notebook
             pass
+
+    def beside():
+        """Each other thread whose stack holds the notebook's code, at a watched call's start and end."""
+        me = thread()
+        for other, top in frames().items():
+            if other != me and where(top) is not outside:
+                note("runs a thread beside the grader's call", top, ", whose calls the watch does not see")
 
     def react(event, args):
         if event in watch_events:
@@ -149,9 +162,13 @@ def _evidence(namespace):
                     and kind(args[0]) is bytes:
                 state["key"] = args[0]
             elif same(event, "fastpath.watch") and frame.f_code is watched:
-                state["depth"] += 1 if args[0] == 1 else -1
-                if state["depth"] > 1:
-                    note("ran the grader's call watch itself (_watched)", frame)
+                if args[0] == 1:
+                    state["depth"] += 1
+                    if state["depth"] > 1:
+                        note("ran the grader's call watch itself (_watched)", frame)
+                beside()
+                if args[0] != 1:
+                    state["depth"] -= 1
             elif same(event, "fastpath.tamper") and frame.f_code is watch:
                 note(args[0], args[1], args[2])
             else:
