@@ -307,3 +307,28 @@ def test_without_tamper_evidence_answers_are_read_as_they_came():
     session = remote.Session(None, 0.0, tamper_evidence=False)
     assert session._opened("abc", b"") == "abc" and session.evidence == []
     assert "'_FASTPATH_TAMPER': False" in session._install
+
+
+def _forbidden():
+    return 1
+
+
+def test_a_forbidden_call_is_sealed_even_where_the_watchs_list_is_emptied(agent):
+    code = _forbidden.__code__
+    targets = ([(code.co_filename, code.co_qualname)], [], [])
+
+    def hides():
+        _forbidden()
+        sys._getframe(1).f_locals["seen"].clear()  # the watch's own list, reached through the frames
+        return 2
+
+    session = agent.session
+
+    def execute(payload, on_op=None):  # the kernel: the call watched, its answer "returned 1", sealed
+        assert agent.ns["_watched"](hides, (), {}, targets) == 2
+        return session._opened(agent.ask(("get", "1"), deliver=False), bytes(range(16)))
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(session, "_execute", execute)
+        with pytest.raises(PermissionError, match=f"your code calls {_forbidden.__qualname__}: write it yourself"):
+            session.call(remote.Proxy(session, {"__fastpath_ref__": 1}, "hides"), (), {})

@@ -258,6 +258,7 @@ class Session:
         # of the last sealed answer, and what it reported: ``(check or None, what)``, ``None`` for the whole notebook
         self.tamper_evidence = tamper_evidence
         self._key, self._sealed, self.evidence = secrets.token_bytes(32), 0, []
+        self._forbidden: list[str] = []  # the forbidden calls the watch saw in the current request (sealed)
         self.check: str | None = None  # the check now running (:mod:`~fastpath_lib.grading.engine.cli` sets it)
         # installed once (:meth:`start`): the agent's texts in one namespace, bound to no name of the notebook's;
         # each request is then a short execute request that calls the agent's ``_serve`` kept on the shell
@@ -342,7 +343,10 @@ class Session:
                                f"answer(s) it sealed never reached the grader)")
         self._sealed = number
         for line in record.decode("utf-8", "replace").splitlines():
-            self._report(self.check if line[:1] == "W" else None, line[1:])
+            if line[:1] == "F":
+                self._forbidden.append(line[1:])
+            else:
+                self._report(self.check if line[:1] == "W" else None, line[1:])
         return data
 
     def _report(self, check, what: str) -> None:
@@ -461,6 +465,7 @@ class Session:
         request = ("call", fn, tuple(args), dict(kwargs)) + ((forbidden,) if forbidden else ())
         self.requests += 1
         packed = _SHARED["_pack"](request, self._ref_of, ())
+        self._forbidden = []
         found = self._execute(_dumps(packed))
         answer = self._read(found) if isinstance(found, str) else None
         if not isinstance(answer, dict):
@@ -468,6 +473,8 @@ class Session:
         if "error" in answer:
             err = list(answer["error"]) + ["", "", "", ""]
             raise _error(*(str(e) for e in err[:4]))
+        if self._forbidden:  # the watch saw one (sealed), though the answer says it returned
+            raise _error("PermissionError", f"your code calls {self._forbidden[0]}: write it yourself", "", "")
         mine = _tensors(args, kwargs)
         _copy_back(mine, self._unwrap(answer.get("args"), fn._root))
         ok = answer.get("ok")

@@ -303,6 +303,10 @@ def _watched(fn, args, kwargs, forbidden):
     files, given = (table(pairs) for pairs in (forbidden[0], forbidden[2]))
     names, seen, inside = set(forbidden[1]), [], [0]
 
+    def saw(what):  # the tamper evidence seals it too: emptying ``seen`` hides nothing from the grader
+        seen.append(what)
+        _audit("fastpath.forbidden", what)
+
     def watch(frame, event, arg):
         if event == "c_call" and getattr(arg, "__name__", None) in ("start_new_thread", "start_joinable_thread") \
                 and getattr(arg, "__module__", None) == "_thread":  # a new thread's calls are unwatched: evidence
@@ -316,16 +320,16 @@ def _watched(fn, args, kwargs, forbidden):
             owner, name = getattr(arg, "__self__", None), getattr(arg, "__name__", None)
             if name in names and (isinstance(owner, torch.Tensor) or str(getattr(arg, "__module__", "")).startswith(
                     "torch") or str(getattr(owner, "__name__", "")).startswith("torch")):
-                seen.append(f"torch {name}")
+                saw(f"torch {name}")
         elif event == "call":
             code = frame.f_code
             if holds(files, code):
-                seen.append(getattr(code, "co_qualname", code.co_name))
+                saw(getattr(code, "co_qualname", code.co_name))
             elif code.co_name == "__call__" and code.co_filename == torch._ops.__file__:
                 op = frame.f_locals.get("self")
                 name = getattr(op, "_opname", None) or str(getattr(op, "_qualified_op_name", "")).split("::")[-1]
                 if name in names:
-                    seen.append(f"torch.ops {name}")
+                    saw(f"torch.ops {name}")
 
     _audit("fastpath.watch", 1)  # the tamper evidence (:func:`_evidence`) knows a call is watched
     previous = _getprofile()

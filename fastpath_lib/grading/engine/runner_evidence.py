@@ -36,6 +36,10 @@ def _evidence(namespace):
       it was installed;
     * code that imitates the agent's own events (``fastpath.*``) from elsewhere.
 
+    It also seals the first forbidden call the watch sees in each watched call (an ``F`` line, not tampering): the
+    grader refuses that call's answer even where the learner's code emptied the watch's own list or rewrote the
+    agent's error answer.
+
     The seal: the grader's key (:meth:`fastpath_lib.grading.engine.remote.Session.start`, before the learner's first
     cell) stays in this hook's closure; each answer carries the record since the previous answer, its number and a
     keyed hash (BLAKE2b) of both, the grader's number for the request and the answer. Code that answers for the agent
@@ -48,10 +52,9 @@ def _evidence(namespace):
     file of an installed package's name (a file name is only a name) has its ``ctypes`` use excused (what ctypes can do
     to the watch still raises the events above); a thread started before the call that shows none of the notebook's code
     when the call starts and ends (an idle worker of a thread pool the notebook made, which the call hands work to), and
-    reads of the agent's frames (``sys._getframe``, ``f_back``: the learner's function can reach the watch's list of
-    the forbidden calls it saw, and empty it), are not recorded; nor is a change inside an object the agent runs on
-    outside its namespace (``torch.save``, the shell's kernel): those give the learner's code a say in what an answer
-    holds, never a seal of the grader's.
+    reads of the agent's frames (``sys._getframe``, ``f_back``) are not recorded; nor is a change inside an object the
+    agent runs on outside its namespace (``torch.save``, the shell's kernel): those give the learner's code a say in
+    what an answer holds, never a seal of the grader's.
     The hook calls no code the notebook can replace (the builtins and methods it uses are taken at installation) and
     never raises, so no traceback exposes its frame.
     """
@@ -72,7 +75,8 @@ def _evidence(namespace):
     names = {id(f): n for n, f in snapshot.items() if type(f) is function}
     codes = {id(f.__code__): f.__code__ for f in snapshot.values() if type(f) is function}
     watched, serve, answer = (snapshot[n].__code__ for n in ("_watched", "_serve", "_answer"))
-    watch = next(c for c in watched.co_consts if kind(c) is types.CodeType and c.co_name == "watch")
+    watch, saw = (next(c for c in watched.co_consts if kind(c) is types.CodeType and c.co_name == n)
+                  for n in ("watch", "saw"))
     state = {"key": None, "seq": 0, "depth": 0}
     pending, noted = [], {}
     outside = "outside the notebook's code"
@@ -156,6 +160,9 @@ def _evidence(namespace):
             frame = getframe(2)
             if same(event, "fastpath.seal"):
                 seal(frame, args)
+            elif same(event, "fastpath.forbidden") and frame.f_code is saw and state["depth"] > 0:
+                if size(pending) < 64 and kind(args[0]) is str:
+                    pending.append(join(["F", args[0]]))  # a call the watch saw: the grader refuses the answer
             elif frame.f_code is not watched and frame.f_code is not answer and frame.f_code is not watch:
                 note(join(["imitates the grader's agent (", event, ")"]), frame)
             elif same(event, "fastpath.key") and frame.f_code is answer and state["key"] is None \
