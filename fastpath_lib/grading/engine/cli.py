@@ -23,9 +23,9 @@ The verdict is computed in the grader's own process; the learner's kernel only p
    tests probe run here, reaching the tests as stubs whose every call the grader answers, in an order the kernel
    cannot predict (:mod:`fastpath_lib.grading.checks.ex09_contract`, :mod:`fastpath_lib.grading.checks.ex12_inplace`);
    exercise 04's cases run against the mutants here;
-4. source that replaces the kit's functions, registers IPython event hooks, touches ``sys.modules`` or shadows
-   builtins (:func:`fastpath_lib.grading.engine.notebook.static_evidence`) gets the notebook reported as tampered, with
-   no points for the affected parts.
+4. source that replaces the kit's functions or state (:func:`fastpath_lib.grading.engine.notebook.static_evidence`),
+   and what the kernel's tamper evidence records at run time (:mod:`~fastpath_lib.grading.engine.runner_evidence`),
+   get the notebook reported as tampered, with no points for the affected parts.
 
 What the verdict holds against, and what is out of scope: :data:`THREAT_MODEL` (``grade --help``). Where bubblewrap
 runs, the kernel runs in a sandbox (:mod:`fastpath_lib.grading.engine.sandbox`); the report says "unisolated" elsewhere.

@@ -19,13 +19,15 @@ def _evidence(namespace):
     It records, with the place in the notebook's code (the innermost frame outside the interpreter's and the
     installed packages' files and the agent's code):
 
-    * ``sys.setprofile`` and ``sys.settrace`` (also raised from C: through ``map``, by ``ctypes``'s
-      ``PyEval_SetProfile``/``PyEval_SetTrace``, in any thread), made by any code but the watch's own (``_watched``'s
-      code object, by identity, while it runs: a copy of its text is other code). No library's own call is excused:
-      one that a learner's code can call could switch the watch off for it (none that grading an honest notebook runs
-      calls them: torch only in its debugging tools, IPython in its debugger and profiling magics, dynamo not at all:
-      it replaces the frame evaluation function, which raises no event and leaves the profile function alone; Triton's
-      interpreter and ipykernel not at all);
+    * ``sys.setprofile`` and ``sys.settrace`` during a watched call (also raised from C: through ``map``, by
+      ``ctypes``'s ``PyEval_SetProfile``/``PyEval_SetTrace``, in any thread), and a tracer set outside one that is on
+      when a watched call starts (each call sets its watch anew, so a profile function set between calls, a profiler in
+      a scratch cell, does nothing to it; a tracer set before the agent, a coverage tool's, is not counted), made by any
+      code but the watch's own (``_watched``'s code object, by identity, while it runs: a copy of its text is other
+      code). No library's own call is excused: one that a learner's code can call could switch the watch off for it
+      (none that grading an honest notebook runs calls them: torch only in its debugging tools, IPython in its debugger
+      and profiling magics, dynamo not at all: it replaces the frame evaluation function, which raises no event and
+      leaves the profile function alone; Triton's interpreter and ipykernel not at all);
     * ``ctypes`` events and walks of the garbage collector's objects whose caller (past ``ctypes``'s own frames) is
       the notebook's code, as the agent's record is in the kernel's memory; a library's own use (triton loads its
       driver through ``ctypes`` when imported) is excused, as the library's code chooses what it loads;
@@ -66,7 +68,7 @@ def _evidence(namespace):
         str.startswith, str.__eq__
     number, size, kind, ident, to_bytes = int.__repr__, len, type, id, int.to_bytes
     function, missing = types.FunctionType, object()
-    frames, thread = sys._current_frames, __import__("_thread").get_ident
+    frames, thread, gettrace = sys._current_frames, __import__("_thread").get_ident, sys.gettrace
     roots = [sysconfig.get_path(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")]
     library = tuple({os.path.join(p, "") for r in roots for p in (r, os.path.realpath(r))}) + ("<frozen ",)
     ctypes_dir = tuple({os.path.join(p, "ctypes", "") for r in roots[:2] for p in (r, os.path.realpath(r))})
@@ -77,7 +79,7 @@ def _evidence(namespace):
     watched, serve, answer = (snapshot[n].__code__ for n in ("_watched", "_serve", "_answer"))
     watch, saw = (next(c for c in watched.co_consts if kind(c) is types.CodeType and c.co_name == n)
                   for n in ("watch", "saw"))
-    state = {"key": None, "seq": 0, "depth": 0}
+    state = {"key": None, "seq": 0, "depth": 0, "tracer": None}  # tracer: where one was set outside a watched call
     pending, noted = [], {}
     outside = "outside the notebook's code"
 
@@ -97,8 +99,8 @@ def _evidence(namespace):
         return join(["in a cell" if same(qual, "<module>") else join(["in ", qual]), " (line ",
                      number(frame.f_lineno), ")"])
 
-    def note(text, frame=None, why=""):
-        place = "" if frame is None else join([" ", where(frame)])
+    def note(text, frame=None, why="", at=None):
+        place = join([" ", at]) if at is not None else "" if frame is None else join([" ", where(frame)])
         first = join(["W" if state["depth"] > 0 else "N", "your code ", text, place.split(" (line")[0]])
         if first not in noted and size(pending) < 64:  # once an answer per place (a function, a cell)
             noted[first] = None
@@ -137,6 +139,10 @@ def _evidence(namespace):
             frame = getframe(2)
             if frame.f_code is watched and state["depth"] == 1:
                 return  # the watch's own switch on and off
+            if state["depth"] == 0:  # each watched call sets its watch anew: only a tracer left on matters
+                if same(event, "sys.settrace"):
+                    state["tracer"] = where(frame)
+                return
             if same(event, "sys.setprofile"):
                 note("switched off the grader's call watch (sys.setprofile)", frame)
             else:
@@ -173,6 +179,9 @@ def _evidence(namespace):
                     state["depth"] += 1
                     if state["depth"] > 1:
                         note("ran the grader's call watch itself (_watched)", frame)
+                    if state["tracer"] is not None and gettrace() is not None:
+                        note("installed a tracer (sys.settrace)", None, ", which is on when the grader's call starts: "
+                             "its code is not watched", state["tracer"])
                 beside()
                 if args[0] != 1:
                     state["depth"] -= 1
