@@ -193,6 +193,5 @@ def _evidence(namespace):
     sys.addaudithook(hook)
 
 
-
 if __name__ == "<fastpath grader agent>" and globals().get("_FASTPATH_TAMPER"):
     _evidence(globals())
