@@ -270,6 +270,11 @@ ABSENT_ATTACK_NAMES = ("map", "partial", "setprofile", "thread", "subprocess", "
                        "reload", "table", "redispatch", "boxed", "module", "compile")
 
 
+#: The attacks graded without the kernel's tamper evidence, so that the defence each test below proves holds alone.
+TAMPER_EVIDENCE_OFF = ("watch off, kit reference", "absent operators", "absent softmax", "watch off, grader's classes",
+                       "forged channel")
+
+
 def _notebook(tmp_path, folder: str, exercise: str, source: str, *, before_check: str | None = None) -> Path:
     (path,) = (ROOT / folder).glob(f"{exercise}_*.ipynb")
     nb = nbformat.read(path, as_version=4)
@@ -306,7 +311,12 @@ def graded(tmp_path_factory):
     out = {}
     for i, (name, (folder, ex, src, before)) in enumerate(cases.items()):
         (tmp / str(i)).mkdir()
-        out[name] = cli.grade_notebook(_notebook(tmp / str(i), folder, ex, src, before_check=before), timeout=180)
+        # these switch the watch off or answer for the agent: graded without the kernel's tamper evidence (which
+        # reports the absent operators' attacks "tampered" first), the defence each test proves is the one that acts
+        # (test_grading_tamper.py shows the evidence reports each way of switching the watch off)
+        alone = name in TAMPER_EVIDENCE_OFF
+        out[name] = cli.grade_notebook(_notebook(tmp / str(i), folder, ex, src, before_check=before), timeout=180,
+                                       tamper_evidence=not alone)
     out["marker"] = marker
     return out
 

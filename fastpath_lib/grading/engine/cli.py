@@ -23,9 +23,9 @@ The verdict is computed in the grader's own process; the learner's kernel only p
    tests probe run here, reaching the tests as stubs whose every call the grader answers, in an order the kernel
    cannot predict (:mod:`fastpath_lib.grading.checks.ex09_contract`, :mod:`fastpath_lib.grading.checks.ex12_inplace`);
    exercise 04's cases run against the mutants here;
-4. source that replaces the kit's functions, registers IPython event hooks, touches ``sys.modules`` or shadows
-   builtins (:func:`fastpath_lib.grading.engine.notebook.static_evidence`) gets the notebook reported as tampered, with
-   no points for the affected parts.
+4. source that replaces the kit's functions or state (:func:`fastpath_lib.grading.engine.notebook.static_evidence`),
+   and what the kernel's tamper evidence records at run time (:mod:`~fastpath_lib.grading.engine.runner_evidence`),
+   get the notebook reported as tampered, with no points for the affected parts.
 
 What the verdict holds against, and what is out of scope: :data:`THREAT_MODEL` (``grade --help``). Where bubblewrap
 runs, the kernel runs in a sandbox (:mod:`fastpath_lib.grading.engine.sandbox`); the report says "unisolated" elsewhere.
@@ -137,6 +137,7 @@ class _Run:
     """What the grader gathered while executing one notebook."""
 
     answers: list[dict] = dataclasses.field(default_factory=list)  # one per grader-run check
+    evidence: list[tuple] = dataclasses.field(default_factory=list)  # the kernel's tamper evidence: (check, what)
     status: str = "ok"
     reason: str = ""
 
@@ -150,6 +151,7 @@ def _arguments(args: str) -> list[str]:
 def _check(session, name: str, args: str, kwargs: list[tuple[str, str]], learner: list[str]) -> dict:
     """Run the check ``name`` (:func:`~fastpath_lib.grading.registry.check`) in this process, on what the kernel answers
     for the check cell's arguments."""
+    session.check = name  # what the tamper evidence records during the check's calls is this check's
     try:
         values = [session.get(a) for a in _arguments(args)]
         named = {k: session.get(v) for k, v in kwargs}
@@ -164,10 +166,10 @@ def _check(session, name: str, args: str, kwargs: list[tuple[str, str]], learner
 
 
 def _execute(nb, workdir: str, timeout: float, kernel_name: str, check_ids: set, exercise: str,
-             learner: list[str], isolated: bool = False, files: str = "") -> _Run:
+             learner: list[str], isolated: bool = False, files: str = "", tamper_evidence: bool = True) -> _Run:
     """Run every code cell, and the grader's own check in place of each check cell, with one deadline; with
     ``isolated``, the kernel in the sandbox (:mod:`fastpath_lib.grading.engine.sandbox`), its generated files in
-    ``files`` (a folder of the grader's outside ``workdir``)."""
+    ``files`` (a folder of the grader's outside ``workdir``); ``tamper_evidence``: see :func:`grade_notebook`."""
     from nbclient import NotebookClient
     from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
@@ -187,7 +189,8 @@ def _execute(nb, workdir: str, timeout: float, kernel_name: str, check_ids: set,
     try:
         with client.setup_kernel(env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL), \
                 kernel_run.lacking(lacks):  # not the report's output; the grader's children lack them too
-            session = remote.Session(client, deadline, _kit_ops())
+            session = remote.Session(client, deadline, _kit_ops(), tamper_evidence=tamper_evidence)
+            run.evidence = session.evidence  # the same list, filled until the run ends
             if lacks and (why := session.prepare(lacks)):  # without it the checks would grade what they forbid
                 run.status, run.reason = "errors", why
                 return run
@@ -244,7 +247,7 @@ def _held_grade(ex: str, part: str) -> PartGrade:
 def _parts(ex: str, run: _Run, static: list[tuple[str, str]], reassigned: bool) -> tuple[list[PartGrade], list[str]]:
     found: dict[str, dict] = {}
     produced_by: dict[str, set[str]] = {}
-    errors, evidence = [], list(static)
+    errors, evidence = [], list(static) + [(check or NB.ALL, what) for check, what in run.evidence]
     for ans in run.answers:
         for res in ans.get("results", []):
             if res.get("exercise") == ex:
@@ -301,10 +304,11 @@ def _refused(path: Path, ex: str, why: str, notes: list[str], t0: float) -> Note
 
 
 def grade_notebook(path: str | Path, *, timeout: float = DEFAULT_TIMEOUT, kernel_name: str = "python3",
-                   isolation: str = "auto") -> NotebookGrade:
+                   isolation: str = "auto", tamper_evidence: bool = True) -> NotebookGrade:
     """Execute a copy of one notebook and grade it; never raises for a broken notebook. ``isolation``: ``auto``
     (the kernel in the sandbox where it starts, else without, and a note says why), ``bwrap`` (in the sandbox or not
-    at all: the notebook is reported "not graded", saying why) or ``none``."""
+    at all: the notebook is reported "not graded", saying why) or ``none``. ``tamper_evidence=False`` (tests only:
+    each other defence shown to hold alone) grades without :mod:`~fastpath_lib.grading.engine.runner_evidence`."""
     import nbformat
 
     path = Path(path)
@@ -356,7 +360,7 @@ def grade_notebook(path: str | Path, *, timeout: float = DEFAULT_TIMEOUT, kernel
 
             children = kernel_run.sandboxed(sandbox.for_children(ex, files)) if isolated else contextlib.nullcontext()
             with children:  # the grader's runs of the learner's Triton source are sandboxed like the kernel
-                run = _execute(nb, tmp, timeout, kernel_name, ids, ex, learner, isolated, files)
+                run = _execute(nb, tmp, timeout, kernel_name, ids, ex, learner, isolated, files, tamper_evidence)
         except Exception as exc:  # noqa: BLE001 - no such kernel, or one that did not start: no learner code has run
             run = _Run(status="errors", reason=f"could not execute: {type(exc).__name__}: {exc}")
             if isolated:  # the sandbox could not start this kernel: bwrap refuses, auto says why and goes on without
@@ -369,7 +373,7 @@ def grade_notebook(path: str | Path, *, timeout: float = DEFAULT_TIMEOUT, kernel
                 notes.append(sandbox.fallback_note(why))
                 isolated = False
                 try:
-                    run = _execute(nb, tmp, timeout, kernel_name, ids, ex, learner, False)
+                    run = _execute(nb, tmp, timeout, kernel_name, ids, ex, learner, False, "", tamper_evidence)
                 except Exception as again:  # noqa: BLE001
                     run = _Run(status="errors", reason=f"could not execute: {type(again).__name__}: {again}")
     err = _first_error(nb)
@@ -407,9 +411,7 @@ def grade_notebooks(paths, **kwargs) -> list[NotebookGrade]:
 
 
 def _missing(ex, reason):
-    if ex is None:
-        return []
-    return [PartGrade(ex, n, p, 0, False, reason) for n, p in EXERCISES[ex]]
+    return [] if ex is None else [PartGrade(ex, n, p, 0, False, reason) for n, p in EXERCISES[ex]]
 
 
 def _expand(paths: list[str]) -> list[Path]:

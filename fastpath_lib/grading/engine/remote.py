@@ -29,7 +29,10 @@ import base64
 import builtins
 import contextlib
 import contextvars
+import hashlib
+import hmac
 import pickle
+import secrets
 import time
 from pathlib import Path
 
@@ -40,9 +43,9 @@ __all__ = ["Proxy", "Session", "RemoteError", "RemoteTimeout", "InputWritten", "
            "outputs", "serve_op", "pack", "unpack", "session", "root", "code"]
 
 AGENT = Path(__file__).with_name("runner.py")
-#: The agent's texts, executed in this order in one namespace of the kernel: the ops under test's stubs, then the
-#: agent, which serves the request.
-AGENT_TEXTS = (Path(__file__).with_name("runner_stubs.py"), AGENT)
+#: The agent's texts, executed in this order in one namespace of the kernel: the ops under test's stubs, the agent,
+#: which serves the request, and its tamper evidence (installed where the session asks for it).
+AGENT_TEXTS = (Path(__file__).with_name("runner_stubs.py"), AGENT, Path(__file__).with_name("runner_evidence.py"))
 #: The preamble that makes an exercise's forbidden torch operators absent from the kernel (:meth:`Session.prepare`).
 PREAMBLE = Path(__file__).with_name("absent.py")
 
@@ -245,17 +248,23 @@ def serve_op(message: dict, run) -> dict:
 class Session:
     """The grader's connection to one notebook's kernel (an nbclient client with a started kernel)."""
 
-    def __init__(self, client, deadline: float, kit_ops: dict | None = None):
+    def __init__(self, client, deadline: float, kit_ops: dict | None = None, *, tamper_evidence: bool = True):
         self.client, self.deadline = client, deadline
         self.kit_ops = dict(kit_ops or {})  # the grader's own kit ops (the kernel's may be patched): name -> op
         self.timed_out = False
         self.requests = 0
         self.forged = 0  # answers refused: a second answer to one request
+        # the tamper evidence (:mod:`~fastpath_lib.grading.engine.runner_evidence`): the key of its seal, the number
+        # of the last sealed answer, and what it reported: ``(check or None, what)``, ``None`` for the whole notebook
+        self.tamper_evidence = tamper_evidence
+        self._key, self._sealed, self.evidence = secrets.token_bytes(32), 0, []
+        self._forbidden: list[str] = []  # the forbidden calls the watch saw in the current request (sealed)
+        self.check: str | None = None  # the check now running (:mod:`~fastpath_lib.grading.engine.cli` sets it)
         # installed once (:meth:`start`): the agent's texts in one namespace, bound to no name of the notebook's;
         # each request is then a short execute request that calls the agent's ``_serve`` kept on the shell
         self._install = ("(lambda ns: [exec(compile(t, '<fastpath grader agent>', 'exec'), ns) for t in "
                          f"{tuple(p.read_text(encoding='utf-8') for p in AGENT_TEXTS)!r}] and None)"
-                         "({'__name__': '<fastpath grader agent>'})")
+                         f"({{'__name__': '<fastpath grader agent>', '_FASTPATH_TAMPER': {bool(tamper_evidence)}}})")
         self._agent = ("exec(compile('import sys; sys.modules[\"IPython\"].get_ipython()._fastpath_agent()', "
                        "'<fastpath grader agent>', 'exec'), {'__name__': '<fastpath grader request>'})")
 
@@ -287,7 +296,7 @@ class Session:
             content = reply.get("content", {})
             raise RemoteError(f"the grader's agent could not be installed: {content.get('ename')}: "
                               f"{content.get('evalue')!s:.300}")
-        self.request(("get", "None"), "")
+        self.request(("key", self._key) if self.tamper_evidence else ("get", "None"), "")
 
     def _reply(self, value: str) -> None:
         self.client.kc.input(value)
@@ -301,13 +310,49 @@ class Session:
             raise RemoteTimeout("the notebook ran past its time limit")
         kc = self.client.kc
         msg_id = kc.execute(self._agent, silent=True, store_history=False, allow_stdin=True)
+        nonce = secrets.token_bytes(16)  # the seal of this request's answer covers it
         state = {"fetched": False, "answer": None, "answers": 0, "idle": False}
-        run_sync(self._exchange)(msg_id, payload, on_op, state)
+        run_sync(self._exchange)(msg_id, nonce + payload, on_op, state)
         if state["answers"] > 1:
             self.forged += 1
             raise RemoteError("the kernel answered one request twice: code in the notebook answered for the grader's "
                               "agent, and the request is refused")
-        return state["answer"]
+        return self._opened(state["answer"], nonce)
+
+    def _opened(self, found, nonce: bytes):
+        """The answer of ``found`` (``data[:number:record:mac]``), its seal checked and its record of tampering kept
+        (:attr:`evidence`); without tamper evidence, the answer as it came."""
+        if not isinstance(found, str):
+            return found
+        data, *seal = found.split(":")
+        if not self.tamper_evidence:
+            return data
+        try:
+            number, record, mac = int(seal[0]), base64.b64decode(seal[1], validate=True), seal[2]
+            raw = base64.b64decode(data, validate=True)
+        except (ValueError, IndexError):
+            number, record, mac, raw = 0, b"", "", b""
+        message = number.to_bytes(8, "big") + nonce + len(raw).to_bytes(8, "big") + raw + record
+        good = hashlib.blake2b(message, key=self._key, digest_size=32).hexdigest()
+        if len(seal) != 3 or number <= self._sealed or not hmac.compare_digest(good, mac):
+            self._report(None, "an answer to the grader came from other code than the grader's agent (the agent, "
+                               "a function it runs on or the channel it answers on was replaced)")
+            return data
+        if number != self._sealed + 1:
+            self._report(None, f"code in the notebook ran the grader's agent itself ({number - self._sealed - 1} "
+                               f"answer(s) it sealed never reached the grader)")
+        self._sealed = number
+        for line in record.decode("utf-8", "replace").splitlines():
+            if line[:1] == "F":
+                self._forbidden.append(line[1:])
+            else:
+                self._report(self.check if line[:1] == "W" else None, line[1:])
+        return data
+
+    def _report(self, check, what: str) -> None:
+        what = f"{what}, while {check} ran" if check else what
+        if (check, what) not in self.evidence:
+            self.evidence.append((check, what))
 
     async def _exchange(self, msg_id, payload, on_op, state) -> None:
         import zmq
@@ -420,6 +465,7 @@ class Session:
         request = ("call", fn, tuple(args), dict(kwargs)) + ((forbidden,) if forbidden else ())
         self.requests += 1
         packed = _SHARED["_pack"](request, self._ref_of, ())
+        self._forbidden = []
         found = self._execute(_dumps(packed))
         answer = self._read(found) if isinstance(found, str) else None
         if not isinstance(answer, dict):
@@ -427,6 +473,8 @@ class Session:
         if "error" in answer:
             err = list(answer["error"]) + ["", "", "", ""]
             raise _error(*(str(e) for e in err[:4]))
+        if self._forbidden:  # the watch saw one (sealed), though the answer says it returned
+            raise _error("PermissionError", f"your code calls {self._forbidden[0]}: write it yourself", "", "")
         mine = _tensors(args, kwargs)
         _copy_back(mine, self._unwrap(answer.get("args"), fn._root))
         ok = answer.get("ok")

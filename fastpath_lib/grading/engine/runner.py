@@ -40,6 +40,15 @@ import traceback
 import types
 
 PROMPT = "\x1bfastpath:"
+#: The interpreter's functions the agent runs on, taken when its text runs (before the learner's first cell): code in
+#: the notebook that replaces ``sys.setprofile`` or ``sys.audit`` later does not reach the agent, and one that replaces
+#: these names in the agent's namespace is seen (:func:`_evidence`).
+_setprofile, _getprofile, _audit = sys.setprofile, sys.getprofile, sys.audit
+_b64encode, _b64decode = base64.b64encode, base64.b64decode
+#: The audit events that switch off the call watch, or run code out of its sight (a tracer's own code is unwatched).
+_WATCH_EVENTS = ("sys.setprofile", "sys.settrace")
+#: The audit events that reach the interpreter's memory, where the agent's record is (besides ``ctypes.*``).
+_HEAP_EVENTS = ("gc.get_objects", "gc.get_referrers", "gc.get_referents")
 #: Classes answered by value (all their fields are plain values).
 BY_VALUE = ("fastpath_lib.cases.CaseSpec",)
 _PLAIN = (bool, int, float, str, bytes, complex)
@@ -275,7 +284,6 @@ def _watched(fn, args, kwargs, forbidden):
     Python functions, names of torch's C functions, Tensor methods and ``torch.ops`` operators, and the handed-out
     helpers whose own calls are not watched. The first forbidden one called raises, naming it."""
     import os
-    import sys
 
     import torch
 
@@ -295,7 +303,14 @@ def _watched(fn, args, kwargs, forbidden):
     files, given = (table(pairs) for pairs in (forbidden[0], forbidden[2]))
     names, seen, inside = set(forbidden[1]), [], [0]
 
+    def saw(what):  # the tamper evidence seals it too: emptying ``seen`` hides nothing from the grader
+        seen.append(what)
+        _audit("fastpath.forbidden", what)
+
     def watch(frame, event, arg):
+        if event == "c_call" and getattr(arg, "__name__", None) in ("start_new_thread", "start_joinable_thread") \
+                and getattr(arg, "__module__", None) == "_thread":  # a new thread's calls are unwatched: evidence
+            _audit("fastpath.tamper", "started a thread", frame, ", whose calls the grader's call watch does not see")
         if event in ("call", "return") and given[0] and holds(given, frame.f_code):
             inside[0] += 1 if event == "call" else -1  # what a handed-out helper calls is not the answer's
             return
@@ -305,23 +320,25 @@ def _watched(fn, args, kwargs, forbidden):
             owner, name = getattr(arg, "__self__", None), getattr(arg, "__name__", None)
             if name in names and (isinstance(owner, torch.Tensor) or str(getattr(arg, "__module__", "")).startswith(
                     "torch") or str(getattr(owner, "__name__", "")).startswith("torch")):
-                seen.append(f"torch {name}")
+                saw(f"torch {name}")
         elif event == "call":
             code = frame.f_code
             if holds(files, code):
-                seen.append(getattr(code, "co_qualname", code.co_name))
+                saw(getattr(code, "co_qualname", code.co_name))
             elif code.co_name == "__call__" and code.co_filename == torch._ops.__file__:
                 op = frame.f_locals.get("self")
                 name = getattr(op, "_opname", None) or str(getattr(op, "_qualified_op_name", "")).split("::")[-1]
                 if name in names:
-                    seen.append(f"torch.ops {name}")
+                    saw(f"torch.ops {name}")
 
-    previous = sys.getprofile()
-    sys.setprofile(watch)
+    _audit("fastpath.watch", 1)  # the tamper evidence (:func:`_evidence`) knows a call is watched
+    previous = _getprofile()
+    _setprofile(watch)
     try:
         out = fn(*args, **kwargs)
     finally:
-        sys.setprofile(previous)
+        _setprofile(previous)
+        _audit("fastpath.watch", -1)
     if seen:
         raise PermissionError(f"your code calls {seen[0]}: write it yourself")
     return out
@@ -378,15 +395,19 @@ def _answer(request):
         return {"ok": _pack(request[1][request[2]], _by_value_or_ref)}
     if kind == "list":
         return {"ok": _pack(list(request[1]), _by_value_or_ref)}
+    if kind == "key":  # the grader's key of the seal, sent once, before the learner's first cell
+        _audit("fastpath.key", request[1])
+        return {"ok": _pack(None, _by_value_or_ref)}
     if kind == "tests":
         return {"ok": _pack(_tests(request[1], request[2]), _by_value_or_ref)}  # noqa: F821 - runner_stubs.py
     raise ValueError(f"unknown request {kind!r}")
 
 
-def _ask(kind, data=b""):
-    """One exchange with the grader on the stdin channel."""
-    reply = _shell().kernel.raw_input(PROMPT + kind + ":" + base64.b64encode(data).decode("ascii"))
-    return base64.b64decode(reply)
+def _ask(kind, data=b"", seal=None):
+    """One exchange with the grader on the stdin channel; ``seal``: ``(number, record, mac)`` of :func:`_evidence`."""
+    extra = "" if seal is None else f":{seal[0]}:{_b64encode(seal[1]).decode('ascii')}:{seal[2]}"
+    reply = _shell().kernel.raw_input(PROMPT + kind + ":" + _b64encode(data).decode("ascii") + extra)
+    return _b64decode(reply)
 
 
 def _held(refs, record):
@@ -401,9 +422,12 @@ def _held(refs, record):
 
 def _serve():
     """Fetch this execute request's request, answer it; never raises into the notebook."""
+    nonce = b""
     try:
         refs = _refs()
-        request = _unpack(_loads(_ask("fetch")), lambda r: _held(refs, r))
+        fetched = _ask("fetch")
+        nonce, fetched = fetched[:16], fetched[16:]  # the grader's number for this request, which the seal covers
+        request = _unpack(_loads(fetched), lambda r: _held(refs, r))
         answer = _answer(request)
     except BaseException as exc:  # noqa: BLE001 - the learner's exception is an answer
         chain = f"{exc!r} {exc.__cause__!r} {exc.__context__!r}"
@@ -412,7 +436,9 @@ def _serve():
         data = _dumps(answer)
     except Exception as exc:  # noqa: BLE001
         data = _dumps({"error": ["TypeError", f"the grader could not read your answer back: {exc}", "", ""]})
-    _ask("answer", data)
+    sealed = []
+    _audit("fastpath.seal", nonce, data, sealed)  # :func:`_evidence`: the record so far, sealed with the answer
+    _ask("answer", data, sealed[0] if sealed else None)
 
 
 if __name__ == "<fastpath grader agent>":
