@@ -69,9 +69,11 @@ _WHAT = {
                 "compare the buffer with what the composite leaves in a copy of it",
     "declared_mutation": "an op whose declared schema does not say it writes its inputs: run it under "
                          "torch.compile(..., backend=\"aot_eager\", fullgraph=True) and check what it wrote",
-    "residual_rounding": "an op whose new residual is not the fp32 sum rounded once to x's dtype, by less than the "
-                         "output's tolerance: compare the new residual bit for bit (torch.equal), with a weight of "
-                         "another dtype than x's too",
+    "residual_rounding": "an op whose new residual is not the fp32 sum rounded once to x's dtype, by one unit in the "
+                         "last place or less than the output's tolerance (any tolerance lets it through: allclose, "
+                         "assert_close with the output's atol/rtol): compare the new residual bit for bit "
+                         "(torch.equal, or assert_close(..., rtol=0, atol=0)), for fp32, fp16 and bf16 inputs, with a "
+                         "weight of another dtype than x's too",
     "variance": "an op whose mean square is not taken from the fp32 sum, by less than the output's tolerance on "
                 "random inputs: choose an input whose exact output you know, where the rounded and the fp32 sum "
                 "give different answers, and compare bit for bit",
