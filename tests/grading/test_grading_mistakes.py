@@ -385,3 +385,41 @@ def test_ex04_survivors_feedback_names_the_regime_of_each_surviving_category():
         assert "differ from the correct code on" in r.feedback, r.feedback
         assert any(m.regime in r.feedback for m in alive), r.feedback
         assert not any(m.name in r.feedback for m in M.ALL), r.feedback  # a kind of input, never the mutant
+
+
+# --- exercise 10: a crossover taken at the first win, or the smallest over the widths ---------------------------------
+
+def _ex10_answer(first_win: bool, smallest: bool):
+    from fastpath_lib.bench.analysis import noise_band
+    from fastpath_lib.grading.vocabulary import LOSS, outcome
+
+    def choose_threshold(df):
+        out = {}
+        for arch, g in df.groupby("arch", sort=False):
+            per_width = []
+            for _, w in g.groupby("cols"):
+                w = w.sort_values("rows")
+                ok = [outcome(p.fastpath_us / p.baseline_us, noise_band(
+                    p.fastpath_q20_us, p.fastpath_us, p.fastpath_q80_us, p.baseline_q20_us, p.baseline_us,
+                    p.baseline_q80_us)) != LOSS for p in w.itertuples()]
+                rs = [int(r) for r in w["rows"]]
+                per_width.append(next((rs[k] for k in range(len(rs)) if (ok[k] if first_win else all(ok[k:]))),
+                                      None))
+            out[arch] = None if None in per_width else (min if smallest else max)(per_width)
+        return out
+    return choose_threshold
+
+
+@pytest.mark.parametrize("first_win, smallest, said", [
+    (True, False, "yours is where the fast path first stops losing"),
+    (False, True, "yours is the smallest crossover over the widths: min_rows is the largest"),
+])
+def test_a_threshold_from_the_first_win_or_the_smallest_width_is_told_the_rule_it_breaks(first_win, smallest, said):
+    """'N architecture thresholds differ' alone does not say what to fix: the feedback states the exercise's rule
+    (never a loss at any larger size, the largest over the widths) and what the answer did instead, per arch."""
+    from fastpath_lib.grading.checks.ex10_threshold import RULE
+
+    by = {r.part: r for r in ex.check_threshold(_ex10_answer(first_win, smallest), show=False)}
+    assert not by["thresholds"].passed, by["thresholds"].feedback
+    assert RULE in by["thresholds"].feedback and said in by["thresholds"].feedback, by["thresholds"].feedback
+    assert all(r.passed for r in ex.check_threshold(_ex10_answer(False, False), show=False))
