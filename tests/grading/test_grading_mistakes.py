@@ -423,3 +423,20 @@ def test_a_threshold_from_the_first_win_or_the_smallest_width_is_told_the_rule_i
     assert not by["thresholds"].passed, by["thresholds"].feedback
     assert RULE in by["thresholds"].feedback and said in by["thresholds"].feedback, by["thresholds"].feedback
     assert all(r.passed for r in ex.check_threshold(_ex10_answer(False, False), show=False))
+
+
+# --- exercise 02: eps outside the square root -----------------------------------------------------------------------
+
+_EPS_INSIDE = "rstd = 1.0 / tl.sqrt(tl.sum(hf * hf, axis=0) / n_cols + eps)"
+
+
+def test_eps_outside_the_square_root_loses_the_forward_kernel_on_every_run():
+    """`1 / (sqrt(mean(h^2)) + eps)` differs from the spec by about eps / (2 mean(h^2)): only a case whose h is small
+    shows it, so the small-scale case scales the residual too (h = x + r near 0.014, eps / (2 mean(h^2)) ~ 3e-4)."""
+    cells = _solution_cells("ex02")
+    assert any(_EPS_INSIDE in c for c in cells)
+    ns = _run_cells([c.replace(_EPS_INSIDE, "rstd = 1.0 / (tl.sqrt(tl.sum(hf * hf, axis=0) / n_cols) + eps)")
+                     for c in cells], "ex02 eps outside")
+    (r,) = ex.check_add_rms_norm_kernel(ns["my_add_rms_norm_fwd"], show=False)
+    assert not r.passed and "scale=0.01" in r.feedback, r.feedback
+    assert all(r.passed for r in ex.check_add_rms_norm_kernel(solved("ex02")["my_add_rms_norm_fwd"], show=False))
