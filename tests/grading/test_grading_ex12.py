@@ -290,6 +290,8 @@ def test_borrowed_and_trivial_overlaps_score_nothing(cells, said):
     with sources.using(cells):
         (r,) = ex.check_overlaps(_defined(cells, "overlaps"), show=False)
     assert r.earned == 0 and said in r.feedback, r.feedback
+    if said.startswith("expected"):  # a wrong rule is told the byte rule, not only which pairs it got wrong
+        assert "True where the two share a byte" in r.feedback and "stride()" in r.feedback, r.feedback
 
 
 @pytest.mark.parametrize("read", ["a._base", "b._version", "a.untyped_storage()._cdata"])

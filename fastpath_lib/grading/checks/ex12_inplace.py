@@ -248,7 +248,9 @@ def _grade_overlaps(fn) -> list[Result]:
         if want is not None and got != want:
             wrong.append(f"{label}: yours {got}, expected {want}")
     if wrong:
-        raise Fail(f"{len(wrong)} of {len(cases)} pairs answered wrong\n" + "\n".join(wrong))
+        raise Fail(f"{len(wrong)} of {len(cases)} pairs answered wrong (True where the two share a byte; False "
+                   f"where their byte ranges are apart: a view's bytes run from its data_ptr() over its shape and "
+                   f"stride(), element_size() bytes an element, in bytes, not elements)\n" + "\n".join(wrong))
     return [Result("ex12", "overlaps", points_of("ex12", "overlaps"), True,
                    f"right on all {len(cases)} pairs (drawn now)")]
 
