@@ -440,3 +440,12 @@ def test_eps_outside_the_square_root_loses_the_forward_kernel_on_every_run():
     (r,) = ex.check_add_rms_norm_kernel(ns["my_add_rms_norm_fwd"], show=False)
     assert not r.passed and "scale=0.01" in r.feedback, r.feedback
     assert all(r.passed for r in ex.check_add_rms_norm_kernel(solved("ex02")["my_add_rms_norm_fwd"], show=False))
+
+
+def test_a_kernel_normalizing_the_unrounded_sum_is_told_the_spec_normalizes_the_stored_h():
+    """vLLM's contract (the unrounded fp32 sum) is not this spec's: the fp16/bf16 cases that show it say so."""
+    cells = _solution_cells("ex02")
+    assert any("    hf = h.to(tl.float32)\n" in c for c in cells)
+    ns = _run_cells([c.replace("    hf = h.to(tl.float32)\n", "    hf = x + r\n") for c in cells], "ex02 unrounded")
+    (r,) = ex.check_add_rms_norm_kernel(ns["my_add_rms_norm_fwd"], show=False)
+    assert not r.passed and "your rstd is that of the unrounded fp32 sum x + r" in r.feedback, r.feedback
