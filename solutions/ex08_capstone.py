@@ -27,7 +27,8 @@
 # 1. a float64 reference written from the definition (not by calling torch's op); 2. a small Triton kernel (one
 # program per row), which the checks watch being launched; 3. a predicate whose conditions *declare* their
 # boundaries, which the check verifies; 4. a dispatching op that takes the predicate's route and on the Triton route
-# returns what your launcher `launch(x)` returns (the grader runs `launch` and your kernel itself on the same input
+# returns what your launcher `launch(x)` returns, `y` of the input's dtype on both routes (the kernel's output too;
+# the grader runs `launch` and your kernel itself on the same input
 # and compares; the check calls the op on inputs of 5 to 16 rows, among them a transposed and a float64 input: the
 # op must take your predicate's route on each, and the cases must reach both routes, as a row threshold of at most 16
 # such as lesson 03's 8 under the interpreter does; the op only reads its input: a write into it fails the case).

@@ -71,3 +71,34 @@ def test_plot_points_by_rows_or_with_cpu_points_fail():
 
     for fn in (by_rows, every_point, lambda results: {"triton": [], "fallback": []}):
         assert not any(_check(solved("ex08")["capstone_matrix"], fn, seed=s).passed for s in (0, 1))
+
+
+def _inverted(results):
+    return {"triton": [(r["rows"], r["candidate_us"] / r["baseline_us"]) for r in results
+                       if r["gpu_measurement"] and r["route"] != "fallback"],
+            "fallback": [(r["rows"], r["candidate_us"] / r["baseline_us"]) for r in results
+                         if r["gpu_measurement"] and r["route"] == "fallback"]}
+
+
+def _every_point(results):
+    return solved("ex08")["plot_points"]([dict(r, gpu_measurement=True) for r in results])
+
+
+def _swapped_sides(results):
+    out = solved("ex08")["plot_points"](results)
+    return {"triton": out["fallback"], "fallback": out["triton"]}
+
+
+@pytest.mark.parametrize("plot, rule", [
+    (_inverted, "speedup = baseline_us / candidate_us"),
+    (_every_point, "GPU measurements only"),
+    (_swapped_sides, "on the side of the route it took"),
+    (lambda results: {"triton": [], "fallback": []}, "every GPU measurement is a point"),
+])
+def test_wrong_plot_points_are_told_which_rule_they_break(plot, rule):
+    """The feedback names the rule the points break (the exercise's: GPU rows only, baseline over candidate, each on
+    its route's side), not only that they differ."""
+    r = _check(solved("ex08")["capstone_matrix"], plot, seed=0)
+    assert not r.passed and rule in r.feedback.splitlines()[0], r.feedback
+    others = {"speedup = baseline_us", "GPU measurements only", "on the side of the route", "every GPU measurement"}
+    assert not any(o in r.feedback.splitlines()[0] for o in others - {rule.split(" (")[0]} if o not in rule), r.feedback

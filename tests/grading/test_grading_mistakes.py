@@ -67,6 +67,71 @@ def test_an_honest_softmax_unlike_the_solution_passes_the_large_logit_cases():
     assert all(r.passed for r in ex.check_capstone_reference("softmax", ns["reference"], show=False))
 
 
+_FILL_ZERO = ('other=-float("inf")).to(tl.float32)\n    e = tl.exp(x - tl.max(x, axis=0))',
+              'other=0.0).to(tl.float32)\n    e = tl.where(mask, tl.exp(x - tl.max(x, axis=0)), 0.0)')
+
+
+def _kernel_changed(old: str, new: str) -> dict:
+    cells = _solution_cells("ex08")
+    assert any(old in c for c in cells)
+    return _run_cells([c.replace(old, new) for c in cells], f"ex08 {old} {new}")
+
+
+def test_masked_lanes_loaded_as_zero_are_told_the_fill_value_not_the_shift_on_every_all_negative_row():
+    """The kernel subtracts a max (right on one logit of 100 and rows around +1000), but its masked lanes load 0.0,
+    which wins the max of an all-negative row whose width is not a power of 2: those rows (two widths) name
+    other=-float('inf'), the power-of-2 width stays right, and no wrong row is told to subtract the max."""
+    from fastpath_lib.grading.rules import ex08_faults
+
+    (r,) = ex.check_capstone_kernel("softmax", _kernel_changed(*_FILL_ZERO)["launch"], show=False)
+    wrong = [line for line in r.feedback.splitlines() if "around -1000" in line and not line.rstrip().endswith("ok")]
+    assert not r.passed and len(wrong) >= 2, r.feedback
+    assert all(ex08_faults.FILL in line and ex08_faults.SHIFT not in line for line in wrong), r.feedback
+
+
+def test_an_off_by_one_mask_is_told_the_mask_and_the_column_past_the_row_not_atomics():
+    """`cols <= n_cols`: program r stores column n_cols of its row, which is row r + 1's first element; the run shows
+    two programs storing one element, but the fix is the mask, named before any race advice."""
+    (r,) = ex.check_capstone_kernel("softmax", _kernel_changed("mask = cols < n_cols", "mask = cols <= n_cols")[
+        "launch"], show=False)
+    assert not r.passed and "`cols < n_cols`" in r.feedback and "outside [0, " in r.feedback, r.feedback
+    assert "atomic_add" not in r.feedback, r.feedback
+
+
+def test_race_and_out_of_bounds_records_past_a_row_name_the_mask_as_the_grader_words_them():
+    """The records as the grader's replay hands them back (their str): a race on row 1's first element between its own
+    program and program 0 (column 33 of row 0), and a load at column 48 of a padded row, name the mask and the column;
+    a race of two programs neither of which owns the row, or an access within [0, n_cols), names nothing."""
+    import numpy as np
+
+    from fastpath_lib.grading.rules.ex08_faults import out_of_row
+    from fastpath_lib.traffic_records import OutOfBounds, Race
+
+    race = str(Race("k", 0, "Y_ptr", 33, (1, 0, 0), "stores", (0, 0, 0), "stores", 4))
+    said = out_of_row(race, {"load": 33, "store": 33}, 33)
+    assert said and "program 0 (row 0) stores column 33" in said and "`cols < n_cols`" in said, said
+    other = race.replace("(0, 0, 0)", "(3, 0, 0)").replace("(1, 0, 0)", "(2, 0, 0)")  # neither is row 1's own
+    assert out_of_row(other, {"load": 33, "store": 33}, 33) is None
+    offsets = np.arange(64) + 5 * 53
+    oob = str(OutOfBounds("k", 0, (5, 0, 0), "load", "X_ptr", "in X_ptr's storage outside its elements (a neighbour "
+                          "row or padding)", offsets, np.arange(64) <= 48, np.arange(64) == 48))
+    said = out_of_row(oob, {"load": 53, "store": 48}, 48)
+    assert said and "column(s) 48 of its row, outside [0, 48)" in said, said
+    assert out_of_row(oob, {"load": 53, "store": 48}, 64) is None
+
+
+def test_an_op_whose_triton_route_returns_fp32_for_fp16_input_loses_the_dispatch_part():
+    """The contract: y in the input's dtype on both routes. A Triton route that returns fp32 for an fp16 input is
+    right in value and wrong in dtype, which the dispatch part names (as the kernel part does)."""
+    s = solved("ex08")
+
+    def op(x):
+        d = s["make_predicate"]().evaluate(x)
+        return (s["launch"](x).float(), d.route) if d.eligible else (torch.softmax(x, dim=-1), d.route)
+    (r,) = ex.check_capstone_dispatch("softmax", op, s["make_predicate"], lambda x: x, show=False)
+    assert not r.passed and "output dtype float32, expected the input's" in r.feedback, r.feedback
+
+
 _KERNEL_HEAD = "    x = tl.load(X_ptr + row * X_row_stride + cols, mask=mask, other=OTHER).to(tl.float32)\n"
 #: op -> (the honest kernel's lines after the load, its float64 reference, the mistaken lines after the load)
 _OPS = {
@@ -104,7 +169,7 @@ def test_each_operators_known_mistake_loses_the_kernel_with_its_fix_and_an_hones
     _, honest, mistaken = _OPS[op]
     assert all(r.passed for r in ex.check_capstone_kernel(op, _kernel_answer(op, honest)["launch"], show=False))
     (r,) = ex.check_capstone_kernel(op, _kernel_answer(op, mistaken)["launch"], show=False)
-    from fastpath_lib.grading.checks.ex08_capstone import _REGIMES
+    from fastpath_lib.grading.rules.ex08_faults import REGIMES as _REGIMES
 
     assert not r.passed and any(fix in r.feedback for *_, fix in _REGIMES[op]), r.feedback
 
@@ -320,3 +385,67 @@ def test_ex04_survivors_feedback_names_the_regime_of_each_surviving_category():
         assert "differ from the correct code on" in r.feedback, r.feedback
         assert any(m.regime in r.feedback for m in alive), r.feedback
         assert not any(m.name in r.feedback for m in M.ALL), r.feedback  # a kind of input, never the mutant
+
+
+# --- exercise 10: a crossover taken at the first win, or the smallest over the widths ---------------------------------
+
+def _ex10_answer(first_win: bool, smallest: bool):
+    from fastpath_lib.bench.analysis import noise_band
+    from fastpath_lib.grading.vocabulary import LOSS, outcome
+
+    def choose_threshold(df):
+        out = {}
+        for arch, g in df.groupby("arch", sort=False):
+            per_width = []
+            for _, w in g.groupby("cols"):
+                w = w.sort_values("rows")
+                ok = [outcome(p.fastpath_us / p.baseline_us, noise_band(
+                    p.fastpath_q20_us, p.fastpath_us, p.fastpath_q80_us, p.baseline_q20_us, p.baseline_us,
+                    p.baseline_q80_us)) != LOSS for p in w.itertuples()]
+                rs = [int(r) for r in w["rows"]]
+                per_width.append(next((rs[k] for k in range(len(rs)) if (ok[k] if first_win else all(ok[k:]))),
+                                      None))
+            out[arch] = None if None in per_width else (min if smallest else max)(per_width)
+        return out
+    return choose_threshold
+
+
+@pytest.mark.parametrize("first_win, smallest, said", [
+    (True, False, "yours is where the fast path first stops losing"),
+    (False, True, "yours is the smallest crossover over the widths: min_rows is the largest"),
+])
+def test_a_threshold_from_the_first_win_or_the_smallest_width_is_told_the_rule_it_breaks(first_win, smallest, said):
+    """'N architecture thresholds differ' alone does not say what to fix: the feedback states the exercise's rule
+    (never a loss at any larger size, the largest over the widths) and what the answer did instead, per arch."""
+    from fastpath_lib.grading.checks.ex10_threshold import RULE
+
+    by = {r.part: r for r in ex.check_threshold(_ex10_answer(first_win, smallest), show=False)}
+    assert not by["thresholds"].passed, by["thresholds"].feedback
+    assert RULE in by["thresholds"].feedback and said in by["thresholds"].feedback, by["thresholds"].feedback
+    assert all(r.passed for r in ex.check_threshold(_ex10_answer(False, False), show=False))
+
+
+# --- exercise 02: eps outside the square root -----------------------------------------------------------------------
+
+_EPS_INSIDE = "rstd = 1.0 / tl.sqrt(tl.sum(hf * hf, axis=0) / n_cols + eps)"
+
+
+def test_eps_outside_the_square_root_loses_the_forward_kernel_on_every_run():
+    """`1 / (sqrt(mean(h^2)) + eps)` differs from the spec by about eps / (2 mean(h^2)): only a case whose h is small
+    shows it, so the small-scale case scales the residual too (h = x + r near 0.014, eps / (2 mean(h^2)) ~ 3e-4)."""
+    cells = _solution_cells("ex02")
+    assert any(_EPS_INSIDE in c for c in cells)
+    ns = _run_cells([c.replace(_EPS_INSIDE, "rstd = 1.0 / (tl.sqrt(tl.sum(hf * hf, axis=0) / n_cols) + eps)")
+                     for c in cells], "ex02 eps outside")
+    (r,) = ex.check_add_rms_norm_kernel(ns["my_add_rms_norm_fwd"], show=False)
+    assert not r.passed and "scale=0.01" in r.feedback, r.feedback
+    assert all(r.passed for r in ex.check_add_rms_norm_kernel(solved("ex02")["my_add_rms_norm_fwd"], show=False))
+
+
+def test_a_kernel_normalizing_the_unrounded_sum_is_told_the_spec_normalizes_the_stored_h():
+    """vLLM's contract (the unrounded fp32 sum) is not this spec's: the fp16/bf16 cases that show it say so."""
+    cells = _solution_cells("ex02")
+    assert any("    hf = h.to(tl.float32)\n" in c for c in cells)
+    ns = _run_cells([c.replace("    hf = h.to(tl.float32)\n", "    hf = x + r\n") for c in cells], "ex02 unrounded")
+    (r,) = ex.check_add_rms_norm_kernel(ns["my_add_rms_norm_fwd"], show=False)
+    assert not r.passed and "your rstd is that of the unrounded fp32 sum x + r" in r.feedback, r.feedback

@@ -102,8 +102,15 @@ def _cases():
         (CaseSpec(1, 1, torch.float32), "contiguous"),
         (CaseSpec(6, 64, torch.float32, layout="step"), "step"),
         (CaseSpec(4, 17, torch.float32, scale=1e-2), "contiguous"),
+        (_ROUNDS_DOWN, "contiguous"),
         (drawn, rng.choice(("contiguous", "row_slice"))),
     )
+
+
+#: A case whose every h = x + r rounds to x in bf16 (x = 1, r below half an ulp): the mean square of the stored h is 1,
+#: of the unrounded sum about 1 + 2**-7.7: an rstd from the unrounded sum is off on every run, not by chance.
+_ROUNDS_DOWN = CaseSpec(2, 40, torch.bfloat16)
+_ROUNDS_DOWN_FILL = (1.0, 2 ** -9 + 2 ** -11)
 
 
 def _launch_args(x, r, w, h, y, rstd, eps) -> tuple:
@@ -180,12 +187,18 @@ def _forward_cases(seed: int):
     for spec, r_layout in _cases():
         built = spec.build(seed=seed, device=device())
         x, _, w = built.args()
-        rb = CaseSpec(spec.rows, spec.cols, spec.dtype, weight=None, layout=r_layout, pad=5).build(
-            seed=seed + 1, device=device())
+        rb = CaseSpec(spec.rows, spec.cols, spec.dtype, weight=None, layout=r_layout, pad=5, scale=spec.scale).build(
+            seed=seed + 1, device=device())  # scaled as x: h small where x is (mean(h^2) near eps shows eps's place)
+        label = f"{case_label(spec)}, residual {r_layout}"
+        if spec is _ROUNDS_DOWN:
+            for b, v in zip((built, rb), _ROUNDS_DOWN_FILL):
+                b.x.fill_(v)
+                b.x_pristine = b.x_buffer.clone()
+            label += ", x = 1, r = 2**-9 + 2**-11 (h = x + r rounds to 1)"
         h, hbuf, hp = poisoned_like(x.shape, x.dtype, x.device)
         y, ybuf, yp = poisoned_like(x.shape, x.dtype, x.device)
         rstd, sbuf, sp = poisoned_like((x.shape[0],), torch.float32, x.device)
-        out.append({"label": f"{case_label(spec)}, residual {r_layout}", "built": (built, rb), "x": x, "r": rb.x,
+        out.append({"label": label, "built": (built, rb), "x": x, "r": rb.x,
                     "w": w, "h": h, "y": y, "rstd": rstd, "eps": rms.default_eps(x.dtype),
                     "guards": ((hbuf, hp), (ybuf, yp), (sbuf, sp))})
     return out
@@ -238,6 +251,11 @@ def _judge(c: dict, launches, oob, counted: bool, races=()) -> tuple[str, str] |
     _, ey, erstd = add_rms_norm_spec(h, torch.zeros_like(h), w, eps)
     problem = problem or (f"y: {p}" if (p := compare(y, ey, x.dtype)) else None)
     problem = problem or (f"rstd: {p}" if (p := compare(rstd, erstd, torch.float32, grad=True)) else None)
+    if problem and not problem.startswith("h =") and x.dtype != torch.float32:  # what this rstd is, if not the spec's
+        s = x.detach().double() + r.detach().double()  # the unrounded sum (of two fp16/bf16 values: exact in fp64)
+        if compare(rstd, torch.rsqrt(s.pow(2).mean(-1) + eps), torch.float32, grad=True) is None:
+            problem += (" (your rstd is that of the unrounded fp32 sum x + r: the spec normalizes h as stored, "
+                        "rounded to the input dtype: hf = h.float() of the h you store)")
     if problem is None and not all(output_guard_intact(b, p, 16) for b, p in c["guards"]):
         problem = "wrote outside the outputs (mask the tail: cols < n_cols)"
     if problem is None and not all(b.inputs_untouched() for b in c["built"]):

@@ -28,7 +28,8 @@ from fastpath_lib.grading.materials import KNOWN_OPS, device
 from fastpath_lib.grading.registry import Result
 from fastpath_lib.grading.report.feedback import (Fail, call, case_label, describe_error, graded, hold, passed,
                                                   table)
-from fastpath_lib.grading.rules import borrowed, kernel_body, kernel_source, region, row_offsets
+from fastpath_lib.grading.rules import borrowed, ex08_faults, kernel_body, kernel_source, region, row_offsets
+from fastpath_lib.grading.rules.ex08_faults import regime_cases as _regime_cases
 from fastpath_lib.testing import compare
 
 __all__ = ["check_capstone_reference", "check_capstone_kernel", "check_capstone_predicate", "check_capstone_dispatch",
@@ -68,63 +69,6 @@ STATED = (kernel_body.PUBLISHED_RULE, kernel_run.RACE_RULE, row_offsets.INT64_RU
 _CASES = (CaseSpec(7, 33, weight=None), CaseSpec(5, 100, torch.float16, weight=None),
           CaseSpec(3, 781, torch.bfloat16, weight=None, scale=4.0),
           CaseSpec(6, 48, weight=None, layout="row_slice", pad=5), CaseSpec(1, 1, weight=None))
-
-
-def _one_large(v: float):
-    def fill(x):
-        x[..., 3] = v  # one logit per row far above the rest
-    return fill
-
-
-def _offset(v: float):
-    def fill(x):
-        x.add_(v)  # every element of the row shifted by v
-    return fill
-
-
-def _zero_row(x):
-    x[0] = 0
-
-
-def _scaled(v: float):
-    def fill(x):
-        x.mul_(v)
-    return fill
-
-
-#: op name -> the inputs where that operator's known mistakes show: ``(what, spec, fill, the fix it names)``, the input
-#: ``spec`` builds changed in place by ``fill``. Each is in the exercise's text. Softmax and log-softmax: logits whose
-#: ``exp`` leaves its range (one of 100 per row: ``exp(100)`` overflows fp32; rows around +-1000: ``exp(1000)``
-#: overflows fp32 and fp64, ``exp(-1000)`` underflows to 0 in both), which only a row max subtracted first
-#: survives. l2_normalize: a zero row (the norm clamped below by eps) and fp16 values whose squares overflow fp16
-#: (squares summed in fp32). layer_norm: fp16 rows with a mean of 1000, where ``E[x^2] - E[x]^2`` cancels in fp32 (the
-#: mean subtracted before squaring).
-_SHIFT = "subtract each row's max before exp"
-_REGIMES = {
-    "softmax": (("one logit of 100 per row", CaseSpec(4, 64, weight=None), _one_large(100.0), _SHIFT),
-                ("one logit of 100 per row", CaseSpec(4, 40, torch.float16, weight=None), _one_large(100.0), _SHIFT),
-                ("logits around 1000", CaseSpec(3, 50, weight=None), _offset(1000.0), _SHIFT),
-                ("logits around -1000", CaseSpec(3, 50, weight=None), _offset(-1000.0), _SHIFT)),
-    "l2_normalize": (("a zero row", CaseSpec(3, 64, weight=None), _zero_row,
-                      "clamp the norm below by eps (1e-12), as F.normalize does"),
-                     ("fp16 values near 300", CaseSpec(3, 64, torch.float16, weight=None), _scaled(300.0),
-                      "accumulate the squares in fp32")),
-    "layer_norm": (("rows with a mean of 1000", CaseSpec(3, 64, torch.float16, weight=None), _offset(1000.0),
-                    "subtract the mean before squaring (not E[x^2] - E[x]^2)"),),
-}
-_REGIMES["log_softmax"] = _REGIMES["softmax"]
-
-
-def _regime_cases(op_name: str, seed: int, device_=None) -> list[tuple[str, object]]:
-    """``(label, built case)`` for each of ``op_name``'s :data:`_REGIMES` (its pristine copies taken after the fill)."""
-    out = []
-    for what, spec, fill, fix in _REGIMES.get(op_name, ()):
-        built = spec.build(seed=seed, device=device_ or "cpu")
-        with torch.no_grad():
-            fill(built.x)
-        built.x_pristine = built.x_buffer.clone()
-        out.append((f"{case_label(spec)}, {what} (if wrong: {fix})", built))
-    return out
 
 
 def _run_case(fn, args, forbidden, **kw):
@@ -223,9 +167,19 @@ def _remote_launches(launch, forbidden, cases) -> tuple[list[tuple], str | None]
         y = ran.out.to(built.x.device) if isinstance(ran.out, torch.Tensor) else ran.out
         error = f"raised {ran.error[0]}: {ran.error[1]}" if ran.error else None
         if ran.races:  # the values a racing kernel gives on a GPU are not the interpreter's
-            raise Fail(ran.races[0])
-        out.append((y, ran.launches, error or (ran.oob[0] if ran.oob else None)))
+            raise Fail(_row_fault(ran.races[0], built.x, y) or ran.races[0])
+        oob = (_row_fault(ran.oob[0], built.x, y) or ran.oob[0]) if ran.oob else None
+        out.append((y, ran.launches, error or oob))
     return out, far_rows.verdict(outcome.calls[len(cases):])
+
+
+def _row_fault(record: str, x, y) -> str | None:
+    """The access outside its program's row a race or out-of-bounds ``record`` shows, named as the mask's fix
+    (:func:`~fastpath_lib.grading.rules.ex08_faults.out_of_row`), or ``None``."""
+    if x.dim() != 2:
+        return None
+    out = y.stride(0) if isinstance(y, torch.Tensor) and y.dim() == 2 else x.shape[-1]
+    return ex08_faults.out_of_row(record, {"load": x.stride(0), "store": out}, x.shape[-1])
 
 
 @interpreted.as_on_gpu()  # the interpreter's bf16 arithmetic is not the learner's
@@ -244,7 +198,7 @@ def _grade_kernel(op_name: str, launch) -> list[Result]:
             with kernel_run.races(raced):
                 y, raised = _run_case(launch, (built.x,), forbidden, launches=launched)
             if raced:
-                raise Fail(raced[0])
+                raise Fail(_row_fault(raced[0], built.x, y) or raced[0])
             answers.append((y, _own_kernels(launched), raised))
     rows, bad = [], 0
     for (label, built), (y, launched, problem) in zip(labelled, answers):
@@ -260,7 +214,8 @@ def _grade_kernel(op_name: str, launch) -> list[Result]:
         if problem is None and not built.inputs_untouched():
             problem = "modified the input"
         bad += problem is not None
-        rows.append((label, "ok" if problem is None else problem))
+        rows.append((label, problem))
+    rows = [(label, problem or "ok") for label, problem in ex08_faults.named_fixes(rows, [b.x for b in cases])]
     if bad:
         raise Fail(f"{bad} of {len(rows)} cases wrong\n" + table(rows, ("case", "yours vs expected")))
     far = far if remote.is_proxy(launch) else far_rows.in_process(launch, [far_rows.inputs().to(device())])
@@ -465,6 +420,8 @@ def _grade_dispatch(op_name: str, op, make_predicate, make_ctx) -> list[Result]:
         # the fallback's call of torch's operator, absent from the grader's kernel, answers the marker there
         fallback = route == exp_route != "triton" and borrowed.is_marker(y) and y.shape == x.shape
         problem = problem or (None if fallback else _borrowed(y, op_name) or compare(y, expected, x.dtype))
+        if problem is None and not fallback and isinstance(y, torch.Tensor) and y.dtype != x.dtype:
+            problem = f"output dtype {str(y.dtype).replace('torch.', '')}, expected the input's"
         rows.append([label, route, problem])
         answers.append((x, y))
     if in_grader:  # the Triton route's values are the ones the learner's launcher and kernel compute in the grader

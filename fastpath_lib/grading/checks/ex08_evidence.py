@@ -122,6 +122,26 @@ def _plot_yours(out) -> dict:
         raise Fail(f"plot_points must give (rows, speedup) pairs per route: {exc}") from None
 
 
+def _what_differs(yours: dict, results: list[dict]) -> list[str]:
+    """Which of the plot's rules (the exercise's: GPU measurements only, ``speedup = baseline_us / candidate_us``,
+    each case on the side of the route it took, every GPU measurement) ``yours`` breaks, with the cases that show it."""
+    mine = yours["triton"] | yours["fallback"]
+
+    def point(r, inverted=False):
+        base, cand = r["baseline_us"], r["candidate_us"]
+        return r["rows"], round(cand / base if inverted else base / cand, 3)
+    gpu = [r for r in results if r["gpu_measurement"]]
+    rules = (
+        ("GPU measurements only: leave out the cases whose gpu_measurement is False",
+         [r for r in results if not r["gpu_measurement"] and {point(r), point(r, True)} & mine]),
+        ("speedup = baseline_us / candidate_us (above 1 where the candidate is faster), not candidate over baseline",
+         [r for r in gpu if point(r, True) in mine and point(r) not in mine and point(r) != point(r, True)]),
+        ("each case on the side of the route it took",
+         [r for r in gpu if point(r) in yours["triton" if r["route"] == "fallback" else "fallback"]]),
+        ("every GPU measurement is a point", [r for r in gpu if not {point(r), point(r, True)} & mine]))
+    return [f"{rule} (e.g. {', '.join(r['case_id'] for r in shown[:3])})" for rule, shown in rules if shown]
+
+
 def _grade(make_predicate, make_ctx, capstone_matrix, plot_points, rng) -> list[Result]:
     pred = call(make_predicate)
     cases = _cases(borrowed.run(capstone_matrix, (), _FORBIDDEN))
@@ -134,7 +154,8 @@ def _grade(make_predicate, make_ctx, capstone_matrix, plot_points, rng) -> list[
         yours = _plot_yours(borrowed.run(plot_points, ([dict(r) for r in results],), _FORBIDDEN))
         want = _plot_expected(results)
         if yours != want:
-            raise Fail(f"plot points (timings drawn by this check) differ\n  yours:    "
+            rules = "; ".join(_what_differs(yours, results)) or "compare them below"
+            raise Fail(f"plot points (timings drawn by this check) differ: {rules}\n  yours:    "
                        f"{ {k: sorted(v) for k, v in yours.items()} }\n  expected: "
                        f"{ {k: sorted(v) for k, v in want.items()} }")
     return [passed("ex08", "evidence_package", f"{len(cases)} predeclared cases, routed by your predicate; plot "

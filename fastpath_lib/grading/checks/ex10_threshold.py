@@ -32,18 +32,51 @@ def _not_a_loss(r) -> bool:
     return outcome(r.fastpath_us / r.baseline_us, band) != LOSS
 
 
+#: The rule, in the exercise's words (``solutions/ex10_*.py``), as the feedback states it.
+RULE = ("per architecture and width, the crossover is the smallest swept row count from which the fast path is never "
+        "a loss at any larger swept size (an early win followed by a loss does not count); the architecture's "
+        "min_rows is the largest crossover over its widths, and None when some width still loses at its largest "
+        "swept size")
+
+
+def _widths(by_arch) -> dict[int, tuple[int | None, int | None]]:
+    """width -> (its crossover, the first row count that is not a loss) of one architecture's rows."""
+    out = {}
+    for cols, t in by_arch.groupby("cols"):
+        t = t.sort_values("rows")
+        ok = [_not_a_loss(r) for r in t.itertuples()]
+        rs = [int(v) for v in t["rows"]]
+        out[int(cols)] = (next((rs[k] for k in range(len(rs)) if all(ok[k:])), None),
+                          next((rs[k] for k in range(len(rs)) if ok[k]), None))
+    return out
+
+
 def expected_thresholds(df) -> dict[str, int | None]:
     """The kit's rule on a sweep table: ``{arch: min_rows or None}`` (the grader's answer; not for learners)."""
     out: dict[str, int | None] = {}
     for arch, by_arch in df.groupby("arch", sort=False):
-        per_width = []
-        for _, t in by_arch.groupby("cols"):
-            t = t.sort_values("rows")
-            ok = [_not_a_loss(r) for r in t.itertuples()]
-            rs = [int(v) for v in t["rows"]]
-            per_width.append(next((rs[k] for k in range(len(rs)) if all(ok[k:])), None))
+        per_width = [c for c, _ in _widths(by_arch).values()]
         out[str(arch)] = None if None in per_width else max(per_width)
     return out
+
+
+def _why(df, arch: str, got) -> str:
+    """What ``got`` for ``arch`` misses of :data:`RULE`, from the table's own rows."""
+    widths = _widths(df[df["arch"].astype(str) == arch])
+    cross = {w: c for w, (c, _) in widths.items()}
+    said = f"{arch}: crossovers by width {cross}"
+    firsts = [f for _, f in widths.values()]
+    regained = [w for w, (c, f) in widths.items() if f is not None and c != f]
+    if regained and None not in firsts and _same(got, max(firsts)):
+        w = regained[0]
+        return (f"{said}; yours is where the fast path first stops losing, but at width {w} it loses again above "
+                f"{widths[w][1]} rows: the crossover is from where it never loses at any larger size")
+    known = [c for c in cross.values() if c is not None]
+    if None not in cross.values() and len(set(known)) > 1 and _same(got, min(known)):
+        return f"{said}; yours is the smallest crossover over the widths: min_rows is the largest"
+    if None in cross.values():
+        return f"{said}; a width still loses at its largest swept size, so min_rows is None"
+    return f"{said}; min_rows is the largest of them, {max(known)}"
 
 
 def _answer(choose, df) -> dict:
@@ -60,8 +93,9 @@ def _same(a, b) -> bool:
 
 
 def _compare(tables, choose):
-    """``(rows of threshold archs that differ, rows of no-threshold archs that differ, full table text)``."""
-    bad_t, bad_n, rows = 0, 0, []
+    """``(rows of threshold archs that differ, rows of no-threshold archs that differ, full table text)``: the text
+    starts with what the first differing architectures miss of the rule (:func:`_why`)."""
+    bad_t, bad_n, rows, why = 0, 0, [], []
     for name, df in tables:
         exp, yours = expected_thresholds(df), _answer(choose, df)
         for arch, want in exp.items():
@@ -70,10 +104,12 @@ def _compare(tables, choose):
             bad_t += not ok and want is not None
             bad_n += not ok and want is None
             rows.append((name, arch, got, want, "" if ok else "<-- differs"))
+            why += [] if ok or got == "missing" else [f"{name} table, {_why(df, arch, got)}"]
         for extra in sorted(set(yours) - set(exp)):
             bad_t += 1
             rows.append((name, extra, yours[extra], "(no such arch)", "<-- differs"))
-    return bad_t, bad_n, table(rows, ("table", "arch", "yours", "expected", ""))
+    text = table(rows, ("table", "arch", "yours", "expected", ""))
+    return bad_t, bad_n, (f"the rule: {RULE}\n" + "\n".join(why[:3]) + "\n" if why else "") + text
 
 
 def _grade(tables, choose_threshold) -> list[Result]:

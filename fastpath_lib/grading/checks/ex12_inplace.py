@@ -69,9 +69,11 @@ _WHAT = {
                 "compare the buffer with what the composite leaves in a copy of it",
     "declared_mutation": "an op whose declared schema does not say it writes its inputs: run it under "
                          "torch.compile(..., backend=\"aot_eager\", fullgraph=True) and check what it wrote",
-    "residual_rounding": "an op whose new residual is not the fp32 sum rounded once to x's dtype, by less than the "
-                         "output's tolerance: compare the new residual bit for bit (torch.equal), with a weight of "
-                         "another dtype than x's too",
+    "residual_rounding": "an op whose new residual is not the fp32 sum rounded once to x's dtype, by one unit in the "
+                         "last place or less than the output's tolerance (any tolerance lets it through: allclose, "
+                         "assert_close with the output's atol/rtol): compare the new residual bit for bit "
+                         "(torch.equal, or assert_close(..., rtol=0, atol=0)), for fp32, fp16 and bf16 inputs, with a "
+                         "weight of another dtype than x's too",
     "variance": "an op whose mean square is not taken from the fp32 sum, by less than the output's tolerance on "
                 "random inputs: choose an input whose exact output you know, where the rounded and the fp32 sum "
                 "give different answers, and compare bit for bit",
@@ -246,7 +248,9 @@ def _grade_overlaps(fn) -> list[Result]:
         if want is not None and got != want:
             wrong.append(f"{label}: yours {got}, expected {want}")
     if wrong:
-        raise Fail(f"{len(wrong)} of {len(cases)} pairs answered wrong\n" + "\n".join(wrong))
+        raise Fail(f"{len(wrong)} of {len(cases)} pairs answered wrong (True where the two share a byte; False "
+                   f"where their byte ranges are apart: a view's bytes run from its data_ptr() over its shape and "
+                   f"stride(), element_size() bytes an element, in bytes, not elements)\n" + "\n".join(wrong))
     return [Result("ex12", "overlaps", points_of("ex12", "overlaps"), True,
                    f"right on all {len(cases)} pairs (drawn now)")]
 

@@ -17,7 +17,9 @@ return. The faults, by graded category (never named to a learner while one survi
   in eager mode, wrong under ``torch.compile`` (functionalization trusts the schema and the write is lost);
 * *residual_rounding*: the new residual rounded through the weight's dtype before x's; the new residual rounded
   toward zero instead of to nearest (one unit in the last place at most); both hidden within the output's tolerance
-  (an element they would move further is the composite's): only a bit-for-bit comparison sees them;
+  (an element they would move further is the composite's); and the residual one unit in the last place toward zero
+  only where that is at most 2**-10 of its value (fp16 and fp32 inputs), hidden from any comparison with
+  ``rtol >= 1e-3``: only a bit-for-bit comparison sees them;
 * *variance*: the mean square taken from the rounded residual instead of the fp32 sum, hidden within the output's
   tolerance (an element it would move further is the composite's): only an input whose exact answer is known shows it;
 * *raises_cleanly*: a call that raises writes the sum into ``residual`` first (the same exception as the composite's).
@@ -226,6 +228,23 @@ def _residual_toward_zero(x, residual, weight, eps):
     return _inplace(x, residual, weight, eps, results=results)
 
 
+#: The largest relative step :func:`_residual_one_ulp_hidden` takes: fp16's unit in the last place relative to 1, so
+#: every fp16 (and fp32) element and no bf16 element; below ``rtol=1e-3`` (ad hoc, or torch.testing's fp16 default).
+HIDDEN_STEP = 2 ** -10
+
+
+def _residual_one_ulp_hidden(x, residual, weight, eps):
+    """The new residual rounded toward zero where that is one step of at most :data:`HIDDEN_STEP` of its value (the
+    composite's elsewhere), the output exact: a comparison within any tolerance of ``rtol >= 1e-3`` (``allclose``,
+    ``assert_close``, the output's tolerance) passes it; only the residual compared bit for bit catches it."""
+    def results(x, residual, weight, eps):
+        out, new = native(x, residual, weight, eps)
+        low = _toward_zero(x.double() + residual.double(), x.dtype)
+        step = (low.double() - new.double()).abs()
+        return out, torch.where(step <= HIDDEN_STEP * new.double().abs(), low, new)
+    return _inplace(x, residual, weight, eps, results=results)
+
+
 def _variance_of_rounded(x, residual, weight, eps):
     """The mean square of the rounded residual. Where that moves an output element beyond the contract's tolerance
     the element is the composite's: the fault shows only bit for bit, on an input whose exact answer is known, never to
@@ -265,7 +284,7 @@ BROKEN = {
     "returns": (_returns_copies,),
     "aliasing": (_rereads_residual, _writes_x_first, _rows_in_order, _x_first_when_same),
     "declared_mutation": (_undeclared,),
-    "residual_rounding": (_residual_via_weight_dtype, _residual_toward_zero),
+    "residual_rounding": (_residual_via_weight_dtype, _residual_toward_zero, _residual_one_ulp_hidden),
     "variance": (_variance_of_rounded,),
     "raises_cleanly": (_writes_before_raising,),
 }
