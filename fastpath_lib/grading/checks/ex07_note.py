@@ -41,7 +41,8 @@ from fastpath_lib.grading.registry import Result
 from fastpath_lib.grading.report.feedback import Fail, graded, part
 from fastpath_lib.grading.rules import borrowed
 from fastpath_lib.grading.rules import ex07_claims as claims
-from fastpath_lib.grading.rules.assertion import asserted
+from fastpath_lib.grading.rules import ex07_tables as tables
+from fastpath_lib.grading.rules.assertion import NOT_AFFIRMED, asserted
 from fastpath_lib.grading.rules.ex07_claims import claims_speedup, words_outside_details
 from fastpath_lib.grading.vocabulary import LOSS, NEUTRAL, NOT_GPU, TIMED_OUTCOMES, WIN
 from fastpath_lib.rmsnorm import predicate as rms
@@ -298,7 +299,8 @@ def _scope_problems(scope: str, df) -> list[str]:
 def _judge_environment_and_scope(data, notes: dict[str, str]) -> None:
     problems = []
     for which, df, env in data:
-        note = notes[which]
+        raw = notes[which]
+        note = claims.visible_text(raw)  # what renders: nothing in a comment counts
         device = "device_name" if env.get("device_name") else "device"
         if " ".join(str(env[device]).split()) not in " ".join(note.split()):  # over a line break too
             problems.append(f"{which}: the note does not give the environment's {device} ({env[device]!r})")
@@ -306,7 +308,7 @@ def _judge_environment_and_scope(data, notes: dict[str, str]) -> None:
             if not _version_given(lib, str(env[lib]), note):
                 problems.append(f"{which}: the note does not give the environment's {lib} version ({env[lib]!r}): "
                                 f"{VERSION_RULE}")
-        scope = claims.scope_text(note, claims.sections(note))
+        scope = claims.scope_text(raw, claims.sections(raw))
         if not scope.strip():
             problems.append(f"{which}: no scope statement (a 'Scope' section or a 'Scope:' paragraph of a sentence "
                             "or two: which calls take the fast path, and what happens to the rest)")
@@ -316,12 +318,15 @@ def _judge_environment_and_scope(data, notes: dict[str, str]) -> None:
         raise Fail("\n".join(problems))
 
 
-#: A sentence that says nothing is slower: a loss word under a word that denies every one, in one clause ("never
-#: slower", "nothing is slower", "no regressions", "without losses", "zero slowdowns"), or "always faster"; "no slower"
-#: and "not slower" compare one thing.
-_NO_LOSS = re.compile(r"\b(never|nothing|nowhere|none|without|zero|no(?!\s+slower\b))\b[^.;,:]*?"
-                      r"\b(slower|regress\w*|los(e|es|ing|t)|loss(es)?|slow-?downs?)\b|"
-                      r"\balways\b[^.;,:]*?\b(faster|wins?|ahead)\b", re.IGNORECASE)
+#: A sentence that says nothing is slower: a loss word (any of :data:`~.ex07_claims.OUTCOME_WORDS`' loss words: "got
+#: worse", "regresses") under a word that denies every one, in one clause ("never slower", "nothing is slower", "no
+#: shape got worse", "without losses"), or a win word said of every case ("always faster", "beats F.rms_norm on every
+#: shape", "improves on it everywhere"); "no slower" and "not slower" compare one thing.
+_UNIVERSAL = (r"\b(always|everywhere|uniformly|across the board|without exception|"
+              r"(every|each|all)\s+(?:[a-z]+\s+){0,2}?(shapes?|cases?|sizes?|inputs?|workloads?|configurations?|rows?))\b")
+_LOSS, _WIN = claims.OUTCOME_WORDS[LOSS], claims.OUTCOME_WORDS[WIN]
+_NO_LOSS = re.compile(rf"\b(never|nothing|nowhere|none|without|zero|no(?!\s+slower\b))\b[^.;,:]*?(?:{_LOSS})|"
+                      rf"(?:{_WIN})[^.;:]*?{_UNIVERSAL}|{_UNIVERSAL}[^.;:]*?(?:{_WIN})", re.IGNORECASE)
 #: Words that make such a sentence a qualified one (it names its exceptions).
 _EXCEPT = re.compile(r"\b(except|but|apart from|other than|besides|outside|beyond|elsewhere|otherwise)\b", re.I)
 
@@ -343,22 +348,20 @@ def _figure_text(row) -> str:
 
 
 def _figure_problems(which: str, note: str, df, env) -> list[str]:
-    """Every number the note gives for a case, in a sentence or in the case's table row, that is not that case's."""
+    """Every number the note gives for a case, in a sentence or in a table row naming it, that is not that case's; on
+    GPU data, every table row's route and outcome too (:func:`~fastpath_lib.grading.rules.ex07_tables.row_problems`:
+    every row is a claim, wherever it stands)."""
     rows, beside, out = _rows(df), _beside(env), []
     for m in claims.mentions(note, rows):
         known = claims.figures(rows[m.case], beside)
         out += [f"{which}, {m.case}: the note gives it {raw!r}, none of its figures ({_figure_text(rows[m.case])})"
                 for v, d, raw in claims.figures_in(m.segment) if not claims.is_figure(v, d, known)]
     h = env["harness"]
-    for cid, (cells, _header) in claims.table_rows(note).items():
-        if cid not in rows:
-            continue
-        known = claims.figures(rows[cid], [*beside, *(claims.case_shape(cid) or ()), h["samples"], rms.MAX_COLS])
-        for cell in cells[1:]:
-            m = re.fullmatch(r"([-+−]?\d+(?:\.(\d+))?)\s*(?:us|µs|μs|ms|x|×|%)?", cell, re.IGNORECASE)
-            if m and not claims.is_figure(abs(float(m.group(1).replace("−", "-"))), len(m.group(2) or ""), known):
-                out.append(f"{which}, {cid}: its table row gives {cell!r}, none of its figures "
-                           f"({_figure_text(rows[cid])})")
+    gpu = env.get("device") == "cuda"
+    out += tables.row_problems(
+        which, note, rows, lambda cid: claims.figures(
+            rows[cid], [*beside, *(claims.case_shape(cid) or ()), h["samples"], rms.MAX_COLS]),
+        outcomes=expected_classes(df) if gpu else None, routes=dict(zip(df["case_id"], df["route"])) if gpu else None)
     return list(dict.fromkeys(out))
 
 
@@ -381,6 +384,9 @@ def _claim_problems(which: str, note: str, df, env) -> list[str]:
         if m.outcome and m.outcome != exp[m.case]:
             out.append(f"{which}, {m.case}: the note calls it {m.outcome} ({m.sentence.strip()!r}), the data says "
                        f"{exp[m.case]}")
+        elif m.unasserted.get(exp[m.case]) == "denied" and m.outcome != exp[m.case]:
+            out.append(f"{which}, {m.case}: the note denies that it is {exp[m.case]} ({m.sentence.strip()!r}), as the "
+                       "data says it is")
     tally, ids = collections.Counter(exp.values()), claims.id_pattern(rows)
     wrong = {}
     for sentence in claims.statements(note):
@@ -401,31 +407,17 @@ def _claim_problems(which: str, note: str, df, env) -> list[str]:
     for cid, k in exp.items():
         if k in (LOSS, NEUTRAL) and not any(m.case == cid and m.outcome == k and _own_figure(m, rows[cid])
                                             for m in found):
-            out.append(f"{which}, {cid}: {k} in the data, and not named so with a figure of its own ({NAMED_RULE})")
+            hedged = next((m.sentence for m in found if m.case == cid and k in m.unasserted), None)
+            out.append(f"{which}, {cid}: {k} in the data, and not named so with a figure of its own ({NAMED_RULE})"
+                       + (f"; {hedged.strip()!r} does not affirm it: {NOT_AFFIRMED}" if hedged else ""))
     return out
 
 
 def _table_problems(which: str, note: str, df) -> list[str]:
-    """The performance table's rows against the data: one per case, its route and its class, each cell read by what
-    it says as a sentence is (``win (1.34x)`` marks a win). A case's row is its row under the Performance heading, else
-    its first row anywhere (where the table stands is the sections part's to judge)."""
-    exp, routes = expected_classes(df), dict(zip(df["case_id"], df["route"]))
-    perf = "\n".join(b for h, b in claims.sections(note).items() if re.search(SECTIONS["performance"], h))
-    rows, out = {**claims.table_rows(note), **claims.table_rows(perf)}, []
-    for cid, cls in exp.items():
-        if cid not in rows:
-            out.append(f"{which}, {cid}: not in the performance table")
-            continue
-        cells, header = rows[cid]
-        at = claims.route_cell(cells, header)
-        route = cells[at].lower() if at is not None else None
-        claimed = list(dict.fromkeys(k for i, x in enumerate(cells) if i not in (0, at)
-                                     and (k := claims.outcome_of(x))))
-        if route != routes[cid]:
-            out.append(f"{which}, {cid}: the row gives route {route or 'none'}, the data {routes[cid]}")
-        if claimed != [cls]:
-            out.append(f"{which}, {cid}: the table says {claimed or 'no class'}, the data says {cls}")
-    return out
+    """The performance table's rows against the data: one per case, its route and its class (a case's row is its row
+    under the Performance heading, else its first row anywhere; every other row is checked as a claim of its own)."""
+    return tables.performance_problems(which, note, expected_classes(df), dict(zip(df["case_id"], df["route"])),
+                                       SECTIONS["performance"])
 
 
 def _judge_consistent(data, notes: dict[str, str]) -> None:
@@ -441,7 +433,7 @@ def _judge_consistent(data, notes: dict[str, str]) -> None:
             problems.append(f"{which}: the note says {sentence!r}, but the data has {len(losses)} "
                             f"{LOSS if len(losses) == 1 else LOSS + 'es'} ({', '.join(losses)}): say where it is "
                             f"slower, as the table does ({NO_LOSS_RULE})")
-        if env.get("synthetic") and "synthetic" not in note.lower():
+        if env.get("synthetic") and "synthetic" not in claims.visible_text(note).lower():
             problems.append(f"{which}: the data is labelled synthetic; the note must say so")
     if problems:
         rules = [f"{FIGURE_RULE}; a case's figures are {FIGURES_ARE}" if "none of its figures" in p else
@@ -466,9 +458,9 @@ def _judge_no_cpu_claims(data, notes: dict[str, str]) -> None:
     which, df, env = data[2]
     note = notes[which]
     problems = []
-    if " ".join(NOT_GPU.lower().split()) not in " ".join(note.lower().split()):  # wrapped over lines or not
+    if " ".join(NOT_GPU.lower().split()) not in " ".join(claims.visible_text(note).lower().split()):  # wrapped too
         problems.append(f"on CPU data the note must say {NOT_GPU!r}")
-    rows = [line.strip() for line in note.splitlines() if line.strip().startswith("|")]  # a header row too
+    rows = list(dict.fromkeys(" | ".join(cells) for row in claims.all_table_rows(note) for cells in row))  # headers
     for sentence in [c for s in claims.statements(note) for c in s.split(";")] + rows:
         if claims_speedup(sentence):
             problems.append(f"claims a speed-up from non-GPU data: {sentence.strip()!r}")
