@@ -326,7 +326,7 @@ _UNIVERSAL = (r"\b(always|everywhere|uniformly|across the board|without exceptio
               r"(every|each|all)\s+(?:[a-z]+\s+){0,2}?(shapes?|cases?|sizes?|inputs?|workloads?|configurations?|rows?))\b")
 _LOSS, _WIN = claims.OUTCOME_WORDS[LOSS], claims.OUTCOME_WORDS[WIN]
 _NO_LOSS = re.compile(rf"\b(never|nothing|nowhere|none|without|zero|no(?!\s+slower\b))\b[^.;,:]*?(?:{_LOSS})|"
-                      rf"(?:{_WIN})[^.;:]*?{_UNIVERSAL}|{_UNIVERSAL}[^.;:]*?(?:{_WIN})", re.IGNORECASE)
+                      rf"(?:{_WIN})[^;:]*?{_UNIVERSAL}|{_UNIVERSAL}[^;:]*?(?:{_WIN})", re.IGNORECASE)
 #: Words that make such a sentence a qualified one (it names its exceptions).
 _EXCEPT = re.compile(r"\b(except|but|apart from|other than|besides|outside|beyond|elsewhere|otherwise)\b", re.I)
 

@@ -117,7 +117,8 @@ def stance(text: str, at: int) -> str:
         return "open"
     before = text[start:at]
     after = text[at:end.start() if end else len(text)]
-    after = after[:m.start()] if (m := re.search(r"[,;:(—–]|\s-\s|\b(but|while|whereas|yet|and)\b", after[1:])) \
+    after = re.sub(r"\([^()]*\)", " ", after)  # a parenthesis (the figures) is no end of the clause
+    after = after[:m.start()] if (m := re.search(r"[,;:—–]|\s-\s|\b(but|while|whereas|yet|and)\b", after[1:])) \
         else after
     clause = _own_clause(before)
     if _SUPPOSED_RE.search(before) or _SUPPOSED_RE.search(after) or _governing(_MODAL_RE, clause) \
