@@ -22,9 +22,10 @@ import re
 
 from fastpath_lib.grading.report.feedback import Fail, graded, part, real, truth
 from fastpath_lib.grading.rules import borrowed
+from fastpath_lib.grading.rules.assertion import NOT_AFFIRMED, asserted
 from fastpath_lib.grading.rules.ex13_scenarios import ACTIONS, SWITCHES, VERDICTS, draw, expected, old_default_eps
 
-__all__ = ["check_readiness", "PARTS", "JUSTIFICATION_RULE", "OWNER_RULE", "STATED", "stated_eps"]
+__all__ = ["check_readiness", "PARTS", "JUSTIFICATION_RULE", "OWNER_RULE", "DEVICE_RULE", "STATED", "stated_eps"]
 
 #: The parts, in the notebook's order (the registry's ``ex13`` entry lists the same names).
 PARTS = ("route_conditions", "test_report", "results_table", "review_comments", "maintenance_cost",
@@ -102,7 +103,8 @@ def _grade_one(name: str, fn, sc):
         if out["switch"] not in SWITCHES:
             raise Fail(f"switch {out['switch']!r} is not the kit's way off the fast path without a code change "
                        f"(one of {list(SWITCHES)})")
-        return {k: out[k] for k in want}, {k: v if k == "owner" else round(v, 6) for k, v in want.items()}, ok
+        shown = {k: round(v, 6) if isinstance(v, float) else v for k, v in ((k, out[k]) for k in want)}
+        return shown, {k: v if k == "owner" else round(v, 6) for k, v in want.items()}, ok
     if name == "contract_change":
         out = _mapping(_run(fn, sc["change"], sc["calls"]), ("own_commit", "affected", "pin", "justification"),
                        "migration")
@@ -121,7 +123,9 @@ def _grade_one(name: str, fn, sc):
 
 #: What a justification states, each fact checked against the scenario; the check reads these facts, not the wording.
 JUSTIFICATION_RULE = ("a justification that states what the change does to these callers: the new default; today's "
-                      "default of the callers it changes (each of their old values, the values `pin` holds); and which "
+                      "default of the callers it changes (each of their old values, the values `pin` holds, and no "
+                      "other value as today's default: the callers of a dtype the change does not touch keep theirs); "
+                      "and which "
                       "callers change, by naming every affected id or by their count written as a number (`3` or "
                       "`three`). Write each eps as a number (any spelling Python reads as that value, such as `1e-5`, "
                       "`1e-05` or `0.00001`, or that value rounded to the digits you write, such as `1.19e-07`) or as "
@@ -129,6 +133,8 @@ JUSTIFICATION_RULE = ("a justification that states what the change does to these
                       "`becomes` or `new` (or before `after`), each old value after `from`, `today's` or `old` (or "
                       "before `today` or an arrow), the count before `callers` or `call sites`; an eps that is none "
                       "of the scenario's (the new default, the callers' defaults and the eps they pass) is refused. "
+                      "Only a sentence that affirms a fact states it: one that negates, denies, asks, supposes or "
+                      "hedges it (`does not change`, `if we moved`, `might`, `perhaps`, a `?`) states nothing. "
                       "The check reads these facts and not the wording: there is no word count, and a justification "
                       "without them (whatever its length) loses the part")
 #: Whom part 5 takes as the owner: the scenario's CODEOWNERS file is the only thing that says who owns the code.
@@ -138,9 +144,13 @@ OWNER_RULE = ("the person the scenario's CODEOWNERS file names for the kernel's 
               "`/DIR/` every file under the directory `DIR` at the repository's root; the last line that matches the "
               "file names its owner, not the first one nor the most specific one). The check compares your owner "
               "with that handle: no other name, however plausible, is the owner")
+#: Part 1's device rule, as the kit's predicate applies it (``rmsnorm.predicate``'s device condition).
+DEVICE_RULE = ("The predicate's `device` condition holds for a CUDA tensor with the interpreter off, or a CPU tensor "
+               "with it on: a CUDA tensor while the interpreter is on fails `device` (the interpreter runs the kernels "
+               "on the CPU), and `architecture` is judged only on CUDA with the interpreter off")
 #: The wording of the rules this check holds answers to beyond forbidden calls: the exercise states each
 #: (``tests/course/test_exercise_instructions.py``).
-STATED = (JUSTIFICATION_RULE, OWNER_RULE)
+STATED = (JUSTIFICATION_RULE, OWNER_RULE, DEVICE_RULE)
 _NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 _POWER = re.compile(r"2\s*(?:\*\*|\^)\s*\(?\s*-\s*(\d+)\s*\)?")
 #: A whole number standing alone (not part of a decimal, an exponent, an id or a power of two).
@@ -184,8 +194,8 @@ def _names_count(text: str, n: int) -> bool:
 #: or keeps); ``to`` after a word of pinning (``pin``, ``keep``, ``pass``) gives the value a caller keeps, today's.
 _ROLE = re.compile(r"(?P<new>\bto\b|\bbecom\w*|\bnew\b|\bnow\b|\bwill be\b|\bafter\b|\binto\b|->|→|=>)|"
                    r"(?P<old>\bfrom\b|\btoday\w*|\bold\b|\bcurrent\w*|\bprevious\w*|\bexisting\b|\bepsilon\b|"
-                   r"\bbefore\b|\bwas\b|\bwere\b|\bused to\b|\binstead of\b|\brather than\b|\bpin\w*|\bkeep\w*|"
-                   r"\bkept\b)",
+                   r"\bbefore\b|\bwas\b|\bwere\b|\bused to\b|\binstead of\b|\brather than\b)|"
+                   r"(?P<kept>\bpin\w*|\bkeep\w*|\bkept\b)",
                    re.IGNORECASE)
 _PINNING = re.compile(r"\b(pin\w*|keep\w*|kept|pass\w*|explicit\w*)\b", re.IGNORECASE)
 #: Words after an eps that say which it is: ``today``, ``currently``, ``before``, an arrow (today's) or ``after``,
@@ -212,13 +222,15 @@ def _eps_written(text: str) -> list[tuple[int, int, float]]:
 
 
 def stated_eps(text: str) -> dict[str, list[str]]:
-    """Each eps ``text`` writes, by the fact it states: ``"new"`` (the new default), ``"old"`` (today's) or ``"none"``
-    (no word binds it). A list (``2**-52 or 2**-23``, ``1e-5 and 1e-6``) takes the role of the words around it.
+    """Each eps ``text`` writes, by the fact it states: ``"new"`` (the new default), ``"old"`` (today's default),
+    ``"kept"`` (what a caller pins or keeps), ``"none"`` (no word binds it) or ``"unaffirmed"`` (its sentence does not
+    affirm it: negated, denied, supposed, hedged or asked, :func:`~fastpath_lib.grading.rules.assertion.asserted`). A
+    list (``2**-52 or 2**-23``, ``1e-5 and 1e-6``) takes the role of the words around it.
 
     >>> stated_eps("The default moves from 2**-52 or 2**-23 to 1e-06; callers pin 2**-23 to keep it.")
-    {'new': ['1e-06'], 'old': ['2**-52', '2**-23', '2**-23'], 'none': []}
-    >>> stated_eps("1.19e-07 today, 1e-05 after the change. eps 1e-5 1e-8")
-    {'new': ['1e-05'], 'old': ['1.19e-07'], 'none': ['1e-5', '1e-8']}
+    {'new': ['1e-06'], 'old': ['2**-52', '2**-23'], 'kept': ['2**-23'], 'none': [], 'unaffirmed': []}
+    >>> stated_eps("1.19e-07 today, 1e-05 after the change. eps 1e-5 1e-8. If it moved to 1e-4, ...")
+    {'new': ['1e-05'], 'old': ['1.19e-07'], 'kept': [], 'none': ['1e-5', '1e-8'], 'unaffirmed': ['1e-4']}
     """
     found = _eps_written(text)
     groups: list[list[tuple[int, int, float]]] = []
@@ -227,7 +239,7 @@ def stated_eps(text: str) -> dict[str, list[str]]:
             groups[-1].append(v)
         else:
             groups.append([v])
-    out: dict[str, list[str]] = {"new": [], "old": [], "none": []}
+    out: dict[str, list[str]] = {"new": [], "old": [], "kept": [], "none": [], "unaffirmed": []}
     prev = 0
     for g in groups:
         start, end = g[0][0], g[-1][1]
@@ -237,15 +249,16 @@ def stated_eps(text: str) -> dict[str, list[str]]:
                      if not any(c.lastgroup == "new" or c.group(0).lower() == "from"
                                 for c in _ROLE.finditer(rest[:m.start()]))]  # up to a word that binds what follows
         cues = list(_ROLE.finditer(before))
+        at = start  # where the fact is read as affirmed or not: its binding word ("instead of 2**-52" names the old)
         if following and not rest[:following[0].start()].strip(" ()"):  # right after it: "1.19e-07 today"
             role = following[0].lastgroup
         elif cues:
-            role = cues[-1].lastgroup
+            role, at = cues[-1].lastgroup, start - len(before) + cues[-1].start()
             if role == "new" and cues[-1].group(0).lower() == "to" and _PINNING.search(before[:cues[-1].start()]):
-                role = "old"
+                role = "kept"
         else:
             role = following[0].lastgroup if following else "none"
-        out[role] += [text[a:b] for a, b, _ in g]
+        out[role if asserted(text, at) else "unaffirmed"] += [text[a:b] for a, b, _ in g]
         prev = end
     return out
 
@@ -258,18 +271,28 @@ def _unstated_facts(text, new_eps: float, pin: dict, held=()) -> list[str]:
         return [f"a justification is a str, got {type(text).__name__}"]
     said = stated_eps(text)
     new = " ".join(said["new"])
-    old = " ".join(said["old"])
+    old = " ".join(said["old"] + said["kept"])
     misses = [] if _names_value(new, new_eps) else [f"the new default {new_eps!r} (written after `to`, `becomes` or "
                                                     "`new`, or before `after`)"]
     misses += [f"today's default {v!r} of the callers it changes (written after `from`, `today's` or `old`, or "
                "before `today`)" for v in sorted(set(pin.values())) if not _names_value(old, v)]
-    named = all(re.search(rf"(?<!\w){re.escape(str(k))}(?!\w)", text) for k in pin)
-    counted = [m.group(1) for m in _CALLERS.finditer(text)]
+    ids = {k: list(re.finditer(rf"(?<!\w){re.escape(str(k))}(?!\w)", text)) for k in pin}
+    named = all(any(asserted(text, m.start()) for m in found) for found in ids.values())
+    counts = list(_CALLERS.finditer(text))
+    counted = [m.group(1) for m in counts if asserted(text, m.start())]
+    hedged = said["unaffirmed"] + [m.group(0) for m in [*counts, *(m for f in ids.values() for m in f)]
+                                   if not asserted(text, m.start())]
     if not named and not any(_names_count(n, len(pin)) for n in counted):
         misses.append(f"which callers change (every affected id, or their count, {len(pin)}, before `callers`)")
     values = [*pin.values(), new_eps, *held]
-    misses += [f"{w} is no eps of this scenario" for role in said.values() for w in role
+    misses += [f"{w} is no eps of this scenario" for role, ws in said.items() if role != "unaffirmed" for w in ws
                if not any(_names_value(w, v) for v in values)]
+    misses += [f"{w} is stated as today's default, but no caller the change affects has it (callers of the dtypes "
+               "the change does not touch keep their default: name only the old defaults of the callers it changes)"
+               for w in said["old"] if any(_names_value(w, v) for v in values)
+               and not any(_names_value(w, v) for v in pin.values())]
+    if misses and hedged:
+        misses.append(f"{', '.join(dict.fromkeys(hedged))}: {NOT_AFFIRMED}")
     return misses
 
 
@@ -298,6 +321,9 @@ def _grade(name: str, fn, rng) -> list:
                           f"    expected: {_brief(want)}"]
             if len(wrong) > _SHOWN:
                 lines.append(f"  ... and {len(wrong) - _SHOWN} more")
+            if name == "maintenance_cost" and any(y.get("owner") != w.get("owner") for _, y, w in wrong):
+                lines.append("  the owner differs: the last line of CODEOWNERS that matches the kernel's file names "
+                             "its owner, not the first one nor the most specific one")
             raise Fail("\n".join(lines))
         return f"{len(scenarios)} scenarios drawn by the check, all answered as the lesson's rule does"
 

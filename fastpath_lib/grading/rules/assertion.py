@@ -123,7 +123,8 @@ def stance(text: str, at: int) -> str:
     clause = _own_clause(before)
     if _SUPPOSED_RE.search(before) or _SUPPOSED_RE.search(after) or _governing(_MODAL_RE, clause) \
             or _THAT_CLAUSE.search(clause) \
-            or _INVERTED.match(clause) or (_INFINITIVE.search(clause) and not _FINDING.search(clause)):
+            or _INVERTED.match(clause) or (text[at:at + 1].isalpha() and _INFINITIVE.search(clause)
+                                           and not _FINDING.search(clause)):
         return "open"
     denials = _governing(_NEGATION_RE, clause) + len(_DENIAL_RE.findall(before)) + len(
         _DENIAL_RE.findall(after))
