@@ -125,6 +125,12 @@ ATTACKS = {
     "asked": (dict(say_loss="Is {id} slower ({b} -> {c} us)?"), ["state it affirmatively"]),
     "comparative": (dict(say_loss="{id} beats F.rms_norm ({b} -> {c} us)."), ["the note calls it win"]),
     "no shape got worse": (dict(extra="No shape got worse."), ["say where it is slower"]),
+    # F4b: claims with no case id, and a case given two outcomes
+    "labelled count": (dict(extra="Wins: 12 of 12 cases."), ["counts 12 win cases"]),
+    "all cases win": (dict(extra="All cases win."), ["'All cases win.'", "say where it is slower"]),
+    "improves every case": (dict(extra="The fast path improves every case by 1.5x."), ["say where it is slower"]),
+    "two outcomes": (dict(say_loss="{id} is slower than the fallback would suggest ({b} -> {c} us); it is quicker "
+                                   "than the baseline."), ["the note calls it win and loss"]),
 }
 
 

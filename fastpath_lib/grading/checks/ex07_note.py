@@ -44,7 +44,7 @@ from fastpath_lib.grading.rules import ex07_claims as claims
 from fastpath_lib.grading.rules import ex07_tables as tables
 from fastpath_lib.grading.rules.assertion import NOT_AFFIRMED, asserted
 from fastpath_lib.grading.rules.ex07_claims import claims_speedup, words_outside_details
-from fastpath_lib.grading.vocabulary import LOSS, NEUTRAL, NOT_GPU, TIMED_OUTCOMES, WIN
+from fastpath_lib.grading.vocabulary import FALLBACK, LOSS, NEUTRAL, NOT_GPU, TIMED_OUTCOMES, WIN
 from fastpath_lib.rmsnorm import predicate as rms
 
 __all__ = ["check_pr_note", "SECTIONS", "WORD_LIMIT", "words_outside_details", "substance_gaps",
@@ -384,6 +384,9 @@ def _claim_problems(which: str, note: str, df, env) -> list[str]:
         if m.outcome and m.outcome != exp[m.case]:
             out.append(f"{which}, {m.case}: the note calls it {m.outcome} ({m.sentence.strip()!r}), the data says "
                        f"{exp[m.case]}")
+        elif m.outcome is None and set(m.asserted) - {exp[m.case], FALLBACK}:
+            out.append(f"{which}, {m.case}: the note calls it {' and '.join(m.asserted)} ({m.sentence.strip()!r}), "
+                       f"the data says {exp[m.case]}")
         elif m.unasserted.get(exp[m.case]) == "denied" and m.outcome != exp[m.case]:
             out.append(f"{which}, {m.case}: the note denies that it is {exp[m.case]} ({m.sentence.strip()!r}), as the "
                        "data says it is")

@@ -101,6 +101,8 @@ _COUNT_BEFORE = re.compile(
 _COUNT_AFTER = re.compile(
     rf"(?:{_OUTCOME})\s+(?:(?:on|in|for|across|among)\s+)?(?P<n>{_N})(?![\w-]|\s*(?:[x×%/-]|{_UNIT}))"
     rf"(?!\s+(?:\w+\s+)?{_OTHER_NOUN}\b)", re.IGNORECASE)
+#: A count as a label: an outcome word opening the sentence, a colon, the number ("Wins: 12 of 12 cases").
+_COUNT_LABEL = re.compile(rf"^\W*(?:{_OUTCOME})\s*:\s*(?P<n>{_N})(?![\w-]|\s*(?:[x×%/-]|{_UNIT}))", re.IGNORECASE)
 #: A count of none: "no" before an outcome named as a thing ("no wins", "no regressions", "no slower cases"), the denial
 #: unrestricted (the clause ends there, or says "at all"): "no regression elsewhere" or "no losses on fp32" restrict it
 #: and count nothing; "no slower" (a comparison) is no count.
@@ -208,14 +210,16 @@ def parts(clause: str) -> list[tuple[int, str]]:
 
 @dataclasses.dataclass(frozen=True)
 class Mention:
-    """A case named in a sentence: the sentence, what it says about the case (``segment``), the outcome it claims and
-    the outcomes its part names without asserting them (outcome -> ``"denied"`` or ``"open"``, :func:`unaffirmed`)."""
+    """A case named in a sentence: the sentence, what it says about the case (``segment``), the outcome it claims, the
+    outcomes its part names without asserting them (outcome -> ``"denied"`` or ``"open"``, :func:`unaffirmed`) and
+    every outcome its part asserts (two where it claims none: "c05 is slower; it is quicker than the baseline")."""
 
     case: str
     sentence: str
     segment: str
     outcome: str | None
     unasserted: dict = dataclasses.field(default_factory=dict)
+    asserted: tuple = ()
 
 
 def id_pattern(ids) -> re.Pattern:
@@ -270,7 +274,8 @@ def mentions(note: str, ids) -> list[Mention]:
             a, b = next(((a, b) for a, b in pieces if a <= m.start() < b), (0, 0))
             segment = own.get(n, sentence[m.end():semi if semi >= 0 else end])
             out.append(Mention(m.group(1), sentence, segment, outcome_of(blank, a, b) if b else None,
-                               unaffirmed(blank, a, b) if b else {}))
+                               unaffirmed(blank, a, b) if b else {},
+                               tuple(k for k in OUTCOME_WORDS if b and _claimed(blank, k, a, b))))
     return out
 
 
@@ -336,7 +341,7 @@ def counts_in(text: str) -> list[Count]:
     for m in _COUNT_BEFORE.finditer(text):
         if not _BOUNDED.search(text[:m.start()]) and asserted(text, m.start(_outcome_group(m))):
             found.setdefault(m.start("n"), Count(_outcome_group(m), _number(m.group("n")), m.group(0)))
-    for m in _COUNT_AFTER.finditer(text):
+    for m in [*_COUNT_AFTER.finditer(text), *_COUNT_LABEL.finditer(text)]:
         if asserted(text, m.start()):
             found.setdefault(m.start("n"), Count(_outcome_group(m), _number(m.group("n")), m.group(0)))
     for m in _COUNT_NONE.finditer(text):
