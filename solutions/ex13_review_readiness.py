@@ -320,9 +320,12 @@ ex.check_readiness("maintenance_cost", maintenance_cost)
 # `becomes` or `new` (or before `after`), each old value after `from`, `today's` or `old` (or before `today` or an
 # arrow), the count before `callers` or `call sites`; an eps that is none of the scenario's (the new default, the
 # callers' defaults and the eps they pass) is refused. Only a sentence that affirms a fact states it: one that negates,
-# denies, asks, supposes or hedges it (`does not change`, `if we moved`, `might`, `perhaps`, a `?`) states nothing. The
-# check reads these facts and not the wording: there is no word count, and a justification without them (whatever its
-# length) loses the part.
+# denies, asks, supposes or hedges it (`does not change`, `if we moved`, `might`, `perhaps`, a `?`) states nothing.
+# Every fact written must be true: a value bound as the new default is the new default, one bound as today's default is
+# a default of a caller that changes; a caller named is one that changes, unless its clause says it keeps its output
+# (`does not change`, `keeps`, `unchanged`, `unaffected`, `its own eps`), and a caller that changes is not said to keep
+# it; a count before `callers` is the number that change or the number of callers. The check reads these facts and not
+# the wording: there is no word count, and a justification without them (whatever its length) loses the part.
 
 # %%
 def migration(change, calls) -> dict:

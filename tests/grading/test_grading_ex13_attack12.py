@@ -19,7 +19,7 @@ from solved import solved  # noqa: E402
 
 F32, F64 = 2.0 ** -23, 2.0 ** -52
 #: round 12's scenario: new default 1e-05, call1 fp64 and call3 fp16 rely on the default, call2 and call4 pass eps
-PIN, HELD = {"call1": F64, "call3": F32}, [F64, F32, F32, F32, 1e-06, 1e-05]
+PIN, HELD, OTHERS = {"call1": F64, "call3": F32}, [F64, F32, F32, F32, 1e-06, 1e-05], ["call2", "call4"]
 
 HONEST = [
     "The default moves from 1.19e-07 and 2.22e-16 to 1e-05; 2 callers change: call1, call3.",
@@ -28,7 +28,23 @@ HONEST = [
     "The new default is 1e-05 instead of 2**-52 and 2**-23 (fp64 and fp16); call1 and call3 change.",
     "Two callers change (call1, call3): their eps was 2**-52 and 2**-23 and becomes 1e-05.",
     "No caller that passes eps is touched. For call1 and call3 the default goes from 2.22e-16 and 1.19e-07 to 1e-05.",
+    # F9's sentence is true: 4 callers are in the list, and call1 and call3 change
+    "The default moves from 1.19e-07 and 2.22e-16 to 1e-05; 4 callers are in the list and call1, call3 change.",
+    "call1 and call3 change from 2**-52 and 2**-23 to 1e-05, while call2 and call4 keep their explicit eps.",
 ]
+#: F8, F10, F12-F14: wrong facts beside the right ones, or every fact in every role
+FALSE = {
+    "F8 every id": "The default moves from 1.19e-07 and 2.22e-16 to 1e-05 for 2 callers: call1, call2, call3, call4.",
+    "F10 the unaffected ids": "The default moves from 1.19e-07 and 2.22e-16 to 1e-05; 2 callers change, namely "
+                              "call2, call4.",
+    "F12 every pair": "Numbers: from 2.22e-16 to 1.19e-07; from 2.22e-16 to 1e-06; from 2.22e-16 to 1e-05; from "
+                      "1.19e-07 to 2.22e-16; from 1e-05 to 1e-06; 2 callers: call1, call3.",
+    "F13 nothing moves": "Nothing moves: 1e-05 after the change is what 2.22e-16 and 1.19e-07 today already were, so "
+                         "the 2 callers keep their output without a pin.",
+    "F14 blind": "From 1e-05 to 2**-23; from 1e-05 to 2**-52; from 2**-23 to 1e-05; from 2**-52 to 1e-05; 0 callers, "
+                 "1 callers, 2 callers, 3 callers, 4 callers: call1, call2, call3, call4.",
+    "wrong count": "The default moves from 1.19e-07 and 2.22e-16 to 1e-05; 3 callers change: call1, call3.",
+}
 UNAFFIRMED = [
     # F5: the change said to affect nobody
     "Moving the default from 1.19e-07 and 2.22e-16 to 1e-05 does not change the 2 callers call1, call3; nothing to "
@@ -44,12 +60,17 @@ UNAFFIRMED = [
 
 @pytest.mark.parametrize("text", HONEST)
 def test_an_affirmed_justification_states_its_facts(text):
-    assert _unstated_facts(text, 1e-05, PIN, HELD) == []
+    assert _unstated_facts(text, 1e-05, PIN, HELD, OTHERS) == []
+
+
+@pytest.mark.parametrize("how", FALSE)
+def test_a_justification_with_a_false_fact_beside_the_true_ones_is_refused(how):
+    assert _unstated_facts(FALSE[how], 1e-05, PIN, HELD, OTHERS)
 
 
 @pytest.mark.parametrize("text", UNAFFIRMED)
 def test_a_negated_or_hypothetical_justification_states_nothing(text):
-    misses = _unstated_facts(text, 1e-05, PIN, HELD)
+    misses = _unstated_facts(text, 1e-05, PIN, HELD, OTHERS)
     assert misses and "state it affirmatively" in misses[-1], misses
 
 

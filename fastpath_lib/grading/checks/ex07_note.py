@@ -42,6 +42,27 @@ from fastpath_lib.grading.report.feedback import Fail, graded, part
 from fastpath_lib.grading.rules import borrowed
 from fastpath_lib.grading.rules import ex07_claims as claims
 from fastpath_lib.grading.rules import ex07_tables as tables
+from fastpath_lib.grading.rules.ex07_wording import (
+    COUNT_RULE,
+    COVERED,
+    DTYPE_RULE,
+    FALLBACK_RULE,
+    FIGURE_RULE,
+    FIGURES_ARE,
+    LIMIT_RULE,
+    METHOD_RULE,
+    NAMED_RULE,
+    NAMED_WITH_FIGURES,
+    NO_LOSS_RULE,
+    OUTCOME_RULE,
+    OUTLINE_RULE,
+    SECTION_RULE,
+    STATED,
+    SUBSTANCE_RULE,
+    SUMMARY_RULE,
+    TABLE_RULE,
+    VERSION_RULE,
+)
 from fastpath_lib.grading.rules.assertion import NOT_AFFIRMED, asserted
 from fastpath_lib.grading.rules.ex07_claims import claims_speedup, words_outside_details
 from fastpath_lib.grading.vocabulary import FALLBACK, LOSS, NEUTRAL, NOT_GPU, TIMED_OUTCOMES, WIN
@@ -63,77 +84,13 @@ SECTIONS = {
     "performance": r"performance",
     "limitations": r"limitation",
 }
-#: How few cases a note names with their figures, on each table, and still has substance.
-NAMED_WITH_FIGURES = 2
-#: The rules a note is held to, in the exercise's words: each refusal quotes the rule it applies, and the exercise
-#: states every one (``tests/course/test_exercise_instructions.py``).
-SUBSTANCE_RULE = (f"sentences (outside tables) that name at least {NAMED_WITH_FIGURES} of the table's cases, each "
-                  "with a figure of its own")
-OUTLINE_RULE = ("a section runs from its heading to the next heading of the same or a higher level: a `###` "
-                "subheading inside `## Performance` is part of it")
-SECTION_RULE = "a sentence of its own (5 words or more, said in no other section)"
-VERSION_RULE = "each version after its name (`torch 2.5.1`, `triton==3.1.0`)"
-LIMIT_RULE = (f"the column limit as a bound on columns (`at most {rms.MAX_COLS} columns`, `cols <= {rms.MAX_COLS}`, "
-              f"`the {rms.MAX_COLS}-column limit`)")
-_COVERED = [str(d).replace("torch.", "") for d in rms.SUPPORTED_DTYPES]
-DTYPE_RULE = (f"each dtype the fast path covers ({', '.join(_COVERED[:-1])} and {_COVERED[-1]}: the predicate's "
-              "`SUPPORTED_DTYPES`), by any of its usual names (`fp16`, `float16`, `half`)")
-FALLBACK_RULE = ("a sentence that says where the other calls go, the fallback, in any words (`fallback`, `falls back` "
-                 "or `F.rms_norm`: `calls that are not eligible run F.rms_norm`)")
-FIGURE_RULE = ("a number with a unit (`us`, `µs`, `ms`, `x`, `×` or `%`, or the unit's name: `microseconds`, "
-               "`percent`), or paired with one (`9.0 vs 9.8 us`), after "
-               "a case id and before the next case id, a `;` or the end of its sentence is a figure of that case "
-               "(after a bound or an approximation, `under 10 %`, `about 9 us`, it is none)")
-FIGURES_ARE = ("its medians, its spreads and the difference of its medians (in µs or ms), their ratio either way, the "
-               "change either way (as a fraction or in percent) and each spread as a share of its median, to within "
-               "one unit of the last digit written")
-OUTCOME_RULE = ("A sentence that names cases claims an outcome for them by its words, in any of their forms (`tied`, "
-                "`won`, `losses`): neutral (`neutral`; `within`, `inside`, `in`, `under` or `below` the noise; the "
-                "noise `swallows`, `covers`, `hides`, `dominates` or `exceeds` it, or `is wider than` it; `no clear "
-                "difference`, `no change`, `on par`, `unchanged`, `indistinguishable`, `ties`) if it says so, else the "
-                "one outcome its words name: win (`faster`, `quicker`, `wins`, `speed-up`, `speeds up`), loss "
-                "(`slower`, `loses`, `loss`, `regression`, `slowdown`) or fallback (`falls back`, `fell back`, "
-                "`fallback`), where the noun `fallback` after `the`, `its`, `their`, `than`, `vs` or `against` is "
-                "the route, no outcome (`slower than the fallback` is a loss, `the fallback cases` name the outcome); "
-                "a word the sentence does not assert claims "
-                "nothing: negated (`not slower`, `hardly faster`), modal or expected (`would be faster`, `was "
-                "expected to be faster`), conditional (`if it were faster`), failed (`failed to win`) or asked "
-                "(`faster?`); a sentence whose words name two outcomes is read in parts, cut before each outcome word, "
-                "a noise phrase too, that follows a comma, a `;`, `and`, `but`, `while` or `whereas` (case ids, "
-                "parentheses and words such as `is` may stand between): `c01 wins, while c05 and c12 lose`, `c01 "
-                "wins, while c03 is within the noise`; a part that names no case belongs to the part before (`c03 is "
-                "1 % faster, within the noise` is neutral), or where it opens the sentence to the part after (`within "
-                "the noise, c03 is faster`), and where it cannot be cut it claims nothing")
-COUNT_RULE = ("A number bound to an outcome word (any word above, `cases` or `of the cases` between them or not) is a "
-              "count, the number first (`4 wins`, `3 faster cases`, `3 cases are faster`, `3 are faster`) or the "
-              "outcome first (`wins on 4 cases`, `wins 3 cases`, `faster in 3 cases`, `within the noise on 4`), "
-              "`no wins` counts none where nothing restricts it (`no regression elsewhere` counts nothing), each "
-              "only where its sentence asserts it; a number bound to another noun (`two fallback runs`, `faster on 2 "
-              "rows`, `loses 1 µs`) counts no cases")
-SUMMARY_RULE = ("the **Summary** says, for each of win, neutral and loss that the table has, how many (a count) or "
-                "which cases (an outcome claim)")
-TABLE_RULE = ("a performance table with one row per case id (first cell), its route and its class (win/neutral/loss/"
-              "fallback, as in exercise 06), each cell read as a sentence is (`win (1.34x)` marks a win; no other cell "
-              "of the row may claim another outcome); a case's row is its row under the **Performance** heading, "
-              "else its first row anywhere")
-NO_LOSS_RULE = ("the note says nowhere that nothing is slower (a loss word after a word that denies every one, in one "
-                "clause: `never slower`, `nothing is slower`, `no regressions`, `without losses`; or `always faster`) "
-                "while the table has losses, unless the same sentence names a case or its exceptions (`except`, "
-                "`but`, `other than`, `elsewhere`)")
-NAMED_RULE = ("each loss and each neutral case is named outside the table, in a sentence that claims its outcome, "
-              "with a figure of its own")
-METHOD_RULE = ("each in a sentence that states it: the timer in a sentence about timing, the warm-up as `a warm-up of "
-               "N ms`, the synchronization with what it guards (`synchronized before each timing is read`), the "
-               "statistic with its sample count (`the median of N samples`), the spread as a range of quantiles "
-               "(`q80 - q20`, `20th to 80th percentile`) and the raw samples' file with what it holds (`Raw samples: "
-               "FILE`)")
-STATED = (SUBSTANCE_RULE, OUTLINE_RULE, SECTION_RULE, VERSION_RULE, LIMIT_RULE, DTYPE_RULE, FALLBACK_RULE,
-          FIGURE_RULE, FIGURES_ARE, OUTCOME_RULE, COUNT_RULE, SUMMARY_RULE, TABLE_RULE, NO_LOSS_RULE, NAMED_RULE,
-          METHOD_RULE)
+_COVERED = COVERED
 _PLACEHOLDER = re.compile(r"\b(todo|tbd|fill me in|lorem ipsum|xxx)\b|^\W*$", re.IGNORECASE)
 _FORBIDDEN = borrowed.kit("bench", why="that is the kit's own PR note") + borrowed.kit(
     "grading/checks/ex07_note.py", why="that is the grader's own answer") + borrowed.kit(
-    "grading/rules/ex07_claims.py", why="that is the grader's own reading of a note")
+    "grading/rules/ex07_claims.py", why="that is the grader's own reading of a note") + borrowed.kit(
+    "grading/rules/rendered.py", why="that is the grader's own reading of a note") + borrowed.kit(
+    "grading/rules/ex07_tables.py", why="that is the grader's own reading of a note")
 _GIVEN = borrowed.given("grading/given.py", "expected_classes", why="given") + borrowed.given(
     "grading/materials.py", "synthetic_results", "synthetic_environment", why="given")
 

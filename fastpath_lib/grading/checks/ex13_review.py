@@ -112,7 +112,8 @@ def _grade_one(name: str, fn, sc):
         pin = out["pin"] if isinstance(out["pin"], dict) else {}
         pins_ok = set(pin) == set(want["pin"]) and all(_close(pin[k], v, 1e-9) for k, v in want["pin"].items())
         held = [old_default_eps(c["dtype"]) for c in sc["calls"]] + [c["eps"] for c in sc["calls"] if c["eps"]]
-        misses = _unstated_facts(out["justification"], sc["change"]["default_eps"], want["pin"], held)
+        misses = _unstated_facts(out["justification"], sc["change"]["default_eps"], want["pin"], held,
+                                 [c["id"] for c in sc["calls"] if c["id"] not in want["pin"]])
         ok = truth(out["own_commit"]) is True and aff == want["affected"] and pins_ok and not misses
         yours = {"justification misses": misses, "own_commit": out["own_commit"], "affected": sorted(aff),
                  "pin": pin}
@@ -135,6 +136,11 @@ JUSTIFICATION_RULE = ("a justification that states what the change does to these
                       "of the scenario's (the new default, the callers' defaults and the eps they pass) is refused. "
                       "Only a sentence that affirms a fact states it: one that negates, denies, asks, supposes or "
                       "hedges it (`does not change`, `if we moved`, `might`, `perhaps`, a `?`) states nothing. "
+                      "Every fact written must be true: a value bound as the new default is the new default, one "
+                      "bound as today's default is a default of a caller that changes; a caller named is one that "
+                      "changes, unless its clause says it keeps its output (`does not change`, `keeps`, `unchanged`, "
+                      "`unaffected`, `its own eps`), and a caller that changes is not said to keep it; a count "
+                      "before `callers` is the number that change or the number of callers. "
                       "The check reads these facts and not the wording: there is no word count, and a justification "
                       "without them (whatever its length) loses the part")
 #: Whom part 5 takes as the owner: the scenario's CODEOWNERS file is the only thing that says who owns the code.
@@ -263,10 +269,54 @@ def stated_eps(text: str) -> dict[str, list[str]]:
     return out
 
 
-def _unstated_facts(text, new_eps: float, pin: dict, held=()) -> list[str]:
+#: Where a justification's clause ends, for what it says of the callers it names: a sentence mark, a comma, ``so``,
+#: ``while``, ``but``, ``whereas``, ``namely``.
+_CLAUSE_END = re.compile(r"[.;:,!?]\s|[.;:,!?]$|\b(so|while|but|whereas|namely|and then)\b", re.IGNORECASE)
+#: What says a caller's output does not change: a negation or a word of keeping ("do not change", "keep their eps",
+#: "unaffected", "their own eps").
+_NO_CHANGE = re.compile(r"\b(not|never|neither|nor|keeps?|kept|keeping|stays?|unchanged|unaffected|untouched|same|"
+                        r"own|explicit\w*)\b|n't\b", re.IGNORECASE)
+
+
+def _clause_at(text: str, at: int) -> str:
+    """The clause of ``text`` around position ``at`` (:data:`_CLAUSE_END` on either side)."""
+    starts = [m.end() for m in _CLAUSE_END.finditer(text, 0, at)]
+    end = _CLAUSE_END.search(text, at)
+    return text[starts[-1] if starts else 0:end.start() if end else len(text)]
+
+
+def _false_callers(text: str, pin: dict, others, total: int) -> list[str]:
+    """What ``text`` says falsely of the callers: an unaffected caller named where its clause does not say it keeps
+    its output, an affected caller or their count named where its clause says it keeps it, a count of callers that is
+    neither the number that change nor the number of callers."""
+    out = []
+    for k in [*pin, *others]:
+        for m in re.finditer(rf"(?<!\w){re.escape(str(k))}(?!\w)", text):
+            kept = bool(_NO_CHANGE.search(_clause_at(text, m.start()).replace(str(k), " ")))
+            if asserted(text, m.start()) and kept == (k in pin):
+                out.append(f"{k} is said to {'keep its output' if kept else 'change'}, but its output "
+                           f"{'changes' if kept else 'does not change'} (an affected caller changes; one that passes "
+                           "its own eps, or whose default does not move, keeps its output)")
+                break
+    for m in _CALLERS.finditer(text):
+        n = m.group(1).lower()
+        value = int(n) if n.isdigit() else _COUNT_WORDS.index(n)
+        if not asserted(text, m.start()):
+            continue
+        if value not in (len(pin), total):
+            out.append(f"{m.group(0).strip()!r}: {len(pin)} callers change, of {total}")
+        elif value == len(pin) != total and re.search(r"\b(keeps?|kept|stays?|unchanged|without a pin)\b",
+                                                      _clause_at(text, m.start()), re.IGNORECASE):
+            out.append(f"{m.group(0).strip()!r} are said to keep their output, but they change")
+    return out
+
+
+def _unstated_facts(text, new_eps: float, pin: dict, held=(), others=None) -> list[str]:
     """The facts of :data:`JUSTIFICATION_RULE` that ``text`` does not state for this scenario (``pin``: the grader's
-    affected callers, each with today's default), and each eps it writes that the scenario does not hold (``held``:
-    every value of its callers, their defaults and the eps they pass)."""
+    affected callers, each with today's default), each eps it writes that the scenario does not hold (``held``:
+    every value of its callers, their defaults and the eps they pass), each value it gives a role it does not have
+    (a new default that is not the new one, an old default no affected caller has) and, where the unaffected callers
+    are given (``others``), what it says falsely of the callers (:func:`_false_callers`)."""
     if not isinstance(text, str):
         return [f"a justification is a str, got {type(text).__name__}"]
     said = stated_eps(text)
@@ -287,6 +337,10 @@ def _unstated_facts(text, new_eps: float, pin: dict, held=()) -> list[str]:
     values = [*pin.values(), new_eps, *held]
     misses += [f"{w} is no eps of this scenario" for role, ws in said.items() if role != "unaffirmed" for w in ws
                if not any(_names_value(w, v) for v in values)]
+    misses += [f"{w} is stated as the new default, but the new default is {new_eps!r}" for w in said["new"]
+               if not _names_value(w, new_eps)]
+    if others is not None:
+        misses += _false_callers(text, pin, others, len(pin) + len(others))
     misses += [f"{w} is stated as today's default, but no caller the change affects has it (callers of the dtypes "
                "the change does not touch keep their default: name only the old defaults of the callers it changes)"
                for w in said["old"] if any(_names_value(w, v) for v in values)
