@@ -156,3 +156,14 @@ def test_the_visible_lie_of_f1_is_read_as_lies():
     r = _grade(_rewritten(edit=lambda note, df: note + "\n\n" + _hidden("", df)))
     fb = r["consistent_with_data"].feedback
     assert "beats F.rms_norm on every shape" in fb and "the data says loss" in fb and "'1.50x'" in fb, fb
+
+
+def test_a_performance_table_in_a_comment_lists_no_case():
+    """The performance section lists its cases only where they render: a table in a comment lists none."""
+    def hide(note, df):
+        head, rest = note.split("<details>", 1)
+        table, tail = rest.split("</details>", 1)
+        return f"{head}<!--{table}-->{tail}"
+    r = _grade(_rewritten(edit=hide))
+    assert not r["sections"].passed and "does not list this table's cases" in r["sections"].feedback, r
+    assert "not in the performance table" in r["consistent_with_data"].feedback

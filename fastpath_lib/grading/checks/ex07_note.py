@@ -204,7 +204,7 @@ def _own_sentences(note: str) -> dict[str, list[str]]:
 def _judge_sections(data, notes: dict[str, str]) -> None:
     problems = []
     for which, df, _env in data:
-        found = claims.sections(notes[which])
+        found = {h: claims.visible_text(b) for h, b in claims.sections(notes[which]).items()}  # what renders
         own = _own_sentences(notes[which])
         for name, pat in SECTIONS.items():
             heads = [h for h in found if re.search(pat, h)]
