@@ -17,11 +17,8 @@ import dataclasses
 import functools
 import re
 
-from markdown_it import MarkdownIt
-
 __all__ = ["Block", "blocks", "statements", "sections", "table_rows", "all_table_rows", "visible_text", "scope_text"]
 
-_MD = MarkdownIt("commonmark").enable(["table", "strikethrough"])
 #: What of raw HTML renders nothing: comments (an unclosed one hides the rest), script and style elements, tags.
 _HIDDEN_HTML = re.compile(r"<!--.*?(-->|$)|<(script|style)\b.*?(</\2\s*>|$)", re.DOTALL | re.IGNORECASE)
 _TAG = re.compile(r"</?[A-Za-z][^>]*>")
@@ -83,9 +80,18 @@ def _raw_lines(text: str, line: int) -> list[Block]:
     return out
 
 
+@functools.lru_cache(maxsize=1)
+def _parser():
+    """CommonMark with GitHub's tables and strikethrough (imported here: only exercise 07's reading needs it, and a
+    bare GPU machine has no markdown-it-py)."""
+    from markdown_it import MarkdownIt
+
+    return MarkdownIt("commonmark").enable(["table", "strikethrough"])
+
+
 @functools.lru_cache(maxsize=64)
 def _blocks(note: str) -> tuple[Block, ...]:
-    tokens, out, i = _MD.parse(note), [], 0
+    tokens, out, i = _parser().parse(note), [], 0
     header: tuple[str, ...] = ()
     row: list[str] | None = None
     while i < len(tokens):
