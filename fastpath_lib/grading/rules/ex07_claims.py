@@ -1,16 +1,19 @@
 """Exercise 07: what a PR note asserts, read so that each assertion can be held against the table it was written from.
 
-A note is read as **statements**: its paragraphs and list items (each joined over the lines it wraps onto; headings,
-table rows and HTML tags are not prose), split into sentences. In a sentence
+A note is read as it renders (:mod:`~fastpath_lib.grading.rules.rendered`: nothing in an HTML comment counts), as
+**statements**: its paragraphs and list items (each joined over the lines it wraps onto; headings and table rows are
+not prose, and every table row is a claim of its own: :mod:`~fastpath_lib.grading.rules.ex07_tables`), split into
+sentences. In a sentence
 
 * a **case** is named by its case id; the text from the id to the next case id, ``;`` or the sentence's end is what
   the sentence says about that case (its segment);
 * a **figure** is a number with a unit (``us``, ``µs``, ``ms``, ``x``, ``×``, ``%``), or a number paired with one
   (``9.0 vs 9.8 us``); in a case's segment it is that case's, and must be one of :func:`figures` within one unit of
   the last digit written (:func:`is_figure`);
-* an **outcome** is claimed for the cases the sentence names by the words it asserts (:data:`OUTCOME_WORDS`,
-  :func:`~fastpath_lib.grading.rules.assertion.asserted`: "not slower", "was expected to be faster", "failed to win",
-  "would be faster" and "faster?" assert none; the fallback named as a route, "slower than the fallback", is none): a
+* an **outcome** is claimed for the cases the sentence names by the words it asserts (:data:`OUTCOME_WORDS`, a
+  comparison included: "beats", "got worse"; :func:`~fastpath_lib.grading.rules.assertion.asserted`: "not slower",
+  "it is a myth that ... slower", "was expected to be faster", "failed to win", "would be faster", "perhaps faster" and
+  "faster?" assert none; the fallback named as a route, "slower than the fallback", is none): a
   neutral word decides; else words of one outcome only; a sentence that names two outcomes is read in :func:`parts`;
 * a **count** is a number bound to an outcome word, before it ("4 wins", "3 faster cases", "3 cases are faster") or
   after it ("wins on 4 cases", "wins 3 cases", "within the noise on 4"), "no wins" a count of none, each where its
