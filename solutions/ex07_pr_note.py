@@ -25,36 +25,48 @@
 # the table and the environment record it was given: a keyword, a count of words or a sentence tied to no case and no
 # figure earns nothing.
 #
-# **How the note is read.** Its prose (paragraphs and list items, each read whole over the lines it wraps onto;
-# headings, table rows and HTML tags are not prose) is read sentence by sentence, everywhere, and a case is named by its
-# case id. In it, a number with a unit (`us`, `µs`, `ms`, `x`, `×` or `%`, or the unit's name: `microseconds`,
-# `percent`), or paired with one (`9.0 vs 9.8 us`), after a case id and before the next case id, a `;` or the end of its
-# sentence is a figure of that case (after a bound or an approximation, `under 10 %`, `about 9 us`, it is none), and it
-# must be one of the case's figures: its medians, its spreads and the difference of its medians (in µs or ms), their
-# ratio either way, the change either way (as a fraction or in percent) and each spread as a share of its median, to
-# within one unit of the last digit written (the warm-up and the spread's quantiles may stand beside a case too; a
-# number in a case's table row must be one of its figures, its shape, the sample count, the warm-up or `MAX_COLS`). A
-# sentence that names cases claims an outcome for them by its words, in any of their forms (`tied`, `won`, `losses`):
-# neutral (`neutral`; `within`, `inside`, `in`, `under` or `below` the noise; the noise `swallows`, `covers`, `hides`,
-# `dominates` or `exceeds` it, or `is wider than` it; `no clear difference`, `no change`, `on par`, `unchanged`,
-# `indistinguishable`, `ties`) if it says so, else the one outcome its words name: win (`faster`, `quicker`, `wins`,
-# `speed-up`, `speeds up`), loss (`slower`, `loses`, `loss`, `regression`, `slowdown`) or fallback (`falls back`, `fell
-# back`, `fallback`), where the noun `fallback` after `the`, `its`, `their`, `than`, `vs` or `against` is the route, no
-# outcome (`slower than the fallback` is a loss, `the fallback cases` name the outcome); a word the sentence does not
-# assert claims nothing: negated (`not slower`, `hardly faster`), modal or expected (`would be faster`, `was expected to
-# be faster`), conditional (`if it were faster`), failed (`failed to win`) or asked (`faster?`); a sentence whose words
-# name two outcomes is read in parts, cut before each outcome word, a noise phrase too, that follows a comma, a `;`,
-# `and`, `but`, `while` or `whereas` (case ids, parentheses and words such as `is` may stand between): `c01 wins, while
-# c05 and c12 lose`, `c01 wins, while c03 is within the noise`; a part that names no case belongs to the part before
-# (`c03 is 1 % faster, within the noise` is neutral), or where it opens the sentence to the part after (`within the
-# noise, c03 is faster`), and where it cannot be cut it claims nothing. A number bound to an outcome word (any word
-# above, `cases` or `of the cases` between them or not) is a count, the number first (`4 wins`, `3 faster cases`, `3
-# cases are faster`, `3 are faster`) or the outcome first (`wins on 4 cases`, `wins 3 cases`, `faster in 3 cases`,
-# `within the noise on 4`), `no wins` counts none where nothing restricts it (`no regression elsewhere` counts nothing),
-# each only where its sentence asserts it; a number bound to another noun (`two fallback runs`, `faster on 2 rows`,
-# `loses 1 µs`) counts no cases. A list item is a sentence too: `- Warm-up: 50 ms` states the warm-up. A wrong count is
-# quoted with the sentence it was read from, and where the summary gives no count or claim for an outcome, the feedback
-# lists each of its sentences with what it took from it.
+# **How the note is read.** The note is read as it renders (Markdown, as GitHub and JupyterLab show it): an HTML comment
+# (`<!-- ... -->`, on one line or many) and struck-through text (`~~...~~`) are not read at all, HTML tags are read as
+# spaces, and headings, paragraphs, list items and table rows are read where Markdown renders them. Its prose
+# (paragraphs and list items, each read whole over the lines it wraps onto; headings and table rows are not prose) is
+# read sentence by sentence, everywhere, and a case is named by its case id. In it, a number with a unit (`us`, `µs`,
+# `ms`, `x`, `×` or `%`, or the unit's name: `microseconds`, `percent`), or paired with one (`9.0 vs 9.8 us`), after a
+# case id and before the next case id, a `;` or the end of its sentence is a figure of that case (after a bound or an
+# approximation, `under 10 %`, `about 9 us`, it is none); after a list of case ids, figures given `respectively` go to
+# the cases in order (`c05 and c12 are slower (9 -> 9.8 us and 40 -> 47 us, respectively)`), and it must be one of the
+# case's figures: its medians, its spreads and the difference of its medians (in µs or ms), their ratio either way, the
+# change either way (as a fraction or in percent) and each spread as a share of its median, to within one unit of the
+# last digit written (the warm-up and the spread's quantiles may stand beside a case too; a number in a case's table row
+# must be one of its figures, its shape, the sample count, the warm-up or `MAX_COLS`). A sentence that names cases
+# claims an outcome for them by its words, in any of their forms (`tied`, `won`, `losses`): neutral (`neutral`;
+# `within`, `inside`, `in`, `under` or `below` the noise or its spread, a word between or not: `inside its measured
+# spread`; the noise `swallows`, `covers`, `hides`, `dominates` or `exceeds` it, or `is wider than` it; `no difference`
+# or `no change`, up to two words between: `no significant speed difference`; `not significant`, `insignificant`, `on
+# par`, `unchanged`, `indistinguishable`, `ties`) if it says so, else the one outcome its words name, a comparison
+# included: win (`faster`, `quicker`, `wins`, `speed-up`, `speeds up`, `beats`, `outperforms`, `improves`, `gains`,
+# `better`, `ahead`), loss (`slower`, `loses`, `loss`, `regression`, `slowdown`, `worse`, `worsens`, `underperforms`,
+# `trails`, `lags`, `behind`, `degrades`) or fallback (`falls back`, `fell back`, `fallback`), where the noun `fallback`
+# after `the`, `its`, `their`, `than`, `vs` or `against` is the route, no outcome (`slower than the fallback` is a loss,
+# `the fallback cases` name the outcome); only an affirmed word claims: a word its clause negates or makes modal,
+# wherever in the clause (`not slower`, `hardly faster`, `is not, whatever the table suggests, slower`, `would be
+# faster`, `was expected to be faster`, `failed to win`; an opening phrase without a verb of its own, `as expected,`, is
+# not part of the clause), a word its sentence denies or supposes anywhere before it (`it is a myth that`, `untrue`,
+# `false`, `we deny that`, `if`, `whether`, `perhaps`, `possibly`) or right after it (`slower if the cache is cold`),
+# and a word in a question (`faster?`) claims nothing, and the feedback asks you to state it affirmatively; a note that
+# denies the outcome the data gives a case (`it is a myth that c05 is slower`) contradicts the data, and a part that
+# asserts two outcomes for a case claims both; a sentence whose words name two outcomes is read in parts, cut before
+# each outcome word, a noise phrase too, that follows a comma, a `;`, `and`, `but`, `while` or `whereas` (case ids,
+# parentheses and words such as `is` may stand between): `c01 wins, while c05 and c12 lose`, `c01 wins, while c03 is
+# within the noise`; a part that names no case belongs to the part before (`c03 is 1 % faster, within the noise` is
+# neutral), or where it opens the sentence to the part after (`within the noise, c03 is faster`), and where it cannot be
+# cut it claims nothing. A number bound to an outcome word (any word above, `cases` or `of the cases` between them or
+# not) is a count, the number first (`4 wins`, `3 faster cases`, `3 cases are faster`, `3 are faster`) or the outcome
+# first (`wins on 4 cases`, `wins 3 cases`, `faster in 3 cases`, `within the noise on 4`), `no wins` counts none where
+# nothing restricts it (`no regression elsewhere` counts nothing), each only where its sentence asserts it; a number
+# bound to another noun (`two fallback runs`, `faster on 2 rows`, `loses 1 µs`) counts no cases. A list item is a
+# sentence too: `- Warm-up: 50 ms` states the warm-up. A wrong count is quoted with the sentence it was read from, and
+# where the summary gives no count or claim for an outcome, the feedback lists each of its sentences with what it took
+# from it.
 #
 # Every part is judged only on a note with substance, on each table: sentences (outside tables) that name at least 2 of
 # the table's cases, each with a figure of its own. A skeleton of headings, a project's PR template left unfilled, or
@@ -77,15 +89,18 @@
 # * a note consistent with the data: a performance table with one row per case id (first cell), its route and its class
 #   (win/neutral/loss/fallback, as in exercise 06), each cell read as a sentence is (`win (1.34x)` marks a win; no other
 #   cell of the row may claim another outcome); a case's row is its row under the **Performance** heading, else its
-#   first row anywhere; the table is folded in `<details>` there, or open, every case id appears under that heading, and
-#   route and class match the data; every figure the note gives a case is that case's, every outcome it claims for a
-#   case is the case's class, and every count is the data's; the **Summary** says, for each of win, neutral and loss
-#   that the table has, how many (a count) or which cases (an outcome claim); each loss and each neutral case is named
-#   outside the table, in a sentence that claims its outcome, with a figure of its own; the note says nowhere that
-#   nothing is slower (a loss word after a word that denies every one, in one clause: `never slower`, `nothing is
-#   slower`, `no regressions`, `without losses`; or `always faster`) while the table has losses, unless the same
-#   sentence names a case or its exceptions (`except`, `but`, `other than`, `elsewhere`); and the note says the data is
-#   synthetic (on the CPU-shaped data only the figures are held to the data; its outcomes are the CPU rule's, below);
+#   first row anywhere; every other table row that names a case, anywhere in the note, is a claim too: its route, the
+#   outcome its cells claim or deny and every figure in it (`1.50x faster`, `9.8 us`) are held to the data; the table is
+#   folded in `<details>` there, or open, every case id appears under that heading, and route and class match the data;
+#   every figure the note gives a case is that case's, every outcome it claims for a case is the case's class, and every
+#   count is the data's; the **Summary** says, for each of win, neutral and loss that the table has, how many (a count)
+#   or which cases (an outcome claim); each loss and each neutral case is named outside the table, in a sentence that
+#   claims its outcome, with a figure of its own; the note says nowhere that nothing is slower (a loss word after a word
+#   that denies every one, in one clause: `never slower`, `nothing is slower`, `no regressions`, `without losses`, `no
+#   shape got worse`; or a win word said of every case: `always faster`, `beats it on every shape`, `improves on it
+#   everywhere`, `all cases win`) while the table has losses, unless the same sentence names a case or its exceptions
+#   (`except`, `but`, `other than`, `elsewhere`); and the note says the data is synthetic (on the CPU-shaped data only
+#   the figures are held to the data; its outcomes are the CPU rule's, below);
 # * how the numbers were measured, from `env["harness"]`: the timer, the warm-up (in ms), how the device is synchronized
 #   before a timing is read (in any words: synchronized, waits for the kernel to finish, CUDA events, or the record's
 #   own words), the statistic (the median of how many samples), its spread (q80 - q20) and where the raw samples are,
@@ -103,9 +118,10 @@
 #   (leave a blank line after `<summary>` so the Markdown inside renders). When a note is too long, the feedback gives
 #   each note's word count.
 #
-# Write the note yourself: a `write_pr_note` that calls the kit's benchmark code (`fastpath_lib.bench`, which writes
-# the kit's own PR note), the grader's check (`fastpath_lib.grading.checks.ex07_note`) or its reading of a note
-# (`fastpath_lib.grading.rules.ex07_claims`) fails every part. What the exercise hands you is yours to call:
+# Write the note yourself: a `write_pr_note` that calls the kit's benchmark code (`fastpath_lib.bench`, which writes the
+# kit's own PR note), the grader's check (`fastpath_lib.grading.checks.ex07_note`) or its reading of a note
+# (`fastpath_lib.grading.rules.ex07_claims`, `fastpath_lib.grading.rules.rendered`,
+# `fastpath_lib.grading.rules.ex07_tables`) fails every part. What the exercise hands you is yours to call:
 # `ex.expected_classes` (exercise 06's rule), `ex.synthetic_results` and `ex.synthetic_environment`.
 #
 # **How this works.** Fill in each cell marked `# FILL ME IN (roughly N lines)` (delete the `raise

@@ -65,7 +65,9 @@ print("max columns:", MAX_COLS, "| minimum compute capability:", MIN_CAPABILITY)
 #
 # Return the names of the predicate's conditions that fail, out of `forced`, `cuda_graph_capture`, `device`,
 # `architecture`, `dtype`, `cols` and `min_rows` (every failing one, as `explain()` lists them; an empty list
-# means the Triton route). Lesson 06's rule for captured calls: a call made while a graph is captured takes the
+# means the Triton route). The predicate's `device` condition holds for a CUDA tensor with the interpreter off, or a
+# CPU tensor with it on: a CUDA tensor while the interpreter is on fails `device` (the interpreter runs the kernels on
+# the CPU), and `architecture` is judged only on CUDA with the interpreter off. Lesson 06's rule for captured calls: a call made while a graph is captured takes the
 # fast path only on an architecture whose **recorded** capture test **passed**; no entry, or an entry that says
 # `"passed": false`, keeps it on the fallback.
 #
@@ -310,14 +312,20 @@ ex.check_readiness("maintenance_cost", maintenance_cost)
 # "justification"}`: whether the change goes in a commit of its own (apart from the fast path), the ids of the callers
 # whose output changes, for each of them the `eps` to pass to keep today's output, and a justification of a sentence or
 # two for the reviewer: a justification that states what the change does to these callers: the new default; today's
-# default of the callers it changes (each of their old values, the values `pin` holds); and which callers change, by
-# naming every affected id or by their count written as a number (`3` or `three`). Write each eps as a number (any
-# spelling Python reads as that value, such as `1e-5`, `1e-05` or `0.00001`, or that value rounded to the digits you
-# write, such as `1.19e-07`) or as a power of two (`2**-23`). Each fact is read where a word binds it: the new default
-# after `to`, `becomes` or `new` (or before `after`), each old value after `from`, `today's` or `old` (or before `today`
-# or an arrow), the count before `callers` or `call sites`; an eps that is none of the scenario's (the new default, the
-# callers' defaults and the eps they pass) is refused. The check reads these facts and not the wording: there is no word
-# count, and a justification without them (whatever its length) loses the part.
+# default of the callers it changes (each of their old values, the values `pin` holds, and no other value as today's
+# default: the callers of a dtype the change does not touch keep theirs); and which callers change, by naming every
+# affected id or by their count written as a number (`3` or `three`). Write each eps as a number (any spelling Python
+# reads as that value, such as `1e-5`, `1e-05` or `0.00001`, or that value rounded to the digits you write, such as
+# `1.19e-07`) or as a power of two (`2**-23`). Each fact is read where a word binds it: the new default after `to`,
+# `becomes` or `new` (or before `after`), each old value after `from`, `today's` or `old` (or before `today` or an
+# arrow), the count before `callers` or `call sites`; an eps that is none of the scenario's (the new default, the
+# callers' defaults and the eps they pass) is refused. Only a sentence that affirms a fact states it: one that negates,
+# denies, asks, supposes or hedges it (`does not change`, `if we moved`, `might`, `perhaps`, a `?`) states nothing.
+# Every fact written must be true: a value bound as the new default is the new default, one bound as today's default is
+# a default of a caller that changes; a caller named is one that changes, unless its clause says it keeps its output
+# (`does not change`, `keeps`, `unchanged`, `unaffected`, `its own eps`), and a caller that changes is not said to keep
+# it; a count before `callers` is the number that change or the number of callers. The check reads these facts and not
+# the wording: there is no word count, and a justification without them (whatever its length) loses the part.
 
 # %%
 def migration(change, calls) -> dict:

@@ -13,8 +13,8 @@ In words: the Triton kernels run when **all** of these hold, and ``torch.nn.func
   ``__torch_dispatch__`` subclasses take the fallback, which handles them, and a sparse input takes it too and raises
   ``F.rms_norm``'s own error; a DTensor is decided on the local shard that the op's sharding rule
   (:mod:`~fastpath_lib.rmsnorm.sharding`) hands each rank;
-* *device*: the input is on CUDA, or on the CPU while Triton's interpreter is on (``use_interpreter()``);
-* *architecture*: on CUDA, compute capability 8.0 (Ampere) or newer; sm_75 fp16/fp32 inside ``allow_sm75()``;
+* *device*: CUDA with Triton's interpreter off, or CPU with it on (``use_interpreter()``; CUDA under it fails);
+* *architecture*: on CUDA (interpreter off), compute capability 8.0 or newer; sm_75 fp16/fp32 in ``allow_sm75()``;
 * *dtype*: input fp16, bf16 or fp32; weight absent or one of those three (the output is always the input's dtype);
 * *shape*: valid arguments (invalid ones go to the fallback, which raises its own error), normalized over the last
   dimension only, at most ``MAX_COLS`` columns, not empty, and at least ``min_rows`` rows (8 under the interpreter,

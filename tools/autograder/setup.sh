@@ -23,4 +23,4 @@ INDEX=${FASTPATH_TORCH_INDEX:-cpu}
 if ! .venv/bin/python -m pip install -q --retries 1 --timeout 30 --index-url "$INDEX" "$TORCH"; then
   echo "setup.sh: could not install $TORCH from $INDEX; going on with pip's own index settings" >&2
 fi
-.venv/bin/python -m pip install -q -c constraints.txt -e . nbclient nbformat ipykernel jupyter_client
+.venv/bin/python -m pip install -q -c constraints.txt -e . nbclient nbformat ipykernel jupyter_client markdown-it-py

@@ -41,9 +41,31 @@ from fastpath_lib.grading.registry import Result
 from fastpath_lib.grading.report.feedback import Fail, graded, part
 from fastpath_lib.grading.rules import borrowed
 from fastpath_lib.grading.rules import ex07_claims as claims
-from fastpath_lib.grading.rules.assertion import asserted
+from fastpath_lib.grading.rules import ex07_tables as tables
+from fastpath_lib.grading.rules.ex07_wording import (
+    COUNT_RULE,
+    COVERED,
+    DTYPE_RULE,
+    FALLBACK_RULE,
+    FIGURE_RULE,
+    FIGURES_ARE,
+    LIMIT_RULE,
+    METHOD_RULE,
+    NAMED_RULE,
+    NAMED_WITH_FIGURES,
+    NO_LOSS_RULE,
+    OUTCOME_RULE,
+    OUTLINE_RULE,
+    SECTION_RULE,
+    STATED,
+    SUBSTANCE_RULE,
+    SUMMARY_RULE,
+    TABLE_RULE,
+    VERSION_RULE,
+)
+from fastpath_lib.grading.rules.assertion import NOT_AFFIRMED, asserted
 from fastpath_lib.grading.rules.ex07_claims import claims_speedup, words_outside_details
-from fastpath_lib.grading.vocabulary import LOSS, NEUTRAL, NOT_GPU, TIMED_OUTCOMES, WIN
+from fastpath_lib.grading.vocabulary import FALLBACK, LOSS, NEUTRAL, NOT_GPU, TIMED_OUTCOMES, WIN
 from fastpath_lib.rmsnorm import predicate as rms
 
 __all__ = ["check_pr_note", "SECTIONS", "WORD_LIMIT", "words_outside_details", "substance_gaps",
@@ -62,77 +84,13 @@ SECTIONS = {
     "performance": r"performance",
     "limitations": r"limitation",
 }
-#: How few cases a note names with their figures, on each table, and still has substance.
-NAMED_WITH_FIGURES = 2
-#: The rules a note is held to, in the exercise's words: each refusal quotes the rule it applies, and the exercise
-#: states every one (``tests/course/test_exercise_instructions.py``).
-SUBSTANCE_RULE = (f"sentences (outside tables) that name at least {NAMED_WITH_FIGURES} of the table's cases, each "
-                  "with a figure of its own")
-OUTLINE_RULE = ("a section runs from its heading to the next heading of the same or a higher level: a `###` "
-                "subheading inside `## Performance` is part of it")
-SECTION_RULE = "a sentence of its own (5 words or more, said in no other section)"
-VERSION_RULE = "each version after its name (`torch 2.5.1`, `triton==3.1.0`)"
-LIMIT_RULE = (f"the column limit as a bound on columns (`at most {rms.MAX_COLS} columns`, `cols <= {rms.MAX_COLS}`, "
-              f"`the {rms.MAX_COLS}-column limit`)")
-_COVERED = [str(d).replace("torch.", "") for d in rms.SUPPORTED_DTYPES]
-DTYPE_RULE = (f"each dtype the fast path covers ({', '.join(_COVERED[:-1])} and {_COVERED[-1]}: the predicate's "
-              "`SUPPORTED_DTYPES`), by any of its usual names (`fp16`, `float16`, `half`)")
-FALLBACK_RULE = ("a sentence that says where the other calls go, the fallback, in any words (`fallback`, `falls back` "
-                 "or `F.rms_norm`: `calls that are not eligible run F.rms_norm`)")
-FIGURE_RULE = ("a number with a unit (`us`, `µs`, `ms`, `x`, `×` or `%`, or the unit's name: `microseconds`, "
-               "`percent`), or paired with one (`9.0 vs 9.8 us`), after "
-               "a case id and before the next case id, a `;` or the end of its sentence is a figure of that case "
-               "(after a bound or an approximation, `under 10 %`, `about 9 us`, it is none)")
-FIGURES_ARE = ("its medians, its spreads and the difference of its medians (in µs or ms), their ratio either way, the "
-               "change either way (as a fraction or in percent) and each spread as a share of its median, to within "
-               "one unit of the last digit written")
-OUTCOME_RULE = ("A sentence that names cases claims an outcome for them by its words, in any of their forms (`tied`, "
-                "`won`, `losses`): neutral (`neutral`; `within`, `inside`, `in`, `under` or `below` the noise; the "
-                "noise `swallows`, `covers`, `hides`, `dominates` or `exceeds` it, or `is wider than` it; `no clear "
-                "difference`, `no change`, `on par`, `unchanged`, `indistinguishable`, `ties`) if it says so, else the "
-                "one outcome its words name: win (`faster`, `quicker`, `wins`, `speed-up`, `speeds up`), loss "
-                "(`slower`, `loses`, `loss`, `regression`, `slowdown`) or fallback (`falls back`, `fell back`, "
-                "`fallback`), where the noun `fallback` after `the`, `its`, `their`, `than`, `vs` or `against` is "
-                "the route, no outcome (`slower than the fallback` is a loss, `the fallback cases` name the outcome); "
-                "a word the sentence does not assert claims "
-                "nothing: negated (`not slower`, `hardly faster`), modal or expected (`would be faster`, `was "
-                "expected to be faster`), conditional (`if it were faster`), failed (`failed to win`) or asked "
-                "(`faster?`); a sentence whose words name two outcomes is read in parts, cut before each outcome word, "
-                "a noise phrase too, that follows a comma, a `;`, `and`, `but`, `while` or `whereas` (case ids, "
-                "parentheses and words such as `is` may stand between): `c01 wins, while c05 and c12 lose`, `c01 "
-                "wins, while c03 is within the noise`; a part that names no case belongs to the part before (`c03 is "
-                "1 % faster, within the noise` is neutral), or where it opens the sentence to the part after (`within "
-                "the noise, c03 is faster`), and where it cannot be cut it claims nothing")
-COUNT_RULE = ("A number bound to an outcome word (any word above, `cases` or `of the cases` between them or not) is a "
-              "count, the number first (`4 wins`, `3 faster cases`, `3 cases are faster`, `3 are faster`) or the "
-              "outcome first (`wins on 4 cases`, `wins 3 cases`, `faster in 3 cases`, `within the noise on 4`), "
-              "`no wins` counts none where nothing restricts it (`no regression elsewhere` counts nothing), each "
-              "only where its sentence asserts it; a number bound to another noun (`two fallback runs`, `faster on 2 "
-              "rows`, `loses 1 µs`) counts no cases")
-SUMMARY_RULE = ("the **Summary** says, for each of win, neutral and loss that the table has, how many (a count) or "
-                "which cases (an outcome claim)")
-TABLE_RULE = ("a performance table with one row per case id (first cell), its route and its class (win/neutral/loss/"
-              "fallback, as in exercise 06), each cell read as a sentence is (`win (1.34x)` marks a win; no other cell "
-              "of the row may claim another outcome); a case's row is its row under the **Performance** heading, "
-              "else its first row anywhere")
-NO_LOSS_RULE = ("the note says nowhere that nothing is slower (a loss word after a word that denies every one, in one "
-                "clause: `never slower`, `nothing is slower`, `no regressions`, `without losses`; or `always faster`) "
-                "while the table has losses, unless the same sentence names a case or its exceptions (`except`, "
-                "`but`, `other than`, `elsewhere`)")
-NAMED_RULE = ("each loss and each neutral case is named outside the table, in a sentence that claims its outcome, "
-              "with a figure of its own")
-METHOD_RULE = ("each in a sentence that states it: the timer in a sentence about timing, the warm-up as `a warm-up of "
-               "N ms`, the synchronization with what it guards (`synchronized before each timing is read`), the "
-               "statistic with its sample count (`the median of N samples`), the spread as a range of quantiles "
-               "(`q80 - q20`, `20th to 80th percentile`) and the raw samples' file with what it holds (`Raw samples: "
-               "FILE`)")
-STATED = (SUBSTANCE_RULE, OUTLINE_RULE, SECTION_RULE, VERSION_RULE, LIMIT_RULE, DTYPE_RULE, FALLBACK_RULE,
-          FIGURE_RULE, FIGURES_ARE, OUTCOME_RULE, COUNT_RULE, SUMMARY_RULE, TABLE_RULE, NO_LOSS_RULE, NAMED_RULE,
-          METHOD_RULE)
+_COVERED = COVERED
 _PLACEHOLDER = re.compile(r"\b(todo|tbd|fill me in|lorem ipsum|xxx)\b|^\W*$", re.IGNORECASE)
 _FORBIDDEN = borrowed.kit("bench", why="that is the kit's own PR note") + borrowed.kit(
     "grading/checks/ex07_note.py", why="that is the grader's own answer") + borrowed.kit(
-    "grading/rules/ex07_claims.py", why="that is the grader's own reading of a note")
+    "grading/rules/ex07_claims.py", why="that is the grader's own reading of a note") + borrowed.kit(
+    "grading/rules/rendered.py", why="that is the grader's own reading of a note") + borrowed.kit(
+    "grading/rules/ex07_tables.py", why="that is the grader's own reading of a note")
 _GIVEN = borrowed.given("grading/given.py", "expected_classes", why="given") + borrowed.given(
     "grading/materials.py", "synthetic_results", "synthetic_environment", why="given")
 
@@ -246,7 +204,7 @@ def _own_sentences(note: str) -> dict[str, list[str]]:
 def _judge_sections(data, notes: dict[str, str]) -> None:
     problems = []
     for which, df, _env in data:
-        found = claims.sections(notes[which])
+        found = {h: claims.visible_text(b) for h, b in claims.sections(notes[which]).items()}  # what renders
         own = _own_sentences(notes[which])
         for name, pat in SECTIONS.items():
             heads = [h for h in found if re.search(pat, h)]
@@ -298,7 +256,8 @@ def _scope_problems(scope: str, df) -> list[str]:
 def _judge_environment_and_scope(data, notes: dict[str, str]) -> None:
     problems = []
     for which, df, env in data:
-        note = notes[which]
+        raw = notes[which]
+        note = claims.visible_text(raw)  # what renders: nothing in a comment counts
         device = "device_name" if env.get("device_name") else "device"
         if " ".join(str(env[device]).split()) not in " ".join(note.split()):  # over a line break too
             problems.append(f"{which}: the note does not give the environment's {device} ({env[device]!r})")
@@ -306,7 +265,7 @@ def _judge_environment_and_scope(data, notes: dict[str, str]) -> None:
             if not _version_given(lib, str(env[lib]), note):
                 problems.append(f"{which}: the note does not give the environment's {lib} version ({env[lib]!r}): "
                                 f"{VERSION_RULE}")
-        scope = claims.scope_text(note, claims.sections(note))
+        scope = claims.scope_text(raw, claims.sections(raw))
         if not scope.strip():
             problems.append(f"{which}: no scope statement (a 'Scope' section or a 'Scope:' paragraph of a sentence "
                             "or two: which calls take the fast path, and what happens to the rest)")
@@ -316,12 +275,15 @@ def _judge_environment_and_scope(data, notes: dict[str, str]) -> None:
         raise Fail("\n".join(problems))
 
 
-#: A sentence that says nothing is slower: a loss word under a word that denies every one, in one clause ("never
-#: slower", "nothing is slower", "no regressions", "without losses", "zero slowdowns"), or "always faster"; "no slower"
-#: and "not slower" compare one thing.
-_NO_LOSS = re.compile(r"\b(never|nothing|nowhere|none|without|zero|no(?!\s+slower\b))\b[^.;,:]*?"
-                      r"\b(slower|regress\w*|los(e|es|ing|t)|loss(es)?|slow-?downs?)\b|"
-                      r"\balways\b[^.;,:]*?\b(faster|wins?|ahead)\b", re.IGNORECASE)
+#: A sentence that says nothing is slower: a loss word (any of :data:`~.ex07_claims.OUTCOME_WORDS`' loss words: "got
+#: worse", "regresses") under a word that denies every one, in one clause ("never slower", "nothing is slower", "no
+#: shape got worse", "without losses"), or a win word said of every case ("always faster", "beats F.rms_norm on every
+#: shape", "improves on it everywhere"); "no slower" and "not slower" compare one thing.
+_UNIVERSAL = (r"\b(always|everywhere|uniformly|across the board|without exception|"
+              r"(every|each|all)\s+(?:[a-z]+\s+){0,2}?(shapes?|cases?|sizes?|inputs?|workloads?|configurations?|rows?))\b")
+_LOSS, _WIN = claims.OUTCOME_WORDS[LOSS], claims.OUTCOME_WORDS[WIN]
+_NO_LOSS = re.compile(rf"\b(never|nothing|nowhere|none|without|zero|no(?!\s+slower\b))\b[^.;,:]*?(?:{_LOSS})|"
+                      rf"(?:{_WIN})[^;:]*?{_UNIVERSAL}|{_UNIVERSAL}[^;:]*?(?:{_WIN})", re.IGNORECASE)
 #: Words that make such a sentence a qualified one (it names its exceptions).
 _EXCEPT = re.compile(r"\b(except|but|apart from|other than|besides|outside|beyond|elsewhere|otherwise)\b", re.I)
 
@@ -343,22 +305,20 @@ def _figure_text(row) -> str:
 
 
 def _figure_problems(which: str, note: str, df, env) -> list[str]:
-    """Every number the note gives for a case, in a sentence or in the case's table row, that is not that case's."""
+    """Every number the note gives for a case, in a sentence or in a table row naming it, that is not that case's; on
+    GPU data, every table row's route and outcome too (:func:`~fastpath_lib.grading.rules.ex07_tables.row_problems`:
+    every row is a claim, wherever it stands)."""
     rows, beside, out = _rows(df), _beside(env), []
     for m in claims.mentions(note, rows):
         known = claims.figures(rows[m.case], beside)
         out += [f"{which}, {m.case}: the note gives it {raw!r}, none of its figures ({_figure_text(rows[m.case])})"
                 for v, d, raw in claims.figures_in(m.segment) if not claims.is_figure(v, d, known)]
     h = env["harness"]
-    for cid, (cells, _header) in claims.table_rows(note).items():
-        if cid not in rows:
-            continue
-        known = claims.figures(rows[cid], [*beside, *(claims.case_shape(cid) or ()), h["samples"], rms.MAX_COLS])
-        for cell in cells[1:]:
-            m = re.fullmatch(r"([-+−]?\d+(?:\.(\d+))?)\s*(?:us|µs|μs|ms|x|×|%)?", cell, re.IGNORECASE)
-            if m and not claims.is_figure(abs(float(m.group(1).replace("−", "-"))), len(m.group(2) or ""), known):
-                out.append(f"{which}, {cid}: its table row gives {cell!r}, none of its figures "
-                           f"({_figure_text(rows[cid])})")
+    gpu = env.get("device") == "cuda"
+    out += tables.row_problems(
+        which, note, rows, lambda cid: claims.figures(
+            rows[cid], [*beside, *(claims.case_shape(cid) or ()), h["samples"], rms.MAX_COLS]),
+        outcomes=expected_classes(df) if gpu else None, routes=dict(zip(df["case_id"], df["route"])) if gpu else None)
     return list(dict.fromkeys(out))
 
 
@@ -381,6 +341,12 @@ def _claim_problems(which: str, note: str, df, env) -> list[str]:
         if m.outcome and m.outcome != exp[m.case]:
             out.append(f"{which}, {m.case}: the note calls it {m.outcome} ({m.sentence.strip()!r}), the data says "
                        f"{exp[m.case]}")
+        elif m.outcome is None and set(m.asserted) - {exp[m.case], FALLBACK}:
+            out.append(f"{which}, {m.case}: the note calls it {' and '.join(m.asserted)} ({m.sentence.strip()!r}), "
+                       f"the data says {exp[m.case]}")
+        elif m.unasserted.get(exp[m.case]) == "denied" and m.outcome != exp[m.case]:
+            out.append(f"{which}, {m.case}: the note denies that it is {exp[m.case]} ({m.sentence.strip()!r}), as the "
+                       "data says it is")
     tally, ids = collections.Counter(exp.values()), claims.id_pattern(rows)
     wrong = {}
     for sentence in claims.statements(note):
@@ -401,31 +367,17 @@ def _claim_problems(which: str, note: str, df, env) -> list[str]:
     for cid, k in exp.items():
         if k in (LOSS, NEUTRAL) and not any(m.case == cid and m.outcome == k and _own_figure(m, rows[cid])
                                             for m in found):
-            out.append(f"{which}, {cid}: {k} in the data, and not named so with a figure of its own ({NAMED_RULE})")
+            hedged = next((m.sentence for m in found if m.case == cid and k in m.unasserted), None)
+            out.append(f"{which}, {cid}: {k} in the data, and not named so with a figure of its own ({NAMED_RULE})"
+                       + (f"; {hedged.strip()!r} does not affirm it: {NOT_AFFIRMED}" if hedged else ""))
     return out
 
 
 def _table_problems(which: str, note: str, df) -> list[str]:
-    """The performance table's rows against the data: one per case, its route and its class, each cell read by what
-    it says as a sentence is (``win (1.34x)`` marks a win). A case's row is its row under the Performance heading, else
-    its first row anywhere (where the table stands is the sections part's to judge)."""
-    exp, routes = expected_classes(df), dict(zip(df["case_id"], df["route"]))
-    perf = "\n".join(b for h, b in claims.sections(note).items() if re.search(SECTIONS["performance"], h))
-    rows, out = {**claims.table_rows(note), **claims.table_rows(perf)}, []
-    for cid, cls in exp.items():
-        if cid not in rows:
-            out.append(f"{which}, {cid}: not in the performance table")
-            continue
-        cells, header = rows[cid]
-        at = claims.route_cell(cells, header)
-        route = cells[at].lower() if at is not None else None
-        claimed = list(dict.fromkeys(k for i, x in enumerate(cells) if i not in (0, at)
-                                     and (k := claims.outcome_of(x))))
-        if route != routes[cid]:
-            out.append(f"{which}, {cid}: the row gives route {route or 'none'}, the data {routes[cid]}")
-        if claimed != [cls]:
-            out.append(f"{which}, {cid}: the table says {claimed or 'no class'}, the data says {cls}")
-    return out
+    """The performance table's rows against the data: one per case, its route and its class (a case's row is its row
+    under the Performance heading, else its first row anywhere; every other row is checked as a claim of its own)."""
+    return tables.performance_problems(which, note, expected_classes(df), dict(zip(df["case_id"], df["route"])),
+                                       SECTIONS["performance"])
 
 
 def _judge_consistent(data, notes: dict[str, str]) -> None:
@@ -441,7 +393,7 @@ def _judge_consistent(data, notes: dict[str, str]) -> None:
             problems.append(f"{which}: the note says {sentence!r}, but the data has {len(losses)} "
                             f"{LOSS if len(losses) == 1 else LOSS + 'es'} ({', '.join(losses)}): say where it is "
                             f"slower, as the table does ({NO_LOSS_RULE})")
-        if env.get("synthetic") and "synthetic" not in note.lower():
+        if env.get("synthetic") and "synthetic" not in claims.visible_text(note).lower():
             problems.append(f"{which}: the data is labelled synthetic; the note must say so")
     if problems:
         rules = [f"{FIGURE_RULE}; a case's figures are {FIGURES_ARE}" if "none of its figures" in p else
@@ -466,9 +418,9 @@ def _judge_no_cpu_claims(data, notes: dict[str, str]) -> None:
     which, df, env = data[2]
     note = notes[which]
     problems = []
-    if " ".join(NOT_GPU.lower().split()) not in " ".join(note.lower().split()):  # wrapped over lines or not
+    if " ".join(NOT_GPU.lower().split()) not in " ".join(claims.visible_text(note).lower().split()):  # wrapped too
         problems.append(f"on CPU data the note must say {NOT_GPU!r}")
-    rows = [line.strip() for line in note.splitlines() if line.strip().startswith("|")]  # a header row too
+    rows = list(dict.fromkeys(" | ".join(cells) for row in claims.all_table_rows(note) for cells in row))  # headers
     for sentence in [c for s in claims.statements(note) for c in s.split(";")] + rows:
         if claims_speedup(sentence):
             problems.append(f"claims a speed-up from non-GPU data: {sentence.strip()!r}")

@@ -22,9 +22,10 @@ import re
 
 from fastpath_lib.grading.report.feedback import Fail, graded, part, real, truth
 from fastpath_lib.grading.rules import borrowed
+from fastpath_lib.grading.rules.assertion import NOT_AFFIRMED, asserted
 from fastpath_lib.grading.rules.ex13_scenarios import ACTIONS, SWITCHES, VERDICTS, draw, expected, old_default_eps
 
-__all__ = ["check_readiness", "PARTS", "JUSTIFICATION_RULE", "OWNER_RULE", "STATED", "stated_eps"]
+__all__ = ["check_readiness", "PARTS", "JUSTIFICATION_RULE", "OWNER_RULE", "DEVICE_RULE", "STATED", "stated_eps"]
 
 #: The parts, in the notebook's order (the registry's ``ex13`` entry lists the same names).
 PARTS = ("route_conditions", "test_report", "results_table", "review_comments", "maintenance_cost",
@@ -102,7 +103,8 @@ def _grade_one(name: str, fn, sc):
         if out["switch"] not in SWITCHES:
             raise Fail(f"switch {out['switch']!r} is not the kit's way off the fast path without a code change "
                        f"(one of {list(SWITCHES)})")
-        return {k: out[k] for k in want}, {k: v if k == "owner" else round(v, 6) for k, v in want.items()}, ok
+        shown = {k: round(v, 6) if isinstance(v, float) else v for k, v in ((k, out[k]) for k in want)}
+        return shown, {k: v if k == "owner" else round(v, 6) for k, v in want.items()}, ok
     if name == "contract_change":
         out = _mapping(_run(fn, sc["change"], sc["calls"]), ("own_commit", "affected", "pin", "justification"),
                        "migration")
@@ -110,7 +112,8 @@ def _grade_one(name: str, fn, sc):
         pin = out["pin"] if isinstance(out["pin"], dict) else {}
         pins_ok = set(pin) == set(want["pin"]) and all(_close(pin[k], v, 1e-9) for k, v in want["pin"].items())
         held = [old_default_eps(c["dtype"]) for c in sc["calls"]] + [c["eps"] for c in sc["calls"] if c["eps"]]
-        misses = _unstated_facts(out["justification"], sc["change"]["default_eps"], want["pin"], held)
+        misses = _unstated_facts(out["justification"], sc["change"]["default_eps"], want["pin"], held,
+                                 [c["id"] for c in sc["calls"] if c["id"] not in want["pin"]])
         ok = truth(out["own_commit"]) is True and aff == want["affected"] and pins_ok and not misses
         yours = {"justification misses": misses, "own_commit": out["own_commit"], "affected": sorted(aff),
                  "pin": pin}
@@ -121,7 +124,9 @@ def _grade_one(name: str, fn, sc):
 
 #: What a justification states, each fact checked against the scenario; the check reads these facts, not the wording.
 JUSTIFICATION_RULE = ("a justification that states what the change does to these callers: the new default; today's "
-                      "default of the callers it changes (each of their old values, the values `pin` holds); and which "
+                      "default of the callers it changes (each of their old values, the values `pin` holds, and no "
+                      "other value as today's default: the callers of a dtype the change does not touch keep theirs); "
+                      "and which "
                       "callers change, by naming every affected id or by their count written as a number (`3` or "
                       "`three`). Write each eps as a number (any spelling Python reads as that value, such as `1e-5`, "
                       "`1e-05` or `0.00001`, or that value rounded to the digits you write, such as `1.19e-07`) or as "
@@ -129,6 +134,13 @@ JUSTIFICATION_RULE = ("a justification that states what the change does to these
                       "`becomes` or `new` (or before `after`), each old value after `from`, `today's` or `old` (or "
                       "before `today` or an arrow), the count before `callers` or `call sites`; an eps that is none "
                       "of the scenario's (the new default, the callers' defaults and the eps they pass) is refused. "
+                      "Only a sentence that affirms a fact states it: one that negates, denies, asks, supposes or "
+                      "hedges it (`does not change`, `if we moved`, `might`, `perhaps`, a `?`) states nothing. "
+                      "Every fact written must be true: a value bound as the new default is the new default, one "
+                      "bound as today's default is a default of a caller that changes; a caller named is one that "
+                      "changes, unless its clause says it keeps its output (`does not change`, `keeps`, `unchanged`, "
+                      "`unaffected`, `its own eps`), and a caller that changes is not said to keep it; a count "
+                      "before `callers` is the number that change or the number of callers. "
                       "The check reads these facts and not the wording: there is no word count, and a justification "
                       "without them (whatever its length) loses the part")
 #: Whom part 5 takes as the owner: the scenario's CODEOWNERS file is the only thing that says who owns the code.
@@ -138,9 +150,13 @@ OWNER_RULE = ("the person the scenario's CODEOWNERS file names for the kernel's 
               "`/DIR/` every file under the directory `DIR` at the repository's root; the last line that matches the "
               "file names its owner, not the first one nor the most specific one). The check compares your owner "
               "with that handle: no other name, however plausible, is the owner")
+#: Part 1's device rule, as the kit's predicate applies it (``rmsnorm.predicate``'s device condition).
+DEVICE_RULE = ("The predicate's `device` condition holds for a CUDA tensor with the interpreter off, or a CPU tensor "
+               "with it on: a CUDA tensor while the interpreter is on fails `device` (the interpreter runs the kernels "
+               "on the CPU), and `architecture` is judged only on CUDA with the interpreter off")
 #: The wording of the rules this check holds answers to beyond forbidden calls: the exercise states each
 #: (``tests/course/test_exercise_instructions.py``).
-STATED = (JUSTIFICATION_RULE, OWNER_RULE)
+STATED = (JUSTIFICATION_RULE, OWNER_RULE, DEVICE_RULE)
 _NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 _POWER = re.compile(r"2\s*(?:\*\*|\^)\s*\(?\s*-\s*(\d+)\s*\)?")
 #: A whole number standing alone (not part of a decimal, an exponent, an id or a power of two).
@@ -184,8 +200,8 @@ def _names_count(text: str, n: int) -> bool:
 #: or keeps); ``to`` after a word of pinning (``pin``, ``keep``, ``pass``) gives the value a caller keeps, today's.
 _ROLE = re.compile(r"(?P<new>\bto\b|\bbecom\w*|\bnew\b|\bnow\b|\bwill be\b|\bafter\b|\binto\b|->|→|=>)|"
                    r"(?P<old>\bfrom\b|\btoday\w*|\bold\b|\bcurrent\w*|\bprevious\w*|\bexisting\b|\bepsilon\b|"
-                   r"\bbefore\b|\bwas\b|\bwere\b|\bused to\b|\binstead of\b|\brather than\b|\bpin\w*|\bkeep\w*|"
-                   r"\bkept\b)",
+                   r"\bbefore\b|\bwas\b|\bwere\b|\bused to\b|\binstead of\b|\brather than\b)|"
+                   r"(?P<kept>\bpin\w*|\bkeep\w*|\bkept\b)",
                    re.IGNORECASE)
 _PINNING = re.compile(r"\b(pin\w*|keep\w*|kept|pass\w*|explicit\w*)\b", re.IGNORECASE)
 #: Words after an eps that say which it is: ``today``, ``currently``, ``before``, an arrow (today's) or ``after``,
@@ -212,13 +228,15 @@ def _eps_written(text: str) -> list[tuple[int, int, float]]:
 
 
 def stated_eps(text: str) -> dict[str, list[str]]:
-    """Each eps ``text`` writes, by the fact it states: ``"new"`` (the new default), ``"old"`` (today's) or ``"none"``
-    (no word binds it). A list (``2**-52 or 2**-23``, ``1e-5 and 1e-6``) takes the role of the words around it.
+    """Each eps ``text`` writes, by the fact it states: ``"new"`` (the new default), ``"old"`` (today's default),
+    ``"kept"`` (what a caller pins or keeps), ``"none"`` (no word binds it) or ``"unaffirmed"`` (its sentence does not
+    affirm it: negated, denied, supposed, hedged or asked, :func:`~fastpath_lib.grading.rules.assertion.asserted`). A
+    list (``2**-52 or 2**-23``, ``1e-5 and 1e-6``) takes the role of the words around it.
 
     >>> stated_eps("The default moves from 2**-52 or 2**-23 to 1e-06; callers pin 2**-23 to keep it.")
-    {'new': ['1e-06'], 'old': ['2**-52', '2**-23', '2**-23'], 'none': []}
-    >>> stated_eps("1.19e-07 today, 1e-05 after the change. eps 1e-5 1e-8")
-    {'new': ['1e-05'], 'old': ['1.19e-07'], 'none': ['1e-5', '1e-8']}
+    {'new': ['1e-06'], 'old': ['2**-52', '2**-23'], 'kept': ['2**-23'], 'none': [], 'unaffirmed': []}
+    >>> stated_eps("1.19e-07 today, 1e-05 after the change. eps 1e-5 1e-8. If it moved to 1e-4, ...")
+    {'new': ['1e-05'], 'old': ['1.19e-07'], 'kept': [], 'none': ['1e-5', '1e-8'], 'unaffirmed': ['1e-4']}
     """
     found = _eps_written(text)
     groups: list[list[tuple[int, int, float]]] = []
@@ -227,7 +245,7 @@ def stated_eps(text: str) -> dict[str, list[str]]:
             groups[-1].append(v)
         else:
             groups.append([v])
-    out: dict[str, list[str]] = {"new": [], "old": [], "none": []}
+    out: dict[str, list[str]] = {"new": [], "old": [], "kept": [], "none": [], "unaffirmed": []}
     prev = 0
     for g in groups:
         start, end = g[0][0], g[-1][1]
@@ -237,39 +255,98 @@ def stated_eps(text: str) -> dict[str, list[str]]:
                      if not any(c.lastgroup == "new" or c.group(0).lower() == "from"
                                 for c in _ROLE.finditer(rest[:m.start()]))]  # up to a word that binds what follows
         cues = list(_ROLE.finditer(before))
+        at = start  # where the fact is read as affirmed or not: its binding word ("instead of 2**-52" names the old)
         if following and not rest[:following[0].start()].strip(" ()"):  # right after it: "1.19e-07 today"
             role = following[0].lastgroup
         elif cues:
-            role = cues[-1].lastgroup
+            role, at = cues[-1].lastgroup, start - len(before) + cues[-1].start()
             if role == "new" and cues[-1].group(0).lower() == "to" and _PINNING.search(before[:cues[-1].start()]):
-                role = "old"
+                role = "kept"
         else:
             role = following[0].lastgroup if following else "none"
-        out[role] += [text[a:b] for a, b, _ in g]
+        out[role if asserted(text, at) else "unaffirmed"] += [text[a:b] for a, b, _ in g]
         prev = end
     return out
 
 
-def _unstated_facts(text, new_eps: float, pin: dict, held=()) -> list[str]:
+#: Where a justification's clause ends, for what it says of the callers it names: a sentence mark, a comma, ``so``,
+#: ``while``, ``but``, ``whereas``, ``namely``.
+_CLAUSE_END = re.compile(r"[.;:,!?]\s|[.;:,!?]$|\b(so|while|but|whereas|namely|and then)\b", re.IGNORECASE)
+#: What says a caller's output does not change: a negation or a word of keeping ("do not change", "keep their eps",
+#: "unaffected", "their own eps").
+_NO_CHANGE = re.compile(r"\b(not|never|neither|nor|keeps?|kept|keeping|stays?|unchanged|unaffected|untouched|same|"
+                        r"own|explicit\w*)\b|n't\b", re.IGNORECASE)
+
+
+def _clause_at(text: str, at: int) -> str:
+    """The clause of ``text`` around position ``at`` (:data:`_CLAUSE_END` on either side)."""
+    starts = [m.end() for m in _CLAUSE_END.finditer(text, 0, at)]
+    end = _CLAUSE_END.search(text, at)
+    return text[starts[-1] if starts else 0:end.start() if end else len(text)]
+
+
+def _false_callers(text: str, pin: dict, others, total: int) -> list[str]:
+    """What ``text`` says falsely of the callers: an unaffected caller named where its clause does not say it keeps
+    its output, an affected caller or their count named where its clause says it keeps it, a count of callers that is
+    neither the number that change nor the number of callers."""
+    out = []
+    for k in [*pin, *others]:
+        for m in re.finditer(rf"(?<!\w){re.escape(str(k))}(?!\w)", text):
+            kept = bool(_NO_CHANGE.search(_clause_at(text, m.start()).replace(str(k), " ")))
+            if asserted(text, m.start()) and kept == (k in pin):
+                out.append(f"{k} is said to {'keep its output' if kept else 'change'}, but its output "
+                           f"{'changes' if kept else 'does not change'} (an affected caller changes; one that passes "
+                           "its own eps, or whose default does not move, keeps its output)")
+                break
+    for m in _CALLERS.finditer(text):
+        n = m.group(1).lower()
+        value = int(n) if n.isdigit() else _COUNT_WORDS.index(n)
+        if not asserted(text, m.start()):
+            continue
+        if value not in (len(pin), total):
+            out.append(f"{m.group(0).strip()!r}: {len(pin)} callers change, of {total}")
+        elif value == len(pin) != total and re.search(r"\b(keeps?|kept|stays?|unchanged|without a pin)\b",
+                                                      _clause_at(text, m.start()), re.IGNORECASE):
+            out.append(f"{m.group(0).strip()!r} are said to keep their output, but they change")
+    return out
+
+
+def _unstated_facts(text, new_eps: float, pin: dict, held=(), others=None) -> list[str]:
     """The facts of :data:`JUSTIFICATION_RULE` that ``text`` does not state for this scenario (``pin``: the grader's
-    affected callers, each with today's default), and each eps it writes that the scenario does not hold (``held``:
-    every value of its callers, their defaults and the eps they pass)."""
+    affected callers, each with today's default), each eps it writes that the scenario does not hold (``held``:
+    every value of its callers, their defaults and the eps they pass), each value it gives a role it does not have
+    (a new default that is not the new one, an old default no affected caller has) and, where the unaffected callers
+    are given (``others``), what it says falsely of the callers (:func:`_false_callers`)."""
     if not isinstance(text, str):
         return [f"a justification is a str, got {type(text).__name__}"]
     said = stated_eps(text)
     new = " ".join(said["new"])
-    old = " ".join(said["old"])
+    old = " ".join(said["old"] + said["kept"])
     misses = [] if _names_value(new, new_eps) else [f"the new default {new_eps!r} (written after `to`, `becomes` or "
                                                     "`new`, or before `after`)"]
     misses += [f"today's default {v!r} of the callers it changes (written after `from`, `today's` or `old`, or "
                "before `today`)" for v in sorted(set(pin.values())) if not _names_value(old, v)]
-    named = all(re.search(rf"(?<!\w){re.escape(str(k))}(?!\w)", text) for k in pin)
-    counted = [m.group(1) for m in _CALLERS.finditer(text)]
+    ids = {k: list(re.finditer(rf"(?<!\w){re.escape(str(k))}(?!\w)", text)) for k in pin}
+    named = all(any(asserted(text, m.start()) for m in found) for found in ids.values())
+    counts = list(_CALLERS.finditer(text))
+    counted = [m.group(1) for m in counts if asserted(text, m.start())]
+    hedged = said["unaffirmed"] + [m.group(0) for m in [*counts, *(m for f in ids.values() for m in f)]
+                                   if not asserted(text, m.start())]
     if not named and not any(_names_count(n, len(pin)) for n in counted):
         misses.append(f"which callers change (every affected id, or their count, {len(pin)}, before `callers`)")
     values = [*pin.values(), new_eps, *held]
-    misses += [f"{w} is no eps of this scenario" for role in said.values() for w in role
+    misses += [f"{w} is no eps of this scenario" for role, ws in said.items() if role != "unaffirmed" for w in ws
                if not any(_names_value(w, v) for v in values)]
+    misses += [f"{w} is stated as the new default, but the new default is {new_eps!r}" for w in said["new"]
+               if not _names_value(w, new_eps)]
+    if others is not None:
+        misses += _false_callers(text, pin, others, len(pin) + len(others))
+    misses += [f"{w} is stated as today's default, but no caller the change affects has it (callers of the dtypes "
+               "the change does not touch keep their default: name only the old defaults of the callers it changes)"
+               for w in said["old"] if any(_names_value(w, v) for v in values)
+               and not any(_names_value(w, v) for v in pin.values())]
+    if misses and hedged:
+        misses.append(f"{', '.join(dict.fromkeys(hedged))}: {NOT_AFFIRMED}")
     return misses
 
 
@@ -298,6 +375,9 @@ def _grade(name: str, fn, rng) -> list:
                           f"    expected: {_brief(want)}"]
             if len(wrong) > _SHOWN:
                 lines.append(f"  ... and {len(wrong) - _SHOWN} more")
+            if name == "maintenance_cost" and any(y.get("owner") != w.get("owner") for _, y, w in wrong):
+                lines.append("  the owner differs: the last line of CODEOWNERS that matches the kernel's file names "
+                             "its owner, not the first one nor the most specific one")
             raise Fail("\n".join(lines))
         return f"{len(scenarios)} scenarios drawn by the check, all answered as the lesson's rule does"
 

@@ -1,16 +1,19 @@
 """Exercise 07: what a PR note asserts, read so that each assertion can be held against the table it was written from.
 
-A note is read as **statements**: its paragraphs and list items (each joined over the lines it wraps onto; headings,
-table rows and HTML tags are not prose), split into sentences. In a sentence
+A note is read as it renders (:mod:`~fastpath_lib.grading.rules.rendered`: nothing in an HTML comment counts), as
+**statements**: its paragraphs and list items (each joined over the lines it wraps onto; headings and table rows are
+not prose, and every table row is a claim of its own: :mod:`~fastpath_lib.grading.rules.ex07_tables`), split into
+sentences. In a sentence
 
 * a **case** is named by its case id; the text from the id to the next case id, ``;`` or the sentence's end is what
   the sentence says about that case (its segment);
 * a **figure** is a number with a unit (``us``, ``µs``, ``ms``, ``x``, ``×``, ``%``), or a number paired with one
   (``9.0 vs 9.8 us``); in a case's segment it is that case's, and must be one of :func:`figures` within one unit of
   the last digit written (:func:`is_figure`);
-* an **outcome** is claimed for the cases the sentence names by the words it asserts (:data:`OUTCOME_WORDS`,
-  :func:`~fastpath_lib.grading.rules.assertion.asserted`: "not slower", "was expected to be faster", "failed to win",
-  "would be faster" and "faster?" assert none; the fallback named as a route, "slower than the fallback", is none): a
+* an **outcome** is claimed for the cases the sentence names by the words it asserts (:data:`OUTCOME_WORDS`, a
+  comparison included: "beats", "got worse"; :func:`~fastpath_lib.grading.rules.assertion.asserted`: "not slower",
+  "it is a myth that ... slower", "was expected to be faster", "failed to win", "would be faster", "perhaps faster" and
+  "faster?" assert none; the fallback named as a route, "slower than the fallback", is none): a
   neutral word decides; else words of one outcome only; a sentence that names two outcomes is read in :func:`parts`;
 * a **count** is a number bound to an outcome word, before it ("4 wins", "3 faster cases", "3 cases are faster") or
   after it ("wins on 4 cases", "wins 3 cases", "within the noise on 4"), "no wins" a count of none, each where its
@@ -51,23 +54,27 @@ import dataclasses
 import re
 
 from fastpath_lib.reading import words_outside_details
-from fastpath_lib.grading.rules.assertion import asserted
+from fastpath_lib.grading.rules.rendered import (all_table_rows, scope_text, sections, statements, table_rows,
+                                                 visible_text)
+from fastpath_lib.grading.rules.assertion import asserted, stance
 from fastpath_lib.grading.vocabulary import FALLBACK, LOSS, NEUTRAL, WIN
 
 __all__ = ["Mention", "statements", "parts", "mentions", "figures", "figures_in", "is_figure", "outcome_of",
            "count_claims", "counts_in", "Count", "id_pattern", "column_limits", "dtypes_named", "case_dtype",
            "case_shape", "OUTCOME_WORDS", "stated", "method_facts", "sections", "words_outside_details", "table_rows",
-           "route_cell", "scope_text", "claims_speedup"]
+           "route_cell", "scope_text", "claims_speedup", "all_table_rows", "visible_text"]
 
 #: outcome -> the words that claim it (neutral words decide a sentence or part: "1% faster, within the noise" is
 #: neutral).
 OUTCOME_WORDS = {
-    NEUTRAL: r"\bneutral\b|\b(within|inside|in|under|below) (the |its |their )?(\w+ )?noise\b|\bnoise( band)? "
-             r"(swallows|covers|hides|dominates|exceeds|is (wider|larger|bigger|greater) than)\b|\bno (clear |"
-             r"measurable |significant |real )?(difference|change)\b|\bon par\b|\bunchanged\b|\bindistinguishable\b|"
-             r"\bti(e|es|ed)\b",
-    WIN: r"\bwins?\b|\bwon\b|\bwinning\b|\bfaster\b|\bquicker\b|\bspeed-?ups?\b|\bspeeds? up\b",
-    LOSS: r"\bloss(es)?\b|\blos(e|es|ing|t)\b|\bslower\b|\bregress\w*|\bslow-?downs?\b",
+    NEUTRAL: r"\bneutral\b|\b(within|inside|in|under|below) (the |its |their )?(\w+ )?(noise|spread|variance|jitter)\b|"
+             r"\bnoise( band)? (swallows|covers|hides|dominates|exceeds|is (wider|larger|bigger|greater) than)\b|"
+             r"\bno ([a-z]+ ){0,2}(difference|change)\b|\b(not |in)significant\b|\bon par\b|\bunchanged\b|"
+             r"\bindistinguishable\b|\bti(e|es|ed)\b",
+    WIN: r"\bwins?\b|\bwon\b|\bwinning\b|\bfaster\b|\bquicker\b|\bspeed-?ups?\b|\bspeeds? up\b|\bbeat(s|ing)?\b|"
+         r"\boutperform\w*|\bimprov(e|es|ed|ing|ements?)\b|\bgain(s|ed)?\b|\bbetter\b|\bahead\b",
+    LOSS: r"\bloss(es)?\b|\blos(e|es|ing|t)\b|\bslower\b|\bregress\w*|\bslow-?downs?\b|\bworse\b|\bworsen\w*|"
+          r"\bunderperform\w*|\btrail(s|ed|ing)?\b|\blag(s|ged|ging)?\b|\bbehind\b|\bdegrad\w*",
     FALLBACK: r"\bfall(s|ing)?[ -]?back\b|\bfell back\b|\bfallbacks?\b",
 }
 #: A bound or an approximation before a number: the number is no figure ("under 10 %", "about 9 us", "above 16384").
@@ -79,7 +86,6 @@ _NUM = r"[-+−]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"
 _UNIT = r"(?:us|µs|μs|usec|microseconds?|ms|milliseconds?|%|percent|[x×](?!\s*\d))(?!\w)"
 _PAIR = r"(?:vs\.?|versus|→|->|=>|to|/|and|or|±|\+/-)"
 _FIGURE = re.compile(rf"(?<![\w.])({_NUM})(?:\s*({_UNIT})|\s*{_PAIR}\s*(?={_NUM}\s*{_UNIT}))", re.IGNORECASE)
-_BLOCK = re.compile(r"^([-*+]|\d+[.)])\s")
 _NUMBER_WORDS = ("zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
                  "sixteen seventeen eighteen nineteen twenty").split()
 _SAMPLES = r"(?:samples?|runs?|timings?|times|repetitions|reps|measurements|iterations|trials|calls)"
@@ -98,6 +104,8 @@ _COUNT_BEFORE = re.compile(
 _COUNT_AFTER = re.compile(
     rf"(?:{_OUTCOME})\s+(?:(?:on|in|for|across|among)\s+)?(?P<n>{_N})(?![\w-]|\s*(?:[x×%/-]|{_UNIT}))"
     rf"(?!\s+(?:\w+\s+)?{_OTHER_NOUN}\b)", re.IGNORECASE)
+#: A count as a label: an outcome word opening the sentence, a colon, the number ("Wins: 12 of 12 cases").
+_COUNT_LABEL = re.compile(rf"^\W*(?:{_OUTCOME})\s*:\s*(?P<n>{_N})(?![\w-]|\s*(?:[x×%/-]|{_UNIT}))", re.IGNORECASE)
 #: A count of none: "no" before an outcome named as a thing ("no wins", "no regressions", "no slower cases"), the denial
 #: unrestricted (the clause ends there, or says "at all"): "no regression elsewhere" or "no losses on fp32" restrict it
 #: and count nothing; "no slower" (a comparison) is no count.
@@ -119,49 +127,45 @@ _DTYPES = {"float16": r"\bfp16\b|\bfloat16\b|\bhalf\b", "bfloat16": r"\bbf16\b|\
            "float32": r"\bfp32\b|\bfloat32\b|\bsingle\b"}
 
 
-def statements(note: str) -> list[str]:
-    """The note's prose, sentence by sentence: paragraphs and list items, each joined over the lines it wraps onto;
-    headings and table rows are left out and HTML tags read as spaces."""
-    blocks: list[list[str]] = []
-    fresh = True
-    for line in note.splitlines():
-        s = line.strip()
-        if not s or s.startswith("|") or re.match(r"#{1,6}\s", s):
-            fresh = True
-            continue
-        if fresh or _BLOCK.match(s) or s.startswith("<"):
-            blocks.append([])
-        blocks[-1].append(s)
-        fresh = False
-    out = []
-    for block in blocks:
-        text = " ".join(re.sub(r"<[^>]*>", " ", " ".join(block)).split())
-        out += [s for s in re.split(r"(?<=[.!?])\s+", text) if s.strip()]
-    return out
-
-
 #: The noun ``fallback`` as a thing, not a case's class: the route a case is compared with or that runs it ("slower
 #: than the fallback", "loses to its fallback", "F.rms_norm, the fallback"); "fallback cases", "c10: fallback" and
 #: "falls back" name the class.
 _ROUTE = re.compile(r"\b(the|its|their|than|against|vs\.?|versus)\s+fallbacks?\b(?!\s+cases?\b)", re.IGNORECASE)
 
 
-def _claimed(clause: str, outcome: str) -> bool:
-    """Whether ``clause`` (a sentence or a part of one) asserts a word of ``outcome`` (:func:`asserted`; "no clear
-    difference" is neutral: its own "no" is part of the words); the fallback named as a route (:data:`_ROUTE`) is no
-    outcome."""
-    route = {m.end() for m in _ROUTE.finditer(clause)}
-    return any(asserted(clause, m.start()) and m.end() not in route
-               for m in re.finditer(OUTCOME_WORDS[outcome], clause, re.IGNORECASE))
+def _words(text: str, outcome: str, a: int = 0, b: int | None = None) -> list[re.Match]:
+    """The words of ``outcome`` in ``text[a:b]``, less the fallback named as a route (:data:`_ROUTE`)."""
+    b = len(text) if b is None else b
+    route = {m.end() for m in _ROUTE.finditer(text)}
+    return [m for m in re.finditer(OUTCOME_WORDS[outcome], text[:b], re.IGNORECASE)
+            if m.start() >= a and m.end() not in route]
 
 
-def outcome_of(clause: str) -> str | None:
-    """The outcome ``clause`` claims for the cases it names: neutral if it says so, else the one outcome its words
-    name (none where they name two, or none)."""
-    if _claimed(clause, NEUTRAL):
+def _claimed(text: str, outcome: str, a: int = 0, b: int | None = None) -> bool:
+    """Whether ``text[a:b]`` (a sentence or a part of one, read in its sentence) asserts a word of ``outcome``
+    (:func:`asserted`; "no clear difference" is neutral: its own "no" is part of the words)."""
+    return any(asserted(text, m.start()) for m in _words(text, outcome, a, b))
+
+
+def outcome_of(clause: str, a: int = 0, b: int | None = None) -> str | None:
+    """The outcome ``clause`` (or its part ``[a:b]``, read in the whole) claims for the cases it names: neutral if it
+    says so, else the one outcome its words name (none where they name two, or none)."""
+    if _claimed(clause, NEUTRAL, a, b):
         return NEUTRAL
-    named = [k for k in (WIN, LOSS, FALLBACK) if _claimed(clause, k)]
+    named = [k for k in (WIN, LOSS, FALLBACK) if _claimed(clause, k, a, b)]
     return named[0] if len(named) == 1 else None
+
+
+def unaffirmed(clause: str, a: int = 0, b: int | None = None) -> dict[str, str]:
+    """Outcome -> ``"denied"`` or ``"open"`` for each outcome ``clause[a:b]`` names without asserting it
+    (:func:`~fastpath_lib.grading.rules.assertion.stance`: "it is a myth that c05 is slower" denies a loss, "c05 might
+    be slower" leaves it open)."""
+    out = {}
+    for k in OUTCOME_WORDS:
+        held = {stance(clause, m.start()) for m in _words(clause, k, a, b)}
+        if held and "asserted" not in held:
+            out[k] = "denied" if "denied" in held else "open"
+    return out
 
 
 #: Where a sentence that names two outcomes is read in parts: before a comma, ``;``, ``and``, ``but``, ``while`` or
@@ -195,7 +199,7 @@ def parts(clause: str) -> list[tuple[int, str]]:
     cuts = [0, *(m.start() for m in _PART.finditer(clause)), len(clause)]
     pieces = [[a, b] for a, b in zip(cuts, cuts[1:]) if b > a]
     for i in range(len(pieces) - 2, -1, -1):  # a part that names no outcome is read with the next
-        if not any(_claimed(clause[pieces[i][0]:pieces[i][1]], k) for k in OUTCOME_WORDS):
+        if not any(_claimed(clause, k, *pieces[i]) for k in OUTCOME_WORDS):
             start = pieces.pop(i)[0]
             pieces[i][0] = start
     for i in range(len(pieces) - 1, 0, -1):  # a part that names no case is read with the one before
@@ -209,12 +213,16 @@ def parts(clause: str) -> list[tuple[int, str]]:
 
 @dataclasses.dataclass(frozen=True)
 class Mention:
-    """A case named in a sentence: the sentence, what it says about the case (``segment``) and the outcome it claims."""
+    """A case named in a sentence: the sentence, what it says about the case (``segment``), the outcome it claims, the
+    outcomes its part names without asserting them (outcome -> ``"denied"`` or ``"open"``, :func:`unaffirmed`) and
+    every outcome its part asserts (two where it claims none: "c05 is slower; it is quicker than the baseline")."""
 
     case: str
     sentence: str
     segment: str
     outcome: str | None
+    unasserted: dict = dataclasses.field(default_factory=dict)
+    asserted: tuple = ()
 
 
 def id_pattern(ids) -> re.Pattern:
@@ -222,21 +230,55 @@ def id_pattern(ids) -> re.Pattern:
     return re.compile(rf"(?<![\w])({alternatives})(?![\w])")
 
 
+#: What may join the case ids of a list ("c05 and c12", "c05, c12 and c13").
+_JOINED = re.compile(r"^\s*(,|and|&|,\s*and)?\s*$", re.IGNORECASE)
+_RESPECTIVELY = re.compile(r",?\s*respectively\b", re.IGNORECASE)
+
+
+def _respective(sentence: str, found: list[re.Match]) -> dict[int, str]:
+    """Match index -> its own figures, where a list of case ids takes its figures in order, ``respectively`` ("c05
+    and c12 are slower (9 -> 9.8 us and 40 -> 47 us, respectively)"): the text between the list and ``respectively``
+    cut at ``and`` or ``;`` (else at commas) into as many groups as the list has ids."""
+    out: dict[int, str] = {}
+    i = 0
+    while i < len(found):
+        j = i
+        while j + 1 < len(found) and _JOINED.match(sentence[found[j].end():found[j + 1].start()]):
+            j += 1
+        end = found[j + 1].start() if j + 1 < len(found) else len(sentence)
+        resp = _RESPECTIVELY.search(sentence, found[j].end(), end)
+        if j > i and resp:
+            tail = sentence[found[j].end():resp.start()]
+            tail = tail[tail.find("(") + 1:] if "(" in tail else tail
+            for cut in (r"\s*(?:;|\band\b)\s*", r"\s*(?:,|;|\band\b)\s*"):
+                groups = [g for g in re.split(cut, tail) if figures_in(g)]
+                if len(groups) == j - i + 1:
+                    out.update({i + k: g for k, g in enumerate(groups)})
+                    break
+        i = j + 1
+    return out
+
+
 def mentions(note: str, ids) -> list[Mention]:
     """Each case id of ``ids`` named in the note's prose: its sentence, its segment (up to the next case id, ``;`` or
-    the sentence's end) and the outcome the sentence (or the part of it the id is in, :func:`parts`) claims."""
+    the sentence's end; a list's own figures where it takes them ``respectively``) and the outcome the sentence (or the
+    part of it the id is in, :func:`parts`) claims."""
     pattern, out = id_pattern(ids), []
     for sentence in statements(note):
         found = list(pattern.finditer(sentence))
         if not found:
             continue
         blank = pattern.sub(lambda m: "#" * len(m.group(0)), sentence)  # the sentence's words, not its case ids'
-        pieces = [(a, a + len(text), outcome_of(text)) for a, text in parts(blank)]
-        for m, nxt in zip(found, found[1:] + [None]):
+        pieces = [(a, a + len(text)) for a, text in parts(blank)]
+        own = _respective(sentence, found)
+        for n, (m, nxt) in enumerate(zip(found, found[1:] + [None])):
             end = nxt.start() if nxt else len(sentence)
             semi = sentence.find(";", m.end(), end)
-            outcome = next((k for a, b, k in pieces if a <= m.start() < b), None)
-            out.append(Mention(m.group(1), sentence, sentence[m.end():semi if semi >= 0 else end], outcome))
+            a, b = next(((a, b) for a, b in pieces if a <= m.start() < b), (0, 0))
+            segment = own.get(n, sentence[m.end():semi if semi >= 0 else end])
+            out.append(Mention(m.group(1), sentence, segment, outcome_of(blank, a, b) if b else None,
+                               unaffirmed(blank, a, b) if b else {},
+                               tuple(k for k in OUTCOME_WORDS if b and _claimed(blank, k, a, b))))
     return out
 
 
@@ -302,7 +344,7 @@ def counts_in(text: str) -> list[Count]:
     for m in _COUNT_BEFORE.finditer(text):
         if not _BOUNDED.search(text[:m.start()]) and asserted(text, m.start(_outcome_group(m))):
             found.setdefault(m.start("n"), Count(_outcome_group(m), _number(m.group("n")), m.group(0)))
-    for m in _COUNT_AFTER.finditer(text):
+    for m in [*_COUNT_AFTER.finditer(text), *_COUNT_LABEL.finditer(text)]:
         if asserted(text, m.start()):
             found.setdefault(m.start("n"), Count(_outcome_group(m), _number(m.group("n")), m.group(0)))
     for m in _COUNT_NONE.finditer(text):
@@ -388,7 +430,7 @@ def method_facts(note: str, h: dict) -> dict[str, bool]:
             rf"warm\w*[\s-]*up\w*\W+(?:\w+\W+){{0,3}}?{w}\s*ms\b|(?<![\w.]){w}\s*ms\b\W+(?:\w+\W+){{0,2}}?warm\w*[\s-]*up",
             s, re.IGNORECASE))),
         "sync": any_sentence(lambda s: bool(_SYNC.search(s)) and bool(_GUARDED.search(_SYNC.sub(" ", s))))
-        or stated(h["sync"], note),
+        or stated(h["sync"], visible_text(note)),
         "statistic": any_sentence(lambda s: bool(re.search(rf"\b{re.escape(h['statistic'])}s?\b", s, re.IGNORECASE))
                                   and bool(re.search(rf"(?<![\w.]){n}\s+(?:\w+\s+){{0,2}}?{_SAMPLES}\b", s,
                                                      re.IGNORECASE))),
@@ -399,67 +441,11 @@ def method_facts(note: str, h: dict) -> dict[str, bool]:
     }
 
 
-def sections(note: str, *, nested: bool = True) -> dict[str, str]:
-    r"""Heading (lower case) -> the text under it, up to the next heading of the same or a higher level (its
-    subsections are part of it, as in Markdown's outline); with ``nested=False``, up to the next heading of any level.
-
-    >>> sections("## Performance\nTimed.\n### Per-case table\n| c01 |\n## Method\nMedians.")["performance"]
-    'Timed.\n### Per-case table\n| c01 |'
-    >>> sections("## Performance\nTimed.\n### Per-case table\n| c01 |", nested=False)["performance"]
-    'Timed.'
-    """
-    lines = note.splitlines()
-    heads = [(i, len(m.group(1)), m.group(2).strip().lower())
-             for i, line in enumerate(lines) if (m := re.match(r"^(#{1,6})\s+(.+)$", line))]
-    out = {}
-    for k, (i, level, head) in enumerate(heads):
-        end = next((j for j, lv, _ in heads[k + 1:] if lv <= level or not nested), len(lines))
-        out[head] = "\n".join(lines[i + 1:end])
-    return out
-
-
-def table_rows(note: str) -> dict[str, tuple[list[str], list[str]]]:
-    """Markdown table rows keyed by their first cell (backticks and emphasis stripped): ``(cells, header)``."""
-    out, header = {}, None
-    for line in note.splitlines() + [""]:
-        if not line.strip().startswith("|"):
-            header = None
-            continue
-        cells = [c.strip().strip("`*").strip() for c in line.strip().strip("|").split("|")]
-        if header is None:
-            header = [c.lower() for c in cells]
-        elif not all(set(c) <= set("-: ") for c in cells):
-            out.setdefault(cells[0], (cells, header))
-    return out
-
-
 def route_cell(cells: list[str], header: list[str]) -> int | None:
     """The index of the row's route: the cell under a "route" header, else the first cell naming one."""
     if "route" in header and header.index("route") < len(cells):
         return header.index("route")
     return next((i for i, c in enumerate(cells) if c.lower() in ("triton", "fallback")), None)
-
-
-_LABEL = re.compile(r"^\W*scope\W*:?\**\s*(.*)$", re.IGNORECASE)
-#: Where a labelled statement ends: a blank line, a heading, a list item, a table row, a tag or another ``Label:``.
-_STATEMENT_END = re.compile(r"^\s*($|#|[-*+]\s|\d+[.)]\s|\||<|\**[A-Z][\w /-]{0,30}\**:)")
-
-
-def scope_text(note: str, sections: dict[str, str]) -> str:
-    """The scope sections' text, and each ``Scope:`` statement read whole, over the lines it wraps onto."""
-    text = "\n\n".join(body for head, body in sections.items() if "scope" in head)
-    lines = note.splitlines()
-    for i, line in enumerate(lines):
-        m = _LABEL.match(line)
-        if not m or line.lstrip().startswith("#"):
-            continue
-        statement = [m.group(1)]
-        for more in lines[i + 1:]:
-            if _STATEMENT_END.match(more):
-                break
-            statement.append(more.strip())
-        text += "\n\n" + " ".join(statement)
-    return text
 
 
 #: A speed-up claim: a multiplier ("1.4x", "2 ×"; a shape such as "4096 x 4096" is not one), or its words.

@@ -1,0 +1,102 @@
+"""Exercise 07: every table row of a note is a claim, wherever it stands.
+
+A rendered row (:func:`~fastpath_lib.grading.rules.rendered.all_table_rows`) that names one case claims what its
+cells say, each read as a sentence is: the route in its route cell, an outcome in any other cell (``win (1.34x)``,
+``1.50x faster``) and its figures (a number with a unit, or a bare number: ``9.8 us``, ``1.50x faster``, ``+8.9 %``,
+``9.8``). A row that contradicts the data is an inconsistency wherever it stands (a second table in the summary, a
+table folded in ``<details>``); the performance table, besides, must list every case once with its route and class.
+
+>>> cells = ["c05", "triton", "1.50x faster", "win"]
+>>> [outcome_of(c) for c in cells[2:]], [v for c in cells for v, _, _ in figures_in(c)]
+(['win', 'win'], [1.5])
+"""
+
+from __future__ import annotations
+
+import re
+
+from fastpath_lib.grading.rules.ex07_claims import (
+    all_table_rows,
+    figures_in,
+    id_pattern,
+    is_figure,
+    outcome_of,
+    route_cell,
+    sections,
+    table_rows,
+    unaffirmed,
+)
+
+__all__ = ["row_claims", "row_problems", "performance_problems", "cell_figures"]
+
+_BARE = re.compile(r"([-+−]?\d+(?:\.(\d+))?)\s*(?:us|µs|μs|ms|x|×|%)?", re.IGNORECASE)
+
+
+def cell_figures(cell: str) -> list[tuple[float, int, str]]:
+    """The figures a cell gives: each number with a unit (:func:`figures_in`), or the cell as a bare number."""
+    found = figures_in(cell)
+    m = _BARE.fullmatch(cell.strip())
+    if not found and m:
+        found = [(abs(float(m.group(1).replace("−", "-"))), len(m.group(2) or ""), cell.strip())]
+    return found
+
+
+def row_claims(cells: list[str], header: list[str]) -> tuple[str | None, list[str], list[str]]:
+    """What a row claims: its route (or None), the outcomes its other cells assert, and those they deny."""
+    at = route_cell(cells, header)
+    route = cells[at].lower() if at is not None else None
+    others = [x for i, x in enumerate(cells) if i not in (0, at)]
+    claimed = list(dict.fromkeys(k for x in others if (k := outcome_of(x))))
+    denied = list(dict.fromkeys(k for x in others for k, how in unaffirmed(x).items() if how == "denied"))
+    return route, claimed, denied
+
+
+def _named(cells: list[str], ids) -> str | None:
+    """The one case a row names (its first cell, else the one case id in its cells)."""
+    if cells and cells[0] in ids:
+        return cells[0]
+    found = {m.group(1) for c in cells for m in id_pattern(ids).finditer(c)}
+    return found.pop() if len(found) == 1 else None
+
+
+def row_problems(which: str, note: str, rows: dict, known, *, outcomes: dict | None = None,
+                 routes: dict | None = None) -> list[str]:
+    """Every rendered row that names a case of ``rows``, against the data: each figure one of ``known(case)``, and
+    where ``outcomes`` and ``routes`` are given (GPU data), its route and the outcome its cells claim or deny."""
+    out = []
+    for cells, header in all_table_rows(note):
+        cid = _named(cells, rows)
+        if cid is None:
+            continue
+        shown = " | ".join(cells)
+        for cell in cells[1:]:
+            out += [f"{which}, {cid}: its table row gives {raw!r}, none of its figures (the row: {shown})"
+                    for v, d, raw in cell_figures(cell) if not is_figure(v, d, known(cid))]
+        if outcomes is None or routes is None:
+            continue
+        route, claimed, denied = row_claims(cells, header)
+        if route is not None and route != routes[cid]:
+            out.append(f"{which}, {cid}: a table row ({shown}) gives route {route}, the data {routes[cid]}")
+        if claimed and claimed != [outcomes[cid]]:
+            out.append(f"{which}, {cid}: a table row ({shown}) says {claimed}, the data says {outcomes[cid]}")
+        if outcomes[cid] in denied:
+            out.append(f"{which}, {cid}: a table row ({shown}) denies that it is {outcomes[cid]}, as the data says")
+    return list(dict.fromkeys(out))
+
+
+def performance_problems(which: str, note: str, outcomes: dict, routes: dict, heading: str) -> list[str]:
+    """The performance table: a row for each case (under the heading matching ``heading``, else anywhere) with its
+    route and its class."""
+    perf = "\n".join(b for h, b in sections(note).items() if re.search(heading, h))
+    found, out = {**table_rows(note), **table_rows(perf)}, []
+    for cid, cls in outcomes.items():
+        if cid not in found:
+            out.append(f"{which}, {cid}: not in the performance table")
+            continue
+        route, claimed, _ = row_claims(*found[cid])
+        if route != routes[cid]:
+            out.append(f"{which}, {cid}: the row gives route {route or 'none'}, the data {routes[cid]}")
+        if claimed != [cls]:
+            out.append(f"{which}, {cid}: the table says {claimed or 'no class'}, the data says {cls}")
+    return out
+

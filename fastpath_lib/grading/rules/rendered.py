@@ -1,0 +1,199 @@
+"""A Markdown note as a reader sees it rendered (exercise 07): its blocks read from ``markdown_it``'s token stream.
+
+What renders nothing a reader sees counts for nothing: an HTML comment, on one line or many, in a paragraph or as a
+block (its headings, sentences and table rows included), struck-through text (``~~...~~``), a ``<script>`` or
+``<style>`` element, and HTML tags themselves (their text is read). Headings, paragraphs, list items and table rows
+are read as Markdown parses them, never as lines that look like them.
+
+>>> [b.kind for b in blocks("## S\\nc01 wins.\\n<!--\\n## H\\n| c01 | loss |\\n-->\\n| c | k |\\n|-|-|\\n| c01 | 1 |")]
+['heading', 'prose', 'row']
+>>> statements("Shown. <!-- hidden.\\nStill hidden. --> Shown ~~not~~ too.\\nnot a measurement\\nThe kernel wins.")
+['Shown.', 'Shown too.', 'not a measurement', 'The kernel wins.']
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import re
+
+__all__ = ["Block", "blocks", "statements", "sections", "table_rows", "all_table_rows", "visible_text", "scope_text"]
+
+#: What of raw HTML renders nothing: comments (an unclosed one hides the rest), script and style elements, tags.
+_HIDDEN_HTML = re.compile(r"<!--.*?(-->|$)|<(script|style)\b.*?(</\2\s*>|$)", re.DOTALL | re.IGNORECASE)
+_TAG = re.compile(r"</?[A-Za-z][^>]*>")
+
+
+@dataclasses.dataclass(frozen=True)
+class Block:
+    """A block of the rendered note: a ``heading`` (``level``, ``text``), ``prose`` (a paragraph or a list item's
+    paragraph; ``text`` keeps its line breaks) or a table ``row`` (``cells``, ``header``: its table's header cells,
+    lower case); ``line`` is where it starts in the source."""
+
+    kind: str
+    text: str
+    line: int
+    level: int = 0
+    cells: tuple[str, ...] = ()
+    header: tuple[str, ...] = ()
+
+
+def _inline(token) -> str:
+    """The text an inline token renders: its text and code, line breaks as ``\\n``; no HTML, no struck text."""
+    out, struck = [], 0
+    for c in token.children or ():
+        if c.type == "s_open":
+            struck += 1
+        elif c.type == "s_close":
+            struck -= 1
+        elif struck:
+            continue
+        elif c.type in ("text", "code_inline"):
+            out.append(c.content)
+        elif c.type in ("softbreak", "hardbreak"):
+            out.append("\n")
+        elif c.type == "html_inline" and not c.content.startswith("<!--"):
+            out.append(" ")
+    return "".join(out)
+
+
+def _raw_lines(text: str, line: int) -> list[Block]:
+    """What a raw HTML or code block shows: its visible text, a line starting with ``|`` read as a table row."""
+    out, para, header = [], [], None
+    for i, raw in enumerate(_TAG.sub(" ", _HIDDEN_HTML.sub(" ", text)).splitlines()):
+        s = raw.strip()
+        if s.startswith("|"):
+            cells = tuple(c.strip().strip("`*").strip() for c in s.strip("|").split("|"))
+            if header is None:
+                header = tuple(c.lower() for c in cells)
+            elif not all(set(c) <= set("-: ") for c in cells):
+                out.append(Block("row", " | ".join(cells), line + i, cells=cells, header=header))
+            continue
+        header = None
+        if s:
+            para.append(s)
+        if para and (not s or i == len(text.splitlines()) - 1):
+            out.append(Block("prose", "\n".join(para), line + i))
+            para = []
+    if para:
+        out.append(Block("prose", "\n".join(para), line))
+    return out
+
+
+@functools.lru_cache(maxsize=1)
+def _parser():
+    """CommonMark with GitHub's tables and strikethrough (imported here: only exercise 07's reading needs it, and a
+    bare GPU machine has no markdown-it-py)."""
+    from markdown_it import MarkdownIt
+
+    return MarkdownIt("commonmark").enable(["table", "strikethrough"])
+
+
+@functools.lru_cache(maxsize=64)
+def _blocks(note: str) -> tuple[Block, ...]:
+    tokens, out, i = _parser().parse(note), [], 0
+    header: tuple[str, ...] = ()
+    row: list[str] | None = None
+    while i < len(tokens):
+        t = tokens[i]
+        line = t.map[0] if t.map else (out[-1].line if out else 0)
+        if t.type == "heading_open":
+            out.append(Block("heading", _inline(tokens[i + 1]).strip(), line, level=int(t.tag[1])))
+            i += 2
+        elif t.type == "paragraph_open":
+            text = _inline(tokens[i + 1]).strip()
+            if text:
+                out.append(Block("prose", text, line))
+            i += 2
+        elif t.type == "thead_open":
+            header = ()
+        elif t.type == "tr_open":
+            row = []
+        elif t.type == "inline" and row is not None:
+            row.append(" ".join(_inline(t).split()).strip("`*").strip())
+        elif t.type == "tr_close" and row is not None:
+            if not header:
+                header = tuple(c.lower() for c in row)
+            else:
+                out.append(Block("row", " | ".join(row), line, cells=tuple(row), header=header))
+            row = None
+        elif t.type in ("html_block", "fence", "code_block"):
+            out += _raw_lines(t.content, line)
+        i += 1
+    return tuple(out)
+
+
+def blocks(note: str) -> list[Block]:
+    """The rendered note's blocks, in order (:class:`Block`)."""
+    return list(_blocks(note))
+
+
+def _sentences(text: str) -> list[str]:
+    """A prose block's sentences: joined over its line breaks, a line that ends with no mark before a line that
+    starts with a capital ending a sentence (a reader reads ``not a measurement`` / ``The kernel wins`` as two)."""
+    out = []
+    for run in re.split(r"(?<=[\w%)\]`*])[ \t]*\n[ \t]*(?=[A-Z])", text):
+        out += [s.strip() for s in re.split(r"(?<=[.!?])\s+", " ".join(run.split())) if s.strip()]
+    return out
+
+
+def statements(note: str) -> list[str]:
+    """The note's prose as rendered, sentence by sentence: paragraphs and list items (each read whole over the lines it
+    wraps onto) and the visible text of raw HTML; no heading, no table row, nothing a comment hides."""
+    return [s for b in _blocks(note) if b.kind == "prose" for s in _sentences(b.text)]
+
+
+def visible_text(note: str) -> str:
+    """Everything the rendered note shows, one block a line (headings, prose, table rows), spacing normalized."""
+    return "\n".join(" ".join(b.text.split()) for b in _blocks(note))
+
+
+def sections(note: str, *, nested: bool = True) -> dict[str, str]:
+    r"""Heading (lower case) -> the source text under it, up to the next heading of the same or a higher level (its
+    subsections are part of it, as in Markdown's outline); with ``nested=False``, up to the next heading of any level.
+    Only headings that render count (a ``## ...`` line in a comment or a code block is none).
+
+    >>> sections("## Performance\nTimed.\n### Per-case table\n| c01 |\n## Method\nMedians.")["performance"]
+    'Timed.\n### Per-case table\n| c01 |'
+    >>> sections("## Performance\nTimed.\n### Per-case table\n| c01 |", nested=False)["performance"]
+    'Timed.'
+    >>> list(sections("## Summary\nx\n<!--\n## Performance\n-->"))
+    ['summary']
+    """
+    lines = note.splitlines()
+    heads = [(b.line, b.level, b.text.lower()) for b in _blocks(note) if b.kind == "heading"]
+    out = {}
+    for k, (i, level, head) in enumerate(heads):
+        end = next((j for j, lv, _ in heads[k + 1:] if lv <= level or not nested), len(lines))
+        out[head] = "\n".join(lines[i + 1:end])
+    return out
+
+
+def all_table_rows(note: str) -> list[tuple[list[str], list[str]]]:
+    """Every rendered table row (not a header), anywhere in the note: ``(cells, header)``."""
+    return [(list(b.cells), list(b.header)) for b in _blocks(note) if b.kind == "row"]
+
+
+def table_rows(note: str) -> dict[str, tuple[list[str], list[str]]]:
+    """Rendered table rows keyed by their first cell (the first row of each key): ``(cells, header)``."""
+    out: dict = {}
+    for cells, header in all_table_rows(note):
+        if cells:
+            out.setdefault(cells[0], (cells, header))
+    return out
+
+
+_LABEL = re.compile(r"^\W*scope\W*:?\**\s*(.*)$", re.IGNORECASE | re.DOTALL)
+#: Where a labelled statement ends inside its paragraph: a line that opens another ``Label:``.
+_NEXT_LABEL = re.compile(r"\n\s*\**[A-Z][\w /-]{0,30}\**:")
+
+
+def scope_text(note: str, found: dict[str, str]) -> str:
+    """The scope sections' text, and each ``Scope:`` paragraph read whole, over the lines it wraps onto, up to the next
+    ``Label:`` line."""
+    text = "\n\n".join(visible_text(body) for head, body in found.items() if "scope" in head)
+    for b in _blocks(note):
+        m = _LABEL.match(b.text) if b.kind == "prose" else None
+        if m:
+            text += "\n\n" + " ".join(_NEXT_LABEL.split(m.group(1))[0].split())
+    return text
