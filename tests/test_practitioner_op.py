@@ -969,6 +969,61 @@ def test_default_host_cases_are_built_as_the_matrix_declares_them(registered):
     assert set(zip(rows.layout, rows.pad, rows.offset)) == {("transposed", 3, 2)}
 
 
+@pytest.mark.skipif(not __import__("fastpath_lib").runtime.interpreter_enabled(), reason="routes under the interpreter")
+def test_default_host_cases_are_the_fallback_cases_that_fall_back_here_and_the_note_says_why_none(registered):
+    """prac14 F4: the default host cases were the fallback cases of at most 16 rows, which fell back on CUDA only (a
+    row threshold): off a GPU they took the fast route and the note said "not measured in this run", no reason. The
+    default is the predicate's on the run's device: the cases that fall back here (a wider one cut to 16 rows)."""
+    import dataclasses
+
+    import pandas as pd
+
+    from fastpath_lib.bench import ophost
+    from fastpath_lib.bench.note_sections import host_verdict
+    from fastpath_lib.bench.report import Evidence
+    from fastpath_lib.bench.schema import CSV_COLUMNS
+
+    cuda_only = opspec.OpCase("decode_fp16", 2, 64, "float16", "fallback", "under a CUDA row threshold")  # fast here
+    wide = opspec.OpCase("wide_fp16", 64, 8192, "float16", "fallback", "wider than one block")
+    spec = dataclasses.replace(op.SPEC, host_cases=(), cases=[cuda_only, wide])
+    (case,) = ophost.host_cases(spec, "cpu")
+    assert (case.id, case.case.rows, case.case.cols) == ("host_wide_fp16", ophost.MAX_HOST_ROWS, 8192)
+    assert ophost.no_host_case_reason(spec, "cpu") == ""
+    only = dataclasses.replace(spec, cases=[cuda_only])
+    assert ophost.host_cases(only, "cpu") == []
+    why = ophost.no_host_case_reason(only, "cpu")
+    assert "decode_fp16" in why and "on cpu" in why and "declare host_cases" in why, why
+    empty = pd.DataFrame(columns=CSV_COLUMNS)
+    (line,) = host_verdict(Evidence(df=empty, env={"device": "cpu"}, gpu=False, synthetic=False, label="", spec=only))
+    assert line == f"- Host cost on the fallback route: not measured in this run ({why}).", line
+
+
+def test_a_host_case_is_timed_on_inputs_built_as_declared_not_on_clones(registered):
+    """prac14 F9: each side's inputs were clones of one build; a clone drops an offset (and a padded row stride), so
+    the dispatched side of a misaligned fallback case took the fast route: under the interpreter the full host family
+    then ran for minutes. Each side is built from the case, so every timed call takes the fallback it declares."""
+    import dataclasses
+
+    import pandas as pd
+    import torch
+
+    from fastpath_lib.bench import ophost
+    from fastpath_lib.cases import CaseSpec
+
+    seen = []
+
+    def function(x, *_):
+        seen.append(x.storage_offset() != 0)
+        return x * 1
+
+    spec = dataclasses.replace(op.SPEC, function=function, route=lambda x, *_: "fallback" if x.storage_offset()
+                               else "triton", host_cases=(opspec.HostCase(
+                                   "host_off1", CaseSpec(rows=2, cols=64, dtype=torch.float32, offset=1), "offset"),))
+    rows = pd.DataFrame(ophost.measure_host_op(spec, rounds=1, vllm=False))
+    assert (rows.status == "ok").all() and (rows.route == "fallback").all(), rows[["route", "status", "note"]]
+    assert seen and all(seen), seen
+
+
 def test_the_notes_rerun_command_reruns_the_run_they_describe(bench_folder):
     """prac13 F9: the notes printed ``bench --op REF --out DIR`` (this matrix) for a ``--quick`` or ``--only`` run,
     a command that runs another matrix. The command carries the run's own ``--quick`` (environment.json's harness),

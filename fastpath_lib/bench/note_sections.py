@@ -140,11 +140,32 @@ def _host_fallback(ev: Evidence):
     return t[(t["ratio_to"] == ev.baseline) & t["ratio"].notna()] if len(t) else t
 
 
+def host_unmeasured(ev: Evidence) -> str:
+    """Why the run has no fallback host cost: its host rows' own notes (a call that took the fast route here), or no
+    host case falls back on the run's device (:func:`~fastpath_lib.bench.ophost.no_host_case_reason`), or the run
+    left the host family out."""
+    from fastpath_lib.bench.ophost import no_host_case_reason
+    from fastpath_lib.bench.schema import host_rows
+    from fastpath_lib.bench.vllmhost import PROVIDERS
+
+    h = host_rows(ev.df)
+    h = h[~h["provider"].isin(PROVIDERS)] if len(h) else h
+    skipped = h.loc[h["status"].astype(str) != "ok", "note"].dropna() if len(h) else []
+    notes = sorted({str(n).removeprefix("not measured: ") for n in skipped})
+    if notes:
+        why = "; ".join(notes)
+    elif ev.spec is not None and (none := no_host_case_reason(ev.spec, str(ev.env.get("device") or "cpu"))):
+        why = none
+    else:
+        why = "the run timed no host case (`--family matrix`)"
+    return f"- Host cost on the fallback route: not measured in this run ({why})."
+
+
 def host_verdict(ev: Evidence) -> list[str]:
     """The fallback's host cost in one line: within its target, or the cases over it."""
     fb = _host_fallback(ev)
     if not len(fb):
-        return ["- Host cost on the fallback route: not measured in this run."]
+        return [host_unmeasured(ev)]
     over = fb[fb["verdict"] == "OVER"]
     target = f"dispatched <= {TARGET_RATIO}x {ev.baseline} per call"
     if not len(over):
@@ -157,7 +178,7 @@ def host_performance(ev: Evidence) -> list[str]:
     """The fallback's host cost against its target, per case."""
     fb = _host_fallback(ev)
     if not len(fb):
-        return ["- Host cost on the fallback route: not measured in this run."]
+        return [host_unmeasured(ev)]
     over = fb[fb["verdict"] == "OVER"]
     return [f"- Host cost on the fallback route (dispatched / {ev.baseline} per call, target <= {TARGET_RATIO}x): "
             + ", ".join(f"{cid} {ratio_text(r['ratio'])}x" for cid, r in fb.iterrows()) + "; "
