@@ -1024,6 +1024,34 @@ def test_a_host_case_is_timed_on_inputs_built_as_declared_not_on_clones(register
     assert seen and all(seen), seen
 
 
+def test_bench_gives_the_compiled_rows_one_true_reason_per_mode(capsys):
+    """prac14 F5: bench printed "not run: the GPU evidence run's `compiled_baselines` step runs it" in a full run that
+    timed the compiled rows, and in --quick a reason other than the note's. It reads the run's own compiled rows."""
+    import dataclasses
+
+    import pandas as pd
+
+    from fastpath_lib.bench.note_evidence import compiled_not_run
+    from fastpath_lib.bench.schema import CSV_COLUMNS, empty_row
+    from fastpath_lib.bench.timing import COMPILE_SKIPPED
+
+    spec = dataclasses.replace(op.SPEC, baselines={**op.SPEC.baselines, "compiled": op.reference})
+    label = "results.csv (compiled rows) (the torch.compile baseline): not run"
+
+    def printed(status, note):
+        df = pd.DataFrame([empty_row(case_id="c", provider="compiled", status=status, note=note)], columns=CSV_COLUMNS)
+        cli.print_not_run(spec, df=df)
+        return capsys.readouterr().out, compiled_not_run(spec, df)
+
+    full, why = printed("ok", "")
+    assert label not in full and why is None, full
+    quick, why = printed("skipped", COMPILE_SKIPPED)
+    assert f"{label}: {COMPILE_SKIPPED}" in quick and why == COMPILE_SKIPPED
+    assert "`compiled_baselines` step" not in quick
+    cli.print_not_run(op.SPEC)  # no compiled baseline declared: the field it needs
+    assert "a `compiled` entry in baselines (OpSpec.baselines) is not declared" in capsys.readouterr().out
+
+
 def test_the_notes_rerun_command_reruns_the_run_they_describe(bench_folder):
     """prac13 F9: the notes printed ``bench --op REF --out DIR`` (this matrix) for a ``--quick`` or ``--only`` run,
     a command that runs another matrix. The command carries the run's own ``--quick`` (environment.json's harness),

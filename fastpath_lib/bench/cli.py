@@ -215,7 +215,7 @@ def _bench_op(args, spec) -> int:
     if not env["gpu_measurement"]:
         print(f"\n{NOT_GPU.upper()}: {cpu_mode(env)} timings; outcomes read unmeasured"
               + ("; host time per call is a CPU measurement." if args.family != "matrix" else "."))
-    print_not_run(spec, folder=staging is not None)
+    print_not_run(spec, folder=staging is not None, df=df)
     if staging is not None:
         results.write(staging, df, env)
         for template, name in NOTE_FILES.items():
@@ -227,15 +227,18 @@ def _bench_op(args, spec) -> int:
     return _wrong_exit(df)
 
 
-def print_not_run(spec, *, folder: bool = True) -> None:
+def print_not_run(spec, *, folder: bool = True, df: pd.DataFrame | None = None) -> None:
     """The analyses ``bench --op`` leaves out, each with why: the spec field it needs, or the evidence step that runs
     it (:data:`~fastpath_lib.bench.note_evidence.ANALYSES`); ``folder``: the run writes a results folder (``--out``),
-    which then lacks their files."""
-    from fastpath_lib.bench.note_evidence import ANALYSES, not_run
+    which then lacks their files. The torch.compile rows are read off the run's own rows ``df``: not listed where it
+    timed them, else the reason its rows give (one reason per mode, the one the note gives)."""
+    from fastpath_lib.bench.note_evidence import ANALYSES, compiled_not_run, not_run
 
     print("\nanalyses bench --op does not run" + (" (no such file in the folder):" if folder else ":"))
     for file, (what, _, _) in ANALYSES.items():
-        print(f"  {file} ({what}): not run: {not_run(spec, file)}")
+        why = compiled_not_run(spec, df) if file == "results.csv (compiled rows)" else not_run(spec, file)
+        if why:
+            print(f"  {file} ({what}): not run: {why}")
 
 
 def _wrong_exit(df: pd.DataFrame) -> int:

@@ -25,7 +25,7 @@ from fastpath_lib.bench.note_brief import (
     short_matrix,
     wrong,
 )
-from fastpath_lib.bench.note_evidence import Evidence, fmt, junit_counts, not_run
+from fastpath_lib.bench.note_evidence import Evidence, compiled_not_run, fmt, junit_counts, not_run
 from fastpath_lib.bench.note_tables import case_table, compiled_section, host_mechanism, mechanism_table
 from fastpath_lib.bench.note_workload import workload
 from fastpath_lib.bench.schema import FALLBACK, NOT_GPU, OUTCOMES
@@ -198,9 +198,7 @@ def alternatives(ev: Evidence) -> list[str]:
     elif len(ok):
         L.append(f"torch.compile ran on {len(ok)} cases here; off a GPU no comparison is drawn.")
     else:
-        reasons = sorted(set(comp.note.dropna().astype(str))) if len(comp) else [
-            not_run(ev.spec, "results.csv (compiled rows)")]
-        L.append("The torch.compile baseline was not measured (" + "; ".join(reasons) + ").")
+        L.append(f"The torch.compile baseline was not measured ({compiled_not_run(ev.spec, ev.matrix)}).")
     others = other_baselines(ev) + refused_baselines(ev)
     return L + ([""] + others if others else []) + [""] + baseline_check(ev.spec)
 
