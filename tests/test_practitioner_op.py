@@ -1052,6 +1052,39 @@ def test_bench_gives_the_compiled_rows_one_true_reason_per_mode(capsys):
     assert "a `compiled` entry in baselines (OpSpec.baselines) is not declared" in capsys.readouterr().out
 
 
+def test_compare_of_a_quick_run_with_a_full_run_reports_the_mode_not_a_change(bench_folder, tmp_path, capsys):
+    """prac14 F11: ``compare quick full`` exited 1 on "compiled skipped->unmeasured", a row --quick does not time off
+    CUDA: a difference of mode, reported as such; a real change of classification still counts."""
+    import shutil
+
+    import pandas as pd
+
+    from fastpath_lib.bench.timing import COMPILE_SKIPPED
+
+    df = pd.read_csv(bench_folder / "results.csv")
+    row = df[(df.case_id == "tokens_fp16") & (df.provider == "dispatched")].iloc[0]
+    folders = {}
+    for name, status, quick in (("quick", "skipped", True), ("full", "ok", False)):
+        d = folders[name] = tmp_path / name
+        shutil.copytree(bench_folder, d)
+        compiled = row.copy()
+        compiled["provider"], compiled["status"] = "compiled", status
+        compiled["note"] = COMPILE_SKIPPED if status == "skipped" else ""
+        pd.concat([df, compiled.to_frame().T]).to_csv(d / "results.csv", index=False)
+        env = json.loads((d / "environment.json").read_text())
+        env["harness"]["quick"] = quick
+        (d / "environment.json").write_text(json.dumps(env))
+    assert cli.compare_main([str(folders["quick"]), str(folders["full"])]) == 0
+    out = capsys.readouterr().out
+    assert "environment differs: mode: --quick -> full" in out, out
+    assert f"tokens_fp16/compiled: old did not time it ({COMPILE_SKIPPED})" in out, out
+    assert "0 case/provider classifications changed" in out, out
+    full = pd.read_csv(folders["full"] / "results.csv")
+    full.loc[(full.case_id == "tokens_fp16") & (full.provider == "dispatched"), "status"] = "error"
+    full.to_csv(folders["full"] / "results.csv", index=False)
+    assert cli.compare_main([str(folders["quick"]), str(folders["full"])]) == 1  # a changed outcome still counts
+
+
 def test_the_notes_rerun_command_reruns_the_run_they_describe(bench_folder):
     """prac13 F9: the notes printed ``bench --op REF --out DIR`` (this matrix) for a ``--quick`` or ``--only`` run,
     a command that runs another matrix. The command carries the run's own ``--quick`` (environment.json's harness),

@@ -285,6 +285,8 @@ def compare_main(argv: list[str] | None = None) -> int:
     for side in ("only_old", "only_new"):
         if diff.attrs[side]:
             print(f"{side.replace('_', ' in ')}: {', '.join(diff.attrs[side])}")
+    if diff.attrs["not_timed"]:  # a difference of mode (--quick skips torch.compile off CUDA), not of outcome
+        print("timed in one folder only (not compared, not counted as changed): " + "; ".join(diff.attrs["not_timed"]))
     changed = diff[diff.changed]
     print(f"\n{len(changed)} case/provider classifications changed"
           + (": " + ", ".join(f"{r.case_id}/{r.provider} {r.old_observed}->{r.new_observed}"
