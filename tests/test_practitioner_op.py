@@ -1100,6 +1100,10 @@ def test_the_notes_rerun_command_reruns_the_run_they_describe(bench_folder):
         note = pr_note(df=df, env=env, spec=op.SPEC, template=template)
         assert f"`{whole}` (this run)" in note, template
         assert f'`test_absmax_scale_boundaries = boundary_tests(opspec.load("{REF}"))`' in note, template
+        # prac14 F6: the one-liner alone fails off CUDA without the interpreter: the note prints the opt-in before it
+        opt_in = "`import fastpath_lib; fastpath_lib.use_interpreter()` (before the op is loaded"
+        assert opt_in in note and note.index(opt_in) < note.index("boundary_tests(opspec.load"), template
+        assert "Triton's interpreter, as in this run; on CUDA it does nothing" in note, template
 
     def command(rows, **changed):
         return bench_command(Evidence(df=rows, env={**env, **changed}, gpu=False, synthetic=False, label="",
