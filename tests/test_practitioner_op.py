@@ -1157,9 +1157,32 @@ def test_explain_gives_the_route_and_reasons_of_any_op_from_its_own_case_class(r
     assert out.startswith(op.Case(cols=8192, dtype=op.torch.float16).label()) and "route=fallback" in out
     assert "8192 columns, more than 4096" in out and not FOREIGN.search(out), out
     assert explain_main(["--op", REF]) == 0 and "route=triton" in capsys.readouterr().out  # its base case
-    assert explain_main(["--op", REF, "--no-weight"]) == 2  # its case class has no weight
-    assert "its case class Case cannot build this case" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exited:  # prac14 F8: not offered to an op that takes no weight
+        explain_main(["--op", REF, "--no-weight"])
+    assert exited.value.code == 2 and "unrecognized arguments: --no-weight" in capsys.readouterr().err
     assert explain_main(["--op", "no_such_module:SPEC"]) == 2 and "No module named" in capsys.readouterr().err
+
+
+def test_explain_opts_in_to_the_interpreter_takes_torch_dtype_names_and_offers_no_weight_by_the_op(
+        registered, capsys, monkeypatch):
+    """prac14 F8: ``explain --op`` did not opt in to the interpreter as bench does (every call read ``device: cpu``),
+    rejected ``--dtype float64`` (only ``fp64``), and offered ``--no-weight`` to a weightless op whose case class is
+    the kit's ``CaseSpec`` (it has a weight field the op never reads)."""
+    import dataclasses
+
+    from fastpath_lib import cli as top
+    from fastpath_lib import runtime
+
+    opted = []
+    monkeypatch.delenv(runtime.ENV, raising=False)
+    monkeypatch.setattr(runtime, "use_interpreter", lambda *a, **k: opted.append(1) or True)
+    assert top.explain_main(["--op", REF, "--dtype", "float64"]) == 0 and opted == [1]
+    assert "route=fallback" in (out := capsys.readouterr().out) and "- dtype: torch.float64" in out, out
+    assert top._dtype("torch.bfloat16") is op.torch.bfloat16 and top._dtype("fp16") is op.torch.float16
+    with pytest.raises(Exception, match="no dtype"):
+        top._dtype("float99")
+    assert top._takes_weight(None) and top._takes_weight(sq.SPEC)  # sq passes the case's weight vector as its bias
+    assert not top._takes_weight(dataclasses.replace(op.SPEC, case_spec=None))  # CaseSpec, the weight unread
 
 
 def _deprecated_baseline(x):
