@@ -1085,6 +1085,45 @@ def test_compare_of_a_quick_run_with_a_full_run_reports_the_mode_not_a_change(be
     assert cli.compare_main([str(folders["quick"]), str(folders["full"])]) == 1  # a changed outcome still counts
 
 
+def test_a_run_stopped_after_its_matrix_keeps_the_matrix_in_the_output_folder(bench_folder, tmp_path, monkeypatch,
+                                                                                capsys):
+    """prac14 F9: a full run killed (SIGTERM from ``timeout``) during its host family left a hidden staging folder
+    holding only ``INCOMPLETE``: the finished matrix was lost. The matrix's files stay, in the output folder, marked
+    incomplete with what did not finish named. (No run here: the matrix is the fixture's, the host step signals.)"""
+    import os
+    import signal
+
+    import pandas as pd
+
+    from fastpath_lib.bench import opbench, results
+
+    df = pd.read_csv(bench_folder / "results.csv")
+    df = df[df.family != "host-overhead"].reset_index(drop=True)
+    env = json.loads((bench_folder / "environment.json").read_text())
+
+    def matrix(spec, **kw):
+        out = df.copy()
+        out.attrs["environment"] = dict(env)
+        return out
+
+    def killed(*a, **k):
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    monkeypatch.setattr(opbench, "run_op", matrix)
+    monkeypatch.setattr(cli, "_with_host_rows", killed)
+    before = signal.getsignal(signal.SIGTERM)
+    out = tmp_path / "full"
+    assert cli.bench_main(["--op", REF, "--out", str(out)]) == 130
+    assert signal.getsignal(signal.SIGTERM) == before  # the handler is given back
+    assert {"results.csv", "environment.json", "boundary.png"} <= {p.name for p in out.iterdir()}, list(out.iterdir())
+    marker = (out / results.INCOMPLETE_MARKER).read_text()
+    assert marker.startswith("interrupted (Ctrl-C / SIGTERM)") and "- not finished: the host-overhead family" in marker
+    assert "- not finished: the PR notes" in marker and "the matrix" not in marker, marker
+    assert set(pd.read_csv(out / "results.csv").case_id) == set(df.case_id)
+    assert not list(tmp_path.glob(".full.partial-*")) and "not finished: the host-overhead family" in (
+        capsys.readouterr().err)
+
+
 def test_the_notes_rerun_command_reruns_the_run_they_describe(bench_folder):
     """prac13 F9: the notes printed ``bench --op REF --out DIR`` (this matrix) for a ``--quick`` or ``--only`` run,
     a command that runs another matrix. The command carries the run's own ``--quick`` (environment.json's harness),
