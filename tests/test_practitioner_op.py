@@ -881,6 +881,19 @@ def test_the_vllm_note_of_an_op_outside_vllm_s_ir_names_its_custom_op_layer_and_
     assert f"The spec names the vLLM op `{name}`" in note and f"`vllm.ir.ops.{name}`" not in note, note[:2000]
     assert ("the CustomOp layer `GateAndMul` (`vllm/model_executor/act.py`" in note
             and "`torch.ops._C.gate_and_mul`" in note), note[:2000]
+    # prac14 F6 (3): vLLM's kernel is the baseline a reviewer compares with, not timed off a GPU; where a Triton
+    # kernel enters (the layer's forward_cuda, or an out-of-tree registration); vLLM's tests the spec names, or none
+    purpose = note[note.index("## Purpose"):note.index("## Test Plan")]
+    assert ("vLLM's own kernel for it, `torch.ops._C.gate_and_mul` (which `GateAndMul` calls), is the baseline a "
+            "vLLM reviewer compares a Triton gate_and_mul with; this run did not time it (off a GPU it cannot run)"
+            ) in purpose, purpose
+    assert "a branch in `GateAndMul.forward_cuda` (`vllm/model_executor/act.py`)" in purpose
+    assert "`@GateAndMul.register_oot`" in purpose
+    plan = note[note.index("## Test Plan"):note.index("## Test Result")]
+    assert "vLLM's own tests for `GateAndMul`: none named by the spec (`pr_text[\"vllm_tests\"]`)" in plan, plan
+    named = dataclasses.replace(spec, pr_text={**spec.pr_text, "vllm_tests": ["tests/kernels/test_act.py"]})
+    note = pr_note(df=df, env=json.loads((bench_folder / "environment.json").read_text()), spec=named, template="vllm")
+    assert "`pr_text[\"vllm_tests\"]`): `tests/kernels/test_act.py`; a vLLM PR runs them" in note
 
 
 def test_row_counts_read_as_whole_numbers_where_the_table_holds_a_missing_one(bench_folder):

@@ -165,6 +165,7 @@ DEFAULT_TEXT = {
         "until then the predeclared expectations are unverified there."],
     "limitations": lambda spec, ev=None: _default_limitations(ev),
     "vllm_op": lambda spec: [],  # the vLLM IR op the op provides: only where its spec names one
+    "vllm_tests": lambda spec: [],  # vLLM's own tests of the op (paths in vLLM's tree), for the vLLM form's Test Plan
 }
 #: The keys an :class:`~fastpath_lib.opspec.OpSpec`'s ``pr_text`` may set.
 PR_TEXT_KEYS = tuple(DEFAULT_TEXT)
