@@ -1009,6 +1009,10 @@ def test_default_host_cases_are_the_fallback_cases_that_fall_back_here_and_the_n
     empty = pd.DataFrame(columns=CSV_COLUMNS)
     (line,) = host_verdict(Evidence(df=empty, env={"device": "cpu"}, gpu=False, synthetic=False, label="", spec=only))
     assert line == f"- Host cost on the fallback route: not measured in this run ({why}).", line
+    from fastpath_lib.bench.report import host_mechanism  # the Mechanism section gives the same reason
+
+    ev = Evidence(df=empty, env={"device": "cpu"}, gpu=False, synthetic=False, label="", spec=only)
+    assert host_mechanism(ev) == [line.removeprefix("- ")], host_mechanism(ev)
 
 
 def test_a_host_case_is_timed_on_inputs_built_as_declared_not_on_clones(registered):

@@ -26,7 +26,13 @@ from fastpath_lib.bench.note_brief import (
     wrong,
 )
 from fastpath_lib.bench.note_evidence import Evidence, compiled_not_run, fmt, junit_counts, not_run
-from fastpath_lib.bench.note_tables import case_table, compiled_section, host_mechanism, mechanism_table
+from fastpath_lib.bench.note_tables import (
+    case_table,
+    compiled_section,
+    host_mechanism,
+    host_unmeasured,
+    mechanism_table,
+)
 from fastpath_lib.bench.note_workload import workload
 from fastpath_lib.bench.schema import FALLBACK, NOT_GPU, OUTCOMES
 from fastpath_lib.opspec import COMPILED
@@ -138,27 +144,6 @@ def performance(ev: Evidence) -> list[str]:
 def _host_fallback(ev: Evidence):
     t = host_table(ev.df, ev.spec)
     return t[(t["ratio_to"] == ev.baseline) & t["ratio"].notna()] if len(t) else t
-
-
-def host_unmeasured(ev: Evidence) -> str:
-    """Why the run has no fallback host cost: its host rows' own notes (a call that took the fast route here), or no
-    host case falls back on the run's device (:func:`~fastpath_lib.bench.ophost.no_host_case_reason`), or the run
-    left the host family out."""
-    from fastpath_lib.bench.ophost import no_host_case_reason
-    from fastpath_lib.bench.schema import host_rows
-    from fastpath_lib.bench.vllmhost import PROVIDERS
-
-    h = host_rows(ev.df)
-    h = h[~h["provider"].isin(PROVIDERS)] if len(h) else h
-    skipped = h.loc[h["status"].astype(str) != "ok", "note"].dropna() if len(h) else []
-    notes = sorted({str(n).removeprefix("not measured: ") for n in skipped})
-    if notes:
-        why = "; ".join(notes)
-    elif ev.spec is not None and (none := no_host_case_reason(ev.spec, str(ev.env.get("device") or "cpu"))):
-        why = none
-    else:
-        why = "the run timed no host case (`--family matrix`)"
-    return f"- Host cost on the fallback route: not measured in this run ({why})."
 
 
 def host_verdict(ev: Evidence) -> list[str]:
