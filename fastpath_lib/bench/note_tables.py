@@ -92,6 +92,9 @@ def vllm_dispatch_table(ev: Evidence) -> list[str]:
     v = vllm_table(ev.df)
     if not len(v):
         return []
+    if (v["status"] != "ok").all():  # nothing timed: no caption of how, no shapes of inputs never built
+        why = sorted({str(w).removeprefix("skipped: ") for w in v["status"]})
+        return [f"vLLM's dispatch per call: not timed ({'; '.join(why)})."]
     L = [f"vLLM's dispatch per call ({LABEL}): the provider's `supports_args` alone, `dispatch` with the priority "
          f"`[\"{PROVIDER}\", \"native\"]` and with `[\"native\"]`:", "",
          "| case | shape | dtype | supports_args | picked | supports_args us | dispatch us | native dispatch us | "
