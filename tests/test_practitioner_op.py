@@ -881,6 +881,22 @@ def test_the_vllm_note_of_an_op_outside_vllm_s_ir_names_its_custom_op_layer_and_
     assert f"The spec names the vLLM op `{name}`" in note and f"`vllm.ir.ops.{name}`" not in note, note[:2000]
     assert ("the CustomOp layer `GateAndMul` (`vllm/model_executor/act.py`" in note
             and "`torch.ops._C.gate_and_mul`" in note), note[:2000]
+    # prac14 F6 (3): vLLM's kernel is the baseline a reviewer compares with, not timed off a GPU; where a Triton
+    # kernel enters (the layer's forward_cuda, or an out-of-tree registration); vLLM's tests the spec names, or none
+    purpose = note[note.index("## Purpose"):note.index("## Test Plan")]
+    assert ("vLLM's own kernel for it, `torch.ops._C.gate_and_mul` (which `GateAndMul` calls), is the baseline a "
+            "vLLM reviewer compares a Triton gate_and_mul with; this run did not time it (off a GPU it cannot run)"
+            ) in purpose, purpose
+    assert "a branch in `GateAndMul.forward_cuda` (`vllm/model_executor/act.py`)" in purpose
+    # every vLLM dispatch row skipped: one line with the reason, no caption of a timing that never ran, no shapes
+    assert f"vLLM's dispatch per call: not timed (vLLM 0.33.0 has no IR op {name}" in note
+    assert '"fastpath_triton", "native"' not in note and "vllm_gate_and_mul_accept" not in note
+    assert "`@GateAndMul.register_oot`" in purpose
+    plan = note[note.index("## Test Plan"):note.index("## Test Result")]
+    assert "vLLM's own tests for `GateAndMul`: none named by the spec (`pr_text[\"vllm_tests\"]`)" in plan, plan
+    named = dataclasses.replace(spec, pr_text={**spec.pr_text, "vllm_tests": ["tests/kernels/test_act.py"]})
+    note = pr_note(df=df, env=json.loads((bench_folder / "environment.json").read_text()), spec=named, template="vllm")
+    assert "`pr_text[\"vllm_tests\"]`): `tests/kernels/test_act.py`; a vLLM PR runs them" in note
 
 
 def test_row_counts_read_as_whole_numbers_where_the_table_holds_a_missing_one(bench_folder):
@@ -969,6 +985,165 @@ def test_default_host_cases_are_built_as_the_matrix_declares_them(registered):
     assert set(zip(rows.layout, rows.pad, rows.offset)) == {("transposed", 3, 2)}
 
 
+@pytest.mark.skipif(not __import__("fastpath_lib").runtime.interpreter_enabled(), reason="routes under the interpreter")
+def test_default_host_cases_are_the_fallback_cases_that_fall_back_here_and_the_note_says_why_none(registered):
+    """prac14 F4: the default host cases were the fallback cases of at most 16 rows, which fell back on CUDA only (a
+    row threshold): off a GPU they took the fast route and the note said "not measured in this run", no reason. The
+    default is the predicate's on the run's device: the cases that fall back here (a wider one cut to 16 rows)."""
+    import dataclasses
+
+    import pandas as pd
+
+    from fastpath_lib.bench import ophost
+    from fastpath_lib.bench.note_sections import host_verdict
+    from fastpath_lib.bench.report import Evidence
+    from fastpath_lib.bench.schema import CSV_COLUMNS
+
+    cuda_only = opspec.OpCase("decode_fp16", 2, 64, "float16", "fallback", "under a CUDA row threshold")  # fast here
+    wide = opspec.OpCase("wide_fp16", 64, 8192, "float16", "fallback", "wider than one block")
+    spec = dataclasses.replace(op.SPEC, host_cases=(), cases=[cuda_only, wide])
+    (case,) = ophost.host_cases(spec, "cpu")
+    assert (case.id, case.case.rows, case.case.cols) == ("host_wide_fp16", ophost.MAX_HOST_ROWS, 8192)
+    assert ophost.no_host_case_reason(spec, "cpu") == ""
+    only = dataclasses.replace(spec, cases=[cuda_only])
+    assert ophost.host_cases(only, "cpu") == []
+    why = ophost.no_host_case_reason(only, "cpu")
+    assert "decode_fp16" in why and "on cpu" in why and "declare host_cases" in why, why
+    empty = pd.DataFrame(columns=CSV_COLUMNS)
+    (line,) = host_verdict(Evidence(df=empty, env={"device": "cpu"}, gpu=False, synthetic=False, label="", spec=only))
+    assert line == f"- Host cost on the fallback route: not measured in this run ({why}).", line
+    from fastpath_lib.bench.report import host_mechanism  # the Mechanism section gives the same reason
+
+    ev = Evidence(df=empty, env={"device": "cpu"}, gpu=False, synthetic=False, label="", spec=only)
+    assert host_mechanism(ev) == [line.removeprefix("- ")], host_mechanism(ev)
+
+
+def test_a_host_case_is_timed_on_inputs_built_as_declared_not_on_clones(registered):
+    """prac14 F9: each side's inputs were clones of one build; a clone drops an offset (and a padded row stride), so
+    the dispatched side of a misaligned fallback case took the fast route: under the interpreter the full host family
+    then ran for minutes. Each side is built from the case, so every timed call takes the fallback it declares."""
+    import dataclasses
+
+    import pandas as pd
+    import torch
+
+    from fastpath_lib.bench import ophost
+    from fastpath_lib.cases import CaseSpec
+
+    seen = []
+
+    def function(x, *_):
+        seen.append(x.storage_offset() != 0)
+        return x * 1
+
+    spec = dataclasses.replace(op.SPEC, function=function, route=lambda x, *_: "fallback" if x.storage_offset()
+                               else "triton", host_cases=(opspec.HostCase(
+                                   "host_off1", CaseSpec(rows=2, cols=64, dtype=torch.float32, offset=1), "offset"),))
+    rows = pd.DataFrame(ophost.measure_host_op(spec, rounds=1, vllm=False))
+    assert (rows.status == "ok").all() and (rows.route == "fallback").all(), rows[["route", "status", "note"]]
+    assert seen and all(seen), seen
+
+
+def test_bench_gives_the_compiled_rows_one_true_reason_per_mode(capsys):
+    """prac14 F5: bench printed "not run: the GPU evidence run's `compiled_baselines` step runs it" in a full run that
+    timed the compiled rows, and in --quick a reason other than the note's. It reads the run's own compiled rows."""
+    import dataclasses
+
+    import pandas as pd
+
+    from fastpath_lib.bench.note_evidence import compiled_not_run
+    from fastpath_lib.bench.schema import CSV_COLUMNS, empty_row
+    from fastpath_lib.bench.timing import COMPILE_SKIPPED
+
+    spec = dataclasses.replace(op.SPEC, baselines={**op.SPEC.baselines, "compiled": op.reference})
+    label = "results.csv (compiled rows) (the torch.compile baseline): not run"
+
+    def printed(status, note):
+        df = pd.DataFrame([empty_row(case_id="c", provider="compiled", status=status, note=note)], columns=CSV_COLUMNS)
+        cli.print_not_run(spec, df=df)
+        return capsys.readouterr().out, compiled_not_run(spec, df)
+
+    full, why = printed("ok", "")
+    assert label not in full and why is None, full
+    quick, why = printed("skipped", COMPILE_SKIPPED)
+    assert f"{label}: {COMPILE_SKIPPED}" in quick and why == COMPILE_SKIPPED
+    assert "`compiled_baselines` step" not in quick
+    cli.print_not_run(op.SPEC)  # no compiled baseline declared: the field it needs
+    assert "a `compiled` entry in baselines (OpSpec.baselines) is not declared" in capsys.readouterr().out
+
+
+def test_compare_of_a_quick_run_with_a_full_run_reports_the_mode_not_a_change(bench_folder, tmp_path, capsys):
+    """prac14 F11: ``compare quick full`` exited 1 on "compiled skipped->unmeasured", a row --quick does not time off
+    CUDA: a difference of mode, reported as such; a real change of classification still counts."""
+    import shutil
+
+    import pandas as pd
+
+    from fastpath_lib.bench.timing import COMPILE_SKIPPED
+
+    df = pd.read_csv(bench_folder / "results.csv")
+    row = df[(df.case_id == "tokens_fp16") & (df.provider == "dispatched")].iloc[0]
+    folders = {}
+    for name, status, quick in (("quick", "skipped", True), ("full", "ok", False)):
+        d = folders[name] = tmp_path / name
+        shutil.copytree(bench_folder, d)
+        compiled = row.copy()
+        compiled["provider"], compiled["status"] = "compiled", status
+        compiled["note"] = COMPILE_SKIPPED if status == "skipped" else ""
+        pd.concat([df, compiled.to_frame().T]).to_csv(d / "results.csv", index=False)
+        env = json.loads((d / "environment.json").read_text())
+        env["harness"]["quick"] = quick
+        (d / "environment.json").write_text(json.dumps(env))
+    assert cli.compare_main([str(folders["quick"]), str(folders["full"])]) == 0
+    out = capsys.readouterr().out
+    assert "environment differs: mode: --quick -> full" in out, out
+    assert f"tokens_fp16/compiled: old did not time it ({COMPILE_SKIPPED})" in out, out
+    assert "0 case/provider classifications changed" in out, out
+    full = pd.read_csv(folders["full"] / "results.csv")
+    full.loc[(full.case_id == "tokens_fp16") & (full.provider == "dispatched"), "status"] = "error"
+    full.to_csv(folders["full"] / "results.csv", index=False)
+    assert cli.compare_main([str(folders["quick"]), str(folders["full"])]) == 1  # a changed outcome still counts
+
+
+def test_a_run_stopped_after_its_matrix_keeps_the_matrix_in_the_output_folder(bench_folder, tmp_path, monkeypatch,
+                                                                                capsys):
+    """prac14 F9: a full run killed (SIGTERM from ``timeout``) during its host family left a hidden staging folder
+    holding only ``INCOMPLETE``: the finished matrix was lost. The matrix's files stay, in the output folder, marked
+    incomplete with what did not finish named. (No run here: the matrix is the fixture's, the host step signals.)"""
+    import os
+    import signal
+
+    import pandas as pd
+
+    from fastpath_lib.bench import opbench, results
+
+    df = pd.read_csv(bench_folder / "results.csv")
+    df = df[df.family != "host-overhead"].reset_index(drop=True)
+    env = json.loads((bench_folder / "environment.json").read_text())
+
+    def matrix(spec, **kw):
+        out = df.copy()
+        out.attrs["environment"] = dict(env)
+        return out
+
+    def killed(*a, **k):
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    monkeypatch.setattr(opbench, "run_op", matrix)
+    monkeypatch.setattr(cli, "_with_host_rows", killed)
+    before = signal.getsignal(signal.SIGTERM)
+    out = tmp_path / "full"
+    assert cli.bench_main(["--op", REF, "--out", str(out)]) == 130
+    assert signal.getsignal(signal.SIGTERM) == before  # the handler is given back
+    assert {"results.csv", "environment.json", "boundary.png"} <= {p.name for p in out.iterdir()}, list(out.iterdir())
+    marker = (out / results.INCOMPLETE_MARKER).read_text()
+    assert marker.startswith("interrupted (Ctrl-C / SIGTERM)") and "- not finished: the host-overhead family" in marker
+    assert "- not finished: the PR notes" in marker and "the matrix" not in marker, marker
+    assert set(pd.read_csv(out / "results.csv").case_id) == set(df.case_id)
+    assert not list(tmp_path.glob(".full.partial-*")) and "not finished: the host-overhead family" in (
+        capsys.readouterr().err)
+
+
 def test_the_notes_rerun_command_reruns_the_run_they_describe(bench_folder):
     """prac13 F9: the notes printed ``bench --op REF --out DIR`` (this matrix) for a ``--quick`` or ``--only`` run,
     a command that runs another matrix. The command carries the run's own ``--quick`` (environment.json's harness),
@@ -984,6 +1159,10 @@ def test_the_notes_rerun_command_reruns_the_run_they_describe(bench_folder):
         note = pr_note(df=df, env=env, spec=op.SPEC, template=template)
         assert f"`{whole}` (this run)" in note, template
         assert f'`test_absmax_scale_boundaries = boundary_tests(opspec.load("{REF}"))`' in note, template
+        # prac14 F6: the one-liner alone fails off CUDA without the interpreter: the note prints the opt-in before it
+        opt_in = "`import fastpath_lib; fastpath_lib.use_interpreter()` (before the op is loaded"
+        assert opt_in in note and note.index(opt_in) < note.index("boundary_tests(opspec.load"), template
+        assert "Triton's interpreter, as in this run; on CUDA it does nothing" in note, template
 
     def command(rows, **changed):
         return bench_command(Evidence(df=rows, env={**env, **changed}, gpu=False, synthetic=False, label="",
@@ -1037,9 +1216,32 @@ def test_explain_gives_the_route_and_reasons_of_any_op_from_its_own_case_class(r
     assert out.startswith(op.Case(cols=8192, dtype=op.torch.float16).label()) and "route=fallback" in out
     assert "8192 columns, more than 4096" in out and not FOREIGN.search(out), out
     assert explain_main(["--op", REF]) == 0 and "route=triton" in capsys.readouterr().out  # its base case
-    assert explain_main(["--op", REF, "--no-weight"]) == 2  # its case class has no weight
-    assert "its case class Case cannot build this case" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exited:  # prac14 F8: not offered to an op that takes no weight
+        explain_main(["--op", REF, "--no-weight"])
+    assert exited.value.code == 2 and "unrecognized arguments: --no-weight" in capsys.readouterr().err
     assert explain_main(["--op", "no_such_module:SPEC"]) == 2 and "No module named" in capsys.readouterr().err
+
+
+def test_explain_opts_in_to_the_interpreter_takes_torch_dtype_names_and_offers_no_weight_by_the_op(
+        registered, capsys, monkeypatch):
+    """prac14 F8: ``explain --op`` did not opt in to the interpreter as bench does (every call read ``device: cpu``),
+    rejected ``--dtype float64`` (only ``fp64``), and offered ``--no-weight`` to a weightless op whose case class is
+    the kit's ``CaseSpec`` (it has a weight field the op never reads)."""
+    import dataclasses
+
+    from fastpath_lib import cli as top
+    from fastpath_lib import runtime
+
+    opted = []
+    monkeypatch.delenv(runtime.ENV, raising=False)
+    monkeypatch.setattr(runtime, "use_interpreter", lambda *a, **k: opted.append(1) or True)
+    assert top.explain_main(["--op", REF, "--dtype", "float64"]) == 0 and opted == [1]
+    assert "route=fallback" in (out := capsys.readouterr().out) and "- dtype: torch.float64" in out, out
+    assert top._dtype("torch.bfloat16") is op.torch.bfloat16 and top._dtype("fp16") is op.torch.float16
+    with pytest.raises(Exception, match="no dtype"):
+        top._dtype("float99")
+    assert top._takes_weight(None) and top._takes_weight(sq.SPEC)  # sq passes the case's weight vector as its bias
+    assert not top._takes_weight(dataclasses.replace(op.SPEC, case_spec=None))  # CaseSpec, the weight unread
 
 
 def _deprecated_baseline(x):

@@ -7,6 +7,7 @@ line naming the problem on stderr and exit status 2, never a traceback.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import time
@@ -202,20 +203,36 @@ def _bench_op(args, spec) -> int:
             return fail(str(exc))
     if args.family == "host":  # the host-overhead family alone: no matrix case runs
         only = []
-    df = run_op(spec, quick=args.quick, only=only)
-    env = df.attrs["environment"]
-    env["op_ref"] = opspec.reference_of(spec) if ":" not in args.op else args.op
-    if args.family != "host":
-        print(_show(summary_table(df, gpu=env["gpu_measurement"])))
-        print(f"\n{spec.name}: {coverage_line(df, env)}")
-    for gap in spec.coverage_gaps():  # the spec's shortfalls, on every run (the notes say them too)
-        print(f"warning: {spec.name}: {gap}")
-    if args.family != "matrix":
-        df = _with_host_rows(spec, df, args.quick)
+    steps = ([] if args.family == "host" else ["the matrix"]) + ([] if args.family == "matrix" else [
+        "the host-overhead family"]) + (["the PR notes"] if staging is not None else [])
+    with _stopped_by_signals() as stopped:
+        try:
+            df = run_op(spec, quick=args.quick, only=only, folder=staging)  # results.csv after every case
+            env = df.attrs["environment"]
+            env["op_ref"] = opspec.reference_of(spec) if ":" not in args.op else args.op
+            if args.family != "host":
+                print(_show(summary_table(df, gpu=env["gpu_measurement"])))
+                print(f"\n{spec.name}: {coverage_line(df, env)}")
+                steps.remove("the matrix")
+                if staging is not None:  # the finished matrix is kept whatever happens to the steps after it
+                    results.write(staging, df, env)
+            for gap in spec.coverage_gaps():  # the spec's shortfalls, on every run (the notes say them too)
+                print(f"warning: {spec.name}: {gap}")
+            if args.family != "matrix":
+                df = _with_host_rows(spec, df, args.quick)
+                steps.remove("the host-overhead family")
+        except stopped:
+            if staging is None:
+                raise KeyboardInterrupt from None
+            out = results.finish(staging, args.out, force=args.force, interrupted=True,
+                                 missing=[f"not finished: {s}" for s in steps])
+            print(f"interrupted: {out} keeps what finished, marked {results.INCOMPLETE_MARKER}; not finished: "
+                  + ", ".join(steps), file=sys.stderr)
+            return 130
     if not env["gpu_measurement"]:
         print(f"\n{NOT_GPU.upper()}: {cpu_mode(env)} timings; outcomes read unmeasured"
               + ("; host time per call is a CPU measurement." if args.family != "matrix" else "."))
-    print_not_run(spec, folder=staging is not None)
+    print_not_run(spec, folder=staging is not None, df=df)
     if staging is not None:
         results.write(staging, df, env)
         for template, name in NOTE_FILES.items():
@@ -227,15 +244,46 @@ def _bench_op(args, spec) -> int:
     return _wrong_exit(df)
 
 
-def print_not_run(spec, *, folder: bool = True) -> None:
+class _Stop(Exception):
+    """Ctrl-C or SIGTERM arrived during ``bench --op``."""
+
+
+@contextlib.contextmanager
+def _stopped_by_signals():
+    """Within the block, Ctrl-C and SIGTERM (``timeout``'s signal) raise :class:`_Stop` (yielded, to catch), so the run
+    can keep what finished; the previous handlers come back after it (a thread other than the main one changes
+    nothing: Ctrl-C raises ``KeyboardInterrupt`` there, also caught)."""
+    import signal
+    import threading
+
+    previous = {}
+    if threading.current_thread() is threading.main_thread():
+        previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+        def stop(signum, frame):
+            raise _Stop()
+
+        for sig in previous:
+            signal.signal(sig, stop)
+    try:
+        yield (_Stop, KeyboardInterrupt)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def print_not_run(spec, *, folder: bool = True, df: pd.DataFrame | None = None) -> None:
     """The analyses ``bench --op`` leaves out, each with why: the spec field it needs, or the evidence step that runs
     it (:data:`~fastpath_lib.bench.note_evidence.ANALYSES`); ``folder``: the run writes a results folder (``--out``),
-    which then lacks their files."""
-    from fastpath_lib.bench.note_evidence import ANALYSES, not_run
+    which then lacks their files. The torch.compile rows are read off the run's own rows ``df``: not listed where it
+    timed them, else the reason its rows give (one reason per mode, the one the note gives)."""
+    from fastpath_lib.bench.note_evidence import ANALYSES, compiled_not_run, not_run
 
     print("\nanalyses bench --op does not run" + (" (no such file in the folder):" if folder else ":"))
     for file, (what, _, _) in ANALYSES.items():
-        print(f"  {file} ({what}): not run: {not_run(spec, file)}")
+        why = compiled_not_run(spec, df) if file == "results.csv (compiled rows)" else not_run(spec, file)
+        if why:
+            print(f"  {file} ({what}): not run: {why}")
 
 
 def _wrong_exit(df: pd.DataFrame) -> int:
@@ -282,6 +330,8 @@ def compare_main(argv: list[str] | None = None) -> int:
     for side in ("only_old", "only_new"):
         if diff.attrs[side]:
             print(f"{side.replace('_', ' in ')}: {', '.join(diff.attrs[side])}")
+    if diff.attrs["not_timed"]:  # a difference of mode (--quick skips torch.compile off CUDA), not of outcome
+        print("timed in one folder only (not compared, not counted as changed): " + "; ".join(diff.attrs["not_timed"]))
     changed = diff[diff.changed]
     print(f"\n{len(changed)} case/provider classifications changed"
           + (": " + ", ".join(f"{r.case_id}/{r.provider} {r.old_observed}->{r.new_observed}"

@@ -212,7 +212,7 @@ def op_costs(spec) -> dict[str, tuple[float, str]]:
     spec leaves out skips it: no cost), read from the spec: its sweep grid, host cases, binaries, builds and cases."""
     from fastpath_lib.bench.note_evidence import steps_skipping
     from fastpath_lib.bench.opbench import pick_compiled_cases
-    from fastpath_lib.bench.ophost import host_cases
+    from fastpath_lib.bench.schema import FALLBACK
     from fastpath_lib.bench.sweep import sweep_grid
     from fastpath_lib.bench.workload import op_specializations
 
@@ -225,7 +225,10 @@ def op_costs(spec) -> dict[str, tuple[float, str]]:
         rows, cols, dtypes = sweep_grid(spec, quick=spec.thresholds is None, gpu=True)
         add("sweep", len(rows) * len(cols) * len(dtypes),
             f"{len(rows)} row counts x {len(cols)} widths x {len(dtypes)} dtypes")
-    add("host", len(host_cases(spec)) + len(spec.host_forms), f"{len(host_cases(spec))} host cases")
+    # the GPU run's host cases: the declared ones, else at most every predeclared fallback case (which of them fall
+    # back is the predicate's on the GPU, not on the machine that plans)
+    n_host = len(spec.host_cases) or sum(c.expected == FALLBACK for c in spec.matrix())
+    add("host", n_host + len(spec.host_forms), f"{n_host} host cases")
     if "compile_cost" not in skips:
         n = len(op_specializations(spec) or [])
         out["compile_cost"] = (START_S + n * UNIT_S["compile_cost"], f"{n} binaries at ~{UNIT_S['compile_cost']:g} s "

@@ -25,6 +25,7 @@ explain (a test holds that list empty), and :func:`traffic_section` renders the 
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import pandas as pd
 import torch
@@ -119,13 +120,18 @@ def unexplained(df: pd.DataFrame) -> pd.DataFrame:
     return rows.loc[bad]
 
 
-def _passes(r: dict, total: float) -> str:
-    """``total`` in whole passes over ``rows x cols`` plus ``m`` vectors one row wide (``5 + 2 w``), when exact (``m``
-    below the row count, so the split is unique)."""
+def _passes(r: dict, total: float, vectors: list[str] | None = None) -> str:
+    """``total`` in passes over ``rows x cols``. An op with arguments one row wide (``vectors``, or ``None`` where the
+    op is not known) reads as whole passes plus ``m`` such vectors (``5 + 2 w``), when exact (``m`` below the row
+    count, so the split is unique); an op with none (``vectors == []``) as passes alone, in halves or quarters where
+    its bytes model is (an output narrower than its input: ``2.5``), never with a ``w`` the op does not have."""
     es = torch.empty((), dtype=getattr(torch, str(r["dtype"]))).element_size()
     act, w = int(r["rows"]) * int(r["cols"]) * es, int(r["cols"]) * es
     if not (act and total == total and total > 0 and total == round(total)):
         return "—"
+    if vectors is not None and not vectors:
+        q = Fraction(int(total), act)
+        return f"{float(q):g}" if q.denominator in (1, 2, 4) else "—"
     k, rest = divmod(int(total), act)
     m, left = divmod(rest, w)
     if left or k <= 0 or m >= int(r["rows"]):
@@ -141,7 +147,8 @@ def traffic_section(df: pd.DataFrame, *, baseline: str | None = None, vectors: l
     where it differs (an unfused pair against a fusion).
 
     ``vectors``: the names of the op's arguments one row wide (:func:`vector_arguments`), which the table's ``w``
-    stands for; ``rereads``: the op's own sentences on why it requests more than it reads (``OpSpec.pr_text
+    stands for (``[]``: the op has none, so its bytes read as passes alone, ``1.5`` where the model says so; ``None``:
+    not known); ``rereads``: the op's own sentences on why it requests more than it reads (``OpSpec.pr_text
     ["traffic"]``), and ``backward_rereads`` those of its backward (``pr_text["traffic_backward"]``, said where a
     backward row was counted); none is said where the op declares none.
     """
@@ -163,12 +170,12 @@ def traffic_section(df: pd.DataFrame, *, baseline: str | None = None, vectors: l
             r.get("launches_per_call"))
         ok, why = explain(r)
         cells = [r["case_id"], r["pass"], shape_text(r["rows"], r["cols"]), _int(launches), _int(r["bytes_moved"]),
-                 _int(counted), _passes(r, counted - _num(r.get("scratch_bytes") or 0)),
+                 _int(counted), _passes(r, counted - _num(r.get("scratch_bytes") or 0), vectors),
                  _int(requested), f"{requested / counted:.2f}" if counted else "—", _int(r.get("oob_accesses")),
                  why if ok else f"**{why}**"]
         if show_base:
             b = _num(base.get(r["case_id"]))
-            cells[5:5] = [_int(b), _passes(r, b)]
+            cells[5:5] = [_int(b), _passes(r, b, vectors)]
         vector = vector or any(str(c).endswith(" w") for c in cells)
         table.append(cells)
         if "scratch" in why:
@@ -177,9 +184,9 @@ def traffic_section(df: pd.DataFrame, *, baseline: str | None = None, vectors: l
     counts = [i for i, h in enumerate(head) if h == "passes"]
     readable = any(cells[i] != "—" for cells in table for i in counts)  # no pass count reads off any row: no column
     keep = [i for i in range(len(head)) if readable or i not in counts]
-    passes = "; passes over rows x cols" + (
+    passes = ("; passes over rows x cols" + (
         f", plus w, a vector one row wide{f' ({named})' if named else ''}, counted once per launch that reads it"
-        if vector else "") if readable else ""
+        if vector else ", the case's input" if vectors == [] else "")) if readable else ""
     L = [f"Traffic {COUNTED_LABEL} (one call per case, every masked-in load and store; distinct bytes per launch, "
          f"summed over the call's launches{passes}):", "", "| " + " | ".join(head[i] for i in keep) + " |",
          "|" + "---|" * len(keep)]

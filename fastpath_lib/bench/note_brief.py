@@ -141,9 +141,13 @@ def scope(ev: Evidence) -> list[str]:
 def rerun(ev: Evidence) -> str:
     """The commands that rerun this evidence: :func:`bench_command`, the generated boundary tests, the GPU run."""
     ref = opspec.reference_of(ev.spec)
+    line = f"`test_{ev.spec.name}_boundaries = boundary_tests(opspec.load(\"{ref}\"))` (`fastpath_lib.boundary`)"
+    line = (f"{line} (off CUDA, `fastpath_lib.use_interpreter()` before it)" if ev.gpu else
+            "`import fastpath_lib; fastpath_lib.use_interpreter()` (before the op is loaded: off CUDA its kernels then "
+            f"run in Triton's interpreter{', as in this run' if ev.env.get('interpreter') else ''}; on CUDA it does "
+            f"nothing), then {line}")
     return (f"- Test: `{bench_command(ev)}` (this run); the boundary tests: `python -m pytest FILE`, FILE holding "
-            f"`test_{ev.spec.name}_boundaries = boundary_tests(opspec.load(\"{ref}\"))` (`fastpath_lib.boundary`); "
-            f"on a GPU, `python -m fastpath_lib evidence --op {ref} --out DIR` (every step).")
+            f"{line}; on a GPU, `python -m fastpath_lib evidence --op {ref} --out DIR` (every step).")
 
 
 def bench_command(ev: Evidence) -> str:

@@ -67,6 +67,20 @@ def not_run(spec: OpSpec, file: str) -> str:
             f"(`python -m fastpath_lib evidence --op {opspec.reference_of(spec)} --out DIR`)")
 
 
+def compiled_not_run(spec: OpSpec, df: pd.DataFrame | None) -> str | None:
+    """Why the run's results hold no timed torch.compile row: the reason its own compiled rows give (``--quick`` off
+    CUDA skips the compile; the evidence run's matrix leaves it to its own step), else :func:`not_run`'s; ``None``
+    where the run timed at least one (a full run)."""
+    rows = df[df["provider"].astype(str) == opspec.COMPILED] if df is not None and "provider" in df.columns else None
+    if rows is not None and len(rows):
+        if (rows["status"].astype(str) == "ok").any():
+            return None
+        notes = sorted({str(n).removeprefix("skipped: ") for n in rows["note"].dropna() if str(n)})
+        if notes:
+            return "; ".join(notes)
+    return not_run(spec, "results.csv (compiled rows)")
+
+
 def junit_counts(path: str | Path) -> dict:
     """``{"tests", "failures", "errors", "skipped"}`` summed over a JUnit XML file's test suites."""
     root = ET.parse(path).getroot()
@@ -151,6 +165,7 @@ DEFAULT_TEXT = {
         "until then the predeclared expectations are unverified there."],
     "limitations": lambda spec, ev=None: _default_limitations(ev),
     "vllm_op": lambda spec: [],  # the vLLM IR op the op provides: only where its spec names one
+    "vllm_tests": lambda spec: [],  # vLLM's own tests of the op (paths in vLLM's tree), for the vLLM form's Test Plan
 }
 #: The keys an :class:`~fastpath_lib.opspec.OpSpec`'s ``pr_text`` may set.
 PR_TEXT_KEYS = tuple(DEFAULT_TEXT)

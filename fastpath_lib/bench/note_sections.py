@@ -25,8 +25,14 @@ from fastpath_lib.bench.note_brief import (
     short_matrix,
     wrong,
 )
-from fastpath_lib.bench.note_evidence import Evidence, fmt, junit_counts, not_run
-from fastpath_lib.bench.note_tables import case_table, compiled_section, host_mechanism, mechanism_table
+from fastpath_lib.bench.note_evidence import Evidence, compiled_not_run, fmt, junit_counts, not_run
+from fastpath_lib.bench.note_tables import (
+    case_table,
+    compiled_section,
+    host_mechanism,
+    host_unmeasured,
+    mechanism_table,
+)
 from fastpath_lib.bench.note_workload import workload
 from fastpath_lib.bench.schema import FALLBACK, NOT_GPU, OUTCOMES
 from fastpath_lib.opspec import COMPILED
@@ -144,7 +150,7 @@ def host_verdict(ev: Evidence) -> list[str]:
     """The fallback's host cost in one line: within its target, or the cases over it."""
     fb = _host_fallback(ev)
     if not len(fb):
-        return ["- Host cost on the fallback route: not measured in this run."]
+        return [host_unmeasured(ev)]
     over = fb[fb["verdict"] == "OVER"]
     target = f"dispatched <= {TARGET_RATIO}x {ev.baseline} per call"
     if not len(over):
@@ -157,7 +163,7 @@ def host_performance(ev: Evidence) -> list[str]:
     """The fallback's host cost against its target, per case."""
     fb = _host_fallback(ev)
     if not len(fb):
-        return ["- Host cost on the fallback route: not measured in this run."]
+        return [host_unmeasured(ev)]
     over = fb[fb["verdict"] == "OVER"]
     return [f"- Host cost on the fallback route (dispatched / {ev.baseline} per call, target <= {TARGET_RATIO}x): "
             + ", ".join(f"{cid} {ratio_text(r['ratio'])}x" for cid, r in fb.iterrows()) + "; "
@@ -177,9 +183,7 @@ def alternatives(ev: Evidence) -> list[str]:
     elif len(ok):
         L.append(f"torch.compile ran on {len(ok)} cases here; off a GPU no comparison is drawn.")
     else:
-        reasons = sorted(set(comp.note.dropna().astype(str))) if len(comp) else [
-            not_run(ev.spec, "results.csv (compiled rows)")]
-        L.append("The torch.compile baseline was not measured (" + "; ".join(reasons) + ").")
+        L.append(f"The torch.compile baseline was not measured ({compiled_not_run(ev.spec, ev.matrix)}).")
     others = other_baselines(ev) + refused_baselines(ev)
     return L + ([""] + others if others else []) + [""] + baseline_check(ev.spec)
 

@@ -39,13 +39,35 @@ def mechanism_table(ev: Evidence) -> list[str]:
     return L
 
 
+def host_unmeasured(ev: Evidence) -> str:
+    """Why the run has no fallback host cost: its host rows' own notes (a call that took the fast route here), or no
+    host case falls back on the run's device (:func:`~fastpath_lib.bench.ophost.no_host_case_reason`), or the run
+    left the host family out."""
+    from fastpath_lib.bench.ophost import no_host_case_reason
+    from fastpath_lib.bench.schema import host_rows
+    from fastpath_lib.bench.vllmhost import PROVIDERS
+
+    h = host_rows(ev.df)
+    h = h[~h["provider"].isin(PROVIDERS)] if len(h) else h
+    skipped = h.loc[h["status"].astype(str) != "ok", "note"].dropna() if len(h) else []
+    notes = sorted({str(n).removeprefix("not measured: ") for n in skipped})
+    if notes:
+        why = "; ".join(notes)
+    elif ev.spec is not None and (none := no_host_case_reason(ev.spec, str(ev.env.get("device") or "cpu"))):
+        why = none
+    else:
+        why = "the run timed no host case (`--family matrix`)"
+    return f"- Host cost on the fallback route: not measured in this run ({why})."
+
+
 def host_mechanism(ev: Evidence) -> list[str]:
     """The host cost of the dispatch: per-call host time beside the baseline and beside the launcher, then vLLM's
     dispatch with the kit's provider against vLLM's native path (:func:`vllm_dispatch_table`)."""
     t = host_table(ev.df, ev.spec)
     vllm = vllm_dispatch_table(ev)
     if not len(t):
-        return vllm or ev.text("host")
+        own = ev.spec.pr_text.get("host") if ev.spec is not None else None
+        return vllm or (ev.text("host") if own else [host_unmeasured(ev).removeprefix("- ")])
     L = ["Host cost of the dispatch (host time per call, fastest of many interleaved blocks of calls, in one "
          "process):", "",
          f"| case | shape | dtype | route | {ev.baseline} us | dispatched us | launcher us | ratio | to |",
@@ -70,6 +92,9 @@ def vllm_dispatch_table(ev: Evidence) -> list[str]:
     v = vllm_table(ev.df)
     if not len(v):
         return []
+    if (v["status"] != "ok").all():  # nothing timed: no caption of how, no shapes of inputs never built
+        why = sorted({str(w).removeprefix("skipped: ") for w in v["status"]})
+        return [f"vLLM's dispatch per call: not timed ({'; '.join(why)})."]
     L = [f"vLLM's dispatch per call ({LABEL}): the provider's `supports_args` alone, `dispatch` with the priority "
          f"`[\"{PROVIDER}\", \"native\"]` and with `[\"native\"]`:", "",
          "| case | shape | dtype | supports_args | picked | supports_args us | dispatch us | native dispatch us | "

@@ -4,8 +4,8 @@ Outside its region the public op must cost little more than its baseline (at mos
 time): on a GPU a decode step's norm runs in a few microseconds, so tens of microseconds of Python dispatch per call
 would be the very regression the predicate exists to prevent. :func:`measure_host_op` times, for an
 :class:`~fastpath_lib.opspec.OpSpec`, each of its host cases (:func:`host_cases`: the spec's ``host_cases``, else
-its predeclared cases expected to fall back at a decode size, at most :data:`MAX_HOST_ROWS` rows, each built as
-the matrix declares it: shape, dtype, layout, pad and offset):
+its predeclared cases expected to fall back whose calls fall back on this machine, at most :data:`MAX_HOST_ROWS`
+rows, each built as the matrix declares it: shape, dtype, layout, pad and offset):
 
 * a fallback call: the public function against the spec's first baseline, and each of the spec's ``host_forms``
   (e.g. an in-place form against the in-place composite); the ratio is held to :data:`TARGET_RATIO`. An in-place pair
@@ -38,7 +38,8 @@ from fastpath_lib.bench.timing import gpu_measurement
 from fastpath_lib.cases import CaseSpec
 from fastpath_lib.opspec import NOT_DECLARED, HostCase, OpCase, OpSpec
 
-__all__ = ["MAX_HOST_ROWS", "TARGET_RATIO", "NOT_MEASURED", "host_cases", "case_input", "measure_host_op", "ratio_text"]
+__all__ = ["MAX_HOST_ROWS", "TARGET_RATIO", "NOT_MEASURED", "host_cases", "no_host_case_reason", "case_input",
+           "measure_host_op", "ratio_text"]
 
 #: The largest matrix case a spec without ``host_cases`` has timed: decode batches, where the device work is
 #: microseconds.
@@ -70,13 +71,48 @@ def ratio_text(ratio: float, target: float = TARGET_RATIO, decimals: int = 2) ->
 NOT_MEASURED = "not measured: the interpreter's cost hides it"
 
 
-def host_cases(spec: OpSpec) -> list[HostCase]:
+def host_cases(spec: OpSpec, device: str | None = None) -> list[HostCase]:
     """The calls ``spec``'s host-overhead family times: its ``host_cases``, or else (a spec that declares none) its
-    predeclared cases expected to fall back with at most :data:`MAX_HOST_ROWS` rows, at their declared shape."""
+    predeclared ``fallback`` cases whose call takes the fallback on ``device`` (default: this run's, CUDA where there
+    is one), at their declared shape, those of more than :data:`MAX_HOST_ROWS` rows cut to that many (a decode
+    batch). A case that falls back on CUDA only (a row threshold) is no host case off a GPU: there its call takes the
+    fast route, which the family does not time; :func:`no_host_case_reason` says why none is left."""
     if spec.host_cases:
         return list(spec.host_cases)
-    return [HostCase(f"host_{c.id}", case_input(spec, c), c.rationale)
-            for c in spec.matrix() if c.expected == FALLBACK and c.rows <= MAX_HOST_ROWS]
+    device = device or ("cuda" if runtime.cuda_available() else "cpu")
+    out = []
+    for c in spec.matrix():
+        if c.expected != FALLBACK:
+            continue
+        built = case_input(spec, c)
+        cut = c.rows > MAX_HOST_ROWS
+        built = dataclasses.replace(built, rows=MAX_HOST_ROWS) if cut else built
+        if _route_here(spec, built, device) != FALLBACK:
+            continue
+        why = f"{c.rationale} (cut to {MAX_HOST_ROWS} of its {c.rows} rows: a decode batch)" if cut else c.rationale
+        out.append((cut, HostCase(f"host_{c.id}", built, why)))
+    return [h for cut, h in sorted(out, key=lambda p: p[0])]  # the decode-sized cases first, as declared
+
+
+def _route_here(spec: OpSpec, built, device: str) -> str | None:
+    """The route ``built``'s call takes on ``device`` (``None``: it cannot be built or routed there)."""
+    try:
+        return spec.route(*spec.args(built.build(seed=7, device=device)))
+    except Exception:  # noqa: BLE001 - a case this machine cannot build is no host case here
+        return None
+
+
+def no_host_case_reason(spec: OpSpec, device: str | None = None) -> str:
+    """Why ``spec``'s host-overhead family has no call to time on ``device`` (``""``: it has some)."""
+    device = device or ("cuda" if runtime.cuda_available() else "cpu")
+    if host_cases(spec, device):
+        return ""
+    fallback = [c.id for c in spec.matrix() if c.expected == FALLBACK]
+    if not fallback:
+        return "the spec declares no host_cases and no predeclared case expected to fall back"
+    return (f"the spec declares no host_cases, and none of its predeclared fallback cases ({', '.join(fallback)}) "
+            f"takes the fallback on {device} (a condition that holds only on CUDA, such as a row threshold, routes "
+            "them to the fast route here); declare host_cases whose calls fall back on every device")
 
 
 def case_input(spec: OpSpec, case: OpCase, *, quick: bool = False, device=None):
@@ -87,10 +123,6 @@ def case_input(spec: OpSpec, case: OpCase, *, quick: bool = False, device=None):
     make = spec.case_spec or CaseSpec
     return make(rows=rows, cols=cols, dtype=getattr(torch, case.dtype), layout=case.layout, pad=case.pad_for(quick),
                 offset=case.offset, **({"device": device} if device is not None else {}))
-
-
-def _copy(args: tuple) -> tuple:
-    return tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in args)
 
 
 def _reasons(spec: OpSpec, args: tuple) -> str:
@@ -128,12 +160,15 @@ def _fallback(spec: OpSpec, case: HostCase, device: str, gpu: bool, blocks: int,
     out = []
     for suffix, (bname, bfn, fn) in forms.items():
         cid = f"{case.id}{suffix}"
-        if route != "fallback":  # e.g. the interpreter's lower row threshold: not a fallback call here
+        # each side its own inputs, built as declared (a clone would drop an offset or a padded row stride, and the
+        # dispatched call would take the fast route: under the interpreter, minutes of kernel calls)
+        own = {"baseline": spec.args(case.build(device, seed=7)), "dispatched": spec.args(case.build(device, seed=7))}
+        route = route if route != FALLBACK else spec.route(*own["dispatched"])
+        if route != FALLBACK:  # e.g. the interpreter's lower row threshold: not a fallback call here
             out += [_row(case.case, cid, case.rationale, p, gpu, expected=FALLBACK, route=route, status="not measured",
                          note=f"not measured: the call takes the {route} route here, the family times fallback calls")
                     for p in ("baseline", "dispatched")]
             continue
-        own = {"baseline": _copy(args), "dispatched": _copy(args)}
         fns = {p: (lambda a=own[p], f=f: f(*a)) for p, f in (("baseline", bfn), ("dispatched", fn))}
         warned, res = _time(fns, blocks, number, device)
         for p in ("baseline", "dispatched"):
@@ -203,7 +238,7 @@ def measure_host_op(spec: OpSpec, *, quick: bool = False, rounds: int | None = N
     gpu = gpu_measurement()
     device = "cuda" if runtime.cuda_available() else "cpu"
     out = []
-    for case in host_cases(spec):
+    for case in host_cases(spec, device):
         out += (_eligible if case.eligible else _fallback)(spec, case, device, gpu, blocks, number, log)
     if vllm:
         from fastpath_lib.bench import vllmhost

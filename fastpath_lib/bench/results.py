@@ -112,14 +112,17 @@ def write(folder: Path, df: pd.DataFrame, env: dict) -> None:
         boundary_table(df).to_csv(folder / "boundary.csv", index=False)
 
 
-def finish(staging: Path, out_dir: str | Path, *, force: bool = False, missing: list[str] | None = None) -> Path:
+def finish(staging: Path, out_dir: str | Path, *, force: bool = False, missing: list[str] | None = None,
+           interrupted: bool = False) -> Path:
     """Rename the staging folder to ``out_dir`` (replacing it only with ``force``), removing its marker, or, when
-    ``missing`` lists something (an evidence run with a partial, skipped or failed step), keeping the marker with
-    those lines in it: the folder stays marked partial, and its readers say what is missing."""
+    ``missing`` lists something (an evidence run with a partial, skipped or failed step; a ``bench --op`` run
+    ``interrupted`` by Ctrl-C or SIGTERM, its finished steps' files kept), keeping the marker with those lines in it:
+    the folder stays marked partial, and its readers say what is missing."""
     out = Path(out_dir)
     if missing:
-        (staging / INCOMPLETE_MARKER).write_text("partial: the run finished, but not everything in its plan did:\n"
-                                                 + "".join(f"- {m}\n" for m in missing))
+        head = ("interrupted (Ctrl-C / SIGTERM): the files of the steps that finished are here; what did not finish:"
+                if interrupted else "partial: the run finished, but not everything in its plan did:")
+        (staging / INCOMPLETE_MARKER).write_text(head + "\n" + "".join(f"- {m}\n" for m in missing))
     else:
         (staging / INCOMPLETE_MARKER).unlink(missing_ok=True)
     if out.exists():

@@ -31,6 +31,8 @@ sections, folded in ``<details>`` as in the kit's own form; the evidence is read
 
 from __future__ import annotations
 
+import re
+
 from fastpath_lib import opspec
 from fastpath_lib.bench.note_brief import (baseline_check, claim, counts_line, fold, measured_on, rerun, scope,
                                            short_matrix, tolerance_text, wrong)
@@ -267,11 +269,42 @@ def vllm_ir_line(ev, ir_op: str) -> str:
     return f"{found}; no vLLM patch is generated for it (the kit's vLLM patch does not provide that IR op)."
 
 
+def vllm_layer_lines(ev, ir_op: str) -> tuple[list[str], list[str]]:
+    """For an op vLLM has as a CustomOp layer, not an IR op (read off the run's vLLM rows, :func:`vllm_ir_line`):
+    the Purpose's lines (vLLM's own kernel, the baseline a reviewer compares with, and whether this run timed it;
+    where a Triton kernel enters vLLM) and the Test Plan's line (the vLLM tests the spec names,
+    ``pr_text["vllm_tests"]``, or that it names none); ``([], [])`` where the run found no such layer."""
+    rows = ev.df[ev.df["case_id"].astype(str).str.startswith(f"vllm_{ir_op}_")] if "case_id" in ev.df else ev.df[:0]
+    notes = [n for n in rows.get("note", []) if isinstance(n, str) and "has no IR op" in n]
+    layer = re.search(r"CustomOp layer `(\w+)` \(`([^`]+)`", notes[0]) if notes else None
+    if layer is None:
+        return [], []
+    cls, path = layer.groups()
+    kernels = sorted(set(re.findall(r"`torch\.ops\._C\.(\w+)`", notes[0])))
+    names = list(ev.spec.baselines)
+    kernel = " / ".join(f"`torch.ops._C.{k}`" for k in kernels) or "vLLM's compiled kernel"
+    timed = ("off a GPU it cannot run" if not ev.gpu else
+             f"the run times the spec's baselines ({', '.join(f'`{n}`' for n in names)}), declare one that calls it")
+    purpose = [f"- vLLM's own kernel for it, {kernel} (which `{cls}` calls), is the baseline a vLLM reviewer compares "
+               f"a Triton {ir_op} with; this run did not time it ({timed}).",
+               f"- Where a Triton {ir_op} enters vLLM: not as an IR provider (vLLM has no IR op {ir_op}) but through "
+               f"the layer: a branch in `{cls}.forward_cuda` (`{path}`) in a vLLM PR, or, out of tree, a subclass "
+               f"registered with `@{cls}.register_oot` (vLLM's `CustomOp.register_oot`: vLLM then builds it "
+               f"wherever a model builds `{cls}`).", ""]
+    tests = list(ev.text("vllm_tests"))
+    plan = [("- vLLM's own tests for it (named by the spec, `pr_text[\"vllm_tests\"]`): "
+             + ", ".join(f"`{t}`" for t in tests) + "; a vLLM PR runs them beside the kit's.") if tests else
+            f"- vLLM's own tests for `{cls}`: none named by the spec (`pr_text[\"vllm_tests\"]`); a vLLM PR names "
+            "the vLLM tests that cover the layer and runs them beside the kit's.", ""]
+    return purpose, plan
+
+
 def _vllm(ev, sections: dict) -> list[str]:
     ir_op = next(iter(ev.text("vllm_op")), None)  # the vLLM IR op the spec says the op provides
     if ir_op in patch_ops():  # an op the patch provides: the note describes the patch alone
         return patch_note(ev)
     no_patch = [vllm_ir_line(ev, ir_op), ""] if ir_op else []
+    layer, layer_tests = vllm_layer_lines(ev, ir_op) if ir_op else ([], [])
     done = "x" if ev.gpu and not ev.synthetic else " "  # a constructed table shows the format, it proves nothing
     result = (f"The test results, before and after: every case against {ev.baseline} above ({ev.label})." if ev.gpu
               else f"The test results' before/after comparison: unmeasured ({NOT_GPU}); the semantic results above.")
@@ -279,9 +312,10 @@ def _vllm(ev, sections: dict) -> list[str]:
     kit_plan = kit_plan[:kit_plan.index("```bash") - 1] if "```bash" in kit_plan else kit_plan
     kit_plan = fold("The kit's tests behind it: contract and tolerances, boundary points, matrix", _flat(kit_plan))
     return ([f"# [Kernel] {ev.title}", ""] + synthetic_banner(ev)
-            + ["## Purpose", ""] + wrong(ev) + ev.text("summary") + [""] + no_patch + claim(ev) + scope(ev) + [""]
+            + ["## Purpose", ""] + wrong(ev) + ev.text("summary") + [""] + no_patch + layer + claim(ev) + scope(ev)
+            + [""]
             + _sub("Eligibility region and fallback", sections["eligibility"])
-            + ["## Test Plan", ""] + kit_plan + [rerun(ev), ""]
+            + ["## Test Plan", ""] + kit_plan + [rerun(ev), ""] + layer_tests
             + ["## Test Result", ""] + _results(ev, sections)
             + ["## (Optional) Documentation Update", "",
                f"None proposed by this draft: the fast path keeps the contract of `{qualified(ev.spec.reference)}` "

@@ -3,6 +3,8 @@ and both ops' quick matrices counted: every count equals its model or is explain
 
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 import pytest
 import torch
@@ -86,6 +88,29 @@ def test_a_table_whose_counts_read_as_no_whole_passes_has_no_passes_column():
     lines = mechanism.traffic_section(pd.DataFrame(rows, columns=CSV_COLUMNS))
     assert "passes" not in lines[0] and "passes" not in lines[2], lines[:3]
     assert lines[4] == "| q | forward | 16x512 | 1 | 1,000 | 1,000 | 1,000 | 1.00 | 0 | = model |", lines[4]
+
+
+def test_an_op_with_no_vector_reads_as_passes_alone_never_with_a_weight():
+    """prac14 F6: a weightless op whose output is half its input (silu_and_mul: kernel 1.5 passes, eager 2.5) read
+    as ``1 + 2 w`` / ``2 + 2 w`` under a caption naming "w, a vector one row wide". The passes come from the op's own
+    arguments: the kit's test ops unlike RMSNorm, absmax (no vector) and bias_square (a bias one row wide)."""
+    from tests import absmax_op, bias_square_op
+
+    assert mechanism.vector_arguments(absmax_op.SPEC) == []
+    assert mechanism.vector_arguments(bias_square_op.SPEC) == ["bias"]
+    act = 4 * 256 * 2
+    rows = [_row("half", "baseline", rows=4, cols=256, dtype="float16", model=5 * act // 2),
+            _row("half", rows=4, cols=256, dtype="float16", model=3 * act // 2, counted=3 * act // 2,
+                 requested=3 * act // 2)]
+    df = pd.DataFrame(rows, columns=CSV_COLUMNS)
+    lines = mechanism.traffic_section(df, vectors=mechanism.vector_arguments(absmax_op.SPEC))
+    text = "\n".join(lines)
+    assert not re.search(r"\bw\b|weight|one row wide", text), text
+    assert "passes over rows x cols, the case's input" in lines[0], lines[0]
+    (row,) = [line for line in lines if line.startswith("| half |")]
+    assert [c.strip() for c in row.strip("|").split("|")][4:8] == ["3,072", "5,120", "2.5", "3,072"], row
+    assert "| 1.5 |" in row
+    assert "2 + 2 w" in "\n".join(mechanism.traffic_section(df, vectors=["bias"]))  # an op with a vector keeps it
 
 
 def test_count_call_is_empty_off_the_interpreter_and_for_calls_without_triton(monkeypatch):
