@@ -314,11 +314,12 @@ def _figure_problems(which: str, note: str, df, env) -> list[str]:
         out += [f"{which}, {m.case}: the note gives it {raw!r}, none of its figures ({_figure_text(rows[m.case])})"
                 for v, d, raw in claims.figures_in(m.segment) if not claims.is_figure(v, d, known)]
     h = env["harness"]
-    gpu = env.get("device") == "cuda"
+    on_gpu = "cuda" == env.get("device")
     out += tables.row_problems(
         which, note, rows, lambda cid: claims.figures(
             rows[cid], [*beside, *(claims.case_shape(cid) or ()), h["samples"], rms.MAX_COLS]),
-        outcomes=expected_classes(df) if gpu else None, routes=dict(zip(df["case_id"], df["route"])) if gpu else None)
+        outcomes=expected_classes(df) if on_gpu else None,
+        routes=dict(zip(df["case_id"], df["route"])) if on_gpu else None)
     return list(dict.fromkeys(out))
 
 
