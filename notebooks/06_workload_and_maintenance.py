@@ -347,7 +347,7 @@ print("  declared boundary points:", {b.label: "eligible" if b.holds else "fallb
 # under Inductor, vLLM's default, native keeps every batch, captured or not. Where sizes are known, the plugin's
 # providers apply the condition above when vLLM dispatches a call, and a call they refuse runs the next provider of
 # vLLM's priority, what vLLM runs without the kit (its C kernel without Inductor), never an eager composite in its
-# place. Only in a graph that vLLM's lowering pass traced for one size, where the provider was fixed at trace
+# place. Only in a graph that vLLM's lowering pass traced for one size, where the trace chose the provider ahead of
 # time, does the kit's op refuse at run time; it then runs that next provider's function itself, which under
 # Inductor is native's eager function (several kernels), not the code Inductor would have generated for it. For the
 # request of section 1, with vLLM 0.33's default largest capture size (512 tokens, 1024 on data-center Blackwell

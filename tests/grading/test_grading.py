@@ -325,7 +325,9 @@ def test_pr_note_claiming_speedups_from_cpu_data_fails():
         return ns["write_pr_note"](df, env) + "\nThe kernel is 2x faster everywhere.\n"
 
     res = {r.part: r for r in ex.check_pr_note(note, show=False)}
-    assert res["sections"].passed and res["consistent_with_data"].passed
+    assert res["sections"].passed
+    # on the GPU table the blanket claim also contradicts the losses
+    assert not res["consistent_with_data"].passed and "everywhere" in res["consistent_with_data"].feedback
     assert not res["no_claims_from_cpu_data"].passed and "faster" in res["no_claims_from_cpu_data"].feedback
 
 

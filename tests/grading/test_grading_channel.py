@@ -142,9 +142,11 @@ def graded(tmp_path_factory):
         mp.setattr(ex09_contract, "inspection", lambda source: None)
         mp.setattr(borrowed, "reject_handed_back", lambda *a, **k: None)
         out["snoop"] = cli.grade_notebook(notebook("solutions", "ex09", SNOOP, "check_contract_tests"), timeout=240)
-        # the forged answers come through exec, which the static rules refuse anyway: the channel must hold alone
+        # the forged answers come through exec, which the static rules refuse anyway: the channel must hold alone,
+        # so the tamper evidence (which reports the replaced agent first: tests/grading/test_grading_tamper.py) is off
         out["passing channel"] = cli.grade_notebook(notebook("exercises", "ex09", PASSING_CHANNEL % remote.PROMPT,
-                                                             "check_contract_tests"), timeout=240)
+                                                             "check_contract_tests"), timeout=240,
+                                                    tamper_evidence=False)
     out["writing overlaps"] = cli.grade_notebook(notebook("solutions", "ex12", WRITING_OVERLAPS, "check_overlaps"),
                                                  timeout=300)
     return out
@@ -505,6 +507,8 @@ def test_the_kernels_watch_refuses_a_call_into_a_forbidden_folder_as_the_grader_
     rule = borrowed.Forbidden(((str(folder), "*", "write it yourself"),))
     assert rule.names(module.helper.__code__)  # the grader's rule: the folder holds the file
     watched = remote._agent_functions("_watched")["_watched"]
+    sealed: list = []  # the tamper evidence's hook, which the agent's text defines beside it in the kernel
+    watched.__globals__["_audit"] = lambda event, *args: sealed.append((event, args[0]))
 
     def answer(x):
         return getattr(module, "hel" + "per")(x)
@@ -512,6 +516,7 @@ def test_the_kernels_watch_refuses_a_call_into_a_forbidden_folder_as_the_grader_
     targets = tuple((file, qual) for file, qual, _why in rule.targets)
     with pytest.raises(PermissionError, match="helper"):
         watched(answer, (1,), {}, (targets, (), ()))
+    assert ("fastpath.forbidden", "helper") in sealed  # and the evidence seals what it saw
     assert watched(answer, (1,), {}, (((str(folder / "other.py"), "*"),), (), ())) == 2  # a sibling file is not it
     given = ((str(folder), "*"),)  # a handed-out folder's own calls are not the answer's
     assert watched(answer, (1,), {}, (targets, (), given)) == 2

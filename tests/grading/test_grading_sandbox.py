@@ -485,13 +485,14 @@ def test_each_submission_is_graded_alone(tmp_path, monkeypatch):
     seen = []
 
     def execute(nb, workdir, *args, **kwargs):
-        files = args[-1] if len(args) > 6 else kwargs.get("files", "")
+        files = inspect.signature(real_execute).bind(nb, workdir, *args, **kwargs).arguments.get("files", "")
         prefix = sandbox.command(workdir, workdir, files, "ex01")
         binds = {prefix[i + 1] for i, a in enumerate(prefix) if a in ("--ro-bind", "--bind", "--ro-bind-try")}
         seen.append(({p.name: p.read_text() for p in Path(workdir).iterdir() if p.suffix == ".txt"}, binds))
         return cli._Run()
 
     monkeypatch.setattr(sandbox, "problem", lambda: None)
+    real_execute = cli._execute
     monkeypatch.setattr(cli, "_execute", execute)
     assert autograde.main(["nbgrader", str(tmp_path / "submitted")]) == 0
     assert [texts for texts, _ in seen] == [{"notes.txt": "ann's notes\n"}, {"notes.txt": "bob's notes\n"}], seen

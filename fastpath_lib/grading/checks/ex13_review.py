@@ -103,7 +103,8 @@ def _grade_one(name: str, fn, sc):
         if out["switch"] not in SWITCHES:
             raise Fail(f"switch {out['switch']!r} is not the kit's way off the fast path without a code change "
                        f"(one of {list(SWITCHES)})")
-        shown = {k: round(v, 6) if isinstance(v, float) else v for k, v in ((k, out[k]) for k in want)}
+        shown = {k: v if k == "owner" or real(v) is None or real(v).is_integer() else round(real(v), 6)
+                 for k, v in ((k, out[k]) for k in want)}
         return shown, {k: v if k == "owner" else round(v, 6) for k, v in want.items()}, ok
     if name == "contract_change":
         out = _mapping(_run(fn, sc["change"], sc["calls"]), ("own_commit", "affected", "pin", "justification"),

@@ -149,8 +149,10 @@ def _agent_functions(*names: str) -> dict:
     definitions it shares with the agent, and both sides run the same code.
     """
     tree = parse_source(AGENT.read_text(encoding="utf-8"), str(AGENT))
+    shared = {"PROMPT", "BY_VALUE", "_PLAIN", "_setprofile", "_getprofile", "_audit"}
     keep = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom)) or (isinstance(n, ast.Assign) and all(
-        isinstance(t, ast.Name) and t.id in ("PROMPT", "BY_VALUE", "_PLAIN") for t in n.targets))]
+        isinstance(t, ast.Name) and t.id in shared for target in n.targets
+        for t in (target.elts if isinstance(target, ast.Tuple) else [target])))]
     defs = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name in names]
     missing = set(names) - {n.name for n in defs}
     if missing:

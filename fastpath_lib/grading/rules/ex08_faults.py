@@ -119,9 +119,11 @@ _MASK = ("the mask lets a program past its row: mask the row's lanes with `cols 
 
 
 def out_of_row(message: str, strides: dict[str, int], n_cols: int) -> str | None:
-    """For a race or out-of-bounds record (``message``) of a one-program-per-row launch: the access outside its
-    program's row it shows, with the mask as its fix, or ``None``. ``strides``: ``"load"`` and ``"store"`` -> the row
-    stride of the tensor a load reads (the input) and a store writes (the output)."""
+    """For a race or out-of-bounds record (``message``) of a one-program-per-row launch: the access past the end of its
+    program's row it shows (a column at or beyond ``n_cols``), with the mask as its fix, or ``None`` (an access
+    before the row's start is no mask's off-by-one: the race or out-of-bounds advice stands). ``strides``:
+    ``"load"`` and ``"store"`` -> the row stride of the tensor a load reads (the input) and a store writes (the
+    output)."""
     race = _RACE.search(message)
     if race:
         p1, did1, k, tensor, p2, did2 = race.groups()
@@ -132,7 +134,7 @@ def out_of_row(message: str, strides: dict[str, int], n_cols: int) -> str | None
         if len(own) != 1 or len(past) != 1:
             return None
         p, did = past[0]
-        if 0 <= k - p * stride < n_cols:
+        if k - p * stride < n_cols:  # inside its row, or before it (another bug than a mask's off-by-one)
             return None
         return (f"program {p} (row {p}) {did} column {k - p * stride} of its row, outside [0, {n_cols}): element {k} "
                 f"of {tensor}, which is column {col} of row {row}, whose own program {row} writes it too. This is not "
@@ -146,7 +148,7 @@ def out_of_row(message: str, strides: dict[str, int], n_cols: int) -> str | None
         cols = sorted({int(o) - p * stride for o in offsets.replace(",", " ").split() if o.lstrip("-").isdigit()})
     except ValueError:
         return None
-    outside = [c for c in cols if not 0 <= c < n_cols]
+    outside = [c for c in cols if c >= n_cols]  # past its row's end: what a mask's off-by-one reaches
     if not outside:
         return None
     return (f"program {p} (row {p}) {op}s {tensor} at column(s) {', '.join(map(str, outside[:4]))} of its row, "
