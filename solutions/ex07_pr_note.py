@@ -26,8 +26,14 @@
 # figure earns nothing.
 #
 # **How the note is read.** The note is read as it renders (Markdown, as GitHub and JupyterLab show it): an HTML comment
-# (`<!-- ... -->`, on one line or many) and struck-through text (`~~...~~`) are not read at all, HTML tags are read as
-# spaces, and headings, paragraphs, list items and table rows are read where Markdown renders them. Its prose
+# (`<!-- ... -->`, on one line or many) is not read at all, HTML tags are read as spaces, and headings, paragraphs,
+# list items and table rows are read where Markdown renders them. **Text a reader might not see as the note's own plain
+# statement can lose points but never earn them**: anything inside raw HTML (a block or an inline element, `<div
+# hidden>`, `<span>`, `<del>`; a `<details>` fold and its `<summary>` excepted: a reader opens it), struck-through text
+# (`~~...~~`), headings, block quotes and code blocks are checked against the data (a false outcome or figure there is
+# an inconsistency) but never count toward a required claim, a count, a named loss or neutral case, the sections, the
+# scope or the method. Case ids are compared after removing zero-width and other format characters, NFKC normalisation
+# and reading Cyrillic and Greek lookalike letters as Latin; a case id written with such characters is reported. Its prose
 # (paragraphs and list items, each read whole over the lines it wraps onto; headings and table rows are not prose) is
 # read sentence by sentence, everywhere, and a case is named by its case id. In it, a number with a unit (`us`, `µs`,
 # `ms`, `x`, `×` or `%`, or the unit's name: `microseconds`, `percent`), or paired with one (`9.0 vs 9.8 us`), after a

@@ -294,7 +294,8 @@ def _denies_losses(note: str, ids) -> list[str]:
     it) and no exception; a sentence that hopes or asks it (``was expected never to be slower``) says none
     (:func:`~fastpath_lib.grading.rules.assertion.asserted`)."""
     named = claims.id_pattern(ids)
-    return [s for s in claims.statements(note) if any(asserted(s, m.start()) for m in _NO_LOSS.finditer(s))
+    return [s for s in claims.statements(note, checked=True)
+            if any(asserted(s, m.start()) for m in _NO_LOSS.finditer(s))
             and not _EXCEPT.search(s) and not named.search(s)]
 
 
@@ -309,7 +310,7 @@ def _figure_problems(which: str, note: str, df, env) -> list[str]:
     GPU data, every table row's route and outcome too (:func:`~fastpath_lib.grading.rules.ex07_tables.row_problems`:
     every row is a claim, wherever it stands)."""
     rows, beside, out = _rows(df), _beside(env), []
-    for m in claims.mentions(note, rows):
+    for m in claims.mentions(note, rows, checked=True):  # any text a reader may see can lose points
         known = claims.figures(rows[m.case], beside)
         out += [f"{which}, {m.case}: the note gives it {raw!r}, none of its figures ({_figure_text(rows[m.case])})"
                 for v, d, raw in claims.figures_in(m.segment) if not claims.is_figure(v, d, known)]
@@ -320,6 +321,7 @@ def _figure_problems(which: str, note: str, df, env) -> list[str]:
             rows[cid], [*beside, *(claims.case_shape(cid) or ()), h["samples"], rms.MAX_COLS]),
         outcomes=expected_classes(df) if on_gpu else None,
         routes=dict(zip(df["case_id"], df["route"])) if on_gpu else None)
+    out += tables.disguised_ids(which, note, rows)
     return list(dict.fromkeys(out))
 
 
@@ -337,8 +339,8 @@ def _claim_problems(which: str, note: str, df, env) -> list[str]:
     """Outcome claims and counts the data contradicts; outcomes the summary leaves out; losses and neutral cases not
     named with their outcome and a figure of their own."""
     exp, rows, out = expected_classes(df), _rows(df), []
-    found = claims.mentions(note, rows)
-    for m in found:
+    found = claims.mentions(note, rows)  # the note's own plain statements: what earns
+    for m in claims.mentions(note, rows, checked=True):  # all its text: what loses
         if m.outcome and m.outcome != exp[m.case]:
             out.append(f"{which}, {m.case}: the note calls it {m.outcome} ({m.sentence.strip()!r}), the data says "
                        f"{exp[m.case]}")
@@ -350,7 +352,7 @@ def _claim_problems(which: str, note: str, df, env) -> list[str]:
                        "data says it is")
     tally, ids = collections.Counter(exp.values()), claims.id_pattern(rows)
     wrong = {}
-    for sentence in claims.statements(note):
+    for sentence in claims.statements(note, checked=True):
         for c in claims.counts_in(ids.sub("CASE", sentence)):
             if c.n != tally[c.outcome]:
                 wrong.setdefault((c.outcome, c.n), sentence)
@@ -421,15 +423,15 @@ def _judge_no_cpu_claims(data, notes: dict[str, str]) -> None:
     problems = []
     if " ".join(NOT_GPU.lower().split()) not in " ".join(claims.visible_text(note).lower().split()):  # wrapped too
         problems.append(f"on CPU data the note must say {NOT_GPU!r}")
-    rows = list(dict.fromkeys(" | ".join(cells) for row in claims.all_table_rows(note) for cells in row))  # headers
-    for sentence in [c for s in claims.statements(note) for c in s.split(";")] + rows:
+    rows = list(dict.fromkeys(" | ".join(cells) for row in claims.all_table_rows(note, checked=True) for cells in row))
+    for sentence in [c for s in claims.statements(note, checked=True) for c in s.split(";")] + rows:
         if claims_speedup(sentence):
             problems.append(f"claims a speed-up from non-GPU data: {sentence.strip()!r}")
     wins = [c for c, (cells, _) in claims.table_rows(note).items()
             if any(claims.outcome_of(x) in (WIN, LOSS) for x in cells[1:])]  # in any words: "win (interpreter)"
     if wins:
         problems.append(f"the table marks {wins} as wins or losses from non-GPU data")
-    said = [m for m in claims.mentions(note, _rows(df)) if m.outcome in (WIN, LOSS)]
+    said = [m for m in claims.mentions(note, _rows(df), checked=True) if m.outcome in (WIN, LOSS)]
     problems += [f"calls {m.case} a {m.outcome} from non-GPU data: {m.sentence.strip()!r}" for m in said]
     if problems:
         raise Fail("\n".join(problems))

@@ -259,12 +259,12 @@ def _respective(sentence: str, found: list[re.Match]) -> dict[int, str]:
     return out
 
 
-def mentions(note: str, ids) -> list[Mention]:
+def mentions(note: str, ids, *, checked: bool = False) -> list[Mention]:
     """Each case id of ``ids`` named in the note's prose: its sentence, its segment (up to the next case id, ``;`` or
     the sentence's end; a list's own figures where it takes them ``respectively``) and the outcome the sentence (or the
-    part of it the id is in, :func:`parts`) claims."""
+    part of it the id is in, :func:`parts`) claims; ``checked``: in all the note's text (``statements``)."""
     pattern, out = id_pattern(ids), []
-    for sentence in statements(note):
+    for sentence in statements(note, checked=checked):
         found = list(pattern.finditer(sentence))
         if not found:
             continue

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 
+from fastpath_lib.grading.rules.rendered import canon, visible_text
 from fastpath_lib.grading.rules.ex07_claims import (
     all_table_rows,
     figures_in,
@@ -27,7 +28,7 @@ from fastpath_lib.grading.rules.ex07_claims import (
     unaffirmed,
 )
 
-__all__ = ["row_claims", "row_problems", "performance_problems", "cell_figures"]
+__all__ = ["row_claims", "row_problems", "performance_problems", "cell_figures", "disguised_ids"]
 
 _BARE = re.compile(r"([-+−]?\d+(?:\.(\d+))?)\s*(?:us|µs|μs|ms|x|×|%)?", re.IGNORECASE)
 
@@ -64,7 +65,7 @@ def row_problems(which: str, note: str, rows: dict, known, *, outcomes: dict | N
     """Every rendered row that names a case of ``rows``, against the data: each figure one of ``known(case)``, and
     where ``outcomes`` and ``routes`` are given (GPU data), its route and the outcome its cells claim or deny."""
     out = []
-    for cells, header in all_table_rows(note):
+    for cells, header in all_table_rows(note, checked=True):
         cid = _named(cells, rows)
         if cid is None:
             continue
@@ -81,6 +82,23 @@ def row_problems(which: str, note: str, rows: dict, known, *, outcomes: dict | N
             out.append(f"{which}, {cid}: a table row ({shown}) says {claimed}, the data says {outcomes[cid]}")
         if outcomes[cid] in denied:
             out.append(f"{which}, {cid}: a table row ({shown}) denies that it is {outcomes[cid]}, as the data says")
+    return list(dict.fromkeys(out))
+
+
+def disguised_ids(which: str, note: str, ids) -> list[str]:
+    r"""Each word of the note (any of its text, seen or not) that reads as a case id of ``ids`` once its format
+    characters are dropped and its lookalike letters read as Latin (:func:`~.rendered.canon`) but is written otherwise.
+
+    >>> note = "| case | k |\n|-|-|\n| c05\u200b_1 | win |\n| \u044105_1 | win |\n\nc05_1 is slower."
+    >>> len(disguised_ids("a", note, ["c05_1"]))
+    2
+    """
+    pattern, out = id_pattern(ids), []
+    for word in re.findall(r"[^\s|`*]+", visible_text(note, checked=True, raw=True)):
+        for m in pattern.finditer(canon(word)):
+            if m.group(1) not in word:
+                out.append(f"{which}: the note writes case id {m.group(1)} with hidden or lookalike characters "
+                           f"({ascii(word)[1:-1]})")
     return list(dict.fromkeys(out))
 
 

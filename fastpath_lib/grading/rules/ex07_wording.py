@@ -88,9 +88,13 @@ METHOD_RULE = ("each in a sentence that states it: the timer in a sentence about
                "(`q80 - q20`, `20th to 80th percentile`) and the raw samples' file with what it holds (`Raw samples: "
                "FILE`)")
 RENDER_RULE = ("The note is read as it renders (Markdown, as GitHub and JupyterLab show it): an HTML comment (`<!-- "
-               "... -->`, on one line or many) and struck-through text (`~~...~~`) are not read at all, HTML tags are "
-               "read as spaces, and headings, paragraphs, list items and table rows are read where Markdown renders "
-               "them")
-STATED = (RENDER_RULE, SUBSTANCE_RULE, OUTLINE_RULE, SECTION_RULE, VERSION_RULE, LIMIT_RULE, DTYPE_RULE, FALLBACK_RULE,
+               "... -->`, on one line or many) is not read at all, HTML tags are read as spaces, and headings, "
+               "paragraphs, list items and table rows are read where Markdown renders them")
+#: What is checked but earns nothing (round 12b), and case ids read as a reader reads them.
+PLAIN_RULE = ("Text a reader might not see as the note's own plain statement can lose points but never earn them")
+ID_RULE = ("Case ids are compared after removing zero-width and other format characters, NFKC normalisation and "
+           "reading Cyrillic and Greek lookalike letters as Latin; a case id written with such characters is reported")
+STATED = (RENDER_RULE, PLAIN_RULE, ID_RULE,
+          SUBSTANCE_RULE, OUTLINE_RULE, SECTION_RULE, VERSION_RULE, LIMIT_RULE, DTYPE_RULE, FALLBACK_RULE,
           FIGURE_RULE, FIGURES_ARE, OUTCOME_RULE, COUNT_RULE, SUMMARY_RULE, TABLE_RULE, NO_LOSS_RULE, NAMED_RULE,
           METHOD_RULE)

@@ -16,8 +16,40 @@ from __future__ import annotations
 import dataclasses
 import functools
 import re
+import unicodedata
 
-__all__ = ["Block", "blocks", "statements", "sections", "table_rows", "all_table_rows", "visible_text", "scope_text"]
+__all__ = ["Block", "blocks", "statements", "sections", "table_rows", "all_table_rows", "visible_text", "scope_text",
+           "canon"]
+
+#: Latin letters' Cyrillic and Greek lookalikes (a reader sees ``с05`` as ``c05``).
+_LOOKALIKE = str.maketrans("аАсСеЕоОрРхХуКМТНВіІјЈѕЅԁοΟαΑνΝκΚρΡτΤιΙΕΒΜΖΗΧΥ",
+                           "aAcCeEoOpPxXyKMTHBiIjJsSdoOaAvNkKpPtTiIEBMZHXY")
+#: Elements whose text a reader sees or opens: a fold, its summary, line breaks and rules.
+_SHOWN = {"details", "summary"}
+_VOID = {"br", "hr", "wbr", "img", "input", "meta", "link", "source", "col", "area", "base", "embed", "param", "track"}
+_ELEMENT = re.compile(r"<(/?)([A-Za-z][\w-]*)[^>]*?(/?)>")
+
+
+def canon(text: str) -> str:
+    """``text`` as a reader reads it: format characters (zero-width spaces, Unicode category Cf) removed, NFKC
+    normalized, Cyrillic and Greek lookalikes of Latin letters read as those letters."""
+    return unicodedata.normalize("NFKC", "".join(c for c in text if unicodedata.category(c) != "Cf")).translate(
+        _LOOKALIKE)
+
+
+def _depth(html: str, depth: int) -> int:
+    """The count of open raw HTML elements (other than :data:`_SHOWN` ones) after ``html``."""
+    for m in _ELEMENT.finditer(_HIDDEN_HTML.sub(" ", html)):
+        name = m.group(2).lower()
+        if name in _SHOWN or name in _VOID or m.group(3):
+            continue
+        depth = max(0, depth - 1) if m.group(1) else depth + 1
+    return depth
+
+
+def _plain_html(html: str) -> bool:
+    """Whether raw HTML has only elements a reader sees as the note's own text (:data:`_SHOWN`)."""
+    return all(m.group(2).lower() in _SHOWN | _VOID for m in _ELEMENT.finditer(_HIDDEN_HTML.sub(" ", html)))
 
 #: What of raw HTML renders nothing: comments (an unclosed one hides the rest), script and style elements, tags.
 _HIDDEN_HTML = re.compile(r"<!--.*?(-->|$)|<(script|style)\b.*?(</\2\s*>|$)", re.DOTALL | re.IGNORECASE)
@@ -38,15 +70,18 @@ class Block:
     header: tuple[str, ...] = ()
 
 
-def _inline(token) -> str:
-    """The text an inline token renders: its text and code, line breaks as ``\\n``; no HTML, no struck text."""
-    out, struck = [], 0
+def _inline(token, checked: bool = False) -> str:
+    """The text an inline token renders as the note's own plain statement: its text and code, line breaks as
+    ``\\n``; no HTML, no struck text, nothing inside an inline HTML element. ``checked``: every word of it."""
+    out, struck, depth = [], 0, 0
     for c in token.children or ():
+        if c.type == "html_inline":
+            depth = _depth(c.content, depth)
         if c.type == "s_open":
             struck += 1
         elif c.type == "s_close":
             struck -= 1
-        elif struck:
+        elif (struck or depth or c.type == "html_inline" and not _plain_html(c.content)) and not checked:
             continue
         elif c.type in ("text", "code_inline"):
             out.append(c.content)
@@ -89,20 +124,32 @@ def _parser():
     return MarkdownIt("commonmark").enable(["table", "strikethrough"])
 
 
-@functools.lru_cache(maxsize=64)
-def _blocks(note: str) -> tuple[Block, ...]:
+@functools.lru_cache(maxsize=128)
+def _blocks(note: str, checked: bool = False, raw: bool = False) -> tuple[Block, ...]:
+    """The note's blocks as its own plain statements; ``checked``: every block a reader might see or not (raw HTML's
+    and its elements' text, struck text, headings as prose too, block quotes, code), read by :func:`canon`."""
     tokens, out, i = _parser().parse(note), [], 0
     header: tuple[str, ...] = ()
     row: list[str] | None = None
+    depth = quoted = 0  # open raw HTML elements, block quotes
     while i < len(tokens):
         t = tokens[i]
         line = t.map[0] if t.map else (out[-1].line if out else 0)
-        if t.type == "heading_open":
-            out.append(Block("heading", _inline(tokens[i + 1]).strip(), line, level=int(t.tag[1])))
+        aside = bool(depth or quoted) and not checked
+        if t.type == "blockquote_open":
+            quoted += 1
+        elif t.type == "blockquote_close":
+            quoted -= 1
+        elif t.type == "heading_open":
+            text = _inline(tokens[i + 1], checked).strip()
+            if not aside:
+                out.append(Block("heading", text, line, level=int(t.tag[1])))
+            if checked and text:
+                out.append(Block("prose", text, line))
             i += 2
         elif t.type == "paragraph_open":
-            text = _inline(tokens[i + 1]).strip()
-            if text:
+            text = _inline(tokens[i + 1], checked).strip()
+            if text and not aside:
                 out.append(Block("prose", text, line))
             i += 2
         elif t.type == "thead_open":
@@ -110,16 +157,22 @@ def _blocks(note: str) -> tuple[Block, ...]:
         elif t.type == "tr_open":
             row = []
         elif t.type == "inline" and row is not None:
-            row.append(" ".join(_inline(t).split()).strip("`*").strip())
+            row.append(" ".join(_inline(t, checked).split()).strip("`*").strip())
         elif t.type == "tr_close" and row is not None:
             if not header:
                 header = tuple(c.lower() for c in row)
-            else:
+            elif not aside:
                 out.append(Block("row", " | ".join(row), line, cells=tuple(row), header=header))
             row = None
-        elif t.type in ("html_block", "fence", "code_block"):
+        elif t.type == "html_block":
+            if checked or not aside and _plain_html(t.content):
+                out += _raw_lines(t.content, line)
+            depth = _depth(t.content, depth)
+        elif t.type in ("fence", "code_block") and checked:
             out += _raw_lines(t.content, line)
         i += 1
+    if checked and not raw:
+        return tuple(dataclasses.replace(b, text=canon(b.text), cells=tuple(canon(c) for c in b.cells)) for b in out)
     return tuple(out)
 
 
@@ -137,15 +190,17 @@ def _sentences(text: str) -> list[str]:
     return out
 
 
-def statements(note: str) -> list[str]:
+def statements(note: str, *, checked: bool = False) -> list[str]:
     """The note's prose as rendered, sentence by sentence: paragraphs and list items (each read whole over the lines it
-    wraps onto) and the visible text of raw HTML; no heading, no table row, nothing a comment hides."""
-    return [s for b in _blocks(note) if b.kind == "prose" for s in _sentences(b.text)]
+    wraps onto); no heading, no table row, nothing a comment hides, and (unless ``checked``: what is checked against
+    the data) nothing a reader might not see as the note's own plain statement (:func:`_blocks`)."""
+    return [s for b in _blocks(note, checked) if b.kind == "prose" for s in _sentences(b.text)]
 
 
-def visible_text(note: str) -> str:
-    """Everything the rendered note shows, one block a line (headings, prose, table rows), spacing normalized."""
-    return "\n".join(" ".join(b.text.split()) for b in _blocks(note))
+def visible_text(note: str, *, checked: bool = False, raw: bool = False) -> str:
+    """Everything the rendered note shows as its own plain statements, one block a line (headings, prose, table rows),
+    spacing normalized; ``checked``: all its text (:func:`_blocks`), ``raw``: as written (not :func:`canon` read)."""
+    return "\n".join(" ".join(b.text.split()) for b in _blocks(note, checked, raw))
 
 
 def sections(note: str, *, nested: bool = True) -> dict[str, str]:
@@ -169,9 +224,10 @@ def sections(note: str, *, nested: bool = True) -> dict[str, str]:
     return out
 
 
-def all_table_rows(note: str) -> list[tuple[list[str], list[str]]]:
-    """Every rendered table row (not a header), anywhere in the note: ``(cells, header)``."""
-    return [(list(b.cells), list(b.header)) for b in _blocks(note) if b.kind == "row"]
+def all_table_rows(note: str, *, checked: bool = False) -> list[tuple[list[str], list[str]]]:
+    """Every rendered table row (not a header), anywhere in the note: ``(cells, header)`` (``checked``: in raw HTML
+    and block quotes too, :func:`canon` read)."""
+    return [(list(b.cells), list(b.header)) for b in _blocks(note, checked) if b.kind == "row"]
 
 
 def table_rows(note: str) -> dict[str, tuple[list[str], list[str]]]:

@@ -1,0 +1,93 @@
+"""Exercise 07, attack round 12b: text a reader might not see as the note's own plain statement (inside raw HTML,
+struck through, a heading, a block quote, code) can lose points but never earn them, and a case id written with
+hidden or lookalike characters is read as the case and reported. Each attack below scored 7/7 before; in-process
+(each test runs the check, about 0.3 s)."""
+
+import pytest
+
+from fastpath_lib import exercises as ex
+
+pytest.importorskip("jupytext")  # tests/solved.py reads the solutions with it
+
+from solved import solved  # noqa: E402
+
+
+def _grade(edit):
+    def write(df, env):
+        note = solved("ex07")["write_pr_note"](df, env)
+        return edit(note, df) if env.get("device") == "cuda" else note
+    return {r.part: r for r in ex.check_pr_note(write, show=False)}
+
+
+def _losers(df):
+    return [str(c) for c, k in ex.expected_classes(df).items() if k in ("loss", "neutral")]
+
+
+def _lie_hidden_by(tag):
+    """The loss and neutral labels hidden (or struck) inline, a visible "sped up" in their place."""
+    def edit(note, df):
+        out = []
+        for line in note.splitlines():
+            for label in ("- loss:", "- neutral"):
+                if line.startswith(label):
+                    head, tail = line.split(":", 1)
+                    line = f"- <{tag}>{head[2:]}</{tag.split()[0]}> sped up:{tail}"
+            out.append(line)
+        return "\n".join(out)
+    return edit
+
+
+def _table(mark):
+    def edit(note, df):
+        rows = "\n".join(f"| {mark(str(c))} | triton | 1.5x faster | win |" for c in df["case_id"])
+        table = f"Headline table:\n\n| case | route | speed-up | class |\n|---|---|---|---|\n{rows}\n"
+        return note.replace("## Scope", table + "\n## Scope", 1)
+    return edit
+
+
+@pytest.mark.parametrize("opening", ["<div hidden>", '<div style="display:none">', "> <details open>\n>"])
+def test_an_honest_note_a_reader_does_not_see_as_the_notes_own_earns_nothing(opening):
+    """G1: one visible sentence, the honest note inside a hidden element (or a block quote): only what the note
+    plainly states counts, so the sections, the scope and the method are missing."""
+    def edit(note, df):
+        if opening.startswith(">"):
+            return "## Summary\nGreat results all round; please merge.\n\n" + "\n".join("> " + ln for ln in
+                                                                                      note.splitlines())
+        return f"## Summary\nGreat results all round; please merge.\n\n{opening}\n\n{note}\n\n</div>\n"
+    r = _grade(edit)
+    for part in ("sections", "environment_and_scope", "measurement_method", "consistent_with_data"):
+        assert not r[part].passed, (part, r)
+
+
+@pytest.mark.parametrize("tag", ["span hidden", "del", "s"])
+def test_outcome_words_hidden_or_struck_inline_do_not_name_a_loss(tag):
+    """G1b: the true outcome hidden by ``<span hidden>`` or struck, the visible text a lie: the cases are not named
+    with their outcome, and the visible "sped up" is checked."""
+    r = _grade(_lie_hidden_by(tag))
+    fb = r["consistent_with_data"].feedback
+    assert not r["consistent_with_data"].passed and "not named so" in fb, fb
+
+
+def test_a_heading_is_checked_against_the_data():
+    """G2: "### c05_... is 1.5x faster" over an honest note is a claim the data contradicts."""
+    r = _grade(lambda note, df: "# Every case is faster with the fast path\n\n"
+               + "".join(f"### {c} is 1.5x faster\n\n" for c in _losers(df)) + note)
+    fb = r["consistent_with_data"].feedback
+    assert not r["consistent_with_data"].passed and "the note calls it win" in fb and "'1.5x'" in fb, fb
+
+
+@pytest.mark.parametrize("mark", [lambda c: c[:3] + "\u200b" + c[3:], lambda c: "\u0441" + c[1:],
+                                  lambda c: c[:1] + "\ufeff" + c[1:].replace("_", "\uff3f", 1)])
+def test_a_case_id_with_hidden_or_lookalike_characters_is_the_case_and_is_reported(mark):
+    """G3: an all-"win" table whose case ids carry a zero-width space or a Cyrillic letter: its rows are read as the
+    cases' (and contradict the data), and each disguised id is reported."""
+    r = _grade(_table(mark))
+    fb = r["consistent_with_data"].feedback
+    assert not r["consistent_with_data"].passed, fb
+    assert "with hidden or lookalike characters" in fb and "the data says loss" in fb, fb
+
+
+def test_a_fold_and_plain_html_keep_full_marks():
+    """A ``<details>`` fold is the note's own text (a reader opens it): the honest note keeps full marks."""
+    r = _grade(lambda note, df: note)
+    assert all(x.passed for x in r.values()), {k: x.feedback for k, x in r.items() if not x.passed}
