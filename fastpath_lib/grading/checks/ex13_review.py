@@ -228,6 +228,18 @@ def _eps_written(text: str) -> list[tuple[int, int, float]]:
     return sorted(powers + numbers)
 
 
+def _bound_before(window: str) -> str:
+    """What binds a value: the end of ``window`` (the text before it) from its sentence's last clause, a colon ending
+    a clause too, except after a short label with no role word of its own after it (``- old default: 1.19e-07``: the
+    label binds the value, as ``label: value`` does)."""
+    clause = re.split(r"[.;!?](?:\s|$)", window)[-1]
+    parts = re.split(r"(?<=:)(?=\s|$)", clause)
+    last = parts[-1]
+    if len(parts) > 1 and not _ROLE.search(last) and len(parts[-2].strip(" -*:").split()) <= 4:
+        return parts[-2] + last
+    return last
+
+
 def stated_eps(text: str) -> dict[str, list[str]]:
     """Each eps ``text`` writes, by the fact it states: ``"new"`` (the new default), ``"old"`` (today's default),
     ``"kept"`` (what a caller pins or keeps), ``"none"`` (no word binds it) or ``"unaffirmed"`` (its sentence does not
@@ -238,6 +250,8 @@ def stated_eps(text: str) -> dict[str, list[str]]:
     {'new': ['1e-06'], 'old': ['2**-52', '2**-23'], 'kept': ['2**-23'], 'none': [], 'unaffirmed': []}
     >>> stated_eps("1.19e-07 today, 1e-05 after the change. eps 1e-5 1e-8. If it moved to 1e-4, ...")
     {'new': ['1e-05'], 'old': ['1.19e-07'], 'kept': [], 'none': ['1e-5', '1e-8'], 'unaffirmed': ['1e-4']}
+    >>> stated_eps("- old default: 1.19e-07\\n- new default: 1e-05\\n- callers that change: call1, call3")
+    {'new': ['1e-05'], 'old': ['1.19e-07'], 'kept': [], 'none': [], 'unaffirmed': []}
     """
     found = _eps_written(text)
     groups: list[list[tuple[int, int, float]]] = []
@@ -250,7 +264,7 @@ def stated_eps(text: str) -> dict[str, list[str]]:
     prev = 0
     for g in groups:
         start, end = g[0][0], g[-1][1]
-        before = re.split(r"[.;:!?](?:\s|$)", text[max(prev, start - _WINDOW):start])[-1]
+        before = _bound_before(text[max(prev, start - _WINDOW):start])
         rest = re.split(r"[.;!?](?:\s|$)", text[end:end + _WINDOW])[0]
         following = [m for m in _ROLE_AFTER.finditer(rest)
                      if not any(c.lastgroup == "new" or c.group(0).lower() == "from"
