@@ -135,8 +135,9 @@ _REAL = (torch.Tensor, torch.nn.Parameter)
 
 def _real(*ts: Tensor | None) -> bool:
     """Whether the tensors are real ones, whose data pointers are addresses: an eager call. A FakeTensor (vLLM's
-    lowering pass traces with them) reports a data pointer of 0 and knows of no capture: unknown, left to the op.
-    (A meta tensor's pointer is its byte offset, a real alignment; the static conditions refuse a meta ``x``.)"""
+    lowering pass traces with them) reports a data pointer of 0 and knows of no capture, and what Dynamo traces runs
+    later: both unknown, left to the op. (A meta tensor's pointer is its byte offset, a real alignment; the static
+    conditions refuse a meta ``x``.)"""
     return not torch.compiler.is_dynamo_compiling() and all(t is None or type(t) in _REAL for t in ts)
 
 
