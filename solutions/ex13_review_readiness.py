@@ -310,22 +310,14 @@ ex.check_readiness("maintenance_cost", maintenance_cost)
 # for fp16/bf16/fp32 inputs and fp64's `2**-52` for fp64) to `change["default_eps"]`. `calls` lists the callers: `{"id",
 # "dtype", "eps"}` (`eps` is `None` where the caller relies on the default). Return `{"own_commit", "affected", "pin",
 # "justification"}`: whether the change goes in a commit of its own (apart from the fast path), the ids of the callers
-# whose output changes, for each of them the `eps` to pass to keep today's output, and a justification of a sentence or
-# two for the reviewer: a justification that states what the change does to these callers: the new default; today's
-# default of the callers it changes (each of their old values, the values `pin` holds, and no other value as today's
-# default: the callers of a dtype the change does not touch keep theirs); and which callers change, by naming every
-# affected id or by their count written as a number (`3` or `three`). Write each eps as a number (any spelling Python
-# reads as that value, such as `1e-5`, `1e-05` or `0.00001`, or that value rounded to the digits you write, such as
-# `1.19e-07`) or as a power of two (`2**-23`). Each fact is read where a word binds it: the new default after `to`,
-# `becomes` or `new` (or before `after`), each old value after `from`, `today's` or `old` (or before `today` or an
-# arrow), the count before `callers` or `call sites`; an eps that is none of the scenario's (the new default, the
-# callers' defaults and the eps they pass) is refused. Only a sentence that affirms a fact states it: one that negates,
-# denies, asks, supposes or hedges it (`does not change`, `if we moved`, `might`, `perhaps`, a `?`) states nothing.
-# Every fact written must be true: a value bound as the new default is the new default, one bound as today's default is
-# a default of a caller that changes; a caller named is one that changes, unless its clause says it keeps its output
-# (`does not change`, `keeps`, `unchanged`, `unaffected`, `its own eps`), and a caller that changes is not said to keep
-# it; a count before `callers` is the number that change or the number of callers. The check reads these facts and not
-# the wording: there is no word count, and a justification without them (whatever its length) loses the part.
+# whose output changes, and for each of them the `eps` to pass to keep today's output.
+#
+# The check scores `own_commit`, `affected` and `pin` only: `affected` must be exactly the callers whose output
+# changes, and `pin` must give exactly those callers their old eps (compared as numbers, within a relative 1e-9).
+#
+# `justification` (a non-empty `str`) is a sentence or two for the reviewer, and your instructor reads it: the check
+# shows it back in its feedback and does not score it, since no program can tell whether prose is true. A good one
+# says the new default, today's defaults of the callers that change, and which callers change.
 
 # %%
 def migration(change, calls) -> dict:

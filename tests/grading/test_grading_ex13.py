@@ -6,7 +6,6 @@ import copy
 import csv
 import io
 import json
-import math
 import random
 import tempfile
 from pathlib import Path
@@ -285,8 +284,7 @@ WRONG = {
     ],
     "contract_change": [lambda ch, calls: _sol("contract_change")({"default_eps": -1.0}, calls) | {
                             "justification": _sol("contract_change")(ch, calls)["justification"]},
-                        _mod("contract_change", lambda a, out: dict(out, own_commit=False)),
-                        _mod("contract_change", lambda a, out: dict(out, justification="it is better this way"))],
+                        _mod("contract_change", lambda a, out: dict(out, own_commit=False))],
 }
 
 
@@ -432,95 +430,3 @@ def test_the_grader_scores_borrowed_and_constant_parts_zero(tmp_path):
     got = {p.part: p.earned for p in g.parts}
     assert got == {"route_conditions": 0, "test_report": 0, "results_table": 0, "review_comments": 2,
                    "maintenance_cost": 2, "contract_change": 1}, [(p.part, p.feedback) for p in g.parts]
-
-
-@pytest.mark.parametrize("new, written, named", [
-    (1e-05, "1e-5", True), (1e-05, "1e-05", True), (1e-05, "0.00001", True), (1e-05, "1.0e-5", True),
-    (2.0 ** -23, "1.19e-07", True), (2.0 ** -23, "1.1920928955078125e-07", True), (2.0 ** -23, "2**-23", True),
-    (2.0 ** -23, "2 ** (-23)", True), (1e-05, "1e-6", False), (2.0 ** -23, "1.2e-06", False),
-    (2.0 ** -23, "2**-22", False)])
-def test_part_6_takes_the_new_default_in_any_spelling_of_its_value(new, written, named):
-    """The justification names the value, compared as a number (reader 13b F5: ``1e-5`` for ``1e-05`` and ``1.19e-07``
-    for ``2**-23`` were refused as text)."""
-    from fastpath_lib.grading.checks.ex13_review import _unstated_facts
-
-    text = f"We change the default eps from 2**-52 to {written} for call1."
-    assert (not _unstated_facts(text, new, {"call1": 2.0 ** -52})) is named
-
-
-def _with_justification(write):
-    """The solution's answer with the justification ``write(change, calls, pin)`` writes."""
-    return _mod("contract_change", lambda a, out: dict(out, justification=write(*a, out["pin"])))
-
-
-def _olds(pin, spell):
-    return " or ".join(spell(v) for v in sorted(set(pin.values())))
-
-
-_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
-#: justifications that state the scenario's facts, each worded its own way
-HONEST = [
-    lambda ch, calls, pin: (f"Callers {', '.join(sorted(pin))} pass no eps, so their output moves when the default "
-                            f"goes from {_olds(pin, lambda v: f'2**-{-int(math.log2(v))}')} to {ch['default_eps']}; "
-                            f"pinning their old value keeps it."),
-    lambda ch, calls, pin: (f"{_WORDS[len(pin)]} of the {len(calls)} call sites rely on the default eps and see it "
-                            f"change: "
-                            f"{_olds(pin, lambda v: f'{v:.4e}')} today, {ch['default_eps']:.2e} after the change. "
-                            f"They get an explicit eps in the same PR."),
-    # each fact bound by other words: an arrow, "today" after the values, "becomes", "instead of", "pin ... to"
-    lambda ch, calls, pin: (f"eps {_olds(pin, lambda v: f'{v:.3g}')} -> {ch['default_eps']:g} for the {len(pin)} "
-                            f"callers that pass none."),
-    lambda ch, calls, pin: (f"The default, {_olds(pin, lambda v: f'{v:.3g}')} today, becomes {ch['default_eps']:g} for "
-                            f"{', '.join(sorted(pin))}."),
-    lambda ch, calls, pin: (f"The default is now {ch['default_eps']:g} instead of {_olds(pin, lambda v: f'{v:.3g}')}; "
-                            f"we pin {', '.join(sorted(pin))} to {_olds(pin, repr)} so their output stays."),
-]
-#: justifications that do not state the scenario's facts
-UNSTATED = [
-    lambda ch, calls, pin: " ".join(["lorem"] * 10) + f" {ch['default_eps']!r}",  # round 9, C5
-    lambda ch, calls, pin: (f"The default eps becomes {ch['default_eps']!r} to match the training setting; every "
-                            f"caller relying on the default changes, and pinning keeps the output."),  # no old, no who
-    lambda ch, calls, pin: (f"Callers {', '.join(sorted(pin))} change from 2**-23 to {ch['default_eps']!r}."),  # fp64
-    lambda ch, calls, pin: (f"{len(pin) + 1} callers change from {_olds(pin, repr)} to {ch['default_eps']!r}."),
-    # attack round 10, D4: a dump of every value and count, bound to nothing
-    lambda ch, calls, pin: f"eps 1e-5 1e-6 1e-8 1.19e-07 2**-23 2**-52 {ch['default_eps']!r}; 0 1 2 3 4 5 6 7 8 9",
-    # D4: a false justification written with the scenario's numbers in the wrong roles
-    lambda ch, calls, pin: (f"The new default {_olds(pin, repr)} changes no caller: today {ch['default_eps']!r} "
-                            f"stays, {len(pin)} is the number of tests."),
-    # each fact written, one of them bound to nothing: the new default, today's, the count
-    lambda ch, calls, pin: f"Callers {', '.join(sorted(pin))} change from {_olds(pin, repr)}; {ch['default_eps']!r}.",
-    lambda ch, calls, pin: f"Callers {', '.join(sorted(pin))} move to {ch['default_eps']!r}; {_olds(pin, repr)}.",
-    lambda ch, calls, pin: (f"{len(pin)} is the number of tests; the default goes from {_olds(pin, repr)} to "
-                            f"{ch['default_eps']!r} for the callers that rely on it."),
-    # every fact stated, and an eps no caller has
-    lambda ch, calls, pin: (f"Callers {', '.join(sorted(pin))} change from {_olds(pin, repr)} to "
-                            f"{ch['default_eps']!r}; call1 moves to 3e-8."),
-]
-
-
-@pytest.mark.parametrize("text, roles", [
-    ("The default moves from 2**-52 or 2**-23 to 1e-06.", {"new": ["1e-06"], "old": ["2**-52", "2**-23"]}),
-    ("1.19e-07 today, 1e-05 after the change.", {"new": ["1e-05"], "old": ["1.19e-07"]}),
-    ("2**-23 -> 1e-6", {"new": ["1e-6"], "old": ["2**-23"]}),
-    ("We pin call2 to 2**-52; the default becomes 1e-5.", {"new": ["1e-5"], "kept": ["2**-52"]}),
-    ("eps 1e-5 1e-6 2**-23", {"new": [], "old": []}),
-    ("The new default 2**-23 changes no caller: today 1e-6 stays.", {"new": ["2**-23"], "old": ["1e-6"]}),
-])
-def test_part_6_reads_each_eps_as_the_fact_its_words_bind_it_to(text, roles):
-    """Attack round 10, D4: a value states the new default or today's only where a word binds it to that fact."""
-    from fastpath_lib.grading.checks.ex13_review import stated_eps
-
-    said = stated_eps(text)
-    assert {k: said[k] for k in roles} == roles, said
-
-
-def test_part_6_passes_justifications_that_state_the_scenarios_facts_in_any_words():
-    for i, write in enumerate(HONEST):
-        assert all(_passes("contract_change", _with_justification(write), s) for s in range(8)), i
-
-
-def test_part_6_refuses_justifications_that_do_not_state_them():
-    for i, write in enumerate(UNSTATED):
-        assert not any(_passes("contract_change", _with_justification(write), s) for s in SEEDS), i
-    (r,) = ex.check_readiness("contract_change", _with_justification(UNSTATED[0]), show=False, seed=0)
-    assert "justification misses" in r.feedback and "today's default" in r.feedback, r.feedback
