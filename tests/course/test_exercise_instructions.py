@@ -244,7 +244,8 @@ def test_every_refusal_of_an_exercises_check_is_stated_in_its_text(exercise):
     """What a check refuses is in the exercise's words (reader 13b F1-F3, F5): every function its rules refuse an
     answer for calling (read from the check modules' ``Forbidden`` values), and every wording a rule module gives its
     refusals (the modules' ``STATED``: the inspection rule of 09 and 12, with each name it refuses; exercise 11's
-    commit message; exercise 13's justification)."""
+    commit message; exercise 13's owner, device and contract-change rules, and that its justification is read by
+    a person, not scored)."""
     text = _flat(_markdown(exercise))
     stated = [s for m in _check_modules(exercise) for s in getattr(m, "STATED", ())]
     unstated = [s for s in stated if _flat(s) not in text] + _unstated_refusals(exercise, text)

@@ -128,6 +128,13 @@ def test_an_answer_without_a_justification_loses_the_part():
     assert not r.passed and "justification" in r.feedback, r.feedback
 
 
+def test_the_instructors_guide_lists_what_is_shown_and_not_scored_under_the_feedbacks_label():
+    from pathlib import Path
+
+    guide = " ".join((Path(__file__).resolve().parents[2] / "docs" / "instructors.md").read_text().split())
+    assert f'"{PROSE_LABEL}"' in guide and "exercise 13 part 6's `justification`" in guide
+
+
 def test_the_solution_still_passes_contract_change_on_many_draws():
     assert all(r.passed for s in range(6)
                for r in ex.check_readiness("contract_change", solved("ex13")["migration"], show=False, seed=s))

@@ -24,7 +24,8 @@ from fastpath_lib.grading.report.feedback import Fail, graded, part, real, truth
 from fastpath_lib.grading.rules import borrowed
 from fastpath_lib.grading.rules.ex13_scenarios import ACTIONS, SWITCHES, VERDICTS, draw, expected
 
-__all__ = ["check_readiness", "PARTS", "OWNER_RULE", "DEVICE_RULE", "STATED", "PROSE_LABEL"]
+__all__ = ["check_readiness", "PARTS", "CONTRACT_RULE", "PROSE_RULE", "OWNER_RULE", "DEVICE_RULE", "STATED",
+           "PROSE_LABEL"]
 
 #: The parts, in the notebook's order (the registry's ``ex13`` entry lists the same names).
 PARTS = ("route_conditions", "test_report", "results_table", "review_comments", "maintenance_cost",
@@ -139,6 +140,13 @@ def _grade_one(name: str, fn, sc, prose: list):
     raise Fail(f"exercise 13 has no part {name!r}")
 
 
+#: What part 6 scores, and that its free prose is read by a person (the exercise states both).
+CONTRACT_RULE = ("The check scores `own_commit`, `affected` and `pin` only: `affected` must be exactly the callers "
+                 "whose output changes, and `pin` must give exactly those callers their old eps (compared as numbers, "
+                 "within a relative 1e-9)")
+PROSE_RULE = ("`justification` (a non-empty `str`) is a sentence or two for the reviewer, and your instructor reads "
+              "it: the check shows it back in its feedback and does not score it, since no program can tell whether "
+              "prose is true")
 #: Whom part 5 takes as the owner: the scenario's CODEOWNERS file is the only thing that says who owns the code.
 OWNER_RULE = ("the person the scenario's CODEOWNERS file names for the kernel's file: `build[\"codeowners\"]` read "
               "for `build[\"kernel_file\"]` as GitHub reads it (a line starting with `#` is a comment; every other "
@@ -152,7 +160,7 @@ DEVICE_RULE = ("The predicate's `device` condition holds for a CUDA tensor with 
                "on the CPU), and `architecture` is judged only on CUDA with the interpreter off")
 #: The wording of the rules this check holds answers to beyond forbidden calls: the exercise states each
 #: (``tests/course/test_exercise_instructions.py``).
-STATED = (OWNER_RULE, DEVICE_RULE)
+STATED = (CONTRACT_RULE, PROSE_RULE, OWNER_RULE, DEVICE_RULE)
 
 
 def _describe(name: str, sc) -> str:
