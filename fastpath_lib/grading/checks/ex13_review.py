@@ -100,8 +100,8 @@ def _fields_that_differ(yours: dict, want: dict) -> list[str]:
     return [k for k, same in _CONTRACT_FIELDS.items() if not same(yours[k], want[k])]
 
 
-def _grade_one(name: str, fn, sc, prose: list):
-    """``(yours, want, ok)`` for one scenario of part ``name`` (part 6 adds its free prose to ``prose``)."""
+def _grade_one(name: str, fn, sc):
+    """``(yours, want, ok)`` for one scenario of part ``name``."""
     want = expected(name, sc)
     if name == "route_conditions":
         yours = _as_set(_run(fn, sc["call"], sc["capture"], allow_none=True) or (), "failed_conditions's answer")
@@ -132,7 +132,6 @@ def _grade_one(name: str, fn, sc, prose: list):
         if not isinstance(out["justification"], str) or not out["justification"].strip():
             raise Fail(f"justification must be a non-empty str, a sentence or two for your instructor to read (it "
                        f"is not scored), got {type(out['justification']).__name__}: {_brief(out['justification'])}")
-        prose.append(out["justification"])
         yours = {"own_commit": out["own_commit"], "affected": sorted(_as_set(out["affected"], "affected")),
                  "pin": out["pin"]}
         want = {"own_commit": True, "affected": sorted(want["affected"]), "pin": want["pin"]}
@@ -172,17 +171,33 @@ def _describe(name: str, sc) -> str:
     return _brief(sc, 300)
 
 
-def _shown(prose: list) -> list[str]:
-    """The feedback's lines that show part 6's justification (the first scenario's) back, unscored."""
-    return [f"your justification (first scenario), {PROSE_LABEL}:", f"  {_brief(prose[0], 1200)}"] if prose else []
+#: The scenario whose justification part 6's feedback shows back: a fixed one, so the same answer shows the same text
+#: at every run (the drawn scenarios change at each call; a saved notebook's output must not).
+SHOWN_SCENARIO = {"change": {"default_eps": 1e-5},
+                  "calls": [{"id": "call1", "dtype": "float64", "eps": None},
+                            {"id": "call2", "dtype": "float16", "eps": 1e-6},
+                            {"id": "call3", "dtype": "bfloat16", "eps": None}]}
+
+
+def _shown(fn) -> list[str]:
+    """The feedback's lines that show part 6's justification back, unscored: ``fn``'s for :data:`SHOWN_SCENARIO`."""
+    try:
+        text = _mapping(_run(fn, SHOWN_SCENARIO["change"], SHOWN_SCENARIO["calls"]),
+                        ("own_commit", "affected", "pin", "justification"), "migration")["justification"]
+    except Fail:
+        return []
+    if not isinstance(text, str) or not text.strip():
+        return []
+    return [f"your justification for the default moving to 1e-05 with callers {_brief(SHOWN_SCENARIO['calls'])}, "
+            f"{PROSE_LABEL}:", f"  {_brief(text, 1200)}"]
 
 
 def _grade(name: str, fn, rng) -> list:
     def run():
         scenarios = draw(name, rng)
-        wrong, prose = [], []
+        wrong = []
         for sc in scenarios:
-            yours, want, ok = _grade_one(name, fn, sc, prose)
+            yours, want, ok = _grade_one(name, fn, sc)
             if not ok:
                 wrong.append((sc, yours, want))
         if wrong:
@@ -198,9 +213,9 @@ def _grade(name: str, fn, rng) -> list:
             if name == "maintenance_cost" and any(y.get("owner") != w.get("owner") for _, y, w in wrong):
                 lines.append("  the owner differs: the last line of CODEOWNERS that matches the kernel's file names "
                              "its owner, not the first one nor the most specific one")
-            raise Fail("\n".join(lines + _shown(prose)))
+            raise Fail("\n".join(lines + (_shown(fn) if name == "contract_change" else [])))
         return "\n".join([f"{len(scenarios)} scenarios drawn by the check, all answered as the lesson's rule does",
-                          *_shown(prose)])
+                          *(_shown(fn) if name == "contract_change" else [])])
 
     if name not in PARTS:
         raise Fail(f"exercise 13 has no part {name!r}; its parts are {list(PARTS)}")
