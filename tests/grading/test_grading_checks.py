@@ -32,8 +32,8 @@ def feedback(results) -> str:
     return "\n".join(f"{r.part}: {r.feedback}" for r in results)
 
 
-# --- the solutions pass (each solution notebook's check cells under nbval show every part passed, and
-# tests/grading/test_grading_solutions.py grades them in the grader), so a failing answer below fails for its own reason
+# --- the solutions pass (tests/grading/test_grading_solutions.py grades them in the grader, every part passed, and
+# compares each check cell's saved output with it), so a failing answer below fails for its own reason
 
 def _kit_op():
     import fastpath_lib
