@@ -1,4 +1,5 @@
-"""The grading command and the checks: zero on the untouched exercises/ (full marks on solutions/ is
+"""The grading command and the checks: zero on the untouched exercises/ (each run as a kernel would run it, all in one
+process; one of them graded end to end in the sandbox) (full marks on solutions/ is
 test_grading_solutions.py, a file of its own so that it runs beside this one), broken notebooks
 (a raising cell, a hang, garbage) reported as failed parts, never as a crash, and the distributed check cells restored
 and run by the grader itself. Tampering is tested in test_grading_integrity.py, bad answers in
@@ -35,9 +36,29 @@ def _by_part(grade):
     return {p.part: p for p in grade.parts}
 
 
+#: the untouched exercise graded end to end, in the grader's sandbox (its kernel, its restored check cells); every
+#: exercise's untouched notebook also runs in one plain process below: zero needs no sandbox to be shown
+END_TO_END = "ex12_fused_inplace_contract.ipynb"
+
+
 @pytest.fixture(scope="module")
 def exercise_grades():
-    return grade_unchanged(EXERCISE_NBS)
+    return grade_unchanged([ROOT / "exercises" / END_TO_END])
+
+
+@pytest.fixture(scope="module")
+def untouched_runs():
+    """Every untouched exercise run as a notebook kernel would run it, all in one process
+    (``tests/grading/run_notebooks_plain.py``): its checks' results, per notebook."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    done = subprocess.run([sys.executable, str(ROOT / "tests" / "grading" / "run_notebooks_plain.py"),
+                           *map(str, EXERCISE_NBS)], capture_output=True, text=True, env=env, timeout=600, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout)
 
 
 def test_every_exercise_has_a_solution_and_an_exercise():
@@ -46,8 +67,19 @@ def test_every_exercise_has_a_solution_and_an_exercise():
     assert [p.name for p in EXERCISE_NBS] == [p.name for p in SOLUTIONS]
 
 
-def test_untouched_exercises_score_zero_on_every_part(exercise_grades):
-    assert {g.exercise for g in exercise_grades} == set(EXERCISES)
+def test_untouched_exercises_score_zero_on_every_part(untouched_runs):
+    assert [Path(r["path"]).name for r in untouched_runs] == [p.name for p in EXERCISE_NBS]
+    for run in untouched_runs:
+        ex_id = Path(run["path"]).name[:4]
+        by_part = {r.get("part"): r for r in run["results"]}
+        assert set(by_part) == {n for n, _ in EXERCISES[ex_id]}, (run["path"], run["results"])
+        for part, r in by_part.items():
+            assert not r["passed"] and r["feedback"], (run["path"], part)
+            assert "NotImplementedError" in r["feedback"] or "not implemented" in r["feedback"], (run["path"], part)
+
+
+def test_an_untouched_exercise_scores_zero_in_the_grader(exercise_grades):
+    assert [g.exercise for g in exercise_grades] == [END_TO_END[:4]]
     for g in exercise_grades:
         assert g.isolation == (sandbox.ISOLATED if sandbox.available() else sandbox.UNISOLATED), (g.path, g.notes)
         for p in g.parts:
