@@ -28,7 +28,7 @@ from fastpath_lib.grading.rules.ex07_claims import (
     unaffirmed,
 )
 
-__all__ = ["row_claims", "row_problems", "performance_problems", "cell_figures", "disguised_ids"]
+__all__ = ["named", "row_claims", "row_problems", "performance_problems", "cell_figures", "disguised_ids"]
 
 _BARE = re.compile(r"([-+−]?\d+(?:\.(\d+))?)\s*(?:us|µs|μs|ms|x|×|%)?", re.IGNORECASE)
 
@@ -52,7 +52,7 @@ def row_claims(cells: list[str], header: list[str]) -> tuple[str | None, list[st
     return route, claimed, denied
 
 
-def _named(cells: list[str], ids) -> str | None:
+def named(cells: list[str], ids) -> str | None:
     """The one case a row names (its first cell, else the one case id in its cells)."""
     if cells and cells[0] in ids:
         return cells[0]
@@ -66,7 +66,7 @@ def row_problems(which: str, note: str, rows: dict, known, *, outcomes: dict | N
     where ``outcomes`` and ``routes`` are given (GPU data), its route and the outcome its cells claim or deny."""
     out = []
     for cells, header in all_table_rows(note, checked=True):
-        cid = _named(cells, rows)
+        cid = named(cells, rows)
         if cid is None:
             continue
         shown = " | ".join(cells)
