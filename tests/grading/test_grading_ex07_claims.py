@@ -116,10 +116,12 @@ def test_a_boundary_or_environment_the_data_contradict_loses_that_part(old, new,
     (_drop("- Raw samples:"), "no `Raw samples: raw_samples.csv` line"),
     (_replace("- Warm-up: 50 ms", "- Warm-up: 50 ms (then 25 ms more)"), "gives 25 ms, the record 'Warm-up: 50 ms'"),
     (_replace("median of 100 samples", "median of 1000 samples"), "'Statistic: median of 1000 samples' does not"),
+    (_replace("median of 100 samples", "median of 100 samples (of 1000 samples taken)"),
+     "gives 1000 samples, the record 'Statistic: median of 100 samples'"),
     (_replace("- Spread: q80 - q20 (the 20th to 80th percentile)", "- Spread: q90 - q10"),
      "does not give it as `Spread: q80 - q20`"),
     (_replace("- Timer: triton.testing.do_bench", "Timed with triton.testing.do_bench."), "no `Timer:"),
-], ids=["timer", "warm-up", "sync", "statistic", "spread", "raw", "second warm-up", "samples", "quantiles",
+], ids=["timer", "warm-up", "sync", "statistic", "spread", "raw", "second warm-up", "samples", "second sample count", "quantiles",
         "timer in prose"])
 def test_each_method_line_missing_or_wrong_fails_the_method_only(edit, told):
     _only_fails(edit, "measurement_method", told)
