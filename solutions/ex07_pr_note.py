@@ -94,13 +94,14 @@
 #   **Summary** heading: `N CLASS` for each class the table has (win, neutral, loss, fallback, plural or not), parted
 #   by `,`, `;` or `and`, each count the data's; a case line for each loss and each neutral case, `- c05_1024x128_fp16:
 #   loss, 9.0 -> 9.8 us (+8.9 %)`: the case id as its label, its class first, then at least one figure of its own (any
-#   case may have one; every class and figure in a case line is held to the data); on synthetic data the `Environment:`
-#   line says `synthetic`; and one rule read in prose: a sentence that says nothing is slower (a loss word after a word
-#   that denies every one, in one clause: `never slower`, `nothing is slower`, `no regressions`, `without losses`, `no
-#   shape got worse`; or a win word said of every case: `always faster`, `beats it on every shape`, `improves on it
-#   everywhere`, `all cases win`) while the table has losses, unless the same sentence names a case or its exceptions
-#   (`except`, `but`, `other than`, `elsewhere`) loses this part (on the CPU-shaped data only the figures are held to
-#   the data; its outcomes are the CPU rule's, below);
+#   case may have one; every class and figure in a case line is held to the data; its other words are a comment for the
+#   reader, and only their figures are read); on synthetic data the `Environment:` line says `synthetic`; and one rule
+#   read in prose: a sentence that says nothing is slower (a loss word after a word that denies every one, in one
+#   clause: `never slower`, `nothing is slower`, `no regressions`, `without losses`, `no shape got worse`; or a win
+#   word said of every case: `always faster`, `beats it on every shape`, `improves on it everywhere`, `all cases win`)
+#   while the table has losses, unless the same sentence names a case or its exceptions (`except`, `but`, `other than`,
+#   `elsewhere`) loses this part (on the CPU-shaped data only the figures are held to the data; its outcomes are the
+#   CPU rule's, below);
 # * how the numbers were measured: six labelled lines with the values of `env["harness"]`: `Timer: NAME`, `Warm-up: N
 #   ms`, `Synchronization: HOW` (in any words: synchronized, waits for the kernel, CUDA events, or the record's own),
 #   `Statistic: median of N samples`, `Spread: q80 - q20` (or `20th to 80th percentile`) and `Raw samples: FILE`;

@@ -67,6 +67,7 @@ C05 = "- c05_1024x128_fp16: loss, 9 -> 9.8 us (+8.9 %)"
     (C05, "- c05_1024x128_fp16: loss, 9 -> 9.8 ns", "is not `c05_1024x128_fp16: loss, FIGURE`"),  # ns: no unit
     (C05, "- c05_1024x128_fp16: slower, 9 -> 9.8 us", "is not `c05_1024x128_fp16: loss, FIGURE`"),  # no class
     (C05, "", "c05_1024x128_fp16: loss in the data, and no case line for it"),
+    (C05, C05 + "; in truth 1.5x faster", "gives '1.5x', none of c05_1024x128_fp16's figures"),
     ("| 40.0 | 47.0 | loss |", "| 40.0 | 41.0 | loss |", "c12_2048x2048_fp32_step: its table row gives '41.0'"),
     ("| 40.0 | 47.0 | loss |", "| 40.0 | 47.0 | win |", "c12_2048x2048_fp32_step: the table says ['win']"),
     ("| c09_512x4096_fp16_small | fallback |", "| c09_512x4096_fp16_small | triton |", "gives route triton"),
@@ -75,6 +76,7 @@ C05 = "- c05_1024x128_fp16: loss, 9 -> 9.8 us (+8.9 %)"
     ("2 loss, 3 fallback", "two losses, 3 fallback", "'two losses' is not `N CLASS`"),
     ("Outcomes: 3 win", "Wins: 3 win", "no `Outcomes:` line under the Summary heading (the form: `Outcomes: 4 win"),
 ], ids=["case figure", "case class", "neutral called a win", "wrong unit", "class in other words", "case line left out",
+        "a figure in the comment",
         "table figure", "table class", "table route", "count", "count left out", "count in words", "no Outcomes line"])
 def test_a_wrong_or_missing_element_loses_consistency_and_is_told_which(old, new, told):
     fb = _only_fails(_replace(old, new), "consistent_with_data", told)
@@ -121,8 +123,8 @@ def test_a_boundary_or_environment_the_data_contradict_loses_that_part(old, new,
     (_replace("- Spread: q80 - q20 (the 20th to 80th percentile)", "- Spread: q90 - q10"),
      "does not give it as `Spread: q80 - q20`"),
     (_replace("- Timer: triton.testing.do_bench", "Timed with triton.testing.do_bench."), "no `Timer:"),
-], ids=["timer", "warm-up", "sync", "statistic", "spread", "raw", "second warm-up", "samples", "second sample count", "quantiles",
-        "timer in prose"])
+], ids=["timer", "warm-up", "sync", "statistic", "spread", "raw", "second warm-up", "samples", "second sample count",
+        "quantiles", "timer in prose"])
 def test_each_method_line_missing_or_wrong_fails_the_method_only(edit, told):
     _only_fails(edit, "measurement_method", told)
 

@@ -44,6 +44,10 @@ PROSE_LIES = {
                                   "measurement glitch; re-timed, every one of those shapes is a clear win.",
     "wrong count": lambda df: f"Of {len(df)} cases, 11 win and 1 is neutral.",
     "wrong figure": lambda df: " ".join(f"{c} is 1.5x faster (3 -> 2 us)." for c in _cases(df, ("loss",))),
+    "a case line's comment": lambda df: "\n".join(
+        f"- {c}: {k}, {r.baseline_median_us} -> {r.candidate_median_us} us; in truth the biggest winner of them all"
+        for c, k in ex.expected_classes(df).items() if k in ("loss", "neutral")
+        for r in df[df["case_id"] == c].itertuples()),
     "heading": lambda df: "".join(f"### {c} is 1.5x faster\n\n" for c in _cases(df, ("loss", "neutral"))),
 }
 

@@ -40,7 +40,8 @@ OUTCOMES_RULE = ("`Outcomes: 4 win, 2 neutral, 1 loss, 3 fallback` under the **S
                  "count the data's")
 CASE_RULE = ("a case line for each loss and each neutral case, `- c05_1024x128_fp16: loss, 9.0 -> 9.8 us (+8.9 %)`: "
              "the case id as its label, its class first, then at least one figure of its own (any case may have one; "
-             "every class and figure in a case line is held to the data)")
+             "every class and figure in a case line is held to the data; its other words are a comment for the "
+             "reader, and only their figures are read)")
 FIGURE_RULE = ("a figure is a number with a unit (`us`, `µs`, `ms`, `x`, `×` or `%`, or the unit's name: "
                "`microseconds`, `percent`), or paired with one (`9.0 -> 9.8 us`); after a bound or an approximation "
                "(`under 10 %`, `about 9 us`) it is none")
