@@ -207,3 +207,12 @@ def test_an_environment_in_other_words_is_no_environment_and_does_not_say_synthe
         r["environment_and_scope"].feedback
     assert "the `Environment:` line must say so" in r["consistent_with_data"].feedback
     assert [k for k, x in r.items() if not x.passed] == ["environment_and_scope", "consistent_with_data"]
+
+
+def test_a_section_whose_only_content_is_a_short_labelled_line_says_something():
+    """A labelled line is content of its section, however short (``Warm-up: 50 ms`` has four words)."""
+    def edit(note):
+        note = note.replace("- Warm-up: 50 ms\n", "", 1)
+        return note.replace("One read and one write of each row; one launch per call.", "- Warm-up: 50 ms", 1)
+    r = _by_part(ex.check_pr_note(_on_fixed_table(edit), show=False))
+    assert all(x.passed for x in r.values()), {k: x.feedback for k, x in r.items() if not x.passed}

@@ -14,6 +14,8 @@ note's text, in raw HTML, struck, in a block quote, a code block or a heading to
 [('outcomes', '3 win, 1 loss'), ('c05', 'loss, 9 -> 9.8 us')]
 >>> outcome_counts("4 wins, 2 neutral, 1 loss; 3 fallback."), outcome_counts("4 wins and 2 ties")
 (({'win': 4, 'neutral': 2, 'loss': 1, 'fallback': 3}, []), ({'win': 4}, ['2 ties']))
+>>> version_given("torch", "2.5.1", "GPU, torch 2.5.1."), version_given("torch", "2.5.1", "torch==2.5.10")
+(True, False)
 >>> case_class("loss, 9.0 -> 9.8 us (+8.9 %)"), case_class("slower (9 -> 9.8 us)")
 (('loss', '9.0 -> 9.8 us (+8.9 %)'), (None, 'slower (9 -> 9.8 us)'))
 """
@@ -133,8 +135,9 @@ def version_given(lib: str, version: str, text: str) -> bool:
 
 def _versions(lib: str, text: str) -> list[str]:
     """Every version ``text`` gives after the name ``lib``."""
-    return re.findall(rf"(?<![\w.])(?:py)?{lib}\W{{0,3}}(?:version\W{{0,2}}|v)?(\d[\w.+-]*?)(?=[,;)]?(?:\s|$)|[,;)])",
-                      text, re.IGNORECASE)
+    found = re.findall(rf"(?<![\w.])(?:py)?{lib}\W{{0,3}}(?:version\W{{0,2}}|v)?(\d[\w.+-]*?)(?=[,;)]?(?:\s|$)|[,;)])",
+                       text, re.IGNORECASE)
+    return [v.rstrip(".") for v in found]
 
 
 def _held(seen: list[Line], every: list[Line]) -> list[Line]:
@@ -163,7 +166,7 @@ def environment_problems(seen: list[Line], every: list[Line], env: dict) -> tupl
             missing.append(f"the `Environment:` line does not give {lib} {env[lib]} (the version after its name)")
     wrong = [f"{_quote(x)} gives {lib} {v}, the environment has {env[lib]}" for x in _held(seen, every)
              if x.label == "environment"
-             for lib in ("torch", "triton") for v in _versions(lib, x.value) if v.rstrip(".") != str(env[lib])]
+             for lib in ("torch", "triton") for v in _versions(lib, x.value) if v != str(env[lib])]
     return missing, list(dict.fromkeys(wrong))
 
 
