@@ -85,23 +85,24 @@
 #   `SUPPORTED_DTYPES`), by any of its usual names (`fp16`, `float16`, `half`), and a sentence that says where the
 #   other calls go, the fallback, in any words (`fallback`, `falls back` or `F.rms_norm`: `calls that are not eligible
 #   run F.rms_norm`); another torch or triton version in an `Environment:` line contradicts the record;
-# * a note consistent with the data: a performance table with one row per case id (first cell), its route and its class
-#   (win/neutral/loss/fallback, as in exercise 06), each cell read as a sentence is (`win (1.34x)` marks a win; no
-#   other cell of the row may claim another outcome); a case's row is its row under the **Performance** heading, else
-#   its first row anywhere; every other table row that names a case, anywhere in the note, is a claim too: its route,
-#   the outcome its cells claim or deny and every figure in it (`1.50x faster`, `9.8 us`) are held to the data; the
-#   table is folded in `<details>` there, or open; `Outcomes: 4 win, 2 neutral, 1 loss, 3 fallback` under the
-#   **Summary** heading: `N CLASS` for each class the table has (win, neutral, loss, fallback, plural or not), parted
-#   by `,`, `;` or `and`, each count the data's; a case line for each loss and each neutral case, `- c05_1024x128_fp16:
-#   loss, 9.0 -> 9.8 us (+8.9 %)`: the case id as its label, its class first, then at least one figure of its own (any
-#   case may have one; every class and figure in a case line is held to the data; its other words are a comment for the
-#   reader, and only their figures are read); on synthetic data the `Environment:` line says `synthetic`; and one rule
-#   read in prose: a sentence that says nothing is slower (a loss word after a word that denies every one, in one
-#   clause: `never slower`, `nothing is slower`, `no regressions`, `without losses`, `no shape got worse`; or a win
-#   word said of every case: `always faster`, `beats it on every shape`, `improves on it everywhere`, `all cases win`)
-#   while the table has losses, unless the same sentence names a case or its exceptions (`except`, `but`, `other than`,
-#   `elsewhere`) loses this part (on the CPU-shaped data only the figures are held to the data; its outcomes are the
-#   CPU rule's, below);
+# * a note consistent with the data: a performance table with one row per case id (first cell), its route (the cell
+#   under a `route` header, else the first cell that is `triton` or `fallback`) and its class
+#   (win/neutral/loss/fallback, as in exercise 06: the first word of the cell under a `class`, `outcome` or `verdict`
+#   header, else of the first cell that opens with a class name: `win (1.34x)` is a win); a case's row is its row under
+#   the **Performance** heading, else its first row anywhere; every other table row that names a case, anywhere in the
+#   note, is a claim too: its route, its class and every figure in it (`1.50x`, `9.8 us`, or a bare number) are held to
+#   the data; the table is folded in `<details>` there, or open; `Outcomes: 4 win, 2 neutral, 1 loss, 3 fallback` under
+#   the **Summary** heading: `N CLASS` for each class the table has (win, neutral, loss, fallback, plural or not),
+#   parted by `,`, `;` or `and`, each count the data's; a case line for each loss and each neutral case, `-
+#   c05_1024x128_fp16: loss, 9.0 -> 9.8 us (+8.9 %)`: the case id as its label, its class first, then at least one
+#   figure of its own (any case may have one; every class and figure in a case line is held to the data; its other
+#   words are a comment for the reader, and only their figures are read); on synthetic data the `Environment:` line
+#   says `synthetic`; and one rule read in prose: a sentence that says nothing is slower (a loss word after a word that
+#   denies every one, in one clause: `never slower`, `nothing is slower`, `no regressions`, `without losses`, `no shape
+#   got worse`; or a win word said of every case: `always faster`, `beats it on every shape`, `improves on it
+#   everywhere`, `all cases win`) while the table has losses, unless the same sentence names a case or its exceptions
+#   (`except`, `but`, `other than`, `elsewhere`) loses this part (on the CPU-shaped data only the figures are held to
+#   the data; its outcomes are the CPU rule's, below);
 # * how the numbers were measured: six labelled lines with the values of `env["harness"]`: `Timer: NAME`, `Warm-up: N
 #   ms`, `Synchronization: HOW` (in any words: synchronized, waits for the kernel, CUDA events, or the record's own),
 #   `Statistic: median of N samples`, `Spread: q80 - q20` (or `20th to 80th percentile`) and `Raw samples: FILE`;
@@ -110,7 +111,7 @@
 #   a GPU measurement`, and no speed-up is claimed anywhere, in prose, a labelled line or a table row (its header too):
 #   a multiplier (`1.5x`, `0.92x`) or a speed word (`faster`, `speed-up`) unless its sentence negates it or makes it
 #   conditional (`no speed-up is claimed` is fine); no case line, table row or `Outcomes:` count marks a case a win or
-#   a loss.
+#   a loss (a table cell in any words of one: `win (interpreter)`, `faster`, `slower`).
 # * concision: at most 600 words outside `<details>` blocks (the kit's rule for its own notes): keep the summary, the
 #   scope, the counts and the claim in sight, and fold full tables in `<details><summary>...</summary> ... </details>`
 #   (leave a blank line after `<summary>` so the Markdown inside renders). When a note is too long, the feedback gives

@@ -194,7 +194,7 @@ def _judge_sections(data, notes: dict[str, str]) -> None:
             heads = [h for h in found if re.search(pat, h)]
             if not heads:
                 problems.append(f"{which}: no '## ...' heading for {name}")
-            elif not any(own[h] or claims.all_table_rows(found_raw[h]) for h in heads):
+            elif not any(own[h] or claims.all_table_rows(found_raw[h]) or _lines(found_raw[h], df) for h in heads):
                 problems.append(f"{which}: the {name} section says nothing of its own ({SECTION_RULE})")
             elif name == "performance" and not any(all(str(c) in found[h] for c in df["case_id"]) for h in heads):
                 absent = [str(c) for c in df["case_id"] if not any(str(c) in found[h] for h in heads)]

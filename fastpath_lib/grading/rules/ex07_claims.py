@@ -30,10 +30,10 @@ import re
 from fastpath_lib.reading import words_outside_details
 from fastpath_lib.grading.rules.rendered import (all_table_rows, scope_text, sections, statements, table_rows,
                                                  visible_text)
-from fastpath_lib.grading.rules.assertion import asserted, stance
+from fastpath_lib.grading.rules.assertion import asserted
 from fastpath_lib.grading.vocabulary import FALLBACK, LOSS, NEUTRAL, WIN
 
-__all__ = ["statements", "figures", "figures_in", "is_figure", "outcome_of", "unaffirmed", "id_pattern",
+__all__ = ["statements", "figures", "figures_in", "is_figure", "outcome_of", "id_pattern",
            "column_limits", "dtypes_named", "case_dtype", "case_shape", "OUTCOME_WORDS", "sections",
            "words_outside_details", "table_rows", "route_cell", "scope_text", "claims_speedup", "all_table_rows",
            "visible_text"]
@@ -100,18 +100,6 @@ def outcome_of(clause: str, a: int = 0, b: int | None = None) -> str | None:
         return NEUTRAL
     named = [k for k in (WIN, LOSS, FALLBACK) if _claimed(clause, k, a, b)]
     return named[0] if len(named) == 1 else None
-
-
-def unaffirmed(clause: str, a: int = 0, b: int | None = None) -> dict[str, str]:
-    """Outcome -> ``"denied"`` or ``"open"`` for each outcome ``clause[a:b]`` names without asserting it
-    (:func:`~fastpath_lib.grading.rules.assertion.stance`: "it is a myth that c05 is slower" denies a loss, "c05 might
-    be slower" leaves it open)."""
-    out = {}
-    for k in OUTCOME_WORDS:
-        held = {stance(clause, m.start()) for m in _words(clause, k, a, b)}
-        if held and "asserted" not in held:
-            out[k] = "denied" if "denied" in held else "open"
-    return out
 
 
 def id_pattern(ids) -> re.Pattern:

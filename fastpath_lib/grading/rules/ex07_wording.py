@@ -48,12 +48,13 @@ FIGURE_RULE = ("a figure is a number with a unit (`us`, `µs`, `ms`, `x`, `×` o
 FIGURES_ARE = ("its medians, its spreads and the difference of its medians (in µs or ms), their ratio either way, the "
                "change either way (as a fraction or in percent) and each spread as a share of its median, to within "
                "one unit of the last digit written")
-TABLE_RULE = ("a performance table with one row per case id (first cell), its route and its class (win/neutral/loss/"
-              "fallback, as in exercise 06), each cell read as a sentence is (`win (1.34x)` marks a win; no other cell "
-              "of the row may claim another outcome); a case's row is its row under the **Performance** heading, "
-              "else its first row anywhere; every other table row that names a case, anywhere in the note, is a claim "
-              "too: its route, the outcome its cells claim or deny and every figure in it (`1.50x faster`, `9.8 us`) "
-              "are held to the data")
+TABLE_RULE = ("a performance table with one row per case id (first cell), its route (the cell under a `route` header, "
+              "else the first cell that is `triton` or `fallback`) and its class (win/neutral/loss/fallback, as in "
+              "exercise 06: the first word of the cell under a `class`, `outcome` or `verdict` header, else of the "
+              "first cell that opens with a class name: `win (1.34x)` is a win); a case's row is its row under the "
+              "**Performance** heading, else its first row anywhere; every other table row that names a case, "
+              "anywhere in the note, is a claim too: its route, its class and every figure in it (`1.50x`, `9.8 us`, "
+              "or a bare number) are held to the data")
 NO_LOSS_RULE = ("a sentence that says nothing is slower (a loss word after a word that denies every one, in one "
                 "clause: `never slower`, `nothing is slower`, `no regressions`, `without losses`, `no shape got "
                 "worse`; or a win word said of every case: `always faster`, `beats it on every shape`, `improves on "
@@ -66,7 +67,8 @@ METHOD_RULE = ("six labelled lines with the values of `env[\"harness\"]`: `Timer
 CPU_RULE = ("the `Environment:` line says `not a GPU measurement`, and no speed-up is claimed anywhere, in "
             "prose, a labelled line or a table row (its header too): a multiplier (`1.5x`, `0.92x`) or a speed word "
             "(`faster`, `speed-up`) unless its sentence negates it or makes it conditional (`no speed-up is claimed` "
-            "is fine); no case line, table row or `Outcomes:` count marks a case a win or a loss")
+            "is fine); no case line, table row or `Outcomes:` count marks a case a win or a loss (a table cell in any "
+            "words of one: `win (interpreter)`, `faster`, `slower`)")
 RENDER_RULE = ("The note is read as it renders (Markdown, as GitHub and JupyterLab show it): an HTML comment (`<!-- "
                "... -->`, on one line or many) is not read at all, HTML tags are read as spaces, and headings, "
                "paragraphs, list items and table rows are read where Markdown renders them")
