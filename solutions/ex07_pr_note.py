@@ -33,13 +33,13 @@
 # feedback names it and shows its form. The elements that earn points, in short (the rules follow):
 #
 # ```text
-# ## Summary   (then ## Scope if you like, and ## Eligibility and fallback, ## Semantic evidence, ## Mechanism,
-#              ## Performance, ## Limitations)
+# ## Summary                                              the six headings: Summary, Eligibility and fallback,
+#                                                         Semantic evidence, Mechanism, Performance, Limitations
 # Environment: DEVICE, torch X, triton Y
-# Outcomes: 4 win, 2 neutral, 1 loss, 3 fallback
-# - c05_1024x128_fp16: loss, 9.0 -> 9.8 us (+8.9 %)
+# Outcomes: 4 win, 2 neutral, 1 loss, 3 fallback          (under Summary)
+# - c05_1024x128_fp16: loss, 9.0 -> 9.8 us (+8.9 %)       (one per loss and per neutral case)
 # Scope: fp16, bf16 and fp32 inputs of at most 16384 columns; every other call runs the fallback, F.rms_norm.
-# | case | route | baseline us | candidate us | class |
+# | case | route | baseline us | candidate us | class |  (under Performance: one row per case)
 # - Timer: NAME
 # - Warm-up: N ms
 # - Synchronization: HOW
