@@ -181,7 +181,9 @@ def _cpu(edit):
     (lambda n: n.replace("## Summary\n", "## Summary\nOn this machine the kernel is 2x faster.\n", 1),
      "claims a speed-up from non-GPU data: 'On this machine the kernel is 2x faster.'"),
     (lambda n: n.replace("; not a GPU measurement", "", 1), "the `Environment:` line must say 'not a GPU measurement'"),
-], ids=["case line", "Outcomes", "prose speed-up", "no label"])
+    (lambda n: n.replace("; not a GPU", "; <del>not</del> a GPU", 1),
+     "the `Environment:` line must say 'not a GPU measurement'"),
+], ids=["case line", "Outcomes", "prose speed-up", "no label", "label struck"])
 def test_a_claim_from_cpu_data_loses_no_claims_only(edit, told):
     r = _by_part(ex.check_pr_note(_cpu(edit), show=False))
     fb = r["no_claims_from_cpu_data"].feedback
