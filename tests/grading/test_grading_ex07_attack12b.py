@@ -1,7 +1,7 @@
-"""Exercise 07, attack round 12b: text a reader might not see as the note's own plain statement (inside raw HTML,
-struck through, a heading, a block quote, code) can lose points but never earn them, and a case id written with
-hidden or lookalike characters is read as the case and reported. Each attack below scored 7/7 before; in-process
-(each test runs the check, about 0.3 s)."""
+"""Exercise 07, attack round 12b: a labelled line or table row a reader might not see as the note's own plain text
+(inside raw HTML, struck through, a heading, a block quote, code) is held to the data but earns nothing, and a case id
+written with hidden or lookalike characters is read as the case and reported. Each attack below scored 7/7 before;
+in-process (each test runs the check, about 0.3 s)."""
 
 import pytest
 
@@ -24,14 +24,14 @@ def _losers(df):
 
 
 def _lie_hidden_by(tag):
-    """The loss and neutral labels hidden (or struck) inline, a visible "sped up" in their place."""
+    """Each loss and neutral case line's class hidden (or struck) inline, a visible "win" in its place."""
     def edit(note, df):
         out = []
         for line in note.splitlines():
-            for label in ("- loss:", "- neutral"):
-                if line.startswith(label):
-                    head, tail = line.split(":", 1)
-                    line = f"- <{tag}>{head[2:]}</{tag.split()[0]}> sped up:{tail}"
+            for kind in ("loss", "neutral"):
+                if line.startswith("- ") and f": {kind}, " in line:
+                    head, tail = line.split(f": {kind}, ", 1)
+                    line = f"{head}: <{tag}>{kind}</{tag.split()[0]}> win, {tail}"
             out.append(line)
         return "\n".join(out)
     return edit
@@ -47,33 +47,36 @@ def _table(mark):
 
 @pytest.mark.parametrize("opening", ["<div hidden>", '<div style="display:none">', "> <details open>\n>"])
 def test_an_honest_note_a_reader_does_not_see_as_the_notes_own_earns_nothing(opening):
-    """G1: one visible sentence, the honest note inside a hidden element (or a block quote): only what the note
-    plainly states counts, so the sections, the scope and the method are missing."""
+    """G1: one visible sentence, the honest note inside a hidden element (or a block quote): its labelled lines and
+    its table earn nothing, so the note has no substance and no part is judged."""
     def edit(note, df):
         if opening.startswith(">"):
             return "## Summary\nGreat results all round; please merge.\n\n" + "\n".join("> " + ln for ln in
                                                                                       note.splitlines())
         return f"## Summary\nGreat results all round; please merge.\n\n{opening}\n\n{note}\n\n</div>\n"
     r = _grade(edit)
-    for part in ("sections", "environment_and_scope", "measurement_method", "consistent_with_data"):
-        assert not r[part].passed, (part, r)
+    assert not any(x.passed for x in r.values()), r
+    assert "not judged: the note has no substance" in r["sections"].feedback
 
 
 @pytest.mark.parametrize("tag", ["span hidden", "del", "s"])
-def test_outcome_words_hidden_or_struck_inline_do_not_name_a_loss(tag):
-    """G1b: the true outcome hidden by ``<span hidden>`` or struck, the visible text a lie: the cases are not named
-    with their outcome, and the visible "sped up" is checked."""
+def test_a_case_lines_class_hidden_or_struck_inline_leaves_the_visible_lie(tag):
+    """G8/G9: the true class hidden by ``<span hidden>`` or struck, the visible class a lie: the visible case line
+    calls the case a win, and the loss is not named."""
     r = _grade(_lie_hidden_by(tag))
     fb = r["consistent_with_data"].feedback
-    assert not r["consistent_with_data"].passed and "not named so" in fb, fb
+    assert not r["consistent_with_data"].passed and "c05_1024x128_fp16 win, the data says loss" in fb, fb
 
 
-def test_a_heading_is_checked_against_the_data():
-    """G2: "### c05_... is 1.5x faster" over an honest note is a claim the data contradicts."""
-    r = _grade(lambda note, df: "# Every case is faster with the fast path\n\n"
-               + "".join(f"### {c} is 1.5x faster\n\n" for c in _losers(df)) + note)
+@pytest.mark.parametrize("where", ["### {c}: win, 1.5x", "> - {c}: win, 1.5x", "```\n{c}: win, 1.5x\n```",
+                                   "<div hidden>\n\n{c}: win, 1.5x\n\n</div>", "- ~~{c}: win, 1.5x~~"])
+def test_a_labelled_line_a_reader_might_not_see_is_held_to_the_data(where):
+    """G2: a case line as a heading, in a block quote, a code block, hidden HTML or struck text over an honest note
+    claims what it says: the data contradicts it."""
+    r = _grade(lambda note, df: note.replace("## Performance\n", "## Performance\n" + "".join(
+        where.format(c=c) + "\n\n" for c in _losers(df)), 1))
     fb = r["consistent_with_data"].feedback
-    assert not r["consistent_with_data"].passed and "the note calls it win" in fb and "'1.5x'" in fb, fb
+    assert not r["consistent_with_data"].passed and "win, the data says" in fb and "'1.5x'" in fb, fb
 
 
 @pytest.mark.parametrize("mark", [lambda c: c[:3] + "\u200b" + c[3:], lambda c: "\u0441" + c[1:],

@@ -78,8 +78,8 @@ ITEMS: tuple[Item, ...] = (
     Item("environment metadata with the results: device and versions, timer, warm-up, synchronization, "
          "statistic and spread, raw samples; the scope: the predicate's column limit and dtypes", ("05", "07"),
          (("ex07", "environment_and_scope"), ("ex07", "measurement_method")), "check_pr_note"),
-    Item("the PR note, graded by what it asserts: concise, sections, every figure, outcome and count given for a "
-         "case checked against the data, the losses and neutral cases named with their figures", ("07",),
+    Item("the PR note, graded on what a program can decide: concise, sections, the performance table, the Outcomes "
+         "counts and a case line with a figure for each loss and neutral case, each held to the data", ("07",),
          (("ex07", "sections"), ("ex07", "concise"), ("ex07", "consistent_with_data")), "check_pr_note"),
     Item("no speed-up claimed from non-GPU data", ("05", "07"), (("ex07", "no_claims_from_cpu_data"),),
          "check_pr_note"),

@@ -1,14 +1,19 @@
 """Exercise 07: every table row of a note is a claim, wherever it stands.
 
-A rendered row (:func:`~fastpath_lib.grading.rules.rendered.all_table_rows`) that names one case claims what its
-cells say, each read as a sentence is: the route in its route cell, an outcome in any other cell (``win (1.34x)``,
-``1.50x faster``) and its figures (a number with a unit, or a bare number: ``9.8 us``, ``1.50x faster``, ``+8.9 %``,
-``9.8``). A row that contradicts the data is an inconsistency wherever it stands (a second table in the summary, a
-table folded in ``<details>``); the performance table, besides, must list every case once with its route and class.
+A rendered row (:func:`~fastpath_lib.grading.rules.rendered.all_table_rows`) names its case in its first cell and
+claims: its route (the cell under a ``route`` header, else the first cell that is ``triton`` or ``fallback``), its
+class (the cell under a ``class``, ``outcome`` or ``verdict`` header, else the first cell that opens with a class
+name; the cell's first word: ``win (1.34x)`` is a win) and its figures (a number with a unit, or a bare number:
+``9.8 us``, ``+8.9 %``, ``9.8``). A row that contradicts the data is an inconsistency wherever it stands (a second table
+in the summary, a table folded in ``<details>``); the performance table, besides, must list every case once with its
+route and class. No other cell is read for an outcome.
 
->>> cells = ["c05", "triton", "1.50x faster", "win"]
->>> [outcome_of(c) for c in cells[2:]], [v for c in cells for v, _, _ in figures_in(c)]
-(['win', 'win'], [1.5])
+>>> row_claims(["c05", "triton", "1.50x faster", "win (1.34x)"], ["case", "route", "speed", "class"])
+('triton', ['win'])
+>>> row_claims(["c05", "triton", "9.8", "losses"], ["case", "route", "us", "x"])
+('triton', ['loss'])
+>>> [v for c in ["c05", "1.50x faster", "9.8 us", "+8.9"] for v, _, _ in cell_figures(c)]
+[1.5, 9.8, 8.9]
 """
 
 from __future__ import annotations
@@ -21,14 +26,13 @@ from fastpath_lib.grading.rules.ex07_claims import (
     figures_in,
     id_pattern,
     is_figure,
-    outcome_of,
     route_cell,
     sections,
     table_rows,
-    unaffirmed,
 )
+from fastpath_lib.grading.vocabulary import FALLBACK, LOSS, NEUTRAL, WIN
 
-__all__ = ["row_claims", "row_problems", "performance_problems", "cell_figures", "disguised_ids"]
+__all__ = ["named", "row_claims", "row_problems", "performance_problems", "cell_figures", "disguised_ids"]
 
 _BARE = re.compile(r"([-+−]?\d+(?:\.(\d+))?)\s*(?:us|µs|μs|ms|x|×|%)?", re.IGNORECASE)
 
@@ -42,17 +46,28 @@ def cell_figures(cell: str) -> list[tuple[float, int, str]]:
     return found
 
 
-def row_claims(cells: list[str], header: list[str]) -> tuple[str | None, list[str], list[str]]:
-    """What a row claims: its route (or None), the outcomes its other cells assert, and those they deny."""
+#: A class name as a cell opens with it, plural or not.
+_CLASSES = {"win": WIN, "wins": WIN, "neutral": NEUTRAL, "loss": LOSS, "losses": LOSS, "fallback": FALLBACK}
+_CLASS_HEADERS = ("class", "outcome", "verdict")
+
+
+def _first_word(cell: str) -> str | None:
+    m = re.match(r"\W*([A-Za-z]+)", cell)
+    return _CLASSES.get(m.group(1).lower()) if m else None
+
+
+def row_claims(cells: list[str], header: list[str]) -> tuple[str | None, list[str]]:
+    """What a row claims: its route (or None) and its class (``[class]``, or ``[]`` where no cell gives one)."""
     at = route_cell(cells, header)
     route = cells[at].lower() if at is not None else None
-    others = [x for i, x in enumerate(cells) if i not in (0, at)]
-    claimed = list(dict.fromkeys(k for x in others if (k := outcome_of(x))))
-    denied = list(dict.fromkeys(k for x in others for k, how in unaffirmed(x).items() if how == "denied"))
-    return route, claimed, denied
+    col = next((i for i, h in enumerate(header) if h in _CLASS_HEADERS and i < len(cells)), None)
+    if col is None:
+        col = next((i for i, c in enumerate(cells) if i not in (0, at) and _first_word(c)), None)
+    k = _first_word(cells[col]) if col is not None else None
+    return route, [k] if k else []
 
 
-def _named(cells: list[str], ids) -> str | None:
+def named(cells: list[str], ids) -> str | None:
     """The one case a row names (its first cell, else the one case id in its cells)."""
     if cells and cells[0] in ids:
         return cells[0]
@@ -63,10 +78,10 @@ def _named(cells: list[str], ids) -> str | None:
 def row_problems(which: str, note: str, rows: dict, known, *, outcomes: dict | None = None,
                  routes: dict | None = None) -> list[str]:
     """Every rendered row that names a case of ``rows``, against the data: each figure one of ``known(case)``, and
-    where ``outcomes`` and ``routes`` are given (GPU data), its route and the outcome its cells claim or deny."""
+    where ``outcomes`` and ``routes`` are given (GPU data), its route and its class."""
     out = []
     for cells, header in all_table_rows(note, checked=True):
-        cid = _named(cells, rows)
+        cid = named(cells, rows)
         if cid is None:
             continue
         shown = " | ".join(cells)
@@ -75,13 +90,11 @@ def row_problems(which: str, note: str, rows: dict, known, *, outcomes: dict | N
                     for v, d, raw in cell_figures(cell) if not is_figure(v, d, known(cid))]
         if outcomes is None or routes is None:
             continue
-        route, claimed, denied = row_claims(cells, header)
+        route, claimed = row_claims(cells, header)
         if route is not None and route != routes[cid]:
             out.append(f"{which}, {cid}: a table row ({shown}) gives route {route}, the data {routes[cid]}")
         if claimed and claimed != [outcomes[cid]]:
             out.append(f"{which}, {cid}: a table row ({shown}) says {claimed}, the data says {outcomes[cid]}")
-        if outcomes[cid] in denied:
-            out.append(f"{which}, {cid}: a table row ({shown}) denies that it is {outcomes[cid]}, as the data says")
     return list(dict.fromkeys(out))
 
 
@@ -111,7 +124,7 @@ def performance_problems(which: str, note: str, outcomes: dict, routes: dict, he
         if cid not in found:
             out.append(f"{which}, {cid}: not in the performance table")
             continue
-        route, claimed, _ = row_claims(*found[cid])
+        route, claimed = row_claims(*found[cid])
         if route != routes[cid]:
             out.append(f"{which}, {cid}: the row gives route {route or 'none'}, the data {routes[cid]}")
         if claimed != [cls]:

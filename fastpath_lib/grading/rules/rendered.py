@@ -176,9 +176,9 @@ def _blocks(note: str, checked: bool = False, raw: bool = False) -> tuple[Block,
     return tuple(out)
 
 
-def blocks(note: str) -> list[Block]:
-    """The rendered note's blocks, in order (:class:`Block`)."""
-    return list(_blocks(note))
+def blocks(note: str, *, checked: bool = False) -> list[Block]:
+    """The rendered note's blocks, in order (:class:`Block`); ``checked``: every block a reader might see or not."""
+    return list(_blocks(note, checked))
 
 
 def _sentences(text: str) -> list[str]:
