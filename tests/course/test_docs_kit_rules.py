@@ -39,3 +39,24 @@ def test_the_docs_builtin_lists_are_the_graders_and_the_rest_of_the_frontends():
     for m in (ref, sandbox):
         assert _names(m.group(1)) == accepted
         assert _names(m.group(2)) == refused
+
+
+# --- the marker an absent torch operator returns in exercise 08 ------------------------------------------------------
+
+def test_the_marker_is_exact_in_the_dtypes_the_sandbox_page_names_and_those_are_exercise_08s():
+    import torch
+
+    from fastpath_lib.grading.checks import ex08_capstone
+    from fastpath_lib.grading.rules.borrowed import MARKER
+
+    said = re.search(r"`borrowed\.MARKER` \((-?\d+), exact in (.*?), the dtypes the checks draw;",
+                     _flat("docs/grading-sandbox.md"))
+    assert said, "the sentence on borrowed.MARKER moved: update this test"
+    assert float(said.group(1)) == MARKER
+    names = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32, "fp64": torch.float64}
+    named = {names[n] for n in re.findall(r"\b(?:fp|bf)\d+\b", said.group(2))}
+    # the cases named, and those _drawn_case draws at random (fp32 or fp16)
+    drawn = {c.dtype for c in ex08_capstone._CASES + ex08_capstone._DISPATCH_CASES} | {torch.float32, torch.float16}
+    assert named == drawn
+    for dtype in named:
+        assert torch.tensor(MARKER).to(dtype).item() == MARKER, dtype
