@@ -60,3 +60,41 @@ def test_the_marker_is_exact_in_the_dtypes_the_sandbox_page_names_and_those_are_
     assert named == drawn
     for dtype in named:
         assert torch.tensor(MARKER).to(dtype).item() == MARKER, dtype
+
+
+# --- the kernels the kit shows as templates compute row offsets as exercises 02 and 08 require --------------------
+
+#: Kernels offered as a model for the reader's own: the practitioners' worked example (each ``python`` block of the
+#: page), the op modules the kit's tests build from it, the kit's own kernels and the upstream forms.
+_TEMPLATES = ("tests/absmax_op.py", "tests/bias_square_op.py", "fastpath_lib/rmsnorm/kernels.py",
+              "fastpath_lib/fused/kernels.py", "fastpath_lib/selftest.py",
+              "upstream/vllm/vllm/kernels/triton/layernorm.py")
+
+
+def _template_sources() -> dict[str, str]:
+    blocks = re.findall(r"```python\n(.*?)```", (ROOT / "docs" / "practitioners.md").read_text(), re.S)
+    out = {f"docs/practitioners.md block {i}": b for i, b in enumerate(blocks) if "@triton.jit" in b}
+    assert out, "docs/practitioners.md shows no kernel: update this test"
+    return out | {p: (ROOT / p).read_text() for p in _TEMPLATES}
+
+
+def test_every_template_kernel_passes_the_graders_int64_row_offset_rule():
+    from fastpath_lib.grading.rules.kernel_source import _Source
+    from fastpath_lib.grading.rules.row_offsets import offset_problem
+
+    seen = 0
+    for where, text in _template_sources().items():
+        src = _Source(text)
+        for name, fn in src.kernels.items():
+            seen += 1
+            assert offset_problem(src, fn) is None, (where, name, offset_problem(src, fn))
+    assert seen >= 8
+
+
+def test_the_int64_rule_refuses_the_int32_form_of_the_practitioners_example():
+    from fastpath_lib.grading.rules.kernel_source import _Source
+    from fastpath_lib.grading.rules.row_offsets import offset_problem
+
+    text = next(iter(_template_sources().values())).replace("tl.program_id(0).to(tl.int64)", "tl.program_id(0)")
+    src = _Source(text)
+    assert any(offset_problem(src, fn) for fn in src.kernels.values())
