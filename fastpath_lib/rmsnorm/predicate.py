@@ -406,8 +406,9 @@ PREDICATE = Predicate("rmsnorm", [
               (Boundary("no dual level", {}, True), Boundary("inside forward_ad.dual_level()", {"forward_ad": True},
                                                                 False))),
     Condition("functorch_transform", "no torch.func transform running", _check_transform, "mode",
-              "vmap, grad, vjp, jvp, jacrev, jacfwd, hessian and functional_call use F.rms_norm's own batching "
-              "and derivative rules (under vmap that is already one batched call)",
+              "vmap, grad, vjp, jvp, jacrev, jacfwd and hessian (and functional_call under one of them; alone it "
+              "is no transform) use F.rms_norm's own batching and derivative rules (under vmap that is already one "
+              "batched call)",
               (Boundary("no transform", {}, True), Boundary("under vmap", {"transform": "Vmap"}, False),
                Boundary("under grad", {"transform": "Grad"}, False),
                Boundary("under jvp", {"transform": "Jvp"}, False))),
