@@ -98,3 +98,22 @@ def test_the_int64_rule_refuses_the_int32_form_of_the_practitioners_example():
     text = next(iter(_template_sources().values())).replace("tl.program_id(0).to(tl.int64)", "tl.program_id(0)")
     src = _Source(text)
     assert any(offset_problem(src, fn) for fn in src.kernels.values())
+
+
+# --- the backward's counted traffic against its model --------------------------------------------------------------
+
+def test_the_benchmarks_pages_backward_count_is_the_scratch_in_place_of_dw():
+    import torch
+
+    from fastpath_lib.bench import mechanism
+    from fastpath_lib.bench.timing import bytes_moved
+
+    m = re.search(r"\(([\d,]+) counted against ([\d,]+) modelled at (\d+)x(\d+) bf16: ([\d,]+) bytes of scratch "
+                  r"instead of ([\d,]+) of `dw`\)", _flat("docs/benchmarks.md"))
+    assert m, "the sentence on the backward's count moved: update this test"
+    counted, model, rows, cols, scratch, dw = (int(g.replace(",", "")) for g in m.groups())
+    assert model == bytes_moved(rows, cols, torch.bfloat16, "backward")
+    assert dw == cols * 2 and counted - model == scratch - dw
+    ok, why = mechanism.explain({"pass": "backward", "rows": rows, "cols": cols, "dtype": "bfloat16",
+                                 "bytes_moved": model, "counted_bytes": counted, "scratch_bytes": scratch})
+    assert ok and "in place of the dw the model writes" in why, why
