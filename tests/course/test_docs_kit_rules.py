@@ -117,3 +117,14 @@ def test_the_benchmarks_pages_backward_count_is_the_scratch_in_place_of_dw():
     ok, why = mechanism.explain({"pass": "backward", "rows": rows, "cols": cols, "dtype": "bfloat16",
                                  "bytes_moved": model, "counted_bytes": counted, "scratch_bytes": scratch})
     assert ok and "in place of the dw the model writes" in why, why
+
+
+# --- the memory rule exercise 02's check holds, as instructors.md states it ----------------------------------------
+
+def test_instructors_state_exercise_02s_memory_rule_clause_by_clause():
+    from fastpath_lib.grading.checks.ex02_kernel import MEMORY_RULE
+
+    said = re.search(r"the memory rule the exercise prints \(`ex02_kernel\.MEMORY_RULE`: (.*?)\), and the feedback",
+                     _flat("docs/instructors.md"))
+    assert said, "instructors.md's sentence on ex02's memory rule moved: update this test"
+    assert said.group(1).split("; ") == [c.split(" (")[0] for c in MEMORY_RULE]
