@@ -128,3 +128,38 @@ def test_instructors_state_exercise_02s_memory_rule_clause_by_clause():
                      _flat("docs/instructors.md"))
     assert said, "instructors.md's sentence on ex02's memory rule moved: update this test"
     assert said.group(1).split("; ") == [c.split(" (")[0] for c in MEMORY_RULE]
+
+
+# --- the device and architecture conditions: the predicate's table and exercise 13 say what the checks do ----------
+
+def test_the_device_rule_the_table_and_exercise_13_state_is_the_predicates():
+    from types import SimpleNamespace
+
+    from fastpath_lib.grading.checks.ex13_review import DEVICE_RULE
+    from fastpath_lib.rmsnorm.limits import Limits, check_arch
+    from fastpath_lib.rmsnorm.predicate import PREDICATE, _check_device
+
+    def ctx(dev, interpret):
+        return SimpleNamespace(device_type=dev, interpret=interpret, capability=(7, 0), limits=Limits())
+
+    holds = {(d, i): _check_device(ctx(d, i)) is None for d in ("cuda", "cpu") for i in (False, True)}
+    assert holds == {("cuda", False): True, ("cpu", True): True, ("cuda", True): False, ("cpu", False): False}
+    judged = {(d, i) for d in ("cuda", "cpu") for i in (False, True) if check_arch(ctx(d, i)) is not None}
+    assert judged == {("cuda", False)}  # an sm_70 is refused only where the architecture is judged
+    why = {c.name: c.why for c in PREDICATE.conditions}
+    assert "on a CPU only the interpreter runs them, and a CUDA tensor fails while it is on" in why["device"]
+    assert "judged only on CUDA with the interpreter off" in why["architecture"]
+    assert "a CUDA tensor while the interpreter is on fails `device`" in DEVICE_RULE
+    assert "`architecture` is judged only on CUDA with the interpreter off" in DEVICE_RULE
+
+
+# --- reference.md owns the kernel rules exercises 02 and 08 state -------------------------------------------------
+
+def test_reference_md_owns_the_kernel_rules_exercises_02_and_08_state():
+    """The section both exercises link to states every rule their checks hold (``STATED``), in the checks' words."""
+    from fastpath_lib.grading.checks import ex02_kernel, ex08_capstone
+
+    page = _flat("docs/reference.md")
+    section = page.split("## A kernel in the grader (exercises 02 and 08)", 1)[1].split("## ", 1)[0]
+    for rule in {*ex02_kernel.STATED, *ex08_capstone.STATED}:
+        assert " ".join(rule.split()) in section, rule
