@@ -62,8 +62,8 @@ MENTION = re.compile(
     r"|\b(?:torch|PyTorch|Triton|vLLM|CUDA)\s+\d+\.\d+"
     r"|\bsm_\d+|\b[HAB]\d00\b"
     rf"|\b(?:{_SUBJECTS})(?:'s)?\s+(?:[a-z]+\s+){{0,2}}?(?:{_VERBS})\b"
-    r"|\bTriton(?:'s\s+(?:[a-z]+\s+){0,2}?|\s+)(?:is|does|has|compiles|builds|caches|launches|runs|reads|gives|declares|defines|provides|"
-    r"accepts|supports|requires|refuses|raises|calls|takes)\b")
+    r"|\bTriton(?:'s\s+(?:[a-z]+\s+){0,2}?|\s+)(?:is|does|has|compiles|builds|caches|launches|runs|reads|gives|"
+    r"declares|defines|provides|accepts|supports|requires|refuses|raises|calls|takes)\b")
 
 
 def flat(text: str) -> str:
