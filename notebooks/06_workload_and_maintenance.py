@@ -297,7 +297,8 @@ with tempfile.TemporaryDirectory() as cache:
 # ## 7. The fallback switch and an owner
 #
 # Every fast path needs a way off that does not require a code change, and somebody who answers when it breaks.
-# Here the switch is `force_fallback()` (tests, debugging) and `FASTPATH_FORCE_FALLBACK=1` (production):
+# Here that way is `FASTPATH_FORCE_FALLBACK=1` in the environment (production; read at import); in code, the context
+# manager `force_fallback()` does the same inside a block (tests, debugging):
 
 # %%
 x = torch.randn(2 * R, 64, device=DEVICE)

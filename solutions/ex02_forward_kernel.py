@@ -28,7 +28,7 @@
 # values, a residual that is itself a row slice, and a shape drawn at each run), writes every output inside a poisoned
 # buffer, and compares with the plain-torch spec below. Under Triton's CPU interpreter this takes a few seconds. The
 # grader also reads your source: what it launches must be your own `@triton.jit` function, whose body uses
-# `triton.language` only.
+# `triton.language` and the few Python builtins the grader accepts (`range`, `min`, `max`, ...: listed below) only.
 #
 # **Your kernel in the grader.** The grader compiles every kernel your code launches with Triton's compiler for a GPU
 # (sm_80) before it runs any of them under the interpreter, and a part fails when that step refuses one ([a kernel in

@@ -258,9 +258,9 @@ ex.check_readiness("review_comments", answer_review)
 # Return the PR's cost lines: `{"saved_share", "unmeasured_calls", "binaries", "cold_start_s", "cubin_bytes",
 # "switch", "owner"}`: the share of the measured baseline total the fast path saves (totals over the measured rows
 # only), how many calls those totals leave out, how many distinct binaries the calls need, the seconds a fresh
-# process spends compiling them, their size, the kit's way off the fast path without a code change (a str, written
-# as a reader would use it: the environment variable with its value, `"FASTPATH_FORCE_FALLBACK=1"`, or the
-# function's call, `"force_fallback()"` or `"fastpath_lib.force_fallback()"`), and the person who answers for it:
+# process spends compiling them, their size, the kit's switch off the fast path (a str, written as a reader would
+# use it: the environment variable with its value, `"FASTPATH_FORCE_FALLBACK=1"`, which needs no code change, or the
+# context manager, `"force_fallback()"` or `"fastpath_lib.force_fallback()"`), and the person who answers for it:
 # the person the scenario's CODEOWNERS file names for the kernel's file: `build["codeowners"]` read for
 # `build["kernel_file"]` as GitHub reads it (a line starting with `#` is a comment; every other line is a pattern and
 # a handle; `*` matches every file, `*.EXT` every file whose name ends in `.EXT`, `/DIR/` every file under the

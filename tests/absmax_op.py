@@ -30,7 +30,7 @@ def absmax_scale_kernel(
     BLOCK_SIZE: tl.constexpr,  # one block holds a whole row
 ):
     """``y = x / max(|x|)`` per row (a zero row stays zero)."""
-    row = tl.program_id(0)
+    row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK_SIZE)
     mask = cols < n_cols
     x = tl.load(X_ptr + row * n_cols + cols, mask=mask, other=0.0).to(tl.float32)

@@ -32,7 +32,7 @@ def bias_square_fwd_kernel(
     BLOCK_SIZE: tl.constexpr,  # one block holds a whole row
 ):
     """``y = x * x + b``, one program per row."""
-    row, cols = tl.program_id(0), tl.arange(0, BLOCK_SIZE)
+    row, cols = tl.program_id(0).to(tl.int64), tl.arange(0, BLOCK_SIZE)
     mask = cols < n_cols
     x = to_fp32(tl.load(X_ptr + row * n_cols + cols, mask=mask, other=0.0))
     b = to_fp32(tl.load(B_ptr + cols, mask=mask, other=0.0))
@@ -49,7 +49,7 @@ def bias_square_bwd_kernel(
     BLOCK_SIZE: tl.constexpr,
 ):
     """``dx = SCALE * x * dy``, one program per row."""
-    row, cols = tl.program_id(0), tl.arange(0, BLOCK_SIZE)
+    row, cols = tl.program_id(0).to(tl.int64), tl.arange(0, BLOCK_SIZE)
     mask = cols < n_cols
     x = to_fp32(tl.load(X_ptr + row * n_cols + cols, mask=mask, other=0.0))
     dy = to_fp32(tl.load(DY_ptr + row * n_cols + cols, mask=mask, other=0.0))

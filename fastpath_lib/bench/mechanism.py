@@ -197,8 +197,9 @@ def traffic_section(df: pd.DataFrame, *, baseline: str | None = None, vectors: l
           "launch" + (f"; {' and '.join(reread)}: logical traffic, served by cache on a GPU" if reread else "")
           + ". The distinct count is the one to set against the model and the bandwidth."]
     if notes:
-        L.append(f"The backward's count ({', '.join(notes)}) includes the kernel's fp32 partial-dw scratch: each "
-                 "program writes its share of dw to its own fp32 row, which torch.sum reduces after the launch; the "
+        L.append(f"The backward's count ({', '.join(notes)}) includes the kernel's fp32 partial-dw scratch in "
+                 "place of the dw the model writes: each program writes its share of dw to its own fp32 row, which "
+                 "torch.sum reduces after the launch (dw itself is written by torch, not by a Triton launch); the "
                  "model leaves that scratch out by design (it is the kernel's cost, not the problem's).")
     return L
 

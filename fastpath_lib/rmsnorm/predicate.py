@@ -5,9 +5,8 @@ In words: the Triton kernels run when **all** of these hold, and ``torch.nn.func
 * *mode*: the fallback is not forced (:func:`fastpath_lib.force_fallback`, ``FASTPATH_FORCE_FALLBACK=1``); no CUDA
   graph is being captured, unless the op's capture test passed here by this path (``capture.json``); in backward, no
   higher-order graph is requested (``create_graph=True`` takes the differentiable fallback); no forward-mode AD level
-  is active (dual tensors) and no ``torch.func`` transform (vmap, grad, vjp, jvp, jacrev, jacfwd, hessian,
-  functional_call under grad) is running: ``F.rms_norm`` has its own rules for all of them, so those calls behave
-  exactly as ``F.rms_norm``;
+  is active (dual tensors) and no ``torch.func`` transform (vmap, grad, vjp, jvp, jacrev, jacfwd, hessian; and
+  functional_call under one) runs: ``F.rms_norm`` has its own rules for them, so those calls behave as it does;
 * *tensor kind*: input and weight are plain strided tensors (``torch.Tensor`` or ``nn.Parameter``; the fake and
   functional tensors that ``torch.compile`` and ``torch.export`` trace with count as plain): nested inputs and
   ``__torch_dispatch__`` subclasses take the fallback, which handles them, and a sparse input takes it too and raises
@@ -406,8 +405,8 @@ PREDICATE = Predicate("rmsnorm", [
               (Boundary("no dual level", {}, True), Boundary("inside forward_ad.dual_level()", {"forward_ad": True},
                                                                 False))),
     Condition("functorch_transform", "no torch.func transform running", _check_transform, "mode",
-              "vmap, grad, vjp, jvp, jacrev, jacfwd, hessian and functional_call use F.rms_norm's own batching "
-              "and derivative rules (under vmap that is already one batched call)",
+              "vmap, grad, vjp, jvp, jacrev, jacfwd and hessian (and functional_call under one of them; alone it is "
+              "no transform) use F.rms_norm's own batching and derivative rules (under vmap, one batched call)",
               (Boundary("no transform", {}, True), Boundary("under vmap", {"transform": "Vmap"}, False),
                Boundary("under grad", {"transform": "Grad"}, False),
                Boundary("under jvp", {"transform": "Jvp"}, False))),
@@ -420,11 +419,12 @@ PREDICATE = Predicate("rmsnorm", [
                Boundary("DTensor", {"kind": "DTensor (a tensor subclass)"}, False),
                Boundary("sparse", {"kind": "layout sparse_coo"}, False))),
     Condition("device", "CUDA tensor, or CPU tensor under the Triton interpreter", _check_device, "device",
-              "the kernels are Triton; on a CPU only the interpreter can run them",
+              "the kernels are Triton; on a CPU only the interpreter runs them, and a CUDA tensor fails while it is on",
               (Boundary("current device", {}, True),
                Boundary("cpu, interpreter off", {"device": "cpu", "interpret": False}, False))),
     Condition("architecture", "compute capability >= 8.0 on CUDA (sm_75 fp16/fp32 only in allow_sm75())", check_arch,
-              "architecture", "Triton's supported hardware starts at 8.0; a T4 learner's opt-in is unmeasured",
+              "architecture", "Triton's supported hardware starts at 8.0; a T4 learner's opt-in is unmeasured; "
+              "judged only on CUDA with the interpreter off",
               tuple(Boundary(f"sm_{a}{b}", {"device_type": "cuda", "interpret": False, "capability": (a, b)},
                              (a, b) >= MIN_CAPABILITY) for a, b in ((7, 5), (8, 0), (8, 6), (9, 0)))),
     Condition("dtype", "input dtype fp16, bf16 or fp32", _check_dtype, "dtype",

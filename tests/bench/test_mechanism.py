@@ -77,7 +77,8 @@ def test_the_table_names_the_backward_scratch_and_bolds_what_it_cannot_explain()
                                                 backward_rereads=["the backward reads each row twice"]))
     assert "| bwd | backward | 16x512 | 2 | 84,992 | 92,160 | 5 + 2 w | 172,032 | 1.87 | 0 |" in text
     assert "the backward reads each row twice: logical traffic" in text
-    assert "The backward's count (bwd) includes the kernel's fp32 partial-dw scratch" in text
+    assert ("The backward's count (bwd) includes the kernel's fp32 partial-dw scratch in place of the dw the model "
+            "writes") in text
     assert "**the bytes model says 100, the interpreter counted 102 (+2 bytes the kit cannot explain)**" in text
 
 

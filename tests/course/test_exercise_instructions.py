@@ -37,6 +37,23 @@ def test_ex13_names_every_answer_its_check_accepts():
     assert not missing, missing
 
 
+def test_ex13_says_which_switch_needs_no_code_change_and_the_kit_agrees():
+    """Part 5 accepts the environment variable and the context manager; only the variable is "no code change":
+    it is the kit's, read at import, and ``force_fallback()`` is a context manager used in code."""
+    import contextlib
+
+    import fastpath_lib
+    from fastpath_lib import routing
+    from fastpath_lib.grading.rules.ex13_scenarios import SWITCHES
+
+    text = " ".join(_markdown("ex13").split())
+    env = next(s for s in SWITCHES if "=" in s)
+    assert f'`"{env}"`, which needs no code change, or the context manager' in text
+    assert "without a code change" not in text
+    assert env == f"{routing.FORCE_ENV}=1"
+    assert isinstance(fastpath_lib.force_fallback(), contextlib.AbstractContextManager)
+
+
 def test_ex08_states_the_element_cap_of_its_evidence_check():
     from fastpath_lib.grading.checks import ex08_evidence
 

@@ -83,3 +83,18 @@ def test_check_raises_with_the_verdict(monkeypatch, kernels):
     monkeypatch.setattr(kernels, "forward", lambda x2d, w, eps, **kw: right(x2d, w, eps, **kw) * 2)
     with pytest.raises(RuntimeError, match="kit's kernels are at fault"):
         selftest.check()
+
+
+def test_the_fused_ops_kernels_are_checked_too(monkeypatch):
+    """docs/practitioners.md: ``selftest`` checks RMSNorm's kernels and the fused op's."""
+    from fastpath_lib.fused import kernels as fused
+
+    right = fused.forward
+
+    def residual_off_by_one(x, r, w, eps, **kw):
+        out, s = right(x, r, w, eps, **kw)
+        return out, s + 1
+
+    monkeypatch.setattr(fused, "forward", residual_off_by_one)
+    res = selftest.run()
+    assert not res.ok and res.culprit == "kernel" and "fused residual" in str(res), str(res)

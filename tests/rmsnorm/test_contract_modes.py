@@ -104,6 +104,18 @@ def test_torch_func_transform_matches_reference(name, xw):
     assert any(t.abs().sum() > 0 for t in (got if isinstance(got, tuple) else (got,)))
 
 
+def test_functional_call_alone_is_no_transform_and_takes_the_triton_route(xw):
+    """The predicate's text: functional_call falls back only under a transform (the table's
+    ``"functional_call + grad"`` above); alone it sets no functorch level."""
+    x, w = xw
+    why = next(c.why for c in PREDICATE.conditions if c.name == "functorch_transform")
+    assert "functional_call under one of them; alone it is no transform" in why
+    with fastpath_lib.record_routes() as routes:
+        got = torch.func.functional_call(_Norm(f_ours), {"weight": w}, (x,))
+    assert compare(got, reference_rms_norm(x, [32], w), x.dtype) is None
+    assert routes == {"triton": 1}, routes
+
+
 def test_explain_names_the_running_transform(xw):
     x, w = xw
     seen = []

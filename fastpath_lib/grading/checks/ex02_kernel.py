@@ -6,10 +6,11 @@ outputs with a plain-torch spec; handing back the kit's kernels fails. From the 
 (:mod:`fastpath_lib.grading.rules.kernel_source`), the kernel must be their own ``@triton.jit`` function doing the work,
 and the stretch backward must launch one and compute nothing in torch; an object that only answers a launch, or a launch
 for show, scores nothing. The kernel is graded on memory too, as GPU-Puzzles does (:func:`memory_problem`): under
-Triton's interpreter every load and store is counted (:mod:`fastpath_lib.traffic`), and each input element must be read
-once, each output element written once, nothing outside the tensors; and one more launch, whose row stride puts row 3 at
-``2**32 + 8`` elements on tensors that hold row 0 only, shows a row offset computed in int32 (it wraps back inside them;
-:func:`overflow_problem`); the stretch backward's launcher gets the same probe through its own launch
+Triton's interpreter every load and store is counted (:mod:`fastpath_lib.traffic`) against :data:`MEMORY_RULE`: each
+element of x and of the residual read once and of the weight at most once per program, no input written, each output
+element written once and never read back, nothing outside the tensors; and one more launch, whose row stride puts
+row 3 at ``2**32 + 8`` elements on tensors that hold row 0 only, shows a row offset computed in int32 (it wraps
+back inside them; :func:`overflow_problem`); the stretch backward's launcher gets the same probe through its own launch
 (:mod:`~fastpath_lib.grading.engine.far_rows`); both probes move one program per row on axis 0, and the source rule
 :mod:`~fastpath_lib.grading.rules.row_offsets` refuses an int32 product of a program id in any grid. Feedback says which
 rule failed: wrong values, or right values and the memory rule, or int32 offsets. The stretch backward's launcher may

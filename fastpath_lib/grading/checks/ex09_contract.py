@@ -127,7 +127,8 @@ def _noisy_backward(x, ns, w, eps):
 
 
 class _ZeroTangent(torch.autograd.Function):
-    """Forward and backward right, forward-mode derivative zero (what a custom op without a jvp rule used to give)."""
+    """Forward and backward right, forward-mode derivative zero (the silent failure a parity test of the
+    forward-mode derivative must catch)."""
 
     @staticmethod
     def forward(x, ns, w, eps):

@@ -121,8 +121,8 @@ def _grade_one(name: str, fn, sc):
         ok = all(out[k] == want[k] if k == "owner" else real(out[k]) == want[k]
                  if k in ("unmeasured_calls", "binaries", "cubin_bytes") else _close(out[k], want[k]) for k in want)
         if out["switch"] not in SWITCHES:
-            raise Fail(f"switch {out['switch']!r} is not the kit's way off the fast path without a code change "
-                       f"(one of {list(SWITCHES)})")
+            raise Fail(f"switch {out['switch']!r} is not the kit's switch off the fast path (the environment "
+                       f"variable or the context manager: one of {list(SWITCHES)})")
         shown = {k: v if k == "owner" or real(v) is None or real(v).is_integer() else round(real(v), 6)
                  for k, v in ((k, out[k]) for k in want)}
         return shown, {k: v if k == "owner" else round(v, 6) for k, v in want.items()}, ok

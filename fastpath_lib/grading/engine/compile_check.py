@@ -29,8 +29,9 @@ _PYTHON_OBJECT_BUILTINS = ("getattr", "hasattr", "list")
 @functools.cache
 def kernel_builtins() -> frozenset[str]:
     """The Python builtins a kernel body may call: those Triton's frontend provides a kernel
-    (``CodeGenerator.builtin_namespace``: ``range``, ``min``, ``max``, ``len``, ``int``, ``float``, ``isinstance``,
-    ``print``; not ``bool``, which it lacks) but ``getattr``, ``hasattr`` and ``list``. The compile step
+    (``CodeGenerator.builtin_namespace``; not ``bool``, which it lacks) less ``getattr``, ``hasattr`` and ``list``,
+    which the frontend provides too: ``range``, ``min``, ``max``, ``len``, ``int``, ``float``, ``isinstance``,
+    ``print``. The compile step
     (:func:`callee_problem`) and the source rule
     (:func:`~fastpath_lib.grading.rules.kernel_body.body_problem`) read the same set."""
     from triton.compiler.code_generator import CodeGenerator
@@ -71,9 +72,10 @@ def callee_problem(fn) -> str | None:
     Triton's language; ``None`` where it is: a ``@triton.jit`` function, a function ``triton.language`` marks as a
     builtin (``tl.load``, ``tl.sum``, a tensor's ``.to``), a constexpr function or a class of ``triton.language``
     (``tl.constexpr``), a method of one of its types on a value (``X.dtype.element_ty.is_fp16()``), or one of the
-    Python builtins the frontend itself provides a kernel (``range``, ``min``, ``max``, ``len``, ``int``, ``float``,
-    ``isinstance``, ``print``; not ``getattr``, ``hasattr`` or ``list``, which reach attributes by name or build
-    Python objects). Triton's own functions (``tl.max``, ``tl.rand``) call nothing else."""
+    Python builtins the frontend itself provides a kernel that :func:`kernel_builtins` keeps (``range``, ``min``,
+    ``max``, ``len``, ``int``, ``float``, ``isinstance``, ``print``; the frontend also provides ``getattr``,
+    ``hasattr`` and ``list``, which reach attributes by name or build Python objects, and the grader refuses them).
+    Triton's own functions (``tl.max``, ``tl.rand``) call nothing else."""
     from triton.compiler.code_generator import BoundJITMethod, CodeGenerator
     from triton.language import core
     from triton.runtime.jit import BoundConstexprFunction, ConstexprFunction, JITFunction

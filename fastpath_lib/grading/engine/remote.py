@@ -19,7 +19,7 @@ treated as the learner's own answer, nothing more. The kernel holds no secret of
 (:meth:`Session.run_tests`, the channel in reverse). A check that declares its outputs (:func:`outputs`) keeps its
 own copies of the inputs: the kernel's writes reach only the declared tensors, and a write into any other is a
 failure (:class:`InputWritten`), never a new value of the check's input; a check that declares nothing gets every
-write copied back (the older rule, for checks that pass output buffers without saying so).
+write copied back (the default, for checks that pass output buffers without saying so).
 """
 
 from __future__ import annotations
@@ -196,7 +196,7 @@ def outputs(*tensors: torch.Tensor):
     """Within this block, a call of the learner's code may write only into ``tensors`` (the outputs the check passes):
     those get what the kernel wrote; a write into any other tensor argument raises :class:`InputWritten`, and the
     check's own tensor keeps its value (the expected answer is computed from what the grader drew, never from what the
-    learner's code left there). Outside any such block every argument gets what the kernel wrote (the older rule)."""
+    learner's code left there). Outside any such block every argument gets what the kernel wrote (the default)."""
     token = _OUTPUTS.set(tuple(tensors))
     try:
         yield

@@ -215,8 +215,9 @@ KIT_KERNELS = kit("rmsnorm/kernels.py", why="those are the kit's own kernels")
 
 
 #: What an absent torch operator returns in the grader's kernel of an exercise whose checks accept it where the
-#: learner's code may call torch's operator (exercise 08's fallback route): every element this value, exact in every
-#: floating dtype (a power of two inside float16's range), and the result of none of the exercises' operators (a
+#: learner's code may call torch's operator (exercise 08's fallback route): every element this value, exact in each
+#: dtype exercise 08's cases draw (fp16, bf16, fp32, fp64: a power of two inside float16's range; not in the float8
+#: dtypes, whose range stops short of it), and the result of none of the exercises' operators (a
 #: softmax lies in [0, 1], a log-softmax row holds a value >= -log(n), a normalized or layer-normed row of equal
 #: values is +-1/sqrt(n) or 0).
 MARKER = -1024.0

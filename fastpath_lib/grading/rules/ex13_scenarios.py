@@ -40,7 +40,8 @@ VERDICTS = ("supported", "contradicted", "untested")
 #: What a reviewer's comment is answered with (lesson 07: more evidence, not a defence of the work done).
 ACTIONS = ("show_raw_samples", "reclassify", "point_to_case", "add_case", "show_compiled", "measure_compiled",
            "keep_unrolled", "keep_readable")
-#: The kit's way off the fast path, without a code change (lesson 06).
+#: The kit's switch off the fast path (lesson 06): the environment variable, which needs no code change, or the
+#: context manager.
 SWITCHES = ("FASTPATH_FORCE_FALLBACK=1", "force_fallback()", "fastpath_lib.force_fallback()")
 
 

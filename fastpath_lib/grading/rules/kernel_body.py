@@ -64,8 +64,8 @@ def body_problem(src, fn: ast.FunctionDef) -> str | None:
     :mod:`~fastpath_lib.grading.rules.kernel_source` reads it: its imports, trees and kernels), is not a kernel body:
     it reads something else than its parameters, its own variables, the source's module constants whose value is a
     ``tl.constexpr`` (:func:`_constexpr_globals`) and other kernels, Triton's language and the builtins the frontend
-    provides; past a value (a parameter, a variable, what a call returns) an attribute no value of Triton's language
-    publishes
+    provides that the grader accepts (:func:`~fastpath_lib.grading.engine.compile_check.kernel_builtins`); past a
+    value (a parameter, a variable, what a call returns) an attribute no value of Triton's language publishes
     (:func:`~fastpath_lib.grading.rules.language_names.published_attributes`); syntax Triton's frontend does not
     compile (:func:`~fastpath_lib.grading.rules.language_names.compiled_kinds`: a generator expression, a lambda);
     or it defines or imports something."""
