@@ -213,19 +213,29 @@ for name in ("ci", "gpu-sweep"):
 #
 # ## 5. Compile time and binary size
 #
-# Every specialization (kernel x dtype x block size x warps x rows per program x weight x alignment x architecture)
-# is a separate binary. Triton compiles it on its first use on a machine and writes it to its on-disk cache
-# (`~/.triton/cache`, or `TRITON_CACHE_DIR`); a later process finds it there and loads it instead of compiling. The
-# matrix's shapes trigger:
+# Every choice the kit's launchers make (kernel x dtype x block size x warps x rows per program x weight x alignment x
+# architecture) is a separate binary, and Triton's JIT splits each choice further: the kernels are plain
+# `@triton.jit`, so every integer argument (the row count, the row strides, the width) is marked from the call's value
+# (a multiple of 16, the value 1, or neither), and each combination of marks compiles apart. Triton compiles each
+# binary on its first use on a machine and writes it to its on-disk cache (`~/.triton/cache`, or
+# `TRITON_CACHE_DIR`); a later process finds it there and loads it instead of compiling. The counts below are of the
+# launchers' choices, before Triton's marks; the last line prints the marks by the pinned Triton's own rule (`'D'`: a
+# multiple of 16, compiled in as `tt.divisibility = 16`; `constexpr`: the value itself compiled in):
 
 # %% tags=["nbval-ignore-output"]
+from triton._C.libtriton import native_specialize_impl  # the rule Triton's JIT applies to each argument
+from triton.backends.compiler import BaseBackend
+
 cost = bench.compile_cost()  # the full matrix; without CUDA it only counts, nothing compiles
-print("specializations the matrix triggers:", cost["specializations"])
-print("every binary the eligible region can launch, sm_80 + sm_90:",
-      buildcost.region_specializations())
+print("launcher choices the matrix triggers:", cost["specializations"])
+print("launcher choices the eligible region can make, sm_80 + sm_90:", buildcost.region_specializations())
+print("Triton's mark on an integer argument, by value:",
+      {n: native_specialize_impl(BaseBackend, n, False, True, True) for n in (1, 17, 48, 4096)})
 
 # %% [markdown]
-# A model touches few of them (one hidden size, one dtype: a forward and a backward or two), but a user sees each
+# A model touches few of them (one hidden size, one dtype: a forward and a backward or two), each compiled once per
+# combination of marks its calls bring (a token count that is a multiple of 16 and one that is not are two binaries
+# of the same choice), but a user sees each
 # one's compile as a slower first step wherever the cache is empty (a new machine or container, a new Triton
 # version, a changed kernel), and a cache on disk. Compile two of them for sm_90 here, into an empty cache (Triton
 # compiles for a GPU target without a GPU):
@@ -341,15 +351,18 @@ print("  declared boundary points:", {b.label: "eligible" if b.holds else "fallb
 # (capture at the boundary shapes, replay with new data, compare with the reference); only then can a captured call
 # take the fast path there.
 #
-# The condition belongs to the kit's op. The kit's two vLLM routes (lesson 09) decide otherwise. The patch registers
-# providers that refuse neither a capture nor any token count: where the priority puts them first, the graphs hold
-# the patch's kernel. The plugin's providers decline a symbolic token count (vLLM's lowering under Inductor), so
-# under Inductor, vLLM's default, native keeps every batch, captured or not. Where sizes are known, the plugin's
-# providers apply the condition above when vLLM dispatches a call, and a call they refuse runs the next provider of
+# The condition belongs to the kit's op. The kit's two vLLM routes decide otherwise ([lesson
+# 09](09_upstream_review.ipynb) owns how a kernel enters vLLM as a provider and how the priority and the lowering pass
+# choose). The patch registers providers that refuse neither a capture nor any token count: where the priority puts
+# them first, the graphs hold the patch's kernel. The plugin's providers decline a symbolic token count (vLLM's
+# lowering under Inductor), so under Inductor with vLLM's default graph, compiled for a symbolic token count, native
+# keeps every batch, captured or not. Where sizes are known (without Inductor, or in a graph compiled for one size,
+# `compile_sizes`), the plugin's providers apply the condition above: a call they refuse runs the next provider of
 # vLLM's priority, what vLLM runs without the kit (its C kernel without Inductor), never an eager composite in its
-# place. Only in a graph that vLLM's lowering pass traced for one size, where the trace chose the provider ahead of
-# time, does the kit's op refuse at run time; it then runs that next provider's function itself, which under
-# Inductor is native's eager function (several kernels), not the code Inductor would have generated for it. For the
+# place, and in a graph compiled for one size the trace picks the kit's provider ahead of time wherever its check
+# admits that size; a call there that the kit's op refuses at run time (one being captured, or a pointer the trace
+# could not see) runs that next provider's function, under Inductor native's eager function (several kernels), not
+# the code Inductor would have generated for it. For the
 # request of section 1, with vLLM 0.33's default largest capture size (512 tokens, 1024 on data-center Blackwell
 # GPUs, lower when `max_num_seqs` is small; read your own configuration):
 
@@ -383,7 +396,8 @@ print(f"{total - graphed} run outside a graph, where the kit's predicate decides
 # - Correctness gates every push; performance runs on a schedule, on a GPU, and is compared run to run.
 # - Compile time, binary size, the off switch, re-tuning and an owner are part of the change's price.
 # - Under CUDA graphs every captured call of the kit's op takes the fallback until a GPU run records a passing
-#   capture test; in vLLM the patch's providers refuse no capture, and the plugin under Inductor takes no batch.
+#   capture test; in vLLM the patch's providers refuse no capture, and the plugin under Inductor takes a batch only
+#   in a graph compiled for its size, and refuses it there while it is captured.
 #
 # ## Knowledge check
 #
