@@ -479,10 +479,10 @@ None if why else compiled.facts_table(compiled.facts(specs))
 # first, `F.rms_norm` called directly on failure, reasons only on request.
 #
 # vLLM does not decode eagerly: it captures the model's forward in CUDA graphs and replays them, and a replay does not
-# run the code that recorded it, so a norm's dispatch inside a captured graph is paid once per captured batch size,
-# at capture, not 65 times per token. [Lesson 06](06_workload_and_maintenance.ipynb), section 8, owns how vLLM
-# captures (which batches, full and piecewise graphs, what runs between the pieces) and which kernel each of the
-# kit's routes puts in the graphs. The host cost still matters for eager callers, and a port's claim must say which
+# run the code that recorded it, so a norm's dispatch inside a captured graph is paid once per capture size (each
+# batch size vLLM captures), at capture, not 65 times per token.
+# [Lesson 06](06_workload_and_maintenance.ipynb), section 8, owns how vLLM captures (which batches, full and piecewise
+# graphs, what runs between the pieces) and which kernel each of the kit's routes puts in the graphs. The host cost still matters for eager callers, and a port's claim must say which
 # of its batches are captured and which kernel runs in them.
 # </details>
 
