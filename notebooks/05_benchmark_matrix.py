@@ -465,9 +465,9 @@ None if why else compiled.facts_table(compiled.facts(specs))
 
 # %% [markdown]
 # **2. A fallback call does all of `F.rms_norm`'s work and the predicate's, so on the host it costs more per call;
-# the host table's `ratio` and `reading` say by how much, as far as this run resolves it, against a target of at
-# most 1.15x. Why does a reviewer care, when the GPU kernel is the same `F.rms_norm`? And does the same hold when the
-# op is ported into vLLM?**
+# the host table's `ratio` and `reading` say by how much, as far as this run resolves it, where
+# the target is at most 1.15x. Why does a reviewer care, when the GPU kernel is the same `F.rms_norm`? And does the
+# same hold when the op is ported into vLLM?**
 
 # %% [markdown]
 # <details><summary>Answer guide</summary>
