@@ -88,8 +88,9 @@ replayed
 # decode calls (lesson 05, section 2, says why only the extra carries over). It is the quantity lesson 05's host table
 # measures for a 1x4096 decode call (fp16 there, bf16 here), by the same method: each time here is the fastest of as
 # many blocks as the host table's, each about as long as its block of decode calls (`fastpath_lib.bench.hostmethod`
-# says why short blocks), so compare the two. The request's total multiplies a difference of two such times by the
-# call count, so it is printed to two significant figures, as an order of magnitude.
+# says why short blocks; lesson 05, section 2, what such a time can and cannot resolve), so compare the two. The
+# request's total multiplies a difference of two such times by the call count, so it is printed to two significant
+# figures, as an order of magnitude.
 
 # %% tags=["nbval-ignore-output"]
 dec = replayed.set_index("phase").loc["decode"]

@@ -3,12 +3,15 @@
 Host time per call swings from one moment to the next on a shared machine (other processes, caches, frequency). On a
 2-core machine the best of a few ``torch.utils.benchmark.Timer.blocked_autorange`` medians reads 1.14-1.38x for the
 same fallback call from one run to the next, where interleaved blocks read 1.08x: a median over a few long runs swings
-with the machine, the fastest of many short blocks taken for both sides in the same minutes is the time each one needs
-when nothing interferes. Short is the point: with other processes keeping both cores busy (load 5 on 2 cores), 40
-blocks of 1000 or of 300 calls (15 or 4.5 ms at 15 us a call, as long as a scheduler's time slice) put the M=1
-fallback's ratio anywhere between 0.55x and 2.06x over three runs each, where 200 blocks of 100 calls, 100 of 100 or
-100 of 50 read 1.064-1.075x on every run: a block that fits between two preemptions is one that nothing interfered
-with.
+with the machine, the fastest of many short blocks taken for both sides in the same minutes comes close to the time
+each one needs when nothing interferes. Short is the point: with other processes keeping both cores busy (load 5 on 2
+cores), 40 blocks of 1000 or of 300 calls (15 or 4.5 ms at 15 us a call, as long as a scheduler's time slice) put the
+M=1 fallback's ratio anywhere between 0.55x and 2.06x over three runs each, where 200 blocks of 100 calls, 100 of 100 or
+100 of 50 read 1.064-1.075x on every run: a block that fits between two preemptions is often one that nothing
+interfered with. The method damps the machine's noise without removing it: a slowdown that lasts through every block
+of one side moves that side's fastest block too. :func:`halves_band` measures how finely one run resolves a ratio,
+and :func:`ratio_reading` says what the ratio and its band can tell about a target (and names the case the band
+cannot see).
 
 So every host-cost measurement of the kit (the host-overhead family of every op, :mod:`fastpath_lib.bench.ophost`;
 vLLM's dispatch, :mod:`fastpath_lib.bench.vllmhost`; the host-cost cells of lessons 03 and 05) takes its numbers from
