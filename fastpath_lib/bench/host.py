@@ -26,7 +26,7 @@ from fastpath_lib.bench.ophost import NOT_MEASURED, TARGET_RATIO, host_cases, me
 from fastpath_lib.bench.schema import host_rows, shape_text
 
 __all__ = ["TARGET_RATIO", "NOT_MEASURED", "ratio_text", "spec", "fallback_cases", "measure_host", "host_table",
-           "host_plot"]
+           "over_and_unresolved", "host_plot"]
 
 
 def spec() -> opspec.OpSpec:
@@ -125,6 +125,20 @@ def host_table(df: pd.DataFrame, spec: opspec.OpSpec | None = None) -> pd.DataFr
     cols = ["case", "shape", "dtype", "layout", "route", "baseline_us", "dispatched_us", "launcher_us", "ratio",
             "ratio_to", "target", "verdict", "band", "reading", "warnings"]
     return pd.DataFrame(rows, columns=cols).set_index("case")
+
+
+def over_and_unresolved(table: pd.DataFrame) -> tuple[list[str], list[str]]:
+    """The cases of a :func:`host_table` over the target, and those this run did not resolve (``"CASE (reading)"``):
+    by each case's ``reading``, or its bare ``verdict`` where it has no band (no block times).
+
+    >>> t = pd.DataFrame({"verdict": ["OVER", "within", "OVER", "within"],
+    ...                   "reading": ["OVER", "noise", "", "cannot tell"]}, index=["a", "b", "c", "d"])
+    >>> over_and_unresolved(t)
+    (['a', 'c'], ['b (noise)', 'd (cannot tell)'])
+    """
+    said = {c: (r["reading"] or r["verdict"]) for c, r in table.iterrows()}
+    return ([c for c, v in said.items() if v == "OVER"],
+            [f"{c} ({v})" for c, v in said.items() if v in ("cannot tell", "noise")])
 
 
 def _samples(row) -> list[float]:

@@ -565,6 +565,7 @@ def test_host_table_reads_each_ratio_against_the_band_its_own_blocks_resolve():
     assert t.loc["host_a", "band"] == pytest.approx(0.0) and t.loc["host_a", "reading"] == "within"
     assert t.loc["host_b", "ratio"] == pytest.approx(0.8) and t.loc["host_b", "reading"] == "noise"
     assert t.loc["host_b", "verdict"] == "within"  # the bare comparison with the target cannot see it
+    assert bench_host.over_and_unresolved(t) == ([], ["host_b (noise)"])  # what the evidence run's host step says
     slow_odd = json.dumps([10.7, 13.0, 10.9, 12.0])  # the odd rounds' fastest block: 12.0
     df.loc[(df.case_id == "host_a") & (df.provider == "dispatched"), "samples_us"] = slow_odd
     wide = bench.host_table(bench.classify(df)).loc["host_a"]
