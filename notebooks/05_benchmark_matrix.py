@@ -127,7 +127,8 @@ reading.host_plot(host_t, machine=here["device_name"] or here["cpu_model"],
                   gpu=here["gpu_measurement"])
 
 # %% [markdown]
-# The same run timed the kit's vLLM provider (`fastpath_lib/vllm_plugin.py` registers it). vLLM calls `dispatch` on
+# The same run timed the kit's vLLM provider (`fastpath_lib/vllm_plugin.py` registers it; [lesson
+# 09](09_upstream_review.ipynb) owns how a provider enters vLLM). vLLM calls `dispatch` on
 # every eager call of an IR op, and with the kit's provider first in the priority list each such call runs the
 # provider's `supports_args` before vLLM picks an implementation. A model vLLM compiles with Inductor pays it once
 # per graph node instead: vLLM's IR lowering pass calls `dispatch` on the node's fake arguments while compiling, and

@@ -260,10 +260,11 @@ if len(per):
 # %% [markdown]
 # The cache is what a new process reads. Compile the first of them in a fresh process into an empty cache, then
 # again in another fresh process with the same cache: the second finds the binary on disk (`from_cache`: Triton ran
-# no ptxas for it, and the kit reads the register count it kept beside the binary) and takes less time. The time is
-# the `triton.compile` call alone; in a fresh process a cache hit still loads the NVIDIA backend and hashes Triton's
-# own files, `libtriton` included, for the cache key (`triton/runtime/cache.py`, `triton_key`) before it reads the
-# binary:
+# no ptxas for it, and the kit reads the register count it kept beside the binary). Whether it also takes less time
+# the last line prints rather than the text promising it: the time is the `triton.compile` call alone, and in a fresh
+# process a cache hit still loads the NVIDIA backend and hashes Triton's own files, `libtriton` included, for the
+# cache key (`triton/runtime/cache.py`, `triton_key`) before it reads the binary, which for a kernel this small can
+# cost about as much as the compile it saves, so on a busy machine the two times can come out either way:
 
 # %% tags=["nbval-ignore-output"]
 import dataclasses
@@ -273,6 +274,7 @@ import subprocess
 import sys
 import tempfile
 
+took = []
 with tempfile.TemporaryDirectory() as cache:
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"} | {"TRITON_CACHE_DIR": cache}
     for attempt in ("first process, empty cache", "second process, same cache"):
@@ -280,7 +282,10 @@ with tempfile.TemporaryDirectory() as cache:
         subprocess.run([sys.executable, "-m", "fastpath_lib.rmsnorm.compiled", out], check=True, env=env,
                        input=json.dumps([dataclasses.asdict(two[0])]), text=True, capture_output=True)
         row = json.load(open(out))[0]
+        took.append(row["compile_s"])
         print(f"{attempt:27}: {row['compile_s']:.3f} s, from_cache={row['from_cache']}")
+print(f"second minus first: {took[1] - took[0]:+.3f} s, the cache hit "
+      f"{'faster' if took[1] < took[0] else 'not faster'} this run")
 
 # %% [markdown]
 # Small for one model, but it multiplies: each new dtype, width class or architecture adds binaries and compile
@@ -352,20 +357,24 @@ print("  declared boundary points:", {b.label: "eligible" if b.holds else "fallb
 # (capture at the boundary shapes, replay with new data, compare with the reference); only then can a captured call
 # take the fast path there.
 #
-# The condition belongs to the kit's op. The kit's two vLLM routes decide otherwise ([lesson
-# 09](09_upstream_review.ipynb) owns how a kernel enters vLLM as a provider and how the priority and the lowering pass
-# choose). The patch registers providers that refuse neither a capture nor any token count: where the priority puts
-# them first, the graphs hold the patch's kernel. The plugin's providers decline a symbolic token count (vLLM's
-# lowering under Inductor), so under Inductor with vLLM's default graph, compiled for a symbolic token count, native
-# keeps every batch, captured or not. Where sizes are known (without Inductor, or in a graph compiled for one size,
-# `compile_sizes`), the plugin's providers apply the condition above: a call they refuse runs the next provider of
-# vLLM's priority, what vLLM runs without the kit (its C kernel without Inductor), never an eager composite in its
-# place, and in a graph compiled for one size the trace picks the kit's provider ahead of time wherever its check
-# admits that size; a call there that the kit's op refuses at run time (one being captured, or a pointer the trace
-# could not see) runs that next provider's function, under Inductor native's eager function (several kernels), not
-# the code Inductor would have generated for it. For the
-# request of section 1, with vLLM 0.33's default largest capture size (512 tokens, 1024 on data-center Blackwell
-# GPUs, lower when `max_num_seqs` is small; read your own configuration):
+# The condition belongs to the kit's op; the kit's two vLLM routes decide otherwise ([lesson
+# 09](09_upstream_review.ipynb) owns how a provider enters vLLM and how the priority and the lowering pass choose):
+#
+# - **The patch**: its providers refuse neither a capture nor any token count; where the priority puts them first,
+#   the graphs hold the patch's kernel.
+# - **The plugin, vLLM's default graph**: The plugin's providers decline a symbolic token count (vLLM's lowering under
+#   Inductor), so under Inductor with vLLM's default graph, compiled for a symbolic token count, native keeps every
+#   batch, captured or not.
+# - **The plugin where sizes are known** (without Inductor, or a graph compiled for one size, `compile_sizes`): its
+#   providers apply the condition above, and a call they refuse runs the next provider of vLLM's priority, what vLLM
+#   runs without the kit (its C kernel without Inductor), never an eager composite in its place. In a graph compiled
+#   for one size the trace picks the kit's provider ahead of time wherever its check admits that size; a call there
+#   that the kit's op refuses at run time (one being captured, or a pointer the trace could not see) runs that next
+#   provider's function, under Inductor native's eager function (several kernels), not the code Inductor would have
+#   generated for it.
+#
+# For the request of section 1, with vLLM 0.33's default largest capture size (512 tokens, 1024 on data-center
+# Blackwell GPUs, lower when `max_num_seqs` is small; read your own configuration):
 
 # %%
 CAPTURE_SIZE = 512  # tokens: the largest batch vLLM captures by default; yours is in cudagraph_capture_sizes
