@@ -212,7 +212,7 @@ print("channels_last:", fastpath_lib.explain(channels_last, [64], w).failed)
 #
 # ## Two evaluations of one predicate
 #
-# `explain` is for people: it runs every condition and formats a reason for each failure, which costs more than a
+# `explain` is for people: it runs every condition and formats a reason for each failure, work of the order of a
 # whole fallback call (both measured below, in "What a call outside the region costs"). The dispatch cannot pay
 # that on every call, so `fastpath_lib.rmsnorm.predicate` states the same rules a second time as booleans:
 # `eligible` (cheapest and most decisive first, short-circuiting, no strings, no environment reads; under
@@ -280,10 +280,10 @@ print(f"reasons on every call would add {timed['explain()']['best_us']:.1f} us p
 # %% [markdown]
 # The ratio line's last word is what this run can say about the kit's target: `within` or `OVER` when the target lies
 # outside the ratio plus or minus its band, `cannot tell` when it lies inside, `noise` when the dispatched call reads
-# faster, by more than the band, than the `F.rms_norm` it calls ([lesson 05](05_benchmark_matrix.ipynb), section 2, explains the band and
-# reads the host family's ratios the same way). Under the interpreter a CPU call gets past the predicate's first line, and each
-# fallback call timed here and in the host family leaves at its size tests (too few rows, a strided last dimension), so
-# the ratio includes those tests; a CPU tensor without the interpreter leaves at the first line. What a reviewer asks
+# faster, by more than the band, than the `F.rms_norm` it calls ([lesson 05](05_benchmark_matrix.ipynb), section 2,
+# explains the band and reads the host family's ratios the same way). Under the interpreter a CPU call gets past the
+# predicate's first line, and each fallback call timed here and in the host family leaves at its size tests (too few
+# rows, a strided last dimension), so the ratio includes those tests; a CPU tensor without the interpreter leaves at the first line. What a reviewer asks
 # for is the GPU host's ratio (the evidence run's host step), not this CPU's.
 #
 # `python -m fastpath_lib bench --family host` prints the kit's own table for this call and the host family's other
