@@ -181,9 +181,10 @@ print(f"reasons built every call: {CALLS_PER_TOKEN * why_us:+6.0f} us more ({why
 # (`hostmethod.halves_band`), and `reading` compares ratio ± band with the target: `within` or `OVER` when the target
 # lies outside, `cannot tell` when it lies inside. What the band cannot see is a slowdown that lasts through every
 # block of one side (another process holding a core for the whole measurement): it moves that side's fastest block
-# in both halves alike. On `F.rms_norm`'s side it pulls the ratio below 1, which a fallback call cannot reach (it does
-# all of `F.rms_norm`'s work and the predicate's), and the reading says `noise`; on the dispatched side it lifts the
-# ratio and reads like a real cost, so an `OVER` is confirmed by running the cell again. On a GPU host `F.rms_norm`
+# in both halves alike. On `F.rms_norm`'s side it can pull the ratio below 1, which a fallback call cannot reach (it
+# does all of `F.rms_norm`'s work and the predicate's), and where it does so by more than the band the reading says
+# `noise`; on the dispatched side it lifts the ratio and reads like a real cost, so an `OVER` is confirmed by running
+# the cell again. On a GPU host `F.rms_norm`
 # is a launch rather than a CPU norm, so the same extra is a different share there; the evidence run's host step
 # (section 3) measures it.
 #
