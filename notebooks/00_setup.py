@@ -236,9 +236,8 @@ print("mismatch vs reference:", compare(y, reference_rms_norm(x, [64], w), x.dty
 # <details><summary>Answer guide</summary>
 #
 # The semantic claim: the interpreter runs the same kernels, so parity with the float64 reference and with `F.rms_norm`
-# is checked for real. Races are split: between programs, on global memory, the access watch
-# (`traffic.watch(races=True)`) flags them on this CPU; between the threads of one program, a GPU is needed:
-# `compute-sanitizer --tool racecheck` for races in shared memory (lesson 02 lists each hazard with what checks it). The
+# is checked for real, and so are races between programs on global memory (`traffic.watch(races=True)`); races inside
+# one program need a GPU (lesson 02's table lists each hazard with what checks it). The
 # mechanism can be argued from bytes moved and from the code compiled for a GPU target (lesson 02), but its GB/s and the
 # performance claim need a GPU measurement.
 # </details>

@@ -351,11 +351,9 @@ print("output guard intact after a stray write:", output_guard_intact(buf, prist
 # PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool initcheck python -m pytest tests -m gpu -x
 # ```
 #
-# The interpreter stands in for part of this only. It runs programs one after another, so two programs never
-# interleave, but the access watch records which program touches each byte and flags a global-memory race between
-# programs all the same (`traffic.watch(races=True)`; lesson 02's table of what the interpreter cannot show owns the
-# list). Races between the threads of one program, in shared memory, and memory the allocator hands out need the GPU
-# tools above: the interpreter's numpy arrays do not model GPU memory.
+# The interpreter stands in for part of this only: [lesson 02](02_triton_kernel.ipynb)'s table of what the interpreter
+# cannot show owns the list (global-memory races between programs are flagged here by `traffic.watch(races=True)`; the
+# rest needs the GPU tools above).
 #
 # Boundary tests check that the routes *agree* at the points they run; they say nothing about speed. A case the
 # predicate accepts and the benchmark matrix predicts to lose (narrow rows) is [lesson 05](05_benchmark_matrix.ipynb)'s,

@@ -88,8 +88,9 @@ replayed
 # decode calls (lesson 05, section 2, says why only the extra carries over). It is the quantity lesson 05's host table
 # measures for a 1x4096 decode call (fp16 there, bf16 here), by the same method: each time here is the fastest of as
 # many blocks as the host table's, each about as long as its block of decode calls (`fastpath_lib.bench.hostmethod`
-# says why short blocks), so compare the two. The request's total multiplies a difference of two such times by the
-# call count, so it is printed to two significant figures, as an order of magnitude.
+# says why short blocks; lesson 05, section 2, what such a time can and cannot resolve), so compare the two. The
+# request's total multiplies a difference of two such times by the call count, so it is printed to two significant
+# figures, as an order of magnitude.
 
 # %% tags=["nbval-ignore-output"]
 dec = replayed.set_index("phase").loc["decode"]
@@ -213,19 +214,29 @@ for name in ("ci", "gpu-sweep"):
 #
 # ## 5. Compile time and binary size
 #
-# Every specialization (kernel x dtype x block size x warps x rows per program x weight x alignment x architecture)
-# is a separate binary. Triton compiles it on its first use on a machine and writes it to its on-disk cache
-# (`~/.triton/cache`, or `TRITON_CACHE_DIR`); a later process finds it there and loads it instead of compiling. The
-# matrix's shapes trigger:
+# Every choice the kit's launchers make (kernel x dtype x block size x warps x rows per program x weight x alignment x
+# architecture) is a separate binary, and Triton's JIT splits each choice further: the kernels are plain
+# `@triton.jit`, so every integer argument (the row count, the row strides, the width) is marked from the call's value
+# (a multiple of 16, the value 1, or neither), and each combination of marks compiles apart. Triton compiles each
+# binary on its first use on a machine and writes it to its on-disk cache (`~/.triton/cache`, or
+# `TRITON_CACHE_DIR`); a later process finds it there and loads it instead of compiling. The counts below are of the
+# launchers' choices, before Triton's marks; the last line prints the marks by the pinned Triton's own rule (`'D'`: a
+# multiple of 16, compiled in as `tt.divisibility = 16`; `constexpr`: the value itself compiled in):
 
 # %% tags=["nbval-ignore-output"]
+from triton._C.libtriton import native_specialize_impl  # the rule Triton's JIT applies to each argument
+from triton.backends.compiler import BaseBackend
+
 cost = bench.compile_cost()  # the full matrix; without CUDA it only counts, nothing compiles
-print("specializations the matrix triggers:", cost["specializations"])
-print("every binary the eligible region can launch, sm_80 + sm_90:",
-      buildcost.region_specializations())
+print("launcher choices the matrix triggers:", cost["specializations"])
+print("launcher choices the eligible region can make, sm_80 + sm_90:", buildcost.region_specializations())
+print("Triton's mark on an integer argument, by value:",
+      {n: native_specialize_impl(BaseBackend, n, False, True, True) for n in (1, 17, 48, 4096)})
 
 # %% [markdown]
-# A model touches few of them (one hidden size, one dtype: a forward and a backward or two), but a user sees each
+# A model touches few of them (one hidden size, one dtype: a forward and a backward or two), each compiled once per
+# combination of marks its calls bring (a token count that is a multiple of 16 and one that is not are two binaries
+# of the same choice), but a user sees each
 # one's compile as a slower first step wherever the cache is empty (a new machine or container, a new Triton
 # version, a changed kernel), and a cache on disk. Compile two of them for sm_90 here, into an empty cache (Triton
 # compiles for a GPU target without a GPU):
@@ -249,10 +260,11 @@ if len(per):
 # %% [markdown]
 # The cache is what a new process reads. Compile the first of them in a fresh process into an empty cache, then
 # again in another fresh process with the same cache: the second finds the binary on disk (`from_cache`: Triton ran
-# no ptxas for it, and the kit reads the register count it kept beside the binary) and takes less time. The time is
-# the `triton.compile` call alone; in a fresh process a cache hit still loads the NVIDIA backend and hashes Triton's
-# own files, `libtriton` included, for the cache key (`triton/runtime/cache.py`, `triton_key`) before it reads the
-# binary:
+# no ptxas for it, and the kit reads the register count it kept beside the binary). Whether it also takes less time
+# the last line prints rather than the text promising it: the time is the `triton.compile` call alone, and in a fresh
+# process a cache hit still loads the NVIDIA backend and hashes Triton's own files, `libtriton` included, for the
+# cache key (`triton/runtime/cache.py`, `triton_key`) before it reads the binary, which for a kernel this small can
+# cost about as much as the compile it saves, so on a busy machine the two times can come out either way:
 
 # %% tags=["nbval-ignore-output"]
 import dataclasses
@@ -262,6 +274,7 @@ import subprocess
 import sys
 import tempfile
 
+took = []
 with tempfile.TemporaryDirectory() as cache:
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"} | {"TRITON_CACHE_DIR": cache}
     for attempt in ("first process, empty cache", "second process, same cache"):
@@ -269,7 +282,10 @@ with tempfile.TemporaryDirectory() as cache:
         subprocess.run([sys.executable, "-m", "fastpath_lib.rmsnorm.compiled", out], check=True, env=env,
                        input=json.dumps([dataclasses.asdict(two[0])]), text=True, capture_output=True)
         row = json.load(open(out))[0]
+        took.append(row["compile_s"])
         print(f"{attempt:27}: {row['compile_s']:.3f} s, from_cache={row['from_cache']}")
+print(f"second minus first: {took[1] - took[0]:+.3f} s, the cache hit "
+      f"{'faster' if took[1] < took[0] else 'not faster'} this run")
 
 # %% [markdown]
 # Small for one model, but it multiplies: each new dtype, width class or architecture adds binaries and compile
@@ -342,17 +358,24 @@ print("  declared boundary points:", {b.label: "eligible" if b.holds else "fallb
 # (capture at the boundary shapes, replay with new data, compare with the reference); only then can a captured call
 # take the fast path there.
 #
-# The condition belongs to the kit's op. The kit's two vLLM routes (lesson 09) decide otherwise. The patch registers
-# providers that refuse neither a capture nor any token count: where the priority puts them first, the graphs hold
-# the patch's kernel. The plugin's providers decline a symbolic token count (vLLM's lowering under Inductor), so
-# under Inductor, vLLM's default, native keeps every batch, captured or not. Where sizes are known, the plugin's
-# providers apply the condition above when vLLM dispatches a call, and a call they refuse runs the next provider of
-# vLLM's priority, what vLLM runs without the kit (its C kernel without Inductor), never an eager composite in its
-# place. Only in a graph that vLLM's lowering pass traced for one size, where the trace chose the provider ahead of
-# time, does the kit's op refuse at run time; it then runs that next provider's function itself, which under
-# Inductor is native's eager function (several kernels), not the code Inductor would have generated for it. For the
-# request of section 1, with vLLM 0.33's default largest capture size (512 tokens, 1024 on data-center Blackwell
-# GPUs, lower when `max_num_seqs` is small; read your own configuration):
+# The condition belongs to the kit's op; the kit's two vLLM routes decide otherwise ([lesson
+# 09](09_upstream_review.ipynb) owns how a provider enters vLLM and how the priority and the lowering pass choose):
+#
+# - **The patch**: its providers refuse neither a capture nor any token count; where the priority puts them first,
+#   the graphs hold the patch's kernel.
+# - **The plugin, vLLM's default graph**: The plugin's providers decline a symbolic token count (vLLM's lowering under
+#   Inductor), so under Inductor with vLLM's default graph, compiled for a symbolic token count, native keeps every
+#   batch, captured or not.
+# - **The plugin where sizes are known** (without Inductor, or a graph compiled for one size, `compile_sizes`): its
+#   providers apply the condition above, and a call they refuse runs the next provider of vLLM's priority, what vLLM
+#   runs without the kit (its C kernel without Inductor), never an eager composite in its place. In a graph compiled
+#   for one size the trace picks the kit's provider ahead of time wherever its check admits that size; a call there
+#   that the kit's op refuses at run time (one being captured, or a pointer the trace could not see) runs that next
+#   provider's function, under Inductor native's eager function (several kernels), not the code Inductor would have
+#   generated for it.
+#
+# For the request of section 1, with vLLM 0.33's default largest capture size (512 tokens, 1024 on data-center
+# Blackwell GPUs, lower when `max_num_seqs` is small; read your own configuration):
 
 # %%
 CAPTURE_SIZE = 512  # tokens: the largest batch vLLM captures by default; yours is in cudagraph_capture_sizes
@@ -384,7 +407,8 @@ print(f"{total - graphed} run outside a graph, where the kit's predicate decides
 # - Correctness gates every push; performance runs on a schedule, on a GPU, and is compared run to run.
 # - Compile time, binary size, the off switch, re-tuning and an owner are part of the change's price.
 # - Under CUDA graphs every captured call of the kit's op takes the fallback until a GPU run records a passing
-#   capture test; in vLLM the patch's providers refuse no capture, and the plugin under Inductor takes no batch.
+#   capture test; in vLLM the patch's providers refuse no capture, and the plugin under Inductor takes a batch only
+#   in a graph compiled for its size, and refuses it there while it is captured.
 #
 # ## Knowledge check
 #

@@ -247,7 +247,8 @@ print("output equals eager:", torch.equal(got, eager),
 # normalizes the rounded sum, and a model of the rounding points of vLLM's own CUDA kernel (the "vLLM kernel" column:
 # `vllm_kernel_points` stores the sum in x's dtype and normalizes what it stored, then rounds as the native function
 # does). The model is written from `fused_add_rms_norm_kernel` in `csrc/layernorm_kernels.cu` on vLLM's main branch;
-# the pinned 0.33.0 wheel ships no CUDA source, so nothing here reads or runs that kernel. The weight is
+# the pinned 0.33.0 wheel ships that kernel only compiled, in the extension `vllm._C_stable_libtorch` behind
+# `torch.ops._C.fused_add_rms_norm`, and nothing here reads or runs it. The weight is
 # all ones, so the product with the weight rounds nothing; the rows are random bf16 and fp16, and a bf16 row built so
 # that every element's sum rounds the same way (`1 + 0.005` rounds up to the next bf16 value).
 

@@ -16,7 +16,7 @@
 # ---
 
 # %% [markdown]
-# # Exercise 08 — capstone: the same workflow for a second operator
+# # Exercise 08 — capstone: the same workflow on an operator you choose
 #
 # Apply the whole workflow to a row-wise operator of your choice with the kit's generic pieces
 # (`fastpath_lib.eligibility.Predicate/Condition/Boundary`, `fastpath_lib.cases.CaseSpec`). The solution uses a

@@ -29,8 +29,10 @@ def _compiler(spec):
 
 
 def region_specializations(archs=(80, 90), *, spec: opspec.OpSpec | None = None) -> int:
-    """How many distinct binaries the whole eligible region of ``spec`` (default: the default op) can launch (every
-    width, dtype, weight, kernel): its compiler's ``specializations(archs=...)``."""
+    """How many launcher choices the whole eligible region of ``spec`` (default: the default op) can make (every
+    width, dtype, weight, kernel): its compiler's ``specializations(archs=...)``. Not the binaries a run compiles:
+    Triton's JIT compiles each choice once per combination of its own marks on the integer arguments (a multiple of
+    16, the value 1) that the calls bring."""
     return len(_compiler(spec).specializations(archs=archs))
 
 

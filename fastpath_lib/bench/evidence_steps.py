@@ -36,7 +36,6 @@ def primary() -> str:
     """The operator whose files sit at the top of the evidence folder: the default op, the first registered (each
     other op's under ``ops/NAME/``)."""
     from fastpath_lib import opspec
-
     return opspec.names()[0]
 
 #: The core tests the evidence run repeats on CUDA (those present in the checkout).
@@ -117,8 +116,7 @@ def core_tests(ctx: StepContext):
 
 def find_sanitizer() -> str | None:
     """``compute-sanitizer`` on PATH, in ``$CUDA_HOME/bin`` or ``/usr/local/cuda/bin``; ``None`` when absent."""
-    found = shutil.which("compute-sanitizer")
-    if found:
+    if found := shutil.which("compute-sanitizer"):
         return found
     for base in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
         if base and (Path(base) / "bin" / "compute-sanitizer").is_file():
@@ -270,12 +268,12 @@ def host(ctx: StepContext):
     import fastpath_lib.bench.results as results
     from fastpath_lib import opspec
     from fastpath_lib.bench.analysis import classify
-    from fastpath_lib.bench.host import host_table
+    from fastpath_lib.bench.host import host_table, over_and_unresolved
     from fastpath_lib.bench.metadata import environment
     from fastpath_lib.bench.ophost import measure_host_op
     from fastpath_lib.bench.vllmhost import case_ids, measure_vllm_host, vllm_ops, vllm_table
 
-    over, skipped = [], []
+    over, unsure, skipped = [], [], []
     _smi(ctx, "host", "before")
     # the quick blocks (100 of 50 calls, hostmethod's measured-stable setting): a quarter of the full run's calls
     ir_ops = vllm_ops()
@@ -301,9 +299,11 @@ def host(ctx: StepContext):
         vt = vllm_table(rows)
         if len(vt):
             ctx.log(vt.to_string())
-        over += [f"{name}: {c}" for c, r in t.iterrows() if r["verdict"] == "OVER"]
+        said = over_and_unresolved(t)
+        over, unsure = over + [f"{name}: {c}" for c in said[0]], unsure + [f"{name}: {c}" for c in said[1]]
     _smi(ctx, "host", "after")
-    why = "fallback host cost within the target" if not over else f"over the host-cost target: {', '.join(over)}"
+    why = f"over the host-cost target: {', '.join(over)}" if over else "no fallback case over the host-cost target"
+    why += f"; not resolved by this run (run it again): {', '.join(unsure)}" if unsure else ""
     return {"status": "ran", "why": why + (f"; no host case declared: {', '.join(skipped)}" if skipped else "")}
 
 

@@ -14,17 +14,19 @@ CUDA an eligible call against the launcher), then vLLM's dispatch of ``vllm.ir.o
 
 from __future__ import annotations
 
+import json
 import math
 import re
 
 import pandas as pd
 
 from fastpath_lib import opspec
+from fastpath_lib.bench.hostmethod import halves_band, ratio_reading
 from fastpath_lib.bench.ophost import NOT_MEASURED, TARGET_RATIO, host_cases, measure_host_op, ratio_text
 from fastpath_lib.bench.schema import host_rows, shape_text
 
 __all__ = ["TARGET_RATIO", "NOT_MEASURED", "ratio_text", "spec", "fallback_cases", "measure_host", "host_table",
-           "host_plot"]
+           "over_and_unresolved", "host_plot"]
 
 
 def spec() -> opspec.OpSpec:
@@ -75,9 +77,13 @@ def host_table(df: pd.DataFrame, spec: opspec.OpSpec | None = None) -> pd.DataFr
 
     Returns:
         columns ``case, shape, dtype, layout, route, baseline_us, dispatched_us, launcher_us, ratio, ratio_to,
-        target, verdict, warnings``; ``ratio`` is dispatched / the baseline on fallback cases (``ratio_to`` names it:
-        the op's first baseline, ``F.rms_norm`` for RMSNorm, or a form's composite) and dispatched / launcher on the
-        eligible case, ``verdict`` is ``within``, ``OVER`` or the "not measured" line, ``warnings`` what the providers
+        target, verdict, band, reading, warnings``; ``ratio`` is dispatched / the baseline on fallback cases
+        (``ratio_to`` names it: the op's first baseline, ``F.rms_norm`` for RMSNorm, or a form's composite) and
+        dispatched / launcher on the eligible case, ``verdict`` is this run's ratio against the target (``within``,
+        ``OVER``) or the "not measured" line, ``band`` how finely the run resolves the ratio
+        (:func:`~fastpath_lib.bench.hostmethod.halves_band`; NaN without block times), ``reading`` what the ratio and
+        its band say about the target (:func:`~fastpath_lib.bench.hostmethod.ratio_reading`: ``within``, ``OVER``,
+        ``cannot tell``, ``noise``; empty on the eligible case and unmeasured ones), ``warnings`` what the providers
         warned, each message once with who raised it (``"F.rms_norm and dispatched: ..."``; empty when none did).
         vLLM's dispatch rows are not here (:func:`fastpath_lib.bench.vllmhost.vllm_table` reads them).
     """
@@ -96,6 +102,7 @@ def host_table(df: pd.DataFrame, spec: opspec.OpSpec | None = None) -> pd.DataFr
         base = _baseline_name(by.get("baseline", d), spec)
         ref = t("triton") if eligible else t("baseline")
         ratio = t("dispatched") / ref if ref and not math.isnan(ref) else math.nan
+        band = halves_band(_samples(d), _samples(by.get("triton" if eligible else "baseline")))
         if d.status != "ok":
             verdict = str(d.note)
         elif eligible:
@@ -113,10 +120,35 @@ def host_table(df: pd.DataFrame, spec: opspec.OpSpec | None = None) -> pd.DataFr
                      "route": d.route, "baseline_us": t("baseline"), "dispatched_us": t("dispatched"),
                      "launcher_us": t("triton"), "ratio": ratio,
                      "ratio_to": "launcher" if eligible else base,
-                     "target": math.nan if eligible else TARGET_RATIO, "verdict": verdict, "warnings": warned})
+                     "target": math.nan if eligible else TARGET_RATIO, "verdict": verdict, "band": band,
+                     "reading": "" if eligible else ratio_reading(ratio, band, TARGET_RATIO), "warnings": warned})
     cols = ["case", "shape", "dtype", "layout", "route", "baseline_us", "dispatched_us", "launcher_us", "ratio",
-            "ratio_to", "target", "verdict", "warnings"]
+            "ratio_to", "target", "verdict", "band", "reading", "warnings"]
     return pd.DataFrame(rows, columns=cols).set_index("case")
+
+
+def over_and_unresolved(table: pd.DataFrame) -> tuple[list[str], list[str]]:
+    """The cases of a :func:`host_table` over the target, and those this run did not resolve (``"CASE (reading)"``):
+    by each case's ``reading``, or its bare ``verdict`` where it has no band (no block times).
+
+    >>> t = pd.DataFrame({"verdict": ["OVER", "within", "OVER", "within"],
+    ...                   "reading": ["OVER", "noise", "", "cannot tell"]}, index=["a", "b", "c", "d"])
+    >>> over_and_unresolved(t)
+    (['a', 'c'], ['b (noise)', 'd (cannot tell)'])
+    """
+    said = {c: (r["reading"] or r["verdict"]) for c, r in table.iterrows()}
+    return ([c for c, v in said.items() if v == "OVER"],
+            [f"{c} ({v})" for c, v in said.items() if v in ("cannot tell", "noise")])
+
+
+def _samples(row) -> list[float]:
+    """A measured row's block times (``samples_us``, a JSON list), or none."""
+    if row is None or row.status != "ok" or not isinstance(getattr(row, "samples_us", None), str):
+        return []
+    try:
+        return [float(v) for v in json.loads(row.samples_us)]
+    except ValueError:
+        return []
 
 
 def host_plot(table: pd.DataFrame, *, machine: str = "", gpu: bool = False, fontsize: int = 11,

@@ -3,12 +3,15 @@
 Host time per call swings from one moment to the next on a shared machine (other processes, caches, frequency). On a
 2-core machine the best of a few ``torch.utils.benchmark.Timer.blocked_autorange`` medians reads 1.14-1.38x for the
 same fallback call from one run to the next, where interleaved blocks read 1.08x: a median over a few long runs swings
-with the machine, the fastest of many short blocks taken for both sides in the same minutes is the time each one needs
-when nothing interferes. Short is the point: with other processes keeping both cores busy (load 5 on 2 cores), 40
-blocks of 1000 or of 300 calls (15 or 4.5 ms at 15 us a call, as long as a scheduler's time slice) put the M=1
-fallback's ratio anywhere between 0.55x and 2.06x over three runs each, where 200 blocks of 100 calls, 100 of 100 or
-100 of 50 read 1.064-1.075x on every run: a block that fits between two preemptions is one that nothing interfered
-with.
+with the machine, the fastest of many short blocks taken for both sides in the same minutes comes close to the time
+each one needs when nothing interferes. Short is the point: with other processes keeping both cores busy (load 5 on 2
+cores), 40 blocks of 1000 or of 300 calls (15 or 4.5 ms at 15 us a call, as long as a scheduler's time slice) put the
+M=1 fallback's ratio anywhere between 0.55x and 2.06x over three runs each, where 200 blocks of 100 calls, 100 of 100 or
+100 of 50 read 1.064-1.075x on every run: a block that fits between two preemptions is often one that nothing
+interfered with. The method damps the machine's noise without removing it: a slowdown that lasts through every block
+of one side moves that side's fastest block too. :func:`halves_band` measures how finely one run resolves a ratio,
+and :func:`ratio_reading` says what the ratio and its band can tell about a target (and names the case the band
+cannot see).
 
 So every host-cost measurement of the kit (the host-overhead family of every op, :mod:`fastpath_lib.bench.ophost`;
 vLLM's dispatch, :mod:`fastpath_lib.bench.vllmhost`; the host-cost cells of lessons 03 and 05) takes its numbers from
@@ -27,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import json
+import math
 import re
 import time
 import warnings
@@ -36,7 +40,7 @@ import torch
 from fastpath_lib.bench.timing import quantile
 
 __all__ = ["BLOCKS", "CALLS", "QUICK_BLOCKS", "QUICK_CALLS", "HOST_TIMER", "fastest_blocks", "host_blocks",
-           "timing_fields", "warnings_of", "silenced"]
+           "halves_band", "ratio_reading", "timing_fields", "warnings_of", "silenced"]
 
 #: Rounds of interleaved blocks per measurement (each side's number of blocks).
 BLOCKS = 200
@@ -123,6 +127,49 @@ def host_blocks(quick: bool, rounds: int | None) -> tuple[int, int]:
     ((200, 100), (100, 50), (2, 50))
     """
     return (rounds or (QUICK_BLOCKS if quick else BLOCKS)), (QUICK_CALLS if quick else CALLS)
+
+
+def halves_band(samples: list[float], base_samples: list[float]) -> float:
+    """How finely one run resolves a ratio of fastest blocks (``min(samples) / min(base_samples)``), from the run
+    itself: the same ratio taken on the even rounds alone and on the odd rounds alone (each side's fastest block
+    among them); the band is how far the two differ. NaN with fewer than two blocks a side.
+
+    The 20-80 % spread of all blocks (:func:`fastpath_lib.bench.analysis.noise_band`) describes single blocks, which
+    load swings by several times on a busy machine; the fastest block moves far less, and this band measures how much.
+    What no band taken from one run can see is a slowdown that lasts through every block of one side: it moves that
+    side's fastest block in both halves alike (:func:`ratio_reading` names the case it can expose).
+
+    >>> halves_band([2.0, 2.2, 2.1, 2.0], [1.0, 1.0, 1.1, 1.0])  # even rounds: 2.0 / 1.0, odd rounds: 2.0 / 1.0
+    0.0
+    >>> round(halves_band([2.0, 2.4, 2.1, 2.2], [1.0, 1.0, 1.1, 1.0]), 3)  # 2.0 / 1.0 against 2.2 / 1.0
+    0.2
+    """
+    if min(len(samples), len(base_samples)) < 2:
+        return math.nan
+    even, odd = (min(samples[i::2]) / min(base_samples[i::2]) for i in (0, 1))
+    return abs(even - odd)
+
+
+def ratio_reading(ratio: float, band: float, target: float) -> str:
+    """What one run's ratio of fastest blocks says about a target, given its :func:`halves_band`, where the candidate
+    does all of the baseline's work and more (a fallback call: the dispatch, then the baseline itself).
+
+    ``"within"`` or ``"OVER"`` when the target lies outside ``ratio ± band``, ``"cannot tell"`` when it lies inside;
+    ``"noise"`` when the ratio is below 1 by more than the band (the kit's ``win`` by
+    :func:`fastpath_lib.bench.analysis.outcome`): a call cannot be faster than work it contains, so a slowdown that
+    lasted through the baseline's blocks moved the ratio, unseen by the band. The same slowdown on the candidate's side
+    lifts the ratio instead and reads ``"OVER"``: only a second run tells it from a real cost. ``""`` when not measured.
+
+    >>> [ratio_reading(r, b, 1.15) for r, b in ((1.07, 0.01), (1.2, 0.01), (1.1, 0.1), (0.79, 0.01), (1.0, math.nan))]
+    ['within', 'OVER', 'cannot tell', 'noise', '']
+    """
+    from fastpath_lib.bench.analysis import WIN, outcome
+
+    if any(math.isnan(float(v)) for v in (ratio, band, target)):
+        return ""
+    if outcome(ratio, band) == WIN:
+        return "noise"
+    return "within" if ratio + band <= target else "OVER" if ratio - band > target else "cannot tell"
 
 
 def timing_fields(res: dict) -> dict:

@@ -49,7 +49,7 @@ TITLES = {
     "ex01": "the float64 reference", "ex02": "a fused residual-add RMSNorm kernel",
     "ex03": "predicate for a changed spec",
     "ex04": "boundary cases (graded by mutation)", "ex05": "the benchmark case matrix",
-    "ex06": "classifying results", "ex07": "the PR note", "ex08": "capstone: a second operator",
+    "ex06": "classifying results", "ex07": "the PR note", "ex08": "capstone: the workflow on an operator you choose",
     "ex09": "contract-parity tests (graded by broken ops)",
     "ex10": "the per-architecture row threshold from a sweep",
     "ex11": "commit hygiene: one behaviour change per commit, every commit green",

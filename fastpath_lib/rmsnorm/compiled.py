@@ -12,8 +12,8 @@ every kernel specialization the kit launches also compiles for a GPU (:data:`TAR
 * shared memory, from the compiled kernel's metadata.
 
 A specialization is one compiled binary: kernel x dtype x ``BLOCK_SIZE`` x ``num_warps`` x ``ROWS_PER_PROGRAM`` x
-``HAS_WEIGHT`` x ``VEC`` x the divisibility Triton derives from the arguments x the target. The list comes from the
-launchers' own rule (:mod:`fastpath_lib.rmsnorm.launch`), never from a table typed here.
+``HAS_WEIGHT`` x ``VEC`` x Triton's marks on the arguments (on ``n_rows``, strides, ``n_cols``: a multiple of 16, 1,
+or neither; the list from the launchers' own rule, :mod:`fastpath_lib.rmsnorm.launch`, fixes one set) x the target.
 
 *Aligned* is a launch the predicate admits: every data pointer a multiple of 16 bytes (``tt.divisibility = 16``, as
 ``triton.jit`` derives it), the row strides and the width whole 16-byte vectors, so the launcher passes ``VEC`` = the
@@ -142,9 +142,9 @@ def missing_tools() -> str | None:
 def eligible_widths() -> list[int]:
     """One width per ``BLOCK_SIZE`` the launchers can pick: the powers of two from 1 to ``MAX_COLS``.
 
-    Every width ``n`` (``1 <= n <= MAX_COLS``) launches the same binaries as the power of two at or above it: an aligned
-    launch tells the kernel no more about ``n`` than that it is a whole number of 16-byte vectors (see the module
-    doc). :func:`specializations` keeps, for the aligned ones, the widths whose rows are whole vectors of the dtype.
+    Every width ``n`` (``1 <= n <= MAX_COLS``) makes the same launcher choices as the power of two at or above it
+    (Triton's marks aside: see the module doc): an aligned launch tells the kernel no more about ``n`` than that it
+    is a whole number of 16-byte vectors. :func:`specializations` keeps aligned ones at widths of whole vectors.
     """
     out, n = [], 1
     while n <= MAX_COLS:

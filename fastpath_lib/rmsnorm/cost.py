@@ -1,4 +1,4 @@
-"""RMSNorm's cost model, beside its spec: the bytes a call must move and the binary a launch compiles.
+"""RMSNorm's cost model, beside its spec: the bytes a call must move and the launcher's choice of binary.
 
 Both are read off the problem and the launchers' own rule (:mod:`fastpath_lib.rmsnorm.launch`), without a GPU and
 without timing anything: :mod:`fastpath_lib.rmsnorm.spec` hands them to the pipeline (``bytes_moved``,
@@ -39,6 +39,8 @@ def binary(kernel: str, rows: int, cols: int, dtype, sms: int | None = None) -> 
     """The RMSNorm binary a 16-byte-aligned launch on ``rows x cols`` of ``dtype`` compiles, from the launchers' own
     rules (:mod:`fastpath_lib.rmsnorm.launch`): kernel (``"fwd"`` or ``"bwd"``) x dtype x ``BLOCK_SIZE`` x
     ``num_warps`` x ``HAS_WEIGHT`` x ``ROWS_PER_PROGRAM`` x ``VEC``; ``None`` for rows wider than the kernels take.
+    The launchers' choice only: Triton's JIT splits it further by its marks on the integer arguments (``n_rows``,
+    the strides, ``n_cols``: a multiple of 16, the value 1, or neither), which this dict leaves out.
     The backward's rows per program depend on the GPU's multiprocessor count ``sms``: ``None`` (unknown) without it.
 
     >>> binary("fwd", 8, 4096, "float16")["BLOCK_SIZE"], binary("fwd", 8, 10 ** 6, "float16")

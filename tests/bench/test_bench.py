@@ -551,6 +551,28 @@ def test_host_table_ratio_target_and_not_measured():
         "host_eligible", "verdict"]
 
 
+def test_host_table_reads_each_ratio_against_the_band_its_own_blocks_resolve():
+    """The band is how far the ratio of fastest blocks differs between the even and the odd rounds; the reading says
+    within or OVER only when the target lies outside ratio +- band, and calls a fallback faster than its baseline
+    (by more than the band) noise, never a speed-up."""
+    df = _host_rows(1.07)
+    blocks = {("host_a", "baseline"): [10.0, 10.0, 10.0, 10.0], ("host_a", "dispatched"): [10.7, 11.0, 10.9, 10.7],
+              ("host_b", "baseline"): [20.0, 20.0, 20.0, 20.0], ("host_b", "dispatched"): [16.0, 16.0, 16.0, 16.0]}
+    for (cid, p), v in blocks.items():
+        at = (df.case_id == cid) & (df.provider == p)
+        df.loc[at, "samples_us"], df.loc[at, "min_us"] = json.dumps(v), min(v)
+    t = bench.host_table(bench.classify(df))
+    assert t.loc["host_a", "band"] == pytest.approx(0.0) and t.loc["host_a", "reading"] == "within"
+    assert t.loc["host_b", "ratio"] == pytest.approx(0.8) and t.loc["host_b", "reading"] == "noise"
+    assert t.loc["host_b", "verdict"] == "within"  # the bare comparison with the target cannot see it
+    assert bench_host.over_and_unresolved(t) == ([], ["host_b (noise)"])  # what the evidence run's host step says
+    slow_odd = json.dumps([10.7, 13.0, 10.9, 12.0])  # the odd rounds' fastest block: 12.0
+    df.loc[(df.case_id == "host_a") & (df.provider == "dispatched"), "samples_us"] = slow_odd
+    wide = bench.host_table(bench.classify(df)).loc["host_a"]
+    assert wide["band"] == pytest.approx(0.13) and wide["reading"] == "cannot tell"
+    assert math.isnan(bench.host_table(bench.classify(_host_rows(1.07))).loc["host_a", "band"])  # no block times
+
+
 def test_host_family_records_what_a_provider_warns_instead_of_printing_it():
     """F.rms_norm on bf16 with an fp32 weight warns once per process (torch's warn-once) that it cannot use its fused
     kernel: the rows record it however often it fired before, the table and the note show it, nothing escapes."""

@@ -175,7 +175,11 @@ def test_lesson_06_shows_the_disk_cache_serving_a_second_process():
     out = _outputs(_cell_printing(nb, "second process, same cache"))
     first, second = re.findall(r"process.*?: ([\d.]+) s, from_cache=(\w+)", out)
     assert first[1] == "False" and second[1] == "True", out  # the second process compiled nothing
-    assert float(second[0]) < float(first[0]), out
+    # whether the hit was also faster is the run's to print, not the text's to promise: the printed verdict follows
+    # the two times
+    diff = float(re.search(r"second minus first: ([-+][\d.]+) s", out).group(1))
+    assert diff == pytest.approx(float(second[0]) - float(first[0]), abs=2e-3), out
+    assert ("the cache hit faster" in out) == (float(second[0]) < float(first[0])), out
 
 
 def test_lesson_06_counts_the_captured_calls_of_its_request():

@@ -1,4 +1,4 @@
-"""Exercise 08, the capstone: the whole workflow for a second row-wise operator.
+"""Exercise 08, the capstone: the whole workflow on a row-wise operator the learner chooses.
 
 The learner picks one operator of :data:`KNOWN_OPS` (``OP_NAME``) and every check compares against the *kit's*
 float64 reference for it, never against the learner's own. The kernel check and the dispatch check watch the calls:
