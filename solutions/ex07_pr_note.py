@@ -31,7 +31,8 @@
 # every judged note the feedback says that prose (every paragraph, list item or sentence that is not a labelled line or
 # a table row) is read by your instructor or the reviewer, not scored. Where an element is missing or malformed, the
 # feedback names it and shows its form. The elements that earn points, in short (the rules follow):
-#
+
+# %% [markdown]
 # ```text
 # ## Summary                                              the six headings: Summary, Eligibility and fallback,
 #                                                         Semantic evidence, Mechanism, Performance, Limitations

@@ -100,8 +100,8 @@ def prose(note: str, ids=()) -> list[str]:
     return [b.text for b in blocks(note) if b.kind == "prose" and not lines(b.text.replace("\n", "\n\n"), ids)]
 
 
-_CLASS = {"win": WIN, "wins": WIN, "neutral": NEUTRAL, "neutrals": NEUTRAL, "loss": LOSS, "losses": LOSS,
-          "fallback": FALLBACK, "fallbacks": FALLBACK}
+_CLASS = {**{c: c for c in OUTCOMES}, WIN + "s": WIN, NEUTRAL + "s": NEUTRAL, LOSS + "es": LOSS,
+          FALLBACK + "s": FALLBACK}
 _ITEM = re.compile(r"(\d+)\s+(\w+)(?:\s+cases?)?(?:\s*\([^()]*\))?")
 #: Where an ``Outcomes:`` line's items part: ``,``, ``;`` or ``and``, outside parentheses.
 _ITEMS = re.compile(r"\s*(?:[,;]|\band\b)\s*(?![^()]*\))")

@@ -47,7 +47,7 @@ def cell_figures(cell: str) -> list[tuple[float, int, str]]:
 
 
 #: A class name as a cell opens with it, plural or not.
-_CLASSES = {"win": WIN, "wins": WIN, "neutral": NEUTRAL, "loss": LOSS, "losses": LOSS, "fallback": FALLBACK}
+_CLASSES = {WIN: WIN, WIN + "s": WIN, NEUTRAL: NEUTRAL, LOSS: LOSS, LOSS + "es": LOSS, FALLBACK: FALLBACK}
 _CLASS_HEADERS = ("class", "outcome", "verdict")
 
 

@@ -3,6 +3,7 @@ applies, and the exercise states every one: ``tests/course/test_exercise_instruc
 
 from __future__ import annotations
 
+from fastpath_lib.grading.vocabulary import NOT_GPU
 from fastpath_lib.rmsnorm import predicate as rms
 
 __all__ = ["STATED", "NAMED_WITH_FIGURES", "COVERED", "RENDER_RULE", "PROSE_NOTE"]
@@ -64,7 +65,7 @@ METHOD_RULE = ("six labelled lines with the values of `env[\"harness\"]`: `Timer
                "`Synchronization: HOW` (in any words: synchronized, waits for the kernel, CUDA events, or the "
                "record's own), `Statistic: median of N samples`, `Spread: q80 - q20` (or `20th to 80th percentile`) "
                "and `Raw samples: FILE`; another warm-up or sample count in such a line contradicts the record")
-CPU_RULE = ("the `Environment:` line says `not a GPU measurement`, and no speed-up is claimed anywhere, in "
+CPU_RULE = (f"the `Environment:` line says `{NOT_GPU}`, and no speed-up is claimed anywhere, in "
             "prose, a labelled line or a table row (its header too): a multiplier (`1.5x`, `0.92x`) or a speed word "
             "(`faster`, `speed-up`) unless its sentence negates it or makes it conditional (`no speed-up is claimed` "
             "is fine); no case line, table row or `Outcomes:` count marks a case a win or a loss (a table cell in any "
