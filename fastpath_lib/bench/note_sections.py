@@ -9,7 +9,7 @@ import math
 from pathlib import Path
 
 from fastpath_lib.bench.analysis import coverage_line
-from fastpath_lib.bench.host import TARGET_RATIO, host_table, ratio_text
+from fastpath_lib.bench.host import TARGET_RATIO, host_table, over_and_unresolved, ratio_text
 from fastpath_lib.bench.mechanism import traffic_section, vector_arguments
 from fastpath_lib.bench.note_brief import (
     baseline_check,
@@ -147,27 +147,35 @@ def _host_fallback(ev: Evidence):
 
 
 def host_verdict(ev: Evidence) -> list[str]:
-    """The fallback's host cost in one line: within its target, or the cases over it."""
+    """The fallback's host cost in one line, by what the run resolved (:func:`~fastpath_lib.bench.host.
+    over_and_unresolved`): within its target, the cases over it, and those the run could not tell."""
     fb = _host_fallback(ev)
     if not len(fb):
         return [host_unmeasured(ev)]
-    over = fb[fb["verdict"] == "OVER"]
+    over, unresolved = over_and_unresolved(fb)
     target = f"dispatched <= {TARGET_RATIO}x {ev.baseline} per call"
-    if not len(over):
-        return [f"- Host cost on the fallback route: within the target ({target}) on all {len(fb)} cases."]
-    return [f"- Host cost on the fallback route: **over the target ({target})** on "
-            + ", ".join(f"{cid} ({ratio_text(r['ratio'])}x)" for cid, r in over.iterrows()) + "."]
+    if over:
+        head = (f"- Host cost on the fallback route: **over the target ({target})** on "
+                + ", ".join(f"{cid} ({ratio_text(fb.loc[cid, 'ratio'])}x)" for cid in over))
+    elif len(unresolved) < len(fb):
+        head = f"- Host cost on the fallback route: within the target ({target}) on {len(fb) - len(unresolved)} of " \
+               f"{len(fb)} cases"
+    else:
+        head = f"- Host cost on the fallback route ({target}): not resolved by this run on any case"
+    return [head + (f"; not resolved by this run: {', '.join(unresolved)}" if unresolved else "") + "."]
 
 
 def host_performance(ev: Evidence) -> list[str]:
-    """The fallback's host cost against its target, per case."""
+    """The fallback's host cost against its target, per case, with what the run resolved."""
     fb = _host_fallback(ev)
     if not len(fb):
         return [host_unmeasured(ev)]
-    over = fb[fb["verdict"] == "OVER"]
+    over, unresolved = over_and_unresolved(fb)
+    said = ([f"**over the target: {', '.join(over)}**"] if over else []) + \
+        ([f"not resolved by this run: {', '.join(unresolved)}"] if unresolved else [])
     return [f"- Host cost on the fallback route (dispatched / {ev.baseline} per call, target <= {TARGET_RATIO}x): "
             + ", ".join(f"{cid} {ratio_text(r['ratio'])}x" for cid, r in fb.iterrows()) + "; "
-            + (f"**over the target: {', '.join(over.index)}**" if len(over) else "all within the target") + "."]
+            + ("; ".join(said) if said else "all within the target") + "."]
 
 
 def alternatives(ev: Evidence) -> list[str]:

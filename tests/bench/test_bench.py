@@ -967,3 +967,26 @@ def test_a_refused_baseline_leaves_the_case_s_other_baselines_to_run(monkeypatch
     df = opbench.run_op(spec, quick=True, only=["rows_fp32"]).set_index("provider")
     assert df.loc["scaled", "status"] == "error" and df.loc["dispatched", "status"] == "ok"
     assert opspec.COMPILED in df.index, list(df.index)
+
+
+def test_the_notes_host_lines_say_what_the_run_did_not_resolve(monkeypatch):
+    """A ratio the run's own band cannot place against the target, or one below 1 (a fallback call contains the
+    baseline's work), is reported as not resolved, never as within the target."""
+    import types
+
+    from fastpath_lib.bench import note_sections
+
+    fb = pd.DataFrame({"ratio": [1.05, 0.79, 1.12, 1.3], "verdict": ["within", "within", "within", "OVER"],
+                       "reading": ["within", "noise", "cannot tell", "OVER"]}, index=["a", "b", "c", "d"])
+    ev = types.SimpleNamespace(baseline="F.rms_norm")
+    monkeypatch.setattr(note_sections, "_host_fallback", lambda ev: fb)
+    line, perf = note_sections.host_verdict(ev)[0], note_sections.host_performance(ev)[0]
+    assert "**over the target" in line and " d (" in line
+    assert "not resolved by this run: b (noise), c (cannot tell)" in line
+    assert "over the target: d**" in perf and "not resolved by this run: b (noise), c (cannot tell)" in perf
+    assert "all within the target" not in perf
+    monkeypatch.setattr(note_sections, "_host_fallback", lambda ev: fb.iloc[:3])
+    line = note_sections.host_verdict(ev)[0]
+    assert "within the target (" in line and "on 1 of 3 cases" in line and "b (noise), c (cannot tell)" in line
+    monkeypatch.setattr(note_sections, "_host_fallback", lambda ev: fb.iloc[:1])
+    assert "all within the target" in note_sections.host_performance(ev)[0]
