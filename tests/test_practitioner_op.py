@@ -1144,6 +1144,34 @@ def test_a_run_stopped_after_its_matrix_keeps_the_matrix_in_the_output_folder(be
         capsys.readouterr().err)
 
 
+def test_a_run_stopped_in_its_matrix_keeps_the_cases_it_finished_and_names_those_it_did_not(registered, tmp_path,
+                                                                                            monkeypatch, capsys):
+    """An ``--op`` run stopped (SIGTERM) in its matrix's second case keeps the first case's rows in the output
+    folder, its marker naming the case not run and each step after the matrix. (No timing: the rows are made here.)"""
+    import os
+    import signal
+
+    import pandas as pd
+
+    from fastpath_lib.bench import opbench, results
+
+    ids = [c.id for c in op.SPEC.matrix()]
+
+    def case_rows(spec, case, provs, **kw):
+        if case.id == ids[1]:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return [{"case_id": case.id, "provider": p, "status": "ok", "median_us": 1.0} for p in provs]
+
+    monkeypatch.setattr(opbench, "time_case", case_rows)
+    out = tmp_path / "cut"
+    assert cli.bench_main(["--op", REF, "--quick", "--out", str(out)]) == 130
+    assert set(pd.read_csv(out / "results.csv").case_id) == {ids[0]} and (out / "environment.json").is_file()
+    marker = (out / results.INCOMPLETE_MARKER).read_text()
+    assert f"- not finished: the matrix: 1 of {len(ids)} cases not run: {ids[1]}\n" in marker, marker
+    assert "- not finished: the host-overhead family\n" in marker and "- not finished: the PR notes\n" in marker
+    assert not list(tmp_path.glob(".cut.partial-*")) and f"cases not run: {ids[1]}" in capsys.readouterr().err
+
+
 def test_the_notes_rerun_command_reruns_the_run_they_describe(bench_folder):
     """prac13 F9: the notes printed ``bench --op REF --out DIR`` (this matrix) for a ``--quick`` or ``--only`` run,
     a command that runs another matrix. The command carries the run's own ``--quick`` (environment.json's harness),

@@ -144,8 +144,13 @@ def bench_main(argv: list[str] | None = None) -> int:
         cases = []
     t0 = time.perf_counter()
     try:
-        df = bench.run_matrix(cases, quick=args.quick, out_dir=args.out, force=args.force, declared=declared,
-                              analyses=not args.no_analyses and args.family != "host", host=args.family != "matrix")
+        with _stopped_by_signals() as stopped:  # an interrupted run keeps what finished (run_matrix says what)
+            try:
+                df = bench.run_matrix(cases, quick=args.quick, out_dir=args.out, force=args.force, declared=declared,
+                                      analyses=not args.no_analyses and args.family != "host",
+                                      host=args.family != "matrix", interrupted=_say_interrupted)
+            except stopped:
+                return 130
     except FileExistsError as exc:
         return fail(str(exc))
     env = df.attrs["environment"]
@@ -224,10 +229,13 @@ def _bench_op(args, spec) -> int:
         except stopped:
             if staging is None:
                 raise KeyboardInterrupt from None
-            out = results.finish(staging, args.out, force=args.force, interrupted=True,
-                                 missing=[f"not finished: {s}" for s in steps])
-            print(f"interrupted: {out} keeps what finished, marked {results.INCOMPLETE_MARKER}; not finished: "
-                  + ", ".join(steps), file=sys.stderr)
+            from fastpath_lib.bench.opbench import providers_of
+
+            ran = [c.id for c in spec.matrix() if only is None or c.id in only]
+            out, missing = results.finish_interrupted(
+                staging, args.out, steps, force=args.force, cases=ran, providers=list(providers_of(spec)),
+                after_error=[p for p, i in providers_of(spec).items() if i == opspec.COMPILED])
+            _say_interrupted(out, missing)
             return 130
     if not env["gpu_measurement"]:
         print(f"\n{NOT_GPU.upper()}: {cpu_mode(env)} timings; outcomes read unmeasured"
@@ -244,8 +252,16 @@ def _bench_op(args, spec) -> int:
     return _wrong_exit(df)
 
 
-class _Stop(Exception):
-    """Ctrl-C or SIGTERM arrived during ``bench --op``."""
+def _say_interrupted(out, missing: list[str]) -> None:
+    from fastpath_lib.bench.results import INCOMPLETE_MARKER
+
+    print(f"interrupted: {out} keeps what finished, marked {INCOMPLETE_MARKER}; " + "; ".join(missing),
+          file=sys.stderr)
+
+
+class _Stop(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM arrived during a ``bench`` run: a ``KeyboardInterrupt``, so no ``except Exception`` of the
+    run (a provider's failure recorded as its row) takes it for a failure and runs on."""
 
 
 @contextlib.contextmanager

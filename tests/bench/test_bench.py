@@ -945,3 +945,41 @@ def test_a_refused_baseline_leaves_the_case_s_other_baselines_to_run(monkeypatch
     df = opbench.run_op(spec, quick=True, only=["rows_fp32"]).set_index("provider")
     assert df.loc["scaled", "status"] == "error" and df.loc["dispatched", "status"] == "ok"
     assert opspec.COMPILED in df.index, list(df.index)
+
+
+def test_an_interrupted_bench_run_keeps_its_finished_cases_marked_with_what_did_not_finish(tmp_path, monkeypatch,
+                                                                                           capsys):
+    """prac14 F9 on the default op: a ``bench --out`` run stopped (SIGTERM from ``timeout``) in its second case left
+    only a hidden staging folder, removed by the next run. The output folder holds the finished case's rows, marked
+    ``INCOMPLETE`` with the cases, the rows and the steps not finished named. (No timing: each case's rows are made
+    here, the second case signals.)"""
+    import os
+    import signal
+
+    from fastpath_lib.bench import harness
+
+    ids = ["decode_m1_fp16", "prefill_4096x4096_fp16", "odd_4096x4095_fp16"]  # in the matrix's order
+
+    def case_rows(spec, case, provs, **kw):
+        if case.id == ids[1]:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return [_row(case.id, p, 1.0, rows=case.rows, cols=case.cols) for p in provs]
+
+    monkeypatch.setattr(harness, "time_case", case_rows)
+    monkeypatch.setattr(harness, "copy_bandwidth", lambda device, quick: (1.0, "copy (test)"))
+    before = signal.getsignal(signal.SIGTERM)
+    out = tmp_path / "run"
+    assert cli.bench_main(["--out", str(out), "--quick", "--only", ",".join(ids), "--no-analyses"]) == 130
+    assert signal.getsignal(signal.SIGTERM) == before  # the handler is given back
+    assert not list(tmp_path.glob(".run.partial-*")) and {"results.csv", "environment.json"} <= {
+        p.name for p in out.iterdir()}
+    kept = pd.read_csv(out / "results.csv")
+    assert set(kept.case_id) == {ids[0]} and set(kept.provider) == set(bench.PROVIDERS) - {"compiled"}
+    marker = (out / bench.INCOMPLETE_MARKER).read_text()
+    assert marker.startswith("interrupted (Ctrl-C / SIGTERM)"), marker
+    assert f"- not finished: the matrix: 2 of 3 cases not run: {ids[1]}, {ids[2]}\n" in marker, marker
+    assert f"- not finished: the matrix: 3 of 3 cases without their compiled rows: {', '.join(ids)}" in marker
+    assert "- not finished: the host-overhead family\n" in marker and "- not finished: the PR notes\n" in marker
+    assert f"interrupted: {out} keeps what finished, marked {bench.INCOMPLETE_MARKER}" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="marked INCOMPLETE"):  # never read as a finished run
+        results.load_results(out)
