@@ -69,6 +69,20 @@ def test_bench_runs_the_matrix_and_the_host_cost(bench_folder):
     assert env["op"] == "absmax_scale" and env["op_ref"] == REF
 
 
+def test_its_results_csv_gives_no_bandwidth_from_cpu_timings(bench_folder):
+    """prac14: ``results.csv`` had a ``gbps`` on CPU rows (0.117 for an eager baseline). Every timed row of a run
+    that is not a GPU measurement leaves ``gbps`` and ``pct_copy_bw`` empty and says why in its note."""
+    import pandas as pd
+
+    from fastpath_lib.bench.schema import NO_BANDWIDTH
+
+    df = pd.read_csv(bench_folder / "results.csv")
+    timed = df[(df.status == "ok") & (df.family != "host-overhead")]
+    assert len(timed) and not timed.gpu_measurement.any()
+    assert timed.gbps.isna().all() and timed.pct_copy_bw.isna().all(), timed[["case_id", "provider", "gbps"]]
+    assert timed.note.str.contains(NO_BANDWIDTH, regex=False).all(), timed.note.tolist()
+
+
 def test_bench_and_the_notes_warn_of_a_short_matrix_and_of_conditions_no_boundary_point_probes(bench_folder):
     """The op's 2 cases and its `device` condition (no boundary point) are warned of, read from its spec, in bench's
     output and in the notes (summary and eligibility); an op with neither gap (RMSNorm) gets no such warning."""

@@ -25,7 +25,7 @@ from fastpath_lib.bench import sweep as bench_sweep
 from fastpath_lib.bench import workload as bench_workload
 from fastpath_lib.bench.matrix import BenchCase
 from fastpath_lib.bench.metadata import REQUIRED_KEYS
-from fastpath_lib.bench.schema import CSV_COLUMNS, HOST_FAMILY
+from fastpath_lib.bench.schema import CSV_COLUMNS, HOST_FAMILY, NO_BANDWIDTH
 from fastpath_lib.bench.timing import bytes_moved
 from fastpath_lib.runtime import ROOT
 
@@ -447,7 +447,10 @@ def test_tiny_end_to_end_bench_run(tmp_path, capsys, monkeypatch):
     for r in ok.itertuples():
         samples = json.loads(r.samples_us)
         assert len(samples) >= 5 and all(s > 0 for s in samples)
-        assert r.q20_us <= r.median_us <= r.q80_us and not math.isnan(r.gbps)
+        assert r.q20_us <= r.median_us <= r.q80_us
+        # prac14: a CPU row's bandwidth is left empty, with the reason in its note (never a GB/s from CPU timings)
+        assert math.isnan(r.gbps) == (not r.gpu_measurement) and (NO_BANDWIDTH in r.note) == (not r.gpu_measurement)
+        assert math.isnan(r.pct_copy_bw) or r.gpu_measurement
     if fastpath_lib.runtime.interpreter_enabled():  # counted once per provider call by the interpreter's checker
         counted = ok.set_index("provider")
         assert counted.loc["triton", "counted_bytes"].tolist() == counted.loc["triton", "bytes_moved"].tolist()
