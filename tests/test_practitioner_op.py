@@ -487,6 +487,32 @@ def test_the_generated_tests_read_the_route_from_what_the_call_launched(spec, po
     assert check_point(op.SPEC, point) is None
 
 
+def test_a_declared_route_that_drifts_fails_with_the_documented_message():
+    """prac14: a spec's own ``route`` (its dispatch's booleans, ``<`` where the predicate says ``<=``) failed its
+    point with ``dispatched to fallback, the predicate says triton ([])``, not the documented form. It fails with the
+    message docs/practitioners.md prints, word for word; where the predicate says fallback, the failed conditions
+    follow it, never an empty list."""
+    import dataclasses
+    import pathlib
+
+    from fastpath_lib.boundary import check_point
+
+    def route(x):
+        return "triton" if op.route(x) == "triton" and x.shape[-1] < op.MAX_COLS else "fallback"
+
+    drifted = dataclasses.replace(DRIFTED, name="absmax_route_drifted", route=route)
+    edge = next(p for p in boundary_points(spec=drifted) if p.id == "cols[cols=max]")
+    doc = (pathlib.Path(__file__).parents[1] / "docs" / "practitioners.md").read_text()
+    said = check_point(drifted, edge)
+    assert said == "cols[cols=max]: the predicate says triton, OpSpec.route says fallback"
+    assert f"`{said}`" in " ".join(doc.split()), "docs/practitioners.md does not print the message the check gives"
+    always = dataclasses.replace(op.SPEC, name="absmax_always_triton", route=lambda x: "triton")
+    beyond = next(p for p in boundary_points(spec=always) if not p.holds and p.condition == "cols")
+    said = check_point(always, beyond)
+    assert said.startswith(f"{beyond.id}: the predicate says fallback (cols: ") and said.endswith(
+        "), OpSpec.route says triton") and "[]" not in said, said
+
+
 def test_bench_marks_a_dispatched_row_whose_route_is_not_the_predicate_s(short_timing):
     """The dispatched call that falls back where the predicate says triton is an error row, untimed, its route column
     the route it took; the fast route called directly is right and timed."""
