@@ -292,6 +292,35 @@ def test_boundary_plot_shows_every_case_it_ran_and_its_legend_covers_none():
     assert not legend.overlaps(key.get_window_extent()), (legend, key.get_window_extent())
 
 
+def test_a_case_beyond_a_region_limit_is_drawn_beyond_its_edge_never_on_it():
+    """prac14: a 2x16400 case (beyond ``max_cols`` 16384) was drawn on the region's top edge, where an eligible case
+    at 16384 also sits. Cases just beyond either limit (a column more than ``max_cols``, a row fewer than
+    ``min_rows``) are drawn clear of the edge, by at least half a marker, on its far side, the key naming the limit;
+    a case on the edge (eligible) stays where it is."""
+    from fastpath_lib.bench import plot
+
+    region = {"min_rows": 64, "max_cols": 16384}
+    shapes = {"edge": (128, 16384), "wider": (128, 16400), "fewer": (63, 256), "inside": (256, 256)}
+    rows = [_row(cid, p, 1.0, route="triton" if cid in ("edge", "inside") else "fallback", rows=r, cols=c)
+            for cid, (r, c) in shapes.items() for p in ("baseline", "dispatched")]
+    fig = bench.boundary_plot(pd.DataFrame(rows, columns=CSV_COLUMNS), env={**SYNTHETIC_CPU_ENV, "region": region,
+                                                                          "declared_cases": list(shapes)})
+    ax = fig.axes[0]
+    at = {tuple(map(float, xy)): None for c in ax.collections for xy in ax.transData.transform(c.get_offsets())}
+    numbers = {t.get_text(): t.xy for t in ax.texts if t.get_text().isdigit()}  # each marker's number, at it
+    px = {cid: ax.transData.transform(numbers[str(i)]) for i, cid in enumerate(shapes, 1)}
+    assert {tuple(map(float, p)) for p in px.values()} <= set(at)
+    edge_x, edge_y = ax.transData.transform((region["min_rows"], region["max_cols"]))
+    half = plot.MARKER_SIZE ** 0.5 * fig.dpi / 72 / 2
+    assert px["wider"][1] >= edge_y + half, (px["wider"], edge_y)
+    assert px["fewer"][0] <= edge_x - half, (px["fewer"], edge_x)
+    assert abs(px["edge"][1] - edge_y) < 1 and px["inside"][1] < edge_y  # eligible: where they are
+    (key,) = [t.get_text() for t in ax.texts if "\n" in t.get_text()]
+    beyond = "\n    beyond the edge: {}"
+    assert f"wider{beyond.format('cols 16400 > 16384')}" in key and f"fewer{beyond.format('rows 63 < 64')}" in key
+    assert key.count("beyond the edge") == 2, key
+
+
 def test_pr_note_lists_every_outcome_for_gpu_data():
     note = bench.pr_note(df=synthetic_results(), env=SYNTHETIC_GPU_ENV, tests={"tests": 10, "failures": 0})
     assert "SYNTHETIC" in note
