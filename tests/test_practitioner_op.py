@@ -145,6 +145,20 @@ def test_the_dry_run_plans_every_per_op_step_for_it(registered, capsys, monkeypa
     assert "op rms_norm: every per-op step runs it" in out
 
 
+def test_the_dry_run_speaks_of_no_norm_but_the_kit_s_own_ops_by_name(registered, capsys, monkeypatch):
+    """prac14: the dry run of a run with a practitioner's op said "every norm that step", "a cold Inductor compile
+    of a norm", "RMSNorm's proposal": words of the kit's op in the texts of steps that run every op. Every text of
+    the plan names an op by its spec's name; with the kit's own ops' names taken out, no norm is left."""
+    monkeypatch.setattr(evidence_steps, "collect_tests", lambda: (True, "not collected here"))
+    evidence.dry_run(10_000, all_steps(), collect=False)
+    text = capsys.readouterr().out
+    assert "absmax_scale" in text
+    for name in sorted(opspec.built_in(), key=len, reverse=True):  # fused_add_rms_norm before rms_norm
+        text = text.replace(name, "KIT_OP")
+    leftover = [line for line in text.splitlines() if re.search(r"norm|\bfused\b", line, re.IGNORECASE)]
+    assert not leftover, "\n".join(leftover)
+
+
 def test_the_plan_counts_its_cost_in_every_shared_step_that_runs_it_read_from_its_spec(registered, monkeypatch):
     """Each shared step that runs the op (not those that skip it) expects the op's cost on top of the kit's own ops',
     read from its spec (the full sweep, with ``thresholds``, costs more than the quick one); the dry run's line says
