@@ -1226,6 +1226,25 @@ def test_a_run_stopped_in_its_matrix_keeps_the_cases_it_finished_and_names_those
     assert not list(tmp_path.glob(".cut.partial-*")) and f"cases not run: {ids[1]}" in capsys.readouterr().err
 
 
+def test_a_stop_while_a_provider_is_timed_stops_the_run_never_recorded_as_that_provider_s_failure(
+        registered, tmp_path, monkeypatch):
+    """A SIGTERM arriving inside a provider's timing (where a failing baseline is caught and recorded as an error row,
+    the run going on) stops the run: no row records the stop, the case is named not run, and the exit is 130."""
+    import os
+    import signal
+
+    from fastpath_lib.bench import opbench, results
+
+    def killed(call, settings):
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    monkeypatch.setattr(opbench, "timed_fields", killed)
+    out = tmp_path / "stopped"
+    assert cli.bench_main(["--op", REF, "--quick", "--family", "matrix", "--out", str(out)]) == 130
+    marker = (out / results.INCOMPLETE_MARKER).read_text()
+    assert f"- not finished: the matrix: {len(op.SPEC.matrix())} of {len(op.SPEC.matrix())} cases not run" in marker
+
+
 def test_the_notes_rerun_command_reruns_the_run_they_describe(bench_folder):
     """prac13 F9: the notes printed ``bench --op REF --out DIR`` (this matrix) for a ``--quick`` or ``--only`` run,
     a command that runs another matrix. The command carries the run's own ``--quick`` (environment.json's harness),

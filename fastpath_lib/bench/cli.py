@@ -226,8 +226,18 @@ def _bench_op(args, spec) -> int:
             if args.family != "matrix":
                 df = _with_host_rows(spec, df, args.quick)
                 steps.remove("the host-overhead family")
+                if staging is not None:  # the host rows too
+                    results.write(staging, df, env)
+            if not env["gpu_measurement"]:
+                print(f"\n{NOT_GPU.upper()}: {cpu_mode(env)} timings; outcomes read unmeasured"
+                      + ("; host time per call is a CPU measurement." if args.family != "matrix" else "."))
+            print_not_run(spec, folder=staging is not None, df=df)
+            if staging is not None:
+                for template, name in NOTE_FILES.items():
+                    (staging / name).write_text(pr_note(df=df, env=env, spec=spec, template=template))
+                out = results.finish(staging, args.out, force=args.force)
         except stopped:
-            if staging is None:
+            if staging is None or not staging.exists():  # no folder, or the finished one already renamed
                 raise KeyboardInterrupt from None
             from fastpath_lib.bench.opbench import providers_of
 
@@ -237,15 +247,7 @@ def _bench_op(args, spec) -> int:
                 after_error=[p for p, i in providers_of(spec).items() if i == opspec.COMPILED])
             _say_interrupted(out, missing)
             return 130
-    if not env["gpu_measurement"]:
-        print(f"\n{NOT_GPU.upper()}: {cpu_mode(env)} timings; outcomes read unmeasured"
-              + ("; host time per call is a CPU measurement." if args.family != "matrix" else "."))
-    print_not_run(spec, folder=staging is not None, df=df)
     if staging is not None:
-        results.write(staging, df, env)
-        for template, name in NOTE_FILES.items():
-            (staging / name).write_text(pr_note(df=df, env=env, spec=spec, template=template))
-        out = results.finish(staging, args.out, force=args.force)
         plot = "boundary.png (the dispatch-boundary plot), " if (out / "boundary.png").exists() else ""
         print(f"wrote {out}: results.csv, environment.json, {plot}PR notes {', '.join(NOTE_FILES.values())} "
               "(the kit's form and vLLM's template)")
