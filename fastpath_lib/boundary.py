@@ -250,10 +250,12 @@ def check_point(spec: opspec.OpSpec, point: BoundaryPoint, *, device: str | None
     if point.context:
         return None  # a context change is checked on the predicate's context
     route = spec.route(*args)
-    if decision is not None and route != ("triton" if decision.eligible else "fallback"):
-        return f"{point.id}: dispatched to {route}, the predicate says {decision.route} ({decision.reasons})"
-    if not point.holds and route != "fallback":
-        return f"{point.id}: outside its condition but took {route}"
+    drift = (launches.declared_mismatch("triton" if decision.eligible else "fallback", route, decision.reasons)
+             if decision is not None else None)
+    if drift:
+        return f"{point.id}: {drift}"
+    if not point.holds and route != "fallback":  # no context to ask the predicate: the point's condition fails
+        return f"{point.id}: {launches.declared_mismatch('fallback', route, [f'{point.condition}: fails here'])}"
     try:
         want = spec.reference(*args)
     except Exception as exc:  # noqa: BLE001 - an invalid call: the dispatched one must refuse it the same way

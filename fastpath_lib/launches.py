@@ -28,7 +28,8 @@ from collections.abc import Iterator
 
 from fastpath_lib import runtime
 
-__all__ = ["Launched", "observe", "taken", "observable", "mismatch", "watch", "converts_with_casts"]
+__all__ = ["Launched", "observe", "taken", "observable", "mismatch", "declared_mismatch", "watch",
+           "converts_with_casts"]
 
 _lock = threading.Lock()
 _active: list[Launched] = []
@@ -139,3 +140,20 @@ def mismatch(predicted: str, seen: list[str]) -> str | None:
     did = (f"launched {', '.join(dict.fromkeys(seen))}: it took the Triton route" if seen
            else "launched no Triton kernel: it took the fallback")
     return f"the predicate says {predicted}, the call {did}"
+
+
+def declared_mismatch(predicted: str, declared: str, reasons=()) -> str | None:
+    """Why a call's route drifted where the op's spec declares its own ``route`` (``OpSpec.route``, the dispatch's
+    own booleans) and that route is not the predicate's ``predicted`` (``None``: they agree); in the form of
+    :func:`mismatch`, the predicate's route first, then what drifted from it (where the predicate says fallback, the
+    conditions that failed, ``reasons``).
+
+    >>> declared_mismatch("triton", "fallback")
+    'the predicate says triton, OpSpec.route says fallback'
+    >>> declared_mismatch("fallback", "triton", ["cols: 4097, at most 4096"])
+    'the predicate says fallback (cols: 4097, at most 4096), OpSpec.route says triton'
+    """
+    if declared == predicted:
+        return None
+    why = f" ({'; '.join(reasons)})" if reasons else ""
+    return f"the predicate says {predicted}{why}, OpSpec.route says {declared}"

@@ -69,6 +69,20 @@ def test_bench_runs_the_matrix_and_the_host_cost(bench_folder):
     assert env["op"] == "absmax_scale" and env["op_ref"] == REF
 
 
+def test_its_results_csv_gives_no_bandwidth_from_cpu_timings(bench_folder):
+    """prac14: ``results.csv`` had a ``gbps`` on CPU rows (0.117 for an eager baseline). Every timed row of a run
+    that is not a GPU measurement leaves ``gbps`` and ``pct_copy_bw`` empty and says why in its note."""
+    import pandas as pd
+
+    from fastpath_lib.bench.schema import NO_BANDWIDTH
+
+    df = pd.read_csv(bench_folder / "results.csv")
+    timed = df[(df.status == "ok") & (df.family != "host-overhead")]
+    assert len(timed) and not timed.gpu_measurement.any()
+    assert timed.gbps.isna().all() and timed.pct_copy_bw.isna().all(), timed[["case_id", "provider", "gbps"]]
+    assert timed.note.str.contains(NO_BANDWIDTH, regex=False).all(), timed.note.tolist()
+
+
 def test_bench_and_the_notes_warn_of_a_short_matrix_and_of_conditions_no_boundary_point_probes(bench_folder):
     """The op's 2 cases and its `device` condition (no boundary point) are warned of, read from its spec, in bench's
     output and in the notes (summary and eligibility); an op with neither gap (RMSNorm) gets no such warning."""
@@ -129,6 +143,20 @@ def test_the_dry_run_plans_every_per_op_step_for_it(registered, capsys, monkeypa
     assert ("step compiled_baselines skips it: a `compiled` entry in baselines (OpSpec.baselines) is not declared"
             in out), out[-1500:]
     assert "op rms_norm: every per-op step runs it" in out
+
+
+def test_the_dry_run_speaks_of_no_norm_but_the_kit_s_own_ops_by_name(registered, capsys, monkeypatch):
+    """prac14: the dry run of a run with a practitioner's op said "every norm that step", "a cold Inductor compile
+    of a norm", "RMSNorm's proposal": words of the kit's op in the texts of steps that run every op. Every text of
+    the plan names an op by its spec's name; with the kit's own ops' names taken out, no norm is left."""
+    monkeypatch.setattr(evidence_steps, "collect_tests", lambda: (True, "not collected here"))
+    evidence.dry_run(10_000, all_steps(), collect=False)
+    text = capsys.readouterr().out
+    assert "absmax_scale" in text
+    for name in sorted(opspec.built_in(), key=len, reverse=True):  # fused_add_rms_norm before rms_norm
+        text = text.replace(name, "KIT_OP")
+    leftover = [line for line in text.splitlines() if re.search(r"norm|\bfused\b", line, re.IGNORECASE)]
+    assert not leftover, "\n".join(leftover)
 
 
 def test_the_plan_counts_its_cost_in_every_shared_step_that_runs_it_read_from_its_spec(registered, monkeypatch):
@@ -471,6 +499,32 @@ def test_the_generated_tests_read_the_route_from_what_the_call_launched(spec, po
     assert spec.route(*spec.args(point.spec.build(seed=7))) == ("triton" if point.holds else "fallback")
     assert check_point(spec, point) == f"{point_id}: {said}"
     assert check_point(op.SPEC, point) is None
+
+
+def test_a_declared_route_that_drifts_fails_with_the_documented_message():
+    """prac14: a spec's own ``route`` (its dispatch's booleans, ``<`` where the predicate says ``<=``) failed its
+    point with ``dispatched to fallback, the predicate says triton ([])``, not the documented form. It fails with the
+    message docs/practitioners.md prints, word for word; where the predicate says fallback, the failed conditions
+    follow it, never an empty list."""
+    import dataclasses
+    import pathlib
+
+    from fastpath_lib.boundary import check_point
+
+    def route(x):
+        return "triton" if op.route(x) == "triton" and x.shape[-1] < op.MAX_COLS else "fallback"
+
+    drifted = dataclasses.replace(DRIFTED, name="absmax_route_drifted", route=route)
+    edge = next(p for p in boundary_points(spec=drifted) if p.id == "cols[cols=max]")
+    doc = (pathlib.Path(__file__).parents[1] / "docs" / "practitioners.md").read_text()
+    said = check_point(drifted, edge)
+    assert said == "cols[cols=max]: the predicate says triton, OpSpec.route says fallback"
+    assert f"`{said}`" in " ".join(doc.split()), "docs/practitioners.md does not print the message the check gives"
+    always = dataclasses.replace(op.SPEC, name="absmax_always_triton", route=lambda x: "triton")
+    beyond = next(p for p in boundary_points(spec=always) if not p.holds and p.condition == "cols")
+    said = check_point(always, beyond)
+    assert said.startswith(f"{beyond.id}: the predicate says fallback (cols: ") and said.endswith(
+        "), OpSpec.route says triton") and "[]" not in said, said
 
 
 def test_bench_marks_a_dispatched_row_whose_route_is_not_the_predicate_s(short_timing):
@@ -1142,6 +1196,53 @@ def test_a_run_stopped_after_its_matrix_keeps_the_matrix_in_the_output_folder(be
     assert set(pd.read_csv(out / "results.csv").case_id) == set(df.case_id)
     assert not list(tmp_path.glob(".full.partial-*")) and "not finished: the host-overhead family" in (
         capsys.readouterr().err)
+
+
+def test_a_run_stopped_in_its_matrix_keeps_the_cases_it_finished_and_names_those_it_did_not(registered, tmp_path,
+                                                                                            monkeypatch, capsys):
+    """An ``--op`` run stopped (SIGTERM) in its matrix's second case keeps the first case's rows in the output
+    folder, its marker naming the case not run and each step after the matrix. (No timing: the rows are made here.)"""
+    import os
+    import signal
+
+    import pandas as pd
+
+    from fastpath_lib.bench import opbench, results
+
+    ids = [c.id for c in op.SPEC.matrix()]
+
+    def case_rows(spec, case, provs, **kw):
+        if case.id == ids[1]:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return [{"case_id": case.id, "provider": p, "status": "ok", "median_us": 1.0} for p in provs]
+
+    monkeypatch.setattr(opbench, "time_case", case_rows)
+    out = tmp_path / "cut"
+    assert cli.bench_main(["--op", REF, "--quick", "--out", str(out)]) == 130
+    assert set(pd.read_csv(out / "results.csv").case_id) == {ids[0]} and (out / "environment.json").is_file()
+    marker = (out / results.INCOMPLETE_MARKER).read_text()
+    assert f"- not finished: the matrix: 1 of {len(ids)} cases not run: {ids[1]}\n" in marker, marker
+    assert "- not finished: the host-overhead family\n" in marker and "- not finished: the PR notes\n" in marker
+    assert not list(tmp_path.glob(".cut.partial-*")) and f"cases not run: {ids[1]}" in capsys.readouterr().err
+
+
+def test_a_stop_while_a_provider_is_timed_stops_the_run_never_recorded_as_that_provider_s_failure(
+        registered, tmp_path, monkeypatch):
+    """A SIGTERM arriving inside a provider's timing (where a failing baseline is caught and recorded as an error row,
+    the run going on) stops the run: no row records the stop, the case is named not run, and the exit is 130."""
+    import os
+    import signal
+
+    from fastpath_lib.bench import opbench, results
+
+    def killed(call, settings):
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    monkeypatch.setattr(opbench, "timed_fields", killed)
+    out = tmp_path / "stopped"
+    assert cli.bench_main(["--op", REF, "--quick", "--family", "matrix", "--out", str(out)]) == 130
+    marker = (out / results.INCOMPLETE_MARKER).read_text()
+    assert f"- not finished: the matrix: {len(op.SPEC.matrix())} of {len(op.SPEC.matrix())} cases not run" in marker
 
 
 def test_the_notes_rerun_command_reruns_the_run_they_describe(bench_folder):

@@ -144,8 +144,13 @@ def bench_main(argv: list[str] | None = None) -> int:
         cases = []
     t0 = time.perf_counter()
     try:
-        df = bench.run_matrix(cases, quick=args.quick, out_dir=args.out, force=args.force, declared=declared,
-                              analyses=not args.no_analyses and args.family != "host", host=args.family != "matrix")
+        with _stopped_by_signals() as stopped:  # an interrupted run keeps what finished (run_matrix says what)
+            try:
+                df = bench.run_matrix(cases, quick=args.quick, out_dir=args.out, force=args.force, declared=declared,
+                                      analyses=not args.no_analyses and args.family != "host",
+                                      host=args.family != "matrix", interrupted=_say_interrupted)
+            except stopped:
+                return 130
     except FileExistsError as exc:
         return fail(str(exc))
     env = df.attrs["environment"]
@@ -221,31 +226,44 @@ def _bench_op(args, spec) -> int:
             if args.family != "matrix":
                 df = _with_host_rows(spec, df, args.quick)
                 steps.remove("the host-overhead family")
+                if staging is not None:  # the host rows too
+                    results.write(staging, df, env)
+            if not env["gpu_measurement"]:
+                print(f"\n{NOT_GPU.upper()}: {cpu_mode(env)} timings; outcomes read unmeasured"
+                      + ("; host time per call is a CPU measurement." if args.family != "matrix" else "."))
+            print_not_run(spec, folder=staging is not None, df=df)
+            if staging is not None:
+                for template, name in NOTE_FILES.items():
+                    (staging / name).write_text(pr_note(df=df, env=env, spec=spec, template=template))
+                out = results.finish(staging, args.out, force=args.force)
         except stopped:
-            if staging is None:
+            if staging is None or not staging.exists():  # no folder, or the finished one already renamed
                 raise KeyboardInterrupt from None
-            out = results.finish(staging, args.out, force=args.force, interrupted=True,
-                                 missing=[f"not finished: {s}" for s in steps])
-            print(f"interrupted: {out} keeps what finished, marked {results.INCOMPLETE_MARKER}; not finished: "
-                  + ", ".join(steps), file=sys.stderr)
+            from fastpath_lib.bench.opbench import providers_of
+
+            ran = [c.id for c in spec.matrix() if only is None or c.id in only]
+            out, missing = results.finish_interrupted(
+                staging, args.out, steps, force=args.force, cases=ran, providers=list(providers_of(spec)),
+                after_error=[p for p, i in providers_of(spec).items() if i == opspec.COMPILED])
+            _say_interrupted(out, missing)
             return 130
-    if not env["gpu_measurement"]:
-        print(f"\n{NOT_GPU.upper()}: {cpu_mode(env)} timings; outcomes read unmeasured"
-              + ("; host time per call is a CPU measurement." if args.family != "matrix" else "."))
-    print_not_run(spec, folder=staging is not None, df=df)
     if staging is not None:
-        results.write(staging, df, env)
-        for template, name in NOTE_FILES.items():
-            (staging / name).write_text(pr_note(df=df, env=env, spec=spec, template=template))
-        out = results.finish(staging, args.out, force=args.force)
         plot = "boundary.png (the dispatch-boundary plot), " if (out / "boundary.png").exists() else ""
         print(f"wrote {out}: results.csv, environment.json, {plot}PR notes {', '.join(NOTE_FILES.values())} "
               "(the kit's form and vLLM's template)")
     return _wrong_exit(df)
 
 
-class _Stop(Exception):
-    """Ctrl-C or SIGTERM arrived during ``bench --op``."""
+def _say_interrupted(out, missing: list[str]) -> None:
+    from fastpath_lib.bench.results import INCOMPLETE_MARKER
+
+    print(f"interrupted: {out} keeps what finished, marked {INCOMPLETE_MARKER}; " + "; ".join(missing),
+          file=sys.stderr)
+
+
+class _Stop(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM arrived during a ``bench`` run: a ``KeyboardInterrupt``, so no ``except Exception`` of the
+    run (a provider's failure recorded as its row) takes it for a failure and runs on."""
 
 
 @contextlib.contextmanager

@@ -76,11 +76,21 @@ CELL_S = 0.45
 _START = f"{START_S:.0f} s process start, torch import and CUDA start (measured 6 s on the project's CPU machine)"
 
 
+def _kit_ops() -> tuple[str, str]:
+    """The names of the kit's own ops (its default op and the fused op), whose costs the fixed estimates measured: a
+    plan's texts name them so, never an op of the practitioner's."""
+    from fastpath_lib import opspec
+
+    kit = (*opspec.built_in(), "the default op", "the fused op")
+    return kit[0], kit[1]
+
+
 def _steps_before_ops(primary: str, every: str) -> tuple[Step, ...]:
     """The shared steps, the default op's matrix (``primary``) and the steps every op runs in one job (``every``: the
     registered ops, comma-separated)."""
+    rms, fused = _kit_ops()
     return (
-        Step("selftest", "self-test: the kernels on CUDA against the float64 reference", 10, _s("selftest"),
+        Step("selftest", "self-test: the kit's own kernels on CUDA against the float64 reference", 10, _s("selftest"),
              ("selftest.txt",), _CORE + ("fastpath_lib.selftest",), min_s=15, est_s=15,
              basis=f"estimate: {_START}, then a few JIT compiles (Triton 3.6 also builds its C launcher once)"),
         Step("gpu_tests", "pytest -m gpu tests (the CUDA-only tests), JUnit XML", 20, _s("gpu_tests"),
@@ -100,11 +110,12 @@ def _steps_before_ops(primary: str, every: str) -> tuple[Step, ...]:
                    "check, its profile and the graph timing of microsecond calls; cases past the deadline are "
                    "recorded as not run (the step is then partial)"),
         Step("sweep", "the row-threshold sweep of every op: host-inclusive time of the dispatched call against the "
-             "baseline (blocks of back-to-back calls, each ending in a sync), every admitted dtype; RMSNorm's "
-             "proposal", 25, _s("sweep"), ("threshold.csv", "threshold_proposal.json", "ops/NAME/threshold.csv"),
+             "baseline (blocks of back-to-back calls, each ending in a sync), every admitted dtype; a proposal for "
+             "each op declaring OpSpec.thresholds", 25, _s("sweep"),
+             ("threshold.csv", "threshold_proposal.json", "ops/NAME/threshold.csv"),
              _CORE + ("fastpath_lib.bench.sweep", "fastpath_lib.bench.hostmethod"), op=every,
              min_s=30, est_s=40,
-             basis=f"estimate: {_START}; RMSNorm 15 row counts x 3 widths x 3 dtypes, the fused op 8 x 1 x 3, each "
+             basis=f"estimate: {_START}; {rms} 15 row counts x 3 widths x 3 dtypes, {fused} 8 x 1 x 3, each "
                    "point 2 x 16 blocks of ~4 ms (~0.16 s with its inputs): ~26 s, plus first launches of kernel "
                    "variants the matrix did not compile; points past the deadline are left out (partial, and no "
                    "threshold is proposed)"),
@@ -112,15 +123,16 @@ def _steps_before_ops(primary: str, every: str) -> tuple[Step, ...]:
              "compile graphs and vLLM call), replayed on new data against the reference; a verdict per op and path",
              15, "fastpath_lib.bench.capture:step", ("capture_test.json",), _CORE + ("fastpath_lib.bench.capture",),
              op=every, min_s=30, est_s=40,
-             basis=f"estimate: {_START}; 40 captures (RMSNorm's 12 and the fused op's 8, by each of two paths) with "
+             basis=f"estimate: {_START}; 40 captures ({rms}'s 12 and {fused}'s 8, by each of two paths) with "
                    "their warm-ups, under 1 s each once the matrix has compiled the kernels"),
     )
 
 
 def _steps_after_ops(both: str) -> tuple[Step, ...]:
+    rms, fused = _kit_ops()
     return (
-        Step("replay", "workload replay of every op declaring its decoder step (a small decoder, every norm that step; "
-             "its serving trace)", 8, _s("replay"), ("replay.json", "ops/NAME/replay.json"),
+        Step("replay", "workload replay of every op declaring its decoder step (a small decoder calling the op as its "
+             "OpSpec.decoder_step does; its serving trace)", 8, _s("replay"), ("replay.json", "ops/NAME/replay.json"),
              _CORE + ("fastpath_lib.bench.workload", "fastpath_lib.bench.trace"),
              op=both, min_s=15, est_s=20,
              basis=f"estimate: {_START}; per op, a 4-layer dim-4096 decoder at 8 x 512 tokens and its quick serving "
@@ -134,7 +146,7 @@ def _steps_after_ops(both: str) -> tuple[Step, ...]:
         Step("compiled", "compile-time facts of every op's kernels (vector width, registers, spills)", 5,
              _s("compiled_facts"), ("compiled.json", "ops/NAME/compiled.json"),
              _CORE + ("fastpath_lib.bench.workload",), op=both, min_s=20, est_s=25,
-             basis="measured: RMSNorm's 116 specializations for sm_80 and sm_90 in 38 s, the fused op's 72 in 58 s, "
+             basis=f"measured: {rms}'s 116 specializations for sm_80 and sm_90 in 38 s, {fused}'s 72 in 58 s, "
                    "one worker on the project's busy 2-core CPU machine (no GPU needed): ~100 core-seconds, about "
                    f"8 s on the GPU machine's 15 workers, plus {_START}"),
         Step("host", "host overhead of every op's dispatch (vs its baseline, vs the launcher, vLLM's dispatch vs "
@@ -142,14 +154,16 @@ def _steps_after_ops(both: str) -> tuple[Step, ...]:
              ("results.csv (host-overhead rows)", "ops/NAME/results.csv (host-overhead rows)"),
              _CORE + ("fastpath_lib.opspec", "fastpath_lib.bench.ophost", "fastpath_lib.bench.vllmhost"),
              min_s=15, est_s=20,
-             basis=f"measured: both ops' host families in 7.8 s with the quick blocks on the project's CPU machine "
-                   "without vLLM (the GPU machine has none; with vLLM installed its child process makes it 60 s), "
+             basis=f"measured: the host families of {rms} and {fused} in 7.8 s with the quick blocks on the project's "
+                   "CPU machine without vLLM (the GPU machine has none; with vLLM installed its child process makes "
+                   "it 60 s), "
                    f"plus {_START}; each block also synchronizes on CUDA"),
         Step("compiled_baselines", "torch.compile of each op's composite on a few cases (its smallest and largest "
              "forward case), the deadline checked before each cold compile", 15,
              _s("compiled_baselines"), ("results.csv (compiled rows)", "ops/NAME/results.csv (compiled rows)"),
              _CORE + ("fastpath_lib.bench.opbench",), op=both, min_s=40, est_s=45,
-             basis="estimate: a cold Inductor compile of a norm is 5-40 s on 16 cores (10 s typical); two forward "
+             basis=f"estimate: a cold Inductor compile of {rms}'s or {fused}'s composite is 5-40 s on 16 cores (10 s "
+                   "typical); two forward "
                    "cases per op (smallest and largest), as many as the budget allows (the rest recorded as not "
                    "started, the step then partial)"),
         Step("pr_note", "the PR note of every op drafted from this folder, and what it lacks", 2, _s("pr_note"),

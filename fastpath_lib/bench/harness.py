@@ -71,7 +71,7 @@ def run_matrix(cases: list[BenchCase] | None = None, *, quick: bool = False, out
                progress: bool = True, force: bool = False, providers=PROVIDERS, analyses: bool = True,
                extra_env: dict | None = None, declared: list[str] | None = None, host: bool = False,
                deadline: float | None = None, folder: Path | None = None,
-               copy: tuple[float, str] | None = None) -> pd.DataFrame:
+               copy: tuple[float, str] | None = None, interrupted=None) -> pd.DataFrame:
     """Run the matrix; optionally write a complete results folder.
 
     Args:
@@ -95,6 +95,10 @@ def run_matrix(cases: list[BenchCase] | None = None, *, quick: bool = False, out
         folder: write ``results.csv`` here after every case (the evidence command's staging folder); no note, no
             rename.
         copy: ``(GB/s, label)`` of a copy bandwidth measured earlier in the same run (default: measured here).
+        interrupted: ``callable(folder, missing)`` told where an interrupted run (``KeyboardInterrupt``: Ctrl-C, or
+            SIGTERM where the caller turns it into one) left ``out_dir`` and what it lacks; such a run renames its
+            staging folder to ``out_dir`` all the same, marked ``INCOMPLETE`` with every step not finished named
+            (:func:`~fastpath_lib.bench.results.finish_interrupted`), and raises on.
 
     Returns:
         the classified results (one row per case and provider; times in microseconds);
@@ -106,6 +110,27 @@ def run_matrix(cases: list[BenchCase] | None = None, *, quick: bool = False, out
     cases = load_cases() if cases is None else list(cases)
     declared = [c.id for c in cases] if declared is None else list(declared)
     staging = results.begin(out_dir, force=force) if out_dir is not None else None
+    # the steps not finished yet, in order (an interrupted run's marker names those still here)
+    left = ([results.MATRIX_STEP] if cases else []) + (["the host-overhead family"] if host else []) + (
+        ["the analyses (threshold sweep, replay, compile cost, compiled facts)"] if staging is not None and analyses
+        else []) + (["the PR notes"] if staging is not None else [])
+    try:
+        return _run(cases, declared, staging, left, quick=quick, out_dir=out_dir, progress=progress, force=force,
+                    providers=providers, analyses=analyses, extra_env=extra_env, host=host, deadline=deadline,
+                    folder=folder, copy=copy)
+    except KeyboardInterrupt:
+        if staging is None or not staging.exists():
+            raise
+        out, missing = results.finish_interrupted(staging, out_dir, left, force=force, cases=[c.id for c in cases],
+                                                  providers=providers)
+        (interrupted or (lambda o, m: _stderr(f"interrupted: {o} keeps what finished; " + "; ".join(m))))(
+            out, missing)
+        raise
+
+
+def _run(cases, declared, staging, left: list[str], *, quick, out_dir, progress, force, providers, analyses,
+         extra_env, host, deadline, folder, copy) -> pd.DataFrame:
+    """:func:`run_matrix`'s run, taking each step off ``left`` as it finishes."""
     log = _stderr if progress else None
     settings = settings_for(quick)
     gpu = gpu_measurement()
@@ -141,11 +166,15 @@ def run_matrix(cases: list[BenchCase] | None = None, *, quick: bool = False, out
                                   settings=settings, device=device, check=k == 0, log=log, copy_gbps=copy_gbps))
             if write_to is not None:
                 results.write_table(write_to, _ordered(rows, [c.id for c in cases]))
+    if cases:
+        left.remove(results.MATRIX_STEP)
     if host:
         rows.extend(measure_host(quick=quick, log=log))
+        left.remove("the host-overhead family")
     df = classify(_ordered(rows, [c.id for c in cases]))
     df.attrs["environment"] = env
     if staging is not None:
+        results.write(staging, df, env)  # the matrix and host rows, classified, kept whatever happens after them
         extras = {}
         if analyses:
             if log:
@@ -164,6 +193,7 @@ def run_matrix(cases: list[BenchCase] | None = None, *, quick: bool = False, out
                 if facts["rows"]:
                     extras["compiled"] = facts["rows"]
                     (staging / "compiled.json").write_text(json.dumps(facts["rows"], indent=2, default=str))
+            left.remove("the analyses (threshold sweep, replay, compile cost, compiled facts)")
         env["wall_s"] = round(time.perf_counter() - t_start, 1)
         results.write(staging, df, env)
         for template, name in NOTE_FILES.items():  # the kit's form and vLLM's

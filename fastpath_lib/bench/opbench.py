@@ -42,7 +42,7 @@ from fastpath_lib.bench.opcheck import (
     compare_outputs,
     grad_inputs,
 )
-from fastpath_lib.bench.schema import OWN_ROUTES, empty_row, measurement_label
+from fastpath_lib.bench.schema import NO_BANDWIDTH, OWN_ROUTES, empty_row, measurement_label
 from fastpath_lib.bench.timing import (
     COMPILE_SKIPPED,
     compile_skipped,
@@ -307,10 +307,10 @@ def time_case(spec: OpSpec, case: OpCase, providers: dict[str, str], *, quick: b
                             note=f"{type(exc).__name__}: {exc}"[:500], **kw))
             continue
         med = timing["median_us"]
-        gbps = nbytes / (med * 1e-6) / 1e9 if med > 0 else math.nan
-        row = _row(spec, case, provider, quick, gpu, first[0], status="ok", note="; ".join(notes), warnings=warned,
-                   compile_s=compile_s, gbps=gbps, pct_copy_bw=100 * gbps / copy_gbps if copy_gbps > 0
-                   else math.nan, **timing, **kw)
+        gbps = nbytes / (med * 1e-6) / 1e9 if med > 0 and gpu else math.nan  # a CPU timing gives no GPU's GB/s
+        row = _row(spec, case, provider, quick, gpu, first[0], status="ok",
+                   note="; ".join([*notes, *([] if gpu else [NO_BANDWIDTH])]), warnings=warned, compile_s=compile_s,
+                   gbps=gbps, pct_copy_bw=100 * gbps / copy_gbps if copy_gbps > 0 else math.nan, **timing, **kw)
         traffic = unexplained_traffic(row, bytes_model=provider in OWN_ROUTES)
         if traffic:  # timed, but not ok: the kernel touched memory the op's bytes model cannot account for
             row.update(status="error", note="; ".join([traffic, *notes]))

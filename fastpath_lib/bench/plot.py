@@ -81,6 +81,8 @@ def boundary_plot(df: pd.DataFrame, ax=None, *, env: dict | None = None):
     than the declared one (``--quick``), the shape it ran. Cases at one point (within a quarter octave of each other
     in rows and in columns) are drawn side by side in a row centred on it, a fixed number of points apart, each with
     its own number and route marker (:func:`_spread`). The row threshold that applied is drawn as a vertical line.
+    A case beyond a limit of the region never sits on its edge: one within half a marker of it is drawn just beyond
+    it, and the key says so with the limit it lies beyond (:func:`_off_the_edges`).
     The axes span the cases plotted (and the region's edges), an octave beyond each extreme, so every case the
     matrix ran is on the plot; the legend stands outside the axes, below the key, so it covers no marker.
 
@@ -127,9 +129,12 @@ def boundary_plot(df: pd.DataFrame, ax=None, *, env: dict | None = None):
     for n, r in enumerate(ranked, start=1):
         run = shape_text(r.rows, r.cols)
         key.append(f"{n:>2}  " + (r.case_id if declared.get(r.case_id, run) == run else f"{r.case_id} (ran {run})"))
-        spot = (round(4 * np.log2(max(r.rows, 1))), round(4 * np.log2(max(r.cols, 1))))
+        # cases on two sides of a region edge never share a point (16400 columns beside 16384's edge)
+        spot = (round(4 * np.log2(max(r.rows, 1))), round(4 * np.log2(max(r.cols, 1))), _beyond(r, region))
         spots.setdefault(spot, []).append((n, r))
-    placed = _spread(ax, list(spots.values()))
+    placed, moved = _off_the_edges(ax, _spread(ax, list(spots.values())), region)
+    for n, what in moved.items():
+        key[n - 1] += f"\n    beyond the edge: {what}"  # a line of its own: the key is narrow
     sp = np.array([float(r.speedup_dispatched) for _, r, _ in placed])
     logs = np.log2(np.where(np.isfinite(sp) & (sp > 0), sp, 1.0))
     lim = max(1.0, float(np.nanmax(np.abs(logs))) if len(logs) else 1.0)
@@ -166,6 +171,38 @@ def boundary_plot(df: pd.DataFrame, ax=None, *, env: dict | None = None):
 #: beyond their width.
 MARKER_SIZE = 90
 MARKER_GAP = 6
+
+
+def _beyond(r, region: tuple[int, int] | None) -> str:
+    """The region limits case ``r`` lies beyond, in words (``""``: none, or no region drawn)."""
+    if region is None:
+        return ""
+    min_rows, max_cols = region
+    return "; ".join(([f"cols {int(r.cols)} > {max_cols}"] if r.cols > max_cols else [])
+                     + ([f"rows {int(r.rows)} < {min_rows}"] if r.rows < min_rows else []))
+
+
+def _off_the_edges(ax, placed: list[tuple], region) -> tuple[list[tuple], dict[int, str]]:
+    """``placed`` with each case that lies beyond a limit of the region (wider than ``max_cols``, fewer rows than
+    ``min_rows``) but would be drawn on or within half a marker of that edge moved out, to half a marker width and
+    :data:`MARKER_GAP` points beyond it, so no case beyond a limit sits on the region's edge (a 2x16400 case beside a
+    16384 edge is 0.1 % away, the same pixel); and ``{number: the limits it lies beyond}`` for the cases moved, which
+    the key then names."""
+    if region is None:
+        return placed, {}
+    min_rows, max_cols = region
+    clear = (MARKER_SIZE ** 0.5 / 2 + MARKER_GAP) * ax.figure.dpi / 72
+    edge_x, edge_y = ax.transData.transform((min_rows, max_cols))
+    out, moved = [], {}
+    for n, r, at in placed:
+        x, y = ax.transData.transform(at)
+        nx = min(x, edge_x - clear) if r.rows < min_rows else x
+        ny = max(y, edge_y + clear) if r.cols > max_cols else y
+        if (nx, ny) != (x, y):
+            at = tuple(float(v) for v in ax.transData.inverted().transform((nx, ny)))
+            moved[n] = _beyond(r, region)
+        out.append((n, r, at))
+    return out, moved
 
 
 def _spread(ax, groups: list[list[tuple]]) -> list[tuple]:

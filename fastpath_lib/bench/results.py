@@ -31,7 +31,8 @@ from fastpath_lib.bench.schema import CSV_COLUMNS, INCOMPLETE_MARKER, folder_sta
 from fastpath_lib.runtime import ROOT
 
 __all__ = ["INCOMPLETE_MARKER", "RESULTS_ROOT", "Recorded", "begin", "stale_staging", "write", "write_table",
-           "finish", "load_results", "latest_gpu_results", "recorded_gpu_run", "record_arguments", "record_source"]
+           "finish", "unfinished_cases", "finish_interrupted", "load_results", "latest_gpu_results",
+           "recorded_gpu_run", "record_arguments", "record_source"]
 
 #: Where results folders live in a checkout of the kit (``results/<device>-<date>/``).
 RESULTS_ROOT = ROOT / "results"
@@ -131,6 +132,52 @@ def finish(staging: Path, out_dir: str | Path, *, force: bool = False, missing: 
         shutil.rmtree(out)
     staging.rename(out)
     return out
+
+
+MATRIX_STEP = "the matrix"
+
+
+def unfinished_cases(folder: Path, cases: list[str], providers, *, after_error=()) -> list[str]:
+    """What a matrix cut short left out, read off the ``results.csv`` its run writes after every case: the cases with
+    no row, then each provider with cases lacking its rows (a provider of ``after_error`` is not asked of a case whose
+    own route gave an error: such a case gets none). Empty when every case has every provider's row.
+
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp())
+    >>> pd.DataFrame({"case_id": ["a", "a", "b"], "provider": ["eager", "compiled", "eager"],
+    ...               "status": ["ok"] * 3}).to_csv(d / "results.csv", index=False)
+    >>> unfinished_cases(d, ["a", "b", "c"], ["eager", "compiled"])
+    ['1 of 3 cases not run: c', '2 of 3 cases without their compiled rows: b, c']
+    """
+    try:
+        df = pd.read_csv(folder / "results.csv")
+    except (FileNotFoundError, pd.errors.EmptyDataError):
+        df = pd.DataFrame(columns=["case_id", "provider", "status"])
+    have = {c: set(g["provider"]) for c, g in df.groupby("case_id")}
+    wrong = set(df[(df["status"] == "error") & df["provider"].isin(("dispatched", "triton"))]["case_id"])
+    out = []
+    none = [c for c in cases if c not in have]
+    if none:
+        out.append(f"{len(none)} of {len(cases)} cases not run: {', '.join(none)}")
+    for p in providers:
+        lack = [c for c in cases if p not in have.get(c, ()) and not (p in after_error and c in wrong)]
+        if lack and lack != none:
+            out.append(f"{len(lack)} of {len(cases)} cases without their {p} rows: {', '.join(lack)}")
+    return out
+
+
+def finish_interrupted(staging: Path, out_dir: str | Path, left: list[str], *, force: bool = False,
+                       cases: list[str] = (), providers=(), after_error=()) -> tuple[Path, list[str]]:
+    """Keep what an interrupted run (Ctrl-C, SIGTERM) finished: the staging folder renamed to ``out_dir`` with its
+    ``INCOMPLETE`` marker naming each step in ``left`` (the steps not finished, in order); :data:`MATRIX_STEP` among
+    them is named with the cases and rows it did not write (:func:`unfinished_cases`). Returns the folder and those
+    lines."""
+    missing = []
+    for step in left:
+        gaps = unfinished_cases(staging, list(cases), providers, after_error=after_error) if step == MATRIX_STEP \
+            else []
+        missing += [f"not finished: {step}: {g}" for g in gaps] or [f"not finished: {step}"]
+    return finish(staging, out_dir, force=force, missing=missing, interrupted=True), missing
 
 
 def load_results(results_dir: str | Path, *, allow_incomplete: bool = False) -> tuple[pd.DataFrame, dict]:

@@ -25,7 +25,7 @@ from pathlib import Path
 import pandas as pd
 
 __all__ = ["TIME_UNIT", "CSV_COLUMNS", "cpu_mode", "shape_text", "OWN_ROUTES", "TIME_COLUMNS", "HOST_FAMILY", "NOT_GPU",
-           "GPU_LABEL", "SYNTHETIC_LABEL",
+           "NO_BANDWIDTH", "GPU_LABEL", "SYNTHETIC_LABEL",
            "WIN", "NEUTRAL", "LOSS", "FALLBACK", "UNMEASURED", "REFERENCE", "OUTCOMES", "TIMED_OUTCOMES",
            "AT_BASELINE", "OBSERVED", "INCOMPLETE_MARKER", "INCOMPLETE_STATUSES", "manifest_gaps", "folder_state",
            "matrix_rows", "host_rows", "is_gpu_measurement", "counts_as_gpu_run", "is_gpu_run_folder",
@@ -61,6 +61,10 @@ OWN_ROUTES = ("dispatched", "triton")
 
 
 NOT_GPU = "not a GPU measurement"
+#: A row's note where its timing is :data:`NOT_GPU`: its bandwidth columns are left empty, as the kit presents no CPU
+#: timing as a GPU's performance.
+NO_BANDWIDTH = (f"gbps and pct_copy_bw left empty: a CPU / Triton-interpreter timing ({NOT_GPU}) gives no GPU "
+                "bandwidth")
 #: The label of a GPU measurement.
 GPU_LABEL = "GPU measurement"
 #: The label of a constructed table (``environment["synthetic"]``): nothing in it was measured.

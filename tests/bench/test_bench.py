@@ -25,7 +25,7 @@ from fastpath_lib.bench import sweep as bench_sweep
 from fastpath_lib.bench import workload as bench_workload
 from fastpath_lib.bench.matrix import BenchCase
 from fastpath_lib.bench.metadata import REQUIRED_KEYS
-from fastpath_lib.bench.schema import CSV_COLUMNS, HOST_FAMILY
+from fastpath_lib.bench.schema import CSV_COLUMNS, HOST_FAMILY, NO_BANDWIDTH
 from fastpath_lib.bench.timing import bytes_moved
 from fastpath_lib.runtime import ROOT
 
@@ -292,6 +292,35 @@ def test_boundary_plot_shows_every_case_it_ran_and_its_legend_covers_none():
     assert not legend.overlaps(key.get_window_extent()), (legend, key.get_window_extent())
 
 
+def test_a_case_beyond_a_region_limit_is_drawn_beyond_its_edge_never_on_it():
+    """prac14: a 2x16400 case (beyond ``max_cols`` 16384) was drawn on the region's top edge, where an eligible case
+    at 16384 also sits. Cases just beyond either limit (a column more than ``max_cols``, a row fewer than
+    ``min_rows``) are drawn clear of the edge, by at least half a marker, on its far side, the key naming the limit;
+    a case on the edge (eligible) stays where it is."""
+    from fastpath_lib.bench import plot
+
+    region = {"min_rows": 64, "max_cols": 16384}
+    shapes = {"edge": (128, 16384), "wider": (128, 16400), "fewer": (63, 256), "inside": (256, 256)}
+    rows = [_row(cid, p, 1.0, route="triton" if cid in ("edge", "inside") else "fallback", rows=r, cols=c)
+            for cid, (r, c) in shapes.items() for p in ("baseline", "dispatched")]
+    fig = bench.boundary_plot(pd.DataFrame(rows, columns=CSV_COLUMNS), env={**SYNTHETIC_CPU_ENV, "region": region,
+                                                                          "declared_cases": list(shapes)})
+    ax = fig.axes[0]
+    at = {tuple(map(float, xy)): None for c in ax.collections for xy in ax.transData.transform(c.get_offsets())}
+    numbers = {t.get_text(): t.xy for t in ax.texts if t.get_text().isdigit()}  # each marker's number, at it
+    px = {cid: ax.transData.transform(numbers[str(i)]) for i, cid in enumerate(shapes, 1)}
+    assert {tuple(map(float, p)) for p in px.values()} <= set(at)
+    edge_x, edge_y = ax.transData.transform((region["min_rows"], region["max_cols"]))
+    half = plot.MARKER_SIZE ** 0.5 * fig.dpi / 72 / 2
+    assert px["wider"][1] >= edge_y + half, (px["wider"], edge_y)
+    assert px["fewer"][0] <= edge_x - half, (px["fewer"], edge_x)
+    assert abs(px["edge"][1] - edge_y) < 1 and px["inside"][1] < edge_y  # eligible: where they are
+    (key,) = [t.get_text() for t in ax.texts if "\n" in t.get_text()]
+    beyond = "\n    beyond the edge: {}"
+    assert f"wider{beyond.format('cols 16400 > 16384')}" in key and f"fewer{beyond.format('rows 63 < 64')}" in key
+    assert key.count("beyond the edge") == 2, key
+
+
 def test_pr_note_lists_every_outcome_for_gpu_data():
     note = bench.pr_note(df=synthetic_results(), env=SYNTHETIC_GPU_ENV, tests={"tests": 10, "failures": 0})
     assert "SYNTHETIC" in note
@@ -447,7 +476,10 @@ def test_tiny_end_to_end_bench_run(tmp_path, capsys, monkeypatch):
     for r in ok.itertuples():
         samples = json.loads(r.samples_us)
         assert len(samples) >= 5 and all(s > 0 for s in samples)
-        assert r.q20_us <= r.median_us <= r.q80_us and not math.isnan(r.gbps)
+        assert r.q20_us <= r.median_us <= r.q80_us
+        # prac14: a CPU row's bandwidth is left empty, with the reason in its note (never a GB/s from CPU timings)
+        assert math.isnan(r.gbps) == (not r.gpu_measurement) and (NO_BANDWIDTH in r.note) == (not r.gpu_measurement)
+        assert math.isnan(r.pct_copy_bw) or r.gpu_measurement
     if fastpath_lib.runtime.interpreter_enabled():  # counted once per provider call by the interpreter's checker
         counted = ok.set_index("provider")
         assert counted.loc["triton", "counted_bytes"].tolist() == counted.loc["triton", "bytes_moved"].tolist()
@@ -990,3 +1022,41 @@ def test_the_notes_host_lines_say_what_the_run_did_not_resolve(monkeypatch):
     assert "within the target (" in line and "on 1 of 3 cases" in line and "b (noise), c (cannot tell)" in line
     monkeypatch.setattr(note_sections, "_host_fallback", lambda ev: fb.iloc[:1])
     assert "all within the target" in note_sections.host_performance(ev)[0]
+
+
+def test_an_interrupted_bench_run_keeps_its_finished_cases_marked_with_what_did_not_finish(tmp_path, monkeypatch,
+                                                                                           capsys):
+    """prac14 F9 on the default op: a ``bench --out`` run stopped (SIGTERM from ``timeout``) in its second case left
+    only a hidden staging folder, removed by the next run. The output folder holds the finished case's rows, marked
+    ``INCOMPLETE`` with the cases, the rows and the steps not finished named. (No timing: each case's rows are made
+    here, the second case signals.)"""
+    import os
+    import signal
+
+    from fastpath_lib.bench import harness
+
+    ids = ["decode_m1_fp16", "prefill_4096x4096_fp16", "odd_4096x4095_fp16"]  # in the matrix's order
+
+    def case_rows(spec, case, provs, **kw):
+        if case.id == ids[1]:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return [_row(case.id, p, 1.0, rows=case.rows, cols=case.cols) for p in provs]
+
+    monkeypatch.setattr(harness, "time_case", case_rows)
+    monkeypatch.setattr(harness, "copy_bandwidth", lambda device, quick: (1.0, "copy (test)"))
+    before = signal.getsignal(signal.SIGTERM)
+    out = tmp_path / "run"
+    assert cli.bench_main(["--out", str(out), "--quick", "--only", ",".join(ids), "--no-analyses"]) == 130
+    assert signal.getsignal(signal.SIGTERM) == before  # the handler is given back
+    assert not list(tmp_path.glob(".run.partial-*")) and {"results.csv", "environment.json"} <= {
+        p.name for p in out.iterdir()}
+    kept = pd.read_csv(out / "results.csv")
+    assert set(kept.case_id) == {ids[0]} and set(kept.provider) == set(bench.PROVIDERS) - {"compiled"}
+    marker = (out / bench.INCOMPLETE_MARKER).read_text()
+    assert marker.startswith("interrupted (Ctrl-C / SIGTERM)"), marker
+    assert f"- not finished: the matrix: 2 of 3 cases not run: {ids[1]}, {ids[2]}\n" in marker, marker
+    assert f"- not finished: the matrix: 3 of 3 cases without their compiled rows: {', '.join(ids)}" in marker
+    assert "- not finished: the host-overhead family\n" in marker and "- not finished: the PR notes\n" in marker
+    assert f"interrupted: {out} keeps what finished, marked {bench.INCOMPLETE_MARKER}" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="marked INCOMPLETE"):  # never read as a finished run
+        results.load_results(out)

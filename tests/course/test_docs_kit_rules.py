@@ -163,3 +163,65 @@ def test_reference_md_owns_the_kernel_rules_exercises_02_and_08_state():
     section = page.split("## A kernel in the grader (exercises 02 and 08)", 1)[1].split("## ", 1)[0]
     for rule in {*ex02_kernel.STATED, *ex08_capstone.STATED}:
         assert " ".join(rule.split()) in section, rule
+
+
+# --- the practitioners' guide: every kit name it gives exists, and the two questions prac14 asked are answered ------
+
+#: Placeholders the guide writes in a name's place (``OpSpec.NAME``: any field), not names.
+PLACEHOLDERS = {"OpSpec.NAME"}
+
+
+def _kit_name_missing(name: str) -> bool:
+    """Whether a dotted name the guide gives (``fastpath_lib.X.Y``, ``opspec.X``, ``OpSpec.field``) resolves to
+    nothing in the kit: the longest importable module prefix, then attributes; ``OpSpec.X`` a field or attribute."""
+    import dataclasses
+    import importlib
+
+    from fastpath_lib import opspec
+
+    parts = name.split(".")
+    if parts[0] == "OpSpec":
+        return not (parts[1] in {f.name for f in dataclasses.fields(opspec.OpSpec)} or hasattr(opspec.OpSpec, parts[1]))
+    if name == opspec.ENTRY_POINTS:  # the entry-point group the guide names, not a module
+        return False
+    parts = ["fastpath_lib", "opspec", *parts[1:]] if parts[0] == "opspec" else parts
+    for i in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:i]))
+        except ImportError:
+            continue
+        for attr in parts[i:]:
+            if not hasattr(obj, attr):
+                return True
+            obj = getattr(obj, attr)
+        return False
+    return True
+
+
+def test_every_kit_name_the_practitioners_guide_gives_exists():
+    """prac14 asked whether the ``compiled`` baseline is built by the practitioner or the kit, and found
+    ``opspec.compiled`` undocumented: every ``fastpath_lib.…``, ``opspec.…`` and ``OpSpec.…`` name the guide gives in
+    code resolves in the kit, so a documented field cannot be a missing one (nor a renamed one left in the text)."""
+    text = (ROOT / "docs" / "practitioners.md").read_text()
+    names = set(re.findall(r"`((?:fastpath_lib|opspec|OpSpec)\.[A-Za-z_][\w.]*\w)", text)) - PLACEHOLDERS
+    assert {"fastpath_lib.opspec.compiled", "OpSpec.case_spec", "opspec.HostCase"} <= names, sorted(names)
+    missing = sorted(n for n in names if _kit_name_missing(n))
+    assert not missing, f"docs/practitioners.md names what the kit lacks: {missing}"
+    assert _kit_name_missing("opspec.compiled_baseline") and _kit_name_missing("OpSpec.weight")  # the check can fail
+
+
+def test_the_practitioners_guide_says_what_cols_is_and_who_builds_the_compiled_baseline():
+    """prac14: the guide said neither what ``cols`` means for an op whose output is narrower than its input nor
+    whether the ``compiled`` baseline is the practitioner's to build. It says both: ``cols`` is the input rows' width
+    (``silu_and_mul``'s ``2d``), and the practitioner names the baseline built by the kit's helper, which the kit
+    times; the helper is the one the guide names (``torch.compile`` of the composite, built on its first call)."""
+    import inspect
+
+    from fastpath_lib import opspec
+
+    text = _flat("docs/practitioners.md")
+    assert ("the width of the op's input rows as its case class builds them, also for an op whose output is narrower"
+            in text and "has `cols = 2d`" in text)
+    assert ('named `compiled` is `torch.compile` of the composite, which you build with the kit\'s helper: '
+            '`baselines={"eager": composite, "compiled": opspec.compiled(composite)}`') in text
+    assert opspec.COMPILED == "compiled" and "torch.compile" in inspect.getsource(opspec.compiled)

@@ -5,6 +5,7 @@ implementation, and its kernels' compiled facts. CPU timings here are never a GP
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections import Counter
 
 import pytest
@@ -13,7 +14,9 @@ import torch
 import fastpath_lib
 from fastpath_lib import opspec
 from fastpath_lib.bench.opbench import run_op
-from fastpath_lib.bench.schema import FALLBACK, LOSS, NEUTRAL, OUTCOMES, UNMEASURED, WIN, is_gpu_measurement
+from fastpath_lib.bench.schema import (
+    FALLBACK, LOSS, NEUTRAL, NO_BANDWIDTH, OUTCOMES, UNMEASURED, WIN, is_gpu_measurement,
+)
 from fastpath_lib.bench.timing import settings_for
 from fastpath_lib.fused import op_spec
 from fastpath_lib.fused.cases import FusedCaseSpec
@@ -86,9 +89,11 @@ def test_quick_matrix_times_every_baseline_with_the_bytes_of_its_implementation(
         kit = by[(PREFILL, "add_then_kit_rms_norm")]  # the eager add is no Triton launch: only the norm is counted
         assert (kit.counted_bytes, kit.launches_per_call) == (_passes_bytes(8, 128, 2, 2), 1)
         assert by[(PREFILL, "baseline")].counted_bytes != by[(PREFILL, "baseline")].counted_bytes  # NaN: no Triton
-    assert by[(PREFILL, "triton")].gbps == pytest.approx(by[(PREFILL, "triton")].bytes_moved
-                                                          / by[(PREFILL, "triton")].median_us / 1e3)
-    if not is_gpu_measurement(df, env):
+    if is_gpu_measurement(df, env):
+        assert by[(PREFILL, "triton")].gbps == pytest.approx(by[(PREFILL, "triton")].bytes_moved
+                                                              / by[(PREFILL, "triton")].median_us / 1e3)
+    else:  # a CPU timing gives no GPU bandwidth: empty, the note says why
+        assert math.isnan(by[(PREFILL, "triton")].gbps) and NO_BANDWIDTH in by[(PREFILL, "triton")].note
         assert by[(PREFILL, "dispatched")].observed == UNMEASURED and by[(DECODE, "dispatched")].observed == FALLBACK
 
 
