@@ -267,6 +267,21 @@ def _judge(c: dict, launches, oob, counted: bool, races=()) -> tuple[str, str] |
     return None if problem is None else ("values", problem)
 
 
+def _precision_hint(cases, verdicts) -> str:
+    """A line naming the fix where the wrong values are those of a reduction in the input's precision: h right in
+    every case, every float32 case right, and y or rstd wrong only in fp16/bf16 cases (not for the unrounded sum,
+    which :func:`_judge` names itself)."""
+    low = [c["x"].dtype != torch.float32 for c in cases]
+    bad = [v is not None and v[0] == "values" for v in verdicts]
+    said = [v[1] for v in verdicts if v is not None and v[0] == "values"]
+    if (any(b and not lo for b, lo in zip(bad, low)) or not any(bad)
+            or any(p.startswith("h =") or "unrounded" in p or not p.startswith(("y:", "rstd:")) for p in said)):
+        return ""
+    return ("\nonly your float16/bfloat16 cases are wrong, and h is right in each: compute the mean of squares in "
+            "float32 (hf = h.to(tl.float32) before squaring and summing); squares summed in float16/bfloat16 lose "
+            "digits, and overflow past 65504 in float16")
+
+
 #: The row stride of the overflow probe: ``3 * stride`` is ``2**32 + 8``, so a row offset computed in int32 wraps to
 #: element 8 at program 3, inside the probe's small tensors; in int64 it is far past them (an access the interpreter's
 #: checker drops). The stride itself fits int32, as a real stride below 2**31 does.
@@ -342,7 +357,8 @@ def _grade_kernel(my_kernel) -> list[Result]:
         raise Fail(raced[0])
     wrong = sum(v is not None and v[0] == "values" for v in verdicts)
     if wrong:
-        raise Fail(f"{wrong} of {len(rows)} cases give wrong values\n" + table(rows, ("case", "yours vs expected")))
+        raise Fail(f"{wrong} of {len(rows)} cases give wrong values\n" + table(rows, ("case", "yours vs expected"))
+                   + _precision_hint(cases, verdicts))
     memory = [v[1] for v in verdicts if v is not None]
     if memory:
         raise Fail(f"every value is right, but the memory rule fails ({'; '.join(MEMORY_RULE)}) on {len(memory)} "
