@@ -449,3 +449,23 @@ def test_a_kernel_normalizing_the_unrounded_sum_is_told_the_spec_normalizes_the_
     ns = _run_cells([c.replace("    hf = h.to(tl.float32)\n", "    hf = x + r\n") for c in cells], "ex02 unrounded")
     (r,) = ex.check_add_rms_norm_kernel(ns["my_add_rms_norm_fwd"], show=False)
     assert not r.passed and "your rstd is that of the unrounded fp32 sum x + r" in r.feedback, r.feedback
+
+
+# --- exercise 02: the mean of squares reduced in the input's precision ------------------------------------------------
+
+_MEAN_SQUARE = "rstd = 1.0 / tl.sqrt(tl.sum(hf * hf, axis=0) / n_cols + eps)"
+
+
+@pytest.mark.parametrize("line, hinted", [
+    # learner 13's mistake: the squares summed in the input dtype, cast to fp32 after the sum
+    ("rstd = 1.0 / tl.sqrt((tl.sum(h * h, axis=0) / n_cols).to(tl.float32) + eps)", True),
+    # an fp32 reduction with the wrong divisor is wrong in every dtype: no precision hint
+    ("rstd = 1.0 / tl.sqrt(tl.sum(hf * hf, axis=0) / (n_cols + 1) + eps)", False),
+])
+def test_a_mean_square_in_fp16_is_told_to_accumulate_in_fp32(line, hinted):
+    cells = _solution_cells("ex02")
+    assert any(_MEAN_SQUARE in c for c in cells)
+    ns = _run_cells([c.replace(_MEAN_SQUARE, line) for c in cells], f"ex02 {line}")
+    (r,) = ex.check_add_rms_norm_kernel(ns["my_add_rms_norm_fwd"], show=False)
+    assert not r.passed
+    assert ("compute the mean of squares in float32" in r.feedback) is hinted, r.feedback
