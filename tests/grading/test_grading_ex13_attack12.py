@@ -166,3 +166,18 @@ def test_the_owner_feedback_names_the_codeowners_rule():
         return dict(out, owner="@somebody-else")
     (r,) = ex.check_readiness("maintenance_cost", first_match, show=False, seed=0)
     assert not r.passed and "the last line of CODEOWNERS that matches" in r.feedback, r.feedback
+
+
+def test_the_verbose_table_shows_a_passed_parts_prose_for_the_instructor(capsys):
+    """``grade -v`` prints every part's full feedback, a passed part's too: the justification an instructor reads."""
+    from fastpath_lib.grading.engine.cli import NotebookGrade, PartGrade
+    from fastpath_lib.grading.report.table import print_table
+
+    r = _graded(solved("ex13")["migration"])
+    assert r.passed and PROSE_LABEL in r.feedback
+    g = NotebookGrade("ex13_review_readiness.ipynb", "ex13", "ok", "", 1.0,
+                      [PartGrade("ex13", r.part, r.points, r.earned, r.passed, r.feedback)])
+    print_table([g], verbose=False)
+    assert PROSE_LABEL not in capsys.readouterr().out
+    print_table([g], verbose=True)
+    assert PROSE_LABEL in capsys.readouterr().out

@@ -444,7 +444,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="run the learner's kernel in the sandbox (bubblewrap): bwrap (the default with --format "
                          "gradescope: grade only in the sandbox, exit 2 where it cannot start), auto (the default "
                          "otherwise, for self-study: where it starts, else without it, saying why), none")
-    ap.add_argument("-v", "--verbose", action="store_true", help="print the full feedback of failed parts")
+    ap.add_argument("-v", "--verbose", action="store_true", help="print every part's full feedback (a passed part's "
+                    "too: the free prose an exercise shows for a person to read is there)")
     try:
         args = ap.parse_args(argv)
         if args.json and args.format not in ("table", "json"):

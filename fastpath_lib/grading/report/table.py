@@ -41,7 +41,7 @@ def print_table(grades, verbose: bool) -> None:
             print(f"  note: {note}")
         if verbose:
             for p in g.parts:
-                if not p.passed and "\n" in p.feedback:
+                if "\n" in p.feedback:  # a passed part's too: free prose shown for a person to read is there
                     print(f"  {p.part}:\n" + "\n".join("    " + x for x in p.feedback.splitlines()))
     total, maximum = sum(g.earned for g in grades), sum(g.points for g in grades)
     held = sum(pts for g in grades for p in g.parts if p.feedback.startswith(HELD) for part, pts in
