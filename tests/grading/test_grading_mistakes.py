@@ -132,6 +132,21 @@ def test_an_op_whose_triton_route_returns_fp32_for_fp16_input_loses_the_dispatch
     assert not r.passed and "output dtype float32, expected the input's" in r.feedback, r.feedback
 
 
+def test_an_off_by_one_mask_loses_the_dispatch_part_with_the_kernel_named_as_the_cause():
+    """Learner 13: with `cols <= n_cols` the dispatch part showed only numbers; its cases on the Triton route are
+    wrong and the fallback's right, so the feedback says the kernel computes them. A wrong fallback gets none."""
+    ns = _kernel_changed("mask = cols < n_cols", "mask = cols <= n_cols")
+    (r,) = ex.check_capstone_dispatch("softmax", ns["softmax"], ns["make_predicate"], lambda x: x, show=False)
+    assert not r.passed and "only values your op computes on the Triton route are wrong" in r.feedback, r.feedback
+    s = solved("ex08")
+
+    def wrong_fallback(x):
+        d = s["make_predicate"]().evaluate(x)
+        return (s["launch"](x), d.route) if d.eligible else (torch.softmax(x, dim=-1) * 1.01, d.route)
+    (r,) = ex.check_capstone_dispatch("softmax", wrong_fallback, s["make_predicate"], lambda x: x, show=False)
+    assert not r.passed and "only values your op computes on the Triton route" not in r.feedback, r.feedback
+
+
 _KERNEL_HEAD = "    x = tl.load(X_ptr + row * X_row_stride + cols, mask=mask, other=OTHER).to(tl.float32)\n"
 #: op -> (the honest kernel's lines after the load, its float64 reference, the mistaken lines after the load)
 _OPS = {

@@ -431,7 +431,14 @@ def _grade_dispatch(op_name: str, op, make_predicate, make_ctx) -> list[Result]:
     bad = sum(problem is not None for *_, problem in rows)
     rows = [(label, route, "ok" if problem is None else problem) for label, route, problem in rows]
     if bad:
-        raise Fail(f"{bad} of {len(rows)} cases wrong\n" + table(rows, ("case", "route", "yours vs expected")))
+        wrong = [(route, problem) for _, route, problem in rows if problem != "ok"]
+        kernel = (all(route == "triton" and not problem.startswith(("route ", "says ", "output dtype"))
+                      for route, problem in wrong)
+                  and any(route != "triton" and problem == "ok" for _, route, problem in rows))
+        raise Fail(f"{bad} of {len(rows)} cases wrong\n" + table(rows, ("case", "route", "yours vs expected"))
+                   + ("\nonly values your op computes on the Triton route are wrong, and the fallback's are right: "
+                      "the kernel or its launcher computes them (the kernel part's feedback names the fault)"
+                      if kernel else ""))
     if len(routes) < 2:
         raise Fail(f"every case took route {routes}: the check needs a case on the fast path and one on the fallback, "
                    f"and your predicate decided so on these inputs (under the interpreter a row threshold of at most "
