@@ -520,10 +520,11 @@ as_bf16 = torch.tensor(top, dtype=torch.int32).to(torch.int16).view(torch.bfloat
 print(f"fp32 {bits:#010x} (NaN) + 0x7fff + {lowest_kept} -> top half {top:#06x} = bf16 {as_bf16}")
 
 # %% [markdown]
-# In a normalization one NaN makes the whole row's `rstd` NaN with the same bits, so a whole row of the output comes
-# out as zeros where the reference gives NaNs: a diverging model that looks fine. So the kit's kernels map any NaN to
-# the canonical one before rounding (`round_to` in `fastpath_lib/triton_casts.py`). The same row through the fused
-# op, compared with the reference as the kit's tests compare extremes (NaN-ness and sign exactly):
+# In a normalization one NaN makes the whole row NaN before the store, so that rounding of such a NaN would turn a
+# whole row of the output into zeros where the reference gives NaNs: a diverging model that looks fine. So under the
+# interpreter the kit's `round_to` (`fastpath_lib/triton_casts.py`) takes a NaN out of the bit rounding (on a GPU it is
+# Triton's own conversion). The same row through the fused op, compared with the reference as the kit's tests compare
+# extremes (NaN-ness and sign exactly):
 
 # %%
 from fastpath_lib import testing
