@@ -5,7 +5,8 @@ Public API (names other parts of the kit rely on):
 * :func:`rms_norm` — ``torch.nn.functional.rms_norm``'s contract, Triton kernels where eligible.
 * :func:`explain` — the :class:`Decision` for a call: route and every reason it falls back.
 * :func:`record_routes` — count the routes taken inside a block.
-* :func:`force_fallback` — force the fallback inside a block (or set ``FASTPATH_FORCE_FALLBACK=1``).
+* :func:`force_fallback` — force the fallback inside a block (or start the process with ``FASTPATH_FORCE_FALLBACK=1``,
+  read at import).
 * :class:`RMSNorm` — drop-in for ``torch.nn.RMSNorm``.
 * :func:`fused_add_rms_norm` / :func:`fused_add_rms_norm_` — residual add + RMSNorm with vLLM's contract, functional
   and in place.

@@ -48,7 +48,7 @@
 # | 1. **Declare the region**: a predicate whose conditions each say why a call falls back | [lesson 03](03_eligibility_predicate.ipynb): "The conditions", "`explain()` inside and outside the boundary" | [exercise 03](../exercises/ex03_predicate.ipynb) | 10 min |
 # | 2. **Test its edges**: boundary points generated from the predicate, both routes at each | [lesson 04](04_boundary_tests.ipynb): "Boundary points from the predicate", "Tensor points: both routes against the reference" | [exercise 04](../exercises/ex04_boundary_cases.ipynb) | 10 min |
 # | 3. **Run the predeclared matrix**: cases and expected outcomes declared before anything is timed | [lesson 05](05_benchmark_matrix.ipynb): "1. Predeclare", "4. The format, on this machine: a quick run" | [exercise 05](../exercises/ex05_case_matrix.ipynb) | 15 min |
-# | 4. **Write the note**: wins, neutral cases, losses, and the scope they justify | [lesson 07](07_pr_note.ipynb): "Drafting the note from the results", "Reading the draft as a reviewer" | [exercise 07](../exercises/ex07_pr_note.ipynb) | 5 min |
+# | 4. **Write the note**: wins, neutral cases, losses, and the scope they justify | [lesson 07](07_pr_note.ipynb): "Drafting the note from the results", "Reading the draft as a reviewer" | [exercise 07](../exercises/ex07_pr_note.ipynb) | 10 min |
 #
 # At the end, grade the four exercises (a score table):
 #

@@ -254,8 +254,9 @@ print(routes, routes.reasons)
 # Measured here side by side by the kit's one host-timing method (`fastpath_lib.bench.hostmethod.fastest_blocks`:
 # short interleaved blocks of calls, the fastest block of each side; [lesson 05](05_benchmark_matrix.ipynb), section 2,
 # says what it resolves and what it cannot). The ratio line gives the ratio, the band this run resolves it to, and
-# what the two say about the kit's target; the last line says what building the reasons on every call would add.
-# This is **host time on this CPU**, not GPU performance:
+# what the two say about the kit's target; the last line times `explain()`, which evaluates every condition and
+# builds the reasons: roughly what building them on every call would add, less the boolean check the dispatch already
+# pays. This is **host time on this CPU**, not GPU performance:
 
 # %% tags=["nbval-ignore-output"]
 import torch.nn.functional as F
@@ -274,14 +275,13 @@ ratio = timed["fastpath_lib.rms_norm"]["best_us"] / timed["F.rms_norm"]["best_us
 band = hostmethod.halves_band(timed["fastpath_lib.rms_norm"]["samples_us"], timed["F.rms_norm"]["samples_us"])
 print(f"dispatched / F.rms_norm: {ratio:.3f}, band {band:.3f}; against the kit's target (at most "
       f"{host.TARGET_RATIO}): {hostmethod.ratio_reading(ratio, band, host.TARGET_RATIO)}")
-print(f"reasons on every call would add {timed['explain()']['best_us']:.1f} us per call, "
+print(f"explain() (every condition and its reason): {timed['explain()']['best_us']:.1f} us per call, "
       f"{timed['explain()']['best_us'] / timed['F.rms_norm']['best_us']:.1f}x F.rms_norm's own time")
 
 # %% [markdown]
-# The ratio line's last word is what this run can say about the kit's target: `within` or `OVER` when the target lies
-# outside the ratio plus or minus its band, `cannot tell` when it lies inside, `noise` when the dispatched call reads
-# faster, by more than the band, than the `F.rms_norm` it calls ([lesson 05](05_benchmark_matrix.ipynb), section 2,
-# explains the band and reads the host family's ratios the same way). Under the interpreter a CPU call gets past the
+# The ratio line's last word (`within`, `OVER`, `cannot tell` or `noise`) is what this run can say about the kit's
+# target; [lesson 05](05_benchmark_matrix.ipynb), section 2, explains the band and the four readings. Under the
+# interpreter a CPU call gets past the
 # predicate's first line, and each fallback call timed here and in the host family leaves at its size tests (too few
 # rows, a strided last dimension), so the ratio includes those tests; a CPU tensor without the interpreter leaves at the first line. What a reviewer asks
 # for is the GPU host's ratio (the evidence run's host step), not this CPU's.

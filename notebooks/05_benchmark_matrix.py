@@ -120,7 +120,8 @@ for case, warned in host_t["warnings"].items():
 
 # %% [markdown]
 # The same numbers drawn side by side. The eligible case (`host_eligible_fp16`) is compared with the launcher
-# called directly, and only on CUDA: under the interpreter its own cost hides the dispatch, so it says "not measured".
+# called directly, and only on CUDA: under the interpreter its own cost hides the dispatch, so it is not measured here:
+# its row in the table above is empty and the plot leaves it out.
 
 # %% tags=["nbval-ignore-output"]
 reading.host_plot(host_t, machine=here["device_name"] or here["cpu_model"],
@@ -148,7 +149,8 @@ vllm_table(host)
 # (question 2 at the end says what changes under CUDA graphs), every one of which pays the decision. Multiply the
 # measured times, and read what each one is. On a CPU, `F.rms_norm`'s time is the norm itself computed on the CPU,
 # not a launch: only the dispatch's *extra* time is host work that a GPU machine would pay too. The last line times
-# what building the reasons on every call would add (`explain()` does exactly that work):
+# `explain()`, which evaluates every condition and builds the reasons: roughly what building the reasons on every
+# call would add (less the boolean check the dispatch already pays):
 
 # %% tags=["nbval-ignore-output"]
 from fastpath_lib.bench.host import fallback_cases
@@ -164,10 +166,10 @@ what = "the norm computed on this CPU, no launch" if DEVICE != "cuda" else "host
 print(f"{CALLS_PER_TOKEN} norm calls per decoded token (batch 1, fp16, 1x4096), host time per token:")
 print(f"F.rms_norm directly     : {CALLS_PER_TOKEN * m1.baseline_us:6.0f} us ({what})")
 print(f"the dispatch's extra    : {CALLS_PER_TOKEN * extra:+6.0f} us (the dispatch's own Python)")
-print(f"reasons built every call: {CALLS_PER_TOKEN * why_us:+6.0f} us more ({why_us:.1f} us per explain())")
+print(f"explain() every call   : {CALLS_PER_TOKEN * why_us:+6.0f} us more ({why_us:.1f} us per explain())")
 
 # %% [markdown]
-# The last line above is what building the reasons on every call would add. The design rule from lesson 03 keeps it
+# The last line above bounds what building the reasons on every call would add. The design rule from lesson 03 keeps it
 # off the dispatch: decide with booleans,
 # cheapest and most decisive conditions first, call `F.rms_norm` directly when one fails, and build the
 # human-readable reasons only when someone asks (`explain()`).
@@ -382,7 +384,7 @@ sp["speedup"].unstack("mode")[["forward", "backward", "full"]].round(2)
 #   baselines our matrix uses.
 # - *One shape family.* M is fixed at 2048: no decode rows (M=1..64), no small batches, nothing near a dispatch
 #   boundary, so nothing about where the fast path stops paying. One dtype, one GPU.
-# - *What does "full" time?* Liger's forward + backward stays flat from 1024 to 8192 columns, at nearly three times
+# - *What does "full" time?* Liger's forward + backward stays flat from 1024 to 8192 columns, at about 2.7 times
 #   what its forward and backward timed alone add up to at 1024 (the times and the ratio are printed above): something
 #   other than the kernels (host or autograd overhead, or the harness) dominates there. The backward's GB/s also falls at 32768 columns:
 #   spills?
@@ -477,8 +479,9 @@ None if why else compiled.facts_table(compiled.facts(specs))
 # In an eager decode loop (a plain PyTorch or `transformers` generate loop) at M=1 the host time *is* the time: the
 # GPU is expected to finish a one-row norm faster than the CPU can issue the next call (an expectation: the kit's
 # evidence command measures GPU time, and no GPU run is recorded yet), so the CPU issuing the call is the bottleneck.
-# Every extra microsecond of Python is paid 65 times per decoded token in a 32-layer model (two norms per layer plus the final one), by users who never take the fast path. Hence booleans
-# first, `F.rms_norm` called directly on failure, reasons only on request.
+# Every extra microsecond of Python is paid 65 times per decoded token in a 32-layer model (counted in section 2),
+# by users who never take the fast path. Hence booleans first, `F.rms_norm` called directly on failure, reasons only
+# on request.
 #
 # vLLM does not decode eagerly: it captures the model's forward in CUDA graphs and replays them, and a replay does not
 # run the code that recorded it, so a norm's dispatch inside a captured graph is paid once per capture size (each

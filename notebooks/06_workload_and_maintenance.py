@@ -367,12 +367,12 @@ print("  declared boundary points:", {b.label: "eligible" if b.holds else "fallb
 #   Inductor), so under Inductor with vLLM's default graph, compiled for a symbolic token count, native keeps every
 #   batch, captured or not.
 # - **The plugin where sizes are known** (without Inductor, or a graph compiled for one size, `compile_sizes`): its
-#   providers apply the condition above, and a call they refuse runs the next provider of vLLM's priority, what vLLM
-#   runs without the kit (its C kernel without Inductor), never an eager composite in its place. In a graph compiled
-#   for one size the trace picks the kit's provider ahead of time wherever its check admits that size; a call there
-#   that the kit's op refuses at run time (one being captured, or a pointer the trace could not see) runs that next
-#   provider's function, under Inductor native's eager function (several kernels), not the code Inductor would have
-#   generated for it.
+#   providers apply the condition above, and a call they refuse runs the next provider of vLLM's priority: without
+#   Inductor vLLM's C kernel, what vLLM runs without the kit. In a graph compiled for one size the trace picks the
+#   kit's provider ahead of time wherever its check admits that size; a call there that the kit's op refuses at run
+#   time (one being captured, or a pointer the trace could not see) runs that next provider's function, under
+#   Inductor native's eager function (several kernels), not the code Inductor would have generated for it: an eager
+#   composite in its place.
 #
 # For the request of section 1, with vLLM 0.33's default largest capture size (512 tokens, 1024 on data-center
 # Blackwell GPUs, lower when `max_num_seqs` is small; read your own configuration):
@@ -403,7 +403,8 @@ print(f"{total - graphed} run outside a graph, where the kit's predicate decides
 # ## Recap
 #
 # - Replay the workload's calls with their frequencies; totals are sums of measured rows, unmeasured rows say so.
-# - The row threshold comes from a recorded GPU sweep and names the folder it came from.
+# - A row threshold is recorded only from a GPU sweep and names the folder it came from; until one is recorded for an
+#   architecture, it gets the conservative default (1024 rows).
 # - Correctness gates every push; performance runs on a schedule, on a GPU, and is compared run to run.
 # - Compile time, binary size, the off switch, re-tuning and an owner are part of the change's price.
 # - Under CUDA graphs every captured call of the kit's op takes the fallback until a GPU run records a passing

@@ -21,7 +21,7 @@
 #
 # **What you need**: lessons 05 and 06; this CPU.
 #
-# **Time**: about 15 minutes.
+# **Time**: about 20 minutes.
 #
 # **What you will learn**
 # - how to draft the PR note from recorded results (`bench.pr_note`), so every number in it has a source, and how to
@@ -228,9 +228,9 @@ print("\n" + pytorch_note.split("## Summary")[0].strip())
 # %% [markdown]
 # <details><summary>Answer guide</summary>
 #
-# Today: `FASTPATH_FORCE_FALLBACK=1` (no code change), and `fastpath_lib.explain(...)` to report the route. You:
-# reproduce with the self-test and the GPU tests under compute-sanitizer on that architecture, and, until fixed,
-# exclude it in the predicate's `architecture` condition.
+# Today: restart the process with `FASTPATH_FORCE_FALLBACK=1` (read at import; no code change), and
+# `fastpath_lib.explain(...)` to report the route. You: reproduce with the self-test and the GPU tests under
+# compute-sanitizer on that architecture, and, until fixed, exclude it in the predicate's `architecture` condition.
 # </details>
 
 # %% [markdown]

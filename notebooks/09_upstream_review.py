@@ -149,8 +149,8 @@ dist.destroy_process_group()
 # `rms_norm` and `fused_add_rms_norm` (`vllm/ir/ops/layernorm.py`: the native function is the contract). Each op has
 # providers, registered with `register_impl(name, supported=..., supports_args=...)` (`vllm_c`, vLLM's C kernel; `oink`;
 # `aiter`; and in `vllm/kernels/triton/` Triton kernels such as `activation.py`'s), and a priority list chooses among
-# them: the platform's default (`["native"]` on CUDA when Inductor compiles the model, which is vLLM's default,
-# `["vllm_c", "native"]` without Inductor). Under Inductor the IR op stays in the traced graph, where vLLM's fusion
+# them: the platform's default unless configured (section 4 of the maintainer's reading below prints vLLM's defaults
+# from the wheel). Under Inductor the IR op stays in the traced graph, where vLLM's fusion
 # passes (norm + quant, all-reduce + norm) match it, and a lowering pass then picks the provider. A project outside vLLM
 # adds a provider from a plugin that vLLM loads through the `vllm.general_plugins` entry point, once in every process it
 # starts (a flag makes a second call in the same process return at once; vLLM's docstring asks that plugins load many
@@ -354,7 +354,7 @@ for what, feature in FEATURES.items():
 # a launcher and a provider each. Nothing in it is there for the interpreter: the CPU evidence runs the same source a
 # GPU runs, and the harness that makes the CPU stand in for CUDA (`tests/vllm_stand_ins.py`) stays in the kit. That
 # harness does change one thing the source executes: inside Triton's interpreter it converts fp32 to bf16 as torch
-# does, where the interpreter truncates (upstream/README.md says why), so the bf16 stores checked on this CPU round
+# does, where the interpreter truncates ([lesson 02](02_triton_kernel.ipynb) says why), so the bf16 stores checked on this CPU round
 # as a GPU's do rather than as the interpreter's.
 #
 # ### 3. Its linters, with its settings
@@ -520,10 +520,11 @@ as_bf16 = torch.tensor(top, dtype=torch.int32).to(torch.int16).view(torch.bfloat
 print(f"fp32 {bits:#010x} (NaN) + 0x7fff + {lowest_kept} -> top half {top:#06x} = bf16 {as_bf16}")
 
 # %% [markdown]
-# In a normalization one NaN makes the whole row's `rstd` NaN with the same bits, so a whole row of the output comes
-# out as zeros where the reference gives NaNs: a diverging model that looks fine. So the kit's kernels map any NaN to
-# the canonical one before rounding (`round_to` in `fastpath_lib/triton_casts.py`). The same row through the fused
-# op, compared with the reference as the kit's tests compare extremes (NaN-ness and sign exactly):
+# In a normalization one NaN makes the whole row NaN before the store, so that rounding of such a NaN would turn a
+# whole row of the output into zeros where the reference gives NaNs: a diverging model that looks fine. So under the
+# interpreter the kit's `round_to` (`fastpath_lib/triton_casts.py`) takes a NaN out of the bit rounding (on a GPU it is
+# Triton's own conversion). The same row through the fused op, compared with the reference as the kit's tests compare
+# extremes (NaN-ness and sign exactly):
 
 # %%
 from fastpath_lib import testing

@@ -9,8 +9,9 @@ lesson keeps under ``tempfile.gettempdir()``, lesson 09's vLLM tree and mypy cac
 first run, and nothing is saved into the notebook. The record keeps, per lesson: the digest of the code it ran
 (:func:`code_digest`), the wall seconds, the kernel's CPU seconds (user + system, its children included: on a busy
 machine the wall time grows and the CPU time much less), the slowest cells, the words a reader reads (markdown,
-code, printed output) and the machine's one-minute load when the run started. Run it on a quiet machine, one lesson
-at a time; ``tests/course/test_course.py`` checks each lesson's stated time against the record, and that each
+code, saved output as :func:`output_words` counts it: a rendered Markdown output by its text in sight) and the
+machine's one-minute load when the run started. Run it on a quiet machine, one lesson at a time;
+``tests/course/test_course.py`` checks each lesson's stated time against the record, and that each
 lesson's code is still the code its run ran (a lesson whose code changed is run again).
 """
 
@@ -20,6 +21,7 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import resource
 import sys
 import tempfile
@@ -33,14 +35,40 @@ ROOT = Path(__file__).resolve().parents[1]
 RECORD = ROOT / "docs" / "lesson_times.json"
 
 
+_FOLDED = re.compile(r"<details>.*?</details>", re.S | re.I)
+_SUMMARY = re.compile(r"<summary>(.*?)</summary>", re.S | re.I)
+_TAG = re.compile(r"<[^>]+>")
+_OBJECT_REPR = re.compile(r"^<[\w.]+ object(?: at 0x[0-9a-f]+)?>$")
+
+
+def _rendered_words(text: str) -> int:
+    """Words in sight in rendered Markdown or HTML: a folded ``<details>`` block counts its summary only, tags and
+    markup (table bars, rules) count nothing."""
+    text = _FOLDED.sub(lambda m: " ".join(_SUMMARY.findall(m.group(0))), text)
+    return sum(any(ch.isalnum() for ch in w) for w in _TAG.sub(" ", text).split())
+
+
+def output_words(output: dict) -> int:
+    """The words a reader reads in one saved output: a stream's text; a rendered Markdown output's text in sight; an
+    HTML output's text where its plain form is only an object's repr (``<IPython.core.display.HTML object>``); else
+    the plain text (a table's, a value's)."""
+    if "text" in output:
+        return len("".join(output["text"]).split())
+    data = output.get("data", {})
+    plain = "".join(data.get("text/plain", ""))
+    if "text/markdown" in data:
+        return _rendered_words("".join(data["text/markdown"]))
+    if "text/html" in data and (not plain or _OBJECT_REPR.match(plain.strip())):
+        return _rendered_words("".join(data["text/html"]))
+    return len(plain.split())
+
+
 def words(nb) -> dict[str, int]:
-    """The words a reader reads in ``nb``: its markdown, its code, and its saved printed output."""
+    """The words a reader reads in ``nb``: its markdown, its code, and its saved output (:func:`output_words`)."""
     out = {"markdown": 0, "code": 0, "output": 0}
     for cell in nb.cells:
         out[cell.cell_type if cell.cell_type in out else "markdown"] += len(cell.source.split())
-        for o in cell.get("outputs", []):
-            text = o.get("text") or o.get("data", {}).get("text/plain", "")
-            out["output"] += len("".join(text).split())
+        out["output"] += sum(output_words(o) for o in cell.get("outputs", []))
     return out
 
 

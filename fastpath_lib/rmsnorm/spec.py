@@ -133,7 +133,8 @@ def _maintenance() -> list[str]:
     dtypes = _dtypes()
     return [f"- Surface: {dtypes}, {_arch(rms.MIN_CAPABILITY)} and newer, rows <= {rms.MAX_COLS} columns wide; "
             "everything else falls back.",
-            "- Fallback: `force_fallback()` / `FASTPATH_FORCE_FALLBACK=1` switch the fast path off at run time.",
+            "- Fallback: `force_fallback()` switches the fast path off inside a block; `FASTPATH_FORCE_FALLBACK=1`, "
+            "read when the kit is imported, switches it off for a process started with it (no code change).",
             "- New architectures: {owner} re-runs the GPU sweep and records the row threshold for the arch "
             "(`python -m fastpath_lib threshold RESULTS_DIR`); until then the conservative default applies."]
 

@@ -19,6 +19,7 @@ exists, the interpreter's blind spots named where they matter, and the claims th
 
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
 
@@ -198,13 +199,8 @@ STATED_SLACK_MIN = 3.0
 
 
 def _lesson_words(path: Path) -> dict[str, int]:
-    out = {"markdown": 0, "code": 0, "output": 0}
-    for cell in _cells(path):
-        out["markdown" if cell.cell_type != "code" else "code"] += len(cell.source.split())
-        for o in cell.get("outputs", []):
-            text = o.get("text") or o.get("data", {}).get("text/plain", "")
-            out["output"] += len("".join(text).split())
-    return out
+    """The words tools/time_lessons.py's one rule counts (a rendered Markdown output by its text in sight)."""
+    return _time_lessons().words(nbformat.read(path, as_version=4))
 
 
 def expected_minutes(path: Path, record: dict) -> float:
@@ -231,6 +227,7 @@ def test_each_lessons_stated_time_is_its_recorded_run_plus_reading(path):
         f"{path.name} says about {stated} minutes; its cold run and reading come to {expected:.0f}")
 
 
+@functools.cache
 def _time_lessons():
     import importlib.util
 
@@ -238,6 +235,20 @@ def _time_lessons():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def test_the_reading_time_counts_a_rendered_outputs_text_in_sight():
+    """A rendered Markdown output (lesson 07's PR note) counts the words a learner sees, not its repr; a folded
+    ``<details>`` block counts its summary only; an HTML output counts its text where its plain form is a repr."""
+    count = _time_lessons().output_words
+    md = "# Note\n\n| case | route |\n|---|---|\n| decode | fallback |\n\n<details><summary>Raw rows</summary>\n\n" \
+         "| a | b |\n|---|---|\n| 1 | 2 |\n</details>\n"
+    assert count({"output_type": "display_data",
+                  "data": {"text/markdown": md, "text/plain": "<IPython.core.display.Markdown object>"}}) == 7
+    assert count({"output_type": "display_data", "data": {"text/html": "<p>two <b>words</b></p>",
+                                                          "text/plain": "<IPython.core.display.HTML object>"}}) == 2
+    assert count({"output_type": "execute_result", "data": {"text/html": "<table/>", "text/plain": "a b c"}}) == 3
+    assert count({"output_type": "stream", "text": "one two"}) == 2
 
 
 @pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.name)
@@ -300,8 +311,7 @@ def _section_words(path: Path, headings: list[str]) -> dict[str, int]:
                 out["markdown"] += len(line.split()) if current in headings else 0
         elif current in headings:
             out["code"] += len(cell.source.split())
-            for o in cell.get("outputs", []):
-                out["output"] += len("".join(o.get("text") or o.get("data", {}).get("text/plain", "")).split())
+            out["output"] += sum(_time_lessons().output_words(o) for o in cell.get("outputs", []))
     return out
 
 
@@ -496,10 +506,10 @@ def test_lesson_05s_reading_of_the_peers_full_mode_holds_in_the_csv():
     liger_us = peer.peer_speedups(peer.load_peer()).set_index(["mode", "cols"])["liger_us"]
     flat = liger_us.loc["full"].loc[:8192]
     alone = liger_us["forward", 1024] + liger_us["backward", 1024]
-    # "stays flat from 1024 to 8192 columns, at nearly three times what its forward and backward timed alone add up to"
-    assert flat.max() / flat.min() < 1.1 and 2.5 <= flat.min() / alone and flat.max() / alone < 3, (flat, alone)
+    # "stays flat from 1024 to 8192 columns, at about 2.7 times what its forward and backward timed alone add up to"
+    assert flat.max() / flat.min() < 1.1 and 2.65 <= flat.min() / alone and flat.max() / alone < 2.75, (flat, alone)
     prose = " ".join(_markdown(next(p for p in LESSONS if p.name.startswith("05_"))).split())
-    assert "stays flat from 1024 to 8192 columns, at nearly three times what its forward and backward" in prose
+    assert "stays flat from 1024 to 8192 columns, at about 2.7 times what its forward and backward" in prose
 
 
 # --- "N of the M cases": counts the lessons type, against the matrix ----------------------------------------------

@@ -135,6 +135,19 @@ def test_row_threshold_is_per_mode():
     assert lim.min_rows == P.CUDA_MIN_ROWS.get((9, 0), P.DEFAULT_CUDA_MIN_ROWS)
 
 
+def test_an_architecture_without_a_recorded_sweep_gets_the_conservative_default(monkeypatch):
+    """Lesson 06's recap: a threshold comes only from a recorded sweep (naming its folder, tests/rmsnorm/
+    test_thresholds.py); an architecture without one runs on the 1024-row default."""
+    from fastpath_lib.rmsnorm import limits as L
+
+    monkeypatch.setattr(L, "CUDA_MIN_ROWS", {})
+    lim = L.limits_for("cuda", interpret=False, capability=(9, 0))
+    assert (lim.min_rows, lim.source) == (L.DEFAULT_CUDA_MIN_ROWS, "conservative default (no sweep for sm_90)")
+    assert L.DEFAULT_CUDA_MIN_ROWS == 1024
+    monkeypatch.setattr(L, "CUDA_MIN_ROWS", {(9, 0): 512})
+    assert L.limits_for("cuda", interpret=False, capability=(9, 0)).min_rows == 512
+
+
 def test_the_architecture_is_read_from_the_device_when_not_given(monkeypatch):
     """On a real GPU the capability comes from the driver: a typo or a shadowed name here sends every call to the
     fallback with an "sm_00" reason, which no CPU-only test of the other conditions would notice."""
@@ -191,6 +204,19 @@ def test_forced_env_variable():
         env = {**os.environ, routing.FORCE_ENV: value}
         out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
         assert out.stdout.strip() == expected, out.stderr
+
+
+def test_forced_env_variable_set_after_import_changes_nothing(monkeypatch):
+    """The variable is read when the routing state is built (at import): setting it in a running process leaves the
+    route as it was, and the PR note's maintenance line says so (no "at run time" for the variable)."""
+    from fastpath_lib.rmsnorm import spec
+
+    monkeypatch.setenv(routing.FORCE_ENV, "1")
+    monkeypatch.setattr(routing.state, "forced", False)
+    assert fastpath_lib.explain(torch.randn(16, 64), [64]).failed == []
+    assert routing._State().forced  # what an import in a process started with it reads
+    line = next(x for x in spec._maintenance() if x.startswith("- Fallback:"))
+    assert "read when the kit is imported" in line and "run time" not in line
 
 
 def test_table_lists_every_condition():
