@@ -109,7 +109,11 @@ def forbidden(exercise: str, kind: str = "Forbidden") -> tuple[tuple[str, str, s
     """The ``(file or folder, qualified name or "*", why)`` targets the check modules of ``exercise`` declare at their
     top level (a :class:`~fastpath_lib.grading.rules.borrowed.Forbidden`, alone or as the values of a dict), or with
     ``kind="Given"`` the functions they hand the learner's code: what the test of the grader's sandbox holds the
-    modules staged for the exercise's kernel (:func:`fastpath_lib.grading.engine.handout.kernel_library`) against."""
+    modules staged for the exercise's kernel (:func:`fastpath_lib.grading.engine.handout.kernel_library`) against.
+
+    >>> sorted(q for f, q, _ in forbidden("ex13") if f.endswith("analysis.py"))
+    ['boundary_table', 'classify', 'outcome_counts', 'summary_table']
+    """
     import importlib
 
     out: dict[tuple[str, str, str], None] = {}
