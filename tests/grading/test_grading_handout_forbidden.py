@@ -63,9 +63,11 @@ def leaks(exercise: str, staged: tuple[str, ...] | None = None) -> list[str]:
                 continue
             hits = sorted(defined) if qual == "*" else [q for q in defined if q == qual]
             out += [f"{module} defines {q} ({why})" for q in hits[:3]]
-        # a function a check names, moved or copied out of its file into a module that is handed out, is still it
-        out += [f"{module} defines {q}, a name {exercise} forbids in {Path(file).name} ({why})" for file, q, why in
-                registry.forbidden(exercise) if q != "*" and q in defined and not _under(path, Path(file).resolve())]
+        # a function a check names, moved or copied out of its file into a module that is handed out (or made a
+        # method there), is still it
+        out += [f"{module} defines {d}, a name {exercise} forbids in {Path(file).name} ({why})" for file, q, why in
+                registry.forbidden(exercise) if q != "*" and not _under(path, Path(file).resolve())
+                for d in defined if d.rsplit(".", 1)[-1] == q.rsplit(".", 1)[-1]]
     return out
 
 
