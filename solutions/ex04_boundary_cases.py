@@ -37,9 +37,8 @@
 #
 # **Write the cases yourself.** Lesson 04 generated its boundary points from the predicate's declarations; here you
 # choose them, from the conditions in the table below, so that each case says which limit it probes and why. An
-# answer that calls into the kit's boundary generator (`fastpath_lib.boundary`), the predicate's declared
-# boundaries (`Boundary.overrides` in `fastpath_lib.eligibility`) or the grader (`fastpath_lib.grading`) fails every
-# part of the check. Reading the table and writing its limits into your cases is the exercise.
+# answer that calls into the kit's boundary generator (`fastpath_lib.boundary`, whose `overrides` reads the
+# predicate's declared boundaries) or the grader (`fastpath_lib.grading`) fails every part of the check. Reading the table and writing its limits into your cases is the exercise.
 #
 # **How this works.** Fill in each cell marked `# FILL ME IN (roughly N lines)` (delete the `raise
 # NotImplementedError`), run it, then run the check below it: it prints `passed`, or a table of *yours vs expected*.

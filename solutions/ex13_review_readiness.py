@@ -29,10 +29,11 @@
 # A part fails when its function calls what the part asks you to do yourself: the grader's own rule and check
 # (`fastpath_lib.grading.rules.ex13_scenarios`, `fastpath_lib.grading.checks.ex13_review`), the bytes model
 # (`bytes_moved` of `fastpath_lib.bench.timing` and of `fastpath_lib.rmsnorm.cost`), the predicate's functions
-# (`fastpath_lib.rmsnorm.predicate`: its constants, such as `MAX_COLS`, are yours to import), the capture reader
-# (`fastpath_lib.rmsnorm.capture`), or the kit's reading of a results table (`classify`, `summary_table`,
-# `boundary_table` and `outcome_counts` of `fastpath_lib.bench.analysis`: its `outcome` and `noise_band` are yours to
-# use).
+# (`fastpath_lib.rmsnorm.predicate`: its limits, such as `MAX_COLS`, are yours to import from
+# `fastpath_lib.rmsnorm.limits`), the capture reader (`fastpath_lib.rmsnorm.capture`), or the kit's reading of a
+# results table (`classify`, `summary_table`, `boundary_table` and `outcome_counts` of `fastpath_lib.bench.analysis`:
+# the rule they build on, `outcome` and `noise_band`, is yours to use from `fastpath_lib.bench.outcome`). In the
+# grader your kernel is not handed those modules at all.
 #
 # **How this works.** Fill in each cell marked `# FILL ME IN (roughly N lines)` (delete the `raise
 # NotImplementedError`), run it, then run the check below it: it prints `passed`, or the scenarios where your
@@ -46,10 +47,10 @@ import math
 import xml.etree.ElementTree as ET
 
 from fastpath_lib import exercises as ex
-from fastpath_lib.rmsnorm.predicate import MAX_COLS, MIN_CAPABILITY
+from fastpath_lib.rmsnorm.limits import MAX_COLS, MIN_CAPABILITY
 
 # the kit's win/neutral/loss rule (exercise 06): outcome(candidate / baseline, noise band), and its noise band
-from fastpath_lib.bench.analysis import noise_band, outcome
+from fastpath_lib.bench.outcome import noise_band, outcome
 
 print("max columns:", MAX_COLS, "| minimum compute capability:", MIN_CAPABILITY)
 

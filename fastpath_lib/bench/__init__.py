@@ -14,7 +14,8 @@ GPU-run rule), ``matrix`` (the declared cases), ``timing``, ``metadata`` (``envi
 default op's host cost and the host tables), ``capture`` (the capture step over each op's declared capture test),
 ``vllmhost`` (vLLM's dispatch with the kit's provider, in a child process), ``sweep`` (the row threshold),
 ``workload`` (decoder replay, compile cost, compiled facts), ``trace`` (a serving trace weighted by call counts),
-``buildcost`` (ahead-of-time compile time and cache bytes), ``analysis`` (table arithmetic), ``plot``, ``results``
+``buildcost`` (ahead-of-time compile time and cache bytes), ``outcome`` (the win/neutral/loss rule and its noise
+band, alone), ``analysis`` (table arithmetic), ``plot``, ``results``
 (folders, and which one is the recorded GPU run), ``reading`` (the names the lessons import from results and host),
 ``peer`` (a peer's published GPU data, read critically), ``drift``, ``report`` (the PR note), ``evidence``,
 ``evidence_plan`` (its steps and budgets), ``preflight`` (what refuses a run that cannot succeed) and

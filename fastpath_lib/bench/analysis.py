@@ -5,7 +5,8 @@ Pure table arithmetic, the same for CPU and GPU data; nothing is timed here.
 Classification (:func:`classify`) uses a noise band taken from the run itself: for each provider row, the band is
 the larger of the relative 20-80 % spreads, ``(q80 - q20) / median``, of the provider's and the baseline's samples.
 A provider *wins* when its median time is below ``baseline * (1 - band)``, *loses* when above
-``baseline * (1 + band)``, and is *neutral* in between (:func:`outcome`, the kit's one rule). A dispatched call that
+``baseline * (1 + band)``, and is *neutral* in between (:func:`outcome`, the kit's one rule; it and
+:func:`noise_band` live in :mod:`fastpath_lib.bench.outcome` and are re-exported here). A dispatched call that
 took the fallback is *fallback* whatever its time (``fallback_at_baseline`` says whether it kept the baseline's speed).
 A row whose timing is not a GPU measurement (its carried ``gpu_measurement`` flag is false) is *unmeasured*: no
 win, loss or speed-up is read from it. The host-overhead family measures host time, which a CPU measures for real,
@@ -25,48 +26,20 @@ from fastpath_lib.bench.schema import (
     AT_BASELINE,
     FALLBACK,
     HOST_FAMILY,
-    LOSS,
-    NEUTRAL,
     OBSERVED,
     OWN_ROUTES,
     REFERENCE,
     TIMED_OUTCOMES,
     UNMEASURED,
-    WIN,
     is_gpu_measurement,
     matrix_rows,
     shape_text,
 )
+from fastpath_lib.bench.outcome import isnan as _isnan
+from fastpath_lib.bench.outcome import noise_band, outcome  # the rule alone, for what hands out only it
 
 __all__ = ["noise_band", "outcome", "classify", "summary_table", "boundary_table", "outcome_counts",
            "coverage_line", "over_copy_bandwidth", "wrong_cases", "baseline_errors"]
-
-
-def noise_band(q20: float, median: float, q80: float, base_q20: float, base_median: float, base_q80: float) -> float:
-    """The relative noise band for one comparison: the larger 20-80 % spread of the two sample sets.
-
-    >>> noise_band(9, 10, 11, 18, 20, 21)
-    0.2
-    """
-    spreads = [(hi - lo) / med for lo, med, hi in ((q20, median, q80), (base_q20, base_median, base_q80))
-               if med and not any(map(_isnan, (lo, med, hi)))]
-    return max(spreads) if spreads else math.nan
-
-
-def outcome(ratio: float, band: float) -> str:
-    """``"win"`` / ``"loss"`` / ``"neutral"`` for a time ratio (candidate / baseline) and a relative noise band.
-
-    >>> outcome(0.8, 0.1), outcome(1.05, 0.1), outcome(1.3, 0.1)
-    ('win', 'neutral', 'loss')
-    """
-    return WIN if ratio < 1 - band else LOSS if ratio > 1 + band else NEUTRAL
-
-
-def _isnan(v) -> bool:
-    try:
-        return v is None or math.isnan(float(v))
-    except (TypeError, ValueError):
-        return True
 
 
 def _measured(row) -> bool:

@@ -163,7 +163,8 @@ def ratio_reading(ratio: float, band: float, target: float) -> str:
     >>> [ratio_reading(r, b, 1.15) for r, b in ((1.07, 0.01), (1.2, 0.01), (1.1, 0.1), (0.79, 0.01), (1.0, math.nan))]
     ['within', 'OVER', 'cannot tell', 'noise', '']
     """
-    from fastpath_lib.bench.analysis import WIN, outcome
+    from fastpath_lib.bench.outcome import outcome
+    from fastpath_lib.bench.schema import WIN
 
     if any(math.isnan(float(v)) for v in (ratio, band, target)):
         return ""

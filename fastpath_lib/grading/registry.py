@@ -13,7 +13,8 @@ import json
 from fastpath_lib.grading.rules.mutants import CATEGORIES
 
 __all__ = ["MIME", "EXERCISES", "TITLES", "CHECKS", "KIT_OPS", "HANDOUTS", "Result", "points_of", "mutant_part",
-           "check", "absent"]
+           "check", "absent",
+           "forbidden"]
 
 #: MIME type of the machine-readable result a check displays next to its text.
 MIME = "application/vnd.fastpath.grade.v1+json"
@@ -102,6 +103,30 @@ def absent(exercise: str) -> list[dict]:
         except ModuleNotFoundError:  # a course's student release leaves it out
             continue
     return [spec for spec in out if spec]
+
+
+def forbidden(exercise: str, kind: str = "Forbidden") -> tuple[tuple[str, str, str], ...]:
+    """The ``(file or folder, qualified name or "*", why)`` targets the check modules of ``exercise`` declare at their
+    top level (a :class:`~fastpath_lib.grading.rules.borrowed.Forbidden`, alone or as the values of a dict), or with
+    ``kind="Given"`` the functions they hand the learner's code: what the test of the grader's sandbox holds the
+    modules staged for the exercise's kernel (:func:`fastpath_lib.grading.engine.handout.kernel_library`) against.
+
+    >>> sorted(q for f, q, _ in forbidden("ex13") if f.endswith("analysis.py"))
+    ['boundary_table', 'classify', 'outcome_counts', 'summary_table']
+    """
+    import importlib
+
+    out: dict[tuple[str, str, str], None] = {}
+    for module in sorted({m for m in CHECKS.values() if m.startswith(f"checks.{exercise}")}):
+        try:
+            values = vars(importlib.import_module(f"fastpath_lib.grading.{module}")).values()
+        except ModuleNotFoundError:  # a course's student release leaves it out
+            continue
+        for value in values:
+            for item in value.values() if isinstance(value, dict) else (value,):
+                if type(item).__name__ == kind and hasattr(item, "targets"):
+                    out.update(dict.fromkeys(item.targets))
+    return tuple(out)
 
 
 def check(name: str):

@@ -391,9 +391,7 @@ HANDED_THOUGH_FORBIDDEN = {
     ("ex05", "bench/schema.py"): "the outcome words the materials (and the façade's OUTCOMES) import",
     ("ex06", "bench/__init__.py"): "a package of bench/schema.py", ("ex06", "bench/schema.py"): "the outcome words",
     ("ex07", "bench/__init__.py"): "a package of bench/schema.py", ("ex07", "bench/schema.py"): "the outcome words",
-    ("ex07", "bench/analysis.py"): "exercise 06's rule, which given.py (exercise 07's handout) applies",
-    ("ex13", "rmsnorm/predicate.py"): "the notebook imports MAX_COLS and MIN_CAPABILITY from it",
-    ("ex13", "rmsnorm/capture.py"): "the predicate the notebook imports reads capture.json through it",
+    ("ex07", "bench/outcome.py"): "exercise 06's rule, which given.py (exercise 07's handout) applies",
 }
 
 

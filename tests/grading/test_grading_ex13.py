@@ -395,6 +395,8 @@ def test_feedback_names_the_scenarios_that_differ():
     # the kit's outcome rule and noise band are the learner's to use
     (["from fastpath_lib.bench.analysis import noise_band, outcome",
       "def answer(table):\n    return outcome(1.0, noise_band(1, 1, 1, 1, 1, 1))"], None),
+    (["from fastpath_lib.bench.outcome import noise_band, outcome",  # where the notebook's given cell imports them
+      "def answer(table):\n    return outcome(1.0, noise_band(1, 1, 1, 1, 1, 1))"], None),
 ])
 def test_borrowed_answers_are_found_in_the_learners_source(cells, problem):
     """In the grader the verdict comes from the learner's source (the call watch cannot see into their kernel)."""

@@ -55,8 +55,8 @@ MAY_IMPORT = {
     "cli": {"*"},
 }
 #: the pieces of bench that grading may use: the outcome words and the GPU-run rule (schema), the outcome rule
-#: (analysis) and the matrix's coverage rule (matrix), one source each.
-BENCH_OUTCOME = {"bench.schema", "bench.analysis", "bench.matrix"}
+#: (outcome, re-exported by analysis) and the matrix's coverage rule (matrix), one source each.
+BENCH_OUTCOME = {"bench.schema", "bench.outcome", "bench.analysis", "bench.matrix"}
 #: the modules that import Triton (patterns): each operator's kernels and the casts any op's kernel may use, the
 #: ahead-of-time compiler, the self-test's probe kernel, the interpreter's traffic checker, the launch observer (the
 #: route a call took), the bench timers (``triton.testing``), and the grading kernels (mutants, exercise 02's check,

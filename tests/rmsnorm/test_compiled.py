@@ -31,6 +31,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from fastpath_lib import boundary
 from fastpath_lib.fused import launch as fused_launch
 from fastpath_lib.fused import op_spec
 from fastpath_lib.fused.predicate import BACKWARD_MAX_COLS
@@ -288,7 +289,7 @@ def _widths_in_use() -> set[int]:
         widths.add(case.get("quick", {}).get("shape", case["shape"])[-1])
     for cond in PREDICATE.conditions:
         for b in cond.boundaries:
-            change = b.overrides(Limits())
+            change = boundary.overrides(b, Limits())
             if "cols" in change:
                 widths.add(change["cols"])
     return {w for w in widths if 1 <= w <= MAX_COLS}

@@ -10,7 +10,7 @@ import torch
 
 import fastpath_lib
 from fastpath_lib import opspec, routing
-from fastpath_lib.boundary import boundary_points
+from fastpath_lib.boundary import boundary_points, overrides
 from fastpath_lib.cases import CaseSpec
 from fastpath_lib.eligibility import SPEED_PREDICTION, UNKNOWN, Boundary, Condition, Predicate
 from fastpath_lib.rmsnorm import predicate as P
@@ -63,7 +63,7 @@ def kernel_refusals(spec, device) -> list[str]:
     out = []
     for cond in speed:
         for b in (b for b in cond.boundaries if not b.holds):
-            case = {**base, **b.overrides(limits)}
+            case = {**base, **overrides(b, limits)}
             try:
                 binary, why = spec.specialization(case["rows"], case["cols"], case["dtype"]), "no binary"
             except ValueError as exc:
@@ -234,7 +234,7 @@ def test_generic_predicate_rejects_duplicate_names():
 
 def test_callable_boundary_uses_limits():
     b = Boundary("t-1", lambda lim: {"rows": lim.min_rows - 1}, False)
-    assert b.overrides(P.Limits(min_rows=100)) == {"rows": 99}
+    assert overrides(b, P.Limits(min_rows=100)) == {"rows": 99}
 
 
 # --- a learner's T4: sm_75 only inside allow_sm75(), after the self-test passed, fp16 and fp32 ------------------------

@@ -36,7 +36,7 @@ __all__ = ["check_boundary_cases", "MAX_CASES", "MAX_ELEMENTS"]
 
 
 _GENERATED = borrowed.kit("boundary.py", why="the kit's boundary generator writes them for you") + borrowed.kit(
-    "eligibility.py", "Boundary.overrides", why="those are the predicate's own declared boundaries") + borrowed.kit(
+    "boundary.py", "overrides", why="those are the predicate's own declared boundaries") + borrowed.kit(
     "grading", why="that is the grader's own answer")
 
 

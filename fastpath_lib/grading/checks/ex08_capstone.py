@@ -21,7 +21,7 @@ import random
 import torch
 import torch.nn.functional as F
 
-from fastpath_lib import interpreted
+from fastpath_lib import boundary, interpreted
 from fastpath_lib.cases import CaseSpec
 from fastpath_lib.grading.engine import far_rows, kernel_run, remote, sources
 from fastpath_lib.grading.materials import KNOWN_OPS, device
@@ -242,7 +242,7 @@ def _categories(pred, make_ctx, base: dict) -> tuple[dict[str, str], list[tuple]
         if not any(b.holds for b in c.boundaries):
             problems.append(f"{c.name}: declares no boundary where it holds")
         for b in c.boundaries:
-            ctx = make_ctx(CaseSpec(**{**base, **b.overrides(None)}).build(seed=10, device=device()).x)
+            ctx = make_ctx(CaseSpec(**{**base, **boundary.overrides(b, None)}).build(seed=10, device=device()).x)
             holds = c.check(ctx) is None
             rows.append((f"{c.name}[{b.label}]", hold(b.holds), hold(holds)))
             if holds != b.holds:

@@ -18,6 +18,11 @@ imported from it, anything else (the checks, the kit's operator in exercise 01) 
 name of the package comes from a stand-in module at its module's path (:func:`stand_in_modules`). So no check, rule,
 answer key or graded implementation is there for the kernel to import, read or compile.
 
+A module is staged whole: a name an exercise hands out lives in a module that defines nothing the exercise's checks
+forbid (:func:`fastpath_lib.grading.registry.forbidden`; ``tests/grading/test_grading_handout_forbidden.py`` holds
+every exercise to it), so exercise 13 imports ``outcome`` from :mod:`fastpath_lib.bench.outcome`, not from
+:mod:`fastpath_lib.bench.analysis` beside ``classify``.
+
 >>> "fastpath_lib.rmsnorm.limits" in kernel_library("ex01")  # exercise 01 asks for default_eps: not handed out
 False
 >>> "fastpath_lib.boundary" in kernel_library("ex04"), "fastpath_lib.rmsnorm.predicate" in kernel_library("ex04")
