@@ -27,7 +27,7 @@
 #
 # * each swept point is a `win`, `neutral` or `loss` by the kit's **one outcome rule**: `outcome(ratio, band)` with
 #   `ratio = fastpath_us / baseline_us` and the noise band `noise_band(fastpath q20, median, q80, baseline q20,
-#   median, q80)`. Import both from `fastpath_lib.bench.analysis`; do not copy them;
+#   median, q80)`. Import both from `fastpath_lib.bench.outcome`; do not copy them;
 # * per architecture and width, the crossover is the **smallest swept row count from which the fast path is never a
 #   loss at any larger swept size** (an early win followed by a loss does not count; `neutral` is not a loss);
 # * the architecture's `min_rows` is the **largest** crossover over its widths, and `None` when some width still loses
@@ -44,7 +44,7 @@
 
 # %%
 from fastpath_lib import exercises as ex
-from fastpath_lib.bench.analysis import noise_band, outcome
+from fastpath_lib.bench.outcome import noise_band, outcome
 
 sweep = ex.sweep_table(seed=0)
 print(sweep.attrs["source"])

@@ -301,7 +301,7 @@ def test_in_the_sandbox_the_kernel_reaches_no_check_no_answer_key_and_no_hidden_
 def test_in_the_sandbox_exercise_10s_kernel_can_neither_import_nor_read_the_kits_threshold_sweep(tmp_path,
                                                                                                   monkeypatch):
     """bench/sweep.py (the kit's threshold rule, which exercise 10 forbids) is not staged for its kernel, compiled
-    copy neither, while the outcome rule the notebook imports from bench/analysis.py is (the SNEAK's last control)."""
+    copy neither, while the outcome rule the notebook imports from bench/outcome.py is (the SNEAK's last control)."""
     from fastpath_lib import runtime
     from fastpath_lib.grading.engine import sandbox
 
@@ -313,7 +313,7 @@ def test_in_the_sandbox_exercise_10s_kernel_can_neither_import_nor_read_the_kits
         py_compile.compile(str(sweep), cfile=str(pyc), doraise=True)
     source = SNEAK % {"root": str(runtime.ROOT), "modules": ["bench.sweep"], "files": ["bench/sweep.py"],
                       "stems": ["sweep"], "calls": ["check_threshold", "expected_thresholds"],
-                      "answer": "choose_threshold", "handed": "fastpath_lib.bench.analysis",
+                      "answer": "choose_threshold", "handed": "fastpath_lib.bench.outcome",
                       "handed_name": "noise_band"}
     try:
         g = _sandboxed(tmp_path, monkeypatch, "ex10_row_threshold.ipynb", source)

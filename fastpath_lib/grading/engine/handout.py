@@ -27,7 +27,7 @@ every exercise to it), so exercise 13 imports ``outcome`` from :mod:`fastpath_li
 False
 >>> "fastpath_lib.boundary" in kernel_library("ex04"), "fastpath_lib.rmsnorm.predicate" in kernel_library("ex04")
 (False, True)
->>> "fastpath_lib.bench.sweep" in kernel_library("ex10"), "fastpath_lib.bench.analysis" in kernel_library("ex10")
+>>> "fastpath_lib.bench.sweep" in kernel_library("ex10"), "fastpath_lib.bench.outcome" in kernel_library("ex10")
 (False, True)
 """
 
