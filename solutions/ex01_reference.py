@@ -42,7 +42,8 @@ from fastpath_lib.cases import CaseSpec
 # The spec, from PyTorch's docs: when `eps` is `None`, `F.rms_norm` uses `torch.finfo(dtype).eps` of the dtype
 # *it computes in*. fp16 and bf16 inputs are computed in fp32 (the "opmath" type); fp64 stays fp64. Write
 # `my_default_eps(dtype)` from that rule: an answer that calls the kit's own (`fastpath_lib.rmsnorm.limits`'s
-# `default_eps`, or `fastpath_lib.testing`'s `_eps_for`) fails the part.
+# `default_eps`, or `fastpath_lib.testing`'s `_eps_for`) or anything of the grader's (`fastpath_lib.grading`) fails the
+# part.
 
 # %%
 def my_default_eps(dtype: torch.dtype) -> float:

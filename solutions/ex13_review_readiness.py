@@ -26,8 +26,8 @@
 # here. The lesson
 # each part comes from is named in its heading.
 #
-# A part fails when its function calls what the part asks you to do yourself: the grader's own rule and check
-# (`fastpath_lib.grading.rules.ex13_scenarios`, `fastpath_lib.grading.checks.ex13_review`), the bytes model
+# A part fails when its function calls what the part asks you to do yourself: the grader's own code (anything in
+# `fastpath_lib.grading`: its scenarios, its rules, its checks and their answer keys), the bytes model
 # (`bytes_moved` of `fastpath_lib.bench.timing` and of `fastpath_lib.rmsnorm.cost`), the predicate's functions
 # (`fastpath_lib.rmsnorm.predicate`: its limits, such as `MAX_COLS`, are yours to import from
 # `fastpath_lib.rmsnorm.limits`), the capture reader (`fastpath_lib.rmsnorm.capture`), or the kit's reading of a
@@ -313,8 +313,10 @@ ex.check_readiness("maintenance_cost", maintenance_cost)
 # "justification"}`: whether the change goes in a commit of its own (apart from the fast path), the ids of the callers
 # whose output changes, and for each of them the `eps` to pass to keep today's output.
 #
-# The check scores `own_commit`, `affected` and `pin` only: `affected` must be exactly the callers whose output
-# changes, and `pin` must give exactly those callers their old eps (compared as numbers, within a relative 1e-9).
+# The check scores `own_commit`, `affected` and `pin` only: `own_commit` must be `True` (lesson 07: an intentional
+# contract change is a commit of its own, never folded into the fast path's), `affected` must be exactly the callers
+# whose output changes, and `pin` must give exactly those callers their old eps (compared as numbers, within a
+# relative 1e-9).
 #
 # `justification` (a non-empty `str`) is a sentence or two for the reviewer, and your instructor reads it: the check
 # shows it back in its feedback and does not score it, since no program can tell whether prose is true. A good one

@@ -432,3 +432,15 @@ def test_the_grader_scores_borrowed_and_constant_parts_zero(tmp_path):
     got = {p.part: p.earned for p in g.parts}
     assert got == {"route_conditions": 0, "test_report": 0, "results_table": 0, "review_comments": 2,
                    "maintenance_cost": 2, "contract_change": 1}, [(p.part, p.feedback) for p in g.parts]
+
+
+def test_every_part_refuses_the_graders_own_code_answer_keys_included():
+    """Reader 21b: part 5's answer key (``rules.ex13_cost.cost_expected``) was callable as an answer. The whole grading
+    package is the grader's own: an answer that returns any of its functions' results loses the part."""
+    from fastpath_lib.grading.rules import ex13_cost
+
+    def borrowed_cost(replay, build):
+        return dict(ex13_cost.cost_expected({"replay": replay, "build": build}), switch="FASTPATH_FORCE_FALLBACK=1")
+
+    (r,) = ex.check_readiness("maintenance_cost", borrowed_cost, show=False, seed=0)
+    assert not r.passed and "ex13_cost.cost_expected" in r.feedback and "grader's own" in r.feedback, r.feedback

@@ -26,7 +26,8 @@ from fastpath_lib.testing import compare, reference_rms_norm
 __all__ = ["check_default_eps", "check_reference", "FIXED_CASES", "ABSENT"]
 
 _DEFAULT_EPS = borrowed.kit("rmsnorm/limits.py", "default_eps", why="that is the kit's own rule") + borrowed.kit(
-    "testing.py", "_eps_for", why="that is the kit's own rule")
+    "testing.py", "_eps_for", why="that is the kit's own rule") + borrowed.kit(
+    "grading", why="that is the grader's own rule, check or answer key")
 _REFERENCE = borrowed.KIT_REFERENCE + borrowed.TORCH_RMS_NORM + borrowed.KIT_OP + borrowed.KIT_KERNELS + _DEFAULT_EPS
 #: torch's operators the grader's kernel lacks while this exercise is graded (every normalization operator): a
 #: reference that calls one gets its refusal, however it reaches it

@@ -31,8 +31,7 @@ __all__ = ["check_readiness", "PARTS", "CONTRACT_RULE", "PROSE_RULE", "OWNER_RUL
 PARTS = ("route_conditions", "test_report", "results_table", "review_comments", "maintenance_cost",
          "contract_change")
 
-_FORBIDDEN = borrowed.kit("grading/rules/ex13_scenarios.py", why="that is the grader's own rule") + borrowed.kit(
-    "grading/checks/ex13_review.py", why="that is the grader's own check") + borrowed.kit(
+_FORBIDDEN = borrowed.kit("grading", why="that is the grader's own rule, check or answer key") + borrowed.kit(
     "bench/timing.py", "bytes_moved", why="the part asks you to apply the bytes model yourself") + borrowed.kit(
     "rmsnorm/cost.py", "bytes_moved", why="the part asks you to apply the bytes model yourself") + borrowed.kit(
     "rmsnorm/predicate.py", why="the part asks you to apply the conditions yourself") + borrowed.kit(
@@ -140,9 +139,10 @@ def _grade_one(name: str, fn, sc):
 
 
 #: What part 6 scores, and that its free prose is read by a person (the exercise states both).
-CONTRACT_RULE = ("The check scores `own_commit`, `affected` and `pin` only: `affected` must be exactly the callers "
-                 "whose output changes, and `pin` must give exactly those callers their old eps (compared as numbers, "
-                 "within a relative 1e-9)")
+CONTRACT_RULE = ("The check scores `own_commit`, `affected` and `pin` only: `own_commit` must be `True` (lesson 07: an "
+                 "intentional contract change is a commit of its own, never folded into the fast path's), `affected` "
+                 "must be exactly the callers whose output changes, and `pin` must give exactly those callers their "
+                 "old eps (compared as numbers, within a relative 1e-9)")
 PROSE_RULE = ("`justification` (a non-empty `str`) is a sentence or two for the reviewer, and your instructor reads "
               "it: the check shows it back in its feedback and does not score it, since no program can tell whether "
               "prose is true")
