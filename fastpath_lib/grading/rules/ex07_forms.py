@@ -46,7 +46,7 @@ _HEADER_ALT = {"baseline µs": "baseline us", "candidate µs": "candidate us", "
 #: The six sections, each the whole text of its heading.
 SECTION_NAMES = ("summary", "eligibility and fallback", "semantic evidence", "mechanism", "performance", "limitations")
 
-_NUM = r"\d{1,3}(?:[,\u2009\u202f]\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?"
+_NUM = r"\d{1,3}(?:[, \u2009\u202f]\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?"
 _CLASS_WORDS = {**{k: k for k in OUTCOMES}, WIN + "s": WIN, NEUTRAL + "s": NEUTRAL, LOSS + "es": LOSS,
                 FALLBACK + "s": FALLBACK}
 _SEP = re.compile(r"\s*(?:,\s*and\s+|,|;|\s+and\s+)\s*", re.IGNORECASE)
@@ -68,12 +68,12 @@ def dtype_names() -> dict[str, tuple[str, ...]]:
 
 
 def _num(text: str) -> float:
-    return float(re.sub(r"[,\u2009\u202f]", "", text).replace("−", "-"))
+    return float(re.sub(r"[, \u2009\u202f]", "", text).replace("−", "-"))
 
 
 def rounded(written: str, true: float) -> bool:
     """Whether ``written`` is ``true`` rounded to the digits written, with at least 2 significant digits written."""
-    w = re.sub(r"[,\u2009\u202f+]", "", written).replace("−", "-")
+    w = re.sub(r"[, \u2009\u202f+]", "", written).replace("−", "-")
     decimals = len(w.split(".")[1]) if "." in w else 0
     if len(w.replace(".", "").replace("-", "").lstrip("0")) < 2:
         return False
