@@ -371,8 +371,8 @@ def _judge_consistent(data, notes: dict[str, str]) -> str:
             problems.append(f"{which}: the note says {sentence!r}, but the data has {len(losses)} "
                             f"{LOSS if len(losses) == 1 else LOSS + 'es'} ({', '.join(losses)}): say where it is "
                             f"slower, as the table does ({NO_LOSS_RULE})")
-        if env.get("synthetic") and not any(e.fields["kind"].lower() == SYNTHETIC for e in _seen(found, "environment")
-                                            if not _environment_wrong(e.fields, env)):
+        if env.get("synthetic") and not any(e.fields["kind"].lower() == SYNTHETIC
+                                            for e in _seen(found, "environment")):
             problems.append(f"{which}: the data is labelled synthetic; no `Environment:` line in its form says "
                             f"`{SYNTHETIC}`")
     n = len(claims.statements(notes[data[0][0]]))
