@@ -208,7 +208,8 @@ def _cpu(edit):
      "marks c01_4096x4096_bf16 a win or a loss from non-GPU data"),
     (lambda n: n.replace("## Summary\n", "## Summary\nOutcomes: 3 win, 0 neutral, 0 loss, 1 fallback\n\n", 1),
      "counts wins or losses from non-GPU data"),
-    (lambda n: n.replace("## Summary\n", "## Summary\n> | case | class |\n> |---|---|\n> | c01_4096x4096_bf16 | win |\n\n", 1),
+    (lambda n: n.replace("## Summary\n", "## Summary\n> | case | class |\n> |---|---|\n"
+                         "> | c01_4096x4096_bf16 | win |\n\n", 1),
      "marks c01_4096x4096_bf16 a win or a loss from non-GPU data"),
     (lambda n: n.replace(", not a GPU measurement", ", not a GPU measurement; 2x faster", 1),
      "no `Environment:` line in its form says 'not a GPU measurement'"),

@@ -288,7 +288,7 @@ def _judge_environment_and_scope(data, notes: dict[str, str]) -> None:
 #: "slower on no shape", "Losses: none"); "no slower" compares one thing.
 _LOSS_WORD = r"\b(?:slower|loss(?:es)?|regress(?:ions?|ed|es)?|worse)\b"
 _DENIER = r"(?:\bnever\b|\bnothing\b|\bnowhere\b|\bnone\b|\bwithout\b|\bzero\b|(?<![\w.])0(?![\w.%])|" \
-          r"\bnot a single\b|\bnot one\b|\bno\b(?!\s+slower\b))"
+          r"\bnot a single\b|\bnot one\b|\bno\b(?!\s+(?:faster\s+(?:and|or|nor)\s+no\s+)?slower\b))"
 _NO_LOSS = re.compile(rf"{_DENIER}[^.;,!?]*?{_LOSS_WORD}|{_LOSS_WORD}[^.;,!?]*?{_DENIER}", re.IGNORECASE)
 _EXCEPT = re.compile(r"\b(except|other than|fallbacks?|triton)\b", re.IGNORECASE)
 
