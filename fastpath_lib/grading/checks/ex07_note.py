@@ -37,7 +37,7 @@ from fastpath_lib.grading.rules import borrowed
 from fastpath_lib.grading.rules import ex07_claims as claims
 from fastpath_lib.grading.rules import ex07_forms as forms
 from fastpath_lib.grading.rules.assertion import asserted
-from fastpath_lib.grading.rules.ex07_claims import words_outside_details
+from fastpath_lib.grading.rules.ex07_claims import claims_speedup, words_outside_details
 from fastpath_lib.grading.rules.ex07_wording import (
     CASE_RULE,
     COVERED,
@@ -58,10 +58,11 @@ from fastpath_lib.grading.rules.ex07_wording import (
     SYNTHETIC,
     TABLE_RULE,
 )
-from fastpath_lib.grading.vocabulary import LOSS, NEUTRAL, NOT_GPU, OUTCOMES, WIN
+from fastpath_lib.grading.vocabulary import FALLBACK, LOSS, NEUTRAL, NOT_GPU, OUTCOMES, WIN
 from fastpath_lib.rmsnorm import predicate as rms
 
-__all__ = ["check_pr_note", "SECTIONS", "WORD_LIMIT", "words_outside_details", "substance_gaps", "STATED"]
+__all__ = ["check_pr_note", "SECTIONS", "WORD_LIMIT", "words_outside_details", "substance_gaps", "STATED",
+           "claims_speedup"]
 
 #: The most words a note may show outside closed ``<details>`` blocks (the kit's own rule for its PR notes, restated
 #: here and tied to it by ``tests/bench/test_pr_concise.py``: the grader imports nothing of the kit's note).
@@ -95,6 +96,13 @@ def _classes(df, env) -> dict[str, str]:
     return {str(c): forms.CPU_CLASS for c in df["case_id"]}
 
 
+def _is_class(written: str, cid: str, rows: dict, classes: dict) -> bool:
+    """Whether ``written`` is the case's class (on non-GPU data a case that took the fallback may say so)."""
+    written = written.strip().lower()
+    return written == classes[cid] or (classes[cid] == forms.CPU_CLASS and written == FALLBACK
+                                       and str(rows[cid]["route"]) == FALLBACK)
+
+
 def _elements(note: str, df) -> list[forms.Element]:
     return forms.read(note, [str(c) for c in df["case_id"]])
 
@@ -126,9 +134,10 @@ def _case_ok(e: forms.Element, rows: dict, classes: dict) -> bool:
     if e.disguised or e.label not in rows:
         return False
     if e.kind == "case" and e.fields:
-        return e.fields["cls"].lower() == classes[e.label] and _figures_ok(rows[e.label], e.fields, e.fields["unit"])
+        return _is_class(e.fields["cls"], e.label, rows, classes) and _figures_ok(rows[e.label], e.fields,
+                                                                                  e.fields["unit"])
     f = _row_fields(e) if e.kind == "row" else None
-    return bool(f) and f["cls"] == classes[e.label] and _figures_ok(rows[e.label], f)
+    return bool(f) and _is_class(f["cls"], e.label, rows, classes) and _figures_ok(rows[e.label], f)
 
 
 def _with_figures(note: str, df, env) -> set[str]:
@@ -309,7 +318,7 @@ def _held(e: forms.Element, rows: dict, classes: dict, routes: dict) -> list[str
     if e.kind == "case":
         if e.fields is None:
             return []
-        bad = [] if e.fields["cls"].lower() == classes[e.label] else [
+        bad = [] if _is_class(e.fields["cls"], e.label, rows, classes) else [
             f"calls {e.label} {e.fields['cls']}, the data says {classes[e.label]}"]
         if not _figures_ok(rows[e.label], e.fields, e.fields["unit"]):
             bad.append(f"gives figures that are not {e.label}'s ({FIGURE_RULE})")
@@ -319,7 +328,7 @@ def _held(e: forms.Element, rows: dict, classes: dict, routes: dict) -> list[str
         h, cell = h.lower(), cell.strip()
         if h == "route" and cell.lower() != routes[e.label]:
             bad.append(f"gives route {cell!r}, the data {routes[e.label]}")
-        if h in ("class", "outcome", "verdict") and cell.lower() != classes[e.label]:
+        if h in ("class", "outcome", "verdict") and not _is_class(cell, e.label, rows, classes):
             bad.append(f"says {cell!r}, the data says {classes[e.label]}")
     if e.canonical and not _case_ok(e, rows, classes) and not bad:
         bad.append("does not match the performance table's form or the data")

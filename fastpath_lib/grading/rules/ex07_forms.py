@@ -26,7 +26,7 @@ import dataclasses
 import re
 
 from fastpath_lib.bench.schema import UNMEASURED
-from fastpath_lib.grading.rules.rendered import Block, _blocks, blocks
+from fastpath_lib.grading.rules.rendered import Block, blocks, every_block
 from fastpath_lib.grading.vocabulary import FALLBACK, LOSS, NEUTRAL, OUTCOMES, WIN
 
 __all__ = ["Element", "read", "parse", "rounded", "disguised", "METHOD_LABELS", "LABELS", "HEADER", "CPU_CLASS",
@@ -214,7 +214,7 @@ def read(note: str, ids) -> list[Element]:
             seen += [e for e in [_row(b, ids, True)] if e]
     shown = {(e.kind, e.text) for e in seen}
     rest: list[Element] = []
-    for b in _blocks(note, True, True):
+    for b in every_block(note):
         found = _lines(b, ids, False) if b.kind == "prose" else [e for e in [_row(b, ids, False)] if e]
         for e in found:
             if (e.kind, e.text) not in shown:

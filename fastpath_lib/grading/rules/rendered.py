@@ -18,8 +18,8 @@ import functools
 import re
 import unicodedata
 
-__all__ = ["Block", "blocks", "statements", "sections", "table_rows", "all_table_rows", "visible_text", "scope_text",
-           "canon"]
+__all__ = ["Block", "blocks", "every_block", "statements", "sections", "table_rows", "all_table_rows", "visible_text",
+           "scope_text", "canon"]
 
 #: Latin letters' Cyrillic and Greek lookalikes (a reader sees ``с05`` as ``c05``).
 _LOOKALIKE = str.maketrans("аАсСеЕоОрРхХуКМТНВіІјЈѕЅԁοΟαΑνΝκΚρΡτΤιΙΕΒΜΖΗΧΥ",
@@ -195,6 +195,11 @@ def _blocks(note: str, checked: bool = False, raw: bool = False) -> tuple[Block,
     if checked and not raw:
         return tuple(dataclasses.replace(b, text=canon(b.text), cells=tuple(canon(c) for c in b.cells)) for b in out)
     return tuple(out)
+
+
+def every_block(note: str) -> list[Block]:
+    """Every block of the note, a reader might see it or not, as written (not :func:`canon` read)."""
+    return list(_blocks(note, True, True))
 
 
 def blocks(note: str, *, checked: bool = False) -> list[Block]:
