@@ -339,7 +339,7 @@ def test_a_wordy_note_loses_concision_only_and_is_told_its_word_count():
         return base(df, env) + "\n\n<details><summary>Discussion</summary>\n\n" + padding + "\n\n</details>\n"
 
     r = _by_part(ex.check_pr_note(folded, show=False))
-    assert r["concise"].passed and "at most 600 words outside <details> blocks" in r["concise"].feedback
+    assert r["concise"].passed and "at most 600 words outside closed <details> blocks" in r["concise"].feedback
 
     def opened(df, env):  # in <details open>: a reader sees them
         return base(df, env) + "\n\n<details open><summary>Discussion</summary>\n\n" + padding + "\n\n</details>\n"

@@ -199,11 +199,11 @@ def _judge_concise(data, notes: dict[str, str]) -> str:
     counts = {which: words_outside_details(notes[which]) for which, df, env in data}
     said = "; ".join(f"{which}: {n}" for which, n in counts.items())
     if max(counts.values()) > WORD_LIMIT:
-        raise Fail(f"too long: words outside <details> blocks ({said}), at most {WORD_LIMIT}. Keep the summary, "
+        raise Fail(f"too long: words outside closed <details> blocks ({said}), at most {WORD_LIMIT}. Keep the summary, "
                    "the scope, the counts and the claim in sight; fold the full tables in "
                    "<details><summary>...</summary> ... </details>")
     # the drawn table's count changes with each draw: a passing verdict reads the same on every run
-    return f"every note keeps at most {WORD_LIMIT} words outside <details> blocks"
+    return f"every note keeps at most {WORD_LIMIT} words outside closed <details> blocks"
 
 
 def _said(found: dict[str, str]) -> dict[str, set[str]]:
@@ -384,8 +384,8 @@ def _judge_consistent(data, notes: dict[str, str]) -> str:
                                             for e in _seen(found, "environment")):
             problems.append(f"{which}: the data is labelled synthetic; no `Environment:` line in its form says "
                             f"`{SYNTHETIC}`")
-    n = len(claims.statements(notes[data[0][0]]))
-    prose = f"{PROSE_NOTE}: {n} such sentences in the note on {data[0][0]}"
+    n = len(forms.prose(notes[data[0][0]], data[0][1]["case_id"]))
+    prose = f"{PROSE_NOTE}: {n} such paragraphs and list items in the note on {data[0][0]}"
     if problems:
         raise Fail(f"{len(problems)} inconsistencies with the data\n" + "\n".join(dict.fromkeys(problems))
                    + _malformed(data, notes) + f"\n({prose})")

@@ -29,8 +29,8 @@ from fastpath_lib.bench.schema import UNMEASURED
 from fastpath_lib.grading.rules.rendered import Block, blocks, every_block
 from fastpath_lib.grading.vocabulary import FALLBACK, LOSS, NEUTRAL, OUTCOMES, WIN
 
-__all__ = ["Element", "read", "parse", "rounded", "disguised", "METHOD_LABELS", "LABELS", "HEADER", "CPU_CLASS",
-           "SECTION_NAMES", "dtype_names"]
+__all__ = ["Element", "read", "prose", "parse", "rounded", "disguised", "METHOD_LABELS", "LABELS", "HEADER",
+           "CPU_CLASS", "SECTION_NAMES", "dtype_names"]
 
 #: The class a case takes on data that is not a GPU measurement (the kit's own: no win, no loss).
 CPU_CLASS = UNMEASURED
@@ -221,3 +221,10 @@ def read(note: str, ids) -> list[Element]:
                 shown.add((e.kind, e.text))
                 rest.append(e)
     return seen + rest
+
+
+def prose(note: str, ids) -> list[str]:
+    """The paragraphs and list items a reader sees that hold no element in its form: read by a person, not scored."""
+    ids = {str(c) for c in ids}
+    return [b.text for b in blocks(note) if b.kind == "prose"
+            and not any(e.fields is not None for e in _lines(b, ids, True))]
