@@ -80,7 +80,8 @@
 # * no claims from CPU data (part no_claims_from_cpu_data): on data whose `env["device"]` is not `"cuda"`: an
 #   `Environment:` line whose KIND is `not a GPU measurement`, and no case line, table row or `Outcomes:` count marks
 #   a case a win or a loss (a class, `faster`, `slower`, or a multiplier such as `2.0x`, in any line labelled with a
-#   case id or any row whose first cell is one, wherever it stands);
+#   case id or any row whose first cell is one, its table header too,
+#   wherever it stands);
 # * concision (part concise): at most 600 words a reader sees: outside closed `<details>` blocks (words inside
 #   `<details open>` count): keep the summary, the scope, the counts and the claim in sight, and fold the full table
 #   in `<details><summary>...</summary> ... </details>` (leave a blank line after `<summary>` so the Markdown inside

@@ -78,7 +78,7 @@ NO_LOSS_RULE = ("one rule reads prose: a sentence that denies every loss (a loss
 CPU_RULE = (f"on data whose `env[\"device\"]` is not `\"cuda\"`: an `Environment:` line whose KIND is `{NOT_GPU}`, and "
             f"no case line, table row or `Outcomes:` count marks a case a {WIN} or a {LOSS} (a class, `faster`, "
             "`slower`, or a multiplier such as `2.0x`, in any line labelled with a case id or any row whose first "
-            "cell is one, wherever it stands)")
+            "cell is one, its table header too, wherever it stands)")
 CONCISE_RULE = ("at most 600 words a reader sees: outside closed `<details>` blocks (words inside `<details open>` "
                 "count)")
 #: What the feedback says of prose, on every judged note.
