@@ -169,7 +169,8 @@ def test_vllm_quotes_the_wheel_and_says_nothing_of_the_kits_tooling(notes):
     ("before <details><summary>title here</summary>\n\nhidden words\n</details> after", 4),
     ("x <details><summary>s</summary> <details><summary>inner</summary> deep </details> hid </details> y", 3),
     ("x <details><summary>s</summary> never closed", 5),  # an unclosed block folds nothing
-    ("x <DETAILS open><summary>s</summary> hid </DETAILS> y", 3),
+    ("x <DETAILS open><summary>s</summary> seen </DETAILS> y", 4),  # an open fold shows its body: a reader sees it
+    ("x <DETAILS><summary>s</summary> hid </DETAILS> y", 3),
 ])
 def test_words_outside_details(markdown, words):
     assert words_outside_details(markdown) == words == ex07_note.words_outside_details(markdown)

@@ -883,8 +883,8 @@ def test_ex07_accepts_an_honest_no_claim_note():
     res = {r.part: r for r in ex.check_pr_note(honest, show=False)}
     assert res["no_claims_from_cpu_data"].passed, res["no_claims_from_cpu_data"].feedback
 
-    def claims(df, env):
-        return base(df, env) + "\nOn this machine the kernel is 2x faster.\n"
+    def claims(df, env):  # a case line's multiplier marks a win (prose is a person's to read)
+        return base(df, env) + f"\n\n- {df['case_id'].iloc[0]}: 2x faster\n"
     res = {r.part: r for r in ex.check_pr_note(claims, show=False)}
     assert not res["no_claims_from_cpu_data"].passed and "2x faster" in res["no_claims_from_cpu_data"].feedback
 

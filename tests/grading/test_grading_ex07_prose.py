@@ -61,7 +61,9 @@ def test_a_lie_only_in_prose_does_not_change_the_score_and_the_feedback_says_so(
 
 
 @pytest.mark.parametrize("sentence", ["The fast path is never slower than F.rms_norm.", "There are no regressions.",
-                                      "It is always faster on the Triton route.", "It runs without slowdowns."])
+                                      "Not a single case is slower.", "The fast path has 0 losses.",
+                                      "It is slower on no shape.", "Losses: none.",
+                                      "There are no regressions, but that is no surprise."])
 def test_a_sentence_that_denies_every_loss_still_loses_consistency(sentence):
     r = _grade(_summary_adds(lambda df: sentence))
     fb = r["consistent_with_data"].feedback
@@ -69,10 +71,12 @@ def test_a_sentence_that_denies_every_loss_still_loses_consistency(sentence):
     assert all(x.passed for k, x in r.items() if k != "consistent_with_data")
 
 
-def test_a_speed_up_claimed_in_prose_from_cpu_data_still_loses():
+def test_a_speed_up_written_in_prose_from_cpu_data_is_prose_for_a_person():
+    """The CPU rule reads the structured elements only (a case line, a row, an `Outcomes:` count): prose is a
+    person's to read, and a misfire on honest prose ("A GPU run is needed before any speed-up can be claimed.") is
+    worse than a claim a reader sees."""
     r = _grade(_summary_adds(lambda df: "On this machine the kernel is 2x faster."), cpu=True)
-    assert not r["no_claims_from_cpu_data"].passed and "2x faster" in r["no_claims_from_cpu_data"].feedback
-    assert all(x.passed for k, x in r.items() if k != "no_claims_from_cpu_data")
+    assert all(x.passed for x in r.values()), {k: x.feedback for k, x in r.items() if not x.passed}
 
 
 @pytest.mark.parametrize("note, denied", [
@@ -85,7 +89,15 @@ def test_a_speed_up_claimed_in_prose_from_cpu_data_still_loses():
     ("There are no regressions.", ["There are no regressions."]),
     (f"It never regresses large\nrows; {C05} and {C12} are slower.", []),
     ("The fast path is never\nslower than F.rms_norm.", ["The fast path is never slower than F.rms_norm."]),
-    ("No regression elsewhere.", []),
+    ("No regression elsewhere.", ["No regression elsewhere."]),
+    ("Not a single case is slower.", ["Not a single case is slower."]),
+    ("It is slower on no shape.", ["It is slower on no shape."]),
+    ("Regressions: zero.", ["Regressions: zero."]),
+    ("Every fallback call runs F.rms_norm itself, so it is never slower than before.", []),
+    ("The median is always a better statistic than the mean for noisy timings.", []),
+    ("All timed cases are listed, wins and losses alike.", []),
+    ("We report every case, faster or slower.", []),
+    ("There are no losses other than the small rows.", []),
     (f"{C03} is no faster and no slower than before.", []),
     ("The neutral ones are no faster and no slower than before.", []),
     ("The fast path was expected never to be slower.", []),
@@ -110,24 +122,29 @@ def _case_lines(make):
     return edit
 
 
+def _fig(r):
+    return f"{r.baseline_median_us:.1f} -> {r.candidate_median_us:.1f} us"
+
+
 def _pct(r):
     return f"{100 * (r.candidate_median_us / r.baseline_median_us - 1):+.1f} %"
 
 
-#: Round 12b's honest notes refused by the old reader, each rewritten with the labelled lines: full marks now.
+#: Round 12b's honest notes refused by the old reader, each rewritten with the labelled lines in their forms (a
+#: comment goes in a paragraph of its own): full marks.
 HONEST_12B = {
-    "h_longer": _case_lines(lambda c, k, r: f"- {c}: {k}, {_pct(r)}\n\n  {c} takes {_pct(r)[1:]} longer" if k == "loss"
-                            else f"- {c}: {k}, {_pct(r)}\n\n  {c} is within measurement error."),
-    "h_nofaster": _case_lines(lambda c, k, r: f"- {c}: {k}, {r.baseline_median_us} -> {r.candidate_median_us} us"
-                              + (" (no faster and no slower than before)" if k == "neutral" else "")),
+    "h_longer": _case_lines(lambda c, k, r: f"- {c}: {k}, {_fig(r)}\n\n  {c} takes {_pct(r)[1:]} longer" if k == "loss"
+                            else f"- {c}: {k}, {_fig(r)}\n\n  {c} is within measurement error."),
+    "h_nofaster": _case_lines(lambda c, k, r: f"- {c}: {k}, {_fig(r)}"
+                              + ("\n\n  It is no faster and no slower than before." if k == "neutral" else "")),
     "h_codequote": lambda note, df: note + (
         f"\n\nAn earlier draft's bot comment said, verbatim:\n\n```\n{C05} is faster than F.rms_norm\n```\n\nThat "
         f"comment was wrong: {C05} is slower (9 -> 9.8 us).\n" if C05 in set(df["case_id"]) else ""),
     "h_blockquote": lambda note, df: note + (
         f"\n\nA reviewer asked about this line of the earlier draft:\n\n> {C05} is faster than F.rms_norm.\n\nThe "
         f"draft was mistaken there. {C05} is slower (9 -> 9.8 us).\n" if C05 in set(df["case_id"]) else ""),
-    "h_x123": _case_lines(lambda c, k, r: f"- {c}: {k}, x{r.baseline_median_us / r.candidate_median_us:.2f} speed-up "
-                          f"({r.baseline_median_us} -> {r.candidate_median_us} us)"),
+    "h_x123": _case_lines(lambda c, k, r: f"- {c}: {k}, {_fig(r)}\n\n  That is "
+                          f"x{r.baseline_median_us / r.candidate_median_us:.2f} speed-up."),
     "h_tableonly": lambda note, df: note.replace(f"{len(df)} cases; every one in the table below.\n", "", 1).replace(
         "<details><summary>Every case</summary>", "").replace("</details>", ""),
 }

@@ -58,14 +58,14 @@ def write_pr_note(results, env) -> str:
 
     rows = list(results.itertuples(index=False))
     kinds = {row.case_id: verdict(row) for row in rows}
-    times = {row.case_id: f"{row.baseline_median_us} vs {row.candidate_median_us} us" for row in rows}
+    times = {row.case_id: f"{row.baseline_median_us} -> {row.candidate_median_us} us" for row in rows}
     h = env["harness"]
     out = [
         "## Summary",
         "This PR routes eligible RMSNorm calls to a Triton kernel and everything else to F.rms_norm.",
         "",
-        f"**Environment:** {env['device_name'] or env['device']}, torch {env['torch']}, triton {env['triton']} "
-        f"({'synthetic' if timed else 'not a GPU measurement'})",
+        f"**Environment:** {env['device_name'] or env['device']}, torch {env['torch']}, triton {env['triton']}"
+        f", {'synthetic' if timed else 'not a GPU measurement'}",
         "",
     ]
     if timed:
@@ -74,6 +74,8 @@ def write_pr_note(results, env) -> str:
     out += [
         "",
         "## Scope",
+        f"Scope: fp16, bf16 and fp32 inputs of at most {MAX_COLS} columns; every other call runs F.rms_norm",
+        "",
         f"Inputs in fp16, bf16 or fp32 with at most {MAX_COLS} columns, contiguous rows and 16-byte alignment take the "
         "Triton route; any other call goes to the fallback, F.rms_norm, exactly as before.",
         "",
@@ -93,9 +95,9 @@ def write_pr_note(results, env) -> str:
     else:
         out.append("These timings are not a GPU measurement; no speed-up is claimed from them. Under the CPU "
                    "interpreter a 4096 x 4096 input took about 9 s, which says how slow the interpreter is.")
-        out += [f"* {row.case_id}: {times[row.case_id]} under the interpreter" for row in rows]
+        out += [f"* {row.case_id}: {kinds[row.case_id]}, {times[row.case_id]}" for row in rows]
     out += ["", "<details><summary>All cases</summary>", "",
-            "| " + " | ".join(c.replace("_", " ") for c in columns[:1]) + " | route | baseline us | candidate us "
+            "| " + " | ".join(c.replace("_id", "") for c in columns[:1]) + " | route | baseline us | candidate us "
             "| class |", "|---|---|---|---|---|"]
     for row in rows:
         cells = [str(getattr(row, column)) for column in columns]  # a computed attribute name
@@ -103,8 +105,8 @@ def write_pr_note(results, env) -> str:
     out += ["", "</details>", "", "## Measurement method",
             "Times are read after a warm-up and a device synchronization:", "",
             f"* Timer: {h['timer']}", f"* Warm-up: {h['warmup_ms']} ms",
-            f"* Synchronization: before reading each timer ({h['sync']})",
-            f"* Statistic: the median of {h['samples']} samples", "* Spread: q80 - q20 (20th to 80th percentile)",
+            f"* Synchronization: {h['sync']}",
+            f"* Statistic: median of {h['samples']} samples", "* Spread: 20th to 80th percentile",
             f"* Raw samples: {h['raw_samples']}", "",
             "", "## Limitations",
             "The table is synthetic teaching data; a real GPU run has to replace it before review."]

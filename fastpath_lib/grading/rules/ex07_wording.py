@@ -3,85 +3,87 @@ applies, and the exercise states every one: ``tests/course/test_exercise_instruc
 
 from __future__ import annotations
 
-from fastpath_lib.grading.vocabulary import NOT_GPU
+from fastpath_lib.bench.schema import GPU_LABEL, NOT_GPU, SYNTHETIC_LABEL, UNMEASURED
+from fastpath_lib.grading.vocabulary import FALLBACK, LOSS, NEUTRAL, WIN
 from fastpath_lib.rmsnorm import predicate as rms
 
-__all__ = ["STATED", "NAMED_WITH_FIGURES", "COVERED", "RENDER_RULE", "PROSE_NOTE"]
+__all__ = ["STATED", "NAMED_WITH_FIGURES", "COVERED", "PROSE_NOTE", "KINDS", "SYNTHETIC"]
 
-#: How few cases a note gives a figure of their own, on each table, and still has substance.
+#: How few cases a note gives figures of their own (case lines or performance table rows), on each table, and still
+#: has substance.
 NAMED_WITH_FIGURES = 2
-#: The rules a note is held to, in the exercise's words: each refusal quotes the rule it applies, and the exercise
-#: states every one (``tests/course/test_exercise_instructions.py``).
-PRINCIPLE = ("The autograder scores only what a program can decide: the note's headings, its performance table and "
-             "its labelled lines, each in the form below. Every other paragraph, list item or sentence is prose: your "
-             "instructor or the reviewer reads it, and it is not scored")
-PROSE_RULE = ("Prose loses points in two cases only: a sentence that denies every loss while the table has losses, "
-              "and, on CPU data, a speed-up claimed")
-LABEL_RULE = ("A labelled line is a paragraph, a list item or a line of one that opens with its label and a colon "
-              "(`Timer: ...`, `- c05_1024x128_fp16: loss, ...`; the label may be bold or in backticks); it runs to "
-              "the next labelled line or the end of its paragraph or list item")
-SUBSTANCE_RULE = (f"case lines that give at least {NAMED_WITH_FIGURES} of the table's cases a figure of their own "
-                  "(on the CPU-shaped table too, where a case line may leave its class out: `- c01_4096x4096_bf16: "
-                  "210 -> 105 us`)")
-OUTLINE_RULE = ("a section runs from its heading to the next heading of the same or a higher level: a `###` "
-                "subheading inside `## Performance` is part of it")
-SECTION_RULE = "a sentence of its own (5 words or more, said in no other section), a labelled line or a table row"
-ENVIRONMENT_RULE = ("`Environment: DEVICE, torch X, triton Y`: the device (`env[\"device_name\"]`, or "
-                    "`env[\"device\"]` where no name is recorded) and each version after its name (`torch 2.5.1`, "
-                    "`triton==3.1.0`)")
-LIMIT_RULE = (f"the column limit as a bound on columns (`at most {rms.MAX_COLS} columns`, `cols <= {rms.MAX_COLS}`, "
-              f"`the {rms.MAX_COLS}-column limit`)")
+#: The word that names synthetic data in an ``Environment:`` line (the schema's label, its first word).
+SYNTHETIC = SYNTHETIC_LABEL.split()[0].lower()
+#: The kinds an ``Environment:`` line may end with (the schema's labels).
+KINDS = (GPU_LABEL, SYNTHETIC, NOT_GPU)
 COVERED = [str(d).replace("torch.", "") for d in rms.SUPPORTED_DTYPES]
-DTYPE_RULE = (f"each dtype the fast path covers ({', '.join(COVERED[:-1])} and {COVERED[-1]}: the predicate's "
-              "`SUPPORTED_DTYPES`), by any of its usual names (`fp16`, `float16`, `half`)")
-FALLBACK_RULE = ("a sentence that says where the other calls go, the fallback, in any words (`fallback`, `falls back` "
-                 "or `F.rms_norm`: `calls that are not eligible run F.rms_norm`)")
-OUTCOMES_RULE = ("`Outcomes: 4 win, 2 neutral, 1 loss, 3 fallback` under the **Summary** heading: `N CLASS` for each "
-                 "class the table has (win, neutral, loss, fallback, plural or not), parted by `,`, `;` or `and`, each "
-                 "count the data's")
-CASE_RULE = ("a case line for each loss and each neutral case, `- c05_1024x128_fp16: loss, 9.0 -> 9.8 us (+8.9 %)`: "
-             "the case id as its label, its class first, then at least one figure of its own (any case may have one; "
-             "every class and figure in a case line is held to the data; its other words are a comment for the "
-             "reader, and only their figures are read)")
-FIGURE_RULE = ("a figure is a number with a unit (`us`, `µs`, `ms`, `x`, `×` or `%`, or the unit's name: "
-               "`microseconds`, `percent`), or paired with one (`9.0 -> 9.8 us`); after a bound or an approximation "
-               "(`under 10 %`, `about 9 us`) it is none")
-FIGURES_ARE = ("its medians, its spreads and the difference of its medians (in µs or ms), their ratio either way, the "
-               "change either way (as a fraction or in percent) and each spread as a share of its median, to within "
-               "one unit of the last digit written")
-TABLE_RULE = ("a performance table with one row per case id (first cell), its route (the cell under a `route` header, "
-              "else the first cell that is `triton` or `fallback`) and its class (win/neutral/loss/fallback, as in "
-              "exercise 06: the first word of the cell under a `class`, `outcome` or `verdict` header, else of the "
-              "first cell that opens with a class name: `win (1.34x)` is a win); a case's row is its row under the "
-              "**Performance** heading, else its first row anywhere; every other table row that names a case, "
-              "anywhere in the note, is a claim too: its route, its class and every figure in it (`1.50x`, `9.8 us`, "
-              "or a bare number) are held to the data")
-NO_LOSS_RULE = ("a sentence that says nothing is slower (a loss word after a word that denies every one, in one "
-                "clause: `never slower`, `nothing is slower`, `no regressions`, `without losses`, `no shape got "
-                "worse`; or a win word said of every case: `always faster`, `beats it on every shape`, `improves on "
-                "it everywhere`, `all cases win`) while the table has losses, unless the same sentence names a case or "
-                "its exceptions (`except`, `but`, `other than`, `elsewhere`)")
-METHOD_RULE = ("six labelled lines with the values of `env[\"harness\"]`: `Timer: NAME`, `Warm-up: N ms`, "
-               "`Synchronization: HOW` (in any words: synchronized, waits for the kernel, CUDA events, or the "
-               "record's own), `Statistic: median of N samples`, `Spread: q80 - q20` (or `20th to 80th percentile`) "
-               "and `Raw samples: FILE`; another warm-up or sample count in such a line contradicts the record")
-CPU_RULE = (f"the `Environment:` line says `{NOT_GPU}`, and no speed-up is claimed anywhere, in "
-            "prose, a labelled line or a table row (its header too): a multiplier (`1.5x`, `0.92x`) or a speed word "
-            "(`faster`, `speed-up`) unless its sentence negates it or makes it conditional (`no speed-up is claimed` "
-            "is fine); no case line, table row or `Outcomes:` count marks a case a win or a loss (a table cell in any "
-            "words of one: `win (interpreter)`, `faster`, `slower`)")
-RENDER_RULE = ("The note is read as it renders (Markdown, as GitHub and JupyterLab show it): an HTML comment (`<!-- "
-               "... -->`, on one line or many) is not read at all, HTML tags are read as spaces, and headings, "
-               "paragraphs, list items and table rows are read where Markdown renders them")
-PLAIN_RULE = ("A labelled line or table row a reader might not see as the note's own plain text (inside raw HTML "
-              "other than a `<details>` fold, struck through, in a block quote, a code block or a heading) is held "
-              "to the data but earns nothing")
-ID_RULE = ("Case ids are compared after removing zero-width and other format characters, NFKC normalisation and "
-           "reading Cyrillic and Greek lookalike letters as Latin; a case id written with such characters is reported")
+PRINCIPLE = ("The autograder scores only structured elements, each counted only where it matches its stated form "
+             "exactly (the whole line or row, ASCII labels, the values below); then every value in it is compared "
+             "exactly with the data. Anything that does not match its form is prose: it earns nothing, and your "
+             "instructor or the reviewer reads it")
+WHERE_RULE = ("Elements count in the note's top-level Markdown as it renders (paragraphs, list items, table rows; an "
+              "HTML comment is not read at all). Inside raw HTML only a bare `<details>` fold (no attribute but "
+              "`open`) and its bare `<summary>` count, and only for the performance table; an element with any "
+              "attribute (`hidden`, `style`, `class`) or any other HTML hides what it holds, which earns nothing. "
+              "Headings, block quotes, code and struck text earn nothing. An element a reader might not see that "
+              "matches its form is still held to the data")
+LABEL_RULE = ("A labelled line is a line of a paragraph or list item that opens with its ASCII label and a colon (the "
+              "label may be bold or in backticks): `Environment:`, `Scope:`, `Outcomes:`, `Timer:`, `Warm-up:`, "
+              "`Synchronization:`, `Statistic:`, `Spread:`, `Raw samples:` or a case id; it runs to the next "
+              "labelled line or the end of its paragraph. A label or case id that reads as one only with characters "
+              "outside ASCII (a lookalike letter, a format character) is reported as disguised and loses the "
+              "consistency part")
+ENVIRONMENT_RULE = (f"`Environment: DEVICE, torch X, triton Y, KIND` (`Environment: synthetic GPU (teaching data), "
+                    f"torch 2.13.0+cpu, triton 3.8.0, {SYNTHETIC}`): the device as recorded (`env[\"device_name\"]`, "
+                    f"else `env[\"device\"]`; any case), each version exactly as recorded, and KIND exactly one of "
+                    f"`{GPU_LABEL}`, `{SYNTHETIC}` (on synthetic data) or `{NOT_GPU}` (on data whose "
+                    f"`env[\"device\"]` is not `\"cuda\"`), the data's")
+SCOPE_RULE = (f"`Scope: DTYPES inputs of at most N columns; every other call runs F.rms_norm` (`Scope: fp16, bf16 and "
+              f"fp32 inputs of at most {rms.MAX_COLS} columns; every other call runs F.rms_norm`): DTYPES exactly the "
+              f"predicate's `SUPPORTED_DTYPES` ({', '.join(COVERED)}, by any of their usual names: fp16, float16, "
+              f"half, torch.float16...), N exactly `MAX_COLS` (`{rms.MAX_COLS}`, `{rms.MAX_COLS:,}` or "
+              f"`MAX_COLS = {rms.MAX_COLS}`)")
+OUTCOMES_RULE = (f"`Outcomes: N {WIN}, N {NEUTRAL}, N {LOSS}, N {FALLBACK}` under the **Summary** heading "
+                 f"(`Outcomes: 4 {WIN}, 2 {NEUTRAL}, 1 {LOSS}, 3 {FALLBACK}`): each class exactly once, in any "
+                 "order, singular or plural, parted by `,`, `;` or `and`, nothing else on the line; each count "
+                 "the data's")
+CASE_RULE = (f"a case line for each {LOSS} and each {NEUTRAL} case, `- CASE: CLASS, BASELINE -> CANDIDATE UNIT` "
+             f"with an optional `(CHANGE %)` (`- c05_1024x128_fp16: {LOSS}, 9.0 -> 9.8 us (+8.9 %)`): the class "
+             f"the data's (on CPU data `{UNMEASURED}`), the unit `us`, `µs` or `ms`, nothing else on the line")
+FIGURE_RULE = ("a figure (a median in a case line or a table row, or a change in percent) must equal the data's "
+               "rounded to the digits written, with at least 2 significant digits written (`9.8`, `0.21`, `210`; "
+               "`0` or `9` is no figure)")
+TABLE_RULE = ("the performance table under the **Performance** heading (open, or folded in a bare `<details>`): the "
+              "header `| case | route | baseline us | candidate us | class |` (extra columns after these five are "
+              "not read), one row per case id, its route exactly `triton` or `fallback`, its figures and its class "
+              "the data's; every visible row whose first cell is a case id is held: its `route`, `class`, `outcome` "
+              "and `verdict` cells (any column so headed) and, under this header, its figures; any other row is prose")
+DUPLICATE_RULE = ("every element that matches its form is held to the data, duplicates too (two `Outcomes:` lines, two "
+                  "case lines for a case, two tables): a false one loses")
+METHOD_RULE = ("six labelled lines with the values of `env[\"harness\"]`: `Timer: NAME` (the record's timer), "
+               "`Warm-up: N ms`, `Synchronization: HOW` (copy the record's own words: a program cannot judge other "
+               "words), `Statistic: median of N samples`, `Spread: q80 - q20` (or `p80 - p20`, `20th to 80th "
+               "percentile`), `Raw samples: FILE`")
+SUBSTANCE_RULE = (f"case lines or performance table rows that give at least {NAMED_WITH_FIGURES} of the table's cases "
+                  "figures that match the data (on the CPU-shaped table too)")
+SECTION_RULE = ("six headings, each exactly one section name: **Summary**, **Eligibility and fallback**, **Semantic "
+                "evidence**, **Mechanism**, **Performance**, **Limitations**, each with a sentence of its own (5 words "
+                "or more, said in no other section), a labelled line or a table row; a section runs to the next "
+                "heading of the same or a higher level")
+NO_LOSS_RULE = ("one rule reads prose: a sentence that denies every loss (a loss word, `slower`, `loss`, `regression`, "
+                "`worse`, negated by `never`, `no`, `none`, `nothing`, `without`, `zero`, `0`, `not a single` or `not "
+                "one` in one clause: `no regressions`, `slower on no shape`) while the table has losses loses the "
+                "consistency part, unless the sentence names a case, a route (`fallback`, `triton`) or an exception "
+                "(`except`, `other than`)")
+CPU_RULE = (f"on data whose `env[\"device\"]` is not `\"cuda\"`: an `Environment:` line whose KIND is `{NOT_GPU}`, and "
+            f"no case line, table row or `Outcomes:` count marks a case a {WIN} or a {LOSS} (a class, `faster`, "
+            "`slower`, or a multiplier such as `2.0x`, in any line labelled with a case id or any row whose first "
+            "cell is one, its table header too, wherever it stands)")
+CONCISE_RULE = ("at most 600 words a reader sees: outside closed `<details>` blocks (words inside `<details open>` "
+                "count)")
 #: What the feedback says of prose, on every judged note.
-PROSE_NOTE = ("prose (every paragraph, list item or sentence that is not a labelled line or a table row) is read by "
-              "your instructor or the reviewer, not scored")
-STATED = (PRINCIPLE, PROSE_RULE, LABEL_RULE, RENDER_RULE, PLAIN_RULE, ID_RULE,
-          SUBSTANCE_RULE, OUTLINE_RULE, SECTION_RULE, ENVIRONMENT_RULE, LIMIT_RULE, DTYPE_RULE, FALLBACK_RULE,
-          OUTCOMES_RULE, CASE_RULE, FIGURE_RULE, FIGURES_ARE, TABLE_RULE, NO_LOSS_RULE, METHOD_RULE, CPU_RULE,
-          PROSE_NOTE)
+PROSE_NOTE = ("prose (every paragraph, list item, sentence or row that is not an element in its form) is read by your "
+              "instructor or the reviewer, not scored")
+STATED = (PRINCIPLE, WHERE_RULE, LABEL_RULE, ENVIRONMENT_RULE, SCOPE_RULE, OUTCOMES_RULE, CASE_RULE, FIGURE_RULE,
+          TABLE_RULE, DUPLICATE_RULE, METHOD_RULE, SUBSTANCE_RULE, SECTION_RULE, NO_LOSS_RULE, CPU_RULE,
+          CONCISE_RULE, PROSE_NOTE)

@@ -18,16 +18,17 @@ import functools
 import re
 import unicodedata
 
-__all__ = ["Block", "blocks", "statements", "sections", "table_rows", "all_table_rows", "visible_text", "scope_text",
-           "canon"]
+__all__ = ["Block", "blocks", "every_block", "statements", "sections", "table_rows", "all_table_rows", "visible_text",
+           "scope_text", "canon"]
 
 #: Latin letters' Cyrillic and Greek lookalikes (a reader sees ``с05`` as ``c05``).
 _LOOKALIKE = str.maketrans("аАсСеЕоОрРхХуКМТНВіІјЈѕЅԁοΟαΑνΝκΚρΡτΤιΙΕΒΜΖΗΧΥ",
                            "aAcCeEoOpPxXyKMTHBiIjJsSdoOaAvNkKpPtTiIEBMZHXY")
-#: Elements whose text a reader sees or opens: a fold, its summary, line breaks and rules.
+#: Elements whose text a reader sees or opens: a bare fold (``<details>``, ``<details open>``) and its bare summary;
+#: the same element with any other attribute (``hidden``, ``style``, ``class``) hides what it holds.
 _SHOWN = {"details", "summary"}
 _VOID = {"br", "hr", "wbr", "img", "input", "meta", "link", "source", "col", "area", "base", "embed", "param", "track"}
-_ELEMENT = re.compile(r"<(/?)([A-Za-z][\w-]*)[^>]*?(/?)>")
+_ELEMENT = re.compile(r"<(/?)([A-Za-z][\w-]*)([^>]*?)(/?)>")
 
 
 def canon(text: str) -> str:
@@ -37,19 +38,37 @@ def canon(text: str) -> str:
         _LOOKALIKE)
 
 
-def _depth(html: str, depth: int) -> int:
-    """The count of open raw HTML elements (other than :data:`_SHOWN` ones) after ``html``."""
+def _bare(m: re.Match) -> bool:
+    """Whether an element's tag is a bare fold or summary (:data:`_SHOWN`; ``open`` allowed on a fold)."""
+    name, attrs = m.group(2).lower(), " ".join(m.group(3).split()).lower()
+    return name in _SHOWN and (attrs == "" or name == "details" and attrs in ("open", 'open=""', "open=open"))
+
+
+def _depth(html: str, depth: tuple) -> tuple:
+    """The raw HTML elements open after ``html`` (a stack of ``(name, hides)``: an element hides what it holds unless
+    it is a bare fold or summary, :func:`_bare`)."""
     for m in _ELEMENT.finditer(_HIDDEN_HTML.sub(" ", html)):
         name = m.group(2).lower()
-        if name in _SHOWN or name in _VOID or m.group(3):
+        if name in _VOID or m.group(4):
             continue
-        depth = max(0, depth - 1) if m.group(1) else depth + 1
+        if m.group(1):
+            depth = depth[:-1]
+        else:
+            depth = (*depth, (name, not _bare(m)))
     return depth
 
 
+def _hides(depth: tuple) -> bool:
+    return any(h for _, h in depth)
+
+
+def _folded(depth: tuple) -> bool:
+    return any(n == "details" for n, _ in depth)
+
+
 def _plain_html(html: str) -> bool:
-    """Whether raw HTML has only elements a reader sees as the note's own text (:data:`_SHOWN`)."""
-    return all(m.group(2).lower() in _SHOWN | _VOID for m in _ELEMENT.finditer(_HIDDEN_HTML.sub(" ", html)))
+    """Whether raw HTML has only elements a reader sees as the note's own text (:func:`_bare`, line breaks)."""
+    return all(_bare(m) or m.group(2).lower() in _VOID for m in _ELEMENT.finditer(_HIDDEN_HTML.sub(" ", html)))
 
 #: What of raw HTML renders nothing: comments (an unclosed one hides the rest), script and style elements, tags.
 _HIDDEN_HTML = re.compile(r"<!--.*?(-->|$)|<(script|style)\b.*?(</\2\s*>|$)", re.DOTALL | re.IGNORECASE)
@@ -68,12 +87,13 @@ class Block:
     level: int = 0
     cells: tuple[str, ...] = ()
     header: tuple[str, ...] = ()
+    fold: bool = False
 
 
 def _inline(token, checked: bool = False) -> str:
     """The text an inline token renders as the note's own plain statement: its text and code, line breaks as
     ``\\n``; no HTML, no struck text, nothing inside an inline HTML element. ``checked``: every word of it."""
-    out, struck, depth = [], 0, 0
+    out, struck, depth = [], 0, ()
     for c in token.children or ():
         if c.type == "html_inline":
             depth = _depth(c.content, depth)
@@ -81,7 +101,7 @@ def _inline(token, checked: bool = False) -> str:
             struck += 1
         elif c.type == "s_close":
             struck -= 1
-        elif (struck or depth or c.type == "html_inline" and not _plain_html(c.content)) and not checked:
+        elif (struck or _hides(depth) or c.type == "html_inline" and not _plain_html(c.content)) and not checked:
             continue
         elif c.type in ("text", "code_inline"):
             out.append(c.content)
@@ -92,7 +112,7 @@ def _inline(token, checked: bool = False) -> str:
     return "".join(out)
 
 
-def _raw_lines(text: str, line: int) -> list[Block]:
+def _raw_lines(text: str, line: int, fold: bool = False) -> list[Block]:
     """What a raw HTML or code block shows: its visible text, a line starting with ``|`` read as a table row."""
     out, para, header = [], [], None
     for i, raw in enumerate(_TAG.sub(" ", _HIDDEN_HTML.sub(" ", text)).splitlines()):
@@ -102,16 +122,16 @@ def _raw_lines(text: str, line: int) -> list[Block]:
             if header is None:
                 header = tuple(c.lower() for c in cells)
             elif not all(set(c) <= set("-: ") for c in cells):
-                out.append(Block("row", " | ".join(cells), line + i, cells=cells, header=header))
+                out.append(Block("row", " | ".join(cells), line + i, cells=cells, header=header, fold=fold))
             continue
         header = None
         if s:
             para.append(s)
         if para and (not s or i == len(text.splitlines()) - 1):
-            out.append(Block("prose", "\n".join(para), line + i))
+            out.append(Block("prose", "\n".join(para), line + i, fold=fold))
             para = []
     if para:
-        out.append(Block("prose", "\n".join(para), line))
+        out.append(Block("prose", "\n".join(para), line, fold=fold))
     return out
 
 
@@ -131,11 +151,12 @@ def _blocks(note: str, checked: bool = False, raw: bool = False) -> tuple[Block,
     tokens, out, i = _parser().parse(note), [], 0
     header: tuple[str, ...] = ()
     row: list[str] | None = None
-    depth = quoted = 0  # open raw HTML elements, block quotes
+    depth, quoted = (), 0  # open raw HTML elements, block quotes
     while i < len(tokens):
         t = tokens[i]
         line = t.map[0] if t.map else (out[-1].line if out else 0)
-        aside = bool(depth or quoted) and not checked
+        aside = bool(_hides(depth) or quoted) and not checked
+        fold = _folded(depth)
         if t.type == "blockquote_open":
             quoted += 1
         elif t.type == "blockquote_close":
@@ -150,7 +171,7 @@ def _blocks(note: str, checked: bool = False, raw: bool = False) -> tuple[Block,
         elif t.type == "paragraph_open":
             text = _inline(tokens[i + 1], checked).strip()
             if text and not aside:
-                out.append(Block("prose", text, line))
+                out.append(Block("prose", text, line, fold=fold))
             i += 2
         elif t.type == "thead_open":
             header = ()
@@ -162,11 +183,11 @@ def _blocks(note: str, checked: bool = False, raw: bool = False) -> tuple[Block,
             if not header:
                 header = tuple(c.lower() for c in row)
             elif not aside:
-                out.append(Block("row", " | ".join(row), line, cells=tuple(row), header=header))
+                out.append(Block("row", " | ".join(row), line, cells=tuple(row), header=header, fold=fold))
             row = None
         elif t.type == "html_block":
             if checked or not aside and _plain_html(t.content):
-                out += _raw_lines(t.content, line)
+                out += _raw_lines(t.content, line, fold or "<details" in t.content.lower())
             depth = _depth(t.content, depth)
         elif t.type in ("fence", "code_block") and checked:
             out += _raw_lines(t.content, line)
@@ -174,6 +195,11 @@ def _blocks(note: str, checked: bool = False, raw: bool = False) -> tuple[Block,
     if checked and not raw:
         return tuple(dataclasses.replace(b, text=canon(b.text), cells=tuple(canon(c) for c in b.cells)) for b in out)
     return tuple(out)
+
+
+def every_block(note: str) -> list[Block]:
+    """Every block of the note, a reader might see it or not, as written (not :func:`canon` read)."""
+    return list(_blocks(note, True, True))
 
 
 def blocks(note: str, *, checked: bool = False) -> list[Block]:
