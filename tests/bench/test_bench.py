@@ -892,12 +892,12 @@ def test_a_cpu_note_shows_the_interpreters_count_beside_the_model():
 
 def test_importing_bench_or_one_of_its_modules_imports_no_other_module_of_it():
     """bench/__init__.py is lazy (PEP 562): the grader's sandbox can hide a module an exercise forbids (sweep.py,
-    report.py, ...) while the notebooks import the outcome rule from analysis.py."""
-    code = ("import sys, fastpath_lib.bench.analysis\n"
+    report.py, analysis.py, ...) while the notebooks import the outcome rule from outcome.py."""
+    code = ("import sys, fastpath_lib.bench.outcome\n"
             "print(sorted(m for m in sys.modules if m.startswith('fastpath_lib.bench')))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert json.loads(done.stdout.replace("'", '"')) == [
-        "fastpath_lib.bench", "fastpath_lib.bench.analysis", "fastpath_lib.bench.schema"], done.stdout
+        "fastpath_lib.bench", "fastpath_lib.bench.outcome", "fastpath_lib.bench.schema"], done.stdout
     assert set(bench.__all__) <= set(dir(bench))
     for name in bench.__all__:  # each public name is its module's own object, as the eager imports made it
         assert getattr(bench, name) is getattr(sys.modules[f"fastpath_lib.bench.{bench._WHERE[name]}"], name), name
