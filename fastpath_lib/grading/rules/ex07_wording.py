@@ -19,8 +19,9 @@ KINDS = (GPU_LABEL, SYNTHETIC, NOT_GPU)
 COVERED = [str(d).replace("torch.", "") for d in rms.SUPPORTED_DTYPES]
 PRINCIPLE = ("The autograder scores only structured elements, each counted only where it matches its stated form "
              "exactly (the whole line or row, ASCII labels, the values below); then every value in it is compared "
-             "exactly with the data. Anything that does not match its form is prose: it earns nothing, and your "
-             "instructor or the reviewer reads it")
+             "exactly with the data. Anything that does not match its form is prose: it earns nothing (the one use "
+             "the check makes of a prose sentence: it counts as its section's content, whatever it says, for the "
+             "sections part below), and your instructor or the reviewer reads it")
 WHERE_RULE = ("Elements count in the note's top-level Markdown as it renders (paragraphs, list items, table rows; an "
               "HTML comment is not read at all). Inside raw HTML only a bare `<details>` fold (no attribute but "
               "`open`) and its bare `<summary>` count, and only for the performance table; an element with any "
