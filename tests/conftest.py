@@ -23,6 +23,20 @@ def interpreter_selftest():
         pytest.exit(f"{res}\n(no other test can be trusted until this passes)", returncode=3)
 
 
+@pytest.fixture(scope="module", autouse=True)
+def environment_restored():
+    """Each test module leaves ``os.environ`` as it found it: a variable its code sets without monkeypatch (an op
+    exported with ``FASTPATH_OPS``, a library's own setting) would reach every later module of its worker and the
+    notebook kernels those start."""
+    import os
+
+    saved = dict(os.environ)
+    yield
+    if dict(os.environ) != saved:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
 @pytest.fixture(scope="session")
 def device() -> str:
     """CUDA when present and the interpreter is off, else the CPU (under the interpreter)."""
