@@ -133,10 +133,10 @@ def _maintenance() -> list[str]:
     dtypes = _dtypes()
     return [f"- Surface: {dtypes}, {_arch(rms.MIN_CAPABILITY)} and newer, rows <= {rms.MAX_COLS} columns wide; "
             "everything else falls back.",
-            "- Fallback: `force_fallback()` switches the fast path off inside a block; `FASTPATH_FORCE_FALLBACK=1`, "
-            "read when the kit is imported, switches it off for a process started with it (no code change).",
-            "- New architectures: {owner} re-runs the GPU sweep and records the row threshold for the arch "
-            "(`python -m fastpath_lib threshold RESULTS_DIR`); until then the conservative default applies."]
+            "- Fallback: `force_fallback()` inside a block; `FASTPATH_FORCE_FALLBACK=1` for a process started with "
+            "it (read when the kit is imported; no code change).",
+            "- New architectures: {owner} re-runs the GPU sweep and records the arch's row threshold "
+            "(`python -m fastpath_lib threshold RESULTS_DIR`); until then the default applies."]
 
 
 def _limitations() -> list[str]:

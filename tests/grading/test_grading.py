@@ -345,22 +345,31 @@ def test_classifier_without_noise_band_fails():
     assert not res[0].passed and "c07_4096x4096_bf16_noisy" in res[0].feedback
 
 
-def test_pr_note_claiming_speedups_from_cpu_data_fails():
+def test_a_speed_up_claimed_in_prose_is_for_a_person_and_in_a_case_line_on_cpu_data_it_loses():
+    """Exercise 07 scores structured elements only: "2x faster everywhere" in prose earns and costs nothing (the
+    feedback says a person reads prose), while a case line that marks a CPU-timed case a win loses the no-claims part."""
     import jupytext
+
+    from fastpath_lib.bench.schema import UNMEASURED, WIN
 
     ns: dict = {}
     for cell in jupytext.read(ROOT / "solutions" / "ex07_pr_note.py").cells:
         if cell.cell_type == "code" and CHECK_TAG not in cell.metadata.get("tags", []):
             exec(cell.source, ns)
 
-    def note(df, env):
+    def prose(df, env):
         return ns["write_pr_note"](df, env) + "\nThe kernel is 2x faster everywhere.\n"
 
-    res = {r.part: r for r in ex.check_pr_note(note, show=False)}
-    assert res["sections"].passed
-    # on the GPU table the blanket claim also contradicts the losses
-    assert not res["consistent_with_data"].passed and "everywhere" in res["consistent_with_data"].feedback
-    assert not res["no_claims_from_cpu_data"].passed and "faster" in res["no_claims_from_cpu_data"].feedback
+    res = {r.part: r for r in ex.check_pr_note(prose, show=False)}
+    assert all(r.passed for r in res.values()), [(r.part, r.feedback) for r in res.values() if not r.passed]
+    assert "not scored" in res["consistent_with_data"].feedback
+
+    def case_line(df, env):
+        note = ns["write_pr_note"](df, env)
+        return note if env.get("device") == "cuda" else note.replace(f": {UNMEASURED},", f": {WIN},", 1)
+
+    res = {r.part: r for r in ex.check_pr_note(case_line, show=False)}
+    assert not res["no_claims_from_cpu_data"].passed, res["no_claims_from_cpu_data"].feedback
 
 
 def test_v2_predicate_check_rejects_the_kit_predicate():
