@@ -347,7 +347,7 @@ def test_classifier_without_noise_band_fails():
 
 def test_a_speed_up_claimed_in_prose_is_for_a_person_and_in_a_case_line_on_cpu_data_it_loses():
     """Exercise 07 scores structured elements only: "2x faster everywhere" in prose earns and costs nothing (the
-    feedback says a person reads prose), while a case line that marks a CPU-timed case a win loses the no-claims part."""
+    feedback says a person reads prose); a case line marking a CPU-timed case a win loses the no-claims part."""
     import jupytext
 
     from fastpath_lib.bench.schema import UNMEASURED, WIN
